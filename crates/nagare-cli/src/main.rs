@@ -1,0 +1,159 @@
+//! The `nagare` command.
+
+mod demo;
+mod host;
+mod ping;
+mod realtime;
+mod sim_pair;
+mod up;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use nagare_dev::Impairment;
+use nagare_wire::{EthernetAddress, Ipv4Cidr};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "nagare", version, about = "A user-space TCP/IP stack")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Two instances on a simulated link in this process: ARP, ping both
+    /// ways, fragmented UDP echo, and a UDP stream; no root needed.
+    Demo {
+        /// Save host A's traffic as a pcap file.
+        #[arg(long)]
+        pcap: Option<PathBuf>,
+        /// Seed of the simulated link.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Datagrams in the closing UDP stream.
+        #[arg(long, default_value_t = 50_000)]
+        stream: usize,
+    },
+    /// Run a host on a TAP device: answers ping and serves UDP echo on port 7.
+    Up {
+        #[command(flatten)]
+        link: TapArgs,
+        /// Save the traffic as a pcap file.
+        #[arg(long)]
+        pcap: Option<PathBuf>,
+    },
+    /// Ping from nagare: over a TAP device, or (without --tap) to a nagare
+    /// peer on a simulated link in this process.
+    Ping {
+        #[command(flatten)]
+        link: OptionalTapArgs,
+        /// Address to ping.
+        destination: Ipv4Addr,
+        /// Stop after this many requests.
+        #[arg(short = 'c', long = "count")]
+        count: Option<u32>,
+        /// Bytes of echo data.
+        #[arg(short = 's', long = "size", default_value_t = 56)]
+        size: usize,
+        /// Seconds between requests.
+        #[arg(short = 'i', long = "interval", default_value_t = 1.0)]
+        interval: f64,
+        /// Seconds to wait for the last reply.
+        #[arg(short = 'W', long = "timeout", default_value_t = 2.0)]
+        timeout: f64,
+        /// Print only the summary.
+        #[arg(short = 'q', long = "quiet")]
+        quiet: bool,
+    },
+}
+
+#[derive(clap::Args, Clone)]
+struct TapArgs {
+    /// TAP device to use (created if it does not exist).
+    #[arg(long)]
+    tap: String,
+    /// Address and prefix, e.g. 10.0.0.2/24.
+    #[arg(long)]
+    addr: Ipv4Cidr,
+    /// Default gateway.
+    #[arg(long)]
+    gateway: Option<Ipv4Addr>,
+    /// Ethernet address (default: derived from the IP address).
+    #[arg(long)]
+    mac: Option<EthernetAddress>,
+    /// Impair traffic both ways, e.g. loss=3%,delay=2ms,reorder=10%,dup=1%,corrupt=0.1%.
+    #[arg(long)]
+    impair: Option<Impairment>,
+}
+
+#[derive(clap::Args, Clone)]
+struct OptionalTapArgs {
+    /// TAP device to use (created if it does not exist).
+    #[arg(long, requires = "addr")]
+    tap: Option<String>,
+    /// Address and prefix, e.g. 10.0.0.2/24.
+    #[arg(long)]
+    addr: Option<Ipv4Cidr>,
+    /// Default gateway.
+    #[arg(long)]
+    gateway: Option<Ipv4Addr>,
+    /// Ethernet address (default: derived from the IP address).
+    #[arg(long)]
+    mac: Option<EthernetAddress>,
+    /// Impair traffic both ways.
+    #[arg(long)]
+    impair: Option<Impairment>,
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Demo { pcap, seed, stream } => demo::run(demo::DemoArgs {
+            pcap,
+            seed,
+            stream_datagrams: stream,
+        }),
+        Command::Up { link, pcap } => up::run(up::UpArgs {
+            tap: link.tap,
+            addr: link.addr,
+            gateway: link.gateway,
+            mac: link.mac,
+            impair: link.impair,
+            pcap,
+        }),
+        Command::Ping {
+            link,
+            destination,
+            count,
+            size,
+            interval,
+            timeout,
+            quiet,
+        } => {
+            let options = ping::PingOptions {
+                destination,
+                count,
+                size,
+                interval: std::time::Duration::from_secs_f64(interval.max(0.0)),
+                timeout: std::time::Duration::from_secs_f64(timeout.max(0.0)),
+                quiet,
+            };
+            let code = match (link.tap, link.addr) {
+                (Some(tap), Some(addr)) => ping::run_tap(
+                    up::TapLink {
+                        tap,
+                        addr,
+                        gateway: link.gateway,
+                        mac: link.mac,
+                        impair: link.impair,
+                    },
+                    options,
+                )?,
+                _ => ping::run_simulated(link.addr, options)?,
+            };
+            std::process::exit(code);
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! `nagare ping`: echo requests from nagare, with the output and summary
+//! of iputils' ping.
+
+use crate::realtime;
+use crate::sim_pair::{host_config, new_host, sim_ports, SimPair};
+use crate::up::{open_host, TapLink};
+use anyhow::{bail, Result};
+use nagare_core::icmp::{EchoEvent, IcmpError};
+use nagare_core::{EchoHandle, Instant, Interface};
+use nagare_dev::{LinkConfig, MonotonicClock};
+use nagare_wire::Ipv4Cidr;
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::ops::ControlFlow;
+use std::time::Duration;
+
+pub struct PingOptions {
+    pub destination: Ipv4Addr,
+    pub count: Option<u32>,
+    pub size: usize,
+    pub interval: Duration,
+    pub timeout: Duration,
+    pub quiet: bool,
+}
+
+struct PingSession {
+    options: PingOptions,
+    handle: EchoHandle,
+    data: Vec<u8>,
+    next_seq: u16,
+    sent: u32,
+    received: u32,
+    errors: u32,
+    outstanding: HashMap<u16, Instant>,
+    rtts_ms: Vec<f64>,
+    next_send: Instant,
+    last_send: Option<Instant>,
+    started: Option<Instant>,
+}
+
+impl PingSession {
+    fn new(iface: &mut Interface, options: PingOptions) -> Result<Self> {
+        let ident = (std::process::id() & 0xffff) as u16;
+        let handle = iface.echo_open(ident).map_err(anyhow::Error::msg)?;
+        let data = (0..options.size).map(|i| (i % 256) as u8).collect();
+        println!(
+            "PING {0} ({0}) {1}({2}) bytes of data.",
+            options.destination,
+            options.size,
+            options.size + 28
+        );
+        Ok(PingSession {
+            options,
+            handle,
+            data,
+            next_seq: 1,
+            sent: 0,
+            received: 0,
+            errors: 0,
+            outstanding: HashMap::new(),
+            rtts_ms: Vec::new(),
+            next_send: Instant::ZERO,
+            last_send: None,
+            started: None,
+        })
+    }
+
+    fn all_sent(&self) -> bool {
+        self.options.count.is_some_and(|c| self.sent >= c)
+    }
+
+    fn tick(&mut self, iface: &mut Interface, now: Instant) -> ControlFlow<(), Option<Instant>> {
+        self.started.get_or_insert(now);
+        while let Ok(Some(event)) = iface.echo_recv(self.handle) {
+            self.on_event(event);
+        }
+        if self.all_sent() {
+            let answered = self.received + self.errors >= self.sent;
+            let waited_out = self.last_send.is_some_and(|t| now >= t + self.options.timeout);
+            if answered || waited_out {
+                return ControlFlow::Break(());
+            }
+            return ControlFlow::Continue(self.last_send.map(|t| t + self.options.timeout));
+        }
+        if now >= self.next_send {
+            let seq = self.next_seq;
+            match iface.echo_send(self.handle, self.options.destination, seq, &self.data, now) {
+                Ok(()) => {
+                    self.outstanding.insert(seq, now);
+                }
+                Err(e) => eprintln!("ping: sendmsg: {e}"),
+            }
+            self.sent += 1;
+            self.next_seq = self.next_seq.wrapping_add(1);
+            self.last_send = Some(now);
+            self.next_send = now + self.options.interval;
+        }
+        ControlFlow::Continue(Some(self.next_send))
+    }
+
+    fn on_event(&mut self, event: EchoEvent) {
+        match event {
+            EchoEvent::Reply {
+                from,
+                seq_no,
+                data_len,
+                ttl,
+                at,
+            } => {
+                let Some(sent_at) = self.outstanding.remove(&seq_no) else {
+                    return;
+                };
+                let rtt = (at - sent_at).as_secs_f64() * 1e3;
+                self.received += 1;
+                self.rtts_ms.push(rtt);
+                if !self.options.quiet {
+                    println!(
+                        "{} bytes from {from}: icmp_seq={seq_no} ttl={ttl} time={rtt:.3} ms",
+                        data_len + 8
+                    );
+                }
+            }
+            EchoEvent::Error { seq_no, error } => {
+                if self.outstanding.remove(&seq_no).is_none() {
+                    return;
+                }
+                self.errors += 1;
+                let (from, what) = match error {
+                    IcmpError::Unreachable { from, code } => (from, unreachable_text(code)),
+                    IcmpError::TimeExceeded { from, .. } => (from, "Time to live exceeded"),
+                };
+                if !self.options.quiet {
+                    println!("From {from} icmp_seq={seq_no} {what}");
+                }
+            }
+        }
+    }
+
+    /// Prints the summary and returns ping's exit code: 0 if any reply
+    /// came back, 1 otherwise.
+    fn finish(&self, now: Instant) -> i32 {
+        let elapsed = self.started.map_or(Duration::ZERO, |s| now - s);
+        let lost = self.sent.saturating_sub(self.received);
+        let loss = if self.sent == 0 {
+            0.0
+        } else {
+            f64::from(lost) * 100.0 / f64::from(self.sent)
+        };
+        println!("\n--- {} ping statistics ---", self.options.destination);
+        let errors = if self.errors > 0 {
+            format!(", +{} errors", self.errors)
+        } else {
+            String::new()
+        };
+        println!(
+            "{} packets transmitted, {} received{errors}, {loss:.0}% packet loss, time {}ms",
+            self.sent,
+            self.received,
+            elapsed.as_millis()
+        );
+        if !self.rtts_ms.is_empty() {
+            let n = self.rtts_ms.len() as f64;
+            let min = self.rtts_ms.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = self.rtts_ms.iter().copied().fold(0.0, f64::max);
+            let avg = self.rtts_ms.iter().sum::<f64>() / n;
+            let mdev = (self.rtts_ms.iter().map(|r| (r - avg).powi(2)).sum::<f64>() / n).sqrt();
+            println!("rtt min/avg/max/mdev = {min:.3}/{avg:.3}/{max:.3}/{mdev:.3} ms");
+        }
+        if self.received > 0 {
+            0
+        } else {
+            1
+        }
+    }
+}
+
+fn unreachable_text(code: u8) -> &'static str {
+    match code {
+        0 => "Destination Net Unreachable",
+        1 => "Destination Host Unreachable",
+        2 => "Destination Protocol Unreachable",
+        3 => "Destination Port Unreachable",
+        4 => "Frag needed and DF set",
+        _ => "Destination Unreachable",
+    }
+}
+
+/// Pings over a TAP device on the wall clock.
+pub fn run_tap(link: TapLink, options: PingOptions) -> Result<i32> {
+    let stop = realtime::stop_flag()?;
+    let clock = MonotonicClock::new();
+    let mut host = open_host(&link, None, &clock)?;
+    let mut session = PingSession::new(&mut host.iface, options)?;
+    realtime::run(&mut host, &clock, &stop, |host, now| session.tick(&mut host.iface, now))?;
+    Ok(session.finish(clock.now()))
+}
+
+/// Pings a nagare peer on a simulated link in this process, in virtual
+/// time: the peer takes `destination`, we take `addr` (default: the next
+/// address on the same /24).
+pub fn run_simulated(addr: Option<Ipv4Cidr>, options: PingOptions) -> Result<i32> {
+    let dst = options.destination;
+    let local = match addr {
+        Some(a) => a,
+        None => {
+            let [a, b, c, d] = dst.octets();
+            let mine = if d == 1 { 2 } else { 1 };
+            Ipv4Cidr::new(Ipv4Addr::new(a, b, c, mine), 24).map_err(|e| anyhow::anyhow!("{e}"))?
+        }
+    };
+    let Ok(peer_cidr) = Ipv4Cidr::new(dst, local.prefix_len()) else {
+        bail!("bad prefix");
+    };
+    if !local.contains(dst) || local.address() == dst {
+        bail!("{dst} must be another address on {local}'s network to ping a simulated peer");
+    }
+    println!("(no --tap: pinging a nagare peer at {dst} on a simulated link, virtual time, 50 us each way)");
+    let link = LinkConfig {
+        latency: Duration::from_micros(50),
+        ..LinkConfig::default()
+    };
+    let (port_a, port_b) = sim_ports(link, 7);
+    let mut pair = SimPair::new(
+        new_host(host_config(0x0a, local, 0xa), port_a),
+        new_host(host_config(0x0b, peer_cidr, 0xb), port_b),
+    );
+    let mut session = PingSession::new(&mut pair.a.iface, options)?;
+    loop {
+        pair.settle()?;
+        let now = pair.now;
+        match session.tick(&mut pair.a.iface, now) {
+            ControlFlow::Break(()) => break,
+            ControlFlow::Continue(wake) => {
+                let until = wake.unwrap_or(now + Duration::from_secs(1));
+                pair.run_until(until.saturating_since(now), |_| false)?;
+            }
+        }
+    }
+    Ok(session.finish(pair.now))
+}

@@ -1,0 +1,85 @@
+//! Running hosts on the wall clock: waiting for a device, and stopping
+//! cleanly on SIGINT or SIGTERM.
+
+use crate::host::Host;
+use nagare_core::Instant;
+use nagare_dev::{Device, MonotonicClock};
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Longest sleep, so a stop request is noticed promptly even when no
+/// signal interrupts the wait.
+const MAX_WAIT: Duration = Duration::from_millis(100);
+
+/// A flag raised by SIGINT or SIGTERM.
+pub fn stop_flag() -> io::Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&flag))?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&flag))?;
+    Ok(flag)
+}
+
+pub fn stopped(flag: &AtomicBool) -> bool {
+    flag.load(Ordering::Relaxed)
+}
+
+/// Sleeps until `fd` is readable (or writable, if asked) or `timeout`
+/// passes; a signal ends the wait early.
+pub fn wait_for(fd: Option<RawFd>, want_write: bool, timeout: Duration) -> io::Result<()> {
+    let timeout = timeout.min(MAX_WAIT);
+    let millis = timeout.as_millis().clamp(0, i32::MAX as u128) as i32;
+    let Some(fd) = fd else {
+        std::thread::sleep(timeout);
+        return Ok(());
+    };
+    let mut events = libc::POLLIN;
+    if want_write {
+        events |= libc::POLLOUT;
+    }
+    let mut pollfd = libc::pollfd { fd, events, revents: 0 };
+    // SAFETY: one valid pollfd lives on the stack for the duration of the call.
+    let rc = unsafe { libc::poll(&mut pollfd, 1, millis) };
+    if rc < 0 {
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+/// Steps `host` on the wall clock, calling `tick` after every step, until
+/// `tick` says stop or a signal arrives. `tick` returns when it next wants
+/// to run (`None`: only on input).
+pub fn run<D: Device>(
+    host: &mut Host<D>,
+    clock: &MonotonicClock,
+    stop: &AtomicBool,
+    mut tick: impl FnMut(&mut Host<D>, Instant) -> std::ops::ControlFlow<(), Option<Instant>>,
+) -> io::Result<()> {
+    loop {
+        if stopped(stop) {
+            return Ok(());
+        }
+        let now = clock.now();
+        let report = host.step(now)?;
+        let wake = match tick(host, now) {
+            std::ops::ControlFlow::Break(()) => return Ok(()),
+            std::ops::ControlFlow::Continue(wake) => wake,
+        };
+        if report.did_work() {
+            continue;
+        }
+        let now = clock.now();
+        let next = crate::host::earliest(host.poll_at(), wake);
+        let timeout = next.map_or(MAX_WAIT, |t| t.saturating_since(now));
+        if timeout.is_zero() {
+            continue;
+        }
+        let pending_tx = host.has_pending_tx();
+        wait_for(host.device.raw_fd(), pending_tx, timeout)?;
+    }
+}

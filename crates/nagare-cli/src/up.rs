@@ -1,0 +1,97 @@
+//! `nagare up`: a host on a TAP device that answers ping and serves UDP
+//! echo until it is told to stop.
+
+use crate::host::Host;
+use crate::realtime;
+use anyhow::{Context, Result};
+use nagare_core::buf::BufferPool;
+use nagare_core::{Interface, InterfaceConfig};
+use nagare_dev::{Device, Impaired, Impairment, MonotonicClock, PcapDevice, PcapWriter, TapDevice};
+use nagare_wire::{EthernetAddress, Ipv4Cidr};
+use std::fs::File;
+use std::io::BufWriter;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+/// Buffers for a real device: bursts of a few thousand frames in flight.
+const POOL_BUFFERS: usize = 16384;
+const BUFFER_SIZE: usize = 2048;
+const UDP_ECHO_PORT: u16 = 7;
+
+pub struct TapLink {
+    pub tap: String,
+    pub addr: Ipv4Cidr,
+    pub gateway: Option<Ipv4Addr>,
+    pub mac: Option<EthernetAddress>,
+    pub impair: Option<Impairment>,
+}
+
+pub struct UpArgs {
+    pub tap: String,
+    pub addr: Ipv4Cidr,
+    pub gateway: Option<Ipv4Addr>,
+    pub mac: Option<EthernetAddress>,
+    pub impair: Option<Impairment>,
+    pub pcap: Option<PathBuf>,
+}
+
+/// A locally administered unicast address made from the IP address, so
+/// the same host gets the same MAC every run.
+pub fn default_mac(ip: Ipv4Addr) -> EthernetAddress {
+    let [a, b, c, d] = ip.octets();
+    EthernetAddress([0x02, 0x6e, a, b, c, d])
+}
+
+/// Opens the TAP device and builds a host on it, with the optional
+/// impairment and capture layers around the device.
+pub fn open_host(link: &TapLink, pcap: Option<&Path>, clock: &MonotonicClock) -> Result<Host<Box<dyn Device>>> {
+    let tap = TapDevice::open(&link.tap).with_context(|| format!("opening TAP device {}", link.tap))?;
+    eprintln!(
+        "nagare: {} TAP device {}",
+        if tap.created() { "created" } else { "attached to" },
+        link.tap
+    );
+    let mut device: Box<dyn Device> = Box::new(tap);
+    if let Some(impairment) = link.impair.filter(|i| !i.is_none()) {
+        device = Box::new(Impaired::new(device, impairment, u64::from(link.addr.address().to_bits())));
+    }
+    if let Some(path) = pcap {
+        let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let writer = PcapWriter::new(BufWriter::new(file), clock.unix_epoch_micros())?;
+        device = Box::new(PcapDevice::new(device, writer));
+    }
+    let mac = link.mac.unwrap_or_else(|| default_mac(link.addr.address()));
+    let mut config = InterfaceConfig::new(mac, link.addr);
+    config.gateway = link.gateway;
+    config.mtu = device.mtu();
+    config.seed = clock.unix_epoch_micros() ^ u64::from(std::process::id());
+    let iface = Interface::new(config, BufferPool::new(BUFFER_SIZE, POOL_BUFFERS));
+    Ok(Host::new(iface, device))
+}
+
+pub fn run(args: UpArgs) -> Result<()> {
+    let stop = realtime::stop_flag()?;
+    let clock = MonotonicClock::new();
+    let link = TapLink {
+        tap: args.tap,
+        addr: args.addr,
+        gateway: args.gateway,
+        mac: args.mac,
+        impair: args.impair,
+    };
+    let mut host = open_host(&link, args.pcap.as_deref(), &clock)?;
+    host.enable_udp_echo(UDP_ECHO_PORT).map_err(anyhow::Error::msg)?;
+    println!(
+        "nagare up: {} on {} (mac {}); answering ping, UDP echo on port {UDP_ECHO_PORT}; Ctrl-C stops",
+        link.addr,
+        link.tap,
+        host.iface.config().mac
+    );
+    realtime::run(&mut host, &clock, &stop, |_, _| std::ops::ControlFlow::Continue(None))?;
+    println!("nagare up: stopping");
+    for (name, value) in host.iface.counters().iter().filter(|(_, v)| *v != 0) {
+        println!("  {name:<28} {value}");
+    }
+    println!("  udp_echoed                   {}", host.udp_echoed);
+    Ok(())
+}

@@ -1,0 +1,8 @@
+//! Packet buffers: a bounded pool of fixed-size buffers and packets made of
+//! chains of slices over them.
+
+mod chain;
+mod pool;
+
+pub use chain::PacketBuf;
+pub use pool::{Buffer, BufferPool, PoolExhausted, PoolStats};

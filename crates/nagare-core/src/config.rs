@@ -1,0 +1,124 @@
+//! Configuration of an interface and the limits that bound its memory.
+
+use alloc::vec::Vec;
+use core::net::Ipv4Addr;
+use core::time::Duration;
+use nagare_wire::{EthernetAddress, Ipv4Cidr};
+
+/// A route: packets for `destination` go through `via`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    /// Destination network.
+    pub destination: Ipv4Cidr,
+    /// Next hop, which must be on a directly attached network.
+    pub via: Ipv4Addr,
+}
+
+/// Limits of the ARP cache.
+#[derive(Debug, Clone)]
+pub struct ArpConfig {
+    /// Most entries held; the oldest is evicted to make room.
+    pub cache_size: usize,
+    /// How long a learned entry stays valid.
+    pub entry_lifetime: Duration,
+    /// Least time between two requests for the same address.
+    pub request_interval: Duration,
+    /// Requests sent before the packets waiting on an address are dropped.
+    pub max_requests: u32,
+    /// Packets that may wait for the resolution of one address.
+    pub pending_per_address: usize,
+    /// Addresses that may be under resolution at once.
+    pub pending_addresses: usize,
+}
+
+impl Default for ArpConfig {
+    fn default() -> Self {
+        ArpConfig {
+            cache_size: 1024,
+            entry_lifetime: Duration::from_secs(60),
+            request_interval: Duration::from_secs(1),
+            max_requests: 3,
+            pending_per_address: 16,
+            pending_addresses: 64,
+        }
+    }
+}
+
+/// Limits of IPv4 reassembly.
+#[derive(Debug, Clone)]
+pub struct ReassemblyConfig {
+    /// Time a partial datagram may wait for its missing fragments.
+    pub timeout: Duration,
+    /// Payload bytes held in all partial datagrams together.
+    pub max_bytes: usize,
+    /// Partial datagrams held at once.
+    pub max_datagrams: usize,
+    /// Fragments held for one datagram.
+    pub max_fragments_per_datagram: usize,
+}
+
+impl Default for ReassemblyConfig {
+    fn default() -> Self {
+        ReassemblyConfig {
+            timeout: Duration::from_secs(30),
+            max_bytes: 4 << 20,
+            max_datagrams: 256,
+            max_fragments_per_datagram: 64,
+        }
+    }
+}
+
+/// Everything an [`Interface`](crate::iface::Interface) needs to start.
+#[derive(Debug, Clone)]
+pub struct InterfaceConfig {
+    /// The interface's Ethernet address.
+    pub mac: EthernetAddress,
+    /// Addresses with the prefix of their directly attached network.
+    pub addresses: Vec<Ipv4Cidr>,
+    /// Where packets for other networks go when no route matches.
+    pub gateway: Option<Ipv4Addr>,
+    /// More specific routes, tried before the gateway (longest prefix wins).
+    pub routes: Vec<Route>,
+    /// Largest IP packet the link carries.
+    pub mtu: usize,
+    /// TTL of packets we originate.
+    pub ttl: u8,
+    /// ARP limits.
+    pub arp: ArpConfig,
+    /// Reassembly limits.
+    pub reassembly: ReassemblyConfig,
+    /// ICMP error messages allowed per second on average.
+    pub icmp_error_rate: u32,
+    /// ICMP error messages allowed in a burst.
+    pub icmp_error_burst: u32,
+    /// Datagrams a UDP socket may hold unread.
+    pub udp_rx_queue_packets: usize,
+    /// Bytes a UDP socket may hold unread.
+    pub udp_rx_queue_bytes: usize,
+    /// Frames waiting for the device before new ones are dropped.
+    pub tx_queue_limit: usize,
+    /// Seeds the choice of IP identifications and ephemeral ports.
+    pub seed: u64,
+}
+
+impl InterfaceConfig {
+    /// A configuration with one address and default limits.
+    pub fn new(mac: EthernetAddress, address: Ipv4Cidr) -> Self {
+        InterfaceConfig {
+            mac,
+            addresses: alloc::vec![address],
+            gateway: None,
+            routes: Vec::new(),
+            mtu: 1500,
+            ttl: 64,
+            arp: ArpConfig::default(),
+            reassembly: ReassemblyConfig::default(),
+            icmp_error_rate: 100,
+            icmp_error_burst: 50,
+            udp_rx_queue_packets: 1024,
+            udp_rx_queue_bytes: 4 << 20,
+            tx_queue_limit: 4096,
+            seed: 0x6e61_6761_7265,
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! Named counters for everything the engine does, above all for every
+//! reason it drops a packet: a drop that is not counted cannot be debugged.
+
+macro_rules! counters {
+    ($(#[$meta:meta])* pub struct $name:ident { $($(#[doc = $doc:expr])* $field:ident,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Default, PartialEq, Eq)]
+        pub struct $name {
+            $($(#[doc = $doc])* pub $field: u64,)*
+        }
+
+        impl $name {
+            /// Every counter by name, in declaration order.
+            pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+                [$((stringify!($field), self.$field),)*].into_iter()
+            }
+        }
+    };
+}
+
+counters! {
+    /// What the interface has seen and done since it was created.
+    pub struct Counters {
+        /// Frames handed to `receive`.
+        rx_frames,
+        /// Bytes handed to `receive`.
+        rx_bytes,
+        /// Frames queued for transmission.
+        tx_frames,
+        /// Bytes queued for transmission.
+        tx_bytes,
+        /// Dropped: frame shorter than an Ethernet header.
+        drop_eth_truncated,
+        /// Dropped: addressed to another station.
+        drop_eth_not_for_us,
+        /// Dropped: source address is multicast or broadcast.
+        drop_eth_bad_source,
+        /// Dropped: EtherType we do not speak (IPv6 included).
+        drop_eth_unknown_type,
+        /// Dropped: ARP packet too short, or not Ethernet/IPv4.
+        drop_arp_malformed,
+        /// Dropped: ARP for an address that is not ours.
+        drop_arp_not_for_us,
+        /// ARP requests answered.
+        arp_replies_sent,
+        /// ARP requests sent.
+        arp_requests_sent,
+        /// Dropped: packet waited for an ARP reply that never came.
+        drop_arp_unresolved,
+        /// Dropped: the queue of packets waiting for ARP was full.
+        drop_arp_queue_full,
+        /// Dropped: IPv4 header shorter than 20 bytes or than its IHL.
+        drop_ip_truncated,
+        /// Dropped: IPv4 version, IHL or total length inconsistent.
+        drop_ip_malformed,
+        /// Dropped: IPv4 header checksum wrong.
+        drop_ip_checksum,
+        /// Dropped: TTL of zero on arrival.
+        drop_ip_ttl_zero,
+        /// Dropped: source address broadcast, multicast or ours.
+        drop_ip_bad_source,
+        /// Dropped: destination is not one of our addresses (we do not forward).
+        drop_ip_not_for_us,
+        /// Dropped: transport protocol we do not serve.
+        drop_ip_unknown_protocol,
+        /// Dropped on output: no route to the destination.
+        drop_ip_no_route,
+        /// Fragments received.
+        frag_received,
+        /// Datagrams reassembled from fragments.
+        frag_reassembled,
+        /// Dropped: fragment overlapping another one (teardrop).
+        drop_frag_overlap,
+        /// Dropped: fragments ending past 65535 bytes (ping of death).
+        drop_frag_oversize,
+        /// Dropped: fragment offset/length inconsistent (non-final length not a multiple of 8, data past a known end).
+        drop_frag_malformed,
+        /// Dropped: exact duplicate of a fragment already held.
+        drop_frag_duplicate,
+        /// Dropped: reassembly memory or datagram limit reached.
+        drop_frag_memory,
+        /// Dropped: fragments of a datagram not completed in time.
+        drop_frag_timeout,
+        /// Fragments sent.
+        frag_sent,
+        /// Dropped: ICMP message too short or malformed.
+        drop_icmp_malformed,
+        /// Dropped: ICMP checksum wrong.
+        drop_icmp_checksum,
+        /// Dropped: echo request to a broadcast address (ignored, as Linux does).
+        drop_icmp_broadcast_echo,
+        /// Echo requests answered.
+        icmp_echo_replies_sent,
+        /// Echo replies received for no ICMP socket.
+        drop_icmp_unmatched_reply,
+        /// Destination-unreachable and time-exceeded messages received.
+        icmp_errors_received,
+        /// ICMP error messages sent.
+        icmp_errors_sent,
+        /// ICMP errors not sent because of the rate limit.
+        icmp_errors_rate_limited,
+        /// Dropped: ICMP type we do not handle.
+        drop_icmp_unknown_type,
+        /// Dropped: UDP header truncated or length field inconsistent.
+        drop_udp_malformed,
+        /// Dropped: UDP checksum wrong.
+        drop_udp_checksum,
+        /// Dropped: no socket bound to the port.
+        drop_udp_no_socket,
+        /// Dropped: the socket's receive queue was full.
+        drop_udp_queue_full,
+        /// UDP datagrams delivered to sockets.
+        udp_delivered,
+        /// UDP datagrams sent.
+        udp_sent,
+        /// Dropped: the transmit queue was full.
+        drop_tx_queue_full,
+        /// Dropped: no packet buffer was free.
+        drop_no_buffer,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iter_names_every_counter() {
+        let c = Counters {
+            drop_ip_checksum: 3,
+            ..Counters::default()
+        };
+        let found: alloc::vec::Vec<_> = c.iter().filter(|(_, v)| *v != 0).collect();
+        assert_eq!(found, [("drop_ip_checksum", 3)]);
+        assert!(c.iter().count() > 40);
+    }
+}

@@ -1,0 +1,81 @@
+//! ICMP echo sockets (for ping) and the errors ICMP reports to sockets.
+
+use crate::time::Instant;
+use alloc::collections::VecDeque;
+use core::net::Ipv4Addr;
+
+/// An error an ICMP message reported about a datagram we sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IcmpError {
+    /// Destination unreachable, with its code.
+    Unreachable {
+        /// Who reported it.
+        from: Ipv4Addr,
+        /// ICMP code (3 = port unreachable, 4 = fragmentation needed, ...).
+        code: u8,
+    },
+    /// Time exceeded in transit or in reassembly.
+    TimeExceeded {
+        /// Who reported it.
+        from: Ipv4Addr,
+        /// ICMP code.
+        code: u8,
+    },
+}
+
+/// An echo reply (or error about an echo request) received by an echo socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EchoEvent {
+    /// A reply arrived.
+    Reply {
+        /// Who answered.
+        from: Ipv4Addr,
+        /// Sequence number echoed.
+        seq_no: u16,
+        /// Bytes of echo data.
+        data_len: usize,
+        /// TTL of the reply.
+        ttl: u8,
+        /// When it arrived.
+        at: Instant,
+    },
+    /// An ICMP error quoting one of our requests.
+    Error {
+        /// Sequence number of the request it quotes.
+        seq_no: u16,
+        /// The error.
+        error: IcmpError,
+    },
+}
+
+/// A socket that sends echo requests with one identifier and receives the
+/// replies carrying it.
+#[derive(Debug)]
+pub struct EchoSocket {
+    pub(crate) ident: u16,
+    pub(crate) events: VecDeque<EchoEvent>,
+    pub(crate) limit: usize,
+}
+
+impl EchoSocket {
+    pub(crate) fn new(ident: u16, limit: usize) -> Self {
+        EchoSocket {
+            ident,
+            events: VecDeque::new(),
+            limit,
+        }
+    }
+
+    pub(crate) fn push(&mut self, event: EchoEvent) -> bool {
+        if self.events.len() >= self.limit {
+            return false;
+        }
+        self.events.push_back(event);
+        true
+    }
+
+    /// The ICMP identifier of this socket.
+    pub fn ident(&self) -> u16 {
+        self.ident
+    }
+}

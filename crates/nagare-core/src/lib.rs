@@ -1,0 +1,28 @@
+//! The sans-IO protocol engine of nagare.
+//!
+//! No threads, no system calls, no clock: frames and time go in, frames and
+//! socket events come out, and [`iface::Interface::poll_at`] says when the
+//! engine next needs to run. That is what makes the same engine run embedded
+//! in an application, inside the inet server, and under a simulation with
+//! virtual time.
+#![no_std]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+pub mod arp;
+pub mod buf;
+pub mod config;
+pub mod counters;
+pub mod icmp;
+pub mod iface;
+pub mod ipv4;
+pub mod ratelimit;
+pub mod socket;
+pub mod time;
+pub mod udp;
+
+pub use config::{InterfaceConfig, Route};
+pub use counters::Counters;
+pub use iface::{EchoHandle, Interface, UdpHandle};
+pub use time::Instant;

@@ -1,0 +1,223 @@
+//! The device trait: batched, non-blocking frame input and output.
+//!
+//! A device moves whole Ethernet frames (no preamble, no FCS) between the
+//! engine and a link. Every call is non-blocking and handles a batch, so one
+//! system call or one lock round trip is shared by many frames. Time is
+//! passed in, as everywhere in nagare: simulated devices run on virtual time
+//! and real ones simply ignore it or stamp captures with it.
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::RawFd;
+
+use nagare_core::buf::{BufferPool, PacketBuf};
+use nagare_core::Instant;
+
+/// Bytes left free in front of every frame a device reads from outside into
+/// a pool buffer, so the engine can later prepend headers to the same buffer
+/// (for example turn a received echo request into a reply in place).
+pub const RX_HEADROOM: usize = 64;
+
+/// The IP MTU of a device unless configured otherwise.
+pub const DEFAULT_MTU: usize = 1500;
+
+/// Length of an Ethernet header (destination, source, EtherType). A device
+/// with IP MTU `m` carries frames of up to `m + ETHERNET_HEADER_LEN` bytes.
+pub const ETHERNET_HEADER_LEN: usize = 14;
+
+/// Counters kept by every device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DeviceStats {
+    /// Frames handed to the caller by `receive_batch`.
+    pub rx_frames: u64,
+    /// Bytes in those frames.
+    pub rx_bytes: u64,
+    /// Frames taken from the caller by `transmit_batch` and put on the link.
+    pub tx_frames: u64,
+    /// Bytes in those frames.
+    pub tx_bytes: u64,
+    /// Frames that arrived but were dropped because the pool had no buffer.
+    pub rx_dropped_no_buffer: u64,
+    /// Frames that arrived but were larger than a pool buffer (or the MTU).
+    pub rx_dropped_oversize: u64,
+    /// Receive errors reported by the operating system.
+    pub rx_errors: u64,
+    /// Frames accepted for transmission but dropped by the device (a full
+    /// queue on a simulated link, for example).
+    pub tx_dropped: u64,
+    /// Frames refused: larger than the MTU, empty, or rejected by the
+    /// operating system. They are removed from the queue.
+    pub tx_errors: u64,
+}
+
+/// A network device carrying Ethernet frames.
+///
+/// Received frames that enter from outside the process (TAP) start at
+/// offset [`RX_HEADROOM`] of a buffer taken from the pool given to
+/// [`Device::receive_batch`]. In-memory devices (loopback, simulated link)
+/// hand over the very `PacketBuf` that was transmitted, without copying.
+pub trait Device {
+    /// Receives up to `max` frames without blocking, appending them to
+    /// `out`; returns how many.
+    fn receive_batch(
+        &mut self,
+        pool: &BufferPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+        now: Instant,
+    ) -> io::Result<usize>;
+
+    /// Transmits frames from the front of `frames` without blocking.
+    /// Removes the frames it has dealt with from the front of the queue and
+    /// returns how many it removed; the rest stay queued (for example when
+    /// the kernel says `EAGAIN`). A removed frame was either sent or refused;
+    /// refused frames (too large, empty) are counted in
+    /// [`DeviceStats::tx_errors`].
+    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, now: Instant) -> io::Result<usize>;
+
+    /// Largest IP packet the link carries ([`DEFAULT_MTU`] by default).
+    fn mtu(&self) -> usize;
+
+    /// A file descriptor that becomes readable when frames arrive, for
+    /// poll/epoll (`None` for in-memory devices).
+    fn raw_fd(&self) -> Option<RawFd> {
+        None
+    }
+
+    /// The earliest time at which this device will have something to
+    /// deliver without outside input (simulated latency, held-back frames);
+    /// `None` if nothing is pending.
+    fn poll_at(&self) -> Option<Instant> {
+        None
+    }
+
+    /// Counters.
+    fn stats(&self) -> DeviceStats;
+}
+
+impl<D: Device + ?Sized> Device for Box<D> {
+    fn receive_batch(
+        &mut self,
+        pool: &BufferPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+        now: Instant,
+    ) -> io::Result<usize> {
+        (**self).receive_batch(pool, out, max, now)
+    }
+    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, now: Instant) -> io::Result<usize> {
+        (**self).transmit_batch(frames, now)
+    }
+    fn mtu(&self) -> usize {
+        (**self).mtu()
+    }
+    fn raw_fd(&self) -> Option<RawFd> {
+        (**self).raw_fd()
+    }
+    fn poll_at(&self) -> Option<Instant> {
+        (**self).poll_at()
+    }
+    fn stats(&self) -> DeviceStats {
+        (**self).stats()
+    }
+}
+
+impl<D: Device + ?Sized> Device for &mut D {
+    fn receive_batch(
+        &mut self,
+        pool: &BufferPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+        now: Instant,
+    ) -> io::Result<usize> {
+        (**self).receive_batch(pool, out, max, now)
+    }
+    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, now: Instant) -> io::Result<usize> {
+        (**self).transmit_batch(frames, now)
+    }
+    fn mtu(&self) -> usize {
+        (**self).mtu()
+    }
+    fn raw_fd(&self) -> Option<RawFd> {
+        (**self).raw_fd()
+    }
+    fn poll_at(&self) -> Option<Instant> {
+        (**self).poll_at()
+    }
+    fn stats(&self) -> DeviceStats {
+        (**self).stats()
+    }
+}
+
+/// The earlier of two optional deadlines.
+pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+/// Copies `frame` into one fresh buffer from `pool` at [`RX_HEADROOM`] (or
+/// into a chain if it does not fit one buffer), applying `edit` to the copy
+/// before it is sealed. `None` if the pool is exhausted.
+pub(crate) fn copy_into_pool(
+    pool: &BufferPool,
+    frame: &PacketBuf,
+    edit: impl FnOnce(&mut [u8]),
+) -> Option<PacketBuf> {
+    let len = frame.len();
+    if RX_HEADROOM + len <= pool.buf_size() {
+        let mut buf = pool.alloc().ok()?;
+        let bytes = buf.as_mut_slice()?;
+        let dst = &mut bytes[RX_HEADROOM..RX_HEADROOM + len];
+        frame.copy_out(0, dst);
+        edit(dst);
+        PacketBuf::from_buffer(buf, RX_HEADROOM, RX_HEADROOM + len)
+    } else {
+        let mut bytes = frame.to_vec();
+        edit(&mut bytes);
+        PacketBuf::from_slice(pool, RX_HEADROOM.min(pool.buf_size() / 2), &bytes).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_into_pool_places_frame_at_headroom_and_edits_copy_only() {
+        let pool = BufferPool::new(2048, 4);
+        let original = PacketBuf::from_slice(&pool, 0, b"hello world").unwrap();
+        let copy = copy_into_pool(&pool, &original, |b| b[0] ^= 0x20).unwrap();
+        assert_eq!(copy.to_vec(), b"Hello world");
+        assert_eq!(original.to_vec(), b"hello world");
+        assert_eq!(copy.headroom(), RX_HEADROOM);
+        assert_eq!(copy.slice_count(), 1);
+        drop((original, copy));
+        assert_eq!(pool.in_use(), 0);
+
+        // Larger than one buffer: a chain.
+        let small = BufferPool::new(128, 16);
+        let big = PacketBuf::from_slice(&small, 0, &[7u8; 300]).unwrap();
+        let copy = copy_into_pool(&small, &big, |_| {}).unwrap();
+        assert_eq!(copy.to_vec(), vec![7u8; 300]);
+        drop((big, copy));
+        assert_eq!(small.in_use(), 0);
+
+        let tiny = BufferPool::new(2048, 1);
+        let held = tiny.alloc().unwrap();
+        assert!(copy_into_pool(&tiny, &PacketBuf::new(), |_| {}).is_none());
+        drop(held);
+    }
+
+    #[test]
+    fn earliest_picks_the_minimum() {
+        let a = Some(Instant::from_micros(5));
+        let b = Some(Instant::from_micros(3));
+        assert_eq!(earliest(a, b), b);
+        assert_eq!(earliest(a, None), a);
+        assert_eq!(earliest(None, b), b);
+        assert_eq!(earliest(None, None), None);
+    }
+}

@@ -1,0 +1,32 @@
+//! Devices for nagare: where frames enter and leave the engine.
+//!
+//! - [`TapDevice`]: a Linux TAP interface, the way to the kernel's stack and
+//!   real programs;
+//! - [`SimLink`]: a simulated cable with latency, bandwidth, a bounded
+//!   queue and impairments, running on virtual time;
+//! - [`Impaired`]: the same impairments around any device;
+//! - [`Loopback`]: what is sent comes back;
+//! - [`PcapDevice`]: a pcap capture of any device;
+//! - [`MonotonicClock`]: real time in the engine's [`nagare_core::Instant`].
+//!
+//! Everything implements [`Device`], a batched, non-blocking interface that
+//! takes the current time as an argument. Devices are single-threaded, like
+//! the buffer pool they draw from.
+
+pub mod clock;
+pub mod device;
+pub mod impair;
+pub mod loopback;
+pub mod pcap;
+pub mod rng;
+pub mod sim;
+pub mod tap;
+
+pub use clock::MonotonicClock;
+pub use device::{Device, DeviceStats, DEFAULT_MTU, ETHERNET_HEADER_LEN, RX_HEADROOM};
+pub use impair::{ImpairStats, Impaired, ImpairedStats, Impairment, ParseImpairmentError};
+pub use loopback::Loopback;
+pub use pcap::{PcapDevice, PcapWriter, LINKTYPE_ETHERNET, PCAP_MAGIC, PCAP_SNAPLEN};
+pub use rng::SimRng;
+pub use sim::{LinkConfig, LinkStats, SimLink, SimPort};
+pub use tap::TapDevice;

@@ -1,0 +1,240 @@
+//! TAP device against the real kernel: needs root and /dev/net/tun.
+//!
+//! Each test makes its own interface (`ndt<pid>…`), gives the kernel side
+//! an address in 10.213.0.0/16 and removes the interface when done, even
+//! on failure. Traffic stays on that interface.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant as StdInstant};
+
+use nagare_core::buf::{BufferPool, PacketBuf};
+use nagare_core::Instant;
+use nagare_dev::{Device, TapDevice, RX_HEADROOM};
+
+const OUR_MAC: [u8; 6] = [0x02, 0x00, 0x5e, 0x4e, 0x47, 0x01];
+
+fn skip_reason() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|rest| rest.split_whitespace().nth(1))
+        .unwrap_or("?");
+    if euid != "0" {
+        return Some(format!("not running as root (euid {euid})"));
+    }
+    if !Path::new("/dev/net/tun").exists() {
+        return Some("/dev/net/tun does not exist".into());
+    }
+    let ip = Command::new("ip").arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status();
+    if !matches!(ip, Ok(s) if s.success()) {
+        return Some("the `ip` command (iproute2) is not available".into());
+    }
+    None
+}
+
+macro_rules! require_tap {
+    () => {
+        if let Some(reason) = skip_reason() {
+            eprintln!("\n******** SKIPPED: {reason} ********\n");
+            return;
+        }
+    };
+}
+
+/// Deletes the interface when dropped (also when the test panics).
+struct LinkGuard(String);
+
+impl Drop for LinkGuard {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.0])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("run ip");
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn subnet_octet() -> u8 {
+    (std::process::id() % 250) as u8 + 1
+}
+
+/// An ARP request "who has `target`? tell `sender`" from `OUR_MAC`, built
+/// as a chain of two slices (Ethernet header, ARP body) so that transmit
+/// really gathers with writev.
+fn arp_request(pool: &BufferPool, sender: [u8; 4], target: [u8; 4]) -> PacketBuf {
+    let mut eth = Vec::new();
+    eth.extend_from_slice(&[0xff; 6]);
+    eth.extend_from_slice(&OUR_MAC);
+    eth.extend_from_slice(&[0x08, 0x06]);
+    let mut arp = vec![0x00, 0x01, 0x08, 0x00, 6, 4, 0x00, 0x01];
+    arp.extend_from_slice(&OUR_MAC);
+    arp.extend_from_slice(&sender);
+    arp.extend_from_slice(&[0; 6]);
+    arp.extend_from_slice(&target);
+    let mut frame = PacketBuf::from_slice(pool, 0, &eth).unwrap();
+    frame.append(PacketBuf::from_slice(pool, 0, &arp).unwrap());
+    assert_eq!(frame.slice_count(), 2);
+    frame
+}
+
+/// The ARP reply from `ip` to us, if `frame` is one: returns the sender MAC.
+fn arp_reply_from(frame: &[u8], ip: [u8; 4]) -> Option<[u8; 6]> {
+    if frame.len() < 42 || frame[0..6] != OUR_MAC || frame[12..14] != [0x08, 0x06] {
+        return None;
+    }
+    let arp = &frame[14..];
+    if arp[6..8] != [0x00, 0x02] || arp[14..18] != ip || arp[18..24] != OUR_MAC {
+        return None;
+    }
+    let mut mac = [0u8; 6];
+    mac.copy_from_slice(&arp[8..14]);
+    Some(mac)
+}
+
+/// Receives with `pool` for at most two seconds until `done` says so.
+fn receive_until(tap: &mut TapDevice, pool: &BufferPool, mut done: impl FnMut(&TapDevice, &[PacketBuf]) -> bool) -> bool {
+    let deadline = StdInstant::now() + Duration::from_secs(2);
+    let start = StdInstant::now();
+    let mut out = Vec::new();
+    loop {
+        out.clear();
+        let now = Instant::from_micros(start.elapsed().as_micros() as u64);
+        tap.receive_batch(pool, &mut out, 32, now).expect("receive_batch");
+        if done(tap, &out) {
+            return true;
+        }
+        if StdInstant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn kernel_answers_arp_through_a_created_tap() {
+    require_tap!();
+    let name = format!("ndt{}", std::process::id());
+    let _guard = LinkGuard(name.clone());
+    let x = subnet_octet();
+    let kernel_ip = [10, 213, x, 1];
+    let our_ip = [10, 213, x, 2];
+
+    let mut tap = TapDevice::open(&name).expect("open TAP");
+    assert!(tap.created(), "{name} did not exist before, so it was created");
+    assert_eq!(tap.name(), name);
+    assert_eq!(tap.mtu(), 1500);
+    assert!(tap.raw_fd().is_some());
+    let flags = std::fs::read_to_string(format!("/sys/class/net/{name}/flags")).unwrap();
+    let flags = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16).unwrap();
+    assert_eq!(flags & 1, 1, "IFF_UP set by open");
+    ip(&["addr", "add", &format!("10.213.{x}.1/30"), "dev", &name]);
+    ip(&["link", "set", &name, "up"]);
+    let kernel_mac = tap.kernel_mac().unwrap();
+    assert_ne!(kernel_mac, [0; 6]);
+
+    tap.set_mtu(1400).unwrap();
+    assert_eq!(tap.mtu(), 1400);
+    assert_eq!(std::fs::read_to_string(format!("/sys/class/net/{name}/mtu")).unwrap().trim(), "1400");
+
+    // 1. An ARP request written into the TAP gets the kernel's reply.
+    let pool = BufferPool::new(2048, 64);
+    let mut q = VecDeque::from([arp_request(&pool, our_ip, kernel_ip)]);
+    assert_eq!(tap.transmit_batch(&mut q, Instant::ZERO).unwrap(), 1);
+    assert!(q.is_empty());
+    assert_eq!(tap.stats().tx_frames, 1);
+    assert_eq!(tap.stats().tx_bytes, 42);
+    let mut reply_mac = None;
+    let answered = receive_until(&mut tap, &pool, |_, frames| {
+        for f in frames {
+            assert_eq!(f.headroom(), RX_HEADROOM, "frames land at RX_HEADROOM");
+            assert_eq!(f.slice_count(), 1);
+            if let Some(mac) = arp_reply_from(&f.to_vec(), kernel_ip) {
+                reply_mac = Some(mac);
+            }
+        }
+        reply_mac.is_some()
+    });
+    assert!(answered, "no ARP reply from the kernel within 2 s");
+    assert_eq!(reply_mac, Some(kernel_mac));
+    let stats = tap.stats();
+    assert!(stats.rx_frames >= 1 && stats.rx_bytes >= 42, "{stats:?}");
+    assert_eq!(pool.in_use(), 0, "every received buffer went back to the pool");
+
+    // 2. A reply that does not fit the pool's buffers is dropped and counted.
+    let small = BufferPool::new(RX_HEADROOM + 30, 8);
+    let mut q = VecDeque::from([arp_request(&pool, our_ip, kernel_ip)]);
+    tap.transmit_batch(&mut q, Instant::ZERO).unwrap();
+    assert!(
+        receive_until(&mut tap, &small, |t, _| t.stats().rx_dropped_oversize >= 1),
+        "oversize frame not counted"
+    );
+    assert_eq!(small.in_use(), 0);
+
+    // 3. With no buffer at all, frames are taken off the queue and counted.
+    let empty = BufferPool::new(2048, 0);
+    let mut q = VecDeque::from([arp_request(&pool, our_ip, kernel_ip)]);
+    tap.transmit_batch(&mut q, Instant::ZERO).unwrap();
+    assert!(
+        receive_until(&mut tap, &empty, |t, _| t.stats().rx_dropped_no_buffer >= 1),
+        "no-buffer drop not counted"
+    );
+
+    // 4. Frames too short or too long for the link are refused, not sent.
+    let mut q = VecDeque::from([
+        PacketBuf::from_slice(&pool, 0, &[0u8; 10]).unwrap(),
+        PacketBuf::from_slice(&pool, 0, &[0u8; 1415]).unwrap(),
+    ]);
+    let before = tap.stats();
+    assert_eq!(tap.transmit_batch(&mut q, Instant::ZERO).unwrap(), 2);
+    assert_eq!(tap.stats().tx_errors, before.tx_errors + 2);
+    assert_eq!(tap.stats().tx_frames, before.tx_frames);
+    drop(q);
+    assert_eq!(pool.in_use(), 0);
+
+    drop(tap);
+    // The kernel unregisters the interface shortly after the fd closes.
+    let gone_by = StdInstant::now() + Duration::from_secs(2);
+    while Path::new(&format!("/sys/class/net/{name}")).exists() && StdInstant::now() < gone_by {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        !Path::new(&format!("/sys/class/net/{name}")).exists(),
+        "a TAP created by open disappears when the device is dropped"
+    );
+}
+
+#[test]
+fn attaches_to_an_existing_persistent_tap() {
+    require_tap!();
+    let name = format!("ndta{}", std::process::id());
+    let _guard = LinkGuard(name.clone());
+    ip(&["tuntap", "add", "dev", &name, "mode", "tap"]);
+    let tap = TapDevice::open(&name).expect("attach to TAP");
+    assert!(!tap.created());
+    drop(tap);
+    assert!(
+        Path::new(&format!("/sys/class/net/{name}")).exists(),
+        "a persistent TAP stays after the device is dropped"
+    );
+}
+
+#[test]
+fn refuses_an_interface_that_is_not_a_tap() {
+    require_tap!();
+    // The loopback interface exists and is not a TAP.
+    let e = TapDevice::open("lo").unwrap_err();
+    assert!(e.to_string().contains("TUNSETIFF lo"), "{e}");
+}

@@ -1,0 +1,252 @@
+//! parse(emit(x)) == x for every representation, over arbitrary valid x.
+
+use nagare_wire::*;
+use proptest::prelude::*;
+
+fn ipv4_addr() -> impl Strategy<Value = Ipv4Addr> {
+    any::<u32>().prop_map(Ipv4Addr::from)
+}
+
+fn mac() -> impl Strategy<Value = EthernetAddress> {
+    any::<[u8; 6]>().prop_map(EthernetAddress)
+}
+
+prop_compose! {
+    fn ipv4_repr(max_payload: usize)(
+        src_addr in ipv4_addr(),
+        dst_addr in ipv4_addr(),
+        protocol in any::<u8>().prop_map(IpProtocol::from),
+        payload_len in 0..=max_payload,
+        ttl: u8,
+        ident: u16,
+        dont_frag: bool,
+        more_frags: bool,
+        frag_units in 0u16..8192,
+        dscp_ecn: u8,
+    ) -> Ipv4Repr {
+        Ipv4Repr {
+            src_addr, dst_addr, protocol, payload_len, ttl, ident, dont_frag, more_frags,
+            frag_offset: frag_units * 8, dscp_ecn,
+        }
+    }
+}
+
+/// Sorted, packed SACK blocks: `n` leading `Some`s.
+fn sack_ranges() -> impl Strategy<Value = [Option<(u32, u32)>; 4]> {
+    (0usize..=4, any::<[(u32, u32); 4]>()).prop_map(|(n, blocks)| {
+        let mut out = [None; 4];
+        for (slot, b) in out.iter_mut().zip(blocks).take(n) {
+            *slot = Some(b);
+        }
+        out
+    })
+}
+
+prop_compose! {
+    fn tcp_repr()(
+        src_port: u16,
+        dst_port: u16,
+        seq: u32,
+        ack in proptest::option::of(any::<u32>()),
+        flag_bits in 0u16..0x200,
+        window_len: u16,
+        urgent_pointer: u16,
+        max_seg_size in proptest::option::of(any::<u16>()),
+        window_scale in proptest::option::of(any::<u8>()),
+        sack_permitted: bool,
+        sack_ranges in sack_ranges(),
+        timestamp in proptest::option::of(any::<(u32, u32)>()),
+        payload_len in 0usize..2000,
+    ) -> TcpRepr {
+        let mut flags = TcpFlags::from_bits_truncate(flag_bits);
+        flags.set(TcpFlags::ACK, ack.is_some());
+        TcpRepr {
+            src_port, dst_port, seq_number: TcpSeqNumber(seq),
+            ack_number: ack.map(TcpSeqNumber), flags, window_len, urgent_pointer,
+            max_seg_size, window_scale, sack_permitted, sack_ranges, timestamp, payload_len,
+        }
+    }
+}
+
+/// The SACK blocks [`TcpRepr::emit_header`] keeps: as many as fit in the 40
+/// option bytes after the other options.
+fn expected_after_emit(mut r: TcpRepr) -> TcpRepr {
+    let fixed = if r.max_seg_size.is_some() { 4 } else { 0 }
+        + if r.timestamp.is_some() { 12 } else if r.sack_permitted { 4 } else { 0 }
+        + if r.window_scale.is_some() { 4 } else { 0 };
+    let room = (40 - fixed - 4) / 8;
+    for slot in r.sack_ranges.iter_mut().skip(room) {
+        *slot = None;
+    }
+    r
+}
+
+proptest! {
+    #[test]
+    fn ethernet(src_addr in mac(), dst_addr in mac(), et: u16, payload in proptest::collection::vec(any::<u8>(), 0..64)) {
+        let repr = EthernetRepr { src_addr, dst_addr, ethertype: EtherType::from(et) };
+        let mut buf = vec![0u8; repr.header_len() + payload.len()];
+        repr.emit(&mut buf).unwrap();
+        buf[14..].copy_from_slice(&payload);
+        let frame = EthernetFrame::new_checked(&buf[..]).unwrap();
+        prop_assert_eq!(EthernetRepr::parse(&frame).unwrap(), repr);
+        prop_assert_eq!(frame.payload(), &payload[..]);
+    }
+
+    #[test]
+    fn ethernet_address_text(a in mac()) {
+        prop_assert_eq!(a.to_string().parse::<EthernetAddress>().unwrap(), a);
+    }
+
+    #[test]
+    fn cidr_text(a in ipv4_addr(), p in 0u8..=32) {
+        let c = Ipv4Cidr::new(a, p).unwrap();
+        prop_assert_eq!(c.to_string().parse::<Ipv4Cidr>().unwrap(), c);
+        prop_assert!(c.contains(c.network()));
+        prop_assert!(c.contains(a));
+        if let Some(b) = c.broadcast() {
+            prop_assert!(c.contains(b));
+        }
+    }
+
+    #[test]
+    fn arp(op: u16, sha in mac(), spa in ipv4_addr(), tha in mac(), tpa in ipv4_addr()) {
+        let repr = ArpRepr::EthernetIpv4 {
+            operation: ArpOperation::from(op),
+            source_hardware_addr: sha,
+            source_protocol_addr: spa,
+            target_hardware_addr: tha,
+            target_protocol_addr: tpa,
+        };
+        let mut buf = vec![0u8; repr.buffer_len()];
+        repr.emit(&mut buf).unwrap();
+        let p = ArpPacket::new_checked(&buf[..]).unwrap();
+        prop_assert_eq!(ArpRepr::parse(&p).unwrap(), repr);
+    }
+
+    #[test]
+    fn ipv4(repr in ipv4_repr(IPV4_MAX_TOTAL_LEN - IPV4_HEADER_LEN), pad in 0usize..4) {
+        let mut buf = vec![0u8; repr.buffer_len() + pad];
+        repr.emit(&mut buf).unwrap();
+        let p = Ipv4Packet::new_checked(&buf[..]).unwrap();
+        prop_assert!(p.verify_checksum());
+        prop_assert_eq!(Ipv4Repr::parse(&p, true).unwrap(), repr);
+        prop_assert_eq!(p.payload().len(), repr.payload_len);
+    }
+
+    #[test]
+    fn icmp_echo(reply: bool, ident: u16, seq_no: u16, data in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let repr = if reply {
+            Icmpv4Repr::EchoReply { ident, seq_no, data: &data }
+        } else {
+            Icmpv4Repr::EchoRequest { ident, seq_no, data: &data }
+        };
+        let mut buf = vec![0u8; repr.buffer_len()];
+        repr.emit(&mut buf).unwrap();
+        let p = Icmpv4Packet::new_checked(&buf[..]).unwrap();
+        prop_assert!(p.verify_checksum());
+        prop_assert_eq!(Icmpv4Repr::parse(&p, true).unwrap(), repr);
+
+        // Header emitted alone over a data checksum equals the contiguous one.
+        let mut c = Checksum::new();
+        for piece in data.chunks(7) {
+            c.add_bytes(piece);
+        }
+        let mut hdr = [0u8; 8];
+        Icmpv4EchoHeader { reply, ident, seq_no }.emit(&mut hdr, c).unwrap();
+        prop_assert_eq!(&hdr[..], &buf[..8]);
+    }
+
+    #[test]
+    fn icmp_errors(
+        unreach: bool,
+        code: u8,
+        header in ipv4_repr(2000),
+        data in proptest::collection::vec(any::<u8>(), 0..=8),
+    ) {
+        let repr = if unreach {
+            Icmpv4Repr::DstUnreachable { reason: DstUnreachable::from(code), header, data: &data }
+        } else {
+            Icmpv4Repr::TimeExceeded { code, header, data: &data }
+        };
+        let mut buf = vec![0u8; repr.buffer_len()];
+        repr.emit(&mut buf).unwrap();
+        let p = Icmpv4Packet::new_checked(&buf[..]).unwrap();
+        prop_assert_eq!(Icmpv4Repr::parse(&p, true).unwrap(), repr);
+    }
+
+    #[test]
+    fn udp(
+        src_port: u16, dst_port: u16,
+        src in ipv4_addr(), dst in ipv4_addr(),
+        payload in proptest::collection::vec(any::<u8>(), 0..1500),
+        cut in any::<proptest::sample::Index>(),
+    ) {
+        let repr = UdpRepr { src_port, dst_port };
+        let mut buf = vec![0u8; UDP_HEADER_LEN + payload.len()];
+        repr.emit(&mut buf, &payload, src, dst).unwrap();
+        let p = UdpPacket::new_checked(&buf[..]).unwrap();
+        prop_assert_ne!(p.checksum(), 0);
+        prop_assert_eq!(UdpRepr::parse(&p, src, dst, true).unwrap(), repr);
+        prop_assert_eq!(p.payload(), &payload[..]);
+
+        // Header-only emit with the payload summed in two (maybe odd) pieces.
+        let at = cut.index(payload.len() + 1);
+        let mut c = Checksum::new();
+        c.add_bytes(&payload[..at]);
+        c.add_bytes(&payload[at..]);
+        let mut hdr = [0u8; 8];
+        repr.emit_header(&mut hdr, payload.len(), src, dst, c).unwrap();
+        prop_assert_eq!(&hdr[..], &buf[..8]);
+    }
+
+    #[test]
+    fn tcp(repr in tcp_repr(), src in ipv4_addr(), dst in ipv4_addr(), seed: u8) {
+        let payload: Vec<u8> = (0..repr.payload_len).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect();
+        let hl = repr.header_len();
+        prop_assert!(hl <= 60 && hl % 4 == 0);
+        let mut buf = vec![0u8; hl + payload.len()];
+        repr.emit(&mut buf, &payload, src, dst).unwrap();
+        let p = TcpPacket::new_checked(&buf[..]).unwrap();
+        prop_assert!(p.verify_checksum(src, dst));
+        prop_assert_eq!(p.header_len(), hl);
+        prop_assert_eq!(TcpRepr::parse(&p, src, dst, true).unwrap(), expected_after_emit(repr));
+        prop_assert_eq!(p.payload(), &payload[..]);
+
+        let mut c = Checksum::new();
+        c.add_bytes(&payload);
+        let mut hdr = vec![0u8; hl];
+        repr.emit_header(&mut hdr, src, dst, c).unwrap();
+        prop_assert_eq!(&hdr[..], &buf[..hl]);
+    }
+
+    #[test]
+    fn tcp_option(kind in 0u8..=9, v16: u16, v8: u8, a: u32, b: u32, sacks in sack_ranges(),
+                  data in proptest::collection::vec(any::<u8>(), 0..=38)) {
+        let opt = match kind {
+            0 => TcpOption::EndOfList,
+            1 => TcpOption::NoOperation,
+            2 => TcpOption::MaxSegmentSize(v16),
+            3 => TcpOption::WindowScale(v8),
+            4 => TcpOption::SackPermitted,
+            5 if sacks[0].is_some() => TcpOption::SackRange(sacks),
+            8 => TcpOption::Timestamps { tsval: a, tsecr: b },
+            _ => TcpOption::Unknown { kind: 200 + kind, data: &data },
+        };
+        let mut buf = [0u8; 40];
+        let left = opt.emit(&mut buf).unwrap().len();
+        prop_assert_eq!(left, 40 - opt.buffer_len());
+        let (rest, back) = TcpOption::parse(&buf[..opt.buffer_len()]).unwrap();
+        prop_assert!(rest.is_empty());
+        prop_assert_eq!(back, opt);
+    }
+
+    #[test]
+    fn seq_order_is_antisymmetric(a: u32, d in 1u32..0x8000_0000) {
+        let x = TcpSeqNumber(a);
+        let y = x + d as usize;
+        prop_assert!(x < y && y > x);
+        prop_assert!(!(y < x));
+        prop_assert_eq!(y - x, d as i32);
+    }
+}
