@@ -73,7 +73,11 @@ pub trait Device {
     /// the kernel says `EAGAIN`). A removed frame was either sent or refused;
     /// refused frames (too large, empty) are counted in
     /// [`DeviceStats::tx_errors`].
-    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, now: Instant) -> io::Result<usize>;
+    fn transmit_batch(
+        &mut self,
+        frames: &mut VecDeque<PacketBuf>,
+        now: Instant,
+    ) -> io::Result<usize>;
 
     /// Largest IP packet the link carries ([`DEFAULT_MTU`] by default).
     fn mtu(&self) -> usize;
@@ -105,7 +109,11 @@ impl<D: Device + ?Sized> Device for Box<D> {
     ) -> io::Result<usize> {
         (**self).receive_batch(pool, out, max, now)
     }
-    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, now: Instant) -> io::Result<usize> {
+    fn transmit_batch(
+        &mut self,
+        frames: &mut VecDeque<PacketBuf>,
+        now: Instant,
+    ) -> io::Result<usize> {
         (**self).transmit_batch(frames, now)
     }
     fn mtu(&self) -> usize {
@@ -132,7 +140,11 @@ impl<D: Device + ?Sized> Device for &mut D {
     ) -> io::Result<usize> {
         (**self).receive_batch(pool, out, max, now)
     }
-    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, now: Instant) -> io::Result<usize> {
+    fn transmit_batch(
+        &mut self,
+        frames: &mut VecDeque<PacketBuf>,
+        now: Instant,
+    ) -> io::Result<usize> {
         (**self).transmit_batch(frames, now)
     }
     fn mtu(&self) -> usize {
@@ -209,6 +221,25 @@ mod tests {
         let held = tiny.alloc().unwrap();
         assert!(copy_into_pool(&tiny, &PacketBuf::new(), |_| {}).is_none());
         drop(held);
+    }
+
+    #[test]
+    fn boxed_and_borrowed_devices_are_devices() {
+        fn roundtrip(mut dev: impl Device, pool: &BufferPool) -> usize {
+            let mut q = VecDeque::from([PacketBuf::from_slice(pool, 0, &[1u8; 60]).unwrap()]);
+            dev.transmit_batch(&mut q, Instant::ZERO).unwrap();
+            let mut out = Vec::new();
+            dev.receive_batch(pool, &mut out, 8, Instant::ZERO).unwrap()
+        }
+        let pool = BufferPool::new(2048, 4);
+        let mut boxed: Box<dyn Device> = Box::new(crate::Loopback::new(1500, 4));
+        assert_eq!(roundtrip(&mut boxed, &pool), 1);
+        assert_eq!(roundtrip(&mut *boxed, &pool), 1);
+        assert_eq!(boxed.mtu(), 1500);
+        assert_eq!(boxed.stats().rx_frames, 2);
+        assert!(boxed.raw_fd().is_none());
+        assert_eq!(roundtrip(boxed, &pool), 1);
+        assert_eq!(pool.in_use(), 0);
     }
 
     #[test]

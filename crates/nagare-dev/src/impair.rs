@@ -1,8 +1,8 @@
 //! Link impairments: loss, duplication, reordering, corruption, delay and
 //! jitter, reproducible from a seed.
 //!
-//! The decisions are made by one engine ([`Impairer`] feeding a
-//! [`DelayLine`]) that both the simulated link ([`crate::sim`]) and the
+//! The decisions are made by one engine (`Impairer`, feeding a
+//! `DelayLine`) that both the simulated link ([`crate::sim`]) and the
 //! [`Impaired`] wrapper around a real device use.
 //!
 //! Per frame, in this order (each draw from the seeded generator):
@@ -180,10 +180,14 @@ impl FromStr for Impairment {
         for item in s.split(',') {
             let item = item.trim();
             if item.is_empty() {
-                return Err(ParseImpairmentError::new(format!("empty item in {s:?}; {KEYS_HELP}")));
+                return Err(ParseImpairmentError::new(format!(
+                    "empty item in {s:?}; {KEYS_HELP}"
+                )));
             }
             let Some((key, value)) = item.split_once('=') else {
-                return Err(ParseImpairmentError::new(format!("{item:?} has no '='; {KEYS_HELP}")));
+                return Err(ParseImpairmentError::new(format!(
+                    "{item:?} has no '='; {KEYS_HELP}"
+                )));
             };
             let (key, value) = (key.trim(), value.trim());
             let canonical: &'static str = match key.to_ascii_lowercase().as_str() {
@@ -216,11 +220,15 @@ impl FromStr for Impairment {
                     "jitter"
                 }
                 _ => {
-                    return Err(ParseImpairmentError::new(format!("unknown key {key:?}; {KEYS_HELP}")));
+                    return Err(ParseImpairmentError::new(format!(
+                        "unknown key {key:?}; {KEYS_HELP}"
+                    )));
                 }
             };
             if seen.contains(&canonical) {
-                return Err(ParseImpairmentError::new(format!("{canonical} given twice in {s:?}")));
+                return Err(ParseImpairmentError::new(format!(
+                    "{canonical} given twice in {s:?}"
+                )));
             }
             seen.push(canonical);
         }
@@ -258,7 +266,10 @@ impl fmt::Display for Impairment {
         if self.reorder > 0.0 {
             items.push(format!("reorder={}", pct(self.reorder)));
             if self.reorder_extra_delay != DEFAULT_REORDER_DELAY {
-                items.push(format!("reorder_delay={}", fmt_duration(self.reorder_extra_delay)));
+                items.push(format!(
+                    "reorder_delay={}",
+                    fmt_duration(self.reorder_extra_delay)
+                ));
             }
         }
         if self.duplicate > 0.0 {
@@ -354,7 +365,12 @@ impl DelayLine {
     pub(crate) fn push(&mut self, at: Instant, frame: PacketBuf, flip: Option<BitFlip>) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.heap.push(Held { at, seq, frame, flip });
+        self.heap.push(Held {
+            at,
+            seq,
+            frame,
+            flip,
+        });
     }
 
     /// The earliest frame if it is due at `now`.
@@ -398,7 +414,13 @@ impl Impairer {
     /// Decides the fate of `frame`, which would arrive at `arrive` on a
     /// perfect link, and queues what survives on `line`, holding at most
     /// `limit` frames there. Returns how many copies were queued.
-    pub(crate) fn apply(&mut self, frame: PacketBuf, arrive: Instant, line: &mut DelayLine, limit: usize) -> usize {
+    pub(crate) fn apply(
+        &mut self,
+        frame: PacketBuf,
+        arrive: Instant,
+        line: &mut DelayLine,
+        limit: usize,
+    ) -> usize {
         let c = self.config;
         self.stats.frames += 1;
         if self.rng.chance(c.loss) {
@@ -423,7 +445,10 @@ impl Impairer {
             self.stats.corrupted += 1;
             let byte = self.rng.below(frame.len() as u64) as usize;
             let bit = self.rng.below(8) as u32;
-            Some(BitFlip { byte, mask: 1 << bit })
+            Some(BitFlip {
+                byte,
+                mask: 1 << bit,
+            })
         } else {
             None
         };
@@ -572,19 +597,24 @@ impl<D: Device> Device for Impaired<D> {
         self.flush_tx(now)?;
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
-        let room = IMPAIRED_HOLD_LIMIT.saturating_sub(self.rx_line.len()).min(max);
+        let room = IMPAIRED_HOLD_LIMIT
+            .saturating_sub(self.rx_line.len())
+            .min(max);
         let result = if room > 0 {
             self.inner.receive_batch(pool, &mut scratch, room, now)
         } else {
             Ok(0)
         };
         for frame in scratch.drain(..) {
-            self.rx.apply(frame, now, &mut self.rx_line, IMPAIRED_HOLD_LIMIT);
+            self.rx
+                .apply(frame, now, &mut self.rx_line, IMPAIRED_HOLD_LIMIT);
         }
         self.scratch = scratch;
         let mut delivered = 0;
         while delivered < max {
-            let Some(held) = self.rx_line.pop_due(now) else { break };
+            let Some(held) = self.rx_line.pop_due(now) else {
+                break;
+            };
             match held.deliver(pool) {
                 Some(frame) => {
                     out.push(frame);
@@ -599,12 +629,19 @@ impl<D: Device> Device for Impaired<D> {
         }
     }
 
-    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, now: Instant) -> io::Result<usize> {
+    fn transmit_batch(
+        &mut self,
+        frames: &mut VecDeque<PacketBuf>,
+        now: Instant,
+    ) -> io::Result<usize> {
         self.last_now = self.last_now.max(now);
         let mut taken = 0;
         while self.tx_line.len() + self.tx_ready.len() < IMPAIRED_HOLD_LIMIT {
-            let Some(frame) = frames.pop_front() else { break };
-            self.tx.apply(frame, now, &mut self.tx_line, IMPAIRED_HOLD_LIMIT);
+            let Some(frame) = frames.pop_front() else {
+                break;
+            };
+            self.tx
+                .apply(frame, now, &mut self.tx_line, IMPAIRED_HOLD_LIMIT);
             taken += 1;
         }
         self.flush_tx(now)?;
@@ -641,7 +678,9 @@ mod tests {
 
     #[test]
     fn parses_the_command_line_form() {
-        let imp: Impairment = "loss=3%,delay=2ms,reorder=10%,dup=1%,corrupt=0.1%,jitter=1ms".parse().unwrap();
+        let imp: Impairment = "loss=3%,delay=2ms,reorder=10%,dup=1%,corrupt=0.1%,jitter=1ms"
+            .parse()
+            .unwrap();
         assert!((imp.loss - 0.03).abs() < 1e-12);
         assert!((imp.reorder - 0.10).abs() < 1e-12);
         assert!((imp.duplicate - 0.01).abs() < 1e-12);
@@ -651,7 +690,9 @@ mod tests {
         assert_eq!(imp.reorder_extra_delay, DEFAULT_REORDER_DELAY);
         assert!(!imp.is_none());
 
-        let imp: Impairment = " loss = 0.5 , reorder_delay=250us, delay=1.5s ,duplicate=100%".parse().unwrap();
+        let imp: Impairment = " loss = 0.5 , reorder_delay=250us, delay=1.5s ,duplicate=100%"
+            .parse()
+            .unwrap();
         assert_eq!(imp.loss, 0.5);
         assert_eq!(imp.reorder_extra_delay, Duration::from_micros(250));
         assert_eq!(imp.delay, Duration::from_millis(1500));
@@ -666,7 +707,12 @@ mod tests {
 
     #[test]
     fn display_round_trips() {
-        for s in ["loss=3%,delay=2ms,jitter=1ms,reorder=10%,dup=1%,corrupt=0.1%", "none", "reorder=50%,reorder_delay=300us", "delay=2s"] {
+        for s in [
+            "loss=3%,delay=2ms,jitter=1ms,reorder=10%,dup=1%,corrupt=0.1%",
+            "none",
+            "reorder=50%,reorder_delay=300us",
+            "delay=2s",
+        ] {
             let imp: Impairment = s.parse().unwrap();
             assert_eq!(imp.to_string(), s);
             assert_eq!(imp.to_string().parse::<Impairment>().unwrap(), imp);
@@ -695,7 +741,10 @@ mod tests {
         ];
         for (input, expected) in cases {
             let err = input.parse::<Impairment>().unwrap_err().to_string();
-            assert!(err.contains(expected), "{input:?} gave {err:?}, expected it to mention {expected:?}");
+            assert!(
+                err.contains(expected),
+                "{input:?} gave {err:?}, expected it to mention {expected:?}"
+            );
         }
     }
 
@@ -726,7 +775,11 @@ mod tests {
         assert_eq!(dev.inner().queued(), 0);
         assert_eq!(dev.poll_at(), Some(t0 + Duration::from_millis(1)));
         let mut out = Vec::new();
-        assert_eq!(dev.receive_batch(&pool, &mut out, 16, t0 + Duration::from_micros(999)).unwrap(), 0);
+        assert_eq!(
+            dev.receive_batch(&pool, &mut out, 16, t0 + Duration::from_micros(999))
+                .unwrap(),
+            0
+        );
         // Due: released to the loopback, received back, and held again 1 ms.
         let t1 = t0 + Duration::from_millis(1);
         assert_eq!(dev.receive_batch(&pool, &mut out, 16, t1).unwrap(), 0);
@@ -746,10 +799,12 @@ mod tests {
     fn impaired_loss_and_corruption_are_counted() {
         let pool = BufferPool::new(2048, 512);
         let imp: Impairment = "loss=50%,corrupt=100%".parse().unwrap();
-        let mut dev = Impaired::with_directions(Loopback::new(1500, 1024), Impairment::none(), imp, 9);
+        let mut dev =
+            Impaired::with_directions(Loopback::new(1500, 1024), Impairment::none(), imp, 9);
         let original: Vec<u8> = (0..60u8).map(|i| i.wrapping_mul(37)).collect();
-        let mut q: VecDeque<PacketBuf> =
-            (0..200).map(|_| PacketBuf::from_slice(&pool, 0, &original).unwrap()).collect();
+        let mut q: VecDeque<PacketBuf> = (0..200)
+            .map(|_| PacketBuf::from_slice(&pool, 0, &original).unwrap())
+            .collect();
         let now = Instant::from_secs(1);
         assert_eq!(dev.transmit_batch(&mut q, now).unwrap(), 200);
         let mut out = Vec::new();
@@ -761,7 +816,11 @@ mod tests {
         assert_eq!(s.corrupted, n as u64);
         for frame in &out {
             let bytes = frame.to_vec();
-            let flipped: u32 = bytes.iter().zip(&original).map(|(a, b)| (a ^ b).count_ones()).sum();
+            let flipped: u32 = bytes
+                .iter()
+                .zip(&original)
+                .map(|(a, b)| (a ^ b).count_ones())
+                .sum();
             assert_eq!(flipped, 1, "exactly one bit flipped");
         }
         drop(out);

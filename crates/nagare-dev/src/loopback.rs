@@ -66,7 +66,11 @@ impl Device for Loopback {
         Ok(n)
     }
 
-    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, now: Instant) -> io::Result<usize> {
+    fn transmit_batch(
+        &mut self,
+        frames: &mut VecDeque<PacketBuf>,
+        now: Instant,
+    ) -> io::Result<usize> {
         let mut taken = 0;
         while let Some(frame) = frames.front() {
             if frame.is_empty() || frame.len() > self.mtu + ETHERNET_HEADER_LEN {
@@ -78,7 +82,9 @@ impl Device for Loopback {
             if self.queue.len() >= self.limit {
                 break;
             }
-            let Some(frame) = frames.pop_front() else { break };
+            let Some(frame) = frames.pop_front() else {
+                break;
+            };
             if self.queue.is_empty() {
                 self.ready_since = now;
             }
@@ -125,10 +131,16 @@ mod tests {
         assert_eq!(lo.receive_batch(&pool, &mut out, 2, now).unwrap(), 2);
         assert_eq!(lo.transmit_batch(&mut q, now).unwrap(), 2);
         assert_eq!(lo.receive_batch(&pool, &mut out, 10, now).unwrap(), 3);
-        assert_eq!(out.iter().map(|f| f.to_vec()[0]).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+        assert_eq!(
+            out.iter().map(|f| f.to_vec()[0]).collect::<Vec<_>>(),
+            [0, 1, 2, 3, 4]
+        );
         assert_eq!(pool.in_use(), 5, "no copies were made");
         let s = lo.stats();
-        assert_eq!((s.tx_frames, s.rx_frames, s.tx_bytes, s.rx_bytes), (5, 5, 100, 100));
+        assert_eq!(
+            (s.tx_frames, s.rx_frames, s.tx_bytes, s.rx_bytes),
+            (5, 5, 100, 100)
+        );
         drop(out);
         assert_eq!(pool.in_use(), 0);
     }

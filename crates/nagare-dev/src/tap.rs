@@ -42,7 +42,9 @@ fn validate_name(name: &str) -> io::Result<()> {
         && name.len() <= MAX_IFNAME_LEN
         && name != "."
         && name != ".."
-        && name.bytes().all(|b| b.is_ascii_graphic() && b != b'/' && b != b':');
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'/' && b != b':');
     if ok {
         Ok(())
     } else {
@@ -113,7 +115,13 @@ impl TapDevice {
         ifr.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
         // SAFETY: TUNSETIFF reads and writes one `ifreq`; `ifr` is valid and
         // exclusively borrowed for the call, and `file` is an open tun fd.
-        let rc = unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETIFF as _, &mut ifr as *mut libc::ifreq) };
+        let rc = unsafe {
+            libc::ioctl(
+                file.as_raw_fd(),
+                libc::TUNSETIFF as _,
+                &mut ifr as *mut libc::ifreq,
+            )
+        };
         if rc < 0 {
             let e = io::Error::last_os_error();
             let hint = if e.raw_os_error() == Some(libc::EPERM) {
@@ -125,7 +133,10 @@ impl TapDevice {
             } else {
                 ""
             };
-            return Err(io::Error::new(e.kind(), format!("TUNSETIFF {name}: {e}{hint}")));
+            return Err(io::Error::new(
+                e.kind(),
+                format!("TUNSETIFF {name}: {e}{hint}"),
+            ));
         }
         let mut dev = TapDevice {
             file,
@@ -152,7 +163,8 @@ impl TapDevice {
 
     fn read_mtu(&self) -> io::Result<usize> {
         let mut ifr = ifreq_for(&self.name);
-        interface_ioctl(libc::SIOCGIFMTU, &mut ifr).map_err(|e| with_context(e, "SIOCGIFMTU", &self.name))?;
+        interface_ioctl(libc::SIOCGIFMTU, &mut ifr)
+            .map_err(|e| with_context(e, "SIOCGIFMTU", &self.name))?;
         // SAFETY: SIOCGIFMTU filled in the `ifru_mtu` member of the union.
         let mtu = unsafe { ifr.ifr_ifru.ifru_mtu };
         Ok(usize::try_from(mtu).unwrap_or(0))
@@ -162,9 +174,14 @@ impl TapDevice {
     /// this size).
     pub fn set_mtu(&mut self, mtu: usize) -> io::Result<()> {
         let mut ifr = ifreq_for(&self.name);
-        ifr.ifr_ifru.ifru_mtu = libc::c_int::try_from(mtu)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("MTU {mtu} out of range")))?;
-        interface_ioctl(libc::SIOCSIFMTU, &mut ifr).map_err(|e| with_context(e, "SIOCSIFMTU", &self.name))?;
+        ifr.ifr_ifru.ifru_mtu = libc::c_int::try_from(mtu).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("MTU {mtu} out of range"),
+            )
+        })?;
+        interface_ioctl(libc::SIOCSIFMTU, &mut ifr)
+            .map_err(|e| with_context(e, "SIOCSIFMTU", &self.name))?;
         self.mtu = self.read_mtu()?;
         Ok(())
     }
@@ -172,19 +189,26 @@ impl TapDevice {
     /// Brings the interface up or down.
     pub fn set_up(&self, up: bool) -> io::Result<()> {
         let mut ifr = ifreq_for(&self.name);
-        interface_ioctl(libc::SIOCGIFFLAGS, &mut ifr).map_err(|e| with_context(e, "SIOCGIFFLAGS", &self.name))?;
+        interface_ioctl(libc::SIOCGIFFLAGS, &mut ifr)
+            .map_err(|e| with_context(e, "SIOCGIFFLAGS", &self.name))?;
         // SAFETY: SIOCGIFFLAGS filled in the `ifru_flags` member.
         let flags = unsafe { ifr.ifr_ifru.ifru_flags };
         let up_flag = libc::IFF_UP as libc::c_short;
-        ifr.ifr_ifru.ifru_flags = if up { flags | up_flag } else { flags & !up_flag };
-        interface_ioctl(libc::SIOCSIFFLAGS, &mut ifr).map_err(|e| with_context(e, "SIOCSIFFLAGS", &self.name))
+        ifr.ifr_ifru.ifru_flags = if up {
+            flags | up_flag
+        } else {
+            flags & !up_flag
+        };
+        interface_ioctl(libc::SIOCSIFFLAGS, &mut ifr)
+            .map_err(|e| with_context(e, "SIOCSIFFLAGS", &self.name))
     }
 
     /// The MAC address of the kernel's side of the TAP. The stack on this
     /// side must use a different one.
     pub fn kernel_mac(&self) -> io::Result<[u8; 6]> {
         let mut ifr = ifreq_for(&self.name);
-        interface_ioctl(libc::SIOCGIFHWADDR, &mut ifr).map_err(|e| with_context(e, "SIOCGIFHWADDR", &self.name))?;
+        interface_ioctl(libc::SIOCGIFHWADDR, &mut ifr)
+            .map_err(|e| with_context(e, "SIOCGIFHWADDR", &self.name))?;
         // SAFETY: SIOCGIFHWADDR filled in the `ifru_hwaddr` member.
         let data = unsafe { ifr.ifr_ifru.ifru_hwaddr.sa_data };
         let mut mac = [0u8; 6];
@@ -214,7 +238,13 @@ impl TapDevice {
             // SAFETY: both iovecs point into buffers exclusively borrowed for
             // the duration of the call (`space` and `spare`), with their
             // exact lengths; the fd is the open tun file.
-            let n = unsafe { libc::readv(self.file.as_raw_fd(), iov.as_ptr(), iov.len() as libc::c_int) };
+            let n = unsafe {
+                libc::readv(
+                    self.file.as_raw_fd(),
+                    iov.as_ptr(),
+                    iov.len() as libc::c_int,
+                )
+            };
             if n >= 0 {
                 return Ok(Some(n as usize));
             }
@@ -249,8 +279,9 @@ impl TapDevice {
             heap = frame.chunks().map(iovec_of).collect();
             &heap
         };
-        let count = libc::c_int::try_from(iovs.len())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "frame has too many slices"))?;
+        let count = libc::c_int::try_from(iovs.len()).map_err(|_| {
+            io::Error::new(io::ErrorKind::InvalidInput, "frame has too many slices")
+        })?;
         loop {
             // SAFETY: every iovec points into a slice of `frame`, which is
             // borrowed (and so kept alive and unchanged) for the duration of
@@ -321,7 +352,11 @@ impl Device for TapDevice {
         Ok(received)
     }
 
-    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, _now: Instant) -> io::Result<usize> {
+    fn transmit_batch(
+        &mut self,
+        frames: &mut VecDeque<PacketBuf>,
+        _now: Instant,
+    ) -> io::Result<usize> {
         let mut taken = 0;
         while let Some(frame) = frames.front() {
             let len = frame.len();
@@ -340,7 +375,9 @@ impl Device for TapDevice {
                         self.stats.tx_errors += 1;
                     }
                 }
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS)) => break,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS)) => {
+                    break
+                }
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::EMSGSIZE)) => {
                     // The kernel refused this frame: drop it, go on.
                     self.stats.tx_errors += 1;
@@ -381,7 +418,16 @@ mod tests {
     fn names_are_validated() {
         assert!(validate_name("tap0").is_ok());
         assert!(validate_name("abcdefghijklmno").is_ok());
-        for bad in ["", "abcdefghijklmnop", "a/b", "a b", "a:1", ".", "..", "tab\t"] {
+        for bad in [
+            "",
+            "abcdefghijklmnop",
+            "a/b",
+            "a b",
+            "a:1",
+            ".",
+            "..",
+            "tab\t",
+        ] {
             let e = validate_name(bad).unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{bad:?}");
         }

@@ -28,7 +28,11 @@ fn skip_reason() -> Option<String> {
     if !Path::new("/dev/net/tun").exists() {
         return Some("/dev/net/tun does not exist".into());
     }
-    let ip = Command::new("ip").arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status();
+    let ip = Command::new("ip")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
     if !matches!(ip, Ok(s) if s.success()) {
         return Some("the `ip` command (iproute2) is not available".into());
     }
@@ -105,14 +109,19 @@ fn arp_reply_from(frame: &[u8], ip: [u8; 4]) -> Option<[u8; 6]> {
 }
 
 /// Receives with `pool` for at most two seconds until `done` says so.
-fn receive_until(tap: &mut TapDevice, pool: &BufferPool, mut done: impl FnMut(&TapDevice, &[PacketBuf]) -> bool) -> bool {
+fn receive_until(
+    tap: &mut TapDevice,
+    pool: &BufferPool,
+    mut done: impl FnMut(&TapDevice, &[PacketBuf]) -> bool,
+) -> bool {
     let deadline = StdInstant::now() + Duration::from_secs(2);
     let start = StdInstant::now();
     let mut out = Vec::new();
     loop {
         out.clear();
         let now = Instant::from_micros(start.elapsed().as_micros() as u64);
-        tap.receive_batch(pool, &mut out, 32, now).expect("receive_batch");
+        tap.receive_batch(pool, &mut out, 32, now)
+            .expect("receive_batch");
         if done(tap, &out) {
             return true;
         }
@@ -133,7 +142,10 @@ fn kernel_answers_arp_through_a_created_tap() {
     let our_ip = [10, 213, x, 2];
 
     let mut tap = TapDevice::open(&name).expect("open TAP");
-    assert!(tap.created(), "{name} did not exist before, so it was created");
+    assert!(
+        tap.created(),
+        "{name} did not exist before, so it was created"
+    );
     assert_eq!(tap.name(), name);
     assert_eq!(tap.mtu(), 1500);
     assert!(tap.raw_fd().is_some());
@@ -147,7 +159,12 @@ fn kernel_answers_arp_through_a_created_tap() {
 
     tap.set_mtu(1400).unwrap();
     assert_eq!(tap.mtu(), 1400);
-    assert_eq!(std::fs::read_to_string(format!("/sys/class/net/{name}/mtu")).unwrap().trim(), "1400");
+    assert_eq!(
+        std::fs::read_to_string(format!("/sys/class/net/{name}/mtu"))
+            .unwrap()
+            .trim(),
+        "1400"
+    );
 
     // 1. An ARP request written into the TAP gets the kernel's reply.
     let pool = BufferPool::new(2048, 64);
@@ -171,7 +188,11 @@ fn kernel_answers_arp_through_a_created_tap() {
     assert_eq!(reply_mac, Some(kernel_mac));
     let stats = tap.stats();
     assert!(stats.rx_frames >= 1 && stats.rx_bytes >= 42, "{stats:?}");
-    assert_eq!(pool.in_use(), 0, "every received buffer went back to the pool");
+    assert_eq!(
+        pool.in_use(),
+        0,
+        "every received buffer went back to the pool"
+    );
 
     // 2. A reply that does not fit the pool's buffers is dropped and counted.
     let small = BufferPool::new(RX_HEADROOM + 30, 8);

@@ -1,0 +1,149 @@
+//! Network namespaces and processes for interop tests, removed and ended
+//! even when a test fails.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// Why interop tests cannot run here, if they cannot.
+pub fn interop_unavailable(tools: &[&str]) -> Option<String> {
+    // SAFETY-free check of the effective user through the `id` command keeps
+    // this file free of libc.
+    let uid = Command::new("id").arg("-u").output().ok()?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Some("interop tests need root (network namespaces and TAP devices)".into());
+    }
+    if !Path::new("/dev/net/tun").exists() {
+        return Some("/dev/net/tun is missing".into());
+    }
+    for tool in ["ip"].iter().chain(tools) {
+        if !has_tool(tool) {
+            return Some(format!("`{tool}` is not installed (scripts/install-test-deps.sh installs it)"));
+        }
+    }
+    None
+}
+
+pub fn has_tool(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+pub fn skip(test: &str, reason: &str) {
+    eprintln!("\n*** SKIPPED {test}: {reason} ***\n");
+}
+
+/// A network namespace that is deleted (with every device in it) on drop.
+pub struct Netns {
+    pub name: String,
+}
+
+static NEXT_NS: AtomicU32 = AtomicU32::new(0);
+
+impl Netns {
+    pub fn new(tag: &str) -> Netns {
+        let name = format!("nagare-{tag}-{}-{}", std::process::id(), NEXT_NS.fetch_add(1, Ordering::Relaxed));
+        run_ok(Command::new("ip").args(["netns", "add", &name]));
+        let ns = Netns { name };
+        ns.ip(&["link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// A command run inside the namespace.
+    pub fn command(&self, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name, program]);
+        c
+    }
+
+    pub fn ip(&self, args: &[&str]) {
+        run_ok(self.command("ip").args(args));
+    }
+
+    /// A persistent TAP device whose kernel side has `kernel_addr`.
+    pub fn tap(&self, name: &str, kernel_addr: &str) {
+        self.ip(&["tuntap", "add", "dev", name, "mode", "tap"]);
+        self.ip(&["addr", "add", kernel_addr, "dev", name]);
+        self.ip(&["link", "set", name, "up"]);
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+    }
+}
+
+/// A child process ended by its id when dropped.
+pub struct Process {
+    pub child: Option<Child>,
+}
+
+impl Process {
+    pub fn spawn(command: &mut Command) -> Process {
+        let child = command.spawn().expect("spawning a process for the test");
+        Process { child: Some(child) }
+    }
+
+    /// Sends SIGTERM and waits (at most `limit`) for a clean exit.
+    pub fn terminate(&mut self, limit: Duration) -> Option<Output> {
+        let child = self.child.take()?;
+        let pid = child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let started = Instant::now();
+        let mut child = child;
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) => return child.wait_with_output().ok(),
+                Ok(None) if started.elapsed() < limit => std::thread::sleep(Duration::from_millis(20)),
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub fn run_ok(command: &mut Command) -> Output {
+    let output = command.output().expect("running a command");
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Waits until `ready` holds, at most `limit`.
+pub fn wait_until(limit: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if ready() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ready()
+}
+
+pub fn nagare() -> &'static str {
+    env!("CARGO_BIN_EXE_nagare")
+}

@@ -1,0 +1,184 @@
+//! nagare against the Linux kernel's stack over a TAP device, inside a
+//! network namespace each test creates and removes. Needs root; says
+//! SKIPPED loudly otherwise.
+
+mod common;
+
+use common::*;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const KERNEL: &str = "10.77.0.1";
+const NAGARE: &str = "10.77.0.2";
+
+fn start_up(ns: &Netns, pcap: &std::path::Path) -> Process {
+    let process = Process::spawn(
+        ns.command(nagare())
+            .args(["up", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--pcap"])
+            .arg(pcap)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    // Ready once it answers ARP: a single ping gets through.
+    let ready = wait_until(Duration::from_secs(10), || {
+        ns.command("ping")
+            .args(["-c", "1", "-W", "1", NAGARE])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    assert!(ready, "nagare up never answered a ping");
+    process
+}
+
+fn ping_received(output: &std::process::Output) -> Option<u32> {
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line = text.lines().find(|l| l.contains("packets transmitted"))?;
+    line.split(", ").nth(1)?.split_whitespace().next()?.parse().ok()
+}
+
+#[test]
+fn linux_pings_nagare_and_uses_its_udp_echo() {
+    if let Some(reason) = interop_unavailable(&["ping", "nc", "python3"]) {
+        return skip("linux_pings_nagare_and_uses_its_udp_echo", &reason);
+    }
+    let ns = Netns::new("up");
+    ns.tap("tap0", &format!("{KERNEL}/24"));
+    let dir = std::env::temp_dir().join(format!("nagare-interop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("up.pcap");
+    let mut up = start_up(&ns, &pcap);
+
+    // 100 pings, 10 ms apart: every one answered.
+    let out = ns
+        .command("ping")
+        .args(["-c", "100", "-i", "0.01", "-W", "2", NAGARE])
+        .output()
+        .unwrap();
+    assert_eq!(ping_received(&out), Some(100), "{}", String::from_utf8_lossy(&out.stdout));
+
+    // 5000-byte pings: fragmented on the way in and on the way back.
+    let out = ns
+        .command("ping")
+        .args(["-c", "5", "-i", "0.05", "-s", "5000", "-W", "2", NAGARE])
+        .output()
+        .unwrap();
+    assert_eq!(ping_received(&out), Some(5), "{}", String::from_utf8_lossy(&out.stdout));
+
+    // nc sends one datagram to the echo service and prints the answer.
+    let mut nc = ns
+        .command("nc")
+        .args(["-u", "-w", "1", NAGARE, "7"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = nc.stdin.take().unwrap();
+        stdin.write_all(b"hello from the kernel\n").unwrap();
+    }
+    let out = nc.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello from the kernel\n");
+
+    // Datagrams of many sizes, fragmented ones among them, come back
+    // byte-exact (a kernel socket checks the payload).
+    let script = format!(
+        r#"
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(2)
+for size in [1, 100, 1472, 1473, 4000, 9000, 30000, 65507]:
+    data = bytes((i * 7 + size) % 256 for i in range(size))
+    s.sendto(data, ("{NAGARE}", 7))
+    echo, peer = s.recvfrom(70000)
+    assert echo == data, (size, len(echo))
+print("ok")
+"#
+    );
+    let out = ns.command("python3").args(["-c", &script]).output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "ok",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A closed port answers with ICMP port unreachable: the kernel socket
+    // sees ECONNREFUSED.
+    let script = format!(
+        r#"
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.connect(("{NAGARE}", 9999))
+s.settimeout(2)
+s.send(b"x")
+try:
+    s.recv(100)
+    print("answered")
+except ConnectionRefusedError:
+    print("refused")
+"#
+    );
+    let out = ns.command("python3").args(["-c", &script]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "refused");
+
+    let output = up.terminate(Duration::from_secs(5)).expect("nagare up stops on SIGTERM");
+    assert!(output.status.success(), "nagare up exited with {}", output.status);
+    let summary = String::from_utf8_lossy(&output.stdout);
+    assert!(summary.contains("icmp_echo_replies_sent"), "{summary}");
+
+    check_capture(&pcap);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn check_capture(pcap: &std::path::Path) {
+    let bytes = std::fs::read(pcap).unwrap();
+    assert!(bytes.len() > 24 + 100 * 98, "capture too small: {} bytes", bytes.len());
+    if !has_tool("tshark") {
+        return skip("tshark check of the capture", "tshark is not installed");
+    }
+    let out = Command::new("tshark")
+        .args(["-r"])
+        .arg(pcap)
+        .args(["-Y", "_ws.malformed || _ws.expert.severity >= error"])
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "", "tshark found malformed packets");
+    let out = Command::new("tshark").args(["-r"]).arg(pcap).args(["-Y", "icmp.type == 0"]).stderr(Stdio::null()).output().unwrap();
+    let replies = String::from_utf8_lossy(&out.stdout).lines().count();
+    assert!(replies >= 100, "tshark decoded only {replies} echo replies");
+}
+
+#[test]
+fn nagare_pings_linux() {
+    if let Some(reason) = interop_unavailable(&[]) {
+        return skip("nagare_pings_linux", &reason);
+    }
+    let ns = Netns::new("ping");
+    ns.tap("tap1", "10.78.0.1/24");
+    let ping = |extra: &[&str]| {
+        ns.command(nagare())
+            .args(["ping", "--tap", "tap1", "--addr", "10.78.0.2/24", "-c", "5", "-i", "0.05"])
+            .args(extra)
+            .arg("10.78.0.1")
+            .output()
+            .unwrap()
+    };
+    for extra in [&[][..], &["-s", "5000"][..]] {
+        let out = ping(extra);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "nagare ping {extra:?} failed:\n{text}");
+        assert!(text.contains("5 packets transmitted, 5 received, 0% packet loss"), "{text}");
+        assert!(text.contains("rtt min/avg/max/mdev"), "{text}");
+    }
+    // Nobody at .9: no reply, exit code 1 as ping's.
+    let out = ns
+        .command(nagare())
+        .args(["ping", "--tap", "tap1", "--addr", "10.78.0.2/24", "-c", "2", "-i", "0.1", "-W", "1", "10.78.0.9"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}
