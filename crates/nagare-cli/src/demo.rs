@@ -76,7 +76,8 @@ pub fn run(args: DemoArgs) -> Result<()> {
         format!("{} datagrams, {echoed_bytes} bytes, byte-exact", sizes.len()),
     ));
 
-    let (gbps, datagrams) = udp_stream(&mut pair, args.stream_datagrams)?;
+    let stream = crate::bench::udp_stream(&mut pair, args.stream_datagrams, 1472)?;
+    let (gbps, datagrams) = (stream.gbps(), stream.received);
     rows.push((
         format!("UDP stream A -> B, {datagrams} x 1472 bytes"),
         format!("{gbps:.2} Gbit/s (wall clock, one core, both hosts)"),
@@ -186,48 +187,6 @@ fn udp_echo<A: Device, B: Device>(pair: &mut SimPair<A, B>, size: usize) -> Resu
         Some(echo) => bail!("UDP echo of {size} bytes came back different ({} bytes)", echo.len()),
         None => bail!("no UDP echo of a {size}-byte datagram"),
     }
-}
-
-/// Sends `count` datagrams from A to a sink on B and measures the wall
-/// clock: the cost of both engines' send and receive paths.
-fn udp_stream<A: Device, B: Device>(pair: &mut SimPair<A, B>, count: usize) -> Result<(f64, usize)> {
-    const SINK_PORT: u16 = 9;
-    const BATCH: usize = 32;
-    let sink = pair
-        .b
-        .iface
-        .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, SINK_PORT))
-        .map_err(anyhow::Error::msg)?;
-    let source = pair
-        .a
-        .iface
-        .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
-        .map_err(anyhow::Error::msg)?;
-    let payload = vec![0x5au8; 1472];
-    let dst = SocketAddrV4::new(B_ADDR, SINK_PORT);
-    let mut received = 0usize;
-    let mut received_bytes = 0usize;
-    let started = std::time::Instant::now();
-    let mut sent = 0usize;
-    while sent < count {
-        let now = pair.now;
-        for _ in 0..BATCH.min(count - sent) {
-            pair.a.iface.udp_send_to(source, &payload, dst, now).map_err(anyhow::Error::msg)?;
-            sent += 1;
-        }
-        pair.run_until(Duration::from_millis(10), |p| {
-            while let Ok(Some(d)) = p.b.iface.udp_recv(sink) {
-                received += 1;
-                received_bytes += d.payload.len();
-            }
-            received == sent
-        })?;
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    ensure!(received == count, "UDP stream lost datagrams: {received} of {count}");
-    pair.a.iface.udp_close(source).map_err(anyhow::Error::msg)?;
-    pair.b.iface.udp_close(sink).map_err(anyhow::Error::msg)?;
-    Ok((received_bytes as f64 * 8.0 / elapsed / 1e9, received))
 }
 
 fn print_counters<A: Device, B: Device>(a: &Host<A>, b: &Host<B>) {

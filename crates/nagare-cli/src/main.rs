@@ -1,5 +1,6 @@
 //! The `nagare` command.
 
+mod bench;
 mod demo;
 mod host;
 mod ping;
@@ -66,6 +67,30 @@ enum Command {
         /// Print only the summary.
         #[arg(short = 'q', long = "quiet")]
         quiet: bool,
+    },
+    /// Speed figures, each beside a Linux kernel peer measured in the same run.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// UDP throughput between two nagare instances on a simulated link in
+    /// this process, beside kernel UDP over 127.0.0.1.
+    Udp {
+        /// Datagrams per stream.
+        #[arg(long, default_value_t = 200_000)]
+        datagrams: usize,
+        /// Payload sizes in bytes, e.g. --size 1472 or --size 64,1472,8000
+        /// (default: 64, 1472 and 8000).
+        #[arg(long = "size", value_delimiter = ',')]
+        sizes: Vec<usize>,
+        /// Runs of each stream; the median is reported.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Also write the figures to this CSV file.
+        #[arg(long)]
+        csv: Option<PathBuf>,
     },
 }
 
@@ -155,5 +180,16 @@ fn main() -> Result<()> {
             };
             std::process::exit(code);
         }
+        Command::Bench(BenchCommand::Udp {
+            datagrams,
+            sizes,
+            runs,
+            csv,
+        }) => bench::run_udp(bench::UdpBenchArgs {
+            datagrams,
+            sizes,
+            runs,
+            csv,
+        }),
     }
 }

@@ -43,6 +43,8 @@ counters! {
         drop_arp_not_for_us,
         /// ARP requests answered.
         arp_replies_sent,
+        /// ARP replies received for one of our addresses.
+        arp_replies_received,
         /// ARP requests sent.
         arp_requests_sent,
         /// Dropped: packet waited for an ARP reply that never came.
@@ -91,6 +93,8 @@ counters! {
         drop_icmp_broadcast_echo,
         /// Echo requests answered.
         icmp_echo_replies_sent,
+        /// Echo replies delivered to an echo socket.
+        icmp_echo_replies_received,
         /// Echo replies received for no ICMP socket.
         drop_icmp_unmatched_reply,
         /// Destination-unreachable and time-exceeded messages received.

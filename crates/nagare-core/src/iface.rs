@@ -294,7 +294,18 @@ impl Interface {
             self.counters.drop_arp_not_for_us += 1;
             return;
         }
-        if operation == ArpOperation::Request {
+        match operation {
+            ArpOperation::Request => {}
+            ArpOperation::Reply => {
+                self.counters.arp_replies_received += 1;
+                return;
+            }
+            ArpOperation::Unknown(_) => {
+                self.counters.drop_arp_malformed += 1;
+                return;
+            }
+        }
+        {
             let reply = ArpRepr::EthernetIpv4 {
                 operation: ArpOperation::Reply,
                 source_hardware_addr: self.config.mac,
@@ -432,7 +443,9 @@ impl Interface {
                         at: now,
                     })
                 });
-                if !delivered {
+                if delivered {
+                    self.counters.icmp_echo_replies_received += 1;
+                } else {
                     self.counters.drop_icmp_unmatched_reply += 1;
                 }
             }

@@ -42,8 +42,8 @@ fn bench(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("nagare_3_pieces_odd", size), &data, |b, d| {
             b.iter(|| {
                 let d = black_box(d);
-                let (a, rest) = d.split_at(d.len() / 3 | 1);
-                let (m, z) = rest.split_at(rest.len() / 2 | 1);
+                let (a, rest) = d.split_at((d.len() / 3) | 1);
+                let (m, z) = rest.split_at((rest.len() / 2) | 1);
                 let mut c = Checksum::new();
                 c.add_bytes(a);
                 c.add_bytes(m);

@@ -58,18 +58,9 @@ fn sum_block(data: &[u8]) -> u16 {
     let mut lanes = [0u64; 4];
     let mut chunks = data.chunks_exact(32);
     for c in &mut chunks {
-        if let Ok(c) = <&[u8; 32]>::try_from(c) {
-            for (lane, i) in lanes.iter_mut().zip([0usize, 8, 16, 24]) {
-                let w = u64::from_ne_bytes([
-                    c[i],
-                    c[i + 1],
-                    c[i + 2],
-                    c[i + 3],
-                    c[i + 4],
-                    c[i + 5],
-                    c[i + 6],
-                    c[i + 7],
-                ]);
+        for (lane, w) in lanes.iter_mut().zip(c.chunks_exact(8)) {
+            if let Ok(w) = <[u8; 8]>::try_from(w) {
+                let w = u64::from_ne_bytes(w);
                 *lane += (w & 0xffff_ffff) + (w >> 32);
             }
         }

@@ -422,7 +422,7 @@ impl Ipv4Repr {
             .checked_add(IPV4_HEADER_LEN)
             .filter(|&t| t <= IPV4_MAX_TOTAL_LEN)
             .ok_or(Error::Malformed)?;
-        if self.frag_offset % 8 != 0 {
+        if self.frag_offset & 7 != 0 {
             return Err(Error::Malformed);
         }
         let h = header.get_mut(..IPV4_HEADER_LEN).ok_or(Error::Truncated)?;
@@ -439,7 +439,7 @@ impl Ipv4Repr {
         if self.more_frags {
             flags |= FLAG_MF;
         }
-        field::set_u16(p.buffer.as_mut(), offs::FLAGS_FRAG, flags);
+        field::set_u16(p.buffer, offs::FLAGS_FRAG, flags);
         p.set_ttl(self.ttl);
         p.set_protocol(self.protocol);
         p.set_src_addr(self.src_addr);

@@ -226,7 +226,7 @@ proptest! {
 fn every_short_length() {
     // All prefixes of a full-size buffer of each fill value.
     for fill in [0x00u8, 0xff, 0x45, 0x50, 0x02] {
-        let buf = vec![fill; 100];
+        let buf = [fill; 100];
         for n in 0..=buf.len() {
             everything(&buf[..n]);
         }
