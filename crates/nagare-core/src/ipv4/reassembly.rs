@@ -133,7 +133,7 @@ impl Reassembler {
             self.discard(&key);
             return Outcome::Dropped(DropReason::Oversize);
         }
-        if repr.more_frags && (len == 0 || len % 8 != 0) {
+        if repr.more_frags && (len == 0 || !len.is_multiple_of(8)) {
             self.discard(&key);
             return Outcome::Dropped(DropReason::Malformed);
         }

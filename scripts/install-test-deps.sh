@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs, as root, the Debian packages the interop tests drive: the Linux
+# programs nagare is tested against. Without root it says what is missing;
+# the tests that need it then report SKIPPED with the reason.
+set -euo pipefail
+
+declare -A package_of=(
+    [ip]=iproute2
+    [ping]=iputils-ping
+    [nc]=netcat-openbsd
+    [tshark]=tshark
+    [python3]=python3
+)
+
+missing=()
+for tool in "${!package_of[@]}"; do
+    command -v "$tool" >/dev/null 2>&1 || missing+=("${package_of[$tool]}")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "test dependencies: all present"
+    exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "test dependencies: missing ${missing[*]}; not root, so not installing (interop tests will be SKIPPED)" >&2
+    exit 0
+fi
+
+echo "test dependencies: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "test dependencies: installed"
