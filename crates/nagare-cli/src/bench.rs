@@ -286,6 +286,13 @@ pub fn run_udp(args: UdpBenchArgs) -> Result<()> {
     println!("  Linux 2t: the same with a sending and a receiving thread");
     println!("  Gbit/s counts UDP payload bytes received; Mpps counts datagrams received.\n");
 
+    // One untimed round first: page faults in the pools, socket buffers
+    // and CPU frequency should not land on the first size measured.
+    let warm_count = (args.datagrams / 10).max(1);
+    nagare_stream(warm_count, sizes[0]).context("warm-up")?;
+    linux_one_thread(warm_count, sizes[0]).context("warm-up")?;
+    linux_two_threads(warm_count, sizes[0]).context("warm-up")?;
+
     let mut rows = Vec::new();
     for &size in &sizes {
         let mut nagare = Vec::new();

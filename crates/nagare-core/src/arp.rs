@@ -145,10 +145,10 @@ impl ArpCache {
     }
 
     /// Runs the retry timer: returns the addresses to send a request for now,
-    /// and the packets dropped because their address never answered.
-    pub fn poll(&mut self, now: Instant) -> (Vec<Ipv4Addr>, usize) {
+    /// and the packets given up on because their address never answered.
+    pub fn poll(&mut self, now: Instant) -> (Vec<Ipv4Addr>, Vec<PacketBuf>) {
         let mut retry = Vec::new();
-        let mut dropped = 0usize;
+        let mut dropped = Vec::new();
         let interval = self.config.request_interval;
         let max = self.config.max_requests;
         self.pending.retain(|ip, pending| {
@@ -157,7 +157,7 @@ impl ArpCache {
                 return true;
             }
             if pending.requests_sent >= max {
-                dropped += pending.packets.len();
+                dropped.extend(pending.packets.drain(..));
                 return false;
             }
             pending.last_request_at = Some(now);
@@ -199,10 +199,13 @@ mod tests {
         assert_eq!(arp.resolve(IP, packet(&pool), t0).0, Resolution::SendRequest);
         assert_eq!(arp.resolve(IP, packet(&pool), t0 + Duration::from_millis(500)).0, Resolution::Waiting);
         assert_eq!(arp.poll_at(), Some(t0 + Duration::from_secs(1)));
-        assert_eq!(arp.poll(t0 + Duration::from_millis(999)), (Vec::new(), 0));
-        assert_eq!(arp.poll(t0 + Duration::from_secs(1)), (alloc::vec![IP], 0));
-        assert_eq!(arp.poll(t0 + Duration::from_secs(2)), (alloc::vec![IP], 0));
-        assert_eq!(arp.poll(t0 + Duration::from_secs(3)), (Vec::new(), 2));
+        assert!(arp.poll(t0 + Duration::from_millis(999)).0.is_empty());
+        assert_eq!(arp.poll(t0 + Duration::from_secs(1)).0, alloc::vec![IP]);
+        assert_eq!(arp.poll(t0 + Duration::from_secs(2)).0, alloc::vec![IP]);
+        let (retry, dropped) = arp.poll(t0 + Duration::from_secs(3));
+        assert!(retry.is_empty());
+        assert_eq!(dropped.len(), 2);
+        drop(dropped);
         assert_eq!(pool.in_use(), 0, "dropped packets return their buffers");
         assert_eq!(arp.poll_at(), None);
     }

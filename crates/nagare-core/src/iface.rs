@@ -46,6 +46,7 @@ const ICMP_ECHO_REPLY: u8 = 0;
 const ICMP_DST_UNREACHABLE: u8 = 3;
 const ICMP_ECHO_REQUEST: u8 = 8;
 const ICMP_TIME_EXCEEDED: u8 = 11;
+const ICMP_CODE_HOST_UNREACHABLE: u8 = 1;
 const ICMP_CODE_PROTO_UNREACHABLE: u8 = 2;
 const ICMP_CODE_PORT_UNREACHABLE: u8 = 3;
 
@@ -214,7 +215,15 @@ impl Interface {
     /// Runs the timers: ARP retries and give-ups, reassembly timeouts.
     pub fn poll(&mut self, now: Instant) {
         let (retry, dropped) = self.arp.poll(now);
-        self.counters.drop_arp_unresolved += dropped as u64;
+        self.counters.drop_arp_unresolved += dropped.len() as u64;
+        for ip_packet in dropped {
+            // What the kernel tells a socket whose neighbour never answered.
+            let error = IcmpError::Unreachable {
+                from: self.config.addresses.first().map_or(Ipv4Addr::UNSPECIFIED, |c| c.address()),
+                code: ICMP_CODE_HOST_UNREACHABLE,
+            };
+            self.report_error_about(&ip_packet, 0, error);
+        }
         for ip in retry {
             self.send_arp_request(ip, now);
         }
@@ -465,17 +474,25 @@ impl Interface {
 
     /// Hands an ICMP error to the socket whose datagram it quotes.
     fn report_icmp_error(&mut self, message: &PacketBuf, error: IcmpError) {
+        if !self.report_error_about(message, ICMPV4_HEADER_LEN, error) {
+            self.counters.drop_icmp_malformed += 1;
+        }
+    }
+
+    /// Hands `error` to the socket that sent the datagram found at `offset`
+    /// of `packet` (an IPv4 header and at least 8 bytes after it). Returns
+    /// false when no such datagram can be read there.
+    fn report_error_about(&mut self, packet: &PacketBuf, offset: usize, error: IcmpError) -> bool {
         let mut quote = [0u8; 60 + 8];
-        let n = message.copy_out(ICMPV4_HEADER_LEN, &mut quote);
+        let n = packet.copy_out(offset, &mut quote);
         let quote = &quote[..n];
         let view = Ipv4Packet::new_unchecked(quote);
         let header_len = view.header_len();
         if n < IPV4_HEADER_LEN || view.version() != 4 || header_len < IPV4_HEADER_LEN || n < header_len + 8 {
-            self.counters.drop_icmp_malformed += 1;
-            return;
+            return false;
         }
         if !self.has_address(view.src_addr()) {
-            return;
+            return true;
         }
         let transport = &quote[header_len..];
         match view.protocol() {
@@ -494,6 +511,7 @@ impl Interface {
             }
             _ => {}
         }
+        true
     }
 
     fn send_echo_reply(&mut self, ip: &Ipv4Repr, payload: &mut PacketBuf, header: &[u8; 8], now: Instant) {

@@ -163,6 +163,11 @@ fn unanswered_arp_is_retried_once_a_second_then_dropped() {
     w.advance(Duration::from_secs(1));
     assert_eq!(w.a.counters().arp_requests_sent, 3);
     assert_eq!(w.a.counters().drop_arp_unresolved, 5);
+    assert_eq!(
+        w.a.udp_take_error(sa).unwrap(),
+        Some(IcmpError::Unreachable { from: A, code: 1 }),
+        "the socket learns its neighbour never answered"
+    );
     assert_eq!(w.a.poll_at(), None);
     assert_eq!(w.a.pool().in_use(), 0);
 }
