@@ -182,3 +182,35 @@ fn nagare_pings_linux() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn up_creates_its_tap_and_removes_it_on_sigterm() {
+    if let Some(reason) = interop_unavailable(&["ping"]) {
+        return skip("up_creates_its_tap_and_removes_it_on_sigterm", &reason);
+    }
+    let ns = Netns::new("create");
+    let exists = || {
+        ns.command("ip")
+            .args(["link", "show", "tapc"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    assert!(!exists());
+    let mut up = Process::spawn(
+        ns.command(nagare())
+            .args(["up", "--tap", "tapc", "--addr", "10.79.0.2/24"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    assert!(wait_until(Duration::from_secs(10), exists), "nagare up did not create tapc");
+    ns.ip(&["addr", "add", "10.79.0.1/24", "dev", "tapc"]);
+    ns.ip(&["link", "set", "tapc", "up"]);
+    let out = ns.command("ping").args(["-c", "3", "-i", "0.05", "-W", "2", "10.79.0.2"]).output().unwrap();
+    assert_eq!(ping_received(&out), Some(3), "{}", String::from_utf8_lossy(&out.stdout));
+    let output = up.terminate(Duration::from_secs(5)).expect("nagare up stops on SIGTERM");
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("created TAP device tapc"));
+    assert!(wait_until(Duration::from_secs(3), || !exists()), "tapc outlived nagare up");
+}

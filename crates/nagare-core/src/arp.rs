@@ -149,6 +149,9 @@ impl ArpCache {
     pub fn poll(&mut self, now: Instant) -> (Vec<Ipv4Addr>, Vec<PacketBuf>) {
         let mut retry = Vec::new();
         let mut dropped = Vec::new();
+        if self.pending.is_empty() {
+            return (retry, dropped);
+        }
         let interval = self.config.request_interval;
         let max = self.config.max_requests;
         self.pending.retain(|ip, pending| {

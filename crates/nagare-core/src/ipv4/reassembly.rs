@@ -212,6 +212,9 @@ impl Reassembler {
 
     /// Discards partial datagrams whose time ran out; returns how many.
     pub fn poll(&mut self, now: Instant) -> usize {
+        if self.partials.is_empty() {
+            return 0;
+        }
         let before = self.partials.len();
         let mut freed = 0;
         self.partials.retain(|_, p| {
