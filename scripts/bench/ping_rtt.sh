@@ -16,10 +16,13 @@
 #
 # Environment: NAGARE (binary; default target/release/nagare, built if
 # missing), PING_COUNT (1000), FLOOD_COUNT (5000), SIZES ("56 1472"),
-# RT_PRIO (unset: normal scheduling; N: run nagare and every ping under
-# SCHED_FIFO priority N, to tell scheduling delay on a busy machine from
-# the stack's own cost; the kernel's RT throttling still applies),
-# PIN_CPU (unset, or a CPU number: run nagare and every ping on that CPU).
+# RT_PRIO (unset: normal scheduling; N: run nagare under SCHED_FIFO
+# priority N, so it gets a CPU as soon as a frame wakes it: this tells
+# scheduling delay on a busy machine from the stack's own cost; the
+# kernel's RT throttling still applies), PIN_CPU (unset, or a CPU number:
+# run nagare and every ping on that CPU), HOGS (0; N: run N busy-loop
+# processes, each capped at 300 s, during the measurement, to see the
+# RTT on a machine whose CPUs are all busy).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -27,19 +30,23 @@ PING_COUNT="${PING_COUNT:-1000}"
 FLOOD_COUNT="${FLOOD_COUNT:-5000}"
 SIZES="${SIZES:-56 1472}"
 RT_PRIO="${RT_PRIO:-}"
-RT=()
+HOGS="${HOGS:-0}"
+[[ "$HOGS" =~ ^[0-9]+$ ]] || { echo "HOGS must be a number" >&2; exit 1; }
+HOG_PIDS=()
+PIN_CPU="${PIN_CPU:-}"
+PIN=()     # prefix for nagare and ping
+NAG_RT=()  # prefix for nagare only
+SCHED="normal (CFS)"
 if [[ -n "$RT_PRIO" ]]; then
     [[ "$RT_PRIO" =~ ^[0-9]+$ ]] || { echo "RT_PRIO must be a number" >&2; exit 1; }
-    RT=(chrt -f "$RT_PRIO")
+    NAG_RT=(chrt -f "$RT_PRIO")
+    SCHED="nagare SCHED_FIFO priority $RT_PRIO, ping normal (CFS)"
 fi
-PIN_CPU="${PIN_CPU:-}"
 if [[ -n "$PIN_CPU" ]]; then
     [[ "$PIN_CPU" =~ ^[0-9]+$ ]] || { echo "PIN_CPU must be a CPU number" >&2; exit 1; }
-    RT=(taskset -c "$PIN_CPU" "${RT[@]}")
+    PIN=(taskset -c "$PIN_CPU")
+    SCHED="$SCHED, nagare and ping on CPU $PIN_CPU"
 fi
-SCHED="normal (CFS)"
-[[ -n "$RT_PRIO" ]] && SCHED="SCHED_FIFO priority $RT_PRIO for nagare and ping"
-[[ -n "$PIN_CPU" ]] && SCHED="$SCHED, all on CPU $PIN_CPU"
 TAG="nb$$"
 NS_A="${TAG}-a"
 NS_B="${TAG}-b"
@@ -52,6 +59,10 @@ log() { printf '%s\n' "$*" >&2; }
 cleanup() {
     local rc=$?
     set +e
+    for pid in "${HOG_PIDS[@]}"; do
+        kill -TERM "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+    done
     if [[ -n "$NAGARE_PID" ]] && kill -0 "$NAGARE_PID" 2>/dev/null; then
         kill -TERM "$NAGARE_PID" 2>/dev/null
         for _ in $(seq 1 50); do
@@ -105,7 +116,7 @@ ip -n "$NS_C" addr add 10.78.0.2/24 dev veth0
 ip -n "$NS_B" link set veth0 up
 ip -n "$NS_C" link set veth0 up
 
-ip netns exec "$NS_A" "${RT[@]}" "$NAGARE" up --tap tap0 --addr 10.77.0.2/24 >"$WORK/nagare.log" 2>&1 &
+ip netns exec "$NS_A" "${PIN[@]}" "${NAG_RT[@]}" "$NAGARE" up --tap tap0 --addr 10.77.0.2/24 >"$WORK/nagare.log" 2>&1 &
 NAGARE_PID=$!
 
 # Wait (bounded) until both paths answer; this also resolves ARP.
@@ -129,9 +140,9 @@ wait_for "$NS_B" 10.78.0.2
 run_ping() {
     local ns=$1 dst=$2 size=$3 mode=$4 out
     if [[ $mode == flood ]]; then
-        out=$(timeout 120 ip netns exec "$ns" "${RT[@]}" ping -f -c "$FLOOD_COUNT" -q -s "$size" -w 100 "$dst" 2>&1) || true
+        out=$(timeout 120 ip netns exec "$ns" "${PIN[@]}" ping -f -c "$FLOOD_COUNT" -q -s "$size" -w 100 "$dst" 2>&1) || true
     else
-        out=$(timeout 120 ip netns exec "$ns" "${RT[@]}" ping -c "$PING_COUNT" -i 0.002 -q -s "$size" -w 100 "$dst" 2>&1) || true
+        out=$(timeout 120 ip netns exec "$ns" "${PIN[@]}" ping -c "$PING_COUNT" -i 0.002 -q -s "$size" -w 100 "$dst" 2>&1) || true
     fi
     local tx rx stats
     tx=$(sed -nE 's/^([0-9]+) packets transmitted.*/\1/p' <<<"$out")
@@ -147,6 +158,11 @@ run_ping() {
 }
 
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
+for _ in $(seq 1 "$HOGS"); do
+    timeout 300 bash -c 'while :; do :; done' &
+    HOG_PIDS+=($!)
+done
+[[ "$HOGS" -gt 0 ]] && SCHED="$SCHED; $HOGS busy-loop processes running"
 results="$WORK/results"
 : >"$results"
 for mode in paced flood; do
@@ -160,6 +176,11 @@ for mode in paced flood; do
 done
 
 kill -0 "$NAGARE_PID" 2>/dev/null || { log "nagare died during the run"; exit 1; }
+for pid in "${HOG_PIDS[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+done
+HOG_PIDS=()
 
 # --- report -----------------------------------------------------------------
 echo "Ping RTT in microseconds: Linux -> nagare over TAP (namespace A) beside Linux -> Linux over veth (B -> C)."
@@ -169,7 +190,7 @@ echo
 echo "| mode | size (B) | path | received | min | avg | max | mdev | avg ratio nagare/veth |"
 echo "|---|---:|---|---:|---:|---:|---:|---:|---:|"
 awk '
-function us(x) { return (x == "nan") ? "n/a" : sprintf("%.1f", x * 1000) }
+function us(x) { return (x == "nan") ? "n/a" : sprintf("%.0f", x * 1000) }
 {
     ratio = ($12 == "nan" || $6 == "nan" || $12 + 0 == 0) ? "n/a" : sprintf("%.2f", $6 / $12)
     printf "| %s | %s | nagare (TAP) | %s/%s | %s | %s | %s | %s | %s |\n", $1, $2, $4, $3, us($5), us($6), us($7), us($8), ratio

@@ -19,6 +19,7 @@ pub mod iface;
 pub mod ipv4;
 pub mod ratelimit;
 pub mod socket;
+pub mod tcp;
 pub mod time;
 pub mod udp;
 
