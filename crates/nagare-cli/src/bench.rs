@@ -87,7 +87,10 @@ pub fn udp_stream<A: Device, B: Device>(pair: &mut SimPair<A, B>, count: usize, 
     while sent < count {
         let now = pair.now;
         for _ in 0..BATCH.min(count - sent) {
-            pair.a.iface.udp_send_to(source, &payload, dst, now).map_err(anyhow::Error::msg)?;
+            pair.a
+                .iface
+                .udp_send_to(source, &payload, dst, now)
+                .map_err(anyhow::Error::msg)?;
             sent += 1;
         }
         pair.run_until(Duration::from_millis(10), |p| {
@@ -129,7 +132,15 @@ fn rcvbuf(socket: &UdpSocket) -> io::Result<usize> {
     let mut got: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: `got` and `len` live on the stack for the call.
-    let rc = unsafe { libc::getsockopt(socket.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, (&mut got as *mut libc::c_int).cast(), &mut len) };
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&mut got as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
@@ -143,7 +154,15 @@ fn set_rcvbuf(socket: &UdpSocket, bytes: usize) -> io::Result<usize> {
     let len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     for option in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
         // SAFETY: `value` lives on the stack for the call and `len` is its size.
-        let rc = unsafe { libc::setsockopt(socket.as_raw_fd(), libc::SOL_SOCKET, option, (&value as *const libc::c_int).cast(), len) };
+        let rc = unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                option,
+                (&value as *const libc::c_int).cast(),
+                len,
+            )
+        };
         if rc == 0 {
             break;
         }
@@ -180,7 +199,10 @@ fn linux_one_thread(count: usize, size: usize) -> Result<StreamResult> {
     let mut owed = 0usize;
     let started = Instant::now();
     while sent < count {
-        ensure!(started.elapsed() < LINUX_DEADLINE, "Linux one-thread stream took over {LINUX_DEADLINE:?}");
+        ensure!(
+            started.elapsed() < LINUX_DEADLINE,
+            "Linux one-thread stream took over {LINUX_DEADLINE:?}"
+        );
         let batch = BATCH.min(count - sent);
         for _ in 0..batch {
             tx.send(&payload)?;
@@ -272,7 +294,10 @@ pub fn run_udp(args: UdpBenchArgs) -> Result<()> {
         args.sizes.clone()
     };
     for &size in &sizes {
-        ensure!((1..=65507).contains(&size), "UDP payload size {size} is not in 1..=65507");
+        ensure!(
+            (1..=65507).contains(&size),
+            "UDP payload size {size} is not in 1..=65507"
+        );
     }
     let granted = rcvbuf(&linux_pair()?.1)?;
     println!(
@@ -300,9 +325,18 @@ pub fn run_udp(args: UdpBenchArgs) -> Result<()> {
         let mut linux2 = Vec::new();
         // Interleaved, so drifting machine load touches all three alike.
         for _ in 0..args.runs {
-            nagare.push(nagare_stream(args.datagrams, size).with_context(|| format!("nagare stream of {size}-byte datagrams"))?);
-            linux1.push(linux_one_thread(args.datagrams, size).with_context(|| format!("Linux one-thread stream of {size}-byte datagrams"))?);
-            linux2.push(linux_two_threads(args.datagrams, size).with_context(|| format!("Linux two-thread stream of {size}-byte datagrams"))?);
+            nagare.push(
+                nagare_stream(args.datagrams, size)
+                    .with_context(|| format!("nagare stream of {size}-byte datagrams"))?,
+            );
+            linux1.push(
+                linux_one_thread(args.datagrams, size)
+                    .with_context(|| format!("Linux one-thread stream of {size}-byte datagrams"))?,
+            );
+            linux2.push(
+                linux_two_threads(args.datagrams, size)
+                    .with_context(|| format!("Linux two-thread stream of {size}-byte datagrams"))?,
+            );
         }
         rows.push(Row {
             size,
@@ -333,7 +367,8 @@ pub fn run_udp(args: UdpBenchArgs) -> Result<()> {
     }
 
     if let Some(path) = &args.csv {
-        let mut out = io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?);
+        let mut out =
+            io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?);
         writeln!(
             out,
             "size,datagrams,nagare_gbps,nagare_mpps,linux1_gbps,linux1_mpps,linux1_lost,linux2_gbps,linux2_mpps,linux2_lost"

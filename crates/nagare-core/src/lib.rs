@@ -14,6 +14,7 @@ pub mod arp;
 pub mod buf;
 pub mod config;
 pub mod counters;
+pub mod hash;
 pub mod icmp;
 pub mod iface;
 pub mod ipv4;
