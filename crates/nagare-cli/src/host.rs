@@ -30,6 +30,8 @@ pub struct Host<D: Device> {
     rx: Vec<PacketBuf>,
     udp_echo: Option<UdpHandle>,
     pub udp_echoed: u64,
+    pub udp_echo_failed: u64,
+    pub device_errors: u64,
 }
 
 impl<D: Device> Host<D> {
@@ -40,6 +42,8 @@ impl<D: Device> Host<D> {
             rx: Vec::with_capacity(RX_BATCH),
             udp_echo: None,
             udp_echoed: 0,
+            udp_echo_failed: 0,
+            device_errors: 0,
         }
     }
 
@@ -70,8 +74,9 @@ impl<D: Device> Host<D> {
         // The echoed datagram is the received one: its buffers go back out
         // with new headers written into the headroom the old ones left.
         while let Ok(Some(datagram)) = self.iface.udp_recv(echo) {
-            if self.iface.udp_send_buf(echo, datagram.payload, datagram.source, now).is_ok() {
-                self.udp_echoed += 1;
+            match self.iface.udp_send_buf(echo, datagram.payload, datagram.source, now) {
+                Ok(()) => self.udp_echoed += 1,
+                Err(_) => self.udp_echo_failed += 1,
             }
         }
     }

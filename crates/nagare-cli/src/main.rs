@@ -157,12 +157,19 @@ fn main() -> Result<()> {
             timeout,
             quiet,
         } => {
+            let seconds = |name: &str, value: f64| {
+                std::time::Duration::try_from_secs_f64(value)
+                    .map_err(|_| anyhow::anyhow!("{name} must be a number of seconds from 0 to about 1.8e19, not {value}"))
+            };
+            if size > ping::MAX_PING_SIZE {
+                anyhow::bail!("-s {size}: at most {} bytes fit in one IPv4 datagram", ping::MAX_PING_SIZE);
+            }
             let options = ping::PingOptions {
                 destination,
                 count,
                 size,
-                interval: std::time::Duration::from_secs_f64(interval.max(0.0)),
-                timeout: std::time::Duration::from_secs_f64(timeout.max(0.0)),
+                interval: seconds("-i", interval)?,
+                timeout: seconds("-W", timeout)?,
                 quiet,
             };
             let code = match (link.tap, link.addr) {

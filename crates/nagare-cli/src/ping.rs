@@ -14,6 +14,9 @@ use std::net::Ipv4Addr;
 use std::ops::ControlFlow;
 use std::time::Duration;
 
+/// Largest echo payload: 65535 minus the IPv4 and ICMP headers.
+pub const MAX_PING_SIZE: usize = 65535 - 20 - 8;
+
 pub struct PingOptions {
     pub destination: Ipv4Addr,
     pub count: Option<u32>,

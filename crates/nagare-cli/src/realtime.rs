@@ -30,7 +30,8 @@ pub fn stopped(flag: &AtomicBool) -> bool {
 /// passes; a signal ends the wait early.
 pub fn wait_for(fd: Option<RawFd>, want_write: bool, timeout: Duration) -> io::Result<()> {
     let timeout = timeout.min(MAX_WAIT);
-    let millis = timeout.as_millis().clamp(0, i32::MAX as u128) as i32;
+    // Round up: a timeout just under a millisecond must sleep, not spin.
+    let millis = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
     let Some(fd) = fd else {
         std::thread::sleep(timeout);
         return Ok(());
@@ -65,7 +66,19 @@ pub fn run<D: Device>(
             return Ok(());
         }
         let now = clock.now();
-        let report = host.step(now)?;
+        let report = match host.step(now) {
+            Ok(report) => report,
+            Err(e) => {
+                // A device error (the link went down, the kernel refused a
+                // frame) is counted and waited out, not fatal.
+                host.device_errors += 1;
+                if host.device_errors.is_power_of_two() {
+                    eprintln!("nagare: device error ({} so far): {e}", host.device_errors);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
         let wake = match tick(host, now) {
             std::ops::ControlFlow::Break(()) => return Ok(()),
             std::ops::ControlFlow::Continue(wake) => wake,
@@ -79,7 +92,13 @@ pub fn run<D: Device>(
         if timeout.is_zero() {
             continue;
         }
+        // Wait for POLLOUT only if the last transmit made progress: after
+        // ENOBUFS a TAP stays writable, and polling for it would spin.
         let pending_tx = host.has_pending_tx();
+        if pending_tx && report.transmitted == 0 {
+            std::thread::sleep(Duration::from_millis(1).min(timeout));
+            continue;
+        }
         wait_for(host.device.raw_fd(), pending_tx, timeout)?;
     }
 }

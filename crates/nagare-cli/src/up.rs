@@ -93,5 +93,11 @@ pub fn run(args: UpArgs) -> Result<()> {
         println!("  {name:<28} {value}");
     }
     println!("  udp_echoed                   {}", host.udp_echoed);
+    if host.udp_echo_failed > 0 {
+        println!("  udp_echo_failed              {}", host.udp_echo_failed);
+    }
+    if host.device_errors > 0 {
+        println!("  device_errors                {}", host.device_errors);
+    }
     Ok(())
 }

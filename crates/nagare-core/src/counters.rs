@@ -39,6 +39,8 @@ counters! {
         drop_eth_unknown_type,
         /// Dropped: ARP packet too short, or not Ethernet/IPv4.
         drop_arp_malformed,
+        /// Dropped: ARP from another station claiming one of our addresses.
+        drop_arp_conflict,
         /// Dropped: ARP for an address that is not ours.
         drop_arp_not_for_us,
         /// ARP requests answered.
@@ -57,9 +59,7 @@ counters! {
         drop_ip_malformed,
         /// Dropped: IPv4 header checksum wrong.
         drop_ip_checksum,
-        /// Dropped: TTL of zero on arrival.
-        drop_ip_ttl_zero,
-        /// Dropped: source address broadcast, multicast or ours.
+        /// Dropped: source address not a single host (RFC 1122 3.2.1.3) or ours.
         drop_ip_bad_source,
         /// Dropped: destination is not one of our addresses (we do not forward).
         drop_ip_not_for_us,
@@ -81,6 +81,8 @@ counters! {
         drop_frag_duplicate,
         /// Dropped: reassembly memory or datagram limit reached.
         drop_frag_memory,
+        /// Dropped: a partial datagram discarded to make room for others.
+        drop_frag_evicted,
         /// Dropped: fragments of a datagram not completed in time.
         drop_frag_timeout,
         /// Fragments sent.
@@ -97,6 +99,8 @@ counters! {
         icmp_echo_replies_received,
         /// Echo replies received for no ICMP socket.
         drop_icmp_unmatched_reply,
+        /// Dropped: an echo socket's queue was full.
+        drop_icmp_socket_full,
         /// Destination-unreachable and time-exceeded messages received.
         icmp_errors_received,
         /// ICMP error messages sent.

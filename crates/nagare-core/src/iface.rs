@@ -122,6 +122,9 @@ pub struct Interface {
     counters: Counters,
     next_ident: u16,
     next_ephemeral: u16,
+    /// The frame being processed came to the link's broadcast address: no
+    /// ICMP error may answer it (RFC 1122 3.2.2), whatever its IP header says.
+    rx_link_broadcast: bool,
 }
 
 /// Reads the first `len` bytes of `packet` as one slice, copying into
@@ -132,6 +135,12 @@ fn linear_prefix<'a>(packet: &'a PacketBuf, len: usize, scratch: &'a mut [u8]) -
     }
     let out = scratch.get_mut(..len)?;
     (packet.copy_out(0, out) == len).then_some(&*out)
+}
+
+/// Sources that do not name a single host (RFC 1122 3.2.1.3): this host,
+/// loopback, multicast, reserved class E and limited broadcast.
+fn is_martian_source(src: Ipv4Addr) -> bool {
+    src.is_unspecified() || src.is_loopback() || src.is_multicast() || src.octets()[0] >= 240
 }
 
 fn be16(bytes: &[u8], at: usize) -> u16 {
@@ -158,6 +167,7 @@ impl Interface {
             counters: Counters::default(),
             next_ident: (seed >> 16) as u16,
             next_ephemeral: EPHEMERAL_PORTS.start() + (seed % span) as u16,
+            rx_link_broadcast: false,
             config,
             pool,
         }
@@ -262,6 +272,7 @@ impl Interface {
         }
         let ethertype = eth.ethertype();
         frame.trim_front(ETHERNET_HEADER_LEN);
+        self.rx_link_broadcast = dst.is_broadcast();
         match ethertype {
             EtherType::Arp => self.receive_arp(&frame, now),
             EtherType::Ipv4 => self.receive_ipv4(frame, now),
@@ -288,6 +299,11 @@ impl Interface {
         };
         if !source_hardware_addr.is_unicast() || self.is_broadcast(source_protocol_addr) {
             self.counters.drop_arp_malformed += 1;
+            return;
+        }
+        if self.has_address(source_protocol_addr) {
+            // Someone else claims our address: never cache it.
+            self.counters.drop_arp_conflict += 1;
             return;
         }
         let for_us = self.has_address(target_protocol_addr);
@@ -367,12 +383,11 @@ impl Interface {
             frag_offset: view.frag_offset(),
             dscp_ecn: view.dscp_ecn(),
         };
-        if repr.ttl == 0 {
-            self.counters.drop_ip_ttl_zero += 1;
-            return;
-        }
+        // A host does not drop a datagram for its TTL (RFC 1122 3.2.1.7):
+        // TTL only matters to routers.
         let src = repr.src_addr;
-        if src.is_broadcast() || src.is_multicast() || self.is_broadcast(src) || self.has_address(src) {
+        let dhcp_style = src.is_unspecified() && self.is_broadcast(repr.dst_addr);
+        if (is_martian_source(src) && !dhcp_style) || self.is_broadcast(src) || self.has_address(src) {
             self.counters.drop_ip_bad_source += 1;
             return;
         }
@@ -386,7 +401,9 @@ impl Interface {
 
         if repr.more_frags || repr.frag_offset != 0 {
             self.counters.frag_received += 1;
-            match self.reassembler.input(&repr, packet, now) {
+            let outcome = self.reassembler.input(&repr, packet, now);
+            self.counters.drop_frag_evicted += self.reassembler.take_evictions() as u64;
+            match outcome {
                 Outcome::Complete(whole, payload) => {
                     self.counters.frag_reassembled += 1;
                     self.receive_datagram(whole, payload, now);
@@ -443,7 +460,7 @@ impl Interface {
                 self.send_echo_reply(ip, &mut payload, &header, now);
             }
             ICMP_ECHO_REPLY => {
-                let delivered = self.echo_idents.get(&ident).copied().and_then(|h| self.echo.get_mut(h.0)).is_some_and(|s| {
+                let delivered = self.echo_idents.get(&ident).copied().and_then(|h| self.echo.get_mut(h.0)).map(|s| {
                     s.push(EchoEvent::Reply {
                         from: ip.src_addr,
                         seq_no,
@@ -452,10 +469,10 @@ impl Interface {
                         at: now,
                     })
                 });
-                if delivered {
-                    self.counters.icmp_echo_replies_received += 1;
-                } else {
-                    self.counters.drop_icmp_unmatched_reply += 1;
+                match delivered {
+                    Some(true) => self.counters.icmp_echo_replies_received += 1,
+                    Some(false) => self.counters.drop_icmp_socket_full += 1,
+                    None => self.counters.drop_icmp_unmatched_reply += 1,
                 }
             }
             kind @ (ICMP_DST_UNREACHABLE | ICMP_TIME_EXCEEDED) => {
@@ -494,6 +511,10 @@ impl Interface {
         if !self.has_address(view.src_addr()) {
             return true;
         }
+        if view.frag_offset() != 0 {
+            // Only the first fragment carries the transport header.
+            return true;
+        }
         let transport = &quote[header_len..];
         match view.protocol() {
             IpProtocol::Udp => {
@@ -506,7 +527,9 @@ impl Interface {
                 let ident = be16(transport, 4);
                 let seq_no = be16(transport, 6);
                 if let Some(socket) = self.echo_idents.get(&ident).copied().and_then(|h| self.echo.get_mut(h.0)) {
-                    socket.push(EchoEvent::Error { seq_no, error });
+                    if !socket.push(EchoEvent::Error { seq_no, error }) {
+                        self.counters.drop_icmp_socket_full += 1;
+                    }
                 }
             }
             _ => {}
@@ -540,6 +563,7 @@ impl Interface {
             match payload.prepend(&self.pool, ICMPV4_HEADER_LEN) {
                 Ok(h) => {
                     if reply.emit(h, data_sum).is_err() {
+                        self.counters.drop_icmp_malformed += 1;
                         return;
                     }
                 }
@@ -592,7 +616,9 @@ impl Interface {
         let handle = self.udp_ports.get(&dst_port).copied();
         let socket = handle.and_then(|h| self.udp.get_mut(h.0)).filter(|s| {
             let bound = *s.local.ip();
-            bound.is_unspecified() || bound == ip.dst_addr || broadcast
+            // As Linux: a socket bound to one unicast address gets only
+            // datagrams for that address, broadcasts go to wildcard sockets.
+            bound.is_unspecified() || bound == ip.dst_addr
         });
         let Some(socket) = socket else {
             self.counters.drop_udp_no_socket += 1;
@@ -620,7 +646,7 @@ impl Interface {
     /// `payload`), quoting as much of it as RFC 1812 allows, rate limited.
     fn send_icmp_error(&mut self, kind: u8, code: u8, ip: &Ipv4Repr, payload: &PacketBuf, now: Instant) {
         let src = ip.src_addr;
-        if self.is_broadcast(ip.dst_addr) || src.is_unspecified() || src.is_multicast() || self.is_broadcast(src) {
+        if self.rx_link_broadcast || self.is_broadcast(ip.dst_addr) || is_martian_source(src) || self.is_broadcast(src) {
             return;
         }
         if !self.icmp_errors.try_take(now) {
@@ -701,7 +727,10 @@ impl Interface {
         repr.frag_offset = 0;
         let mtu = self.config.mtu;
         if payload.len() + IPV4_HEADER_LEN <= mtu {
-            let header = payload.prepend(&self.pool, IPV4_HEADER_LEN)?;
+            let Ok(header) = payload.prepend(&self.pool, IPV4_HEADER_LEN) else {
+                self.counters.drop_no_buffer += 1;
+                return Err(Error::NoBuffer);
+            };
             repr.emit(header).map_err(|_| Error::MessageTooLong)?;
             self.send_to_link(payload, hop, now);
             return Ok(());
@@ -709,11 +738,18 @@ impl Interface {
         if repr.dont_frag {
             return Err(Error::MessageTooLong);
         }
-        let pieces = fragment(&repr, &payload, mtu).ok_or(Error::MessageTooLong)?;
+        let mut pieces = fragment(&repr, &payload, mtu).ok_or(Error::MessageTooLong)?;
         drop(payload);
-        for (piece_repr, mut piece) in pieces {
-            let header = piece.prepend(&self.pool, IPV4_HEADER_LEN)?;
+        // Headers for every fragment first: a datagram goes out whole or not
+        // at all, never as a prefix the receiver can only time out on.
+        for (piece_repr, piece) in pieces.iter_mut() {
+            let Ok(header) = piece.prepend(&self.pool, IPV4_HEADER_LEN) else {
+                self.counters.drop_no_buffer += 1;
+                return Err(Error::NoBuffer);
+            };
             piece_repr.emit(header).map_err(|_| Error::MessageTooLong)?;
+        }
+        for (_, piece) in pieces {
             self.counters.frag_sent += 1;
             self.send_to_link(piece, hop, now);
         }

@@ -2,19 +2,14 @@
 //! frames with arbitrary damage, go into an interface. Nothing may panic,
 //! every frame must leave a trace in some counter, and no buffer may leak.
 
-use nagare_core::buf::{BufferPool, PacketBuf};
+use nagare_core::buf::BufferPool;
 use nagare_core::{Counters, Instant, Interface, InterfaceConfig};
-use nagare_wire::{
-    ArpOperation, ArpRepr, EtherType, EthernetAddress, EthernetRepr, IpProtocol, Ipv4Addr, Ipv4Repr,
-    UdpRepr,
-};
+use nagare_wire::{ArpOperation, IpProtocol, Ipv4Addr};
 use proptest::prelude::*;
-use std::net::SocketAddrV4;
 
-const OUR_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
-const PEER_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
-const OUR_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
-const PEER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+mod common;
+use common::*;
+use std::net::SocketAddrV4;
 
 fn interface() -> Interface {
     let config = InterfaceConfig::new(OUR_MAC, "10.0.0.1/24".parse().unwrap());
@@ -30,69 +25,6 @@ fn outcomes(c: &Counters) -> u64 {
         .filter(|(name, _)| !name.starts_with("rx_") && !name.starts_with("tx_"))
         .map(|(_, v)| v)
         .sum()
-}
-
-fn ethernet(ethertype: EtherType, payload: &[u8]) -> Vec<u8> {
-    let mut frame = vec![0u8; 14];
-    EthernetRepr {
-        src_addr: PEER_MAC,
-        dst_addr: OUR_MAC,
-        ethertype,
-    }
-    .emit(&mut frame)
-    .unwrap();
-    frame.extend_from_slice(payload);
-    frame
-}
-
-fn ipv4(protocol: IpProtocol, payload: &[u8], frag_offset: u16, more_frags: bool, ident: u16) -> Vec<u8> {
-    let mut packet = vec![0u8; 20];
-    Ipv4Repr {
-        src_addr: PEER_IP,
-        dst_addr: OUR_IP,
-        protocol,
-        payload_len: payload.len(),
-        ttl: 64,
-        ident,
-        dont_frag: false,
-        more_frags,
-        frag_offset,
-        dscp_ecn: 0,
-    }
-    .emit(&mut packet)
-    .unwrap();
-    packet.extend_from_slice(payload);
-    ethernet(EtherType::Ipv4, &packet)
-}
-
-fn udp(dst_port: u16, payload: &[u8]) -> Vec<u8> {
-    let mut datagram = vec![0u8; 8 + payload.len()];
-    UdpRepr { src_port: 5555, dst_port }
-        .emit(&mut datagram, payload, PEER_IP, OUR_IP)
-        .unwrap();
-    ipv4(IpProtocol::Udp, &datagram, 0, false, 1)
-}
-
-fn icmp(kind: u8, payload: &[u8]) -> Vec<u8> {
-    let mut message = vec![kind, 0, 0, 0, 0x12, 0x34, 0, 1];
-    message.extend_from_slice(payload);
-    let sum = nagare_wire::checksum(&message);
-    message[2..4].copy_from_slice(&sum.to_be_bytes());
-    ipv4(IpProtocol::Icmp, &message, 0, false, 2)
-}
-
-fn arp(operation: ArpOperation) -> Vec<u8> {
-    let mut body = vec![0u8; 28];
-    ArpRepr::EthernetIpv4 {
-        operation,
-        source_hardware_addr: PEER_MAC,
-        source_protocol_addr: PEER_IP,
-        target_hardware_addr: EthernetAddress([0; 6]),
-        target_protocol_addr: OUR_IP,
-    }
-    .emit(&mut body)
-    .unwrap();
-    ethernet(EtherType::Arp, &body)
 }
 
 fn valid_frame() -> impl Strategy<Value = Vec<u8>> {
@@ -139,18 +71,6 @@ fn apply(frame: &mut Vec<u8>, damage: &Damage) {
         Damage::SetByte { at, value } if *at < frame.len() => frame[*at] = *value,
         _ => {}
     }
-}
-
-/// Feeds a frame split into pieces of `chunk` bytes, so headers straddle
-/// buffers as they may after reassembly or from a device that gathers.
-fn feed(iface: &mut Interface, frame: &[u8], chunk: usize, now: Instant) {
-    let pool = iface.pool().clone();
-    let mut packet = PacketBuf::new();
-    for piece in frame.chunks(chunk.max(1)) {
-        let piece = PacketBuf::from_slice(&pool, 0, piece).expect("the test's pool holds every frame");
-        packet.append(piece);
-    }
-    iface.receive(packet, now);
 }
 
 fn check_frames(frames: Vec<(Vec<u8>, usize)>) {

@@ -79,6 +79,8 @@ pub struct Reassembler {
     config: ReassemblyConfig,
     partials: HashMap<Key, Partial>,
     footprint: usize,
+    /// Partial datagrams discarded to make room, not yet reported.
+    evicted: usize,
 }
 
 /// Memory a fragment pins: the buffers it refers to, not just its bytes, so
@@ -94,6 +96,32 @@ impl Reassembler {
             config,
             partials: HashMap::new(),
             footprint: 0,
+            evicted: 0,
+        }
+    }
+
+    /// Partial datagrams discarded to make room since the last call.
+    pub fn take_evictions(&mut self) -> usize {
+        core::mem::take(&mut self.evicted)
+    }
+
+    /// Discards the partial datagram closest to its timeout, other than
+    /// `keep`: under pressure the oldest goes first (as Linux's evictor),
+    /// so a flood of never-completed fragments cannot lock reassembly out.
+    fn evict_oldest(&mut self, keep: &Key) -> bool {
+        let victim = self
+            .partials
+            .iter()
+            .filter(|(k, _)| *k != keep)
+            .min_by_key(|(_, p)| p.deadline)
+            .map(|(k, _)| *k);
+        match victim {
+            Some(key) => {
+                self.discard(&key);
+                self.evicted += 1;
+                true
+            }
+            None => false,
         }
     }
 
@@ -138,11 +166,28 @@ impl Reassembler {
             return Outcome::Dropped(DropReason::Malformed);
         }
         let size = footprint(&payload);
-        if self.footprint + size > self.config.max_bytes {
+        if size > self.config.max_bytes {
             return Outcome::Dropped(DropReason::Memory);
         }
-        if !self.partials.contains_key(&key) && self.partials.len() >= self.config.max_datagrams {
-            return Outcome::Dropped(DropReason::Memory);
+        let is_new = !self.partials.contains_key(&key);
+        if is_new {
+            // One source may hold only a share of the table, so it cannot
+            // evict everybody else's datagrams by itself.
+            let per_source = (self.config.max_datagrams / 4).max(1);
+            let from_source = self.partials.keys().filter(|k| k.src == key.src).count();
+            if from_source >= per_source {
+                return Outcome::Dropped(DropReason::Memory);
+            }
+            while self.partials.len() >= self.config.max_datagrams {
+                if !self.evict_oldest(&key) {
+                    return Outcome::Dropped(DropReason::Memory);
+                }
+            }
+        }
+        while self.footprint + size > self.config.max_bytes {
+            if !self.evict_oldest(&key) {
+                return Outcome::Dropped(DropReason::Memory);
+            }
         }
         let timeout = self.config.timeout;
         let max_fragments = self.config.max_fragments_per_datagram;
@@ -265,7 +310,6 @@ fn check_fragment(partial: &Partial, offset: usize, end: usize, more_frags: bool
 mod tests {
     use super::*;
     use crate::buf::BufferPool;
-    use alloc::vec;
     use core::time::Duration;
 
     fn repr(offset: u16, more: bool) -> Ipv4Repr {
@@ -367,12 +411,35 @@ mod tests {
         let whole = data(8000);
         feed(&mut r, &pool, &whole, 0, 1480, true);
         feed(&mut r, &pool, &whole, 1480, 1480, true);
+        // The datagram itself is what exceeds the cap: nothing to evict.
         assert!(matches!(feed(&mut r, &pool, &whole, 2960, 1480, true), Outcome::Dropped(DropReason::Memory)));
         assert_eq!(r.poll_at(), Some(Instant::ZERO + Duration::from_secs(30)));
         assert_eq!(r.poll(Instant::from_secs(29)), 0);
         assert_eq!(r.poll(Instant::from_secs(30)), 1);
         assert_eq!(r.footprint_bytes(), 0);
         assert_eq!(pool.in_use(), 0);
-        let _ = vec![0u8; 0];
+    }
+
+    #[test]
+    fn a_flood_of_first_fragments_cannot_lock_others_out() {
+        let pool = BufferPool::new(64, 2048);
+        let mut r = Reassembler::new(ReassemblyConfig::default());
+        for ident in 0..1000u16 {
+            let p = PacketBuf::from_slice(&pool, 0, &[0u8; 8]).unwrap();
+            let flood = Ipv4Repr { ident, src_addr: Ipv4Addr::new(6, 6, 6, 6), ..repr(0, true) };
+            r.input(&flood, p, Instant::from_millis(u64::from(ident)));
+        }
+        assert!(r.len() <= 64, "one source holds at most a quarter of the table");
+        // Other sources fill the rest; the oldest partials make room.
+        for i in 0..300u16 {
+            let p = PacketBuf::from_slice(&pool, 0, &[0u8; 8]).unwrap();
+            let src = Ipv4Addr::new(10, 1, (i >> 8) as u8, i as u8);
+            let other = Ipv4Repr { src_addr: src, ident: i, ..repr(0, true) };
+            r.input(&other, p, Instant::from_secs(2));
+        }
+        assert!(r.take_evictions() > 0);
+        let whole = data(2000);
+        feed(&mut r, &pool, &whole, 0, 1480, true);
+        assert!(matches!(feed(&mut r, &pool, &whole, 1480, 520, false), Outcome::Complete(..)));
     }
 }
