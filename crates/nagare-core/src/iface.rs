@@ -49,6 +49,7 @@ const ICMP_TIME_EXCEEDED: u8 = 11;
 const ICMP_CODE_HOST_UNREACHABLE: u8 = 1;
 const ICMP_CODE_PROTO_UNREACHABLE: u8 = 2;
 const ICMP_CODE_PORT_UNREACHABLE: u8 = 3;
+const ICMP_CODE_REASSEMBLY_TIMEOUT: u8 = 1;
 
 /// Ephemeral ports as IANA and RFC 6335 define them.
 const EPHEMERAL_PORTS: core::ops::RangeInclusive<u16> = 49152..=65535;
@@ -237,7 +238,12 @@ impl Interface {
         for ip in retry {
             self.send_arp_request(ip, now);
         }
-        self.counters.drop_frag_timeout += self.reassembler.poll(now) as u64;
+        let (expired, first_fragments) = self.reassembler.poll(now);
+        self.counters.drop_frag_timeout += expired as u64;
+        for (header, payload) in first_fragments {
+            self.rx_link_broadcast = false;
+            self.send_icmp_error(ICMP_TIME_EXCEEDED, ICMP_CODE_REASSEMBLY_TIMEOUT, &header, &payload, now);
+        }
     }
 
     /// When [`poll`](Self::poll) next has work; `None` if only new input can

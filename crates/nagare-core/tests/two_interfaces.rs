@@ -196,5 +196,12 @@ fn lost_fragment_times_out_and_frees_its_buffers() {
     w.advance(Duration::from_secs(1));
     assert_eq!(w.b.reassembly_pending(), 0);
     assert_eq!(w.b.counters().drop_frag_timeout, 1);
+    // The first fragment had arrived: B says so (RFC 1122 3.3.2), and A's
+    // socket hears of it.
+    assert_eq!(w.b.counters().icmp_errors_sent, 1);
+    assert_eq!(
+        w.a.udp_take_error(sa).unwrap(),
+        Some(IcmpError::TimeExceeded { from: B, code: 1 })
+    );
     assert_eq!(w.a.pool().in_use(), 0);
 }

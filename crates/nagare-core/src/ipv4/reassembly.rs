@@ -255,22 +255,41 @@ impl Reassembler {
         Outcome::Complete(header, payload)
     }
 
-    /// Discards partial datagrams whose time ran out; returns how many.
-    pub fn poll(&mut self, now: Instant) -> usize {
+    /// Discards partial datagrams whose time ran out. Returns how many, and
+    /// for those whose first fragment had arrived, that fragment (as a
+    /// header and payload) so the caller can send ICMP Time Exceeded
+    /// (RFC 1122 3.3.2).
+    pub fn poll(&mut self, now: Instant) -> (usize, Vec<(Ipv4Repr, PacketBuf)>) {
+        let mut first_fragments = Vec::new();
         if self.partials.is_empty() {
-            return 0;
+            return (0, first_fragments);
         }
         let before = self.partials.len();
         let mut freed = 0;
-        self.partials.retain(|_, p| {
+        self.partials.retain(|key, p| {
             let keep = p.deadline > now;
             if !keep {
                 freed += p.footprint;
+                if let Some(first) = p.fragments.first().filter(|f| f.offset == 0) {
+                    let header = Ipv4Repr {
+                        src_addr: key.src,
+                        dst_addr: key.dst,
+                        protocol: IpProtocol::from(key.protocol),
+                        payload_len: first.payload.len(),
+                        ttl: p.ttl,
+                        ident: key.ident,
+                        dont_frag: false,
+                        more_frags: true,
+                        frag_offset: 0,
+                        dscp_ecn: p.dscp_ecn,
+                    };
+                    first_fragments.push((header, first.payload.clone()));
+                }
             }
             keep
         });
         self.footprint -= freed;
-        before - self.partials.len()
+        (before - self.partials.len(), first_fragments)
     }
 
     /// When the earliest partial datagram times out.
@@ -414,8 +433,10 @@ mod tests {
         // The datagram itself is what exceeds the cap: nothing to evict.
         assert!(matches!(feed(&mut r, &pool, &whole, 2960, 1480, true), Outcome::Dropped(DropReason::Memory)));
         assert_eq!(r.poll_at(), Some(Instant::ZERO + Duration::from_secs(30)));
-        assert_eq!(r.poll(Instant::from_secs(29)), 0);
-        assert_eq!(r.poll(Instant::from_secs(30)), 1);
+        assert_eq!(r.poll(Instant::from_secs(29)).0, 0);
+        let (expired, firsts) = r.poll(Instant::from_secs(30));
+        assert_eq!((expired, firsts.len()), (1, 1));
+        drop(firsts);
         assert_eq!(r.footprint_bytes(), 0);
         assert_eq!(pool.in_use(), 0);
     }
