@@ -121,6 +121,40 @@ counters! {
         udp_delivered,
         /// UDP datagrams sent.
         udp_sent,
+        /// TCP segments received and handed on.
+        tcp_segments_received,
+        /// TCP segments sent by connections.
+        tcp_segments_sent,
+        /// Dropped: TCP header truncated or options malformed.
+        drop_tcp_malformed,
+        /// Dropped: TCP checksum wrong.
+        drop_tcp_checksum,
+        /// Dropped: TCP to a broadcast address.
+        drop_tcp_broadcast,
+        /// Dropped: no connection or listener for the segment (answered with RST).
+        drop_tcp_no_socket,
+        /// Dropped: a segment a connection produced could not be sent.
+        drop_tcp_send_failed,
+        /// Dropped: RST to a listener.
+        drop_tcp_listener_rst,
+        /// RSTs sent for segments that reached no connection.
+        tcp_resets_sent,
+        /// Segments answered with an RFC 5961 challenge ACK.
+        tcp_challenged,
+        /// Active opens.
+        tcp_connects,
+        /// SYNs answered with a SYN cookie (SYN queue full).
+        tcp_syn_cookies_sent,
+        /// Connections made from a valid SYN cookie.
+        tcp_syn_cookies_accepted,
+        /// Dropped: an ACK to a listener with an invalid cookie.
+        drop_tcp_bad_cookie,
+        /// Dropped: a SYN while the accept queue was full.
+        drop_tcp_backlog_full,
+        /// Handshakes given up in SYN-RECEIVED.
+        tcp_handshake_timeouts,
+        /// Connections in TIME-WAIT replaced by a new SYN (RFC 6191).
+        tcp_time_wait_reused,
         /// Dropped: the transmit queue was full.
         drop_tx_queue_full,
         /// Dropped: no packet buffer was free.

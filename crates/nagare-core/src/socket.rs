@@ -6,7 +6,7 @@
 use alloc::vec::Vec;
 
 /// Names one socket of one interface.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SocketHandle {
     index: u32,
     generation: u32,
@@ -91,6 +91,21 @@ impl<T> SocketTable<T> {
         self.free.push(handle.index);
         self.len -= 1;
         Some(value)
+    }
+
+    /// Every socket with its handle, in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = (SocketHandle, &T)> + '_ {
+        self.slots.iter().enumerate().filter_map(|(index, slot)| {
+            slot.value.as_ref().map(|v| {
+                (
+                    SocketHandle {
+                        index: index as u32,
+                        generation: slot.generation,
+                    },
+                    v,
+                )
+            })
+        })
     }
 
     /// Number of sockets held.

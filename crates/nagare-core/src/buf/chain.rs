@@ -387,6 +387,68 @@ impl PacketBuf {
     }
 }
 
+/// Growing a packet in place and cutting it at slice boundaries, for queues
+/// that hold a stream (the TCP send queue).
+impl PacketBuf {
+    /// Bytes that can be written in place right after the packet's last
+    /// byte: the rest of the last slice's buffer, or 0 when another handle
+    /// refers to that buffer, since a packet sharing it could otherwise see
+    /// bytes change under it.
+    pub fn tail_room(&self) -> usize {
+        match self.slices.last() {
+            Some(last) if last.buf.is_unique() => {
+                // Slice ends are u32: a buffer larger than that is not grown.
+                let cap = last.buf.capacity().min(u32::MAX as usize);
+                cap.saturating_sub(last.end as usize)
+            }
+            _ => 0,
+        }
+    }
+
+    /// Copies as much of `data` as [`tail_room`](Self::tail_room) allows
+    /// after the packet's last byte, in its last buffer; returns how many
+    /// bytes were taken.
+    pub fn extend_in_place(&mut self, data: &[u8]) -> usize {
+        let n = data.len().min(self.tail_room());
+        if n == 0 {
+            return 0;
+        }
+        let Some(last) = self.slices.last_mut() else {
+            return 0;
+        };
+        let (from, to) = (last.end as usize, last.end as usize + n);
+        let Some(dst) = last.buf.as_mut_slice().and_then(|b| b.get_mut(from..to)) else {
+            return 0;
+        };
+        let Some(src) = data.get(..n) else {
+            return 0;
+        };
+        dst.copy_from_slice(src);
+        last.end = to as u32;
+        self.len += n;
+        n
+    }
+
+    /// Splits the packet into packets of at most `max_slices` slices each
+    /// (at least one), in order, moving the references.
+    pub fn into_pieces(self, max_slices: usize) -> impl Iterator<Item = PacketBuf> {
+        let max_slices = max_slices.max(1);
+        let mut slices = self.slices.into_iter();
+        core::iter::from_fn(move || {
+            let mut piece = PacketBuf::new();
+            // Empty slices (a zero-length prepend leaves one) must not end
+            // the iteration early, so count only the slices kept.
+            while piece.slices.len() < max_slices {
+                match slices.next() {
+                    Some(slice) => piece.push_slice(slice),
+                    None => break,
+                }
+            }
+            (!piece.is_empty()).then_some(piece)
+        })
+    }
+}
+
 impl fmt::Debug for PacketBuf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "PacketBuf({} bytes in {} slices)", self.len, self.slices.len())

@@ -21,6 +21,9 @@ use crate::socket::{SocketHandle, SocketTable};
 use crate::time::Instant;
 use crate::udp::{UdpDatagram, UdpSocket};
 use alloc::collections::VecDeque;
+
+mod tcp;
+pub use tcp::{TcpHandle, TcpListenerHandle};
 use core::fmt;
 use core::net::{Ipv4Addr, SocketAddrV4};
 use hashbrown::HashMap;
@@ -76,6 +79,16 @@ pub enum Error {
     MessageTooLong,
     /// No packet buffer is free.
     NoBuffer,
+    /// Nothing to read or no room to write yet.
+    WouldBlock,
+    /// The socket is not (or no longer) connected.
+    NotConnected,
+    /// The peer reset the connection.
+    ConnectionReset,
+    /// The peer refused the connection.
+    ConnectionRefused,
+    /// The peer stopped answering.
+    TimedOut,
 }
 
 impl fmt::Display for Error {
@@ -89,6 +102,11 @@ impl fmt::Display for Error {
             Error::Unaddressable => "destination cannot be addressed",
             Error::MessageTooLong => "message too long",
             Error::NoBuffer => "no packet buffer available",
+            Error::WouldBlock => "operation would block",
+            Error::NotConnected => "not connected",
+            Error::ConnectionReset => "connection reset by peer",
+            Error::ConnectionRefused => "connection refused",
+            Error::TimedOut => "connection timed out",
         })
     }
 }
@@ -126,6 +144,7 @@ pub struct Interface {
     /// The frame being processed came to the link's broadcast address: no
     /// ICMP error may answer it (RFC 1122 3.2.2), whatever its IP header says.
     rx_link_broadcast: bool,
+    tcp: tcp::TcpSockets,
 }
 
 /// Reads the first `len` bytes of `packet` as one slice, copying into
@@ -169,6 +188,7 @@ impl Interface {
             next_ident: (seed >> 16) as u16,
             next_ephemeral: EPHEMERAL_PORTS.start() + (seed % span) as u16,
             rx_link_broadcast: false,
+            tcp: tcp::TcpSockets::new(seed),
             config,
             pool,
         }
@@ -244,16 +264,17 @@ impl Interface {
             self.rx_link_broadcast = false;
             self.send_icmp_error(ICMP_TIME_EXCEEDED, ICMP_CODE_REASSEMBLY_TIMEOUT, &header, &payload, now);
         }
+        self.tcp_poll(now);
     }
 
     /// When [`poll`](Self::poll) next has work; `None` if only new input can
     /// create work. Frames in the transmit queue are the caller's to send
     /// now, whatever this says.
     pub fn poll_at(&self) -> Option<Instant> {
-        match (self.arp.poll_at(), self.reassembler.poll_at()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.arp.poll_at(), self.reassembler.poll_at(), self.tcp.poll_at()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     // ---- receive path ----------------------------------------------------
@@ -435,6 +456,7 @@ impl Interface {
         match ip.protocol {
             IpProtocol::Icmp => self.receive_icmp(&ip, payload, now),
             IpProtocol::Udp => self.receive_udp(&ip, payload, now),
+            IpProtocol::Tcp => self.receive_tcp(&ip, payload, now),
             _ => {
                 self.counters.drop_ip_unknown_protocol += 1;
                 self.send_icmp_error(ICMP_DST_UNREACHABLE, ICMP_CODE_PROTO_UNREACHABLE, &ip, &payload, now);

@@ -5,3 +5,6 @@ pub mod congestion;
 pub mod rtt;
 pub mod scoreboard;
 pub mod send_queue;
+pub mod isn;
+pub mod config;
+pub mod connection;

@@ -1,0 +1,74 @@
+//! Per-socket TCP settings, with the defaults a Linux user would expect.
+
+use super::congestion::CongestionAlgorithm;
+use super::rtt::RttConfig;
+use core::time::Duration;
+
+/// How a TCP socket behaves. Every connection carries its own copy, so
+/// options like Nagle or the congestion controller are per socket.
+#[derive(Debug, Clone)]
+pub struct TcpConfig {
+    /// Send buffer limit in bytes.
+    pub send_buffer: usize,
+    /// Receive buffer limit in bytes (also the largest window offered).
+    pub recv_buffer: usize,
+    /// Offer window scaling (RFC 7323).
+    pub window_scaling: bool,
+    /// Offer timestamps (RFC 7323).
+    pub timestamps: bool,
+    /// Offer selective acknowledgements (RFC 2018).
+    pub sack: bool,
+    /// Nagle's algorithm (off is TCP_NODELAY).
+    pub nagle: bool,
+    /// Longest an acknowledgement may be delayed; `None` acknowledges
+    /// every segment at once.
+    pub delayed_ack: Option<Duration>,
+    /// Time spent in TIME-WAIT (Linux: 60 s; RFC 9293: 2 MSL).
+    pub time_wait: Duration,
+    /// Idle time before keepalive probes start; `None` disables them.
+    pub keepalive: Option<Duration>,
+    /// Time between keepalive probes.
+    pub keepalive_interval: Duration,
+    /// Unanswered keepalive probes before the connection is dropped.
+    pub keepalive_probes: u32,
+    /// Time data may stay unacknowledged before the connection is dropped
+    /// (RFC 5482); `None` uses `max_retransmissions` alone.
+    pub user_timeout: Option<Duration>,
+    /// Retransmissions of a SYN before connect fails.
+    pub syn_retries: u32,
+    /// Retransmissions of data before the connection is dropped (R2).
+    pub max_retransmissions: u32,
+    /// Congestion controller.
+    pub congestion: CongestionAlgorithm,
+    /// Retransmission timer limits.
+    pub rtt: RttConfig,
+    /// Out-of-order segments held per connection.
+    pub max_ooo_segments: usize,
+    /// Duplicate ACKs (or SACKed segments) that signal a loss.
+    pub dup_thresh: usize,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            send_buffer: 256 * 1024,
+            recv_buffer: 256 * 1024,
+            window_scaling: true,
+            timestamps: true,
+            sack: true,
+            nagle: true,
+            delayed_ack: Some(Duration::from_millis(40)),
+            time_wait: Duration::from_secs(60),
+            keepalive: None,
+            keepalive_interval: Duration::from_secs(75),
+            keepalive_probes: 9,
+            user_timeout: None,
+            syn_retries: 6,
+            max_retransmissions: 15,
+            congestion: CongestionAlgorithm::default(),
+            rtt: RttConfig::default(),
+            max_ooo_segments: 64,
+            dup_thresh: 3,
+        }
+    }
+}

@@ -1,0 +1,1655 @@
+//! One TCP connection: the RFC 9293 state machine with RFC 7323 options,
+//! SACK (RFC 2018, RFC 6675), RFC 6298 timers, RFC 5681/6582 recovery and
+//! the RFC 5961 defences.
+//!
+//! Sans-IO like the rest of the engine: `process` takes a parsed segment and
+//! its payload chain, `dispatch` hands out segments to send, `on_timer`
+//! runs the timers, and `poll_at` says when they next fire. Payload is never
+//! copied: received data is kept as the chains it arrived in, and segments
+//! to send are slices of the send queue.
+
+use super::assembler::{Assembler, AssemblerLimits};
+use super::config::TcpConfig;
+use super::congestion::{Congestion, CongestionControl};
+use super::rtt::RttEstimator;
+use super::scoreboard::{NextSeg, Scoreboard};
+use super::send_queue::SendQueue;
+use crate::buf::{BufferPool, PacketBuf, PoolExhausted};
+use crate::time::Instant;
+use alloc::collections::VecDeque;
+use core::net::SocketAddrV4;
+use core::time::Duration;
+use nagare_wire::{TcpFlags, TcpRepr, TcpSeqNumber};
+
+/// Default MSS when the peer sends none (RFC 9293 3.7.1).
+pub const DEFAULT_MSS: usize = 536;
+/// Largest window shift (RFC 7323 2.3).
+const MAX_WINDOW_SHIFT: u8 = 14;
+/// Segments one `dispatch` call may emit, so a large window cannot make one
+/// call run unboundedly long; the caller comes back for more.
+const DISPATCH_BURST: usize = 64;
+/// How far back an ACK may acknowledge and still be taken as valid
+/// (RFC 5961 5.2 uses MAX.SND.WND; this floor covers a closed window).
+const MIN_ACK_SLACK: usize = 65535;
+/// Least time between two challenge ACKs (RFC 5961 7 asks for a limit).
+const CHALLENGE_ACK_INTERVAL: Duration = Duration::from_millis(10);
+/// Least time between two ACKs answering bare ACKs outside the window.
+const OUT_OF_WINDOW_ACK_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Connection states of RFC 9293 3.3.2 (LISTEN lives in the listener).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// No connection.
+    Closed,
+    /// SYN sent, waiting for the peer's SYN.
+    SynSent,
+    /// SYN received and answered, waiting for its acknowledgement.
+    SynReceived,
+    /// Open both ways.
+    Established,
+    /// We sent FIN; waiting for its ACK or the peer's FIN.
+    FinWait1,
+    /// Our FIN acknowledged; waiting for the peer's FIN.
+    FinWait2,
+    /// The peer sent FIN; we may still send.
+    CloseWait,
+    /// Both sent FIN at once; waiting for the ACK of ours.
+    Closing,
+    /// The peer closed, then we did; waiting for the ACK of our FIN.
+    LastAck,
+    /// Both closed; waiting out old duplicates.
+    TimeWait,
+}
+
+impl State {
+    /// Whether the handshake is done (RFC 9293's synchronized states).
+    pub fn is_synchronized(self) -> bool {
+        !matches!(self, State::Closed | State::SynSent | State::SynReceived)
+    }
+}
+
+/// Why a connection ended abnormally.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpError {
+    /// The peer answered our SYN with RST.
+    Refused,
+    /// The peer reset the connection.
+    Reset,
+    /// Retransmissions or keepalives went unanswered.
+    TimedOut,
+}
+
+/// Loss recovery in progress (RFC 6675 with SACK, RFC 6582 without).
+#[derive(Debug, Clone, Copy)]
+struct Recovery {
+    /// Highest sequence sent when recovery began.
+    recover: TcpSeqNumber,
+    /// Highest sequence retransmitted in this recovery.
+    high_rxt: TcpSeqNumber,
+    /// NewReno's window inflation by duplicate ACKs (non-SACK only).
+    inflation: usize,
+}
+
+/// A connection's view of one received segment's options that matter
+/// after the handshake.
+#[derive(Debug, Clone, Copy)]
+struct Negotiated {
+    /// MSS we may send (the peer's MSS, capped by our MTU).
+    send_mss: usize,
+    /// Shift applied to windows the peer advertises.
+    snd_shift: u8,
+    /// Shift applied to windows we advertise.
+    rcv_shift: u8,
+    timestamps: bool,
+    sack: bool,
+}
+
+/// What a processed segment did, for the owner of the connection.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Processed {
+    /// The segment was acceptable (not dropped by a check).
+    pub accepted: bool,
+    /// The handshake just completed.
+    pub established: bool,
+    /// Bytes of new in-order data made readable.
+    pub readable: usize,
+    /// Bytes newly acknowledged (send space freed).
+    pub acked: usize,
+    /// The connection was reset by this segment.
+    pub reset: bool,
+    /// The segment was answered with a challenge ACK (RFC 5961).
+    pub challenged: bool,
+    /// The segment acknowledged something we never sent during the
+    /// handshake: the owner answers with a RST of this sequence number.
+    pub reset_reply: Option<TcpSeqNumber>,
+}
+
+/// Counters of one connection (what `ss -ti` would show).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionStats {
+    /// Segments sent, retransmissions included.
+    pub segments_sent: u64,
+    /// Segments received.
+    pub segments_received: u64,
+    /// Segments retransmitted.
+    pub retransmits: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// Fast retransmits (recoveries entered).
+    pub fast_recoveries: u64,
+    /// Bytes received out of order and held.
+    pub ooo_bytes: u64,
+    /// Duplicate bytes received.
+    pub duplicate_bytes: u64,
+    /// Segments dropped by PAWS.
+    pub paws_drops: u64,
+    /// Challenge ACKs sent.
+    pub challenge_acks: u64,
+}
+
+/// One TCP connection.
+#[derive(Debug)]
+pub struct Connection {
+    state: State,
+    local: SocketAddrV4,
+    remote: SocketAddrV4,
+    config: TcpConfig,
+    /// Our MSS: what we advertise and the largest segment we accept.
+    local_mss: usize,
+
+    // Send sequence space (RFC 9293 3.3.1).
+    iss: TcpSeqNumber,
+    snd_una: TcpSeqNumber,
+    snd_nxt: TcpSeqNumber,
+    /// Highest sequence ever sent (snd_nxt goes back on RTO).
+    snd_max: TcpSeqNumber,
+    snd_wnd: usize,
+    max_snd_wnd: usize,
+    snd_wl1: TcpSeqNumber,
+    snd_wl2: TcpSeqNumber,
+    send_queue: SendQueue,
+    /// The application closed its sending side: a FIN follows the data.
+    fin_queued: bool,
+    /// Sequence number of our FIN, once it has been sent.
+    snd_fin: Option<TcpSeqNumber>,
+
+    // Receive sequence space.
+    irs: TcpSeqNumber,
+    rcv_nxt: TcpSeqNumber,
+    /// Right edge of the window last advertised (never moves left).
+    rcv_adv: TcpSeqNumber,
+    recv_queue: VecDeque<PacketBuf>,
+    recv_bytes: usize,
+    assembler: Assembler,
+    /// A FIN seen beyond a hole: processed when the hole fills.
+    pending_fin: Option<TcpSeqNumber>,
+    fin_received: bool,
+    /// The application will read no more; data arriving now gets a RST.
+    read_closed: bool,
+
+    options: Negotiated,
+    ts_recent: u32,
+    ts_recent_at: Instant,
+    ts_offset: u32,
+    last_ack_sent: TcpSeqNumber,
+
+    rtt: RttEstimator,
+    /// A segment being timed for an RTT sample (Karn: never a retransmission).
+    rtt_probe: Option<(TcpSeqNumber, Instant)>,
+    congestion: Congestion,
+    scoreboard: Scoreboard,
+    dupacks: usize,
+    recovery: Option<Recovery>,
+    /// One segment to resend at the next dispatch (fast retransmit).
+    retransmit_one: Option<TcpSeqNumber>,
+    /// The persist timer fired on a small window: send what fits.
+    sws_override: bool,
+
+    retransmit_at: Option<Instant>,
+    /// First transmission of the oldest unacknowledged data (user timeout).
+    unacked_since: Option<Instant>,
+    persist_at: Option<Instant>,
+    persist_backoff: u32,
+    delayed_ack_at: Option<Instant>,
+    keepalive_at: Option<Instant>,
+    keepalive_sent: u32,
+    time_wait_until: Option<Instant>,
+    last_send_at: Instant,
+    last_recv_at: Instant,
+    last_challenge_at: Option<Instant>,
+    last_oow_ack_at: Option<Instant>,
+
+    /// An ACK must go out at the next dispatch.
+    ack_now: bool,
+    /// That ACK is a probe (keepalive or zero window): it carries sequence
+    /// number snd_una - 1 so the peer answers with its own ACK.
+    probe_below_una: bool,
+    /// Full segments received since the last ACK we sent.
+    segments_unacked: u32,
+    /// SYN (or SYN-ACK) must be (re)sent at the next dispatch.
+    syn_due: bool,
+    /// A RST must be sent at the next dispatch, then the connection closes.
+    rst_due: bool,
+    error: Option<TcpError>,
+    stats: ConnectionStats,
+}
+
+fn seq_lt(a: TcpSeqNumber, b: TcpSeqNumber) -> bool {
+    (a - b) < 0
+}
+
+fn seq_le(a: TcpSeqNumber, b: TcpSeqNumber) -> bool {
+    (a - b) <= 0
+}
+
+/// Bytes from `a` up to `b` (0 if `b` is not after `a`).
+fn seq_dist(a: TcpSeqNumber, b: TcpSeqNumber) -> usize {
+    usize::try_from(b - a).unwrap_or(0)
+}
+
+fn window_shift_for(buffer: usize) -> u8 {
+    let mut shift = 0u8;
+    while shift < MAX_WINDOW_SHIFT && (buffer >> shift) > 65535 {
+        shift += 1;
+    }
+    shift
+}
+
+impl Connection {
+    fn new(
+        config: TcpConfig,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        local_mss: usize,
+        iss: TcpSeqNumber,
+        now: Instant,
+    ) -> Self {
+        let rtt = RttEstimator::new(&config.rtt);
+        let assembler = Assembler::new(AssemblerLimits {
+            max_segments: config.max_ooo_segments,
+            max_bytes: config.recv_buffer,
+        });
+        Connection {
+            state: State::Closed,
+            local,
+            remote,
+            local_mss,
+            iss,
+            snd_una: iss,
+            snd_nxt: iss,
+            snd_max: iss,
+            snd_wnd: 0,
+            max_snd_wnd: 0,
+            snd_wl1: TcpSeqNumber(0),
+            snd_wl2: iss,
+            send_queue: SendQueue::new(config.send_buffer),
+            fin_queued: false,
+            snd_fin: None,
+            irs: TcpSeqNumber(0),
+            rcv_nxt: TcpSeqNumber(0),
+            rcv_adv: TcpSeqNumber(0),
+            recv_queue: VecDeque::new(),
+            recv_bytes: 0,
+            assembler,
+            pending_fin: None,
+            fin_received: false,
+            read_closed: false,
+            options: Negotiated {
+                send_mss: DEFAULT_MSS,
+                snd_shift: 0,
+                rcv_shift: 0,
+                timestamps: false,
+                sack: false,
+            },
+            ts_recent: 0,
+            ts_recent_at: now,
+            // Timestamps start at a per-connection offset so they reveal
+            // nothing about the host's uptime (RFC 7323 7.1).
+            ts_offset: iss.0.rotate_left(13),
+            last_ack_sent: TcpSeqNumber(0),
+            rtt,
+            rtt_probe: None,
+            congestion: Congestion::new(config.congestion, DEFAULT_MSS),
+            scoreboard: Scoreboard::new(),
+            dupacks: 0,
+            recovery: None,
+            retransmit_one: None,
+            sws_override: false,
+            retransmit_at: None,
+            unacked_since: None,
+            persist_at: None,
+            persist_backoff: 0,
+            delayed_ack_at: None,
+            keepalive_at: None,
+            keepalive_sent: 0,
+            time_wait_until: None,
+            last_send_at: now,
+            last_recv_at: now,
+            last_challenge_at: None,
+            last_oow_ack_at: None,
+            ack_now: false,
+            probe_below_una: false,
+            segments_unacked: 0,
+            syn_due: false,
+            rst_due: false,
+            error: None,
+            stats: ConnectionStats::default(),
+            config,
+        }
+    }
+
+    /// An active open: a SYN goes out at the next dispatch.
+    pub fn connect(
+        config: TcpConfig,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        local_mss: usize,
+        iss: TcpSeqNumber,
+        now: Instant,
+    ) -> Self {
+        let mut c = Connection::new(config, local, remote, local_mss, iss, now);
+        c.state = State::SynSent;
+        c.options.rcv_shift = if c.config.window_scaling {
+            window_shift_for(c.config.recv_buffer)
+        } else {
+            0
+        };
+        c.snd_nxt = iss;
+        c.syn_due = true;
+        c
+    }
+
+    /// A passive open from a listener's SYN: SYN-RECEIVED, SYN-ACK due.
+    pub fn accept_syn(
+        config: TcpConfig,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        local_mss: usize,
+        iss: TcpSeqNumber,
+        syn: &TcpRepr,
+        now: Instant,
+    ) -> Self {
+        let mut c = Connection::new(config, local, remote, local_mss, iss, now);
+        c.state = State::SynReceived;
+        c.take_peer_syn(syn, now);
+        c.syn_due = true;
+        c
+    }
+
+    /// A connection rebuilt from a SYN cookie: the handshake is complete.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_cookie(
+        config: TcpConfig,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        local_mss: usize,
+        iss: TcpSeqNumber,
+        irs: TcpSeqNumber,
+        peer_mss: u16,
+        ack: &TcpRepr,
+        now: Instant,
+    ) -> Self {
+        let mut c = Connection::new(config, local, remote, local_mss, iss, now);
+        c.irs = irs;
+        c.rcv_nxt = irs + 1;
+        c.rcv_adv = c.rcv_nxt;
+        // A cookie keeps no window scale or SACK: both sides run without.
+        c.options = Negotiated {
+            send_mss: usize::from(peer_mss).min(local_mss),
+            snd_shift: 0,
+            rcv_shift: 0,
+            timestamps: false,
+            sack: false,
+        };
+        c.congestion.set_mss(c.options.send_mss);
+        c.snd_una = iss + 1;
+        c.snd_nxt = iss + 1;
+        c.snd_max = iss + 1;
+        c.state = State::Established;
+        c.update_send_window(ack);
+        c
+    }
+
+    // ---- accessors ---------------------------------------------------------
+
+    /// The connection's state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// Our end.
+    pub fn local(&self) -> SocketAddrV4 {
+        self.local
+    }
+
+    /// The peer's end.
+    pub fn remote(&self) -> SocketAddrV4 {
+        self.remote
+    }
+
+    /// Why the connection failed, if it did.
+    pub fn error(&self) -> Option<TcpError> {
+        self.error
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> ConnectionStats {
+        self.stats
+    }
+
+    /// The settings this connection runs with.
+    pub fn config(&self) -> &TcpConfig {
+        &self.config
+    }
+
+    /// Turns Nagle's algorithm on or off (TCP_NODELAY is off).
+    pub fn set_nagle(&mut self, on: bool) {
+        self.config.nagle = on;
+    }
+
+    /// Congestion window in bytes.
+    pub fn cwnd(&self) -> usize {
+        self.congestion.cwnd()
+    }
+
+    /// Slow-start threshold in bytes.
+    pub fn ssthresh(&self) -> usize {
+        self.congestion.ssthresh()
+    }
+
+    /// Smoothed RTT, if sampled.
+    pub fn srtt(&self) -> Option<Duration> {
+        self.rtt.srtt()
+    }
+
+    /// The current retransmission timeout.
+    pub fn rto(&self) -> Duration {
+        self.rtt.rto(&self.config.rtt)
+    }
+
+    /// MSS used for sending.
+    pub fn send_mss(&self) -> usize {
+        self.options.send_mss
+    }
+
+    /// Whether window scaling, timestamps and SACK were negotiated, and the
+    /// two shifts (ours, theirs).
+    pub fn negotiated(&self) -> (bool, bool, bool, u8, u8) {
+        let o = &self.options;
+        (o.snd_shift > 0 || o.rcv_shift > 0, o.timestamps, o.sack, o.rcv_shift, o.snd_shift)
+    }
+
+    /// The peer's advertised window in bytes.
+    pub fn send_window(&self) -> usize {
+        self.snd_wnd
+    }
+
+    /// Bytes sent and not yet acknowledged.
+    pub fn bytes_in_flight(&self) -> usize {
+        seq_dist(self.snd_una, self.snd_nxt)
+    }
+
+    /// Bytes readable now.
+    pub fn recv_queued(&self) -> usize {
+        self.recv_bytes
+    }
+
+    /// Bytes waiting in the send queue (sent or not, unacknowledged).
+    pub fn send_queued(&self) -> usize {
+        self.send_queue.len()
+    }
+
+    /// Whether `recv` would return data or end-of-stream.
+    pub fn can_recv(&self) -> bool {
+        self.recv_bytes > 0 || self.fin_received || self.error.is_some()
+    }
+
+    /// Whether `send` would accept bytes now.
+    pub fn can_send(&self) -> bool {
+        self.may_send() && self.send_queue.free() > 0
+    }
+
+    /// Whether the peer has closed its side and everything was read.
+    pub fn at_eof(&self) -> bool {
+        self.fin_received && self.recv_bytes == 0
+    }
+
+    fn may_send(&self) -> bool {
+        matches!(self.state, State::Established | State::CloseWait | State::SynSent | State::SynReceived)
+            && !self.fin_queued
+    }
+
+    /// Whether the connection is finished and can be forgotten.
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+
+    // ---- application calls -----------------------------------------------
+
+    /// Copies bytes into the send queue; returns how many were taken.
+    pub fn send(&mut self, pool: &BufferPool, headroom: usize, data: &[u8]) -> Result<usize, PoolExhausted> {
+        if !self.may_send() {
+            return Ok(0);
+        }
+        self.send_queue.push_bytes(pool, headroom, data)
+    }
+
+    /// Appends a chain to the send queue without copying; returns the part
+    /// that did not fit.
+    pub fn send_buf(&mut self, data: PacketBuf) -> PacketBuf {
+        if !self.may_send() {
+            return data;
+        }
+        self.send_queue.push(data)
+    }
+
+    /// Takes up to `max` readable bytes as a chain (zero copy).
+    pub fn recv_buf(&mut self, max: usize) -> Option<PacketBuf> {
+        let mut out = PacketBuf::new();
+        while out.len() < max {
+            let Some(mut front) = self.recv_queue.pop_front() else {
+                break;
+            };
+            let want = max - out.len();
+            if front.len() > want {
+                let rest = front.split_off(want);
+                self.recv_queue.push_front(rest);
+            }
+            out.append(front);
+        }
+        if out.is_empty() {
+            return None;
+        }
+        self.recv_bytes -= out.len();
+        self.maybe_window_update();
+        Some(out)
+    }
+
+    /// Copies up to `buf.len()` readable bytes into `buf`.
+    pub fn recv(&mut self, buf: &mut [u8]) -> usize {
+        let mut copied = 0;
+        while copied < buf.len() {
+            let Some(front) = self.recv_queue.front_mut() else {
+                break;
+            };
+            let n = front.copy_out(0, &mut buf[copied..]);
+            copied += n;
+            if n >= front.len() {
+                self.recv_queue.pop_front();
+            } else {
+                front.trim_front(n);
+            }
+        }
+        self.recv_bytes -= copied;
+        if copied > 0 {
+            self.maybe_window_update();
+        }
+        copied
+    }
+
+    /// Closes our sending side: a FIN follows the queued data.
+    pub fn shutdown(&mut self) {
+        match self.state {
+            State::SynSent => self.state = State::Closed,
+            State::SynReceived | State::Established => {
+                self.fin_queued = true;
+                self.state = State::FinWait1;
+            }
+            State::CloseWait => {
+                self.fin_queued = true;
+                self.state = State::LastAck;
+            }
+            _ => {}
+        }
+    }
+
+    /// Closes both sides. Unread data makes it an abort (RFC 2525 2.17:
+    /// the peer must learn its data was not consumed).
+    pub fn close(&mut self) {
+        self.read_closed = true;
+        if self.recv_bytes > 0 {
+            self.abort();
+            return;
+        }
+        self.shutdown();
+    }
+
+    /// Resets the connection.
+    pub fn abort(&mut self) {
+        if self.state.is_synchronized() || self.state == State::SynReceived {
+            self.rst_due = true;
+        } else {
+            self.state = State::Closed;
+        }
+        self.send_queue.consume(usize::MAX);
+        self.recv_queue.clear();
+        self.recv_bytes = 0;
+        self.assembler.clear();
+    }
+
+    // ---- input -----------------------------------------------------------
+
+    fn take_peer_syn(&mut self, syn: &TcpRepr, now: Instant) {
+        self.irs = syn.seq_number;
+        self.rcv_nxt = syn.seq_number + 1;
+        self.rcv_adv = self.rcv_nxt;
+        let peer_mss = syn.max_seg_size.map_or(DEFAULT_MSS, usize::from);
+        self.options.send_mss = peer_mss.clamp(64, self.local_mss.max(64));
+        match (self.config.window_scaling, syn.window_scale) {
+            (true, Some(shift)) => {
+                self.options.snd_shift = shift.min(MAX_WINDOW_SHIFT);
+                self.options.rcv_shift = window_shift_for(self.config.recv_buffer);
+            }
+            _ => {
+                self.options.snd_shift = 0;
+                self.options.rcv_shift = 0;
+            }
+        }
+        self.options.sack = self.config.sack && syn.sack_permitted;
+        match (self.config.timestamps, syn.timestamp) {
+            (true, Some((tsval, _))) => {
+                self.options.timestamps = true;
+                self.ts_recent = tsval;
+                self.ts_recent_at = now;
+            }
+            _ => self.options.timestamps = false,
+        }
+        // The window in a SYN is never scaled (RFC 7323 2.2).
+        self.snd_wnd = usize::from(syn.window_len);
+        self.max_snd_wnd = self.snd_wnd;
+        self.snd_wl1 = syn.seq_number;
+        self.congestion.set_mss(self.effective_mss());
+    }
+
+    /// Largest payload per segment, after timestamp option space.
+    fn effective_mss(&self) -> usize {
+        let ts = if self.options.timestamps { 12 } else { 0 };
+        self.options.send_mss.saturating_sub(ts).max(1)
+    }
+
+    fn ts_now(&self, now: Instant) -> u32 {
+        (now.total_millis() as u32).wrapping_add(self.ts_offset)
+    }
+
+    fn receive_window(&self) -> usize {
+        self.config
+            .recv_buffer
+            .saturating_sub(self.recv_bytes + self.assembler.bytes())
+    }
+
+    /// Processes one segment addressed to this connection.
+    pub fn process(&mut self, seg: &TcpRepr, payload: PacketBuf, now: Instant) -> Processed {
+        self.stats.segments_received += 1;
+        self.last_recv_at = now;
+        self.keepalive_sent = 0;
+        match self.state {
+            State::Closed => Processed::default(),
+            State::SynSent => self.process_syn_sent(seg, now),
+            _ => self.process_synchronized(seg, payload, now),
+        }
+    }
+
+    fn process_syn_sent(&mut self, seg: &TcpRepr, now: Instant) -> Processed {
+        let mut result = Processed::default();
+        let flags = seg.flags;
+        if let Some(ack) = seg.ack_number {
+            if seq_le(ack, self.iss) || seq_lt(self.snd_max, ack) {
+                if !flags.contains(TcpFlags::RST) {
+                    result.reset_reply = Some(ack);
+                }
+                return result;
+            }
+        }
+        if flags.contains(TcpFlags::RST) {
+            if seg.ack_number.is_some() {
+                self.state = State::Closed;
+                self.error = Some(TcpError::Refused);
+                result.reset = true;
+            }
+            return result;
+        }
+        if !flags.contains(TcpFlags::SYN) {
+            return result;
+        }
+        result.accepted = true;
+        self.take_peer_syn(seg, now);
+        if let Some(ack) = seg.ack_number {
+            self.snd_una = ack;
+            self.on_handshake_acked(now);
+            self.state = State::Established;
+            self.update_send_window(seg);
+            self.syn_due = false;
+            self.retransmit_at = None;
+            self.ack_now = true;
+            result.established = true;
+        } else {
+            // Simultaneous open (RFC 9293 3.5, figure 8).
+            self.state = State::SynReceived;
+            self.syn_due = true;
+        }
+        result
+    }
+
+    /// RFC 9293 3.10.7.4's acceptability test.
+    fn acceptable(&self, seq: TcpSeqNumber, len: usize) -> bool {
+        let wnd = seq_dist(self.rcv_nxt, self.rcv_adv).max(self.receive_window());
+        let end = self.rcv_nxt + wnd;
+        match (len, wnd) {
+            (0, 0) => seq == self.rcv_nxt,
+            (0, _) => seq_le(self.rcv_nxt, seq) && seq_lt(seq, end),
+            (_, 0) => false,
+            (_, _) => {
+                let last = seq + (len - 1);
+                (seq_le(self.rcv_nxt, seq) && seq_lt(seq, end)) || (seq_le(self.rcv_nxt, last) && seq_lt(last, end))
+            }
+        }
+    }
+
+    fn challenge_ack(&mut self, now: Instant, result: &mut Processed) {
+        let limited = self
+            .last_challenge_at
+            .is_some_and(|at| now.saturating_since(at) < CHALLENGE_ACK_INTERVAL);
+        if !limited {
+            self.last_challenge_at = Some(now);
+            self.ack_now = true;
+            self.stats.challenge_acks += 1;
+        }
+        result.challenged = true;
+    }
+
+    fn process_synchronized(&mut self, seg: &TcpRepr, mut payload: PacketBuf, now: Instant) -> Processed {
+        let mut result = Processed::default();
+        let flags = seg.flags;
+        let seg_len = payload.len() + usize::from(flags.contains(TcpFlags::SYN)) + usize::from(flags.contains(TcpFlags::FIN));
+
+        // PAWS (RFC 7323 5.3): an old timestamp means an old duplicate.
+        if self.options.timestamps && !flags.contains(TcpFlags::RST) {
+            if let Some((tsval, _)) = seg.timestamp {
+                let idle_too_long = now.saturating_since(self.ts_recent_at) > Duration::from_secs(24 * 24 * 3600);
+                if (tsval.wrapping_sub(self.ts_recent) as i32) < 0 && !idle_too_long {
+                    self.stats.paws_drops += 1;
+                    self.ack_now = true;
+                    return result;
+                }
+            }
+        }
+
+        // Sequence number check.
+        if !self.acceptable(seg.seq_number, seg_len) {
+            if !flags.contains(TcpFlags::RST) {
+                if self.state == State::TimeWait && flags.contains(TcpFlags::FIN) {
+                    self.restart_time_wait(now);
+                }
+                // Answer with an ACK, but answer bare ACKs out of the window
+                // only now and then: two ends that each find the other's
+                // ACKs unacceptable must not feed each other forever (Linux
+                // rate-limits these the same way).
+                let limited = seg_len == 0
+                    && self
+                        .last_oow_ack_at
+                        .is_some_and(|at| now.saturating_since(at) < OUT_OF_WINDOW_ACK_INTERVAL);
+                if limited {
+                    return result;
+                }
+                self.last_oow_ack_at = Some(now);
+                self.ack_now = true;
+                if seg_len > 0 && seq_lt(seg.seq_number, self.rcv_nxt) {
+                    self.stats.duplicate_bytes += payload.len() as u64;
+                }
+            }
+            return result;
+        }
+
+        // RST (RFC 5961 3.2): only an exact match resets.
+        if flags.contains(TcpFlags::RST) {
+            if seg.seq_number == self.rcv_nxt {
+                self.error = Some(match self.state {
+                    State::SynReceived => TcpError::Refused,
+                    _ => TcpError::Reset,
+                });
+                self.enter_closed();
+                result.reset = true;
+            } else {
+                self.challenge_ack(now, &mut result);
+            }
+            return result;
+        }
+
+        // SYN in a synchronized state (RFC 5961 4.2): challenge.
+        if flags.contains(TcpFlags::SYN) {
+            if self.state == State::SynReceived && seg.seq_number == self.irs {
+                // Our SYN-ACK was lost: the peer's SYN came again.
+                self.syn_due = true;
+                return result;
+            }
+            self.challenge_ack(now, &mut result);
+            return result;
+        }
+
+        let Some(ack) = seg.ack_number else {
+            return result;
+        };
+        result.accepted = true;
+
+        // Timestamp bookkeeping (RFC 7323 4.3).
+        if let (true, Some((tsval, _))) = (self.options.timestamps, seg.timestamp) {
+            if seq_le(seg.seq_number, self.last_ack_sent) && (tsval.wrapping_sub(self.ts_recent) as i32) >= 0 {
+                self.ts_recent = tsval;
+                self.ts_recent_at = now;
+            }
+        }
+
+        if self.state == State::SynReceived {
+            if seq_lt(self.snd_una, ack) && seq_le(ack, self.snd_max) {
+                self.state = State::Established;
+                self.syn_due = false;
+                self.snd_una = self.iss + 1;
+                self.on_handshake_acked(now);
+                self.snd_wl1 = seg.seq_number;
+                self.snd_wl2 = ack;
+                self.snd_wnd = usize::from(seg.window_len) << self.options.snd_shift;
+                self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+                result.established = true;
+            } else {
+                result.reset_reply = Some(ack);
+                return result;
+            }
+        }
+
+        // ACK validity (RFC 5961 5.2 and RFC 9293).
+        if seq_lt(self.snd_max, ack) {
+            self.ack_now = true;
+            return result;
+        }
+        let slack = self.max_snd_wnd.max(MIN_ACK_SLACK);
+        if seq_lt(ack, self.snd_una - slack) {
+            self.ack_now = true;
+            return result;
+        }
+        result.acked = self.process_ack(seg, ack, payload.len(), now);
+
+        // Our FIN acknowledged?
+        let fin_acked = self.fin_acked();
+        match self.state {
+            State::FinWait1 if fin_acked => self.state = State::FinWait2,
+            State::Closing if fin_acked => self.enter_time_wait(now),
+            State::LastAck if fin_acked => {
+                self.enter_closed();
+                return result;
+            }
+            State::TimeWait => {
+                if flags.contains(TcpFlags::FIN) {
+                    self.ack_now = true;
+                    self.restart_time_wait(now);
+                }
+                return result;
+            }
+            _ => {}
+        }
+
+        // The FIN, if any, follows the payload as it arrived (before any
+        // trimming below).
+        let fin_seq = seg.seq_number + payload.len();
+
+        // Data.
+        if !payload.is_empty() {
+            match self.state {
+                State::Established | State::FinWait1 | State::FinWait2 => {
+                    if self.read_closed {
+                        // Nobody will read it: tell the peer (RFC 9293 3.10.4).
+                        self.rst_due = true;
+                        return result;
+                    }
+                    result.readable = self.receive_data(seg.seq_number, &mut payload, flags.contains(TcpFlags::PSH));
+                }
+                _ => {}
+            }
+        }
+
+        // FIN.
+        if flags.contains(TcpFlags::FIN) {
+            if fin_seq == self.rcv_nxt {
+                self.receive_fin(now);
+            } else if seq_lt(self.rcv_nxt, fin_seq) {
+                self.pending_fin = Some(fin_seq);
+                self.ack_now = true;
+            }
+        }
+        result
+    }
+
+    fn fin_acked(&self) -> bool {
+        self.snd_fin.is_some_and(|fin| seq_lt(fin, self.snd_una))
+    }
+
+    /// Sequence number just after the last byte of data queued.
+    fn data_end(&self) -> TcpSeqNumber {
+        match self.snd_fin {
+            // Once the FIN is acknowledged snd_una is past it.
+            Some(fin) => fin,
+            None => self.snd_una + self.send_queue.len(),
+        }
+    }
+
+    fn on_handshake_acked(&mut self, now: Instant) {
+        if let Some((seq, sent_at)) = self.rtt_probe.take() {
+            if seq == self.iss && self.rtt.backoff_count() == 0 {
+                self.rtt.sample(now.saturating_since(sent_at), &self.config.rtt);
+            }
+        }
+        self.rtt.reset_backoff();
+        self.retransmit_at = None;
+        self.unacked_since = None;
+        self.congestion = Congestion::new(self.config.congestion, self.effective_mss());
+        self.snd_nxt = self.snd_nxt.max(self.iss + 1);
+        self.snd_max = self.snd_max.max(self.iss + 1);
+    }
+
+    fn update_send_window(&mut self, seg: &TcpRepr) {
+        let Some(ack) = seg.ack_number else {
+            return;
+        };
+        if seq_lt(self.snd_wl1, seg.seq_number) || (self.snd_wl1 == seg.seq_number && seq_le(self.snd_wl2, ack)) {
+            self.snd_wnd = usize::from(seg.window_len) << self.options.snd_shift;
+            self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+            self.snd_wl1 = seg.seq_number;
+            self.snd_wl2 = ack;
+        }
+    }
+
+    fn in_flight_for_cc(&self) -> usize {
+        seq_dist(self.snd_una, self.snd_max)
+    }
+
+    /// Handles the ACK field; returns bytes newly acknowledged.
+    fn process_ack(&mut self, seg: &TcpRepr, ack: TcpSeqNumber, payload_len: usize, now: Instant) -> usize {
+        let old_window = self.snd_wnd;
+        self.update_send_window(seg);
+        let window_changed = self.snd_wnd != old_window;
+        if self.snd_wnd > 0 {
+            self.persist_at = None;
+            self.persist_backoff = 0;
+        }
+
+        let mut sack_new = 0;
+        if self.options.sack {
+            let blocks: alloc::vec::Vec<(u32, u32)> = seg.sack_ranges.iter().flatten().copied().collect();
+            if !blocks.is_empty() {
+                sack_new = self.scoreboard.update(&blocks, self.snd_una, self.snd_max).newly_sacked;
+            }
+        }
+
+        if seq_lt(self.snd_una, ack) {
+            let flight_before = self.in_flight_for_cc();
+            let acked_seq = seq_dist(self.snd_una, ack);
+            // SYN and FIN take sequence space but no queue bytes.
+            let data_acked = acked_seq.min(self.send_queue.len());
+            self.send_queue.consume(data_acked);
+            self.snd_una = ack;
+            if seq_lt(self.snd_nxt, ack) {
+                self.snd_nxt = ack;
+            }
+            self.scoreboard.advance(ack);
+            self.dupacks = 0;
+
+            // RTT: a timestamp echo, else the timed segment (Karn's rule).
+            let mut sample = None;
+            if let (true, Some((_, tsecr))) = (self.options.timestamps, seg.timestamp) {
+                let ticks = self.ts_now(now).wrapping_sub(tsecr);
+                if ticks < 60_000 && tsecr != 0 {
+                    sample = Some(Duration::from_millis(u64::from(ticks)));
+                }
+            }
+            if let Some((seq, sent_at)) = self.rtt_probe {
+                if seq_lt(seq, ack) {
+                    self.rtt_probe = None;
+                    sample = Some(now.saturating_since(sent_at));
+                }
+            }
+            if let Some(rtt) = sample {
+                self.rtt.sample(rtt, &self.config.rtt);
+            }
+            self.rtt.reset_backoff();
+
+            match self.recovery {
+                Some(rec) if seq_lt(ack, rec.recover) => {
+                    // Partial ACK: the next hole is lost too (RFC 6582 3.2).
+                    if !self.options.sack {
+                        // Deflate by what was acked, add back one segment
+                        // (RFC 6582 3.2 step 3), resend the next hole.
+                        let mss = self.effective_mss();
+                        let rec = self.recovery.get_or_insert(rec);
+                        rec.inflation = rec.inflation.saturating_sub(acked_seq).saturating_add(mss);
+                        self.retransmit_one = Some(self.snd_una);
+                    }
+                }
+                Some(_) => {
+                    // Full ACK: recovery is over.
+                    self.recovery = None;
+                }
+                None => {
+                    let app_limited = flight_before < self.congestion.cwnd();
+                    self.congestion.on_ack(acked_seq, flight_before, app_limited, sample, now);
+                }
+            }
+
+            if self.snd_una == self.snd_max {
+                self.retransmit_at = None;
+                self.unacked_since = None;
+            } else {
+                self.retransmit_at = Some(now + self.rto());
+                self.unacked_since = Some(now);
+            }
+            return data_acked;
+        }
+
+        // A duplicate ACK (RFC 5681 2): nothing new acked, no data, same
+        // window, data outstanding.
+        let outstanding = self.snd_una != self.snd_max;
+        if ack == self.snd_una && payload_len == 0 && !window_changed && outstanding && !seg.flags.contains(TcpFlags::FIN) {
+            self.dupacks += 1;
+            let mss = self.effective_mss();
+            let lost = if self.options.sack {
+                self.dupacks >= self.config.dup_thresh
+                    || (sack_new > 0 && self.scoreboard.is_lost(self.snd_una, mss, self.config.dup_thresh))
+            } else {
+                self.dupacks >= self.config.dup_thresh
+            };
+            match &mut self.recovery {
+                None if lost => {
+                    let flight = self.in_flight_for_cc();
+                    self.congestion.on_congestion_event(flight, now);
+                    self.stats.fast_recoveries += 1;
+                    self.recovery = Some(Recovery {
+                        recover: self.snd_max,
+                        high_rxt: self.snd_una,
+                        inflation: if self.options.sack { 0 } else { self.config.dup_thresh * mss },
+                    });
+                    // Retransmit the first unacknowledged segment now.
+                    self.retransmit_one = Some(self.snd_una);
+                }
+                Some(rec) if !self.options.sack => rec.inflation += mss,
+                _ => {}
+            }
+        }
+        0
+    }
+
+    fn receive_data(&mut self, seq: TcpSeqNumber, payload: &mut PacketBuf, push: bool) -> usize {
+        let window_end = self.rcv_nxt + self.receive_window().max(seq_dist(self.rcv_nxt, self.rcv_adv));
+        // Trim what we already have.
+        if seq_lt(seq, self.rcv_nxt) {
+            let dup = seq_dist(seq, self.rcv_nxt).min(payload.len());
+            self.stats.duplicate_bytes += dup as u64;
+            payload.trim_front(dup);
+        }
+        let seq = self.rcv_nxt.max(seq);
+        let room = seq_dist(seq, window_end);
+        if payload.len() > room {
+            payload.truncate(room);
+        }
+        if payload.is_empty() {
+            self.ack_now = true;
+            return 0;
+        }
+        if seq != self.rcv_nxt {
+            let outcome = self.assembler.insert(seq, core::mem::take(payload), self.rcv_nxt, window_end);
+            self.stats.ooo_bytes += outcome.stored as u64;
+            // Out of order: a duplicate ACK at once (RFC 5681 4.2).
+            self.ack_now = true;
+            return 0;
+        }
+        let had_holes = !self.assembler.is_empty();
+        let full = payload.len() >= self.local_mss.saturating_sub(40);
+        let mut delivered = payload.len();
+        self.rcv_nxt += payload.len();
+        self.recv_bytes += payload.len();
+        self.recv_queue.push_back(core::mem::take(payload));
+        while let Some(more) = self.assembler.take_contiguous(self.rcv_nxt) {
+            self.rcv_nxt += more.len();
+            self.recv_bytes += more.len();
+            delivered += more.len();
+            self.recv_queue.push_back(more);
+        }
+        if let Some(fin_seq) = self.pending_fin {
+            if fin_seq == self.rcv_nxt {
+                self.pending_fin = None;
+                self.receive_fin(self.last_recv_at);
+            }
+        }
+        if full {
+            self.segments_unacked += 1;
+        }
+        if had_holes || self.segments_unacked >= 2 || self.config.delayed_ack.is_none() || push && !full {
+            self.ack_now = true;
+        } else if self.delayed_ack_at.is_none() {
+            if let Some(delay) = self.config.delayed_ack {
+                self.delayed_ack_at = Some(self.last_recv_at + delay);
+            }
+        }
+        delivered
+    }
+
+    fn receive_fin(&mut self, now: Instant) {
+        if self.fin_received {
+            return;
+        }
+        self.fin_received = true;
+        self.rcv_nxt += 1;
+        self.ack_now = true;
+        match self.state {
+            State::SynReceived | State::Established => self.state = State::CloseWait,
+            State::FinWait1 => {
+                if self.fin_acked() {
+                    self.enter_time_wait(now);
+                } else {
+                    self.state = State::Closing;
+                }
+            }
+            State::FinWait2 => self.enter_time_wait(now),
+            _ => {}
+        }
+    }
+
+    fn enter_time_wait(&mut self, now: Instant) {
+        self.state = State::TimeWait;
+        self.retransmit_at = None;
+        self.persist_at = None;
+        self.keepalive_at = None;
+        self.delayed_ack_at = None;
+        self.restart_time_wait(now);
+    }
+
+    fn restart_time_wait(&mut self, now: Instant) {
+        self.time_wait_until = Some(now + self.config.time_wait);
+    }
+
+    fn enter_closed(&mut self) {
+        self.state = State::Closed;
+        self.retransmit_at = None;
+        self.persist_at = None;
+        self.delayed_ack_at = None;
+        self.keepalive_at = None;
+        self.time_wait_until = None;
+        self.send_queue.consume(usize::MAX);
+        self.assembler.clear();
+    }
+
+    /// Whether a new SYN for this four-tuple may reuse a connection in
+    /// TIME-WAIT (RFC 6191: its sequence or timestamp is beyond ours).
+    pub fn time_wait_accepts(&self, syn: &TcpRepr) -> bool {
+        if self.state != State::TimeWait {
+            return false;
+        }
+        match (self.options.timestamps, syn.timestamp) {
+            (true, Some((tsval, _))) => (tsval.wrapping_sub(self.ts_recent) as i32) > 0,
+            _ => seq_lt(self.rcv_nxt, syn.seq_number),
+        }
+    }
+
+    /// When the receive queue drains enough to matter, tell the peer.
+    fn maybe_window_update(&mut self) {
+        let advertised = seq_dist(self.rcv_nxt, self.rcv_adv);
+        let now_possible = self.receive_window();
+        let threshold = (self.config.recv_buffer / 2).min(2 * self.local_mss);
+        if now_possible >= advertised + threshold {
+            self.ack_now = true;
+        }
+    }
+
+    // ---- output ------------------------------------------------------------
+
+    /// The window to advertise, with receiver-side silly window syndrome
+    /// avoidance (RFC 1122 4.2.3.3): the right edge moves only in steps of
+    /// at least min(buffer/2, MSS), and never moves left.
+    fn advertise_window(&mut self) -> u16 {
+        let shift = self.options.rcv_shift;
+        let free = self.receive_window();
+        let current = seq_dist(self.rcv_nxt, self.rcv_adv);
+        let step = (self.config.recv_buffer / 2).min(self.local_mss);
+        let mut wnd = if free >= current + step || free == self.config.recv_buffer { free } else { current };
+        wnd = wnd.min(65535usize << shift);
+        // Round down to what the scaled field can say, then never shrink.
+        let field = (wnd >> shift).min(65535);
+        let actual = field << shift;
+        let edge = self.rcv_nxt + actual;
+        if seq_lt(self.rcv_adv, edge) {
+            self.rcv_adv = edge;
+        }
+        let honest = seq_dist(self.rcv_nxt, self.rcv_adv);
+        ((honest >> shift).min(65535)) as u16
+    }
+
+    fn base_repr(&mut self, seq: TcpSeqNumber, flags: TcpFlags, now: Instant) -> TcpRepr {
+        let window_len = self.advertise_window();
+        let mut repr = TcpRepr {
+            src_port: self.local.port(),
+            dst_port: self.remote.port(),
+            seq_number: seq,
+            ack_number: Some(self.rcv_nxt),
+            flags: flags | TcpFlags::ACK,
+            window_len,
+            urgent_pointer: 0,
+            max_seg_size: None,
+            window_scale: None,
+            sack_permitted: false,
+            sack_ranges: [None; 4],
+            timestamp: None,
+            payload_len: 0,
+        };
+        if self.options.timestamps {
+            repr.timestamp = Some((self.ts_now(now), self.ts_recent));
+        }
+        if self.options.sack && !self.assembler.is_empty() {
+            let max = if self.options.timestamps { 3 } else { 4 };
+            let (blocks, n) = self.assembler.sack_blocks(max);
+            for (slot, block) in repr.sack_ranges.iter_mut().zip(blocks.iter().take(n)) {
+                *slot = Some(*block);
+            }
+        }
+        repr
+    }
+
+    fn syn_repr(&mut self, now: Instant) -> TcpRepr {
+        let synack = self.state == State::SynReceived;
+        let mut repr = TcpRepr {
+            src_port: self.local.port(),
+            dst_port: self.remote.port(),
+            seq_number: self.iss,
+            ack_number: synack.then_some(self.rcv_nxt),
+            flags: if synack { TcpFlags::SYN | TcpFlags::ACK } else { TcpFlags::SYN },
+            // The window in a SYN is not scaled.
+            window_len: self.config.recv_buffer.min(65535) as u16,
+            urgent_pointer: 0,
+            max_seg_size: Some(self.local_mss.min(65535) as u16),
+            window_scale: None,
+            sack_permitted: false,
+            sack_ranges: [None; 4],
+            timestamp: None,
+            payload_len: 0,
+        };
+        if synack {
+            if self.options.snd_shift > 0 || self.options.rcv_shift > 0 || self.config.window_scaling && self.peer_offered_ws() {
+                repr.window_scale = Some(self.options.rcv_shift);
+            }
+            repr.sack_permitted = self.options.sack;
+            if self.options.timestamps {
+                repr.timestamp = Some((self.ts_now(now), self.ts_recent));
+            }
+        } else {
+            if self.config.window_scaling {
+                repr.window_scale = Some(self.options.rcv_shift);
+            }
+            repr.sack_permitted = self.config.sack;
+            if self.config.timestamps {
+                repr.timestamp = Some((self.ts_now(now), 0));
+            }
+        }
+        self.rcv_adv = self.rcv_nxt + usize::from(repr.window_len);
+        repr
+    }
+
+    fn peer_offered_ws(&self) -> bool {
+        // Recorded in take_peer_syn: a zero shift still means "offered".
+        self.options.rcv_shift > 0 || self.options.snd_shift > 0
+    }
+
+    /// Whether a segment of `len` new bytes should go now (sender-side SWS
+    /// avoidance and Nagle, RFC 1122 4.2.3.4).
+    fn worth_sending(&self, len: usize, unsent: usize, mss: usize) -> bool {
+        if len == 0 {
+            return false;
+        }
+        if len >= mss || self.sws_override {
+            return true;
+        }
+        let idle = self.snd_nxt == self.snd_una;
+        if len == unsent && (idle || !self.config.nagle) {
+            return true;
+        }
+        self.max_snd_wnd > 0 && len >= self.max_snd_wnd / 2
+    }
+
+    /// Hands every segment due now to `emit`, up to a burst limit.
+    pub fn dispatch(&mut self, now: Instant, emit: &mut dyn FnMut(TcpRepr, PacketBuf)) {
+        if self.rst_due {
+            self.rst_due = false;
+            let repr = TcpRepr {
+                src_port: self.local.port(),
+                dst_port: self.remote.port(),
+                seq_number: self.snd_nxt,
+                ack_number: Some(self.rcv_nxt),
+                flags: TcpFlags::RST | TcpFlags::ACK,
+                window_len: 0,
+                urgent_pointer: 0,
+                max_seg_size: None,
+                window_scale: None,
+                sack_permitted: false,
+                sack_ranges: [None; 4],
+                timestamp: None,
+                payload_len: 0,
+            };
+            emit(repr, PacketBuf::new());
+            self.stats.segments_sent += 1;
+            self.enter_closed();
+            return;
+        }
+        match self.state {
+            State::Closed => return,
+            State::SynSent | State::SynReceived => {
+                if self.syn_due {
+                    self.syn_due = false;
+                    let repr = self.syn_repr(now);
+                    if self.rtt_probe.is_none() && self.rtt.backoff_count() == 0 {
+                        self.rtt_probe = Some((self.iss, now));
+                    }
+                    self.snd_nxt = self.iss + 1;
+                    self.snd_max = self.snd_max.max(self.iss + 1);
+                    self.retransmit_at = Some(now + self.rto());
+                    self.last_ack_sent = self.rcv_nxt;
+                    self.stats.segments_sent += 1;
+                    emit(repr, PacketBuf::new());
+                }
+                return;
+            }
+            _ => {}
+        }
+
+        let mut sent = 0;
+        if self.state != State::TimeWait {
+            sent = self.send_segments(now, emit);
+        }
+        if sent == 0 && (self.ack_now || self.delayed_ack_at.is_some_and(|t| t <= now)) {
+            // A pure ACK carries the highest sequence sent: after an RTO
+            // snd_nxt steps back, and an ACK from below what the peer has
+            // already received would be unacceptable to it and ignored.
+            let seq = if self.probe_below_una { self.snd_una - 1 } else { self.snd_max };
+            self.probe_below_una = false;
+            let repr = self.base_repr(seq, TcpFlags::empty(), now);
+            self.note_ack_sent();
+            self.stats.segments_sent += 1;
+            emit(repr, PacketBuf::new());
+        }
+    }
+
+    fn note_ack_sent(&mut self) {
+        self.ack_now = false;
+        self.delayed_ack_at = None;
+        self.segments_unacked = 0;
+        self.last_ack_sent = self.rcv_nxt;
+    }
+
+    /// Largest payload of the next segment: the peer's MSS less the
+    /// options this segment will carry (RFC 6691), so that a segment with
+    /// timestamps and SACK blocks still fits the path.
+    fn payload_limit(&self) -> usize {
+        let mut options = if self.options.timestamps { 12 } else { 0 };
+        if self.options.sack && !self.assembler.is_empty() {
+            let max_blocks = if self.options.timestamps { 3 } else { 4 };
+            let blocks = self.assembler.segments().clamp(1, max_blocks);
+            options += 4 + 8 * blocks;
+        }
+        self.options.send_mss.saturating_sub(options).max(1)
+    }
+
+    /// Builds and hands out one segment of `len` bytes from `seq` (plus a
+    /// FIN if `fin`), doing the bookkeeping every transmission needs.
+    fn emit_segment(
+        &mut self,
+        seq: TcpSeqNumber,
+        len: usize,
+        fin: bool,
+        retransmit: bool,
+        now: Instant,
+        emit: &mut dyn FnMut(TcpRepr, PacketBuf),
+    ) -> bool {
+        let offset = seq_dist(self.snd_una, seq);
+        let payload = if len == 0 {
+            PacketBuf::new()
+        } else {
+            match self.send_queue.slice(offset, len) {
+                Some(p) => p,
+                None => return false,
+            }
+        };
+        let queue_end = self.data_end();
+        let mut flags = TcpFlags::empty();
+        if fin {
+            flags |= TcpFlags::FIN;
+            self.snd_fin = Some(queue_end);
+        }
+        if len > 0 && seq + len == queue_end {
+            flags |= TcpFlags::PSH;
+        }
+        let mut repr = self.base_repr(seq, flags, now);
+        repr.payload_len = len;
+        let end = seq + (len + usize::from(fin));
+        if retransmit {
+            self.stats.retransmits += 1;
+            if let Some(rec) = &mut self.recovery {
+                if seq_lt(rec.high_rxt, end) {
+                    rec.high_rxt = end;
+                }
+            }
+            // Karn: a retransmitted segment gives no RTT sample.
+            if let Some((probe, _)) = self.rtt_probe {
+                if seq_le(seq, probe) && seq_lt(probe, end) {
+                    self.rtt_probe = None;
+                }
+            }
+        } else if self.rtt_probe.is_none() {
+            self.rtt_probe = Some((seq, now));
+        }
+        if seq_lt(self.snd_max, end) {
+            self.snd_max = end;
+        }
+        if self.retransmit_at.is_none() {
+            self.retransmit_at = Some(now + self.rto());
+        }
+        self.unacked_since.get_or_insert(now);
+        self.note_ack_sent();
+        self.last_send_at = now;
+        self.stats.segments_sent += 1;
+        emit(repr, payload);
+        true
+    }
+
+    /// Sends data (a pending one-shot retransmission first), and a FIN
+    /// when it is due, within the congestion and receive windows.
+    fn send_segments(&mut self, now: Instant, emit: &mut dyn FnMut(TcpRepr, PacketBuf)) -> usize {
+        let mut sent = 0;
+        // Fast retransmit and NewReno partial ACKs resend one segment at
+        // snd_una without moving snd_nxt (RFC 5681 3.2, RFC 6582 3.2).
+        if let Some(seq) = self.retransmit_one.take() {
+            if seq_le(self.snd_una, seq) && seq_lt(seq, self.snd_max) {
+                let fin_seq = self.snd_fin;
+                let avail = seq_dist(seq, self.data_end());
+                let len = avail.min(self.payload_limit());
+                let fin = len == avail && fin_seq.is_some() && !self.fin_acked();
+                if (len > 0 || fin) && self.emit_segment(seq, len, fin, true, now, emit) {
+                    sent += 1;
+                }
+            }
+        }
+        while sent < DISPATCH_BURST {
+            let limit = self.payload_limit();
+            let queue_end = self.data_end();
+            let sack_recovery = self.options.sack && self.recovery.is_some();
+            let (seq, max_len, retransmit) = if sack_recovery {
+                // RFC 6675 5: send while cwnd - pipe >= 1 SMSS, choosing
+                // what to send with NextSeg.
+                let high_rxt = self.recovery.map_or(self.snd_una, |r| r.high_rxt);
+                let pipe = self.scoreboard.pipe(self.snd_una, self.snd_max, high_rxt, limit, self.config.dup_thresh);
+                if self.congestion.cwnd() < pipe + limit {
+                    break;
+                }
+                let can_new = seq_lt(self.snd_max, queue_end) || (self.fin_queued && self.snd_fin.is_none());
+                match self
+                    .scoreboard
+                    .next_seg(self.snd_una, self.snd_max, high_rxt, limit, self.config.dup_thresh, can_new)
+                {
+                    Some(NextSeg::Retransmit { seq, len }) | Some(NextSeg::Rescue { seq, len }) => (seq, len.min(limit), true),
+                    Some(NextSeg::NewData) => (self.snd_max, limit, false),
+                    None => break,
+                }
+            } else {
+                let flight = seq_dist(self.snd_una, self.snd_nxt);
+                let cwnd = self.congestion.cwnd() + self.recovery.map_or(0, |r| r.inflation);
+                let room = cwnd.saturating_sub(flight);
+                (self.snd_nxt, limit.min(room), seq_lt(self.snd_nxt, self.snd_max))
+            };
+            // The receive window counts from snd_una (RFC 9293 3.8.6.2.1).
+            let wnd_room = seq_dist(seq, self.snd_una + self.snd_wnd);
+            let avail = seq_dist(seq, queue_end);
+            let len = avail.min(max_len).min(wnd_room);
+            // The FIN rides on the segment that ends the data, or goes alone
+            // (it needs no window), the first time or as a retransmission.
+            let fin = self.fin_queued && !self.fin_acked() && len == avail && seq + len == queue_end;
+            if len == 0 && !fin {
+                break;
+            }
+            if !retransmit && !fin && !self.worth_sending(len, avail, self.effective_mss()) {
+                break;
+            }
+            if !self.emit_segment(seq, len, fin, retransmit, now, emit) {
+                break;
+            }
+            sent += 1;
+            let end = seq + (len + usize::from(fin));
+            if !sack_recovery || !retransmit {
+                if seq_lt(self.snd_nxt, end) {
+                    self.snd_nxt = end;
+                }
+            }
+            if fin {
+                break;
+            }
+        }
+        self.sws_override = false;
+        // Data waiting and nothing in flight: only a window update can get
+        // it moving, and that may be lost. The persist timer makes sure.
+        let queue_end = self.data_end();
+        if seq_lt(self.snd_nxt, queue_end) && self.snd_una == self.snd_max && self.persist_at.is_none() {
+            self.persist_at = Some(now + self.rto());
+        }
+        sent
+    }
+
+    // ---- timers ------------------------------------------------------------
+
+    /// The earliest time a timer fires, or now if something is due.
+    pub fn poll_at(&self, now: Instant) -> Option<Instant> {
+        if self.rst_due || self.ack_now || self.syn_due {
+            return Some(now);
+        }
+        [
+            self.retransmit_at,
+            self.persist_at,
+            self.delayed_ack_at,
+            self.keepalive_at,
+            self.time_wait_until,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Runs the timers that are due.
+    pub fn on_timer(&mut self, now: Instant) {
+        if self.time_wait_until.is_some_and(|t| t <= now) {
+            self.enter_closed();
+            return;
+        }
+        if self.retransmit_at.is_some_and(|t| t <= now) {
+            self.on_retransmit_timeout(now);
+        }
+        if self.persist_at.is_some_and(|t| t <= now) {
+            self.persist_at = None;
+            let waiting = seq_lt(self.snd_nxt, self.data_end());
+            if waiting && self.snd_una == self.snd_max {
+                if self.snd_wnd == 0 {
+                    // A probe below snd_una elicits an ACK with the window,
+                    // without committing any data (as Linux does).
+                    self.ack_now = true;
+                    self.probe_below_una = true;
+                } else {
+                    // A window too small to be worth it and nothing in
+                    // flight to bring news of a bigger one: send what fits
+                    // anyway (RFC 1122 4.2.3.4's override timeout).
+                    self.sws_override = true;
+                }
+                self.persist_backoff = self.persist_backoff.saturating_add(1);
+                let base = self.rto();
+                let factor = 1u32 << self.persist_backoff.min(6);
+                self.persist_at = Some(now + (base * factor).min(self.config.rtt.max_rto));
+            }
+        }
+        self.run_keepalive(now);
+    }
+
+    fn on_retransmit_timeout(&mut self, now: Instant) {
+        self.retransmit_at = None;
+        if self.snd_una == self.snd_max && !self.syn_due && !matches!(self.state, State::SynSent | State::SynReceived) {
+            return;
+        }
+        let limit = match self.state {
+            State::SynSent | State::SynReceived => self.config.syn_retries,
+            _ => self.config.max_retransmissions,
+        };
+        let user_timeout = self
+            .config
+            .user_timeout
+            .zip(self.unacked_since)
+            .is_some_and(|(limit, since)| now.saturating_since(since) >= limit);
+        if self.rtt.backoff_count() >= limit || user_timeout {
+            self.error = Some(TcpError::TimedOut);
+            self.enter_closed();
+            return;
+        }
+        self.stats.timeouts += 1;
+        self.rtt.back_off();
+        self.rtt_probe = None;
+        match self.state {
+            State::SynSent | State::SynReceived => {
+                self.syn_due = true;
+            }
+            _ => {
+                let flight = self.in_flight_for_cc();
+                self.congestion.on_rto(flight, now);
+                self.recovery = None;
+                self.retransmit_one = None;
+                self.dupacks = 0;
+                self.scoreboard.clear();
+                // Go back to the first unacknowledged byte.
+                self.snd_nxt = self.snd_una;
+            }
+        }
+        self.retransmit_at = Some(now + self.rto());
+    }
+
+    fn run_keepalive(&mut self, now: Instant) {
+        let Some(idle) = self.config.keepalive else {
+            self.keepalive_at = None;
+            return;
+        };
+        if !matches!(self.state, State::Established | State::CloseWait) || self.snd_una != self.snd_max {
+            self.keepalive_at = None;
+            return;
+        }
+        let since = now.saturating_since(self.last_recv_at);
+        if self.keepalive_sent >= self.config.keepalive_probes && since >= idle {
+            self.error = Some(TcpError::TimedOut);
+            self.enter_closed();
+            return;
+        }
+        let due = self.last_recv_at + idle + self.config.keepalive_interval * self.keepalive_sent;
+        if now >= due {
+            self.keepalive_sent += 1;
+            self.ack_now = true;
+            self.probe_below_una = true;
+            self.keepalive_at = Some(now + self.config.keepalive_interval);
+        } else {
+            self.keepalive_at = Some(due);
+        }
+    }
+}
