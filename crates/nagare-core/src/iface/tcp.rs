@@ -69,6 +69,8 @@ pub(super) struct TcpSockets {
     next_ephemeral: u16,
     /// Reused buffer for segments a connection hands out.
     outbox: Vec<(TcpRepr, PacketBuf)>,
+    /// Reused list of connections whose timers are due.
+    due: Vec<TcpHandle>,
 }
 
 impl TcpSockets {
@@ -85,6 +87,7 @@ impl TcpSockets {
             defaults: TcpConfig::default(),
             next_ephemeral: EPHEMERAL.start() + ((seed >> 7) % span) as u16,
             outbox: Vec::new(),
+            due: Vec::new(),
         }
     }
 
@@ -437,28 +440,30 @@ impl Interface {
         }
     }
 
-    /// Runs the TCP timers that are due.
+    /// Runs the TCP timers that are due. Entries filed while this runs wait
+    /// for the next call, so a connection that keeps asking for "now"
+    /// cannot keep one call going.
     pub(super) fn tcp_poll(&mut self, now: Instant) {
-        // Bounded per call: a burst of expiries is spread over calls rather
-        // than stalling one.
-        for _ in 0..4096 {
-            let Some(&Reverse((at, slot))) = self.tcp.timers.peek() else {
-                return;
-            };
-            if at > now {
-                return;
+        let mut due = core::mem::take(&mut self.tcp.due);
+        while let Some(&Reverse((at, slot))) = self.tcp.timers.peek() {
+            if at > now || due.len() >= 4096 {
+                break;
             }
             self.tcp.timers.pop();
             let handle = TcpHandle(slot);
+            match self.tcp.conns.get_mut(handle.0) {
+                // A stale entry: another one stands for this connection.
+                Some(entry) if entry.scheduled == Some(at) => {
+                    entry.scheduled = None;
+                    due.push(handle);
+                }
+                _ => {}
+            }
+        }
+        for handle in due.drain(..) {
             let Some(entry) = self.tcp.conns.get_mut(handle.0) else {
                 continue;
             };
-            if entry.scheduled != Some(at) {
-                // A stale entry: a later or earlier one stands for this
-                // connection.
-                continue;
-            }
-            entry.scheduled = None;
             let was_synrecv = entry.conn.state() == State::SynReceived;
             entry.conn.on_timer(now);
             if was_synrecv && entry.conn.is_closed() {
@@ -466,6 +471,7 @@ impl Interface {
             }
             self.tcp_run(handle, now);
         }
+        self.tcp.due = due;
     }
 
     /// Sends one segment of `local`'s connection to `remote`.

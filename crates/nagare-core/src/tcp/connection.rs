@@ -973,9 +973,18 @@ impl Connection {
 
         let mut sack_new = 0;
         if self.options.sack {
-            let blocks: alloc::vec::Vec<(u32, u32)> = seg.sack_ranges.iter().flatten().copied().collect();
+            let mut block_store = [(0u32, 0u32); 4];
+            let mut count = 0;
+            for (slot, block) in block_store.iter_mut().zip(seg.sack_ranges.iter().flatten()) {
+                *slot = *block;
+                count += 1;
+            }
+            let blocks = &block_store[..count];
             if !blocks.is_empty() {
-                sack_new = self.scoreboard.update(&blocks, self.snd_una, self.snd_max).newly_sacked;
+                // The scoreboard wants the cumulative ACK after this segment,
+                // so that blocks below it read as D-SACKs (RFC 2883).
+                let una = if seq_lt(self.snd_una, ack) && seq_le(ack, self.snd_max) { ack } else { self.snd_una };
+                sack_new = self.scoreboard.update(blocks, una, self.snd_max).newly_sacked;
             }
         }
 
@@ -1065,8 +1074,13 @@ impl Connection {
                         high_rxt: self.snd_una,
                         inflation: if self.options.sack { 0 } else { self.config.dup_thresh * mss },
                     });
-                    // Retransmit the first unacknowledged segment now.
+                    // Retransmit the first unacknowledged segment now; it
+                    // also marks where a rescue may start (RFC 6675 4.3).
                     self.retransmit_one = Some(self.snd_una);
+                    if self.options.sack {
+                        let first_end = self.snd_una + self.payload_limit().min(seq_dist(self.snd_una, self.snd_max));
+                        self.scoreboard.set_rescue_rxt(Some(first_end));
+                    }
                 }
                 Some(rec) if !self.options.sack => rec.inflation += mss,
                 _ => {}
@@ -1335,8 +1349,14 @@ impl Connection {
             return;
         }
         match self.state {
-            State::Closed => return,
+            State::Closed => {
+                self.ack_now = false;
+                return;
+            }
             State::SynSent | State::SynReceived => {
+                // Before the handshake completes there is nothing to
+                // acknowledge but the SYN, which the SYN-ACK does.
+                self.ack_now = false;
                 if self.syn_due {
                     self.syn_due = false;
                     let repr = self.syn_repr(now);
@@ -1488,7 +1508,25 @@ impl Connection {
                     .scoreboard
                     .next_seg(self.snd_una, self.snd_max, high_rxt, limit, self.config.dup_thresh, can_new)
                 {
-                    Some(NextSeg::Retransmit { seq, len }) | Some(NextSeg::Rescue { seq, len }) => (seq, len.min(limit), true),
+                    Some(NextSeg::Retransmit { seq, len }) => (seq, len.min(limit), true),
+                    Some(NextSeg::Rescue { seq, len }) => {
+                        // Once per recovery (RFC 6675 rule 4), and it does
+                        // not move HighRxt.
+                        let avail = seq_dist(seq, queue_end);
+                        let len = len.min(limit).min(avail);
+                        let fin = self.fin_queued && !self.fin_acked() && len == avail;
+                        let high_rxt = self.recovery.map(|r| r.high_rxt);
+                        let sent_rescue = (len > 0 || fin) && self.emit_segment(seq, len, fin, true, now, emit);
+                        if let (Some(rec), Some(h)) = (&mut self.recovery, high_rxt) {
+                            rec.high_rxt = h;
+                            self.scoreboard.set_rescue_rxt(Some(rec.recover));
+                        }
+                        if !sent_rescue {
+                            break;
+                        }
+                        sent += 1;
+                        continue;
+                    }
                     Some(NextSeg::NewData) => (self.snd_max, limit, false),
                     None => break,
                 }
@@ -1539,7 +1577,10 @@ impl Connection {
 
     /// The earliest time a timer fires, or now if something is due.
     pub fn poll_at(&self, now: Instant) -> Option<Instant> {
-        if self.rst_due || self.ack_now || self.syn_due {
+        if self.state == State::Closed {
+            return None;
+        }
+        if self.rst_due || self.syn_due || (self.ack_now && self.state.is_synchronized()) {
             return Some(now);
         }
         [
