@@ -10,6 +10,9 @@ declare -A package_of=(
     [nc]=netcat-openbsd
     [tshark]=tshark
     [python3]=python3
+    [curl]=curl
+    [ss]=iproute2
+    [sha256sum]=coreutils
 )
 
 missing=()

@@ -51,8 +51,8 @@ pub fn run(args: DemoArgs) -> Result<()> {
         None => Box::new(port_a),
     };
     let mut pair = SimPair::new(new_host(a_config, device_a), new_host(b_config, port_b));
-    pair.b.enable_udp_echo(ECHO_PORT).map_err(anyhow::Error::msg)?;
-    pair.a.enable_udp_echo(ECHO_PORT).map_err(anyhow::Error::msg)?;
+    pair.b.enable_udp_echo().map_err(anyhow::Error::msg)?;
+    pair.a.enable_udp_echo().map_err(anyhow::Error::msg)?;
 
     println!("nagare demo: host A 10.0.0.1/24 and host B 10.0.0.2/24 on a simulated link");
     println!("             (50 us latency, 10 Gbit/s, MTU 1500, virtual time)\n");

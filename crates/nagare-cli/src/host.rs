@@ -2,10 +2,10 @@
 //! step that moves frames between them.
 
 use nagare_core::buf::PacketBuf;
-use nagare_core::{Instant, Interface, UdpHandle};
+use crate::services::Services;
+use nagare_core::{Instant, Interface};
 use nagare_dev::Device;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddrV4};
 
 /// Frames taken from the device per step: enough to amortize the system
 /// call, few enough to keep latency low while transmitting.
@@ -28,9 +28,7 @@ pub struct Host<D: Device> {
     pub iface: Interface,
     pub device: D,
     rx: Vec<PacketBuf>,
-    udp_echo: Option<UdpHandle>,
-    pub udp_echoed: u64,
-    pub udp_echo_failed: u64,
+    pub services: Services,
     pub device_errors: u64,
 }
 
@@ -40,17 +38,14 @@ impl<D: Device> Host<D> {
             iface,
             device,
             rx: Vec::with_capacity(RX_BATCH),
-            udp_echo: None,
-            udp_echoed: 0,
-            udp_echo_failed: 0,
+            services: Services::default(),
             device_errors: 0,
         }
     }
 
-    /// Serves UDP echo (RFC 862) on `port`.
-    pub fn enable_udp_echo(&mut self, port: u16) -> Result<(), nagare_core::iface::Error> {
-        self.udp_echo = Some(self.iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port))?);
-        Ok(())
+    /// Serves UDP echo (RFC 862) on port 7.
+    pub fn enable_udp_echo(&mut self) -> Result<(), nagare_core::iface::Error> {
+        self.services.enable_udp_echo(&mut self.iface)
     }
 
     /// Receives what the device has, runs the engine and the services, and
@@ -62,23 +57,12 @@ impl<D: Device> Host<D> {
             self.iface.receive(frame, now);
         }
         self.iface.poll(now);
-        self.serve(now);
+        let served = self.services.serve(&mut self.iface, now);
         let transmitted = self.device.transmit_batch(self.iface.tx_queue(), now)?;
-        Ok(StepReport { received, transmitted })
-    }
-
-    fn serve(&mut self, now: Instant) {
-        let Some(echo) = self.udp_echo else {
-            return;
-        };
-        // The echoed datagram is the received one: its buffers go back out
-        // with new headers written into the headroom the old ones left.
-        while let Ok(Some(datagram)) = self.iface.udp_recv(echo) {
-            match self.iface.udp_send_buf(echo, datagram.payload, datagram.source, now) {
-                Ok(()) => self.udp_echoed += 1,
-                Err(_) => self.udp_echo_failed += 1,
-            }
-        }
+        Ok(StepReport {
+            received,
+            transmitted: transmitted + usize::from(served),
+        })
     }
 
     /// When the host next needs a step without new input.

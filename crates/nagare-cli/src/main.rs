@@ -3,8 +3,10 @@
 mod bench;
 mod demo;
 mod host;
+mod http_server;
 mod ping;
 mod realtime;
+mod services;
 mod sim_pair;
 mod up;
 
@@ -37,13 +39,23 @@ enum Command {
         #[arg(long, default_value_t = 50_000)]
         stream: usize,
     },
-    /// Run a host on a TAP device: answers ping and serves UDP echo on port 7.
+    /// Run a host on a TAP device: answers ping and serves UDP echo on
+    /// port 7, and the services asked for.
     Up {
         #[command(flatten)]
         link: TapArgs,
         /// Save the traffic as a pcap file.
         #[arg(long)]
         pcap: Option<PathBuf>,
+        /// TCP and UDP echo on port 7.
+        #[arg(long)]
+        echo: bool,
+        /// TCP and UDP discard on port 9.
+        #[arg(long)]
+        discard: bool,
+        /// Serve the files under DIR over HTTP/1.1 on port 80.
+        #[arg(long, value_name = "DIR")]
+        http: Option<PathBuf>,
     },
     /// Ping from nagare: over a TAP device, or (without --tap) to a nagare
     /// peer on a simulated link in this process.
@@ -140,13 +152,22 @@ fn main() -> Result<()> {
             seed,
             stream_datagrams: stream,
         }),
-        Command::Up { link, pcap } => up::run(up::UpArgs {
+        Command::Up {
+            link,
+            pcap,
+            echo,
+            discard,
+            http,
+        } => up::run(up::UpArgs {
             tap: link.tap,
             addr: link.addr,
             gateway: link.gateway,
             mac: link.mac,
             impair: link.impair,
             pcap,
+            echo,
+            discard,
+            http,
         }),
         Command::Ping {
             link,

@@ -3,6 +3,7 @@
 
 use crate::host::Host;
 use crate::realtime;
+use crate::services::{DISCARD_PORT, ECHO_PORT, HTTP_PORT};
 use anyhow::{Context, Result};
 use nagare_core::buf::BufferPool;
 use nagare_core::{Interface, InterfaceConfig};
@@ -16,7 +17,6 @@ use std::path::{Path, PathBuf};
 /// Buffers for a real device: bursts of a few thousand frames in flight.
 const POOL_BUFFERS: usize = 16384;
 const BUFFER_SIZE: usize = 2048;
-const UDP_ECHO_PORT: u16 = 7;
 
 pub struct TapLink {
     pub tap: String,
@@ -33,6 +33,9 @@ pub struct UpArgs {
     pub mac: Option<EthernetAddress>,
     pub impair: Option<Impairment>,
     pub pcap: Option<PathBuf>,
+    pub echo: bool,
+    pub discard: bool,
+    pub http: Option<PathBuf>,
 }
 
 /// A locally administered unicast address made from the IP address, so
@@ -80,22 +83,38 @@ pub fn run(args: UpArgs) -> Result<()> {
         impair: args.impair,
     };
     let mut host = open_host(&link, args.pcap.as_deref(), &clock)?;
-    host.enable_udp_echo(UDP_ECHO_PORT).map_err(anyhow::Error::msg)?;
+    let mut offered = vec!["ping".to_string()];
+    if args.echo {
+        host.services.enable_echo(&mut host.iface).map_err(anyhow::Error::msg)?;
+        offered.push(format!("TCP+UDP echo on {ECHO_PORT}"));
+    } else {
+        host.enable_udp_echo().map_err(anyhow::Error::msg)?;
+        offered.push(format!("UDP echo on {ECHO_PORT}"));
+    }
+    if args.discard {
+        host.services.enable_discard(&mut host.iface).map_err(anyhow::Error::msg)?;
+        offered.push(format!("TCP+UDP discard on {DISCARD_PORT}"));
+    }
+    if let Some(root) = &args.http {
+        if !root.is_dir() {
+            anyhow::bail!("--http {}: not a directory", root.display());
+        }
+        host.services.enable_http(&mut host.iface, root.clone()).map_err(anyhow::Error::msg)?;
+        offered.push(format!("HTTP on {HTTP_PORT} from {}", root.display()));
+    }
     println!(
-        "nagare up: {} on {} (mac {}); answering ping, UDP echo on port {UDP_ECHO_PORT}; Ctrl-C stops",
+        "nagare up: {} on {} (mac {}); {}; Ctrl-C stops",
         link.addr,
         link.tap,
-        host.iface.config().mac
+        host.iface.config().mac,
+        offered.join(", ")
     );
     realtime::run(&mut host, &clock, &stop, |_, _| std::ops::ControlFlow::Continue(None))?;
     println!("nagare up: stopping");
     for (name, value) in host.iface.counters().iter().filter(|(_, v)| *v != 0) {
         println!("  {name:<28} {value}");
     }
-    println!("  udp_echoed                   {}", host.udp_echoed);
-    if host.udp_echo_failed > 0 {
-        println!("  udp_echo_failed              {}", host.udp_echo_failed);
-    }
+    println!("  {:?}", host.services.stats);
     if host.device_errors > 0 {
         println!("  device_errors                {}", host.device_errors);
     }

@@ -1,0 +1,315 @@
+//! A small static HTTP/1.1 file server for `nagare up --http DIR`: GET and
+//! HEAD, keep-alive, Content-Length, files streamed from disk straight into
+//! packet buffers (the read is the only copy).
+
+use nagare_core::buf::PacketBuf;
+use nagare_core::iface::{Error, TcpHandle};
+use nagare_core::{Instant, Interface};
+use std::fs::File;
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+
+/// Largest request head accepted (request line and headers).
+const MAX_HEAD: usize = 16 * 1024;
+
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub progress: bool,
+    pub requests: u64,
+    pub bytes_sent: u64,
+    /// Our side should close after what was sent.
+    pub close: bool,
+    /// The connection failed; drop it.
+    pub failed: bool,
+}
+
+struct Response {
+    head: Vec<u8>,
+    head_sent: usize,
+    body: Option<File>,
+    remaining: u64,
+    /// A chunk read from the file that the send queue had no room for.
+    pending: PacketBuf,
+}
+
+pub struct HttpConnection {
+    root: PathBuf,
+    head: Vec<u8>,
+    response: Option<Response>,
+    close_after: bool,
+    peer_done: bool,
+}
+
+impl HttpConnection {
+    pub fn new(root: PathBuf) -> Self {
+        HttpConnection {
+            root,
+            head: Vec::new(),
+            response: None,
+            close_after: false,
+            peer_done: false,
+        }
+    }
+
+    pub fn serve(&mut self, iface: &mut Interface, handle: TcpHandle, now: Instant) -> Outcome {
+        let mut out = Outcome::default();
+        // Bounded: a pipelining client is served a few requests per step.
+        for _ in 0..8 {
+            if self.response.is_some() {
+                match self.send_response(iface, handle, now, &mut out) {
+                    Ok(true) => {
+                        self.response = None;
+                        if self.close_after {
+                            out.close = true;
+                            return out;
+                        }
+                    }
+                    Ok(false) => return out,
+                    Err(()) => {
+                        out.failed = true;
+                        return out;
+                    }
+                }
+            }
+            if !self.read_request(iface, handle, now, &mut out) {
+                return out;
+            }
+        }
+        out
+    }
+
+    /// Reads until a whole request head is there and prepares its response;
+    /// returns whether a response is ready.
+    fn read_request(&mut self, iface: &mut Interface, handle: TcpHandle, now: Instant, out: &mut Outcome) -> bool {
+        loop {
+            if let Some(end) = find_head_end(&self.head) {
+                let head: Vec<u8> = self.head.drain(..end).collect();
+                out.requests += 1;
+                out.progress = true;
+                self.response = Some(self.respond(&head));
+                return true;
+            }
+            if self.head.len() >= MAX_HEAD {
+                self.close_after = true;
+                self.response = Some(simple(431, "Request Header Fields Too Large", true));
+                return true;
+            }
+            if self.peer_done {
+                out.close = true;
+                return false;
+            }
+            let mut buf = [0u8; 4096];
+            let room = (MAX_HEAD - self.head.len()).min(buf.len());
+            match iface.tcp_recv(handle, &mut buf[..room], now) {
+                Ok(0) => {
+                    self.peer_done = true;
+                    if self.head.is_empty() {
+                        out.close = true;
+                        return false;
+                    }
+                }
+                Ok(n) => {
+                    out.progress = true;
+                    self.head.extend_from_slice(&buf[..n]);
+                }
+                Err(Error::WouldBlock) => return false,
+                Err(_) => {
+                    out.failed = true;
+                    return false;
+                }
+            }
+        }
+    }
+
+    fn respond(&mut self, head: &[u8]) -> Response {
+        let text = String::from_utf8_lossy(head);
+        let mut lines = text.split("\r\n");
+        let request_line = lines.next().unwrap_or("");
+        let mut parts = request_line.split(' ');
+        let (method, target, version) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let mut keep_alive = version == "HTTP/1.1";
+        for line in lines {
+            if let Some((name, value)) = line.split_once(':') {
+                if name.trim().eq_ignore_ascii_case("connection") {
+                    let value = value.trim();
+                    if value.eq_ignore_ascii_case("close") {
+                        keep_alive = false;
+                    } else if value.eq_ignore_ascii_case("keep-alive") {
+                        keep_alive = true;
+                    }
+                }
+            }
+        }
+        self.close_after = !keep_alive;
+        if !version.starts_with("HTTP/1.") || target.is_empty() || parts.next().is_some() {
+            self.close_after = true;
+            return simple(400, "Bad Request", true);
+        }
+        let head_only = match method {
+            "GET" => false,
+            "HEAD" => true,
+            _ => return simple(405, "Method Not Allowed", self.close_after),
+        };
+        let Some(path) = resolve(&self.root, target) else {
+            return simple(404, "Not Found", self.close_after);
+        };
+        let path = if path.is_dir() { path.join("index.html") } else { path };
+        let (file, len) = match File::open(&path).and_then(|f| f.metadata().map(|m| (f, m))) {
+            Ok((f, m)) if m.is_file() => (f, m.len()),
+            _ => return simple(404, "Not Found", self.close_after),
+        };
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nServer: nagare\r\nContent-Type: {}\r\nContent-Length: {len}\r\n{}\r\n",
+            content_type(&path),
+            if self.close_after { "Connection: close\r\n" } else { "" }
+        );
+        Response {
+            head: head.into_bytes(),
+            head_sent: 0,
+            body: (!head_only).then_some(file),
+            remaining: if head_only { 0 } else { len },
+            pending: PacketBuf::new(),
+        }
+    }
+
+    /// Pushes the response into the send queue as far as it goes; returns
+    /// whether it is all queued.
+    fn send_response(&mut self, iface: &mut Interface, handle: TcpHandle, now: Instant, out: &mut Outcome) -> Result<bool, ()> {
+        let Some(response) = self.response.as_mut() else {
+            return Ok(true);
+        };
+        while response.head_sent < response.head.len() {
+            match iface.tcp_send(handle, &response.head[response.head_sent..], now) {
+                Ok(0) | Err(Error::WouldBlock) => return Ok(false),
+                Ok(n) => {
+                    response.head_sent += n;
+                    out.progress = true;
+                }
+                Err(_) => return Err(()),
+            }
+        }
+        loop {
+            if !response.pending.is_empty() {
+                let len = response.pending.len();
+                let rest = iface.tcp_send_buf(handle, std::mem::take(&mut response.pending), now).map_err(|_| ())?;
+                out.bytes_sent += (len - rest.len()) as u64;
+                out.progress |= rest.len() < len;
+                response.pending = rest;
+                if !response.pending.is_empty() {
+                    return Ok(false);
+                }
+            }
+            if response.remaining == 0 {
+                return Ok(true);
+            }
+            let Some(file) = response.body.as_mut() else {
+                return Ok(true);
+            };
+            // Read straight into a pool buffer: the send queue takes it
+            // without another copy.
+            let pool = iface.pool().clone();
+            let Ok(mut buffer) = pool.alloc() else {
+                return Ok(false);
+            };
+            let Some(bytes) = buffer.as_mut_slice() else {
+                return Err(());
+            };
+            let want = (bytes.len() as u64).min(response.remaining) as usize;
+            let n = match file.read(&mut bytes[..want]) {
+                Ok(0) | Err(_) => return Err(()),
+                Ok(n) => n,
+            };
+            response.remaining -= n as u64;
+            response.pending = PacketBuf::from_buffer(buffer, 0, n).ok_or(())?;
+        }
+    }
+}
+
+fn find_head_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4)
+}
+
+fn simple(code: u16, reason: &str, close: bool) -> Response {
+    let body = format!("{code} {reason}\n");
+    let head = format!(
+        "HTTP/1.1 {code} {reason}\r\nServer: nagare\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n{}\r\n{body}",
+        body.len(),
+        if close { "Connection: close\r\n" } else { "" }
+    );
+    Response {
+        head: head.into_bytes(),
+        head_sent: 0,
+        body: None,
+        remaining: 0,
+        pending: PacketBuf::new(),
+    }
+}
+
+/// Maps a request target to a file under `root`, refusing anything that
+/// would leave it.
+fn resolve(root: &Path, target: &str) -> Option<PathBuf> {
+    let path = target.split(['?', '#']).next()?;
+    let decoded = percent_decode(path)?;
+    let relative = Path::new(decoded.trim_start_matches('/'));
+    let mut out = root.to_path_buf();
+    for component in relative.components() {
+        match component {
+            Component::Normal(part) => out.push(part),
+            Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok().filter(|s| !s.contains('\0'))
+}
+
+fn content_type(path: &Path) -> &'static str {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("html" | "htm") => "text/html; charset=utf-8",
+        Some("txt" | "md") => "text/plain; charset=utf-8",
+        Some("css") => "text/css",
+        Some("js") => "text/javascript",
+        Some("json") => "application/json",
+        Some("png") => "image/png",
+        Some("jpg" | "jpeg") => "image/jpeg",
+        _ => "application/octet-stream",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_never_leave_the_root() {
+        let root = Path::new("/srv");
+        assert_eq!(resolve(root, "/a/b.txt?x=1"), Some(PathBuf::from("/srv/a/b.txt")));
+        assert_eq!(resolve(root, "/a%20b"), Some(PathBuf::from("/srv/a b")));
+        assert_eq!(resolve(root, "/../etc/passwd"), None);
+        assert_eq!(resolve(root, "/a/%2e%2e/%2e%2e/etc"), None);
+        assert_eq!(resolve(root, "/%zz"), None);
+        assert_eq!(resolve(root, "/a%00b"), None);
+    }
+
+    #[test]
+    fn head_end_is_found() {
+        assert_eq!(find_head_end(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nrest"), Some(27));
+        assert_eq!(find_head_end(b"GET / HTTP/1.1\r\n"), None);
+    }
+}

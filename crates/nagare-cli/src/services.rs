@@ -1,0 +1,241 @@
+//! The services `nagare up` runs: echo (RFC 862) and discard (RFC 863) on
+//! TCP and UDP, and a static HTTP/1.1 file server.
+
+use crate::http_server::HttpConnection;
+use nagare_core::buf::PacketBuf;
+use nagare_core::iface::{Error, TcpHandle, TcpListenerHandle};
+use nagare_core::{Instant, Interface, UdpHandle};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
+
+pub const ECHO_PORT: u16 = 7;
+pub const DISCARD_PORT: u16 = 9;
+pub const HTTP_PORT: u16 = 80;
+
+/// Connections a listener may have waiting for accept.
+const BACKLOG: usize = 128;
+/// Bytes taken from a connection per step, so one busy client cannot
+/// starve the others.
+const RECV_QUANTUM: usize = 256 * 1024;
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ServiceStats {
+    pub udp_echoed: u64,
+    pub udp_discarded: u64,
+    pub udp_failed: u64,
+    pub tcp_accepted: u64,
+    pub tcp_echoed_bytes: u64,
+    pub tcp_discarded_bytes: u64,
+    pub http_requests: u64,
+    pub http_bytes_sent: u64,
+}
+
+enum Kind {
+    Echo { pending: PacketBuf },
+    Discard,
+    Http(Box<HttpConnection>),
+}
+
+struct Served {
+    handle: TcpHandle,
+    kind: Kind,
+    /// Our side has sent its FIN.
+    shut: bool,
+}
+
+#[derive(Default)]
+pub struct Services {
+    udp_echo: Option<UdpHandle>,
+    udp_discard: Option<UdpHandle>,
+    tcp_echo: Option<TcpListenerHandle>,
+    tcp_discard: Option<TcpListenerHandle>,
+    http: Option<(TcpListenerHandle, PathBuf)>,
+    connections: Vec<Served>,
+    pub stats: ServiceStats,
+}
+
+fn any(port: u16) -> SocketAddrV4 {
+    SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)
+}
+
+impl Services {
+    /// Echo on TCP and UDP port 7.
+    pub fn enable_echo(&mut self, iface: &mut Interface) -> Result<(), Error> {
+        self.udp_echo = Some(iface.udp_bind(any(ECHO_PORT))?);
+        self.tcp_echo = Some(iface.tcp_listen(any(ECHO_PORT), BACKLOG)?);
+        Ok(())
+    }
+
+    /// UDP echo only (what `nagare up` always offers).
+    pub fn enable_udp_echo(&mut self, iface: &mut Interface) -> Result<(), Error> {
+        self.udp_echo = Some(iface.udp_bind(any(ECHO_PORT))?);
+        Ok(())
+    }
+
+    /// Discard on TCP and UDP port 9.
+    pub fn enable_discard(&mut self, iface: &mut Interface) -> Result<(), Error> {
+        self.udp_discard = Some(iface.udp_bind(any(DISCARD_PORT))?);
+        self.tcp_discard = Some(iface.tcp_listen(any(DISCARD_PORT), BACKLOG)?);
+        Ok(())
+    }
+
+    /// Static files from `root` over HTTP/1.1 on port 80.
+    pub fn enable_http(&mut self, iface: &mut Interface, root: PathBuf) -> Result<(), Error> {
+        self.http = Some((iface.tcp_listen(any(HTTP_PORT), BACKLOG)?, root));
+        Ok(())
+    }
+
+    /// Runs every service once; returns whether anything happened.
+    pub fn serve(&mut self, iface: &mut Interface, now: Instant) -> bool {
+        let mut busy = self.serve_udp(iface, now);
+        busy |= self.accept(iface);
+        let mut index = 0;
+        while index < self.connections.len() {
+            let (progress, done) = serve_connection(&mut self.connections[index], iface, &mut self.stats, now);
+            busy |= progress;
+            if done {
+                let served = self.connections.swap_remove(index);
+                let _ = iface.tcp_close(served.handle, now);
+            } else {
+                index += 1;
+            }
+        }
+        busy
+    }
+
+    fn serve_udp(&mut self, iface: &mut Interface, now: Instant) -> bool {
+        let mut busy = false;
+        if let Some(echo) = self.udp_echo {
+            // The echoed datagram is the received one: its buffers go back
+            // out with new headers written into the headroom the old ones left.
+            while let Ok(Some(datagram)) = iface.udp_recv(echo) {
+                busy = true;
+                match iface.udp_send_buf(echo, datagram.payload, datagram.source, now) {
+                    Ok(()) => self.stats.udp_echoed += 1,
+                    Err(_) => self.stats.udp_failed += 1,
+                }
+            }
+        }
+        if let Some(discard) = self.udp_discard {
+            while let Ok(Some(_)) = iface.udp_recv(discard) {
+                busy = true;
+                self.stats.udp_discarded += 1;
+            }
+        }
+        busy
+    }
+
+    fn accept(&mut self, iface: &mut Interface) -> bool {
+        let mut busy = false;
+        let listeners = [
+            self.tcp_echo.map(|l| (l, 0)),
+            self.tcp_discard.map(|l| (l, 1)),
+            self.http.as_ref().map(|(l, _)| (*l, 2)),
+        ];
+        for (listener, which) in listeners.into_iter().flatten() {
+            while let Ok(Some(handle)) = iface.tcp_accept(listener) {
+                busy = true;
+                self.stats.tcp_accepted += 1;
+                let kind = match which {
+                    0 => Kind::Echo { pending: PacketBuf::new() },
+                    1 => Kind::Discard,
+                    _ => match &self.http {
+                        Some((_, root)) => Kind::Http(Box::new(HttpConnection::new(root.clone()))),
+                        None => Kind::Discard,
+                    },
+                };
+                let _ = iface.tcp_set_nodelay(handle, true);
+                self.connections.push(Served { handle, kind, shut: false });
+            }
+        }
+        busy
+    }
+}
+
+/// Serves one connection; returns (did something, finished).
+fn serve_connection(served: &mut Served, iface: &mut Interface, stats: &mut ServiceStats, now: Instant) -> (bool, bool) {
+    let handle = served.handle;
+    let mut busy = false;
+    match &mut served.kind {
+        Kind::Echo { pending } => {
+            // Send back what is waiting before taking more: the receive
+            // window then throttles a client that will not read its echo.
+            if !pending.is_empty() {
+                match iface.tcp_send_buf(handle, std::mem::take(pending), now) {
+                    Ok(rest) => {
+                        busy |= rest.len() < pending.len() || rest.is_empty();
+                        *pending = rest;
+                    }
+                    Err(_) => return (true, true),
+                }
+            }
+            if pending.is_empty() {
+                match iface.tcp_recv_buf(handle, RECV_QUANTUM, now) {
+                    Ok(Some(data)) => {
+                        busy = true;
+                        stats.tcp_echoed_bytes += data.len() as u64;
+                        match iface.tcp_send_buf(handle, data, now) {
+                            Ok(rest) => *pending = rest,
+                            Err(_) => return (true, true),
+                        }
+                    }
+                    Ok(None) => {
+                        if !served.shut {
+                            served.shut = true;
+                            let _ = iface.tcp_shutdown(handle, now);
+                        }
+                        return (true, finished(iface, handle));
+                    }
+                    Err(Error::WouldBlock) => {}
+                    Err(_) => return (true, true),
+                }
+            }
+        }
+        Kind::Discard => loop {
+            match iface.tcp_recv_buf(handle, RECV_QUANTUM, now) {
+                Ok(Some(data)) => {
+                    busy = true;
+                    stats.tcp_discarded_bytes += data.len() as u64;
+                }
+                Ok(None) => {
+                    if !served.shut {
+                        served.shut = true;
+                        let _ = iface.tcp_shutdown(handle, now);
+                    }
+                    return (true, finished(iface, handle));
+                }
+                Err(Error::WouldBlock) => break,
+                Err(_) => return (true, true),
+            }
+        },
+        Kind::Http(http) => {
+            let outcome = http.serve(iface, handle, now);
+            stats.http_requests += outcome.requests;
+            stats.http_bytes_sent += outcome.bytes_sent;
+            busy |= outcome.progress;
+            if outcome.close && !served.shut {
+                served.shut = true;
+                let _ = iface.tcp_shutdown(handle, now);
+            }
+            if outcome.failed {
+                return (true, true);
+            }
+            if served.shut {
+                return (busy, finished(iface, handle));
+            }
+        }
+    }
+    (busy, false)
+}
+
+/// Whether a connection we have shut down is done with (the peer closed
+/// too, or it failed).
+fn finished(iface: &Interface, handle: TcpHandle) -> bool {
+    use nagare_core::tcp::connection::State;
+    match iface.tcp_state(handle) {
+        Ok(State::Closed | State::TimeWait | State::LastAck | State::Closing) => true,
+        Ok(State::FinWait2) => iface.tcp_connection(handle).is_some_and(|c| c.at_eof()),
+        Ok(_) => false,
+        Err(_) => true,
+    }
+}

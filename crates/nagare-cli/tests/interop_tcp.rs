@@ -1,0 +1,141 @@
+//! TCP between nagare and the Linux kernel over TAP, inside a network
+//! namespace each test makes and removes: curl downloads from
+//! `nagare up --http`, nc talks to its echo service, `ss` shows the
+//! negotiated options, and the same again under impairment.
+
+mod common;
+
+use common::*;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const KERNEL: &str = "10.80.0.1";
+const NAGARE: &str = "10.80.0.2";
+
+/// A directory with `big.bin` of `size` bytes of varied content.
+fn web_root(tag: &str, size: usize) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("nagare-www-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut file = std::io::BufWriter::new(std::fs::File::create(dir.join("big.bin")).unwrap());
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut block = vec![0u8; 1 << 16];
+    let mut left = size;
+    while left > 0 {
+        for chunk in block.chunks_mut(8) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
+        }
+        let n = left.min(block.len());
+        file.write_all(&block[..n]).unwrap();
+        left -= n;
+    }
+    file.flush().unwrap();
+    std::fs::write(dir.join("index.html"), "<h1>nagare</h1>\n").unwrap();
+    dir
+}
+
+fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap_or("").to_string()
+}
+
+fn start(ns: &Netns, root: &Path, impair: Option<&str>) -> Process {
+    ns.tap("tap0", &format!("{KERNEL}/24"));
+    let mut cmd = ns.command(nagare());
+    cmd.args(["up", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--echo", "--discard", "--http"])
+        .arg(root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(spec) = impair {
+        cmd.args(["--impair", spec]);
+    }
+    let process = Process::spawn(&mut cmd);
+    let ready = wait_until(Duration::from_secs(10), || {
+        ns.command("ping")
+            .args(["-c", "1", "-W", "1", NAGARE])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    assert!(ready, "nagare up never answered a ping");
+    process
+}
+
+fn curl_download(ns: &Netns, url: &str, out: &Path, limit_secs: u32) {
+    let status = ns
+        .command("curl")
+        .args(["-s", "-S", "--fail", "--max-time", &limit_secs.to_string(), "-o"])
+        .arg(out)
+        .arg(url)
+        .status()
+        .unwrap();
+    assert!(status.success(), "curl {url} failed: {status}");
+}
+
+#[test]
+fn curl_downloads_100_mb_and_nc_echoes() {
+    if let Some(reason) = interop_unavailable(&["curl", "nc", "ss", "sha256sum", "ping"]) {
+        return skip("curl_downloads_100_mb_and_nc_echoes", &reason);
+    }
+    let root = web_root("clean", 100 << 20);
+    let ns = Netns::new("tcp");
+    let mut up = start(&ns, &root, None);
+
+    // An echo connection held open while `ss` looks at it.
+    let mut nc = ns
+        .command("nc")
+        .args([NAGARE, "7"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut nc_in = nc.stdin.take().unwrap();
+    nc_in.write_all(b"hello over tcp\n").unwrap();
+    nc_in.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let ss = ns.command("ss").args(["-tie", "state", "established"]).output().unwrap();
+    let info = String::from_utf8_lossy(&ss.stdout);
+    assert!(info.contains("wscale:"), "window scaling not negotiated:\n{info}");
+    assert!(info.contains("sack"), "SACK not negotiated:\n{info}");
+    assert!(info.contains(" ts "), "timestamps not negotiated:\n{info}");
+    drop(nc_in);
+    let out = nc.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello over tcp\n");
+
+    let page = ns.command("curl").args(["-s", &format!("http://{NAGARE}/")]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&page.stdout), "<h1>nagare</h1>\n");
+    let missing = ns
+        .command("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", &format!("http://{NAGARE}/nothing-here")])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&missing.stdout), "404");
+
+    let download = root.join("download.bin");
+    curl_download(&ns, &format!("http://{NAGARE}/big.bin"), &download, 120);
+    assert_eq!(sha256(&download), sha256(&root.join("big.bin")), "100 MB download corrupted");
+
+    let output = up.terminate(Duration::from_secs(5)).expect("nagare up stops on SIGTERM");
+    assert!(output.status.success());
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn curl_downloads_under_impairment() {
+    if let Some(reason) = interop_unavailable(&["curl", "sha256sum", "ping"]) {
+        return skip("curl_downloads_under_impairment", &reason);
+    }
+    let root = web_root("impaired", 20 << 20);
+    let ns = Netns::new("tcpimp");
+    let mut up = start(&ns, &root, Some("loss=2%,delay=1ms,reorder=5%,dup=1%,corrupt=0.1%"));
+    let download = root.join("download.bin");
+    curl_download(&ns, &format!("http://{NAGARE}/big.bin"), &download, 240);
+    assert_eq!(sha256(&download), sha256(&root.join("big.bin")), "download under impairment corrupted");
+    let output = up.terminate(Duration::from_secs(5)).expect("nagare up stops on SIGTERM");
+    assert!(output.status.success());
+    let _ = std::fs::remove_dir_all(&root);
+}
