@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod fetch;
 mod host;
 mod http_server;
 mod ping;
@@ -56,6 +57,19 @@ enum Command {
         /// Serve the files under DIR over HTTP/1.1 on port 80.
         #[arg(long, value_name = "DIR")]
         http: Option<PathBuf>,
+    },
+    /// Download a URL over HTTP/1.1 through nagare on a TAP device.
+    Fetch {
+        #[command(flatten)]
+        link: TapArgs,
+        /// http://A.B.C.D[:PORT]/PATH
+        url: String,
+        /// Where to write the body.
+        #[arg(short = 'o', long = "output")]
+        output: PathBuf,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
     },
     /// Ping from nagare: over a TAP device, or (without --tap) to a nagare
     /// peer on a simulated link in this process.
@@ -169,6 +183,23 @@ fn main() -> Result<()> {
             discard,
             http,
         }),
+        Command::Fetch {
+            link,
+            url,
+            output,
+            timeout,
+        } => fetch::run(
+            up::TapLink {
+                tap: link.tap,
+                addr: link.addr,
+                gateway: link.gateway,
+                mac: link.mac,
+                impair: link.impair,
+            },
+            &url,
+            &output,
+            std::time::Duration::from_secs(timeout),
+        ),
         Command::Ping {
             link,
             destination,

@@ -139,3 +139,56 @@ fn curl_downloads_under_impairment() {
     assert!(output.status.success());
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// `python3 -m http.server` on the kernel side of a TAP in `ns`.
+fn kernel_http_server(ns: &Netns, root: &Path, addr: &str) -> Process {
+    let server = Process::spawn(
+        ns.command("python3")
+            .args(["-m", "http.server", "8000", "--bind", addr, "--directory"])
+            .arg(root)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    let url = format!("http://{addr}:8000/index.html");
+    let ready = wait_until(Duration::from_secs(10), || {
+        ns.command("curl").args(["-s", "-o", "/dev/null", &url]).status().is_ok_and(|s| s.success())
+    });
+    assert!(ready, "python3 -m http.server did not start");
+    server
+}
+
+fn nagare_fetch(ns: &Netns, url: &str, out: &Path, impair: Option<&str>) -> std::process::Output {
+    let mut cmd = ns.command(nagare());
+    cmd.args(["fetch", "--tap", "tap1", "--addr", "10.82.0.2/24", "--timeout", "240", url, "-o"]).arg(out);
+    if let Some(spec) = impair {
+        cmd.args(["--impair", spec]);
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn nagare_fetch_downloads_from_the_kernel() {
+    if let Some(reason) = interop_unavailable(&["curl", "python3", "sha256sum"]) {
+        return skip("nagare_fetch_downloads_from_the_kernel", &reason);
+    }
+    let root = web_root("fetch", 100 << 20);
+    let ns = Netns::new("fetch");
+    ns.tap("tap1", "10.82.0.1/24");
+    let _server = kernel_http_server(&ns, &root, "10.82.0.1");
+    let url = "http://10.82.0.1:8000/big.bin";
+
+    let out = root.join("fetched.bin");
+    let result = nagare_fetch(&ns, url, &out, None);
+    assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
+    assert!(String::from_utf8_lossy(&result.stdout).contains("HTTP 200, 104857600 bytes"));
+    assert_eq!(sha256(&out), sha256(&root.join("big.bin")), "100 MB fetch corrupted");
+
+    let impaired = root.join("fetched-impaired.bin");
+    let small = "http://10.82.0.1:8000/index.html";
+    let result = nagare_fetch(&ns, small, &impaired, Some("loss=3%,delay=1ms,reorder=10%,dup=1%,corrupt=0.1%"));
+    assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
+    let result = nagare_fetch(&ns, url, &impaired, Some("loss=2%,delay=1ms,reorder=5%,dup=1%,corrupt=0.1%"));
+    assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
+    assert_eq!(sha256(&impaired), sha256(&root.join("big.bin")), "fetch under impairment corrupted");
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -79,7 +79,7 @@ impl TcpSockets {
         let span = u64::from(EPHEMERAL.end() - EPHEMERAL.start()) + 1;
         TcpSockets {
             conns: SocketTable::default(),
-            by_tuple: HashMap::with_hasher(KeyedState(SipKey::from_seed(seed ^ 0x6465_6d75_78))),
+            by_tuple: HashMap::with_hasher(KeyedState(SipKey::from_seed(seed ^ 0x0064_656d_7578))),
             listeners: SocketTable::default(),
             by_port: HashMap::new(),
             timers: BinaryHeap::new(),
@@ -107,6 +107,19 @@ fn parse_error(e: TcpError) -> Error {
         TcpError::Reset => Error::ConnectionReset,
         TcpError::TimedOut => Error::TimedOut,
     }
+}
+
+/// The offset of a four-tuple's timestamp clock: a keyed hash without
+/// time in it, so every incarnation of the four-tuple shares one clock.
+fn timestamp_offset(key: SipKey, local: SocketAddrV4, remote: SocketAddrV4) -> u32 {
+    use core::hash::Hasher;
+    let mut h = crate::hash::SipHasher24::new(key);
+    h.write(&local.ip().octets());
+    h.write(&local.port().to_be_bytes());
+    h.write(&remote.ip().octets());
+    h.write(&remote.port().to_be_bytes());
+    h.write(b"tsoff");
+    (h.finish() >> 32) as u32
 }
 
 /// A RST answering `seg`, which reached no connection (RFC 9293 3.10.7.1).
@@ -295,6 +308,15 @@ impl Interface {
                 let iss = ack - 1;
                 let irs = repr.seq_number - 1;
                 if let Some(contents) = check_syn_cookie(self.tcp.key, local, remote, irs, iss, now) {
+                    if listener.accept_queue.len() >= listener.backlog {
+                        // No room to queue it: drop the ACK, as Linux does
+                        // on a listen overflow. The peer sends again (its
+                        // data or ACK), and the cookie is still good then.
+                        // Without this bound, completed cookie handshakes
+                        // would grow the accept queue without limit.
+                        self.counters.drop_tcp_backlog_full += 1;
+                        return;
+                    }
                     let config = listener.config.clone();
                     let mss = self.local_mss();
                     let conn = Connection::from_cookie(config, local, remote, mss, iss, irs, contents.mss, repr, now);
@@ -326,7 +348,8 @@ impl Interface {
         }
         let config = listener.config.clone();
         let iss = initial_sequence_number(self.tcp.key, local, remote, now);
-        let conn = Connection::accept_syn(config, local, remote, self.local_mss(), iss, repr, now);
+        let mut conn = Connection::accept_syn(config, local, remote, self.local_mss(), iss, repr, now);
+        conn.set_timestamp_offset(timestamp_offset(self.tcp.key, local, remote));
         if let Some(listener) = self.tcp.listeners.get_mut(l.0) {
             listener.half_open += 1;
         }
@@ -578,7 +601,8 @@ impl Interface {
         };
         let local = SocketAddrV4::new(src, port);
         let iss = initial_sequence_number(self.tcp.key, local, remote, now);
-        let conn = Connection::connect(self.tcp.defaults.clone(), local, remote, self.local_mss(), iss, now);
+        let mut conn = Connection::connect(self.tcp.defaults.clone(), local, remote, self.local_mss(), iss, now);
+        conn.set_timestamp_offset(timestamp_offset(self.tcp.key, local, remote));
         let handle = self.tcp_insert(conn, None);
         self.counters.tcp_connects += 1;
         self.tcp_run(handle, now);

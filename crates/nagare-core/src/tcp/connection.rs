@@ -172,6 +172,9 @@ pub struct Connection {
     fin_queued: bool,
     /// Sequence number of our FIN, once it has been sent.
     snd_fin: Option<TcpSeqNumber>,
+    /// End of the last segment of new data sent smaller than a full one
+    /// (Minshall's variant of Nagle's algorithm).
+    snd_sml: TcpSeqNumber,
 
     // Receive sequence space.
     irs: TcpSeqNumber,
@@ -204,6 +207,10 @@ pub struct Connection {
     retransmit_one: Option<TcpSeqNumber>,
     /// The persist timer fired on a small window: send what fits.
     sws_override: bool,
+    /// The retransmission timer fired: the segment at snd_una goes out even
+    /// if the peer's window is closed (as a probe), so a lost window update
+    /// cannot leave data in flight unanswered for good.
+    rto_probe: bool,
 
     retransmit_at: Option<Instant>,
     /// First transmission of the oldest unacknowledged data (user timeout).
@@ -211,7 +218,6 @@ pub struct Connection {
     persist_at: Option<Instant>,
     persist_backoff: u32,
     delayed_ack_at: Option<Instant>,
-    keepalive_at: Option<Instant>,
     keepalive_sent: u32,
     time_wait_until: Option<Instant>,
     last_send_at: Instant,
@@ -285,6 +291,7 @@ impl Connection {
             send_queue: SendQueue::new(config.send_buffer),
             fin_queued: false,
             snd_fin: None,
+            snd_sml: iss,
             irs: TcpSeqNumber(0),
             rcv_nxt: TcpSeqNumber(0),
             rcv_adv: TcpSeqNumber(0),
@@ -315,12 +322,12 @@ impl Connection {
             recovery: None,
             retransmit_one: None,
             sws_override: false,
+            rto_probe: false,
             retransmit_at: None,
             unacked_since: None,
             persist_at: None,
             persist_backoff: 0,
             delayed_ack_at: None,
-            keepalive_at: None,
             keepalive_sent: 0,
             time_wait_until: None,
             last_send_at: now,
@@ -406,7 +413,15 @@ impl Connection {
         c.snd_nxt = iss + 1;
         c.snd_max = iss + 1;
         c.state = State::Established;
-        c.update_send_window(ack);
+        // The ACK completing the handshake carries the first window (not a
+        // SYN, so scaled, but a cookie connection has no scaling). Taken
+        // directly: comparing its sequence number with an unset snd_wl1
+        // would depend on which half of the sequence space the peer's ISN
+        // fell in.
+        c.snd_wnd = usize::from(ack.window_len);
+        c.max_snd_wnd = c.snd_wnd;
+        c.snd_wl1 = ack.seq_number;
+        c.snd_wl2 = ack.ack_number.unwrap_or(c.snd_una);
         c
     }
 
@@ -440,6 +455,16 @@ impl Connection {
     /// The settings this connection runs with.
     pub fn config(&self) -> &TcpConfig {
         &self.config
+    }
+
+    /// Sets the offset of this connection's timestamp clock; call it before
+    /// the first segment goes out. The owner derives it from the
+    /// four-tuple with a keyed hash (as Linux does), so that successive
+    /// incarnations of one four-tuple send increasing timestamps, which
+    /// PAWS and TIME-WAIT reuse rely on (RFC 7323 5.8, RFC 6191), while
+    /// the clock still reveals nothing about the host (RFC 7323 7.1).
+    pub fn set_timestamp_offset(&mut self, offset: u32) {
+        self.ts_offset = offset;
     }
 
     /// Turns Nagle's algorithm on or off (TCP_NODELAY is off).
@@ -717,7 +742,9 @@ impl Connection {
             self.snd_una = ack;
             self.on_handshake_acked(now);
             self.state = State::Established;
-            self.update_send_window(seg);
+            // take_peer_syn took the SYN-ACK's window as it is: the window
+            // of a SYN is never scaled (RFC 7323 2.2).
+            self.snd_wl2 = ack;
             self.syn_due = false;
             self.retransmit_at = None;
             self.ack_now = true;
@@ -774,6 +801,33 @@ impl Connection {
             }
         }
 
+        // The peer's SYN again while we are in SYN-RECEIVED. Its sequence
+        // number is below rcv_nxt, so the test below would only answer it
+        // with an ACK, which SYN-RECEIVED does not send.
+        if self.state == State::SynReceived
+            && flags.contains(TcpFlags::SYN)
+            && !flags.contains(TcpFlags::RST)
+            && seg.seq_number == self.irs
+        {
+            match seg.ack_number {
+                // Our SYN-ACK was lost: send it again.
+                None => self.syn_due = true,
+                // Simultaneous open (RFC 9293 figure 8): the peer's SYN-ACK
+                // acknowledges our SYN; answer with an ACK (as Linux does).
+                Some(ack) if ack == self.iss + 1 => {
+                    self.establish_from_syn_received(seg, ack, now);
+                    // The window of a SYN is not scaled (RFC 7323 2.2).
+                    self.snd_wnd = usize::from(seg.window_len);
+                    self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
+                    self.ack_now = true;
+                    result.accepted = true;
+                    result.established = true;
+                }
+                Some(_) => {}
+            }
+            return result;
+        }
+
         // Sequence number check.
         if !self.acceptable(seg.seq_number, seg_len) {
             if !flags.contains(TcpFlags::RST) {
@@ -784,7 +838,12 @@ impl Connection {
                 // only now and then: two ends that each find the other's
                 // ACKs unacceptable must not feed each other forever (Linux
                 // rate-limits these the same way).
+                // A probe (zero-window or keepalive: one byte below
+                // rcv_nxt, no data) is always answered: it exists to get
+                // that answer, and its sender already spaces probes out.
+                let probe = seg_len == 0 && seg.seq_number + 1 == self.rcv_nxt;
                 let limited = seg_len == 0
+                    && !probe
                     && self
                         .last_oow_ack_at
                         .is_some_and(|at| now.saturating_since(at) < OUT_OF_WINDOW_ACK_INTERVAL);
@@ -841,12 +900,7 @@ impl Connection {
 
         if self.state == State::SynReceived {
             if seq_lt(self.snd_una, ack) && seq_le(ack, self.snd_max) {
-                self.state = State::Established;
-                self.syn_due = false;
-                self.snd_una = self.iss + 1;
-                self.on_handshake_acked(now);
-                self.snd_wl1 = seg.seq_number;
-                self.snd_wl2 = ack;
+                self.establish_from_syn_received(seg, ack, now);
                 self.snd_wnd = usize::from(seg.window_len) << self.options.snd_shift;
                 self.max_snd_wnd = self.max_snd_wnd.max(self.snd_wnd);
                 result.established = true;
@@ -900,7 +954,7 @@ impl Connection {
                         self.rst_due = true;
                         return result;
                     }
-                    result.readable = self.receive_data(seg.seq_number, &mut payload, flags.contains(TcpFlags::PSH));
+                    result.readable = self.receive_data(seg.seq_number, &mut payload);
                 }
                 _ => {}
             }
@@ -931,13 +985,25 @@ impl Connection {
         }
     }
 
+    /// SYN-RECEIVED to ESTABLISHED: our SYN is acknowledged by `seg`.
+    fn establish_from_syn_received(&mut self, seg: &TcpRepr, ack: TcpSeqNumber, now: Instant) {
+        self.state = State::Established;
+        self.syn_due = false;
+        self.snd_una = self.iss + 1;
+        self.on_handshake_acked(now);
+        self.snd_wl1 = seg.seq_number;
+        self.snd_wl2 = ack;
+    }
+
     fn on_handshake_acked(&mut self, now: Instant) {
         if let Some((seq, sent_at)) = self.rtt_probe.take() {
             if seq == self.iss && self.rtt.backoff_count() == 0 {
                 self.rtt.sample(now.saturating_since(sent_at), &self.config.rtt);
             }
         }
-        self.rtt.reset_backoff();
+        // After a SYN timeout this also keeps the RTO at 3 s or more until
+        // the first sample (RFC 6298 5.7).
+        self.rtt.on_handshake_complete();
         self.retransmit_at = None;
         self.unacked_since = None;
         self.congestion = Congestion::new(self.config.congestion, self.effective_mss());
@@ -995,6 +1061,11 @@ impl Connection {
             let data_acked = acked_seq.min(self.send_queue.len());
             self.send_queue.consume(data_acked);
             self.snd_una = ack;
+            // Keep snd_sml within reach of snd_una, so that sequence
+            // comparisons with it never wrap.
+            if seq_lt(self.snd_sml, ack) {
+                self.snd_sml = ack;
+            }
             if seq_lt(self.snd_nxt, ack) {
                 self.snd_nxt = ack;
             }
@@ -1055,7 +1126,15 @@ impl Connection {
         // A duplicate ACK (RFC 5681 2): nothing new acked, no data, same
         // window, data outstanding.
         let outstanding = self.snd_una != self.snd_max;
-        if ack == self.snd_una && payload_len == 0 && !window_changed && outstanding && !seg.flags.contains(TcpFlags::FIN) {
+        // Not while the window is shut: then the ACKs answer probes (as
+        // in Linux, which does not count them either).
+        if ack == self.snd_una
+            && payload_len == 0
+            && !window_changed
+            && outstanding
+            && self.snd_wnd > 0
+            && !seg.flags.contains(TcpFlags::FIN)
+        {
             self.dupacks += 1;
             let mss = self.effective_mss();
             let lost = if self.options.sack {
@@ -1089,7 +1168,7 @@ impl Connection {
         0
     }
 
-    fn receive_data(&mut self, seq: TcpSeqNumber, payload: &mut PacketBuf, push: bool) -> usize {
+    fn receive_data(&mut self, seq: TcpSeqNumber, payload: &mut PacketBuf) -> usize {
         let window_end = self.rcv_nxt + self.receive_window().max(seq_dist(self.rcv_nxt, self.rcv_adv));
         // Trim what we already have.
         if seq_lt(seq, self.rcv_nxt) {
@@ -1134,7 +1213,9 @@ impl Connection {
         if full {
             self.segments_unacked += 1;
         }
-        if had_holes || self.segments_unacked >= 2 || self.config.delayed_ack.is_none() || push && !full {
+        // PSH does not hurry the ACK (as in Linux): a lone small segment
+        // is acknowledged after the delay, or with the reply to it.
+        if had_holes || self.segments_unacked >= 2 || self.config.delayed_ack.is_none() {
             self.ack_now = true;
         } else if self.delayed_ack_at.is_none() {
             if let Some(delay) = self.config.delayed_ack {
@@ -1169,7 +1250,6 @@ impl Connection {
         self.state = State::TimeWait;
         self.retransmit_at = None;
         self.persist_at = None;
-        self.keepalive_at = None;
         self.delayed_ack_at = None;
         self.restart_time_wait(now);
     }
@@ -1183,7 +1263,6 @@ impl Connection {
         self.retransmit_at = None;
         self.persist_at = None;
         self.delayed_ack_at = None;
-        self.keepalive_at = None;
         self.time_wait_until = None;
         self.send_queue.consume(usize::MAX);
         self.assembler.clear();
@@ -1317,8 +1396,12 @@ impl Connection {
         if len >= mss || self.sws_override {
             return true;
         }
-        let idle = self.snd_nxt == self.snd_una;
-        if len == unsent && (idle || !self.config.nagle) {
+        // Nagle as Minshall refined it (and Linux does): a small segment
+        // waits only while an earlier small segment is unacknowledged, so
+        // the tail of a write after full segments is not held back for an
+        // ACK the peer may be delaying.
+        let small_in_flight = seq_lt(self.snd_una, self.snd_sml);
+        if len == unsent && (!small_in_flight || !self.config.nagle) {
             return true;
         }
         self.max_snd_wnd > 0 && len >= self.max_snd_wnd / 2
@@ -1331,7 +1414,10 @@ impl Connection {
             let repr = TcpRepr {
                 src_port: self.local.port(),
                 dst_port: self.remote.port(),
-                seq_number: self.snd_nxt,
+                // The highest sequence sent: after an RTO snd_nxt steps
+                // back, and a RST from there may fall below the peer's
+                // rcv_nxt, out of its window.
+                seq_number: self.snd_max,
                 ack_number: Some(self.rcv_nxt),
                 flags: TcpFlags::RST | TcpFlags::ACK,
                 window_len: 0,
@@ -1457,8 +1543,13 @@ impl Connection {
                     self.rtt_probe = None;
                 }
             }
-        } else if self.rtt_probe.is_none() {
-            self.rtt_probe = Some((seq, now));
+        } else {
+            if self.rtt_probe.is_none() {
+                self.rtt_probe = Some((seq, now));
+            }
+            if len < self.payload_limit() {
+                self.snd_sml = seq + len;
+            }
         }
         if seq_lt(self.snd_max, end) {
             self.snd_max = end;
@@ -1511,7 +1602,16 @@ impl Connection {
                     Some(NextSeg::Retransmit { seq, len }) => (seq, len.min(limit), true),
                     Some(NextSeg::Rescue { seq, len }) => {
                         // Once per recovery (RFC 6675 rule 4), and it does
-                        // not move HighRxt.
+                        // not move HighRxt. A rescue is for a tail that was
+                        // never retransmitted: when the whole of it already
+                        // was (by rule 1), sending it again would only be a
+                        // spurious retransmission; the RTO covers its loss.
+                        if let Some(rec) = self.recovery {
+                            if seq_le(seq + len, rec.high_rxt) {
+                                self.scoreboard.set_rescue_rxt(Some(rec.recover));
+                                break;
+                            }
+                        }
                         let avail = seq_dist(seq, queue_end);
                         let len = len.min(limit).min(avail);
                         let fin = self.fin_queued && !self.fin_acked() && len == avail;
@@ -1537,7 +1637,14 @@ impl Connection {
                 (self.snd_nxt, limit.min(room), seq_lt(self.snd_nxt, self.snd_max))
             };
             // The receive window counts from snd_una (RFC 9293 3.8.6.2.1).
-            let wnd_room = seq_dist(seq, self.snd_una + self.snd_wnd);
+            let mut wnd_room = seq_dist(seq, self.snd_una + self.snd_wnd);
+            if self.rto_probe && seq == self.snd_una {
+                // A window that closed with data in flight (shrunk, or an
+                // update reordered behind an older ACK, or lost): the
+                // retransmission probes it with one byte (RFC 9293
+                // 3.8.6.1: keep retransmitting into a zero window).
+                wnd_room = wnd_room.max(1);
+            }
             let avail = seq_dist(seq, queue_end);
             let len = avail.min(max_len).min(wnd_room);
             // The FIN rides on the segment that ends the data, or goes alone
@@ -1554,16 +1661,15 @@ impl Connection {
             }
             sent += 1;
             let end = seq + (len + usize::from(fin));
-            if !sack_recovery || !retransmit {
-                if seq_lt(self.snd_nxt, end) {
-                    self.snd_nxt = end;
-                }
+            if (!sack_recovery || !retransmit) && seq_lt(self.snd_nxt, end) {
+                self.snd_nxt = end;
             }
             if fin {
                 break;
             }
         }
         self.sws_override = false;
+        self.rto_probe = false;
         // Data waiting and nothing in flight: only a window update can get
         // it moving, and that may be lost. The persist timer makes sure.
         let queue_end = self.data_end();
@@ -1587,7 +1693,7 @@ impl Connection {
             self.retransmit_at,
             self.persist_at,
             self.delayed_ack_at,
-            self.keepalive_at,
+            self.keepalive_deadline(),
             self.time_wait_until,
         ]
         .into_iter()
@@ -1642,7 +1748,15 @@ impl Connection {
             .user_timeout
             .zip(self.unacked_since)
             .is_some_and(|(limit, since)| now.saturating_since(since) >= limit);
-        if self.rtt.backoff_count() >= limit || user_timeout {
+        // Into a zero window the retransmissions are probes; a peer that
+        // answers them is alive however long it keeps the window shut (RFC
+        // 9293 3.8.6.1). As Linux does, give up only on a peer silent for
+        // longer than that; here two max_rto, so one lost answer to a
+        // probe at the capped interval is not yet taken for death.
+        let probing_live_peer = self.state.is_synchronized()
+            && self.snd_wnd == 0
+            && now.saturating_since(self.last_recv_at) < self.config.rtt.max_rto * 2;
+        if (self.rtt.backoff_count() >= limit && !probing_live_peer) || user_timeout {
             self.error = Some(TcpError::TimedOut);
             self.enter_closed();
             return;
@@ -1663,34 +1777,36 @@ impl Connection {
                 self.scoreboard.clear();
                 // Go back to the first unacknowledged byte.
                 self.snd_nxt = self.snd_una;
+                self.rto_probe = true;
             }
         }
         self.retransmit_at = Some(now + self.rto());
     }
 
-    fn run_keepalive(&mut self, now: Instant) {
-        let Some(idle) = self.config.keepalive else {
-            self.keepalive_at = None;
-            return;
-        };
+    /// When the next keepalive probe is due (or, after the last one, when
+    /// the peer is given up): `keepalive` after the last segment received,
+    /// then every `keepalive_interval`. Derived from the state, so an idle
+    /// connection always has it armed, whatever other timers it had.
+    fn keepalive_deadline(&self) -> Option<Instant> {
+        let idle = self.config.keepalive?;
+        // With data outstanding the retransmission timer watches the peer.
         if !matches!(self.state, State::Established | State::CloseWait) || self.snd_una != self.snd_max {
-            self.keepalive_at = None;
+            return None;
+        }
+        Some(self.last_recv_at + idle + self.config.keepalive_interval * self.keepalive_sent)
+    }
+
+    fn run_keepalive(&mut self, now: Instant) {
+        if self.keepalive_deadline().is_none_or(|due| now < due) {
             return;
         }
-        let since = now.saturating_since(self.last_recv_at);
-        if self.keepalive_sent >= self.config.keepalive_probes && since >= idle {
+        if self.keepalive_sent >= self.config.keepalive_probes {
             self.error = Some(TcpError::TimedOut);
             self.enter_closed();
             return;
         }
-        let due = self.last_recv_at + idle + self.config.keepalive_interval * self.keepalive_sent;
-        if now >= due {
-            self.keepalive_sent += 1;
-            self.ack_now = true;
-            self.probe_below_una = true;
-            self.keepalive_at = Some(now + self.config.keepalive_interval);
-        } else {
-            self.keepalive_at = Some(due);
-        }
+        self.keepalive_sent += 1;
+        self.ack_now = true;
+        self.probe_below_una = true;
     }
 }
