@@ -88,7 +88,7 @@ fn curl_downloads_100_mb_and_nc_echoes() {
     // An echo connection held open while `ss` looks at it.
     let mut nc = ns
         .command("nc")
-        .args([NAGARE, "7"])
+        .args(["-N", NAGARE, "7"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
