@@ -13,6 +13,7 @@ declare -A package_of=(
     [curl]=curl
     [ss]=iproute2
     [sha256sum]=coreutils
+    [nft]=nftables
 )
 
 missing=()

@@ -192,3 +192,39 @@ fn nagare_fetch_downloads_from_the_kernel() {
     assert_eq!(sha256(&impaired), sha256(&root.join("big.bin")), "fetch under impairment corrupted");
     let _ = std::fs::remove_dir_all(&root);
 }
+
+#[test]
+fn curl_downloads_with_kernel_side_loss() {
+    if let Some(reason) = interop_unavailable(&["curl", "sha256sum", "ping", "nft"]) {
+        return skip("curl_downloads_with_kernel_side_loss", &reason);
+    }
+    let root = web_root("nftloss", 20 << 20);
+    let ns = Netns::new("nftloss");
+    let mut up = start(&ns, &root, None);
+    // The kernel drops 3 % of TCP both ways (this machine has no netem);
+    // the rules live and die with the namespace.
+    ns.command("nft").args(["add", "table", "inet", "impair"]).status().unwrap();
+    for (chain, hook) in [("in", "input"), ("out", "output")] {
+        let spec = format!("{{ type filter hook {hook} priority 0; }}");
+        run_ok(ns.command("nft").args(["add", "chain", "inet", "impair", chain, &spec]));
+        run_ok(ns.command("nft").args([
+            "add", "rule", "inet", "impair", chain, "meta", "l4proto", "tcp", "numgen", "random", "mod", "100", "<", "3", "counter", "drop",
+        ]));
+    }
+    let download = root.join("download.bin");
+    curl_download(&ns, &format!("http://{NAGARE}/big.bin"), &download, 240);
+    assert_eq!(sha256(&download), sha256(&root.join("big.bin")), "download with kernel-side loss corrupted");
+    let rules = ns.command("nft").args(["list", "table", "inet", "impair"]).output().unwrap();
+    let rules = String::from_utf8_lossy(&rules.stdout);
+    let dropped: u64 = rules
+        .split("counter packets ")
+        .skip(1)
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    assert!(dropped > 100, "the kernel dropped only {dropped} segments:\n{rules}");
+    let output = up.terminate(Duration::from_secs(5)).expect("nagare up stops on SIGTERM");
+    let summary = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success());
+    assert!(summary.contains("tcp_segments_sent"), "{summary}");
+    let _ = std::fs::remove_dir_all(&root);
+}
