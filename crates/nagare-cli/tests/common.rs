@@ -147,3 +147,14 @@ pub fn wait_until(limit: Duration, mut ready: impl FnMut() -> bool) -> bool {
 pub fn nagare() -> &'static str {
     env!("CARGO_BIN_EXE_nagare")
 }
+
+/// Waits until `addr` answers one ping from inside `ns`.
+pub fn answers_ping(ns: &Netns, addr: &str) -> bool {
+    wait_until(Duration::from_secs(10), || {
+        ns.command("ping")
+            .args(["-c", "1", "-W", "1", addr])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}

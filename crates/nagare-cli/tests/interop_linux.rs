@@ -20,14 +20,7 @@ fn start_up(ns: &Netns, pcap: &std::path::Path) -> Process {
             .stderr(Stdio::piped()),
     );
     // Ready once it answers ARP: a single ping gets through.
-    let ready = wait_until(Duration::from_secs(10), || {
-        ns.command("ping")
-            .args(["-c", "1", "-W", "1", NAGARE])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    });
-    assert!(ready, "nagare up never answered a ping");
+    assert!(answers_ping(ns, NAGARE), "nagare up never answered a ping");
     process
 }
 

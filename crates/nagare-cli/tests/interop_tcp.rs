@@ -54,14 +54,8 @@ fn start(ns: &Netns, root: &Path, impair: Option<&str>) -> Process {
         cmd.args(["--impair", spec]);
     }
     let process = Process::spawn(&mut cmd);
-    let ready = wait_until(Duration::from_secs(10), || {
-        ns.command("ping")
-            .args(["-c", "1", "-W", "1", NAGARE])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    });
-    assert!(ready, "nagare up never answered a ping");
+    // Ready once it answers ARP: a single ping gets through.
+    assert!(answers_ping(ns, NAGARE), "nagare up never answered a ping");
     process
 }
 

@@ -361,6 +361,23 @@ pub struct Ipv4Repr {
 }
 
 impl Ipv4Repr {
+    /// A whole (unfragmented) datagram's header: no DF, DSCP/ECN 0, ident 0
+    /// (the sender fills it in).
+    pub const fn new(src_addr: Ipv4Addr, dst_addr: Ipv4Addr, protocol: IpProtocol, payload_len: usize, ttl: u8) -> Self {
+        Ipv4Repr {
+            src_addr,
+            dst_addr,
+            protocol,
+            payload_len,
+            ttl,
+            ident: 0,
+            dont_frag: false,
+            more_frags: false,
+            frag_offset: 0,
+            dscp_ecn: 0,
+        }
+    }
+
     /// Parse a packet, validating it as [`Ipv4Packet::new_checked`] does;
     /// `Err(Checksum)` if `verify_checksum` and the header checksum is wrong.
     pub fn parse<T: AsRef<[u8]>>(packet: &Ipv4Packet<T>, verify_checksum: bool) -> Result<Self> {

@@ -474,6 +474,32 @@ struct OptionsLayout {
 }
 
 impl TcpRepr {
+    /// A segment with no options and no payload (an ACK, a RST, a FIN), a
+    /// zero window and no urgent data; callers set what differs.
+    pub const fn bare(
+        src_port: u16,
+        dst_port: u16,
+        seq_number: TcpSeqNumber,
+        ack_number: Option<TcpSeqNumber>,
+        flags: TcpFlags,
+    ) -> Self {
+        TcpRepr {
+            src_port,
+            dst_port,
+            seq_number,
+            ack_number,
+            flags,
+            window_len: 0,
+            urgent_pointer: 0,
+            max_seg_size: None,
+            window_scale: None,
+            sack_permitted: false,
+            sack_ranges: [None; 4],
+            timestamp: None,
+            payload_len: 0,
+        }
+    }
+
     /// Parse a segment, validating as [`TcpPacket::new_checked`] does;
     /// `Err(Checksum)` if `verify_checksum` and the checksum is wrong,
     /// `Err(Malformed)` if the option list is malformed. Unknown options are

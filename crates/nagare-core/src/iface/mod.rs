@@ -602,16 +602,8 @@ impl Interface {
             }
         }
         let reply_ip = Ipv4Repr {
-            src_addr: ip.dst_addr,
-            dst_addr: ip.src_addr,
-            protocol: IpProtocol::Icmp,
-            payload_len: payload.len(),
-            ttl: self.config.ttl,
-            ident: 0,
-            dont_frag: false,
-            more_frags: false,
-            frag_offset: 0,
             dscp_ecn: ip.dscp_ecn,
+            ..Ipv4Repr::new(ip.dst_addr, ip.src_addr, IpProtocol::Icmp, payload.len(), self.config.ttl)
         };
         if self.send_ip(reply_ip, core::mem::take(payload), now).is_ok() {
             self.counters.icmp_echo_replies_sent += 1;
@@ -705,18 +697,7 @@ impl Interface {
             self.counters.drop_no_buffer += 1;
             return;
         }
-        let reply = Ipv4Repr {
-            src_addr: ip.dst_addr,
-            dst_addr: src,
-            protocol: IpProtocol::Icmp,
-            payload_len: message.len(),
-            ttl: self.config.ttl,
-            ident: 0,
-            dont_frag: false,
-            more_frags: false,
-            frag_offset: 0,
-            dscp_ecn: 0,
-        };
+        let reply = Ipv4Repr::new(ip.dst_addr, src, IpProtocol::Icmp, message.len(), self.config.ttl);
         if self.send_ip(reply, message, now).is_ok() {
             self.counters.icmp_errors_sent += 1;
         }
@@ -936,18 +917,7 @@ impl Interface {
         };
         repr.emit_header(header, payload_len, src, *dst.ip(), payload_sum)
             .map_err(|_| Error::MessageTooLong)?;
-        let ip = Ipv4Repr {
-            src_addr: src,
-            dst_addr: *dst.ip(),
-            protocol: IpProtocol::Udp,
-            payload_len: payload.len(),
-            ttl: self.config.ttl,
-            ident: 0,
-            dont_frag: false,
-            more_frags: false,
-            frag_offset: 0,
-            dscp_ecn: 0,
-        };
+        let ip = Ipv4Repr::new(src, *dst.ip(), IpProtocol::Udp, payload.len(), self.config.ttl);
         self.send_ip(ip, payload, now)?;
         self.counters.udp_sent += 1;
         Ok(())
@@ -1009,18 +979,7 @@ impl Interface {
             seq_no,
         };
         echo.emit(header, data_sum).map_err(|_| Error::MessageTooLong)?;
-        let ip = Ipv4Repr {
-            src_addr: src,
-            dst_addr: dst,
-            protocol: IpProtocol::Icmp,
-            payload_len: payload.len(),
-            ttl: self.config.ttl,
-            ident: 0,
-            dont_frag: false,
-            more_frags: false,
-            frag_offset: 0,
-            dscp_ecn: 0,
-        };
+        let ip = Ipv4Repr::new(src, dst, IpProtocol::Icmp, payload.len(), self.config.ttl);
         self.send_ip(ip, payload, now)
     }
 

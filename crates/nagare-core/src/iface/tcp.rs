@@ -133,21 +133,7 @@ fn reset_for(seg: &TcpRepr, payload_len: usize) -> TcpRepr {
             (TcpSeqNumber(0), Some(seg.seq_number + len))
         }
     };
-    TcpRepr {
-        src_port: seg.dst_port,
-        dst_port: seg.src_port,
-        seq_number: seq,
-        ack_number: ack,
-        flags: TcpFlags::RST,
-        window_len: 0,
-        urgent_pointer: 0,
-        max_seg_size: None,
-        window_scale: None,
-        sack_permitted: false,
-        sack_ranges: [None; 4],
-        timestamp: None,
-        payload_len: 0,
-    }
+    TcpRepr::bare(seg.dst_port, seg.src_port, seq, ack, TcpFlags::RST)
 }
 
 impl Interface {
@@ -362,19 +348,9 @@ impl Interface {
         let cookie = make_syn_cookie(self.tcp.key, local, remote, syn.seq_number, peer_mss, now);
         let window = self.tcp.listeners.get(l.0).map_or(65535, |l| l.config.recv_buffer.min(65535));
         let synack = TcpRepr {
-            src_port: local.port(),
-            dst_port: remote.port(),
-            seq_number: cookie,
-            ack_number: Some(syn.seq_number + 1),
-            flags: TcpFlags::SYN | TcpFlags::ACK,
             window_len: window as u16,
-            urgent_pointer: 0,
             max_seg_size: Some(self.local_mss().min(65535) as u16),
-            window_scale: None,
-            sack_permitted: false,
-            sack_ranges: [None; 4],
-            timestamp: None,
-            payload_len: 0,
+            ..TcpRepr::bare(local.port(), remote.port(), cookie, Some(syn.seq_number + 1), TcpFlags::SYN | TcpFlags::ACK)
         };
         if let Some(listener) = self.tcp.listeners.get_mut(l.0) {
             // Cookies stay checkable for two cookie ticks.
@@ -508,17 +484,9 @@ impl Interface {
         repr.emit_header(header, *local.ip(), *remote.ip(), payload_sum)
             .map_err(|_| Error::MessageTooLong)?;
         let ip = Ipv4Repr {
-            src_addr: *local.ip(),
-            dst_addr: *remote.ip(),
-            protocol: IpProtocol::Tcp,
-            payload_len: payload.len(),
-            ttl: self.config.ttl,
-            ident: 0,
             // Path MTU discovery needs DF (RFC 1191); segments fit the MSS.
             dont_frag: true,
-            more_frags: false,
-            frag_offset: 0,
-            dscp_ecn: 0,
+            ..Ipv4Repr::new(*local.ip(), *remote.ip(), IpProtocol::Tcp, payload.len(), self.config.ttl)
         };
         self.send_ip(ip, payload, now)
     }

@@ -1316,19 +1316,8 @@ impl Connection {
     fn base_repr(&mut self, seq: TcpSeqNumber, flags: TcpFlags, now: Instant) -> TcpRepr {
         let window_len = self.advertise_window();
         let mut repr = TcpRepr {
-            src_port: self.local.port(),
-            dst_port: self.remote.port(),
-            seq_number: seq,
-            ack_number: Some(self.rcv_nxt),
-            flags: flags | TcpFlags::ACK,
             window_len,
-            urgent_pointer: 0,
-            max_seg_size: None,
-            window_scale: None,
-            sack_permitted: false,
-            sack_ranges: [None; 4],
-            timestamp: None,
-            payload_len: 0,
+            ..TcpRepr::bare(self.local.port(), self.remote.port(), seq, Some(self.rcv_nxt), flags | TcpFlags::ACK)
         };
         if self.options.timestamps {
             repr.timestamp = Some((self.ts_now(now), self.ts_recent));
@@ -1346,20 +1335,10 @@ impl Connection {
     fn syn_repr(&mut self, now: Instant) -> TcpRepr {
         let synack = self.state == State::SynReceived;
         let mut repr = TcpRepr {
-            src_port: self.local.port(),
-            dst_port: self.remote.port(),
-            seq_number: self.iss,
-            ack_number: synack.then_some(self.rcv_nxt),
-            flags: if synack { TcpFlags::SYN | TcpFlags::ACK } else { TcpFlags::SYN },
             // The window in a SYN is not scaled.
             window_len: self.config.recv_buffer.min(65535) as u16,
-            urgent_pointer: 0,
             max_seg_size: Some(self.local_mss.min(65535) as u16),
-            window_scale: None,
-            sack_permitted: false,
-            sack_ranges: [None; 4],
-            timestamp: None,
-            payload_len: 0,
+            ..TcpRepr::bare(self.local.port(), self.remote.port(), self.iss, synack.then_some(self.rcv_nxt), if synack { TcpFlags::SYN | TcpFlags::ACK } else { TcpFlags::SYN })
         };
         if synack {
             if self.options.snd_shift > 0 || self.options.rcv_shift > 0 || self.config.window_scaling && self.peer_offered_ws() {
@@ -1411,24 +1390,10 @@ impl Connection {
     pub fn dispatch(&mut self, now: Instant, emit: &mut dyn FnMut(TcpRepr, PacketBuf)) {
         if self.rst_due {
             self.rst_due = false;
-            let repr = TcpRepr {
-                src_port: self.local.port(),
-                dst_port: self.remote.port(),
-                // The highest sequence sent: after an RTO snd_nxt steps
-                // back, and a RST from there may fall below the peer's
-                // rcv_nxt, out of its window.
-                seq_number: self.snd_max,
-                ack_number: Some(self.rcv_nxt),
-                flags: TcpFlags::RST | TcpFlags::ACK,
-                window_len: 0,
-                urgent_pointer: 0,
-                max_seg_size: None,
-                window_scale: None,
-                sack_permitted: false,
-                sack_ranges: [None; 4],
-                timestamp: None,
-                payload_len: 0,
-            };
+            // From the highest sequence sent: after an RTO snd_nxt steps
+            // back, and a RST from there may fall below the peer's
+            // rcv_nxt, out of its window.
+            let repr = TcpRepr::bare(self.local.port(), self.remote.port(), self.snd_max, Some(self.rcv_nxt), TcpFlags::RST | TcpFlags::ACK);
             emit(repr, PacketBuf::new());
             self.stats.segments_sent += 1;
             self.enter_closed();
