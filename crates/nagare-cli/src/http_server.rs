@@ -11,6 +11,8 @@ use std::path::{Component, Path, PathBuf};
 
 /// Largest request head accepted (request line and headers).
 const MAX_HEAD: usize = 16 * 1024;
+/// Body bytes read from the file before one send call.
+const SEND_CHAIN_BYTES: usize = 64 * 1024;
 
 #[derive(Debug, Default)]
 pub struct Outcome {
@@ -205,22 +207,29 @@ impl HttpConnection {
             let Some(file) = response.body.as_mut() else {
                 return Ok(true);
             };
-            // Read straight into a pool buffer: the send queue takes it
-            // without another copy.
+            // Read straight into pool buffers: the send queue takes them
+            // without another copy. A chain of up to 64 KiB per send lets
+            // the engine build one super-segment from it where the device
+            // offloads segmentation, instead of one segment per buffer.
             let pool = iface.pool().clone();
-            let Ok(mut buffer) = pool.alloc() else {
+            while response.pending.len() < SEND_CHAIN_BYTES && response.remaining > 0 {
+                let Ok(mut buffer) = pool.alloc() else {
+                    break;
+                };
+                let Some(bytes) = buffer.as_mut_slice() else {
+                    return Err(());
+                };
+                let want = (bytes.len() as u64).min(response.remaining) as usize;
+                let n = match file.read(&mut bytes[..want]) {
+                    Ok(0) | Err(_) => return Err(()),
+                    Ok(n) => n,
+                };
+                response.remaining -= n as u64;
+                response.pending.append(PacketBuf::from_buffer(buffer, 0, n).ok_or(())?);
+            }
+            if response.pending.is_empty() {
                 return Ok(false);
-            };
-            let Some(bytes) = buffer.as_mut_slice() else {
-                return Err(());
-            };
-            let want = (bytes.len() as u64).min(response.remaining) as usize;
-            let n = match file.read(&mut bytes[..want]) {
-                Ok(0) | Err(_) => return Err(()),
-                Ok(n) => n,
-            };
-            response.remaining -= n as u64;
-            response.pending = PacketBuf::from_buffer(buffer, 0, n).ok_or(())?;
+            }
         }
     }
 }

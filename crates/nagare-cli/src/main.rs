@@ -137,6 +137,9 @@ struct TapArgs {
     /// Impair traffic both ways, e.g. loss=3%,delay=2ms,reorder=10%,dup=1%,corrupt=0.1%.
     #[arg(long)]
     impair: Option<Impairment>,
+    /// Plain frames: no checksum or TCP segmentation offload on the TAP.
+    #[arg(long)]
+    no_offload: bool,
 }
 
 #[derive(clap::Args, Clone)]
@@ -156,6 +159,9 @@ struct OptionalTapArgs {
     /// Impair traffic both ways.
     #[arg(long)]
     impair: Option<Impairment>,
+    /// Plain frames: no checksum or TCP segmentation offload on the TAP.
+    #[arg(long)]
+    no_offload: bool,
 }
 
 fn main() -> Result<()> {
@@ -178,6 +184,7 @@ fn main() -> Result<()> {
             gateway: link.gateway,
             mac: link.mac,
             impair: link.impair,
+            offload: !link.no_offload,
             pcap,
             echo,
             discard,
@@ -195,6 +202,7 @@ fn main() -> Result<()> {
                 gateway: link.gateway,
                 mac: link.mac,
                 impair: link.impair,
+                offload: !link.no_offload,
             },
             &url,
             &output,
@@ -232,6 +240,7 @@ fn main() -> Result<()> {
                         gateway: link.gateway,
                         mac: link.mac,
                         impair: link.impair,
+                        offload: !link.no_offload,
                     },
                     options,
                 )?,

@@ -31,7 +31,8 @@ pub fn sim_ports(link: LinkConfig, seed: u64) -> (SimPort, SimPort) {
     SimLink::new(link, seed)
 }
 
-pub fn new_host<D: Device>(config: InterfaceConfig, device: D) -> Host<D> {
+pub fn new_host<D: Device>(mut config: InterfaceConfig, device: D) -> Host<D> {
+    config.tx_offloads = device.tx_offloads();
     let pool = BufferPool::new(BUFFER_SIZE, POOL_BUFFERS);
     Host::new(Interface::new(config, pool), device)
 }

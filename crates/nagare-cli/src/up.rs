@@ -24,6 +24,9 @@ pub struct TapLink {
     pub gateway: Option<Ipv4Addr>,
     pub mac: Option<EthernetAddress>,
     pub impair: Option<Impairment>,
+    /// Checksum and TCP segmentation offload on the TAP, where the kernel
+    /// allows.
+    pub offload: bool,
 }
 
 pub struct UpArgs {
@@ -32,6 +35,7 @@ pub struct UpArgs {
     pub gateway: Option<Ipv4Addr>,
     pub mac: Option<EthernetAddress>,
     pub impair: Option<Impairment>,
+    pub offload: bool,
     pub pcap: Option<PathBuf>,
     pub echo: bool,
     pub discard: bool,
@@ -48,7 +52,7 @@ pub fn default_mac(ip: Ipv4Addr) -> EthernetAddress {
 /// Opens the TAP device and builds a host on it, with the optional
 /// impairment and capture layers around the device.
 pub fn open_host(link: &TapLink, pcap: Option<&Path>, clock: &MonotonicClock) -> Result<Host<Box<dyn Device>>> {
-    let tap = TapDevice::open(&link.tap).with_context(|| format!("opening TAP device {}", link.tap))?;
+    let tap = TapDevice::open_with(&link.tap, link.offload).with_context(|| format!("opening TAP device {}", link.tap))?;
     eprintln!(
         "nagare: {} TAP device {}",
         if tap.created() { "created" } else { "attached to" },
@@ -67,6 +71,7 @@ pub fn open_host(link: &TapLink, pcap: Option<&Path>, clock: &MonotonicClock) ->
     let mut config = InterfaceConfig::new(mac, link.addr);
     config.gateway = link.gateway;
     config.mtu = device.mtu();
+    config.tx_offloads = device.tx_offloads();
     config.seed = clock.unix_epoch_micros() ^ u64::from(std::process::id());
     let iface = Interface::new(config, BufferPool::new(BUFFER_SIZE, POOL_BUFFERS));
     Ok(Host::new(iface, device))
@@ -81,6 +86,7 @@ pub fn run(args: UpArgs) -> Result<()> {
         gateway: args.gateway,
         mac: args.mac,
         impair: args.impair,
+        offload: args.offload,
     };
     let mut host = open_host(&link, args.pcap.as_deref(), &clock)?;
     let mut offered = vec!["ping".to_string()];

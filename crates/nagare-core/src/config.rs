@@ -1,5 +1,6 @@
 //! Configuration of an interface and the limits that bound its memory.
 
+use crate::buf::TxOffloads;
 use alloc::vec::Vec;
 use core::net::Ipv4Addr;
 use core::time::Duration;
@@ -81,6 +82,9 @@ pub struct InterfaceConfig {
     pub routes: Vec<Route>,
     /// Largest IP packet the link carries.
     pub mtu: usize,
+    /// What the device completes on transmit (checksums, TCP
+    /// segmentation); take it from the device.
+    pub tx_offloads: TxOffloads,
     /// TTL of packets we originate.
     pub ttl: u8,
     /// ARP limits.
@@ -110,6 +114,7 @@ impl InterfaceConfig {
             gateway: None,
             routes: Vec::new(),
             mtu: 1500,
+            tx_offloads: TxOffloads::NONE,
             ttl: 64,
             arp: ArpConfig::default(),
             reassembly: ReassemblyConfig::default(),

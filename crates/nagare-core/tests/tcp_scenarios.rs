@@ -957,6 +957,26 @@ fn half_close_keeps_the_other_direction_open() {
 }
 
 #[test]
+fn shutdown_during_connect_sends_the_queued_data_then_fin() {
+    let mut net = Net::new();
+    let l = net.a.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 81), 4).unwrap();
+    let hb = net.b.tcp_connect(SocketAddrV4::new(A_IP, 81), 0, net.now).unwrap();
+    let data = pattern(3000, 9);
+    assert_eq!(net.b.tcp_send(hb, &data, net.now), Ok(3000));
+    net.b.tcp_shutdown(hb, net.now).unwrap();
+    assert_eq!(net.b.tcp_state(hb), Ok(State::SynSent), "the handshake goes on");
+    net.settle();
+    let ha = net.a.tcp_accept(l).unwrap().expect("the handshake completed");
+    let mut got = Vec::new();
+    assert!(net.read_all(Side::A, ha, &mut got), "end of stream after the data");
+    assert_eq!(got, data);
+    // Nothing queued: shutting down while connecting just gives up.
+    let hc = net.b.tcp_connect(SocketAddrV4::new(A_IP, 81), 0, net.now).unwrap();
+    net.b.tcp_shutdown(hc, net.now).unwrap();
+    assert_eq!(net.b.tcp_state(hc), Ok(State::Closed));
+}
+
+#[test]
 fn simultaneous_close_goes_through_closing() {
     let mut net = Net::new();
     let (ha, hb) = net.connect_pair(80);

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::os::fd::RawFd;
 
-use nagare_core::buf::{BufferPool, PacketBuf};
+use nagare_core::buf::{BufferPool, PacketBuf, TxOffloads};
 use nagare_core::Instant;
 
 /// Bytes left free in front of every frame a device reads from outside into
@@ -82,6 +82,13 @@ pub trait Device {
     /// Largest IP packet the link carries ([`DEFAULT_MTU`] by default).
     fn mtu(&self) -> usize;
 
+    /// What the device completes on transmit (checksums, TCP
+    /// segmentation), for the interface's configuration. Nothing unless a
+    /// device says otherwise.
+    fn tx_offloads(&self) -> TxOffloads {
+        TxOffloads::NONE
+    }
+
     /// A file descriptor that becomes readable when frames arrive, for
     /// poll/epoll (`None` for in-memory devices).
     fn raw_fd(&self) -> Option<RawFd> {
@@ -119,6 +126,9 @@ impl<D: Device + ?Sized> Device for Box<D> {
     fn mtu(&self) -> usize {
         (**self).mtu()
     }
+    fn tx_offloads(&self) -> TxOffloads {
+        (**self).tx_offloads()
+    }
     fn raw_fd(&self) -> Option<RawFd> {
         (**self).raw_fd()
     }
@@ -150,6 +160,9 @@ impl<D: Device + ?Sized> Device for &mut D {
     fn mtu(&self) -> usize {
         (**self).mtu()
     }
+    fn tx_offloads(&self) -> TxOffloads {
+        (**self).tx_offloads()
+    }
     fn raw_fd(&self) -> Option<RawFd> {
         (**self).raw_fd()
     }
@@ -159,6 +172,18 @@ impl<D: Device + ?Sized> Device for &mut D {
     fn stats(&self) -> DeviceStats {
         (**self).stats()
     }
+}
+
+/// Whether a link with `mtu` and `offloads` carries `frame`: an Ethernet
+/// header and at most an MTU of packet, or a TCP super-segment the device
+/// cuts up itself.
+pub fn frame_fits(frame: &PacketBuf, mtu: usize, offloads: TxOffloads) -> bool {
+    let len = frame.len();
+    if len < ETHERNET_HEADER_LEN {
+        return false;
+    }
+    len <= mtu + ETHERNET_HEADER_LEN
+        || (frame.offload().segment_size != 0 && len <= offloads.tcp_segmentation + ETHERNET_HEADER_LEN)
 }
 
 /// The earlier of two optional deadlines.

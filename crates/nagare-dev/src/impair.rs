@@ -652,6 +652,10 @@ impl<D: Device> Device for Impaired<D> {
         self.inner.mtu()
     }
 
+    fn tx_offloads(&self) -> nagare_core::buf::TxOffloads {
+        self.inner.tx_offloads()
+    }
+
     fn raw_fd(&self) -> Option<RawFd> {
         self.inner.raw_fd()
     }

@@ -21,9 +21,10 @@ pub mod pcap;
 pub mod rng;
 pub mod sim;
 pub mod tap;
+pub mod vnet;
 
 pub use clock::MonotonicClock;
-pub use device::{Device, DeviceStats, DEFAULT_MTU, ETHERNET_HEADER_LEN, RX_HEADROOM};
+pub use device::{frame_fits, Device, DeviceStats, DEFAULT_MTU, ETHERNET_HEADER_LEN, RX_HEADROOM};
 pub use impair::{ImpairStats, Impaired, ImpairedStats, Impairment, ParseImpairmentError};
 pub use loopback::Loopback;
 pub use pcap::{PcapDevice, PcapWriter, LINKTYPE_ETHERNET, PCAP_MAGIC, PCAP_SNAPLEN};

@@ -238,6 +238,10 @@ impl<D: Device, W: Write> Device for PcapDevice<D, W> {
         self.inner.mtu()
     }
 
+    fn tx_offloads(&self) -> nagare_core::buf::TxOffloads {
+        self.inner.tx_offloads()
+    }
+
     fn raw_fd(&self) -> Option<RawFd> {
         self.inner.raw_fd()
     }

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant as StdInstant};
 
-use nagare_core::buf::{BufferPool, PacketBuf};
+use nagare_core::buf::{BufferPool, PacketBuf, TxOffloads};
 use nagare_core::Instant;
 use nagare_dev::{Device, TapDevice, RX_HEADROOM};
 
@@ -190,19 +190,31 @@ fn kernel_answers_arp_through_a_created_tap() {
     assert!(stats.rx_frames >= 1 && stats.rx_bytes >= 42, "{stats:?}");
     assert_eq!(
         pool.in_use(),
-        0,
-        "every received buffer went back to the pool"
+        tap.spare_buffers(),
+        "every received buffer went back to the pool (but the TAP's spares)"
     );
+    assert!(tap.offloads().checksum && tap.offloads().tcp_segmentation == 65535, "offloads granted: {:?}", tap.offloads());
 
-    // 2. A reply that does not fit the pool's buffers is dropped and counted.
+    // 2. A reply longer than one of the pool's buffers arrives as a chain
+    // (the tail of a frame lands in spare buffers, as a super-segment's
+    // does), and those buffers return to the pool with it.
     let small = BufferPool::new(RX_HEADROOM + 30, 8);
     let mut q = VecDeque::from([arp_request(&pool, our_ip, kernel_ip)]);
     tap.transmit_batch(&mut q, Instant::ZERO).unwrap();
+    let mut chained = None;
     assert!(
-        receive_until(&mut tap, &small, |t, _| t.stats().rx_dropped_oversize >= 1),
-        "oversize frame not counted"
+        receive_until(&mut tap, &small, |_, frames| {
+            for f in frames {
+                if arp_reply_from(&f.to_vec(), kernel_ip).is_some() {
+                    chained = Some(f.slice_count());
+                }
+            }
+            chained.is_some()
+        }),
+        "no chained ARP reply"
     );
-    assert_eq!(small.in_use(), 0);
+    assert!(chained.is_some_and(|n| n > 1), "{chained:?} slices");
+    assert_eq!(small.in_use(), tap.spare_buffers());
 
     // 3. With no buffer at all, frames are taken off the queue and counted.
     let empty = BufferPool::new(2048, 0);
@@ -235,6 +247,29 @@ fn kernel_answers_arp_through_a_created_tap() {
         !Path::new(&format!("/sys/class/net/{name}")).exists(),
         "a TAP created by open disappears when the device is dropped"
     );
+}
+
+#[test]
+fn plain_frames_without_offload_and_oversize_ones_are_dropped() {
+    require_tap!();
+    let name = format!("ndtp{}", std::process::id());
+    let _guard = LinkGuard(name.clone());
+    let x = subnet_octet().wrapping_add(1);
+    let kernel_ip = [10, 214, x, 1];
+    let our_ip = [10, 214, x, 2];
+    let mut tap = TapDevice::open_with(&name, false).expect("open TAP");
+    assert_eq!(tap.offloads(), TxOffloads::NONE);
+    ip(&["addr", "add", &format!("10.214.{x}.1/30"), "dev", &name]);
+    let pool = BufferPool::new(2048, 64);
+    let small = BufferPool::new(RX_HEADROOM + 30, 8);
+    let mut q = VecDeque::from([arp_request(&pool, our_ip, kernel_ip)]);
+    tap.transmit_batch(&mut q, Instant::ZERO).unwrap();
+    assert!(
+        receive_until(&mut tap, &small, |t, _| t.stats().rx_dropped_oversize >= 1),
+        "oversize frame not counted"
+    );
+    assert_eq!(small.in_use(), 0);
+    assert_eq!(tap.spare_buffers(), 0);
 }
 
 #[test]

@@ -601,6 +601,27 @@ impl TcpRepr {
         dst: Ipv4Addr,
         payload_checksum: Checksum,
     ) -> Result<()> {
+        let (pseudo, h) = self.emit_header_fields(header, src, dst)?;
+        let mut c = pseudo;
+        c.add_bytes(h);
+        c.add_checksum(payload_checksum);
+        TcpPacket::new_unchecked(h).set_checksum(c.finish());
+        Ok(())
+    }
+
+    /// Like [`emit_header`](Self::emit_header), for checksum offload: the
+    /// checksum field gets only the pseudo-header sum, folded and not
+    /// complemented, which a device completes by summing from the TCP
+    /// header to the end of the segment (Linux's `CHECKSUM_PARTIAL`).
+    pub fn emit_header_partial(&self, header: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) -> Result<()> {
+        let (pseudo, h) = self.emit_header_fields(header, src, dst)?;
+        TcpPacket::new_unchecked(h).set_checksum(pseudo.folded());
+        Ok(())
+    }
+
+    /// Writes every header field but the checksum (left zero); returns the
+    /// pseudo-header sum and the header bytes written.
+    fn emit_header_fields<'h>(&self, header: &'h mut [u8], src: Ipv4Addr, dst: Ipv4Addr) -> Result<(Checksum, &'h mut [u8])> {
         let layout = self.options_layout();
         let hl = TCP_HEADER_LEN + layout.len;
         let seg_len = hl
@@ -622,12 +643,7 @@ impl TcpRepr {
         p.set_checksum(0);
         p.set_urgent_at(self.urgent_pointer);
         self.emit_options(opts, layout.sack_blocks)?;
-
-        let mut c = checksum::pseudo_header_v4(src, dst, PROTO_TCP, seg_len);
-        c.add_bytes(h);
-        c.add_checksum(payload_checksum);
-        TcpPacket::new_unchecked(h).set_checksum(c.finish());
-        Ok(())
+        Ok((checksum::pseudo_header_v4(src, dst, PROTO_TCP, seg_len), h))
     }
 
     fn emit_options(&self, mut buf: &mut [u8], sack_blocks: usize) -> Result<()> {

@@ -5,6 +5,7 @@
 //! into the headroom in front of the first slice when that buffer is not
 //! shared, and into a fresh buffer put in front of the chain otherwise.
 
+use super::offload::Offload;
 use super::pool::{Buffer, BufferPool, PoolExhausted};
 use core::fmt;
 use nagare_wire::Checksum;
@@ -40,6 +41,7 @@ const INLINE_SLICES: usize = 4;
 pub struct PacketBuf {
     slices: SmallVec<[Slice; INLINE_SLICES]>,
     len: usize,
+    offload: Offload,
 }
 
 impl PacketBuf {
@@ -100,6 +102,19 @@ impl PacketBuf {
         }
         self.len += slice.len();
         self.slices.push(slice);
+    }
+
+    /// Offload metadata: what a device did, or is asked to do, for this
+    /// frame's checksum and segmentation.
+    #[inline]
+    pub fn offload(&self) -> Offload {
+        self.offload
+    }
+
+    /// Sets the offload metadata.
+    #[inline]
+    pub fn set_offload(&mut self, offload: Offload) {
+        self.offload = offload;
     }
 
     /// Total length in bytes.

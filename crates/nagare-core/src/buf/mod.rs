@@ -2,7 +2,9 @@
 //! chains of slices over them.
 
 mod chain;
+mod offload;
 mod pool;
 
 pub use chain::PacketBuf;
+pub use offload::{ChecksumState, Offload, TxOffloads};
 pub use pool::{Buffer, BufferPool, PoolExhausted, PoolStats};

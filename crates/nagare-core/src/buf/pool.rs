@@ -162,6 +162,12 @@ impl Buffer {
     pub fn same_buffer(&self, other: &Buffer) -> bool {
         Rc::ptr_eq(&self.storage, &other.storage)
     }
+
+    /// Whether this buffer came from `pool` (and returns to it).
+    #[inline]
+    pub fn belongs_to(&self, pool: &BufferPool) -> bool {
+        core::ptr::eq(self.storage.pool.as_ptr(), Rc::as_ptr(&pool.shared))
+    }
 }
 
 impl Clone for Buffer {

@@ -624,7 +624,7 @@ impl Interface {
             return;
         }
         payload.truncate(length);
-        if checksum != 0 {
+        if checksum != 0 && !payload.offload().checksum.trusted() {
             let mut sum = nagare_wire::pseudo_header_v4(ip.src_addr, ip.dst_addr, IpProtocol::Udp.into(), length as u16);
             sum.add_checksum(payload.checksum());
             if sum.folded() != 0xffff {
@@ -736,6 +736,17 @@ impl Interface {
         repr.frag_offset = 0;
         let mtu = self.config.mtu;
         if payload.len() + IPV4_HEADER_LEN <= mtu {
+            let Ok(header) = payload.prepend(&self.pool, IPV4_HEADER_LEN) else {
+                self.counters.drop_no_buffer += 1;
+                return Err(Error::NoBuffer);
+            };
+            repr.emit(header).map_err(|_| Error::MessageTooLong)?;
+            self.send_to_link(payload, hop, now);
+            return Ok(());
+        }
+        let segment_size = payload.offload().segment_size;
+        if segment_size != 0 && payload.len() + IPV4_HEADER_LEN <= self.config.tx_offloads.tcp_segmentation {
+            // A TCP super-segment: the device cuts it into MTU-sized ones.
             let Ok(header) = payload.prepend(&self.pool, IPV4_HEADER_LEN) else {
                 self.counters.drop_no_buffer += 1;
                 return Err(Error::NoBuffer);

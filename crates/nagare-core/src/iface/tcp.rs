@@ -6,7 +6,7 @@
 //! `poll` follows the number of timers due, not the number of connections.
 
 use super::{linear_prefix, Error, Interface, HEADROOM};
-use crate::buf::PacketBuf;
+use crate::buf::{ChecksumState, Offload, PacketBuf};
 use crate::hash::{KeyedState, SipKey};
 use crate::socket::{SocketHandle, SocketTable};
 use crate::tcp::config::TcpConfig;
@@ -18,7 +18,7 @@ use alloc::vec::Vec;
 use core::cmp::Reverse;
 use core::net::{Ipv4Addr, SocketAddrV4};
 use hashbrown::HashMap;
-use nagare_wire::{IpProtocol, Ipv4Repr, TcpFlags, TcpPacket, TcpRepr, TcpSeqNumber, IPV4_HEADER_LEN};
+use nagare_wire::{Checksum, IpProtocol, Ipv4Repr, TcpFlags, TcpPacket, TcpRepr, TcpSeqNumber, IPV4_HEADER_LEN};
 
 /// Names a TCP connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -141,6 +141,20 @@ impl Interface {
         self.config.mtu.saturating_sub(IPV4_HEADER_LEN + 20).max(64)
     }
 
+    /// A new socket's settings: the defaults, and what the device
+    /// offloads.
+    fn tcp_socket_config(&self) -> TcpConfig {
+        let mut config = self.tcp.defaults.clone();
+        let offloads = self.config.tx_offloads;
+        config.segmentation_offload = if offloads.checksum && offloads.tcp_segmentation > self.config.mtu {
+            // Room for the largest IP and TCP headers.
+            offloads.tcp_segmentation.saturating_sub(IPV4_HEADER_LEN + 60)
+        } else {
+            0
+        };
+        config
+    }
+
     /// Settings new TCP sockets start with.
     pub fn tcp_defaults_mut(&mut self) -> &mut TcpConfig {
         &mut self.tcp.defaults
@@ -168,11 +182,13 @@ impl Interface {
             self.counters.drop_tcp_malformed += 1;
             return;
         };
-        let mut sum = nagare_wire::pseudo_header_v4(ip.src_addr, ip.dst_addr, IpProtocol::Tcp.into(), segment_len);
-        sum.add_checksum(payload.checksum());
-        if sum.folded() != 0xffff {
-            self.counters.drop_tcp_checksum += 1;
-            return;
+        if !payload.offload().checksum.trusted() {
+            let mut sum = nagare_wire::pseudo_header_v4(ip.src_addr, ip.dst_addr, IpProtocol::Tcp.into(), segment_len);
+            sum.add_checksum(payload.checksum());
+            if sum.folded() != 0xffff {
+                self.counters.drop_tcp_checksum += 1;
+                return;
+            }
         }
         let mut scratch = [0u8; 60];
         let Some(header) = linear_prefix(&payload, header_len, &mut scratch) else {
@@ -225,7 +241,7 @@ impl Interface {
 
     fn send_tcp_reset(&mut self, local: SocketAddrV4, remote: SocketAddrV4, seg: &TcpRepr, payload_len: usize, now: Instant) {
         let rst = reset_for(seg, payload_len);
-        if self.send_tcp_segment(local, remote, rst, PacketBuf::new(), now).is_ok() {
+        if self.send_tcp_control(local, remote, rst, now).is_ok() {
             self.counters.tcp_resets_sent += 1;
         }
     }
@@ -242,7 +258,7 @@ impl Interface {
             let mut rst = reset_for(repr, payload_len);
             rst.seq_number = seq;
             rst.ack_number = None;
-            if self.send_tcp_segment(local, remote, rst, PacketBuf::new(), now).is_ok() {
+            if self.send_tcp_control(local, remote, rst, now).is_ok() {
                 self.counters.tcp_resets_sent += 1;
             }
         }
@@ -356,7 +372,7 @@ impl Interface {
             // Cookies stay checkable for two cookie ticks.
             listener.cookies_until = Some(now + core::time::Duration::from_secs(128));
         }
-        if self.send_tcp_segment(local, remote, synack, PacketBuf::new(), now).is_ok() {
+        if self.send_tcp_control(local, remote, synack, now).is_ok() {
             self.counters.tcp_syn_cookies_sent += 1;
         }
     }
@@ -408,8 +424,9 @@ impl Interface {
         };
         entry.conn.dispatch(now, &mut |repr, payload| outbox.push((repr, payload)));
         let (local, remote) = (entry.conn.local(), entry.conn.remote());
+        let segment_size = entry.conn.segment_payload_limit();
         for (repr, payload) in outbox.drain(..) {
-            match self.send_tcp_segment(local, remote, repr, payload, now) {
+            match self.send_tcp_segment(local, remote, repr, payload, segment_size, now) {
                 Ok(()) => self.counters.tcp_segments_sent += 1,
                 Err(_) => self.counters.drop_tcp_send_failed += 1,
             }
@@ -473,16 +490,47 @@ impl Interface {
         self.tcp.due = due;
     }
 
-    /// Sends one segment of `local`'s connection to `remote`.
-    fn send_tcp_segment(&mut self, local: SocketAddrV4, remote: SocketAddrV4, repr: TcpRepr, mut payload: PacketBuf, now: Instant) -> Result<(), Error> {
-        let payload_sum = payload.checksum();
+    /// Sends a segment without payload (RST, SYN-ACK) for `local`.
+    fn send_tcp_control(&mut self, local: SocketAddrV4, remote: SocketAddrV4, repr: TcpRepr, now: Instant) -> Result<(), Error> {
+        self.send_tcp_segment(local, remote, repr, PacketBuf::new(), 0, now)
+    }
+
+    /// Sends one segment of `local`'s connection to `remote`; a payload
+    /// longer than `segment_size` goes as a super-segment the device cuts.
+    fn send_tcp_segment(
+        &mut self,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        repr: TcpRepr,
+        mut payload: PacketBuf,
+        segment_size: usize,
+        now: Instant,
+    ) -> Result<(), Error> {
+        let offload_checksum = self.config.tx_offloads.checksum;
+        let payload_sum = if offload_checksum { Checksum::default() } else { payload.checksum() };
         let header_len = repr.header_len();
+        let payload_len = payload.len();
         let Ok(header) = payload.prepend(&self.pool, header_len) else {
             self.counters.drop_no_buffer += 1;
             return Err(Error::NoBuffer);
         };
-        repr.emit_header(header, *local.ip(), *remote.ip(), payload_sum)
-            .map_err(|_| Error::MessageTooLong)?;
+        if offload_checksum {
+            repr.emit_header_partial(header, *local.ip(), *remote.ip())
+        } else {
+            repr.emit_header(header, *local.ip(), *remote.ip(), payload_sum)
+        }
+        .map_err(|_| Error::MessageTooLong)?;
+        if offload_checksum {
+            let segment_size = if payload_len > segment_size {
+                u16::try_from(segment_size).map_err(|_| Error::MessageTooLong)?
+            } else {
+                0
+            };
+            payload.set_offload(Offload {
+                checksum: ChecksumState::Partial,
+                segment_size,
+            });
+        }
         let ip = Ipv4Repr {
             // Path MTU discovery needs DF (RFC 1191); segments fit the MSS.
             dont_frag: true,
@@ -511,7 +559,7 @@ impl Interface {
             backlog: backlog.max(1),
             half_open: 0,
             accept_queue: VecDeque::new(),
-            config: self.tcp.defaults.clone(),
+            config: self.tcp_socket_config(),
             cookies_until: None,
         };
         let handle = TcpListenerHandle(self.tcp.listeners.insert(listener));
@@ -569,7 +617,7 @@ impl Interface {
         };
         let local = SocketAddrV4::new(src, port);
         let iss = initial_sequence_number(self.tcp.key, local, remote, now);
-        let mut conn = Connection::connect(self.tcp.defaults.clone(), local, remote, self.local_mss(), iss, now);
+        let mut conn = Connection::connect(self.tcp_socket_config(), local, remote, self.local_mss(), iss, now);
         conn.set_timestamp_offset(timestamp_offset(self.tcp.key, local, remote));
         let handle = self.tcp_insert(conn, None);
         self.counters.tcp_connects += 1;

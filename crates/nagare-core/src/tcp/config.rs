@@ -46,6 +46,10 @@ pub struct TcpConfig {
     pub max_ooo_segments: usize,
     /// Duplicate ACKs (or SACKed segments) that signal a loss.
     pub dup_thresh: usize,
+    /// Largest payload of one segment handed to a device that segments
+    /// TCP itself (TSO); 0 keeps every segment within the MSS. The
+    /// interface sets it from its device, so a socket inherits it.
+    pub segmentation_offload: usize,
 }
 
 impl Default for TcpConfig {
@@ -69,6 +73,7 @@ impl Default for TcpConfig {
             rtt: RttConfig::default(),
             max_ooo_segments: 64,
             dup_thresh: 3,
+            segmentation_offload: 0,
         }
     }
 }

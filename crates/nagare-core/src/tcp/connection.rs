@@ -615,6 +615,9 @@ impl Connection {
     /// Closes our sending side: a FIN follows the queued data.
     pub fn shutdown(&mut self) {
         match self.state {
+            // Data queued before the handshake is owed to the peer: the
+            // FIN follows it once the connection is established.
+            State::SynSent if !self.send_queue.is_empty() => self.fin_queued = true,
             State::SynSent => self.state = State::Closed,
             State::SynReceived | State::Established => {
                 self.fin_queued = true;
@@ -741,7 +744,7 @@ impl Connection {
         if let Some(ack) = seg.ack_number {
             self.snd_una = ack;
             self.on_handshake_acked(now);
-            self.state = State::Established;
+            self.state = self.established_state();
             // take_peer_syn took the SYN-ACK's window as it is: the window
             // of a SYN is never scaled (RFC 7323 2.2).
             self.snd_wl2 = ack;
@@ -763,7 +766,12 @@ impl Connection {
         let end = self.rcv_nxt + wnd;
         match (len, wnd) {
             (0, 0) => seq == self.rcv_nxt,
-            (0, _) => seq_le(self.rcv_nxt, seq) && seq_lt(seq, end),
+            // At the right edge too (as Linux's tcp_sequence): a sender
+            // that filled our window, and then lost part of it, sends its
+            // pure ACKs from there; refusing them loses their ACK and
+            // SACK information, and when both sides are in that spot,
+            // the connection.
+            (0, _) => seq_le(self.rcv_nxt, seq) && seq_le(seq, end),
             (_, 0) => false,
             (_, _) => {
                 let last = seq + (len - 1);
@@ -987,12 +995,22 @@ impl Connection {
 
     /// SYN-RECEIVED to ESTABLISHED: our SYN is acknowledged by `seg`.
     fn establish_from_syn_received(&mut self, seg: &TcpRepr, ack: TcpSeqNumber, now: Instant) {
-        self.state = State::Established;
+        self.state = self.established_state();
         self.syn_due = false;
         self.snd_una = self.iss + 1;
         self.on_handshake_acked(now);
         self.snd_wl1 = seg.seq_number;
         self.snd_wl2 = ack;
+    }
+
+    /// ESTABLISHED, or FIN-WAIT-1 when the application closed its side
+    /// during the handshake.
+    fn established_state(&self) -> State {
+        if self.fin_queued {
+            State::FinWait1
+        } else {
+            State::Established
+        }
     }
 
     fn on_handshake_acked(&mut self, now: Instant) {
@@ -1463,6 +1481,23 @@ impl Connection {
         self.options.send_mss.saturating_sub(options).max(1)
     }
 
+    /// Payload size of the segments a super-segment is cut into: the
+    /// device must cut at this size for every piece to fit the path.
+    pub fn segment_payload_limit(&self) -> usize {
+        self.payload_limit()
+    }
+
+    /// Largest payload of one segment handed to the device: a multiple of
+    /// `limit` when the device segments TCP itself, `limit` otherwise.
+    fn super_segment_limit(&self, limit: usize) -> usize {
+        let offload = self.config.segmentation_offload;
+        if offload > limit {
+            offload - offload % limit
+        } else {
+            limit
+        }
+    }
+
     /// Builds and hands out one segment of `len` bytes from `seq` (plus a
     /// FIN if `fin`), doing the bookkeeping every transmission needs.
     fn emit_segment(
@@ -1599,7 +1634,7 @@ impl Connection {
                 let flight = seq_dist(self.snd_una, self.snd_nxt);
                 let cwnd = self.congestion.cwnd() + self.recovery.map_or(0, |r| r.inflation);
                 let room = cwnd.saturating_sub(flight);
-                (self.snd_nxt, limit.min(room), seq_lt(self.snd_nxt, self.snd_max))
+                (self.snd_nxt, self.super_segment_limit(limit).min(room), seq_lt(self.snd_nxt, self.snd_max))
             };
             // The receive window counts from snd_una (RFC 9293 3.8.6.2.1).
             let mut wnd_room = seq_dist(seq, self.snd_una + self.snd_wnd);
@@ -1611,7 +1646,12 @@ impl Connection {
                 wnd_room = wnd_room.max(1);
             }
             let avail = seq_dist(seq, queue_end);
-            let len = avail.min(max_len).min(wnd_room);
+            let mut len = avail.min(max_len).min(wnd_room);
+            if len > limit && len < avail {
+                // A super-segment is cut into `limit`-sized pieces: keep
+                // them all full, as a run of ordinary segments would be.
+                len -= len % limit;
+            }
             // The FIN rides on the segment that ends the data, or goes alone
             // (it needs no window), the first time or as a retransmission.
             let fin = self.fin_queued && !self.fin_acked() && len == avail && seq + len == queue_end;
