@@ -12,6 +12,7 @@ declare -A package_of=(
     [python3]=python3
     [curl]=curl
     [ss]=iproute2
+    [tc]=iproute2
     [sha256sum]=coreutils
     [nft]=nftables
 )
