@@ -5,6 +5,7 @@ mod demo;
 mod fetch;
 mod host;
 mod http_server;
+mod perf;
 mod ping;
 mod realtime;
 mod services;
@@ -97,6 +98,10 @@ enum Command {
     /// Speed figures, each beside a Linux kernel peer measured in the same run.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// TCP/UDP throughput and TCP request/response latency between nagare
+    /// and another nagare or the kernel (iperf-like).
+    #[command(subcommand)]
+    Perf(perf::PerfCommand),
 }
 
 #[derive(Subcommand)]
@@ -248,6 +253,7 @@ fn main() -> Result<()> {
             };
             std::process::exit(code);
         }
+        Command::Perf(command) => perf::run(command),
         Command::Bench(BenchCommand::Udp {
             datagrams,
             sizes,

@@ -51,3 +51,150 @@ fn bad_arguments_get_clear_errors() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--impair"));
 }
+
+/// `nagare perf server` on the kernel's stack, ended by pid with SIGTERM.
+struct PerfServer {
+    child: Option<std::process::Child>,
+    lines: std::sync::mpsc::Receiver<String>,
+    port: u16,
+}
+
+impl PerfServer {
+    fn start() -> PerfServer {
+        use std::io::BufRead;
+        // A port free for TCP and UDP right now.
+        let port = loop {
+            let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = tcp.local_addr().unwrap().port();
+            if std::net::UdpSocket::bind(("0.0.0.0", port)).is_ok() {
+                break port;
+            }
+        };
+        let mut child = nagare()
+            .args(["perf", "server", "--port", &port.to_string()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let server = PerfServer { child: Some(child), lines, port };
+        let first = server.lines.recv_timeout(std::time::Duration::from_secs(10)).expect("perf server starts");
+        assert!(first.contains("listening on TCP and UDP port"), "{first}");
+        server
+    }
+
+    fn client(&self, args: &[&str]) -> String {
+        let port = self.port.to_string();
+        let out = nagare()
+            .args(["perf", "client", "127.0.0.1", "--port", &port, "--timeout", "60", "-q"])
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(out.status.success(), "perf client {args:?} failed:\n{text}\n{}", String::from_utf8_lossy(&out.stderr));
+        text
+    }
+
+    /// SIGTERM by pid; returns the server's log.
+    fn stop(mut self) -> Vec<String> {
+        let mut child = self.child.take().unwrap();
+        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+        let status = child.wait().unwrap();
+        assert!(status.success(), "perf server exit: {status}");
+        self.lines.try_iter().collect()
+    }
+}
+
+impl Drop for PerfServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The number before `suffix` on the line that starts (after spaces) with `label`.
+fn figure(text: &str, label: &str, suffix: &str) -> u64 {
+    let line = text.lines().find(|l| l.trim_start().starts_with(label)).unwrap_or_else(|| panic!("no {label} line:\n{text}"));
+    let before = &line[..line.find(suffix).unwrap_or_else(|| panic!("no {suffix:?} in {line:?}"))];
+    before.split_whitespace().last().unwrap().parse().unwrap()
+}
+
+#[test]
+fn perf_client_and_server_on_the_kernel() {
+    let server = PerfServer::start();
+
+    let text = server.client(&["--bytes", "20M"]);
+    assert!(text.contains("tcp stream"), "{text}");
+    assert_eq!(figure(&text, "sender", " bytes in"), 20 << 20, "{text}");
+    assert_eq!(figure(&text, "receiver", " bytes in"), 20 << 20, "{text}");
+    assert!(text.contains("Gbit/s"), "{text}");
+
+    let text = server.client(&["--mode", "reverse", "--bytes", "20M", "--len", "1000"]);
+    assert!(text.contains("tcp reverse"), "{text}");
+    assert_eq!(figure(&text, "receiver", " bytes in"), 20 << 20, "{text}");
+
+    let text = server.client(&["--mode", "rr", "--bytes", "1000", "--len", "100"]);
+    assert_eq!(figure(&text, "rr", " transactions in"), 10, "{text}");
+    assert!(text.contains("latency   count 10 mean"), "{text}");
+    assert!(text.contains("p99") && text.contains("transactions/s"), "{text}");
+
+    let text = server.client(&["--udp", "--bytes", "1M", "--len", "1000", "--udp-rate", "100"]);
+    assert_eq!(figure(&text, "sender", " datagrams"), 1049, "{text}");
+    let received = figure(&text, "receiver", " datagrams");
+    assert!(received > 0 && received <= 1049, "{text}");
+    assert_eq!(figure(&text, "lost", " of 1049"), 1049 - received, "{text}");
+
+    let json = server.client(&["--udp", "--mode", "reverse", "--bytes", "100K", "--udp-rate", "50", "--json"]);
+    let json = json.trim();
+    assert!(json.starts_with('{') && json.ends_with('}'), "{json}");
+    assert!(json.contains("\"protocol\":\"udp\",\"mode\":\"reverse\",\"len\":1472"), "{json}");
+    // 100 KiB in 1472-byte datagrams, rounded up.
+    assert!(json.contains("\"sender\":{\"bytes\":103040,\"packets\":70,"), "{json}");
+    assert!(json.contains("\"lost\":") && json.contains("\"out_of_order\":"), "{json}");
+
+    // A peer that is not a perf client gets an Error frame and the server
+    // carries on.
+    {
+        use std::io::{Read, Write};
+        let mut raw = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+        raw.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        raw.write_all(b"NP\x09\x01\x00\x00\x00\x20").unwrap();
+        let mut reply = Vec::new();
+        let _ = raw.read_to_end(&mut reply);
+        assert_eq!(&reply[..4], b"NP\x01\x03", "{reply:?}");
+        assert!(String::from_utf8_lossy(&reply).contains("version 9"), "{reply:?}");
+    }
+    let text = server.client(&["--bytes", "1M"]);
+    assert_eq!(figure(&text, "receiver", " bytes in"), 1 << 20, "{text}");
+
+    let log = server.stop().join("\n");
+    assert!(log.contains("test 1 from 127.0.0.1"), "{log}");
+    assert!(log.contains("test 6 from") && log.contains("failed: bad message from the peer"), "{log}");
+    assert!(log.contains("test 7 from"), "{log}");
+    assert!(log.contains("nagare perf server: stopping"), "{log}");
+}
+
+#[test]
+fn perf_client_rejects_bad_arguments() {
+    for (args, expect) in [
+        (&["--udp", "--mode", "rr"][..], "UDP request/response"),
+        (&["--len", "0"][..], "TCP length 0"),
+        (&["--udp", "--len", "8"][..], "UDP length 8"),
+        (&["--time", "0"][..], "--time"),
+        (&["--udp-rate", "10"][..], "--udp-rate is for --udp"),
+        (&["--addr", "10.0.0.2/24"][..], "need --tap"),
+    ] {
+        let out = nagare().args(["perf", "client", "127.0.0.1"]).args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expect), "{args:?}: {err}");
+    }
+}

@@ -1,0 +1,242 @@
+//! nagare on a TAP device as the stack under a perf test.
+
+use super::net::{Net, Recv};
+use crate::host::{earliest, Host};
+use crate::realtime::wait_for;
+use anyhow::{anyhow, bail, Result};
+use nagare_core::buf::PacketBuf;
+use nagare_core::iface::{Error, TcpHandle, TcpListenerHandle, HEADROOM};
+use nagare_core::tcp::connection::State;
+use nagare_core::{Instant, UdpHandle};
+use nagare_dev::Device;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::Duration;
+
+/// Longest sleep in one wait.
+const MAX_WAIT: Duration = Duration::from_millis(50);
+/// Filler queued per send call: the payload is one chain in packet buffers
+/// made once, and every send hands out references to it, never copies.
+const FILL_LEN: usize = 256 * 1024;
+/// Frames waiting for the device past which UDP sends report "no room"
+/// instead of queueing more (the pool must keep buffers for receiving).
+const MAX_TX_BACKLOG: usize = 1024;
+const LISTEN_BACKLOG: usize = 16;
+
+pub struct EngineNet {
+    pub host: Host<Box<dyn Device>>,
+    now: Instant,
+    filler: PacketBuf,
+    last_transmitted: usize,
+}
+
+fn any(port: u16) -> SocketAddrV4 {
+    SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)
+}
+
+fn engine(e: Error) -> anyhow::Error {
+    anyhow!("{e}")
+}
+
+impl EngineNet {
+    pub fn new(host: Host<Box<dyn Device>>) -> Result<EngineNet> {
+        let filler = PacketBuf::from_slice(host.iface.pool(), HEADROOM, &vec![0u8; FILL_LEN])
+            .map_err(|_| anyhow!("no packet buffers for the send filler"))?;
+        Ok(EngineNet { host, now: Instant::ZERO, filler, last_transmitted: 0 })
+    }
+}
+
+impl EngineNet {
+    /// Steps the host a little longer so the last segments (a FIN, an
+    /// acknowledgement, a retransmission) go out before the device closes.
+    pub fn linger(&mut self, clock: &nagare_dev::MonotonicClock, limit: Duration) {
+        let end = clock.now() + limit;
+        loop {
+            let now = clock.now();
+            if now >= end {
+                return;
+            }
+            let worked = self.step(now).unwrap_or(false);
+            if !worked && self.host.iface.tcp_connection_count() == 0 && !self.host.has_pending_tx() {
+                return;
+            }
+            if !worked {
+                let _ = self.wait(Some(now + Duration::from_millis(5)), now);
+            }
+        }
+    }
+}
+
+impl Net for EngineNet {
+    type Conn = TcpHandle;
+    type Listener = TcpListenerHandle;
+    type Udp = UdpHandle;
+
+    fn tcp_connect(&mut self, to: SocketAddrV4) -> Result<TcpHandle> {
+        let h = self.host.iface.tcp_connect(to, 0, self.now).map_err(engine)?;
+        self.host.iface.tcp_set_nodelay(h, true).map_err(engine)?;
+        Ok(h)
+    }
+
+    fn tcp_established(&mut self, c: TcpHandle) -> Result<bool> {
+        match self.host.iface.tcp_state(c).map_err(engine)? {
+            State::SynSent | State::SynReceived => Ok(false),
+            State::Closed => match self.host.iface.tcp_connection(c).and_then(|conn| conn.error()) {
+                Some(e) => bail!("connection failed: {e:?}"),
+                None => bail!("connection closed"),
+            },
+            _ => Ok(true),
+        }
+    }
+
+    fn tcp_listen(&mut self, port: u16) -> Result<TcpListenerHandle> {
+        self.host.iface.tcp_listen(any(port), LISTEN_BACKLOG).map_err(engine)
+    }
+
+    fn tcp_accept(&mut self, l: TcpListenerHandle) -> Result<Option<(TcpHandle, SocketAddrV4)>> {
+        let Some(h) = self.host.iface.tcp_accept(l).map_err(engine)? else {
+            return Ok(None);
+        };
+        let _ = self.host.iface.tcp_set_nodelay(h, true);
+        let peer = self.host.iface.tcp_connection(h).map_or(any(0), |c| c.remote());
+        Ok(Some((h, peer)))
+    }
+
+    fn tcp_send(&mut self, c: TcpHandle, data: &[u8]) -> Result<usize> {
+        match self.host.iface.tcp_send(c, data, self.now) {
+            Ok(n) => Ok(n),
+            Err(Error::WouldBlock) => Ok(0),
+            Err(e) => Err(engine(e)),
+        }
+    }
+
+    fn tcp_send_fill(&mut self, c: TcpHandle, max: u64) -> Result<usize> {
+        let n = max.min(self.filler.len() as u64) as usize;
+        let Some(chunk) = self.filler.slice(0, n) else {
+            bail!("filler slice out of range");
+        };
+        let rest = self.host.iface.tcp_send_buf(c, chunk, self.now).map_err(engine)?;
+        Ok(n - rest.len())
+    }
+
+    fn tcp_recv(&mut self, c: TcpHandle, buf: &mut [u8]) -> Result<Recv> {
+        if buf.is_empty() {
+            return Ok(Recv::WouldBlock);
+        }
+        match self.host.iface.tcp_recv(c, buf, self.now) {
+            Ok(0) => Ok(Recv::Eof),
+            Ok(n) => Ok(Recv::Data(n)),
+            Err(Error::WouldBlock) => Ok(Recv::WouldBlock),
+            Err(e) => Err(engine(e)),
+        }
+    }
+
+    fn tcp_recv_discard(&mut self, c: TcpHandle, max: usize) -> Result<Recv> {
+        if max == 0 {
+            return Ok(Recv::WouldBlock);
+        }
+        match self.host.iface.tcp_recv_buf(c, max, self.now) {
+            Ok(Some(data)) => Ok(Recv::Data(data.len())),
+            Ok(None) => Ok(Recv::Eof),
+            Err(Error::WouldBlock) => Ok(Recv::WouldBlock),
+            Err(e) => Err(engine(e)),
+        }
+    }
+
+    fn tcp_shutdown(&mut self, c: TcpHandle) -> Result<()> {
+        self.host.iface.tcp_shutdown(c, self.now).map_err(engine)
+    }
+
+    fn tcp_flushed(&mut self, c: TcpHandle) -> bool {
+        !matches!(
+            self.host.iface.tcp_state(c),
+            Ok(State::SynSent | State::SynReceived | State::Established | State::CloseWait | State::FinWait1 | State::Closing | State::LastAck)
+        )
+    }
+
+    fn tcp_close(&mut self, c: TcpHandle) {
+        let _ = self.host.iface.tcp_close(c, self.now);
+    }
+
+    fn udp_bind(&mut self, port: u16) -> Result<UdpHandle> {
+        self.host.iface.udp_bind(any(port)).map_err(engine)
+    }
+
+    fn udp_local_port(&self, u: UdpHandle) -> u16 {
+        self.host.iface.udp_socket(u).map_or(0, |s| s.local().port())
+    }
+
+    fn udp_send(&mut self, u: UdpHandle, data: &[u8], to: SocketAddrV4) -> Result<bool> {
+        if self.host.iface.tx_queue().len() >= MAX_TX_BACKLOG {
+            return Ok(false);
+        }
+        match self.host.iface.udp_send_to(u, data, to, self.now) {
+            Ok(()) => Ok(true),
+            Err(Error::NoBuffer) => Ok(false),
+            Err(e) => Err(engine(e)),
+        }
+    }
+
+    fn udp_recv(&mut self, u: UdpHandle, buf: &mut [u8]) -> Result<Option<(usize, SocketAddrV4)>> {
+        Ok(self.host.iface.udp_recv(u).map_err(engine)?.map(|d| {
+            d.payload.copy_out(0, buf);
+            (d.payload.len(), d.source)
+        }))
+    }
+
+
+    fn step(&mut self, now: Instant) -> Result<bool> {
+        self.now = now;
+        match self.host.step(now) {
+            Ok(report) => {
+                self.last_transmitted = report.transmitted;
+                Ok(report.did_work())
+            }
+            Err(e) => {
+                // A device error (the kernel refused a frame, the link went
+                // down) is counted and waited out, as `nagare up` does.
+                self.host.device_errors += 1;
+                if self.host.device_errors.is_power_of_two() {
+                    eprintln!("nagare: device error ({} so far): {e}", self.host.device_errors);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+                self.last_transmitted = 0;
+                Ok(false)
+            }
+        }
+    }
+
+    fn wait(&mut self, until: Option<Instant>, now: Instant) -> Result<()> {
+        let next = earliest(self.host.poll_at(), until);
+        let timeout = next.map_or(MAX_WAIT, |t| t.saturating_since(now)).min(MAX_WAIT);
+        if timeout.is_zero() {
+            return Ok(());
+        }
+        // Wait for POLLOUT only if the last transmit made progress: after
+        // ENOBUFS a TAP stays writable, and polling for it would spin.
+        let pending_tx = self.host.has_pending_tx();
+        if pending_tx && self.last_transmitted == 0 {
+            std::thread::sleep(Duration::from_micros(200).min(timeout));
+            return Ok(());
+        }
+        wait_for(self.host.device.raw_fd(), pending_tx, timeout)?;
+        Ok(())
+    }
+
+    fn stats_line(&self) -> Option<String> {
+        let counters = self.host.iface.counters();
+        let shown: Vec<String> = counters
+            .iter()
+            .filter(|(name, value)| {
+                *value != 0
+                    && (name.starts_with("drop_")
+                        || matches!(*name, "tcp_segments_sent" | "tcp_segments_received" | "udp_sent" | "udp_delivered"))
+            })
+            .map(|(name, value)| format!("{name} {value}"))
+            .collect();
+        let mut line = shown.join(", ");
+        if self.host.device_errors > 0 {
+            line.push_str(&format!(", device_errors {}", self.host.device_errors));
+        }
+        Some(line)
+    }
+}

@@ -1,0 +1,282 @@
+//! The Linux kernel's stack through non-blocking `std::net` sockets, for
+//! the side of a test that is not nagare.
+
+use super::net::{Net, Recv};
+use anyhow::{bail, Context, Result};
+use nagare_core::Instant;
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+/// How long a kernel `connect` may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest sleep in one wait.
+const MAX_WAIT: Duration = Duration::from_millis(50);
+/// Socket buffer asked for UDP sockets (the kernel caps it at rmem_max).
+const UDP_SOCKET_BUFFER: libc::c_int = 4 << 20;
+const SCRATCH: usize = 256 * 1024;
+
+struct Stream {
+    stream: TcpStream,
+    want_write: bool,
+}
+
+pub struct KernelNet {
+    streams: Vec<Option<Stream>>,
+    listeners: Vec<TcpListener>,
+    udps: Vec<Option<UdpSocket>>,
+    /// Zeros to send and room to read into.
+    scratch: Vec<u8>,
+}
+
+impl Default for KernelNet {
+    fn default() -> Self {
+        KernelNet {
+            streams: Vec::new(),
+            listeners: Vec::new(),
+            udps: Vec::new(),
+            scratch: vec![0; SCRATCH],
+        }
+    }
+}
+
+fn v4(addr: SocketAddr) -> SocketAddrV4 {
+    match addr {
+        SocketAddr::V4(a) => a,
+        SocketAddr::V6(a) => SocketAddrV4::new(a.ip().to_ipv4_mapped().unwrap_or(Ipv4Addr::UNSPECIFIED), a.port()),
+    }
+}
+
+fn would_block(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted)
+}
+
+fn set_buffer(socket: &UdpSocket, option: libc::c_int) {
+    let value = UDP_SOCKET_BUFFER;
+    // SAFETY: a valid socket and a c_int option value of the right size.
+    unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            option,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+impl KernelNet {
+    fn stream(&mut self, c: usize) -> Result<&mut Stream> {
+        match self.streams.get_mut(c) {
+            Some(Some(s)) => Ok(s),
+            _ => bail!("no such connection"),
+        }
+    }
+
+    fn udp(&self, u: usize) -> Result<&UdpSocket> {
+        match self.udps.get(u) {
+            Some(Some(s)) => Ok(s),
+            _ => bail!("no such UDP socket"),
+        }
+    }
+
+    fn add_stream(&mut self, stream: TcpStream) -> Result<usize> {
+        stream.set_nonblocking(true)?;
+        stream.set_nodelay(true)?;
+        let entry = Some(Stream { stream, want_write: false });
+        if let Some(i) = self.streams.iter().position(Option::is_none) {
+            self.streams[i] = entry;
+            return Ok(i);
+        }
+        self.streams.push(entry);
+        Ok(self.streams.len() - 1)
+    }
+
+    fn read(&mut self, c: usize, len: usize) -> Result<Recv> {
+        let len = len.min(self.scratch.len());
+        let Some(Some(s)) = self.streams.get_mut(c) else {
+            bail!("no such connection");
+        };
+        read_into(&mut s.stream, &mut self.scratch[..len])
+    }
+}
+
+fn read_into(stream: &mut TcpStream, buf: &mut [u8]) -> Result<Recv> {
+    if buf.is_empty() {
+        return Ok(Recv::WouldBlock);
+    }
+    match stream.read(buf) {
+        Ok(0) => Ok(Recv::Eof),
+        Ok(n) => Ok(Recv::Data(n)),
+        Err(e) if would_block(&e) => Ok(Recv::WouldBlock),
+        Err(e) => Err(e).context("receiving"),
+    }
+}
+
+impl Net for KernelNet {
+    type Conn = usize;
+    type Listener = usize;
+    type Udp = usize;
+
+    fn tcp_connect(&mut self, to: SocketAddrV4) -> Result<usize> {
+        let stream = TcpStream::connect_timeout(&SocketAddr::V4(to), CONNECT_TIMEOUT)
+            .with_context(|| format!("connecting to {to}"))?;
+        self.add_stream(stream)
+    }
+
+    fn tcp_established(&mut self, c: usize) -> Result<bool> {
+        self.stream(c).map(|_| true)
+    }
+
+    fn tcp_listen(&mut self, port: u16) -> Result<usize> {
+        let listener = TcpListener::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port))
+            .with_context(|| format!("listening on TCP port {port}"))?;
+        listener.set_nonblocking(true)?;
+        self.listeners.push(listener);
+        Ok(self.listeners.len() - 1)
+    }
+
+    fn tcp_accept(&mut self, l: usize) -> Result<Option<(usize, SocketAddrV4)>> {
+        let Some(listener) = self.listeners.get(l) else {
+            bail!("no such listener");
+        };
+        match listener.accept() {
+            Ok((stream, peer)) => Ok(Some((self.add_stream(stream)?, v4(peer)))),
+            Err(e) if would_block(&e) => Ok(None),
+            // A connection that died in the queue is not the listener's failure.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => Ok(None),
+            Err(e) => Err(e).context("accepting"),
+        }
+    }
+
+    fn tcp_send(&mut self, c: usize, data: &[u8]) -> Result<usize> {
+        let s = self.stream(c)?;
+        match s.stream.write(data) {
+            Ok(n) => Ok(n),
+            Err(e) if would_block(&e) => {
+                s.want_write = true;
+                Ok(0)
+            }
+            Err(e) => Err(e).context("sending"),
+        }
+    }
+
+    fn tcp_send_fill(&mut self, c: usize, max: u64) -> Result<usize> {
+        let n = (max.min(self.scratch.len() as u64)) as usize;
+        let Some(Some(s)) = self.streams.get_mut(c) else {
+            bail!("no such connection");
+        };
+        match s.stream.write(&self.scratch[..n]) {
+            Ok(n) => Ok(n),
+            Err(e) if would_block(&e) => {
+                s.want_write = true;
+                Ok(0)
+            }
+            Err(e) => Err(e).context("sending"),
+        }
+    }
+
+    fn tcp_recv(&mut self, c: usize, buf: &mut [u8]) -> Result<Recv> {
+        let s = self.stream(c)?;
+        read_into(&mut s.stream, buf)
+    }
+
+    fn tcp_recv_discard(&mut self, c: usize, max: usize) -> Result<Recv> {
+        self.read(c, max)
+    }
+
+    fn tcp_shutdown(&mut self, c: usize) -> Result<()> {
+        self.stream(c)?.stream.shutdown(Shutdown::Write).context("shutting down")
+    }
+
+    fn tcp_close(&mut self, c: usize) {
+        if let Some(slot) = self.streams.get_mut(c) {
+            *slot = None;
+        }
+    }
+
+    fn udp_bind(&mut self, port: u16) -> Result<usize> {
+        let socket = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port))
+            .with_context(|| format!("binding UDP port {port}"))?;
+        socket.set_nonblocking(true)?;
+        set_buffer(&socket, libc::SO_RCVBUF);
+        set_buffer(&socket, libc::SO_SNDBUF);
+        let entry = Some(socket);
+        if let Some(i) = self.udps.iter().position(Option::is_none) {
+            self.udps[i] = entry;
+            return Ok(i);
+        }
+        self.udps.push(entry);
+        Ok(self.udps.len() - 1)
+    }
+
+    fn udp_local_port(&self, u: usize) -> u16 {
+        self.udp(u).ok().and_then(|s| s.local_addr().ok()).map_or(0, |a| a.port())
+    }
+
+    fn udp_send(&mut self, u: usize, data: &[u8], to: SocketAddrV4) -> Result<bool> {
+        match self.udp(u)?.send_to(data, to) {
+            Ok(_) => Ok(true),
+            Err(e) if would_block(&e) || e.raw_os_error() == Some(libc::ENOBUFS) => Ok(false),
+            // An ICMP error from an earlier datagram; the loss shows in the counts.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => Ok(true),
+            Err(e) => Err(e).context("sending a datagram"),
+        }
+    }
+
+    fn udp_recv(&mut self, u: usize, buf: &mut [u8]) -> Result<Option<(usize, SocketAddrV4)>> {
+        let Some(Some(socket)) = self.udps.get(u) else {
+            bail!("no such UDP socket");
+        };
+        match socket.recv_from(&mut self.scratch) {
+            Ok((n, from)) => {
+                let copy = n.min(buf.len());
+                buf[..copy].copy_from_slice(&self.scratch[..copy]);
+                Ok(Some((n, v4(from))))
+            }
+            Err(e) if would_block(&e) || e.kind() == io::ErrorKind::ConnectionRefused => Ok(None),
+            Err(e) => Err(e).context("receiving a datagram"),
+        }
+    }
+
+
+    fn step(&mut self, _now: Instant) -> Result<bool> {
+        Ok(false)
+    }
+
+    fn wait(&mut self, until: Option<Instant>, now: Instant) -> Result<()> {
+        let timeout = until.map_or(MAX_WAIT, |t| t.saturating_since(now)).min(MAX_WAIT);
+        if timeout.is_zero() {
+            return Ok(());
+        }
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(self.streams.len() + self.listeners.len() + self.udps.len());
+        let mut add = |fd, events| fds.push(libc::pollfd { fd, events, revents: 0 });
+        for l in &self.listeners {
+            add(l.as_raw_fd(), libc::POLLIN);
+        }
+        for s in self.streams.iter_mut().flatten() {
+            let events = if s.want_write { libc::POLLIN | libc::POLLOUT } else { libc::POLLIN };
+            s.want_write = false;
+            add(s.stream.as_raw_fd(), events);
+        }
+        for u in self.udps.iter().flatten() {
+            add(u.as_raw_fd(), libc::POLLIN);
+        }
+        // Round up: a timeout under a millisecond must sleep, not spin.
+        let millis = timeout.as_micros().div_ceil(1000) as libc::c_int;
+        if fds.is_empty() {
+            std::thread::sleep(timeout);
+            return Ok(());
+        }
+        // SAFETY: `fds` is a valid array of pollfd for the duration of the call.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, millis) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e).context("poll");
+            }
+        }
+        Ok(())
+    }
+}

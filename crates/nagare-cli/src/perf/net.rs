@@ -1,0 +1,66 @@
+//! What a perf test needs from a network stack, non-blocking, so the same
+//! test code runs on nagare ([`super::engine`]) and on the kernel through
+//! `std::net` ([`super::kernel`]).
+
+use anyhow::Result;
+use nagare_core::Instant;
+use std::net::SocketAddrV4;
+
+/// The outcome of a read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recv {
+    Data(usize),
+    WouldBlock,
+    Eof,
+}
+
+pub trait Net {
+    type Conn: Copy + std::fmt::Debug;
+    type Listener: Copy;
+    type Udp: Copy;
+
+    /// Starts a connection; [`Net::tcp_established`] says when it is up.
+    fn tcp_connect(&mut self, to: SocketAddrV4) -> Result<Self::Conn>;
+    /// `Ok(true)` once established, `Ok(false)` while connecting, an error
+    /// if it failed.
+    fn tcp_established(&mut self, c: Self::Conn) -> Result<bool>;
+    fn tcp_listen(&mut self, port: u16) -> Result<Self::Listener>;
+    /// The next connection and its peer.
+    fn tcp_accept(&mut self, l: Self::Listener) -> Result<Option<(Self::Conn, SocketAddrV4)>>;
+    /// Queues bytes; returns how many were taken (0: no room now).
+    fn tcp_send(&mut self, c: Self::Conn, data: &[u8]) -> Result<usize>;
+    /// Queues up to `max` bytes of filler without copying where the stack
+    /// allows; returns how many were taken.
+    fn tcp_send_fill(&mut self, c: Self::Conn, max: u64) -> Result<usize>;
+    fn tcp_recv(&mut self, c: Self::Conn, buf: &mut [u8]) -> Result<Recv>;
+    /// Takes up to `max` received bytes and throws them away.
+    fn tcp_recv_discard(&mut self, c: Self::Conn, max: usize) -> Result<Recv>;
+    /// Sends FIN after what is queued.
+    fn tcp_shutdown(&mut self, c: Self::Conn) -> Result<()>;
+    /// Whether everything this end sent, FIN included, has been
+    /// acknowledged (or the connection is gone): safe to exit.
+    fn tcp_flushed(&mut self, _c: Self::Conn) -> bool {
+        true
+    }
+    /// Lets go of the connection (a graceful close).
+    fn tcp_close(&mut self, c: Self::Conn);
+
+    fn udp_bind(&mut self, port: u16) -> Result<Self::Udp>;
+    fn udp_local_port(&self, u: Self::Udp) -> u16;
+    /// `Ok(false)` when the datagram could not be queued now (no buffer).
+    fn udp_send(&mut self, u: Self::Udp, data: &[u8], to: SocketAddrV4) -> Result<bool>;
+    /// Copies the start of the next datagram into `buf`; returns the
+    /// datagram's whole length and its sender.
+    fn udp_recv(&mut self, u: Self::Udp, buf: &mut [u8]) -> Result<Option<(usize, SocketAddrV4)>>;
+
+    /// Moves frames (nagare) or does nothing (kernel); returns whether
+    /// anything happened.
+    fn step(&mut self, now: Instant) -> Result<bool>;
+    /// Sleeps until there may be something to do, `until` at the latest,
+    /// and never long (a stop request is checked between waits).
+    fn wait(&mut self, until: Option<Instant>, now: Instant) -> Result<()>;
+    /// A line of stack counters worth showing after a run, if any.
+    fn stats_line(&self) -> Option<String> {
+        None
+    }
+}
