@@ -1,0 +1,73 @@
+//! The scripts in `scripts/`, run by a real packetdrill against the built
+//! `libnagare_packetdrill.so`. packetdrill is not part of the project: this
+//! test runs only when `NAGARE_PACKETDRILL` names its binary (see
+//! docs/packetdrill.md), and says it skipped otherwise.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The cdylib: `NAGARE_PACKETDRILL_SO`, or the one in the profile
+/// directory this test was built into (`cargo test` does not always
+/// rebuild it, so it is built here, with the same cargo and target).
+fn shared_object() -> PathBuf {
+    if let Some(so) = std::env::var_os("NAGARE_PACKETDRILL_SO") {
+        return PathBuf::from(so);
+    }
+    let exe = std::env::current_exe().expect("test binary path");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
+    let target_dir = profile_dir.parent().expect("target/");
+    let release = profile_dir.file_name().is_some_and(|n| n == "release");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut build = Command::new(cargo);
+    build.args(["build", "-p", "nagare-packetdrill", "--lib"]).env("CARGO_TARGET_DIR", target_dir);
+    if release {
+        build.arg("--release");
+    }
+    let status = build.status().expect("cargo runs");
+    assert!(status.success(), "building the shared object");
+    profile_dir.join("libnagare_packetdrill.so")
+}
+
+fn run(packetdrill: &Path, so: &Path, script: &Path) -> (bool, String) {
+    let out = Command::new(packetdrill)
+        .arg(format!("--so_filename={}", so.display()))
+        .arg(script)
+        .output()
+        .expect("packetdrill runs");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+#[test]
+fn scripts_pass_under_packetdrill() {
+    let Some(packetdrill) = std::env::var_os("NAGARE_PACKETDRILL").map(PathBuf::from) else {
+        eprintln!("SKIPPED packetdrill_scripts: packetdrill is not packaged for Debian and not built by this project; set NAGARE_PACKETDRILL=/path/to/packetdrill to run scripts/*.pkt (docs/packetdrill.md)");
+        return;
+    };
+    let so = shared_object();
+    assert!(so.exists(), "{} was built", so.display());
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts");
+    let mut scripts: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("scripts/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "pkt"))
+        .collect();
+    scripts.sort();
+    assert!(scripts.len() >= 2, "scripts found in {}", dir.display());
+    for script in &scripts {
+        let (ok, text) = run(&packetdrill, &so, script);
+        assert!(ok, "{} failed:\n{text}", script.display());
+    }
+
+    // The harness can fail: a script expecting a window scale nagare does
+    // not offer is rejected, with packetdrill naming the option.
+    let passive = std::fs::read_to_string(dir.join("passive_open.pkt")).expect("passive_open.pkt");
+    let wrong = passive.replace("sackOK,nop,wscale 3>", "sackOK,nop,wscale 9>");
+    assert_ne!(wrong, passive);
+    let tmp = std::env::temp_dir().join(format!("nagare-pd-wrong-{}.pkt", std::process::id()));
+    std::fs::write(&tmp, wrong).expect("temp script");
+    let (ok, text) = run(&packetdrill, &so, &tmp);
+    let _ = std::fs::remove_file(&tmp);
+    assert!(!ok, "a wrong expectation must fail");
+    assert!(text.contains("wscale"), "packetdrill names the mismatch: {text}");
+}
