@@ -23,6 +23,12 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
+    if !std::env::args().any(|a| a == "--bench") {
+        // `cargo test --all-targets` runs benches without `--bench`: the
+        // crate's unit tests exercise the same routines, small.
+        println!("tcp_connections: measured only under `cargo bench`");
+        return;
+    }
     let counts: Vec<usize> = std::env::var("NAGARE_BENCH_COUNTS")
         .ok()
         .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())

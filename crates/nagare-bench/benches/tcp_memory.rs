@@ -23,6 +23,12 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
+    if !std::env::args().any(|a| a == "--bench") {
+        // `cargo test --all-targets` runs benches without `--bench`: the
+        // crate's unit tests exercise the same routines, small.
+        println!("tcp_memory: measured only under `cargo bench`");
+        return;
+    }
     let bytes: u64 = env_or("NAGARE_BENCH_BYTES", 1u64 << 30);
     let runs: usize = env_or("NAGARE_BENCH_RUNS", 3usize).max(1);
     let buffer: usize = env_or("NAGARE_BENCH_BUFFER", 4usize << 20);

@@ -15,6 +15,12 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
+    if !std::env::args().any(|a| a == "--bench") {
+        // `cargo test --all-targets` runs benches without `--bench`: the
+        // crate's unit tests exercise the same routines, small.
+        println!("tcp_setup: measured only under `cargo bench`");
+        return;
+    }
     let count: u64 = env_or("NAGARE_BENCH_CONNECTIONS", 20_000u64);
     let runs: usize = env_or("NAGARE_BENCH_RUNS", 3usize).max(1);
     println!(

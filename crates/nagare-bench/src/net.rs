@@ -115,9 +115,7 @@ impl Side {
     pub fn step(&mut self, now: Instant) -> bool {
         let pool = self.iface.pool().clone();
         let got = self.port.receive_batch(&pool, &mut self.rx, RX_BATCH, now).unwrap_or(0);
-        for frame in self.rx.drain(..) {
-            self.iface.receive(frame, now);
-        }
+        self.iface.receive_batch(self.rx.drain(..), now);
         self.iface.poll(now);
         let sent = if self.iface.tx_queue().is_empty() {
             0

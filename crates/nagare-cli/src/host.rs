@@ -53,9 +53,7 @@ impl<D: Device> Host<D> {
     pub fn step(&mut self, now: Instant) -> io::Result<StepReport> {
         let pool = self.iface.pool().clone();
         let received = self.device.receive_batch(&pool, &mut self.rx, RX_BATCH, now)?;
-        for frame in self.rx.drain(..) {
-            self.iface.receive(frame, now);
-        }
+        self.iface.receive_batch(self.rx.drain(..), now);
         self.iface.poll(now);
         let served = self.services.serve(&mut self.iface, now);
         let transmitted = self.device.transmit_batch(self.iface.tx_queue(), now)?;

@@ -330,13 +330,18 @@ impl Raw {
 
     /// Sends one segment from the peer.
     fn send(&mut self, repr: TcpRepr, payload: &[u8]) {
+        let frame = self.frame(repr, payload);
+        let now = self.now;
+        feed(&mut self.iface, &frame, 2048, now);
+    }
+
+    /// The Ethernet frame of one segment from the peer.
+    fn frame(&mut self, repr: TcpRepr, payload: &[u8]) -> Vec<u8> {
         let repr = TcpRepr { payload_len: payload.len(), ..repr };
         let mut bytes = vec![0u8; repr.buffer_len()];
         repr.emit(&mut bytes, payload, PEER_IP, OUR_IP).unwrap();
         self.ident = self.ident.wrapping_add(1);
-        let frame = ipv4(IpProtocol::Tcp, &bytes, 0, false, self.ident);
-        let now = self.now;
-        feed(&mut self.iface, &frame, 2048, now);
+        ipv4(IpProtocol::Tcp, &bytes, 0, false, self.ident)
     }
 
     /// The TCP segments the interface sent since the last call.
@@ -974,6 +979,32 @@ fn shutdown_during_connect_sends_the_queued_data_then_fin() {
     let hc = net.b.tcp_connect(SocketAddrV4::new(A_IP, 81), 0, net.now).unwrap();
     net.b.tcp_shutdown(hc, net.now).unwrap();
     assert_eq!(net.b.tcp_state(hc), Ok(State::Closed));
+}
+
+#[test]
+fn a_received_batch_is_acknowledged_once() {
+    let mut peer = Peer::connected(false);
+    let full = [7u8; 1460];
+    // One by one, full segments get an ACK for every second (RFC 5681 4.2).
+    for _ in 0..4 {
+        peer.send(TcpFlags::ACK, &full);
+    }
+    let acks = peer.take();
+    assert_eq!(acks.len(), 2, "{acks:#?}");
+    // The same in one batch, as a device read returns it: one ACK, for all.
+    let pool = peer.raw.iface.pool().clone();
+    let mut frames = Vec::new();
+    for _ in 0..4 {
+        let repr = peer.seg(TcpFlags::ACK);
+        let bytes = peer.raw.frame(repr, &full);
+        frames.push(PacketBuf::from_slice(&pool, 64, &bytes).unwrap());
+        peer.seq += full.len();
+    }
+    let now = peer.raw.now;
+    peer.raw.iface.receive_batch(frames, now);
+    let acks = peer.take();
+    assert_eq!(acks.len(), 1, "{acks:#?}");
+    assert_eq!(acks[0].ack(), Some(peer.rcv_nxt()));
 }
 
 #[test]

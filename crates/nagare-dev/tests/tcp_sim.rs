@@ -74,12 +74,12 @@ impl Side {
     fn step(&mut self, now: Instant) -> bool {
         let pool = self.iface.pool().clone();
         let got = self.port.receive_batch(&pool, &mut self.rx, 64, now).unwrap_or(0);
-        for frame in self.rx.drain(..) {
-            if trace() {
-                eprintln!("{now:?} {} <- {}", self.iface.config().addresses[0].address(), describe(&frame));
+        if trace() {
+            for frame in &self.rx {
+                eprintln!("{now:?} {} <- {}", self.iface.config().addresses[0].address(), describe(frame));
             }
-            self.iface.receive(frame, now);
         }
+        self.iface.receive_batch(self.rx.drain(..), now);
         self.iface.poll(now);
         if trace() {
             let me = self.iface.config().addresses[0].address();

@@ -279,6 +279,20 @@ impl Interface {
 
     // ---- receive path ----------------------------------------------------
 
+    /// Processes a batch of received frames, as [`receive`](Self::receive)
+    /// does each, except that TCP connections send what the batch made due
+    /// once, after its last frame: a burst of segments gets one ACK, and
+    /// the data its ACKs let out goes in one run. Give it what one device
+    /// read returned.
+    pub fn receive_batch(&mut self, frames: impl IntoIterator<Item = PacketBuf>, now: Instant) {
+        self.tcp.deferring = true;
+        for frame in frames {
+            self.receive(frame, now);
+        }
+        self.tcp.deferring = false;
+        self.tcp_run_deferred(now);
+    }
+
     /// Processes one received Ethernet frame.
     pub fn receive(&mut self, mut frame: PacketBuf, now: Instant) {
         self.counters.rx_frames += 1;

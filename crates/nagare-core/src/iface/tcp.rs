@@ -41,6 +41,8 @@ struct Entry {
     released: bool,
     /// The deadline of this entry's live timer in the heap.
     scheduled: Option<Instant>,
+    /// Waiting in `TcpSockets::deferred` for the end of a receive batch.
+    run_deferred: bool,
 }
 
 #[derive(Debug)]
@@ -71,6 +73,10 @@ pub(super) struct TcpSockets {
     outbox: Vec<(TcpRepr, PacketBuf)>,
     /// Reused list of connections whose timers are due.
     due: Vec<TcpHandle>,
+    /// Inside a receive batch: connections send once, at its end.
+    pub(super) deferring: bool,
+    /// Connections that received segments in the current batch.
+    deferred: Vec<TcpHandle>,
 }
 
 impl TcpSockets {
@@ -88,6 +94,8 @@ impl TcpSockets {
             next_ephemeral: EPHEMERAL.start() + ((seed >> 7) % span) as u16,
             outbox: Vec::new(),
             due: Vec::new(),
+            deferring: false,
+            deferred: Vec::new(),
         }
     }
 
@@ -268,7 +276,36 @@ impl Interface {
         if result.challenged {
             self.counters.tcp_challenged += 1;
         }
-        self.tcp_run(handle, now);
+        self.tcp_run_after_input(handle, now);
+    }
+
+    /// Lets a connection send what a segment made due: now, or inside a
+    /// receive batch once at its end, so that a burst of segments gets one
+    /// ACK (and one round of new data) instead of one per segment or two.
+    fn tcp_run_after_input(&mut self, handle: TcpHandle, now: Instant) {
+        if !self.tcp.deferring {
+            self.tcp_run(handle, now);
+            return;
+        }
+        if let Some(entry) = self.tcp.conns.get_mut(handle.0) {
+            if !entry.run_deferred {
+                entry.run_deferred = true;
+                self.tcp.deferred.push(handle);
+            }
+        }
+    }
+
+    /// Runs the connections a receive batch touched.
+    pub(super) fn tcp_run_deferred(&mut self, now: Instant) {
+        let mut deferred = core::mem::take(&mut self.tcp.deferred);
+        for handle in deferred.drain(..) {
+            match self.tcp.conns.get_mut(handle.0) {
+                Some(entry) if entry.run_deferred => entry.run_deferred = false,
+                _ => continue,
+            }
+            self.tcp_run(handle, now);
+        }
+        self.tcp.deferred = deferred;
     }
 
     /// A handshake completed on a passive connection: it becomes
@@ -384,6 +421,7 @@ impl Interface {
             listener,
             released: false,
             scheduled: None,
+            run_deferred: false,
         }));
         self.tcp.by_tuple.insert(tuple, handle);
         handle
