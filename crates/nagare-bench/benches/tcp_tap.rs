@@ -81,6 +81,11 @@ fn main() {
     if args.iter().any(|a| a == "--list") {
         return;
     }
+    if !args.iter().any(|a| a == "--bench") {
+        // `cargo test --all-targets` runs benches without `--bench`.
+        println!("tcp_tap: measured only under `cargo bench`");
+        return;
+    }
     if let Err(reason) = preflight() {
         println!("\n==============================================================");
         println!("SKIPPED: tcp_tap: {reason}");
@@ -372,6 +377,42 @@ struct Transfer {
     elapsed: Duration,
     /// The Linux peer's own view (its first to last byte).
     peer_gbps: f64,
+    /// TCP segments the kernel received and sent during the transfer (in
+    /// the namespace; after GRO, before GSO), and retransmitted.
+    linux: TcpSegs,
+}
+
+/// The namespace's TCP counters from `/proc/net/snmp`.
+#[derive(Clone, Copy, Debug, Default)]
+struct TcpSegs {
+    in_segs: u64,
+    out_segs: u64,
+    retrans: u64,
+}
+
+impl TcpSegs {
+    fn read() -> TcpSegs {
+        let text = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap_or_default();
+        let mut lines = text.lines().filter(|l| l.starts_with("Tcp:"));
+        let (Some(names), Some(values)) = (lines.next(), lines.next()) else { return TcpSegs::default() };
+        let get = |key: &str| {
+            names
+                .split_whitespace()
+                .zip(values.split_whitespace())
+                .find(|(n, _)| *n == key)
+                .and_then(|(_, v)| v.parse().ok())
+                .unwrap_or(0)
+        };
+        TcpSegs { in_segs: get("InSegs"), out_segs: get("OutSegs"), retrans: get("RetransSegs") }
+    }
+
+    fn since(self, before: TcpSegs) -> TcpSegs {
+        TcpSegs {
+            in_segs: self.in_segs.saturating_sub(before.in_segs),
+            out_segs: self.out_segs.saturating_sub(before.out_segs),
+            retrans: self.retrans.saturating_sub(before.retrans),
+        }
+    }
 }
 
 impl Transfer {
@@ -391,6 +432,7 @@ trait Stack {
 fn measure(stack: &mut dyn Stack, dir: Direction, amount: Amount) -> Res<Transfer> {
     let peer = Peer::start(dir == Direction::ToLinux, amount)?;
     let deadline = Instant::now() + TRANSFER_LIMIT;
+    let before = TcpSegs::read();
     let (bytes, elapsed) = stack
         .transfer(peer.port, dir, amount, deadline)
         .map_err(|e| format!("{} {dir:?}: {e}", stack.label()))?;
@@ -398,7 +440,8 @@ fn measure(stack: &mut dyn Stack, dir: Direction, amount: Amount) -> Res<Transfe
     if peer_bytes != bytes {
         return Err(format!("{} {dir:?}: the stack counted {bytes} bytes, Linux {peer_bytes}", stack.label()));
     }
-    Ok(Transfer { bytes, elapsed, peer_gbps: gbps(peer_bytes, Duration::from_secs_f64(peer_secs.max(1e-9))) })
+    let linux = TcpSegs::read().since(before);
+    Ok(Transfer { bytes, elapsed, peer_gbps: gbps(peer_bytes, Duration::from_secs_f64(peer_secs.max(1e-9))), linux })
 }
 
 // ---- nagare -------------------------------------------------------------------
@@ -413,6 +456,9 @@ struct NagareStack {
     /// 64 KiB in pool buffers, handed to `tcp_send_buf` again and again
     /// (its buffers are shared, never copied).
     chain: PacketBuf,
+    /// With `NAGARE_BENCH_SEND=copy`: 64 MiB of application data sent
+    /// round and round with `tcp_send` (one copy, data not in cache).
+    copy_source: Option<Vec<u8>>,
 }
 
 impl NagareStack {
@@ -433,7 +479,9 @@ impl NagareStack {
         defaults.send_buffer = buffer;
         defaults.recv_buffer = buffer;
         let chain = PacketBuf::from_slice(iface.pool(), 0, &vec![0x5au8; WRITE_SIZE]).map_err(|_| "pool exhausted")?;
-        Ok(NagareStack { label, tap, iface, clock, rx: Vec::with_capacity(RX_BATCH), kernel_ip, chain })
+        let copy_source = (std::env::var("NAGARE_BENCH_SEND").as_deref() == Ok("copy"))
+            .then(|| (0..64usize << 20).map(|i| (i * 7 + i / 4093) as u8).collect());
+        Ok(NagareStack { label, tap, iface, clock, rx: Vec::with_capacity(RX_BATCH), kernel_ip, chain, copy_source })
     }
 
     /// One turn of the busy-poll loop: read a batch, run the engine and its
@@ -442,9 +490,9 @@ impl NagareStack {
         let now = self.clock.now();
         let pool = self.iface.pool().clone();
         self.tap.receive_batch(&pool, &mut self.rx, RX_BATCH, now).map_err(|e| format!("receive: {e}"))?;
-        for frame in self.rx.drain(..) {
-            self.iface.receive(frame, now);
-        }
+        // As nagare-cli's host does: one call per device read, so a burst
+        // of segments gets one ACK.
+        self.iface.receive_batch(self.rx.drain(..), now);
         self.iface.poll(now);
         self.tap.transmit_batch(self.iface.tx_queue(), now).map_err(|e| format!("transmit: {e}"))?;
         Ok(())
@@ -495,7 +543,26 @@ impl Stack for NagareStack {
                 return Err(format!("{bytes} bytes, then out of time"));
             }
             let now = self.clock.now();
-            if dir == Direction::ToLinux {
+            if dir == Direction::ToLinux && self.copy_source.is_some() {
+                while !shut {
+                    if !amount.more(bytes, first) {
+                        self.iface.tcp_shutdown(h, now).map_err(|e| format!("tcp_shutdown: {e}"))?;
+                        shut = true;
+                        break;
+                    }
+                    let source = self.copy_source.as_deref().unwrap_or_default();
+                    let at = (bytes % source.len() as u64) as usize;
+                    let end = (at + WRITE_SIZE).min(source.len());
+                    match self.iface.tcp_send(h, &source[at..end], now) {
+                        Ok(0) | Err(NagareError::WouldBlock) => break,
+                        Ok(n) => {
+                            first.get_or_insert_with(Instant::now);
+                            bytes += n as u64;
+                        }
+                        Err(e) => return Err(format!("tcp_send: {e}")),
+                    }
+                }
+            } else if dir == Direction::ToLinux {
                 while !shut {
                     if pending.is_empty() {
                         if !amount.more(bytes, first) {
@@ -709,7 +776,12 @@ fn run() -> Res<()> {
         offload.tap.mtu(),
         plain.tap.mtu()
     );
-    println!("  nagare sends 64 KiB shared chains with tcp_send_buf and takes tcp_recv_buf; smoltcp send/recv closures without copying (as its benchmark.rs).\n");
+    if std::env::var("NAGARE_BENCH_SEND").as_deref() == Ok("copy") {
+        println!("  nagare sends with tcp_send from 64 MiB of application data (one copy; NAGARE_BENCH_SEND=copy) and takes tcp_recv_buf;");
+    } else {
+        println!("  nagare sends one 64 KiB chain of pool buffers again and again with tcp_send_buf (no copy) and takes tcp_recv_buf;");
+    }
+    println!("  smoltcp claims and releases buffer space with send/recv closures, without copying (as its examples/benchmark.rs).\n");
 
     let mut stacks: Vec<Box<dyn Stack>> = vec![Box::new(offload), Box::new(plain), Box::new(smol)];
     let warm = Amount { min_bytes: (min_bytes / 16).max(1 << 20), min_time: Duration::ZERO };
@@ -724,8 +796,9 @@ fn run() -> Res<()> {
         for (i, stack) in stacks.iter_mut().enumerate() {
             for (d, dir) in [Direction::ToLinux, Direction::FromLinux].into_iter().enumerate() {
                 let t = measure(stack.as_mut(), dir, amount)?;
+                let mib = (t.bytes >> 20).max(1) as f64;
                 println!(
-                    "  run {}: {:<24} {:<9} {:>6} MiB in {:>6.3} s: {:>6.2} Gbit/s (Linux's own clock: {:.2}); load {}",
+                    "  run {}: {:<22} {:<8} {:>6} MiB in {:.3} s: {:>6.2} Gbit/s (Linux's clock {:>6.2}); Linux TCP segs/MiB in {:>6.1} out {:>6.1}, retrans {}; load {}",
                     run + 1,
                     stack.label(),
                     if dir == Direction::ToLinux { "-> Linux" } else { "<- Linux" },
@@ -733,6 +806,9 @@ fn run() -> Res<()> {
                     t.elapsed.as_secs_f64(),
                     t.gbps(),
                     t.peer_gbps,
+                    t.linux.in_segs as f64 / mib,
+                    t.linux.out_segs as f64 / mib,
+                    t.linux.retrans,
                     load_average()
                 );
                 results[i][d].push(t);
