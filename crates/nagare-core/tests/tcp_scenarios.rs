@@ -7,7 +7,7 @@
 //! by nagare-wire, in IPv4 and Ethernet) and parsing what comes back.
 
 use nagare_core::buf::{BufferPool, PacketBuf};
-use nagare_core::iface::{Error, TcpHandle, TcpListenerHandle};
+use nagare_core::iface::{Error, Readiness, TcpEvent, TcpHandle, TcpListenerHandle, TcpSocket};
 use nagare_core::tcp::connection::State;
 use nagare_core::{Instant, Interface, InterfaceConfig};
 use nagare_wire::{ArpOperation, IpProtocol, Ipv4Addr, TcpFlags, TcpPacket, TcpRepr, TcpSeqNumber};
@@ -1005,6 +1005,38 @@ fn a_received_batch_is_acknowledged_once() {
     let acks = peer.take();
     assert_eq!(acks.len(), 1, "{acks:#?}");
     assert_eq!(acks[0].ack(), Some(peer.rcv_nxt()));
+}
+
+#[test]
+fn readiness_events_follow_the_connection() {
+    let mut net = Net::new();
+    let l = net.a.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 82), 4).unwrap();
+    let hb = net.b.tcp_connect(SocketAddrV4::new(A_IP, 82), 0, net.now).unwrap();
+    net.settle();
+    let mut events = Vec::new();
+    net.a.tcp_take_events(&mut events);
+    let acceptable = Readiness { readable: true, writable: false, closed: false };
+    assert!(events.contains(&TcpEvent { socket: TcpSocket::Listener(l), readiness: acceptable }), "{events:?}");
+    let ha = net.a.tcp_accept(l).unwrap().expect("accepted");
+    events.clear();
+    net.a.tcp_take_events(&mut events);
+    events.clear();
+    net.a.tcp_take_events(&mut events);
+    assert!(events.is_empty(), "nothing happened, nothing reported: {events:?}");
+
+    net.b.tcp_send(hb, b"hello", net.now).unwrap();
+    net.settle();
+    net.a.tcp_take_events(&mut events);
+    let event = events.iter().find(|e| e.socket == TcpSocket::Connection(ha)).expect("an event for the receiver");
+    assert_eq!(event.readiness, Readiness { readable: true, writable: true, closed: false });
+
+    net.b.tcp_abort(hb, net.now).unwrap();
+    net.settle();
+    events.clear();
+    net.a.tcp_take_events(&mut events);
+    let event = events.iter().find(|e| e.socket == TcpSocket::Connection(ha)).expect("an event for the reset");
+    assert!(event.readiness.closed && event.readiness.readable && !event.readiness.writable, "{event:?}");
+    assert_eq!(net.a.tcp_readiness(ha), Ok(event.readiness));
 }
 
 #[test]

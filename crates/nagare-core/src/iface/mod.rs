@@ -23,7 +23,7 @@ use crate::udp::{UdpDatagram, UdpSocket};
 use alloc::collections::VecDeque;
 
 mod tcp;
-pub use tcp::{TcpHandle, TcpListenerHandle};
+pub use tcp::{Readiness, TcpEvent, TcpHandle, TcpListenerHandle, TcpSocket};
 use core::fmt;
 use core::net::{Ipv4Addr, SocketAddrV4};
 use hashbrown::HashMap;

@@ -28,6 +28,37 @@ pub struct TcpHandle(SocketHandle);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TcpListenerHandle(SocketHandle);
 
+/// What a TCP socket is ready for, as `poll(2)` would say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Readiness {
+    /// A receive call returns data, the end of the stream or an error (for
+    /// a listener: `tcp_accept` returns a connection).
+    pub readable: bool,
+    /// A send call accepts bytes now.
+    pub writable: bool,
+    /// The connection is over (closed, reset or timed out): nothing more
+    /// will change.
+    pub closed: bool,
+}
+
+/// A socket whose readiness may have changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpSocket {
+    /// A connection.
+    Connection(TcpHandle),
+    /// A listener.
+    Listener(TcpListenerHandle),
+}
+
+/// One readiness event: the socket and what it is ready for now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpEvent {
+    /// Which socket.
+    pub socket: TcpSocket,
+    /// Its readiness when the events were taken.
+    pub readiness: Readiness,
+}
+
 /// Ephemeral ports for active opens.
 const EPHEMERAL: core::ops::RangeInclusive<u16> = 49152..=65535;
 
@@ -43,6 +74,8 @@ struct Entry {
     scheduled: Option<Instant>,
     /// Waiting in `TcpSockets::deferred` for the end of a receive batch.
     run_deferred: bool,
+    /// Listed in `TcpSockets::events`.
+    event_pending: bool,
 }
 
 #[derive(Debug)]
@@ -55,6 +88,8 @@ struct Listener {
     config: TcpConfig,
     /// Until when cookie ACKs are worth checking (cookies were sent lately).
     cookies_until: Option<Instant>,
+    /// Listed in `TcpSockets::events`.
+    event_pending: bool,
 }
 
 /// Every TCP socket of an interface.
@@ -77,6 +112,9 @@ pub(super) struct TcpSockets {
     pub(super) deferring: bool,
     /// Connections that received segments in the current batch.
     deferred: Vec<TcpHandle>,
+    /// Sockets whose readiness may have changed since events were last
+    /// taken; each at most once (their `event_pending` flag).
+    events: Vec<TcpSocket>,
 }
 
 impl TcpSockets {
@@ -96,6 +134,7 @@ impl TcpSockets {
             due: Vec::new(),
             deferring: false,
             deferred: Vec::new(),
+            events: Vec::new(),
         }
     }
 
@@ -320,7 +359,77 @@ impl Interface {
         if let Some(listener) = self.tcp.listeners.get_mut(l.0) {
             listener.half_open = listener.half_open.saturating_sub(1);
             listener.accept_queue.push_back(handle);
+            if !listener.event_pending {
+                listener.event_pending = true;
+                self.tcp.events.push(TcpSocket::Listener(l));
+            }
         }
+    }
+
+    /// Notes that a connection's readiness may have changed.
+    fn tcp_note_event(&mut self, handle: TcpHandle) {
+        if let Some(entry) = self.tcp.conns.get_mut(handle.0) {
+            if !entry.event_pending && !entry.released {
+                entry.event_pending = true;
+                self.tcp.events.push(TcpSocket::Connection(handle));
+            }
+        }
+    }
+
+    /// What connection `h` is ready for now.
+    pub fn tcp_readiness(&self, h: TcpHandle) -> Result<Readiness, Error> {
+        let entry = match self.tcp.conns.get(h.0) {
+            Some(entry) if !entry.released => entry,
+            _ => return Err(Error::InvalidHandle),
+        };
+        let conn = &entry.conn;
+        Ok(Readiness {
+            readable: conn.can_recv(),
+            writable: conn.can_send(),
+            closed: conn.is_closed(),
+        })
+    }
+
+    /// What listener `l` is ready for now (readable: a connection waits
+    /// to be accepted).
+    pub fn tcp_listener_readiness(&self, l: TcpListenerHandle) -> Result<Readiness, Error> {
+        let listener = self.tcp.listeners.get(l.0).ok_or(Error::InvalidHandle)?;
+        Ok(Readiness {
+            readable: !listener.accept_queue.is_empty(),
+            writable: false,
+            closed: false,
+        })
+    }
+
+    /// Appends to `out` every socket whose readiness may have changed
+    /// since the last call, with its readiness now (edge-triggered, as
+    /// epoll: a socket that stays ready is not listed again until
+    /// something happens to it). Sockets closed and released since are
+    /// left out.
+    pub fn tcp_take_events(&mut self, out: &mut Vec<TcpEvent>) {
+        let mut events = core::mem::take(&mut self.tcp.events);
+        for socket in events.drain(..) {
+            let readiness = match socket {
+                TcpSocket::Connection(h) => {
+                    match self.tcp.conns.get_mut(h.0) {
+                        Some(entry) => entry.event_pending = false,
+                        None => continue,
+                    }
+                    self.tcp_readiness(h)
+                }
+                TcpSocket::Listener(l) => {
+                    match self.tcp.listeners.get_mut(l.0) {
+                        Some(listener) => listener.event_pending = false,
+                        None => continue,
+                    }
+                    self.tcp_listener_readiness(l)
+                }
+            };
+            if let Ok(readiness) = readiness {
+                out.push(TcpEvent { socket, readiness });
+            }
+        }
+        self.tcp.events = events;
     }
 
     fn segment_to_listener(
@@ -422,6 +531,7 @@ impl Interface {
             released: false,
             scheduled: None,
             run_deferred: false,
+            event_pending: false,
         }));
         self.tcp.by_tuple.insert(tuple, handle);
         handle
@@ -455,6 +565,9 @@ impl Interface {
     /// Sends what a connection has due, then files its next timer, and
     /// forgets it once it is closed and nobody holds it.
     fn tcp_run(&mut self, handle: TcpHandle, now: Instant) {
+        // Every path that changes a connection (input, timers, socket
+        // calls) ends here.
+        self.tcp_note_event(handle);
         let mut outbox = core::mem::take(&mut self.tcp.outbox);
         let Some(entry) = self.tcp.conns.get_mut(handle.0) else {
             self.tcp.outbox = outbox;
@@ -599,6 +712,7 @@ impl Interface {
             accept_queue: VecDeque::new(),
             config: self.tcp_socket_config(),
             cookies_until: None,
+            event_pending: false,
         };
         let handle = TcpListenerHandle(self.tcp.listeners.insert(listener));
         self.tcp.by_port.insert(local.port(), handle);
