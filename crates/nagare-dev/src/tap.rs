@@ -456,70 +456,54 @@ impl TapDevice {
         }
     }
 
-    fn receive_plain(&mut self, pool: &BufferPool, out: &mut Vec<PacketBuf>, max: usize) -> io::Result<usize> {
+    /// Reads one plain frame into `buf` after the headroom, with the same
+    /// outcomes as [`read_offloaded`](Self::read_offloaded).
+    fn read_plain(&mut self, mut buf: Buffer) -> io::Result<Option<Option<PacketBuf>>> {
+        let Some(bytes) = buf.as_mut_slice() else {
+            // A fresh pool buffer is never shared; be safe anyway.
+            return Ok(Some(None));
+        };
+        let space = bytes.get_mut(RX_HEADROOM..).unwrap_or_default();
+        let capacity = space.len();
+        match self.read_frame(space)? {
+            None | Some(0) => Ok(None),
+            Some(n) if n > capacity => {
+                self.stats.rx_dropped_oversize += 1;
+                Ok(Some(None))
+            }
+            Some(n) => {
+                let frame = PacketBuf::from_buffer(buf, RX_HEADROOM, RX_HEADROOM + n);
+                if frame.is_some() {
+                    self.stats.rx_frames += 1;
+                    self.stats.rx_bytes += n as u64;
+                }
+                Ok(Some(frame))
+            }
+        }
+    }
+
+    /// Reads up to `max` frames, plain or with their virtio headers.
+    fn receive_frames(&mut self, pool: &BufferPool, out: &mut Vec<PacketBuf>, max: usize) -> io::Result<usize> {
         let mut received = 0;
         while received < max {
-            let Ok(mut buf) = pool.alloc() else {
+            let outcome = match pool.alloc() {
                 // No buffer: take the frame off the kernel's queue anyway
                 // (as a NIC without receive descriptors drops), so that the
                 // fd does not stay readable forever.
-                match self.discard_frame() {
+                Err(_) => match self.discard_frame() {
                     Ok(Some(_)) => {
                         self.stats.rx_dropped_no_buffer += 1;
-                        continue;
+                        Ok(Some(None))
                     }
-                    Ok(None) => break,
-                    Err(e) => {
-                        self.stats.rx_errors += 1;
-                        return if received > 0 { Ok(received) } else { Err(e) };
-                    }
+                    other => other.map(|_| None),
+                },
+                Ok(first) if self.vnet_header => {
+                    self.refill_spares(pool);
+                    self.read_offloaded(first)
                 }
+                Ok(buf) => self.read_plain(buf),
             };
-            let Some(bytes) = buf.as_mut_slice() else {
-                // A fresh pool buffer is never shared; be safe anyway.
-                break;
-            };
-            let space = bytes.get_mut(RX_HEADROOM..).unwrap_or_default();
-            let capacity = space.len();
-            match self.read_frame(space) {
-                Ok(Some(n)) if n > capacity => self.stats.rx_dropped_oversize += 1,
-                Ok(Some(0)) => break,
-                Ok(Some(n)) => {
-                    if let Some(frame) = PacketBuf::from_buffer(buf, RX_HEADROOM, RX_HEADROOM + n) {
-                        self.stats.rx_frames += 1;
-                        self.stats.rx_bytes += n as u64;
-                        out.push(frame);
-                        received += 1;
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    self.stats.rx_errors += 1;
-                    return if received > 0 { Ok(received) } else { Err(e) };
-                }
-            }
-        }
-        Ok(received)
-    }
-
-    fn receive_with_header(&mut self, pool: &BufferPool, out: &mut Vec<PacketBuf>, max: usize) -> io::Result<usize> {
-        let mut received = 0;
-        while received < max {
-            let Ok(first) = pool.alloc() else {
-                match self.discard_frame() {
-                    Ok(Some(_)) => {
-                        self.stats.rx_dropped_no_buffer += 1;
-                        continue;
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        self.stats.rx_errors += 1;
-                        return if received > 0 { Ok(received) } else { Err(e) };
-                    }
-                }
-            };
-            self.refill_spares(pool);
-            match self.read_offloaded(first) {
+            match outcome {
                 Ok(Some(Some(frame))) => {
                     out.push(frame);
                     received += 1;
@@ -552,11 +536,7 @@ impl Device for TapDevice {
         max: usize,
         _now: Instant,
     ) -> io::Result<usize> {
-        if self.vnet_header {
-            self.receive_with_header(pool, out, max)
-        } else {
-            self.receive_plain(pool, out, max)
-        }
+        self.receive_frames(pool, out, max)
     }
 
     fn transmit_batch(
