@@ -11,6 +11,7 @@ mod realtime;
 mod services;
 mod sim_pair;
 mod up;
+mod vni;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -41,11 +42,11 @@ enum Command {
         #[arg(long, default_value_t = 50_000)]
         stream: usize,
     },
-    /// Run a host on a TAP device: answers ping and serves UDP echo on
-    /// port 7, and the services asked for.
+    /// Run a host on a TAP device or a VNI port: answers ping and serves
+    /// UDP echo on port 7, and the services asked for.
     Up {
         #[command(flatten)]
-        link: TapArgs,
+        link: UpLinkArgs,
         /// Save the traffic as a pcap file.
         #[arg(long)]
         pcap: Option<PathBuf>,
@@ -72,8 +73,8 @@ enum Command {
         #[arg(long, default_value_t = 600)]
         timeout: u64,
     },
-    /// Ping from nagare: over a TAP device, or (without --tap) to a nagare
-    /// peer on a simulated link in this process.
+    /// Ping from nagare: over a TAP device or a VNI port, or (without
+    /// either) to a nagare peer on a simulated link in this process.
     Ping {
         #[command(flatten)]
         link: OptionalTapArgs,
@@ -102,6 +103,10 @@ enum Command {
     /// and another nagare or the kernel (iperf-like).
     #[command(subcommand)]
     Perf(perf::PerfCommand),
+    /// VNI segments: a shared-memory Ethernet between nagare instances on
+    /// this machine.
+    #[command(subcommand)]
+    Vni(vni::VniCommand),
 }
 
 #[derive(Subcommand)]
@@ -147,11 +152,62 @@ struct TapArgs {
     no_offload: bool,
 }
 
+/// The link of `nagare up`: a TAP device or a VNI segment.
+#[derive(clap::Args, Clone)]
+struct UpLinkArgs {
+    /// TAP device to use (created if it does not exist).
+    #[arg(long, required_unless_present = "vni")]
+    tap: Option<String>,
+    /// VNI segment to attach to (a free port of it; see `nagare vni create`).
+    #[arg(long, conflicts_with = "tap")]
+    vni: Option<String>,
+    /// Address and prefix, e.g. 10.0.0.2/24.
+    #[arg(long)]
+    addr: Ipv4Cidr,
+    /// Default gateway.
+    #[arg(long)]
+    gateway: Option<Ipv4Addr>,
+    /// Ethernet address (default: derived from the IP address).
+    #[arg(long)]
+    mac: Option<EthernetAddress>,
+    /// Impair traffic both ways, e.g. loss=3%,delay=2ms,reorder=10%,dup=1%,corrupt=0.1%.
+    #[arg(long)]
+    impair: Option<Impairment>,
+    /// Plain frames: no checksum or TCP segmentation offload on the TAP.
+    #[arg(long, conflicts_with = "vni")]
+    no_offload: bool,
+}
+
+impl UpLinkArgs {
+    fn into_link(self) -> up::Link {
+        match (self.tap, self.vni) {
+            (Some(tap), _) => up::Link::Tap(up::TapLink {
+                tap,
+                addr: self.addr,
+                gateway: self.gateway,
+                mac: self.mac,
+                impair: self.impair,
+                offload: !self.no_offload,
+            }),
+            (None, vni) => up::Link::Vni(up::VniLink {
+                vni: vni.unwrap_or_default(),
+                addr: self.addr,
+                gateway: self.gateway,
+                mac: self.mac,
+                impair: self.impair,
+            }),
+        }
+    }
+}
+
 #[derive(clap::Args, Clone)]
 struct OptionalTapArgs {
     /// TAP device to use (created if it does not exist).
     #[arg(long, requires = "addr")]
     tap: Option<String>,
+    /// VNI segment to attach to, instead of a TAP device.
+    #[arg(long, requires = "addr", conflicts_with = "tap")]
+    vni: Option<String>,
     /// Address and prefix, e.g. 10.0.0.2/24.
     #[arg(long)]
     addr: Option<Ipv4Cidr>,
@@ -169,6 +225,31 @@ struct OptionalTapArgs {
     no_offload: bool,
 }
 
+impl OptionalTapArgs {
+    /// The TAP or VNI link asked for, if any (with an address).
+    fn to_link(&self) -> Option<up::Link> {
+        let addr = self.addr?;
+        if let Some(tap) = &self.tap {
+            return Some(up::Link::Tap(up::TapLink {
+                tap: tap.clone(),
+                addr,
+                gateway: self.gateway,
+                mac: self.mac,
+                impair: self.impair,
+                offload: !self.no_offload,
+            }));
+        }
+        let vni = self.vni.clone()?;
+        Some(up::Link::Vni(up::VniLink {
+            vni,
+            addr,
+            gateway: self.gateway,
+            mac: self.mac,
+            impair: self.impair,
+        }))
+    }
+}
+
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
@@ -184,12 +265,7 @@ fn main() -> Result<()> {
             discard,
             http,
         } => up::run(up::UpArgs {
-            tap: link.tap,
-            addr: link.addr,
-            gateway: link.gateway,
-            mac: link.mac,
-            impair: link.impair,
-            offload: !link.no_offload,
+            link: link.into_link(),
             pcap,
             echo,
             discard,
@@ -237,23 +313,14 @@ fn main() -> Result<()> {
                 timeout: seconds("-W", timeout)?,
                 quiet,
             };
-            let code = match (link.tap, link.addr) {
-                (Some(tap), Some(addr)) => ping::run_tap(
-                    up::TapLink {
-                        tap,
-                        addr,
-                        gateway: link.gateway,
-                        mac: link.mac,
-                        impair: link.impair,
-                        offload: !link.no_offload,
-                    },
-                    options,
-                )?,
-                _ => ping::run_simulated(link.addr, options)?,
+            let code = match link.to_link() {
+                Some(real) => ping::run_link(real, options)?,
+                None => ping::run_simulated(link.addr, options)?,
             };
             std::process::exit(code);
         }
         Command::Perf(command) => perf::run(command),
+        Command::Vni(command) => vni::run(command),
         Command::Bench(BenchCommand::Udp {
             datagrams,
             sizes,

@@ -3,7 +3,7 @@
 
 use crate::realtime;
 use crate::sim_pair::{host_config, new_host, sim_ports, SimPair};
-use crate::up::{open_host, TapLink};
+use crate::up::{open_link, Link};
 use anyhow::{bail, Result};
 use nagare_core::icmp::{EchoEvent, IcmpError};
 use nagare_core::{EchoHandle, Instant, Interface};
@@ -188,11 +188,11 @@ fn unreachable_text(code: u8) -> &'static str {
     }
 }
 
-/// Pings over a TAP device on the wall clock.
-pub fn run_tap(link: TapLink, options: PingOptions) -> Result<i32> {
+/// Pings over a TAP device or a VNI port on the wall clock.
+pub fn run_link(link: Link, options: PingOptions) -> Result<i32> {
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
-    let mut host = open_host(&link, None, &clock)?;
+    let mut host = open_link(&link, None, &clock)?;
     let mut session = PingSession::new(&mut host.iface, options)?;
     realtime::run(&mut host, &clock, &stop, |host, now| session.tick(&mut host.iface, now))?;
     Ok(session.finish(clock.now()))

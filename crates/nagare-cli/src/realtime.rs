@@ -79,11 +79,13 @@ pub fn run<D: Device>(
                 continue;
             }
         };
+        let stuck_before_tick = host.has_pending_tx();
         let wake = match tick(host, now) {
             std::ops::ControlFlow::Break(()) => return Ok(()),
             std::ops::ControlFlow::Continue(wake) => wake,
         };
-        if report.did_work() {
+        // Frames `tick` just queued go out at once, not after a wait.
+        if report.did_work() || (!stuck_before_tick && host.has_pending_tx()) {
             continue;
         }
         let now = clock.now();

@@ -1,5 +1,5 @@
-//! `nagare up`: a host on a TAP device that answers ping and serves UDP
-//! echo until it is told to stop.
+//! `nagare up`: a host on a TAP device or a VNI port that answers ping and
+//! serves UDP echo until it is told to stop.
 
 use crate::host::Host;
 use crate::realtime;
@@ -29,13 +29,40 @@ pub struct TapLink {
     pub offload: bool,
 }
 
-pub struct UpArgs {
-    pub tap: String,
+/// A host on a port of a VNI segment.
+pub struct VniLink {
+    pub vni: String,
     pub addr: Ipv4Cidr,
     pub gateway: Option<Ipv4Addr>,
     pub mac: Option<EthernetAddress>,
     pub impair: Option<Impairment>,
-    pub offload: bool,
+}
+
+/// Where a host's frames go.
+pub enum Link {
+    Tap(TapLink),
+    Vni(VniLink),
+}
+
+impl Link {
+    pub fn addr(&self) -> Ipv4Cidr {
+        match self {
+            Link::Tap(t) => t.addr,
+            Link::Vni(v) => v.addr,
+        }
+    }
+
+    /// "tap0" or "VNI seg".
+    pub fn describe(&self) -> String {
+        match self {
+            Link::Tap(t) => t.tap.clone(),
+            Link::Vni(v) => format!("VNI {}", v.vni),
+        }
+    }
+}
+
+pub struct UpArgs {
+    pub link: Link,
     pub pcap: Option<PathBuf>,
     pub echo: bool,
     pub discard: bool,
@@ -58,18 +85,42 @@ pub fn open_host(link: &TapLink, pcap: Option<&Path>, clock: &MonotonicClock) ->
         if tap.created() { "created" } else { "attached to" },
         link.tap
     );
-    let mut device: Box<dyn Device> = Box::new(tap);
-    if let Some(impairment) = link.impair.filter(|i| !i.is_none()) {
-        device = Box::new(Impaired::new(device, impairment, u64::from(link.addr.address().to_bits())));
+    build_host(Box::new(tap), link.addr, link.gateway, link.mac, link.impair, pcap, clock)
+}
+
+/// Opens the link (TAP or VNI) and builds a host on it.
+pub fn open_link(link: &Link, pcap: Option<&Path>, clock: &MonotonicClock) -> Result<Host<Box<dyn Device>>> {
+    match link {
+        Link::Tap(tap) => open_host(tap, pcap, clock),
+        Link::Vni(v) => {
+            let mac = v.mac.unwrap_or_else(|| default_mac(v.addr.address()));
+            let port = crate::vni::open_port(&v.vni, mac)?;
+            build_host(Box::new(port), v.addr, v.gateway, Some(mac), v.impair, pcap, clock)
+        }
+    }
+}
+
+/// A host on `device`, with the optional impairment and capture layers.
+fn build_host(
+    mut device: Box<dyn Device>,
+    addr: Ipv4Cidr,
+    gateway: Option<Ipv4Addr>,
+    mac: Option<EthernetAddress>,
+    impair: Option<Impairment>,
+    pcap: Option<&Path>,
+    clock: &MonotonicClock,
+) -> Result<Host<Box<dyn Device>>> {
+    if let Some(impairment) = impair.filter(|i| !i.is_none()) {
+        device = Box::new(Impaired::new(device, impairment, u64::from(addr.address().to_bits())));
     }
     if let Some(path) = pcap {
         let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
         let writer = PcapWriter::new(BufWriter::new(file), clock.unix_epoch_micros())?;
         device = Box::new(PcapDevice::new(device, writer));
     }
-    let mac = link.mac.unwrap_or_else(|| default_mac(link.addr.address()));
-    let mut config = InterfaceConfig::new(mac, link.addr);
-    config.gateway = link.gateway;
+    let mac = mac.unwrap_or_else(|| default_mac(addr.address()));
+    let mut config = InterfaceConfig::new(mac, addr);
+    config.gateway = gateway;
     config.mtu = device.mtu();
     config.tx_offloads = device.tx_offloads();
     config.seed = clock.unix_epoch_micros() ^ u64::from(std::process::id());
@@ -80,15 +131,8 @@ pub fn open_host(link: &TapLink, pcap: Option<&Path>, clock: &MonotonicClock) ->
 pub fn run(args: UpArgs) -> Result<()> {
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
-    let link = TapLink {
-        tap: args.tap,
-        addr: args.addr,
-        gateway: args.gateway,
-        mac: args.mac,
-        impair: args.impair,
-        offload: args.offload,
-    };
-    let mut host = open_host(&link, args.pcap.as_deref(), &clock)?;
+    let link = args.link;
+    let mut host = open_link(&link, args.pcap.as_deref(), &clock)?;
     let mut offered = vec!["ping".to_string()];
     if args.echo {
         host.services.enable_echo(&mut host.iface).map_err(anyhow::Error::msg)?;
@@ -110,8 +154,8 @@ pub fn run(args: UpArgs) -> Result<()> {
     }
     println!(
         "nagare up: {} on {} (mac {}); {}; Ctrl-C stops",
-        link.addr,
-        link.tap,
+        link.addr(),
+        link.describe(),
         host.iface.config().mac,
         offered.join(", ")
     );

@@ -6,6 +6,8 @@
 //!   queue and impairments, running on virtual time;
 //! - [`Impaired`]: the same impairments around any device;
 //! - [`Loopback`]: what is sent comes back;
+//! - [`VniPort`]: a port on a VNI segment, a shared-memory Ethernet
+//!   between nagare instances on one machine (Mint);
 //! - [`PcapDevice`]: a pcap capture of any device;
 //! - [`MonotonicClock`]: real time in the engine's [`nagare_core::Instant`].
 //!
@@ -22,6 +24,7 @@ pub mod rng;
 pub mod sim;
 pub mod tap;
 pub mod vnet;
+pub mod vni;
 
 pub use clock::MonotonicClock;
 pub use device::{frame_fits, Device, DeviceStats, DEFAULT_MTU, ETHERNET_HEADER_LEN, RX_HEADROOM};
@@ -31,3 +34,4 @@ pub use pcap::{PcapDevice, PcapWriter, LINKTYPE_ETHERNET, PCAP_MAGIC, PCAP_SNAPL
 pub use rng::SimRng;
 pub use sim::{LinkConfig, LinkStats, SimLink, SimPort};
 pub use tap::TapDevice;
+pub use vni::{Segment as VniSegment, VniPort, VniStats};

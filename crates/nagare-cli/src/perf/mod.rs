@@ -24,7 +24,7 @@ mod roles;
 mod server;
 
 use crate::realtime;
-use crate::up::{open_host, TapLink};
+use crate::up::{open_link, Link};
 use crate::OptionalTapArgs;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Subcommand, ValueEnum};
@@ -39,7 +39,7 @@ use std::time::Duration;
 
 #[derive(Subcommand)]
 pub enum PerfCommand {
-    /// Serve tests until Ctrl-C or SIGTERM: on nagare with --tap, else on
+    /// Serve tests until Ctrl-C or SIGTERM: on nagare with --tap or --vni, else on
     /// the kernel's stack.
     Server {
         #[command(flatten)]
@@ -51,7 +51,7 @@ pub enum PerfCommand {
         #[arg(long)]
         once: bool,
     },
-    /// Run one test against a perf server: on nagare with --tap, else on
+    /// Run one test against a perf server: on nagare with --tap or --vni, else on
     /// the kernel's stack.
     Client {
         #[command(flatten)]
@@ -145,23 +145,13 @@ fn drive<N: Net>(net: &mut N, task: &mut impl Task<N>, clock: &MonotonicClock, s
     }
 }
 
-fn tap_link(link: &OptionalTapArgs) -> Option<TapLink> {
-    match (&link.tap, link.addr) {
-        (Some(tap), Some(addr)) => Some(TapLink {
-            tap: tap.clone(),
-            addr,
-            gateway: link.gateway,
-            mac: link.mac,
-            impair: link.impair,
-            offload: !link.no_offload,
-        }),
-        _ => None,
-    }
+fn tap_link(link: &OptionalTapArgs) -> Option<Link> {
+    link.to_link()
 }
 
 fn check_link(link: &OptionalTapArgs) -> Result<()> {
-    if link.tap.is_none() && (link.addr.is_some() || link.gateway.is_some() || link.mac.is_some() || link.impair.is_some()) {
-        bail!("--addr, --gateway, --mac and --impair need --tap (without --tap the kernel's stack is used)");
+    if link.tap.is_none() && link.vni.is_none() && (link.addr.is_some() || link.gateway.is_some() || link.mac.is_some() || link.impair.is_some()) {
+        bail!("--addr, --gateway, --mac and --impair need --tap or --vni (without them the kernel's stack is used)");
     }
     Ok(())
 }
@@ -251,9 +241,9 @@ fn run_server(link: &OptionalTapArgs, port: u16, once: bool) -> Result<()> {
     let seed = clock.unix_epoch_micros() ^ (u64::from(std::process::id()) << 32);
     let failures = match tap_link(link) {
         Some(tap) => {
-            let host = open_host(&tap, None, &clock)?;
+            let host = open_link(&tap, None, &clock)?;
             let mut net = engine::EngineNet::new(host)?;
-            let stack = format!("nagare on {} as {}", tap.tap, tap.addr);
+            let stack = format!("nagare on {} as {}", tap.describe(), tap.addr());
             let mut server = server::Server::new(server::ServerConfig { port, once, stack }, seed);
             drive(&mut net, &mut server, &clock, &stop)?;
             net.linger(&clock, Duration::from_millis(500));
@@ -283,7 +273,7 @@ fn run_client(link: &OptionalTapArgs, config: client::ClientConfig, json: bool) 
     let server = config.server;
     let (finished, summary, stats) = match tap_link(link) {
         Some(tap) => {
-            let host = open_host(&tap, None, &clock)?;
+            let host = open_link(&tap, None, &clock)?;
             let mut net = engine::EngineNet::new(host)?;
             let mut client = client::Client::new(config);
             let result = drive(&mut net, &mut client, &clock, &stop);

@@ -1,0 +1,554 @@
+//! A port on a segment: an Ethernet-compatible [`Device`].
+//!
+//! Attaching claims a free port record (compare-and-swap of its owner
+//! word; a port whose owner process is dead is free again), empties every
+//! ring to and from it, publishes the MAC and the doorbell, bumps the
+//! attach generation and only then marks the port attached. Peers notice
+//! the new generation and fetch the new doorbell; the rings need nothing
+//! from them, because the attacher reset its own counters to theirs.
+//!
+//! Wake-ups: a receiver that found frames sets its `polling` flag (it
+//! will look again at once) and clears it, then looks once more, before
+//! reporting an empty batch (after which its caller may sleep on the
+//! eventfd). A sender publishes its tail, then reads `polling`, then the
+//! receiver's head; it rings only if the receiver is not polling and the
+//! head equals the tail published before (the ring went from empty to
+//! non-empty). All of these are sequentially consistent, so of "receiver
+//! stores head / polling, then loads tail" and "sender stores tail, then
+//! loads polling and head", one side sees the other: either the receiver
+//! finds the frame, or the sender rings.
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nagare_core::buf::{BufferPool, PacketBuf, TxOffloads};
+use nagare_core::Instant;
+
+use super::doorbell::{process_alive, Doorbell, RemoteBell};
+use super::layout::*;
+use super::ring::{Consumer, Popped, Producer};
+use super::segment::Segment;
+use crate::device::{frame_fits, Device, DeviceStats};
+
+/// How often a live-looking peer's pid is checked (kill(pid, 0)).
+const LIVENESS_INTERVAL: Duration = Duration::from_millis(200);
+/// A unicast peer whose ring stays full this long is treated as stuck:
+/// frames to it are dropped instead of holding up the others.
+const STALL_LIMIT: Duration = Duration::from_millis(200);
+/// How long after a failed doorbell fetch before trying again.
+const BELL_RETRY: Duration = Duration::from_millis(500);
+
+/// Counters particular to the VNI (frames are in [`DeviceStats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VniStats {
+    /// Slots with an impossible length, skipped (also in `rx_errors`).
+    pub bad_slots: u64,
+    /// Rings whose head or tail made no sense, resynchronised (received
+    /// ones also count in `rx_errors`).
+    pub broken_rings: u64,
+    /// Doorbells rung.
+    pub doorbells_rung: u64,
+    /// Doorbells not rung because the receiver was polling.
+    pub doorbells_masked: u64,
+    /// Doorbells not rung because the ring already held frames.
+    pub doorbells_elided: u64,
+    /// Doorbells that could not be fetched or rung.
+    pub doorbell_errors: u64,
+    /// Unicast frames to an unknown MAC, sent to every peer.
+    pub flooded: u64,
+    /// Frame copies not delivered to a peer whose ring was full.
+    pub ring_full_drops: u64,
+    /// Peers seen going up or down.
+    pub link_changes: u64,
+}
+
+/// What a port knows of one peer.
+#[derive(Debug)]
+struct Peer {
+    index: usize,
+    up: bool,
+    /// The peer's owner pid and generation when we last looked.
+    pid: u32,
+    generation: u32,
+    alive: bool,
+    checked_alive: Option<std::time::Instant>,
+    mac: [u8; 6],
+    bell: Option<RemoteBell>,
+    bell_failed_at: Option<std::time::Instant>,
+    tx: Producer,
+    rx: Consumer,
+    /// Free slots known without looking at the head again (this batch).
+    credit: usize,
+    full_since: Option<std::time::Instant>,
+}
+
+/// A peer as this port sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerLink {
+    pub index: usize,
+    pub up: bool,
+    pub mac: [u8; 6],
+    pub pid: u32,
+}
+
+/// One attached port of a VNI segment.
+#[derive(Debug)]
+pub struct VniPort {
+    seg: Arc<Segment>,
+    geo: Geometry,
+    index: usize,
+    pid: u32,
+    generation: u32,
+    mac: [u8; 6],
+    doorbell: Doorbell,
+    peers: Vec<Peer>,
+    polling: bool,
+    /// The peer the next receive starts with (round robin).
+    next_rx: usize,
+    stats: DeviceStats,
+    vni: VniStats,
+}
+
+fn mac_to_u64(mac: [u8; 6]) -> u64 {
+    let mut b = [0u8; 8];
+    b[..6].copy_from_slice(&mac);
+    u64::from_le_bytes(b)
+}
+
+fn mac_from_u64(v: u64) -> [u8; 6] {
+    let b = v.to_le_bytes();
+    [b[0], b[1], b[2], b[3], b[4], b[5]]
+}
+
+/// A locally administered MAC for port `index` of segment `name`.
+pub fn derived_mac(name: &str, index: usize) -> [u8; 6] {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in name.bytes() {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    let h = h.to_be_bytes();
+    [0x02, 0x76, h[0], h[1], h[2], index as u8]
+}
+
+impl VniPort {
+    /// Attaches to the first free port of `seg`, with MAC `mac` (derived
+    /// from the segment name and port number if `None`).
+    pub fn attach(seg: Arc<Segment>, mac: Option<[u8; 6]>) -> io::Result<VniPort> {
+        for index in 0..seg.geometry().ports {
+            if claim(&seg, index) {
+                return Self::attach_claimed(seg, index, mac);
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!("VNI {}: all {} ports are attached", seg.name(), seg.geometry().ports),
+        ))
+    }
+
+    /// Attaches to port `index` if it is free.
+    pub fn attach_port(seg: Arc<Segment>, index: usize, mac: Option<[u8; 6]>) -> io::Result<VniPort> {
+        if index >= seg.geometry().ports {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("no port {index}")));
+        }
+        if !claim(&seg, index) {
+            return Err(io::Error::new(io::ErrorKind::AddrInUse, format!("VNI {} port {index} is attached", seg.name())));
+        }
+        Self::attach_claimed(seg, index, mac)
+    }
+
+    fn attach_claimed(seg: Arc<Segment>, index: usize, mac: Option<[u8; 6]>) -> io::Result<VniPort> {
+        let geo = *seg.geometry();
+        let pid = std::process::id();
+        let base = geo.port_offset(index);
+        let owner = seg.u64_at(base + P_OWNER);
+        let give_up = |e: io::Error| {
+            let _ = owner.compare_exchange(owner_word(STATE_CLAIMING, pid), owner_word(STATE_FREE, 0), Ordering::SeqCst, Ordering::SeqCst);
+            e
+        };
+        let mac = mac.unwrap_or_else(|| derived_mac(seg.name(), index));
+        if mac[0] & 1 != 0 || mac == [0; 6] {
+            return Err(give_up(io::Error::new(io::ErrorKind::InvalidInput, "a port's MAC must be unicast and not zero")));
+        }
+        let taken = (0..geo.ports)
+            .filter(|&j| j != index)
+            .filter_map(|j| seg.port_info(j))
+            .any(|p| p.mac == mac && p.is_live());
+        if taken {
+            return Err(give_up(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("another port of VNI {} has MAC {}", seg.name(), format_mac(mac)),
+            )));
+        }
+        let doorbell = Doorbell::new().map_err(give_up)?;
+        seg.u64_at(base + P_MAC).store(mac_to_u64(mac), Ordering::SeqCst);
+        seg.u32_at(base + P_DOORBELL).store(doorbell.raw_fd() as u32, Ordering::SeqCst);
+        seg.u32_at(base + P_POLLING).store(0, Ordering::SeqCst);
+        let mut peers = Vec::with_capacity(geo.ports - 1);
+        for j in (0..geo.ports).filter(|&j| j != index) {
+            peers.push(Peer {
+                index: j,
+                up: false,
+                pid: 0,
+                generation: 0,
+                alive: false,
+                checked_alive: None,
+                mac: [0; 6],
+                bell: None,
+                bell_failed_at: None,
+                tx: Producer::reset(&seg, geo.ring_offset_of(index, j)),
+                rx: Consumer::reset(&seg, geo.ring_offset_of(j, index)),
+                credit: 0,
+                full_since: None,
+            });
+        }
+        let gen_word = seg.u32_at(base + P_GENERATION);
+        let mut generation = gen_word.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
+        if generation == 0 {
+            generation = gen_word.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
+        }
+        if owner
+            .compare_exchange(owner_word(STATE_CLAIMING, pid), owner_word(STATE_ATTACHED, pid), Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return Err(io::Error::new(io::ErrorKind::AddrInUse, format!("VNI {} port {index} was taken while attaching", seg.name())));
+        }
+        let mut port = VniPort {
+            seg,
+            geo,
+            index,
+            pid,
+            generation,
+            mac,
+            doorbell,
+            peers,
+            polling: false,
+            next_rx: 0,
+            stats: DeviceStats::default(),
+            vni: VniStats::default(),
+        };
+        port.refresh()?;
+        Ok(port)
+    }
+
+    /// The port's number in the segment.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The port's MAC.
+    pub fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    /// This attachment's generation.
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+
+    /// The segment.
+    pub fn segment(&self) -> &Arc<Segment> {
+        &self.seg
+    }
+
+    /// VNI counters.
+    pub fn vni_stats(&self) -> VniStats {
+        self.vni
+    }
+
+    /// The peers as last seen (call after a receive or transmit, or
+    /// [`refresh`](Self::refresh), for a current view).
+    pub fn peer_links(&self) -> Vec<PeerLink> {
+        self.peers
+            .iter()
+            .map(|p| PeerLink { index: p.index, up: p.up, mac: p.mac, pid: p.pid })
+            .collect()
+    }
+
+    /// Re-reads the port records: our own (still ours?) and every peer's
+    /// (attached? alive? re-attached?). Done by every receive and
+    /// transmit.
+    pub fn refresh(&mut self) -> io::Result<()> {
+        let seg = &*self.seg;
+        let base = self.geo.port_offset(self.index);
+        let own = seg.u64_at(base + P_OWNER).load(Ordering::Acquire);
+        let own_gen = seg.u32_at(base + P_GENERATION).load(Ordering::Acquire);
+        if own != owner_word(STATE_ATTACHED, self.pid) || own_gen != self.generation {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                format!("VNI {} port {} is no longer ours", seg.name(), self.index),
+            ));
+        }
+        let now = std::time::Instant::now();
+        for peer in &mut self.peers {
+            let pbase = self.geo.port_offset(peer.index);
+            let owner = seg.u64_at(pbase + P_OWNER);
+            let word = owner.load(Ordering::Acquire);
+            let (state, pid) = split_owner(word);
+            let mut up = false;
+            if state == STATE_ATTACHED {
+                let generation = seg.u32_at(pbase + P_GENERATION).load(Ordering::Acquire);
+                let mac = mac_from_u64(seg.u64_at(pbase + P_MAC).load(Ordering::Acquire));
+                // A record that changed while we read it is read again next time.
+                let stable = owner.load(Ordering::Acquire) == word;
+                if stable {
+                    if generation != peer.generation || pid != peer.pid {
+                        peer.generation = generation;
+                        peer.pid = pid;
+                        peer.mac = mac;
+                        peer.bell = None;
+                        peer.bell_failed_at = None;
+                        peer.checked_alive = None;
+                        peer.full_since = None;
+                    }
+                    if peer.checked_alive.is_none_or(|t| now.duration_since(t) >= LIVENESS_INTERVAL) {
+                        peer.alive = process_alive(pid);
+                        peer.checked_alive = Some(now);
+                    }
+                    up = peer.alive;
+                }
+            }
+            if up != peer.up {
+                peer.up = up;
+                self.vni.link_changes += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn set_polling(&mut self, on: bool) {
+        if self.polling != on {
+            self.polling = on;
+            let base = self.geo.port_offset(self.index);
+            self.seg.u32_at(base + P_POLLING).store(u32::from(on), Ordering::SeqCst);
+        }
+    }
+
+    /// Drains up to `max` frames from the peers' rings, round robin.
+    fn drain(&mut self, pool: &BufferPool, out: &mut Vec<PacketBuf>, max: usize) -> usize {
+        let seg = &*self.seg;
+        let count = self.peers.len();
+        let mut got = 0;
+        for k in 0..count {
+            if got >= max {
+                break;
+            }
+            let peer = &mut self.peers[(self.next_rx + k) % count];
+            if !peer.up {
+                continue;
+            }
+            let avail = match peer.rx.available(seg, &self.geo) {
+                Ok(n) => n,
+                Err(_) => {
+                    self.vni.broken_rings += 1;
+                    self.stats.rx_errors += 1;
+                    continue;
+                }
+            };
+            for _ in 0..avail.min(max - got) {
+                match peer.rx.pop(seg, &self.geo, pool) {
+                    Popped::Frame(frame) => {
+                        self.stats.rx_frames += 1;
+                        self.stats.rx_bytes += frame.len() as u64;
+                        out.push(frame);
+                        got += 1;
+                    }
+                    Popped::BadSlot => {
+                        self.vni.bad_slots += 1;
+                        self.stats.rx_errors += 1;
+                    }
+                    Popped::NoBuffer => self.stats.rx_dropped_no_buffer += 1,
+                }
+            }
+            peer.rx.release(seg);
+        }
+        if count > 0 {
+            self.next_rx = (self.next_rx + 1) % count;
+        }
+        got
+    }
+
+    /// Room in the ring to peer `k`, looking at its head only when the
+    /// credit known from the last look is used up.
+    fn room(&mut self, k: usize) -> usize {
+        let peer = &mut self.peers[k];
+        if peer.credit == 0 {
+            peer.credit = match peer.tx.free_slots(&self.seg, &self.geo) {
+                Ok(n) => n,
+                Err(_) => {
+                    self.vni.broken_rings += 1;
+                    self.geo.slot_count
+                }
+            };
+        }
+        peer.credit
+    }
+
+    fn push(&mut self, k: usize, frame: &PacketBuf) {
+        let peer = &mut self.peers[k];
+        peer.tx.push(&self.seg, &self.geo, frame);
+        peer.credit -= 1;
+        peer.full_since = None;
+    }
+
+    /// Publishes what was pushed to every peer and rings the doorbells
+    /// that need it: one store and at most one ring per peer per batch.
+    fn publish(&mut self) {
+        let seg = &*self.seg;
+        let now = std::time::Instant::now();
+        for peer in &mut self.peers {
+            peer.credit = 0;
+            if !peer.tx.has_unpublished() {
+                continue;
+            }
+            let before = peer.tx.publish(seg);
+            let pbase = self.geo.port_offset(peer.index);
+            if seg.u32_at(pbase + P_POLLING).load(Ordering::SeqCst) != 0 {
+                self.vni.doorbells_masked += 1;
+                continue;
+            }
+            if peer.tx.head(seg) != before {
+                self.vni.doorbells_elided += 1;
+                continue;
+            }
+            if peer.bell.is_none() && peer.bell_failed_at.is_none_or(|t| now.duration_since(t) >= BELL_RETRY) {
+                let fd = seg.u32_at(pbase + P_DOORBELL).load(Ordering::Acquire);
+                match RemoteBell::fetch(peer.pid, fd) {
+                    Ok(bell) => peer.bell = Some(bell),
+                    Err(_) => {
+                        self.vni.doorbell_errors += 1;
+                        peer.bell_failed_at = Some(now);
+                    }
+                }
+            }
+            if let Some(bell) = &peer.bell {
+                if bell.ring().is_ok() {
+                    self.vni.doorbells_rung += 1;
+                } else {
+                    self.vni.doorbell_errors += 1;
+                    peer.bell = None;
+                    peer.bell_failed_at = Some(now);
+                }
+            }
+        }
+    }
+}
+
+fn claim(seg: &Segment, index: usize) -> bool {
+    let owner = seg.u64_at(seg.geometry().port_offset(index) + P_OWNER);
+    let word = owner.load(Ordering::Acquire);
+    let (state, pid) = split_owner(word);
+    let free = state == STATE_FREE || !process_alive(pid);
+    free && owner
+        .compare_exchange(word, owner_word(STATE_CLAIMING, std::process::id()), Ordering::SeqCst, Ordering::SeqCst)
+        .is_ok()
+}
+
+/// `02:76:...` notation.
+pub fn format_mac(mac: [u8; 6]) -> String {
+    mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+impl Device for VniPort {
+    fn receive_batch(&mut self, pool: &BufferPool, out: &mut Vec<PacketBuf>, max: usize, _now: Instant) -> io::Result<usize> {
+        self.doorbell.drain();
+        self.refresh()?;
+        let mut got = self.drain(pool, out, max);
+        if got == 0 && self.polling {
+            // About to report nothing: let senders ring again, then look
+            // once more for frames published while they did not.
+            self.set_polling(false);
+            got = self.drain(pool, out, max);
+        }
+        if got > 0 {
+            self.set_polling(true);
+        }
+        Ok(got)
+    }
+
+    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, _now: Instant) -> io::Result<usize> {
+        self.refresh()?;
+        let now = std::time::Instant::now();
+        let mut taken = 0;
+        while let Some(frame) = frames.front() {
+            if !frame_fits(frame, self.geo.mtu, TxOffloads::NONE) {
+                frames.pop_front();
+                self.stats.tx_errors += 1;
+                taken += 1;
+                continue;
+            }
+            let len = frame.len();
+            let dst = frame.header::<6>().unwrap_or([0xff; 6]);
+            let group = dst[0] & 1 != 0;
+            let target = if group { None } else { self.peers.iter().position(|p| p.up && p.mac == dst) };
+            let mut delivered = 0;
+            if let Some(k) = target {
+                if self.room(k) == 0 {
+                    let peer = &mut self.peers[k];
+                    let since = *peer.full_since.get_or_insert(now);
+                    if now.duration_since(since) < STALL_LIMIT {
+                        // Back pressure: the rest waits for the next call.
+                        break;
+                    }
+                    self.vni.ring_full_drops += 1;
+                } else {
+                    self.push(k, frame);
+                    delivered = 1;
+                }
+            } else {
+                if !group {
+                    self.vni.flooded += 1;
+                }
+                for k in 0..self.peers.len() {
+                    if !self.peers[k].up {
+                        continue;
+                    }
+                    if self.room(k) == 0 {
+                        self.vni.ring_full_drops += 1;
+                    } else {
+                        self.push(k, frame);
+                        delivered += 1;
+                    }
+                }
+            }
+            if delivered > 0 {
+                self.stats.tx_frames += 1;
+                self.stats.tx_bytes += len as u64;
+            } else {
+                self.stats.tx_dropped += 1;
+            }
+            frames.pop_front();
+            taken += 1;
+        }
+        self.publish();
+        Ok(taken)
+    }
+
+    fn mtu(&self) -> usize {
+        self.geo.mtu
+    }
+
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.doorbell.raw_fd())
+    }
+
+    fn stats(&self) -> DeviceStats {
+        self.stats
+    }
+}
+
+impl Drop for VniPort {
+    fn drop(&mut self) {
+        let base = self.geo.port_offset(self.index);
+        self.seg.u32_at(base + P_POLLING).store(0, Ordering::SeqCst);
+        let _ = self.seg.u64_at(base + P_OWNER).compare_exchange(
+            owner_word(STATE_ATTACHED, self.pid),
+            owner_word(STATE_FREE, 0),
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        );
+    }
+}

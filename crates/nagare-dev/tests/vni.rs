@@ -1,0 +1,480 @@
+//! The VNI: segments under /dev/shm, ports in this process exchanging
+//! frames, re-attachment, a hostile peer scribbling over the rings, and two
+//! engines talking ARP, ICMP and TCP over it.
+
+use std::collections::VecDeque;
+use std::net::SocketAddrV4;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nagare_core::buf::{BufferPool, PacketBuf};
+use nagare_core::iface::{Error, TcpHandle};
+use nagare_core::icmp::EchoEvent;
+use nagare_core::{Instant, Interface, InterfaceConfig};
+use nagare_dev::vni::layout::{self, Geometry};
+use nagare_dev::vni::{segment_size, Segment, VniPort};
+use nagare_dev::{Device, MonotonicClock, SimRng, RX_HEADROOM};
+use nagare_wire::{EthernetAddress, Ipv4Addr, Ipv4Cidr};
+
+/// A segment with a name of its own, removed when dropped.
+struct TestSegment {
+    name: String,
+    seg: Arc<Segment>,
+}
+
+impl TestSegment {
+    fn new(ports: usize, mtu: usize, slots: usize) -> TestSegment {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let name = format!("test-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+        let _ = nagare_dev::vni::destroy(&name);
+        let seg = Arc::new(Segment::create(&name, ports, mtu, slots).unwrap());
+        TestSegment { name, seg }
+    }
+
+    fn attach(&self, mac: u8) -> VniPort {
+        VniPort::attach(Arc::clone(&self.seg), Some([2, 0, 0, 0, 0, mac])).unwrap()
+    }
+}
+
+impl Drop for TestSegment {
+    fn drop(&mut self) {
+        let _ = nagare_dev::vni::destroy(&self.name);
+    }
+}
+
+fn mac(n: u8) -> [u8; 6] {
+    [2, 0, 0, 0, 0, n]
+}
+
+/// An Ethernet frame from `src` to `dst` with EtherType 0x88b5 (local
+/// experimental) and `payload`.
+fn frame(pool: &BufferPool, dst: [u8; 6], src: [u8; 6], payload: &[u8]) -> PacketBuf {
+    let mut bytes = Vec::with_capacity(14 + payload.len());
+    bytes.extend_from_slice(&dst);
+    bytes.extend_from_slice(&src);
+    bytes.extend_from_slice(&[0x88, 0xb5]);
+    bytes.extend_from_slice(payload);
+    PacketBuf::from_slice(pool, 64, &bytes).unwrap()
+}
+
+fn send(port: &mut VniPort, frames: Vec<PacketBuf>) -> usize {
+    let mut q: VecDeque<PacketBuf> = frames.into();
+    let n = port.transmit_batch(&mut q, Instant::ZERO).unwrap();
+    assert!(q.is_empty(), "frames left queued");
+    n
+}
+
+fn recv_all(port: &mut VniPort, pool: &BufferPool) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let mut batch = Vec::new();
+        let n = port.receive_batch(pool, &mut batch, 64, Instant::ZERO).unwrap();
+        out.extend(batch.iter().map(|f| f.to_vec()));
+        if n == 0 {
+            return out;
+        }
+    }
+}
+
+#[test]
+fn sizes_grow_as_the_square_of_the_ports() {
+    let g2 = Geometry::new(2, 1500, 256).unwrap();
+    assert_eq!(g2.slot_size, 1536);
+    assert_eq!(g2.ring_stride, 128 + 256 * 1536);
+    for n in [2, 4, 8, 16] {
+        let g = Geometry::new(n, 1500, 256).unwrap();
+        assert_eq!(g.total, g.ring_offset + n * (n - 1) * g.ring_stride);
+        assert_eq!(segment_size(n, 1500, 256).unwrap(), g.total);
+    }
+    assert!(segment_size(16, 1500, 256).unwrap() > 100 * segment_size(2, 1500, 256).unwrap());
+    assert_eq!(Geometry::new(2, 9000, 64).unwrap().slot_size, 9024);
+    assert_eq!(Geometry::new(2, 65535, 64).unwrap().slot_size, 65600);
+    // Refused shapes.
+    assert!(Geometry::new(1, 1500, 256).is_err());
+    assert!(Geometry::new(65, 1500, 256).is_err());
+    assert!(Geometry::new(2, 1500, 100).is_err());
+    assert!(Geometry::new(2, 1500, 2).is_err());
+    assert!(Geometry::new(2, 67, 256).is_err());
+    assert!(Geometry::new(2, 65536, 256).is_err());
+    assert!(Geometry::new(64, 65535, 65536).is_err(), "over the size cap");
+}
+
+#[test]
+fn headers_are_validated() {
+    let g = Geometry::new(4, 9000, 64).unwrap();
+    let ok = |magic, version, ports: u32, slot_size: u32, total: u64, file: u64| {
+        Geometry::from_header(magic, version, ports, 9000, slot_size, 64, g.ring_offset as u64, g.ring_stride as u64, total, file)
+    };
+    let t = g.total as u64;
+    assert_eq!(ok(layout::MAGIC, layout::VERSION, 4, 9024, t, t).unwrap(), g);
+    assert!(ok(0, layout::VERSION, 4, 9024, t, t).is_err());
+    assert!(ok(layout::MAGIC, 2, 4, 9024, t, t).is_err());
+    assert!(ok(layout::MAGIC, layout::VERSION, 5, 9024, t, t).is_err());
+    assert!(ok(layout::MAGIC, layout::VERSION, 4, 9088, t, t).is_err());
+    assert!(ok(layout::MAGIC, layout::VERSION, 4, 9024, t + 64, t + 64).is_err());
+    assert!(ok(layout::MAGIC, layout::VERSION, 4, 9024, t, t - 1).is_err());
+    assert!(ok(layout::MAGIC, layout::VERSION, u32::MAX, 9024, t, t).is_err());
+
+    // Names.
+    for bad in ["", "a/b", "..", "a b", "x".repeat(33).as_str(), "é"] {
+        assert!(Segment::open(bad).is_err(), "{bad:?}");
+        assert!(Segment::create(bad, 2, 1500, 8).is_err(), "{bad:?}");
+    }
+
+    // A segment whose header was scribbled on is refused; so is a missing one.
+    let t = TestSegment::new(2, 1500, 8);
+    assert!(Segment::open(&t.name).is_ok());
+    assert!(Segment::create(&t.name, 2, 1500, 8).is_err(), "exists");
+    t.seg.scribble(layout::H_PORTS, 4, |_| 0xff);
+    assert!(Segment::open(&t.name).is_err());
+    t.seg.scribble(layout::H_PORTS, 4, |i| [2, 0, 0, 0][i - layout::H_PORTS]);
+    assert!(Segment::open(&t.name).is_ok());
+    t.seg.scribble(layout::H_MAGIC, 1, |_| 0);
+    assert!(Segment::open(&t.name).is_err());
+    assert!(Segment::open("no-such-segment-here").is_err());
+}
+
+#[test]
+fn two_ports_both_ways() {
+    let t = TestSegment::new(2, 1500, 16);
+    let pool = BufferPool::new(2048, 256);
+    let mut a = t.attach(1);
+    let mut b = t.attach(2);
+    assert_eq!((a.index(), b.index()), (0, 1));
+    assert!(VniPort::attach(Arc::clone(&t.seg), Some(mac(3))).is_err(), "all ports taken");
+    // Raw fds are distinct eventfds, MTU comes from the segment.
+    assert_ne!(a.raw_fd(), b.raw_fd());
+    assert_eq!(a.mtu(), 1500);
+
+    let big = vec![0x5a; 1500];
+    let sent = send(&mut a, vec![frame(&pool, mac(2), mac(1), b"hello"), frame(&pool, mac(2), mac(1), &big)]);
+    assert_eq!(sent, 2);
+    let got = recv_all(&mut b, &pool);
+    assert_eq!(got.len(), 2);
+    assert_eq!(&got[0][14..], b"hello");
+    assert_eq!(&got[1][14..], &big[..]);
+    send(&mut b, vec![frame(&pool, mac(1), mac(2), b"back")]);
+    let got = recv_all(&mut a, &pool);
+    assert_eq!(got.len(), 1);
+    assert_eq!(&got[0][14..], b"back");
+    assert!(recv_all(&mut a, &pool).is_empty());
+
+    // Received frames sit at the headroom of one pool buffer.
+    send(&mut a, vec![frame(&pool, mac(2), mac(1), b"x")]);
+    let mut out = Vec::new();
+    b.receive_batch(&pool, &mut out, 8, Instant::ZERO).unwrap();
+    assert_eq!(out[0].headroom(), RX_HEADROOM);
+    assert_eq!(out[0].slice_count(), 1);
+    drop(out);
+
+    // Too big and too small frames are refused.
+    let mut q = VecDeque::from([frame(&pool, mac(2), mac(1), &[0; 1501]), PacketBuf::from_slice(&pool, 0, &[1; 10]).unwrap()]);
+    assert_eq!(a.transmit_batch(&mut q, Instant::ZERO).unwrap(), 2);
+    assert_eq!(a.stats().tx_errors, 2);
+    assert!(recv_all(&mut b, &pool).is_empty());
+
+    // Back pressure: a full ring keeps frames queued.
+    let mut q: VecDeque<PacketBuf> = (0..20u8).map(|i| frame(&pool, mac(2), mac(1), &[i])).collect();
+    assert_eq!(a.transmit_batch(&mut q, Instant::ZERO).unwrap(), 16);
+    assert_eq!(q.len(), 4);
+    let got = recv_all(&mut b, &pool);
+    assert_eq!(got.len(), 16);
+    assert!(got.iter().enumerate().all(|(i, f)| f[14] == i as u8), "in order");
+    assert_eq!(a.transmit_batch(&mut q, Instant::ZERO).unwrap(), 4);
+    assert_eq!(recv_all(&mut b, &pool).len(), 4);
+
+    assert_eq!(b.stats().rx_errors, 0);
+    assert!(a.vni_stats().doorbells_rung >= 1);
+    drop((a, b));
+    assert_eq!(pool.in_use(), 0);
+}
+
+#[test]
+fn jumbo_frames_span_pool_buffers() {
+    let t = TestSegment::new(2, 9000, 8);
+    let pool = BufferPool::new(2048, 256);
+    let mut a = t.attach(1);
+    let mut b = t.attach(2);
+    let payload: Vec<u8> = (0..9000u32).map(|i| i as u8).collect();
+    send(&mut a, vec![frame(&pool, mac(2), mac(1), &payload)]);
+    let mut out = Vec::new();
+    b.receive_batch(&pool, &mut out, 8, Instant::ZERO).unwrap();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].len(), 9014);
+    assert!(out[0].slice_count() >= 5);
+    assert_eq!(&out[0].to_vec()[14..], &payload[..]);
+}
+
+#[test]
+fn four_ports_unicast_and_broadcast() {
+    let t = TestSegment::new(4, 1500, 32);
+    let pool = BufferPool::new(2048, 1024);
+    let mut ports: Vec<VniPort> = (1..=4).map(|m| t.attach(m)).collect();
+    for p in &mut ports {
+        p.refresh().unwrap();
+        assert!(p.peer_links().iter().all(|l| l.up), "{:?}", p.peer_links());
+    }
+    // Every port sends one unicast to every other and one broadcast.
+    for (i, port) in ports.iter_mut().enumerate() {
+        let me = mac(i as u8 + 1);
+        let mut frames: Vec<PacketBuf> = (0..4)
+            .filter(|&j| j != i)
+            .map(|j| frame(&pool, mac(j as u8 + 1), me, format!("{i}->{j}").as_bytes()))
+            .collect();
+        frames.push(frame(&pool, [0xff; 6], me, format!("{i}->all").as_bytes()));
+        send(port, frames);
+    }
+    for (j, port) in ports.iter_mut().enumerate() {
+        let mut got: Vec<String> = recv_all(port, &pool).iter().map(|f| String::from_utf8(f[14..].to_vec()).unwrap()).collect();
+        got.sort();
+        let mut want: Vec<String> = (0..4).filter(|&i| i != j).flat_map(|i| [format!("{i}->{j}"), format!("{i}->all")]).collect();
+        want.sort();
+        assert_eq!(got, want, "port {j}");
+    }
+    // Multicast goes everywhere too; unknown unicast is flooded.
+    send(&mut ports[0], vec![frame(&pool, [0x01, 0, 0x5e, 0, 0, 1], mac(1), b"m"), frame(&pool, mac(99), mac(1), b"u")]);
+    for port in &mut ports[1..] {
+        assert_eq!(recv_all(port, &pool).len(), 2);
+    }
+    assert_eq!(ports[0].vni_stats().flooded, 1);
+    // A detached peer is skipped: its link goes down, nothing is queued for it.
+    let gone = ports.remove(3);
+    drop(gone);
+    send(&mut ports[0], vec![frame(&pool, [0xff; 6], mac(1), b"after")]);
+    assert!(!ports[0].peer_links()[2].up);
+    assert_eq!(recv_all(&mut ports[1], &pool).len(), 1);
+    assert_eq!(t.seg.ring_backlog(0, 3), Some(0));
+}
+
+#[test]
+fn a_reattached_port_gets_fresh_rings() {
+    let t = TestSegment::new(3, 1500, 16);
+    let pool = BufferPool::new(2048, 256);
+    let mut a = t.attach(1);
+    let b = t.attach(2);
+    let gen_before = b.generation();
+    // Frames for b that b never reads; b goes away.
+    send(&mut a, (0..5u8).map(|i| frame(&pool, mac(2), mac(1), &[i])).collect());
+    assert_eq!(t.seg.ring_backlog(0, 1), Some(5));
+    drop(b);
+    a.refresh().unwrap();
+    assert!(!a.peer_links()[0].up, "b detached: link down");
+    // Sent while b is gone (and port 2 was never attached): no peer is
+    // up, so the frame is dropped, not queued.
+    send(&mut a, vec![frame(&pool, mac(2), mac(1), b"lost")]);
+    assert_eq!(a.stats().tx_dropped, 1);
+    assert_eq!(t.seg.ring_backlog(0, 1), Some(5), "nothing added for a port that is down");
+
+    let mut b2 = VniPort::attach(Arc::clone(&t.seg), Some(mac(12))).unwrap();
+    assert_eq!(b2.index(), 1, "the freed port is reused");
+    assert_ne!(b2.generation(), gen_before);
+    assert_eq!(t.seg.ring_backlog(0, 1), Some(0), "stale frames are gone");
+    assert!(recv_all(&mut b2, &pool).is_empty());
+    a.refresh().unwrap();
+    assert_eq!(a.peer_links()[0].mac, mac(12), "the new MAC is learnt");
+    send(&mut a, vec![frame(&pool, mac(12), mac(1), b"fresh")]);
+    let got = recv_all(&mut b2, &pool);
+    assert_eq!(got.len(), 1);
+    assert_eq!(&got[0][14..], b"fresh");
+    send(&mut b2, vec![frame(&pool, mac(1), mac(12), b"hi")]);
+    assert_eq!(recv_all(&mut a, &pool).len(), 1);
+}
+
+#[test]
+fn a_dead_owner_is_detected_and_its_port_reclaimed() {
+    let t = TestSegment::new(2, 1500, 8);
+    let pool = BufferPool::new(2048, 64);
+    let mut a = t.attach(1);
+    // Port 1 claimed by a process that has exited.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let word = layout::owner_word(layout::STATE_ATTACHED, dead).to_le_bytes();
+    let off = t.seg.geometry().port_offset(1) + layout::P_OWNER;
+    t.seg.scribble(off, 8, |i| word[i - off]);
+    let gen_off = t.seg.geometry().port_offset(1) + layout::P_GENERATION;
+    t.seg.scribble(gen_off, 1, |_| 7);
+    a.refresh().unwrap();
+    assert!(!a.peer_links()[0].up, "a dead pid is link down");
+    send(&mut a, vec![frame(&pool, [0xff; 6], mac(1), b"nobody")]);
+    assert_eq!(a.stats().tx_dropped, 1);
+    let mut b = t.attach(2);
+    assert_eq!(b.index(), 1);
+    send(&mut a, vec![frame(&pool, mac(2), mac(1), b"you")]);
+    assert_eq!(recv_all(&mut b, &pool).len(), 1);
+}
+
+#[test]
+fn garbage_in_the_rings_is_counted_never_fatal() {
+    let t = TestSegment::new(3, 1500, 16);
+    let pool = BufferPool::new(2048, 512);
+    let mut a = t.attach(1);
+    let mut b = t.attach(2);
+    let mut c = t.attach(3);
+    let geo = *t.seg.geometry();
+    let ring_ab = geo.ring_offset_of(0, 1);
+    let ring_ba = geo.ring_offset_of(1, 0);
+    let mut rng = SimRng::new(5);
+    for round in 0..300 {
+        send(&mut a, (0..3u8).map(|i| frame(&pool, mac(2), mac(1), &[round as u8, i])).collect());
+        // A hostile peer writes random bytes over slots, head and tail of
+        // both rings between a and b, and over b's port record.
+        for _ in 0..(1 + rng.next_u64() % 4) {
+            let ring = if rng.next_u64().is_multiple_of(2) { ring_ab } else { ring_ba };
+            let (off, len) = match rng.next_u64() % 4 {
+                0 => (ring + layout::R_TAIL, 4),
+                1 => (ring + layout::R_HEAD, 4),
+                2 => (geo.slot_offset(ring, (rng.next_u64() % 16) as usize), 8 + (rng.next_u64() % 64) as usize),
+                _ => (geo.port_offset(1) + layout::P_DOORBELL, 4),
+            };
+            let mut bytes = rng.next_u64().to_le_bytes().repeat(12).into_iter();
+            t.seg.scribble(off, len, |_| bytes.next().unwrap_or(0xee));
+        }
+        // Whatever arrives, nothing panics and nothing leaks.
+        let _ = recv_all(&mut b, &pool);
+        let _ = recv_all(&mut a, &pool);
+        let mut q: VecDeque<PacketBuf> = (0..3u8).map(|i| frame(&pool, mac(1), mac(2), &[i])).collect();
+        let _ = b.transmit_batch(&mut q, Instant::ZERO).unwrap();
+    }
+    let bad = b.stats().rx_errors + a.stats().rx_errors;
+    assert!(bad > 0, "garbage was noticed: {:?} {:?}", b.vni_stats(), a.vni_stats());
+    assert!(b.vni_stats().bad_slots + a.vni_stats().bad_slots > 0);
+    assert!(b.vni_stats().broken_rings + a.vni_stats().broken_rings > 0);
+    // After the scribbling stops the rings resynchronise: the second
+    // batch arrives whole.
+    for _ in 0..2 {
+        send(&mut a, (0..3u8).map(|i| frame(&pool, mac(2), mac(1), &[0xc0, i])).collect());
+        let _ = recv_all(&mut b, &pool);
+    }
+    send(&mut a, (0..3u8).map(|i| frame(&pool, mac(2), mac(1), &[0xd0, i])).collect());
+    let got = recv_all(&mut b, &pool);
+    assert_eq!(got.iter().map(|f| f[14..].to_vec()).collect::<Vec<_>>(), vec![vec![0xd0, 0], vec![0xd0, 1], vec![0xd0, 2]]);
+    // The third port saw none of it.
+    assert_eq!(c.stats().rx_errors, 0);
+    send(&mut c, vec![frame(&pool, mac(1), mac(3), b"c")]);
+    assert!(recv_all(&mut a, &pool).iter().any(|f| &f[14..] == b"c"));
+    // Re-attaching b resets its rings completely.
+    drop(b);
+    let mut b = t.attach(2);
+    send(&mut a, vec![frame(&pool, mac(2), mac(1), b"clean")]);
+    let got = recv_all(&mut b, &pool);
+    assert_eq!(got.len(), 1);
+    drop((a, b, c, got));
+    assert_eq!(pool.in_use(), 0);
+}
+
+/// FNV-1a over a stream.
+fn fnv(hash: &mut u64, data: &[u8]) {
+    for &b in data {
+        *hash = (*hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+}
+
+struct Host {
+    iface: Interface,
+    port: VniPort,
+    rx: Vec<PacketBuf>,
+}
+
+impl Host {
+    fn new(t: &TestSegment, ip: Ipv4Addr, m: u8) -> Host {
+        let port = t.attach(m);
+        let mut config = InterfaceConfig::new(EthernetAddress(mac(m)), Ipv4Cidr::new(ip, 24).unwrap());
+        config.mtu = port.mtu();
+        config.seed = u64::from(m);
+        Host { iface: Interface::new(config, BufferPool::new(2048, 8192)), port, rx: Vec::new() }
+    }
+
+    fn step(&mut self, now: Instant) -> bool {
+        let pool = self.iface.pool().clone();
+        let got = self.port.receive_batch(&pool, &mut self.rx, 64, now).unwrap();
+        self.iface.receive_batch(self.rx.drain(..), now);
+        self.iface.poll(now);
+        let sent = self.port.transmit_batch(self.iface.tx_queue(), now).unwrap();
+        got > 0 || sent > 0
+    }
+}
+
+#[test]
+fn engines_ping_and_move_megabytes_over_tcp() {
+    let t = TestSegment::new(2, 1500, 256);
+    let a_ip = Ipv4Addr::new(10, 9, 0, 1);
+    let b_ip = Ipv4Addr::new(10, 9, 0, 2);
+    let mut a = Host::new(&t, a_ip, 1);
+    let mut b = Host::new(&t, b_ip, 2);
+    let clock = MonotonicClock::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+
+    // ARP and ping.
+    let echo = a.iface.echo_open(0x1234).unwrap();
+    a.iface.echo_send(echo, b_ip, 1, b"over shared memory", clock.now()).unwrap();
+    let reply = loop {
+        assert!(std::time::Instant::now() < deadline, "no echo reply");
+        let now = clock.now();
+        a.step(now);
+        b.step(now);
+        if let Some(ev) = a.iface.echo_recv(echo).unwrap() {
+            break ev;
+        }
+    };
+    match reply {
+        EchoEvent::Reply { from, seq_no, data_len, .. } => assert_eq!((from, seq_no, data_len), (b_ip, 1, 18)),
+        other => panic!("{other:?}"),
+    }
+    assert!(a.iface.arp_lookup(b_ip, clock.now()).is_some());
+
+    // 4 MB from a to b over TCP, content checked.
+    const TOTAL: usize = 4 << 20;
+    let listener = b.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 5001), 4).unwrap();
+    let ha = a.iface.tcp_connect(SocketAddrV4::new(b_ip, 5001), 0, clock.now()).unwrap();
+    let mut hb: Option<TcpHandle> = None;
+    let mut rng = SimRng::new(9);
+    let data: Vec<u8> = (0..TOTAL).map(|_| rng.next_u64() as u8).collect();
+    let mut want = 0xcbf2_9ce4_8422_2325u64;
+    fnv(&mut want, &data);
+    let (mut sent, mut closed) = (0, false);
+    let (mut got_hash, mut got_len, mut eof) = (0xcbf2_9ce4_8422_2325u64, 0usize, false);
+    while !eof {
+        assert!(std::time::Instant::now() < deadline, "transfer stalled at {got_len} of {TOTAL} bytes");
+        let now = clock.now();
+        a.step(now);
+        b.step(now);
+        while sent < TOTAL {
+            match a.iface.tcp_send(ha, &data[sent..(sent + 65536).min(TOTAL)], now) {
+                Ok(0) | Err(Error::WouldBlock) => break,
+                Ok(n) => sent += n,
+                Err(e) => panic!("send: {e}"),
+            }
+        }
+        if sent == TOTAL && !closed {
+            a.iface.tcp_shutdown(ha, now).unwrap();
+            closed = true;
+        }
+        if hb.is_none() {
+            hb = b.iface.tcp_accept(listener).unwrap();
+        }
+        if let Some(h) = hb {
+            loop {
+                match b.iface.tcp_recv_buf(h, usize::MAX, now) {
+                    Ok(Some(buf)) => {
+                        for chunk in buf.chunks() {
+                            fnv(&mut got_hash, chunk);
+                        }
+                        got_len += buf.len();
+                    }
+                    Ok(None) => {
+                        eof = true;
+                        break;
+                    }
+                    Err(Error::WouldBlock) => break,
+                    Err(e) => panic!("recv: {e}"),
+                }
+            }
+        }
+    }
+    assert_eq!(got_len, TOTAL);
+    assert_eq!(got_hash, want, "content differs");
+    assert_eq!(a.port.stats().rx_errors + b.port.stats().rx_errors, 0);
+    assert!(b.port.stats().rx_frames > (TOTAL / 1500) as u64);
+}
