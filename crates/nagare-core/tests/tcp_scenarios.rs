@@ -1040,6 +1040,45 @@ fn readiness_events_follow_the_connection() {
 }
 
 #[test]
+fn a_reset_and_a_new_syn_in_one_batch_both_take_effect() {
+    let mut raw = Raw::new();
+    let l = raw.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap();
+    raw.send(repr(40000, 80, 9000, None, TcpFlags::SYN), &[]);
+    let synack = raw.take_one();
+    raw.send(repr(40000, 80, 9001, Some(synack.seq().wrapping_add(1)), TcpFlags::ACK), b"hi");
+    let h = raw.iface.tcp_accept(l).unwrap().expect("accepted");
+    raw.take();
+    // The peer restarts: a RST, then a SYN from the same port, read from
+    // the device together.
+    let pool = raw.iface.pool().clone();
+    let rst = raw.frame(repr(40000, 80, 9003, None, TcpFlags::RST), &[]);
+    let syn = raw.frame(repr(40000, 80, 77_000, None, TcpFlags::SYN), &[]);
+    let frames = [rst, syn].map(|f| PacketBuf::from_slice(&pool, 64, &f).unwrap());
+    let now = raw.now;
+    raw.iface.receive_batch(frames, now);
+    assert!(matches!(raw.iface.tcp_state(h), Ok(State::Closed)), "{:?}", raw.iface.tcp_state(h));
+    let answer = raw.take_one();
+    assert_eq!(answer.repr.flags, TcpFlags::SYN | TcpFlags::ACK, "the new SYN reached the listener");
+    assert_eq!(answer.ack(), Some(77_001));
+}
+
+#[test]
+fn data_that_came_with_the_handshake_is_reported_on_accept() {
+    let mut raw = Raw::new();
+    let l = raw.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap();
+    raw.send(repr(40002, 80, 100, None, TcpFlags::SYN), &[]);
+    let synack = raw.take_one();
+    raw.send(repr(40002, 80, 101, Some(synack.seq().wrapping_add(1)), TcpFlags::ACK), b"GET /");
+    let mut events = Vec::new();
+    raw.iface.tcp_take_events(&mut events);
+    assert!(events.iter().all(|e| matches!(e.socket, TcpSocket::Listener(_))), "no events for a connection not yet accepted: {events:?}");
+    let h = raw.iface.tcp_accept(l).unwrap().expect("accepted");
+    events.clear();
+    raw.iface.tcp_take_events(&mut events);
+    assert_eq!(events, vec![TcpEvent { socket: TcpSocket::Connection(h), readiness: Readiness { readable: true, writable: true, closed: false } }]);
+}
+
+#[test]
 fn simultaneous_close_goes_through_closing() {
     let mut net = Net::new();
     let (ha, hb) = net.connect_pair(80);

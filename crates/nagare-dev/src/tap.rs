@@ -124,6 +124,18 @@ fn attach(file: &File, name: &str, vnet_header: bool) -> io::Result<()> {
     Ok(())
 }
 
+/// Sets the virtio header length the kernel reads and writes.
+fn set_vnet_header_len(file: &File) -> io::Result<()> {
+    let len = VNET_HDR_LEN as libc::c_int;
+    // SAFETY: TUNSETVNETHDRSZ reads one int through the pointer, which
+    // points to `len`, alive and unchanged for the call.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETVNETHDRSZ as _, &len as *const libc::c_int) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Tells the kernel we take partial checksums and IPv4 TCP super-segments
 /// (TUNSETOFFLOAD), which also lets it accept them from us.
 fn request_offloads(file: &File) -> io::Result<()> {
@@ -192,6 +204,11 @@ impl TapDevice {
                 e.kind(),
                 format!("TUNSETIFF {name}: {e}{hint}"),
             ));
+        }
+        if vnet_header {
+            // A persistent TAP keeps the header size its last user set
+            // (QEMU uses 12 bytes); ours is the 10-byte legacy header.
+            set_vnet_header_len(&file).map_err(|e| with_context(e, "TUNSETVNETHDRSZ", name))?;
         }
         let offloads = if vnet_header && request_offloads(&file).is_ok() {
             TxOffloads {
@@ -362,7 +379,10 @@ impl TapDevice {
         }; MAX_RX_IOVECS];
         iovs[0] = iovec_mut(&mut hdr);
         let Some(first_space) = first.as_mut_slice().and_then(|b| b.get_mut(RX_HEADROOM..)) else {
-            return Ok(Some(None));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("pool buffers must be larger than the {RX_HEADROOM}-byte receive headroom"),
+            ));
         };
         let first_len = first_space.len();
         iovs[1] = iovec_mut(first_space);
@@ -383,7 +403,12 @@ impl TapDevice {
             return Ok(Some(None));
         };
         if frame_len > capacity {
-            self.stats.rx_dropped_oversize += 1;
+            if frame_len <= MAX_OFFLOADED_FRAME {
+                // A super-segment the pool had no spares left for.
+                self.stats.rx_dropped_no_buffer += 1;
+            } else {
+                self.stats.rx_dropped_oversize += 1;
+            }
             return Ok(Some(None));
         }
         let in_first = frame_len.min(first_len);
@@ -482,10 +507,13 @@ impl TapDevice {
         }
     }
 
-    /// Reads up to `max` frames, plain or with their virtio headers.
+    /// Takes up to `max` frames off the kernel's queue, plain or with
+    /// their virtio headers; dropped ones count too, so that a stream of
+    /// frames the pool cannot hold does not keep the caller (and the engine
+    /// that would free buffers) waiting.
     fn receive_frames(&mut self, pool: &BufferPool, out: &mut Vec<PacketBuf>, max: usize) -> io::Result<usize> {
         let mut received = 0;
-        while received < max {
+        for _ in 0..max {
             let outcome = match pool.alloc() {
                 // No buffer: take the frame off the kernel's queue anyway
                 // (as a NIC without receive descriptors drops), so that the

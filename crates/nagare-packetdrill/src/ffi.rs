@@ -341,8 +341,11 @@ unsafe extern "C" fn pd_free(ud: *mut c_void) {
     // SAFETY: `p` came from `Box::into_raw` in `packetdrill_interface_init`
     // and packetdrill gives it back exactly once, here.
     let mut owned = unsafe { Box::from_raw(p) };
-    owned.kill();
-    drop(owned);
+    // A panic must not unwind into C: at worst the shim leaks.
+    let _ = catch_unwind(AssertUnwindSafe(move || {
+        owned.kill();
+        drop(owned);
+    }));
 }
 
 unsafe extern "C" fn pd_socket(ud: *mut c_void, domain: c_int, ty: c_int, protocol: c_int) -> c_int {

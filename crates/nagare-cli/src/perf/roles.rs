@@ -520,7 +520,7 @@ impl<U: Copy> UdpReceiver<U> {
                     if h.seq < self.next_seq {
                         self.out_of_order += 1;
                     } else {
-                        self.next_seq = h.seq + 1;
+                        self.next_seq = h.seq.saturating_add(1);
                     }
                 }
                 // Another test's datagram, or not ours at all.

@@ -167,7 +167,15 @@ impl<N: Net> Server<N> {
                     Ok((role, cookie)) => {
                         let udp_port = self.udp.map_or(0, |u| net.udp_local_port(u));
                         ctl.queue(&Message::Accept(Accept { cookie, udp_port }));
-                        ctl.flush(net)?;
+                        if let Err(e) = ctl.flush(net) {
+                            // The client went away right after asking: its
+                            // test ends, the server goes on.
+                            net.tcp_close(ctl.conn);
+                            if self.end_test(peer, Err(e)) {
+                                return Ok(ControlFlow::Break(()));
+                            }
+                            return Ok(ControlFlow::Continue(wake));
+                        }
                         let limit = if start.duration_ms > 0 {
                             Duration::from_millis(u64::from(start.duration_ms))
                         } else {

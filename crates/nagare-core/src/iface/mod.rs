@@ -9,7 +9,7 @@
 //! and an echo reply is the request's own buffer with two bytes changed.
 
 use crate::arp::{ArpCache, Resolution};
-use crate::buf::{BufferPool, PacketBuf, PoolExhausted};
+use crate::buf::{BufferPool, Offload, PacketBuf, PoolExhausted};
 use crate::config::InterfaceConfig;
 use crate::counters::Counters;
 use crate::icmp::{EchoEvent, EchoSocket, IcmpError};
@@ -646,6 +646,8 @@ impl Interface {
                 return;
             }
         }
+        // The promise was about this frame; its payload may travel on.
+        payload.set_offload(Offload::NONE);
         let broadcast = self.is_broadcast(ip.dst_addr);
         let handle = self.udp_ports.get(&dst_port).copied();
         let socket = handle.and_then(|h| self.udp.get_mut(h.0)).filter(|s| {
@@ -922,6 +924,9 @@ impl Interface {
     /// Sends a payload that is already in packet buffers, without copying.
     pub fn udp_send_buf(&mut self, handle: UdpHandle, mut payload: PacketBuf, dst: SocketAddrV4, now: Instant) -> Result<(), Error> {
         let local = self.udp.get(handle.0).ok_or(Error::InvalidHandle)?.local;
+        // Whatever a chain promised before, this datagram's checksum is
+        // computed here, in full.
+        payload.set_offload(Offload::NONE);
         if payload.len() > UDP_MAX_PAYLOAD {
             return Err(Error::MessageTooLong);
         }

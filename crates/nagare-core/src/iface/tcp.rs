@@ -195,7 +195,7 @@ impl Interface {
         let offloads = self.config.tx_offloads;
         config.segmentation_offload = if offloads.checksum && offloads.tcp_segmentation > self.config.mtu {
             // Room for the largest IP and TCP headers.
-            offloads.tcp_segmentation.saturating_sub(IPV4_HEADER_LEN + 60)
+            offloads.tcp_segmentation.min(usize::from(u16::MAX)).saturating_sub(IPV4_HEADER_LEN + 60)
         } else {
             0
         };
@@ -237,6 +237,8 @@ impl Interface {
                 return;
             }
         }
+        // The promise was about this frame; its payload may travel on.
+        payload.set_offload(Offload::NONE);
         let mut scratch = [0u8; 60];
         let Some(header) = linear_prefix(&payload, header_len, &mut scratch) else {
             self.counters.drop_tcp_malformed += 1;
@@ -322,7 +324,12 @@ impl Interface {
     /// receive batch once at its end, so that a burst of segments gets one
     /// ACK (and one round of new data) instead of one per segment or two.
     fn tcp_run_after_input(&mut self, handle: TcpHandle, now: Instant) {
-        if !self.tcp.deferring {
+        // At once all the same when the connection just closed (so its
+        // four-tuple is free for the rest of the batch) or holds data out
+        // of order (each such segment owes its own duplicate ACK, RFC 5681
+        // 4.2, which fast retransmit counts on).
+        let urgent = self.tcp.conns.get(handle.0).is_some_and(|e| e.conn.is_closed() || e.conn.has_out_of_order_data());
+        if !self.tcp.deferring || urgent {
             self.tcp_run(handle, now);
             return;
         }
@@ -366,14 +373,34 @@ impl Interface {
         }
     }
 
-    /// Notes that a connection's readiness may have changed.
+    /// Notes that a connection's readiness may have changed. Connections
+    /// the application does not hold (not yet accepted, or released) have
+    /// no one to tell.
     fn tcp_note_event(&mut self, handle: TcpHandle) {
-        if let Some(entry) = self.tcp.conns.get_mut(handle.0) {
-            if !entry.event_pending && !entry.released {
-                entry.event_pending = true;
-                self.tcp.events.push(TcpSocket::Connection(handle));
-            }
+        let Some(entry) = self.tcp.conns.get_mut(handle.0) else {
+            return;
+        };
+        if entry.event_pending || entry.released || entry.listener.is_some() {
+            return;
         }
+        entry.event_pending = true;
+        self.tcp.events.push(TcpSocket::Connection(handle));
+        self.tcp_compact_events();
+    }
+
+    /// Keeps the event list within the number of live sockets: entries of
+    /// sockets forgotten before the application took their events would
+    /// otherwise pile up for an application that never takes them.
+    fn tcp_compact_events(&mut self) {
+        let live = self.tcp.conns.len() + self.tcp.listeners.len();
+        if self.tcp.events.len() <= 2 * live + 64 {
+            return;
+        }
+        let (conns, listeners) = (&self.tcp.conns, &self.tcp.listeners);
+        self.tcp.events.retain(|socket| match socket {
+            TcpSocket::Connection(h) => conns.get(h.0).is_some_and(|e| e.event_pending),
+            TcpSocket::Listener(l) => listeners.get(l.0).is_some_and(|l| l.event_pending),
+        });
     }
 
     /// What connection `h` is ready for now.
@@ -728,6 +755,9 @@ impl Interface {
         if let Some(entry) = self.tcp.conns.get_mut(handle.0) {
             entry.listener = None;
         }
+        // As epoll reports a socket's readiness when it is added: data that
+        // came with the handshake must not wait for a later edge.
+        self.tcp_note_event(handle);
         Ok(Some(handle))
     }
 

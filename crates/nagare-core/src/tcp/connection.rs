@@ -534,6 +534,11 @@ impl Connection {
         self.may_send() && self.send_queue.free() > 0
     }
 
+    /// Whether segments beyond a hole wait in the reassembly queue.
+    pub fn has_out_of_order_data(&self) -> bool {
+        !self.assembler.is_empty()
+    }
+
     /// Whether the peer has closed its side and everything was read.
     pub fn at_eof(&self) -> bool {
         self.fin_received && self.recv_bytes == 0
