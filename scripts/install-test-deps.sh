@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs, as root, the Debian packages the interop tests drive: the Linux
-# programs nagare is tested against. Without root it says what is missing;
+# programs nagare is tested and benchmarked against (iperf3 and sockperf:
+# the Linux veth peers of `nagare bench vni`). Without root it says what is missing;
 # the tests that need it then report SKIPPED with the reason.
 set -euo pipefail
 
@@ -15,6 +16,8 @@ declare -A package_of=(
     [tc]=iproute2
     [sha256sum]=coreutils
     [nft]=nftables
+    [iperf3]=iperf3
+    [sockperf]=sockperf
 )
 
 missing=()

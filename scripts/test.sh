@@ -12,3 +12,7 @@ cargo test --workspace --all-targets --locked
 # under loss, reordering, duplication and corruption (release mode: about a
 # minute). A failing seed prints itself and how to replay it.
 NAGARE_SIM_RUNS=1000 cargo test --release --locked -p nagare-dev --test tcp_sim seeded_transfers_deliver_every_byte
+# Four VNI instances in separate processes: 100 MB between every pair in
+# both directions at once, then one killed with SIGKILL mid-transfer and
+# restarted (release mode, no root).
+NAGARE_VNI_FULL=1 cargo test --release --locked -p nagare-cli --test vni_mesh

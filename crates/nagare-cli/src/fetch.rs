@@ -1,7 +1,8 @@
-//! `nagare fetch URL -o FILE`: an HTTP/1.1 download through nagare.
+//! `nagare fetch URL -o FILE`: an HTTP/1.1 download through nagare, on a
+//! TAP device or a VNI port.
 
 use crate::realtime;
-use crate::up::{open_host, TapLink};
+use crate::up::{open_link, Link};
 use anyhow::{bail, Context, Result};
 use nagare_core::iface::{Error, TcpHandle};
 use nagare_core::tcp::connection::State;
@@ -232,11 +233,11 @@ impl Download {
     }
 }
 
-pub fn run(link: TapLink, url: &str, output: &Path, timeout: Duration) -> Result<()> {
+pub fn run(link: Link, url: &str, output: &Path, timeout: Duration) -> Result<()> {
     let target = parse_url(url)?;
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
-    let mut host = open_host(&link, None, &clock)?;
+    let mut host = open_link(&link, None, &clock)?;
     let handle = host
         .iface
         .tcp_connect(SocketAddrV4::new(target.host, target.port), 0, clock.now())

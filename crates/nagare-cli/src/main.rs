@@ -1,6 +1,7 @@
 //! The `nagare` command.
 
 mod bench;
+mod bench_vni;
 mod demo;
 mod fetch;
 mod host;
@@ -12,6 +13,7 @@ mod services;
 mod sim_pair;
 mod up;
 mod vni;
+mod vni_bridge;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -60,10 +62,11 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         http: Option<PathBuf>,
     },
-    /// Download a URL over HTTP/1.1 through nagare on a TAP device.
+    /// Download a URL over HTTP/1.1 through nagare on a TAP device or a
+    /// VNI port.
     Fetch {
         #[command(flatten)]
-        link: TapArgs,
+        link: UpLinkArgs,
         /// http://A.B.C.D[:PORT]/PATH
         url: String,
         /// Where to write the body.
@@ -128,31 +131,12 @@ enum BenchCommand {
         #[arg(long)]
         csv: Option<PathBuf>,
     },
+    /// The VNI beside Linux veth (Table 2 of the Mint paper plus latency):
+    /// UDP and TCP throughput, UDP round trip, segment memory.
+    Vni(bench_vni::VniBenchArgs),
 }
 
-#[derive(clap::Args, Clone)]
-struct TapArgs {
-    /// TAP device to use (created if it does not exist).
-    #[arg(long)]
-    tap: String,
-    /// Address and prefix, e.g. 10.0.0.2/24.
-    #[arg(long)]
-    addr: Ipv4Cidr,
-    /// Default gateway.
-    #[arg(long)]
-    gateway: Option<Ipv4Addr>,
-    /// Ethernet address (default: derived from the IP address).
-    #[arg(long)]
-    mac: Option<EthernetAddress>,
-    /// Impair traffic both ways, e.g. loss=3%,delay=2ms,reorder=10%,dup=1%,corrupt=0.1%.
-    #[arg(long)]
-    impair: Option<Impairment>,
-    /// Plain frames: no checksum or TCP segmentation offload on the TAP.
-    #[arg(long)]
-    no_offload: bool,
-}
-
-/// The link of `nagare up`: a TAP device or a VNI segment.
+/// The link of `nagare up` and `nagare fetch`: a TAP device or a VNI segment.
 #[derive(clap::Args, Clone)]
 struct UpLinkArgs {
     /// TAP device to use (created if it does not exist).
@@ -277,14 +261,7 @@ fn main() -> Result<()> {
             output,
             timeout,
         } => fetch::run(
-            up::TapLink {
-                tap: link.tap,
-                addr: link.addr,
-                gateway: link.gateway,
-                mac: link.mac,
-                impair: link.impair,
-                offload: !link.no_offload,
-            },
+            link.into_link(),
             &url,
             &output,
             std::time::Duration::from_secs(timeout),
@@ -321,6 +298,7 @@ fn main() -> Result<()> {
         }
         Command::Perf(command) => perf::run(command),
         Command::Vni(command) => vni::run(command),
+        Command::Bench(BenchCommand::Vni(args)) => bench_vni::run(args),
         Command::Bench(BenchCommand::Udp {
             datagrams,
             sizes,

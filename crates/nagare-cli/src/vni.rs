@@ -32,6 +32,17 @@ pub enum VniCommand {
     Destroy {
         name: String,
     },
+    /// Join a segment to a TAP device (a two-port learning bridge), so
+    /// programs on the kernel's stack reach the instances on the segment.
+    Bridge {
+        name: String,
+        /// TAP device (created if it does not exist; plain frames).
+        #[arg(long)]
+        tap: String,
+        /// MAC of the bridge's VNI port (default: derived from the port).
+        #[arg(long)]
+        mac: Option<EthernetAddress>,
+    },
 }
 
 pub fn run(command: VniCommand) -> Result<()> {
@@ -52,6 +63,11 @@ pub fn run(command: VniCommand) -> Result<()> {
             Ok(())
         }
         VniCommand::Info { name } => info(&name),
+        VniCommand::Bridge { name, tap, mac } => crate::vni_bridge::run(crate::vni_bridge::BridgeArgs {
+            name,
+            tap,
+            mac: mac.map(|m| m.0),
+        }),
         VniCommand::Destroy { name } => {
             nagare_dev::vni::destroy(&name)?;
             println!("nagare vni: destroyed {name}");

@@ -478,3 +478,56 @@ fn engines_ping_and_move_megabytes_over_tcp() {
     assert_eq!(a.port.stats().rx_errors + b.port.stats().rx_errors, 0);
     assert!(b.port.stats().rx_frames > (TOTAL / 1500) as u64);
 }
+
+/// Whether `fd` is readable right now (the doorbell has been rung).
+fn rung(fd: std::os::fd::RawFd) -> bool {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one pollfd on the stack, zero timeout.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 }
+}
+
+#[test]
+fn doorbells_ring_on_the_edge_and_not_while_busy_polling() {
+    let t = TestSegment::new(2, 1500, 16);
+    let pool = BufferPool::new(2048, 256);
+    let mut a = t.attach(1);
+    let mut b = t.attach(2);
+    let fd = b.raw_fd().unwrap();
+    let one = |pool: &BufferPool, n: u8| vec![frame(pool, mac(2), mac(1), &[n])];
+
+    // Idle receiver: the first frame rings; it wakes, drains, and after an
+    // empty batch its doorbell is quiet again.
+    send(&mut a, one(&pool, 0));
+    assert!(rung(fd));
+    assert_eq!(recv_all(&mut b, &pool).len(), 1);
+    assert!(!rung(fd), "drained before reporting empty");
+    let rung_before = a.vni_stats().doorbells_rung;
+    assert!(rung_before >= 1);
+
+    // Busy-poll mode: senders never ring, frames still arrive, and no
+    // frame is lost when the mode ends.
+    b.set_busy_poll(true);
+    assert!(b.busy_poll());
+    for i in 0..5 {
+        send(&mut a, one(&pool, i));
+        let mut out = Vec::new();
+        assert_eq!(b.receive_batch(&pool, &mut out, 8, Instant::ZERO).unwrap(), 1);
+        let mut none = Vec::new();
+        assert_eq!(b.receive_batch(&pool, &mut none, 8, Instant::ZERO).unwrap(), 0);
+    }
+    assert!(!rung(fd));
+    assert_eq!(a.vni_stats().doorbells_rung, rung_before);
+    assert!(a.vni_stats().doorbells_masked >= 5);
+    send(&mut a, one(&pool, 9));
+    b.set_busy_poll(false);
+    assert_eq!(recv_all(&mut b, &pool).len(), 1, "the frame sent while masked");
+
+    // Back to normal: the empty-to-non-empty edge rings again.
+    send(&mut a, one(&pool, 10));
+    assert!(rung(fd));
+    assert_eq!(a.vni_stats().doorbells_rung, rung_before + 1);
+    assert_eq!(recv_all(&mut b, &pool).len(), 1);
+    assert!(!rung(fd));
+    drop((a, b));
+    assert_eq!(pool.in_use(), 0);
+}

@@ -107,6 +107,9 @@ pub struct VniPort {
     doorbell: Doorbell,
     peers: Vec<Peer>,
     polling: bool,
+    /// The caller spins on `receive_batch` and never sleeps on the
+    /// doorbell ([`VniPort::set_busy_poll`]).
+    busy_poll: bool,
     /// The peer the next receive starts with (round robin).
     next_rx: usize,
     stats: DeviceStats,
@@ -226,6 +229,7 @@ impl VniPort {
             doorbell,
             peers,
             polling: false,
+            busy_poll: false,
             next_rx: 0,
             stats: DeviceStats::default(),
             vni: VniStats::default(),
@@ -272,6 +276,12 @@ impl VniPort {
     /// (attached? alive? re-attached?). Done by every receive and
     /// transmit.
     pub fn refresh(&mut self) -> io::Result<()> {
+        self.refresh_at(std::time::Instant::now())
+    }
+
+    /// [`refresh`](Self::refresh) with the time already read (one clock
+    /// read per batch).
+    fn refresh_at(&mut self, now: std::time::Instant) -> io::Result<()> {
         let seg = &*self.seg;
         let base = self.geo.port_offset(self.index);
         let own = seg.u64_at(base + P_OWNER).load(Ordering::Acquire);
@@ -282,7 +292,6 @@ impl VniPort {
                 format!("VNI {} port {} is no longer ours", seg.name(), self.index),
             ));
         }
-        let now = std::time::Instant::now();
         for peer in &mut self.peers {
             let pbase = self.geo.port_offset(peer.index);
             let owner = seg.u64_at(pbase + P_OWNER);
@@ -317,6 +326,22 @@ impl VniPort {
             }
         }
         Ok(())
+    }
+
+    /// Busy-poll mode: the caller promises to call `receive_batch` again
+    /// at once, forever, without sleeping on [`Device::raw_fd`]. The port
+    /// then keeps its `polling` flag set, so senders never ring it, and
+    /// does not read its eventfd on every call. Turning it off clears the
+    /// flag; as always, sleep only after a `receive_batch` that returned
+    /// 0 (that call looks at the rings after the flag was cleared).
+    pub fn set_busy_poll(&mut self, on: bool) {
+        self.busy_poll = on;
+        self.set_polling(on);
+    }
+
+    /// Whether the port is in busy-poll mode.
+    pub fn busy_poll(&self) -> bool {
+        self.busy_poll
     }
 
     fn set_polling(&mut self, on: bool) {
@@ -396,9 +421,8 @@ impl VniPort {
 
     /// Publishes what was pushed to every peer and rings the doorbells
     /// that need it: one store and at most one ring per peer per batch.
-    fn publish(&mut self) {
+    fn publish(&mut self, now: std::time::Instant) {
         let seg = &*self.seg;
-        let now = std::time::Instant::now();
         for peer in &mut self.peers {
             peer.credit = 0;
             if !peer.tx.has_unpublished() {
@@ -454,9 +478,19 @@ pub fn format_mac(mac: [u8; 6]) -> String {
 
 impl Device for VniPort {
     fn receive_batch(&mut self, pool: &BufferPool, out: &mut Vec<PacketBuf>, max: usize, _now: Instant) -> io::Result<usize> {
-        self.doorbell.drain();
-        self.refresh()?;
+        // While polling (the last batch found frames, or busy-poll mode)
+        // senders do not ring, and a ring that raced with setting the flag
+        // only makes the caller's next sleep return at once; the eventfd
+        // is drained on the first call after an empty batch, before the
+        // caller may sleep again. This saves a read(2) per busy batch.
+        if !self.polling && !self.busy_poll {
+            self.doorbell.drain();
+        }
+        self.refresh_at(std::time::Instant::now())?;
         let mut got = self.drain(pool, out, max);
+        if self.busy_poll {
+            return Ok(got);
+        }
         if got == 0 && self.polling {
             // About to report nothing: let senders ring again, then look
             // once more for frames published while they did not.
@@ -470,8 +504,8 @@ impl Device for VniPort {
     }
 
     fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, _now: Instant) -> io::Result<usize> {
-        self.refresh()?;
         let now = std::time::Instant::now();
+        self.refresh_at(now)?;
         let mut taken = 0;
         while let Some(frame) = frames.front() {
             if !frame_fits(frame, self.geo.mtu, TxOffloads::NONE) {
@@ -523,7 +557,7 @@ impl Device for VniPort {
             frames.pop_front();
             taken += 1;
         }
-        self.publish();
+        self.publish(now);
         Ok(taken)
     }
 
