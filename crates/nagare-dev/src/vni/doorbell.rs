@@ -8,6 +8,16 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Mutex;
+
+/// The doorbells of this process's own ports. A record naming our own pid
+/// may only name one of these: any other eventfd of ours (an embedding
+/// application's waker, say) is not a peer's doorbell to ring.
+static OUR_DOORBELLS: Mutex<Vec<RawFd>> = Mutex::new(Vec::new());
+
+fn our_doorbells() -> std::sync::MutexGuard<'static, Vec<RawFd>> {
+    OUR_DOORBELLS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// The receiving side: our own eventfd.
 #[derive(Debug)]
@@ -23,6 +33,7 @@ impl Doorbell {
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
+        our_doorbells().push(fd);
         // SAFETY: `fd` was just returned by eventfd(2) and is ours alone.
         Ok(Doorbell { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
     }
@@ -38,6 +49,13 @@ impl Doorbell {
         // SAFETY: reads 8 bytes into a local u64.
         let n = unsafe { libc::read(self.fd.as_raw_fd(), (&mut value as *mut u64).cast(), 8) };
         n == 8
+    }
+}
+
+impl Drop for Doorbell {
+    fn drop(&mut self) {
+        let fd = self.fd.as_raw_fd();
+        our_doorbells().retain(|&d| d != fd);
     }
 }
 
@@ -82,6 +100,9 @@ impl RemoteBell {
         let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, format!("doorbell of pid {pid}: {what}"));
         let Some(pid_t) = as_pid(pid) else { return Err(bad("invalid pid")) };
         let Ok(target_fd) = libc::c_int::try_from(fd) else { return Err(bad("invalid fd number")) };
+        if pid == std::process::id() && !our_doorbells().contains(&target_fd) {
+            return Err(bad("names one of our descriptors that is not a port's doorbell"));
+        }
         // SAFETY: pidfd_open(pid, 0) takes two integers and returns a new
         // descriptor or -1.
         let pidfd = cvt(unsafe { libc::syscall(libc::SYS_pidfd_open, pid_t, 0) })?;
@@ -143,5 +164,25 @@ mod tests {
         assert!(!process_alive(0));
         assert!(!process_alive(u32::MAX));
         assert!(process_alive(me));
+    }
+
+    #[test]
+    fn our_own_pid_may_name_only_our_doorbells() {
+        let me = std::process::id();
+        let bell = Doorbell::new().unwrap();
+        let remote = RemoteBell::fetch(me, bell.raw_fd() as u32).expect("a port's doorbell in this process");
+        remote.ring().unwrap();
+        assert!(bell.drain(), "rung through the fetched copy");
+        // Some other eventfd of ours: refused although it is an eventfd.
+        // SAFETY (test): plain system call.
+        let other = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        assert!(other >= 0);
+        // SAFETY (test): just created, ours alone.
+        let other = unsafe { OwnedFd::from_raw_fd(other) };
+        let e = RemoteBell::fetch(me, other.as_raw_fd() as u32).unwrap_err();
+        assert!(e.to_string().contains("not a port's doorbell"), "{e}");
+        let fd = bell.raw_fd();
+        drop(bell);
+        assert!(!our_doorbells().contains(&fd), "a dropped doorbell is forgotten");
     }
 }

@@ -90,6 +90,19 @@ fn map(file: &File, len: usize) -> io::Result<NonNull<u8>> {
     NonNull::new(p.cast()).ok_or_else(|| io::Error::other("mmap returned null"))
 }
 
+/// Gives the segment's file its pages now: a sparse file on a full
+/// /dev/shm would fault (SIGBUS) at the first write to a page instead.
+fn reserve(file: &std::fs::File, len: usize) -> io::Result<()> {
+    let len = libc::off_t::try_from(len).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "segment too large"))?;
+    // SAFETY: plain system call on our open file; no memory is passed.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
+    if rc != 0 {
+        let e = io::Error::from_raw_os_error(rc);
+        return Err(io::Error::new(e.kind(), format!("reserving {len} bytes in /dev/shm: {e}")));
+    }
+    Ok(())
+}
+
 impl Segment {
     /// Creates segment `name` for `ports` ports, IP MTU `mtu` and rings of
     /// `slots` slots. Fails if it exists.
@@ -105,6 +118,7 @@ impl Segment {
             .map_err(|e| io::Error::new(e.kind(), format!("creating {}: {e}", path.display())))?;
         let made = (|| {
             file.set_len(geo.total as u64)?;
+            reserve(&file, geo.total)?;
             let ptr = map(&file, geo.total)?;
             Ok::<_, io::Error>(Segment {
                 name: name.to_owned(),
@@ -241,9 +255,12 @@ impl Segment {
         }
         // SAFETY: the source range lies inside the mapping (checked
         // above) and cannot overlap `dst`, which is private memory. The
-        // bytes may be changed by another process while we copy; u8 has no
-        // invalid values, so the worst outcome is a garbled frame, which
-        // the engine validates like any frame from a wire.
+        // bytes may be changed by another process while we copy: formally
+        // a data race in Rust's memory model, as in every shared-memory
+        // transport. It is confined: no Rust reference to these bytes
+        // exists, they are read once, into `dst`, and nothing is derived
+        // from them before the engine validates the copy like any frame
+        // from a wire; at worst the copy holds a mix of old and new bytes.
         unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(off), dst.as_mut_ptr(), dst.len()) };
         true
     }
