@@ -7,4 +7,4 @@ mod pool;
 
 pub use chain::PacketBuf;
 pub use offload::{ChecksumState, Offload, TxOffloads};
-pub use pool::{Buffer, BufferPool, PoolExhausted, PoolStats};
+pub use pool::{Buffer, BufferPool, ExternalBytes, PoolExhausted, PoolStats};

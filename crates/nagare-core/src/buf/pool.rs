@@ -36,7 +36,48 @@ struct PoolShared {
 
 struct Storage {
     pool: Weak<PoolShared>,
-    bytes: alloc::boxed::Box<[u8]>,
+    bytes: Bytes,
+}
+
+/// Where a buffer's bytes live.
+enum Bytes {
+    /// The heap, recycled through a pool.
+    Heap(alloc::boxed::Box<[u8]>),
+    /// Somewhere else, released when the last handle goes.
+    External(alloc::boxed::Box<dyn ExternalBytes>),
+}
+
+/// Bytes a [`Buffer`] can refer to besides the heap: memory an inet server
+/// shares with an application, say, whose buffer is handed to the engine
+/// without a copy. Dropping the value is the release: the implementation
+/// hands the bytes back to their owner there (the application gets its
+/// buffer back once the engine no longer refers to it).
+///
+/// The engine reads and writes them only through these two calls, and
+/// writes only while it holds the one handle (as with pool buffers).
+pub trait ExternalBytes {
+    /// The bytes.
+    fn bytes(&self) -> &[u8];
+    /// The bytes, for writing.
+    fn bytes_mut(&mut self) -> &mut [u8];
+}
+
+impl Bytes {
+    #[inline]
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Bytes::Heap(b) => b,
+            Bytes::External(e) => e.bytes(),
+        }
+    }
+
+    #[inline]
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        match self {
+            Bytes::Heap(b) => b,
+            Bytes::External(e) => e.bytes_mut(),
+        }
+    }
 }
 
 /// A pool of `capacity` buffers of `buf_size` bytes each, created on demand.
@@ -91,7 +132,7 @@ impl BufferPool {
                 shared.created.set(shared.created.get() + 1);
                 Rc::new(Storage {
                     pool: Rc::downgrade(shared),
-                    bytes: vec![0u8; shared.buf_size].into_boxed_slice(),
+                    bytes: Bytes::Heap(vec![0u8; shared.buf_size].into_boxed_slice()),
                 })
             }
             None => {
@@ -133,22 +174,33 @@ pub struct Buffer {
 }
 
 impl Buffer {
+    /// A buffer over `bytes` from outside any pool; the last handle's drop
+    /// drops `bytes`, which releases them to their owner.
+    pub fn external(bytes: alloc::boxed::Box<dyn ExternalBytes>) -> Buffer {
+        Buffer {
+            storage: Rc::new(Storage {
+                pool: Weak::new(),
+                bytes: Bytes::External(bytes),
+            }),
+        }
+    }
+
     /// Size of the buffer in bytes.
     #[inline]
     pub fn capacity(&self) -> usize {
-        self.storage.bytes.len()
+        self.storage.bytes.as_slice().len()
     }
 
     /// The buffer's bytes.
     #[inline]
     pub fn as_slice(&self) -> &[u8] {
-        &self.storage.bytes
+        self.storage.bytes.as_slice()
     }
 
     /// The buffer's bytes for writing, if this is the only handle to it.
     #[inline]
     pub fn as_mut_slice(&mut self) -> Option<&mut [u8]> {
-        Rc::get_mut(&mut self.storage).map(|s| &mut s.bytes[..])
+        Rc::get_mut(&mut self.storage).map(|s| s.bytes.as_mut_slice())
     }
 
     /// Whether no other handle refers to this buffer.
@@ -229,6 +281,48 @@ mod tests {
         drop(b);
         a.as_mut_slice().unwrap()[0] = 7;
         assert_eq!(a.as_slice()[0], 7);
+    }
+
+    /// External bytes that count their releases.
+    struct Lent {
+        bytes: Vec<u8>,
+        released: Rc<Cell<u32>>,
+    }
+
+    impl ExternalBytes for Lent {
+        fn bytes(&self) -> &[u8] {
+            &self.bytes
+        }
+        fn bytes_mut(&mut self) -> &mut [u8] {
+            &mut self.bytes
+        }
+    }
+
+    impl Drop for Lent {
+        fn drop(&mut self) {
+            self.released.set(self.released.get() + 1);
+        }
+    }
+
+    #[test]
+    fn external_bytes_are_used_in_place_and_released_by_the_last_handle() {
+        use crate::buf::PacketBuf;
+        let released = Rc::new(Cell::new(0));
+        let lent = Lent { bytes: vec![1, 2, 3, 4, 5, 6, 7, 8], released: released.clone() };
+        let mut buf = Buffer::external(alloc::boxed::Box::new(lent));
+        assert_eq!(buf.capacity(), 8);
+        buf.as_mut_slice().unwrap()[0] = 9;
+        let packet = PacketBuf::from_buffer(buf, 0, 8).unwrap();
+        assert_eq!(packet.to_vec(), vec![9, 2, 3, 4, 5, 6, 7, 8], "the bytes are used where they are");
+        let tail = packet.slice(4, 4).unwrap();
+        let pool = BufferPool::new(16, 1);
+        assert!(!tail.chunks().any(|c| c.is_empty()));
+        drop(packet);
+        assert_eq!(released.get(), 0, "a slice still refers to the bytes");
+        assert_eq!(tail.to_vec(), vec![5, 6, 7, 8]);
+        drop(tail);
+        assert_eq!(released.get(), 1, "released once, by the last handle");
+        assert_eq!(pool.in_use(), 0, "no pool is involved");
     }
 
     #[test]
