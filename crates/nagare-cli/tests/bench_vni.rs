@@ -36,7 +36,8 @@ fn bench_vni_quick_prints_the_tables() {
     assert!(status.success(), "bench failed:\n{out}\n{err}");
     for expected in [
         "SKIPPED: Linux veth iperf3 rows: --no-linux",
-        "| UDP 1472-byte datagrams, MTU 1500 |",
+        "| UDP 1472-byte datagrams, MTU 1500, copied into the slot |",
+        "| UDP 1472-byte datagrams, MTU 1500, frame built in the slot |",
         "| TCP single stream, MTU 1500 |",
         "| TCP single stream, MTU 9000 |",
         "| polled | nagare VNI |",

@@ -531,3 +531,259 @@ fn doorbells_ring_on_the_edge_and_not_while_busy_polling() {
     drop((a, b));
     assert_eq!(pool.in_use(), 0);
 }
+
+// ---- zero-copy send: frames built in the slot ---------------------------
+
+/// The bytes of an Ethernet frame (EtherType 0x88b5) from `src` to `dst`.
+fn frame_bytes(dst: [u8; 6], src: [u8; 6], payload: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(14 + payload.len());
+    bytes.extend_from_slice(&dst);
+    bytes.extend_from_slice(&src);
+    bytes.extend_from_slice(&[0x88, 0xb5]);
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+#[test]
+fn frames_built_in_the_slot_arrive_byte_exact() {
+    for mtu in [1500, 9000] {
+        let t = TestSegment::new(2, mtu, 16);
+        let pool = BufferPool::new(2048, 256);
+        let mut a = t.attach(1);
+        let mut b = t.attach(2);
+        let mut rng = SimRng::new(mtu as u64);
+        let mut want = Vec::new();
+        {
+            let mut batch = a.slot_batch().unwrap();
+            for len in [14, 60, 1514.min(mtu + 14), mtu + 14] {
+                let payload: Vec<u8> = (0..len - 14).map(|_| rng.next_u64() as u8).collect();
+                let bytes = frame_bytes(mac(2), mac(1), &payload);
+                let mut w = batch.reserve_slot(mac(2)).unwrap();
+                assert_eq!(w.capacity(), mtu + 14);
+                assert_eq!(w.peer_mac(), mac(2));
+                // Built out of order, in pieces: the payload first, then
+                // the header, as a sender that fills in lengths last does.
+                let mid = 14 + (len - 14) / 2;
+                w.write(mid, &bytes[mid..]).unwrap();
+                w.write(14, &bytes[14..mid]).unwrap();
+                w.write(0, &bytes[..14]).unwrap();
+                assert_eq!(w.written(), len);
+                w.commit(len).unwrap();
+                want.push(bytes);
+            }
+            assert_eq!(batch.committed(), 4);
+            // Nothing is visible before the batch is published.
+            assert_eq!(t.seg.ring_backlog(0, 1), Some(0));
+            assert_eq!(batch.publish(), 4);
+        }
+        assert_eq!(t.seg.ring_backlog(0, 1), Some(4));
+        let got = recv_all(&mut b, &pool);
+        assert_eq!(got, want, "MTU {mtu}: byte-exact, in order");
+        assert_eq!(a.vni_stats().slots_committed, 4);
+        assert_eq!(a.stats().tx_frames, 4);
+        assert_eq!(a.stats().tx_bytes, want.iter().map(|f| f.len() as u64).sum::<u64>());
+        assert_eq!(b.stats().rx_errors, 0);
+        // Dropping the batch publishes too, and rings the sleeping receiver.
+        {
+            let mut batch = a.slot_batch().unwrap();
+            let mut w = batch.reserve_slot(mac(2)).unwrap();
+            w.write(0, &frame_bytes(mac(2), mac(1), b"dropped batch")).unwrap();
+            w.commit(27).unwrap();
+        }
+        assert_eq!(recv_all(&mut b, &pool), vec![frame_bytes(mac(2), mac(1), b"dropped batch")]);
+        drop((a, b));
+        assert_eq!(pool.in_use(), 0);
+    }
+}
+
+#[test]
+fn slot_commits_are_checked_and_the_ring_stays_whole() {
+    let t = TestSegment::new(3, 1500, 8);
+    let pool = BufferPool::new(2048, 256);
+    let mut a = t.attach(1);
+    let mut b = t.attach(2);
+    let _c = t.attach(3);
+    let good = frame_bytes(mac(2), mac(1), b"good");
+    {
+        let mut batch = a.slot_batch().unwrap();
+        // Group and unknown addresses cannot be built in one slot.
+        assert_eq!(batch.reserve_slot([0xff; 6]).unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+        assert_eq!(batch.reserve_slot([1, 0, 0x5e, 0, 0, 1]).unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+        assert_eq!(batch.reserve_slot(mac(99)).unwrap_err().kind(), std::io::ErrorKind::NotFound);
+        // Writes past the slot, and lengths that are too short, too long
+        // or longer than what was written, are refused.
+        let mut w = batch.reserve_slot(mac(2)).unwrap();
+        assert!(w.write(1515, &[0]).is_err());
+        assert!(w.write(1500, &[0; 15]).is_err());
+        assert!(w.write(usize::MAX, &[0; 2]).is_err());
+        assert_eq!(w.written(), 0);
+        w.write(0, &good).unwrap();
+        assert_eq!(w.commit(13).unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+        let mut w = batch.reserve_slot(mac(2)).unwrap();
+        w.write(0, &[0; 1514]).unwrap();
+        assert!(w.commit(1515).is_err());
+        let mut w = batch.reserve_slot(mac(2)).unwrap();
+        w.write(0, &good).unwrap();
+        assert!(w.commit(good.len() + 1).is_err(), "not written that far");
+        // A writer dropped without a commit sends nothing either.
+        {
+            let mut w = batch.reserve_slot(mac(2)).unwrap();
+            w.write(0, &good).unwrap();
+        }
+        assert_eq!(batch.committed(), 0);
+        // The slot is still the next one: a good commit uses it.
+        let mut w = batch.reserve_slot(mac(2)).unwrap();
+        w.write(0, &good).unwrap();
+        w.commit(good.len()).unwrap();
+    }
+    assert_eq!(a.stats().tx_frames, 1);
+    assert_eq!(recv_all(&mut b, &pool), vec![good.clone()]);
+    assert_eq!(t.seg.ring_backlog(0, 1), Some(0));
+    assert_eq!(t.seg.ring_backlog(0, 2), Some(0), "nothing went to the third port");
+
+    // A full ring: exactly `slots` frames, then WouldBlock, and the
+    // published tail is never more than a ring ahead of the head.
+    let mut n = 0u8;
+    {
+        let mut batch = a.slot_batch().unwrap();
+        loop {
+            match batch.reserve_slot(mac(2)) {
+                Ok(mut w) => {
+                    w.write(0, &frame_bytes(mac(2), mac(1), &[n])).unwrap();
+                    w.commit(15).unwrap();
+                    n += 1;
+                }
+                Err(e) => {
+                    assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+                    break;
+                }
+            }
+            assert!(n <= 8);
+        }
+    }
+    assert_eq!(n, 8);
+    assert_eq!(t.seg.ring_backlog(0, 1), Some(8));
+    // The copying path sees the same full ring: back pressure.
+    let mut q = VecDeque::from([frame(&pool, mac(2), mac(1), &[100])]);
+    assert_eq!(a.transmit_batch(&mut q, Instant::ZERO).unwrap(), 0);
+    let got = recv_all(&mut b, &pool);
+    assert!(got.iter().enumerate().all(|(i, f)| f[14] == i as u8 && f.len() == 15), "in order");
+    assert_eq!(got.len(), 8);
+    // Both paths interleave in one ring, in call order.
+    assert_eq!(a.transmit_batch(&mut q, Instant::ZERO).unwrap(), 1);
+    {
+        let mut batch = a.slot_batch().unwrap();
+        let mut w = batch.reserve_slot(mac(2)).unwrap();
+        w.write(0, &frame_bytes(mac(2), mac(1), &[101])).unwrap();
+        w.commit(15).unwrap();
+    }
+    send(&mut a, vec![frame(&pool, mac(2), mac(1), &[102])]);
+    let got = recv_all(&mut b, &pool);
+    assert_eq!(got.iter().map(|f| f[14]).collect::<Vec<_>>(), vec![100, 101, 102]);
+    assert_eq!(b.stats().rx_errors, 0);
+    assert_eq!(a.vni_stats().broken_rings + b.vni_stats().broken_rings, 0);
+    assert_eq!(t.seg.ring_backlog(0, 1), Some(0));
+
+    // A port that is no longer ours builds nothing.
+    drop(b);
+    t.seg.scribble(layout::HEADER_LEN + layout::P_GENERATION, 4, |_| 0x77);
+    assert_eq!(a.slot_batch().unwrap_err().kind(), std::io::ErrorKind::NotConnected);
+}
+
+// ---- per-peer source-MAC learning ---------------------------------------
+
+#[test]
+fn stations_behind_a_port_are_learned_and_get_unicast() {
+    let t = TestSegment::new(3, 1500, 64);
+    let pool = BufferPool::new(2048, 1024);
+    let mut a = t.attach(1);
+    let mut bridge = t.attach(2);
+    let mut c = t.attach(3);
+    let station = [2, 0, 0, 0, 0, 50];
+    // Before anything is learned, a frame to the station is flooded.
+    send(&mut a, vec![frame(&pool, station, mac(1), b"who?")]);
+    assert_eq!(recv_all(&mut bridge, &pool).len(), 1);
+    assert_eq!(recv_all(&mut c, &pool).len(), 1);
+    assert_eq!(a.vni_stats().flooded, 1);
+    assert!(a.slot_batch().unwrap().reserve_slot(station).is_err(), "unknown: cannot be built in place");
+
+    // The station, behind the bridge's port, talks to a.
+    send(&mut bridge, vec![frame(&pool, mac(1), station, b"from behind the bridge")]);
+    assert_eq!(recv_all(&mut a, &pool).len(), 1);
+    assert_eq!(a.stations(), vec![(station, 1)]);
+    assert_eq!(a.vni_stats().stations_learned, 1);
+    // Frames from a port's own MAC are not entries.
+    send(&mut c, vec![frame(&pool, mac(1), mac(3), b"c itself")]);
+    assert_eq!(recv_all(&mut a, &pool).len(), 1);
+    assert_eq!(a.stations().len(), 1);
+
+    // Unicast to the station now goes to the bridge's port alone.
+    send(&mut a, vec![frame(&pool, station, mac(1), b"reply")]);
+    let got = recv_all(&mut bridge, &pool);
+    assert_eq!(got.len(), 1);
+    assert_eq!(&got[0][14..], b"reply");
+    assert!(recv_all(&mut c, &pool).is_empty(), "not flooded");
+    assert_eq!(a.vni_stats().flooded, 1);
+    assert_eq!(a.vni_stats().learned_unicast, 1);
+    // So does a frame built in place.
+    {
+        let mut batch = a.slot_batch().unwrap();
+        let mut w = batch.reserve_slot(station).unwrap();
+        assert_eq!(w.peer_mac(), mac(2));
+        w.write(0, &frame_bytes(station, mac(1), b"in place")).unwrap();
+        w.commit(22).unwrap();
+    }
+    assert_eq!(recv_all(&mut bridge, &pool), vec![frame_bytes(station, mac(1), b"in place")]);
+    assert!(recv_all(&mut c, &pool).is_empty());
+    // Broadcast still goes everywhere.
+    send(&mut a, vec![frame(&pool, [0xff; 6], mac(1), b"all")]);
+    assert_eq!((recv_all(&mut bridge, &pool).len(), recv_all(&mut c, &pool).len()), (1, 1));
+
+    // The station moves behind c: the next frame from it re-learns.
+    send(&mut c, vec![frame(&pool, mac(1), station, b"moved")]);
+    recv_all(&mut a, &pool);
+    assert_eq!(a.stations(), vec![(station, 2)]);
+    send(&mut a, vec![frame(&pool, station, mac(1), b"to c")]);
+    assert!(recv_all(&mut bridge, &pool).is_empty());
+    assert_eq!(recv_all(&mut c, &pool).len(), 1);
+
+    // A station whose port re-attached (a new generation, maybe no bridge
+    // any more) is unknown again: flooded.
+    drop(c);
+    let mut c2 = t.attach(4);
+    send(&mut a, vec![frame(&pool, station, mac(1), b"again?")]);
+    assert_eq!(a.vni_stats().flooded, 2);
+    assert_eq!(recv_all(&mut bridge, &pool).len(), 1);
+    assert_eq!(recv_all(&mut c2, &pool).len(), 1);
+
+    // A port's MAC always wins over a station claiming it.
+    send(&mut bridge, vec![frame(&pool, mac(1), mac(4), b"spoof")]);
+    recv_all(&mut a, &pool);
+    send(&mut a, vec![frame(&pool, mac(4), mac(1), b"to c2")]);
+    assert!(recv_all(&mut bridge, &pool).is_empty());
+    assert_eq!(recv_all(&mut c2, &pool).len(), 1);
+    // Group and zero sources are not learned.
+    let before = a.vni_stats().stations_learned;
+    send(&mut bridge, vec![frame(&pool, mac(1), [3, 0, 0, 0, 0, 1], b"g"), frame(&pool, mac(1), [0; 6], b"z")]);
+    recv_all(&mut a, &pool);
+    assert_eq!(a.vni_stats().stations_learned, before);
+}
+
+#[test]
+fn the_station_table_is_bounded() {
+    let t = TestSegment::new(2, 1500, 64);
+    let pool = BufferPool::new(2048, 1024);
+    let mut a = t.attach(1);
+    let mut b = t.attach(2);
+    let total = nagare_dev::vni::STATION_CAPACITY + 100;
+    for chunk in (0..total).collect::<Vec<_>>().chunks(64) {
+        let frames = chunk.iter().map(|&i| frame(&pool, mac(1), [2, 1, 0, 0, (i >> 8) as u8, i as u8], b"s")).collect();
+        send(&mut b, frames);
+        recv_all(&mut a, &pool);
+    }
+    assert_eq!(a.stations().len(), nagare_dev::vni::STATION_CAPACITY);
+    assert_eq!(a.vni_stats().stations_evicted, 100);
+    // The newest are kept.
+    let last = total - 1;
+    assert!(a.stations().iter().any(|(m, _)| *m == [2, 1, 0, 0, (last >> 8) as u8, last as u8]));
+}

@@ -13,7 +13,10 @@
 //! ring. The sender writes a batch, then publishes it and rings the
 //! receiver's eventfd doorbell once, and only if the ring was empty and
 //! the receiver is not polling. The receiver copies each frame once, from
-//! the slot into a pool buffer.
+//! the slot into a pool buffer. Ports learn the source MACs behind each
+//! peer (stations behind a bridge) and send unicast to them through that
+//! peer alone. An application can also build a frame in place in a slot
+//! ([`VniPort::slot_batch`], [`SlotWriter`]): zero-copy send.
 //!
 //! Everything read from the segment is treated as hostile: offsets come
 //! from the geometry validated when the segment was opened, every head,
@@ -27,5 +30,5 @@ pub mod ring;
 pub mod segment;
 
 pub use layout::{segment_size, slot_size_for, Geometry, DEFAULT_SLOTS, MAX_PORTS, MIN_PORTS};
-pub use port::{derived_mac, format_mac, PeerLink, VniPort, VniStats};
+pub use port::{derived_mac, format_mac, PeerLink, SlotBatch, SlotWriter, VniPort, VniStats, STATION_AGE, STATION_CAPACITY};
 pub use segment::{destroy, segment_path, validate_name, PortInfo, Segment};

@@ -18,7 +18,7 @@
 //! loads polling and head", one side sees the other: either the receiver
 //! finds the frame, or the sender rings.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
@@ -41,6 +41,10 @@ const LIVENESS_INTERVAL: Duration = Duration::from_millis(200);
 const STALL_LIMIT: Duration = Duration::from_millis(200);
 /// How long after a failed doorbell fetch before trying again.
 const BELL_RETRY: Duration = Duration::from_millis(500);
+/// Stations (source MACs behind peers) remembered at most.
+pub const STATION_CAPACITY: usize = 1024;
+/// A station silent this long is forgotten (as the bridge's table).
+pub const STATION_AGE: Duration = Duration::from_secs(300);
 
 /// Counters particular to the VNI (frames are in [`DeviceStats`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -64,6 +68,69 @@ pub struct VniStats {
     pub ring_full_drops: u64,
     /// Peers seen going up or down.
     pub link_changes: u64,
+    /// Unicast frames to a learned station (a MAC behind a peer that is
+    /// not the peer's own), sent to that peer alone instead of flooded.
+    pub learned_unicast: u64,
+    /// Stations learned (new entries, or moves to another peer).
+    pub stations_learned: u64,
+    /// Stations forgotten to make room in a full table.
+    pub stations_evicted: u64,
+    /// Frames built in place in a slot and committed ([`SlotWriter`]).
+    pub slots_committed: u64,
+}
+
+/// A source MAC seen on the ring from one peer.
+#[derive(Debug, Clone, Copy)]
+struct Station {
+    /// Index into `VniPort::peers`.
+    peer: usize,
+    /// The peer's attach generation when it was seen: a re-attached peer
+    /// (perhaps no bridge any more) does not inherit its predecessor's
+    /// stations.
+    generation: u32,
+    seen: std::time::Instant,
+}
+
+/// The learned stations: a bounded table with ageing. Port MACs (from the
+/// port records) always take precedence, so a peer claiming another
+/// port's MAC as a source steers nothing.
+#[derive(Debug, Default)]
+struct Stations {
+    map: HashMap<[u8; 6], Station>,
+    swept: Option<std::time::Instant>,
+}
+
+impl Stations {
+    /// Records `mac` as behind peer `peer`. Returns (new or moved, evicted).
+    fn learn(&mut self, mac: [u8; 6], peer: usize, generation: u32, now: std::time::Instant) -> (bool, bool) {
+        if let Some(st) = self.map.get_mut(&mac) {
+            let moved = st.peer != peer || st.generation != generation;
+            *st = Station { peer, generation, seen: now };
+            return (moved, false);
+        }
+        let mut evicted = false;
+        if self.map.len() >= STATION_CAPACITY {
+            // Forget the aged first (at most once a second), then, if
+            // still full, the station silent longest.
+            if self.swept.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1)) {
+                self.swept = Some(now);
+                self.map.retain(|_, st| now.duration_since(st.seen) < STATION_AGE);
+            }
+            if self.map.len() >= STATION_CAPACITY {
+                if let Some(oldest) = self.map.iter().min_by_key(|(_, st)| st.seen).map(|(m, _)| *m) {
+                    self.map.remove(&oldest);
+                    evicted = true;
+                }
+            }
+        }
+        self.map.insert(mac, Station { peer, generation, seen: now });
+        (true, evicted)
+    }
+
+    /// The peer (index into `peers`) a live entry for `mac` names.
+    fn lookup(&self, mac: &[u8; 6], now: std::time::Instant) -> Option<Station> {
+        self.map.get(mac).copied().filter(|st| now.duration_since(st.seen) < STATION_AGE)
+    }
 }
 
 /// What a port knows of one peer.
@@ -112,6 +179,8 @@ pub struct VniPort {
     busy_poll: bool,
     /// The peer the next receive starts with (round robin).
     next_rx: usize,
+    /// Source MACs learned per incoming ring.
+    stations: Stations,
     stats: DeviceStats,
     vni: VniStats,
 }
@@ -231,6 +300,7 @@ impl VniPort {
             polling: false,
             busy_poll: false,
             next_rx: 0,
+            stations: Stations::default(),
             stats: DeviceStats::default(),
             vni: VniStats::default(),
         };
@@ -270,6 +340,45 @@ impl VniPort {
             .iter()
             .map(|p| PeerLink { index: p.index, up: p.up, mac: p.mac, pid: p.pid })
             .collect()
+    }
+
+    /// The learned stations, as (MAC, the peer port it is behind), live
+    /// entries only, sorted by MAC.
+    pub fn stations(&self) -> Vec<([u8; 6], usize)> {
+        let now = std::time::Instant::now();
+        let mut v: Vec<_> = self
+            .stations
+            .map
+            .iter()
+            .filter(|(m, _)| self.stations.lookup(m, now).is_some())
+            .map(|(m, st)| (*m, self.peers[st.peer].index))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The one peer (index into `peers`) a unicast frame to `dst` goes
+    /// to: the live peer with that port MAC, else the live peer a station
+    /// with that MAC was last seen behind (same attach generation); `None`
+    /// means unknown: flood.
+    /// The bool says whether the answer came from the learned stations.
+    fn unicast_target(&self, dst: [u8; 6], now: std::time::Instant) -> Option<(usize, bool)> {
+        if let Some(k) = self.peers.iter().position(|p| p.up && p.mac == dst) {
+            return Some((k, false));
+        }
+        let st = self.stations.lookup(&dst, now)?;
+        let peer = &self.peers[st.peer];
+        (peer.up && peer.generation == st.generation).then_some((st.peer, true))
+    }
+
+    /// Starts a batch of frames built in place in ring slots (zero-copy
+    /// send): the port records are read once, here; the frames committed
+    /// through the batch are published, and the doorbells that need it
+    /// rung, when it is dropped (or [`SlotBatch::publish`]ed).
+    pub fn slot_batch(&mut self) -> io::Result<SlotBatch<'_>> {
+        let now = std::time::Instant::now();
+        self.refresh_at(now)?;
+        Ok(SlotBatch { port: self, now, committed: 0 })
     }
 
     /// Re-reads the port records: our own (still ours?) and every peer's
@@ -353,7 +462,7 @@ impl VniPort {
     }
 
     /// Drains up to `max` frames from the peers' rings, round robin.
-    fn drain(&mut self, pool: &BufferPool, out: &mut Vec<PacketBuf>, max: usize) -> usize {
+    fn drain(&mut self, pool: &BufferPool, out: &mut Vec<PacketBuf>, max: usize, now: std::time::Instant) -> usize {
         let seg = &*self.seg;
         let count = self.peers.len();
         let mut got = 0;
@@ -361,7 +470,8 @@ impl VniPort {
             if got >= max {
                 break;
             }
-            let peer = &mut self.peers[(self.next_rx + k) % count];
+            let slot = (self.next_rx + k) % count;
+            let peer = &mut self.peers[slot];
             if !peer.up {
                 continue;
             }
@@ -376,6 +486,17 @@ impl VniPort {
             for _ in 0..avail.min(max - got) {
                 match peer.rx.pop(seg, &self.geo, pool) {
                     Popped::Frame(frame) => {
+                        // Learn the source if it is not the peer's own MAC
+                        // (a station behind it, e.g. behind a bridge): a
+                        // 6-byte compare in the common case.
+                        if let Some(h) = frame.header::<12>() {
+                            let src = [h[6], h[7], h[8], h[9], h[10], h[11]];
+                            if src != peer.mac && src != self.mac && src[0] & 1 == 0 && src != [0; 6] {
+                                let (learned, evicted) = self.stations.learn(src, slot, peer.generation, now);
+                                self.vni.stations_learned += u64::from(learned);
+                                self.vni.stations_evicted += u64::from(evicted);
+                            }
+                        }
                         self.stats.rx_frames += 1;
                         self.stats.rx_bytes += frame.len() as u64;
                         out.push(frame);
@@ -461,6 +582,139 @@ impl VniPort {
     }
 }
 
+/// A batch of frames built in place in ring slots: the zero-copy send of
+/// the VNI (see `docs/vni.md`). Made by [`VniPort::slot_batch`]; each
+/// [`reserve_slot`](Self::reserve_slot) lends the slot at the tail of the
+/// ring to one peer as a [`SlotWriter`]; committed frames become visible
+/// to the peers, once per ring, when the batch is published or dropped.
+#[derive(Debug)]
+pub struct SlotBatch<'a> {
+    port: &'a mut VniPort,
+    now: std::time::Instant,
+    committed: usize,
+}
+
+impl SlotBatch<'_> {
+    /// The slot for the next frame to `dst`: the ring of the live peer
+    /// with that port MAC, or of the peer that station was learned
+    /// behind. Errors (nothing reserved): `InvalidInput` for a group
+    /// (broadcast, multicast) address, which goes to every peer and so
+    /// cannot be built in one slot; `NotFound` for a MAC no live peer has
+    /// and no station learned (send those with `transmit_batch`, which
+    /// floods); `WouldBlock` when that ring is full (publish, and try
+    /// again once the peer has read).
+    pub fn reserve_slot(&mut self, dst: [u8; 6]) -> io::Result<SlotWriter<'_>> {
+        if dst[0] & 1 != 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "a group address goes to every peer: use transmit_batch"));
+        }
+        let Some((k, learned)) = self.port.unicast_target(dst, self.now) else {
+            return Err(io::Error::new(io::ErrorKind::NotFound, format!("no peer port or learned station has MAC {}", format_mac(dst))));
+        };
+        if self.port.room(k) == 0 {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let frame = self.port.peers[k].tx.next_frame_offset(&self.port.geo);
+        let capacity = self.port.geo.max_frame();
+        Ok(SlotWriter { port: &mut *self.port, committed: &mut self.committed, peer: k, learned, frame, capacity, written: 0 })
+    }
+
+    /// Frames committed in this batch so far.
+    pub fn committed(&self) -> usize {
+        self.committed
+    }
+
+    /// Publishes the committed frames and rings the doorbells that need
+    /// it (what dropping the batch does); returns how many there were.
+    pub fn publish(self) -> usize {
+        self.committed
+    }
+}
+
+impl Drop for SlotBatch<'_> {
+    fn drop(&mut self) {
+        self.port.publish(self.now);
+    }
+}
+
+/// One reserved slot: the frame is written straight into it, with
+/// [`write`](Self::write), and sent with [`commit`](Self::commit). It
+/// lends no `&mut [u8]` into the segment: the slot is shared memory that
+/// another process can write at any time, so, as everywhere in the VNI,
+/// bytes reach it by raw copies inside `Segment` and never through a Rust
+/// reference. Dropping the writer without committing sends nothing (the
+/// slot stays free for the next frame).
+#[derive(Debug)]
+pub struct SlotWriter<'b> {
+    port: &'b mut VniPort,
+    /// The batch's count of committed frames.
+    committed: &'b mut usize,
+    peer: usize,
+    learned: bool,
+    /// Offset of the slot's frame bytes in the segment.
+    frame: usize,
+    capacity: usize,
+    /// Bytes `0..written` have been written (the highest end written).
+    written: usize,
+}
+
+impl SlotWriter<'_> {
+    /// The largest frame the slot takes: MTU + 14.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The end of the furthest write so far.
+    pub fn written(&self) -> usize {
+        self.written
+    }
+
+    /// The MAC of the peer port whose ring this slot is in.
+    pub fn peer_mac(&self) -> [u8; 6] {
+        self.port.peers[self.peer].mac
+    }
+
+    /// Copies `bytes` into the frame at `offset`; `InvalidInput` (nothing
+    /// written) if that goes past [`capacity`](Self::capacity).
+    pub fn write(&mut self, offset: usize, bytes: &[u8]) -> io::Result<()> {
+        let end = offset.checked_add(bytes.len()).filter(|&e| e <= self.capacity).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, format!("{} bytes at {offset} do not fit a {}-byte slot", bytes.len(), self.capacity))
+        })?;
+        let done = self.port.seg.write_bytes(self.frame + offset, bytes);
+        debug_assert!(done, "slot offsets come from the geometry");
+        self.written = self.written.max(end);
+        Ok(())
+    }
+
+    /// Sends the first `len` bytes of the slot as a frame (visible to the
+    /// peer when the batch is published). Refused with `InvalidInput`,
+    /// nothing sent and the slot left free, unless `14 <= len <=
+    /// capacity` and `len <= written()`: a frame is never padded with
+    /// whatever the slot held before. Bytes inside `0..written()` that
+    /// were never written (gaps between writes) are the slot's old
+    /// contents: segment memory that every attached process can read
+    /// anyway, never our private memory.
+    pub fn commit(self, len: usize) -> io::Result<()> {
+        if !(crate::device::ETHERNET_HEADER_LEN..=self.capacity).contains(&len) || len > self.written {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("frame length {len}: must be 14..={} and written ({} bytes are)", self.capacity, self.written),
+            ));
+        }
+        let port = self.port;
+        let peer = &mut port.peers[self.peer];
+        debug_assert_eq!(peer.tx.next_frame_offset(&port.geo), self.frame);
+        peer.tx.commit(&port.seg, &port.geo, len);
+        peer.credit -= 1;
+        peer.full_since = None;
+        port.stats.tx_frames += 1;
+        port.stats.tx_bytes += len as u64;
+        port.vni.slots_committed += 1;
+        port.vni.learned_unicast += u64::from(self.learned);
+        *self.committed += 1;
+        Ok(())
+    }
+}
+
 fn claim(seg: &Segment, index: usize) -> bool {
     let owner = seg.u64_at(seg.geometry().port_offset(index) + P_OWNER);
     let word = owner.load(Ordering::Acquire);
@@ -486,8 +740,9 @@ impl Device for VniPort {
         if !self.polling && !self.busy_poll {
             self.doorbell.drain();
         }
-        self.refresh_at(std::time::Instant::now())?;
-        let mut got = self.drain(pool, out, max);
+        let now = std::time::Instant::now();
+        self.refresh_at(now)?;
+        let mut got = self.drain(pool, out, max, now);
         if self.busy_poll {
             return Ok(got);
         }
@@ -495,7 +750,7 @@ impl Device for VniPort {
             // About to report nothing: let senders ring again, then look
             // once more for frames published while they did not.
             self.set_polling(false);
-            got = self.drain(pool, out, max);
+            got = self.drain(pool, out, max, now);
         }
         if got > 0 {
             self.set_polling(true);
@@ -517,9 +772,9 @@ impl Device for VniPort {
             let len = frame.len();
             let dst = frame.header::<6>().unwrap_or([0xff; 6]);
             let group = dst[0] & 1 != 0;
-            let target = if group { None } else { self.peers.iter().position(|p| p.up && p.mac == dst) };
+            let target = if group { None } else { self.unicast_target(dst, now) };
             let mut delivered = 0;
-            if let Some(k) = target {
+            if let Some((k, learned)) = target {
                 if self.room(k) == 0 {
                     let peer = &mut self.peers[k];
                     let since = *peer.full_since.get_or_insert(now);
@@ -530,6 +785,7 @@ impl Device for VniPort {
                     self.vni.ring_full_drops += 1;
                 } else {
                     self.push(k, frame);
+                    self.vni.learned_unicast += u64::from(learned);
                     delivered = 1;
                 }
             } else {

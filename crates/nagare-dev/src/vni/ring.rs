@@ -66,14 +66,38 @@ impl Producer {
     pub fn push(&mut self, seg: &Segment, geo: &Geometry, frame: &PacketBuf) {
         let len = frame.len();
         debug_assert!(len <= geo.max_frame());
-        let slot = geo.slot_offset(self.ring, self.tail as usize & (geo.slot_count - 1));
-        let mut off = slot + SLOT_HEADER_LEN;
+        let mut off = self.next_frame_offset(geo);
         for chunk in frame.chunks() {
             seg.write_bytes(off, chunk);
             off += chunk.len();
         }
+        self.commit(seg, geo, len);
+    }
+
+    /// Offset in the segment of the frame bytes of the slot at our tail:
+    /// the slot the next [`push`](Self::push) or [`commit`](Self::commit)
+    /// fills. It is ours until published (the consumer reads no slot at
+    /// or past the published tail); a hostile process may still write it,
+    /// which only spoils our own frame.
+    pub fn next_frame_offset(&self, geo: &Geometry) -> usize {
+        geo.slot_offset(self.ring, self.tail as usize & (geo.slot_count - 1)) + SLOT_HEADER_LEN
+    }
+
+    /// Stores the length of the frame written at
+    /// [`next_frame_offset`](Self::next_frame_offset) and moves the tail
+    /// past it (unpublished until [`publish`](Self::publish)). The caller
+    /// checked that there is a free slot and that `14 <= len <=
+    /// geo.max_frame()`.
+    pub fn commit(&mut self, seg: &Segment, geo: &Geometry, len: usize) {
+        debug_assert!((crate::device::ETHERNET_HEADER_LEN..=geo.max_frame()).contains(&len));
+        let slot = geo.slot_offset(self.ring, self.tail as usize & (geo.slot_count - 1));
         seg.u32_at(slot).store(len as u32, Ordering::Relaxed);
         self.tail = self.tail.wrapping_add(1);
+    }
+
+    /// Our tail (next position to fill), published or not.
+    pub fn tail(&self) -> u32 {
+        self.tail
     }
 
     /// Whether frames were pushed since the last publish.
