@@ -6,6 +6,7 @@ mod demo;
 mod fetch;
 mod host;
 mod http_server;
+mod netd;
 mod perf;
 mod ping;
 mod realtime;
@@ -61,6 +62,15 @@ enum Command {
         /// Serve the files under DIR over HTTP/1.1 on port 80.
         #[arg(long, value_name = "DIR")]
         http: Option<PathBuf>,
+    },
+    /// The inet server: one stack on a TAP device or a VNI port, serving
+    /// applications (the `nagare` crate) over shared-memory regions.
+    Netd {
+        #[command(flatten)]
+        link: UpLinkArgs,
+        /// The rendezvous socket clients connect to.
+        #[arg(long, default_value = nagare_netd::DEFAULT_SOCKET)]
+        socket: PathBuf,
     },
     /// Download a URL over HTTP/1.1 through nagare on a TAP device or a
     /// VNI port.
@@ -255,6 +265,7 @@ fn main() -> Result<()> {
             discard,
             http,
         }),
+        Command::Netd { link, socket } => netd::run(link.into_link(), socket),
         Command::Fetch {
             link,
             url,

@@ -1,0 +1,281 @@
+//! `nagare netd` on a VNI segment (no root needed), a `nagare up --echo`
+//! peer, and client applications through the `nagare` crate: UDP and TCP
+//! echo, a client killed with SIGKILL, a hostile client, and netd's death.
+
+use nagare::net::{TcpStream, UdpSocket};
+use nagare::Netd;
+use nagare_ipc::{Client, Descriptor, Notifier, WaitOutcome, Waiter};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const PEER: &str = "10.91.0.1";
+
+fn nagare() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_nagare"))
+}
+
+fn run(args: &[&str]) -> Output {
+    nagare().args(args).output().expect("running nagare")
+}
+
+/// A segment with an echo peer and a netd on it; children killed by pid and
+/// the segment removed, even when the test fails.
+struct Fixture {
+    name: String,
+    socket: PathBuf,
+    log: PathBuf,
+    peer: Option<Child>,
+    netd: Option<Child>,
+}
+
+impl Fixture {
+    fn new(tag: &str) -> Fixture {
+        let name = format!("netd-{tag}-{}", std::process::id());
+        let _ = run(&["vni", "destroy", &name]);
+        let out = run(&["vni", "create", &name, "--ports", "4"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let dir = std::env::temp_dir();
+        let mut f = Fixture {
+            socket: dir.join(format!("{name}.sock")),
+            log: dir.join(format!("{name}.log")),
+            name,
+            peer: None,
+            netd: None,
+        };
+        f.peer = Some(
+            nagare()
+                .args(["up", "--vni", &f.name, "--addr", &format!("{PEER}/24"), "--echo"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("starting nagare up"),
+        );
+        let log = std::fs::File::create(&f.log).unwrap();
+        f.netd = Some(
+            nagare()
+                .args(["netd", "--vni", &f.name, "--addr", "10.91.0.2/24", "--socket"])
+                .arg(&f.socket)
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("starting nagare netd"),
+        );
+        f
+    }
+
+    /// A client of this netd, once it listens.
+    fn connect(&self) -> Netd {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match Netd::connect(&self.socket) {
+                Ok(n) => return n,
+                Err(e) => assert!(Instant::now() < deadline, "netd does not answer: {e}"),
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until netd's log contains `needle`.
+    fn wait_for_log(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let log = self.log();
+            if log.contains(needle) {
+                return log;
+            }
+            assert!(Instant::now() < deadline, "no {needle:?} in netd's log:\n{log}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        for child in [self.peer.as_mut(), self.netd.as_mut()].into_iter().flatten() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = run(&["vni", "destroy", &self.name]);
+        let _ = std::fs::remove_file(&self.socket);
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+fn udp_round_trip(netd: &Netd, payload: &[u8]) {
+    let udp = UdpSocket::bind_via(netd, "0.0.0.0:0").unwrap();
+    assert_eq!(udp.send_to(payload, (PEER, 7)).unwrap(), payload.len());
+    let mut buf = vec![0u8; 16384];
+    let (n, from) = udp.recv_from(&mut buf).unwrap();
+    assert!(&buf[..n] == payload, "echo of {} bytes came back as {n}", payload.len());
+    assert_eq!(from.to_string(), format!("{PEER}:7"));
+}
+
+/// The client that is killed: opens a TCP connection and a UDP socket,
+/// says "ready", and waits to die. Runs only when re-executed by
+/// `clients_through_netd` (the variable names the socket).
+#[test]
+fn killed_client_child() {
+    let Ok(socket) = std::env::var("NAGARE_NETD_TEST_CHILD") else {
+        return;
+    };
+    let netd = Netd::connect(socket).unwrap();
+    let mut tcp = TcpStream::connect_via(&netd, (PEER, 7)).unwrap();
+    tcp.write_all(&[7u8; 100_000]).unwrap();
+    let _udp = UdpSocket::bind_via(&netd, "0.0.0.0:0").unwrap();
+    println!("child ready");
+    std::io::stdout().flush().unwrap();
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+#[test]
+fn clients_through_netd() {
+    let f = Fixture::new("e2e");
+    let netd = f.connect();
+
+    // UDP echo, small and large (IP fragments on the wire).
+    udp_round_trip(&netd, b"hello through netd");
+    udp_round_trip(&netd, &(0..8000u32).map(|i| (i * 7) as u8).collect::<Vec<_>>());
+
+    // TCP echo of 4 MB, byte-exact.
+    let mut tcp = TcpStream::connect_via(&netd, (PEER, 7)).unwrap();
+    assert_eq!(tcp.peer_addr().unwrap().to_string(), format!("{PEER}:7"));
+    let total = 4 << 20;
+    let data: Vec<u8> = (0..total as u64).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let mut back = vec![0u8; total];
+    let chunk = 64 * 1024;
+    let started = Instant::now();
+    for (out, inn) in data.chunks(chunk).zip(back.chunks_mut(chunk)) {
+        tcp.write_all(out).unwrap();
+        tcp.read_exact(inn).unwrap();
+    }
+    assert!(back == data, "echoed bytes differ");
+    eprintln!("TCP echo of {total} bytes through netd: {:?}", started.elapsed());
+    tcp.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut rest = Vec::new();
+    tcp.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty());
+    drop(tcp);
+
+    // A client killed with SIGKILL: its sockets and buffers are reclaimed,
+    // and netd goes on serving the others.
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "killed_client_child", "--nocapture", "--test-threads", "1"])
+        .env("NAGARE_NETD_TEST_CHILD", &f.socket)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    loop {
+        let line = lines.next().expect("child exited before it was ready").unwrap();
+        if line.contains("child ready") {
+            break;
+        }
+    }
+    let pid = child.id();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let log = f.wait_for_log(&format!("(pid {pid}) gone: 2 sockets closed"));
+    assert!(log.contains(&format!("(pid {pid}) gone: 2 sockets closed, 256 buffers reclaimed, 0 in use")), "{log}");
+    udp_round_trip(&netd, b"still serving");
+
+    // A hostile client: garbage descriptors get error completions; a
+    // broken ring gets it disconnected; netd survives.
+    let hostile = Client::connect(&f.socket).unwrap();
+    let mut req = hostile.region.producer(0).unwrap();
+    let mut comp = hostile.region.consumer(1).unwrap();
+    let mut notifier = Notifier::new(hostile.server_wakeup.try_clone().unwrap());
+    let mut waiter = Waiter::new(hostile.client_wakeup.try_clone().unwrap(), Duration::ZERO);
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut rnd = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let garbage = 200;
+    let mut sent = 0;
+    let mut errors = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while errors < garbage {
+        assert!(Instant::now() < deadline, "{errors} error completions of {garbage}");
+        if sent < garbage {
+            let w: Vec<u64> = (0..8).map(|_| rnd()).collect();
+            let d = Descriptor {
+                kind: w[0] as u32 | 0x8000_0000,
+                flags: (w[0] >> 32) as u32,
+                id: w[1],
+                buffer: w[2] as u32,
+                offset: (w[2] >> 32) as u32,
+                len: w[3] as u32,
+                status: (w[3] >> 32) as i32,
+                aux: [w[4], w[5], w[6], w[7]],
+            };
+            if notifier.push_batch(&mut req, &[d]).unwrap() == 1 {
+                sent += 1;
+            }
+        }
+        if let WaitOutcome::Ready(_) = waiter.wait(&mut comp, Some(Duration::from_millis(10))).unwrap() {
+            while let Some(c) = comp.pop().unwrap() {
+                assert!(c.status < 0, "garbage accepted: {c:?}");
+                errors += 1;
+            }
+        }
+    }
+    // Now break the ring: a head far beyond the capacity.
+    req.scribble_head(req.head().wrapping_add(1 << 20));
+    let efd = hostile.server_wakeup.try_clone().unwrap();
+    let one = 1u64.to_ne_bytes();
+    // SAFETY: writes 8 bytes from a live array to an eventfd we hold.
+    unsafe { libc::write(std::os::fd::AsRawFd::as_raw_fd(&efd), one.as_ptr().cast(), 8) };
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !hostile.peer_gone() {
+        assert!(Instant::now() < deadline, "netd did not disconnect the hostile client");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    f.wait_for_log("request ring broken");
+    udp_round_trip(&netd, b"survived the hostile client");
+    let mut tcp = TcpStream::connect_via(&netd, (PEER, 7)).unwrap();
+    tcp.write_all(b"ping").unwrap();
+    let mut four = [0u8; 4];
+    tcp.read_exact(&mut four).unwrap();
+    assert_eq!(&four, b"ping");
+}
+
+#[test]
+fn netd_death_fails_calls_within_a_second() {
+    let mut f = Fixture::new("death");
+    let netd = f.connect();
+    udp_round_trip(&netd, b"alive");
+    let udp = UdpSocket::bind_via(&netd, "0.0.0.0:0").unwrap();
+    // A call blocked in netd when it dies, and the next call after.
+    let blocked = {
+        let netd = netd.clone();
+        std::thread::spawn(move || {
+            let s = UdpSocket::bind_via(&netd, "0.0.0.0:0");
+            let mut buf = [0u8; 64];
+            s.and_then(|s| s.recv_from(&mut buf).map(|_| ()))
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let mut netd_child = f.netd.take().unwrap();
+    netd_child.kill().unwrap();
+    let killed = Instant::now();
+    netd_child.wait().unwrap();
+    let r = blocked.join().unwrap();
+    let e = r.expect_err("a blocked call survived netd");
+    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionAborted, "{e}");
+    assert!(killed.elapsed() < Duration::from_secs(1), "blocked call failed after {:?}", killed.elapsed());
+    let t = Instant::now();
+    let e = udp.send_to(b"x", (PEER, 7)).expect_err("a call succeeded without netd");
+    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionAborted, "{e}");
+    assert!(t.elapsed() < Duration::from_secs(1), "next call failed after {:?}", t.elapsed());
+    // A new connection is refused.
+    assert!(Netd::connect(&f.socket).is_err());
+}

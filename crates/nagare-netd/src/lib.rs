@@ -1,0 +1,18 @@
+//! nagare's inet server (issue 4, item 2): many client applications, each
+//! with a shared-memory region of its own (`nagare-ipc`), send socket
+//! requests as 64-byte descriptors; netd runs them against one engine
+//! (`nagare-core`) on one device (`nagare-dev`) and posts completions.
+//!
+//! - [`proto`]: the request/completion protocol, every field validated.
+//! - [`server`]: sessions (request manager), the socket table (socket
+//!   manager), the engine and device (protocol manager) and the loop.
+//!
+//! `docs/netd.md` has the plan and what exists.
+
+#![warn(missing_docs)]
+
+pub mod proto;
+pub mod server;
+
+pub use proto::{Completion, Op, Piece, ProtoError, Request};
+pub use server::{Netd, NetdConfig, NetdStats, DEFAULT_SOCKET};

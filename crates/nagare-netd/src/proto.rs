@@ -1,0 +1,429 @@
+//! The request/completion protocol between an application and netd, carried
+//! in `nagare-ipc` descriptors (64 bytes, one cache line).
+//!
+//! A request descriptor:
+//!
+//! | ipc field | meaning |
+//! |---|---|
+//! | `kind` | op (low 16 bits), flags (high 16 bits) |
+//! | `flags` | socket id (0: none) |
+//! | `id` | request id, echoed in the completion |
+//! | `buffer`, `offset`, `len` | the one buffer piece (`NO_BUFFER`: none) |
+//! | `status` | 0 |
+//! | `aux[0..4]` | op arguments (addresses, ports, backlog); unused ones 0 |
+//!
+//! A completion has the same shape: the op and socket of its request, the
+//! request id, `status` 0 or a negative errno, the request's buffer handed
+//! back (with `len` the bytes in it for a receive), `aux[0]` the result
+//! (a new socket id, bytes taken) and `aux[1]` an address.
+//!
+//! Every field of a request is checked by [`Request::decode`]: an unknown op,
+//! unknown flag, a socket id where none belongs (or none where one must be),
+//! a buffer where none belongs, a nonzero status, or a nonzero unused aux
+//! word is refused with a [`ProtoError`]. Buffer ownership and extent are
+//! checked against netd's own table (`nagare_ipc::Pool::take`).
+
+use nagare_ipc::{Descriptor, NO_BUFFER};
+use std::fmt;
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+/// Request flag: fail with `EAGAIN` instead of waiting.
+pub const NONBLOCK: u16 = 1;
+/// Every flag a request may carry.
+pub const KNOWN_FLAGS: u16 = NONBLOCK;
+/// Largest listen backlog.
+pub const MAX_BACKLOG: u64 = 4096;
+
+/// Operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u16)]
+pub enum Op {
+    /// UDP socket bound to `aux[0]` (address; port 0: ephemeral).
+    UdpBind = 1,
+    /// Send the buffer's bytes to `aux[0]` from UDP socket `socket`.
+    SendTo = 2,
+    /// Receive one datagram into the buffer (at most `len` bytes).
+    RecvFrom = 3,
+    /// TCP listener on `aux[0]` with backlog `aux[1]`.
+    Listen = 4,
+    /// Take the next connection of listener `socket`.
+    Accept = 5,
+    /// TCP connection to `aux[0]` from local port `aux[1]` (0: ephemeral).
+    Connect = 6,
+    /// Queue the buffer's bytes on connection `socket`.
+    Send = 7,
+    /// Receive up to `len` bytes of connection `socket` into the buffer.
+    Recv = 8,
+    /// Close the sending side of connection `socket`.
+    Shutdown = 9,
+    /// Close socket `socket` (any kind).
+    Close = 10,
+}
+
+impl Op {
+    /// The op with this number.
+    pub fn from_u16(v: u16) -> Option<Op> {
+        Some(match v {
+            1 => Op::UdpBind,
+            2 => Op::SendTo,
+            3 => Op::RecvFrom,
+            4 => Op::Listen,
+            5 => Op::Accept,
+            6 => Op::Connect,
+            7 => Op::Send,
+            8 => Op::Recv,
+            9 => Op::Shutdown,
+            10 => Op::Close,
+            _ => return None,
+        })
+    }
+
+    /// Whether the request names an existing socket.
+    pub fn needs_socket(self) -> bool {
+        !matches!(self, Op::UdpBind | Op::Listen | Op::Connect)
+    }
+
+    /// Whether the request carries a buffer (data to send, or room to receive).
+    pub fn needs_buffer(self) -> bool {
+        matches!(self, Op::SendTo | Op::RecvFrom | Op::Send | Op::Recv)
+    }
+}
+
+/// One buffer piece: a buffer of the client's region and the extent in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    /// Buffer index.
+    pub buffer: u32,
+    /// Offset of the data.
+    pub offset: u32,
+    /// Length of the data (for a receive: the room).
+    pub len: u32,
+}
+
+/// Why a request descriptor was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProtoError {
+    /// Unknown op number.
+    BadOp(u16),
+    /// A flag bit this protocol does not define.
+    BadFlags(u16),
+    /// A socket id where the op takes none, or none where it needs one.
+    BadSocket,
+    /// A buffer where the op takes none, none where it needs one, or
+    /// offset/len without a buffer.
+    BadBuffer,
+    /// The status word of a request must be 0.
+    BadStatus,
+    /// An address word with bits above the port set.
+    BadAddress,
+    /// An argument out of range, or an unused aux word not 0.
+    BadArgument,
+}
+
+impl ProtoError {
+    /// The errno the completion carries.
+    pub fn errno(self) -> i32 {
+        match self {
+            ProtoError::BadOp(_) => libc::EOPNOTSUPP,
+            ProtoError::BadSocket => libc::EBADF,
+            _ => libc::EINVAL,
+        }
+    }
+}
+
+impl fmt::Display for ProtoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProtoError::BadOp(op) => write!(f, "unknown op {op}"),
+            ProtoError::BadFlags(fl) => write!(f, "unknown flags {fl:#x}"),
+            ProtoError::BadSocket => f.write_str("socket id where none belongs or missing"),
+            ProtoError::BadBuffer => f.write_str("buffer fields do not fit the op"),
+            ProtoError::BadStatus => f.write_str("nonzero status in a request"),
+            ProtoError::BadAddress => f.write_str("malformed address word"),
+            ProtoError::BadArgument => f.write_str("argument out of range"),
+        }
+    }
+}
+
+impl std::error::Error for ProtoError {}
+
+/// An IPv4 socket address as one aux word: address in bits 0..32, port in
+/// bits 32..48, the rest 0.
+pub fn encode_addr(a: SocketAddrV4) -> u64 {
+    u64::from(a.ip().to_bits()) | u64::from(a.port()) << 32
+}
+
+/// The inverse of [`encode_addr`]; bits above the port must be 0.
+pub fn decode_addr(w: u64) -> Result<SocketAddrV4, ProtoError> {
+    if w >> 48 != 0 {
+        return Err(ProtoError::BadAddress);
+    }
+    Ok(SocketAddrV4::new(Ipv4Addr::from_bits(w as u32), (w >> 32) as u16))
+}
+
+/// A request, decoded and checked (except the buffer's ownership, which
+/// only netd's table can say).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// Operation.
+    pub op: Op,
+    /// Flags ([`NONBLOCK`]).
+    pub flags: u16,
+    /// Socket id (0: none).
+    pub socket: u32,
+    /// Request id.
+    pub id: u64,
+    /// The buffer piece.
+    pub piece: Option<Piece>,
+    /// Arguments.
+    pub aux: [u64; 4],
+}
+
+impl Request {
+    /// A request with no socket, buffer or arguments.
+    pub fn new(op: Op, id: u64) -> Request {
+        Request { op, flags: 0, socket: 0, id, piece: None, aux: [0; 4] }
+    }
+
+    /// The descriptor for the ring.
+    pub fn encode(&self) -> Descriptor {
+        let piece = self.piece.unwrap_or(Piece { buffer: NO_BUFFER, offset: 0, len: 0 });
+        Descriptor {
+            kind: u32::from(self.op as u16) | u32::from(self.flags) << 16,
+            flags: self.socket,
+            id: self.id,
+            buffer: piece.buffer,
+            offset: piece.offset,
+            len: piece.len,
+            status: 0,
+            aux: self.aux,
+        }
+    }
+
+    /// Decodes and checks every field of a descriptor read from a client.
+    pub fn decode(d: &Descriptor) -> Result<Request, ProtoError> {
+        let raw_op = d.kind as u16;
+        let flags = (d.kind >> 16) as u16;
+        let op = Op::from_u16(raw_op).ok_or(ProtoError::BadOp(raw_op))?;
+        if flags & !KNOWN_FLAGS != 0 {
+            return Err(ProtoError::BadFlags(flags));
+        }
+        if d.status != 0 {
+            return Err(ProtoError::BadStatus);
+        }
+        if op.needs_socket() != (d.flags != 0) {
+            return Err(ProtoError::BadSocket);
+        }
+        let piece = if d.buffer == NO_BUFFER {
+            if op.needs_buffer() || d.offset != 0 || d.len != 0 {
+                return Err(ProtoError::BadBuffer);
+            }
+            None
+        } else {
+            if !op.needs_buffer() {
+                return Err(ProtoError::BadBuffer);
+            }
+            Some(Piece { buffer: d.buffer, offset: d.offset, len: d.len })
+        };
+        // How many aux words the op uses; the rest must be 0.
+        let used = match op {
+            Op::UdpBind | Op::SendTo => {
+                decode_addr(d.aux[0])?;
+                1
+            }
+            Op::Listen => {
+                decode_addr(d.aux[0])?;
+                if d.aux[1] == 0 || d.aux[1] > MAX_BACKLOG {
+                    return Err(ProtoError::BadArgument);
+                }
+                2
+            }
+            Op::Connect => {
+                decode_addr(d.aux[0])?;
+                if d.aux[1] > u64::from(u16::MAX) {
+                    return Err(ProtoError::BadArgument);
+                }
+                2
+            }
+            _ => 0,
+        };
+        if d.aux[used..].iter().any(|&w| w != 0) {
+            return Err(ProtoError::BadArgument);
+        }
+        Ok(Request { op, flags, socket: d.flags, id: d.id, piece, aux: d.aux })
+    }
+
+    /// Whether the caller asked not to wait.
+    pub fn nonblocking(&self) -> bool {
+        self.flags & NONBLOCK != 0
+    }
+}
+
+/// A completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// The op number of the request (raw: a refused request's op may be
+    /// unknown).
+    pub op: u16,
+    /// The request's socket id.
+    pub socket: u32,
+    /// The request id.
+    pub id: u64,
+    /// 0, or a negative errno.
+    pub status: i32,
+    /// The request's buffer, handed back (`len`: bytes received, for a
+    /// receive).
+    pub piece: Option<Piece>,
+    /// `aux[0]`: the result; `aux[1]`: an address.
+    pub aux: [u64; 4],
+}
+
+impl Completion {
+    /// A successful completion of `req` with result `value`.
+    pub fn ok(req: &Request, value: u64) -> Completion {
+        Completion { op: req.op as u16, socket: req.socket, id: req.id, status: 0, piece: None, aux: [value, 0, 0, 0] }
+    }
+
+    /// A failed completion of `req`.
+    pub fn err(req: &Request, errno: i32) -> Completion {
+        Completion { op: req.op as u16, socket: req.socket, id: req.id, status: -errno, piece: None, aux: [0; 4] }
+    }
+
+    /// A failed completion of a descriptor that did not decode.
+    pub fn refused(d: &Descriptor, errno: i32) -> Completion {
+        Completion { op: d.kind as u16, socket: d.flags, id: d.id, status: -errno, piece: None, aux: [0; 4] }
+    }
+
+    /// The descriptor for the ring.
+    pub fn encode(&self) -> Descriptor {
+        let piece = self.piece.unwrap_or(Piece { buffer: NO_BUFFER, offset: 0, len: 0 });
+        Descriptor {
+            kind: u32::from(self.op),
+            flags: self.socket,
+            id: self.id,
+            buffer: piece.buffer,
+            offset: piece.offset,
+            len: piece.len,
+            status: self.status,
+            aux: self.aux,
+        }
+    }
+
+    /// Decodes a completion (on the client side; netd is trusted, but the
+    /// fields are still checked for shape).
+    pub fn decode(d: &Descriptor) -> Result<Completion, ProtoError> {
+        if d.kind >> 16 != 0 {
+            return Err(ProtoError::BadFlags((d.kind >> 16) as u16));
+        }
+        if d.status > 0 {
+            return Err(ProtoError::BadStatus);
+        }
+        let piece = if d.buffer == NO_BUFFER {
+            None
+        } else {
+            Some(Piece { buffer: d.buffer, offset: d.offset, len: d.len })
+        };
+        Ok(Completion { op: d.kind as u16, socket: d.flags, id: d.id, status: d.status, piece, aux: d.aux })
+    }
+
+    /// The result, or the errno.
+    pub fn result(&self) -> Result<u64, i32> {
+        if self.status < 0 {
+            Err(-self.status)
+        } else {
+            Ok(self.aux[0])
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr() -> SocketAddrV4 {
+        SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 7)
+    }
+
+    #[test]
+    fn requests_round_trip() {
+        let mut r = Request::new(Op::SendTo, 42);
+        r.socket = 3;
+        r.flags = NONBLOCK;
+        r.piece = Some(Piece { buffer: 5, offset: 16, len: 100 });
+        r.aux[0] = encode_addr(addr());
+        assert_eq!(Request::decode(&r.encode()), Ok(r));
+        let mut l = Request::new(Op::Listen, 1);
+        l.aux = [encode_addr(addr()), 128, 0, 0];
+        assert_eq!(Request::decode(&l.encode()), Ok(l));
+    }
+
+    #[test]
+    fn every_field_is_checked() {
+        let good = {
+            let mut r = Request::new(Op::Send, 9);
+            r.socket = 1;
+            r.piece = Some(Piece { buffer: 0, offset: 0, len: 10 });
+            r.encode()
+        };
+        assert!(Request::decode(&good).is_ok());
+        let cases: Vec<(Descriptor, ProtoError)> = vec![
+            (Descriptor { kind: 0, ..good }, ProtoError::BadOp(0)),
+            (Descriptor { kind: 99, ..good }, ProtoError::BadOp(99)),
+            (Descriptor { kind: 7 | 2 << 16, ..good }, ProtoError::BadFlags(2)),
+            (Descriptor { status: -1, ..good }, ProtoError::BadStatus),
+            (Descriptor { flags: 0, ..good }, ProtoError::BadSocket),
+            (Descriptor { buffer: NO_BUFFER, ..good }, ProtoError::BadBuffer),
+            (Descriptor { aux: [0, 0, 0, 1], ..good }, ProtoError::BadArgument),
+        ];
+        for (d, e) in cases {
+            assert_eq!(Request::decode(&d), Err(e), "{d:?}");
+        }
+        let mut bind = Request::new(Op::UdpBind, 1).encode();
+        bind.aux[0] = 1 << 50;
+        assert_eq!(Request::decode(&bind), Err(ProtoError::BadAddress));
+        bind.aux[0] = 0;
+        bind.flags = 4;
+        assert_eq!(Request::decode(&bind), Err(ProtoError::BadSocket));
+        let mut close = Request::new(Op::Close, 1);
+        close.socket = 2;
+        let mut d = close.encode();
+        d.buffer = 3;
+        assert_eq!(Request::decode(&d), Err(ProtoError::BadBuffer));
+        d.buffer = NO_BUFFER;
+        d.len = 3;
+        assert_eq!(Request::decode(&d), Err(ProtoError::BadBuffer));
+        let mut listen = Request::new(Op::Listen, 1).encode();
+        listen.aux[1] = MAX_BACKLOG + 1;
+        assert_eq!(Request::decode(&listen), Err(ProtoError::BadArgument));
+        let mut conn = Request::new(Op::Connect, 1).encode();
+        conn.aux[1] = 70000;
+        assert_eq!(Request::decode(&conn), Err(ProtoError::BadArgument));
+    }
+
+    #[test]
+    fn random_descriptors_never_panic() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..100_000 {
+            let w: Vec<u64> = (0..8).map(|_| next()).collect();
+            let d = Descriptor {
+                kind: (w[0] as u32) & 0x1_000f,
+                flags: w[0].wrapping_shr(40) as u32 & 3,
+                id: w[1],
+                buffer: if w[2] & 1 == 0 { NO_BUFFER } else { w[2] as u32 >> 1 },
+                offset: (w[2] >> 40) as u32 & 1,
+                len: w[3] as u32,
+                status: 0,
+                aux: [w[4] & 0xffff_ffff_ffff, w[5] & 0xff, 0, 0],
+            };
+            if let Ok(r) = Request::decode(&d) {
+                assert_eq!(Request::decode(&r.encode()), Ok(r));
+            }
+        }
+    }
+}

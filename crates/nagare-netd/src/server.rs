@@ -1,0 +1,749 @@
+//! netd: the request manager (client sessions and their rings), the socket
+//! manager (client socket ids to engine handles) and the protocol manager
+//! (the engine and its device) in one event loop.
+
+use crate::proto::{decode_addr, encode_addr, Completion, Op, Piece, ProtoError, Request};
+use nagare_core::buf::PacketBuf;
+use nagare_core::iface::{Error as EngineError, TcpHandle, TcpListenerHandle};
+use nagare_core::tcp::connection::State;
+use nagare_core::{Instant, Interface, UdpHandle};
+use nagare_dev::{Device, MonotonicClock};
+use nagare_ipc::{
+    BufRef, Consumer, Descriptor, Listener, Notifier, Pool, Producer, RegionConfig, RendezvousError, ServerConn,
+    Waiter,
+};
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Where netd listens unless told otherwise.
+pub const DEFAULT_SOCKET: &str = "/tmp/nagare-netd.sock";
+
+/// Frames taken from the device per turn.
+const RX_BATCH: usize = 64;
+/// Requests taken from one client per turn.
+const REQ_BATCH: usize = 64;
+/// Longest sleep, so a stop request and timers are noticed.
+const MAX_SLEEP: Duration = Duration::from_millis(100);
+/// How often a busy loop looks for new clients and dead ones.
+const HOUSEKEEPING: Duration = Duration::from_millis(20);
+
+/// netd's sizes and policies.
+#[derive(Clone, Debug)]
+pub struct NetdConfig {
+    /// The rendezvous socket.
+    pub socket: PathBuf,
+    /// Slots per ring of a client region.
+    pub ring_slots: u32,
+    /// Buffers per client region (all owned by the client at the start).
+    pub buffers: u32,
+    /// Size of one buffer.
+    pub buffer_size: u32,
+    /// How long the loop spins after the last work before it sleeps.
+    pub spin: Duration,
+    /// Requests one client may have waiting (blocked receives, accepts...).
+    pub max_pending: usize,
+    /// Sockets one client may hold.
+    pub max_sockets: usize,
+    /// Refused descriptors after which a client is disconnected.
+    pub max_bad: u64,
+}
+
+impl Default for NetdConfig {
+    fn default() -> Self {
+        NetdConfig {
+            socket: PathBuf::from(DEFAULT_SOCKET),
+            ring_slots: 256,
+            buffers: 256,
+            buffer_size: 16384,
+            spin: Duration::from_micros(50),
+            max_pending: 64,
+            max_sockets: 1024,
+            max_bad: 1024,
+        }
+    }
+}
+
+impl NetdConfig {
+    /// The region every client gets: ring 0 requests (client → netd),
+    /// ring 1 completions (netd → client), every buffer the client's.
+    pub fn region(&self) -> RegionConfig {
+        RegionConfig { creator_buffers: 0, ..RegionConfig::pair(self.ring_slots, self.buffers, self.buffer_size) }
+    }
+}
+
+/// netd's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NetdStats {
+    /// Clients admitted.
+    pub clients_accepted: u64,
+    /// Rendezvous that failed or were refused.
+    pub clients_refused: u64,
+    /// Clients whose socket closed (exit or death).
+    pub clients_gone: u64,
+    /// Clients disconnected for breaking a ring or too many bad descriptors.
+    pub clients_broken: u64,
+    /// Requests decoded and run.
+    pub requests: u64,
+    /// Completions posted.
+    pub completions: u64,
+    /// Descriptors refused by the protocol check.
+    pub bad_descriptors: u64,
+    /// Descriptors naming a buffer the client does not own, or a bad extent.
+    pub bad_buffers: u64,
+    /// Sockets closed or reset because their client went away.
+    pub sockets_reclaimed: u64,
+    /// Buffers returned from departed clients.
+    pub buffers_reclaimed: u64,
+    /// Buffers a departed client's table still showed in use (should be 0).
+    pub buffers_leaked: u64,
+    /// Device errors (counted and waited out).
+    pub device_errors: u64,
+    /// Times the loop slept.
+    pub sleeps: u64,
+}
+
+/// A socket of one client.
+#[derive(Clone, Copy, Debug)]
+enum Sock {
+    Udp(UdpHandle),
+    Tcp(TcpHandle),
+    Listener(TcpListenerHandle),
+}
+
+/// A request that waits for the engine (data, a connection), holding its
+/// buffer.
+struct Pending {
+    req: Request,
+    buf: Option<BufRef>,
+}
+
+/// One client: its region's ring ends and pool, its sockets and its
+/// waiting requests.
+struct Session {
+    conn: ServerConn,
+    requests: Consumer,
+    completions: Producer,
+    pool: Pool,
+    waiter: Waiter,
+    notifier: Notifier,
+    sockets: HashMap<u32, Sock>,
+    next_socket: u32,
+    pending: Vec<Pending>,
+    out: Vec<Descriptor>,
+    bad: u64,
+    /// Set when the client must go, with the reason.
+    doomed: Option<&'static str>,
+}
+
+impl Session {
+    fn new(conn: ServerConn) -> Result<Session, RendezvousError> {
+        let requests = conn.region.consumer(0)?;
+        let completions = conn.region.producer(1)?;
+        let pool = conn.region.pool()?;
+        let waiter = Waiter::new(conn.server_wakeup.try_clone()?, Duration::ZERO);
+        let notifier = Notifier::new(conn.client_wakeup.try_clone()?);
+        Ok(Session {
+            conn,
+            requests,
+            completions,
+            pool,
+            waiter,
+            notifier,
+            sockets: HashMap::new(),
+            next_socket: 1,
+            pending: Vec::new(),
+            out: Vec::new(),
+            bad: 0,
+            doomed: None,
+        })
+    }
+
+    fn add_socket(&mut self, s: Sock, max: usize) -> Result<u32, i32> {
+        if self.sockets.len() >= max {
+            return Err(libc::EMFILE);
+        }
+        loop {
+            let id = self.next_socket;
+            self.next_socket = self.next_socket.checked_add(1).unwrap_or(1);
+            if id != 0 && !self.sockets.contains_key(&id) {
+                self.sockets.insert(id, s);
+                return Ok(id);
+            }
+        }
+    }
+}
+
+/// What a request came to.
+struct Done {
+    value: u64,
+    addr: u64,
+    /// For a receive: the bytes now in the buffer.
+    len: Option<u32>,
+}
+
+impl Done {
+    fn value(value: u64) -> Done {
+        Done { value, addr: 0, len: None }
+    }
+}
+
+/// The errno for an engine error.
+pub fn engine_errno(e: EngineError) -> i32 {
+    match e {
+        EngineError::InvalidHandle => libc::EBADF,
+        EngineError::AddrInUse => libc::EADDRINUSE,
+        EngineError::AddrNotAvailable => libc::EADDRNOTAVAIL,
+        EngineError::NoPortAvailable => libc::EADDRNOTAVAIL,
+        EngineError::NoRoute => libc::EHOSTUNREACH,
+        EngineError::Unaddressable => libc::EINVAL,
+        EngineError::MessageTooLong => libc::EMSGSIZE,
+        EngineError::NoBuffer => libc::ENOBUFS,
+        EngineError::WouldBlock => libc::EAGAIN,
+        EngineError::NotConnected => libc::ENOTCONN,
+        EngineError::ConnectionReset => libc::ECONNRESET,
+        EngineError::ConnectionRefused => libc::ECONNREFUSED,
+        EngineError::TimedOut => libc::ETIMEDOUT,
+    }
+}
+
+/// Copies a received chain into the client's buffer (the one copy on
+/// receive); returns the bytes copied (at most the buffer piece's length).
+fn copy_to_region(pool: &mut Pool, b: BufRef, data: &PacketBuf) -> Result<u32, i32> {
+    let mut at = 0u32;
+    for chunk in data.chunks() {
+        let room = (b.len - at) as usize;
+        if room == 0 {
+            break;
+        }
+        let n = chunk.len().min(room);
+        pool.write(b.index, b.offset + at, &chunk[..n]).map_err(|_| libc::EFAULT)?;
+        at += n as u32;
+    }
+    Ok(at)
+}
+
+/// The inet server.
+pub struct Netd {
+    iface: Interface,
+    device: Box<dyn Device>,
+    clock: MonotonicClock,
+    listener: Listener,
+    config: NetdConfig,
+    sessions: Vec<Session>,
+    rx: Vec<PacketBuf>,
+    scratch: Vec<u8>,
+    stats: NetdStats,
+}
+
+impl Netd {
+    /// A server over `iface` and `device`, listening on `config.socket`.
+    pub fn new(iface: Interface, device: Box<dyn Device>, clock: MonotonicClock, config: NetdConfig) -> io::Result<Netd> {
+        let listener = Listener::bind(&config.socket, config.region()).map_err(io::Error::other)?;
+        set_nonblocking(listener.fd().as_raw_fd())?;
+        Ok(Netd {
+            iface,
+            device,
+            clock,
+            listener,
+            config,
+            sessions: Vec::new(),
+            rx: Vec::with_capacity(RX_BATCH),
+            scratch: Vec::new(),
+            stats: NetdStats::default(),
+        })
+    }
+
+    /// The engine.
+    pub fn iface(&self) -> &Interface {
+        &self.iface
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> NetdStats {
+        self.stats
+    }
+
+    /// Clients connected now.
+    pub fn clients(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Runs until `stop` is raised; then every client is disconnected.
+    pub fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
+        let mut last_work = std::time::Instant::now();
+        let mut last_housekeeping = last_work;
+        let mut listener_ready = true;
+        while !stop.load(Ordering::Relaxed) {
+            let housekeeping = listener_ready || last_housekeeping.elapsed() >= HOUSEKEEPING;
+            if housekeeping {
+                last_housekeeping = std::time::Instant::now();
+            }
+            let work = self.turn(housekeeping);
+            listener_ready = false;
+            if work {
+                last_work = std::time::Instant::now();
+                continue;
+            }
+            if last_work.elapsed() < self.config.spin {
+                std::hint::spin_loop();
+                continue;
+            }
+            listener_ready = self.sleep()?;
+        }
+        let gone: Vec<Session> = self.sessions.drain(..).collect();
+        for s in gone {
+            self.disconnect(s, "netd stopping");
+        }
+        Ok(())
+    }
+
+    /// One batch: new clients (if `housekeeping`), the device, the engine's
+    /// timers, every client's requests and waiting requests, completions
+    /// and transmission. Returns whether anything happened.
+    pub fn turn(&mut self, housekeeping: bool) -> bool {
+        let mut work = false;
+        if housekeeping {
+            work |= self.accept_all();
+            for s in &mut self.sessions {
+                if s.doomed.is_none() && s.conn.peer_gone() {
+                    s.doomed = Some("gone");
+                }
+            }
+        }
+        let now = self.clock.now();
+        let pool = self.iface.pool().clone();
+        match self.device.receive_batch(&pool, &mut self.rx, RX_BATCH, now) {
+            Ok(n) => {
+                work |= n > 0;
+                self.iface.receive_batch(self.rx.drain(..), now);
+            }
+            Err(_) => self.stats.device_errors += 1,
+        }
+        self.iface.poll(now);
+        for i in 0..self.sessions.len() {
+            work |= self.serve(i, now);
+        }
+        match self.device.transmit_batch(self.iface.tx_queue(), now) {
+            Ok(n) => work |= n > 0,
+            Err(_) => self.stats.device_errors += 1,
+        }
+        let mut i = 0;
+        while i < self.sessions.len() {
+            if let Some(why) = self.sessions[i].doomed {
+                let s = self.sessions.swap_remove(i);
+                self.disconnect(s, why);
+                work = true;
+            } else {
+                i += 1;
+            }
+        }
+        work
+    }
+
+    fn accept_all(&mut self) -> bool {
+        let mut any = false;
+        loop {
+            match self.listener.accept() {
+                Ok(conn) => match Session::new(conn) {
+                    Ok(s) => {
+                        self.stats.clients_accepted += 1;
+                        any = true;
+                        self.sessions.push(s);
+                    }
+                    Err(_) => self.stats.clients_refused += 1,
+                },
+                Err(RendezvousError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => return any,
+                Err(RendezvousError::Io(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.stats.clients_refused += 1;
+                    any = true;
+                }
+            }
+        }
+    }
+
+    /// Runs one client's waiting and new requests and posts completions.
+    fn serve(&mut self, i: usize, now: Instant) -> bool {
+        let mut work = false;
+        let s = &mut self.sessions[i];
+        if s.doomed.is_some() {
+            return false;
+        }
+        // Waiting requests first: the engine may have what they wait for.
+        let mut still = Vec::new();
+        for mut p in std::mem::take(&mut s.pending) {
+            match run(s, &mut self.iface, &mut p.req, p.buf, now, &mut self.scratch, &self.config) {
+                Ok(None) => still.push(p),
+                r => {
+                    finish(s, &p.req, p.buf, r);
+                    work = true;
+                }
+            }
+        }
+        s.pending = still;
+        // New requests, as many as the completion ring has room for.
+        let free = match s.completions.free() {
+            Ok(f) => f as usize,
+            Err(_) => {
+                s.doomed = Some("completion ring broken");
+                return true;
+            }
+        };
+        let budget = free.saturating_sub(s.pending.len() + s.out.len()).min(REQ_BATCH);
+        if budget > 0 {
+            let mut descs = [Descriptor::default(); REQ_BATCH];
+            let n = match s.requests.pop_batch(&mut descs[..budget]) {
+                Ok(n) => n,
+                Err(_) => {
+                    s.doomed = Some("request ring broken");
+                    return true;
+                }
+            };
+            for d in &descs[..n] {
+                work = true;
+                match Request::decode(d) {
+                    Ok(mut req) => {
+                        self.stats.requests += 1;
+                        let buf = match s.pool.take(d) {
+                            Ok(b) => b,
+                            Err(_) => {
+                                self.stats.bad_buffers += 1;
+                                s.bad += 1;
+                                s.out.push(Completion::err(&req, libc::EFAULT).encode());
+                                continue;
+                            }
+                        };
+                        let r = run(s, &mut self.iface, &mut req, buf, now, &mut self.scratch, &self.config);
+                        match r {
+                            Ok(None) if s.pending.len() < self.config.max_pending => s.pending.push(Pending { req, buf }),
+                            Ok(None) => finish(s, &req, buf, Err(libc::ENOBUFS)),
+                            r => finish(s, &req, buf, r),
+                        }
+                    }
+                    Err(e) => {
+                        self.stats.bad_descriptors += 1;
+                        s.bad += 1;
+                        refuse(s, d, e);
+                    }
+                }
+            }
+            if s.bad > self.config.max_bad {
+                s.doomed = Some("too many bad descriptors");
+            }
+        }
+        if !s.out.is_empty() {
+            match s.notifier.push_batch(&mut s.completions, &s.out) {
+                Ok(n) => {
+                    self.stats.completions += n as u64;
+                    s.out.drain(..n);
+                }
+                Err(_) => s.doomed = Some("completion ring broken"),
+            }
+        }
+        work
+    }
+
+    /// Sleeps until a client, the device, a new client or a timer needs us.
+    /// Returns whether the listener is readable.
+    fn sleep(&mut self) -> io::Result<bool> {
+        for s in &mut self.sessions {
+            match s.waiter.prepare_sleep(&mut s.requests) {
+                Ok(Some(_)) => return Ok(false),
+                Ok(None) => {}
+                Err(_) => {
+                    s.doomed = Some("request ring broken");
+                    return Ok(false);
+                }
+            }
+        }
+        let now = self.clock.now();
+        let next = match (self.iface.poll_at(), self.device.poll_at()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let mut timeout = next.map_or(MAX_SLEEP, |t| t.saturating_since(now)).min(MAX_SLEEP);
+        if !self.iface.tx_queue().is_empty() {
+            timeout = timeout.min(Duration::from_millis(1));
+        }
+        if timeout.is_zero() {
+            return Ok(false);
+        }
+        let mut fds = Vec::with_capacity(2 + 2 * self.sessions.len());
+        let pfd = |fd: i32| libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        fds.push(pfd(self.listener.fd().as_raw_fd()));
+        fds.push(pfd(self.device.raw_fd().unwrap_or(-1)));
+        for s in &self.sessions {
+            fds.push(pfd(s.waiter.fd().as_raw_fd()));
+            fds.push(pfd(s.conn.liveness_fd().as_raw_fd()));
+        }
+        let millis = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+        self.stats.sleeps += 1;
+        // SAFETY: `fds` is a live array of pollfd of the length passed.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, millis) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        for (k, s) in self.sessions.iter_mut().enumerate() {
+            let wake = fds[2 + 2 * k].revents;
+            let live = fds[3 + 2 * k].revents;
+            if wake != 0 {
+                let _ = s.waiter.woke(&s.requests);
+            } else {
+                s.waiter.set_polling(&s.requests);
+            }
+            if live != 0 && s.conn.peer_gone() {
+                s.doomed = Some("gone");
+            }
+        }
+        Ok(fds[0].revents != 0)
+    }
+
+    /// A client leaves (exit, death, broken rings, netd stopping): its
+    /// sockets are reset or closed, its buffers return, its region goes.
+    fn disconnect(&mut self, mut s: Session, why: &str) {
+        let now = self.clock.now();
+        let sockets = s.sockets.len();
+        for (_, sock) in s.sockets.drain() {
+            let _ = match sock {
+                Sock::Tcp(h) => self.iface.tcp_abort(h, now),
+                Sock::Listener(l) => self.iface.tcp_listener_close(l, now),
+                Sock::Udp(h) => self.iface.udp_close(h),
+            };
+        }
+        for p in s.pending.drain(..) {
+            if let Some(b) = p.buf {
+                let _ = s.pool.release(b.index);
+            }
+        }
+        let reclaimed = s.pool.reclaim_peer();
+        let (_, in_use, _) = s.pool.counts();
+        self.stats.sockets_reclaimed += sockets as u64;
+        self.stats.buffers_reclaimed += u64::from(reclaimed);
+        self.stats.buffers_leaked += u64::from(in_use);
+        if why == "gone" {
+            self.stats.clients_gone += 1;
+        } else if why != "netd stopping" {
+            self.stats.clients_broken += 1;
+        }
+        eprintln!(
+            "nagare netd: client {} (pid {}) {why}: {sockets} sockets closed, {reclaimed} buffers reclaimed, {in_use} in use",
+            s.conn.id, s.conn.cred.pid
+        );
+        // Flush what the engine sent (RSTs) before the session's region goes.
+        let _ = self.device.transmit_batch(self.iface.tx_queue(), now);
+        drop(s);
+    }
+}
+
+/// Posts the completion of `req`, handing its buffer back.
+fn finish(s: &mut Session, req: &Request, buf: Option<BufRef>, r: Result<Option<Done>, i32>) {
+    let mut c = match r {
+        Ok(Some(d)) => {
+            let mut c = Completion::ok(req, d.value);
+            c.aux[1] = d.addr;
+            c.piece = buf.map(|b| Piece { buffer: b.index, offset: b.offset, len: d.len.unwrap_or(b.len) });
+            c
+        }
+        Ok(None) => Completion::err(req, libc::EAGAIN),
+        Err(e) => Completion::err(req, e),
+    };
+    if let Some(b) = buf {
+        if c.piece.is_none() {
+            c.piece = Some(Piece { buffer: b.index, offset: b.offset, len: 0 });
+        }
+        if s.pool.give(b.index).is_err() {
+            c.piece = None;
+        }
+    }
+    s.out.push(c.encode());
+}
+
+/// Refuses a descriptor that did not decode; a buffer it validly named is
+/// handed straight back, so a bad request does not strand it.
+fn refuse(s: &mut Session, d: &Descriptor, e: ProtoError) {
+    let mut c = Completion::refused(d, e.errno());
+    if let Ok(Some(b)) = s.pool.take(d) {
+        if s.pool.give(b.index).is_ok() {
+            c.piece = Some(Piece { buffer: b.index, offset: b.offset, len: 0 });
+        }
+    }
+    s.out.push(c.encode());
+}
+
+fn tcp_of(s: &Session, id: u32) -> Result<TcpHandle, i32> {
+    match s.sockets.get(&id) {
+        Some(Sock::Tcp(h)) => Ok(*h),
+        Some(_) => Err(libc::EOPNOTSUPP),
+        None => Err(libc::EBADF),
+    }
+}
+
+/// Runs a request against the engine: `Ok(Some)` done, `Ok(None)` it must
+/// wait (the caller keeps it pending), `Err(errno)` failed.
+fn run(
+    s: &mut Session,
+    iface: &mut Interface,
+    req: &mut Request,
+    buf: Option<BufRef>,
+    now: Instant,
+    scratch: &mut Vec<u8>,
+    config: &NetdConfig,
+) -> Result<Option<Done>, i32> {
+    let blocked = |req: &Request| if req.nonblocking() { Err(libc::EAGAIN) } else { Ok(None) };
+    let data = |pool: &Pool, scratch: &mut Vec<u8>| -> Result<(), i32> {
+        let b = buf.ok_or(libc::EFAULT)?;
+        scratch.clear();
+        scratch.resize(b.len as usize, 0);
+        pool.read(b.index, b.offset, scratch).map_err(|_| libc::EFAULT)
+    };
+    match req.op {
+        Op::UdpBind => {
+            let local = decode_addr(req.aux[0]).map_err(|e| e.errno())?;
+            let h = iface.udp_bind(local).map_err(engine_errno)?;
+            let local = iface.udp_socket(h).map_or(local, |u| u.local());
+            let id = s.add_socket(Sock::Udp(h), config.max_sockets).inspect_err(|_| {
+                let _ = iface.udp_close(h);
+            })?;
+            Ok(Some(Done { value: u64::from(id), addr: encode_addr(local), len: None }))
+        }
+        Op::SendTo => {
+            let Some(Sock::Udp(h)) = s.sockets.get(&req.socket).copied() else {
+                return Err(if s.sockets.contains_key(&req.socket) { libc::EOPNOTSUPP } else { libc::EBADF });
+            };
+            let dst = decode_addr(req.aux[0]).map_err(|e| e.errno())?;
+            data(&s.pool, scratch)?;
+            iface.udp_send_to(h, scratch, dst, now).map_err(engine_errno)?;
+            Ok(Some(Done::value(scratch.len() as u64)))
+        }
+        Op::RecvFrom => {
+            let Some(Sock::Udp(h)) = s.sockets.get(&req.socket).copied() else {
+                return Err(if s.sockets.contains_key(&req.socket) { libc::EOPNOTSUPP } else { libc::EBADF });
+            };
+            let b = buf.ok_or(libc::EFAULT)?;
+            match iface.udp_recv(h).map_err(engine_errno)? {
+                Some(d) => {
+                    let n = copy_to_region(&mut s.pool, b, &d.payload)?;
+                    Ok(Some(Done { value: u64::from(n), addr: encode_addr(d.source), len: Some(n) }))
+                }
+                None => blocked(req),
+            }
+        }
+        Op::Listen => {
+            let local = decode_addr(req.aux[0]).map_err(|e| e.errno())?;
+            let l = iface.tcp_listen(local, req.aux[1] as usize).map_err(engine_errno)?;
+            let id = s.add_socket(Sock::Listener(l), config.max_sockets).inspect_err(|_| {
+                let _ = iface.tcp_listener_close(l, now);
+            })?;
+            Ok(Some(Done { value: u64::from(id), addr: encode_addr(local), len: None }))
+        }
+        Op::Accept => {
+            let l = match s.sockets.get(&req.socket) {
+                Some(Sock::Listener(l)) => *l,
+                Some(_) => return Err(libc::EINVAL),
+                None => return Err(libc::EBADF),
+            };
+            if s.sockets.len() >= config.max_sockets {
+                return Err(libc::EMFILE);
+            }
+            match iface.tcp_accept(l).map_err(engine_errno)? {
+                Some(h) => {
+                    let remote = iface.tcp_connection(h).map(|c| c.remote());
+                    let id = s.add_socket(Sock::Tcp(h), config.max_sockets)?;
+                    Ok(Some(Done { value: u64::from(id), addr: remote.map_or(0, encode_addr), len: None }))
+                }
+                None => blocked(req),
+            }
+        }
+        Op::Connect => {
+            if req.socket == 0 {
+                let remote = decode_addr(req.aux[0]).map_err(|e| e.errno())?;
+                if s.sockets.len() >= config.max_sockets {
+                    return Err(libc::EMFILE);
+                }
+                let h = iface.tcp_connect(remote, req.aux[1] as u16, now).map_err(engine_errno)?;
+                // The socket exists from now on, so the client's death
+                // while it waits resets it; the waiting request names it.
+                req.socket = s.add_socket(Sock::Tcp(h), config.max_sockets)?;
+            }
+            let h = tcp_of(s, req.socket)?;
+            let state = iface.tcp_state(h).map_err(engine_errno)?;
+            let done = || {
+                let local = iface.tcp_connection(h).map(|c| c.local());
+                Ok(Some(Done { value: u64::from(req.socket), addr: local.map_or(0, encode_addr), len: None }))
+            };
+            if state.is_synchronized() {
+                return done();
+            }
+            if state == State::Closed || iface.tcp_readiness(h).map(|r| r.closed).unwrap_or(true) {
+                let e = iface.tcp_send(h, &[], now).err().map_or(libc::ECONNREFUSED, engine_errno);
+                s.sockets.remove(&req.socket);
+                let _ = iface.tcp_abort(h, now);
+                return Err(e);
+            }
+            if req.nonblocking() {
+                return done();
+            }
+            Ok(None)
+        }
+        Op::Send => {
+            let h = tcp_of(s, req.socket)?;
+            data(&s.pool, scratch)?;
+            match iface.tcp_send(h, scratch, now) {
+                Ok(n) if n > 0 || scratch.is_empty() => Ok(Some(Done::value(n as u64))),
+                Ok(_) | Err(EngineError::WouldBlock) => blocked(req),
+                Err(e) => Err(engine_errno(e)),
+            }
+        }
+        Op::Recv => {
+            let h = tcp_of(s, req.socket)?;
+            let b = buf.ok_or(libc::EFAULT)?;
+            if b.len == 0 {
+                return Ok(Some(Done { value: 0, addr: 0, len: Some(0) }));
+            }
+            match iface.tcp_recv_buf(h, b.len as usize, now) {
+                Ok(Some(data)) => {
+                    let n = copy_to_region(&mut s.pool, b, &data)?;
+                    Ok(Some(Done { value: u64::from(n), addr: 0, len: Some(n) }))
+                }
+                Ok(None) => Ok(Some(Done { value: 0, addr: 0, len: Some(0) })),
+                Err(EngineError::WouldBlock) => blocked(req),
+                Err(e) => Err(engine_errno(e)),
+            }
+        }
+        Op::Shutdown => {
+            let h = tcp_of(s, req.socket)?;
+            iface.tcp_shutdown(h, now).map_err(engine_errno)?;
+            Ok(Some(Done::value(0)))
+        }
+        Op::Close => {
+            let sock = s.sockets.remove(&req.socket).ok_or(libc::EBADF)?;
+            match sock {
+                Sock::Udp(h) => iface.udp_close(h),
+                Sock::Tcp(h) => iface.tcp_close(h, now),
+                Sock::Listener(l) => iface.tcp_listener_close(l, now),
+            }
+            .map_err(engine_errno)?;
+            Ok(Some(Done::value(0)))
+        }
+    }
+}
+
+fn set_nonblocking(fd: i32) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own, with integer arguments.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -1,0 +1,216 @@
+//! nagare's client library: `std::net`-shaped sockets over a running
+//! `nagare netd` (issue 4, item 4).
+//!
+//! ```no_run
+//! use std::io::{Read, Write};
+//! // NAGARE_NETD=/path/to/socket, or the default /tmp/nagare-netd.sock
+//! let mut s = nagare::net::TcpStream::connect("10.0.0.1:7")?;
+//! s.write_all(b"hello")?;
+//! let mut buf = [0u8; 5];
+//! s.read_exact(&mut buf)?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! Every call is synchronous: one request into the region's request ring,
+//! then a wait (spin, then sleep on the eventfd) for its completion. The
+//! wait is cut into slices of [`LIVENESS_SLICE`]; between slices the
+//! rendezvous socket is checked, so when netd dies every call fails within
+//! a second (`ErrorKind::ConnectionAborted`).
+
+#![warn(missing_docs)]
+
+pub mod net;
+
+use nagare_ipc::{Client, Consumer, Notifier, Pool, Producer, Waiter, DEFAULT_SPIN};
+use nagare_netd::proto::{Completion, Op, Piece, Request};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// The environment variable naming netd's socket.
+pub const NETD_ENV: &str = "NAGARE_NETD";
+
+/// How long a call waits before it checks that netd is alive.
+pub const LIVENESS_SLICE: Duration = Duration::from_millis(100);
+
+/// A connection to a running netd: a region of our own, its rings and
+/// buffers. Cheap to clone (shared); calls from several threads are
+/// serialized.
+#[derive(Clone)]
+pub struct Netd {
+    inner: Arc<Mutex<Conn>>,
+}
+
+struct Conn {
+    client: Client,
+    requests: Producer,
+    completions: Consumer,
+    pool: Pool,
+    notifier: Notifier,
+    waiter: Waiter,
+    next_id: u64,
+    dead: bool,
+}
+
+fn gone() -> io::Error {
+    io::Error::new(io::ErrorKind::ConnectionAborted, "nagare netd is gone")
+}
+
+/// What a request carries in its buffer.
+pub(crate) enum Data<'a> {
+    None,
+    Send(&'a [u8]),
+    Recv(&'a mut [u8]),
+}
+
+impl Netd {
+    /// Connects to netd at `path`.
+    pub fn connect(path: impl AsRef<Path>) -> io::Result<Netd> {
+        let client = Client::connect(path.as_ref()).map_err(|e| match e {
+            nagare_ipc::RendezvousError::Io(e) => e,
+            e => io::Error::new(io::ErrorKind::ConnectionRefused, e.to_string()),
+        })?;
+        let requests = client.region.producer(0).map_err(io::Error::other)?;
+        let completions = client.region.consumer(1).map_err(io::Error::other)?;
+        let pool = client.region.pool().map_err(io::Error::other)?;
+        let notifier = Notifier::new(client.server_wakeup.try_clone()?);
+        let waiter = Waiter::new(client.client_wakeup.try_clone()?, DEFAULT_SPIN);
+        let conn = Conn { client, requests, completions, pool, notifier, waiter, next_id: 1, dead: false };
+        Ok(Netd { inner: Arc::new(Mutex::new(conn)) })
+    }
+
+    /// The process-wide connection to the netd named by `NAGARE_NETD`
+    /// (default `/tmp/nagare-netd.sock`), made on first use and made again
+    /// after netd went away.
+    pub fn default_netd() -> io::Result<Netd> {
+        static DEFAULT: OnceLock<Mutex<Option<Netd>>> = OnceLock::new();
+        let mut slot = DEFAULT.get_or_init(|| Mutex::new(None)).lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = slot.as_ref() {
+            if !n.is_dead() {
+                return Ok(n.clone());
+            }
+        }
+        let path = std::env::var_os(NETD_ENV).map_or_else(|| PathBuf::from(nagare_netd::DEFAULT_SOCKET), PathBuf::from);
+        let n = Netd::connect(path)?;
+        *slot = Some(n.clone());
+        Ok(n)
+    }
+
+    fn is_dead(&self) -> bool {
+        self.inner.lock().map_or(true, |c| c.dead)
+    }
+
+    /// The largest payload one call moves (one region buffer).
+    pub fn max_chunk(&self) -> usize {
+        self.inner.lock().map_or(0, |c| c.pool.buffer_size() as usize)
+    }
+
+    /// Sends one request and waits for its completion. With a buffer, the
+    /// data is written into one of our region buffers (`Send`) or the
+    /// completion's bytes are read out of it (`Recv`). Returns the
+    /// completion and, for a receive, the bytes received.
+    pub(crate) fn call(&self, mut req: Request, mut data: Data<'_>) -> io::Result<(Completion, usize)> {
+        let mut c = self.inner.lock().map_err(|_| io::Error::other("netd connection poisoned"))?;
+        if c.dead {
+            return Err(gone());
+        }
+        req.id = c.next_id;
+        c.next_id += 1;
+        let size = c.pool.buffer_size() as usize;
+        let buffer = match &data {
+            Data::None => None,
+            Data::Send(bytes) => {
+                let b = c.pool.alloc().ok_or_else(|| io::Error::from_raw_os_error(libc::ENOBUFS))?;
+                let n = bytes.len().min(size);
+                c.pool.write(b, 0, &bytes[..n]).map_err(io::Error::other)?;
+                req.piece = Some(Piece { buffer: b, offset: 0, len: n as u32 });
+                Some(b)
+            }
+            Data::Recv(out) => {
+                let b = c.pool.alloc().ok_or_else(|| io::Error::from_raw_os_error(libc::ENOBUFS))?;
+                req.piece = Some(Piece { buffer: b, offset: 0, len: out.len().min(size) as u32 });
+                Some(b)
+            }
+        };
+        if let Some(b) = buffer {
+            c.pool.give(b).map_err(io::Error::other)?;
+        }
+        let desc = req.encode();
+        let conn = &mut *c;
+        loop {
+            match conn.notifier.push_batch(&mut conn.requests, &[desc]) {
+                Ok(1) => break,
+                Ok(_) => {
+                    // Full (only if completions of earlier calls were left
+                    // unread): wait for netd to take some.
+                    if conn.client.peer_gone() {
+                        conn.dead = true;
+                        return Err(gone());
+                    }
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                Err(_) => {
+                    conn.dead = true;
+                    return Err(gone());
+                }
+            }
+        }
+        loop {
+            match conn.waiter.wait(&mut conn.completions, Some(LIVENESS_SLICE)) {
+                Ok(nagare_ipc::WaitOutcome::Ready(_)) => {}
+                Ok(nagare_ipc::WaitOutcome::TimedOut) => {
+                    if conn.client.peer_gone() {
+                        conn.dead = true;
+                        return Err(gone());
+                    }
+                    continue;
+                }
+                Err(_) => {
+                    conn.dead = true;
+                    return Err(gone());
+                }
+            }
+            let d = match conn.completions.pop() {
+                Ok(Some(d)) => d,
+                Ok(None) => continue,
+                Err(_) => {
+                    conn.dead = true;
+                    return Err(gone());
+                }
+            };
+            // The buffer comes back with the completion.
+            let back = conn.pool.take(&d).ok().flatten();
+            let comp = Completion::decode(&d);
+            let mine = matches!(&comp, Ok(comp) if comp.id == req.id);
+            let mut got = 0;
+            if let Some(b) = back {
+                if let (true, Data::Recv(out)) = (mine, &mut data) {
+                    let n = (b.len as usize).min(out.len());
+                    conn.pool.read(b.index, b.offset, &mut out[..n]).map_err(io::Error::other)?;
+                    got = n;
+                }
+                let _ = conn.pool.release(b.index);
+            }
+            if mine {
+                return finish(comp, got);
+            }
+            // A completion of an earlier call we gave up on: dropped.
+        }
+    }
+}
+
+fn finish(comp: Result<Completion, nagare_netd::ProtoError>, got: usize) -> io::Result<(Completion, usize)> {
+    let comp = comp.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+    match comp.result() {
+        Ok(_) => Ok((comp, got)),
+        Err(errno) => Err(io::Error::from_raw_os_error(errno)),
+    }
+}
+
+/// A request of `op` on `socket`.
+pub(crate) fn request(op: Op, socket: u32) -> Request {
+    let mut r = Request::new(op, 0);
+    r.socket = socket;
+    r
+}
