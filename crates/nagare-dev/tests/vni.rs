@@ -739,7 +739,13 @@ fn stations_behind_a_port_are_learned_and_get_unicast() {
     send(&mut a, vec![frame(&pool, [0xff; 6], mac(1), b"all")]);
     assert_eq!((recv_all(&mut bridge, &pool).len(), recv_all(&mut c, &pool).len()), (1, 1));
 
-    // The station moves behind c: the next frame from it re-learns.
+    // Another peer sending with the station's address at once does not
+    // steal it (it could be a peer hijacking the station's frames)...
+    send(&mut c, vec![frame(&pool, mac(1), station, b"mine now")]);
+    recv_all(&mut a, &pool);
+    assert_eq!(a.stations(), vec![(station, 1)], "a station heard just now stays where it is");
+    // ...but a station silent behind its old peer for a while moves.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
     send(&mut c, vec![frame(&pool, mac(1), station, b"moved")]);
     recv_all(&mut a, &pool);
     assert_eq!(a.stations(), vec![(station, 2)]);

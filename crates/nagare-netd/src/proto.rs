@@ -315,7 +315,8 @@ impl Completion {
         if d.kind >> 16 != 0 {
             return Err(ProtoError::BadFlags((d.kind >> 16) as u16));
         }
-        if d.status > 0 {
+        // Zero or an errno, negated (errno values stay below 4096).
+        if d.status > 0 || d.status < -4095 {
             return Err(ProtoError::BadStatus);
         }
         let piece = if d.buffer == NO_BUFFER {

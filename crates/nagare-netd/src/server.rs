@@ -26,6 +26,9 @@ pub const DEFAULT_SOCKET: &str = "/tmp/nagare-netd.sock";
 const RX_BATCH: usize = 64;
 /// Requests taken from one client per turn.
 const REQ_BATCH: usize = 64;
+/// Clients served at once: each holds a region and about six descriptors,
+/// so this keeps netd well inside the usual limit of 1024 descriptors.
+const MAX_CLIENTS: usize = 128;
 /// Longest sleep, so a stop request and timers are noticed.
 const MAX_SLEEP: Duration = Duration::from_millis(100);
 /// How often a busy loop looks for new clients and dead ones.
@@ -348,6 +351,11 @@ impl Netd {
         let mut any = false;
         loop {
             match self.listener.accept() {
+                Ok(_) if self.sessions.len() >= MAX_CLIENTS => {
+                    // Each client costs a region and a handful of fds.
+                    self.stats.clients_refused += 1;
+                    any = true;
+                }
                 Ok(conn) => match Session::new(conn) {
                     Ok(s) => {
                         self.stats.clients_accepted += 1;
@@ -359,8 +367,11 @@ impl Netd {
                 Err(RendezvousError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => return any,
                 Err(RendezvousError::Io(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => {
+                    // Out of descriptors or memory: the connection stays
+                    // queued, so trying again now would spin; the next
+                    // turn tries again.
                     self.stats.clients_refused += 1;
-                    any = true;
+                    return any;
                 }
             }
         }
@@ -417,6 +428,12 @@ impl Netd {
                                 continue;
                             }
                         };
+                        if req.op == Op::Connect && s.pending.len() >= self.config.max_pending {
+                            // A connect that might wait must have room to:
+                            // refused before it creates a connection.
+                            finish(s, &req, buf, Err(libc::ENOBUFS));
+                            continue;
+                        }
                         let r = run(s, &mut self.iface, &mut req, buf, now, &mut self.scratch, &self.config);
                         match r {
                             Ok(None) if s.pending.len() < self.config.max_pending => s.pending.push(Pending { req, buf }),
@@ -451,6 +468,12 @@ impl Netd {
     /// Returns whether the listener is readable.
     fn sleep(&mut self) -> io::Result<bool> {
         for s in &mut self.sessions {
+            if s.completions.free().is_ok_and(|f| (f as usize) <= s.pending.len() + s.out.len()) {
+                // Its completion ring is full: its requests cannot be taken
+                // before it drains, so they must not keep us awake; its
+                // wake-up or the sleep's timeout brings us back.
+                continue;
+            }
             match s.waiter.prepare_sleep(&mut s.requests) {
                 Ok(Some(_)) => return Ok(false),
                 Ok(None) => {}

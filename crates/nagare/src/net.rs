@@ -86,7 +86,7 @@ impl TcpStream {
             return Ok(0);
         }
         let (c, _) = self.h.netd.call(request(Op::Send, self.h.id), Data::Send(buf))?;
-        Ok(c.aux[0] as usize)
+        sent_count(c.aux[0], buf.len())
     }
 }
 
@@ -192,7 +192,7 @@ impl UdpSocket {
         let mut r = request(Op::SendTo, self.h.id);
         r.aux[0] = encode_addr(v4(addr)?);
         let (c, _) = self.h.netd.call(r, Data::Send(buf))?;
-        Ok(c.aux[0] as usize)
+        sent_count(c.aux[0], buf.len())
     }
 
     /// Waits for one datagram; a longer one is truncated to `buf`.
@@ -200,4 +200,14 @@ impl UdpSocket {
         let (c, n) = self.h.netd.call(request(Op::RecvFrom, self.h.id), Data::Recv(buf))?;
         Ok((n, addr_of(c.aux[1])))
     }
+}
+
+/// The byte count a send completion claims, if it is one the request could
+/// have produced (a netd that claims more would make `write_all` slice out
+/// of bounds).
+fn sent_count(claimed: u64, offered: usize) -> io::Result<usize> {
+    usize::try_from(claimed)
+        .ok()
+        .filter(|&n| n <= offered)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("netd claims {claimed} bytes sent of {offered}")))
 }

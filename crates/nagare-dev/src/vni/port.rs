@@ -45,6 +45,9 @@ const BELL_RETRY: Duration = Duration::from_millis(500);
 pub const STATION_CAPACITY: usize = 1024;
 /// A station silent this long is forgotten (as the bridge's table).
 pub const STATION_AGE: Duration = Duration::from_secs(300);
+/// How long a station must be silent behind one peer before frames from
+/// another peer with its source address move it.
+const STATION_MOVE_HOLD: Duration = Duration::from_secs(2);
 
 /// Counters particular to the VNI (frames are in [`DeviceStats`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -104,6 +107,12 @@ impl Stations {
     /// Records `mac` as behind peer `peer`. Returns (new or moved, evicted).
     fn learn(&mut self, mac: [u8; 6], peer: usize, generation: u32, now: std::time::Instant) -> (bool, bool) {
         if let Some(st) = self.map.get_mut(&mac) {
+            if st.peer != peer && now.duration_since(st.seen) < STATION_MOVE_HOLD {
+                // A station heard behind another peer just now: a peer
+                // sending with its source address would steal its frames.
+                // It moves only once its old place has gone quiet.
+                return (false, false);
+            }
             let moved = st.peer != peer || st.generation != generation;
             *st = Station { peer, generation, seen: now };
             return (moved, false);
