@@ -678,7 +678,14 @@ fn run(
             match iface.tcp_accept(l).map_err(engine_errno)? {
                 Some(h) => {
                     let remote = iface.tcp_connection(h).map(|c| c.remote());
-                    let id = s.add_socket(Sock::Tcp(h), config.max_sockets)?;
+                    let id = match s.add_socket(Sock::Tcp(h), config.max_sockets) {
+                        Ok(id) => id,
+                        Err(e) => {
+                            // Nobody could ever name it: reset it now.
+                            let _ = iface.tcp_abort(h, now);
+                            return Err(e);
+                        }
+                    };
                     Ok(Some(Done { value: u64::from(id), addr: remote.map_or(0, encode_addr), len: None }))
                 }
                 None => blocked(req),

@@ -123,7 +123,10 @@ impl Netd {
             Data::Send(bytes) => {
                 let b = c.pool.alloc().ok_or_else(|| io::Error::from_raw_os_error(libc::ENOBUFS))?;
                 let n = bytes.len().min(size);
-                c.pool.write(b, 0, &bytes[..n]).map_err(io::Error::other)?;
+                if let Err(e) = c.pool.write(b, 0, &bytes[..n]) {
+                    let _ = c.pool.release(b);
+                    return Err(io::Error::other(e));
+                }
                 req.piece = Some(Piece { buffer: b, offset: 0, len: n as u32 });
                 Some(b)
             }
@@ -134,7 +137,10 @@ impl Netd {
             }
         };
         if let Some(b) = buffer {
-            c.pool.give(b).map_err(io::Error::other)?;
+            if let Err(e) = c.pool.give(b) {
+                let _ = c.pool.release(b);
+                return Err(io::Error::other(e));
+            }
         }
         let desc = req.encode();
         let conn = &mut *c;
@@ -185,12 +191,14 @@ impl Netd {
             let mine = matches!(&comp, Ok(comp) if comp.id == req.id);
             let mut got = 0;
             if let Some(b) = back {
+                let mut read = Ok(());
                 if let (true, Data::Recv(out)) = (mine, &mut data) {
                     let n = (b.len as usize).min(out.len());
-                    conn.pool.read(b.index, b.offset, &mut out[..n]).map_err(io::Error::other)?;
+                    read = conn.pool.read(b.index, b.offset, &mut out[..n]);
                     got = n;
                 }
                 let _ = conn.pool.release(b.index);
+                read.map_err(io::Error::other)?;
             }
             if mine {
                 return finish(comp, got);
