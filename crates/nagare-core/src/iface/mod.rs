@@ -751,18 +751,11 @@ impl Interface {
         repr.more_frags = false;
         repr.frag_offset = 0;
         let mtu = self.config.mtu;
-        if payload.len() + IPV4_HEADER_LEN <= mtu {
-            let Ok(header) = payload.prepend(&self.pool, IPV4_HEADER_LEN) else {
-                self.counters.drop_no_buffer += 1;
-                return Err(Error::NoBuffer);
-            };
-            repr.emit(header).map_err(|_| Error::MessageTooLong)?;
-            self.send_to_link(payload, hop, now);
-            return Ok(());
-        }
-        let segment_size = payload.offload().segment_size;
-        if segment_size != 0 && payload.len() + IPV4_HEADER_LEN <= self.config.tx_offloads.tcp_segmentation {
-            // A TCP super-segment: the device cuts it into MTU-sized ones.
+        let packet_len = payload.len() + IPV4_HEADER_LEN;
+        // A TCP super-segment goes whole: the device cuts it into MTU-sized
+        // segments.
+        let super_segment = payload.offload().segment_size != 0 && packet_len <= self.config.tx_offloads.tcp_segmentation;
+        if packet_len <= mtu || super_segment {
             let Ok(header) = payload.prepend(&self.pool, IPV4_HEADER_LEN) else {
                 self.counters.drop_no_buffer += 1;
                 return Err(Error::NoBuffer);
