@@ -11,7 +11,9 @@
 
 #![warn(missing_docs)]
 
-pub mod proto;
+/// The request protocol (its own crate, so that clients need not build
+/// the engine).
+pub use nagare_request as proto;
 pub mod server;
 
 pub use proto::{Completion, Op, Piece, ProtoError, Request};

@@ -19,8 +19,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// Where netd listens unless told otherwise.
-pub const DEFAULT_SOCKET: &str = "/tmp/nagare-netd.sock";
+pub use crate::proto::DEFAULT_SOCKET;
 
 /// Frames taken from the device per turn.
 const RX_BATCH: usize = 64;

@@ -22,7 +22,7 @@
 pub mod net;
 
 use nagare_ipc::{Client, Consumer, Notifier, Pool, Producer, Waiter, DEFAULT_SPIN};
-use nagare_netd::proto::{Completion, Op, Piece, Request};
+use nagare_request::{Completion, Op, Piece, Request};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -91,7 +91,7 @@ impl Netd {
                 return Ok(n.clone());
             }
         }
-        let path = std::env::var_os(NETD_ENV).map_or_else(|| PathBuf::from(nagare_netd::DEFAULT_SOCKET), PathBuf::from);
+        let path = std::env::var_os(NETD_ENV).map_or_else(|| PathBuf::from(nagare_request::DEFAULT_SOCKET), PathBuf::from);
         let n = Netd::connect(path)?;
         *slot = Some(n.clone());
         Ok(n)
@@ -208,7 +208,7 @@ impl Netd {
     }
 }
 
-fn finish(comp: Result<Completion, nagare_netd::ProtoError>, got: usize) -> io::Result<(Completion, usize)> {
+fn finish(comp: Result<Completion, nagare_request::ProtoError>, got: usize) -> io::Result<(Completion, usize)> {
     let comp = comp.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
     match comp.result() {
         Ok(_) => Ok((comp, got)),

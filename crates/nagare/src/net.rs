@@ -2,7 +2,7 @@
 //! over a running netd. IPv4 only.
 
 use crate::{request, Data, Netd};
-use nagare_netd::proto::{decode_addr, encode_addr, Op};
+use nagare_request::{decode_addr, encode_addr, Op};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4, ToSocketAddrs};
 

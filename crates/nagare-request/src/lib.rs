@@ -27,6 +27,9 @@ use nagare_ipc::{Descriptor, NO_BUFFER};
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
+/// Where netd listens, and clients look, unless told otherwise.
+pub const DEFAULT_SOCKET: &str = "/tmp/nagare-netd.sock";
+
 /// Request flag: fail with `EAGAIN` instead of waiting.
 pub const NONBLOCK: u16 = 1;
 /// Every flag a request may carry.
