@@ -9,7 +9,7 @@ use nagare_core::tcp::connection::State;
 use nagare_core::Instant;
 use nagare_dev::MonotonicClock;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ops::ControlFlow;
 use std::path::Path;
@@ -91,6 +91,101 @@ fn parse_head(head: &[u8]) -> Result<(u16, Body), String> {
 }
 
 impl Download {
+    /// A download of `target` into `file`.
+    fn new(target: &Url, file: File) -> Download {
+        let host_header = if target.port == 80 { target.host.to_string() } else { format!("{}:{}", target.host, target.port) };
+        Download {
+            request: format!(
+                "GET {} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: nagare-fetch\r\nAccept: */*\r\nConnection: close\r\n\r\n",
+                target.path
+            )
+            .into_bytes(),
+            sent: 0,
+            head: Vec::new(),
+            status: None,
+            body: None,
+            received: 0,
+            chunk_left: 0,
+            chunk_buf: Vec::new(),
+            done: false,
+            out: BufWriter::with_capacity(1 << 20, file),
+            error: None,
+            started: None,
+            last_report: None,
+        }
+    }
+
+    /// Takes the next bytes of the response: the head, then the body.
+    fn feed(&mut self, chunk: &[u8]) {
+        if self.body.is_some() {
+            self.body_bytes(chunk);
+            return;
+        }
+        self.head.extend_from_slice(chunk);
+        if let Some(end) = self.head.windows(4).position(|w| w == b"\r\n\r\n") {
+            let body_start = self.head.split_off(end + 4);
+            match parse_head(&self.head) {
+                Ok((status, body)) => {
+                    self.status = Some(status);
+                    if body == Body::Length(0) {
+                        self.done = true;
+                    }
+                    self.body = Some(body);
+                }
+                Err(e) => self.error = Some(e),
+            }
+            self.body_bytes(&body_start);
+        } else if self.head.len() > MAX_HEAD {
+            self.error = Some("response head too long".into());
+        }
+    }
+
+    /// The server closed: a body that runs to the close is complete, any
+    /// other is cut short.
+    fn at_eof(&mut self) {
+        if self.body == Some(Body::UntilClose) {
+            self.done = true;
+        } else if !self.done {
+            self.error = Some(format!("the server closed after {} bytes", self.received));
+        }
+    }
+
+    /// A progress line every half second.
+    fn report(&mut self, now: Instant) {
+        let report_due = self.last_report.is_none_or(|t| now.saturating_since(t) >= Duration::from_millis(500));
+        if report_due && self.received > 0 {
+            self.last_report = Some(now);
+            let secs = now.saturating_since(self.started.unwrap_or(now)).as_secs_f64().max(1e-6);
+            let total = match self.body {
+                Some(Body::Length(t)) => format!(" of {t}"),
+                _ => String::new(),
+            };
+            eprint!("\r  {} bytes{total}, {:.1} Mbit/s   ", self.received, self.received as f64 * 8.0 / secs / 1e6);
+        }
+    }
+
+    /// Flushes the file and prints the summary; an error if the download
+    /// failed or the server did not answer 2xx.
+    fn finish(mut self, url: &str, output: &Path, elapsed: Duration) -> Result<()> {
+        self.out.flush().context("writing the file")?;
+        eprintln!();
+        if let Some(e) = self.error {
+            bail!("fetch {url}: {e}");
+        }
+        let status = self.status.unwrap_or(0);
+        println!(
+            "{url}: HTTP {status}, {} bytes in {:.3} s ({:.1} Mbit/s) -> {}",
+            self.received,
+            elapsed.as_secs_f64(),
+            self.received as f64 * 8.0 / elapsed.as_secs_f64().max(1e-6) / 1e6,
+            output.display()
+        );
+        if !(200..300).contains(&status) {
+            bail!("fetch {url}: the server answered {status}");
+        }
+        Ok(())
+    }
+
     fn write(&mut self, data: &[u8]) {
         if let Err(e) = self.out.write_all(data) {
             self.error = Some(format!("writing the file: {e}"));
@@ -178,38 +273,14 @@ impl Download {
             match iface.tcp_recv_buf(handle, usize::MAX, now) {
                 Ok(Some(data)) => {
                     for chunk in data.chunks() {
-                        if self.body.is_none() {
-                            self.head.extend_from_slice(chunk);
-                            if let Some(end) = self.head.windows(4).position(|w| w == b"\r\n\r\n") {
-                                let body_start = self.head.split_off(end + 4);
-                                match parse_head(&self.head) {
-                                    Ok((status, body)) => {
-                                        self.status = Some(status);
-                                        if body == Body::Length(0) {
-                                            self.done = true;
-                                        }
-                                        self.body = Some(body);
-                                    }
-                                    Err(e) => self.error = Some(e),
-                                }
-                                self.body_bytes(&body_start);
-                            } else if self.head.len() > MAX_HEAD {
-                                self.error = Some("response head too long".into());
-                            }
-                        } else {
-                            self.body_bytes(chunk);
-                        }
+                        self.feed(chunk);
                     }
                     if self.error.is_some() || self.done {
                         return ControlFlow::Break(());
                     }
                 }
                 Ok(None) => {
-                    if self.body == Some(Body::UntilClose) {
-                        self.done = true;
-                    } else if !self.done {
-                        self.error = Some(format!("the server closed after {} bytes", self.received));
-                    }
+                    self.at_eof();
                     return ControlFlow::Break(());
                 }
                 Err(Error::WouldBlock) => break,
@@ -219,16 +290,7 @@ impl Download {
                 }
             }
         }
-        let report_due = self.last_report.is_none_or(|t| now.saturating_since(t) >= Duration::from_millis(500));
-        if report_due && self.received > 0 {
-            self.last_report = Some(now);
-            let secs = now.saturating_since(self.started.unwrap_or(now)).as_secs_f64().max(1e-6);
-            let total = match self.body {
-                Some(Body::Length(t)) => format!(" of {t}"),
-                _ => String::new(),
-            };
-            eprint!("\r  {} bytes{total}, {:.1} Mbit/s   ", self.received, self.received as f64 * 8.0 / secs / 1e6);
-        }
+        self.report(now);
         ControlFlow::Continue(Some(now + Duration::from_millis(500)))
     }
 }
@@ -243,26 +305,7 @@ pub fn run(link: Link, url: &str, output: &Path, timeout: Duration) -> Result<()
         .tcp_connect(SocketAddrV4::new(target.host, target.port), 0, clock.now())
         .map_err(anyhow::Error::msg)?;
     let file = File::create(output).with_context(|| format!("creating {}", output.display()))?;
-    let host_header = if target.port == 80 { target.host.to_string() } else { format!("{}:{}", target.host, target.port) };
-    let mut download = Download {
-        request: format!(
-            "GET {} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: nagare-fetch\r\nAccept: */*\r\nConnection: close\r\n\r\n",
-            target.path
-        )
-        .into_bytes(),
-        sent: 0,
-        head: Vec::new(),
-        status: None,
-        body: None,
-        received: 0,
-        chunk_left: 0,
-        chunk_buf: Vec::new(),
-        done: false,
-        out: BufWriter::with_capacity(1 << 20, file),
-        error: None,
-        started: None,
-        last_report: None,
-    };
+    let mut download = Download::new(&target, file);
     let deadline = clock.now() + timeout;
     realtime::run(&mut host, &clock, &stop, |host, now| {
         if now >= deadline {
@@ -279,23 +322,40 @@ pub fn run(link: Link, url: &str, output: &Path, timeout: Duration) -> Result<()
         let _ = host.step(now);
         std::thread::sleep(Duration::from_millis(2));
     }
-    download.out.flush().context("writing the file")?;
-    eprintln!();
-    if let Some(e) = download.error {
-        bail!("fetch {url}: {e}");
+    download.finish(url, output, elapsed)
+}
+
+/// Downloads through a running `nagare netd` (`--via SOCKET`): the stack
+/// is netd's, and this program is one of its applications.
+pub fn run_via(socket: &Path, url: &str, output: &Path, timeout: Duration) -> Result<()> {
+    let target = parse_url(url)?;
+    let clock = MonotonicClock::new();
+    let netd = nagare::Netd::connect(socket).with_context(|| format!("connecting to netd at {}", socket.display()))?;
+    let mut stream = nagare::net::TcpStream::connect_via(&netd, SocketAddrV4::new(target.host, target.port))
+        .with_context(|| format!("connecting to {}:{} through netd", target.host, target.port))?;
+    let file = File::create(output).with_context(|| format!("creating {}", output.display()))?;
+    let mut download = Download::new(&target, file);
+    download.started = Some(clock.now());
+    stream.write_all(&download.request).context("sending the request")?;
+    let deadline = clock.now() + timeout;
+    let mut buf = vec![0u8; 64 * 1024];
+    while !download.done && download.error.is_none() {
+        // Checked between reads: a read waits for data (netd's death ends
+        // it within a second; a live server that stalls is not bounded).
+        if clock.now() >= deadline {
+            download.error = Some(format!("timed out after {timeout:?}"));
+            break;
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => download.at_eof(),
+            Ok(n) => download.feed(&buf[..n]),
+            Err(e) => download.error = Some(format!("receiving: {e}")),
+        }
+        download.report(clock.now());
     }
-    let status = download.status.unwrap_or(0);
-    println!(
-        "{url}: HTTP {status}, {} bytes in {:.3} s ({:.1} Mbit/s) -> {}",
-        download.received,
-        elapsed.as_secs_f64(),
-        download.received as f64 * 8.0 / elapsed.as_secs_f64().max(1e-6) / 1e6,
-        output.display()
-    );
-    if !(200..300).contains(&status) {
-        bail!("fetch {url}: the server answered {status}");
-    }
-    Ok(())
+    let elapsed = clock.now().saturating_since(download.started.unwrap_or(Instant::ZERO));
+    drop(stream);
+    download.finish(url, output, elapsed)
 }
 
 #[cfg(test)]

@@ -76,7 +76,11 @@ enum Command {
     /// VNI port.
     Fetch {
         #[command(flatten)]
-        link: UpLinkArgs,
+        link: OptionalTapArgs,
+        /// Through a running `nagare netd` (its rendezvous socket) instead
+        /// of a stack of its own.
+        #[arg(long, conflicts_with_all = ["tap", "vni", "addr"])]
+        via: Option<PathBuf>,
         /// http://A.B.C.D[:PORT]/PATH
         url: String,
         /// Where to write the body.
@@ -268,15 +272,18 @@ fn main() -> Result<()> {
         Command::Netd { link, socket } => netd::run(link.into_link(), socket),
         Command::Fetch {
             link,
+            via,
             url,
             output,
             timeout,
-        } => fetch::run(
-            link.into_link(),
-            &url,
-            &output,
-            std::time::Duration::from_secs(timeout),
-        ),
+        } => {
+            let timeout = std::time::Duration::from_secs(timeout);
+            match (via, link.to_link()) {
+                (Some(socket), _) => fetch::run_via(&socket, &url, &output, timeout),
+                (None, Some(link)) => fetch::run(link, &url, &output, timeout),
+                (None, None) => anyhow::bail!("nagare fetch needs --tap or --vni with --addr, or --via SOCKET"),
+            }
+        }
         Command::Ping {
             link,
             destination,

@@ -26,6 +26,8 @@ struct Fixture {
     name: String,
     socket: PathBuf,
     log: PathBuf,
+    /// The peer's HTTP root, with `file.bin`.
+    www: PathBuf,
     peer: Option<Child>,
     netd: Option<Child>,
 }
@@ -37,16 +39,22 @@ impl Fixture {
         let out = run(&["vni", "create", &name, "--ports", "4"]);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let dir = std::env::temp_dir();
+        let www = dir.join(format!("{name}-www"));
+        std::fs::create_dir_all(&www).unwrap();
+        let body: Vec<u8> = (0..3_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+        std::fs::write(www.join("file.bin"), body).unwrap();
         let mut f = Fixture {
             socket: dir.join(format!("{name}.sock")),
             log: dir.join(format!("{name}.log")),
+            www,
             name,
             peer: None,
             netd: None,
         };
         f.peer = Some(
             nagare()
-                .args(["up", "--vni", &f.name, "--addr", &format!("{PEER}/24"), "--echo"])
+                .args(["up", "--vni", &f.name, "--addr", &format!("{PEER}/24"), "--echo", "--http"])
+                .arg(&f.www)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -104,7 +112,32 @@ impl Drop for Fixture {
         let _ = run(&["vni", "destroy", &self.name]);
         let _ = std::fs::remove_file(&self.socket);
         let _ = std::fs::remove_file(&self.log);
+        let _ = std::fs::remove_dir_all(&self.www);
     }
+}
+
+#[test]
+fn fetch_runs_through_netd_as_its_application() {
+    let f = Fixture::new("fetch");
+    drop(f.connect()); // netd listens
+    let out = std::env::temp_dir().join(format!("netd-fetched-{}.bin", std::process::id()));
+    let result = nagare()
+        .args(["fetch", "--via"])
+        .arg(&f.socket)
+        .arg(format!("http://{PEER}/file.bin"))
+        .arg("-o")
+        .arg(&out)
+        .args(["--timeout", "60"])
+        .output()
+        .unwrap();
+    assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
+    assert!(String::from_utf8_lossy(&result.stdout).contains("HTTP 200, 3000000 bytes"), "{}", String::from_utf8_lossy(&result.stdout));
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(f.www.join("file.bin")).unwrap(), "the download differs");
+    let _ = std::fs::remove_file(&out);
+    // Without a stack of its own or netd, fetch says what it needs.
+    let bare = run(&["fetch", "http://10.91.0.1/file.bin", "-o", "/dev/null"]);
+    assert!(!bare.status.success());
+    assert!(String::from_utf8_lossy(&bare.stderr).contains("--via"), "{}", String::from_utf8_lossy(&bare.stderr));
 }
 
 fn udp_round_trip(netd: &Netd, payload: &[u8]) {
