@@ -598,6 +598,14 @@ mod tests {
     fn frames_cross_between_a_vni_segment_and_a_wire() {
         let name = format!("bridge-unit-{}", std::process::id());
         let _ = destroy(&name);
+        /// Removes the segment even when an assertion fails.
+        struct Removed(String);
+        impl Drop for Removed {
+            fn drop(&mut self) {
+                let _ = destroy(&self.0);
+            }
+        }
+        let _removed = Removed(name.clone());
         let seg = Arc::new(Segment::create(&name, 3, 1500, 16).unwrap());
         let pool = BufferPool::new(2048, 256);
         let mut bridge_port = VniPort::attach(Arc::clone(&seg), Some([2, 0, 0, 0, 9, 0])).unwrap();
