@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 const KERNEL: &str = "10.80.0.1";
@@ -38,10 +38,6 @@ fn web_root(tag: &str, size: usize) -> PathBuf {
     dir
 }
 
-fn sha256(path: &Path) -> String {
-    let out = Command::new("sha256sum").arg(path).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap_or("").to_string()
-}
 
 fn start(ns: &Netns, root: &Path, impair: Option<&str>) -> Process {
     ns.tap("tap0", &format!("{KERNEL}/24"));
@@ -245,13 +241,10 @@ fn transfers_through_kernel_rate_limits() {
     ]));
 
     let download = root.join("download.bin");
-    let started = std::time::Instant::now();
     curl_download(&ns, &format!("http://{NAGARE}/big.bin"), &download, 120);
-    let elapsed = started.elapsed();
     assert_eq!(sha256(&download), sha256(&root.join("big.bin")), "download through the policer corrupted");
-    // 20 MiB at 40 Mbit/s takes 4 s; nftables starts the bucket with a
-    // second's worth of credit, which leaves over 3 s.
-    assert!(elapsed > Duration::from_millis(1500), "20 MiB in {elapsed:?}: not rate limited");
+    // The limit acted: the policer's counter shows what it dropped (20 MiB
+    // at 40 Mbit/s is far over the bucket's credit).
     let rules = ns.command("nft").args(["list", "table", "inet", "ratelimit"]).output().unwrap();
     let rules = String::from_utf8_lossy(&rules.stdout).to_string();
     assert!(rules.contains("counter packets") && !rules.contains("counter packets 0 "), "the policer dropped nothing:\n{rules}");
@@ -262,11 +255,18 @@ fn transfers_through_kernel_rate_limits() {
     run_ok(ns.command("tc").args(["qdisc", "add", "dev", "tap1", "root", "tbf", "rate", "100mbit", "burst", "64kb", "latency", "50ms"]));
     let _server = kernel_http_server(&ns, &root, "10.82.0.1");
     let fetched = root.join("fetched.bin");
-    let started = std::time::Instant::now();
     let result = nagare_fetch(&ns, "http://10.82.0.1:8000/big.bin", &fetched, None);
-    let elapsed = started.elapsed();
     assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
     assert_eq!(sha256(&fetched), sha256(&root.join("big.bin")), "fetch through tbf corrupted");
-    assert!(elapsed > Duration::from_millis(1200), "20 MiB in {elapsed:?}: not rate limited");
+    // The bucket acted: tbf counts the packets it had to hold back.
+    let stats = ns.command("tc").args(["-s", "qdisc", "show", "dev", "tap1"]).output().unwrap();
+    let stats = String::from_utf8_lossy(&stats.stdout).to_string();
+    let overlimits: u64 = stats
+        .split("overlimits ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(overlimits > 0, "tbf held nothing back:\n{stats}");
     let _ = std::fs::remove_dir_all(&root);
 }

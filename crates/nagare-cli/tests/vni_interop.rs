@@ -25,24 +25,7 @@ impl Drop for Vni {
     }
 }
 
-fn sha256(path: &Path) -> String {
-    let out = run_ok(Command::new("sha256sum").arg(path));
-    String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap_or("").to_string()
-}
 
-/// Pseudo-random bytes (xorshift), different for every seed.
-fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    let mut v = Vec::with_capacity(len + 8);
-    while v.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.extend_from_slice(&x.to_le_bytes());
-    }
-    v.truncate(len);
-    v
-}
 
 fn ping_received(output: &std::process::Output) -> Option<u32> {
     let text = String::from_utf8_lossy(&output.stdout);

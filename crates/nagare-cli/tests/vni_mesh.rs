@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{nagare, run_ok, wait_until, Process};
+use common::{nagare, pattern, run_ok, sha256, wait_until, Process};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Output, Stdio};
@@ -52,23 +52,10 @@ fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
-fn sha256(path: &Path) -> String {
-    let out = run_ok(Command::new("sha256sum").arg(path));
-    String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap_or("").to_string()
-}
 
-/// Pseudo-random bytes (xorshift), different for every seed.
+/// A file of pseudo-random bytes, different for every seed.
 fn write_pattern(path: &Path, len: usize, seed: u64) {
-    let mut x = seed | 1;
-    let mut v = Vec::with_capacity(len + 8);
-    while v.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.extend_from_slice(&x.to_le_bytes());
-    }
-    v.truncate(len);
-    std::fs::write(path, v).unwrap();
+    std::fs::write(path, pattern(len, seed)).unwrap();
 }
 
 fn instance_addr(i: usize) -> String {

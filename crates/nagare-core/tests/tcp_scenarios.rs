@@ -78,19 +78,8 @@ fn parse_tcp(frame: &[u8]) -> Option<(Ipv4Addr, TcpRepr, Vec<u8>)> {
 /// A segment from the peer with no options and a full window.
 fn repr(src_port: u16, dst_port: u16, seq: u32, ack: Option<u32>, flags: TcpFlags) -> TcpRepr {
     TcpRepr {
-        src_port,
-        dst_port,
-        seq_number: TcpSeqNumber(seq),
-        ack_number: ack.map(TcpSeqNumber),
-        flags,
         window_len: 65535,
-        urgent_pointer: 0,
-        max_seg_size: None,
-        window_scale: None,
-        sack_permitted: false,
-        sack_ranges: [None; 4],
-        timestamp: None,
-        payload_len: 0,
+        ..TcpRepr::bare(src_port, dst_port, TcpSeqNumber(seq), ack.map(TcpSeqNumber), flags)
     }
 }
 
