@@ -331,8 +331,9 @@ pub fn run_via(socket: &Path, url: &str, output: &Path, timeout: Duration) -> Re
     let target = parse_url(url)?;
     let clock = MonotonicClock::new();
     let netd = nagare::Netd::connect(socket).with_context(|| format!("connecting to netd at {}", socket.display()))?;
-    let mut stream = nagare::net::TcpStream::connect_via(&netd, SocketAddrV4::new(target.host, target.port))
-        .with_context(|| format!("connecting to {}:{} through netd", target.host, target.port))?;
+    let peer = std::net::SocketAddr::V4(SocketAddrV4::new(target.host, target.port));
+    let mut stream = nagare::net::TcpStream::connect_timeout_via(&netd, &peer, timeout)
+        .with_context(|| format!("connecting to {peer} through netd"))?;
     let file = File::create(output).with_context(|| format!("creating {}", output.display()))?;
     let mut download = Download::new(&target, file);
     download.started = Some(clock.now());
@@ -340,15 +341,19 @@ pub fn run_via(socket: &Path, url: &str, output: &Path, timeout: Duration) -> Re
     let deadline = clock.now() + timeout;
     let mut buf = vec![0u8; 64 * 1024];
     while !download.done && download.error.is_none() {
-        // Checked between reads: a read waits for data (netd's death ends
-        // it within a second; a live server that stalls is not bounded).
-        if clock.now() >= deadline {
+        // Each read waits at most until the deadline (netd's death ends it
+        // within a second).
+        let left = deadline.saturating_since(clock.now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
             download.error = Some(format!("timed out after {timeout:?}"));
             break;
         }
         match stream.read(&mut buf) {
             Ok(0) => download.at_eof(),
             Ok(n) => download.feed(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                download.error = Some(format!("timed out after {timeout:?}"));
+            }
             Err(e) => download.error = Some(format!("receiving: {e}")),
         }
         download.report(clock.now());

@@ -12,6 +12,7 @@ mod ping;
 mod realtime;
 mod services;
 mod sim_pair;
+mod stat;
 mod up;
 mod vni;
 mod vni_bridge;
@@ -71,6 +72,15 @@ enum Command {
         /// The rendezvous socket clients connect to.
         #[arg(long, default_value = nagare_netd::DEFAULT_SOCKET)]
         socket: PathBuf,
+        /// Built-in TCP and UDP echo on port 7.
+        #[arg(long)]
+        echo: bool,
+        /// Built-in TCP and UDP discard on port 9.
+        #[arg(long)]
+        discard: bool,
+        /// Built-in HTTP/1.1 server for the files under DIR on port 80.
+        #[arg(long, value_name = "DIR")]
+        http: Option<PathBuf>,
     },
     /// Download a URL over HTTP/1.1 through nagare on a TAP device or a
     /// VNI port.
@@ -95,6 +105,10 @@ enum Command {
     Ping {
         #[command(flatten)]
         link: OptionalTapArgs,
+        /// Through a running `nagare netd` (its rendezvous socket) instead
+        /// of a stack of its own.
+        #[arg(long, conflicts_with_all = ["tap", "vni", "addr"])]
+        via: Option<PathBuf>,
         /// Address to ping.
         destination: Ipv4Addr,
         /// Stop after this many requests.
@@ -112,6 +126,16 @@ enum Command {
         /// Print only the summary.
         #[arg(short = 'q', long = "quiet")]
         quiet: bool,
+    },
+    /// A running netd's clients, sockets, buffers per region, counters and
+    /// request round trip.
+    Stat {
+        /// The netd's rendezvous socket.
+        #[arg(long, default_value = nagare_netd::DEFAULT_SOCKET)]
+        via: PathBuf,
+        /// Requests timed for the round trip.
+        #[arg(long, default_value_t = 1000)]
+        samples: usize,
     },
     /// Speed figures, each beside a Linux kernel peer measured in the same run.
     #[command(subcommand)]
@@ -269,7 +293,9 @@ fn main() -> Result<()> {
             discard,
             http,
         }),
-        Command::Netd { link, socket } => netd::run(link.into_link(), socket),
+        Command::Netd { link, socket, echo, discard, http } => {
+            netd::run(link.into_link(), socket, netd::BuiltIn { echo, discard, http })
+        }
         Command::Fetch {
             link,
             via,
@@ -286,6 +312,7 @@ fn main() -> Result<()> {
         }
         Command::Ping {
             link,
+            via,
             destination,
             count,
             size,
@@ -308,12 +335,14 @@ fn main() -> Result<()> {
                 timeout: seconds("-W", timeout)?,
                 quiet,
             };
-            let code = match link.to_link() {
-                Some(real) => ping::run_link(real, options)?,
-                None => ping::run_simulated(link.addr, options)?,
+            let code = match (via, link.to_link()) {
+                (Some(socket), _) => ping::run_via(&socket, options)?,
+                (None, Some(real)) => ping::run_link(real, options)?,
+                (None, None) => ping::run_simulated(link.addr, options)?,
             };
             std::process::exit(code);
         }
+        Command::Stat { via, samples } => stat::run(&via, samples),
         Command::Perf(command) => perf::run(command),
         Command::Vni(command) => vni::run(command),
         Command::Bench(BenchCommand::Vni(args)) => bench_vni::run(args),

@@ -4,7 +4,7 @@
 use crate::realtime;
 use crate::sim_pair::{host_config, new_host, sim_ports, SimPair};
 use crate::up::{open_link, Link};
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use nagare_core::icmp::{EchoEvent, IcmpError};
 use nagare_core::{EchoHandle, Instant, Interface};
 use nagare_dev::{LinkConfig, MonotonicClock};
@@ -26,9 +26,31 @@ pub struct PingOptions {
     pub quiet: bool,
 }
 
+/// Where echo requests go out: the engine in this process, or netd.
+trait EchoSender {
+    fn send(&mut self, to: Ipv4Addr, seq: u16, data: &[u8], now: Instant) -> Result<(), String>;
+}
+
+/// An echo socket of an engine in this process.
+struct EngineEcho<'a> {
+    iface: &'a mut Interface,
+    handle: EchoHandle,
+}
+
+impl EchoSender for EngineEcho<'_> {
+    fn send(&mut self, to: Ipv4Addr, seq: u16, data: &[u8], now: Instant) -> Result<(), String> {
+        self.iface.echo_send(self.handle, to, seq, data, now).map_err(|e| e.to_string())
+    }
+}
+
+impl EchoSender for nagare::ping::PingSocket {
+    fn send(&mut self, to: Ipv4Addr, seq: u16, data: &[u8], _now: Instant) -> Result<(), String> {
+        nagare::ping::PingSocket::send(self, to, seq, data).map(|_| ()).map_err(|e| e.to_string())
+    }
+}
+
 struct PingSession {
     options: PingOptions,
-    handle: EchoHandle,
     data: Vec<u8>,
     next_seq: u16,
     sent: u32,
@@ -42,9 +64,7 @@ struct PingSession {
 }
 
 impl PingSession {
-    fn new(iface: &mut Interface, options: PingOptions) -> Result<Self> {
-        let ident = (std::process::id() & 0xffff) as u16;
-        let handle = iface.echo_open(ident).map_err(anyhow::Error::msg)?;
+    fn new(options: PingOptions) -> Result<Self> {
         let data = (0..options.size).map(|i| (i % 256) as u8).collect();
         println!(
             "PING {0} ({0}) {1}({2}) bytes of data.",
@@ -54,7 +74,6 @@ impl PingSession {
         );
         Ok(PingSession {
             options,
-            handle,
             data,
             next_seq: 1,
             sent: 0,
@@ -72,11 +91,10 @@ impl PingSession {
         self.options.count.is_some_and(|c| self.sent >= c)
     }
 
-    fn tick(&mut self, iface: &mut Interface, now: Instant) -> ControlFlow<(), Option<Instant>> {
+    /// Sends what is due; says when to come back, or that ping is done.
+    /// Events must have been handed to [`PingSession::on_event`] first.
+    fn tick(&mut self, sender: &mut dyn EchoSender, now: Instant) -> ControlFlow<(), Option<Instant>> {
         self.started.get_or_insert(now);
-        while let Ok(Some(event)) = iface.echo_recv(self.handle) {
-            self.on_event(event);
-        }
         if self.all_sent() {
             let answered = self.received + self.errors >= self.sent;
             let waited_out = self.last_send.is_some_and(|t| now >= t + self.options.timeout);
@@ -87,7 +105,7 @@ impl PingSession {
         }
         if now >= self.next_send {
             let seq = self.next_seq;
-            match iface.echo_send(self.handle, self.options.destination, seq, &self.data, now) {
+            match sender.send(self.options.destination, seq, &self.data, now) {
                 Ok(()) => {
                     self.outstanding.insert(seq, now);
                 }
@@ -193,9 +211,62 @@ pub fn run_link(link: Link, options: PingOptions) -> Result<i32> {
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
     let mut host = open_link(&link, None, &clock)?;
-    let mut session = PingSession::new(&mut host.iface, options)?;
-    realtime::run(&mut host, &clock, &stop, |host, now| session.tick(&mut host.iface, now))?;
+    let handle = host.iface.echo_open(own_ident()).map_err(anyhow::Error::msg)?;
+    let mut session = PingSession::new(options)?;
+    realtime::run(&mut host, &clock, &stop, |host, now| engine_tick(&mut session, &mut host.iface, handle, now))?;
     Ok(session.finish(clock.now()))
+}
+
+/// The identifier iputils' ping uses: our pid.
+fn own_ident() -> u16 {
+    (std::process::id() & 0xffff) as u16
+}
+
+fn engine_tick(session: &mut PingSession, iface: &mut Interface, handle: EchoHandle, now: Instant) -> ControlFlow<(), Option<Instant>> {
+    while let Ok(Some(event)) = iface.echo_recv(handle) {
+        session.on_event(event);
+    }
+    session.tick(&mut EngineEcho { iface, handle }, now)
+}
+
+/// Pings through a running netd (its rendezvous socket `via`), as one of
+/// its applications: the requests leave from netd's stack. Round trips are
+/// timed here, so they include the two hops to netd and back.
+pub fn run_via(via: &std::path::Path, options: PingOptions) -> Result<i32> {
+    let stop = realtime::stop_flag()?;
+    let clock = MonotonicClock::new();
+    let netd = nagare::Netd::connect(via).with_context(|| format!("connecting to netd at {}", via.display()))?;
+    let mut socket = nagare::ping::PingSocket::open_via(&netd, own_ident()).context("opening an echo socket in netd")?;
+    let mut session = PingSession::new(options)?;
+    while !realtime::stopped(&stop) {
+        let now = clock.now();
+        let wake = match session.tick(&mut socket, now) {
+            ControlFlow::Break(()) => break,
+            ControlFlow::Continue(wake) => wake.unwrap_or(now + Duration::from_secs(1)),
+        };
+        // Short waits, so Ctrl-C is noticed.
+        let limit = wake.saturating_since(clock.now()).clamp(Duration::from_micros(1), VIA_MAX_WAIT);
+        if let Some(event) = socket.recv_timeout(Some(limit)).context("receiving through netd")? {
+            session.on_event(echo_event(event, clock.now()));
+        }
+    }
+    Ok(session.finish(clock.now()))
+}
+
+/// Longest wait for a reply between looks at the stop flag.
+const VIA_MAX_WAIT: Duration = Duration::from_millis(200);
+
+fn echo_event(event: nagare::ping::PingEvent, at: Instant) -> EchoEvent {
+    use nagare::ping::PingEvent;
+    match event {
+        PingEvent::Reply { from, seq, len, ttl } => EchoEvent::Reply { from, seq_no: seq, data_len: len, ttl, at },
+        PingEvent::Unreachable { from, seq, code } => {
+            EchoEvent::Error { seq_no: seq, error: IcmpError::Unreachable { from, code } }
+        }
+        PingEvent::TimeExceeded { from, seq, code } => {
+            EchoEvent::Error { seq_no: seq, error: IcmpError::TimeExceeded { from, code } }
+        }
+    }
 }
 
 /// Pings a nagare peer on a simulated link in this process, in virtual
@@ -227,11 +298,12 @@ pub fn run_simulated(addr: Option<Ipv4Cidr>, options: PingOptions) -> Result<i32
         new_host(host_config(0x0a, local, 0xa), port_a),
         new_host(host_config(0x0b, peer_cidr, 0xb), port_b),
     );
-    let mut session = PingSession::new(&mut pair.a.iface, options)?;
+    let handle = pair.a.iface.echo_open(own_ident()).map_err(anyhow::Error::msg)?;
+    let mut session = PingSession::new(options)?;
     loop {
         pair.settle()?;
         let now = pair.now;
-        match session.tick(&mut pair.a.iface, now) {
+        match engine_tick(&mut session, &mut pair.a.iface, handle, now) {
             ControlFlow::Break(()) => break,
             ControlFlow::Continue(wake) => {
                 let until = wake.unwrap_or(now + Duration::from_secs(1));

@@ -312,3 +312,78 @@ fn netd_death_fails_calls_within_a_second() {
     // A new connection is refused.
     assert!(Netd::connect(&f.socket).is_err());
 }
+
+#[test]
+fn ping_and_time_limits_through_netd() {
+    let f = Fixture::new("ping");
+    let netd = f.connect();
+
+    // `nagare ping --via`: the echo requests leave from netd's stack.
+    let out = nagare().args(["ping", "--via"]).arg(&f.socket).args(["-c", "3", "-i", "0.05", PEER]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("3 packets transmitted, 3 received"), "{text}");
+    assert!(text.contains(&format!("bytes from {PEER}: icmp_seq=1")), "{text}");
+    // Nobody at .77: no replies, exit status 1.
+    let out = nagare()
+        .args(["ping", "--via"])
+        .arg(&f.socket)
+        .args(["-c", "2", "-i", "0.05", "-W", "0.3", "10.91.0.77"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("2 packets transmitted, 0 received"));
+
+    // The ping socket itself: two sockets get different identifiers, and
+    // each sees only its own replies.
+    let a = nagare::ping::PingSocket::open_via(&netd, 4242).unwrap();
+    let b = nagare::ping::PingSocket::open_via(&netd, 4242).unwrap();
+    assert_ne!(a.ident(), b.ident());
+    let peer: std::net::Ipv4Addr = PEER.parse().unwrap();
+    a.send(peer, 9, b"abc").unwrap();
+    let got = a.recv_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert!(
+        matches!(got, Some(nagare::ping::PingEvent::Reply { from, seq: 9, len: 3, .. }) if from == peer),
+        "{got:?}"
+    );
+    assert_eq!(b.recv_timeout(Some(Duration::from_millis(100))).unwrap(), None, "b saw a's reply");
+
+    // Read time limits end a wait with WouldBlock, as std::net's do, and
+    // the socket works afterwards.
+    let udp = UdpSocket::bind_via(&netd, "0.0.0.0:0").unwrap();
+    udp.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let mut buf = [0u8; 64];
+    let e = udp.recv_from(&mut buf).expect_err("a datagram from nowhere");
+    assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "{e}");
+    assert!(udp.set_read_timeout(Some(Duration::ZERO)).is_err(), "a zero limit is refused, as in std");
+    udp.send_to(b"after", (PEER, 7)).unwrap();
+    assert_eq!(udp.recv_from(&mut buf).unwrap().0, 5);
+    let mut tcp = TcpStream::connect_via(&netd, (PEER, 7)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    assert_eq!(tcp.read_timeout().unwrap(), Some(Duration::from_millis(200)));
+    let e = tcp.read(&mut buf).expect_err("data from an echo server that was sent nothing");
+    assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "{e}");
+    tcp.write_all(b"late").unwrap();
+    let mut four = [0u8; 4];
+    tcp.read_exact(&mut four).unwrap();
+    assert_eq!(&four, b"late");
+    // A connection to nobody gives up when its limit runs out, and its
+    // half-open socket does not linger in netd.
+    let nobody: std::net::SocketAddr = "10.91.0.77:7".parse().unwrap();
+    let e = TcpStream::connect_timeout_via(&netd, &nobody, Duration::from_millis(300)).err().expect("connected to nobody");
+    assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}");
+    let report = netd.stat().unwrap();
+    let me = std::process::id();
+    let line = report.lines().find(|l| l.contains(&format!(" pid {me} "))).unwrap_or_else(|| panic!("{report}"));
+    // The one pending request holding one buffer is the stat request itself.
+    assert!(line.contains(" sockets 4 tcp 1 listeners 0 udp 1 echo 2 pending 1 buffers client 255 netd 1 of 256 "), "{line}");
+
+    // `nagare stat`: netd, both clients (this one and stat itself), the
+    // counters and the round trip.
+    let out = nagare().args(["stat", "--via"]).arg(&f.socket).args(["--samples", "200"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.starts_with("netd pid ") && text.contains(" clients 2\n"), "{text}");
+    assert!(text.contains(&format!("client 1 pid {me} ")), "{text}");
+    assert!(text.contains("netd buffers_leaked 0\n") && text.contains("engine icmp_echo_replies_received"), "{text}");
+    assert!(text.contains("ipc round_trip_us min ") && text.trim_end().ends_with("samples 200"), "{text}");
+}

@@ -1,13 +1,14 @@
-//! Four `nagare up --vni` instances, each its own process, on one segment
-//! under /dev/shm (no root needed): full-mesh ping, TCP transfers from
-//! every instance to a client beside every other one, checked with
-//! SHA-256; then one instance is killed with SIGKILL mid-transfer: the
-//! others keep working, its port shows dead, and a restarted instance
-//! rejoins and serves.
+//! Four instances of nagare, each its own process (`nagare netd --vni`,
+//! the inet server with its HTTP server built in), on one segment under
+//! /dev/shm (no root needed): every instance pings every other, and every
+//! instance downloads a file from every other (twelve transfers at once,
+//! checked with SHA-256); then one instance is killed with SIGKILL
+//! mid-transfer: the others keep working, its port shows dead, and a
+//! restarted instance rejoins, pings, serves and downloads.
 //!
-//! The client side of each transfer is a `nagare fetch --vni` process on
-//! a port of its own (`nagare up` has no client of its own), one per
-//! ordered pair of instances, all twelve at once.
+//! The pings and downloads are `nagare ping --via` and `nagare fetch --via`,
+//! applications of an instance: the echo requests and the TCP connections
+//! leave from that instance's own stack.
 //!
 //! Sizes: 8 MB per transfer by default (a debug build on two cores);
 //! `NAGARE_VNI_FULL=1` makes it 100 MB, as the issue asks
@@ -22,8 +23,8 @@ use std::process::{Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const INSTANCES: usize = 4;
-/// Instances, their twelve clients, and spares for the kill phase.
-const PORTS: usize = 20;
+/// The instances and two spare ports.
+const PORTS: usize = 6;
 
 fn full() -> bool {
     std::env::var("NAGARE_VNI_FULL").is_ok_and(|v| v == "1")
@@ -90,15 +91,24 @@ impl Mesh {
         self.dir.join(format!("www{i}"))
     }
 
+    /// Instance `i`'s rendezvous socket.
+    fn socket(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("netd{i}.sock"))
+    }
+
     fn start(&mut self, i: usize) {
         let p = Process::spawn(
             Command::new(nagare())
-                .args(["up", "--vni", &self.name, "--addr", &format!("{}/24", instance_addr(i)), "--http"])
+                .args(["netd", "--vni", &self.name, "--addr", &format!("{}/24", instance_addr(i)), "--socket"])
+                .arg(self.socket(i))
+                .arg("--http")
                 .arg(self.root(i))
                 .stdout(Stdio::null())
-                .stderr(File::create(self.dir.join(format!("up{i}.log"))).unwrap()),
+                .stderr(File::create(self.dir.join(format!("netd{i}.log"))).unwrap()),
         );
         self.instances[i] = p;
+        let ready = wait_until(Duration::from_secs(20), || std::os::unix::net::UnixStream::connect(self.socket(i)).is_ok());
+        assert!(ready, "instance {i} never listened: {}", std::fs::read_to_string(self.dir.join(format!("netd{i}.log"))).unwrap_or_default());
     }
 
     fn info(&self) -> String {
@@ -117,11 +127,14 @@ impl Mesh {
         info
     }
 
-    /// `nagare fetch` from instance `from`'s `file` by a client at `client`.
-    fn fetch(&self, client: &str, from: usize, file: &str, out: &Path, timeout_secs: u64) -> Process {
+    /// Instance `by` downloads instance `from`'s `file`.
+    fn fetch(&self, by: usize, from: usize, file: &str, out: &Path, timeout_secs: u64) -> Process {
         Process::spawn(
             Command::new(nagare())
-                .args(["fetch", "--vni", &self.name, "--addr", &format!("{client}/24"), "--timeout", &timeout_secs.to_string()])
+                .arg("fetch")
+                .arg("--via")
+                .arg(self.socket(by))
+                .args(["--timeout", &timeout_secs.to_string()])
                 .arg(format!("http://{}/{file}", instance_addr(from)))
                 .arg("-o")
                 .arg(out)
@@ -142,11 +155,26 @@ impl Mesh {
         let _ = std::fs::remove_file(out);
     }
 
-    fn ping(&self, from: &str, to: &str) -> Output {
+    /// Instance `from` pings instance `to` three times.
+    fn ping(&self, from: usize, to: usize) -> Output {
         Command::new(nagare())
-            .args(["ping", "--vni", &self.name, "--addr", &format!("{from}/24"), "-c", "3", "-i", "0.05", "-W", "2", to])
+            .arg("ping")
+            .arg("--via")
+            .arg(self.socket(from))
+            .args(["-c", "3", "-i", "0.05", "-W", "2", &instance_addr(to)])
             .output()
             .unwrap()
+    }
+
+    fn expect_ping(&self, from: usize, to: usize) {
+        let out = self.ping(from, to);
+        assert!(
+            out.status.success() && text(&out).contains("3 received"),
+            "{} pings {}: {}",
+            instance_addr(from),
+            instance_addr(to),
+            text(&out)
+        );
     }
 }
 
@@ -192,22 +220,21 @@ fn four_instances_full_mesh_then_one_killed_and_restarted() {
     mesh.wait_for_info(&format!("attached {INSTANCES} of {PORTS}"));
     eprintln!("set up in {:.1} s", started.elapsed().as_secs_f64());
 
-    // Full-mesh ping: every instance answers a prober.
-    for i in 0..INSTANCES {
-        let out = mesh.ping("10.79.0.99", &instance_addr(i));
-        assert!(out.status.success() && text(&out).contains("3 received"), "ping {}: {}", instance_addr(i), text(&out));
+    // Full-mesh ping: every instance pings every other.
+    for from in 0..INSTANCES {
+        for to in (0..INSTANCES).filter(|&to| to != from) {
+            mesh.expect_ping(from, to);
+        }
     }
 
-    // Twelve transfers at once: from every instance to a client beside
-    // every other.
+    // Twelve transfers at once: every instance downloads from every other.
     let t = Instant::now();
     let mut transfers = Vec::new();
     for from in 0..INSTANCES {
         for to in (0..INSTANCES).filter(|&to| to != from) {
-            let client = format!("10.79.0.{}", 100 + 10 * (to + 1) + from + 1);
             let out = dir.join(format!("{from}-to-{to}.bin"));
-            let p = mesh.fetch(&client, from, "f.bin", &out, limit.as_secs());
-            transfers.push((format!("{} -> {client}", instance_addr(from)), from, out, p));
+            let p = mesh.fetch(to, from, "f.bin", &out, limit.as_secs());
+            transfers.push((format!("{} -> {}", instance_addr(from), instance_addr(to)), from, out, p));
         }
     }
     for (what, from, out, p) in &mut transfers {
@@ -224,9 +251,9 @@ fn four_instances_full_mesh_then_one_killed_and_restarted() {
     // is sending its own big.bin at the same time.
     let t = Instant::now();
     let doomed_out = dir.join("doomed.bin");
-    let mut doomed = mesh.fetch("10.79.0.201", 0, "big.bin", &doomed_out, 4);
+    let mut doomed = mesh.fetch(2, 0, "big.bin", &doomed_out, 4);
     let survivor_out = dir.join("survivor.bin");
-    let mut survivor = mesh.fetch("10.79.0.202", 1, "big.bin", &survivor_out, limit.as_secs());
+    let mut survivor = mesh.fetch(3, 1, "big.bin", &survivor_out, limit.as_secs());
     let len = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     let deadline = Instant::now() + Duration::from_secs(30);
     while len(&doomed_out) == 0 {
@@ -246,10 +273,11 @@ fn four_instances_full_mesh_then_one_killed_and_restarted() {
     mesh.wait_for_info(" dead ");
     mesh.expect_fetched("survivor", &mut survivor, &survivor_out, &big[1], limit);
     let after_out = dir.join("after.bin");
-    let mut after = mesh.fetch("10.79.0.203", 2, "f.bin", &after_out, limit.as_secs());
+    let mut after = mesh.fetch(1, 2, "f.bin", &after_out, limit.as_secs());
     mesh.expect_fetched("transfer after the kill", &mut after, &after_out, &sums[2], limit);
-    let out = mesh.ping("10.79.0.98", &instance_addr(0));
+    let out = mesh.ping(1, 0);
     assert!(!out.status.success(), "the killed instance answered: {}", text(&out));
+    mesh.expect_ping(3, 2);
 
     // The victim's client gives up; it got less than the file.
     let status = wait_exit(&mut doomed, Duration::from_secs(30)).expect("the victim's client never gave up");
@@ -259,13 +287,14 @@ fn four_instances_full_mesh_then_one_killed_and_restarted() {
     // A restarted instance rejoins (on a free or dead port) and serves.
     mesh.start(0);
     mesh.wait_for_info(&format!("attached {INSTANCES} of {PORTS}"));
-    let out = mesh.ping("10.79.0.98", &instance_addr(0));
-    assert!(out.status.success(), "the restarted instance does not answer: {}", text(&out));
+    mesh.expect_ping(1, 0);
+    mesh.expect_ping(0, 3);
     let rejoined_out = dir.join("rejoined.bin");
-    let mut rejoined = mesh.fetch("10.79.0.204", 0, "f.bin", &rejoined_out, limit.as_secs());
+    let mut rejoined = mesh.fetch(2, 0, "f.bin", &rejoined_out, limit.as_secs());
+    let fetched_out = dir.join("fetched-by-rejoined.bin");
+    let mut fetched = mesh.fetch(0, 3, "f.bin", &fetched_out, limit.as_secs());
     mesh.expect_fetched("transfer from the restarted instance", &mut rejoined, &rejoined_out, &sums[0], limit);
-    let out = mesh.ping("10.79.0.98", &instance_addr(3));
-    assert!(out.status.success(), "{}", text(&out));
+    mesh.expect_fetched("transfer by the restarted instance", &mut fetched, &fetched_out, &sums[3], limit);
     eprintln!("kill and rejoin in {:.1} s", t.elapsed().as_secs_f64());
     eprintln!("total {:.1} s", started.elapsed().as_secs_f64());
 }

@@ -14,6 +14,7 @@
 /// The request protocol (its own crate, so that clients need not build
 /// the engine).
 pub use nagare_request as proto;
+mod report;
 pub mod server;
 
 pub use proto::{Completion, Op, Piece, ProtoError, Request};

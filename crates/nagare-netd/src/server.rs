@@ -2,11 +2,12 @@
 //! manager (client socket ids to engine handles) and the protocol manager
 //! (the engine and its device) in one event loop.
 
-use crate::proto::{decode_addr, encode_addr, Completion, Op, Piece, ProtoError, Request};
+use crate::proto::{decode_addr, encode_addr, Completion, EchoWord, Op, Piece, ProtoError, Request};
 use nagare_core::buf::PacketBuf;
+use nagare_core::icmp::{EchoEvent, IcmpError};
 use nagare_core::iface::{Error as EngineError, TcpHandle, TcpListenerHandle};
 use nagare_core::tcp::connection::State;
-use nagare_core::{Instant, Interface, UdpHandle};
+use nagare_core::{EchoHandle, Instant, Interface, UdpHandle};
 use nagare_dev::{Device, MonotonicClock};
 use nagare_ipc::{
     BufRef, Consumer, Descriptor, Listener, Notifier, Pool, Producer, RegionConfig, RendezvousError, ServerConn,
@@ -52,6 +53,8 @@ pub struct NetdConfig {
     pub max_sockets: usize,
     /// Refused descriptors after which a client is disconnected.
     pub max_bad: u64,
+    /// The link, as `nagare stat` names it (e.g. "vni lab port 2").
+    pub link: String,
 }
 
 impl Default for NetdConfig {
@@ -65,6 +68,7 @@ impl Default for NetdConfig {
             max_pending: 64,
             max_sockets: 1024,
             max_bad: 1024,
+            link: String::from("unnamed"),
         }
     }
 }
@@ -114,6 +118,7 @@ enum Sock {
     Udp(UdpHandle),
     Tcp(TcpHandle),
     Listener(TcpListenerHandle),
+    Echo(EchoHandle),
 }
 
 /// A request that waits for the engine (data, a connection), holding its
@@ -121,6 +126,9 @@ enum Sock {
 struct Pending {
     req: Request,
     buf: Option<BufRef>,
+    /// When it fails with `EAGAIN` if still waiting (the request's time
+    /// limit).
+    deadline: Option<Instant>,
 }
 
 /// One client: its region's ring ends and pool, its sockets and its
@@ -185,11 +193,21 @@ struct Done {
     addr: u64,
     /// For a receive: the bytes now in the buffer.
     len: Option<u32>,
+    /// `aux[2]` of the completion.
+    extra: u64,
 }
 
 impl Done {
     fn value(value: u64) -> Done {
-        Done { value, addr: 0, len: None }
+        Done { value, addr: 0, len: None, extra: 0 }
+    }
+
+    fn with_addr(value: u64, addr: u64) -> Done {
+        Done { value, addr, len: None, extra: 0 }
+    }
+
+    fn received(value: u64, addr: u64, len: u32) -> Done {
+        Done { value, addr, len: Some(len), extra: 0 }
     }
 }
 
@@ -239,6 +257,7 @@ pub struct Netd {
     rx: Vec<PacketBuf>,
     scratch: Vec<u8>,
     stats: NetdStats,
+    started: std::time::Instant,
 }
 
 impl Netd {
@@ -256,6 +275,7 @@ impl Netd {
             rx: Vec::with_capacity(RX_BATCH),
             scratch: Vec::new(),
             stats: NetdStats::default(),
+            started: std::time::Instant::now(),
         })
     }
 
@@ -276,6 +296,13 @@ impl Netd {
 
     /// Runs until `stop` is raised; then every client is disconnected.
     pub fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
+        self.run_with(stop, |_, _| false)
+    }
+
+    /// [`Netd::run`] with `local` run once per turn on the engine: services
+    /// built into the inet server itself (as inetd's internal services),
+    /// beside its clients. `local` returns whether it did anything.
+    pub fn run_with(&mut self, stop: &AtomicBool, mut local: impl FnMut(&mut Interface, Instant) -> bool) -> io::Result<()> {
         let mut last_work = std::time::Instant::now();
         let mut last_housekeeping = last_work;
         let mut listener_ready = true;
@@ -284,7 +311,7 @@ impl Netd {
             if housekeeping {
                 last_housekeeping = std::time::Instant::now();
             }
-            let work = self.turn(housekeeping);
+            let work = self.turn_with(housekeeping, &mut local);
             listener_ready = false;
             if work {
                 last_work = std::time::Instant::now();
@@ -307,6 +334,10 @@ impl Netd {
     /// timers, every client's requests and waiting requests, completions
     /// and transmission. Returns whether anything happened.
     pub fn turn(&mut self, housekeeping: bool) -> bool {
+        self.turn_with(housekeeping, &mut |_, _| false)
+    }
+
+    fn turn_with(&mut self, housekeeping: bool, local: &mut dyn FnMut(&mut Interface, Instant) -> bool) -> bool {
         let mut work = false;
         if housekeeping {
             work |= self.accept_all();
@@ -326,9 +357,11 @@ impl Netd {
             Err(_) => self.stats.device_errors += 1,
         }
         self.iface.poll(now);
+        work |= local(&mut self.iface, now);
         for i in 0..self.sessions.len() {
             work |= self.serve(i, now);
         }
+        work |= self.answer_stat_requests();
         match self.device.transmit_batch(self.iface.tx_queue(), now) {
             Ok(n) => work |= n > 0,
             Err(_) => self.stats.device_errors += 1,
@@ -387,6 +420,19 @@ impl Netd {
         let mut still = Vec::new();
         for mut p in std::mem::take(&mut s.pending) {
             match run(s, &mut self.iface, &mut p.req, p.buf, now, &mut self.scratch, &self.config) {
+                Ok(None) if p.deadline.is_some_and(|d| now >= d) => {
+                    let errno = if p.req.op == Op::Connect {
+                        // Nobody will name the half-open connection again.
+                        if let Some(Sock::Tcp(h)) = s.sockets.remove(&p.req.socket) {
+                            let _ = self.iface.tcp_abort(h, now);
+                        }
+                        libc::ETIMEDOUT
+                    } else {
+                        libc::EAGAIN
+                    };
+                    finish(s, &p.req, p.buf, Err(errno));
+                    work = true;
+                }
                 Ok(None) => still.push(p),
                 r => {
                     finish(s, &p.req, p.buf, r);
@@ -435,7 +481,10 @@ impl Netd {
                         }
                         let r = run(s, &mut self.iface, &mut req, buf, now, &mut self.scratch, &self.config);
                         match r {
-                            Ok(None) if s.pending.len() < self.config.max_pending => s.pending.push(Pending { req, buf }),
+                            Ok(None) if s.pending.len() < self.config.max_pending => {
+                                let deadline = req.wait_limit().map(|w| now + w);
+                                s.pending.push(Pending { req, buf, deadline });
+                            }
                             Ok(None) => finish(s, &req, buf, Err(libc::ENOBUFS)),
                             r => finish(s, &req, buf, r),
                         }
@@ -451,16 +500,78 @@ impl Netd {
                 s.doomed = Some("too many bad descriptors");
             }
         }
-        if !s.out.is_empty() {
-            match s.notifier.push_batch(&mut s.completions, &s.out) {
-                Ok(n) => {
-                    self.stats.completions += n as u64;
-                    s.out.drain(..n);
-                }
-                Err(_) => s.doomed = Some("completion ring broken"),
-            }
-        }
+        flush(s, &mut self.stats);
         work
+    }
+
+    /// Completes every waiting `Stat` request with the report, made once
+    /// for all of them (it needs every session, so it cannot be made while
+    /// one of them is being served).
+    fn answer_stat_requests(&mut self) -> bool {
+        let waiting = |s: &Session| s.pending.iter().any(|p| p.req.op == Op::Stat);
+        if !self.sessions.iter().any(waiting) {
+            return false;
+        }
+        let text = self.report(self.config.buffer_size as usize);
+        for s in self.sessions.iter_mut().filter(|s| waiting(s)) {
+            let (stats, rest): (Vec<Pending>, Vec<Pending>) =
+                std::mem::take(&mut s.pending).into_iter().partition(|p| p.req.op == Op::Stat);
+            s.pending = rest;
+            for p in stats {
+                let r = match p.buf {
+                    Some(b) => {
+                        let n = text.len().min(b.len as usize);
+                        match s.pool.write(b.index, b.offset, &text.as_bytes()[..n]) {
+                            Ok(()) => Ok(Some(Done::received(n as u64, 0, n as u32))),
+                            Err(_) => Err(libc::EFAULT),
+                        }
+                    }
+                    None => Err(libc::EFAULT),
+                };
+                finish(s, &p.req, p.buf, r);
+            }
+            flush(s, &mut self.stats);
+        }
+        true
+    }
+
+    /// What `nagare stat` shows, at most `limit` bytes.
+    pub fn report(&mut self, limit: usize) -> String {
+        let clients: Vec<crate::report::ClientLine> = self
+            .sessions
+            .iter()
+            .map(|s| {
+                let count = |f: fn(&Sock) -> bool| s.sockets.values().filter(|k| f(k)).count();
+                let (_, netd_held, client_held) = s.pool.counts();
+                crate::report::ClientLine {
+                    id: s.conn.id,
+                    pid: s.conn.cred.pid,
+                    uid: s.conn.cred.uid,
+                    tcp: count(|k| matches!(k, Sock::Tcp(_))),
+                    listeners: count(|k| matches!(k, Sock::Listener(_))),
+                    udp: count(|k| matches!(k, Sock::Udp(_))),
+                    echo: count(|k| matches!(k, Sock::Echo(_))),
+                    pending: s.pending.len(),
+                    buffers_client: client_held,
+                    buffers_netd: netd_held,
+                    buffers_total: s.pool.len(),
+                    bad: s.bad,
+                }
+            })
+            .collect();
+        let counters = self.iface.counters().clone();
+        let mut engine = counters.iter();
+        crate::report::Report {
+            pid: std::process::id(),
+            uptime_secs: self.started.elapsed().as_secs_f64(),
+            placement: "single",
+            link: &self.config.link,
+            clients: &clients,
+            stats: self.stats,
+            engine: &mut engine,
+            engine_buffers: self.iface.pool().stats(),
+        }
+        .render(limit)
     }
 
     /// Sleeps until a client, the device, a new client or a timer needs us.
@@ -484,6 +595,11 @@ impl Netd {
         }
         let now = self.clock.now();
         let next = match (self.iface.poll_at(), self.device.poll_at()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let deadline = self.sessions.iter().flat_map(|s| s.pending.iter().filter_map(|p| p.deadline)).min();
+        let next = match (next, deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -537,6 +653,7 @@ impl Netd {
                 Sock::Tcp(h) => self.iface.tcp_abort(h, now),
                 Sock::Listener(l) => self.iface.tcp_listener_close(l, now),
                 Sock::Udp(h) => self.iface.udp_close(h),
+                Sock::Echo(h) => self.iface.echo_close(h),
             };
         }
         for p in s.pending.drain(..) {
@@ -564,12 +681,26 @@ impl Netd {
     }
 }
 
+/// Posts the session's completions that fit in its ring.
+fn flush(s: &mut Session, stats: &mut NetdStats) {
+    if !s.out.is_empty() {
+        match s.notifier.push_batch(&mut s.completions, &s.out) {
+            Ok(n) => {
+                stats.completions += n as u64;
+                s.out.drain(..n);
+            }
+            Err(_) => s.doomed = Some("completion ring broken"),
+        }
+    }
+}
+
 /// Posts the completion of `req`, handing its buffer back.
 fn finish(s: &mut Session, req: &Request, buf: Option<BufRef>, r: Result<Option<Done>, i32>) {
     let mut c = match r {
         Ok(Some(d)) => {
             let mut c = Completion::ok(req, d.value);
             c.aux[1] = d.addr;
+            c.aux[2] = d.extra;
             c.piece = buf.map(|b| Piece { buffer: b.index, offset: b.offset, len: d.len.unwrap_or(b.len) });
             c
         }
@@ -633,7 +764,7 @@ fn run(
             let id = s.add_socket(Sock::Udp(h), config.max_sockets).inspect_err(|_| {
                 let _ = iface.udp_close(h);
             })?;
-            Ok(Some(Done { value: u64::from(id), addr: encode_addr(local), len: None }))
+            Ok(Some(Done::with_addr(u64::from(id), encode_addr(local))))
         }
         Op::SendTo => {
             let Some(Sock::Udp(h)) = s.sockets.get(&req.socket).copied() else {
@@ -652,7 +783,7 @@ fn run(
             match iface.udp_recv(h).map_err(engine_errno)? {
                 Some(d) => {
                     let n = copy_to_region(&mut s.pool, b, &d.payload)?;
-                    Ok(Some(Done { value: u64::from(n), addr: encode_addr(d.source), len: Some(n) }))
+                    Ok(Some(Done::received(u64::from(n), encode_addr(d.source), n)))
                 }
                 None => blocked(req),
             }
@@ -663,7 +794,7 @@ fn run(
             let id = s.add_socket(Sock::Listener(l), config.max_sockets).inspect_err(|_| {
                 let _ = iface.tcp_listener_close(l, now);
             })?;
-            Ok(Some(Done { value: u64::from(id), addr: encode_addr(local), len: None }))
+            Ok(Some(Done::with_addr(u64::from(id), encode_addr(local))))
         }
         Op::Accept => {
             let l = match s.sockets.get(&req.socket) {
@@ -685,7 +816,7 @@ fn run(
                             return Err(e);
                         }
                     };
-                    Ok(Some(Done { value: u64::from(id), addr: remote.map_or(0, encode_addr), len: None }))
+                    Ok(Some(Done::with_addr(u64::from(id), remote.map_or(0, encode_addr))))
                 }
                 None => blocked(req),
             }
@@ -705,7 +836,7 @@ fn run(
             let state = iface.tcp_state(h).map_err(engine_errno)?;
             let done = || {
                 let local = iface.tcp_connection(h).map(|c| c.local());
-                Ok(Some(Done { value: u64::from(req.socket), addr: local.map_or(0, encode_addr), len: None }))
+                Ok(Some(Done::with_addr(u64::from(req.socket), local.map_or(0, encode_addr))))
             };
             if state.is_synchronized() {
                 return done();
@@ -734,14 +865,14 @@ fn run(
             let h = tcp_of(s, req.socket)?;
             let b = buf.ok_or(libc::EFAULT)?;
             if b.len == 0 {
-                return Ok(Some(Done { value: 0, addr: 0, len: Some(0) }));
+                return Ok(Some(Done::received(0, 0, 0)));
             }
             match iface.tcp_recv_buf(h, b.len as usize, now) {
                 Ok(Some(data)) => {
                     let n = copy_to_region(&mut s.pool, b, &data)?;
-                    Ok(Some(Done { value: u64::from(n), addr: 0, len: Some(n) }))
+                    Ok(Some(Done::received(u64::from(n), 0, n)))
                 }
-                Ok(None) => Ok(Some(Done { value: 0, addr: 0, len: Some(0) })),
+                Ok(None) => Ok(Some(Done::received(0, 0, 0))),
                 Err(EngineError::WouldBlock) => blocked(req),
                 Err(e) => Err(engine_errno(e)),
             }
@@ -751,17 +882,67 @@ fn run(
             iface.tcp_shutdown(h, now).map_err(engine_errno)?;
             Ok(Some(Done::value(0)))
         }
+        Op::EchoOpen => {
+            if s.sockets.len() >= config.max_sockets {
+                return Err(libc::EMFILE);
+            }
+            let h = iface.echo_open(req.aux[0] as u16).map_err(engine_errno)?;
+            let id = s.add_socket(Sock::Echo(h), config.max_sockets).inspect_err(|_| {
+                let _ = iface.echo_close(h);
+            })?;
+            Ok(Some(Done::value(u64::from(id))))
+        }
+        Op::EchoSend => {
+            let Some(Sock::Echo(h)) = s.sockets.get(&req.socket).copied() else {
+                return Err(if s.sockets.contains_key(&req.socket) { libc::EOPNOTSUPP } else { libc::EBADF });
+            };
+            let dst = decode_addr(req.aux[0]).map_err(|e| e.errno())?;
+            data(&s.pool, scratch)?;
+            iface.echo_send(h, *dst.ip(), req.aux[1] as u16, scratch, now).map_err(engine_errno)?;
+            Ok(Some(Done::value(scratch.len() as u64)))
+        }
+        Op::EchoRecv => {
+            let Some(Sock::Echo(h)) = s.sockets.get(&req.socket).copied() else {
+                return Err(if s.sockets.contains_key(&req.socket) { libc::EOPNOTSUPP } else { libc::EBADF });
+            };
+            match iface.echo_recv(h).map_err(engine_errno)? {
+                Some(event) => Ok(Some(echo_done(event))),
+                None => blocked(req),
+            }
+        }
+        Op::Nop => Ok(Some(Done::value(0))),
+        // Answered after every session was served (`answer_stat_requests`).
+        Op::Stat => Ok(None),
         Op::Close => {
             let sock = s.sockets.remove(&req.socket).ok_or(libc::EBADF)?;
             match sock {
                 Sock::Udp(h) => iface.udp_close(h),
                 Sock::Tcp(h) => iface.tcp_close(h, now),
                 Sock::Listener(l) => iface.tcp_listener_close(l, now),
+                Sock::Echo(h) => iface.echo_close(h),
             }
             .map_err(engine_errno)?;
             Ok(Some(Done::value(0)))
         }
     }
+}
+
+/// An echo socket's event as a completion: data length, sender, and the
+/// packed sequence/TTL/code word.
+fn echo_done(event: EchoEvent) -> Done {
+    let host = |a| encode_addr(std::net::SocketAddrV4::new(a, 0));
+    let (len, from, word) = match event {
+        EchoEvent::Reply { from, seq_no, data_len, ttl, .. } => {
+            (data_len as u64, host(from), EchoWord::Reply { seq: seq_no, ttl })
+        }
+        EchoEvent::Error { seq_no, error: IcmpError::Unreachable { from, code } } => {
+            (0, host(from), EchoWord::Unreachable { seq: seq_no, code })
+        }
+        EchoEvent::Error { seq_no, error: IcmpError::TimeExceeded { from, code } } => {
+            (0, host(from), EchoWord::TimeExceeded { seq: seq_no, code })
+        }
+    };
+    Done { value: len, addr: from, len: None, extra: word.encode() }
 }
 
 fn set_nonblocking(fd: i32) -> io::Result<()> {

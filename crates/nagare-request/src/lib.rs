@@ -61,6 +61,79 @@ pub enum Op {
     Shutdown = 9,
     /// Close socket `socket` (any kind).
     Close = 10,
+    /// ICMP echo socket with identifier `aux[0]` (a ping socket).
+    EchoOpen = 11,
+    /// Echo request with the buffer's bytes as data to address `aux[0]`
+    /// (port 0), sequence number `aux[1]`.
+    EchoSend = 12,
+    /// The next reply or error of echo socket `socket`. The completion:
+    /// `aux[0]` the echo data length, `aux[1]` who sent it (port 0),
+    /// `aux[2]` see [`EchoWord`].
+    EchoRecv = 13,
+    /// Nothing: completes at once (what a request's round trip costs).
+    Nop = 14,
+    /// netd's state as text (see `docs/netd.md`) written into the buffer;
+    /// `aux[0]` the bytes written.
+    Stat = 15,
+}
+
+/// The aux word of a request that may wait ([`Op::can_wait`]) holding its
+/// time limit in microseconds (0: none); when it runs out the request fails
+/// with `EAGAIN`, as a `std::net` read with a timeout does.
+pub const WAIT_LIMIT: usize = 3;
+/// Longest time limit: one hour.
+pub const MAX_WAIT_MICROS: u64 = 3_600_000_000;
+
+/// What an echo socket received, packed into `aux[2]` of an
+/// [`Op::EchoRecv`] completion: sequence number in bits 0..16, TTL (a
+/// reply) or ICMP code (an error) in bits 16..24, the kind in bits 24..32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EchoWord {
+    /// An echo reply.
+    Reply {
+        /// Its sequence number.
+        seq: u16,
+        /// Its IP TTL.
+        ttl: u8,
+    },
+    /// Destination unreachable, quoting our request.
+    Unreachable {
+        /// The request's sequence number.
+        seq: u16,
+        /// The ICMP code.
+        code: u8,
+    },
+    /// Time exceeded, quoting our request.
+    TimeExceeded {
+        /// The request's sequence number.
+        seq: u16,
+        /// The ICMP code.
+        code: u8,
+    },
+}
+
+impl EchoWord {
+    /// The aux word.
+    pub fn encode(self) -> u64 {
+        let (kind, seq, byte) = match self {
+            EchoWord::Reply { seq, ttl } => (1u64, seq, ttl),
+            EchoWord::Unreachable { seq, code } => (2, seq, code),
+            EchoWord::TimeExceeded { seq, code } => (3, seq, code),
+        };
+        u64::from(seq) | u64::from(byte) << 16 | kind << 24
+    }
+
+    /// The inverse of [`EchoWord::encode`]; anything else is refused.
+    pub fn decode(w: u64) -> Result<EchoWord, ProtoError> {
+        let seq = w as u16;
+        let byte = (w >> 16) as u8;
+        match w >> 24 {
+            1 => Ok(EchoWord::Reply { seq, ttl: byte }),
+            2 => Ok(EchoWord::Unreachable { seq, code: byte }),
+            3 => Ok(EchoWord::TimeExceeded { seq, code: byte }),
+            _ => Err(ProtoError::BadArgument),
+        }
+    }
 }
 
 impl Op {
@@ -77,18 +150,29 @@ impl Op {
             8 => Op::Recv,
             9 => Op::Shutdown,
             10 => Op::Close,
+            11 => Op::EchoOpen,
+            12 => Op::EchoSend,
+            13 => Op::EchoRecv,
+            14 => Op::Nop,
+            15 => Op::Stat,
             _ => return None,
         })
     }
 
     /// Whether the request names an existing socket.
     pub fn needs_socket(self) -> bool {
-        !matches!(self, Op::UdpBind | Op::Listen | Op::Connect)
+        !matches!(self, Op::UdpBind | Op::Listen | Op::Connect | Op::EchoOpen | Op::Nop | Op::Stat)
+    }
+
+    /// Whether the request may wait (and so may carry a time limit in
+    /// `aux[WAIT_LIMIT]`).
+    pub fn can_wait(self) -> bool {
+        matches!(self, Op::Accept | Op::Connect | Op::Send | Op::Recv | Op::RecvFrom | Op::EchoRecv)
     }
 
     /// Whether the request carries a buffer (data to send, or room to receive).
     pub fn needs_buffer(self) -> bool {
-        matches!(self, Op::SendTo | Op::RecvFrom | Op::Send | Op::Recv)
+        matches!(self, Op::SendTo | Op::RecvFrom | Op::Send | Op::Recv | Op::EchoSend | Op::Stat)
     }
 }
 
@@ -248,9 +332,26 @@ impl Request {
                 }
                 2
             }
+            Op::EchoOpen => {
+                if d.aux[0] > u64::from(u16::MAX) {
+                    return Err(ProtoError::BadArgument);
+                }
+                1
+            }
+            Op::EchoSend => {
+                if decode_addr(d.aux[0])?.port() != 0 || d.aux[1] > u64::from(u16::MAX) {
+                    return Err(ProtoError::BadArgument);
+                }
+                2
+            }
             _ => 0,
         };
-        if d.aux[used..].iter().any(|&w| w != 0) {
+        let (limit, unused) = if op.can_wait() {
+            (d.aux[WAIT_LIMIT], &d.aux[used..WAIT_LIMIT])
+        } else {
+            (0, &d.aux[used..])
+        };
+        if limit > MAX_WAIT_MICROS || unused.iter().any(|&w| w != 0) {
             return Err(ProtoError::BadArgument);
         }
         Ok(Request { op, flags, socket: d.flags, id: d.id, piece, aux: d.aux })
@@ -259,6 +360,12 @@ impl Request {
     /// Whether the caller asked not to wait.
     pub fn nonblocking(&self) -> bool {
         self.flags & NONBLOCK != 0
+    }
+
+    /// How long the request may wait, if it set a limit.
+    pub fn wait_limit(&self) -> Option<std::time::Duration> {
+        let micros = if self.op.can_wait() { self.aux[WAIT_LIMIT] } else { 0 };
+        (micros != 0).then(|| std::time::Duration::from_micros(micros))
     }
 }
 
@@ -402,6 +509,43 @@ mod tests {
         let mut conn = Request::new(Op::Connect, 1).encode();
         conn.aux[1] = 70000;
         assert_eq!(Request::decode(&conn), Err(ProtoError::BadArgument));
+        let mut open = Request::new(Op::EchoOpen, 1).encode();
+        open.aux[0] = 0x1_0000;
+        assert_eq!(Request::decode(&open), Err(ProtoError::BadArgument));
+        let mut send = Request::new(Op::EchoSend, 1);
+        send.socket = 1;
+        send.piece = Some(Piece { buffer: 0, offset: 0, len: 56 });
+        send.aux[0] = encode_addr(SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 0));
+        assert!(Request::decode(&send.encode()).is_ok());
+        send.aux[0] = encode_addr(addr());
+        assert_eq!(Request::decode(&send.encode()), Err(ProtoError::BadArgument), "a port on an echo");
+        let mut recv = Request::new(Op::EchoRecv, 1);
+        recv.socket = 1;
+        recv.aux[WAIT_LIMIT] = MAX_WAIT_MICROS;
+        assert_eq!(Request::decode(&recv.encode()).map(|r| r.wait_limit()), Ok(Some(std::time::Duration::from_secs(3600))));
+        recv.aux[WAIT_LIMIT] = MAX_WAIT_MICROS + 1;
+        assert_eq!(Request::decode(&recv.encode()), Err(ProtoError::BadArgument));
+        recv.aux[WAIT_LIMIT] = 0;
+        recv.aux[2] = 1;
+        assert_eq!(Request::decode(&recv.encode()), Err(ProtoError::BadArgument), "an unused word below the limit");
+        let mut close = Request::new(Op::Close, 1);
+        close.socket = 1;
+        close.aux[WAIT_LIMIT] = 5;
+        assert_eq!(Request::decode(&close.encode()), Err(ProtoError::BadArgument), "a limit on an op that never waits");
+    }
+
+    #[test]
+    fn echo_words_round_trip_and_junk_is_refused() {
+        for w in [
+            EchoWord::Reply { seq: 7, ttl: 64 },
+            EchoWord::Unreachable { seq: 0xffff, code: 3 },
+            EchoWord::TimeExceeded { seq: 0, code: 1 },
+        ] {
+            assert_eq!(EchoWord::decode(w.encode()), Ok(w));
+        }
+        assert!(EchoWord::decode(0).is_err());
+        assert!(EchoWord::decode(4 << 24).is_err());
+        assert!(EchoWord::decode(1 << 40).is_err());
     }
 
     #[test]

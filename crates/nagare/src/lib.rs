@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 pub mod net;
+pub mod ping;
 
 use nagare_ipc::{Client, Consumer, Notifier, Pool, Producer, Waiter, DEFAULT_SPIN};
 use nagare_request::{Completion, Op, Piece, Request};
@@ -99,6 +100,21 @@ impl Netd {
 
     fn is_dead(&self) -> bool {
         self.inner.lock().map_or(true, |c| c.dead)
+    }
+
+    /// A request that does nothing: one round trip through the rings (what
+    /// `nagare stat` times as the IPC latency).
+    pub fn nop(&self) -> io::Result<()> {
+        self.call(Request::new(Op::Nop, 0), Data::None).map(|_| ())
+    }
+
+    /// netd's report (clients, sockets, buffers per region, counters), as
+    /// `nagare stat` shows it.
+    pub fn stat(&self) -> io::Result<String> {
+        let mut text = vec![0u8; self.max_chunk()];
+        let (_, n) = self.call(Request::new(Op::Stat, 0), Data::Recv(&mut text))?;
+        text.truncate(n);
+        String::from_utf8(text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
     }
 
     /// The largest payload one call moves (one region buffer).
@@ -213,6 +229,15 @@ fn finish(comp: Result<Completion, nagare_request::ProtoError>, got: usize) -> i
     match comp.result() {
         Ok(_) => Ok((comp, got)),
         Err(errno) => Err(io::Error::from_raw_os_error(errno)),
+    }
+}
+
+/// Puts a time limit on a request that may wait (`None`: none).
+pub(crate) fn set_wait_limit(r: &mut Request, limit: Option<Duration>) {
+    if let Some(limit) = limit {
+        // 0 would mean "no limit": the shortest limit is 1 µs.
+        let micros = limit.as_micros().min(u128::from(nagare_request::MAX_WAIT_MICROS)) as u64;
+        r.aux[nagare_request::WAIT_LIMIT] = micros.max(1);
     }
 }
 

@@ -1,7 +1,9 @@
 //! `TcpStream`, `TcpListener` and `UdpSocket` with `std::net`'s shapes,
 //! over a running netd. IPv4 only.
 
-use crate::{request, Data, Netd};
+use crate::{request, set_wait_limit, Data, Netd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 use nagare_request::{decode_addr, encode_addr, Op};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4, ToSocketAddrs};
@@ -20,9 +22,9 @@ fn addr_of(w: u64) -> SocketAddr {
 }
 
 /// Closes a socket id on drop.
-struct Handle {
-    netd: Netd,
-    id: u32,
+pub(crate) struct Handle {
+    pub(crate) netd: Netd,
+    pub(crate) id: u32,
 }
 
 impl Drop for Handle {
@@ -31,11 +33,35 @@ impl Drop for Handle {
     }
 }
 
+/// A time limit set by `set_read_timeout` or `set_write_timeout`, in
+/// microseconds (0: none), shared by every reference to the socket.
+#[derive(Default)]
+pub(crate) struct Limit(AtomicU64);
+
+impl Limit {
+    pub(crate) fn set(&self, limit: Option<Duration>) -> io::Result<()> {
+        if limit == Some(Duration::ZERO) {
+            // As std::net: a zero timeout is an error, not "none".
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "cannot set a 0 duration timeout"));
+        }
+        let micros = limit.map_or(0, |d| d.as_micros().clamp(1, u128::from(nagare_request::MAX_WAIT_MICROS)) as u64);
+        self.0.store(micros, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub(crate) fn get(&self) -> Option<Duration> {
+        let micros = self.0.load(Ordering::Relaxed);
+        (micros != 0).then(|| Duration::from_micros(micros))
+    }
+}
+
 /// A TCP connection through netd.
 pub struct TcpStream {
     h: Handle,
     local: SocketAddr,
     peer: SocketAddr,
+    read_limit: Limit,
+    write_limit: Limit,
 }
 
 impl TcpStream {
@@ -51,7 +77,43 @@ impl TcpStream {
         r.aux[0] = encode_addr(remote);
         let (c, _) = netd.call(r, Data::None)?;
         let id = c.aux[0] as u32;
-        Ok(TcpStream { h: Handle { netd: netd.clone(), id }, local: addr_of(c.aux[1]), peer: SocketAddr::V4(remote) })
+        Ok(TcpStream::new(Handle { netd: netd.clone(), id }, addr_of(c.aux[1]), SocketAddr::V4(remote)))
+    }
+
+    /// Connects through `netd`, giving up with `TimedOut` after `limit`.
+    pub fn connect_timeout_via(netd: &Netd, addr: &SocketAddr, limit: Duration) -> io::Result<TcpStream> {
+        let remote = v4(addr)?;
+        let mut r = request(Op::Connect, 0);
+        r.aux[0] = encode_addr(remote);
+        set_wait_limit(&mut r, Some(limit));
+        let (c, _) = netd.call(r, Data::None)?;
+        let id = c.aux[0] as u32;
+        Ok(TcpStream::new(Handle { netd: netd.clone(), id }, addr_of(c.aux[1]), SocketAddr::V4(remote)))
+    }
+
+    fn new(h: Handle, local: SocketAddr, peer: SocketAddr) -> TcpStream {
+        TcpStream { h, local, peer, read_limit: Limit::default(), write_limit: Limit::default() }
+    }
+
+    /// Reads fail with `WouldBlock` after waiting this long (`None`: wait
+    /// as long as it takes).
+    pub fn set_read_timeout(&self, limit: Option<Duration>) -> io::Result<()> {
+        self.read_limit.set(limit)
+    }
+
+    /// The read time limit.
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.read_limit.get())
+    }
+
+    /// Writes fail with `WouldBlock` after waiting this long for room.
+    pub fn set_write_timeout(&self, limit: Option<Duration>) -> io::Result<()> {
+        self.write_limit.set(limit)
+    }
+
+    /// The write time limit.
+    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.write_limit.get())
     }
 
     /// Our address.
@@ -77,7 +139,9 @@ impl TcpStream {
         if buf.is_empty() {
             return Ok(0);
         }
-        let (_, n) = self.h.netd.call(request(Op::Recv, self.h.id), Data::Recv(buf))?;
+        let mut r = request(Op::Recv, self.h.id);
+        set_wait_limit(&mut r, self.read_limit.get());
+        let (_, n) = self.h.netd.call(r, Data::Recv(buf))?;
         Ok(n)
     }
 
@@ -85,7 +149,9 @@ impl TcpStream {
         if buf.is_empty() {
             return Ok(0);
         }
-        let (c, _) = self.h.netd.call(request(Op::Send, self.h.id), Data::Send(buf))?;
+        let mut r = request(Op::Send, self.h.id);
+        set_wait_limit(&mut r, self.write_limit.get());
+        let (c, _) = self.h.netd.call(r, Data::Send(buf))?;
         sent_count(c.aux[0], buf.len())
     }
 }
@@ -153,7 +219,7 @@ impl TcpListener {
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
         let (c, _) = self.h.netd.call(request(Op::Accept, self.h.id), Data::None)?;
         let peer = addr_of(c.aux[1]);
-        let s = TcpStream { h: Handle { netd: self.h.netd.clone(), id: c.aux[0] as u32 }, local: self.local, peer };
+        let s = TcpStream::new(Handle { netd: self.h.netd.clone(), id: c.aux[0] as u32 }, self.local, peer);
         Ok((s, peer))
     }
 }
@@ -162,6 +228,7 @@ impl TcpListener {
 pub struct UdpSocket {
     h: Handle,
     local: SocketAddr,
+    read_limit: Limit,
 }
 
 impl UdpSocket {
@@ -176,7 +243,18 @@ impl UdpSocket {
         let mut r = request(Op::UdpBind, 0);
         r.aux[0] = encode_addr(local);
         let (c, _) = netd.call(r, Data::None)?;
-        Ok(UdpSocket { h: Handle { netd: netd.clone(), id: c.aux[0] as u32 }, local: addr_of(c.aux[1]) })
+        Ok(UdpSocket { h: Handle { netd: netd.clone(), id: c.aux[0] as u32 }, local: addr_of(c.aux[1]), read_limit: Limit::default() })
+    }
+
+    /// Receives fail with `WouldBlock` after waiting this long (`None`:
+    /// wait as long as it takes).
+    pub fn set_read_timeout(&self, limit: Option<Duration>) -> io::Result<()> {
+        self.read_limit.set(limit)
+    }
+
+    /// The receive time limit.
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.read_limit.get())
     }
 
     /// The bound address.
@@ -197,7 +275,9 @@ impl UdpSocket {
 
     /// Waits for one datagram; a longer one is truncated to `buf`.
     pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        let (c, n) = self.h.netd.call(request(Op::RecvFrom, self.h.id), Data::Recv(buf))?;
+        let mut r = request(Op::RecvFrom, self.h.id);
+        set_wait_limit(&mut r, self.read_limit.get());
+        let (c, n) = self.h.netd.call(r, Data::Recv(buf))?;
         Ok((n, addr_of(c.aux[1])))
     }
 }
@@ -205,7 +285,7 @@ impl UdpSocket {
 /// The byte count a send completion claims, if it is one the request could
 /// have produced (a netd that claims more would make `write_all` slice out
 /// of bounds).
-fn sent_count(claimed: u64, offered: usize) -> io::Result<usize> {
+pub(crate) fn sent_count(claimed: u64, offered: usize) -> io::Result<usize> {
     usize::try_from(claimed)
         .ok()
         .filter(|&n| n <= offered)

@@ -1,0 +1,176 @@
+//! The text `nagare stat` shows: what netd is, who its clients are, what
+//! each holds, and every counter that is not zero (drops by reason among
+//! them). One item per line, `section key value ...`, so scripts can grep.
+
+use crate::server::NetdStats;
+use core::fmt::Write;
+use nagare_core::buf::PoolStats;
+
+/// One client as the report shows it.
+pub(crate) struct ClientLine {
+    pub id: u64,
+    pub pid: i32,
+    pub uid: u32,
+    pub tcp: usize,
+    pub listeners: usize,
+    pub udp: usize,
+    pub echo: usize,
+    pub pending: usize,
+    /// Region buffers held by the client, by netd (requests in flight),
+    /// and in all.
+    pub buffers_client: u32,
+    pub buffers_netd: u32,
+    pub buffers_total: u32,
+    pub bad: u64,
+}
+
+/// Everything the report says.
+pub(crate) struct Report<'a> {
+    pub pid: u32,
+    pub uptime_secs: f64,
+    pub placement: &'a str,
+    pub link: &'a str,
+    pub clients: &'a [ClientLine],
+    pub stats: NetdStats,
+    pub engine: &'a mut dyn Iterator<Item = (&'static str, u64)>,
+    pub engine_buffers: PoolStats,
+}
+
+impl Report<'_> {
+    /// The text, cut at `limit` bytes on a line boundary (a last line says
+    /// so).
+    pub fn render(self, limit: usize) -> String {
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "netd pid {} uptime {:.1}s placement {} link {} clients {}",
+            self.pid,
+            self.uptime_secs,
+            self.placement,
+            self.link,
+            self.clients.len()
+        );
+        for c in self.clients {
+            let _ = writeln!(
+                t,
+                "client {} pid {} uid {} sockets {} tcp {} listeners {} udp {} echo {} pending {} buffers client {} netd {} of {} bad {}",
+                c.id,
+                c.pid,
+                c.uid,
+                c.tcp + c.listeners + c.udp + c.echo,
+                c.tcp,
+                c.listeners,
+                c.udp,
+                c.echo,
+                c.pending,
+                c.buffers_client,
+                c.buffers_netd,
+                c.buffers_total,
+                c.bad
+            );
+        }
+        let s = self.stats;
+        for (k, v) in [
+            ("clients_accepted", s.clients_accepted),
+            ("clients_refused", s.clients_refused),
+            ("clients_gone", s.clients_gone),
+            ("clients_broken", s.clients_broken),
+            ("requests", s.requests),
+            ("completions", s.completions),
+            ("bad_descriptors", s.bad_descriptors),
+            ("bad_buffers", s.bad_buffers),
+            ("sockets_reclaimed", s.sockets_reclaimed),
+            ("buffers_reclaimed", s.buffers_reclaimed),
+            ("buffers_leaked", s.buffers_leaked),
+            ("device_errors", s.device_errors),
+            ("sleeps", s.sleeps),
+        ] {
+            let _ = writeln!(t, "netd {k} {v}");
+        }
+        let b = self.engine_buffers;
+        let _ = writeln!(
+            t,
+            "engine buffers in_use {} of {} size {} exhausted {}",
+            b.in_use, b.capacity, b.buf_size, b.exhausted
+        );
+        for (k, v) in self.engine.filter(|(_, v)| *v != 0) {
+            let _ = writeln!(t, "engine {k} {v}");
+        }
+        cut(t, limit)
+    }
+}
+
+const CUT_NOTE: &str = "truncated\n";
+
+fn cut(mut t: String, limit: usize) -> String {
+    if t.len() <= limit {
+        return t;
+    }
+    if limit < CUT_NOTE.len() {
+        return String::new();
+    }
+    let room = limit.saturating_sub(CUT_NOTE.len());
+    let end = t[..room].rfind('\n').map_or(0, |i| i + 1);
+    t.truncate(end);
+    t.push_str(CUT_NOTE);
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(id: u64) -> ClientLine {
+        ClientLine {
+            id,
+            pid: 100 + id as i32,
+            uid: 0,
+            tcp: 2,
+            listeners: 1,
+            udp: 1,
+            echo: 0,
+            pending: 1,
+            buffers_client: 250,
+            buffers_netd: 6,
+            buffers_total: 256,
+            bad: 0,
+        }
+    }
+
+    fn report(clients: &[ClientLine], limit: usize) -> String {
+        let mut engine = [("rx_frames", 5u64), ("drop_bad_checksum", 0)].into_iter();
+        Report {
+            pid: 1,
+            uptime_secs: 2.0,
+            placement: "single",
+            link: "vni x",
+            clients,
+            stats: NetdStats { requests: 9, ..NetdStats::default() },
+            engine: &mut engine,
+            engine_buffers: PoolStats { buf_size: 2048, capacity: 4096, in_use: 3, allocs: 10, exhausted: 0 },
+        }
+        .render(limit)
+    }
+
+    #[test]
+    fn every_part_is_there_and_zero_counters_are_not() {
+        let t = report(&[client(1), client(2)], 16384);
+        assert!(t.starts_with("netd pid 1 uptime 2.0s placement single link vni x clients 2\n"), "{t}");
+        assert!(t.contains("client 2 pid 102 uid 0 sockets 4 tcp 2 listeners 1 udp 1 echo 0 pending 1 buffers client 250 netd 6 of 256 bad 0\n"));
+        assert!(t.contains("netd requests 9\n"));
+        assert!(t.contains("engine buffers in_use 3 of 4096"));
+        assert!(t.contains("engine rx_frames 5\n"));
+        assert!(!t.contains("drop_bad_checksum"));
+    }
+
+    #[test]
+    fn a_long_report_is_cut_on_a_line_and_says_so() {
+        let clients: Vec<ClientLine> = (0..200).map(client).collect();
+        let t = report(&clients, 4096);
+        assert!(t.len() <= 4096);
+        assert!(t.ends_with("\ntruncated\n"), "{}", &t[t.len() - 100..]);
+        assert!(t.lines().all(|l| l == "truncated" || l.starts_with("netd ") || l.starts_with("client ")));
+        assert_eq!(cut("abc\n".into(), 2), "");
+        assert_eq!(cut("abcdefghij\nk\n".into(), 12), "truncated\n");
+    }
+}
