@@ -484,7 +484,8 @@ mod tests {
             (Descriptor { status: -1, ..good }, ProtoError::BadStatus),
             (Descriptor { flags: 0, ..good }, ProtoError::BadSocket),
             (Descriptor { buffer: NO_BUFFER, ..good }, ProtoError::BadBuffer),
-            (Descriptor { aux: [0, 0, 0, 1], ..good }, ProtoError::BadArgument),
+            (Descriptor { aux: [0, 0, 1, 0], ..good }, ProtoError::BadArgument),
+            (Descriptor { aux: [0, 0, 0, MAX_WAIT_MICROS + 1], ..good }, ProtoError::BadArgument),
         ];
         for (d, e) in cases {
             assert_eq!(Request::decode(&d), Err(e), "{d:?}");
