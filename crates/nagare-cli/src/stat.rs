@@ -3,6 +3,7 @@
 //! trip of a request through its rings, timed here.
 
 use anyhow::{Context, Result};
+use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -15,11 +16,16 @@ pub fn run(via: &Path, samples: usize) -> Result<()> {
         netd.nop().context("timing a request")?;
         rtts.push(t.elapsed());
     }
-    print!("{}", netd.stat().context("asking for the report")?);
+    let mut text = netd.stat().context("asking for the report")?;
     if let Some(line) = latency_line(&mut rtts) {
-        println!("{line}");
+        text.push_str(&line);
+        text.push('\n');
     }
-    Ok(())
+    // A reader that stops early (`| head`) is not an error.
+    match std::io::stdout().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
 }
 
 /// `ipc round_trip_us min .. median .. p99 .. samples N`, or nothing

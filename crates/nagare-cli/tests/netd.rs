@@ -357,6 +357,24 @@ fn ping_and_time_limits_through_netd() {
     assert!(udp.set_read_timeout(Some(Duration::ZERO)).is_err(), "a zero limit is refused, as in std");
     udp.send_to(b"after", (PEER, 7)).unwrap();
     assert_eq!(udp.recv_from(&mut buf).unwrap().0, 5);
+
+    // Non-blocking mode and readiness: nothing waiting is WouldBlock at
+    // once; poll says when the echo is back; a closed id is INVALID.
+    use nagare::poll::{poll, PollEntry, INVALID, READABLE, WRITABLE};
+    udp.set_nonblocking(true).unwrap();
+    let e = udp.recv_from(&mut buf).expect_err("a datagram from nowhere");
+    assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+    let mut entries = [PollEntry { socket: udp.socket_id(), interest: READABLE, ready: 0 }, PollEntry { socket: 999, interest: READABLE, ready: 0 }];
+    assert_eq!(poll(&netd, &mut entries[..1], Some(Duration::ZERO)).unwrap(), 0);
+    assert_eq!(poll(&netd, &mut entries[..1], Some(Duration::from_millis(100))).unwrap(), 0, "nothing came");
+    udp.send_to(b"poll me", (PEER, 7)).unwrap();
+    assert_eq!(poll(&netd, &mut entries, Some(Duration::from_secs(5))).unwrap(), 2);
+    assert_eq!((entries[0].ready, entries[1].ready), (READABLE, INVALID));
+    entries[0].interest = READABLE | WRITABLE;
+    poll(&netd, &mut entries[..1], None).unwrap();
+    assert_eq!(entries[0].ready, READABLE | WRITABLE);
+    assert_eq!(udp.recv_from(&mut buf).unwrap().0, 7);
+    udp.set_nonblocking(false).unwrap();
     let mut tcp = TcpStream::connect_via(&netd, (PEER, 7)).unwrap();
     tcp.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
     assert_eq!(tcp.read_timeout().unwrap(), Some(Duration::from_millis(200)));
@@ -386,4 +404,50 @@ fn ping_and_time_limits_through_netd() {
     assert!(text.contains(&format!("client 1 pid {me} ")), "{text}");
     assert!(text.contains("netd buffers_leaked 0\n") && text.contains("engine icmp_echo_replies_received"), "{text}");
     assert!(text.contains("ipc round_trip_us min ") && text.trim_end().ends_with("samples 200"), "{text}");
+}
+
+/// Runs `nagare perf client ARGS` and returns its output, which must say
+/// it succeeded.
+fn perf_client(args: &[&str]) -> String {
+    let out = nagare().args(["perf", "client", "-q"]).args(args).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "perf client {args:?}: {text}");
+    text
+}
+
+#[test]
+fn perf_runs_through_netd_both_ways() {
+    let f = Fixture::new("perf");
+    drop(f.connect());
+    let socket = f.socket.to_str().unwrap();
+    // A perf server as netd's application; a client with a stack of its own.
+    let mut server = nagare().args(["perf", "server", "--via", socket]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let vni = ["--vni", f.name.as_str(), "--addr", "10.91.0.4/24"];
+    let text = perf_client(&[&vni[..], &["10.91.0.2", "--bytes", "8M"]].concat());
+    assert!(text.contains("receiver  8388608 bytes"), "{text}");
+    let text = perf_client(&[&vni[..], &["10.91.0.2", "--bytes", "8M", "--mode", "reverse"]].concat());
+    assert!(text.contains("receiver  8388608 bytes"), "{text}");
+    let text = perf_client(&[&vni[..], &["10.91.0.2", "--time", "0.5", "--mode", "rr"]].concat());
+    assert!(text.contains("transactions/s") && !text.contains(" 0 transactions"), "{text}");
+    let _ = server.kill();
+    let _ = server.wait();
+
+    // The other way: a client through netd, a server with a stack of its own.
+    let mut server = nagare()
+        .args(["perf", "server", "--vni", &f.name, "--addr", "10.91.0.3/24"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let text = perf_client(&["--via", socket, "10.91.0.3", "--bytes", "8M"]);
+    assert!(text.contains("receiver  8388608 bytes"), "{text}");
+    let text = perf_client(&["--via", socket, "10.91.0.3", "--udp", "--bytes", "1M", "--udp-rate", "50"]);
+    // 1 MiB in whole 1472-byte datagrams; the receiver counts their bytes.
+    let line = text.lines().find(|l| l.trim_start().starts_with("receiver")).unwrap_or_else(|| panic!("{text}"));
+    let bytes: u64 = line.split_whitespace().nth(3).and_then(|w| w.parse().ok()).unwrap_or_else(|| panic!("{line}"));
+    assert!(bytes > 1_000_000 && bytes.is_multiple_of(1472), "{line}");
+    let _ = server.kill();
+    let _ = server.wait();
 }

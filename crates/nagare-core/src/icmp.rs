@@ -78,4 +78,9 @@ impl EchoSocket {
     pub fn ident(&self) -> u16 {
         self.ident
     }
+
+    /// Replies and errors waiting to be received.
+    pub fn queued(&self) -> usize {
+        self.events.len()
+    }
 }

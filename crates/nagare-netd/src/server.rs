@@ -2,7 +2,10 @@
 //! manager (client socket ids to engine handles) and the protocol manager
 //! (the engine and its device) in one event loop.
 
-use crate::proto::{decode_addr, encode_addr, Completion, EchoWord, Op, Piece, ProtoError, Request};
+use crate::proto::{
+    decode_addr, encode_addr, Completion, EchoWord, Op, Piece, PollEntry, ProtoError, Request, CLOSED, INVALID, READABLE,
+    WRITABLE,
+};
 use nagare_core::buf::PacketBuf;
 use nagare_core::icmp::{EchoEvent, IcmpError};
 use nagare_core::iface::{Error as EngineError, TcpHandle, TcpListenerHandle};
@@ -782,8 +785,10 @@ fn run(
             let b = buf.ok_or(libc::EFAULT)?;
             match iface.udp_recv(h).map_err(engine_errno)? {
                 Some(d) => {
+                    // The result is the datagram's whole length (as with
+                    // MSG_TRUNC); the piece's length what fit.
                     let n = copy_to_region(&mut s.pool, b, &d.payload)?;
-                    Ok(Some(Done::received(u64::from(n), encode_addr(d.source), n)))
+                    Ok(Some(Done::received(d.payload.len() as u64, encode_addr(d.source), n)))
                 }
                 None => blocked(req),
             }
@@ -910,6 +915,24 @@ fn run(
                 None => blocked(req),
             }
         }
+        Op::Poll => {
+            let b = buf.ok_or(libc::EFAULT)?;
+            data(&s.pool, scratch)?;
+            let mut ready = 0u64;
+            for chunk in scratch.chunks_exact_mut(PollEntry::SIZE) {
+                let mut bytes = [0u8; PollEntry::SIZE];
+                bytes.copy_from_slice(chunk);
+                let mut e = PollEntry::from_bytes(bytes);
+                e.ready = readiness(s, iface, e);
+                ready += u64::from(e.ready != 0);
+                chunk.copy_from_slice(&e.to_bytes());
+            }
+            if ready == 0 && !req.nonblocking() {
+                return Ok(None);
+            }
+            s.pool.write(b.index, b.offset, scratch).map_err(|_| libc::EFAULT)?;
+            Ok(Some(Done::received(ready, 0, b.len)))
+        }
         Op::Nop => Ok(Some(Done::value(0))),
         // Answered after every session was served (`answer_stat_requests`).
         Op::Stat => Ok(None),
@@ -925,6 +948,28 @@ fn run(
             Ok(Some(Done::value(0)))
         }
     }
+}
+
+/// What one socket of a `Poll` is ready for: the interest it asked about,
+/// and `CLOSED`/`INVALID` always.
+fn readiness(s: &Session, iface: &Interface, e: PollEntry) -> u16 {
+    let want = e.interest & (READABLE | WRITABLE);
+    let bit = |on: bool, b: u16| if on { b } else { 0 };
+    let bits = |r: bool, w: bool| bit(r, READABLE) | bit(w, WRITABLE);
+    let ready = match s.sockets.get(&e.socket) {
+        None => return INVALID,
+        Some(Sock::Tcp(h)) => match iface.tcp_readiness(*h) {
+            Ok(r) => bits(r.readable, r.writable) | bit(r.closed, CLOSED),
+            Err(_) => CLOSED,
+        },
+        Some(Sock::Listener(l)) => match iface.tcp_listener_readiness(*l) {
+            Ok(r) => bits(r.readable, false),
+            Err(_) => CLOSED,
+        },
+        Some(Sock::Udp(h)) => bits(iface.udp_socket(*h).is_some_and(|u| u.queued() > 0), true),
+        Some(Sock::Echo(h)) => bits(iface.echo_socket(*h).is_some_and(|x| x.queued() > 0), true),
+    };
+    ready & (want | CLOSED)
 }
 
 /// An echo socket's event as a completion: data length, sender, and the

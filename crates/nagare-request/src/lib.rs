@@ -45,7 +45,8 @@ pub enum Op {
     UdpBind = 1,
     /// Send the buffer's bytes to `aux[0]` from UDP socket `socket`.
     SendTo = 2,
-    /// Receive one datagram into the buffer (at most `len` bytes).
+    /// Receive one datagram into the buffer (at most `len` bytes); the
+    /// result is the datagram's whole length, the piece's `len` what fit.
     RecvFrom = 3,
     /// TCP listener on `aux[0]` with backlog `aux[1]`.
     Listen = 4,
@@ -75,6 +76,57 @@ pub enum Op {
     /// netd's state as text (see `docs/netd.md`) written into the buffer;
     /// `aux[0]` the bytes written.
     Stat = 15,
+    /// Readiness of several sockets, as `poll(2)`: the buffer holds
+    /// [`PollEntry`]s; netd fills in their `ready` words and completes once
+    /// any is nonzero (or at once with [`NONBLOCK`], or at the time limit
+    /// with `EAGAIN`); `aux[0]` the entries ready.
+    Poll = 16,
+}
+
+/// Readiness: a receive (or accept) would not wait.
+pub const READABLE: u16 = 1;
+/// Readiness: a send would not wait.
+pub const WRITABLE: u16 = 2;
+/// Readiness, always reported: the connection is over (closed, reset,
+/// refused, timed out).
+pub const CLOSED: u16 = 4;
+/// Readiness, always reported: no such socket.
+pub const INVALID: u16 = 8;
+/// Most entries in one [`Op::Poll`].
+pub const MAX_POLL: u32 = 1024;
+
+/// One socket of an [`Op::Poll`]: 8 bytes, little-endian, in the buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct PollEntry {
+    /// The socket id.
+    pub socket: u32,
+    /// What the caller waits for ([`READABLE`], [`WRITABLE`]).
+    pub interest: u16,
+    /// What is ready (filled in by netd).
+    pub ready: u16,
+}
+
+impl PollEntry {
+    /// Bytes per entry.
+    pub const SIZE: usize = 8;
+
+    /// The entry's bytes.
+    pub fn to_bytes(self) -> [u8; 8] {
+        let mut b = [0u8; 8];
+        b[..4].copy_from_slice(&self.socket.to_le_bytes());
+        b[4..6].copy_from_slice(&self.interest.to_le_bytes());
+        b[6..].copy_from_slice(&self.ready.to_le_bytes());
+        b
+    }
+
+    /// The entry in `b` (8 bytes).
+    pub fn from_bytes(b: [u8; 8]) -> PollEntry {
+        PollEntry {
+            socket: u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            interest: u16::from_le_bytes([b[4], b[5]]),
+            ready: u16::from_le_bytes([b[6], b[7]]),
+        }
+    }
 }
 
 /// The aux word of a request that may wait ([`Op::can_wait`]) holding its
@@ -155,24 +207,25 @@ impl Op {
             13 => Op::EchoRecv,
             14 => Op::Nop,
             15 => Op::Stat,
+            16 => Op::Poll,
             _ => return None,
         })
     }
 
     /// Whether the request names an existing socket.
     pub fn needs_socket(self) -> bool {
-        !matches!(self, Op::UdpBind | Op::Listen | Op::Connect | Op::EchoOpen | Op::Nop | Op::Stat)
+        !matches!(self, Op::UdpBind | Op::Listen | Op::Connect | Op::EchoOpen | Op::Nop | Op::Stat | Op::Poll)
     }
 
     /// Whether the request may wait (and so may carry a time limit in
     /// `aux[WAIT_LIMIT]`).
     pub fn can_wait(self) -> bool {
-        matches!(self, Op::Accept | Op::Connect | Op::Send | Op::Recv | Op::RecvFrom | Op::EchoRecv)
+        matches!(self, Op::Accept | Op::Connect | Op::Send | Op::Recv | Op::RecvFrom | Op::EchoRecv | Op::Poll)
     }
 
     /// Whether the request carries a buffer (data to send, or room to receive).
     pub fn needs_buffer(self) -> bool {
-        matches!(self, Op::SendTo | Op::RecvFrom | Op::Send | Op::Recv | Op::EchoSend | Op::Stat)
+        matches!(self, Op::SendTo | Op::RecvFrom | Op::Send | Op::Recv | Op::EchoSend | Op::Stat | Op::Poll)
     }
 }
 
@@ -312,6 +365,9 @@ impl Request {
             }
             Some(Piece { buffer: d.buffer, offset: d.offset, len: d.len })
         };
+        if op == Op::Poll && (d.len == 0 || !d.len.is_multiple_of(PollEntry::SIZE as u32) || d.len / PollEntry::SIZE as u32 > MAX_POLL) {
+            return Err(ProtoError::BadBuffer);
+        }
         // How many aux words the op uses; the rest must be 0.
         let used = match op {
             Op::UdpBind | Op::SendTo => {
@@ -533,6 +589,17 @@ mod tests {
         close.socket = 1;
         close.aux[WAIT_LIMIT] = 5;
         assert_eq!(Request::decode(&close.encode()), Err(ProtoError::BadArgument), "a limit on an op that never waits");
+    }
+
+    #[test]
+    fn poll_entries_round_trip_and_bad_lists_are_refused() {
+        let e = PollEntry { socket: 0xdead_beef, interest: READABLE | WRITABLE, ready: CLOSED };
+        assert_eq!(PollEntry::from_bytes(e.to_bytes()), e);
+        let mut p = Request::new(Op::Poll, 1);
+        for (len, ok) in [(8, true), (8 * MAX_POLL, true), (0, false), (12, false), (8 * (MAX_POLL + 1), false)] {
+            p.piece = Some(Piece { buffer: 0, offset: 0, len });
+            assert_eq!(Request::decode(&p.encode()).is_ok(), ok, "{len} bytes");
+        }
     }
 
     #[test]

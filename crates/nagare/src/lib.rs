@@ -21,6 +21,7 @@
 
 pub mod net;
 pub mod ping;
+pub mod poll;
 
 use nagare_ipc::{Client, Consumer, Notifier, Pool, Producer, Waiter, DEFAULT_SPIN};
 use nagare_request::{Completion, Op, Piece, Request};
@@ -63,6 +64,8 @@ pub(crate) enum Data<'a> {
     None,
     Send(&'a [u8]),
     Recv(&'a mut [u8]),
+    /// Sent, and read back from the completion (a poll list).
+    InOut(&'a mut [u8]),
 }
 
 impl Netd {
@@ -151,6 +154,18 @@ impl Netd {
                 req.piece = Some(Piece { buffer: b, offset: 0, len: out.len().min(size) as u32 });
                 Some(b)
             }
+            Data::InOut(bytes) => {
+                if bytes.len() > size {
+                    return Err(io::Error::new(io::ErrorKind::InvalidInput, "more than one region buffer"));
+                }
+                let b = c.pool.alloc().ok_or_else(|| io::Error::from_raw_os_error(libc::ENOBUFS))?;
+                if let Err(e) = c.pool.write(b, 0, bytes) {
+                    let _ = c.pool.release(b);
+                    return Err(io::Error::other(e));
+                }
+                req.piece = Some(Piece { buffer: b, offset: 0, len: bytes.len() as u32 });
+                Some(b)
+            }
         };
         if let Some(b) = buffer {
             if let Err(e) = c.pool.give(b) {
@@ -208,7 +223,7 @@ impl Netd {
             let mut got = 0;
             if let Some(b) = back {
                 let mut read = Ok(());
-                if let (true, Data::Recv(out)) = (mine, &mut data) {
+                if let (true, Data::Recv(out) | Data::InOut(out)) = (mine, &mut data) {
                     let n = (b.len as usize).min(out.len());
                     read = conn.pool.read(b.index, b.offset, &mut out[..n]);
                     got = n;

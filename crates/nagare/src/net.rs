@@ -2,9 +2,9 @@
 //! over a running netd. IPv4 only.
 
 use crate::{request, set_wait_limit, Data, Netd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
-use nagare_request::{decode_addr, encode_addr, Op};
+use nagare_request::{decode_addr, encode_addr, Op, Request};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4, ToSocketAddrs};
 
@@ -55,6 +55,24 @@ impl Limit {
     }
 }
 
+/// Non-blocking mode, set by `set_nonblocking`.
+#[derive(Default)]
+pub(crate) struct Mode(AtomicBool);
+
+impl Mode {
+    /// `r` with this mode's flag.
+    fn apply(&self, mut r: Request) -> Request {
+        if self.0.load(Ordering::Relaxed) {
+            r.flags |= nagare_request::NONBLOCK;
+        }
+        r
+    }
+
+    fn set(&self, on: bool) {
+        self.0.store(on, Ordering::Relaxed);
+    }
+}
+
 /// A TCP connection through netd.
 pub struct TcpStream {
     h: Handle,
@@ -62,6 +80,7 @@ pub struct TcpStream {
     peer: SocketAddr,
     read_limit: Limit,
     write_limit: Limit,
+    mode: Mode,
 }
 
 impl TcpStream {
@@ -92,7 +111,19 @@ impl TcpStream {
     }
 
     fn new(h: Handle, local: SocketAddr, peer: SocketAddr) -> TcpStream {
-        TcpStream { h, local, peer, read_limit: Limit::default(), write_limit: Limit::default() }
+        TcpStream { h, local, peer, read_limit: Limit::default(), write_limit: Limit::default(), mode: Mode::default() }
+    }
+
+    /// In non-blocking mode reads and writes that would wait fail with
+    /// `WouldBlock` instead; [`crate::poll::poll`] says when to try again.
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        self.mode.set(on);
+        Ok(())
+    }
+
+    /// The id netd knows this socket by (for [`crate::poll::poll`]).
+    pub fn socket_id(&self) -> u32 {
+        self.h.id
     }
 
     /// Reads fail with `WouldBlock` after waiting this long (`None`: wait
@@ -139,7 +170,7 @@ impl TcpStream {
         if buf.is_empty() {
             return Ok(0);
         }
-        let mut r = request(Op::Recv, self.h.id);
+        let mut r = self.mode.apply(request(Op::Recv, self.h.id));
         set_wait_limit(&mut r, self.read_limit.get());
         let (_, n) = self.h.netd.call(r, Data::Recv(buf))?;
         Ok(n)
@@ -149,7 +180,7 @@ impl TcpStream {
         if buf.is_empty() {
             return Ok(0);
         }
-        let mut r = request(Op::Send, self.h.id);
+        let mut r = self.mode.apply(request(Op::Send, self.h.id));
         set_wait_limit(&mut r, self.write_limit.get());
         let (c, _) = self.h.netd.call(r, Data::Send(buf))?;
         sent_count(c.aux[0], buf.len())
@@ -192,6 +223,7 @@ impl Write for &TcpStream {
 pub struct TcpListener {
     h: Handle,
     local: SocketAddr,
+    mode: Mode,
 }
 
 impl TcpListener {
@@ -207,7 +239,19 @@ impl TcpListener {
         r.aux[0] = encode_addr(local);
         r.aux[1] = 128;
         let (c, _) = netd.call(r, Data::None)?;
-        Ok(TcpListener { h: Handle { netd: netd.clone(), id: c.aux[0] as u32 }, local: SocketAddr::V4(local) })
+        Ok(TcpListener { h: Handle { netd: netd.clone(), id: c.aux[0] as u32 }, local: SocketAddr::V4(local), mode: Mode::default() })
+    }
+
+    /// In non-blocking mode `accept` fails with `WouldBlock` when no
+    /// connection is waiting. The connections it returns start blocking.
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        self.mode.set(on);
+        Ok(())
+    }
+
+    /// The id netd knows this socket by (for [`crate::poll::poll`]).
+    pub fn socket_id(&self) -> u32 {
+        self.h.id
     }
 
     /// The address listened on.
@@ -217,7 +261,7 @@ impl TcpListener {
 
     /// Waits for the next connection.
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        let (c, _) = self.h.netd.call(request(Op::Accept, self.h.id), Data::None)?;
+        let (c, _) = self.h.netd.call(self.mode.apply(request(Op::Accept, self.h.id)), Data::None)?;
         let peer = addr_of(c.aux[1]);
         let s = TcpStream::new(Handle { netd: self.h.netd.clone(), id: c.aux[0] as u32 }, self.local, peer);
         Ok((s, peer))
@@ -229,6 +273,7 @@ pub struct UdpSocket {
     h: Handle,
     local: SocketAddr,
     read_limit: Limit,
+    mode: Mode,
 }
 
 impl UdpSocket {
@@ -243,7 +288,19 @@ impl UdpSocket {
         let mut r = request(Op::UdpBind, 0);
         r.aux[0] = encode_addr(local);
         let (c, _) = netd.call(r, Data::None)?;
-        Ok(UdpSocket { h: Handle { netd: netd.clone(), id: c.aux[0] as u32 }, local: addr_of(c.aux[1]), read_limit: Limit::default() })
+        Ok(UdpSocket { h: Handle { netd: netd.clone(), id: c.aux[0] as u32 }, local: addr_of(c.aux[1]), read_limit: Limit::default(), mode: Mode::default() })
+    }
+
+    /// In non-blocking mode `recv_from` fails with `WouldBlock` when no
+    /// datagram is waiting.
+    pub fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        self.mode.set(on);
+        Ok(())
+    }
+
+    /// The id netd knows this socket by (for [`crate::poll::poll`]).
+    pub fn socket_id(&self) -> u32 {
+        self.h.id
     }
 
     /// Receives fail with `WouldBlock` after waiting this long (`None`:
@@ -267,7 +324,7 @@ impl UdpSocket {
         if buf.len() > self.h.netd.max_chunk() {
             return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
         }
-        let mut r = request(Op::SendTo, self.h.id);
+        let mut r = self.mode.apply(request(Op::SendTo, self.h.id));
         r.aux[0] = encode_addr(v4(addr)?);
         let (c, _) = self.h.netd.call(r, Data::Send(buf))?;
         sent_count(c.aux[0], buf.len())
@@ -275,10 +332,17 @@ impl UdpSocket {
 
     /// Waits for one datagram; a longer one is truncated to `buf`.
     pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        let mut r = request(Op::RecvFrom, self.h.id);
+        self.recv_from_trunc(buf).map(|(n, _, from)| (n, from))
+    }
+
+    /// As [`UdpSocket::recv_from`], with the datagram's whole length too
+    /// (as Linux's `MSG_TRUNC`): bytes copied, bytes sent, sender.
+    pub fn recv_from_trunc(&self, buf: &mut [u8]) -> io::Result<(usize, usize, SocketAddr)> {
+        let mut r = self.mode.apply(request(Op::RecvFrom, self.h.id));
         set_wait_limit(&mut r, self.read_limit.get());
         let (c, n) = self.h.netd.call(r, Data::Recv(buf))?;
-        Ok((n, addr_of(c.aux[1])))
+        let whole = usize::try_from(c.aux[0]).unwrap_or(usize::MAX).max(n);
+        Ok((n, whole, addr_of(c.aux[1])))
     }
 }
 

@@ -4,8 +4,9 @@
 //! through `std::net` when no `--tap` is given.
 //!
 //! - `protocol.rs`: the control protocol (frames, checks).
-//! - `net.rs`: what a test needs from a stack; `engine.rs` (nagare) and
-//!   `kernel.rs` (Linux) provide it.
+//! - `net.rs`: what a test needs from a stack; `engine.rs` (nagare),
+//!   `via.rs` (an application of a running netd) and `kernel.rs` (Linux)
+//!   provide it.
 //! - `roles.rs`: the sending and receiving ends of each kind of test.
 //! - `client.rs`, `server.rs`: agreeing on a test and running it.
 //! - `report.rs`: the progress line, latency figures, the summary.
@@ -22,6 +23,7 @@ pub mod protocol;
 mod report;
 mod roles;
 mod server;
+mod via;
 
 use crate::realtime;
 use crate::up::{open_link, Link};
@@ -33,6 +35,7 @@ use nagare_dev::MonotonicClock;
 use net::Net;
 use protocol::{Mode, Proto, Start};
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::{Path, PathBuf};
 use std::ops::ControlFlow;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -44,6 +47,9 @@ pub enum PerfCommand {
     Server {
         #[command(flatten)]
         link: OptionalTapArgs,
+        /// Through a running `nagare netd` (its rendezvous socket).
+        #[arg(long, conflicts_with_all = ["tap", "vni", "addr"])]
+        via: Option<PathBuf>,
         /// TCP port for control and data, UDP port for datagrams.
         #[arg(long, default_value_t = protocol::DEFAULT_PORT)]
         port: u16,
@@ -56,6 +62,9 @@ pub enum PerfCommand {
     Client {
         #[command(flatten)]
         link: OptionalTapArgs,
+        /// Through a running `nagare netd` (its rendezvous socket).
+        #[arg(long, conflicts_with_all = ["tap", "vni", "addr"])]
+        via: Option<PathBuf>,
         /// The server's address.
         server: Ipv4Addr,
         #[arg(long, default_value_t = protocol::DEFAULT_PORT)]
@@ -158,9 +167,10 @@ fn check_link(link: &OptionalTapArgs) -> Result<()> {
 
 pub fn run(command: PerfCommand) -> Result<()> {
     match command {
-        PerfCommand::Server { link, port, once } => run_server(&link, port, once),
+        PerfCommand::Server { link, via, port, once } => run_server(&link, via.as_deref(), port, once),
         PerfCommand::Client {
             link,
+            via,
             server,
             port,
             tcp: _,
@@ -229,18 +239,25 @@ pub fn run(command: PerfCommand) -> Result<()> {
                 timeout,
                 progress: !quiet,
             };
-            run_client(&link, config, json)
+            run_client(&link, via.as_deref(), config, json)
         }
     }
 }
 
-fn run_server(link: &OptionalTapArgs, port: u16, once: bool) -> Result<()> {
+fn run_server(link: &OptionalTapArgs, via: Option<&Path>, port: u16, once: bool) -> Result<()> {
     check_link(link)?;
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
     let seed = clock.unix_epoch_micros() ^ (u64::from(std::process::id()) << 32);
-    let failures = match tap_link(link) {
-        Some(tap) => {
+    let failures = match (via, tap_link(link)) {
+        (Some(socket), _) => {
+            let mut net = via::ViaNet::connect(socket)?;
+            let stack = format!("nagare through netd at {}", socket.display());
+            let mut server = server::Server::new(server::ServerConfig { port, once, stack }, seed);
+            drive(&mut net, &mut server, &clock, &stop)?;
+            server.failures
+        }
+        (None, Some(tap)) => {
             let host = open_link(&tap, None, &clock)?;
             let mut net = engine::EngineNet::new(host)?;
             let stack = format!("nagare on {} as {}", tap.describe(), tap.addr());
@@ -252,7 +269,7 @@ fn run_server(link: &OptionalTapArgs, port: u16, once: bool) -> Result<()> {
             }
             server.failures
         }
-        None => {
+        (None, None) => {
             let mut net = kernel::KernelNet::default();
             let stack = "the kernel's stack".to_string();
             let mut server = server::Server::new(server::ServerConfig { port, once, stack }, seed);
@@ -267,12 +284,18 @@ fn run_server(link: &OptionalTapArgs, port: u16, once: bool) -> Result<()> {
     Ok(())
 }
 
-fn run_client(link: &OptionalTapArgs, config: client::ClientConfig, json: bool) -> Result<()> {
+fn run_client(link: &OptionalTapArgs, via: Option<&Path>, config: client::ClientConfig, json: bool) -> Result<()> {
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
     let server = config.server;
-    let (finished, summary, stats) = match tap_link(link) {
-        Some(tap) => {
+    let (finished, summary, stats) = match (via, tap_link(link)) {
+        (Some(socket), _) => {
+            let mut net = via::ViaNet::connect(socket)?;
+            let mut client = client::Client::new(config);
+            let result = drive(&mut net, &mut client, &clock, &stop);
+            (result, client.summary, None)
+        }
+        (None, Some(tap)) => {
             let host = open_link(&tap, None, &clock)?;
             let mut net = engine::EngineNet::new(host)?;
             let mut client = client::Client::new(config);
@@ -280,7 +303,7 @@ fn run_client(link: &OptionalTapArgs, config: client::ClientConfig, json: bool) 
             net.linger(&clock, Duration::from_millis(300));
             (result, client.summary, net.stats_line())
         }
-        None => {
+        (None, None) => {
             let mut net = kernel::KernelNet::default();
             let mut client = client::Client::new(config);
             let result = drive(&mut net, &mut client, &clock, &stop);

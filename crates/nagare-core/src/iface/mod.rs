@@ -976,6 +976,11 @@ impl Interface {
         Ok(handle)
     }
 
+    /// An echo socket, to look at.
+    pub fn echo_socket(&self, handle: EchoHandle) -> Option<&EchoSocket> {
+        self.echo.get(handle.0)
+    }
+
     /// Closes an echo socket.
     pub fn echo_close(&mut self, handle: EchoHandle) -> Result<(), Error> {
         let socket = self.echo.remove(handle.0).ok_or(Error::InvalidHandle)?;
