@@ -1,6 +1,7 @@
 //! The `nagare` command.
 
 mod bench;
+mod bench_netd;
 mod bench_vni;
 mod demo;
 mod fetch;
@@ -172,6 +173,9 @@ enum BenchCommand {
     /// The VNI beside Linux veth (Table 2 of the Mint paper plus latency):
     /// UDP and TCP throughput, UDP round trip, segment memory.
     Vni(bench_vni::VniBenchArgs),
+    /// A 64-byte UDP round trip between two applications through one netd,
+    /// beside Linux loopback UDP; and an empty request's round trip.
+    Netd(bench_netd::NetdBenchArgs),
 }
 
 /// The link of `nagare up` and `nagare fetch`: a TAP device or a VNI segment.
@@ -346,6 +350,7 @@ fn main() -> Result<()> {
         Command::Perf(command) => perf::run(command),
         Command::Vni(command) => vni::run(command),
         Command::Bench(BenchCommand::Vni(args)) => bench_vni::run(args),
+        Command::Bench(BenchCommand::Netd(args)) => bench_netd::run(args),
         Command::Bench(BenchCommand::Udp {
             datagrams,
             sizes,

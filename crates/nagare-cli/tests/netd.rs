@@ -451,3 +451,21 @@ fn perf_runs_through_netd_both_ways() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+#[test]
+fn bench_netd_runs_and_cleans_up() {
+    let out = nagare().args(["bench", "netd", "--round-trips", "200"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    for needle in ["nagare: both clients of one netd", "Linux: two sockets on 127.0.0.1", "empty request to netd and back"] {
+        let line = text.lines().find(|l| l.starts_with(needle)).unwrap_or_else(|| panic!("no {needle:?} in {text}"));
+        let median: f64 = line[needle.len()..].split_whitespace().next().and_then(|w| w.parse().ok()).unwrap_or(f64::NAN);
+        assert!(median.is_finite() && median > 0.0, "{line}");
+    }
+    let leftovers: Vec<_> = std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains("bench-netd-"))
+        .collect();
+    assert!(leftovers.is_empty(), "segments left behind: {leftovers:?}");
+}

@@ -87,6 +87,10 @@ counters! {
         drop_frag_timeout,
         /// Fragments sent.
         frag_sent,
+        /// Datagrams sent to one of our own addresses and received here.
+        local_delivered,
+        /// Dropped on output: too many datagrams to ourselves waiting.
+        drop_local_queue_full,
         /// Dropped: ICMP message too short or malformed.
         drop_icmp_malformed,
         /// Dropped: ICMP checksum wrong.

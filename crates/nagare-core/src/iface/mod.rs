@@ -138,6 +138,10 @@ pub struct Interface {
     echo_idents: HashMap<u16, EchoHandle>,
     icmp_errors: TokenBucket,
     tx: VecDeque<PacketBuf>,
+    /// IP datagrams sent to one of our own addresses, received by the next
+    /// [`Interface::poll`] (never inside the send that made them, which may
+    /// run in the middle of receiving).
+    local: VecDeque<PacketBuf>,
     counters: Counters,
     next_ident: u16,
     next_ephemeral: u16,
@@ -146,6 +150,9 @@ pub struct Interface {
     rx_link_broadcast: bool,
     tcp: tcp::TcpSockets,
 }
+
+/// Datagrams to ourselves that may wait for the next poll.
+const LOCAL_QUEUE_LIMIT: usize = 4096;
 
 /// Reads the first `len` bytes of `packet` as one slice, copying into
 /// `scratch` only when they straddle buffers.
@@ -184,6 +191,7 @@ impl Interface {
             echo: SocketTable::default(),
             echo_idents: HashMap::new(),
             tx: VecDeque::new(),
+            local: VecDeque::new(),
             counters: Counters::default(),
             next_ident: (seed >> 16) as u16,
             next_ephemeral: EPHEMERAL_PORTS.start() + (seed % span) as u16,
@@ -243,8 +251,16 @@ impl Interface {
         ip.is_broadcast() || self.config.addresses.iter().any(|c| c.broadcast() == Some(ip))
     }
 
-    /// Runs the timers: ARP retries and give-ups, reassembly timeouts.
+    /// Runs the timers: ARP retries and give-ups, reassembly timeouts; and
+    /// receives the datagrams we sent ourselves.
     pub fn poll(&mut self, now: Instant) {
+        // Only those waiting now: what they make (ACKs, replies) waits for
+        // the next poll, so two local sockets cannot keep one poll busy.
+        for _ in 0..self.local.len() {
+            let Some(packet) = self.local.pop_front() else { break };
+            self.counters.local_delivered += 1;
+            self.receive_ipv4(packet, now, true);
+        }
         let (retry, dropped) = self.arp.poll(now);
         self.counters.drop_arp_unresolved += dropped.len() as u64;
         for ip_packet in dropped {
@@ -271,7 +287,8 @@ impl Interface {
     /// create work. Frames in the transmit queue are the caller's to send
     /// now, whatever this says.
     pub fn poll_at(&self) -> Option<Instant> {
-        [self.arp.poll_at(), self.reassembler.poll_at(), self.tcp.poll_at()]
+        let local = (!self.local.is_empty()).then_some(Instant::ZERO);
+        [local, self.arp.poll_at(), self.reassembler.poll_at(), self.tcp.poll_at()]
             .into_iter()
             .flatten()
             .min()
@@ -316,7 +333,7 @@ impl Interface {
         self.rx_link_broadcast = dst.is_broadcast();
         match ethertype {
             EtherType::Arp => self.receive_arp(&frame, now),
-            EtherType::Ipv4 => self.receive_ipv4(frame, now),
+            EtherType::Ipv4 => self.receive_ipv4(frame, now, false),
             _ => self.counters.drop_eth_unknown_type += 1,
         }
     }
@@ -385,7 +402,8 @@ impl Interface {
         }
     }
 
-    fn receive_ipv4(&mut self, mut packet: PacketBuf, now: Instant) {
+    /// `from_self`: sent by us to one of our addresses (its source is ours).
+    fn receive_ipv4(&mut self, mut packet: PacketBuf, now: Instant, from_self: bool) {
         let mut scratch = [0u8; 60];
         let Some(fixed) = linear_prefix(&packet, IPV4_HEADER_LEN, &mut scratch) else {
             self.counters.drop_ip_truncated += 1;
@@ -428,7 +446,8 @@ impl Interface {
         // TTL only matters to routers.
         let src = repr.src_addr;
         let dhcp_style = src.is_unspecified() && self.is_broadcast(repr.dst_addr);
-        if (is_martian_source(src) && !dhcp_style) || self.is_broadcast(src) || self.has_address(src) {
+        let bad_source = (is_martian_source(src) && !dhcp_style) || self.is_broadcast(src) || self.has_address(src);
+        if bad_source && !from_self {
             self.counters.drop_ip_bad_source += 1;
             return;
         }
@@ -750,6 +769,9 @@ impl Interface {
         self.next_ident = self.next_ident.wrapping_add(1);
         repr.more_frags = false;
         repr.frag_offset = 0;
+        if self.has_address(repr.dst_addr) {
+            return self.send_to_self(repr, payload);
+        }
         let mtu = self.config.mtu;
         let packet_len = payload.len() + IPV4_HEADER_LEN;
         // A TCP super-segment goes whole: the device cuts it into MTU-sized
@@ -782,6 +804,22 @@ impl Interface {
             self.counters.frag_sent += 1;
             self.send_to_link(piece, hop, now);
         }
+        Ok(())
+    }
+
+    /// A datagram to one of our own addresses: whole (no link, so no MTU),
+    /// queued for the next poll to receive.
+    fn send_to_self(&mut self, repr: Ipv4Repr, mut payload: PacketBuf) -> Result<(), Error> {
+        if self.local.len() >= LOCAL_QUEUE_LIMIT {
+            self.counters.drop_local_queue_full += 1;
+            return Err(Error::NoBuffer);
+        }
+        let Ok(header) = payload.prepend(&self.pool, IPV4_HEADER_LEN) else {
+            self.counters.drop_no_buffer += 1;
+            return Err(Error::NoBuffer);
+        };
+        repr.emit(header).map_err(|_| Error::MessageTooLong)?;
+        self.local.push_back(payload);
         Ok(())
     }
 
