@@ -1,6 +1,7 @@
 //! The `nagare` command.
 
 mod bench;
+mod bench_handover;
 mod bench_netd;
 mod bench_vni;
 mod demo;
@@ -176,6 +177,10 @@ enum BenchCommand {
     /// A 64-byte UDP round trip between two applications through one netd,
     /// beside Linux loopback UDP; and an empty request's round trip.
     Netd(bench_netd::NetdBenchArgs),
+    /// The cost of handing a buffer to another process: remapping pages per
+    /// transfer against nagare's premapped regions (Table 3 of the AnT MMU
+    /// paper), with a system call and a process switch for scale.
+    Handover(bench_handover::HandoverBenchArgs),
 }
 
 /// The link of `nagare up` and `nagare fetch`: a TAP device or a VNI segment.
@@ -351,6 +356,7 @@ fn main() -> Result<()> {
         Command::Vni(command) => vni::run(command),
         Command::Bench(BenchCommand::Vni(args)) => bench_vni::run(args),
         Command::Bench(BenchCommand::Netd(args)) => bench_netd::run(args),
+        Command::Bench(BenchCommand::Handover(args)) => bench_handover::run(args),
         Command::Bench(BenchCommand::Udp {
             datagrams,
             sizes,
