@@ -56,15 +56,8 @@ enum Command {
         /// Save the traffic as a pcap file.
         #[arg(long)]
         pcap: Option<PathBuf>,
-        /// TCP and UDP echo on port 7.
-        #[arg(long)]
-        echo: bool,
-        /// TCP and UDP discard on port 9.
-        #[arg(long)]
-        discard: bool,
-        /// Serve the files under DIR over HTTP/1.1 on port 80.
-        #[arg(long, value_name = "DIR")]
-        http: Option<PathBuf>,
+        #[command(flatten)]
+        services: services::ServiceArgs,
     },
     /// The inet server: one stack on a TAP device or a VNI port, serving
     /// applications (the `nagare` crate) over shared-memory regions.
@@ -74,15 +67,9 @@ enum Command {
         /// The rendezvous socket clients connect to.
         #[arg(long, default_value = nagare_netd::DEFAULT_SOCKET)]
         socket: PathBuf,
-        /// Built-in TCP and UDP echo on port 7.
-        #[arg(long)]
-        echo: bool,
-        /// Built-in TCP and UDP discard on port 9.
-        #[arg(long)]
-        discard: bool,
-        /// Built-in HTTP/1.1 server for the files under DIR on port 80.
-        #[arg(long, value_name = "DIR")]
-        http: Option<PathBuf>,
+        /// Services built into the inet server.
+        #[command(flatten)]
+        services: services::ServiceArgs,
     },
     /// Download a URL over HTTP/1.1 through nagare on a TAP device or a
     /// VNI port.
@@ -289,22 +276,8 @@ fn main() -> Result<()> {
             seed,
             stream_datagrams: stream,
         }),
-        Command::Up {
-            link,
-            pcap,
-            echo,
-            discard,
-            http,
-        } => up::run(up::UpArgs {
-            link: link.into_link(),
-            pcap,
-            echo,
-            discard,
-            http,
-        }),
-        Command::Netd { link, socket, echo, discard, http } => {
-            netd::run(link.into_link(), socket, netd::BuiltIn { echo, discard, http })
-        }
+        Command::Up { link, pcap, services } => up::run(up::UpArgs { link: link.into_link(), pcap, services }),
+        Command::Netd { link, socket, services } => netd::run(link.into_link(), socket, &services),
         Command::Fetch {
             link,
             via,

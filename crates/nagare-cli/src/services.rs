@@ -18,6 +18,48 @@ const BACKLOG: usize = 128;
 /// starve the others.
 const RECV_QUANTUM: usize = 256 * 1024;
 
+/// The services asked for on the command line of `nagare up` and
+/// `nagare netd`.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ServiceArgs {
+    /// TCP and UDP echo on port 7.
+    #[arg(long)]
+    pub echo: bool,
+    /// TCP and UDP discard on port 9.
+    #[arg(long)]
+    pub discard: bool,
+    /// Serve the files under DIR over HTTP/1.1 on port 80.
+    #[arg(long, value_name = "DIR")]
+    pub http: Option<PathBuf>,
+}
+
+impl ServiceArgs {
+    /// Starts them on `iface` (and UDP echo without `--echo` if
+    /// `udp_echo`); returns what is offered, for the start-up line.
+    pub fn enable(&self, services: &mut Services, iface: &mut Interface, udp_echo: bool) -> anyhow::Result<Vec<String>> {
+        let mut offered = vec!["ping".to_string()];
+        if self.echo {
+            services.enable_echo(iface).map_err(anyhow::Error::msg)?;
+            offered.push(format!("TCP+UDP echo on {ECHO_PORT}"));
+        } else if udp_echo {
+            services.enable_udp_echo(iface).map_err(anyhow::Error::msg)?;
+            offered.push(format!("UDP echo on {ECHO_PORT}"));
+        }
+        if self.discard {
+            services.enable_discard(iface).map_err(anyhow::Error::msg)?;
+            offered.push(format!("TCP+UDP discard on {DISCARD_PORT}"));
+        }
+        if let Some(root) = &self.http {
+            if !root.is_dir() {
+                anyhow::bail!("--http {}: not a directory", root.display());
+            }
+            services.enable_http(iface, root.clone()).map_err(anyhow::Error::msg)?;
+            offered.push(format!("HTTP on {HTTP_PORT} from {}", root.display()));
+        }
+        Ok(offered)
+    }
+}
+
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ServiceStats {
     pub udp_echoed: u64,

@@ -3,7 +3,7 @@
 
 use crate::host::Host;
 use crate::realtime;
-use crate::services::{DISCARD_PORT, ECHO_PORT, HTTP_PORT};
+use crate::services::ServiceArgs;
 use anyhow::{Context, Result};
 use nagare_core::buf::BufferPool;
 use nagare_core::{Interface, InterfaceConfig};
@@ -64,9 +64,7 @@ impl Link {
 pub struct UpArgs {
     pub link: Link,
     pub pcap: Option<PathBuf>,
-    pub echo: bool,
-    pub discard: bool,
-    pub http: Option<PathBuf>,
+    pub services: ServiceArgs,
 }
 
 /// A locally administered unicast address made from the IP address, so
@@ -133,25 +131,7 @@ pub fn run(args: UpArgs) -> Result<()> {
     let clock = MonotonicClock::new();
     let link = args.link;
     let mut host = open_link(&link, args.pcap.as_deref(), &clock)?;
-    let mut offered = vec!["ping".to_string()];
-    if args.echo {
-        host.services.enable_echo(&mut host.iface).map_err(anyhow::Error::msg)?;
-        offered.push(format!("TCP+UDP echo on {ECHO_PORT}"));
-    } else {
-        host.enable_udp_echo().map_err(anyhow::Error::msg)?;
-        offered.push(format!("UDP echo on {ECHO_PORT}"));
-    }
-    if args.discard {
-        host.services.enable_discard(&mut host.iface).map_err(anyhow::Error::msg)?;
-        offered.push(format!("TCP+UDP discard on {DISCARD_PORT}"));
-    }
-    if let Some(root) = &args.http {
-        if !root.is_dir() {
-            anyhow::bail!("--http {}: not a directory", root.display());
-        }
-        host.services.enable_http(&mut host.iface, root.clone()).map_err(anyhow::Error::msg)?;
-        offered.push(format!("HTTP on {HTTP_PORT} from {}", root.display()));
-    }
+    let offered = args.services.enable(&mut host.services, &mut host.iface, true)?;
     println!(
         "nagare up: {} on {} (mac {}); {}; Ctrl-C stops",
         link.addr(),

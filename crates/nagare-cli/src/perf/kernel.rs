@@ -1,7 +1,7 @@
 //! The Linux kernel's stack through non-blocking `std::net` sockets, for
 //! the side of a test that is not nagare.
 
-use super::net::{Net, Recv};
+use super::net::{insert, Net, Recv};
 use anyhow::{bail, Context, Result};
 use nagare_core::Instant;
 use std::io::{self, Read, Write};
@@ -84,13 +84,7 @@ impl KernelNet {
     fn add_stream(&mut self, stream: TcpStream) -> Result<usize> {
         stream.set_nonblocking(true)?;
         stream.set_nodelay(true)?;
-        let entry = Some(Stream { stream, want_write: false });
-        if let Some(i) = self.streams.iter().position(Option::is_none) {
-            self.streams[i] = entry;
-            return Ok(i);
-        }
-        self.streams.push(entry);
-        Ok(self.streams.len() - 1)
+        Ok(insert(&mut self.streams, Stream { stream, want_write: false }))
     }
 
     fn read(&mut self, c: usize, len: usize) -> Result<Recv> {
@@ -202,13 +196,7 @@ impl Net for KernelNet {
         socket.set_nonblocking(true)?;
         set_buffer(&socket, libc::SO_RCVBUF);
         set_buffer(&socket, libc::SO_SNDBUF);
-        let entry = Some(socket);
-        if let Some(i) = self.udps.iter().position(Option::is_none) {
-            self.udps[i] = entry;
-            return Ok(i);
-        }
-        self.udps.push(entry);
-        Ok(self.udps.len() - 1)
+        Ok(insert(&mut self.udps, socket))
     }
 
     fn udp_local_port(&self, u: usize) -> u16 {

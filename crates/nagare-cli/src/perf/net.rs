@@ -6,6 +6,17 @@ use anyhow::Result;
 use nagare_core::Instant;
 use std::net::SocketAddrV4;
 
+/// Puts `item` in the first free slot of a socket table; returns its
+/// index (the handle the test holds).
+pub fn insert<T>(slots: &mut Vec<Option<T>>, item: T) -> usize {
+    if let Some(i) = slots.iter().position(Option::is_none) {
+        slots[i] = Some(item);
+        return i;
+    }
+    slots.push(Some(item));
+    slots.len() - 1
+}
+
 /// The outcome of a read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recv {

@@ -2,7 +2,7 @@
 //! the `nagare` client library in non-blocking mode, waiting in one
 //! `poll` request over every socket.
 
-use super::net::{Net, Recv};
+use super::net::{insert, Net, Recv};
 use anyhow::{bail, Context, Result};
 use nagare::net::{TcpListener, TcpStream, UdpSocket};
 use nagare::poll::{poll, PollEntry, READABLE, WRITABLE};
@@ -40,16 +40,6 @@ fn v4(a: SocketAddr) -> SocketAddrV4 {
         SocketAddr::V4(a) => a,
         SocketAddr::V6(_) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
     }
-}
-
-/// Puts `item` in the first free slot; returns its index.
-fn insert<T>(slots: &mut Vec<Option<T>>, item: T) -> usize {
-    if let Some(i) = slots.iter().position(Option::is_none) {
-        slots[i] = Some(item);
-        return i;
-    }
-    slots.push(Some(item));
-    slots.len() - 1
 }
 
 impl ViaNet {
