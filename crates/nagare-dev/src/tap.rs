@@ -19,7 +19,7 @@
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -231,6 +231,49 @@ impl TapDevice {
         dev.set_up(true)?;
         dev.mtu = dev.read_mtu()?;
         Ok(dev)
+    }
+
+    /// A device over a tun file already attached to TAP `name` (by
+    /// [`TapDevice::open_with`] in another process or thread, passed on as
+    /// a descriptor): netd's driver process works on the TAP netd opened, so
+    /// the interface outlives the driver. `vnet_header` must say how the
+    /// file was attached. The interface is never removed by this device.
+    pub fn from_fd(fd: OwnedFd, name: &str, vnet_header: bool) -> io::Result<TapDevice> {
+        validate_name(name)?;
+        let file = File::from(fd);
+        // SAFETY: fcntl on a descriptor we own, with integer arguments.
+        let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+        // SAFETY: as above.
+        if flags < 0 || unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let offloads = if vnet_header && request_offloads(&file).is_ok() {
+            TxOffloads { checksum: true, tcp_segmentation: usize::from(u16::MAX) }
+        } else {
+            TxOffloads::NONE
+        };
+        let mut dev = TapDevice {
+            file,
+            name: name.to_owned(),
+            created: false,
+            mtu: 0,
+            vnet_header,
+            offloads,
+            spares: Vec::new(),
+            stats: DeviceStats::default(),
+        };
+        dev.mtu = dev.read_mtu()?;
+        Ok(dev)
+    }
+
+    /// The tun file, to hand to a driver process ([`TapDevice::from_fd`]).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+
+    /// Whether frames carry a virtio-net header (offloads possible).
+    pub fn vnet_header(&self) -> bool {
+        self.vnet_header
     }
 
     /// The interface's name.

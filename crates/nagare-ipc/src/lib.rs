@@ -34,10 +34,23 @@ pub mod pool;
 pub mod region;
 pub mod rendezvous;
 pub mod ring;
+pub mod shared;
+pub mod fdpass;
 mod sys;
 
 pub use notify::{eventfd, Notifier, NotifyStats, WaitError, WaitOutcome, WaitStats, Waiter, DEFAULT_SPIN};
 pub use pool::{BufRef, Pool, PoolError, PoolStats};
 pub use region::{Layout, Region, RegionConfig, RegionError, RingDir, Side, HEADER_LEN, LAYOUT_VERSION};
 pub use rendezvous::{Client, Listener, PeerCred, RendezvousError, ServerConn};
+pub use shared::SharedBytes;
 pub use ring::{Consumer, Descriptor, Producer, RingError, NO_BUFFER};
+
+/// `CLOCK_MONOTONIC` in nanoseconds: one clock for every process on the
+/// machine, so times taken by an application, netd and its driver compare
+/// (how a traced send is timed stage by stage).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
+}

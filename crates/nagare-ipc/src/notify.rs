@@ -269,6 +269,72 @@ impl Waiter {
             self.stats.empty_wakeups += 1;
         }
     }
+
+    /// [`Waiter::wait`] over several rings whose producers all signal this
+    /// waiter's eventfd (netd's completions and the driver's direct
+    /// returns). Returns `Ready(i)` with the index of a ring that holds a
+    /// descriptor.
+    pub fn wait_any(&mut self, rings: &mut [&mut Consumer], timeout: Option<Duration>) -> Result<WaitOutcome, WaitError> {
+        let start = Instant::now();
+        let mark = |c: &Consumer, on: u32| {
+            if c.polling_flag().load(Ordering::Relaxed) != on {
+                c.polling_flag().store(on, Ordering::SeqCst);
+            }
+        };
+        let ready = |rings: &mut [&mut Consumer]| -> Result<Option<u32>, RingError> {
+            for (i, c) in rings.iter_mut().enumerate() {
+                if c.available()? > 0 {
+                    return Ok(Some(i as u32));
+                }
+            }
+            Ok(None)
+        };
+        for c in rings.iter() {
+            mark(c, 1);
+        }
+        let spin = timeout.map_or(self.spin, |t| t.min(self.spin));
+        loop {
+            if let Some(i) = ready(rings)? {
+                self.stats.spun += 1;
+                return Ok(WaitOutcome::Ready(i));
+            }
+            if start.elapsed() >= spin {
+                break;
+            }
+            for _ in 0..16 {
+                std::hint::spin_loop();
+            }
+        }
+        loop {
+            let remaining = match timeout {
+                None => None,
+                Some(t) => match t.checked_sub(start.elapsed()) {
+                    Some(r) if !r.is_zero() => Some(r),
+                    _ => return Ok(WaitOutcome::TimedOut),
+                },
+            };
+            for c in rings.iter() {
+                mark(c, 0);
+            }
+            fence(Ordering::SeqCst);
+            if let Some(i) = ready(rings)? {
+                for c in rings.iter() {
+                    mark(c, 1);
+                }
+                return Ok(WaitOutcome::Ready(i));
+            }
+            self.stats.slept += 1;
+            sys::poll_one(self.fd.as_fd(), libc::POLLIN, remaining)?;
+            sys::eventfd_drain(self.fd.as_fd())?;
+            for c in rings.iter() {
+                mark(c, 1);
+            }
+            if let Some(i) = ready(rings)? {
+                return Ok(WaitOutcome::Ready(i));
+            }
+            self.stats.empty_wakeups += 1;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -350,5 +416,36 @@ mod tests {
         let s = n.stats();
         assert_eq!(s.sent + s.suppressed_not_edge + s.suppressed_polling, 100);
         assert!(s.sent >= 1);
+    }
+
+    #[test]
+    fn wait_any_wakes_for_either_ring() {
+        let r = Region::create("notify-any", RegionConfig { rings: 3, attacher_produces: 0b110, ..RegionConfig::pair(16, 0, 64) }).unwrap();
+        let a = Region::attach(r.fd().try_clone_to_owned().unwrap()).unwrap();
+        let mut p1 = a.producer(1).unwrap();
+        let mut p2 = a.producer(2).unwrap();
+        let mut c1 = r.consumer(1).unwrap();
+        let mut c2 = r.consumer(2).unwrap();
+        let efd = eventfd().unwrap();
+        let mut n1 = Notifier::new(efd.try_clone().unwrap());
+        let mut n2 = Notifier::new(efd.try_clone().unwrap());
+        let mut w = Waiter::new(efd, Duration::ZERO);
+        let t = Some(Duration::from_millis(20));
+        assert_eq!(w.wait_any(&mut [&mut c1, &mut c2], t).unwrap(), WaitOutcome::TimedOut);
+        let th = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            n2.push_batch(&mut p2, &[d(7)]).unwrap();
+            (n2, p2)
+        });
+        let got = w.wait_any(&mut [&mut c1, &mut c2], Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(got, WaitOutcome::Ready(1));
+        let (mut n2, mut p2) = th.join().unwrap();
+        assert_eq!(c2.pop().unwrap().map(|x| x.id), Some(7));
+        assert!(w.stats().slept >= 1, "it slept and the eventfd woke it");
+        n1.push_batch(&mut p1, &[d(8)]).unwrap();
+        assert_eq!(w.wait_any(&mut [&mut c1, &mut c2], t).unwrap(), WaitOutcome::Ready(0));
+        n2.push_batch(&mut p2, &[d(9)]).unwrap();
+        assert_eq!(c1.pop().unwrap().map(|x| x.id), Some(8));
+        assert_eq!(w.wait_any(&mut [&mut c1, &mut c2], t).unwrap(), WaitOutcome::Ready(1));
     }
 }

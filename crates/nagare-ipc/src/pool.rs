@@ -16,6 +16,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::shared::SharedBytes;
 use crate::region::{Layout, Mapping, Side};
 use crate::ring::{Descriptor, NO_BUFFER};
 
@@ -271,6 +272,21 @@ impl Pool {
         // SAFETY: as in `write`, the other way round.
         unsafe { std::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) };
         Ok(())
+    }
+
+    /// A view of `len` bytes at `offset` of a buffer we hold, for zero-copy
+    /// hand-over (see [`SharedBytes`]). The view keeps the mapping alive, so
+    /// it may outlive the pool.
+    pub fn shared(&self, index: u32, offset: u32, len: u32) -> Result<SharedBytes, PoolError> {
+        let p = self.extent(index, offset, len as usize)?;
+        Ok(SharedBytes::new(self._map.clone(), p, len as usize))
+    }
+
+    /// The address of the buffer area (buffer `i` starts `i × size` bytes
+    /// in): how a view handed to the engine is recognised again when it
+    /// comes back as a slice of a frame.
+    pub fn area_base(&self) -> usize {
+        self.base as usize
     }
 
     /// The address of an allocated buffer, for zero-copy access. The bytes

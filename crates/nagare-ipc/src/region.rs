@@ -28,6 +28,9 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::pool::PoolError;
+use crate::shared::SharedBytes;
+
 use crate::pool::Pool;
 use crate::ring::{Consumer, Producer, RING_HEADER_LEN, SLOT_LEN};
 use crate::sys;
@@ -456,6 +459,16 @@ impl Region {
         Ok(Self::new(map, fd, layout, Side::Attacher))
     }
 
+    /// Maps a region as a trusted delegate of its creator (netd's driver
+    /// process, which posts completions into an application's region on
+    /// netd's behalf): validated as [`Region::attach`] does, but the rings
+    /// this side may take are the creator's.
+    pub fn attach_delegate(fd: OwnedFd) -> Result<Region, RegionError> {
+        let mut r = Self::attach(fd)?;
+        r.side = Side::Creator;
+        Ok(r)
+    }
+
     fn new(map: Mapping, fd: OwnedFd, layout: Layout, side: Side) -> Region {
         Region {
             map: Arc::new(map),
@@ -503,6 +516,14 @@ impl Region {
         Ok(Producer::new(self.map.clone(), off, slots))
     }
 
+    /// This side's producer end of ring `i`, carrying on from the head
+    /// and tail in the region rather than from zero: for a delegate that
+    /// takes over from one that died (netd's restarted driver).
+    pub fn resume_producer(&self, i: u32) -> Result<Producer, RegionError> {
+        let (off, slots) = self.take_ring(i, true)?;
+        Ok(Producer::resumed(self.map.clone(), off, slots))
+    }
+
     /// This side's consumer end of ring `i` (once per region).
     pub fn consumer(&self, i: u32) -> Result<Consumer, RegionError> {
         let (off, slots) = self.take_ring(i, false)?;
@@ -516,6 +537,21 @@ impl Region {
             return Err(RegionError::AlreadyTaken);
         }
         Ok(Pool::new(self.map.clone(), &self.layout, self.side))
+    }
+
+    /// A view of `len` bytes at `offset` of buffer `index`, whoever owns
+    /// it: for a trusted delegate that follows its creator's table (the
+    /// driver). The extent is checked against the layout.
+    pub fn shared_bytes(&self, index: u32, offset: u32, len: u32) -> Result<SharedBytes, PoolError> {
+        let c = &self.layout.config;
+        if index >= c.buffers {
+            return Err(PoolError::OutOfRange(index));
+        }
+        if offset > c.buffer_size || len > c.buffer_size - offset {
+            return Err(PoolError::BadExtent { index, offset, len });
+        }
+        let at = self.layout.buffer_offset + u64::from(index) * u64::from(c.buffer_size) + u64::from(offset);
+        Ok(SharedBytes::new(self.map.clone(), self.map.at(at), len as usize))
     }
 
     /// Writes one raw header word (tests of a hostile peer only).

@@ -21,7 +21,7 @@
 use std::fmt;
 use std::io;
 use std::mem::size_of;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -158,95 +158,22 @@ impl Hello {
     }
 }
 
-/// Control-message space for up to `HELLO_FDS + 1` descriptors, aligned for `cmsghdr`.
-#[repr(C, align(8))]
-struct CmsgBuf([u8; 64]);
-
 fn send_hello(sock: BorrowedFd<'_>, hello: &Hello, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
-    let bytes = hello.encode();
-    let mut iov = libc::iovec { iov_base: bytes.as_ptr() as *mut libc::c_void, iov_len: bytes.len() };
-    let mut cbuf = CmsgBuf([0; 64]);
-    let fd_bytes = std::mem::size_of_val(fds);
-    // SAFETY: an all-zero msghdr is a valid empty message.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    if !fds.is_empty() {
-        // SAFETY: CMSG_SPACE is a pure size computation.
-        let space = unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize;
-        assert!(space <= cbuf.0.len());
-        msg.msg_control = cbuf.0.as_mut_ptr().cast();
-        msg.msg_controllen = space as _;
-        // SAFETY: msg_control points at `space` zeroed, 8-aligned bytes we
-        // own, enough for one header and `fds.len()` descriptors (asserted),
-        // so CMSG_FIRSTHDR returns a pointer to the first header inside
-        // them and CMSG_DATA to its data, with room for `fd_bytes` bytes.
-        unsafe {
-            let c = libc::CMSG_FIRSTHDR(&msg);
-            (*c).cmsg_level = libc::SOL_SOCKET;
-            (*c).cmsg_type = libc::SCM_RIGHTS;
-            (*c).cmsg_len = libc::CMSG_LEN(fd_bytes as u32) as _;
-            let data = libc::CMSG_DATA(c).cast::<RawFd>();
-            for (i, fd) in fds.iter().enumerate() {
-                data.add(i).write_unaligned(fd.as_raw_fd());
-            }
-        }
-    }
-    // SAFETY: `msg` points at live `iov`, `bytes` and `cbuf` for the call.
-    let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if n as usize != HELLO_LEN {
-        return Err(io::Error::new(io::ErrorKind::WriteZero, "short hello"));
-    }
-    Ok(())
+    crate::fdpass::send_with_fds(sock, &hello.encode(), fds)
 }
 
 /// Receives the hello and every descriptor attached to it (owned, so none
 /// leaks whatever the server sent).
 fn recv_hello(sock: BorrowedFd<'_>) -> Result<([u8; HELLO_LEN], Vec<OwnedFd>), RendezvousError> {
     let mut bytes = [0u8; HELLO_LEN];
-    let mut iov = libc::iovec { iov_base: bytes.as_mut_ptr().cast(), iov_len: bytes.len() };
-    let mut cbuf = CmsgBuf([0; 64]);
-    // SAFETY: an all-zero msghdr is a valid empty message.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf.0.as_mut_ptr().cast();
-    msg.msg_controllen = cbuf.0.len() as _;
-    // SAFETY: `msg` points at live, writable `bytes` and `cbuf`; the kernel
-    // writes at most their lengths.
-    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-    if n < 0 {
-        return Err(io::Error::last_os_error().into());
-    }
-    let mut fds = Vec::new();
-    // SAFETY: after recvmsg, msg_control/msg_controllen describe the control
-    // messages the kernel wrote into `cbuf`; the CMSG macros walk them within
-    // those bounds. Each SCM_RIGHTS payload holds (cmsg_len - CMSG_LEN(0)) / 4
-    // descriptors that the kernel installed in this process for us, so we
-    // take ownership of each exactly once.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                let payload = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
-                let data = libc::CMSG_DATA(c).cast::<RawFd>();
-                for i in 0..payload / size_of::<RawFd>() {
-                    fds.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
-                }
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-    }
-    if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+    let got = crate::fdpass::recv_with_fds(sock, &mut bytes, 0)?;
+    if got.fds_truncated {
         return Err(RendezvousError::BadHello("control data truncated"));
     }
-    if (n as usize) < HELLO_LEN {
+    if got.len < HELLO_LEN {
         return Err(RendezvousError::BadHello("short message"));
     }
-    Ok((bytes, fds))
+    Ok((bytes, got.fds))
 }
 
 /// The server's listening socket.

@@ -240,6 +240,22 @@ impl Producer {
         Producer { mem: RingMem::new(map, offset, slots), head: 0, tail: 0, broken: None, pushed: 0 }
     }
 
+    /// A producer that carries on where a predecessor on this side left
+    /// off (a restarted driver taking over an application's ring): starts
+    /// at the head and tail now in the region. A pair that makes no sense
+    /// (more in flight than the ring holds) gives a broken end.
+    pub(crate) fn resumed(map: Arc<Mapping>, offset: u64, slots: u32) -> Producer {
+        let mut p = Producer::new(map, offset, slots);
+        let head = p.mem.head().load(Ordering::Acquire);
+        let tail = p.mem.tail().load(Ordering::Acquire);
+        p.head = head;
+        p.tail = tail;
+        if head.wrapping_sub(tail) > p.capacity() {
+            p.broken = Some(RingError::TailOutOfRange { seen: tail, head });
+        }
+        p
+    }
+
     fn fail(&mut self, e: RingError) -> RingError {
         self.broken = Some(e);
         e
@@ -588,4 +604,25 @@ mod tests {
         }
         assert_eq!(p.head(), 18);
     }
+
+    #[test]
+    fn a_resumed_producer_carries_on_where_its_predecessor_stopped() {
+        let r = crate::region::Region::create("ring-resume", crate::region::RegionConfig::pair(8, 0, 64)).unwrap();
+        let a = crate::region::Region::attach(r.fd().try_clone_to_owned().unwrap()).unwrap();
+        let mut c = r.consumer(0).unwrap();
+        {
+            let mut p = a.producer(0).unwrap();
+            p.push_batch(&[Descriptor { id: 1, ..Default::default() }, Descriptor { id: 2, ..Default::default() }]).unwrap();
+        }
+        assert_eq!(c.pop().unwrap().map(|d| d.id), Some(1));
+        // The first producer is gone; a delegate of the same side takes over.
+        let b = crate::region::Region::attach(r.fd().try_clone_to_owned().unwrap()).unwrap();
+        let mut p = b.resume_producer(0).unwrap();
+        assert_eq!(p.free().unwrap(), 7);
+        p.push(&Descriptor { id: 3, ..Default::default() }).unwrap();
+        assert_eq!(c.pop().unwrap().map(|d| d.id), Some(2));
+        assert_eq!(c.pop().unwrap().map(|d| d.id), Some(3));
+        assert_eq!(c.pop().unwrap(), None);
+    }
 }
+
