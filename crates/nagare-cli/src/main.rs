@@ -3,6 +3,7 @@
 mod bench;
 mod bench_handover;
 mod bench_netd;
+mod driver;
 mod bench_vni;
 mod demo;
 mod fetch;
@@ -70,7 +71,15 @@ enum Command {
         /// Services built into the inet server.
         #[command(flatten)]
         services: services::ServiceArgs,
+        /// Where the device runs: `split`, a driver process of its own
+        /// (restarted when it dies); `single`, the same driver as a thread
+        /// of netd; `inline`, called from netd's loop.
+        #[arg(long, default_value = "split", value_parser = parse_placement)]
+        placement: nagare_netd::Placement,
     },
+    /// netd's driver process (started by `nagare netd`, not by hand).
+    #[command(hide = true)]
+    Driver(driver::DriverArgs),
     /// Download a URL over HTTP/1.1 through nagare on a TAP device or a
     /// VNI port.
     Fetch {
@@ -196,6 +205,16 @@ struct UpLinkArgs {
     no_offload: bool,
 }
 
+fn parse_placement(s: &str) -> Result<nagare_netd::Placement, String> {
+    use nagare_netd::Placement;
+    match s {
+        "split" => Ok(Placement::Split),
+        "single" => Ok(Placement::Single),
+        "inline" => Ok(Placement::Inline),
+        _ => Err(format!("{s}: placement is split, single or inline")),
+    }
+}
+
 impl UpLinkArgs {
     fn into_link(self) -> up::Link {
         match (self.tap, self.vni) {
@@ -277,7 +296,8 @@ fn main() -> Result<()> {
             stream_datagrams: stream,
         }),
         Command::Up { link, pcap, services } => up::run(up::UpArgs { link: link.into_link(), pcap, services }),
-        Command::Netd { link, socket, services } => netd::run(link.into_link(), socket, &services),
+        Command::Netd { link, socket, services, placement } => netd::run(link.into_link(), socket, &services, placement),
+        Command::Driver(args) => driver::run(args),
         Command::Fetch {
             link,
             via,

@@ -4,32 +4,63 @@
 
 use crate::realtime;
 use crate::services::{ServiceArgs, Services};
-use crate::up::{open_link, Link};
+use crate::driver::{launcher, DriverDevice, DriverSpec};
+use crate::up::{default_mac, interface_on, open_link, Link};
 use anyhow::{Context, Result};
-use nagare_dev::MonotonicClock;
-use nagare_netd::{Netd, NetdConfig};
+use nagare_dev::{MonotonicClock, TapDevice};
+use nagare_netd::{DriverLink, Netd, NetdConfig, Placement};
 use std::path::PathBuf;
 
-pub fn run(link: Link, socket: PathBuf, built_in: &ServiceArgs) -> Result<()> {
+pub fn run(link: Link, socket: PathBuf, built_in: &ServiceArgs, placement: Placement) -> Result<()> {
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
-    let mut host = open_link(&link, None, &clock)?;
-    let mac = host.iface.config().mac;
-    let mut services = Services::default();
-    let offered = built_in.enable(&mut services, &mut host.iface, false)?;
     let config = NetdConfig { socket: socket.clone(), link: link.describe(), ..NetdConfig::default() };
-    let mut netd = Netd::new(host.iface, host.device, clock, config)
-        .with_context(|| format!("listening on {}", socket.display()))?;
+    let mut services = Services::default();
+    // `_tap`: netd keeps the TAP open (and unread) while it runs.
+    let (netd, mac, offered, _tap) = if placement == Placement::Inline {
+        let mut host = open_link(&link, None, &clock)?;
+        let mac = host.iface.config().mac;
+        let offered = built_in.enable(&mut services, &mut host.iface, false)?;
+        let netd = Netd::new(host.iface, host.device, clock, config);
+        (netd, mac, offered, None)
+    } else {
+        let (device, tap, impair, gateway, mac) = match &link {
+            Link::Tap(t) => {
+                let tap = TapDevice::open_with(&t.tap, t.offload).with_context(|| format!("opening TAP device {}", t.tap))?;
+                let device = DriverDevice::Tap { name: t.tap.clone(), vnet_header: tap.vnet_header() };
+                (device, Some(tap), t.impair, t.gateway, t.mac)
+            }
+            Link::Vni(v) => {
+                let mac = v.mac.unwrap_or_else(|| default_mac(v.addr.address()));
+                (DriverDevice::Vni { segment: v.vni.clone(), mac }, None, v.impair, v.gateway, Some(mac))
+            }
+        };
+        let spec = DriverSpec { device, impair, addr: link.addr() };
+        let device_fd = tap.as_ref().map(|t| t.fd().try_clone_to_owned()).transpose()?;
+        let driver = DriverLink::start(launcher(placement, spec)?, device_fd).context("starting the driver")?;
+        let mut iface = interface_on(&driver, link.addr(), gateway, mac, &clock);
+        let mac = iface.config().mac;
+        let offered = built_in.enable(&mut services, &mut iface, false)?;
+        let pid = driver.pid().unwrap_or(0);
+        let netd = Netd::with_driver(iface, driver, placement, clock, config);
+        eprintln!("nagare netd: driver pid {pid}");
+        (netd, mac, offered, tap)
+    };
+    let mut netd = netd.with_context(|| format!("listening on {}", socket.display()))?;
     println!(
-        "nagare netd: {} on {} (mac {mac}); clients at {}; placement single; built in: {}; Ctrl-C stops",
+        "nagare netd: {} on {} (mac {mac}); clients at {}; placement {}; built in: {}; Ctrl-C stops",
         link.addr(),
         link.describe(),
         socket.display(),
+        placement.name(),
         offered.join(", ")
     );
     netd.run_with(&stop, |iface, now| services.serve(iface, now))?;
     println!("nagare netd: stopping");
     println!("  {:?}", netd.stats());
+    if let Some(d) = netd.driver_stats() {
+        println!("  {d:?}");
+    }
     for (name, value) in netd.iface().counters().iter().filter(|(_, v)| *v != 0) {
         println!("  {name:<28} {value}");
     }

@@ -116,14 +116,25 @@ fn build_host(
         let writer = PcapWriter::new(BufWriter::new(file), clock.unix_epoch_micros())?;
         device = Box::new(PcapDevice::new(device, writer));
     }
+    let iface = interface_on(device.as_ref(), addr, gateway, mac, clock);
+    Ok(Host::new(iface, device))
+}
+
+/// An engine configured for `device` (its MTU and offloads).
+pub fn interface_on(
+    device: &dyn Device,
+    addr: Ipv4Cidr,
+    gateway: Option<Ipv4Addr>,
+    mac: Option<EthernetAddress>,
+    clock: &MonotonicClock,
+) -> Interface {
     let mac = mac.unwrap_or_else(|| default_mac(addr.address()));
     let mut config = InterfaceConfig::new(mac, addr);
     config.gateway = gateway;
     config.mtu = device.mtu();
     config.tx_offloads = device.tx_offloads();
     config.seed = clock.unix_epoch_micros() ^ u64::from(std::process::id());
-    let iface = Interface::new(config, BufferPool::new(BUFFER_SIZE, POOL_BUFFERS));
-    Ok(Host::new(iface, device))
+    Interface::new(config, BufferPool::new(BUFFER_SIZE, POOL_BUFFERS))
 }
 
 pub fn run(args: UpArgs) -> Result<()> {

@@ -14,8 +14,11 @@
 /// The request protocol (its own crate, so that clients need not build
 /// the engine).
 pub use nagare_request as proto;
+pub mod driver;
+mod lending;
 mod report;
 pub mod server;
 
 pub use proto::{Completion, Op, Piece, ProtoError, Request};
+pub use driver::{DriverLink, Placement};
 pub use server::{Netd, NetdConfig, NetdStats, DEFAULT_SOCKET};

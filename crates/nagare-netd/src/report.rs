@@ -29,6 +29,9 @@ pub(crate) struct Report<'a> {
     pub pid: u32,
     pub uptime_secs: f64,
     pub placement: &'a str,
+    /// The driver's pid (none while it is being started again) and the
+    /// link's counters, when frames go through a driver.
+    pub driver: Option<(Option<u32>, crate::driver::LinkStats)>,
     pub link: &'a str,
     pub clients: &'a [ClientLine],
     pub stats: NetdStats,
@@ -84,8 +87,31 @@ impl Report<'_> {
             ("buffers_leaked", s.buffers_leaked),
             ("device_errors", s.device_errors),
             ("sleeps", s.sleeps),
+            ("sends_in_place", s.sends_in_place),
+            ("tx_payload_copied", s.tx_payload_copied),
+            ("tx_payload_in_place", s.tx_payload_in_place),
+            ("rx_payload_copied", s.rx_payload_copied),
         ] {
             let _ = writeln!(t, "netd {k} {v}");
+        }
+        if let Some((pid, d)) = self.driver {
+            let pid = pid.map_or_else(|| String::from("none"), |p| p.to_string());
+            let _ = writeln!(t, "driver pid {pid} starts {} deaths {}", d.starts, d.deaths);
+            for (k, v) in [
+                ("tx_frames", d.tx_frames),
+                ("tx_bytes_copied", d.tx_bytes_copied),
+                ("tx_bytes_in_place", d.tx_bytes_in_place),
+                ("tx_dropped_down", d.tx_dropped_down),
+                ("tx_dropped_bad", d.tx_dropped_bad),
+                ("rx_frames", d.rx_frames),
+                ("rx_bytes_copied", d.rx_bytes_copied),
+                ("rx_bad", d.rx_bad),
+                ("returns_posted", d.returns_posted),
+                ("returns_confirmed", d.returns_confirmed),
+                ("returns_orphaned", d.returns_orphaned),
+            ] {
+                let _ = writeln!(t, "driver {k} {v}");
+            }
         }
         let b = self.engine_buffers;
         let _ = writeln!(
@@ -143,6 +169,7 @@ mod tests {
             pid: 1,
             uptime_secs: 2.0,
             placement: "single",
+            driver: None,
             link: "vni x",
             clients,
             stats: NetdStats { requests: 9, ..NetdStats::default() },

@@ -3,7 +3,7 @@
 //! (the engine and its device) in one event loop.
 
 use crate::proto::{
-    decode_addr, encode_addr, Completion, EchoWord, Op, Piece, PollEntry, ProtoError, Request, CLOSED, INVALID, READABLE,
+    pack_stages, decode_addr, encode_addr, Completion, EchoWord, Op, Piece, PollEntry, ProtoError, Request, CLOSED, INVALID, READABLE,
     WRITABLE,
 };
 use nagare_core::buf::PacketBuf;
@@ -11,6 +11,8 @@ use nagare_core::icmp::{EchoEvent, IcmpError};
 use nagare_core::iface::{Error as EngineError, TcpHandle, TcpListenerHandle};
 use nagare_core::tcp::connection::State;
 use nagare_core::{EchoHandle, Instant, Interface, UdpHandle};
+use crate::driver::{DriverLink, Placement};
+use crate::lending::Lending;
 use nagare_dev::{Device, MonotonicClock};
 use nagare_ipc::{
     BufRef, Consumer, Descriptor, Listener, Notifier, Pool, Producer, RegionConfig, RendezvousError, ServerConn,
@@ -18,8 +20,9 @@ use nagare_ipc::{
 };
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -78,9 +81,15 @@ impl Default for NetdConfig {
 
 impl NetdConfig {
     /// The region every client gets: ring 0 requests (client → netd),
-    /// ring 1 completions (netd → client), every buffer the client's.
+    /// ring 1 completions (netd → client), ring 2 completions the driver
+    /// posts directly (driver → client), every buffer the client's.
     pub fn region(&self) -> RegionConfig {
-        RegionConfig { creator_buffers: 0, ..RegionConfig::pair(self.ring_slots, self.buffers, self.buffer_size) }
+        RegionConfig {
+            rings: 3,
+            attacher_produces: 0b001,
+            creator_buffers: 0,
+            ..RegionConfig::pair(self.ring_slots, self.buffers, self.buffer_size)
+        }
     }
 }
 
@@ -113,6 +122,15 @@ pub struct NetdStats {
     pub device_errors: u64,
     /// Times the loop slept.
     pub sleeps: u64,
+    /// Datagrams sent without a copy: the application's buffer lent to the
+    /// engine and named in place to the driver.
+    pub sends_in_place: u64,
+    /// Payload bytes copied on the way out (TCP, ping, local datagrams).
+    pub tx_payload_copied: u64,
+    /// Payload bytes sent without a copy.
+    pub tx_payload_in_place: u64,
+    /// Payload bytes copied into applications' buffers on the way in.
+    pub rx_payload_copied: u64,
 }
 
 /// A socket of one client.
@@ -198,19 +216,21 @@ struct Done {
     len: Option<u32>,
     /// `aux[2]` of the completion.
     extra: u64,
+    /// The request's buffer is lent to the engine: no completion now.
+    lent: bool,
 }
 
 impl Done {
     fn value(value: u64) -> Done {
-        Done { value, addr: 0, len: None, extra: 0 }
+        Done { value, addr: 0, len: None, extra: 0, lent: false }
     }
 
     fn with_addr(value: u64, addr: u64) -> Done {
-        Done { value, addr, len: None, extra: 0 }
+        Done { value, addr, len: None, extra: 0, lent: false }
     }
 
     fn received(value: u64, addr: u64, len: u32) -> Done {
-        Done { value, addr, len: Some(len), extra: 0 }
+        Done { value, addr, len: Some(len), extra: 0, lent: false }
     }
 }
 
@@ -249,10 +269,29 @@ fn copy_to_region(pool: &mut Pool, b: BufRef, data: &PacketBuf) -> Result<u32, i
     Ok(at)
 }
 
+/// What netd sends and receives frames through.
+enum Link {
+    /// A device called from netd's loop.
+    Inline(Box<dyn Device>),
+    /// A driver, a process or a thread of its own.
+    Driver(Box<DriverLink>),
+}
+
+impl Link {
+    fn device(&mut self) -> &mut dyn Device {
+        match self {
+            Link::Inline(d) => d.as_mut(),
+            Link::Driver(d) => d.as_mut(),
+        }
+    }
+}
+
 /// The inet server.
 pub struct Netd {
     iface: Interface,
-    device: Box<dyn Device>,
+    link: Link,
+    placement: Placement,
+    lending: Rc<Lending>,
     clock: MonotonicClock,
     listener: Listener,
     config: NetdConfig,
@@ -264,13 +303,41 @@ pub struct Netd {
 }
 
 impl Netd {
-    /// A server over `iface` and `device`, listening on `config.socket`.
+    /// A server over `iface` and `device` (called from netd's own loop),
+    /// listening on `config.socket`.
     pub fn new(iface: Interface, device: Box<dyn Device>, clock: MonotonicClock, config: NetdConfig) -> io::Result<Netd> {
+        Self::build(iface, Link::Inline(device), Placement::Inline, Rc::new(Lending::default()), clock, config)
+    }
+
+    /// A server over `iface` whose frames go through `driver` (started
+    /// with [`DriverLink::start`]; `placement` says whether it is a process
+    /// or a thread, for the report).
+    pub fn with_driver(
+        iface: Interface,
+        driver: DriverLink,
+        placement: Placement,
+        clock: MonotonicClock,
+        config: NetdConfig,
+    ) -> io::Result<Netd> {
+        let lending = driver.lending();
+        Self::build(iface, Link::Driver(Box::new(driver)), placement, lending, clock, config)
+    }
+
+    fn build(
+        iface: Interface,
+        link: Link,
+        placement: Placement,
+        lending: Rc<Lending>,
+        clock: MonotonicClock,
+        config: NetdConfig,
+    ) -> io::Result<Netd> {
         let listener = Listener::bind(&config.socket, config.region()).map_err(io::Error::other)?;
         set_nonblocking(listener.fd().as_raw_fd())?;
         Ok(Netd {
             iface,
-            device,
+            link,
+            placement,
+            lending,
             clock,
             listener,
             config,
@@ -295,6 +362,14 @@ impl Netd {
     /// Clients connected now.
     pub fn clients(&self) -> usize {
         self.sessions.len()
+    }
+
+    /// The driver link's counters, if frames go through a driver.
+    pub fn driver_stats(&self) -> Option<crate::driver::LinkStats> {
+        match &self.link {
+            Link::Driver(d) => Some(d.link_stats()),
+            Link::Inline(_) => None,
+        }
     }
 
     /// Runs until `stop` is raised; then every client is disconnected.
@@ -349,10 +424,14 @@ impl Netd {
                     s.doomed = Some("gone");
                 }
             }
+            if let Link::Driver(d) = &mut self.link {
+                let clients = self.sessions.iter().map(|s| (s.conn.id, s.conn.region.fd(), s.conn.client_wakeup.as_fd()));
+                work |= d.check(clients);
+            }
         }
         let now = self.clock.now();
         let pool = self.iface.pool().clone();
-        match self.device.receive_batch(&pool, &mut self.rx, RX_BATCH, now) {
+        match self.link.device().receive_batch(&pool, &mut self.rx, RX_BATCH, now) {
             Ok(n) => {
                 work |= n > 0;
                 self.iface.receive_batch(self.rx.drain(..), now);
@@ -365,10 +444,11 @@ impl Netd {
             work |= self.serve(i, now);
         }
         work |= self.answer_stat_requests();
-        match self.device.transmit_batch(self.iface.tx_queue(), now) {
+        match self.link.device().transmit_batch(self.iface.tx_queue(), now) {
             Ok(n) => work |= n > 0,
             Err(_) => self.stats.device_errors += 1,
         }
+        work |= self.settle_lent_buffers();
         let mut i = 0;
         while i < self.sessions.len() {
             if let Some(why) = self.sessions[i].doomed {
@@ -395,6 +475,10 @@ impl Netd {
                     Ok(s) => {
                         self.stats.clients_accepted += 1;
                         any = true;
+                        self.lending.add_client(s.conn.id, &s.pool);
+                        if let Link::Driver(d) = &mut self.link {
+                            d.attach(s.conn.id, s.conn.region.fd(), s.conn.client_wakeup.as_fd());
+                        }
                         self.sessions.push(s);
                     }
                     Err(_) => self.stats.clients_refused += 1,
@@ -422,7 +506,7 @@ impl Netd {
         // Waiting requests first: the engine may have what they wait for.
         let mut still = Vec::new();
         for mut p in std::mem::take(&mut s.pending) {
-            match run(s, &mut self.iface, &mut p.req, p.buf, now, &mut self.scratch, &self.config) {
+            match run(s, &mut self.iface, &mut p.req, p.buf, now, &mut RunContext { scratch: &mut self.scratch, config: &self.config, lending: &self.lending, stats: &mut self.stats }) {
                 Ok(None) if p.deadline.is_some_and(|d| now >= d) => {
                     let errno = if p.req.op == Op::Connect {
                         // Nobody will name the half-open connection again.
@@ -482,8 +566,10 @@ impl Netd {
                             finish(s, &req, buf, Err(libc::ENOBUFS));
                             continue;
                         }
-                        let r = run(s, &mut self.iface, &mut req, buf, now, &mut self.scratch, &self.config);
+                        let r = run(s, &mut self.iface, &mut req, buf, now, &mut RunContext { scratch: &mut self.scratch, config: &self.config, lending: &self.lending, stats: &mut self.stats });
                         match r {
+                            // Lent to the engine: completed when it lets go.
+                            Ok(Some(Done { lent: true, .. })) => {}
                             Ok(None) if s.pending.len() < self.config.max_pending => {
                                 let deadline = req.wait_limit().map(|w| now + w);
                                 s.pending.push(Pending { req, buf, deadline });
@@ -504,6 +590,51 @@ impl Netd {
             }
         }
         flush(s, &mut self.stats);
+        work
+    }
+
+    /// Buffers the engine let go of: the driver they went to posts their
+    /// completion (a `RETURN` queued behind their frames), or netd does;
+    /// and completions a dead driver left behind.
+    fn settle_lent_buffers(&mut self) -> bool {
+        let mut work = false;
+        let generation = match &self.link {
+            Link::Driver(d) => d.generation(),
+            Link::Inline(_) => None,
+        };
+        for (key, index, lent) in self.lending.take_released() {
+            work = true;
+            let Some(s) = self.sessions.iter_mut().find(|s| s.conn.id == key) else { continue };
+            let mut c = lent.completion;
+            if let Some([posted, taken, engine_done, handed]) = lent.trace {
+                // Handed to a driver: until then; else until the device
+                // (inside netd) was written and the engine let go.
+                let sent = if handed != 0 { handed } else { nagare_ipc::monotonic_ns() };
+                c.aux[1] = pack_stages(taken.saturating_sub(posted), engine_done.saturating_sub(taken), sent.saturating_sub(engine_done));
+            }
+            if s.pool.give(index).is_err() {
+                c.buffer = nagare_ipc::NO_BUFFER;
+                c.offset = 0;
+                c.len = 0;
+            }
+            let by_driver = match (&mut self.link, lent.handed) {
+                (Link::Driver(d), Some(g)) if generation == Some(g) => d.post_return(key, c),
+                _ => false,
+            };
+            if !by_driver {
+                s.out.push(c);
+                flush(s, &mut self.stats);
+            }
+        }
+        if let Link::Driver(d) = &mut self.link {
+            for (key, c) in d.take_orphans() {
+                work = true;
+                if let Some(s) = self.sessions.iter_mut().find(|s| s.conn.id == key) {
+                    s.out.push(c);
+                    flush(s, &mut self.stats);
+                }
+            }
+        }
         work
     }
 
@@ -567,7 +698,11 @@ impl Netd {
         crate::report::Report {
             pid: std::process::id(),
             uptime_secs: self.started.elapsed().as_secs_f64(),
-            placement: "single",
+            placement: self.placement.name(),
+            driver: match &self.link {
+                Link::Driver(d) => Some((d.pid(), d.link_stats())),
+                Link::Inline(_) => None,
+            },
             link: &self.config.link,
             clients: &clients,
             stats: self.stats,
@@ -580,6 +715,11 @@ impl Netd {
     /// Sleeps until a client, the device, a new client or a timer needs us.
     /// Returns whether the listener is readable.
     fn sleep(&mut self) -> io::Result<bool> {
+        if let Link::Driver(d) = &mut self.link {
+            if d.prepare_sleep() {
+                return Ok(false);
+            }
+        }
         for s in &mut self.sessions {
             if s.completions.free().is_ok_and(|f| (f as usize) <= s.pending.len() + s.out.len()) {
                 // Its completion ring is full: its requests cannot be taken
@@ -597,7 +737,7 @@ impl Netd {
             }
         }
         let now = self.clock.now();
-        let next = match (self.iface.poll_at(), self.device.poll_at()) {
+        let next = match (self.iface.poll_at(), self.link.device().poll_at()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -613,10 +753,15 @@ impl Netd {
         if timeout.is_zero() {
             return Ok(false);
         }
-        let mut fds = Vec::with_capacity(2 + 2 * self.sessions.len());
+        let mut fds = Vec::with_capacity(4 + 2 * self.sessions.len());
         let pfd = |fd: i32| libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        let [link_a, link_b] = match &self.link {
+            Link::Inline(d) => [d.raw_fd().unwrap_or(-1), -1],
+            Link::Driver(d) => d.sleep_fds(),
+        };
+        fds.push(pfd(link_a));
+        fds.push(pfd(link_b));
         fds.push(pfd(self.listener.fd().as_raw_fd()));
-        fds.push(pfd(self.device.raw_fd().unwrap_or(-1)));
         for s in &self.sessions {
             fds.push(pfd(s.waiter.fd().as_raw_fd()));
             fds.push(pfd(s.conn.liveness_fd().as_raw_fd()));
@@ -631,9 +776,12 @@ impl Netd {
                 return Err(e);
             }
         }
+        if let Link::Driver(d) = &mut self.link {
+            d.after_sleep(fds[0].revents != 0);
+        }
         for (k, s) in self.sessions.iter_mut().enumerate() {
-            let wake = fds[2 + 2 * k].revents;
-            let live = fds[3 + 2 * k].revents;
+            let wake = fds[3 + 2 * k].revents;
+            let live = fds[4 + 2 * k].revents;
             if wake != 0 {
                 let _ = s.waiter.woke(&s.requests);
             } else {
@@ -643,7 +791,8 @@ impl Netd {
                 s.doomed = Some("gone");
             }
         }
-        Ok(fds[0].revents != 0)
+        // The driver's control socket hung up: it died; housekeeping now.
+        Ok(fds[2].revents != 0 || fds[1].revents != 0)
     }
 
     /// A client leaves (exit, death, broken rings, netd stopping): its
@@ -665,7 +814,15 @@ impl Netd {
             }
         }
         let reclaimed = s.pool.reclaim_peer();
+        // Buffers the engine still holds are lent, not leaked: their views
+        // keep the region mapped until the engine lets go.
+        let lent = self.lending.lent_by(s.conn.id) as u32;
         let (_, in_use, _) = s.pool.counts();
+        let in_use = in_use.saturating_sub(lent);
+        self.lending.remove_client(s.conn.id);
+        if let Link::Driver(d) = &mut self.link {
+            d.detach(s.conn.id);
+        }
         self.stats.sockets_reclaimed += sockets as u64;
         self.stats.buffers_reclaimed += u64::from(reclaimed);
         self.stats.buffers_leaked += u64::from(in_use);
@@ -679,7 +836,7 @@ impl Netd {
             s.conn.id, s.conn.cred.pid
         );
         // Flush what the engine sent (RSTs) before the session's region goes.
-        let _ = self.device.transmit_batch(self.iface.tx_queue(), now);
+        let _ = self.link.device().transmit_batch(self.iface.tx_queue(), now);
         drop(s);
     }
 }
@@ -741,6 +898,14 @@ fn tcp_of(s: &Session, id: u32) -> Result<TcpHandle, i32> {
     }
 }
 
+/// What running a request needs of netd besides the session and engine.
+struct RunContext<'a> {
+    scratch: &'a mut Vec<u8>,
+    config: &'a NetdConfig,
+    lending: &'a Lending,
+    stats: &'a mut NetdStats,
+}
+
 /// Runs a request against the engine: `Ok(Some)` done, `Ok(None)` it must
 /// wait (the caller keeps it pending), `Err(errno)` failed.
 fn run(
@@ -749,9 +914,9 @@ fn run(
     req: &mut Request,
     buf: Option<BufRef>,
     now: Instant,
-    scratch: &mut Vec<u8>,
-    config: &NetdConfig,
+    cx: &mut RunContext<'_>,
 ) -> Result<Option<Done>, i32> {
+    let RunContext { scratch, config, lending, stats } = cx;
     let blocked = |req: &Request| if req.nonblocking() { Err(libc::EAGAIN) } else { Ok(None) };
     let data = |pool: &Pool, scratch: &mut Vec<u8>| -> Result<(), i32> {
         let b = buf.ok_or(libc::EFAULT)?;
@@ -774,8 +939,29 @@ fn run(
                 return Err(if s.sockets.contains_key(&req.socket) { libc::EOPNOTSUPP } else { libc::EBADF });
             };
             let dst = decode_addr(req.aux[0]).map_err(|e| e.errno())?;
+            let b = buf.ok_or(libc::EFAULT)?;
+            // Zero copy unless the datagram stays here: a receiving
+            // socket's queue could hold the sender's buffer indefinitely.
+            if !iface.has_address(*dst.ip()) && b.len > 0 {
+                let taken = req.trace_time().map(|_| nagare_ipc::monotonic_ns());
+                let mut done = Completion::ok(req, u64::from(b.len));
+                done.piece = Some(Piece { buffer: b.index, offset: b.offset, len: b.len });
+                let key = s.conn.id;
+                let payload = lending.lend(key, &s.pool, b.index, b.offset, b.len, done.encode()).ok_or(libc::EFAULT)?;
+                if let Err(e) = iface.udp_send_buf(h, payload, dst, now) {
+                    lending.unlend(key, b.index);
+                    return Err(engine_errno(e));
+                }
+                if let (Some(posted), Some(taken)) = (req.trace_time(), taken) {
+                    lending.trace(key, b.index, posted, taken, nagare_ipc::monotonic_ns());
+                }
+                stats.sends_in_place += 1;
+                stats.tx_payload_in_place += u64::from(b.len);
+                return Ok(Some(Done { lent: true, ..Done::value(0) }));
+            }
             data(&s.pool, scratch)?;
             iface.udp_send_to(h, scratch, dst, now).map_err(engine_errno)?;
+            stats.tx_payload_copied += scratch.len() as u64;
             Ok(Some(Done::value(scratch.len() as u64)))
         }
         Op::RecvFrom => {
@@ -788,6 +974,7 @@ fn run(
                     // The result is the datagram's whole length (as with
                     // MSG_TRUNC); the piece's length what fit.
                     let n = copy_to_region(&mut s.pool, b, &d.payload)?;
+                    stats.rx_payload_copied += u64::from(n);
                     Ok(Some(Done::received(d.payload.len() as u64, encode_addr(d.source), n)))
                 }
                 None => blocked(req),
@@ -861,7 +1048,10 @@ fn run(
             let h = tcp_of(s, req.socket)?;
             data(&s.pool, scratch)?;
             match iface.tcp_send(h, scratch, now) {
-                Ok(n) if n > 0 || scratch.is_empty() => Ok(Some(Done::value(n as u64))),
+                Ok(n) if n > 0 || scratch.is_empty() => {
+                    stats.tx_payload_copied += n as u64;
+                    Ok(Some(Done::value(n as u64)))
+                }
                 Ok(_) | Err(EngineError::WouldBlock) => blocked(req),
                 Err(e) => Err(engine_errno(e)),
             }
@@ -875,6 +1065,7 @@ fn run(
             match iface.tcp_recv_buf(h, b.len as usize, now) {
                 Ok(Some(data)) => {
                     let n = copy_to_region(&mut s.pool, b, &data)?;
+                    stats.rx_payload_copied += u64::from(n);
                     Ok(Some(Done::received(u64::from(n), 0, n)))
                 }
                 Ok(None) => Ok(Some(Done::received(0, 0, 0))),
@@ -987,7 +1178,7 @@ fn echo_done(event: EchoEvent) -> Done {
             (0, host(from), EchoWord::TimeExceeded { seq: seq_no, code })
         }
     };
-    Done { value: len, addr: from, len: None, extra: word.encode() }
+    Done { value: len, addr: from, len: None, extra: word.encode(), lent: false }
 }
 
 fn set_nonblocking(fd: i32) -> io::Result<()> {

@@ -32,8 +32,15 @@ pub const DEFAULT_SOCKET: &str = "/tmp/nagare-netd.sock";
 
 /// Request flag: fail with `EAGAIN` instead of waiting.
 pub const NONBLOCK: u16 = 1;
+/// Request flag, `SENDTO` only: time the send path. `aux[TRACE_TIME]`
+/// holds the client's `CLOCK_MONOTONIC` time in ns when it posted the
+/// request; the completion's `aux[1]` and `aux[2]` carry the stage times
+/// (see [`SendStages`]).
+pub const TRACE: u16 = 2;
+/// The aux word of a traced request's post time.
+pub const TRACE_TIME: usize = 2;
 /// Every flag a request may carry.
-pub const KNOWN_FLAGS: u16 = NONBLOCK;
+pub const KNOWN_FLAGS: u16 = NONBLOCK | TRACE;
 /// Largest listen backlog.
 pub const MAX_BACKLOG: u64 = 4096;
 
@@ -345,7 +352,7 @@ impl Request {
         let raw_op = d.kind as u16;
         let flags = (d.kind >> 16) as u16;
         let op = Op::from_u16(raw_op).ok_or(ProtoError::BadOp(raw_op))?;
-        if flags & !KNOWN_FLAGS != 0 {
+        if flags & !KNOWN_FLAGS != 0 || (flags & TRACE != 0 && op != Op::SendTo) {
             return Err(ProtoError::BadFlags(flags));
         }
         if d.status != 0 {
@@ -402,15 +409,27 @@ impl Request {
             }
             _ => 0,
         };
+        let mut aux = d.aux;
+        if flags & TRACE != 0 {
+            if aux[TRACE_TIME] == 0 {
+                return Err(ProtoError::BadArgument);
+            }
+            aux[TRACE_TIME] = 0;
+        }
         let (limit, unused) = if op.can_wait() {
-            (d.aux[WAIT_LIMIT], &d.aux[used..WAIT_LIMIT])
+            (aux[WAIT_LIMIT], &aux[used..WAIT_LIMIT])
         } else {
-            (0, &d.aux[used..])
+            (0, &aux[used..])
         };
         if limit > MAX_WAIT_MICROS || unused.iter().any(|&w| w != 0) {
             return Err(ProtoError::BadArgument);
         }
         Ok(Request { op, flags, socket: d.flags, id: d.id, piece, aux: d.aux })
+    }
+
+    /// The client's post time of a traced request (ns, `CLOCK_MONOTONIC`).
+    pub fn trace_time(&self) -> Option<u64> {
+        (self.flags & TRACE != 0).then_some(self.aux[TRACE_TIME])
     }
 
     /// Whether the caller asked not to wait.
@@ -422,6 +441,49 @@ impl Request {
     pub fn wait_limit(&self) -> Option<std::time::Duration> {
         let micros = if self.op.can_wait() { self.aux[WAIT_LIMIT] } else { 0 };
         (micros != 0).then(|| std::time::Duration::from_micros(micros))
+    }
+}
+
+/// Where a traced send spent its time, in ns, stage by stage (AnT's send
+/// path): each is the time from the end of the one before. Packed three to
+/// a word, 21 bits each (at most about 2.1 ms; longer ones saturate), in
+/// `aux[1]` (netd's stages) and `aux[2]` (the driver's) of the completion.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendStages {
+    /// The request reaching netd (client post to netd taking it).
+    pub to_netd: u64,
+    /// The engine: UDP, IP and Ethernet, until the frame is queued.
+    pub protocol: u64,
+    /// The frame's descriptors posted to the driver (or, with no driver,
+    /// the device written by netd itself).
+    pub to_driver_post: u64,
+    /// The descriptors reaching the driver.
+    pub to_driver: u64,
+    /// The device write.
+    pub device: u64,
+    /// The completion posted to the application.
+    pub return_post: u64,
+}
+
+const STAGE_BITS: u32 = 21;
+const STAGE_MAX: u64 = (1 << STAGE_BITS) - 1;
+
+/// Three stage times in one word (saturating at about 2.1 ms each).
+pub fn pack_stages(a: u64, b: u64, c: u64) -> u64 {
+    a.min(STAGE_MAX) | b.min(STAGE_MAX) << STAGE_BITS | c.min(STAGE_MAX) << (2 * STAGE_BITS)
+}
+
+/// The three stage times of a word [`pack_stages`] made.
+pub fn unpack_stages(w: u64) -> [u64; 3] {
+    [w & STAGE_MAX, (w >> STAGE_BITS) & STAGE_MAX, (w >> (2 * STAGE_BITS)) & STAGE_MAX]
+}
+
+impl SendStages {
+    /// The stages a traced send's completion carries.
+    pub fn of(c: &Completion) -> SendStages {
+        let [to_netd, protocol, to_driver_post] = unpack_stages(c.aux[1]);
+        let [to_driver, device, return_post] = unpack_stages(c.aux[2]);
+        SendStages { to_netd, protocol, to_driver_post, to_driver, device, return_post }
     }
 }
 
@@ -642,4 +704,23 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn traced_sends_carry_a_time_and_only_sends_may_be_traced() {
+        let mut send = Request::new(Op::SendTo, 1);
+        send.socket = 3;
+        send.piece = Some(Piece { buffer: 0, offset: 0, len: 10 });
+        send.aux[0] = encode_addr(addr());
+        send.flags = TRACE;
+        assert!(matches!(Request::decode(&send.encode()), Err(ProtoError::BadArgument)), "a trace needs its time");
+        send.aux[TRACE_TIME] = 12345;
+        let back = Request::decode(&send.encode()).unwrap();
+        assert_eq!(back.trace_time(), Some(12345));
+        let mut nop = Request::new(Op::Nop, 2);
+        nop.flags = TRACE;
+        assert!(matches!(Request::decode(&nop.encode()), Err(ProtoError::BadFlags(_))));
+        assert_eq!(unpack_stages(pack_stages(1, 2_000_000, 3)), [1, 2_000_000, 3]);
+        assert_eq!(unpack_stages(pack_stages(u64::MAX, 0, 5_000_000)), [STAGE_MAX, 0, STAGE_MAX]);
+    }
 }
+

@@ -48,6 +48,8 @@ struct Conn {
     client: Client,
     requests: Producer,
     completions: Consumer,
+    /// Completions the driver posts directly (direct return).
+    direct: Consumer,
     pool: Pool,
     notifier: Notifier,
     waiter: Waiter,
@@ -77,10 +79,11 @@ impl Netd {
         })?;
         let requests = client.region.producer(0).map_err(io::Error::other)?;
         let completions = client.region.consumer(1).map_err(io::Error::other)?;
+        let direct = client.region.consumer(2).map_err(io::Error::other)?;
         let pool = client.region.pool().map_err(io::Error::other)?;
         let notifier = Notifier::new(client.server_wakeup.try_clone()?);
         let waiter = Waiter::new(client.client_wakeup.try_clone()?, DEFAULT_SPIN);
-        let conn = Conn { client, requests, completions, pool, notifier, waiter, next_id: 1, dead: false };
+        let conn = Conn { client, requests, completions, direct, pool, notifier, waiter, next_id: 1, dead: false };
         Ok(Netd { inner: Arc::new(Mutex::new(conn)) })
     }
 
@@ -173,6 +176,13 @@ impl Netd {
                 return Err(io::Error::other(e));
             }
         }
+        // A traced request's post time; its completion carries it back in
+        // `aux[3]` for the caller.
+        let mut posted = 0;
+        if req.flags & nagare_request::TRACE != 0 {
+            posted = nagare_ipc::monotonic_ns();
+            req.aux[nagare_request::TRACE_TIME] = posted;
+        }
         let desc = req.encode();
         let conn = &mut *c;
         loop {
@@ -194,8 +204,8 @@ impl Netd {
             }
         }
         loop {
-            match conn.waiter.wait(&mut conn.completions, Some(LIVENESS_SLICE)) {
-                Ok(nagare_ipc::WaitOutcome::Ready(_)) => {}
+            let ring = match conn.waiter.wait_any(&mut [&mut conn.completions, &mut conn.direct], Some(LIVENESS_SLICE)) {
+                Ok(nagare_ipc::WaitOutcome::Ready(i)) => i,
                 Ok(nagare_ipc::WaitOutcome::TimedOut) => {
                     if conn.client.peer_gone() {
                         conn.dead = true;
@@ -207,8 +217,9 @@ impl Netd {
                     conn.dead = true;
                     return Err(gone());
                 }
-            }
-            let d = match conn.completions.pop() {
+            };
+            let from = if ring == 0 { &mut conn.completions } else { &mut conn.direct };
+            let d = match from.pop() {
                 Ok(Some(d)) => d,
                 Ok(None) => continue,
                 Err(_) => {
@@ -216,14 +227,20 @@ impl Netd {
                     return Err(gone());
                 }
             };
-            // The buffer comes back with the completion.
-            let back = conn.pool.take(&d).ok().flatten();
             let comp = Completion::decode(&d);
             let mine = matches!(&comp, Ok(comp) if comp.id == req.id);
+            if !mine {
+                // A second completion of an earlier request (netd posts
+                // what a driver that died may already have posted): its
+                // buffer, if any, is no longer this request's to take.
+                continue;
+            }
+            // The buffer comes back with the completion.
+            let back = if d.buffer == buffer.unwrap_or(nagare_ipc::NO_BUFFER) { conn.pool.take(&d).ok().flatten() } else { None };
             let mut got = 0;
             if let Some(b) = back {
                 let mut read = Ok(());
-                if let (true, Data::Recv(out) | Data::InOut(out)) = (mine, &mut data) {
+                if let Data::Recv(out) | Data::InOut(out) = &mut data {
                     let n = (b.len as usize).min(out.len());
                     read = conn.pool.read(b.index, b.offset, &mut out[..n]);
                     got = n;
@@ -231,10 +248,13 @@ impl Netd {
                 let _ = conn.pool.release(b.index);
                 read.map_err(io::Error::other)?;
             }
-            if mine {
-                return finish(comp, got);
-            }
-            // A completion of an earlier call we gave up on: dropped.
+            let comp = comp.map(|mut c| {
+                if posted != 0 {
+                    c.aux[3] = posted;
+                }
+                c
+            });
+            return finish(comp, got);
         }
     }
 }

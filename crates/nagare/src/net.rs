@@ -330,6 +330,23 @@ impl UdpSocket {
         sent_count(c.aux[0], buf.len())
     }
 
+    /// [`UdpSocket::send_to`], timed stage by stage (AnT's send path, what
+    /// `nagare bench sendpath` measures): netd and its driver stamp the
+    /// request on its way.
+    pub fn send_to_traced(&self, buf: &[u8], addr: impl ToSocketAddrs) -> io::Result<(usize, SendTrace)> {
+        if buf.len() > self.h.netd.max_chunk() {
+            return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
+        }
+        let mut r = self.mode.apply(request(Op::SendTo, self.h.id));
+        r.aux[0] = encode_addr(v4(addr)?);
+        r.flags |= nagare_request::TRACE;
+        let (c, _) = self.h.netd.call(r, Data::Send(buf))?;
+        let done = nagare_ipc::monotonic_ns();
+        let stages = nagare_request::SendStages::of(&c);
+        let posted = c.aux[3];
+        Ok((sent_count(c.aux[0], buf.len())?, SendTrace { stages, total_ns: done.saturating_sub(posted) }))
+    }
+
     /// Waits for one datagram; a longer one is truncated to `buf`.
     pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
         self.recv_from_trunc(buf).map(|(n, _, from)| (n, from))
@@ -355,3 +372,23 @@ pub(crate) fn sent_count(claimed: u64, offered: usize) -> io::Result<usize> {
         .filter(|&n| n <= offered)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("netd claims {claimed} bytes sent of {offered}")))
 }
+
+/// Where one traced send spent its time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendTrace {
+    /// The stages netd and the driver measured.
+    pub stages: nagare_request::SendStages,
+    /// From posting the request to taking its completion, in ns.
+    pub total_ns: u64,
+}
+
+impl SendTrace {
+    /// The completion reaching the application: what the total leaves
+    /// after the measured stages.
+    pub fn return_ns(&self) -> u64 {
+        let s = &self.stages;
+        let measured = s.to_netd + s.protocol + s.to_driver_post + s.to_driver + s.device + s.return_post;
+        self.total_ns.saturating_sub(measured)
+    }
+}
+

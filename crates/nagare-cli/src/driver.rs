@@ -1,0 +1,168 @@
+//! `nagare driver`: netd's driver process, and the launchers netd starts
+//! its driver with (a process for split placement, a thread for single).
+//! Started by netd, not by hand: its control socket is inherited.
+
+use crate::up::default_mac;
+use anyhow::{bail, Context, Result};
+use nagare_dev::{Device, Impaired, Impairment, TapDevice};
+use nagare_netd::driver::{serve, DriverHandle, Launcher};
+use nagare_netd::Placement;
+use nagare_wire::{EthernetAddress, Ipv4Cidr};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::AtomicBool;
+
+/// The device a driver opens.
+#[derive(Clone, Debug)]
+pub enum DriverDevice {
+    /// The TAP netd opened (its descriptor comes with netd's hello).
+    Tap { name: String, vnet_header: bool },
+    /// A port of a VNI segment, attached by the driver.
+    Vni { segment: String, mac: EthernetAddress },
+}
+
+/// What the driver opens, and how it impairs traffic (tests).
+#[derive(Clone, Debug)]
+pub struct DriverSpec {
+    pub device: DriverDevice,
+    pub impair: Option<Impairment>,
+    /// Seeds the impairment.
+    pub addr: Ipv4Cidr,
+}
+
+impl DriverSpec {
+    /// `nagare driver`'s arguments for this device.
+    fn args(&self) -> Vec<String> {
+        let mut a = match &self.device {
+            DriverDevice::Tap { name, vnet_header } => {
+                let mut a = vec![String::from("--tap"), name.clone()];
+                if *vnet_header {
+                    a.push(String::from("--vnet-header"));
+                }
+                a
+            }
+            DriverDevice::Vni { segment, mac } => {
+                vec![String::from("--vni"), segment.clone(), String::from("--mac"), mac.to_string()]
+            }
+        };
+        a.extend([String::from("--addr"), self.addr.to_string()]);
+        if let Some(i) = &self.impair {
+            a.extend([String::from("--impair"), i.to_string()]);
+        }
+        a
+    }
+
+    /// Opens the device (`fd`: the TAP's, from netd's hello).
+    fn open(&self, fd: Option<OwnedFd>) -> io::Result<Box<dyn Device>> {
+        let mut device: Box<dyn Device> = match &self.device {
+            DriverDevice::Tap { name, vnet_header } => {
+                let fd = fd.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "netd passed no TAP descriptor"))?;
+                Box::new(TapDevice::from_fd(fd, name, *vnet_header)?)
+            }
+            DriverDevice::Vni { segment, mac } => Box::new(crate::vni::open_port(segment, *mac).map_err(io::Error::other)?),
+        };
+        if let Some(i) = self.impair.filter(|i| !i.is_none()) {
+            device = Box::new(Impaired::new(device, i, u64::from(self.addr.address().to_bits())));
+        }
+        Ok(device)
+    }
+}
+
+/// How netd starts its driver in `placement` (split or single).
+pub fn launcher(placement: Placement, spec: DriverSpec) -> Result<Launcher> {
+    match placement {
+        Placement::Split => {
+            let exe = std::env::current_exe().context("finding the nagare binary to start the driver")?;
+            Ok(Box::new(move |control: OwnedFd| {
+                // The child inherits one descriptor: a duplicate without
+                // close-on-exec, closed here once it has been passed on.
+                // SAFETY: F_DUPFD on a descriptor we own returns a new one.
+                let fd = unsafe { libc::fcntl(control.as_raw_fd(), libc::F_DUPFD, 3) };
+                if fd < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // SAFETY: `fd` was just created and is owned by nobody else.
+                let inherited = unsafe { OwnedFd::from_raw_fd(fd) };
+                let child = std::process::Command::new(&exe)
+                    .arg("driver")
+                    .arg("--control-fd")
+                    .arg(fd.to_string())
+                    .args(spec.args())
+                    .spawn();
+                drop(inherited);
+                drop(control);
+                Ok(DriverHandle::Process(child?))
+            }))
+        }
+        Placement::Single => Ok(Box::new(move |control: OwnedFd| {
+            let spec = spec.clone();
+            let thread = std::thread::Builder::new().name(String::from("nagare-driver")).spawn(move || {
+                let stop = AtomicBool::new(false);
+                if let Err(e) = serve(control, |fd| spec.open(fd), &stop) {
+                    eprintln!("nagare driver thread: {e}");
+                }
+            })?;
+            Ok(DriverHandle::Thread(thread))
+        })),
+        Placement::Inline => bail!("inline placement has no driver"),
+    }
+}
+
+/// `nagare driver`'s arguments.
+#[derive(clap::Args)]
+pub struct DriverArgs {
+    /// The inherited control socket netd started us with.
+    #[arg(long)]
+    control_fd: i32,
+    /// The TAP netd opened (its descriptor comes over the control socket).
+    #[arg(long, required_unless_present = "vni")]
+    tap: Option<String>,
+    /// The TAP was attached with virtio-net headers.
+    #[arg(long, requires = "tap")]
+    vnet_header: bool,
+    /// A VNI segment to attach a port of.
+    #[arg(long, conflicts_with = "tap")]
+    vni: Option<String>,
+    /// The port's Ethernet address (netd's).
+    #[arg(long)]
+    mac: Option<EthernetAddress>,
+    /// netd's address (seeds the impairment).
+    #[arg(long)]
+    addr: Ipv4Cidr,
+    /// Impair traffic both ways (as netd was asked to).
+    #[arg(long)]
+    impair: Option<Impairment>,
+}
+
+/// Runs the driver process until netd closes the control socket.
+pub fn run(args: DriverArgs) -> Result<()> {
+    if args.control_fd < 3 {
+        bail!("--control-fd {} is not an inherited descriptor", args.control_fd);
+    }
+    // SAFETY: fstat on a descriptor number into a local struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstat(args.control_fd, &mut st) } < 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        bail!("--control-fd {} is not a socket (nagare driver is started by nagare netd)", args.control_fd);
+    }
+    // SAFETY: netd passed us this descriptor for us alone; checked open.
+    let control = unsafe { OwnedFd::from_raw_fd(args.control_fd) };
+    // SAFETY: F_SETFD with a constant flag on our descriptor.
+    unsafe { libc::fcntl(control.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
+    // Ctrl-C in a terminal reaches the whole process group: netd stops us
+    // by closing the control socket, after it has stopped itself.
+    // SAFETY: setting a signal to be ignored installs no handler.
+    unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+    let device = match (args.tap, args.vni) {
+        (Some(name), _) => DriverDevice::Tap { name, vnet_header: args.vnet_header },
+        (None, Some(segment)) => {
+            DriverDevice::Vni { segment, mac: args.mac.unwrap_or_else(|| default_mac(args.addr.address())) }
+        }
+        (None, None) => bail!("--tap or --vni is needed"),
+    };
+    let spec = DriverSpec { device, impair: args.impair, addr: args.addr };
+    let stop = AtomicBool::new(false);
+    let stats = serve(control, |fd| spec.open(fd), &stop).context("nagare driver")?;
+    eprintln!("nagare driver (pid {}): stopping; {stats:?}", std::process::id());
+    Ok(())
+}

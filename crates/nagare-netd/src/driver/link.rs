@@ -1,0 +1,600 @@
+//! netd's side of the driver: starts it (a process or a thread, through a
+//! launcher the caller provides), feeds its transmit ring, takes its
+//! receive ring, and starts it again when it dies.
+//!
+//! The engine keeps all protocol state, so a driver's death loses only the
+//! frames in flight: TCP retransmits them once the new driver is up.
+//! Completions the dead driver was to post (`RETURN`s it never confirmed)
+//! are posted by netd instead; an application may then see one twice and
+//! drops the second (it no longer waits for that request id).
+
+use super::proto::{
+    control_pair, offload_of, offload_word, Control, CONTROL_LEN, KEY, STAGES, TRACE_AT, MAX_PIECES, MORE, RETURN, RETURNED, RX_FREE,
+    RX_PIECE, TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
+};
+use super::run::poll_in;
+use crate::lending::Lending;
+use nagare_core::buf::{BufferPool, PacketBuf, TxOffloads};
+use nagare_core::Instant;
+use nagare_dev::{Device, DeviceStats, RX_HEADROOM};
+use nagare_ipc::fdpass::{recv_with_fds, send_with_fds};
+use nagare_ipc::{eventfd, Consumer, Descriptor, Notifier, Pool, Producer, Region, RegionConfig, Waiter};
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Slots of each driver-region ring.
+const RING_SLOTS: u32 = 1024;
+/// Buffers of the driver region: half netd's (transmit), half the driver's
+/// (receive).
+const BUFFERS: u32 = 512;
+/// Size of one driver-region buffer.
+const BUFFER_SIZE: u32 = 16384;
+/// How long a new driver has to say it is ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Least time between two starts, so a driver that dies at once does not
+/// make netd spin.
+const RESTART_BACKOFF: Duration = Duration::from_millis(200);
+/// How long a stopping driver has to exit before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// A running driver.
+pub enum DriverHandle {
+    /// `nagare driver`, a process of its own (split placement).
+    Process(std::process::Child),
+    /// A thread of netd (single placement).
+    Thread(std::thread::JoinHandle<()>),
+}
+
+/// Starts a driver on the given end of its control socket.
+pub type Launcher = Box<dyn FnMut(OwnedFd) -> io::Result<DriverHandle>>;
+
+/// Counters of netd's side of the driver.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// Drivers started (the first and every restart).
+    pub starts: u64,
+    /// Drivers found dead.
+    pub deaths: u64,
+    /// Frames handed to the driver.
+    pub tx_frames: u64,
+    /// Bytes of them copied into the driver region (headers, TCP data).
+    pub tx_bytes_copied: u64,
+    /// Bytes of them named in place in an application's region.
+    pub tx_bytes_in_place: u64,
+    /// Frames dropped while no driver was running.
+    pub tx_dropped_down: u64,
+    /// Frames dropped for having too many pieces.
+    pub tx_dropped_bad: u64,
+    /// Frames received from the driver.
+    pub rx_frames: u64,
+    /// Bytes copied out of the driver region into the engine.
+    pub rx_bytes_copied: u64,
+    /// Receive descriptors that made no sense (dropped).
+    pub rx_bad: u64,
+    /// `RETURN`s posted.
+    pub returns_posted: u64,
+    /// Of those, confirmed by the driver (completions it posted directly).
+    pub returns_confirmed: u64,
+    /// Completions netd posted itself because their driver died.
+    pub returns_orphaned: u64,
+}
+
+struct Incarnation {
+    handle: DriverHandle,
+    pid: u32,
+    control: OwnedFd,
+    _region: Region,
+    to_driver: Producer,
+    from_driver: Consumer,
+    pool: Pool,
+    notifier: Notifier,
+    waiter: Waiter,
+    /// `RETURN`s not yet confirmed: (client key, request id) → completion.
+    returns: HashMap<(u64, u64), Descriptor>,
+    out: VecDeque<Descriptor>,
+}
+
+/// netd's link to its driver, a [`Device`] to the engine.
+pub struct DriverLink {
+    launcher: Launcher,
+    device_fd: Option<OwnedFd>,
+    lending: Rc<Lending>,
+    up: Option<Incarnation>,
+    generation: u64,
+    mtu: usize,
+    offloads: TxOffloads,
+    last_start: std::time::Instant,
+    stats: LinkStats,
+    device_stats: DeviceStats,
+    orphans: Vec<(u64, Descriptor)>,
+    rx_partial: Vec<u8>,
+    rx_offload: u64,
+    rx_pieces: usize,
+}
+
+impl DriverLink {
+    /// Starts the first driver with `launcher`; `device_fd` (a TAP's) is
+    /// passed to every driver started. The device's MTU and offloads are
+    /// then known ([`Device::mtu`], [`Device::tx_offloads`]), for the
+    /// engine's configuration.
+    pub fn start(launcher: Launcher, device_fd: Option<OwnedFd>) -> io::Result<DriverLink> {
+        let lending = Rc::new(Lending::default());
+        let mut link = DriverLink {
+            launcher,
+            device_fd,
+            lending,
+            up: None,
+            generation: 0,
+            mtu: 0,
+            offloads: TxOffloads::NONE,
+            last_start: std::time::Instant::now(),
+            stats: LinkStats::default(),
+            device_stats: DeviceStats::default(),
+            orphans: Vec::new(),
+            rx_partial: Vec::new(),
+            rx_offload: 0,
+            rx_pieces: 0,
+        };
+        let (inc, mtu, offloads) = link.launch()?;
+        link.mtu = mtu;
+        link.offloads = offloads;
+        link.up = Some(inc);
+        Ok(link)
+    }
+
+    fn launch(&mut self) -> io::Result<(Incarnation, usize, TxOffloads)> {
+        self.last_start = std::time::Instant::now();
+        self.stats.starts += 1;
+        let (ours, theirs) = control_pair()?;
+        let config = RegionConfig {
+            rings: 2,
+            attacher_produces: 0b10,
+            ring_slots: RING_SLOTS,
+            buffers: BUFFERS,
+            buffer_size: BUFFER_SIZE,
+            creator_buffers: BUFFERS / 2,
+        };
+        let region = Region::create("nagare-driver", config).map_err(io::Error::other)?;
+        let netd_efd = eventfd()?;
+        let driver_efd = eventfd()?;
+        let mut handle = (self.launcher)(theirs)?;
+        let ready = (|| {
+            let mut fds = vec![region.fd(), netd_efd.as_fd(), driver_efd.as_fd()];
+            if let Some(d) = &self.device_fd {
+                fds.push(d.as_fd());
+            }
+            send_with_fds(ours.as_fd(), &Control::Hello.encode(), &fds)?;
+            if poll_in(ours.as_raw_fd(), READY_TIMEOUT)? == 0 {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "the driver did not say it was ready"));
+            }
+            let mut buf = [0u8; CONTROL_LEN];
+            let got = recv_with_fds(ours.as_fd(), &mut buf, 0)?;
+            match Control::decode(&buf[..got.len]) {
+                Some(Control::Ready { pid, mtu, offloads }) => Ok((pid, mtu, offloads)),
+                _ => Err(io::Error::new(io::ErrorKind::InvalidData, "the driver did not start (no ready message)")),
+            }
+        })();
+        let (pid, mtu, offloads) = match ready {
+            Ok(r) => r,
+            Err(e) => {
+                stop_handle(&mut handle);
+                return Err(e);
+            }
+        };
+        let offloads = TxOffloads { checksum: offloads & 1 != 0, tcp_segmentation: (offloads >> 16) as usize };
+        self.generation += 1;
+        let inc = Incarnation {
+            handle,
+            pid,
+            control: ours,
+            to_driver: region.producer(0).map_err(io::Error::other)?,
+            from_driver: region.consumer(1).map_err(io::Error::other)?,
+            pool: region.pool().map_err(io::Error::other)?,
+            _region: region,
+            notifier: Notifier::new(driver_efd),
+            waiter: Waiter::new(netd_efd, Duration::ZERO),
+            returns: HashMap::new(),
+            out: VecDeque::new(),
+        };
+        Ok((inc, mtu as usize, offloads))
+    }
+
+    pub(crate) fn lending(&self) -> Rc<Lending> {
+        self.lending.clone()
+    }
+
+    /// The generation of the running driver, if one runs.
+    pub(crate) fn generation(&self) -> Option<u64> {
+        self.up.as_ref().map(|_| self.generation)
+    }
+
+    /// The running driver's process id (netd's own in single placement).
+    pub fn pid(&self) -> Option<u32> {
+        self.up.as_ref().map(|i| i.pid)
+    }
+
+    /// The counters.
+    pub fn link_stats(&self) -> LinkStats {
+        self.stats
+    }
+
+    /// Tells the driver about client `key`: its region and eventfd.
+    pub(crate) fn attach(&mut self, key: u64, region: BorrowedFd<'_>, wakeup: BorrowedFd<'_>) {
+        if let Some(inc) = &self.up {
+            // A failure shows as the driver's death, handled by `check`.
+            let _ = send_with_fds(inc.control.as_fd(), &Control::Attach { key }.encode(), &[region, wakeup]);
+        }
+    }
+
+    /// Tells the driver client `key` is gone.
+    pub(crate) fn detach(&mut self, key: u64) {
+        if let Some(inc) = &self.up {
+            let _ = send_with_fds(inc.control.as_fd(), &Control::Detach { key }.encode(), &[]);
+        }
+    }
+
+    /// Queues `completion` for client `key` behind every frame handed over
+    /// so far; the driver posts it (direct return). False if no driver
+    /// runs: netd posts it itself.
+    pub(crate) fn post_return(&mut self, key: u64, completion: Descriptor) -> bool {
+        let Some(inc) = self.up.as_mut() else { return false };
+        let mut d = Descriptor {
+            kind: RETURN,
+            flags: completion.flags,
+            id: completion.id,
+            buffer: completion.buffer,
+            offset: completion.offset,
+            len: completion.len,
+            status: completion.status,
+            aux: [0; 4],
+        };
+        d.aux[STAGES] = completion.aux[1];
+        d.aux[KEY] = key;
+        d.aux[2] = u64::from(completion.kind);
+        d.aux[3] = completion.aux[0];
+        inc.returns.insert((key, completion.id), completion);
+        inc.out.push_back(d);
+        self.stats.returns_posted += 1;
+        flush(inc);
+        true
+    }
+
+    /// Completions netd must post itself (their driver died).
+    pub(crate) fn take_orphans(&mut self) -> Vec<(u64, Descriptor)> {
+        std::mem::take(&mut self.orphans)
+    }
+
+    /// Notices a dead driver and starts a new one (at most once per
+    /// backoff period), attaching every client in `clients`. Returns
+    /// whether anything changed.
+    pub(crate) fn check<'a>(&mut self, clients: impl Iterator<Item = (u64, BorrowedFd<'a>, BorrowedFd<'a>)>) -> bool {
+        let mut changed = false;
+        if let Some(inc) = &mut self.up {
+            let exited = match &mut inc.handle {
+                DriverHandle::Process(c) => !matches!(c.try_wait(), Ok(None)),
+                DriverHandle::Thread(t) => t.is_finished(),
+            };
+            if exited || peer_gone(inc.control.as_fd()) {
+                if let Some(mut inc) = self.up.take() {
+                    stop_handle(&mut inc.handle);
+                    self.stats.deaths += 1;
+                    self.stats.returns_orphaned += inc.returns.len() as u64;
+                    self.orphans.extend(inc.returns.drain().map(|((key, _), c)| (key, c)));
+                    eprintln!("nagare netd: driver (pid {}) died; starting another", inc.pid);
+                }
+                self.rx_partial.clear();
+                self.rx_pieces = 0;
+                changed = true;
+            }
+        }
+        if self.up.is_none() && self.last_start.elapsed() >= RESTART_BACKOFF {
+            match self.launch() {
+                Ok((inc, mtu, _)) => {
+                    if mtu != self.mtu {
+                        eprintln!("nagare netd: the new driver's MTU is {mtu}, not {}", self.mtu);
+                    }
+                    eprintln!("nagare netd: driver started again (pid {})", inc.pid);
+                    self.up = Some(inc);
+                    for (key, region, wakeup) in clients {
+                        self.attach(key, region, wakeup);
+                    }
+                }
+                Err(e) => eprintln!("nagare netd: starting the driver: {e}"),
+            }
+            changed = true;
+        }
+        changed
+    }
+
+    /// Before netd sleeps: asks for a wake-up on the receive ring. True if
+    /// something arrived meanwhile (do not sleep).
+    pub(crate) fn prepare_sleep(&mut self) -> bool {
+        match self.up.as_mut() {
+            Some(inc) => !inc.out.is_empty() || !matches!(inc.waiter.prepare_sleep(&mut inc.from_driver), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// The descriptors netd's sleep watches: the receive ring's eventfd
+    /// and the control socket (hang-up: the driver died).
+    pub(crate) fn sleep_fds(&self) -> [i32; 2] {
+        match &self.up {
+            Some(inc) => [inc.waiter.fd().as_raw_fd(), inc.control.as_raw_fd()],
+            None => [-1, -1],
+        }
+    }
+
+    /// After netd's sleep; `woken`: the eventfd was readable.
+    pub(crate) fn after_sleep(&mut self, woken: bool) {
+        if let Some(inc) = self.up.as_mut() {
+            if woken {
+                let _ = inc.waiter.woke(&inc.from_driver);
+            } else {
+                inc.waiter.set_polling(&inc.from_driver);
+            }
+        }
+    }
+
+    /// Turns one frame into descriptors: pieces of netd's bytes copied into
+    /// driver buffers, pieces of lent application buffers named in place.
+    /// `None` (buffers released) if the driver region is out of buffers.
+    fn encode(&mut self, frame: &PacketBuf, out: &mut Vec<Descriptor>) -> Result<(), ()> {
+        let generation = self.generation;
+        let Some(inc) = self.up.as_mut() else { return Err(()) };
+        let size = inc.pool.buffer_size() as usize;
+        let mut open: Option<(u32, usize)> = None;
+        let close = |open: &mut Option<(u32, usize)>, out: &mut Vec<Descriptor>| {
+            if let Some((index, used)) = open.take() {
+                out.push(Descriptor { kind: TX_PIECE, buffer: index, len: used as u32, ..Default::default() });
+            }
+        };
+        let mut copied = 0;
+        let mut in_place = 0;
+        let mut failed = false;
+        'chunks: for chunk in frame.chunks() {
+            if let Some((key, index, offset, at)) = self.lending.hand(chunk.as_ptr() as usize, chunk.len(), generation) {
+                close(&mut open, out);
+                let mut d = Descriptor { kind: TX_CLIENT_PIECE, buffer: index, offset, len: chunk.len() as u32, ..Default::default() };
+                d.aux[KEY] = key;
+                d.aux[TRACE_AT] = at;
+                out.push(d);
+                in_place += chunk.len();
+                continue;
+            }
+            let mut rest = chunk;
+            while !rest.is_empty() {
+                let (index, used) = match open {
+                    Some((i, u)) if u < size => (i, u),
+                    _ => {
+                        close(&mut open, out);
+                        match inc.pool.alloc() {
+                            Some(i) => (i, 0),
+                            None => {
+                                failed = true;
+                                break 'chunks;
+                            }
+                        }
+                    }
+                };
+                let n = rest.len().min(size - used);
+                let _ = inc.pool.write(index, used as u32, &rest[..n]);
+                open = Some((index, used + n));
+                rest = &rest[n..];
+                copied += n;
+            }
+        }
+        if failed {
+            if let Some((index, _)) = open {
+                let _ = inc.pool.release(index);
+            }
+            for d in out.iter().filter(|d| d.kind == TX_PIECE) {
+                let _ = inc.pool.release(d.buffer);
+            }
+            out.clear();
+            return Err(());
+        }
+        close(&mut open, out);
+        let last = out.len().saturating_sub(1);
+        for (k, d) in out.iter_mut().enumerate() {
+            if k < last {
+                d.flags |= MORE;
+            }
+        }
+        if let Some(first) = out.first_mut() {
+            first.aux[0] = offload_word(frame.offload());
+        }
+        self.stats.tx_bytes_copied += copied as u64;
+        self.stats.tx_bytes_in_place += in_place as u64;
+        Ok(())
+    }
+}
+
+impl Device for DriverLink {
+    fn receive_batch(&mut self, pool: &BufferPool, out: &mut Vec<PacketBuf>, max: usize, _now: Instant) -> io::Result<usize> {
+        let Some(inc) = self.up.as_mut() else { return Ok(0) };
+        let mut frames = 0;
+        while frames < max {
+            let d = match inc.from_driver.pop() {
+                Ok(Some(d)) => d,
+                Ok(None) => break,
+                // Shows as the driver's death at the next check.
+                Err(_) => break,
+            };
+            match d.kind {
+                RX_PIECE => {
+                    let Ok(Some(b)) = inc.pool.take(&d) else {
+                        self.stats.rx_bad += 1;
+                        continue;
+                    };
+                    if self.rx_pieces == 0 {
+                        self.rx_offload = d.aux[0];
+                    }
+                    self.rx_pieces += 1;
+                    let start = self.rx_partial.len();
+                    self.rx_partial.resize(start + b.len as usize, 0);
+                    let read = inc.pool.read(b.index, b.offset, &mut self.rx_partial[start..]);
+                    if inc.pool.give(b.index).is_ok() {
+                        inc.out.push_back(Descriptor { kind: RX_FREE, buffer: b.index, ..Default::default() });
+                    }
+                    if read.is_err() || self.rx_pieces > MAX_PIECES {
+                        self.stats.rx_bad += 1;
+                    }
+                    if d.flags & MORE != 0 && self.rx_pieces <= MAX_PIECES {
+                        continue;
+                    }
+                    let whole = self.rx_pieces <= MAX_PIECES && read.is_ok();
+                    self.rx_pieces = 0;
+                    let offload = offload_of(self.rx_offload);
+                    if let (true, Some(offload)) = (whole, offload) {
+                        if let Ok(mut p) = PacketBuf::from_slice(pool, RX_HEADROOM, &self.rx_partial) {
+                            p.set_offload(offload);
+                            self.stats.rx_frames += 1;
+                            self.stats.rx_bytes_copied += self.rx_partial.len() as u64;
+                            self.device_stats.rx_frames += 1;
+                            self.device_stats.rx_bytes += self.rx_partial.len() as u64;
+                            out.push(p);
+                            frames += 1;
+                        } else {
+                            self.device_stats.rx_dropped_no_buffer += 1;
+                        }
+                    }
+                    self.rx_partial.clear();
+                }
+                TX_DONE => match inc.pool.take(&d) {
+                    Ok(Some(b)) => {
+                        let _ = inc.pool.release(b.index);
+                    }
+                    _ => self.stats.rx_bad += 1,
+                },
+                RETURNED => {
+                    if inc.returns.remove(&(d.aux[KEY], d.id)).is_some() {
+                        self.stats.returns_confirmed += 1;
+                    }
+                }
+                _ => self.stats.rx_bad += 1,
+            }
+        }
+        flush(inc);
+        Ok(frames)
+    }
+
+    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, _now: Instant) -> io::Result<usize> {
+        if self.up.is_none() {
+            let n = frames.len();
+            frames.clear();
+            self.stats.tx_dropped_down += n as u64;
+            self.device_stats.tx_dropped += n as u64;
+            return Ok(n);
+        }
+        let mut done = 0;
+        let mut descs = Vec::with_capacity(MAX_PIECES);
+        while let Some(frame) = frames.front() {
+            descs.clear();
+            if self.encode(frame, &mut descs).is_err() {
+                break;
+            }
+            let Some(inc) = self.up.as_mut() else { break };
+            let free = (inc.to_driver.free().unwrap_or(0) as usize).saturating_sub(inc.out.len());
+            let len = frame.len() as u64;
+            if descs.len() > MAX_PIECES {
+                for d in descs.iter().filter(|d| d.kind == TX_PIECE) {
+                    let _ = inc.pool.release(d.buffer);
+                }
+                self.stats.tx_dropped_bad += 1;
+                self.device_stats.tx_errors += 1;
+            } else if descs.len() > free {
+                for d in descs.iter().filter(|d| d.kind == TX_PIECE) {
+                    let _ = inc.pool.release(d.buffer);
+                }
+                break;
+            } else {
+                for d in descs.iter().filter(|d| d.kind == TX_PIECE) {
+                    let _ = inc.pool.give(d.buffer);
+                }
+                inc.out.extend(descs.iter().copied());
+                self.stats.tx_frames += 1;
+                self.device_stats.tx_frames += 1;
+                self.device_stats.tx_bytes += len;
+            }
+            frames.pop_front();
+            done += 1;
+        }
+        if let Some(inc) = self.up.as_mut() {
+            flush(inc);
+        }
+        Ok(done)
+    }
+
+    fn mtu(&self) -> usize {
+        self.mtu
+    }
+
+    fn tx_offloads(&self) -> TxOffloads {
+        self.offloads
+    }
+
+    fn stats(&self) -> DeviceStats {
+        self.device_stats
+    }
+}
+
+impl Drop for DriverLink {
+    fn drop(&mut self) {
+        if let Some(inc) = self.up.take() {
+            let Incarnation { mut handle, control, .. } = inc;
+            // Closing the control socket tells the driver to stop.
+            drop(control);
+            match &mut handle {
+                DriverHandle::Process(c) => {
+                    let deadline = std::time::Instant::now() + STOP_GRACE;
+                    while std::time::Instant::now() < deadline && matches!(c.try_wait(), Ok(None)) {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    stop_handle(&mut handle);
+                }
+                DriverHandle::Thread(_) => {
+                    if let DriverHandle::Thread(t) = handle {
+                        let _ = t.join();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Posts what is queued for the driver.
+fn flush(inc: &mut Incarnation) {
+    if inc.out.is_empty() {
+        return;
+    }
+    inc.out.make_contiguous();
+    let (a, _) = inc.out.as_slices();
+    if let Ok(n) = inc.notifier.push_batch(&mut inc.to_driver, a) {
+        inc.out.drain(..n);
+    }
+}
+
+/// Ends a driver: a process is killed (by its id) and reaped, a thread
+/// joined (it ends when its control socket closes).
+fn stop_handle(handle: &mut DriverHandle) {
+    match handle {
+        DriverHandle::Process(c) => {
+            if matches!(c.try_wait(), Ok(None)) {
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+        DriverHandle::Thread(_) => {}
+    }
+}
+
+/// True once the driver's end of the control socket is closed.
+fn peer_gone(fd: BorrowedFd<'_>) -> bool {
+    let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: one live pollfd, no waiting.
+    let rc = unsafe { libc::poll(&mut p, 1, 0) };
+    rc > 0 && p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL | libc::POLLIN) != 0
+}

@@ -1,0 +1,38 @@
+//! The driver (issue 4, item 3): the device's half of the stack, a process
+//! of its own beside netd (split placement) or a thread of netd (single
+//! placement), sharing a region with netd.
+//!
+//! - [`proto`]: the driver region's descriptors and the control messages.
+//! - [`run`]: the driver itself ([`serve`]).
+//! - [`link`]: netd's side: a [`DriverLink`] the engine sees as its device,
+//!   which starts the driver and starts it again when it dies.
+
+pub mod link;
+pub mod proto;
+pub mod run;
+
+pub use link::{DriverHandle, DriverLink, Launcher, LinkStats};
+pub use run::{serve, DriverStats};
+
+/// Where the device runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// The driver is a process of its own (`nagare driver`), started again
+    /// when it dies.
+    Split,
+    /// The same driver code in a thread of netd.
+    Single,
+    /// No driver: the device is called from netd's loop (the baseline).
+    Inline,
+}
+
+impl Placement {
+    /// The name `--placement` takes and `nagare stat` shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Split => "split",
+            Placement::Single => "single",
+            Placement::Inline => "inline",
+        }
+    }
+}

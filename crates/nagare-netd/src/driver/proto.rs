@@ -1,0 +1,211 @@
+//! What netd and its driver say to each other: the descriptors of the
+//! driver region's two rings and the messages of the control socket.
+//!
+//! Ring 0 (netd → driver):
+//!
+//! | kind | meaning | fields |
+//! |---|---|---|
+//! | `TX_PIECE` | a piece of a frame in a driver-region buffer netd hands over | buffer, offset, len; flags `MORE`; aux0 offload bits on a frame's first piece |
+//! | `TX_CLIENT_PIECE` | a piece of a frame in an application's region (its payload, untouched) | aux1 client key; buffer, offset, len; flags `MORE`; aux0 offload bits on the first piece; aux2 hand-over time of a traced send |
+//! | `RETURN` | post this completion to the client once every frame before it is on the device (direct return) | aux1 client key; flags socket, id request id, buffer/offset/len the piece, status, aux2 op, aux3 result; aux0 netd's stage times of a traced send |
+//! | `RX_FREE` | a receive buffer back to the driver | buffer |
+//!
+//! Ring 1 (driver → netd):
+//!
+//! | kind | meaning | fields |
+//! |---|---|---|
+//! | `RX_PIECE` | a piece of a received frame in a driver buffer handed over | buffer, offset, len; flags `MORE`; aux0 offload bits on the first piece |
+//! | `TX_DONE` | a transmit buffer back to netd (its frames are on the device) | buffer |
+//! | `RETURNED` | the completion of a `RETURN` was posted to its client | aux1 client key, id request id |
+//!
+//! Every buffer a descriptor names is checked against the receiver's
+//! ownership table, every client key against the attached clients, and a
+//! frame of more than [`MAX_PIECES`] pieces is dropped.
+
+use nagare_core::buf::{ChecksumState, Offload};
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd};
+
+/// A frame piece in a driver-region buffer (netd → driver).
+pub const TX_PIECE: u32 = 1;
+/// A frame piece in a client's region (netd → driver).
+pub const TX_CLIENT_PIECE: u32 = 2;
+/// A completion for the driver to post to a client (netd → driver).
+pub const RETURN: u32 = 3;
+/// A receive buffer handed back (netd → driver).
+pub const RX_FREE: u32 = 4;
+
+/// A received frame piece (driver → netd).
+pub const RX_PIECE: u32 = 1;
+/// A transmit buffer handed back (driver → netd).
+pub const TX_DONE: u32 = 2;
+/// A direct return done (driver → netd).
+pub const RETURNED: u32 = 3;
+
+/// Flag: the frame continues in the next descriptor.
+pub const MORE: u32 = 1;
+
+/// Most pieces one frame may have (a 64 KiB super-segment in 16 KiB
+/// buffers, headers and an application's payload need far fewer).
+pub const MAX_PIECES: usize = 16;
+
+/// The `aux` word that carries a client key.
+pub const KEY: usize = 1;
+/// `TX_CLIENT_PIECE` of a traced send: when netd handed it over (ns,
+/// `CLOCK_MONOTONIC`).
+pub const TRACE_AT: usize = 2;
+/// `RETURN` of a traced send: netd's stage times, packed (see
+/// `nagare_request::pack_stages`); 0 untraced.
+pub const STAGES: usize = 0;
+
+/// A frame's offload metadata as one word.
+pub fn offload_word(o: Offload) -> u64 {
+    let checksum = match o.checksum {
+        ChecksumState::Complete => 0u64,
+        ChecksumState::Partial => 1,
+        ChecksumState::Verified => 2,
+    };
+    checksum | u64::from(o.segment_size) << 8
+}
+
+/// The offload metadata in a word, if it is one [`offload_word`] makes.
+pub fn offload_of(w: u64) -> Option<Offload> {
+    let checksum = match w & 0xff {
+        0 => ChecksumState::Complete,
+        1 => ChecksumState::Partial,
+        2 => ChecksumState::Verified,
+        _ => return None,
+    };
+    if w >> 24 != 0 {
+        return None;
+    }
+    Some(Offload { checksum, segment_size: (w >> 8) as u16 })
+}
+
+/// A control message (one `SOCK_SEQPACKET` datagram, descriptors attached
+/// where noted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// netd → driver, first: fds region memfd, netd's eventfd (the driver
+    /// signals ring 1 on it), the driver's eventfd (netd signals ring 0),
+    /// and the device's descriptor if netd opened it (a TAP).
+    Hello,
+    /// driver → netd, after the hello: the device is open.
+    Ready {
+        /// The driver's process id.
+        pid: u32,
+        /// The device's IP MTU.
+        mtu: u32,
+        /// What the device completes on transmit: bit 0 checksums; bits
+        /// 16.. the largest TCP super-segment (0: none).
+        offloads: u64,
+    },
+    /// netd → driver: client `key`'s region; fds region memfd, the
+    /// client's eventfd.
+    Attach {
+        /// The client's key (netd's client id, never reused).
+        key: u64,
+    },
+    /// netd → driver: client `key` is gone.
+    Detach {
+        /// The client's key.
+        key: u64,
+    },
+}
+
+/// Length of every control message.
+pub const CONTROL_LEN: usize = 32;
+
+impl Control {
+    /// The message's bytes.
+    pub fn encode(&self) -> [u8; CONTROL_LEN] {
+        let (kind, a, b, c) = match *self {
+            Control::Hello => (1u32, 0u64, 0u64, 0u64),
+            Control::Ready { pid, mtu, offloads } => (2, u64::from(pid), u64::from(mtu), offloads),
+            Control::Attach { key } => (3, key, 0, 0),
+            Control::Detach { key } => (4, key, 0, 0),
+        };
+        let mut out = [0u8; CONTROL_LEN];
+        out[0..4].copy_from_slice(&kind.to_le_bytes());
+        out[8..16].copy_from_slice(&a.to_le_bytes());
+        out[16..24].copy_from_slice(&b.to_le_bytes());
+        out[24..32].copy_from_slice(&c.to_le_bytes());
+        out
+    }
+
+    /// Decodes a message; `None` if it is not one [`Control::encode`]
+    /// makes.
+    pub fn decode(bytes: &[u8]) -> Option<Control> {
+        let bytes: &[u8; CONTROL_LEN] = bytes.try_into().ok()?;
+        let word = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&bytes[i..i + 8]);
+            u64::from_le_bytes(w)
+        };
+        let mut k = [0u8; 4];
+        k.copy_from_slice(&bytes[0..4]);
+        let kind = u32::from_le_bytes(k);
+        let (a, b, c) = (word(8), word(16), word(24));
+        if bytes[4..8] != [0; 4] {
+            return None;
+        }
+        match kind {
+            1 if a == 0 && b == 0 && c == 0 => Some(Control::Hello),
+            2 => Some(Control::Ready { pid: u32::try_from(a).ok()?, mtu: u32::try_from(b).ok()?, offloads: c }),
+            3 if b == 0 && c == 0 => Some(Control::Attach { key: a }),
+            4 if b == 0 && c == 0 => Some(Control::Detach { key: a }),
+            _ => None,
+        }
+    }
+}
+
+/// Two connected `SOCK_SEQPACKET` Unix sockets (message boundaries kept,
+/// close-on-exec): netd's end and the driver's.
+pub fn control_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: socketpair writes two descriptors into the array we pass.
+    let rc = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody
+    // else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_messages_round_trip_and_junk_is_refused() {
+        for m in [
+            Control::Hello,
+            Control::Ready { pid: 42, mtu: 1500, offloads: 1 | 65535 << 16 },
+            Control::Attach { key: 7 },
+            Control::Detach { key: u64::MAX },
+        ] {
+            assert_eq!(Control::decode(&m.encode()), Some(m));
+        }
+        let mut bad = Control::Attach { key: 1 }.encode();
+        bad[16] = 1;
+        assert_eq!(Control::decode(&bad), None);
+        assert_eq!(Control::decode(&[0u8; 31]), None);
+        let mut unknown = Control::Hello.encode();
+        unknown[0] = 9;
+        assert_eq!(Control::decode(&unknown), None);
+    }
+
+    #[test]
+    fn offload_words_round_trip_and_junk_is_refused() {
+        for o in [
+            Offload::NONE,
+            Offload { checksum: ChecksumState::Partial, segment_size: 1448 },
+            Offload { checksum: ChecksumState::Verified, segment_size: 0 },
+        ] {
+            assert_eq!(offload_of(offload_word(o)), Some(o));
+        }
+        assert_eq!(offload_of(3), None);
+        assert_eq!(offload_of(1 << 30), None);
+    }
+}

@@ -1,0 +1,547 @@
+//! The driver: the device's half of the stack, in a process of its own
+//! (`nagare driver`, split placement) or a thread of netd (single
+//! placement), the same code either way.
+//!
+//! It takes frames from netd's transmit ring as chains of pieces, some in
+//! the driver region (headers, netd's own data), some in an application's
+//! region (its payload, never copied), hands them to the device, and then
+//! posts `RETURN`ed completions straight into the application's
+//! driver-completion ring (direct return). Frames from the device go to
+//! netd in receive buffers of the driver region.
+
+use nagare_request::pack_stages;
+use super::proto::{
+    offload_of, offload_word, Control, CONTROL_LEN, KEY, STAGES, TRACE_AT, MAX_PIECES, MORE, RETURN, RETURNED, RX_FREE, RX_PIECE,
+    TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
+};
+use nagare_core::buf::{Buffer, BufferPool, ExternalBytes, Offload, PacketBuf};
+use nagare_dev::{Device, MonotonicClock};
+use nagare_ipc::fdpass::{recv_with_fds, send_with_fds};
+use nagare_ipc::{Consumer, Descriptor, Notifier, Pool, Producer, Region, SharedBytes, Waiter};
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// How long the driver waits for netd's hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Descriptors taken from netd per turn.
+const BATCH: usize = 256;
+/// Frames taken from the device per turn.
+const RX_BATCH: usize = 64;
+/// Spin this long after the last work before sleeping.
+const SPIN: Duration = Duration::from_micros(50);
+/// Longest sleep.
+const MAX_SLEEP: Duration = Duration::from_millis(100);
+/// Heap buffers for frames from the device (copied into the region at once).
+const HEAP_BUFFERS: usize = 256;
+const HEAP_BUFFER_SIZE: usize = 2048;
+
+/// The driver's counters, printed when it stops.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DriverStats {
+    /// Frames put on the device.
+    pub tx_frames: u64,
+    /// Pieces of those in an application's region (payload not copied).
+    pub tx_client_pieces: u64,
+    /// Frames dropped: a bad descriptor, an unknown client, too many pieces.
+    pub tx_bad: u64,
+    /// Completions posted straight to applications.
+    pub direct_returns: u64,
+    /// Frames from the device handed to netd.
+    pub rx_frames: u64,
+    /// Frames from the device dropped for want of a receive buffer.
+    pub rx_dropped: u64,
+    /// Clients attached.
+    pub clients_attached: u64,
+    /// Control messages or descriptors that made no sense.
+    pub bad_messages: u64,
+}
+
+/// A transmit buffer of the driver region: handed back to netd when the
+/// device is done with the last frame that refers to it.
+struct NetdBytes {
+    bytes: SharedBytes,
+    index: u32,
+    done: Rc<RefCell<Vec<u32>>>,
+}
+
+impl ExternalBytes for NetdBytes {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: netd does not write a buffer it handed over; if it did,
+        // it would only change a frame's bytes, which we never interpret.
+        unsafe { self.bytes.as_slice() }
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above; this is the only view of the buffer here.
+        unsafe { self.bytes.as_mut_slice() }
+    }
+}
+
+impl Drop for NetdBytes {
+    fn drop(&mut self) {
+        self.done.borrow_mut().push(self.index);
+    }
+}
+
+/// An application's payload, lent for one frame.
+struct ClientBytes(SharedBytes);
+
+impl ExternalBytes for ClientBytes {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the application may rewrite its payload while we send
+        // it; that changes only its own frame, which we never interpret.
+        unsafe { self.0.as_slice() }
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above; the device only reads.
+        unsafe { self.0.as_mut_slice() }
+    }
+}
+
+/// An application attached to the driver: its region (as netd's delegate)
+/// and its driver-completion ring.
+struct ClientPort {
+    region: Region,
+    completions: Producer,
+    notifier: Notifier,
+    backlog: VecDeque<Descriptor>,
+}
+
+/// A completion due once `after` frames have left the device.
+struct Due {
+    after: u64,
+    key: u64,
+    completion: Descriptor,
+    /// A traced send's frame: when netd handed it over, when we took it.
+    trace: Option<(u64, u64)>,
+}
+
+struct Driver {
+    control: OwnedFd,
+    _region: Region,
+    from_netd: Consumer,
+    to_netd: Producer,
+    pool: Pool,
+    notifier: Notifier,
+    waiter: Waiter,
+    device: Box<dyn Device>,
+    clients: HashMap<u64, ClientPort>,
+    heap: BufferPool,
+    tx: VecDeque<PacketBuf>,
+    frame: Vec<PacketBuf>,
+    frame_offload: Offload,
+    frame_bad: bool,
+    /// The frame being put together carries a traced send: (handed, taken).
+    frame_trace: Option<(u64, u64)>,
+    /// The last traced frame queued, for the `RETURN` behind it.
+    last_traced: Option<(u64, u64)>,
+    due: VecDeque<Due>,
+    frames_queued: u64,
+    frames_done: u64,
+    done: Rc<RefCell<Vec<u32>>>,
+    out: VecDeque<Descriptor>,
+    rx: Vec<PacketBuf>,
+    stats: DriverStats,
+    clock: MonotonicClock,
+    netd_gone: bool,
+}
+
+/// Runs the driver on the control socket `control` until netd closes it or
+/// `stop` is raised. `open` opens the device, given the descriptor netd
+/// passed with its hello (a TAP's), if any.
+pub fn serve(
+    control: OwnedFd,
+    open: impl FnOnce(Option<OwnedFd>) -> io::Result<Box<dyn Device>>,
+    stop: &AtomicBool,
+) -> io::Result<DriverStats> {
+    let mut buf = [0u8; CONTROL_LEN];
+    if poll_in(control.as_raw_fd(), HELLO_TIMEOUT)? == 0 {
+        return Err(io::Error::new(io::ErrorKind::TimedOut, "no hello from netd"));
+    }
+    let got = recv_with_fds(control.as_fd(), &mut buf, 0)?;
+    if got.len != CONTROL_LEN || Control::decode(&buf) != Some(Control::Hello) || got.fds.len() < 3 || got.fds.len() > 4 {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "bad hello from netd"));
+    }
+    let mut fds = got.fds.into_iter();
+    let bad = || io::Error::new(io::ErrorKind::InvalidData, "bad hello from netd");
+    let memfd = fds.next().ok_or_else(bad)?;
+    let netd_efd = fds.next().ok_or_else(bad)?;
+    let driver_efd = fds.next().ok_or_else(bad)?;
+    let device = open(fds.next())?;
+    let region = Region::attach(memfd).map_err(io::Error::other)?;
+    let from_netd = region.consumer(0).map_err(io::Error::other)?;
+    let to_netd = region.producer(1).map_err(io::Error::other)?;
+    let pool = region.pool().map_err(io::Error::other)?;
+    let offloads = device.tx_offloads();
+    let ready = Control::Ready {
+        pid: std::process::id(),
+        mtu: u32::try_from(device.mtu()).unwrap_or(0),
+        offloads: u64::from(offloads.checksum) | (offloads.tcp_segmentation as u64) << 16,
+    };
+    send_with_fds(control.as_fd(), &ready.encode(), &[])?;
+    let mut d = Driver {
+        control,
+        _region: region,
+        from_netd,
+        to_netd,
+        pool,
+        notifier: Notifier::new(netd_efd),
+        waiter: Waiter::new(driver_efd, Duration::ZERO),
+        device,
+        clients: HashMap::new(),
+        heap: BufferPool::new(HEAP_BUFFER_SIZE, HEAP_BUFFERS),
+        tx: VecDeque::new(),
+        frame: Vec::new(),
+        frame_offload: Offload::NONE,
+        frame_bad: false,
+        frame_trace: None,
+        last_traced: None,
+        due: VecDeque::new(),
+        frames_queued: 0,
+        frames_done: 0,
+        done: Rc::new(RefCell::new(Vec::new())),
+        out: VecDeque::new(),
+        rx: Vec::with_capacity(RX_BATCH),
+        stats: DriverStats::default(),
+        clock: MonotonicClock::new(),
+        netd_gone: false,
+    };
+    let mut last_work = std::time::Instant::now();
+    while !stop.load(Ordering::Relaxed) && !d.netd_gone {
+        if d.turn()? {
+            last_work = std::time::Instant::now();
+        } else if last_work.elapsed() >= SPIN {
+            d.sleep()?;
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+    Ok(d.stats)
+}
+
+impl Driver {
+    /// One batch: control messages, netd's descriptors, the device both
+    /// ways, completions and returns. Whether anything happened.
+    fn turn(&mut self) -> io::Result<bool> {
+        let mut work = self.control_messages();
+        work |= self.take_from_netd()?;
+        let now = self.clock.now();
+        if !self.tx.is_empty() {
+            let n = self.device.transmit_batch(&mut self.tx, now).unwrap_or(0);
+            self.frames_done += n as u64;
+            self.stats.tx_frames += n as u64;
+            work |= n > 0;
+        }
+        work |= self.post_returns();
+        for index in self.done.borrow_mut().drain(..) {
+            if self.pool.give(index).is_ok() {
+                self.out.push_back(Descriptor { kind: TX_DONE, buffer: index, ..Default::default() });
+            }
+        }
+        work |= self.receive(now);
+        work |= self.flush()?;
+        Ok(work)
+    }
+
+    /// Attaches and detaches clients; notices netd's end.
+    fn control_messages(&mut self) -> bool {
+        let mut work = false;
+        loop {
+            let mut buf = [0u8; CONTROL_LEN];
+            let got = match recv_with_fds(self.control.as_fd(), &mut buf, libc::MSG_DONTWAIT) {
+                Ok(g) => g,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return work,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    self.netd_gone = true;
+                    return true;
+                }
+            };
+            work = true;
+            if got.len == 0 {
+                self.netd_gone = true;
+                return true;
+            }
+            match (Control::decode(&buf[..got.len]), got.fds.len()) {
+                (Some(Control::Attach { key }), 2) => {
+                    let mut fds = got.fds.into_iter();
+                    let (Some(memfd), Some(efd)) = (fds.next(), fds.next()) else { continue };
+                    match attach_client(memfd, efd) {
+                        Ok(port) => {
+                            self.clients.insert(key, port);
+                            self.stats.clients_attached += 1;
+                        }
+                        Err(e) => {
+                            eprintln!("nagare driver: client {key}: {e}");
+                            self.stats.bad_messages += 1;
+                        }
+                    }
+                }
+                (Some(Control::Detach { key }), 0) => {
+                    self.clients.remove(&key);
+                }
+                _ => self.stats.bad_messages += 1,
+            }
+        }
+    }
+
+    /// Takes netd's descriptors: frames into the device queue, returns in
+    /// line behind them, receive buffers back.
+    fn take_from_netd(&mut self) -> io::Result<bool> {
+        let mut descs = [Descriptor::default(); BATCH];
+        let n = self.from_netd.pop_batch(&mut descs).map_err(io::Error::other)?;
+        for d in &descs[..n] {
+            match d.kind {
+                TX_PIECE | TX_CLIENT_PIECE => self.piece(d),
+                RETURN => {
+                    let completion = Descriptor {
+                        kind: d.aux[2] as u32,
+                        flags: d.flags,
+                        id: d.id,
+                        buffer: d.buffer,
+                        offset: d.offset,
+                        len: d.len,
+                        status: d.status,
+                        aux: [d.aux[3], d.aux[STAGES], 0, 0],
+                    };
+                    let trace = if d.aux[STAGES] != 0 { self.last_traced.take() } else { None };
+                    self.due.push_back(Due { after: self.frames_queued, key: d.aux[KEY], completion, trace });
+                }
+                RX_FREE => match self.pool.take(d) {
+                    Ok(Some(b)) => {
+                        let _ = self.pool.release(b.index);
+                    }
+                    _ => self.stats.bad_messages += 1,
+                },
+                _ => self.stats.bad_messages += 1,
+            }
+        }
+        Ok(n > 0)
+    }
+
+    /// Adds one piece to the frame being put together.
+    fn piece(&mut self, d: &Descriptor) {
+        if self.frame.is_empty() && !self.frame_bad {
+            match offload_of(d.aux[0]) {
+                Some(o) => self.frame_offload = o,
+                None => self.frame_bad = true,
+            }
+        }
+        let piece = match d.kind {
+            TX_PIECE => match self.pool.take(d) {
+                Ok(Some(b)) => match self.pool.shared(b.index, b.offset, b.len) {
+                    Ok(bytes) => {
+                        let ext = NetdBytes { bytes, index: b.index, done: self.done.clone() };
+                        PacketBuf::from_buffer(Buffer::external(Box::new(ext)), 0, b.len as usize)
+                    }
+                    Err(_) => {
+                        // Ours now, unusable: straight back.
+                        self.done.borrow_mut().push(b.index);
+                        None
+                    }
+                },
+                _ => None,
+            },
+            _ => self
+                .clients
+                .get(&d.aux[KEY])
+                .and_then(|c| c.region.shared_bytes(d.buffer, d.offset, d.len).ok())
+                .and_then(|bytes| {
+                    self.stats.tx_client_pieces += 1;
+                    if d.aux[TRACE_AT] != 0 {
+                        self.frame_trace = Some((d.aux[TRACE_AT], nagare_ipc::monotonic_ns()));
+                    }
+                    PacketBuf::from_buffer(Buffer::external(Box::new(ClientBytes(bytes))), 0, d.len as usize)
+                }),
+        };
+        match piece {
+            Some(p) if self.frame.len() < MAX_PIECES => self.frame.push(p),
+            _ => self.frame_bad = true,
+        }
+        if d.flags & MORE == 0 {
+            let pieces = std::mem::take(&mut self.frame);
+            if std::mem::take(&mut self.frame_bad) || pieces.is_empty() {
+                self.frame_trace = None;
+                self.stats.tx_bad += 1;
+                return;
+            }
+            let mut frame = PacketBuf::new();
+            for p in pieces {
+                frame.append(p);
+            }
+            frame.set_offload(self.frame_offload);
+            if let Some(t) = self.frame_trace.take() {
+                self.last_traced = Some(t);
+            }
+            self.tx.push_back(frame);
+            self.frames_queued += 1;
+        }
+    }
+
+    /// Posts the completions whose frames have all left (direct return),
+    /// and tells netd.
+    fn post_returns(&mut self) -> bool {
+        let mut work = false;
+        while self.due.front().is_some_and(|r| r.after <= self.frames_done) {
+            let Some(mut r) = self.due.pop_front() else { break };
+            work = true;
+            if let Some((handed, taken)) = r.trace {
+                let written = nagare_ipc::monotonic_ns();
+                let posting = nagare_ipc::monotonic_ns();
+                r.completion.aux[2] =
+                    pack_stages(taken.saturating_sub(handed), written.saturating_sub(taken), posting.saturating_sub(written));
+            }
+            if let Some(c) = self.clients.get_mut(&r.key) {
+                c.backlog.push_back(r.completion);
+                self.stats.direct_returns += 1;
+            }
+            self.out.push_back(Descriptor { kind: RETURNED, id: r.completion.id, aux: [0, r.key, 0, 0], ..Default::default() });
+        }
+        for c in self.clients.values_mut() {
+            if c.backlog.is_empty() {
+                continue;
+            }
+            let (a, _) = c.backlog.as_slices();
+            match c.notifier.push_batch(&mut c.completions, a) {
+                Ok(n) => {
+                    c.backlog.drain(..n);
+                }
+                // A broken ring is the client's doing: netd disconnects it.
+                Err(_) => c.backlog.clear(),
+            }
+        }
+        work
+    }
+
+    /// Frames from the device into receive buffers, for netd.
+    fn receive(&mut self, now: nagare_core::Instant) -> bool {
+        let size = self.pool.buffer_size() as usize;
+        let room = self.to_netd.free().unwrap_or(0) as usize;
+        // Leave room for transmit buffers and returns coming back.
+        let max = room.saturating_sub(self.out.len() + BATCH) / 2;
+        if max == 0 {
+            return false;
+        }
+        if self.device.receive_batch(&self.heap, &mut self.rx, max.min(RX_BATCH), now).is_err() {
+            return false;
+        }
+        let work = !self.rx.is_empty();
+        for frame in std::mem::take(&mut self.rx) {
+            let pieces = frame.len().div_ceil(size).max(1);
+            if pieces > MAX_PIECES || self.pool.counts().0 < pieces as u32 {
+                self.stats.rx_dropped += 1;
+                continue;
+            }
+            let mut indices = [0u32; MAX_PIECES];
+            for slot in indices.iter_mut().take(pieces) {
+                *slot = self.pool.alloc().unwrap_or(u32::MAX);
+            }
+            let mut k = 0;
+            let mut at = 0;
+            for chunk in frame.chunks() {
+                let mut rest = chunk;
+                while !rest.is_empty() {
+                    let n = rest.len().min(size - at);
+                    let Some(&index) = indices.get(k) else { break };
+                    let _ = self.pool.write(index, at as u32, &rest[..n]);
+                    rest = &rest[n..];
+                    at += n;
+                    if at == size {
+                        k += 1;
+                        at = 0;
+                    }
+                }
+            }
+            let total = frame.len();
+            for (k, &index) in indices.iter().take(pieces).enumerate() {
+                let len = (total - k * size).min(size);
+                let _ = self.pool.give(index);
+                self.out.push_back(Descriptor {
+                    kind: RX_PIECE,
+                    flags: if k + 1 < pieces { MORE } else { 0 },
+                    buffer: index,
+                    len: len as u32,
+                    aux: [if k == 0 { offload_word(frame.offload()) } else { 0 }, 0, 0, 0],
+                    ..Default::default()
+                });
+            }
+            self.stats.rx_frames += 1;
+        }
+        work
+    }
+
+    /// Posts what is waiting for netd.
+    fn flush(&mut self) -> io::Result<bool> {
+        if self.out.is_empty() {
+            return Ok(false);
+        }
+        self.out.make_contiguous();
+        let (a, _) = self.out.as_slices();
+        let n = self.notifier.push_batch(&mut self.to_netd, a).map_err(io::Error::other)?;
+        self.out.drain(..n);
+        Ok(n > 0)
+    }
+
+    /// Sleeps until netd, the device or the control socket needs us.
+    fn sleep(&mut self) -> io::Result<()> {
+        if self.waiter.prepare_sleep(&mut self.from_netd).map_err(io::Error::other)?.is_some() {
+            return Ok(());
+        }
+        let busy = !self.tx.is_empty() || !self.out.is_empty() || self.clients.values().any(|c| !c.backlog.is_empty());
+        let now = self.clock.now();
+        let mut timeout = self.device.poll_at().map_or(MAX_SLEEP, |t| t.saturating_since(now)).min(MAX_SLEEP);
+        if busy {
+            timeout = timeout.min(Duration::from_millis(1));
+        }
+        let pfd = |fd: i32| libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        let mut fds = [
+            pfd(self.waiter.fd().as_raw_fd()),
+            pfd(self.device.raw_fd().unwrap_or(-1)),
+            pfd(self.control.as_raw_fd()),
+        ];
+        let millis = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+        // SAFETY: `fds` is a live array of pollfd of the length passed.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, millis) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        if fds[0].revents != 0 {
+            self.waiter.woke(&self.from_netd)?;
+        } else {
+            self.waiter.set_polling(&self.from_netd);
+        }
+        Ok(())
+    }
+}
+
+fn attach_client(memfd: OwnedFd, efd: OwnedFd) -> Result<ClientPort, String> {
+    let region = Region::attach_delegate(memfd).map_err(|e| e.to_string())?;
+    // Carries on after a driver that died, whose head the application saw.
+    let completions = region.resume_producer(2).map_err(|e| e.to_string())?;
+    Ok(ClientPort { region, completions, notifier: Notifier::new(efd), backlog: VecDeque::new() })
+}
+
+/// Waits up to `timeout` for `fd` to become readable; the number of ready
+/// descriptors (0 or 1).
+pub(crate) fn poll_in(fd: i32, timeout: Duration) -> io::Result<i32> {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let millis = timeout.as_millis().min(i32::MAX as u128) as i32;
+    loop {
+        // SAFETY: one live pollfd.
+        let rc = unsafe { libc::poll(&mut p, 1, millis) };
+        if rc >= 0 {
+            return Ok(rc);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
