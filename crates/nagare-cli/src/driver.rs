@@ -28,6 +28,8 @@ pub struct DriverSpec {
     pub impair: Option<Impairment>,
     /// Seeds the impairment.
     pub addr: Ipv4Cidr,
+    /// How long the driver polls after its last work before it sleeps.
+    pub spin: std::time::Duration,
 }
 
 impl DriverSpec {
@@ -46,6 +48,7 @@ impl DriverSpec {
             }
         };
         a.extend([String::from("--addr"), self.addr.to_string()]);
+        a.extend([String::from("--spin-us"), self.spin.as_micros().to_string()]);
         if let Some(i) = &self.impair {
             a.extend([String::from("--impair"), i.to_string()]);
         }
@@ -98,7 +101,7 @@ pub fn launcher(placement: Placement, spec: DriverSpec) -> Result<Launcher> {
             let spec = spec.clone();
             let thread = std::thread::Builder::new().name(String::from("nagare-driver")).spawn(move || {
                 let stop = AtomicBool::new(false);
-                if let Err(e) = serve(control, |fd| spec.open(fd), &stop) {
+                if let Err(e) = serve(control, spec.spin, |fd| spec.open(fd), &stop) {
                     eprintln!("nagare driver thread: {e}");
                 }
             })?;
@@ -132,6 +135,9 @@ pub struct DriverArgs {
     /// Impair traffic both ways (as netd was asked to).
     #[arg(long)]
     impair: Option<Impairment>,
+    /// Microseconds to poll after the last work before sleeping.
+    #[arg(long, default_value_t = 50)]
+    spin_us: u64,
 }
 
 /// Runs the driver process until netd closes the control socket.
@@ -160,9 +166,10 @@ pub fn run(args: DriverArgs) -> Result<()> {
         }
         (None, None) => bail!("--tap or --vni is needed"),
     };
-    let spec = DriverSpec { device, impair: args.impair, addr: args.addr };
+    let spin = std::time::Duration::from_micros(args.spin_us.min(1_000_000));
+    let spec = DriverSpec { device, impair: args.impair, addr: args.addr, spin };
     let stop = AtomicBool::new(false);
-    let stats = serve(control, |fd| spec.open(fd), &stop).context("nagare driver")?;
+    let stats = serve(control, spin, |fd| spec.open(fd), &stop).context("nagare driver")?;
     eprintln!("nagare driver (pid {}): stopping; {stats:?}", std::process::id());
     Ok(())
 }

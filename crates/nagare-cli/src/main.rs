@@ -3,6 +3,7 @@
 mod bench;
 mod bench_handover;
 mod bench_netd;
+mod bench_sendpath;
 mod driver;
 mod bench_vni;
 mod demo;
@@ -76,6 +77,10 @@ enum Command {
         /// of netd; `inline`, called from netd's loop.
         #[arg(long, default_value = "split", value_parser = parse_placement)]
         placement: nagare_netd::Placement,
+        /// Microseconds netd and its driver poll after their last work
+        /// before they sleep (yielding the CPU between looks).
+        #[arg(long, default_value_t = 50)]
+        spin_us: u64,
     },
     /// netd's driver process (started by `nagare netd`, not by hand).
     #[command(hide = true)]
@@ -173,6 +178,10 @@ enum BenchCommand {
     /// A 64-byte UDP round trip between two applications through one netd,
     /// beside Linux loopback UDP; and an empty request's round trip.
     Netd(bench_netd::NetdBenchArgs),
+    /// Where a UDP sendto spends its time, stage by stage (Table 3 of the
+    /// AnT paper): split, single and inline placement beside Linux's
+    /// sendto on a TAP. Needs root.
+    Sendpath(bench_sendpath::SendPathArgs),
     /// The cost of handing a buffer to another process: remapping pages per
     /// transfer against nagare's premapped regions (Table 3 of the AnT MMU
     /// paper), with a system call and a process switch for scale.
@@ -296,7 +305,9 @@ fn main() -> Result<()> {
             stream_datagrams: stream,
         }),
         Command::Up { link, pcap, services } => up::run(up::UpArgs { link: link.into_link(), pcap, services }),
-        Command::Netd { link, socket, services, placement } => netd::run(link.into_link(), socket, &services, placement),
+        Command::Netd { link, socket, services, placement, spin_us } => {
+            netd::run(link.into_link(), socket, &services, placement, std::time::Duration::from_micros(spin_us.min(1_000_000)))
+        }
         Command::Driver(args) => driver::run(args),
         Command::Fetch {
             link,
@@ -349,6 +360,7 @@ fn main() -> Result<()> {
         Command::Vni(command) => vni::run(command),
         Command::Bench(BenchCommand::Vni(args)) => bench_vni::run(args),
         Command::Bench(BenchCommand::Netd(args)) => bench_netd::run(args),
+        Command::Bench(BenchCommand::Sendpath(args)) => bench_sendpath::run(args),
         Command::Bench(BenchCommand::Handover(args)) => bench_handover::run(args),
         Command::Bench(BenchCommand::Udp {
             datagrams,

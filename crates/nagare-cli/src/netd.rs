@@ -11,10 +11,10 @@ use nagare_dev::{MonotonicClock, TapDevice};
 use nagare_netd::{DriverLink, Netd, NetdConfig, Placement};
 use std::path::PathBuf;
 
-pub fn run(link: Link, socket: PathBuf, built_in: &ServiceArgs, placement: Placement) -> Result<()> {
+pub fn run(link: Link, socket: PathBuf, built_in: &ServiceArgs, placement: Placement, spin: std::time::Duration) -> Result<()> {
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
-    let config = NetdConfig { socket: socket.clone(), link: link.describe(), ..NetdConfig::default() };
+    let config = NetdConfig { socket: socket.clone(), link: link.describe(), spin, ..NetdConfig::default() };
     let mut services = Services::default();
     // `_tap`: netd keeps the TAP open (and unread) while it runs.
     let (netd, mac, offered, _tap) = if placement == Placement::Inline {
@@ -35,7 +35,7 @@ pub fn run(link: Link, socket: PathBuf, built_in: &ServiceArgs, placement: Place
                 (DriverDevice::Vni { segment: v.vni.clone(), mac }, None, v.impair, v.gateway, Some(mac))
             }
         };
-        let spec = DriverSpec { device, impair, addr: link.addr() };
+        let spec = DriverSpec { device, impair, addr: link.addr(), spin };
         let device_fd = tap.as_ref().map(|t| t.fd().try_clone_to_owned()).transpose()?;
         let driver = DriverLink::start(launcher(placement, spec)?, device_fd).context("starting the driver")?;
         let mut iface = interface_on(&driver, link.addr(), gateway, mac, &clock);

@@ -181,6 +181,12 @@ impl Waiter {
         Waiter { fd: eventfd, spin, stats: WaitStats::default(), polling: false }
     }
 
+    /// How long [`Waiter::wait`] and [`Waiter::wait_any`] poll before they
+    /// sleep.
+    pub fn set_spin(&mut self, spin: Duration) {
+        self.spin = spin;
+    }
+
     /// The eventfd, for a caller that sleeps in its own `poll` set (use
     /// [`Waiter::prepare_sleep`] and [`Waiter::woke`] around it).
     pub fn fd(&self) -> BorrowedFd<'_> {
@@ -301,9 +307,8 @@ impl Waiter {
             if start.elapsed() >= spin {
                 break;
             }
-            for _ in 0..16 {
-                std::hint::spin_loop();
-            }
+            // The producers (netd, its driver) may be waiting for this CPU.
+            std::thread::yield_now();
         }
         loop {
             let remaining = match timeout {

@@ -396,7 +396,8 @@ impl Netd {
                 continue;
             }
             if last_work.elapsed() < self.config.spin {
-                std::hint::spin_loop();
+                // The driver and the applications may be waiting for a CPU.
+                std::thread::yield_now();
                 continue;
             }
             listener_ready = self.sleep()?;

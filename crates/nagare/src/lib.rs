@@ -33,6 +33,17 @@ use std::time::Duration;
 /// The environment variable naming netd's socket.
 pub const NETD_ENV: &str = "NAGARE_NETD";
 
+/// The environment variable that sets how long a call polls for its
+/// completion before it sleeps, in microseconds (default 20).
+pub const SPIN_ENV: &str = "NAGARE_SPIN_US";
+
+fn spin_from_env() -> Duration {
+    std::env::var(SPIN_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(DEFAULT_SPIN, |us| Duration::from_micros(us.min(1_000_000)))
+}
+
 /// How long a call waits before it checks that netd is alive.
 pub const LIVENESS_SLICE: Duration = Duration::from_millis(100);
 
@@ -82,7 +93,7 @@ impl Netd {
         let direct = client.region.consumer(2).map_err(io::Error::other)?;
         let pool = client.region.pool().map_err(io::Error::other)?;
         let notifier = Notifier::new(client.server_wakeup.try_clone()?);
-        let waiter = Waiter::new(client.client_wakeup.try_clone()?, DEFAULT_SPIN);
+        let waiter = Waiter::new(client.client_wakeup.try_clone()?, spin_from_env());
         let conn = Conn { client, requests, completions, direct, pool, notifier, waiter, next_id: 1, dead: false };
         Ok(Netd { inner: Arc::new(Mutex::new(conn)) })
     }
@@ -121,6 +132,14 @@ impl Netd {
         let (_, n) = self.call(Request::new(Op::Stat, 0), Data::Recv(&mut text))?;
         text.truncate(n);
         String::from_utf8(text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+    }
+
+    /// How long a call polls for its completion before it sleeps
+    /// (default 20 µs, or `NAGARE_SPIN_US`).
+    pub fn set_spin(&self, spin: Duration) {
+        if let Ok(mut c) = self.inner.lock() {
+            c.waiter.set_spin(spin);
+        }
     }
 
     /// The largest payload one call moves (one region buffer).

@@ -32,8 +32,6 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 const BATCH: usize = 256;
 /// Frames taken from the device per turn.
 const RX_BATCH: usize = 64;
-/// Spin this long after the last work before sleeping.
-const SPIN: Duration = Duration::from_micros(50);
 /// Longest sleep.
 const MAX_SLEEP: Duration = Duration::from_millis(100);
 /// Heap buffers for frames from the device (copied into the region at once).
@@ -152,9 +150,11 @@ struct Driver {
 
 /// Runs the driver on the control socket `control` until netd closes it or
 /// `stop` is raised. `open` opens the device, given the descriptor netd
-/// passed with its hello (a TAP's), if any.
+/// passed with its hello (a TAP's), if any. After the last work the driver
+/// polls for `spin` (yielding the CPU between looks), then sleeps.
 pub fn serve(
     control: OwnedFd,
+    spin: Duration,
     open: impl FnOnce(Option<OwnedFd>) -> io::Result<Box<dyn Device>>,
     stop: &AtomicBool,
 ) -> io::Result<DriverStats> {
@@ -214,10 +214,11 @@ pub fn serve(
     while !stop.load(Ordering::Relaxed) && !d.netd_gone {
         if d.turn()? {
             last_work = std::time::Instant::now();
-        } else if last_work.elapsed() >= SPIN {
+        } else if last_work.elapsed() >= spin {
             d.sleep()?;
         } else {
-            std::hint::spin_loop();
+            // Netd and the application may be waiting for a CPU.
+            std::thread::yield_now();
         }
     }
     Ok(d.stats)

@@ -1,0 +1,257 @@
+//! `nagare bench sendpath`: where a UDP `sendto` spends its time, stage by
+//! stage, in the form of Table 3 of the AnT paper: the request reaching
+//! netd, the engine (UDP, IP, Ethernet), the frame posted to the driver and
+//! reaching it, the device write, the completion posted and reaching the
+//! application (direct return). For split placement (the driver a process),
+//! single (a thread) and inline (no driver), beside the Linux kernel's
+//! `sendto()` on a socket whose route leaves by the same TAP; payloads of
+//! 256 to 1472 bytes.
+//!
+//! Each placement is a `nagare netd --tap` started inside a network
+//! namespace the bench creates and deletes; the datagrams go to the
+//! kernel's side of the TAP (10.77.0.1, port 9: nobody listens, the kernel
+//! drops them, its port-unreachable replies are rate-limited). Needs root.
+
+use anyhow::{bail, Context, Result};
+use nagare::net::{SendTrace, UdpSocket};
+use nagare::Netd;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args)]
+pub struct SendPathArgs {
+    /// Sends per payload size and placement.
+    #[arg(long, default_value_t = 5000)]
+    pub count: usize,
+    /// Microseconds netd, its driver and the application poll after their
+    /// last work before they sleep (yielding the CPU between looks).
+    #[arg(long, default_value_t = 50)]
+    pub spin_us: u64,
+    /// Payload sizes (bytes).
+    #[arg(long = "size", value_delimiter = ',', default_values_t = [256usize, 512, 768, 1024, 1472])]
+    pub sizes: Vec<usize>,
+}
+
+const KERNEL: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+const NETD_ADDR: &str = "10.77.0.2/24";
+const TAP: &str = "nsp0";
+const SINK_PORT: u16 = 9;
+
+/// The namespace, removed however the bench ends.
+struct Namespace(String);
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "delete", &self.0]).stdin(Stdio::null()).output();
+    }
+}
+
+/// A netd, stopped (by its pid) however the bench ends.
+struct NetdProcess {
+    child: Child,
+    socket: PathBuf,
+}
+
+impl Drop for NetdProcess {
+    fn drop(&mut self) {
+        // SIGTERM lets it stop its driver; then it is reaped.
+        // SAFETY: kill(2) on the pid of our own child, with a constant signal.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+fn ip_in(ns: &str, args: &[&str]) -> Result<()> {
+    let out = Command::new("ip").args(["netns", "exec", ns, "ip"]).args(args).stdin(Stdio::null()).output()?;
+    if !out.status.success() {
+        bail!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
+/// Starts `nagare netd --tap` in `placement` inside `ns` and gives the
+/// kernel's side of the TAP its address.
+fn start_netd(ns: &str, placement: &str, spin_us: u64) -> Result<NetdProcess> {
+    let exe = std::env::current_exe()?;
+    let socket = std::env::temp_dir().join(format!("nagare-sendpath-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&socket);
+    let child = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(&exe)
+        .args(["netd", "--tap", TAP, "--addr", NETD_ADDR, "--placement", placement, "--spin-us", &spin_us.to_string(), "--socket"])
+        .arg(&socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting nagare netd")?;
+    let p = NetdProcess { child, socket };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !p.socket.exists() {
+        if Instant::now() > deadline {
+            bail!("netd ({placement}) did not start");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ip_in(ns, &["addr", "add", &format!("{KERNEL}/24"), "dev", TAP])?;
+    Ok(p)
+}
+
+/// Stage times of one placement and payload size: medians over the sends,
+/// in ns.
+#[derive(Clone, Copy, Default)]
+struct Row {
+    to_netd: u64,
+    protocol: u64,
+    to_driver_post: u64,
+    to_driver: u64,
+    device: u64,
+    return_post: u64,
+    returned: u64,
+    total: u64,
+}
+
+fn median(mut v: Vec<u64>) -> u64 {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0)
+}
+
+fn row_of(traces: &[SendTrace]) -> Row {
+    let m = |f: fn(&SendTrace) -> u64| median(traces.iter().map(f).collect());
+    Row {
+        to_netd: m(|t| t.stages.to_netd),
+        protocol: m(|t| t.stages.protocol),
+        to_driver_post: m(|t| t.stages.to_driver_post),
+        to_driver: m(|t| t.stages.to_driver),
+        device: m(|t| t.stages.device),
+        return_post: m(|t| t.stages.return_post),
+        returned: m(|t| t.return_ns()),
+        total: m(|t| t.total_ns),
+    }
+}
+
+/// Traced sends of every size through the netd at `socket`.
+fn measure_nagare(socket: &Path, sizes: &[usize], count: usize, spin: Duration) -> Result<Vec<Row>> {
+    let netd = Netd::connect(socket).context("connecting to netd")?;
+    netd.set_spin(spin);
+    let udp = UdpSocket::bind_via(&netd, "0.0.0.0:0")?;
+    let to = SocketAddrV4::new(KERNEL, SINK_PORT);
+    // The first sends wait for ARP; then the path is warm.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for _ in 0..2000 {
+        if Instant::now() > deadline {
+            break;
+        }
+        udp.send_to(&[0u8; 64], to)?;
+    }
+    let mut rows = Vec::new();
+    for &size in sizes {
+        let payload = vec![0xa5u8; size];
+        let mut traces = Vec::with_capacity(count);
+        for _ in 0..count {
+            traces.push(udp.send_to_traced(&payload, to)?.1);
+        }
+        rows.push(row_of(&traces));
+    }
+    Ok(rows)
+}
+
+/// The kernel's `sendto()` from its side of the TAP, timed call by call
+/// (a thread moved into the namespace; the frames go to netd).
+fn measure_linux(ns: &str, sizes: &[usize], count: usize) -> Result<Vec<u64>> {
+    let path = format!("/var/run/netns/{ns}");
+    let sizes = sizes.to_vec();
+    std::thread::spawn(move || -> Result<Vec<u64>> {
+        let f = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
+        use std::os::fd::AsRawFd;
+        // SAFETY: setns on an open namespace file; it moves only this thread.
+        if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            bail!("setns: {}", std::io::Error::last_os_error());
+        }
+        let sock = std::net::UdpSocket::bind((KERNEL, 0))?;
+        let to = SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 2), SINK_PORT);
+        for _ in 0..2000 {
+            let _ = sock.send_to(&[0u8; 64], to);
+        }
+        let mut out = Vec::new();
+        for size in sizes {
+            let payload = vec![0x5au8; size];
+            let mut times = Vec::with_capacity(count);
+            for _ in 0..count {
+                let t = nagare_ipc::monotonic_ns();
+                sock.send_to(&payload, to)?;
+                times.push(nagare_ipc::monotonic_ns() - t);
+            }
+            out.push(median(times));
+        }
+        Ok(out)
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the Linux measurement panicked"))?
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.2}", ns as f64 / 1000.0)
+}
+
+pub fn run(args: SendPathArgs) -> Result<()> {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("nagare bench sendpath needs root (it creates a network namespace and a TAP device)");
+    }
+    if args.count == 0 || args.sizes.iter().any(|&s| s == 0 || s > 1472) {
+        bail!("--count must be positive and sizes within 1..=1472");
+    }
+    let ns = Namespace(format!("nagare-sendpath-{}", std::process::id()));
+    let out = Command::new("ip").args(["netns", "add", &ns.0]).output().context("running ip")?;
+    if !out.status.success() {
+        bail!("ip netns add: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    ip_in(&ns.0, &["link", "set", "lo", "up"])?;
+    let mut results: Vec<(&str, Vec<Row>)> = Vec::new();
+    let mut linux = Vec::new();
+    for placement in ["split", "single", "inline"] {
+        let netd = start_netd(&ns.0, placement, args.spin_us)?;
+        let rows = measure_nagare(&netd.socket, &args.sizes, args.count, Duration::from_micros(args.spin_us))?;
+        if placement == "split" {
+            linux = measure_linux(&ns.0, &args.sizes, args.count)?;
+        }
+        results.push((placement, rows));
+        drop(netd);
+    }
+    println!(
+        "nagare bench sendpath: median µs per stage of a UDP sendto, {} sends per cell, through a TAP; polling {} µs before sleeping",
+        args.count, args.spin_us
+    );
+    let header: String = args.sizes.iter().map(|s| format!("{s:>9}")).collect();
+    for (placement, rows) in &results {
+        println!("\n{placement} placement{:>26}{header}", "payload B:");
+        let line = |name: &str, f: fn(&Row) -> u64| {
+            let cells: String = rows.iter().map(|r| format!("{:>9}", us(f(r)))).collect();
+            println!("  {name:<34}{cells}");
+        };
+        line("request to netd", |r| r.to_netd);
+        line("engine: UDP, IP, Ethernet", |r| r.protocol);
+        if *placement == "inline" {
+            line("device write (netd)", |r| r.to_driver_post);
+        } else {
+            line("post to the driver", |r| r.to_driver_post);
+            line("request to the driver", |r| r.to_driver);
+            line("device write", |r| r.device);
+            line("direct return: post", |r| r.return_post);
+        }
+        line("completion to the application", |r| r.returned);
+        line("total (median of totals)", |r| r.total);
+    }
+    let cells: String = linux.iter().map(|&t| format!("{:>9}", us(t))).collect();
+    println!("\nLinux sendto() on the TAP's kernel side{:>5}{cells}", "");
+    Ok(())
+}
