@@ -465,7 +465,12 @@ fn bench_netd_runs_and_cleans_up() {
     let out = nagare().args(["bench", "netd", "--round-trips", "200"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
-    for needle in ["nagare: both clients of one netd", "Linux: two sockets on 127.0.0.1", "empty request to netd and back"] {
+    for needle in [
+        "nagare: both clients of one netd",
+        "Linux: two sockets on 127.0.0.1",
+        "Linux, polled (non-blocking, yield)",
+        "empty request to netd and back",
+    ] {
         let line = text.lines().find(|l| l.starts_with(needle)).unwrap_or_else(|| panic!("no {needle:?} in {text}"));
         let median: f64 = line[needle.len()..].split_whitespace().next().and_then(|w| w.parse().ok()).unwrap_or(f64::NAN);
         assert!(median.is_finite() && median > 0.0, "{line}");
@@ -619,3 +624,39 @@ fn driver_killed_during_transfers() {
     assert_eq!(stat_value(&report, "netd buffers_leaked"), 0);
     eprintln!("{sent} datagrams sent (slowest call {slowest:?}); {}", f.log());
 }
+
+/// `nagare bench sendpath` (root: it makes a network namespace and a TAP):
+/// a stage table per placement, every stage a finite time, the Linux row,
+/// and the namespace gone afterwards.
+#[test]
+fn bench_sendpath_runs_and_cleans_up() {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "SKIPPED bench_sendpath_runs_and_cleans_up: needs root (network namespace and TAP)");
+        return;
+    }
+    let out = nagare().args(["bench", "sendpath", "--count", "200", "--size", "256,1472"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    for placement in ["split", "single", "inline"] {
+        assert!(text.contains(&format!("{placement} placement")), "{text}");
+    }
+    let cells = |prefix: &str| -> Vec<Vec<f64>> {
+        text.lines()
+            .filter(|l| l.trim_start().starts_with(prefix))
+            .map(|l| l.split_whitespace().filter_map(|w| w.parse().ok()).collect())
+            .collect()
+    };
+    let devices = cells("device write");
+    assert_eq!(devices.len(), 3, "{text}");
+    for row in devices.iter().chain(&cells("total")) {
+        assert_eq!(row.len(), 2, "{text}");
+        assert!(row.iter().all(|v| v.is_finite() && *v > 0.0), "{text}");
+    }
+    let linux = cells("Linux sendto()");
+    assert!(linux.len() == 1 && linux[0].len() == 2 && linux[0].iter().all(|v| *v > 0.0), "{text}");
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&ns.stdout).contains("nagare-sendpath-"), "namespace left behind");
+}
+
