@@ -22,8 +22,10 @@
 pub mod net;
 pub mod ping;
 pub mod poll;
+pub mod zerocopy;
 
-use nagare_ipc::{Client, Consumer, Notifier, Pool, Producer, Waiter, DEFAULT_SPIN};
+use nagare_ipc::{BufRef, Client, Consumer, Notifier, Pool, Producer, Waiter, DEFAULT_SPIN, NO_BUFFER};
+use std::collections::HashMap;
 use nagare_request::{Completion, Op, Piece, Request};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -66,6 +68,10 @@ struct Conn {
     waiter: Waiter,
     next_id: u64,
     dead: bool,
+    /// Asynchronous requests posted and not yet completed.
+    in_flight: HashMap<u64, InFlight>,
+    /// Their completions, taken while waiting for another.
+    arrived: HashMap<u64, Taken>,
 }
 
 fn gone() -> io::Error {
@@ -79,6 +85,10 @@ pub(crate) enum Data<'a> {
     Recv(&'a mut [u8]),
     /// Sent, and read back from the completion (a poll list).
     InOut(&'a mut [u8]),
+    /// Room for `len` bytes, handed to the caller with what came in.
+    Keep { len: usize },
+    /// A buffer of ours the caller filled (`TxBuf`).
+    Owned { index: u32, len: u32 },
 }
 
 impl Netd {
@@ -94,7 +104,19 @@ impl Netd {
         let pool = client.region.pool().map_err(io::Error::other)?;
         let notifier = Notifier::new(client.server_wakeup.try_clone()?);
         let waiter = Waiter::new(client.client_wakeup.try_clone()?, spin_from_env());
-        let conn = Conn { client, requests, completions, direct, pool, notifier, waiter, next_id: 1, dead: false };
+        let conn = Conn {
+            client,
+            requests,
+            completions,
+            direct,
+            pool,
+            notifier,
+            waiter,
+            next_id: 1,
+            dead: false,
+            in_flight: HashMap::new(),
+            arrived: HashMap::new(),
+        };
         Ok(Netd { inner: Arc::new(Mutex::new(conn)) })
     }
 
@@ -148,50 +170,175 @@ impl Netd {
     }
 
     /// Sends one request and waits for its completion. With a buffer, the
-    /// data is written into one of our region buffers (`Send`) or the
-    /// completion's bytes are read out of it (`Recv`). Returns the
-    /// completion and, for a receive, the bytes received.
-    pub(crate) fn call(&self, mut req: Request, mut data: Data<'_>) -> io::Result<(Completion, usize)> {
+    /// data is written into one of our region buffers (`Send`), or the
+    /// completion's bytes are read out of it (`Recv`), or a buffer the
+    /// caller filled is sent (`Owned`), or the completion's buffer is handed
+    /// to the caller (`Keep`). Returns the completion, for a receive the
+    /// bytes received, and for `Keep` the buffer.
+    pub(crate) fn call_keep(&self, mut req: Request, mut data: Data<'_>) -> io::Result<(Completion, usize, Option<BufRef>)> {
         let mut c = self.inner.lock().map_err(|_| io::Error::other("netd connection poisoned"))?;
-        if c.dead {
+        let buffer = c.fill(&mut req, &data)?;
+        let posted = c.submit(&mut req, buffer)?;
+        let Some((comp, back)) = c.complete(req.id, buffer, true)? else {
+            return Err(gone());
+        };
+        let mut got = 0;
+        let mut kept = None;
+        if let Some(b) = back {
+            let mut read = Ok(());
+            match &mut data {
+                Data::Recv(out) | Data::InOut(out) => {
+                    let n = (b.len as usize).min(out.len());
+                    read = c.pool.read(b.index, b.offset, &mut out[..n]);
+                    got = n;
+                }
+                Data::Keep { .. } if comp.as_ref().is_ok_and(|x| x.result().is_ok()) => {
+                    got = b.len as usize;
+                    kept = Some(b);
+                }
+                _ => {}
+            }
+            if kept.is_none() {
+                let _ = c.pool.release(b.index);
+            }
+            read.map_err(io::Error::other)?;
+        }
+        let comp = comp.map(|mut x| {
+            if posted != 0 {
+                x.aux[3] = posted;
+            }
+            x
+        });
+        let (comp, got) = finish(comp, got)?;
+        Ok((comp, got, kept))
+    }
+
+    /// [`Netd::call_keep`] for every kind of data but `Keep`.
+    pub(crate) fn call(&self, req: Request, data: Data<'_>) -> io::Result<(Completion, usize)> {
+        self.call_keep(req, data).map(|(c, n, _)| (c, n))
+    }
+
+    /// Posts a request with a buffer the caller filled and returns at once:
+    /// the ticket's [`Ticket::wait`] takes the completion (asynchronous
+    /// requests; several may be in flight).
+    pub(crate) fn submit_owned(&self, mut req: Request, index: u32, len: u32) -> io::Result<Ticket> {
+        let mut c = self.inner.lock().map_err(|_| io::Error::other("netd connection poisoned"))?;
+        let buffer = c.fill(&mut req, &Data::Owned { index, len })?;
+        c.submit(&mut req, buffer)?;
+        c.in_flight.insert(req.id, InFlight { buffer, abandoned: false });
+        Ok(Ticket { netd: self.clone(), id: req.id, done: false })
+    }
+
+    pub(crate) fn lock(&self) -> io::Result<std::sync::MutexGuard<'_, Conn>> {
+        self.inner.lock().map_err(|_| io::Error::other("netd connection poisoned"))
+    }
+}
+
+/// An asynchronous request in flight (see `UdpSocket::send_buf_to_async`).
+/// Dropping it without waiting lets the request complete unobserved; its
+/// buffer still comes back to the pool.
+pub struct Ticket {
+    netd: Netd,
+    id: u64,
+    done: bool,
+}
+
+impl Ticket {
+    /// Waits for the completion; the request's result (bytes sent).
+    pub fn wait(mut self) -> io::Result<u64> {
+        self.take(true).map(|r| r.unwrap_or(0))
+    }
+
+    /// The result if the completion has arrived, without waiting.
+    pub fn try_wait(&mut self) -> io::Result<Option<u64>> {
+        self.take(false)
+    }
+
+    fn take(&mut self, wait: bool) -> io::Result<Option<u64>> {
+        if self.done {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "ticket already completed"));
+        }
+        let mut c = self.netd.lock()?;
+        let buffer = c.in_flight.get(&self.id).and_then(|f| f.buffer);
+        let Some((comp, back)) = c.complete(self.id, buffer, wait)? else {
+            return Ok(None);
+        };
+        c.in_flight.remove(&self.id);
+        self.done = true;
+        if let Some(b) = back {
+            let _ = c.pool.release(b.index);
+        }
+        drop(c);
+        let (comp, _) = finish(comp, 0)?;
+        Ok(Some(comp.aux[0]))
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if !self.done {
+            if let Ok(mut c) = self.netd.lock() {
+                if let Some(f) = c.in_flight.get_mut(&self.id) {
+                    f.abandoned = true;
+                }
+            }
+        }
+    }
+}
+
+/// An asynchronous request's buffer, until its completion is taken.
+pub(crate) struct InFlight {
+    buffer: Option<u32>,
+    /// Its ticket was dropped: the completion only returns the buffer.
+    abandoned: bool,
+}
+
+type Taken = (Result<Completion, nagare_request::ProtoError>, Option<BufRef>);
+
+impl Conn {
+    /// Puts the request's data into a region buffer (or takes the one the
+    /// caller filled); the buffer, if any.
+    fn fill(&mut self, req: &mut Request, data: &Data<'_>) -> io::Result<Option<u32>> {
+        if self.dead {
             return Err(gone());
         }
-        req.id = c.next_id;
-        c.next_id += 1;
-        let size = c.pool.buffer_size() as usize;
-        let buffer = match &data {
-            Data::None => None,
-            Data::Send(bytes) => {
-                let b = c.pool.alloc().ok_or_else(|| io::Error::from_raw_os_error(libc::ENOBUFS))?;
-                let n = bytes.len().min(size);
-                if let Err(e) = c.pool.write(b, 0, &bytes[..n]) {
-                    let _ = c.pool.release(b);
-                    return Err(io::Error::other(e));
-                }
-                req.piece = Some(Piece { buffer: b, offset: 0, len: n as u32 });
-                Some(b)
-            }
-            Data::Recv(out) => {
-                let b = c.pool.alloc().ok_or_else(|| io::Error::from_raw_os_error(libc::ENOBUFS))?;
-                req.piece = Some(Piece { buffer: b, offset: 0, len: out.len().min(size) as u32 });
-                Some(b)
-            }
-            Data::InOut(bytes) => {
-                if bytes.len() > size {
+        let size = self.pool.buffer_size() as usize;
+        let nobufs = || io::Error::from_raw_os_error(libc::ENOBUFS);
+        let (b, len) = match data {
+            Data::None => return Ok(None),
+            Data::Send(_) | Data::InOut(_) => {
+                let bytes: &[u8] = match data {
+                    Data::Send(b) => b,
+                    Data::InOut(b) => b,
+                    _ => &[],
+                };
+                if matches!(data, Data::InOut(_)) && bytes.len() > size {
                     return Err(io::Error::new(io::ErrorKind::InvalidInput, "more than one region buffer"));
                 }
-                let b = c.pool.alloc().ok_or_else(|| io::Error::from_raw_os_error(libc::ENOBUFS))?;
-                if let Err(e) = c.pool.write(b, 0, bytes) {
-                    let _ = c.pool.release(b);
+                let b = self.pool.alloc().ok_or_else(nobufs)?;
+                let n = bytes.len().min(size);
+                if let Err(e) = self.pool.write(b, 0, &bytes[..n]) {
+                    let _ = self.pool.release(b);
                     return Err(io::Error::other(e));
                 }
-                req.piece = Some(Piece { buffer: b, offset: 0, len: bytes.len() as u32 });
-                Some(b)
+                (b, n)
             }
+            Data::Recv(out) => (self.pool.alloc().ok_or_else(nobufs)?, out.len().min(size)),
+            Data::Keep { len } => (self.pool.alloc().ok_or_else(nobufs)?, (*len).min(size)),
+            Data::Owned { index, len } => (*index, (*len as usize).min(size)),
         };
+        req.piece = Some(Piece { buffer: b, offset: 0, len: len as u32 });
+        Ok(Some(b))
+    }
+
+    /// Gives the buffer to netd and posts the request; the post time of a
+    /// traced one (else 0).
+    fn submit(&mut self, req: &mut Request, buffer: Option<u32>) -> io::Result<u64> {
+        req.id = self.next_id;
+        self.next_id += 1;
         if let Some(b) = buffer {
-            if let Err(e) = c.pool.give(b) {
-                let _ = c.pool.release(b);
+            if let Err(e) = self.pool.give(b) {
+                let _ = self.pool.release(b);
                 return Err(io::Error::other(e));
             }
         }
@@ -203,77 +350,87 @@ impl Netd {
             req.aux[nagare_request::TRACE_TIME] = posted;
         }
         let desc = req.encode();
-        let conn = &mut *c;
         loop {
-            match conn.notifier.push_batch(&mut conn.requests, &[desc]) {
-                Ok(1) => break,
+            match self.notifier.push_batch(&mut self.requests, &[desc]) {
+                Ok(1) => return Ok(posted),
                 Ok(_) => {
-                    // Full (only if completions of earlier calls were left
-                    // unread): wait for netd to take some.
-                    if conn.client.peer_gone() {
-                        conn.dead = true;
+                    // Full: only while earlier asynchronous requests are
+                    // in flight; wait for netd to take some.
+                    if self.client.peer_gone() {
+                        self.dead = true;
                         return Err(gone());
                     }
                     std::thread::sleep(Duration::from_micros(50));
                 }
                 Err(_) => {
-                    conn.dead = true;
+                    self.dead = true;
                     return Err(gone());
                 }
             }
         }
+    }
+
+    /// The completion of request `id` (whose buffer was `buffer`): already
+    /// taken and set aside, or the next for it from either ring. Others
+    /// met on the way are set aside if they belong to requests in flight,
+    /// or dropped (a second completion of an earlier request). `None`
+    /// only when `wait` is false and it has not arrived.
+    fn complete(&mut self, id: u64, buffer: Option<u32>, wait: bool) -> io::Result<Option<Taken>> {
+        if let Some(t) = self.arrived.remove(&id) {
+            return Ok(Some(t));
+        }
         loop {
-            let ring = match conn.waiter.wait_any(&mut [&mut conn.completions, &mut conn.direct], Some(LIVENESS_SLICE)) {
-                Ok(nagare_ipc::WaitOutcome::Ready(i)) => i,
-                Ok(nagare_ipc::WaitOutcome::TimedOut) => {
-                    if conn.client.peer_gone() {
-                        conn.dead = true;
-                        return Err(gone());
+            let d = match self.completions.pop().and_then(|d| match d {
+                Some(d) => Ok(Some(d)),
+                None => self.direct.pop(),
+            }) {
+                Ok(Some(d)) => d,
+                Ok(None) if !wait => return Ok(None),
+                Ok(None) => {
+                    match self.waiter.wait_any(&mut [&mut self.completions, &mut self.direct], Some(LIVENESS_SLICE)) {
+                        Ok(nagare_ipc::WaitOutcome::Ready(_)) => {}
+                        Ok(nagare_ipc::WaitOutcome::TimedOut) if !self.client.peer_gone() => {}
+                        _ => {
+                            self.dead = true;
+                            return Err(gone());
+                        }
                     }
                     continue;
                 }
                 Err(_) => {
-                    conn.dead = true;
-                    return Err(gone());
-                }
-            };
-            let from = if ring == 0 { &mut conn.completions } else { &mut conn.direct };
-            let d = match from.pop() {
-                Ok(Some(d)) => d,
-                Ok(None) => continue,
-                Err(_) => {
-                    conn.dead = true;
+                    self.dead = true;
                     return Err(gone());
                 }
             };
             let comp = Completion::decode(&d);
-            let mine = matches!(&comp, Ok(comp) if comp.id == req.id);
-            if !mine {
-                // A second completion of an earlier request (netd posts
-                // what a driver that died may already have posted): its
-                // buffer, if any, is no longer this request's to take.
+            let expected = if d.id == id {
+                buffer
+            } else {
+                match self.in_flight.get(&d.id) {
+                    Some(f) => f.buffer,
+                    // A second completion of an earlier request (netd posts
+                    // what a driver that died may already have posted): its
+                    // buffer is no longer that request's to take.
+                    None => continue,
+                }
+            };
+            // The buffer comes back with the completion.
+            let back = if expected.is_some() && d.buffer == expected.unwrap_or(NO_BUFFER) {
+                self.pool.take(&d).ok().flatten()
+            } else {
+                None
+            };
+            if d.id == id {
+                return Ok(Some((comp, back)));
+            }
+            if self.in_flight.get(&d.id).is_some_and(|f| f.abandoned) {
+                self.in_flight.remove(&d.id);
+                if let Some(b) = back {
+                    let _ = self.pool.release(b.index);
+                }
                 continue;
             }
-            // The buffer comes back with the completion.
-            let back = if d.buffer == buffer.unwrap_or(nagare_ipc::NO_BUFFER) { conn.pool.take(&d).ok().flatten() } else { None };
-            let mut got = 0;
-            if let Some(b) = back {
-                let mut read = Ok(());
-                if let Data::Recv(out) | Data::InOut(out) = &mut data {
-                    let n = (b.len as usize).min(out.len());
-                    read = conn.pool.read(b.index, b.offset, &mut out[..n]);
-                    got = n;
-                }
-                let _ = conn.pool.release(b.index);
-                read.map_err(io::Error::other)?;
-            }
-            let comp = comp.map(|mut c| {
-                if posted != 0 {
-                    c.aux[3] = posted;
-                }
-                c
-            });
-            return finish(comp, got);
+            self.arrived.insert(d.id, (comp, back));
         }
     }
 }

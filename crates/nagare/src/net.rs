@@ -8,7 +8,7 @@ use nagare_request::{decode_addr, encode_addr, Op, Request};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4, ToSocketAddrs};
 
-fn v4(addr: impl ToSocketAddrs) -> io::Result<SocketAddrV4> {
+pub(crate) fn v4(addr: impl ToSocketAddrs) -> io::Result<SocketAddrV4> {
     for a in addr.to_socket_addrs()? {
         if let SocketAddr::V4(a) = a {
             return Ok(a);
@@ -17,7 +17,7 @@ fn v4(addr: impl ToSocketAddrs) -> io::Result<SocketAddrV4> {
     Err(io::Error::new(io::ErrorKind::InvalidInput, "nagare speaks IPv4 only"))
 }
 
-fn addr_of(w: u64) -> SocketAddr {
+pub(crate) fn addr_of(w: u64) -> SocketAddr {
     SocketAddr::V4(decode_addr(w).unwrap_or(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0)))
 }
 
@@ -61,7 +61,7 @@ pub(crate) struct Mode(AtomicBool);
 
 impl Mode {
     /// `r` with this mode's flag.
-    fn apply(&self, mut r: Request) -> Request {
+    pub(crate) fn apply(&self, mut r: Request) -> Request {
         if self.0.load(Ordering::Relaxed) {
             r.flags |= nagare_request::NONBLOCK;
         }
@@ -75,12 +75,12 @@ impl Mode {
 
 /// A TCP connection through netd.
 pub struct TcpStream {
-    h: Handle,
+    pub(crate) h: Handle,
     local: SocketAddr,
     peer: SocketAddr,
-    read_limit: Limit,
-    write_limit: Limit,
-    mode: Mode,
+    pub(crate) read_limit: Limit,
+    pub(crate) write_limit: Limit,
+    pub(crate) mode: Mode,
 }
 
 impl TcpStream {
@@ -270,10 +270,10 @@ impl TcpListener {
 
 /// A UDP socket through netd.
 pub struct UdpSocket {
-    h: Handle,
+    pub(crate) h: Handle,
     local: SocketAddr,
-    read_limit: Limit,
-    mode: Mode,
+    pub(crate) read_limit: Limit,
+    pub(crate) mode: Mode,
 }
 
 impl UdpSocket {
