@@ -726,3 +726,60 @@ fn zero_copy_calls_and_asynchronous_sends() {
         assert!(held <= 1, "buffers left with netd: {line}");
     }
 }
+
+/// The embedded placement: two stacks inside this test process (each an
+/// inet server in a thread, on a port of one VNI segment), used through the
+/// same `TcpListener`/`TcpStream`/`UdpSocket` API as a separate netd.
+#[test]
+fn embedded_placement_has_the_same_api() {
+    use nagare::embedded::Embedded;
+    use nagare::net::TcpListener;
+    use std::net::Ipv4Addr;
+    let name = format!("netd-emb-{}", std::process::id());
+    let _ = run(&["vni", "destroy", &name]);
+    assert!(run(&["vni", "create", &name, "--ports", "2"]).status.success());
+    struct Destroy(String);
+    impl Drop for Destroy {
+        fn drop(&mut self) {
+            let _ = run(&["vni", "destroy", &self.0]);
+        }
+    }
+    let _destroy = Destroy(name.clone());
+    let stack = |ip: Ipv4Addr| {
+        let name = name.clone();
+        move || -> std::io::Result<(nagare_core::Interface, Box<dyn nagare_dev::Device>)> {
+            let seg = std::sync::Arc::new(nagare_dev::VniSegment::open(&name)?);
+            let port = nagare_dev::VniPort::attach(seg, None)?;
+            let addr = nagare_wire::Ipv4Cidr::new(ip, 24).map_err(|_| std::io::Error::other("bad address"))?;
+            let mut config = nagare_core::InterfaceConfig::new(nagare_wire::EthernetAddress(port.mac()), addr);
+            config.mtu = nagare_dev::Device::mtu(&port);
+            let iface = nagare_core::Interface::new(config, nagare_core::buf::BufferPool::new(2048, 8192));
+            Ok((iface, Box::new(port) as Box<dyn nagare_dev::Device>))
+        }
+    };
+    let a = Embedded::start(stack(Ipv4Addr::new(10, 92, 0, 1))).unwrap();
+    let b = Embedded::start(stack(Ipv4Addr::new(10, 92, 0, 2))).unwrap();
+    let listener = TcpListener::bind_via(a.netd(), "10.92.0.1:5000").unwrap();
+    let data: Vec<u8> = (0..1_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let sender = {
+        let data = data.clone();
+        let netd = b.netd().clone();
+        std::thread::spawn(move || {
+            let mut s = TcpStream::connect_via(&netd, "10.92.0.1:5000").unwrap();
+            s.write_all(&data).unwrap();
+        })
+    };
+    let (mut conn, from) = listener.accept().unwrap();
+    assert_eq!(from.ip().to_string(), "10.92.0.2");
+    let mut got = Vec::new();
+    conn.read_to_end(&mut got).unwrap();
+    sender.join().unwrap();
+    assert!(got == data, "the bytes differ");
+    let ua = UdpSocket::bind_via(a.netd(), "10.92.0.1:7000").unwrap();
+    let ub = UdpSocket::bind_via(b.netd(), "0.0.0.0:0").unwrap();
+    ub.send_to(b"over the embedded stacks", "10.92.0.1:7000").unwrap();
+    let mut buf = [0u8; 64];
+    let (n, _) = ua.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"over the embedded stacks");
+    assert!(a.netd().stat().unwrap().contains("placement inline link embedded"));
+}

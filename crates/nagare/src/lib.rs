@@ -19,6 +19,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "embedded")]
+pub mod embedded;
 pub mod net;
 pub mod ping;
 pub mod poll;
