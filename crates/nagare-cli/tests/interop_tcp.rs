@@ -270,3 +270,67 @@ fn transfers_through_kernel_rate_limits() {
     assert!(overlimits > 0, "tbf held nothing back:\n{stats}");
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// `nagare stat --via` of the netd at `socket`.
+fn netd_stat(socket: &Path) -> String {
+    let out = std::process::Command::new(nagare()).args(["stat", "--via"]).arg(socket).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The microkernel placement over TAP: curl in the namespace downloads
+/// 48 MB from `nagare netd --http` (split placement: the TAP is driven by
+/// a `nagare driver` process) while the driver is killed with kill -9;
+/// netd starts a new one, the Linux TCP connection survives and the file
+/// arrives byte-exact.
+#[test]
+fn netd_driver_killed_during_curl_download() {
+    if let Some(reason) = interop_unavailable(&["curl", "sha256sum", "ping"]) {
+        return skip("netd_driver_killed_during_curl_download", &reason);
+    }
+    let root = web_root("drvkill", 48 << 20);
+    let ns = Netns::new("drvkill");
+    ns.tap("tap0", &format!("{KERNEL}/24"));
+    let socket = std::env::temp_dir().join(format!("nagare-drvkill-{}.sock", std::process::id()));
+    let _netd = Process::spawn(
+        ns.command(nagare())
+            .args(["netd", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--placement", "split", "--http"])
+            .arg(&root)
+            .arg("--socket")
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    assert!(answers_ping(&ns, NAGARE), "nagare netd never answered a ping");
+    let stat = netd_stat(&socket);
+    let driver_pid = |stat: &str| -> String {
+        stat.lines().find_map(|l| l.strip_prefix("driver pid ")).and_then(|r| r.split(' ').next()).unwrap_or("").to_string()
+    };
+    let first = driver_pid(&stat);
+    assert!(first.parse::<u32>().is_ok(), "no driver in:\n{stat}");
+    let download = root.join("download.bin");
+    let mut curl = ns
+        .command("curl")
+        .args(["-s", "-S", "--fail", "--limit-rate", "40M", "--max-time", "120", "-o"])
+        .arg(&download)
+        .arg(format!("http://{NAGARE}/big.bin"))
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(30), || std::fs::metadata(&download).map_or(0, |m| m.len()) > 4 << 20),
+        "the download does not start"
+    );
+    run_ok(std::process::Command::new("kill").args(["-9", &first]));
+    assert!(
+        wait_until(Duration::from_secs(10), || netd_stat(&socket).contains(" starts 2 deaths 1")),
+        "netd did not start a new driver:\n{}",
+        netd_stat(&socket)
+    );
+    let status = curl.wait().unwrap();
+    assert!(status.success(), "curl failed after the driver's death: {status}");
+    assert_eq!(sha256(&download), sha256(&root.join("big.bin")), "download corrupted across the driver's death");
+    let after = netd_stat(&socket);
+    let second = driver_pid(&after);
+    assert!(second != first && second.parse::<u32>().is_ok(), "{after}");
+    let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_file(&socket);
+}
