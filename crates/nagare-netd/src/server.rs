@@ -505,8 +505,19 @@ impl Netd {
             return false;
         }
         // Waiting requests first: the engine may have what they wait for.
-        let mut still = Vec::new();
+        let mut still: Vec<Pending> = Vec::new();
         for mut p in std::mem::take(&mut s.pending) {
+            // A stream's sends go in the order they came: one waits while
+            // an earlier send on its socket waits.
+            if p.req.op == Op::Send && still.iter().any(|q| q.req.op == Op::Send && q.req.socket == p.req.socket) {
+                if p.deadline.is_some_and(|d| now >= d) {
+                    finish(s, &p.req, p.buf, Err(libc::EAGAIN));
+                    work = true;
+                } else {
+                    still.push(p);
+                }
+                continue;
+            }
             match run(s, &mut self.iface, &mut p.req, p.buf, now, &mut RunContext { scratch: &mut self.scratch, config: &self.config, lending: &self.lending, stats: &mut self.stats }) {
                 Ok(None) if p.deadline.is_some_and(|d| now >= d) => {
                     let errno = if p.req.op == Op::Connect {
@@ -522,6 +533,8 @@ impl Netd {
                     work = true;
                 }
                 Ok(None) => still.push(p),
+                // Lent to the engine: completed when it lets go.
+                Ok(Some(Done { lent: true, .. })) => work = true,
                 r => {
                     finish(s, &p.req, p.buf, r);
                     work = true;
@@ -567,11 +580,25 @@ impl Netd {
                             finish(s, &req, buf, Err(libc::ENOBUFS));
                             continue;
                         }
+                        if req.op == Op::Send && s.pending.iter().any(|q| q.req.op == Op::Send && q.req.socket == req.socket) {
+                            // Behind an earlier send of its stream.
+                            if req.nonblocking() {
+                                finish(s, &req, buf, Err(libc::EAGAIN));
+                            } else if buf.is_some() || s.pending.len() < self.config.max_pending {
+                                let deadline = req.wait_limit().map(|w| now + w);
+                                s.pending.push(Pending { req, buf, deadline });
+                            } else {
+                                finish(s, &req, buf, Err(libc::ENOBUFS));
+                            }
+                            continue;
+                        }
                         let r = run(s, &mut self.iface, &mut req, buf, now, &mut RunContext { scratch: &mut self.scratch, config: &self.config, lending: &self.lending, stats: &mut self.stats });
                         match r {
                             // Lent to the engine: completed when it lets go.
                             Ok(Some(Done { lent: true, .. })) => {}
-                            Ok(None) if s.pending.len() < self.config.max_pending => {
+                            // A request holding a buffer is bounded by the
+                            // client's pool; the others by `max_pending`.
+                            Ok(None) if buf.is_some() || s.pending.len() < self.config.max_pending => {
                                 let deadline = req.wait_limit().map(|w| now + w);
                                 s.pending.push(Pending { req, buf, deadline });
                             }
@@ -1044,6 +1071,37 @@ fn run(
                 return done();
             }
             Ok(None)
+        }
+        Op::Send if req.lends() => {
+            let h = tcp_of(s, req.socket)?;
+            let b = buf.ok_or(libc::EFAULT)?;
+            let free = iface.tcp_connection(h).map_or(0, |c| c.send_free());
+            if b.len == 0 {
+                return Ok(Some(Done::value(0)));
+            }
+            if free < b.len as usize {
+                // The whole buffer goes in at once, or the request waits.
+                if let Some(e) = iface.tcp_send(h, &[], now).err().filter(|e| *e != EngineError::WouldBlock) {
+                    return Err(engine_errno(e));
+                }
+                return blocked(req);
+            }
+            let mut done = Completion::ok(req, u64::from(b.len));
+            done.piece = Some(Piece { buffer: b.index, offset: b.offset, len: b.len });
+            let key = s.conn.id;
+            let payload = lending.lend(key, &s.pool, b.index, b.offset, b.len, done.encode()).ok_or(libc::EFAULT)?;
+            match iface.tcp_send_buf(h, payload, now) {
+                Ok(rest) if rest.is_empty() => {}
+                // Checked to fit: a remainder is dropped here and the loan
+                // completes when the queued part is acknowledged.
+                Ok(_) => stats.bad_buffers += 1,
+                Err(e) => {
+                    lending.unlend(key, b.index);
+                    return Err(engine_errno(e));
+                }
+            }
+            stats.tx_payload_in_place += u64::from(b.len);
+            Ok(Some(Done { lent: true, ..Done::value(0) }))
         }
         Op::Send => {
             let h = tcp_of(s, req.socket)?;

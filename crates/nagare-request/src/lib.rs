@@ -39,8 +39,13 @@ pub const NONBLOCK: u16 = 1;
 pub const TRACE: u16 = 2;
 /// The aux word of a traced request's post time.
 pub const TRACE_TIME: usize = 2;
+/// Request flag, `SEND` only: lend the buffer to the stack instead of
+/// having it copied. The request waits until the whole buffer fits in the
+/// send buffer, and completes when the stack no longer holds it (its bytes
+/// acknowledged, or the connection gone: the next call reports that).
+pub const LEND: u16 = 4;
 /// Every flag a request may carry.
-pub const KNOWN_FLAGS: u16 = NONBLOCK | TRACE;
+pub const KNOWN_FLAGS: u16 = NONBLOCK | TRACE | LEND;
 /// Largest listen backlog.
 pub const MAX_BACKLOG: u64 = 4096;
 
@@ -352,7 +357,7 @@ impl Request {
         let raw_op = d.kind as u16;
         let flags = (d.kind >> 16) as u16;
         let op = Op::from_u16(raw_op).ok_or(ProtoError::BadOp(raw_op))?;
-        if flags & !KNOWN_FLAGS != 0 || (flags & TRACE != 0 && op != Op::SendTo) {
+        if flags & !KNOWN_FLAGS != 0 || (flags & TRACE != 0 && op != Op::SendTo) || (flags & LEND != 0 && op != Op::Send) {
             return Err(ProtoError::BadFlags(flags));
         }
         if d.status != 0 {
@@ -430,6 +435,11 @@ impl Request {
     /// The client's post time of a traced request (ns, `CLOCK_MONOTONIC`).
     pub fn trace_time(&self) -> Option<u64> {
         (self.flags & TRACE != 0).then_some(self.aux[TRACE_TIME])
+    }
+
+    /// Whether the caller lends its buffer (`LEND`).
+    pub fn lends(&self) -> bool {
+        self.flags & LEND != 0
     }
 
     /// Whether the caller asked not to wait.

@@ -153,14 +153,30 @@ impl UdpSocket {
 }
 
 impl TcpStream {
-    /// Sends up to `len` bytes of `buf`; the bytes taken (a short count
-    /// when the send buffer is nearly full, as `write`).
+    /// Sends the first `len` bytes of `buf` without copying them: the
+    /// buffer is lent to the stack, which sends from it (and retransmits
+    /// from it) in place. Waits until all of it fits in the send buffer,
+    /// and returns when the stack no longer holds it (its bytes are
+    /// acknowledged; if the connection failed meanwhile, the next call
+    /// says so). Use [`TcpStream::send_buf_async`] to keep several in
+    /// flight.
     pub fn send_buf(&self, buf: TxBuf, len: usize) -> io::Result<usize> {
         let mut r = self.mode.apply(request(Op::Send, self.h.id));
+        r.flags |= nagare_request::LEND;
         set_wait_limit(&mut r, self.write_limit.get());
         let (index, len) = buf.hand_over(len)?;
         let (c, _) = self.h.netd.call(r, Data::Owned { index, len })?;
         sent_count(c.aux[0], len as usize)
+    }
+
+    /// [`TcpStream::send_buf`] without waiting: the ticket completes when
+    /// the bytes are acknowledged. Requests complete in order of the
+    /// stream, so a window of tickets keeps the connection busy.
+    pub fn send_buf_async(&self, buf: TxBuf, len: usize) -> io::Result<Ticket> {
+        let mut r = request(Op::Send, self.h.id);
+        r.flags |= nagare_request::LEND;
+        let (index, len) = buf.hand_over(len)?;
+        self.h.netd.submit_owned(r, index, len)
     }
 
     /// Receives up to `max` bytes where netd puts them (empty at the end

@@ -529,6 +529,16 @@ impl Connection {
         self.recv_bytes > 0 || self.fin_received || self.error.is_some()
     }
 
+    /// Bytes `send_buf` would take now (0 when the stream is closed for
+    /// sending).
+    pub fn send_free(&self) -> usize {
+        if self.may_send() {
+            self.send_queue.free()
+        } else {
+            0
+        }
+    }
+
     /// Whether `send` would accept bytes now.
     pub fn can_send(&self) -> bool {
         self.may_send() && self.send_queue.free() > 0
