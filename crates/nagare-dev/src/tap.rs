@@ -35,6 +35,9 @@ pub const MAX_IFNAME_LEN: usize = libc::IFNAMSIZ - 1;
 /// Chunks of a frame passed to `writev` from the stack; longer chains use
 /// a heap array.
 const INLINE_IOVECS: usize = 48;
+/// Slices of a frame written as they are: one `writev` takes at most
+/// `IOV_MAX` (1024 on Linux) iovecs, the virtio header one of them.
+const MAX_IOVECS: usize = 1023;
 
 /// Largest frame the kernel hands over with segmentation offload on: an
 /// IP packet of 64 KiB and an Ethernet header with a VLAN tag.
@@ -494,7 +497,19 @@ impl TapDevice {
             iov_len: 0,
         }; INLINE_IOVECS];
         let heap: Vec<libc::iovec>;
-        let pieces = std::iter::once(head).filter(|h| !h.is_empty()).chain(frame.chunks());
+        // More slices than one writev takes (IOV_MAX, 1024 on Linux: a
+        // super-segment of many small sends): copied flat, which is rare,
+        // rather than refused on every retransmission.
+        let flat: Vec<u8>;
+        let flat_chunks: [&[u8]; 1];
+        let chunks: Box<dyn Iterator<Item = &[u8]>> = if frame.slice_count() >= MAX_IOVECS {
+            flat = frame.to_vec();
+            flat_chunks = [&flat];
+            Box::new(flat_chunks.into_iter())
+        } else {
+            Box::new(frame.chunks())
+        };
+        let pieces = std::iter::once(head).filter(|h| !h.is_empty()).chain(chunks);
         let iovs: &[libc::iovec] = if frame.slice_count() < INLINE_IOVECS {
             let mut n = 0;
             for (slot, chunk) in inline.iter_mut().zip(pieces) {

@@ -197,6 +197,28 @@ fn kernel_answers_arp_through_a_created_tap() {
     );
     assert!(tap.offloads().checksum && tap.offloads().tcp_segmentation == 65535, "offloads granted: {:?}", tap.offloads());
 
+    // 1b. A frame of more slices than one writev takes (IOV_MAX) still
+    // goes out: the same request, padded to 1400 bytes, one byte a slice.
+    let mut bytes = arp_request(&pool, our_ip, kernel_ip).to_vec();
+    bytes.resize(1400, 0);
+    let big_pool = BufferPool::new(64, 2048);
+    let mut sliced = PacketBuf::new();
+    for b in &bytes {
+        sliced.append(PacketBuf::from_slice(&big_pool, 0, &[*b]).unwrap());
+    }
+    assert_eq!(sliced.slice_count(), 1400);
+    let before = tap.stats();
+    let mut q = VecDeque::from([sliced]);
+    assert_eq!(tap.transmit_batch(&mut q, Instant::ZERO).unwrap(), 1);
+    let after = tap.stats();
+    assert_eq!((after.tx_frames - before.tx_frames, after.tx_errors - before.tx_errors), (1, 0), "{after:?}");
+    let mut answered_again = false;
+    let answered = receive_until(&mut tap, &pool, |_, frames| {
+        answered_again |= frames.iter().any(|f| arp_reply_from(&f.to_vec(), kernel_ip).is_some());
+        answered_again
+    });
+    assert!(answered, "no ARP reply to the 1400-slice request within 2 s");
+
     // 2. A reply longer than one of the pool's buffers arrives as a chain
     // (the tail of a frame lands in spare buffers, as a super-segment's
     // does), and those buffers return to the pool with it.

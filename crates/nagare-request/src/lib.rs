@@ -729,6 +729,13 @@ mod tests {
         let mut nop = Request::new(Op::Nop, 2);
         nop.flags = TRACE;
         assert!(matches!(Request::decode(&nop.encode()), Err(ProtoError::BadFlags(_))));
+        let mut lend = Request::new(Op::Send, 3);
+        lend.socket = 3;
+        lend.piece = Some(Piece { buffer: 1, offset: 0, len: 10 });
+        lend.flags = LEND;
+        assert!(Request::decode(&lend.encode()).unwrap().lends());
+        send.flags = LEND;
+        assert!(matches!(Request::decode(&send.encode()), Err(ProtoError::BadFlags(_))), "only a stream send lends");
         assert_eq!(unpack_stages(pack_stages(1, 2_000_000, 3)), [1, 2_000_000, 3]);
         assert_eq!(unpack_stages(pack_stages(u64::MAX, 0, 5_000_000)), [STAGE_MAX, 0, STAGE_MAX]);
     }

@@ -354,8 +354,13 @@ impl DriverLink {
         let mut copied = 0;
         let mut in_place = 0;
         let mut failed = false;
+        // A frame of many small slices (a super-segment of many small lent
+        // sends) is copied whole rather than named piece by piece: it
+        // would not fit in a frame's pieces.
+        let by_reference = frame.slice_count() < MAX_PIECES;
         'chunks: for chunk in frame.chunks() {
-            if let Some((key, index, offset, at)) = self.lending.hand(chunk.as_ptr() as usize, chunk.len(), generation) {
+            let lent = if by_reference { self.lending.hand(chunk.as_ptr() as usize, chunk.len(), generation) } else { None };
+            if let Some((key, index, offset, at)) = lent {
                 close(&mut open, out);
                 let mut d = Descriptor { kind: TX_CLIENT_PIECE, buffer: index, offset, len: chunk.len() as u32, ..Default::default() };
                 d.aux[KEY] = key;
