@@ -536,6 +536,17 @@ fn placements_send_datagrams_in_place() {
             assert_eq!(stat_value(&report, "driver returns_confirmed"), 201, "{placement}: {report}");
             assert!(stat_value(&report, "driver tx_bytes_in_place") >= 200, "{placement}: {report}");
             assert!(report.contains(" starts 1 deaths 0\n"), "{placement}: {report}");
+            // The driver's own counters reach the report (every 250 ms):
+            // it copied every received frame once into the region.
+            std::thread::sleep(Duration::from_millis(400));
+            let report = netd.stat().unwrap();
+            assert!(stat_value(&report, "driver reported tx_frames") >= 201, "{placement}: {report}");
+            assert!(stat_value(&report, "driver reported direct_returns") >= 201, "{placement}: {report}");
+            // The same frames as netd copied out (its report may be a
+            // frame or two older).
+            let (driver_copied, netd_copied) =
+                (stat_value(&report, "driver reported rx_bytes_copied"), stat_value(&report, "driver rx_bytes_copied"));
+            assert!(driver_copied > 0 && driver_copied + 4000 >= netd_copied, "{placement}: {report}");
         }
     }
 }

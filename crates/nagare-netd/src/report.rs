@@ -31,7 +31,7 @@ pub(crate) struct Report<'a> {
     pub placement: &'a str,
     /// The driver's pid (none while it is being started again) and the
     /// link's counters, when frames go through a driver.
-    pub driver: Option<(Option<u32>, crate::driver::LinkStats)>,
+    pub driver: Option<(Option<u32>, crate::driver::LinkStats, crate::driver::DriverStats)>,
     pub link: &'a str,
     pub clients: &'a [ClientLine],
     pub stats: NetdStats,
@@ -94,7 +94,7 @@ impl Report<'_> {
         ] {
             let _ = writeln!(t, "netd {k} {v}");
         }
-        if let Some((pid, d)) = self.driver {
+        if let Some((pid, d, own)) = self.driver {
             let pid = pid.map_or_else(|| String::from("none"), |p| p.to_string());
             let _ = writeln!(t, "driver pid {pid} starts {} deaths {}", d.starts, d.deaths);
             for (k, v) in [
@@ -111,6 +111,10 @@ impl Report<'_> {
                 ("returns_orphaned", d.returns_orphaned),
             ] {
                 let _ = writeln!(t, "driver {k} {v}");
+            }
+            // The driver's own, as it last reported them (every 250 ms).
+            for (k, v) in own.named() {
+                let _ = writeln!(t, "driver reported {k} {v}");
             }
         }
         let b = self.engine_buffers;

@@ -728,7 +728,7 @@ impl Netd {
             uptime_secs: self.started.elapsed().as_secs_f64(),
             placement: self.placement.name(),
             driver: match &self.link {
-                Link::Driver(d) => Some((d.pid(), d.link_stats())),
+                Link::Driver(d) => Some((d.pid(), d.link_stats(), d.driver_counters())),
                 Link::Inline(_) => None,
             },
             link: &self.config.link,
@@ -946,6 +946,13 @@ fn run(
 ) -> Result<Option<Done>, i32> {
     let RunContext { scratch, config, lending, stats } = cx;
     let blocked = |req: &Request| if req.nonblocking() { Err(libc::EAGAIN) } else { Ok(None) };
+    // The client's bytes to send, in place: the engine copies them once
+    // into its own buffers (a private copy first would be a second).
+    let payload = |pool: &Pool| -> Result<nagare_ipc::SharedBytes, i32> {
+        let b = buf.ok_or(libc::EFAULT)?;
+        pool.shared(b.index, b.offset, b.len).map_err(|_| libc::EFAULT)
+    };
+    // A private copy, for bytes netd interprets (a poll list).
     let data = |pool: &Pool, scratch: &mut Vec<u8>| -> Result<(), i32> {
         let b = buf.ok_or(libc::EFAULT)?;
         scratch.clear();
@@ -987,10 +994,12 @@ fn run(
                 stats.tx_payload_in_place += u64::from(b.len);
                 return Ok(Some(Done { lent: true, ..Done::value(0) }));
             }
-            data(&s.pool, scratch)?;
-            iface.udp_send_to(h, scratch, dst, now).map_err(engine_errno)?;
-            stats.tx_payload_copied += scratch.len() as u64;
-            Ok(Some(Done::value(scratch.len() as u64)))
+            let view = payload(&s.pool)?;
+            // SAFETY: payload the engine copies and sums, never interprets;
+            // a client racing its own buffer changes only its datagram.
+            iface.udp_send_to(h, unsafe { view.as_slice() }, dst, now).map_err(engine_errno)?;
+            stats.tx_payload_copied += view.len() as u64;
+            Ok(Some(Done::value(view.len() as u64)))
         }
         Op::RecvFrom => {
             let Some(Sock::Udp(h)) = s.sockets.get(&req.socket).copied() else {
@@ -1105,9 +1114,10 @@ fn run(
         }
         Op::Send => {
             let h = tcp_of(s, req.socket)?;
-            data(&s.pool, scratch)?;
-            match iface.tcp_send(h, scratch, now) {
-                Ok(n) if n > 0 || scratch.is_empty() => {
+            let view = payload(&s.pool)?;
+            // SAFETY: as for datagrams: copied into the send buffer once.
+            match iface.tcp_send(h, unsafe { view.as_slice() }, now) {
+                Ok(n) if n > 0 || view.is_empty() => {
                     stats.tx_payload_copied += n as u64;
                     Ok(Some(Done::value(n as u64)))
                 }
@@ -1152,9 +1162,10 @@ fn run(
                 return Err(if s.sockets.contains_key(&req.socket) { libc::EOPNOTSUPP } else { libc::EBADF });
             };
             let dst = decode_addr(req.aux[0]).map_err(|e| e.errno())?;
-            data(&s.pool, scratch)?;
-            iface.echo_send(h, *dst.ip(), req.aux[1] as u16, scratch, now).map_err(engine_errno)?;
-            Ok(Some(Done::value(scratch.len() as u64)))
+            let view = payload(&s.pool)?;
+            // SAFETY: as for datagrams: the echo data is copied, not read.
+            iface.echo_send(h, *dst.ip(), req.aux[1] as u16, unsafe { view.as_slice() }, now).map_err(engine_errno)?;
+            Ok(Some(Done::value(view.len() as u64)))
         }
         Op::EchoRecv => {
             let Some(Sock::Echo(h)) = s.sockets.get(&req.socket).copied() else {
@@ -1240,7 +1251,7 @@ fn echo_done(event: EchoEvent) -> Done {
     Done { value: len, addr: from, len: None, extra: word.encode(), lent: false }
 }
 
-fn set_nonblocking(fd: i32) -> io::Result<()> {
+pub(crate) fn set_nonblocking(fd: i32) -> io::Result<()> {
     // SAFETY: fcntl on a descriptor we own, with integer arguments.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
     if flags < 0 {

@@ -9,7 +9,7 @@
 //! drops the second (it no longer waits for that request id).
 
 use super::proto::{
-    control_pair, offload_of, offload_word, Control, CONTROL_LEN, KEY, STAGES, TRACE_AT, MAX_PIECES, MORE, RETURN, RETURNED, RX_FREE,
+    control_pair, offload_of, offload_word, Control, CONTROL_LEN, KEY, STAGES, TRACE_AT, UNDELIVERED, MAX_PIECES, MORE, RETURN, RETURNED, RX_FREE,
     RX_PIECE, TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
 };
 use super::run::poll_in;
@@ -78,7 +78,8 @@ pub struct LinkStats {
     pub returns_posted: u64,
     /// Of those, confirmed by the driver (completions it posted directly).
     pub returns_confirmed: u64,
-    /// Completions netd posted itself because their driver died.
+    /// Completions netd posted itself: their driver died, or did not know
+    /// the client.
     pub returns_orphaned: u64,
 }
 
@@ -110,6 +111,8 @@ pub struct DriverLink {
     stats: LinkStats,
     device_stats: DeviceStats,
     orphans: Vec<(u64, Descriptor)>,
+    /// The running driver's counters, as it last reported them.
+    driver_counters: super::DriverStats,
     rx_partial: Vec<u8>,
     rx_offload: u64,
     rx_pieces: usize,
@@ -134,6 +137,7 @@ impl DriverLink {
             stats: LinkStats::default(),
             device_stats: DeviceStats::default(),
             orphans: Vec::new(),
+            driver_counters: super::DriverStats::default(),
             rx_partial: Vec::new(),
             rx_offload: 0,
             rx_pieces: 0,
@@ -177,6 +181,7 @@ impl DriverLink {
                 _ => Err(io::Error::new(io::ErrorKind::InvalidData, "the driver did not start (no ready message)")),
             }
         })();
+        let ready = ready.and_then(|r| crate::server::set_nonblocking(ours.as_raw_fd()).map(|()| r));
         let (pid, mtu, offloads) = match ready {
             Ok(r) => r,
             Err(e) => {
@@ -219,6 +224,11 @@ impl DriverLink {
     /// The counters.
     pub fn link_stats(&self) -> LinkStats {
         self.stats
+    }
+
+    /// The running driver's own counters, as it last reported them.
+    pub fn driver_counters(&self) -> super::DriverStats {
+        self.driver_counters
     }
 
     /// Tells the driver about client `key`: its region and eventfd.
@@ -277,7 +287,7 @@ impl DriverLink {
                 DriverHandle::Process(c) => !matches!(c.try_wait(), Ok(None)),
                 DriverHandle::Thread(t) => t.is_finished(),
             };
-            if exited || peer_gone(inc.control.as_fd()) {
+            if exited || read_control(inc.control.as_fd(), &mut self.driver_counters) {
                 if let Some(mut inc) = self.up.take() {
                     stop_handle(&mut inc.handle);
                     self.stats.deaths += 1;
@@ -293,6 +303,7 @@ impl DriverLink {
         if self.up.is_none() && self.last_start.elapsed() >= RESTART_BACKOFF {
             match self.launch() {
                 Ok((inc, mtu, _)) => {
+                    self.driver_counters = super::DriverStats::default();
                     if mtu != self.mtu {
                         eprintln!("nagare netd: the new driver's MTU is {mtu}, not {}", self.mtu);
                     }
@@ -475,8 +486,13 @@ impl Device for DriverLink {
                     _ => self.stats.rx_bad += 1,
                 },
                 RETURNED => {
-                    if inc.returns.remove(&(d.aux[KEY], d.id)).is_some() {
-                        self.stats.returns_confirmed += 1;
+                    if let Some(c) = inc.returns.remove(&(d.aux[KEY], d.id)) {
+                        if d.aux[0] == UNDELIVERED {
+                            self.orphans.push((d.aux[KEY], c));
+                            self.stats.returns_orphaned += 1;
+                        } else {
+                            self.stats.returns_confirmed += 1;
+                        }
                     }
                 }
                 _ => self.stats.rx_bad += 1,
@@ -596,10 +612,20 @@ fn stop_handle(handle: &mut DriverHandle) {
     }
 }
 
-/// True once the driver's end of the control socket is closed.
-fn peer_gone(fd: BorrowedFd<'_>) -> bool {
-    let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    // SAFETY: one live pollfd, no waiting.
-    let rc = unsafe { libc::poll(&mut p, 1, 0) };
-    rc > 0 && p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL | libc::POLLIN) != 0
+/// Takes the driver's counter reports; true once its end of the control
+/// socket is closed (or sends what it must not).
+fn read_control(fd: BorrowedFd<'_>, counters: &mut super::DriverStats) -> bool {
+    loop {
+        let mut buf = [0u8; CONTROL_LEN];
+        match recv_with_fds(fd, &mut buf, libc::MSG_DONTWAIT) {
+            Ok(got) if got.len == 0 => return true,
+            Ok(got) => match Control::decode(&buf[..got.len]) {
+                Some(Control::Counter { id, value }) if got.fds.is_empty() => counters.set(id, value),
+                _ => return true,
+            },
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return true,
+        }
+    }
 }

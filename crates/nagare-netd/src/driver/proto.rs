@@ -16,7 +16,7 @@
 //! |---|---|---|
 //! | `RX_PIECE` | a piece of a received frame in a driver buffer handed over | buffer, offset, len; flags `MORE`; aux0 offload bits on the first piece |
 //! | `TX_DONE` | a transmit buffer back to netd (its frames are on the device) | buffer |
-//! | `RETURNED` | the completion of a `RETURN` was posted to its client | aux1 client key, id request id |
+//! | `RETURNED` | the completion of a `RETURN` was posted to its client (aux0 0) or could not be (aux0 `UNDELIVERED`: netd posts it) | aux1 client key, id request id |
 //!
 //! Every buffer a descriptor names is checked against the receiver's
 //! ownership table, every client key against the attached clients, and a
@@ -39,8 +39,11 @@ pub const RX_FREE: u32 = 4;
 pub const RX_PIECE: u32 = 1;
 /// A transmit buffer handed back (driver → netd).
 pub const TX_DONE: u32 = 2;
-/// A direct return done (driver → netd).
+/// A direct return done (driver → netd); `aux[0]` [`UNDELIVERED`] when
+/// the driver did not know the client, so netd must post it.
 pub const RETURNED: u32 = 3;
+/// `aux[0]` of a `RETURNED` whose completion was not posted.
+pub const UNDELIVERED: u64 = 1;
 
 /// Flag: the frame continues in the next descriptor.
 pub const MORE: u32 = 1;
@@ -111,6 +114,14 @@ pub enum Control {
         /// The client's key.
         key: u64,
     },
+    /// driver → netd, now and then: one of its counters
+    /// ([`crate::driver::DriverStats::named`] order).
+    Counter {
+        /// Which counter.
+        id: u32,
+        /// Its value.
+        value: u64,
+    },
 }
 
 /// Length of every control message.
@@ -124,6 +135,7 @@ impl Control {
             Control::Ready { pid, mtu, offloads } => (2, u64::from(pid), u64::from(mtu), offloads),
             Control::Attach { key } => (3, key, 0, 0),
             Control::Detach { key } => (4, key, 0, 0),
+            Control::Counter { id, value } => (5, u64::from(id), value, 0),
         };
         let mut out = [0u8; CONTROL_LEN];
         out[0..4].copy_from_slice(&kind.to_le_bytes());
@@ -154,6 +166,7 @@ impl Control {
             2 => Some(Control::Ready { pid: u32::try_from(a).ok()?, mtu: u32::try_from(b).ok()?, offloads: c }),
             3 if b == 0 && c == 0 => Some(Control::Attach { key: a }),
             4 if b == 0 && c == 0 => Some(Control::Detach { key: a }),
+            5 if c == 0 => Some(Control::Counter { id: u32::try_from(a).ok()?, value: b }),
             _ => None,
         }
     }
@@ -184,6 +197,7 @@ mod tests {
             Control::Ready { pid: 42, mtu: 1500, offloads: 1 | 65535 << 16 },
             Control::Attach { key: 7 },
             Control::Detach { key: u64::MAX },
+            Control::Counter { id: 3, value: 1 << 40 },
         ] {
             assert_eq!(Control::decode(&m.encode()), Some(m));
         }

@@ -11,7 +11,7 @@
 
 use nagare_request::pack_stages;
 use super::proto::{
-    offload_of, offload_word, Control, CONTROL_LEN, KEY, STAGES, TRACE_AT, MAX_PIECES, MORE, RETURN, RETURNED, RX_FREE, RX_PIECE,
+    offload_of, offload_word, Control, CONTROL_LEN, KEY, STAGES, TRACE_AT, UNDELIVERED, MAX_PIECES, MORE, RETURN, RETURNED, RX_FREE, RX_PIECE,
     TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
 };
 use nagare_core::buf::{Buffer, BufferPool, ExternalBytes, Offload, PacketBuf};
@@ -53,11 +53,51 @@ pub struct DriverStats {
     pub rx_frames: u64,
     /// Frames from the device dropped for want of a receive buffer.
     pub rx_dropped: u64,
+    /// Bytes of them copied from the device's buffers into the region.
+    pub rx_bytes_copied: u64,
     /// Clients attached.
     pub clients_attached: u64,
     /// Control messages or descriptors that made no sense.
     pub bad_messages: u64,
 }
+
+impl DriverStats {
+    /// The counters with their names, in the order `Control::Counter`
+    /// numbers them.
+    pub fn named(&self) -> [(&'static str, u64); 9] {
+        [
+            ("tx_frames", self.tx_frames),
+            ("tx_client_pieces", self.tx_client_pieces),
+            ("tx_bad", self.tx_bad),
+            ("direct_returns", self.direct_returns),
+            ("rx_frames", self.rx_frames),
+            ("rx_dropped", self.rx_dropped),
+            ("rx_bytes_copied", self.rx_bytes_copied),
+            ("clients_attached", self.clients_attached),
+            ("bad_messages", self.bad_messages),
+        ]
+    }
+
+    /// Sets counter `id` (as numbered by [`DriverStats::named`]).
+    pub fn set(&mut self, id: u32, value: u64) {
+        let field = match id {
+            0 => &mut self.tx_frames,
+            1 => &mut self.tx_client_pieces,
+            2 => &mut self.tx_bad,
+            3 => &mut self.direct_returns,
+            4 => &mut self.rx_frames,
+            5 => &mut self.rx_dropped,
+            6 => &mut self.rx_bytes_copied,
+            7 => &mut self.clients_attached,
+            8 => &mut self.bad_messages,
+            _ => return,
+        };
+        *field = value;
+    }
+}
+
+/// How often the driver reports its counters to netd.
+const REPORT_EVERY: Duration = Duration::from_millis(250);
 
 /// A transmit buffer of the driver region: handed back to netd when the
 /// device is done with the last frame that refers to it.
@@ -183,6 +223,9 @@ pub fn serve(
         offloads: u64::from(offloads.checksum) | (offloads.tcp_segmentation as u64) << 16,
     };
     send_with_fds(control.as_fd(), &ready.encode(), &[])?;
+    // From now on neither side may block the other: reports that do not
+    // fit are dropped (the next one carries the same counters).
+    crate::server::set_nonblocking(control.as_raw_fd())?;
     let mut d = Driver {
         control,
         _region: region,
@@ -211,7 +254,12 @@ pub fn serve(
         netd_gone: false,
     };
     let mut last_work = std::time::Instant::now();
+    let mut reported = (std::time::Instant::now(), DriverStats::default());
     while !stop.load(Ordering::Relaxed) && !d.netd_gone {
+        if reported.0.elapsed() >= REPORT_EVERY && reported.1 != d.stats {
+            reported = (std::time::Instant::now(), d.stats);
+            d.report();
+        }
         if d.turn()? {
             last_work = std::time::Instant::now();
         } else if last_work.elapsed() >= spin {
@@ -225,6 +273,16 @@ pub fn serve(
 }
 
 impl Driver {
+    /// Sends netd every counter (it shows them in `nagare stat`).
+    fn report(&self) {
+        for (id, (_, value)) in self.stats.named().iter().enumerate() {
+            let m = Control::Counter { id: id as u32, value: *value };
+            if send_with_fds(self.control.as_fd(), &m.encode(), &[]).is_err() {
+                return;
+            }
+        }
+    }
+
     /// One batch: control messages, netd's descriptors, the device both
     /// ways, completions and returns. Whether anything happened.
     fn turn(&mut self) -> io::Result<bool> {
@@ -396,11 +454,21 @@ impl Driver {
                 r.completion.aux[2] =
                     pack_stages(taken.saturating_sub(handed), written.saturating_sub(taken), posting.saturating_sub(written));
             }
-            if let Some(c) = self.clients.get_mut(&r.key) {
-                c.backlog.push_back(r.completion);
-                self.stats.direct_returns += 1;
-            }
-            self.out.push_back(Descriptor { kind: RETURNED, id: r.completion.id, aux: [0, r.key, 0, 0], ..Default::default() });
+            // An unknown client (its attach lost): netd posts it instead.
+            let delivered = match self.clients.get_mut(&r.key) {
+                Some(c) => {
+                    c.backlog.push_back(r.completion);
+                    self.stats.direct_returns += 1;
+                    0
+                }
+                None => UNDELIVERED,
+            };
+            self.out.push_back(Descriptor {
+                kind: RETURNED,
+                id: r.completion.id,
+                aux: [delivered, r.key, 0, 0],
+                ..Default::default()
+            });
         }
         for c in self.clients.values_mut() {
             if c.backlog.is_empty() {
@@ -471,6 +539,7 @@ impl Driver {
                 });
             }
             self.stats.rx_frames += 1;
+            self.stats.rx_bytes_copied += total as u64;
         }
         work
     }
