@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_handover;
+mod bench_copies;
 mod bench_netd;
 mod bench_sendpath;
 mod driver;
@@ -182,6 +183,10 @@ enum BenchCommand {
     /// AnT paper): split, single and inline placement beside Linux's
     /// sendto on a TAP. Needs root.
     Sendpath(bench_sendpath::SendPathArgs),
+    /// Copies per payload byte on the send and receive paths through netd
+    /// and its driver, counted by the code, for the std-shaped and the
+    /// zero-copy calls.
+    Copies(bench_copies::CopiesBenchArgs),
     /// The cost of handing a buffer to another process: remapping pages per
     /// transfer against nagare's premapped regions (Table 3 of the AnT MMU
     /// paper), with a system call and a process switch for scale.
@@ -361,6 +366,7 @@ fn main() -> Result<()> {
         Command::Bench(BenchCommand::Vni(args)) => bench_vni::run(args),
         Command::Bench(BenchCommand::Netd(args)) => bench_netd::run(args),
         Command::Bench(BenchCommand::Sendpath(args)) => bench_sendpath::run(args),
+        Command::Bench(BenchCommand::Copies(args)) => bench_copies::run(args),
         Command::Bench(BenchCommand::Handover(args)) => bench_handover::run(args),
         Command::Bench(BenchCommand::Udp {
             datagrams,

@@ -1,0 +1,216 @@
+//! `nagare bench copies`: how many times each payload byte is copied on
+//! its way through the stack, counted by the code (netd's and its driver's
+//! counters in `nagare stat`), for datagrams and a TCP stream, with the
+//! std-shaped calls (`send_to`/`recv_from`, `write`/`read`) and the
+//! zero-copy ones (`alloc_tx` + `send_buf*`, `recv_buf*`).
+//!
+//! A `nagare netd --vni` in split placement (its driver a process) and a
+//! `nagare up --echo` peer on a 2-port VNI segment; every byte sent comes
+//! back, so each run measures a send path and a receive path.
+
+use anyhow::{bail, Context, Result};
+use nagare::net::{TcpStream, UdpSocket};
+use nagare::Netd;
+use std::collections::{HashMap, VecDeque};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args)]
+pub struct CopiesBenchArgs {
+    /// Payload bytes per run.
+    #[arg(long, default_value_t = 8 << 20)]
+    pub bytes: usize,
+}
+
+const PEER: &str = "10.98.0.1";
+
+/// The segment and both processes, removed (by pid) however the bench ends.
+struct Setup {
+    segment: String,
+    socket: PathBuf,
+    children: Vec<Child>,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = nagare_dev::vni::destroy(&self.segment);
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+fn counters(netd: &Netd) -> Result<HashMap<String, u64>> {
+    let text = netd.stat()?;
+    let mut out = HashMap::new();
+    for line in text.lines() {
+        let mut words: Vec<&str> = line.split_whitespace().collect();
+        if let Some(v) = words.pop().and_then(|v| v.parse().ok()) {
+            if matches!(words.first(), Some(&"netd") | Some(&"driver")) {
+                out.insert(words.join(" "), v);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Copies per payload byte at each place, between two counter snapshots.
+struct Copies {
+    name: &'static str,
+    client_send: f64,
+    netd_send: f64,
+    driver_link_send: f64,
+    device_to_region: f64,
+    region_to_engine: f64,
+    engine_to_client: f64,
+    client_recv: f64,
+}
+
+impl Copies {
+    fn send(&self) -> f64 {
+        self.client_send + self.netd_send + self.driver_link_send
+    }
+    fn recv(&self) -> f64 {
+        self.device_to_region + self.region_to_engine + self.engine_to_client + self.client_recv
+    }
+}
+
+fn delta(a: &HashMap<String, u64>, b: &HashMap<String, u64>, key: &str) -> f64 {
+    (b.get(key).copied().unwrap_or(0).saturating_sub(a.get(key).copied().unwrap_or(0))) as f64
+}
+
+fn measure(netd: &Netd, name: &'static str, lib_copies: f64, bytes: usize, run: impl FnOnce() -> Result<()>) -> Result<Copies> {
+    let before = counters(netd)?;
+    run()?;
+    // The driver reports its own counters every 250 ms.
+    std::thread::sleep(Duration::from_millis(600));
+    let after = counters(netd)?;
+    let per = |key: &str| delta(&before, &after, key) / bytes as f64;
+    Ok(Copies {
+        name,
+        client_send: lib_copies,
+        netd_send: per("netd tx_payload_copied"),
+        driver_link_send: per("driver tx_bytes_copied"),
+        device_to_region: per("driver reported rx_bytes_copied"),
+        region_to_engine: per("driver rx_bytes_copied"),
+        engine_to_client: per("netd rx_payload_copied"),
+        client_recv: lib_copies,
+    })
+}
+
+pub fn run(args: CopiesBenchArgs) -> Result<()> {
+    let bytes = args.bytes.max(1 << 20);
+    let pid = std::process::id();
+    let exe = std::env::current_exe()?;
+    let mut setup = Setup {
+        segment: format!("bench-copies-{pid}"),
+        socket: std::env::temp_dir().join(format!("nagare-bench-copies-{pid}.sock")),
+        children: Vec::new(),
+    };
+    nagare_dev::vni::Segment::create(&setup.segment, 2, 1500, 256).context("creating the VNI segment")?;
+    let spawn = |args: &[&str]| Command::new(&exe).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn();
+    setup.children.push(spawn(&["up", "--vni", &setup.segment, "--addr", &format!("{PEER}/24"), "--echo"])?);
+    let socket = setup.socket.to_string_lossy().into_owned();
+    setup.children.push(spawn(&["netd", "--vni", &setup.segment, "--addr", "10.98.0.2/24", "--socket", &socket])?);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let netd = loop {
+        match Netd::connect(&setup.socket) {
+            Ok(n) => break n,
+            Err(e) if Instant::now() > deadline => bail!("netd does not answer: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    let udp = UdpSocket::bind_via(&netd, "0.0.0.0:0")?;
+    udp.set_read_timeout(Some(Duration::from_secs(2)))?;
+    let dgram = 1400;
+    let count = bytes / dgram;
+    let payload = vec![0x5au8; dgram];
+    let mut buf = vec![0u8; 2048];
+    // Datagrams one at a time (each echo read before the next send), so
+    // none is lost to a full queue and every byte is counted both ways.
+    let udp_std = measure(&netd, "UDP send_to / recv_from", 1.0, count * dgram, || {
+        for _ in 0..count {
+            udp.send_to(&payload, (PEER, 7))?;
+            udp.recv_from(&mut buf)?;
+        }
+        Ok(())
+    })?;
+    let udp_zc = measure(&netd, "UDP send_buf_to / recv_buf_from", 0.0, count * dgram, || {
+        for _ in 0..count {
+            let mut tx = netd.alloc_tx()?;
+            tx[..dgram].fill(0xa5);
+            udp.send_buf_to(tx, dgram, (PEER, 7))?;
+            drop(udp.recv_buf_from()?);
+        }
+        Ok(())
+    })?;
+    let mut tcp = TcpStream::connect_via(&netd, (PEER, 7))?;
+    let chunk = vec![0x3cu8; 16_000];
+    let mut back = vec![0u8; 16_000];
+    let rounds = bytes / chunk.len();
+    let tcp_std = measure(&netd, "TCP write / read", 1.0, rounds * chunk.len(), || {
+        for _ in 0..rounds {
+            tcp.write_all(&chunk)?;
+            tcp.read_exact(&mut back)?;
+        }
+        Ok(())
+    })?;
+    tcp.set_nonblocking(true)?;
+    let tcp_zc = measure(&netd, "TCP send_buf / recv_buf (lent)", 0.0, rounds * chunk.len(), || {
+        let total = rounds * chunk.len();
+        let (mut posted, mut echoed) = (0, 0);
+        let mut tickets = VecDeque::new();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while echoed < total || !tickets.is_empty() {
+            if Instant::now() > deadline {
+                bail!("lent TCP sends stalled");
+            }
+            while tickets.len() < 8 && posted < total {
+                let mut tx = netd.alloc_tx()?;
+                tx[..chunk.len()].fill(0x3c);
+                tickets.push_back(tcp.send_buf_async(tx, chunk.len())?);
+                posted += chunk.len();
+            }
+            if let Some(t) = tickets.front_mut() {
+                if t.try_wait()?.is_some() {
+                    tickets.pop_front();
+                }
+            }
+            if echoed < total {
+                match tcp.recv_buf(65536) {
+                    Ok(rx) => echoed += rx.len(),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok(())
+    })?;
+    println!("nagare bench copies: copies per payload byte, split placement on a VNI segment, {bytes} B each way per run");
+    println!("(driver-link and device columns count whole frames, headers included)\n");
+    println!(
+        "{:<34}{:>8}{:>8}{:>8}{:>8} |{:>8}{:>8}{:>8}{:>8}{:>8}",
+        "", "lib", "netd", "link", "send", "device", "link", "client", "lib", "recv"
+    );
+    for c in [udp_std, udp_zc, tcp_std, tcp_zc] {
+        println!(
+            "{:<34}{:>8.2}{:>8.2}{:>8.2}{:>8.2} |{:>8.2}{:>8.2}{:>8.2}{:>8.2}{:>8.2}",
+            c.name,
+            c.client_send,
+            c.netd_send,
+            c.driver_link_send,
+            c.send(),
+            c.device_to_region,
+            c.region_to_engine,
+            c.engine_to_client,
+            c.client_recv,
+            c.recv()
+        );
+    }
+    drop(setup);
+    Ok(())
+}
