@@ -105,6 +105,7 @@ impl Report<'_> {
                 ("tx_dropped_bad", d.tx_dropped_bad),
                 ("rx_frames", d.rx_frames),
                 ("rx_bytes_copied", d.rx_bytes_copied),
+                ("rx_bytes_in_place", d.rx_bytes_in_place),
                 ("rx_bad", d.rx_bad),
                 ("returns_posted", d.returns_posted),
                 ("returns_confirmed", d.returns_confirmed),

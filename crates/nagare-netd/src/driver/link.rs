@@ -39,6 +39,38 @@ const READY_TIMEOUT: Duration = Duration::from_secs(5);
 const RESTART_BACKOFF: Duration = Duration::from_millis(200);
 /// How long a stopping driver has to exit before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(1);
+/// Receive buffers of the driver the engine may hold at once (of 256):
+/// beyond it frames are copied, so a slow reader's queue cannot starve the
+/// driver of buffers.
+const RX_LEND_LIMIT: usize = 128;
+
+/// A receive buffer of the driver region lent to the engine: back to the
+/// driver when the engine lets go (if that driver still runs).
+struct LentRx {
+    bytes: nagare_ipc::SharedBytes,
+    index: u32,
+    generation: u64,
+    released: Rc<std::cell::RefCell<Vec<(u64, u32)>>>,
+}
+
+impl nagare_core::buf::ExternalBytes for LentRx {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the driver does not touch a buffer it handed over until
+        // netd hands it back (after this view is gone).
+        unsafe { self.bytes.as_slice() }
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above; the engine writes (a reply built in place)
+        // only through its one handle.
+        unsafe { self.bytes.as_mut_slice() }
+    }
+}
+
+impl Drop for LentRx {
+    fn drop(&mut self) {
+        self.released.borrow_mut().push((self.generation, self.index));
+    }
+}
 
 /// A running driver.
 pub enum DriverHandle {
@@ -72,6 +104,8 @@ pub struct LinkStats {
     pub rx_frames: u64,
     /// Bytes copied out of the driver region into the engine.
     pub rx_bytes_copied: u64,
+    /// Bytes received in place: the driver's buffer lent to the engine.
+    pub rx_bytes_in_place: u64,
     /// Receive descriptors that made no sense (dropped).
     pub rx_bad: u64,
     /// `RETURN`s posted.
@@ -116,6 +150,9 @@ pub struct DriverLink {
     rx_partial: Vec<u8>,
     rx_offload: u64,
     rx_pieces: usize,
+    /// Receive buffers the engine holds, and those it let go of.
+    rx_lent: usize,
+    rx_released: Rc<std::cell::RefCell<Vec<(u64, u32)>>>,
 }
 
 impl DriverLink {
@@ -141,6 +178,8 @@ impl DriverLink {
             rx_partial: Vec::new(),
             rx_offload: 0,
             rx_pieces: 0,
+            rx_lent: 0,
+            rx_released: Rc::default(),
         };
         let (inc, mtu, offloads) = link.launch()?;
         link.mtu = mtu;
@@ -349,6 +388,20 @@ impl DriverLink {
         }
     }
 
+    /// Hands receive buffers the engine let go of back to their driver
+    /// (those of a driver that died went with its region).
+    fn return_rx(&mut self) {
+        let released: Vec<(u64, u32)> = std::mem::take(&mut *self.rx_released.borrow_mut());
+        for (generation, index) in released {
+            self.rx_lent = self.rx_lent.saturating_sub(1);
+            if let (Some(inc), true) = (self.up.as_mut(), generation == self.generation) {
+                if inc.pool.give(index).is_ok() {
+                    inc.out.push_back(Descriptor { kind: RX_FREE, buffer: index, ..Default::default() });
+                }
+            }
+        }
+    }
+
     /// Turns one frame into descriptors: pieces of netd's bytes copied into
     /// driver buffers, pieces of lent application buffers named in place.
     /// `None` (buffers released) if the driver region is out of buffers.
@@ -430,6 +483,7 @@ impl DriverLink {
 
 impl Device for DriverLink {
     fn receive_batch(&mut self, pool: &BufferPool, out: &mut Vec<PacketBuf>, max: usize, _now: Instant) -> io::Result<usize> {
+        self.return_rx();
         let Some(inc) = self.up.as_mut() else { return Ok(0) };
         let mut frames = 0;
         while frames < max {
@@ -445,6 +499,34 @@ impl Device for DriverLink {
                         self.stats.rx_bad += 1;
                         continue;
                     };
+                    // A whole frame in one buffer: lent to the engine as it
+                    // is (no copy), while the driver has buffers to spare.
+                    if self.rx_pieces == 0 && d.flags & MORE == 0 && self.rx_lent < RX_LEND_LIMIT {
+                        let size = inc.pool.buffer_size();
+                        let lent = offload_of(d.aux[0]).zip(inc.pool.shared(b.index, 0, size).ok()).and_then(|(o, bytes)| {
+                            let ext = LentRx { bytes, index: b.index, generation: self.generation, released: self.rx_released.clone() };
+                            let start = b.offset as usize;
+                            PacketBuf::from_buffer(nagare_core::buf::Buffer::external(Box::new(ext)), start, start + b.len as usize)
+                                .map(|mut p| {
+                                    p.set_offload(o);
+                                    p
+                                })
+                        });
+                        self.rx_lent += 1;
+                        match lent {
+                            Some(p) => {
+                                self.stats.rx_frames += 1;
+                                self.stats.rx_bytes_in_place += u64::from(b.len);
+                                self.device_stats.rx_frames += 1;
+                                self.device_stats.rx_bytes += u64::from(b.len);
+                                out.push(p);
+                                frames += 1;
+                            }
+                            // Dropped at once: its release is queued.
+                            None => self.stats.rx_bad += 1,
+                        }
+                        continue;
+                    }
                     if self.rx_pieces == 0 {
                         self.rx_offload = d.aux[0];
                     }
@@ -503,6 +585,7 @@ impl Device for DriverLink {
     }
 
     fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, _now: Instant) -> io::Result<usize> {
+        self.return_rx();
         if self.up.is_none() {
             let n = frames.len();
             frames.clear();

@@ -15,7 +15,7 @@ use super::proto::{
     TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
 };
 use nagare_core::buf::{Buffer, BufferPool, ExternalBytes, Offload, PacketBuf};
-use nagare_dev::{Device, MonotonicClock};
+use nagare_dev::{Device, MonotonicClock, RX_HEADROOM};
 use nagare_ipc::fdpass::{recv_with_fds, send_with_fds};
 use nagare_ipc::{Consumer, Descriptor, Notifier, Pool, Producer, Region, SharedBytes, Waiter};
 use std::cell::RefCell;
@@ -500,7 +500,11 @@ impl Driver {
         }
         let work = !self.rx.is_empty();
         for frame in std::mem::take(&mut self.rx) {
-            let pieces = frame.len().div_ceil(size).max(1);
+            // The frame starts RX_HEADROOM bytes into its first buffer, so
+            // the engine, given the buffer itself, can put headers in front
+            // (a reply built in place).
+            let end = RX_HEADROOM + frame.len();
+            let pieces = end.div_ceil(size).max(1);
             if pieces > MAX_PIECES || self.pool.counts().0 < pieces as u32 {
                 self.stats.rx_dropped += 1;
                 continue;
@@ -509,30 +513,28 @@ impl Driver {
             for slot in indices.iter_mut().take(pieces) {
                 *slot = self.pool.alloc().unwrap_or(u32::MAX);
             }
-            let mut k = 0;
-            let mut at = 0;
+            let mut at = RX_HEADROOM;
             for chunk in frame.chunks() {
                 let mut rest = chunk;
                 while !rest.is_empty() {
-                    let n = rest.len().min(size - at);
+                    let (k, off) = (at / size, at % size);
+                    let n = rest.len().min(size - off);
                     let Some(&index) = indices.get(k) else { break };
-                    let _ = self.pool.write(index, at as u32, &rest[..n]);
+                    let _ = self.pool.write(index, off as u32, &rest[..n]);
                     rest = &rest[n..];
                     at += n;
-                    if at == size {
-                        k += 1;
-                        at = 0;
-                    }
                 }
             }
             let total = frame.len();
             for (k, &index) in indices.iter().take(pieces).enumerate() {
-                let len = (total - k * size).min(size);
+                let offset = if k == 0 { RX_HEADROOM } else { 0 };
+                let len = end.min((k + 1) * size) - k * size - offset;
                 let _ = self.pool.give(index);
                 self.out.push_back(Descriptor {
                     kind: RX_PIECE,
                     flags: if k + 1 < pieces { MORE } else { 0 },
                     buffer: index,
+                    offset: offset as u32,
                     len: len as u32,
                     aux: [if k == 0 { offload_word(frame.offload()) } else { 0 }, 0, 0, 0],
                     ..Default::default()
