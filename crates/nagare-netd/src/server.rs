@@ -426,7 +426,10 @@ impl Netd {
                 }
             }
             if let Link::Driver(d) = &mut self.link {
-                let clients = self.sessions.iter().map(|s| (s.conn.id, s.conn.region.fd(), s.conn.client_wakeup.as_fd()));
+                let clients = self
+                    .sessions
+                    .iter()
+                    .map(|s| (s.conn.id, s.conn.region.fd(), s.conn.region.layout().config, s.conn.client_wakeup.as_fd()));
                 work |= d.check(clients);
             }
         }
@@ -478,7 +481,7 @@ impl Netd {
                         any = true;
                         self.lending.add_client(s.conn.id, &s.pool);
                         if let Link::Driver(d) = &mut self.link {
-                            d.attach(s.conn.id, s.conn.region.fd(), s.conn.client_wakeup.as_fd());
+                            d.attach(s.conn.id, s.conn.region.fd(), s.conn.region.layout().config, s.conn.client_wakeup.as_fd());
                         }
                         self.sessions.push(s);
                     }

@@ -270,11 +270,14 @@ impl DriverLink {
         self.driver_counters
     }
 
-    /// Tells the driver about client `key`: its region and eventfd.
-    pub(crate) fn attach(&mut self, key: u64, region: BorrowedFd<'_>, wakeup: BorrowedFd<'_>) {
+    /// Tells the driver about client `key`: its region (of `shape`) and
+    /// eventfd.
+    pub(crate) fn attach(&mut self, key: u64, region: BorrowedFd<'_>, shape: RegionConfig, wakeup: BorrowedFd<'_>) {
         if let Some(inc) = &self.up {
-            // A failure shows as the driver's death, handled by `check`.
-            let _ = send_with_fds(inc.control.as_fd(), &Control::Attach { key }.encode(), &[region, wakeup]);
+            let m = Control::Attach { key, ring_slots: shape.ring_slots, buffers: shape.buffers, buffer_size: shape.buffer_size };
+            // A failure shows as the driver's death (handled by `check`), or
+            // as a RETURN the driver cannot deliver (posted by netd).
+            let _ = send_with_fds(inc.control.as_fd(), &m.encode(), &[region, wakeup]);
         }
     }
 
@@ -319,7 +322,7 @@ impl DriverLink {
     /// Notices a dead driver and starts a new one (at most once per
     /// backoff period), attaching every client in `clients`. Returns
     /// whether anything changed.
-    pub(crate) fn check<'a>(&mut self, clients: impl Iterator<Item = (u64, BorrowedFd<'a>, BorrowedFd<'a>)>) -> bool {
+    pub(crate) fn check<'a>(&mut self, clients: impl Iterator<Item = (u64, BorrowedFd<'a>, RegionConfig, BorrowedFd<'a>)>) -> bool {
         let mut changed = false;
         if let Some(inc) = &mut self.up {
             let exited = match &mut inc.handle {
@@ -348,8 +351,8 @@ impl DriverLink {
                     }
                     eprintln!("nagare netd: driver started again (pid {})", inc.pid);
                     self.up = Some(inc);
-                    for (key, region, wakeup) in clients {
-                        self.attach(key, region, wakeup);
+                    for (key, region, shape, wakeup) in clients {
+                        self.attach(key, region, shape, wakeup);
                     }
                 }
                 Err(e) => eprintln!("nagare netd: starting the driver: {e}"),

@@ -104,10 +104,18 @@ pub enum Control {
         offloads: u64,
     },
     /// netd → driver: client `key`'s region; fds region memfd, the
-    /// client's eventfd.
+    /// client's eventfd. The region's shape comes along: the client can
+    /// rewrite its region's header, so the driver checks what it maps
+    /// against what netd made.
     Attach {
         /// The client's key (netd's client id, never reused).
         key: u64,
+        /// Slots per ring.
+        ring_slots: u32,
+        /// Buffers.
+        buffers: u32,
+        /// Size of one buffer.
+        buffer_size: u32,
     },
     /// netd → driver: client `key` is gone.
     Detach {
@@ -133,7 +141,9 @@ impl Control {
         let (kind, a, b, c) = match *self {
             Control::Hello => (1u32, 0u64, 0u64, 0u64),
             Control::Ready { pid, mtu, offloads } => (2, u64::from(pid), u64::from(mtu), offloads),
-            Control::Attach { key } => (3, key, 0, 0),
+            Control::Attach { key, ring_slots, buffers, buffer_size } => {
+                (3, key, u64::from(ring_slots) << 32 | u64::from(buffers), u64::from(buffer_size))
+            }
             Control::Detach { key } => (4, key, 0, 0),
             Control::Counter { id, value } => (5, u64::from(id), value, 0),
         };
@@ -164,7 +174,12 @@ impl Control {
         match kind {
             1 if a == 0 && b == 0 && c == 0 => Some(Control::Hello),
             2 => Some(Control::Ready { pid: u32::try_from(a).ok()?, mtu: u32::try_from(b).ok()?, offloads: c }),
-            3 if b == 0 && c == 0 => Some(Control::Attach { key: a }),
+            3 => Some(Control::Attach {
+                key: a,
+                ring_slots: (b >> 32) as u32,
+                buffers: b as u32,
+                buffer_size: u32::try_from(c).ok()?,
+            }),
             4 if b == 0 && c == 0 => Some(Control::Detach { key: a }),
             5 if c == 0 => Some(Control::Counter { id: u32::try_from(a).ok()?, value: b }),
             _ => None,
@@ -195,13 +210,13 @@ mod tests {
         for m in [
             Control::Hello,
             Control::Ready { pid: 42, mtu: 1500, offloads: 1 | 65535 << 16 },
-            Control::Attach { key: 7 },
+            Control::Attach { key: 7, ring_slots: 256, buffers: 256, buffer_size: 16384 },
             Control::Detach { key: u64::MAX },
             Control::Counter { id: 3, value: 1 << 40 },
         ] {
             assert_eq!(Control::decode(&m.encode()), Some(m));
         }
-        let mut bad = Control::Attach { key: 1 }.encode();
+        let mut bad = Control::Detach { key: 1 }.encode();
         bad[16] = 1;
         assert_eq!(Control::decode(&bad), None);
         assert_eq!(Control::decode(&[0u8; 31]), None);

@@ -326,10 +326,10 @@ impl Driver {
                 return true;
             }
             match (Control::decode(&buf[..got.len]), got.fds.len()) {
-                (Some(Control::Attach { key }), 2) => {
+                (Some(Control::Attach { key, ring_slots, buffers, buffer_size }), 2) => {
                     let mut fds = got.fds.into_iter();
                     let (Some(memfd), Some(efd)) = (fds.next(), fds.next()) else { continue };
-                    match attach_client(memfd, efd) {
+                    match attach_client(memfd, efd, (ring_slots, buffers, buffer_size)) {
                         Ok(port) => {
                             self.clients.insert(key, port);
                             self.stats.clients_attached += 1;
@@ -593,8 +593,14 @@ impl Driver {
     }
 }
 
-fn attach_client(memfd: OwnedFd, efd: OwnedFd) -> Result<ClientPort, String> {
+fn attach_client(memfd: OwnedFd, efd: OwnedFd, shape: (u32, u32, u32)) -> Result<ClientPort, String> {
     let region = Region::attach_delegate(memfd).map_err(|e| e.to_string())?;
+    let c = region.layout().config;
+    if (c.rings, c.ring_slots, c.buffers, c.buffer_size) != (3, shape.0, shape.1, shape.2) {
+        // A header the client rewrote (consistently, or attach would have
+        // refused it): its traffic through the driver goes nowhere.
+        return Err(String::from("region shape differs from netd's"));
+    }
     // Carries on after a driver that died, whose head the application saw.
     let completions = region.resume_producer(2).map_err(|e| e.to_string())?;
     Ok(ClientPort { region, completions, notifier: Notifier::new(efd), backlog: VecDeque::new() })
