@@ -39,6 +39,12 @@ impl Fixture {
 
     /// netd in `placement`, the peer serving `file.bin` of `len` bytes.
     fn with(tag: &str, placement: &str, len: u32) -> Fixture {
+        Self::with_netd_args(tag, &["--placement", placement], len)
+    }
+
+    /// netd with `netd_args` added, the peer serving `file.bin` of `len`
+    /// bytes.
+    fn with_netd_args(tag: &str, netd_args: &[&str], len: u32) -> Fixture {
         let name = format!("netd-{tag}-{}", std::process::id());
         let _ = run(&["vni", "destroy", &name]);
         let out = run(&["vni", "create", &name, "--ports", "4"]);
@@ -68,7 +74,9 @@ impl Fixture {
         let log = std::fs::File::create(&f.log).unwrap();
         f.netd = Some(
             nagare()
-                .args(["netd", "--vni", &f.name, "--addr", "10.91.0.2/24", "--placement", placement, "--socket"])
+                .args(["netd", "--vni", &f.name, "--addr", "10.91.0.2/24"])
+                .args(netd_args)
+                .arg("--socket")
                 .arg(&f.socket)
                 .stdout(Stdio::null())
                 .stderr(log)
@@ -491,9 +499,10 @@ fn stat_value(report: &str, prefix: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {prefix:?} in the report:\n{report}"))
 }
 
-/// Every placement carries UDP and TCP; datagrams leave without a copy
-/// (the application's buffer lent to the engine), and with a driver their
-/// completions come straight from it (direct return).
+/// Every placement carries UDP and TCP; datagrams sent with `send_buf_to`
+/// leave without a copy (the application's buffer lent to the engine), and
+/// with a driver their completions come straight from it (direct return);
+/// the std-shaped `send_to` copies and returns at once.
 #[test]
 fn placements_send_datagrams_in_place() {
     for placement in ["split", "single", "inline"] {
@@ -504,7 +513,9 @@ fn placements_send_datagrams_in_place() {
         let mut buf = vec![0u8; 16384];
         for i in 0..200u32 {
             let payload: Vec<u8> = (0..1 + i % 1400).map(|k| (k ^ i) as u8).collect();
-            assert_eq!(udp.send_to(&payload, (PEER, 7)).unwrap(), payload.len());
+            let mut tx = netd.alloc_tx().unwrap();
+            tx[..payload.len()].copy_from_slice(&payload);
+            assert_eq!(udp.send_buf_to(tx, payload.len(), (PEER, 7)).unwrap(), payload.len());
             let (n, _) = udp.recv_from(&mut buf).unwrap();
             assert!(buf[..n] == payload[..], "{placement}: echo {i} differs");
         }
@@ -516,6 +527,8 @@ fn placements_send_datagrams_in_place() {
             tcp.read_exact(inn).unwrap();
         }
         assert!(back == data, "{placement}: TCP echo differs");
+        assert_eq!(udp.send_to(b"copied", (PEER, 7)).unwrap(), 6);
+        assert_eq!(udp.recv_from(&mut buf).unwrap().0, 6);
         // A traced send: every stage it went through was timed, and the
         // stages fit inside the total the application saw.
         let (n, t) = udp.send_to_traced(&[1u8; 512], (PEER, 7)).unwrap();
@@ -529,7 +542,7 @@ fn placements_send_datagrams_in_place() {
         let report = netd.stat().unwrap();
         assert!(report.contains(&format!("placement {placement} ")), "{report}");
         assert_eq!(stat_value(&report, "netd sends_in_place"), 201, "{placement}: {report}");
-        assert!(stat_value(&report, "netd tx_payload_copied") >= 1_000_000, "{placement}: {report}");
+        assert!(stat_value(&report, "netd tx_payload_copied") >= 1_000_006, "{placement}: {report}");
         if placement == "inline" {
             assert!(!report.contains("driver pid"), "{report}");
         } else {
@@ -591,12 +604,15 @@ fn driver_killed_during_transfers() {
         let netd = f.connect();
         std::thread::spawn(move || {
             let udp = UdpSocket::bind_via(&netd, "0.0.0.0:0").unwrap();
-            let payload = [0x5au8; 1200];
             let started = Instant::now();
             let (mut sent, mut slowest) = (0u32, Duration::ZERO);
             while started.elapsed() < Duration::from_secs(3) && sent < 200_000 {
                 let t = Instant::now();
-                udp.send_to(&payload, (PEER, 9)).unwrap();
+                // Lent datagrams: completions the driver returns, or netd
+                // when the driver died with them.
+                let mut tx = netd.alloc_tx().unwrap();
+                tx[..1200].fill(0x5a);
+                udp.send_buf_to(tx, 1200, (PEER, 9)).unwrap();
                 slowest = slowest.max(t.elapsed());
                 sent += 1;
             }
@@ -871,5 +887,44 @@ fn lent_stream(netd: &Netd, tcp: &TcpStream, data: &[u8], chunk: usize, window: 
         }
     }
     assert!(echoed == data, "lent TCP bytes came back different");
+}
+
+/// A device that holds frames after taking them (a 5 ms delay line in the
+/// driver): a lent datagram's buffer comes back only once the frame has
+/// really left, so rewriting it at once for the next datagram never
+/// changes one still waiting. Every echo arrives with its own content.
+#[test]
+fn lent_buffers_return_only_after_a_delaying_device_sent_them() {
+    let f = Fixture::with_netd_args("delay", &["--placement", "split", "--impair", "delay=5ms"], 1000);
+    let netd = f.connect();
+    let udp = UdpSocket::bind_via(&netd, "0.0.0.0:0").unwrap();
+    udp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut tickets = Vec::new();
+    for i in 0..40u8 {
+        let mut tx = netd.alloc_tx().unwrap();
+        tx[..600].fill(i);
+        tickets.push(udp.send_buf_to_async(tx, 600, (PEER, 7)).unwrap());
+        if tickets.len() == 4 {
+            // Completed ones free their buffers for the next sends, which
+            // the pool hands out again at once.
+            for t in tickets.drain(..) {
+                assert_eq!(t.wait().unwrap(), 600);
+            }
+        }
+    }
+    let mut seen = [false; 40];
+    for _ in 0..40 {
+        let (rx, n, _) = udp.recv_buf_from().expect("an echo is missing");
+        assert_eq!(n, 600);
+        assert!(rx.iter().all(|&b| b == rx[0]), "a datagram changed while the device held it");
+        seen[rx[0] as usize] = true;
+    }
+    assert!(seen.iter().all(|&s| s));
+    // A lent send on a stream shut down for writing fails at once.
+    let tcp = TcpStream::connect_via(&netd, (PEER, 7)).unwrap();
+    tcp.shutdown(std::net::Shutdown::Write).unwrap();
+    let tx = netd.alloc_tx().unwrap();
+    let e = tcp.send_buf(tx, 100).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EPIPE), "{e}");
 }
 

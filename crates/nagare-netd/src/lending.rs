@@ -126,24 +126,30 @@ impl Lending {
     }
 
     /// The client buffer a slice of a frame lies in, if it is a lent one:
-    /// `(key, buffer, offset, handed at)`, the last the time (ns) for a
-    /// traced send, else 0. Marks it handed to driver `generation`.
-    pub fn hand(&self, addr: usize, len: usize, generation: u64) -> Option<(u64, u32, u32, u64)> {
+    /// `(key, buffer, offset)`.
+    pub fn locate(&self, addr: usize, len: usize) -> Option<(u64, u32, u32)> {
         let span = self.spans.borrow().iter().copied().find(|s| addr >= s.base && addr < s.end)?;
         let (index, offset) = ((addr - span.base) / span.size, (addr - span.base) % span.size);
         if offset + len > span.size {
             return None;
         }
         let (index, offset) = (index as u32, offset as u32);
+        self.lent.borrow().contains_key(&(span.key, index)).then_some((span.key, index, offset))
+    }
+
+    /// Marks a lent buffer handed to driver `generation`; the hand-over
+    /// time (ns) for a traced send, else 0.
+    pub fn mark_handed(&self, key: u64, index: u32, generation: u64) -> u64 {
         let mut lent = self.lent.borrow_mut();
-        let entry = lent.get_mut(&(span.key, index))?;
+        let Some(entry) = lent.get_mut(&(key, index)) else { return 0 };
         entry.handed = Some(generation);
-        let mut at = 0;
-        if let Some(t) = entry.trace.as_mut() {
-            t[3] = nagare_ipc::monotonic_ns();
-            at = t[3];
+        match entry.trace.as_mut() {
+            Some(t) => {
+                t[3] = nagare_ipc::monotonic_ns();
+                t[3]
+            }
+            None => 0,
         }
-        Some((span.key, index, offset, at))
     }
 
     /// The buffers the engine let go of since the last call, with their

@@ -512,7 +512,7 @@ impl Netd {
         for mut p in std::mem::take(&mut s.pending) {
             // A stream's sends go in the order they came: one waits while
             // an earlier send on its socket waits.
-            if p.req.op == Op::Send && still.iter().any(|q| q.req.op == Op::Send && q.req.socket == p.req.socket) {
+            if stream_ordered(p.req.op) && still.iter().any(|q| q.req.op == Op::Send && q.req.socket == p.req.socket) {
                 if p.deadline.is_some_and(|d| now >= d) {
                     finish(s, &p.req, p.buf, Err(libc::EAGAIN));
                     work = true;
@@ -583,7 +583,7 @@ impl Netd {
                             finish(s, &req, buf, Err(libc::ENOBUFS));
                             continue;
                         }
-                        if req.op == Op::Send && s.pending.iter().any(|q| q.req.op == Op::Send && q.req.socket == req.socket) {
+                        if stream_ordered(req.op) && s.pending.iter().any(|q| q.req.op == Op::Send && q.req.socket == req.socket) {
                             // Behind an earlier send of its stream.
                             if req.nonblocking() {
                                 finish(s, &req, buf, Err(libc::EAGAIN));
@@ -921,6 +921,14 @@ fn refuse(s: &mut Session, d: &Descriptor, e: ProtoError) {
     s.out.push(c.encode());
 }
 
+/// Ops that must not overtake a waiting send on their socket: more data,
+/// and the end of the stream. (A close does not wait: sends still waiting
+/// for room then fail, their socket gone, as data a closed socket never
+/// took.)
+fn stream_ordered(op: Op) -> bool {
+    matches!(op, Op::Send | Op::Shutdown)
+}
+
 fn tcp_of(s: &Session, id: u32) -> Result<TcpHandle, i32> {
     match s.sockets.get(&id) {
         Some(Sock::Tcp(h)) => Ok(*h),
@@ -980,7 +988,7 @@ fn run(
             let b = buf.ok_or(libc::EFAULT)?;
             // Zero copy unless the datagram stays here: a receiving
             // socket's queue could hold the sender's buffer indefinitely.
-            if !iface.has_address(*dst.ip()) && b.len > 0 {
+            if req.lends() && !iface.has_address(*dst.ip()) && b.len > 0 {
                 let taken = req.trace_time().map(|_| nagare_ipc::monotonic_ns());
                 let mut done = Completion::ok(req, u64::from(b.len));
                 done.piece = Some(Piece { buffer: b.index, offset: b.offset, len: b.len });
@@ -1087,15 +1095,16 @@ fn run(
         Op::Send if req.lends() => {
             let h = tcp_of(s, req.socket)?;
             let b = buf.ok_or(libc::EFAULT)?;
-            let free = iface.tcp_connection(h).map_or(0, |c| c.send_free());
             if b.len == 0 {
                 return Ok(Some(Done::value(0)));
             }
-            if free < b.len as usize {
+            let conn = iface.tcp_connection(h).ok_or(libc::EBADF)?;
+            if conn.send_closed() {
+                // Reset, refused, timed out: that error; else shut down.
+                return Err(iface.tcp_send(h, &[], now).err().map_or(libc::EPIPE, engine_errno));
+            }
+            if conn.send_free() < b.len as usize {
                 // The whole buffer goes in at once, or the request waits.
-                if let Some(e) = iface.tcp_send(h, &[], now).err().filter(|e| *e != EngineError::WouldBlock) {
-                    return Err(engine_errno(e));
-                }
                 return blocked(req);
             }
             let mut done = Completion::ok(req, u64::from(b.len));

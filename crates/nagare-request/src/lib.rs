@@ -39,10 +39,12 @@ pub const NONBLOCK: u16 = 1;
 pub const TRACE: u16 = 2;
 /// The aux word of a traced request's post time.
 pub const TRACE_TIME: usize = 2;
-/// Request flag, `SEND` only: lend the buffer to the stack instead of
-/// having it copied. The request waits until the whole buffer fits in the
-/// send buffer, and completes when the stack no longer holds it (its bytes
-/// acknowledged, or the connection gone: the next call reports that).
+/// Request flag, `SEND` and `SENDTO`: lend the buffer to the stack
+/// instead of having it copied. The request completes when the stack no
+/// longer holds the buffer: a datagram once it is on the device (after ARP
+/// resolution, if the next hop needs it); a `SEND` waits until the whole
+/// buffer fits in the send buffer and completes when its bytes are
+/// acknowledged (or the connection is gone: the next call reports that).
 pub const LEND: u16 = 4;
 /// Every flag a request may carry.
 pub const KNOWN_FLAGS: u16 = NONBLOCK | TRACE | LEND;
@@ -357,7 +359,7 @@ impl Request {
         let raw_op = d.kind as u16;
         let flags = (d.kind >> 16) as u16;
         let op = Op::from_u16(raw_op).ok_or(ProtoError::BadOp(raw_op))?;
-        if flags & !KNOWN_FLAGS != 0 || (flags & TRACE != 0 && op != Op::SendTo) || (flags & LEND != 0 && op != Op::Send) {
+        if flags & !KNOWN_FLAGS != 0 || (flags & TRACE != 0 && op != Op::SendTo) || (flags & LEND != 0 && !matches!(op, Op::Send | Op::SendTo)) {
             return Err(ProtoError::BadFlags(flags));
         }
         if d.status != 0 {
@@ -735,7 +737,10 @@ mod tests {
         lend.flags = LEND;
         assert!(Request::decode(&lend.encode()).unwrap().lends());
         send.flags = LEND;
-        assert!(matches!(Request::decode(&send.encode()), Err(ProtoError::BadFlags(_))), "only a stream send lends");
+        send.aux[TRACE_TIME] = 0;
+        assert!(Request::decode(&send.encode()).unwrap().lends());
+        nop.flags = LEND;
+        assert!(matches!(Request::decode(&nop.encode()), Err(ProtoError::BadFlags(_))), "only sends lend");
         assert_eq!(unpack_stages(pack_stages(1, 2_000_000, 3)), [1, 2_000_000, 3]);
         assert_eq!(unpack_stages(pack_stages(u64::MAX, 0, 5_000_000)), [STAGE_MAX, 0, STAGE_MAX]);
     }

@@ -432,7 +432,18 @@ impl Conn {
                 }
                 continue;
             }
-            self.arrived.insert(d.id, (comp, back));
+            match self.arrived.entry(d.id) {
+                // A second copy (netd's, after a driver died): the buffer
+                // comes back with one of the two, kept with the first.
+                std::collections::hash_map::Entry::Occupied(mut o) => {
+                    if o.get().1.is_none() {
+                        o.get_mut().1 = back;
+                    }
+                }
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert((comp, back));
+                }
+            }
         }
     }
 }

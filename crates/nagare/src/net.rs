@@ -330,16 +330,18 @@ impl UdpSocket {
         sent_count(c.aux[0], buf.len())
     }
 
-    /// [`UdpSocket::send_to`], timed stage by stage (AnT's send path, what
-    /// `nagare bench sendpath` measures): netd and its driver stamp the
-    /// request on its way.
+    /// [`UdpSocket::send_to`] by the zero-copy path (netd lends the buffer
+    /// to the engine, as `send_buf_to`), timed stage by stage (AnT's send
+    /// path, what `nagare bench sendpath` measures): netd and its driver
+    /// stamp the request on its way.
     pub fn send_to_traced(&self, buf: &[u8], addr: impl ToSocketAddrs) -> io::Result<(usize, SendTrace)> {
         if buf.len() > self.h.netd.max_chunk() {
             return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
         }
         let mut r = self.mode.apply(request(Op::SendTo, self.h.id));
         r.aux[0] = encode_addr(v4(addr)?);
-        r.flags |= nagare_request::TRACE;
+        // The path AnT times: the buffer lent, named in place to the driver.
+        r.flags |= nagare_request::TRACE | nagare_request::LEND;
         let (c, _) = self.h.netd.call(r, Data::Send(buf))?;
         let done = nagare_ipc::monotonic_ns();
         let stages = nagare_request::SendStages::of(&c);

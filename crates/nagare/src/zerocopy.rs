@@ -120,8 +120,12 @@ impl Drop for RxBuf {
 impl UdpSocket {
     /// Sends the first `len` bytes of `buf` to `addr` without copying them
     /// (netd lends them to the engine, the driver names them in place).
+    /// Returns when the datagram is on the device: after the next hop's
+    /// address is resolved, the first time (up to about 3 s when it does
+    /// not answer).
     pub fn send_buf_to(&self, buf: TxBuf, len: usize, addr: impl ToSocketAddrs) -> io::Result<usize> {
         let mut r = self.mode.apply(request(Op::SendTo, self.h.id));
+        r.flags |= nagare_request::LEND;
         r.aux[0] = encode_addr(v4(addr)?);
         let (index, len) = buf.hand_over(len)?;
         let (c, _) = self.h.netd.call(r, Data::Owned { index, len })?;
@@ -133,6 +137,7 @@ impl UdpSocket {
     /// flight at once.
     pub fn send_buf_to_async(&self, buf: TxBuf, len: usize, addr: impl ToSocketAddrs) -> io::Result<Ticket> {
         let mut r = request(Op::SendTo, self.h.id);
+        r.flags |= nagare_request::LEND;
         r.aux[0] = encode_addr(v4(addr)?);
         let (index, len) = buf.hand_over(len)?;
         self.h.netd.submit_owned(r, index, len)

@@ -529,6 +529,11 @@ impl Connection {
         self.recv_bytes > 0 || self.fin_received || self.error.is_some()
     }
 
+    /// Whether the stream takes no more data (shut down, closing, closed).
+    pub fn send_closed(&self) -> bool {
+        !self.may_send()
+    }
+
     /// Bytes `send_buf` would take now (0 when the stream is closed for
     /// sending).
     pub fn send_free(&self) -> usize {

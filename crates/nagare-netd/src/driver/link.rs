@@ -129,6 +129,9 @@ struct Incarnation {
     waiter: Waiter,
     /// `RETURN`s not yet confirmed: (client key, request id) → completion.
     returns: HashMap<(u64, u64), Descriptor>,
+    /// Clients the driver confirmed it mapped, and those it could not.
+    attached: std::collections::HashSet<u64>,
+    refused: std::collections::HashSet<u64>,
     out: VecDeque<Descriptor>,
 }
 
@@ -241,6 +244,8 @@ impl DriverLink {
             notifier: Notifier::new(driver_efd),
             waiter: Waiter::new(netd_efd, Duration::ZERO),
             returns: HashMap::new(),
+            attached: Default::default(),
+            refused: Default::default(),
             out: VecDeque::new(),
         };
         Ok((inc, mtu as usize, offloads))
@@ -283,7 +288,9 @@ impl DriverLink {
 
     /// Tells the driver client `key` is gone.
     pub(crate) fn detach(&mut self, key: u64) {
-        if let Some(inc) = &self.up {
+        if let Some(inc) = &mut self.up {
+            inc.attached.remove(&key);
+            inc.refused.remove(&key);
             let _ = send_with_fds(inc.control.as_fd(), &Control::Detach { key }.encode(), &[]);
         }
     }
@@ -329,7 +336,7 @@ impl DriverLink {
                 DriverHandle::Process(c) => !matches!(c.try_wait(), Ok(None)),
                 DriverHandle::Thread(t) => t.is_finished(),
             };
-            if exited || read_control(inc.control.as_fd(), &mut self.driver_counters) {
+            if exited || read_control(inc.control.as_fd(), &mut self.driver_counters, &mut inc.attached, &mut inc.refused) {
                 if let Some(mut inc) = self.up.take() {
                     stop_handle(&mut inc.handle);
                     self.stats.deaths += 1;
@@ -426,8 +433,17 @@ impl DriverLink {
         // would not fit in a frame's pieces.
         let by_reference = frame.slice_count() < MAX_PIECES;
         'chunks: for chunk in frame.chunks() {
-            let lent = if by_reference { self.lending.hand(chunk.as_ptr() as usize, chunk.len(), generation) } else { None };
-            if let Some((key, index, offset, at)) = lent {
+            let lent = if by_reference { self.lending.locate(chunk.as_ptr() as usize, chunk.len()) } else { None };
+            // Named in place only once the driver has the client's region.
+            let lent = lent.filter(|&(key, _, _)| {
+                if inc.attached.contains(&key) || inc.refused.contains(&key) {
+                    return inc.attached.contains(&key);
+                }
+                let _ = read_control(inc.control.as_fd(), &mut self.driver_counters, &mut inc.attached, &mut inc.refused);
+                inc.attached.contains(&key)
+            });
+            if let Some((key, index, offset)) = lent {
+                let at = self.lending.mark_handed(key, index, generation);
                 close(&mut open, out);
                 let mut d = Descriptor { kind: TX_CLIENT_PIECE, buffer: index, offset, len: chunk.len() as u32, ..Default::default() };
                 d.aux[KEY] = key;
@@ -506,18 +522,22 @@ impl Device for DriverLink {
                     // is (no copy), while the driver has buffers to spare.
                     if self.rx_pieces == 0 && d.flags & MORE == 0 && self.rx_lent < RX_LEND_LIMIT {
                         let size = inc.pool.buffer_size();
-                        let lent = offload_of(d.aux[0]).zip(inc.pool.shared(b.index, 0, size).ok()).and_then(|(o, bytes)| {
-                            let ext = LentRx { bytes, index: b.index, generation: self.generation, released: self.rx_released.clone() };
-                            let start = b.offset as usize;
-                            PacketBuf::from_buffer(nagare_core::buf::Buffer::external(Box::new(ext)), start, start + b.len as usize)
-                                .map(|mut p| {
-                                    p.set_offload(o);
-                                    p
-                                })
-                        });
+                        let (Some(offload), Ok(bytes)) = (offload_of(d.aux[0]), inc.pool.shared(b.index, 0, size)) else {
+                            // Nonsense from the driver: the buffer goes back.
+                            self.stats.rx_bad += 1;
+                            if inc.pool.give(b.index).is_ok() {
+                                inc.out.push_back(Descriptor { kind: RX_FREE, buffer: b.index, ..Default::default() });
+                            }
+                            continue;
+                        };
+                        // From here the buffer returns through `LentRx`'s
+                        // drop, whatever becomes of the frame.
                         self.rx_lent += 1;
-                        match lent {
-                            Some(p) => {
+                        let ext = LentRx { bytes, index: b.index, generation: self.generation, released: self.rx_released.clone() };
+                        let start = b.offset as usize;
+                        match PacketBuf::from_buffer(nagare_core::buf::Buffer::external(Box::new(ext)), start, start + b.len as usize) {
+                            Some(mut p) => {
+                                p.set_offload(offload);
                                 self.stats.rx_frames += 1;
                                 self.stats.rx_bytes_in_place += u64::from(b.len);
                                 self.device_stats.rx_frames += 1;
@@ -525,7 +545,6 @@ impl Device for DriverLink {
                                 out.push(p);
                                 frames += 1;
                             }
-                            // Dropped at once: its release is queued.
                             None => self.stats.rx_bad += 1,
                         }
                         continue;
@@ -698,15 +717,27 @@ fn stop_handle(handle: &mut DriverHandle) {
     }
 }
 
-/// Takes the driver's counter reports; true once its end of the control
-/// socket is closed (or sends what it must not).
-fn read_control(fd: BorrowedFd<'_>, counters: &mut super::DriverStats) -> bool {
+/// Takes the driver's messages (counter reports, attach answers); true once
+/// its end of the control socket is closed (or sends what it must not).
+fn read_control(
+    fd: BorrowedFd<'_>,
+    counters: &mut super::DriverStats,
+    attached: &mut std::collections::HashSet<u64>,
+    refused: &mut std::collections::HashSet<u64>,
+) -> bool {
     loop {
         let mut buf = [0u8; CONTROL_LEN];
         match recv_with_fds(fd, &mut buf, libc::MSG_DONTWAIT) {
             Ok(got) if got.len == 0 => return true,
+            Ok(got) if !got.fds.is_empty() => return true,
             Ok(got) => match Control::decode(&buf[..got.len]) {
-                Some(Control::Counter { id, value }) if got.fds.is_empty() => counters.set(id, value),
+                Some(Control::Counter { id, value }) => counters.set(id, value),
+                Some(Control::Attached { key, ok: true }) => {
+                    attached.insert(key);
+                }
+                Some(Control::Attached { key, ok: false }) => {
+                    refused.insert(key);
+                }
                 _ => return true,
             },
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,

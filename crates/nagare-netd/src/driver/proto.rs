@@ -122,6 +122,14 @@ pub enum Control {
         /// The client's key.
         key: u64,
     },
+    /// driver → netd: the answer to an `Attach`. Until it comes (and if it
+    /// says no), netd copies that client's bytes rather than naming them.
+    Attached {
+        /// The client's key.
+        key: u64,
+        /// Whether the driver mapped the region.
+        ok: bool,
+    },
     /// driver → netd, now and then: one of its counters
     /// ([`crate::driver::DriverStats::named`] order).
     Counter {
@@ -146,6 +154,7 @@ impl Control {
             }
             Control::Detach { key } => (4, key, 0, 0),
             Control::Counter { id, value } => (5, u64::from(id), value, 0),
+            Control::Attached { key, ok } => (6, key, u64::from(ok), 0),
         };
         let mut out = [0u8; CONTROL_LEN];
         out[0..4].copy_from_slice(&kind.to_le_bytes());
@@ -182,6 +191,7 @@ impl Control {
             }),
             4 if b == 0 && c == 0 => Some(Control::Detach { key: a }),
             5 if c == 0 => Some(Control::Counter { id: u32::try_from(a).ok()?, value: b }),
+            6 if b <= 1 && c == 0 => Some(Control::Attached { key: a, ok: b == 1 }),
             _ => None,
         }
     }
@@ -213,6 +223,8 @@ mod tests {
             Control::Attach { key: 7, ring_slots: 256, buffers: 256, buffer_size: 16384 },
             Control::Detach { key: u64::MAX },
             Control::Counter { id: 3, value: 1 << 40 },
+            Control::Attached { key: 9, ok: true },
+            Control::Attached { key: 10, ok: false },
         ] {
             assert_eq!(Control::decode(&m.encode()), Some(m));
         }

@@ -126,17 +126,48 @@ impl Drop for NetdBytes {
 }
 
 /// An application's payload, lent for one frame.
-struct ClientBytes(SharedBytes);
+/// Counts the views of each application buffer the device may still use,
+/// so that its completion goes back only when none is left (a device that
+/// holds frames after taking them, a delay line, must not see the buffer
+/// reused under it).
+type ClientRefs = Rc<RefCell<HashMap<(u64, u32), usize>>>;
+
+struct ClientBytes {
+    bytes: SharedBytes,
+    key: (u64, u32),
+    refs: ClientRefs,
+}
+
+impl ClientBytes {
+    fn new(bytes: SharedBytes, key: (u64, u32), refs: &ClientRefs) -> ClientBytes {
+        *refs.borrow_mut().entry(key).or_insert(0) += 1;
+        ClientBytes { bytes, key, refs: refs.clone() }
+    }
+}
 
 impl ExternalBytes for ClientBytes {
     fn bytes(&self) -> &[u8] {
         // SAFETY: the application may rewrite its payload while we send
         // it; that changes only its own frame, which we never interpret.
-        unsafe { self.0.as_slice() }
+        unsafe { self.bytes.as_slice() }
     }
     fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as above; the device only reads.
-        unsafe { self.0.as_mut_slice() }
+        // SAFETY: as above. Devices only read frames they transmit (an
+        // impairment corrupts a copy), and each view is the only one of
+        // its bytes in a frame.
+        unsafe { self.bytes.as_mut_slice() }
+    }
+}
+
+impl Drop for ClientBytes {
+    fn drop(&mut self) {
+        let mut refs = self.refs.borrow_mut();
+        if let Some(n) = refs.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                refs.remove(&self.key);
+            }
+        }
     }
 }
 
@@ -181,6 +212,7 @@ struct Driver {
     frames_queued: u64,
     frames_done: u64,
     done: Rc<RefCell<Vec<u32>>>,
+    client_refs: ClientRefs,
     out: VecDeque<Descriptor>,
     rx: Vec<PacketBuf>,
     stats: DriverStats,
@@ -247,6 +279,7 @@ pub fn serve(
         frames_queued: 0,
         frames_done: 0,
         done: Rc::new(RefCell::new(Vec::new())),
+        client_refs: Rc::default(),
         out: VecDeque::new(),
         rx: Vec::with_capacity(RX_BATCH),
         stats: DriverStats::default(),
@@ -290,10 +323,20 @@ impl Driver {
         work |= self.take_from_netd()?;
         let now = self.clock.now();
         if !self.tx.is_empty() {
-            let n = self.device.transmit_batch(&mut self.tx, now).unwrap_or(0);
-            self.frames_done += n as u64;
-            self.stats.tx_frames += n as u64;
-            work |= n > 0;
+            let (taken, sent) = match self.device.transmit_batch(&mut self.tx, now) {
+                Ok(n) => (n, n),
+                Err(_) => {
+                    // A hard error on the frame in front: dropped (as a
+                    // NIC drops what it cannot send), so what is behind it
+                    // and the returns queued after it go on.
+                    self.tx.pop_front();
+                    self.stats.tx_bad += 1;
+                    (1, 0)
+                }
+            };
+            self.frames_done += taken as u64;
+            self.stats.tx_frames += sent as u64;
+            work |= taken > 0;
         }
         work |= self.post_returns();
         for index in self.done.borrow_mut().drain(..) {
@@ -329,16 +372,20 @@ impl Driver {
                 (Some(Control::Attach { key, ring_slots, buffers, buffer_size }), 2) => {
                     let mut fds = got.fds.into_iter();
                     let (Some(memfd), Some(efd)) = (fds.next(), fds.next()) else { continue };
-                    match attach_client(memfd, efd, (ring_slots, buffers, buffer_size)) {
+                    let ok = match attach_client(memfd, efd, (ring_slots, buffers, buffer_size)) {
                         Ok(port) => {
                             self.clients.insert(key, port);
                             self.stats.clients_attached += 1;
+                            true
                         }
                         Err(e) => {
                             eprintln!("nagare driver: client {key}: {e}");
                             self.stats.bad_messages += 1;
+                            false
                         }
-                    }
+                    };
+                    // netd names the client's bytes only after this answer.
+                    let _ = send_with_fds(self.control.as_fd(), &Control::Attached { key, ok }.encode(), &[]);
                 }
                 (Some(Control::Detach { key }), 0) => {
                     self.clients.remove(&key);
@@ -414,7 +461,8 @@ impl Driver {
                     if d.aux[TRACE_AT] != 0 {
                         self.frame_trace = Some((d.aux[TRACE_AT], nagare_ipc::monotonic_ns()));
                     }
-                    PacketBuf::from_buffer(Buffer::external(Box::new(ClientBytes(bytes))), 0, d.len as usize)
+                    let ext = ClientBytes::new(bytes, (d.aux[KEY], d.buffer), &self.client_refs);
+                    PacketBuf::from_buffer(Buffer::external(Box::new(ext)), 0, d.len as usize)
                 }),
         };
         match piece {
@@ -445,8 +493,18 @@ impl Driver {
     /// and tells netd.
     fn post_returns(&mut self) -> bool {
         let mut work = false;
-        while self.due.front().is_some_and(|r| r.after <= self.frames_done) {
-            let Some(mut r) = self.due.pop_front() else { break };
+        let mut i = 0;
+        while i < self.due.len() {
+            // Due once the frames before it were taken by the device and no
+            // frame the device still holds uses its buffer.
+            let ready = self.due.get(i).is_some_and(|r| {
+                r.after <= self.frames_done && !self.client_refs.borrow().contains_key(&(r.key, r.completion.buffer))
+            });
+            if !ready {
+                i += 1;
+                continue;
+            }
+            let Some(mut r) = self.due.remove(i) else { break };
             work = true;
             if let Some((handed, taken)) = r.trace {
                 let written = nagare_ipc::monotonic_ns();
@@ -454,33 +512,31 @@ impl Driver {
                 r.completion.aux[2] =
                     pack_stages(taken.saturating_sub(handed), written.saturating_sub(taken), posting.saturating_sub(written));
             }
-            // An unknown client (its attach lost): netd posts it instead.
-            let delivered = match self.clients.get_mut(&r.key) {
-                Some(c) => {
-                    c.backlog.push_back(r.completion);
-                    self.stats.direct_returns += 1;
-                    0
-                }
-                None => UNDELIVERED,
-            };
-            self.out.push_back(Descriptor {
-                kind: RETURNED,
-                id: r.completion.id,
-                aux: [delivered, r.key, 0, 0],
-                ..Default::default()
-            });
+            match self.clients.get_mut(&r.key) {
+                Some(c) => c.backlog.push_back(r.completion),
+                // An unknown client (its attach failed): netd posts it.
+                None => self.out.push_back(returned(r.key, r.completion.id, UNDELIVERED)),
+            }
         }
-        for c in self.clients.values_mut() {
+        for (&key, c) in self.clients.iter_mut() {
             if c.backlog.is_empty() {
                 continue;
             }
+            c.backlog.make_contiguous();
             let (a, _) = c.backlog.as_slices();
-            match c.notifier.push_batch(&mut c.completions, a) {
-                Ok(n) => {
-                    c.backlog.drain(..n);
-                }
-                // A broken ring is the client's doing: netd disconnects it.
-                Err(_) => c.backlog.clear(),
+            // netd learns of a completion once it is on the ring, so that a
+            // driver dying with some in its backlog leaves them to netd.
+            let (posted, undelivered) = match c.notifier.push_batch(&mut c.completions, a) {
+                Ok(n) => (n, 0),
+                // The application broke its ring: netd posts them instead.
+                Err(_) => (0, c.backlog.len()),
+            };
+            for d in c.backlog.drain(..posted) {
+                self.stats.direct_returns += 1;
+                self.out.push_back(returned(key, d.id, 0));
+            }
+            for d in c.backlog.drain(..undelivered) {
+                self.out.push_back(returned(key, d.id, UNDELIVERED));
             }
         }
         work
@@ -591,6 +647,12 @@ impl Driver {
         }
         Ok(())
     }
+}
+
+/// A `RETURNED` for client `key`'s request `id` (`how`: 0 posted, or
+/// [`UNDELIVERED`]).
+fn returned(key: u64, id: u64, how: u64) -> Descriptor {
+    Descriptor { kind: RETURNED, id, aux: [how, key, 0, 0], ..Default::default() }
 }
 
 fn attach_client(memfd: OwnedFd, efd: OwnedFd, shape: (u32, u32, u32)) -> Result<ClientPort, String> {
