@@ -135,12 +135,34 @@ struct Incarnation {
     out: VecDeque<Descriptor>,
 }
 
+/// A driver started and not yet ready.
+struct Starting {
+    handle: DriverHandle,
+    control: OwnedFd,
+    region: Region,
+    netd_efd: OwnedFd,
+    driver_efd: OwnedFd,
+    deadline: std::time::Instant,
+}
+
+/// The driver's `READY`: pid, MTU, offloads.
+fn read_ready(s: &Starting) -> io::Result<(u32, u32, u64)> {
+    let mut buf = [0u8; CONTROL_LEN];
+    let got = recv_with_fds(s.control.as_fd(), &mut buf, libc::MSG_DONTWAIT)?;
+    match Control::decode(&buf[..got.len]) {
+        Some(Control::Ready { pid, mtu, offloads }) if got.fds.is_empty() => Ok((pid, mtu, offloads)),
+        _ => Err(io::Error::new(io::ErrorKind::InvalidData, "the driver did not start (no ready message)")),
+    }
+}
+
 /// netd's link to its driver, a [`Device`] to the engine.
 pub struct DriverLink {
     launcher: Launcher,
     device_fd: Option<OwnedFd>,
     lending: Rc<Lending>,
     up: Option<Incarnation>,
+    /// A new driver that has not said it is ready yet.
+    starting: Option<Starting>,
     generation: u64,
     mtu: usize,
     offloads: TxOffloads,
@@ -170,6 +192,7 @@ impl DriverLink {
             device_fd,
             lending,
             up: None,
+            starting: None,
             generation: 0,
             mtu: 0,
             offloads: TxOffloads::NONE,
@@ -191,7 +214,27 @@ impl DriverLink {
         Ok(link)
     }
 
+    /// Starts a driver and waits (at most `READY_TIMEOUT`) for it: the
+    /// first start, whose MTU and offloads the engine is built with.
     fn launch(&mut self) -> io::Result<(Incarnation, usize, TxOffloads)> {
+        let mut starting = self.begin()?;
+        let ready = match poll_in(starting.control.as_raw_fd(), READY_TIMEOUT) {
+            Ok(0) => Err(io::Error::new(io::ErrorKind::TimedOut, "the driver did not say it was ready")),
+            Ok(_) => read_ready(&starting),
+            Err(e) => Err(e),
+        };
+        match ready {
+            Ok(r) => self.finish(starting, r),
+            Err(e) => {
+                stop_handle(&mut starting.handle);
+                Err(e)
+            }
+        }
+    }
+
+    /// Starts a driver process or thread and sends it its hello; it says
+    /// it is ready later (`finish`).
+    fn begin(&mut self) -> io::Result<Starting> {
         self.last_start = std::time::Instant::now();
         self.stats.starts += 1;
         let (ours, theirs) = control_pair()?;
@@ -207,25 +250,31 @@ impl DriverLink {
         let netd_efd = eventfd()?;
         let driver_efd = eventfd()?;
         let mut handle = (self.launcher)(theirs)?;
-        let ready = (|| {
-            let mut fds = vec![region.fd(), netd_efd.as_fd(), driver_efd.as_fd()];
-            if let Some(d) = &self.device_fd {
-                fds.push(d.as_fd());
-            }
-            send_with_fds(ours.as_fd(), &Control::Hello.encode(), &fds)?;
-            if poll_in(ours.as_raw_fd(), READY_TIMEOUT)? == 0 {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "the driver did not say it was ready"));
-            }
-            let mut buf = [0u8; CONTROL_LEN];
-            let got = recv_with_fds(ours.as_fd(), &mut buf, 0)?;
-            match Control::decode(&buf[..got.len]) {
-                Some(Control::Ready { pid, mtu, offloads }) => Ok((pid, mtu, offloads)),
-                _ => Err(io::Error::new(io::ErrorKind::InvalidData, "the driver did not start (no ready message)")),
-            }
+        let mut fds = vec![region.fd(), netd_efd.as_fd(), driver_efd.as_fd()];
+        if let Some(d) = &self.device_fd {
+            fds.push(d.as_fd());
+        }
+        if let Err(e) = send_with_fds(ours.as_fd(), &Control::Hello.encode(), &fds) {
+            stop_handle(&mut handle);
+            return Err(e);
+        }
+        let deadline = std::time::Instant::now() + READY_TIMEOUT;
+        Ok(Starting { handle, control: ours, region, netd_efd, driver_efd, deadline })
+    }
+
+    /// The driver said it is ready: its incarnation, MTU and offloads.
+    fn finish(&mut self, s: Starting, ready: (u32, u32, u64)) -> io::Result<(Incarnation, usize, TxOffloads)> {
+        let (pid, mtu, offloads) = ready;
+        let Starting { mut handle, control, region, netd_efd, driver_efd, .. } = s;
+        let ends = (|| -> io::Result<_> {
+            crate::server::set_nonblocking(control.as_raw_fd())?;
+            let to_driver = region.producer(0).map_err(io::Error::other)?;
+            let from_driver = region.consumer(1).map_err(io::Error::other)?;
+            let pool = region.pool().map_err(io::Error::other)?;
+            Ok((to_driver, from_driver, pool))
         })();
-        let ready = ready.and_then(|r| crate::server::set_nonblocking(ours.as_raw_fd()).map(|()| r));
-        let (pid, mtu, offloads) = match ready {
-            Ok(r) => r,
+        let (to_driver, from_driver, pool) = match ends {
+            Ok(e) => e,
             Err(e) => {
                 stop_handle(&mut handle);
                 return Err(e);
@@ -236,10 +285,10 @@ impl DriverLink {
         let inc = Incarnation {
             handle,
             pid,
-            control: ours,
-            to_driver: region.producer(0).map_err(io::Error::other)?,
-            from_driver: region.consumer(1).map_err(io::Error::other)?,
-            pool: region.pool().map_err(io::Error::other)?,
+            control,
+            to_driver,
+            from_driver,
+            pool,
             _region: region,
             notifier: Notifier::new(driver_efd),
             waiter: Waiter::new(netd_efd, Duration::ZERO),
@@ -349,24 +398,59 @@ impl DriverLink {
                 changed = true;
             }
         }
-        if self.up.is_none() && self.last_start.elapsed() >= RESTART_BACKOFF {
-            match self.launch() {
-                Ok((inc, mtu, _)) => {
-                    self.driver_counters = super::DriverStats::default();
-                    if mtu != self.mtu {
-                        eprintln!("nagare netd: the new driver's MTU is {mtu}, not {}", self.mtu);
-                    }
-                    eprintln!("nagare netd: driver started again (pid {})", inc.pid);
-                    self.up = Some(inc);
-                    for (key, region, shape, wakeup) in clients {
-                        self.attach(key, region, shape, wakeup);
-                    }
-                }
-                Err(e) => eprintln!("nagare netd: starting the driver: {e}"),
-            }
-            changed = true;
+        if self.up.is_none() {
+            changed |= self.restart(clients);
         }
         changed
+    }
+
+    /// Moves a restart on, without waiting: starts a driver (at most once
+    /// per backoff period), or takes its ready message, or gives up on one
+    /// that did not send it in time.
+    fn restart<'a>(&mut self, clients: impl Iterator<Item = (u64, BorrowedFd<'a>, RegionConfig, BorrowedFd<'a>)>) -> bool {
+        let Some(mut s) = self.starting.take() else {
+            if self.last_start.elapsed() >= RESTART_BACKOFF {
+                match self.begin() {
+                    Ok(s) => self.starting = Some(s),
+                    Err(e) => eprintln!("nagare netd: starting the driver: {e}"),
+                }
+                return true;
+            }
+            return false;
+        };
+        match poll_in(s.control.as_raw_fd(), Duration::ZERO) {
+            Ok(0) if std::time::Instant::now() < s.deadline => {
+                self.starting = Some(s);
+                return false;
+            }
+            Ok(0) => {
+                eprintln!("nagare netd: the new driver did not say it was ready; starting another");
+                stop_handle(&mut s.handle);
+                return true;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("nagare netd: starting the driver: {e}");
+                stop_handle(&mut s.handle);
+                return true;
+            }
+        }
+        let started = read_ready(&s).and_then(|r| self.finish(s, r));
+        match started {
+            Ok((inc, mtu, _)) => {
+                self.driver_counters = super::DriverStats::default();
+                if mtu != self.mtu {
+                    eprintln!("nagare netd: the new driver's MTU is {mtu}, not {}", self.mtu);
+                }
+                eprintln!("nagare netd: driver started again (pid {})", inc.pid);
+                self.up = Some(inc);
+                for (key, region, shape, wakeup) in clients {
+                    self.attach(key, region, shape, wakeup);
+                }
+            }
+            Err(e) => eprintln!("nagare netd: starting the driver: {e}"),
+        }
+        true
     }
 
     /// Before netd sleeps: asks for a wake-up on the receive ring. True if
@@ -381,9 +465,11 @@ impl DriverLink {
     /// The descriptors netd's sleep watches: the receive ring's eventfd
     /// and the control socket (hang-up: the driver died).
     pub(crate) fn sleep_fds(&self) -> [i32; 2] {
-        match &self.up {
-            Some(inc) => [inc.waiter.fd().as_raw_fd(), inc.control.as_raw_fd()],
-            None => [-1, -1],
+        match (&self.up, &self.starting) {
+            (Some(inc), _) => [inc.waiter.fd().as_raw_fd(), inc.control.as_raw_fd()],
+            // Its ready message wakes netd to take it.
+            (None, Some(s)) => [-1, s.control.as_raw_fd()],
+            (None, None) => [-1, -1],
         }
     }
 
@@ -669,6 +755,9 @@ impl Device for DriverLink {
 
 impl Drop for DriverLink {
     fn drop(&mut self) {
+        if let Some(mut s) = self.starting.take() {
+            stop_handle(&mut s.handle);
+        }
         if let Some(inc) = self.up.take() {
             let Incarnation { mut handle, control, .. } = inc;
             // Closing the control socket tells the driver to stop.
