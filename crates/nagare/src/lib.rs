@@ -223,9 +223,15 @@ impl Netd {
     /// Posts a request with a buffer the caller filled and returns at once:
     /// the ticket's [`Ticket::wait`] takes the completion (asynchronous
     /// requests; several may be in flight).
-    pub(crate) fn submit_owned(&self, mut req: Request, index: u32, len: u32) -> io::Result<Ticket> {
+    pub(crate) fn submit_owned(&self, req: Request, index: u32, len: u32) -> io::Result<Ticket> {
+        self.submit_async(req, Data::Owned { index, len })
+    }
+
+    /// Posts a request with `data` (a filled buffer, or room to receive
+    /// into) and returns at once with its ticket.
+    pub(crate) fn submit_async(&self, mut req: Request, data: Data<'_>) -> io::Result<Ticket> {
         let mut c = self.inner.lock().map_err(|_| io::Error::other("netd connection poisoned"))?;
-        let buffer = c.fill(&mut req, &Data::Owned { index, len })?;
+        let buffer = c.fill(&mut req, &data)?;
         c.submit(&mut req, buffer)?;
         c.in_flight.insert(req.id, InFlight { buffer, abandoned: false });
         Ok(Ticket { netd: self.clone(), id: req.id, done: false })
@@ -257,6 +263,12 @@ impl Ticket {
     }
 
     fn take(&mut self, wait: bool) -> io::Result<Option<u64>> {
+        Ok(self.take_keep(wait, false)?.map(|(c, _)| c.aux[0]))
+    }
+
+    /// The completion and, when `keep` and the request succeeded, its
+    /// buffer (else the buffer goes back to the pool).
+    pub(crate) fn take_keep(&mut self, wait: bool, keep: bool) -> io::Result<Option<(Completion, Option<BufRef>)>> {
         if self.done {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "ticket already completed"));
         }
@@ -267,12 +279,22 @@ impl Ticket {
         };
         c.in_flight.remove(&self.id);
         self.done = true;
-        if let Some(b) = back {
-            let _ = c.pool.release(b.index);
-        }
+        let ok = comp.as_ref().is_ok_and(|x| x.result().is_ok());
+        let kept = match back {
+            Some(b) if keep && ok => Some(b),
+            Some(b) => {
+                let _ = c.pool.release(b.index);
+                None
+            }
+            None => None,
+        };
         drop(c);
         let (comp, _) = finish(comp, 0)?;
-        Ok(Some(comp.aux[0]))
+        Ok(Some((comp, kept)))
+    }
+
+    pub(crate) fn netd(&self) -> &Netd {
+        &self.netd
     }
 }
 

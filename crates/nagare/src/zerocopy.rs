@@ -143,6 +143,16 @@ impl UdpSocket {
         self.h.netd.submit_owned(r, index, len)
     }
 
+    /// Posts a receive and returns at once: the ticket's
+    /// [`RecvTicket::wait`] gives the datagram where netd put it. Several
+    /// may be posted, as a NIC's receive ring is filled ahead.
+    pub fn recv_buf_from_async(&self) -> io::Result<RecvTicket> {
+        let mut r = request(Op::RecvFrom, self.h.id);
+        set_wait_limit(&mut r, self.read_limit.get());
+        let size = self.h.netd.max_chunk();
+        Ok(RecvTicket(self.h.netd.submit_async(r, Data::Keep { len: size })?))
+    }
+
     /// Receives a datagram where netd puts it, without copying it out:
     /// the data, the datagram's whole length and the sender.
     pub fn recv_buf_from(&self) -> io::Result<(RxBuf, usize, SocketAddr)> {
@@ -194,3 +204,31 @@ impl TcpStream {
         self.h.netd.rx_buf(b)
     }
 }
+
+/// A receive posted with [`UdpSocket::recv_buf_from_async`].
+pub struct RecvTicket(Ticket);
+
+impl RecvTicket {
+    /// Waits for the datagram: its bytes, its whole length and its sender.
+    pub fn wait(mut self) -> io::Result<(RxBuf, usize, SocketAddr)> {
+        let taken = self.0.take_keep(true, true)?;
+        self.finish(taken)
+    }
+
+    /// The datagram if it has arrived, without waiting.
+    pub fn try_wait(&mut self) -> io::Result<Option<(RxBuf, usize, SocketAddr)>> {
+        match self.0.take_keep(false, true)? {
+            None => Ok(None),
+            taken => self.finish(taken).map(Some),
+        }
+    }
+
+    fn finish(&self, taken: Option<(nagare_request::Completion, Option<nagare_ipc::BufRef>)>) -> io::Result<(RxBuf, usize, SocketAddr)> {
+        let (c, kept) = taken.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no completion"))?;
+        let b = kept.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "netd kept the buffer"))?;
+        let rx = self.0.netd().rx_buf(b)?;
+        let whole = usize::try_from(c.aux[0]).unwrap_or(usize::MAX).max(rx.len());
+        Ok((rx, whole, crate::net::addr_of(c.aux[1])))
+    }
+}
+
