@@ -470,7 +470,10 @@ fn perf_runs_through_netd_both_ways() {
 
 #[test]
 fn bench_netd_runs_and_cleans_up() {
-    let out = nagare().args(["bench", "netd", "--round-trips", "200"]).output().unwrap();
+    let child = nagare().args(["bench", "netd", "--round-trips", "200"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    // Its segment is named by its pid (another suite may run a bench too).
+    let mine = format!("bench-netd-{}", child.id());
+    let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     for needle in [
@@ -486,7 +489,7 @@ fn bench_netd_runs_and_cleans_up() {
     let leftovers: Vec<_> = std::fs::read_dir("/dev/shm")
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().contains("bench-netd-"))
+        .filter(|e| e.file_name().to_string_lossy().ends_with(&mine))
         .collect();
     assert!(leftovers.is_empty(), "segments left behind: {leftovers:?}");
 }
@@ -663,7 +666,15 @@ fn bench_sendpath_runs_and_cleans_up() {
         let _ = writeln!(std::io::stderr(), "SKIPPED bench_sendpath_runs_and_cleans_up: needs root (network namespace and TAP)");
         return;
     }
-    let out = nagare().args(["bench", "sendpath", "--count", "200", "--size", "256,1472"]).output().unwrap();
+    let child = nagare()
+        .args(["bench", "sendpath", "--count", "200", "--size", "256,1472"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its namespace is named by its pid (another suite may run a bench too).
+    let mine = format!("nagare-sendpath-{}", child.id());
+    let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     for placement in ["split", "single", "inline"] {
@@ -684,7 +695,7 @@ fn bench_sendpath_runs_and_cleans_up() {
     let linux = cells("Linux sendto()");
     assert!(linux.len() == 1 && linux[0].len() == 2 && linux[0].iter().all(|v| *v > 0.0), "{text}");
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&ns.stdout).contains("nagare-sendpath-"), "namespace left behind");
+    assert!(!String::from_utf8_lossy(&ns.stdout).split_whitespace().any(|w| w == mine), "namespace left behind");
 }
 
 

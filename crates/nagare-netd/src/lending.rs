@@ -14,11 +14,12 @@
 //!   netd posts the completion itself when the engine lets go.
 //!
 //! The engine lets go by dropping the last handle of the buffer, whose
-//! [`ExternalBytes`] records the release; netd settles releases after each
+//! view (`crate::view::View`) records the release; netd settles releases after each
 //! turn, never inside the drop.
 
-use nagare_core::buf::{Buffer, ExternalBytes, PacketBuf};
-use nagare_ipc::{Descriptor, Pool, SharedBytes};
+use crate::view::{Release, View};
+use nagare_core::buf::PacketBuf;
+use nagare_ipc::{Descriptor, Pool};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -55,32 +56,16 @@ pub(crate) struct Lending {
     serial: std::cell::Cell<u64>,
 }
 
-/// The engine's handle on a lent buffer.
-struct LentBytes {
-    bytes: SharedBytes,
+/// The engine's hold on a lent buffer: its release is recorded.
+struct LentPayload {
     key: u64,
     index: u32,
     serial: u64,
     released: Rc<RefCell<Vec<(u64, u32, u64)>>>,
 }
 
-impl ExternalBytes for LentBytes {
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: the application may write its buffer while the engine
-        // sums or sends it (it must not, but it can); the engine treats
-        // payload as opaque bytes, so that changes only the application's
-        // own datagram.
-        unsafe { self.bytes.as_slice() }
-    }
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as above. The buffer is exactly the payload (no headroom
-        // or tail room), so the engine has no reason to write it.
-        unsafe { self.bytes.as_mut_slice() }
-    }
-}
-
-impl Drop for LentBytes {
-    fn drop(&mut self) {
+impl Release for LentPayload {
+    fn release(&mut self) {
         self.released.borrow_mut().push((self.key, self.index, self.serial));
     }
 }
@@ -106,8 +91,8 @@ impl Lending {
         let bytes = pool.shared(index, offset, len).ok()?;
         let serial = self.serial.get() + 1;
         self.serial.set(serial);
-        let ext = LentBytes { bytes, key, index, serial, released: self.released.clone() };
-        let packet = PacketBuf::from_buffer(Buffer::external(Box::new(ext)), 0, len as usize)?;
+        let lent = LentPayload { key, index, serial, released: self.released.clone() };
+        let packet = View::packet(bytes, lent, 0, len as usize)?;
         self.lent.borrow_mut().insert((key, index), Lent { serial, completion, handed: None, trace: None });
         Some(packet)
     }

@@ -18,6 +18,7 @@ pub mod driver;
 mod lending;
 mod report;
 pub mod server;
+mod view;
 
 pub use proto::{Completion, Op, Piece, ProtoError, Request};
 pub use driver::{DriverLink, Placement};

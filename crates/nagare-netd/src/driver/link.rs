@@ -14,6 +14,7 @@ use super::proto::{
 };
 use super::run::poll_in;
 use crate::lending::Lending;
+use crate::view::{Release, View};
 use nagare_core::buf::{BufferPool, PacketBuf, TxOffloads};
 use nagare_core::Instant;
 use nagare_dev::{Device, DeviceStats, RX_HEADROOM};
@@ -47,27 +48,13 @@ const RX_LEND_LIMIT: usize = 128;
 /// A receive buffer of the driver region lent to the engine: back to the
 /// driver when the engine lets go (if that driver still runs).
 struct LentRx {
-    bytes: nagare_ipc::SharedBytes,
     index: u32,
     generation: u64,
     released: Rc<std::cell::RefCell<Vec<(u64, u32)>>>,
 }
 
-impl nagare_core::buf::ExternalBytes for LentRx {
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: the driver does not touch a buffer it handed over until
-        // netd hands it back (after this view is gone).
-        unsafe { self.bytes.as_slice() }
-    }
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as above; the engine writes (a reply built in place)
-        // only through its one handle.
-        unsafe { self.bytes.as_mut_slice() }
-    }
-}
-
-impl Drop for LentRx {
-    fn drop(&mut self) {
+impl Release for LentRx {
+    fn release(&mut self) {
         self.released.borrow_mut().push((self.generation, self.index));
     }
 }
@@ -619,9 +606,9 @@ impl Device for DriverLink {
                         // From here the buffer returns through `LentRx`'s
                         // drop, whatever becomes of the frame.
                         self.rx_lent += 1;
-                        let ext = LentRx { bytes, index: b.index, generation: self.generation, released: self.rx_released.clone() };
+                        let lent = LentRx { index: b.index, generation: self.generation, released: self.rx_released.clone() };
                         let start = b.offset as usize;
-                        match PacketBuf::from_buffer(nagare_core::buf::Buffer::external(Box::new(ext)), start, start + b.len as usize) {
+                        match View::packet(bytes, lent, start, start + b.len as usize) {
                             Some(mut p) => {
                                 p.set_offload(offload);
                                 self.stats.rx_frames += 1;

@@ -14,10 +14,11 @@ use super::proto::{
     offload_of, offload_word, Control, CONTROL_LEN, KEY, STAGES, TRACE_AT, UNDELIVERED, MAX_PIECES, MORE, RETURN, RETURNED, RX_FREE, RX_PIECE,
     TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
 };
-use nagare_core::buf::{Buffer, BufferPool, ExternalBytes, Offload, PacketBuf};
+use crate::view::{Release, View};
+use nagare_core::buf::{BufferPool, Offload, PacketBuf};
 use nagare_dev::{Device, MonotonicClock, RX_HEADROOM};
 use nagare_ipc::fdpass::{recv_with_fds, send_with_fds};
-use nagare_ipc::{Consumer, Descriptor, Notifier, Pool, Producer, Region, SharedBytes, Waiter};
+use nagare_ipc::{Consumer, Descriptor, Notifier, Pool, Producer, Region, Waiter};
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -101,66 +102,39 @@ const REPORT_EVERY: Duration = Duration::from_millis(250);
 
 /// A transmit buffer of the driver region: handed back to netd when the
 /// device is done with the last frame that refers to it.
-struct NetdBytes {
-    bytes: SharedBytes,
+struct NetdBuffer {
     index: u32,
     done: Rc<RefCell<Vec<u32>>>,
 }
 
-impl ExternalBytes for NetdBytes {
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: netd does not write a buffer it handed over; if it did,
-        // it would only change a frame's bytes, which we never interpret.
-        unsafe { self.bytes.as_slice() }
-    }
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as above; this is the only view of the buffer here.
-        unsafe { self.bytes.as_mut_slice() }
-    }
-}
-
-impl Drop for NetdBytes {
-    fn drop(&mut self) {
+impl Release for NetdBuffer {
+    fn release(&mut self) {
         self.done.borrow_mut().push(self.index);
     }
 }
 
-/// An application's payload, lent for one frame.
 /// Counts the views of each application buffer the device may still use,
 /// so that its completion goes back only when none is left (a device that
 /// holds frames after taking them, a delay line, must not see the buffer
 /// reused under it).
 type ClientRefs = Rc<RefCell<HashMap<(u64, u32), usize>>>;
 
-struct ClientBytes {
-    bytes: SharedBytes,
+/// An application's payload in a frame: counted while the device may
+/// still use it.
+struct ClientPayload {
     key: (u64, u32),
     refs: ClientRefs,
 }
 
-impl ClientBytes {
-    fn new(bytes: SharedBytes, key: (u64, u32), refs: &ClientRefs) -> ClientBytes {
+impl ClientPayload {
+    fn new(key: (u64, u32), refs: &ClientRefs) -> ClientPayload {
         *refs.borrow_mut().entry(key).or_insert(0) += 1;
-        ClientBytes { bytes, key, refs: refs.clone() }
+        ClientPayload { key, refs: refs.clone() }
     }
 }
 
-impl ExternalBytes for ClientBytes {
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: the application may rewrite its payload while we send
-        // it; that changes only its own frame, which we never interpret.
-        unsafe { self.bytes.as_slice() }
-    }
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as above. Devices only read frames they transmit (an
-        // impairment corrupts a copy), and each view is the only one of
-        // its bytes in a frame.
-        unsafe { self.bytes.as_mut_slice() }
-    }
-}
-
-impl Drop for ClientBytes {
-    fn drop(&mut self) {
+impl Release for ClientPayload {
+    fn release(&mut self) {
         let mut refs = self.refs.borrow_mut();
         if let Some(n) = refs.get_mut(&self.key) {
             *n -= 1;
@@ -441,8 +415,7 @@ impl Driver {
             TX_PIECE => match self.pool.take(d) {
                 Ok(Some(b)) => match self.pool.shared(b.index, b.offset, b.len) {
                     Ok(bytes) => {
-                        let ext = NetdBytes { bytes, index: b.index, done: self.done.clone() };
-                        PacketBuf::from_buffer(Buffer::external(Box::new(ext)), 0, b.len as usize)
+                        View::packet(bytes, NetdBuffer { index: b.index, done: self.done.clone() }, 0, b.len as usize)
                     }
                     Err(_) => {
                         // Ours now, unusable: straight back.
@@ -461,8 +434,7 @@ impl Driver {
                     if d.aux[TRACE_AT] != 0 {
                         self.frame_trace = Some((d.aux[TRACE_AT], nagare_ipc::monotonic_ns()));
                     }
-                    let ext = ClientBytes::new(bytes, (d.aux[KEY], d.buffer), &self.client_refs);
-                    PacketBuf::from_buffer(Buffer::external(Box::new(ext)), 0, d.len as usize)
+                    View::packet(bytes, ClientPayload::new((d.aux[KEY], d.buffer), &self.client_refs), 0, d.len as usize)
                 }),
         };
         match piece {
