@@ -328,9 +328,17 @@ fn netd_driver_killed_during_curl_download() {
     let status = curl.wait().unwrap();
     assert!(status.success(), "curl failed after the driver's death: {status}");
     assert_eq!(sha256(&download), sha256(&root.join("big.bin")), "download corrupted across the driver's death");
+    // The driver reads the TAP straight into the region it shares with
+    // netd: it copies nothing (its counters come every 250 ms).
+    std::thread::sleep(Duration::from_millis(400));
     let after = netd_stat(&socket);
     let second = driver_pid(&after);
     assert!(second != first && second.parse::<u32>().is_ok(), "{after}");
+    let counter = |name: &str| -> u64 {
+        after.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse().ok()).unwrap_or(u64::MAX)
+    };
+    assert!(counter("driver reported rx_frames ") > 100, "{after}");
+    assert_eq!(counter("driver reported rx_bytes_copied "), 0, "{after}");
     let _ = std::fs::remove_dir_all(&root);
     let _ = std::fs::remove_file(&socket);
 }

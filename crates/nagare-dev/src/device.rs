@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::os::fd::RawFd;
 
-use nagare_core::buf::{BufferPool, PacketBuf, TxOffloads};
+use nagare_core::buf::{BufferPool, Offload, PacketBuf, TxOffloads};
 use nagare_core::Instant;
 
 /// Bytes left free in front of every frame a device reads from outside into
@@ -79,6 +79,18 @@ pub trait Device {
         now: Instant,
     ) -> io::Result<usize>;
 
+    /// Reads one frame straight into `bufs` (in order), for a caller with
+    /// memory of its own (netd's driver reads into the region it shares
+    /// with netd): the frame's length and offload metadata, `Ok(None)` when
+    /// no frame waits. A frame that does not fit is dropped and counted,
+    /// and reported as length 0. Devices that cannot say
+    /// `ErrorKind::Unsupported` (the default); the caller then uses
+    /// [`Device::receive_batch`].
+    fn receive_into(&mut self, bufs: &mut [&mut [u8]], now: Instant) -> io::Result<Option<(usize, Offload)>> {
+        let _ = (bufs, now);
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
     /// Largest IP packet the link carries ([`DEFAULT_MTU`] by default).
     fn mtu(&self) -> usize;
 
@@ -123,6 +135,9 @@ impl<D: Device + ?Sized> Device for Box<D> {
     ) -> io::Result<usize> {
         (**self).transmit_batch(frames, now)
     }
+    fn receive_into(&mut self, bufs: &mut [&mut [u8]], now: Instant) -> io::Result<Option<(usize, Offload)>> {
+        (**self).receive_into(bufs, now)
+    }
     fn mtu(&self) -> usize {
         (**self).mtu()
     }
@@ -156,6 +171,9 @@ impl<D: Device + ?Sized> Device for &mut D {
         now: Instant,
     ) -> io::Result<usize> {
         (**self).transmit_batch(frames, now)
+    }
+    fn receive_into(&mut self, bufs: &mut [&mut [u8]], now: Instant) -> io::Result<Option<(usize, Offload)>> {
+        (**self).receive_into(bufs, now)
     }
     fn mtu(&self) -> usize {
         (**self).mtu()

@@ -23,7 +23,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use nagare_core::buf::{Buffer, BufferPool, PacketBuf, TxOffloads};
+use nagare_core::buf::{Buffer, BufferPool, Offload, PacketBuf, TxOffloads};
 use nagare_core::Instant;
 
 use crate::device::{frame_fits, Device, DeviceStats, ETHERNET_HEADER_LEN, RX_HEADROOM};
@@ -623,6 +623,46 @@ impl Device for TapDevice {
         _now: Instant,
     ) -> io::Result<usize> {
         self.receive_frames(pool, out, max)
+    }
+
+    fn receive_into(&mut self, bufs: &mut [&mut [u8]], _now: Instant) -> io::Result<Option<(usize, Offload)>> {
+        let mut hdr = [0u8; VNET_HDR_LEN];
+        // One byte past the caller's room tells a frame that did not fit
+        // (the kernel drops what a read has no room for).
+        let mut spare = [0u8; 1];
+        let mut iovs = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_RX_IOVECS];
+        let mut used = 0;
+        if self.vnet_header {
+            iovs[0] = iovec_mut(&mut hdr);
+            used = 1;
+        }
+        let mut capacity = 0;
+        for b in bufs.iter_mut() {
+            if used + 1 >= MAX_RX_IOVECS {
+                break;
+            }
+            capacity += b.len();
+            iovs[used] = iovec_mut(b);
+            used += 1;
+        }
+        iovs[used] = iovec_mut(&mut spare);
+        used += 1;
+        let Some(n) = self.read_iov(&iovs[..used])? else {
+            return Ok(None);
+        };
+        let hdr_len = if self.vnet_header { VNET_HDR_LEN } else { 0 };
+        let Some(frame_len) = n.checked_sub(hdr_len) else {
+            self.stats.rx_errors += 1;
+            return Ok(Some((0, Offload::NONE)));
+        };
+        if frame_len > capacity {
+            self.stats.rx_dropped_oversize += 1;
+            return Ok(Some((0, Offload::NONE)));
+        }
+        self.stats.rx_frames += 1;
+        self.stats.rx_bytes += frame_len as u64;
+        let offload = if self.vnet_header { vnet::offload_of(&hdr) } else { Offload::NONE };
+        Ok(Some((frame_len, offload)))
     }
 
     fn transmit_batch(

@@ -192,6 +192,9 @@ struct Driver {
     stats: DriverStats,
     clock: MonotonicClock,
     netd_gone: bool,
+    /// The device reads frames straight into our buffers (until it says
+    /// it cannot).
+    direct_rx: bool,
 }
 
 /// Runs the driver on the control socket `control` until netd closes it or
@@ -259,6 +262,7 @@ pub fn serve(
         stats: DriverStats::default(),
         clock: MonotonicClock::new(),
         netd_gone: false,
+        direct_rx: true,
     };
     let mut last_work = std::time::Instant::now();
     let mut reported = (std::time::Instant::now(), DriverStats::default());
@@ -523,6 +527,11 @@ impl Driver {
         if max == 0 {
             return false;
         }
+        if self.direct_rx {
+            if let Some(work) = self.receive_direct(max.min(RX_BATCH), now) {
+                return work;
+            }
+        }
         if self.device.receive_batch(&self.heap, &mut self.rx, max.min(RX_BATCH), now).is_err() {
             return false;
         }
@@ -572,6 +581,81 @@ impl Driver {
             self.stats.rx_bytes_copied += total as u64;
         }
         work
+    }
+
+    /// Frames read by the device straight into receive buffers (a TAP's
+    /// `readv` into the region: no copy here); `None` if the device cannot.
+    fn receive_direct(&mut self, max: usize, now: nagare_core::Instant) -> Option<bool> {
+        let size = self.pool.buffer_size() as usize;
+        // Room for the largest frame the device may deliver: a
+        // super-segment when it does segmentation offload.
+        let largest = if self.device.tx_offloads().tcp_segmentation > 0 { 65535 + 18 } else { self.device.mtu() + 18 };
+        let pieces = (RX_HEADROOM + largest).div_ceil(size).clamp(1, MAX_PIECES);
+        let mut work = false;
+        for _ in 0..max {
+            if (self.pool.counts().0 as usize) < pieces {
+                break;
+            }
+            let mut indices = Vec::with_capacity(pieces);
+            let mut views = Vec::with_capacity(pieces);
+            for k in 0..pieces {
+                let Some(index) = self.pool.alloc() else { break };
+                let offset = if k == 0 { RX_HEADROOM as u32 } else { 0 };
+                indices.push(index);
+                if let Ok(v) = self.pool.shared(index, offset, size as u32 - offset) {
+                    views.push(v);
+                }
+            }
+            // SAFETY: the buffers were just allocated: ours alone, netd
+            // does not touch them, and each view is of a different buffer.
+            let mut slices: Vec<&mut [u8]> = views.iter_mut().map(|v| unsafe { v.as_mut_slice() }).collect();
+            let got = if slices.len() == pieces { self.device.receive_into(&mut slices, now) } else { Ok(None) };
+            drop(slices);
+            drop(views);
+            let (len, offload) = match got {
+                Ok(Some((len, offload))) if len > 0 => (len, offload),
+                other => {
+                    for index in indices {
+                        let _ = self.pool.release(index);
+                    }
+                    match other {
+                        Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+                            self.direct_rx = false;
+                            return None;
+                        }
+                        Ok(Some(_)) => {
+                            self.stats.rx_dropped += 1;
+                            work = true;
+                            continue;
+                        }
+                        _ => break,
+                    }
+                }
+            };
+            work = true;
+            let end = RX_HEADROOM + len;
+            let used = end.div_ceil(size);
+            for (k, &index) in indices.iter().enumerate() {
+                if k >= used {
+                    let _ = self.pool.release(index);
+                    continue;
+                }
+                let offset = if k == 0 { RX_HEADROOM } else { 0 };
+                let piece = end.min((k + 1) * size) - k * size - offset;
+                let _ = self.pool.give(index);
+                self.out.push_back(Descriptor {
+                    kind: RX_PIECE,
+                    flags: if k + 1 < used { MORE } else { 0 },
+                    buffer: index,
+                    offset: offset as u32,
+                    len: piece as u32,
+                    aux: [if k == 0 { offload_word(offload) } else { 0 }, 0, 0, 0],
+                    ..Default::default()
+                });
+            }
+            self.stats.rx_frames += 1;
+        }
+        Some(work)
     }
 
     /// Posts what is waiting for netd.
