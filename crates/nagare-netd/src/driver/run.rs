@@ -195,6 +195,8 @@ struct Driver {
     /// The device reads frames straight into our buffers (until it says
     /// it cannot).
     direct_rx: bool,
+    /// Views of the buffers of one such read (kept for their capacity).
+    rx_views: Vec<nagare_ipc::SharedBytes>,
 }
 
 /// Runs the driver on the control socket `control` until netd closes it or
@@ -263,6 +265,7 @@ pub fn serve(
         clock: MonotonicClock::new(),
         netd_gone: false,
         direct_rx: true,
+        rx_views: Vec::with_capacity(MAX_PIECES),
     };
     let mut last_work = std::time::Instant::now();
     let mut reported = (std::time::Instant::now(), DriverStats::default());
@@ -563,21 +566,7 @@ impl Driver {
                 }
             }
             let total = frame.len();
-            for (k, &index) in indices.iter().take(pieces).enumerate() {
-                let offset = if k == 0 { RX_HEADROOM } else { 0 };
-                let len = end.min((k + 1) * size) - k * size - offset;
-                let _ = self.pool.give(index);
-                self.out.push_back(Descriptor {
-                    kind: RX_PIECE,
-                    flags: if k + 1 < pieces { MORE } else { 0 },
-                    buffer: index,
-                    offset: offset as u32,
-                    len: len as u32,
-                    aux: [if k == 0 { offload_word(frame.offload()) } else { 0 }, 0, 0, 0],
-                    ..Default::default()
-                });
-            }
-            self.stats.rx_frames += 1;
+            self.post_frame(&indices[..pieces], total, frame.offload());
             self.stats.rx_bytes_copied += total as u64;
         }
         work
@@ -596,26 +585,36 @@ impl Driver {
             if (self.pool.counts().0 as usize) < pieces {
                 break;
             }
-            let mut indices = Vec::with_capacity(pieces);
-            let mut views = Vec::with_capacity(pieces);
-            for k in 0..pieces {
+            let mut indices = [0u32; MAX_PIECES];
+            let mut allocated = 0;
+            self.rx_views.clear();
+            for (k, slot) in indices.iter_mut().take(pieces).enumerate() {
                 let Some(index) = self.pool.alloc() else { break };
+                *slot = index;
+                allocated += 1;
                 let offset = if k == 0 { RX_HEADROOM as u32 } else { 0 };
-                indices.push(index);
                 if let Ok(v) = self.pool.shared(index, offset, size as u32 - offset) {
-                    views.push(v);
+                    self.rx_views.push(v);
                 }
             }
-            // SAFETY: the buffers were just allocated: ours alone, netd
-            // does not touch them, and each view is of a different buffer.
-            let mut slices: Vec<&mut [u8]> = views.iter_mut().map(|v| unsafe { v.as_mut_slice() }).collect();
-            let got = if slices.len() == pieces { self.device.receive_into(&mut slices, now) } else { Ok(None) };
-            drop(slices);
-            drop(views);
+            let got = if self.rx_views.len() == pieces {
+                let mut slices: [&mut [u8]; MAX_PIECES] = Default::default();
+                for (slot, v) in slices.iter_mut().zip(self.rx_views.iter_mut()) {
+                    // SAFETY: the buffers were just allocated: ours alone,
+                    // netd does not touch them, and each view is of a
+                    // different buffer.
+                    *slot = unsafe { v.as_mut_slice() };
+                }
+                self.device.receive_into(&mut slices[..pieces], now)
+            } else {
+                Ok(None)
+            };
+            self.rx_views.clear();
+            let indices = &indices[..allocated];
             let (len, offload) = match got {
                 Ok(Some((len, offload))) if len > 0 => (len, offload),
                 other => {
-                    for index in indices {
+                    for &index in indices {
                         let _ = self.pool.release(index);
                     }
                     match other {
@@ -633,29 +632,35 @@ impl Driver {
                 }
             };
             work = true;
-            let end = RX_HEADROOM + len;
-            let used = end.div_ceil(size);
-            for (k, &index) in indices.iter().enumerate() {
-                if k >= used {
-                    let _ = self.pool.release(index);
-                    continue;
-                }
-                let offset = if k == 0 { RX_HEADROOM } else { 0 };
-                let piece = end.min((k + 1) * size) - k * size - offset;
-                let _ = self.pool.give(index);
-                self.out.push_back(Descriptor {
-                    kind: RX_PIECE,
-                    flags: if k + 1 < used { MORE } else { 0 },
-                    buffer: index,
-                    offset: offset as u32,
-                    len: piece as u32,
-                    aux: [if k == 0 { offload_word(offload) } else { 0 }, 0, 0, 0],
-                    ..Default::default()
-                });
+            let used = (RX_HEADROOM + len).div_ceil(size);
+            for &index in &indices[used.min(indices.len())..] {
+                let _ = self.pool.release(index);
             }
-            self.stats.rx_frames += 1;
+            self.post_frame(&indices[..used.min(indices.len())], len, offload);
         }
         Some(work)
+    }
+
+    /// Hands netd a received frame of `len` bytes filling `indices`
+    /// (starting `RX_HEADROOM` into the first), one `RX_PIECE` a buffer.
+    fn post_frame(&mut self, indices: &[u32], len: usize, offload: Offload) {
+        let size = self.pool.buffer_size() as usize;
+        let end = RX_HEADROOM + len;
+        for (k, &index) in indices.iter().enumerate() {
+            let offset = if k == 0 { RX_HEADROOM } else { 0 };
+            let piece = end.min((k + 1) * size) - k * size - offset;
+            let _ = self.pool.give(index);
+            self.out.push_back(Descriptor {
+                kind: RX_PIECE,
+                flags: if k + 1 < indices.len() { MORE } else { 0 },
+                buffer: index,
+                offset: offset as u32,
+                len: piece as u32,
+                aux: [if k == 0 { offload_word(offload) } else { 0 }, 0, 0, 0],
+                ..Default::default()
+            });
+        }
+        self.stats.rx_frames += 1;
     }
 
     /// Posts what is waiting for netd.
