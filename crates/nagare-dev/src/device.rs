@@ -50,6 +50,24 @@ pub struct DeviceStats {
     pub tx_errors: u64,
 }
 
+/// A received frame still in the device's memory (a VNI slot), shown to
+/// [`Device::receive_placed`]'s caller. The memory may be shared with the
+/// sender, so the frame is only ever copied out, never borrowed: two reads
+/// need not agree, and the caller parses only its own copy.
+pub trait FrameInPlace {
+    /// The frame's length in bytes.
+    fn len(&self) -> usize;
+
+    /// Whether the frame is empty (never, for a frame a device shows).
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies bytes `offset..offset + out.len()` of the frame into `out`;
+    /// false, with nothing copied, if that runs past the frame's end.
+    fn copy_out(&self, offset: usize, out: &mut [u8]) -> bool;
+}
+
 /// A network device carrying Ethernet frames.
 ///
 /// Received frames that enter from outside the process (TAP) start at
@@ -88,6 +106,19 @@ pub trait Device {
     /// [`Device::receive_batch`].
     fn receive_into(&mut self, bufs: &mut [&mut [u8]], now: Instant) -> io::Result<Option<(usize, Offload)>> {
         let _ = (bufs, now);
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    /// Receives up to `max` frames without a pool: each is shown to
+    /// `place` where the device holds it ([`FrameInPlace`]), which copies
+    /// it wherever it chooses after reading its headers (netd's driver
+    /// puts a flow's frames straight into the region of the application
+    /// that owns the flow, as a NIC's receive steering does), or drops it.
+    /// Returns how many frames were shown. Devices whose frames cannot be
+    /// looked at before they are copied (a TAP's `read`) say
+    /// `ErrorKind::Unsupported` (the default).
+    fn receive_placed(&mut self, max: usize, now: Instant, place: &mut dyn FnMut(&dyn FrameInPlace)) -> io::Result<usize> {
+        let _ = (max, now, place);
         Err(io::ErrorKind::Unsupported.into())
     }
 
@@ -138,6 +169,9 @@ impl<D: Device + ?Sized> Device for Box<D> {
     fn receive_into(&mut self, bufs: &mut [&mut [u8]], now: Instant) -> io::Result<Option<(usize, Offload)>> {
         (**self).receive_into(bufs, now)
     }
+    fn receive_placed(&mut self, max: usize, now: Instant, place: &mut dyn FnMut(&dyn FrameInPlace)) -> io::Result<usize> {
+        (**self).receive_placed(max, now, place)
+    }
     fn mtu(&self) -> usize {
         (**self).mtu()
     }
@@ -174,6 +208,9 @@ impl<D: Device + ?Sized> Device for &mut D {
     }
     fn receive_into(&mut self, bufs: &mut [&mut [u8]], now: Instant) -> io::Result<Option<(usize, Offload)>> {
         (**self).receive_into(bufs, now)
+    }
+    fn receive_placed(&mut self, max: usize, now: Instant, place: &mut dyn FnMut(&dyn FrameInPlace)) -> io::Result<usize> {
+        (**self).receive_placed(max, now, place)
     }
     fn mtu(&self) -> usize {
         (**self).mtu()

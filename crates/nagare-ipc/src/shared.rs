@@ -70,6 +70,23 @@ impl SharedBytes {
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 
+    /// A view of `len` bytes at `at` of this one (kept mapped the same
+    /// way); `None` if they do not lie inside it.
+    pub fn sub(&self, at: usize, len: usize) -> Option<SharedBytes> {
+        if at > self.len || len > self.len - at {
+            return None;
+        }
+        // SAFETY: `at + len <= self.len`, so the result stays inside the
+        // view, which lies inside the mapping.
+        Some(SharedBytes { _map: self._map.clone(), ptr: unsafe { self.ptr.add(at) }, len })
+    }
+
+    /// Where the bytes start in this process's address space: how a view
+    /// handed to the engine is recognised when it comes back in a packet.
+    pub fn addr(&self) -> usize {
+        self.ptr as usize
+    }
+
     /// Copies `src` in at `at`; false (nothing copied) if it does not fit.
     pub fn write(&mut self, at: usize, src: &[u8]) -> bool {
         if at > self.len || src.len() > self.len - at {

@@ -17,6 +17,7 @@ pub use nagare_request as proto;
 pub mod driver;
 mod lending;
 mod report;
+mod steering;
 pub mod server;
 mod view;
 

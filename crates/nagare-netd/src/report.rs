@@ -20,6 +20,8 @@ pub(crate) struct ClientLine {
     /// and in all.
     pub buffers_client: u32,
     pub buffers_netd: u32,
+    /// netd's receive pool in the region (steered frames land there).
+    pub buffers_receive: u32,
     pub buffers_total: u32,
     pub bad: u64,
 }
@@ -56,7 +58,7 @@ impl Report<'_> {
         for c in self.clients {
             let _ = writeln!(
                 t,
-                "client {} pid {} uid {} sockets {} tcp {} listeners {} udp {} echo {} pending {} buffers client {} netd {} of {} bad {}",
+                "client {} pid {} uid {} sockets {} tcp {} listeners {} udp {} echo {} pending {} buffers client {} netd {} receive {} of {} bad {}",
                 c.id,
                 c.pid,
                 c.uid,
@@ -68,6 +70,7 @@ impl Report<'_> {
                 c.pending,
                 c.buffers_client,
                 c.buffers_netd,
+                c.buffers_receive,
                 c.buffers_total,
                 c.bad
             );
@@ -91,6 +94,7 @@ impl Report<'_> {
             ("tx_payload_copied", s.tx_payload_copied),
             ("tx_payload_in_place", s.tx_payload_in_place),
             ("rx_payload_copied", s.rx_payload_copied),
+            ("rx_payload_in_place", s.rx_payload_in_place),
         ] {
             let _ = writeln!(t, "netd {k} {v}");
         }
@@ -106,6 +110,8 @@ impl Report<'_> {
                 ("rx_frames", d.rx_frames),
                 ("rx_bytes_copied", d.rx_bytes_copied),
                 ("rx_bytes_in_place", d.rx_bytes_in_place),
+                ("rx_steered", d.rx_steered),
+                ("rx_steer_refused", d.rx_steer_refused),
                 ("rx_bad", d.rx_bad),
                 ("returns_posted", d.returns_posted),
                 ("returns_confirmed", d.returns_confirmed),
@@ -163,6 +169,7 @@ mod tests {
             pending: 1,
             buffers_client: 250,
             buffers_netd: 6,
+            buffers_receive: 0,
             buffers_total: 256,
             bad: 0,
         }
@@ -188,7 +195,7 @@ mod tests {
     fn every_part_is_there_and_zero_counters_are_not() {
         let t = report(&[client(1), client(2)], 16384);
         assert!(t.starts_with("netd pid 1 uptime 2.0s placement single link vni x clients 2\n"), "{t}");
-        assert!(t.contains("client 2 pid 102 uid 0 sockets 4 tcp 2 listeners 1 udp 1 echo 0 pending 1 buffers client 250 netd 6 of 256 bad 0\n"));
+        assert!(t.contains("client 2 pid 102 uid 0 sockets 4 tcp 2 listeners 1 udp 1 echo 0 pending 1 buffers client 250 netd 6 receive 0 of 256 bad 0\n"));
         assert!(t.contains("netd requests 9\n"));
         assert!(t.contains("engine buffers in_use 3 of 4096"));
         assert!(t.contains("engine rx_frames 5\n"));

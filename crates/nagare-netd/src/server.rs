@@ -13,6 +13,7 @@ use nagare_core::tcp::connection::State;
 use nagare_core::{EchoHandle, Instant, Interface, UdpHandle};
 use crate::driver::{DriverLink, Placement};
 use crate::lending::Lending;
+use crate::steering::Steering;
 use nagare_dev::{Device, MonotonicClock};
 use nagare_ipc::{
     BufRef, Consumer, Descriptor, Listener, Notifier, Pool, Producer, RegionConfig, RendezvousError, ServerConn,
@@ -47,8 +48,12 @@ pub struct NetdConfig {
     pub socket: PathBuf,
     /// Slots per ring of a client region.
     pub ring_slots: u32,
-    /// Buffers per client region (all owned by the client at the start).
+    /// Buffers per client region (owned by the client at the start, but
+    /// for the receive pool).
     pub buffers: u32,
+    /// Buffers of each client region netd keeps for frames the driver
+    /// steers there (0 with a device inside netd, which cannot steer).
+    pub receive_pool: u32,
     /// Size of one buffer.
     pub buffer_size: u32,
     /// How long the loop spins after the last work before it sleeps.
@@ -69,6 +74,7 @@ impl Default for NetdConfig {
             socket: PathBuf::from(DEFAULT_SOCKET),
             ring_slots: 256,
             buffers: 256,
+            receive_pool: 64,
             buffer_size: 16384,
             spin: Duration::from_micros(50),
             max_pending: 64,
@@ -82,12 +88,13 @@ impl Default for NetdConfig {
 impl NetdConfig {
     /// The region every client gets: ring 0 requests (client → netd),
     /// ring 1 completions (netd → client), ring 2 completions the driver
-    /// posts directly (driver → client), every buffer the client's.
+    /// posts directly (driver → client); the first `receive_pool` buffers
+    /// netd's, the others the client's.
     pub fn region(&self) -> RegionConfig {
         RegionConfig {
             rings: 3,
             attacher_produces: 0b001,
-            creator_buffers: 0,
+            creator_buffers: self.receive_pool.min(self.buffers),
             ..RegionConfig::pair(self.ring_slots, self.buffers, self.buffer_size)
         }
     }
@@ -131,6 +138,9 @@ pub struct NetdStats {
     pub tx_payload_in_place: u64,
     /// Payload bytes copied into applications' buffers on the way in.
     pub rx_payload_copied: u64,
+    /// Payload bytes received without a copy: steered into the client's
+    /// region by the driver and handed over in the buffer they lie in.
+    pub rx_payload_in_place: u64,
 }
 
 /// A socket of one client.
@@ -165,6 +175,8 @@ struct Session {
     next_socket: u32,
     pending: Vec<Pending>,
     out: Vec<Descriptor>,
+    /// The local port of each socket that has one: (protocol, port).
+    ports: HashMap<u32, (u8, u16)>,
     bad: u64,
     /// Set when the client must go, with the reason.
     doomed: Option<&'static str>,
@@ -188,9 +200,26 @@ impl Session {
             next_socket: 1,
             pending: Vec::new(),
             out: Vec::new(),
+            ports: HashMap::new(),
             bad: 0,
             doomed: None,
         })
+    }
+
+    /// Socket `id` is on local `port` of `proto`: that port's frames may be
+    /// steered into this client's region.
+    fn claim_port(&mut self, steering: &Steering, id: u32, proto: u8, port: u16) {
+        if port != 0 && self.ports.insert(id, (proto, port)).is_none() {
+            steering.bind(proto, port, self.conn.id);
+        }
+    }
+
+    /// Forgets socket `id`, and its port.
+    fn remove_socket(&mut self, steering: &Steering, id: u32) -> Option<Sock> {
+        if let Some((proto, port)) = self.ports.remove(&id) {
+            steering.unbind(proto, port);
+        }
+        self.sockets.remove(&id)
     }
 
     fn add_socket(&mut self, s: Sock, max: usize) -> Result<u32, i32> {
@@ -216,21 +245,25 @@ struct Done {
     len: Option<u32>,
     /// `aux[2]` of the completion.
     extra: u64,
+    /// For a receive completed in place: the buffer the data lies in,
+    /// which the completion names instead of the request's (netd keeps
+    /// that one).
+    swapped: Option<BufRef>,
     /// The request's buffer is lent to the engine: no completion now.
     lent: bool,
 }
 
 impl Done {
     fn value(value: u64) -> Done {
-        Done { value, addr: 0, len: None, extra: 0, lent: false }
+        Done { value, addr: 0, len: None, extra: 0, swapped: None, lent: false }
     }
 
     fn with_addr(value: u64, addr: u64) -> Done {
-        Done { value, addr, len: None, extra: 0, lent: false }
+        Done { value, addr, len: None, extra: 0, swapped: None, lent: false }
     }
 
     fn received(value: u64, addr: u64, len: u32) -> Done {
-        Done { value, addr, len: Some(len), extra: 0, lent: false }
+        Done { value, addr, len: Some(len), extra: 0, swapped: None, lent: false }
     }
 }
 
@@ -269,6 +302,30 @@ fn copy_to_region(pool: &mut Pool, b: BufRef, data: &PacketBuf) -> Result<u32, i
     Ok(at)
 }
 
+/// IP protocol numbers of the sockets whose ports are steered.
+const TCP: u8 = 6;
+const UDP: u8 = 17;
+
+/// Received data that already lies in one of netd's receive buffers in
+/// this client's region (steered there by the driver), which nothing else
+/// holds: that buffer goes to the client as it is, and `posted`, the
+/// buffer the receive brought, joins netd's receive pool in its place. The
+/// data back if it is not so.
+fn received_in_place(s: &mut Session, steering: &Steering, posted: BufRef, data: PacketBuf) -> Result<BufRef, PacketBuf> {
+    if data.slice_count() != 1 || !data.holds_buffers_alone() || !steering.enabled() {
+        return Err(data);
+    }
+    let Some((addr, len)) = data.chunks().next().map(|c| (c.as_ptr() as usize, c.len())) else { return Err(data) };
+    let Some((index, offset)) = steering.locate(s.conn.id, addr, len) else { return Err(data) };
+    let Ok(view) = s.pool.shared(posted.index, 0, s.pool.buffer_size()) else { return Err(data) };
+    steering.swap(s.conn.id, index, (posted.index, view));
+    // The engine's hold goes; the buffer is the client's with the
+    // completion.
+    drop(data);
+    let len = (len as u32).min(posted.len);
+    Ok(BufRef { index, offset, len })
+}
+
 /// What netd sends and receives frames through.
 enum Link {
     /// A device called from netd's loop.
@@ -292,6 +349,7 @@ pub struct Netd {
     link: Link,
     placement: Placement,
     lending: Rc<Lending>,
+    steering: Rc<Steering>,
     clock: MonotonicClock,
     listener: Listener,
     config: NetdConfig,
@@ -306,7 +364,9 @@ impl Netd {
     /// A server over `iface` and `device` (called from netd's own loop),
     /// listening on `config.socket`.
     pub fn new(iface: Interface, device: Box<dyn Device>, clock: MonotonicClock, config: NetdConfig) -> io::Result<Netd> {
-        Self::build(iface, Link::Inline(device), Placement::Inline, Rc::new(Lending::default()), clock, config)
+        let config = NetdConfig { receive_pool: 0, ..config };
+        let steering = Rc::new(Steering::new(false));
+        Self::build(iface, Link::Inline(device), Placement::Inline, Rc::new(Lending::default()), steering, clock, config)
     }
 
     /// A server over `iface` whose frames go through `driver` (started
@@ -319,8 +379,8 @@ impl Netd {
         clock: MonotonicClock,
         config: NetdConfig,
     ) -> io::Result<Netd> {
-        let lending = driver.lending();
-        Self::build(iface, Link::Driver(Box::new(driver)), placement, lending, clock, config)
+        let (lending, steering) = (driver.lending(), driver.steering());
+        Self::build(iface, Link::Driver(Box::new(driver)), placement, lending, steering, clock, config)
     }
 
     fn build(
@@ -328,6 +388,7 @@ impl Netd {
         link: Link,
         placement: Placement,
         lending: Rc<Lending>,
+        steering: Rc<Steering>,
         clock: MonotonicClock,
         config: NetdConfig,
     ) -> io::Result<Netd> {
@@ -338,6 +399,7 @@ impl Netd {
             link,
             placement,
             lending,
+            steering,
             clock,
             listener,
             config,
@@ -476,10 +538,20 @@ impl Netd {
                     any = true;
                 }
                 Ok(conn) => match Session::new(conn) {
-                    Ok(s) => {
+                    Ok(mut s) => {
                         self.stats.clients_accepted += 1;
                         any = true;
                         self.lending.add_client(s.conn.id, &s.pool);
+                        // netd's receive pool in the region: the buffers
+                        // the region started netd's with.
+                        let size = s.pool.buffer_size();
+                        let mut pool = Vec::new();
+                        while let Some(i) = s.pool.alloc() {
+                            if let Ok(v) = s.pool.shared(i, 0, size) {
+                                pool.push((i, v));
+                            }
+                        }
+                        self.steering.add_client(s.conn.id, s.pool.area_base(), size as usize, pool);
                         if let Link::Driver(d) = &mut self.link {
                             d.attach(s.conn.id, s.conn.region.fd(), s.conn.region.layout().config, s.conn.client_wakeup.as_fd());
                         }
@@ -521,11 +593,11 @@ impl Netd {
                 }
                 continue;
             }
-            match run(s, &mut self.iface, &mut p.req, p.buf, now, &mut RunContext { scratch: &mut self.scratch, config: &self.config, lending: &self.lending, stats: &mut self.stats }) {
+            match run(s, &mut self.iface, &mut p.req, p.buf, now, &mut RunContext { scratch: &mut self.scratch, config: &self.config, lending: &self.lending, steering: &self.steering, stats: &mut self.stats }) {
                 Ok(None) if p.deadline.is_some_and(|d| now >= d) => {
                     let errno = if p.req.op == Op::Connect {
                         // Nobody will name the half-open connection again.
-                        if let Some(Sock::Tcp(h)) = s.sockets.remove(&p.req.socket) {
+                        if let Some(Sock::Tcp(h)) = s.remove_socket(&self.steering, p.req.socket) {
                             let _ = self.iface.tcp_abort(h, now);
                         }
                         libc::ETIMEDOUT
@@ -595,7 +667,7 @@ impl Netd {
                             }
                             continue;
                         }
-                        let r = run(s, &mut self.iface, &mut req, buf, now, &mut RunContext { scratch: &mut self.scratch, config: &self.config, lending: &self.lending, stats: &mut self.stats });
+                        let r = run(s, &mut self.iface, &mut req, buf, now, &mut RunContext { scratch: &mut self.scratch, config: &self.config, lending: &self.lending, steering: &self.steering, stats: &mut self.stats });
                         match r {
                             // Lent to the engine: completed when it lets go.
                             Ok(Some(Done { lent: true, .. })) => {}
@@ -708,6 +780,7 @@ impl Netd {
             .map(|s| {
                 let count = |f: fn(&Sock) -> bool| s.sockets.values().filter(|k| f(k)).count();
                 let (_, netd_held, client_held) = s.pool.counts();
+                let receive = self.steering.pool_size(s.conn.id) as u32;
                 crate::report::ClientLine {
                     id: s.conn.id,
                     pid: s.conn.cred.pid,
@@ -718,7 +791,8 @@ impl Netd {
                     echo: count(|k| matches!(k, Sock::Echo(_))),
                     pending: s.pending.len(),
                     buffers_client: client_held,
-                    buffers_netd: netd_held,
+                    buffers_netd: netd_held.saturating_sub(receive),
+                    buffers_receive: receive,
                     buffers_total: s.pool.len(),
                     bad: s.bad,
                 }
@@ -831,6 +905,9 @@ impl Netd {
     fn disconnect(&mut self, mut s: Session, why: &str) {
         let now = self.clock.now();
         let sockets = s.sockets.len();
+        for (_, (proto, port)) in s.ports.drain() {
+            self.steering.unbind(proto, port);
+        }
         for (_, sock) in s.sockets.drain() {
             let _ = match sock {
                 Sock::Tcp(h) => self.iface.tcp_abort(h, now),
@@ -847,10 +924,13 @@ impl Netd {
         let reclaimed = s.pool.reclaim_peer();
         // Buffers the engine still holds are lent, not leaked: their views
         // keep the region mapped until the engine lets go.
+        // So are netd's own receive buffers in the region.
         let lent = self.lending.lent_by(s.conn.id) as u32;
+        let receive = self.steering.pool_size(s.conn.id) as u32;
         let (_, in_use, _) = s.pool.counts();
-        let in_use = in_use.saturating_sub(lent);
+        let in_use = in_use.saturating_sub(lent + receive);
         self.lending.remove_client(s.conn.id);
+        self.steering.remove_client(s.conn.id);
         if let Link::Driver(d) = &mut self.link {
             d.detach(s.conn.id);
         }
@@ -887,6 +967,12 @@ fn flush(s: &mut Session, stats: &mut NetdStats) {
 
 /// Posts the completion of `req`, handing its buffer back.
 fn finish(s: &mut Session, req: &Request, buf: Option<BufRef>, r: Result<Option<Done>, i32>) {
+    // A receive completed in place hands over the buffer its data lies in;
+    // the request's stays with netd.
+    let buf = match &r {
+        Ok(Some(Done { swapped: Some(b), .. })) => Some(*b),
+        _ => buf,
+    };
     let mut c = match r {
         Ok(Some(d)) => {
             let mut c = Completion::ok(req, d.value);
@@ -942,6 +1028,7 @@ struct RunContext<'a> {
     scratch: &'a mut Vec<u8>,
     config: &'a NetdConfig,
     lending: &'a Lending,
+    steering: &'a Steering,
     stats: &'a mut NetdStats,
 }
 
@@ -955,7 +1042,7 @@ fn run(
     now: Instant,
     cx: &mut RunContext<'_>,
 ) -> Result<Option<Done>, i32> {
-    let RunContext { scratch, config, lending, stats } = cx;
+    let RunContext { scratch, config, lending, steering, stats } = cx;
     let blocked = |req: &Request| if req.nonblocking() { Err(libc::EAGAIN) } else { Ok(None) };
     // The client's bytes to send, in place: the engine copies them once
     // into its own buffers (a private copy first would be a second).
@@ -978,6 +1065,7 @@ fn run(
             let id = s.add_socket(Sock::Udp(h), config.max_sockets).inspect_err(|_| {
                 let _ = iface.udp_close(h);
             })?;
+            s.claim_port(steering, id, UDP, local.port());
             Ok(Some(Done::with_addr(u64::from(id), encode_addr(local))))
         }
         Op::SendTo => {
@@ -1021,9 +1109,18 @@ fn run(
                 Some(d) => {
                     // The result is the datagram's whole length (as with
                     // MSG_TRUNC); the piece's length what fit.
-                    let n = copy_to_region(&mut s.pool, b, &d.payload)?;
+                    let whole = d.payload.len() as u64;
+                    let source = encode_addr(d.source);
+                    let payload = match received_in_place(s, steering, b, d.payload) {
+                        Ok(swapped) => {
+                            stats.rx_payload_in_place += u64::from(swapped.len);
+                            return Ok(Some(Done { swapped: Some(swapped), ..Done::received(whole, source, swapped.len) }));
+                        }
+                        Err(payload) => payload,
+                    };
+                    let n = copy_to_region(&mut s.pool, b, &payload)?;
                     stats.rx_payload_copied += u64::from(n);
-                    Ok(Some(Done::received(d.payload.len() as u64, encode_addr(d.source), n)))
+                    Ok(Some(Done::received(whole, source, n)))
                 }
                 None => blocked(req),
             }
@@ -1034,6 +1131,7 @@ fn run(
             let id = s.add_socket(Sock::Listener(l), config.max_sockets).inspect_err(|_| {
                 let _ = iface.tcp_listener_close(l, now);
             })?;
+            s.claim_port(steering, id, TCP, local.port());
             Ok(Some(Done::with_addr(u64::from(id), encode_addr(local))))
         }
         Op::Accept => {
@@ -1056,6 +1154,9 @@ fn run(
                             return Err(e);
                         }
                     };
+                    if let Some(local) = iface.tcp_connection(h).map(|c| c.local()) {
+                        s.claim_port(steering, id, TCP, local.port());
+                    }
                     Ok(Some(Done::with_addr(u64::from(id), remote.map_or(0, encode_addr))))
                 }
                 None => blocked(req),
@@ -1071,6 +1172,9 @@ fn run(
                 // The socket exists from now on, so the client's death
                 // while it waits resets it; the waiting request names it.
                 req.socket = s.add_socket(Sock::Tcp(h), config.max_sockets)?;
+                if let Some(local) = iface.tcp_connection(h).map(|c| c.local()) {
+                    s.claim_port(steering, req.socket, TCP, local.port());
+                }
             }
             let h = tcp_of(s, req.socket)?;
             let state = iface.tcp_state(h).map_err(engine_errno)?;
@@ -1083,7 +1187,7 @@ fn run(
             }
             if state == State::Closed || iface.tcp_readiness(h).map(|r| r.closed).unwrap_or(true) {
                 let e = iface.tcp_send(h, &[], now).err().map_or(libc::ECONNREFUSED, engine_errno);
-                s.sockets.remove(&req.socket);
+                s.remove_socket(steering, req.socket);
                 let _ = iface.tcp_abort(h, now);
                 return Err(e);
             }
@@ -1143,8 +1247,24 @@ fn run(
             if b.len == 0 {
                 return Ok(Some(Done::received(0, 0, 0)));
             }
-            match iface.tcp_recv_buf(h, b.len as usize, now) {
+            // A steered segment in this client's region is read alone, so
+            // that its buffer can be handed over whole.
+            let front = iface.tcp_connection(h).and_then(|c| c.recv_front()).filter(|f| f.slice_count() == 1);
+            let in_place = front.and_then(|f| {
+                let chunk = f.chunks().next()?;
+                steering.locate(s.conn.id, chunk.as_ptr() as usize, chunk.len()).map(|_| chunk.len())
+            });
+            let want = in_place.map_or(b.len as usize, |n| n.min(b.len as usize));
+            match iface.tcp_recv_buf(h, want, now) {
                 Ok(Some(data)) => {
+                    let data = match received_in_place(s, steering, b, data) {
+                        Ok(swapped) => {
+                            stats.rx_payload_in_place += u64::from(swapped.len);
+                            let n = swapped.len;
+                            return Ok(Some(Done { swapped: Some(swapped), ..Done::received(u64::from(n), 0, n) }));
+                        }
+                        Err(data) => data,
+                    };
                     let n = copy_to_region(&mut s.pool, b, &data)?;
                     stats.rx_payload_copied += u64::from(n);
                     Ok(Some(Done::received(u64::from(n), 0, n)))
@@ -1210,7 +1330,7 @@ fn run(
         // Answered after every session was served (`answer_stat_requests`).
         Op::Stat => Ok(None),
         Op::Close => {
-            let sock = s.sockets.remove(&req.socket).ok_or(libc::EBADF)?;
+            let sock = s.remove_socket(steering, req.socket).ok_or(libc::EBADF)?;
             match sock {
                 Sock::Udp(h) => iface.udp_close(h),
                 Sock::Tcp(h) => iface.tcp_close(h, now),
@@ -1260,7 +1380,7 @@ fn echo_done(event: EchoEvent) -> Done {
             (0, host(from), EchoWord::TimeExceeded { seq: seq_no, code })
         }
     };
-    Done { value: len, addr: from, len: None, extra: word.encode(), lent: false }
+    Done { value: len, addr: from, len: None, extra: word.encode(), swapped: None, lent: false }
 }
 
 pub(crate) fn set_nonblocking(fd: i32) -> io::Result<()> {

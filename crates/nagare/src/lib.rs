@@ -438,12 +438,11 @@ impl Conn {
                     None => continue,
                 }
             };
-            // The buffer comes back with the completion.
-            let back = if expected.is_some() && d.buffer == expected.unwrap_or(NO_BUFFER) {
-                self.pool.take(&d).ok().flatten()
-            } else {
-                None
-            };
+            // The buffer comes back with the completion: the request's own,
+            // or, for a receive netd completed in place, the one the data
+            // lies in (netd keeps the request's in its place). The pool
+            // takes only a buffer netd holds.
+            let back = if expected.is_some() && d.buffer != NO_BUFFER { self.pool.take(&d).ok().flatten() } else { None };
             if d.id == id {
                 return Ok(Some((comp, back)));
             }

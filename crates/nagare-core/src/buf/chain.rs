@@ -135,6 +135,12 @@ impl PacketBuf {
         self.slices.len()
     }
 
+    /// Whether no other handle refers to any of this packet's buffers (it
+    /// could hand them on whole).
+    pub fn holds_buffers_alone(&self) -> bool {
+        self.slices.iter().all(|s| s.buf.is_unique())
+    }
+
     /// Bytes of buffer this packet keeps from returning to the pool (each
     /// buffer counted once per slice that refers to it).
     pub fn footprint(&self) -> usize {

@@ -514,6 +514,12 @@ impl Connection {
         seq_dist(self.snd_una, self.snd_nxt)
     }
 
+    /// The oldest received segment not read yet, as it arrived (its bytes
+    /// are the next to read).
+    pub fn recv_front(&self) -> Option<&PacketBuf> {
+        self.recv_queue.front()
+    }
+
     /// Bytes readable now.
     pub fn recv_queued(&self) -> usize {
         self.recv_bytes

@@ -30,9 +30,9 @@ use nagare_core::Instant;
 
 use super::doorbell::{process_alive, Doorbell, RemoteBell};
 use super::layout::*;
-use super::ring::{Consumer, Popped, Producer};
+use super::ring::{copy_to_pool, Consumer, Producer};
 use super::segment::Segment;
-use crate::device::{frame_fits, Device, DeviceStats};
+use crate::device::{frame_fits, Device, DeviceStats, FrameInPlace};
 
 /// How often a live-looking peer's pid is checked (kill(pid, 0)).
 const LIVENESS_INTERVAL: Duration = Duration::from_millis(200);
@@ -470,8 +470,11 @@ impl VniPort {
         }
     }
 
-    /// Drains up to `max` frames from the peers' rings, round robin.
-    fn drain(&mut self, pool: &BufferPool, out: &mut Vec<PacketBuf>, max: usize, now: std::time::Instant) -> usize {
+    /// Drains up to `max` frames from the peers' rings, round robin,
+    /// handing each to `deliver` as it lies in its slot (offset in the
+    /// segment, length); `deliver` says whether it took the frame (false:
+    /// no buffer, counted).
+    fn drain(&mut self, max: usize, now: std::time::Instant, deliver: &mut dyn FnMut(&Segment, usize, usize) -> bool) -> usize {
         let seg = &*self.seg;
         let count = self.peers.len();
         let mut got = 0;
@@ -493,29 +496,26 @@ impl VniPort {
                 }
             };
             for _ in 0..avail.min(max - got) {
-                match peer.rx.pop(seg, &self.geo, pool) {
-                    Popped::Frame(frame) => {
-                        // Learn the source if it is not the peer's own MAC
-                        // (a station behind it, e.g. behind a bridge): a
-                        // 6-byte compare in the common case.
-                        if let Some(h) = frame.header::<12>() {
-                            let src = [h[6], h[7], h[8], h[9], h[10], h[11]];
-                            if src != peer.mac && src != self.mac && src[0] & 1 == 0 && src != [0; 6] {
-                                let (learned, evicted) = self.stations.learn(src, slot, peer.generation, now);
-                                self.vni.stations_learned += u64::from(learned);
-                                self.vni.stations_evicted += u64::from(evicted);
-                            }
-                        }
-                        self.stats.rx_frames += 1;
-                        self.stats.rx_bytes += frame.len() as u64;
-                        out.push(frame);
-                        got += 1;
-                    }
-                    Popped::BadSlot => {
-                        self.vni.bad_slots += 1;
-                        self.stats.rx_errors += 1;
-                    }
-                    Popped::NoBuffer => self.stats.rx_dropped_no_buffer += 1,
+                let Some((off, len)) = peer.rx.pop_slot(seg, &self.geo) else {
+                    self.vni.bad_slots += 1;
+                    self.stats.rx_errors += 1;
+                    continue;
+                };
+                // Learn the source if it is not the peer's own MAC (a
+                // station behind it, e.g. behind a bridge): a 6-byte
+                // compare in the common case.
+                let mut src = [0u8; 6];
+                if seg.read_bytes(off + 6, &mut src) && src != peer.mac && src != self.mac && src[0] & 1 == 0 && src != [0; 6] {
+                    let (learned, evicted) = self.stations.learn(src, slot, peer.generation, now);
+                    self.vni.stations_learned += u64::from(learned);
+                    self.vni.stations_evicted += u64::from(evicted);
+                }
+                if deliver(seg, off, len) {
+                    self.stats.rx_frames += 1;
+                    self.stats.rx_bytes += len as u64;
+                    got += 1;
+                } else {
+                    self.stats.rx_dropped_no_buffer += 1;
                 }
             }
             peer.rx.release(seg);
@@ -524,6 +524,34 @@ impl VniPort {
             self.next_rx = (self.next_rx + 1) % count;
         }
         got
+    }
+
+    /// One receive batch with the doorbell protocol around it.
+    fn receive_with(&mut self, max: usize, deliver: &mut dyn FnMut(&Segment, usize, usize) -> bool) -> io::Result<usize> {
+        // While polling (the last batch found frames, or busy-poll mode)
+        // senders do not ring, and a ring that raced with setting the flag
+        // only makes the caller's next sleep return at once; the eventfd
+        // is drained on the first call after an empty batch, before the
+        // caller may sleep again. This saves a read(2) per busy batch.
+        if !self.polling && !self.busy_poll {
+            self.doorbell.drain();
+        }
+        let now = std::time::Instant::now();
+        self.refresh_at(now)?;
+        let mut got = self.drain(max, now, deliver);
+        if self.busy_poll {
+            return Ok(got);
+        }
+        if got == 0 && self.polling {
+            // About to report nothing: let senders ring again, then look
+            // once more for frames published while they did not.
+            self.set_polling(false);
+            got = self.drain(max, now, deliver);
+        }
+        if got > 0 {
+            self.set_polling(true);
+        }
+        Ok(got)
     }
 
     /// Room in the ring to peer `k`, looking at its head only when the
@@ -739,32 +767,39 @@ pub fn format_mac(mac: [u8; 6]) -> String {
     mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }
 
+/// A frame in its slot, shown to [`Device::receive_placed`]'s caller.
+struct SlotFrame<'a> {
+    seg: &'a Segment,
+    off: usize,
+    len: usize,
+}
+
+impl FrameInPlace for SlotFrame<'_> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn copy_out(&self, offset: usize, out: &mut [u8]) -> bool {
+        offset.checked_add(out.len()).is_some_and(|end| end <= self.len) && self.seg.read_bytes(self.off + offset, out)
+    }
+}
+
 impl Device for VniPort {
     fn receive_batch(&mut self, pool: &BufferPool, out: &mut Vec<PacketBuf>, max: usize, _now: Instant) -> io::Result<usize> {
-        // While polling (the last batch found frames, or busy-poll mode)
-        // senders do not ring, and a ring that raced with setting the flag
-        // only makes the caller's next sleep return at once; the eventfd
-        // is drained on the first call after an empty batch, before the
-        // caller may sleep again. This saves a read(2) per busy batch.
-        if !self.polling && !self.busy_poll {
-            self.doorbell.drain();
-        }
-        let now = std::time::Instant::now();
-        self.refresh_at(now)?;
-        let mut got = self.drain(pool, out, max, now);
-        if self.busy_poll {
-            return Ok(got);
-        }
-        if got == 0 && self.polling {
-            // About to report nothing: let senders ring again, then look
-            // once more for frames published while they did not.
-            self.set_polling(false);
-            got = self.drain(pool, out, max, now);
-        }
-        if got > 0 {
-            self.set_polling(true);
-        }
-        Ok(got)
+        self.receive_with(max, &mut |seg, off, len| match copy_to_pool(seg, off, len, pool) {
+            Some(frame) => {
+                out.push(frame);
+                true
+            }
+            None => false,
+        })
+    }
+
+    fn receive_placed(&mut self, max: usize, _now: Instant, place: &mut dyn FnMut(&dyn FrameInPlace)) -> io::Result<usize> {
+        self.receive_with(max, &mut |seg, off, len| {
+            place(&SlotFrame { seg, off, len });
+            true
+        })
     }
 
     fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, _now: Instant) -> io::Result<usize> {

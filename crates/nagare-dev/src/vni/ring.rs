@@ -121,16 +121,6 @@ impl Producer {
     }
 }
 
-/// What came out of a slot.
-pub enum Popped {
-    /// A frame, copied into pool buffers.
-    Frame(PacketBuf),
-    /// A slot whose length is impossible: skipped.
-    BadSlot,
-    /// A frame that fitted the slot but found no pool buffer: dropped.
-    NoBuffer,
-}
-
 /// The consumer's side of one ring.
 #[derive(Debug, Clone, Copy)]
 pub struct Consumer {
@@ -164,19 +154,15 @@ impl Consumer {
         Ok(avail)
     }
 
-    /// Copies the frame at the head into buffers from `pool` and moves
-    /// past it (the caller checked one is available).
-    pub fn pop(&mut self, seg: &Segment, geo: &Geometry, pool: &BufferPool) -> Popped {
+    /// The frame at the head, as (offset in the segment, length), and
+    /// moves past it (the caller checked one is available); `None` for a
+    /// slot whose length is impossible (skipped). The slot stays ours to
+    /// read until [`release`](Self::release).
+    pub fn pop_slot(&mut self, seg: &Segment, geo: &Geometry) -> Option<(usize, usize)> {
         let slot = geo.slot_offset(self.ring, self.head as usize & (geo.slot_count - 1));
         self.head = self.head.wrapping_add(1);
         let len = seg.u32_at(slot).load(Ordering::Relaxed) as usize;
-        if !(crate::device::ETHERNET_HEADER_LEN..=geo.max_frame()).contains(&len) {
-            return Popped::BadSlot;
-        }
-        match copy_to_pool(seg, slot + SLOT_HEADER_LEN, len, pool) {
-            Some(frame) => Popped::Frame(frame),
-            None => Popped::NoBuffer,
-        }
+        (crate::device::ETHERNET_HEADER_LEN..=geo.max_frame()).contains(&len).then_some((slot + SLOT_HEADER_LEN, len))
     }
 
     /// Gives the slots read so far back to the producer.
@@ -191,7 +177,7 @@ impl Consumer {
 /// Copies `len` bytes at `off` into one pool buffer at [`RX_HEADROOM`],
 /// or a chain of them for a frame larger than a buffer: the one copy on
 /// the receive path.
-fn copy_to_pool(seg: &Segment, off: usize, len: usize, pool: &BufferPool) -> Option<PacketBuf> {
+pub(super) fn copy_to_pool(seg: &Segment, off: usize, len: usize, pool: &BufferPool) -> Option<PacketBuf> {
     let size = pool.buf_size();
     let mut packet: Option<PacketBuf> = None;
     let mut done = 0;

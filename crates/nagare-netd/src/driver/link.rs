@@ -9,11 +9,12 @@
 //! drops the second (it no longer waits for that request id).
 
 use super::proto::{
-    control_pair, offload_of, offload_word, Control, CONTROL_LEN, KEY, STAGES, TRACE_AT, UNDELIVERED, MAX_PIECES, MORE, RETURN, RETURNED, RX_FREE,
-    RX_PIECE, TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
+    control_pair, offload_of, offload_word, Control, CONTROL_LEN, KEY, STAGES, TRACE_AT, UNDELIVERED, MAX_PIECES, MORE, RETURN, RETURNED,
+    RX_CLIENT_FREE, RX_CLIENT_PIECE, RX_FREE, RX_PIECE, TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
 };
 use super::run::poll_in;
 use crate::lending::Lending;
+use crate::steering::{Steered, Steering};
 use crate::view::{Release, View};
 use nagare_core::buf::{BufferPool, PacketBuf, TxOffloads};
 use nagare_core::Instant;
@@ -44,6 +45,9 @@ const STOP_GRACE: Duration = Duration::from_secs(1);
 /// beyond it frames are copied, so a slow reader's queue cannot starve the
 /// driver of buffers.
 const RX_LEND_LIMIT: usize = 128;
+/// Receive buffers of one client's region the driver holds at once (the
+/// rest of netd's pool there waits for the engine and the application).
+const RX_CLIENT_AT_DRIVER: usize = 32;
 
 /// A receive buffer of the driver region lent to the engine: back to the
 /// driver when the engine lets go (if that driver still runs).
@@ -91,8 +95,14 @@ pub struct LinkStats {
     pub rx_frames: u64,
     /// Bytes copied out of the driver region into the engine.
     pub rx_bytes_copied: u64,
-    /// Bytes received in place: the driver's buffer lent to the engine.
+    /// Bytes received in place: the driver's buffer, or a steered frame's
+    /// payload in its application's region, lent to the engine.
     pub rx_bytes_in_place: u64,
+    /// Frames the driver steered into an application's region.
+    pub rx_steered: u64,
+    /// Steered frames refused: their headers named another client's port
+    /// (rewritten by the application), or junk.
+    pub rx_steer_refused: u64,
     /// Receive descriptors that made no sense (dropped).
     pub rx_bad: u64,
     /// `RETURN`s posted.
@@ -114,6 +124,8 @@ struct Incarnation {
     pool: Pool,
     notifier: Notifier,
     waiter: Waiter,
+    /// Steering changes not sent yet (the control socket was full).
+    control_backlog: Vec<Control>,
     /// `RETURN`s not yet confirmed: (client key, request id) → completion.
     returns: HashMap<(u64, u64), Descriptor>,
     /// Clients the driver confirmed it mapped, and those it could not.
@@ -147,6 +159,7 @@ pub struct DriverLink {
     launcher: Launcher,
     device_fd: Option<OwnedFd>,
     lending: Rc<Lending>,
+    steering: Rc<Steering>,
     up: Option<Incarnation>,
     /// A new driver that has not said it is ready yet.
     starting: Option<Starting>,
@@ -178,6 +191,7 @@ impl DriverLink {
             launcher,
             device_fd,
             lending,
+            steering: Rc::new(Steering::new(true)),
             up: None,
             starting: None,
             generation: 0,
@@ -280,6 +294,7 @@ impl DriverLink {
             notifier: Notifier::new(driver_efd),
             waiter: Waiter::new(netd_efd, Duration::ZERO),
             returns: HashMap::new(),
+            control_backlog: Vec::new(),
             attached: Default::default(),
             refused: Default::default(),
             out: VecDeque::new(),
@@ -289,6 +304,10 @@ impl DriverLink {
 
     pub(crate) fn lending(&self) -> Rc<Lending> {
         self.lending.clone()
+    }
+
+    pub(crate) fn steering(&self) -> Rc<Steering> {
+        self.steering.clone()
     }
 
     /// The generation of the running driver, if one runs.
@@ -372,7 +391,7 @@ impl DriverLink {
                 DriverHandle::Process(c) => !matches!(c.try_wait(), Ok(None)),
                 DriverHandle::Thread(t) => t.is_finished(),
             };
-            if exited || read_control(inc.control.as_fd(), &mut self.driver_counters, &mut inc.attached, &mut inc.refused) {
+            if exited || read_control(inc.control.as_fd(), &mut self.driver_counters, &mut inc.attached, &mut inc.refused, &self.steering) {
                 if let Some(mut inc) = self.up.take() {
                     stop_handle(&mut inc.handle);
                     self.stats.deaths += 1;
@@ -382,6 +401,7 @@ impl DriverLink {
                 }
                 self.rx_partial.clear();
                 self.rx_pieces = 0;
+                self.steering.driver_lost();
                 changed = true;
             }
         }
@@ -434,6 +454,12 @@ impl DriverLink {
                 for (key, region, shape, wakeup) in clients {
                     self.attach(key, region, shape, wakeup);
                 }
+                // The whole table, then the changes queued meanwhile.
+                if let Some(inc) = self.up.as_mut() {
+                    let mut table = self.steering.table();
+                    table.append(&mut inc.control_backlog);
+                    inc.control_backlog = table;
+                }
             }
             Err(e) => eprintln!("nagare netd: starting the driver: {e}"),
         }
@@ -467,6 +493,33 @@ impl DriverLink {
                 let _ = inc.waiter.woke(&inc.from_driver);
             } else {
                 inc.waiter.set_polling(&inc.from_driver);
+            }
+        }
+    }
+
+    /// Keeps the driver's view of steering current: table changes over the
+    /// control socket, and spare receive buffers of every client it has
+    /// mapped.
+    fn feed_steering(&mut self) {
+        self.steering.settle();
+        let Some(inc) = self.up.as_mut() else { return };
+        inc.control_backlog.append(&mut self.steering.take_updates());
+        let mut sent = 0;
+        for m in &inc.control_backlog {
+            // Full: the rest waits for the next turn, in order.
+            if send_with_fds(inc.control.as_fd(), &m.encode(), &[]).is_err() {
+                break;
+            }
+            sent += 1;
+        }
+        inc.control_backlog.drain(..sent);
+        if self.steering.take_spare_changed() {
+            for &key in &inc.attached {
+                for index in self.steering.to_post(key, RX_CLIENT_AT_DRIVER) {
+                    let mut d = Descriptor { kind: RX_CLIENT_FREE, buffer: index, ..Default::default() };
+                    d.aux[KEY] = key;
+                    inc.out.push_back(d);
+                }
             }
         }
     }
@@ -512,7 +565,7 @@ impl DriverLink {
                 if inc.attached.contains(&key) || inc.refused.contains(&key) {
                     return inc.attached.contains(&key);
                 }
-                let _ = read_control(inc.control.as_fd(), &mut self.driver_counters, &mut inc.attached, &mut inc.refused);
+                let _ = read_control(inc.control.as_fd(), &mut self.driver_counters, &mut inc.attached, &mut inc.refused, &self.steering);
                 inc.attached.contains(&key)
             });
             if let Some((key, index, offset)) = lent {
@@ -576,6 +629,7 @@ impl DriverLink {
 impl Device for DriverLink {
     fn receive_batch(&mut self, pool: &BufferPool, out: &mut Vec<PacketBuf>, max: usize, _now: Instant) -> io::Result<usize> {
         self.return_rx();
+        self.feed_steering();
         let Some(inc) = self.up.as_mut() else { return Ok(0) };
         let mut frames = 0;
         while frames < max {
@@ -662,6 +716,35 @@ impl Device for DriverLink {
                     }
                     _ => self.stats.rx_bad += 1,
                 },
+                RX_CLIENT_PIECE => {
+                    let Some(offload) = offload_of(d.aux[0]) else {
+                        self.stats.rx_bad += 1;
+                        continue;
+                    };
+                    let mut p = match self.steering.receive(pool, d.aux[KEY], d.buffer, d.offset, d.len) {
+                        Steered::InPlace(p) => {
+                            let headers = p.chunks().next().map_or(0, <[u8]>::len);
+                            self.stats.rx_bytes_copied += headers as u64;
+                            self.stats.rx_bytes_in_place += (p.len() - headers) as u64;
+                            p
+                        }
+                        Steered::Copied(p) => {
+                            self.stats.rx_bytes_copied += p.len() as u64;
+                            p
+                        }
+                        Steered::Refused => {
+                            self.stats.rx_steer_refused += 1;
+                            continue;
+                        }
+                    };
+                    p.set_offload(offload);
+                    self.stats.rx_steered += 1;
+                    self.stats.rx_frames += 1;
+                    self.device_stats.rx_frames += 1;
+                    self.device_stats.rx_bytes += p.len() as u64;
+                    out.push(p);
+                    frames += 1;
+                }
                 RETURNED => {
                     if let Some(c) = inc.returns.remove(&(d.aux[KEY], d.id)) {
                         if d.aux[0] == UNDELIVERED {
@@ -800,6 +883,7 @@ fn read_control(
     counters: &mut super::DriverStats,
     attached: &mut std::collections::HashSet<u64>,
     refused: &mut std::collections::HashSet<u64>,
+    steering: &Steering,
 ) -> bool {
     loop {
         let mut buf = [0u8; CONTROL_LEN];
@@ -810,6 +894,8 @@ fn read_control(
                 Some(Control::Counter { id, value }) => counters.set(id, value),
                 Some(Control::Attached { key, ok: true }) => {
                     attached.insert(key);
+                    // Its receive buffers can go to the driver now.
+                    steering.spare_changed();
                 }
                 Some(Control::Attached { key, ok: false }) => {
                     refused.insert(key);

@@ -9,6 +9,7 @@
 //! | `TX_CLIENT_PIECE` | a piece of a frame in an application's region (its payload, untouched) | aux1 client key; buffer, offset, len; flags `MORE`; aux0 offload bits on the first piece; aux2 hand-over time of a traced send |
 //! | `RETURN` | post this completion to the client once every frame before it is on the device (direct return) | aux1 client key; flags socket, id request id, buffer/offset/len the piece, status, aux2 op, aux3 result; aux0 netd's stage times of a traced send |
 //! | `RX_FREE` | a receive buffer back to the driver | buffer |
+//! | `RX_CLIENT_FREE` | a buffer of an application's region netd keeps for receiving, for that application's steered frames | aux1 client key; buffer |
 //!
 //! Ring 1 (driver → netd):
 //!
@@ -17,6 +18,7 @@
 //! | `RX_PIECE` | a piece of a received frame in a driver buffer handed over | buffer, offset, len; flags `MORE`; aux0 offload bits on the first piece |
 //! | `TX_DONE` | a transmit buffer back to netd (its frames are on the device) | buffer |
 //! | `RETURNED` | the completion of a `RETURN` was posted to its client (aux0 0) or could not be (aux0 `UNDELIVERED`: netd posts it) | aux1 client key, id request id |
+//! | `RX_CLIENT_PIECE` | a whole received frame, steered into a buffer of the application whose port it is for | aux1 client key; buffer, offset, len; aux0 offload bits |
 //!
 //! Every buffer a descriptor names is checked against the receiver's
 //! ownership table, every client key against the attached clients, and a
@@ -35,6 +37,9 @@ pub const RETURN: u32 = 3;
 /// A receive buffer handed back (netd → driver).
 pub const RX_FREE: u32 = 4;
 
+/// A receive buffer in a client's region (netd → driver).
+pub const RX_CLIENT_FREE: u32 = 5;
+
 /// A received frame piece (driver → netd).
 pub const RX_PIECE: u32 = 1;
 /// A transmit buffer handed back (driver → netd).
@@ -42,6 +47,8 @@ pub const TX_DONE: u32 = 2;
 /// A direct return done (driver → netd); `aux[0]` [`UNDELIVERED`] when
 /// the driver did not know the client, so netd must post it.
 pub const RETURNED: u32 = 3;
+/// A received frame in a client's region (driver → netd).
+pub const RX_CLIENT_PIECE: u32 = 4;
 /// `aux[0]` of a `RETURNED` whose completion was not posted.
 pub const UNDELIVERED: u64 = 1;
 
@@ -130,6 +137,24 @@ pub enum Control {
         /// Whether the driver mapped the region.
         ok: bool,
     },
+    /// netd → driver: frames for local port `port` of IP protocol
+    /// `proto` (TCP or UDP) go into receive buffers of client `key`'s
+    /// region (receive steering).
+    Steer {
+        /// IP protocol number.
+        proto: u8,
+        /// Local (destination) port.
+        port: u16,
+        /// The client that owns every socket on that port.
+        key: u64,
+    },
+    /// netd → driver: frames for that port are steered no more.
+    Unsteer {
+        /// IP protocol number.
+        proto: u8,
+        /// Local port.
+        port: u16,
+    },
     /// driver → netd, now and then: one of its counters
     /// ([`crate::driver::DriverStats::named`] order).
     Counter {
@@ -155,6 +180,8 @@ impl Control {
             Control::Detach { key } => (4, key, 0, 0),
             Control::Counter { id, value } => (5, u64::from(id), value, 0),
             Control::Attached { key, ok } => (6, key, u64::from(ok), 0),
+            Control::Steer { proto, port, key } => (7, u64::from(proto) << 16 | u64::from(port), key, 0),
+            Control::Unsteer { proto, port } => (8, u64::from(proto) << 16 | u64::from(port), 0, 0),
         };
         let mut out = [0u8; CONTROL_LEN];
         out[0..4].copy_from_slice(&kind.to_le_bytes());
@@ -192,6 +219,8 @@ impl Control {
             4 if b == 0 && c == 0 => Some(Control::Detach { key: a }),
             5 if c == 0 => Some(Control::Counter { id: u32::try_from(a).ok()?, value: b }),
             6 if b <= 1 && c == 0 => Some(Control::Attached { key: a, ok: b == 1 }),
+            7 if a >> 24 == 0 && c == 0 => Some(Control::Steer { proto: (a >> 16) as u8, port: a as u16, key: b }),
+            8 if a >> 24 == 0 && b == 0 && c == 0 => Some(Control::Unsteer { proto: (a >> 16) as u8, port: a as u16 }),
             _ => None,
         }
     }
@@ -225,6 +254,8 @@ mod tests {
             Control::Counter { id: 3, value: 1 << 40 },
             Control::Attached { key: 9, ok: true },
             Control::Attached { key: 10, ok: false },
+            Control::Steer { proto: 17, port: 7000, key: 3 },
+            Control::Unsteer { proto: 6, port: 65535 },
         ] {
             assert_eq!(Control::decode(&m.encode()), Some(m));
         }
@@ -235,6 +266,9 @@ mod tests {
         let mut unknown = Control::Hello.encode();
         unknown[0] = 9;
         assert_eq!(Control::decode(&unknown), None);
+        let mut wide = Control::Unsteer { proto: 6, port: 80 }.encode();
+        wide[11] = 1;
+        assert_eq!(Control::decode(&wide), None);
     }
 
     #[test]

@@ -7,16 +7,20 @@
 //! region (its payload, never copied), hands them to the device, and then
 //! posts `RETURN`ed completions straight into the application's
 //! driver-completion ring (direct return). Frames from the device go to
-//! netd in receive buffers of the driver region.
+//! netd in receive buffers of the driver region, or, when the device lets
+//! the driver read their headers first and netd steers their port to an
+//! application, straight into a buffer of that application's region
+//! (`crate::steering`).
 
 use nagare_request::pack_stages;
 use super::proto::{
-    offload_of, offload_word, Control, CONTROL_LEN, KEY, STAGES, TRACE_AT, UNDELIVERED, MAX_PIECES, MORE, RETURN, RETURNED, RX_FREE, RX_PIECE,
-    TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
+    offload_of, offload_word, Control, CONTROL_LEN, KEY, STAGES, TRACE_AT, UNDELIVERED, MAX_PIECES, MORE, RETURN, RETURNED, RX_CLIENT_FREE,
+    RX_CLIENT_PIECE, RX_FREE, RX_PIECE, TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
 };
+use crate::steering::{flow_of, HEAD_LEN};
 use crate::view::{Release, View};
 use nagare_core::buf::{BufferPool, Offload, PacketBuf};
-use nagare_dev::{Device, MonotonicClock, RX_HEADROOM};
+use nagare_dev::{Device, FrameInPlace, MonotonicClock, RX_HEADROOM};
 use nagare_ipc::fdpass::{recv_with_fds, send_with_fds};
 use nagare_ipc::{Consumer, Descriptor, Notifier, Pool, Producer, Region, Waiter};
 use std::cell::RefCell;
@@ -60,12 +64,14 @@ pub struct DriverStats {
     pub clients_attached: u64,
     /// Control messages or descriptors that made no sense.
     pub bad_messages: u64,
+    /// Frames of them put straight into an application's region (steered).
+    pub rx_steered: u64,
 }
 
 impl DriverStats {
     /// The counters with their names, in the order `Control::Counter`
     /// numbers them.
-    pub fn named(&self) -> [(&'static str, u64); 9] {
+    pub fn named(&self) -> [(&'static str, u64); 10] {
         [
             ("tx_frames", self.tx_frames),
             ("tx_client_pieces", self.tx_client_pieces),
@@ -76,6 +82,7 @@ impl DriverStats {
             ("rx_bytes_copied", self.rx_bytes_copied),
             ("clients_attached", self.clients_attached),
             ("bad_messages", self.bad_messages),
+            ("rx_steered", self.rx_steered),
         ]
     }
 
@@ -91,6 +98,7 @@ impl DriverStats {
             6 => &mut self.rx_bytes_copied,
             7 => &mut self.clients_attached,
             8 => &mut self.bad_messages,
+            9 => &mut self.rx_steered,
             _ => return,
         };
         *field = value;
@@ -152,6 +160,8 @@ struct ClientPort {
     completions: Producer,
     notifier: Notifier,
     backlog: VecDeque<Descriptor>,
+    /// Buffers of its region netd gave us for its steered frames.
+    rx_free: Vec<u32>,
 }
 
 /// A completion due once `after` frames have left the device.
@@ -197,6 +207,12 @@ struct Driver {
     direct_rx: bool,
     /// Views of the buffers of one such read (kept for their capacity).
     rx_views: Vec<nagare_ipc::SharedBytes>,
+    /// The device shows frames before they are copied (until it says it
+    /// cannot): they are steered.
+    placed_rx: bool,
+    /// Local ports whose frames go to a client's region: (protocol, port)
+    /// → client key.
+    steer: HashMap<(u8, u16), u64>,
 }
 
 /// Runs the driver on the control socket `control` until netd closes it or
@@ -266,6 +282,8 @@ pub fn serve(
         netd_gone: false,
         direct_rx: true,
         rx_views: Vec::with_capacity(MAX_PIECES),
+        placed_rx: true,
+        steer: HashMap::new(),
     };
     let mut last_work = std::time::Instant::now();
     let mut reported = (std::time::Instant::now(), DriverStats::default());
@@ -371,6 +389,12 @@ impl Driver {
                 (Some(Control::Detach { key }), 0) => {
                     self.clients.remove(&key);
                 }
+                (Some(Control::Steer { proto, port, key }), 0) => {
+                    self.steer.insert((proto, port), key);
+                }
+                (Some(Control::Unsteer { proto, port }), 0) => {
+                    self.steer.remove(&(proto, port));
+                }
                 _ => self.stats.bad_messages += 1,
             }
         }
@@ -398,6 +422,11 @@ impl Driver {
                     let trace = if d.aux[STAGES] != 0 { self.last_traced.take() } else { None };
                     self.due.push_back(Due { after: self.frames_queued, key: d.aux[KEY], completion, trace });
                 }
+                RX_CLIENT_FREE => match self.clients.get_mut(&d.aux[KEY]) {
+                    Some(c) if d.buffer < c.region.layout().config.buffers => c.rx_free.push(d.buffer),
+                    // A client detached meanwhile: netd forgot the buffer.
+                    _ => self.stats.bad_messages += 1,
+                },
                 RX_FREE => match self.pool.take(d) {
                     Ok(Some(b)) => {
                         let _ = self.pool.release(b.index);
@@ -530,6 +559,11 @@ impl Driver {
         if max == 0 {
             return false;
         }
+        if self.placed_rx {
+            if let Some(work) = self.receive_placed(max.min(RX_BATCH), now) {
+                return work;
+            }
+        }
         if self.direct_rx {
             if let Some(work) = self.receive_direct(max.min(RX_BATCH), now) {
                 return work;
@@ -566,7 +600,7 @@ impl Driver {
                 }
             }
             let total = frame.len();
-            self.post_frame(&indices[..pieces], total, frame.offload());
+            post_frame(&mut self.pool, &mut self.out, &mut self.stats, &indices[..pieces], total, frame.offload());
             self.stats.rx_bytes_copied += total as u64;
         }
         work
@@ -636,31 +670,86 @@ impl Driver {
             for &index in &indices[used.min(indices.len())..] {
                 let _ = self.pool.release(index);
             }
-            self.post_frame(&indices[..used.min(indices.len())], len, offload);
+            post_frame(&mut self.pool, &mut self.out, &mut self.stats, &indices[..used.min(indices.len())], len, offload);
         }
         Some(work)
     }
 
-    /// Hands netd a received frame of `len` bytes filling `indices`
-    /// (starting `RX_HEADROOM` into the first), one `RX_PIECE` a buffer.
-    fn post_frame(&mut self, indices: &[u32], len: usize, offload: Offload) {
-        let size = self.pool.buffer_size() as usize;
-        let end = RX_HEADROOM + len;
-        for (k, &index) in indices.iter().enumerate() {
-            let offset = if k == 0 { RX_HEADROOM } else { 0 };
-            let piece = end.min((k + 1) * size) - k * size - offset;
-            let _ = self.pool.give(index);
-            self.out.push_back(Descriptor {
-                kind: RX_PIECE,
-                flags: if k + 1 < indices.len() { MORE } else { 0 },
-                buffer: index,
-                offset: offset as u32,
-                len: piece as u32,
-                aux: [if k == 0 { offload_word(offload) } else { 0 }, 0, 0, 0],
-                ..Default::default()
-            });
+    /// Frames the device shows before copying them (a VNI slot): those
+    /// for a steered port go straight into a buffer of the client that owns
+    /// it, the others into receive buffers of the driver region; one copy
+    /// either way, the device's. `None` if the device cannot.
+    fn receive_placed(&mut self, max: usize, now: nagare_core::Instant) -> Option<bool> {
+        let Driver { device, pool, clients, steer, out, stats, .. } = self;
+        let size = pool.buffer_size() as usize;
+        let mut place = |frame: &dyn FrameInPlace| {
+            let len = frame.len();
+            let mut head = [0u8; HEAD_LEN];
+            let n = len.min(HEAD_LEN);
+            let flow = if frame.copy_out(0, &mut head[..n]) { flow_of(&head[..n]) } else { None };
+            let key = flow.and_then(|f| steer.get(&(f.proto, f.port)).copied());
+            if let Some((key, c)) = key.and_then(|k| clients.get_mut(&k).map(|c| (k, c))) {
+                if RX_HEADROOM + len <= c.region.layout().config.buffer_size as usize {
+                    if let Some(index) = c.rx_free.pop() {
+                        let copied = c.region.shared_bytes(index, RX_HEADROOM as u32, len as u32).is_ok_and(|mut bytes| {
+                            // SAFETY: a buffer netd handed us for this
+                            // client: nobody in this process uses it; the
+                            // client writing it spoils only its own frame
+                            // (netd parses its own copy of the headers).
+                            frame.copy_out(0, unsafe { bytes.as_mut_slice() })
+                        });
+                        if copied {
+                            out.push_back(Descriptor {
+                                kind: RX_CLIENT_PIECE,
+                                buffer: index,
+                                offset: RX_HEADROOM as u32,
+                                len: len as u32,
+                                aux: [offload_word(Offload::NONE), key, 0, 0],
+                                ..Default::default()
+                            });
+                            stats.rx_frames += 1;
+                            stats.rx_steered += 1;
+                            return;
+                        }
+                        c.rx_free.push(index);
+                    }
+                }
+            }
+            // Not steered (or no buffer of its client left): into ours.
+            let pieces = (RX_HEADROOM + len).div_ceil(size).max(1);
+            if pieces > MAX_PIECES || (pool.counts().0 as usize) < pieces {
+                stats.rx_dropped += 1;
+                return;
+            }
+            let mut indices = [0u32; MAX_PIECES];
+            let mut ok = true;
+            for (k, slot) in indices.iter_mut().take(pieces).enumerate() {
+                *slot = pool.alloc().unwrap_or(u32::MAX);
+                let start = if k == 0 { 0 } else { k * size - RX_HEADROOM };
+                let end = ((k + 1) * size - RX_HEADROOM).min(len);
+                let offset = if k == 0 { RX_HEADROOM as u32 } else { 0 };
+                ok &= pool.shared(*slot, offset, (end - start) as u32).is_ok_and(|mut bytes| {
+                    // SAFETY: just allocated: ours alone.
+                    frame.copy_out(start, unsafe { bytes.as_mut_slice() })
+                });
+            }
+            if !ok {
+                for &index in &indices[..pieces] {
+                    let _ = pool.release(index);
+                }
+                stats.rx_dropped += 1;
+                return;
+            }
+            post_frame(pool, out, stats, &indices[..pieces], len, Offload::NONE);
+        };
+        match device.receive_placed(max, now, &mut place) {
+            Ok(n) => Some(n > 0),
+            Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+                self.placed_rx = false;
+                None
+            }
+            Err(_) => Some(false),
         }
-        self.stats.rx_frames += 1;
     }
 
     /// Posts what is waiting for netd.
@@ -710,6 +799,28 @@ impl Driver {
     }
 }
 
+/// Hands netd a received frame of `len` bytes filling `indices` (starting
+/// `RX_HEADROOM` into the first), one `RX_PIECE` a buffer.
+fn post_frame(pool: &mut Pool, out: &mut VecDeque<Descriptor>, stats: &mut DriverStats, indices: &[u32], len: usize, offload: Offload) {
+    let size = pool.buffer_size() as usize;
+    let end = RX_HEADROOM + len;
+    for (k, &index) in indices.iter().enumerate() {
+        let offset = if k == 0 { RX_HEADROOM } else { 0 };
+        let piece = end.min((k + 1) * size) - k * size - offset;
+        let _ = pool.give(index);
+        out.push_back(Descriptor {
+            kind: RX_PIECE,
+            flags: if k + 1 < indices.len() { MORE } else { 0 },
+            buffer: index,
+            offset: offset as u32,
+            len: piece as u32,
+            aux: [if k == 0 { offload_word(offload) } else { 0 }, 0, 0, 0],
+            ..Default::default()
+        });
+    }
+    stats.rx_frames += 1;
+}
+
 /// A `RETURNED` for client `key`'s request `id` (`how`: 0 posted, or
 /// [`UNDELIVERED`]).
 fn returned(key: u64, id: u64, how: u64) -> Descriptor {
@@ -726,7 +837,7 @@ fn attach_client(memfd: OwnedFd, efd: OwnedFd, shape: (u32, u32, u32)) -> Result
     }
     // Carries on after a driver that died, whose head the application saw.
     let completions = region.resume_producer(2).map_err(|e| e.to_string())?;
-    Ok(ClientPort { region, completions, notifier: Notifier::new(efd), backlog: VecDeque::new() })
+    Ok(ClientPort { region, completions, notifier: Notifier::new(efd), backlog: VecDeque::new(), rx_free: Vec::new() })
 }
 
 /// Waits up to `timeout` for `fd` to become readable; the number of ready

@@ -1,0 +1,504 @@
+//! Receive steering: a flow's frames land in the region of the application
+//! that owns its port, so the payload reaches the application without a
+//! copy inside the instance.
+//!
+//! netd keeps a pool of buffers in each client's region (the first
+//! `receive_pool` of them start netd's) and hands some to the driver. The
+//! driver reads each frame's headers where the device holds it (a VNI
+//! slot), looks the local port up in the table netd sends it (`Steer`), and
+//! copies the frame straight into one of that client's buffers
+//! (`RX_CLIENT_PIECE`): the device's one copy at the edge. netd copies the
+//! headers out (the application can write its region, so netd parses only
+//! its own copy) and checks again that the port is the client's; the
+//! payload goes to the engine as a view of the buffer. When the
+//! application receives it, the completion names that buffer, and the
+//! buffer the request posted joins netd's pool in its place (a swap, as a
+//! NIC's receive ring trades buffers): no byte is copied.
+//!
+//! What the application can do with this: read its own flows' frames,
+//! headers included, and change them while netd holds them. Changing the
+//! payload changes only what it receives. Changing the headers before netd
+//! copies them can make a frame claim another port: netd then drops it if
+//! another client owns that port, so one application cannot inject into
+//! another's sockets.
+
+use crate::driver::proto::Control;
+use crate::view::{Release, View};
+use nagare_core::buf::{BufferPool, PacketBuf};
+use nagare_dev::RX_HEADROOM;
+use nagare_ipc::SharedBytes;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// Bytes of a frame read to steer it: Ethernet, the longest IPv4 header
+/// and the longest TCP header.
+pub(crate) const HEAD_LEN: usize = 14 + 60 + 60;
+
+/// IP protocol numbers steered.
+const TCP: u8 = 6;
+const UDP: u8 = 17;
+
+/// What a frame is for, read from its first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Flow {
+    /// IP protocol (TCP or UDP).
+    pub proto: u8,
+    /// Destination (local) port.
+    pub port: u16,
+    /// Ethernet, IP and transport headers together.
+    pub header_len: usize,
+}
+
+/// The flow of an unfragmented IPv4 TCP or UDP frame whose headers all lie
+/// in `head`; `None` for anything else (ARP, ICMP, fragments, junk).
+pub(crate) fn flow_of(head: &[u8]) -> Option<Flow> {
+    let byte = |i: usize| head.get(i).copied();
+    let word = |i: usize| Some(u16::from_be_bytes([byte(i)?, byte(i + 1)?]));
+    if word(12)? != 0x0800 {
+        return None;
+    }
+    let vihl = byte(14)?;
+    let ihl = usize::from(vihl & 0x0f) * 4;
+    if vihl >> 4 != 4 || ihl < 20 {
+        return None;
+    }
+    // More fragments, or an offset: not the whole datagram.
+    if word(20)? & 0x3fff != 0 {
+        return None;
+    }
+    let proto = byte(23)?;
+    let l4 = 14 + ihl;
+    let l4_len = match proto {
+        UDP => 8,
+        TCP => usize::from(byte(l4 + 12)? >> 4) * 4,
+        _ => return None,
+    };
+    if l4_len < 8 || l4 + l4_len > head.len() {
+        return None;
+    }
+    Some(Flow { proto, port: word(l4 + 2)?, header_len: l4 + l4_len })
+}
+
+/// Who owns the sockets on one local port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owner {
+    /// One client, with this many sockets there.
+    One { key: u64, sockets: u32 },
+    /// Sockets of several clients: not steered.
+    Shared { sockets: u32 },
+}
+
+/// Where one of netd's receive buffers in a client's region is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RxState {
+    /// With netd, to be handed to the driver.
+    Spare,
+    /// With the driver.
+    AtDriver,
+    /// Its payload is with the engine (this lending's serial).
+    InEngine(u64),
+}
+
+struct RxBuffer {
+    view: SharedBytes,
+    state: RxState,
+}
+
+/// One client's receive buffers.
+struct ClientRx {
+    base: usize,
+    size: usize,
+    buffers: HashMap<u32, RxBuffer>,
+}
+
+/// How netd took a steered frame.
+#[derive(Debug)]
+pub(crate) enum Steered {
+    /// Headers copied, payload lent in place.
+    InPlace(PacketBuf),
+    /// The port is nobody's now (a socket closed while the frame came):
+    /// copied whole, for the engine to answer as it would any frame.
+    Copied(PacketBuf),
+    /// Refused: not a buffer netd gave the driver, or the headers name a
+    /// port another client owns (counted by the caller).
+    Refused,
+}
+
+/// The engine's hold on a steered frame's payload.
+struct SteeredPayload {
+    key: u64,
+    index: u32,
+    serial: u64,
+    released: Rc<RefCell<Vec<(u64, u32, u64)>>>,
+}
+
+impl Release for SteeredPayload {
+    fn release(&mut self) {
+        self.released.borrow_mut().push((self.key, self.index, self.serial));
+    }
+}
+
+/// The steering table and every client's receive buffers, shared by netd
+/// and its link to the driver.
+pub(crate) struct Steering {
+    /// Only a driver steers; a device inside netd copies as before.
+    enabled: bool,
+    ports: RefCell<HashMap<(u8, u16), Owner>>,
+    clients: RefCell<HashMap<u64, ClientRx>>,
+    /// Table changes the driver has not been sent yet.
+    updates: RefCell<Vec<Control>>,
+    released: Rc<RefCell<Vec<(u64, u32, u64)>>>,
+    serial: Cell<u64>,
+    /// Some buffer may have become spare (or a client attached) since the
+    /// driver was last given some.
+    spare_changed: Cell<bool>,
+}
+
+impl Steering {
+    /// A table; `enabled` when a driver consumes it.
+    pub fn new(enabled: bool) -> Steering {
+        Steering {
+            enabled,
+            ports: RefCell::default(),
+            clients: RefCell::default(),
+            updates: RefCell::default(),
+            released: Rc::default(),
+            serial: Cell::new(0),
+            spare_changed: Cell::new(true),
+        }
+    }
+
+    /// Whether frames are steered at all.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Client `key`'s receive buffers (index, view of the whole buffer),
+    /// in an area starting at `base` of buffers of `size` bytes.
+    pub fn add_client(&self, key: u64, base: usize, size: usize, buffers: Vec<(u32, SharedBytes)>) {
+        let buffers = buffers.into_iter().map(|(i, view)| (i, RxBuffer { view, state: RxState::Spare })).collect();
+        self.clients.borrow_mut().insert(key, ClientRx { base, size, buffers });
+    }
+
+    /// Client `key` is gone: its buffers (the engine's views keep them
+    /// mapped) and its ports.
+    pub fn remove_client(&self, key: u64) {
+        self.clients.borrow_mut().remove(&key);
+        let mut ports = self.ports.borrow_mut();
+        let mut updates = self.updates.borrow_mut();
+        ports.retain(|&(proto, port), owner| {
+            let mine = matches!(owner, Owner::One { key: k, .. } if *k == key);
+            if mine && self.enabled {
+                updates.push(Control::Unsteer { proto, port });
+            }
+            !mine
+        });
+    }
+
+    /// Client `key` has one more socket on local port `port`.
+    pub fn bind(&self, proto: u8, port: u16, key: u64) {
+        let mut ports = self.ports.borrow_mut();
+        let owner = match ports.get(&(proto, port)).copied() {
+            None => {
+                self.update(Control::Steer { proto, port, key });
+                Owner::One { key, sockets: 1 }
+            }
+            Some(Owner::One { key: k, sockets }) if k == key => Owner::One { key, sockets: sockets + 1 },
+            Some(Owner::One { sockets, .. }) => {
+                self.update(Control::Unsteer { proto, port });
+                Owner::Shared { sockets: sockets + 1 }
+            }
+            Some(Owner::Shared { sockets }) => Owner::Shared { sockets: sockets + 1 },
+        };
+        ports.insert((proto, port), owner);
+    }
+
+    /// Client `key` has one socket fewer on `port`. A port shared once
+    /// stays unsteered until its last socket goes.
+    pub fn unbind(&self, proto: u8, port: u16) {
+        let mut ports = self.ports.borrow_mut();
+        let Some(owner) = ports.get_mut(&(proto, port)) else { return };
+        let (Owner::One { sockets, .. } | Owner::Shared { sockets }) = owner;
+        *sockets = sockets.saturating_sub(1);
+        if *sockets == 0 {
+            if matches!(owner, Owner::One { .. }) {
+                self.update(Control::Unsteer { proto, port });
+            }
+            ports.remove(&(proto, port));
+        }
+    }
+
+    fn update(&self, m: Control) {
+        if self.enabled {
+            self.updates.borrow_mut().push(m);
+        }
+    }
+
+    /// The client that owns local port `port`, if one alone does.
+    pub fn owner(&self, proto: u8, port: u16) -> Option<u64> {
+        match self.ports.borrow().get(&(proto, port)) {
+            Some(Owner::One { key, .. }) => Some(*key),
+            _ => None,
+        }
+    }
+
+    /// Whether some socket, of any client, is on `port`.
+    fn bound(&self, proto: u8, port: u16) -> bool {
+        self.ports.borrow().contains_key(&(proto, port))
+    }
+
+    /// Whether spare buffers may wait for the driver; clears the mark.
+    pub fn take_spare_changed(&self) -> bool {
+        self.spare_changed.replace(false)
+    }
+
+    /// Marks that spare buffers may wait (a client the driver has just
+    /// mapped).
+    pub fn spare_changed(&self) {
+        self.spare_changed.set(true);
+    }
+
+    /// Table changes for the driver, oldest first.
+    pub fn take_updates(&self) -> Vec<Control> {
+        std::mem::take(&mut *self.updates.borrow_mut())
+    }
+
+    /// The whole table, for a driver that just started.
+    pub fn table(&self) -> Vec<Control> {
+        self.ports
+            .borrow()
+            .iter()
+            .filter_map(|(&(proto, port), o)| match o {
+                Owner::One { key, .. } => Some(Control::Steer { proto, port, key: *key }),
+                Owner::Shared { .. } => None,
+            })
+            .collect()
+    }
+
+    /// Spare buffers of client `key` to hand to the driver, so that it
+    /// holds at most `limit`; they count as the driver's from now on.
+    pub fn to_post(&self, key: u64, limit: usize) -> Vec<u32> {
+        let mut clients = self.clients.borrow_mut();
+        let Some(c) = clients.get_mut(&key) else { return Vec::new() };
+        let held = c.buffers.values().filter(|b| b.state == RxState::AtDriver).count();
+        let mut out = Vec::new();
+        for (&i, b) in c.buffers.iter_mut() {
+            if held + out.len() >= limit {
+                break;
+            }
+            if b.state == RxState::Spare {
+                b.state = RxState::AtDriver;
+                out.push(i);
+            }
+        }
+        out
+    }
+
+    /// The driver died: what it held is netd's again.
+    pub fn driver_lost(&self) {
+        for c in self.clients.borrow_mut().values_mut() {
+            for b in c.buffers.values_mut() {
+                if b.state == RxState::AtDriver {
+                    b.state = RxState::Spare;
+                }
+            }
+        }
+        self.spare_changed.set(true);
+    }
+
+    /// Client `key`'s frame of `len` bytes at `offset` of buffer `index`,
+    /// steered there by the driver: for the engine, or refused (the buffer
+    /// is netd's spare again).
+    pub fn receive(&self, pool: &BufferPool, key: u64, index: u32, offset: u32, len: u32) -> Steered {
+        let mut clients = self.clients.borrow_mut();
+        let Some(c) = clients.get_mut(&key) else { return Steered::Refused };
+        let Some(b) = c.buffers.get_mut(&index) else { return Steered::Refused };
+        if b.state != RxState::AtDriver {
+            return Steered::Refused;
+        }
+        b.state = RxState::Spare;
+        self.spare_changed.set(true);
+        let (offset, len) = (offset as usize, len as usize);
+        let Some(frame) = b.view.sub(offset, len) else { return Steered::Refused };
+        // Our own copy of the headers: the application can rewrite its
+        // region under us, so nothing is parsed where it lies.
+        let mut head = [0u8; HEAD_LEN];
+        let n = len.min(HEAD_LEN);
+        // SAFETY: copied once into private memory and parsed only there.
+        head[..n].copy_from_slice(unsafe { &frame.as_slice()[..n] });
+        let flow = flow_of(&head[..n]);
+        let owner = flow.and_then(|f| self.owner(f.proto, f.port));
+        match (flow, owner) {
+            (Some(f), Some(k)) if k == key => {
+                let Some(payload) = frame.sub(f.header_len, len - f.header_len) else { return Steered::Refused };
+                let Ok(mut packet) = PacketBuf::from_slice(pool, RX_HEADROOM, &head[..f.header_len]) else {
+                    return Steered::Refused;
+                };
+                let serial = self.serial.get() + 1;
+                self.serial.set(serial);
+                let hold = SteeredPayload { key, index, serial, released: self.released.clone() };
+                let Some(p) = View::packet(payload, hold, 0, len - f.header_len) else { return Steered::Refused };
+                b.state = RxState::InEngine(serial);
+                packet.append(p);
+                Steered::InPlace(packet)
+            }
+            // Another client's port: a rewritten header.
+            (Some(f), _) if self.bound(f.proto, f.port) => Steered::Refused,
+            (Some(_), _) => {
+                // SAFETY: copied into the engine's own buffers at once.
+                let bytes = unsafe { frame.as_slice() };
+                PacketBuf::from_slice(pool, RX_HEADROOM, bytes).map_or(Steered::Refused, Steered::Copied)
+            }
+            (None, _) => Steered::Refused,
+        }
+    }
+
+    /// Payloads the engine let go of: their buffers are spare again.
+    pub fn settle(&self) {
+        let released: Vec<(u64, u32, u64)> = std::mem::take(&mut *self.released.borrow_mut());
+        let mut clients = self.clients.borrow_mut();
+        for (key, index, serial) in released {
+            if let Some(b) = clients.get_mut(&key).and_then(|c| c.buffers.get_mut(&index)) {
+                if b.state == RxState::InEngine(serial) {
+                    b.state = RxState::Spare;
+                    self.spare_changed.set(true);
+                }
+            }
+        }
+    }
+
+    /// The receive buffer of client `key` that `len` bytes at `addr` lie in
+    /// while the engine holds them: `(buffer, offset)`.
+    pub fn locate(&self, key: u64, addr: usize, len: usize) -> Option<(u32, u32)> {
+        let clients = self.clients.borrow();
+        let c = clients.get(&key)?;
+        let at = addr.checked_sub(c.base)?;
+        let (index, offset) = (u32::try_from(at / c.size).ok()?, at % c.size);
+        let b = c.buffers.get(&index)?;
+        (matches!(b.state, RxState::InEngine(_)) && offset + len <= c.size).then_some((index, offset as u32))
+    }
+
+    /// Buffer `index` goes to client `key` with a receive's completion;
+    /// `posted`, the buffer that receive brought, takes its place.
+    pub fn swap(&self, key: u64, index: u32, posted: (u32, SharedBytes)) {
+        let mut clients = self.clients.borrow_mut();
+        let Some(c) = clients.get_mut(&key) else { return };
+        c.buffers.remove(&index);
+        c.buffers.insert(posted.0, RxBuffer { view: posted.1, state: RxState::Spare });
+        self.spare_changed.set(true);
+    }
+
+    /// Receive buffers netd keeps in client `key`'s region.
+    pub fn pool_size(&self, key: u64) -> usize {
+        self.clients.borrow().get(&key).map_or(0, |c| c.buffers.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An Ethernet + IPv4 frame of `proto` to local port `port`, with a
+    /// transport header of `l4_len` bytes and `payload` after it.
+    fn frame(proto: u8, port: u16, l4_len: usize, payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + l4_len];
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        f[14] = 0x45;
+        f[20] = 0x40; // DF: still whole
+        f[23] = proto;
+        f[34 + 2..34 + 4].copy_from_slice(&port.to_be_bytes());
+        if proto == TCP {
+            f[34 + 12] = ((l4_len / 4) as u8) << 4;
+        }
+        f.extend_from_slice(payload);
+        f
+    }
+
+    #[test]
+    fn flows_are_read_from_whole_tcp_and_udp_frames_only() {
+        assert_eq!(flow_of(&frame(UDP, 7000, 8, b"x")), Some(Flow { proto: UDP, port: 7000, header_len: 42 }));
+        assert_eq!(flow_of(&frame(TCP, 80, 32, b"")), Some(Flow { proto: TCP, port: 80, header_len: 66 }));
+        let mut fragment = frame(UDP, 7000, 8, b"x");
+        fragment[20] = 0x20; // more fragments
+        assert_eq!(flow_of(&fragment), None);
+        let mut icmp = frame(UDP, 7000, 8, b"x");
+        icmp[23] = 1;
+        assert_eq!(flow_of(&icmp), None);
+        let mut short_tcp = frame(TCP, 80, 20, b"");
+        short_tcp[34 + 12] = 0x10; // data offset 4 bytes
+        assert_eq!(flow_of(&short_tcp), None);
+        // Headers cut short, junk, nothing: no flow and no panic.
+        let whole = frame(TCP, 80, 60, b"");
+        for n in 0..whole.len() {
+            assert_eq!(flow_of(&whole[..n]), None, "{n} bytes");
+        }
+        assert_eq!(flow_of(&[0xff; 200]), None);
+    }
+
+    #[test]
+    fn a_port_is_steered_while_one_client_alone_has_sockets_there() {
+        let s = Steering::new(true);
+        s.bind(UDP, 7000, 1);
+        s.bind(UDP, 7000, 1);
+        assert_eq!(s.owner(UDP, 7000), Some(1));
+        assert_eq!(s.take_updates(), vec![Control::Steer { proto: UDP, port: 7000, key: 1 }]);
+        s.bind(UDP, 7000, 2);
+        assert_eq!(s.owner(UDP, 7000), None);
+        assert_eq!(s.take_updates(), vec![Control::Unsteer { proto: UDP, port: 7000 }]);
+        for _ in 0..3 {
+            s.unbind(UDP, 7000);
+        }
+        assert!(!s.bound(UDP, 7000));
+        assert!(s.take_updates().is_empty());
+        s.bind(TCP, 80, 3);
+        s.remove_client(3);
+        assert_eq!(s.owner(TCP, 80), None);
+        assert_eq!(s.take_updates().last(), Some(&Control::Unsteer { proto: TCP, port: 80 }));
+        let off = Steering::new(false);
+        off.bind(UDP, 1, 1);
+        assert!(off.take_updates().is_empty());
+    }
+
+    #[test]
+    fn a_steered_frame_lends_its_payload_and_a_rewritten_port_is_refused() {
+        let region = nagare_ipc::Region::create("nagare-steer-test", nagare_ipc::RegionConfig::pair(8, 4, 2048)).unwrap();
+        let mut pool = region.pool().unwrap();
+        assert_eq!((pool.alloc(), pool.alloc()), (Some(0), Some(1)));
+        let view = |i: u32| pool.shared(i, 0, 2048).unwrap();
+        let engine = BufferPool::new(2048, 8);
+        let s = Steering::new(true);
+        s.add_client(1, pool.area_base(), 2048, vec![(0, view(0)), (1, view(1))]);
+        s.bind(UDP, 7000, 1);
+        s.bind(UDP, 7001, 2);
+        let mut posted = s.to_post(1, 8);
+        posted.sort_unstable();
+        assert_eq!(posted, vec![0, 1]);
+        let write = |i: u32, bytes: &[u8]| {
+            let mut v = pool.shared(i, RX_HEADROOM as u32, bytes.len() as u32).unwrap();
+            assert!(v.write(0, bytes));
+        };
+        let good = frame(UDP, 7000, 8, b"payload");
+        write(0, &good);
+        let Steered::InPlace(p) = s.receive(&engine, 1, 0, RX_HEADROOM as u32, good.len() as u32) else { panic!("not in place") };
+        assert_eq!(p.to_vec(), good);
+        assert_eq!(p.slice_count(), 2);
+        let payload_at = p.chunks().nth(1).unwrap().as_ptr() as usize;
+        assert_eq!(s.locate(1, payload_at, 7), Some((0, (RX_HEADROOM + 42) as u32)));
+        // Refused twice over: not the driver's any more.
+        assert!(matches!(s.receive(&engine, 1, 0, RX_HEADROOM as u32, good.len() as u32), Steered::Refused));
+        drop(p);
+        s.settle();
+        assert_eq!(s.locate(1, payload_at, 7), None);
+        // Client 1 rewrote the port to client 2's: dropped.
+        let forged = frame(UDP, 7001, 8, b"payload");
+        write(1, &forged);
+        assert!(matches!(s.receive(&engine, 1, 1, RX_HEADROOM as u32, forged.len() as u32), Steered::Refused));
+        // A port nobody has any more: copied, for the engine to answer.
+        s.to_post(1, 8);
+        let stray = frame(UDP, 9999, 8, b"payload");
+        write(1, &stray);
+        assert!(matches!(s.receive(&engine, 1, 1, RX_HEADROOM as u32, stray.len() as u32), Steered::Copied(_)));
+        assert_eq!(s.pool_size(1), 2);
+    }
+}
