@@ -47,7 +47,7 @@ const STOP_GRACE: Duration = Duration::from_secs(1);
 const RX_LEND_LIMIT: usize = 128;
 /// Receive buffers of one client's region the driver holds at once (the
 /// rest of netd's pool there waits for the engine and the application).
-const RX_CLIENT_AT_DRIVER: usize = 32;
+const RX_CLIENT_AT_DRIVER: usize = 48;
 
 /// A receive buffer of the driver region lent to the engine: back to the
 /// driver when the engine lets go (if that driver still runs).
