@@ -194,6 +194,17 @@ impl TcpStream {
         self.h.netd.submit_owned(r, index, len)
     }
 
+    /// Posts a receive of up to `max` bytes and returns at once: the
+    /// ticket's [`StreamRecvTicket::wait`] gives them where netd put them
+    /// (empty at the end of the stream). Several may be posted; they take
+    /// the stream's bytes in the order they were posted.
+    pub fn recv_buf_async(&self, max: usize) -> io::Result<StreamRecvTicket> {
+        let mut r = request(Op::Recv, self.h.id);
+        set_wait_limit(&mut r, self.read_limit.get());
+        let len = max.min(self.h.netd.max_chunk());
+        Ok(StreamRecvTicket(self.h.netd.submit_async(r, Data::Keep { len })?))
+    }
+
     /// Receives up to `max` bytes where netd puts them (empty at the end
     /// of the stream).
     pub fn recv_buf(&self, max: usize) -> io::Result<RxBuf> {
@@ -202,6 +213,31 @@ impl TcpStream {
         let (_, _, kept) = self.h.netd.call_keep(r, Data::Keep { len: max.min(self.h.netd.max_chunk()) })?;
         let b = kept.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "netd kept the buffer"))?;
         self.h.netd.rx_buf(b)
+    }
+}
+
+/// A receive posted with [`TcpStream::recv_buf_async`].
+pub struct StreamRecvTicket(Ticket);
+
+impl StreamRecvTicket {
+    /// Waits for the bytes (empty at the end of the stream).
+    pub fn wait(mut self) -> io::Result<RxBuf> {
+        let taken = self.0.take_keep(true, true)?;
+        self.finish(taken)
+    }
+
+    /// The bytes if they have arrived, without waiting.
+    pub fn try_wait(&mut self) -> io::Result<Option<RxBuf>> {
+        match self.0.take_keep(false, true)? {
+            None => Ok(None),
+            taken => self.finish(taken).map(Some),
+        }
+    }
+
+    fn finish(&self, taken: Option<(nagare_request::Completion, Option<nagare_ipc::BufRef>)>) -> io::Result<RxBuf> {
+        let (_, kept) = taken.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no completion"))?;
+        let b = kept.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "netd kept the buffer"))?;
+        self.0.netd().rx_buf(b)
     }
 }
 
