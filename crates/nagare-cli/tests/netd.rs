@@ -977,3 +977,105 @@ fn lent_buffers_return_only_after_a_delaying_device_sent_them() {
     assert_eq!(e.raw_os_error(), Some(libc::EPIPE), "{e}");
 }
 
+
+/// A client that rewrites the headers of frames steered into its region so
+/// that they claim another client's port (checksum cleared, so the engine
+/// would take them) reaches nothing: netd parses its own copy of the
+/// headers, finds the port is another client's, and drops the frame.
+#[test]
+fn rewritten_steered_headers_reach_no_other_client() {
+    use nagare_netd::proto::{encode_addr, Completion, Op, Piece, Request};
+    let f = Fixture::new("steer");
+    let netd = f.connect();
+    let victim = UdpSocket::bind_via(&netd, "0.0.0.0:0").unwrap();
+    let victim_port = victim.local_addr().unwrap().port();
+    victim.set_nonblocking(true).unwrap();
+
+    let hostile = Client::connect(&f.socket).unwrap();
+    let mut req = hostile.region.producer(0).unwrap();
+    let mut comp = hostile.region.consumer(1).unwrap();
+    let mut pool = hostile.region.pool().unwrap();
+    let mut notifier = Notifier::new(hostile.server_wakeup.try_clone().unwrap());
+    let mut waiter = Waiter::new(hostile.client_wakeup.try_clone().unwrap(), Duration::ZERO);
+    let mut call = |r: Request, pool: &mut nagare_ipc::Pool| -> Completion {
+        notifier.push_batch(&mut req, &[r.encode()]).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            assert!(Instant::now() < deadline, "no completion for {r:?}");
+            if let Some(d) = comp.pop().unwrap() {
+                if d.id == r.id {
+                    if let Ok(Some(b)) = pool.take(&d) {
+                        pool.release(b.index).unwrap();
+                    }
+                    return Completion::decode(&d).unwrap();
+                }
+            }
+            let _ = waiter.wait(&mut comp, Some(Duration::from_millis(10)));
+        }
+    };
+    let mut bind = Request::new(Op::UdpBind, 1);
+    bind.aux[0] = encode_addr("0.0.0.0:0".parse().unwrap());
+    let socket = call(bind, &mut pool).result().unwrap() as u32;
+
+    let layout = hostile.region.layout().clone();
+    let size = u64::from(layout.config.buffer_size);
+    // netd's receive pool: the buffers the region started netd's with.
+    let receive_pool = u64::from(layout.config.creator_buffers);
+    assert!(receive_pool > 0);
+    /// Stops the forging thread however the test ends (a failed
+    /// assertion must not leave the scope waiting for it).
+    struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let refused = std::thread::scope(|scope| {
+        let _stop = StopOnDrop(&stop);
+        scope.spawn(|| {
+            // UDP destination port and checksum of a frame 64 bytes into
+            // each receive buffer (RX_HEADROOM, Ethernet, a 20-byte IP
+            // header): the victim's port, no checksum.
+            let udp_header = |i: u64| layout.buffer_offset + i * size + 64 + 14 + 20;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for i in 0..receive_pool {
+                    hostile.region.scribble_bytes(udp_header(i) + 2, &victim_port.to_be_bytes());
+                    hostile.region.scribble_bytes(udp_header(i) + 6, &[0, 0]);
+                }
+            }
+        });
+        // Datagrams from the hostile socket to the echo peer come back to
+        // it, steered into its region, while the thread above rewrites them.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut refused = 0;
+        for id in 2..2000u64 {
+            if Instant::now() > deadline || refused > 0 {
+                break;
+            }
+            let b = pool.alloc().expect("a free buffer");
+            pool.write(b, 0, b"forged?").unwrap();
+            pool.give(b).unwrap();
+            let mut send = Request::new(Op::SendTo, id);
+            send.socket = socket;
+            send.aux[0] = encode_addr(format!("{PEER}:7").parse().unwrap());
+            send.piece = Some(Piece { buffer: b, offset: 0, len: 7 });
+            assert!(call(send, &mut pool).result().is_ok());
+            let mut buf = [0u8; 64];
+            match victim.recv_from(&mut buf) {
+                Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "{e}"),
+                Ok((n, from)) => panic!("the victim received {:?} from {from}", &buf[..n]),
+            }
+            if id % 50 == 0 {
+                refused = stat_value(&netd.stat().unwrap(), "driver rx_steer_refused");
+            }
+        }
+        refused
+    });
+    assert!(refused > 0, "no rewritten frame was caught (the race was never won)");
+    std::thread::sleep(Duration::from_millis(50));
+    let mut buf = [0u8; 64];
+    assert_eq!(victim.recv_from(&mut buf).unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    // netd lives on and serves the others.
+    udp_round_trip(&netd, b"after the forger");
+}
