@@ -1017,7 +1017,7 @@ fn rewritten_steered_headers_reach_no_other_client() {
     bind.aux[0] = encode_addr("0.0.0.0:0".parse().unwrap());
     let socket = call(bind, &mut pool).result().unwrap() as u32;
 
-    let layout = hostile.region.layout().clone();
+    let layout = *hostile.region.layout();
     let size = u64::from(layout.config.buffer_size);
     // netd's receive pool: the buffers the region started netd's with.
     let receive_pool = u64::from(layout.config.creator_buffers);
