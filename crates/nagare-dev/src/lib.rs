@@ -23,6 +23,7 @@ pub mod pcap;
 pub mod rng;
 pub mod sim;
 pub mod tap;
+pub mod tap_steering;
 pub mod vnet;
 pub mod vni;
 
@@ -34,4 +35,5 @@ pub use pcap::{PcapDevice, PcapWriter, LINKTYPE_ETHERNET, PCAP_MAGIC, PCAP_SNAPL
 pub use rng::SimRng;
 pub use sim::{LinkConfig, LinkStats, SimLink, SimPort};
 pub use tap::TapDevice;
+pub use tap_steering::PortSteering;
 pub use vni::{Segment as VniSegment, VniPort, VniStats};

@@ -1,0 +1,249 @@
+//! Receive steering for a multi-queue TAP: a small eBPF program, attached
+//! with `TUNSETSTEERINGEBPF`, that puts each IPv4 TCP/UDP frame on the
+//! queue its local (destination) port was given in a hash map, and every
+//! other frame on queue 0.
+//!
+//! Why: a TAP copies a frame out of the kernel before user space can see
+//! its headers, so the only way to have the kernel copy a frame straight
+//! into the right application's shared region is to pick the queue (the
+//! file) it is read from before the read. The program is assembled here by
+//! hand (a few dozen instructions), so no compiler or loader library is
+//! needed; it is loaded with the `bpf` system call, which needs
+//! `CAP_BPF` (root).
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+const BPF_MAP_CREATE: libc::c_long = 0;
+const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_MAP_DELETE_ELEM: libc::c_long = 3;
+const BPF_PROG_LOAD: libc::c_long = 5;
+const BPF_PROG_TEST_RUN: libc::c_long = 10;
+const BPF_MAP_TYPE_HASH: u32 = 1;
+const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
+/// `BPF_LD_ABS`/`BPF_LD_IND` offsets from this base are taken from the
+/// network header, so the program reads the same bytes whether the frame
+/// starts at its Ethernet header (a TAP's queue selection) or at its IP
+/// header (`BPF_PROG_TEST_RUN`).
+const SKF_NET_OFF: i32 = -0x10_0000;
+/// Offset of `protocol` in `struct __sk_buff`.
+const SKB_PROTOCOL: i16 = 16;
+
+/// Ports the map holds at most (of all clients together).
+pub const MAX_STEERED_PORTS: u32 = 4096;
+
+/// One eBPF instruction, as the kernel reads it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct Insn {
+    code: u8,
+    regs: u8,
+    off: i16,
+    imm: i32,
+}
+
+fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+    Insn { code, regs: dst | (src << 4), off, imm }
+}
+
+// Opcodes used below (class | op | source).
+const MOV64_REG: u8 = 0xbf;
+const MOV64_IMM: u8 = 0xb7;
+const AND64_IMM: u8 = 0x57;
+const LSH64_IMM: u8 = 0x67;
+const OR64_REG: u8 = 0x4f;
+const ADD64_IMM: u8 = 0x07;
+const LDX_W: u8 = 0x61;
+const STX_W: u8 = 0x63;
+const LD_ABS_B: u8 = 0x30;
+const LD_ABS_H: u8 = 0x28;
+const LD_IND_H: u8 = 0x48;
+const LD_IMM64: u8 = 0x18;
+const JEQ_IMM: u8 = 0x15;
+const JNE_IMM: u8 = 0x55;
+const CALL: u8 = 0x85;
+const EXIT: u8 = 0x95;
+const PSEUDO_MAP_FD: u8 = 1;
+const HELPER_MAP_LOOKUP_ELEM: i32 = 1;
+
+/// The program: queue = map[(ip protocol << 16) | destination port] for an
+/// unfragmented IPv4 TCP or UDP frame, else 0. A frame too short for a
+/// header it reads ends the program with 0 (the kernel's rule for
+/// `LD_ABS`), so a hostile frame lands on the default queue.
+fn program(map_fd: i32) -> Vec<Insn> {
+    const DEFAULT: usize = 29;
+    let ip = i32::from(0x0800u16.to_be());
+    let mut p = vec![
+        insn(MOV64_REG, 6, 1, 0, 0),              // 0: r6 = skb (LD_ABS wants it there)
+        insn(LDX_W, 2, 6, SKB_PROTOCOL, 0),       // 1: r2 = skb->protocol
+        insn(JNE_IMM, 2, 0, 0, ip),               // 2: not IPv4 -> default
+        insn(LD_ABS_B, 0, 0, 0, SKF_NET_OFF),     // 3: r0 = version | ihl
+        insn(MOV64_REG, 7, 0, 0, 0),              // 4
+        insn(AND64_IMM, 7, 0, 0, 0xf0),           // 5
+        insn(JNE_IMM, 7, 0, 0, 0x40),             // 6: version 4 only
+        insn(AND64_IMM, 0, 0, 0, 0x0f),           // 7
+        insn(LSH64_IMM, 0, 0, 0, 2),              // 8
+        insn(MOV64_REG, 7, 0, 0, 0),              // 9: r7 = IP header length
+        insn(LD_ABS_H, 0, 0, 0, SKF_NET_OFF + 6), // 10: flags | fragment offset
+        insn(AND64_IMM, 0, 0, 0, 0x3fff),         // 11: more fragments or an offset
+        insn(JNE_IMM, 0, 0, 0, 0),                // 12: a fragment -> default
+        insn(LD_ABS_B, 0, 0, 0, SKF_NET_OFF + 9), // 13: protocol
+        insn(MOV64_REG, 8, 0, 0, 0),              // 14: r8 = protocol
+        insn(JEQ_IMM, 8, 0, 1, 6),                // 15: TCP -> 17
+        insn(JNE_IMM, 8, 0, 0, 17),               // 16: not UDP -> default
+        insn(LD_IND_H, 0, 7, 0, SKF_NET_OFF + 2), // 17: r0 = destination port
+        insn(LSH64_IMM, 8, 0, 0, 16),             // 18
+        insn(OR64_REG, 8, 0, 0, 0),               // 19: r8 = key
+        insn(STX_W, 10, 8, -4, 0),                // 20: key on the stack
+        insn(LD_IMM64, 1, PSEUDO_MAP_FD, 0, map_fd), // 21: r1 = map
+        insn(0, 0, 0, 0, 0),                      // 22: (second half of 21)
+        insn(MOV64_REG, 2, 10, 0, 0),             // 23
+        insn(ADD64_IMM, 2, 0, 0, -4),             // 24: r2 = &key
+        insn(CALL, 0, 0, 0, HELPER_MAP_LOOKUP_ELEM), // 25
+        insn(JEQ_IMM, 0, 0, 0, 0),                // 26: no entry -> default
+        insn(LDX_W, 0, 0, 0, 0),                  // 27: r0 = queue
+        insn(EXIT, 0, 0, 0, 0),                   // 28
+        insn(MOV64_IMM, 0, 0, 0, 0),              // 29: default: queue 0
+        insn(EXIT, 0, 0, 0, 0),                   // 30
+    ];
+    // Jumps to DEFAULT are written with offset 0 above; point them there.
+    for (at, i) in p.iter_mut().enumerate() {
+        let to_default = matches!((i.code, at), (JNE_IMM, 2 | 6 | 12 | 16) | (JEQ_IMM, 26));
+        if to_default {
+            i.off = (DEFAULT - at - 1) as i16;
+        }
+    }
+    p
+}
+
+/// The key the program looks a frame up by.
+fn key(proto: u8, port: u16) -> u32 {
+    u32::from(proto) << 16 | u32::from(port)
+}
+
+fn bpf(cmd: libc::c_long, attr: &mut [u64]) -> io::Result<libc::c_long> {
+    // SAFETY: `attr` is a live, zero-padded `union bpf_attr` image for
+    // `cmd` of the size passed; pointers inside it point to memory that
+    // lives for the call.
+    let rc = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr.as_mut_ptr(), std::mem::size_of_val(attr)) };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+fn words(a: u32, b: u32) -> u64 {
+    u64::from(a) | u64::from(b) << 32
+}
+
+/// The loaded program and its port map; dropping it unloads both once no
+/// TAP uses the program.
+#[derive(Debug)]
+pub struct PortSteering {
+    map: OwnedFd,
+    prog: OwnedFd,
+}
+
+impl PortSteering {
+    /// Creates the map and loads the program. Fails without `CAP_BPF`.
+    pub fn load() -> io::Result<PortSteering> {
+        let mut attr = [0u64; 16];
+        attr[0] = words(BPF_MAP_TYPE_HASH, 4);
+        attr[1] = words(4, MAX_STEERED_PORTS);
+        let fd = bpf(BPF_MAP_CREATE, &mut attr).map_err(|e| io::Error::new(e.kind(), format!("creating the steering map: {e}")))?;
+        // SAFETY: the bpf call returned a new descriptor, owned by nobody
+        // else.
+        let map = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        let insns = program(map.as_raw_fd());
+        let license = c"GPL";
+        let mut log = vec![0u8; 8192];
+        let mut attr = [0u64; 16];
+        attr[0] = words(BPF_PROG_TYPE_SOCKET_FILTER, insns.len() as u32);
+        attr[1] = insns.as_ptr() as u64;
+        attr[2] = license.as_ptr() as u64;
+        attr[3] = words(1, log.len() as u32);
+        attr[4] = log.as_mut_ptr() as u64;
+        let fd = bpf(BPF_PROG_LOAD, &mut attr).map_err(|e| {
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            let text = String::from_utf8_lossy(&log[..end]);
+            io::Error::new(e.kind(), format!("loading the steering program: {e}: {}", text.trim()))
+        })?;
+        // SAFETY: as above.
+        let prog = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        Ok(PortSteering { map, prog })
+    }
+
+    /// Frames of `proto` to local `port` go to `queue`.
+    pub fn steer(&self, proto: u8, port: u16, queue: u32) -> io::Result<()> {
+        let k = key(proto, port);
+        let mut attr = [0u64; 4];
+        attr[0] = self.map.as_raw_fd() as u64;
+        attr[1] = &k as *const u32 as u64;
+        attr[2] = &queue as *const u32 as u64;
+        bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
+    }
+
+    /// Frames of `proto` to local `port` go to queue 0 again.
+    pub fn unsteer(&self, proto: u8, port: u16) -> io::Result<()> {
+        let k = key(proto, port);
+        let mut attr = [0u64; 4];
+        attr[0] = self.map.as_raw_fd() as u64;
+        attr[1] = &k as *const u32 as u64;
+        match bpf(BPF_MAP_DELETE_ELEM, &mut attr) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            other => other.map(drop),
+        }
+    }
+
+    /// Makes the TAP whose queue `tun` is choose queues with the program.
+    pub fn attach(&self, tun: BorrowedFd<'_>) -> io::Result<()> {
+        let fd: libc::c_int = self.prog.as_raw_fd();
+        // SAFETY: TUNSETSTEERINGEBPF reads one int (the program's
+        // descriptor) through the pointer, which points to `fd`.
+        let rc = unsafe { libc::ioctl(tun.as_raw_fd(), libc::TUNSETSTEERINGEBPF as _, &fd as *const libc::c_int) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Runs the program on `frame` (from its Ethernet header) in the
+    /// kernel: the queue it picks (tests).
+    pub fn queue_of(&self, frame: &[u8]) -> io::Result<u32> {
+        let mut out = vec![0u8; frame.len() + 256];
+        let mut attr = [0u64; 10];
+        attr[0] = words(self.prog.as_raw_fd() as u32, 0);
+        attr[1] = words(frame.len() as u32, out.len() as u32);
+        attr[2] = frame.as_ptr() as u64;
+        attr[3] = out.as_mut_ptr() as u64;
+        attr[4] = words(1, 0);
+        bpf(BPF_PROG_TEST_RUN, &mut attr)?;
+        // The kernel writes the program's return value after the fd.
+        Ok((attr[0] >> 32) as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_jump_lands_inside_the_program() {
+        let p = program(3);
+        for (at, i) in p.iter().enumerate() {
+            if matches!(i.code, JEQ_IMM | JNE_IMM) {
+                let to = at as i64 + 1 + i64::from(i.off);
+                assert!(to > at as i64 && (to as usize) < p.len(), "jump at {at} to {to}");
+            }
+        }
+        assert_eq!(p.last().map(|i| i.code), Some(EXIT));
+        assert_eq!(p[29].code, MOV64_IMM);
+    }
+
+    #[test]
+    fn keys_keep_protocols_apart() {
+        assert_ne!(key(6, 80), key(17, 80));
+        assert_eq!(key(17, 0x1234), 0x11_1234);
+    }
+}

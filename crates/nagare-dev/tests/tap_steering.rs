@@ -1,0 +1,87 @@
+//! The TAP steering program, run by the kernel on frames made here
+//! (`BPF_PROG_TEST_RUN`: nothing is sent anywhere). Needs root (CAP_BPF).
+
+use nagare_dev::PortSteering;
+
+/// The loaded program, or the reason it cannot be (printed loudly).
+fn loaded() -> Option<PortSteering> {
+    match PortSteering::load() {
+        Ok(s) => Some(s),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES | libc::ENOSYS)) => {
+            let _ = std::io::Write::write_fmt(
+                &mut std::io::stderr(),
+                format_args!("\n******** SKIPPED: cannot load eBPF programs here: {e} ********\n\n"),
+            );
+            None
+        }
+        Err(e) => panic!("the kernel refused the steering program: {e}"),
+    }
+}
+
+/// An Ethernet + IPv4 frame of `proto` to `port`, with an IP header of
+/// `ihl` words and `frag` as its flags/fragment-offset field.
+fn frame(proto: u8, port: u16, ihl: u8, frag: u16) -> Vec<u8> {
+    let mut f = vec![0u8; 14];
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip_len = usize::from(ihl) * 4;
+    let mut ip = vec![0u8; ip_len];
+    ip[0] = 0x40 | ihl;
+    ip[6..8].copy_from_slice(&frag.to_be_bytes());
+    ip[8] = 64;
+    ip[9] = proto;
+    ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
+    ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
+    let l4 = [0x30, 0x39, (port >> 8) as u8, port as u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let total = (ip_len + l4.len()) as u16;
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&l4);
+    f
+}
+
+#[test]
+fn frames_go_to_the_queue_of_their_local_port() {
+    let Some(s) = loaded() else { return };
+    s.steer(17, 5000, 3).unwrap();
+    s.steer(6, 5000, 2).unwrap();
+    s.steer(6, 80, 1).unwrap();
+    assert_eq!(s.queue_of(&frame(17, 5000, 5, 0)).unwrap(), 3);
+    assert_eq!(s.queue_of(&frame(6, 5000, 5, 0x4000)).unwrap(), 2, "don't-fragment is no fragment");
+    assert_eq!(s.queue_of(&frame(6, 80, 5, 0)).unwrap(), 1);
+    // IP options move the transport header: the port is read after them.
+    assert_eq!(s.queue_of(&frame(6, 80, 15, 0)).unwrap(), 1);
+    // A port nobody steered, and a protocol that is neither.
+    assert_eq!(s.queue_of(&frame(17, 80, 5, 0)).unwrap(), 0);
+    assert_eq!(s.queue_of(&frame(1, 80, 5, 0)).unwrap(), 0);
+    s.unsteer(6, 80).unwrap();
+    s.unsteer(6, 80).unwrap();
+    assert_eq!(s.queue_of(&frame(6, 80, 5, 0)).unwrap(), 0);
+}
+
+#[test]
+fn fragments_odd_and_short_frames_go_to_queue_zero() {
+    let Some(s) = loaded() else { return };
+    s.steer(17, 5000, 3).unwrap();
+    // A first fragment (more fragments) and a later one.
+    assert_eq!(s.queue_of(&frame(17, 5000, 5, 0x2000)).unwrap(), 0);
+    assert_eq!(s.queue_of(&frame(17, 5000, 5, 0x0010)).unwrap(), 0);
+    // Not IPv4 by ether type, or by version.
+    let mut arp = frame(17, 5000, 5, 0);
+    arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+    assert_eq!(s.queue_of(&arp).unwrap(), 0);
+    let mut v6 = frame(17, 5000, 5, 0);
+    v6[14] = 0x65;
+    assert_eq!(s.queue_of(&v6).unwrap(), 0);
+    // Every truncation of the transport header: a header the program
+    // cannot read ends it with 0. (The kernel's test harness itself refuses
+    // an IPv4 frame without a whole IP header.)
+    let whole = frame(17, 5000, 5, 0);
+    for len in 14 + 20..14 + 20 + 4 {
+        assert_eq!(s.queue_of(&whole[..len]).unwrap(), 0, "truncated to {len}");
+    }
+    assert_eq!(s.queue_of(&whole[..14 + 20 + 4]).unwrap(), 3);
+    // An IP header length pointing past the frame.
+    let mut long = frame(17, 5000, 5, 0);
+    long[14] = 0x4f;
+    assert_eq!(s.queue_of(&long).unwrap(), 0);
+}
