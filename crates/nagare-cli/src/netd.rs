@@ -8,6 +8,7 @@ use crate::driver::{launcher, DriverDevice, DriverSpec};
 use crate::up::{default_mac, interface_on, open_link, Link};
 use anyhow::{Context, Result};
 use nagare_dev::{MonotonicClock, TapDevice};
+use nagare_netd::driver::MAX_RX_QUEUES;
 use nagare_netd::{DriverLink, Netd, NetdConfig, Placement};
 use std::path::PathBuf;
 
@@ -26,7 +27,21 @@ pub fn run(link: Link, socket: PathBuf, built_in: &ServiceArgs, placement: Place
     } else {
         let (device, tap, impair, gateway, mac) = match &link {
             Link::Tap(t) => {
-                let tap = TapDevice::open_with(&t.tap, t.offload).with_context(|| format!("opening TAP device {}", t.tap))?;
+                // Receive steering needs queues of their own for clients:
+                // a multi-queue TAP (not with an impairment, which the
+                // driver applies to the first queue only).
+                let tap = if t.impair.is_none() {
+                    TapDevice::open_multi_queue(&t.tap, t.offload)
+                } else {
+                    TapDevice::open_with(&t.tap, t.offload)
+                };
+                let tap = tap.with_context(|| format!("opening TAP device {}", t.tap))?;
+                if !tap.multi_queue() && t.impair.is_none() {
+                    eprintln!(
+                        "nagare netd: {} is a single-queue TAP: received payload is copied once (make it with `ip tuntap add ... multi_queue` to steer)",
+                        t.tap
+                    );
+                }
                 let device = DriverDevice::Tap { name: t.tap.clone(), vnet_header: tap.vnet_header() };
                 (device, Some(tap), t.impair, t.gateway, t.mac)
             }
@@ -37,7 +52,13 @@ pub fn run(link: Link, socket: PathBuf, built_in: &ServiceArgs, placement: Place
         };
         let spec = DriverSpec { device, impair, addr: link.addr(), spin };
         let device_fd = tap.as_ref().map(|t| t.fd().try_clone_to_owned()).transpose()?;
-        let driver = DriverLink::start(launcher(placement, spec)?, device_fd).context("starting the driver")?;
+        let mut rx_queues = Vec::new();
+        if let Some(t) = tap.as_ref().filter(|t| t.multi_queue()) {
+            for _ in 0..MAX_RX_QUEUES {
+                rx_queues.push(t.open_queue().context("opening a queue of the TAP")?);
+            }
+        }
+        let driver = DriverLink::start(launcher(placement, spec)?, device_fd, rx_queues).context("starting the driver")?;
         let mut iface = interface_on(&driver, link.addr(), gateway, mac, &clock);
         let mac = iface.config().mac;
         let offered = built_in.enable(&mut services, &mut iface, false)?;

@@ -70,7 +70,14 @@ impl Netns {
 
     /// A persistent TAP device whose kernel side has `kernel_addr`.
     pub fn tap(&self, name: &str, kernel_addr: &str) {
-        self.ip(&["tuntap", "add", "dev", name, "mode", "tap"]);
+        self.tap_with(name, kernel_addr, &[]);
+    }
+
+    /// As [`Netns::tap`], with more `ip tuntap add` flags (`multi_queue`).
+    pub fn tap_with(&self, name: &str, kernel_addr: &str, flags: &[&str]) {
+        let mut args = vec!["tuntap", "add", "dev", name, "mode", "tap"];
+        args.extend_from_slice(flags);
+        self.ip(&args);
         self.ip(&["addr", "add", kernel_addr, "dev", name]);
         self.ip(&["link", "set", name, "up"]);
     }

@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{OwnedFd, RawFd};
 
 use nagare_core::buf::{BufferPool, Offload, PacketBuf, TxOffloads};
 use nagare_core::Instant;
@@ -122,6 +122,15 @@ pub trait Device {
         Err(io::ErrorKind::Unsupported.into())
     }
 
+    /// Another receive queue of this device, over `fd` (a queue of the
+    /// same multi-queue TAP, opened elsewhere and passed on), read like
+    /// the device itself. Devices without queues say
+    /// `ErrorKind::Unsupported` (the default).
+    fn rx_queue(&self, fd: OwnedFd) -> io::Result<Box<dyn Device>> {
+        drop(fd);
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
     /// Largest IP packet the link carries ([`DEFAULT_MTU`] by default).
     fn mtu(&self) -> usize;
 
@@ -172,6 +181,9 @@ impl<D: Device + ?Sized> Device for Box<D> {
     fn receive_placed(&mut self, max: usize, now: Instant, place: &mut dyn FnMut(&dyn FrameInPlace)) -> io::Result<usize> {
         (**self).receive_placed(max, now, place)
     }
+    fn rx_queue(&self, fd: OwnedFd) -> io::Result<Box<dyn Device>> {
+        (**self).rx_queue(fd)
+    }
     fn mtu(&self) -> usize {
         (**self).mtu()
     }
@@ -211,6 +223,9 @@ impl<D: Device + ?Sized> Device for &mut D {
     }
     fn receive_placed(&mut self, max: usize, now: Instant, place: &mut dyn FnMut(&dyn FrameInPlace)) -> io::Result<usize> {
         (**self).receive_placed(max, now, place)
+    }
+    fn rx_queue(&self, fd: OwnedFd) -> io::Result<Box<dyn Device>> {
+        (**self).rx_queue(fd)
     }
     fn mtu(&self) -> usize {
         (**self).mtu()

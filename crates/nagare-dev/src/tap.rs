@@ -52,6 +52,8 @@ const MAX_RX_IOVECS: usize = 64;
 pub struct TapDevice {
     file: File,
     name: String,
+    /// Attached with `IFF_MULTI_QUEUE`.
+    multi_queue: bool,
     created: bool,
     mtu: usize,
     /// Every frame is preceded by a `virtio_net_hdr` (`IFF_VNET_HDR`).
@@ -110,12 +112,25 @@ fn control_socket() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// A fresh non-blocking `/dev/net/tun` file.
+fn open_tun() -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open("/dev/net/tun")
+        .map_err(|e| io::Error::new(e.kind(), format!("opening /dev/net/tun: {e}")))
+}
+
 /// Attaches the open tun file to TAP `name` (TUNSETIFF).
-fn attach(file: &File, name: &str, vnet_header: bool) -> io::Result<()> {
+fn attach(file: &File, name: &str, vnet_header: bool, multi_queue: bool) -> io::Result<()> {
     let mut ifr = ifreq_for(name);
     let mut flags = libc::IFF_TAP | libc::IFF_NO_PI;
     if vnet_header {
         flags |= libc::IFF_VNET_HDR;
+    }
+    if multi_queue {
+        flags |= libc::IFF_MULTI_QUEUE;
     }
     ifr.ifr_ifru.ifru_flags = flags as libc::c_short;
     // SAFETY: TUNSETIFF reads and writes one `ifreq`; `ifr` is valid and
@@ -178,20 +193,53 @@ impl TapDevice {
     /// Like [`open`](Self::open), with offloads on or off: off, every
     /// frame is within the MTU and carries complete checksums.
     pub fn open_with(name: &str, offload: bool) -> io::Result<TapDevice> {
+        Self::open_inner(name, offload, false)
+    }
+
+    /// Like [`open_with`](Self::open_with), as the first queue of a
+    /// multi-queue TAP, so that [`open_queue`](Self::open_queue) can add
+    /// more. An existing single-queue TAP is opened as it is (then
+    /// [`multi_queue`](Self::multi_queue) says false).
+    pub fn open_multi_queue(name: &str, offload: bool) -> io::Result<TapDevice> {
+        match Self::open_inner(name, offload, true) {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Self::open_inner(name, offload, false),
+            other => other,
+        }
+    }
+
+    /// Another queue of this multi-queue TAP, attached with the same flags:
+    /// the kernel hands each frame to one queue (the one a steering program
+    /// picks), and it is read from that queue's descriptor.
+    pub fn open_queue(&self) -> io::Result<OwnedFd> {
+        if !self.multi_queue {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, format!("{} is a single-queue TAP", self.name)));
+        }
+        let file = open_tun()?;
+        attach(&file, &self.name, self.vnet_header, true).map_err(|e| with_context(e, "TUNSETIFF (queue)", &self.name))?;
+        Ok(OwnedFd::from(file))
+    }
+
+    /// Whether the TAP has (or may have) more than one queue.
+    pub fn multi_queue(&self) -> bool {
+        self.multi_queue
+    }
+
+    fn open_inner(name: &str, offload: bool, multi_queue: bool) -> io::Result<TapDevice> {
         validate_name(name)?;
         let existed = Path::new("/sys/class/net").join(name).exists();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open("/dev/net/tun")
-            .map_err(|e| io::Error::new(e.kind(), format!("opening /dev/net/tun: {e}")))?;
+        let file = open_tun()?;
         let mut vnet_header = offload;
-        let mut attached = attach(&file, name, vnet_header);
+        let mut attached = attach(&file, name, vnet_header, multi_queue);
         if offload && attached.as_ref().is_err_and(|e| e.raw_os_error() == Some(libc::EINVAL)) {
             // A kernel (or an existing TAP) without virtio headers.
             vnet_header = false;
-            attached = attach(&file, name, false);
+            attached = attach(&file, name, false, multi_queue);
+        }
+        if let Err(e) = &attached {
+            if multi_queue && e.raw_os_error() == Some(libc::EINVAL) {
+                // Perhaps an existing single-queue TAP: the caller retries.
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            }
         }
         if let Err(e) = attached {
             let hint = if e.raw_os_error() == Some(libc::EPERM) {
@@ -224,6 +272,7 @@ impl TapDevice {
         let mut dev = TapDevice {
             file,
             name: name.to_owned(),
+            multi_queue,
             created: !existed,
             mtu: 0,
             vnet_header,
@@ -258,6 +307,7 @@ impl TapDevice {
         let mut dev = TapDevice {
             file,
             name: name.to_owned(),
+            multi_queue: false,
             created: false,
             mtu: 0,
             vnet_header,
@@ -712,6 +762,10 @@ impl Device for TapDevice {
 
     fn tx_offloads(&self) -> TxOffloads {
         self.offloads
+    }
+
+    fn rx_queue(&self, fd: OwnedFd) -> io::Result<Box<dyn Device>> {
+        Ok(Box::new(TapDevice::from_fd(fd, &self.name, self.vnet_header)?))
     }
 
     fn mtu(&self) -> usize {

@@ -12,7 +12,7 @@
 //! `CAP_BPF` (root).
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
@@ -137,11 +137,54 @@ fn words(a: u32, b: u32) -> u64 {
     u64::from(a) | u64::from(b) << 32
 }
 
+/// The port → queue map the program reads: shared by the process that
+/// loaded the program and the one that reads the queues (passed as a
+/// descriptor; updating it needs no privilege).
+#[derive(Debug)]
+pub struct PortMap {
+    fd: OwnedFd,
+}
+
+impl PortMap {
+    /// The map behind descriptor `fd` (from [`PortMap::fd`] in another
+    /// process).
+    pub fn from_fd(fd: OwnedFd) -> PortMap {
+        PortMap { fd }
+    }
+
+    /// Its descriptor, to pass on.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Frames of `proto` to local `port` go to `queue`.
+    pub fn steer(&self, proto: u8, port: u16, queue: u32) -> io::Result<()> {
+        let k = key(proto, port);
+        let mut attr = [0u64; 4];
+        attr[0] = self.fd.as_raw_fd() as u64;
+        attr[1] = &k as *const u32 as u64;
+        attr[2] = &queue as *const u32 as u64;
+        bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
+    }
+
+    /// Frames of `proto` to local `port` go to queue 0 again.
+    pub fn unsteer(&self, proto: u8, port: u16) -> io::Result<()> {
+        let k = key(proto, port);
+        let mut attr = [0u64; 4];
+        attr[0] = self.fd.as_raw_fd() as u64;
+        attr[1] = &k as *const u32 as u64;
+        match bpf(BPF_MAP_DELETE_ELEM, &mut attr) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            other => other.map(drop),
+        }
+    }
+}
+
 /// The loaded program and its port map; dropping it unloads both once no
 /// TAP uses the program.
 #[derive(Debug)]
 pub struct PortSteering {
-    map: OwnedFd,
+    map: PortMap,
     prog: OwnedFd,
 }
 
@@ -154,8 +197,8 @@ impl PortSteering {
         let fd = bpf(BPF_MAP_CREATE, &mut attr).map_err(|e| io::Error::new(e.kind(), format!("creating the steering map: {e}")))?;
         // SAFETY: the bpf call returned a new descriptor, owned by nobody
         // else.
-        let map = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-        let insns = program(map.as_raw_fd());
+        let map = PortMap { fd: unsafe { OwnedFd::from_raw_fd(fd as i32) } };
+        let insns = program(map.fd.as_raw_fd());
         let license = c"GPL";
         let mut log = vec![0u8; 8192];
         let mut attr = [0u64; 16];
@@ -174,26 +217,9 @@ impl PortSteering {
         Ok(PortSteering { map, prog })
     }
 
-    /// Frames of `proto` to local `port` go to `queue`.
-    pub fn steer(&self, proto: u8, port: u16, queue: u32) -> io::Result<()> {
-        let k = key(proto, port);
-        let mut attr = [0u64; 4];
-        attr[0] = self.map.as_raw_fd() as u64;
-        attr[1] = &k as *const u32 as u64;
-        attr[2] = &queue as *const u32 as u64;
-        bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
-    }
-
-    /// Frames of `proto` to local `port` go to queue 0 again.
-    pub fn unsteer(&self, proto: u8, port: u16) -> io::Result<()> {
-        let k = key(proto, port);
-        let mut attr = [0u64; 4];
-        attr[0] = self.map.as_raw_fd() as u64;
-        attr[1] = &k as *const u32 as u64;
-        match bpf(BPF_MAP_DELETE_ELEM, &mut attr) {
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
-            other => other.map(drop),
-        }
+    /// The port map.
+    pub fn map(&self) -> &PortMap {
+        &self.map
     }
 
     /// Makes the TAP whose queue `tun` is choose queues with the program.

@@ -42,9 +42,9 @@ fn frame(proto: u8, port: u16, ihl: u8, frag: u16) -> Vec<u8> {
 #[test]
 fn frames_go_to_the_queue_of_their_local_port() {
     let Some(s) = loaded() else { return };
-    s.steer(17, 5000, 3).unwrap();
-    s.steer(6, 5000, 2).unwrap();
-    s.steer(6, 80, 1).unwrap();
+    s.map().steer(17, 5000, 3).unwrap();
+    s.map().steer(6, 5000, 2).unwrap();
+    s.map().steer(6, 80, 1).unwrap();
     assert_eq!(s.queue_of(&frame(17, 5000, 5, 0)).unwrap(), 3);
     assert_eq!(s.queue_of(&frame(6, 5000, 5, 0x4000)).unwrap(), 2, "don't-fragment is no fragment");
     assert_eq!(s.queue_of(&frame(6, 80, 5, 0)).unwrap(), 1);
@@ -53,15 +53,15 @@ fn frames_go_to_the_queue_of_their_local_port() {
     // A port nobody steered, and a protocol that is neither.
     assert_eq!(s.queue_of(&frame(17, 80, 5, 0)).unwrap(), 0);
     assert_eq!(s.queue_of(&frame(1, 80, 5, 0)).unwrap(), 0);
-    s.unsteer(6, 80).unwrap();
-    s.unsteer(6, 80).unwrap();
+    s.map().unsteer(6, 80).unwrap();
+    s.map().unsteer(6, 80).unwrap();
     assert_eq!(s.queue_of(&frame(6, 80, 5, 0)).unwrap(), 0);
 }
 
 #[test]
 fn fragments_odd_and_short_frames_go_to_queue_zero() {
     let Some(s) = loaded() else { return };
-    s.steer(17, 5000, 3).unwrap();
+    s.map().steer(17, 5000, 3).unwrap();
     // A first fragment (more fragments) and a later one.
     assert_eq!(s.queue_of(&frame(17, 5000, 5, 0x2000)).unwrap(), 0);
     assert_eq!(s.queue_of(&frame(17, 5000, 5, 0x0010)).unwrap(), 0);

@@ -116,6 +116,7 @@ impl Report<'_> {
                 ("returns_posted", d.returns_posted),
                 ("returns_confirmed", d.returns_confirmed),
                 ("returns_orphaned", d.returns_orphaned),
+                ("tap_queues", d.tap_queues),
             ] {
                 let _ = writeln!(t, "driver {k} {v}");
             }

@@ -1247,9 +1247,10 @@ fn run(
             if b.len == 0 {
                 return Ok(Some(Done::received(0, 0, 0)));
             }
-            // A steered segment in this client's region is read alone, so
-            // that its buffer can be handed over whole.
-            let front = iface.tcp_connection(h).and_then(|c| c.recv_front()).filter(|f| f.slice_count() == 1);
+            // The front of a steered segment in this client's region, up
+            // to the end of its buffer, is read alone, so that the buffer
+            // can be handed over whole (a super-segment spans several).
+            let front = iface.tcp_connection(h).and_then(|c| c.recv_front());
             let in_place = front.and_then(|f| {
                 let chunk = f.chunks().next()?;
                 steering.locate(s.conn.id, chunk.as_ptr() as usize, chunk.len()).map(|_| chunk.len())

@@ -307,48 +307,83 @@ impl Steering {
         self.spare_changed.set(true);
     }
 
-    /// Client `key`'s frame of `len` bytes at `offset` of buffer `index`,
-    /// steered there by the driver: for the engine, or refused (the buffer
-    /// is netd's spare again).
-    pub fn receive(&self, pool: &BufferPool, key: u64, index: u32, offset: u32, len: u32) -> Steered {
+    /// Client `key`'s frame, steered by the driver into `pieces` (buffer,
+    /// offset, length) of its receive buffers, in order: for the engine,
+    /// or refused. Every buffer named that was at the driver is netd's
+    /// again (spare, or held by the engine until it lets go).
+    pub fn receive(&self, pool: &BufferPool, key: u64, pieces: &[(u32, u32, u32)]) -> Steered {
         let mut clients = self.clients.borrow_mut();
         let Some(c) = clients.get_mut(&key) else { return Steered::Refused };
-        let Some(b) = c.buffers.get_mut(&index) else { return Steered::Refused };
-        if b.state != RxState::AtDriver {
+        let mut frame = Vec::with_capacity(pieces.len());
+        let mut whole = true;
+        for &(index, offset, len) in pieces {
+            let Some(b) = c.buffers.get_mut(&index) else {
+                whole = false;
+                continue;
+            };
+            if b.state != RxState::AtDriver {
+                // Named twice, or never handed out.
+                whole = false;
+                continue;
+            }
+            b.state = RxState::Spare;
+            self.spare_changed.set(true);
+            match b.view.sub(offset as usize, len as usize) {
+                Some(v) => frame.push((index, v)),
+                None => whole = false,
+            }
+        }
+        if !whole || frame.is_empty() {
             return Steered::Refused;
         }
-        b.state = RxState::Spare;
-        self.spare_changed.set(true);
-        let (offset, len) = (offset as usize, len as usize);
-        let Some(frame) = b.view.sub(offset, len) else { return Steered::Refused };
-        // Our own copy of the headers: the application can rewrite its
-        // region under us, so nothing is parsed where it lies.
+        let len: usize = frame.iter().map(|(_, v)| v.len()).sum();
+        // Our own copy of the headers, which lie in the first piece (the
+        // driver fills each buffer before the next): the application can
+        // rewrite its region under us, so nothing is parsed where it lies.
         let mut head = [0u8; HEAD_LEN];
-        let n = len.min(HEAD_LEN);
+        let first = &frame[0].1;
+        let n = first.len().min(HEAD_LEN);
         // SAFETY: copied once into private memory and parsed only there.
-        head[..n].copy_from_slice(unsafe { &frame.as_slice()[..n] });
+        head[..n].copy_from_slice(unsafe { &first.as_slice()[..n] });
         let flow = flow_of(&head[..n]);
         let owner = flow.and_then(|f| self.owner(f.proto, f.port));
         match (flow, owner) {
-            (Some(f), Some(k)) if k == key => {
-                let Some(payload) = frame.sub(f.header_len, len - f.header_len) else { return Steered::Refused };
+            (Some(f), Some(k)) if k == key && f.header_len <= first.len() => {
                 let Ok(mut packet) = PacketBuf::from_slice(pool, RX_HEADROOM, &head[..f.header_len]) else {
                     return Steered::Refused;
                 };
-                let serial = self.serial.get() + 1;
-                self.serial.set(serial);
-                let hold = SteeredPayload { key, index, serial, released: self.released.clone() };
-                let Some(p) = View::packet(payload, hold, 0, len - f.header_len) else { return Steered::Refused };
-                b.state = RxState::InEngine(serial);
-                packet.append(p);
+                // One view a buffer, each holding its buffer alone, so a
+                // receive can hand any of them over whole.
+                let mut holds = Vec::with_capacity(frame.len());
+                for (k, (index, v)) in frame.iter().enumerate() {
+                    let skip = if k == 0 { f.header_len } else { 0 };
+                    if v.len() == skip {
+                        continue;
+                    }
+                    let Some(payload) = v.sub(skip, v.len() - skip) else { return Steered::Refused };
+                    let serial = self.serial.get() + 1;
+                    self.serial.set(serial);
+                    let hold = SteeredPayload { key, index: *index, serial, released: self.released.clone() };
+                    let Some(p) = View::packet(payload, hold, 0, v.len() - skip) else { return Steered::Refused };
+                    holds.push((*index, serial, p));
+                }
+                for (index, serial, p) in holds {
+                    if let Some(b) = c.buffers.get_mut(&index) {
+                        b.state = RxState::InEngine(serial);
+                    }
+                    packet.append(p);
+                }
                 Steered::InPlace(packet)
             }
             // Another client's port: a rewritten header.
             (Some(f), _) if self.bound(f.proto, f.port) => Steered::Refused,
             (Some(_), _) => {
-                // SAFETY: copied into the engine's own buffers at once.
-                let bytes = unsafe { frame.as_slice() };
-                PacketBuf::from_slice(pool, RX_HEADROOM, bytes).map_or(Steered::Refused, Steered::Copied)
+                let mut bytes = Vec::with_capacity(len);
+                for (_, v) in &frame {
+                    // SAFETY: copied into private memory at once.
+                    bytes.extend_from_slice(unsafe { v.as_slice() });
+                }
+                PacketBuf::from_slice(pool, RX_HEADROOM, &bytes).map_or(Steered::Refused, Steered::Copied)
             }
             (None, _) => Steered::Refused,
         }
@@ -480,25 +515,25 @@ mod tests {
         };
         let good = frame(UDP, 7000, 8, b"payload");
         write(0, &good);
-        let Steered::InPlace(p) = s.receive(&engine, 1, 0, RX_HEADROOM as u32, good.len() as u32) else { panic!("not in place") };
+        let Steered::InPlace(p) = s.receive(&engine, 1, &[(0, RX_HEADROOM as u32, good.len() as u32)]) else { panic!("not in place") };
         assert_eq!(p.to_vec(), good);
         assert_eq!(p.slice_count(), 2);
         let payload_at = p.chunks().nth(1).unwrap().as_ptr() as usize;
         assert_eq!(s.locate(1, payload_at, 7), Some((0, (RX_HEADROOM + 42) as u32)));
         // Refused twice over: not the driver's any more.
-        assert!(matches!(s.receive(&engine, 1, 0, RX_HEADROOM as u32, good.len() as u32), Steered::Refused));
+        assert!(matches!(s.receive(&engine, 1, &[(0, RX_HEADROOM as u32, good.len() as u32)]), Steered::Refused));
         drop(p);
         s.settle();
         assert_eq!(s.locate(1, payload_at, 7), None);
         // Client 1 rewrote the port to client 2's: dropped.
         let forged = frame(UDP, 7001, 8, b"payload");
         write(1, &forged);
-        assert!(matches!(s.receive(&engine, 1, 1, RX_HEADROOM as u32, forged.len() as u32), Steered::Refused));
+        assert!(matches!(s.receive(&engine, 1, &[(1, RX_HEADROOM as u32, forged.len() as u32)]), Steered::Refused));
         // A port nobody has any more: copied, for the engine to answer.
         s.to_post(1, 8);
         let stray = frame(UDP, 9999, 8, b"payload");
         write(1, &stray);
-        assert!(matches!(s.receive(&engine, 1, 1, RX_HEADROOM as u32, stray.len() as u32), Steered::Copied(_)));
+        assert!(matches!(s.receive(&engine, 1, &[(1, RX_HEADROOM as u32, stray.len() as u32)]), Steered::Copied(_)));
         assert_eq!(s.pool_size(1), 2);
     }
 }

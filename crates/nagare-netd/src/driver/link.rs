@@ -18,7 +18,7 @@ use crate::steering::{Steered, Steering};
 use crate::view::{Release, View};
 use nagare_core::buf::{BufferPool, PacketBuf, TxOffloads};
 use nagare_core::Instant;
-use nagare_dev::{Device, DeviceStats, RX_HEADROOM};
+use nagare_dev::{Device, DeviceStats, PortSteering, RX_HEADROOM};
 use nagare_ipc::fdpass::{recv_with_fds, send_with_fds};
 use nagare_ipc::{eventfd, Consumer, Descriptor, Notifier, Pool, Producer, Region, RegionConfig, Waiter};
 use std::collections::{HashMap, VecDeque};
@@ -112,6 +112,9 @@ pub struct LinkStats {
     /// Completions netd posted itself: their driver died, or did not know
     /// the client.
     pub returns_orphaned: u64,
+    /// Queues of a multi-queue TAP beside the first, each carrying one
+    /// client's steered frames (0: not a multi-queue TAP, or no steering).
+    pub tap_queues: u64,
 }
 
 struct Incarnation {
@@ -158,6 +161,11 @@ fn read_ready(s: &Starting) -> io::Result<(u32, u32, u64)> {
 pub struct DriverLink {
     launcher: Launcher,
     device_fd: Option<OwnedFd>,
+    /// A multi-queue TAP's queues beside `device_fd`, one per client
+    /// (passed to each driver with a freshly loaded steering program).
+    rx_queues: Vec<OwnedFd>,
+    /// The steering program the running driver's map belongs to.
+    port_steering: Option<PortSteering>,
     lending: Rc<Lending>,
     steering: Rc<Steering>,
     up: Option<Incarnation>,
@@ -175,6 +183,11 @@ pub struct DriverLink {
     rx_partial: Vec<u8>,
     rx_offload: u64,
     rx_pieces: usize,
+    /// The steered frame being put together: its pieces so far, its first
+    /// descriptor's aux words, whether it broke the rules.
+    rx_client_pieces: Vec<(u32, u32, u32)>,
+    rx_client_first: [u64; 4],
+    rx_client_bad: bool,
     /// Receive buffers the engine holds, and those it let go of.
     rx_lent: usize,
     rx_released: Rc<std::cell::RefCell<Vec<(u64, u32)>>>,
@@ -182,14 +195,23 @@ pub struct DriverLink {
 
 impl DriverLink {
     /// Starts the first driver with `launcher`; `device_fd` (a TAP's) is
-    /// passed to every driver started. The device's MTU and offloads are
+    /// passed to every driver started, and so are `rx_queues`, more queues
+    /// of a multi-queue TAP (at most [`super::MAX_RX_QUEUES`]), with a
+    /// steering program that puts each client's ports on a queue of its
+    /// own. Where that program cannot be loaded (no `CAP_BPF`) the queues
+    /// are closed, and every frame is read from the first. The device's MTU and offloads are
     /// then known ([`Device::mtu`], [`Device::tx_offloads`]), for the
     /// engine's configuration.
-    pub fn start(launcher: Launcher, device_fd: Option<OwnedFd>) -> io::Result<DriverLink> {
+    pub fn start(launcher: Launcher, device_fd: Option<OwnedFd>, mut rx_queues: Vec<OwnedFd>) -> io::Result<DriverLink> {
         let lending = Rc::new(Lending::default());
+        if device_fd.is_none() || rx_queues.len() > super::MAX_RX_QUEUES {
+            rx_queues.clear();
+        }
         let mut link = DriverLink {
             launcher,
             device_fd,
+            rx_queues,
+            port_steering: None,
             lending,
             steering: Rc::new(Steering::new(true)),
             up: None,
@@ -205,6 +227,9 @@ impl DriverLink {
             rx_partial: Vec::new(),
             rx_offload: 0,
             rx_pieces: 0,
+            rx_client_pieces: Vec::new(),
+            rx_client_first: [0; 4],
+            rx_client_bad: false,
             rx_lent: 0,
             rx_released: Rc::default(),
         };
@@ -259,8 +284,40 @@ impl DriverLink {
             stop_handle(&mut handle);
             return Err(e);
         }
+        self.pass_rx_queues(&ours);
         let deadline = std::time::Instant::now() + READY_TIMEOUT;
         Ok(Starting { handle, control: ours, region, netd_efd, driver_efd, deadline })
+    }
+
+    /// Loads a fresh steering program into the TAP (an empty port map: the
+    /// new driver writes the ports netd steers) and passes the map and the
+    /// extra queues to the driver. A failure closes the queues for good,
+    /// since frames the kernel put on a queue nobody reads would be lost.
+    fn pass_rx_queues(&mut self, control: &OwnedFd) {
+        let Some(tap) = &self.device_fd else { return };
+        if self.rx_queues.is_empty() {
+            return;
+        }
+        let steering = PortSteering::load().and_then(|s| s.attach(tap.as_fd()).map(|()| s));
+        let sent = steering.and_then(|s| {
+            let mut fds = vec![s.map().fd()];
+            fds.extend(self.rx_queues.iter().map(|q| q.as_fd()));
+            let m = Control::RxQueues { count: self.rx_queues.len() as u32 };
+            send_with_fds(control.as_fd(), &m.encode(), &fds)?;
+            Ok(s)
+        });
+        match sent {
+            Ok(s) => {
+                self.port_steering = Some(s);
+                self.stats.tap_queues = self.rx_queues.len() as u64;
+            }
+            Err(e) => {
+                eprintln!("nagare netd: receive steering on the TAP is off ({e}); received payload is copied once");
+                self.rx_queues.clear();
+                self.port_steering = None;
+                self.stats.tap_queues = 0;
+            }
+        }
     }
 
     /// The driver said it is ready: its incarnation, MTU and offloads.
@@ -401,6 +458,8 @@ impl DriverLink {
                 }
                 self.rx_partial.clear();
                 self.rx_pieces = 0;
+                self.rx_client_pieces.clear();
+                self.rx_client_bad = false;
                 self.steering.driver_lost();
                 changed = true;
             }
@@ -717,11 +776,33 @@ impl Device for DriverLink {
                     _ => self.stats.rx_bad += 1,
                 },
                 RX_CLIENT_PIECE => {
-                    let Some(offload) = offload_of(d.aux[0]) else {
+                    // A frame's pieces come in a row, the first with its
+                    // offload bits; all of one client.
+                    if self.rx_client_pieces.is_empty() {
+                        self.rx_client_first = d.aux;
+                    } else if d.aux[KEY] != self.rx_client_first[KEY] {
+                        self.rx_client_bad = true;
+                    }
+                    if self.rx_client_pieces.len() < MAX_PIECES {
+                        self.rx_client_pieces.push((d.buffer, d.offset, d.len));
+                    } else {
+                        self.rx_client_bad = true;
+                    }
+                    if d.flags & MORE != 0 && !self.rx_client_bad {
+                        continue;
+                    }
+                    let pieces = std::mem::take(&mut self.rx_client_pieces);
+                    let bad = std::mem::take(&mut self.rx_client_bad);
+                    let key = self.rx_client_first[KEY];
+                    // Every named buffer goes back to netd's pool, whatever
+                    // becomes of the frame.
+                    let steered = self.steering.receive(pool, key, &pieces);
+                    let offload = offload_of(self.rx_client_first[0]);
+                    let (Some(offload), false) = (offload, bad) else {
                         self.stats.rx_bad += 1;
                         continue;
                     };
-                    let mut p = match self.steering.receive(pool, d.aux[KEY], d.buffer, d.offset, d.len) {
+                    let mut p = match steered {
                         Steered::InPlace(p) => {
                             let headers = p.chunks().next().map_or(0, <[u8]>::len);
                             self.stats.rx_bytes_copied += headers as u64;

@@ -4,14 +4,18 @@
 //!
 //! - [`proto`]: the driver region's descriptors and the control messages.
 //! - [`run`]: the driver itself ([`serve`]).
+//! - [`queues`]: the extra receive queues of a multi-queue TAP, one per
+//!   client, that the kernel reads each client's frames into.
 //! - [`link`]: netd's side: a [`DriverLink`] the engine sees as its device,
 //!   which starts the driver and starts it again when it dies.
 
 pub mod link;
 pub mod proto;
+pub mod queues;
 pub mod run;
 
 pub use link::{DriverHandle, DriverLink, Launcher, LinkStats};
+pub use queues::MAX_RX_QUEUES;
 pub use run::{serve, DriverStats};
 
 /// Where the device runs.

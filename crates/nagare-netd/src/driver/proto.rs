@@ -18,7 +18,7 @@
 //! | `RX_PIECE` | a piece of a received frame in a driver buffer handed over | buffer, offset, len; flags `MORE`; aux0 offload bits on the first piece |
 //! | `TX_DONE` | a transmit buffer back to netd (its frames are on the device) | buffer |
 //! | `RETURNED` | the completion of a `RETURN` was posted to its client (aux0 0) or could not be (aux0 `UNDELIVERED`: netd posts it) | aux1 client key, id request id |
-//! | `RX_CLIENT_PIECE` | a whole received frame, steered into a buffer of the application whose port it is for | aux1 client key; buffer, offset, len; aux0 offload bits |
+//! | `RX_CLIENT_PIECE` | a piece of a received frame, steered into a buffer of the application whose port it is for | aux1 client key; buffer, offset, len; flags `MORE`; aux0 offload bits on the first piece |
 //!
 //! Every buffer a descriptor names is checked against the receiver's
 //! ownership table, every client key against the attached clients, and a
@@ -155,6 +155,13 @@ pub enum Control {
         /// Local port.
         port: u16,
     },
+    /// netd → driver, with descriptors: the port map of the TAP's steering
+    /// program, then `count` more queues of the TAP, to read each
+    /// client's steered frames from a queue of its own.
+    RxQueues {
+        /// Queues passed after the map.
+        count: u32,
+    },
     /// driver → netd, now and then: one of its counters
     /// ([`crate::driver::DriverStats::named`] order).
     Counter {
@@ -182,6 +189,7 @@ impl Control {
             Control::Attached { key, ok } => (6, key, u64::from(ok), 0),
             Control::Steer { proto, port, key } => (7, u64::from(proto) << 16 | u64::from(port), key, 0),
             Control::Unsteer { proto, port } => (8, u64::from(proto) << 16 | u64::from(port), 0, 0),
+            Control::RxQueues { count } => (9, u64::from(count), 0, 0),
         };
         let mut out = [0u8; CONTROL_LEN];
         out[0..4].copy_from_slice(&kind.to_le_bytes());
@@ -221,6 +229,7 @@ impl Control {
             6 if b <= 1 && c == 0 => Some(Control::Attached { key: a, ok: b == 1 }),
             7 if a >> 24 == 0 && c == 0 => Some(Control::Steer { proto: (a >> 16) as u8, port: a as u16, key: b }),
             8 if a >> 24 == 0 && b == 0 && c == 0 => Some(Control::Unsteer { proto: (a >> 16) as u8, port: a as u16 }),
+            9 if b == 0 && c == 0 => Some(Control::RxQueues { count: u32::try_from(a).ok()? }),
             _ => None,
         }
     }
@@ -256,6 +265,7 @@ mod tests {
             Control::Attached { key: 10, ok: false },
             Control::Steer { proto: 17, port: 7000, key: 3 },
             Control::Unsteer { proto: 6, port: 65535 },
+            Control::RxQueues { count: 7 },
         ] {
             assert_eq!(Control::decode(&m.encode()), Some(m));
         }
@@ -264,7 +274,7 @@ mod tests {
         assert_eq!(Control::decode(&bad), None);
         assert_eq!(Control::decode(&[0u8; 31]), None);
         let mut unknown = Control::Hello.encode();
-        unknown[0] = 9;
+        unknown[0] = 10;
         assert_eq!(Control::decode(&unknown), None);
         let mut wide = Control::Unsteer { proto: 6, port: 80 }.encode();
         wide[11] = 1;

@@ -10,17 +10,20 @@
 //! netd in receive buffers of the driver region, or, when the device lets
 //! the driver read their headers first and netd steers their port to an
 //! application, straight into a buffer of that application's region
-//! (`crate::steering`).
+//! (`crate::steering`). A multi-queue TAP does the same with a queue per
+//! client, which the kernel picks by port and reads into the client's
+//! buffers ([`super::queues`]).
 
 use nagare_request::pack_stages;
 use super::proto::{
     offload_of, offload_word, Control, CONTROL_LEN, KEY, STAGES, TRACE_AT, UNDELIVERED, MAX_PIECES, MORE, RETURN, RETURNED, RX_CLIENT_FREE,
     RX_CLIENT_PIECE, RX_FREE, RX_PIECE, TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
 };
+use super::queues::{RxQueues, MAX_RX_QUEUES};
 use crate::steering::{flow_of, HEAD_LEN};
 use crate::view::{Release, View};
 use nagare_core::buf::{BufferPool, Offload, PacketBuf};
-use nagare_dev::{Device, FrameInPlace, MonotonicClock, RX_HEADROOM};
+use nagare_dev::{Device, FrameInPlace, MonotonicClock, PortMap, RX_HEADROOM};
 use nagare_ipc::fdpass::{recv_with_fds, send_with_fds};
 use nagare_ipc::{Consumer, Descriptor, Notifier, Pool, Producer, Region, Waiter};
 use std::cell::RefCell;
@@ -213,6 +216,8 @@ struct Driver {
     /// Local ports whose frames go to a client's region: (protocol, port)
     /// → client key.
     steer: HashMap<(u8, u16), u64>,
+    /// A multi-queue TAP's queues beside the first, one per client.
+    queues: Option<RxQueues>,
 }
 
 /// Runs the driver on the control socket `control` until netd closes it or
@@ -284,6 +289,7 @@ pub fn serve(
         rx_views: Vec::with_capacity(MAX_PIECES),
         placed_rx: true,
         steer: HashMap::new(),
+        queues: None,
     };
     let mut last_work = std::time::Instant::now();
     let mut reported = (std::time::Instant::now(), DriverStats::default());
@@ -388,16 +394,59 @@ impl Driver {
                 }
                 (Some(Control::Detach { key }), 0) => {
                     self.clients.remove(&key);
+                    if let Some(q) = &mut self.queues {
+                        q.detach(key);
+                    }
                 }
                 (Some(Control::Steer { proto, port, key }), 0) => {
                     self.steer.insert((proto, port), key);
+                    if let Some(q) = &mut self.queues {
+                        if q.steer(proto, port, key).is_err() {
+                            self.stats.bad_messages += 1;
+                        }
+                    }
                 }
                 (Some(Control::Unsteer { proto, port }), 0) => {
                     self.steer.remove(&(proto, port));
+                    if let Some(q) = &mut self.queues {
+                        if q.unsteer(proto, port).is_err() {
+                            self.stats.bad_messages += 1;
+                        }
+                    }
+                }
+                (Some(Control::RxQueues { count }), n) if n == count as usize + 1 && n <= MAX_RX_QUEUES + 1 => {
+                    self.take_queues(got.fds);
                 }
                 _ => self.stats.bad_messages += 1,
             }
         }
+    }
+
+    /// The TAP's extra queues and its port map, from netd: the ports
+    /// steered so far are written into the map.
+    fn take_queues(&mut self, fds: Vec<OwnedFd>) {
+        let mut fds = fds.into_iter();
+        let Some(map) = fds.next() else { return };
+        let mut devices = Vec::new();
+        for fd in fds {
+            match self.device.rx_queue(fd) {
+                Ok(d) => devices.push(d),
+                Err(e) => {
+                    // netd passes queues only for a plain TAP, whose
+                    // queues this device can read.
+                    eprintln!("nagare driver: a receive queue netd passed cannot be read: {e}");
+                    self.stats.bad_messages += 1;
+                    return;
+                }
+            }
+        }
+        let mut queues = RxQueues::new(PortMap::from_fd(map), devices);
+        for (&(proto, port), &key) in &self.steer {
+            if queues.steer(proto, port, key).is_err() {
+                self.stats.bad_messages += 1;
+            }
+        }
+        self.queues = Some(queues);
     }
 
     /// Takes netd's descriptors: frames into the device queue, returns in
@@ -559,20 +608,25 @@ impl Driver {
         if max == 0 {
             return false;
         }
+        let steered = self.receive_queues(max.min(RX_BATCH), now);
+        let max = max - steered;
+        if max == 0 {
+            return true;
+        }
         if self.placed_rx {
             if let Some(work) = self.receive_placed(max.min(RX_BATCH), now) {
-                return work;
+                return work || steered > 0;
             }
         }
         if self.direct_rx {
             if let Some(work) = self.receive_direct(max.min(RX_BATCH), now) {
-                return work;
+                return work || steered > 0;
             }
         }
         if self.device.receive_batch(&self.heap, &mut self.rx, max.min(RX_BATCH), now).is_err() {
-            return false;
+            return steered > 0;
         }
-        let work = !self.rx.is_empty();
+        let work = !self.rx.is_empty() || steered > 0;
         for frame in std::mem::take(&mut self.rx) {
             // The frame starts RX_HEADROOM bytes into its first buffer, so
             // the engine, given the buffer itself, can put headers in front
@@ -609,70 +663,38 @@ impl Driver {
     /// Frames read by the device straight into receive buffers (a TAP's
     /// `readv` into the region: no copy here); `None` if the device cannot.
     fn receive_direct(&mut self, max: usize, now: nagare_core::Instant) -> Option<bool> {
-        let size = self.pool.buffer_size() as usize;
-        // Room for the largest frame the device may deliver: a
-        // super-segment when it does segmentation offload.
-        let largest = if self.device.tx_offloads().tcp_segmentation > 0 { 65535 + 18 } else { self.device.mtu() + 18 };
-        let pieces = (RX_HEADROOM + largest).div_ceil(size).clamp(1, MAX_PIECES);
-        let mut work = false;
-        for _ in 0..max {
-            if (self.pool.counts().0 as usize) < pieces {
-                break;
-            }
-            let mut indices = [0u32; MAX_PIECES];
-            let mut allocated = 0;
-            self.rx_views.clear();
-            for (k, slot) in indices.iter_mut().take(pieces).enumerate() {
-                let Some(index) = self.pool.alloc() else { break };
-                *slot = index;
-                allocated += 1;
-                let offset = if k == 0 { RX_HEADROOM as u32 } else { 0 };
-                if let Ok(v) = self.pool.shared(index, offset, size as u32 - offset) {
-                    self.rx_views.push(v);
-                }
-            }
-            let got = if self.rx_views.len() == pieces {
-                let mut slices: [&mut [u8]; MAX_PIECES] = Default::default();
-                for (slot, v) in slices.iter_mut().zip(self.rx_views.iter_mut()) {
-                    // SAFETY: the buffers were just allocated: ours alone,
-                    // netd does not touch them, and each view is of a
-                    // different buffer.
-                    *slot = unsafe { v.as_mut_slice() };
-                }
-                self.device.receive_into(&mut slices[..pieces], now)
-            } else {
-                Ok(None)
-            };
-            self.rx_views.clear();
-            let indices = &indices[..allocated];
-            let (len, offload) = match got {
-                Ok(Some((len, offload))) if len > 0 => (len, offload),
-                other => {
-                    for &index in indices {
-                        let _ = self.pool.release(index);
-                    }
-                    match other {
-                        Err(e) if e.kind() == io::ErrorKind::Unsupported => {
-                            self.direct_rx = false;
-                            return None;
-                        }
-                        Ok(Some(_)) => {
-                            self.stats.rx_dropped += 1;
-                            work = true;
-                            continue;
-                        }
-                        _ => break,
-                    }
-                }
-            };
-            work = true;
-            let used = (RX_HEADROOM + len).div_ceil(size);
-            for &index in &indices[used.min(indices.len())..] {
-                let _ = self.pool.release(index);
-            }
-            post_frame(&mut self.pool, &mut self.out, &mut self.stats, &indices[..used.min(indices.len())], len, offload);
+        let Driver { device, pool, rx_views, out, stats, .. } = self;
+        let got = read_direct(device.as_mut(), pool, rx_views, out, stats, max, now);
+        if got.is_none() {
+            self.direct_rx = false;
         }
-        Some(work)
+        got
+    }
+
+    /// Frames from a multi-queue TAP's extra queues: each queue's straight
+    /// into buffers of its client's region (the kernel's copy is the only
+    /// one), or into the driver region while the client has none to spare
+    /// or the queue none. How many frames were read.
+    fn receive_queues(&mut self, max: usize, now: nagare_core::Instant) -> usize {
+        let Driver { queues, clients, pool, rx_views, out, stats, .. } = self;
+        let Some(queues) = queues else { return 0 };
+        let mut frames = 0;
+        for q in &mut queues.queues {
+            while frames < max {
+                let client = q.key.and_then(|k| clients.get_mut(&k).map(|c| (k, c)));
+                let got = match client {
+                    Some((key, c)) if c.rx_free.len() >= client_pieces(q.device.as_ref(), c) => {
+                        read_steered(q.device.as_mut(), key, c, out, stats, now)
+                    }
+                    _ => read_direct(q.device.as_mut(), pool, rx_views, out, stats, 1, now).filter(|&w| w),
+                };
+                match got {
+                    Some(_) => frames += 1,
+                    None => break,
+                }
+            }
+        }
+        frames
     }
 
     /// Frames the device shows before copying them (a VNI slot): those
@@ -776,11 +798,16 @@ impl Driver {
             timeout = timeout.min(Duration::from_millis(1));
         }
         let pfd = |fd: i32| libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        let mut fds = [
-            pfd(self.waiter.fd().as_raw_fd()),
-            pfd(self.device.raw_fd().unwrap_or(-1)),
-            pfd(self.control.as_raw_fd()),
-        ];
+        // Unused slots have descriptor -1, which poll skips.
+        let mut fds = [pfd(-1); 3 + MAX_RX_QUEUES];
+        fds[0] = pfd(self.waiter.fd().as_raw_fd());
+        fds[1] = pfd(self.device.raw_fd().unwrap_or(-1));
+        fds[2] = pfd(self.control.as_raw_fd());
+        if let Some(q) = &self.queues {
+            for (slot, fd) in fds[3..].iter_mut().zip(q.fds()) {
+                *slot = pfd(fd);
+            }
+        }
         let millis = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
         // SAFETY: `fds` is a live array of pollfd of the length passed.
         let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, millis) };
@@ -797,6 +824,165 @@ impl Driver {
         }
         Ok(())
     }
+}
+
+/// Up to `max` frames read by `device` straight into receive buffers of
+/// the driver region (a TAP's `readv`: no copy here); whether any came, or
+/// `None` if the device cannot.
+fn read_direct(
+    device: &mut dyn Device,
+    pool: &mut Pool,
+    rx_views: &mut Vec<nagare_ipc::SharedBytes>,
+    out: &mut VecDeque<Descriptor>,
+    stats: &mut DriverStats,
+    max: usize,
+    now: nagare_core::Instant,
+) -> Option<bool> {
+    let size = pool.buffer_size() as usize;
+    let pieces = (RX_HEADROOM + largest_frame(device)).div_ceil(size).clamp(1, MAX_PIECES);
+    let mut work = false;
+    for _ in 0..max {
+        if (pool.counts().0 as usize) < pieces {
+            break;
+        }
+        let mut indices = [0u32; MAX_PIECES];
+        let mut allocated = 0;
+        rx_views.clear();
+        for (k, slot) in indices.iter_mut().take(pieces).enumerate() {
+            let Some(index) = pool.alloc() else { break };
+            *slot = index;
+            allocated += 1;
+            let offset = if k == 0 { RX_HEADROOM as u32 } else { 0 };
+            if let Ok(v) = pool.shared(index, offset, size as u32 - offset) {
+                rx_views.push(v);
+            }
+        }
+        let got = if rx_views.len() == pieces {
+            let mut slices: [&mut [u8]; MAX_PIECES] = Default::default();
+            for (slot, v) in slices.iter_mut().zip(rx_views.iter_mut()) {
+                // SAFETY: the buffers were just allocated: ours alone,
+                // netd does not touch them, and each view is of a
+                // different buffer.
+                *slot = unsafe { v.as_mut_slice() };
+            }
+            device.receive_into(&mut slices[..pieces], now)
+        } else {
+            Ok(None)
+        };
+        rx_views.clear();
+        let indices = &indices[..allocated];
+        let (len, offload) = match got {
+            Ok(Some((len, offload))) if len > 0 => (len, offload),
+            other => {
+                for &index in indices {
+                    let _ = pool.release(index);
+                }
+                match other {
+                    Err(e) if e.kind() == io::ErrorKind::Unsupported => return None,
+                    Ok(Some(_)) => {
+                        stats.rx_dropped += 1;
+                        work = true;
+                        continue;
+                    }
+                    _ => break,
+                }
+            }
+        };
+        work = true;
+        let used = (RX_HEADROOM + len).div_ceil(size);
+        for &index in &indices[used.min(indices.len())..] {
+            let _ = pool.release(index);
+        }
+        post_frame(pool, out, stats, &indices[..used.min(indices.len())], len, offload);
+    }
+    Some(work)
+}
+
+/// Room for the largest frame `device` may deliver: a super-segment when
+/// it does segmentation offload.
+fn largest_frame(device: &dyn Device) -> usize {
+    if device.tx_offloads().tcp_segmentation > 0 {
+        65535 + 18
+    } else {
+        device.mtu() + 18
+    }
+}
+
+/// Buffers of client `c`'s region one read from `device` needs.
+fn client_pieces(device: &dyn Device, c: &ClientPort) -> usize {
+    let size = (c.region.layout().config.buffer_size as usize).max(1);
+    (RX_HEADROOM + largest_frame(device)).div_ceil(size).clamp(1, MAX_PIECES)
+}
+
+/// One frame read by `device` (a queue of client `key`'s) straight into
+/// buffers netd gave us in the client's region, handed to netd as
+/// `RX_CLIENT_PIECE`s: `Some(true)` a frame, `Some(false)` one dropped,
+/// `None` nothing to read. The caller made sure enough buffers are free.
+fn read_steered(
+    device: &mut dyn Device,
+    key: u64,
+    c: &mut ClientPort,
+    out: &mut VecDeque<Descriptor>,
+    stats: &mut DriverStats,
+    now: nagare_core::Instant,
+) -> Option<bool> {
+    let size = c.region.layout().config.buffer_size as usize;
+    let pieces = client_pieces(device, c);
+    let first = c.rx_free.len().checked_sub(pieces)?;
+    let indices = c.rx_free.split_off(first);
+    let mut views = Vec::with_capacity(pieces);
+    for (k, &index) in indices.iter().enumerate() {
+        let offset = if k == 0 { RX_HEADROOM } else { 0 };
+        match c.region.shared_bytes(index, offset as u32, (size - offset) as u32) {
+            Ok(v) => views.push(v),
+            Err(_) => break,
+        }
+    }
+    let got = if views.len() == pieces {
+        let mut slices: [&mut [u8]; MAX_PIECES] = Default::default();
+        for (slot, v) in slices.iter_mut().zip(views.iter_mut()) {
+            // SAFETY: buffers netd handed us for this client, each once:
+            // nobody in this process uses them; the client writing them
+            // spoils only its own frame (netd parses its own copy of the
+            // headers).
+            *slot = unsafe { v.as_mut_slice() };
+        }
+        device.receive_into(&mut slices[..pieces], now)
+    } else {
+        Ok(None)
+    };
+    drop(views);
+    let (len, offload) = match got {
+        Ok(Some((len, offload))) if len > 0 => (len, offload),
+        other => {
+            c.rx_free.extend_from_slice(&indices);
+            return match other {
+                Ok(Some(_)) => {
+                    stats.rx_dropped += 1;
+                    Some(false)
+                }
+                _ => None,
+            };
+        }
+    };
+    let end = RX_HEADROOM + len;
+    let used = end.div_ceil(size).clamp(1, indices.len());
+    c.rx_free.extend_from_slice(&indices[used..]);
+    for (k, &index) in indices[..used].iter().enumerate() {
+        let offset = if k == 0 { RX_HEADROOM } else { 0 };
+        out.push_back(Descriptor {
+            kind: RX_CLIENT_PIECE,
+            flags: if k + 1 < used { MORE } else { 0 },
+            buffer: index,
+            offset: offset as u32,
+            len: (end.min((k + 1) * size) - k * size - offset) as u32,
+            aux: [if k == 0 { offload_word(offload) } else { 0 }, key, 0, 0],
+            ..Default::default()
+        });
+    }
+    stats.rx_frames += 1;
+    stats.rx_steered += 1;
+    Some(true)
 }
 
 /// Hands netd a received frame of `len` bytes filling `indices` (starting
