@@ -536,4 +536,44 @@ mod tests {
         assert!(matches!(s.receive(&engine, 1, &[(1, RX_HEADROOM as u32, stray.len() as u32)]), Steered::Copied(_)));
         assert_eq!(s.pool_size(1), 2);
     }
+
+    #[test]
+    fn a_frame_over_several_buffers_lends_one_view_a_buffer() {
+        let region = nagare_ipc::Region::create("nagare-steer-multi", nagare_ipc::RegionConfig::pair(8, 8, 2048)).unwrap();
+        let mut pool = region.pool().unwrap();
+        for i in 0..3 {
+            assert_eq!(pool.alloc(), Some(i));
+        }
+        let view = |i: u32| pool.shared(i, 0, 2048).unwrap();
+        let engine = BufferPool::new(2048, 8);
+        let s = Steering::new(true);
+        s.add_client(1, pool.area_base(), 2048, vec![(0, view(0)), (1, view(1)), (2, view(2))]);
+        s.bind(TCP, 80, 1);
+        let _ = s.to_post(1, 8);
+        // 2048 - RX_HEADROOM bytes in the first buffer, 2048 in the second,
+        // the rest in the third.
+        let payload: Vec<u8> = (0..4000u32).map(|i| i as u8).collect();
+        let f = frame(TCP, 80, 20, &payload);
+        let first = 2048 - RX_HEADROOM;
+        let pieces = [(0u32, RX_HEADROOM as u32, first as u32), (1, 0, 2048), (2, 0, (f.len() - first - 2048) as u32)];
+        let mut at = 0;
+        for &(i, off, len) in &pieces {
+            let mut v = pool.shared(i, off, len).unwrap();
+            assert!(v.write(0, &f[at..at + len as usize]));
+            at += len as usize;
+        }
+        let Steered::InPlace(p) = s.receive(&engine, 1, &pieces) else { panic!("not in place") };
+        assert_eq!(p.to_vec(), f);
+        // Headers, then the payload in each of the three buffers.
+        assert_eq!(p.slice_count(), 4);
+        let second = p.chunks().nth(2).unwrap();
+        assert_eq!(s.locate(1, second.as_ptr() as usize, second.len()), Some((1, 0)));
+        drop(p);
+        s.settle();
+        assert_eq!(s.to_post(1, 8).len(), 3, "every buffer is spare again");
+        // A buffer named twice: refused, and both pieces spare.
+        let twice = [(0u32, RX_HEADROOM as u32, 100u32), (0, 0, 100)];
+        assert!(matches!(s.receive(&engine, 1, &twice), Steered::Refused));
+        assert_eq!(s.to_post(1, 8), vec![0], "buffer 0 is spare again, 1 and 2 still at the driver");
+    }
 }
