@@ -6,8 +6,13 @@
 //!
 //! A `nagare netd --vni` in split placement (its driver a process) and a
 //! `nagare up --echo` peer on a 2-port VNI segment; every byte sent comes
-//! back, so each run measures a send path and a receive path.
+//! back, so each run measures a send path and a receive path. With `--tap`
+//! (root), netd runs on a multi-queue TAP in a network namespace the bench
+//! creates and deletes, and the Linux kernel echoes (threads of the bench
+//! moved into the namespace); then the same on a single-queue TAP, which
+//! netd cannot steer.
 
+use crate::bench_netns::Namespace;
 use anyhow::{bail, Context, Result};
 use nagare::net::{TcpStream, UdpSocket};
 use nagare::Netd;
@@ -15,6 +20,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
@@ -22,9 +28,15 @@ pub struct CopiesBenchArgs {
     /// Payload bytes per run.
     #[arg(long, default_value_t = 8 << 20)]
     pub bytes: usize,
+    /// On a TAP with Linux as the echo peer, multi-queue (steered) and
+    /// single-queue, not on a VNI segment (root).
+    #[arg(long)]
+    pub tap: bool,
 }
 
 const PEER: &str = "10.98.0.1";
+/// The TAP of `--tap`, made by netd inside the bench's namespace.
+const TAP: &str = "ncp0";
 
 /// The segment and both processes, removed (by pid) however the bench ends.
 struct Setup {
@@ -109,6 +121,13 @@ fn measure(netd: &Netd, name: &'static str, lib_copies: f64, bytes: usize, run: 
 pub fn run(args: CopiesBenchArgs) -> Result<()> {
     let bytes = args.bytes.max(1 << 20);
     let pid = std::process::id();
+    if args.tap {
+        // Steered (a queue per client) and, for the ratio, the same on a
+        // single-queue TAP made beforehand, which netd cannot steer.
+        run_on_tap(bytes, true)?;
+        println!();
+        return run_on_tap(bytes, false);
+    }
     let exe = std::env::current_exe()?;
     let mut setup = Setup {
         segment: format!("bench-copies-{pid}"),
@@ -120,9 +139,81 @@ pub fn run(args: CopiesBenchArgs) -> Result<()> {
     setup.children.push(spawn(&["up", "--vni", &setup.segment, "--addr", &format!("{PEER}/24"), "--echo"])?);
     let socket = setup.socket.to_string_lossy().into_owned();
     setup.children.push(spawn(&["netd", "--vni", &setup.segment, "--addr", "10.98.0.2/24", "--socket", &socket])?);
+    measure_all(&setup.socket, bytes, "split placement on a VNI segment")
+}
+
+/// The four runs through a netd on a TAP in a namespace of our own, Linux
+/// echoing; `multi_queue`: a TAP netd makes (and steers), else a
+/// single-queue one made first with `ip tuntap add`.
+fn run_on_tap(bytes: usize, multi_queue: bool) -> Result<()> {
+    let ns = Namespace::create(format!("nagare-copies-{}-{multi_queue}", std::process::id()))?;
+    if !multi_queue {
+        ns.ip(&["tuntap", "add", "dev", TAP, "mode", "tap"])?;
+    }
+    let netd = ns.start_netd(TAP, "10.98.0.2/24", &["--placement", "split"], "bench-copies")?;
+    ns.ip(&["addr", "add", &format!("{PEER}/24"), "dev", TAP])?;
+    let stop = AtomicBool::new(false);
+    let what = if multi_queue {
+        "split placement on a multi-queue TAP (steered), Linux echoing"
+    } else {
+        "split placement on a single-queue TAP (not steered), Linux echoing"
+    };
+    std::thread::scope(|scope| {
+        let udp = scope.spawn(|| linux_udp_echo(&ns, &stop));
+        let tcp = scope.spawn(|| linux_tcp_echo(&ns, &stop));
+        let result = measure_all(&netd.socket, bytes, what);
+        stop.store(true, Ordering::Relaxed);
+        for echo in [udp, tcp] {
+            echo.join().map_err(|_| anyhow::anyhow!("an echo thread panicked"))??;
+        }
+        result
+    })
+}
+
+/// Linux's UDP echo (port 7) on its side of the TAP, until `stop`.
+fn linux_udp_echo(ns: &Namespace, stop: &AtomicBool) -> Result<()> {
+    ns.enter()?;
+    let sock = std::net::UdpSocket::bind((PEER, 7))?;
+    sock.set_read_timeout(Some(Duration::from_millis(50)))?;
+    let mut buf = vec![0u8; 65536];
+    while !stop.load(Ordering::Relaxed) {
+        if let Ok((n, from)) = sock.recv_from(&mut buf) {
+            let _ = sock.send_to(&buf[..n], from);
+        }
+    }
+    Ok(())
+}
+
+/// Linux's TCP echo (port 7), one connection at a time, until `stop`.
+fn linux_tcp_echo(ns: &Namespace, stop: &AtomicBool) -> Result<()> {
+    ns.enter()?;
+    let listener = std::net::TcpListener::bind((PEER, 7))?;
+    listener.set_nonblocking(true)?;
+    let mut buf = vec![0u8; 65536];
+    while !stop.load(Ordering::Relaxed) {
+        let Ok((mut conn, _)) = listener.accept() else {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        };
+        conn.set_nonblocking(false)?;
+        conn.set_read_timeout(Some(Duration::from_millis(50)))?;
+        while !stop.load(Ordering::Relaxed) {
+            match conn.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => conn.write_all(&buf[..n])?,
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The four runs through the netd at `socket`, and their table.
+fn measure_all(socket: &std::path::Path, bytes: usize, what: &str) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     let netd = loop {
-        match Netd::connect(&setup.socket) {
+        match Netd::connect(socket) {
             Ok(n) => break n,
             Err(e) if Instant::now() > deadline => bail!("netd does not answer: {e}"),
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
@@ -200,7 +291,7 @@ pub fn run(args: CopiesBenchArgs) -> Result<()> {
         }
         Ok(())
     })?;
-    println!("nagare bench copies: copies per payload byte, split placement on a VNI segment, {bytes} B each way per run");
+    println!("nagare bench copies: copies per payload byte, {what}, {bytes} B each way per run");
     println!("(driver-link and device columns count whole frames, headers included; \"in place\" is");
     println!(" received payload handed over in the buffer the device put it in, not a copy)\n");
     println!(
@@ -223,6 +314,5 @@ pub fn run(args: CopiesBenchArgs) -> Result<()> {
             c.handed_in_place
         );
     }
-    drop(setup);
     Ok(())
 }

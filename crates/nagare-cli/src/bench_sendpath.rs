@@ -12,12 +12,12 @@
 //! kernel's side of the TAP (10.77.0.1, port 9: nobody listens, the kernel
 //! drops them, its port-unreachable replies are rate-limited). Needs root.
 
+use crate::bench_netns::{Namespace, NetdProcess};
 use anyhow::{bail, Context, Result};
 use nagare::net::{SendTrace, UdpSocket};
 use nagare::Netd;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
@@ -39,69 +39,11 @@ const NETD_ADDR: &str = "10.77.0.2/24";
 const TAP: &str = "nsp0";
 const SINK_PORT: u16 = 9;
 
-/// The namespace, removed however the bench ends.
-struct Namespace(String);
-
-impl Drop for Namespace {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "delete", &self.0]).stdin(Stdio::null()).output();
-    }
-}
-
-/// A netd, stopped (by its pid) however the bench ends.
-struct NetdProcess {
-    child: Child,
-    socket: PathBuf,
-}
-
-impl Drop for NetdProcess {
-    fn drop(&mut self) {
-        // SIGTERM lets it stop its driver; then it is reaped.
-        // SAFETY: kill(2) on the pid of our own child, with a constant signal.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.socket);
-    }
-}
-
-fn ip_in(ns: &str, args: &[&str]) -> Result<()> {
-    let out = Command::new("ip").args(["netns", "exec", ns, "ip"]).args(args).stdin(Stdio::null()).output()?;
-    if !out.status.success() {
-        bail!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
-    }
-    Ok(())
-}
-
 /// Starts `nagare netd --tap` in `placement` inside `ns` and gives the
 /// kernel's side of the TAP its address.
-fn start_netd(ns: &str, placement: &str, spin_us: u64) -> Result<NetdProcess> {
-    let exe = std::env::current_exe()?;
-    let socket = std::env::temp_dir().join(format!("nagare-sendpath-{}.sock", std::process::id()));
-    let _ = std::fs::remove_file(&socket);
-    let child = Command::new("ip")
-        .args(["netns", "exec", ns])
-        .arg(&exe)
-        .args(["netd", "--tap", TAP, "--addr", NETD_ADDR, "--placement", placement, "--spin-us", &spin_us.to_string(), "--socket"])
-        .arg(&socket)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting nagare netd")?;
-    let p = NetdProcess { child, socket };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !p.socket.exists() {
-        if Instant::now() > deadline {
-            bail!("netd ({placement}) did not start");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    ip_in(ns, &["addr", "add", &format!("{KERNEL}/24"), "dev", TAP])?;
+fn start_netd(ns: &Namespace, placement: &str, spin_us: u64) -> Result<NetdProcess> {
+    let p = ns.start_netd(TAP, NETD_ADDR, &["--placement", placement, "--spin-us", &spin_us.to_string()], "sendpath")?;
+    ns.ip(&["addr", "add", &format!("{KERNEL}/24"), "dev", TAP])?;
     Ok(p)
 }
 
@@ -166,16 +108,11 @@ fn measure_nagare(socket: &Path, sizes: &[usize], count: usize, spin: Duration) 
 
 /// The kernel's `sendto()` from its side of the TAP, timed call by call
 /// (a thread moved into the namespace; the frames go to netd).
-fn measure_linux(ns: &str, sizes: &[usize], count: usize) -> Result<Vec<u64>> {
-    let path = format!("/var/run/netns/{ns}");
+fn measure_linux(ns: &Namespace, sizes: &[usize], count: usize) -> Result<Vec<u64>> {
     let sizes = sizes.to_vec();
-    std::thread::spawn(move || -> Result<Vec<u64>> {
-        let f = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
-        use std::os::fd::AsRawFd;
-        // SAFETY: setns on an open namespace file; it moves only this thread.
-        if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-            bail!("setns: {}", std::io::Error::last_os_error());
-        }
+    std::thread::scope(|scope| {
+        scope.spawn(|| -> Result<Vec<u64>> {
+        ns.enter()?;
         let sock = std::net::UdpSocket::bind((KERNEL, 0))?;
         let to = SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 2), SINK_PORT);
         for _ in 0..2000 {
@@ -193,9 +130,10 @@ fn measure_linux(ns: &str, sizes: &[usize], count: usize) -> Result<Vec<u64>> {
             out.push(median(times));
         }
         Ok(out)
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("the Linux measurement panicked"))?
     })
-    .join()
-    .map_err(|_| anyhow::anyhow!("the Linux measurement panicked"))?
 }
 
 fn us(ns: u64) -> String {
@@ -203,26 +141,17 @@ fn us(ns: u64) -> String {
 }
 
 pub fn run(args: SendPathArgs) -> Result<()> {
-    // SAFETY: geteuid has no arguments and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        bail!("nagare bench sendpath needs root (it creates a network namespace and a TAP device)");
-    }
     if args.count == 0 || args.sizes.iter().any(|&s| s == 0 || s > 1472) {
         bail!("--count must be positive and sizes within 1..=1472");
     }
-    let ns = Namespace(format!("nagare-sendpath-{}", std::process::id()));
-    let out = Command::new("ip").args(["netns", "add", &ns.0]).output().context("running ip")?;
-    if !out.status.success() {
-        bail!("ip netns add: {}", String::from_utf8_lossy(&out.stderr).trim());
-    }
-    ip_in(&ns.0, &["link", "set", "lo", "up"])?;
+    let ns = Namespace::create(format!("nagare-sendpath-{}", std::process::id()))?;
     let mut results: Vec<(&str, Vec<Row>)> = Vec::new();
     let mut linux = Vec::new();
     for placement in ["split", "single", "inline"] {
-        let netd = start_netd(&ns.0, placement, args.spin_us)?;
+        let netd = start_netd(&ns, placement, args.spin_us)?;
         let rows = measure_nagare(&netd.socket, &args.sizes, args.count, Duration::from_micros(args.spin_us))?;
         if placement == "split" {
-            linux = measure_linux(&ns.0, &args.sizes, args.count)?;
+            linux = measure_linux(&ns, &args.sizes, args.count)?;
         }
         results.push((placement, rows));
         drop(netd);

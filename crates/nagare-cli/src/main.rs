@@ -4,6 +4,7 @@ mod bench;
 mod bench_handover;
 mod bench_copies;
 mod bench_netd;
+mod bench_netns;
 mod bench_sendpath;
 mod driver;
 mod bench_vni;

@@ -1,0 +1,106 @@
+//! What the benches that run netd on a TAP share: a network namespace they
+//! create and delete, a `nagare netd --tap` inside it (stopped by its pid),
+//! and threads moved into the namespace to stand for the Linux side.
+
+use anyhow::{bail, Context, Result};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A network namespace, deleted however the bench ends.
+pub struct Namespace(pub String);
+
+impl Namespace {
+    /// Creates namespace `name` with its loopback up. Needs root.
+    pub fn create(name: String) -> Result<Namespace> {
+        // SAFETY: geteuid has no arguments and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            bail!("this bench needs root (it creates a network namespace and a TAP device)");
+        }
+        let out = Command::new("ip").args(["netns", "add", &name]).output().context("running ip")?;
+        if !out.status.success() {
+            bail!("ip netns add: {}", String::from_utf8_lossy(&out.stderr).trim());
+        }
+        let ns = Namespace(name);
+        ns.ip(&["link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// Runs `ip args` inside the namespace.
+    pub fn ip(&self, args: &[&str]) -> Result<()> {
+        let out = Command::new("ip").args(["netns", "exec", &self.0, "ip"]).args(args).stdin(Stdio::null()).output()?;
+        if !out.status.success() {
+            bail!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+        }
+        Ok(())
+    }
+
+    /// Moves the calling thread (only it) into the namespace.
+    pub fn enter(&self) -> Result<()> {
+        let path = format!("/var/run/netns/{}", self.0);
+        let f = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
+        // SAFETY: setns on an open namespace file; it moves only this thread.
+        if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            bail!("setns: {}", std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Starts `nagare netd --tap tap --addr addr` with `extra` arguments
+    /// inside the namespace, listening on a socket named after `tag`, and
+    /// waits until it listens.
+    pub fn start_netd(&self, tap: &str, addr: &str, extra: &[&str], tag: &str) -> Result<NetdProcess> {
+        let exe = std::env::current_exe()?;
+        let socket = std::env::temp_dir().join(format!("nagare-{tag}-{}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&socket);
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.0])
+            .arg(&exe)
+            .args(["netd", "--tap", tap, "--addr", addr])
+            .args(extra)
+            .arg("--socket")
+            .arg(&socket)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting nagare netd")?;
+        let mut p = NetdProcess { child, socket };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !p.socket.exists() {
+            if Instant::now() > deadline || !matches!(p.child.try_wait(), Ok(None)) {
+                bail!("netd ({}) did not start", extra.join(" "));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(p)
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "delete", &self.0]).stdin(Stdio::null()).output();
+    }
+}
+
+/// A netd, stopped (by its pid) however the bench ends.
+pub struct NetdProcess {
+    child: Child,
+    pub socket: PathBuf,
+}
+
+impl Drop for NetdProcess {
+    fn drop(&mut self) {
+        // SIGTERM lets it stop its driver; then it is reaped.
+        // SAFETY: kill(2) on the pid of our own child, with a constant signal.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
