@@ -684,7 +684,7 @@ impl Driver {
                 let client = q.key.and_then(|k| clients.get_mut(&k).map(|c| (k, c)));
                 let got = match client {
                     Some((key, c)) if c.rx_free.len() >= client_pieces(q.device.as_ref(), c) => {
-                        read_steered(q.device.as_mut(), key, c, out, stats, now)
+                        read_steered(q.device.as_mut(), key, c, rx_views, out, stats, now)
                     }
                     _ => read_direct(q.device.as_mut(), pool, rx_views, out, stats, 1, now).filter(|&w| w),
                 };
@@ -858,14 +858,9 @@ fn read_direct(
             }
         }
         let got = if rx_views.len() == pieces {
-            let mut slices: [&mut [u8]; MAX_PIECES] = Default::default();
-            for (slot, v) in slices.iter_mut().zip(rx_views.iter_mut()) {
-                // SAFETY: the buffers were just allocated: ours alone,
-                // netd does not touch them, and each view is of a
-                // different buffer.
-                *slot = unsafe { v.as_mut_slice() };
-            }
-            device.receive_into(&mut slices[..pieces], now)
+            // SAFETY: the buffers were just allocated: ours alone, netd
+            // does not touch them, and each view is of a different buffer.
+            unsafe { read_into(device, rx_views, now) }
         } else {
             Ok(None)
         };
@@ -898,6 +893,26 @@ fn read_direct(
     Some(work)
 }
 
+/// `device.receive_into` the buffers `views` show (at most
+/// [`MAX_PIECES`]).
+///
+/// # Safety
+/// Each view must be of a different buffer that nothing else in this
+/// process reads or writes until the call returns.
+unsafe fn read_into(
+    device: &mut dyn Device,
+    views: &mut [nagare_ipc::SharedBytes],
+    now: nagare_core::Instant,
+) -> io::Result<Option<(usize, Offload)>> {
+    let mut slices: [&mut [u8]; MAX_PIECES] = Default::default();
+    let n = views.len().min(MAX_PIECES);
+    for (slot, v) in slices.iter_mut().zip(views.iter_mut()) {
+        // SAFETY: the caller's promise, buffer by buffer.
+        *slot = unsafe { v.as_mut_slice() };
+    }
+    device.receive_into(&mut slices[..n], now)
+}
+
 /// Room for the largest frame `device` may deliver: a super-segment when
 /// it does segmentation offload.
 fn largest_frame(device: &dyn Device) -> usize {
@@ -922,6 +937,7 @@ fn read_steered(
     device: &mut dyn Device,
     key: u64,
     c: &mut ClientPort,
+    views: &mut Vec<nagare_ipc::SharedBytes>,
     out: &mut VecDeque<Descriptor>,
     stats: &mut DriverStats,
     now: nagare_core::Instant,
@@ -930,7 +946,7 @@ fn read_steered(
     let pieces = client_pieces(device, c);
     let first = c.rx_free.len().checked_sub(pieces)?;
     let indices = c.rx_free.split_off(first);
-    let mut views = Vec::with_capacity(pieces);
+    views.clear();
     for (k, &index) in indices.iter().enumerate() {
         let offset = if k == 0 { RX_HEADROOM } else { 0 };
         match c.region.shared_bytes(index, offset as u32, (size - offset) as u32) {
@@ -939,19 +955,14 @@ fn read_steered(
         }
     }
     let got = if views.len() == pieces {
-        let mut slices: [&mut [u8]; MAX_PIECES] = Default::default();
-        for (slot, v) in slices.iter_mut().zip(views.iter_mut()) {
-            // SAFETY: buffers netd handed us for this client, each once:
-            // nobody in this process uses them; the client writing them
-            // spoils only its own frame (netd parses its own copy of the
-            // headers).
-            *slot = unsafe { v.as_mut_slice() };
-        }
-        device.receive_into(&mut slices[..pieces], now)
+        // SAFETY: buffers netd handed us for this client, each once: nobody
+        // in this process uses them; the client writing them spoils only
+        // its own frame (netd parses its own copy of the headers).
+        unsafe { read_into(device, views, now) }
     } else {
         Ok(None)
     };
-    drop(views);
+    views.clear();
     let (len, offload) = match got {
         Ok(Some((len, offload))) if len > 0 => (len, offload),
         other => {
