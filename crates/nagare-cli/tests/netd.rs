@@ -1116,3 +1116,91 @@ fn rewritten_steered_headers_reach_no_other_client() {
     // netd lives on and serves the others.
     udp_round_trip(&netd, b"after the forger");
 }
+
+/// A VNI floods a frame for an unknown station to every port. One sent to
+/// another address, for a port a client of netd owns, is never steered
+/// into that client's region (it would read traffic meant for someone
+/// else); the same frame sent to netd is, and reaches the client.
+#[test]
+fn frames_for_other_stations_are_not_steered() {
+    use nagare_core::buf::{BufferPool, PacketBuf};
+    use nagare_dev::Device;
+    let f = Fixture::new("flood");
+    let netd = f.connect();
+    let udp = UdpSocket::bind_via(&netd, "0.0.0.0:0").unwrap();
+    let port = udp.local_addr().unwrap().port();
+    udp.set_nonblocking(true).unwrap();
+    // netd steers only once it has sent the driver its addresses and the
+    // port: an echo through the peer makes sure of both.
+    udp.set_nonblocking(false).unwrap();
+    udp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    udp.send_to(b"warm", (PEER, 7)).unwrap();
+    let mut buf = [0u8; 2048];
+    assert_eq!(udp.recv_from(&mut buf).unwrap().0, 4);
+    udp.set_nonblocking(true).unwrap();
+    let segment = std::sync::Arc::new(nagare_dev::VniSegment::open(&f.name).unwrap());
+    let mut sender = nagare_dev::VniPort::attach(segment, Some([0x02, 0x99, 0, 0, 0, 9])).unwrap();
+    // netd's Ethernet address (nagare's default for 10.91.0.2).
+    let netd_mac = [0x02, 0x6e, 10, 91, 0, 2];
+    let frame = |dst_mac: [u8; 6], dst_ip: [u8; 4]| -> Vec<u8> {
+        let mut fr = vec![0u8; 14 + 20 + 8 + 20];
+        fr[0..6].copy_from_slice(&dst_mac);
+        fr[6..12].copy_from_slice(&[0x02, 0x99, 0, 0, 0, 9]);
+        fr[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        let ip = &mut fr[14..34];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&48u16.to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 17;
+        ip[12..16].copy_from_slice(&[10, 91, 0, 9]);
+        ip[16..20].copy_from_slice(&dst_ip);
+        let sum = !ip.chunks(2).fold(0u32, |s, w| {
+            let s = s + u32::from(u16::from_be_bytes([w[0], w[1]]));
+            (s & 0xffff) + (s >> 16)
+        }) as u16;
+        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        fr[34..36].copy_from_slice(&4242u16.to_be_bytes());
+        fr[36..38].copy_from_slice(&port.to_be_bytes());
+        fr[38..40].copy_from_slice(&28u16.to_be_bytes());
+        fr[42..].copy_from_slice(b"not for this client!");
+        fr
+    };
+    let pool = BufferPool::new(2048, 64);
+    let mut send = |fr: &[u8], n: usize| {
+        let mut q: std::collections::VecDeque<PacketBuf> =
+            (0..n).map(|_| PacketBuf::from_slice(&pool, nagare_dev::RX_HEADROOM, fr).unwrap()).collect();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !q.is_empty() {
+            assert!(Instant::now() < deadline, "the segment does not take frames");
+            sender.transmit_batch(&mut q, nagare_core::Instant::ZERO).unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    let steered = |netd: &Netd| {
+        std::thread::sleep(Duration::from_millis(400));
+        stat_value(&netd.stat().unwrap(), "driver reported rx_steered")
+    };
+    let before = steered(&netd);
+    // To an unknown station (flooded), and to netd's MAC but another IP.
+    send(&frame([0x02, 0x77, 0, 0, 0, 7], [10, 91, 0, 77]), 20);
+    send(&frame(netd_mac, [10, 91, 0, 77]), 20);
+    let after = steered(&netd);
+    assert_eq!(after, before, "frames for others were steered into the client's region");
+    assert!(udp.recv_from(&mut buf).is_err(), "the client received a frame meant for another station");
+    // The same frame sent to netd is steered and received (so the test
+    // can see a steered frame at all).
+    send(&frame(netd_mac, [10, 91, 0, 2]), 5);
+    assert_eq!(steered(&netd), after + 5);
+    let mut got = 0;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while got < 5 && Instant::now() < deadline {
+        match udp.recv_from(&mut buf) {
+            Ok((n, _)) => {
+                assert_eq!(&buf[..n], b"not for this client!");
+                got += 1;
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+    assert_eq!(got, 5);
+}

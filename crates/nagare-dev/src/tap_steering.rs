@@ -57,6 +57,9 @@ const LDX_W: u8 = 0x61;
 const STX_W: u8 = 0x63;
 const LD_ABS_B: u8 = 0x30;
 const LD_ABS_H: u8 = 0x28;
+const LD_ABS_W: u8 = 0x20;
+const ST_W: u8 = 0x62;
+const JNE_REG: u8 = 0x5d;
 const LD_IND_H: u8 = 0x48;
 const LD_IMM64: u8 = 0x18;
 const JEQ_IMM: u8 = 0x15;
@@ -66,51 +69,65 @@ const EXIT: u8 = 0x95;
 const PSEUDO_MAP_FD: u8 = 1;
 const HELPER_MAP_LOOKUP_ELEM: i32 = 1;
 
+/// A jump to the default exit, whose offset `program` fills in.
+const TO_DEFAULT: i16 = i16::MIN;
+
 /// The program: queue = map[(ip protocol << 16) | destination port] for an
-/// unfragmented IPv4 TCP or UDP frame, else 0. A frame too short for a
-/// header it reads ends the program with 0 (the kernel's rule for
-/// `LD_ABS`), so a hostile frame lands on the default queue.
+/// unfragmented IPv4 TCP or UDP frame sent to the address at map[0]
+/// (netd's), else 0. A frame too short for a header it reads ends the
+/// program with 0 (the kernel's rule for `LD_ABS`), so a hostile frame
+/// lands on the default queue.
 fn program(map_fd: i32) -> Vec<Insn> {
-    const DEFAULT: usize = 29;
     let ip = i32::from(0x0800u16.to_be());
+    let d = TO_DEFAULT;
     let mut p = vec![
-        insn(MOV64_REG, 6, 1, 0, 0),              // 0: r6 = skb (LD_ABS wants it there)
-        insn(LDX_W, 2, 6, SKB_PROTOCOL, 0),       // 1: r2 = skb->protocol
-        insn(JNE_IMM, 2, 0, 0, ip),               // 2: not IPv4 -> default
-        insn(LD_ABS_B, 0, 0, 0, SKF_NET_OFF),     // 3: r0 = version | ihl
-        insn(MOV64_REG, 7, 0, 0, 0),              // 4
-        insn(AND64_IMM, 7, 0, 0, 0xf0),           // 5
-        insn(JNE_IMM, 7, 0, 0, 0x40),             // 6: version 4 only
-        insn(AND64_IMM, 0, 0, 0, 0x0f),           // 7
-        insn(LSH64_IMM, 0, 0, 0, 2),              // 8
-        insn(MOV64_REG, 7, 0, 0, 0),              // 9: r7 = IP header length
-        insn(LD_ABS_H, 0, 0, 0, SKF_NET_OFF + 6), // 10: flags | fragment offset
-        insn(AND64_IMM, 0, 0, 0, 0x3fff),         // 11: more fragments or an offset
-        insn(JNE_IMM, 0, 0, 0, 0),                // 12: a fragment -> default
-        insn(LD_ABS_B, 0, 0, 0, SKF_NET_OFF + 9), // 13: protocol
-        insn(MOV64_REG, 8, 0, 0, 0),              // 14: r8 = protocol
-        insn(JEQ_IMM, 8, 0, 1, 6),                // 15: TCP -> 17
-        insn(JNE_IMM, 8, 0, 0, 17),               // 16: not UDP -> default
-        insn(LD_IND_H, 0, 7, 0, SKF_NET_OFF + 2), // 17: r0 = destination port
-        insn(LSH64_IMM, 8, 0, 0, 16),             // 18
-        insn(OR64_REG, 8, 0, 0, 0),               // 19: r8 = key
-        insn(STX_W, 10, 8, -4, 0),                // 20: key on the stack
-        insn(LD_IMM64, 1, PSEUDO_MAP_FD, 0, map_fd), // 21: r1 = map
-        insn(0, 0, 0, 0, 0),                      // 22: (second half of 21)
-        insn(MOV64_REG, 2, 10, 0, 0),             // 23
-        insn(ADD64_IMM, 2, 0, 0, -4),             // 24: r2 = &key
-        insn(CALL, 0, 0, 0, HELPER_MAP_LOOKUP_ELEM), // 25
-        insn(JEQ_IMM, 0, 0, 0, 0),                // 26: no entry -> default
-        insn(LDX_W, 0, 0, 0, 0),                  // 27: r0 = queue
-        insn(EXIT, 0, 0, 0, 0),                   // 28
-        insn(MOV64_IMM, 0, 0, 0, 0),              // 29: default: queue 0
-        insn(EXIT, 0, 0, 0, 0),                   // 30
+        insn(MOV64_REG, 6, 1, 0, 0),              // r6 = skb (LD_ABS wants it there)
+        insn(LDX_W, 2, 6, SKB_PROTOCOL, 0),       // r2 = skb->protocol
+        insn(JNE_IMM, 2, 0, d, ip),               // not IPv4
+        insn(LD_ABS_B, 0, 0, 0, SKF_NET_OFF),     // r0 = version | ihl
+        insn(MOV64_REG, 7, 0, 0, 0),
+        insn(AND64_IMM, 7, 0, 0, 0xf0),
+        insn(JNE_IMM, 7, 0, d, 0x40),             // version 4 only
+        insn(AND64_IMM, 0, 0, 0, 0x0f),
+        insn(LSH64_IMM, 0, 0, 0, 2),
+        insn(MOV64_REG, 7, 0, 0, 0),              // r7 = IP header length
+        insn(LD_ABS_H, 0, 0, 0, SKF_NET_OFF + 6), // flags | fragment offset
+        insn(AND64_IMM, 0, 0, 0, 0x3fff),         // more fragments or an offset
+        insn(JNE_IMM, 0, 0, d, 0),                // a fragment
+        insn(LD_ABS_W, 0, 0, 0, SKF_NET_OFF + 16), // destination address
+        insn(MOV64_REG, 9, 0, 0, 0),              // r9 = it
+        insn(LD_ABS_B, 0, 0, 0, SKF_NET_OFF + 9), // protocol
+        insn(MOV64_REG, 8, 0, 0, 0),              // r8 = protocol
+        insn(JEQ_IMM, 8, 0, 1, 6),                // TCP: skip the next
+        insn(JNE_IMM, 8, 0, d, 17),               // not UDP either
+        insn(LD_IND_H, 0, 7, 0, SKF_NET_OFF + 2), // r0 = destination port
+        insn(LSH64_IMM, 8, 0, 0, 16),
+        insn(OR64_REG, 8, 0, 0, 0),               // r8 = the port's key
+        insn(STX_W, 10, 8, -4, 0),                // on the stack
+        insn(ST_W, 10, 0, -8, 0),                 // key 0: the local address
+        insn(LD_IMM64, 1, PSEUDO_MAP_FD, 0, map_fd), // r1 = map
+        insn(0, 0, 0, 0, 0),                      // (second half)
+        insn(MOV64_REG, 2, 10, 0, 0),
+        insn(ADD64_IMM, 2, 0, 0, -8),
+        insn(CALL, 0, 0, 0, HELPER_MAP_LOOKUP_ELEM),
+        insn(JEQ_IMM, 0, 0, d, 0),                // no local address yet
+        insn(LDX_W, 1, 0, 0, 0),
+        insn(JNE_REG, 1, 9, d, 0),                // to another address
+        insn(LD_IMM64, 1, PSEUDO_MAP_FD, 0, map_fd),
+        insn(0, 0, 0, 0, 0),
+        insn(MOV64_REG, 2, 10, 0, 0),
+        insn(ADD64_IMM, 2, 0, 0, -4),
+        insn(CALL, 0, 0, 0, HELPER_MAP_LOOKUP_ELEM),
+        insn(JEQ_IMM, 0, 0, d, 0),                // a port nobody steered
+        insn(LDX_W, 0, 0, 0, 0),                  // r0 = its queue
+        insn(EXIT, 0, 0, 0, 0),
+        insn(MOV64_IMM, 0, 0, 0, 0),              // default: queue 0
+        insn(EXIT, 0, 0, 0, 0),
     ];
-    // Jumps to DEFAULT are written with offset 0 above; point them there.
+    let default = p.len() - 2;
     for (at, i) in p.iter_mut().enumerate() {
-        let to_default = matches!((i.code, at), (JNE_IMM, 2 | 6 | 12 | 16) | (JEQ_IMM, 26));
-        if to_default {
-            i.off = (DEFAULT - at - 1) as i16;
+        if i.off == TO_DEFAULT {
+            i.off = (default - at - 1) as i16;
         }
     }
     p
@@ -164,6 +181,17 @@ impl PortMap {
         attr[0] = self.fd.as_raw_fd() as u64;
         attr[1] = &k as *const u32 as u64;
         attr[2] = &queue as *const u32 as u64;
+        bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
+    }
+
+    /// Only frames to IPv4 address `ip` (host order of its big-endian
+    /// bytes) are steered; until it is set, none is.
+    pub fn set_local(&self, ip: u32) -> io::Result<()> {
+        let k = 0u32;
+        let mut attr = [0u64; 4];
+        attr[0] = self.fd.as_raw_fd() as u64;
+        attr[1] = &k as *const u32 as u64;
+        attr[2] = &ip as *const u32 as u64;
         bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
     }
 
@@ -258,18 +286,21 @@ mod tests {
     fn every_jump_lands_inside_the_program() {
         let p = program(3);
         for (at, i) in p.iter().enumerate() {
-            if matches!(i.code, JEQ_IMM | JNE_IMM) {
+            if matches!(i.code, JEQ_IMM | JNE_IMM | JNE_REG) {
                 let to = at as i64 + 1 + i64::from(i.off);
                 assert!(to > at as i64 && (to as usize) < p.len(), "jump at {at} to {to}");
             }
         }
         assert_eq!(p.last().map(|i| i.code), Some(EXIT));
-        assert_eq!(p[29].code, MOV64_IMM);
+        assert_eq!(p[p.len() - 2].code, MOV64_IMM);
+        assert!(p.iter().all(|i| i.off != TO_DEFAULT));
     }
 
     #[test]
     fn keys_keep_protocols_apart() {
         assert_ne!(key(6, 80), key(17, 80));
         assert_eq!(key(17, 0x1234), 0x11_1234);
+        // Key 0 holds the local address: no port's key is 0.
+        assert_ne!(key(6, 0), 0);
     }
 }

@@ -3,6 +3,9 @@
 
 use nagare_dev::PortSteering;
 
+/// The address frames are sent to, steered once the map has it.
+const LOCAL: [u8; 4] = [10, 0, 0, 2];
+
 /// The loaded program, or the reason it cannot be (printed loudly).
 fn loaded() -> Option<PortSteering> {
     match PortSteering::load() {
@@ -30,7 +33,7 @@ fn frame(proto: u8, port: u16, ihl: u8, frag: u16) -> Vec<u8> {
     ip[8] = 64;
     ip[9] = proto;
     ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
-    ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
+    ip[16..20].copy_from_slice(&LOCAL);
     let l4 = [0x30, 0x39, (port >> 8) as u8, port as u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
     let total = (ip_len + l4.len()) as u16;
     ip[2..4].copy_from_slice(&total.to_be_bytes());
@@ -45,6 +48,12 @@ fn frames_go_to_the_queue_of_their_local_port() {
     s.map().steer(17, 5000, 3).unwrap();
     s.map().steer(6, 5000, 2).unwrap();
     s.map().steer(6, 80, 1).unwrap();
+    // Nothing is steered before the map knows netd's address, nor after
+    // to another address.
+    assert_eq!(s.queue_of(&frame(17, 5000, 5, 0)).unwrap(), 0);
+    s.map().set_local(u32::from_be_bytes([10, 0, 0, 9])).unwrap();
+    assert_eq!(s.queue_of(&frame(17, 5000, 5, 0)).unwrap(), 0);
+    s.map().set_local(u32::from_be_bytes(LOCAL)).unwrap();
     assert_eq!(s.queue_of(&frame(17, 5000, 5, 0)).unwrap(), 3);
     assert_eq!(s.queue_of(&frame(6, 5000, 5, 0x4000)).unwrap(), 2, "don't-fragment is no fragment");
     assert_eq!(s.queue_of(&frame(6, 80, 5, 0)).unwrap(), 1);
@@ -62,6 +71,7 @@ fn frames_go_to_the_queue_of_their_local_port() {
 fn fragments_odd_and_short_frames_go_to_queue_zero() {
     let Some(s) = loaded() else { return };
     s.map().steer(17, 5000, 3).unwrap();
+    s.map().set_local(u32::from_be_bytes(LOCAL)).unwrap();
     // A first fragment (more fragments) and a later one.
     assert_eq!(s.queue_of(&frame(17, 5000, 5, 0x2000)).unwrap(), 0);
     assert_eq!(s.queue_of(&frame(17, 5000, 5, 0x0010)).unwrap(), 0);

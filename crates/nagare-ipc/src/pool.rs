@@ -163,6 +163,11 @@ impl Pool {
         }
     }
 
+    /// Whether buffer `index` is ours (allocated, not the peer's or free).
+    pub fn holds(&self, index: u32) -> bool {
+        self.owned(index).is_ok()
+    }
+
     /// Returns an allocated buffer to our free list.
     pub fn release(&mut self, index: u32) -> Result<(), PoolError> {
         self.owned(index)?;

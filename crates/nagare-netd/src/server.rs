@@ -317,6 +317,12 @@ fn received_in_place(s: &mut Session, steering: &Steering, posted: BufRef, data:
     }
     let Some((addr, len)) = data.chunks().next().map(|c| (c.as_ptr() as usize, c.len())) else { return Err(data) };
     let Some((index, offset)) = steering.locate(s.conn.id, addr, len) else { return Err(data) };
+    // `finish` gives the buffer to the client: it must be netd's to give
+    // (it is, while steering has it in the engine), or it would be
+    // stranded, in no pool.
+    if !s.pool.holds(index) {
+        return Err(data);
+    }
     let Ok(view) = s.pool.shared(posted.index, 0, s.pool.buffer_size()) else { return Err(data) };
     steering.swap(s.conn.id, index, (posted.index, view));
     // The engine's hold goes; the buffer is the client's with the
@@ -394,6 +400,11 @@ impl Netd {
     ) -> io::Result<Netd> {
         let listener = Listener::bind(&config.socket, config.region()).map_err(io::Error::other)?;
         set_nonblocking(listener.fd().as_raw_fd())?;
+        // Frames are steered only when sent to netd's own addresses (the
+        // first IPv4 address; others reach the engine as before).
+        if let Some(addr) = iface.config().addresses.first() {
+            steering.set_local(iface.config().mac.0, addr.address().octets());
+        }
         Ok(Netd {
             iface,
             link,

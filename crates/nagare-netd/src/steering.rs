@@ -22,18 +22,24 @@
 //! another client owns that port, so one application cannot inject into
 //! another's sockets.
 
-use crate::driver::proto::Control;
+use crate::driver::proto::SteerChange;
 use crate::view::{Release, View};
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_dev::RX_HEADROOM;
 use nagare_ipc::SharedBytes;
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 /// Bytes of a frame read to steer it: Ethernet, the longest IPv4 header
 /// and the longest TCP header.
 pub(crate) const HEAD_LEN: usize = 14 + 60 + 60;
+
+/// Whether a frame whose first bytes are `head` (an Ethernet and IPv4
+/// header, as [`flow_of`] found) is sent to `mac` and `ip`.
+pub(crate) fn is_for(head: &[u8], mac: [u8; 6], ip: [u8; 4]) -> bool {
+    head.get(0..6) == Some(&mac[..]) && head.get(30..34) == Some(&ip[..])
+}
 
 /// IP protocol numbers steered.
 const TCP: u8 = 6;
@@ -146,8 +152,13 @@ pub(crate) struct Steering {
     enabled: bool,
     ports: RefCell<HashMap<(u8, u16), Owner>>,
     clients: RefCell<HashMap<u64, ClientRx>>,
-    /// Table changes the driver has not been sent yet.
-    updates: RefCell<Vec<Control>>,
+    /// Ports whose steering changed since the driver was last told: the
+    /// latest owner of each (a client looping bind and close adds nothing).
+    updates: RefCell<BTreeMap<(u8, u16), Option<u64>>>,
+    /// netd's own addresses (only frames to them are steered), and whether
+    /// the driver has not been told them yet.
+    local: Cell<Option<([u8; 6], [u8; 4])>>,
+    local_changed: Cell<bool>,
     released: Rc<RefCell<Vec<(u64, u32, u64)>>>,
     serial: Cell<u64>,
     /// Some buffer may have become spare (or a client attached) since the
@@ -163,6 +174,8 @@ impl Steering {
             ports: RefCell::default(),
             clients: RefCell::default(),
             updates: RefCell::default(),
+            local: Cell::new(None),
+            local_changed: Cell::new(false),
             released: Rc::default(),
             serial: Cell::new(0),
             spare_changed: Cell::new(true),
@@ -186,11 +199,10 @@ impl Steering {
     pub fn remove_client(&self, key: u64) {
         self.clients.borrow_mut().remove(&key);
         let mut ports = self.ports.borrow_mut();
-        let mut updates = self.updates.borrow_mut();
         ports.retain(|&(proto, port), owner| {
             let mine = matches!(owner, Owner::One { key: k, .. } if *k == key);
-            if mine && self.enabled {
-                updates.push(Control::Unsteer { proto, port });
+            if mine {
+                self.update(proto, port, None);
             }
             !mine
         });
@@ -201,12 +213,12 @@ impl Steering {
         let mut ports = self.ports.borrow_mut();
         let owner = match ports.get(&(proto, port)).copied() {
             None => {
-                self.update(Control::Steer { proto, port, key });
+                self.update(proto, port, Some(key));
                 Owner::One { key, sockets: 1 }
             }
             Some(Owner::One { key: k, sockets }) if k == key => Owner::One { key, sockets: sockets + 1 },
             Some(Owner::One { sockets, .. }) => {
-                self.update(Control::Unsteer { proto, port });
+                self.update(proto, port, None);
                 Owner::Shared { sockets: sockets + 1 }
             }
             Some(Owner::Shared { sockets }) => Owner::Shared { sockets: sockets + 1 },
@@ -223,16 +235,29 @@ impl Steering {
         *sockets = sockets.saturating_sub(1);
         if *sockets == 0 {
             if matches!(owner, Owner::One { .. }) {
-                self.update(Control::Unsteer { proto, port });
+                self.update(proto, port, None);
             }
             ports.remove(&(proto, port));
         }
     }
 
-    fn update(&self, m: Control) {
+    fn update(&self, proto: u8, port: u16, key: Option<u64>) {
         if self.enabled {
-            self.updates.borrow_mut().push(m);
+            self.updates.borrow_mut().insert((proto, port), key);
         }
+    }
+
+    /// netd's own addresses: a frame is steered only if it is sent to
+    /// them (a VNI floods frames for other stations to every port).
+    pub fn set_local(&self, mac: [u8; 6], ip: [u8; 4]) {
+        self.local.set(Some((mac, ip)));
+        self.local_changed.set(self.enabled);
+    }
+
+    /// Whether `head` (a frame's first bytes, with a flow) is addressed
+    /// to netd's own Ethernet and IPv4 addresses.
+    fn for_us(&self, head: &[u8]) -> bool {
+        self.local.get().is_some_and(|(mac, ip)| is_for(head, mac, ip))
     }
 
     /// The client that owns local port `port`, if one alone does.
@@ -259,21 +284,39 @@ impl Steering {
         self.spare_changed.set(true);
     }
 
-    /// Table changes for the driver, oldest first.
-    pub fn take_updates(&self) -> Vec<Control> {
-        std::mem::take(&mut *self.updates.borrow_mut())
+    /// Steering changes for the driver since it was last told.
+    pub fn take_updates(&self) -> Vec<SteerChange> {
+        let mut out = Vec::new();
+        if self.local_changed.replace(false) {
+            if let Some((mac, ip)) = self.local.get() {
+                out.push(SteerChange::Local { mac, ip });
+            }
+        }
+        let updates = std::mem::take(&mut *self.updates.borrow_mut());
+        out.extend(updates.into_iter().map(|((proto, port), key)| SteerChange::Port { proto, port, key }));
+        out
     }
 
-    /// The whole table, for a driver that just started.
-    pub fn table(&self) -> Vec<Control> {
-        self.ports
-            .borrow()
+    /// The whole table, for a driver that just started (which supersedes
+    /// every change not sent yet).
+    pub fn table(&self) -> Vec<SteerChange> {
+        self.updates.borrow_mut().clear();
+        self.local_changed.set(false);
+        let mut out: Vec<SteerChange> = self.local.get().map(|(mac, ip)| SteerChange::Local { mac, ip }).into_iter().collect();
+        let ports = self.ports.borrow();
+        let mut owned: Vec<SteerChange> = ports
             .iter()
             .filter_map(|(&(proto, port), o)| match o {
-                Owner::One { key, .. } => Some(Control::Steer { proto, port, key: *key }),
+                Owner::One { key, .. } => Some(SteerChange::Port { proto, port, key: Some(*key) }),
                 Owner::Shared { .. } => None,
             })
-            .collect()
+            .collect();
+        owned.sort_unstable_by_key(|c| match c {
+            SteerChange::Port { proto, port, .. } => (*proto, *port),
+            SteerChange::Local { .. } => (0, 0),
+        });
+        out.append(&mut owned);
+        out
     }
 
     /// Spare buffers of client `key` to hand to the driver, so that it
@@ -345,7 +388,7 @@ impl Steering {
         let n = first.len().min(HEAD_LEN);
         // SAFETY: copied once into private memory and parsed only there.
         head[..n].copy_from_slice(unsafe { &first.as_slice()[..n] });
-        let flow = flow_of(&head[..n]);
+        let flow = flow_of(&head[..n]).filter(|_| self.for_us(&head[..n]));
         let owner = flow.and_then(|f| self.owner(f.proto, f.port));
         match (flow, owner) {
             (Some(f), Some(k)) if k == key && f.header_len <= first.len() => {
@@ -378,10 +421,18 @@ impl Steering {
             // Another client's port: a rewritten header.
             (Some(f), _) if self.bound(f.proto, f.port) => Steered::Refused,
             (Some(_), _) => {
+                // The headers from the copy that was checked, never read
+                // again where the application can change them; the rest
+                // (payload, its own to spoil) from its region.
                 let mut bytes = Vec::with_capacity(len);
+                bytes.extend_from_slice(&head[..n]);
+                let mut skip = n;
                 for (_, v) in &frame {
                     // SAFETY: copied into private memory at once.
-                    bytes.extend_from_slice(unsafe { v.as_slice() });
+                    let piece = unsafe { v.as_slice() };
+                    let from = skip.min(piece.len());
+                    bytes.extend_from_slice(&piece[from..]);
+                    skip -= from;
                 }
                 PacketBuf::from_slice(pool, RX_HEADROOM, &bytes).map_or(Steered::Refused, Steered::Copied)
             }
@@ -434,10 +485,16 @@ impl Steering {
 mod tests {
     use super::*;
 
-    /// An Ethernet + IPv4 frame of `proto` to local port `port`, with a
+    const MAC: [u8; 6] = [2, 0, 0x5e, 0, 0, 2];
+    const IP: [u8; 4] = [10, 0, 0, 2];
+
+    /// An Ethernet + IPv4 frame to `MAC` and `IP`, of `proto` to local
+    /// port `port`, with a
     /// transport header of `l4_len` bytes and `payload` after it.
     fn frame(proto: u8, port: u16, l4_len: usize, payload: &[u8]) -> Vec<u8> {
         let mut f = vec![0u8; 14 + 20 + l4_len];
+        f[0..6].copy_from_slice(&MAC);
+        f[30..34].copy_from_slice(&IP);
         f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
         f[14] = 0x45;
         f[20] = 0x40; // DF: still whole
@@ -477,10 +534,10 @@ mod tests {
         s.bind(UDP, 7000, 1);
         s.bind(UDP, 7000, 1);
         assert_eq!(s.owner(UDP, 7000), Some(1));
-        assert_eq!(s.take_updates(), vec![Control::Steer { proto: UDP, port: 7000, key: 1 }]);
+        assert_eq!(s.take_updates(), vec![SteerChange::Port { proto: UDP, port: 7000, key: Some(1) }]);
         s.bind(UDP, 7000, 2);
         assert_eq!(s.owner(UDP, 7000), None);
-        assert_eq!(s.take_updates(), vec![Control::Unsteer { proto: UDP, port: 7000 }]);
+        assert_eq!(s.take_updates(), vec![SteerChange::Port { proto: UDP, port: 7000, key: None }]);
         for _ in 0..3 {
             s.unbind(UDP, 7000);
         }
@@ -489,7 +546,23 @@ mod tests {
         s.bind(TCP, 80, 3);
         s.remove_client(3);
         assert_eq!(s.owner(TCP, 80), None);
-        assert_eq!(s.take_updates().last(), Some(&Control::Unsteer { proto: TCP, port: 80 }));
+        assert_eq!(s.take_updates().last(), Some(&SteerChange::Port { proto: TCP, port: 80, key: None }));
+        // A client looping bind and close leaves one change per port, the
+        // last; a driver that starts gets the table, which supersedes it.
+        for _ in 0..1000 {
+            s.bind(UDP, 9, 4);
+            s.unbind(UDP, 9);
+        }
+        s.bind(UDP, 9, 4);
+        assert_eq!(s.take_updates(), vec![SteerChange::Port { proto: UDP, port: 9, key: Some(4) }]);
+        s.set_local(MAC, IP);
+        s.unbind(UDP, 9);
+        s.bind(UDP, 10, 5);
+        assert_eq!(
+            s.table(),
+            vec![SteerChange::Local { mac: MAC, ip: IP }, SteerChange::Port { proto: UDP, port: 10, key: Some(5) }]
+        );
+        assert!(s.take_updates().is_empty());
         let off = Steering::new(false);
         off.bind(UDP, 1, 1);
         assert!(off.take_updates().is_empty());
@@ -503,6 +576,7 @@ mod tests {
         let view = |i: u32| pool.shared(i, 0, 2048).unwrap();
         let engine = BufferPool::new(2048, 8);
         let s = Steering::new(true);
+        s.set_local(MAC, IP);
         s.add_client(1, pool.area_base(), 2048, vec![(0, view(0)), (1, view(1))]);
         s.bind(UDP, 7000, 1);
         s.bind(UDP, 7001, 2);
@@ -533,7 +607,14 @@ mod tests {
         s.to_post(1, 8);
         let stray = frame(UDP, 9999, 8, b"payload");
         write(1, &stray);
-        assert!(matches!(s.receive(&engine, 1, &[(1, RX_HEADROOM as u32, stray.len() as u32)]), Steered::Copied(_)));
+        let Steered::Copied(p) = s.receive(&engine, 1, &[(1, RX_HEADROOM as u32, stray.len() as u32)]) else { panic!("not copied") };
+        assert_eq!(p.to_vec(), stray);
+        // A frame for another station (a VNI floods those): refused.
+        s.to_post(1, 8);
+        let mut elsewhere = frame(UDP, 7000, 8, b"payload");
+        elsewhere[33] = 3;
+        write(1, &elsewhere);
+        assert!(matches!(s.receive(&engine, 1, &[(1, RX_HEADROOM as u32, elsewhere.len() as u32)]), Steered::Refused));
         assert_eq!(s.pool_size(1), 2);
     }
 
@@ -547,6 +628,7 @@ mod tests {
         let view = |i: u32| pool.shared(i, 0, 2048).unwrap();
         let engine = BufferPool::new(2048, 8);
         let s = Steering::new(true);
+        s.set_local(MAC, IP);
         s.add_client(1, pool.area_base(), 2048, vec![(0, view(0)), (1, view(1)), (2, view(2))]);
         s.bind(TCP, 80, 1);
         let _ = s.to_post(1, 8);

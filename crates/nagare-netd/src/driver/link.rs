@@ -9,8 +9,8 @@
 //! drops the second (it no longer waits for that request id).
 
 use super::proto::{
-    control_pair, offload_of, offload_word, Control, CONTROL_LEN, KEY, STAGES, TRACE_AT, UNDELIVERED, MAX_PIECES, MORE, RETURN, RETURNED,
-    RX_CLIENT_FREE, RX_CLIENT_PIECE, RX_FREE, RX_PIECE, TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
+    control_pair, offload_of, offload_word, Control, SteerChange, CONTROL_LEN, KEY, STAGES, TRACE_AT, UNDELIVERED, MAX_PIECES, MORE,
+    RETURN, RETURNED, RX_CLIENT_FREE, RX_CLIENT_PIECE, RX_FREE, RX_PIECE, TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
 };
 use super::run::poll_in;
 use crate::lending::Lending;
@@ -403,7 +403,9 @@ impl DriverLink {
         if let Some(inc) = &mut self.up {
             inc.attached.remove(&key);
             inc.refused.remove(&key);
-            let _ = send_with_fds(inc.control.as_fd(), &Control::Detach { key }.encode(), &[]);
+            // In order behind whatever waits (a full control socket keeps
+            // it for the next turn, rather than losing it).
+            inc.control_backlog.push(Control::Detach { key });
         }
     }
 
@@ -513,11 +515,10 @@ impl DriverLink {
                 for (key, region, shape, wakeup) in clients {
                     self.attach(key, region, shape, wakeup);
                 }
-                // The whole table, then the changes queued meanwhile.
+                // The whole table, which supersedes the changes made
+                // while no driver ran.
                 if let Some(inc) = self.up.as_mut() {
-                    let mut table = self.steering.table();
-                    table.append(&mut inc.control_backlog);
-                    inc.control_backlog = table;
+                    inc.out.extend(self.steering.table().iter().map(SteerChange::descriptor));
                 }
             }
             Err(e) => eprintln!("nagare netd: starting the driver: {e}"),
@@ -556,13 +557,21 @@ impl DriverLink {
         }
     }
 
-    /// Keeps the driver's view of steering current: table changes over the
-    /// control socket, and spare receive buffers of every client it has
+    /// Queues the steering changes made since the driver was last told,
+    /// on ring 0: ahead of every frame queued after them.
+    fn push_steering(&mut self) {
+        if let Some(inc) = self.up.as_mut() {
+            inc.out.extend(self.steering.take_updates().iter().map(SteerChange::descriptor));
+        }
+    }
+
+    /// Keeps the driver's view of steering current: table changes, control
+    /// messages waiting, and spare receive buffers of every client it has
     /// mapped.
     fn feed_steering(&mut self) {
         self.steering.settle();
+        self.push_steering();
         let Some(inc) = self.up.as_mut() else { return };
-        inc.control_backlog.append(&mut self.steering.take_updates());
         let mut sent = 0;
         for m in &inc.control_backlog {
             // Full: the rest waits for the next turn, in order.
@@ -845,6 +854,9 @@ impl Device for DriverLink {
 
     fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, _now: Instant) -> io::Result<usize> {
         self.return_rx();
+        // A port that changed hands is steered anew before any frame sent
+        // since (a new owner's SYN): its replies cannot reach the old one.
+        self.push_steering();
         if self.up.is_none() {
             let n = frames.len();
             frames.clear();

@@ -10,6 +10,8 @@
 //! | `RETURN` | post this completion to the client once every frame before it is on the device (direct return) | aux1 client key; flags socket, id request id, buffer/offset/len the piece, status, aux2 op, aux3 result; aux0 netd's stage times of a traced send |
 //! | `RX_FREE` | a receive buffer back to the driver | buffer |
 //! | `RX_CLIENT_FREE` | a buffer of an application's region netd keeps for receiving, for that application's steered frames | aux1 client key; buffer |
+//! | `STEER` | frames to a local port go to one client's buffers (aux1 its key), or (flags `UNSTEERED`) to the driver region again | aux0 protocol << 16 \| port |
+//! | `LOCAL` | netd's own addresses: only frames to them are steered | aux0 Ethernet address, aux2 IPv4 address |
 //!
 //! Ring 1 (driver → netd):
 //!
@@ -20,11 +22,17 @@
 //! | `RETURNED` | the completion of a `RETURN` was posted to its client (aux0 0) or could not be (aux0 `UNDELIVERED`: netd posts it) | aux1 client key, id request id |
 //! | `RX_CLIENT_PIECE` | a piece of a received frame, steered into a buffer of the application whose port it is for | aux1 client key; buffer, offset, len; flags `MORE`; aux0 offload bits on the first piece |
 //!
+//! Steering changes travel on ring 0, in line with frames: a port that
+//! changes hands is unsteered before any frame netd sends after the change
+//! (a new owner's SYN, say), so a reply to that frame cannot be steered to
+//! the old owner.
+//!
 //! Every buffer a descriptor names is checked against the receiver's
 //! ownership table, every client key against the attached clients, and a
 //! frame of more than [`MAX_PIECES`] pieces is dropped.
 
 use nagare_core::buf::{ChecksumState, Offload};
+use nagare_ipc::Descriptor;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
 
@@ -39,6 +47,12 @@ pub const RX_FREE: u32 = 4;
 
 /// A receive buffer in a client's region (netd → driver).
 pub const RX_CLIENT_FREE: u32 = 5;
+/// A steering change for one local port (netd → driver).
+pub const STEER: u32 = 6;
+/// netd's own Ethernet and IPv4 addresses (netd → driver).
+pub const LOCAL: u32 = 7;
+/// Flag of a `STEER`: the port is steered no more.
+pub const UNSTEERED: u32 = 2;
 
 /// A received frame piece (driver → netd).
 pub const RX_PIECE: u32 = 1;
@@ -137,24 +151,6 @@ pub enum Control {
         /// Whether the driver mapped the region.
         ok: bool,
     },
-    /// netd → driver: frames for local port `port` of IP protocol
-    /// `proto` (TCP or UDP) go into receive buffers of client `key`'s
-    /// region (receive steering).
-    Steer {
-        /// IP protocol number.
-        proto: u8,
-        /// Local (destination) port.
-        port: u16,
-        /// The client that owns every socket on that port.
-        key: u64,
-    },
-    /// netd → driver: frames for that port are steered no more.
-    Unsteer {
-        /// IP protocol number.
-        proto: u8,
-        /// Local port.
-        port: u16,
-    },
     /// netd → driver, with descriptors: the port map of the TAP's steering
     /// program, then `count` more queues of the TAP, to read each
     /// client's steered frames from a queue of its own.
@@ -187,8 +183,6 @@ impl Control {
             Control::Detach { key } => (4, key, 0, 0),
             Control::Counter { id, value } => (5, u64::from(id), value, 0),
             Control::Attached { key, ok } => (6, key, u64::from(ok), 0),
-            Control::Steer { proto, port, key } => (7, u64::from(proto) << 16 | u64::from(port), key, 0),
-            Control::Unsteer { proto, port } => (8, u64::from(proto) << 16 | u64::from(port), 0, 0),
             Control::RxQueues { count } => (9, u64::from(count), 0, 0),
         };
         let mut out = [0u8; CONTROL_LEN];
@@ -227,9 +221,72 @@ impl Control {
             4 if b == 0 && c == 0 => Some(Control::Detach { key: a }),
             5 if c == 0 => Some(Control::Counter { id: u32::try_from(a).ok()?, value: b }),
             6 if b <= 1 && c == 0 => Some(Control::Attached { key: a, ok: b == 1 }),
-            7 if a >> 24 == 0 && c == 0 => Some(Control::Steer { proto: (a >> 16) as u8, port: a as u16, key: b }),
-            8 if a >> 24 == 0 && b == 0 && c == 0 => Some(Control::Unsteer { proto: (a >> 16) as u8, port: a as u16 }),
             9 if b == 0 && c == 0 => Some(Control::RxQueues { count: u32::try_from(a).ok()? }),
+            _ => None,
+        }
+    }
+}
+
+/// A steering change netd sends the driver on ring 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SteerChange {
+    /// Frames to local port `port` of IP protocol `proto` go into receive
+    /// buffers of client `key` (`None`: into the driver region).
+    Port {
+        /// IP protocol number (TCP or UDP).
+        proto: u8,
+        /// Local (destination) port.
+        port: u16,
+        /// The client that alone has sockets there, if one does.
+        key: Option<u64>,
+    },
+    /// netd's own addresses: frames to any other are never steered.
+    Local {
+        /// Its Ethernet address.
+        mac: [u8; 6],
+        /// Its IPv4 address.
+        ip: [u8; 4],
+    },
+}
+
+impl SteerChange {
+    /// Its ring-0 descriptor.
+    pub fn descriptor(&self) -> Descriptor {
+        match *self {
+            SteerChange::Port { proto, port, key } => Descriptor {
+                kind: STEER,
+                flags: if key.is_none() { UNSTEERED } else { 0 },
+                aux: [u64::from(proto) << 16 | u64::from(port), key.unwrap_or(0), 0, 0],
+                ..Default::default()
+            },
+            SteerChange::Local { mac, ip } => {
+                let mut m = [0u8; 8];
+                m[..6].copy_from_slice(&mac);
+                Descriptor {
+                    kind: LOCAL,
+                    aux: [u64::from_le_bytes(m), 0, u64::from(u32::from_be_bytes(ip)), 0],
+                    ..Default::default()
+                }
+            }
+        }
+    }
+
+    /// The change a `STEER` or `LOCAL` descriptor carries; `None` for
+    /// anything else.
+    pub fn of(d: &Descriptor) -> Option<SteerChange> {
+        match d.kind {
+            STEER if d.aux[0] >> 24 == 0 && d.flags & !UNSTEERED == 0 => Some(SteerChange::Port {
+                proto: (d.aux[0] >> 16) as u8,
+                port: d.aux[0] as u16,
+                key: (d.flags & UNSTEERED == 0).then_some(d.aux[KEY]),
+            }),
+            LOCAL if d.aux[0] >> 48 == 0 => {
+                let m = d.aux[0].to_le_bytes();
+                let mut mac = [0u8; 6];
+                mac.copy_from_slice(&m[..6]);
+                let ip = u32::try_from(d.aux[2]).ok()?.to_be_bytes();
+                Some(SteerChange::Local { mac, ip })
+            }
             _ => None,
         }
     }
@@ -263,8 +320,6 @@ mod tests {
             Control::Counter { id: 3, value: 1 << 40 },
             Control::Attached { key: 9, ok: true },
             Control::Attached { key: 10, ok: false },
-            Control::Steer { proto: 17, port: 7000, key: 3 },
-            Control::Unsteer { proto: 6, port: 65535 },
             Control::RxQueues { count: 7 },
         ] {
             assert_eq!(Control::decode(&m.encode()), Some(m));
@@ -276,9 +331,27 @@ mod tests {
         let mut unknown = Control::Hello.encode();
         unknown[0] = 10;
         assert_eq!(Control::decode(&unknown), None);
-        let mut wide = Control::Unsteer { proto: 6, port: 80 }.encode();
-        wide[11] = 1;
+        let mut wide = Control::RxQueues { count: 1 }.encode();
+        wide[20] = 1;
         assert_eq!(Control::decode(&wide), None);
+    }
+
+    #[test]
+    fn steering_changes_round_trip_and_junk_is_refused() {
+        for c in [
+            SteerChange::Port { proto: 17, port: 7000, key: Some(3) },
+            SteerChange::Port { proto: 6, port: 65535, key: None },
+            SteerChange::Local { mac: [2, 0, 0x5e, 1, 2, 3], ip: [10, 0, 0, 2] },
+        ] {
+            assert_eq!(SteerChange::of(&c.descriptor()), Some(c));
+        }
+        let mut wide = SteerChange::Port { proto: 6, port: 80, key: Some(1) }.descriptor();
+        wide.aux[0] |= 1 << 30;
+        assert_eq!(SteerChange::of(&wide), None);
+        let mut flagged = SteerChange::Port { proto: 6, port: 80, key: Some(1) }.descriptor();
+        flagged.flags |= MORE << 4;
+        assert_eq!(SteerChange::of(&flagged), None);
+        assert_eq!(SteerChange::of(&Descriptor { kind: RX_FREE, ..Default::default() }), None);
     }
 
     #[test]

@@ -52,6 +52,11 @@ impl RxQueues {
         Ok(())
     }
 
+    /// Only frames to `ip` (netd's) are steered.
+    pub fn set_local(&mut self, ip: [u8; 4]) -> io::Result<()> {
+        self.map.set_local(u32::from_be_bytes(ip))
+    }
+
     /// Frames to `(proto, port)` go to the TAP's first queue again.
     pub fn unsteer(&mut self, proto: u8, port: u16) -> io::Result<()> {
         self.ports.remove(&(proto, port));

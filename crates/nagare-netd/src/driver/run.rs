@@ -16,11 +16,11 @@
 
 use nagare_request::pack_stages;
 use super::proto::{
-    offload_of, offload_word, Control, CONTROL_LEN, KEY, STAGES, TRACE_AT, UNDELIVERED, MAX_PIECES, MORE, RETURN, RETURNED, RX_CLIENT_FREE,
-    RX_CLIENT_PIECE, RX_FREE, RX_PIECE, TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
+    offload_of, offload_word, Control, SteerChange, CONTROL_LEN, KEY, LOCAL, STAGES, STEER, TRACE_AT, UNDELIVERED, MAX_PIECES, MORE,
+    RETURN, RETURNED, RX_CLIENT_FREE, RX_CLIENT_PIECE, RX_FREE, RX_PIECE, TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
 };
 use super::queues::{RxQueues, MAX_RX_QUEUES};
-use crate::steering::{flow_of, HEAD_LEN};
+use crate::steering::{flow_of, is_for, HEAD_LEN};
 use crate::view::{Release, View};
 use nagare_core::buf::{BufferPool, Offload, PacketBuf};
 use nagare_dev::{Device, FrameInPlace, MonotonicClock, PortMap, RX_HEADROOM};
@@ -218,6 +218,9 @@ struct Driver {
     steer: HashMap<(u8, u16), u64>,
     /// A multi-queue TAP's queues beside the first, one per client.
     queues: Option<RxQueues>,
+    /// netd's Ethernet and IPv4 addresses: only frames to them are
+    /// steered (none until netd says).
+    local: Option<([u8; 6], [u8; 4])>,
 }
 
 /// Runs the driver on the control socket `control` until netd closes it or
@@ -290,6 +293,7 @@ pub fn serve(
         placed_rx: true,
         steer: HashMap::new(),
         queues: None,
+        local: None,
     };
     let mut last_work = std::time::Instant::now();
     let mut reported = (std::time::Instant::now(), DriverStats::default());
@@ -398,27 +402,33 @@ impl Driver {
                         q.detach(key);
                     }
                 }
-                (Some(Control::Steer { proto, port, key }), 0) => {
-                    self.steer.insert((proto, port), key);
-                    if let Some(q) = &mut self.queues {
-                        if q.steer(proto, port, key).is_err() {
-                            self.stats.bad_messages += 1;
-                        }
-                    }
-                }
-                (Some(Control::Unsteer { proto, port }), 0) => {
-                    self.steer.remove(&(proto, port));
-                    if let Some(q) = &mut self.queues {
-                        if q.unsteer(proto, port).is_err() {
-                            self.stats.bad_messages += 1;
-                        }
-                    }
-                }
                 (Some(Control::RxQueues { count }), n) if n == count as usize + 1 && n <= MAX_RX_QUEUES + 1 => {
                     self.take_queues(got.fds);
                 }
                 _ => self.stats.bad_messages += 1,
             }
+        }
+    }
+
+    /// A steering change from netd: the port table (and the TAP's map, if
+    /// the driver reads its queues), or netd's own addresses.
+    fn steer_change(&mut self, change: SteerChange) {
+        let written = match change {
+            SteerChange::Port { proto, port, key: Some(key) } => {
+                self.steer.insert((proto, port), key);
+                self.queues.as_mut().map_or(Ok(()), |q| q.steer(proto, port, key))
+            }
+            SteerChange::Port { proto, port, key: None } => {
+                self.steer.remove(&(proto, port));
+                self.queues.as_mut().map_or(Ok(()), |q| q.unsteer(proto, port))
+            }
+            SteerChange::Local { mac, ip } => {
+                self.local = Some((mac, ip));
+                self.queues.as_mut().map_or(Ok(()), |q| q.set_local(ip))
+            }
+        };
+        if written.is_err() {
+            self.stats.bad_messages += 1;
         }
     }
 
@@ -441,6 +451,11 @@ impl Driver {
             }
         }
         let mut queues = RxQueues::new(PortMap::from_fd(map), devices);
+        if let Some((_, ip)) = self.local {
+            if queues.set_local(ip).is_err() {
+                self.stats.bad_messages += 1;
+            }
+        }
         for (&(proto, port), &key) in &self.steer {
             if queues.steer(proto, port, key).is_err() {
                 self.stats.bad_messages += 1;
@@ -475,6 +490,10 @@ impl Driver {
                     Some(c) if d.buffer < c.region.layout().config.buffers => c.rx_free.push(d.buffer),
                     // A client detached meanwhile: netd forgot the buffer.
                     _ => self.stats.bad_messages += 1,
+                },
+                STEER | LOCAL => match SteerChange::of(d) {
+                    Some(change) => self.steer_change(change),
+                    None => self.stats.bad_messages += 1,
                 },
                 RX_FREE => match self.pool.take(d) {
                     Ok(Some(b)) => {
@@ -702,13 +721,17 @@ impl Driver {
     /// it, the others into receive buffers of the driver region; one copy
     /// either way, the device's. `None` if the device cannot.
     fn receive_placed(&mut self, max: usize, now: nagare_core::Instant) -> Option<bool> {
-        let Driver { device, pool, clients, steer, out, stats, .. } = self;
+        let Driver { device, pool, clients, steer, out, stats, local, .. } = self;
+        let local = *local;
         let size = pool.buffer_size() as usize;
         let mut place = |frame: &dyn FrameInPlace| {
             let len = frame.len();
             let mut head = [0u8; HEAD_LEN];
             let n = len.min(HEAD_LEN);
-            let flow = if frame.copy_out(0, &mut head[..n]) { flow_of(&head[..n]) } else { None };
+            // Only frames sent to netd itself: a VNI floods frames for
+            // other stations to every port.
+            let flow = if frame.copy_out(0, &mut head[..n]) { flow_of(&head[..n]) } else { None }
+                .filter(|_| local.is_some_and(|(mac, ip)| is_for(&head[..n], mac, ip)));
             let key = flow.and_then(|f| steer.get(&(f.proto, f.port)).copied());
             if let Some((key, c)) = key.and_then(|k| clients.get_mut(&k).map(|c| (k, c))) {
                 if RX_HEADROOM + len <= c.region.layout().config.buffer_size as usize {
