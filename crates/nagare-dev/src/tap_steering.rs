@@ -7,7 +7,7 @@
 //! its headers, so the only way to have the kernel copy a frame straight
 //! into the right application's shared region is to pick the queue (the
 //! file) it is read from before the read. The program is assembled here by
-//! hand (a few dozen instructions), so no compiler or loader library is
+//! hand (42 instructions), so no compiler or loader library is
 //! needed; it is loaded with the `bpf` system call, which needs
 //! `CAP_BPF` (root).
 
