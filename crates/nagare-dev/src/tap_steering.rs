@@ -1,7 +1,7 @@
 //! Receive steering for a multi-queue TAP: a small eBPF program, attached
-//! with `TUNSETSTEERINGEBPF`, that puts each IPv4 TCP/UDP frame on the
-//! queue its local (destination) port was given in a hash map, and every
-//! other frame on queue 0.
+//! with `TUNSETSTEERINGEBPF`, that puts each IPv4 TCP/UDP frame sent to
+//! the local address (the hash map's key 0) on the queue its destination
+//! port was given in the same map, and every other frame on queue 0.
 //!
 //! Why: a TAP copies a frame out of the kernel before user space can see
 //! its headers, so the only way to have the kernel copy a frame straight
