@@ -57,6 +57,13 @@ pub fn run(link: Link, socket: PathBuf, built_in: &ServiceArgs, placement: Place
             for _ in 0..MAX_RX_QUEUES {
                 rx_queues.push(t.open_queue().context("opening a queue of the TAP")?);
             }
+            // The steering program names queues by number: right only if
+            // every queue of the TAP is ours (ours then come first, and
+            // anyone attaching later comes after them).
+            if t.queue_count().ok() != Some(1 + MAX_RX_QUEUES) {
+                eprintln!("nagare netd: another process holds a queue of {}: receive steering is off; received payload is copied once", t.name());
+                rx_queues.clear();
+            }
         }
         let driver = DriverLink::start(launcher(placement, spec)?, device_fd, rx_queues).context("starting the driver")?;
         let mut iface = interface_on(&driver, link.addr(), gateway, mac, &clock);

@@ -224,6 +224,21 @@ impl TapDevice {
         self.multi_queue
     }
 
+    /// Queues attached to the TAP now, by anyone (its `queues/tx-*` in
+    /// sysfs). A queue's number is its place in the order of attaching,
+    /// so queues opened here are numbered 0, 1, ... only if this count
+    /// says nobody else holds one.
+    pub fn queue_count(&self) -> io::Result<usize> {
+        let dir = Path::new("/sys/class/net").join(&self.name).join("queues");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir)? {
+            if entry?.file_name().to_string_lossy().starts_with("tx-") {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
     fn open_inner(name: &str, offload: bool, multi_queue: bool) -> io::Result<TapDevice> {
         validate_name(name)?;
         let existed = Path::new("/sys/class/net").join(name).exists();

@@ -7,7 +7,7 @@
 //! its headers, so the only way to have the kernel copy a frame straight
 //! into the right application's shared region is to pick the queue (the
 //! file) it is read from before the read. The program is assembled here by
-//! hand (42 instructions), so no compiler or loader library is
+//! hand (43 instructions), so no compiler or loader library is
 //! needed; it is loaded with the `bpf` system call, which needs
 //! `CAP_BPF` (root).
 
@@ -60,6 +60,7 @@ const LD_ABS_H: u8 = 0x28;
 const LD_ABS_W: u8 = 0x20;
 const ST_W: u8 = 0x62;
 const JNE_REG: u8 = 0x5d;
+const JLT_IMM: u8 = 0xa5;
 const LD_IND_H: u8 = 0x48;
 const LD_IMM64: u8 = 0x18;
 const JEQ_IMM: u8 = 0x15;
@@ -91,6 +92,7 @@ fn program(map_fd: i32) -> Vec<Insn> {
         insn(AND64_IMM, 0, 0, 0, 0x0f),
         insn(LSH64_IMM, 0, 0, 0, 2),
         insn(MOV64_REG, 7, 0, 0, 0),              // r7 = IP header length
+        insn(JLT_IMM, 7, 0, d, 20),               // shorter than an IP header
         insn(LD_ABS_H, 0, 0, 0, SKF_NET_OFF + 6), // flags | fragment offset
         insn(AND64_IMM, 0, 0, 0, 0x3fff),         // more fragments or an offset
         insn(JNE_IMM, 0, 0, d, 0),                // a fragment
@@ -228,17 +230,26 @@ impl PortSteering {
         let map = PortMap { fd: unsafe { OwnedFd::from_raw_fd(fd as i32) } };
         let insns = program(map.fd.as_raw_fd());
         let license = c"GPL";
-        let mut log = vec![0u8; 8192];
-        let mut attr = [0u64; 16];
-        attr[0] = words(BPF_PROG_TYPE_SOCKET_FILTER, insns.len() as u32);
-        attr[1] = insns.as_ptr() as u64;
-        attr[2] = license.as_ptr() as u64;
-        attr[3] = words(1, log.len() as u32);
-        attr[4] = log.as_mut_ptr() as u64;
-        let fd = bpf(BPF_PROG_LOAD, &mut attr).map_err(|e| {
-            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-            let text = String::from_utf8_lossy(&log[..end]);
-            io::Error::new(e.kind(), format!("loading the steering program: {e}: {}", text.trim()))
+        let load = |log: &mut [u8]| {
+            let mut attr = [0u64; 16];
+            attr[0] = words(BPF_PROG_TYPE_SOCKET_FILTER, insns.len() as u32);
+            attr[1] = insns.as_ptr() as u64;
+            attr[2] = license.as_ptr() as u64;
+            if !log.is_empty() {
+                attr[3] = words(1, log.len() as u32);
+                attr[4] = log.as_mut_ptr() as u64;
+            }
+            bpf(BPF_PROG_LOAD, &mut attr)
+        };
+        // Without a log first (a log that outgrows its buffer fails a
+        // valid load); with one only to say why a load failed.
+        let fd = load(&mut []).or_else(|_| {
+            let mut log = vec![0u8; 65536];
+            load(&mut log).map_err(|e| {
+                let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+                let text = String::from_utf8_lossy(&log[..end]);
+                io::Error::new(e.kind(), format!("loading the steering program: {e}: {}", text.trim()))
+            })
         })?;
         // SAFETY: as above.
         let prog = unsafe { OwnedFd::from_raw_fd(fd as i32) };
@@ -286,7 +297,7 @@ mod tests {
     fn every_jump_lands_inside_the_program() {
         let p = program(3);
         for (at, i) in p.iter().enumerate() {
-            if matches!(i.code, JEQ_IMM | JNE_IMM | JNE_REG) {
+            if matches!(i.code, JEQ_IMM | JNE_IMM | JNE_REG | JLT_IMM) {
                 let to = at as i64 + 1 + i64::from(i.off);
                 assert!(to > at as i64 && (to as usize) < p.len(), "jump at {at} to {to}");
             }

@@ -90,6 +90,13 @@ fn fragments_odd_and_short_frames_go_to_queue_zero() {
         assert_eq!(s.queue_of(&whole[..len]).unwrap(), 0, "truncated to {len}");
     }
     assert_eq!(s.queue_of(&whole[..14 + 20 + 4]).unwrap(), 3);
+    // An IP header length under 20 bytes: the "port" would be read from
+    // the IP header itself (here the last half of the destination address,
+    // 0.2, as if port 2 were steered).
+    s.map().steer(17, 2, 4).unwrap();
+    let mut short = frame(17, 5000, 5, 0);
+    short[14] = 0x44;
+    assert_eq!(s.queue_of(&short).unwrap(), 0);
     // An IP header length pointing past the frame.
     let mut long = frame(17, 5000, 5, 0);
     long[14] = 0x4f;

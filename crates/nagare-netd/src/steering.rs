@@ -440,6 +440,17 @@ impl Steering {
         }
     }
 
+    /// Buffers of client `key` the driver named in a frame that broke the
+    /// rules: netd's spare again, unread.
+    pub fn give_back(&self, key: u64, index: u32) {
+        if let Some(b) = self.clients.borrow_mut().get_mut(&key).and_then(|c| c.buffers.get_mut(&index)) {
+            if b.state == RxState::AtDriver {
+                b.state = RxState::Spare;
+                self.spare_changed.set(true);
+            }
+        }
+    }
+
     /// Payloads the engine let go of: their buffers are spare again.
     pub fn settle(&self) {
         let released: Vec<(u64, u32, u64)> = std::mem::take(&mut *self.released.borrow_mut());

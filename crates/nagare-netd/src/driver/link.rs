@@ -786,28 +786,36 @@ impl Device for DriverLink {
                 },
                 RX_CLIENT_PIECE => {
                     // A frame's pieces come in a row, the first with its
-                    // offload bits; all of one client.
-                    if self.rx_client_pieces.is_empty() {
+                    // offload bits; all of one client. A frame that breaks
+                    // that is swallowed to its last piece, each buffer
+                    // given back to its own client unread.
+                    if self.rx_client_pieces.is_empty() && !self.rx_client_bad {
                         self.rx_client_first = d.aux;
-                    } else if d.aux[KEY] != self.rx_client_first[KEY] {
+                    }
+                    if d.aux[KEY] != self.rx_client_first[KEY] || self.rx_client_pieces.len() >= MAX_PIECES {
                         self.rx_client_bad = true;
                     }
-                    if self.rx_client_pieces.len() < MAX_PIECES {
-                        self.rx_client_pieces.push((d.buffer, d.offset, d.len));
+                    if self.rx_client_bad {
+                        self.steering.give_back(d.aux[KEY], d.buffer);
                     } else {
-                        self.rx_client_bad = true;
+                        self.rx_client_pieces.push((d.buffer, d.offset, d.len));
                     }
-                    if d.flags & MORE != 0 && !self.rx_client_bad {
+                    if d.flags & MORE != 0 {
                         continue;
                     }
                     let pieces = std::mem::take(&mut self.rx_client_pieces);
-                    let bad = std::mem::take(&mut self.rx_client_bad);
                     let key = self.rx_client_first[KEY];
+                    if std::mem::take(&mut self.rx_client_bad) {
+                        for &(index, _, _) in &pieces {
+                            self.steering.give_back(key, index);
+                        }
+                        self.stats.rx_bad += 1;
+                        continue;
+                    }
                     // Every named buffer goes back to netd's pool, whatever
                     // becomes of the frame.
                     let steered = self.steering.receive(pool, key, &pieces);
-                    let offload = offload_of(self.rx_client_first[0]);
-                    let (Some(offload), false) = (offload, bad) else {
+                    let Some(offload) = offload_of(self.rx_client_first[0]) else {
                         self.stats.rx_bad += 1;
                         continue;
                     };

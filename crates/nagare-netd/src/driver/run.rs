@@ -420,7 +420,7 @@ impl Driver {
             }
             SteerChange::Port { proto, port, key: None } => {
                 self.steer.remove(&(proto, port));
-                self.queues.as_mut().map_or(Ok(()), |q| q.unsteer(proto, port))
+                self.queues.as_mut().map_or(Ok(()), |q| q.forget(proto, port))
             }
             SteerChange::Local { mac, ip } => {
                 self.local = Some((mac, ip));
@@ -698,19 +698,38 @@ impl Driver {
         let Driver { queues, clients, pool, rx_views, out, stats, .. } = self;
         let Some(queues) = queues else { return 0 };
         let mut frames = 0;
-        for q in &mut queues.queues {
+        let count = queues.queues.len();
+        let start = queues.next;
+        queues.next = (start + 1) % count.max(1);
+        for at in (0..count).map(|k| (start + k) % count) {
+            let Some(q) = queues.queues.get_mut(at) else { continue };
+            let mut emptied = false;
             while frames < max {
-                let client = q.key.and_then(|k| clients.get_mut(&k).map(|c| (k, c)));
+                let client = q.key.filter(|_| !q.draining).and_then(|k| clients.get_mut(&k).map(|c| (k, c)));
                 let got = match client {
-                    Some((key, c)) if c.rx_free.len() >= client_pieces(q.device.as_ref(), c) => {
+                    Some((key, c)) if client_pieces(q.device.as_ref(), c).is_some_and(|n| c.rx_free.len() >= n) => {
                         read_steered(q.device.as_mut(), key, c, rx_views, out, stats, now)
                     }
-                    _ => read_direct(q.device.as_mut(), pool, rx_views, out, stats, 1, now).filter(|&w| w),
+                    _ => {
+                        // Out of driver buffers, a read that finds nothing
+                        // says nothing of the queue being empty.
+                        let room = (RX_HEADROOM + largest_frame(q.device.as_ref())).div_ceil(pool.buffer_size().max(1) as usize);
+                        if (pool.counts().0 as usize) < room {
+                            break;
+                        }
+                        read_direct(q.device.as_mut(), pool, rx_views, out, stats, 1, now).filter(|&w| w)
+                    }
                 };
                 match got {
                     Some(_) => frames += 1,
-                    None => break,
+                    None => {
+                        emptied = true;
+                        break;
+                    }
                 }
+            }
+            if emptied && q.draining && queues.drained(at).is_err() {
+                stats.bad_messages += 1;
             }
         }
         frames
@@ -946,10 +965,13 @@ fn largest_frame(device: &dyn Device) -> usize {
     }
 }
 
-/// Buffers of client `c`'s region one read from `device` needs.
-fn client_pieces(device: &dyn Device, c: &ClientPort) -> usize {
+/// Buffers of client `c`'s region one read from `device` needs; `None`
+/// if [`MAX_PIECES`] of them cannot hold its largest frame (its frames
+/// then go into the driver region).
+fn client_pieces(device: &dyn Device, c: &ClientPort) -> Option<usize> {
     let size = (c.region.layout().config.buffer_size as usize).max(1);
-    (RX_HEADROOM + largest_frame(device)).div_ceil(size).clamp(1, MAX_PIECES)
+    let pieces = (RX_HEADROOM + largest_frame(device)).div_ceil(size).max(1);
+    (pieces <= MAX_PIECES).then_some(pieces)
 }
 
 /// One frame read by `device` (a queue of client `key`'s) straight into
@@ -966,7 +988,7 @@ fn read_steered(
     now: nagare_core::Instant,
 ) -> Option<bool> {
     let size = c.region.layout().config.buffer_size as usize;
-    let pieces = client_pieces(device, c);
+    let pieces = client_pieces(device, c)?;
     let first = c.rx_free.len().checked_sub(pieces)?;
     let indices = c.rx_free.split_off(first);
     views.clear();
