@@ -969,7 +969,10 @@ fn largest_frame(device: &dyn Device) -> usize {
 /// if [`MAX_PIECES`] of them cannot hold its largest frame (its frames
 /// then go into the driver region).
 fn client_pieces(device: &dyn Device, c: &ClientPort) -> Option<usize> {
-    let size = (c.region.layout().config.buffer_size as usize).max(1);
+    let size = c.region.layout().config.buffer_size as usize;
+    if size <= RX_HEADROOM {
+        return None;
+    }
     let pieces = (RX_HEADROOM + largest_frame(device)).div_ceil(size).max(1);
     (pieces <= MAX_PIECES).then_some(pieces)
 }
@@ -990,7 +993,11 @@ fn read_steered(
     let size = c.region.layout().config.buffer_size as usize;
     let pieces = client_pieces(device, c)?;
     let first = c.rx_free.len().checked_sub(pieces)?;
-    let indices = c.rx_free.split_off(first);
+    let mut taken = [0u32; MAX_PIECES];
+    for (slot, index) in taken.iter_mut().zip(c.rx_free.drain(first..)) {
+        *slot = index;
+    }
+    let indices = &taken[..pieces];
     views.clear();
     for (k, &index) in indices.iter().enumerate() {
         let offset = if k == 0 { RX_HEADROOM } else { 0 };
@@ -1011,7 +1018,7 @@ fn read_steered(
     let (len, offload) = match got {
         Ok(Some((len, offload))) if len > 0 => (len, offload),
         other => {
-            c.rx_free.extend_from_slice(&indices);
+            c.rx_free.extend_from_slice(indices);
             return match other {
                 Ok(Some(_)) => {
                     stats.rx_dropped += 1;
