@@ -107,7 +107,14 @@ impl PerfServer {
         let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
         let status = child.wait().unwrap();
         assert!(status.success(), "perf server exit: {status}");
-        self.lines.try_iter().collect()
+        // Every line up to the pipe's end: the reader thread may not have
+        // passed on the last ones yet when the server has exited.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut lines = Vec::new();
+        while let Ok(line) = self.lines.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
+            lines.push(line);
+        }
+        lines
     }
 }
 
