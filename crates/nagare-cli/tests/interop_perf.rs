@@ -96,7 +96,12 @@ fn run_suite(ns: &Netns, tap: Option<(&str, &str)>, server: &str) {
 fn server_log(mut server: Process, lines: Receiver<String>) -> String {
     let output = server.terminate(Duration::from_secs(5)).expect("the perf server stops on SIGTERM");
     assert!(output.status.success(), "perf server: {:?}", output.status);
-    let log: Vec<String> = lines.try_iter().collect();
+    // To the pipe's end: the reader may not have passed on the last lines.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut log = Vec::new();
+    while let Ok(line) = lines.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
+        log.push(line);
+    }
     log.join("\n")
 }
 
