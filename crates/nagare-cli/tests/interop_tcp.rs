@@ -277,6 +277,20 @@ fn netd_stat(socket: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Counter `name` (with its trailing space) of a `nagare stat` report.
+fn stat_counter(report: &str, name: &str) -> u64 {
+    report
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name:?} in:\n{report}"))
+}
+
+/// The driver's pid in a `nagare stat` report ("" while none runs).
+fn driver_pid(report: &str) -> &str {
+    report.lines().find_map(|l| l.strip_prefix("driver pid ")).and_then(|r| r.split(' ').next()).unwrap_or("")
+}
+
 /// The microkernel placement over TAP: curl in the namespace downloads
 /// 48 MB from `nagare netd --http` (split placement: the TAP is driven by
 /// a `nagare driver` process) while the driver is killed with kill -9;
@@ -302,10 +316,7 @@ fn netd_driver_killed_during_curl_download() {
     );
     assert!(answers_ping(&ns, NAGARE), "nagare netd never answered a ping");
     let stat = netd_stat(&socket);
-    let driver_pid = |stat: &str| -> String {
-        stat.lines().find_map(|l| l.strip_prefix("driver pid ")).and_then(|r| r.split(' ').next()).unwrap_or("").to_string()
-    };
-    let first = driver_pid(&stat);
+    let first = driver_pid(&stat).to_string();
     assert!(first.parse::<u32>().is_ok(), "no driver in:\n{stat}");
     let download = root.join("download.bin");
     let mut curl = ns
@@ -334,11 +345,8 @@ fn netd_driver_killed_during_curl_download() {
     let after = netd_stat(&socket);
     let second = driver_pid(&after);
     assert!(second != first && second.parse::<u32>().is_ok(), "{after}");
-    let counter = |name: &str| -> u64 {
-        after.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse().ok()).unwrap_or(u64::MAX)
-    };
-    assert!(counter("driver reported rx_frames ") > 100, "{after}");
-    assert_eq!(counter("driver reported rx_bytes_copied "), 0, "{after}");
+    assert!(stat_counter(&after, "driver reported rx_frames ") > 100, "{after}");
+    assert_eq!(stat_counter(&after, "driver reported rx_bytes_copied "), 0, "{after}");
     let _ = std::fs::remove_dir_all(&root);
     let _ = std::fs::remove_file(&socket);
 }
@@ -404,7 +412,7 @@ fn steered_tap_receive(placement: &str) {
             // kill -9 of the driver mid-stream: netd starts another, which
             // gets a fresh steering program and the port table again.
             let report = netd.stat().unwrap();
-            let pid = report.lines().find_map(|l| l.strip_prefix("driver pid ")).and_then(|r| r.split(' ').next()).unwrap_or("");
+            let pid = driver_pid(&report);
             assert!(pid.parse::<u32>().is_ok(), "{report}");
             run_ok(std::process::Command::new("kill").args(["-9", pid]));
             killed = true;
@@ -430,9 +438,7 @@ fn steered_tap_receive(placement: &str) {
     assert!(buf[..n] == datagram[..], "the datagram differs");
     std::thread::sleep(Duration::from_millis(400));
     let report = netd.stat().unwrap();
-    let counter = |name: &str| -> u64 {
-        report.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse().ok()).unwrap_or_else(|| panic!("no {name:?} in:\n{report}"))
-    };
+    let counter = |name: &str| stat_counter(&report, name);
     assert!(report.contains("driver tap_queues 7\n"), "{placement}: {report}\n{}", std::fs::read_to_string(&log).unwrap_or_default());
     assert_eq!(counter("driver reported rx_bytes_copied "), 0, "{report}");
     assert!(counter("driver reported rx_steered ") > 10, "{report}");

@@ -22,7 +22,7 @@
 //! another client owns that port, so one application cannot inject into
 //! another's sockets.
 
-use crate::driver::proto::SteerChange;
+use crate::driver::proto::{SteerChange, MAX_PIECES};
 use crate::view::{Release, View};
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_dev::RX_HEADROOM;
@@ -357,34 +357,30 @@ impl Steering {
     pub fn receive(&self, pool: &BufferPool, key: u64, pieces: &[(u32, u32, u32)]) -> Steered {
         let mut clients = self.clients.borrow_mut();
         let Some(c) = clients.get_mut(&key) else { return Steered::Refused };
-        let mut frame = Vec::with_capacity(pieces.len());
-        let mut whole = true;
+        // Every piece's buffer back to netd first; the frame is taken only
+        // if each was at the driver (named once) and its extent is sound.
+        let mut whole = !pieces.is_empty() && pieces.len() <= MAX_PIECES;
         for &(index, offset, len) in pieces {
-            let Some(b) = c.buffers.get_mut(&index) else {
-                whole = false;
-                continue;
-            };
-            if b.state != RxState::AtDriver {
+            match c.buffers.get_mut(&index) {
+                Some(b) if b.state == RxState::AtDriver => {
+                    b.state = RxState::Spare;
+                    self.spare_changed.set(true);
+                    whole &= b.view.sub(offset as usize, len as usize).is_some();
+                }
                 // Named twice, or never handed out.
-                whole = false;
-                continue;
-            }
-            b.state = RxState::Spare;
-            self.spare_changed.set(true);
-            match b.view.sub(offset as usize, len as usize) {
-                Some(v) => frame.push((index, v)),
-                None => whole = false,
+                _ => whole = false,
             }
         }
-        if !whole || frame.is_empty() {
-            return Steered::Refused;
-        }
-        let len: usize = frame.iter().map(|(_, v)| v.len()).sum();
+        // The view of piece `k`, of netd's own bookkeeping (checked above).
+        let view = |c: &ClientRx, k: usize| {
+            let (index, offset, len) = *pieces.get(k)?;
+            c.buffers.get(&index)?.view.sub(offset as usize, len as usize)
+        };
+        let Some(first) = view(c, 0).filter(|_| whole) else { return Steered::Refused };
         // Our own copy of the headers, which lie in the first piece (the
         // driver fills each buffer before the next): the application can
         // rewrite its region under us, so nothing is parsed where it lies.
         let mut head = [0u8; HEAD_LEN];
-        let first = &frame[0].1;
         let n = first.len().min(HEAD_LEN);
         // SAFETY: copied once into private memory and parsed only there.
         head[..n].copy_from_slice(unsafe { &first.as_slice()[..n] });
@@ -396,9 +392,12 @@ impl Steering {
                     return Steered::Refused;
                 };
                 // One view a buffer, each holding its buffer alone, so a
-                // receive can hand any of them over whole.
-                let mut holds = Vec::with_capacity(frame.len());
-                for (k, (index, v)) in frame.iter().enumerate() {
+                // receive can hand any of them over whole. The buffers are
+                // the engine's only once all are in: a frame dropped half
+                // built releases serials nobody recorded.
+                let mut held = [(0u32, 0u64); MAX_PIECES];
+                for (k, &(index, _, _)) in pieces.iter().enumerate() {
+                    let Some(v) = view(c, k) else { return Steered::Refused };
                     let skip = if k == 0 { f.header_len } else { 0 };
                     if v.len() == skip {
                         continue;
@@ -406,15 +405,17 @@ impl Steering {
                     let Some(payload) = v.sub(skip, v.len() - skip) else { return Steered::Refused };
                     let serial = self.serial.get() + 1;
                     self.serial.set(serial);
-                    let hold = SteeredPayload { key, index: *index, serial, released: self.released.clone() };
+                    let hold = SteeredPayload { key, index, serial, released: self.released.clone() };
                     let Some(p) = View::packet(payload, hold, 0, v.len() - skip) else { return Steered::Refused };
-                    holds.push((*index, serial, p));
+                    packet.append(p);
+                    if let Some(slot) = held.get_mut(k) {
+                        *slot = (index, serial);
+                    }
                 }
-                for (index, serial, p) in holds {
+                for &(index, serial) in held.iter().take(pieces.len()).filter(|(_, serial)| *serial != 0) {
                     if let Some(b) = c.buffers.get_mut(&index) {
                         b.state = RxState::InEngine(serial);
                     }
-                    packet.append(p);
                 }
                 Steered::InPlace(packet)
             }
@@ -423,18 +424,21 @@ impl Steering {
             (Some(_), _) => {
                 // The headers from the copy that was checked, never read
                 // again where the application can change them; the rest
-                // (payload, its own to spoil) from its region.
-                let mut bytes = Vec::with_capacity(len);
-                bytes.extend_from_slice(&head[..n]);
+                // (payload, its own to spoil) copied from its region.
+                let Ok(mut packet) = PacketBuf::from_slice(pool, RX_HEADROOM, &head[..n]) else { return Steered::Refused };
                 let mut skip = n;
-                for (_, v) in &frame {
-                    // SAFETY: copied into private memory at once.
+                for k in 0..pieces.len() {
+                    let Some(v) = view(c, k) else { return Steered::Refused };
+                    // SAFETY: copied into the engine's own buffers at once.
                     let piece = unsafe { v.as_slice() };
                     let from = skip.min(piece.len());
-                    bytes.extend_from_slice(&piece[from..]);
                     skip -= from;
+                    if from < piece.len() {
+                        let Ok(rest) = PacketBuf::from_slice(pool, 0, &piece[from..]) else { return Steered::Refused };
+                        packet.append(rest);
+                    }
                 }
-                PacketBuf::from_slice(pool, RX_HEADROOM, &bytes).map_or(Steered::Refused, Steered::Copied)
+                Steered::Copied(packet)
             }
             (None, _) => Steered::Refused,
         }

@@ -199,9 +199,9 @@ impl DriverLink {
     /// of a multi-queue TAP (at most [`super::MAX_RX_QUEUES`]), with a
     /// steering program that puts each client's ports on a queue of its
     /// own. Where that program cannot be loaded (no `CAP_BPF`) the queues
-    /// are closed, and every frame is read from the first. The device's MTU and offloads are
-    /// then known ([`Device::mtu`], [`Device::tx_offloads`]), for the
-    /// engine's configuration.
+    /// are closed, and every frame is read from the first. The device's
+    /// MTU and offloads are then known ([`Device::mtu`],
+    /// [`Device::tx_offloads`]), for the engine's configuration.
     pub fn start(launcher: Launcher, device_fd: Option<OwnedFd>, mut rx_queues: Vec<OwnedFd>) -> io::Result<DriverLink> {
         let lending = Rc::new(Lending::default());
         if device_fd.is_none() || rx_queues.len() > super::MAX_RX_QUEUES {

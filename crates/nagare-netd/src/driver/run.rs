@@ -713,8 +713,7 @@ impl Driver {
                     _ => {
                         // Out of driver buffers, a read that finds nothing
                         // says nothing of the queue being empty.
-                        let room = (RX_HEADROOM + largest_frame(q.device.as_ref())).div_ceil(pool.buffer_size().max(1) as usize);
-                        if (pool.counts().0 as usize) < room {
+                        if (pool.counts().0 as usize) < direct_pieces(q.device.as_ref(), pool) {
                             break;
                         }
                         read_direct(q.device.as_mut(), pool, rx_views, out, stats, 1, now).filter(|&w| w)
@@ -881,7 +880,7 @@ fn read_direct(
     now: nagare_core::Instant,
 ) -> Option<bool> {
     let size = pool.buffer_size() as usize;
-    let pieces = (RX_HEADROOM + largest_frame(device)).div_ceil(size).clamp(1, MAX_PIECES);
+    let pieces = direct_pieces(device, pool);
     let mut work = false;
     for _ in 0..max {
         if (pool.counts().0 as usize) < pieces {
@@ -963,6 +962,11 @@ fn largest_frame(device: &dyn Device) -> usize {
     } else {
         device.mtu() + 18
     }
+}
+
+/// Buffers of the driver region one read from `device` takes.
+fn direct_pieces(device: &dyn Device, pool: &Pool) -> usize {
+    (RX_HEADROOM + largest_frame(device)).div_ceil(pool.buffer_size().max(1) as usize).clamp(1, MAX_PIECES)
 }
 
 /// Buffers of client `c`'s region one read from `device` needs; `None`
