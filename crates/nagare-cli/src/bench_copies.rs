@@ -159,9 +159,14 @@ fn run_on_tap(bytes: usize, multi_queue: bool) -> Result<()> {
         "split placement on a single-queue TAP (not steered), Linux echoing"
     };
     std::thread::scope(|scope| {
-        let udp = scope.spawn(|| linux_udp_echo(&ns, &stop));
-        let tcp = scope.spawn(|| linux_tcp_echo(&ns, &stop));
-        let result = measure_all(&netd.socket, bytes, what);
+        let (bound, ready) = std::sync::mpsc::channel();
+        let udp_bound = bound.clone();
+        let udp = scope.spawn(|| linux_udp_echo(&ns, &stop, udp_bound));
+        let tcp = scope.spawn(|| linux_tcp_echo(&ns, &stop, bound));
+        // Both echoes listen before the first datagram goes (one sent
+        // earlier is answered with a port unreachable, and lost).
+        let listening = ready.recv_timeout(Duration::from_secs(10)).is_ok() && ready.recv_timeout(Duration::from_secs(10)).is_ok();
+        let result = if listening { measure_all(&netd.socket, bytes, what) } else { Err(anyhow::anyhow!("Linux's echo did not start")) };
         stop.store(true, Ordering::Relaxed);
         for echo in [udp, tcp] {
             echo.join().map_err(|_| anyhow::anyhow!("an echo thread panicked"))??;
@@ -170,10 +175,12 @@ fn run_on_tap(bytes: usize, multi_queue: bool) -> Result<()> {
     })
 }
 
-/// Linux's UDP echo (port 7) on its side of the TAP, until `stop`.
-fn linux_udp_echo(ns: &Namespace, stop: &AtomicBool) -> Result<()> {
+/// Linux's UDP echo (port 7) on its side of the TAP, until `stop`; says
+/// on `bound` when it listens.
+fn linux_udp_echo(ns: &Namespace, stop: &AtomicBool, bound: std::sync::mpsc::Sender<()>) -> Result<()> {
     ns.enter()?;
     let sock = std::net::UdpSocket::bind((PEER, 7))?;
+    let _ = bound.send(());
     sock.set_read_timeout(Some(Duration::from_millis(50)))?;
     let mut buf = vec![0u8; 65536];
     while !stop.load(Ordering::Relaxed) {
@@ -184,10 +191,12 @@ fn linux_udp_echo(ns: &Namespace, stop: &AtomicBool) -> Result<()> {
     Ok(())
 }
 
-/// Linux's TCP echo (port 7), one connection at a time, until `stop`.
-fn linux_tcp_echo(ns: &Namespace, stop: &AtomicBool) -> Result<()> {
+/// Linux's TCP echo (port 7), one connection at a time, until `stop`;
+/// says on `bound` when it listens.
+fn linux_tcp_echo(ns: &Namespace, stop: &AtomicBool, bound: std::sync::mpsc::Sender<()>) -> Result<()> {
     ns.enter()?;
     let listener = std::net::TcpListener::bind((PEER, 7))?;
+    let _ = bound.send(());
     listener.set_nonblocking(true)?;
     let mut buf = vec![0u8; 65536];
     while !stop.load(Ordering::Relaxed) {
