@@ -45,6 +45,12 @@ impl Fixture {
     /// netd with `netd_args` added, the peer serving `file.bin` of `len`
     /// bytes.
     fn with_netd_args(tag: &str, netd_args: &[&str], len: u32) -> Fixture {
+        Self::with_netd_env(tag, netd_args, &[], len)
+    }
+
+    /// netd with `netd_args` added and `env` in its environment (and its
+    /// driver's), the peer serving `file.bin` of `len` bytes.
+    fn with_netd_env(tag: &str, netd_args: &[&str], env: &[(&str, &str)], len: u32) -> Fixture {
         let name = format!("netd-{tag}-{}", std::process::id());
         let _ = run(&["vni", "destroy", &name]);
         let out = run(&["vni", "create", &name, "--ports", "4"]);
@@ -76,6 +82,7 @@ impl Fixture {
             nagare()
                 .args(["netd", "--vni", &f.name, "--addr", "10.91.0.2/24"])
                 .args(netd_args)
+                .envs(env.iter().copied())
                 .arg("--socket")
                 .arg(&f.socket)
                 .stdout(Stdio::null())
@@ -1123,8 +1130,6 @@ fn rewritten_steered_headers_reach_no_other_client() {
 /// else); the same frame sent to netd is, and reaches the client.
 #[test]
 fn frames_for_other_stations_are_not_steered() {
-    use nagare_core::buf::{BufferPool, PacketBuf};
-    use nagare_dev::Device;
     let f = Fixture::new("flood");
     let netd = f.connect();
     let udp = UdpSocket::bind_via(&netd, "0.0.0.0:0").unwrap();
@@ -1138,44 +1143,9 @@ fn frames_for_other_stations_are_not_steered() {
     let mut buf = [0u8; 2048];
     assert_eq!(udp.recv_from(&mut buf).unwrap().0, 4);
     udp.set_nonblocking(true).unwrap();
-    let segment = std::sync::Arc::new(nagare_dev::VniSegment::open(&f.name).unwrap());
-    let mut sender = nagare_dev::VniPort::attach(segment, Some([0x02, 0x99, 0, 0, 0, 9])).unwrap();
-    // netd's Ethernet address (nagare's default for 10.91.0.2).
-    let netd_mac = [0x02, 0x6e, 10, 91, 0, 2];
-    let frame = |dst_mac: [u8; 6], dst_ip: [u8; 4]| -> Vec<u8> {
-        let mut fr = vec![0u8; 14 + 20 + 8 + 20];
-        fr[0..6].copy_from_slice(&dst_mac);
-        fr[6..12].copy_from_slice(&[0x02, 0x99, 0, 0, 0, 9]);
-        fr[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-        let ip = &mut fr[14..34];
-        ip[0] = 0x45;
-        ip[2..4].copy_from_slice(&48u16.to_be_bytes());
-        ip[8] = 64;
-        ip[9] = 17;
-        ip[12..16].copy_from_slice(&[10, 91, 0, 9]);
-        ip[16..20].copy_from_slice(&dst_ip);
-        let sum = !ip.chunks(2).fold(0u32, |s, w| {
-            let s = s + u32::from(u16::from_be_bytes([w[0], w[1]]));
-            (s & 0xffff) + (s >> 16)
-        }) as u16;
-        ip[10..12].copy_from_slice(&sum.to_be_bytes());
-        fr[34..36].copy_from_slice(&4242u16.to_be_bytes());
-        fr[36..38].copy_from_slice(&port.to_be_bytes());
-        fr[38..40].copy_from_slice(&28u16.to_be_bytes());
-        fr[42..].copy_from_slice(b"not for this client!");
-        fr
-    };
-    let pool = BufferPool::new(2048, 64);
-    let mut send = |fr: &[u8], n: usize| {
-        let mut q: std::collections::VecDeque<PacketBuf> =
-            (0..n).map(|_| PacketBuf::from_slice(&pool, nagare_dev::RX_HEADROOM, fr).unwrap()).collect();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !q.is_empty() {
-            assert!(Instant::now() < deadline, "the segment does not take frames");
-            sender.transmit_batch(&mut q, nagare_core::Instant::ZERO).unwrap();
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    };
+    let mut sender = FrameSender::attach(&f.name);
+    let frame = |dst_mac: [u8; 6], dst_ip: [u8; 4]| udp_frame(dst_mac, dst_ip, port, b"not for this client!");
+    let mut send = |fr: &[u8], n: usize| sender.send(&vec![fr.to_vec(); n]);
     let steered = |netd: &Netd| {
         std::thread::sleep(Duration::from_millis(400));
         stat_value(&netd.stat().unwrap(), "driver reported rx_steered")
@@ -1183,13 +1153,13 @@ fn frames_for_other_stations_are_not_steered() {
     let before = steered(&netd);
     // To an unknown station (flooded), and to netd's MAC but another IP.
     send(&frame([0x02, 0x77, 0, 0, 0, 7], [10, 91, 0, 77]), 20);
-    send(&frame(netd_mac, [10, 91, 0, 77]), 20);
+    send(&frame(NETD_MAC, [10, 91, 0, 77]), 20);
     let after = steered(&netd);
     assert_eq!(after, before, "frames for others were steered into the client's region");
     assert!(udp.recv_from(&mut buf).is_err(), "the client received a frame meant for another station");
     // The same frame sent to netd is steered and received (so the test
     // can see a steered frame at all).
-    send(&frame(netd_mac, [10, 91, 0, 2]), 5);
+    send(&frame(NETD_MAC, NETD_IP), 5);
     assert_eq!(steered(&netd), after + 5);
     let mut got = 0;
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -1203,4 +1173,127 @@ fn frames_for_other_stations_are_not_steered() {
         }
     }
     assert_eq!(got, 5);
+}
+
+/// netd's Ethernet address on the fixture's segment (nagare's default for
+/// its IPv4 address).
+const NETD_MAC: [u8; 6] = [0x02, 0x6e, 10, 91, 0, 2];
+const NETD_IP: [u8; 4] = [10, 91, 0, 2];
+
+/// A UDP frame from a made-up station, 10.91.0.9 port 4242, to `dst_mac`
+/// and `dst_ip`:`port` (no UDP checksum).
+fn udp_frame(dst_mac: [u8; 6], dst_ip: [u8; 4], port: u16, payload: &[u8]) -> Vec<u8> {
+    let mut fr = vec![0u8; 14 + 20 + 8 + payload.len()];
+    fr[0..6].copy_from_slice(&dst_mac);
+    fr[6..12].copy_from_slice(&[0x02, 0x99, 0, 0, 0, 9]);
+    fr[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip = &mut fr[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&(28 + payload.len() as u16).to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[10, 91, 0, 9]);
+    ip[16..20].copy_from_slice(&dst_ip);
+    let sum = !ip.chunks(2).fold(0u32, |s, w| {
+        let s = s + u32::from(u16::from_be_bytes([w[0], w[1]]));
+        (s & 0xffff) + (s >> 16)
+    }) as u16;
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    fr[34..36].copy_from_slice(&4242u16.to_be_bytes());
+    fr[36..38].copy_from_slice(&port.to_be_bytes());
+    fr[38..40].copy_from_slice(&(8 + payload.len() as u16).to_be_bytes());
+    fr[42..].copy_from_slice(payload);
+    fr
+}
+
+/// A port of the fixture's segment the test writes raw frames from.
+struct FrameSender {
+    port: nagare_dev::VniPort,
+    pool: nagare_core::buf::BufferPool,
+}
+
+impl FrameSender {
+    fn attach(segment: &str) -> FrameSender {
+        let segment = std::sync::Arc::new(nagare_dev::VniSegment::open(segment).unwrap());
+        let port = nagare_dev::VniPort::attach(segment, Some([0x02, 0x99, 0, 0, 0, 9])).unwrap();
+        FrameSender { port, pool: nagare_core::buf::BufferPool::new(2048, 64) }
+    }
+
+    /// Puts `frames` on the segment, in order, waiting while it is full.
+    fn send(&mut self, frames: &[Vec<u8>]) {
+        use nagare_dev::Device;
+        let mut q: std::collections::VecDeque<nagare_core::buf::PacketBuf> = frames
+            .iter()
+            .map(|fr| nagare_core::buf::PacketBuf::from_slice(&self.pool, nagare_dev::RX_HEADROOM, fr).unwrap())
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !q.is_empty() {
+            assert!(Instant::now() < deadline, "the segment does not take frames");
+            self.port.transmit_batch(&mut q, nagare_core::Instant::ZERO).unwrap();
+            if !q.is_empty() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+}
+
+/// A port that changes hands between two clients: every datagram sent to
+/// it after the new owner's bind returned reaches the new owner. None is
+/// steered into the old owner's region (where the old owner could read
+/// it; netd refuses it there, so it would be lost): netd answers the bind
+/// only once the driver has applied the port's change. The driver here
+/// applies steering changes 20 ms late (a driver held off the CPU), which
+/// makes the race certain where it would otherwise be rare.
+#[test]
+fn a_port_that_changes_hands_is_steered_only_to_its_new_owner() {
+    const PORT: u16 = 47001;
+    const ROUNDS: u32 = 20;
+    const AFTER_BIND: u32 = 8;
+    let f = Fixture::with_netd_env("handover", &["--placement", "split"], &[(nagare_netd::driver::STEER_DELAY_VAR, "20")], 1000);
+    let (first, second) = (f.connect(), f.connect());
+    let mut sender = FrameSender::attach(&f.name);
+    let bind = |netd: &Netd| {
+        // The last owner's close may still be on its way.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match UdpSocket::bind_via(netd, ("0.0.0.0", PORT)) {
+                Ok(s) => {
+                    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                    return s;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_micros(100))
+                }
+                Err(e) => panic!("bind: {e}"),
+            }
+        }
+    };
+    let mut buf = [0u8; 2048];
+    for round in 0..ROUNDS {
+        let (old, new) = if round % 2 == 0 { (&first, &second) } else { (&second, &first) };
+        let (old_netd, old) = (old, bind(old));
+        // A frame the old owner receives in place: its port is steered
+        // to it (once the late driver has applied that).
+        std::thread::sleep(Duration::from_millis(50));
+        let in_place = || stat_value(&old_netd.stat().unwrap(), "netd rx_payload_in_place");
+        let before = in_place();
+        sender.send(&[udp_frame(NETD_MAC, NETD_IP, PORT, b"warm")]);
+        assert_eq!(old.recv_from(&mut buf).unwrap().0, 4);
+        assert_eq!(in_place(), before + 4, "round {round}: the old owner's port is not steered: the test shows nothing");
+        drop(old);
+        let new = bind(new);
+        let frames: Vec<Vec<u8>> = (0..AFTER_BIND)
+            .map(|i| udp_frame(NETD_MAC, NETD_IP, PORT, &[round.to_be_bytes(), i.to_be_bytes()].concat()))
+            .collect();
+        sender.send(&frames);
+        for i in 0..AFTER_BIND {
+            let (n, _) = new.recv_from(&mut buf).unwrap_or_else(|e| {
+                panic!("round {round}: datagram {i}, sent after the bind returned, did not reach the new owner ({e})")
+            });
+            assert_eq!(&buf[..n], [round.to_be_bytes(), i.to_be_bytes()].concat(), "round {round}");
+        }
+    }
+    let report = first.stat().unwrap();
+    assert_eq!(stat_value(&report, "driver rx_steer_refused"), 0, "{report}");
+    assert!(stat_value(&report, "netd binds_held") >= u64::from(ROUNDS), "{report}");
 }

@@ -95,6 +95,7 @@ impl Report<'_> {
             ("tx_payload_in_place", s.tx_payload_in_place),
             ("rx_payload_copied", s.rx_payload_copied),
             ("rx_payload_in_place", s.rx_payload_in_place),
+            ("binds_held", s.binds_held),
         ] {
             let _ = writeln!(t, "netd {k} {v}");
         }

@@ -141,6 +141,9 @@ pub struct NetdStats {
     /// Payload bytes received without a copy: steered into the client's
     /// region by the driver and handed over in the buffer they lie in.
     pub rx_payload_in_place: u64,
+    /// Binds to a port another client had, answered only once the driver
+    /// had applied the port's change of hands.
+    pub binds_held: u64,
 }
 
 /// A socket of one client.
@@ -175,6 +178,9 @@ struct Session {
     next_socket: u32,
     pending: Vec<Pending>,
     out: Vec<Descriptor>,
+    /// Completions of binds to a port that left another client, held
+    /// until the driver can no longer steer its frames to that client.
+    held: Vec<((u8, u16), Descriptor)>,
     /// The local port of each socket that has one: (protocol, port).
     ports: HashMap<u32, (u8, u16)>,
     bad: u64,
@@ -200,6 +206,7 @@ impl Session {
             next_socket: 1,
             pending: Vec::new(),
             out: Vec::new(),
+            held: Vec::new(),
             ports: HashMap::new(),
             bad: 0,
             doomed: None,
@@ -590,6 +597,17 @@ impl Netd {
         if s.doomed.is_some() {
             return false;
         }
+        // Binds whose port the driver has let go of since.
+        if !s.held.is_empty() {
+            let out = &mut s.out;
+            s.held.retain(|&((proto, port), c)| {
+                let wait = !self.steering.settled(proto, port);
+                if !wait {
+                    out.push(c);
+                }
+                wait
+            });
+        }
         // Waiting requests first: the engine may have what they wait for.
         let mut still: Vec<Pending> = Vec::new();
         for mut p in std::mem::take(&mut s.pending) {
@@ -636,7 +654,7 @@ impl Netd {
                 return true;
             }
         };
-        let budget = free.saturating_sub(s.pending.len() + s.out.len()).min(REQ_BATCH);
+        let budget = free.saturating_sub(s.pending.len() + s.out.len() + s.held.len()).min(REQ_BATCH);
         if budget > 0 {
             let mut descs = [Descriptor::default(); REQ_BATCH];
             let n = match s.requests.pop_batch(&mut descs[..budget]) {
@@ -679,6 +697,22 @@ impl Netd {
                             continue;
                         }
                         let r = run(s, &mut self.iface, &mut req, buf, now, &mut RunContext { scratch: &mut self.scratch, config: &self.config, lending: &self.lending, steering: &self.steering, stats: &mut self.stats });
+                        // A socket now on a port another client had: the
+                        // bind returns once no frame sent to it can be
+                        // steered into that client's region.
+                        let unsettled = match (&r, req.op) {
+                            (Ok(Some(done)), Op::UdpBind | Op::Listen) => u32::try_from(done.value)
+                                .ok()
+                                .and_then(|id| s.ports.get(&id).copied())
+                                .filter(|&(proto, port)| !self.steering.settled(proto, port)),
+                            _ => None,
+                        };
+                        if let Some(port) = unsettled {
+                            let c = completion(s, &req, buf, r);
+                            s.held.push((port, c));
+                            self.stats.binds_held += 1;
+                            continue;
+                        }
                         match r {
                             // Lent to the engine: completed when it lets go.
                             Ok(Some(Done { lent: true, .. })) => {}
@@ -837,7 +871,7 @@ impl Netd {
             }
         }
         for s in &mut self.sessions {
-            if s.completions.free().is_ok_and(|f| (f as usize) <= s.pending.len() + s.out.len()) {
+            if s.completions.free().is_ok_and(|f| (f as usize) <= s.pending.len() + s.out.len() + s.held.len()) {
                 // Its completion ring is full: its requests cannot be taken
                 // before it drains, so they must not keep us awake; its
                 // wake-up or the sleep's timeout brings us back.
@@ -978,6 +1012,12 @@ fn flush(s: &mut Session, stats: &mut NetdStats) {
 
 /// Posts the completion of `req`, handing its buffer back.
 fn finish(s: &mut Session, req: &Request, buf: Option<BufRef>, r: Result<Option<Done>, i32>) {
+    let c = completion(s, req, buf, r);
+    s.out.push(c);
+}
+
+/// The completion of `req`; its buffer is handed back.
+fn completion(s: &mut Session, req: &Request, buf: Option<BufRef>, r: Result<Option<Done>, i32>) -> Descriptor {
     // A receive completed in place hands over the buffer its data lies in;
     // the request's stays with netd.
     let buf = match &r {
@@ -1003,7 +1043,7 @@ fn finish(s: &mut Session, req: &Request, buf: Option<BufRef>, r: Result<Option<
             c.piece = None;
         }
     }
-    s.out.push(c.encode());
+    c.encode()
 }
 
 /// Refuses a descriptor that did not decode; a buffer it validly named is

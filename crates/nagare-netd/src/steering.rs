@@ -26,7 +26,7 @@ use crate::driver::proto::{SteerChange, MAX_PIECES};
 use crate::view::{Release, View};
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_dev::RX_HEADROOM;
-use nagare_ipc::SharedBytes;
+use nagare_ipc::{Descriptor, SharedBytes};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
@@ -155,6 +155,16 @@ pub(crate) struct Steering {
     /// Ports whose steering changed since the driver was last told: the
     /// latest owner of each (a client looping bind and close adds nothing).
     updates: RefCell<BTreeMap<(u8, u16), Option<u64>>>,
+    /// Ports unsteered (their owner left, or another client joined) that
+    /// the driver may still steer to the client that had them: the serial
+    /// of the descriptor that carries the change, 0 until it is sent. A
+    /// client that takes such a port hears of it only once the driver has
+    /// applied the change ([`Steering::settled`]).
+    unsettled: RefCell<HashMap<(u8, u16), u64>>,
+    /// The serial of the last steering descriptor made.
+    sent: Cell<u64>,
+    /// A driver runs (or starts); while none does, nothing is steered.
+    driver_running: Cell<bool>,
     /// netd's own addresses (only frames to them are steered), and whether
     /// the driver has not been told them yet.
     local: Cell<Option<([u8; 6], [u8; 4])>>,
@@ -174,6 +184,9 @@ impl Steering {
             ports: RefCell::default(),
             clients: RefCell::default(),
             updates: RefCell::default(),
+            unsettled: RefCell::default(),
+            sent: Cell::new(0),
+            driver_running: Cell::new(enabled),
             local: Cell::new(None),
             local_changed: Cell::new(false),
             released: Rc::default(),
@@ -244,6 +257,45 @@ impl Steering {
     fn update(&self, proto: u8, port: u16, key: Option<u64>) {
         if self.enabled {
             self.updates.borrow_mut().insert((proto, port), key);
+            if key.is_none() && self.driver_running.get() {
+                // The latest unsteer is the one to wait for.
+                self.unsettled.borrow_mut().insert((proto, port), 0);
+            }
+        }
+    }
+
+    /// Whether the driver can no longer steer frames to `(proto, port)` into
+    /// the region of a client that had it: a client that binds the port
+    /// hears of it only then, so no frame sent to it after it has bound
+    /// lands in another client's region.
+    pub fn settled(&self, proto: u8, port: u16) -> bool {
+        !self.unsettled.borrow().contains_key(&(proto, port))
+    }
+
+    /// Ring-0 descriptors for `changes`, numbered: the driver tells which it
+    /// has applied ([`Steering::applied`]).
+    pub fn descriptors(&self, changes: &[SteerChange]) -> Vec<Descriptor> {
+        let mut unsettled = self.unsettled.borrow_mut();
+        changes
+            .iter()
+            .map(|c| {
+                let serial = self.sent.get() + 1;
+                self.sent.set(serial);
+                if let SteerChange::Port { proto, port, .. } = *c {
+                    if let Some(s @ 0) = unsettled.get_mut(&(proto, port)) {
+                        *s = serial;
+                    }
+                }
+                Descriptor { id: serial, ..c.descriptor() }
+            })
+            .collect()
+    }
+
+    /// The driver has applied every steering descriptor up to `serial`
+    /// (one it cannot have seen yet is ignored).
+    pub fn applied(&self, serial: u64) {
+        if serial <= self.sent.get() {
+            self.unsettled.borrow_mut().retain(|_, &mut s| s == 0 || s > serial);
         }
     }
 
@@ -301,6 +353,10 @@ impl Steering {
     /// every change not sent yet).
     pub fn table(&self) -> Vec<SteerChange> {
         self.updates.borrow_mut().clear();
+        // The new driver starts with no port steered: nothing it does can
+        // reach a former owner.
+        self.unsettled.borrow_mut().clear();
+        self.driver_running.set(true);
         self.local_changed.set(false);
         let mut out: Vec<SteerChange> = self.local.get().map(|(mac, ip)| SteerChange::Local { mac, ip }).into_iter().collect();
         let ports = self.ports.borrow();
@@ -338,8 +394,11 @@ impl Steering {
         out
     }
 
-    /// The driver died: what it held is netd's again.
+    /// The driver died: what it held is netd's again, and no port is
+    /// steered any more.
     pub fn driver_lost(&self) {
+        self.unsettled.borrow_mut().clear();
+        self.driver_running.set(false);
         for c in self.clients.borrow_mut().values_mut() {
             for b in c.buffers.values_mut() {
                 if b.state == RxState::AtDriver {
@@ -581,6 +640,47 @@ mod tests {
         let off = Steering::new(false);
         off.bind(UDP, 1, 1);
         assert!(off.take_updates().is_empty());
+    }
+
+    #[test]
+    fn a_port_that_left_a_client_is_settled_once_the_driver_applied_it() {
+        let s = Steering::new(true);
+        s.bind(UDP, 53, 1);
+        assert!(s.settled(UDP, 53), "a port nobody had is settled");
+        let first = s.descriptors(&s.take_updates());
+        assert_eq!(first.iter().map(|d| d.id).collect::<Vec<_>>(), vec![1]);
+        s.unbind(UDP, 53);
+        s.bind(UDP, 53, 2);
+        assert!(!s.settled(UDP, 53), "unsteered from client 1, not yet sent");
+        s.applied(1);
+        assert!(!s.settled(UDP, 53), "a change made before the unsteer says nothing of it");
+        // The unsteer and the new owner coalesce into one change: the
+        // driver applying it is what settles the port.
+        let second = s.descriptors(&s.take_updates());
+        assert_eq!(second.len(), 1);
+        assert_eq!(SteerChange::of(&second[0]), Some(SteerChange::Port { proto: UDP, port: 53, key: Some(2) }));
+        s.applied(99);
+        assert!(!s.settled(UDP, 53), "a serial never sent is ignored");
+        s.applied(second[0].id);
+        assert!(s.settled(UDP, 53));
+        // A dead driver steers nothing: every port is settled, and stays
+        // so until a new one has the table.
+        s.bind(UDP, 53, 3);
+        assert!(!s.settled(UDP, 53));
+        s.driver_lost();
+        assert!(s.settled(UDP, 53));
+        s.bind(UDP, 54, 4);
+        s.unbind(UDP, 54);
+        assert!(s.settled(UDP, 54));
+        s.bind(UDP, 54, 4);
+        let _ = s.table();
+        s.remove_client(4);
+        assert!(!s.settled(UDP, 54), "a new driver has the port steered to client 4");
+        // Without a driver nothing waits.
+        let off = Steering::new(false);
+        off.bind(UDP, 7, 1);
+        off.unbind(UDP, 7);
+        assert!(off.settled(UDP, 7));
     }
 
     #[test]

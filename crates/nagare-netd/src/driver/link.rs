@@ -9,8 +9,8 @@
 //! drops the second (it no longer waits for that request id).
 
 use super::proto::{
-    control_pair, offload_of, offload_word, Control, SteerChange, CONTROL_LEN, KEY, STAGES, TRACE_AT, UNDELIVERED, MAX_PIECES, MORE,
-    RETURN, RETURNED, RX_CLIENT_FREE, RX_CLIENT_PIECE, RX_FREE, RX_PIECE, TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
+    control_pair, offload_of, offload_word, Control, CONTROL_LEN, KEY, STAGES, TRACE_AT, UNDELIVERED, MAX_PIECES, MORE,
+    RETURN, RETURNED, RX_CLIENT_FREE, RX_CLIENT_PIECE, RX_FREE, RX_PIECE, STEERED, TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
 };
 use super::run::poll_in;
 use crate::lending::Lending;
@@ -518,7 +518,8 @@ impl DriverLink {
                 // The whole table, which supersedes the changes made
                 // while no driver ran.
                 if let Some(inc) = self.up.as_mut() {
-                    inc.out.extend(self.steering.table().iter().map(SteerChange::descriptor));
+                    let table = self.steering.table();
+                    inc.out.extend(self.steering.descriptors(&table));
                 }
             }
             Err(e) => eprintln!("nagare netd: starting the driver: {e}"),
@@ -561,7 +562,8 @@ impl DriverLink {
     /// on ring 0: ahead of every frame queued after them.
     fn push_steering(&mut self) {
         if let Some(inc) = self.up.as_mut() {
-            inc.out.extend(self.steering.take_updates().iter().map(SteerChange::descriptor));
+            let changes = self.steering.take_updates();
+            inc.out.extend(self.steering.descriptors(&changes));
         }
     }
 
@@ -843,6 +845,7 @@ impl Device for DriverLink {
                     out.push(p);
                     frames += 1;
                 }
+                STEERED => self.steering.applied(d.aux[0]),
                 RETURNED => {
                     if let Some(c) = inc.returns.remove(&(d.aux[KEY], d.id)) {
                         if d.aux[0] == UNDELIVERED {

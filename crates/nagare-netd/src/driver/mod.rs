@@ -16,7 +16,7 @@ pub mod run;
 
 pub use link::{DriverHandle, DriverLink, Launcher, LinkStats};
 pub use queues::MAX_RX_QUEUES;
-pub use run::{serve, DriverStats};
+pub use run::{serve, DriverStats, STEER_DELAY_VAR};
 
 /// Where the device runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,8 +10,8 @@
 //! | `RETURN` | post this completion to the client once every frame before it is on the device (direct return) | aux1 client key; flags socket, id request id, buffer/offset/len the piece, status, aux2 op, aux3 result; aux0 netd's stage times of a traced send |
 //! | `RX_FREE` | a receive buffer back to the driver | buffer |
 //! | `RX_CLIENT_FREE` | a buffer of an application's region netd keeps for receiving, for that application's steered frames | aux1 client key; buffer |
-//! | `STEER` | frames to a local port go to one client's buffers (aux1 its key), or (flags `UNSTEERED`) to the driver region again | aux0 protocol << 16 \| port |
-//! | `LOCAL` | netd's own addresses: only frames to them are steered | aux0 Ethernet address, aux2 IPv4 address |
+//! | `STEER` | frames to a local port go to one client's buffers (aux1 its key), or (flags `UNSTEERED`) to the driver region again | aux0 protocol << 16 \| port; id serial |
+//! | `LOCAL` | netd's own addresses: only frames to them are steered | aux0 Ethernet address, aux2 IPv4 address; id serial |
 //!
 //! Ring 1 (driver → netd):
 //!
@@ -21,11 +21,15 @@
 //! | `TX_DONE` | a transmit buffer back to netd (its frames are on the device) | buffer |
 //! | `RETURNED` | the completion of a `RETURN` was posted to its client (aux0 0) or could not be (aux0 `UNDELIVERED`: netd posts it) | aux1 client key, id request id |
 //! | `RX_CLIENT_PIECE` | a piece of a received frame, steered into a buffer of the application whose port it is for | aux1 client key; buffer, offset, len; flags `MORE`; aux0 offload bits on the first piece |
+//! | `STEERED` | every `STEER`/`LOCAL` up to serial aux0 is applied: no frame is steered by the table before them any more | aux0 serial |
 //!
 //! Steering changes travel on ring 0, in line with frames: a port that
 //! changes hands is unsteered before any frame netd sends after the change
 //! (a new owner's SYN, say), so a reply to that frame cannot be steered to
-//! the old owner.
+//! the old owner. A frame a remote sends unprompted is a different matter:
+//! netd holds the completion of a bind to a port that left another client
+//! until the driver says (`STEERED`) it applied the change, so nothing sent
+//! to the port after the bind returns can land in the old owner's region.
 //!
 //! Every buffer a descriptor names is checked against the receiver's
 //! ownership table, every client key against the attached clients, and a
@@ -63,6 +67,8 @@ pub const TX_DONE: u32 = 2;
 pub const RETURNED: u32 = 3;
 /// A received frame in a client's region (driver → netd).
 pub const RX_CLIENT_PIECE: u32 = 4;
+/// Steering changes applied up to serial `aux[0]` (driver → netd).
+pub const STEERED: u32 = 5;
 /// `aux[0]` of a `RETURNED` whose completion was not posted.
 pub const UNDELIVERED: u64 = 1;
 

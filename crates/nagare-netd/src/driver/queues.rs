@@ -21,7 +21,15 @@ pub(crate) struct RxQueue {
     /// may wait in it: it is read into the driver region until empty
     /// before it is given to anyone, so they cannot reach the next client.
     pub draining: bool,
+    /// Frames a drain may still read before the queue counts as drained
+    /// though it never read empty (its client's other flows keep it busy).
+    pub drain_left: usize,
 }
+
+/// Frames a drain reads at most: more than a TAP queue and its queueing
+/// discipline hold (`txqueuelen`, 1000 by default, each), so every frame
+/// the kernel put on the queue before the drain began has been read.
+pub const DRAIN_LIMIT: usize = 2048;
 
 /// The extra queues, their clients and the map that steers to them.
 pub(crate) struct RxQueues {
@@ -43,7 +51,7 @@ impl RxQueues {
     pub fn new(map: PortMap, devices: Vec<Box<dyn Device>>) -> RxQueues {
         RxQueues {
             map,
-            queues: devices.into_iter().map(|device| RxQueue { device, key: None, draining: true }).collect(),
+            queues: devices.into_iter().map(|device| RxQueue { device, key: None, draining: true, drain_left: DRAIN_LIMIT }).collect(),
             ports: HashMap::new(),
             waiting: BTreeMap::new(),
             next: 0,
@@ -69,6 +77,11 @@ impl RxQueues {
                 }
             },
         };
+        if self.ports.get(&(proto, port)).is_some_and(|&old| old != at) {
+            // Taken from another client's queue without an unsteer between
+            // (netd sends only the latest change of a port).
+            self.fence(proto, port);
+        }
         // The TAP's queue numbers: 0 is the first file, ours follow.
         if let Err(e) = self.map.steer(proto, port, at as u32 + 1) {
             // Never leave an entry that names the port's old queue.
@@ -94,7 +107,26 @@ impl RxQueues {
     /// for a queue.
     pub fn forget(&mut self, proto: u8, port: u16) -> io::Result<()> {
         self.waiting.remove(&(proto, port));
+        self.fence(proto, port);
         self.unsteer(proto, port)
+    }
+
+    /// The queue `(proto, port)` is steered to may hold frames for it that
+    /// the kernel queued before the map changed: it is drained into the
+    /// driver region (its client's frames copied meanwhile) before the
+    /// driver says the change is applied, so they never reach that
+    /// client's region once another client has the port.
+    fn fence(&mut self, proto: u8, port: u16) {
+        if let Some(q) = self.ports.get(&(proto, port)).and_then(|&at| self.queues.get_mut(at)) {
+            q.draining = true;
+            q.drain_left = DRAIN_LIMIT;
+        }
+    }
+
+    /// Whether some queue is being drained (a steering change is not
+    /// complete until none is).
+    pub fn draining(&self) -> bool {
+        self.queues.iter().any(|q| q.draining)
     }
 
     /// Client `key` is gone: its queue is drained, then free for another.
@@ -107,6 +139,7 @@ impl RxQueues {
         }
         self.queues[at].key = None;
         self.queues[at].draining = true;
+        self.queues[at].drain_left = DRAIN_LIMIT;
     }
 
     /// Queue `at` was read empty after draining: free, and the ports
@@ -137,7 +170,7 @@ mod tests {
 
     /// Queues passed to a new driver, and a dead client's queue, are read
     /// empty before any client gets them: what waits there was steered to
-    /// someone else. Needs the steering map (root); skipped loudly without.
+    /// someone else; so is a queue a port leaves. Needs the steering map (root); skipped loudly without.
     #[test]
     fn a_queue_is_drained_before_a_client_gets_it() {
         let steering = match PortSteering::load() {
@@ -168,5 +201,18 @@ mod tests {
         assert_eq!(q.queues[0].key, None, "a port nobody has any more waits for nothing");
         q.steer(6, 81, 3).unwrap();
         assert_eq!(q.queues[0].key, Some(3));
+        assert!(!q.draining());
+        // A port that leaves client 3 may have frames waiting on its
+        // queue: the queue is drained (its client keeps it) before the
+        // change counts as applied.
+        q.steer(6, 82, 3).unwrap();
+        q.forget(6, 81).unwrap();
+        assert!(q.draining() && q.queues[0].draining && q.queues[0].key == Some(3));
+        q.drained(0).unwrap();
+        assert!(!q.draining() && q.queues[0].key == Some(3));
+        // So is one taken straight over by another client's queue (netd
+        // sends only a port's latest change).
+        q.steer(6, 82, 2).unwrap();
+        assert!(q.queues[0].draining && !q.queues[1].draining);
     }
 }

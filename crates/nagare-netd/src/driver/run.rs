@@ -17,7 +17,7 @@
 use nagare_request::pack_stages;
 use super::proto::{
     offload_of, offload_word, Control, SteerChange, CONTROL_LEN, KEY, LOCAL, STAGES, STEER, TRACE_AT, UNDELIVERED, MAX_PIECES, MORE,
-    RETURN, RETURNED, RX_CLIENT_FREE, RX_CLIENT_PIECE, RX_FREE, RX_PIECE, TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
+    RETURN, RETURNED, RX_CLIENT_FREE, RX_CLIENT_PIECE, RX_FREE, RX_PIECE, STEERED, TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
 };
 use super::queues::{RxQueues, MAX_RX_QUEUES};
 use crate::steering::{flow_of, is_for, HEAD_LEN};
@@ -221,7 +221,20 @@ struct Driver {
     /// netd's Ethernet and IPv4 addresses: only frames to them are
     /// steered (none until netd says).
     local: Option<([u8; 6], [u8; 4])>,
+    /// The serial of the last steering change applied, and of the last
+    /// one netd was told is in force (`STEERED`).
+    steer_applied: u64,
+    steer_confirmed: u64,
+    /// Tests only ([`STEER_DELAY_VAR`]): how long steering changes wait
+    /// before they apply, and those waiting (when, change, serial).
+    steer_delay: Option<Duration>,
+    steer_delayed: VecDeque<(std::time::Instant, SteerChange, u64)>,
 }
+
+/// A fault for tests: a driver that applies each steering change this
+/// many milliseconds late, as one held off the CPU would, while it goes on
+/// receiving with the table it has.
+pub const STEER_DELAY_VAR: &str = "NAGARE_TEST_DRIVER_STEER_DELAY_MS";
 
 /// Runs the driver on the control socket `control` until netd closes it or
 /// `stop` is raised. `open` opens the device, given the descriptor netd
@@ -294,6 +307,10 @@ pub fn serve(
         steer: HashMap::new(),
         queues: None,
         local: None,
+        steer_applied: 0,
+        steer_confirmed: 0,
+        steer_delay: std::env::var(STEER_DELAY_VAR).ok().and_then(|v| v.parse().ok()).map(Duration::from_millis),
+        steer_delayed: VecDeque::new(),
     };
     let mut last_work = std::time::Instant::now();
     let mut reported = (std::time::Instant::now(), DriverStats::default());
@@ -330,6 +347,7 @@ impl Driver {
     fn turn(&mut self) -> io::Result<bool> {
         let mut work = self.control_messages();
         work |= self.take_from_netd()?;
+        self.apply_delayed_steering();
         let now = self.clock.now();
         if !self.tx.is_empty() {
             let (taken, sent) = match self.device.transmit_batch(&mut self.tx, now) {
@@ -354,6 +372,7 @@ impl Driver {
             }
         }
         work |= self.receive(now);
+        self.confirm_steering();
         work |= self.flush()?;
         Ok(work)
     }
@@ -432,6 +451,36 @@ impl Driver {
         }
     }
 
+    /// Applies steering change number `serial`.
+    fn apply_steering(&mut self, change: SteerChange, serial: u64) {
+        self.steer_change(change);
+        self.steer_applied = self.steer_applied.max(serial);
+    }
+
+    /// Applies the delayed steering changes whose time has come, in order.
+    fn apply_delayed_steering(&mut self) {
+        let now = std::time::Instant::now();
+        while let Some(&(due, change, serial)) = self.steer_delayed.front() {
+            if due > now {
+                break;
+            }
+            self.steer_delayed.pop_front();
+            self.apply_steering(change, serial);
+        }
+    }
+
+    /// Tells netd which steering changes are in force: once no queue is
+    /// being drained, nothing steered by the table before them can still
+    /// reach a client's region.
+    fn confirm_steering(&mut self) {
+        if self.steer_applied > self.steer_confirmed && !self.queues.as_ref().is_some_and(RxQueues::draining) {
+            let mut d = Descriptor { kind: STEERED, ..Default::default() };
+            d.aux[0] = self.steer_applied;
+            self.out.push_back(d);
+            self.steer_confirmed = self.steer_applied;
+        }
+    }
+
     /// The TAP's extra queues and its port map, from netd: the ports
     /// steered so far are written into the map.
     fn take_queues(&mut self, fds: Vec<OwnedFd>) {
@@ -492,7 +541,10 @@ impl Driver {
                     _ => self.stats.bad_messages += 1,
                 },
                 STEER | LOCAL => match SteerChange::of(d) {
-                    Some(change) => self.steer_change(change),
+                    Some(change) => match self.steer_delay {
+                        None => self.apply_steering(change, d.id),
+                        Some(delay) => self.steer_delayed.push_back((std::time::Instant::now() + delay, change, d.id)),
+                    },
                     None => self.stats.bad_messages += 1,
                 },
                 RX_FREE => match self.pool.take(d) {
@@ -720,7 +772,16 @@ impl Driver {
                     }
                 };
                 match got {
-                    Some(_) => frames += 1,
+                    Some(_) => {
+                        frames += 1;
+                        if q.draining {
+                            q.drain_left = q.drain_left.saturating_sub(1);
+                            if q.drain_left == 0 {
+                                emptied = true;
+                                break;
+                            }
+                        }
+                    }
                     None => {
                         emptied = true;
                         break;
@@ -832,7 +893,10 @@ impl Driver {
         if self.waiter.prepare_sleep(&mut self.from_netd).map_err(io::Error::other)?.is_some() {
             return Ok(());
         }
-        let busy = !self.tx.is_empty() || !self.out.is_empty() || self.clients.values().any(|c| !c.backlog.is_empty());
+        let busy = !self.tx.is_empty()
+            || !self.out.is_empty()
+            || !self.steer_delayed.is_empty()
+            || self.clients.values().any(|c| !c.backlog.is_empty());
         let now = self.clock.now();
         let mut timeout = self.device.poll_at().map_or(MAX_SLEEP, |t| t.saturating_since(now)).min(MAX_SLEEP);
         if busy {
