@@ -200,7 +200,15 @@ fn main() {
     let (polled, sleeping, streamed) = if quick { (10_000, 1_000, 100_000) } else { (scale, scale / 10, scale * 10) };
     let pinned = cpus() >= 2;
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!("ipc hop: {} CPUs, threads pinned: {pinned}, load {}", cpus(), load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
+    // How long an idle vCPU polls before it halts decides what waking it
+    // costs (a halted vCPU is woken through the hypervisor).
+    let halt_poll = std::fs::read_to_string("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
+        .map_or_else(|_| String::from("n/a"), |s| s.trim().to_string());
+    println!(
+        "ipc hop: {} CPUs, threads pinned: {pinned}, load {}, guest_halt_poll_ns {halt_poll}",
+        cpus(),
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    );
     println!("{:<18} {:>9} {:>9} {:>9} {:>9}   (3 runs; median run by p50 shown)", "mode", "rounds", "p50 ns", "p99 ns", "mean ns");
     let two = pinned.then_some((0, 1));
     for (name, mode, rounds, cpus) in [
