@@ -35,5 +35,5 @@ pub use pcap::{PcapDevice, PcapWriter, LINKTYPE_ETHERNET, PCAP_MAGIC, PCAP_SNAPL
 pub use rng::SimRng;
 pub use sim::{LinkConfig, LinkStats, SimLink, SimPort};
 pub use tap::TapDevice;
-pub use tap_steering::{PortMap, PortSteering};
+pub use tap_steering::{PortMap, PortSteering, MAX_STEERED_PORTS};
 pub use vni::{Segment as VniSegment, VniPort, VniStats};

@@ -4,7 +4,7 @@
 //! (while there are queues left) and writes its ports into the map, so the
 //! kernel's one copy of a frame lands in a buffer of that client's region.
 
-use nagare_dev::{Device, PortMap};
+use nagare_dev::{Device, PortMap, MAX_STEERED_PORTS};
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::os::fd::RawFd;
@@ -24,7 +24,12 @@ pub(crate) struct RxQueue {
     /// Frames a drain may still read before the queue counts as drained
     /// though it never read empty (its client's other flows keep it busy).
     pub drain_left: usize,
+    /// Ports steered to it.
+    pub ports: usize,
 }
+
+/// Ports one queue's client may have in the map: its even share.
+pub const PORTS_PER_QUEUE: usize = MAX_STEERED_PORTS as usize / MAX_RX_QUEUES;
 
 /// Frames a drain reads at most: more than a TAP queue and its queueing
 /// discipline hold (`txqueuelen`, 1000 by default, each), so every frame
@@ -51,7 +56,7 @@ impl RxQueues {
     pub fn new(map: PortMap, devices: Vec<Box<dyn Device>>) -> RxQueues {
         RxQueues {
             map,
-            queues: devices.into_iter().map(|device| RxQueue { device, key: None, draining: true, drain_left: DRAIN_LIMIT }).collect(),
+            queues: devices.into_iter().map(|device| RxQueue { device, key: None, draining: true, drain_left: DRAIN_LIMIT, ports: 0 }).collect(),
             ports: HashMap::new(),
             waiting: BTreeMap::new(),
             next: 0,
@@ -59,35 +64,37 @@ impl RxQueues {
     }
 
     /// Frames to `(proto, port)` go to client `key`'s queue (a free one is
-    /// given to it first). Without a queue to give, they stay on the TAP's
-    /// first queue (and reach the client through the driver region) until
-    /// one is free.
+    /// given to it first). Without a queue to give, or with its queue's
+    /// share of the map used up, they stay on the TAP's first queue (and
+    /// reach the client through the driver region) until a queue drains.
     pub fn steer(&mut self, proto: u8, port: u16, key: u64) -> io::Result<()> {
         self.waiting.remove(&(proto, port));
+        let old = self.ports.get(&(proto, port)).copied();
         let at = match self.queues.iter().position(|q| q.key == Some(key)) {
-            Some(at) => at,
-            None => match self.queues.iter().position(|q| q.key.is_none() && !q.draining) {
-                Some(at) => {
-                    self.queues[at].key = Some(key);
-                    at
-                }
-                None => {
-                    self.waiting.insert((proto, port), key);
-                    return self.unsteer(proto, port);
-                }
-            },
+            Some(at) => Some(at),
+            None => self.queues.iter().position(|q| q.key.is_none() && !q.draining).inspect(|&at| self.queues[at].key = Some(key)),
         };
-        if self.ports.get(&(proto, port)).is_some_and(|&old| old != at) {
+        // One client's ports cannot crowd the others' out of the map.
+        let at = at.filter(|&at| old == Some(at) || self.queues[at].ports < PORTS_PER_QUEUE);
+        if old.is_some() && old != at {
             // Taken from another client's queue without an unsteer between
             // (netd sends only the latest change of a port).
             self.fence(proto, port);
         }
+        let Some(at) = at else {
+            self.waiting.insert((proto, port), key);
+            return self.unsteer(proto, port);
+        };
         // The TAP's queue numbers: 0 is the first file, ours follow.
         if let Err(e) = self.map.steer(proto, port, at as u32 + 1) {
             // Never leave an entry that names the port's old queue.
             let _ = self.unsteer(proto, port);
             return Err(e);
         }
+        if let Some(old) = old.and_then(|o| self.queues.get_mut(o)) {
+            old.ports = old.ports.saturating_sub(1);
+        }
+        self.queues[at].ports += 1;
         self.ports.insert((proto, port), at);
         Ok(())
     }
@@ -99,7 +106,9 @@ impl RxQueues {
 
     /// Frames to `(proto, port)` go to the TAP's first queue again.
     pub fn unsteer(&mut self, proto: u8, port: u16) -> io::Result<()> {
-        self.ports.remove(&(proto, port));
+        if let Some(q) = self.ports.remove(&(proto, port)).and_then(|at| self.queues.get_mut(at)) {
+            q.ports = q.ports.saturating_sub(1);
+        }
         self.map.unsteer(proto, port)
     }
 
@@ -171,18 +180,24 @@ mod tests {
     /// Queues passed to a new driver, and a dead client's queue, are read
     /// empty before any client gets them: what waits there was steered to
     /// someone else; so is a queue a port leaves. Needs the steering map (root); skipped loudly without.
-    #[test]
-    fn a_queue_is_drained_before_a_client_gets_it() {
+    /// `n` queues over a real steering map; `None` (and a loud SKIPPED)
+    /// without the right to make one.
+    fn queues(test: &str, n: usize) -> Option<RxQueues> {
         let steering = match PortSteering::load() {
             Ok(s) => s,
             Err(e) => {
-                let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("\n*** SKIPPED a_queue_is_drained_before_a_client_gets_it: {e} ***\n\n"));
-                return;
+                let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("\n*** SKIPPED {test}: {e} ***\n\n"));
+                return None;
             }
         };
         let map = PortMap::from_fd(steering.map().fd().try_clone_to_owned().unwrap());
-        let devices: Vec<Box<dyn Device>> = (0..2).map(|_| Box::new(Loopback::new(1500, 8)) as Box<dyn Device>).collect();
-        let mut q = RxQueues::new(map, devices);
+        let devices: Vec<Box<dyn Device>> = (0..n).map(|_| Box::new(Loopback::new(1500, 8)) as Box<dyn Device>).collect();
+        Some(RxQueues::new(map, devices))
+    }
+
+    #[test]
+    fn a_queue_is_drained_before_a_client_gets_it() {
+        let Some(mut q) = queues("a_queue_is_drained_before_a_client_gets_it", 2) else { return };
         q.steer(17, 5000, 1).unwrap();
         assert!(q.queues.iter().all(|x| x.key.is_none()), "a queue not yet drained was given");
         q.drained(0).unwrap();
@@ -214,5 +229,25 @@ mod tests {
         // sends only a port's latest change).
         q.steer(6, 82, 2).unwrap();
         assert!(q.queues[0].draining && !q.queues[1].draining);
+    }
+
+    /// One client's ports cannot fill the map: past its queue's share they
+    /// stay on the first queue, and get steered when a port of its goes.
+    #[test]
+    fn a_client_has_at_most_its_share_of_the_map() {
+        let Some(mut q) = queues("a_client_has_at_most_its_share_of_the_map", 1) else { return };
+        q.drained(0).unwrap();
+        for port in 0..PORTS_PER_QUEUE as u16 + 2 {
+            q.steer(17, 10_000 + port, 1).unwrap();
+        }
+        assert_eq!(q.queues[0].ports, PORTS_PER_QUEUE);
+        assert_eq!(q.waiting.len(), 2);
+        q.forget(17, 10_000).unwrap();
+        q.drained(0).unwrap();
+        assert_eq!(q.queues[0].ports, PORTS_PER_QUEUE);
+        assert_eq!(q.waiting.len(), 1);
+        // Steering a port it has again changes nothing.
+        q.steer(17, 10_001, 1).unwrap();
+        assert_eq!((q.queues[0].ports, q.waiting.len()), (PORTS_PER_QUEUE, 1));
     }
 }
