@@ -68,6 +68,23 @@ impl Netns {
         run_ok(self.command("ip").args(args));
     }
 
+    /// A UDP socket of the namespace's kernel stack, bound to `addr` (made
+    /// by a thread that enters the namespace; the socket stays in it).
+    pub fn udp_socket(&self, addr: &str) -> std::net::UdpSocket {
+        let path = format!("/run/netns/{}", self.name);
+        let addr = addr.to_string();
+        std::thread::spawn(move || {
+            let ns = std::fs::File::open(&path).expect("opening the namespace");
+            // SAFETY: setns with a namespace file we hold open; it changes
+            // only this thread, which ends after making the socket.
+            let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&ns), libc::CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+            std::net::UdpSocket::bind(addr).expect("binding in the namespace")
+        })
+        .join()
+        .expect("the namespace thread panicked")
+    }
+
     /// A persistent TAP device whose kernel side has `kernel_addr`.
     pub fn tap(&self, name: &str, kernel_addr: &str) {
         self.tap_with(name, kernel_addr, &[]);

@@ -369,6 +369,72 @@ fn netd_steers_client_ports_to_tap_queues() {
     }
 }
 
+/// A port that changes hands between two clients of a netd on a
+/// multi-queue TAP: every datagram Linux sends to it after the new owner's
+/// bind returned reaches the new owner, none lands on the old owner's
+/// queue. The driver applies steering changes 20 ms late (a driver held
+/// off the CPU), which makes the race certain where it would be rare.
+#[test]
+fn a_tap_port_that_changes_hands_is_steered_only_to_its_new_owner() {
+    const TEST: &str = "a_tap_port_that_changes_hands_is_steered_only_to_its_new_owner";
+    const PORT: u16 = 9002;
+    const ROUNDS: u32 = 10;
+    const AFTER_BIND: u32 = 8;
+    if let Some(reason) = interop_unavailable(&["ping"]) {
+        return skip(TEST, &reason);
+    }
+    let ns = Netns::new("mqhand");
+    ns.tap_with("tap0", &format!("{KERNEL}/24"), &["multi_queue"]);
+    let socket = std::env::temp_dir().join(format!("nagare-mqhand-{}.sock", std::process::id()));
+    let log = std::env::temp_dir().join(format!("nagare-mqhand-{}.log", std::process::id()));
+    let _netd = Process::spawn(
+        ns.command(nagare())
+            .args(["netd", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--socket"])
+            .arg(&socket)
+            .env(nagare_netd::driver::STEER_DELAY_VAR, "20")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap()),
+    );
+    assert!(answers_ping(&ns, NAGARE), "nagare netd never answered a ping");
+    let clients = [nagare::Netd::connect(&socket).unwrap(), nagare::Netd::connect(&socket).unwrap()];
+    let linux = ns.udp_socket(&format!("{KERNEL}:0"));
+    let bind = |netd: &nagare::Netd| {
+        let s = nagare::net::UdpSocket::bind_via(netd, ("0.0.0.0", PORT)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s
+    };
+    let in_place = || stat_counter(&clients[0].stat().unwrap(), "netd rx_payload_in_place ");
+    let mut buf = [0u8; 2048];
+    for round in 0..ROUNDS {
+        let (old, new) = (&clients[(round % 2) as usize], &clients[(round % 2 + 1) as usize % 2]);
+        let old = bind(old);
+        // The old owner's port is steered to its queue, once the late
+        // driver has applied that.
+        std::thread::sleep(Duration::from_millis(50));
+        let before = in_place();
+        linux.send_to(b"warm", (NAGARE, PORT)).unwrap();
+        assert_eq!(old.recv_from(&mut buf).unwrap().0, 4);
+        assert_eq!(in_place(), before + 4, "round {round}: the old owner's port is not steered: the test shows nothing");
+        drop(old);
+        let new = bind(new);
+        for i in 0..AFTER_BIND {
+            linux.send_to(&[round.to_be_bytes(), i.to_be_bytes()].concat(), (NAGARE, PORT)).unwrap();
+        }
+        for i in 0..AFTER_BIND {
+            let (n, _) = new.recv_from(&mut buf).unwrap_or_else(|e| {
+                panic!("round {round}: datagram {i}, sent after the bind returned, did not reach the new owner ({e})")
+            });
+            assert_eq!(&buf[..n], [round.to_be_bytes(), i.to_be_bytes()].concat(), "round {round}");
+        }
+    }
+    let report = clients[0].stat().unwrap();
+    assert!(report.contains("driver tap_queues 7\n"), "{report}\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+    assert_eq!(stat_counter(&report, "driver rx_steer_refused "), 0, "{report}");
+    assert!(stat_counter(&report, "netd binds_held ") >= u64::from(ROUNDS), "{report}");
+    let _ = std::fs::remove_file(&socket);
+    let _ = std::fs::remove_file(&log);
+}
+
 fn steered_tap_receive(placement: &str) {
     let root = web_root(&format!("mq{placement}"), 24 << 20);
     let ns = Netns::new(&format!("mq{placement}"));
