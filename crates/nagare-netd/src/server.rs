@@ -256,7 +256,8 @@ struct Done {
     /// which the completion names instead of the request's (netd keeps
     /// that one).
     swapped: Option<BufRef>,
-    /// The request's buffer is lent to the engine: no completion now.
+    /// The request's buffer is lent to the engine: no completion now, or,
+    /// for one that completes on accept, one without the buffer.
     lent: bool,
 }
 
@@ -638,7 +639,10 @@ impl Netd {
                 }
                 Ok(None) => still.push(p),
                 // Lent to the engine: completed when it lets go.
-                Ok(Some(Done { lent: true, .. })) => work = true,
+                Ok(Some(Done { lent: true, value, .. })) => {
+                    accepted(s, &p.req, value);
+                    work = true;
+                }
                 r => {
                     finish(s, &p.req, p.buf, r);
                     work = true;
@@ -715,7 +719,7 @@ impl Netd {
                         }
                         match r {
                             // Lent to the engine: completed when it lets go.
-                            Ok(Some(Done { lent: true, .. })) => {}
+                            Ok(Some(Done { lent: true, value, .. })) => accepted(s, &req, value),
                             // A request holding a buffer is bounded by the
                             // client's pool; the others by `max_pending`.
                             Ok(None) if buf.is_some() || s.pending.len() < self.config.max_pending => {
@@ -988,7 +992,7 @@ impl Netd {
             self.stats.clients_broken += 1;
         }
         eprintln!(
-            "nagare netd: client {} (pid {}) {why}: {sockets} sockets closed, {reclaimed} buffers reclaimed, {in_use} in use",
+            "nagare netd: client {} (pid {}) {why}: {sockets} sockets closed, {reclaimed} buffers reclaimed, {lent} lent to the stack, {in_use} in use",
             s.conn.id, s.conn.cred.pid
         );
         // Flush what the engine sent (RSTs) before the session's region goes.
@@ -1007,6 +1011,41 @@ fn flush(s: &mut Session, stats: &mut NetdStats) {
             }
             Err(_) => s.doomed = Some("completion ring broken"),
         }
+    }
+}
+
+/// Nothing done yet: a non-blocking request fails with `EAGAIN`, another
+/// waits.
+fn blocked(req: &Request) -> Result<Option<Done>, i32> {
+    if req.nonblocking() {
+        Err(libc::EAGAIN)
+    } else {
+        Ok(None)
+    }
+}
+
+/// A stream's send of `view` copied into the send buffer: as much as fits
+/// now, or it waits.
+fn send_copied(iface: &mut Interface, h: TcpHandle, view: nagare_ipc::SharedBytes, req: &Request, now: Instant, stats: &mut NetdStats) -> Result<Option<Done>, i32> {
+    // SAFETY: payload the engine copies into the send buffer once and
+    // never interprets; a client racing its own buffer changes only its
+    // stream.
+    match iface.tcp_send(h, unsafe { view.as_slice() }, now) {
+        Ok(n) if n > 0 || view.is_empty() => {
+            stats.tx_payload_copied += n as u64;
+            Ok(Some(Done::value(n as u64)))
+        }
+        Ok(_) | Err(EngineError::WouldBlock) => blocked(req),
+        Err(e) => Err(engine_errno(e)),
+    }
+}
+
+/// A request whose buffer the engine now holds: one that completes on
+/// accept completes now, without its buffer (which comes back with the
+/// completion posted when the engine lets go).
+fn accepted(s: &mut Session, req: &Request, value: u64) {
+    if req.completes_on_accept() {
+        s.out.push(Completion::ok(req, value).encode());
     }
 }
 
@@ -1094,7 +1133,6 @@ fn run(
     cx: &mut RunContext<'_>,
 ) -> Result<Option<Done>, i32> {
     let RunContext { scratch, config, lending, steering, stats } = cx;
-    let blocked = |req: &Request| if req.nonblocking() { Err(libc::EAGAIN) } else { Ok(None) };
     // The client's bytes to send, in place: the engine copies them once
     // into its own buffers (a private copy first would be a second).
     let payload = |pool: &Pool| -> Result<nagare_ipc::SharedBytes, i32> {
@@ -1142,7 +1180,7 @@ fn run(
                 }
                 stats.sends_in_place += 1;
                 stats.tx_payload_in_place += u64::from(b.len);
-                return Ok(Some(Done { lent: true, ..Done::value(0) }));
+                return Ok(Some(Done { lent: true, ..Done::value(u64::from(b.len)) }));
             }
             let view = payload(&s.pool)?;
             // SAFETY: payload the engine copies and sums, never interprets;
@@ -1259,6 +1297,12 @@ fn run(
                 return Err(iface.tcp_send(h, &[], now).err().map_or(libc::EPIPE, engine_errno));
             }
             if conn.send_free() < b.len as usize {
+                if req.completes_on_accept() && conn.send_free() > 0 {
+                    // A std `write`: what fits now, copied, as a socket's
+                    // send takes it; waiting for room for all of it would
+                    // make a writer told the stream is writable spin.
+                    return send_copied(iface, h, payload(&s.pool)?, req, now, stats);
+                }
                 // The whole buffer goes in at once, or the request waits.
                 return blocked(req);
             }
@@ -1277,20 +1321,11 @@ fn run(
                 }
             }
             stats.tx_payload_in_place += u64::from(b.len);
-            Ok(Some(Done { lent: true, ..Done::value(0) }))
+            Ok(Some(Done { lent: true, ..Done::value(u64::from(b.len)) }))
         }
         Op::Send => {
             let h = tcp_of(s, req.socket)?;
-            let view = payload(&s.pool)?;
-            // SAFETY: as for datagrams: copied into the send buffer once.
-            match iface.tcp_send(h, unsafe { view.as_slice() }, now) {
-                Ok(n) if n > 0 || view.is_empty() => {
-                    stats.tx_payload_copied += n as u64;
-                    Ok(Some(Done::value(n as u64)))
-                }
-                Ok(_) | Err(EngineError::WouldBlock) => blocked(req),
-                Err(e) => Err(engine_errno(e)),
-            }
+            send_copied(iface, h, payload(&s.pool)?, req, now, stats)
         }
         Op::Recv => {
             let h = tcp_of(s, req.socket)?;

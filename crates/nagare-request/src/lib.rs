@@ -46,8 +46,15 @@ pub const TRACE_TIME: usize = 2;
 /// buffer fits in the send buffer and completes when its bytes are
 /// acknowledged (or the connection is gone: the next call reports that).
 pub const LEND: u16 = 4;
+/// Request flag, with `LEND` only: complete as soon as the stack has taken
+/// the buffer (a datagram queued, a stream's bytes in its send buffer), as
+/// a socket's `send` returns, instead of when the stack lets go of it. The
+/// buffer comes back later in a second completion of the same request id,
+/// which carries the piece; a request the stack did not take (it failed,
+/// or netd copied the bytes) completes once, with its buffer.
+pub const COMPLETE_ON_ACCEPT: u16 = 8;
 /// Every flag a request may carry.
-pub const KNOWN_FLAGS: u16 = NONBLOCK | TRACE | LEND;
+pub const KNOWN_FLAGS: u16 = NONBLOCK | TRACE | LEND | COMPLETE_ON_ACCEPT;
 /// Largest listen backlog.
 pub const MAX_BACKLOG: u64 = 4096;
 
@@ -359,7 +366,9 @@ impl Request {
         let raw_op = d.kind as u16;
         let flags = (d.kind >> 16) as u16;
         let op = Op::from_u16(raw_op).ok_or(ProtoError::BadOp(raw_op))?;
-        if flags & !KNOWN_FLAGS != 0 || (flags & TRACE != 0 && op != Op::SendTo) || (flags & LEND != 0 && !matches!(op, Op::Send | Op::SendTo)) {
+        if flags & !KNOWN_FLAGS != 0 || (flags & TRACE != 0 && op != Op::SendTo) || (flags & LEND != 0 && !matches!(op, Op::Send | Op::SendTo))
+            || (flags & COMPLETE_ON_ACCEPT != 0 && (flags & LEND == 0 || flags & TRACE != 0))
+        {
             return Err(ProtoError::BadFlags(flags));
         }
         if d.status != 0 {
@@ -442,6 +451,12 @@ impl Request {
     /// Whether the caller lends its buffer (`LEND`).
     pub fn lends(&self) -> bool {
         self.flags & LEND != 0
+    }
+
+    /// Whether a lent buffer's request completes when the stack takes it
+    /// (`COMPLETE_ON_ACCEPT`), its buffer coming back later.
+    pub fn completes_on_accept(&self) -> bool {
+        self.flags & (LEND | COMPLETE_ON_ACCEPT) == LEND | COMPLETE_ON_ACCEPT
     }
 
     /// Whether the caller asked not to wait.
@@ -741,6 +756,10 @@ mod tests {
         assert!(Request::decode(&send.encode()).unwrap().lends());
         nop.flags = LEND;
         assert!(matches!(Request::decode(&nop.encode()), Err(ProtoError::BadFlags(_))), "only sends lend");
+        send.flags = COMPLETE_ON_ACCEPT;
+        assert!(matches!(Request::decode(&send.encode()), Err(ProtoError::BadFlags(_))), "only a lent buffer completes on accept");
+        send.flags = LEND | COMPLETE_ON_ACCEPT;
+        assert!(Request::decode(&send.encode()).unwrap().completes_on_accept());
         assert_eq!(unpack_stages(pack_stages(1, 2_000_000, 3)), [1, 2_000_000, 3]);
         assert_eq!(unpack_stages(pack_stages(u64::MAX, 0, 5_000_000)), [STAGE_MAX, 0, STAGE_MAX]);
     }

@@ -26,13 +26,13 @@ pub mod ping;
 pub mod poll;
 pub mod zerocopy;
 
-use nagare_ipc::{BufRef, Client, Consumer, Notifier, Pool, Producer, Waiter, DEFAULT_SPIN, NO_BUFFER};
+use nagare_ipc::{BufRef, Client, Consumer, Descriptor, Notifier, Pool, Producer, Waiter, DEFAULT_SPIN, NO_BUFFER};
 use std::collections::HashMap;
 use nagare_request::{Completion, Op, Piece, Request};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The environment variable naming netd's socket.
 pub const NETD_ENV: &str = "NAGARE_NETD";
@@ -74,6 +74,9 @@ struct Conn {
     in_flight: HashMap<u64, InFlight>,
     /// Their completions, taken while waiting for another.
     arrived: HashMap<u64, Taken>,
+    /// Buffers of sends that completed on accept and are still lent to
+    /// the stack (`Data::SendLent`).
+    lent_out: usize,
 }
 
 fn gone() -> io::Error {
@@ -84,6 +87,11 @@ fn gone() -> io::Error {
 pub(crate) enum Data<'a> {
     None,
     Send(&'a [u8]),
+    /// Sent as `Send`, but the buffer is lent to the stack and the call
+    /// returns once the stack took it (`COMPLETE_ON_ACCEPT`): netd copies
+    /// nothing. Lent only while at most half the pool is lent this way, so
+    /// receives and other sends always find a buffer.
+    SendLent(&'a [u8]),
     Recv(&'a mut [u8]),
     /// Sent, and read back from the completion (a poll list).
     InOut(&'a mut [u8]),
@@ -118,6 +126,7 @@ impl Netd {
             dead: false,
             in_flight: HashMap::new(),
             arrived: HashMap::new(),
+            lent_out: 0,
         };
         Ok(Netd { inner: Arc::new(Mutex::new(conn)) })
     }
@@ -184,6 +193,11 @@ impl Netd {
         let Some((comp, back)) = c.complete(req.id, buffer, true)? else {
             return Err(gone());
         };
+        if back.is_none() && req.completes_on_accept() && comp.as_ref().is_ok_and(|x| x.result().is_ok()) {
+            // Accepted: the buffer comes back with a second completion.
+            c.in_flight.insert(req.id, InFlight { buffer, abandoned: true, lent: true });
+            c.lent_out += 1;
+        }
         let mut got = 0;
         let mut kept = None;
         if let Some(b) = back {
@@ -233,7 +247,7 @@ impl Netd {
         let mut c = self.inner.lock().map_err(|_| io::Error::other("netd connection poisoned"))?;
         let buffer = c.fill(&mut req, &data)?;
         c.submit(&mut req, buffer)?;
-        c.in_flight.insert(req.id, InFlight { buffer, abandoned: false });
+        c.in_flight.insert(req.id, InFlight { buffer, abandoned: false, lent: false });
         Ok(Ticket { netd: self.clone(), id: req.id, done: false })
     }
 
@@ -315,6 +329,8 @@ pub(crate) struct InFlight {
     buffer: Option<u32>,
     /// Its ticket was dropped: the completion only returns the buffer.
     abandoned: bool,
+    /// A send that completed on accept: counted in `Conn::lent_out`.
+    lent: bool,
 }
 
 type Taken = (Result<Completion, nagare_request::ProtoError>, Option<BufRef>);
@@ -327,19 +343,21 @@ impl Conn {
             return Err(gone());
         }
         let size = self.pool.buffer_size() as usize;
-        let nobufs = || io::Error::from_raw_os_error(libc::ENOBUFS);
         let (b, len) = match data {
             Data::None => return Ok(None),
-            Data::Send(_) | Data::InOut(_) => {
+            Data::Send(_) | Data::SendLent(_) | Data::InOut(_) => {
                 let bytes: &[u8] = match data {
-                    Data::Send(b) => b,
+                    Data::Send(b) | Data::SendLent(b) => b,
                     Data::InOut(b) => b,
                     _ => &[],
                 };
                 if matches!(data, Data::InOut(_)) && bytes.len() > size {
                     return Err(io::Error::new(io::ErrorKind::InvalidInput, "more than one region buffer"));
                 }
-                let b = self.pool.alloc().ok_or_else(nobufs)?;
+                if matches!(data, Data::SendLent(_)) && !bytes.is_empty() && self.lent_out < self.pool.len() as usize / 2 {
+                    req.flags |= nagare_request::LEND | nagare_request::COMPLETE_ON_ACCEPT;
+                }
+                let b = self.alloc(req)?;
                 let n = bytes.len().min(size);
                 if let Err(e) = self.pool.write(b, 0, &bytes[..n]) {
                     let _ = self.pool.release(b);
@@ -347,8 +365,8 @@ impl Conn {
                 }
                 (b, n)
             }
-            Data::Recv(out) => (self.pool.alloc().ok_or_else(nobufs)?, out.len().min(size)),
-            Data::Keep { len } => (self.pool.alloc().ok_or_else(nobufs)?, (*len).min(size)),
+            Data::Recv(out) => (self.alloc(req)?, out.len().min(size)),
+            Data::Keep { len } => (self.alloc(req)?, (*len).min(size)),
             Data::Owned { index, len } => (*index, (*len as usize).min(size)),
         };
         req.piece = Some(Piece { buffer: b, offset: 0, len: len as u32 });
@@ -379,10 +397,16 @@ impl Conn {
                 Ok(1) => return Ok(posted),
                 Ok(_) => {
                     // Full: only while earlier asynchronous requests are
-                    // in flight; wait for netd to take some.
+                    // in flight; wait for netd to take some. Their
+                    // completions are taken meanwhile, so that netd, which
+                    // takes requests only while it has room to complete
+                    // them, is not kept waiting on us.
                     if self.client.peer_gone() {
                         self.dead = true;
                         return Err(gone());
+                    }
+                    while let Some(d) = self.pop(false)? {
+                        self.set_aside(d);
                     }
                     std::thread::sleep(Duration::from_micros(50));
                 }
@@ -394,76 +418,113 @@ impl Conn {
         }
     }
 
+    /// A free buffer of the pool. When every buffer is in use and some are
+    /// lent to the stack by sends that completed on accept, waits for them
+    /// to come back (as a socket's send waits for room in its buffer),
+    /// within the request's time limit; `EAGAIN` for a non-blocking request
+    /// or past the limit, `ENOBUFS` when no buffer is on its way back.
+    fn alloc(&mut self, req: &Request) -> io::Result<u32> {
+        let deadline = req.wait_limit().map(|w| Instant::now() + w);
+        loop {
+            if let Some(b) = self.pool.alloc() {
+                return Ok(b);
+            }
+            let wait = self.lent_out > 0 && !req.nonblocking() && deadline.is_none_or(|d| Instant::now() < d);
+            match self.pop(wait)? {
+                Some(d) => self.set_aside(d),
+                None if wait => {}
+                None if self.lent_out > 0 => return Err(io::Error::from_raw_os_error(libc::EAGAIN)),
+                None => return Err(io::Error::from_raw_os_error(libc::ENOBUFS)),
+            }
+        }
+    }
+
+    /// The next completion from either ring. With `wait`, waits for one up
+    /// to a liveness slice (`None`: none came, netd is alive).
+    fn pop(&mut self, wait: bool) -> io::Result<Option<Descriptor>> {
+        let mut waited = false;
+        loop {
+            match self.completions.pop().and_then(|d| match d {
+                Some(d) => Ok(Some(d)),
+                None => self.direct.pop(),
+            }) {
+                Ok(Some(d)) => return Ok(Some(d)),
+                Ok(None) if !wait || waited => return Ok(None),
+                Ok(None) => {}
+                Err(_) => {
+                    self.dead = true;
+                    return Err(gone());
+                }
+            }
+            match self.waiter.wait_any(&mut [&mut self.completions, &mut self.direct], Some(LIVENESS_SLICE)) {
+                Ok(nagare_ipc::WaitOutcome::Ready(_)) => {}
+                Ok(nagare_ipc::WaitOutcome::TimedOut) if !self.client.peer_gone() => {}
+                _ => {
+                    self.dead = true;
+                    return Err(gone());
+                }
+            }
+            waited = true;
+        }
+    }
+
     /// The completion of request `id` (whose buffer was `buffer`): already
     /// taken and set aside, or the next for it from either ring. Others
-    /// met on the way are set aside if they belong to requests in flight,
-    /// or dropped (a second completion of an earlier request). `None`
-    /// only when `wait` is false and it has not arrived.
+    /// met on the way are set aside. `None` only when `wait` is false and
+    /// it has not arrived.
     fn complete(&mut self, id: u64, buffer: Option<u32>, wait: bool) -> io::Result<Option<Taken>> {
         if let Some(t) = self.arrived.remove(&id) {
             return Ok(Some(t));
         }
         loop {
-            let d = match self.completions.pop().and_then(|d| match d {
-                Some(d) => Ok(Some(d)),
-                None => self.direct.pop(),
-            }) {
-                Ok(Some(d)) => d,
-                Ok(None) if !wait => return Ok(None),
-                Ok(None) => {
-                    match self.waiter.wait_any(&mut [&mut self.completions, &mut self.direct], Some(LIVENESS_SLICE)) {
-                        Ok(nagare_ipc::WaitOutcome::Ready(_)) => {}
-                        Ok(nagare_ipc::WaitOutcome::TimedOut) if !self.client.peer_gone() => {}
-                        _ => {
-                            self.dead = true;
-                            return Err(gone());
-                        }
-                    }
+            let Some(d) = self.pop(wait)? else {
+                if wait {
                     continue;
                 }
-                Err(_) => {
-                    self.dead = true;
-                    return Err(gone());
-                }
+                return Ok(None);
             };
-            let comp = Completion::decode(&d);
-            let expected = if d.id == id {
-                buffer
-            } else {
-                match self.in_flight.get(&d.id) {
-                    Some(f) => f.buffer,
-                    // A second completion of an earlier request (netd posts
-                    // what a driver that died may already have posted): its
-                    // buffer is no longer that request's to take.
-                    None => continue,
-                }
-            };
-            // The buffer comes back with the completion: the request's own,
-            // or, for a receive netd completed in place, the one the data
-            // lies in (netd keeps the request's in its place). The pool
-            // takes only a buffer netd holds.
-            let back = if expected.is_some() && d.buffer != NO_BUFFER { self.pool.take(&d).ok().flatten() } else { None };
             if d.id == id {
-                return Ok(Some((comp, back)));
+                // The buffer comes back with the completion: the request's
+                // own, or, for a receive netd completed in place, the one
+                // the data lies in (netd keeps the request's in its place).
+                // The pool takes only a buffer netd holds.
+                let back = if buffer.is_some() && d.buffer != NO_BUFFER { self.pool.take(&d).ok().flatten() } else { None };
+                return Ok(Some((Completion::decode(&d), back)));
             }
-            if self.in_flight.get(&d.id).is_some_and(|f| f.abandoned) {
-                self.in_flight.remove(&d.id);
-                if let Some(b) = back {
-                    let _ = self.pool.release(b.index);
-                }
-                continue;
+            self.set_aside(d);
+        }
+    }
+
+    /// A completion of a request nobody is waiting for right now: kept for
+    /// its ticket, or, when nobody will take it, its buffer goes back to
+    /// the pool; dropped when it is a second completion of a request
+    /// already completed.
+    fn set_aside(&mut self, d: Descriptor) {
+        // A second completion of an earlier request (netd posts what a
+        // driver that died may already have posted): its buffer is no
+        // longer that request's to take.
+        let Some(f) = self.in_flight.get(&d.id) else { return };
+        let back = if f.buffer.is_some() && d.buffer != NO_BUFFER { self.pool.take(&d).ok().flatten() } else { None };
+        if f.abandoned {
+            if f.lent {
+                self.lent_out = self.lent_out.saturating_sub(1);
             }
-            match self.arrived.entry(d.id) {
-                // A second copy (netd's, after a driver died): the buffer
-                // comes back with one of the two, kept with the first.
-                std::collections::hash_map::Entry::Occupied(mut o) => {
-                    if o.get().1.is_none() {
-                        o.get_mut().1 = back;
-                    }
+            self.in_flight.remove(&d.id);
+            if let Some(b) = back {
+                let _ = self.pool.release(b.index);
+            }
+            return;
+        }
+        match self.arrived.entry(d.id) {
+            // A second copy (netd's, after a driver died): the buffer comes
+            // back with one of the two, kept with the first.
+            std::collections::hash_map::Entry::Occupied(mut o) => {
+                if o.get().1.is_none() {
+                    o.get_mut().1 = back;
                 }
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert((comp, back));
-                }
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert((Completion::decode(&d), back));
             }
         }
     }

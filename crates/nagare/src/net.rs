@@ -73,6 +73,10 @@ impl Mode {
     }
 }
 
+/// The smallest `write` whose bytes netd takes without a copy (lent, held
+/// until acknowledged) rather than copying them into the send buffer.
+pub const STREAM_LEND_MIN: usize = 2048;
+
 /// A TCP connection through netd.
 pub struct TcpStream {
     pub(crate) h: Handle,
@@ -182,7 +186,11 @@ impl TcpStream {
         }
         let mut r = self.mode.apply(request(Op::Send, self.h.id));
         set_wait_limit(&mut r, self.write_limit.get());
-        let (c, _) = self.h.netd.call(r, Data::Send(buf))?;
+        // Bytes enough to be worth a region buffer held until they are
+        // acknowledged are lent; fewer are copied into the send buffer,
+        // where small writes share segments.
+        let data = if buf.len() >= STREAM_LEND_MIN { Data::SendLent(buf) } else { Data::Send(buf) };
+        let (c, _) = self.h.netd.call(r, data)?;
         sent_count(c.aux[0], buf.len())
     }
 }
@@ -320,13 +328,16 @@ impl UdpSocket {
     }
 
     /// Sends one datagram (at most one region buffer, 16 KiB by default).
+    /// The bytes are copied once, into a region buffer that is lent to the
+    /// stack: the call returns when the stack has queued the datagram, and
+    /// the buffer comes back once it is on the device.
     pub fn send_to(&self, buf: &[u8], addr: impl ToSocketAddrs) -> io::Result<usize> {
         if buf.len() > self.h.netd.max_chunk() {
             return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
         }
         let mut r = self.mode.apply(request(Op::SendTo, self.h.id));
         r.aux[0] = encode_addr(v4(addr)?);
-        let (c, _) = self.h.netd.call(r, Data::Send(buf))?;
+        let (c, _) = self.h.netd.call(r, Data::SendLent(buf))?;
         sent_count(c.aux[0], buf.len())
     }
 
