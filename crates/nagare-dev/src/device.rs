@@ -131,6 +131,13 @@ pub trait Device {
         Err(io::ErrorKind::Unsupported.into())
     }
 
+    /// Frames the kernel may hold for this device's reader before it
+    /// drops (a TAP queue's `tx_queue_len`); `None` when the device cannot
+    /// say (the default).
+    fn queue_capacity(&self) -> Option<usize> {
+        None
+    }
+
     /// Largest IP packet the link carries ([`DEFAULT_MTU`] by default).
     fn mtu(&self) -> usize;
 
@@ -184,6 +191,9 @@ impl<D: Device + ?Sized> Device for Box<D> {
     fn rx_queue(&self, fd: OwnedFd) -> io::Result<Box<dyn Device>> {
         (**self).rx_queue(fd)
     }
+    fn queue_capacity(&self) -> Option<usize> {
+        (**self).queue_capacity()
+    }
     fn mtu(&self) -> usize {
         (**self).mtu()
     }
@@ -226,6 +236,9 @@ impl<D: Device + ?Sized> Device for &mut D {
     }
     fn rx_queue(&self, fd: OwnedFd) -> io::Result<Box<dyn Device>> {
         (**self).rx_queue(fd)
+    }
+    fn queue_capacity(&self) -> Option<usize> {
+        (**self).queue_capacity()
     }
     fn mtu(&self) -> usize {
         (**self).mtu()

@@ -783,6 +783,13 @@ impl Device for TapDevice {
         Ok(Box::new(TapDevice::from_fd(fd, &self.name, self.vnet_header)?))
     }
 
+    fn queue_capacity(&self) -> Option<usize> {
+        // Each queue's ring holds `tx_queue_len` frames; tun drops beyond
+        // it rather than stopping the queue, so no backlog builds behind.
+        let text = std::fs::read_to_string(format!("/sys/class/net/{}/tx_queue_len", self.name)).ok()?;
+        text.trim().parse().ok()
+    }
+
     fn mtu(&self) -> usize {
         self.mtu
     }

@@ -233,7 +233,8 @@ struct Driver {
 
 /// A fault for tests: a driver that applies each steering change this
 /// many milliseconds late, as one held off the CPU would, while it goes on
-/// receiving with the table it has.
+/// receiving with the table it has. Only a debug build (as tests run)
+/// honours it.
 pub const STEER_DELAY_VAR: &str = "NAGARE_TEST_DRIVER_STEER_DELAY_MS";
 
 /// Runs the driver on the control socket `control` until netd closes it or
@@ -309,7 +310,14 @@ pub fn serve(
         local: None,
         steer_applied: 0,
         steer_confirmed: 0,
-        steer_delay: std::env::var(STEER_DELAY_VAR).ok().and_then(|v| v.parse().ok()).map(Duration::from_millis),
+        // Tests only: a release build ignores it, since changes that do
+        // not travel in line with frames let a reused port's first answer
+        // reach its old owner.
+        steer_delay: std::env::var(STEER_DELAY_VAR)
+            .ok()
+            .filter(|_| cfg!(debug_assertions))
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_millis),
         steer_delayed: VecDeque::new(),
     };
     let mut last_work = std::time::Instant::now();
@@ -431,15 +439,15 @@ impl Driver {
 
     /// A steering change from netd: the port table (and the TAP's map, if
     /// the driver reads its queues), or netd's own addresses.
-    fn steer_change(&mut self, change: SteerChange) {
+    fn steer_change(&mut self, change: SteerChange, serial: u64) {
         let written = match change {
             SteerChange::Port { proto, port, key: Some(key) } => {
                 self.steer.insert((proto, port), key);
-                self.queues.as_mut().map_or(Ok(()), |q| q.steer(proto, port, key))
+                self.queues.as_mut().map_or(Ok(()), |q| q.steer(proto, port, key, serial))
             }
             SteerChange::Port { proto, port, key: None } => {
                 self.steer.remove(&(proto, port));
-                self.queues.as_mut().map_or(Ok(()), |q| q.forget(proto, port))
+                self.queues.as_mut().map_or(Ok(()), |q| q.forget(proto, port, serial))
             }
             SteerChange::Local { mac, ip } => {
                 self.local = Some((mac, ip));
@@ -453,7 +461,7 @@ impl Driver {
 
     /// Applies steering change number `serial`.
     fn apply_steering(&mut self, change: SteerChange, serial: u64) {
-        self.steer_change(change);
+        self.steer_change(change, serial);
         self.steer_applied = self.steer_applied.max(serial);
     }
 
@@ -469,15 +477,22 @@ impl Driver {
         }
     }
 
-    /// Tells netd which steering changes are in force: once no queue is
-    /// being drained, nothing steered by the table before them can still
-    /// reach a client's region.
+    /// Tells netd which steering changes are in force: those applied
+    /// before the oldest whose queue fence is still draining, since
+    /// nothing steered by the table before them can still reach a
+    /// client's region. A busy queue that keeps draining holds back only
+    /// the changes that fenced it and later ones, never for good: each
+    /// drain ends after a bounded number of frames.
     fn confirm_steering(&mut self) {
-        if self.steer_applied > self.steer_confirmed && !self.queues.as_ref().is_some_and(RxQueues::draining) {
+        let in_force = match self.queues.as_ref().and_then(RxQueues::oldest_pending) {
+            Some(pending) => self.steer_applied.min(pending.saturating_sub(1)),
+            None => self.steer_applied,
+        };
+        if in_force > self.steer_confirmed {
             let mut d = Descriptor { kind: STEERED, ..Default::default() };
-            d.aux[0] = self.steer_applied;
+            d.aux[0] = in_force;
             self.out.push_back(d);
-            self.steer_confirmed = self.steer_applied;
+            self.steer_confirmed = in_force;
         }
     }
 
@@ -499,14 +514,14 @@ impl Driver {
                 }
             }
         }
-        let mut queues = RxQueues::new(PortMap::from_fd(map), devices);
+        let mut queues = RxQueues::new(Box::new(PortMap::from_fd(map)), devices);
         if let Some((_, ip)) = self.local {
             if queues.set_local(ip).is_err() {
                 self.stats.bad_messages += 1;
             }
         }
         for (&(proto, port), &key) in &self.steer {
-            if queues.steer(proto, port, key).is_err() {
+            if queues.steer(proto, port, key, 0).is_err() {
                 self.stats.bad_messages += 1;
             }
         }
@@ -755,9 +770,10 @@ impl Driver {
         queues.next = (start + 1) % count.max(1);
         for at in (0..count).map(|k| (start + k) % count) {
             let Some(q) = queues.queues.get_mut(at) else { continue };
+            let was_draining = q.draining();
             let mut emptied = false;
             while frames < max {
-                let client = q.key.filter(|_| !q.draining).and_then(|k| clients.get_mut(&k).map(|c| (k, c)));
+                let client = q.reader().and_then(|k| clients.get_mut(&k).map(|c| (k, c)));
                 let got = match client {
                     Some((key, c)) if client_pieces(q.device.as_ref(), c).is_some_and(|n| c.rx_free.len() >= n) => {
                         read_steered(q.device.as_mut(), key, c, rx_views, out, stats, now)
@@ -774,12 +790,9 @@ impl Driver {
                 match got {
                     Some(_) => {
                         frames += 1;
-                        if q.draining {
-                            q.drain_left = q.drain_left.saturating_sub(1);
-                            if q.drain_left == 0 {
-                                emptied = true;
-                                break;
-                            }
+                        if q.draining() && q.drained_one() {
+                            emptied = true;
+                            break;
                         }
                     }
                     None => {
@@ -788,7 +801,7 @@ impl Driver {
                     }
                 }
             }
-            if emptied && q.draining && queues.drained(at).is_err() {
+            if was_draining && emptied && queues.drained(at).is_err() {
                 stats.bad_messages += 1;
             }
         }
