@@ -1036,10 +1036,16 @@ fn lent_buffers_return_only_after_a_delaying_device_sent_them() {
 }
 
 
-/// A client that rewrites the headers of frames steered into its region so
-/// that they claim another client's port (checksum cleared, so the engine
-/// would take them) reaches nothing: netd parses its own copy of the
+/// A client that rewrites the headers of a frame steered into its region
+/// so that it claims another client's port (checksum cleared, so the
+/// engine would take it) reaches nothing: netd parses its own copy of the
 /// headers, finds the port is another client's, and drops the frame.
+///
+/// The rewrite must land between the driver placing the frame and netd
+/// reading it. Rather than race for that moment, the test makes it: the
+/// echo peer is stopped while the datagram goes out, netd is stopped while
+/// the echo comes back, and the headers are rewritten once the driver has
+/// placed the echo in the region, before netd runs again.
 #[test]
 fn rewritten_steered_headers_reach_no_other_client() {
     use nagare_netd::proto::{encode_addr, Completion, Op, Piece, Request};
@@ -1074,68 +1080,106 @@ fn rewritten_steered_headers_reach_no_other_client() {
     let mut bind = Request::new(Op::UdpBind, 1);
     bind.aux[0] = encode_addr("0.0.0.0:0".parse().unwrap());
     let socket = call(bind, &mut pool).result().unwrap() as u32;
+    let mut send = |id: u64, payload: &[u8], pool: &mut nagare_ipc::Pool| {
+        let b = pool.alloc().expect("a free buffer");
+        pool.write(b, 0, payload).unwrap();
+        pool.give(b).unwrap();
+        let mut r = Request::new(Op::SendTo, id);
+        r.socket = socket;
+        r.aux[0] = encode_addr(format!("{PEER}:7").parse().unwrap());
+        r.piece = Some(Piece { buffer: b, offset: 0, len: payload.len() as u32 });
+        assert!(call(r, pool).result().is_ok());
+    };
+    let wait_stat = |what: &str, until: &dyn Fn(&str) -> bool| -> String {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let report = netd.stat().unwrap();
+            if until(&report) {
+                return report;
+            }
+            assert!(Instant::now() < deadline, "{what}:\n{report}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
 
+    // One echo steered as it should be: the peer knows netd's address and
+    // the driver holds receive buffers of the hostile client's.
+    send(2, b"warm-up", &mut pool);
+    wait_stat("the warm-up echo is never steered", &|r| stat_value(r, "driver rx_steered") >= 1);
+
+    let marker = b"rewrite me: the victim's now";
+    let paused_peer = Paused::new(f.peer.as_ref().unwrap().id());
+    send(3, marker, &mut pool);
+    // The driver has written the datagram to the segment (its own count,
+    // reported every 250 ms, reaches what netd handed it).
+    wait_stat("the datagram never reaches the segment", &|r| {
+        stat_value(r, "driver reported tx_frames") >= stat_value(r, "driver tx_frames")
+    });
+    let paused_netd = Paused::new(f.netd.as_ref().unwrap().id());
+    drop(paused_peer);
+
+    // The echo comes back to the driver, which places it in one of the
+    // buffers of netd's receive pool in the hostile client's region (those
+    // the region started netd with) and tells the stopped netd. Only a
+    // frame from the echo port counts: the marker also lies in the
+    // client's own send buffer.
     let layout = *hostile.region.layout();
     let size = u64::from(layout.config.buffer_size);
-    // netd's receive pool: the buffers the region started netd's with.
     let receive_pool = u64::from(layout.config.creator_buffers);
-    assert!(receive_pool > 0);
-    /// Stops the forging thread however the test ends (a failed
-    /// assertion must not leave the scope waiting for it).
-    struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
-    impl Drop for StopOnDrop<'_> {
-        fn drop(&mut self) {
-            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-    }
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let refused = std::thread::scope(|scope| {
-        let _stop = StopOnDrop(&stop);
-        scope.spawn(|| {
-            // UDP destination port and checksum of a frame 64 bytes into
-            // each receive buffer (RX_HEADROOM, Ethernet, a 20-byte IP
-            // header): the victim's port, no checksum.
-            let udp_header = |i: u64| layout.buffer_offset + i * size + 64 + 14 + 20;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                for i in 0..receive_pool {
-                    hostile.region.scribble_bytes(udp_header(i) + 2, &victim_port.to_be_bytes());
-                    hostile.region.scribble_bytes(udp_header(i) + 6, &[0, 0]);
-                }
-            }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let udp_payload_at = loop {
+        let found = (0..receive_pool).find_map(|i| {
+            let at = layout.buffer_offset + i * size;
+            let bytes = hostile.region.peek_bytes(at, size as usize);
+            let k = bytes.windows(marker.len()).position(|w| w == marker)?;
+            let source_port = bytes.get(k.checked_sub(8)?..k.checked_sub(6)?)?;
+            (source_port == 7u16.to_be_bytes()).then_some(at + k as u64)
         });
-        // Datagrams from the hostile socket to the echo peer come back to
-        // it, steered into its region, while the thread above rewrites them.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut refused = 0;
-        for id in 2..20_000u64 {
-            if Instant::now() > deadline || refused > 0 {
-                break;
-            }
-            let b = pool.alloc().expect("a free buffer");
-            pool.write(b, 0, b"forged?").unwrap();
-            pool.give(b).unwrap();
-            let mut send = Request::new(Op::SendTo, id);
-            send.socket = socket;
-            send.aux[0] = encode_addr(format!("{PEER}:7").parse().unwrap());
-            send.piece = Some(Piece { buffer: b, offset: 0, len: 7 });
-            assert!(call(send, &mut pool).result().is_ok());
-            let mut buf = [0u8; 64];
-            match victim.recv_from(&mut buf) {
-                Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "{e}"),
-                Ok((n, from)) => panic!("the victim received {:?} from {from}", &buf[..n]),
-            }
-            if id % 50 == 0 {
-                refused = stat_value(&netd.stat().unwrap(), "driver rx_steer_refused");
-            }
+        if let Some(at) = found {
+            break at;
         }
-        refused
-    });
-    assert!(refused > 0, "no rewritten frame was caught (the race was never won)");
+        assert!(Instant::now() < deadline, "the echo never reached the hostile client's region");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // The UDP header's destination port and checksum, just before the
+    // payload: the victim's port, no checksum.
+    hostile.region.scribble_bytes(udp_payload_at - 6, &victim_port.to_be_bytes());
+    hostile.region.scribble_bytes(udp_payload_at - 2, &[0, 0]);
+    drop(paused_netd);
+
+    wait_stat("the rewritten frame was not refused", &|r| stat_value(r, "driver rx_steer_refused") == 1);
     std::thread::sleep(Duration::from_millis(50));
     let mut buf = [0u8; 64];
-    assert_eq!(victim.recv_from(&mut buf).unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    match victim.recv_from(&mut buf) {
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "{e}"),
+        Ok((n, from)) => panic!("the victim received {:?} from {from}", &buf[..n]),
+    }
     // netd lives on and serves the others.
     udp_round_trip(&netd, b"after the forger");
+}
+
+/// A process stopped (SIGSTOP) until this is dropped (SIGCONT), however
+/// the test ends.
+struct Paused(u32);
+
+impl Paused {
+    fn new(pid: u32) -> Paused {
+        signal(pid, libc::SIGSTOP);
+        Paused(pid)
+    }
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        signal(self.0, libc::SIGCONT);
+    }
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    let pid = libc::pid_t::try_from(pid).unwrap();
+    // SAFETY: kill(2) with a pid of a child this test started.
+    let rc = unsafe { libc::kill(pid, sig) };
+    assert_eq!(rc, 0, "kill({pid}, {sig}): {}", std::io::Error::last_os_error());
 }
 
 /// A VNI floods a frame for an unknown station to every port. One sent to

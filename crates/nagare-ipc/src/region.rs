@@ -575,6 +575,23 @@ impl Region {
         // only through atomics or raw copies, and validate what they read.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.map.at(offset), n) }
     }
+
+    /// Reads `len` bytes at `offset` through the mapping, ignoring the
+    /// layout (tests of a hostile peer only). Out-of-range reads are
+    /// clipped.
+    #[doc(hidden)]
+    pub fn peek_bytes(&self, offset: u64, len: usize) -> Vec<u8> {
+        let size = self.map.len as u64;
+        if offset >= size {
+            return Vec::new();
+        }
+        let n = len.min((size - offset) as usize);
+        let mut out = vec![0u8; n];
+        // SAFETY: `offset..offset + n` is inside the mapping (clipped above);
+        // a raw copy out of shared memory into private memory.
+        unsafe { std::ptr::copy_nonoverlapping(self.map.at(offset), out.as_mut_ptr(), n) }
+        out
+    }
 }
 
 #[cfg(test)]
