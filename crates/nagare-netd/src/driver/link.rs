@@ -243,7 +243,7 @@ impl DriverLink {
     /// Starts a driver and waits (at most `READY_TIMEOUT`) for it: the
     /// first start, whose MTU and offloads the engine is built with.
     fn launch(&mut self) -> io::Result<(Incarnation, usize, TxOffloads)> {
-        let mut starting = self.begin()?;
+        let starting = self.begin()?;
         let ready = match poll_in(starting.control.as_raw_fd(), READY_TIMEOUT) {
             Ok(0) => Err(io::Error::new(io::ErrorKind::TimedOut, "the driver did not say it was ready")),
             Ok(_) => read_ready(&starting),
@@ -252,7 +252,7 @@ impl DriverLink {
         match ready {
             Ok(r) => self.finish(starting, r),
             Err(e) => {
-                stop_handle(&mut starting.handle);
+                stop_driver(starting.handle, starting.control, Duration::ZERO);
                 Err(e)
             }
         }
@@ -275,13 +275,13 @@ impl DriverLink {
         let region = Region::create("nagare-driver", config).map_err(io::Error::other)?;
         let netd_efd = eventfd()?;
         let driver_efd = eventfd()?;
-        let mut handle = (self.launcher)(theirs)?;
+        let handle = (self.launcher)(theirs)?;
         let mut fds = vec![region.fd(), netd_efd.as_fd(), driver_efd.as_fd()];
         if let Some(d) = &self.device_fd {
             fds.push(d.as_fd());
         }
         if let Err(e) = send_with_fds(ours.as_fd(), &Control::Hello.encode(), &fds) {
-            stop_handle(&mut handle);
+            stop_driver(handle, ours, Duration::ZERO);
             return Err(e);
         }
         self.pass_rx_queues(&ours);
@@ -323,7 +323,7 @@ impl DriverLink {
     /// The driver said it is ready: its incarnation, MTU and offloads.
     fn finish(&mut self, s: Starting, ready: (u32, u32, u64)) -> io::Result<(Incarnation, usize, TxOffloads)> {
         let (pid, mtu, offloads) = ready;
-        let Starting { mut handle, control, region, netd_efd, driver_efd, .. } = s;
+        let Starting { handle, control, region, netd_efd, driver_efd, .. } = s;
         let ends = (|| -> io::Result<_> {
             crate::server::set_nonblocking(control.as_raw_fd())?;
             let to_driver = region.producer(0).map_err(io::Error::other)?;
@@ -334,7 +334,7 @@ impl DriverLink {
         let (to_driver, from_driver, pool) = match ends {
             Ok(e) => e,
             Err(e) => {
-                stop_handle(&mut handle);
+                stop_driver(handle, control, Duration::ZERO);
                 return Err(e);
             }
         };
@@ -451,12 +451,15 @@ impl DriverLink {
                 DriverHandle::Thread(t) => t.is_finished(),
             };
             if exited || read_control(inc.control.as_fd(), &mut self.driver_counters, &mut inc.attached, &mut inc.refused, &self.steering) {
-                if let Some(mut inc) = self.up.take() {
-                    stop_handle(&mut inc.handle);
+                if let Some(inc) = self.up.take() {
+                    let Incarnation { handle, control, returns, pid, .. } = inc;
+                    // Ended before anything it held is netd's again: a
+                    // thread declared dead may still be running.
+                    stop_driver(handle, control, Duration::ZERO);
                     self.stats.deaths += 1;
-                    self.stats.returns_orphaned += inc.returns.len() as u64;
-                    self.orphans.extend(inc.returns.drain().map(|((key, _), c)| (key, c)));
-                    eprintln!("nagare netd: driver (pid {}) died; starting another", inc.pid);
+                    self.stats.returns_orphaned += returns.len() as u64;
+                    self.orphans.extend(returns.into_iter().map(|((key, _), c)| (key, c)));
+                    eprintln!("nagare netd: driver (pid {pid}) died; starting another");
                 }
                 self.rx_partial.clear();
                 self.rx_pieces = 0;
@@ -476,7 +479,7 @@ impl DriverLink {
     /// per backoff period), or takes its ready message, or gives up on one
     /// that did not send it in time.
     fn restart<'a>(&mut self, clients: impl Iterator<Item = (u64, BorrowedFd<'a>, RegionConfig, BorrowedFd<'a>)>) -> bool {
-        let Some(mut s) = self.starting.take() else {
+        let Some(s) = self.starting.take() else {
             if self.last_start.elapsed() >= RESTART_BACKOFF {
                 match self.begin() {
                     Ok(s) => self.starting = Some(s),
@@ -493,13 +496,13 @@ impl DriverLink {
             }
             Ok(0) => {
                 eprintln!("nagare netd: the new driver did not say it was ready; starting another");
-                stop_handle(&mut s.handle);
+                stop_driver(s.handle, s.control, Duration::ZERO);
                 return true;
             }
             Ok(_) => {}
             Err(e) => {
                 eprintln!("nagare netd: starting the driver: {e}");
-                stop_handle(&mut s.handle);
+                stop_driver(s.handle, s.control, Duration::ZERO);
                 return true;
             }
         }
@@ -929,27 +932,12 @@ impl Device for DriverLink {
 
 impl Drop for DriverLink {
     fn drop(&mut self) {
-        if let Some(mut s) = self.starting.take() {
-            stop_handle(&mut s.handle);
+        if let Some(s) = self.starting.take() {
+            stop_driver(s.handle, s.control, Duration::ZERO);
         }
         if let Some(inc) = self.up.take() {
-            let Incarnation { mut handle, control, .. } = inc;
-            // Closing the control socket tells the driver to stop.
-            drop(control);
-            match &mut handle {
-                DriverHandle::Process(c) => {
-                    let deadline = std::time::Instant::now() + STOP_GRACE;
-                    while std::time::Instant::now() < deadline && matches!(c.try_wait(), Ok(None)) {
-                        std::thread::sleep(Duration::from_millis(5));
-                    }
-                    stop_handle(&mut handle);
-                }
-                DriverHandle::Thread(_) => {
-                    if let DriverHandle::Thread(t) = handle {
-                        let _ = t.join();
-                    }
-                }
-            }
+            let Incarnation { handle, control, .. } = inc;
+            stop_driver(handle, control, STOP_GRACE);
         }
     }
 }
@@ -966,17 +954,26 @@ fn flush(inc: &mut Incarnation) {
     }
 }
 
-/// Ends a driver: a process is killed (by its id) and reaped, a thread
-/// joined (it ends when its control socket closes).
-fn stop_handle(handle: &mut DriverHandle) {
+/// Ends a driver for good, so that nothing it held changes once netd
+/// takes it back: its control socket is closed (a driver stops on that),
+/// a process given `grace` to exit and then killed (by its id) and reaped,
+/// a thread joined.
+fn stop_driver(handle: DriverHandle, control: OwnedFd, grace: Duration) {
+    drop(control);
     match handle {
-        DriverHandle::Process(c) => {
+        DriverHandle::Process(mut c) => {
+            let deadline = std::time::Instant::now() + grace;
+            while std::time::Instant::now() < deadline && matches!(c.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
             if matches!(c.try_wait(), Ok(None)) {
                 let _ = c.kill();
             }
             let _ = c.wait();
         }
-        DriverHandle::Thread(_) => {}
+        DriverHandle::Thread(t) => {
+            let _ = t.join();
+        }
     }
 }
 
@@ -1010,5 +1007,48 @@ fn read_control(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return true,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nagare_dev::loopback::Loopback;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    /// A driver thread netd gives up on (it sent what no driver may) has
+    /// ended by the time netd takes back the receive buffers it held: one
+    /// still running could write a frame into a buffer netd hands out
+    /// again.
+    #[test]
+    fn a_driver_thread_given_up_on_has_ended_before_netd_goes_on() {
+        let ended = Arc::new(AtomicBool::new(false));
+        let driver_end: Arc<Mutex<Option<OwnedFd>>> = Arc::default();
+        let (ended_in, end_in) = (ended.clone(), driver_end.clone());
+        let launcher: Launcher = Box::new(move |control: OwnedFd| {
+            if let Ok(mut end) = end_in.lock() {
+                end.get_or_insert(control.try_clone()?);
+            }
+            let ended = ended_in.clone();
+            let thread = std::thread::spawn(move || {
+                let stop = AtomicBool::new(false);
+                let device = |_| Ok(Box::new(Loopback::new(1500, 64)) as Box<dyn Device>);
+                let _ = super::super::serve(control, Duration::ZERO, device, &stop);
+                // Work it finishes after netd closed its control socket.
+                std::thread::sleep(Duration::from_millis(100));
+                ended.store(true, Ordering::SeqCst);
+            });
+            Ok(DriverHandle::Thread(thread))
+        });
+        let mut link = DriverLink::start(launcher, None, Vec::new()).unwrap();
+        let end = driver_end.lock().unwrap().take().unwrap();
+        send_with_fds(end.as_fd(), &[0xff; CONTROL_LEN], &[]).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while link.stats.deaths == 0 {
+            assert!(std::time::Instant::now() < deadline, "netd never gave up on the driver");
+            link.check(std::iter::empty());
+        }
+        assert!(ended.load(Ordering::SeqCst), "the driver thread still ran when netd went on");
     }
 }
