@@ -9,11 +9,16 @@
 //!   the notifier's fence and flag check on every push (all masked);
 //! - `sleep/wake`: both sides sleep on their eventfd at once (spin 0), so
 //!   every hop is an eventfd write, a `poll` wake-up and an eventfd read;
-//! - `stream`: one direction, batches of 32, no waiting: ns per descriptor.
+//! - `stream`: one direction, batches of 32, no waiting: ns per descriptor;
+//! - `futex floor`: no ring and no eventfd, two bare futex words (shared,
+//!   as across processes): what sleeping and waking costs on this machine
+//!   with the cheapest means Linux has, the floor under `sleep/wake`.
 //!
 //! `cargo bench -p nagare-ipc --bench hop`; `NAGARE_HOP_ROUNDS` scales the
 //! number of round trips (default 1 000 000 polled, 100 000 sleeping).
 
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nagare_ipc::{eventfd, Consumer, Descriptor, Notifier, Producer, Region, RegionConfig, WaitOutcome, Waiter};
@@ -153,6 +158,64 @@ fn ping_pong(mode: Mode, rounds: u64, pinned: Option<(usize, usize)>) -> (Hop, S
     (hop, format!("wake-ups sent {} + {}", ping.notifier.stats().sent, pong_stats.sent))
 }
 
+/// Sleeps until `word` holds `want` (a shared futex wait, no spinning).
+fn futex_wait_for(word: &AtomicU32, want: u32) {
+    loop {
+        let now = word.load(Ordering::Acquire);
+        if now == want {
+            return;
+        }
+        // SAFETY: FUTEX_WAIT reads the live word at this address; it returns
+        // at once if the word is no longer `now`.
+        unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, now, std::ptr::null::<libc::timespec>()) };
+    }
+}
+
+/// Stores `value` in `word` and wakes its sleeper.
+fn futex_set(word: &AtomicU32, value: u32) {
+    word.store(value, Ordering::Release);
+    // SAFETY: FUTEX_WAKE on the address of a live word.
+    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, 1) };
+}
+
+/// Round trips over two bare futex words: every hop is a wake and a sleep.
+fn futex_floor(rounds: u64, pinned: Option<(usize, usize)>) -> (Hop, String) {
+    let words = Arc::new([AtomicU32::new(0), AtomicU32::new(0)]);
+    let theirs = Arc::clone(&words);
+    let total = rounds + 1000;
+    let echo = std::thread::spawn(move || {
+        if let Some((_, cpu)) = pinned {
+            pin(cpu);
+        }
+        for i in 1..=total as u32 {
+            futex_wait_for(&theirs[0], i);
+            futex_set(&theirs[1], i);
+        }
+    });
+    if let Some((cpu, _)) = pinned {
+        pin(cpu);
+    }
+    let mut rtts = Vec::with_capacity(rounds as usize);
+    let mut start = Instant::now();
+    for i in 1..=total as u32 {
+        if u64::from(i) == 1001 {
+            start = Instant::now();
+        }
+        let t = Instant::now();
+        futex_set(&words[0], i);
+        futex_wait_for(&words[1], i);
+        if u64::from(i) > 1000 {
+            rtts.push(t.elapsed().as_nanos() as u64);
+        }
+    }
+    let el = start.elapsed();
+    echo.join().unwrap();
+    rtts.sort_unstable();
+    let pct = |p: f64| rtts[((rtts.len() - 1) as f64 * p) as usize] as f64 / 2.0;
+    let hop = Hop { mean: el.as_nanos() as f64 / rounds as f64 / 2.0, p50: pct(0.5), p99: pct(0.99) };
+    (hop, String::from("bare futex words, no ring"))
+}
+
 /// ns per descriptor, one direction, batches of 32.
 fn stream(count: u64, pinned: bool) -> f64 {
     let (_r, _a, mut prod, mut cons) = ends(Duration::ZERO);
@@ -204,20 +267,30 @@ fn main() {
     // costs (a halted vCPU is woken through the hypervisor).
     let halt_poll = std::fs::read_to_string("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
         .map_or_else(|_| String::from("n/a"), |s| s.trim().to_string());
+    // The parameter acts only when the haltpoll cpuidle driver is the one
+    // in use; with none, an idle vCPU halts at once.
+    let idle_driver = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver")
+        .map_or_else(|_| String::from("n/a"), |s| s.trim().to_string());
     println!(
-        "ipc hop: {} CPUs, threads pinned: {pinned}, load {}, guest_halt_poll_ns {halt_poll}",
+        "ipc hop: {} CPUs, threads pinned: {pinned}, load {}, cpuidle driver {idle_driver}, guest_halt_poll_ns {halt_poll}",
         cpus(),
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     );
     println!("{:<18} {:>9} {:>9} {:>9} {:>9}   (3 runs; median run by p50 shown)", "mode", "rounds", "p50 ns", "p99 ns", "mean ns");
     let two = pinned.then_some((0, 1));
     for (name, mode, rounds, cpus) in [
-        ("polled", Mode::Polled, polled, two),
-        ("polled+notifier", Mode::PolledNotifier, polled, two),
-        ("sleep/wake", Mode::SleepWake, sleeping, two),
-        ("sleep/wake 1 CPU", Mode::SleepWake, sleeping, Some((0, 0))),
+        ("polled", Some(Mode::Polled), polled, two),
+        ("polled+notifier", Some(Mode::PolledNotifier), polled, two),
+        ("sleep/wake", Some(Mode::SleepWake), sleeping, two),
+        ("futex floor", None, sleeping, two),
+        ("sleep/wake 1 CPU", Some(Mode::SleepWake), sleeping, Some((0, 0))),
+        ("futex floor 1 CPU", None, sleeping, Some((0, 0))),
     ] {
-        let mut runs: Vec<(Hop, String)> = (0..3).map(|_| ping_pong(mode, rounds, cpus)).collect();
+        let run = || match mode {
+            Some(mode) => ping_pong(mode, rounds, cpus),
+            None => futex_floor(rounds, cpus),
+        };
+        let mut runs: Vec<(Hop, String)> = (0..3).map(|_| run()).collect();
         runs.sort_by(|a, b| a.0.p50.partial_cmp(&b.0.p50).unwrap());
         let p50s: Vec<String> = runs.iter().map(|r| format!("{:.0}", r.0.p50)).collect();
         let (h, note) = &runs[1];
