@@ -1,0 +1,38 @@
+//! A hostile client's scripts against an inet server in this process:
+//! requests with hostile arguments, raw descriptors, writes anywhere in its
+//! region and broken rings. netd must not panic, must let the client go,
+//! must serve the next client and must lose no buffer
+//! (`support/hostile_session.rs` says what each script step does). The
+//! fuzz target `netd_requests` runs the same scripts with coverage
+//! guidance.
+
+#[path = "support/hostile_session.rs"]
+mod hostile_session;
+
+use proptest::prelude::*;
+
+proptest! {
+    // Each case starts an inet server and runs up to 256 steps: a few
+    // hundred milliseconds in a debug build.
+    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_hostile_script_leaves_netd_serving_and_loses_no_buffer(script in proptest::collection::vec(any::<u8>(), 0..1500)) {
+        hostile_session::run(&script);
+    }
+}
+
+/// Scripts that reach the places the random ones rarely do.
+#[test]
+fn hand_written_scripts() {
+    // Empty: connect and go.
+    hostile_session::run(&[]);
+    // Single placement, every op code once with a proper buffer, then a wait.
+    let mut s = vec![1u8];
+    for op in 0..17u8 {
+        s.extend([0, op, 1, 0, 1, 1, 7, 0, 1, 0, 1, 2, 0, 0, 9, 30]);
+    }
+    hostile_session::run(&s);
+    // A broken request ring after a bind.
+    hostile_session::run(&[0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0, 9, 50, 6, 0, 255, 255, 255, 255, 9, 200]);
+}

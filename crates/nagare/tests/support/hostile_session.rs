@@ -1,0 +1,491 @@
+//! A hostile client against an inet server running in this process: the
+//! input bytes are read as a script of requests with hostile arguments
+//! (real operations on sockets, buffers and addresses it does not own,
+//! pieces past their buffers, unknown flags), raw descriptors, writes
+//! anywhere in the client's own region (rings, buffers netd holds) and
+//! broken ring indices. Then the client goes, and the checks run:
+//!
+//! - netd's thread did not panic and its loop returned no error;
+//! - netd let the client go and serves a well-behaved client afterwards (a
+//!   UDP datagram from one of its sockets to another arrives intact);
+//! - no buffer was lost: netd counts none leaked, and the engine's pool
+//!   holds no more buffers than before the hostile client came.
+//!
+//! Shared by `tests/hostile_requests.rs` (property test, run by the suite)
+//! and the fuzz target `netd_requests` (`fuzz/`), which includes this file
+//! by path.
+
+use nagare_core::buf::BufferPool;
+use nagare_core::{Interface, InterfaceConfig};
+use nagare_dev::{Device, Loopback, MonotonicClock};
+use nagare_ipc::rendezvous::Client;
+use nagare_ipc::{Consumer, Descriptor, Notifier, Pool, Producer, NO_BUFFER};
+use nagare_netd::driver::{serve, DriverHandle, DriverLink};
+use nagare_netd::{NetdConfig, NetdStats, Placement};
+use nagare_request::{encode_addr, Op, Piece, PollEntry, Request, COMPLETE_ON_ACCEPT, LEND, NONBLOCK, TRACE, TRACE_TIME, WAIT_LIMIT};
+use nagare_wire::EthernetAddress;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// netd's address; the hostile client aims at it, at a neighbour and at
+/// raw words.
+const NETD_ADDR: Ipv4Addr = Ipv4Addr::new(10, 66, 0, 1);
+const NEIGHBOUR: Ipv4Addr = Ipv4Addr::new(10, 66, 0, 2);
+/// The ports the script binds, listens on and sends to (0: any).
+const PORTS: [u16; 4] = [0, 7, 9000, 9001];
+/// Small regions keep a case fast and make pools and rings run full.
+const RING_SLOTS: u32 = 32;
+const BUFFERS: u32 = 32;
+const BUFFER_SIZE: u32 = 2048;
+/// Most script steps one input runs.
+const MAX_STEPS: usize = 256;
+/// How long netd gets to notice the client has gone, and to answer the
+/// well-behaved one.
+const SETTLE: Duration = Duration::from_secs(5);
+
+/// What netd's thread reports after its loop has stopped.
+struct Final {
+    stats: NetdStats,
+    engine_in_use: usize,
+    clients: usize,
+}
+
+/// Reads the script: bytes run out as zeros, so every input is a script.
+struct Script<'a> {
+    bytes: &'a [u8],
+}
+
+impl Script<'_> {
+    fn byte(&mut self) -> u8 {
+        let (first, rest) = self.bytes.split_first().map_or((0, &[][..]), |(b, r)| (*b, r));
+        self.bytes = rest;
+        first
+    }
+
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes([self.byte(), self.byte(), self.byte(), self.byte()])
+    }
+
+    fn u64(&mut self) -> u64 {
+        u64::from(self.u32()) | u64::from(self.u32()) << 32
+    }
+
+    /// True for one byte value in `n`.
+    fn one_in(&mut self, n: u8) -> bool {
+        self.byte().is_multiple_of(n)
+    }
+
+    fn done(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
+/// The hostile client's ends of its region.
+struct Hostile {
+    client: Client,
+    requests: Producer,
+    completions: Consumer,
+    direct: Option<Consumer>,
+    pool: Pool,
+    notifier: Notifier,
+    /// Socket ids netd has handed out, to be used (and misused) again.
+    sockets: Vec<u32>,
+    /// Buffers recently named in requests, to be named again.
+    named: Vec<u32>,
+    next_id: u64,
+}
+
+impl Hostile {
+    fn connect(socket: &PathBuf) -> Hostile {
+        let client = Client::connect(socket).expect("the hostile client connects");
+        let requests = client.region.producer(0).expect("request ring");
+        let completions = client.region.consumer(1).expect("completion ring");
+        let direct = client.region.consumer(2).ok();
+        let pool = client.region.pool().expect("pool");
+        let notifier = Notifier::new(client.server_wakeup.try_clone().expect("eventfd"));
+        Hostile { client, requests, completions, direct, pool, notifier, sockets: Vec::new(), named: Vec::new(), next_id: 1 }
+    }
+
+    /// Pushes one descriptor, draining completions while the ring is full
+    /// (netd takes no request it has no room to complete).
+    fn push(&mut self, d: Descriptor) {
+        for _ in 0..100 {
+            match self.notifier.push_batch(&mut self.requests, &[d]) {
+                Ok(1) => return,
+                Ok(_) => {
+                    self.drain();
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                // The script broke its own ring: netd will disconnect it.
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Takes every completion: buffers handed back are taken (or refused,
+    /// if the completion is itself bad), socket ids are kept.
+    fn drain(&mut self) {
+        let mut popped = Vec::new();
+        for ring in std::iter::once(&mut self.completions).chain(self.direct.as_mut()) {
+            while let Ok(Some(c)) = ring.pop() {
+                popped.push(c);
+            }
+        }
+        for c in popped {
+            let _ = self.pool.take(&c);
+            let creates = [Op::UdpBind, Op::Listen, Op::Connect, Op::Accept, Op::EchoOpen].map(|op| op as u32);
+            if c.status == 0 && creates.contains(&(c.kind & 0xffff)) && self.sockets.len() < 64 {
+                if let Ok(id) = u32::try_from(c.aux[0]) {
+                    self.sockets.push(id);
+                }
+            }
+        }
+    }
+
+    /// A socket id: one netd handed out (perhaps closed since), or any.
+    fn socket(&mut self, s: &mut Script) -> u32 {
+        match s.byte() % 4 {
+            0 if !self.sockets.is_empty() => self.sockets[self.sockets.len() - 1],
+            1 | 2 if !self.sockets.is_empty() => self.sockets[usize::from(s.byte()) % self.sockets.len()],
+            _ => 1 + s.u32() % 64,
+        }
+    }
+
+    fn address(s: &mut Script, port_zero: bool) -> u64 {
+        let port = if port_zero { 0 } else { PORTS[usize::from(s.byte()) % PORTS.len()] };
+        match s.byte() % 8 {
+            0..=3 => encode_addr(SocketAddrV4::new(NETD_ADDR, port)),
+            4 => encode_addr(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)),
+            5 => encode_addr(SocketAddrV4::new(NEIGHBOUR, port)),
+            6 => encode_addr(SocketAddrV4::new(Ipv4Addr::new(10, 66, 0, 255), port)),
+            _ => s.u64(),
+        }
+    }
+
+    /// A buffer piece: one of ours, filled from the script and handed over
+    /// as the protocol says (or not), one named before (perhaps still
+    /// netd's), or any index; extents inside, at the edge of and past the
+    /// buffer. A poll's piece holds entries for known sockets.
+    fn piece(&mut self, s: &mut Script, op: Op) -> Option<Piece> {
+        let buffer = match s.byte() % 8 {
+            0..=4 => match self.pool.alloc() {
+                Some(b) => {
+                    let fill: Vec<u8> = if op == Op::Poll {
+                        let n = 1 + usize::from(s.byte() % 4);
+                        (0..n)
+                            .flat_map(|_| {
+                                let entry = PollEntry { socket: self.socket(s), interest: u16::from(s.byte() % 4), ready: 0 };
+                                entry.to_bytes()
+                            })
+                            .collect()
+                    } else {
+                        (0..usize::from(s.byte())).map(|i| i as u8).collect()
+                    };
+                    let _ = self.pool.write(b, 0, &fill);
+                    if !s.one_in(16) {
+                        let _ = self.pool.give(b);
+                    }
+                    if op == Op::Poll {
+                        let len = if s.one_in(8) { s.u32() } else { fill.len() as u32 };
+                        return Some(Piece { buffer: b, offset: 0, len });
+                    }
+                    b
+                }
+                None => u32::from(s.byte()) % BUFFERS,
+            },
+            5 | 6 if !self.named.is_empty() => self.named[usize::from(s.byte()) % self.named.len()],
+            _ => u32::from(s.byte()) % (BUFFERS + 2),
+        };
+        if self.named.len() < 16 {
+            self.named.push(buffer);
+        } else {
+            self.named[usize::from(s.byte()) % 16] = buffer;
+        }
+        let (offset, len) = match s.byte() % 8 {
+            0..=3 => (0, u32::from(s.byte()) * 8),
+            4 => (0, BUFFER_SIZE),
+            5 => (u32::from(s.byte()), BUFFER_SIZE - u32::from(s.byte())),
+            6 => (BUFFER_SIZE, 0),
+            _ => (s.u32(), s.u32()),
+        };
+        Some(Piece { buffer, offset, len })
+    }
+
+    /// A request that decodes, mostly: the right fields for its op, with
+    /// sockets, buffers and addresses that may not be the client's or may
+    /// not exist. One in sixteen breaks a rule of the encoding.
+    fn request(&mut self, s: &mut Script) -> Descriptor {
+        let op = match s.byte() % 17 {
+            0 | 1 => Op::UdpBind,
+            2 => Op::SendTo,
+            3 => Op::RecvFrom,
+            4 => Op::Listen,
+            5 => Op::Accept,
+            6 => Op::Connect,
+            7 => Op::Send,
+            8 => Op::Recv,
+            9 => Op::Shutdown,
+            10 => Op::Close,
+            11 => Op::EchoOpen,
+            12 => Op::EchoSend,
+            13 => Op::EchoRecv,
+            14 => Op::Nop,
+            15 => Op::Stat,
+            _ => Op::Poll,
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut r = Request::new(op, id);
+        let sends = matches!(op, Op::Send | Op::SendTo);
+        r.flags = match s.byte() % 8 {
+            0 | 1 => NONBLOCK,
+            2 if sends => LEND,
+            3 if sends => LEND | COMPLETE_ON_ACCEPT,
+            4 if op == Op::SendTo => TRACE,
+            _ => 0,
+        };
+        if op.needs_socket() {
+            r.socket = self.socket(s);
+        }
+        if op.needs_buffer() {
+            r.piece = self.piece(s, op);
+        }
+        match op {
+            Op::UdpBind | Op::SendTo => r.aux[0] = Self::address(s, false),
+            Op::Listen => {
+                r.aux[0] = Self::address(s, false);
+                r.aux[1] = 1 + u64::from(s.byte() % 8);
+            }
+            Op::Connect => {
+                r.aux[0] = Self::address(s, false);
+                r.aux[1] = u64::from(s.byte() % 2) * 9001;
+            }
+            Op::EchoOpen => r.aux[0] = u64::from(s.byte()),
+            Op::EchoSend => {
+                r.aux[0] = Self::address(s, true);
+                r.aux[1] = u64::from(s.byte());
+            }
+            _ => {}
+        }
+        if r.flags & TRACE != 0 {
+            r.aux[TRACE_TIME] = 1 + u64::from(s.byte());
+        }
+        if op.can_wait() && s.one_in(4) {
+            r.aux[WAIT_LIMIT] = u64::from(s.byte()) * 100;
+        }
+        let mut d = r.encode();
+        if s.one_in(16) {
+            match s.byte() % 4 {
+                0 => d.kind ^= 1 << (s.byte() % 32),
+                1 => d.flags = s.u32(),
+                2 => d.aux[usize::from(s.byte() % 4)] = s.u64(),
+                _ => d.status = s.u32() as i32,
+            }
+        }
+        d
+    }
+
+    fn raw(s: &mut Script) -> Descriptor {
+        let w: Vec<u64> = (0..8).map(|_| s.u64()).collect();
+        Descriptor {
+            kind: w[0] as u32 % 32,
+            flags: (w[0] >> 32) as u32,
+            id: w[1],
+            buffer: if w[2] & 1 == 0 { NO_BUFFER } else { (w[2] >> 1) as u32 % (BUFFERS + 2) },
+            offset: (w[2] >> 32) as u32,
+            len: w[3] as u32,
+            status: (w[3] >> 32) as i32,
+            aux: [w[4], w[5], w[6], w[7]],
+        }
+    }
+
+    /// Bytes written anywhere in the region: payloads and poll entries in
+    /// buffers, and damage to rings and to buffers netd holds.
+    fn scribble(&mut self, s: &mut Script) {
+        let total = self.client.region.layout().total_len;
+        let buffers = self.client.region.layout().buffer_offset;
+        let offset = if s.one_in(4) {
+            u64::from(s.u32()) % total
+        } else {
+            buffers + u64::from(s.u32()) % (total - buffers)
+        };
+        let len = usize::from(s.byte() % 64).min((total - offset) as usize);
+        let bytes: Vec<u8> = (0..len).map(|_| s.byte()).collect();
+        self.client.region.scribble_bytes(offset, &bytes);
+    }
+
+    fn step(&mut self, s: &mut Script) {
+        match s.byte() % 10 {
+            0..=3 => {
+                let d = self.request(s);
+                self.push(d);
+            }
+            4 => {
+                let d = Self::raw(s);
+                self.push(d);
+            }
+            5 => self.scribble(s),
+            6 => match s.byte() % 16 {
+                0 => self.requests.scribble_head(s.u32()),
+                1 => self.completions.scribble_tail(s.u32()),
+                _ => {}
+            },
+            7 | 8 => self.drain(),
+            _ => {
+                std::thread::sleep(Duration::from_micros(u64::from(s.byte()) * 8));
+                self.drain();
+            }
+        }
+    }
+}
+
+fn socket_path() -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("nagare-hostile-{}-{n}.sock", std::process::id()))
+}
+
+/// The engine and, in single placement, a driver thread over a loopback
+/// device; inline otherwise.
+fn start_netd(socket: PathBuf, single: bool) -> std::io::Result<nagare_netd::Netd> {
+    let mac = EthernetAddress([2, 0, 0, 0x66, 0, 1]);
+    let mut config = InterfaceConfig::new(mac, format!("{NETD_ADDR}/24").parse().expect("cidr"));
+    // The neighbour never answers (the loopback device returns our own
+    // ARP requests): give up on it in 40 ms, so that what waits for it is
+    // let go within a case, not after 3 s.
+    config.arp.request_interval = Duration::from_millis(20);
+    config.arp.max_requests = 2;
+    let iface = Interface::new(config, BufferPool::new(2048, 4096));
+    let netd_config = NetdConfig {
+        socket,
+        ring_slots: RING_SLOTS,
+        buffers: BUFFERS,
+        receive_pool: 8,
+        buffer_size: BUFFER_SIZE,
+        max_pending: 16,
+        max_sockets: 32,
+        max_bad: 64,
+        link: String::from("hostile test"),
+        ..NetdConfig::default()
+    };
+    if single {
+        let launcher = Box::new(|control| {
+            let thread = std::thread::Builder::new().name(String::from("hostile-driver")).spawn(move || {
+                let stop = AtomicBool::new(false);
+                let _ = serve(control, Duration::from_micros(50), |_| Ok(Box::new(Loopback::new(1500, 256)) as Box<dyn Device>), &stop);
+            })?;
+            Ok(DriverHandle::Thread(thread))
+        });
+        let link = DriverLink::start(launcher, None, Vec::new())?;
+        nagare_netd::Netd::with_driver(iface, link, Placement::Single, MonotonicClock::new(), netd_config)
+    } else {
+        nagare_netd::Netd::new(iface, Box::new(Loopback::new(1500, 256)), MonotonicClock::new(), netd_config)
+    }
+}
+
+/// Waits until `ok` holds, for at most [`SETTLE`], while netd's thread
+/// runs.
+fn settle<T>(server: &JoinHandle<T>, what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + SETTLE;
+    while !ok() {
+        assert!(!server.is_finished(), "netd's thread has ended (a panic, or its loop failed)");
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A number in `netd`'s stat text: the word after `key`.
+fn stat_value(text: &str, key: &str) -> Option<u64> {
+    let at = text.find(key)? + key.len();
+    text[at..].split_whitespace().next()?.parse().ok()
+}
+
+/// Runs one script (see the module's comment); panics when a check fails.
+pub fn run(input: &[u8]) {
+    let mut script = Script { bytes: input };
+    let single = script.byte() % 2 == 1;
+    let socket = socket_path();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let server = {
+        let (socket, stop) = (socket.clone(), Arc::clone(&stop));
+        std::thread::Builder::new()
+            .name(String::from("hostile-netd"))
+            .spawn(move || -> Result<Final, String> {
+                let mut netd = start_netd(socket, single).map_err(|e| format!("netd did not start: {e}"))?;
+                let _ = ready_tx.send(());
+                netd.run(&stop).map_err(|e| format!("netd's loop failed: {e}"))?;
+                Ok(Final { stats: netd.stats(), engine_in_use: netd.iface().pool().in_use(), clients: netd.clients() })
+            })
+            .expect("thread")
+    };
+    let _stopper = Stopper { stop: Arc::clone(&stop), socket: socket.clone() };
+    ready_rx.recv_timeout(SETTLE).expect("netd started");
+
+    let good = nagare::Netd::connect(&socket).expect("the well-behaved client connects");
+    good.set_spin(Duration::ZERO);
+    let baseline = stat_value(&good.stat().expect("stat"), "engine buffers in_use ").expect("engine buffers in stat");
+
+    let mut hostile = Hostile::connect(&socket);
+    let mut steps = 0;
+    while !script.done() && steps < MAX_STEPS {
+        hostile.step(&mut script);
+        steps += 1;
+    }
+    hostile.drain();
+    drop(hostile);
+
+    settle(&server, "netd still counts the hostile client", || {
+        good.stat().ok().and_then(|t| stat_value(&t, " clients ")) == Some(1)
+    });
+    {
+        let a = nagare::net::UdpSocket::bind_via(&good, SocketAddrV4::new(NETD_ADDR, 9100)).expect("bind after the hostile client");
+        let b = nagare::net::UdpSocket::bind_via(&good, SocketAddrV4::new(NETD_ADDR, 0)).expect("bind");
+        a.set_read_timeout(Some(SETTLE)).expect("timeout");
+        b.send_to(b"after the hostile client", SocketAddrV4::new(NETD_ADDR, 9100)).expect("send");
+        let mut got = [0u8; 64];
+        let (n, _) = a.recv_from(&mut got).expect("netd serves after the hostile client");
+        assert_eq!(&got[..n], b"after the hostile client");
+        // Every port the script could have taken is free again: the
+        // client's sockets were closed, not left behind.
+        for port in PORTS.into_iter().filter(|&p| p != 0) {
+            let any = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
+            let udp = nagare::net::UdpSocket::bind_via(&good, any);
+            assert!(udp.is_ok(), "UDP port {port} still taken after the hostile client: {:?}", udp.err());
+            let tcp = nagare::net::TcpListener::bind_via(&good, any);
+            assert!(tcp.is_ok(), "TCP port {port} still taken after the hostile client: {:?}", tcp.err());
+        }
+    }
+    // Closed connections may still hold frames for a moment (a reset on
+    // its way out); what stays is lost.
+    settle(&server, "the engine's pool holds buffers the hostile client left", || {
+        good.stat().ok().and_then(|t| stat_value(&t, "engine buffers in_use ")).is_some_and(|n| n <= baseline)
+    });
+    drop(good);
+
+    stop.store(true, Ordering::Relaxed);
+    let done = server.join().unwrap_or_else(|_| panic!("netd panicked (script of {} bytes)", input.len()));
+    let done = done.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(done.stats.buffers_leaked, 0, "netd leaked buffers: {:?}", done.stats);
+    assert!(done.engine_in_use as u64 <= baseline, "engine buffers in use {} > {baseline}", done.engine_in_use);
+    assert_eq!(done.clients, 0, "sessions left after netd stopped");
+}
+
+/// Stops netd's loop and removes its socket however a case ends, so that a
+/// failing case (and proptest's shrinking after it) leaves no server
+/// running behind.
+struct Stopper {
+    stop: Arc<AtomicBool>,
+    socket: PathBuf,
+}
+
+impl Drop for Stopper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
