@@ -5,11 +5,13 @@
 # the instrumentation away from build scripts. Rust's own checks (bounds,
 # overflow, debug assertions) stand in for AddressSanitizer.
 #
-#   scripts/fuzz.sh TARGET [SECONDS]     TARGET: iface_receive | wire_parsers
+#   scripts/fuzz.sh TARGET [SECONDS] [LIBFUZZER FLAGS...]
+#   TARGET: iface_receive | wire_parsers | netd_requests; e.g. -len_control=0
+#   to try long inputs (netd_requests' scripts) from the start.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
-target=${1:?usage: scripts/fuzz.sh iface_receive|wire_parsers [seconds]}
+target=${1:?usage: scripts/fuzz.sh iface_receive|wire_parsers|netd_requests [seconds]}
 seconds=${2:-300}
 triple=$(rustc -vV | sed -n 's/^host: //p')
 
@@ -21,4 +23,4 @@ cargo build --release --target "$triple" --bin "$target"
 
 mkdir -p "corpus/$target" "artifacts/$target"
 exec "$CARGO_TARGET_DIR/$triple/release/$target" "corpus/$target" \
-    -artifact_prefix="artifacts/$target/" -max_total_time="$seconds" -max_len=8192
+    -artifact_prefix="artifacts/$target/" -max_total_time="$seconds" -max_len=8192 "${@:3}"
