@@ -716,6 +716,22 @@ fn connect_to_a_closed_port_is_refused() {
 }
 
 #[test]
+fn close_while_opening_deletes_the_connection_and_its_queued_data() {
+    let mut raw = Raw::new();
+    let before = raw.iface.pool().in_use();
+    let h = raw.iface.tcp_connect(SocketAddrV4::new(PEER_IP, 80), 0, raw.now).unwrap();
+    raw.take_one();
+    assert_eq!(raw.iface.tcp_send(h, &[7u8; 6000], raw.now), Ok(6000), "queued before the handshake");
+    assert!(raw.iface.pool().in_use() > before);
+    // RFC 9293 3.10.4, CLOSE in SYN-SENT: delete the TCB. Kept instead, it
+    // held its data through minutes of SYN retries with no owner left.
+    raw.iface.tcp_close(h, raw.now).unwrap();
+    assert_eq!(raw.iface.tcp_connection_count(), 0);
+    assert_eq!(raw.iface.pool().in_use(), before, "the queued data is let go");
+    assert!(raw.take().is_empty(), "nothing is sent for a connection never opened");
+}
+
+#[test]
 fn syn_sent_ignores_rst_without_an_acceptable_ack() {
     let mut raw = Raw::new();
     let h = raw.iface.tcp_connect(SocketAddrV4::new(PEER_IP, 80), 0, raw.now).unwrap();

@@ -33,6 +33,12 @@ fn hand_written_scripts() {
         s.extend([0, op, 1, 0, 1, 1, 7, 0, 1, 0, 1, 2, 0, 0, 9, 30]);
     }
     hostile_session::run(&s);
+    // A non-blocking connect to the neighbour that never answers, 200
+    // bytes sent on it while it is still opening, then closed: what the
+    // connection holds must be let go once the neighbour is given up on.
+    hostile_session::run(&[
+        0, 0, 6, 0, 2, 5, 0, 1, 1, 9, 250, 0, 7, 5, 0, 0, 200, 1, 0, 25, 1, 1, 9, 250, 0, 10, 5, 0, 1, 9, 250,
+    ]);
     // A broken request ring after a bind.
     hostile_session::run(&[0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0, 9, 50, 6, 0, 255, 255, 255, 255, 9, 200]);
 }

@@ -658,10 +658,14 @@ impl Connection {
     }
 
     /// Closes both sides. Unread data makes it an abort (RFC 2525 2.17:
-    /// the peer must learn its data was not consumed).
+    /// the peer must learn its data was not consumed). A connection still
+    /// opening is deleted with what it had queued (RFC 9293 3.10.4, CLOSE
+    /// in SYN-SENT): nobody holds the socket to hear how its data fared,
+    /// and a handshake that may take minutes must not keep the buffers of
+    /// an owner that has gone. `shutdown` alone still delivers them first.
     pub fn close(&mut self) {
         self.read_closed = true;
-        if self.recv_bytes > 0 {
+        if self.recv_bytes > 0 || self.state == State::SynSent {
             self.abort();
             return;
         }
