@@ -25,7 +25,7 @@ use nagare_netd::{NetdConfig, NetdStats, Placement};
 use nagare_request::{encode_addr, Op, Piece, PollEntry, Request, COMPLETE_ON_ACCEPT, LEND, NONBLOCK, TRACE, TRACE_TIME, WAIT_LIMIT};
 use nagare_wire::EthernetAddress;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -100,7 +100,7 @@ struct Hostile {
 }
 
 impl Hostile {
-    fn connect(socket: &PathBuf) -> Hostile {
+    fn connect(socket: &Path) -> Hostile {
         let client = Client::connect(socket).expect("the hostile client connects");
         let requests = client.region.producer(0).expect("request ring");
         let completions = client.region.consumer(1).expect("completion ring");
@@ -136,7 +136,10 @@ impl Hostile {
             }
         }
         for c in popped {
-            let _ = self.pool.take(&c);
+            // Taken back and freed, so that later steps hand it over again.
+            if let Ok(Some(b)) = self.pool.take(&c) {
+                let _ = self.pool.release(b.index);
+            }
             let creates = [Op::UdpBind, Op::Listen, Op::Connect, Op::Accept, Op::EchoOpen].map(|op| op as u32);
             if c.status == 0 && creates.contains(&(c.kind & 0xffff)) && self.sockets.len() < 64 {
                 if let Ok(id) = u32::try_from(c.aux[0]) {
@@ -219,24 +222,9 @@ impl Hostile {
     /// sockets, buffers and addresses that may not be the client's or may
     /// not exist. One in sixteen breaks a rule of the encoding.
     fn request(&mut self, s: &mut Script) -> Descriptor {
-        let op = match s.byte() % 17 {
-            0 | 1 => Op::UdpBind,
-            2 => Op::SendTo,
-            3 => Op::RecvFrom,
-            4 => Op::Listen,
-            5 => Op::Accept,
-            6 => Op::Connect,
-            7 => Op::Send,
-            8 => Op::Recv,
-            9 => Op::Shutdown,
-            10 => Op::Close,
-            11 => Op::EchoOpen,
-            12 => Op::EchoSend,
-            13 => Op::EchoRecv,
-            14 => Op::Nop,
-            15 => Op::Stat,
-            _ => Op::Poll,
-        };
+        // Ops 1..=16; 0 gives a second chance to bind, which most scripts
+        // need before anything else works.
+        let op = Op::from_u16(u16::from(s.byte() % 17)).unwrap_or(Op::UdpBind);
         let id = self.next_id;
         self.next_id += 1;
         let mut r = Request::new(op, id);
