@@ -8,6 +8,7 @@
 //! - netd's thread did not panic and its loop returned no error;
 //! - netd let the client go and serves a well-behaved client afterwards (a
 //!   UDP datagram from one of its sockets to another arrives intact);
+//! - every port the script could have bound or listened on is free again;
 //! - no buffer was lost: netd counts none leaked, and the engine's pool
 //!   holds no more buffers than before the hostile client came.
 //!
