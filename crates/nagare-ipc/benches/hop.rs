@@ -113,6 +113,15 @@ struct Hop {
     p99: f64,
 }
 
+impl Hop {
+    /// From the round trips timed one by one and the time they took in all.
+    fn of(mut rtts: Vec<u64>, elapsed: Duration) -> Hop {
+        rtts.sort_unstable();
+        let pct = |p: f64| rtts[((rtts.len() - 1) as f64 * p) as usize] as f64 / 2.0;
+        Hop { mean: elapsed.as_nanos() as f64 / rtts.len() as f64 / 2.0, p50: pct(0.5), p99: pct(0.99) }
+    }
+}
+
 /// Times `rounds` round trips, and the wake-ups both sides sent.
 fn ping_pong(mode: Mode, rounds: u64, pinned: Option<(usize, usize)>) -> (Hop, String) {
     let spin = match mode {
@@ -150,11 +159,8 @@ fn ping_pong(mode: Mode, rounds: u64, pinned: Option<(usize, usize)>) -> (Hop, S
         rtts.push(t.elapsed().as_nanos() as u64);
         assert_eq!(r.id, i);
     }
-    let el = start.elapsed();
+    let hop = Hop::of(rtts, start.elapsed());
     let pong_stats = echo.join().unwrap();
-    rtts.sort_unstable();
-    let pct = |p: f64| rtts[((rtts.len() - 1) as f64 * p) as usize] as f64 / 2.0;
-    let hop = Hop { mean: el.as_nanos() as f64 / rounds as f64 / 2.0, p50: pct(0.5), p99: pct(0.99) };
     (hop, format!("wake-ups sent {} + {}", ping.notifier.stats().sent, pong_stats.sent))
 }
 
@@ -208,11 +214,8 @@ fn futex_floor(rounds: u64, pinned: Option<(usize, usize)>) -> (Hop, String) {
             rtts.push(t.elapsed().as_nanos() as u64);
         }
     }
-    let el = start.elapsed();
+    let hop = Hop::of(rtts, start.elapsed());
     echo.join().unwrap();
-    rtts.sort_unstable();
-    let pct = |p: f64| rtts[((rtts.len() - 1) as f64 * p) as usize] as f64 / 2.0;
-    let hop = Hop { mean: el.as_nanos() as f64 / rounds as f64 / 2.0, p50: pct(0.5), p99: pct(0.99) };
     (hop, String::from("bare futex words, no ring"))
 }
 

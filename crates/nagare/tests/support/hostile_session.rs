@@ -6,6 +6,8 @@
 //! broken ring indices. Then the client goes, and the checks run:
 //!
 //! - netd's thread did not panic and its loop returned no error;
+//! - a client that threw its request ring's head out of range was
+//!   disconnected by netd;
 //! - netd let the client go and serves a well-behaved client afterwards (a
 //!   UDP datagram from one of its sockets to another arrives intact);
 //! - every port the script could have bound or listened on is free again;
@@ -26,6 +28,7 @@ use nagare_netd::{NetdConfig, NetdStats, Placement};
 use nagare_request::{encode_addr, Op, Piece, PollEntry, Request, COMPLETE_ON_ACCEPT, LEND, NONBLOCK, TRACE, TRACE_TIME, WAIT_LIMIT};
 use nagare_wire::EthernetAddress;
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -98,6 +101,9 @@ struct Hostile {
     /// Buffers recently named in requests, to be named again.
     named: Vec<u32>,
     next_id: u64,
+    /// The script threw the request ring's head out of range: netd must
+    /// disconnect the client, and the script ends there.
+    broke_requests: bool,
 }
 
 impl Hostile {
@@ -108,7 +114,7 @@ impl Hostile {
         let direct = client.region.consumer(2).ok();
         let pool = client.region.pool().expect("pool");
         let notifier = Notifier::new(client.server_wakeup.try_clone().expect("eventfd"));
-        Hostile { client, requests, completions, direct, pool, notifier, sockets: Vec::new(), named: Vec::new(), next_id: 1 }
+        Hostile { client, requests, completions, direct, pool, notifier, sockets: Vec::new(), named: Vec::new(), next_id: 1, broke_requests: false }
     }
 
     /// Pushes one descriptor, draining completions while the ring is full
@@ -125,6 +131,13 @@ impl Hostile {
                 Err(_) => return,
             }
         }
+    }
+
+    /// Signals netd's eventfd, as a client that wants it to look does.
+    fn wake_netd(&self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 bytes from a live array to an eventfd we hold.
+        unsafe { libc::write(self.client.server_wakeup.as_raw_fd(), one.as_ptr().cast(), 8) };
     }
 
     /// Takes every completion: buffers handed back are taken (or refused,
@@ -319,8 +332,19 @@ impl Hostile {
             }
             5 => self.scribble(s),
             6 => match s.byte() % 16 {
-                0 => self.requests.scribble_head(s.u32()),
-                1 => self.completions.scribble_tail(s.u32()),
+                0 => {
+                    let head = s.u32();
+                    self.requests.scribble_head(head);
+                    self.wake_netd();
+                    // Out of range whatever netd's tail is (at most a ring
+                    // behind our own head); a later push would mend it.
+                    let ahead = head.wrapping_sub(self.requests.head());
+                    self.broke_requests = ahead > RING_SLOTS && ahead < RING_SLOTS.wrapping_neg();
+                }
+                1 => {
+                    self.completions.scribble_tail(s.u32());
+                    self.wake_netd();
+                }
                 _ => {}
             },
             7 | 8 => self.drain(),
@@ -394,7 +418,9 @@ fn stat_value(text: &str, key: &str) -> Option<u64> {
 }
 
 /// Runs one script (see the module's comment); panics when a check fails.
-pub fn run(input: &[u8]) {
+/// Returns netd's counters after it stopped, for scripts written to reach
+/// one place to show they reached it.
+pub fn run(input: &[u8]) -> NetdStats {
     let mut script = Script { bytes: input };
     let single = script.byte() % 2 == 1;
     let socket = socket_path();
@@ -421,9 +447,12 @@ pub fn run(input: &[u8]) {
 
     let mut hostile = Hostile::connect(&socket);
     let mut steps = 0;
-    while !script.done() && steps < MAX_STEPS {
+    while !script.done() && steps < MAX_STEPS && !hostile.broke_requests {
         hostile.step(&mut script);
         steps += 1;
+    }
+    if hostile.broke_requests {
+        settle(&server, "netd did not disconnect a client whose request ring is broken", || hostile.client.peer_gone());
     }
     hostile.drain();
     drop(hostile);
@@ -462,6 +491,7 @@ pub fn run(input: &[u8]) {
     assert_eq!(done.stats.buffers_leaked, 0, "netd leaked buffers: {:?}", done.stats);
     assert!(done.engine_in_use as u64 <= baseline, "engine buffers in use {} > {baseline}", done.engine_in_use);
     assert_eq!(done.clients, 0, "sessions left after netd stopped");
+    done.stats
 }
 
 /// Stops netd's loop and removes its socket however a case ends, so that a
