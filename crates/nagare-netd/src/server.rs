@@ -659,7 +659,15 @@ impl Netd {
             }
         };
         let budget = free.saturating_sub(s.pending.len() + s.out.len() + s.held.len()).min(REQ_BATCH);
-        if budget > 0 {
+        if budget == 0 {
+            // No request is taken until the client drains its completions,
+            // but a request ring it has broken ends the session now, not
+            // whenever it next drains (perhaps never).
+            if s.requests.available().is_err() {
+                s.doomed = Some("request ring broken");
+                return true;
+            }
+        } else {
             let mut descs = [Descriptor::default(); REQ_BATCH];
             let n = match s.requests.pop_batch(&mut descs[..budget]) {
                 Ok(n) => n,

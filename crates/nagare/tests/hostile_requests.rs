@@ -30,10 +30,10 @@ fn hand_written_scripts() {
     // Empty: connect and go.
     hostile_session::run(&[]);
     // A non-blocking connect to the neighbour that never answers, 200
-    // bytes sent on it while it is still opening, then closed: what the
-    // connection holds must be let go once the neighbour is given up on.
+    // bytes sent on it while it is still opening, then closed (a pause and
+    // a drain after each step): the connection and what it holds must go.
     let stats = hostile_session::run(&[
-        0, 0, 6, 0, 2, 5, 0, 1, 1, 9, 250, 0, 7, 5, 0, 0, 200, 1, 0, 25, 1, 1, 9, 250, 0, 10, 5, 0, 1, 9, 250,
+        0, 0, 6, 0, 2, 5, 0, 1, 1, 9, 250, 7, 0, 7, 5, 0, 0, 200, 1, 0, 25, 1, 1, 9, 250, 7, 0, 10, 5, 0, 1, 9, 250, 7,
     ]);
     assert_eq!((stats.bad_descriptors, stats.bad_buffers, stats.clients_broken), (0, 0, 0), "{stats:?}");
     assert_eq!(stats.sockets_reclaimed, 0, "the script closed its connection itself: {stats:?}");
@@ -41,4 +41,18 @@ fn hand_written_scripts() {
     let stats = hostile_session::run(&[0, 0, 1, 5, 2, 0, 1, 9, 50, 6, 0, 255, 255, 255, 255, 9, 200]);
     assert_eq!(stats.clients_broken, 1, "the broken ring disconnects the client: {stats:?}");
     assert_eq!(stats.sockets_reclaimed, 1, "its bound socket is closed: {stats:?}");
+    // 40 NOPs never drained fill the completion ring (32), so netd stops
+    // taking requests; then the request ring's head is thrown off. netd
+    // must still notice and disconnect (it once waited for a drain that
+    // never came).
+    let mut script = vec![0u8];
+    for _ in 0..40 {
+        script.extend([0, 14, 5, 1]);
+    }
+    for _ in 0..5 {
+        script.extend([9, 255]);
+    }
+    script.extend([6, 0, 255, 255, 255, 255]);
+    let stats = hostile_session::run(&script);
+    assert_eq!(stats.clients_broken, 1, "{stats:?}");
 }

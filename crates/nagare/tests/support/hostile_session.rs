@@ -348,10 +348,8 @@ impl Hostile {
                 _ => {}
             },
             7 | 8 => self.drain(),
-            _ => {
-                std::thread::sleep(Duration::from_micros(u64::from(s.byte()) * 8));
-                self.drain();
-            }
+            // A pause, taking nothing: completions may pile up.
+            _ => std::thread::sleep(Duration::from_micros(u64::from(s.byte()) * 8)),
         }
     }
 }
