@@ -39,7 +39,9 @@ fn main() {
         load_average()
     );
     println!("  nagare: two Interfaces on a pair of in-memory FIFO frame queues (MTU 1500), and on nagare-dev's SimLink (zero latency,");
-    println!("          unlimited bandwidth, MTU 1500; frames held in a delivery-time heap), one thread, virtual clock;");
+    println!(
+        "          unlimited bandwidth, MTU 1500; frames held in a delivery-time heap), one thread, virtual clock;"
+    );
     println!("          sender writes {} KiB per call (tcp_send copies; tcp_send_buf hands over a shared chain), receiver tcp_recv_buf;", WRITE_SIZE >> 10);
     println!("  smoltcp 0.14: two Interfaces on a pair of in-memory frame queues (MTU 1500, checksums on), one thread, wall clock;");
     println!("  smoltcp, set_ack_delay(None): the same with the receiver's delayed ACK off;");
@@ -65,7 +67,9 @@ fn main() {
     let mut quick: Vec<SmolResult> = Vec::new();
     let mut shipped: Vec<SmolResult> = Vec::new();
     for run in 0..runs {
-        zero.push(nagare_bulk(bytes, SendMode::ZeroCopy, buffer, LinkKind::Fifo, TIME_LIMIT).expect("nagare zero copy"));
+        zero.push(
+            nagare_bulk(bytes, SendMode::ZeroCopy, buffer, LinkKind::Fifo, TIME_LIMIT).expect("nagare zero copy"),
+        );
         copy.push(nagare_bulk(bytes, SendMode::Copy, buffer, LinkKind::Fifo, TIME_LIMIT).expect("nagare copy"));
         sim.push(nagare_bulk(bytes, SendMode::ZeroCopy, buffer, LinkKind::Sim, TIME_LIMIT).expect("nagare on SimLink"));
         smol.push(smoltcp_two_interfaces(bytes, 1500, buffer, false, TIME_LIMIT).expect("smoltcp"));
@@ -115,7 +119,10 @@ fn main() {
         q.elapsed.as_nanos() as f64 / q.frames_ab.max(1) as f64,
         qg / sg
     );
-    println!("| smoltcp, loopback_benchmark as shipped | Loopback | send(closure) | 65535 | {lg:.2} | | {:.2} |", lg / sg);
+    println!(
+        "| smoltcp, loopback_benchmark as shipped | Loopback | send(closure) | 65535 | {lg:.2} | | {:.2} |",
+        lg / sg
+    );
     println!(
         "\nnagare zero copy (FIFO): {} data segments at B, {} segments (ACKs) at A, {} idle jumps of the virtual clock, {:?} of virtual time.",
         z.segments_b, z.segments_a, z.idle_jumps, z.virtual_time

@@ -50,7 +50,12 @@ fn main() {
     let l = median_by(&linux, SetupResult::per_second);
     println!("| stack | connections per second | µs per connection | nagare / Linux |");
     println!("|---|---:|---:|---:|");
-    println!("| nagare (in memory) | {:.0} | {:.2} | **{:.1}** |", n.per_second(), n.us_per_connection(), n.per_second() / l.per_second());
+    println!(
+        "| nagare (in memory) | {:.0} | {:.2} | **{:.1}** |",
+        n.per_second(),
+        n.us_per_connection(),
+        n.per_second() / l.per_second()
+    );
     println!("| Linux (127.0.0.1) | {:.0} | {:.2} | |", l.per_second(), l.us_per_connection());
     println!(
         "\nnagare: at most {} connections held by the client at once (TIME-WAIT included), {} idle jumps of the virtual clock in the median run.",

@@ -433,9 +433,8 @@ fn measure(stack: &mut dyn Stack, dir: Direction, amount: Amount) -> Res<Transfe
     let peer = Peer::start(dir == Direction::ToLinux, amount)?;
     let deadline = Instant::now() + TRANSFER_LIMIT;
     let before = TcpSegs::read();
-    let (bytes, elapsed) = stack
-        .transfer(peer.port, dir, amount, deadline)
-        .map_err(|e| format!("{} {dir:?}: {e}", stack.label()))?;
+    let (bytes, elapsed) =
+        stack.transfer(peer.port, dir, amount, deadline).map_err(|e| format!("{} {dir:?}: {e}", stack.label()))?;
     let (peer_bytes, peer_secs) = peer.finish().map_err(|e| format!("{} {dir:?}: {e}", stack.label()))?;
     if peer_bytes != bytes {
         return Err(format!("{} {dir:?}: the stack counted {bytes} bytes, Linux {peer_bytes}", stack.label()));
@@ -626,7 +625,8 @@ struct SmolStack {
 
 impl SmolStack {
     fn open(tap_name: &str, net: [u8; 3], buffer: usize) -> Res<SmolStack> {
-        let mut device = TunTapInterface::new(tap_name, Medium::Ethernet).map_err(|e| format!("TAP {tap_name}: {e}"))?;
+        let mut device =
+            TunTapInterface::new(tap_name, Medium::Ethernet).map_err(|e| format!("TAP {tap_name}: {e}"))?;
         let kernel_ip = Ipv4Addr::new(net[0], net[1], net[2], 1);
         ip(&["addr", "add", &format!("{kernel_ip}/24"), "dev", tap_name])?;
         ip(&["link", "set", "dev", tap_name, "up"])?;
@@ -647,7 +647,14 @@ impl SmolStack {
         self.sockets.get_mut::<smol_tcp::Socket>(h)
     }
 
-    fn run(&mut self, h: SocketHandle, port: u16, dir: Direction, amount: Amount, deadline: Instant) -> Res<(u64, Duration)> {
+    fn run(
+        &mut self,
+        h: SocketHandle,
+        port: u16,
+        dir: Direction,
+        amount: Amount,
+        deadline: Instant,
+    ) -> Res<(u64, Duration)> {
         let [a, b, c, d] = self.kernel_ip.octets();
         let local = self.next_port;
         self.next_port = if local == u16::MAX { 49152 } else { local + 1 };
@@ -815,12 +822,13 @@ fn run() -> Res<()> {
             }
         }
     }
-    let medians: Vec<[Transfer; 2]> = results
-        .iter()
-        .map(|r| [median_by(&r[0], Transfer::gbps), median_by(&r[1], Transfer::gbps)])
-        .collect();
+    let medians: Vec<[Transfer; 2]> =
+        results.iter().map(|r| [median_by(&r[0], Transfer::gbps), median_by(&r[1], Transfer::gbps)]).collect();
     let smol = medians.last().copied().ok_or("no stacks")?;
-    println!("\nMedian of {runs} (Gbit/s of TCP payload, measured on the user-space stack's side); load average {} after:\n", load_average());
+    println!(
+        "\nMedian of {runs} (Gbit/s of TCP payload, measured on the user-space stack's side); load average {} after:\n",
+        load_average()
+    );
     println!("| stack | stack -> Linux Gbit/s | Linux -> stack Gbit/s | -> Linux / smoltcp | <- Linux / smoltcp |");
     println!("|---|---:|---:|---:|---:|");
     for (stack, m) in stacks.iter().zip(&medians) {

@@ -74,7 +74,13 @@ fn connected(buffer: usize, link: LinkKind) -> Result<(Pair, TcpHandle, TcpHandl
 
 /// Moves `bytes` from A to B with `buffer`-byte socket buffers over
 /// `link`, giving up after `time_limit` of wall-clock time.
-pub fn nagare_bulk(bytes: u64, mode: SendMode, buffer: usize, link: LinkKind, time_limit: Duration) -> Result<BulkResult, String> {
+pub fn nagare_bulk(
+    bytes: u64,
+    mode: SendMode,
+    buffer: usize,
+    link: LinkKind,
+    time_limit: Duration,
+) -> Result<BulkResult, String> {
     let (mut pair, ha, hb) = connected(buffer, link)?;
     let chunk = vec![0x5au8; WRITE_SIZE];
     // Full pool buffers, no headroom: TCP puts headers in buffers of their
@@ -104,7 +110,8 @@ pub fn nagare_bulk(bytes: u64, mode: SendMode, buffer: usize, link: LinkKind, ti
                 },
                 SendMode::ZeroCopy => {
                     if pending.is_empty() {
-                        pending = if want == WRITE_SIZE { chain.clone() } else { chain.slice(0, want).ok_or("slice")? };
+                        pending =
+                            if want == WRITE_SIZE { chain.clone() } else { chain.slice(0, want).ok_or("slice")? };
                     }
                     let before = pending.len();
                     pending = pair.a.iface.tcp_send_buf(ha, pending, now).map_err(|e| format!("tcp_send_buf: {e}"))?;
@@ -150,7 +157,9 @@ mod tests {
 
     #[test]
     fn both_send_modes_move_every_byte() {
-        for (mode, link) in [(SendMode::Copy, LinkKind::Sim), (SendMode::ZeroCopy, LinkKind::Sim), (SendMode::ZeroCopy, LinkKind::Fifo)] {
+        for (mode, link) in
+            [(SendMode::Copy, LinkKind::Sim), (SendMode::ZeroCopy, LinkKind::Sim), (SendMode::ZeroCopy, LinkKind::Fifo)]
+        {
             let r = nagare_bulk(3 << 20, mode, 1 << 20, link, Duration::from_secs(60)).unwrap();
             assert_eq!(r.bytes, 3 << 20, "{mode:?}");
             assert!(r.segments_b >= (3 << 20) / 1460, "{mode:?}: {r:?}");

@@ -54,7 +54,8 @@ pub fn establish(n: usize) -> Result<Established, String> {
     if n == 0 || n > 16000 {
         return Err(format!("{n} connections: 1..=16000 (ephemeral ports)"));
     }
-    let config = PairConfig { pool_buffers: 16384, prewarm_buffers: 2048, tcp: conns_tcp_config(), link: LinkKind::Sim };
+    let config =
+        PairConfig { pool_buffers: 16384, prewarm_buffers: 2048, tcp: conns_tcp_config(), link: LinkKind::Sim };
     let mut pair = Pair::new(&config);
     let listener = pair.b.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), n + 1).map_err(err)?;
     // One connection first, not counted: ARP, the listener's queue, the
@@ -119,7 +120,13 @@ impl RoundsResult {
 
 /// `rounds` small writes of `payload` bytes, each on a connection picked
 /// at random, each carried across and acknowledged.
-pub fn rounds(est: &mut Established, rounds: u64, payload: usize, seed: u64, time_limit: Duration) -> Result<RoundsResult, String> {
+pub fn rounds(
+    est: &mut Established,
+    rounds: u64,
+    payload: usize,
+    seed: u64,
+    time_limit: Duration,
+) -> Result<RoundsResult, String> {
     let data = vec![0x42u8; payload];
     let mut buf = vec![0u8; payload.max(1) * 4];
     let mut rng = seed | 1;

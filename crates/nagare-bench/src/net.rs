@@ -65,7 +65,13 @@ impl FifoPort {
 }
 
 impl Device for FifoPort {
-    fn receive_batch(&mut self, _pool: &BufferPool, out: &mut Vec<PacketBuf>, max: usize, _now: Instant) -> io::Result<usize> {
+    fn receive_batch(
+        &mut self,
+        _pool: &BufferPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+        _now: Instant,
+    ) -> io::Result<usize> {
         let mut queues = self.queues.borrow_mut();
         let queue = &mut queues[1 - self.side];
         let n = queue.len().min(max);
@@ -191,12 +197,7 @@ impl Pair {
                 (Box::new(pa), Box::new(pb))
             }
         };
-        Pair {
-            a: side(A_IP, 0x0a, pa, config),
-            b: side(B_IP, 0x0b, pb, config),
-            now: Instant::ZERO,
-            idle_jumps: 0,
-        }
+        Pair { a: side(A_IP, 0x0a, pa, config), b: side(B_IP, 0x0b, pb, config), now: Instant::ZERO, idle_jumps: 0 }
     }
 
     /// Steps both sides once; whether anything moved.

@@ -65,7 +65,8 @@ fn until(pair: &mut Pair, what: &str, mut done: impl FnMut(&mut Pair) -> Result<
 
 /// `count` connections, one after the other, between two nagare instances.
 pub fn nagare_setup(count: u64, time_limit: Duration) -> Result<SetupResult, String> {
-    let config = PairConfig { pool_buffers: 16384, prewarm_buffers: 1024, tcp: setup_tcp_config(), link: LinkKind::Sim };
+    let config =
+        PairConfig { pool_buffers: 16384, prewarm_buffers: 1024, tcp: setup_tcp_config(), link: LinkKind::Sim };
     let mut pair = Pair::new(&config);
     let listener = pair.b.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), 64).map_err(err)?;
     let remote = SocketAddrV4::new(B_IP, PORT);

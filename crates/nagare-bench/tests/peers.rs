@@ -9,7 +9,8 @@ use std::time::Duration;
 #[test]
 fn smoltcp_moves_a_few_megabytes_between_two_interfaces() {
     for quick_ack in [false, true] {
-        let r = smoltcp_peer::smoltcp_two_interfaces(4 << 20, 1500, 1 << 20, quick_ack, Duration::from_secs(60)).unwrap();
+        let r =
+            smoltcp_peer::smoltcp_two_interfaces(4 << 20, 1500, 1 << 20, quick_ack, Duration::from_secs(60)).unwrap();
         assert_eq!(r.bytes, 4 << 20);
         assert_eq!(r.max_frame, 1514, "MTU 1500 frames");
         assert!(r.frames_ab >= (4 << 20) / 1460);

@@ -68,16 +68,9 @@ impl StreamResult {
 /// both engines' send and receive paths on one core. B must be reachable
 /// at 10.0.0.2.
 pub fn udp_stream<A: Device, B: Device>(pair: &mut SimPair<A, B>, count: usize, size: usize) -> Result<StreamResult> {
-    let sink = pair
-        .b
-        .iface
-        .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, SINK_PORT))
-        .map_err(anyhow::Error::msg)?;
-    let source = pair
-        .a
-        .iface
-        .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
-        .map_err(anyhow::Error::msg)?;
+    let sink =
+        pair.b.iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, SINK_PORT)).map_err(anyhow::Error::msg)?;
+    let source = pair.a.iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).map_err(anyhow::Error::msg)?;
     let payload = vec![0x5au8; size];
     let dst = SocketAddrV4::new(B_ADDR, SINK_PORT);
     let mut received = 0usize;
@@ -87,10 +80,7 @@ pub fn udp_stream<A: Device, B: Device>(pair: &mut SimPair<A, B>, count: usize, 
     while sent < count {
         let now = pair.now;
         for _ in 0..BATCH.min(count - sent) {
-            pair.a
-                .iface
-                .udp_send_to(source, &payload, dst, now)
-                .map_err(anyhow::Error::msg)?;
+            pair.a.iface.udp_send_to(source, &payload, dst, now).map_err(anyhow::Error::msg)?;
             sent += 1;
         }
         pair.run_until(Duration::from_millis(10), |p| {
@@ -105,12 +95,7 @@ pub fn udp_stream<A: Device, B: Device>(pair: &mut SimPair<A, B>, count: usize, 
     ensure!(received == count, "UDP stream lost datagrams: {received} of {count}");
     pair.a.iface.udp_close(source).map_err(anyhow::Error::msg)?;
     pair.b.iface.udp_close(sink).map_err(anyhow::Error::msg)?;
-    Ok(StreamResult {
-        sent,
-        received,
-        bytes: received_bytes,
-        elapsed,
-    })
+    Ok(StreamResult { sent, received, bytes: received_bytes, elapsed })
 }
 
 /// A fresh pair on a zero-latency, unlimited-bandwidth link, with ARP
@@ -155,13 +140,7 @@ fn set_rcvbuf(socket: &UdpSocket, bytes: usize) -> io::Result<usize> {
     for option in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
         // SAFETY: `value` lives on the stack for the call and `len` is its size.
         let rc = unsafe {
-            libc::setsockopt(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                option,
-                (&value as *const libc::c_int).cast(),
-                len,
-            )
+            libc::setsockopt(socket.as_raw_fd(), libc::SOL_SOCKET, option, (&value as *const libc::c_int).cast(), len)
         };
         if rc == 0 {
             break;
@@ -199,10 +178,7 @@ fn linux_one_thread(count: usize, size: usize) -> Result<StreamResult> {
     let mut owed = 0usize;
     let started = Instant::now();
     while sent < count {
-        ensure!(
-            started.elapsed() < LINUX_DEADLINE,
-            "Linux one-thread stream took over {LINUX_DEADLINE:?}"
-        );
+        ensure!(started.elapsed() < LINUX_DEADLINE, "Linux one-thread stream took over {LINUX_DEADLINE:?}");
         let batch = BATCH.min(count - sent);
         for _ in 0..batch {
             tx.send(&payload)?;
@@ -220,12 +196,7 @@ fn linux_one_thread(count: usize, size: usize) -> Result<StreamResult> {
             }
         }
     }
-    Ok(StreamResult {
-        sent,
-        received,
-        bytes,
-        elapsed: started.elapsed(),
-    })
+    Ok(StreamResult { sent, received, bytes, elapsed: started.elapsed() })
 }
 
 /// Kernel UDP over loopback with a sending and a receiving thread (both
@@ -258,9 +229,7 @@ fn linux_two_threads(count: usize, size: usize) -> Result<StreamResult> {
         }
         sent += 1;
     }
-    let (received, bytes, last) = receiver
-        .join()
-        .map_err(|_| anyhow::anyhow!("Linux receiver thread panicked"))??;
+    let (received, bytes, last) = receiver.join().map_err(|_| anyhow::anyhow!("Linux receiver thread panicked"))??;
     if let Some(e) = send_error {
         return Err(e).context("sending on loopback");
     }
@@ -288,16 +257,9 @@ struct Row {
 pub fn run_udp(args: UdpBenchArgs) -> Result<()> {
     ensure!(args.datagrams > 0, "--datagrams must be at least 1");
     ensure!(args.runs > 0, "--runs must be at least 1");
-    let sizes = if args.sizes.is_empty() {
-        DEFAULT_SIZES.to_vec()
-    } else {
-        args.sizes.clone()
-    };
+    let sizes = if args.sizes.is_empty() { DEFAULT_SIZES.to_vec() } else { args.sizes.clone() };
     for &size in &sizes {
-        ensure!(
-            (1..=65507).contains(&size),
-            "UDP payload size {size} is not in 1..=65507"
-        );
+        ensure!((1..=65507).contains(&size), "UDP payload size {size} is not in 1..=65507");
     }
     let granted = rcvbuf(&linux_pair()?.1)?;
     println!(
@@ -338,12 +300,7 @@ pub fn run_udp(args: UdpBenchArgs) -> Result<()> {
                     .with_context(|| format!("Linux two-thread stream of {size}-byte datagrams"))?,
             );
         }
-        rows.push(Row {
-            size,
-            nagare: median(nagare),
-            linux1: median(linux1),
-            linux2: median(linux2),
-        });
+        rows.push(Row { size, nagare: median(nagare), linux1: median(linux1), linux2: median(linux2) });
         eprintln!("  ... {size} bytes done");
     }
 

@@ -98,7 +98,13 @@ fn delta(a: &HashMap<String, u64>, b: &HashMap<String, u64>, key: &str) -> f64 {
     (b.get(key).copied().unwrap_or(0).saturating_sub(a.get(key).copied().unwrap_or(0))) as f64
 }
 
-fn measure(netd: &Netd, name: &'static str, lib_copies: f64, bytes: usize, run: impl FnOnce() -> Result<()>) -> Result<Copies> {
+fn measure(
+    netd: &Netd,
+    name: &'static str,
+    lib_copies: f64,
+    bytes: usize,
+    run: impl FnOnce() -> Result<()>,
+) -> Result<Copies> {
     let before = counters(netd)?;
     run()?;
     // The driver reports its own counters every 250 ms.
@@ -165,8 +171,13 @@ fn run_on_tap(bytes: usize, multi_queue: bool) -> Result<()> {
         let tcp = scope.spawn(|| linux_tcp_echo(&ns, &stop, bound));
         // Both echoes listen before the first datagram goes (one sent
         // earlier is answered with a port unreachable, and lost).
-        let listening = ready.recv_timeout(Duration::from_secs(10)).is_ok() && ready.recv_timeout(Duration::from_secs(10)).is_ok();
-        let result = if listening { measure_all(&netd.socket, bytes, what) } else { Err(anyhow::anyhow!("Linux's echo did not start")) };
+        let listening =
+            ready.recv_timeout(Duration::from_secs(10)).is_ok() && ready.recv_timeout(Duration::from_secs(10)).is_ok();
+        let result = if listening {
+            measure_all(&netd.socket, bytes, what)
+        } else {
+            Err(anyhow::anyhow!("Linux's echo did not start"))
+        };
         stop.store(true, Ordering::Relaxed);
         for echo in [udp, tcp] {
             echo.join().map_err(|_| anyhow::anyhow!("an echo thread panicked"))??;

@@ -147,11 +147,8 @@ pub fn format_table(f: &HandoverFigures) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let row = |s: &mut String, name: &str, st: &StageFigures| {
-        let _ = writeln!(
-            s,
-            "{name:<22}{:>10.1}{:>16.1}{:>10.1}{:>10.1}",
-            st.attach, st.first_access, st.detach, st.total
-        );
+        let _ =
+            writeln!(s, "{name:<22}{:>10.1}{:>16.1}{:>10.1}{:>10.1}", st.attach, st.first_access, st.detach, st.total);
     };
     let _ = writeln!(
         s,
@@ -316,9 +313,7 @@ fn memfd(name: &std::ffi::CStr, len: usize) -> io::Result<OwnedFd> {
     let mut done = 0;
     while done < len {
         // SAFETY: `data[done..]` is readable for `len - done` bytes.
-        let n = unsafe {
-            libc::pwrite(fd.as_raw_fd(), data[done..].as_ptr().cast(), len - done, done as libc::off_t)
-        };
+        let n = unsafe { libc::pwrite(fd.as_raw_fd(), data[done..].as_ptr().cast(), len - done, done as libc::off_t) };
         match n {
             n if n > 0 => done += n as usize,
             0 => return Err(io::Error::from(io::ErrorKind::WriteZero)),

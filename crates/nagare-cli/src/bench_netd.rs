@@ -40,7 +40,10 @@ struct Figures {
 
 fn figures(mut rtts: Vec<Duration>) -> Figures {
     rtts.sort_unstable();
-    let at = |q: f64| rtts.get(((rtts.len().saturating_sub(1)) as f64 * q).round() as usize).map_or(f64::NAN, |d| d.as_secs_f64() * 1e6);
+    let at = |q: f64| {
+        rtts.get(((rtts.len().saturating_sub(1)) as f64 * q).round() as usize)
+            .map_or(f64::NAN, |d| d.as_secs_f64() * 1e6)
+    };
     Figures { median: at(0.5), p99: at(0.99) }
 }
 
@@ -159,7 +162,11 @@ pub fn run(args: NetdBenchArgs) -> Result<()> {
     println!("nagare: both clients of one netd   {:>9.2} {:>8.2}", nagare.median, nagare.p99);
     println!("Linux: two sockets on 127.0.0.1    {:>9.2} {:>8.2}", linux.median, linux.p99);
     println!("Linux, polled (non-blocking, yield) {:>8.2} {:>8.2}", polled.median, polled.p99);
-    println!("ratio Linux/nagare (median): {:.2}x blocking, {:.2}x polled", linux.median / nagare.median, polled.median / nagare.median);
+    println!(
+        "ratio Linux/nagare (median): {:.2}x blocking, {:.2}x polled",
+        linux.median / nagare.median,
+        polled.median / nagare.median
+    );
     println!("empty request to netd and back     {:>9.2} {:>8.2}", nop.median, nop.p99);
     Ok(())
 }

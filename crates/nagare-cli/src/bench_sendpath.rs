@@ -42,7 +42,8 @@ const SINK_PORT: u16 = 9;
 /// Starts `nagare netd --tap` in `placement` inside `ns` and gives the
 /// kernel's side of the TAP its address.
 fn start_netd(ns: &Namespace, placement: &str, spin_us: u64) -> Result<NetdProcess> {
-    let p = ns.start_netd(TAP, NETD_ADDR, &["--placement", placement, "--spin-us", &spin_us.to_string()], "sendpath")?;
+    let p =
+        ns.start_netd(TAP, NETD_ADDR, &["--placement", placement, "--spin-us", &spin_us.to_string()], "sendpath")?;
     ns.ip(&["addr", "add", &format!("{KERNEL}/24"), "dev", TAP])?;
     Ok(p)
 }
@@ -111,28 +112,29 @@ fn measure_nagare(socket: &Path, sizes: &[usize], count: usize, spin: Duration) 
 fn measure_linux(ns: &Namespace, sizes: &[usize], count: usize) -> Result<Vec<u64>> {
     let sizes = sizes.to_vec();
     std::thread::scope(|scope| {
-        scope.spawn(|| -> Result<Vec<u64>> {
-        ns.enter()?;
-        let sock = std::net::UdpSocket::bind((KERNEL, 0))?;
-        let to = SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 2), SINK_PORT);
-        for _ in 0..2000 {
-            let _ = sock.send_to(&[0u8; 64], to);
-        }
-        let mut out = Vec::new();
-        for size in sizes {
-            let payload = vec![0x5au8; size];
-            let mut times = Vec::with_capacity(count);
-            for _ in 0..count {
-                let t = nagare_ipc::monotonic_ns();
-                sock.send_to(&payload, to)?;
-                times.push(nagare_ipc::monotonic_ns() - t);
-            }
-            out.push(median(times));
-        }
-        Ok(out)
-        })
-        .join()
-        .map_err(|_| anyhow::anyhow!("the Linux measurement panicked"))?
+        scope
+            .spawn(|| -> Result<Vec<u64>> {
+                ns.enter()?;
+                let sock = std::net::UdpSocket::bind((KERNEL, 0))?;
+                let to = SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 2), SINK_PORT);
+                for _ in 0..2000 {
+                    let _ = sock.send_to(&[0u8; 64], to);
+                }
+                let mut out = Vec::new();
+                for size in sizes {
+                    let payload = vec![0x5au8; size];
+                    let mut times = Vec::with_capacity(count);
+                    for _ in 0..count {
+                        let t = nagare_ipc::monotonic_ns();
+                        sock.send_to(&payload, to)?;
+                        times.push(nagare_ipc::monotonic_ns() - t);
+                    }
+                    out.push(median(times));
+                }
+                Ok(out)
+            })
+            .join()
+            .map_err(|_| anyhow::anyhow!("the Linux measurement panicked"))?
     })
 }
 

@@ -53,8 +53,8 @@ use nagare_core::iface::{Error as IfError, HEADROOM};
 use nagare_core::tcp::connection::State;
 use nagare_core::{Interface, InterfaceConfig};
 use nagare_dev::vni::{segment_size, Segment, VniPort, DEFAULT_SLOTS};
-use nagare_wire::{Checksum, IpProtocol, Ipv4Repr, UdpRepr};
 use nagare_dev::{Device, MonotonicClock};
+use nagare_wire::{Checksum, IpProtocol, Ipv4Repr, UdpRepr};
 use nagare_wire::{EthernetAddress, Ipv4Cidr};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -140,7 +140,8 @@ pub enum Only {
 
 fn vni_host(seg: Arc<Segment>, addr: Ipv4Addr, clock: &MonotonicClock) -> Result<Host<VniPort>> {
     let port = VniPort::attach(seg, None).context("attaching to the bench segment")?;
-    let mut config = InterfaceConfig::new(EthernetAddress(port.mac()), Ipv4Cidr::new(addr, 24).map_err(|e| anyhow!("{e}"))?);
+    let mut config =
+        InterfaceConfig::new(EthernetAddress(port.mac()), Ipv4Cidr::new(addr, 24).map_err(|e| anyhow!("{e}"))?);
     config.mtu = port.mtu();
     config.tx_offloads = port.tx_offloads();
     config.seed = clock.unix_epoch_micros() ^ u64::from(std::process::id());
@@ -431,7 +432,6 @@ impl Rate {
     }
 }
 
-
 /// Round-trip times in microseconds: min, median, mean, 99th percentile,
 /// max, and round trips without an answer.
 #[derive(Debug, Clone, Copy)]
@@ -499,7 +499,10 @@ impl Setup {
         let mut answered = false;
         let end = Instant::now() + Duration::from_secs(5);
         while !answered && Instant::now() < end {
-            s.host.iface.udp_send_to(sock, b"warm", SocketAddrV4::new(B_ADDR, ECHO_PORT), s.clock.now()).map_err(eng)?;
+            s.host
+                .iface
+                .udp_send_to(sock, b"warm", SocketAddrV4::new(B_ADDR, ECHO_PORT), s.clock.now())
+                .map_err(eng)?;
             let until = Instant::now() + Duration::from_millis(200);
             while Instant::now() < until {
                 step(&mut s.host, &s.clock)?;
@@ -547,7 +550,12 @@ fn nagare_udp(secs: f64, slots: usize) -> Result<Rate> {
     // Let the peer drain its ring before it is stopped.
     std::thread::sleep(Duration::from_millis(50));
     let r = s.peer.finish()?;
-    Ok(Rate { bytes: get(&r, "udp_bytes"), secs: get(&r, "udp_ns") as f64 / 1e9, sent, received: get(&r, "udp_packets") })
+    Ok(Rate {
+        bytes: get(&r, "udp_bytes"),
+        secs: get(&r, "udp_ns") as f64 / 1e9,
+        sent,
+        received: get(&r, "udp_packets"),
+    })
 }
 
 /// UDP with every frame built in a ring slot: Ethernet, IPv4 and UDP
@@ -557,7 +565,8 @@ fn nagare_udp(secs: f64, slots: usize) -> Result<Rate> {
 fn nagare_udp_in_slot(secs: f64, slots: usize) -> Result<Rate> {
     let mut s = Setup::new(1500, slots, false)?;
     s.host.device.refresh().context("refreshing the bench port")?;
-    let dst_mac = s.host.device.peer_links().iter().find(|l| l.up).map(|l| l.mac).context("the peer's port is not up")?;
+    let dst_mac =
+        s.host.device.peer_links().iter().find(|l| l.up).map(|l| l.mac).context("the peer's port is not up")?;
     let payload = vec![0x5au8; UDP_LEN];
     let frame_len = 14 + 20 + 8 + UDP_LEN;
     let mut header = [0u8; 42];
@@ -600,7 +609,12 @@ fn nagare_udp_in_slot(secs: f64, slots: usize) -> Result<Rate> {
     s.flush(Duration::from_secs(2))?;
     std::thread::sleep(Duration::from_millis(50));
     let r = s.peer.finish()?;
-    Ok(Rate { bytes: get(&r, "udp_bytes"), secs: get(&r, "udp_ns") as f64 / 1e9, sent, received: get(&r, "udp_packets") })
+    Ok(Rate {
+        bytes: get(&r, "udp_bytes"),
+        secs: get(&r, "udp_ns") as f64 / 1e9,
+        sent,
+        received: get(&r, "udp_packets"),
+    })
 }
 
 fn nagare_tcp(mtu: usize, secs: f64, slots: usize) -> Result<Rate> {
@@ -631,7 +645,10 @@ fn nagare_tcp(mtu: usize, secs: f64, slots: usize) -> Result<Rate> {
     let end = Instant::now() + Duration::from_secs(5);
     while Instant::now() < end {
         let state = s.host.iface.tcp_state(conn);
-        if !matches!(state, Ok(State::Established | State::FinWait1 | State::CloseWait | State::Closing | State::LastAck)) {
+        if !matches!(
+            state,
+            Ok(State::Established | State::FinWait1 | State::CloseWait | State::Closing | State::LastAck)
+        ) {
             break;
         }
         if !step(&mut s.host, &s.clock)? {
@@ -805,8 +822,8 @@ fn linux_missing(program: &str) -> Option<String> {
         return Some("not root (network namespaces and veth need CAP_NET_ADMIN)".into());
     }
     for p in ["ip", "timeout", program] {
-        let found = std::env::var_os("PATH")
-            .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()));
+        let found =
+            std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()));
         if !found {
             return Some(format!("{p} is not installed (scripts/install-test-deps.sh installs it)"));
         }
@@ -820,7 +837,8 @@ fn json_number(text: &str, section: &str, key: &str) -> Option<f64> {
     let rest = &text[at..];
     let k = rest.find(&format!("\"{key}\""))?;
     let rest = rest[k + key.len() + 2..].trim_start().strip_prefix(':')?.trim_start();
-    let end = rest.find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '-' | 'e' | 'E' | '+'))).unwrap_or(rest.len());
+    let end =
+        rest.find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '-' | 'e' | 'E' | '+'))).unwrap_or(rest.len());
     rest[..end].parse().ok()
 }
 
@@ -849,7 +867,8 @@ fn iperf3(veth: &Veth, udp: bool, secs: f64) -> Result<Rate> {
         }
     }
     let text = out.ok_or_else(|| anyhow!("iperf3 could not reach its server"))?;
-    let bps = json_number(&text, "sum_received", "bits_per_second").ok_or_else(|| anyhow!("no sum_received in iperf3's output"))?;
+    let bps = json_number(&text, "sum_received", "bits_per_second")
+        .ok_or_else(|| anyhow!("no sum_received in iperf3's output"))?;
     let secs = json_number(&text, "sum_received", "seconds").unwrap_or(0.0);
     let bytes = json_number(&text, "sum_received", "bytes").unwrap_or(0.0) as u64;
     let (sent, received) = if udp {
@@ -899,9 +918,15 @@ fn sockperf(veth: &Veth, wait: Wait, secs: f64) -> Result<Option<Rtt>> {
     let after = |key: &str| -> Option<f64> {
         let line = text.lines().find(|l| l.contains(key))?;
         let rest = &line[line.find(key)? + key.len()..];
-        rest.trim_start_matches([' ', '=']).split_whitespace().next()?.trim_end_matches(|c: char| !c.is_ascii_digit()).parse().ok()
+        rest.trim_start_matches([' ', '='])
+            .split_whitespace()
+            .next()?
+            .trim_end_matches(|c: char| !c.is_ascii_digit())
+            .parse()
+            .ok()
     };
-    let avg = after("Round trip is").ok_or_else(|| anyhow!("no summary in sockperf's output: {}", text.lines().last().unwrap_or("")))?;
+    let avg = after("Round trip is")
+        .ok_or_else(|| anyhow!("no summary in sockperf's output: {}", text.lines().last().unwrap_or("")))?;
     // sockperf gives a summary, not samples: take its figures.
     let figure = |key: &str| after(key).unwrap_or(f64::NAN);
     Ok(Some(Rtt {
@@ -1020,7 +1045,8 @@ pub fn run(args: VniBenchArgs) -> Result<()> {
     let mut udp_slot = (Vec::new(), Vec::new());
     let mut tcp1500 = (Vec::new(), Vec::new());
     let mut tcp9000 = (Vec::new(), Vec::new());
-    let waits = [(Wait::Polled, "polled"), (Wait::Sleep, "sleep + wake-up"), (Wait::SleepOneCpu, "sleep + wake-up, one CPU")];
+    let waits =
+        [(Wait::Polled, "polled"), (Wait::Sleep, "sleep + wake-up"), (Wait::SleepOneCpu, "sleep + wake-up, one CPU")];
     let mut rtts: Vec<(Vec<Rtt>, Vec<Rtt>)> = waits.iter().map(|_| (Vec::new(), Vec::new())).collect();
     let want = |t: Only| args.only.is_empty() || args.only.contains(&t);
     for run in 0..runs {
@@ -1054,7 +1080,9 @@ pub fn run(args: VniBenchArgs) -> Result<()> {
             if !want(Only::Rtt) {
                 break;
             }
-            rtts[k].0.extend(attempt(&format!("nagare RTT {name}"), n, || nagare_rtt(wait, pings, rtt_limit, args.slots)).flatten());
+            rtts[k].0.extend(
+                attempt(&format!("nagare RTT {name}"), n, || nagare_rtt(wait, pings, rtt_limit, args.slots)).flatten(),
+            );
             if let (true, Some(v)) = (sockperf_ok, &veth) {
                 rtts[k].1.extend(attempt(&format!("Linux RTT {name}"), n, || sockperf(v, wait, secs)).flatten());
             }
@@ -1072,7 +1100,9 @@ pub fn run(args: VniBenchArgs) -> Result<()> {
         (Some(a), Some(b)) if b.gbps() > 0.0 => format!("**{:.2}**", a.gbps() / b.gbps()),
         _ => "–".to_string(),
     };
-    let lost = |r: Option<Rate>, udp: bool| r.map_or("–".to_string(), |r| if udp { format!("{}", r.lost()) } else { "–".into() });
+    let lost = |r: Option<Rate>, udp: bool| {
+        r.map_or("–".to_string(), |r| if udp { format!("{}", r.lost()) } else { "–".into() })
+    };
     // One veth figure serves both UDP rows (Linux has no such mode).
     udp_slot.1 = udp.1.clone();
 
@@ -1087,13 +1117,22 @@ pub fn run(args: VniBenchArgs) -> Result<()> {
     .collect();
     if !rows.is_empty() {
         println!();
-        println!("Throughput (Gbit/s of UDP or TCP payload at the receiver; lost: UDP datagrams sent and not received):\n");
+        println!(
+            "Throughput (Gbit/s of UDP or TCP payload at the receiver; lost: UDP datagrams sent and not received):\n"
+        );
         println!("| test | nagare VNI | Linux veth | nagare / Linux | nagare lost | Linux lost |");
         println!("|---|---:|---:|---:|---:|---:|");
     }
     for (_, name, pair, is_udp) in rows {
         let (a, b) = (median_rate(pair.0), median_rate(pair.1));
-        println!("| {name} | {} | {} | {} | {} | {} |", cell(a), cell(b), ratio(a, b), lost(a, is_udp), lost(b, is_udp));
+        println!(
+            "| {name} | {} | {} | {} | {} | {} |",
+            cell(a),
+            cell(b),
+            ratio(a, b),
+            lost(a, is_udp),
+            lost(b, is_udp)
+        );
     }
 
     if want(Only::Rtt) {

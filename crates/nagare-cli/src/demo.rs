@@ -29,11 +29,8 @@ pub struct DemoArgs {
 type Capture = PcapDevice<SimPort, BufWriter<File>>;
 
 pub fn run(args: DemoArgs) -> Result<()> {
-    let link = LinkConfig {
-        latency: Duration::from_micros(50),
-        bandwidth_bps: Some(10_000_000_000),
-        ..LinkConfig::default()
-    };
+    let link =
+        LinkConfig { latency: Duration::from_micros(50), bandwidth_bps: Some(10_000_000_000), ..LinkConfig::default() };
     let (port_a, port_b) = sim_ports(link, args.seed);
     let a_config = host_config(0x0a, "10.0.0.1/24".parse()?, args.seed ^ 0xa);
     let b_config = host_config(0x0b, "10.0.0.2/24".parse()?, args.seed ^ 0xb);
@@ -109,7 +106,13 @@ enum Side {
     B,
 }
 
-fn ping<A: Device, B: Device>(pair: &mut SimPair<A, B>, side: Side, dst: Ipv4Addr, size: usize, count: u16) -> Result<Vec<Duration>> {
+fn ping<A: Device, B: Device>(
+    pair: &mut SimPair<A, B>,
+    side: Side,
+    dst: Ipv4Addr,
+    size: usize,
+    count: u16,
+) -> Result<Vec<Duration>> {
     let ident = 0x4e00 + size as u16;
     let data: Vec<u8> = (0..size).map(|i| (i % 256) as u8).collect();
     let handle = match side {
@@ -164,16 +167,9 @@ fn rtt_summary(rtts: &[Duration]) -> String {
 
 fn udp_echo<A: Device, B: Device>(pair: &mut SimPair<A, B>, size: usize) -> Result<usize> {
     let data: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
-    let socket = pair
-        .a
-        .iface
-        .udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
-        .map_err(anyhow::Error::msg)?;
+    let socket = pair.a.iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).map_err(anyhow::Error::msg)?;
     let now = pair.now;
-    pair.a
-        .iface
-        .udp_send_to(socket, &data, SocketAddrV4::new(B_ADDR, ECHO_PORT), now)
-        .map_err(anyhow::Error::msg)?;
+    pair.a.iface.udp_send_to(socket, &data, SocketAddrV4::new(B_ADDR, ECHO_PORT), now).map_err(anyhow::Error::msg)?;
     let mut got: Option<Vec<u8>> = None;
     pair.run_until(Duration::from_secs(5), |p| {
         if let Ok(Some(d)) = p.a.iface.udp_recv(socket) {

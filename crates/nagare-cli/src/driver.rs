@@ -59,10 +59,13 @@ impl DriverSpec {
     fn open(&self, fd: Option<OwnedFd>) -> io::Result<Box<dyn Device>> {
         let mut device: Box<dyn Device> = match &self.device {
             DriverDevice::Tap { name, vnet_header } => {
-                let fd = fd.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "netd passed no TAP descriptor"))?;
+                let fd =
+                    fd.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "netd passed no TAP descriptor"))?;
                 Box::new(TapDevice::from_fd(fd, name, *vnet_header)?)
             }
-            DriverDevice::Vni { segment, mac } => Box::new(crate::vni::open_port(segment, *mac).map_err(io::Error::other)?),
+            DriverDevice::Vni { segment, mac } => {
+                Box::new(crate::vni::open_port(segment, *mac).map_err(io::Error::other)?)
+            }
         };
         if let Some(i) = self.impair.filter(|i| !i.is_none()) {
             device = Box::new(Impaired::new(device, i, u64::from(self.addr.address().to_bits())));

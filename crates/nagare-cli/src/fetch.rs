@@ -93,7 +93,8 @@ fn parse_head(head: &[u8]) -> Result<(u16, Body), String> {
 impl Download {
     /// A download of `target` into `file`.
     fn new(target: &Url, file: File) -> Download {
-        let host_header = if target.port == 80 { target.host.to_string() } else { format!("{}:{}", target.host, target.port) };
+        let host_header =
+            if target.port == 80 { target.host.to_string() } else { format!("{}:{}", target.host, target.port) };
         Download {
             request: format!(
                 "GET {} HTTP/1.1\r\nHost: {host_header}\r\nUser-Agent: nagare-fetch\r\nAccept: */*\r\nConnection: close\r\n\r\n",
@@ -246,7 +247,12 @@ impl Download {
         }
     }
 
-    fn tick(&mut self, iface: &mut nagare_core::Interface, handle: TcpHandle, now: Instant) -> ControlFlow<(), Option<Instant>> {
+    fn tick(
+        &mut self,
+        iface: &mut nagare_core::Interface,
+        handle: TcpHandle,
+        now: Instant,
+    ) -> ControlFlow<(), Option<Instant>> {
         self.started.get_or_insert(now);
         if self.error.is_some() || self.done {
             return ControlFlow::Break(());

@@ -1,8 +1,8 @@
 //! A host: one interface on one device, the services it runs, and the
 //! step that moves frames between them.
 
-use nagare_core::buf::PacketBuf;
 use crate::services::Services;
+use nagare_core::buf::PacketBuf;
 use nagare_core::{Instant, Interface};
 use nagare_dev::Device;
 use std::io;
@@ -34,13 +34,7 @@ pub struct Host<D: Device> {
 
 impl<D: Device> Host<D> {
     pub fn new(iface: Interface, device: D) -> Self {
-        Host {
-            iface,
-            device,
-            rx: Vec::with_capacity(RX_BATCH),
-            services: Services::default(),
-            device_errors: 0,
-        }
+        Host { iface, device, rx: Vec::with_capacity(RX_BATCH), services: Services::default(), device_errors: 0 }
     }
 
     /// Serves UDP echo (RFC 862) on port 7.
@@ -57,10 +51,7 @@ impl<D: Device> Host<D> {
         self.iface.poll(now);
         let served = self.services.serve(&mut self.iface, now);
         let transmitted = self.device.transmit_batch(self.iface.tx_queue(), now)?;
-        Ok(StepReport {
-            received,
-            transmitted: transmitted + usize::from(served),
-        })
+        Ok(StepReport { received, transmitted: transmitted + usize::from(served) })
     }
 
     /// When the host next needs a step without new input.

@@ -44,13 +44,7 @@ pub struct HttpConnection {
 
 impl HttpConnection {
     pub fn new(root: PathBuf) -> Self {
-        HttpConnection {
-            root,
-            head: Vec::new(),
-            response: None,
-            close_after: false,
-            peer_done: false,
-        }
+        HttpConnection { root, head: Vec::new(), response: None, close_after: false, peer_done: false }
     }
 
     pub fn serve(&mut self, iface: &mut Interface, handle: TcpHandle, now: Instant) -> Outcome {
@@ -128,7 +122,8 @@ impl HttpConnection {
         let mut lines = text.split("\r\n");
         let request_line = lines.next().unwrap_or("");
         let mut parts = request_line.split(' ');
-        let (method, target, version) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let (method, target, version) =
+            (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
         let mut keep_alive = version == "HTTP/1.1";
         for line in lines {
             if let Some((name, value)) = line.split_once(':') {
@@ -176,7 +171,13 @@ impl HttpConnection {
 
     /// Pushes the response into the send queue as far as it goes; returns
     /// whether it is all queued.
-    fn send_response(&mut self, iface: &mut Interface, handle: TcpHandle, now: Instant, out: &mut Outcome) -> Result<bool, ()> {
+    fn send_response(
+        &mut self,
+        iface: &mut Interface,
+        handle: TcpHandle,
+        now: Instant,
+        out: &mut Outcome,
+    ) -> Result<bool, ()> {
         let Some(response) = self.response.as_mut() else {
             return Ok(true);
         };
@@ -245,13 +246,7 @@ fn simple(code: u16, reason: &str, close: bool) -> Response {
         body.len(),
         if close { "Connection: close\r\n" } else { "" }
     );
-    Response {
-        head: head.into_bytes(),
-        head_sent: 0,
-        body: None,
-        remaining: 0,
-        pending: PacketBuf::new(),
-    }
+    Response { head: head.into_bytes(), head_sent: 0, body: None, remaining: 0, pending: PacketBuf::new() }
 }
 
 /// Maps a request target to a file under `root`, refusing anything that

@@ -1,14 +1,14 @@
 //! The `nagare` command.
 
 mod bench;
-mod bench_handover;
 mod bench_copies;
+mod bench_handover;
 mod bench_netd;
 mod bench_netns;
 mod bench_sendpath;
-mod driver;
 mod bench_vni;
 mod demo;
+mod driver;
 mod fetch;
 mod host;
 mod http_server;
@@ -292,36 +292,24 @@ impl OptionalTapArgs {
             }));
         }
         let vni = self.vni.clone()?;
-        Some(up::Link::Vni(up::VniLink {
-            vni,
-            addr,
-            gateway: self.gateway,
-            mac: self.mac,
-            impair: self.impair,
-        }))
+        Some(up::Link::Vni(up::VniLink { vni, addr, gateway: self.gateway, mac: self.mac, impair: self.impair }))
     }
 }
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Demo { pcap, seed, stream } => demo::run(demo::DemoArgs {
-            pcap,
-            seed,
-            stream_datagrams: stream,
-        }),
+        Command::Demo { pcap, seed, stream } => demo::run(demo::DemoArgs { pcap, seed, stream_datagrams: stream }),
         Command::Up { link, pcap, services } => up::run(up::UpArgs { link: link.into_link(), pcap, services }),
-        Command::Netd { link, socket, services, placement, spin_us } => {
-            netd::run(link.into_link(), socket, &services, placement, std::time::Duration::from_micros(spin_us.min(1_000_000)))
-        }
+        Command::Netd { link, socket, services, placement, spin_us } => netd::run(
+            link.into_link(),
+            socket,
+            &services,
+            placement,
+            std::time::Duration::from_micros(spin_us.min(1_000_000)),
+        ),
         Command::Driver(args) => driver::run(args),
-        Command::Fetch {
-            link,
-            via,
-            url,
-            output,
-            timeout,
-        } => {
+        Command::Fetch { link, via, url, output, timeout } => {
             let timeout = std::time::Duration::from_secs(timeout);
             match (via, link.to_link()) {
                 (Some(socket), _) => fetch::run_via(&socket, &url, &output, timeout),
@@ -329,19 +317,11 @@ fn main() -> Result<()> {
                 (None, None) => anyhow::bail!("nagare fetch needs --tap or --vni with --addr, or --via SOCKET"),
             }
         }
-        Command::Ping {
-            link,
-            via,
-            destination,
-            count,
-            size,
-            interval,
-            timeout,
-            quiet,
-        } => {
+        Command::Ping { link, via, destination, count, size, interval, timeout, quiet } => {
             let seconds = |name: &str, value: f64| {
-                std::time::Duration::try_from_secs_f64(value)
-                    .map_err(|_| anyhow::anyhow!("{name} must be a number of seconds from 0 to about 1.8e19, not {value}"))
+                std::time::Duration::try_from_secs_f64(value).map_err(|_| {
+                    anyhow::anyhow!("{name} must be a number of seconds from 0 to about 1.8e19, not {value}")
+                })
             };
             if size > ping::MAX_PING_SIZE {
                 anyhow::bail!("-s {size}: at most {} bytes fit in one IPv4 datagram", ping::MAX_PING_SIZE);
@@ -369,16 +349,8 @@ fn main() -> Result<()> {
         Command::Bench(BenchCommand::Sendpath(args)) => bench_sendpath::run(args),
         Command::Bench(BenchCommand::Copies(args)) => bench_copies::run(args),
         Command::Bench(BenchCommand::Handover(args)) => bench_handover::run(args),
-        Command::Bench(BenchCommand::Udp {
-            datagrams,
-            sizes,
-            runs,
-            csv,
-        }) => bench::run_udp(bench::UdpBenchArgs {
-            datagrams,
-            sizes,
-            runs,
-            csv,
-        }),
+        Command::Bench(BenchCommand::Udp { datagrams, sizes, runs, csv }) => {
+            bench::run_udp(bench::UdpBenchArgs { datagrams, sizes, runs, csv })
+        }
     }
 }

@@ -2,9 +2,9 @@
 //! client applications (the `nagare` crate) over shared-memory regions
 //! until SIGINT or SIGTERM, with `nagare up`'s services built in if asked.
 
+use crate::driver::{launcher, DriverDevice, DriverSpec};
 use crate::realtime;
 use crate::services::{ServiceArgs, Services};
-use crate::driver::{launcher, DriverDevice, DriverSpec};
 use crate::up::{default_mac, interface_on, open_link, Link};
 use anyhow::{Context, Result};
 use nagare_dev::{MonotonicClock, TapDevice};
@@ -12,7 +12,13 @@ use nagare_netd::driver::MAX_RX_QUEUES;
 use nagare_netd::{DriverLink, Netd, NetdConfig, Placement};
 use std::path::PathBuf;
 
-pub fn run(link: Link, socket: PathBuf, built_in: &ServiceArgs, placement: Placement, spin: std::time::Duration) -> Result<()> {
+pub fn run(
+    link: Link,
+    socket: PathBuf,
+    built_in: &ServiceArgs,
+    placement: Placement,
+    spin: std::time::Duration,
+) -> Result<()> {
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
     let config = NetdConfig { socket: socket.clone(), link: link.describe(), spin, ..NetdConfig::default() };
@@ -65,7 +71,8 @@ pub fn run(link: Link, socket: PathBuf, built_in: &ServiceArgs, placement: Place
                 rx_queues.clear();
             }
         }
-        let driver = DriverLink::start(launcher(placement, spec)?, device_fd, rx_queues).context("starting the driver")?;
+        let driver =
+            DriverLink::start(launcher(placement, spec)?, device_fd, rx_queues).context("starting the driver")?;
         let mut iface = interface_on(&driver, link.addr(), gateway, mac, &clock);
         let mac = iface.config().mac;
         let offered = built_in.enable(&mut services, &mut iface, false)?;

@@ -66,12 +66,7 @@ struct PingSession {
 impl PingSession {
     fn new(options: PingOptions) -> Result<Self> {
         let data = (0..options.size).map(|i| (i % 256) as u8).collect();
-        println!(
-            "PING {0} ({0}) {1}({2}) bytes of data.",
-            options.destination,
-            options.size,
-            options.size + 28
-        );
+        println!("PING {0} ({0}) {1}({2}) bytes of data.", options.destination, options.size, options.size + 28);
         Ok(PingSession {
             options,
             data,
@@ -121,13 +116,7 @@ impl PingSession {
 
     fn on_event(&mut self, event: EchoEvent) {
         match event {
-            EchoEvent::Reply {
-                from,
-                seq_no,
-                data_len,
-                ttl,
-                at,
-            } => {
+            EchoEvent::Reply { from, seq_no, data_len, ttl, at } => {
                 let Some(sent_at) = self.outstanding.remove(&seq_no) else {
                     return;
                 };
@@ -135,10 +124,7 @@ impl PingSession {
                 self.received += 1;
                 self.rtts_ms.push(rtt);
                 if !self.options.quiet {
-                    println!(
-                        "{} bytes from {from}: icmp_seq={seq_no} ttl={ttl} time={rtt:.3} ms",
-                        data_len + 8
-                    );
+                    println!("{} bytes from {from}: icmp_seq={seq_no} ttl={ttl} time={rtt:.3} ms", data_len + 8);
                 }
             }
             EchoEvent::Error { seq_no, error } => {
@@ -162,17 +148,9 @@ impl PingSession {
     fn finish(&self, now: Instant) -> i32 {
         let elapsed = self.started.map_or(Duration::ZERO, |s| now - s);
         let lost = self.sent.saturating_sub(self.received);
-        let loss = if self.sent == 0 {
-            0.0
-        } else {
-            f64::from(lost) * 100.0 / f64::from(self.sent)
-        };
+        let loss = if self.sent == 0 { 0.0 } else { f64::from(lost) * 100.0 / f64::from(self.sent) };
         println!("\n--- {} ping statistics ---", self.options.destination);
-        let errors = if self.errors > 0 {
-            format!(", +{} errors", self.errors)
-        } else {
-            String::new()
-        };
+        let errors = if self.errors > 0 { format!(", +{} errors", self.errors) } else { String::new() };
         println!(
             "{} packets transmitted, {} received{errors}, {loss:.0}% packet loss, time {}ms",
             self.sent,
@@ -222,7 +200,12 @@ fn own_ident() -> u16 {
     (std::process::id() & 0xffff) as u16
 }
 
-fn engine_tick(session: &mut PingSession, iface: &mut Interface, handle: EchoHandle, now: Instant) -> ControlFlow<(), Option<Instant>> {
+fn engine_tick(
+    session: &mut PingSession,
+    iface: &mut Interface,
+    handle: EchoHandle,
+    now: Instant,
+) -> ControlFlow<(), Option<Instant>> {
     while let Ok(Some(event)) = iface.echo_recv(handle) {
         session.on_event(event);
     }
@@ -236,7 +219,8 @@ pub fn run_via(via: &std::path::Path, options: PingOptions) -> Result<i32> {
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
     let netd = nagare::Netd::connect(via).with_context(|| format!("connecting to netd at {}", via.display()))?;
-    let mut socket = nagare::ping::PingSocket::open_via(&netd, own_ident()).context("opening an echo socket in netd")?;
+    let mut socket =
+        nagare::ping::PingSocket::open_via(&netd, own_ident()).context("opening an echo socket in netd")?;
     let mut session = PingSession::new(options)?;
     while !realtime::stopped(&stop) {
         let now = clock.now();
@@ -289,10 +273,7 @@ pub fn run_simulated(addr: Option<Ipv4Cidr>, options: PingOptions) -> Result<i32
         bail!("{dst} must be another address on {local}'s network to ping a simulated peer");
     }
     println!("(no --tap: pinging a nagare peer at {dst} on a simulated link, virtual time, 50 us each way)");
-    let link = LinkConfig {
-        latency: Duration::from_micros(50),
-        ..LinkConfig::default()
-    };
+    let link = LinkConfig { latency: Duration::from_micros(50), ..LinkConfig::default() };
     let (port_a, port_b) = sim_ports(link, 7);
     let mut pair = SimPair::new(
         new_host(host_config(0x0a, local, 0xa), port_a),

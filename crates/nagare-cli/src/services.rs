@@ -36,7 +36,12 @@ pub struct ServiceArgs {
 impl ServiceArgs {
     /// Starts them on `iface` (and UDP echo without `--echo` if
     /// `udp_echo`); returns what is offered, for the start-up line.
-    pub fn enable(&self, services: &mut Services, iface: &mut Interface, udp_echo: bool) -> anyhow::Result<Vec<String>> {
+    pub fn enable(
+        &self,
+        services: &mut Services,
+        iface: &mut Interface,
+        udp_echo: bool,
+    ) -> anyhow::Result<Vec<String>> {
         let mut offered = vec!["ping".to_string()];
         if self.echo {
             services.enable_echo(iface).map_err(anyhow::Error::msg)?;
@@ -169,11 +174,8 @@ impl Services {
 
     fn accept(&mut self, iface: &mut Interface) -> bool {
         let mut busy = false;
-        let listeners = [
-            self.tcp_echo.map(|l| (l, 0)),
-            self.tcp_discard.map(|l| (l, 1)),
-            self.http.as_ref().map(|(l, _)| (*l, 2)),
-        ];
+        let listeners =
+            [self.tcp_echo.map(|l| (l, 0)), self.tcp_discard.map(|l| (l, 1)), self.http.as_ref().map(|(l, _)| (*l, 2))];
         for (listener, which) in listeners.into_iter().flatten() {
             while let Ok(Some(handle)) = iface.tcp_accept(listener) {
                 busy = true;
@@ -195,7 +197,12 @@ impl Services {
 }
 
 /// Serves one connection; returns (did something, finished).
-fn serve_connection(served: &mut Served, iface: &mut Interface, stats: &mut ServiceStats, now: Instant) -> (bool, bool) {
+fn serve_connection(
+    served: &mut Served,
+    iface: &mut Interface,
+    stats: &mut ServiceStats,
+    now: Instant,
+) -> (bool, bool) {
     let handle = served.handle;
     let mut busy = false;
     match &mut served.kind {

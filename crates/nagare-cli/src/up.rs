@@ -77,12 +77,9 @@ pub fn default_mac(ip: Ipv4Addr) -> EthernetAddress {
 /// Opens the TAP device and builds a host on it, with the optional
 /// impairment and capture layers around the device.
 pub fn open_host(link: &TapLink, pcap: Option<&Path>, clock: &MonotonicClock) -> Result<Host<Box<dyn Device>>> {
-    let tap = TapDevice::open_with(&link.tap, link.offload).with_context(|| format!("opening TAP device {}", link.tap))?;
-    eprintln!(
-        "nagare: {} TAP device {}",
-        if tap.created() { "created" } else { "attached to" },
-        link.tap
-    );
+    let tap =
+        TapDevice::open_with(&link.tap, link.offload).with_context(|| format!("opening TAP device {}", link.tap))?;
+    eprintln!("nagare: {} TAP device {}", if tap.created() { "created" } else { "attached to" }, link.tap);
     build_host(Box::new(tap), link.addr, link.gateway, link.mac, link.impair, pcap, clock)
 }
 

@@ -25,13 +25,9 @@ pub enum VniCommand {
         slots: usize,
     },
     /// Show a segment: its shape, memory, and who is attached.
-    Info {
-        name: String,
-    },
+    Info { name: String },
     /// Remove a segment (processes attached to it keep their mapping).
-    Destroy {
-        name: String,
-    },
+    Destroy { name: String },
     /// Join a segment to a TAP device (a two-port learning bridge), so
     /// programs on the kernel's stack reach the instances on the segment.
     Bridge {
@@ -63,11 +59,9 @@ pub fn run(command: VniCommand) -> Result<()> {
             Ok(())
         }
         VniCommand::Info { name } => info(&name),
-        VniCommand::Bridge { name, tap, mac } => crate::vni_bridge::run(crate::vni_bridge::BridgeArgs {
-            name,
-            tap,
-            mac: mac.map(|m| m.0),
-        }),
+        VniCommand::Bridge { name, tap, mac } => {
+            crate::vni_bridge::run(crate::vni_bridge::BridgeArgs { name, tap, mac: mac.map(|m| m.0) })
+        }
         VniCommand::Destroy { name } => {
             nagare_dev::vni::destroy(&name)?;
             println!("nagare vni: destroyed {name}");
@@ -114,7 +108,8 @@ fn info(name: &str) -> Result<()> {
             STATE_ATTACHED => "dead",
             _ => "garbage",
         };
-        let backlog: u64 = (0..geo.ports).filter(|&j| j != i).filter_map(|j| seg.ring_backlog(j, i)).map(u64::from).sum();
+        let backlog: u64 =
+            (0..geo.ports).filter(|&j| j != i).filter_map(|j| seg.ring_backlog(j, i)).map(u64::from).sum();
         if p.state == STATE_FREE {
             println!("{i:<5} {state:<10} {:<9} {:<4} {:<18} {:<8} {backlog}", "-", p.generation, "-", "-");
         } else {

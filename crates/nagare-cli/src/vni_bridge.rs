@@ -302,7 +302,13 @@ impl Bridge {
     /// error is returned after the other side had its turn, and only if
     /// nothing moved (the loop waits it out) unless it is `NotConnected`
     /// (the VNI port was lost).
-    pub fn round(&mut self, tap: &mut dyn Device, vni: &mut dyn Device, pool: &BufferPool, now: Instant) -> io::Result<Round> {
+    pub fn round(
+        &mut self,
+        tap: &mut dyn Device,
+        vni: &mut dyn Device,
+        pool: &BufferPool,
+        now: Instant,
+    ) -> io::Result<Round> {
         if self.last_sweep.is_none_or(|t| now.saturating_since(t) >= SWEEP_INTERVAL) {
             self.table.sweep(now);
             self.last_sweep = Some(now);
@@ -335,11 +341,8 @@ impl Bridge {
 /// the wait early).
 fn wait_readable(fds: [Option<RawFd>; 2], timeout: Duration) -> io::Result<()> {
     let millis = timeout.min(MAX_WAIT).as_micros().div_ceil(1000) as i32;
-    let mut pollfds: Vec<libc::pollfd> = fds
-        .iter()
-        .flatten()
-        .map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 })
-        .collect();
+    let mut pollfds: Vec<libc::pollfd> =
+        fds.iter().flatten().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
     // SAFETY: `pollfds` is a live array of `pollfds.len()` pollfd structs,
     // exclusively borrowed for the duration of the call.
     let rc = unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, millis) };
@@ -366,7 +369,14 @@ fn pool_for(mtu: usize) -> BufferPool {
     BufferPool::new(size, count)
 }
 
-fn run_loop(bridge: &mut Bridge, tap: &mut TapDevice, port: &mut VniPort, pool: &BufferPool, clock: &MonotonicClock, stop: &AtomicBool) -> Result<()> {
+fn run_loop(
+    bridge: &mut Bridge,
+    tap: &mut TapDevice,
+    port: &mut VniPort,
+    pool: &BufferPool,
+    clock: &MonotonicClock,
+    stop: &AtomicBool,
+) -> Result<()> {
     loop {
         if realtime::stopped(stop) {
             return Ok(());
@@ -411,7 +421,15 @@ fn print_direction(name: &str, d: &Direction) {
 fn print_device(name: &str, s: &DeviceStats) {
     println!(
         "  {name:<12} rx {} ({} B) tx {} ({} B) rx_no_buffer {} rx_oversize {} rx_errors {} tx_dropped {} tx_errors {}",
-        s.rx_frames, s.rx_bytes, s.tx_frames, s.tx_bytes, s.rx_dropped_no_buffer, s.rx_dropped_oversize, s.rx_errors, s.tx_dropped, s.tx_errors
+        s.rx_frames,
+        s.rx_bytes,
+        s.tx_frames,
+        s.tx_bytes,
+        s.rx_dropped_no_buffer,
+        s.rx_dropped_oversize,
+        s.rx_errors,
+        s.tx_dropped,
+        s.tx_errors
     );
 }
 
@@ -422,7 +440,12 @@ pub fn run(args: BridgeArgs) -> Result<()> {
     let mut tap = TapDevice::open_with(&args.tap, false).with_context(|| format!("opening TAP device {}", args.tap))?;
     if tap.mtu() != mtu {
         if let Err(e) = tap.set_mtu(mtu) {
-            eprintln!("nagare vni bridge: {} has MTU {} and VNI {} has {mtu}; setting it failed: {e}", args.tap, tap.mtu(), args.name);
+            eprintln!(
+                "nagare vni bridge: {} has MTU {} and VNI {} has {mtu}; setting it failed: {e}",
+                args.tap,
+                tap.mtu(),
+                args.name
+            );
         }
     }
     let mut port = VniPort::attach(seg, args.mac).with_context(|| format!("attaching to VNI {}", args.name))?;
@@ -561,7 +584,13 @@ mod tests {
     }
 
     impl Device for Wire {
-        fn receive_batch(&mut self, _: &BufferPool, out: &mut Vec<PacketBuf>, max: usize, _: Instant) -> io::Result<usize> {
+        fn receive_batch(
+            &mut self,
+            _: &BufferPool,
+            out: &mut Vec<PacketBuf>,
+            max: usize,
+            _: Instant,
+        ) -> io::Result<usize> {
             let n = max.min(self.inbox.len());
             out.extend(self.inbox.drain(..n));
             Ok(n)

@@ -48,7 +48,11 @@ fn bench_vni_quick_prints_the_tables() {
     }
     assert!(!out.contains("FAILED"), "a measurement failed:\n{out}\n{err}");
     // Every nagare figure is a number (no dash: each measurement ran).
-    let rtt_row = |l: &str| !l.starts_with("| mode") && !l.starts_with("| test") && l.split('|').nth(2).is_some_and(|c| c.trim() == "nagare VNI");
+    let rtt_row = |l: &str| {
+        !l.starts_with("| mode")
+            && !l.starts_with("| test")
+            && l.split('|').nth(2).is_some_and(|c| c.trim() == "nagare VNI")
+    };
     for line in out.lines().filter(|l| rtt_row(l) || l.starts_with("| UDP") || l.starts_with("| TCP")) {
         let cell = line.split('|').nth(if rtt_row(line) { 4 } else { 2 }).unwrap().trim();
         assert!(cell.parse::<f64>().is_ok_and(|v| v > 0.0), "no figure in {line:?}:\n{out}");

@@ -44,10 +44,7 @@ fn bad_arguments_get_clear_errors() {
     let out = nagare().args(["up", "--tap", "t0", "--addr", "10.0.0.300/24"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--addr"));
-    let out = nagare()
-        .args(["up", "--tap", "t0", "--addr", "10.0.0.1/24", "--impair", "loss=3"])
-        .output()
-        .unwrap();
+    let out = nagare().args(["up", "--tap", "t0", "--addr", "10.0.0.1/24", "--impair", "loss=3"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--impair"));
 }
@@ -129,7 +126,8 @@ impl Drop for PerfServer {
 
 /// The number before `suffix` on the line that starts (after spaces) with `label`.
 fn figure(text: &str, label: &str, suffix: &str) -> u64 {
-    let line = text.lines().find(|l| l.trim_start().starts_with(label)).unwrap_or_else(|| panic!("no {label} line:\n{text}"));
+    let line =
+        text.lines().find(|l| l.trim_start().starts_with(label)).unwrap_or_else(|| panic!("no {label} line:\n{text}"));
     let before = &line[..line.find(suffix).unwrap_or_else(|| panic!("no {suffix:?} in {line:?}"))];
     before.split_whitespace().last().unwrap().parse().unwrap()
 }

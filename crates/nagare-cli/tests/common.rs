@@ -177,11 +177,7 @@ pub fn nagare() -> &'static str {
 /// Waits until `addr` answers one ping from inside `ns`.
 pub fn answers_ping(ns: &Netns, addr: &str) -> bool {
     wait_until(Duration::from_secs(10), || {
-        ns.command("ping")
-            .args(["-c", "1", "-W", "1", addr])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
+        ns.command("ping").args(["-c", "1", "-W", "1", addr]).stdout(Stdio::null()).status().is_ok_and(|s| s.success())
     })
 }
 

@@ -43,19 +43,11 @@ fn linux_pings_nagare_and_uses_its_udp_echo() {
     let mut up = start_up(&ns, &pcap);
 
     // 100 pings, 10 ms apart: every one answered.
-    let out = ns
-        .command("ping")
-        .args(["-c", "100", "-i", "0.01", "-W", "2", NAGARE])
-        .output()
-        .unwrap();
+    let out = ns.command("ping").args(["-c", "100", "-i", "0.01", "-W", "2", NAGARE]).output().unwrap();
     assert_eq!(ping_received(&out), Some(100), "{}", String::from_utf8_lossy(&out.stdout));
 
     // 5000-byte pings: fragmented on the way in and on the way back.
-    let out = ns
-        .command("ping")
-        .args(["-c", "5", "-i", "0.05", "-s", "5000", "-W", "2", NAGARE])
-        .output()
-        .unwrap();
+    let out = ns.command("ping").args(["-c", "5", "-i", "0.05", "-s", "5000", "-W", "2", NAGARE]).output().unwrap();
     assert_eq!(ping_received(&out), Some(5), "{}", String::from_utf8_lossy(&out.stdout));
 
     // nc sends one datagram to the echo service and prints the answer.
@@ -90,12 +82,7 @@ print("ok")
 "#
     );
     let out = ns.command("python3").args(["-c", &script]).output().unwrap();
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        "ok",
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok", "{}", String::from_utf8_lossy(&out.stderr));
 
     // A closed port answers with ICMP port unreachable: the kernel socket
     // sees ECONNREFUSED.
@@ -140,7 +127,13 @@ fn check_capture(pcap: &std::path::Path) {
         .unwrap();
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "", "tshark found malformed packets");
-    let out = Command::new("tshark").args(["-r"]).arg(pcap).args(["-Y", "icmp.type == 0"]).stderr(Stdio::null()).output().unwrap();
+    let out = Command::new("tshark")
+        .args(["-r"])
+        .arg(pcap)
+        .args(["-Y", "icmp.type == 0"])
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
     let replies = String::from_utf8_lossy(&out.stdout).lines().count();
     assert!(replies >= 100, "tshark decoded only {replies} echo replies");
 }

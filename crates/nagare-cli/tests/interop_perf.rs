@@ -39,21 +39,15 @@ fn client(ns: &Netns, tap: Option<(&str, &str)>, server: &str, args: &[&str]) ->
     }
     let out: Output = cmd.args(args).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "perf client {args:?} failed:\n{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "perf client {args:?} failed:\n{text}\n{}", String::from_utf8_lossy(&out.stderr));
     eprintln!("perf client {args:?}:\n{text}");
     text
 }
 
 /// The number before `suffix` on the line that starts with `label`.
 fn figure(text: &str, label: &str, suffix: &str) -> f64 {
-    let line = text
-        .lines()
-        .find(|l| l.trim_start().starts_with(label))
-        .unwrap_or_else(|| panic!("no {label} line:\n{text}"));
+    let line =
+        text.lines().find(|l| l.trim_start().starts_with(label)).unwrap_or_else(|| panic!("no {label} line:\n{text}"));
     let before = &line[..line.find(suffix).unwrap_or_else(|| panic!("no {suffix:?} in {line:?}"))];
     before.split_whitespace().last().unwrap().parse().unwrap()
 }

@@ -38,7 +38,6 @@ fn web_root(tag: &str, size: usize) -> PathBuf {
     dir
 }
 
-
 fn start(ns: &Netns, root: &Path, impair: Option<&str>) -> Process {
     ns.tap("tap0", &format!("{KERNEL}/24"));
     let mut cmd = ns.command(nagare());
@@ -76,13 +75,8 @@ fn curl_downloads_100_mb_and_nc_echoes() {
     let mut up = start(&ns, &root, None);
 
     // An echo connection held open while `ss` looks at it.
-    let mut nc = ns
-        .command("nc")
-        .args(["-N", NAGARE, "7"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut nc =
+        ns.command("nc").args(["-N", NAGARE, "7"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
     let mut nc_in = nc.stdin.take().unwrap();
     nc_in.write_all(b"hello over tcp\n").unwrap();
     nc_in.flush().unwrap();
@@ -198,7 +192,8 @@ fn curl_downloads_with_kernel_side_loss() {
         let spec = format!("{{ type filter hook {hook} priority 0; }}");
         run_ok(ns.command("nft").args(["add", "chain", "inet", "impair", chain, &spec]));
         run_ok(ns.command("nft").args([
-            "add", "rule", "inet", "impair", chain, "meta", "l4proto", "tcp", "numgen", "random", "mod", "100", "<", "3", "counter", "drop",
+            "add", "rule", "inet", "impair", chain, "meta", "l4proto", "tcp", "numgen", "random", "mod", "100", "<",
+            "3", "counter", "drop",
         ]));
     }
     let download = root.join("download.bin");
@@ -206,11 +201,8 @@ fn curl_downloads_with_kernel_side_loss() {
     assert_eq!(sha256(&download), sha256(&root.join("big.bin")), "download with kernel-side loss corrupted");
     let rules = ns.command("nft").args(["list", "table", "inet", "impair"]).output().unwrap();
     let rules = String::from_utf8_lossy(&rules.stdout);
-    let dropped: u64 = rules
-        .split("counter packets ")
-        .skip(1)
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum();
+    let dropped: u64 =
+        rules.split("counter packets ").skip(1).filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok()).sum();
     // With segmentation offload one kernel-side packet is up to 64 KiB of
     // nagare's segments, so there are far fewer packets to drop.
     assert!(dropped > 10, "the kernel dropped only {dropped} packets:\n{rules}");
@@ -235,9 +227,33 @@ fn transfers_through_kernel_rate_limits() {
     // rate, so nagare's congestion control must find it; kernel -> nagare
     // below, through a tbf token bucket of the same rate.
     run_ok(ns.command("nft").args(["add", "table", "inet", "ratelimit"]));
-    run_ok(ns.command("nft").args(["add", "chain", "inet", "ratelimit", "in", "{ type filter hook input priority 0; }"]));
     run_ok(ns.command("nft").args([
-        "add", "rule", "inet", "ratelimit", "in", "meta", "l4proto", "tcp", "limit", "rate", "over", "5000", "kbytes/second", "burst", "256", "kbytes", "counter", "drop",
+        "add",
+        "chain",
+        "inet",
+        "ratelimit",
+        "in",
+        "{ type filter hook input priority 0; }",
+    ]));
+    run_ok(ns.command("nft").args([
+        "add",
+        "rule",
+        "inet",
+        "ratelimit",
+        "in",
+        "meta",
+        "l4proto",
+        "tcp",
+        "limit",
+        "rate",
+        "over",
+        "5000",
+        "kbytes/second",
+        "burst",
+        "256",
+        "kbytes",
+        "counter",
+        "drop",
     ]));
 
     let download = root.join("download.bin");
@@ -247,12 +263,19 @@ fn transfers_through_kernel_rate_limits() {
     // at 40 Mbit/s is far over the bucket's credit).
     let rules = ns.command("nft").args(["list", "table", "inet", "ratelimit"]).output().unwrap();
     let rules = String::from_utf8_lossy(&rules.stdout).to_string();
-    assert!(rules.contains("counter packets") && !rules.contains("counter packets 0 "), "the policer dropped nothing:\n{rules}");
+    assert!(
+        rules.contains("counter packets") && !rules.contains("counter packets 0 "),
+        "the policer dropped nothing:\n{rules}"
+    );
     let output = up.terminate(Duration::from_secs(5)).expect("nagare up stops on SIGTERM");
     assert!(output.status.success());
 
     ns.tap("tap1", "10.82.0.1/24");
-    run_ok(ns.command("tc").args(["qdisc", "add", "dev", "tap1", "root", "tbf", "rate", "100mbit", "burst", "64kb", "latency", "50ms"]));
+    run_ok(
+        ns.command("tc").args([
+            "qdisc", "add", "dev", "tap1", "root", "tbf", "rate", "100mbit", "burst", "64kb", "latency", "50ms",
+        ]),
+    );
     let _server = kernel_http_server(&ns, &root, "10.82.0.1");
     let fetched = root.join("fetched.bin");
     let result = nagare_fetch(&ns, "http://10.82.0.1:8000/big.bin", &fetched, None);
@@ -414,7 +437,11 @@ fn a_tap_port_that_changes_hands_is_steered_only_to_its_new_owner() {
         let before = in_place();
         linux.send_to(b"warm", (NAGARE, PORT)).unwrap();
         assert_eq!(old.recv_from(&mut buf).unwrap().0, 4);
-        assert_eq!(in_place(), before + 4, "round {round}: the old owner's port is not steered: the test shows nothing");
+        assert_eq!(
+            in_place(),
+            before + 4,
+            "round {round}: the old owner's port is not steered: the test shows nothing"
+        );
         drop(old);
         let new = bind(new);
         for i in 0..AFTER_BIND {
@@ -428,7 +455,11 @@ fn a_tap_port_that_changes_hands_is_steered_only_to_its_new_owner() {
         }
     }
     let report = clients[0].stat().unwrap();
-    assert!(report.contains("driver tap_queues 7\n"), "{report}\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+    assert!(
+        report.contains("driver tap_queues 7\n"),
+        "{report}\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
     assert_eq!(stat_counter(&report, "driver rx_steer_refused "), 0, "{report}");
     assert!(stat_counter(&report, "netd binds_held ") >= u64::from(ROUNDS), "{report}");
     let _ = std::fs::remove_file(&socket);
@@ -487,7 +518,12 @@ fn steered_tap_receive(placement: &str) {
     // Our close ends nc, which waits for it after its own.
     drop(stream);
     assert!(sender.wait().unwrap().success());
-    assert!(got == std::fs::read(&big).unwrap(), "{placement}: the stream differs ({} bytes of {})", got.len(), 24 << 20);
+    assert!(
+        got == std::fs::read(&big).unwrap(),
+        "{placement}: the stream differs ({} bytes of {})",
+        got.len(),
+        24 << 20
+    );
     let datagram: Vec<u8> = (0..1200u32).map(|i| (i * 7) as u8).collect();
     let dgram_file = root.join("dgram.bin");
     std::fs::write(&dgram_file, &datagram).unwrap();
@@ -505,7 +541,11 @@ fn steered_tap_receive(placement: &str) {
     std::thread::sleep(Duration::from_millis(400));
     let report = netd.stat().unwrap();
     let counter = |name: &str| stat_counter(&report, name);
-    assert!(report.contains("driver tap_queues 7\n"), "{placement}: {report}\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+    assert!(
+        report.contains("driver tap_queues 7\n"),
+        "{placement}: {report}\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
     assert_eq!(counter("driver reported rx_bytes_copied "), 0, "{report}");
     assert!(counter("driver reported rx_steered ") > 10, "{report}");
     assert_eq!(counter("driver rx_steer_refused "), 0, "{report}");

@@ -151,7 +151,11 @@ fn fetch_runs_through_netd_as_its_application() {
         .output()
         .unwrap();
     assert!(result.status.success(), "{}", String::from_utf8_lossy(&result.stderr));
-    assert!(String::from_utf8_lossy(&result.stdout).contains("HTTP 200, 3000000 bytes"), "{}", String::from_utf8_lossy(&result.stdout));
+    assert!(
+        String::from_utf8_lossy(&result.stdout).contains("HTTP 200, 3000000 bytes"),
+        "{}",
+        String::from_utf8_lossy(&result.stdout)
+    );
     assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(f.www.join("file.bin")).unwrap(), "the download differs");
     let _ = std::fs::remove_file(&out);
     // Without a stack of its own or netd, fetch says what it needs.
@@ -392,7 +396,10 @@ fn ping_and_time_limits_through_netd() {
     udp.set_nonblocking(true).unwrap();
     let e = udp.recv_from(&mut buf).expect_err("a datagram from nowhere");
     assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
-    let mut entries = [PollEntry { socket: udp.socket_id(), interest: READABLE, ready: 0 }, PollEntry { socket: 999, interest: READABLE, ready: 0 }];
+    let mut entries = [
+        PollEntry { socket: udp.socket_id(), interest: READABLE, ready: 0 },
+        PollEntry { socket: 999, interest: READABLE, ready: 0 },
+    ];
     assert_eq!(poll(&netd, &mut entries[..1], Some(Duration::ZERO)).unwrap(), 0);
     assert_eq!(poll(&netd, &mut entries[..1], Some(Duration::from_millis(100))).unwrap(), 0, "nothing came");
     udp.send_to(b"poll me", (PEER, 7)).unwrap();
@@ -418,14 +425,20 @@ fn ping_and_time_limits_through_netd() {
     // A connection to nobody gives up when its limit runs out, and its
     // half-open socket does not linger in netd.
     let nobody: std::net::SocketAddr = "10.91.0.77:7".parse().unwrap();
-    let e = TcpStream::connect_timeout_via(&netd, &nobody, Duration::from_millis(300)).err().expect("connected to nobody");
+    let e =
+        TcpStream::connect_timeout_via(&netd, &nobody, Duration::from_millis(300)).err().expect("connected to nobody");
     assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}");
     let report = netd.stat().unwrap();
     let me = std::process::id();
     let line = report.lines().find(|l| l.contains(&format!(" pid {me} "))).unwrap_or_else(|| panic!("{report}"));
     // The one pending request holding one buffer is the stat request
     // itself; netd keeps 64 for steered receives.
-    assert!(line.contains(" sockets 4 tcp 1 listeners 0 udp 1 echo 2 pending 1 buffers client 191 netd 1 receive 64 of 256 "), "{line}");
+    assert!(
+        line.contains(
+            " sockets 4 tcp 1 listeners 0 udp 1 echo 2 pending 1 buffers client 191 netd 1 receive 64 of 256 "
+        ),
+        "{line}"
+    );
 
     // `nagare stat`: netd, both clients (this one and stat itself), the
     // counters and the round trip.
@@ -453,7 +466,8 @@ fn perf_runs_through_netd_both_ways() {
     drop(f.connect());
     let socket = f.socket.to_str().unwrap();
     // A perf server as netd's application; a client with a stack of its own.
-    let mut server = nagare().args(["perf", "server", "--via", socket]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut server =
+        nagare().args(["perf", "server", "--via", socket]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let vni = ["--vni", f.name.as_str(), "--addr", "10.91.0.4/24"];
     let text = perf_client(&[&vni[..], &["10.91.0.2", "--bytes", "8M"]].concat());
@@ -486,7 +500,12 @@ fn perf_runs_through_netd_both_ways() {
 
 #[test]
 fn bench_netd_runs_and_cleans_up() {
-    let child = nagare().args(["bench", "netd", "--round-trips", "200"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let child = nagare()
+        .args(["bench", "netd", "--round-trips", "200"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     // Its segment is named by its pid (another suite may run a bench too).
     let mine = format!("bench-netd-{}", child.id());
     let out = child.wait_with_output().unwrap();
@@ -499,7 +518,8 @@ fn bench_netd_runs_and_cleans_up() {
         "empty request to netd and back",
     ] {
         let line = text.lines().find(|l| l.starts_with(needle)).unwrap_or_else(|| panic!("no {needle:?} in {text}"));
-        let median: f64 = line[needle.len()..].split_whitespace().next().and_then(|w| w.parse().ok()).unwrap_or(f64::NAN);
+        let median: f64 =
+            line[needle.len()..].split_whitespace().next().and_then(|w| w.parse().ok()).unwrap_or(f64::NAN);
         assert!(median.is_finite() && median > 0.0, "{line}");
     }
     let leftovers: Vec<_> = std::fs::read_dir("/dev/shm")
@@ -585,14 +605,14 @@ fn placements_send_datagrams_in_place() {
             assert!(stat_value(&report, "driver reported direct_returns") >= 201, "{placement}: {report}");
             assert_eq!(stat_value(&report, "driver reported rx_bytes_copied"), 0, "{placement}: {report}");
             assert!(stat_value(&report, "driver reported rx_steered") >= 201, "{placement}: {report}");
-            let (in_place, copied) = (stat_value(&report, "netd rx_payload_in_place"), stat_value(&report, "netd rx_payload_copied"));
+            let (in_place, copied) =
+                (stat_value(&report, "netd rx_payload_in_place"), stat_value(&report, "netd rx_payload_copied"));
             eprintln!("{placement}: received in place {in_place}, copied {copied}");
             assert!(in_place > 500_000 && in_place + copied >= 1_000_000 + 200, "{placement}: {report}");
             assert_eq!(stat_value(&report, "driver rx_steer_refused"), 0, "{placement}: {report}");
         }
     }
 }
-
 
 /// The driver's process id, from netd's report.
 fn driver_pid(netd: &Netd) -> u32 {
@@ -674,7 +694,8 @@ fn driver_killed_during_transfers() {
     assert!(std::path::Path::new(&format!("/proc/{third}")).exists());
     // Every buffer is back with its client (the report's own request holds one).
     for line in report.lines().filter(|l| l.starts_with("client ")) {
-        let held: u32 = line.split(" netd ").nth(1).and_then(|r| r.split(' ').next()).and_then(|v| v.parse().ok()).unwrap();
+        let held: u32 =
+            line.split(" netd ").nth(1).and_then(|r| r.split(' ').next()).and_then(|v| v.parse().ok()).unwrap();
         assert!(held <= 1, "buffers left with netd: {line}");
     }
     assert_eq!(stat_value(&report, "netd buffers_leaked"), 0);
@@ -689,7 +710,10 @@ fn bench_sendpath_runs_and_cleans_up() {
     // SAFETY: geteuid has no arguments and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), "SKIPPED bench_sendpath_runs_and_cleans_up: needs root (network namespace and TAP)");
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED bench_sendpath_runs_and_cleans_up: needs root (network namespace and TAP)"
+        );
         return;
     }
     let child = nagare()
@@ -733,10 +757,18 @@ fn bench_copies_on_a_tap_runs_and_cleans_up() {
     // SAFETY: geteuid has no arguments and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), "SKIPPED bench_copies_on_a_tap_runs_and_cleans_up: needs root (network namespace and TAP)");
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED bench_copies_on_a_tap_runs_and_cleans_up: needs root (network namespace and TAP)"
+        );
         return;
     }
-    let child = nagare().args(["bench", "copies", "--tap", "--bytes", "1048576"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let child = nagare()
+        .args(["bench", "copies", "--tap", "--bytes", "1048576"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mine = format!("nagare-copies-{}-", child.id());
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -760,7 +792,6 @@ fn bench_copies_on_a_tap_runs_and_cleans_up() {
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     assert!(!String::from_utf8_lossy(&ns.stdout).contains(&mine), "namespace left behind");
 }
-
 
 /// The zero-copy calls (`alloc_tx`, `send_buf_to`, `recv_buf_from`,
 /// `send_buf`, `recv_buf`) and asynchronous sends, many in flight at once,
@@ -835,7 +866,10 @@ fn zero_copy_calls_and_asynchronous_sends() {
     assert_eq!(got, (0..200).collect::<Vec<u32>>());
     let after = netd.stat().unwrap();
     assert!(stat_value(&after, "driver rx_bytes_copied") > stat_value(&before, "driver rx_bytes_copied"), "{after}");
-    assert!(stat_value(&after, "driver rx_bytes_in_place") > stat_value(&before, "driver rx_bytes_in_place"), "{after}");
+    assert!(
+        stat_value(&after, "driver rx_bytes_in_place") > stat_value(&before, "driver rx_bytes_in_place"),
+        "{after}"
+    );
 
     let tcp = TcpStream::connect_via(&netd, (PEER, 7)).unwrap();
     let data: Vec<u8> = (0..100_000u32).map(|i| (i % 253) as u8).collect();
@@ -891,7 +925,8 @@ fn zero_copy_calls_and_asynchronous_sends() {
     assert_eq!(stat_value(&report, "netd tx_payload_in_place"), 1_184_805 + 8 * 300, "{report}");
     assert_eq!(stat_value(&report, "netd tx_payload_copied"), 2000, "{report}");
     for line in report.lines().filter(|l| l.starts_with("client ")) {
-        let held: u32 = line.split(" netd ").nth(1).and_then(|r| r.split(' ').next()).and_then(|v| v.parse().ok()).unwrap();
+        let held: u32 =
+            line.split(" netd ").nth(1).and_then(|r| r.split(' ').next()).and_then(|v| v.parse().ok()).unwrap();
         assert!(held <= 1, "buffers left with netd: {line}");
     }
 }
@@ -1034,7 +1069,6 @@ fn lent_buffers_return_only_after_a_delaying_device_sent_them() {
     let e = tcp.send_buf(tx, 100).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EPIPE), "{e}");
 }
-
 
 /// A client that rewrites the headers of a frame steered into its region
 /// so that it claims another client's port (checksum cleared, so the
@@ -1307,7 +1341,12 @@ fn a_port_that_changes_hands_is_steered_only_to_its_new_owner() {
     const PORT: u16 = 47001;
     const ROUNDS: u32 = 20;
     const AFTER_BIND: u32 = 8;
-    let f = Fixture::with_netd_env("handover", &["--placement", "split"], &[(nagare_netd::driver::STEER_DELAY_VAR, "20")], 1000);
+    let f = Fixture::with_netd_env(
+        "handover",
+        &["--placement", "split"],
+        &[(nagare_netd::driver::STEER_DELAY_VAR, "20")],
+        1000,
+    );
     let (first, second) = (f.connect(), f.connect());
     let mut sender = FrameSender::attach(&f.name);
     let bind = |netd: &Netd| {
@@ -1337,7 +1376,11 @@ fn a_port_that_changes_hands_is_steered_only_to_its_new_owner() {
         let before = in_place();
         sender.send(&[udp_frame(NETD_MAC, NETD_IP, PORT, b"warm")]);
         assert_eq!(old.recv_from(&mut buf).unwrap().0, 4);
-        assert_eq!(in_place(), before + 4, "round {round}: the old owner's port is not steered: the test shows nothing");
+        assert_eq!(
+            in_place(),
+            before + 4,
+            "round {round}: the old owner's port is not steered: the test shows nothing"
+        );
         drop(old);
         let new = bind(new);
         let frames: Vec<Vec<u8>> = (0..AFTER_BIND)
@@ -1360,9 +1403,16 @@ fn a_port_that_changes_hands_is_steered_only_to_its_new_owner() {
 /// those it holds (free ones included) and those netd holds (lent to the
 /// engine, or waiting with a request).
 fn client_buffers(report: &str, marker: &str) -> (u64, u64) {
-    let line = report.lines().find(|l| l.starts_with("client ") && l.contains(marker)).unwrap_or_else(|| panic!("no client with {marker:?}:\n{report}"));
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("client ") && l.contains(marker))
+        .unwrap_or_else(|| panic!("no client with {marker:?}:\n{report}"));
     let after = |word: &str| -> u64 {
-        line.split(word).nth(1).and_then(|r| r.split(' ').next()).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no {word:?} in {line}"))
+        line.split(word)
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {word:?} in {line}"))
     };
     (after(" buffers client "), after(" netd "))
 }
@@ -1386,7 +1436,10 @@ fn std_sends_lend_one_copy_and_never_run_the_pool_dry() {
     let report = netd.stat().unwrap();
     let (mine, lent) = client_buffers(&report, "listeners 0 udp 1");
     let pool = mine + lent;
-    assert!(stat_value(&report, "netd sends_in_place") > pool, "lent buffers did not come back to be lent again: {report}");
+    assert!(
+        stat_value(&report, "netd sends_in_place") > pool,
+        "lent buffers did not come back to be lent again: {report}"
+    );
     let e = udp.send_to(b"nowhere", ("192.0.2.1", 9)).expect_err("a send without a route succeeded");
     assert_eq!(e.raw_os_error(), Some(libc::EHOSTUNREACH), "{e}");
 

@@ -122,7 +122,8 @@ fn instances_in_separate_processes_reach_each_other() {
     assert!(!out.status.success());
     let out = run(&["vni", "bridge", "no-such-segment", "--tap", "t0"]);
     assert!(!out.status.success() && text(&out).contains("no-such-segment"), "{}", text(&out));
-    let out = run(&["fetch", "--vni", "no-such-segment", "--addr", "10.77.0.9/24", "http://10.77.0.1/", "-o", "/dev/null"]);
+    let out =
+        run(&["fetch", "--vni", "no-such-segment", "--addr", "10.77.0.9/24", "http://10.77.0.1/", "-o", "/dev/null"]);
     assert!(!out.status.success() && text(&out).contains("no-such-segment"), "{}", text(&out));
 
     drop(f);

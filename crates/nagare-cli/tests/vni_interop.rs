@@ -25,8 +25,6 @@ impl Drop for Vni {
     }
 }
 
-
-
 fn ping_received(output: &std::process::Output) -> Option<u32> {
     let text = String::from_utf8_lossy(&output.stdout);
     let line = text.lines().find(|l| l.contains("packets transmitted"))?;
@@ -98,7 +96,11 @@ fn kernel_pings_and_curls_vni_instances_through_the_bridge() {
 
     // The bridge holds a port of its own: three of four attached.
     let info = run_ok(Command::new(nagare()).args(["vni", "info", &name]));
-    assert!(String::from_utf8_lossy(&info.stdout).contains("attached 3 of 4"), "{}", String::from_utf8_lossy(&info.stdout));
+    assert!(
+        String::from_utf8_lossy(&info.stdout).contains("attached 3 of 4"),
+        "{}",
+        String::from_utf8_lossy(&info.stdout)
+    );
 
     // SIGTERM stops the bridge cleanly, with its counters.
     let out = bridge.terminate(Duration::from_secs(5)).expect("the bridge stops on SIGTERM");
@@ -108,7 +110,12 @@ fn kernel_pings_and_curls_vni_instances_through_the_bridge() {
     let forwarded = |dir: &str| -> u64 {
         let line = text.lines().find(|l| l.contains(dir)).unwrap_or("");
         let words: Vec<&str> = line.split_whitespace().collect();
-        words.iter().position(|w| *w == "forwarded").and_then(|i| words.get(i + 1)).and_then(|n| n.parse().ok()).unwrap_or(0)
+        words
+            .iter()
+            .position(|w| *w == "forwarded")
+            .and_then(|i| words.get(i + 1))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
     };
     assert!(forwarded("vni -> tap") > (FILE_SIZE / 1514) as u64, "{text}");
     assert!(forwarded("tap -> vni") > 100, "{text}");

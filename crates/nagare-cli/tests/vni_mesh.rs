@@ -54,7 +54,6 @@ fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
-
 /// A file of pseudo-random bytes, different for every seed.
 fn write_pattern(path: &Path, len: usize, seed: u64) {
     std::fs::write(path, pattern(len, seed)).unwrap();
@@ -108,8 +107,13 @@ impl Mesh {
                 .stderr(File::create(self.dir.join(format!("netd{i}.log"))).unwrap()),
         );
         self.instances[i] = p;
-        let ready = wait_until(Duration::from_secs(20), || std::os::unix::net::UnixStream::connect(self.socket(i)).is_ok());
-        assert!(ready, "instance {i} never listened: {}", std::fs::read_to_string(self.dir.join(format!("netd{i}.log"))).unwrap_or_default());
+        let ready =
+            wait_until(Duration::from_secs(20), || std::os::unix::net::UnixStream::connect(self.socket(i)).is_ok());
+        assert!(
+            ready,
+            "instance {i} never listened: {}",
+            std::fs::read_to_string(self.dir.join(format!("netd{i}.log"))).unwrap_or_default()
+        );
     }
 
     fn info(&self) -> String {
@@ -150,7 +154,8 @@ impl Mesh {
 
     /// Waits for a fetch and checks it delivered `expected` (a SHA-256).
     fn expect_fetched(&self, what: &str, p: &mut Process, out: &Path, expected: &str, limit: Duration) {
-        let status = wait_exit(p, limit).unwrap_or_else(|| panic!("{what}: not done after {limit:?}: {}", self.log(out)));
+        let status =
+            wait_exit(p, limit).unwrap_or_else(|| panic!("{what}: not done after {limit:?}: {}", self.log(out)));
         assert!(status.success(), "{what}: {status}: {}", self.log(out));
         assert_eq!(sha256(out), expected, "{what}: wrong bytes");
         let _ = std::fs::remove_file(out);
@@ -196,11 +201,8 @@ fn four_instances_full_mesh_then_one_killed_and_restarted() {
     let _ = Command::new(nagare()).args(["vni", "destroy", &name]).output();
     run_ok(Command::new(nagare()).args(["vni", "create", &name, "--ports", &PORTS.to_string()]));
     let dir = std::env::temp_dir().join(format!("nagare-vni-mesh-{}", std::process::id()));
-    let mut mesh = Mesh {
-        name,
-        dir: dir.clone(),
-        instances: (0..INSTANCES).map(|_| Process { child: None }).collect(),
-    };
+    let mut mesh =
+        Mesh { name, dir: dir.clone(), instances: (0..INSTANCES).map(|_| Process { child: None }).collect() };
     let mut sums = Vec::new();
     for i in 0..INSTANCES {
         std::fs::create_dir_all(mesh.root(i)).unwrap();
@@ -242,10 +244,7 @@ fn four_instances_full_mesh_then_one_killed_and_restarted() {
         mesh.expect_fetched(what, p, out, &sums[*from], limit);
     }
     let secs = t.elapsed().as_secs_f64();
-    eprintln!(
-        "12 transfers of {size} B in {secs:.1} s ({:.0} Mbit/s in all)",
-        12.0 * size as f64 * 8.0 / secs / 1e6
-    );
+    eprintln!("12 transfers of {size} B in {secs:.1} s ({:.0} Mbit/s in all)", 12.0 * size as f64 * 8.0 / secs / 1e6);
     drop(transfers);
 
     // Kill instance 0 with SIGKILL while it is sending big.bin; instance 1

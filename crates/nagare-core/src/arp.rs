@@ -51,19 +51,12 @@ pub struct ArpCache {
 impl ArpCache {
     /// An empty cache with the given limits.
     pub fn new(config: ArpConfig) -> Self {
-        ArpCache {
-            config,
-            entries: HashMap::new(),
-            pending: HashMap::new(),
-        }
+        ArpCache { config, entries: HashMap::new(), pending: HashMap::new() }
     }
 
     /// The address `ip` maps to, if known and not expired.
     pub fn lookup(&self, ip: Ipv4Addr, now: Instant) -> Option<EthernetAddress> {
-        self.entries
-            .get(&ip)
-            .filter(|e| e.expires_at > now)
-            .map(|e| e.mac)
+        self.entries.get(&ip).filter(|e| e.expires_at > now).map(|e| e.mac)
     }
 
     /// Number of valid and expired-but-not-yet-evicted entries.
@@ -88,13 +81,7 @@ impl ArpCache {
             self.evict_one(now);
         }
         if self.config.cache_size > 0 {
-            self.entries.insert(
-                ip,
-                Entry {
-                    mac,
-                    expires_at: now + self.config.entry_lifetime,
-                },
-            );
+            self.entries.insert(ip, Entry { mac, expires_at: now + self.config.entry_lifetime });
         }
         self.pending.remove(&ip).map(|p| p.packets).unwrap_or_default()
     }
@@ -102,11 +89,7 @@ impl ArpCache {
     fn evict_one(&mut self, now: Instant) {
         // An expired entry if there is one, else the one closest to expiry;
         // a scan bounded by `cache_size`, done only when the cache is full.
-        let victim = self
-            .entries
-            .iter()
-            .min_by_key(|(_, e)| (e.expires_at > now, e.expires_at))
-            .map(|(ip, _)| *ip);
+        let victim = self.entries.iter().min_by_key(|(_, e)| (e.expires_at > now, e.expires_at)).map(|(ip, _)| *ip);
         if let Some(ip) = victim {
             self.entries.remove(&ip);
         }
@@ -174,10 +157,7 @@ impl ArpCache {
     /// When `poll` next has work to do.
     pub fn poll_at(&self) -> Option<Instant> {
         let interval = self.config.request_interval;
-        self.pending
-            .values()
-            .map(|p| p.last_request_at.map_or(Instant::ZERO, |at| at + interval))
-            .min()
+        self.pending.values().map(|p| p.last_request_at.map_or(Instant::ZERO, |at| at + interval)).min()
     }
 }
 
@@ -228,12 +208,7 @@ mod tests {
     #[test]
     fn queues_and_cache_are_bounded() {
         let pool = BufferPool::new(64, 256);
-        let config = ArpConfig {
-            cache_size: 4,
-            pending_per_address: 2,
-            pending_addresses: 2,
-            ..ArpConfig::default()
-        };
+        let config = ArpConfig { cache_size: 4, pending_per_address: 2, pending_addresses: 2, ..ArpConfig::default() };
         let mut arp = ArpCache::new(config);
         let t = Instant::from_secs(1);
         arp.resolve(IP, packet(&pool), t);

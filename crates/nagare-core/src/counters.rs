@@ -172,10 +172,7 @@ mod tests {
 
     #[test]
     fn iter_names_every_counter() {
-        let c = Counters {
-            drop_ip_checksum: 3,
-            ..Counters::default()
-        };
+        let c = Counters { drop_ip_checksum: 3, ..Counters::default() };
         let found: alloc::vec::Vec<_> = c.iter().filter(|(_, v)| *v != 0).collect();
         assert_eq!(found, [("drop_ip_checksum", 3)]);
         assert!(c.iter().count() > 40);

@@ -130,10 +130,8 @@ mod tests {
     #[test]
     fn matches_the_reference_vectors() {
         // The reference implementation's key 00..0f and messages 00..(n-1).
-        let key = SipKey(
-            u64::from_le_bytes([0, 1, 2, 3, 4, 5, 6, 7]),
-            u64::from_le_bytes([8, 9, 10, 11, 12, 13, 14, 15]),
-        );
+        let key =
+            SipKey(u64::from_le_bytes([0, 1, 2, 3, 4, 5, 6, 7]), u64::from_le_bytes([8, 9, 10, 11, 12, 13, 14, 15]));
         let message: alloc::vec::Vec<u8> = (0..64u8).collect();
         assert_eq!(siphash(key, &message[..0]), 0x726f_db47_dd0e_0e31);
         assert_eq!(siphash(key, &message[..1]), 0x74f8_39c5_93dc_67fd);

@@ -59,11 +59,7 @@ pub struct EchoSocket {
 
 impl EchoSocket {
     pub(crate) fn new(ident: u16, limit: usize) -> Self {
-        EchoSocket {
-            ident,
-            events: VecDeque::new(),
-            limit,
-        }
+        EchoSocket { ident, events: VecDeque::new(), limit }
     }
 
     pub(crate) fn push(&mut self, event: EchoEvent) -> bool {

@@ -29,10 +29,7 @@ impl TokenBucket {
         let elapsed = now.total_micros().saturating_sub(self.updated.total_micros());
         self.updated = self.updated.max(now);
         let cap = self.burst * 1_000_000;
-        self.micro_tokens = self
-            .micro_tokens
-            .saturating_add(elapsed.saturating_mul(self.rate_per_sec))
-            .min(cap);
+        self.micro_tokens = self.micro_tokens.saturating_add(elapsed.saturating_mul(self.rate_per_sec)).min(cap);
         if self.micro_tokens >= 1_000_000 {
             self.micro_tokens -= 1_000_000;
             true

@@ -35,11 +35,7 @@ pub struct SocketTable<T> {
 
 impl<T> Default for SocketTable<T> {
     fn default() -> Self {
-        SocketTable {
-            slots: Vec::new(),
-            free: Vec::new(),
-            len: 0,
-        }
+        SocketTable { slots: Vec::new(), free: Vec::new(), len: 0 }
     }
 }
 
@@ -51,17 +47,11 @@ impl<T> SocketTable<T> {
             if let Some(slot) = self.slots.get_mut(index as usize) {
                 slot.generation = slot.generation.wrapping_add(1);
                 slot.value = Some(value);
-                return SocketHandle {
-                    index,
-                    generation: slot.generation,
-                };
+                return SocketHandle { index, generation: slot.generation };
             }
         }
         let index = self.slots.len() as u32;
-        self.slots.push(Slot {
-            generation: 0,
-            value: Some(value),
-        });
+        self.slots.push(Slot { generation: 0, value: Some(value) });
         SocketHandle { index, generation: 0 }
     }
 
@@ -83,10 +73,7 @@ impl<T> SocketTable<T> {
 
     /// Removes and returns the socket named by `handle`.
     pub fn remove(&mut self, handle: SocketHandle) -> Option<T> {
-        let slot = self
-            .slots
-            .get_mut(handle.index as usize)
-            .filter(|s| s.generation == handle.generation)?;
+        let slot = self.slots.get_mut(handle.index as usize).filter(|s| s.generation == handle.generation)?;
         let value = slot.value.take()?;
         self.free.push(handle.index);
         self.len -= 1;
@@ -96,15 +83,7 @@ impl<T> SocketTable<T> {
     /// Every socket with its handle, in slot order.
     pub fn iter(&self) -> impl Iterator<Item = (SocketHandle, &T)> + '_ {
         self.slots.iter().enumerate().filter_map(|(index, slot)| {
-            slot.value.as_ref().map(|v| {
-                (
-                    SocketHandle {
-                        index: index as u32,
-                        generation: slot.generation,
-                    },
-                    v,
-                )
-            })
+            slot.value.as_ref().map(|v| (SocketHandle { index: index as u32, generation: slot.generation }, v))
         })
     }
 

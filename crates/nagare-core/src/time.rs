@@ -25,16 +25,12 @@ impl Instant {
 
     /// `millis` milliseconds after the origin.
     pub const fn from_millis(millis: u64) -> Self {
-        Instant {
-            micros: millis.saturating_mul(1000),
-        }
+        Instant { micros: millis.saturating_mul(1000) }
     }
 
     /// `secs` seconds after the origin.
     pub const fn from_secs(secs: u64) -> Self {
-        Instant {
-            micros: secs.saturating_mul(1_000_000),
-        }
+        Instant { micros: secs.saturating_mul(1_000_000) }
     }
 
     /// Microseconds since the origin.
@@ -60,9 +56,7 @@ fn duration_micros(d: Duration) -> u64 {
 impl Add<Duration> for Instant {
     type Output = Instant;
     fn add(self, rhs: Duration) -> Instant {
-        Instant {
-            micros: self.micros.saturating_add(duration_micros(rhs)),
-        }
+        Instant { micros: self.micros.saturating_add(duration_micros(rhs)) }
     }
 }
 
@@ -75,9 +69,7 @@ impl AddAssign<Duration> for Instant {
 impl Sub<Duration> for Instant {
     type Output = Instant;
     fn sub(self, rhs: Duration) -> Instant {
-        Instant {
-            micros: self.micros.saturating_sub(duration_micros(rhs)),
-        }
+        Instant { micros: self.micros.saturating_sub(duration_micros(rhs)) }
     }
 }
 

@@ -45,7 +45,10 @@ fn udp_and_ping_to_ourselves() {
     let echo = iface.echo_open(77).unwrap();
     iface.echo_send(echo, OURS, 1, b"me", now).unwrap();
     settle(&mut iface, now);
-    assert!(matches!(iface.echo_recv(echo).unwrap(), Some(EchoEvent::Reply { from: OURS, seq_no: 1, data_len: 2, .. })));
+    assert!(matches!(
+        iface.echo_recv(echo).unwrap(),
+        Some(EchoEvent::Reply { from: OURS, seq_no: 1, data_len: 2, .. })
+    ));
     assert!(iface.counters().local_delivered >= 4);
     assert_eq!(iface.counters().drop_ip_bad_source, 0);
 }

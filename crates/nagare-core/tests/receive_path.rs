@@ -21,10 +21,7 @@ fn interface() -> Interface {
 
 /// Everything a frame can cause, summed: each frame must move it.
 fn outcomes(c: &Counters) -> u64 {
-    c.iter()
-        .filter(|(name, _)| !name.starts_with("rx_") && !name.starts_with("tx_"))
-        .map(|(_, v)| v)
-        .sum()
+    c.iter().filter(|(name, _)| !name.starts_with("rx_") && !name.starts_with("tx_")).map(|(_, v)| v).sum()
 }
 
 fn valid_frame() -> impl Strategy<Value = Vec<u8>> {
@@ -37,8 +34,13 @@ fn valid_frame() -> impl Strategy<Value = Vec<u8>> {
         payload.clone().prop_map(|p| icmp(3, &p)),
         Just(arp(ArpOperation::Request)),
         Just(arp(ArpOperation::Reply)),
-        (payload.clone(), 0u16..200, any::<bool>(), 0u16..4)
-            .prop_map(|(p, unit, more, ident)| ipv4(IpProtocol::Udp, &p, unit * 8, more, ident)),
+        (payload.clone(), 0u16..200, any::<bool>(), 0u16..4).prop_map(|(p, unit, more, ident)| ipv4(
+            IpProtocol::Udp,
+            &p,
+            unit * 8,
+            more,
+            ident
+        )),
         payload.prop_map(|p| ipv4(IpProtocol::Tcp, &p, 0, false, 3)),
     ]
 }

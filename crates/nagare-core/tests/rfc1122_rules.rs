@@ -86,18 +86,13 @@ fn unresolved_neighbour_is_reported_once_to_the_right_socket() {
     // would show where a UDP header would be.
     let bystander = iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0x4141)).unwrap();
     let t0 = Instant::from_secs(1);
-    iface
-        .udp_send_to(sender, &[0x41; 3000], SocketAddrV4::new(PEER_IP, 7), t0)
-        .unwrap();
+    iface.udp_send_to(sender, &[0x41; 3000], SocketAddrV4::new(PEER_IP, 7), t0).unwrap();
     for s in 1..=3 {
         iface.poll(t0 + Duration::from_secs(s));
         iface.tx_queue().clear();
     }
     assert_eq!(iface.counters().drop_arp_unresolved, 3, "three fragments waited");
-    assert_eq!(
-        iface.udp_take_error(sender).unwrap(),
-        Some(IcmpError::Unreachable { from: OUR_IP, code: 1 })
-    );
+    assert_eq!(iface.udp_take_error(sender).unwrap(), Some(IcmpError::Unreachable { from: OUR_IP, code: 1 }));
     assert_eq!(iface.udp_take_error(bystander).unwrap(), None);
 }
 

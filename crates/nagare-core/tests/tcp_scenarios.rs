@@ -77,10 +77,7 @@ fn parse_tcp(frame: &[u8]) -> Option<(Ipv4Addr, TcpRepr, Vec<u8>)> {
 
 /// A segment from the peer with no options and a full window.
 fn repr(src_port: u16, dst_port: u16, seq: u32, ack: Option<u32>, flags: TcpFlags) -> TcpRepr {
-    TcpRepr {
-        window_len: 65535,
-        ..TcpRepr::bare(src_port, dst_port, TcpSeqNumber(seq), ack.map(TcpSeqNumber), flags)
-    }
+    TcpRepr { window_len: 65535, ..TcpRepr::bare(src_port, dst_port, TcpSeqNumber(seq), ack.map(TcpSeqNumber), flags) }
 }
 
 fn pattern(len: usize, salt: u8) -> Vec<u8> {
@@ -88,7 +85,10 @@ fn pattern(len: usize, salt: u8) -> Vec<u8> {
 }
 
 fn interface(mac: u8, ip: Ipv4Addr, seed: u64) -> Interface {
-    let mut config = InterfaceConfig::new(nagare_wire::EthernetAddress([2, 0, 0, 0, 0, mac]), nagare_wire::Ipv4Cidr::new(ip, 24).unwrap());
+    let mut config = InterfaceConfig::new(
+        nagare_wire::EthernetAddress([2, 0, 0, 0, 0, mac]),
+        nagare_wire::Ipv4Cidr::new(ip, 24).unwrap(),
+    );
     config.seed = seed;
     Interface::new(config, BufferPool::new(2048, 8192))
 }
@@ -406,7 +406,8 @@ impl Peer {
         let mut raw = Raw::new();
         let h = raw.iface.tcp_connect(SocketAddrV4::new(PEER_IP, 80), 0, raw.now).unwrap();
         let syn = raw.take_one();
-        let mut synack = repr(80, syn.repr.src_port, 70_000, Some(syn.seq().wrapping_add(1)), TcpFlags::SYN | TcpFlags::ACK);
+        let mut synack =
+            repr(80, syn.repr.src_port, 70_000, Some(syn.seq().wrapping_add(1)), TcpFlags::SYN | TcpFlags::ACK);
         synack.max_seg_size = Some(1460);
         synack.window_scale = Some(0);
         synack.sack_permitted = true;
@@ -443,7 +444,8 @@ impl Peer {
     fn send(&mut self, flags: TcpFlags, payload: &[u8]) {
         let r = self.seg(flags);
         self.raw.send(r, payload);
-        self.seq += payload.len() + usize::from(flags.contains(TcpFlags::SYN)) + usize::from(flags.contains(TcpFlags::FIN));
+        self.seq +=
+            payload.len() + usize::from(flags.contains(TcpFlags::SYN)) + usize::from(flags.contains(TcpFlags::FIN));
     }
 
     fn tick(&mut self, d: Duration) -> Vec<Seg> {
@@ -492,7 +494,8 @@ fn active_open_offers_every_option_and_takes_the_peers() {
     assert_eq!(syn.repr.window_len, 65535, "the window of a SYN is not scaled");
     assert!(syn.payload.is_empty());
 
-    let mut synack = repr(80, syn.repr.src_port, 4_000_000_000, Some(syn.seq().wrapping_add(1)), TcpFlags::SYN | TcpFlags::ACK);
+    let mut synack =
+        repr(80, syn.repr.src_port, 4_000_000_000, Some(syn.seq().wrapping_add(1)), TcpFlags::SYN | TcpFlags::ACK);
     synack.max_seg_size = Some(1200);
     synack.window_scale = Some(7);
     synack.sack_permitted = true;
@@ -1076,11 +1079,20 @@ fn data_that_came_with_the_handshake_is_reported_on_accept() {
     raw.send(repr(40002, 80, 101, Some(synack.seq().wrapping_add(1)), TcpFlags::ACK), b"GET /");
     let mut events = Vec::new();
     raw.iface.tcp_take_events(&mut events);
-    assert!(events.iter().all(|e| matches!(e.socket, TcpSocket::Listener(_))), "no events for a connection not yet accepted: {events:?}");
+    assert!(
+        events.iter().all(|e| matches!(e.socket, TcpSocket::Listener(_))),
+        "no events for a connection not yet accepted: {events:?}"
+    );
     let h = raw.iface.tcp_accept(l).unwrap().expect("accepted");
     events.clear();
     raw.iface.tcp_take_events(&mut events);
-    assert_eq!(events, vec![TcpEvent { socket: TcpSocket::Connection(h), readiness: Readiness { readable: true, writable: true, closed: false } }]);
+    assert_eq!(
+        events,
+        vec![TcpEvent {
+            socket: TcpSocket::Connection(h),
+            readiness: Readiness { readable: true, writable: true, closed: false }
+        }]
+    );
 }
 
 #[test]
@@ -1234,7 +1246,11 @@ fn time_wait_reuse_between_two_stacks() {
     for round in 0..12u32 {
         let hb = net.b.tcp_connect(SocketAddrV4::new(A_IP, 80), 40000, net.now).unwrap();
         net.settle();
-        let ha = net.a.tcp_accept(l).unwrap().unwrap_or_else(|| panic!("round {round}: not accepted: {:?}", net.b.tcp_state(hb)));
+        let ha = net
+            .a
+            .tcp_accept(l)
+            .unwrap()
+            .unwrap_or_else(|| panic!("round {round}: not accepted: {:?}", net.b.tcp_state(hb)));
         assert_eq!(net.b.tcp_state(hb), Ok(State::Established), "round {round}");
         net.a.tcp_send(ha, b"bye", net.now).unwrap();
         net.a.tcp_close(ha, net.now).unwrap();
@@ -1309,12 +1325,18 @@ fn zero_window_probes(buffer: usize) {
     assert_eq!(una.send_window(), 0);
     // Each probe is answered with the (still closed) window.
     for p in &probes {
-        let answer = net.log.iter().find(|s| s.from == B_IP && s.cause == Some((p.repr.seq_number, p.len())) && s.at == p.at);
+        let answer =
+            net.log.iter().find(|s| s.from == B_IP && s.cause == Some((p.repr.seq_number, p.len())) && s.at == p.at);
         let answer = answer.unwrap_or_else(|| panic!("probe at {:?} unanswered", p.at));
         assert_eq!(answer.repr.window_len, 0);
     }
     // The intervals double (the persist timer backs off).
-    let times: Vec<Duration> = std::iter::once(start).chain(probes.iter().map(|p| p.at)).collect::<Vec<_>>().windows(2).map(|w| w[1].saturating_since(w[0])).collect();
+    let times: Vec<Duration> = std::iter::once(start)
+        .chain(probes.iter().map(|p| p.at))
+        .collect::<Vec<_>>()
+        .windows(2)
+        .map(|w| w[1].saturating_since(w[0]))
+        .collect();
     for w in times.windows(2).skip(1) {
         let ratio = w[1].as_secs_f64() / w[0].as_secs_f64();
         assert!((1.9..=2.1).contains(&ratio), "intervals {times:?}");
@@ -1424,7 +1446,8 @@ fn sack_recovers_three_holes_in_one_flight() {
         if (cseq.0.wrapping_sub(ack) as i32) > 0 {
             let first = s.sacks()[0];
             assert!(
-                (cseq.0.wrapping_sub(first.0) as i32) >= 0 && (first.1.wrapping_sub(cseq.0.wrapping_add(clen as u32)) as i32) >= 0,
+                (cseq.0.wrapping_sub(first.0) as i32) >= 0
+                    && (first.1.wrapping_sub(cseq.0.wrapping_add(clen as u32)) as i32) >= 0,
                 "first block {first:?} does not hold the segment {cseq:?}+{clen} that caused it: {:?}",
                 s.sacks()
             );
@@ -1691,7 +1714,8 @@ fn nagle_coalesces_small_writes_and_nodelay_does_not() {
             net.a.tcp_send(ha, &[2u8; 10], now).unwrap();
         }
         net.run_for(MS * 200);
-        let data: Vec<usize> = net.sent_by(Side::A, mark).iter().filter(|s| !s.payload.is_empty()).map(Seg::len).collect();
+        let data: Vec<usize> =
+            net.sent_by(Side::A, mark).iter().filter(|s| !s.payload.is_empty()).map(Seg::len).collect();
         if nodelay {
             assert_eq!(data, [vec![100], vec![10; 10]].concat());
         } else {
@@ -1713,7 +1737,8 @@ fn nagle_lets_a_small_tail_follow_full_segments() {
     let now = net.now;
     net.a.tcp_send(ha, &[3u8; 2000], now).unwrap();
     net.collect(Side::A, None);
-    let lens: Vec<usize> = net.wire[0].iter().filter_map(|(f, _)| parse_tcp(&f.to_vec())).map(|(_, _, p)| p.len()).collect();
+    let lens: Vec<usize> =
+        net.wire[0].iter().filter_map(|(f, _)| parse_tcp(&f.to_vec())).map(|(_, _, p)| p.len()).collect();
     assert_eq!(lens, vec![1448, 552]);
     net.settle();
     let _ = (hb, mark);
@@ -1837,7 +1862,8 @@ fn cookie_handshakes_wait_for_room_in_the_accept_queue() {
         synacks.push(raw.take_one().seq());
     }
     assert_eq!(raw.iface.counters().tcp_syn_cookies_sent, 2);
-    let ack = |port: u16, isn: u32| repr(port, 80, u32::from(port) * 1000 + 1, Some(isn.wrapping_add(1)), TcpFlags::ACK);
+    let ack =
+        |port: u16, isn: u32| repr(port, 80, u32::from(port) * 1000 + 1, Some(isn.wrapping_add(1)), TcpFlags::ACK);
     raw.send(ack(40001, synacks[0]), &[]);
     raw.send(ack(40002, synacks[1]), &[]);
     // The accept queue is full: the cookie's ACK is dropped, silently.
@@ -1960,7 +1986,16 @@ fn a_peer_answering_into_a_closed_window_is_not_timed_out() {
         let synack = repr(81, syn.repr.src_port, 9_000, Some(syn.seq().wrapping_add(1)), TcpFlags::SYN | TcpFlags::ACK);
         raw.send(synack, &[]);
         raw.take();
-        Peer { port: syn.repr.src_port, peer_port: 81, seq: TcpSeqNumber(9_001), ack: TcpSeqNumber(syn.seq().wrapping_add(1)), ts: None, our_ts: 0, raw, h }
+        Peer {
+            port: syn.repr.src_port,
+            peer_port: 81,
+            seq: TcpSeqNumber(9_001),
+            ack: TcpSeqNumber(syn.seq().wrapping_add(1)),
+            ts: None,
+            our_ts: 0,
+            raw,
+            h,
+        }
     };
     let now = p.raw.now;
     p.raw.iface.tcp_send(p.h, &pattern(2000, 14), now).unwrap();

@@ -30,13 +30,7 @@ fn iface(mac: u8, ip: Ipv4Addr) -> Interface {
 
 impl Wire {
     fn new() -> Wire {
-        Wire {
-            a: iface(1, A),
-            b: iface(2, B),
-            now: Instant::from_secs(100),
-            moved: (0, 0),
-            b_plugged: true,
-        }
+        Wire { a: iface(1, A), b: iface(2, B), now: Instant::from_secs(100), moved: (0, 0), b_plugged: true }
     }
 
     /// Moves frames both ways until both queues are empty.
@@ -125,10 +119,7 @@ fn closed_port_reports_unreachable_and_rate_limit_holds() {
     let sa = w.a.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).unwrap();
     w.a.udp_send_to(sa, b"anyone?", SocketAddrV4::new(B, 9), w.now).unwrap();
     w.settle();
-    assert_eq!(
-        w.a.udp_take_error(sa).unwrap(),
-        Some(IcmpError::Unreachable { from: B, code: 3 })
-    );
+    assert_eq!(w.a.udp_take_error(sa).unwrap(), Some(IcmpError::Unreachable { from: B, code: 3 }));
     // A burst of 200 to closed ports gets at most the burst of errors back.
     for _ in 0..200 {
         w.a.udp_send_to(sa, b"x", SocketAddrV4::new(B, 9), w.now).unwrap();
@@ -199,9 +190,6 @@ fn lost_fragment_times_out_and_frees_its_buffers() {
     // The first fragment had arrived: B says so (RFC 1122 3.3.2), and A's
     // socket hears of it.
     assert_eq!(w.b.counters().icmp_errors_sent, 1);
-    assert_eq!(
-        w.a.udp_take_error(sa).unwrap(),
-        Some(IcmpError::TimeExceeded { from: B, code: 1 })
-    );
+    assert_eq!(w.a.udp_take_error(sa).unwrap(), Some(IcmpError::TimeExceeded { from: B, code: 1 }));
     assert_eq!(w.a.pool().in_use(), 0);
 }

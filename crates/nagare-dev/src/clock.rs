@@ -25,10 +25,7 @@ impl MonotonicClock {
             .duration_since(UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
             .unwrap_or(0);
-        MonotonicClock {
-            origin,
-            epoch_micros,
-        }
+        MonotonicClock { origin, epoch_micros }
     }
 
     /// Time since the clock was created.

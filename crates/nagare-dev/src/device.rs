@@ -91,11 +91,7 @@ pub trait Device {
     /// the kernel says `EAGAIN`). A removed frame was either sent or refused;
     /// refused frames (too large, empty) are counted in
     /// [`DeviceStats::tx_errors`].
-    fn transmit_batch(
-        &mut self,
-        frames: &mut VecDeque<PacketBuf>,
-        now: Instant,
-    ) -> io::Result<usize>;
+    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, now: Instant) -> io::Result<usize>;
 
     /// Reads one frame straight into `bufs` (in order), for a caller with
     /// memory of its own (netd's driver reads into the region it shares
@@ -117,7 +113,12 @@ pub trait Device {
     /// Returns how many frames were shown. Devices whose frames cannot be
     /// looked at before they are copied (a TAP's `read`) say
     /// `ErrorKind::Unsupported` (the default).
-    fn receive_placed(&mut self, max: usize, now: Instant, place: &mut dyn FnMut(&dyn FrameInPlace)) -> io::Result<usize> {
+    fn receive_placed(
+        &mut self,
+        max: usize,
+        now: Instant,
+        place: &mut dyn FnMut(&dyn FrameInPlace),
+    ) -> io::Result<usize> {
         let _ = (max, now, place);
         Err(io::ErrorKind::Unsupported.into())
     }
@@ -175,17 +176,18 @@ impl<D: Device + ?Sized> Device for Box<D> {
     ) -> io::Result<usize> {
         (**self).receive_batch(pool, out, max, now)
     }
-    fn transmit_batch(
-        &mut self,
-        frames: &mut VecDeque<PacketBuf>,
-        now: Instant,
-    ) -> io::Result<usize> {
+    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, now: Instant) -> io::Result<usize> {
         (**self).transmit_batch(frames, now)
     }
     fn receive_into(&mut self, bufs: &mut [&mut [u8]], now: Instant) -> io::Result<Option<(usize, Offload)>> {
         (**self).receive_into(bufs, now)
     }
-    fn receive_placed(&mut self, max: usize, now: Instant, place: &mut dyn FnMut(&dyn FrameInPlace)) -> io::Result<usize> {
+    fn receive_placed(
+        &mut self,
+        max: usize,
+        now: Instant,
+        place: &mut dyn FnMut(&dyn FrameInPlace),
+    ) -> io::Result<usize> {
         (**self).receive_placed(max, now, place)
     }
     fn rx_queue(&self, fd: OwnedFd) -> io::Result<Box<dyn Device>> {
@@ -221,17 +223,18 @@ impl<D: Device + ?Sized> Device for &mut D {
     ) -> io::Result<usize> {
         (**self).receive_batch(pool, out, max, now)
     }
-    fn transmit_batch(
-        &mut self,
-        frames: &mut VecDeque<PacketBuf>,
-        now: Instant,
-    ) -> io::Result<usize> {
+    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, now: Instant) -> io::Result<usize> {
         (**self).transmit_batch(frames, now)
     }
     fn receive_into(&mut self, bufs: &mut [&mut [u8]], now: Instant) -> io::Result<Option<(usize, Offload)>> {
         (**self).receive_into(bufs, now)
     }
-    fn receive_placed(&mut self, max: usize, now: Instant, place: &mut dyn FnMut(&dyn FrameInPlace)) -> io::Result<usize> {
+    fn receive_placed(
+        &mut self,
+        max: usize,
+        now: Instant,
+        place: &mut dyn FnMut(&dyn FrameInPlace),
+    ) -> io::Result<usize> {
         (**self).receive_placed(max, now, place)
     }
     fn rx_queue(&self, fd: OwnedFd) -> io::Result<Box<dyn Device>> {
@@ -281,11 +284,7 @@ pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant
 /// Copies `frame` into one fresh buffer from `pool` at [`RX_HEADROOM`] (or
 /// into a chain if it does not fit one buffer), applying `edit` to the copy
 /// before it is sealed. `None` if the pool is exhausted.
-pub(crate) fn copy_into_pool(
-    pool: &BufferPool,
-    frame: &PacketBuf,
-    edit: impl FnOnce(&mut [u8]),
-) -> Option<PacketBuf> {
+pub(crate) fn copy_into_pool(pool: &BufferPool, frame: &PacketBuf, edit: impl FnOnce(&mut [u8])) -> Option<PacketBuf> {
     let len = frame.len();
     if RX_HEADROOM + len <= pool.buf_size() {
         let mut buf = pool.alloc().ok()?;

@@ -141,9 +141,7 @@ fn parse_duration(key: &str, value: &str) -> Result<Duration, ParseImpairmentErr
             "{key}={value}: {why}; write a duration such as {key}=2ms, {key}=500us or {key}=1.5s"
         ))
     };
-    let split = value
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(value.len());
+    let split = value.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(value.len());
     let (number, unit) = value.split_at(split);
     if number.is_empty() {
         return Err(bad("missing number"));
@@ -180,14 +178,10 @@ impl FromStr for Impairment {
         for item in s.split(',') {
             let item = item.trim();
             if item.is_empty() {
-                return Err(ParseImpairmentError::new(format!(
-                    "empty item in {s:?}; {KEYS_HELP}"
-                )));
+                return Err(ParseImpairmentError::new(format!("empty item in {s:?}; {KEYS_HELP}")));
             }
             let Some((key, value)) = item.split_once('=') else {
-                return Err(ParseImpairmentError::new(format!(
-                    "{item:?} has no '='; {KEYS_HELP}"
-                )));
+                return Err(ParseImpairmentError::new(format!("{item:?} has no '='; {KEYS_HELP}")));
             };
             let (key, value) = (key.trim(), value.trim());
             let canonical: &'static str = match key.to_ascii_lowercase().as_str() {
@@ -220,15 +214,11 @@ impl FromStr for Impairment {
                     "jitter"
                 }
                 _ => {
-                    return Err(ParseImpairmentError::new(format!(
-                        "unknown key {key:?}; {KEYS_HELP}"
-                    )));
+                    return Err(ParseImpairmentError::new(format!("unknown key {key:?}; {KEYS_HELP}")));
                 }
             };
             if seen.contains(&canonical) {
-                return Err(ParseImpairmentError::new(format!(
-                    "{canonical} given twice in {s:?}"
-                )));
+                return Err(ParseImpairmentError::new(format!("{canonical} given twice in {s:?}")));
             }
             seen.push(canonical);
         }
@@ -266,10 +256,7 @@ impl fmt::Display for Impairment {
         if self.reorder > 0.0 {
             items.push(format!("reorder={}", pct(self.reorder)));
             if self.reorder_extra_delay != DEFAULT_REORDER_DELAY {
-                items.push(format!(
-                    "reorder_delay={}",
-                    fmt_duration(self.reorder_extra_delay)
-                ));
+                items.push(format!("reorder_delay={}", fmt_duration(self.reorder_extra_delay)));
             }
         }
         if self.duplicate > 0.0 {
@@ -365,12 +352,7 @@ impl DelayLine {
     pub(crate) fn push(&mut self, at: Instant, frame: PacketBuf, flip: Option<BitFlip>) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.heap.push(Held {
-            at,
-            seq,
-            frame,
-            flip,
-        });
+        self.heap.push(Held { at, seq, frame, flip });
     }
 
     /// The earliest frame if it is due at `now`.
@@ -400,11 +382,7 @@ pub(crate) struct Impairer {
 
 impl Impairer {
     pub(crate) fn new(config: Impairment, seed: u64) -> Self {
-        Impairer {
-            config,
-            rng: SimRng::new(seed),
-            stats: ImpairStats::default(),
-        }
+        Impairer { config, rng: SimRng::new(seed), stats: ImpairStats::default() }
     }
 
     pub(crate) fn config(&self) -> &Impairment {
@@ -414,13 +392,7 @@ impl Impairer {
     /// Decides the fate of `frame`, which would arrive at `arrive` on a
     /// perfect link, and queues what survives on `line`, holding at most
     /// `limit` frames there. Returns how many copies were queued.
-    pub(crate) fn apply(
-        &mut self,
-        frame: PacketBuf,
-        arrive: Instant,
-        line: &mut DelayLine,
-        limit: usize,
-    ) -> usize {
+    pub(crate) fn apply(&mut self, frame: PacketBuf, arrive: Instant, line: &mut DelayLine, limit: usize) -> usize {
         let c = self.config;
         self.stats.frames += 1;
         if self.rng.chance(c.loss) {
@@ -431,9 +403,7 @@ impl Impairer {
         if !c.delay.is_zero() || !c.jitter.is_zero() {
             let delay = u64::try_from(c.delay.as_micros()).unwrap_or(u64::MAX);
             let jitter = u64::try_from(c.jitter.as_micros()).unwrap_or(u64::MAX);
-            let held = self
-                .rng
-                .between(delay.saturating_sub(jitter), delay.saturating_add(jitter));
+            let held = self.rng.between(delay.saturating_sub(jitter), delay.saturating_add(jitter));
             at += Duration::from_micros(held);
         }
         if self.rng.chance(c.reorder) {
@@ -445,10 +415,7 @@ impl Impairer {
             self.stats.corrupted += 1;
             let byte = self.rng.below(frame.len() as u64) as usize;
             let bit = self.rng.below(8) as u32;
-            Some(BitFlip {
-                byte,
-                mask: 1 << bit,
-            })
+            Some(BitFlip { byte, mask: 1 << bit })
         } else {
             None
         };
@@ -558,10 +525,7 @@ impl<D: Device> Impaired<D> {
 
     /// What the impairment has done so far.
     pub fn impair_stats(&self) -> ImpairedStats {
-        ImpairedStats {
-            rx: self.rx.stats,
-            tx: self.tx.stats,
-        }
+        ImpairedStats { rx: self.rx.stats, tx: self.tx.stats }
     }
 
     /// Frames currently held in either direction.
@@ -597,17 +561,10 @@ impl<D: Device> Device for Impaired<D> {
         self.flush_tx(now)?;
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
-        let room = IMPAIRED_HOLD_LIMIT
-            .saturating_sub(self.rx_line.len())
-            .min(max);
-        let result = if room > 0 {
-            self.inner.receive_batch(pool, &mut scratch, room, now)
-        } else {
-            Ok(0)
-        };
+        let room = IMPAIRED_HOLD_LIMIT.saturating_sub(self.rx_line.len()).min(max);
+        let result = if room > 0 { self.inner.receive_batch(pool, &mut scratch, room, now) } else { Ok(0) };
         for frame in scratch.drain(..) {
-            self.rx
-                .apply(frame, now, &mut self.rx_line, IMPAIRED_HOLD_LIMIT);
+            self.rx.apply(frame, now, &mut self.rx_line, IMPAIRED_HOLD_LIMIT);
         }
         self.scratch = scratch;
         let mut delivered = 0;
@@ -629,19 +586,14 @@ impl<D: Device> Device for Impaired<D> {
         }
     }
 
-    fn transmit_batch(
-        &mut self,
-        frames: &mut VecDeque<PacketBuf>,
-        now: Instant,
-    ) -> io::Result<usize> {
+    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, now: Instant) -> io::Result<usize> {
         self.last_now = self.last_now.max(now);
         let mut taken = 0;
         while self.tx_line.len() + self.tx_ready.len() < IMPAIRED_HOLD_LIMIT {
             let Some(frame) = frames.pop_front() else {
                 break;
             };
-            self.tx
-                .apply(frame, now, &mut self.tx_line, IMPAIRED_HOLD_LIMIT);
+            self.tx.apply(frame, now, &mut self.tx_line, IMPAIRED_HOLD_LIMIT);
             taken += 1;
         }
         self.flush_tx(now)?;
@@ -682,9 +634,7 @@ mod tests {
 
     #[test]
     fn parses_the_command_line_form() {
-        let imp: Impairment = "loss=3%,delay=2ms,reorder=10%,dup=1%,corrupt=0.1%,jitter=1ms"
-            .parse()
-            .unwrap();
+        let imp: Impairment = "loss=3%,delay=2ms,reorder=10%,dup=1%,corrupt=0.1%,jitter=1ms".parse().unwrap();
         assert!((imp.loss - 0.03).abs() < 1e-12);
         assert!((imp.reorder - 0.10).abs() < 1e-12);
         assert!((imp.duplicate - 0.01).abs() < 1e-12);
@@ -694,9 +644,7 @@ mod tests {
         assert_eq!(imp.reorder_extra_delay, DEFAULT_REORDER_DELAY);
         assert!(!imp.is_none());
 
-        let imp: Impairment = " loss = 0.5 , reorder_delay=250us, delay=1.5s ,duplicate=100%"
-            .parse()
-            .unwrap();
+        let imp: Impairment = " loss = 0.5 , reorder_delay=250us, delay=1.5s ,duplicate=100%".parse().unwrap();
         assert_eq!(imp.loss, 0.5);
         assert_eq!(imp.reorder_extra_delay, Duration::from_micros(250));
         assert_eq!(imp.delay, Duration::from_millis(1500));
@@ -745,10 +693,7 @@ mod tests {
         ];
         for (input, expected) in cases {
             let err = input.parse::<Impairment>().unwrap_err().to_string();
-            assert!(
-                err.contains(expected),
-                "{input:?} gave {err:?}, expected it to mention {expected:?}"
-            );
+            assert!(err.contains(expected), "{input:?} gave {err:?}, expected it to mention {expected:?}");
         }
     }
 
@@ -779,11 +724,7 @@ mod tests {
         assert_eq!(dev.inner().queued(), 0);
         assert_eq!(dev.poll_at(), Some(t0 + Duration::from_millis(1)));
         let mut out = Vec::new();
-        assert_eq!(
-            dev.receive_batch(&pool, &mut out, 16, t0 + Duration::from_micros(999))
-                .unwrap(),
-            0
-        );
+        assert_eq!(dev.receive_batch(&pool, &mut out, 16, t0 + Duration::from_micros(999)).unwrap(), 0);
         // Due: released to the loopback, received back, and held again 1 ms.
         let t1 = t0 + Duration::from_millis(1);
         assert_eq!(dev.receive_batch(&pool, &mut out, 16, t1).unwrap(), 0);
@@ -803,12 +744,10 @@ mod tests {
     fn impaired_loss_and_corruption_are_counted() {
         let pool = BufferPool::new(2048, 512);
         let imp: Impairment = "loss=50%,corrupt=100%".parse().unwrap();
-        let mut dev =
-            Impaired::with_directions(Loopback::new(1500, 1024), Impairment::none(), imp, 9);
+        let mut dev = Impaired::with_directions(Loopback::new(1500, 1024), Impairment::none(), imp, 9);
         let original: Vec<u8> = (0..60u8).map(|i| i.wrapping_mul(37)).collect();
-        let mut q: VecDeque<PacketBuf> = (0..200)
-            .map(|_| PacketBuf::from_slice(&pool, 0, &original).unwrap())
-            .collect();
+        let mut q: VecDeque<PacketBuf> =
+            (0..200).map(|_| PacketBuf::from_slice(&pool, 0, &original).unwrap()).collect();
         let now = Instant::from_secs(1);
         assert_eq!(dev.transmit_batch(&mut q, now).unwrap(), 200);
         let mut out = Vec::new();
@@ -820,11 +759,7 @@ mod tests {
         assert_eq!(s.corrupted, n as u64);
         for frame in &out {
             let bytes = frame.to_vec();
-            let flipped: u32 = bytes
-                .iter()
-                .zip(&original)
-                .map(|(a, b)| (a ^ b).count_ones())
-                .sum();
+            let flipped: u32 = bytes.iter().zip(&original).map(|(a, b)| (a ^ b).count_ones()).sum();
             assert_eq!(flipped, 1, "exactly one bit flipped");
         }
         drop(out);

@@ -28,7 +28,7 @@ pub mod vnet;
 pub mod vni;
 
 pub use clock::MonotonicClock;
-pub use device::{frame_fits, Device, FrameInPlace, DeviceStats, DEFAULT_MTU, ETHERNET_HEADER_LEN, RX_HEADROOM};
+pub use device::{frame_fits, Device, DeviceStats, FrameInPlace, DEFAULT_MTU, ETHERNET_HEADER_LEN, RX_HEADROOM};
 pub use impair::{ImpairStats, Impaired, ImpairedStats, Impairment, ParseImpairmentError};
 pub use loopback::Loopback;
 pub use pcap::{PcapDevice, PcapWriter, LINKTYPE_ETHERNET, PCAP_MAGIC, PCAP_SNAPLEN};

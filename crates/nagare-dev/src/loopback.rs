@@ -66,11 +66,7 @@ impl Device for Loopback {
         Ok(n)
     }
 
-    fn transmit_batch(
-        &mut self,
-        frames: &mut VecDeque<PacketBuf>,
-        now: Instant,
-    ) -> io::Result<usize> {
+    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, now: Instant) -> io::Result<usize> {
         let mut taken = 0;
         while let Some(frame) = frames.front() {
             if frame.is_empty() || frame.len() > self.mtu + ETHERNET_HEADER_LEN {
@@ -118,9 +114,7 @@ mod tests {
     fn frames_come_back_in_order_without_copying_and_queue_is_bounded() {
         let pool = BufferPool::new(2048, 16);
         let mut lo = Loopback::new(100, 3);
-        let mut q: VecDeque<PacketBuf> = (0u8..5)
-            .map(|i| PacketBuf::from_slice(&pool, 0, &[i; 20]).unwrap())
-            .collect();
+        let mut q: VecDeque<PacketBuf> = (0u8..5).map(|i| PacketBuf::from_slice(&pool, 0, &[i; 20]).unwrap()).collect();
         let now = Instant::from_millis(3);
         assert_eq!(pool.in_use(), 5);
         assert_eq!(lo.poll_at(), None);
@@ -131,16 +125,10 @@ mod tests {
         assert_eq!(lo.receive_batch(&pool, &mut out, 2, now).unwrap(), 2);
         assert_eq!(lo.transmit_batch(&mut q, now).unwrap(), 2);
         assert_eq!(lo.receive_batch(&pool, &mut out, 10, now).unwrap(), 3);
-        assert_eq!(
-            out.iter().map(|f| f.to_vec()[0]).collect::<Vec<_>>(),
-            [0, 1, 2, 3, 4]
-        );
+        assert_eq!(out.iter().map(|f| f.to_vec()[0]).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
         assert_eq!(pool.in_use(), 5, "no copies were made");
         let s = lo.stats();
-        assert_eq!(
-            (s.tx_frames, s.rx_frames, s.tx_bytes, s.rx_bytes),
-            (5, 5, 100, 100)
-        );
+        assert_eq!((s.tx_frames, s.rx_frames, s.tx_bytes, s.rx_bytes), (5, 5, 100, 100));
         drop(out);
         assert_eq!(pool.in_use(), 0);
     }

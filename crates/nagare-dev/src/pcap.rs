@@ -48,11 +48,7 @@ impl<W: Write> PcapWriter<W> {
         header[16..20].copy_from_slice(&PCAP_SNAPLEN.to_le_bytes());
         header[20..24].copy_from_slice(&LINKTYPE_ETHERNET.to_le_bytes());
         out.write_all(&header)?;
-        Ok(PcapWriter {
-            out,
-            epoch_offset_micros,
-            packets: 0,
-        })
+        Ok(PcapWriter { out, epoch_offset_micros, packets: 0 })
     }
 
     /// Records one frame seen at `ts`, writing its slices as they are
@@ -123,12 +119,7 @@ pub struct PcapDevice<D: Device, W: Write> {
 impl<D: Device, W: Write> PcapDevice<D, W> {
     /// Records the traffic of `inner` to `writer`.
     pub fn new(inner: D, writer: PcapWriter<W>) -> Self {
-        PcapDevice {
-            inner,
-            writer,
-            error: None,
-            offered: Vec::new(),
-        }
+        PcapDevice { inner, writer, error: None, offered: Vec::new() }
     }
 
     /// The wrapped device.
@@ -186,11 +177,7 @@ impl<D: Device, W: Write> Device for PcapDevice<D, W> {
         result
     }
 
-    fn transmit_batch(
-        &mut self,
-        frames: &mut VecDeque<PacketBuf>,
-        now: Instant,
-    ) -> io::Result<usize> {
+    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, now: Instant) -> io::Result<usize> {
         if self.error.is_some() {
             return self.inner.transmit_batch(frames, now);
         }
@@ -268,14 +255,11 @@ mod tests {
         let frame = PacketBuf::from_slice(&pool, 2, &data).unwrap();
         assert_eq!(frame.slice_count(), 3);
         let mut w = PcapWriter::new(Vec::new(), 1_700_000_000_000_000).unwrap();
-        w.write_packet(Instant::from_micros(2_500_001), &frame)
-            .unwrap();
+        w.write_packet(Instant::from_micros(2_500_001), &frame).unwrap();
         assert_eq!(w.packets(), 1);
         let bytes = w.into_inner();
-        let mut expected = vec![
-            0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x00, 0x00, 0x04, 0x00, 1,
-            0, 0, 0,
-        ];
+        let mut expected =
+            vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x00, 0x00, 0x04, 0x00, 1, 0, 0, 0];
         expected.extend_from_slice(&1_700_000_002u32.to_le_bytes());
         expected.extend_from_slice(&500_001u32.to_le_bytes());
         expected.extend_from_slice(&20u32.to_le_bytes());
@@ -306,60 +290,32 @@ mod tests {
         let pool = BufferPool::new(2048, 16);
         let writer = PcapWriter::new(Vec::new(), 0).unwrap();
         let mut dev = PcapDevice::new(Loopback::new(1500, 2), writer);
-        let mut q: VecDeque<PacketBuf> = (0u8..3)
-            .map(|i| PacketBuf::from_slice(&pool, 0, &[i; 60]).unwrap())
-            .collect();
+        let mut q: VecDeque<PacketBuf> = (0u8..3).map(|i| PacketBuf::from_slice(&pool, 0, &[i; 60]).unwrap()).collect();
         // The loopback takes two; only those are recorded.
-        assert_eq!(
-            dev.transmit_batch(&mut q, Instant::from_micros(5)).unwrap(),
-            2
-        );
+        assert_eq!(dev.transmit_batch(&mut q, Instant::from_micros(5)).unwrap(), 2);
         assert_eq!(q.len(), 1);
         assert_eq!(dev.writer().packets(), 2);
         let mut out = Vec::new();
-        assert_eq!(
-            dev.receive_batch(&pool, &mut out, 8, Instant::from_micros(9))
-                .unwrap(),
-            2
-        );
+        assert_eq!(dev.receive_batch(&pool, &mut out, 8, Instant::from_micros(9)).unwrap(), 2);
         assert_eq!(dev.writer().packets(), 4);
-        assert_eq!(
-            dev.transmit_batch(&mut q, Instant::from_micros(11))
-                .unwrap(),
-            1
-        );
+        assert_eq!(dev.transmit_batch(&mut q, Instant::from_micros(11)).unwrap(), 1);
         assert_eq!(dev.writer().packets(), 5);
         let (lo, w) = dev.into_parts();
-        assert_eq!(
-            w.get_ref().len(),
-            PCAP_FILE_HEADER_LEN + 5 * (PCAP_RECORD_HEADER_LEN + 60)
-        );
+        assert_eq!(w.get_ref().len(), PCAP_FILE_HEADER_LEN + 5 * (PCAP_RECORD_HEADER_LEN + 60));
         drop((q, out));
         assert_eq!(pool.in_use(), 1, "the loopback still holds the last frame");
         drop(lo);
         assert_eq!(pool.in_use(), 0);
 
         // Room for the header and one record only: traffic goes on.
-        let writer = PcapWriter::new(
-            FailingWriter {
-                budget: 24 + 16 + 60,
-            },
-            0,
-        )
-        .unwrap();
+        let writer = PcapWriter::new(FailingWriter { budget: 24 + 16 + 60 }, 0).unwrap();
         let mut dev = PcapDevice::new(Loopback::new(1500, 8), writer);
-        let mut q: VecDeque<PacketBuf> = (0u8..3)
-            .map(|i| PacketBuf::from_slice(&pool, 0, &[i; 60]).unwrap())
-            .collect();
+        let mut q: VecDeque<PacketBuf> = (0u8..3).map(|i| PacketBuf::from_slice(&pool, 0, &[i; 60]).unwrap()).collect();
         assert_eq!(dev.transmit_batch(&mut q, Instant::ZERO).unwrap(), 3);
         assert_eq!(dev.writer().packets(), 1);
         assert!(dev.capture_error().is_some());
         let mut out = Vec::new();
-        assert_eq!(
-            dev.receive_batch(&pool, &mut out, 8, Instant::ZERO)
-                .unwrap(),
-            3
-        );
+        assert_eq!(dev.receive_batch(&pool, &mut out, 8, Instant::ZERO).unwrap(), 3);
         assert_eq!(dev.inner().stats().tx_frames, 3);
     }
 
@@ -368,23 +324,14 @@ mod tests {
         let pool = BufferPool::new(2048, 1024);
         let writer = PcapWriter::new(Vec::new(), 0).unwrap();
         let mut dev = PcapDevice::new(Loopback::new(1500, 600), writer);
-        let mut q: VecDeque<PacketBuf> = (0..700u32)
-            .map(|i| PacketBuf::from_slice(&pool, 0, &i.to_be_bytes().repeat(15)).unwrap())
-            .collect();
+        let mut q: VecDeque<PacketBuf> =
+            (0..700u32).map(|i| PacketBuf::from_slice(&pool, 0, &i.to_be_bytes().repeat(15)).unwrap()).collect();
         assert_eq!(dev.transmit_batch(&mut q, Instant::ZERO).unwrap(), 600);
         assert_eq!(dev.writer().packets(), 600);
         assert_eq!(q.len(), 100);
-        assert_eq!(
-            q.front().unwrap().header::<4>().unwrap(),
-            600u32.to_be_bytes(),
-            "order kept"
-        );
+        assert_eq!(q.front().unwrap().header::<4>().unwrap(), 600u32.to_be_bytes(), "order kept");
         let mut out = Vec::new();
-        dev.receive_batch(&pool, &mut out, 1000, Instant::ZERO)
-            .unwrap();
-        assert!(out
-            .iter()
-            .enumerate()
-            .all(|(i, f)| f.header::<4>().unwrap() == (i as u32).to_be_bytes()));
+        dev.receive_batch(&pool, &mut out, 1000, Instant::ZERO).unwrap();
+        assert!(out.iter().enumerate().all(|(i, f)| f.header::<4>().unwrap() == (i as u32).to_be_bytes()));
     }
 }

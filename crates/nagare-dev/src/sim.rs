@@ -110,11 +110,7 @@ impl SimLink {
         };
         let dirs = [direction(), direction()];
         let shared = Rc::new(RefCell::new(Shared { config, dirs }));
-        let port = |side| SimPort {
-            shared: Rc::clone(&shared),
-            side,
-            stats: DeviceStats::default(),
-        };
+        let port = |side| SimPort { shared: Rc::clone(&shared), side, stats: DeviceStats::default() };
         (port(0), port(1))
     }
 }
@@ -138,11 +134,7 @@ impl SimPort {
     pub fn tx_link_stats(&self) -> LinkStats {
         let shared = self.shared.borrow();
         let dir = &shared.dirs[self.side];
-        LinkStats {
-            impair: dir.impairer.stats,
-            queue_dropped: dir.queue_dropped,
-            in_flight: dir.line.len(),
-        }
+        LinkStats { impair: dir.impairer.stats, queue_dropped: dir.queue_dropped, in_flight: dir.line.len() }
     }
 
     /// Frames on their way to this end.
@@ -177,11 +169,7 @@ impl Device for SimPort {
         Ok(n)
     }
 
-    fn transmit_batch(
-        &mut self,
-        frames: &mut VecDeque<PacketBuf>,
-        now: Instant,
-    ) -> io::Result<usize> {
+    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, now: Instant) -> io::Result<usize> {
         let mut shared = self.shared.borrow_mut();
         let config = shared.config;
         let dir = &mut shared.dirs[self.side];
@@ -205,15 +193,12 @@ impl Device for SimPort {
                     let bps = u128::from(bps);
                     let start = dir.busy_until.max(u128::from(now.total_micros()) * bps);
                     dir.busy_until = start + len as u128 * 8 * 1_000_000;
-                    Instant::from_micros(
-                        u64::try_from(dir.busy_until.div_ceil(bps)).unwrap_or(u64::MAX),
-                    )
+                    Instant::from_micros(u64::try_from(dir.busy_until.div_ceil(bps)).unwrap_or(u64::MAX))
                 }
                 _ => now,
             };
             let arrive = finished + config.latency;
-            dir.impairer
-                .apply(frame, arrive, &mut dir.line, config.queue_limit);
+            dir.impairer.apply(frame, arrive, &mut dir.line, config.queue_limit);
         }
         Ok(taken)
     }
@@ -285,11 +270,7 @@ mod tests {
     }
 
     fn impaired(s: &str) -> LinkConfig {
-        LinkConfig {
-            queue_limit: usize::MAX,
-            impairment: s.parse().unwrap(),
-            ..LinkConfig::default()
-        }
+        LinkConfig { queue_limit: usize::MAX, impairment: s.parse().unwrap(), ..LinkConfig::default() }
     }
 
     #[test]
@@ -307,28 +288,12 @@ mod tests {
         assert_eq!(b.poll_at(), Some(Instant::from_micros(6000)));
         assert_eq!(a.poll_at(), None, "nothing travels towards a");
         let mut out = Vec::new();
-        assert_eq!(
-            b.receive_batch(&pool, &mut out, 10, Instant::from_micros(5999))
-                .unwrap(),
-            0
-        );
-        assert_eq!(
-            b.receive_batch(&pool, &mut out, 10, Instant::from_micros(6000))
-                .unwrap(),
-            1
-        );
+        assert_eq!(b.receive_batch(&pool, &mut out, 10, Instant::from_micros(5999)).unwrap(), 0);
+        assert_eq!(b.receive_batch(&pool, &mut out, 10, Instant::from_micros(6000)).unwrap(), 1);
         assert_eq!(b.poll_at(), Some(Instant::from_micros(7000)));
-        assert_eq!(
-            b.receive_batch(&pool, &mut out, 10, Instant::from_micros(7999))
-                .unwrap(),
-            1
-        );
+        assert_eq!(b.receive_batch(&pool, &mut out, 10, Instant::from_micros(7999)).unwrap(), 1);
         assert_eq!(b.poll_at(), Some(Instant::from_micros(8000)));
-        assert_eq!(
-            b.receive_batch(&pool, &mut out, 10, Instant::from_micros(8000))
-                .unwrap(),
-            1
-        );
+        assert_eq!(b.receive_batch(&pool, &mut out, 10, Instant::from_micros(8000)).unwrap(), 1);
         assert_eq!(b.poll_at(), None);
         assert_eq!(out.iter().map(seq).collect::<Vec<_>>(), [0, 1, 2]);
 
@@ -339,18 +304,15 @@ mod tests {
         send(&mut a, &pool, 4, 1000, Instant::from_micros(20_000));
         send(&mut b, &pool, 5, 125, Instant::from_micros(20_000));
         assert_eq!(a.poll_at(), Some(Instant::from_micros(25_125)));
-        b.receive_batch(&pool, &mut out, 10, Instant::from_micros(8500))
-            .unwrap();
+        b.receive_batch(&pool, &mut out, 10, Instant::from_micros(8500)).unwrap();
         assert_eq!(b.poll_at(), Some(Instant::from_micros(26_000)));
 
         // Zero copy: the frames received are the ones sent.
         assert_eq!(pool.in_use(), 6);
         drop(out);
         let mut rest = Vec::new();
-        b.receive_batch(&pool, &mut rest, 10, Instant::from_secs(1))
-            .unwrap();
-        a.receive_batch(&pool, &mut rest, 10, Instant::from_secs(1))
-            .unwrap();
+        b.receive_batch(&pool, &mut rest, 10, Instant::from_secs(1)).unwrap();
+        a.receive_batch(&pool, &mut rest, 10, Instant::from_secs(1)).unwrap();
         assert_eq!(rest.iter().map(seq).collect::<Vec<_>>(), [4, 5]);
         drop(rest);
         assert_eq!(pool.in_use(), 0);
@@ -362,10 +324,7 @@ mod tests {
     fn serialization_rounding_does_not_accumulate() {
         // 100 bytes at 3 Mbit/s = 266.67 µs each: 30 frames take exactly 8 ms.
         let pool = BufferPool::new(2048, 64);
-        let config = LinkConfig {
-            bandwidth_bps: Some(3_000_000),
-            ..LinkConfig::default()
-        };
+        let config = LinkConfig { bandwidth_bps: Some(3_000_000), ..LinkConfig::default() };
         let (mut a, b) = SimLink::new(config, 1);
         let mut q: VecDeque<PacketBuf> = (0..30).map(|i| frame(&pool, i, 100)).collect();
         a.transmit_batch(&mut q, Instant::ZERO).unwrap();
@@ -387,9 +346,7 @@ mod tests {
         let config = impaired("loss=5%,dup=5%,reorder=10%,jitter=30us,corrupt=1%");
         let digest = |seed| {
             let (got, _, _) = run(config, seed);
-            got.iter()
-                .map(|(t, f)| (t.total_micros(), f.to_vec()))
-                .collect::<Vec<_>>()
+            got.iter().map(|(t, f)| (t.total_micros(), f.to_vec())).collect::<Vec<_>>()
         };
         let a = digest(7);
         assert_eq!(a, digest(7));
@@ -406,21 +363,14 @@ mod tests {
         let (got, stats, _) = run(impaired("none"), 3);
         assert_eq!(got.len(), N as usize);
         assert_eq!(stats.impair.lost, 0);
-        assert!(
-            got.iter().enumerate().all(|(i, (_, f))| seq(f) == i as u32),
-            "in order"
-        );
+        assert!(got.iter().enumerate().all(|(i, (_, f))| seq(f) == i as u32), "in order");
     }
 
     #[test]
     fn loss_rate_within_bounds() {
         let (got, stats, _) = run(impaired("loss=30%"), 11);
         // Expect 3000 lost, sigma ~46.
-        assert!(
-            (2800..=3200).contains(&stats.impair.lost),
-            "lost {}",
-            stats.impair.lost
-        );
+        assert!((2800..=3200).contains(&stats.impair.lost), "lost {}", stats.impair.lost);
         assert_eq!(got.len() as u64, u64::from(N) - stats.impair.lost);
     }
 
@@ -460,10 +410,7 @@ mod tests {
         // Every held-back frame is overtaken, except possibly the last few
         // sent, which have no successors.
         let held = stats.impair.reordered;
-        assert!(
-            late as u64 <= held && held - late as u64 <= 3,
-            "late {late}, held back {held}"
-        );
+        assert!(late as u64 <= held && held - late as u64 <= 3, "late {late}, held back {held}");
     }
 
     #[test]
@@ -478,20 +425,11 @@ mod tests {
                 b[..4].copy_from_slice(&(i as u32).to_be_bytes());
                 b
             };
-            let bits: u32 = f
-                .to_vec()
-                .iter()
-                .zip(&sent)
-                .map(|(a, b)| (a ^ b).count_ones())
-                .sum();
+            let bits: u32 = f.to_vec().iter().zip(&sent).map(|(a, b)| (a ^ b).count_ones()).sum();
             assert!(bits <= 1);
             if bits == 1 {
                 corrupted += 1;
-                assert_eq!(
-                    f.headroom(),
-                    crate::RX_HEADROOM,
-                    "corrupted copy is a fresh buffer"
-                );
+                assert_eq!(f.headroom(), crate::RX_HEADROOM, "corrupted copy is a fresh buffer");
                 in_use_by_copies += 1;
             }
         }
@@ -507,10 +445,7 @@ mod tests {
 
     #[test]
     fn delay_and_jitter_bounds() {
-        let config = LinkConfig {
-            latency: Duration::from_micros(100),
-            ..impaired("delay=1ms,jitter=200us")
-        };
+        let config = LinkConfig { latency: Duration::from_micros(100), ..impaired("delay=1ms,jitter=200us") };
         let pool = BufferPool::new(2048, 16);
         let (mut a, mut b) = SimLink::new(config, 5);
         let mut delays = Vec::new();
@@ -534,11 +469,7 @@ mod tests {
     #[test]
     fn queue_limit_drops_are_counted() {
         let pool = BufferPool::new(2048, 64);
-        let config = LinkConfig {
-            latency: Duration::from_millis(1),
-            queue_limit: 4,
-            ..LinkConfig::default()
-        };
+        let config = LinkConfig { latency: Duration::from_millis(1), queue_limit: 4, ..LinkConfig::default() };
         let (mut a, mut b) = SimLink::new(config, 1);
         let mut q: VecDeque<PacketBuf> = (0..10).map(|i| frame(&pool, i, 100)).collect();
         assert_eq!(a.transmit_batch(&mut q, Instant::ZERO).unwrap(), 10);
@@ -548,8 +479,7 @@ mod tests {
         assert_eq!(b.rx_in_flight(), 4);
         assert_eq!(pool.in_use(), 4, "dropped frames return their buffers");
         let mut out = Vec::new();
-        b.receive_batch(&pool, &mut out, 100, Instant::from_millis(1))
-            .unwrap();
+        b.receive_batch(&pool, &mut out, 100, Instant::from_millis(1)).unwrap();
         assert_eq!(out.iter().map(seq).collect::<Vec<_>>(), [0, 1, 2, 3]);
         // Room again once delivered.
         let mut q = VecDeque::from([frame(&pool, 10, 100)]);
@@ -572,10 +502,7 @@ mod tests {
         send(&mut a, &pool, 0, 60, Instant::ZERO);
         let hog = BufferPool::new(2048, 0);
         let mut out = Vec::new();
-        assert_eq!(
-            b.receive_batch(&hog, &mut out, 10, Instant::ZERO).unwrap(),
-            0
-        );
+        assert_eq!(b.receive_batch(&hog, &mut out, 10, Instant::ZERO).unwrap(), 0);
         assert_eq!(b.stats().rx_dropped_no_buffer, 1);
         assert_eq!(pool.in_use(), 0);
     }

@@ -70,15 +70,15 @@ fn validate_name(name: &str) -> io::Result<()> {
         && name.len() <= MAX_IFNAME_LEN
         && name != "."
         && name != ".."
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_graphic() && b != b'/' && b != b':');
+        && name.bytes().all(|b| b.is_ascii_graphic() && b != b'/' && b != b':');
     if ok {
         Ok(())
     } else {
         Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("invalid interface name {name:?}: 1 to {MAX_IFNAME_LEN} printable characters, no '/', ':' or spaces"),
+            format!(
+                "invalid interface name {name:?}: 1 to {MAX_IFNAME_LEN} printable characters, no '/', ':' or spaces"
+            ),
         ))
     }
 }
@@ -215,7 +215,8 @@ impl TapDevice {
             return Err(io::Error::new(io::ErrorKind::Unsupported, format!("{} is a single-queue TAP", self.name)));
         }
         let file = open_tun()?;
-        attach(&file, &self.name, self.vnet_header, true).map_err(|e| with_context(e, "TUNSETIFF (queue)", &self.name))?;
+        attach(&file, &self.name, self.vnet_header, true)
+            .map_err(|e| with_context(e, "TUNSETIFF (queue)", &self.name))?;
         Ok(OwnedFd::from(file))
     }
 
@@ -266,10 +267,7 @@ impl TapDevice {
             } else {
                 ""
             };
-            return Err(io::Error::new(
-                e.kind(),
-                format!("TUNSETIFF {name}: {e}{hint}"),
-            ));
+            return Err(io::Error::new(e.kind(), format!("TUNSETIFF {name}: {e}{hint}")));
         }
         if vnet_header {
             // A persistent TAP keeps the header size its last user set
@@ -277,10 +275,7 @@ impl TapDevice {
             set_vnet_header_len(&file).map_err(|e| with_context(e, "TUNSETVNETHDRSZ", name))?;
         }
         let offloads = if vnet_header && request_offloads(&file).is_ok() {
-            TxOffloads {
-                checksum: true,
-                tcp_segmentation: usize::from(u16::MAX),
-            }
+            TxOffloads { checksum: true, tcp_segmentation: usize::from(u16::MAX) }
         } else {
             TxOffloads::NONE
         };
@@ -369,8 +364,7 @@ impl TapDevice {
 
     fn read_mtu(&self) -> io::Result<usize> {
         let mut ifr = ifreq_for(&self.name);
-        interface_ioctl(libc::SIOCGIFMTU, &mut ifr)
-            .map_err(|e| with_context(e, "SIOCGIFMTU", &self.name))?;
+        interface_ioctl(libc::SIOCGIFMTU, &mut ifr).map_err(|e| with_context(e, "SIOCGIFMTU", &self.name))?;
         // SAFETY: SIOCGIFMTU filled in the `ifru_mtu` member of the union.
         let mtu = unsafe { ifr.ifr_ifru.ifru_mtu };
         Ok(usize::try_from(mtu).unwrap_or(0))
@@ -380,14 +374,9 @@ impl TapDevice {
     /// this size).
     pub fn set_mtu(&mut self, mtu: usize) -> io::Result<()> {
         let mut ifr = ifreq_for(&self.name);
-        ifr.ifr_ifru.ifru_mtu = libc::c_int::try_from(mtu).map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("MTU {mtu} out of range"),
-            )
-        })?;
-        interface_ioctl(libc::SIOCSIFMTU, &mut ifr)
-            .map_err(|e| with_context(e, "SIOCSIFMTU", &self.name))?;
+        ifr.ifr_ifru.ifru_mtu = libc::c_int::try_from(mtu)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("MTU {mtu} out of range")))?;
+        interface_ioctl(libc::SIOCSIFMTU, &mut ifr).map_err(|e| with_context(e, "SIOCSIFMTU", &self.name))?;
         self.mtu = self.read_mtu()?;
         Ok(())
     }
@@ -395,26 +384,19 @@ impl TapDevice {
     /// Brings the interface up or down.
     pub fn set_up(&self, up: bool) -> io::Result<()> {
         let mut ifr = ifreq_for(&self.name);
-        interface_ioctl(libc::SIOCGIFFLAGS, &mut ifr)
-            .map_err(|e| with_context(e, "SIOCGIFFLAGS", &self.name))?;
+        interface_ioctl(libc::SIOCGIFFLAGS, &mut ifr).map_err(|e| with_context(e, "SIOCGIFFLAGS", &self.name))?;
         // SAFETY: SIOCGIFFLAGS filled in the `ifru_flags` member.
         let flags = unsafe { ifr.ifr_ifru.ifru_flags };
         let up_flag = libc::IFF_UP as libc::c_short;
-        ifr.ifr_ifru.ifru_flags = if up {
-            flags | up_flag
-        } else {
-            flags & !up_flag
-        };
-        interface_ioctl(libc::SIOCSIFFLAGS, &mut ifr)
-            .map_err(|e| with_context(e, "SIOCSIFFLAGS", &self.name))
+        ifr.ifr_ifru.ifru_flags = if up { flags | up_flag } else { flags & !up_flag };
+        interface_ioctl(libc::SIOCSIFFLAGS, &mut ifr).map_err(|e| with_context(e, "SIOCSIFFLAGS", &self.name))
     }
 
     /// The MAC address of the kernel's side of the TAP. The stack on this
     /// side must use a different one.
     pub fn kernel_mac(&self) -> io::Result<[u8; 6]> {
         let mut ifr = ifreq_for(&self.name);
-        interface_ioctl(libc::SIOCGIFHWADDR, &mut ifr)
-            .map_err(|e| with_context(e, "SIOCGIFHWADDR", &self.name))?;
+        interface_ioctl(libc::SIOCGIFHWADDR, &mut ifr).map_err(|e| with_context(e, "SIOCGIFHWADDR", &self.name))?;
         // SAFETY: SIOCGIFHWADDR filled in the `ifru_hwaddr` member.
         let data = unsafe { ifr.ifr_ifru.ifru_hwaddr.sa_data };
         let mut mac = [0u8; 6];
@@ -484,10 +466,7 @@ impl TapDevice {
     /// read but dropped (counted).
     fn read_offloaded(&mut self, mut first: Buffer) -> io::Result<Option<Option<PacketBuf>>> {
         let mut hdr = [0u8; VNET_HDR_LEN];
-        let mut iovs = [libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        }; MAX_RX_IOVECS];
+        let mut iovs = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_RX_IOVECS];
         iovs[0] = iovec_mut(&mut hdr);
         let Some(first_space) = first.as_mut_slice().and_then(|b| b.get_mut(RX_HEADROOM..)) else {
             return Err(io::Error::new(
@@ -550,17 +529,12 @@ impl TapDevice {
     /// Writes one frame (after its virtio header, if the TAP takes one)
     /// with `writev`; returns the frame bytes written.
     fn write_frame(&self, frame: &PacketBuf) -> io::Result<usize> {
-        let iovec_of = |chunk: &[u8]| libc::iovec {
-            iov_base: chunk.as_ptr() as *mut libc::c_void,
-            iov_len: chunk.len(),
-        };
+        let iovec_of =
+            |chunk: &[u8]| libc::iovec { iov_base: chunk.as_ptr() as *mut libc::c_void, iov_len: chunk.len() };
         let hdr = vnet::header_for(frame);
         let hdr_len = if self.vnet_header { VNET_HDR_LEN } else { 0 };
         let head = &hdr[..hdr_len];
-        let mut inline = [libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        }; INLINE_IOVECS];
+        let mut inline = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; INLINE_IOVECS];
         let heap: Vec<libc::iovec>;
         // More slices than one writev takes (IOV_MAX, 1024 on Linux: a
         // super-segment of many small sends): copied flat, which is rare,
@@ -586,9 +560,8 @@ impl TapDevice {
             heap = pieces.map(iovec_of).collect();
             &heap
         };
-        let count = libc::c_int::try_from(iovs.len()).map_err(|_| {
-            io::Error::new(io::ErrorKind::InvalidInput, "frame has too many slices")
-        })?;
+        let count = libc::c_int::try_from(iovs.len())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "frame has too many slices"))?;
         loop {
             // SAFETY: every iovec points into `hdr` or a slice of `frame`,
             // both borrowed (and so kept alive and unchanged) for the
@@ -673,10 +646,7 @@ impl TapDevice {
 
 /// An iovec over `bytes`, for reading into them.
 fn iovec_mut(bytes: &mut [u8]) -> libc::iovec {
-    libc::iovec {
-        iov_base: bytes.as_mut_ptr().cast(),
-        iov_len: bytes.len(),
-    }
+    libc::iovec { iov_base: bytes.as_mut_ptr().cast(), iov_len: bytes.len() }
 }
 
 impl Device for TapDevice {
@@ -730,11 +700,7 @@ impl Device for TapDevice {
         Ok(Some((frame_len, offload)))
     }
 
-    fn transmit_batch(
-        &mut self,
-        frames: &mut VecDeque<PacketBuf>,
-        _now: Instant,
-    ) -> io::Result<usize> {
+    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, _now: Instant) -> io::Result<usize> {
         let mut taken = 0;
         while let Some(frame) = frames.front() {
             let len = frame.len();
@@ -753,20 +719,14 @@ impl Device for TapDevice {
                         self.stats.tx_errors += 1;
                     }
                 }
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS)) => {
-                    break
-                }
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::ENOBUFS)) => break,
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::EMSGSIZE)) => {
                     // The kernel refused this frame: drop it, go on.
                     self.stats.tx_errors += 1;
                 }
                 Err(e) => {
                     self.stats.tx_errors += 1;
-                    return if taken > 0 {
-                        Ok(taken)
-                    } else {
-                        Err(with_context(e, "writev", &self.name))
-                    };
+                    return if taken > 0 { Ok(taken) } else { Err(with_context(e, "writev", &self.name)) };
                 }
             }
             frames.pop_front();
@@ -811,16 +771,7 @@ mod tests {
     fn names_are_validated() {
         assert!(validate_name("tap0").is_ok());
         assert!(validate_name("abcdefghijklmno").is_ok());
-        for bad in [
-            "",
-            "abcdefghijklmnop",
-            "a/b",
-            "a b",
-            "a:1",
-            ".",
-            "..",
-            "tab\t",
-        ] {
+        for bad in ["", "abcdefghijklmnop", "a/b", "a b", "a:1", ".", "..", "tab\t"] {
             let e = validate_name(bad).unwrap_err();
             assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{bad:?}");
         }

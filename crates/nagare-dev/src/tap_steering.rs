@@ -82,48 +82,48 @@ fn program(map_fd: i32) -> Vec<Insn> {
     let ip = i32::from(0x0800u16.to_be());
     let d = TO_DEFAULT;
     let mut p = vec![
-        insn(MOV64_REG, 6, 1, 0, 0),              // r6 = skb (LD_ABS wants it there)
-        insn(LDX_W, 2, 6, SKB_PROTOCOL, 0),       // r2 = skb->protocol
-        insn(JNE_IMM, 2, 0, d, ip),               // not IPv4
-        insn(LD_ABS_B, 0, 0, 0, SKF_NET_OFF),     // r0 = version | ihl
+        insn(MOV64_REG, 6, 1, 0, 0),          // r6 = skb (LD_ABS wants it there)
+        insn(LDX_W, 2, 6, SKB_PROTOCOL, 0),   // r2 = skb->protocol
+        insn(JNE_IMM, 2, 0, d, ip),           // not IPv4
+        insn(LD_ABS_B, 0, 0, 0, SKF_NET_OFF), // r0 = version | ihl
         insn(MOV64_REG, 7, 0, 0, 0),
         insn(AND64_IMM, 7, 0, 0, 0xf0),
-        insn(JNE_IMM, 7, 0, d, 0x40),             // version 4 only
+        insn(JNE_IMM, 7, 0, d, 0x40), // version 4 only
         insn(AND64_IMM, 0, 0, 0, 0x0f),
         insn(LSH64_IMM, 0, 0, 0, 2),
-        insn(MOV64_REG, 7, 0, 0, 0),              // r7 = IP header length
-        insn(JLT_IMM, 7, 0, d, 20),               // shorter than an IP header
-        insn(LD_ABS_H, 0, 0, 0, SKF_NET_OFF + 6), // flags | fragment offset
-        insn(AND64_IMM, 0, 0, 0, 0x3fff),         // more fragments or an offset
-        insn(JNE_IMM, 0, 0, d, 0),                // a fragment
+        insn(MOV64_REG, 7, 0, 0, 0),               // r7 = IP header length
+        insn(JLT_IMM, 7, 0, d, 20),                // shorter than an IP header
+        insn(LD_ABS_H, 0, 0, 0, SKF_NET_OFF + 6),  // flags | fragment offset
+        insn(AND64_IMM, 0, 0, 0, 0x3fff),          // more fragments or an offset
+        insn(JNE_IMM, 0, 0, d, 0),                 // a fragment
         insn(LD_ABS_W, 0, 0, 0, SKF_NET_OFF + 16), // destination address
-        insn(MOV64_REG, 9, 0, 0, 0),              // r9 = it
-        insn(LD_ABS_B, 0, 0, 0, SKF_NET_OFF + 9), // protocol
-        insn(MOV64_REG, 8, 0, 0, 0),              // r8 = protocol
-        insn(JEQ_IMM, 8, 0, 1, 6),                // TCP: skip the next
-        insn(JNE_IMM, 8, 0, d, 17),               // not UDP either
-        insn(LD_IND_H, 0, 7, 0, SKF_NET_OFF + 2), // r0 = destination port
+        insn(MOV64_REG, 9, 0, 0, 0),               // r9 = it
+        insn(LD_ABS_B, 0, 0, 0, SKF_NET_OFF + 9),  // protocol
+        insn(MOV64_REG, 8, 0, 0, 0),               // r8 = protocol
+        insn(JEQ_IMM, 8, 0, 1, 6),                 // TCP: skip the next
+        insn(JNE_IMM, 8, 0, d, 17),                // not UDP either
+        insn(LD_IND_H, 0, 7, 0, SKF_NET_OFF + 2),  // r0 = destination port
         insn(LSH64_IMM, 8, 0, 0, 16),
-        insn(OR64_REG, 8, 0, 0, 0),               // r8 = the port's key
-        insn(STX_W, 10, 8, -4, 0),                // on the stack
-        insn(ST_W, 10, 0, -8, 0),                 // key 0: the local address
+        insn(OR64_REG, 8, 0, 0, 0),                  // r8 = the port's key
+        insn(STX_W, 10, 8, -4, 0),                   // on the stack
+        insn(ST_W, 10, 0, -8, 0),                    // key 0: the local address
         insn(LD_IMM64, 1, PSEUDO_MAP_FD, 0, map_fd), // r1 = map
-        insn(0, 0, 0, 0, 0),                      // (second half)
+        insn(0, 0, 0, 0, 0),                         // (second half)
         insn(MOV64_REG, 2, 10, 0, 0),
         insn(ADD64_IMM, 2, 0, 0, -8),
         insn(CALL, 0, 0, 0, HELPER_MAP_LOOKUP_ELEM),
-        insn(JEQ_IMM, 0, 0, d, 0),                // no local address yet
+        insn(JEQ_IMM, 0, 0, d, 0), // no local address yet
         insn(LDX_W, 1, 0, 0, 0),
-        insn(JNE_REG, 1, 9, d, 0),                // to another address
+        insn(JNE_REG, 1, 9, d, 0), // to another address
         insn(LD_IMM64, 1, PSEUDO_MAP_FD, 0, map_fd),
         insn(0, 0, 0, 0, 0),
         insn(MOV64_REG, 2, 10, 0, 0),
         insn(ADD64_IMM, 2, 0, 0, -4),
         insn(CALL, 0, 0, 0, HELPER_MAP_LOOKUP_ELEM),
-        insn(JEQ_IMM, 0, 0, d, 0),                // a port nobody steered
-        insn(LDX_W, 0, 0, 0, 0),                  // r0 = its queue
+        insn(JEQ_IMM, 0, 0, d, 0), // a port nobody steered
+        insn(LDX_W, 0, 0, 0, 0),   // r0 = its queue
         insn(EXIT, 0, 0, 0, 0),
-        insn(MOV64_IMM, 0, 0, 0, 0),              // default: queue 0
+        insn(MOV64_IMM, 0, 0, 0, 0), // default: queue 0
         insn(EXIT, 0, 0, 0, 0),
     ];
     let default = p.len() - 2;
@@ -224,7 +224,8 @@ impl PortSteering {
         let mut attr = [0u64; 16];
         attr[0] = words(BPF_MAP_TYPE_HASH, 4);
         attr[1] = words(4, MAX_STEERED_PORTS);
-        let fd = bpf(BPF_MAP_CREATE, &mut attr).map_err(|e| io::Error::new(e.kind(), format!("creating the steering map: {e}")))?;
+        let fd = bpf(BPF_MAP_CREATE, &mut attr)
+            .map_err(|e| io::Error::new(e.kind(), format!("creating the steering map: {e}")))?;
         // SAFETY: the bpf call returned a new descriptor, owned by nobody
         // else.
         let map = PortMap { fd: unsafe { OwnedFd::from_raw_fd(fd as i32) } };

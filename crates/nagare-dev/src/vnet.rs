@@ -97,10 +97,7 @@ pub fn offload_of(hdr: &[u8; VNET_HDR_LEN]) -> Offload {
     } else {
         ChecksumState::Complete
     };
-    Offload {
-        checksum,
-        segment_size: 0,
-    }
+    Offload { checksum, segment_size: 0 }
 }
 
 /// The transport protocol and the offset of its header in an Ethernet
@@ -152,10 +149,7 @@ mod tests {
     fn partial_checksum_points_at_the_tcp_checksum() {
         let pool = BufferPool::new(2048, 64);
         let mut frame = tcp_frame(&pool, 100);
-        frame.set_offload(Offload {
-            checksum: ChecksumState::Partial,
-            segment_size: 0,
-        });
+        frame.set_offload(Offload { checksum: ChecksumState::Partial, segment_size: 0 });
         let hdr = header_for(&frame);
         assert_eq!(hdr[0], F_NEEDS_CSUM);
         assert_eq!(hdr[1], GSO_NONE);
@@ -167,10 +161,7 @@ mod tests {
     fn super_segment_carries_size_and_header_length() {
         let pool = BufferPool::new(2048, 64);
         let mut frame = tcp_frame(&pool, 20_000);
-        frame.set_offload(Offload {
-            checksum: ChecksumState::Partial,
-            segment_size: 1448,
-        });
+        frame.set_offload(Offload { checksum: ChecksumState::Partial, segment_size: 1448 });
         let hdr = header_for(&frame);
         assert_eq!(hdr[1], GSO_TCPV4);
         assert_eq!(field(&hdr, 2), 14 + 20 + 32);
@@ -183,10 +174,7 @@ mod tests {
         let mut bytes = tcp_frame(&pool, 10).to_vec();
         bytes[14 + 6] = 0x20; // more fragments
         let mut frame = PacketBuf::from_slice(&pool, 0, &bytes).unwrap();
-        frame.set_offload(Offload {
-            checksum: ChecksumState::Partial,
-            segment_size: 0,
-        });
+        frame.set_offload(Offload { checksum: ChecksumState::Partial, segment_size: 0 });
         assert_eq!(header_for(&frame), [0; VNET_HDR_LEN]);
         let mut short = PacketBuf::from_slice(&pool, 0, &bytes[..20]).unwrap();
         short.set_offload(frame.offload());

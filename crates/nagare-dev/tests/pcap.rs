@@ -10,9 +10,7 @@ use std::time::Duration;
 
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::Instant;
-use nagare_dev::{
-    Device, Loopback, PcapDevice, PcapWriter, LINKTYPE_ETHERNET, PCAP_MAGIC, PCAP_SNAPLEN,
-};
+use nagare_dev::{Device, Loopback, PcapDevice, PcapWriter, LINKTYPE_ETHERNET, PCAP_MAGIC, PCAP_SNAPLEN};
 
 const EPOCH: u64 = 1_700_000_000_000_000; // 2023-11-14, in microseconds
 const MAC_A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
@@ -103,8 +101,7 @@ struct Record {
 /// A tiny reader for little-endian classic pcap.
 fn read_pcap(bytes: &[u8]) -> (Vec<u32>, Vec<Record>) {
     let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
-    let u16_at =
-        |b: &[u8], at: usize| u32::from(u16::from_le_bytes(b[at..at + 2].try_into().unwrap()));
+    let u16_at = |b: &[u8], at: usize| u32::from(u16::from_le_bytes(b[at..at + 2].try_into().unwrap()));
     assert!(bytes.len() >= 24, "file header");
     let header = vec![
         u32_at(bytes, 0),
@@ -143,17 +140,12 @@ impl Drop for TempFile {
 #[test]
 fn capture_parses_back_and_tshark_finds_nothing_malformed() {
     let pool = BufferPool::new(2048, 64);
-    let path =
-        TempFile(std::env::temp_dir().join(format!("nagare-dev-pcap-{}.pcap", std::process::id())));
+    let path = TempFile(std::env::temp_dir().join(format!("nagare-dev-pcap-{}.pcap", std::process::id())));
     let file = std::fs::File::create(&path.0).unwrap();
     let writer = PcapWriter::new(BufWriter::new(file), EPOCH).unwrap();
     let mut dev = PcapDevice::new(Loopback::default(), writer);
 
-    let frames = vec![
-        arp_frame(&pool),
-        udp_frame(&pool, b"hello over a chain of slices"),
-        ping_frame(&pool, 1),
-    ];
+    let frames = vec![arp_frame(&pool), udp_frame(&pool, b"hello over a chain of slices"), ping_frame(&pool, 1)];
     let sent: Vec<Vec<u8>> = frames.iter().map(PacketBuf::to_vec).collect();
     let t_tx = Instant::from_secs(3) + Duration::from_micros(250);
     let t_rx = t_tx + Duration::from_micros(1_000_001);
@@ -171,17 +163,10 @@ fn capture_parses_back_and_tshark_finds_nothing_malformed() {
 
     let bytes = std::fs::read(&path.0).unwrap();
     let (header, records) = read_pcap(&bytes);
-    assert_eq!(
-        header,
-        [PCAP_MAGIC, 2, 4, 0, 0, PCAP_SNAPLEN, LINKTYPE_ETHERNET]
-    );
+    assert_eq!(header, [PCAP_MAGIC, 2, 4, 0, 0, PCAP_SNAPLEN, LINKTYPE_ETHERNET]);
     assert_eq!(records.len(), 6, "three transmitted and three received");
     for (i, r) in records.iter().enumerate() {
-        let (t, expected) = if i < 3 {
-            (t_tx, &sent[i])
-        } else {
-            (t_rx, &sent[i - 3])
-        };
+        let (t, expected) = if i < 3 { (t_tx, &sent[i]) } else { (t_rx, &sent[i - 3]) };
         let micros = EPOCH + t.total_micros();
         assert_eq!(r.ts_sec as u64, micros / 1_000_000, "record {i}");
         assert_eq!(r.ts_usec as u64, micros % 1_000_000, "record {i}");
@@ -189,40 +174,28 @@ fn capture_parses_back_and_tshark_finds_nothing_malformed() {
         assert_eq!(&r.data, expected, "record {i} bytes");
     }
 
-    let have_tshark = Command::new("sh")
-        .args(["-c", "command -v tshark"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
+    let have_tshark =
+        Command::new("sh").args(["-c", "command -v tshark"]).output().map(|o| o.status.success()).unwrap_or(false);
     if !have_tshark {
         // Straight to the terminal: the test harness captures eprintln!, and a
         // skip must be seen even when the test passes.
-        let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("\n******** SKIPPED tshark check: tshark not installed ********\n\n"));
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!("\n******** SKIPPED tshark check: tshark not installed ********\n\n"),
+        );
         return;
     }
     let file = path.0.to_str().unwrap();
     let run = |args: &[&str]| {
-        let out = Command::new("tshark")
-            .args(args)
-            .output()
-            .expect("run tshark");
-        assert!(
-            out.status.success(),
-            "tshark {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = Command::new("tshark").args(args).output().expect("run tshark");
+        assert!(out.status.success(), "tshark {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     };
     let protocols = run(&["-r", file, "-T", "fields", "-e", "frame.protocols"]);
     let lines: Vec<&str> = protocols.lines().collect();
     assert_eq!(lines.len(), 6, "tshark sees six frames: {protocols}");
-    for (i, expected) in [
-        "eth:ethertype:arp",
-        "eth:ethertype:ip:udp:data",
-        "eth:ethertype:ip:icmp:data",
-    ]
-    .iter()
-    .enumerate()
+    for (i, expected) in
+        ["eth:ethertype:arp", "eth:ethertype:ip:udp:data", "eth:ethertype:ip:icmp:data"].iter().enumerate()
     {
         assert_eq!(lines[i], *expected);
         assert_eq!(lines[i + 3], *expected);
@@ -241,14 +214,8 @@ fn capture_parses_back_and_tshark_finds_nothing_malformed() {
         "-e",
         "frame.number",
     ]);
-    assert!(
-        problems.trim().is_empty(),
-        "tshark flags frames {problems:?}"
-    );
+    assert!(problems.trim().is_empty(), "tshark flags frames {problems:?}");
     let years = run(&["-r", file, "-T", "fields", "-e", "frame.time_epoch"]);
     let first: f64 = years.lines().next().unwrap().trim().parse().unwrap();
-    assert!(
-        (first - (EPOCH + t_tx.total_micros()) as f64 / 1e6).abs() < 1e-3,
-        "{first}"
-    );
+    assert!((first - (EPOCH + t_tx.total_micros()) as f64 / 1e6).abs() < 1e-3, "{first}");
 }

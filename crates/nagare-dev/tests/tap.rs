@@ -28,11 +28,7 @@ fn skip_reason() -> Option<String> {
     if !Path::new("/dev/net/tun").exists() {
         return Some("/dev/net/tun does not exist".into());
     }
-    let ip = Command::new("ip")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+    let ip = Command::new("ip").arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status();
     if !matches!(ip, Ok(s) if s.success()) {
         return Some("the `ip` command (iproute2) is not available".into());
     }
@@ -44,7 +40,10 @@ macro_rules! require_tap {
         if let Some(reason) = skip_reason() {
             // Straight to the terminal: the test harness captures eprintln!, and a
             // skip must be seen even when the test passes.
-            let _ = std::io::Write::write_fmt(&mut std::io::stderr(), format_args!("\n******** SKIPPED: {reason} ********\n\n"));
+            let _ = std::io::Write::write_fmt(
+                &mut std::io::stderr(),
+                format_args!("\n******** SKIPPED: {reason} ********\n\n"),
+            );
             return;
         }
     };
@@ -55,22 +54,13 @@ struct LinkGuard(String);
 
 impl Drop for LinkGuard {
     fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.0])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        let _ = Command::new("ip").args(["link", "del", &self.0]).stdout(Stdio::null()).stderr(Stdio::null()).status();
     }
 }
 
 fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
 }
 
 fn subnet_octet() -> u8 {
@@ -122,8 +112,7 @@ fn receive_until(
     loop {
         out.clear();
         let now = Instant::from_micros(start.elapsed().as_micros() as u64);
-        tap.receive_batch(pool, &mut out, 32, now)
-            .expect("receive_batch");
+        tap.receive_batch(pool, &mut out, 32, now).expect("receive_batch");
         if done(tap, &out) {
             return true;
         }
@@ -144,10 +133,7 @@ fn kernel_answers_arp_through_a_created_tap() {
     let our_ip = [10, 213, x, 2];
 
     let mut tap = TapDevice::open(&name).expect("open TAP");
-    assert!(
-        tap.created(),
-        "{name} did not exist before, so it was created"
-    );
+    assert!(tap.created(), "{name} did not exist before, so it was created");
     assert_eq!(tap.name(), name);
     assert_eq!(tap.mtu(), 1500);
     assert!(tap.raw_fd().is_some());
@@ -161,12 +147,7 @@ fn kernel_answers_arp_through_a_created_tap() {
 
     tap.set_mtu(1400).unwrap();
     assert_eq!(tap.mtu(), 1400);
-    assert_eq!(
-        std::fs::read_to_string(format!("/sys/class/net/{name}/mtu"))
-            .unwrap()
-            .trim(),
-        "1400"
-    );
+    assert_eq!(std::fs::read_to_string(format!("/sys/class/net/{name}/mtu")).unwrap().trim(), "1400");
 
     // 1. An ARP request written into the TAP gets the kernel's reply.
     let pool = BufferPool::new(2048, 64);
@@ -195,7 +176,11 @@ fn kernel_answers_arp_through_a_created_tap() {
         tap.spare_buffers(),
         "every received buffer went back to the pool (but the TAP's spares)"
     );
-    assert!(tap.offloads().checksum && tap.offloads().tcp_segmentation == 65535, "offloads granted: {:?}", tap.offloads());
+    assert!(
+        tap.offloads().checksum && tap.offloads().tcp_segmentation == 65535,
+        "offloads granted: {:?}",
+        tap.offloads()
+    );
 
     // 1b. A frame of more slices than one writev takes (IOV_MAX) still
     // goes out: the same request, padded to 1400 bytes, one byte a slice.
@@ -272,10 +257,7 @@ fn kernel_answers_arp_through_a_created_tap() {
     let empty = BufferPool::new(2048, 0);
     let mut q = VecDeque::from([arp_request(&pool, our_ip, kernel_ip)]);
     tap.transmit_batch(&mut q, Instant::ZERO).unwrap();
-    assert!(
-        receive_until(&mut tap, &empty, |t, _| t.stats().rx_dropped_no_buffer >= 1),
-        "no-buffer drop not counted"
-    );
+    assert!(receive_until(&mut tap, &empty, |t, _| t.stats().rx_dropped_no_buffer >= 1), "no-buffer drop not counted");
 
     // 4. Frames too short or too long for the link are refused, not sent.
     let mut q = VecDeque::from([
@@ -316,10 +298,7 @@ fn plain_frames_without_offload_and_oversize_ones_are_dropped() {
     let small = BufferPool::new(RX_HEADROOM + 30, 8);
     let mut q = VecDeque::from([arp_request(&pool, our_ip, kernel_ip)]);
     tap.transmit_batch(&mut q, Instant::ZERO).unwrap();
-    assert!(
-        receive_until(&mut tap, &small, |t, _| t.stats().rx_dropped_oversize >= 1),
-        "oversize frame not counted"
-    );
+    assert!(receive_until(&mut tap, &small, |t, _| t.stats().rx_dropped_oversize >= 1), "oversize frame not counted");
     assert_eq!(small.in_use(), 0);
     assert_eq!(tap.spare_buffers(), 0);
 }

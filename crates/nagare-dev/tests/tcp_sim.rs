@@ -40,8 +40,15 @@ fn describe(frame: &PacketBuf) -> String {
     match r {
         Ok(r) => format!(
             "{}>{} {:?} seq {} ack {:?} win {} len {} sack {:?} ts {:?}",
-            r.src_port, r.dst_port, r.flags, r.seq_number.0, r.ack_number.map(|a| a.0), r.window_len, payload,
-            r.sack_ranges.iter().flatten().collect::<Vec<_>>(), r.timestamp
+            r.src_port,
+            r.dst_port,
+            r.flags,
+            r.seq_number.0,
+            r.ack_number.map(|a| a.0),
+            r.window_len,
+            payload,
+            r.sack_ranges.iter().flatten().collect::<Vec<_>>(),
+            r.timestamp
         ),
         Err(e) => format!("unparsable {e:?}"),
     }
@@ -63,11 +70,7 @@ fn side(ip: Ipv4Addr, mac: u8, port: SimPort, seed: u64) -> Side {
     let mut config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, mac]), Ipv4Cidr::new(ip, 24).unwrap());
     config.seed = seed;
     config.tx_offloads = port.tx_offloads();
-    Side {
-        iface: Interface::new(config, BufferPool::new(2048, 16384)),
-        port,
-        rx: Vec::new(),
-    }
+    Side { iface: Interface::new(config, BufferPool::new(2048, 16384)), port, rx: Vec::new() }
 }
 
 impl Side {
@@ -101,7 +104,8 @@ impl Net {
     fn dump(&self) -> String {
         let mut out = String::new();
         for (name, side) in [("a", &self.a), ("b", &self.b)] {
-            let counters: Vec<String> = side.iface.counters().iter().filter(|(_, v)| *v != 0).map(|(n, v)| format!("{n}={v}")).collect();
+            let counters: Vec<String> =
+                side.iface.counters().iter().filter(|(_, v)| *v != 0).map(|(n, v)| format!("{n}={v}")).collect();
             out += &format!(
                 "  {name}: pool in use {} / exhausted {}; device {:?}; link {:?}\n  {name}: {}\n",
                 side.iface.pool().in_use(),
@@ -116,11 +120,7 @@ impl Net {
 
     fn new(link: LinkConfig, seed: u64) -> Net {
         let (pa, pb) = SimLink::new(link, seed);
-        Net {
-            a: side(A_IP, 1, pa, seed ^ 0xa),
-            b: side(B_IP, 2, pb, seed ^ 0xb),
-            now: Instant::ZERO,
-        }
+        Net { a: side(A_IP, 1, pa, seed ^ 0xa), b: side(B_IP, 2, pb, seed ^ 0xb), now: Instant::ZERO }
     }
 
     /// Steps both sides until nothing moves at this instant.
@@ -311,7 +311,14 @@ impl Scenario {
     fn describe(&self) -> String {
         format!(
             "seed {} ({} B a->b, {} B b->a, buffers {} B, {:?}, sack {}, ts {}, link {:?})",
-            self.seed, self.bytes_ab, self.bytes_ba, self.buffers, self.algorithm, self.sack, self.timestamps, self.link
+            self.seed,
+            self.bytes_ab,
+            self.bytes_ba,
+            self.buffers,
+            self.algorithm,
+            self.sack,
+            self.timestamps,
+            self.link
         )
     }
 
@@ -327,7 +334,8 @@ impl Scenario {
             d.sack = self.sack;
             d.timestamps = self.timestamps;
         }
-        let listener = net.a.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), 8).map_err(|e| e.to_string())?;
+        let listener =
+            net.a.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), 8).map_err(|e| e.to_string())?;
         let hb = net.b.iface.tcp_connect(SocketAddrV4::new(A_IP, PORT), 0, net.now).map_err(|e| e.to_string())?;
         let mut ha: Option<TcpHandle> = None;
         let mut send_ab = Sender::new(self.bytes_ab, self.seed ^ 1);
@@ -346,7 +354,12 @@ impl Scenario {
             if rounds > max_rounds {
                 return Err(format!(
                     "no progress after {rounds} rounds at {:?}: a->b {} of {} received, b->a {} of {} received\n{}",
-                    net.now, recv_b.hash.1, self.bytes_ab, recv_a.hash.1, self.bytes_ba, net.dump()
+                    net.now,
+                    recv_b.hash.1,
+                    self.bytes_ab,
+                    recv_a.hash.1,
+                    self.bytes_ba,
+                    net.dump()
                 ));
             }
             net.settle();
@@ -359,7 +372,12 @@ impl Scenario {
             }
             send_ba.pump(&mut net.b.iface, hb, net.now);
             recv_b.drain(&mut net.b.iface, hb, net.now);
-            for (who, error) in [("a send", &send_ab.error), ("b send", &send_ba.error), ("a recv", &recv_a.error), ("b recv", &recv_b.error)] {
+            for (who, error) in [
+                ("a send", &send_ab.error),
+                ("b send", &send_ba.error),
+                ("a recv", &recv_a.error),
+                ("b recv", &recv_b.error),
+            ] {
                 if let Some(e) = error {
                     return Err(format!("{who} at {:?}: {e}\n{}", net.now, net.dump()));
                 }
@@ -372,7 +390,12 @@ impl Scenario {
                 let at: u64 = std::env::var("NAGARE_SIM_DUMP_AT").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
                 if net.now >= Instant::from_millis(at) {
                     dumped = true;
-                    eprintln!("DUMP at {:?}\nA: {:#?}\nB: {:#?}", net.now, ha.and_then(|h| net.a.iface.tcp_connection(h)), net.b.iface.tcp_connection(hb));
+                    eprintln!(
+                        "DUMP at {:?}\nA: {:#?}\nB: {:#?}",
+                        net.now,
+                        ha.and_then(|h| net.a.iface.tcp_connection(h)),
+                        net.b.iface.tcp_connection(hb)
+                    );
                 }
             }
             if !net.advance(limit) {
@@ -419,7 +442,11 @@ fn clean_link_transfer() {
         seed: 0,
         bytes_ab: 200_000,
         bytes_ba: 100_000,
-        link: LinkConfig { latency: Duration::from_micros(100), bandwidth_bps: Some(1_000_000_000), ..LinkConfig::default() },
+        link: LinkConfig {
+            latency: Duration::from_micros(100),
+            bandwidth_bps: Some(1_000_000_000),
+            ..LinkConfig::default()
+        },
         buffers: 64 * 1024,
         algorithm: CongestionAlgorithm::Cubic,
         sack: true,
@@ -436,7 +463,11 @@ fn offloaded_link_carries_super_segments() {
         seed: 7,
         bytes_ab: 4 << 20,
         bytes_ba: 1 << 20,
-        link: LinkConfig { latency: Duration::from_micros(100), bandwidth_bps: Some(10_000_000_000), ..LinkConfig::default() },
+        link: LinkConfig {
+            latency: Duration::from_micros(100),
+            bandwidth_bps: Some(10_000_000_000),
+            ..LinkConfig::default()
+        },
         buffers: 1 << 20,
         algorithm: CongestionAlgorithm::Cubic,
         sack: true,
@@ -483,7 +514,10 @@ fn seeded_transfers_deliver_every_byte() {
             eprintln!("seed {seed}: {:?} virtual, {:?} wall", result.as_ref().ok(), started.elapsed());
         }
         if let Err(e) = result {
-            eprintln!("FAILED {}: {e}\n  replay: NAGARE_SIM_SEED={seed} cargo test -p nagare-dev --test tcp_sim", scenario.describe());
+            eprintln!(
+                "FAILED {}: {e}\n  replay: NAGARE_SIM_SEED={seed} cargo test -p nagare-dev --test tcp_sim",
+                scenario.describe()
+            );
             failures.push(seed);
         }
     }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nagare_core::buf::{BufferPool, PacketBuf};
-use nagare_core::iface::{Error, TcpHandle};
 use nagare_core::icmp::EchoEvent;
+use nagare_core::iface::{Error, TcpHandle};
 use nagare_core::{Instant, Interface, InterfaceConfig};
 use nagare_dev::vni::layout::{self, Geometry};
 use nagare_dev::vni::{segment_size, Segment, VniPort};
@@ -104,7 +104,18 @@ fn sizes_grow_as_the_square_of_the_ports() {
 fn headers_are_validated() {
     let g = Geometry::new(4, 9000, 64).unwrap();
     let ok = |magic, version, ports: u32, slot_size: u32, total: u64, file: u64| {
-        Geometry::from_header(magic, version, ports, 9000, slot_size, 64, g.ring_offset as u64, g.ring_stride as u64, total, file)
+        Geometry::from_header(
+            magic,
+            version,
+            ports,
+            9000,
+            slot_size,
+            64,
+            g.ring_offset as u64,
+            g.ring_stride as u64,
+            total,
+            file,
+        )
     };
     let t = g.total as u64;
     assert_eq!(ok(layout::MAGIC, layout::VERSION, 4, 9024, t, t).unwrap(), g);
@@ -169,7 +180,8 @@ fn two_ports_both_ways() {
     drop(out);
 
     // Too big and too small frames are refused.
-    let mut q = VecDeque::from([frame(&pool, mac(2), mac(1), &[0; 1501]), PacketBuf::from_slice(&pool, 0, &[1; 10]).unwrap()]);
+    let mut q =
+        VecDeque::from([frame(&pool, mac(2), mac(1), &[0; 1501]), PacketBuf::from_slice(&pool, 0, &[1; 10]).unwrap()]);
     assert_eq!(a.transmit_batch(&mut q, Instant::ZERO).unwrap(), 2);
     assert_eq!(a.stats().tx_errors, 2);
     assert!(recv_all(&mut b, &pool).is_empty());
@@ -226,14 +238,19 @@ fn four_ports_unicast_and_broadcast() {
         send(port, frames);
     }
     for (j, port) in ports.iter_mut().enumerate() {
-        let mut got: Vec<String> = recv_all(port, &pool).iter().map(|f| String::from_utf8(f[14..].to_vec()).unwrap()).collect();
+        let mut got: Vec<String> =
+            recv_all(port, &pool).iter().map(|f| String::from_utf8(f[14..].to_vec()).unwrap()).collect();
         got.sort();
-        let mut want: Vec<String> = (0..4).filter(|&i| i != j).flat_map(|i| [format!("{i}->{j}"), format!("{i}->all")]).collect();
+        let mut want: Vec<String> =
+            (0..4).filter(|&i| i != j).flat_map(|i| [format!("{i}->{j}"), format!("{i}->all")]).collect();
         want.sort();
         assert_eq!(got, want, "port {j}");
     }
     // Multicast goes everywhere too; unknown unicast is flooded.
-    send(&mut ports[0], vec![frame(&pool, [0x01, 0, 0x5e, 0, 0, 1], mac(1), b"m"), frame(&pool, mac(99), mac(1), b"u")]);
+    send(
+        &mut ports[0],
+        vec![frame(&pool, [0x01, 0, 0x5e, 0, 0, 1], mac(1), b"m"), frame(&pool, mac(99), mac(1), b"u")],
+    );
     for port in &mut ports[1..] {
         assert_eq!(recv_all(port, &pool).len(), 2);
     }
@@ -349,7 +366,10 @@ fn garbage_in_the_rings_is_counted_never_fatal() {
     }
     send(&mut a, (0..3u8).map(|i| frame(&pool, mac(2), mac(1), &[0xd0, i])).collect());
     let got = recv_all(&mut b, &pool);
-    assert_eq!(got.iter().map(|f| f[14..].to_vec()).collect::<Vec<_>>(), vec![vec![0xd0, 0], vec![0xd0, 1], vec![0xd0, 2]]);
+    assert_eq!(
+        got.iter().map(|f| f[14..].to_vec()).collect::<Vec<_>>(),
+        vec![vec![0xd0, 0], vec![0xd0, 1], vec![0xd0, 2]]
+    );
     // The third port saw none of it.
     assert_eq!(c.stats().rx_errors, 0);
     send(&mut c, vec![frame(&pool, mac(1), mac(3), b"c")]);

@@ -173,7 +173,9 @@ fn futex_wait_for(word: &AtomicU32, want: u32) {
         }
         // SAFETY: FUTEX_WAIT reads the live word at this address; it returns
         // at once if the word is no longer `now`.
-        unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, now, std::ptr::null::<libc::timespec>()) };
+        unsafe {
+            libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, now, std::ptr::null::<libc::timespec>())
+        };
     }
 }
 
@@ -279,7 +281,10 @@ fn main() {
         cpus(),
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     );
-    println!("{:<18} {:>9} {:>9} {:>9} {:>9}   (3 runs; median run by p50 shown)", "mode", "rounds", "p50 ns", "p99 ns", "mean ns");
+    println!(
+        "{:<18} {:>9} {:>9} {:>9} {:>9}   (3 runs; median run by p50 shown)",
+        "mode", "rounds", "p50 ns", "p99 ns", "mean ns"
+    );
     let two = pinned.then_some((0, 1));
     for (name, mode, rounds, cpus) in [
         ("polled", Some(Mode::Polled), polled, two),
@@ -307,5 +312,10 @@ fn main() {
     }
     let runs: Vec<f64> = (0..3).map(|_| stream(streamed, pinned)).collect();
     let shown: Vec<String> = runs.iter().map(|x| format!("{x:.1}")).collect();
-    println!("{:<18} {streamed:>9} {:>29.1}   runs {} (ns per descriptor, batches of 32)", "stream", median(runs.clone()), shown.join(" / "));
+    println!(
+        "{:<18} {streamed:>9} {:>29.1}   runs {} (ns per descriptor, batches of 32)",
+        "stream",
+        median(runs.clone()),
+        shown.join(" / ")
+    );
 }

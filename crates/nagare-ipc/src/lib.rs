@@ -29,21 +29,21 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod fdpass;
 pub mod notify;
 pub mod pool;
 pub mod region;
 pub mod rendezvous;
 pub mod ring;
 pub mod shared;
-pub mod fdpass;
 mod sys;
 
 pub use notify::{eventfd, Notifier, NotifyStats, WaitError, WaitOutcome, WaitStats, Waiter, DEFAULT_SPIN};
 pub use pool::{BufRef, Pool, PoolError, PoolStats};
 pub use region::{Layout, Region, RegionConfig, RegionError, RingDir, Side, HEADER_LEN, LAYOUT_VERSION};
 pub use rendezvous::{Client, Listener, PeerCred, RendezvousError, ServerConn};
-pub use shared::SharedBytes;
 pub use ring::{Consumer, Descriptor, Producer, RingError, NO_BUFFER};
+pub use shared::SharedBytes;
 
 /// `CLOCK_MONOTONIC` in nanoseconds: one clock for every process on the
 /// machine, so times taken by an application, netd and its driver compare

@@ -292,7 +292,11 @@ impl Waiter {
     /// waiter's eventfd (netd's completions and the driver's direct
     /// returns). Returns `Ready(i)` with the index of a ring that holds a
     /// descriptor.
-    pub fn wait_any(&mut self, rings: &mut [&mut Consumer], timeout: Option<Duration>) -> Result<WaitOutcome, WaitError> {
+    pub fn wait_any(
+        &mut self,
+        rings: &mut [&mut Consumer],
+        timeout: Option<Duration>,
+    ) -> Result<WaitOutcome, WaitError> {
         let start = Instant::now();
         let mark = |c: &Consumer, on: u32| {
             if c.polling_flag().load(Ordering::Relaxed) != on {
@@ -437,7 +441,11 @@ mod tests {
 
     #[test]
     fn wait_any_wakes_for_either_ring() {
-        let r = Region::create("notify-any", RegionConfig { rings: 3, attacher_produces: 0b110, ..RegionConfig::pair(16, 0, 64) }).unwrap();
+        let r = Region::create(
+            "notify-any",
+            RegionConfig { rings: 3, attacher_produces: 0b110, ..RegionConfig::pair(16, 0, 64) },
+        )
+        .unwrap();
         let a = Region::attach(r.fd().try_clone_to_owned().unwrap()).unwrap();
         let mut p1 = a.producer(1).unwrap();
         let mut p2 = a.producer(2).unwrap();

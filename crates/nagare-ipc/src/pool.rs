@@ -16,9 +16,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::shared::SharedBytes;
 use crate::region::{Layout, Mapping, Side};
 use crate::ring::{Descriptor, NO_BUFFER};
+use crate::shared::SharedBytes;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -119,7 +119,17 @@ impl Pool {
         // Reverse, so `alloc` hands out low indices first.
         let free: Vec<u32> = (0..c.buffers).rev().filter(|&i| ours(i)).collect();
         let peer = c.buffers - free.len() as u32;
-        Pool { _map: map, base, count: c.buffers, size: c.buffer_size, state, free, in_use: 0, peer, stats: PoolStats::default() }
+        Pool {
+            _map: map,
+            base,
+            count: c.buffers,
+            size: c.buffer_size,
+            state,
+            free,
+            in_use: 0,
+            peer,
+            stats: PoolStats::default(),
+        }
     }
 
     /// Number of buffers in the area.

@@ -154,7 +154,13 @@ impl Hello {
         if u32_at(0) != HELLO_MAGIC {
             return Err(RendezvousError::BadHello("magic"));
         }
-        Ok(Hello { version: u32_at(4), status: u32_at(8), nfds: u32_at(12), region_len: u64_at(16), client_id: u64_at(24) })
+        Ok(Hello {
+            version: u32_at(4),
+            status: u32_at(8),
+            nfds: u32_at(12),
+            region_len: u64_at(16),
+            client_id: u64_at(24),
+        })
     }
 }
 
@@ -222,7 +228,8 @@ impl Listener {
         let (stream, _) = self.sock.accept()?;
         let cred = PeerCred::of(stream.as_fd())?;
         if !allow(&cred) {
-            let refuse = Hello { version: LAYOUT_VERSION, status: libc::EACCES as u32, nfds: 0, region_len: 0, client_id: 0 };
+            let refuse =
+                Hello { version: LAYOUT_VERSION, status: libc::EACCES as u32, nfds: 0, region_len: 0, client_id: 0 };
             let _ = send_hello(stream.as_fd(), &refuse, &[]);
             return Err(RendezvousError::NotAllowed(cred));
         }

@@ -220,7 +220,6 @@ impl RingMem {
     fn capacity(&self) -> u32 {
         self.mask + 1
     }
-
 }
 
 /// The producing end of a ring.
@@ -488,7 +487,15 @@ mod tests {
     use crate::region::{Region, RegionConfig};
 
     fn d(i: u64) -> Descriptor {
-        Descriptor { kind: 7, id: i, buffer: i as u32, len: 3, status: -(i as i32), aux: [i, !i, 0, 1], ..Default::default() }
+        Descriptor {
+            kind: 7,
+            id: i,
+            buffer: i as u32,
+            len: 3,
+            status: -(i as i32),
+            aux: [i, !i, 0, 1],
+            ..Default::default()
+        }
     }
 
     /// A producer and a consumer on the same ring (two views of one region).
@@ -502,7 +509,16 @@ mod tests {
 
     #[test]
     fn descriptor_round_trips_through_words() {
-        let x = Descriptor { kind: u32::MAX, flags: 1, id: u64::MAX - 1, buffer: 5, offset: 9, len: 10, status: -22, aux: [1, 2, 3, u64::MAX] };
+        let x = Descriptor {
+            kind: u32::MAX,
+            flags: 1,
+            id: u64::MAX - 1,
+            buffer: 5,
+            offset: 9,
+            len: 10,
+            status: -22,
+            aux: [1, 2, 3, u64::MAX],
+        };
         assert_eq!(Descriptor::from_words(x.to_words()), x);
     }
 
@@ -612,7 +628,8 @@ mod tests {
         let mut c = r.consumer(0).unwrap();
         {
             let mut p = a.producer(0).unwrap();
-            p.push_batch(&[Descriptor { id: 1, ..Default::default() }, Descriptor { id: 2, ..Default::default() }]).unwrap();
+            p.push_batch(&[Descriptor { id: 1, ..Default::default() }, Descriptor { id: 2, ..Default::default() }])
+                .unwrap();
         }
         assert_eq!(c.pop().unwrap().map(|d| d.id), Some(1));
         // The first producer is gone; a delegate of the same side takes over.
@@ -625,4 +642,3 @@ mod tests {
         assert_eq!(c.pop().unwrap(), None);
     }
 }
-

@@ -99,7 +99,11 @@ pub(crate) fn eventfd_drain(fd: BorrowedFd<'_>) -> io::Result<u64> {
 
 /// `poll(2)` on one descriptor; returns its `revents` (0 on timeout).
 /// `None` waits forever. EINTR is reported as a timeout (the caller re-checks).
-pub(crate) fn poll_one(fd: BorrowedFd<'_>, events: libc::c_short, timeout: Option<Duration>) -> io::Result<libc::c_short> {
+pub(crate) fn poll_one(
+    fd: BorrowedFd<'_>,
+    events: libc::c_short,
+    timeout: Option<Duration>,
+) -> io::Result<libc::c_short> {
     let ms: libc::c_int = match timeout {
         None => -1,
         // Round up, so a short positive timeout does not become a busy poll.

@@ -16,7 +16,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{child_sock, role, sock_path, spawn_child, Rng};
-use nagare_ipc::{Client, Descriptor, Listener, Notifier, RegionConfig, RegionError, RingError, WaitOutcome, Waiter, NO_BUFFER};
+use nagare_ipc::{
+    Client, Descriptor, Listener, Notifier, RegionConfig, RegionError, RingError, WaitOutcome, Waiter, NO_BUFFER,
+};
 
 const END: u32 = 99;
 const ACK: u32 = 98;
@@ -91,7 +93,16 @@ fn run_hostile() {
         // Drain the server's replies so its ring never fills.
         while rx.pop().expect("phase 1 replies").is_some() {}
     }
-    push(&mut tx, Descriptor { kind: END, aux: [tally[0], tally[1], tally[2], tally[3]], len: tally[4] as u32, buffer: NO_BUFFER, ..Default::default() });
+    push(
+        &mut tx,
+        Descriptor {
+            kind: END,
+            aux: [tally[0], tally[1], tally[2], tally[3]],
+            len: tally[4] as u32,
+            buffer: NO_BUFFER,
+            ..Default::default()
+        },
+    );
     // Wait for the server to acknowledge phase 1 before breaking things.
     let deadline = Instant::now() + Duration::from_secs(20);
     'ack: loop {
@@ -235,7 +246,10 @@ fn a_hostile_client_gets_errors_and_the_server_survives() {
     assert!(status.success(), "hostile child failed before phase 2: {status}");
     assert!(phase1_done, "phase 1 never ended");
     eprintln!("server: rx {rx_err:?}, tx {tx_err:?}, garbage accepted {garbage_accepted}, pool {:?}", pool.stats());
-    assert!(matches!(rx_err, Some(e) if e != RingError::Broken), "random heads must break the request ring: {rx_err:?}");
+    assert!(
+        matches!(rx_err, Some(e) if e != RingError::Broken),
+        "random heads must break the request ring: {rx_err:?}"
+    );
     assert!(tx_err.is_some(), "random tails must break the reply ring");
     // The damaged header is refused by a fresh attach.
     let again = nagare_ipc::Region::attach(s.region.fd().try_clone_to_owned().unwrap());

@@ -87,7 +87,15 @@ impl Lending {
 
     /// Lends `len` bytes at `offset` of buffer `index` (which netd holds) of
     /// client `key` to the engine, to be completed with `completion`.
-    pub fn lend(&self, key: u64, pool: &Pool, index: u32, offset: u32, len: u32, completion: Descriptor) -> Option<PacketBuf> {
+    pub fn lend(
+        &self,
+        key: u64,
+        pool: &Pool,
+        index: u32,
+        offset: u32,
+        len: u32,
+        completion: Descriptor,
+    ) -> Option<PacketBuf> {
         let bytes = pool.shared(index, offset, len).ok()?;
         let serial = self.serial.get() + 1;
         self.serial.set(serial);

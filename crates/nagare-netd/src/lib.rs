@@ -17,10 +17,10 @@ pub use nagare_request as proto;
 pub mod driver;
 mod lending;
 mod report;
-mod steering;
 pub mod server;
+mod steering;
 mod view;
 
-pub use proto::{Completion, Op, Piece, ProtoError, Request};
 pub use driver::{DriverLink, Placement};
+pub use proto::{Completion, Op, Piece, ProtoError, Request};
 pub use server::{Netd, NetdConfig, NetdStats, DEFAULT_SOCKET};

@@ -2,22 +2,21 @@
 //! manager (client socket ids to engine handles) and the protocol manager
 //! (the engine and its device) in one event loop.
 
+use crate::driver::{DriverLink, Placement};
+use crate::lending::Lending;
 use crate::proto::{
-    pack_stages, decode_addr, encode_addr, Completion, EchoWord, Op, Piece, PollEntry, ProtoError, Request, CLOSED, INVALID, READABLE,
-    WRITABLE,
+    decode_addr, encode_addr, pack_stages, Completion, EchoWord, Op, Piece, PollEntry, ProtoError, Request, CLOSED,
+    INVALID, READABLE, WRITABLE,
 };
+use crate::steering::Steering;
 use nagare_core::buf::PacketBuf;
 use nagare_core::icmp::{EchoEvent, IcmpError};
 use nagare_core::iface::{Error as EngineError, TcpHandle, TcpListenerHandle};
 use nagare_core::tcp::connection::State;
 use nagare_core::{EchoHandle, Instant, Interface, UdpHandle};
-use crate::driver::{DriverLink, Placement};
-use crate::lending::Lending;
-use crate::steering::Steering;
 use nagare_dev::{Device, MonotonicClock};
 use nagare_ipc::{
-    BufRef, Consumer, Descriptor, Listener, Notifier, Pool, Producer, RegionConfig, RendezvousError, ServerConn,
-    Waiter,
+    BufRef, Consumer, Descriptor, Listener, Notifier, Pool, Producer, RegionConfig, RendezvousError, ServerConn, Waiter,
 };
 use std::collections::HashMap;
 use std::io;
@@ -319,7 +318,12 @@ const UDP: u8 = 17;
 /// holds: that buffer goes to the client as it is, and `posted`, the
 /// buffer the receive brought, joins netd's receive pool in its place. The
 /// data back if it is not so.
-fn received_in_place(s: &mut Session, steering: &Steering, posted: BufRef, data: PacketBuf) -> Result<BufRef, PacketBuf> {
+fn received_in_place(
+    s: &mut Session,
+    steering: &Steering,
+    posted: BufRef,
+    data: PacketBuf,
+) -> Result<BufRef, PacketBuf> {
     if data.slice_count() != 1 || !data.holds_buffers_alone() || !steering.enabled() {
         return Err(data);
     }
@@ -377,10 +381,23 @@ pub struct Netd {
 impl Netd {
     /// A server over `iface` and `device` (called from netd's own loop),
     /// listening on `config.socket`.
-    pub fn new(iface: Interface, device: Box<dyn Device>, clock: MonotonicClock, config: NetdConfig) -> io::Result<Netd> {
+    pub fn new(
+        iface: Interface,
+        device: Box<dyn Device>,
+        clock: MonotonicClock,
+        config: NetdConfig,
+    ) -> io::Result<Netd> {
         let config = NetdConfig { receive_pool: 0, ..config };
         let steering = Rc::new(Steering::new(false));
-        Self::build(iface, Link::Inline(device), Placement::Inline, Rc::new(Lending::default()), steering, clock, config)
+        Self::build(
+            iface,
+            Link::Inline(device),
+            Placement::Inline,
+            Rc::new(Lending::default()),
+            steering,
+            clock,
+            config,
+        )
     }
 
     /// A server over `iface` whose frames go through `driver` (started
@@ -461,7 +478,11 @@ impl Netd {
     /// [`Netd::run`] with `local` run once per turn on the engine: services
     /// built into the inet server itself (as inetd's internal services),
     /// beside its clients. `local` returns whether it did anything.
-    pub fn run_with(&mut self, stop: &AtomicBool, mut local: impl FnMut(&mut Interface, Instant) -> bool) -> io::Result<()> {
+    pub fn run_with(
+        &mut self,
+        stop: &AtomicBool,
+        mut local: impl FnMut(&mut Interface, Instant) -> bool,
+    ) -> io::Result<()> {
         let mut last_work = std::time::Instant::now();
         let mut last_housekeeping = last_work;
         let mut listener_ready = true;
@@ -507,10 +528,9 @@ impl Netd {
                 }
             }
             if let Link::Driver(d) = &mut self.link {
-                let clients = self
-                    .sessions
-                    .iter()
-                    .map(|s| (s.conn.id, s.conn.region.fd(), s.conn.region.layout().config, s.conn.client_wakeup.as_fd()));
+                let clients = self.sessions.iter().map(|s| {
+                    (s.conn.id, s.conn.region.fd(), s.conn.region.layout().config, s.conn.client_wakeup.as_fd())
+                });
                 work |= d.check(clients);
             }
         }
@@ -572,7 +592,12 @@ impl Netd {
                         }
                         self.steering.add_client(s.conn.id, s.pool.area_base(), size as usize, pool);
                         if let Link::Driver(d) = &mut self.link {
-                            d.attach(s.conn.id, s.conn.region.fd(), s.conn.region.layout().config, s.conn.client_wakeup.as_fd());
+                            d.attach(
+                                s.conn.id,
+                                s.conn.region.fd(),
+                                s.conn.region.layout().config,
+                                s.conn.client_wakeup.as_fd(),
+                            );
                         }
                         self.sessions.push(s);
                     }
@@ -623,7 +648,20 @@ impl Netd {
                 }
                 continue;
             }
-            match run(s, &mut self.iface, &mut p.req, p.buf, now, &mut RunContext { scratch: &mut self.scratch, config: &self.config, lending: &self.lending, steering: &self.steering, stats: &mut self.stats }) {
+            match run(
+                s,
+                &mut self.iface,
+                &mut p.req,
+                p.buf,
+                now,
+                &mut RunContext {
+                    scratch: &mut self.scratch,
+                    config: &self.config,
+                    lending: &self.lending,
+                    steering: &self.steering,
+                    stats: &mut self.stats,
+                },
+            ) {
                 Ok(None) if p.deadline.is_some_and(|d| now >= d) => {
                     let errno = if p.req.op == Op::Connect {
                         // Nobody will name the half-open connection again.
@@ -696,7 +734,9 @@ impl Netd {
                             finish(s, &req, buf, Err(libc::ENOBUFS));
                             continue;
                         }
-                        if stream_ordered(req.op) && s.pending.iter().any(|q| q.req.op == Op::Send && q.req.socket == req.socket) {
+                        if stream_ordered(req.op)
+                            && s.pending.iter().any(|q| q.req.op == Op::Send && q.req.socket == req.socket)
+                        {
                             // Behind an earlier send of its stream.
                             if req.nonblocking() {
                                 finish(s, &req, buf, Err(libc::EAGAIN));
@@ -708,7 +748,20 @@ impl Netd {
                             }
                             continue;
                         }
-                        let r = run(s, &mut self.iface, &mut req, buf, now, &mut RunContext { scratch: &mut self.scratch, config: &self.config, lending: &self.lending, steering: &self.steering, stats: &mut self.stats });
+                        let r = run(
+                            s,
+                            &mut self.iface,
+                            &mut req,
+                            buf,
+                            now,
+                            &mut RunContext {
+                                scratch: &mut self.scratch,
+                                config: &self.config,
+                                lending: &self.lending,
+                                steering: &self.steering,
+                                stats: &mut self.stats,
+                            },
+                        );
                         // A socket now on a port another client had: the
                         // bind returns once no frame sent to it can be
                         // steered into that client's region.
@@ -770,7 +823,11 @@ impl Netd {
                 // Handed to a driver: until then; else until the device
                 // (inside netd) was written and the engine let go.
                 let sent = if handed != 0 { handed } else { nagare_ipc::monotonic_ns() };
-                c.aux[1] = pack_stages(taken.saturating_sub(posted), engine_done.saturating_sub(taken), sent.saturating_sub(engine_done));
+                c.aux[1] = pack_stages(
+                    taken.saturating_sub(posted),
+                    engine_done.saturating_sub(taken),
+                    sent.saturating_sub(engine_done),
+                );
             }
             if s.pool.give(index).is_err() {
                 c.buffer = nagare_ipc::NO_BUFFER;
@@ -1034,7 +1091,14 @@ fn blocked(req: &Request) -> Result<Option<Done>, i32> {
 
 /// A stream's send of `view` copied into the send buffer: as much as fits
 /// now, or it waits.
-fn send_copied(iface: &mut Interface, h: TcpHandle, view: nagare_ipc::SharedBytes, req: &Request, now: Instant, stats: &mut NetdStats) -> Result<Option<Done>, i32> {
+fn send_copied(
+    iface: &mut Interface,
+    h: TcpHandle,
+    view: nagare_ipc::SharedBytes,
+    req: &Request,
+    now: Instant,
+    stats: &mut NetdStats,
+) -> Result<Option<Done>, i32> {
     // SAFETY: payload the engine copies into the send buffer once and
     // never interprets; a client racing its own buffer changes only its
     // stream.
@@ -1178,7 +1242,8 @@ fn run(
                 let mut done = Completion::ok(req, u64::from(b.len));
                 done.piece = Some(Piece { buffer: b.index, offset: b.offset, len: b.len });
                 let key = s.conn.id;
-                let payload = lending.lend(key, &s.pool, b.index, b.offset, b.len, done.encode()).ok_or(libc::EFAULT)?;
+                let payload =
+                    lending.lend(key, &s.pool, b.index, b.offset, b.len, done.encode()).ok_or(libc::EFAULT)?;
                 if let Err(e) = iface.udp_send_buf(h, payload, dst, now) {
                     lending.unlend(key, b.index);
                     return Err(engine_errno(e));
@@ -1211,7 +1276,10 @@ fn run(
                     let payload = match received_in_place(s, steering, b, d.payload) {
                         Ok(swapped) => {
                             stats.rx_payload_in_place += u64::from(swapped.len);
-                            return Ok(Some(Done { swapped: Some(swapped), ..Done::received(whole, source, swapped.len) }));
+                            return Ok(Some(Done {
+                                swapped: Some(swapped),
+                                ..Done::received(whole, source, swapped.len)
+                            }));
                         }
                         Err(payload) => payload,
                     };

@@ -358,7 +358,8 @@ impl Steering {
         self.unsettled.borrow_mut().clear();
         self.driver_running.set(true);
         self.local_changed.set(false);
-        let mut out: Vec<SteerChange> = self.local.get().map(|(mac, ip)| SteerChange::Local { mac, ip }).into_iter().collect();
+        let mut out: Vec<SteerChange> =
+            self.local.get().map(|(mac, ip)| SteerChange::Local { mac, ip }).into_iter().collect();
         let ports = self.ports.borrow();
         let mut owned: Vec<SteerChange> = ports
             .iter()
@@ -484,7 +485,9 @@ impl Steering {
                 // The headers from the copy that was checked, never read
                 // again where the application can change them; the rest
                 // (payload, its own to spoil) copied from its region.
-                let Ok(mut packet) = PacketBuf::from_slice(pool, RX_HEADROOM, &head[..n]) else { return Steered::Refused };
+                let Ok(mut packet) = PacketBuf::from_slice(pool, RX_HEADROOM, &head[..n]) else {
+                    return Steered::Refused;
+                };
                 let mut skip = n;
                 for k in 0..pieces.len() {
                     let Some(v) = view(c, k) else { return Steered::Refused };
@@ -685,7 +688,8 @@ mod tests {
 
     #[test]
     fn a_steered_frame_lends_its_payload_and_a_rewritten_port_is_refused() {
-        let region = nagare_ipc::Region::create("nagare-steer-test", nagare_ipc::RegionConfig::pair(8, 4, 2048)).unwrap();
+        let region =
+            nagare_ipc::Region::create("nagare-steer-test", nagare_ipc::RegionConfig::pair(8, 4, 2048)).unwrap();
         let mut pool = region.pool().unwrap();
         assert_eq!((pool.alloc(), pool.alloc()), (Some(0), Some(1)));
         let view = |i: u32| pool.shared(i, 0, 2048).unwrap();
@@ -704,7 +708,9 @@ mod tests {
         };
         let good = frame(UDP, 7000, 8, b"payload");
         write(0, &good);
-        let Steered::InPlace(p) = s.receive(&engine, 1, &[(0, RX_HEADROOM as u32, good.len() as u32)]) else { panic!("not in place") };
+        let Steered::InPlace(p) = s.receive(&engine, 1, &[(0, RX_HEADROOM as u32, good.len() as u32)]) else {
+            panic!("not in place")
+        };
         assert_eq!(p.to_vec(), good);
         assert_eq!(p.slice_count(), 2);
         let payload_at = p.chunks().nth(1).unwrap().as_ptr() as usize;
@@ -722,7 +728,9 @@ mod tests {
         s.to_post(1, 8);
         let stray = frame(UDP, 9999, 8, b"payload");
         write(1, &stray);
-        let Steered::Copied(p) = s.receive(&engine, 1, &[(1, RX_HEADROOM as u32, stray.len() as u32)]) else { panic!("not copied") };
+        let Steered::Copied(p) = s.receive(&engine, 1, &[(1, RX_HEADROOM as u32, stray.len() as u32)]) else {
+            panic!("not copied")
+        };
         assert_eq!(p.to_vec(), stray);
         // A frame for another station (a VNI floods those): refused.
         s.to_post(1, 8);
@@ -735,7 +743,8 @@ mod tests {
 
     #[test]
     fn a_frame_over_several_buffers_lends_one_view_a_buffer() {
-        let region = nagare_ipc::Region::create("nagare-steer-multi", nagare_ipc::RegionConfig::pair(8, 8, 2048)).unwrap();
+        let region =
+            nagare_ipc::Region::create("nagare-steer-multi", nagare_ipc::RegionConfig::pair(8, 8, 2048)).unwrap();
         let mut pool = region.pool().unwrap();
         for i in 0..3 {
             assert_eq!(pool.alloc(), Some(i));

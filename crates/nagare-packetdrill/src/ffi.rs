@@ -148,9 +148,7 @@ unsafe fn write_sockaddr(addr: *mut sockaddr, len: *mut socklen_t, value: Socket
     let sin = sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: value.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(*value.ip()).to_be(),
-        },
+        sin_addr: libc::in_addr { s_addr: u32::from(*value.ip()).to_be() },
         sin_zero: [0; 8],
     };
     let n = room.min(size_of::<sockaddr_in>());
@@ -402,13 +400,8 @@ unsafe extern "C" fn pd_connect(ud: *mut c_void, fd: c_int, addr: *const sockadd
             return Err(libc::EINPROGRESS);
         }
         // A blocking connect waits for the handshake, then reports it.
-        sh.block(
-            |_| true,
-            None,
-            || Err(EAGAIN),
-            |s| if s.connect_settled(fd) { Ok(()) } else { Err(EAGAIN) },
-        )
-        .map_err(|e| if e == EAGAIN { libc::ETIMEDOUT } else { e })?;
+        sh.block(|_| true, None, || Err(EAGAIN), |s| if s.connect_settled(fd) { Ok(()) } else { Err(EAGAIN) })
+            .map_err(|e| if e == EAGAIN { libc::ETIMEDOUT } else { e })?;
         sh.run(|s| s.connect(fd, remote)).map(|()| 0)
     })
 }
@@ -791,11 +784,23 @@ unsafe extern "C" fn pd_epoll_create(_ud: *mut c_void, _size: c_int) -> c_int {
     entry(-1, || Err(EOPNOTSUPP))
 }
 
-unsafe extern "C" fn pd_epoll_ctl(_ud: *mut c_void, _epfd: c_int, _op: c_int, _fd: c_int, _ev: *mut epoll_event) -> c_int {
+unsafe extern "C" fn pd_epoll_ctl(
+    _ud: *mut c_void,
+    _epfd: c_int,
+    _op: c_int,
+    _fd: c_int,
+    _ev: *mut epoll_event,
+) -> c_int {
     entry(-1, || Err(EOPNOTSUPP))
 }
 
-unsafe extern "C" fn pd_epoll_wait(_ud: *mut c_void, _epfd: c_int, _ev: *mut epoll_event, _max: c_int, _t: c_int) -> c_int {
+unsafe extern "C" fn pd_epoll_wait(
+    _ud: *mut c_void,
+    _epfd: c_int,
+    _ev: *mut epoll_event,
+    _max: c_int,
+    _t: c_int,
+) -> c_int {
     entry(-1, || Err(EOPNOTSUPP))
 }
 

@@ -56,12 +56,7 @@ pub(crate) const SHIM_MAGIC: u64 = 0x6e61_6761_7265_5044;
 impl Shim {
     pub(crate) fn new(stack: Stack) -> Shim {
         let block_idle = Duration::from_millis(stack.config().block_idle_ms);
-        Shim {
-            magic: SHIM_MAGIC,
-            stack: Mutex::new(stack),
-            changed: Condvar::new(),
-            block_idle,
-        }
+        Shim { magic: SHIM_MAGIC, stack: Mutex::new(stack), changed: Condvar::new(), block_idle }
     }
 
     pub(crate) fn is_alive(&self) -> bool {

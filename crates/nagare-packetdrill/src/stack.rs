@@ -7,8 +7,8 @@
 
 use libc::{
     EADDRINUSE, EADDRNOTAVAIL, EAFNOSUPPORT, EAGAIN, EALREADY, EBADF, ECONNREFUSED, ECONNRESET, EINPROGRESS, EINVAL,
-    EISCONN, EMFILE, EMSGSIZE, ENETUNREACH, ENOBUFS, ENOPROTOOPT, ENOTCONN, EOPNOTSUPP, EPIPE,
-    EPROTONOSUPPORT, ETIMEDOUT,
+    EISCONN, EMFILE, EMSGSIZE, ENETUNREACH, ENOBUFS, ENOPROTOOPT, ENOTCONN, EOPNOTSUPP, EPIPE, EPROTONOSUPPORT,
+    ETIMEDOUT,
 };
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::iface::{Error, TcpHandle, TcpListenerHandle};
@@ -129,10 +129,7 @@ enum Kind {
     Fresh { bound: Option<SocketAddrV4> },
     /// Listening; `ready` holds connections taken from the engine's accept
     /// queue (by `poll`) that `accept` has not handed out yet.
-    Listener {
-        handle: TcpListenerHandle,
-        ready: VecDeque<TcpHandle>,
-    },
+    Listener { handle: TcpListenerHandle, ready: VecDeque<TcpHandle> },
     /// A connection, active or accepted.
     Conn {
         handle: TcpHandle,
@@ -511,10 +508,7 @@ impl Stack {
     fn port_taken(&self, port: u16) -> bool {
         // Listeners and connections hold their ports in the engine, which
         // refuses a second listener itself.
-        self.fds
-            .iter()
-            .flatten()
-            .any(|s| matches!(s.kind, Kind::Fresh { bound: Some(a) } if a.port() == port))
+        self.fds.iter().flatten().any(|s| matches!(s.kind, Kind::Fresh { bound: Some(a) } if a.port() == port))
     }
 
     fn ephemeral_port(&mut self) -> Result<u16, Errno> {
@@ -563,9 +557,7 @@ impl Stack {
         if self.port_taken(port) && !reuse {
             return Err(EADDRINUSE);
         }
-        self.sock_mut(fd)?.kind = Kind::Fresh {
-            bound: Some(SocketAddrV4::new(ip, port)),
-        };
+        self.sock_mut(fd)?.kind = Kind::Fresh { bound: Some(SocketAddrV4::new(ip, port)) };
         self.touch();
         Ok(())
     }
@@ -604,20 +596,15 @@ impl Stack {
         };
         let backlog = usize::try_from(backlog).unwrap_or(0).clamp(1, 4096);
         let handle = self.with_buffers(fd, |s| s.iface.tcp_listen(local, backlog))?.map_err(errno_of)?;
-        self.sock_mut(fd)?.kind = Kind::Listener {
-            handle,
-            ready: VecDeque::new(),
-        };
+        self.sock_mut(fd)?.kind = Kind::Listener { handle, ready: VecDeque::new() };
         self.touch();
         Ok(())
     }
 
     /// Takes what the engine's accept queue holds for a listener.
     fn pull_accepted(&mut self, fd: i32) -> Result<(), Errno> {
-        let Some(Sock {
-            kind: Kind::Listener { handle, ready },
-            ..
-        }) = self.fds.get_mut(usize::try_from(fd).map_err(|_| EBADF)?).and_then(Option::as_mut)
+        let Some(Sock { kind: Kind::Listener { handle, ready }, .. }) =
+            self.fds.get_mut(usize::try_from(fd).map_err(|_| EBADF)?).and_then(Option::as_mut)
         else {
             return Ok(());
         };
@@ -647,10 +634,7 @@ impl Stack {
         if nodelay {
             self.iface.tcp_set_nodelay(handle, true).map_err(errno_of)?;
         }
-        let mut conn = Sock::new(Kind::Conn {
-            handle,
-            connecting: false,
-        });
+        let mut conn = Sock::new(Kind::Conn { handle, connecting: false });
         conn.nodelay = nodelay;
         let fd = self.alloc_fd(conn)?;
         Ok((fd, remote))
@@ -665,10 +649,7 @@ impl Stack {
                 let now = self.instant();
                 let handle = self.with_buffers(fd, |s| s.iface.tcp_connect(remote, port, now))?.map_err(errno_of)?;
                 let sock = self.sock_mut(fd)?;
-                sock.kind = Kind::Conn {
-                    handle,
-                    connecting: true,
-                };
+                sock.kind = Kind::Conn { handle, connecting: true };
                 if sock.nodelay {
                     self.iface.tcp_set_nodelay(handle, true).map_err(errno_of)?;
                 }
@@ -913,10 +894,7 @@ impl Stack {
     /// `getsockopt` of an `int` value; `SO_ERROR` reports (and clears) a
     /// connection's error.
     pub fn get_option(&mut self, fd: i32, opt: SockOpt) -> Result<i32, Errno> {
-        let defaults = (
-            self.iface.tcp_defaults_mut().send_buffer,
-            self.iface.tcp_defaults_mut().recv_buffer,
-        );
+        let defaults = (self.iface.tcp_defaults_mut().send_buffer, self.iface.tcp_defaults_mut().recv_buffer);
         let error = match self.sock(fd)?.kind {
             Kind::Conn { handle, .. } => self.iface.tcp_connection(handle).and_then(|c| c.error()),
             _ => None,

@@ -366,7 +366,9 @@ impl Request {
         let raw_op = d.kind as u16;
         let flags = (d.kind >> 16) as u16;
         let op = Op::from_u16(raw_op).ok_or(ProtoError::BadOp(raw_op))?;
-        if flags & !KNOWN_FLAGS != 0 || (flags & TRACE != 0 && op != Op::SendTo) || (flags & LEND != 0 && !matches!(op, Op::Send | Op::SendTo))
+        if flags & !KNOWN_FLAGS != 0
+            || (flags & TRACE != 0 && op != Op::SendTo)
+            || (flags & LEND != 0 && !matches!(op, Op::Send | Op::SendTo))
             || (flags & COMPLETE_ON_ACCEPT != 0 && (flags & LEND == 0 || flags & TRACE != 0))
         {
             return Err(ProtoError::BadFlags(flags));
@@ -388,7 +390,11 @@ impl Request {
             }
             Some(Piece { buffer: d.buffer, offset: d.offset, len: d.len })
         };
-        if op == Op::Poll && (d.len == 0 || !d.len.is_multiple_of(PollEntry::SIZE as u32) || d.len / PollEntry::SIZE as u32 > MAX_POLL) {
+        if op == Op::Poll
+            && (d.len == 0
+                || !d.len.is_multiple_of(PollEntry::SIZE as u32)
+                || d.len / PollEntry::SIZE as u32 > MAX_POLL)
+        {
             return Err(ProtoError::BadBuffer);
         }
         // How many aux words the op uses; the rest must be 0.
@@ -432,11 +438,7 @@ impl Request {
             }
             aux[TRACE_TIME] = 0;
         }
-        let (limit, unused) = if op.can_wait() {
-            (aux[WAIT_LIMIT], &aux[used..WAIT_LIMIT])
-        } else {
-            (0, &aux[used..])
-        };
+        let (limit, unused) = if op.can_wait() { (aux[WAIT_LIMIT], &aux[used..WAIT_LIMIT]) } else { (0, &aux[used..]) };
         if limit > MAX_WAIT_MICROS || unused.iter().any(|&w| w != 0) {
             return Err(ProtoError::BadArgument);
         }
@@ -574,11 +576,8 @@ impl Completion {
         if d.status > 0 || d.status < -4095 {
             return Err(ProtoError::BadStatus);
         }
-        let piece = if d.buffer == NO_BUFFER {
-            None
-        } else {
-            Some(Piece { buffer: d.buffer, offset: d.offset, len: d.len })
-        };
+        let piece =
+            if d.buffer == NO_BUFFER { None } else { Some(Piece { buffer: d.buffer, offset: d.offset, len: d.len }) };
         Ok(Completion { op: d.kind as u16, socket: d.flags, id: d.id, status: d.status, piece, aux: d.aux })
     }
 
@@ -668,7 +667,10 @@ mod tests {
         let mut recv = Request::new(Op::EchoRecv, 1);
         recv.socket = 1;
         recv.aux[WAIT_LIMIT] = MAX_WAIT_MICROS;
-        assert_eq!(Request::decode(&recv.encode()).map(|r| r.wait_limit()), Ok(Some(std::time::Duration::from_secs(3600))));
+        assert_eq!(
+            Request::decode(&recv.encode()).map(|r| r.wait_limit()),
+            Ok(Some(std::time::Duration::from_secs(3600)))
+        );
         recv.aux[WAIT_LIMIT] = MAX_WAIT_MICROS + 1;
         assert_eq!(Request::decode(&recv.encode()), Err(ProtoError::BadArgument));
         recv.aux[WAIT_LIMIT] = 0;
@@ -757,11 +759,13 @@ mod tests {
         nop.flags = LEND;
         assert!(matches!(Request::decode(&nop.encode()), Err(ProtoError::BadFlags(_))), "only sends lend");
         send.flags = COMPLETE_ON_ACCEPT;
-        assert!(matches!(Request::decode(&send.encode()), Err(ProtoError::BadFlags(_))), "only a lent buffer completes on accept");
+        assert!(
+            matches!(Request::decode(&send.encode()), Err(ProtoError::BadFlags(_))),
+            "only a lent buffer completes on accept"
+        );
         send.flags = LEND | COMPLETE_ON_ACCEPT;
         assert!(Request::decode(&send.encode()).unwrap().completes_on_accept());
         assert_eq!(unpack_stages(pack_stages(1, 2_000_000, 3)), [1, 2_000_000, 3]);
         assert_eq!(unpack_stages(pack_stages(u64::MAX, 0, 5_000_000)), [STAGE_MAX, 0, STAGE_MAX]);
     }
 }
-

@@ -32,12 +32,8 @@ fn bench(c: &mut Criterion) {
         let data: Vec<u8> = (0..size).map(|i| (i * 131 + 7) as u8).collect();
         assert_eq!(checksum(&data), naive(&data));
         group.throughput(Throughput::Bytes(size as u64));
-        group.bench_with_input(BenchmarkId::new("nagare", size), &data, |b, d| {
-            b.iter(|| checksum(black_box(d)))
-        });
-        group.bench_with_input(BenchmarkId::new("naive", size), &data, |b, d| {
-            b.iter(|| naive(black_box(d)))
-        });
+        group.bench_with_input(BenchmarkId::new("nagare", size), &data, |b, d| b.iter(|| checksum(black_box(d))));
+        group.bench_with_input(BenchmarkId::new("naive", size), &data, |b, d| b.iter(|| naive(black_box(d))));
         // Misaligned start and odd pieces: the buffer-chain path.
         group.bench_with_input(BenchmarkId::new("nagare_3_pieces_odd", size), &data, |b, d| {
             b.iter(|| {

@@ -72,11 +72,7 @@ fn sum_block(data: &[u8]) -> u16 {
         rest = r;
     }
     let native = fold(lanes[0] + lanes[1] + lanes[2] + lanes[3]);
-    let mut be = u64::from(if cfg!(target_endian = "little") {
-        native.swap_bytes()
-    } else {
-        native
-    });
+    let mut be = u64::from(if cfg!(target_endian = "little") { native.swap_bytes() } else { native });
     // At most 7 bytes remain; sum them directly in big-endian order.
     while let Some((w, r)) = rest.split_first_chunk::<2>() {
         be += u64::from(u16::from_be_bytes(*w));
@@ -247,8 +243,8 @@ mod tests {
     fn known_ipv4_header() {
         // Wikipedia's IPv4 header checksum example, checksum 0xb861.
         let mut h = [
-            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8,
-            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8,
+            0x00, 0xc7,
         ];
         assert_eq!(checksum(&h), 0xb861);
         h[10] = 0xb8;

@@ -37,9 +37,7 @@ impl Ipv4Cidr {
 
     fn mask_bits(&self) -> u32 {
         // checked_shl: a shift by 32 (prefix 0) would overflow.
-        u32::MAX
-            .checked_shl(32 - u32::from(self.prefix_len))
-            .unwrap_or(0)
+        u32::MAX.checked_shl(32 - u32::from(self.prefix_len)).unwrap_or(0)
     }
 
     /// e.g. 255.255.255.0 for /24.
@@ -136,8 +134,18 @@ mod tests {
 
     #[test]
     fn bad_strings() {
-        for s in ["", "10.0.0.1", "10.0.0.1/", "10.0.0.1/33", "10.0.0.1/+4", "10.0.0/24",
-                  "10.0.0.1/2 4", "10.0.0.1/024", "/24", "10.0.0.1/24/1"] {
+        for s in [
+            "",
+            "10.0.0.1",
+            "10.0.0.1/",
+            "10.0.0.1/33",
+            "10.0.0.1/+4",
+            "10.0.0/24",
+            "10.0.0.1/2 4",
+            "10.0.0.1/024",
+            "/24",
+            "10.0.0.1/24/1",
+        ] {
             assert_eq!(s.parse::<Ipv4Cidr>(), Err(Error::Malformed), "{s:?}");
         }
     }

@@ -25,10 +25,7 @@ impl EthernetAddress {
 
     /// The first 6 bytes of `bytes`; `Err(Truncated)` if there are fewer.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        bytes
-            .first_chunk::<6>()
-            .map(|b| EthernetAddress(*b))
-            .ok_or(Error::Truncated)
+        bytes.first_chunk::<6>().map(|b| EthernetAddress(*b)).ok_or(Error::Truncated)
     }
 
     /// The six octets.
@@ -60,11 +57,7 @@ impl EthernetAddress {
 impl fmt::Display for EthernetAddress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = &self.0;
-        write!(
-            f,
-            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-            b[0], b[1], b[2], b[3], b[4], b[5]
-        )
+        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5])
     }
 }
 
@@ -228,11 +221,7 @@ impl EthernetRepr {
         if frame.buffer.as_ref().len() < ETHERNET_HEADER_LEN {
             return Err(Error::Truncated);
         }
-        Ok(EthernetRepr {
-            src_addr: frame.src_addr(),
-            dst_addr: frame.dst_addr(),
-            ethertype: frame.ethertype(),
-        })
+        Ok(EthernetRepr { src_addr: frame.src_addr(), dst_addr: frame.dst_addr(), ethertype: frame.ethertype() })
     }
 
     /// Always 14.
@@ -242,9 +231,7 @@ impl EthernetRepr {
 
     /// Write the 14 header bytes at the start of `header`.
     pub fn emit(&self, header: &mut [u8]) -> Result<()> {
-        let h = header
-            .first_chunk_mut::<ETHERNET_HEADER_LEN>()
-            .ok_or(Error::Truncated)?;
+        let h = header.first_chunk_mut::<ETHERNET_HEADER_LEN>().ok_or(Error::Truncated)?;
         h[offs::DST..offs::SRC].copy_from_slice(&self.dst_addr.0);
         h[offs::SRC..offs::ETHERTYPE].copy_from_slice(&self.src_addr.0);
         h[offs::ETHERTYPE..].copy_from_slice(&u16::from(self.ethertype).to_be_bytes());
@@ -258,10 +245,8 @@ mod tests {
     use std::string::ToString;
 
     // Captured broadcast ARP request frame head (dst ff.., src 52:54:00:12:34:56).
-    const FRAME: [u8; 16] = [
-        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56, 0x08, 0x06, 0x00,
-        0x01,
-    ];
+    const FRAME: [u8; 16] =
+        [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x52, 0x54, 0x00, 0x12, 0x34, 0x56, 0x08, 0x06, 0x00, 0x01];
 
     #[test]
     fn parse_known() {
@@ -313,8 +298,15 @@ mod tests {
         assert!(m.is_multicast() && !m.is_broadcast() && !m.is_local());
         assert!(EthernetAddress::BROADCAST.is_multicast());
         assert!(EthernetAddress::BROADCAST.is_broadcast());
-        for bad in ["", "02:00:00:00:00", "02:00:00:00:00:01:02", "2:0:0:0:0:1", "02:00:00:00:00:0g",
-                    "02-00:00:00:00:01", "+2:00:00:00:00:01"] {
+        for bad in [
+            "",
+            "02:00:00:00:00",
+            "02:00:00:00:00:01:02",
+            "2:0:0:0:0:1",
+            "02:00:00:00:00:0g",
+            "02-00:00:00:00:01",
+            "+2:00:00:00:00:01",
+        ] {
             assert_eq!(bad.parse::<EthernetAddress>(), Err(Error::Malformed), "{bad}");
         }
         assert_eq!(EthernetAddress::from_bytes(&[1, 2, 3]), Err(Error::Truncated));

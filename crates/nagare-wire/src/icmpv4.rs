@@ -264,10 +264,7 @@ impl<'a> Icmpv4Repr<'a> {
     /// may carry options (skipped by IHL) and its `total_len` need not match
     /// the truncated quote; `header.payload_len` is taken from the quoted
     /// `total_len` (0 if it is smaller than the quoted header length).
-    pub fn parse<T: AsRef<[u8]> + ?Sized>(
-        packet: &'a Icmpv4Packet<&'a T>,
-        verify_checksum: bool,
-    ) -> Result<Self> {
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(packet: &'a Icmpv4Packet<&'a T>, verify_checksum: bool) -> Result<Self> {
         let buf: &'a [u8] = <T as AsRef<[u8]>>::as_ref(packet.buffer);
         if buf.len() < ICMPV4_HEADER_LEN {
             return Err(Error::Truncated);
@@ -277,31 +274,19 @@ impl<'a> Icmpv4Repr<'a> {
         }
         let data = buf.get(ICMPV4_HEADER_LEN..).unwrap_or(&[]);
         match packet.msg_type() {
-            Icmpv4Message::EchoRequest => Ok(Icmpv4Repr::EchoRequest {
-                ident: packet.echo_ident(),
-                seq_no: packet.echo_seq_no(),
-                data,
-            }),
-            Icmpv4Message::EchoReply => Ok(Icmpv4Repr::EchoReply {
-                ident: packet.echo_ident(),
-                seq_no: packet.echo_seq_no(),
-                data,
-            }),
+            Icmpv4Message::EchoRequest => {
+                Ok(Icmpv4Repr::EchoRequest { ident: packet.echo_ident(), seq_no: packet.echo_seq_no(), data })
+            }
+            Icmpv4Message::EchoReply => {
+                Ok(Icmpv4Repr::EchoReply { ident: packet.echo_ident(), seq_no: packet.echo_seq_no(), data })
+            }
             Icmpv4Message::DstUnreachable => {
                 let (header, data) = Ipv4Repr::parse_quoted(data)?;
-                Ok(Icmpv4Repr::DstUnreachable {
-                    reason: DstUnreachable::from(packet.msg_code()),
-                    header,
-                    data,
-                })
+                Ok(Icmpv4Repr::DstUnreachable { reason: DstUnreachable::from(packet.msg_code()), header, data })
             }
             Icmpv4Message::TimeExceeded => {
                 let (header, data) = Ipv4Repr::parse_quoted(data)?;
-                Ok(Icmpv4Repr::TimeExceeded {
-                    code: packet.msg_code(),
-                    header,
-                    data,
-                })
+                Ok(Icmpv4Repr::TimeExceeded { code: packet.msg_code(), header, data })
             }
             Icmpv4Message::Unknown(_) => Err(Error::Unsupported),
         }
@@ -310,9 +295,7 @@ impl<'a> Icmpv4Repr<'a> {
     /// Bytes [`Icmpv4Repr::emit`] writes.
     pub fn buffer_len(&self) -> usize {
         match self {
-            Icmpv4Repr::EchoRequest { data, .. } | Icmpv4Repr::EchoReply { data, .. } => {
-                ICMPV4_HEADER_LEN + data.len()
-            }
+            Icmpv4Repr::EchoRequest { data, .. } | Icmpv4Repr::EchoReply { data, .. } => ICMPV4_HEADER_LEN + data.len(),
             Icmpv4Repr::DstUnreachable { data, .. } | Icmpv4Repr::TimeExceeded { data, .. } => {
                 ICMPV4_HEADER_LEN + IPV4_HEADER_LEN + data.len()
             }
@@ -328,8 +311,7 @@ impl<'a> Icmpv4Repr<'a> {
         let (head, rest) = buf.split_at_mut(ICMPV4_HEADER_LEN);
         let mut p = Icmpv4Packet::new_unchecked(head);
         let data = match *self {
-            Icmpv4Repr::EchoRequest { ident, seq_no, data }
-            | Icmpv4Repr::EchoReply { ident, seq_no, data } => {
+            Icmpv4Repr::EchoRequest { ident, seq_no, data } | Icmpv4Repr::EchoReply { ident, seq_no, data } => {
                 let ty = if matches!(self, Icmpv4Repr::EchoRequest { .. }) {
                     Icmpv4Message::EchoRequest
                 } else {
@@ -393,26 +375,16 @@ impl Icmpv4EchoHeader {
             Icmpv4Message::EchoRequest => false,
             _ => return Err(Error::Unsupported),
         };
-        Ok(Icmpv4EchoHeader {
-            reply,
-            ident: packet.echo_ident(),
-            seq_no: packet.echo_seq_no(),
-        })
+        Ok(Icmpv4EchoHeader { reply, ident: packet.echo_ident(), seq_no: packet.echo_seq_no() })
     }
 
     /// Write the 8-byte header at the start of `header`, with the checksum
     /// over the header plus `data_checksum` (a [`Checksum`] over the data
     /// that follows it). `Err(Truncated)` if `header` is shorter than 8.
     pub fn emit(&self, header: &mut [u8], data_checksum: Checksum) -> Result<()> {
-        let h = header
-            .first_chunk_mut::<ICMPV4_HEADER_LEN>()
-            .ok_or(Error::Truncated)?;
+        let h = header.first_chunk_mut::<ICMPV4_HEADER_LEN>().ok_or(Error::Truncated)?;
         let mut p = Icmpv4Packet::new_unchecked(&mut h[..]);
-        p.set_msg_type(if self.reply {
-            Icmpv4Message::EchoReply
-        } else {
-            Icmpv4Message::EchoRequest
-        });
+        p.set_msg_type(if self.reply { Icmpv4Message::EchoReply } else { Icmpv4Message::EchoRequest });
         p.set_msg_code(0);
         p.set_checksum(0);
         p.set_echo_ident(self.ident);
@@ -435,16 +407,16 @@ mod tests {
     /// ICMP part of `ping -s 16 127.0.0.1` captured on Linux `lo`;
     /// checksum 0xedde (confirmed by tshark).
     const ECHO: [u8; 24] = [
-        0x08, 0x00, 0xed, 0xde, 0x0e, 0xfc, 0x00, 0x01, 0x75, 0x50, 0x02, 0x6b, 0x00, 0x00, 0x00,
-        0x00, 0x7e, 0x68, 0x05, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x08, 0x00, 0xed, 0xde, 0x0e, 0xfc, 0x00, 0x01, 0x75, 0x50, 0x02, 0x6b, 0x00, 0x00, 0x00, 0x00, 0x7e, 0x68,
+        0x05, 0x00, 0x00, 0x00, 0x00, 0x00,
     ];
 
     /// Port unreachable generated by the Linux kernel for a UDP datagram
     /// to 127.0.0.1:9, quoting the whole datagram; checksum 0xcb37.
     const PORT_UNREACH: [u8; 42] = [
-        0x03, 0x03, 0xcb, 0x37, 0x00, 0x00, 0x00, 0x00, 0x45, 0x00, 0x00, 0x22, 0x74, 0x61, 0x40,
-        0x00, 0x40, 0x11, 0xc8, 0x67, 0x7f, 0x00, 0x00, 0x01, 0x7f, 0x00, 0x00, 0x01, 0xeb, 0x63,
-        0x00, 0x09, 0x00, 0x0e, 0xfe, 0x21, 0x6e, 0x61, 0x67, 0x61, 0x72, 0x65,
+        0x03, 0x03, 0xcb, 0x37, 0x00, 0x00, 0x00, 0x00, 0x45, 0x00, 0x00, 0x22, 0x74, 0x61, 0x40, 0x00, 0x40, 0x11,
+        0xc8, 0x67, 0x7f, 0x00, 0x00, 0x01, 0x7f, 0x00, 0x00, 0x01, 0xeb, 0x63, 0x00, 0x09, 0x00, 0x0e, 0xfe, 0x21,
+        0x6e, 0x61, 0x67, 0x61, 0x72, 0x65,
     ];
 
     #[test]
@@ -453,10 +425,7 @@ mod tests {
         assert!(p.verify_checksum());
         assert_eq!(p.msg_type(), Icmpv4Message::EchoRequest);
         let r = Icmpv4Repr::parse(&p, true).unwrap();
-        assert_eq!(
-            r,
-            Icmpv4Repr::EchoRequest { ident: 0x0efc, seq_no: 1, data: &ECHO[8..] }
-        );
+        assert_eq!(r, Icmpv4Repr::EchoRequest { ident: 0x0efc, seq_no: 1, data: &ECHO[8..] });
         let mut out = [0u8; 24];
         r.emit(&mut out).unwrap();
         assert_eq!(out, ECHO);

@@ -201,10 +201,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Whether the header checksum verifies (false if the header is not all
     /// inside the buffer).
     pub fn verify_checksum(&self) -> bool {
-        self.buffer
-            .as_ref()
-            .get(..self.header_len())
-            .is_some_and(checksum::verify)
+        self.buffer.as_ref().get(..self.header_len()).is_some_and(checksum::verify)
     }
 
     /// Option bytes: between the fixed header and `header_len`.
@@ -214,11 +211,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
 
     /// Bytes `header_len..total_len` (empty if that range is not valid).
     pub fn payload(&self) -> &[u8] {
-        field::slice(
-            self.buffer.as_ref(),
-            self.header_len(),
-            usize::from(self.total_len()),
-        )
+        field::slice(self.buffer.as_ref(), self.header_len(), usize::from(self.total_len()))
     }
 }
 
@@ -363,7 +356,13 @@ pub struct Ipv4Repr {
 impl Ipv4Repr {
     /// A whole (unfragmented) datagram's header: no DF, DSCP/ECN 0, ident 0
     /// (the sender fills it in).
-    pub const fn new(src_addr: Ipv4Addr, dst_addr: Ipv4Addr, protocol: IpProtocol, payload_len: usize, ttl: u8) -> Self {
+    pub const fn new(
+        src_addr: Ipv4Addr,
+        dst_addr: Ipv4Addr,
+        protocol: IpProtocol,
+        payload_len: usize,
+        ttl: u8,
+    ) -> Self {
         Ipv4Repr {
             src_addr,
             dst_addr,
@@ -474,8 +473,8 @@ mod tests {
     /// 127.0.0.1`): total 44 = 20 + 24, ident 0xc060, DF, TTL 64, checksum
     /// 0x7c6e (confirmed by tshark).
     const HEADER: [u8; 20] = [
-        0x45, 0x00, 0x00, 0x2c, 0xc0, 0x60, 0x40, 0x00, 0x40, 0x01, 0x7c, 0x6e, 0x7f, 0x00, 0x00,
-        0x01, 0x7f, 0x00, 0x00, 0x01,
+        0x45, 0x00, 0x00, 0x2c, 0xc0, 0x60, 0x40, 0x00, 0x40, 0x01, 0x7c, 0x6e, 0x7f, 0x00, 0x00, 0x01, 0x7f, 0x00,
+        0x00, 0x01,
     ];
 
     fn packet() -> [u8; 44] {

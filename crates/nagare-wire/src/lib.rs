@@ -38,13 +38,10 @@ pub use checksum::{checksum, pseudo_header_v4, update, update_u32, verify, Check
 pub use cidr::Ipv4Cidr;
 pub use error::{Error, Result};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, ETHERNET_HEADER_LEN};
-pub use icmpv4::{
-    DstUnreachable, Icmpv4EchoHeader, Icmpv4Message, Icmpv4Packet, Icmpv4Repr, ICMPV4_HEADER_LEN,
-};
+pub use icmpv4::{DstUnreachable, Icmpv4EchoHeader, Icmpv4Message, Icmpv4Packet, Icmpv4Repr, ICMPV4_HEADER_LEN};
 pub use ipv4::{IpProtocol, Ipv4Packet, Ipv4Repr, IPV4_HEADER_LEN, IPV4_MAX_TOTAL_LEN};
 pub use tcp::{
-    TcpFlags, TcpOption, TcpOptionsIter, TcpPacket, TcpRepr, TcpSeqNumber, TCP_HEADER_LEN,
-    TCP_MAX_HEADER_LEN,
+    TcpFlags, TcpOption, TcpOptionsIter, TcpPacket, TcpRepr, TcpSeqNumber, TCP_HEADER_LEN, TCP_MAX_HEADER_LEN,
 };
 pub use udp::{UdpPacket, UdpRepr, UDP_HEADER_LEN};
 

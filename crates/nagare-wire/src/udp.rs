@@ -179,10 +179,7 @@ impl UdpRepr {
         if verify_checksum && !packet.verify_checksum(src, dst) {
             return Err(Error::Checksum);
         }
-        Ok(UdpRepr {
-            src_port: packet.src_port(),
-            dst_port: packet.dst_port(),
-        })
+        Ok(UdpRepr { src_port: packet.src_port(), dst_port: packet.dst_port() })
     }
 
     /// Always 8.
@@ -204,13 +201,9 @@ impl UdpRepr {
         dst: Ipv4Addr,
         payload_checksum: Checksum,
     ) -> Result<()> {
-        let len = payload_len
-            .checked_add(UDP_HEADER_LEN)
-            .and_then(|l| u16::try_from(l).ok())
-            .ok_or(Error::Malformed)?;
-        let h = header
-            .first_chunk_mut::<UDP_HEADER_LEN>()
-            .ok_or(Error::Truncated)?;
+        let len =
+            payload_len.checked_add(UDP_HEADER_LEN).and_then(|l| u16::try_from(l).ok()).ok_or(Error::Malformed)?;
+        let h = header.first_chunk_mut::<UDP_HEADER_LEN>().ok_or(Error::Truncated)?;
         let mut p = UdpPacket::new_unchecked(&mut h[..]);
         p.set_src_port(self.src_port);
         p.set_dst_port(self.dst_port);
@@ -226,10 +219,7 @@ impl UdpRepr {
     /// Write header and `payload` contiguously at the start of `buf`;
     /// `Err(Truncated)` if `buf` is shorter than `8 + payload.len()`.
     pub fn emit(&self, buf: &mut [u8], payload: &[u8], src: Ipv4Addr, dst: Ipv4Addr) -> Result<()> {
-        let total = payload
-            .len()
-            .checked_add(UDP_HEADER_LEN)
-            .ok_or(Error::Malformed)?;
+        let total = payload.len().checked_add(UDP_HEADER_LEN).ok_or(Error::Malformed)?;
         if total > usize::from(u16::MAX) {
             return Err(Error::Malformed);
         }
@@ -249,9 +239,7 @@ mod tests {
     /// "nagare" sent to 127.0.0.1:9 from port 60259, captured on Linux `lo`.
     /// `lo` leaves the checksum partial (0xfe21), so the field holds the
     /// full checksum 0xce3a instead, as confirmed by tshark.
-    const DGRAM: [u8; 14] = [
-        0xeb, 0x63, 0x00, 0x09, 0x00, 0x0e, 0xce, 0x3a, 0x6e, 0x61, 0x67, 0x61, 0x72, 0x65,
-    ];
+    const DGRAM: [u8; 14] = [0xeb, 0x63, 0x00, 0x09, 0x00, 0x0e, 0xce, 0x3a, 0x6e, 0x61, 0x67, 0x61, 0x72, 0x65];
     const LO: Ipv4Addr = Ipv4Addr::LOCALHOST;
 
     #[test]
@@ -269,9 +257,7 @@ mod tests {
     #[test]
     fn emit_known() {
         let mut out = [0u8; 14];
-        UdpRepr { src_port: 60259, dst_port: 9 }
-            .emit(&mut out, b"nagare", LO, LO)
-            .unwrap();
+        UdpRepr { src_port: 60259, dst_port: 9 }.emit(&mut out, b"nagare", LO, LO).unwrap();
         assert_eq!(out, DGRAM);
     }
 
@@ -313,10 +299,7 @@ mod tests {
         assert_eq!(p.payload(), b"nagare");
         assert!(UdpRepr::parse(&p, LO, LO, true).is_ok());
         let r = UdpRepr { src_port: 1, dst_port: 2 };
-        assert_eq!(
-            r.emit_header(&mut [0u8; 8], 65528, LO, LO, Checksum::new()),
-            Err(Error::Malformed)
-        );
+        assert_eq!(r.emit_header(&mut [0u8; 8], 65528, LO, LO, Checksum::new()), Err(Error::Malformed));
         assert!(r.emit_header(&mut [0u8; 8], 65527, LO, LO, Checksum::new()).is_ok());
         assert_eq!(r.emit_header(&mut [0u8; 7], 0, LO, LO, Checksum::new()), Err(Error::Truncated));
         assert_eq!(r.emit(&mut [0u8; 13], b"nagare", LO, LO), Err(Error::Truncated));

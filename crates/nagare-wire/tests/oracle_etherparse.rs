@@ -3,9 +3,9 @@
 //! it agrees with, and frames etherparse builds decode in ours.
 
 use etherparse::{
-    icmpv4::DestUnreachableHeader, ArpHardwareId, IcmpEchoHeader, Icmpv4Header, Icmpv4Type,
-    IpDscp, IpEcn, IpFragOffset, IpHeaders, IpNumber, Ipv4Header, LinkHeader, NetHeaders,
-    PacketBuilder, PacketHeaders, TcpOptionElement, TransportHeader,
+    icmpv4::DestUnreachableHeader, ArpHardwareId, IcmpEchoHeader, Icmpv4Header, Icmpv4Type, IpDscp, IpEcn,
+    IpFragOffset, IpHeaders, IpNumber, Ipv4Header, LinkHeader, NetHeaders, PacketBuilder, PacketHeaders,
+    TcpOptionElement, TransportHeader,
 };
 use nagare_wire::*;
 use proptest::prelude::*;
@@ -20,11 +20,7 @@ fn mac() -> impl Strategy<Value = EthernetAddress> {
 
 /// Ethernet + IPv4 (unfragmented, so etherparse decodes the transport) with
 /// `emit_transport` writing the IP payload.
-fn frame(
-    eth: &EthernetRepr,
-    ip: &Ipv4Repr,
-    emit_transport: impl FnOnce(&mut [u8]),
-) -> Vec<u8> {
+fn frame(eth: &EthernetRepr, ip: &Ipv4Repr, emit_transport: impl FnOnce(&mut [u8])) -> Vec<u8> {
     let mut buf = vec![0u8; ETHERNET_HEADER_LEN + ip.buffer_len()];
     eth.emit(&mut buf).unwrap();
     ip.emit(&mut buf[ETHERNET_HEADER_LEN..]).unwrap();
@@ -401,10 +397,7 @@ fn etherparse_arp_in_ours() {
     )
     .unwrap();
     let mut buf = Vec::new();
-    PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-        .arp(arp)
-        .write(&mut buf)
-        .unwrap();
+    PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]).arp(arp).write(&mut buf).unwrap();
     let f = EthernetFrame::new_checked(&buf[..]).unwrap();
     assert_eq!(f.ethertype(), EtherType::Arp);
     let p = ArpPacket::new_checked(f.payload()).unwrap();
@@ -435,11 +428,7 @@ fn our_port_unreachable_in_etherparse() {
         dscp_ecn: 0,
     };
     let udp_head = [0xeb, 0x63, 0x00, 0x09, 0x00, 0x0e, 0x12, 0x34];
-    let icmp = Icmpv4Repr::DstUnreachable {
-        reason: DstUnreachable::PortUnreachable,
-        header: quoted,
-        data: &udp_head,
-    };
+    let icmp = Icmpv4Repr::DstUnreachable { reason: DstUnreachable::PortUnreachable, header: quoted, data: &udp_head };
     let mut buf = vec![0u8; icmp.buffer_len()];
     icmp.emit(&mut buf).unwrap();
     let (h, rest) = Icmpv4Header::from_slice(&buf).unwrap();

@@ -72,7 +72,13 @@ prop_compose! {
 /// option bytes after the other options.
 fn expected_after_emit(mut r: TcpRepr) -> TcpRepr {
     let fixed = if r.max_seg_size.is_some() { 4 } else { 0 }
-        + if r.timestamp.is_some() { 12 } else if r.sack_permitted { 4 } else { 0 }
+        + if r.timestamp.is_some() {
+            12
+        } else if r.sack_permitted {
+            4
+        } else {
+            0
+        }
         + if r.window_scale.is_some() { 4 } else { 0 };
     let room = (40 - fixed - 4) / 8;
     for slot in r.sack_ranges.iter_mut().skip(room) {

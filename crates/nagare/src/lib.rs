@@ -27,8 +27,8 @@ pub mod poll;
 pub mod zerocopy;
 
 use nagare_ipc::{BufRef, Client, Consumer, Descriptor, Notifier, Pool, Producer, Waiter, DEFAULT_SPIN, NO_BUFFER};
-use std::collections::HashMap;
 use nagare_request::{Completion, Op, Piece, Request};
+use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -96,9 +96,14 @@ pub(crate) enum Data<'a> {
     /// Sent, and read back from the completion (a poll list).
     InOut(&'a mut [u8]),
     /// Room for `len` bytes, handed to the caller with what came in.
-    Keep { len: usize },
+    Keep {
+        len: usize,
+    },
     /// A buffer of ours the caller filled (`TxBuf`).
-    Owned { index: u32, len: u32 },
+    Owned {
+        index: u32,
+        len: u32,
+    },
 }
 
 impl Netd {
@@ -142,7 +147,8 @@ impl Netd {
                 return Ok(n.clone());
             }
         }
-        let path = std::env::var_os(NETD_ENV).map_or_else(|| PathBuf::from(nagare_request::DEFAULT_SOCKET), PathBuf::from);
+        let path =
+            std::env::var_os(NETD_ENV).map_or_else(|| PathBuf::from(nagare_request::DEFAULT_SOCKET), PathBuf::from);
         let n = Netd::connect(path)?;
         *slot = Some(n.clone());
         Ok(n)
@@ -186,7 +192,11 @@ impl Netd {
     /// caller filled is sent (`Owned`), or the completion's buffer is handed
     /// to the caller (`Keep`). Returns the completion, for a receive the
     /// bytes received, and for `Keep` the buffer.
-    pub(crate) fn call_keep(&self, mut req: Request, mut data: Data<'_>) -> io::Result<(Completion, usize, Option<BufRef>)> {
+    pub(crate) fn call_keep(
+        &self,
+        mut req: Request,
+        mut data: Data<'_>,
+    ) -> io::Result<(Completion, usize, Option<BufRef>)> {
         let mut c = self.inner.lock().map_err(|_| io::Error::other("netd connection poisoned"))?;
         let buffer = c.fill(&mut req, &data)?;
         let posted = c.submit(&mut req, buffer)?;
@@ -354,7 +364,10 @@ impl Conn {
                 if matches!(data, Data::InOut(_)) && bytes.len() > size {
                     return Err(io::Error::new(io::ErrorKind::InvalidInput, "more than one region buffer"));
                 }
-                if matches!(data, Data::SendLent(_)) && !bytes.is_empty() && self.lent_out < self.pool.len() as usize / 2 {
+                if matches!(data, Data::SendLent(_))
+                    && !bytes.is_empty()
+                    && self.lent_out < self.pool.len() as usize / 2
+                {
                     req.flags |= nagare_request::LEND | nagare_request::COMPLETE_ON_ACCEPT;
                 }
                 let b = self.alloc(req)?;
@@ -488,7 +501,8 @@ impl Conn {
                 // own, or, for a receive netd completed in place, the one
                 // the data lies in (netd keeps the request's in its place).
                 // The pool takes only a buffer netd holds.
-                let back = if buffer.is_some() && d.buffer != NO_BUFFER { self.pool.take(&d).ok().flatten() } else { None };
+                let back =
+                    if buffer.is_some() && d.buffer != NO_BUFFER { self.pool.take(&d).ok().flatten() } else { None };
                 return Ok(Some((Completion::decode(&d), back)));
             }
             self.set_aside(d);

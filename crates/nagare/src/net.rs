@@ -2,11 +2,11 @@
 //! over a running netd. IPv4 only.
 
 use crate::{request, set_wait_limit, Data, Netd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
 use nagare_request::{decode_addr, encode_addr, Op, Request};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 pub(crate) fn v4(addr: impl ToSocketAddrs) -> io::Result<SocketAddrV4> {
     for a in addr.to_socket_addrs()? {
@@ -166,7 +166,9 @@ impl TcpStream {
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         match how {
             Shutdown::Read => Ok(()),
-            Shutdown::Write | Shutdown::Both => self.h.netd.call(request(Op::Shutdown, self.h.id), Data::None).map(|_| ()),
+            Shutdown::Write | Shutdown::Both => {
+                self.h.netd.call(request(Op::Shutdown, self.h.id), Data::None).map(|_| ())
+            }
         }
     }
 
@@ -247,7 +249,11 @@ impl TcpListener {
         r.aux[0] = encode_addr(local);
         r.aux[1] = 128;
         let (c, _) = netd.call(r, Data::None)?;
-        Ok(TcpListener { h: Handle { netd: netd.clone(), id: c.aux[0] as u32 }, local: SocketAddr::V4(local), mode: Mode::default() })
+        Ok(TcpListener {
+            h: Handle { netd: netd.clone(), id: c.aux[0] as u32 },
+            local: SocketAddr::V4(local),
+            mode: Mode::default(),
+        })
     }
 
     /// In non-blocking mode `accept` fails with `WouldBlock` when no
@@ -296,7 +302,12 @@ impl UdpSocket {
         let mut r = request(Op::UdpBind, 0);
         r.aux[0] = encode_addr(local);
         let (c, _) = netd.call(r, Data::None)?;
-        Ok(UdpSocket { h: Handle { netd: netd.clone(), id: c.aux[0] as u32 }, local: addr_of(c.aux[1]), read_limit: Limit::default(), mode: Mode::default() })
+        Ok(UdpSocket {
+            h: Handle { netd: netd.clone(), id: c.aux[0] as u32 },
+            local: addr_of(c.aux[1]),
+            read_limit: Limit::default(),
+            mode: Mode::default(),
+        })
     }
 
     /// In non-blocking mode `recv_from` fails with `WouldBlock` when no
@@ -380,10 +391,9 @@ impl UdpSocket {
 /// have produced (a netd that claims more would make `write_all` slice out
 /// of bounds).
 pub(crate) fn sent_count(claimed: u64, offered: usize) -> io::Result<usize> {
-    usize::try_from(claimed)
-        .ok()
-        .filter(|&n| n <= offered)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("netd claims {claimed} bytes sent of {offered}")))
+    usize::try_from(claimed).ok().filter(|&n| n <= offered).ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidData, format!("netd claims {claimed} bytes sent of {offered}"))
+    })
 }
 
 /// Where one traced send spent its time.
@@ -404,4 +414,3 @@ impl SendTrace {
         self.total_ns.saturating_sub(measured)
     }
 }
-

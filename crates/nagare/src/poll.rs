@@ -2,8 +2,8 @@
 //! with the list in a region buffer; it answers when any is ready.
 
 use crate::{set_wait_limit, Data, Netd};
-pub use nagare_request::{PollEntry, CLOSED, INVALID, READABLE, WRITABLE};
 use nagare_request::{Op, Request, MAX_POLL};
+pub use nagare_request::{PollEntry, CLOSED, INVALID, READABLE, WRITABLE};
 use std::io;
 use std::time::Duration;
 

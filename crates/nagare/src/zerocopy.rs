@@ -70,9 +70,10 @@ fn release(netd: &Netd, index: u32) {
 impl TxBuf {
     /// Hands the buffer over for a request of `len` bytes.
     fn hand_over(mut self, len: usize) -> io::Result<(u32, u32)> {
-        let len = u32::try_from(len).ok().filter(|&l| l as usize <= self.bytes.len()).ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidInput, "more bytes than the buffer holds")
-        })?;
+        let len = u32::try_from(len)
+            .ok()
+            .filter(|&l| l as usize <= self.bytes.len())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "more bytes than the buffer holds"))?;
         self.sent = true;
         Ok((self.index, len))
     }
@@ -259,7 +260,10 @@ impl RecvTicket {
         }
     }
 
-    fn finish(&self, taken: Option<(nagare_request::Completion, Option<nagare_ipc::BufRef>)>) -> io::Result<(RxBuf, usize, SocketAddr)> {
+    fn finish(
+        &self,
+        taken: Option<(nagare_request::Completion, Option<nagare_ipc::BufRef>)>,
+    ) -> io::Result<(RxBuf, usize, SocketAddr)> {
         let (c, kept) = taken.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no completion"))?;
         let b = kept.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "netd kept the buffer"))?;
         let rx = self.0.netd().rx_buf(b)?;
@@ -267,4 +271,3 @@ impl RecvTicket {
         Ok((rx, whole, crate::net::addr_of(c.aux[1])))
     }
 }
-

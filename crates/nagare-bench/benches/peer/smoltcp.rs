@@ -133,7 +133,13 @@ fn iface(device: &mut impl Device, mac: u8, ip: [u8; 4], prefix: u8) -> Interfac
 /// the in-memory cable at `mtu`, with `buffer`-byte socket buffers.
 /// `quick_ack` turns smoltcp's delayed ACK (10 ms by default) off, so the
 /// receiver acknowledges every segment.
-pub fn smoltcp_two_interfaces(bytes: u64, mtu: usize, buffer: usize, quick_ack: bool, time_limit: Duration) -> Result<SmolResult, String> {
+pub fn smoltcp_two_interfaces(
+    bytes: u64,
+    mtu: usize,
+    buffer: usize,
+    quick_ack: bool,
+    time_limit: Duration,
+) -> Result<SmolResult, String> {
     let (mut dev_a, mut dev_b) = queue_pair(mtu);
     let mut iface_a = iface(&mut dev_a, 1, [10, 0, 0, 1], 24);
     let mut iface_b = iface(&mut dev_b, 2, [10, 0, 0, 2], 24);

@@ -27,11 +27,24 @@ pub struct ClientConfig {
 
 enum State<N: Net> {
     Init,
-    Connecting { conn: N::Conn, since: Instant },
-    Handshake { ctl: Ctl<N::Conn>, since: Instant, udp: Option<N::Udp> },
-    Running { ctl: Ctl<N::Conn>, role: Role<N> },
+    Connecting {
+        conn: N::Conn,
+        since: Instant,
+    },
+    Handshake {
+        ctl: Ctl<N::Conn>,
+        since: Instant,
+        udp: Option<N::Udp>,
+    },
+    Running {
+        ctl: Ctl<N::Conn>,
+        role: Role<N>,
+    },
     /// Over; waiting (briefly) until our last bytes are acknowledged.
-    Lingering { conn: N::Conn, until: Instant },
+    Lingering {
+        conn: N::Conn,
+        until: Instant,
+    },
     Done,
 }
 
@@ -121,7 +134,8 @@ impl<N: Net> Client<N> {
                 match ctl.poll(net)? {
                     Some(Message::Accept(accept)) => {
                         let server_udp = SocketAddrV4::new(*self.config.server.ip(), accept.udp_port);
-                        let setup = RoleSetup { end: End::Client, cookie: accept.cookie, udp: udp.map(|u| (u, server_udp)) };
+                        let setup =
+                            RoleSetup { end: End::Client, cookie: accept.cookie, udp: udp.map(|u| (u, server_udp)) };
                         let role = Role::new(&self.config.start, setup, now)?;
                         self.progress.begin(now);
                         self.state = State::Running { ctl, role };

@@ -149,7 +149,13 @@ impl Net for EngineNet {
     fn tcp_flushed(&mut self, c: TcpHandle) -> bool {
         !matches!(
             self.host.iface.tcp_state(c),
-            Ok(State::SynSent | State::SynReceived | State::Established | State::CloseWait | State::FinWait1 | State::Closing | State::LastAck)
+            Ok(State::SynSent
+                | State::SynReceived
+                | State::Established
+                | State::CloseWait
+                | State::FinWait1
+                | State::Closing
+                | State::LastAck)
         )
     }
 
@@ -182,7 +188,6 @@ impl Net for EngineNet {
             (d.payload.len(), d.source)
         }))
     }
-
 
     fn step(&mut self, now: Instant) -> Result<bool> {
         self.now = now;
@@ -229,7 +234,10 @@ impl Net for EngineNet {
             .filter(|(name, value)| {
                 *value != 0
                     && (name.starts_with("drop_")
-                        || matches!(*name, "tcp_segments_sent" | "tcp_segments_received" | "udp_sent" | "udp_delivered"))
+                        || matches!(
+                            *name,
+                            "tcp_segments_sent" | "tcp_segments_received" | "udp_sent" | "udp_delivered"
+                        ))
             })
             .map(|(name, value)| format!("{name} {value}"))
             .collect();

@@ -32,12 +32,7 @@ pub struct KernelNet {
 
 impl Default for KernelNet {
     fn default() -> Self {
-        KernelNet {
-            streams: Vec::new(),
-            listeners: Vec::new(),
-            udps: Vec::new(),
-            scratch: vec![0; SCRATCH],
-        }
+        KernelNet { streams: Vec::new(), listeners: Vec::new(), udps: Vec::new(), scratch: vec![0; SCRATCH] }
     }
 }
 
@@ -228,7 +223,6 @@ impl Net for KernelNet {
         }
     }
 
-
     fn step(&mut self, _now: Instant) -> Result<bool> {
         Ok(false)
     }
@@ -238,7 +232,8 @@ impl Net for KernelNet {
         if timeout.is_zero() {
             return Ok(());
         }
-        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(self.streams.len() + self.listeners.len() + self.udps.len());
+        let mut fds: Vec<libc::pollfd> =
+            Vec::with_capacity(self.streams.len() + self.listeners.len() + self.udps.len());
         let mut add = |fd, events| fds.push(libc::pollfd { fd, events, revents: 0 });
         for l in &self.listeners {
             add(l.as_raw_fd(), libc::POLLIN);

@@ -35,8 +35,8 @@ use nagare_dev::MonotonicClock;
 use net::Net;
 use protocol::{Mode, Proto, Start};
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::path::{Path, PathBuf};
 use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -159,7 +159,10 @@ fn tap_link(link: &OptionalTapArgs) -> Option<Link> {
 }
 
 fn check_link(link: &OptionalTapArgs) -> Result<()> {
-    if link.tap.is_none() && link.vni.is_none() && (link.addr.is_some() || link.gateway.is_some() || link.mac.is_some() || link.impair.is_some()) {
+    if link.tap.is_none()
+        && link.vni.is_none()
+        && (link.addr.is_some() || link.gateway.is_some() || link.mac.is_some() || link.impair.is_some())
+    {
         bail!("--addr, --gateway, --mac and --impair need --tap or --vni (without them the kernel's stack is used)");
     }
     Ok(())
@@ -211,7 +214,9 @@ pub fn run(command: PerfCommand) -> Result<()> {
             }
             let udp_rate_kbit = match udp_rate {
                 None => 0,
-                Some(r) if r.is_finite() && r > 0.0 && r * 1000.0 < f64::from(u32::MAX) => ((r * 1000.0).round() as u32).max(1),
+                Some(r) if r.is_finite() && r > 0.0 && r * 1000.0 < f64::from(u32::MAX) => {
+                    ((r * 1000.0).round() as u32).max(1)
+                }
                 Some(r) => bail!("--udp-rate {r}: give Mbit/s above 0 and below 4 million"),
             };
             if udp_rate.is_some() && proto != Proto::Udp {
@@ -229,16 +234,14 @@ pub fn run(command: PerfCommand) -> Result<()> {
             };
             start.validate().map_err(|e| anyhow!("{e}"))?;
             let timeout = match timeout {
-                Some(t) => Duration::try_from_secs_f64(t).map_err(|_| anyhow!("--timeout {t}: not a number of seconds"))?,
+                Some(t) => {
+                    Duration::try_from_secs_f64(t).map_err(|_| anyhow!("--timeout {t}: not a number of seconds"))?
+                }
                 None if duration_ms > 0 => Duration::from_millis(u64::from(duration_ms)) + Duration::from_secs(30),
                 None => Duration::from_secs(600),
             };
-            let config = client::ClientConfig {
-                server: SocketAddrV4::new(server, port),
-                start,
-                timeout,
-                progress: !quiet,
-            };
+            let config =
+                client::ClientConfig { server: SocketAddrV4::new(server, port), start, timeout, progress: !quiet };
             run_client(&link, via.as_deref(), config, json)
         }
     }

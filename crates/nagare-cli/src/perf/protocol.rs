@@ -295,15 +295,13 @@ pub fn decode_body(header: Header, body: &[u8]) -> Result<Message, ProtoError> {
             Ok(Message::Accept(Accept { cookie: u32_at(body, 0), udp_port: u16_at(body, 4) }))
         }
         KIND_ERROR => {
-            let text = std::str::from_utf8(&body[2..])
-                .map_err(|_| ProtoError::BadField("error text is not UTF-8".into()))?;
+            let text =
+                std::str::from_utf8(&body[2..]).map_err(|_| ProtoError::BadField("error text is not UTF-8".into()))?;
             Ok(Message::Error { code: u16_at(body, 0), text: text.to_string() })
         }
-        KIND_DONE => Ok(Message::Done(Done {
-            packets: u64_at(body, 0),
-            bytes: u64_at(body, 8),
-            micros: u64_at(body, 16),
-        })),
+        KIND_DONE => {
+            Ok(Message::Done(Done { packets: u64_at(body, 0), bytes: u64_at(body, 8), micros: u64_at(body, 16) }))
+        }
         KIND_RESULT => {
             zero(&body[32..40], "Result")?;
             Ok(Message::Result(TestResult {
@@ -672,7 +670,10 @@ mod tests {
             ),
         ];
         for (name, mutate) in cases {
-            assert!(matches!(body(&*mutate), Err(ProtoError::BadField(_) | ProtoError::Reserved(_))), "{name} accepted");
+            assert!(
+                matches!(body(&*mutate), Err(ProtoError::BadField(_) | ProtoError::Reserved(_))),
+                "{name} accepted"
+            );
         }
         // Reserved bytes of Accept and Result; error text that is not UTF-8.
         let mut accept = encode(&Message::Accept(Accept { cookie: 1, udp_port: 2 }));

@@ -3,7 +3,9 @@
 //! either stack. Every tick does a bounded amount of work and returns.
 
 use super::net::{Net, Recv};
-use super::protocol::{encode, DatagramHeader, Done, FrameReader, Message, Mode, Proto, Start, TestResult, DATAGRAM_HEADER_LEN};
+use super::protocol::{
+    encode, DatagramHeader, Done, FrameReader, Message, Mode, Proto, Start, TestResult, DATAGRAM_HEADER_LEN,
+};
 use super::report::{Latency, Side};
 use anyhow::{anyhow, bail, Result};
 use nagare_core::Instant;
@@ -72,11 +74,13 @@ impl<C: Copy> Ctl<C> {
         for _ in 0..4 {
             let want = self.reader.want().min(buf.len());
             match net.tcp_recv(self.conn, &mut buf[..want])? {
-                Recv::Data(n) => match self.reader.push(&buf[..n]).map_err(|e| anyhow!("bad message from the peer: {e}"))? {
-                    Some(Message::Error { code, text }) => bail!("the peer reports error {code}: {text}"),
-                    Some(message) => return Ok(Some(message)),
-                    None => {}
-                },
+                Recv::Data(n) => {
+                    match self.reader.push(&buf[..n]).map_err(|e| anyhow!("bad message from the peer: {e}"))? {
+                        Some(Message::Error { code, text }) => bail!("the peer reports error {code}: {text}"),
+                        Some(message) => return Ok(Some(message)),
+                        None => {}
+                    }
+                }
                 Recv::Eof => {
                     if self.reader.partial() {
                         bail!("the peer closed the connection inside a message");
@@ -237,11 +241,7 @@ impl TcpReceiver {
 
     fn outcome(&self) -> Outcome {
         let first = self.first.unwrap_or(self.start);
-        let received = Side {
-            bytes: self.received,
-            packets: 0,
-            secs: self.last.saturating_since(first).as_secs_f64(),
-        };
+        let received = Side { bytes: self.received, packets: 0, secs: self.last.saturating_since(first).as_secs_f64() };
         // The sender's count is the same bytes; its time, as seen here, runs
         // from the start of the test to the end of stream.
         let sent = Side { secs: self.last.saturating_since(self.start).as_secs_f64(), ..received };
@@ -441,7 +441,11 @@ impl<U: Copy> UdpSender<U> {
             };
             if finished {
                 let elapsed = self.last_send.saturating_since(self.start);
-                ctl.queue(&Message::Done(Done { packets: self.packets, bytes: self.packets * len, micros: micros(elapsed) }));
+                ctl.queue(&Message::Done(Done {
+                    packets: self.packets,
+                    bytes: self.packets * len,
+                    micros: micros(elapsed),
+                }));
                 ctl.flush(net)?;
                 self.done = true;
                 return Ok(Poll::Busy);
@@ -627,15 +631,12 @@ impl<N: Net> Role<N> {
                     reported: false,
                 }),
             },
-            (Proto::Tcp, _) if sends => Role::TcpSend(TcpSender {
-                start: now,
-                limit,
-                write: len,
-                sent: 0,
-                shut_at: None,
-                result: None,
-            }),
-            (Proto::Tcp, _) => Role::TcpRecv(TcpReceiver { start: now, received: 0, first: None, last: now, reported: false }),
+            (Proto::Tcp, _) if sends => {
+                Role::TcpSend(TcpSender { start: now, limit, write: len, sent: 0, shut_at: None, result: None })
+            }
+            (Proto::Tcp, _) => {
+                Role::TcpRecv(TcpReceiver { start: now, received: 0, first: None, last: now, reported: false })
+            }
             (Proto::Udp, Mode::Rr) => bail!("UDP request/response is not supported"),
             (Proto::Udp, _) => {
                 let Some((udp, to)) = setup.udp else {

@@ -76,7 +76,16 @@ fn reject_busy<N: Net>(net: &mut N, conn: N::Conn) {
 
 impl<N: Net> Server<N> {
     pub fn new(config: ServerConfig, seed: u64) -> Server<N> {
-        Server { config, listener: None, udp: None, state: State::Idle, waiting: VecDeque::new(), tests: 0, failures: 0, cookie: seed | 1 }
+        Server {
+            config,
+            listener: None,
+            udp: None,
+            state: State::Idle,
+            waiting: VecDeque::new(),
+            tests: 0,
+            failures: 0,
+            cookie: seed | 1,
+        }
     }
 
     fn next_cookie(&mut self) -> u32 {
@@ -181,7 +190,8 @@ impl<N: Net> Server<N> {
                         } else {
                             Duration::from_millis(u64::from(MAX_DURATION_MS))
                         };
-                        self.state = State::Running { ctl, role, peer, start, deadline: now + limit + GRACE, moved: (0, now) };
+                        self.state =
+                            State::Running { ctl, role, peer, start, deadline: now + limit + GRACE, moved: (0, now) };
                         busy = true;
                     }
                     Err(text) => {

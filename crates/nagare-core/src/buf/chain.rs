@@ -57,11 +57,7 @@ impl PacketBuf {
             return None;
         }
         let mut packet = PacketBuf::new();
-        packet.push_slice(Slice {
-            buf,
-            start: start as u32,
-            end: end as u32,
-        });
+        packet.push_slice(Slice { buf, start: start as u32, end: end as u32 });
         Some(packet)
     }
 
@@ -82,11 +78,7 @@ impl PacketBuf {
             let mut buf = pool.alloc()?;
             let bytes = buf.as_mut_slice().ok_or(PoolExhausted)?;
             bytes[offset..offset + take].copy_from_slice(&rest[..take]);
-            packet.push_slice(Slice {
-                buf,
-                start: offset as u32,
-                end: (offset + take) as u32,
-            });
+            packet.push_slice(Slice { buf, start: offset as u32, end: (offset + take) as u32 });
             rest = &rest[take..];
             offset = 0;
             if rest.is_empty() {
@@ -336,11 +328,7 @@ impl PacketBuf {
             // `at` falls inside this slice: both halves share its buffer.
             if let Some(slice) = self.slices.get_mut(index) {
                 let cut = slice.start + inner as u32;
-                tail.push_slice(Slice {
-                    buf: slice.buf.clone(),
-                    start: cut,
-                    end: slice.end,
-                });
+                tail.push_slice(Slice { buf: slice.buf.clone(), start: cut, end: slice.end });
                 slice.end = cut;
             }
             index += 1;
@@ -374,14 +362,7 @@ impl PacketBuf {
             let buf = pool.alloc()?;
             // Put the header at the end of the new buffer so later headers
             // (IP, then Ethernet) find headroom in front of it.
-            self.slices.insert(
-                0,
-                Slice {
-                    buf,
-                    start: size as u32,
-                    end: size as u32,
-                },
-            );
+            self.slices.insert(0, Slice { buf, start: size as u32, end: size as u32 });
         }
         self.len += n;
         let first = self.slices.first_mut().ok_or(PoolExhausted)?;

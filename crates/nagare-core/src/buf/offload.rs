@@ -43,10 +43,7 @@ pub struct Offload {
 
 impl Offload {
     /// Nothing offloaded: checksums complete, frame within the MTU.
-    pub const NONE: Offload = Offload {
-        checksum: ChecksumState::Complete,
-        segment_size: 0,
-    };
+    pub const NONE: Offload = Offload { checksum: ChecksumState::Complete, segment_size: 0 };
 }
 
 /// What the device under an interface completes on transmit, so that the
@@ -64,8 +61,5 @@ pub struct TxOffloads {
 
 impl TxOffloads {
     /// A device that completes nothing.
-    pub const NONE: TxOffloads = TxOffloads {
-        checksum: false,
-        tcp_segmentation: 0,
-    };
+    pub const NONE: TxOffloads = TxOffloads { checksum: false, tcp_segmentation: 0 };
 }

@@ -177,12 +177,7 @@ impl Buffer {
     /// A buffer over `bytes` from outside any pool; the last handle's drop
     /// drops `bytes`, which releases them to their owner.
     pub fn external(bytes: alloc::boxed::Box<dyn ExternalBytes>) -> Buffer {
-        Buffer {
-            storage: Rc::new(Storage {
-                pool: Weak::new(),
-                bytes: Bytes::External(bytes),
-            }),
-        }
+        Buffer { storage: Rc::new(Storage { pool: Weak::new(), bytes: Bytes::External(bytes) }) }
     }
 
     /// Size of the buffer in bytes.
@@ -225,9 +220,7 @@ impl Buffer {
 impl Clone for Buffer {
     #[inline]
     fn clone(&self) -> Self {
-        Buffer {
-            storage: Rc::clone(&self.storage),
-        }
+        Buffer { storage: Rc::clone(&self.storage) }
     }
 }
 

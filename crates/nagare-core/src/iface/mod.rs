@@ -23,7 +23,6 @@ use crate::udp::{UdpDatagram, UdpSocket};
 use alloc::collections::VecDeque;
 
 mod tcp;
-pub use tcp::{Readiness, TcpEvent, TcpHandle, TcpListenerHandle, TcpSocket};
 use core::fmt;
 use core::net::{Ipv4Addr, SocketAddrV4};
 use hashbrown::HashMap;
@@ -32,6 +31,7 @@ use nagare_wire::{
     Ipv4Packet, Ipv4Repr, ARP_ETHERNET_IPV4_LEN, ETHERNET_HEADER_LEN, ICMPV4_HEADER_LEN, IPV4_HEADER_LEN,
     UDP_HEADER_LEN,
 };
+pub use tcp::{Readiness, TcpEvent, TcpHandle, TcpListenerHandle, TcpSocket};
 
 /// Room to leave in front of payload written by applications, so every
 /// header of the way down (TCP or UDP, IPv4 with options, Ethernet) is
@@ -288,10 +288,7 @@ impl Interface {
     /// now, whatever this says.
     pub fn poll_at(&self) -> Option<Instant> {
         let local = (!self.local.is_empty()).then_some(Instant::ZERO);
-        [local, self.arp.poll_at(), self.reassembler.poll_at(), self.tcp.poll_at()]
-            .into_iter()
-            .flatten()
-            .min()
+        [local, self.arp.poll_at(), self.reassembler.poll_at(), self.tcp.poll_at()].into_iter().flatten().min()
     }
 
     // ---- receive path ----------------------------------------------------
@@ -616,11 +613,7 @@ impl Interface {
         if !patched {
             payload.trim_front(ICMPV4_HEADER_LEN);
             let data_sum = payload.checksum();
-            let reply = nagare_wire::Icmpv4EchoHeader {
-                reply: true,
-                ident: be16(header, 4),
-                seq_no: be16(header, 6),
-            };
+            let reply = nagare_wire::Icmpv4EchoHeader { reply: true, ident: be16(header, 4), seq_no: be16(header, 6) };
             match payload.prepend(&self.pool, ICMPV4_HEADER_LEN) {
                 Ok(h) => {
                     if reply.emit(h, data_sum).is_err() {
@@ -658,7 +651,8 @@ impl Interface {
         }
         payload.truncate(length);
         if checksum != 0 && !payload.offload().checksum.trusted() {
-            let mut sum = nagare_wire::pseudo_header_v4(ip.src_addr, ip.dst_addr, IpProtocol::Udp.into(), length as u16);
+            let mut sum =
+                nagare_wire::pseudo_header_v4(ip.src_addr, ip.dst_addr, IpProtocol::Udp.into(), length as u16);
             sum.add_checksum(payload.checksum());
             if sum.folded() != 0xffff {
                 self.counters.drop_udp_checksum += 1;
@@ -701,16 +695,15 @@ impl Interface {
     /// `payload`), quoting as much of it as RFC 1812 allows, rate limited.
     fn send_icmp_error(&mut self, kind: u8, code: u8, ip: &Ipv4Repr, payload: &PacketBuf, now: Instant) {
         let src = ip.src_addr;
-        if self.rx_link_broadcast || self.is_broadcast(ip.dst_addr) || is_martian_source(src) || self.is_broadcast(src) {
+        if self.rx_link_broadcast || self.is_broadcast(ip.dst_addr) || is_martian_source(src) || self.is_broadcast(src)
+        {
             return;
         }
         if !self.icmp_errors.try_take(now) {
             self.counters.icmp_errors_rate_limited += 1;
             return;
         }
-        let quote_len = payload
-            .len()
-            .min(ICMP_ERROR_MAX_LEN - IPV4_HEADER_LEN - ICMPV4_HEADER_LEN - IPV4_HEADER_LEN);
+        let quote_len = payload.len().min(ICMP_ERROR_MAX_LEN - IPV4_HEADER_LEN - ICMPV4_HEADER_LEN - IPV4_HEADER_LEN);
         let Some(mut message) = payload.slice(0, quote_len) else {
             return;
         };
@@ -757,7 +750,8 @@ impl Interface {
     /// and lengths are filled in here), `payload` the transport header and
     /// data. Fragments when the payload does not fit the MTU.
     pub fn send_ip(&mut self, mut repr: Ipv4Repr, mut payload: PacketBuf, now: Instant) -> Result<(), Error> {
-        let Some(hop) = next_hop(&self.config.addresses, &self.config.routes, self.config.gateway, repr.dst_addr) else {
+        let Some(hop) = next_hop(&self.config.addresses, &self.config.routes, self.config.gateway, repr.dst_addr)
+        else {
             self.counters.drop_ip_no_route += 1;
             return Err(Error::NoRoute);
         };
@@ -776,7 +770,8 @@ impl Interface {
         let packet_len = payload.len() + IPV4_HEADER_LEN;
         // A TCP super-segment goes whole: the device cuts it into MTU-sized
         // segments.
-        let super_segment = payload.offload().segment_size != 0 && packet_len <= self.config.tx_offloads.tcp_segmentation;
+        let super_segment =
+            payload.offload().segment_size != 0 && packet_len <= self.config.tx_offloads.tcp_segmentation;
         if packet_len <= mtu || super_segment {
             let Ok(header) = payload.prepend(&self.pool, IPV4_HEADER_LEN) else {
                 self.counters.drop_no_buffer += 1;
@@ -869,11 +864,7 @@ impl Interface {
     }
 
     fn emit_ethernet(&mut self, mut packet: PacketBuf, dst: EthernetAddress, ethertype: EtherType) {
-        let repr = EthernetRepr {
-            src_addr: self.config.mac,
-            dst_addr: dst,
-            ethertype,
-        };
+        let repr = EthernetRepr { src_addr: self.config.mac, dst_addr: dst, ethertype };
         let written = match packet.prepend(&self.pool, ETHERNET_HEADER_LEN) {
             Ok(header) => repr.emit(header).is_ok(),
             Err(_) => false,
@@ -919,11 +910,7 @@ impl Interface {
         let span = usize::from(EPHEMERAL_PORTS.end() - EPHEMERAL_PORTS.start()) + 1;
         for _ in 0..span {
             let port = self.next_ephemeral;
-            self.next_ephemeral = if port == *EPHEMERAL_PORTS.end() {
-                *EPHEMERAL_PORTS.start()
-            } else {
-                port + 1
-            };
+            self.next_ephemeral = if port == *EPHEMERAL_PORTS.end() { *EPHEMERAL_PORTS.start() } else { port + 1 };
             if !self.udp_ports.contains_key(&port) {
                 return Ok(port);
             }
@@ -944,7 +931,13 @@ impl Interface {
     }
 
     /// Sends `data` to `dst`, copying it once into packet buffers.
-    pub fn udp_send_to(&mut self, handle: UdpHandle, data: &[u8], dst: SocketAddrV4, now: Instant) -> Result<(), Error> {
+    pub fn udp_send_to(
+        &mut self,
+        handle: UdpHandle,
+        data: &[u8],
+        dst: SocketAddrV4,
+        now: Instant,
+    ) -> Result<(), Error> {
         if data.len() > UDP_MAX_PAYLOAD {
             return Err(Error::MessageTooLong);
         }
@@ -953,7 +946,13 @@ impl Interface {
     }
 
     /// Sends a payload that is already in packet buffers, without copying.
-    pub fn udp_send_buf(&mut self, handle: UdpHandle, mut payload: PacketBuf, dst: SocketAddrV4, now: Instant) -> Result<(), Error> {
+    pub fn udp_send_buf(
+        &mut self,
+        handle: UdpHandle,
+        mut payload: PacketBuf,
+        dst: SocketAddrV4,
+        now: Instant,
+    ) -> Result<(), Error> {
         let local = self.udp.get(handle.0).ok_or(Error::InvalidHandle)?.local;
         // Whatever a chain promised before, this datagram's checksum is
         // computed here, in full.
@@ -964,20 +963,13 @@ impl Interface {
         if dst.port() == 0 || dst.ip().is_unspecified() || dst.ip().is_multicast() {
             return Err(Error::Unaddressable);
         }
-        let src = if local.ip().is_unspecified() {
-            self.source_for(*dst.ip()).ok_or(Error::NoRoute)?
-        } else {
-            *local.ip()
-        };
+        let src =
+            if local.ip().is_unspecified() { self.source_for(*dst.ip()).ok_or(Error::NoRoute)? } else { *local.ip() };
         let payload_len = payload.len();
         let payload_sum = payload.checksum();
         let header = payload.prepend(&self.pool, UDP_HEADER_LEN)?;
-        let repr = nagare_wire::UdpRepr {
-            src_port: local.port(),
-            dst_port: dst.port(),
-        };
-        repr.emit_header(header, payload_len, src, *dst.ip(), payload_sum)
-            .map_err(|_| Error::MessageTooLong)?;
+        let repr = nagare_wire::UdpRepr { src_port: local.port(), dst_port: dst.port() };
+        repr.emit_header(header, payload_len, src, *dst.ip(), payload_sum).map_err(|_| Error::MessageTooLong)?;
         let ip = Ipv4Repr::new(src, *dst.ip(), IpProtocol::Udp, payload.len(), self.config.ttl);
         self.send_ip(ip, payload, now)?;
         self.counters.udp_sent += 1;
@@ -1027,7 +1019,14 @@ impl Interface {
     }
 
     /// Sends an echo request with `data` as its payload.
-    pub fn echo_send(&mut self, handle: EchoHandle, dst: Ipv4Addr, seq_no: u16, data: &[u8], now: Instant) -> Result<(), Error> {
+    pub fn echo_send(
+        &mut self,
+        handle: EchoHandle,
+        dst: Ipv4Addr,
+        seq_no: u16,
+        data: &[u8],
+        now: Instant,
+    ) -> Result<(), Error> {
         let ident = self.echo.get(handle.0).ok_or(Error::InvalidHandle)?.ident;
         if data.len() > 65535 - IPV4_HEADER_LEN - ICMPV4_HEADER_LEN {
             return Err(Error::MessageTooLong);
@@ -1039,11 +1038,7 @@ impl Interface {
         let mut payload = PacketBuf::from_slice(&self.pool, HEADROOM, data)?;
         let data_sum = payload.checksum();
         let header = payload.prepend(&self.pool, ICMPV4_HEADER_LEN)?;
-        let echo = nagare_wire::Icmpv4EchoHeader {
-            reply: false,
-            ident,
-            seq_no,
-        };
+        let echo = nagare_wire::Icmpv4EchoHeader { reply: false, ident, seq_no };
         echo.emit(header, data_sum).map_err(|_| Error::MessageTooLong)?;
         let ip = Ipv4Repr::new(src, dst, IpProtocol::Icmp, payload.len(), self.config.ttl);
         self.send_ip(ip, payload, now)

@@ -271,12 +271,9 @@ impl Interface {
             self.tcp_forget(handle);
             self.counters.tcp_time_wait_reused += 1;
         }
-        let listener = self
-            .tcp
-            .by_port
-            .get(&repr.dst_port)
-            .copied()
-            .filter(|l| self.tcp.listeners.get(l.0).is_some_and(|l| l.local.ip().is_unspecified() || *l.local.ip() == ip.dst_addr));
+        let listener = self.tcp.by_port.get(&repr.dst_port).copied().filter(|l| {
+            self.tcp.listeners.get(l.0).is_some_and(|l| l.local.ip().is_unspecified() || *l.local.ip() == ip.dst_addr)
+        });
         match listener {
             Some(l) => self.segment_to_listener(l, local, remote, &repr, payload, now),
             None => {
@@ -288,7 +285,14 @@ impl Interface {
         }
     }
 
-    fn send_tcp_reset(&mut self, local: SocketAddrV4, remote: SocketAddrV4, seg: &TcpRepr, payload_len: usize, now: Instant) {
+    fn send_tcp_reset(
+        &mut self,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        seg: &TcpRepr,
+        payload_len: usize,
+        now: Instant,
+    ) {
         let rst = reset_for(seg, payload_len);
         if self.send_tcp_control(local, remote, rst, now).is_ok() {
             self.counters.tcp_resets_sent += 1;
@@ -410,22 +414,14 @@ impl Interface {
             _ => return Err(Error::InvalidHandle),
         };
         let conn = &entry.conn;
-        Ok(Readiness {
-            readable: conn.can_recv(),
-            writable: conn.can_send(),
-            closed: conn.is_closed(),
-        })
+        Ok(Readiness { readable: conn.can_recv(), writable: conn.can_send(), closed: conn.is_closed() })
     }
 
     /// What listener `l` is ready for now (readable: a connection waits
     /// to be accepted).
     pub fn tcp_listener_readiness(&self, l: TcpListenerHandle) -> Result<Readiness, Error> {
         let listener = self.tcp.listeners.get(l.0).ok_or(Error::InvalidHandle)?;
-        Ok(Readiness {
-            readable: !listener.accept_queue.is_empty(),
-            writable: false,
-            closed: false,
-        })
+        Ok(Readiness { readable: !listener.accept_queue.is_empty(), writable: false, closed: false })
     }
 
     /// Appends to `out` every socket whose readiness may have changed
@@ -532,14 +528,27 @@ impl Interface {
         self.tcp_run(handle, now);
     }
 
-    fn send_syn_cookie(&mut self, l: TcpListenerHandle, local: SocketAddrV4, remote: SocketAddrV4, syn: &TcpRepr, now: Instant) {
+    fn send_syn_cookie(
+        &mut self,
+        l: TcpListenerHandle,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        syn: &TcpRepr,
+        now: Instant,
+    ) {
         let peer_mss = syn.max_seg_size.unwrap_or(536);
         let cookie = make_syn_cookie(self.tcp.key, local, remote, syn.seq_number, peer_mss, now);
         let window = self.tcp.listeners.get(l.0).map_or(65535, |l| l.config.recv_buffer.min(65535));
         let synack = TcpRepr {
             window_len: window as u16,
             max_seg_size: Some(self.local_mss().min(65535) as u16),
-            ..TcpRepr::bare(local.port(), remote.port(), cookie, Some(syn.seq_number + 1), TcpFlags::SYN | TcpFlags::ACK)
+            ..TcpRepr::bare(
+                local.port(),
+                remote.port(),
+                cookie,
+                Some(syn.seq_number + 1),
+                TcpFlags::SYN | TcpFlags::ACK,
+            )
         };
         if let Some(listener) = self.tcp.listeners.get_mut(l.0) {
             // Cookies stay checkable for two cookie ticks.
@@ -669,7 +678,13 @@ impl Interface {
     }
 
     /// Sends a segment without payload (RST, SYN-ACK) for `local`.
-    fn send_tcp_control(&mut self, local: SocketAddrV4, remote: SocketAddrV4, repr: TcpRepr, now: Instant) -> Result<(), Error> {
+    fn send_tcp_control(
+        &mut self,
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+        repr: TcpRepr,
+        now: Instant,
+    ) -> Result<(), Error> {
         self.send_tcp_segment(local, remote, repr, PacketBuf::new(), 0, now)
     }
 
@@ -704,10 +719,7 @@ impl Interface {
             } else {
                 0
             };
-            payload.set_offload(Offload {
-                checksum: ChecksumState::Partial,
-                segment_size,
-            });
+            payload.set_offload(Offload { checksum: ChecksumState::Partial, segment_size });
         }
         let ip = Ipv4Repr {
             // Path MTU discovery needs DF (RFC 1191); segments fit the MSS.
@@ -765,12 +777,8 @@ impl Interface {
     pub fn tcp_listener_close(&mut self, l: TcpListenerHandle, now: Instant) -> Result<(), Error> {
         let listener = self.tcp.listeners.remove(l.0).ok_or(Error::InvalidHandle)?;
         self.tcp.by_port.remove(&listener.local.port());
-        let pending: Vec<TcpHandle> = self
-            .tcp
-            .conns_with_listener(l)
-            .into_iter()
-            .chain(listener.accept_queue.iter().copied())
-            .collect();
+        let pending: Vec<TcpHandle> =
+            self.tcp.conns_with_listener(l).into_iter().chain(listener.accept_queue.iter().copied()).collect();
         for handle in pending {
             if let Some(entry) = self.tcp.conns.get_mut(handle.0) {
                 entry.listener = None;
@@ -784,7 +792,11 @@ impl Interface {
 
     /// Opens a connection to `remote` from `local_port` (0: ephemeral).
     pub fn tcp_connect(&mut self, remote: SocketAddrV4, local_port: u16, now: Instant) -> Result<TcpHandle, Error> {
-        if remote.port() == 0 || remote.ip().is_unspecified() || remote.ip().is_multicast() || self.is_broadcast(*remote.ip()) {
+        if remote.port() == 0
+            || remote.ip().is_unspecified()
+            || remote.ip().is_multicast()
+            || self.is_broadcast(*remote.ip())
+        {
             return Err(Error::Unaddressable);
         }
         let src = self.source_for(*remote.ip()).ok_or(Error::NoRoute)?;

@@ -60,7 +60,8 @@ mod tests {
             dscp_ecn: 0,
         };
         let pieces = fragment(&repr, &payload, 1500).unwrap();
-        let lens: alloc::vec::Vec<_> = pieces.iter().map(|(r, p)| (r.frag_offset, r.payload_len, p.len(), r.more_frags)).collect();
+        let lens: alloc::vec::Vec<_> =
+            pieces.iter().map(|(r, p)| (r.frag_offset, r.payload_len, p.len(), r.more_frags)).collect();
         assert_eq!(
             lens,
             [(0, 1480, 1480, true), (1480, 1480, 1480, true), (2960, 1480, 1480, true), (4440, 568, 568, false)]

@@ -92,12 +92,7 @@ fn footprint(payload: &PacketBuf) -> usize {
 impl Reassembler {
     /// An empty reassembler with the given limits.
     pub fn new(config: ReassemblyConfig) -> Self {
-        Reassembler {
-            config,
-            partials: HashMap::new(),
-            footprint: 0,
-            evicted: 0,
-        }
+        Reassembler { config, partials: HashMap::new(), footprint: 0, evicted: 0 }
     }
 
     /// Partial datagrams discarded to make room since the last call.
@@ -109,12 +104,7 @@ impl Reassembler {
     /// `keep`: under pressure the oldest goes first (as Linux's evictor),
     /// so a flood of never-completed fragments cannot lock reassembly out.
     fn evict_oldest(&mut self, keep: &Key) -> bool {
-        let victim = self
-            .partials
-            .iter()
-            .filter(|(k, _)| *k != keep)
-            .min_by_key(|(_, p)| p.deadline)
-            .map(|(k, _)| *k);
+        let victim = self.partials.iter().filter(|(k, _)| *k != keep).min_by_key(|(_, p)| p.deadline).map(|(k, _)| *k);
         match victim {
             Some(key) => {
                 self.discard(&key);
@@ -148,12 +138,7 @@ impl Reassembler {
 
     /// Takes one fragment (`repr` is its header, `payload` its data).
     pub fn input(&mut self, repr: &Ipv4Repr, payload: PacketBuf, now: Instant) -> Outcome {
-        let key = Key {
-            src: repr.src_addr,
-            dst: repr.dst_addr,
-            protocol: repr.protocol.into(),
-            ident: repr.ident,
-        };
+        let key = Key { src: repr.src_addr, dst: repr.dst_addr, protocol: repr.protocol.into(), ident: repr.ident };
         let offset = usize::from(repr.frag_offset);
         let len = payload.len();
         let end = offset + len;
@@ -422,10 +407,7 @@ mod tests {
     #[test]
     fn timeout_and_memory_cap() {
         let pool = BufferPool::new(2048, 64);
-        let config = ReassemblyConfig {
-            max_bytes: 5000,
-            ..ReassemblyConfig::default()
-        };
+        let config = ReassemblyConfig { max_bytes: 5000, ..ReassemblyConfig::default() };
         let mut r = Reassembler::new(config);
         let whole = data(8000);
         feed(&mut r, &pool, &whole, 0, 1480, true);

@@ -22,10 +22,7 @@ pub fn next_hop(addresses: &[Ipv4Cidr], routes: &[Route], gateway: Option<Ipv4Ad
     if addresses.iter().any(|c| c.contains(dst)) {
         return Some(NextHop::Unicast(dst));
     }
-    let best = routes
-        .iter()
-        .filter(|r| r.destination.contains(dst))
-        .max_by_key(|r| r.destination.prefix_len());
+    let best = routes.iter().filter(|r| r.destination.contains(dst)).max_by_key(|r| r.destination.prefix_len());
     if let Some(route) = best {
         return Some(NextHop::Unicast(route.via));
     }

@@ -95,21 +95,13 @@ type Gaps = SmallVec<[(usize, PacketBuf); 2]>;
 
 /// Bytes held and bytes of buffer pinned by `blocks`.
 fn usage(blocks: &[Block]) -> (usize, usize) {
-    blocks.iter().fold((0, 0), |(bytes, footprint), b| {
-        (bytes + b.data.len(), footprint + b.data.footprint())
-    })
+    blocks.iter().fold((0, 0), |(bytes, footprint), b| (bytes + b.data.len(), footprint + b.data.footprint()))
 }
 
 impl Assembler {
     /// An empty assembler.
     pub fn new(limits: AssemblerLimits) -> Self {
-        Assembler {
-            blocks: Vec::new(),
-            limits,
-            bytes: 0,
-            footprint: 0,
-            clock: 0,
-        }
+        Assembler { blocks: Vec::new(), limits, bytes: 0, footprint: 0, clock: 0 }
     }
 
     /// Whether nothing is stored.
@@ -183,9 +175,7 @@ impl Assembler {
                 first.data.trim_front(start.unsigned_abs() as usize);
                 first.seq = rcv_nxt;
                 self.bytes = self.bytes.saturating_sub(before.0 - first.data.len());
-                self.footprint = self
-                    .footprint
-                    .saturating_sub(before.1.saturating_sub(first.data.footprint()));
+                self.footprint = self.footprint.saturating_sub(before.1.saturating_sub(first.data.footprint()));
             }
         }
         if self.blocks.is_empty() {
@@ -234,9 +224,7 @@ impl Assembler {
         let b = a + kept;
 
         // Blocks i..j overlap or touch a..b.
-        let i = self
-            .blocks
-            .partition_point(|blk| Self::rel(blk.seq, rcv_nxt) + (blk.data.len() as i64) < a);
+        let i = self.blocks.partition_point(|blk| Self::rel(blk.seq, rcv_nxt) + (blk.data.len() as i64) < a);
         let j = self.blocks.partition_point(|blk| Self::rel(blk.seq, rcv_nxt) <= b);
         let j = j.max(i);
 
@@ -294,14 +282,7 @@ impl Assembler {
 
         if new_block {
             let data = gaps.into_iter().map(|(_, p)| p).next().unwrap_or_default();
-            self.blocks.insert(
-                i,
-                Block {
-                    seq: rcv_nxt + a as usize,
-                    stamp,
-                    data,
-                },
-            );
+            self.blocks.insert(i, Block { seq: rcv_nxt + a as usize, stamp, data });
             return out;
         }
         let block_start = self.blocks.get(i).map_or(a, |blk| Self::rel(blk.seq, rcv_nxt)).min(a);
@@ -466,10 +447,7 @@ mod tests {
     use alloc::vec::Vec;
     use proptest::prelude::*;
 
-    const BIG: AssemblerLimits = AssemblerLimits {
-        max_segments: 64,
-        max_bytes: 1 << 24,
-    };
+    const BIG: AssemblerLimits = AssemblerLimits { max_segments: 64, max_bytes: 1 << 24 };
 
     fn byte_at(i: u32) -> u8 {
         (i.wrapping_mul(131) ^ (i >> 9)) as u8
@@ -496,9 +474,7 @@ mod tests {
                 assert!(start > end, "blocks are sorted with holes between them");
             }
             prev_end = Some(start + blk.data.len() as i64);
-            let expect: Vec<u8> = (0..blk.data.len() as u32)
-                .map(|k| byte_at(blk.seq.0.wrapping_add(k)))
-                .collect();
+            let expect: Vec<u8> = (0..blk.data.len() as u32).map(|k| byte_at(blk.seq.0.wrapping_add(k))).collect();
             assert_eq!(blk.data.to_vec(), expect);
             bytes += blk.data.len();
             fp += blk.data.footprint();
@@ -561,13 +537,7 @@ mod tests {
         let o = asm.insert(s(90), seg(&pool, 90, 40), s(100), s(120));
         assert_eq!(
             o,
-            InsertOutcome {
-                stored: 20,
-                duplicate: 10,
-                outside_window: 10,
-                dropped_for_limits: 0,
-                evicted: 0
-            }
+            InsertOutcome { stored: 20, duplicate: 10, outside_window: 10, dropped_for_limits: 0, evicted: 0 }
         );
         let o = asm.insert(s(200), seg(&pool, 200, 40), s(100), s(120));
         assert_eq!(o.outside_window, 40);
@@ -673,16 +643,10 @@ mod tests {
     #[test]
     fn block_limit_evicts_furthest_or_drops_new() {
         let pool = BufferPool::new(2048, 64);
-        let limits = AssemblerLimits {
-            max_segments: 3,
-            max_bytes: 1 << 20,
-        };
+        let limits = AssemblerLimits { max_segments: 3, max_bytes: 1 << 20 };
         let mut asm = Assembler::new(limits);
         for k in [2u32, 4, 6] {
-            assert_eq!(
-                asm.insert(s(k * 100), seg(&pool, k * 100, 10), s(0), s(10_000)).stored,
-                10
-            );
+            assert_eq!(asm.insert(s(k * 100), seg(&pool, k * 100, 10), s(0), s(10_000)).stored, 10);
         }
         // Further than everything stored: dropped.
         let o = asm.insert(s(800), seg(&pool, 800, 10), s(0), s(10_000));
@@ -699,10 +663,7 @@ mod tests {
     #[test]
     fn memory_limit_counts_pinned_buffers() {
         let pool = BufferPool::new(1024, 256);
-        let limits = AssemblerLimits {
-            max_segments: 64,
-            max_bytes: 8 * 1024,
-        };
+        let limits = AssemblerLimits { max_segments: 64, max_bytes: 8 * 1024 };
         let mut asm = Assembler::new(limits);
         // One-byte segments, each in its own buffer, contiguous: a single
         // block, but each byte pins a whole buffer.
@@ -722,10 +683,7 @@ mod tests {
     #[test]
     fn byte_limit_bounds_stored_data() {
         let pool = BufferPool::new(2048, 256);
-        let limits = AssemblerLimits {
-            max_segments: 64,
-            max_bytes: 3500,
-        };
+        let limits = AssemblerLimits { max_segments: 64, max_bytes: 3500 };
         let mut asm = Assembler::new(limits);
         let mut stored = 0;
         for k in 0..4u32 {
@@ -813,13 +771,7 @@ mod tests {
         assert_eq!(o.stored + o.duplicate + o.outside_window, 1000);
         assert_eq!(
             o,
-            InsertOutcome {
-                stored: 850,
-                duplicate: 100,
-                outside_window: 50,
-                dropped_for_limits: 0,
-                evicted: 0
-            }
+            InsertOutcome { stored: 850, duplicate: 100, outside_window: 50, dropped_for_limits: 0, evicted: 0 }
         );
         assert_eq!(asm.segments(), 1);
         assert_eq!(asm.blocks[0].data, seg(&pool, 50, 950));

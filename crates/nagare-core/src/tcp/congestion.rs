@@ -355,11 +355,7 @@ impl Cubic {
     fn note_rtt(&mut self, rtt: Option<Duration>) {
         let Some(rtt) = rtt else { return };
         let r = u32::try_from(rtt.as_micros()).unwrap_or(u32::MAX).max(1);
-        self.srtt_us = if self.srtt_us == 0 {
-            r
-        } else {
-            (self.srtt_us - self.srtt_us / 8).saturating_add(r / 8)
-        };
+        self.srtt_us = if self.srtt_us == 0 { r } else { (self.srtt_us - self.srtt_us / 8).saturating_add(r / 8) };
     }
 
     /// Starts a congestion-avoidance epoch (RFC 9438 section 4.2).
@@ -485,11 +481,7 @@ impl CongestionControl for Cubic {
         let cwnd = self.win.cwnd;
         // Fast convergence (RFC 9438 section 4.7): a loss below the last
         // W_max means a new flow is taking bandwidth, so release some.
-        self.w_max = if cwnd < self.w_max {
-            scale(to_usize(cwnd), 17, 20)
-        } else {
-            cwnd
-        };
+        self.w_max = if cwnd < self.w_max { scale(to_usize(cwnd), 17, 20) } else { cwnd };
         self.cwnd_prior = cwnd;
         self.win.set_ssthresh(flight, BETA_NUM, BETA_DEN);
         self.win.cwnd = self.win.ssthresh;
@@ -580,11 +572,7 @@ pub struct UnknownAlgorithm {
 
 impl fmt::Display for UnknownAlgorithm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown congestion control algorithm {:?} (expected \"cubic\", \"newreno\" or \"reno\")",
-            self.name
-        )
+        write!(f, "unknown congestion control algorithm {:?} (expected \"cubic\", \"newreno\" or \"reno\")", self.name)
     }
 }
 
@@ -693,10 +681,7 @@ mod tests {
     }
 
     fn both() -> [Congestion; 2] {
-        [
-            Congestion::new(CongestionAlgorithm::NewReno, MSS),
-            Congestion::new(CongestionAlgorithm::Cubic, MSS),
-        ]
+        [Congestion::new(CongestionAlgorithm::NewReno, MSS), Congestion::new(CongestionAlgorithm::Cubic, MSS)]
     }
 
     /// One round trip of a sender that keeps its window full: the whole
@@ -907,10 +892,9 @@ mod tests {
 
     #[test]
     fn mss_change_before_any_traffic_moves_the_initial_window() {
-        for mut cc in [
-            Congestion::new(CongestionAlgorithm::NewReno, 536),
-            Congestion::new(CongestionAlgorithm::Cubic, 536),
-        ] {
+        for mut cc in
+            [Congestion::new(CongestionAlgorithm::NewReno, 536), Congestion::new(CongestionAlgorithm::Cubic, 536)]
+        {
             assert_eq!(cc.cwnd(), 5360);
             cc.set_mss(1460);
             assert_eq!(cc.cwnd(), 14_600);
@@ -1121,9 +1105,8 @@ mod tests {
         let (reno, cubic) = (steady(&reno), steady(&cubic));
         let min = |t: &[f64]| t.iter().copied().fold(f64::MAX, f64::min);
         let max = |t: &[f64]| t.iter().copied().fold(0.0, f64::max);
-        let share = |t: &[f64], keep: &dyn Fn(f64) -> bool| {
-            t.iter().filter(|w| keep(**w)).count() as f64 / t.len() as f64
-        };
+        let share =
+            |t: &[f64], keep: &dyn Fn(f64) -> bool| t.iter().filter(|w| keep(**w)).count() as f64 / t.len() as f64;
         let mean = |t: &[f64]| t.iter().sum::<f64>() / t.len() as f64;
         // Round trips in which the window was nearly flat (less than half a
         // segment of growth, losses aside).

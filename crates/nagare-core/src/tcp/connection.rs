@@ -271,10 +271,8 @@ impl Connection {
         now: Instant,
     ) -> Self {
         let rtt = RttEstimator::new(&config.rtt);
-        let assembler = Assembler::new(AssemblerLimits {
-            max_segments: config.max_ooo_segments,
-            max_bytes: config.recv_buffer,
-        });
+        let assembler =
+            Assembler::new(AssemblerLimits { max_segments: config.max_ooo_segments, max_bytes: config.recv_buffer });
         Connection {
             state: State::Closed,
             local,
@@ -301,13 +299,7 @@ impl Connection {
             pending_fin: None,
             fin_received: false,
             read_closed: false,
-            options: Negotiated {
-                send_mss: DEFAULT_MSS,
-                snd_shift: 0,
-                rcv_shift: 0,
-                timestamps: false,
-                sack: false,
-            },
+            options: Negotiated { send_mss: DEFAULT_MSS, snd_shift: 0, rcv_shift: 0, timestamps: false, sack: false },
             ts_recent: 0,
             ts_recent_at: now,
             // Timestamps start at a per-connection offset so they reveal
@@ -356,11 +348,7 @@ impl Connection {
     ) -> Self {
         let mut c = Connection::new(config, local, remote, local_mss, iss, now);
         c.state = State::SynSent;
-        c.options.rcv_shift = if c.config.window_scaling {
-            window_shift_for(c.config.recv_buffer)
-        } else {
-            0
-        };
+        c.options.rcv_shift = if c.config.window_scaling { window_shift_for(c.config.recv_buffer) } else { 0 };
         c.snd_nxt = iss;
         c.syn_due = true;
         c
@@ -730,9 +718,7 @@ impl Connection {
     }
 
     fn receive_window(&self) -> usize {
-        self.config
-            .recv_buffer
-            .saturating_sub(self.recv_bytes + self.assembler.bytes())
+        self.config.recv_buffer.saturating_sub(self.recv_bytes + self.assembler.bytes())
     }
 
     /// Processes one segment addressed to this connection.
@@ -811,9 +797,7 @@ impl Connection {
     }
 
     fn challenge_ack(&mut self, now: Instant, result: &mut Processed) {
-        let limited = self
-            .last_challenge_at
-            .is_some_and(|at| now.saturating_since(at) < CHALLENGE_ACK_INTERVAL);
+        let limited = self.last_challenge_at.is_some_and(|at| now.saturating_since(at) < CHALLENGE_ACK_INTERVAL);
         if !limited {
             self.last_challenge_at = Some(now);
             self.ack_now = true;
@@ -825,7 +809,8 @@ impl Connection {
     fn process_synchronized(&mut self, seg: &TcpRepr, mut payload: PacketBuf, now: Instant) -> Processed {
         let mut result = Processed::default();
         let flags = seg.flags;
-        let seg_len = payload.len() + usize::from(flags.contains(TcpFlags::SYN)) + usize::from(flags.contains(TcpFlags::FIN));
+        let seg_len =
+            payload.len() + usize::from(flags.contains(TcpFlags::SYN)) + usize::from(flags.contains(TcpFlags::FIN));
 
         // PAWS (RFC 7323 5.3): an old timestamp means an old duplicate.
         if self.options.timestamps && !flags.contains(TcpFlags::RST) {
@@ -882,9 +867,7 @@ impl Connection {
                 let probe = seg_len == 0 && seg.seq_number + 1 == self.rcv_nxt;
                 let limited = seg_len == 0
                     && !probe
-                    && self
-                        .last_oow_ack_at
-                        .is_some_and(|at| now.saturating_since(at) < OUT_OF_WINDOW_ACK_INTERVAL);
+                    && self.last_oow_ack_at.is_some_and(|at| now.saturating_since(at) < OUT_OF_WINDOW_ACK_INTERVAL);
                 if limited {
                     return result;
                 }
@@ -1386,10 +1369,19 @@ impl Connection {
             // The window in a SYN is not scaled.
             window_len: self.config.recv_buffer.min(65535) as u16,
             max_seg_size: Some(self.local_mss.min(65535) as u16),
-            ..TcpRepr::bare(self.local.port(), self.remote.port(), self.iss, synack.then_some(self.rcv_nxt), if synack { TcpFlags::SYN | TcpFlags::ACK } else { TcpFlags::SYN })
+            ..TcpRepr::bare(
+                self.local.port(),
+                self.remote.port(),
+                self.iss,
+                synack.then_some(self.rcv_nxt),
+                if synack { TcpFlags::SYN | TcpFlags::ACK } else { TcpFlags::SYN },
+            )
         };
         if synack {
-            if self.options.snd_shift > 0 || self.options.rcv_shift > 0 || self.config.window_scaling && self.peer_offered_ws() {
+            if self.options.snd_shift > 0
+                || self.options.rcv_shift > 0
+                || self.config.window_scaling && self.peer_offered_ws()
+            {
                 repr.window_scale = Some(self.options.rcv_shift);
             }
             repr.sack_permitted = self.options.sack;
@@ -1441,7 +1433,13 @@ impl Connection {
             // From the highest sequence sent: after an RTO snd_nxt steps
             // back, and a RST from there may fall below the peer's
             // rcv_nxt, out of its window.
-            let repr = TcpRepr::bare(self.local.port(), self.remote.port(), self.snd_max, Some(self.rcv_nxt), TcpFlags::RST | TcpFlags::ACK);
+            let repr = TcpRepr::bare(
+                self.local.port(),
+                self.remote.port(),
+                self.snd_max,
+                Some(self.rcv_nxt),
+                TcpFlags::RST | TcpFlags::ACK,
+            );
             emit(repr, PacketBuf::new());
             self.stats.segments_sent += 1;
             self.enter_closed();
@@ -1625,10 +1623,14 @@ impl Connection {
                     break;
                 }
                 let can_new = seq_lt(self.snd_max, queue_end) || (self.fin_queued && self.snd_fin.is_none());
-                match self
-                    .scoreboard
-                    .next_seg(self.snd_una, self.snd_max, high_rxt, limit, self.config.dup_thresh, can_new)
-                {
+                match self.scoreboard.next_seg(
+                    self.snd_una,
+                    self.snd_max,
+                    high_rxt,
+                    limit,
+                    self.config.dup_thresh,
+                    can_new,
+                ) {
                     Some(NextSeg::Retransmit { seq, len }) => (seq, len.min(limit), true),
                     Some(NextSeg::Rescue { seq, len }) => {
                         // Once per recovery (RFC 6675 rule 4), and it does
@@ -1724,16 +1726,10 @@ impl Connection {
         if self.rst_due || self.syn_due || (self.ack_now && self.state.is_synchronized()) {
             return Some(now);
         }
-        [
-            self.retransmit_at,
-            self.persist_at,
-            self.delayed_ack_at,
-            self.keepalive_deadline(),
-            self.time_wait_until,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        [self.retransmit_at, self.persist_at, self.delayed_ack_at, self.keepalive_deadline(), self.time_wait_until]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Runs the timers that are due.

@@ -91,10 +91,7 @@ mod tests {
     use core::net::Ipv4Addr;
 
     fn ends() -> (SocketAddrV4, SocketAddrV4) {
-        (
-            SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 80),
-            SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 40000),
-        )
+        (SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 80), SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 40000))
     }
 
     #[test]

@@ -205,10 +205,7 @@ mod tests {
 
     fn lax() -> RttConfig {
         // No floor, so the RFC's arithmetic shows through unclamped.
-        RttConfig {
-            min_rto: Duration::ZERO,
-            ..RttConfig::default()
-        }
+        RttConfig { min_rto: Duration::ZERO, ..RttConfig::default() }
     }
 
     #[test]
@@ -263,11 +260,8 @@ mod tests {
         slow.sample(Duration::from_secs(100), &c);
         assert_eq!(slow.rto(&c), Duration::from_secs(120));
         // An inverted configuration yields the ceiling rather than panicking.
-        let odd = RttConfig {
-            min_rto: Duration::from_secs(10),
-            max_rto: Duration::from_secs(2),
-            ..RttConfig::default()
-        };
+        let odd =
+            RttConfig { min_rto: Duration::from_secs(10), max_rto: Duration::from_secs(2), ..RttConfig::default() };
         assert_eq!(e.rto(&odd), Duration::from_secs(2));
     }
 
@@ -305,11 +299,7 @@ mod tests {
 
     #[test]
     fn granularity_floors_the_variance_term() {
-        let c = RttConfig {
-            min_rto: Duration::ZERO,
-            clock_granularity: ms(10),
-            ..RttConfig::default()
-        };
+        let c = RttConfig { min_rto: Duration::ZERO, clock_granularity: ms(10), ..RttConfig::default() };
         let mut e = RttEstimator::new(&c);
         e.sample(ms(50), &c);
         for _ in 0..200 {
@@ -318,10 +308,7 @@ mod tests {
         // A steady RTT drives RTTVAR to nothing; G keeps the timer above SRTT.
         assert!(e.rttvar() < Duration::from_micros(1));
         assert_eq!(e.rto(&c), ms(60));
-        let coarse = RttConfig {
-            clock_granularity: ms(500),
-            ..c
-        };
+        let coarse = RttConfig { clock_granularity: ms(500), ..c };
         assert_eq!(e.rto(&coarse), ms(550));
     }
 

@@ -204,13 +204,7 @@ impl Scoreboard {
                     self.sacked = self.sacked.saturating_sub(last.len());
                 }
             }
-            self.ranges.insert(
-                i,
-                Range {
-                    start: snd_una + lo as usize,
-                    end: snd_una + hi as usize,
-                },
-            );
+            self.ranges.insert(i, Range { start: snd_una + lo as usize, end: snd_una + hi as usize });
             self.sacked += (hi - lo) as usize;
             return;
         }
@@ -402,10 +396,8 @@ impl Scoreboard {
         // (1.b) and rule 3: only holes below the highest SACKed byte.
         let highest = self.ranges.last().map_or(0, |r| off(r.end, snd_una).min(flight));
         let (at, hole_end) = self.hole_from(snd_una, from, flight);
-        let retransmit = NextSeg::Retransmit {
-            seq: snd_una + at as usize,
-            len: hole_end.saturating_sub(at).min(mss) as usize,
-        };
+        let retransmit =
+            NextSeg::Retransmit { seq: snd_una + at as usize, len: hole_end.saturating_sub(at).min(mss) as usize };
         if at < highest && at < self.lost_below(snd_una, flight, mss as usize, dup_thresh) {
             return Some(retransmit);
         }
@@ -418,10 +410,7 @@ impl Scoreboard {
         if self.rescue_rxt.is_none_or(|r| snd_una > r) {
             if let Some((start, end)) = self.last_hole(snd_una, flight) {
                 let seq = end.saturating_sub(mss).max(start);
-                return Some(NextSeg::Rescue {
-                    seq: snd_una + seq as usize,
-                    len: (end - seq) as usize,
-                });
+                return Some(NextSeg::Rescue { seq: snd_una + seq as usize, len: (end - seq) as usize });
             }
         }
         None
@@ -435,12 +424,7 @@ impl fmt::Debug for Scoreboard {
             list.entry(&(r.start.0, r.end.0));
         }
         list.finish()?;
-        write!(
-            f,
-            " {} bytes SACKed, RescueRxt {:?}",
-            self.sacked,
-            self.rescue_rxt.map(|s| s.0)
-        )
+        write!(f, " {} bytes SACKed, RescueRxt {:?}", self.sacked, self.rescue_rxt.map(|s| s.0))
     }
 }
 
@@ -476,10 +460,7 @@ mod tests {
         assert_eq!(sb.update(&[(2000, 2500)], una, nxt).newly_sacked, 500);
         assert_eq!(sb.update(&[(3000, 3500), (2000, 2500)], una, nxt).newly_sacked, 500);
         // Adjacent on the left, overlapping on the right: one range.
-        assert_eq!(
-            sb.update(&[(1500, 2000), (2400, 3100)], una, nxt).newly_sacked,
-            500 + 500
-        );
+        assert_eq!(sb.update(&[(1500, 2000), (2400, 3100)], una, nxt).newly_sacked, 500 + 500);
         assert_eq!(ranges(&sb), [(1500, 3500)]);
         assert_eq!(sb.sacked_bytes(), 2000);
         assert!(sb.is_sacked(s(1500)) && sb.is_sacked(s(3499)));
@@ -553,13 +534,7 @@ mod tests {
     fn dsack_below_the_cumulative_ack() {
         let mut sb = Scoreboard::new();
         let u = sb.update(&[(3000, 3500)], s(4000), s(4000));
-        assert_eq!(
-            u,
-            SackUpdate {
-                newly_sacked: 0,
-                dsack: Some((3000, 3500))
-            }
-        );
+        assert_eq!(u, SackUpdate { newly_sacked: 0, dsack: Some((3000, 3500)) });
         assert!(sb.is_empty());
     }
 
@@ -569,13 +544,7 @@ mod tests {
         let mut sb = Scoreboard::new();
         assert_eq!(sb.update(&[(4500, 5000)], s(4000), s(5000)).newly_sacked, 500);
         let u = sb.update(&[(3000, 3500), (4500, 5000)], s(4000), s(5000));
-        assert_eq!(
-            u,
-            SackUpdate {
-                newly_sacked: 0,
-                dsack: Some((3000, 3500))
-            }
-        );
+        assert_eq!(u, SackUpdate { newly_sacked: 0, dsack: Some((3000, 3500)) });
         assert_eq!(ranges(&sb), [(4500, 5000)]);
     }
 
@@ -587,13 +556,7 @@ mod tests {
         sb.update(&[(4500, 5000)], s(4000), s(5500));
         sb.update(&[(4500, 5500)], s(4000), s(5500));
         let u = sb.update(&[(4500, 5000), (4500, 5500)], s(4000), s(5500));
-        assert_eq!(
-            u,
-            SackUpdate {
-                newly_sacked: 0,
-                dsack: Some((4500, 5000))
-            }
-        );
+        assert_eq!(u, SackUpdate { newly_sacked: 0, dsack: Some((4500, 5000)) });
         assert_eq!(ranges(&sb), [(4500, 5500)]);
     }
 
@@ -613,13 +576,7 @@ mod tests {
         let mut sb = Scoreboard::new();
         // Two ordinary blocks, the first not inside the second.
         let u = sb.update(&[(5000, 5500), (4500, 5000)], s(4000), s(6000));
-        assert_eq!(
-            u,
-            SackUpdate {
-                newly_sacked: 1000,
-                dsack: None
-            }
-        );
+        assert_eq!(u, SackUpdate { newly_sacked: 1000, dsack: None });
         // Straddling snd_una: neither a D-SACK nor believable.
         let u = sb.update(&[(3500, 4500)], s(4000), s(6000));
         assert_eq!(u, SackUpdate::default());
@@ -693,10 +650,7 @@ mod tests {
         // Rule 4: one rescue, ending at the highest unSACKed byte.
         let rescue = sb.next_seg(una, nxt, s(1700), 100, 3, false);
         assert_eq!(rescue, Some(NextSeg::Rescue { seq: s(1900), len: 100 }));
-        assert_eq!(
-            sb.next_seg(una, nxt, s(1700), 150, 3, false),
-            Some(NextSeg::Rescue { seq: s(1850), len: 150 })
-        );
+        assert_eq!(sb.next_seg(una, nxt, s(1700), 150, 3, false), Some(NextSeg::Rescue { seq: s(1850), len: 150 }));
         // The caller records RescueRxt = RecoveryPoint; no second rescue.
         sb.set_rescue_rxt(Some(nxt));
         assert_eq!(sb.next_seg(una, nxt, s(1700), 100, 3, false), None);
@@ -711,11 +665,7 @@ mod tests {
         sb.update(&[(1500, 2000)], s(1000), s(2000));
         // Step 4.3: RescueRxt is the end of the first retransmission.
         sb.set_rescue_rxt(Some(s(1100)));
-        assert_eq!(
-            sb.next_seg(s(1000), s(2000), s(1500), 100, 3, false),
-            None,
-            "HighACK not past RescueRxt"
-        );
+        assert_eq!(sb.next_seg(s(1000), s(2000), s(1500), 100, 3, false), None, "HighACK not past RescueRxt");
         sb.advance(s(1200));
         assert_eq!(
             sb.next_seg(s(1200), s(2000), s(1500), 100, 3, false),

@@ -47,10 +47,7 @@ pub struct SendQueue {
 impl SendQueue {
     /// An empty queue that accepts up to `limit` bytes.
     pub fn new(limit: usize) -> Self {
-        SendQueue {
-            chunks: VecDeque::new(),
-            limit,
-        }
+        SendQueue { chunks: VecDeque::new(), limit }
     }
 
     /// Stream position of the first unacknowledged byte.
@@ -329,11 +326,7 @@ mod tests {
         assert_eq!(q.push_bytes(&pool, 0, &data[200..]), Err(PoolExhausted));
         assert_eq!(q.len(), 200);
         let mut q2 = SendQueue::new(10_000);
-        assert_eq!(
-            q2.push_bytes(&pool, 100, b"x"),
-            Err(PoolExhausted),
-            "no room after headroom"
-        );
+        assert_eq!(q2.push_bytes(&pool, 100, b"x"), Err(PoolExhausted), "no room after headroom");
         q.consume(200);
         assert_eq!(pool.in_use(), 0);
     }

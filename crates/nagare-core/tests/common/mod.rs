@@ -14,13 +14,7 @@ pub const PEER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 
 pub fn ethernet(ethertype: EtherType, payload: &[u8]) -> Vec<u8> {
     let mut frame = vec![0u8; 14];
-    EthernetRepr {
-        src_addr: PEER_MAC,
-        dst_addr: OUR_MAC,
-        ethertype,
-    }
-    .emit(&mut frame)
-    .unwrap();
+    EthernetRepr { src_addr: PEER_MAC, dst_addr: OUR_MAC, ethertype }.emit(&mut frame).unwrap();
     frame.extend_from_slice(payload);
     frame
 }
@@ -81,9 +75,7 @@ pub fn to_link_broadcast(mut frame: Vec<u8>) -> Vec<u8> {
 
 pub fn udp(dst_port: u16, payload: &[u8]) -> Vec<u8> {
     let mut datagram = vec![0u8; 8 + payload.len()];
-    UdpRepr { src_port: 5555, dst_port }
-        .emit(&mut datagram, payload, PEER_IP, OUR_IP)
-        .unwrap();
+    UdpRepr { src_port: 5555, dst_port }.emit(&mut datagram, payload, PEER_IP, OUR_IP).unwrap();
     ipv4(IpProtocol::Udp, &datagram, 0, false, 1)
 }
 
@@ -108,7 +100,6 @@ pub fn arp(operation: ArpOperation) -> Vec<u8> {
     .unwrap();
     ethernet(EtherType::Arp, &body)
 }
-
 
 /// Feeds a frame split into pieces of `chunk` bytes, so headers straddle
 /// buffers as they may after reassembly or from a device that gathers.

@@ -133,9 +133,7 @@ impl Geometry {
             return Err(invalid(format!("MTU {mtu}: must be {MIN_MTU} to {MAX_MTU}")));
         }
         if !(MIN_SLOTS..=MAX_SLOTS).contains(&slots) || !slots.is_power_of_two() {
-            return Err(invalid(format!(
-                "{slots} slots: a ring has a power of two from {MIN_SLOTS} to {MAX_SLOTS}"
-            )));
+            return Err(invalid(format!("{slots} slots: a ring has a power of two from {MIN_SLOTS} to {MAX_SLOTS}")));
         }
         let slot_size = slot_size_for(mtu);
         let ring_offset = align_up((HEADER_LEN + ports * PORT_RECORD_LEN) as u64, 4096)

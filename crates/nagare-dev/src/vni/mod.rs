@@ -30,5 +30,7 @@ pub mod ring;
 pub mod segment;
 
 pub use layout::{segment_size, slot_size_for, Geometry, DEFAULT_SLOTS, MAX_PORTS, MIN_PORTS};
-pub use port::{derived_mac, format_mac, PeerLink, SlotBatch, SlotWriter, VniPort, VniStats, STATION_AGE, STATION_CAPACITY};
+pub use port::{
+    derived_mac, format_mac, PeerLink, SlotBatch, SlotWriter, VniPort, VniStats, STATION_AGE, STATION_CAPACITY,
+};
 pub use segment::{destroy, segment_path, validate_name, PortInfo, Segment};

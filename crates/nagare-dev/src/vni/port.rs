@@ -236,7 +236,10 @@ impl VniPort {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("no port {index}")));
         }
         if !claim(&seg, index) {
-            return Err(io::Error::new(io::ErrorKind::AddrInUse, format!("VNI {} port {index} is attached", seg.name())));
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("VNI {} port {index} is attached", seg.name()),
+            ));
         }
         Self::attach_claimed(seg, index, mac)
     }
@@ -247,12 +250,20 @@ impl VniPort {
         let base = geo.port_offset(index);
         let owner = seg.u64_at(base + P_OWNER);
         let give_up = |e: io::Error| {
-            let _ = owner.compare_exchange(owner_word(STATE_CLAIMING, pid), owner_word(STATE_FREE, 0), Ordering::SeqCst, Ordering::SeqCst);
+            let _ = owner.compare_exchange(
+                owner_word(STATE_CLAIMING, pid),
+                owner_word(STATE_FREE, 0),
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            );
             e
         };
         let mac = mac.unwrap_or_else(|| derived_mac(seg.name(), index));
         if mac[0] & 1 != 0 || mac == [0; 6] {
-            return Err(give_up(io::Error::new(io::ErrorKind::InvalidInput, "a port's MAC must be unicast and not zero")));
+            return Err(give_up(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a port's MAC must be unicast and not zero",
+            )));
         }
         let taken = (0..geo.ports)
             .filter(|&j| j != index)
@@ -292,10 +303,18 @@ impl VniPort {
             generation = gen_word.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
         }
         if owner
-            .compare_exchange(owner_word(STATE_CLAIMING, pid), owner_word(STATE_ATTACHED, pid), Ordering::SeqCst, Ordering::SeqCst)
+            .compare_exchange(
+                owner_word(STATE_CLAIMING, pid),
+                owner_word(STATE_ATTACHED, pid),
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            )
             .is_err()
         {
-            return Err(io::Error::new(io::ErrorKind::AddrInUse, format!("VNI {} port {index} was taken while attaching", seg.name())));
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("VNI {} port {index} was taken while attaching", seg.name()),
+            ));
         }
         let mut port = VniPort {
             seg,
@@ -345,10 +364,7 @@ impl VniPort {
     /// The peers as last seen (call after a receive or transmit, or
     /// [`refresh`](Self::refresh), for a current view).
     pub fn peer_links(&self) -> Vec<PeerLink> {
-        self.peers
-            .iter()
-            .map(|p| PeerLink { index: p.index, up: p.up, mac: p.mac, pid: p.pid })
-            .collect()
+        self.peers.iter().map(|p| PeerLink { index: p.index, up: p.up, mac: p.mac, pid: p.pid }).collect()
     }
 
     /// The learned stations, as (MAC, the peer port it is behind), live
@@ -474,7 +490,12 @@ impl VniPort {
     /// handing each to `deliver` as it lies in its slot (offset in the
     /// segment, length); `deliver` says whether it took the frame (false:
     /// no buffer, counted).
-    fn drain(&mut self, max: usize, now: std::time::Instant, deliver: &mut dyn FnMut(&Segment, usize, usize) -> bool) -> usize {
+    fn drain(
+        &mut self,
+        max: usize,
+        now: std::time::Instant,
+        deliver: &mut dyn FnMut(&Segment, usize, usize) -> bool,
+    ) -> usize {
         let seg = &*self.seg;
         let count = self.peers.len();
         let mut got = 0;
@@ -505,7 +526,12 @@ impl VniPort {
                 // station behind it, e.g. behind a bridge): a 6-byte
                 // compare in the common case.
                 let mut src = [0u8; 6];
-                if seg.read_bytes(off + 6, &mut src) && src != peer.mac && src != self.mac && src[0] & 1 == 0 && src != [0; 6] {
+                if seg.read_bytes(off + 6, &mut src)
+                    && src != peer.mac
+                    && src != self.mac
+                    && src[0] & 1 == 0
+                    && src != [0; 6]
+                {
                     let (learned, evicted) = self.stations.learn(src, slot, peer.generation, now);
                     self.vni.stations_learned += u64::from(learned);
                     self.vni.stations_evicted += u64::from(evicted);
@@ -527,7 +553,11 @@ impl VniPort {
     }
 
     /// One receive batch with the doorbell protocol around it.
-    fn receive_with(&mut self, max: usize, deliver: &mut dyn FnMut(&Segment, usize, usize) -> bool) -> io::Result<usize> {
+    fn receive_with(
+        &mut self,
+        max: usize,
+        deliver: &mut dyn FnMut(&Segment, usize, usize) -> bool,
+    ) -> io::Result<usize> {
         // While polling (the last batch found frames, or busy-poll mode)
         // senders do not ring, and a ring that raced with setting the flag
         // only makes the caller's next sleep return at once; the eventfd
@@ -642,17 +672,31 @@ impl SlotBatch<'_> {
     /// again once the peer has read).
     pub fn reserve_slot(&mut self, dst: [u8; 6]) -> io::Result<SlotWriter<'_>> {
         if dst[0] & 1 != 0 {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "a group address goes to every peer: use transmit_batch"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a group address goes to every peer: use transmit_batch",
+            ));
         }
         let Some((k, learned)) = self.port.unicast_target(dst, self.now) else {
-            return Err(io::Error::new(io::ErrorKind::NotFound, format!("no peer port or learned station has MAC {}", format_mac(dst))));
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no peer port or learned station has MAC {}", format_mac(dst)),
+            ));
         };
         if self.port.room(k) == 0 {
             return Err(io::ErrorKind::WouldBlock.into());
         }
         let frame = self.port.peers[k].tx.next_frame_offset(&self.port.geo);
         let capacity = self.port.geo.max_frame();
-        Ok(SlotWriter { port: &mut *self.port, committed: &mut self.committed, peer: k, learned, frame, capacity, written: 0 })
+        Ok(SlotWriter {
+            port: &mut *self.port,
+            committed: &mut self.committed,
+            peer: k,
+            learned,
+            frame,
+            capacity,
+            written: 0,
+        })
     }
 
     /// Frames committed in this batch so far.
@@ -714,7 +758,10 @@ impl SlotWriter<'_> {
     /// written) if that goes past [`capacity`](Self::capacity).
     pub fn write(&mut self, offset: usize, bytes: &[u8]) -> io::Result<()> {
         let end = offset.checked_add(bytes.len()).filter(|&e| e <= self.capacity).ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidInput, format!("{} bytes at {offset} do not fit a {}-byte slot", bytes.len(), self.capacity))
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} bytes at {offset} do not fit a {}-byte slot", bytes.len(), self.capacity),
+            )
         })?;
         let done = self.port.seg.write_bytes(self.frame + offset, bytes);
         debug_assert!(done, "slot offsets come from the geometry");
@@ -785,7 +832,13 @@ impl FrameInPlace for SlotFrame<'_> {
 }
 
 impl Device for VniPort {
-    fn receive_batch(&mut self, pool: &BufferPool, out: &mut Vec<PacketBuf>, max: usize, _now: Instant) -> io::Result<usize> {
+    fn receive_batch(
+        &mut self,
+        pool: &BufferPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+        _now: Instant,
+    ) -> io::Result<usize> {
         self.receive_with(max, &mut |seg, off, len| match copy_to_pool(seg, off, len, pool) {
             Some(frame) => {
                 out.push(frame);
@@ -795,7 +848,12 @@ impl Device for VniPort {
         })
     }
 
-    fn receive_placed(&mut self, max: usize, _now: Instant, place: &mut dyn FnMut(&dyn FrameInPlace)) -> io::Result<usize> {
+    fn receive_placed(
+        &mut self,
+        max: usize,
+        _now: Instant,
+        place: &mut dyn FnMut(&dyn FrameInPlace),
+    ) -> io::Result<usize> {
         self.receive_with(max, &mut |seg, off, len| {
             place(&SlotFrame { seg, off, len });
             true

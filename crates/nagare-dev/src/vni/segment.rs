@@ -75,14 +75,7 @@ fn map(file: &File, len: usize) -> io::Result<NonNull<u8>> {
     // address, so no existing memory is affected. `len` is the file's
     // length, checked by the caller.
     let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
+        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, file.as_raw_fd(), 0)
     };
     if p == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
@@ -93,7 +86,8 @@ fn map(file: &File, len: usize) -> io::Result<NonNull<u8>> {
 /// Gives the segment's file its pages now: a sparse file on a full
 /// /dev/shm would fault (SIGBUS) at the first write to a page instead.
 fn reserve(file: &std::fs::File, len: usize) -> io::Result<()> {
-    let len = libc::off_t::try_from(len).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "segment too large"))?;
+    let len =
+        libc::off_t::try_from(len).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "segment too large"))?;
     // SAFETY: plain system call on our open file; no memory is passed.
     let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
     if rc != 0 {
@@ -120,13 +114,7 @@ impl Segment {
             file.set_len(geo.total as u64)?;
             reserve(&file, geo.total)?;
             let ptr = map(&file, geo.total)?;
-            Ok::<_, io::Error>(Segment {
-                name: name.to_owned(),
-                ptr,
-                len: geo.total,
-                geo,
-                _file: file,
-            })
+            Ok::<_, io::Error>(Segment { name: name.to_owned(), ptr, len: geo.total, geo, _file: file })
         })();
         let seg = match made {
             Ok(seg) => seg,
@@ -153,12 +141,8 @@ impl Segment {
     pub fn open(name: &str) -> io::Result<Segment> {
         let path = segment_path(name)?;
         let context = |e: io::Error| io::Error::new(e.kind(), format!("VNI segment {}: {e}", path.display()));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(&path)
-            .map_err(context)?;
+        let file =
+            OpenOptions::new().read(true).write(true).custom_flags(libc::O_CLOEXEC).open(&path).map_err(context)?;
         let file_len = file.metadata().map_err(context)?.len();
         if file_len < HEADER_LEN as u64 || file_len > MAX_SEGMENT_BYTES {
             return Err(context(io::Error::new(
@@ -173,15 +157,7 @@ impl Segment {
             name: name.to_owned(),
             ptr,
             len,
-            geo: Geometry {
-                ports: 0,
-                mtu: 0,
-                slot_size: 0,
-                slot_count: 0,
-                ring_offset: 0,
-                ring_stride: 0,
-                total: len,
-            },
+            geo: Geometry { ports: 0, mtu: 0, slot_size: 0, slot_count: 0, ring_offset: 0, ring_stride: 0, total: len },
             _file: file,
         };
         let magic = seg.u64_at(H_MAGIC).load(Ordering::Acquire);

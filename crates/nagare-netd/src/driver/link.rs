@@ -9,8 +9,9 @@
 //! drops the second (it no longer waits for that request id).
 
 use super::proto::{
-    control_pair, offload_of, offload_word, Control, CONTROL_LEN, KEY, STAGES, TRACE_AT, UNDELIVERED, MAX_PIECES, MORE,
-    RETURN, RETURNED, RX_CLIENT_FREE, RX_CLIENT_PIECE, RX_FREE, RX_PIECE, STEERED, TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
+    control_pair, offload_of, offload_word, Control, CONTROL_LEN, KEY, MAX_PIECES, MORE, RETURN, RETURNED,
+    RX_CLIENT_FREE, RX_CLIENT_PIECE, RX_FREE, RX_PIECE, STAGES, STEERED, TRACE_AT, TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
+    UNDELIVERED,
 };
 use super::run::poll_in;
 use crate::lending::Lending;
@@ -202,7 +203,11 @@ impl DriverLink {
     /// are closed, and every frame is read from the first. The device's
     /// MTU and offloads are then known ([`Device::mtu`],
     /// [`Device::tx_offloads`]), for the engine's configuration.
-    pub fn start(launcher: Launcher, device_fd: Option<OwnedFd>, mut rx_queues: Vec<OwnedFd>) -> io::Result<DriverLink> {
+    pub fn start(
+        launcher: Launcher,
+        device_fd: Option<OwnedFd>,
+        mut rx_queues: Vec<OwnedFd>,
+    ) -> io::Result<DriverLink> {
         let lending = Rc::new(Lending::default());
         if device_fd.is_none() || rx_queues.len() > super::MAX_RX_QUEUES {
             rx_queues.clear();
@@ -391,7 +396,12 @@ impl DriverLink {
     /// eventfd.
     pub(crate) fn attach(&mut self, key: u64, region: BorrowedFd<'_>, shape: RegionConfig, wakeup: BorrowedFd<'_>) {
         if let Some(inc) = &self.up {
-            let m = Control::Attach { key, ring_slots: shape.ring_slots, buffers: shape.buffers, buffer_size: shape.buffer_size };
+            let m = Control::Attach {
+                key,
+                ring_slots: shape.ring_slots,
+                buffers: shape.buffers,
+                buffer_size: shape.buffer_size,
+            };
             // A failure shows as the driver's death (handled by `check`), or
             // as a RETURN the driver cannot deliver (posted by netd).
             let _ = send_with_fds(inc.control.as_fd(), &m.encode(), &[region, wakeup]);
@@ -443,14 +453,25 @@ impl DriverLink {
     /// Notices a dead driver and starts a new one (at most once per
     /// backoff period), attaching every client in `clients`. Returns
     /// whether anything changed.
-    pub(crate) fn check<'a>(&mut self, clients: impl Iterator<Item = (u64, BorrowedFd<'a>, RegionConfig, BorrowedFd<'a>)>) -> bool {
+    pub(crate) fn check<'a>(
+        &mut self,
+        clients: impl Iterator<Item = (u64, BorrowedFd<'a>, RegionConfig, BorrowedFd<'a>)>,
+    ) -> bool {
         let mut changed = false;
         if let Some(inc) = &mut self.up {
             let exited = match &mut inc.handle {
                 DriverHandle::Process(c) => !matches!(c.try_wait(), Ok(None)),
                 DriverHandle::Thread(t) => t.is_finished(),
             };
-            if exited || read_control(inc.control.as_fd(), &mut self.driver_counters, &mut inc.attached, &mut inc.refused, &self.steering) {
+            if exited
+                || read_control(
+                    inc.control.as_fd(),
+                    &mut self.driver_counters,
+                    &mut inc.attached,
+                    &mut inc.refused,
+                    &self.steering,
+                )
+            {
                 if let Some(inc) = self.up.take() {
                     let Incarnation { handle, control, returns, pid, .. } = inc;
                     // Ended before anything it held is netd's again: a
@@ -478,7 +499,10 @@ impl DriverLink {
     /// Moves a restart on, without waiting: starts a driver (at most once
     /// per backoff period), or takes its ready message, or gives up on one
     /// that did not send it in time.
-    fn restart<'a>(&mut self, clients: impl Iterator<Item = (u64, BorrowedFd<'a>, RegionConfig, BorrowedFd<'a>)>) -> bool {
+    fn restart<'a>(
+        &mut self,
+        clients: impl Iterator<Item = (u64, BorrowedFd<'a>, RegionConfig, BorrowedFd<'a>)>,
+    ) -> bool {
         let Some(s) = self.starting.take() else {
             if self.last_start.elapsed() >= RESTART_BACKOFF {
                 match self.begin() {
@@ -638,13 +662,25 @@ impl DriverLink {
                 if inc.attached.contains(&key) || inc.refused.contains(&key) {
                     return inc.attached.contains(&key);
                 }
-                let _ = read_control(inc.control.as_fd(), &mut self.driver_counters, &mut inc.attached, &mut inc.refused, &self.steering);
+                let _ = read_control(
+                    inc.control.as_fd(),
+                    &mut self.driver_counters,
+                    &mut inc.attached,
+                    &mut inc.refused,
+                    &self.steering,
+                );
                 inc.attached.contains(&key)
             });
             if let Some((key, index, offset)) = lent {
                 let at = self.lending.mark_handed(key, index, generation);
                 close(&mut open, out);
-                let mut d = Descriptor { kind: TX_CLIENT_PIECE, buffer: index, offset, len: chunk.len() as u32, ..Default::default() };
+                let mut d = Descriptor {
+                    kind: TX_CLIENT_PIECE,
+                    buffer: index,
+                    offset,
+                    len: chunk.len() as u32,
+                    ..Default::default()
+                };
                 d.aux[KEY] = key;
                 d.aux[TRACE_AT] = at;
                 out.push(d);
@@ -700,7 +736,13 @@ impl DriverLink {
 }
 
 impl Device for DriverLink {
-    fn receive_batch(&mut self, pool: &BufferPool, out: &mut Vec<PacketBuf>, max: usize, _now: Instant) -> io::Result<usize> {
+    fn receive_batch(
+        &mut self,
+        pool: &BufferPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+        _now: Instant,
+    ) -> io::Result<usize> {
         self.return_rx();
         self.feed_steering();
         let Some(inc) = self.up.as_mut() else { return Ok(0) };
@@ -722,7 +764,8 @@ impl Device for DriverLink {
                     // is (no copy), while the driver has buffers to spare.
                     if self.rx_pieces == 0 && d.flags & MORE == 0 && self.rx_lent < RX_LEND_LIMIT {
                         let size = inc.pool.buffer_size();
-                        let (Some(offload), Ok(bytes)) = (offload_of(d.aux[0]), inc.pool.shared(b.index, 0, size)) else {
+                        let (Some(offload), Ok(bytes)) = (offload_of(d.aux[0]), inc.pool.shared(b.index, 0, size))
+                        else {
                             // Nonsense from the driver: the buffer goes back.
                             self.stats.rx_bad += 1;
                             if inc.pool.give(b.index).is_ok() {
@@ -733,7 +776,8 @@ impl Device for DriverLink {
                         // From here the buffer returns through `LentRx`'s
                         // drop, whatever becomes of the frame.
                         self.rx_lent += 1;
-                        let lent = LentRx { index: b.index, generation: self.generation, released: self.rx_released.clone() };
+                        let lent =
+                            LentRx { index: b.index, generation: self.generation, released: self.rx_released.clone() };
                         let start = b.offset as usize;
                         match View::packet(bytes, lent, start, start + b.len as usize) {
                             Some(mut p) => {

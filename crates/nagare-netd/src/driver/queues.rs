@@ -60,7 +60,8 @@ const DRAIN_JOIN: usize = 64;
 
 impl RxQueue {
     fn new(device: Box<dyn Device>) -> RxQueue {
-        let drain_frames = device.queue_capacity().map_or(DRAIN_LIMIT, |c| c.saturating_add(DRAIN_JOIN).clamp(DRAIN_LIMIT, 1 << 24));
+        let drain_frames =
+            device.queue_capacity().map_or(DRAIN_LIMIT, |c| c.saturating_add(DRAIN_JOIN).clamp(DRAIN_LIMIT, 1 << 24));
         RxQueue { device, key: None, drains: Vec::new(), drain_frames, ports: 0, copy_only: false }
     }
 
@@ -176,7 +177,11 @@ impl RxQueues {
         let old = self.ports.get(&(proto, port)).copied();
         let at = match self.queues.iter().position(|q| q.key == Some(key)) {
             Some(at) => Some(at),
-            None => self.queues.iter().position(|q| q.key.is_none() && !q.draining()).inspect(|&at| self.queues[at].key = Some(key)),
+            None => self
+                .queues
+                .iter()
+                .position(|q| q.key.is_none() && !q.draining())
+                .inspect(|&at| self.queues[at].key = Some(key)),
         };
         // One client's ports cannot crowd the others' out of the map.
         let at = at.filter(|&at| old == Some(at) || self.queues[at].ports < PORTS_PER_QUEUE);
@@ -311,7 +316,8 @@ mod tests {
     /// `n` queues over an in-memory map, and the map.
     fn queues(n: usize) -> (RxQueues, Table) {
         let table = Table::default();
-        let devices: Vec<Box<dyn Device>> = (0..n).map(|_| Box::new(Loopback::new(1500, 8)) as Box<dyn Device>).collect();
+        let devices: Vec<Box<dyn Device>> =
+            (0..n).map(|_| Box::new(Loopback::new(1500, 8)) as Box<dyn Device>).collect();
         (RxQueues::new(Box::new(table.clone()), devices), table)
     }
 

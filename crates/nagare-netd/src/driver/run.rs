@@ -14,10 +14,10 @@
 //! client, which the kernel picks by port and reads into the client's
 //! buffers ([`super::queues`]).
 
-use nagare_request::pack_stages;
 use super::proto::{
-    offload_of, offload_word, Control, SteerChange, CONTROL_LEN, KEY, LOCAL, STAGES, STEER, TRACE_AT, UNDELIVERED, MAX_PIECES, MORE,
-    RETURN, RETURNED, RX_CLIENT_FREE, RX_CLIENT_PIECE, RX_FREE, RX_PIECE, STEERED, TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
+    offload_of, offload_word, Control, SteerChange, CONTROL_LEN, KEY, LOCAL, MAX_PIECES, MORE, RETURN, RETURNED,
+    RX_CLIENT_FREE, RX_CLIENT_PIECE, RX_FREE, RX_PIECE, STAGES, STEER, STEERED, TRACE_AT, TX_CLIENT_PIECE, TX_DONE,
+    TX_PIECE, UNDELIVERED,
 };
 use super::queues::{RxQueues, MAX_RX_QUEUES};
 use crate::steering::{flow_of, is_for, HEAD_LEN};
@@ -26,6 +26,7 @@ use nagare_core::buf::{BufferPool, Offload, PacketBuf};
 use nagare_dev::{Device, FrameInPlace, MonotonicClock, PortMap, RX_HEADROOM};
 use nagare_ipc::fdpass::{recv_with_fds, send_with_fds};
 use nagare_ipc::{Consumer, Descriptor, Notifier, Pool, Producer, Region, Waiter};
+use nagare_request::pack_stages;
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -252,7 +253,8 @@ pub fn serve(
         return Err(io::Error::new(io::ErrorKind::TimedOut, "no hello from netd"));
     }
     let got = recv_with_fds(control.as_fd(), &mut buf, 0)?;
-    if got.len != CONTROL_LEN || Control::decode(&buf) != Some(Control::Hello) || got.fds.len() < 3 || got.fds.len() > 4 {
+    if got.len != CONTROL_LEN || Control::decode(&buf) != Some(Control::Hello) || got.fds.len() < 3 || got.fds.len() > 4
+    {
         return Err(io::Error::new(io::ErrorKind::InvalidData, "bad hello from netd"));
     }
     let mut fds = got.fds.into_iter();
@@ -605,7 +607,12 @@ impl Driver {
                     if d.aux[TRACE_AT] != 0 {
                         self.frame_trace = Some((d.aux[TRACE_AT], nagare_ipc::monotonic_ns()));
                     }
-                    View::packet(bytes, ClientPayload::new((d.aux[KEY], d.buffer), &self.client_refs), 0, d.len as usize)
+                    View::packet(
+                        bytes,
+                        ClientPayload::new((d.aux[KEY], d.buffer), &self.client_refs),
+                        0,
+                        d.len as usize,
+                    )
                 }),
         };
         match piece {
@@ -652,8 +659,11 @@ impl Driver {
             if let Some((handed, taken)) = r.trace {
                 let written = nagare_ipc::monotonic_ns();
                 let posting = nagare_ipc::monotonic_ns();
-                r.completion.aux[2] =
-                    pack_stages(taken.saturating_sub(handed), written.saturating_sub(taken), posting.saturating_sub(written));
+                r.completion.aux[2] = pack_stages(
+                    taken.saturating_sub(handed),
+                    written.saturating_sub(taken),
+                    posting.saturating_sub(written),
+                );
             }
             match self.clients.get_mut(&r.key) {
                 Some(c) => c.backlog.push_back(r.completion),
@@ -828,13 +838,14 @@ impl Driver {
             if let Some((key, c)) = key.and_then(|k| clients.get_mut(&k).map(|c| (k, c))) {
                 if RX_HEADROOM + len <= c.region.layout().config.buffer_size as usize {
                     if let Some(index) = c.rx_free.pop() {
-                        let copied = c.region.shared_bytes(index, RX_HEADROOM as u32, len as u32).is_ok_and(|mut bytes| {
-                            // SAFETY: a buffer netd handed us for this
-                            // client: nobody in this process uses it; the
-                            // client writing it spoils only its own frame
-                            // (netd parses its own copy of the headers).
-                            frame.copy_out(0, unsafe { bytes.as_mut_slice() })
-                        });
+                        let copied =
+                            c.region.shared_bytes(index, RX_HEADROOM as u32, len as u32).is_ok_and(|mut bytes| {
+                                // SAFETY: a buffer netd handed us for this
+                                // client: nobody in this process uses it; the
+                                // client writing it spoils only its own frame
+                                // (netd parses its own copy of the headers).
+                                frame.copy_out(0, unsafe { bytes.as_mut_slice() })
+                            });
                         if copied {
                             out.push_back(Descriptor {
                                 kind: RX_CLIENT_PIECE,
@@ -1131,7 +1142,14 @@ fn read_steered(
 
 /// Hands netd a received frame of `len` bytes filling `indices` (starting
 /// `RX_HEADROOM` into the first), one `RX_PIECE` a buffer.
-fn post_frame(pool: &mut Pool, out: &mut VecDeque<Descriptor>, stats: &mut DriverStats, indices: &[u32], len: usize, offload: Offload) {
+fn post_frame(
+    pool: &mut Pool,
+    out: &mut VecDeque<Descriptor>,
+    stats: &mut DriverStats,
+    indices: &[u32],
+    len: usize,
+    offload: Offload,
+) {
     let size = pool.buffer_size() as usize;
     let end = RX_HEADROOM + len;
     for (k, &index) in indices.iter().enumerate() {

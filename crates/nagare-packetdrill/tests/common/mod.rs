@@ -48,9 +48,7 @@ pub fn sockaddr_of(a: SocketAddrV4) -> sockaddr_in {
     sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
         sin_port: a.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(*a.ip()).to_be(),
-        },
+        sin_addr: libc::in_addr { s_addr: u32::from(*a.ip()).to_be() },
         sin_zero: [0; 8],
     }
 }
@@ -156,7 +154,14 @@ impl Pd {
     pub fn setsockopt_int(&self, fd: c_int, level: c_int, name: c_int, v: c_int) -> Result<(), i32> {
         // SAFETY: a readable int and its size.
         let r = unsafe {
-            (self.ifc.setsockopt.unwrap())(self.ud(), fd, level, name, (&raw const v).cast(), size_of::<c_int>() as socklen_t)
+            (self.ifc.setsockopt.unwrap())(
+                self.ud(),
+                fd,
+                level,
+                name,
+                (&raw const v).cast(),
+                size_of::<c_int>() as socklen_t,
+            )
         };
         check(r as isize).map(|_| ())
     }
@@ -273,17 +278,7 @@ pub struct Seg {
 
 impl Seg {
     pub fn new(src: SocketAddrV4, dst: SocketAddrV4, seq: u32, ack: u32, flags: u8) -> Seg {
-        Seg {
-            src,
-            dst,
-            seq,
-            ack,
-            flags,
-            window: 65535,
-            options: Vec::new(),
-            payload: Vec::new(),
-            at: 0,
-        }
+        Seg { src, dst, seq, ack, flags, window: 65535, options: Vec::new(), payload: Vec::new(), at: 0 }
     }
 
     pub fn mss(mut self, mss: u16) -> Seg {
@@ -404,7 +399,6 @@ pub fn handshake(pd: &Pd, rport: u16, lport: u16, iss: u32) -> u32 {
     let synack = pd.expect();
     assert_eq!(synack.flags, SYN | ACK);
     assert_eq!(synack.ack, iss.wrapping_add(1));
-    pd.inject(&Seg::new(remote, local, iss.wrapping_add(1), synack.seq.wrapping_add(1), ACK).build())
-        .expect("ACK in");
+    pd.inject(&Seg::new(remote, local, iss.wrapping_add(1), synack.seq.wrapping_add(1), ACK).build()).expect("ACK in");
     synack.seq
 }

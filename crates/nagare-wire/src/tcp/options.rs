@@ -226,8 +226,8 @@ mod tests {
     fn linux_syn_options() {
         // MSS 65495, SACK_PERM, TS 4001962558/0, NOP, WS 10 (Linux on lo).
         let b = [
-            0x02, 0x04, 0xff, 0xd7, 0x04, 0x02, 0x08, 0x0a, 0xee, 0x89, 0x1a, 0x3e, 0x00, 0x00,
-            0x00, 0x00, 0x01, 0x03, 0x03, 0x0a,
+            0x02, 0x04, 0xff, 0xd7, 0x04, 0x02, 0x08, 0x0a, 0xee, 0x89, 0x1a, 0x3e, 0x00, 0x00, 0x00, 0x00, 0x01, 0x03,
+            0x03, 0x0a,
         ];
         assert_eq!(
             all(&b),
@@ -250,16 +250,16 @@ mod tests {
     #[test]
     fn malformed_lengths() {
         let cases: &[&[u8]] = &[
-            &[2],                        // length byte missing
-            &[2, 0, 0, 0],               // length 0
-            &[2, 1, 0, 0],               // length 1
-            &[2, 4, 5],                  // runs past the end
-            &[2, 3, 5],                  // MSS must be 4
-            &[3, 4, 1, 1],               // WS must be 3
-            &[4, 3, 0],                  // SACK-permitted must be 2
+            &[2],                         // length byte missing
+            &[2, 0, 0, 0],                // length 0
+            &[2, 1, 0, 0],                // length 1
+            &[2, 4, 5],                   // runs past the end
+            &[2, 3, 5],                   // MSS must be 4
+            &[3, 4, 1, 1],                // WS must be 3
+            &[4, 3, 0],                   // SACK-permitted must be 2
             &[8, 9, 0, 0, 0, 0, 0, 0, 0], // TS must be 10
-            &[5, 2],                     // SACK with no blocks
-            &[5, 6, 0, 0, 0, 0],         // SACK not 2+8n
+            &[5, 2],                      // SACK with no blocks
+            &[5, 6, 0, 0, 0, 0],          // SACK not 2+8n
         ];
         for c in cases {
             let mut it = TcpOptionsIter::new(c);
@@ -274,9 +274,7 @@ mod tests {
 
     #[test]
     fn unknown_and_sack() {
-        let b = [
-            30, 4, 0xab, 0xcd, 1, 1, 5, 18, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4,
-        ];
+        let b = [30, 4, 0xab, 0xcd, 1, 1, 5, 18, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4];
         assert_eq!(
             all(&b),
             [
@@ -313,9 +311,6 @@ mod tests {
         assert_eq!(empty.buffer_len(), 0);
         assert_eq!(empty.emit(&mut [0u8; 3]).unwrap().len(), 3);
         let big = [0u8; 254];
-        assert_eq!(
-            TcpOption::Unknown { kind: 99, data: &big }.emit(&mut [0u8; 300]),
-            Err(Error::Malformed)
-        );
+        assert_eq!(TcpOption::Unknown { kind: 99, data: &big }.emit(&mut [0u8; 300]), Err(Error::Malformed));
     }
 }

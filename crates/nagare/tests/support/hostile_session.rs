@@ -25,7 +25,9 @@ use nagare_ipc::rendezvous::Client;
 use nagare_ipc::{Consumer, Descriptor, Notifier, Pool, Producer, NO_BUFFER};
 use nagare_netd::driver::{serve, DriverHandle, DriverLink};
 use nagare_netd::{NetdConfig, NetdStats, Placement};
-use nagare_request::{encode_addr, Op, Piece, PollEntry, Request, COMPLETE_ON_ACCEPT, LEND, NONBLOCK, TRACE, TRACE_TIME, WAIT_LIMIT};
+use nagare_request::{
+    encode_addr, Op, Piece, PollEntry, Request, COMPLETE_ON_ACCEPT, LEND, NONBLOCK, TRACE, TRACE_TIME, WAIT_LIMIT,
+};
 use nagare_wire::EthernetAddress;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::AsRawFd;
@@ -114,7 +116,18 @@ impl Hostile {
         let direct = client.region.consumer(2).ok();
         let pool = client.region.pool().expect("pool");
         let notifier = Notifier::new(client.server_wakeup.try_clone().expect("eventfd"));
-        Hostile { client, requests, completions, direct, pool, notifier, sockets: Vec::new(), named: Vec::new(), next_id: 1, broke_requests: false }
+        Hostile {
+            client,
+            requests,
+            completions,
+            direct,
+            pool,
+            notifier,
+            sockets: Vec::new(),
+            named: Vec::new(),
+            next_id: 1,
+            broke_requests: false,
+        }
     }
 
     /// Pushes one descriptor, draining completions while the ring is full
@@ -195,7 +208,8 @@ impl Hostile {
                         let n = 1 + usize::from(s.byte() % 4);
                         (0..n)
                             .flat_map(|_| {
-                                let entry = PollEntry { socket: self.socket(s), interest: u16::from(s.byte() % 4), ready: 0 };
+                                let entry =
+                                    PollEntry { socket: self.socket(s), interest: u16::from(s.byte() % 4), ready: 0 };
                                 entry.to_bytes()
                             })
                             .collect()
@@ -310,11 +324,8 @@ impl Hostile {
     fn scribble(&mut self, s: &mut Script) {
         let total = self.client.region.layout().total_len;
         let buffers = self.client.region.layout().buffer_offset;
-        let offset = if s.one_in(4) {
-            u64::from(s.u32()) % total
-        } else {
-            buffers + u64::from(s.u32()) % (total - buffers)
-        };
+        let offset =
+            if s.one_in(4) { u64::from(s.u32()) % total } else { buffers + u64::from(s.u32()) % (total - buffers) };
         let len = usize::from(s.byte() % 64).min((total - offset) as usize);
         let bytes: Vec<u8> = (0..len).map(|_| s.byte()).collect();
         self.client.region.scribble_bytes(offset, &bytes);
@@ -387,7 +398,12 @@ fn start_netd(socket: PathBuf, single: bool) -> std::io::Result<nagare_netd::Net
         let launcher = Box::new(|control| {
             let thread = std::thread::Builder::new().name(String::from("hostile-driver")).spawn(move || {
                 let stop = AtomicBool::new(false);
-                let _ = serve(control, Duration::from_micros(50), |_| Ok(Box::new(Loopback::new(1500, 256)) as Box<dyn Device>), &stop);
+                let _ = serve(
+                    control,
+                    Duration::from_micros(50),
+                    |_| Ok(Box::new(Loopback::new(1500, 256)) as Box<dyn Device>),
+                    &stop,
+                );
             })?;
             Ok(DriverHandle::Thread(thread))
         });
@@ -459,7 +475,8 @@ pub fn run(input: &[u8]) -> NetdStats {
         good.stat().ok().and_then(|t| stat_value(&t, " clients ")) == Some(1)
     });
     {
-        let a = nagare::net::UdpSocket::bind_via(&good, SocketAddrV4::new(NETD_ADDR, 9100)).expect("bind after the hostile client");
+        let a = nagare::net::UdpSocket::bind_via(&good, SocketAddrV4::new(NETD_ADDR, 9100))
+            .expect("bind after the hostile client");
         let b = nagare::net::UdpSocket::bind_via(&good, SocketAddrV4::new(NETD_ADDR, 0)).expect("bind");
         a.set_read_timeout(Some(SETTLE)).expect("timeout");
         b.send_to(b"after the hostile client", SocketAddrV4::new(NETD_ADDR, 9100)).expect("send");
