@@ -39,6 +39,7 @@ use nagare_core::iface::{Error as NagareError, TcpHandle};
 use nagare_core::tcp::connection::State as NagareState;
 use nagare_core::{Interface, InterfaceConfig};
 use nagare_dev::{Device, MonotonicClock, TapDevice};
+use nagare_host::Host;
 use nagare_wire::{EthernetAddress, Ipv4Cidr};
 use smoltcp::iface::{Config as SmolConfig, Interface as SmolInterface, SocketHandle, SocketSet};
 use smoltcp::phy::{Medium, TunTapInterface};
@@ -58,8 +59,6 @@ const TRANSFER_LIMIT: Duration = Duration::from_secs(90);
 const MAX_BYTES: u64 = 64 << 30;
 /// Bytes handed to the stack per send call (nagare: one shared chain).
 const WRITE_SIZE: usize = 64 * 1024;
-/// Frames read from a TAP per step.
-const RX_BATCH: usize = 64;
 /// nagare's packet buffers: 2 KiB each, 16384 of them (32 MiB).
 const POOL_BUFFER_SIZE: usize = 2048;
 const POOL_BUFFERS: usize = 16384;
@@ -447,10 +446,8 @@ fn measure(stack: &mut dyn Stack, dir: Direction, amount: Amount) -> Res<Transfe
 
 struct NagareStack {
     label: &'static str,
-    tap: TapDevice,
-    iface: Interface,
+    host: Host<TapDevice>,
     clock: MonotonicClock,
-    rx: Vec<PacketBuf>,
     kernel_ip: Ipv4Addr,
     /// 64 KiB in pool buffers, handed to `tcp_send_buf` again and again
     /// (its buffers are shared, never copied).
@@ -480,21 +477,18 @@ impl NagareStack {
         let chain = PacketBuf::from_slice(iface.pool(), 0, &vec![0x5au8; WRITE_SIZE]).map_err(|_| "pool exhausted")?;
         let copy_source = (std::env::var("NAGARE_BENCH_SEND").as_deref() == Ok("copy"))
             .then(|| (0..64usize << 20).map(|i| (i * 7 + i / 4093) as u8).collect());
-        Ok(NagareStack { label, tap, iface, clock, rx: Vec::with_capacity(RX_BATCH), kernel_ip, chain, copy_source })
+        let host = Host::new(iface, tap);
+        Ok(NagareStack { label, host, clock, kernel_ip, chain, copy_source })
     }
 
-    /// One turn of the busy-poll loop: read a batch, run the engine and its
-    /// timers, write what it queued.
+    /// One turn of the busy-poll loop: the host step (read a batch, run
+    /// the engine and its timers, write what it queued).
     fn step(&mut self) -> Res<()> {
-        let now = self.clock.now();
-        let pool = self.iface.pool().clone();
-        self.tap.receive_batch(&pool, &mut self.rx, RX_BATCH, now).map_err(|e| format!("receive: {e}"))?;
-        // As nagare-cli's host does: one call per device read, so a burst
-        // of segments gets one ACK.
-        self.iface.receive_batch(self.rx.drain(..), now);
-        self.iface.poll(now);
-        self.tap.transmit_batch(self.iface.tx_queue(), now).map_err(|e| format!("transmit: {e}"))?;
-        Ok(())
+        let report = self.host.step(self.clock.now());
+        match self.host.take_device_error() {
+            Some(e) if report.device_error => Err(format!("TAP: {e}")),
+            _ => Ok(()),
+        }
     }
 
     /// Steps for `time` more, so closes and final ACKs go out.
@@ -508,12 +502,13 @@ impl NagareStack {
 
     fn connect(&mut self, port: u16, deadline: Instant) -> Res<TcpHandle> {
         let h = self
+            .host
             .iface
             .tcp_connect(SocketAddrV4::new(self.kernel_ip, port), 0, self.clock.now())
             .map_err(|e| format!("tcp_connect: {e}"))?;
         loop {
             self.step()?;
-            match self.iface.tcp_state(h) {
+            match self.host.iface.tcp_state(h) {
                 Ok(NagareState::Established) => return Ok(h),
                 Ok(NagareState::SynSent | NagareState::SynReceived) => {}
                 other => return Err(format!("connecting: {other:?}")),
@@ -545,14 +540,14 @@ impl Stack for NagareStack {
             if dir == Direction::ToLinux && self.copy_source.is_some() {
                 while !shut {
                     if !amount.more(bytes, first) {
-                        self.iface.tcp_shutdown(h, now).map_err(|e| format!("tcp_shutdown: {e}"))?;
+                        self.host.iface.tcp_shutdown(h, now).map_err(|e| format!("tcp_shutdown: {e}"))?;
                         shut = true;
                         break;
                     }
                     let source = self.copy_source.as_deref().unwrap_or_default();
                     let at = (bytes % source.len() as u64) as usize;
                     let end = (at + WRITE_SIZE).min(source.len());
-                    match self.iface.tcp_send(h, &source[at..end], now) {
+                    match self.host.iface.tcp_send(h, &source[at..end], now) {
                         Ok(0) | Err(NagareError::WouldBlock) => break,
                         Ok(n) => {
                             first.get_or_insert_with(Instant::now);
@@ -565,14 +560,15 @@ impl Stack for NagareStack {
                 while !shut {
                     if pending.is_empty() {
                         if !amount.more(bytes, first) {
-                            self.iface.tcp_shutdown(h, now).map_err(|e| format!("tcp_shutdown: {e}"))?;
+                            self.host.iface.tcp_shutdown(h, now).map_err(|e| format!("tcp_shutdown: {e}"))?;
                             shut = true;
                             break;
                         }
                         pending = self.chain.clone();
                     }
                     let before = pending.len();
-                    pending = self.iface.tcp_send_buf(h, pending, now).map_err(|e| format!("tcp_send_buf: {e}"))?;
+                    pending =
+                        self.host.iface.tcp_send_buf(h, pending, now).map_err(|e| format!("tcp_send_buf: {e}"))?;
                     let took = (before - pending.len()) as u64;
                     if took > 0 {
                         first.get_or_insert_with(Instant::now);
@@ -586,7 +582,7 @@ impl Stack for NagareStack {
             self.step()?;
             let now = self.clock.now();
             loop {
-                match self.iface.tcp_recv_buf(h, usize::MAX, now) {
+                match self.host.iface.tcp_recv_buf(h, usize::MAX, now) {
                     Ok(Some(data)) => {
                         if dir == Direction::FromLinux {
                             last = Instant::now();
@@ -599,7 +595,7 @@ impl Stack for NagareStack {
                             // The sink read the last byte and closed.
                             last = Instant::now();
                         }
-                        self.iface.tcp_close(h, now).map_err(|e| format!("tcp_close: {e}"))?;
+                        self.host.iface.tcp_close(h, now).map_err(|e| format!("tcp_close: {e}"))?;
                         self.linger(Duration::from_millis(20))?;
                         let first = first.ok_or("no byte moved")?;
                         return Ok((bytes, last.saturating_duration_since(first)));
@@ -760,7 +756,7 @@ fn run() -> Res<()> {
     let mut offload = NagareStack::open("nagare (offload)", "nb-off", true, [10, 77, 0], buffer)?;
     let plain = NagareStack::open("nagare (plain frames)", "nb-plain", false, [10, 77, 1], buffer)?;
     let smol = SmolStack::open("nb-smol", [10, 78, 0], buffer)?;
-    let granted = offload.tap.offloads();
+    let granted = offload.host.device.offloads();
     if granted.tcp_segmentation == 0 {
         offload.label = "nagare (offload REFUSED: plain frames)";
     }
@@ -780,8 +776,8 @@ fn run() -> Res<()> {
         "  nagare (offload): IFF_VNET_HDR, checksum {} / TSO up to {} B, IP MTU {}; nagare (plain): MTU {}; smoltcp: TunTapInterface, MTU 1500;",
         granted.checksum,
         granted.tcp_segmentation,
-        offload.tap.mtu(),
-        plain.tap.mtu()
+        offload.host.device.mtu(),
+        plain.host.device.mtu()
     );
     if std::env::var("NAGARE_BENCH_SEND").as_deref() == Ok("copy") {
         println!("  nagare sends with tcp_send from 64 MiB of application data (one copy; NAGARE_BENCH_SEND=copy) and takes tcp_recv_buf;");

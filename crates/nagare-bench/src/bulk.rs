@@ -1,7 +1,7 @@
 //! One TCP stream from A to B over the in-memory link: bulk throughput of
 //! two nagare engines in one thread.
 
-use crate::net::{err, LinkKind, Pair, PairConfig, B_IP};
+use crate::net::{err, pair, LinkKind, Pair, PairConfig, B_IP};
 use nagare_core::buf::PacketBuf;
 use nagare_core::iface::{Error, TcpHandle};
 use nagare_core::tcp::config::TcpConfig;
@@ -55,17 +55,17 @@ fn connected(buffer: usize, link: LinkKind) -> Result<(Pair, TcpHandle, TcpHandl
     // Enough buffers for a full window in each direction plus headers.
     let segments = buffer / 1000 + 1024;
     let config = PairConfig { pool_buffers: 4 * segments, prewarm_buffers: 0, tcp: bulk_tcp_config(buffer), link };
-    let mut pair = Pair::new(&config);
+    let mut pair = pair(&config);
     let listener = pair.b.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), 8).map_err(err)?;
     let ha = pair.a.iface.tcp_connect(SocketAddrV4::new(B_IP, PORT), 0, pair.now).map_err(err)?;
     let mut hb = None;
     for _ in 0..100 {
-        pair.settle()?;
+        pair.settle().map_err(err)?;
         hb = pair.b.iface.tcp_accept(listener).map_err(err)?;
         if hb.is_some() {
             break;
         }
-        pair.advance(Duration::from_millis(100))?;
+        pair.advance(Duration::from_millis(100)).map_err(err)?;
     }
     let hb = hb.ok_or("no connection accepted")?;
     pair.b.iface.tcp_listener_close(listener, pair.now).map_err(err)?;
@@ -122,7 +122,7 @@ pub fn nagare_bulk(
                 }
             }
         }
-        let moved = pair.step();
+        let moved = pair.step().map_err(err)?;
         // The receiver takes what arrived, without copying.
         let mut took = false;
         loop {

@@ -10,7 +10,7 @@
 //! are armed, cancelled and popped as on a live host.
 
 use crate::alloc_count;
-use crate::net::{err, LinkKind, Pair, PairConfig, B_IP};
+use crate::net::{err, pair, LinkKind, Pair, PairConfig, B_IP};
 use nagare_core::iface::TcpHandle;
 use nagare_core::tcp::config::TcpConfig;
 use nagare_core::tcp::connection::State;
@@ -56,12 +56,12 @@ pub fn establish(n: usize) -> Result<Established, String> {
     }
     let config =
         PairConfig { pool_buffers: 16384, prewarm_buffers: 2048, tcp: conns_tcp_config(), link: LinkKind::Sim };
-    let mut pair = Pair::new(&config);
+    let mut pair = pair(&config);
     let listener = pair.b.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), n + 1).map_err(err)?;
     // One connection first, not counted: ARP, the listener's queue, the
     // tables' first allocations.
     let warm = pair.a.iface.tcp_connect(SocketAddrV4::new(B_IP, PORT), 0, pair.now).map_err(err)?;
-    pair.advance(Duration::from_millis(10))?;
+    pair.advance(Duration::from_millis(10)).map_err(err)?;
     let warm_b = pair.b.iface.tcp_accept(listener).map_err(err)?.ok_or("warm-up connection not accepted")?;
     let mut a = Vec::with_capacity(n);
     let mut b = Vec::with_capacity(n);
@@ -71,7 +71,7 @@ pub fn establish(n: usize) -> Result<Established, String> {
         for _ in 0..CONNECT_BATCH.min(n - a.len()) {
             a.push(pair.a.iface.tcp_connect(remote, 0, pair.now).map_err(err)?);
         }
-        pair.settle()?;
+        pair.settle().map_err(err)?;
         while let Some(h) = pair.b.iface.tcp_accept(listener).map_err(err)? {
             b.push(h);
         }
@@ -79,7 +79,7 @@ pub fn establish(n: usize) -> Result<Established, String> {
     }
     // Past every handshake timer, so only what idle connections keep is
     // left (stale timer entries popped).
-    pair.advance(Duration::from_secs(5))?;
+    pair.advance(Duration::from_secs(5)).map_err(err)?;
     while let Some(h) = pair.b.iface.tcp_accept(listener).map_err(err)? {
         b.push(h);
     }
@@ -149,7 +149,7 @@ pub fn rounds(
         if sent != payload {
             return Err(format!("round {r}: sent {sent} of {payload}"));
         }
-        pair.settle()?;
+        pair.settle().map_err(err)?;
         let got = pair.b.iface.tcp_recv(est.b[i], &mut buf, pair.now).map_err(err)?;
         if got != payload {
             return Err(format!("round {r}: received {got} of {payload}"));

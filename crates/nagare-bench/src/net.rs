@@ -11,20 +11,20 @@
 //! `PacketBuf` moves), so what a benchmark measures is the two engines'
 //! send and receive paths. Time is
 //! virtual: it stays put while there is work and jumps to the next timer
-//! when both sides are idle ([`Pair::idle_jump`] counts those jumps, so a
+//! when both sides are idle (`SimPair::idle_jump` counts those jumps, so a
 //! run that leaned on them shows it).
 
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::tcp::config::TcpConfig;
 use nagare_core::{Instant, Interface, InterfaceConfig};
 use nagare_dev::{Device, DeviceStats, LinkConfig, SimLink, ETHERNET_HEADER_LEN};
+use nagare_host::{Host, SimPair};
 use nagare_wire::{EthernetAddress, Ipv4Cidr};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io;
 use std::net::Ipv4Addr;
 use std::rc::Rc;
-use std::time::Duration;
 
 /// A's address (the side that connects and sends).
 pub const A_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
@@ -33,9 +33,7 @@ pub const B_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 /// Size of every pool buffer: a 1514-byte frame plus headroom fits.
 pub const BUFFER_SIZE: usize = 2048;
 /// Frames taken from the link per step.
-const RX_BATCH: usize = 256;
-/// Steps at one instant before `settle` gives up (a livelock guard).
-const SETTLE_LIMIT: usize = 1_000_000;
+pub const RX_BATCH: usize = 256;
 
 /// Which in-memory link joins the two interfaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,34 +106,6 @@ impl Device for FifoPort {
     }
 }
 
-/// One interface and its end of the link.
-pub struct Side {
-    pub iface: Interface,
-    pub port: Box<dyn Device>,
-    rx: Vec<PacketBuf>,
-}
-
-impl Side {
-    /// Receives what the link delivers, runs timers, transmits; whether
-    /// anything moved.
-    pub fn step(&mut self, now: Instant) -> bool {
-        let pool = self.iface.pool().clone();
-        let got = self.port.receive_batch(&pool, &mut self.rx, RX_BATCH, now).unwrap_or(0);
-        self.iface.receive_batch(self.rx.drain(..), now);
-        self.iface.poll(now);
-        let sent = if self.iface.tx_queue().is_empty() {
-            0
-        } else {
-            self.port.transmit_batch(self.iface.tx_queue(), now).unwrap_or(0)
-        };
-        got > 0 || sent > 0
-    }
-
-    fn poll_at(&self) -> Option<Instant> {
-        [self.iface.poll_at(), self.port.poll_at()].into_iter().flatten().min()
-    }
-}
-
 /// How to build a pair.
 #[derive(Clone)]
 pub struct PairConfig {
@@ -156,16 +126,11 @@ impl Default for PairConfig {
     }
 }
 
-/// Two interfaces, A (10.0.0.1) and B (10.0.0.2), on one link.
-pub struct Pair {
-    pub a: Side,
-    pub b: Side,
-    pub now: Instant,
-    /// Times virtual time jumped because neither side had work.
-    pub idle_jumps: u64,
-}
+/// Two interfaces, A (10.0.0.1) and B (10.0.0.2), on one link, each
+/// taking up to [`RX_BATCH`] frames per step.
+pub type Pair = SimPair<Box<dyn Device>, Box<dyn Device>>;
 
-fn side(ip: Ipv4Addr, mac: u8, port: Box<dyn Device>, config: &PairConfig) -> Side {
+fn side(ip: Ipv4Addr, mac: u8, port: Box<dyn Device>, config: &PairConfig) -> Host<Box<dyn Device>> {
     let cidr = Ipv4Cidr::new(ip, 24).expect("a /24 is valid");
     let mut ic = InterfaceConfig::new(EthernetAddress([0x02, 0x6e, 0x67, 0, 0, mac]), cidr);
     ic.seed = 0x6265_6e63_6800 | u64::from(mac);
@@ -175,7 +140,7 @@ fn side(ip: Ipv4Addr, mac: u8, port: Box<dyn Device>, config: &PairConfig) -> Si
     prewarm(&pool, config.prewarm_buffers);
     let mut iface = Interface::new(ic, pool);
     *iface.tcp_defaults_mut() = config.tcp.clone();
-    Side { iface, port, rx: Vec::with_capacity(RX_BATCH) }
+    Host::with_rx_batch(iface, port, RX_BATCH)
 }
 
 /// Creates `n` buffers in `pool` and gives them back (to its free list).
@@ -184,75 +149,23 @@ pub fn prewarm(pool: &BufferPool, n: usize) {
     drop(held);
 }
 
-impl Pair {
-    pub fn new(config: &PairConfig) -> Pair {
-        let (pa, pb): (Box<dyn Device>, Box<dyn Device>) = match config.link {
-            LinkKind::Sim => {
-                let link = LinkConfig { queue_limit: 1 << 20, ..LinkConfig::default() };
-                let (pa, pb) = SimLink::new(link, 1);
-                (Box::new(pa), Box::new(pb))
-            }
-            LinkKind::Fifo => {
-                let (pa, pb) = FifoPort::pair(nagare_dev::DEFAULT_MTU);
-                (Box::new(pa), Box::new(pb))
-            }
-        };
-        Pair { a: side(A_IP, 0x0a, pa, config), b: side(B_IP, 0x0b, pb, config), now: Instant::ZERO, idle_jumps: 0 }
-    }
-
-    /// Steps both sides once; whether anything moved.
-    pub fn step(&mut self) -> bool {
-        let a = self.a.step(self.now);
-        let b = self.b.step(self.now);
-        a || b
-    }
-
-    /// Steps both sides at the current instant until nothing moves.
-    pub fn settle(&mut self) -> Result<(), String> {
-        for _ in 0..SETTLE_LIMIT {
-            if !self.step() {
-                return Ok(());
-            }
+/// A pair as `config` says.
+pub fn pair(config: &PairConfig) -> Pair {
+    let (pa, pb): (Box<dyn Device>, Box<dyn Device>) = match config.link {
+        LinkKind::Sim => {
+            let link = LinkConfig { queue_limit: 1 << 20, ..LinkConfig::default() };
+            let (pa, pb) = SimLink::new(link, 1);
+            (Box::new(pa), Box::new(pb))
         }
-        Err(format!("no quiet after {SETTLE_LIMIT} steps at {:?}: livelock", self.now))
-    }
-
-    /// When either side next has something to do.
-    pub fn poll_at(&self) -> Option<Instant> {
-        [self.a.poll_at(), self.b.poll_at()].into_iter().flatten().min()
-    }
-
-    /// Both sides are idle: moves virtual time to the next timer (at most
-    /// `limit` ahead, and at least 1 µs) and counts the jump. False when no
-    /// timer is due within `limit`.
-    pub fn idle_jump(&mut self, limit: Duration) -> bool {
-        let deadline = self.now + limit;
-        match self.poll_at() {
-            Some(t) if t <= deadline => {
-                self.now = if t <= self.now { self.now + Duration::from_micros(1) } else { t };
-                self.idle_jumps += 1;
-                true
-            }
-            _ => false,
+        LinkKind::Fifo => {
+            let (pa, pb) = FifoPort::pair(nagare_dev::DEFAULT_MTU);
+            (Box::new(pa), Box::new(pb))
         }
-    }
-
-    /// Lets `by` of virtual time pass, running every timer on the way.
-    pub fn advance(&mut self, by: Duration) -> Result<(), String> {
-        let deadline = self.now + by;
-        loop {
-            self.settle()?;
-            match self.poll_at() {
-                Some(t) if t <= deadline && t > self.now => self.now = t,
-                _ => break,
-            }
-        }
-        self.now = deadline;
-        self.settle()
-    }
+    };
+    SimPair::new(side(A_IP, 0x0a, pa, config), side(B_IP, 0x0b, pb, config))
 }
 
 /// Stable names for the `Error`s of socket calls in messages.
-pub fn err(e: nagare_core::iface::Error) -> String {
+pub fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }

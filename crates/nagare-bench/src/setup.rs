@@ -10,7 +10,7 @@
 //! goes (on Linux, `net.ipv4.tcp_tw_reuse = 2` lets loopback connections
 //! reuse ports held in TIME-WAIT).
 
-use crate::net::{err, LinkKind, Pair, PairConfig, B_IP};
+use crate::net::{err, pair, LinkKind, Pair, PairConfig, B_IP};
 use nagare_core::iface::Error;
 use nagare_core::tcp::config::TcpConfig;
 use std::io::{Read, Write};
@@ -52,7 +52,7 @@ pub fn setup_tcp_config() -> TcpConfig {
 /// when both sides are idle (each jump counted); bounded.
 fn until(pair: &mut Pair, what: &str, mut done: impl FnMut(&mut Pair) -> Result<bool, String>) -> Result<(), String> {
     for _ in 0..10_000 {
-        pair.settle()?;
+        pair.settle().map_err(err)?;
         if done(pair)? {
             return Ok(());
         }
@@ -67,7 +67,7 @@ fn until(pair: &mut Pair, what: &str, mut done: impl FnMut(&mut Pair) -> Result<
 pub fn nagare_setup(count: u64, time_limit: Duration) -> Result<SetupResult, String> {
     let config =
         PairConfig { pool_buffers: 16384, prewarm_buffers: 1024, tcp: setup_tcp_config(), link: LinkKind::Sim };
-    let mut pair = Pair::new(&config);
+    let mut pair = pair(&config);
     let listener = pair.b.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), 64).map_err(err)?;
     let remote = SocketAddrV4::new(B_IP, PORT);
     let mut buf = [0u8; 16];
@@ -107,7 +107,7 @@ pub fn nagare_setup(count: u64, time_limit: Duration) -> Result<SetupResult, Str
         })?;
         let now = pair.now;
         pair.b.iface.tcp_close(hb, now).map_err(err)?;
-        pair.settle()?;
+        pair.settle().map_err(err)?;
         pair.now += NAGARE_TICK;
         Ok(())
     };
@@ -128,7 +128,7 @@ pub fn nagare_setup(count: u64, time_limit: Duration) -> Result<SetupResult, Str
     if pair.b.iface.tcp_connection_count() != 0 {
         return Err(format!("server still holds {} connections", pair.b.iface.tcp_connection_count()));
     }
-    pair.advance(NAGARE_TIME_WAIT * 2)?;
+    pair.advance(NAGARE_TIME_WAIT * 2).map_err(err)?;
     if pair.a.iface.tcp_connection_count() != 0 {
         return Err(format!("client still holds {} connections after TIME-WAIT", pair.a.iface.tcp_connection_count()));
     }

@@ -1,34 +1,20 @@
-//! The `nagare` command.
+//! The `nagare` command: parses its arguments and calls the library that
+//! does the job (`nagare-tools`, `nagare-bench`).
 
-mod bench;
-mod bench_copies;
-mod bench_handover;
-mod bench_netd;
-mod bench_netns;
-mod bench_sendpath;
-mod bench_vni;
-mod demo;
-mod driver;
-mod fetch;
-mod host;
-mod http_server;
-mod netd;
-mod perf;
-mod ping;
-mod realtime;
-mod services;
-mod sim_pair;
-mod stat;
-mod up;
-mod vni;
-mod vni_bridge;
+mod args;
+mod bench_args;
+mod logger;
 
 use anyhow::Result;
+use args::{LinkArgs, OptionalLinkArgs, ServiceArgs};
+use bench_args::{BenchCommand, PerfCommand};
 use clap::{Parser, Subcommand};
 use nagare_dev::Impairment;
+use nagare_tools::{demo, driver, fetch, netd, ping, stat, up, vni};
 use nagare_wire::{EthernetAddress, Ipv4Cidr};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Parser)]
 #[command(name = "nagare", version, about = "A user-space TCP/IP stack")]
@@ -56,28 +42,28 @@ enum Command {
     /// UDP echo on port 7, and the services asked for.
     Up {
         #[command(flatten)]
-        link: UpLinkArgs,
+        link: LinkArgs,
         /// Save the traffic as a pcap file.
         #[arg(long)]
         pcap: Option<PathBuf>,
         #[command(flatten)]
-        services: services::ServiceArgs,
+        services: ServiceArgs,
     },
     /// The inet server: one stack on a TAP device or a VNI port, serving
     /// applications (the `nagare` crate) over shared-memory regions.
     Netd {
         #[command(flatten)]
-        link: UpLinkArgs,
+        link: LinkArgs,
         /// The rendezvous socket clients connect to.
         #[arg(long, default_value = nagare_netd::DEFAULT_SOCKET)]
         socket: PathBuf,
         /// Services built into the inet server.
         #[command(flatten)]
-        services: services::ServiceArgs,
+        services: ServiceArgs,
         /// Where the device runs: `split`, a driver process of its own
         /// (restarted when it dies); `single`, the same driver as a thread
         /// of netd; `inline`, called from netd's loop.
-        #[arg(long, default_value = "split", value_parser = parse_placement)]
+        #[arg(long, default_value = "split", value_parser = args::parse_placement)]
         placement: nagare_netd::Placement,
         /// Microseconds netd and its driver poll after their last work
         /// before they sleep (yielding the CPU between looks).
@@ -86,12 +72,37 @@ enum Command {
     },
     /// netd's driver process (started by `nagare netd`, not by hand).
     #[command(hide = true)]
-    Driver(driver::DriverArgs),
+    Driver {
+        /// The inherited control socket netd started us with.
+        #[arg(long)]
+        control_fd: i32,
+        /// The TAP netd opened (its descriptor comes over the control socket).
+        #[arg(long, required_unless_present = "vni")]
+        tap: Option<String>,
+        /// The TAP was attached with virtio-net headers.
+        #[arg(long, requires = "tap")]
+        vnet_header: bool,
+        /// A VNI segment to attach a port of.
+        #[arg(long, conflicts_with = "tap")]
+        vni: Option<String>,
+        /// The port's Ethernet address (netd's).
+        #[arg(long)]
+        mac: Option<EthernetAddress>,
+        /// netd's address (seeds the impairment).
+        #[arg(long)]
+        addr: Ipv4Cidr,
+        /// Impair traffic both ways (as netd was asked to).
+        #[arg(long)]
+        impair: Option<Impairment>,
+        /// Microseconds to poll after the last work before sleeping.
+        #[arg(long, default_value_t = 50)]
+        spin_us: u64,
+    },
     /// Download a URL over HTTP/1.1 through nagare on a TAP device or a
     /// VNI port.
     Fetch {
         #[command(flatten)]
-        link: OptionalTapArgs,
+        link: OptionalLinkArgs,
         /// Through a running `nagare netd` (its rendezvous socket) instead
         /// of a stack of its own.
         #[arg(long, conflicts_with_all = ["tap", "vni", "addr"])]
@@ -109,7 +120,7 @@ enum Command {
     /// either) to a nagare peer on a simulated link in this process.
     Ping {
         #[command(flatten)]
-        link: OptionalTapArgs,
+        link: OptionalLinkArgs,
         /// Through a running `nagare netd` (its rendezvous socket) instead
         /// of a stack of its own.
         #[arg(long, conflicts_with_all = ["tap", "vni", "addr"])]
@@ -148,181 +159,86 @@ enum Command {
     /// TCP/UDP throughput and TCP request/response latency between nagare
     /// and another nagare or the kernel (iperf-like).
     #[command(subcommand)]
-    Perf(perf::PerfCommand),
+    Perf(PerfCommand),
     /// VNI segments: a shared-memory Ethernet between nagare instances on
     /// this machine.
     #[command(subcommand)]
-    Vni(vni::VniCommand),
+    Vni(VniCommand),
 }
 
 #[derive(Subcommand)]
-enum BenchCommand {
-    /// UDP throughput between two nagare instances on a simulated link in
-    /// this process, beside kernel UDP over 127.0.0.1.
-    Udp {
-        /// Datagrams per stream.
-        #[arg(long, default_value_t = 200_000)]
-        datagrams: usize,
-        /// Payload sizes in bytes, e.g. --size 1472 or --size 64,1472,8000
-        /// (default: 64, 1472 and 8000).
-        #[arg(long = "size", value_delimiter = ',')]
-        sizes: Vec<usize>,
-        /// Runs of each stream; the median is reported.
-        #[arg(long, default_value_t = 3)]
-        runs: usize,
-        /// Also write the figures to this CSV file.
+enum VniCommand {
+    /// Create a segment: a shared-memory Ethernet of N ports under /dev/shm.
+    Create {
+        /// Segment name: 1 to 32 of A-Z a-z 0-9 _ -.
+        name: String,
+        /// Ports (2 to 64); memory grows as the square of this.
         #[arg(long)]
-        csv: Option<PathBuf>,
+        ports: usize,
+        /// IP MTU of the segment (1500, 9000, 65535 or anything from 68).
+        #[arg(long, default_value_t = nagare_dev::DEFAULT_MTU)]
+        mtu: usize,
+        /// Slots per ring (a power of two from 4 to 65536).
+        #[arg(long, default_value_t = nagare_dev::vni::DEFAULT_SLOTS)]
+        slots: usize,
     },
-    /// The VNI beside Linux veth (Table 2 of the Mint paper plus latency):
-    /// UDP and TCP throughput, UDP round trip, segment memory.
-    Vni(bench_vni::VniBenchArgs),
-    /// A 64-byte UDP round trip between two applications through one netd,
-    /// beside Linux loopback UDP; and an empty request's round trip.
-    Netd(bench_netd::NetdBenchArgs),
-    /// Where a UDP sendto spends its time, stage by stage (Table 3 of the
-    /// AnT paper): split, single and inline placement beside Linux's
-    /// sendto on a TAP. Needs root.
-    Sendpath(bench_sendpath::SendPathArgs),
-    /// Copies per payload byte on the send and receive paths through netd
-    /// and its driver, counted by the code, for the std-shaped and the
-    /// zero-copy calls.
-    Copies(bench_copies::CopiesBenchArgs),
-    /// The cost of handing a buffer to another process: remapping pages per
-    /// transfer against nagare's premapped regions (Table 3 of the AnT MMU
-    /// paper), with a system call and a process switch for scale.
-    Handover(bench_handover::HandoverBenchArgs),
-}
-
-/// The link of `nagare up` and `nagare fetch`: a TAP device or a VNI segment.
-#[derive(clap::Args, Clone)]
-struct UpLinkArgs {
-    /// TAP device to use (created if it does not exist).
-    #[arg(long, required_unless_present = "vni")]
-    tap: Option<String>,
-    /// VNI segment to attach to (a free port of it; see `nagare vni create`).
-    #[arg(long, conflicts_with = "tap")]
-    vni: Option<String>,
-    /// Address and prefix, e.g. 10.0.0.2/24.
-    #[arg(long)]
-    addr: Ipv4Cidr,
-    /// Default gateway.
-    #[arg(long)]
-    gateway: Option<Ipv4Addr>,
-    /// Ethernet address (default: derived from the IP address).
-    #[arg(long)]
-    mac: Option<EthernetAddress>,
-    /// Impair traffic both ways, e.g. loss=3%,delay=2ms,reorder=10%,dup=1%,corrupt=0.1%.
-    #[arg(long)]
-    impair: Option<Impairment>,
-    /// Plain frames: no checksum or TCP segmentation offload on the TAP.
-    #[arg(long, conflicts_with = "vni")]
-    no_offload: bool,
-}
-
-fn parse_placement(s: &str) -> Result<nagare_netd::Placement, String> {
-    use nagare_netd::Placement;
-    match s {
-        "split" => Ok(Placement::Split),
-        "single" => Ok(Placement::Single),
-        "inline" => Ok(Placement::Inline),
-        _ => Err(format!("{s}: placement is split, single or inline")),
-    }
-}
-
-impl UpLinkArgs {
-    fn into_link(self) -> up::Link {
-        match (self.tap, self.vni) {
-            (Some(tap), _) => up::Link::Tap(up::TapLink {
-                tap,
-                addr: self.addr,
-                gateway: self.gateway,
-                mac: self.mac,
-                impair: self.impair,
-                offload: !self.no_offload,
-            }),
-            (None, vni) => up::Link::Vni(up::VniLink {
-                vni: vni.unwrap_or_default(),
-                addr: self.addr,
-                gateway: self.gateway,
-                mac: self.mac,
-                impair: self.impair,
-            }),
-        }
-    }
-}
-
-#[derive(clap::Args, Clone)]
-struct OptionalTapArgs {
-    /// TAP device to use (created if it does not exist).
-    #[arg(long, requires = "addr")]
-    tap: Option<String>,
-    /// VNI segment to attach to, instead of a TAP device.
-    #[arg(long, requires = "addr", conflicts_with = "tap")]
-    vni: Option<String>,
-    /// Address and prefix, e.g. 10.0.0.2/24.
-    #[arg(long)]
-    addr: Option<Ipv4Cidr>,
-    /// Default gateway.
-    #[arg(long)]
-    gateway: Option<Ipv4Addr>,
-    /// Ethernet address (default: derived from the IP address).
-    #[arg(long)]
-    mac: Option<EthernetAddress>,
-    /// Impair traffic both ways.
-    #[arg(long)]
-    impair: Option<Impairment>,
-    /// Plain frames: no checksum or TCP segmentation offload on the TAP.
-    #[arg(long)]
-    no_offload: bool,
-}
-
-impl OptionalTapArgs {
-    /// The TAP or VNI link asked for, if any (with an address).
-    fn to_link(&self) -> Option<up::Link> {
-        let addr = self.addr?;
-        if let Some(tap) = &self.tap {
-            return Some(up::Link::Tap(up::TapLink {
-                tap: tap.clone(),
-                addr,
-                gateway: self.gateway,
-                mac: self.mac,
-                impair: self.impair,
-                offload: !self.no_offload,
-            }));
-        }
-        let vni = self.vni.clone()?;
-        Some(up::Link::Vni(up::VniLink { vni, addr, gateway: self.gateway, mac: self.mac, impair: self.impair }))
-    }
+    /// Show a segment: its shape, memory, and who is attached.
+    Info { name: String },
+    /// Remove a segment (processes attached to it keep their mapping).
+    Destroy { name: String },
+    /// Join a segment to a TAP device (a two-port learning bridge), so
+    /// programs on the kernel's stack reach the instances on the segment.
+    Bridge {
+        name: String,
+        /// TAP device (created if it does not exist; plain frames).
+        #[arg(long)]
+        tap: String,
+        /// MAC of the bridge's VNI port (default: derived from the port).
+        #[arg(long)]
+        mac: Option<EthernetAddress>,
+    },
 }
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
+    logger::init(match &cli.command {
+        Command::Netd { .. } => "nagare netd",
+        Command::Driver { .. } => "nagare driver",
+        Command::Perf(_) => "nagare perf",
+        Command::Vni(VniCommand::Bridge { .. }) => "nagare vni bridge",
+        _ => "nagare",
+    });
     match cli.command {
         Command::Demo { pcap, seed, stream } => demo::run(demo::DemoArgs { pcap, seed, stream_datagrams: stream }),
-        Command::Up { link, pcap, services } => up::run(up::UpArgs { link: link.into_link(), pcap, services }),
+        Command::Up { link, pcap, services } => up::run(&link.spec(), pcap.as_deref(), &services.config(true)),
         Command::Netd { link, socket, services, placement, spin_us } => netd::run(
-            link.into_link(),
+            &link.spec(),
             socket,
-            &services,
+            &services.config(false),
             placement,
-            std::time::Duration::from_micros(spin_us.min(1_000_000)),
+            Duration::from_micros(spin_us.min(1_000_000)),
         ),
-        Command::Driver(args) => driver::run(args),
+        Command::Driver { control_fd, tap, vnet_header, vni, mac, addr, impair, spin_us } => {
+            driver::run(driver::DriverArgs {
+                control_fd,
+                tap,
+                vnet_header,
+                vni,
+                mac,
+                addr,
+                impair,
+                spin: Duration::from_micros(spin_us.min(1_000_000)),
+            })
+        }
         Command::Fetch { link, via, url, output, timeout } => {
-            let timeout = std::time::Duration::from_secs(timeout);
-            match (via, link.to_link()) {
+            let timeout = Duration::from_secs(timeout);
+            match (via, link.spec()) {
                 (Some(socket), _) => fetch::run_via(&socket, &url, &output, timeout),
-                (None, Some(link)) => fetch::run(link, &url, &output, timeout),
+                (None, Some(spec)) => fetch::run(&spec, &url, &output, timeout),
                 (None, None) => anyhow::bail!("nagare fetch needs --tap or --vni with --addr, or --via SOCKET"),
             }
         }
         Command::Ping { link, via, destination, count, size, interval, timeout, quiet } => {
-            let seconds = |name: &str, value: f64| {
-                std::time::Duration::try_from_secs_f64(value).map_err(|_| {
-                    anyhow::anyhow!("{name} must be a number of seconds from 0 to about 1.8e19, not {value}")
-                })
-            };
             if size > ping::MAX_PING_SIZE {
                 anyhow::bail!("-s {size}: at most {} bytes fit in one IPv4 datagram", ping::MAX_PING_SIZE);
             }
@@ -330,27 +246,23 @@ fn main() -> Result<()> {
                 destination,
                 count,
                 size,
-                interval: seconds("-i", interval)?,
-                timeout: seconds("-W", timeout)?,
+                interval: args::seconds("-i", interval)?,
+                timeout: args::seconds("-W", timeout)?,
                 quiet,
             };
-            let code = match (via, link.to_link()) {
+            let code = match (via, link.spec()) {
                 (Some(socket), _) => ping::run_via(&socket, options)?,
-                (None, Some(real)) => ping::run_link(real, options)?,
+                (None, Some(spec)) => ping::run_link(&spec, options)?,
                 (None, None) => ping::run_simulated(link.addr, options)?,
             };
             std::process::exit(code);
         }
         Command::Stat { via, samples } => stat::run(&via, samples),
-        Command::Perf(command) => perf::run(command),
-        Command::Vni(command) => vni::run(command),
-        Command::Bench(BenchCommand::Vni(args)) => bench_vni::run(args),
-        Command::Bench(BenchCommand::Netd(args)) => bench_netd::run(args),
-        Command::Bench(BenchCommand::Sendpath(args)) => bench_sendpath::run(args),
-        Command::Bench(BenchCommand::Copies(args)) => bench_copies::run(args),
-        Command::Bench(BenchCommand::Handover(args)) => bench_handover::run(args),
-        Command::Bench(BenchCommand::Udp { datagrams, sizes, runs, csv }) => {
-            bench::run_udp(bench::UdpBenchArgs { datagrams, sizes, runs, csv })
-        }
+        Command::Perf(command) => command.run(),
+        Command::Bench(command) => command.run(),
+        Command::Vni(VniCommand::Create { name, ports, mtu, slots }) => vni::create(&name, ports, mtu, slots),
+        Command::Vni(VniCommand::Info { name }) => vni::info(&name),
+        Command::Vni(VniCommand::Destroy { name }) => vni::destroy(&name),
+        Command::Vni(VniCommand::Bridge { name, tap, mac }) => vni::bridge(&name, &tap, mac.map(|m| m.0)),
     }
 }

@@ -44,16 +44,13 @@ const MAX_CHUNK_BYTES: usize = 64 << 20;
 const PING_WARMUP: usize = 100;
 
 /// Arguments of `nagare bench handover`.
-#[derive(clap::Args, Clone, Debug)]
+#[derive(Debug, Clone)]
 pub struct HandoverBenchArgs {
     /// Bytes per buffer handed over (rounded up to whole pages).
-    #[arg(long, default_value_t = 16384)]
     pub size: usize,
     /// Hand-overs per timed batch.
-    #[arg(long, default_value_t = 2000)]
     pub iterations: usize,
     /// Timed batches; the median is reported.
-    #[arg(long, default_value_t = 5)]
     pub runs: usize,
 }
 

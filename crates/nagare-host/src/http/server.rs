@@ -1,7 +1,9 @@
-//! A small static HTTP/1.1 file server for `nagare up --http DIR`: GET and
-//! HEAD, keep-alive, Content-Length, files streamed from disk straight into
-//! packet buffers (the read is the only copy).
+//! A small static HTTP/1.1 file server: GET and HEAD, persistent
+//! connections (HTTP/1.1 by default, HTTP/1.0 when asked), pipelining,
+//! Content-Length, files streamed from disk straight into packet buffers
+//! (the read is the only copy).
 
+use super::{parse_request, Framing, HeadError, RequestHead};
 use nagare_core::buf::PacketBuf;
 use nagare_core::iface::{Error, TcpHandle};
 use nagare_core::{Instant, Interface};
@@ -11,6 +13,9 @@ use std::path::{Component, Path, PathBuf};
 
 /// Largest request head accepted (request line and headers).
 const MAX_HEAD: usize = 16 * 1024;
+/// Largest request body skipped to keep the connection; a larger one (or
+/// a chunked one) ends the connection after the response.
+const MAX_DISCARD: u64 = 1 << 20;
 /// Body bytes read from the file before one send call.
 const SEND_CHAIN_BYTES: usize = 64 * 1024;
 
@@ -40,11 +45,13 @@ pub struct HttpConnection {
     response: Option<Response>,
     close_after: bool,
     peer_done: bool,
+    /// Body bytes of the last request still to be skipped.
+    discard: u64,
 }
 
 impl HttpConnection {
     pub fn new(root: PathBuf) -> Self {
-        HttpConnection { root, head: Vec::new(), response: None, close_after: false, peer_done: false }
+        HttpConnection { root, head: Vec::new(), response: None, close_after: false, peer_done: false, discard: 0 }
     }
 
     pub fn serve(&mut self, iface: &mut Interface, handle: TcpHandle, now: Instant) -> Outcome {
@@ -74,28 +81,44 @@ impl HttpConnection {
         out
     }
 
-    /// Reads until a whole request head is there and prepares its response;
-    /// returns whether a response is ready.
+    /// Reads until a whole request head is there (past the body of the
+    /// request before it) and prepares its response; returns whether a
+    /// response is ready.
     fn read_request(&mut self, iface: &mut Interface, handle: TcpHandle, now: Instant, out: &mut Outcome) -> bool {
         loop {
-            if let Some(end) = find_head_end(&self.head) {
-                let head: Vec<u8> = self.head.drain(..end).collect();
-                out.requests += 1;
-                out.progress = true;
-                self.response = Some(self.respond(&head));
-                return true;
+            if self.discard > 0 {
+                let n = usize::try_from(self.discard).unwrap_or(usize::MAX).min(self.head.len());
+                self.head.drain(..n);
+                self.discard -= n as u64;
             }
-            if self.head.len() >= MAX_HEAD {
-                self.close_after = true;
-                self.response = Some(simple(431, "Request Header Fields Too Large", true));
-                return true;
+            if self.discard == 0 {
+                match parse_request(&self.head) {
+                    Ok(Some((head, len))) => {
+                        self.head.drain(..len);
+                        out.requests += 1;
+                        out.progress = true;
+                        self.response = Some(self.respond(&head));
+                        return true;
+                    }
+                    Ok(None) if self.head.len() < MAX_HEAD => {}
+                    Ok(None) | Err(HeadError::TooManyHeaders) => {
+                        self.close_after = true;
+                        self.response = Some(simple(431, "Request Header Fields Too Large", Persist::Close, false));
+                        return true;
+                    }
+                    Err(_) => {
+                        self.close_after = true;
+                        self.response = Some(simple(400, "Bad Request", Persist::Close, false));
+                        return true;
+                    }
+                }
             }
             if self.peer_done {
                 out.close = true;
                 return false;
             }
             let mut buf = [0u8; 4096];
-            let room = (MAX_HEAD - self.head.len()).min(buf.len());
+            let room = (MAX_HEAD - self.head.len().min(MAX_HEAD)).clamp(1, buf.len());
             match iface.tcp_recv(handle, &mut buf[..room], now) {
                 Ok(0) => {
                     self.peer_done = true;
@@ -117,48 +140,38 @@ impl HttpConnection {
         }
     }
 
-    fn respond(&mut self, head: &[u8]) -> Response {
-        let text = String::from_utf8_lossy(head);
-        let mut lines = text.split("\r\n");
-        let request_line = lines.next().unwrap_or("");
-        let mut parts = request_line.split(' ');
-        let (method, target, version) =
-            (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-        let mut keep_alive = version == "HTTP/1.1";
-        for line in lines {
-            if let Some((name, value)) = line.split_once(':') {
-                if name.trim().eq_ignore_ascii_case("connection") {
-                    let value = value.trim();
-                    if value.eq_ignore_ascii_case("close") {
-                        keep_alive = false;
-                    } else if value.eq_ignore_ascii_case("keep-alive") {
-                        keep_alive = true;
-                    }
-                }
-            }
+    fn respond(&mut self, request: &RequestHead) -> Response {
+        // A body the request carries is read past before the next request:
+        // small ones are skipped, the rest end the connection instead.
+        match request.body {
+            Framing::Length(n) if n <= MAX_DISCARD => self.discard = n,
+            Framing::Empty => {}
+            _ => self.close_after = true,
         }
-        self.close_after = !keep_alive;
-        if !version.starts_with("HTTP/1.") || target.is_empty() || parts.next().is_some() {
-            self.close_after = true;
-            return simple(400, "Bad Request", true);
-        }
-        let head_only = match method {
+        self.close_after |= !request.keep_alive;
+        let persist = match (self.close_after, request.minor_version) {
+            (true, _) => Persist::Close,
+            // An HTTP/1.0 client keeps the connection only if told so.
+            (false, 0) => Persist::KeepAlive,
+            (false, _) => Persist::Default,
+        };
+        let head_only = match request.method.as_str() {
             "GET" => false,
             "HEAD" => true,
-            _ => return simple(405, "Method Not Allowed", self.close_after),
+            _ => return simple(405, "Method Not Allowed", persist, false),
         };
-        let Some(path) = resolve(&self.root, target) else {
-            return simple(404, "Not Found", self.close_after);
+        let Some(path) = resolve(&self.root, &request.target) else {
+            return simple(404, "Not Found", persist, head_only);
         };
         let path = if path.is_dir() { path.join("index.html") } else { path };
         let (file, len) = match File::open(&path).and_then(|f| f.metadata().map(|m| (f, m))) {
             Ok((f, m)) if m.is_file() => (f, m.len()),
-            _ => return simple(404, "Not Found", self.close_after),
+            _ => return simple(404, "Not Found", persist, head_only),
         };
         let head = format!(
             "HTTP/1.1 200 OK\r\nServer: nagare\r\nContent-Type: {}\r\nContent-Length: {len}\r\n{}\r\n",
             content_type(&path),
-            if self.close_after { "Connection: close\r\n" } else { "" }
+            persist.header()
         );
         Response {
             head: head.into_bytes(),
@@ -235,16 +248,36 @@ impl HttpConnection {
     }
 }
 
-fn find_head_end(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4)
+/// What a response says of the connection (RFC 9112 §9.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Persist {
+    /// It closes after this response.
+    Close,
+    /// It stays open, said for an HTTP/1.0 client that asked.
+    KeepAlive,
+    /// It stays open, as HTTP/1.1 does without saying.
+    Default,
 }
 
-fn simple(code: u16, reason: &str, close: bool) -> Response {
+impl Persist {
+    fn header(self) -> &'static str {
+        match self {
+            Persist::Close => "Connection: close\r\n",
+            Persist::KeepAlive => "Connection: keep-alive\r\n",
+            Persist::Default => "",
+        }
+    }
+}
+
+/// A short text response (without its body when answering HEAD).
+fn simple(code: u16, reason: &str, persist: Persist, head_only: bool) -> Response {
     let body = format!("{code} {reason}\n");
+    let allow = if code == 405 { "Allow: GET, HEAD\r\n" } else { "" };
     let head = format!(
-        "HTTP/1.1 {code} {reason}\r\nServer: nagare\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n{}\r\n{body}",
+        "HTTP/1.1 {code} {reason}\r\nServer: nagare\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n{allow}{}\r\n{}",
         body.len(),
-        if close { "Connection: close\r\n" } else { "" }
+        persist.header(),
+        if head_only { "" } else { body.as_str() }
     );
     Response { head: head.into_bytes(), head_sent: 0, body: None, remaining: 0, pending: PacketBuf::new() }
 }
@@ -309,11 +342,5 @@ mod tests {
         assert_eq!(resolve(root, "/a/%2e%2e/%2e%2e/etc"), None);
         assert_eq!(resolve(root, "/%zz"), None);
         assert_eq!(resolve(root, "/a%00b"), None);
-    }
-
-    #[test]
-    fn head_end_is_found() {
-        assert_eq!(find_head_end(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nrest"), Some(27));
-        assert_eq!(find_head_end(b"GET / HTTP/1.1\r\n"), None);
     }
 }

@@ -254,50 +254,77 @@ impl Summary {
         s
     }
 
+    /// The summary as one JSON object.
     pub fn json(&self) -> String {
-        let side = |side: &Side| {
-            format!(
-                "{{\"bytes\":{},\"packets\":{},\"seconds\":{:.6},\"gbit_per_s\":{:.6}}}",
-                side.bytes,
-                side.packets,
-                side.secs,
-                gbit_per_s(side.bytes, side.secs)
-            )
+        let side = |side: &Side| JsonSide {
+            bytes: side.bytes,
+            packets: side.packets,
+            seconds: side.secs,
+            gbit_per_s: gbit_per_s(side.bytes, side.secs),
         };
-        let mut s = format!(
-            "{{\"server\":\"{}\",\"protocol\":\"{}\",\"mode\":\"{}\",\"len\":{},\"sender\":{},\"receiver\":{}",
-            self.server.replace(['"', '\\'], ""),
-            self.proto.name(),
-            self.mode.name(),
-            self.len,
-            side(&self.sender),
-            side(&self.receiver)
-        );
-        if self.proto == Proto::Udp {
-            let _ = write!(
-                s,
-                ",\"lost\":{},\"lost_percent\":{:.6},\"out_of_order\":{}",
-                self.lost,
-                self.lost_percent(),
-                self.out_of_order
-            );
-        }
-        if let Some(l) = self.latency {
-            let _ = write!(
-                s,
-                ",\"transactions\":{},\"transactions_per_s\":{:.3},\"latency_us\":{{\"count\":{},\"mean\":{:.3},\"p50\":{:.3},\"p99\":{:.3},\"max\":{:.3}}}",
-                self.receiver.packets,
-                self.transactions_per_sec(),
-                l.count,
-                l.mean_us,
-                l.p50_us,
-                l.p99_us,
-                l.max_us
-            );
-        }
-        s.push('}');
-        s
+        let udp = self.proto == Proto::Udp;
+        let json = JsonSummary {
+            server: &self.server,
+            protocol: self.proto.name(),
+            mode: self.mode.name(),
+            len: self.len,
+            sender: side(&self.sender),
+            receiver: side(&self.receiver),
+            lost: udp.then_some(self.lost),
+            lost_percent: udp.then(|| self.lost_percent()),
+            out_of_order: udp.then_some(self.out_of_order),
+            transactions: self.latency.map(|_| self.receiver.packets),
+            transactions_per_s: self.latency.map(|_| self.transactions_per_sec()),
+            latency_us: self.latency.map(|l| JsonLatency {
+                count: l.count,
+                mean: l.mean_us,
+                p50: l.p50_us,
+                p99: l.p99_us,
+                max: l.max_us,
+            }),
+        };
+        serde_json::to_string(&json).unwrap_or_default()
     }
+}
+
+/// The JSON form of a summary: absent fields are left out.
+#[derive(serde::Serialize)]
+struct JsonSummary<'a> {
+    server: &'a str,
+    protocol: &'static str,
+    mode: &'static str,
+    len: u32,
+    sender: JsonSide,
+    receiver: JsonSide,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lost: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lost_percent: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    out_of_order: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    transactions: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    transactions_per_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    latency_us: Option<JsonLatency>,
+}
+
+#[derive(serde::Serialize)]
+struct JsonSide {
+    bytes: u64,
+    packets: u64,
+    seconds: f64,
+    gbit_per_s: f64,
+}
+
+#[derive(serde::Serialize)]
+struct JsonLatency {
+    count: u64,
+    mean: f64,
+    p50: f64,
+    p99: f64,
+    max: f64,
 }
 
 #[cfg(test)]
@@ -344,8 +371,10 @@ mod tests {
         };
         let text = summary.text();
         assert!(text.contains("lost      1 of 10 datagrams (10.000 %)"), "{text}");
-        let json = summary.json();
-        assert!(json.starts_with('{') && json.ends_with('}'));
-        assert!(json.contains("\"lost\":1,"), "{json}");
+        let json: serde_json::Value = serde_json::from_str(&summary.json()).unwrap();
+        assert_eq!(json["lost"], 1);
+        assert_eq!(json["sender"]["packets"], 10);
+        assert_eq!(json["server"], "10.0.0.1:5201");
+        assert!(json.get("latency_us").is_none());
     }
 }

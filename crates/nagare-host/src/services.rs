@@ -1,10 +1,12 @@
-//! The services `nagare up` runs: echo (RFC 862) and discard (RFC 863) on
-//! TCP and UDP, and a static HTTP/1.1 file server.
+//! Services a host runs on its own engine (as inetd's internal services):
+//! echo (RFC 862) and discard (RFC 863) on TCP and UDP, and a static
+//! HTTP/1.1 file server.
 
-use crate::http_server::HttpConnection;
+use crate::http::server::HttpConnection;
 use nagare_core::buf::PacketBuf;
 use nagare_core::iface::{Error, TcpHandle, TcpListenerHandle};
 use nagare_core::{Instant, Interface, UdpHandle};
+use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 
@@ -18,53 +20,51 @@ const BACKLOG: usize = 128;
 /// starve the others.
 const RECV_QUANTUM: usize = 256 * 1024;
 
-/// The services asked for on the command line of `nagare up` and
-/// `nagare netd`.
-#[derive(clap::Args, Clone, Debug, Default)]
-pub struct ServiceArgs {
+/// Which services a host runs.
+#[derive(Clone, Debug, Default)]
+pub struct ServiceConfig {
     /// TCP and UDP echo on port 7.
-    #[arg(long)]
     pub echo: bool,
     /// TCP and UDP discard on port 9.
-    #[arg(long)]
     pub discard: bool,
-    /// Serve the files under DIR over HTTP/1.1 on port 80.
-    #[arg(long, value_name = "DIR")]
+    /// Serve the files under this directory over HTTP/1.1 on port 80.
     pub http: Option<PathBuf>,
+    /// UDP echo on port 7 even without `echo`.
+    pub udp_echo: bool,
 }
 
-impl ServiceArgs {
-    /// Starts them on `iface` (and UDP echo without `--echo` if
-    /// `udp_echo`); returns what is offered, for the start-up line.
-    pub fn enable(
-        &self,
-        services: &mut Services,
-        iface: &mut Interface,
-        udp_echo: bool,
-    ) -> anyhow::Result<Vec<String>> {
+impl ServiceConfig {
+    /// Starts them on `iface`; returns what is offered, for a start-up
+    /// line ("ping" first: the engine always answers it).
+    pub fn enable(&self, services: &mut Services, iface: &mut Interface) -> io::Result<Vec<String>> {
+        let engine = |e: Error| io::Error::other(e.to_string());
         let mut offered = vec!["ping".to_string()];
         if self.echo {
-            services.enable_echo(iface).map_err(anyhow::Error::msg)?;
+            services.enable_echo(iface).map_err(engine)?;
             offered.push(format!("TCP+UDP echo on {ECHO_PORT}"));
-        } else if udp_echo {
-            services.enable_udp_echo(iface).map_err(anyhow::Error::msg)?;
+        } else if self.udp_echo {
+            services.enable_udp_echo(iface).map_err(engine)?;
             offered.push(format!("UDP echo on {ECHO_PORT}"));
         }
         if self.discard {
-            services.enable_discard(iface).map_err(anyhow::Error::msg)?;
+            services.enable_discard(iface).map_err(engine)?;
             offered.push(format!("TCP+UDP discard on {DISCARD_PORT}"));
         }
         if let Some(root) = &self.http {
             if !root.is_dir() {
-                anyhow::bail!("--http {}: not a directory", root.display());
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("--http {}: not a directory", root.display()),
+                ));
             }
-            services.enable_http(iface, root.clone()).map_err(anyhow::Error::msg)?;
+            services.enable_http(iface, root.clone()).map_err(engine)?;
             offered.push(format!("HTTP on {HTTP_PORT} from {}", root.display()));
         }
         Ok(offered)
     }
 }
 
+/// What the services did.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ServiceStats {
     pub udp_echoed: u64,

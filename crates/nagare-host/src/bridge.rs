@@ -1,6 +1,6 @@
-//! `nagare vni bridge NAME --tap TAP`: a two-port learning bridge between
-//! a VNI segment and a TAP device, so programs on the Linux kernel's stack
-//! reach nagare instances on the segment and back.
+//! A two-port learning bridge between a VNI segment and a TAP device, so
+//! programs on the Linux kernel's stack reach nagare instances on the
+//! segment and back.
 //!
 //! One side is a port of the segment, the other a TAP opened for plain
 //! frames (VNI slots carry MTU-sized frames, so no segmentation offload).
@@ -19,16 +19,13 @@
 //! those reach the bridge.
 
 use crate::realtime;
-use anyhow::{Context, Result};
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::Instant;
-use nagare_dev::vni::{format_mac, Segment, VniPort};
-use nagare_dev::{Device, DeviceStats, MonotonicClock, TapDevice, ETHERNET_HEADER_LEN, RX_HEADROOM};
+use nagare_dev::{Device, MonotonicClock, ETHERNET_HEADER_LEN, RX_HEADROOM};
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Stations remembered at most (a full table forgets the oldest).
@@ -96,8 +93,14 @@ impl MacTable {
         }
     }
 
+    /// Stations known.
     pub fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// Whether no station is known.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 
     fn fresh(&self, e: &Entry, now: Instant) -> bool {
@@ -355,140 +358,68 @@ fn wait_readable(fds: [Option<RawFd>; 2], timeout: Duration) -> io::Result<()> {
     Ok(())
 }
 
-pub struct BridgeArgs {
-    pub name: String,
-    pub tap: String,
-    pub mac: Option<[u8; 6]>,
-}
-
-/// Buffers big enough for a whole frame of the segment read from the TAP
-/// at the headroom, and as many as fit in about 64 MiB (256 to 4096).
-fn pool_for(mtu: usize) -> BufferPool {
+/// Buffers big enough for a whole frame of a segment with IP MTU `mtu`
+/// read from the TAP at the headroom, and as many as fit in about 64 MiB
+/// (256 to 4096).
+pub fn pool_for(mtu: usize) -> BufferPool {
     let size = (RX_HEADROOM + mtu + ETHERNET_HEADER_LEN + 1).next_multiple_of(64).max(2048);
     let count = ((64 << 20) / size).clamp(256, 4096);
     BufferPool::new(size, count)
 }
 
-fn run_loop(
-    bridge: &mut Bridge,
-    tap: &mut TapDevice,
-    port: &mut VniPort,
-    pool: &BufferPool,
-    clock: &MonotonicClock,
-    stop: &AtomicBool,
-) -> Result<()> {
-    loop {
-        if realtime::stopped(stop) {
-            return Ok(());
-        }
-        let now = clock.now();
-        let round = match bridge.round(tap, port, pool, now) {
-            Ok(round) => round,
-            Err(e) if e.kind() == io::ErrorKind::NotConnected => {
-                return Err(e).context("the bridge's VNI port was taken over");
+impl Bridge {
+    /// Runs rounds between `tap` and `vni` on the wall clock until `stop`
+    /// is raised. Device errors are counted, logged now and then and
+    /// waited out; losing the VNI port ends the bridge with an error.
+    pub fn run(
+        &mut self,
+        tap: &mut dyn Device,
+        vni: &mut dyn Device,
+        pool: &BufferPool,
+        clock: &MonotonicClock,
+        stop: &AtomicBool,
+    ) -> io::Result<()> {
+        loop {
+            if realtime::stopped(stop) {
+                return Ok(());
             }
-            Err(e) => {
-                bridge.device_errors += 1;
-                if bridge.device_errors.is_power_of_two() {
-                    eprintln!("nagare vni bridge: device error ({} so far): {e}", bridge.device_errors);
+            let now = clock.now();
+            let round = match self.round(tap, vni, pool, now) {
+                Ok(round) => round,
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => {
+                    return Err(crate::link::context(e, "the bridge's VNI port was taken over"));
                 }
-                std::thread::sleep(Duration::from_millis(10));
+                Err(e) => {
+                    self.device_errors += 1;
+                    if self.device_errors.is_power_of_two() {
+                        log::warn!("vni bridge: device error ({} so far): {e}", self.device_errors);
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+            };
+            if round.received > 0 {
                 continue;
             }
-        };
-        if round.received > 0 {
-            continue;
-        }
-        if bridge.pending() > 0 {
-            // A full ring or a busy kernel queue: neither has an fd that
-            // says when it has room.
-            if round.transmitted == 0 {
-                std::thread::sleep(Duration::from_millis(1));
+            if self.pending() > 0 {
+                // A full ring or a busy kernel queue: neither has an fd that
+                // says when it has room.
+                if round.transmitted == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                continue;
             }
-            continue;
-        }
-        wait_readable([tap.raw_fd(), port.raw_fd()], MAX_WAIT)?;
-    }
-}
-
-fn print_direction(name: &str, d: &Direction) {
-    println!(
-        "  {name:<12} received {} forwarded {} ({} B) filtered {} bad {}",
-        d.received, d.forwarded, d.bytes, d.filtered, d.bad
-    );
-}
-
-fn print_device(name: &str, s: &DeviceStats) {
-    println!(
-        "  {name:<12} rx {} ({} B) tx {} ({} B) rx_no_buffer {} rx_oversize {} rx_errors {} tx_dropped {} tx_errors {}",
-        s.rx_frames,
-        s.rx_bytes,
-        s.tx_frames,
-        s.tx_bytes,
-        s.rx_dropped_no_buffer,
-        s.rx_dropped_oversize,
-        s.rx_errors,
-        s.tx_dropped,
-        s.tx_errors
-    );
-}
-
-pub fn run(args: BridgeArgs) -> Result<()> {
-    let stop = realtime::stop_flag()?;
-    let seg = Arc::new(Segment::open(&args.name).with_context(|| format!("opening VNI {}", args.name))?);
-    let mtu = seg.geometry().mtu;
-    let mut tap = TapDevice::open_with(&args.tap, false).with_context(|| format!("opening TAP device {}", args.tap))?;
-    if tap.mtu() != mtu {
-        if let Err(e) = tap.set_mtu(mtu) {
-            eprintln!(
-                "nagare vni bridge: {} has MTU {} and VNI {} has {mtu}; setting it failed: {e}",
-                args.tap,
-                tap.mtu(),
-                args.name
-            );
+            wait_readable([tap.raw_fd(), vni.raw_fd()], MAX_WAIT)?;
         }
     }
-    let mut port = VniPort::attach(seg, args.mac).with_context(|| format!("attaching to VNI {}", args.name))?;
-    let pool = pool_for(mtu);
-    let clock = MonotonicClock::new();
-    let mut bridge = Bridge::default();
-    println!(
-        "nagare vni bridge: VNI {} port {} (mac {}) <-> TAP {} ({} it, MTU {}); Ctrl-C stops",
-        args.name,
-        port.index(),
-        format_mac(port.mac()),
-        args.tap,
-        if tap.created() { "created" } else { "attached to" },
-        tap.mtu()
-    );
-    let result = run_loop(&mut bridge, &mut tap, &mut port, &pool, &clock, &stop);
-    println!("nagare vni bridge: stopping");
-    print_direction("tap -> vni", &bridge.tap_to_vni);
-    print_direction("vni -> tap", &bridge.vni_to_tap);
-    println!(
-        "  mac table    {} stations (learned {}, moved {}, aged {}, evicted {})",
-        bridge.table.len(),
-        bridge.table.stats.learned,
-        bridge.table.stats.moved,
-        bridge.table.stats.aged,
-        bridge.table.stats.evicted
-    );
-    for (mac, side) in bridge.table.stations().iter().take(16) {
-        println!("    {} {:?}", format_mac(*mac), side);
-    }
-    print_device("tap", &tap.stats());
-    print_device("vni port", &port.stats());
-    println!("  {:?}", port.vni_stats());
-    if bridge.device_errors > 0 {
-        println!("  device_errors {}", bridge.device_errors);
-    }
-    result
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nagare_dev::vni::destroy;
+    use nagare_dev::vni::{destroy, Segment, VniPort};
+    use nagare_dev::DeviceStats;
+    use std::sync::Arc;
 
     const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
     const B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];

@@ -1,7 +1,7 @@
 //! Running hosts on the wall clock: waiting for a device, and stopping
 //! cleanly on SIGINT or SIGTERM.
 
-use crate::host::Host;
+use crate::host::{earliest, Host};
 use nagare_core::Instant;
 use nagare_dev::{Device, MonotonicClock};
 use std::io;
@@ -66,19 +66,13 @@ pub fn run<D: Device>(
             return Ok(());
         }
         let now = clock.now();
-        let report = match host.step(now) {
-            Ok(report) => report,
-            Err(e) => {
-                // A device error (the link went down, the kernel refused a
-                // frame) is counted and waited out, not fatal.
-                host.device_errors += 1;
-                if host.device_errors.is_power_of_two() {
-                    eprintln!("nagare: device error ({} so far): {e}", host.device_errors);
-                }
-                std::thread::sleep(Duration::from_millis(10));
-                continue;
-            }
-        };
+        let report = host.step(now);
+        if report.device_error {
+            // A failing device (the link went down, the kernel refused a
+            // frame) is waited out, not fatal; the host counts and logs it.
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
         let stuck_before_tick = host.has_pending_tx();
         let wake = match tick(host, now) {
             std::ops::ControlFlow::Break(()) => return Ok(()),
@@ -89,7 +83,7 @@ pub fn run<D: Device>(
             continue;
         }
         let now = clock.now();
-        let next = crate::host::earliest(host.poll_at(), wake);
+        let next = earliest(host.poll_at(), wake);
         let timeout = next.map_or(MAX_WAIT, |t| t.saturating_since(now));
         if timeout.is_zero() {
             continue;

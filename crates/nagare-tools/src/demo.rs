@@ -5,11 +5,11 @@
 //! the wall clock. Everything runs in virtual time except that stream, so
 //! the protocol figures are the same on every run and every machine.
 
-use crate::host::Host;
-use crate::sim_pair::{host_config, new_host, sim_ports, SimPair};
 use anyhow::{bail, ensure, Context, Result};
 use nagare_core::Instant;
 use nagare_dev::{Device, LinkConfig, PcapDevice, PcapWriter, SimPort};
+use nagare_host::sim::{host_config, new_host, sim_ports, udp_stream};
+use nagare_host::{Host, SimPair};
 use std::fs::File;
 use std::io::BufWriter;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -48,8 +48,8 @@ pub fn run(args: DemoArgs) -> Result<()> {
         None => Box::new(port_a),
     };
     let mut pair = SimPair::new(new_host(a_config, device_a), new_host(b_config, port_b));
-    pair.b.enable_udp_echo().map_err(anyhow::Error::msg)?;
-    pair.a.enable_udp_echo().map_err(anyhow::Error::msg)?;
+    pair.b.services.enable_udp_echo(&mut pair.b.iface).map_err(anyhow::Error::msg)?;
+    pair.a.services.enable_udp_echo(&mut pair.a.iface).map_err(anyhow::Error::msg)?;
 
     println!("nagare demo: host A 10.0.0.1/24 and host B 10.0.0.2/24 on a simulated link");
     println!("             (50 us latency, 10 Gbit/s, MTU 1500, virtual time)\n");
@@ -73,7 +73,7 @@ pub fn run(args: DemoArgs) -> Result<()> {
         format!("{} datagrams, {echoed_bytes} bytes, byte-exact", sizes.len()),
     ));
 
-    let stream = crate::bench::udp_stream(&mut pair, args.stream_datagrams, 1472)?;
+    let stream = udp_stream(&mut pair, B_ADDR, args.stream_datagrams, 1472)?;
     let (gbps, datagrams) = (stream.gbps(), stream.received);
     rows.push((
         format!("UDP stream A -> B, {datagrams} x 1472 bytes"),

@@ -1,14 +1,14 @@
 //! nagare on a TAP device as the stack under a perf test.
 
 use super::net::{Net, Recv};
-use crate::host::{earliest, Host};
-use crate::realtime::wait_for;
 use anyhow::{anyhow, bail, Result};
 use nagare_core::buf::PacketBuf;
 use nagare_core::iface::{Error, TcpHandle, TcpListenerHandle, HEADROOM};
 use nagare_core::tcp::connection::State;
 use nagare_core::{Instant, UdpHandle};
 use nagare_dev::Device;
+use nagare_host::realtime::wait_for;
+use nagare_host::{earliest, Host};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
@@ -191,23 +191,16 @@ impl Net for EngineNet {
 
     fn step(&mut self, now: Instant) -> Result<bool> {
         self.now = now;
-        match self.host.step(now) {
-            Ok(report) => {
-                self.last_transmitted = report.transmitted;
-                Ok(report.did_work())
-            }
-            Err(e) => {
-                // A device error (the kernel refused a frame, the link went
-                // down) is counted and waited out, as `nagare up` does.
-                self.host.device_errors += 1;
-                if self.host.device_errors.is_power_of_two() {
-                    eprintln!("nagare: device error ({} so far): {e}", self.host.device_errors);
-                }
-                std::thread::sleep(Duration::from_millis(1));
-                self.last_transmitted = 0;
-                Ok(false)
-            }
+        let report = self.host.step(now);
+        if report.device_error {
+            // A failing device (the kernel refused a frame, the link went
+            // down) is waited out, as `nagare up` does; the host logs it.
+            std::thread::sleep(Duration::from_millis(1));
+            self.last_transmitted = 0;
+            return Ok(false);
         }
+        self.last_transmitted = report.transmitted;
+        Ok(report.did_work())
     }
 
     fn wait(&mut self, until: Option<Instant>, now: Instant) -> Result<()> {

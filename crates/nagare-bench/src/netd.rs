@@ -8,24 +8,23 @@
 //! region and connection: the hand-overs are the same shared-memory rings
 //! and eventfd wake-ups as between processes.
 
-use crate::up::{open_link, Link, VniLink};
 use anyhow::{Context, Result};
 use nagare::net::UdpSocket;
 use nagare::Netd;
 use nagare_dev::MonotonicClock;
+use nagare_host::link::open_host;
+use nagare_host::{DeviceSpec, LinkSpec};
 use nagare_netd::NetdConfig;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[derive(clap::Args)]
+#[derive(Debug, Clone)]
 pub struct NetdBenchArgs {
     /// Round trips per measurement.
-    #[arg(long, default_value_t = 20_000)]
     pub round_trips: usize,
     /// Bytes per request and per response.
-    #[arg(long, default_value_t = 64)]
     pub size: usize,
 }
 
@@ -74,20 +73,20 @@ pub fn run(args: NetdBenchArgs) -> Result<()> {
 
     // The inet server, on a thread of its own (the engine is not Send, so
     // it is made there).
-    let link = Link::Vni(VniLink {
-        vni: segment.clone(),
+    let link = LinkSpec {
+        device: DeviceSpec::Vni { segment: segment.clone() },
         addr: format!("{ADDR}/24").parse().map_err(|e| anyhow::anyhow!("{e:?}"))?,
         gateway: None,
         mac: None,
         impair: None,
-    });
+    };
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<()>>();
     let netd_stop = Arc::clone(&stop);
     let netd_socket = socket.clone();
     let server = std::thread::spawn(move || {
         let made = (|| -> Result<nagare_netd::Netd> {
             let clock = MonotonicClock::new();
-            let host = open_link(&link, None, &clock)?;
+            let host = open_host(&link, None, &clock)?;
             let config = NetdConfig { socket: netd_socket, link: link.describe(), ..NetdConfig::default() };
             Ok(nagare_netd::Netd::new(host.iface, host.device, clock, config)?)
         })();

@@ -45,15 +45,15 @@
 //! Every loop is bounded in time; helper processes are ended by pid (and
 //! the peer also dies with its parent: `PR_SET_PDEATHSIG`).
 
-use crate::host::Host;
-use crate::realtime::{self, wait_for};
 use anyhow::{anyhow, bail, ensure, Context, Result};
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::iface::{Error as IfError, HEADROOM};
 use nagare_core::tcp::connection::State;
 use nagare_core::{Interface, InterfaceConfig};
-use nagare_dev::vni::{segment_size, Segment, VniPort, DEFAULT_SLOTS};
+use nagare_dev::vni::{segment_size, Segment, VniPort};
 use nagare_dev::{Device, MonotonicClock};
+use nagare_host::realtime::{self, wait_for};
+use nagare_host::Host;
 use nagare_wire::{Checksum, IpProtocol, Ipv4Repr, UdpRepr};
 use nagare_wire::{EthernetAddress, Ipv4Cidr};
 use std::collections::HashMap;
@@ -96,39 +96,30 @@ const PEER_REPORT: Duration = Duration::from_secs(10);
 /// A round trip not answered within this is counted lost.
 const PING_TIMEOUT: Duration = Duration::from_secs(1);
 
-#[derive(clap::Args, Clone)]
+#[derive(Debug, Clone)]
 pub struct VniBenchArgs {
     /// Seconds per throughput measurement.
-    #[arg(long, default_value_t = 3.0)]
     pub time: f64,
     /// Round trips per latency measurement (each also ends after --time x 2).
-    #[arg(long, default_value_t = 20_000)]
     pub pings: usize,
     /// Runs of each measurement, interleaved; the median is reported.
-    #[arg(long, default_value_t = 3)]
     pub runs: usize,
     /// Slots per ring of the segments.
-    #[arg(long, default_value_t = DEFAULT_SLOTS)]
     pub slots: usize,
     /// Tiny settings for a smoke test: 0.2 s, 200 round trips, one run.
-    #[arg(long)]
     pub quick: bool,
     /// Run only these measurements (udp, tcp1500, tcp9000, rtt), e.g.
     /// --only udp,rtt (default: all).
-    #[arg(long, value_delimiter = ',', value_enum)]
     pub only: Vec<Only>,
     /// Leave out the Linux veth peers.
-    #[arg(long)]
     pub no_linux: bool,
     /// (internal) Run as the peer on this segment.
-    #[arg(long, hide = true, value_name = "SEGMENT")]
     pub peer: Option<String>,
     /// (internal) The peer spins instead of sleeping when idle.
-    #[arg(long, hide = true)]
     pub peer_poll: bool,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Only {
     Udp,
     Tcp1500,
@@ -203,14 +194,12 @@ fn run_peer(segment: &str, poll: bool) -> Result<()> {
     let end = Instant::now() + PEER_LIFETIME;
     while !realtime::stopped(&stop) && Instant::now() < end {
         let now = clock.now();
-        let report = match host.step(now) {
-            Ok(r) => r,
-            Err(_) => {
-                errors += 1;
-                std::thread::sleep(Duration::from_millis(1));
-                continue;
-            }
-        };
+        let report = host.step(now);
+        if report.device_error {
+            errors += 1;
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        }
         let mut worked = report.did_work();
         // One clock read per step that received anything.
         let stamp = if report.received > 0 { Instant::now() } else { end };
@@ -465,7 +454,9 @@ impl Rtt {
 
 /// One step of the bench's own host; device errors are fatal here.
 fn step(host: &mut Host<VniPort>, clock: &MonotonicClock) -> Result<bool> {
-    Ok(host.step(clock.now()).context("stepping the bench host")?.did_work())
+    let report = host.step(clock.now());
+    ensure!(!report.device_error, "stepping the bench host: the VNI port failed");
+    Ok(report.did_work())
 }
 
 /// Sleeps on the port's doorbell until something may have arrived.
@@ -831,15 +822,16 @@ fn linux_missing(program: &str) -> Option<String> {
     None
 }
 
-/// The number after `"key":` in the first object after `"section"`.
-fn json_number(text: &str, section: &str, key: &str) -> Option<f64> {
-    let at = text.find(&format!("\"{section}\""))?;
-    let rest = &text[at..];
-    let k = rest.find(&format!("\"{key}\""))?;
-    let rest = rest[k + key.len() + 2..].trim_start().strip_prefix(':')?.trim_start();
-    let end =
-        rest.find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '-' | 'e' | 'E' | '+'))).unwrap_or(rest.len());
-    rest[..end].parse().ok()
+/// The first object named `name` in `value`, depth first (iperf3 puts
+/// `sum_received` under `end`).
+fn find_object<'a>(value: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+    match value {
+        serde_json::Value::Object(map) => {
+            map.get(name).filter(|v| v.is_object()).or_else(|| map.values().find_map(|v| find_object(v, name)))
+        }
+        serde_json::Value::Array(items) => items.iter().find_map(|v| find_object(v, name)),
+        _ => None,
+    }
 }
 
 fn iperf3(veth: &Veth, udp: bool, secs: f64) -> Result<Rate> {
@@ -867,13 +859,15 @@ fn iperf3(veth: &Veth, udp: bool, secs: f64) -> Result<Rate> {
         }
     }
     let text = out.ok_or_else(|| anyhow!("iperf3 could not reach its server"))?;
-    let bps = json_number(&text, "sum_received", "bits_per_second")
-        .ok_or_else(|| anyhow!("no sum_received in iperf3's output"))?;
-    let secs = json_number(&text, "sum_received", "seconds").unwrap_or(0.0);
-    let bytes = json_number(&text, "sum_received", "bytes").unwrap_or(0.0) as u64;
+    let report: serde_json::Value = serde_json::from_str(&text).context("iperf3's output is not JSON")?;
+    let received = find_object(&report, "sum_received").ok_or_else(|| anyhow!("no sum_received in iperf3's output"))?;
+    let number = |key: &str| received.get(key).and_then(serde_json::Value::as_f64);
+    let bps = number("bits_per_second").ok_or_else(|| anyhow!("no bits_per_second in iperf3's sum_received"))?;
+    let secs = number("seconds").unwrap_or(0.0);
+    let bytes = number("bytes").unwrap_or(0.0) as u64;
     let (sent, received) = if udp {
-        let packets = json_number(&text, "sum_received", "packets").unwrap_or(0.0) as u64;
-        let lost = json_number(&text, "sum_received", "lost_packets").unwrap_or(0.0) as u64;
+        let packets = number("packets").unwrap_or(0.0) as u64;
+        let lost = number("lost_packets").unwrap_or(0.0) as u64;
         (packets, packets.saturating_sub(lost))
     } else {
         (bytes, bytes)
@@ -1178,4 +1172,21 @@ fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "?".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iperf3_sum_received_is_found_under_end() {
+        let report: serde_json::Value = serde_json::from_str(
+            r#"{"start":{"sum_received":"not an object"},"intervals":[{"sum":{"bytes":1}}],
+               "end":{"streams":[],"sum_sent":{"bytes":9},"sum_received":{"bytes":7,"bits_per_second":56.0}}}"#,
+        )
+        .unwrap();
+        let received = find_object(&report, "sum_received").unwrap();
+        assert_eq!(received["bytes"], 7);
+        assert_eq!(find_object(&report, "nothing"), None);
+    }
 }

@@ -12,7 +12,7 @@
 //! kernel's side of the TAP (10.77.0.1, port 9: nobody listens, the kernel
 //! drops them, its port-unreachable replies are rate-limited). Needs root.
 
-use crate::bench_netns::{Namespace, NetdProcess};
+use crate::netns::{Namespace, NetdProcess};
 use anyhow::{bail, Context, Result};
 use nagare::net::{SendTrace, UdpSocket};
 use nagare::Netd;
@@ -20,17 +20,14 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-#[derive(clap::Args)]
+#[derive(Debug, Clone)]
 pub struct SendPathArgs {
     /// Sends per payload size and placement.
-    #[arg(long, default_value_t = 5000)]
     pub count: usize,
     /// Microseconds netd, its driver and the application poll after their
     /// last work before they sleep (yielding the CPU between looks).
-    #[arg(long, default_value_t = 50)]
     pub spin_us: u64,
     /// Payload sizes (bytes).
-    #[arg(long = "size", value_delimiter = ',', default_values_t = [256usize, 512, 768, 1024, 1472])]
     pub sizes: Vec<usize>,
 }
 

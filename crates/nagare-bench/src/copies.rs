@@ -12,7 +12,7 @@
 //! moved into the namespace); then the same on a single-queue TAP, which
 //! netd cannot steer.
 
-use crate::bench_netns::Namespace;
+use crate::netns::Namespace;
 use anyhow::{bail, Context, Result};
 use nagare::net::{TcpStream, UdpSocket};
 use nagare::Netd;
@@ -23,14 +23,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-#[derive(clap::Args)]
+#[derive(Debug, Clone)]
 pub struct CopiesBenchArgs {
     /// Payload bytes per run.
-    #[arg(long, default_value_t = 8 << 20)]
     pub bytes: usize,
     /// On a TAP with Linux as the echo peer, multi-queue (steered) and
     /// single-queue, not on a VNI segment (root).
-    #[arg(long)]
     pub tap: bool,
 }
 

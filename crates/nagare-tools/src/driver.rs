@@ -1,10 +1,10 @@
-//! `nagare driver`: netd's driver process, and the launchers netd starts
+//! netd's driver process (`nagare driver`), and the launchers netd starts
 //! its driver with (a process for split placement, a thread for single).
 //! Started by netd, not by hand: its control socket is inherited.
 
-use crate::up::default_mac;
 use anyhow::{bail, Context, Result};
 use nagare_dev::{Device, Impaired, Impairment, TapDevice};
+use nagare_host::link::{default_mac, open_vni_port};
 use nagare_netd::driver::{serve, DriverHandle, Launcher};
 use nagare_netd::Placement;
 use nagare_wire::{EthernetAddress, Ipv4Cidr};
@@ -63,9 +63,7 @@ impl DriverSpec {
                     fd.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "netd passed no TAP descriptor"))?;
                 Box::new(TapDevice::from_fd(fd, name, *vnet_header)?)
             }
-            DriverDevice::Vni { segment, mac } => {
-                Box::new(crate::vni::open_port(segment, *mac).map_err(io::Error::other)?)
-            }
+            DriverDevice::Vni { segment, mac } => Box::new(open_vni_port(segment, *mac)?),
         };
         if let Some(i) = self.impair.filter(|i| !i.is_none()) {
             device = Box::new(Impaired::new(device, i, u64::from(self.addr.address().to_bits())));
@@ -105,7 +103,7 @@ pub fn launcher(placement: Placement, spec: DriverSpec) -> Result<Launcher> {
             let thread = std::thread::Builder::new().name(String::from("nagare-driver")).spawn(move || {
                 let stop = AtomicBool::new(false);
                 if let Err(e) = serve(control, spec.spin, |fd| spec.open(fd), &stop) {
-                    eprintln!("nagare driver thread: {e}");
+                    log::error!("driver thread: {e}");
                 }
             })?;
             Ok(DriverHandle::Thread(thread))
@@ -115,32 +113,24 @@ pub fn launcher(placement: Placement, spec: DriverSpec) -> Result<Launcher> {
 }
 
 /// `nagare driver`'s arguments.
-#[derive(clap::Args)]
+#[derive(Debug, Clone)]
 pub struct DriverArgs {
-    /// The inherited control socket netd started us with.
-    #[arg(long)]
-    control_fd: i32,
+    /// The inherited control socket netd started the driver with.
+    pub control_fd: i32,
     /// The TAP netd opened (its descriptor comes over the control socket).
-    #[arg(long, required_unless_present = "vni")]
-    tap: Option<String>,
+    pub tap: Option<String>,
     /// The TAP was attached with virtio-net headers.
-    #[arg(long, requires = "tap")]
-    vnet_header: bool,
+    pub vnet_header: bool,
     /// A VNI segment to attach a port of.
-    #[arg(long, conflicts_with = "tap")]
-    vni: Option<String>,
+    pub vni: Option<String>,
     /// The port's Ethernet address (netd's).
-    #[arg(long)]
-    mac: Option<EthernetAddress>,
+    pub mac: Option<EthernetAddress>,
     /// netd's address (seeds the impairment).
-    #[arg(long)]
-    addr: Ipv4Cidr,
+    pub addr: Ipv4Cidr,
     /// Impair traffic both ways (as netd was asked to).
-    #[arg(long)]
-    impair: Option<Impairment>,
-    /// Microseconds to poll after the last work before sleeping.
-    #[arg(long, default_value_t = 50)]
-    spin_us: u64,
+    pub impair: Option<Impairment>,
+    /// How long to poll after the last work before sleeping.
+    pub spin: std::time::Duration,
 }
 
 /// Runs the driver process until netd closes the control socket.
@@ -169,10 +159,10 @@ pub fn run(args: DriverArgs) -> Result<()> {
         }
         (None, None) => bail!("--tap or --vni is needed"),
     };
-    let spin = std::time::Duration::from_micros(args.spin_us.min(1_000_000));
+    let spin = args.spin;
     let spec = DriverSpec { device, impair: args.impair, addr: args.addr, spin };
     let stop = AtomicBool::new(false);
     let stats = serve(control, spin, |fd| spec.open(fd), &stop).context("nagare driver")?;
-    eprintln!("nagare driver (pid {}): stopping; {stats:?}", std::process::id());
+    log::info!("(pid {}) stopping; {stats:?}", std::process::id());
     Ok(())
 }

@@ -1,13 +1,12 @@
 //! `nagare ping`: echo requests from nagare, with the output and summary
 //! of iputils' ping.
 
-use crate::realtime;
-use crate::sim_pair::{host_config, new_host, sim_ports, SimPair};
-use crate::up::{open_link, Link};
 use anyhow::{bail, Context, Result};
 use nagare_core::icmp::{EchoEvent, IcmpError};
 use nagare_core::{EchoHandle, Instant, Interface};
 use nagare_dev::{LinkConfig, MonotonicClock};
+use nagare_host::sim::{host_config, new_host, sim_ports};
+use nagare_host::{link, realtime, LinkSpec, SimPair};
 use nagare_wire::Ipv4Cidr;
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -185,10 +184,10 @@ fn unreachable_text(code: u8) -> &'static str {
 }
 
 /// Pings over a TAP device or a VNI port on the wall clock.
-pub fn run_link(link: Link, options: PingOptions) -> Result<i32> {
+pub fn run_link(spec: &LinkSpec, options: PingOptions) -> Result<i32> {
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
-    let mut host = open_link(&link, None, &clock)?;
+    let mut host = link::open_host(spec, None, &clock)?;
     let handle = host.iface.echo_open(own_ident()).map_err(anyhow::Error::msg)?;
     let mut session = PingSession::new(options)?;
     realtime::run(&mut host, &clock, &stop, |host, now| engine_tick(&mut session, &mut host.iface, handle, now))?;

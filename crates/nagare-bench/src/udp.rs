@@ -1,6 +1,3 @@
-//! `nagare bench`: speed figures, each beside a peer measured in the same
-//! run.
-//!
 //! `nagare bench udp` streams datagrams between two nagare instances on a
 //! simulated link in this process (zero latency, unlimited bandwidth, so
 //! only the two engines' send and receive paths cost anything) and, as the
@@ -8,17 +5,17 @@
 //! table of goodput (UDP payload bytes) and datagram rate with the ratio
 //! nagare / Linux, and can write the same figures as CSV.
 
-use crate::sim_pair::{host_config, new_host, sim_ports, SimPair};
 use anyhow::{ensure, Context, Result};
-use nagare_dev::{Device, LinkConfig};
+use nagare_dev::LinkConfig;
+use nagare_host::sim::{host_config, new_host, sim_ports, udp_stream, StreamResult};
+use nagare_host::SimPair;
 use std::io::{self, Write};
-use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::net::{Ipv4Addr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const B_ADDR: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-const SINK_PORT: u16 = 9;
 /// Datagrams sent before the stack is stepped (nagare) or the receiver
 /// drains (Linux, one thread).
 const BATCH: usize = 32;
@@ -30,6 +27,7 @@ const LINUX_IDLE: Duration = Duration::from_millis(500);
 /// Longest a Linux stream may take before the run is abandoned.
 const LINUX_DEADLINE: Duration = Duration::from_secs(120);
 
+#[derive(Debug, Clone)]
 pub struct UdpBenchArgs {
     pub datagrams: usize,
     /// Payload sizes; empty means the default set.
@@ -42,62 +40,6 @@ pub struct UdpBenchArgs {
 /// 1500-byte MTU, and one that nagare fragments into six.
 pub const DEFAULT_SIZES: [usize; 3] = [64, 1472, 8000];
 
-/// What one stream achieved.
-#[derive(Debug, Clone, Copy)]
-pub struct StreamResult {
-    pub sent: usize,
-    pub received: usize,
-    pub bytes: usize,
-    pub elapsed: Duration,
-}
-
-impl StreamResult {
-    pub fn gbps(&self) -> f64 {
-        self.bytes as f64 * 8.0 / self.elapsed.as_secs_f64() / 1e9
-    }
-    pub fn mpps(&self) -> f64 {
-        self.received as f64 / self.elapsed.as_secs_f64() / 1e6
-    }
-    pub fn lost(&self) -> usize {
-        self.sent - self.received
-    }
-}
-
-/// Sends `count` datagrams of `size` bytes from A to a sink on B, stepping
-/// both hosts after every batch, and measures the wall clock: the cost of
-/// both engines' send and receive paths on one core. B must be reachable
-/// at 10.0.0.2.
-pub fn udp_stream<A: Device, B: Device>(pair: &mut SimPair<A, B>, count: usize, size: usize) -> Result<StreamResult> {
-    let sink =
-        pair.b.iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, SINK_PORT)).map_err(anyhow::Error::msg)?;
-    let source = pair.a.iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).map_err(anyhow::Error::msg)?;
-    let payload = vec![0x5au8; size];
-    let dst = SocketAddrV4::new(B_ADDR, SINK_PORT);
-    let mut received = 0usize;
-    let mut received_bytes = 0usize;
-    let started = Instant::now();
-    let mut sent = 0usize;
-    while sent < count {
-        let now = pair.now;
-        for _ in 0..BATCH.min(count - sent) {
-            pair.a.iface.udp_send_to(source, &payload, dst, now).map_err(anyhow::Error::msg)?;
-            sent += 1;
-        }
-        pair.run_until(Duration::from_millis(10), |p| {
-            while let Ok(Some(d)) = p.b.iface.udp_recv(sink) {
-                received += 1;
-                received_bytes += d.payload.len();
-            }
-            received == sent
-        })?;
-    }
-    let elapsed = started.elapsed();
-    ensure!(received == count, "UDP stream lost datagrams: {received} of {count}");
-    pair.a.iface.udp_close(source).map_err(anyhow::Error::msg)?;
-    pair.b.iface.udp_close(sink).map_err(anyhow::Error::msg)?;
-    Ok(StreamResult { sent, received, bytes: received_bytes, elapsed })
-}
-
 /// A fresh pair on a zero-latency, unlimited-bandwidth link, with ARP
 /// resolved (one datagram sent and received) so the stream measures only
 /// the data path.
@@ -106,9 +48,9 @@ fn nagare_stream(count: usize, size: usize) -> Result<StreamResult> {
     let a = new_host(host_config(0x0a, "10.0.0.1/24".parse()?, 0xa), port_a);
     let b = new_host(host_config(0x0b, "10.0.0.2/24".parse()?, 0xb), port_b);
     let mut pair = SimPair::new(a, b);
-    let warm = udp_stream(&mut pair, 1, size).context("warming up (ARP)")?;
+    let warm = udp_stream(&mut pair, B_ADDR, 1, size).context("warming up (ARP)")?;
     ensure!(warm.received == 1, "warm-up datagram lost");
-    udp_stream(&mut pair, count, size)
+    Ok(udp_stream(&mut pair, B_ADDR, count, size)?)
 }
 
 // ---- the Linux peer ----------------------------------------------------

@@ -1,0 +1,279 @@
+//! `nagare perf server|client`: TCP and UDP throughput and TCP
+//! request/response latency between nagare and anything that speaks the
+//! same small protocol (`protocol.rs`): nagare on a host of its own, an
+//! application of a running netd, or the kernel through `std::net`.
+//!
+//! - `protocol.rs`: the control protocol (frames, checks).
+//! - `net.rs`: what a test needs from a stack; `engine.rs` (nagare),
+//!   `via.rs` (an application of a running netd) and `kernel.rs` (Linux)
+//!   provide it.
+//! - `roles.rs`: the sending and receiving ends of each kind of test.
+//! - `client.rs`, `server.rs`: agreeing on a test and running it.
+//! - `report.rs`: the progress line, latency figures, the summary.
+//!
+//! Everything is one thread and non-blocking: the driver below steps the
+//! stack, ticks the client or server, and sleeps in `poll(2)` when neither
+//! has anything to do.
+
+mod client;
+mod engine;
+mod kernel;
+mod net;
+pub mod protocol;
+mod report;
+mod roles;
+mod server;
+mod via;
+
+use anyhow::{anyhow, bail, Context, Result};
+use nagare_core::Instant;
+use nagare_dev::MonotonicClock;
+use nagare_host::{link::open_host, realtime, LinkSpec};
+use net::Net;
+use protocol::Start;
+pub use protocol::{Mode, Proto, DEFAULT_PORT};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+/// The stack a test runs on.
+#[derive(Debug, Clone)]
+pub enum Stack {
+    /// The kernel's, through `std::net`.
+    Kernel,
+    /// nagare on a host of its own.
+    Engine(LinkSpec),
+    /// A running netd (its rendezvous socket), as one of its applications.
+    Via(PathBuf),
+}
+
+/// One client test, as asked for; [`run_client`] checks it.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// The server's address.
+    pub server: Ipv4Addr,
+    /// Its port.
+    pub port: u16,
+    /// TCP or UDP.
+    pub proto: Proto,
+    /// Who sends.
+    pub mode: Mode,
+    /// Seconds to run (default 10), unless `bytes` is given.
+    pub time: Option<f64>,
+    /// Bytes to move instead of a time.
+    pub bytes: Option<u64>,
+    /// Bytes per write, per request and response, or per datagram.
+    pub len: Option<u64>,
+    /// UDP sending rate in Mbit/s (default: as fast as possible).
+    pub udp_rate: Option<f64>,
+    /// Seconds before giving up (default: the test time + 30 s, or 600 s
+    /// for a byte count).
+    pub timeout: Option<f64>,
+    /// Print the summary as one JSON object.
+    pub json: bool,
+    /// No progress line.
+    pub quiet: bool,
+}
+
+/// `123`, `64K`, `10M`, `2G` (powers of 1024).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (digits, shift) = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&s[..s.len() - 1], 10),
+        Some('M') => (&s[..s.len() - 1], 20),
+        Some('G') => (&s[..s.len() - 1], 30),
+        Some('T') => (&s[..s.len() - 1], 40),
+        _ => (s, 0),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("{s:?} is not a byte count (e.g. 1000, 64K, 10M, 1G)"))?;
+    n.checked_mul(1 << shift).ok_or_else(|| format!("{s} is too large"))
+}
+
+/// A client or a server, ticked by [`drive`].
+pub trait Task<N: Net> {
+    /// Does what can be done now; `Continue(Some(t))` asks to be ticked
+    /// again by `t` (now, when busy), `Continue(None)` on input only.
+    fn tick(&mut self, net: &mut N, now: Instant) -> Result<ControlFlow<(), Option<Instant>>>;
+}
+
+/// Steps the stack and ticks the task until it ends (`Ok(true)`) or a
+/// signal stops it (`Ok(false)`).
+fn drive<N: Net>(net: &mut N, task: &mut impl Task<N>, clock: &MonotonicClock, stop: &AtomicBool) -> Result<bool> {
+    loop {
+        if realtime::stopped(stop) {
+            return Ok(false);
+        }
+        let now = clock.now();
+        let worked = net.step(now)?;
+        let wake = match task.tick(net, now)? {
+            ControlFlow::Break(()) => return Ok(true),
+            ControlFlow::Continue(wake) => wake,
+        };
+        if worked || wake.is_some_and(|w| w <= now) {
+            continue;
+        }
+        net.wait(wake, clock.now())?;
+    }
+}
+
+impl ClientOptions {
+    /// The test and its time limit, or why they cannot be run.
+    fn config(&self) -> Result<client::ClientConfig> {
+        let (proto, mode) = (self.proto, self.mode);
+        let len = self.len.unwrap_or(match (proto, mode) {
+            (Proto::Udp, _) => 1472,
+            (Proto::Tcp, Mode::Rr) => 1,
+            (Proto::Tcp, _) => 128 * 1024,
+        });
+        let duration_ms = match (self.time, self.bytes) {
+            (_, Some(_)) => 0,
+            (Some(t), None) => {
+                if !(t.is_finite() && t > 0.0 && t * 1000.0 <= f64::from(protocol::MAX_DURATION_MS)) {
+                    bail!("--time {t}: give a number of seconds above 0 and at most 3600");
+                }
+                ((t * 1000.0).round() as u32).max(1)
+            }
+            (None, None) => 10_000,
+        };
+        if self.bytes == Some(0) {
+            bail!("--bytes 0: nothing to measure");
+        }
+        let udp_rate_kbit = match self.udp_rate {
+            None => 0,
+            Some(r) if r.is_finite() && r > 0.0 && r * 1000.0 < f64::from(u32::MAX) => {
+                ((r * 1000.0).round() as u32).max(1)
+            }
+            Some(r) => bail!("--udp-rate {r}: give Mbit/s above 0 and below 4 million"),
+        };
+        if self.udp_rate.is_some() && proto != Proto::Udp {
+            bail!("--udp-rate is for --udp tests");
+        }
+        let start = Start {
+            proto,
+            mode,
+            len: u32::try_from(len).map_err(|_| anyhow!("--len {len} is too large"))?,
+            duration_ms,
+            bytes: self.bytes.unwrap_or(0),
+            udp_rate_kbit,
+            // Filled in once the client's UDP socket is bound.
+            client_udp_port: u16::from(proto == Proto::Udp && mode == Mode::Reverse),
+        };
+        start.validate().map_err(|e| anyhow!("{e}"))?;
+        let timeout = match self.timeout {
+            Some(t) => Duration::try_from_secs_f64(t).map_err(|_| anyhow!("--timeout {t}: not a number of seconds"))?,
+            None if duration_ms > 0 => Duration::from_millis(u64::from(duration_ms)) + Duration::from_secs(30),
+            None => Duration::from_secs(600),
+        };
+        Ok(client::ClientConfig {
+            server: SocketAddrV4::new(self.server, self.port),
+            start,
+            timeout,
+            progress: !self.quiet,
+        })
+    }
+}
+
+/// Serves tests on `stack` and `port` until SIGINT or SIGTERM (`once`:
+/// one test, an error if it failed).
+pub fn run_server(stack: &Stack, port: u16, once: bool) -> Result<()> {
+    let stop = realtime::stop_flag()?;
+    let clock = MonotonicClock::new();
+    let seed = clock.unix_epoch_micros() ^ (u64::from(std::process::id()) << 32);
+    let failures = match stack {
+        Stack::Via(socket) => {
+            let mut net = via::ViaNet::connect(socket)?;
+            let stack = format!("nagare through netd at {}", socket.display());
+            let mut server = server::Server::new(server::ServerConfig { port, once, stack }, seed);
+            drive(&mut net, &mut server, &clock, &stop)?;
+            server.failures
+        }
+        Stack::Engine(link) => {
+            let host = open_host(link, None, &clock)?;
+            let mut net = engine::EngineNet::new(host)?;
+            let stack = format!("nagare on {} as {}", link.describe(), link.addr);
+            let mut server = server::Server::new(server::ServerConfig { port, once, stack }, seed);
+            drive(&mut net, &mut server, &clock, &stop)?;
+            net.linger(&clock, Duration::from_millis(500));
+            if let Some(line) = net.stats_line() {
+                log::info!("{line}");
+            }
+            server.failures
+        }
+        Stack::Kernel => {
+            let mut net = kernel::KernelNet::default();
+            let stack = "the kernel's stack".to_string();
+            let mut server = server::Server::new(server::ServerConfig { port, once, stack }, seed);
+            drive(&mut net, &mut server, &clock, &stop)?;
+            server.failures
+        }
+    };
+    println!("nagare perf server: stopping");
+    if once && failures > 0 {
+        bail!("the test failed");
+    }
+    Ok(())
+}
+
+/// Runs one test against a perf server from `stack`; prints its summary.
+pub fn run_client(stack: &Stack, options: &ClientOptions) -> Result<()> {
+    let config = options.config()?;
+    let stop = realtime::stop_flag()?;
+    let clock = MonotonicClock::new();
+    let server = config.server;
+    let (finished, summary, stats) = match stack {
+        Stack::Via(socket) => {
+            let mut net = via::ViaNet::connect(socket)?;
+            let mut client = client::Client::new(config);
+            let result = drive(&mut net, &mut client, &clock, &stop);
+            (result, client.summary, None)
+        }
+        Stack::Engine(link) => {
+            let host = open_host(link, None, &clock)?;
+            let mut net = engine::EngineNet::new(host)?;
+            let mut client = client::Client::new(config);
+            let result = drive(&mut net, &mut client, &clock, &stop);
+            net.linger(&clock, Duration::from_millis(300));
+            (result, client.summary, net.stats_line())
+        }
+        Stack::Kernel => {
+            let mut net = kernel::KernelNet::default();
+            let mut client = client::Client::new(config);
+            let result = drive(&mut net, &mut client, &clock, &stop);
+            (result, client.summary, None)
+        }
+    };
+    if let Some(line) = stats.filter(|l| !l.is_empty()) {
+        log::info!("{line}");
+    }
+    let finished = finished.with_context(|| format!("perf test with {server}"))?;
+    let Some(summary) = summary else {
+        if finished {
+            bail!("the test ended without a result");
+        }
+        bail!("interrupted");
+    };
+    if options.json {
+        println!("{}", summary.json());
+    } else {
+        print!("{}", summary.text());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_counts_parse() {
+        assert_eq!(parse_bytes("1000"), Ok(1000));
+        assert_eq!(parse_bytes("64K"), Ok(64 << 10));
+        assert_eq!(parse_bytes("10m"), Ok(10 << 20));
+        assert_eq!(parse_bytes("2G"), Ok(2 << 30));
+        assert!(parse_bytes("").is_err());
+        assert!(parse_bytes("x").is_err());
+        assert!(parse_bytes("99999999999T").is_err());
+    }
+}

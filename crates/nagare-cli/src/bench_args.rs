@@ -1,0 +1,279 @@
+//! `nagare bench …` and `nagare perf …`: their arguments, turned into the
+//! options of `nagare-bench`.
+
+use crate::args::OptionalLinkArgs;
+use anyhow::Result;
+use clap::{Subcommand, ValueEnum};
+use nagare_bench::perf::{self, ClientOptions, Mode, Proto, Stack};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// UDP throughput between two nagare instances on a simulated link in
+    /// this process, beside kernel UDP over 127.0.0.1.
+    Udp {
+        /// Datagrams per stream.
+        #[arg(long, default_value_t = 200_000)]
+        datagrams: usize,
+        /// Payload sizes in bytes, e.g. --size 1472 or --size 64,1472,8000
+        /// (default: 64, 1472 and 8000).
+        #[arg(long = "size", value_delimiter = ',')]
+        sizes: Vec<usize>,
+        /// Runs of each stream; the median is reported.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Also write the figures to this CSV file.
+        #[arg(long)]
+        csv: Option<PathBuf>,
+    },
+    /// The VNI beside Linux veth (Table 2 of the Mint paper plus latency):
+    /// UDP and TCP throughput, UDP round trip, segment memory.
+    Vni {
+        /// Seconds per throughput measurement.
+        #[arg(long, default_value_t = 3.0)]
+        time: f64,
+        /// Round trips per latency measurement (each also ends after --time x 2).
+        #[arg(long, default_value_t = 20_000)]
+        pings: usize,
+        /// Runs of each measurement, interleaved; the median is reported.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Slots per ring of the segments.
+        #[arg(long, default_value_t = nagare_dev::vni::DEFAULT_SLOTS)]
+        slots: usize,
+        /// Tiny settings for a smoke test: 0.2 s, 200 round trips, one run.
+        #[arg(long)]
+        quick: bool,
+        /// Run only these measurements (udp, tcp1500, tcp9000, rtt), e.g.
+        /// --only udp,rtt (default: all).
+        #[arg(long, value_delimiter = ',', value_enum)]
+        only: Vec<VniMeasurement>,
+        /// Leave out the Linux veth peers.
+        #[arg(long)]
+        no_linux: bool,
+        /// (internal) Run as the peer on this segment.
+        #[arg(long, hide = true, value_name = "SEGMENT")]
+        peer: Option<String>,
+        /// (internal) The peer spins instead of sleeping when idle.
+        #[arg(long, hide = true)]
+        peer_poll: bool,
+    },
+    /// A 64-byte UDP round trip between two applications through one netd,
+    /// beside Linux loopback UDP; and an empty request's round trip.
+    Netd {
+        /// Round trips per measurement.
+        #[arg(long, default_value_t = 20_000)]
+        round_trips: usize,
+        /// Bytes per request and per response.
+        #[arg(long, default_value_t = 64)]
+        size: usize,
+    },
+    /// Where a UDP sendto spends its time, stage by stage (Table 3 of the
+    /// AnT paper): split, single and inline placement beside Linux's
+    /// sendto on a TAP. Needs root.
+    Sendpath {
+        /// Sends per payload size and placement.
+        #[arg(long, default_value_t = 5000)]
+        count: usize,
+        /// Microseconds netd, its driver and the application poll after their
+        /// last work before they sleep (yielding the CPU between looks).
+        #[arg(long, default_value_t = 50)]
+        spin_us: u64,
+        /// Payload sizes (bytes).
+        #[arg(long = "size", value_delimiter = ',', default_values_t = [256usize, 512, 768, 1024, 1472])]
+        sizes: Vec<usize>,
+    },
+    /// Copies per payload byte on the send and receive paths through netd
+    /// and its driver, counted by the code, for the std-shaped and the
+    /// zero-copy calls.
+    Copies {
+        /// Payload bytes per run.
+        #[arg(long, default_value_t = 8 << 20)]
+        bytes: usize,
+        /// On a TAP with Linux as the echo peer, multi-queue (steered) and
+        /// single-queue, not on a VNI segment (root).
+        #[arg(long)]
+        tap: bool,
+    },
+    /// The cost of handing a buffer to another process: remapping pages per
+    /// transfer against nagare's premapped regions (Table 3 of the AnT MMU
+    /// paper), with a system call and a process switch for scale.
+    Handover {
+        /// Bytes per buffer handed over (rounded up to whole pages).
+        #[arg(long, default_value_t = 16384)]
+        size: usize,
+        /// Hand-overs per timed batch.
+        #[arg(long, default_value_t = 2000)]
+        iterations: usize,
+        /// Timed batches; the median is reported.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
+}
+
+/// One measurement of `nagare bench vni`.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum VniMeasurement {
+    Udp,
+    Tcp1500,
+    Tcp9000,
+    Rtt,
+}
+
+impl BenchCommand {
+    pub fn run(self) -> Result<()> {
+        use nagare_bench::*;
+        match self {
+            BenchCommand::Udp { datagrams, sizes, runs, csv } => {
+                udp::run_udp(udp::UdpBenchArgs { datagrams, sizes, runs, csv })
+            }
+            BenchCommand::Vni { time, pings, runs, slots, quick, only, no_linux, peer, peer_poll } => {
+                let only = only
+                    .into_iter()
+                    .map(|m| match m {
+                        VniMeasurement::Udp => vni::Only::Udp,
+                        VniMeasurement::Tcp1500 => vni::Only::Tcp1500,
+                        VniMeasurement::Tcp9000 => vni::Only::Tcp9000,
+                        VniMeasurement::Rtt => vni::Only::Rtt,
+                    })
+                    .collect();
+                vni::run(vni::VniBenchArgs { time, pings, runs, slots, quick, only, no_linux, peer, peer_poll })
+            }
+            BenchCommand::Netd { round_trips, size } => netd::run(netd::NetdBenchArgs { round_trips, size }),
+            BenchCommand::Sendpath { count, spin_us, sizes } => {
+                sendpath::run(sendpath::SendPathArgs { count, spin_us, sizes })
+            }
+            BenchCommand::Copies { bytes, tap } => copies::run(copies::CopiesBenchArgs { bytes, tap }),
+            BenchCommand::Handover { size, iterations, runs } => {
+                handover::run(handover::HandoverBenchArgs { size, iterations, runs })
+            }
+        }
+    }
+}
+
+#[derive(Subcommand)]
+pub enum PerfCommand {
+    /// Serve tests until Ctrl-C or SIGTERM: on nagare with --tap or --vni, else on
+    /// the kernel's stack.
+    Server {
+        #[command(flatten)]
+        link: OptionalLinkArgs,
+        /// Through a running `nagare netd` (its rendezvous socket).
+        #[arg(long, conflicts_with_all = ["tap", "vni", "addr"])]
+        via: Option<PathBuf>,
+        /// TCP port for control and data, UDP port for datagrams.
+        #[arg(long, default_value_t = perf::DEFAULT_PORT)]
+        port: u16,
+        /// Exit after one test (status 1 if it failed).
+        #[arg(long)]
+        once: bool,
+    },
+    /// Run one test against a perf server: on nagare with --tap or --vni, else on
+    /// the kernel's stack.
+    Client {
+        #[command(flatten)]
+        link: OptionalLinkArgs,
+        /// Through a running `nagare netd` (its rendezvous socket).
+        #[arg(long, conflicts_with_all = ["tap", "vni", "addr"])]
+        via: Option<PathBuf>,
+        /// The server's address.
+        server: Ipv4Addr,
+        #[arg(long, default_value_t = perf::DEFAULT_PORT)]
+        port: u16,
+        /// TCP (the default).
+        #[arg(long, conflicts_with = "udp")]
+        tcp: bool,
+        /// UDP datagrams (stream and reverse).
+        #[arg(long)]
+        udp: bool,
+        /// stream: the client sends; reverse: the server sends; rr:
+        /// request/response of --len bytes each way (TCP).
+        #[arg(long, value_enum, default_value_t = ModeArg::Stream)]
+        mode: ModeArg,
+        /// Seconds to run (default 10).
+        #[arg(long, conflicts_with = "bytes")]
+        time: Option<f64>,
+        /// Bytes to move instead of a time, e.g. 100M or 1G (rr: request
+        /// bytes; UDP: rounded up to whole datagrams).
+        #[arg(long, value_parser = perf::parse_bytes)]
+        bytes: Option<u64>,
+        /// Bytes per write (TCP stream, default 128K), per request and per
+        /// response (rr, default 1), or per datagram (UDP, default 1472).
+        #[arg(long, value_parser = perf::parse_bytes)]
+        len: Option<u64>,
+        /// UDP sending rate in Mbit/s (default: as fast as possible).
+        #[arg(long, value_name = "MBIT")]
+        udp_rate: Option<f64>,
+        /// Give up after this many seconds (default: the test time + 30 s,
+        /// or 600 s for --bytes).
+        #[arg(long)]
+        timeout: Option<f64>,
+        /// Print the summary as one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// No progress line.
+        #[arg(short, long)]
+        quiet: bool,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    Stream,
+    Reverse,
+    Rr,
+}
+
+/// The stack `--via`, `--tap`/`--vni` or neither asks for.
+fn stack(link: &OptionalLinkArgs, via: Option<PathBuf>) -> Result<Stack> {
+    link.check_device()?;
+    Ok(match (via, link.spec()) {
+        (Some(socket), _) => Stack::Via(socket),
+        (None, Some(spec)) => Stack::Engine(spec),
+        (None, None) => Stack::Kernel,
+    })
+}
+
+impl PerfCommand {
+    pub fn run(self) -> Result<()> {
+        match self {
+            PerfCommand::Server { link, via, port, once } => perf::run_server(&stack(&link, via)?, port, once),
+            PerfCommand::Client {
+                link,
+                via,
+                server,
+                port,
+                tcp: _,
+                udp,
+                mode,
+                time,
+                bytes,
+                len,
+                udp_rate,
+                timeout,
+                json,
+                quiet,
+            } => {
+                let options = ClientOptions {
+                    server,
+                    port,
+                    proto: if udp { Proto::Udp } else { Proto::Tcp },
+                    mode: match mode {
+                        ModeArg::Stream => Mode::Stream,
+                        ModeArg::Reverse => Mode::Reverse,
+                        ModeArg::Rr => Mode::Rr,
+                    },
+                    time,
+                    bytes,
+                    len,
+                    udp_rate,
+                    timeout,
+                    json,
+                    quiet,
+                };
+                perf::run_client(&stack(&link, via)?, &options)
+            }
+        }
+    }
+}

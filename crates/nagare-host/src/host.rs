@@ -1,0 +1,152 @@
+//! A host: one engine on one device, the services it runs, and the step
+//! that moves frames between them.
+//!
+//! The step has three phases, which a caller with work of its own between
+//! them (the inet server serving its clients) calls one by one:
+//! [`Host::receive`] (device to engine), [`Host::poll`] (the engine's
+//! timers), [`Host::transmit`] (engine to device). [`Host::step`] is the
+//! three with the services in the middle.
+
+use crate::services::Services;
+use nagare_core::buf::PacketBuf;
+use nagare_core::{Instant, Interface};
+use nagare_dev::Device;
+
+/// Frames taken from the device per receive by default: enough to
+/// amortize the system call, few enough to keep latency low while
+/// transmitting.
+pub const RX_BATCH: usize = 64;
+
+/// What one step did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StepReport {
+    /// Frames the device delivered.
+    pub received: usize,
+    /// Frames the device took, plus one if a service did anything.
+    pub transmitted: usize,
+    /// The device failed a call (counted in [`Host::device_errors`]).
+    pub device_error: bool,
+}
+
+impl StepReport {
+    /// Whether anything moved.
+    pub fn did_work(&self) -> bool {
+        self.received > 0 || self.transmitted > 0
+    }
+}
+
+/// An engine on a device.
+pub struct Host<D: Device> {
+    /// The engine.
+    pub iface: Interface,
+    /// Where its frames go.
+    pub device: D,
+    /// Echo, discard and HTTP, if enabled.
+    pub services: Services,
+    /// Device calls that failed (a link going down, a frame the kernel
+    /// refused); they are counted, logged now and then, and waited out.
+    pub device_errors: u64,
+    last_device_error: Option<std::io::Error>,
+    rx: Vec<PacketBuf>,
+    rx_batch: usize,
+}
+
+impl<D: Device> Host<D> {
+    /// A host taking up to [`RX_BATCH`] frames per receive.
+    pub fn new(iface: Interface, device: D) -> Self {
+        Self::with_rx_batch(iface, device, RX_BATCH)
+    }
+
+    /// A host taking up to `rx_batch` frames per receive.
+    pub fn with_rx_batch(iface: Interface, device: D, rx_batch: usize) -> Self {
+        let rx_batch = rx_batch.max(1);
+        Host {
+            iface,
+            device,
+            services: Services::default(),
+            device_errors: 0,
+            last_device_error: None,
+            rx: Vec::with_capacity(rx_batch),
+            rx_batch,
+        }
+    }
+
+    /// Receives what the device has, runs the engine and the services, and
+    /// transmits what the engine queued.
+    pub fn step(&mut self, now: Instant) -> StepReport {
+        let received = self.receive(now);
+        self.poll(now);
+        let served = self.services.serve(&mut self.iface, now);
+        let transmitted = self.transmit(now);
+        StepReport {
+            received: received.unwrap_or(0),
+            transmitted: transmitted.unwrap_or(0) + usize::from(served),
+            device_error: received.is_none() || transmitted.is_none(),
+        }
+    }
+
+    /// Hands one batch of the device's frames to the engine; how many, or
+    /// `None` if the device failed.
+    pub fn receive(&mut self, now: Instant) -> Option<usize> {
+        let pool = self.iface.pool().clone();
+        match self.device.receive_batch(&pool, &mut self.rx, self.rx_batch, now) {
+            Ok(n) => {
+                self.iface.receive_batch(self.rx.drain(..), now);
+                Some(n)
+            }
+            Err(e) => {
+                self.rx.clear();
+                self.device_failed(e);
+                None
+            }
+        }
+    }
+
+    /// Runs the engine's timers.
+    pub fn poll(&mut self, now: Instant) {
+        self.iface.poll(now);
+    }
+
+    /// Offers the engine's queued frames to the device; how many it took,
+    /// or `None` if it failed.
+    pub fn transmit(&mut self, now: Instant) -> Option<usize> {
+        match self.device.transmit_batch(self.iface.tx_queue(), now) {
+            Ok(n) => Some(n),
+            Err(e) => {
+                self.device_failed(e);
+                None
+            }
+        }
+    }
+
+    fn device_failed(&mut self, e: std::io::Error) {
+        self.device_errors += 1;
+        if self.device_errors.is_power_of_two() {
+            log::warn!("device error ({} so far): {e}", self.device_errors);
+        }
+        self.last_device_error = Some(e);
+    }
+
+    /// The last error of the device, taken (`None` after it is taken).
+    pub fn take_device_error(&mut self) -> Option<std::io::Error> {
+        self.last_device_error.take()
+    }
+
+    /// When the host next needs a step without new input.
+    pub fn poll_at(&self) -> Option<Instant> {
+        earliest(self.iface.poll_at(), self.device.poll_at())
+    }
+
+    /// Whether frames wait for the device.
+    pub fn has_pending_tx(&mut self) -> bool {
+        !self.iface.tx_queue().is_empty()
+    }
+}
+
+/// The earlier of two optional instants.
+pub fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}

@@ -1,0 +1,136 @@
+//! Where a host's frames go: a TAP device or a port of a VNI segment, with
+//! its addressing, and the opening of a host on it (with the optional
+//! impairment and capture layers around the device).
+
+use crate::host::Host;
+use nagare_core::buf::BufferPool;
+use nagare_core::{Interface, InterfaceConfig};
+use nagare_dev::vni::{Segment, VniPort};
+use nagare_dev::{Device, Impaired, Impairment, MonotonicClock, PcapDevice, PcapWriter, TapDevice};
+use nagare_wire::{EthernetAddress, Ipv4Cidr};
+use std::fs::File;
+use std::io::{self, BufWriter};
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Buffers for a real device: bursts of a few thousand frames in flight.
+const POOL_BUFFERS: usize = 16384;
+/// One Ethernet frame plus the device's headroom fits in a buffer.
+const BUFFER_SIZE: usize = 2048;
+
+/// The device a host is on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceSpec {
+    /// A TAP device, created if it does not exist.
+    Tap {
+        /// Its name.
+        name: String,
+        /// Checksum and TCP segmentation offload, where the kernel allows.
+        offload: bool,
+    },
+    /// A free port of a VNI segment.
+    Vni {
+        /// The segment's name.
+        segment: String,
+    },
+}
+
+/// A host's link: its device and its addressing.
+#[derive(Debug, Clone)]
+pub struct LinkSpec {
+    /// The device.
+    pub device: DeviceSpec,
+    /// Address and prefix.
+    pub addr: Ipv4Cidr,
+    /// Default gateway.
+    pub gateway: Option<Ipv4Addr>,
+    /// Ethernet address; [`default_mac`] of the address if not given.
+    pub mac: Option<EthernetAddress>,
+    /// Loss, delay, reordering, duplication or corruption both ways.
+    pub impair: Option<Impairment>,
+}
+
+impl LinkSpec {
+    /// The Ethernet address the host uses.
+    pub fn mac(&self) -> EthernetAddress {
+        self.mac.unwrap_or_else(|| default_mac(self.addr.address()))
+    }
+
+    /// The impairment, unless it does nothing.
+    pub fn impairment(&self) -> Option<Impairment> {
+        self.impair.filter(|i| !i.is_none())
+    }
+
+    /// "tap0" or "VNI seg".
+    pub fn describe(&self) -> String {
+        match &self.device {
+            DeviceSpec::Tap { name, .. } => name.clone(),
+            DeviceSpec::Vni { segment } => format!("VNI {segment}"),
+        }
+    }
+}
+
+/// A locally administered unicast address made from the IP address, so
+/// the same host gets the same MAC every run.
+pub fn default_mac(ip: Ipv4Addr) -> EthernetAddress {
+    let [a, b, c, d] = ip.octets();
+    EthernetAddress([0x02, 0x6e, a, b, c, d])
+}
+
+/// `e` with `what` in front of its message.
+pub(crate) fn context(e: io::Error, what: impl std::fmt::Display) -> io::Error {
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+/// Opens TAP device `name` (creating it if it does not exist).
+pub fn open_tap(name: &str, offload: bool) -> io::Result<TapDevice> {
+    let tap = TapDevice::open_with(name, offload).map_err(|e| context(e, format_args!("opening TAP device {name}")))?;
+    log::info!("{} TAP device {name}", if tap.created() { "created" } else { "attached to" });
+    Ok(tap)
+}
+
+/// Opens segment `name` and attaches to a free port of it with `mac`.
+pub fn open_vni_port(name: &str, mac: EthernetAddress) -> io::Result<VniPort> {
+    let seg = Segment::open(name).map_err(|e| context(e, format_args!("opening VNI {name}")))?;
+    let port =
+        VniPort::attach(Arc::new(seg), Some(mac.0)).map_err(|e| context(e, format_args!("attaching to VNI {name}")))?;
+    log::info!("attached to port {} of VNI {name}", port.index());
+    Ok(port)
+}
+
+/// Opens the link's device, with the impairment and a capture into `pcap`
+/// around it if asked.
+pub fn open_device(link: &LinkSpec, pcap: Option<&Path>, clock: &MonotonicClock) -> io::Result<Box<dyn Device>> {
+    let mut device: Box<dyn Device> = match &link.device {
+        DeviceSpec::Tap { name, offload } => Box::new(open_tap(name, *offload)?),
+        DeviceSpec::Vni { segment } => Box::new(open_vni_port(segment, link.mac())?),
+    };
+    if let Some(impairment) = link.impairment() {
+        device = Box::new(Impaired::new(device, impairment, u64::from(link.addr.address().to_bits())));
+    }
+    if let Some(path) = pcap {
+        let file = File::create(path).map_err(|e| context(e, format_args!("creating {}", path.display())))?;
+        let writer = PcapWriter::new(BufWriter::new(file), clock.unix_epoch_micros())?;
+        device = Box::new(PcapDevice::new(device, writer));
+    }
+    Ok(device)
+}
+
+/// Opens the link and builds a host on it.
+pub fn open_host(link: &LinkSpec, pcap: Option<&Path>, clock: &MonotonicClock) -> io::Result<Host<Box<dyn Device>>> {
+    let device = open_device(link, pcap, clock)?;
+    let iface = interface_on(device.as_ref(), link, clock);
+    Ok(Host::new(iface, device))
+}
+
+/// An engine with the link's addressing, configured for `device` (its
+/// MTU and offloads), seeded from the clock and the process id.
+pub fn interface_on(device: &dyn Device, link: &LinkSpec, clock: &MonotonicClock) -> Interface {
+    let mut config = InterfaceConfig::new(link.mac(), link.addr);
+    config.gateway = link.gateway;
+    config.mtu = device.mtu();
+    config.tx_offloads = device.tx_offloads();
+    config.seed = clock.unix_epoch_micros() ^ u64::from(std::process::id());
+    Interface::new(config, BufferPool::new(BUFFER_SIZE, POOL_BUFFERS))
+}

@@ -1,0 +1,23 @@
+//! The jobs of the `nagare` command, as library functions: the command
+//! parses its arguments and calls one of these.
+//!
+//! - [`demo`]: two instances on a simulated link.
+//! - [`up`]: a host on a TAP device or a VNI port with its services.
+//! - [`ping`]: echo requests from a host of its own, a simulated peer or
+//!   through netd, with ping's output.
+//! - [`fetch`]: an HTTP download, on a host of its own or through netd.
+//! - [`netd`], [`driver`]: the inet server and its driver process.
+//! - [`stat`]: a running netd's report.
+//! - [`vni`]: VNI segments and the bridge to a TAP device.
+//!
+//! What they print on stdout is the command's output; diagnostics go
+//! through the `log` crate.
+
+pub mod demo;
+pub mod driver;
+pub mod fetch;
+pub mod netd;
+pub mod ping;
+pub mod stat;
+pub mod up;
+pub mod vni;
