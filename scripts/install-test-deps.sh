@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs, as root, the Debian packages the interop tests drive: the Linux
 # programs nagare is tested and benchmarked against (iperf3 and sockperf:
-# the Linux veth peers of `nagare bench vni`). Without root it says what is missing;
+# the Linux veth peers of `nagare bench vni`; ApacheBench for the HTTP
+# server). Without root it says what is missing;
 # the tests that need it then report SKIPPED with the reason.
 set -euo pipefail
 
@@ -18,6 +19,8 @@ declare -A package_of=(
     [nft]=nftables
     [iperf3]=iperf3
     [sockperf]=sockperf
+    [ab]=apache2-utils
+    [timeout]=coreutils
 )
 
 missing=()
