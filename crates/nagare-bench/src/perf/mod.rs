@@ -20,7 +20,7 @@ mod engine;
 mod kernel;
 mod net;
 pub mod protocol;
-mod report;
+pub mod report;
 mod roles;
 mod server;
 mod via;
@@ -32,6 +32,7 @@ use nagare_host::{link::open_host, realtime, LinkSpec};
 use net::Net;
 use protocol::Start;
 pub use protocol::{Mode, Proto, DEFAULT_PORT};
+pub use report::Summary;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -218,6 +219,18 @@ pub fn run_server(stack: &Stack, port: u16, once: bool) -> Result<()> {
 
 /// Runs one test against a perf server from `stack`; prints its summary.
 pub fn run_client(stack: &Stack, options: &ClientOptions) -> Result<()> {
+    let summary = client(stack, options)?;
+    if options.json {
+        println!("{}", summary.json());
+    } else {
+        print!("{}", summary.text());
+    }
+    Ok(())
+}
+
+/// Runs one test against a perf server from `stack` and returns what it
+/// measured (the progress line, unless `options.quiet`, goes to stderr).
+pub fn client(stack: &Stack, options: &ClientOptions) -> Result<Summary> {
     let config = options.config()?;
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
@@ -248,18 +261,11 @@ pub fn run_client(stack: &Stack, options: &ClientOptions) -> Result<()> {
         log::info!("{line}");
     }
     let finished = finished.with_context(|| format!("perf test with {server}"))?;
-    let Some(summary) = summary else {
-        if finished {
-            bail!("the test ended without a result");
-        }
-        bail!("interrupted");
-    };
-    if options.json {
-        println!("{}", summary.json());
-    } else {
-        print!("{}", summary.text());
+    match summary {
+        Some(summary) => Ok(summary),
+        None if finished => bail!("the test ended without a result"),
+        None => bail!("interrupted"),
     }
-    Ok(())
 }
 
 #[cfg(test)]
