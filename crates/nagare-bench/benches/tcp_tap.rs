@@ -470,10 +470,8 @@ impl NagareStack {
         let clock = MonotonicClock::new();
         let mac = EthernetAddress([0x02, 0x6e, net[0], net[1], net[2], 2]);
         let mut config = InterfaceConfig::new(mac, Ipv4Cidr::new(ours, 24).map_err(|e| format!("{e:?}"))?);
-        config.mtu = tap.mtu();
-        config.tx_offloads = tap.tx_offloads();
         config.seed = clock.unix_epoch_micros() ^ u64::from(std::process::id());
-        let mut iface = Interface::new(config, BufferPool::new(POOL_BUFFER_SIZE, POOL_BUFFERS));
+        let mut iface = Interface::new(config, tap.capabilities(), BufferPool::new(POOL_BUFFER_SIZE, POOL_BUFFERS));
         let defaults = iface.tcp_defaults_mut();
         defaults.send_buffer = buffer;
         defaults.recv_buffer = buffer;
@@ -780,8 +778,8 @@ fn run() -> Res<()> {
         "  nagare (offload): IFF_VNET_HDR, checksum {} / TSO up to {} B, IP MTU {}; nagare (plain): MTU {}; smoltcp: TunTapInterface, MTU 1500;",
         granted.checksum,
         granted.tcp_segmentation,
-        offload.tap.mtu(),
-        plain.tap.mtu()
+        offload.tap.capabilities().mtu,
+        plain.tap.capabilities().mtu
     );
     if std::env::var("NAGARE_BENCH_SEND").as_deref() == Ok("copy") {
         println!("  nagare sends with tcp_send from 64 MiB of application data (one copy; NAGARE_BENCH_SEND=copy) and takes tcp_recv_buf;");

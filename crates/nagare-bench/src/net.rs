@@ -16,7 +16,7 @@
 
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::tcp::config::TcpConfig;
-use nagare_core::{Instant, Interface, InterfaceConfig};
+use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
 use nagare_dev::{Device, DeviceStats, LinkConfig, SimLink, ETHERNET_HEADER_LEN};
 use nagare_wire::{EthernetAddress, Ipv4Cidr};
 use std::cell::RefCell;
@@ -99,8 +99,8 @@ impl Device for FifoPort {
         Ok(n)
     }
 
-    fn mtu(&self) -> usize {
-        self.mtu
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { mtu: self.mtu, ..Capabilities::default() }
     }
 
     fn stats(&self) -> DeviceStats {
@@ -173,7 +173,7 @@ fn side(ip: Ipv4Addr, mac: u8, port: Box<dyn Device>, config: &PairConfig) -> Si
     ic.tx_queue_limit = 1 << 16;
     let pool = BufferPool::new(BUFFER_SIZE, config.pool_buffers);
     prewarm(&pool, config.prewarm_buffers);
-    let mut iface = Interface::new(ic, pool);
+    let mut iface = Interface::new(ic, port.capabilities(), pool);
     *iface.tcp_defaults_mut() = config.tcp.clone();
     Side { iface, port, rx: Vec::with_capacity(RX_BATCH) }
 }

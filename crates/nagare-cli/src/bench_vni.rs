@@ -142,10 +142,8 @@ fn vni_host(seg: Arc<Segment>, addr: Ipv4Addr, clock: &MonotonicClock) -> Result
     let port = VniPort::attach(seg, None).context("attaching to the bench segment")?;
     let mut config =
         InterfaceConfig::new(EthernetAddress(port.mac()), Ipv4Cidr::new(addr, 24).map_err(|e| anyhow!("{e}"))?);
-    config.mtu = port.mtu();
-    config.tx_offloads = port.tx_offloads();
     config.seed = clock.unix_epoch_micros() ^ u64::from(std::process::id());
-    let iface = Interface::new(config, BufferPool::new(BUFFER_SIZE, POOL_BUFFERS));
+    let iface = Interface::new(config, port.capabilities(), BufferPool::new(BUFFER_SIZE, POOL_BUFFERS));
     Ok(Host::new(iface, port))
 }
 

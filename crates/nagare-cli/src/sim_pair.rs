@@ -31,10 +31,9 @@ pub fn sim_ports(link: LinkConfig, seed: u64) -> (SimPort, SimPort) {
     SimLink::new(link, seed)
 }
 
-pub fn new_host<D: Device>(mut config: InterfaceConfig, device: D) -> Host<D> {
-    config.tx_offloads = device.tx_offloads();
+pub fn new_host<D: Device>(config: InterfaceConfig, device: D) -> Host<D> {
     let pool = BufferPool::new(BUFFER_SIZE, POOL_BUFFERS);
-    Host::new(Interface::new(config, pool), device)
+    Host::new(Interface::new(config, device.capabilities(), pool), device)
 }
 
 impl<A: Device, B: Device> SimPair<A, B> {

@@ -128,10 +128,8 @@ pub fn interface_on(
     let mac = mac.unwrap_or_else(|| default_mac(addr.address()));
     let mut config = InterfaceConfig::new(mac, addr);
     config.gateway = gateway;
-    config.mtu = device.mtu();
-    config.tx_offloads = device.tx_offloads();
     config.seed = clock.unix_epoch_micros() ^ u64::from(std::process::id());
-    Interface::new(config, BufferPool::new(BUFFER_SIZE, POOL_BUFFERS))
+    Interface::new(config, device.capabilities(), BufferPool::new(BUFFER_SIZE, POOL_BUFFERS))
 }
 
 pub fn run(args: UpArgs) -> Result<()> {

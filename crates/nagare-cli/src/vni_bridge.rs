@@ -438,12 +438,12 @@ pub fn run(args: BridgeArgs) -> Result<()> {
     let seg = Arc::new(Segment::open(&args.name).with_context(|| format!("opening VNI {}", args.name))?);
     let mtu = seg.geometry().mtu;
     let mut tap = TapDevice::open_with(&args.tap, false).with_context(|| format!("opening TAP device {}", args.tap))?;
-    if tap.mtu() != mtu {
+    if tap.capabilities().mtu != mtu {
         if let Err(e) = tap.set_mtu(mtu) {
             eprintln!(
                 "nagare vni bridge: {} has MTU {} and VNI {} has {mtu}; setting it failed: {e}",
                 args.tap,
-                tap.mtu(),
+                tap.capabilities().mtu,
                 args.name
             );
         }
@@ -459,7 +459,7 @@ pub fn run(args: BridgeArgs) -> Result<()> {
         format_mac(port.mac()),
         args.tap,
         if tap.created() { "created" } else { "attached to" },
-        tap.mtu()
+        tap.capabilities().mtu
     );
     let result = run_loop(&mut bridge, &mut tap, &mut port, &pool, &clock, &stop);
     println!("nagare vni bridge: stopping");
@@ -600,8 +600,8 @@ mod tests {
             self.sent.extend(frames.drain(..));
             Ok(n)
         }
-        fn mtu(&self) -> usize {
-            1500
+        fn capabilities(&self) -> nagare_core::Capabilities {
+            nagare_core::Capabilities { mtu: 1500, ..Default::default() }
         }
         fn stats(&self) -> DeviceStats {
             self.stats

@@ -4,7 +4,7 @@
 
 use nagare_core::buf::BufferPool;
 use nagare_core::icmp::EchoEvent;
-use nagare_core::{Instant, Interface, InterfaceConfig};
+use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
 use nagare_wire::{EthernetAddress, Ipv4Addr};
 use std::net::SocketAddrV4;
 use std::time::Duration;
@@ -13,7 +13,7 @@ const OURS: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 
 fn interface() -> Interface {
     let config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 1]), "10.0.0.1/24".parse().unwrap());
-    Interface::new(config, BufferPool::new(2048, 4096))
+    Interface::new(config, Capabilities::default(), BufferPool::new(2048, 4096))
 }
 
 /// Polls until nothing local is left (a few rounds), then checks the link
@@ -62,9 +62,10 @@ fn tcp_to_ourselves_is_byte_exact() {
 /// ourselves are super-segments with partial checksums, received as they are.
 #[test]
 fn tcp_to_ourselves_with_offloads_is_byte_exact() {
-    let mut config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 1]), "10.0.0.1/24".parse().unwrap());
-    config.tx_offloads = nagare_core::buf::TxOffloads { checksum: true, tcp_segmentation: 65535 };
-    tcp_to_ourselves(Interface::new(config, BufferPool::new(2048, 4096)));
+    let config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 1]), "10.0.0.1/24".parse().unwrap());
+    let offloads = nagare_core::buf::TxOffloads { checksum: true, tcp_segmentation: 65535 };
+    let caps = Capabilities { tx_offloads: offloads, ..Capabilities::default() };
+    tcp_to_ourselves(Interface::new(config, caps, BufferPool::new(2048, 4096)));
 }
 
 fn tcp_to_ourselves(mut iface: Interface) {

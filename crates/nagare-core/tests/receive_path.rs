@@ -3,7 +3,7 @@
 //! every frame must leave a trace in some counter, and no buffer may leak.
 
 use nagare_core::buf::BufferPool;
-use nagare_core::{Counters, Instant, Interface, InterfaceConfig};
+use nagare_core::{Capabilities, Counters, Instant, Interface, InterfaceConfig};
 use nagare_wire::{ArpOperation, IpProtocol, Ipv4Addr};
 use proptest::prelude::*;
 
@@ -13,7 +13,7 @@ use std::net::SocketAddrV4;
 
 fn interface() -> Interface {
     let config = InterfaceConfig::new(OUR_MAC, "10.0.0.1/24".parse().unwrap());
-    let mut iface = Interface::new(config, BufferPool::new(2048, 8192));
+    let mut iface = Interface::new(config, Capabilities::default(), BufferPool::new(2048, 8192));
     iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
     iface.echo_open(0x1234).unwrap();
     iface
@@ -120,7 +120,7 @@ proptest! {
 #[test]
 fn buffers_return_when_sockets_are_drained() {
     let config = InterfaceConfig::new(OUR_MAC, "10.0.0.1/24".parse().unwrap());
-    let mut iface = Interface::new(config, BufferPool::new(2048, 64));
+    let mut iface = Interface::new(config, Capabilities::default(), BufferPool::new(2048, 64));
     let echo = iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
     let now = Instant::from_secs(1);
     for frame in [udp(7, b"hello"), icmp(8, &[1; 100]), arp(ArpOperation::Request), udp(9, b"closed")] {

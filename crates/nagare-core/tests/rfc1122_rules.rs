@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use nagare_core::buf::BufferPool;
 use nagare_core::icmp::IcmpError;
-use nagare_core::{Instant, Interface, InterfaceConfig};
+use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
 use nagare_wire::{IpProtocol, Ipv4Addr};
 use std::net::SocketAddrV4;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use std::time::Duration;
 fn interface() -> Interface {
     let mut config = InterfaceConfig::new(OUR_MAC, "10.0.0.1/24".parse().unwrap());
     config.gateway = Some(Ipv4Addr::new(10, 0, 0, 254));
-    Interface::new(config, BufferPool::new(2048, 256))
+    Interface::new(config, Capabilities::default(), BufferPool::new(2048, 256))
 }
 
 #[test]

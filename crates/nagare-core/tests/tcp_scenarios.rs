@@ -9,7 +9,7 @@
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::iface::{Error, Readiness, TcpEvent, TcpHandle, TcpListenerHandle, TcpSocket};
 use nagare_core::tcp::connection::State;
-use nagare_core::{Instant, Interface, InterfaceConfig};
+use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
 use nagare_wire::{ArpOperation, IpProtocol, Ipv4Addr, TcpFlags, TcpPacket, TcpRepr, TcpSeqNumber};
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
@@ -90,7 +90,7 @@ fn interface(mac: u8, ip: Ipv4Addr, seed: u64) -> Interface {
         nagare_wire::Ipv4Cidr::new(ip, 24).unwrap(),
     );
     config.seed = seed;
-    Interface::new(config, BufferPool::new(2048, 8192))
+    Interface::new(config, Capabilities::default(), BufferPool::new(2048, 8192))
 }
 
 // ---- two interfaces back to back --------------------------------------------

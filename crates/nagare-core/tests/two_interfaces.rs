@@ -4,7 +4,7 @@
 
 use nagare_core::buf::BufferPool;
 use nagare_core::icmp::{EchoEvent, IcmpError};
-use nagare_core::{Instant, Interface, InterfaceConfig};
+use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
 use nagare_wire::{EthernetAddress, Ipv4Addr};
 use std::net::SocketAddrV4;
 use std::time::Duration;
@@ -25,7 +25,7 @@ struct Wire {
 fn iface(mac: u8, ip: Ipv4Addr) -> Interface {
     let cidr = nagare_wire::Ipv4Cidr::new(ip, 24).unwrap();
     let config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, mac]), cidr);
-    Interface::new(config, BufferPool::new(2048, 1024))
+    Interface::new(config, Capabilities::default(), BufferPool::new(2048, 1024))
 }
 
 impl Wire {

@@ -69,8 +69,7 @@ struct Net {
 fn side(ip: Ipv4Addr, mac: u8, port: SimPort, seed: u64) -> Side {
     let mut config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, mac]), Ipv4Cidr::new(ip, 24).unwrap());
     config.seed = seed;
-    config.tx_offloads = port.tx_offloads();
-    Side { iface: Interface::new(config, BufferPool::new(2048, 16384)), port, rx: Vec::new() }
+    Side { iface: Interface::new(config, port.capabilities(), BufferPool::new(2048, 16384)), port, rx: Vec::new() }
 }
 
 impl Side {

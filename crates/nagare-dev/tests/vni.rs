@@ -156,7 +156,7 @@ fn two_ports_both_ways() {
     assert!(VniPort::attach(Arc::clone(&t.seg), Some(mac(3))).is_err(), "all ports taken");
     // Raw fds are distinct eventfds, MTU comes from the segment.
     assert_ne!(a.raw_fd(), b.raw_fd());
-    assert_eq!(a.mtu(), 1500);
+    assert_eq!(a.capabilities().mtu, 1500);
 
     let big = vec![0x5a; 1500];
     let sent = send(&mut a, vec![frame(&pool, mac(2), mac(1), b"hello"), frame(&pool, mac(2), mac(1), &big)]);
@@ -401,9 +401,8 @@ impl Host {
     fn new(t: &TestSegment, ip: Ipv4Addr, m: u8) -> Host {
         let port = t.attach(m);
         let mut config = InterfaceConfig::new(EthernetAddress(mac(m)), Ipv4Cidr::new(ip, 24).unwrap());
-        config.mtu = port.mtu();
         config.seed = u64::from(m);
-        Host { iface: Interface::new(config, BufferPool::new(2048, 8192)), port, rx: Vec::new() }
+        Host { iface: Interface::new(config, port.capabilities(), BufferPool::new(2048, 8192)), port, rx: Vec::new() }
     }
 
     fn step(&mut self, now: Instant) -> bool {

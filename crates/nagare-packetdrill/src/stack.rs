@@ -10,10 +10,10 @@ use libc::{
     EISCONN, EMFILE, EMSGSIZE, ENETUNREACH, ENOBUFS, ENOPROTOOPT, ENOTCONN, EOPNOTSUPP, EPIPE, EPROTONOSUPPORT,
     ETIMEDOUT,
 };
-use nagare_core::buf::{BufferPool, PacketBuf};
+use nagare_core::buf::{BufferPool, PacketBuf, TxOffloads};
 use nagare_core::iface::{Error, TcpHandle, TcpListenerHandle};
 use nagare_core::tcp::connection::{State, TcpError};
-use nagare_core::{Instant, Interface, InterfaceConfig};
+use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
 use nagare_wire::{EthernetAddress, Ipv4Addr, Ipv4Cidr};
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
@@ -255,12 +255,14 @@ fn build_engine(config: &Config, now: Instant) -> Result<Interface, Errno> {
     // Everything off the local network goes to the remote end, so the one
     // neighbour entry below is all the engine ever has to resolve.
     ic.gateway = Some(config.remote_ip);
-    ic.mtu = config.mtu;
     ic.seed = config.seed;
     // The entry must never expire: ARP is not part of what a script tests.
     ic.arp.entry_lifetime = Duration::from_secs(u64::from(u32::MAX));
     ic.tx_queue_limit = OUTBOUND_LIMIT;
-    let mut iface = Interface::new(ic, BufferPool::new(2048, 16384));
+    // The script's link: its MTU, and no offloads, so that every segment
+    // reaches packetdrill as it would cross a wire.
+    let caps = Capabilities { mtu: config.mtu, tx_offloads: TxOffloads::NONE };
+    let mut iface = Interface::new(ic, caps, BufferPool::new(2048, 16384));
     // Teach the engine the remote end's Ethernet address the way RFC 826
     // lets any host learn a neighbour: the neighbour asks for us. The
     // engine's answer is dropped with the rest of the link layer.

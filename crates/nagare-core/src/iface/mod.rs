@@ -10,6 +10,7 @@
 
 use crate::arp::{ArpCache, Resolution};
 use crate::buf::{BufferPool, Offload, PacketBuf, PoolExhausted};
+use crate::capabilities::Capabilities;
 use crate::config::InterfaceConfig;
 use crate::counters::Counters;
 use crate::icmp::{EchoEvent, EchoSocket, IcmpError};
@@ -129,6 +130,7 @@ pub struct EchoHandle(SocketHandle);
 #[derive(Debug)]
 pub struct Interface {
     config: InterfaceConfig,
+    caps: Capabilities,
     pool: BufferPool,
     arp: ArpCache,
     reassembler: Reassembler,
@@ -178,8 +180,10 @@ fn be16(bytes: &[u8], at: usize) -> u16 {
 }
 
 impl Interface {
-    /// An interface with `config`, taking packet buffers from `pool`.
-    pub fn new(config: InterfaceConfig, pool: BufferPool) -> Self {
+    /// An interface with `config` over a device with `caps` (ask the device:
+    /// `nagare_dev::Device::capabilities`), taking packet buffers from
+    /// `pool`.
+    pub fn new(config: InterfaceConfig, caps: Capabilities, pool: BufferPool) -> Self {
         let seed = config.seed;
         let span = u64::from(EPHEMERAL_PORTS.end() - EPHEMERAL_PORTS.start()) + 1;
         Interface {
@@ -198,6 +202,7 @@ impl Interface {
             rx_link_broadcast: false,
             tcp: tcp::TcpSockets::new(seed),
             config,
+            caps,
             pool,
         }
     }
@@ -205,6 +210,11 @@ impl Interface {
     /// The configuration the interface runs with.
     pub fn config(&self) -> &InterfaceConfig {
         &self.config
+    }
+
+    /// What the device under the interface carries and completes.
+    pub fn capabilities(&self) -> Capabilities {
+        self.caps
     }
 
     /// The pool packet buffers come from.
@@ -766,12 +776,11 @@ impl Interface {
         if self.has_address(repr.dst_addr) {
             return self.send_to_self(repr, payload);
         }
-        let mtu = self.config.mtu;
+        let mtu = self.caps.mtu;
         let packet_len = payload.len() + IPV4_HEADER_LEN;
         // A TCP super-segment goes whole: the device cuts it into MTU-sized
         // segments.
-        let super_segment =
-            payload.offload().segment_size != 0 && packet_len <= self.config.tx_offloads.tcp_segmentation;
+        let super_segment = payload.offload().segment_size != 0 && packet_len <= self.caps.tx_offloads.tcp_segmentation;
         if packet_len <= mtu || super_segment {
             let Ok(header) = payload.prepend(&self.pool, IPV4_HEADER_LEN) else {
                 self.counters.drop_no_buffer += 1;

@@ -185,15 +185,15 @@ fn reset_for(seg: &TcpRepr, payload_len: usize) -> TcpRepr {
 
 impl Interface {
     fn local_mss(&self) -> usize {
-        self.config.mtu.saturating_sub(IPV4_HEADER_LEN + 20).max(64)
+        self.caps.mtu.saturating_sub(IPV4_HEADER_LEN + 20).max(64)
     }
 
     /// A new socket's settings: the defaults, and what the device
     /// offloads.
     fn tcp_socket_config(&self) -> TcpConfig {
         let mut config = self.tcp.defaults.clone();
-        let offloads = self.config.tx_offloads;
-        config.segmentation_offload = if offloads.checksum && offloads.tcp_segmentation > self.config.mtu {
+        let offloads = self.caps.tx_offloads;
+        config.segmentation_offload = if offloads.checksum && offloads.tcp_segmentation > self.caps.mtu {
             // Room for the largest IP and TCP headers.
             offloads.tcp_segmentation.min(usize::from(u16::MAX)).saturating_sub(IPV4_HEADER_LEN + 60)
         } else {
@@ -699,7 +699,7 @@ impl Interface {
         segment_size: usize,
         now: Instant,
     ) -> Result<(), Error> {
-        let offload_checksum = self.config.tx_offloads.checksum;
+        let offload_checksum = self.caps.tx_offloads.checksum;
         let payload_sum = if offload_checksum { Checksum::default() } else { payload.checksum() };
         let header_len = repr.header_len();
         let payload_len = payload.len();
