@@ -35,8 +35,9 @@
 
 use nagare_bench::report::{env_or, gbps, load_average, median_by};
 use nagare_core::buf::{BufferPool, PacketBuf};
-use nagare_core::iface::{Error as NagareError, TcpHandle};
+use nagare_core::iface::Error as NagareError;
 use nagare_core::tcp::connection::State as NagareState;
+use nagare_core::tcp::TcpHandle;
 use nagare_core::{Interface, InterfaceConfig};
 use nagare_dev::{Device, MonotonicClock, TapDevice};
 use nagare_wire::{EthernetAddress, Ipv4Cidr};
@@ -452,11 +453,11 @@ struct NagareStack {
     clock: MonotonicClock,
     rx: Vec<PacketBuf>,
     kernel_ip: Ipv4Addr,
-    /// 64 KiB in pool buffers, handed to `tcp_send_buf` again and again
+    /// 64 KiB in pool buffers, handed to `Tcp::send_buf` again and again
     /// (its buffers are shared, never copied).
     chain: PacketBuf,
     /// With `NAGARE_BENCH_SEND=copy`: 64 MiB of application data sent
-    /// round and round with `tcp_send` (one copy, data not in cache).
+    /// round and round with `Tcp::send` (one copy, data not in cache).
     copy_source: Option<Vec<u8>>,
 }
 
@@ -472,7 +473,7 @@ impl NagareStack {
         let mut config = InterfaceConfig::new(mac, Ipv4Cidr::new(ours, 24).map_err(|e| format!("{e:?}"))?);
         config.seed = clock.unix_epoch_micros() ^ u64::from(std::process::id());
         let mut iface = Interface::new(config, tap.capabilities(), BufferPool::new(POOL_BUFFER_SIZE, POOL_BUFFERS));
-        let defaults = iface.tcp_defaults_mut();
+        let defaults = iface.tcp().defaults_mut();
         defaults.send_buffer = buffer;
         defaults.recv_buffer = buffer;
         let chain = PacketBuf::from_slice(iface.pool(), 0, &vec![0x5au8; WRITE_SIZE]).map_err(|_| "pool exhausted")?;
@@ -507,11 +508,12 @@ impl NagareStack {
     fn connect(&mut self, port: u16, deadline: Instant) -> Res<TcpHandle> {
         let h = self
             .iface
-            .tcp_connect(SocketAddrV4::new(self.kernel_ip, port), 0, self.clock.now())
-            .map_err(|e| format!("tcp_connect: {e}"))?;
+            .tcp()
+            .connect(SocketAddrV4::new(self.kernel_ip, port), 0, self.clock.now())
+            .map_err(|e| format!("Tcp::connect: {e}"))?;
         loop {
             self.step()?;
-            match self.iface.tcp_state(h) {
+            match self.iface.tcp_ref().state(h) {
                 Ok(NagareState::Established) => return Ok(h),
                 Ok(NagareState::SynSent | NagareState::SynReceived) => {}
                 other => return Err(format!("connecting: {other:?}")),
@@ -543,34 +545,34 @@ impl Stack for NagareStack {
             if dir == Direction::ToLinux && self.copy_source.is_some() {
                 while !shut {
                     if !amount.more(bytes, first) {
-                        self.iface.tcp_shutdown(h, now).map_err(|e| format!("tcp_shutdown: {e}"))?;
+                        self.iface.tcp().shutdown(h, now).map_err(|e| format!("Tcp::shutdown: {e}"))?;
                         shut = true;
                         break;
                     }
                     let source = self.copy_source.as_deref().unwrap_or_default();
                     let at = (bytes % source.len() as u64) as usize;
                     let end = (at + WRITE_SIZE).min(source.len());
-                    match self.iface.tcp_send(h, &source[at..end], now) {
+                    match self.iface.tcp().send(h, &source[at..end], now) {
                         Ok(0) | Err(NagareError::WouldBlock) => break,
                         Ok(n) => {
                             first.get_or_insert_with(Instant::now);
                             bytes += n as u64;
                         }
-                        Err(e) => return Err(format!("tcp_send: {e}")),
+                        Err(e) => return Err(format!("Tcp::send: {e}")),
                     }
                 }
             } else if dir == Direction::ToLinux {
                 while !shut {
                     if pending.is_empty() {
                         if !amount.more(bytes, first) {
-                            self.iface.tcp_shutdown(h, now).map_err(|e| format!("tcp_shutdown: {e}"))?;
+                            self.iface.tcp().shutdown(h, now).map_err(|e| format!("Tcp::shutdown: {e}"))?;
                             shut = true;
                             break;
                         }
                         pending = self.chain.clone();
                     }
                     let before = pending.len();
-                    pending = self.iface.tcp_send_buf(h, pending, now).map_err(|e| format!("tcp_send_buf: {e}"))?;
+                    pending = self.iface.tcp().send_buf(h, pending, now).map_err(|e| format!("Tcp::send_buf: {e}"))?;
                     let took = (before - pending.len()) as u64;
                     if took > 0 {
                         first.get_or_insert_with(Instant::now);
@@ -584,7 +586,7 @@ impl Stack for NagareStack {
             self.step()?;
             let now = self.clock.now();
             loop {
-                match self.iface.tcp_recv_buf(h, usize::MAX, now) {
+                match self.iface.tcp().recv_buf(h, usize::MAX, now) {
                     Ok(Some(data)) => {
                         if dir == Direction::FromLinux {
                             last = Instant::now();
@@ -597,13 +599,13 @@ impl Stack for NagareStack {
                             // The sink read the last byte and closed.
                             last = Instant::now();
                         }
-                        self.iface.tcp_close(h, now).map_err(|e| format!("tcp_close: {e}"))?;
+                        self.iface.tcp().close(h, now).map_err(|e| format!("Tcp::close: {e}"))?;
                         self.linger(Duration::from_millis(20))?;
                         let first = first.ok_or("no byte moved")?;
                         return Ok((bytes, last.saturating_duration_since(first)));
                     }
                     Err(NagareError::WouldBlock) => break,
-                    Err(e) => return Err(format!("tcp_recv_buf after {bytes} bytes: {e}")),
+                    Err(e) => return Err(format!("Tcp::recv_buf after {bytes} bytes: {e}")),
                 }
             }
         }
@@ -685,7 +687,7 @@ impl SmolStack {
             if dir == Direction::ToLinux && !closed {
                 // As smoltcp's examples/benchmark.rs: claim free buffer space
                 // without writing it (the application's copy is left out, as
-                // nagare's tcp_send_buf leaves it out).
+                // nagare's Tcp::send_buf leaves it out).
                 while socket.can_send() {
                     if !amount.more(bytes, first) {
                         socket.close();
@@ -782,9 +784,9 @@ fn run() -> Res<()> {
         plain.tap.capabilities().mtu
     );
     if std::env::var("NAGARE_BENCH_SEND").as_deref() == Ok("copy") {
-        println!("  nagare sends with tcp_send from 64 MiB of application data (one copy; NAGARE_BENCH_SEND=copy) and takes tcp_recv_buf;");
+        println!("  nagare sends with Tcp::send from 64 MiB of application data (one copy; NAGARE_BENCH_SEND=copy) and takes Tcp::recv_buf;");
     } else {
-        println!("  nagare sends one 64 KiB chain of pool buffers again and again with tcp_send_buf (no copy) and takes tcp_recv_buf;");
+        println!("  nagare sends one 64 KiB chain of pool buffers again and again with Tcp::send_buf (no copy) and takes Tcp::recv_buf;");
     }
     println!("  smoltcp claims and releases buffer space with send/recv closures, without copying (as its examples/benchmark.rs).\n");
 

@@ -3,8 +3,9 @@
 
 use crate::net::{err, LinkKind, Pair, PairConfig, B_IP};
 use nagare_core::buf::PacketBuf;
-use nagare_core::iface::{Error, TcpHandle};
+use nagare_core::iface::Error;
 use nagare_core::tcp::config::TcpConfig;
+use nagare_core::tcp::TcpHandle;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
@@ -15,9 +16,9 @@ pub const WRITE_SIZE: usize = 64 * 1024;
 /// How the sender hands bytes to the stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendMode {
-    /// `tcp_send(&[u8])`: one copy into pool buffers.
+    /// `Tcp::send(&[u8])`: one copy into pool buffers.
     Copy,
-    /// `tcp_send_buf(PacketBuf)`: a 64 KiB chain built once and handed
+    /// `Tcp::send_buf(PacketBuf)`: a 64 KiB chain built once and handed
     /// over again and again (its buffers are shared, never copied).
     ZeroCopy,
 }
@@ -56,19 +57,19 @@ fn connected(buffer: usize, link: LinkKind) -> Result<(Pair, TcpHandle, TcpHandl
     let segments = buffer / 1000 + 1024;
     let config = PairConfig { pool_buffers: 4 * segments, prewarm_buffers: 0, tcp: bulk_tcp_config(buffer), link };
     let mut pair = Pair::new(&config);
-    let listener = pair.b.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), 8).map_err(err)?;
-    let ha = pair.a.iface.tcp_connect(SocketAddrV4::new(B_IP, PORT), 0, pair.now).map_err(err)?;
+    let listener = pair.b.iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), 8).map_err(err)?;
+    let ha = pair.a.iface.tcp().connect(SocketAddrV4::new(B_IP, PORT), 0, pair.now).map_err(err)?;
     let mut hb = None;
     for _ in 0..100 {
         pair.settle()?;
-        hb = pair.b.iface.tcp_accept(listener).map_err(err)?;
+        hb = pair.b.iface.tcp().accept(listener).map_err(err)?;
         if hb.is_some() {
             break;
         }
         pair.advance(Duration::from_millis(100))?;
     }
     let hb = hb.ok_or("no connection accepted")?;
-    pair.b.iface.tcp_listener_close(listener, pair.now).map_err(err)?;
+    pair.b.iface.tcp().listener_close(listener, pair.now).map_err(err)?;
     Ok((pair, ha, hb))
 }
 
@@ -103,10 +104,10 @@ pub fn nagare_bulk(
             let want = (bytes - sent).min(WRITE_SIZE as u64) as usize;
             let now = pair.now;
             match mode {
-                SendMode::Copy => match pair.a.iface.tcp_send(ha, &chunk[..want], now) {
+                SendMode::Copy => match pair.a.iface.tcp().send(ha, &chunk[..want], now) {
                     Ok(0) | Err(Error::WouldBlock) => break,
                     Ok(n) => sent += n as u64,
-                    Err(e) => return Err(format!("tcp_send: {e}")),
+                    Err(e) => return Err(format!("Tcp::send: {e}")),
                 },
                 SendMode::ZeroCopy => {
                     if pending.is_empty() {
@@ -114,7 +115,8 @@ pub fn nagare_bulk(
                             if want == WRITE_SIZE { chain.clone() } else { chain.slice(0, want).ok_or("slice")? };
                     }
                     let before = pending.len();
-                    pending = pair.a.iface.tcp_send_buf(ha, pending, now).map_err(|e| format!("tcp_send_buf: {e}"))?;
+                    pending =
+                        pair.a.iface.tcp().send_buf(ha, pending, now).map_err(|e| format!("Tcp::send_buf: {e}"))?;
                     sent += (before - pending.len()) as u64;
                     if !pending.is_empty() {
                         break;
@@ -126,14 +128,14 @@ pub fn nagare_bulk(
         // The receiver takes what arrived, without copying.
         let mut took = false;
         loop {
-            match pair.b.iface.tcp_recv_buf(hb, usize::MAX, pair.now) {
+            match pair.b.iface.tcp().recv_buf(hb, usize::MAX, pair.now) {
                 Ok(Some(data)) => {
                     received += data.len() as u64;
                     took = true;
                 }
                 Ok(None) => return Err("unexpected end of stream".into()),
                 Err(Error::WouldBlock) => break,
-                Err(e) => return Err(format!("tcp_recv_buf: {e}")),
+                Err(e) => return Err(format!("Tcp::recv_buf: {e}")),
             }
         }
         if !moved && !took && received < bytes && !pair.idle_jump(Duration::from_secs(10)) {

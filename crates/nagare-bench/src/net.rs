@@ -174,7 +174,7 @@ fn side(ip: Ipv4Addr, mac: u8, port: Box<dyn Device>, config: &PairConfig) -> Si
     let pool = BufferPool::new(BUFFER_SIZE, config.pool_buffers);
     prewarm(&pool, config.prewarm_buffers);
     let mut iface = Interface::new(ic, port.capabilities(), pool);
-    *iface.tcp_defaults_mut() = config.tcp.clone();
+    *iface.tcp().defaults_mut() = config.tcp.clone();
     Side { iface, port, rx: Vec::with_capacity(RX_BATCH) }
 }
 

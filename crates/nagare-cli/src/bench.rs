@@ -69,8 +69,8 @@ impl StreamResult {
 /// at 10.0.0.2.
 pub fn udp_stream<A: Device, B: Device>(pair: &mut SimPair<A, B>, count: usize, size: usize) -> Result<StreamResult> {
     let sink =
-        pair.b.iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, SINK_PORT)).map_err(anyhow::Error::msg)?;
-    let source = pair.a.iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).map_err(anyhow::Error::msg)?;
+        pair.b.iface.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, SINK_PORT)).map_err(anyhow::Error::msg)?;
+    let source = pair.a.iface.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).map_err(anyhow::Error::msg)?;
     let payload = vec![0x5au8; size];
     let dst = SocketAddrV4::new(B_ADDR, SINK_PORT);
     let mut received = 0usize;
@@ -80,11 +80,11 @@ pub fn udp_stream<A: Device, B: Device>(pair: &mut SimPair<A, B>, count: usize, 
     while sent < count {
         let now = pair.now;
         for _ in 0..BATCH.min(count - sent) {
-            pair.a.iface.udp_send_to(source, &payload, dst, now).map_err(anyhow::Error::msg)?;
+            pair.a.iface.udp().send_to(source, &payload, dst, now).map_err(anyhow::Error::msg)?;
             sent += 1;
         }
         pair.run_until(Duration::from_millis(10), |p| {
-            while let Ok(Some(d)) = p.b.iface.udp_recv(sink) {
+            while let Ok(Some(d)) = p.b.iface.udp().recv(sink) {
                 received += 1;
                 received_bytes += d.payload.len();
             }
@@ -93,8 +93,8 @@ pub fn udp_stream<A: Device, B: Device>(pair: &mut SimPair<A, B>, count: usize, 
     }
     let elapsed = started.elapsed();
     ensure!(received == count, "UDP stream lost datagrams: {received} of {count}");
-    pair.a.iface.udp_close(source).map_err(anyhow::Error::msg)?;
-    pair.b.iface.udp_close(sink).map_err(anyhow::Error::msg)?;
+    pair.a.iface.udp().close(source).map_err(anyhow::Error::msg)?;
+    pair.b.iface.udp().close(sink).map_err(anyhow::Error::msg)?;
     Ok(StreamResult { sent, received, bytes: received_bytes, elapsed })
 }
 

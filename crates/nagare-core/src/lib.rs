@@ -28,5 +28,7 @@ pub mod udp;
 pub use capabilities::Capabilities;
 pub use config::{InterfaceConfig, Route};
 pub use counters::Counters;
-pub use iface::{EchoHandle, Interface, UdpHandle};
+pub use icmp::EchoHandle;
+pub use iface::Interface;
 pub use time::Instant;
+pub use udp::UdpHandle;

@@ -14,8 +14,8 @@ use std::net::SocketAddrV4;
 fn interface() -> Interface {
     let config = InterfaceConfig::new(OUR_MAC, "10.0.0.1/24".parse().unwrap());
     let mut iface = Interface::new(config, Capabilities::default(), BufferPool::new(2048, 8192));
-    iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
-    iface.echo_open(0x1234).unwrap();
+    iface.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
+    iface.icmp().echo_open(0x1234).unwrap();
     iface
 }
 
@@ -121,14 +121,14 @@ proptest! {
 fn buffers_return_when_sockets_are_drained() {
     let config = InterfaceConfig::new(OUR_MAC, "10.0.0.1/24".parse().unwrap());
     let mut iface = Interface::new(config, Capabilities::default(), BufferPool::new(2048, 64));
-    let echo = iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
+    let echo = iface.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
     let now = Instant::from_secs(1);
     for frame in [udp(7, b"hello"), icmp(8, &[1; 100]), arp(ArpOperation::Request), udp(9, b"closed")] {
         feed(&mut iface, &frame, 2000, now);
     }
     let c = iface.counters().clone();
     assert_eq!((c.udp_delivered, c.icmp_echo_replies_sent, c.arp_replies_sent, c.icmp_errors_sent), (1, 1, 1, 1));
-    let datagram = iface.udp_recv(echo).unwrap().unwrap();
+    let datagram = iface.udp().recv(echo).unwrap().unwrap();
     assert_eq!(datagram.payload.to_vec(), b"hello");
     assert_eq!(datagram.source, SocketAddrV4::new(PEER_IP, 5555));
     drop(datagram);
