@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use nagare_core::buf::{BufferPool, PacketBuf};
-use nagare_core::{Instant, Interface, InterfaceConfig};
+use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
 use nagare_wire::{EthernetAddress, Ipv4Addr};
 use std::net::SocketAddrV4;
 use std::time::Duration;
@@ -23,9 +23,9 @@ fn outcomes(iface: &Interface) -> u64 {
 
 fuzz_target!(|data: &[u8]| {
     let config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 1]), "10.0.0.1/24".parse().unwrap());
-    let mut iface = Interface::new(config, BufferPool::new(2048, 4096));
-    iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
-    iface.echo_open(0x1234).unwrap();
+    let mut iface = Interface::new(config, Capabilities::default(), BufferPool::new(2048, 4096));
+    iface.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
+    iface.icmp().echo_open(0x1234).unwrap();
     let pool = iface.pool().clone();
     let mut now = Instant::from_secs(1);
     let mut rest = data;

@@ -42,7 +42,7 @@ fn main() {
     println!(
         "          unlimited bandwidth, MTU 1500; frames held in a delivery-time heap), one thread, virtual clock;"
     );
-    println!("          sender writes {} KiB per call (tcp_send copies; tcp_send_buf hands over a shared chain), receiver tcp_recv_buf;", WRITE_SIZE >> 10);
+    println!("          sender writes {} KiB per call (Tcp::send copies; Tcp::send_buf hands over a shared chain), receiver Tcp::recv_buf;", WRITE_SIZE >> 10);
     println!("  smoltcp 0.14: two Interfaces on a pair of in-memory frame queues (MTU 1500, checksums on), one thread, wall clock;");
     println!("  smoltcp, set_ack_delay(None): the same with the receiver's delayed ACK off;");
     println!("  smoltcp as shipped: its loopback_benchmark example (one Interface on Loopback, MTU 65535, no checksums, 64 KiB buffers).\n");
@@ -99,9 +99,9 @@ fn main() {
     println!("| stack | link | send call | MTU | Gbit/s | ns per data segment | ratio to smoltcp (MTU 1500) |");
     println!("|---|---|---|---:|---:|---:|---:|");
     for (link, call, r) in [
-        ("FIFO queues", "tcp_send_buf (zero copy)", z),
-        ("FIFO queues", "tcp_send (one copy)", c),
-        ("SimLink", "tcp_send_buf (zero copy)", m),
+        ("FIFO queues", "Tcp::send_buf (zero copy)", z),
+        ("FIFO queues", "Tcp::send (one copy)", c),
+        ("SimLink", "Tcp::send_buf (zero copy)", m),
     ] {
         println!(
             "| nagare | {link} | {call} | 1500 | {:.2} | {:.0} | **{:.2}** |",

@@ -35,8 +35,9 @@
 
 use nagare_bench::report::{env_or, gbps, load_average, median_by};
 use nagare_core::buf::{BufferPool, PacketBuf};
-use nagare_core::iface::{Error as NagareError, TcpHandle};
+use nagare_core::iface::Error as NagareError;
 use nagare_core::tcp::connection::State as NagareState;
+use nagare_core::tcp::TcpHandle;
 use nagare_core::{Interface, InterfaceConfig};
 use nagare_dev::{Device, MonotonicClock, TapDevice};
 use nagare_host::Host;
@@ -449,11 +450,11 @@ struct NagareStack {
     host: Host<TapDevice>,
     clock: MonotonicClock,
     kernel_ip: Ipv4Addr,
-    /// 64 KiB in pool buffers, handed to `tcp_send_buf` again and again
+    /// 64 KiB in pool buffers, handed to `Tcp::send_buf` again and again
     /// (its buffers are shared, never copied).
     chain: PacketBuf,
     /// With `NAGARE_BENCH_SEND=copy`: 64 MiB of application data sent
-    /// round and round with `tcp_send` (one copy, data not in cache).
+    /// round and round with `Tcp::send` (one copy, data not in cache).
     copy_source: Option<Vec<u8>>,
 }
 
@@ -467,11 +468,9 @@ impl NagareStack {
         let clock = MonotonicClock::new();
         let mac = EthernetAddress([0x02, 0x6e, net[0], net[1], net[2], 2]);
         let mut config = InterfaceConfig::new(mac, Ipv4Cidr::new(ours, 24).map_err(|e| format!("{e:?}"))?);
-        config.mtu = tap.mtu();
-        config.tx_offloads = tap.tx_offloads();
         config.seed = clock.unix_epoch_micros() ^ u64::from(std::process::id());
-        let mut iface = Interface::new(config, BufferPool::new(POOL_BUFFER_SIZE, POOL_BUFFERS));
-        let defaults = iface.tcp_defaults_mut();
+        let mut iface = Interface::new(config, tap.capabilities(), BufferPool::new(POOL_BUFFER_SIZE, POOL_BUFFERS));
+        let defaults = iface.tcp().defaults_mut();
         defaults.send_buffer = buffer;
         defaults.recv_buffer = buffer;
         let chain = PacketBuf::from_slice(iface.pool(), 0, &vec![0x5au8; WRITE_SIZE]).map_err(|_| "pool exhausted")?;
@@ -504,11 +503,12 @@ impl NagareStack {
         let h = self
             .host
             .iface
-            .tcp_connect(SocketAddrV4::new(self.kernel_ip, port), 0, self.clock.now())
+            .tcp()
+            .connect(SocketAddrV4::new(self.kernel_ip, port), 0, self.clock.now())
             .map_err(|e| format!("tcp_connect: {e}"))?;
         loop {
             self.step()?;
-            match self.host.iface.tcp_state(h) {
+            match self.host.iface.tcp_ref().state(h) {
                 Ok(NagareState::Established) => return Ok(h),
                 Ok(NagareState::SynSent | NagareState::SynReceived) => {}
                 other => return Err(format!("connecting: {other:?}")),
@@ -540,14 +540,14 @@ impl Stack for NagareStack {
             if dir == Direction::ToLinux && self.copy_source.is_some() {
                 while !shut {
                     if !amount.more(bytes, first) {
-                        self.host.iface.tcp_shutdown(h, now).map_err(|e| format!("tcp_shutdown: {e}"))?;
+                        self.host.iface.tcp().shutdown(h, now).map_err(|e| format!("tcp_shutdown: {e}"))?;
                         shut = true;
                         break;
                     }
                     let source = self.copy_source.as_deref().unwrap_or_default();
                     let at = (bytes % source.len() as u64) as usize;
                     let end = (at + WRITE_SIZE).min(source.len());
-                    match self.host.iface.tcp_send(h, &source[at..end], now) {
+                    match self.host.iface.tcp().send(h, &source[at..end], now) {
                         Ok(0) | Err(NagareError::WouldBlock) => break,
                         Ok(n) => {
                             first.get_or_insert_with(Instant::now);
@@ -560,7 +560,7 @@ impl Stack for NagareStack {
                 while !shut {
                     if pending.is_empty() {
                         if !amount.more(bytes, first) {
-                            self.host.iface.tcp_shutdown(h, now).map_err(|e| format!("tcp_shutdown: {e}"))?;
+                            self.host.iface.tcp().shutdown(h, now).map_err(|e| format!("tcp_shutdown: {e}"))?;
                             shut = true;
                             break;
                         }
@@ -568,7 +568,7 @@ impl Stack for NagareStack {
                     }
                     let before = pending.len();
                     pending =
-                        self.host.iface.tcp_send_buf(h, pending, now).map_err(|e| format!("tcp_send_buf: {e}"))?;
+                        self.host.iface.tcp().send_buf(h, pending, now).map_err(|e| format!("tcp_send_buf: {e}"))?;
                     let took = (before - pending.len()) as u64;
                     if took > 0 {
                         first.get_or_insert_with(Instant::now);
@@ -582,7 +582,7 @@ impl Stack for NagareStack {
             self.step()?;
             let now = self.clock.now();
             loop {
-                match self.host.iface.tcp_recv_buf(h, usize::MAX, now) {
+                match self.host.iface.tcp().recv_buf(h, usize::MAX, now) {
                     Ok(Some(data)) => {
                         if dir == Direction::FromLinux {
                             last = Instant::now();
@@ -595,7 +595,7 @@ impl Stack for NagareStack {
                             // The sink read the last byte and closed.
                             last = Instant::now();
                         }
-                        self.host.iface.tcp_close(h, now).map_err(|e| format!("tcp_close: {e}"))?;
+                        self.host.iface.tcp().close(h, now).map_err(|e| format!("tcp_close: {e}"))?;
                         self.linger(Duration::from_millis(20))?;
                         let first = first.ok_or("no byte moved")?;
                         return Ok((bytes, last.saturating_duration_since(first)));
@@ -776,8 +776,8 @@ fn run() -> Res<()> {
         "  nagare (offload): IFF_VNET_HDR, checksum {} / TSO up to {} B, IP MTU {}; nagare (plain): MTU {}; smoltcp: TunTapInterface, MTU 1500;",
         granted.checksum,
         granted.tcp_segmentation,
-        offload.host.device.mtu(),
-        plain.host.device.mtu()
+        offload.host.device.capabilities().mtu,
+        plain.host.device.capabilities().mtu
     );
     if std::env::var("NAGARE_BENCH_SEND").as_deref() == Ok("copy") {
         println!("  nagare sends with tcp_send from 64 MiB of application data (one copy; NAGARE_BENCH_SEND=copy) and takes tcp_recv_buf;");

@@ -3,8 +3,9 @@
 
 use crate::net::{err, pair, LinkKind, Pair, PairConfig, B_IP};
 use nagare_core::buf::PacketBuf;
-use nagare_core::iface::{Error, TcpHandle};
+use nagare_core::iface::Error;
 use nagare_core::tcp::config::TcpConfig;
+use nagare_core::tcp::TcpHandle;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
@@ -56,19 +57,19 @@ fn connected(buffer: usize, link: LinkKind) -> Result<(Pair, TcpHandle, TcpHandl
     let segments = buffer / 1000 + 1024;
     let config = PairConfig { pool_buffers: 4 * segments, prewarm_buffers: 0, tcp: bulk_tcp_config(buffer), link };
     let mut pair = pair(&config);
-    let listener = pair.b.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), 8).map_err(err)?;
-    let ha = pair.a.iface.tcp_connect(SocketAddrV4::new(B_IP, PORT), 0, pair.now).map_err(err)?;
+    let listener = pair.b.iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), 8).map_err(err)?;
+    let ha = pair.a.iface.tcp().connect(SocketAddrV4::new(B_IP, PORT), 0, pair.now).map_err(err)?;
     let mut hb = None;
     for _ in 0..100 {
         pair.settle().map_err(err)?;
-        hb = pair.b.iface.tcp_accept(listener).map_err(err)?;
+        hb = pair.b.iface.tcp().accept(listener).map_err(err)?;
         if hb.is_some() {
             break;
         }
         pair.advance(Duration::from_millis(100)).map_err(err)?;
     }
     let hb = hb.ok_or("no connection accepted")?;
-    pair.b.iface.tcp_listener_close(listener, pair.now).map_err(err)?;
+    pair.b.iface.tcp().listener_close(listener, pair.now).map_err(err)?;
     Ok((pair, ha, hb))
 }
 
@@ -103,7 +104,7 @@ pub fn nagare_bulk(
             let want = (bytes - sent).min(WRITE_SIZE as u64) as usize;
             let now = pair.now;
             match mode {
-                SendMode::Copy => match pair.a.iface.tcp_send(ha, &chunk[..want], now) {
+                SendMode::Copy => match pair.a.iface.tcp().send(ha, &chunk[..want], now) {
                     Ok(0) | Err(Error::WouldBlock) => break,
                     Ok(n) => sent += n as u64,
                     Err(e) => return Err(format!("tcp_send: {e}")),
@@ -114,7 +115,8 @@ pub fn nagare_bulk(
                             if want == WRITE_SIZE { chain.clone() } else { chain.slice(0, want).ok_or("slice")? };
                     }
                     let before = pending.len();
-                    pending = pair.a.iface.tcp_send_buf(ha, pending, now).map_err(|e| format!("tcp_send_buf: {e}"))?;
+                    pending =
+                        pair.a.iface.tcp().send_buf(ha, pending, now).map_err(|e| format!("tcp_send_buf: {e}"))?;
                     sent += (before - pending.len()) as u64;
                     if !pending.is_empty() {
                         break;
@@ -126,7 +128,7 @@ pub fn nagare_bulk(
         // The receiver takes what arrived, without copying.
         let mut took = false;
         loop {
-            match pair.b.iface.tcp_recv_buf(hb, usize::MAX, pair.now) {
+            match pair.b.iface.tcp().recv_buf(hb, usize::MAX, pair.now) {
                 Ok(Some(data)) => {
                     received += data.len() as u64;
                     took = true;

@@ -11,9 +11,9 @@
 
 use crate::alloc_count;
 use crate::net::{err, pair, LinkKind, Pair, PairConfig, B_IP};
-use nagare_core::iface::TcpHandle;
 use nagare_core::tcp::config::TcpConfig;
 use nagare_core::tcp::connection::State;
+use nagare_core::tcp::TcpHandle;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
@@ -57,22 +57,22 @@ pub fn establish(n: usize) -> Result<Established, String> {
     let config =
         PairConfig { pool_buffers: 16384, prewarm_buffers: 2048, tcp: conns_tcp_config(), link: LinkKind::Sim };
     let mut pair = pair(&config);
-    let listener = pair.b.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), n + 1).map_err(err)?;
+    let listener = pair.b.iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), n + 1).map_err(err)?;
     // One connection first, not counted: ARP, the listener's queue, the
     // tables' first allocations.
-    let warm = pair.a.iface.tcp_connect(SocketAddrV4::new(B_IP, PORT), 0, pair.now).map_err(err)?;
+    let warm = pair.a.iface.tcp().connect(SocketAddrV4::new(B_IP, PORT), 0, pair.now).map_err(err)?;
     pair.advance(Duration::from_millis(10)).map_err(err)?;
-    let warm_b = pair.b.iface.tcp_accept(listener).map_err(err)?.ok_or("warm-up connection not accepted")?;
+    let warm_b = pair.b.iface.tcp().accept(listener).map_err(err)?.ok_or("warm-up connection not accepted")?;
     let mut a = Vec::with_capacity(n);
     let mut b = Vec::with_capacity(n);
     let baseline = alloc_count::live_bytes();
     let remote = SocketAddrV4::new(B_IP, PORT);
     while a.len() < n {
         for _ in 0..CONNECT_BATCH.min(n - a.len()) {
-            a.push(pair.a.iface.tcp_connect(remote, 0, pair.now).map_err(err)?);
+            a.push(pair.a.iface.tcp().connect(remote, 0, pair.now).map_err(err)?);
         }
         pair.settle().map_err(err)?;
-        while let Some(h) = pair.b.iface.tcp_accept(listener).map_err(err)? {
+        while let Some(h) = pair.b.iface.tcp().accept(listener).map_err(err)? {
             b.push(h);
         }
         pair.now += Duration::from_micros(100);
@@ -80,7 +80,7 @@ pub fn establish(n: usize) -> Result<Established, String> {
     // Past every handshake timer, so only what idle connections keep is
     // left (stale timer entries popped).
     pair.advance(Duration::from_secs(5)).map_err(err)?;
-    while let Some(h) = pair.b.iface.tcp_accept(listener).map_err(err)? {
+    while let Some(h) = pair.b.iface.tcp().accept(listener).map_err(err)? {
         b.push(h);
     }
     let heap_bytes = alloc_count::live_bytes().saturating_sub(baseline);
@@ -88,7 +88,7 @@ pub fn establish(n: usize) -> Result<Established, String> {
         return Err(format!("{} of {n} connections accepted", b.len()));
     }
     for (&ha, &hb) in a.iter().zip(&b) {
-        let (sa, sb) = (pair.a.iface.tcp_state(ha).map_err(err)?, pair.b.iface.tcp_state(hb).map_err(err)?);
+        let (sa, sb) = (pair.a.iface.tcp_ref().state(ha).map_err(err)?, pair.b.iface.tcp_ref().state(hb).map_err(err)?);
         if sa != State::Established || sb != State::Established {
             return Err(format!("not established: {sa:?} / {sb:?}"));
         }
@@ -145,12 +145,12 @@ pub fn rounds(
         rng ^= rng << 17;
         let i = (rng % n) as usize;
         pair.now += ROUND_TICK;
-        let sent = pair.a.iface.tcp_send(est.a[i], &data, pair.now).map_err(err)?;
+        let sent = pair.a.iface.tcp().send(est.a[i], &data, pair.now).map_err(err)?;
         if sent != payload {
             return Err(format!("round {r}: sent {sent} of {payload}"));
         }
         pair.settle().map_err(err)?;
-        let got = pair.b.iface.tcp_recv(est.b[i], &mut buf, pair.now).map_err(err)?;
+        let got = pair.b.iface.tcp().recv(est.b[i], &mut buf, pair.now).map_err(err)?;
         if got != payload {
             return Err(format!("round {r}: received {got} of {payload}"));
         }

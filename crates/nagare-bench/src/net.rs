@@ -97,8 +97,8 @@ impl Device for FifoPort {
         Ok(n)
     }
 
-    fn mtu(&self) -> usize {
-        self.mtu
+    fn capabilities(&self) -> nagare_core::Capabilities {
+        nagare_core::Capabilities { mtu: self.mtu, ..Default::default() }
     }
 
     fn stats(&self) -> DeviceStats {
@@ -138,8 +138,8 @@ fn side(ip: Ipv4Addr, mac: u8, port: Box<dyn Device>, config: &PairConfig) -> Ho
     ic.tx_queue_limit = 1 << 16;
     let pool = BufferPool::new(BUFFER_SIZE, config.pool_buffers);
     prewarm(&pool, config.prewarm_buffers);
-    let mut iface = Interface::new(ic, pool);
-    *iface.tcp_defaults_mut() = config.tcp.clone();
+    let mut iface = Interface::new(ic, port.capabilities(), pool);
+    *iface.tcp().defaults_mut() = config.tcp.clone();
     Host::with_rx_batch(iface, port, RX_BATCH)
 }
 

@@ -68,45 +68,45 @@ pub fn nagare_setup(count: u64, time_limit: Duration) -> Result<SetupResult, Str
     let config =
         PairConfig { pool_buffers: 16384, prewarm_buffers: 1024, tcp: setup_tcp_config(), link: LinkKind::Sim };
     let mut pair = pair(&config);
-    let listener = pair.b.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), 64).map_err(err)?;
+    let listener = pair.b.iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), 64).map_err(err)?;
     let remote = SocketAddrV4::new(B_IP, PORT);
     let mut buf = [0u8; 16];
     let mut peak_held = 0;
     let mut run = |pair: &mut Pair| -> Result<(), String> {
-        let ha = pair.a.iface.tcp_connect(remote, 0, pair.now).map_err(err)?;
+        let ha = pair.a.iface.tcp().connect(remote, 0, pair.now).map_err(err)?;
         let mut hb = None;
         until(pair, "accept", |p| {
-            hb = p.b.iface.tcp_accept(listener).map_err(err)?;
+            hb = p.b.iface.tcp().accept(listener).map_err(err)?;
             Ok(hb.is_some())
         })?;
         let hb = hb.expect("accepted");
         let now = pair.now;
-        if pair.a.iface.tcp_send(ha, &[1], now).map_err(err)? != 1 {
+        if pair.a.iface.tcp().send(ha, &[1], now).map_err(err)? != 1 {
             return Err("client send".into());
         }
-        until(pair, "server read", |p| match p.b.iface.tcp_recv(hb, &mut buf, p.now) {
+        until(pair, "server read", |p| match p.b.iface.tcp().recv(hb, &mut buf, p.now) {
             Ok(1) => Ok(true),
             Err(Error::WouldBlock) => Ok(false),
             other => Err(format!("server read: {other:?}")),
         })?;
         let now = pair.now;
-        if pair.b.iface.tcp_send(hb, &[2], now).map_err(err)? != 1 {
+        if pair.b.iface.tcp().send(hb, &[2], now).map_err(err)? != 1 {
             return Err("server send".into());
         }
-        until(pair, "client read", |p| match p.a.iface.tcp_recv(ha, &mut buf, p.now) {
+        until(pair, "client read", |p| match p.a.iface.tcp().recv(ha, &mut buf, p.now) {
             Ok(1) => Ok(true),
             Err(Error::WouldBlock) => Ok(false),
             other => Err(format!("client read: {other:?}")),
         })?;
         let now = pair.now;
-        pair.a.iface.tcp_close(ha, now).map_err(err)?;
-        until(pair, "server end of stream", |p| match p.b.iface.tcp_recv(hb, &mut buf, p.now) {
+        pair.a.iface.tcp().close(ha, now).map_err(err)?;
+        until(pair, "server end of stream", |p| match p.b.iface.tcp().recv(hb, &mut buf, p.now) {
             Ok(0) => Ok(true),
             Err(Error::WouldBlock) => Ok(false),
             other => Err(format!("server end of stream: {other:?}")),
         })?;
         let now = pair.now;
-        pair.b.iface.tcp_close(hb, now).map_err(err)?;
+        pair.b.iface.tcp().close(hb, now).map_err(err)?;
         pair.settle().map_err(err)?;
         pair.now += NAGARE_TICK;
         Ok(())
@@ -120,17 +120,20 @@ pub fn nagare_setup(count: u64, time_limit: Duration) -> Result<SetupResult, Str
             return Err(format!("{i} of {count} connections after {time_limit:?}"));
         }
         run(&mut pair)?;
-        peak_held = peak_held.max(pair.a.iface.tcp_connection_count());
+        peak_held = peak_held.max(pair.a.iface.tcp_ref().connection_count());
     }
     let elapsed = started.elapsed();
     let idle_jumps = pair.idle_jumps - jumps0;
     // Every TIME-WAIT ends and the server holds nothing.
-    if pair.b.iface.tcp_connection_count() != 0 {
-        return Err(format!("server still holds {} connections", pair.b.iface.tcp_connection_count()));
+    if pair.b.iface.tcp_ref().connection_count() != 0 {
+        return Err(format!("server still holds {} connections", pair.b.iface.tcp_ref().connection_count()));
     }
     pair.advance(NAGARE_TIME_WAIT * 2).map_err(err)?;
-    if pair.a.iface.tcp_connection_count() != 0 {
-        return Err(format!("client still holds {} connections after TIME-WAIT", pair.a.iface.tcp_connection_count()));
+    if pair.a.iface.tcp_ref().connection_count() != 0 {
+        return Err(format!(
+            "client still holds {} connections after TIME-WAIT",
+            pair.a.iface.tcp_ref().connection_count()
+        ));
     }
     Ok(SetupResult { connections: count, elapsed, peak_held, idle_jumps })
 }

@@ -12,7 +12,7 @@
 //! to its pid); its receive side is what is reported, as iperf3 reports
 //! its receiver.
 //!
-//! - UDP: 1472-byte datagrams (1514-byte frames) with `udp_send_to`, as
+//! - UDP: 1472-byte datagrams (1514-byte frames) with `Udp::send_to`, as
 //!   fast as the ring takes them (a full ring holds the sender back): the
 //!   engine builds each frame in pool buffers and the port copies it into
 //!   the slot. *Frame built in the slot* (zero-copy send): the bench
@@ -22,8 +22,8 @@
 //!   engine is not on this path (it is stepped only while the ring is
 //!   full). The same peer and sink count both.
 //! - TCP: one connection, the sender queues references to one 256 KiB
-//!   buffer (`tcp_send_buf`, no copy on the sending side, as `nagare perf`
-//!   does); the sink takes the data with `tcp_recv_buf` (no copy out).
+//!   buffer (`Tcp::send_buf`, no copy on the sending side, as `nagare perf`
+//!   does); the sink takes the data with `Tcp::recv_buf` (no copy out).
 //! - RTT: 64-byte UDP datagrams to the echo port, one at a time. *Polled*:
 //!   both processes spin (never sleep, the port in busy-poll mode so
 //!   senders need not ring); *sleep*: both sleep in `poll(2)` on the
@@ -133,10 +133,8 @@ fn vni_host(seg: Arc<Segment>, addr: Ipv4Addr, clock: &MonotonicClock) -> Result
     let port = VniPort::attach(seg, None).context("attaching to the bench segment")?;
     let mut config =
         InterfaceConfig::new(EthernetAddress(port.mac()), Ipv4Cidr::new(addr, 24).map_err(|e| anyhow!("{e}"))?);
-    config.mtu = port.mtu();
-    config.tx_offloads = port.tx_offloads();
     config.seed = clock.unix_epoch_micros() ^ u64::from(std::process::id());
-    let iface = Interface::new(config, BufferPool::new(BUFFER_SIZE, POOL_BUFFERS));
+    let iface = Interface::new(config, port.capabilities(), BufferPool::new(BUFFER_SIZE, POOL_BUFFERS));
     Ok(Host::new(iface, port))
 }
 
@@ -183,9 +181,9 @@ fn run_peer(segment: &str, poll: bool) -> Result<()> {
     let mut host = vni_host(seg, B_ADDR, &clock)?;
     host.device.set_busy_poll(poll);
     let any = |port| SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
-    let udp_sink = host.iface.udp_bind(any(SINK_PORT)).map_err(eng)?;
-    let echo = host.iface.udp_bind(any(ECHO_PORT)).map_err(eng)?;
-    let listener = host.iface.tcp_listen(any(SINK_PORT), 4).map_err(eng)?;
+    let udp_sink = host.iface.udp().bind(any(SINK_PORT)).map_err(eng)?;
+    let echo = host.iface.udp().bind(any(ECHO_PORT)).map_err(eng)?;
+    let listener = host.iface.tcp().listen(any(SINK_PORT), 4).map_err(eng)?;
     let (mut udp, mut tcp) = (Sink::default(), Sink::default());
     let mut conns = Vec::new();
     let mut echoed = 0u64;
@@ -203,28 +201,28 @@ fn run_peer(segment: &str, poll: bool) -> Result<()> {
         let mut worked = report.did_work();
         // One clock read per step that received anything.
         let stamp = if report.received > 0 { Instant::now() } else { end };
-        while let Some(d) = host.iface.udp_recv(udp_sink).map_err(eng)? {
+        while let Some(d) = host.iface.udp().recv(udp_sink).map_err(eng)? {
             udp.add(d.payload.len(), stamp);
             worked = true;
         }
-        while let Some(d) = host.iface.udp_recv(echo).map_err(eng)? {
-            if host.iface.udp_send_buf(echo, d.payload, d.source, now).is_ok() {
+        while let Some(d) = host.iface.udp().recv(echo).map_err(eng)? {
+            if host.iface.udp().send_buf(echo, d.payload, d.source, now).is_ok() {
                 echoed += 1;
             }
             worked = true;
         }
-        while let Some(c) = host.iface.tcp_accept(listener).map_err(eng)? {
+        while let Some(c) = host.iface.tcp().accept(listener).map_err(eng)? {
             conns.push(c);
             worked = true;
         }
         conns.retain(|&c| loop {
-            match host.iface.tcp_recv_buf(c, 1 << 20, now) {
+            match host.iface.tcp().recv_buf(c, 1 << 20, now) {
                 Ok(Some(data)) => {
                     tcp.add(data.len(), stamp);
                     worked = true;
                 }
                 Ok(None) => {
-                    let _ = host.iface.tcp_close(c, now);
+                    let _ = host.iface.tcp().close(c, now);
                     break false;
                 }
                 Err(IfError::WouldBlock) => break true,
@@ -486,25 +484,26 @@ impl Setup {
         let mut host = vni_host(Arc::clone(&seg.seg), A_ADDR, &clock)?;
         host.device.set_busy_poll(poll);
         let mut s = Setup { host, peer, clock, _seg: seg };
-        let sock = s.host.iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).map_err(eng)?;
+        let sock = s.host.iface.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).map_err(eng)?;
         let mut answered = false;
         let end = Instant::now() + Duration::from_secs(5);
         while !answered && Instant::now() < end {
             s.host
                 .iface
-                .udp_send_to(sock, b"warm", SocketAddrV4::new(B_ADDR, ECHO_PORT), s.clock.now())
+                .udp()
+                .send_to(sock, b"warm", SocketAddrV4::new(B_ADDR, ECHO_PORT), s.clock.now())
                 .map_err(eng)?;
             let until = Instant::now() + Duration::from_millis(200);
             while Instant::now() < until {
                 step(&mut s.host, &s.clock)?;
-                if s.host.iface.udp_recv(sock).map_err(eng)?.is_some() {
+                if s.host.iface.udp().recv(sock).map_err(eng)?.is_some() {
                     answered = true;
                     break;
                 }
                 idle(&s.host, &s.clock, Duration::from_millis(5))?;
             }
         }
-        s.host.iface.udp_close(sock).map_err(eng)?;
+        s.host.iface.udp().close(sock).map_err(eng)?;
         ensure!(answered, "the peer did not answer on the segment within 5 s");
         Ok(s)
     }
@@ -521,7 +520,7 @@ impl Setup {
 
 fn nagare_udp(secs: f64, slots: usize) -> Result<Rate> {
     let mut s = Setup::new(1500, slots, false)?;
-    let sock = s.host.iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).map_err(eng)?;
+    let sock = s.host.iface.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).map_err(eng)?;
     let payload = vec![0x5au8; UDP_LEN];
     let dst = SocketAddrV4::new(B_ADDR, SINK_PORT);
     let end = Instant::now() + Duration::from_secs_f64(secs);
@@ -529,7 +528,7 @@ fn nagare_udp(secs: f64, slots: usize) -> Result<Rate> {
     while Instant::now() < end && !interrupted() {
         let now = s.clock.now();
         while s.host.iface.tx_queue().len() < UDP_BACKLOG {
-            match s.host.iface.udp_send_to(sock, &payload, dst, now) {
+            match s.host.iface.udp().send_to(sock, &payload, dst, now) {
                 Ok(()) => sent += 1,
                 Err(IfError::NoBuffer) => break,
                 Err(e) => return Err(eng(e)),
@@ -552,7 +551,7 @@ fn nagare_udp(secs: f64, slots: usize) -> Result<Rate> {
 /// UDP with every frame built in a ring slot: Ethernet, IPv4 and UDP
 /// headers (42 bytes, made on the stack) and the 1472-byte payload are
 /// written into the slot, the one copy of the payload on the sending
-/// side; the checksum is summed over the payload as `udp_send_to` does.
+/// side; the checksum is summed over the payload as `Udp::send_to` does.
 fn nagare_udp_in_slot(secs: f64, slots: usize) -> Result<Rate> {
     let mut s = Setup::new(1500, slots, false)?;
     s.host.device.refresh().context("refreshing the bench port")?;
@@ -612,9 +611,9 @@ fn nagare_tcp(mtu: usize, secs: f64, slots: usize) -> Result<Rate> {
     let mut s = Setup::new(mtu, slots, false)?;
     let filler = PacketBuf::from_slice(s.host.iface.pool(), HEADROOM, &vec![0u8; FILL_LEN])
         .map_err(|_| anyhow!("no packet buffers for the send buffer"))?;
-    let conn = s.host.iface.tcp_connect(SocketAddrV4::new(B_ADDR, SINK_PORT), 0, s.clock.now()).map_err(eng)?;
+    let conn = s.host.iface.tcp().connect(SocketAddrV4::new(B_ADDR, SINK_PORT), 0, s.clock.now()).map_err(eng)?;
     let end = Instant::now() + Duration::from_secs(5);
-    while matches!(s.host.iface.tcp_state(conn).map_err(eng)?, State::SynSent | State::SynReceived) {
+    while matches!(s.host.iface.tcp_ref().state(conn).map_err(eng)?, State::SynSent | State::SynReceived) {
         ensure!(Instant::now() < end, "TCP connection to the peer not established within 5 s");
         step(&mut s.host, &s.clock)?;
     }
@@ -623,7 +622,7 @@ fn nagare_tcp(mtu: usize, secs: f64, slots: usize) -> Result<Rate> {
     while Instant::now() < end && !interrupted() {
         let now = s.clock.now();
         for _ in 0..16 {
-            let rest = s.host.iface.tcp_send_buf(conn, filler.clone(), now).map_err(eng)?;
+            let rest = s.host.iface.tcp().send_buf(conn, filler.clone(), now).map_err(eng)?;
             let taken = FILL_LEN - rest.len();
             sent += taken as u64;
             if !rest.is_empty() {
@@ -632,10 +631,10 @@ fn nagare_tcp(mtu: usize, secs: f64, slots: usize) -> Result<Rate> {
         }
         step(&mut s.host, &s.clock)?;
     }
-    s.host.iface.tcp_shutdown(conn, s.clock.now()).map_err(eng)?;
+    s.host.iface.tcp().shutdown(conn, s.clock.now()).map_err(eng)?;
     let end = Instant::now() + Duration::from_secs(5);
     while Instant::now() < end {
-        let state = s.host.iface.tcp_state(conn);
+        let state = s.host.iface.tcp_ref().state(conn);
         if !matches!(
             state,
             Ok(State::Established | State::FinWait1 | State::CloseWait | State::Closing | State::LastAck)
@@ -646,7 +645,7 @@ fn nagare_tcp(mtu: usize, secs: f64, slots: usize) -> Result<Rate> {
             idle(&s.host, &s.clock, Duration::from_millis(1))?;
         }
     }
-    let _ = s.host.iface.tcp_close(conn, s.clock.now());
+    let _ = s.host.iface.tcp().close(conn, s.clock.now());
     let r = s.peer.finish()?;
     let received = get(&r, "tcp_bytes");
     if received != sent {
@@ -711,7 +710,7 @@ fn nagare_rtt(wait: Wait, pings: usize, limit: Duration, slots: usize) -> Result
     let poll = wait == Wait::Polled;
     let _pinned = Pinned::to((wait == Wait::SleepOneCpu).then(pin_cpu))?;
     let mut s = Setup::new(1500, slots, poll)?;
-    let sock = s.host.iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).map_err(eng)?;
+    let sock = s.host.iface.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).map_err(eng)?;
     let payload = [0x5au8; PING_LEN];
     let dst = SocketAddrV4::new(B_ADDR, ECHO_PORT);
     let (mut samples, mut lost) = (Vec::with_capacity(pings), 0u64);
@@ -722,10 +721,10 @@ fn nagare_rtt(wait: Wait, pings: usize, limit: Duration, slots: usize) -> Result
             break;
         }
         let t0 = Instant::now();
-        s.host.iface.udp_send_to(sock, &payload, dst, s.clock.now()).map_err(eng)?;
+        s.host.iface.udp().send_to(sock, &payload, dst, s.clock.now()).map_err(eng)?;
         let got = loop {
             let worked = step(&mut s.host, &s.clock)?;
-            if s.host.iface.udp_recv(sock).map_err(eng)?.is_some() {
+            if s.host.iface.udp().recv(sock).map_err(eng)?.is_some() {
                 break true;
             }
             if t0.elapsed() > PING_TIMEOUT {

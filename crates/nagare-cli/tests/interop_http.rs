@@ -16,7 +16,7 @@ const CONCURRENCY: usize = 20;
 /// The value of `ab`'s summary line `name:`, as a number.
 fn field(report: &str, name: &str) -> Option<usize> {
     let line = report.lines().find(|l| l.starts_with(name))?;
-    line[name.len()..].trim().split_whitespace().next()?.parse().ok()
+    line[name.len()..].split_whitespace().next()?.parse().ok()
 }
 
 fn ab(ns: &Netns, keep_alive: bool, url: &str) -> String {

@@ -955,9 +955,12 @@ fn embedded_placement_has_the_same_api() {
             let seg = std::sync::Arc::new(nagare_dev::VniSegment::open(&name)?);
             let port = nagare_dev::VniPort::attach(seg, None)?;
             let addr = nagare_wire::Ipv4Cidr::new(ip, 24).map_err(|_| std::io::Error::other("bad address"))?;
-            let mut config = nagare_core::InterfaceConfig::new(nagare_wire::EthernetAddress(port.mac()), addr);
-            config.mtu = nagare_dev::Device::mtu(&port);
-            let iface = nagare_core::Interface::new(config, nagare_core::buf::BufferPool::new(2048, 8192));
+            let config = nagare_core::InterfaceConfig::new(nagare_wire::EthernetAddress(port.mac()), addr);
+            let iface = nagare_core::Interface::new(
+                config,
+                nagare_dev::Device::capabilities(&port),
+                nagare_core::buf::BufferPool::new(2048, 8192),
+            );
             Ok((iface, Box::new(port) as Box<dyn nagare_dev::Device>))
         }
     };

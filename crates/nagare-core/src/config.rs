@@ -1,6 +1,5 @@
 //! Configuration of an interface and the limits that bound its memory.
 
-use crate::buf::TxOffloads;
 use alloc::vec::Vec;
 use core::net::Ipv4Addr;
 use core::time::Duration;
@@ -69,7 +68,9 @@ impl Default for ReassemblyConfig {
     }
 }
 
-/// Everything an [`Interface`](crate::iface::Interface) needs to start.
+/// Everything an [`Interface`](crate::iface::Interface) needs to start,
+/// besides what its device says of itself
+/// ([`Capabilities`](crate::Capabilities)).
 #[derive(Debug, Clone)]
 pub struct InterfaceConfig {
     /// The interface's Ethernet address.
@@ -80,11 +81,6 @@ pub struct InterfaceConfig {
     pub gateway: Option<Ipv4Addr>,
     /// More specific routes, tried before the gateway (longest prefix wins).
     pub routes: Vec<Route>,
-    /// Largest IP packet the link carries.
-    pub mtu: usize,
-    /// What the device completes on transmit (checksums, TCP
-    /// segmentation); take it from the device.
-    pub tx_offloads: TxOffloads,
     /// TTL of packets we originate.
     pub ttl: u8,
     /// ARP limits.
@@ -113,8 +109,6 @@ impl InterfaceConfig {
             addresses: alloc::vec![address],
             gateway: None,
             routes: Vec::new(),
-            mtu: 1500,
-            tx_offloads: TxOffloads::NONE,
             ttl: 64,
             arp: ArpConfig::default(),
             reassembly: ReassemblyConfig::default(),

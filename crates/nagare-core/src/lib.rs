@@ -12,6 +12,7 @@ extern crate alloc;
 
 pub mod arp;
 pub mod buf;
+pub mod capabilities;
 pub mod config;
 pub mod counters;
 pub mod hash;
@@ -24,7 +25,10 @@ pub mod tcp;
 pub mod time;
 pub mod udp;
 
+pub use capabilities::Capabilities;
 pub use config::{InterfaceConfig, Route};
 pub use counters::Counters;
-pub use iface::{EchoHandle, Interface, UdpHandle};
+pub use icmp::EchoHandle;
+pub use iface::Interface;
 pub use time::Instant;
+pub use udp::UdpHandle;

@@ -4,6 +4,11 @@
 //! closed can never reach the socket that later reuses the slot.
 
 use alloc::vec::Vec;
+use core::ops::RangeInclusive;
+
+/// Ephemeral ports as IANA and RFC 6335 define them, for UDP binds and TCP
+/// active opens that name no port.
+pub(crate) const EPHEMERAL_PORTS: RangeInclusive<u16> = 49152..=65535;
 
 /// Names one socket of one interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -3,7 +3,7 @@
 //! every frame must leave a trace in some counter, and no buffer may leak.
 
 use nagare_core::buf::BufferPool;
-use nagare_core::{Counters, Instant, Interface, InterfaceConfig};
+use nagare_core::{Capabilities, Counters, Instant, Interface, InterfaceConfig};
 use nagare_wire::{ArpOperation, IpProtocol, Ipv4Addr};
 use proptest::prelude::*;
 
@@ -13,9 +13,9 @@ use std::net::SocketAddrV4;
 
 fn interface() -> Interface {
     let config = InterfaceConfig::new(OUR_MAC, "10.0.0.1/24".parse().unwrap());
-    let mut iface = Interface::new(config, BufferPool::new(2048, 8192));
-    iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
-    iface.echo_open(0x1234).unwrap();
+    let mut iface = Interface::new(config, Capabilities::default(), BufferPool::new(2048, 8192));
+    iface.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
+    iface.icmp().echo_open(0x1234).unwrap();
     iface
 }
 
@@ -120,15 +120,15 @@ proptest! {
 #[test]
 fn buffers_return_when_sockets_are_drained() {
     let config = InterfaceConfig::new(OUR_MAC, "10.0.0.1/24".parse().unwrap());
-    let mut iface = Interface::new(config, BufferPool::new(2048, 64));
-    let echo = iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
+    let mut iface = Interface::new(config, Capabilities::default(), BufferPool::new(2048, 64));
+    let echo = iface.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
     let now = Instant::from_secs(1);
     for frame in [udp(7, b"hello"), icmp(8, &[1; 100]), arp(ArpOperation::Request), udp(9, b"closed")] {
         feed(&mut iface, &frame, 2000, now);
     }
     let c = iface.counters().clone();
     assert_eq!((c.udp_delivered, c.icmp_echo_replies_sent, c.arp_replies_sent, c.icmp_errors_sent), (1, 1, 1, 1));
-    let datagram = iface.udp_recv(echo).unwrap().unwrap();
+    let datagram = iface.udp().recv(echo).unwrap().unwrap();
     assert_eq!(datagram.payload.to_vec(), b"hello");
     assert_eq!(datagram.source, SocketAddrV4::new(PEER_IP, 5555));
     drop(datagram);

@@ -7,9 +7,10 @@
 //! by nagare-wire, in IPv4 and Ethernet) and parsing what comes back.
 
 use nagare_core::buf::{BufferPool, PacketBuf};
-use nagare_core::iface::{Error, Readiness, TcpEvent, TcpHandle, TcpListenerHandle, TcpSocket};
+use nagare_core::iface::Error;
 use nagare_core::tcp::connection::State;
-use nagare_core::{Instant, Interface, InterfaceConfig};
+use nagare_core::tcp::{Readiness, TcpEvent, TcpHandle, TcpListenerHandle, TcpSocket};
+use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
 use nagare_wire::{ArpOperation, IpProtocol, Ipv4Addr, TcpFlags, TcpPacket, TcpRepr, TcpSeqNumber};
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
@@ -90,7 +91,7 @@ fn interface(mac: u8, ip: Ipv4Addr, seed: u64) -> Interface {
         nagare_wire::Ipv4Cidr::new(ip, 24).unwrap(),
     );
     config.seed = seed;
-    Interface::new(config, BufferPool::new(2048, 8192))
+    Interface::new(config, Capabilities::default(), BufferPool::new(2048, 8192))
 }
 
 // ---- two interfaces back to back --------------------------------------------
@@ -248,12 +249,12 @@ impl Net {
 
     /// A listens on `port`; B connects; returns (A's accepted handle, B's).
     fn connect_pair(&mut self, port: u16) -> (TcpHandle, TcpHandle) {
-        let l = self.a.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), 16).unwrap();
-        let hb = self.b.tcp_connect(SocketAddrV4::new(A_IP, port), 0, self.now).unwrap();
+        let l = self.a.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), 16).unwrap();
+        let hb = self.b.tcp().connect(SocketAddrV4::new(A_IP, port), 0, self.now).unwrap();
         self.settle();
-        let ha = self.a.tcp_accept(l).unwrap().expect("the handshake completed");
-        assert_eq!(self.a.tcp_state(ha), Ok(State::Established));
-        assert_eq!(self.b.tcp_state(hb), Ok(State::Established));
+        let ha = self.a.tcp().accept(l).unwrap().expect("the handshake completed");
+        assert_eq!(self.a.tcp_ref().state(ha), Ok(State::Established));
+        assert_eq!(self.b.tcp_ref().state(hb), Ok(State::Established));
         (ha, hb)
     }
 
@@ -262,7 +263,7 @@ impl Net {
         let now = self.now;
         let mut buf = [0u8; 4096];
         loop {
-            match self.iface(side).tcp_recv(h, &mut buf, now) {
+            match self.iface(side).tcp().recv(h, &mut buf, now) {
                 Ok(0) => return true,
                 Ok(n) => out.extend_from_slice(&buf[..n]),
                 Err(Error::WouldBlock) => return false,
@@ -281,7 +282,7 @@ impl Net {
         loop {
             while sent < data.len() {
                 let now = self.now;
-                match self.iface(from).tcp_send(hs, &data[sent..], now) {
+                match self.iface(from).tcp().send(hs, &data[sent..], now) {
                     Ok(0) | Err(Error::WouldBlock) => break,
                     Ok(n) => sent += n,
                     Err(e) => panic!("send failed: {e}"),
@@ -404,7 +405,7 @@ impl Peer {
     /// `ts`, and window scale 0 so windows read directly); established.
     fn connected(ts: bool) -> Peer {
         let mut raw = Raw::new();
-        let h = raw.iface.tcp_connect(SocketAddrV4::new(PEER_IP, 80), 0, raw.now).unwrap();
+        let h = raw.iface.tcp().connect(SocketAddrV4::new(PEER_IP, 80), 0, raw.now).unwrap();
         let syn = raw.take_one();
         let mut synack =
             repr(80, syn.repr.src_port, 70_000, Some(syn.seq().wrapping_add(1)), TcpFlags::SYN | TcpFlags::ACK);
@@ -417,7 +418,7 @@ impl Peer {
         raw.send(synack, &[]);
         let ack = raw.take_one();
         assert!(ack.has(TcpFlags::ACK) && !ack.has(TcpFlags::SYN));
-        assert_eq!(raw.iface.tcp_state(h), Ok(State::Established));
+        assert_eq!(raw.iface.tcp_ref().state(h), Ok(State::Established));
         Peer {
             port: syn.repr.src_port,
             peer_port: 80,
@@ -467,7 +468,7 @@ impl Peer {
     }
 
     fn state(&self) -> Result<State, Error> {
-        self.raw.iface.tcp_state(self.h)
+        self.raw.iface.tcp_ref().state(self.h)
     }
 
     fn rcv_nxt(&self) -> u32 {
@@ -480,8 +481,8 @@ impl Peer {
 #[test]
 fn active_open_offers_every_option_and_takes_the_peers() {
     let mut raw = Raw::new();
-    let h = raw.iface.tcp_connect(SocketAddrV4::new(PEER_IP, 80), 0, raw.now).unwrap();
-    assert_eq!(raw.iface.tcp_state(h), Ok(State::SynSent));
+    let h = raw.iface.tcp().connect(SocketAddrV4::new(PEER_IP, 80), 0, raw.now).unwrap();
+    assert_eq!(raw.iface.tcp_ref().state(h), Ok(State::SynSent));
     let syn = raw.take_one();
     assert_eq!(syn.repr.flags, TcpFlags::SYN, "a SYN alone");
     assert_eq!(syn.repr.ack_number, None);
@@ -511,8 +512,8 @@ fn active_open_offers_every_option_and_takes_the_peers() {
     assert_eq!(ack.repr.max_seg_size, None);
     assert_eq!(ack.repr.window_len, ((256 * 1024) >> 3) as u16, "the window is scaled from now on");
 
-    assert_eq!(raw.iface.tcp_state(h), Ok(State::Established));
-    let c = raw.iface.tcp_connection(h).unwrap();
+    assert_eq!(raw.iface.tcp_ref().state(h), Ok(State::Established));
+    let c = raw.iface.tcp_ref().connection(h).unwrap();
     assert_eq!(c.negotiated(), (true, true, true, 3, 7));
     assert_eq!(c.send_mss(), 1200);
     // The SYN-ACK's window is not scaled; later ones are.
@@ -521,13 +522,13 @@ fn active_open_offers_every_option_and_takes_the_peers() {
     upd.window_len = 1000;
     upd.timestamp = Some((778, tsval));
     raw.send(upd, &[]);
-    assert_eq!(raw.iface.tcp_connection(h).unwrap().send_window(), 1000 << 7);
+    assert_eq!(raw.iface.tcp_ref().connection(h).unwrap().send_window(), 1000 << 7);
 }
 
 #[test]
 fn passive_open_answers_options_in_kind() {
     let mut raw = Raw::new();
-    let l = raw.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap();
+    let l = raw.iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap();
 
     // A SYN with every option.
     let mut syn = repr(40000, 80, 9000, None, TcpFlags::SYN);
@@ -543,14 +544,14 @@ fn passive_open_answers_options_in_kind() {
     assert_eq!(synack.repr.window_scale, Some(3));
     assert!(synack.repr.sack_permitted);
     assert_eq!(synack.repr.timestamp.map(|t| t.1), Some(1000), "TSecr echoes the SYN's TSval");
-    assert!(raw.iface.tcp_accept(l).unwrap().is_none(), "not acceptable before the handshake completes");
+    assert!(raw.iface.tcp().accept(l).unwrap().is_none(), "not acceptable before the handshake completes");
     let mut ack = repr(40000, 80, 9001, Some(synack.seq().wrapping_add(1)), TcpFlags::ACK);
     ack.timestamp = Some((1001, synack.repr.timestamp.unwrap().0));
     ack.window_len = 100;
     raw.send(ack, &[]);
     assert!(raw.take().is_empty(), "nothing to say to the final ACK");
-    let h = raw.iface.tcp_accept(l).unwrap().expect("accepted");
-    let c = raw.iface.tcp_connection(h).unwrap();
+    let h = raw.iface.tcp().accept(l).unwrap().expect("accepted");
+    let c = raw.iface.tcp_ref().connection(h).unwrap();
     assert_eq!(c.state(), State::Established);
     assert_eq!(c.negotiated(), (true, true, true, 3, 2));
     assert_eq!(c.send_mss(), 1400);
@@ -564,8 +565,8 @@ fn passive_open_answers_options_in_kind() {
     assert!(!synack.repr.sack_permitted);
     assert_eq!(synack.repr.timestamp, None);
     raw.send(repr(40001, 80, 6, Some(synack.seq().wrapping_add(1)), TcpFlags::ACK), &[]);
-    let h = raw.iface.tcp_accept(l).unwrap().expect("accepted");
-    let c = raw.iface.tcp_connection(h).unwrap();
+    let h = raw.iface.tcp().accept(l).unwrap().expect("accepted");
+    let c = raw.iface.tcp_ref().connection(h).unwrap();
     assert_eq!(c.negotiated(), (false, false, false, 0, 0));
     assert_eq!(c.send_mss(), 536, "RFC 9293's default MSS");
 }
@@ -579,8 +580,8 @@ fn handshake_between_two_stacks_negotiates_the_same_options() {
     assert_eq!(syn.from, B_IP);
     assert_eq!(synack.ack(), Some(syn.seq().wrapping_add(1)));
     assert_eq!(net.log.len(), 3, "three segments: {:#?}", net.log);
-    let ca = net.a.tcp_connection(ha).unwrap();
-    let cb = net.b.tcp_connection(hb).unwrap();
+    let ca = net.a.tcp_ref().connection(ha).unwrap();
+    let cb = net.b.tcp_ref().connection(hb).unwrap();
     assert_eq!(ca.negotiated(), (true, true, true, 3, 3));
     assert_eq!(cb.negotiated(), (true, true, true, 3, 3));
     assert_eq!(ca.send_mss(), 1460);
@@ -597,10 +598,10 @@ fn isn_differs_per_four_tuple_and_follows_the_clock() {
     let now = raw.now;
     let mut isns = Vec::new();
     for port in [80, 81, 82] {
-        raw.iface.tcp_connect(SocketAddrV4::new(PEER_IP, port), 50000, now).unwrap();
+        raw.iface.tcp().connect(SocketAddrV4::new(PEER_IP, port), 50000, now).unwrap();
         isns.push(raw.take_one().seq());
     }
-    let h = raw.iface.tcp_connect(SocketAddrV4::new(PEER_IP, 80), 50001, now).unwrap();
+    let h = raw.iface.tcp().connect(SocketAddrV4::new(PEER_IP, 80), 50001, now).unwrap();
     isns.push(raw.take_one().seq());
     for i in 0..isns.len() {
         for j in 0..i {
@@ -610,13 +611,13 @@ fn isn_differs_per_four_tuple_and_follows_the_clock() {
         }
     }
     // The same four-tuple 400 us later: the clock part moved 100 ticks.
-    raw.iface.tcp_abort(h, now).unwrap();
+    raw.iface.tcp().abort(h, now).unwrap();
     raw.take();
     raw.now += Duration::from_micros(400);
-    raw.iface.tcp_connect(SocketAddrV4::new(PEER_IP, 80), 50001, raw.now).unwrap();
+    raw.iface.tcp().connect(SocketAddrV4::new(PEER_IP, 80), 50001, raw.now).unwrap();
     assert_eq!(raw.take_one().seq().wrapping_sub(isns[3]), 100);
     // So does the listener's SYN-ACK.
-    raw.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7), 8).unwrap();
+    raw.iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7), 8).unwrap();
     raw.send(repr(40000, 7, 1, None, TcpFlags::SYN), &[]);
     let a = raw.take_one().seq();
     raw.send(repr(40001, 7, 1, None, TcpFlags::SYN), &[]);
@@ -627,7 +628,7 @@ fn isn_differs_per_four_tuple_and_follows_the_clock() {
 #[test]
 fn lost_synack_is_sent_again_when_the_syn_repeats() {
     let mut raw = Raw::new();
-    raw.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap();
+    raw.iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap();
     raw.send(repr(40000, 80, 9000, None, TcpFlags::SYN), &[]);
     let first = raw.take_one();
     // The SYN-ACK is lost; the peer's SYN comes again.
@@ -645,11 +646,11 @@ fn lost_synack_is_sent_again_when_the_syn_repeats() {
 fn simultaneous_open_reaches_established_on_both_sides() {
     let mut net = Net::new();
     let now = net.now;
-    let ha = net.a.tcp_connect(SocketAddrV4::new(B_IP, 5000), 6000, now).unwrap();
-    let hb = net.b.tcp_connect(SocketAddrV4::new(A_IP, 6000), 5000, now).unwrap();
+    let ha = net.a.tcp().connect(SocketAddrV4::new(B_IP, 5000), 6000, now).unwrap();
+    let hb = net.b.tcp().connect(SocketAddrV4::new(A_IP, 6000), 5000, now).unwrap();
     net.settle();
-    assert_eq!(net.a.tcp_state(ha), Ok(State::Established));
-    assert_eq!(net.b.tcp_state(hb), Ok(State::Established));
+    assert_eq!(net.a.tcp_ref().state(ha), Ok(State::Established));
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::Established));
     // Figure 8 of RFC 9293: two SYNs cross, then two SYN-ACKs.
     let syns: Vec<&Seg> = net.log.iter().filter(|s| s.repr.flags == TcpFlags::SYN).collect();
     let synacks: Vec<&Seg> = net.log.iter().filter(|s| s.repr.flags == TcpFlags::SYN | TcpFlags::ACK).collect();
@@ -662,7 +663,7 @@ fn simultaneous_open_reaches_established_on_both_sides() {
         assert_eq!(sa.ack(), Some(their_syn.seq().wrapping_add(1)));
     }
     assert!(net.log.iter().all(|s| !s.has(TcpFlags::RST)));
-    for (c, _) in [(net.a.tcp_connection(ha).unwrap(), 0), (net.b.tcp_connection(hb).unwrap(), 0)] {
+    for (c, _) in [(net.a.tcp_ref().connection(ha).unwrap(), 0), (net.b.tcp_ref().connection(hb).unwrap(), 0)] {
         assert_eq!(c.negotiated(), (true, true, true, 3, 3));
     }
     let ab = pattern(50_000, 2);
@@ -702,34 +703,34 @@ fn segments_to_a_closed_port_get_rst() {
 #[test]
 fn connect_to_a_closed_port_is_refused() {
     let mut net = Net::new();
-    let h = net.b.tcp_connect(SocketAddrV4::new(A_IP, 4444), 0, net.now).unwrap();
+    let h = net.b.tcp().connect(SocketAddrV4::new(A_IP, 4444), 0, net.now).unwrap();
     net.settle();
-    assert_eq!(net.b.tcp_state(h), Ok(State::Closed));
+    assert_eq!(net.b.tcp_ref().state(h), Ok(State::Closed));
     let rst = net.log.iter().find(|s| s.has(TcpFlags::RST)).expect("a RST came back");
     assert_eq!(rst.from, A_IP);
     let mut buf = [0u8; 8];
-    assert_eq!(net.b.tcp_recv(h, &mut buf, net.now), Err(Error::ConnectionRefused));
-    assert_eq!(net.b.tcp_send(h, b"x", net.now), Err(Error::ConnectionRefused));
+    assert_eq!(net.b.tcp().recv(h, &mut buf, net.now), Err(Error::ConnectionRefused));
+    assert_eq!(net.b.tcp().send(h, b"x", net.now), Err(Error::ConnectionRefused));
     // Nothing retransmits later.
     let before = net.log.len();
     net.run_for(Duration::from_secs(30));
     assert_eq!(net.log.len(), before);
-    net.b.tcp_close(h, net.now).unwrap();
-    assert_eq!(net.b.tcp_connection_count(), 0);
+    net.b.tcp().close(h, net.now).unwrap();
+    assert_eq!(net.b.tcp_ref().connection_count(), 0);
 }
 
 #[test]
 fn close_while_opening_deletes_the_connection_and_its_queued_data() {
     let mut raw = Raw::new();
     let before = raw.iface.pool().in_use();
-    let h = raw.iface.tcp_connect(SocketAddrV4::new(PEER_IP, 80), 0, raw.now).unwrap();
+    let h = raw.iface.tcp().connect(SocketAddrV4::new(PEER_IP, 80), 0, raw.now).unwrap();
     raw.take_one();
-    assert_eq!(raw.iface.tcp_send(h, &[7u8; 6000], raw.now), Ok(6000), "queued before the handshake");
+    assert_eq!(raw.iface.tcp().send(h, &[7u8; 6000], raw.now), Ok(6000), "queued before the handshake");
     assert!(raw.iface.pool().in_use() > before);
     // RFC 9293 3.10.4, CLOSE in SYN-SENT: delete the TCB. Kept instead, it
     // held its data through minutes of SYN retries with no owner left.
-    raw.iface.tcp_close(h, raw.now).unwrap();
-    assert_eq!(raw.iface.tcp_connection_count(), 0);
+    raw.iface.tcp().close(h, raw.now).unwrap();
+    assert_eq!(raw.iface.tcp_ref().connection_count(), 0);
     assert_eq!(raw.iface.pool().in_use(), before, "the queued data is let go");
     assert!(raw.take().is_empty(), "nothing is sent for a connection never opened");
 }
@@ -737,20 +738,20 @@ fn close_while_opening_deletes_the_connection_and_its_queued_data() {
 #[test]
 fn syn_sent_ignores_rst_without_an_acceptable_ack() {
     let mut raw = Raw::new();
-    let h = raw.iface.tcp_connect(SocketAddrV4::new(PEER_IP, 80), 0, raw.now).unwrap();
+    let h = raw.iface.tcp().connect(SocketAddrV4::new(PEER_IP, 80), 0, raw.now).unwrap();
     let syn = raw.take_one();
     let port = syn.repr.src_port;
     // RST without ACK, and RST acknowledging something else: ignored.
     raw.send(repr(80, port, 0, None, TcpFlags::RST), &[]);
     raw.send(repr(80, port, 0, Some(syn.seq().wrapping_add(5)), TcpFlags::RST | TcpFlags::ACK), &[]);
-    assert_eq!(raw.iface.tcp_state(h), Ok(State::SynSent));
+    assert_eq!(raw.iface.tcp_ref().state(h), Ok(State::SynSent));
     assert!(raw.take().is_empty());
     // An ACK of something never sent: RST with seq = that ack.
     raw.send(repr(80, port, 0, Some(syn.seq().wrapping_add(5)), TcpFlags::ACK), &[]);
     let rst = raw.take_one();
     assert_eq!(rst.repr.flags, TcpFlags::RST);
     assert_eq!(rst.seq(), syn.seq().wrapping_add(5));
-    assert_eq!(raw.iface.tcp_state(h), Ok(State::SynSent));
+    assert_eq!(raw.iface.tcp_ref().state(h), Ok(State::SynSent));
 }
 
 #[test]
@@ -762,8 +763,8 @@ fn rst_at_rcv_nxt_resets_the_connection() {
     assert_eq!(p.state(), Ok(State::Closed));
     let now = p.raw.now;
     let mut buf = [0u8; 4];
-    assert_eq!(p.raw.iface.tcp_recv(p.h, &mut buf, now), Err(Error::ConnectionReset));
-    assert_eq!(p.raw.iface.tcp_send(p.h, b"x", now), Err(Error::ConnectionReset));
+    assert_eq!(p.raw.iface.tcp().recv(p.h, &mut buf, now), Err(Error::ConnectionReset));
+    assert_eq!(p.raw.iface.tcp().send(p.h, b"x", now), Err(Error::ConnectionReset));
     // A RST with no ACK bit at rcv_nxt resets as well (RFC 9293 3.10.7.4).
     let mut p = Peer::connected(false);
     let r = repr(p.peer_port, p.port, p.rcv_nxt(), None, TcpFlags::RST);
@@ -781,22 +782,22 @@ fn rst_in_window_but_not_at_rcv_nxt_gets_a_challenge_ack() {
     assert_eq!(ack.ack(), Some(p.rcv_nxt()), "the challenge ACK tells the exact rcv_nxt");
     assert_eq!(ack.seq(), p.ack.0);
     assert_eq!(p.state(), Ok(State::Established));
-    let c = p.raw.iface.tcp_connection(p.h).unwrap();
+    let c = p.raw.iface.tcp_ref().connection(p.h).unwrap();
     assert_eq!(c.stats().challenge_acks, 1);
     assert_eq!(p.raw.iface.counters().tcp_challenged, 1);
     // The connection still works both ways.
     p.send(TcpFlags::PSH | TcpFlags::ACK, b"still here");
     let now = p.raw.now;
     let mut buf = [0u8; 32];
-    assert_eq!(p.raw.iface.tcp_recv(p.h, &mut buf, now), Ok(10));
+    assert_eq!(p.raw.iface.tcp().recv(p.h, &mut buf, now), Ok(10));
     // The attacker's blind guesses are rate-limited: a burst of 50 gets at
     // most one more ACK within the limit's interval.
-    let before = p.raw.iface.tcp_connection(p.h).unwrap().stats().challenge_acks;
+    let before = p.raw.iface.tcp_ref().connection(p.h).unwrap().stats().challenge_acks;
     for k in 0..50u32 {
         let r = repr(p.peer_port, p.port, p.rcv_nxt().wrapping_add(100 + k), None, TcpFlags::RST);
         p.raw.send(r, &[]);
     }
-    let after = p.raw.iface.tcp_connection(p.h).unwrap().stats().challenge_acks;
+    let after = p.raw.iface.tcp_ref().connection(p.h).unwrap().stats().challenge_acks;
     assert!(after - before <= 1, "{} challenge ACKs for a burst", after - before);
     assert_eq!(p.state(), Ok(State::Established));
 }
@@ -810,7 +811,7 @@ fn rst_outside_the_window_is_ignored() {
         assert!(p.take().is_empty(), "nothing answers an out-of-window RST");
         assert_eq!(p.state(), Ok(State::Established));
     }
-    assert_eq!(p.raw.iface.tcp_connection(p.h).unwrap().stats().challenge_acks, 0);
+    assert_eq!(p.raw.iface.tcp_ref().connection(p.h).unwrap().stats().challenge_acks, 0);
 }
 
 #[test]
@@ -842,28 +843,28 @@ fn ack_of_unsent_data_is_dropped_and_answered() {
     assert_eq!(segs[0].ack(), Some(p.rcv_nxt()), "the data was not taken");
     let now = p.raw.now;
     let mut buf = [0u8; 64];
-    assert_eq!(p.raw.iface.tcp_recv(p.h, &mut buf, now), Err(Error::WouldBlock));
+    assert_eq!(p.raw.iface.tcp().recv(p.h, &mut buf, now), Err(Error::WouldBlock));
     assert_eq!(p.state(), Ok(State::Established));
     // The same data with a right ACK goes through.
     p.send(TcpFlags::PSH | TcpFlags::ACK, b"data riding on a right ack");
-    assert_eq!(p.raw.iface.tcp_recv(p.h, &mut buf, now), Ok(26));
+    assert_eq!(p.raw.iface.tcp().recv(p.h, &mut buf, now), Ok(26));
 }
 
 #[test]
 fn abort_sends_rst_and_forgets_the_connection() {
     let mut p = Peer::connected(true);
     let now = p.raw.now;
-    p.raw.iface.tcp_send(p.h, b"unacknowledged", now).unwrap();
+    p.raw.iface.tcp().send(p.h, b"unacknowledged", now).unwrap();
     let data = p.take();
     assert_eq!(data.len(), 1);
-    p.raw.iface.tcp_abort(p.h, now).unwrap();
+    p.raw.iface.tcp().abort(p.h, now).unwrap();
     let rst = p.take();
     assert_eq!(rst.len(), 1, "{rst:#?}");
     assert!(rst[0].has(TcpFlags::RST));
     // Sequence just past what was sent: acceptable to the peer.
     assert_eq!(rst[0].seq(), p.ack.0.wrapping_add(14));
-    assert_eq!(p.raw.iface.tcp_connection_count(), 0);
-    assert_eq!(p.raw.iface.tcp_state(p.h), Err(Error::InvalidHandle));
+    assert_eq!(p.raw.iface.tcp_ref().connection_count(), 0);
+    assert_eq!(p.raw.iface.tcp_ref().state(p.h), Err(Error::InvalidHandle));
     // Nothing follows: no retransmission, no timers.
     assert!(p.raw.run_for(Duration::from_secs(100)).is_empty());
     assert_eq!(p.raw.iface.poll_at(), None);
@@ -873,13 +874,13 @@ fn abort_sends_rst_and_forgets_the_connection() {
 fn rst_after_a_retransmission_timeout_uses_the_highest_sequence_sent() {
     let mut p = Peer::connected(false);
     let now = p.raw.now;
-    p.raw.iface.tcp_send(p.h, &[5u8; 3000], now).unwrap();
+    p.raw.iface.tcp().send(p.h, &[5u8; 3000], now).unwrap();
     let first = p.take();
     assert_eq!(first.iter().map(Seg::len).sum::<usize>(), 3000);
     // Nothing is acknowledged; the RTO fires and goes back to snd_una.
     let rtx = p.tick(Duration::from_secs(1));
     assert!(!rtx.is_empty());
-    p.raw.iface.tcp_abort(p.h, p.raw.now).unwrap();
+    p.raw.iface.tcp().abort(p.h, p.raw.now).unwrap();
     let rst = p.take();
     assert_eq!(rst.len(), 1);
     assert_eq!(rst[0].seq(), p.ack.0.wrapping_add(3000), "RST from snd_max, in the peer's window");
@@ -888,17 +889,17 @@ fn rst_after_a_retransmission_timeout_uses_the_highest_sequence_sent() {
 #[test]
 fn rst_in_syn_received_drops_the_half_open_connection() {
     let mut raw = Raw::new();
-    let l = raw.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 1).unwrap();
+    let l = raw.iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 1).unwrap();
     raw.send(repr(40000, 80, 100, None, TcpFlags::SYN), &[]);
     raw.take_one();
-    assert_eq!(raw.iface.tcp_connection_count(), 1);
+    assert_eq!(raw.iface.tcp_ref().connection_count(), 1);
     raw.send(repr(40000, 80, 101, None, TcpFlags::RST), &[]);
-    assert_eq!(raw.iface.tcp_connection_count(), 0);
+    assert_eq!(raw.iface.tcp_ref().connection_count(), 0);
     // The half-open slot is free again: the next SYN is no cookie.
     raw.send(repr(40001, 80, 100, None, TcpFlags::SYN), &[]);
     let synack = raw.take_one();
     assert!(synack.repr.window_scale.is_none() && raw.iface.counters().tcp_syn_cookies_sent == 0);
-    assert!(raw.iface.tcp_accept(l).unwrap().is_none());
+    assert!(raw.iface.tcp().accept(l).unwrap().is_none());
 }
 
 // ---- 4. closing ----------------------------------------------------------------
@@ -907,21 +908,21 @@ fn rst_in_syn_received_drops_the_half_open_connection() {
 fn orderly_close_active_side_first() {
     let mut net = Net::new();
     let (ha, hb) = net.connect_pair(80);
-    net.b.tcp_shutdown(hb, net.now).unwrap();
-    assert_eq!(net.b.tcp_state(hb), Ok(State::FinWait1));
+    net.b.tcp().shutdown(hb, net.now).unwrap();
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::FinWait1));
     net.settle();
-    assert_eq!(net.b.tcp_state(hb), Ok(State::FinWait2));
-    assert_eq!(net.a.tcp_state(ha), Ok(State::CloseWait));
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::FinWait2));
+    assert_eq!(net.a.tcp_ref().state(ha), Ok(State::CloseWait));
     let mut got = Vec::new();
     assert!(net.read_all(Side::A, ha, &mut got), "end of stream");
     // A may still send in CLOSE-WAIT.
     let data = pattern(5000, 4);
-    net.a.tcp_send(ha, &data, net.now).unwrap();
-    net.a.tcp_shutdown(ha, net.now).unwrap();
-    assert_eq!(net.a.tcp_state(ha), Ok(State::LastAck));
+    net.a.tcp().send(ha, &data, net.now).unwrap();
+    net.a.tcp().shutdown(ha, net.now).unwrap();
+    assert_eq!(net.a.tcp_ref().state(ha), Ok(State::LastAck));
     net.settle();
-    assert_eq!(net.a.tcp_state(ha), Ok(State::Closed));
-    assert_eq!(net.b.tcp_state(hb), Ok(State::TimeWait));
+    assert_eq!(net.a.tcp_ref().state(ha), Ok(State::Closed));
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::TimeWait));
     let mut got = Vec::new();
     assert!(net.read_all(Side::B, hb, &mut got));
     assert_eq!(got, data);
@@ -934,19 +935,19 @@ fn orderly_close_active_side_first() {
 fn orderly_close_passive_side_first() {
     let mut net = Net::new();
     let (ha, hb) = net.connect_pair(80);
-    net.a.tcp_close(ha, net.now).unwrap();
+    net.a.tcp().close(ha, net.now).unwrap();
     net.settle();
-    assert_eq!(net.b.tcp_state(hb), Ok(State::CloseWait));
-    net.b.tcp_close(hb, net.now).unwrap();
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::CloseWait));
+    net.b.tcp().close(hb, net.now).unwrap();
     net.settle();
     // B closed last: it is gone; A waits in TIME-WAIT.
-    assert_eq!(net.b.tcp_connection_count(), 0);
-    assert_eq!(net.a.tcp_connection_count(), 1);
-    net.a.tcp_defaults_mut().time_wait = Duration::from_secs(60);
+    assert_eq!(net.b.tcp_ref().connection_count(), 0);
+    assert_eq!(net.a.tcp_ref().connection_count(), 1);
+    net.a.tcp().defaults_mut().time_wait = Duration::from_secs(60);
     net.run_for(Duration::from_secs(59));
-    assert_eq!(net.a.tcp_connection_count(), 1);
+    assert_eq!(net.a.tcp_ref().connection_count(), 1);
     net.run_for(Duration::from_secs(1));
-    assert_eq!(net.a.tcp_connection_count(), 0);
+    assert_eq!(net.a.tcp_ref().connection_count(), 0);
     assert_eq!(net.a.poll_at(), None);
 }
 
@@ -954,39 +955,39 @@ fn orderly_close_passive_side_first() {
 fn half_close_keeps_the_other_direction_open() {
     let mut net = Net::new();
     let (ha, hb) = net.connect_pair(80);
-    net.b.tcp_shutdown(hb, net.now).unwrap();
+    net.b.tcp().shutdown(hb, net.now).unwrap();
     net.settle();
-    assert_eq!(net.b.tcp_send(hb, b"more", net.now), Err(Error::NotConnected));
+    assert_eq!(net.b.tcp().send(hb, b"more", net.now), Err(Error::NotConnected));
     // A sends a lot after B's FIN; B reads it all in FIN-WAIT-2.
     let data = pattern(300_000, 5);
     assert_eq!(net.transfer(Side::A, ha, hb, &data, Duration::from_secs(10)), data);
-    assert_eq!(net.b.tcp_state(hb), Ok(State::FinWait2));
-    net.a.tcp_close(ha, net.now).unwrap();
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::FinWait2));
+    net.a.tcp().close(ha, net.now).unwrap();
     net.settle();
     let mut rest = Vec::new();
     assert!(net.read_all(Side::B, hb, &mut rest));
     assert!(rest.is_empty());
-    assert_eq!(net.b.tcp_state(hb), Ok(State::TimeWait));
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::TimeWait));
 }
 
 #[test]
 fn shutdown_during_connect_sends_the_queued_data_then_fin() {
     let mut net = Net::new();
-    let l = net.a.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 81), 4).unwrap();
-    let hb = net.b.tcp_connect(SocketAddrV4::new(A_IP, 81), 0, net.now).unwrap();
+    let l = net.a.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 81), 4).unwrap();
+    let hb = net.b.tcp().connect(SocketAddrV4::new(A_IP, 81), 0, net.now).unwrap();
     let data = pattern(3000, 9);
-    assert_eq!(net.b.tcp_send(hb, &data, net.now), Ok(3000));
-    net.b.tcp_shutdown(hb, net.now).unwrap();
-    assert_eq!(net.b.tcp_state(hb), Ok(State::SynSent), "the handshake goes on");
+    assert_eq!(net.b.tcp().send(hb, &data, net.now), Ok(3000));
+    net.b.tcp().shutdown(hb, net.now).unwrap();
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::SynSent), "the handshake goes on");
     net.settle();
-    let ha = net.a.tcp_accept(l).unwrap().expect("the handshake completed");
+    let ha = net.a.tcp().accept(l).unwrap().expect("the handshake completed");
     let mut got = Vec::new();
     assert!(net.read_all(Side::A, ha, &mut got), "end of stream after the data");
     assert_eq!(got, data);
     // Nothing queued: shutting down while connecting just gives up.
-    let hc = net.b.tcp_connect(SocketAddrV4::new(A_IP, 81), 0, net.now).unwrap();
-    net.b.tcp_shutdown(hc, net.now).unwrap();
-    assert_eq!(net.b.tcp_state(hc), Ok(State::Closed));
+    let hc = net.b.tcp().connect(SocketAddrV4::new(A_IP, 81), 0, net.now).unwrap();
+    net.b.tcp().shutdown(hc, net.now).unwrap();
+    assert_eq!(net.b.tcp_ref().state(hc), Ok(State::Closed));
 }
 
 #[test]
@@ -1018,43 +1019,43 @@ fn a_received_batch_is_acknowledged_once() {
 #[test]
 fn readiness_events_follow_the_connection() {
     let mut net = Net::new();
-    let l = net.a.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 82), 4).unwrap();
-    let hb = net.b.tcp_connect(SocketAddrV4::new(A_IP, 82), 0, net.now).unwrap();
+    let l = net.a.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 82), 4).unwrap();
+    let hb = net.b.tcp().connect(SocketAddrV4::new(A_IP, 82), 0, net.now).unwrap();
     net.settle();
     let mut events = Vec::new();
-    net.a.tcp_take_events(&mut events);
+    net.a.tcp().take_events(&mut events);
     let acceptable = Readiness { readable: true, writable: false, closed: false };
     assert!(events.contains(&TcpEvent { socket: TcpSocket::Listener(l), readiness: acceptable }), "{events:?}");
-    let ha = net.a.tcp_accept(l).unwrap().expect("accepted");
+    let ha = net.a.tcp().accept(l).unwrap().expect("accepted");
     events.clear();
-    net.a.tcp_take_events(&mut events);
+    net.a.tcp().take_events(&mut events);
     events.clear();
-    net.a.tcp_take_events(&mut events);
+    net.a.tcp().take_events(&mut events);
     assert!(events.is_empty(), "nothing happened, nothing reported: {events:?}");
 
-    net.b.tcp_send(hb, b"hello", net.now).unwrap();
+    net.b.tcp().send(hb, b"hello", net.now).unwrap();
     net.settle();
-    net.a.tcp_take_events(&mut events);
+    net.a.tcp().take_events(&mut events);
     let event = events.iter().find(|e| e.socket == TcpSocket::Connection(ha)).expect("an event for the receiver");
     assert_eq!(event.readiness, Readiness { readable: true, writable: true, closed: false });
 
-    net.b.tcp_abort(hb, net.now).unwrap();
+    net.b.tcp().abort(hb, net.now).unwrap();
     net.settle();
     events.clear();
-    net.a.tcp_take_events(&mut events);
+    net.a.tcp().take_events(&mut events);
     let event = events.iter().find(|e| e.socket == TcpSocket::Connection(ha)).expect("an event for the reset");
     assert!(event.readiness.closed && event.readiness.readable && !event.readiness.writable, "{event:?}");
-    assert_eq!(net.a.tcp_readiness(ha), Ok(event.readiness));
+    assert_eq!(net.a.tcp_ref().readiness(ha), Ok(event.readiness));
 }
 
 #[test]
 fn a_reset_and_a_new_syn_in_one_batch_both_take_effect() {
     let mut raw = Raw::new();
-    let l = raw.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap();
+    let l = raw.iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap();
     raw.send(repr(40000, 80, 9000, None, TcpFlags::SYN), &[]);
     let synack = raw.take_one();
     raw.send(repr(40000, 80, 9001, Some(synack.seq().wrapping_add(1)), TcpFlags::ACK), b"hi");
-    let h = raw.iface.tcp_accept(l).unwrap().expect("accepted");
+    let h = raw.iface.tcp().accept(l).unwrap().expect("accepted");
     raw.take();
     // The peer restarts: a RST, then a SYN from the same port, read from
     // the device together.
@@ -1064,7 +1065,7 @@ fn a_reset_and_a_new_syn_in_one_batch_both_take_effect() {
     let frames = [rst, syn].map(|f| PacketBuf::from_slice(&pool, 64, &f).unwrap());
     let now = raw.now;
     raw.iface.receive_batch(frames, now);
-    assert!(matches!(raw.iface.tcp_state(h), Ok(State::Closed)), "{:?}", raw.iface.tcp_state(h));
+    assert!(matches!(raw.iface.tcp_ref().state(h), Ok(State::Closed)), "{:?}", raw.iface.tcp_ref().state(h));
     let answer = raw.take_one();
     assert_eq!(answer.repr.flags, TcpFlags::SYN | TcpFlags::ACK, "the new SYN reached the listener");
     assert_eq!(answer.ack(), Some(77_001));
@@ -1073,19 +1074,19 @@ fn a_reset_and_a_new_syn_in_one_batch_both_take_effect() {
 #[test]
 fn data_that_came_with_the_handshake_is_reported_on_accept() {
     let mut raw = Raw::new();
-    let l = raw.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap();
+    let l = raw.iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap();
     raw.send(repr(40002, 80, 100, None, TcpFlags::SYN), &[]);
     let synack = raw.take_one();
     raw.send(repr(40002, 80, 101, Some(synack.seq().wrapping_add(1)), TcpFlags::ACK), b"GET /");
     let mut events = Vec::new();
-    raw.iface.tcp_take_events(&mut events);
+    raw.iface.tcp().take_events(&mut events);
     assert!(
         events.iter().all(|e| matches!(e.socket, TcpSocket::Listener(_))),
         "no events for a connection not yet accepted: {events:?}"
     );
-    let h = raw.iface.tcp_accept(l).unwrap().expect("accepted");
+    let h = raw.iface.tcp().accept(l).unwrap().expect("accepted");
     events.clear();
-    raw.iface.tcp_take_events(&mut events);
+    raw.iface.tcp().take_events(&mut events);
     assert_eq!(
         events,
         vec![TcpEvent {
@@ -1100,8 +1101,8 @@ fn simultaneous_close_goes_through_closing() {
     let mut net = Net::new();
     let (ha, hb) = net.connect_pair(80);
     let now = net.now;
-    net.a.tcp_shutdown(ha, now).unwrap();
-    net.b.tcp_shutdown(hb, now).unwrap();
+    net.a.tcp().shutdown(ha, now).unwrap();
+    net.b.tcp().shutdown(hb, now).unwrap();
     // Both FINs are on the wire before either arrives.
     net.collect(Side::A, None);
     net.collect(Side::B, None);
@@ -1109,57 +1110,57 @@ fn simultaneous_close_goes_through_closing() {
     let fin_b = net.wire[1].pop_front().unwrap();
     net.b.receive(fin_a.0, now);
     net.a.receive(fin_b.0, now);
-    assert_eq!(net.a.tcp_state(ha), Ok(State::Closing));
-    assert_eq!(net.b.tcp_state(hb), Ok(State::Closing));
+    assert_eq!(net.a.tcp_ref().state(ha), Ok(State::Closing));
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::Closing));
     net.settle();
-    assert_eq!(net.a.tcp_state(ha), Ok(State::TimeWait));
-    assert_eq!(net.b.tcp_state(hb), Ok(State::TimeWait));
+    assert_eq!(net.a.tcp_ref().state(ha), Ok(State::TimeWait));
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::TimeWait));
     // Both wait out TIME-WAIT, then report closed.
     net.run_for(Duration::from_secs(61));
-    assert_eq!(net.a.tcp_state(ha), Ok(State::Closed));
-    assert_eq!(net.b.tcp_state(hb), Ok(State::Closed));
+    assert_eq!(net.a.tcp_ref().state(ha), Ok(State::Closed));
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::Closed));
     let mut buf = [0u8; 4];
-    assert_eq!(net.a.tcp_recv(ha, &mut buf, net.now), Ok(0));
+    assert_eq!(net.a.tcp().recv(ha, &mut buf, net.now), Ok(0));
 }
 
 #[test]
 fn close_with_unread_data_sends_rst() {
     let mut net = Net::new();
     let (ha, hb) = net.connect_pair(80);
-    net.b.tcp_send(hb, b"you will never read this", net.now).unwrap();
+    net.b.tcp().send(hb, b"you will never read this", net.now).unwrap();
     net.settle();
     let before = net.log.len();
-    net.a.tcp_close(ha, net.now).unwrap();
+    net.a.tcp().close(ha, net.now).unwrap();
     net.settle();
     let sent = net.sent_by(Side::A, before);
     assert_eq!(sent.len(), 1, "{sent:#?}");
     assert!(sent[0].has(TcpFlags::RST) && !sent[0].has(TcpFlags::FIN));
-    assert_eq!(net.a.tcp_connection_count(), 0);
-    assert_eq!(net.b.tcp_state(hb), Ok(State::Closed));
+    assert_eq!(net.a.tcp_ref().connection_count(), 0);
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::Closed));
     let mut buf = [0u8; 4];
-    assert_eq!(net.b.tcp_recv(hb, &mut buf, net.now), Err(Error::ConnectionReset));
+    assert_eq!(net.b.tcp().recv(hb, &mut buf, net.now), Err(Error::ConnectionReset));
 }
 
 #[test]
 fn data_after_close_is_answered_with_rst() {
     let mut net = Net::new();
     let (ha, hb) = net.connect_pair(80);
-    net.a.tcp_close(ha, net.now).unwrap();
+    net.a.tcp().close(ha, net.now).unwrap();
     net.settle();
-    assert_eq!(net.b.tcp_state(hb), Ok(State::CloseWait));
-    net.b.tcp_send(hb, b"too late", net.now).unwrap();
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::CloseWait));
+    net.b.tcp().send(hb, b"too late", net.now).unwrap();
     net.settle();
-    assert_eq!(net.b.tcp_state(hb), Ok(State::Closed));
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::Closed));
     let mut buf = [0u8; 4];
-    assert_eq!(net.b.tcp_recv(hb, &mut buf, net.now), Err(Error::ConnectionReset));
-    assert_eq!(net.a.tcp_connection_count(), 0);
+    assert_eq!(net.b.tcp().recv(hb, &mut buf, net.now), Err(Error::ConnectionReset));
+    assert_eq!(net.a.tcp_ref().connection_count(), 0);
 }
 
 /// Our side (a listener's connection) closes first and ends in TIME-WAIT.
 fn server_in_time_wait(ts: bool) -> (Raw, TcpListenerHandle, u32, Option<u32>, TcpSeqNumber) {
     let mut raw = Raw::new();
-    raw.iface.tcp_defaults_mut().time_wait = Duration::from_secs(10);
-    let l = raw.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap();
+    raw.iface.tcp().defaults_mut().time_wait = Duration::from_secs(10);
+    let l = raw.iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap();
     let mut syn = repr(40000, 80, 1_000_000, None, TcpFlags::SYN);
     syn.timestamp = ts.then_some((100, 0));
     raw.send(syn, &[]);
@@ -1168,8 +1169,8 @@ fn server_in_time_wait(ts: bool) -> (Raw, TcpListenerHandle, u32, Option<u32>, T
     let mut ack = repr(40000, 80, 1_000_001, Some(synack.seq().wrapping_add(1)), TcpFlags::ACK);
     ack.timestamp = our_ts.map(|t| (101, t));
     raw.send(ack, &[]);
-    let h = raw.iface.tcp_accept(l).unwrap().unwrap();
-    raw.iface.tcp_close(h, raw.now).unwrap();
+    let h = raw.iface.tcp().accept(l).unwrap().unwrap();
+    raw.iface.tcp().close(h, raw.now).unwrap();
     let fin = raw.take_one();
     assert!(fin.has(TcpFlags::FIN));
     let our_next = synack.seq().wrapping_add(2);
@@ -1179,7 +1180,7 @@ fn server_in_time_wait(ts: bool) -> (Raw, TcpListenerHandle, u32, Option<u32>, T
     let last = raw.take_one();
     assert_eq!(last.repr.flags, TcpFlags::ACK);
     assert_eq!(last.ack(), Some(1_000_002));
-    assert_eq!(raw.iface.tcp_connection_count(), 1);
+    assert_eq!(raw.iface.tcp_ref().connection_count(), 1);
     (raw, l, our_next, our_ts, synack.repr.seq_number)
 }
 
@@ -1196,11 +1197,11 @@ fn time_wait_lasts_its_time_and_a_repeated_fin_restarts_it() {
     assert_eq!(ack.seq(), our_next);
     // The 10 s start again from the repeated FIN.
     raw.run_until(start + Duration::from_secs(10) + MS);
-    assert_eq!(raw.iface.tcp_connection_count(), 1, "TIME-WAIT was restarted");
+    assert_eq!(raw.iface.tcp_ref().connection_count(), 1, "TIME-WAIT was restarted");
     raw.run_until(start + Duration::from_secs(14) - MS);
-    assert_eq!(raw.iface.tcp_connection_count(), 1);
+    assert_eq!(raw.iface.tcp_ref().connection_count(), 1);
     raw.run_until(start + Duration::from_secs(14));
-    assert_eq!(raw.iface.tcp_connection_count(), 0);
+    assert_eq!(raw.iface.tcp_ref().connection_count(), 0);
     assert_eq!(raw.iface.poll_at(), None);
     // A segment for the old connection now meets a RST.
     raw.send(repr(40000, 80, 1_000_002, Some(our_next), TcpFlags::ACK), &[]);
@@ -1230,10 +1231,10 @@ fn time_wait_is_reused_by_a_newer_syn() {
         let mut ack = repr(40000, 80, 5_000_001, Some(synack.seq().wrapping_add(1)), TcpFlags::ACK);
         ack.timestamp = synack.repr.timestamp.map(|t| (2001, t.0));
         raw.send(ack, b"hello again");
-        let h = raw.iface.tcp_accept(l).unwrap().expect("the new incarnation is accepted");
+        let h = raw.iface.tcp().accept(l).unwrap().expect("the new incarnation is accepted");
         let mut buf = [0u8; 32];
-        assert_eq!(raw.iface.tcp_recv(h, &mut buf, raw.now), Ok(11));
-        assert_eq!(raw.iface.tcp_connection_count(), 1);
+        assert_eq!(raw.iface.tcp().recv(h, &mut buf, raw.now), Ok(11));
+        assert_eq!(raw.iface.tcp_ref().connection_count(), 1);
     }
 }
 
@@ -1242,26 +1243,27 @@ fn time_wait_reuse_between_two_stacks() {
     // B reconnects from the same port again and again while A (the side
     // that closed first) still holds the previous connection in TIME-WAIT.
     let mut net = Net::new();
-    let l = net.a.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap();
+    let l = net.a.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap();
     for round in 0..12u32 {
-        let hb = net.b.tcp_connect(SocketAddrV4::new(A_IP, 80), 40000, net.now).unwrap();
+        let hb = net.b.tcp().connect(SocketAddrV4::new(A_IP, 80), 40000, net.now).unwrap();
         net.settle();
         let ha = net
             .a
-            .tcp_accept(l)
+            .tcp()
+            .accept(l)
             .unwrap()
-            .unwrap_or_else(|| panic!("round {round}: not accepted: {:?}", net.b.tcp_state(hb)));
-        assert_eq!(net.b.tcp_state(hb), Ok(State::Established), "round {round}");
-        net.a.tcp_send(ha, b"bye", net.now).unwrap();
-        net.a.tcp_close(ha, net.now).unwrap();
+            .unwrap_or_else(|| panic!("round {round}: not accepted: {:?}", net.b.tcp_ref().state(hb)));
+        assert_eq!(net.b.tcp_ref().state(hb), Ok(State::Established), "round {round}");
+        net.a.tcp().send(ha, b"bye", net.now).unwrap();
+        net.a.tcp().close(ha, net.now).unwrap();
         net.settle();
         let mut got = Vec::new();
         assert!(net.read_all(Side::B, hb, &mut got));
         assert_eq!(got, b"bye");
-        net.b.tcp_close(hb, net.now).unwrap();
+        net.b.tcp().close(hb, net.now).unwrap();
         net.settle();
-        assert_eq!(net.b.tcp_connection_count(), 0);
-        assert_eq!(net.a.tcp_connection_count(), 1, "A in TIME-WAIT");
+        assert_eq!(net.b.tcp_ref().connection_count(), 0);
+        assert_eq!(net.a.tcp_ref().connection_count(), 1, "A in TIME-WAIT");
         // Gaps from a millisecond to several seconds, all well inside
         // TIME-WAIT: the timestamps of successive incarnations must still
         // increase.
@@ -1275,10 +1277,10 @@ fn time_wait_reuse_between_two_stacks() {
 /// A sends to B, whose receive buffer is small and who does not read.
 fn zero_window_setup(buffer: usize) -> (Net, TcpHandle, TcpHandle, Vec<u8>) {
     let mut net = Net::new();
-    net.b.tcp_defaults_mut().recv_buffer = buffer;
+    net.b.tcp().defaults_mut().recv_buffer = buffer;
     let (ha, hb) = net.connect_pair(80);
     let data = pattern(100_000, 6);
-    let sent = net.a.tcp_send(ha, &data, net.now).unwrap();
+    let sent = net.a.tcp().send(ha, &data, net.now).unwrap();
     assert_eq!(sent, data.len());
     let t0 = net.now;
     net.run_for(MS * 50);
@@ -1288,7 +1290,7 @@ fn zero_window_setup(buffer: usize) -> (Net, TcpHandle, TcpHandle, Vec<u8>) {
         // (sender-side SWS avoidance)...
         let last = net.log.iter().rev().find(|s| s.from == B_IP).unwrap().clone();
         assert_eq!(usize::from(last.repr.window_len), rest, "{last:?}");
-        assert_eq!(net.b.tcp_connection(hb).unwrap().recv_queued(), buffer - rest);
+        assert_eq!(net.b.tcp_ref().connection(hb).unwrap().recv_queued(), buffer - rest);
         // ...until the persist timer's override sends them anyway.
         net.run_for(MS * 500);
         let tail = net.sent_by(Side::A, 0).into_iter().rfind(|s| !s.payload.is_empty()).unwrap();
@@ -1298,7 +1300,7 @@ fn zero_window_setup(buffer: usize) -> (Net, TcpHandle, TcpHandle, Vec<u8>) {
     }
     let wnd0 = net.log.iter().rev().find(|s| s.from == B_IP).unwrap().clone();
     assert_eq!(wnd0.repr.window_len, 0, "B's window closed: {wnd0:?}");
-    assert_eq!(net.b.tcp_connection(hb).unwrap().recv_queued(), buffer);
+    assert_eq!(net.b.tcp_ref().connection(hb).unwrap().recv_queued(), buffer);
     (net, ha, hb, data)
 }
 
@@ -1321,7 +1323,7 @@ fn zero_window_probes(buffer: usize) {
     net.run_for(Duration::from_secs(20));
     let probes = probes(&net, mark);
     assert!(probes.len() >= 4, "{probes:#?}");
-    let una = net.a.tcp_connection(ha).unwrap();
+    let una = net.a.tcp_ref().connection(ha).unwrap();
     assert_eq!(una.send_window(), 0);
     // Each probe is answered with the (still closed) window.
     for p in &probes {
@@ -1376,7 +1378,7 @@ fn lost_window_update_is_recovered_by_the_persist_timer() {
         net.read_all(Side::B, hb, &mut got);
     }
     assert_eq!(got, data);
-    assert_eq!(net.a.tcp_connection(ha).unwrap().stats().timeouts, 0, "probes, not retransmission timeouts");
+    assert_eq!(net.a.tcp_ref().connection(ha).unwrap().stats().timeouts, 0, "probes, not retransmission timeouts");
 }
 
 // ---- 6. loss recovery -----------------------------------------------------------
@@ -1386,7 +1388,7 @@ fn lost_window_update_is_recovered_by_the_persist_timer() {
 fn multi_hole_flight(sack: bool, holes: &[usize]) -> (Net, TcpHandle, TcpHandle) {
     let mut net = Net::new();
     for iface in [&mut net.a, &mut net.b] {
-        let d = iface.tcp_defaults_mut();
+        let d = iface.tcp().defaults_mut();
         d.sack = sack;
         d.send_buffer = 1 << 20;
         d.recv_buffer = 1 << 20;
@@ -1396,7 +1398,7 @@ fn multi_hole_flight(sack: bool, holes: &[usize]) -> (Net, TcpHandle, TcpHandle)
     let warm = pattern(400_000, 7);
     assert_eq!(net.transfer(Side::A, ha, hb, &warm, Duration::from_secs(5)), warm);
     net.run_for(MS * 100);
-    let c = net.a.tcp_connection(ha).unwrap();
+    let c = net.a.tcp_ref().connection(ha).unwrap();
     let mss = c.send_mss() - 12;
     assert!(c.cwnd() >= 40 * mss, "cwnd {} after warm-up", c.cwnd());
     let stats = c.stats();
@@ -1422,7 +1424,7 @@ fn sack_recovers_three_holes_in_one_flight() {
     let data = pattern(40 * 1448, 8);
     let got = net.transfer(Side::A, ha, hb, &data, Duration::from_secs(5));
     assert_eq!(got, data);
-    let stats = net.a.tcp_connection(ha).unwrap().stats();
+    let stats = net.a.tcp_ref().connection(ha).unwrap().stats();
     assert_eq!(stats.timeouts, 0, "no RTO: {stats:?}");
     assert_eq!(stats.retransmits, 3, "exactly the holes: {stats:?}");
     assert_eq!(stats.fast_recoveries, 1);
@@ -1463,12 +1465,12 @@ fn newreno_recovers_three_holes_without_sack() {
     let data = pattern(40 * 1448, 9);
     let got = net.transfer(Side::A, ha, hb, &data, Duration::from_secs(5));
     assert_eq!(got, data);
-    let stats = net.a.tcp_connection(ha).unwrap().stats();
+    let stats = net.a.tcp_ref().connection(ha).unwrap().stats();
     assert_eq!(stats.timeouts, 0, "partial ACKs, no RTO: {stats:?}");
     assert_eq!(stats.fast_recoveries, 1, "one recovery for the flight (RFC 6582): {stats:?}");
     assert_eq!(stats.retransmits, 3, "{stats:?}");
     assert!(net.sent_by(Side::B, mark).iter().all(|s| s.sacks().is_empty()));
-    assert!(!net.a.tcp_connection(ha).unwrap().negotiated().2);
+    assert!(!net.a.tcp_ref().connection(ha).unwrap().negotiated().2);
 }
 
 // ---- 7. retransmission timeouts --------------------------------------------------
@@ -1477,18 +1479,18 @@ fn newreno_recovers_three_holes_without_sack() {
 fn rto_backs_off_exponentially_to_max_rto_then_times_out() {
     let mut net = Net::new();
     for iface in [&mut net.a, &mut net.b] {
-        let d = iface.tcp_defaults_mut();
+        let d = iface.tcp().defaults_mut();
         d.rtt.max_rto = Duration::from_secs(3);
         d.max_retransmissions = 6;
     }
     let (ha, hb) = net.connect_pair(80);
-    let rto = net.a.tcp_connection(ha).unwrap().rto();
+    let rto = net.a.tcp_ref().connection(ha).unwrap().rto();
     assert_eq!(rto, Duration::from_millis(200), "min_rto after a tiny RTT");
     // B drops off the net.
     net.filter = Box::new(|s: &Seg| s.from != A_IP);
     let mark = net.log.len();
     let t0 = net.now;
-    net.a.tcp_send(ha, b"into the void", t0).unwrap();
+    net.a.tcp().send(ha, b"into the void", t0).unwrap();
     net.run_for(Duration::from_secs(60));
     let sent = net.sent_by(Side::A, mark);
     let times: Vec<Duration> = sent.iter().map(|s| s.at.saturating_since(t0)).collect();
@@ -1497,9 +1499,9 @@ fn rto_backs_off_exponentially_to_max_rto_then_times_out() {
     let expected: Vec<Duration> = [0, 200, 600, 1400, 3000, 6000, 9000].iter().map(|&ms| MS * ms).collect();
     assert_eq!(times, expected);
     // After max_retransmissions, the next timeout gives up.
-    assert_eq!(net.a.tcp_state(ha), Ok(State::Closed));
-    assert_eq!(net.a.tcp_send(ha, b"x", net.now), Err(Error::TimedOut));
-    let stats = net.a.tcp_connection(ha).unwrap().stats();
+    assert_eq!(net.a.tcp_ref().state(ha), Ok(State::Closed));
+    assert_eq!(net.a.tcp().send(ha, b"x", net.now), Err(Error::TimedOut));
+    let stats = net.a.tcp_ref().connection(ha).unwrap().stats();
     assert_eq!(stats.retransmits, 6);
     assert_eq!(stats.timeouts, 6);
     let _ = hb;
@@ -1508,26 +1510,26 @@ fn rto_backs_off_exponentially_to_max_rto_then_times_out() {
 #[test]
 fn syn_retries_back_off_then_connect_times_out() {
     let mut net = Net::new();
-    net.b.tcp_defaults_mut().syn_retries = 3;
-    net.a.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap();
+    net.b.tcp().defaults_mut().syn_retries = 3;
+    net.a.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap();
     net.filter = Box::new(|s: &Seg| s.from != B_IP);
     let t0 = net.now;
-    let hb = net.b.tcp_connect(SocketAddrV4::new(A_IP, 80), 0, t0).unwrap();
+    let hb = net.b.tcp().connect(SocketAddrV4::new(A_IP, 80), 0, t0).unwrap();
     net.run_for(Duration::from_secs(60));
     let syns = net.sent_by(Side::B, 0);
     assert!(syns.iter().all(|s| s.repr.flags == TcpFlags::SYN));
     let times: Vec<u64> = syns.iter().map(|s| s.at.saturating_since(t0).as_millis() as u64).collect();
     assert_eq!(times, vec![0, 1000, 3000, 7000]);
-    assert_eq!(net.b.tcp_state(hb), Ok(State::Closed));
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::Closed));
     let mut buf = [0u8; 1];
-    assert_eq!(net.b.tcp_recv(hb, &mut buf, net.now), Err(Error::TimedOut));
-    assert_eq!(net.a.tcp_connection_count(), 0);
+    assert_eq!(net.b.tcp().recv(hb, &mut buf, net.now), Err(Error::TimedOut));
+    assert_eq!(net.a.tcp_ref().connection_count(), 0);
 }
 
 #[test]
 fn handshake_after_a_syn_timeout_starts_data_with_a_3s_rto() {
     let mut net = Net::new();
-    net.a.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap();
+    net.a.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap();
     let mut dropped = false;
     net.filter = Box::new(move |s: &Seg| {
         if s.repr.flags == TcpFlags::SYN && !dropped {
@@ -1536,11 +1538,11 @@ fn handshake_after_a_syn_timeout_starts_data_with_a_3s_rto() {
         }
         true
     });
-    let hb = net.b.tcp_connect(SocketAddrV4::new(A_IP, 80), 0, net.now).unwrap();
+    let hb = net.b.tcp().connect(SocketAddrV4::new(A_IP, 80), 0, net.now).unwrap();
     net.run_for(Duration::from_secs(2));
-    assert_eq!(net.b.tcp_state(hb), Ok(State::Established));
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::Established));
     // RFC 6298 5.7: no RTT sample (the SYN was repeated), RTO at least 3 s.
-    assert_eq!(net.b.tcp_connection(hb).unwrap().rto(), Duration::from_secs(3));
+    assert_eq!(net.b.tcp_ref().connection(hb).unwrap().rto(), Duration::from_secs(3));
 }
 
 // ---- 8. keepalive --------------------------------------------------------------
@@ -1549,7 +1551,7 @@ fn handshake_after_a_syn_timeout_starts_data_with_a_3s_rto() {
 fn keepalive_probes_an_idle_connection_and_detects_a_dead_peer() {
     let mut net = Net::new();
     {
-        let d = net.a.tcp_defaults_mut();
+        let d = net.a.tcp().defaults_mut();
         d.keepalive = Some(Duration::from_secs(10));
         d.keepalive_interval = Duration::from_secs(2);
         d.keepalive_probes = 3;
@@ -1573,7 +1575,7 @@ fn keepalive_probes_an_idle_connection_and_detects_a_dead_peer() {
     for a in &from_b {
         assert_eq!(a.ack(), Some(snd_nxt));
     }
-    assert_eq!(net.a.tcp_state(ha), Ok(State::Established));
+    assert_eq!(net.a.tcp_ref().state(ha), Ok(State::Established));
     // B vanishes: probes at +10, +12, +14, then the connection is dropped.
     net.filter = Box::new(|s: &Seg| s.from != A_IP);
     let t1 = from_a[1].at;
@@ -1581,11 +1583,11 @@ fn keepalive_probes_an_idle_connection_and_detects_a_dead_peer() {
     net.run_for(Duration::from_secs(30));
     let probes: Vec<u64> = net.sent_by(Side::A, mark).iter().map(|s| s.at.saturating_since(t1).as_secs()).collect();
     assert_eq!(probes, vec![10, 12, 14]);
-    assert_eq!(net.a.tcp_state(ha), Ok(State::Closed));
+    assert_eq!(net.a.tcp_ref().state(ha), Ok(State::Closed));
     let mut buf = [0u8; 1];
-    assert_eq!(net.a.tcp_recv(ha, &mut buf, net.now), Err(Error::TimedOut));
+    assert_eq!(net.a.tcp().recv(ha, &mut buf, net.now), Err(Error::TimedOut));
     // B, without keepalive, never noticed.
-    assert_eq!(net.b.tcp_state(hb), Ok(State::Established));
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::Established));
 }
 
 // ---- 9. SYN cookies --------------------------------------------------------------
@@ -1593,7 +1595,7 @@ fn keepalive_probes_an_idle_connection_and_detects_a_dead_peer() {
 #[test]
 fn syn_cookies_take_over_when_the_syn_queue_is_full() {
     let mut raw = Raw::new();
-    let l = raw.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 1).unwrap();
+    let l = raw.iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 1).unwrap();
     let syn = |port: u16, seq: u32| {
         let mut s = repr(port, 80, seq, None, TcpFlags::SYN);
         s.max_seg_size = Some(1460);
@@ -1622,7 +1624,7 @@ fn syn_cookies_take_over_when_the_syn_queue_is_full() {
         cookies.push((port, seq, synack.seq()));
     }
     assert_eq!(raw.iface.counters().tcp_syn_cookies_sent, 3);
-    assert_eq!(raw.iface.tcp_connection_count(), 1, "cookies keep no state");
+    assert_eq!(raw.iface.tcp_ref().connection_count(), 1, "cookies keep no state");
 
     // The right ACK completes the handshake: an accepted connection.
     let (port, seq, cookie) = cookies[0];
@@ -1630,8 +1632,8 @@ fn syn_cookies_take_over_when_the_syn_queue_is_full() {
     ack.window_len = 30000;
     raw.send(ack, &[]);
     assert_eq!(raw.iface.counters().tcp_syn_cookies_accepted, 1);
-    let h = raw.iface.tcp_accept(l).unwrap().expect("the cookie connection is accepted");
-    let c = raw.iface.tcp_connection(h).unwrap();
+    let h = raw.iface.tcp().accept(l).unwrap().expect("the cookie connection is accepted");
+    let c = raw.iface.tcp_ref().connection(h).unwrap();
     assert_eq!(c.state(), State::Established);
     assert_eq!(c.send_mss(), 1460);
     assert_eq!(c.send_window(), 30000);
@@ -1640,9 +1642,9 @@ fn syn_cookies_take_over_when_the_syn_queue_is_full() {
     data.window_len = 30000;
     raw.send(data, b"GET / HTTP/1.0\r\n\r\n");
     let mut buf = [0u8; 64];
-    assert_eq!(raw.iface.tcp_recv(h, &mut buf, raw.now), Ok(18));
+    assert_eq!(raw.iface.tcp().recv(h, &mut buf, raw.now), Ok(18));
     raw.take();
-    raw.iface.tcp_send(h, b"HTTP/1.0 200 OK\r\n\r\n", raw.now).unwrap();
+    raw.iface.tcp().send(h, b"HTTP/1.0 200 OK\r\n\r\n", raw.now).unwrap();
     let out = raw.take();
     let reply = out.iter().find(|s| !s.payload.is_empty()).unwrap_or_else(|| panic!("no data went out: {out:#?}"));
     assert_eq!(reply.seq(), cookie.wrapping_add(1));
@@ -1662,13 +1664,13 @@ fn syn_cookies_take_over_when_the_syn_queue_is_full() {
     raw.send(repr(port, 80, seq.wrapping_add(2), Some(cookie.wrapping_add(1)), TcpFlags::ACK), &[]);
     assert!(raw.take_one().has(TcpFlags::RST));
     assert_eq!(raw.iface.counters().drop_tcp_bad_cookie, 2);
-    assert!(raw.iface.tcp_accept(l).unwrap().is_none());
+    assert!(raw.iface.tcp().accept(l).unwrap().is_none());
 }
 
 #[test]
 fn syn_cookie_connection_between_two_stacks_carries_data() {
     let mut net = Net::new();
-    let l = net.a.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 1).unwrap();
+    let l = net.a.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 1).unwrap();
     // Hold the first handshake half open by losing B's final ACK once.
     let mut lost = false;
     net.filter = Box::new(move |s: &Seg| {
@@ -1678,22 +1680,22 @@ fn syn_cookie_connection_between_two_stacks_carries_data() {
         }
         true
     });
-    let h1 = net.b.tcp_connect(SocketAddrV4::new(A_IP, 80), 0, net.now).unwrap();
+    let h1 = net.b.tcp().connect(SocketAddrV4::new(A_IP, 80), 0, net.now).unwrap();
     net.settle();
-    let h2 = net.b.tcp_connect(SocketAddrV4::new(A_IP, 80), 0, net.now).unwrap();
+    let h2 = net.b.tcp().connect(SocketAddrV4::new(A_IP, 80), 0, net.now).unwrap();
     net.settle();
     assert_eq!(net.a.counters().tcp_syn_cookies_sent, 1);
     assert_eq!(net.a.counters().tcp_syn_cookies_accepted, 1);
-    let ha2 = net.a.tcp_accept(l).unwrap().expect("the cookie connection");
+    let ha2 = net.a.tcp().accept(l).unwrap().expect("the cookie connection");
     let data = pattern(200_000, 10);
     assert_eq!(net.transfer(Side::B, h2, ha2, &data, Duration::from_secs(10)), data);
     let back = pattern(100_000, 11);
     assert_eq!(net.transfer(Side::A, ha2, h2, &back, Duration::from_secs(10)), back);
     // The first connection completes too once B sends anything.
     let small = b"first".to_vec();
-    net.b.tcp_send(h1, &small, net.now).unwrap();
+    net.b.tcp().send(h1, &small, net.now).unwrap();
     net.run_for(Duration::from_secs(2));
-    let ha1 = net.a.tcp_accept(l).unwrap().expect("the first connection");
+    let ha1 = net.a.tcp().accept(l).unwrap().expect("the first connection");
     let mut got = Vec::new();
     net.read_all(Side::A, ha1, &mut got);
     assert_eq!(got, small);
@@ -1706,12 +1708,12 @@ fn nagle_coalesces_small_writes_and_nodelay_does_not() {
     for nodelay in [false, true] {
         let mut net = Net::new();
         let (ha, hb) = net.connect_pair(80);
-        net.a.tcp_set_nodelay(ha, nodelay).unwrap();
+        net.a.tcp().set_nodelay(ha, nodelay).unwrap();
         let mark = net.log.len();
         let now = net.now;
-        net.a.tcp_send(ha, &[1u8; 100], now).unwrap();
+        net.a.tcp().send(ha, &[1u8; 100], now).unwrap();
         for _ in 0..10 {
-            net.a.tcp_send(ha, &[2u8; 10], now).unwrap();
+            net.a.tcp().send(ha, &[2u8; 10], now).unwrap();
         }
         net.run_for(MS * 200);
         let data: Vec<usize> =
@@ -1735,7 +1737,7 @@ fn nagle_lets_a_small_tail_follow_full_segments() {
     let (ha, hb) = net.connect_pair(80);
     let mark = net.log.len();
     let now = net.now;
-    net.a.tcp_send(ha, &[3u8; 2000], now).unwrap();
+    net.a.tcp().send(ha, &[3u8; 2000], now).unwrap();
     net.collect(Side::A, None);
     let lens: Vec<usize> =
         net.wire[0].iter().filter_map(|(f, _)| parse_tcp(&f.to_vec())).map(|(_, _, p)| p.len()).collect();
@@ -1752,7 +1754,7 @@ fn delayed_ack_waits_for_one_small_segment_not_for_two_full_ones() {
     // One small segment: the ACK waits 40 ms.
     let mark = net.log.len();
     let t0 = net.now;
-    net.a.tcp_send(ha, b"ping", t0).unwrap();
+    net.a.tcp().send(ha, b"ping", t0).unwrap();
     net.run_for(MS * 100);
     let acks = net.sent_by(Side::B, mark);
     assert_eq!(acks.len(), 1, "{acks:#?}");
@@ -1760,7 +1762,7 @@ fn delayed_ack_waits_for_one_small_segment_not_for_two_full_ones() {
     // Two full segments: acknowledged at once, by one ACK.
     let mark = net.log.len();
     let t1 = net.now;
-    net.a.tcp_send(ha, &[4u8; 2 * 1448], t1).unwrap();
+    net.a.tcp().send(ha, &[4u8; 2 * 1448], t1).unwrap();
     net.settle();
     let acks = net.sent_by(Side::B, mark);
     assert_eq!(acks.len(), 1, "{acks:#?}");
@@ -1770,11 +1772,11 @@ fn delayed_ack_waits_for_one_small_segment_not_for_two_full_ones() {
     assert_eq!(acks[0].ack(), Some(sent[1].seq().wrapping_add(1448)));
     // A reply piggybacks the ACK: no separate ACK after 40 ms.
     let mark = net.log.len();
-    net.a.tcp_send(ha, b"request", net.now).unwrap();
+    net.a.tcp().send(ha, b"request", net.now).unwrap();
     net.settle();
     let mut got = Vec::new();
     net.read_all(Side::B, hb, &mut got);
-    net.b.tcp_send(hb, b"response", net.now).unwrap();
+    net.b.tcp().send(hb, b"response", net.now).unwrap();
     net.run_for(MS * 100);
     let from_b = net.sent_by(Side::B, mark);
     assert_eq!(from_b.len(), 1, "{from_b:#?}");
@@ -1797,13 +1799,13 @@ fn paws_drops_a_segment_with_an_old_timestamp() {
     let segs = p.take();
     assert_eq!(segs.len(), 1, "an ACK answers: {segs:#?}");
     assert_eq!(segs[0].ack(), Some(p.rcv_nxt()), "the stale data was not taken");
-    let c = p.raw.iface.tcp_connection(p.h).unwrap();
+    let c = p.raw.iface.tcp_ref().connection(p.h).unwrap();
     assert_eq!(c.stats().paws_drops, 1);
     let mut buf = [0u8; 16];
     let now = p.raw.now;
-    assert_eq!(p.raw.iface.tcp_recv(p.h, &mut buf, now), Ok(5));
+    assert_eq!(p.raw.iface.tcp().recv(p.h, &mut buf, now), Ok(5));
     assert_eq!(&buf[..5], b"fresh");
-    assert_eq!(p.raw.iface.tcp_recv(p.h, &mut buf, now), Err(Error::WouldBlock));
+    assert_eq!(p.raw.iface.tcp().recv(p.h, &mut buf, now), Err(Error::WouldBlock));
     // A RST is not subject to PAWS (RFC 7323 5.3 R1 exempts it).
     let mut rst = p.seg(TcpFlags::RST | TcpFlags::ACK);
     rst.timestamp = Some((1, p.our_ts));
@@ -1816,29 +1818,29 @@ fn paws_drops_a_segment_with_an_old_timestamp() {
 #[test]
 fn listen_backlog_bounds_the_accept_queue() {
     let mut net = Net::new();
-    let l = net.a.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 2).unwrap();
+    let l = net.a.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 2).unwrap();
     let mut clients = Vec::new();
     for _ in 0..2 {
-        clients.push(net.b.tcp_connect(SocketAddrV4::new(A_IP, 80), 0, net.now).unwrap());
+        clients.push(net.b.tcp().connect(SocketAddrV4::new(A_IP, 80), 0, net.now).unwrap());
         net.settle();
     }
-    assert!(clients.iter().all(|&h| net.b.tcp_state(h) == Ok(State::Established)));
+    assert!(clients.iter().all(|&h| net.b.tcp_ref().state(h) == Ok(State::Established)));
     // The accept queue is full: the next SYN is dropped (the client retries).
-    let late = net.b.tcp_connect(SocketAddrV4::new(A_IP, 80), 0, net.now).unwrap();
+    let late = net.b.tcp().connect(SocketAddrV4::new(A_IP, 80), 0, net.now).unwrap();
     net.settle();
     assert_eq!(net.a.counters().drop_tcp_backlog_full, 1);
-    assert_eq!(net.b.tcp_state(late), Ok(State::SynSent));
-    assert_eq!(net.a.tcp_connection_count(), 2);
+    assert_eq!(net.b.tcp_ref().state(late), Ok(State::SynSent));
+    assert_eq!(net.a.tcp_ref().connection_count(), 2);
     // accept() drains one; the retried SYN then gets in.
-    let first = net.a.tcp_accept(l).unwrap().expect("queued");
+    let first = net.a.tcp().accept(l).unwrap().expect("queued");
     net.run_for(Duration::from_secs(2));
-    assert_eq!(net.b.tcp_state(late), Ok(State::Established));
-    let second = net.a.tcp_accept(l).unwrap().expect("queued");
-    let third = net.a.tcp_accept(l).unwrap().expect("the late one");
-    assert!(net.a.tcp_accept(l).unwrap().is_none());
+    assert_eq!(net.b.tcp_ref().state(late), Ok(State::Established));
+    let second = net.a.tcp().accept(l).unwrap().expect("queued");
+    let third = net.a.tcp().accept(l).unwrap().expect("the late one");
+    assert!(net.a.tcp().accept(l).unwrap().is_none());
     let mut seen = Vec::new();
     for (i, &h) in clients.iter().chain([&late]).enumerate() {
-        net.b.tcp_send(h, &[i as u8; 3], net.now).unwrap();
+        net.b.tcp().send(h, &[i as u8; 3], net.now).unwrap();
     }
     net.settle();
     for h in [first, second, third] {
@@ -1854,7 +1856,7 @@ fn listen_backlog_bounds_the_accept_queue() {
 #[test]
 fn cookie_handshakes_wait_for_room_in_the_accept_queue() {
     let mut raw = Raw::new();
-    let l = raw.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 2).unwrap();
+    let l = raw.iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 2).unwrap();
     // Two half-open handshakes fill the SYN queue; two more get cookies.
     let mut synacks = Vec::new();
     for port in 40001..=40004u16 {
@@ -1871,46 +1873,46 @@ fn cookie_handshakes_wait_for_room_in_the_accept_queue() {
     assert!(raw.take().is_empty());
     assert_eq!(raw.iface.counters().drop_tcp_backlog_full, 1);
     assert_eq!(raw.iface.counters().tcp_syn_cookies_accepted, 0);
-    assert_eq!(raw.iface.tcp_connection_count(), 2);
+    assert_eq!(raw.iface.tcp_ref().connection_count(), 2);
     // accept() makes room; the peer's retransmission gets in.
-    let first = raw.iface.tcp_accept(l).unwrap().unwrap();
+    let first = raw.iface.tcp().accept(l).unwrap().unwrap();
     raw.now += Duration::from_secs(1);
     raw.send(ack(40003, synacks[2]), b"req");
     assert_eq!(raw.iface.counters().tcp_syn_cookies_accepted, 1);
-    let second = raw.iface.tcp_accept(l).unwrap().unwrap();
-    let third = raw.iface.tcp_accept(l).unwrap().unwrap();
+    let second = raw.iface.tcp().accept(l).unwrap().unwrap();
+    let third = raw.iface.tcp().accept(l).unwrap().unwrap();
     let mut buf = [0u8; 8];
-    assert_eq!(raw.iface.tcp_recv(third, &mut buf, raw.now), Ok(3));
+    assert_eq!(raw.iface.tcp().recv(third, &mut buf, raw.now), Ok(3));
     assert_ne!(first, second);
-    assert!(raw.iface.tcp_accept(l).unwrap().is_none());
+    assert!(raw.iface.tcp().accept(l).unwrap().is_none());
 }
 
 #[test]
 fn unanswered_synack_is_retried_then_the_half_open_connection_dropped() {
     let mut raw = Raw::new();
-    raw.iface.tcp_defaults_mut().syn_retries = 2;
-    let l = raw.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 1).unwrap();
+    raw.iface.tcp().defaults_mut().syn_retries = 2;
+    let l = raw.iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 1).unwrap();
     let t0 = raw.now;
     raw.send(repr(40000, 80, 1, None, TcpFlags::SYN), &[]);
     let segs = raw.run_for(Duration::from_secs(30));
     let times: Vec<u64> = segs.iter().map(|s| s.at.saturating_since(t0).as_millis() as u64).collect();
     assert!(segs.iter().all(|s| s.repr.flags == TcpFlags::SYN | TcpFlags::ACK));
     assert_eq!(times, vec![0, 1000, 3000]);
-    assert_eq!(raw.iface.tcp_connection_count(), 0);
+    assert_eq!(raw.iface.tcp_ref().connection_count(), 0);
     assert_eq!(raw.iface.counters().tcp_handshake_timeouts, 1);
     // The slot is free again: the next SYN is answered with state, not a cookie.
     raw.send(repr(40001, 80, 1, None, TcpFlags::SYN), &[]);
     raw.take_one();
     assert_eq!(raw.iface.counters().tcp_syn_cookies_sent, 0);
-    assert_eq!(raw.iface.tcp_connection_count(), 1);
-    assert!(raw.iface.tcp_accept(l).unwrap().is_none());
+    assert_eq!(raw.iface.tcp_ref().connection_count(), 1);
+    assert!(raw.iface.tcp().accept(l).unwrap().is_none());
 }
 
 #[test]
 fn keepalive_resumes_after_traffic_on_both_sides() {
     let mut net = Net::new();
     for iface in [&mut net.a, &mut net.b] {
-        let d = iface.tcp_defaults_mut();
+        let d = iface.tcp().defaults_mut();
         d.keepalive = Some(Duration::from_secs(30));
         d.keepalive_interval = Duration::from_secs(5);
         d.keepalive_probes = 2;
@@ -1932,19 +1934,19 @@ fn keepalive_resumes_after_traffic_on_both_sides() {
         .collect();
     assert_eq!(probes.len(), 2, "{probes:?}");
     assert!(probes.iter().all(|&(_, t)| t == 30), "{probes:?}");
-    assert_eq!(net.a.tcp_state(ha), Ok(State::Established));
-    assert_eq!(net.b.tcp_state(hb), Ok(State::Established));
+    assert_eq!(net.a.tcp_ref().state(ha), Ok(State::Established));
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::Established));
 }
 
 #[test]
 fn window_closed_with_data_in_flight_is_probed_by_the_rto() {
     let mut p = Peer::connected(false);
     {
-        let c = p.raw.iface.tcp_connection(p.h).unwrap();
+        let c = p.raw.iface.tcp_ref().connection(p.h).unwrap();
         assert_eq!(c.send_mss(), 1460);
     }
     let now = p.raw.now;
-    p.raw.iface.tcp_send(p.h, &pattern(3000, 13), now).unwrap();
+    p.raw.iface.tcp().send(p.h, &pattern(3000, 13), now).unwrap();
     let sent = p.take();
     assert_eq!(sent.iter().map(Seg::len).collect::<Vec<_>>(), vec![1460, 1460, 80]);
     // The peer takes the first segment and shuts its window (a shrink, or
@@ -1978,10 +1980,10 @@ fn window_closed_with_data_in_flight_is_probed_by_the_rto() {
 fn a_peer_answering_into_a_closed_window_is_not_timed_out() {
     let mut p = {
         let mut raw = Raw::new();
-        let d = raw.iface.tcp_defaults_mut();
+        let d = raw.iface.tcp().defaults_mut();
         d.rtt.max_rto = Duration::from_secs(2);
         d.max_retransmissions = 3;
-        let h = raw.iface.tcp_connect(SocketAddrV4::new(PEER_IP, 81), 0, raw.now).unwrap();
+        let h = raw.iface.tcp().connect(SocketAddrV4::new(PEER_IP, 81), 0, raw.now).unwrap();
         let syn = raw.take_one();
         let synack = repr(81, syn.repr.src_port, 9_000, Some(syn.seq().wrapping_add(1)), TcpFlags::SYN | TcpFlags::ACK);
         raw.send(synack, &[]);
@@ -1998,7 +2000,7 @@ fn a_peer_answering_into_a_closed_window_is_not_timed_out() {
         }
     };
     let now = p.raw.now;
-    p.raw.iface.tcp_send(p.h, &pattern(2000, 14), now).unwrap();
+    p.raw.iface.tcp().send(p.h, &pattern(2000, 14), now).unwrap();
     p.take();
     let mut r = p.seg(TcpFlags::ACK);
     r.window_len = 0;
@@ -2017,11 +2019,11 @@ fn a_peer_answering_into_a_closed_window_is_not_timed_out() {
     }
     assert!(probes >= 25, "{probes} probes");
     assert_eq!(p.state(), Ok(State::Established), "alive: it answers");
-    let stats = p.raw.iface.tcp_connection(p.h).unwrap().stats();
+    let stats = p.raw.iface.tcp_ref().connection(p.h).unwrap().stats();
     assert_eq!(stats.fast_recoveries, 0, "answers to probes are no duplicate ACKs");
     // Then it goes silent: given up once silent for over 2 max_rto.
     p.tick(Duration::from_secs(10));
     assert_eq!(p.state(), Ok(State::Closed));
     let mut buf = [0u8; 1];
-    assert_eq!(p.raw.iface.tcp_recv(p.h, &mut buf, p.raw.now), Err(Error::TimedOut));
+    assert_eq!(p.raw.iface.tcp().recv(p.h, &mut buf, p.raw.now), Err(Error::TimedOut));
 }

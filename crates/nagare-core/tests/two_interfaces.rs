@@ -4,7 +4,7 @@
 
 use nagare_core::buf::BufferPool;
 use nagare_core::icmp::{EchoEvent, IcmpError};
-use nagare_core::{Instant, Interface, InterfaceConfig};
+use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
 use nagare_wire::{EthernetAddress, Ipv4Addr};
 use std::net::SocketAddrV4;
 use std::time::Duration;
@@ -25,7 +25,7 @@ struct Wire {
 fn iface(mac: u8, ip: Ipv4Addr) -> Interface {
     let cidr = nagare_wire::Ipv4Cidr::new(ip, 24).unwrap();
     let config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, mac]), cidr);
-    Interface::new(config, BufferPool::new(2048, 1024))
+    Interface::new(config, Capabilities::default(), BufferPool::new(2048, 1024))
 }
 
 impl Wire {
@@ -66,41 +66,41 @@ impl Wire {
 #[test]
 fn ping_resolves_arp_once_then_goes_direct() {
     let mut w = Wire::new();
-    let echo = w.a.echo_open(99).unwrap();
-    w.a.echo_send(echo, B, 1, b"first", w.now).unwrap();
+    let echo = w.a.icmp().echo_open(99).unwrap();
+    w.a.icmp().echo_send(echo, B, 1, b"first", w.now).unwrap();
     w.settle();
     assert_eq!(w.a.counters().arp_requests_sent, 1);
     assert_eq!(w.b.counters().arp_replies_sent, 1);
     assert_eq!(w.a.arp_lookup(B, w.now), Some(EthernetAddress([2, 0, 0, 0, 0, 2])));
     // B learned A from the request (RFC 826), so its reply needed no ARP.
     assert_eq!(w.b.counters().arp_requests_sent, 0);
-    match w.a.echo_recv(echo).unwrap() {
+    match w.a.icmp().echo_recv(echo).unwrap() {
         Some(EchoEvent::Reply { from, seq_no, data_len, .. }) => assert_eq!((from, seq_no, data_len), (B, 1, 5)),
         other => panic!("expected a reply, got {other:?}"),
     }
     let frames_before = w.moved;
-    w.a.echo_send(echo, B, 2, b"second", w.now).unwrap();
+    w.a.icmp().echo_send(echo, B, 2, b"second", w.now).unwrap();
     w.settle();
     assert_eq!((w.moved.0 - frames_before.0, w.moved.1 - frames_before.1), (1, 1));
-    assert!(matches!(w.a.echo_recv(echo).unwrap(), Some(EchoEvent::Reply { seq_no: 2, .. })));
+    assert!(matches!(w.a.icmp().echo_recv(echo).unwrap(), Some(EchoEvent::Reply { seq_no: 2, .. })));
 }
 
 #[test]
 fn fragmented_udp_both_ways_is_byte_exact_and_leaks_nothing() {
     let mut w = Wire::new();
-    let sa = w.a.udp_bind(SocketAddrV4::new(A, 4000)).unwrap();
-    let sb = w.b.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 5000)).unwrap();
+    let sa = w.a.udp().bind(SocketAddrV4::new(A, 4000)).unwrap();
+    let sb = w.b.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 5000)).unwrap();
     for size in [0usize, 1, 1472, 1473, 2961, 20000, 65507] {
         let data: Vec<u8> = (0..size).map(|i| (i % 249) as u8).collect();
-        w.a.udp_send_to(sa, &data, SocketAddrV4::new(B, 5000), w.now).unwrap();
+        w.a.udp().send_to(sa, &data, SocketAddrV4::new(B, 5000), w.now).unwrap();
         w.settle();
-        let got = w.b.udp_recv(sb).unwrap().expect("datagram arrived");
+        let got = w.b.udp().recv(sb).unwrap().expect("datagram arrived");
         assert_eq!(got.payload.to_vec(), data, "size {size}");
         assert_eq!(got.source, SocketAddrV4::new(A, 4000));
         // Back the other way, zero-copy: the same buffers go out again.
-        w.b.udp_send_buf(sb, got.payload, got.source, w.now).unwrap();
+        w.b.udp().send_buf(sb, got.payload, got.source, w.now).unwrap();
         w.settle();
-        let back = w.a.udp_recv(sa).unwrap().expect("echo arrived");
+        let back = w.a.udp().recv(sa).unwrap().expect("echo arrived");
         assert_eq!(back.payload.to_vec(), data, "echo of size {size}");
     }
     assert!(w.a.counters().frag_sent > 40);
@@ -108,7 +108,7 @@ fn fragmented_udp_both_ways_is_byte_exact_and_leaks_nothing() {
     assert_eq!(w.a.pool().in_use(), 0);
     assert_eq!(w.b.pool().in_use(), 0);
     assert_eq!(
-        w.a.udp_send_to(sa, &vec![0; 65508], SocketAddrV4::new(B, 5000), w.now),
+        w.a.udp().send_to(sa, &vec![0; 65508], SocketAddrV4::new(B, 5000), w.now),
         Err(nagare_core::iface::Error::MessageTooLong)
     );
 }
@@ -116,13 +116,13 @@ fn fragmented_udp_both_ways_is_byte_exact_and_leaks_nothing() {
 #[test]
 fn closed_port_reports_unreachable_and_rate_limit_holds() {
     let mut w = Wire::new();
-    let sa = w.a.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).unwrap();
-    w.a.udp_send_to(sa, b"anyone?", SocketAddrV4::new(B, 9), w.now).unwrap();
+    let sa = w.a.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).unwrap();
+    w.a.udp().send_to(sa, b"anyone?", SocketAddrV4::new(B, 9), w.now).unwrap();
     w.settle();
-    assert_eq!(w.a.udp_take_error(sa).unwrap(), Some(IcmpError::Unreachable { from: B, code: 3 }));
+    assert_eq!(w.a.udp().take_error(sa).unwrap(), Some(IcmpError::Unreachable { from: B, code: 3 }));
     // A burst of 200 to closed ports gets at most the burst of errors back.
     for _ in 0..200 {
-        w.a.udp_send_to(sa, b"x", SocketAddrV4::new(B, 9), w.now).unwrap();
+        w.a.udp().send_to(sa, b"x", SocketAddrV4::new(B, 9), w.now).unwrap();
     }
     w.settle();
     let c = w.b.counters().clone();
@@ -130,7 +130,7 @@ fn closed_port_reports_unreachable_and_rate_limit_holds() {
     assert!(c.icmp_errors_sent <= 51, "sent {}", c.icmp_errors_sent);
     // Tokens come back with time.
     w.advance(Duration::from_secs(1));
-    w.a.udp_send_to(sa, b"x", SocketAddrV4::new(B, 9), w.now).unwrap();
+    w.a.udp().send_to(sa, b"x", SocketAddrV4::new(B, 9), w.now).unwrap();
     w.settle();
     assert_eq!(w.b.counters().icmp_errors_sent, c.icmp_errors_sent + 1);
 }
@@ -139,9 +139,9 @@ fn closed_port_reports_unreachable_and_rate_limit_holds() {
 fn unanswered_arp_is_retried_once_a_second_then_dropped() {
     let mut w = Wire::new();
     w.b_plugged = false;
-    let sa = w.a.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).unwrap();
+    let sa = w.a.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).unwrap();
     for _ in 0..5 {
-        w.a.udp_send_to(sa, b"lost", SocketAddrV4::new(B, 7), w.now).unwrap();
+        w.a.udp().send_to(sa, b"lost", SocketAddrV4::new(B, 7), w.now).unwrap();
     }
     w.settle();
     assert_eq!(w.a.counters().arp_requests_sent, 1);
@@ -155,7 +155,7 @@ fn unanswered_arp_is_retried_once_a_second_then_dropped() {
     assert_eq!(w.a.counters().arp_requests_sent, 3);
     assert_eq!(w.a.counters().drop_arp_unresolved, 5);
     assert_eq!(
-        w.a.udp_take_error(sa).unwrap(),
+        w.a.udp().take_error(sa).unwrap(),
         Some(IcmpError::Unreachable { from: A, code: 1 }),
         "the socket learns its neighbour never answered"
     );
@@ -166,13 +166,13 @@ fn unanswered_arp_is_retried_once_a_second_then_dropped() {
 #[test]
 fn lost_fragment_times_out_and_frees_its_buffers() {
     let mut w = Wire::new();
-    let sa = w.a.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).unwrap();
-    let sb = w.b.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 5000)).unwrap();
+    let sa = w.a.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).unwrap();
+    let sb = w.b.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 5000)).unwrap();
     // Resolve ARP first, so the datagram's frames are all that flows.
-    w.a.udp_send_to(sa, b"warm-up", SocketAddrV4::new(B, 5000), w.now).unwrap();
+    w.a.udp().send_to(sa, b"warm-up", SocketAddrV4::new(B, 5000), w.now).unwrap();
     w.settle();
-    assert!(w.b.udp_recv(sb).unwrap().is_some());
-    w.a.udp_send_to(sa, &[7u8; 4000], SocketAddrV4::new(B, 5000), w.now).unwrap();
+    assert!(w.b.udp().recv(sb).unwrap().is_some());
+    w.a.udp().send_to(sa, &[7u8; 4000], SocketAddrV4::new(B, 5000), w.now).unwrap();
     let mut frames: Vec<_> = w.a.tx_queue().drain(..).collect();
     assert_eq!(frames.len(), 3);
     frames.remove(1);
@@ -190,6 +190,6 @@ fn lost_fragment_times_out_and_frees_its_buffers() {
     // The first fragment had arrived: B says so (RFC 1122 3.3.2), and A's
     // socket hears of it.
     assert_eq!(w.b.counters().icmp_errors_sent, 1);
-    assert_eq!(w.a.udp_take_error(sa).unwrap(), Some(IcmpError::TimeExceeded { from: B, code: 1 }));
+    assert_eq!(w.a.udp().take_error(sa).unwrap(), Some(IcmpError::TimeExceeded { from: B, code: 1 }));
     assert_eq!(w.a.pool().in_use(), 0);
 }

@@ -11,7 +11,7 @@ use std::io;
 use std::os::fd::{OwnedFd, RawFd};
 
 use nagare_core::buf::{BufferPool, Offload, PacketBuf, TxOffloads};
-use nagare_core::Instant;
+use nagare_core::{Capabilities, Instant};
 
 /// Bytes left free in front of every frame a device reads from outside into
 /// a pool buffer, so the engine can later prepend headers to the same buffer
@@ -139,15 +139,14 @@ pub trait Device {
         None
     }
 
-    /// Largest IP packet the link carries ([`DEFAULT_MTU`] by default).
-    fn mtu(&self) -> usize;
-
-    /// What the device completes on transmit (checksums, TCP
-    /// segmentation), for the interface's configuration. Nothing unless a
-    /// device says otherwise.
-    fn tx_offloads(&self) -> TxOffloads {
-        TxOffloads::NONE
-    }
+    /// What the device carries and completes: the largest IP packet the
+    /// link carries ([`DEFAULT_MTU`] unless configured otherwise) and what
+    /// the device completes on transmit (checksums, TCP segmentation). An
+    /// interface reads it from its device when it is made
+    /// (`nagare_core::Interface::new`), as smoltcp's
+    /// `phy::Device::capabilities`; it is the one place a device says
+    /// either.
+    fn capabilities(&self) -> Capabilities;
 
     /// A file descriptor that becomes readable when frames arrive, for
     /// poll/epoll (`None` for in-memory devices).
@@ -196,11 +195,8 @@ impl<D: Device + ?Sized> Device for Box<D> {
     fn queue_capacity(&self) -> Option<usize> {
         (**self).queue_capacity()
     }
-    fn mtu(&self) -> usize {
-        (**self).mtu()
-    }
-    fn tx_offloads(&self) -> TxOffloads {
-        (**self).tx_offloads()
+    fn capabilities(&self) -> Capabilities {
+        (**self).capabilities()
     }
     fn raw_fd(&self) -> Option<RawFd> {
         (**self).raw_fd()
@@ -243,11 +239,8 @@ impl<D: Device + ?Sized> Device for &mut D {
     fn queue_capacity(&self) -> Option<usize> {
         (**self).queue_capacity()
     }
-    fn mtu(&self) -> usize {
-        (**self).mtu()
-    }
-    fn tx_offloads(&self) -> TxOffloads {
-        (**self).tx_offloads()
+    fn capabilities(&self) -> Capabilities {
+        (**self).capabilities()
     }
     fn raw_fd(&self) -> Option<RawFd> {
         (**self).raw_fd()
@@ -342,7 +335,7 @@ mod tests {
         let mut boxed: Box<dyn Device> = Box::new(crate::Loopback::new(1500, 4));
         assert_eq!(roundtrip(&mut boxed, &pool), 1);
         assert_eq!(roundtrip(&mut *boxed, &pool), 1);
-        assert_eq!(boxed.mtu(), 1500);
+        assert_eq!(boxed.capabilities().mtu, 1500);
         assert_eq!(boxed.stats().rx_frames, 2);
         assert!(boxed.raw_fd().is_none());
         assert_eq!(roundtrip(boxed, &pool), 1);

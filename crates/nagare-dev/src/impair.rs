@@ -600,12 +600,8 @@ impl<D: Device> Device for Impaired<D> {
         Ok(taken)
     }
 
-    fn mtu(&self) -> usize {
-        self.inner.mtu()
-    }
-
-    fn tx_offloads(&self) -> nagare_core::buf::TxOffloads {
-        self.inner.tx_offloads()
+    fn capabilities(&self) -> nagare_core::Capabilities {
+        self.inner.capabilities()
     }
 
     fn raw_fd(&self) -> Option<RawFd> {

@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::io;
 
 use nagare_core::buf::{BufferPool, PacketBuf};
-use nagare_core::Instant;
+use nagare_core::{Capabilities, Instant};
 
 use crate::device::{Device, DeviceStats, DEFAULT_MTU, ETHERNET_HEADER_LEN};
 
@@ -92,8 +92,8 @@ impl Device for Loopback {
         Ok(taken)
     }
 
-    fn mtu(&self) -> usize {
-        self.mtu
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { mtu: self.mtu, ..Capabilities::default() }
     }
 
     fn poll_at(&self) -> Option<Instant> {

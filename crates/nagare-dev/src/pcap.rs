@@ -221,12 +221,8 @@ impl<D: Device, W: Write> Device for PcapDevice<D, W> {
         }
     }
 
-    fn mtu(&self) -> usize {
-        self.inner.mtu()
-    }
-
-    fn tx_offloads(&self) -> nagare_core::buf::TxOffloads {
-        self.inner.tx_offloads()
+    fn capabilities(&self) -> nagare_core::Capabilities {
+        self.inner.capabilities()
     }
 
     fn raw_fd(&self) -> Option<RawFd> {

@@ -21,7 +21,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use nagare_core::buf::{BufferPool, PacketBuf, TxOffloads};
-use nagare_core::Instant;
+use nagare_core::{Capabilities, Instant};
 
 use crate::device::{frame_fits, Device, DeviceStats, DEFAULT_MTU};
 use crate::impair::{DelayLine, ImpairStats, Impairer, Impairment};
@@ -203,12 +203,9 @@ impl Device for SimPort {
         Ok(taken)
     }
 
-    fn mtu(&self) -> usize {
-        self.shared.borrow().config.mtu
-    }
-
-    fn tx_offloads(&self) -> TxOffloads {
-        self.shared.borrow().config.offloads
+    fn capabilities(&self) -> Capabilities {
+        let shared = self.shared.borrow();
+        Capabilities { mtu: shared.config.mtu, tx_offloads: shared.config.offloads }
     }
 
     fn poll_at(&self) -> Option<Instant> {

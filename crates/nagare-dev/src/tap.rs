@@ -24,7 +24,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use nagare_core::buf::{Buffer, BufferPool, Offload, PacketBuf, TxOffloads};
-use nagare_core::Instant;
+use nagare_core::{Capabilities, Instant};
 
 use crate::device::{frame_fits, Device, DeviceStats, ETHERNET_HEADER_LEN, RX_HEADROOM};
 use crate::vnet::{self, VNET_HDR_LEN};
@@ -735,10 +735,6 @@ impl Device for TapDevice {
         Ok(taken)
     }
 
-    fn tx_offloads(&self) -> TxOffloads {
-        self.offloads
-    }
-
     fn rx_queue(&self, fd: OwnedFd) -> io::Result<Box<dyn Device>> {
         Ok(Box::new(TapDevice::from_fd(fd, &self.name, self.vnet_header)?))
     }
@@ -750,8 +746,8 @@ impl Device for TapDevice {
         text.trim().parse().ok()
     }
 
-    fn mtu(&self) -> usize {
-        self.mtu
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { mtu: self.mtu, tx_offloads: self.offloads }
     }
 
     fn raw_fd(&self) -> Option<RawFd> {

@@ -135,7 +135,7 @@ fn kernel_answers_arp_through_a_created_tap() {
     let mut tap = TapDevice::open(&name).expect("open TAP");
     assert!(tap.created(), "{name} did not exist before, so it was created");
     assert_eq!(tap.name(), name);
-    assert_eq!(tap.mtu(), 1500);
+    assert_eq!(tap.capabilities().mtu, 1500);
     assert!(tap.raw_fd().is_some());
     let flags = std::fs::read_to_string(format!("/sys/class/net/{name}/flags")).unwrap();
     let flags = u32::from_str_radix(flags.trim().trim_start_matches("0x"), 16).unwrap();
@@ -146,7 +146,7 @@ fn kernel_answers_arp_through_a_created_tap() {
     assert_ne!(kernel_mac, [0; 6]);
 
     tap.set_mtu(1400).unwrap();
-    assert_eq!(tap.mtu(), 1400);
+    assert_eq!(tap.capabilities().mtu, 1400);
     assert_eq!(std::fs::read_to_string(format!("/sys/class/net/{name}/mtu")).unwrap().trim(), "1400");
 
     // 1. An ARP request written into the TAP gets the kernel's reply.

@@ -8,8 +8,9 @@
 //! script runs 1000 in release mode; plain `cargo test` runs a few).
 
 use nagare_core::buf::{BufferPool, PacketBuf, TxOffloads};
-use nagare_core::iface::{Error, TcpHandle};
+use nagare_core::iface::Error;
 use nagare_core::tcp::congestion::CongestionAlgorithm;
+use nagare_core::tcp::TcpHandle;
 use nagare_core::{Instant, Interface, InterfaceConfig};
 use nagare_dev::{Device, Impairment, LinkConfig, SimLink, SimPort, SimRng};
 use nagare_wire::{EthernetAddress, Ipv4Addr, Ipv4Cidr};
@@ -69,8 +70,7 @@ struct Net {
 fn side(ip: Ipv4Addr, mac: u8, port: SimPort, seed: u64) -> Side {
     let mut config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, mac]), Ipv4Cidr::new(ip, 24).unwrap());
     config.seed = seed;
-    config.tx_offloads = port.tx_offloads();
-    Side { iface: Interface::new(config, BufferPool::new(2048, 16384)), port, rx: Vec::new() }
+    Side { iface: Interface::new(config, port.capabilities(), BufferPool::new(2048, 16384)), port, rx: Vec::new() }
 }
 
 impl Side {
@@ -200,7 +200,7 @@ impl Sender {
                 if self.sent == self.total {
                     if !self.closed {
                         self.closed = true;
-                        iface.tcp_shutdown(h, now).unwrap();
+                        iface.tcp().shutdown(h, now).unwrap();
                     }
                     return;
                 }
@@ -212,7 +212,7 @@ impl Sender {
                 self.pending = n;
             }
             let start = self.chunk.len() - self.pending;
-            match iface.tcp_send(h, &self.chunk[start..], now) {
+            match iface.tcp().send(h, &self.chunk[start..], now) {
                 Ok(0) | Err(Error::WouldBlock) => return,
                 Ok(n) => {
                     self.pending -= n;
@@ -236,7 +236,7 @@ struct Receiver {
 impl Receiver {
     fn drain(&mut self, iface: &mut Interface, h: TcpHandle, now: Instant) {
         loop {
-            match iface.tcp_recv_buf(h, usize::MAX, now) {
+            match iface.tcp().recv_buf(h, usize::MAX, now) {
                 Ok(Some(data)) => {
                     for chunk in data.chunks() {
                         self.hash.update(chunk);
@@ -327,7 +327,7 @@ impl Scenario {
     fn run(&self) -> Result<(Duration, u64), String> {
         let mut net = Net::new(self.link, self.seed);
         for iface in [&mut net.a.iface, &mut net.b.iface] {
-            let d = iface.tcp_defaults_mut();
+            let d = iface.tcp().defaults_mut();
             d.send_buffer = self.buffers;
             d.recv_buffer = self.buffers;
             d.congestion = self.algorithm;
@@ -335,8 +335,8 @@ impl Scenario {
             d.timestamps = self.timestamps;
         }
         let listener =
-            net.a.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), 8).map_err(|e| e.to_string())?;
-        let hb = net.b.iface.tcp_connect(SocketAddrV4::new(A_IP, PORT), 0, net.now).map_err(|e| e.to_string())?;
+            net.a.iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), 8).map_err(|e| e.to_string())?;
+        let hb = net.b.iface.tcp().connect(SocketAddrV4::new(A_IP, PORT), 0, net.now).map_err(|e| e.to_string())?;
         let mut ha: Option<TcpHandle> = None;
         let mut send_ab = Sender::new(self.bytes_ab, self.seed ^ 1);
         let mut send_ba = Sender::new(self.bytes_ba, self.seed ^ 2);
@@ -364,7 +364,7 @@ impl Scenario {
             }
             net.settle();
             if ha.is_none() {
-                ha = net.a.iface.tcp_accept(listener).map_err(|e| e.to_string())?;
+                ha = net.a.iface.tcp().accept(listener).map_err(|e| e.to_string())?;
             }
             if let Some(ha) = ha {
                 send_ab.pump(&mut net.a.iface, ha, net.now);
@@ -393,8 +393,8 @@ impl Scenario {
                     eprintln!(
                         "DUMP at {:?}\nA: {:#?}\nB: {:#?}",
                         net.now,
-                        ha.and_then(|h| net.a.iface.tcp_connection(h)),
-                        net.b.iface.tcp_connection(hb)
+                        ha.and_then(|h| net.a.iface.tcp_ref().connection(h)),
+                        net.b.iface.tcp_ref().connection(hb)
                     );
                 }
             }
@@ -408,13 +408,13 @@ impl Scenario {
                     send_ba.sent,
                     self.bytes_ba,
                     recv_a.hash.1,
-                    ha.and_then(|h| net.a.iface.tcp_state(h).ok()),
-                    net.b.iface.tcp_state(hb).ok(),
+                    ha.and_then(|h| net.a.iface.tcp_ref().state(h).ok()),
+                    net.b.iface.tcp_ref().state(hb).ok(),
                 ) + &format!(
                     "\n{}A: {:#?}\nB: {:#?}",
                     net.dump(),
-                    ha.and_then(|h| net.a.iface.tcp_connection(h)),
-                    net.b.iface.tcp_connection(hb)
+                    ha.and_then(|h| net.a.iface.tcp_ref().connection(h)),
+                    net.b.iface.tcp_ref().connection(hb)
                 ));
             }
         }

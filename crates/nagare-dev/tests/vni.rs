@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::icmp::EchoEvent;
-use nagare_core::iface::{Error, TcpHandle};
+use nagare_core::iface::Error;
+use nagare_core::tcp::TcpHandle;
 use nagare_core::{Instant, Interface, InterfaceConfig};
 use nagare_dev::vni::layout::{self, Geometry};
 use nagare_dev::vni::{segment_size, Segment, VniPort};
@@ -156,7 +157,7 @@ fn two_ports_both_ways() {
     assert!(VniPort::attach(Arc::clone(&t.seg), Some(mac(3))).is_err(), "all ports taken");
     // Raw fds are distinct eventfds, MTU comes from the segment.
     assert_ne!(a.raw_fd(), b.raw_fd());
-    assert_eq!(a.mtu(), 1500);
+    assert_eq!(a.capabilities().mtu, 1500);
 
     let big = vec![0x5a; 1500];
     let sent = send(&mut a, vec![frame(&pool, mac(2), mac(1), b"hello"), frame(&pool, mac(2), mac(1), &big)]);
@@ -401,9 +402,8 @@ impl Host {
     fn new(t: &TestSegment, ip: Ipv4Addr, m: u8) -> Host {
         let port = t.attach(m);
         let mut config = InterfaceConfig::new(EthernetAddress(mac(m)), Ipv4Cidr::new(ip, 24).unwrap());
-        config.mtu = port.mtu();
         config.seed = u64::from(m);
-        Host { iface: Interface::new(config, BufferPool::new(2048, 8192)), port, rx: Vec::new() }
+        Host { iface: Interface::new(config, port.capabilities(), BufferPool::new(2048, 8192)), port, rx: Vec::new() }
     }
 
     fn step(&mut self, now: Instant) -> bool {
@@ -427,14 +427,14 @@ fn engines_ping_and_move_megabytes_over_tcp() {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
 
     // ARP and ping.
-    let echo = a.iface.echo_open(0x1234).unwrap();
-    a.iface.echo_send(echo, b_ip, 1, b"over shared memory", clock.now()).unwrap();
+    let echo = a.iface.icmp().echo_open(0x1234).unwrap();
+    a.iface.icmp().echo_send(echo, b_ip, 1, b"over shared memory", clock.now()).unwrap();
     let reply = loop {
         assert!(std::time::Instant::now() < deadline, "no echo reply");
         let now = clock.now();
         a.step(now);
         b.step(now);
-        if let Some(ev) = a.iface.echo_recv(echo).unwrap() {
+        if let Some(ev) = a.iface.icmp().echo_recv(echo).unwrap() {
             break ev;
         }
     };
@@ -446,8 +446,8 @@ fn engines_ping_and_move_megabytes_over_tcp() {
 
     // 4 MB from a to b over TCP, content checked.
     const TOTAL: usize = 4 << 20;
-    let listener = b.iface.tcp_listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 5001), 4).unwrap();
-    let ha = a.iface.tcp_connect(SocketAddrV4::new(b_ip, 5001), 0, clock.now()).unwrap();
+    let listener = b.iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 5001), 4).unwrap();
+    let ha = a.iface.tcp().connect(SocketAddrV4::new(b_ip, 5001), 0, clock.now()).unwrap();
     let mut hb: Option<TcpHandle> = None;
     let mut rng = SimRng::new(9);
     let data: Vec<u8> = (0..TOTAL).map(|_| rng.next_u64() as u8).collect();
@@ -461,22 +461,22 @@ fn engines_ping_and_move_megabytes_over_tcp() {
         a.step(now);
         b.step(now);
         while sent < TOTAL {
-            match a.iface.tcp_send(ha, &data[sent..(sent + 65536).min(TOTAL)], now) {
+            match a.iface.tcp().send(ha, &data[sent..(sent + 65536).min(TOTAL)], now) {
                 Ok(0) | Err(Error::WouldBlock) => break,
                 Ok(n) => sent += n,
                 Err(e) => panic!("send: {e}"),
             }
         }
         if sent == TOTAL && !closed {
-            a.iface.tcp_shutdown(ha, now).unwrap();
+            a.iface.tcp().shutdown(ha, now).unwrap();
             closed = true;
         }
         if hb.is_none() {
-            hb = b.iface.tcp_accept(listener).unwrap();
+            hb = b.iface.tcp().accept(listener).unwrap();
         }
         if let Some(h) = hb {
             loop {
-                match b.iface.tcp_recv_buf(h, usize::MAX, now) {
+                match b.iface.tcp().recv_buf(h, usize::MAX, now) {
                     Ok(Some(buf)) => {
                         for chunk in buf.chunks() {
                             fnv(&mut got_hash, chunk);

@@ -531,8 +531,8 @@ mod tests {
             self.sent.extend(frames.drain(..));
             Ok(n)
         }
-        fn mtu(&self) -> usize {
-            1500
+        fn capabilities(&self) -> nagare_core::Capabilities {
+            nagare_core::Capabilities { mtu: 1500, ..Default::default() }
         }
         fn stats(&self) -> DeviceStats {
             self.stats

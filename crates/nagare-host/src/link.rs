@@ -129,8 +129,6 @@ pub fn open_host(link: &LinkSpec, pcap: Option<&Path>, clock: &MonotonicClock) -
 pub fn interface_on(device: &dyn Device, link: &LinkSpec, clock: &MonotonicClock) -> Interface {
     let mut config = InterfaceConfig::new(link.mac(), link.addr);
     config.gateway = link.gateway;
-    config.mtu = device.mtu();
-    config.tx_offloads = device.tx_offloads();
     config.seed = clock.unix_epoch_micros() ^ u64::from(std::process::id());
-    Interface::new(config, BufferPool::new(BUFFER_SIZE, POOL_BUFFERS))
+    Interface::new(config, device.capabilities(), BufferPool::new(BUFFER_SIZE, POOL_BUFFERS))
 }

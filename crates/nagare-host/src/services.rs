@@ -4,7 +4,8 @@
 
 use crate::http::server::HttpConnection;
 use nagare_core::buf::PacketBuf;
-use nagare_core::iface::{Error, TcpHandle, TcpListenerHandle};
+use nagare_core::iface::Error;
+use nagare_core::tcp::{TcpHandle, TcpListenerHandle};
 use nagare_core::{Instant, Interface, UdpHandle};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -108,27 +109,27 @@ fn any(port: u16) -> SocketAddrV4 {
 impl Services {
     /// Echo on TCP and UDP port 7.
     pub fn enable_echo(&mut self, iface: &mut Interface) -> Result<(), Error> {
-        self.udp_echo = Some(iface.udp_bind(any(ECHO_PORT))?);
-        self.tcp_echo = Some(iface.tcp_listen(any(ECHO_PORT), BACKLOG)?);
+        self.udp_echo = Some(iface.udp().bind(any(ECHO_PORT))?);
+        self.tcp_echo = Some(iface.tcp().listen(any(ECHO_PORT), BACKLOG)?);
         Ok(())
     }
 
     /// UDP echo only (what `nagare up` always offers).
     pub fn enable_udp_echo(&mut self, iface: &mut Interface) -> Result<(), Error> {
-        self.udp_echo = Some(iface.udp_bind(any(ECHO_PORT))?);
+        self.udp_echo = Some(iface.udp().bind(any(ECHO_PORT))?);
         Ok(())
     }
 
     /// Discard on TCP and UDP port 9.
     pub fn enable_discard(&mut self, iface: &mut Interface) -> Result<(), Error> {
-        self.udp_discard = Some(iface.udp_bind(any(DISCARD_PORT))?);
-        self.tcp_discard = Some(iface.tcp_listen(any(DISCARD_PORT), BACKLOG)?);
+        self.udp_discard = Some(iface.udp().bind(any(DISCARD_PORT))?);
+        self.tcp_discard = Some(iface.tcp().listen(any(DISCARD_PORT), BACKLOG)?);
         Ok(())
     }
 
     /// Static files from `root` over HTTP/1.1 on port 80.
     pub fn enable_http(&mut self, iface: &mut Interface, root: PathBuf) -> Result<(), Error> {
-        self.http = Some((iface.tcp_listen(any(HTTP_PORT), BACKLOG)?, root));
+        self.http = Some((iface.tcp().listen(any(HTTP_PORT), BACKLOG)?, root));
         Ok(())
     }
 
@@ -142,7 +143,7 @@ impl Services {
             busy |= progress;
             if done {
                 let served = self.connections.swap_remove(index);
-                let _ = iface.tcp_close(served.handle, now);
+                let _ = iface.tcp().close(served.handle, now);
             } else {
                 index += 1;
             }
@@ -155,16 +156,16 @@ impl Services {
         if let Some(echo) = self.udp_echo {
             // The echoed datagram is the received one: its buffers go back
             // out with new headers written into the headroom the old ones left.
-            while let Ok(Some(datagram)) = iface.udp_recv(echo) {
+            while let Ok(Some(datagram)) = iface.udp().recv(echo) {
                 busy = true;
-                match iface.udp_send_buf(echo, datagram.payload, datagram.source, now) {
+                match iface.udp().send_buf(echo, datagram.payload, datagram.source, now) {
                     Ok(()) => self.stats.udp_echoed += 1,
                     Err(_) => self.stats.udp_failed += 1,
                 }
             }
         }
         if let Some(discard) = self.udp_discard {
-            while let Ok(Some(_)) = iface.udp_recv(discard) {
+            while let Ok(Some(_)) = iface.udp().recv(discard) {
                 busy = true;
                 self.stats.udp_discarded += 1;
             }
@@ -177,7 +178,7 @@ impl Services {
         let listeners =
             [self.tcp_echo.map(|l| (l, 0)), self.tcp_discard.map(|l| (l, 1)), self.http.as_ref().map(|(l, _)| (*l, 2))];
         for (listener, which) in listeners.into_iter().flatten() {
-            while let Ok(Some(handle)) = iface.tcp_accept(listener) {
+            while let Ok(Some(handle)) = iface.tcp().accept(listener) {
                 busy = true;
                 self.stats.tcp_accepted += 1;
                 let kind = match which {
@@ -188,7 +189,7 @@ impl Services {
                         None => Kind::Discard,
                     },
                 };
-                let _ = iface.tcp_set_nodelay(handle, true);
+                let _ = iface.tcp().set_nodelay(handle, true);
                 self.connections.push(Served { handle, kind, shut: false });
             }
         }
@@ -210,7 +211,7 @@ fn serve_connection(
             // Send back what is waiting before taking more: the receive
             // window then throttles a client that will not read its echo.
             if !pending.is_empty() {
-                match iface.tcp_send_buf(handle, std::mem::take(pending), now) {
+                match iface.tcp().send_buf(handle, std::mem::take(pending), now) {
                     Ok(rest) => {
                         busy |= rest.len() < pending.len() || rest.is_empty();
                         *pending = rest;
@@ -219,11 +220,11 @@ fn serve_connection(
                 }
             }
             if pending.is_empty() {
-                match iface.tcp_recv_buf(handle, RECV_QUANTUM, now) {
+                match iface.tcp().recv_buf(handle, RECV_QUANTUM, now) {
                     Ok(Some(data)) => {
                         busy = true;
                         stats.tcp_echoed_bytes += data.len() as u64;
-                        match iface.tcp_send_buf(handle, data, now) {
+                        match iface.tcp().send_buf(handle, data, now) {
                             Ok(rest) => *pending = rest,
                             Err(_) => return (true, true),
                         }
@@ -231,7 +232,7 @@ fn serve_connection(
                     Ok(None) => {
                         if !served.shut {
                             served.shut = true;
-                            let _ = iface.tcp_shutdown(handle, now);
+                            let _ = iface.tcp().shutdown(handle, now);
                         }
                         return (true, finished(iface, handle));
                     }
@@ -241,7 +242,7 @@ fn serve_connection(
             }
         }
         Kind::Discard => loop {
-            match iface.tcp_recv_buf(handle, RECV_QUANTUM, now) {
+            match iface.tcp().recv_buf(handle, RECV_QUANTUM, now) {
                 Ok(Some(data)) => {
                     busy = true;
                     stats.tcp_discarded_bytes += data.len() as u64;
@@ -249,7 +250,7 @@ fn serve_connection(
                 Ok(None) => {
                     if !served.shut {
                         served.shut = true;
-                        let _ = iface.tcp_shutdown(handle, now);
+                        let _ = iface.tcp().shutdown(handle, now);
                     }
                     return (true, finished(iface, handle));
                 }
@@ -264,7 +265,7 @@ fn serve_connection(
             busy |= outcome.progress;
             if outcome.close && !served.shut {
                 served.shut = true;
-                let _ = iface.tcp_shutdown(handle, now);
+                let _ = iface.tcp().shutdown(handle, now);
             }
             if outcome.failed {
                 return (true, true);
@@ -281,9 +282,9 @@ fn serve_connection(
 /// too, or it failed).
 fn finished(iface: &Interface, handle: TcpHandle) -> bool {
     use nagare_core::tcp::connection::State;
-    match iface.tcp_state(handle) {
+    match iface.tcp_ref().state(handle) {
         Ok(State::Closed | State::TimeWait | State::LastAck | State::Closing) => true,
-        Ok(State::FinWait2) => iface.tcp_connection(handle).is_some_and(|c| c.at_eof()),
+        Ok(State::FinWait2) => iface.tcp_ref().connection(handle).is_some_and(|c| c.at_eof()),
         Ok(_) => false,
         Err(_) => true,
     }

@@ -35,10 +35,9 @@ pub fn sim_ports(link: LinkConfig, seed: u64) -> (SimPort, SimPort) {
 }
 
 /// A host on `device` with a pool sized for simulation.
-pub fn new_host<D: Device>(mut config: InterfaceConfig, device: D) -> Host<D> {
-    config.tx_offloads = device.tx_offloads();
+pub fn new_host<D: Device>(config: InterfaceConfig, device: D) -> Host<D> {
     let pool = BufferPool::new(BUFFER_SIZE, POOL_BUFFERS);
-    Host::new(Interface::new(config, pool), device)
+    Host::new(Interface::new(config, device.capabilities(), pool), device)
 }
 
 /// Two hosts on one link, and the virtual time they share.
@@ -176,11 +175,11 @@ pub fn udp_stream<A: Device, B: Device>(
     size: usize,
 ) -> io::Result<StreamResult> {
     let engine = |e: nagare_core::iface::Error| io::Error::other(e.to_string());
-    let sink = pair.b.iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, STREAM_SINK_PORT)).map_err(engine)?;
-    let source = pair.a.iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).map_err(engine)?;
+    let sink = pair.b.iface.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, STREAM_SINK_PORT)).map_err(engine)?;
+    let source = pair.a.iface.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).map_err(engine)?;
     let result = stream_between(pair, source, sink, SocketAddrV4::new(b_addr, STREAM_SINK_PORT), count, size);
-    let closed_a = pair.a.iface.udp_close(source).map_err(engine);
-    let closed_b = pair.b.iface.udp_close(sink).map_err(engine);
+    let closed_a = pair.a.iface.udp().close(source).map_err(engine);
+    let closed_b = pair.b.iface.udp().close(sink).map_err(engine);
     let result = result?;
     closed_a?;
     closed_b?;
@@ -206,11 +205,11 @@ fn stream_between<A: Device, B: Device>(
     while sent < count {
         let now = pair.now;
         for _ in 0..STREAM_BATCH.min(count - sent) {
-            pair.a.iface.udp_send_to(source, &payload, dst, now).map_err(|e| io::Error::other(e.to_string()))?;
+            pair.a.iface.udp().send_to(source, &payload, dst, now).map_err(|e| io::Error::other(e.to_string()))?;
             sent += 1;
         }
         pair.run_until(Duration::from_millis(10), |p| {
-            while let Ok(Some(d)) = p.b.iface.udp_recv(sink) {
+            while let Ok(Some(d)) = p.b.iface.udp().recv(sink) {
                 received += 1;
                 bytes += d.payload.len();
             }

@@ -4,8 +4,9 @@
 //! skipped rather than read as the next request, and heads that a real
 //! parser refuses.
 
-use nagare_core::iface::{Error, TcpHandle};
+use nagare_core::iface::Error;
 use nagare_core::tcp::connection::State;
+use nagare_core::tcp::TcpHandle;
 use nagare_dev::LinkConfig;
 use nagare_host::sim::{host_config, new_host, sim_ports};
 use nagare_host::{ServiceConfig, SimPair};
@@ -47,9 +48,9 @@ fn pair(root: &std::path::Path) -> SimPair {
 
 fn connect(pair: &mut SimPair) -> TcpHandle {
     let now = pair.now;
-    let h = pair.a.iface.tcp_connect(SocketAddrV4::new(SERVER, 80), 0, now).unwrap();
+    let h = pair.a.iface.tcp().connect(SocketAddrV4::new(SERVER, 80), 0, now).unwrap();
     let established =
-        pair.run_until(Duration::from_secs(5), |p| p.a.iface.tcp_state(h) == Ok(State::Established)).unwrap();
+        pair.run_until(Duration::from_secs(5), |p| p.a.iface.tcp_ref().state(h) == Ok(State::Established)).unwrap();
     assert!(established);
     h
 }
@@ -58,7 +59,7 @@ fn connect(pair: &mut SimPair) -> TcpHandle {
 /// back, and whether the server closed.
 fn exchange(pair: &mut SimPair, h: TcpHandle, request: &[u8]) -> (String, bool) {
     let now = pair.now;
-    assert_eq!(pair.a.iface.tcp_send(h, request, now), Ok(request.len()));
+    assert_eq!(pair.a.iface.tcp().send(h, request, now), Ok(request.len()));
     let mut got = Vec::new();
     let mut closed = false;
     for _ in 0..100 {
@@ -66,7 +67,7 @@ fn exchange(pair: &mut SimPair, h: TcpHandle, request: &[u8]) -> (String, bool) 
         let mut buf = [0u8; 4096];
         loop {
             let now = pair.now;
-            match pair.a.iface.tcp_recv(h, &mut buf, now) {
+            match pair.a.iface.tcp().recv(h, &mut buf, now) {
                 Ok(0) => {
                     closed = true;
                     break;

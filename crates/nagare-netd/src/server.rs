@@ -11,8 +11,9 @@ use crate::proto::{
 use crate::steering::Steering;
 use nagare_core::buf::PacketBuf;
 use nagare_core::icmp::{EchoEvent, IcmpError};
-use nagare_core::iface::{Error as EngineError, TcpHandle, TcpListenerHandle};
+use nagare_core::iface::Error as EngineError;
 use nagare_core::tcp::connection::State;
+use nagare_core::tcp::{TcpHandle, TcpListenerHandle};
 use nagare_core::{EchoHandle, Instant, Interface, UdpHandle};
 use nagare_dev::{Device, MonotonicClock};
 use nagare_ipc::{
@@ -666,7 +667,7 @@ impl Netd {
                     let errno = if p.req.op == Op::Connect {
                         // Nobody will name the half-open connection again.
                         if let Some(Sock::Tcp(h)) = s.remove_socket(&self.steering, p.req.socket) {
-                            let _ = self.iface.tcp_abort(h, now);
+                            let _ = self.iface.tcp().abort(h, now);
                         }
                         libc::ETIMEDOUT
                     } else {
@@ -1024,10 +1025,10 @@ impl Netd {
         }
         for (_, sock) in s.sockets.drain() {
             let _ = match sock {
-                Sock::Tcp(h) => self.iface.tcp_abort(h, now),
-                Sock::Listener(l) => self.iface.tcp_listener_close(l, now),
-                Sock::Udp(h) => self.iface.udp_close(h),
-                Sock::Echo(h) => self.iface.echo_close(h),
+                Sock::Tcp(h) => self.iface.tcp().abort(h, now),
+                Sock::Listener(l) => self.iface.tcp().listener_close(l, now),
+                Sock::Udp(h) => self.iface.udp().close(h),
+                Sock::Echo(h) => self.iface.icmp().echo_close(h),
             };
         }
         for p in s.pending.drain(..) {
@@ -1102,7 +1103,7 @@ fn send_copied(
     // SAFETY: payload the engine copies into the send buffer once and
     // never interprets; a client racing its own buffer changes only its
     // stream.
-    match iface.tcp_send(h, unsafe { view.as_slice() }, now) {
+    match iface.tcp().send(h, unsafe { view.as_slice() }, now) {
         Ok(n) if n > 0 || view.is_empty() => {
             stats.tx_payload_copied += n as u64;
             Ok(Some(Done::value(n as u64)))
@@ -1221,10 +1222,10 @@ fn run(
     match req.op {
         Op::UdpBind => {
             let local = decode_addr(req.aux[0]).map_err(|e| e.errno())?;
-            let h = iface.udp_bind(local).map_err(engine_errno)?;
-            let local = iface.udp_socket(h).map_or(local, |u| u.local());
+            let h = iface.udp().bind(local).map_err(engine_errno)?;
+            let local = iface.udp_ref().socket(h).map_or(local, |u| u.local());
             let id = s.add_socket(Sock::Udp(h), config.max_sockets).inspect_err(|_| {
-                let _ = iface.udp_close(h);
+                let _ = iface.udp().close(h);
             })?;
             s.claim_port(steering, id, UDP, local.port());
             Ok(Some(Done::with_addr(u64::from(id), encode_addr(local))))
@@ -1244,7 +1245,7 @@ fn run(
                 let key = s.conn.id;
                 let payload =
                     lending.lend(key, &s.pool, b.index, b.offset, b.len, done.encode()).ok_or(libc::EFAULT)?;
-                if let Err(e) = iface.udp_send_buf(h, payload, dst, now) {
+                if let Err(e) = iface.udp().send_buf(h, payload, dst, now) {
                     lending.unlend(key, b.index);
                     return Err(engine_errno(e));
                 }
@@ -1258,7 +1259,7 @@ fn run(
             let view = payload(&s.pool)?;
             // SAFETY: payload the engine copies and sums, never interprets;
             // a client racing its own buffer changes only its datagram.
-            iface.udp_send_to(h, unsafe { view.as_slice() }, dst, now).map_err(engine_errno)?;
+            iface.udp().send_to(h, unsafe { view.as_slice() }, dst, now).map_err(engine_errno)?;
             stats.tx_payload_copied += view.len() as u64;
             Ok(Some(Done::value(view.len() as u64)))
         }
@@ -1267,7 +1268,7 @@ fn run(
                 return Err(if s.sockets.contains_key(&req.socket) { libc::EOPNOTSUPP } else { libc::EBADF });
             };
             let b = buf.ok_or(libc::EFAULT)?;
-            match iface.udp_recv(h).map_err(engine_errno)? {
+            match iface.udp().recv(h).map_err(engine_errno)? {
                 Some(d) => {
                     // The result is the datagram's whole length (as with
                     // MSG_TRUNC); the piece's length what fit.
@@ -1292,9 +1293,9 @@ fn run(
         }
         Op::Listen => {
             let local = decode_addr(req.aux[0]).map_err(|e| e.errno())?;
-            let l = iface.tcp_listen(local, req.aux[1] as usize).map_err(engine_errno)?;
+            let l = iface.tcp().listen(local, req.aux[1] as usize).map_err(engine_errno)?;
             let id = s.add_socket(Sock::Listener(l), config.max_sockets).inspect_err(|_| {
-                let _ = iface.tcp_listener_close(l, now);
+                let _ = iface.tcp().listener_close(l, now);
             })?;
             s.claim_port(steering, id, TCP, local.port());
             Ok(Some(Done::with_addr(u64::from(id), encode_addr(local))))
@@ -1308,18 +1309,18 @@ fn run(
             if s.sockets.len() >= config.max_sockets {
                 return Err(libc::EMFILE);
             }
-            match iface.tcp_accept(l).map_err(engine_errno)? {
+            match iface.tcp().accept(l).map_err(engine_errno)? {
                 Some(h) => {
-                    let remote = iface.tcp_connection(h).map(|c| c.remote());
+                    let remote = iface.tcp_ref().connection(h).map(|c| c.remote());
                     let id = match s.add_socket(Sock::Tcp(h), config.max_sockets) {
                         Ok(id) => id,
                         Err(e) => {
                             // Nobody could ever name it: reset it now.
-                            let _ = iface.tcp_abort(h, now);
+                            let _ = iface.tcp().abort(h, now);
                             return Err(e);
                         }
                     };
-                    if let Some(local) = iface.tcp_connection(h).map(|c| c.local()) {
+                    if let Some(local) = iface.tcp_ref().connection(h).map(|c| c.local()) {
                         s.claim_port(steering, id, TCP, local.port());
                     }
                     Ok(Some(Done::with_addr(u64::from(id), remote.map_or(0, encode_addr))))
@@ -1333,27 +1334,27 @@ fn run(
                 if s.sockets.len() >= config.max_sockets {
                     return Err(libc::EMFILE);
                 }
-                let h = iface.tcp_connect(remote, req.aux[1] as u16, now).map_err(engine_errno)?;
+                let h = iface.tcp().connect(remote, req.aux[1] as u16, now).map_err(engine_errno)?;
                 // The socket exists from now on, so the client's death
                 // while it waits resets it; the waiting request names it.
                 req.socket = s.add_socket(Sock::Tcp(h), config.max_sockets)?;
-                if let Some(local) = iface.tcp_connection(h).map(|c| c.local()) {
+                if let Some(local) = iface.tcp_ref().connection(h).map(|c| c.local()) {
                     s.claim_port(steering, req.socket, TCP, local.port());
                 }
             }
             let h = tcp_of(s, req.socket)?;
-            let state = iface.tcp_state(h).map_err(engine_errno)?;
+            let state = iface.tcp_ref().state(h).map_err(engine_errno)?;
             let done = || {
-                let local = iface.tcp_connection(h).map(|c| c.local());
+                let local = iface.tcp_ref().connection(h).map(|c| c.local());
                 Ok(Some(Done::with_addr(u64::from(req.socket), local.map_or(0, encode_addr))))
             };
             if state.is_synchronized() {
                 return done();
             }
-            if state == State::Closed || iface.tcp_readiness(h).map(|r| r.closed).unwrap_or(true) {
-                let e = iface.tcp_send(h, &[], now).err().map_or(libc::ECONNREFUSED, engine_errno);
+            if state == State::Closed || iface.tcp_ref().readiness(h).map(|r| r.closed).unwrap_or(true) {
+                let e = iface.tcp().send(h, &[], now).err().map_or(libc::ECONNREFUSED, engine_errno);
                 s.remove_socket(steering, req.socket);
-                let _ = iface.tcp_abort(h, now);
+                let _ = iface.tcp().abort(h, now);
                 return Err(e);
             }
             if req.nonblocking() {
@@ -1367,10 +1368,10 @@ fn run(
             if b.len == 0 {
                 return Ok(Some(Done::value(0)));
             }
-            let conn = iface.tcp_connection(h).ok_or(libc::EBADF)?;
+            let conn = iface.tcp_ref().connection(h).ok_or(libc::EBADF)?;
             if conn.send_closed() {
                 // Reset, refused, timed out: that error; else shut down.
-                return Err(iface.tcp_send(h, &[], now).err().map_or(libc::EPIPE, engine_errno));
+                return Err(iface.tcp().send(h, &[], now).err().map_or(libc::EPIPE, engine_errno));
             }
             if conn.send_free() < b.len as usize {
                 if req.completes_on_accept() && conn.send_free() > 0 {
@@ -1386,7 +1387,7 @@ fn run(
             done.piece = Some(Piece { buffer: b.index, offset: b.offset, len: b.len });
             let key = s.conn.id;
             let payload = lending.lend(key, &s.pool, b.index, b.offset, b.len, done.encode()).ok_or(libc::EFAULT)?;
-            match iface.tcp_send_buf(h, payload, now) {
+            match iface.tcp().send_buf(h, payload, now) {
                 Ok(rest) if rest.is_empty() => {}
                 // Checked to fit: a remainder is dropped here and the loan
                 // completes when the queued part is acknowledged.
@@ -1412,13 +1413,13 @@ fn run(
             // The front of a steered segment in this client's region, up
             // to the end of its buffer, is read alone, so that the buffer
             // can be handed over whole (a super-segment spans several).
-            let front = iface.tcp_connection(h).and_then(|c| c.recv_front());
+            let front = iface.tcp_ref().connection(h).and_then(|c| c.recv_front());
             let in_place = front.and_then(|f| {
                 let chunk = f.chunks().next()?;
                 steering.locate(s.conn.id, chunk.as_ptr() as usize, chunk.len()).map(|_| chunk.len())
             });
             let want = in_place.map_or(b.len as usize, |n| n.min(b.len as usize));
-            match iface.tcp_recv_buf(h, want, now) {
+            match iface.tcp().recv_buf(h, want, now) {
                 Ok(Some(data)) => {
                     let data = match received_in_place(s, steering, b, data) {
                         Ok(swapped) => {
@@ -1439,16 +1440,16 @@ fn run(
         }
         Op::Shutdown => {
             let h = tcp_of(s, req.socket)?;
-            iface.tcp_shutdown(h, now).map_err(engine_errno)?;
+            iface.tcp().shutdown(h, now).map_err(engine_errno)?;
             Ok(Some(Done::value(0)))
         }
         Op::EchoOpen => {
             if s.sockets.len() >= config.max_sockets {
                 return Err(libc::EMFILE);
             }
-            let h = iface.echo_open(req.aux[0] as u16).map_err(engine_errno)?;
+            let h = iface.icmp().echo_open(req.aux[0] as u16).map_err(engine_errno)?;
             let id = s.add_socket(Sock::Echo(h), config.max_sockets).inspect_err(|_| {
-                let _ = iface.echo_close(h);
+                let _ = iface.icmp().echo_close(h);
             })?;
             Ok(Some(Done::value(u64::from(id))))
         }
@@ -1459,14 +1460,17 @@ fn run(
             let dst = decode_addr(req.aux[0]).map_err(|e| e.errno())?;
             let view = payload(&s.pool)?;
             // SAFETY: as for datagrams: the echo data is copied, not read.
-            iface.echo_send(h, *dst.ip(), req.aux[1] as u16, unsafe { view.as_slice() }, now).map_err(engine_errno)?;
+            iface
+                .icmp()
+                .echo_send(h, *dst.ip(), req.aux[1] as u16, unsafe { view.as_slice() }, now)
+                .map_err(engine_errno)?;
             Ok(Some(Done::value(view.len() as u64)))
         }
         Op::EchoRecv => {
             let Some(Sock::Echo(h)) = s.sockets.get(&req.socket).copied() else {
                 return Err(if s.sockets.contains_key(&req.socket) { libc::EOPNOTSUPP } else { libc::EBADF });
             };
-            match iface.echo_recv(h).map_err(engine_errno)? {
+            match iface.icmp().echo_recv(h).map_err(engine_errno)? {
                 Some(event) => Ok(Some(echo_done(event))),
                 None => blocked(req),
             }
@@ -1495,10 +1499,10 @@ fn run(
         Op::Close => {
             let sock = s.remove_socket(steering, req.socket).ok_or(libc::EBADF)?;
             match sock {
-                Sock::Udp(h) => iface.udp_close(h),
-                Sock::Tcp(h) => iface.tcp_close(h, now),
-                Sock::Listener(l) => iface.tcp_listener_close(l, now),
-                Sock::Echo(h) => iface.echo_close(h),
+                Sock::Udp(h) => iface.udp().close(h),
+                Sock::Tcp(h) => iface.tcp().close(h, now),
+                Sock::Listener(l) => iface.tcp().listener_close(l, now),
+                Sock::Echo(h) => iface.icmp().echo_close(h),
             }
             .map_err(engine_errno)?;
             Ok(Some(Done::value(0)))
@@ -1514,16 +1518,16 @@ fn readiness(s: &Session, iface: &Interface, e: PollEntry) -> u16 {
     let bits = |r: bool, w: bool| bit(r, READABLE) | bit(w, WRITABLE);
     let ready = match s.sockets.get(&e.socket) {
         None => return INVALID,
-        Some(Sock::Tcp(h)) => match iface.tcp_readiness(*h) {
+        Some(Sock::Tcp(h)) => match iface.tcp_ref().readiness(*h) {
             Ok(r) => bits(r.readable, r.writable) | bit(r.closed, CLOSED),
             Err(_) => CLOSED,
         },
-        Some(Sock::Listener(l)) => match iface.tcp_listener_readiness(*l) {
+        Some(Sock::Listener(l)) => match iface.tcp_ref().listener_readiness(*l) {
             Ok(r) => bits(r.readable, false),
             Err(_) => CLOSED,
         },
-        Some(Sock::Udp(h)) => bits(iface.udp_socket(*h).is_some_and(|u| u.queued() > 0), true),
-        Some(Sock::Echo(h)) => bits(iface.echo_socket(*h).is_some_and(|x| x.queued() > 0), true),
+        Some(Sock::Udp(h)) => bits(iface.udp_ref().socket(*h).is_some_and(|u| u.queued() > 0), true),
+        Some(Sock::Echo(h)) => bits(iface.icmp_ref().echo_socket(*h).is_some_and(|x| x.queued() > 0), true),
     };
     ready & (want | CLOSED)
 }

@@ -10,10 +10,11 @@ use libc::{
     EISCONN, EMFILE, EMSGSIZE, ENETUNREACH, ENOBUFS, ENOPROTOOPT, ENOTCONN, EOPNOTSUPP, EPIPE, EPROTONOSUPPORT,
     ETIMEDOUT,
 };
-use nagare_core::buf::{BufferPool, PacketBuf};
-use nagare_core::iface::{Error, TcpHandle, TcpListenerHandle};
+use nagare_core::buf::{BufferPool, PacketBuf, TxOffloads};
+use nagare_core::iface::Error;
 use nagare_core::tcp::connection::{State, TcpError};
-use nagare_core::{Instant, Interface, InterfaceConfig};
+use nagare_core::tcp::{TcpHandle, TcpListenerHandle};
+use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
 use nagare_wire::{EthernetAddress, Ipv4Addr, Ipv4Cidr};
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
@@ -255,12 +256,14 @@ fn build_engine(config: &Config, now: Instant) -> Result<Interface, Errno> {
     // Everything off the local network goes to the remote end, so the one
     // neighbour entry below is all the engine ever has to resolve.
     ic.gateway = Some(config.remote_ip);
-    ic.mtu = config.mtu;
     ic.seed = config.seed;
     // The entry must never expire: ARP is not part of what a script tests.
     ic.arp.entry_lifetime = Duration::from_secs(u64::from(u32::MAX));
     ic.tx_queue_limit = OUTBOUND_LIMIT;
-    let mut iface = Interface::new(ic, BufferPool::new(2048, 16384));
+    // The script's link: its MTU, and no offloads, so that every segment
+    // reaches packetdrill as it would cross a wire.
+    let caps = Capabilities { mtu: config.mtu, tx_offloads: TxOffloads::NONE };
+    let mut iface = Interface::new(ic, caps, BufferPool::new(2048, 16384));
     // Teach the engine the remote end's Ethernet address the way RFC 826
     // lets any host learn a neighbour: the neighbour asks for us. The
     // engine's answer is dropped with the rest of the link layer.
@@ -526,7 +529,7 @@ impl Stack {
     /// Whether the engine holds no TCP socket at all, so its address can
     /// still move.
     fn engine_idle(&self) -> bool {
-        self.iface.tcp_connection_count() == 0
+        self.iface.tcp_ref().connection_count() == 0
             && !self.fds.iter().flatten().any(|s| !matches!(s.kind, Kind::Fresh { .. }))
     }
 
@@ -569,15 +572,15 @@ impl Stack {
             let s = self.sock(fd)?;
             (s.send_buffer, s.recv_buffer)
         };
-        let saved = (self.iface.tcp_defaults_mut().send_buffer, self.iface.tcp_defaults_mut().recv_buffer);
+        let saved = (self.iface.tcp().defaults_mut().send_buffer, self.iface.tcp().defaults_mut().recv_buffer);
         if let Some(n) = snd {
-            self.iface.tcp_defaults_mut().send_buffer = n;
+            self.iface.tcp().defaults_mut().send_buffer = n;
         }
         if let Some(n) = rcv {
-            self.iface.tcp_defaults_mut().recv_buffer = n;
+            self.iface.tcp().defaults_mut().recv_buffer = n;
         }
         let out = f(self);
-        let d = self.iface.tcp_defaults_mut();
+        let d = self.iface.tcp().defaults_mut();
         d.send_buffer = saved.0;
         d.recv_buffer = saved.1;
         Ok(out)
@@ -595,7 +598,7 @@ impl Stack {
             None => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, self.ephemeral_port()?),
         };
         let backlog = usize::try_from(backlog).unwrap_or(0).clamp(1, 4096);
-        let handle = self.with_buffers(fd, |s| s.iface.tcp_listen(local, backlog))?.map_err(errno_of)?;
+        let handle = self.with_buffers(fd, |s| s.iface.tcp().listen(local, backlog))?.map_err(errno_of)?;
         self.sock_mut(fd)?.kind = Kind::Listener { handle, ready: VecDeque::new() };
         self.touch();
         Ok(())
@@ -608,7 +611,7 @@ impl Stack {
         else {
             return Ok(());
         };
-        while let Ok(Some(conn)) = self.iface.tcp_accept(*handle) {
+        while let Ok(Some(conn)) = self.iface.tcp().accept(*handle) {
             ready.push_back(conn);
             self.generation = self.generation.wrapping_add(1);
         }
@@ -627,12 +630,12 @@ impl Stack {
         let Some(handle) = ready.pop_front() else {
             return Err(EAGAIN);
         };
-        let remote = match self.iface.tcp_connection(handle) {
+        let remote = match self.iface.tcp_ref().connection(handle) {
             Some(c) => c.remote(),
             None => return Err(ECONNRESET),
         };
         if nodelay {
-            self.iface.tcp_set_nodelay(handle, true).map_err(errno_of)?;
+            self.iface.tcp().set_nodelay(handle, true).map_err(errno_of)?;
         }
         let mut conn = Sock::new(Kind::Conn { handle, connecting: false });
         conn.nodelay = nodelay;
@@ -647,11 +650,11 @@ impl Stack {
             Kind::Fresh { bound } => {
                 let port = bound.map_or(0, |a| a.port());
                 let now = self.instant();
-                let handle = self.with_buffers(fd, |s| s.iface.tcp_connect(remote, port, now))?.map_err(errno_of)?;
+                let handle = self.with_buffers(fd, |s| s.iface.tcp().connect(remote, port, now))?.map_err(errno_of)?;
                 let sock = self.sock_mut(fd)?;
                 sock.kind = Kind::Conn { handle, connecting: true };
                 if sock.nodelay {
-                    self.iface.tcp_set_nodelay(handle, true).map_err(errno_of)?;
+                    self.iface.tcp().set_nodelay(handle, true).map_err(errno_of)?;
                 }
                 self.touch();
                 self.collect();
@@ -659,7 +662,7 @@ impl Stack {
             }
             Kind::Listener { .. } => Err(EISCONN),
             Kind::Conn { handle, connecting } => {
-                let (state, error) = match self.iface.tcp_connection(handle) {
+                let (state, error) = match self.iface.tcp_ref().connection(handle) {
                     Some(c) => (c.state(), c.error()),
                     None => (State::Closed, None),
                 };
@@ -691,7 +694,7 @@ impl Stack {
     /// The peer of a connection (for `accept`, `recvfrom`, `recvmsg`).
     pub fn peer(&self, fd: i32) -> Result<SocketAddrV4, Errno> {
         match self.sock(fd)?.kind {
-            Kind::Conn { handle, .. } => self.iface.tcp_connection(handle).map(|c| c.remote()).ok_or(ENOTCONN),
+            Kind::Conn { handle, .. } => self.iface.tcp_ref().connection(handle).map(|c| c.remote()).ok_or(ENOTCONN),
             _ => Err(ENOTCONN),
         }
     }
@@ -699,7 +702,7 @@ impl Stack {
     /// Whether the handshake `connect` started has finished (either way).
     pub fn connect_settled(&self, fd: i32) -> bool {
         match self.sock(fd).map(|s| &s.kind) {
-            Ok(Kind::Conn { handle, .. }) => match self.iface.tcp_connection(*handle) {
+            Ok(Kind::Conn { handle, .. }) => match self.iface.tcp_ref().connection(*handle) {
                 Some(c) => c.error().is_some() || !matches!(c.state(), State::SynSent | State::SynReceived),
                 None => true,
             },
@@ -722,7 +725,7 @@ impl Stack {
             return Ok(0);
         }
         let now = self.instant();
-        let r = self.iface.tcp_recv(handle, buf, now);
+        let r = self.iface.tcp().recv(handle, buf, now);
         self.touch();
         self.collect();
         match r {
@@ -744,7 +747,7 @@ impl Stack {
         if sock.shut_wr || sock.error_reported {
             return Err(EPIPE);
         }
-        let (state, error) = match self.iface.tcp_connection(handle) {
+        let (state, error) = match self.iface.tcp_ref().connection(handle) {
             Some(c) => (c.state(), c.error()),
             None => return Err(EPIPE),
         };
@@ -762,7 +765,7 @@ impl Stack {
             return Ok(0);
         }
         let now = self.instant();
-        let r = self.iface.tcp_send(handle, data, now);
+        let r = self.iface.tcp().send(handle, data, now);
         self.touch();
         self.collect();
         match r {
@@ -787,7 +790,7 @@ impl Stack {
         sock.shut_wr |= wr;
         if send_fin {
             let now = self.instant();
-            self.iface.tcp_shutdown(handle, now).map_err(errno_of)?;
+            self.iface.tcp().shutdown(handle, now).map_err(errno_of)?;
         }
         self.touch();
         self.collect();
@@ -804,16 +807,16 @@ impl Stack {
             Kind::Fresh { .. } => {}
             Kind::Listener { handle, ready } => {
                 for conn in ready {
-                    let _ = self.iface.tcp_abort(conn, now);
+                    let _ = self.iface.tcp().abort(conn, now);
                 }
-                let _ = self.iface.tcp_listener_close(handle, now);
+                let _ = self.iface.tcp().listener_close(handle, now);
             }
             Kind::Conn { handle, .. } => {
                 // The engine may already have let go of a reset connection.
                 let _ = if sock.linger_zero {
-                    self.iface.tcp_abort(handle, now)
+                    self.iface.tcp().abort(handle, now)
                 } else {
-                    self.iface.tcp_close(handle, now)
+                    self.iface.tcp().close(handle, now)
                 };
             }
         }
@@ -843,7 +846,7 @@ impl Stack {
     /// Bytes ready to read (`FIONREAD`).
     pub fn readable_bytes(&self, fd: i32) -> Result<usize, Errno> {
         match self.sock(fd)?.kind {
-            Kind::Conn { handle, .. } => Ok(self.iface.tcp_connection(handle).map_or(0, |c| c.recv_queued())),
+            Kind::Conn { handle, .. } => Ok(self.iface.tcp_ref().connection(handle).map_or(0, |c| c.recv_queued())),
             Kind::Listener { .. } => Err(EINVAL),
             Kind::Fresh { .. } => Ok(0),
         }
@@ -863,7 +866,7 @@ impl Stack {
             SockOpt::NoDelay => {
                 sock.nodelay = on;
                 if let Some(h) = handle {
-                    self.iface.tcp_set_nodelay(h, on).map_err(errno_of)?;
+                    self.iface.tcp().set_nodelay(h, on).map_err(errno_of)?;
                     self.collect();
                 }
             }
@@ -894,9 +897,9 @@ impl Stack {
     /// `getsockopt` of an `int` value; `SO_ERROR` reports (and clears) a
     /// connection's error.
     pub fn get_option(&mut self, fd: i32, opt: SockOpt) -> Result<i32, Errno> {
-        let defaults = (self.iface.tcp_defaults_mut().send_buffer, self.iface.tcp_defaults_mut().recv_buffer);
+        let defaults = (self.iface.tcp().defaults_mut().send_buffer, self.iface.tcp().defaults_mut().recv_buffer);
         let error = match self.sock(fd)?.kind {
-            Kind::Conn { handle, .. } => self.iface.tcp_connection(handle).and_then(|c| c.error()),
+            Kind::Conn { handle, .. } => self.iface.tcp_ref().connection(handle).and_then(|c| c.error()),
             _ => None,
         };
         let sock = self.sock_mut(fd)?;
@@ -933,7 +936,7 @@ impl Stack {
             }
             Kind::Listener { ready, .. } => r.readable = !ready.is_empty(),
             Kind::Conn { handle, .. } => {
-                let Some(c) = self.iface.tcp_connection(*handle) else {
+                let Some(c) = self.iface.tcp_ref().connection(*handle) else {
                     r.hangup = true;
                     r.readable = true;
                     return Some(r);

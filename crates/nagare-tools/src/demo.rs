@@ -116,8 +116,8 @@ fn ping<A: Device, B: Device>(
     let ident = 0x4e00 + size as u16;
     let data: Vec<u8> = (0..size).map(|i| (i % 256) as u8).collect();
     let handle = match side {
-        Side::A => pair.a.iface.echo_open(ident),
-        Side::B => pair.b.iface.echo_open(ident),
+        Side::A => pair.a.iface.icmp().echo_open(ident),
+        Side::B => pair.b.iface.icmp().echo_open(ident),
     }
     .map_err(anyhow::Error::msg)?;
     let mut rtts = Vec::new();
@@ -127,14 +127,14 @@ fn ping<A: Device, B: Device>(
             Side::A => &mut pair.a.iface,
             Side::B => &mut pair.b.iface,
         };
-        iface.echo_send(handle, dst, seq, &data, sent_at).map_err(anyhow::Error::msg)?;
+        iface.icmp().echo_send(handle, dst, seq, &data, sent_at).map_err(anyhow::Error::msg)?;
         let mut reply: Option<Instant> = None;
         let answered = pair.run_until(Duration::from_secs(5), |p| {
             let iface = match side {
                 Side::A => &mut p.a.iface,
                 Side::B => &mut p.b.iface,
             };
-            while let Ok(Some(event)) = iface.echo_recv(handle) {
+            while let Ok(Some(event)) = iface.icmp().echo_recv(handle) {
                 if let nagare_core::icmp::EchoEvent::Reply { seq_no, at, data_len, .. } = event {
                     if seq_no == seq && data_len == size {
                         reply = Some(at);
@@ -150,8 +150,8 @@ fn ping<A: Device, B: Device>(
         pair.advance(Duration::from_millis(100))?;
     }
     match side {
-        Side::A => pair.a.iface.echo_close(handle),
-        Side::B => pair.b.iface.echo_close(handle),
+        Side::A => pair.a.iface.icmp().echo_close(handle),
+        Side::B => pair.b.iface.icmp().echo_close(handle),
     }
     .map_err(anyhow::Error::msg)?;
     Ok(rtts)
@@ -167,17 +167,17 @@ fn rtt_summary(rtts: &[Duration]) -> String {
 
 fn udp_echo<A: Device, B: Device>(pair: &mut SimPair<A, B>, size: usize) -> Result<usize> {
     let data: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
-    let socket = pair.a.iface.udp_bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).map_err(anyhow::Error::msg)?;
+    let socket = pair.a.iface.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).map_err(anyhow::Error::msg)?;
     let now = pair.now;
-    pair.a.iface.udp_send_to(socket, &data, SocketAddrV4::new(B_ADDR, ECHO_PORT), now).map_err(anyhow::Error::msg)?;
+    pair.a.iface.udp().send_to(socket, &data, SocketAddrV4::new(B_ADDR, ECHO_PORT), now).map_err(anyhow::Error::msg)?;
     let mut got: Option<Vec<u8>> = None;
     pair.run_until(Duration::from_secs(5), |p| {
-        if let Ok(Some(d)) = p.a.iface.udp_recv(socket) {
+        if let Ok(Some(d)) = p.a.iface.udp().recv(socket) {
             got = Some(d.payload.to_vec());
         }
         got.is_some()
     })?;
-    pair.a.iface.udp_close(socket).map_err(anyhow::Error::msg)?;
+    pair.a.iface.udp().close(socket).map_err(anyhow::Error::msg)?;
     match got {
         Some(echo) if echo == data => Ok(size),
         Some(echo) => bail!("UDP echo of {size} bytes came back different ({} bytes)", echo.len()),

@@ -2,8 +2,9 @@
 //! host of its own (a TAP device or a VNI port) or through a running netd.
 
 use anyhow::{bail, Context, Result};
-use nagare_core::iface::{Error, TcpHandle};
+use nagare_core::iface::Error;
 use nagare_core::tcp::connection::State;
+use nagare_core::tcp::TcpHandle;
 use nagare_core::Instant;
 use nagare_dev::MonotonicClock;
 use nagare_host::http::client::{ResponseReader, Url};
@@ -113,7 +114,7 @@ impl Download {
         if self.finished() {
             return ControlFlow::Break(());
         }
-        match iface.tcp_state(handle) {
+        match iface.tcp_ref().state(handle) {
             Ok(State::SynSent | State::SynReceived) => return ControlFlow::Continue(None),
             Ok(_) => {}
             Err(_) => {
@@ -122,7 +123,7 @@ impl Download {
             }
         }
         while self.sent < self.request.len() {
-            match iface.tcp_send(handle, &self.request[self.sent..], now) {
+            match iface.tcp().send(handle, &self.request[self.sent..], now) {
                 Ok(0) | Err(Error::WouldBlock) => break,
                 Ok(n) => self.sent += n,
                 Err(e) => {
@@ -132,7 +133,7 @@ impl Download {
             }
         }
         loop {
-            match iface.tcp_recv_buf(handle, usize::MAX, now) {
+            match iface.tcp().recv_buf(handle, usize::MAX, now) {
                 Ok(Some(data)) => {
                     for chunk in data.chunks() {
                         self.feed(chunk);
@@ -165,7 +166,8 @@ pub fn run(link: &LinkSpec, url: &str, output: &Path, timeout: Duration) -> Resu
     let mut host = link::open_host(link, None, &clock)?;
     let handle = host
         .iface
-        .tcp_connect(SocketAddrV4::new(target.host, target.port), 0, clock.now())
+        .tcp()
+        .connect(SocketAddrV4::new(target.host, target.port), 0, clock.now())
         .map_err(anyhow::Error::msg)?;
     let file = File::create(output).with_context(|| format!("creating {}", output.display()))?;
     let mut download = Download::new(&target, file);
@@ -178,7 +180,7 @@ pub fn run(link: &LinkSpec, url: &str, output: &Path, timeout: Duration) -> Resu
         download.tick(&mut host.iface, handle, now)
     })?;
     let elapsed = clock.now().saturating_since(download.started.unwrap_or(Instant::ZERO));
-    let _ = host.iface.tcp_close(handle, clock.now());
+    let _ = host.iface.tcp().close(handle, clock.now());
     // Let the FIN go out before the device closes.
     for _ in 0..10 {
         host.step(clock.now());

@@ -38,7 +38,7 @@ struct EngineEcho<'a> {
 
 impl EchoSender for EngineEcho<'_> {
     fn send(&mut self, to: Ipv4Addr, seq: u16, data: &[u8], now: Instant) -> Result<(), String> {
-        self.iface.echo_send(self.handle, to, seq, data, now).map_err(|e| e.to_string())
+        self.iface.icmp().echo_send(self.handle, to, seq, data, now).map_err(|e| e.to_string())
     }
 }
 
@@ -188,7 +188,7 @@ pub fn run_link(spec: &LinkSpec, options: PingOptions) -> Result<i32> {
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
     let mut host = link::open_host(spec, None, &clock)?;
-    let handle = host.iface.echo_open(own_ident()).map_err(anyhow::Error::msg)?;
+    let handle = host.iface.icmp().echo_open(own_ident()).map_err(anyhow::Error::msg)?;
     let mut session = PingSession::new(options)?;
     realtime::run(&mut host, &clock, &stop, |host, now| engine_tick(&mut session, &mut host.iface, handle, now))?;
     Ok(session.finish(clock.now()))
@@ -205,7 +205,7 @@ fn engine_tick(
     handle: EchoHandle,
     now: Instant,
 ) -> ControlFlow<(), Option<Instant>> {
-    while let Ok(Some(event)) = iface.echo_recv(handle) {
+    while let Ok(Some(event)) = iface.icmp().echo_recv(handle) {
         session.on_event(event);
     }
     session.tick(&mut EngineEcho { iface, handle }, now)
@@ -278,7 +278,7 @@ pub fn run_simulated(addr: Option<Ipv4Cidr>, options: PingOptions) -> Result<i32
         new_host(host_config(0x0a, local, 0xa), port_a),
         new_host(host_config(0x0b, peer_cidr, 0xb), port_b),
     );
-    let handle = pair.a.iface.echo_open(own_ident()).map_err(anyhow::Error::msg)?;
+    let handle = pair.a.iface.icmp().echo_open(own_ident()).map_err(anyhow::Error::msg)?;
     let mut session = PingSession::new(options)?;
     loop {
         pair.settle()?;

@@ -120,9 +120,14 @@ pub fn bridge(name: &str, tap_name: &str, mac: Option<[u8; 6]>) -> Result<()> {
     let seg = Arc::new(Segment::open(name).with_context(|| format!("opening VNI {name}"))?);
     let mtu = seg.geometry().mtu;
     let mut tap = TapDevice::open_with(tap_name, false).with_context(|| format!("opening TAP device {tap_name}"))?;
-    if tap.mtu() != mtu {
+    if tap.capabilities().mtu != mtu {
         if let Err(e) = tap.set_mtu(mtu) {
-            log::warn!("{} has MTU {} and VNI {} has {mtu}; setting it failed: {e}", tap_name, tap.mtu(), name);
+            log::warn!(
+                "{} has MTU {} and VNI {} has {mtu}; setting it failed: {e}",
+                tap_name,
+                tap.capabilities().mtu,
+                name
+            );
         }
     }
     let mut port = VniPort::attach(seg, mac).with_context(|| format!("attaching to VNI {}", name))?;
@@ -136,7 +141,7 @@ pub fn bridge(name: &str, tap_name: &str, mac: Option<[u8; 6]>) -> Result<()> {
         format_mac(port.mac()),
         tap_name,
         if tap.created() { "created" } else { "attached to" },
-        tap.mtu()
+        tap.capabilities().mtu
     );
     let result = bridge.run(&mut tap, &mut port, &pool, &clock, &stop);
     println!("nagare vni bridge: stopping");

@@ -3,8 +3,9 @@
 use super::net::{Net, Recv};
 use anyhow::{anyhow, bail, Result};
 use nagare_core::buf::PacketBuf;
-use nagare_core::iface::{Error, TcpHandle, TcpListenerHandle, HEADROOM};
+use nagare_core::iface::{Error, HEADROOM};
 use nagare_core::tcp::connection::State;
+use nagare_core::tcp::{TcpHandle, TcpListenerHandle};
 use nagare_core::{Instant, UdpHandle};
 use nagare_dev::Device;
 use nagare_host::realtime::wait_for;
@@ -56,7 +57,7 @@ impl EngineNet {
                 return;
             }
             let worked = self.step(now).unwrap_or(false);
-            if !worked && self.host.iface.tcp_connection_count() == 0 && !self.host.has_pending_tx() {
+            if !worked && self.host.iface.tcp_ref().connection_count() == 0 && !self.host.has_pending_tx() {
                 return;
             }
             if !worked {
@@ -72,15 +73,15 @@ impl Net for EngineNet {
     type Udp = UdpHandle;
 
     fn tcp_connect(&mut self, to: SocketAddrV4) -> Result<TcpHandle> {
-        let h = self.host.iface.tcp_connect(to, 0, self.now).map_err(engine)?;
-        self.host.iface.tcp_set_nodelay(h, true).map_err(engine)?;
+        let h = self.host.iface.tcp().connect(to, 0, self.now).map_err(engine)?;
+        self.host.iface.tcp().set_nodelay(h, true).map_err(engine)?;
         Ok(h)
     }
 
     fn tcp_established(&mut self, c: TcpHandle) -> Result<bool> {
-        match self.host.iface.tcp_state(c).map_err(engine)? {
+        match self.host.iface.tcp_ref().state(c).map_err(engine)? {
             State::SynSent | State::SynReceived => Ok(false),
-            State::Closed => match self.host.iface.tcp_connection(c).and_then(|conn| conn.error()) {
+            State::Closed => match self.host.iface.tcp_ref().connection(c).and_then(|conn| conn.error()) {
                 Some(e) => bail!("connection failed: {e:?}"),
                 None => bail!("connection closed"),
             },
@@ -89,20 +90,20 @@ impl Net for EngineNet {
     }
 
     fn tcp_listen(&mut self, port: u16) -> Result<TcpListenerHandle> {
-        self.host.iface.tcp_listen(any(port), LISTEN_BACKLOG).map_err(engine)
+        self.host.iface.tcp().listen(any(port), LISTEN_BACKLOG).map_err(engine)
     }
 
     fn tcp_accept(&mut self, l: TcpListenerHandle) -> Result<Option<(TcpHandle, SocketAddrV4)>> {
-        let Some(h) = self.host.iface.tcp_accept(l).map_err(engine)? else {
+        let Some(h) = self.host.iface.tcp().accept(l).map_err(engine)? else {
             return Ok(None);
         };
-        let _ = self.host.iface.tcp_set_nodelay(h, true);
-        let peer = self.host.iface.tcp_connection(h).map_or(any(0), |c| c.remote());
+        let _ = self.host.iface.tcp().set_nodelay(h, true);
+        let peer = self.host.iface.tcp_ref().connection(h).map_or(any(0), |c| c.remote());
         Ok(Some((h, peer)))
     }
 
     fn tcp_send(&mut self, c: TcpHandle, data: &[u8]) -> Result<usize> {
-        match self.host.iface.tcp_send(c, data, self.now) {
+        match self.host.iface.tcp().send(c, data, self.now) {
             Ok(n) => Ok(n),
             Err(Error::WouldBlock) => Ok(0),
             Err(e) => Err(engine(e)),
@@ -114,7 +115,7 @@ impl Net for EngineNet {
         let Some(chunk) = self.filler.slice(0, n) else {
             bail!("filler slice out of range");
         };
-        let rest = self.host.iface.tcp_send_buf(c, chunk, self.now).map_err(engine)?;
+        let rest = self.host.iface.tcp().send_buf(c, chunk, self.now).map_err(engine)?;
         Ok(n - rest.len())
     }
 
@@ -122,7 +123,7 @@ impl Net for EngineNet {
         if buf.is_empty() {
             return Ok(Recv::WouldBlock);
         }
-        match self.host.iface.tcp_recv(c, buf, self.now) {
+        match self.host.iface.tcp().recv(c, buf, self.now) {
             Ok(0) => Ok(Recv::Eof),
             Ok(n) => Ok(Recv::Data(n)),
             Err(Error::WouldBlock) => Ok(Recv::WouldBlock),
@@ -134,7 +135,7 @@ impl Net for EngineNet {
         if max == 0 {
             return Ok(Recv::WouldBlock);
         }
-        match self.host.iface.tcp_recv_buf(c, max, self.now) {
+        match self.host.iface.tcp().recv_buf(c, max, self.now) {
             Ok(Some(data)) => Ok(Recv::Data(data.len())),
             Ok(None) => Ok(Recv::Eof),
             Err(Error::WouldBlock) => Ok(Recv::WouldBlock),
@@ -143,12 +144,12 @@ impl Net for EngineNet {
     }
 
     fn tcp_shutdown(&mut self, c: TcpHandle) -> Result<()> {
-        self.host.iface.tcp_shutdown(c, self.now).map_err(engine)
+        self.host.iface.tcp().shutdown(c, self.now).map_err(engine)
     }
 
     fn tcp_flushed(&mut self, c: TcpHandle) -> bool {
         !matches!(
-            self.host.iface.tcp_state(c),
+            self.host.iface.tcp_ref().state(c),
             Ok(State::SynSent
                 | State::SynReceived
                 | State::Established
@@ -160,22 +161,22 @@ impl Net for EngineNet {
     }
 
     fn tcp_close(&mut self, c: TcpHandle) {
-        let _ = self.host.iface.tcp_close(c, self.now);
+        let _ = self.host.iface.tcp().close(c, self.now);
     }
 
     fn udp_bind(&mut self, port: u16) -> Result<UdpHandle> {
-        self.host.iface.udp_bind(any(port)).map_err(engine)
+        self.host.iface.udp().bind(any(port)).map_err(engine)
     }
 
     fn udp_local_port(&self, u: UdpHandle) -> u16 {
-        self.host.iface.udp_socket(u).map_or(0, |s| s.local().port())
+        self.host.iface.udp_ref().socket(u).map_or(0, |s| s.local().port())
     }
 
     fn udp_send(&mut self, u: UdpHandle, data: &[u8], to: SocketAddrV4) -> Result<bool> {
         if self.host.iface.tx_queue().len() >= MAX_TX_BACKLOG {
             return Ok(false);
         }
-        match self.host.iface.udp_send_to(u, data, to, self.now) {
+        match self.host.iface.udp().send_to(u, data, to, self.now) {
             Ok(()) => Ok(true),
             Err(Error::NoBuffer) => Ok(false),
             Err(e) => Err(engine(e)),
@@ -183,7 +184,7 @@ impl Net for EngineNet {
     }
 
     fn udp_recv(&mut self, u: UdpHandle, buf: &mut [u8]) -> Result<Option<(usize, SocketAddrV4)>> {
-        Ok(self.host.iface.udp_recv(u).map_err(engine)?.map(|d| {
+        Ok(self.host.iface.udp().recv(u).map_err(engine)?.map(|d| {
             d.payload.copy_out(0, buf);
             (d.payload.len(), d.source)
         }))

@@ -1,4 +1,15 @@
 //! TCP (RFC 9293) in the sans-IO engine.
+//!
+//! One [`Connection`](connection::Connection) per four-tuple, with the
+//! machinery it is made of (send queue, assembler, scoreboard, RTT
+//! estimator, congestion control, ISNs and SYN cookies). Beside it, the
+//! sockets of an interface ([`TcpSockets`]): the interface hands every TCP
+//! segment for one of its addresses to this module (`input.rs`), which
+//! finds the connection by a keyed hash of the four-tuple or the listener
+//! by port; `output.rs` sends what connections have due and runs their
+//! timers. Applications make their calls through [`Tcp`]
+//! ([`Interface::tcp`](crate::Interface::tcp)) and look at sockets through
+//! [`TcpSockets`] ([`Interface::tcp_ref`](crate::Interface::tcp_ref)).
 
 pub mod assembler;
 pub mod config;
@@ -8,3 +19,13 @@ pub mod isn;
 pub mod rtt;
 pub mod scoreboard;
 pub mod send_queue;
+
+mod api;
+mod events;
+mod input;
+mod output;
+mod sockets;
+
+pub use api::Tcp;
+pub use events::{Readiness, TcpEvent, TcpSocket};
+pub use sockets::{TcpHandle, TcpListenerHandle, TcpSockets};

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nagare_core::buf::{BufferPool, PacketBuf, TxOffloads};
-use nagare_core::Instant;
+use nagare_core::{Capabilities, Instant};
 
 use super::doorbell::{process_alive, Doorbell, RemoteBell};
 use super::layout::*;
@@ -919,8 +919,8 @@ impl Device for VniPort {
         Ok(taken)
     }
 
-    fn mtu(&self) -> usize {
-        self.geo.mtu
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { mtu: self.geo.mtu, ..Capabilities::default() }
     }
 
     fn raw_fd(&self) -> Option<RawFd> {

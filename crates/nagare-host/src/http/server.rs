@@ -5,7 +5,8 @@
 
 use super::{parse_request, Framing, HeadError, RequestHead};
 use nagare_core::buf::PacketBuf;
-use nagare_core::iface::{Error, TcpHandle};
+use nagare_core::iface::Error;
+use nagare_core::tcp::TcpHandle;
 use nagare_core::{Instant, Interface};
 use std::fs::File;
 use std::io::Read;
@@ -119,7 +120,7 @@ impl HttpConnection {
             }
             let mut buf = [0u8; 4096];
             let room = (MAX_HEAD - self.head.len().min(MAX_HEAD)).clamp(1, buf.len());
-            match iface.tcp_recv(handle, &mut buf[..room], now) {
+            match iface.tcp().recv(handle, &mut buf[..room], now) {
                 Ok(0) => {
                     self.peer_done = true;
                     if self.head.is_empty() {
@@ -195,7 +196,7 @@ impl HttpConnection {
             return Ok(true);
         };
         while response.head_sent < response.head.len() {
-            match iface.tcp_send(handle, &response.head[response.head_sent..], now) {
+            match iface.tcp().send(handle, &response.head[response.head_sent..], now) {
                 Ok(0) | Err(Error::WouldBlock) => return Ok(false),
                 Ok(n) => {
                     response.head_sent += n;
@@ -207,7 +208,7 @@ impl HttpConnection {
         loop {
             if !response.pending.is_empty() {
                 let len = response.pending.len();
-                let rest = iface.tcp_send_buf(handle, std::mem::take(&mut response.pending), now).map_err(|_| ())?;
+                let rest = iface.tcp().send_buf(handle, std::mem::take(&mut response.pending), now).map_err(|_| ())?;
                 out.bytes_sent += (len - rest.len()) as u64;
                 out.progress |= rest.len() < len;
                 response.pending = rest;

@@ -18,7 +18,7 @@ use crate::lending::Lending;
 use crate::steering::{Steered, Steering};
 use crate::view::{Release, View};
 use nagare_core::buf::{BufferPool, PacketBuf, TxOffloads};
-use nagare_core::Instant;
+use nagare_core::{Capabilities, Instant};
 use nagare_dev::{Device, DeviceStats, PortSteering, RX_HEADROOM};
 use nagare_ipc::fdpass::{recv_with_fds, send_with_fds};
 use nagare_ipc::{eventfd, Consumer, Descriptor, Notifier, Pool, Producer, Region, RegionConfig, Waiter};
@@ -201,8 +201,8 @@ impl DriverLink {
     /// steering program that puts each client's ports on a queue of its
     /// own. Where that program cannot be loaded (no `CAP_BPF`) the queues
     /// are closed, and every frame is read from the first. The device's
-    /// MTU and offloads are then known ([`Device::mtu`],
-    /// [`Device::tx_offloads`]), for the engine's configuration.
+    /// MTU and offloads are then known ([`Device::capabilities`]), for the
+    /// engine's interface.
     pub fn start(
         launcher: Launcher,
         device_fd: Option<OwnedFd>,
@@ -961,12 +961,8 @@ impl Device for DriverLink {
         Ok(done)
     }
 
-    fn mtu(&self) -> usize {
-        self.mtu
-    }
-
-    fn tx_offloads(&self) -> TxOffloads {
-        self.offloads
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { mtu: self.mtu, tx_offloads: self.offloads }
     }
 
     fn stats(&self) -> DeviceStats {

@@ -267,10 +267,11 @@ pub fn serve(
     let from_netd = region.consumer(0).map_err(io::Error::other)?;
     let to_netd = region.producer(1).map_err(io::Error::other)?;
     let pool = region.pool().map_err(io::Error::other)?;
-    let offloads = device.tx_offloads();
+    let caps = device.capabilities();
+    let offloads = caps.tx_offloads;
     let ready = Control::Ready {
         pid: std::process::id(),
-        mtu: u32::try_from(device.mtu()).unwrap_or(0),
+        mtu: u32::try_from(caps.mtu).unwrap_or(0),
         offloads: u64::from(offloads.checksum) | (offloads.tcp_segmentation as u64) << 16,
     };
     send_with_fds(control.as_fd(), &ready.encode(), &[])?;
@@ -1045,10 +1046,11 @@ unsafe fn read_into(
 /// Room for the largest frame `device` may deliver: a super-segment when
 /// it does segmentation offload.
 fn largest_frame(device: &dyn Device) -> usize {
-    if device.tx_offloads().tcp_segmentation > 0 {
+    let caps = device.capabilities();
+    if caps.tx_offloads.tcp_segmentation > 0 {
         65535 + 18
     } else {
-        device.mtu() + 18
+        caps.mtu + 18
     }
 }
 

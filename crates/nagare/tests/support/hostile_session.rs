@@ -19,7 +19,7 @@
 //! by path.
 
 use nagare_core::buf::BufferPool;
-use nagare_core::{Interface, InterfaceConfig};
+use nagare_core::{Capabilities, Interface, InterfaceConfig};
 use nagare_dev::{Device, Loopback, MonotonicClock};
 use nagare_ipc::rendezvous::Client;
 use nagare_ipc::{Consumer, Descriptor, Notifier, Pool, Producer, NO_BUFFER};
@@ -381,7 +381,7 @@ fn start_netd(socket: PathBuf, single: bool) -> std::io::Result<nagare_netd::Net
     // let go within a case, not after 3 s.
     config.arp.request_interval = Duration::from_millis(20);
     config.arp.max_requests = 2;
-    let iface = Interface::new(config, BufferPool::new(2048, 4096));
+    let iface = Interface::new(config, Capabilities::default(), BufferPool::new(2048, 4096));
     let netd_config = NetdConfig {
         socket,
         ring_slots: RING_SLOTS,

@@ -1,4 +1,4 @@
-//! UDP sockets: a bound local endpoint and a bounded queue of received
+//! A UDP socket: a bound local endpoint and a bounded queue of received
 //! datagrams kept as buffer chains (delivered without copying).
 
 use crate::buf::PacketBuf;

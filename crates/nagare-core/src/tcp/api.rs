@@ -1,0 +1,247 @@
+//! The TCP socket calls.
+
+use super::config::TcpConfig;
+use super::connection::{Connection, State, TcpError};
+use super::events::TcpEvent;
+use super::isn::initial_sequence_number;
+use super::sockets::{local_mss, Listener, TcpHandle, TcpListenerHandle};
+use crate::buf::PacketBuf;
+use crate::iface::{Error, Interface, HEADROOM};
+use crate::time::Instant;
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use core::net::SocketAddrV4;
+
+/// The TCP socket calls of one interface, borrowed from it
+/// ([`Interface::tcp`]) for as long as the calls take. To look at sockets
+/// without changing anything (state, readiness, counters), see
+/// [`Interface::tcp_ref`].
+#[derive(Debug)]
+pub struct Tcp<'a> {
+    iface: &'a mut Interface,
+}
+
+fn connection_error(e: TcpError) -> Error {
+    match e {
+        TcpError::Refused => Error::ConnectionRefused,
+        TcpError::Reset => Error::ConnectionReset,
+        TcpError::TimedOut => Error::TimedOut,
+    }
+}
+
+impl<'a> Tcp<'a> {
+    pub(crate) fn new(iface: &'a mut Interface) -> Self {
+        Tcp { iface }
+    }
+
+    /// Settings new TCP sockets start with, lent for as long as the
+    /// interface is (this takes the API object).
+    pub fn defaults_mut(self) -> &'a mut TcpConfig {
+        &mut self.iface.tcp.defaults
+    }
+
+    /// Listens on `local` (address 0.0.0.0: every address of ours), with an
+    /// accept queue of `backlog` connections; when as many handshakes are
+    /// half open, further SYNs are answered with SYN cookies.
+    pub fn listen(&mut self, local: SocketAddrV4, backlog: usize) -> Result<TcpListenerHandle, Error> {
+        let iface = &mut *self.iface;
+        if !local.ip().is_unspecified() && !iface.has_address(*local.ip()) {
+            return Err(Error::AddrNotAvailable);
+        }
+        if local.port() == 0 {
+            return Err(Error::Unaddressable);
+        }
+        if iface.tcp.by_port.contains_key(&local.port()) {
+            return Err(Error::AddrInUse);
+        }
+        let listener = Listener {
+            local,
+            backlog: backlog.max(1),
+            half_open: 0,
+            accept_queue: VecDeque::new(),
+            config: iface.tcp.socket_config(&iface.caps),
+            cookies_until: None,
+            event_pending: false,
+        };
+        let handle = TcpListenerHandle(iface.tcp.listeners.insert(listener));
+        iface.tcp.by_port.insert(local.port(), handle);
+        Ok(handle)
+    }
+
+    /// Takes the next established connection from a listener.
+    pub fn accept(&mut self, l: TcpListenerHandle) -> Result<Option<TcpHandle>, Error> {
+        let tcp = &mut self.iface.tcp;
+        let listener = tcp.listeners.get_mut(l.0).ok_or(Error::InvalidHandle)?;
+        let Some(handle) = listener.accept_queue.pop_front() else {
+            return Ok(None);
+        };
+        if let Some(entry) = tcp.conns.get_mut(handle.0) {
+            entry.listener = None;
+        }
+        // As epoll reports a socket's readiness when it is added: data that
+        // came with the handshake must not wait for a later edge.
+        tcp.note_event(handle);
+        Ok(Some(handle))
+    }
+
+    /// Stops listening; connections not yet accepted are reset.
+    pub fn listener_close(&mut self, l: TcpListenerHandle, now: Instant) -> Result<(), Error> {
+        let iface = &mut *self.iface;
+        let listener = iface.tcp.listeners.remove(l.0).ok_or(Error::InvalidHandle)?;
+        iface.tcp.by_port.remove(&listener.local.port());
+        let pending: Vec<TcpHandle> =
+            iface.tcp.conns_with_listener(l).into_iter().chain(listener.accept_queue.iter().copied()).collect();
+        for handle in pending {
+            if let Some(entry) = iface.tcp.conns.get_mut(handle.0) {
+                entry.listener = None;
+                entry.released = true;
+                entry.conn.abort();
+            }
+            iface.tcp_run(handle, now);
+        }
+        Ok(())
+    }
+
+    /// Opens a connection to `remote` from `local_port` (0: ephemeral).
+    pub fn connect(&mut self, remote: SocketAddrV4, local_port: u16, now: Instant) -> Result<TcpHandle, Error> {
+        let iface = &mut *self.iface;
+        if remote.port() == 0
+            || remote.ip().is_unspecified()
+            || remote.ip().is_multicast()
+            || iface.is_broadcast(*remote.ip())
+        {
+            return Err(Error::Unaddressable);
+        }
+        let src = iface.source_for(*remote.ip()).ok_or(Error::NoRoute)?;
+        let port = match local_port {
+            0 => iface.tcp.pick_port(src, remote)?,
+            p => {
+                if iface.tcp.by_tuple.contains_key(&(SocketAddrV4::new(src, p), remote)) {
+                    return Err(Error::AddrInUse);
+                }
+                p
+            }
+        };
+        let local = SocketAddrV4::new(src, port);
+        let iss = initial_sequence_number(iface.tcp.key, local, remote, now);
+        let config = iface.tcp.socket_config(&iface.caps);
+        let mut conn = Connection::connect(config, local, remote, local_mss(&iface.caps), iss, now);
+        conn.set_timestamp_offset(iface.tcp.timestamp_offset(local, remote));
+        let handle = iface.tcp.insert(conn, None);
+        iface.counters.tcp_connects += 1;
+        iface.tcp_run(handle, now);
+        Ok(handle)
+    }
+
+    /// Turns Nagle's algorithm off (`true`) or on, like TCP_NODELAY.
+    pub fn set_nodelay(&mut self, h: TcpHandle, nodelay: bool) -> Result<(), Error> {
+        self.iface.tcp.entry_mut(h)?.conn.set_nagle(!nodelay);
+        Ok(())
+    }
+
+    /// Queues bytes for sending, copying them once into packet buffers;
+    /// returns how many were taken (fewer when the send buffer fills).
+    pub fn send(&mut self, h: TcpHandle, data: &[u8], now: Instant) -> Result<usize, Error> {
+        let iface = &mut *self.iface;
+        let entry = iface.tcp.entry_mut(h)?;
+        if let Some(e) = entry.conn.error() {
+            return Err(connection_error(e));
+        }
+        if !entry.conn.can_send() && !data.is_empty() {
+            return match entry.conn.state() {
+                State::Established | State::CloseWait | State::SynSent | State::SynReceived => Err(Error::WouldBlock),
+                _ => Err(Error::NotConnected),
+            };
+        }
+        let taken = entry.conn.send(&iface.pool, HEADROOM, data)?;
+        iface.tcp_run(h, now);
+        Ok(taken)
+    }
+
+    /// Queues a chain for sending without copying; returns what did not fit.
+    pub fn send_buf(&mut self, h: TcpHandle, data: PacketBuf, now: Instant) -> Result<PacketBuf, Error> {
+        let entry = self.iface.tcp.entry_mut(h)?;
+        if let Some(e) = entry.conn.error() {
+            return Err(connection_error(e));
+        }
+        let rest = entry.conn.send_buf(data);
+        self.iface.tcp_run(h, now);
+        Ok(rest)
+    }
+
+    /// Copies received bytes into `buf`: `Ok(n)` with n > 0 for data,
+    /// `Ok(0)` at end of stream, `Err(WouldBlock)` when nothing is there yet.
+    pub fn recv(&mut self, h: TcpHandle, buf: &mut [u8], now: Instant) -> Result<usize, Error> {
+        let entry = self.iface.tcp.entry_mut(h)?;
+        let n = entry.conn.recv(buf);
+        if n > 0 || buf.is_empty() {
+            self.iface.tcp_run(h, now);
+            return Ok(n);
+        }
+        if let Some(e) = entry.conn.error() {
+            return Err(connection_error(e));
+        }
+        if entry.conn.at_eof() {
+            return Ok(0);
+        }
+        Err(Error::WouldBlock)
+    }
+
+    /// Takes up to `max` received bytes without copying: `Ok(Some)` data,
+    /// `Ok(None)` end of stream, `Err(WouldBlock)` nothing yet.
+    pub fn recv_buf(&mut self, h: TcpHandle, max: usize, now: Instant) -> Result<Option<PacketBuf>, Error> {
+        let entry = self.iface.tcp.entry_mut(h)?;
+        if let Some(data) = entry.conn.recv_buf(max) {
+            self.iface.tcp_run(h, now);
+            return Ok(Some(data));
+        }
+        if let Some(e) = entry.conn.error() {
+            return Err(connection_error(e));
+        }
+        if entry.conn.at_eof() {
+            return Ok(None);
+        }
+        Err(Error::WouldBlock)
+    }
+
+    /// Closes the sending side (FIN after the queued data).
+    pub fn shutdown(&mut self, h: TcpHandle, now: Instant) -> Result<(), Error> {
+        self.iface.tcp.entry_mut(h)?.conn.shutdown();
+        self.iface.tcp_run(h, now);
+        Ok(())
+    }
+
+    /// Closes the connection and lets go of the handle; the FIN exchange
+    /// and TIME-WAIT go on without the application.
+    pub fn close(&mut self, h: TcpHandle, now: Instant) -> Result<(), Error> {
+        let entry = self.iface.tcp.entry_mut(h)?;
+        entry.conn.close();
+        entry.released = true;
+        if entry.conn.is_closed() {
+            self.iface.tcp.forget(h);
+            return Ok(());
+        }
+        self.iface.tcp_run(h, now);
+        Ok(())
+    }
+
+    /// Resets the connection and lets go of the handle.
+    pub fn abort(&mut self, h: TcpHandle, now: Instant) -> Result<(), Error> {
+        let entry = self.iface.tcp.entry_mut(h)?;
+        entry.conn.abort();
+        entry.released = true;
+        self.iface.tcp_run(h, now);
+        // A RST went out, or there was nothing to reset: either way gone.
+        self.iface.tcp.forget(h);
+        Ok(())
+    }
+
+    /// Appends to `out` every socket whose readiness may have changed
+    /// since the last call, with its readiness now (edge-triggered, as
+    /// epoll: a socket that stays ready is not listed again until
+    /// something happens to it). Sockets closed and released since are
+    /// left out.
+    pub fn take_events(&mut self, out: &mut Vec<TcpEvent>) {
+        self.iface.tcp.take_events(out);
+    }
+}

@@ -1,0 +1,254 @@
+//! The TCP sockets of an interface: connections found by a keyed hash of
+//! their four-tuple (never by a scan), listeners by port, and one timer
+//! heap ordered by deadline, so the cost of `poll` follows the number of
+//! timers due, not the number of connections.
+
+use super::config::TcpConfig;
+use super::connection::{Connection, State};
+use super::events::TcpSocket;
+use crate::buf::PacketBuf;
+use crate::capabilities::Capabilities;
+use crate::hash::{KeyedState, SipKey};
+use crate::iface::Error;
+use crate::socket::{SocketHandle, SocketTable, EPHEMERAL_PORTS};
+use crate::time::Instant;
+use alloc::collections::{BinaryHeap, VecDeque};
+use alloc::vec::Vec;
+use core::cmp::Reverse;
+use core::net::{Ipv4Addr, SocketAddrV4};
+use hashbrown::HashMap;
+use nagare_wire::{TcpRepr, IPV4_HEADER_LEN};
+
+/// Names a TCP connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TcpHandle(pub(super) SocketHandle);
+
+/// Names a listening TCP socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TcpListenerHandle(pub(super) SocketHandle);
+
+#[derive(Debug)]
+pub(super) struct Entry {
+    pub(super) conn: Connection,
+    /// The listener that created it, until the application accepts it.
+    pub(super) listener: Option<TcpListenerHandle>,
+    /// The application let go of the handle; the entry goes when the
+    /// connection closes.
+    pub(super) released: bool,
+    /// The deadline of this entry's live timer in the heap.
+    pub(super) scheduled: Option<Instant>,
+    /// Waiting in `TcpSockets::deferred` for the end of a receive batch.
+    pub(super) run_deferred: bool,
+    /// Listed in `TcpSockets::events`.
+    pub(super) event_pending: bool,
+}
+
+#[derive(Debug)]
+pub(super) struct Listener {
+    pub(super) local: SocketAddrV4,
+    pub(super) backlog: usize,
+    /// Connections in SYN-RECEIVED.
+    pub(super) half_open: usize,
+    pub(super) accept_queue: VecDeque<TcpHandle>,
+    pub(super) config: TcpConfig,
+    /// Until when cookie ACKs are worth checking (cookies were sent lately).
+    pub(super) cookies_until: Option<Instant>,
+    /// Listed in `TcpSockets::events`.
+    pub(super) event_pending: bool,
+}
+
+/// Every TCP socket of an interface.
+#[derive(Debug)]
+pub struct TcpSockets {
+    pub(super) conns: SocketTable<Entry>,
+    pub(super) by_tuple: HashMap<(SocketAddrV4, SocketAddrV4), TcpHandle, KeyedState>,
+    pub(super) listeners: SocketTable<Listener>,
+    pub(super) by_port: HashMap<u16, TcpListenerHandle>,
+    pub(super) timers: BinaryHeap<Reverse<(Instant, SocketHandle)>>,
+    pub(super) key: SipKey,
+    /// Settings new sockets start with.
+    pub(super) defaults: TcpConfig,
+    next_ephemeral: u16,
+    /// Reused buffer for segments a connection hands out.
+    pub(super) outbox: Vec<(TcpRepr, PacketBuf)>,
+    /// Reused list of connections whose timers are due.
+    pub(super) due: Vec<TcpHandle>,
+    /// Inside a receive batch: connections send once, at its end.
+    pub(crate) deferring: bool,
+    /// Connections that received segments in the current batch.
+    pub(super) deferred: Vec<TcpHandle>,
+    /// Sockets whose readiness may have changed since events were last
+    /// taken; each at most once (their `event_pending` flag).
+    pub(super) events: Vec<TcpSocket>,
+}
+
+impl TcpSockets {
+    /// An empty set; `seed` keys the hashes and picks where the search for
+    /// ephemeral ports starts.
+    pub(crate) fn new(seed: u64) -> Self {
+        let key = SipKey::from_seed(seed ^ 0x7463_7073_6563_7265);
+        let span = u64::from(EPHEMERAL_PORTS.end() - EPHEMERAL_PORTS.start()) + 1;
+        TcpSockets {
+            conns: SocketTable::default(),
+            by_tuple: HashMap::with_hasher(KeyedState(SipKey::from_seed(seed ^ 0x0064_656d_7578))),
+            listeners: SocketTable::default(),
+            by_port: HashMap::new(),
+            timers: BinaryHeap::new(),
+            key,
+            defaults: TcpConfig::default(),
+            next_ephemeral: EPHEMERAL_PORTS.start() + ((seed >> 7) % span) as u16,
+            outbox: Vec::new(),
+            due: Vec::new(),
+            deferring: false,
+            deferred: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
+    /// When the earliest timer is due.
+    pub(crate) fn poll_at(&self) -> Option<Instant> {
+        self.timers.peek().map(|Reverse((t, _))| *t)
+    }
+
+    /// TCP connections held, in any state (TIME-WAIT included).
+    pub fn connection_count(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// The connection behind a handle, for its state and counters.
+    pub fn connection(&self, h: TcpHandle) -> Option<&Connection> {
+        self.conns.get(h.0).filter(|e| !e.released).map(|e| &e.conn)
+    }
+
+    /// The connection's state.
+    pub fn state(&self, h: TcpHandle) -> Result<State, Error> {
+        self.connection(h).map(Connection::state).ok_or(Error::InvalidHandle)
+    }
+
+    /// The entry of a connection the application holds.
+    pub(super) fn entry_mut(&mut self, h: TcpHandle) -> Result<&mut Entry, Error> {
+        match self.conns.get_mut(h.0) {
+            Some(entry) if !entry.released => Ok(entry),
+            _ => Err(Error::InvalidHandle),
+        }
+    }
+
+    /// A new socket's settings: the defaults, and what the device
+    /// offloads.
+    pub(super) fn socket_config(&self, caps: &Capabilities) -> TcpConfig {
+        let mut config = self.defaults.clone();
+        let offloads = caps.tx_offloads;
+        config.segmentation_offload = if offloads.checksum && offloads.tcp_segmentation > caps.mtu {
+            // Room for the largest IP and TCP headers.
+            offloads.tcp_segmentation.min(usize::from(u16::MAX)).saturating_sub(IPV4_HEADER_LEN + 60)
+        } else {
+            0
+        };
+        config
+    }
+
+    /// The offset of a four-tuple's timestamp clock: a keyed hash without
+    /// time in it, so every incarnation of the four-tuple shares one clock.
+    pub(super) fn timestamp_offset(&self, local: SocketAddrV4, remote: SocketAddrV4) -> u32 {
+        use core::hash::Hasher;
+        let mut h = crate::hash::SipHasher24::new(self.key);
+        h.write(&local.ip().octets());
+        h.write(&local.port().to_be_bytes());
+        h.write(&remote.ip().octets());
+        h.write(&remote.port().to_be_bytes());
+        h.write(b"tsoff");
+        (h.finish() >> 32) as u32
+    }
+
+    /// A free ephemeral port for a connection from `src` to `remote`.
+    pub(super) fn pick_port(&mut self, src: Ipv4Addr, remote: SocketAddrV4) -> Result<u16, Error> {
+        let span = usize::from(EPHEMERAL_PORTS.end() - EPHEMERAL_PORTS.start()) + 1;
+        for _ in 0..span {
+            let port = self.next_ephemeral;
+            self.next_ephemeral = if port == *EPHEMERAL_PORTS.end() { *EPHEMERAL_PORTS.start() } else { port + 1 };
+            let taken =
+                self.by_port.contains_key(&port) || self.by_tuple.contains_key(&(SocketAddrV4::new(src, port), remote));
+            if !taken {
+                return Ok(port);
+            }
+        }
+        Err(Error::NoPortAvailable)
+    }
+
+    pub(super) fn insert(&mut self, conn: Connection, listener: Option<TcpListenerHandle>) -> TcpHandle {
+        let tuple = (conn.local(), conn.remote());
+        let handle = TcpHandle(self.conns.insert(Entry {
+            conn,
+            listener,
+            released: false,
+            scheduled: None,
+            run_deferred: false,
+            event_pending: false,
+        }));
+        self.by_tuple.insert(tuple, handle);
+        handle
+    }
+
+    pub(super) fn forget(&mut self, handle: TcpHandle) {
+        let Some(entry) = self.conns.remove(handle.0) else {
+            return;
+        };
+        self.unmap(&entry, handle);
+        if let Some(listener) = entry.listener.and_then(|l| self.listeners.get_mut(l.0)) {
+            let queued = listener.accept_queue.contains(&handle);
+            if queued {
+                listener.accept_queue.retain(|h| *h != handle);
+            } else {
+                // It never finished its handshake.
+                listener.half_open = listener.half_open.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Removes the four-tuple's route to this entry, so a new connection
+    /// with the same tuple can start while the old handle is still held.
+    fn unmap(&mut self, entry: &Entry, handle: TcpHandle) {
+        let tuple = (entry.conn.local(), entry.conn.remote());
+        if self.by_tuple.get(&tuple) == Some(&handle) {
+            self.by_tuple.remove(&tuple);
+        }
+    }
+
+    /// A handshake completed on a passive connection: it becomes
+    /// acceptable.
+    pub(super) fn hand_to_listener(&mut self, handle: TcpHandle) {
+        let Some(entry) = self.conns.get_mut(handle.0) else {
+            return;
+        };
+        let Some(l) = entry.listener else {
+            return;
+        };
+        if let Some(listener) = self.listeners.get_mut(l.0) {
+            listener.half_open = listener.half_open.saturating_sub(1);
+            listener.accept_queue.push_back(handle);
+            if !listener.event_pending {
+                listener.event_pending = true;
+                self.events.push(TcpSocket::Listener(l));
+            }
+        }
+    }
+
+    /// The connections a listener made that it still owns.
+    pub(super) fn conns_with_listener(&self, l: TcpListenerHandle) -> Vec<TcpHandle> {
+        // Only on listener close; bounded by the listener's half-open
+        // count, but found by a scan since entries do not index listeners.
+        let mut out = Vec::new();
+        for (handle, entry) in self.conns.iter() {
+            if entry.listener == Some(l) {
+                out.push(TcpHandle(handle));
+            }
+        }
+        out
+    }
+}
+
+/// The MSS we announce: what the link's MTU leaves after the IP and TCP
+/// headers.
+pub(super) fn local_mss(caps: &Capabilities) -> usize {
+    caps.mtu.saturating_sub(IPV4_HEADER_LEN + 20).max(64)
+}

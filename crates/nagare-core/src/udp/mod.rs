@@ -1,0 +1,22 @@
+//! UDP: the sockets, their demultiplexing and their calls.
+//!
+//! The interface hands every UDP datagram for one of its addresses to this
+//! module (`input.rs`), which finds the socket by a hash lookup on the
+//! destination port ([`UdpSockets`]). Applications make their calls
+//! through [`Udp`] ([`Interface::udp`](crate::Interface::udp)) and look at
+//! sockets through [`UdpSockets`]
+//! ([`Interface::udp_ref`](crate::Interface::udp_ref)).
+
+mod api;
+mod input;
+mod socket;
+mod sockets;
+
+pub use api::Udp;
+pub use socket::{UdpDatagram, UdpSocket};
+pub use sockets::{UdpHandle, UdpSockets};
+
+use nagare_wire::{IPV4_HEADER_LEN, UDP_HEADER_LEN};
+
+/// Largest UDP payload in one IPv4 datagram.
+pub const UDP_MAX_PAYLOAD: usize = 65535 - IPV4_HEADER_LEN - UDP_HEADER_LEN;
