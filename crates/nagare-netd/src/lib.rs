@@ -14,13 +14,18 @@
 /// The request protocol (its own crate, so that clients need not build
 /// the engine).
 pub use nagare_request as proto;
+mod config;
 pub mod driver;
 mod lending;
 mod report;
 pub mod server;
+mod stats;
 mod steering;
 mod view;
 
+pub use config::NetdConfig;
 pub use driver::{DriverLink, Placement};
+pub use proto::DEFAULT_SOCKET;
 pub use proto::{Completion, Op, Piece, ProtoError, Request};
-pub use server::{Netd, NetdConfig, NetdStats, DEFAULT_SOCKET};
+pub use server::Netd;
+pub use stats::NetdStats;

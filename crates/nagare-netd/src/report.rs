@@ -2,7 +2,7 @@
 //! each holds, and every counter that is not zero (drops by reason among
 //! them). One item per line, `section key value ...`, so scripts can grep.
 
-use crate::server::NetdStats;
+use crate::stats::NetdStats;
 use core::fmt::Write;
 use nagare_core::buf::PoolStats;
 

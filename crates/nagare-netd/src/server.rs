@@ -2,12 +2,14 @@
 //! manager (client socket ids to engine handles) and the protocol manager
 //! (the engine and its device) in one event loop.
 
+use crate::config::NetdConfig;
 use crate::driver::{DriverLink, Placement};
 use crate::lending::Lending;
 use crate::proto::{
     decode_addr, encode_addr, pack_stages, Completion, EchoWord, Op, Piece, PollEntry, ProtoError, Request, CLOSED,
     INVALID, READABLE, WRITABLE,
 };
+use crate::stats::NetdStats;
 use crate::steering::Steering;
 use nagare_core::buf::PacketBuf;
 use nagare_core::icmp::{EchoEvent, IcmpError};
@@ -16,17 +18,14 @@ use nagare_core::tcp::connection::State;
 use nagare_core::{EchoHandle, Instant, Interface, UdpHandle};
 use nagare_dev::{Device, MonotonicClock};
 use nagare_ipc::{
-    BufRef, Consumer, Descriptor, Listener, Notifier, Pool, Producer, RegionConfig, RendezvousError, ServerConn, Waiter,
+    BufRef, Consumer, Descriptor, Listener, Notifier, Pool, Producer, RendezvousError, ServerConn, Waiter,
 };
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-
-pub use crate::proto::DEFAULT_SOCKET;
 
 /// Frames taken from the device per turn.
 const RX_BATCH: usize = 64;
@@ -39,111 +38,6 @@ const MAX_CLIENTS: usize = 128;
 const MAX_SLEEP: Duration = Duration::from_millis(100);
 /// How often a busy loop looks for new clients and dead ones.
 const HOUSEKEEPING: Duration = Duration::from_millis(20);
-
-/// netd's sizes and policies.
-#[derive(Clone, Debug)]
-pub struct NetdConfig {
-    /// The rendezvous socket.
-    pub socket: PathBuf,
-    /// Slots per ring of a client region.
-    pub ring_slots: u32,
-    /// Buffers per client region (owned by the client at the start, but
-    /// for the receive pool).
-    pub buffers: u32,
-    /// Buffers of each client region netd keeps for frames the driver
-    /// steers there (0 with a device inside netd, which cannot steer).
-    pub receive_pool: u32,
-    /// Size of one buffer.
-    pub buffer_size: u32,
-    /// How long the loop spins after the last work before it sleeps.
-    pub spin: Duration,
-    /// Requests one client may have waiting (blocked receives, accepts...).
-    pub max_pending: usize,
-    /// Sockets one client may hold.
-    pub max_sockets: usize,
-    /// Refused descriptors after which a client is disconnected.
-    pub max_bad: u64,
-    /// The link, as `nagare stat` names it (e.g. "vni lab port 2").
-    pub link: String,
-}
-
-impl Default for NetdConfig {
-    fn default() -> Self {
-        NetdConfig {
-            socket: PathBuf::from(DEFAULT_SOCKET),
-            ring_slots: 256,
-            buffers: 256,
-            receive_pool: 64,
-            buffer_size: 16384,
-            spin: Duration::from_micros(50),
-            max_pending: 64,
-            max_sockets: 1024,
-            max_bad: 1024,
-            link: String::from("unnamed"),
-        }
-    }
-}
-
-impl NetdConfig {
-    /// The region every client gets: ring 0 requests (client → netd),
-    /// ring 1 completions (netd → client), ring 2 completions the driver
-    /// posts directly (driver → client); the first `receive_pool` buffers
-    /// netd's, the others the client's.
-    pub fn region(&self) -> RegionConfig {
-        RegionConfig {
-            rings: 3,
-            attacher_produces: 0b001,
-            creator_buffers: self.receive_pool.min(self.buffers),
-            ..RegionConfig::pair(self.ring_slots, self.buffers, self.buffer_size)
-        }
-    }
-}
-
-/// netd's counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct NetdStats {
-    /// Clients admitted.
-    pub clients_accepted: u64,
-    /// Rendezvous that failed or were refused.
-    pub clients_refused: u64,
-    /// Clients whose socket closed (exit or death).
-    pub clients_gone: u64,
-    /// Clients disconnected for breaking a ring or too many bad descriptors.
-    pub clients_broken: u64,
-    /// Requests decoded and run.
-    pub requests: u64,
-    /// Completions posted.
-    pub completions: u64,
-    /// Descriptors refused by the protocol check.
-    pub bad_descriptors: u64,
-    /// Descriptors naming a buffer the client does not own, or a bad extent.
-    pub bad_buffers: u64,
-    /// Sockets closed or reset because their client went away.
-    pub sockets_reclaimed: u64,
-    /// Buffers returned from departed clients.
-    pub buffers_reclaimed: u64,
-    /// Buffers a departed client's table still showed in use (should be 0).
-    pub buffers_leaked: u64,
-    /// Device errors (counted and waited out).
-    pub device_errors: u64,
-    /// Times the loop slept.
-    pub sleeps: u64,
-    /// Datagrams sent without a copy: the application's buffer lent to the
-    /// engine and named in place to the driver.
-    pub sends_in_place: u64,
-    /// Payload bytes copied on the way out (TCP, ping, local datagrams).
-    pub tx_payload_copied: u64,
-    /// Payload bytes sent without a copy.
-    pub tx_payload_in_place: u64,
-    /// Payload bytes copied into applications' buffers on the way in.
-    pub rx_payload_copied: u64,
-    /// Payload bytes received without a copy: steered into the client's
-    /// region by the driver and handed over in the buffer they lie in.
-    pub rx_payload_in_place: u64,
-    /// Binds to a port another client had, answered only once the driver
-    /// had applied the port's change of hands.
-    pub binds_held: u64,
-}
 
 /// A socket of one client.
 #[derive(Clone, Copy, Debug)]
