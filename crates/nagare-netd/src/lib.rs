@@ -1,19 +1,17 @@
-//! nagare's inet server (issue 4, item 2): many client applications, each
-//! with a shared-memory region of its own (`nagare-ipc`), send socket
-//! requests as 64-byte descriptors; netd runs them against one engine
-//! (`nagare-core`) on one device (`nagare-dev`) and posts completions.
+//! nagare's inet server: many client applications, each with a
+//! shared-memory region of its own (`nagare-ipc`), send socket requests as
+//! 64-byte descriptors (`nagare-request`, whose types this crate
+//! re-exports); netd runs them against one engine (`nagare-core`) whose
+//! frames go to a device (`nagare-dev`) or a driver, and posts completions.
 //!
-//! - [`proto`]: the request/completion protocol, every field validated.
 //! - [`server`]: sessions (request manager), the socket table (socket
-//!   manager), the engine and device (protocol manager) and the loop.
+//!   manager), the engine and its frames (protocol manager) and the loop.
+//! - [`driver`]: the driver and netd's side of it.
 //!
-//! `docs/netd.md` has the plan and what exists.
+//! `docs/netd.md` describes the design.
 
 #![warn(missing_docs)]
 
-/// The request protocol (its own crate, so that clients need not build
-/// the engine).
-pub use nagare_request as proto;
 mod config;
 pub mod driver;
 mod lending;
@@ -24,8 +22,7 @@ mod steering;
 mod view;
 
 pub use config::NetdConfig;
-pub use driver::{DriverLink, Placement};
-pub use proto::DEFAULT_SOCKET;
-pub use proto::{Completion, Op, Piece, ProtoError, Request};
+pub use driver::{DriverLink, DriverLinkStats, Placement};
+pub use nagare_request::{decode_addr, encode_addr, Completion, Op, Piece, ProtoError, Request, DEFAULT_SOCKET};
 pub use server::Netd;
 pub use stats::NetdStats;

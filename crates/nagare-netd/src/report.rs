@@ -33,7 +33,7 @@ pub(crate) struct Report<'a> {
     pub placement: &'a str,
     /// The driver's pid (none while it is being started again) and the
     /// link's counters, when frames go through a driver.
-    pub driver: Option<(Option<u32>, crate::driver::LinkStats, crate::driver::DriverStats)>,
+    pub driver: Option<(Option<u32>, crate::driver::DriverLinkStats, crate::driver::DriverStats)>,
     pub link: &'a str,
     pub clients: &'a [ClientLine],
     pub stats: NetdStats,

@@ -5,10 +5,6 @@
 use crate::config::NetdConfig;
 use crate::driver::{DriverLink, Placement};
 use crate::lending::Lending;
-use crate::proto::{
-    decode_addr, encode_addr, pack_stages, Completion, EchoWord, Op, Piece, PollEntry, ProtoError, Request, CLOSED,
-    INVALID, READABLE, WRITABLE,
-};
 use crate::stats::NetdStats;
 use crate::steering::Steering;
 use nagare_core::buf::PacketBuf;
@@ -19,6 +15,10 @@ use nagare_core::{EchoHandle, Instant, Interface, UdpHandle};
 use nagare_dev::{Device, MonotonicClock};
 use nagare_ipc::{
     BufRef, Consumer, Descriptor, Listener, Notifier, Pool, Producer, RendezvousError, ServerConn, Waiter,
+};
+use nagare_request::{
+    decode_addr, encode_addr, pack_stages, Completion, EchoWord, Op, Piece, PollEntry, ProtoError, Request, CLOSED,
+    INVALID, READABLE, WRITABLE,
 };
 use std::collections::HashMap;
 use std::io;
@@ -238,19 +238,19 @@ fn received_in_place(
     Ok(BufRef { index, offset, len })
 }
 
-/// What netd sends and receives frames through.
-enum Link {
+/// Where netd's frames go: a device called from netd's loop, or a driver.
+enum FramePath {
     /// A device called from netd's loop.
     Inline(Box<dyn Device>),
     /// A driver, a process or a thread of its own.
     Driver(Box<DriverLink>),
 }
 
-impl Link {
+impl FramePath {
     fn device(&mut self) -> &mut dyn Device {
         match self {
-            Link::Inline(d) => d.as_mut(),
-            Link::Driver(d) => d.as_mut(),
+            FramePath::Inline(d) => d.as_mut(),
+            FramePath::Driver(d) => d.as_mut(),
         }
     }
 }
@@ -258,7 +258,7 @@ impl Link {
 /// The inet server.
 pub struct Netd {
     iface: Interface,
-    link: Link,
+    frames: FramePath,
     placement: Placement,
     lending: Rc<Lending>,
     steering: Rc<Steering>,
@@ -285,7 +285,7 @@ impl Netd {
         let steering = Rc::new(Steering::new(false));
         Self::build(
             iface,
-            Link::Inline(device),
+            FramePath::Inline(device),
             Placement::Inline,
             Rc::new(Lending::default()),
             steering,
@@ -305,12 +305,12 @@ impl Netd {
         config: NetdConfig,
     ) -> io::Result<Netd> {
         let (lending, steering) = (driver.lending(), driver.steering());
-        Self::build(iface, Link::Driver(Box::new(driver)), placement, lending, steering, clock, config)
+        Self::build(iface, FramePath::Driver(Box::new(driver)), placement, lending, steering, clock, config)
     }
 
     fn build(
         iface: Interface,
-        link: Link,
+        frames: FramePath,
         placement: Placement,
         lending: Rc<Lending>,
         steering: Rc<Steering>,
@@ -326,7 +326,7 @@ impl Netd {
         }
         Ok(Netd {
             iface,
-            link,
+            frames,
             placement,
             lending,
             steering,
@@ -357,10 +357,10 @@ impl Netd {
     }
 
     /// The driver link's counters, if frames go through a driver.
-    pub fn driver_stats(&self) -> Option<crate::driver::LinkStats> {
-        match &self.link {
-            Link::Driver(d) => Some(d.link_stats()),
-            Link::Inline(_) => None,
+    pub fn driver_stats(&self) -> Option<crate::driver::DriverLinkStats> {
+        match &self.frames {
+            FramePath::Driver(d) => Some(d.link_stats()),
+            FramePath::Inline(_) => None,
         }
     }
 
@@ -421,7 +421,7 @@ impl Netd {
                     s.doomed = Some("gone");
                 }
             }
-            if let Link::Driver(d) = &mut self.link {
+            if let FramePath::Driver(d) = &mut self.frames {
                 let clients = self.sessions.iter().map(|s| {
                     (s.conn.id, s.conn.region.fd(), s.conn.region.layout().config, s.conn.client_wakeup.as_fd())
                 });
@@ -430,7 +430,7 @@ impl Netd {
         }
         let now = self.clock.now();
         let pool = self.iface.pool().clone();
-        match self.link.device().receive_batch(&pool, &mut self.rx, RX_BATCH, now) {
+        match self.frames.device().receive_batch(&pool, &mut self.rx, RX_BATCH, now) {
             Ok(n) => {
                 work |= n > 0;
                 self.iface.receive_batch(self.rx.drain(..), now);
@@ -443,7 +443,7 @@ impl Netd {
             work |= self.serve(i, now);
         }
         work |= self.answer_stat_requests();
-        match self.link.device().transmit_batch(self.iface.tx_queue(), now) {
+        match self.frames.device().transmit_batch(self.iface.tx_queue(), now) {
             Ok(n) => work |= n > 0,
             Err(_) => self.stats.device_errors += 1,
         }
@@ -485,7 +485,7 @@ impl Netd {
                             }
                         }
                         self.steering.add_client(s.conn.id, s.pool.area_base(), size as usize, pool);
-                        if let Link::Driver(d) = &mut self.link {
+                        if let FramePath::Driver(d) = &mut self.frames {
                             d.attach(
                                 s.conn.id,
                                 s.conn.region.fd(),
@@ -542,13 +542,13 @@ impl Netd {
                 }
                 continue;
             }
-            match run(
+            match execute(
                 s,
                 &mut self.iface,
                 &mut p.req,
                 p.buf,
                 now,
-                &mut RunContext {
+                &mut Context {
                     scratch: &mut self.scratch,
                     config: &self.config,
                     lending: &self.lending,
@@ -642,13 +642,13 @@ impl Netd {
                             }
                             continue;
                         }
-                        let r = run(
+                        let r = execute(
                             s,
                             &mut self.iface,
                             &mut req,
                             buf,
                             now,
-                            &mut RunContext {
+                            &mut Context {
                                 scratch: &mut self.scratch,
                                 config: &self.config,
                                 lending: &self.lending,
@@ -705,9 +705,9 @@ impl Netd {
     /// and completions a dead driver left behind.
     fn settle_lent_buffers(&mut self) -> bool {
         let mut work = false;
-        let generation = match &self.link {
-            Link::Driver(d) => d.generation(),
-            Link::Inline(_) => None,
+        let generation = match &self.frames {
+            FramePath::Driver(d) => d.generation(),
+            FramePath::Inline(_) => None,
         };
         for (key, index, lent) in self.lending.take_released() {
             work = true;
@@ -728,8 +728,8 @@ impl Netd {
                 c.offset = 0;
                 c.len = 0;
             }
-            let by_driver = match (&mut self.link, lent.handed) {
-                (Link::Driver(d), Some(g)) if generation == Some(g) => d.post_return(key, c),
+            let by_driver = match (&mut self.frames, lent.handed) {
+                (FramePath::Driver(d), Some(g)) if generation == Some(g) => d.post_return(key, c),
                 _ => false,
             };
             if !by_driver {
@@ -737,7 +737,7 @@ impl Netd {
                 flush(s, &mut self.stats);
             }
         }
-        if let Link::Driver(d) = &mut self.link {
+        if let FramePath::Driver(d) = &mut self.frames {
             for (key, c) in d.take_orphans() {
                 work = true;
                 if let Some(s) = self.sessions.iter_mut().find(|s| s.conn.id == key) {
@@ -812,9 +812,9 @@ impl Netd {
             pid: std::process::id(),
             uptime_secs: self.started.elapsed().as_secs_f64(),
             placement: self.placement.name(),
-            driver: match &self.link {
-                Link::Driver(d) => Some((d.pid(), d.link_stats(), d.driver_counters())),
-                Link::Inline(_) => None,
+            driver: match &self.frames {
+                FramePath::Driver(d) => Some((d.pid(), d.link_stats(), d.driver_counters())),
+                FramePath::Inline(_) => None,
             },
             link: &self.config.link,
             clients: &clients,
@@ -828,7 +828,7 @@ impl Netd {
     /// Sleeps until a client, the device, a new client or a timer needs us.
     /// Returns whether the listener is readable.
     fn sleep(&mut self) -> io::Result<bool> {
-        if let Link::Driver(d) = &mut self.link {
+        if let FramePath::Driver(d) = &mut self.frames {
             if d.prepare_sleep() {
                 return Ok(false);
             }
@@ -850,7 +850,7 @@ impl Netd {
             }
         }
         let now = self.clock.now();
-        let next = match (self.iface.poll_at(), self.link.device().poll_at()) {
+        let next = match (self.iface.poll_at(), self.frames.device().poll_at()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -868,9 +868,9 @@ impl Netd {
         }
         let mut fds = Vec::with_capacity(4 + 2 * self.sessions.len());
         let pfd = |fd: i32| libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        let [link_a, link_b] = match &self.link {
-            Link::Inline(d) => [d.raw_fd().unwrap_or(-1), -1],
-            Link::Driver(d) => d.sleep_fds(),
+        let [link_a, link_b] = match &self.frames {
+            FramePath::Inline(d) => [d.raw_fd().unwrap_or(-1), -1],
+            FramePath::Driver(d) => d.sleep_fds(),
         };
         fds.push(pfd(link_a));
         fds.push(pfd(link_b));
@@ -889,7 +889,7 @@ impl Netd {
                 return Err(e);
             }
         }
-        if let Link::Driver(d) = &mut self.link {
+        if let FramePath::Driver(d) = &mut self.frames {
             d.after_sleep(fds[0].revents != 0);
         }
         for (k, s) in self.sessions.iter_mut().enumerate() {
@@ -939,7 +939,7 @@ impl Netd {
         let in_use = in_use.saturating_sub(lent + receive);
         self.lending.remove_client(s.conn.id);
         self.steering.remove_client(s.conn.id);
-        if let Link::Driver(d) = &mut self.link {
+        if let FramePath::Driver(d) = &mut self.frames {
             d.detach(s.conn.id);
         }
         self.stats.sockets_reclaimed += sockets as u64;
@@ -955,7 +955,7 @@ impl Netd {
             s.conn.id, s.conn.cred.pid
         );
         // Flush what the engine sent (RSTs) before the session's region goes.
-        let _ = self.link.device().transmit_batch(self.iface.tx_queue(), now);
+        let _ = self.frames.device().transmit_batch(self.iface.tx_queue(), now);
         drop(s);
     }
 }
@@ -1080,7 +1080,7 @@ fn tcp_of(s: &Session, id: u32) -> Result<TcpHandle, i32> {
 }
 
 /// What running a request needs of netd besides the session and engine.
-struct RunContext<'a> {
+struct Context<'a> {
     scratch: &'a mut Vec<u8>,
     config: &'a NetdConfig,
     lending: &'a Lending,
@@ -1090,15 +1090,15 @@ struct RunContext<'a> {
 
 /// Runs a request against the engine: `Ok(Some)` done, `Ok(None)` it must
 /// wait (the caller keeps it pending), `Err(errno)` failed.
-fn run(
+fn execute(
     s: &mut Session,
     iface: &mut Interface,
     req: &mut Request,
     buf: Option<BufRef>,
     now: Instant,
-    cx: &mut RunContext<'_>,
+    cx: &mut Context<'_>,
 ) -> Result<Option<Done>, i32> {
-    let RunContext { scratch, config, lending, steering, stats } = cx;
+    let Context { scratch, config, lending, steering, stats } = cx;
     // The client's bytes to send, in place: the engine copies them once
     // into its own buffers (a private copy first would be a second).
     let payload = |pool: &Pool| -> Result<nagare_ipc::SharedBytes, i32> {

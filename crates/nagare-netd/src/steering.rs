@@ -22,7 +22,7 @@
 //! another client owns that port, so one application cannot inject into
 //! another's sockets.
 
-use crate::driver::proto::{SteerChange, MAX_PIECES};
+use crate::driver::messages::{SteerChange, MAX_PIECES};
 use crate::view::{Release, View};
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_dev::RX_HEADROOM;
