@@ -42,8 +42,8 @@ pub(crate) fn is_for(head: &[u8], mac: [u8; 6], ip: [u8; 4]) -> bool {
 }
 
 /// IP protocol numbers steered.
-const TCP: u8 = 6;
-const UDP: u8 = 17;
+pub(crate) const TCP: u8 = 6;
+pub(crate) const UDP: u8 = 17;
 
 /// What a frame is for, read from its first bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

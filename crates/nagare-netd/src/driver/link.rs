@@ -330,7 +330,7 @@ impl DriverLink {
         let (pid, mtu, offloads) = ready;
         let Starting { handle, control, region, netd_efd, driver_efd, .. } = s;
         let ends = (|| -> io::Result<_> {
-            crate::server::set_nonblocking(control.as_raw_fd())?;
+            crate::os::set_nonblocking(control.as_raw_fd())?;
             let to_driver = region.producer(0).map_err(io::Error::other)?;
             let from_driver = region.consumer(1).map_err(io::Error::other)?;
             let pool = region.pool().map_err(io::Error::other)?;

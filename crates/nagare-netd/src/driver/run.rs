@@ -276,7 +276,7 @@ pub fn serve(
     send_with_fds(control.as_fd(), &ready.encode(), &[])?;
     // From now on neither side may block the other: reports that do not
     // fit are dropped (the next one carries the same counters).
-    crate::server::set_nonblocking(control.as_raw_fd())?;
+    crate::os::set_nonblocking(control.as_raw_fd())?;
     let mut d = Driver {
         control,
         _region: region,
