@@ -1085,7 +1085,7 @@ fn lent_buffers_return_only_after_a_delaying_device_sent_them() {
 /// placed the echo in the region, before netd runs again.
 #[test]
 fn rewritten_steered_headers_reach_no_other_client() {
-    use nagare_netd::proto::{encode_addr, Completion, Op, Piece, Request};
+    use nagare_netd::{encode_addr, Completion, Op, Piece, Request};
     let f = Fixture::new("steer");
     let netd = f.connect();
     let victim = UdpSocket::bind_via(&netd, "0.0.0.0:0").unwrap();

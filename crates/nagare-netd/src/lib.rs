@@ -1,26 +1,49 @@
-//! nagare's inet server (issue 4, item 2): many client applications, each
-//! with a shared-memory region of its own (`nagare-ipc`), send socket
-//! requests as 64-byte descriptors; netd runs them against one engine
-//! (`nagare-core`) on one device (`nagare-dev`) and posts completions.
+//! nagare's inet server: many client applications, each with a
+//! shared-memory region of its own (`nagare-ipc`), send socket requests as
+//! 64-byte descriptors (`nagare-request`); netd runs them against one
+//! engine (`nagare-core`) whose frames go to a device (`nagare-dev`) or a
+//! driver, and posts completions.
 //!
-//! - [`proto`]: the request/completion protocol, every field validated.
-//! - [`server`]: sessions (request manager), the socket table (socket
-//!   manager), the engine and device (protocol manager) and the loop.
+//! Each job has its own module:
 //!
-//! `docs/netd.md` has the plan and what exists.
+//! - the loop, which only takes turns: `netd` ([`Netd`]);
+//! - the request manager: `clients` (the listener, admitting clients),
+//!   `session` (one client's rings, buffers, waiting requests and
+//!   completions), `requests` (one client's turn: what becomes of each
+//!   request);
+//! - the socket manager: `sockets` (client socket ids to engine handles);
+//! - the operations, one function each: `ops` (`udp`, `tcp`, `icmp`,
+//!   `control`, and `deliver` for received data);
+//! - the protocol manager's edges: `frames` (a device called inline, or
+//!   a [`driver`]), `lending` and `returns` (client buffers lent to the
+//!   engine and their completions), `steering` (received frames placed in
+//!   their client's region), `view` (a region buffer as engine bytes);
+//! - what netd says about itself: `stats` ([`NetdStats`]) and `report`
+//!   (the text of `nagare stat`); its settings: `config` ([`NetdConfig`]).
+//!
+//! `docs/netd.md` describes the design.
 
 #![warn(missing_docs)]
 
-/// The request protocol (its own crate, so that clients need not build
-/// the engine).
-pub use nagare_request as proto;
+mod clients;
+mod config;
 pub mod driver;
+mod frames;
 mod lending;
+mod netd;
+mod ops;
+mod os;
 mod report;
-pub mod server;
+mod requests;
+mod returns;
+mod session;
+mod sockets;
+mod stats;
 mod steering;
 mod view;
 
-pub use driver::{DriverLink, Placement};
-pub use proto::{Completion, Op, Piece, ProtoError, Request};
-pub use server::{Netd, NetdConfig, NetdStats, DEFAULT_SOCKET};
+pub use config::NetdConfig;
+pub use driver::{DriverLink, DriverLinkStats, Placement};
+pub use nagare_request::{decode_addr, encode_addr, Completion, Op, Piece, ProtoError, Request, DEFAULT_SOCKET};
+pub use netd::Netd;
+pub use stats::NetdStats;

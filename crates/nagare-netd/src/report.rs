@@ -2,7 +2,7 @@
 //! each holds, and every counter that is not zero (drops by reason among
 //! them). One item per line, `section key value ...`, so scripts can grep.
 
-use crate::server::NetdStats;
+use crate::stats::NetdStats;
 use core::fmt::Write;
 use nagare_core::buf::PoolStats;
 
@@ -33,7 +33,7 @@ pub(crate) struct Report<'a> {
     pub placement: &'a str,
     /// The driver's pid (none while it is being started again) and the
     /// link's counters, when frames go through a driver.
-    pub driver: Option<(Option<u32>, crate::driver::LinkStats, crate::driver::DriverStats)>,
+    pub driver: Option<(Option<u32>, crate::driver::DriverLinkStats, crate::driver::DriverStats)>,
     pub link: &'a str,
     pub clients: &'a [ClientLine],
     pub stats: NetdStats,

@@ -22,7 +22,7 @@
 //! another client owns that port, so one application cannot inject into
 //! another's sockets.
 
-use crate::driver::proto::{SteerChange, MAX_PIECES};
+use crate::driver::messages::{SteerChange, MAX_PIECES};
 use crate::view::{Release, View};
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_dev::RX_HEADROOM;
@@ -42,8 +42,8 @@ pub(crate) fn is_for(head: &[u8], mac: [u8; 6], ip: [u8; 4]) -> bool {
 }
 
 /// IP protocol numbers steered.
-const TCP: u8 = 6;
-const UDP: u8 = 17;
+pub(crate) const TCP: u8 = 6;
+pub(crate) const UDP: u8 = 17;
 
 /// What a frame is for, read from its first bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

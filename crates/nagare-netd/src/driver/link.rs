@@ -8,7 +8,7 @@
 //! are posted by netd instead; an application may then see one twice and
 //! drops the second (it no longer waits for that request id).
 
-use super::proto::{
+use super::messages::{
     control_pair, offload_of, offload_word, Control, CONTROL_LEN, KEY, MAX_PIECES, MORE, RETURN, RETURNED,
     RX_CLIENT_FREE, RX_CLIENT_PIECE, RX_FREE, RX_PIECE, STAGES, STEERED, TRACE_AT, TX_CLIENT_PIECE, TX_DONE, TX_PIECE,
     UNDELIVERED,
@@ -77,7 +77,7 @@ pub type Launcher = Box<dyn FnMut(OwnedFd) -> io::Result<DriverHandle>>;
 
 /// Counters of netd's side of the driver.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LinkStats {
+pub struct DriverLinkStats {
     /// Drivers started (the first and every restart).
     pub starts: u64,
     /// Drivers found dead.
@@ -176,7 +176,7 @@ pub struct DriverLink {
     mtu: usize,
     offloads: TxOffloads,
     last_start: std::time::Instant,
-    stats: LinkStats,
+    stats: DriverLinkStats,
     device_stats: DeviceStats,
     orphans: Vec<(u64, Descriptor)>,
     /// The running driver's counters, as it last reported them.
@@ -225,7 +225,7 @@ impl DriverLink {
             mtu: 0,
             offloads: TxOffloads::NONE,
             last_start: std::time::Instant::now(),
-            stats: LinkStats::default(),
+            stats: DriverLinkStats::default(),
             device_stats: DeviceStats::default(),
             orphans: Vec::new(),
             driver_counters: super::DriverStats::default(),
@@ -330,7 +330,7 @@ impl DriverLink {
         let (pid, mtu, offloads) = ready;
         let Starting { handle, control, region, netd_efd, driver_efd, .. } = s;
         let ends = (|| -> io::Result<_> {
-            crate::server::set_nonblocking(control.as_raw_fd())?;
+            crate::os::set_nonblocking(control.as_raw_fd())?;
             let to_driver = region.producer(0).map_err(io::Error::other)?;
             let from_driver = region.consumer(1).map_err(io::Error::other)?;
             let pool = region.pool().map_err(io::Error::other)?;
@@ -383,7 +383,7 @@ impl DriverLink {
     }
 
     /// The counters.
-    pub fn link_stats(&self) -> LinkStats {
+    pub fn link_stats(&self) -> DriverLinkStats {
         self.stats
     }
 

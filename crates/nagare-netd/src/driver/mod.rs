@@ -1,8 +1,9 @@
-//! The driver (issue 4, item 3): the device's half of the stack, a process
-//! of its own beside netd (split placement) or a thread of netd (single
-//! placement), sharing a region with netd.
+//! The driver: the device's half of the stack, a process of its own
+//! beside netd (split placement) or a thread of netd (single placement),
+//! sharing a region with netd.
 //!
-//! - [`proto`]: the driver region's descriptors and the control messages.
+//! - [`messages`]: what netd and the driver say to each other: the driver
+//!   region's descriptors and the control socket's messages.
 //! - [`run`]: the driver itself ([`serve`]).
 //! - [`queues`]: the extra receive queues of a multi-queue TAP, one per
 //!   client, that the kernel reads each client's frames into.
@@ -10,11 +11,11 @@
 //!   which starts the driver and starts it again when it dies.
 
 pub mod link;
-pub mod proto;
+pub mod messages;
 pub mod queues;
 pub mod run;
 
-pub use link::{DriverHandle, DriverLink, Launcher, LinkStats};
+pub use link::{DriverHandle, DriverLink, DriverLinkStats, Launcher};
 pub use queues::MAX_RX_QUEUES;
 pub use run::{serve, DriverStats, STEER_DELAY_VAR};
 

@@ -14,7 +14,7 @@
 //! client, which the kernel picks by port and reads into the client's
 //! buffers ([`super::queues`]).
 
-use super::proto::{
+use super::messages::{
     offload_of, offload_word, Control, SteerChange, CONTROL_LEN, KEY, LOCAL, MAX_PIECES, MORE, RETURN, RETURNED,
     RX_CLIENT_FREE, RX_CLIENT_PIECE, RX_FREE, RX_PIECE, STAGES, STEER, STEERED, TRACE_AT, TX_CLIENT_PIECE, TX_DONE,
     TX_PIECE, UNDELIVERED,
@@ -277,7 +277,7 @@ pub fn serve(
     send_with_fds(control.as_fd(), &ready.encode(), &[])?;
     // From now on neither side may block the other: reports that do not
     // fit are dropped (the next one carries the same counters).
-    crate::server::set_nonblocking(control.as_raw_fd())?;
+    crate::os::set_nonblocking(control.as_raw_fd())?;
     let mut d = Driver {
         control,
         _region: region,

@@ -1,0 +1,87 @@
+//! Who netd serves: the rendezvous listener and the sessions of the
+//! clients it admitted.
+//!
+//! Invariant: at most `MAX_CLIENTS` sessions exist (each holds a region
+//! and about six descriptors, so netd stays well inside the usual limit of
+//! 1024 descriptors); a connection beyond that, or one whose region cannot
+//! be set up, is refused and counted. A session marked doomed is let go
+//! in the same turn ([`Clients::next_doomed`]).
+
+use crate::config::NetdConfig;
+use crate::os::set_nonblocking;
+use crate::session::Session;
+use crate::stats::NetdStats;
+use nagare_ipc::{Listener, RendezvousError};
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+
+/// Clients served at once.
+const MAX_CLIENTS: usize = 128;
+
+/// The listener and the sessions.
+pub(crate) struct Clients {
+    listener: Listener,
+    pub sessions: Vec<Session>,
+}
+
+impl Clients {
+    /// Listens on `config.socket`, offering `config.region()` to clients.
+    pub fn listen(config: &NetdConfig) -> io::Result<Clients> {
+        let listener = Listener::bind(&config.socket, config.region()).map_err(io::Error::other)?;
+        set_nonblocking(listener.fd().as_raw_fd())?;
+        Ok(Clients { listener, sessions: Vec::new() })
+    }
+
+    /// The listener's descriptor (readable: a client is waiting).
+    pub fn listener_fd(&self) -> RawFd {
+        self.listener.fd().as_raw_fd()
+    }
+
+    /// Takes every waiting connection; `admit` sets up each new session
+    /// (steering, lending, the driver) before it is served. Returns whether
+    /// any came.
+    pub fn accept_all(&mut self, stats: &mut NetdStats, mut admit: impl FnMut(&mut Session)) -> bool {
+        let mut any = false;
+        loop {
+            match self.listener.accept() {
+                Ok(_) if self.sessions.len() >= MAX_CLIENTS => {
+                    stats.clients_refused += 1;
+                    any = true;
+                }
+                Ok(conn) => match Session::new(conn) {
+                    Ok(mut s) => {
+                        stats.clients_accepted += 1;
+                        any = true;
+                        admit(&mut s);
+                        self.sessions.push(s);
+                    }
+                    Err(_) => stats.clients_refused += 1,
+                },
+                Err(RendezvousError::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => return any,
+                Err(RendezvousError::Io(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    // Out of descriptors or memory: the connection stays
+                    // queued, so trying again now would spin; the next
+                    // turn tries again.
+                    stats.clients_refused += 1;
+                    return any;
+                }
+            }
+        }
+    }
+
+    /// Dooms the sessions of clients that have gone (exit or death).
+    pub fn notice_gone(&mut self) {
+        for s in &mut self.sessions {
+            s.notice_gone();
+        }
+    }
+
+    /// Takes out the next doomed session, with the reason.
+    pub fn next_doomed(&mut self) -> Option<(Session, &'static str)> {
+        let i = self.sessions.iter().position(|s| s.doomed.is_some())?;
+        let s = self.sessions.swap_remove(i);
+        let why = s.doomed.unwrap_or("doomed");
+        Some((s, why))
+    }
+}

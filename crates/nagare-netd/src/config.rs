@@ -1,0 +1,67 @@
+//! netd's sizes and policies, and the shape of the region each client
+//! gets. Every limit here bounds what one client can make netd hold: ring
+//! slots, buffers, waiting requests, sockets and refused descriptors.
+
+use nagare_ipc::RegionConfig;
+use nagare_request::DEFAULT_SOCKET;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// netd's sizes and policies.
+#[derive(Clone, Debug)]
+pub struct NetdConfig {
+    /// The rendezvous socket.
+    pub socket: PathBuf,
+    /// Slots per ring of a client region.
+    pub ring_slots: u32,
+    /// Buffers per client region (owned by the client at the start, but
+    /// for the receive pool).
+    pub buffers: u32,
+    /// Buffers of each client region netd keeps for frames the driver
+    /// steers there (0 with a device inside netd, which cannot steer).
+    pub receive_pool: u32,
+    /// Size of one buffer.
+    pub buffer_size: u32,
+    /// How long the loop spins after the last work before it sleeps.
+    pub spin: Duration,
+    /// Requests one client may have waiting (blocked receives, accepts...).
+    pub max_pending: usize,
+    /// Sockets one client may hold.
+    pub max_sockets: usize,
+    /// Refused descriptors after which a client is disconnected.
+    pub max_bad: u64,
+    /// The link, as `nagare stat` names it (e.g. "vni lab port 2").
+    pub link: String,
+}
+
+impl Default for NetdConfig {
+    fn default() -> Self {
+        NetdConfig {
+            socket: PathBuf::from(DEFAULT_SOCKET),
+            ring_slots: 256,
+            buffers: 256,
+            receive_pool: 64,
+            buffer_size: 16384,
+            spin: Duration::from_micros(50),
+            max_pending: 64,
+            max_sockets: 1024,
+            max_bad: 1024,
+            link: String::from("unnamed"),
+        }
+    }
+}
+
+impl NetdConfig {
+    /// The region every client gets: ring 0 requests (client → netd),
+    /// ring 1 completions (netd → client), ring 2 completions the driver
+    /// posts directly (driver → client); the first `receive_pool` buffers
+    /// netd's, the others the client's.
+    pub fn region(&self) -> RegionConfig {
+        RegionConfig {
+            rings: 3,
+            attacher_produces: 0b001,
+            creator_buffers: self.receive_pool.min(self.buffers),
+            ..RegionConfig::pair(self.ring_slots, self.buffers, self.buffer_size)
+        }
+    }
+}

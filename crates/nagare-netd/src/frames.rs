@@ -1,0 +1,142 @@
+//! Where netd's frames go: a device netd calls from its own loop, or a
+//! driver (a process or a thread of its own) through the driver region.
+//!
+//! The engine sees both as a `Device`; this adds what only a driver has
+//! (clients attached to it, completions it posts, its death and restart)
+//! as calls that do nothing for a device called inline. netd's loop takes
+//! frames in ([`FramePath::receive`]) and hands them out
+//! ([`FramePath::transmit`]) in two separate calls around the engine's.
+
+use crate::driver::{DriverLink, DriverLinkStats, DriverStats};
+use crate::session::Session;
+use nagare_core::buf::PacketBuf;
+use nagare_core::{Instant, Interface};
+use nagare_dev::Device;
+use nagare_ipc::Descriptor;
+use std::io;
+use std::os::fd::{AsFd, RawFd};
+
+/// What netd sends and receives frames through.
+pub(crate) enum FramePath {
+    /// A device called from netd's loop.
+    Inline(Box<dyn Device>),
+    /// A driver, a process or a thread of its own.
+    Driver(Box<DriverLink>),
+}
+
+impl FramePath {
+    fn device(&mut self) -> &mut dyn Device {
+        match self {
+            FramePath::Inline(d) => d.as_mut(),
+            FramePath::Driver(d) => d.as_mut(),
+        }
+    }
+
+    /// The driver, if frames go through one.
+    pub fn driver(&self) -> Option<&DriverLink> {
+        match self {
+            FramePath::Driver(d) => Some(d),
+            FramePath::Inline(_) => None,
+        }
+    }
+
+    /// Takes up to `max` frames into `rx` (for the engine).
+    pub fn receive(
+        &mut self,
+        iface: &Interface,
+        rx: &mut Vec<PacketBuf>,
+        max: usize,
+        now: Instant,
+    ) -> io::Result<usize> {
+        let pool = iface.pool().clone();
+        self.device().receive_batch(&pool, rx, max, now)
+    }
+
+    /// Hands the engine's queued frames to the device or driver.
+    pub fn transmit(&mut self, iface: &mut Interface, now: Instant) -> io::Result<usize> {
+        self.device().transmit_batch(iface.tx_queue(), now)
+    }
+
+    /// When the device wants to be called next (a delaying device).
+    pub fn poll_at(&mut self) -> Option<Instant> {
+        self.device().poll_at()
+    }
+
+    /// Tells the driver about a new client (its region and wake-up).
+    pub fn attach(&mut self, s: &Session) {
+        if let FramePath::Driver(d) = self {
+            d.attach(s.conn.id, s.conn.region.fd(), s.conn.region.layout().config, s.conn.client_wakeup.as_fd());
+        }
+    }
+
+    /// Tells the driver a client is gone.
+    pub fn detach(&mut self, key: u64) {
+        if let FramePath::Driver(d) = self {
+            d.detach(key);
+        }
+    }
+
+    /// Notices a dead driver and starts another, attaching every client
+    /// in `sessions`. Returns whether anything changed.
+    pub fn check_driver(&mut self, sessions: &[Session]) -> bool {
+        match self {
+            FramePath::Driver(d) => {
+                d.check(sessions.iter().map(|s| {
+                    (s.conn.id, s.conn.region.fd(), s.conn.region.layout().config, s.conn.client_wakeup.as_fd())
+                }))
+            }
+            FramePath::Inline(_) => false,
+        }
+    }
+
+    /// Queues completion `c` of client `key` for the driver its frame was
+    /// `handed` to (its generation) to post behind that frame (direct
+    /// return); false if it was handed to none, or that driver no longer
+    /// runs: netd posts it itself.
+    pub fn post_return(&mut self, handed: Option<u64>, key: u64, c: Descriptor) -> bool {
+        match self {
+            FramePath::Driver(d) if handed.is_some() && d.generation() == handed => d.post_return(key, c),
+            _ => false,
+        }
+    }
+
+    /// Completions a dead driver left for netd to post.
+    pub fn take_orphans(&mut self) -> Vec<(u64, Descriptor)> {
+        match self {
+            FramePath::Driver(d) => d.take_orphans(),
+            FramePath::Inline(_) => Vec::new(),
+        }
+    }
+
+    /// Before netd sleeps: true if something arrived meanwhile (do not
+    /// sleep).
+    pub fn prepare_sleep(&mut self) -> bool {
+        match self {
+            FramePath::Driver(d) => d.prepare_sleep(),
+            FramePath::Inline(_) => false,
+        }
+    }
+
+    /// What netd's sleep watches: the device's descriptor, or the driver's
+    /// receive-ring eventfd and control socket (-1: nothing).
+    pub fn sleep_fds(&self) -> [RawFd; 2] {
+        match self {
+            FramePath::Inline(d) => [d.raw_fd().unwrap_or(-1), -1],
+            FramePath::Driver(d) => d.sleep_fds(),
+        }
+    }
+
+    /// After netd's sleep; `woken`: the first of [`FramePath::sleep_fds`]
+    /// was readable.
+    pub fn after_sleep(&mut self, woken: bool) {
+        if let FramePath::Driver(d) = self {
+            d.after_sleep(woken);
+        }
+    }
+
+    /// The driver's pid (none while it is being started again), netd's
+    /// counters of it and its own, when frames go through a driver.
+    pub fn report(&self) -> Option<(Option<u32>, DriverLinkStats, DriverStats)> {
+        self.driver().map(|d| (d.pid(), d.link_stats(), d.driver_counters()))
+    }
+}

@@ -1,0 +1,378 @@
+//! netd's loop: it only takes turns. A turn admits new clients and looks
+//! after the driver (every housekeeping period), takes frames in from the
+//! device or driver, runs the engine's timers, serves every client's
+//! requests, hands the engine's frames out, settles the buffers the
+//! engine let go of, and lets doomed clients go. With nothing to do for
+//! the spin period, netd sleeps until a client, the device, the driver, a
+//! new client or a timer needs it.
+//!
+//! Each phase is one call, so the device receive, the engine's poll and
+//! the transmit can be swapped for another host step without touching the
+//! others; what each phase does lives with its job (`clients`,
+//! `requests`, `frames`, `returns`).
+
+use crate::clients::Clients;
+use crate::config::NetdConfig;
+use crate::driver::{DriverLink, DriverLinkStats, Placement};
+use crate::frames::FramePath;
+use crate::lending::Lending;
+use crate::ops::Context;
+use crate::report::{ClientLine, Report};
+use crate::requests::{answer_stat_requests, serve_client, waits_for_stat};
+use crate::session::Session;
+use crate::stats::NetdStats;
+use crate::steering::Steering;
+use nagare_core::buf::PacketBuf;
+use nagare_core::{Instant, Interface};
+use nagare_dev::{Device, MonotonicClock};
+use std::io;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Frames taken from the device per turn.
+const RX_BATCH: usize = 64;
+/// Longest sleep, so a stop request and timers are noticed.
+const MAX_SLEEP: Duration = Duration::from_millis(100);
+/// How often a busy loop looks for new clients and dead ones.
+const HOUSEKEEPING: Duration = Duration::from_millis(20);
+
+/// The inet server.
+pub struct Netd {
+    iface: Interface,
+    frames: FramePath,
+    placement: Placement,
+    lending: Rc<Lending>,
+    steering: Rc<Steering>,
+    clock: MonotonicClock,
+    clients: Clients,
+    config: NetdConfig,
+    rx: Vec<PacketBuf>,
+    scratch: Vec<u8>,
+    stats: NetdStats,
+    started: std::time::Instant,
+}
+
+impl Netd {
+    /// A server over `iface` and `device` (called from netd's own loop),
+    /// listening on `config.socket`.
+    pub fn new(
+        iface: Interface,
+        device: Box<dyn Device>,
+        clock: MonotonicClock,
+        config: NetdConfig,
+    ) -> io::Result<Netd> {
+        let config = NetdConfig { receive_pool: 0, ..config };
+        let steering = Rc::new(Steering::new(false));
+        Self::build(
+            iface,
+            FramePath::Inline(device),
+            Placement::Inline,
+            Rc::new(Lending::default()),
+            steering,
+            clock,
+            config,
+        )
+    }
+
+    /// A server over `iface` whose frames go through `driver` (started
+    /// with [`DriverLink::start`]; `placement` says whether it is a process
+    /// or a thread, for the report).
+    pub fn with_driver(
+        iface: Interface,
+        driver: DriverLink,
+        placement: Placement,
+        clock: MonotonicClock,
+        config: NetdConfig,
+    ) -> io::Result<Netd> {
+        let (lending, steering) = (driver.lending(), driver.steering());
+        Self::build(iface, FramePath::Driver(Box::new(driver)), placement, lending, steering, clock, config)
+    }
+
+    fn build(
+        iface: Interface,
+        frames: FramePath,
+        placement: Placement,
+        lending: Rc<Lending>,
+        steering: Rc<Steering>,
+        clock: MonotonicClock,
+        config: NetdConfig,
+    ) -> io::Result<Netd> {
+        let clients = Clients::listen(&config)?;
+        // Frames are steered only when sent to netd's own addresses (the
+        // first IPv4 address; others reach the engine as before).
+        if let Some(addr) = iface.config().addresses.first() {
+            steering.set_local(iface.config().mac.0, addr.address().octets());
+        }
+        Ok(Netd {
+            iface,
+            frames,
+            placement,
+            lending,
+            steering,
+            clock,
+            clients,
+            config,
+            rx: Vec::with_capacity(RX_BATCH),
+            scratch: Vec::new(),
+            stats: NetdStats::default(),
+            started: std::time::Instant::now(),
+        })
+    }
+
+    /// The engine.
+    pub fn iface(&self) -> &Interface {
+        &self.iface
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> NetdStats {
+        self.stats
+    }
+
+    /// Clients connected now.
+    pub fn clients(&self) -> usize {
+        self.clients.sessions.len()
+    }
+
+    /// The driver link's counters, if frames go through a driver.
+    pub fn driver_stats(&self) -> Option<DriverLinkStats> {
+        self.frames.driver().map(|d| d.link_stats())
+    }
+
+    /// Runs until `stop` is raised; then every client is disconnected.
+    pub fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
+        self.run_with(stop, |_, _| false)
+    }
+
+    /// [`Netd::run`] with `local` run once per turn on the engine: services
+    /// built into the inet server itself (as inetd's internal services),
+    /// beside its clients. `local` returns whether it did anything.
+    pub fn run_with(
+        &mut self,
+        stop: &AtomicBool,
+        mut local: impl FnMut(&mut Interface, Instant) -> bool,
+    ) -> io::Result<()> {
+        let mut last_work = std::time::Instant::now();
+        let mut last_housekeeping = last_work;
+        let mut listener_ready = true;
+        while !stop.load(Ordering::Relaxed) {
+            let housekeeping = listener_ready || last_housekeeping.elapsed() >= HOUSEKEEPING;
+            if housekeeping {
+                last_housekeeping = std::time::Instant::now();
+            }
+            let work = self.turn_with(housekeeping, &mut local);
+            listener_ready = false;
+            if work {
+                last_work = std::time::Instant::now();
+                continue;
+            }
+            if last_work.elapsed() < self.config.spin {
+                // The driver and the applications may be waiting for a CPU.
+                std::thread::yield_now();
+                continue;
+            }
+            listener_ready = self.sleep()?;
+        }
+        let gone: Vec<Session> = self.clients.sessions.drain(..).collect();
+        for s in gone {
+            self.disconnect(s, "netd stopping");
+        }
+        Ok(())
+    }
+
+    /// One turn: new clients and the driver's health (if `housekeeping`),
+    /// the device, the engine's timers, every client's requests, the
+    /// transmission, the lent buffers and the clients that must go.
+    /// Returns whether anything happened.
+    pub fn turn(&mut self, housekeeping: bool) -> bool {
+        self.turn_with(housekeeping, &mut |_, _| false)
+    }
+
+    fn turn_with(&mut self, housekeeping: bool, local: &mut dyn FnMut(&mut Interface, Instant) -> bool) -> bool {
+        let mut work = false;
+        if housekeeping {
+            work |= self.housekeeping();
+        }
+        let now = self.clock.now();
+        work |= self.receive(now);
+        self.iface.poll(now);
+        work |= local(&mut self.iface, now);
+        work |= self.serve_clients(now);
+        work |= self.transmit(now);
+        work |= crate::returns::settle(&self.lending, &mut self.frames, &mut self.clients.sessions, &mut self.stats);
+        work |= self.let_doomed_go();
+        work
+    }
+
+    /// New clients, clients that have gone, and a driver that died.
+    fn housekeeping(&mut self) -> bool {
+        let (lending, steering, frames) = (&self.lending, &self.steering, &mut self.frames);
+        let mut work = self.clients.accept_all(&mut self.stats, |s| {
+            lending.add_client(s.key(), &s.pool);
+            let receive_pool = s.take_receive_pool();
+            steering.add_client(s.key(), s.pool.area_base(), s.pool.buffer_size() as usize, receive_pool);
+            frames.attach(s);
+        });
+        self.clients.notice_gone();
+        work |= self.frames.check_driver(&self.clients.sessions);
+        work
+    }
+
+    /// Frames from the device or driver into the engine.
+    fn receive(&mut self, now: Instant) -> bool {
+        match self.frames.receive(&self.iface, &mut self.rx, RX_BATCH, now) {
+            Ok(n) => {
+                self.iface.receive_batch(self.rx.drain(..), now);
+                n > 0
+            }
+            Err(_) => {
+                self.stats.device_errors += 1;
+                false
+            }
+        }
+    }
+
+    /// The engine's frames out to the device or driver.
+    fn transmit(&mut self, now: Instant) -> bool {
+        match self.frames.transmit(&mut self.iface, now) {
+            Ok(n) => n > 0,
+            Err(_) => {
+                self.stats.device_errors += 1;
+                false
+            }
+        }
+    }
+
+    /// Every client's turn, then the waiting `STAT` requests.
+    fn serve_clients(&mut self, now: Instant) -> bool {
+        let mut work = false;
+        let mut cx = Context {
+            iface: &mut self.iface,
+            now,
+            scratch: &mut self.scratch,
+            config: &self.config,
+            lending: &self.lending,
+            steering: &self.steering,
+            stats: &mut self.stats,
+        };
+        for s in &mut self.clients.sessions {
+            work |= serve_client(s, &mut cx);
+        }
+        if self.clients.sessions.iter().any(waits_for_stat) {
+            let text = self.report(self.config.buffer_size as usize);
+            answer_stat_requests(self.clients.sessions.iter_mut(), &text, &mut self.stats);
+            work = true;
+        }
+        work
+    }
+
+    /// Lets go of every doomed client.
+    fn let_doomed_go(&mut self) -> bool {
+        let mut work = false;
+        while let Some((s, why)) = self.clients.next_doomed() {
+            self.disconnect(s, why);
+            work = true;
+        }
+        work
+    }
+
+    /// What `nagare stat` shows, at most `limit` bytes.
+    pub fn report(&mut self, limit: usize) -> String {
+        let clients: Vec<ClientLine> = self.clients.sessions.iter().map(|s| s.client_line(&self.steering)).collect();
+        let counters = self.iface.counters().clone();
+        let mut engine = counters.iter();
+        Report {
+            pid: std::process::id(),
+            uptime_secs: self.started.elapsed().as_secs_f64(),
+            placement: self.placement.name(),
+            driver: self.frames.report(),
+            link: &self.config.link,
+            clients: &clients,
+            stats: self.stats,
+            engine: &mut engine,
+            engine_buffers: self.iface.pool().stats(),
+        }
+        .render(limit)
+    }
+
+    /// Sleeps until a client, the device, a new client or a timer needs us.
+    /// Returns whether the listener (or the driver's control socket) is
+    /// readable: housekeeping now.
+    fn sleep(&mut self) -> io::Result<bool> {
+        if self.frames.prepare_sleep() {
+            return Ok(false);
+        }
+        for s in &mut self.clients.sessions {
+            if s.prepare_sleep() {
+                return Ok(false);
+            }
+        }
+        let now = self.clock.now();
+        let next = earliest(self.iface.poll_at(), self.frames.poll_at());
+        let deadline = self.clients.sessions.iter().flat_map(|s| s.pending.iter().filter_map(|p| p.deadline)).min();
+        let next = earliest(next, deadline);
+        let mut timeout = next.map_or(MAX_SLEEP, |t| t.saturating_since(now)).min(MAX_SLEEP);
+        if !self.iface.tx_queue().is_empty() {
+            timeout = timeout.min(Duration::from_millis(1));
+        }
+        if timeout.is_zero() {
+            return Ok(false);
+        }
+        // [frames, frames, listener, then each client's wake-up and
+        // liveness socket].
+        let mut fds = Vec::with_capacity(3 + 2 * self.clients.sessions.len());
+        let pfd = |fd: i32| libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        fds.extend(self.frames.sleep_fds().map(pfd));
+        fds.push(pfd(self.clients.listener_fd()));
+        for s in &self.clients.sessions {
+            fds.extend(s.sleep_fds().map(pfd));
+        }
+        let millis = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+        self.stats.sleeps += 1;
+        crate::os::poll(&mut fds, millis)?;
+        let fired = |i: usize| fds.get(i).is_some_and(|f| f.revents != 0);
+        self.frames.after_sleep(fired(0));
+        for (k, s) in self.clients.sessions.iter_mut().enumerate() {
+            s.after_sleep(fired(3 + 2 * k), fired(4 + 2 * k));
+        }
+        // The driver's control socket hung up: it died; housekeeping now.
+        Ok(fired(2) || fired(1))
+    }
+
+    /// A client leaves (exit, death, broken rings, netd stopping): its
+    /// sockets are reset or closed, its buffers return, its region goes.
+    fn disconnect(&mut self, mut s: Session, why: &str) {
+        let now = self.clock.now();
+        let gone = s.leave(&mut self.iface, &self.lending, &self.steering, now);
+        self.frames.detach(s.key());
+        self.stats.sockets_reclaimed += gone.sockets as u64;
+        self.stats.buffers_reclaimed += u64::from(gone.reclaimed);
+        self.stats.buffers_leaked += u64::from(gone.leaked);
+        if why == "gone" {
+            self.stats.clients_gone += 1;
+        } else if why != "netd stopping" {
+            self.stats.clients_broken += 1;
+        }
+        eprintln!(
+            "nagare netd: client {} (pid {}) {why}: {} sockets closed, {} buffers reclaimed, {} lent to the stack, {} in use",
+            s.key(),
+            s.conn.cred.pid,
+            gone.sockets,
+            gone.reclaimed,
+            gone.lent,
+            gone.leaked
+        );
+        // Flush what the engine sent (RSTs) before the session's region goes.
+        let _ = self.frames.transmit(&mut self.iface, now);
+        drop(s);
+    }
+}
+
+/// The earlier of two optional times.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}

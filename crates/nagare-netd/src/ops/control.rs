@@ -1,0 +1,74 @@
+//! Requests about sockets of any kind, or about netd itself: close, poll,
+//! nop, stat.
+//!
+//! A poll reads the client's list into netd's own copy first (netd
+//! interprets those bytes, and the client can write its buffer at any
+//! time), fills in each entry's readiness and writes the list back; it
+//! waits while nothing is ready, unless it is non-blocking.
+
+use super::{buffer, engine_errno, private_copy, Caller, Context, Done, Outcome};
+use crate::sockets::{ClientSockets, Sock};
+use nagare_core::Interface;
+use nagare_ipc::BufRef;
+use nagare_request::{PollEntry, Request, CLOSED, INVALID, READABLE, WRITABLE};
+
+/// `CLOSE`: the socket leaves the table and is closed in the engine.
+pub(super) fn close(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
+    let sock = c.sockets.remove(cx.steering, req.socket).ok_or(libc::EBADF)?;
+    sock.close(cx.iface, cx.now).map_err(engine_errno)?;
+    Ok(Some(Done::value(0)))
+}
+
+/// `POLL`: the readiness of every socket the buffer's entries name.
+pub(super) fn poll(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, buf: Option<BufRef>) -> Outcome {
+    let b = buffer(buf)?;
+    private_copy(c.pool, buf, cx.scratch)?;
+    let mut ready = 0u64;
+    for chunk in cx.scratch.chunks_exact_mut(PollEntry::SIZE) {
+        let mut bytes = [0u8; PollEntry::SIZE];
+        bytes.copy_from_slice(chunk);
+        let mut e = PollEntry::from_bytes(bytes);
+        e.ready = readiness(c.sockets, cx.iface, e);
+        ready += u64::from(e.ready != 0);
+        chunk.copy_from_slice(&e.to_bytes());
+    }
+    if ready == 0 && !req.nonblocking() {
+        return Ok(None);
+    }
+    c.pool.write(b.index, b.offset, cx.scratch).map_err(|_| libc::EFAULT)?;
+    Ok(Some(Done::received(ready, 0, b.len)))
+}
+
+/// What one socket of a poll is ready for: the interest it asked about,
+/// and `CLOSED`/`INVALID` always.
+fn readiness(sockets: &ClientSockets, iface: &Interface, e: PollEntry) -> u16 {
+    let want = e.interest & (READABLE | WRITABLE);
+    let bit = |on: bool, b: u16| if on { b } else { 0 };
+    let bits = |r: bool, w: bool| bit(r, READABLE) | bit(w, WRITABLE);
+    let ready = match sockets.get(e.socket) {
+        None => return INVALID,
+        Some(Sock::Tcp(h)) => match iface.tcp_ref().readiness(h) {
+            Ok(r) => bits(r.readable, r.writable) | bit(r.closed, CLOSED),
+            Err(_) => CLOSED,
+        },
+        Some(Sock::Listener(l)) => match iface.tcp_ref().listener_readiness(l) {
+            Ok(r) => bits(r.readable, false),
+            Err(_) => CLOSED,
+        },
+        Some(Sock::Udp(h)) => bits(iface.udp_ref().socket(h).is_some_and(|u| u.queued() > 0), true),
+        Some(Sock::Echo(h)) => bits(iface.icmp_ref().echo_socket(h).is_some_and(|x| x.queued() > 0), true),
+    };
+    ready & (want | CLOSED)
+}
+
+/// `NOP`: done at once (what a request's round trip costs).
+pub(super) fn nop() -> Outcome {
+    Ok(Some(Done::value(0)))
+}
+
+/// `STAT`: waits; every waiting stat request is answered with one report
+/// once every session has been served this turn (the report needs them
+/// all).
+pub(super) fn stat() -> Outcome {
+    Ok(None)
+}

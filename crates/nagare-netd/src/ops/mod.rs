@@ -1,0 +1,172 @@
+//! One function per request operation, and [`execute`], which routes a
+//! request to its function and does nothing else.
+//!
+//! An operation runs against the engine at once and says what it came to
+//! ([`Outcome`]): done (`Ok(Some)`), nothing yet (`Ok(None)`: the request
+//! waits and runs again next turn), or failed (`Err(errno)`). It touches
+//! the client's sockets and buffers and the engine, never its rings:
+//! whether a request may wait, in what order, and what its completion
+//! carries is decided in one place, `crate::requests`.
+//!
+//! - `udp`: bind, sendto, recvfrom.
+//! - `tcp`: listen, accept, connect, send, recv, shutdown.
+//! - `icmp`: the echo (ping) socket: open, send, receive.
+//! - `control`: close (any socket), poll, nop, stat.
+//! - `deliver`: received data into the client's buffer, copied or handed
+//!   over in place.
+
+mod control;
+mod deliver;
+mod icmp;
+mod tcp;
+mod udp;
+
+use crate::config::NetdConfig;
+use crate::lending::Lending;
+use crate::sockets::ClientSockets;
+use crate::stats::NetdStats;
+use crate::steering::Steering;
+use nagare_core::iface::Error as EngineError;
+use nagare_core::{Instant, Interface};
+use nagare_ipc::{BufRef, Pool, SharedBytes};
+use nagare_request::{decode_addr, Op, Request};
+use std::net::SocketAddrV4;
+
+/// What a request came to: `Ok(Some)` done, `Ok(None)` it must wait,
+/// `Err(errno)` failed.
+pub(crate) type Outcome = Result<Option<Done>, i32>;
+
+/// A request done: what its completion says.
+pub(crate) struct Done {
+    pub value: u64,
+    pub addr: u64,
+    /// For a receive: the bytes now in the buffer.
+    pub len: Option<u32>,
+    /// `aux[2]` of the completion.
+    pub extra: u64,
+    /// For a receive completed in place: the buffer the data lies in,
+    /// which the completion names instead of the request's (netd keeps
+    /// that one).
+    pub swapped: Option<BufRef>,
+    /// The request's buffer is lent to the engine: no completion now, or,
+    /// for one that completes on accept, one without the buffer.
+    pub lent: bool,
+}
+
+impl Done {
+    pub fn value(value: u64) -> Done {
+        Done { value, addr: 0, len: None, extra: 0, swapped: None, lent: false }
+    }
+
+    pub fn with_addr(value: u64, addr: u64) -> Done {
+        Done { value, addr, len: None, extra: 0, swapped: None, lent: false }
+    }
+
+    pub fn received(value: u64, addr: u64, len: u32) -> Done {
+        Done { value, addr, len: Some(len), extra: 0, swapped: None, lent: false }
+    }
+
+    /// The request's buffer went to the engine, `value` bytes of it.
+    pub fn lent(value: u64) -> Done {
+        Done { lent: true, ..Done::value(value) }
+    }
+}
+
+/// What an operation may use of netd besides the client: the engine and
+/// the tables it shares with the driver.
+pub(crate) struct Context<'a> {
+    pub iface: &'a mut Interface,
+    pub now: Instant,
+    /// A private copy of bytes netd interprets (a poll list), kept between
+    /// requests so that none allocates.
+    pub scratch: &'a mut Vec<u8>,
+    pub config: &'a NetdConfig,
+    pub lending: &'a Lending,
+    pub steering: &'a Steering,
+    pub stats: &'a mut NetdStats,
+}
+
+/// The client a request comes from: its key, sockets and region buffers.
+pub(crate) struct Caller<'a> {
+    pub key: u64,
+    pub sockets: &'a mut ClientSockets,
+    pub pool: &'a mut Pool,
+}
+
+/// Runs `req` (which brought `buf`, if it names one) for `c`.
+pub(crate) fn execute(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Request, buf: Option<BufRef>) -> Outcome {
+    match req.op {
+        Op::UdpBind => udp::bind(cx, c, req),
+        Op::SendTo => udp::send_to(cx, c, req, buf),
+        Op::RecvFrom => udp::recv_from(cx, c, req, buf),
+        Op::Listen => tcp::listen(cx, c, req),
+        Op::Accept => tcp::accept(cx, c, req),
+        Op::Connect => tcp::connect(cx, c, req),
+        Op::Send if req.lends() => tcp::send_in_place(cx, c, req, buf),
+        Op::Send => tcp::send(cx, c, req, buf),
+        Op::Recv => tcp::recv(cx, c, req, buf),
+        Op::Shutdown => tcp::shutdown(cx, c, req),
+        Op::EchoOpen => icmp::open(cx, c, req),
+        Op::EchoSend => icmp::send(cx, c, req, buf),
+        Op::EchoRecv => icmp::recv(cx, c, req),
+        Op::Close => control::close(cx, c, req),
+        Op::Poll => control::poll(cx, c, req, buf),
+        Op::Nop => control::nop(),
+        Op::Stat => control::stat(),
+    }
+}
+
+/// The errno for an engine error.
+pub(crate) fn engine_errno(e: EngineError) -> i32 {
+    match e {
+        EngineError::InvalidHandle => libc::EBADF,
+        EngineError::AddrInUse => libc::EADDRINUSE,
+        EngineError::AddrNotAvailable => libc::EADDRNOTAVAIL,
+        EngineError::NoPortAvailable => libc::EADDRNOTAVAIL,
+        EngineError::NoRoute => libc::EHOSTUNREACH,
+        EngineError::Unaddressable => libc::EINVAL,
+        EngineError::MessageTooLong => libc::EMSGSIZE,
+        EngineError::NoBuffer => libc::ENOBUFS,
+        EngineError::WouldBlock => libc::EAGAIN,
+        EngineError::NotConnected => libc::ENOTCONN,
+        EngineError::ConnectionReset => libc::ECONNRESET,
+        EngineError::ConnectionRefused => libc::ECONNREFUSED,
+        EngineError::TimedOut => libc::ETIMEDOUT,
+    }
+}
+
+/// Nothing done yet: a non-blocking request fails with `EAGAIN`, another
+/// waits.
+fn blocked(req: &Request) -> Outcome {
+    if req.nonblocking() {
+        Err(libc::EAGAIN)
+    } else {
+        Ok(None)
+    }
+}
+
+/// The address in an aux word.
+fn address(word: u64) -> Result<SocketAddrV4, i32> {
+    decode_addr(word).map_err(|e| e.errno())
+}
+
+/// The buffer a request must have brought.
+fn buffer(buf: Option<BufRef>) -> Result<BufRef, i32> {
+    buf.ok_or(libc::EFAULT)
+}
+
+/// The client's bytes to send, in place: the engine copies them once into
+/// its own buffers (a private copy first would be a second).
+fn payload(pool: &Pool, buf: Option<BufRef>) -> Result<SharedBytes, i32> {
+    let b = buffer(buf)?;
+    pool.shared(b.index, b.offset, b.len).map_err(|_| libc::EFAULT)
+}
+
+/// A private copy of the request's bytes into `scratch`, for bytes netd
+/// interprets.
+fn private_copy(pool: &Pool, buf: Option<BufRef>, scratch: &mut Vec<u8>) -> Result<(), i32> {
+    let b = buffer(buf)?;
+    scratch.clear();
+    scratch.resize(b.len as usize, 0);
+    pool.read(b.index, b.offset, scratch).map_err(|_| libc::EFAULT)
+}

@@ -1,0 +1,192 @@
+//! TCP: listen, accept, connect, send, recv, shutdown.
+//!
+//! A socket exists in the client's table from the moment the engine has
+//! it (a connect's half-open connection included), so the client's death
+//! at any point resets it. A send lent in place goes into the send buffer
+//! whole or waits; a copied send takes what fits. A receive of data that
+//! lies in the client's region takes one steered buffer's worth, so that
+//! the buffer can be handed over whole.
+
+use super::deliver::{copy_to_region, received_in_place};
+use super::{address, blocked, buffer, engine_errno, payload, Caller, Context, Done, Outcome};
+use crate::sockets::Sock;
+use crate::steering::TCP;
+use nagare_core::iface::Error as EngineError;
+use nagare_core::tcp::connection::State;
+use nagare_core::tcp::TcpHandle;
+use nagare_ipc::{BufRef, SharedBytes};
+use nagare_request::{encode_addr, Completion, Piece, Request};
+
+/// `LISTEN`: a listener on `aux[0]` with backlog `aux[1]`.
+pub(super) fn listen(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
+    let local = address(req.aux[0])?;
+    let l = cx.iface.tcp().listen(local, req.aux[1] as usize).map_err(engine_errno)?;
+    let id = c.sockets.add(Sock::Listener(l), cx.config.max_sockets).inspect_err(|_| {
+        let _ = cx.iface.tcp().listener_close(l, cx.now);
+    })?;
+    c.sockets.claim_port(cx.steering, id, TCP, local.port());
+    Ok(Some(Done::with_addr(u64::from(id), encode_addr(local))))
+}
+
+/// `ACCEPT`: the listener's next connection, or wait for one.
+pub(super) fn accept(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
+    let l = c.sockets.listener(req.socket)?;
+    c.sockets.room(cx.config.max_sockets)?;
+    let Some(h) = cx.iface.tcp().accept(l).map_err(engine_errno)? else { return blocked(req) };
+    let remote = cx.iface.tcp_ref().connection(h).map(|k| k.remote());
+    let id = match c.sockets.add(Sock::Tcp(h), cx.config.max_sockets) {
+        Ok(id) => id,
+        Err(e) => {
+            // Nobody could ever name it: reset it now.
+            let _ = cx.iface.tcp().abort(h, cx.now);
+            return Err(e);
+        }
+    };
+    if let Some(local) = cx.iface.tcp_ref().connection(h).map(|k| k.local()) {
+        c.sockets.claim_port(cx.steering, id, TCP, local.port());
+    }
+    Ok(Some(Done::with_addr(u64::from(id), remote.map_or(0, encode_addr))))
+}
+
+/// `CONNECT`: on socket 0, a connection to `aux[0]` from local port
+/// `aux[1]` (0: an ephemeral one), whose id the request names from then
+/// on; done once it is established (at once if non-blocking), failed if
+/// the engine gave up on it.
+pub(super) fn connect(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Request) -> Outcome {
+    if req.socket == 0 {
+        let remote = address(req.aux[0])?;
+        c.sockets.room(cx.config.max_sockets)?;
+        let h = cx.iface.tcp().connect(remote, req.aux[1] as u16, cx.now).map_err(engine_errno)?;
+        // The socket exists from now on, so the client's death while it
+        // waits resets it; the waiting request names it.
+        req.socket = c.sockets.add(Sock::Tcp(h), cx.config.max_sockets)?;
+        if let Some(local) = cx.iface.tcp_ref().connection(h).map(|k| k.local()) {
+            c.sockets.claim_port(cx.steering, req.socket, TCP, local.port());
+        }
+    }
+    let h = c.sockets.tcp(req.socket)?;
+    let state = cx.iface.tcp_ref().state(h).map_err(engine_errno)?;
+    let done = |cx: &Context<'_>| -> Outcome {
+        let local = cx.iface.tcp_ref().connection(h).map(|k| k.local());
+        Ok(Some(Done::with_addr(u64::from(req.socket), local.map_or(0, encode_addr))))
+    };
+    if state.is_synchronized() {
+        return done(cx);
+    }
+    if state == State::Closed || cx.iface.tcp_ref().readiness(h).map(|r| r.closed).unwrap_or(true) {
+        let e = cx.iface.tcp().send(h, &[], cx.now).err().map_or(libc::ECONNREFUSED, engine_errno);
+        c.sockets.remove(cx.steering, req.socket);
+        let _ = cx.iface.tcp().abort(h, cx.now);
+        return Err(e);
+    }
+    if req.nonblocking() {
+        return done(cx);
+    }
+    Ok(None)
+}
+
+/// `SEND` with `LEND`: the client's buffer goes into the send buffer in
+/// place, whole, and comes back when the engine lets go (acknowledged).
+pub(super) fn send_in_place(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, buf: Option<BufRef>) -> Outcome {
+    let h = c.sockets.tcp(req.socket)?;
+    let b = buffer(buf)?;
+    if b.len == 0 {
+        return Ok(Some(Done::value(0)));
+    }
+    let conn = cx.iface.tcp_ref().connection(h).ok_or(libc::EBADF)?;
+    if conn.send_closed() {
+        // Reset, refused, timed out: that error; else shut down.
+        return Err(cx.iface.tcp().send(h, &[], cx.now).err().map_or(libc::EPIPE, engine_errno));
+    }
+    if conn.send_free() < b.len as usize {
+        if req.completes_on_accept() && conn.send_free() > 0 {
+            // A std `write`: what fits now, copied, as a socket's send
+            // takes it; waiting for room for all of it would make a writer
+            // told the stream is writable spin.
+            return send_copied(cx, h, payload(c.pool, buf)?, req);
+        }
+        // The whole buffer goes in at once, or the request waits.
+        return blocked(req);
+    }
+    let mut done = Completion::ok(req, u64::from(b.len));
+    done.piece = Some(Piece { buffer: b.index, offset: b.offset, len: b.len });
+    let packet = cx.lending.lend(c.key, c.pool, b.index, b.offset, b.len, done.encode()).ok_or(libc::EFAULT)?;
+    match cx.iface.tcp().send_buf(h, packet, cx.now) {
+        Ok(rest) if rest.is_empty() => {}
+        // Checked to fit: a remainder is dropped here and the loan
+        // completes when the queued part is acknowledged.
+        Ok(_) => cx.stats.bad_buffers += 1,
+        Err(e) => {
+            cx.lending.unlend(c.key, b.index);
+            return Err(engine_errno(e));
+        }
+    }
+    cx.stats.tx_payload_in_place += u64::from(b.len);
+    Ok(Some(Done::lent(u64::from(b.len))))
+}
+
+/// `SEND`: the buffer's bytes copied into the send buffer, as many as fit,
+/// or wait for room.
+pub(super) fn send(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, buf: Option<BufRef>) -> Outcome {
+    let h = c.sockets.tcp(req.socket)?;
+    send_copied(cx, h, payload(c.pool, buf)?, req)
+}
+
+/// A stream's send of `view` copied into the send buffer: as much as fits
+/// now, or it waits.
+fn send_copied(cx: &mut Context<'_>, h: TcpHandle, view: SharedBytes, req: &Request) -> Outcome {
+    // SAFETY: payload the engine copies into the send buffer once and
+    // never interprets; a client racing its own buffer changes only its
+    // stream.
+    match cx.iface.tcp().send(h, unsafe { view.as_slice() }, cx.now) {
+        Ok(n) if n > 0 || view.is_empty() => {
+            cx.stats.tx_payload_copied += n as u64;
+            Ok(Some(Done::value(n as u64)))
+        }
+        Ok(_) | Err(EngineError::WouldBlock) => blocked(req),
+        Err(e) => Err(engine_errno(e)),
+    }
+}
+
+/// `RECV`: up to the buffer's length of the stream into it (0 at its end),
+/// or wait for data.
+pub(super) fn recv(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, buf: Option<BufRef>) -> Outcome {
+    let h = c.sockets.tcp(req.socket)?;
+    let b = buffer(buf)?;
+    if b.len == 0 {
+        return Ok(Some(Done::received(0, 0, 0)));
+    }
+    // The front of a steered segment in this client's region, up to the
+    // end of its buffer, is read alone, so that the buffer can be handed
+    // over whole (a super-segment spans several).
+    let front = cx.iface.tcp_ref().connection(h).and_then(|k| k.recv_front());
+    let in_place = front.and_then(|f| {
+        let chunk = f.chunks().next()?;
+        cx.steering.locate(c.key, chunk.as_ptr() as usize, chunk.len()).map(|_| chunk.len())
+    });
+    let want = in_place.map_or(b.len as usize, |n| n.min(b.len as usize));
+    match cx.iface.tcp().recv_buf(h, want, cx.now) {
+        Ok(Some(data)) => match received_in_place(c, cx.steering, b, data) {
+            Ok(swapped) => {
+                cx.stats.rx_payload_in_place += u64::from(swapped.len);
+                let n = swapped.len;
+                Ok(Some(Done { swapped: Some(swapped), ..Done::received(u64::from(n), 0, n) }))
+            }
+            Err(data) => {
+                let n = copy_to_region(c.pool, b, &data)?;
+                cx.stats.rx_payload_copied += u64::from(n);
+                Ok(Some(Done::received(u64::from(n), 0, n)))
+            }
+        },
+        Ok(None) => Ok(Some(Done::received(0, 0, 0))),
+        Err(EngineError::WouldBlock) => blocked(req),
+        Err(e) => Err(engine_errno(e)),
+    }
+}
+
+/// `SHUTDOWN`: the sending side ends (a FIN after what is queued).
+pub(super) fn shutdown(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
+    let h = c.sockets.tcp(req.socket)?;
+    cx.iface.tcp().shutdown(h, cx.now).map_err(engine_errno)?;
+    Ok(Some(Done::value(0)))
+}

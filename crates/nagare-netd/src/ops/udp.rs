@@ -1,0 +1,88 @@
+//! UDP: bind, sendto, recvfrom.
+//!
+//! A datagram goes out in place (the client's buffer lent to the engine,
+//! completed when the engine lets go) when the client lends it and it
+//! leaves netd; otherwise the engine copies it. A received datagram is
+//! handed over in place or copied (`deliver`); the result is its whole
+//! length, the completion's piece what fit.
+
+use super::deliver::{copy_to_region, received_in_place};
+use super::{address, blocked, buffer, engine_errno, payload, Caller, Context, Done, Outcome};
+use crate::sockets::Sock;
+use crate::steering::UDP;
+use nagare_request::{encode_addr, Completion, Piece, Request};
+
+/// `UDP_BIND`: a socket on `aux[0]` (port 0: an ephemeral one).
+pub(super) fn bind(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
+    let local = address(req.aux[0])?;
+    let h = cx.iface.udp().bind(local).map_err(engine_errno)?;
+    let local = cx.iface.udp_ref().socket(h).map_or(local, |u| u.local());
+    let id = c.sockets.add(Sock::Udp(h), cx.config.max_sockets).inspect_err(|_| {
+        let _ = cx.iface.udp().close(h);
+    })?;
+    c.sockets.claim_port(cx.steering, id, UDP, local.port());
+    Ok(Some(Done::with_addr(u64::from(id), encode_addr(local))))
+}
+
+/// `SENDTO`: the buffer's bytes to `aux[0]`.
+pub(super) fn send_to(
+    cx: &mut Context<'_>,
+    c: &mut Caller<'_>,
+    req: &Request,
+    buf: Option<nagare_ipc::BufRef>,
+) -> Outcome {
+    let h = c.sockets.udp(req.socket)?;
+    let dst = address(req.aux[0])?;
+    let b = buffer(buf)?;
+    // Zero copy unless the datagram stays here: a receiving socket's queue
+    // could hold the sender's buffer indefinitely.
+    if req.lends() && !cx.iface.has_address(*dst.ip()) && b.len > 0 {
+        let taken = req.trace_time().map(|_| nagare_ipc::monotonic_ns());
+        let mut done = Completion::ok(req, u64::from(b.len));
+        done.piece = Some(Piece { buffer: b.index, offset: b.offset, len: b.len });
+        let packet = cx.lending.lend(c.key, c.pool, b.index, b.offset, b.len, done.encode()).ok_or(libc::EFAULT)?;
+        if let Err(e) = cx.iface.udp().send_buf(h, packet, dst, cx.now) {
+            cx.lending.unlend(c.key, b.index);
+            return Err(engine_errno(e));
+        }
+        if let (Some(posted), Some(taken)) = (req.trace_time(), taken) {
+            cx.lending.trace(c.key, b.index, posted, taken, nagare_ipc::monotonic_ns());
+        }
+        cx.stats.sends_in_place += 1;
+        cx.stats.tx_payload_in_place += u64::from(b.len);
+        return Ok(Some(Done::lent(u64::from(b.len))));
+    }
+    let view = payload(c.pool, buf)?;
+    // SAFETY: payload the engine copies and sums, never interprets; a
+    // client racing its own buffer changes only its datagram.
+    cx.iface.udp().send_to(h, unsafe { view.as_slice() }, dst, cx.now).map_err(engine_errno)?;
+    cx.stats.tx_payload_copied += view.len() as u64;
+    Ok(Some(Done::value(view.len() as u64)))
+}
+
+/// `RECVFROM`: the next datagram into the buffer, or wait for one.
+pub(super) fn recv_from(
+    cx: &mut Context<'_>,
+    c: &mut Caller<'_>,
+    req: &Request,
+    buf: Option<nagare_ipc::BufRef>,
+) -> Outcome {
+    let h = c.sockets.udp(req.socket)?;
+    let b = buffer(buf)?;
+    let Some(d) = cx.iface.udp().recv(h).map_err(engine_errno)? else { return blocked(req) };
+    // The result is the datagram's whole length (as with MSG_TRUNC); the
+    // piece's length what fit.
+    let whole = d.payload.len() as u64;
+    let source = encode_addr(d.source);
+    match received_in_place(c, cx.steering, b, d.payload) {
+        Ok(swapped) => {
+            cx.stats.rx_payload_in_place += u64::from(swapped.len);
+            Ok(Some(Done { swapped: Some(swapped), ..Done::received(whole, source, swapped.len) }))
+        }
+        Err(payload) => {
+            let n = copy_to_region(c.pool, b, &payload)?;
+            cx.stats.rx_payload_copied += u64::from(n);
+            Ok(Some(Done::received(whole, source, n)))
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! One client's turn: its waiting requests run again first (the engine
+//! may have what they wait for), then new ones are taken, as many as its
+//! completion ring has room for; and, once every client has had its turn,
+//! waiting `STAT` requests are answered.
+//!
+//! What becomes of a request after it ran is decided in one place
+//! ([`attempt`]), for a new request and a waiting one alike:
+//!
+//! - order: a stream's sends and its shutdown go in the order they came;
+//!   one waits (without running) while an earlier send on its socket
+//!   waits;
+//! - waiting: a new request may wait if it holds a buffer (bounded by the
+//!   client's pool) or there is room among `max_pending`; otherwise it
+//!   fails with `ENOBUFS`. A waiting request fails once its time limit has
+//!   passed (`EAGAIN`; a connect `ETIMEDOUT`, its half-open connection
+//!   reset);
+//! - lending: a request whose buffer the engine now holds completes when
+//!   the engine lets go (`crate::returns`); one that completes on accept
+//!   also completes now, without its buffer;
+//! - binds: a bind or listen on a port that left another client is
+//!   answered only once the driver can no longer steer that port's frames
+//!   to the other client.
+
+use crate::ops::{execute, Context, Done, Outcome};
+use crate::session::{Pending, Session};
+use crate::sockets::Sock;
+use crate::stats::NetdStats;
+use nagare_ipc::Descriptor;
+use nagare_request::{Op, Request};
+
+/// Requests taken from one client per turn.
+const REQ_BATCH: usize = 64;
+
+/// Where a request is in its life.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Age {
+    /// Just taken from the ring.
+    New,
+    /// Waiting since an earlier turn.
+    Waiting,
+}
+
+/// Runs one client's waiting and new requests and posts completions.
+/// Returns whether anything happened.
+pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>) -> bool {
+    if s.doomed.is_some() {
+        return false;
+    }
+    s.release_settled(cx.steering);
+    let mut work = false;
+    let mut waiting = s.begin_retry();
+    for p in waiting.drain(..) {
+        work |= attempt(s, cx, p, Age::Waiting);
+    }
+    s.end_retry(waiting);
+    let Some(budget) = s.request_budget(REQ_BATCH) else { return true };
+    if budget == 0 {
+        if s.requests_broken() {
+            return true;
+        }
+    } else {
+        let mut descs = [Descriptor::default(); REQ_BATCH];
+        let Some(n) = s.take_requests(&mut descs[..budget]) else { return true };
+        for d in &descs[..n] {
+            work = true;
+            let req = match Request::decode(d) {
+                Ok(req) => req,
+                Err(e) => {
+                    cx.stats.bad_descriptors += 1;
+                    s.refuse(d, e);
+                    continue;
+                }
+            };
+            cx.stats.requests += 1;
+            let Ok(buf) = s.pool.take(d) else {
+                cx.stats.bad_buffers += 1;
+                s.refuse_buffer(&req);
+                continue;
+            };
+            if req.op == Op::Connect && s.pending.len() >= cx.config.max_pending {
+                // A connect that might wait must have room to: refused
+                // before it creates a connection.
+                s.finish(&req, buf, Err(libc::ENOBUFS));
+                continue;
+            }
+            let deadline = req.wait_limit().map(|w| cx.now + w);
+            attempt(s, cx, Pending { req, buf, deadline }, Age::New);
+        }
+        if s.bad > cx.config.max_bad {
+            s.doomed = Some("too many bad descriptors");
+        }
+    }
+    s.flush(cx.stats);
+    work
+}
+
+/// Runs request `p` (unless it must keep its place behind a send) and
+/// decides what becomes of it. Returns whether it is done with (completed,
+/// lent, held or failed) rather than waiting.
+fn attempt(s: &mut Session, cx: &mut Context<'_>, mut p: Pending, age: Age) -> bool {
+    if stream_ordered(p.req.op) && s.send_waits(p.req.socket) {
+        // Behind an earlier send of its stream.
+        if age == Age::New && p.req.nonblocking() {
+            s.finish(&p.req, p.buf, Err(libc::EAGAIN));
+            return true;
+        }
+        return wait(s, cx, p, age);
+    }
+    let r = execute(cx, &mut s.caller(), &mut p.req, p.buf);
+    // A socket now on a port another client had: the bind returns once no
+    // frame sent to it can be steered into that client's region.
+    if let Some(port) = unsettled_port(s, cx, &p.req, &r) {
+        let c = s.completion(&p.req, p.buf, r);
+        s.hold(port, c);
+        cx.stats.binds_held += 1;
+        return true;
+    }
+    match r {
+        // Lent to the engine: completed when it lets go.
+        Ok(Some(Done { lent: true, value, .. })) => {
+            s.accepted(&p.req, value);
+            true
+        }
+        Ok(None) => wait(s, cx, p, age),
+        r => {
+            s.finish(&p.req, p.buf, r);
+            true
+        }
+    }
+}
+
+/// `p` has nothing yet: it waits if it may (see the module's comment),
+/// else fails. Returns whether it failed.
+fn wait(s: &mut Session, cx: &mut Context<'_>, p: Pending, age: Age) -> bool {
+    match age {
+        // A request holding a buffer is bounded by the client's pool; the
+        // others by `max_pending`.
+        Age::New if p.buf.is_some() || s.pending.len() < cx.config.max_pending => {
+            s.wait(p);
+            false
+        }
+        Age::New => {
+            s.finish(&p.req, p.buf, Err(libc::ENOBUFS));
+            true
+        }
+        Age::Waiting if p.deadline.is_some_and(|d| cx.now >= d) => {
+            let errno = if p.req.op == Op::Connect {
+                // Nobody will name the half-open connection again.
+                if let Some(Sock::Tcp(h)) = s.sockets.remove(cx.steering, p.req.socket) {
+                    let _ = cx.iface.tcp().abort(h, cx.now);
+                }
+                libc::ETIMEDOUT
+            } else {
+                libc::EAGAIN
+            };
+            s.finish(&p.req, p.buf, Err(errno));
+            true
+        }
+        Age::Waiting => {
+            s.wait(p);
+            false
+        }
+    }
+}
+
+/// The port of the socket a bind or listen just made, if the driver may
+/// still steer that port's frames to the client that had it before.
+fn unsettled_port(s: &Session, cx: &Context<'_>, req: &Request, r: &Outcome) -> Option<(u8, u16)> {
+    match (r, req.op) {
+        (Ok(Some(done)), Op::UdpBind | Op::Listen) => u32::try_from(done.value)
+            .ok()
+            .and_then(|id| s.sockets.port(id))
+            .filter(|&(proto, port)| !cx.steering.settled(proto, port)),
+        _ => None,
+    }
+}
+
+/// Ops that must not overtake a waiting send on their socket: more data,
+/// and the end of the stream. (A close does not wait: sends still waiting
+/// for room then fail, their socket gone, as data a closed socket never
+/// took.)
+fn stream_ordered(op: Op) -> bool {
+    matches!(op, Op::Send | Op::Shutdown)
+}
+
+/// Completes every waiting `STAT` request with `text` (the report, made
+/// once for all of them after every session was served: it needs them
+/// all). Returns whether any was waiting.
+pub(crate) fn answer_stat_requests<'a>(
+    sessions: impl Iterator<Item = &'a mut Session>,
+    text: &str,
+    stats: &mut NetdStats,
+) {
+    for s in sessions.filter(|s| waits_for_stat(s)) {
+        let (asked, rest): (Vec<Pending>, Vec<Pending>) =
+            std::mem::take(&mut s.pending).into_iter().partition(|p| p.req.op == Op::Stat);
+        s.pending = rest;
+        for p in asked {
+            let r = match p.buf {
+                Some(b) => {
+                    let n = text.len().min(b.len as usize);
+                    match s.pool.write(b.index, b.offset, &text.as_bytes()[..n]) {
+                        Ok(()) => Ok(Some(Done::received(n as u64, 0, n as u32))),
+                        Err(_) => Err(libc::EFAULT),
+                    }
+                }
+                None => Err(libc::EFAULT),
+            };
+            s.finish(&p.req, p.buf, r);
+        }
+        s.flush(stats);
+    }
+}
+
+/// Whether `s` has a `STAT` request waiting.
+pub(crate) fn waits_for_stat(s: &Session) -> bool {
+    s.pending.iter().any(|p| p.req.op == Op::Stat)
+}

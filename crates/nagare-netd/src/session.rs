@@ -1,0 +1,387 @@
+//! One client's session: the ends of its region's rings, its buffers, its
+//! sockets, the requests it has waiting and the completions it is owed.
+//!
+//! Invariant: a buffer a request brought is netd's (in the pool's own
+//! table) until the completion that names it is made, and a completion
+//! names it only once netd has given it back in that table
+//! ([`Session::completion`]): the client can never be handed a buffer netd
+//! or the engine still uses. Completions wait in `out` until the ring has
+//! room; netd takes a new request only while the ring has room for every
+//! completion already owed (waiting requests, queued completions, held
+//! binds) and for this one ([`Session::request_budget`]).
+//!
+//! Everything the client wrote is hostile: a ring it broke, a descriptor
+//! that does not decode or names a buffer that is not its own, dooms or
+//! refuses, and is counted; nothing it sends can make netd panic or hold
+//! more than the region's buffers and `max_pending` waiting requests.
+
+use crate::lending::Lending;
+use crate::ops::{Caller, Done, Outcome};
+use crate::report::ClientLine;
+use crate::sockets::ClientSockets;
+use crate::stats::NetdStats;
+use crate::steering::Steering;
+use nagare_core::{Instant, Interface};
+use nagare_ipc::{
+    BufRef, Consumer, Descriptor, Notifier, Pool, Producer, RendezvousError, ServerConn, SharedBytes, Waiter,
+};
+use nagare_request::{Completion, Piece, ProtoError, Request};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+/// A request that waits for the engine (data, a connection, room),
+/// holding its buffer.
+pub(crate) struct Pending {
+    pub req: Request,
+    pub buf: Option<BufRef>,
+    /// When it fails if still waiting (the request's time limit).
+    pub deadline: Option<Instant>,
+}
+
+/// One client.
+pub(crate) struct Session {
+    pub conn: ServerConn,
+    requests: Consumer,
+    completions: Producer,
+    pub pool: Pool,
+    waiter: Waiter,
+    notifier: Notifier,
+    pub sockets: ClientSockets,
+    /// Requests waiting, in the order they came.
+    pub pending: Vec<Pending>,
+    /// `pending`'s other storage: the waiting requests move from one to
+    /// the other each turn, so that a turn allocates nothing.
+    spare: Vec<Pending>,
+    /// Completions made, not yet on the ring.
+    out: Vec<Descriptor>,
+    /// Completions of binds to a port that left another client, held
+    /// until the driver can no longer steer its frames to that client.
+    held: Vec<((u8, u16), Descriptor)>,
+    /// Descriptors refused so far.
+    pub bad: u64,
+    /// Set when the client must go, with the reason.
+    pub doomed: Option<&'static str>,
+}
+
+/// What a departing client left: for netd's counters and log.
+pub(crate) struct Departure {
+    pub sockets: usize,
+    pub reclaimed: u32,
+    /// Buffers the engine still holds (lent, not leaked).
+    pub lent: u32,
+    /// Buffers still marked in use that nothing accounts for.
+    pub leaked: u32,
+}
+
+impl Session {
+    /// The session of a client that has just connected.
+    pub fn new(conn: ServerConn) -> Result<Session, RendezvousError> {
+        let requests = conn.region.consumer(0)?;
+        let completions = conn.region.producer(1)?;
+        let pool = conn.region.pool()?;
+        let waiter = Waiter::new(conn.server_wakeup.try_clone()?, Duration::ZERO);
+        let notifier = Notifier::new(conn.client_wakeup.try_clone()?);
+        let sockets = ClientSockets::new(conn.id);
+        Ok(Session {
+            conn,
+            requests,
+            completions,
+            pool,
+            waiter,
+            notifier,
+            sockets,
+            pending: Vec::new(),
+            spare: Vec::new(),
+            out: Vec::new(),
+            held: Vec::new(),
+            bad: 0,
+            doomed: None,
+        })
+    }
+
+    /// The client's key (its region's, as the driver and steering know it).
+    pub fn key(&self) -> u64 {
+        self.conn.id
+    }
+
+    /// What a request of this client runs with.
+    pub fn caller(&mut self) -> Caller<'_> {
+        Caller { key: self.conn.id, sockets: &mut self.sockets, pool: &mut self.pool }
+    }
+
+    /// netd's receive pool in the region: the buffers the region started
+    /// netd's with, taken out of the pool's free list for steering.
+    pub fn take_receive_pool(&mut self) -> Vec<(u32, SharedBytes)> {
+        let size = self.pool.buffer_size();
+        let mut pool = Vec::new();
+        while let Some(i) = self.pool.alloc() {
+            if let Ok(v) = self.pool.shared(i, 0, size) {
+                pool.push((i, v));
+            }
+        }
+        pool
+    }
+
+    /// Completions owed and not yet on the ring: one per waiting request,
+    /// queued completion and held bind.
+    fn owed(&self) -> usize {
+        self.pending.len() + self.out.len() + self.held.len()
+    }
+
+    /// How many new requests may be taken now: as many as the completion
+    /// ring has room for beyond what is owed, at most `max`; `None` if the
+    /// client broke the ring (the session is doomed).
+    pub fn request_budget(&mut self, max: usize) -> Option<usize> {
+        match self.completions.free() {
+            Ok(free) => Some((free as usize).saturating_sub(self.owed()).min(max)),
+            Err(_) => {
+                self.doomed = Some("completion ring broken");
+                None
+            }
+        }
+    }
+
+    /// Takes up to `into.len()` requests off the ring; `None` if the
+    /// client broke the ring (the session is doomed).
+    pub fn take_requests(&mut self, into: &mut [Descriptor]) -> Option<usize> {
+        match self.requests.pop_batch(into) {
+            Ok(n) => Some(n),
+            Err(_) => {
+                self.doomed = Some("request ring broken");
+                None
+            }
+        }
+    }
+
+    /// Dooms the session if the client broke its request ring; true if so.
+    /// (Checked while no request is taken, so that a broken ring ends the
+    /// session now, not whenever the client next drains its completions.)
+    pub fn requests_broken(&mut self) -> bool {
+        if self.requests.available().is_err() {
+            self.doomed = Some("request ring broken");
+            return true;
+        }
+        false
+    }
+
+    /// Moves the waiting requests out for a turn: they come back through
+    /// [`Session::wait`] as each still waits. Give the list back with
+    /// [`Session::end_retry`].
+    pub fn begin_retry(&mut self) -> Vec<Pending> {
+        let spare = std::mem::take(&mut self.spare);
+        std::mem::replace(&mut self.pending, spare)
+    }
+
+    /// The emptied list from [`Session::begin_retry`], kept for next turn.
+    pub fn end_retry(&mut self, mut list: Vec<Pending>) {
+        list.clear();
+        self.spare = list;
+    }
+
+    /// `p` waits (again).
+    pub fn wait(&mut self, p: Pending) {
+        self.pending.push(p);
+    }
+
+    /// Whether a send on `socket` waits (a later send or shutdown of the
+    /// stream must wait behind it).
+    pub fn send_waits(&self, socket: u32) -> bool {
+        self.pending.iter().any(|q| q.req.op == nagare_request::Op::Send && q.req.socket == socket)
+    }
+
+    /// Queues completion `c`.
+    pub fn post(&mut self, c: Descriptor) {
+        self.out.push(c);
+    }
+
+    /// Posts the completions that fit in the ring.
+    pub fn flush(&mut self, stats: &mut NetdStats) {
+        if !self.out.is_empty() {
+            match self.notifier.push_batch(&mut self.completions, &self.out) {
+                Ok(n) => {
+                    stats.completions += n as u64;
+                    self.out.drain(..n);
+                }
+                Err(_) => self.doomed = Some("completion ring broken"),
+            }
+        }
+    }
+
+    /// Queues the completion of `req`, handing its buffer back.
+    pub fn finish(&mut self, req: &Request, buf: Option<BufRef>, r: Outcome) {
+        let c = self.completion(req, buf, r);
+        self.out.push(c);
+    }
+
+    /// A request whose buffer the engine now holds: one that completes on
+    /// accept completes now, without its buffer (which comes back with the
+    /// completion posted when the engine lets go).
+    pub fn accepted(&mut self, req: &Request, value: u64) {
+        if req.completes_on_accept() {
+            self.out.push(Completion::ok(req, value).encode());
+        }
+    }
+
+    /// The completion of `req`; its buffer is handed back.
+    pub fn completion(&mut self, req: &Request, buf: Option<BufRef>, r: Outcome) -> Descriptor {
+        // A receive completed in place hands over the buffer its data lies
+        // in; the request's stays with netd.
+        let buf = match &r {
+            Ok(Some(Done { swapped: Some(b), .. })) => Some(*b),
+            _ => buf,
+        };
+        let mut c = match r {
+            Ok(Some(d)) => {
+                let mut c = Completion::ok(req, d.value);
+                c.aux[1] = d.addr;
+                c.aux[2] = d.extra;
+                c.piece = buf.map(|b| Piece { buffer: b.index, offset: b.offset, len: d.len.unwrap_or(b.len) });
+                c
+            }
+            Ok(None) => Completion::err(req, libc::EAGAIN),
+            Err(e) => Completion::err(req, e),
+        };
+        if let Some(b) = buf {
+            if c.piece.is_none() {
+                c.piece = Some(Piece { buffer: b.index, offset: b.offset, len: 0 });
+            }
+            if self.pool.give(b.index).is_err() {
+                c.piece = None;
+            }
+        }
+        c.encode()
+    }
+
+    /// Refuses a descriptor that did not decode; a buffer it validly named
+    /// is handed straight back, so a bad request does not strand it.
+    pub fn refuse(&mut self, d: &Descriptor, e: ProtoError) {
+        self.bad += 1;
+        let mut c = Completion::refused(d, e.errno());
+        if let Ok(Some(b)) = self.pool.take(d) {
+            if self.pool.give(b.index).is_ok() {
+                c.piece = Some(Piece { buffer: b.index, offset: b.offset, len: 0 });
+            }
+        }
+        self.out.push(c.encode());
+    }
+
+    /// Refuses a request that names a buffer that is not the client's, or
+    /// an extent outside it.
+    pub fn refuse_buffer(&mut self, req: &Request) {
+        self.bad += 1;
+        self.out.push(Completion::err(req, libc::EFAULT).encode());
+    }
+
+    /// Holds completion `c` of a bind to `port` until the driver has
+    /// applied the port's change of hands.
+    pub fn hold(&mut self, port: (u8, u16), c: Descriptor) {
+        self.held.push((port, c));
+    }
+
+    /// Queues the held completions whose port the driver has let go of.
+    pub fn release_settled(&mut self, steering: &Steering) {
+        if !self.held.is_empty() {
+            let out = &mut self.out;
+            self.held.retain(|&((proto, port), c)| {
+                let wait = !steering.settled(proto, port);
+                if !wait {
+                    out.push(c);
+                }
+                wait
+            });
+        }
+    }
+
+    /// Before netd sleeps: whether this client has requests netd would
+    /// take now. A client whose completion ring is full does not count (its
+    /// requests cannot be taken before it drains, so they must not keep
+    /// netd awake; its wake-up or the sleep's timeout brings netd back).
+    /// A broken request ring dooms the session and counts.
+    pub fn prepare_sleep(&mut self) -> bool {
+        if self.completions.free().is_ok_and(|f| (f as usize) <= self.owed()) {
+            return false;
+        }
+        match self.waiter.prepare_sleep(&mut self.requests) {
+            Ok(Some(_)) => true,
+            Ok(None) => false,
+            Err(_) => {
+                self.doomed = Some("request ring broken");
+                true
+            }
+        }
+    }
+
+    /// What netd's sleep watches for this client: its wake-up and its
+    /// liveness socket.
+    pub fn sleep_fds(&self) -> [RawFd; 2] {
+        [self.waiter.fd().as_raw_fd(), self.conn.liveness_fd().as_raw_fd()]
+    }
+
+    /// After netd's sleep: `woken` its wake-up fired, `hung_up` its
+    /// liveness socket did.
+    pub fn after_sleep(&mut self, woken: bool, hung_up: bool) {
+        if woken {
+            let _ = self.waiter.woke(&self.requests);
+        } else {
+            self.waiter.set_polling(&self.requests);
+        }
+        if hung_up && self.conn.peer_gone() {
+            self.doomed = Some("gone");
+        }
+    }
+
+    /// Dooms the session if the client has gone (exit or death).
+    pub fn notice_gone(&mut self) {
+        if self.doomed.is_none() && self.conn.peer_gone() {
+            self.doomed = Some("gone");
+        }
+    }
+
+    /// The client's line in the report.
+    pub fn client_line(&self, steering: &Steering) -> ClientLine {
+        let counts = self.sockets.counts();
+        let (_, netd_held, client_held) = self.pool.counts();
+        let receive = steering.pool_size(self.conn.id) as u32;
+        ClientLine {
+            id: self.conn.id,
+            pid: self.conn.cred.pid,
+            uid: self.conn.cred.uid,
+            tcp: counts.tcp,
+            listeners: counts.listeners,
+            udp: counts.udp,
+            echo: counts.echo,
+            pending: self.pending.len(),
+            buffers_client: client_held,
+            buffers_netd: netd_held.saturating_sub(receive),
+            buffers_receive: receive,
+            buffers_total: self.pool.len(),
+            bad: self.bad,
+        }
+    }
+
+    /// The client leaves: its sockets are reset or closed, its ports
+    /// unsteered, the buffers of its waiting requests and every buffer it
+    /// held reclaimed, and it is forgotten by lending and steering.
+    pub fn leave(&mut self, iface: &mut Interface, lending: &Lending, steering: &Steering, now: Instant) -> Departure {
+        let sockets = self.sockets.len();
+        for sock in self.sockets.drain(steering) {
+            let _ = sock.reset(iface, now);
+        }
+        for p in self.pending.drain(..) {
+            if let Some(b) = p.buf {
+                let _ = self.pool.release(b.index);
+            }
+        }
+        let reclaimed = self.pool.reclaim_peer();
+        // Buffers the engine still holds are lent, not leaked: their views
+        // keep the region mapped until the engine lets go. So are netd's
+        // own receive buffers in the region.
+        let lent = lending.lent_by(self.conn.id) as u32;
+        let receive = steering.pool_size(self.conn.id) as u32;
+        let (_, in_use, _) = self.pool.counts();
+        let leaked = in_use.saturating_sub(lent + receive);
+        lending.remove_client(self.conn.id);
+        steering.remove_client(self.conn.id);
+        Departure { sockets, reclaimed, lent, leaked }
+    }
+}

@@ -1,0 +1,49 @@
+//! netd's counters: what it served, what it refused, and what it took back
+//! from clients that left. Each counts one kind of event and only grows;
+//! `nagare stat` shows every one of them.
+
+/// netd's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NetdStats {
+    /// Clients admitted.
+    pub clients_accepted: u64,
+    /// Rendezvous that failed or were refused.
+    pub clients_refused: u64,
+    /// Clients whose socket closed (exit or death).
+    pub clients_gone: u64,
+    /// Clients disconnected for breaking a ring or too many bad descriptors.
+    pub clients_broken: u64,
+    /// Requests decoded and run.
+    pub requests: u64,
+    /// Completions posted.
+    pub completions: u64,
+    /// Descriptors refused by the protocol check.
+    pub bad_descriptors: u64,
+    /// Descriptors naming a buffer the client does not own, or a bad extent.
+    pub bad_buffers: u64,
+    /// Sockets closed or reset because their client went away.
+    pub sockets_reclaimed: u64,
+    /// Buffers returned from departed clients.
+    pub buffers_reclaimed: u64,
+    /// Buffers a departed client's table still showed in use (should be 0).
+    pub buffers_leaked: u64,
+    /// Device errors (counted and waited out).
+    pub device_errors: u64,
+    /// Times the loop slept.
+    pub sleeps: u64,
+    /// Datagrams sent without a copy: the application's buffer lent to the
+    /// engine and named in place to the driver.
+    pub sends_in_place: u64,
+    /// Payload bytes copied on the way out (TCP, ping, local datagrams).
+    pub tx_payload_copied: u64,
+    /// Payload bytes sent without a copy.
+    pub tx_payload_in_place: u64,
+    /// Payload bytes copied into applications' buffers on the way in.
+    pub rx_payload_copied: u64,
+    /// Payload bytes received without a copy: steered into the client's
+    /// region by the driver and handed over in the buffer they lie in.
+    pub rx_payload_in_place: u64,
+    /// Binds to a port another client had, answered only once the driver
+    /// had applied the port's change of hands.
+    pub binds_held: u64,
+}

@@ -1,0 +1,319 @@
+//! netd driven in a thread of the test (`support`), inline and with a
+//! driver thread: clients of one netd talk to each other, a client that
+//! dies is cleaned up after, bad requests get their errno, the report
+//! tells the truth, and frames cross a simulated link to a peer.
+
+mod support;
+
+use nagare::net::{TcpListener, TcpStream, UdpSocket};
+use nagare_netd::{encode_addr, Op, Placement};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4};
+use support::{
+    stat_value, wait_for_report, NetdThread, RawClient, Wire, BUFFERS, ECHO_PORT, LIMIT, NETD_ADDR, PEER_ADDR,
+    RECEIVE_POOL,
+};
+
+const PLACEMENTS: [Placement; 2] = [Placement::Inline, Placement::Single];
+
+fn at(port: u16) -> SocketAddrV4 {
+    SocketAddrV4::new(NETD_ADDR, port)
+}
+
+/// Two clients of one netd, each with a UDP socket: a datagram goes one
+/// way and its answer the other, byte for byte, each from the sender's
+/// address.
+#[test]
+fn a_datagram_goes_between_two_clients_and_back() {
+    for placement in PLACEMENTS {
+        let netd = NetdThread::start(placement, Wire::Loopback);
+        let (one, two) = (netd.connect(), netd.connect());
+        let a = UdpSocket::bind_via(&one, at(0)).expect("bind a");
+        let b = UdpSocket::bind_via(&two, at(9300)).expect("bind b");
+        a.set_read_timeout(Some(LIMIT)).unwrap();
+        b.set_read_timeout(Some(LIMIT)).unwrap();
+        let question: Vec<u8> = (0..1200u32).map(|i| (i * 7) as u8).collect();
+        assert_eq!(a.send_to(&question, at(9300)).expect("send"), question.len());
+        let mut got = [0u8; 2048];
+        let (n, from) = b.recv_from(&mut got).expect("b receives");
+        assert_eq!(&got[..n], &question[..], "{placement:?}");
+        assert_eq!(from, a.local_addr().unwrap(), "{placement:?}");
+        b.send_to(b"answer", from).expect("answer");
+        let (n, from) = a.recv_from(&mut got).expect("a receives the answer");
+        assert_eq!(&got[..n], b"answer", "{placement:?}");
+        assert_eq!(from, SocketAddr::V4(at(9300)), "{placement:?}");
+        drop((a, b, one, two));
+        let done = netd.stop();
+        assert_eq!(done.stats.buffers_leaked, 0, "{:?}", done.stats);
+        assert_eq!(done.clients, 0);
+    }
+}
+
+/// Two clients of one netd: one listens and accepts, the other connects;
+/// 256 KiB go one way and come back, byte for byte; the connecting side
+/// shuts down, the accepting side reads the end of the stream, and both
+/// close.
+#[test]
+fn a_stream_connects_carries_bytes_both_ways_and_closes() {
+    for placement in PLACEMENTS {
+        let netd = NetdThread::start(placement, Wire::Loopback);
+        let (server_side, client_side) = (netd.connect(), netd.connect());
+        let listener = TcpListener::bind_via(&server_side, at(9400)).expect("listen");
+        let server = std::thread::spawn(move || -> std::io::Result<(Vec<u8>, SocketAddr)> {
+            let (mut s, peer) = listener.accept()?;
+            s.set_read_timeout(Some(LIMIT))?;
+            let mut got = Vec::new();
+            let mut buf = [0u8; 8192];
+            loop {
+                let n = s.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+                s.write_all(&buf[..n])?;
+            }
+            s.shutdown(Shutdown::Write)?;
+            Ok((got, peer))
+        });
+        let mut c = TcpStream::connect_timeout_via(&client_side, &SocketAddr::V4(at(9400)), LIMIT).expect("connect");
+        c.set_read_timeout(Some(LIMIT)).unwrap();
+        let data: Vec<u8> = (0..256 * 1024u32).map(|i| (i % 251) as u8).collect();
+        let mut echoed = Vec::new();
+        for chunk in data.chunks(16 * 1024) {
+            c.write_all(chunk).expect("write");
+            // Each chunk back before the next, so that neither side's
+            // buffers fill while the other writes.
+            let mut back = vec![0u8; chunk.len()];
+            c.read_exact(&mut back).expect("read the echo");
+            echoed.extend_from_slice(&back);
+        }
+        c.shutdown(Shutdown::Write).expect("shutdown");
+        let mut rest = [0u8; 16];
+        assert_eq!(c.read(&mut rest).expect("the end of the stream"), 0, "{placement:?}");
+        let (got, peer) = server.join().expect("the accepting thread").expect("the accepting side");
+        assert_eq!(got.len(), data.len(), "{placement:?}");
+        assert!(got == data, "the accepting side got other bytes ({placement:?})");
+        assert!(echoed == data, "the connecting side got other bytes back ({placement:?})");
+        assert_eq!(peer, c.local_addr().unwrap(), "{placement:?}");
+        drop(c);
+        // Both sockets are closed: the stat shows none left.
+        let report = wait_for_report(&client_side, "sockets left after both closed", |r| {
+            r.lines().filter(|l| l.starts_with("client ")).all(|l| stat_value(l, " sockets ") == Some(0))
+        });
+        assert_eq!(stat_value(&report, " clients "), Some(2), "{report}");
+        drop((server_side, client_side));
+        let done = netd.stop();
+        assert_eq!(done.stats.buffers_leaked, 0, "{:?}", done.stats);
+    }
+}
+
+/// A client binds a UDP port, listens on a TCP port, connects to it, and
+/// leaves a receive waiting with one of its buffers; then it dies (its
+/// connection drops, nothing closed). netd counts it gone, closes its 3
+/// sockets, takes back every buffer it held (none leaked), the ports can
+/// be bound again, and the engine's pool is back where it was.
+#[test]
+fn a_client_that_dies_leaves_nothing_behind() {
+    for placement in PLACEMENTS {
+        let netd = NetdThread::start(placement, Wire::Loopback);
+        let good = netd.connect();
+        let baseline = stat_value(&good.stat().unwrap(), "engine buffers in_use ").expect("engine buffers");
+
+        let mut doomed = RawClient::connect(&netd);
+        let ours = BUFFERS - if placement == Placement::Inline { 0 } else { RECEIVE_POOL };
+        assert_eq!(doomed.buffers_held(), ours, "{placement:?}");
+        let mut bind = doomed.request(Op::UdpBind);
+        bind.aux[0] = encode_addr(at(9500));
+        let udp = doomed.call(bind).result().expect("bind") as u32;
+        let mut listen = doomed.request(Op::Listen);
+        listen.aux[0] = encode_addr(at(9501));
+        listen.aux[1] = 4;
+        doomed.call(listen).result().expect("listen");
+        let mut connect = doomed.request(Op::Connect);
+        connect.aux[0] = encode_addr(at(9501));
+        doomed.call(connect).result().expect("connect");
+        let mut recv = doomed.request(Op::RecvFrom);
+        recv.socket = udp;
+        recv.piece = Some(doomed.give(&[], 2048));
+        doomed.post(recv.encode());
+        wait_for_report(&good, "the doomed client's receive did not wait", |r| {
+            r.lines().any(|l| {
+                l.starts_with("client ")
+                    && stat_value(l, " sockets ") == Some(3)
+                    && stat_value(l, " pending ") == Some(1)
+            })
+        });
+        drop(doomed);
+
+        let report = wait_for_report(&good, "netd did not let the dead client go", |r| {
+            stat_value(r, " clients ") == Some(1) && stat_value(r, "netd clients_gone ") == Some(1)
+        });
+        assert_eq!(stat_value(&report, "netd sockets_reclaimed "), Some(3), "{report}");
+        // Its buffers: every one the client held, and the one its receive
+        // had given netd (released, not reclaimed).
+        assert_eq!(stat_value(&report, "netd buffers_reclaimed "), Some(u64::from(ours) - 1), "{report}");
+        assert_eq!(stat_value(&report, "netd buffers_leaked "), Some(0), "{report}");
+        let udp = UdpSocket::bind_via(&good, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9500));
+        assert!(udp.is_ok(), "UDP port 9500 still taken: {:?}", udp.err());
+        let tcp = TcpListener::bind_via(&good, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9501));
+        assert!(tcp.is_ok(), "TCP port 9501 still taken: {:?}", tcp.err());
+        wait_for_report(&good, "the engine's pool holds what the dead client left", |r| {
+            stat_value(r, "engine buffers in_use ").is_some_and(|n| n <= baseline)
+        });
+        drop((udp, tcp));
+        // Stopped with the well-behaved client still connected: only the
+        // dead one is counted gone.
+        let done = netd.stop();
+        drop(good);
+        assert_eq!(done.stats.clients_gone, 1, "{:?}", done.stats);
+        assert_eq!(done.clients, 0, "sessions left after netd stopped");
+        assert_eq!(done.stats.buffers_leaked, 0, "{:?}", done.stats);
+        assert!(done.engine_in_use as u64 <= baseline, "engine buffers in use {} > {baseline}", done.engine_in_use);
+    }
+}
+
+/// Requests that name no socket of the client, a socket of the wrong kind,
+/// a buffer the client did not hand over, a port in use, or an op that
+/// does not exist: each gets its errno (and its buffer back), the client
+/// stays connected, and netd goes on serving it and others.
+#[test]
+fn a_bad_request_gets_its_errno_and_netd_keeps_serving() {
+    for placement in PLACEMENTS {
+        let netd = NetdThread::start(placement, Wire::Loopback);
+        let mut raw = RawClient::connect(&netd);
+        let held = raw.buffers_held();
+
+        let mut recv = raw.request(Op::RecvFrom);
+        recv.socket = 4242;
+        recv.piece = Some(raw.give(&[], 512));
+        let (c, _) = raw.call_raw(recv.encode());
+        assert_eq!(c.result(), Err(libc::EBADF), "a receive on no socket");
+        assert!(c.piece.is_some(), "the buffer comes back with the refusal");
+        let mut close = raw.request(Op::Close);
+        close.socket = 4242;
+        assert_eq!(raw.call(close).result(), Err(libc::EBADF), "a close of no socket");
+
+        let mut bind = raw.request(Op::UdpBind);
+        bind.aux[0] = encode_addr(at(9600));
+        let udp = raw.call(bind).result().expect("bind") as u32;
+        let mut again = raw.request(Op::UdpBind);
+        again.aux[0] = encode_addr(at(9600));
+        assert_eq!(raw.call(again).result(), Err(libc::EADDRINUSE), "a second bind to one port");
+        for (op, errno) in [
+            (Op::Recv, libc::EOPNOTSUPP),
+            (Op::Shutdown, libc::EOPNOTSUPP),
+            (Op::Accept, libc::EINVAL),
+            (Op::EchoRecv, libc::EOPNOTSUPP),
+        ] {
+            let mut r = raw.request(op);
+            r.socket = udp;
+            if op == Op::Recv {
+                r.piece = Some(raw.give(&[], 512));
+            }
+            assert_eq!(raw.call(r).result(), Err(errno), "{op:?} on a UDP socket");
+        }
+        // Buffers the client cannot hand over: one past its region, and an
+        // extent past a buffer's end.
+        for (buffer, offset, len) in [(BUFFERS + 5, 0, 4), (0, 16_000, 1000)] {
+            let mut send = raw.request(Op::SendTo);
+            send.socket = udp;
+            send.aux[0] = encode_addr(at(9600));
+            send.piece = Some(nagare_netd::Piece { buffer, offset, len });
+            assert_eq!(raw.call(send).result(), Err(libc::EFAULT), "buffer {buffer} at {offset} for {len}");
+        }
+        // An op that does not exist, as a raw descriptor.
+        let mut junk = raw.request(Op::Nop).encode();
+        junk.kind = 0x7777;
+        let (c, _) = raw.call_raw(junk);
+        assert_eq!(c.result(), Err(libc::EOPNOTSUPP), "an unknown op");
+
+        // The client is served still: a datagram to itself.
+        let mut send = raw.request(Op::SendTo);
+        send.socket = udp;
+        send.aux[0] = encode_addr(at(9600));
+        send.piece = Some(raw.give(b"still here", 10));
+        assert_eq!(raw.call(send).result(), Ok(10));
+        let mut recv = raw.request(Op::RecvFrom);
+        recv.socket = udp;
+        recv.piece = Some(raw.give(&[], 512));
+        let (c, bytes) = raw.call_raw(recv.encode());
+        assert_eq!(c.result(), Ok(10));
+        assert_eq!(bytes, b"still here");
+        assert_eq!(raw.buffers_held(), held, "every buffer came back");
+        // And so is another client, and the report counts what was bad.
+        let other = netd.connect();
+        let report = other.stat().expect("stat");
+        assert_eq!(stat_value(&report, "netd bad_descriptors "), Some(1), "{report}");
+        assert_eq!(stat_value(&report, "netd bad_buffers "), Some(2), "{report}");
+        assert_eq!(stat_value(&report, "netd clients_broken "), Some(0), "{report}");
+        let line = report.lines().find(|l| l.contains(" sockets 1 ")).expect("the raw client's line");
+        assert_eq!(stat_value(line, " bad "), Some(3), "{line}");
+        assert!(netd.running());
+        drop((raw, other));
+        netd.stop();
+    }
+}
+
+/// The report: netd's placement and link, one line per client with its
+/// sockets by kind, and the counters.
+#[test]
+fn the_report_shows_clients_sockets_and_counters() {
+    for placement in PLACEMENTS {
+        let netd = NetdThread::start(placement, Wire::Loopback);
+        let client = netd.connect();
+        let _udp = UdpSocket::bind_via(&client, at(9700)).expect("bind");
+        let _listener = TcpListener::bind_via(&client, at(9701)).expect("listen");
+        let report = client.stat().expect("stat");
+        let name = if placement == Placement::Inline { "inline" } else { "single" };
+        assert!(
+            report.starts_with(&format!("netd pid {} ", std::process::id())),
+            "netd runs in this process:\n{report}"
+        );
+        assert!(report.contains(&format!(" placement {name} link netd test clients 1\n")), "{report}");
+        let line = report.lines().find(|l| l.starts_with("client ")).expect("a client line");
+        assert!(line.contains(" sockets 2 tcp 0 listeners 1 udp 1 echo 0 pending 1 "), "{line}");
+        // SAFETY: getuid has no preconditions.
+        let uid = unsafe { libc::getuid() };
+        assert_eq!(stat_value(line, " uid "), Some(u64::from(uid)), "{line}");
+        // The bind, the listen and this stat.
+        assert_eq!(stat_value(&report, "netd requests "), Some(3), "{report}");
+        assert_eq!(report.contains("\ndriver pid "), placement == Placement::Single, "{report}");
+        assert!(report.contains("\nengine buffers in_use "), "{report}");
+    }
+}
+
+/// netd's frames cross a simulated link (ARP, then IPv4) to a peer engine
+/// that echoes on port 7: a datagram and a stream come back intact, so
+/// the loop's device receive and transmit carry both ways.
+#[test]
+fn frames_cross_a_simulated_link_to_a_peer_and_back() {
+    let netd = NetdThread::start(Placement::Inline, Wire::PeerLink);
+    let client = netd.connect();
+    let echo = SocketAddrV4::new(PEER_ADDR, ECHO_PORT);
+    let udp = UdpSocket::bind_via(&client, at(0)).expect("bind");
+    udp.set_read_timeout(Some(LIMIT)).unwrap();
+    let datagram: Vec<u8> = (0..3000u32).map(|i| (i % 253) as u8).collect();
+    udp.send_to(&datagram, echo).expect("send");
+    let mut got = vec![0u8; 4096];
+    let (n, from) = udp.recv_from(&mut got).expect("the echo");
+    assert_eq!(&got[..n], &datagram[..], "a fragmented datagram comes back whole");
+    assert_eq!(from, SocketAddr::V4(echo));
+
+    let mut stream = TcpStream::connect_timeout_via(&client, &SocketAddr::V4(echo), LIMIT).expect("connect");
+    stream.set_read_timeout(Some(LIMIT)).unwrap();
+    let data: Vec<u8> = (0..64 * 1024u32).map(|i| (i % 249) as u8).collect();
+    stream.write_all(&data).expect("write");
+    let mut back = vec![0u8; data.len()];
+    stream.read_exact(&mut back).expect("the echoed stream");
+    assert!(back == data, "the stream came back changed");
+    stream.shutdown(Shutdown::Write).unwrap();
+    let mut rest = [0u8; 16];
+    assert_eq!(stream.read(&mut rest).expect("the end of the stream"), 0);
+
+    let report = client.stat().unwrap();
+    assert!(stat_value(&report, "engine rx_frames ").is_some_and(|n| n > 40), "{report}");
+    drop((udp, stream, client));
+    let done = netd.stop();
+    assert_eq!(done.stats.device_errors, 0, "{:?}", done.stats);
+    assert_eq!(done.stats.buffers_leaked, 0, "{:?}", done.stats);
+}

@@ -1,0 +1,380 @@
+//! A netd in a thread of the test, and clients for it: the client library
+//! (`nagare`) and a raw client that writes request descriptors itself.
+//!
+//! netd's device is a loopback device (frames netd sends come back to it;
+//! two clients of one netd talk through its own address, which the engine
+//! delivers locally) or one end of a simulated link whose other end is a
+//! peer engine stepped from netd's own loop (`Netd::run_with`), answering
+//! UDP and TCP on its port 7 with what it got. In driver placement the
+//! driver is a thread of the test too. Nothing needs root, a binary or a
+//! network namespace; every wait is bounded.
+
+#![allow(dead_code)]
+
+use nagare_core::buf::{BufferPool, PacketBuf};
+use nagare_core::tcp::{TcpHandle, TcpListenerHandle};
+use nagare_core::{Capabilities, Instant as EngineInstant, Interface, InterfaceConfig, UdpHandle};
+use nagare_dev::{Device, LinkConfig, Loopback, MonotonicClock, SimLink, SimPort};
+use nagare_ipc::rendezvous::Client;
+use nagare_ipc::{Consumer, Descriptor, Notifier, Pool, Producer, Waiter};
+use nagare_netd::driver::{serve, DriverHandle, DriverLink};
+use nagare_netd::{Completion, Netd, NetdConfig, NetdStats, Piece, Placement, Request};
+use nagare_wire::EthernetAddress;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// netd's address.
+pub const NETD_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+/// The peer's address, at the other end of the simulated link.
+pub const PEER_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+/// The peer's echo port (UDP and TCP).
+pub const ECHO_PORT: u16 = 7;
+/// Buffers of each client region, and of them netd's receive pool in
+/// driver placement (none inline).
+pub const BUFFERS: u32 = 32;
+pub const RECEIVE_POOL: u32 = 8;
+/// Slots of each client ring.
+pub const RING_SLOTS: u32 = 64;
+/// The longest any step of a test waits.
+pub const LIMIT: Duration = Duration::from_secs(5);
+
+/// What netd sends its frames into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wire {
+    /// A loopback device.
+    Loopback,
+    /// A simulated link to an echoing peer (inline placement only: the
+    /// link's two ends live in one thread).
+    PeerLink,
+}
+
+/// What netd's thread reports once its loop has stopped.
+#[derive(Debug)]
+pub struct Final {
+    pub stats: NetdStats,
+    pub engine_in_use: usize,
+    pub clients: usize,
+}
+
+/// A netd running in a thread of the test, stopped when dropped.
+pub struct NetdThread {
+    pub socket: PathBuf,
+    pub placement: Placement,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<Final, String>>>,
+}
+
+impl NetdThread {
+    /// Starts netd (`Placement::Single`: with a driver thread) and waits
+    /// until it listens.
+    pub fn start(placement: Placement, wire: Wire) -> NetdThread {
+        assert!(placement != Placement::Split, "a driver process needs the nagare binary");
+        assert!(wire == Wire::Loopback || placement == Placement::Inline, "the peer link is inline only");
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let socket = std::env::temp_dir().join(format!("nagare-netd-test-{}-{n}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&socket);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = {
+            let (socket, stop) = (socket.clone(), Arc::clone(&stop));
+            std::thread::Builder::new()
+                .name(String::from("netd"))
+                .spawn(move || -> Result<Final, String> {
+                    let started = build(socket, placement, wire);
+                    let (mut netd, mut peer) = match started {
+                        Ok(x) => {
+                            let _ = ready_tx.send(Ok(()));
+                            x
+                        }
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e.to_string()));
+                            return Err(e.to_string());
+                        }
+                    };
+                    let run = match peer.as_mut() {
+                        Some(peer) => netd.run_with(&stop, |_, now| peer.step(now)),
+                        None => netd.run(&stop),
+                    };
+                    run.map_err(|e| format!("netd's loop failed: {e}"))?;
+                    Ok(Final {
+                        stats: netd.stats(),
+                        engine_in_use: netd.iface().pool().in_use(),
+                        clients: netd.clients(),
+                    })
+                })
+                .expect("netd's thread")
+        };
+        match ready_rx.recv_timeout(LIMIT) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => panic!("netd did not start: {e}"),
+            Err(_) => panic!("netd did not start within {LIMIT:?}"),
+        }
+        NetdThread { socket, placement, stop, thread: Some(thread) }
+    }
+
+    /// A client-library connection to it.
+    pub fn connect(&self) -> nagare::Netd {
+        let netd = nagare::Netd::connect(&self.socket).expect("a client connects");
+        netd.set_spin(Duration::ZERO);
+        netd
+    }
+
+    /// Whether netd's thread is still running.
+    pub fn running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Stops netd and returns what its thread reported.
+    pub fn stop(mut self) -> Final {
+        self.stop.store(true, Ordering::Relaxed);
+        let thread = self.thread.take().expect("netd's thread");
+        let deadline = Instant::now() + LIMIT;
+        while !thread.is_finished() {
+            assert!(Instant::now() < deadline, "netd did not stop within {LIMIT:?}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        match thread.join() {
+            Ok(Ok(f)) => f,
+            Ok(Err(e)) => panic!("{e}"),
+            Err(_) => panic!("netd's thread panicked"),
+        }
+    }
+}
+
+impl Drop for NetdThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            // Bounded: the loop looks at `stop` at least every 100 ms.
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+fn engine(mac: EthernetAddress, addr: Ipv4Addr) -> Interface {
+    let config = InterfaceConfig::new(mac, format!("{addr}/24").parse().expect("cidr"));
+    Interface::new(config, Capabilities::default(), BufferPool::new(2048, 4096))
+}
+
+fn build(socket: PathBuf, placement: Placement, wire: Wire) -> std::io::Result<(Netd, Option<Peer>)> {
+    let iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 1]), NETD_ADDR);
+    let config = NetdConfig {
+        socket,
+        ring_slots: RING_SLOTS,
+        buffers: BUFFERS,
+        receive_pool: RECEIVE_POOL,
+        max_pending: 16,
+        max_sockets: 32,
+        max_bad: 64,
+        link: String::from("netd test"),
+        ..NetdConfig::default()
+    };
+    match (placement, wire) {
+        (Placement::Single, _) => {
+            let launcher = Box::new(|control| {
+                let thread = std::thread::Builder::new().name(String::from("netd-driver")).spawn(move || {
+                    let stop = AtomicBool::new(false);
+                    let _ = serve(
+                        control,
+                        Duration::from_micros(50),
+                        |_| Ok(Box::new(Loopback::new(1500, 256)) as Box<dyn Device>),
+                        &stop,
+                    );
+                })?;
+                Ok(DriverHandle::Thread(thread))
+            });
+            let link = DriverLink::start(launcher, None, Vec::new())?;
+            Ok((Netd::with_driver(iface, link, Placement::Single, MonotonicClock::new(), config)?, None))
+        }
+        (_, Wire::Loopback) => {
+            Ok((Netd::new(iface, Box::new(Loopback::new(1500, 256)), MonotonicClock::new(), config)?, None))
+        }
+        (_, Wire::PeerLink) => {
+            let (ours, theirs) = SimLink::new(LinkConfig::default(), 7);
+            let netd = Netd::new(iface, Box::new(ours), MonotonicClock::new(), config)?;
+            Ok((netd, Some(Peer::new(theirs))))
+        }
+    }
+}
+
+/// An engine at the other end of the simulated link, stepped from netd's
+/// loop: it echoes datagrams and stream bytes sent to its port 7.
+struct Peer {
+    iface: Interface,
+    port: SimPort,
+    rx: Vec<PacketBuf>,
+    udp: UdpHandle,
+    listener: TcpListenerHandle,
+    /// Each connection and the bytes it has to send back.
+    conns: Vec<(TcpHandle, Vec<u8>)>,
+    buf: Vec<u8>,
+}
+
+impl Peer {
+    fn new(port: SimPort) -> Peer {
+        let mut iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 2]), PEER_ADDR);
+        let local = SocketAddrV4::new(PEER_ADDR, ECHO_PORT);
+        let udp = iface.udp().bind(local).expect("the peer's UDP socket");
+        let listener = iface.tcp().listen(local, 16).expect("the peer's listener");
+        Peer { iface, port, rx: Vec::new(), udp, listener, conns: Vec::new(), buf: vec![0; 65536] }
+    }
+
+    /// One turn of the peer; whether it did anything.
+    fn step(&mut self, now: EngineInstant) -> bool {
+        let pool = self.iface.pool().clone();
+        let received = self.port.receive_batch(&pool, &mut self.rx, 64, now).unwrap_or(0);
+        self.iface.receive_batch(self.rx.drain(..), now);
+        self.iface.poll(now);
+        let mut work = received > 0;
+        while let Ok(Some((n, from))) = self.iface.udp().recv_from(self.udp, &mut self.buf) {
+            let _ = self.iface.udp().send_to(self.udp, &self.buf[..n], from, now);
+            work = true;
+        }
+        while let Ok(Some(h)) = self.iface.tcp().accept(self.listener) {
+            self.conns.push((h, Vec::new()));
+            work = true;
+        }
+        let iface = &mut self.iface;
+        let buf = &mut self.buf;
+        self.conns.retain_mut(|(h, backlog)| {
+            if !backlog.is_empty() {
+                match iface.tcp().send(*h, backlog, now) {
+                    Ok(n) => {
+                        backlog.drain(..n);
+                        work |= n > 0;
+                    }
+                    Err(_) => return iface.tcp().close(*h, now).is_err(),
+                }
+            }
+            if backlog.is_empty() {
+                match iface.tcp().recv(*h, buf, now) {
+                    Ok(0) => {
+                        // The end of the stream: ours ends too.
+                        let _ = iface.tcp().close(*h, now);
+                        work = true;
+                        return false;
+                    }
+                    Ok(n) => {
+                        backlog.extend_from_slice(&buf[..n]);
+                        work = true;
+                    }
+                    Err(nagare_core::iface::Error::WouldBlock) => {}
+                    Err(_) => {
+                        let _ = iface.tcp().close(*h, now);
+                        return false;
+                    }
+                }
+            }
+            true
+        });
+        let _ = self.port.transmit_batch(self.iface.tx_queue(), now);
+        work
+    }
+}
+
+/// A client that writes request descriptors itself, as a hostile one
+/// would: nothing checks what it asks.
+pub struct RawClient {
+    pub client: Client,
+    requests: Producer,
+    completions: Consumer,
+    pub pool: Pool,
+    notifier: Notifier,
+    waiter: Waiter,
+    next_id: u64,
+}
+
+impl RawClient {
+    pub fn connect(netd: &NetdThread) -> RawClient {
+        let client = Client::connect(&netd.socket).expect("a raw client connects");
+        let requests = client.region.producer(0).expect("request ring");
+        let completions = client.region.consumer(1).expect("completion ring");
+        let pool = client.region.pool().expect("pool");
+        let notifier = Notifier::new(client.server_wakeup.try_clone().expect("eventfd"));
+        let waiter = Waiter::new(client.client_wakeup.try_clone().expect("eventfd"), Duration::ZERO);
+        RawClient { client, requests, completions, pool, notifier, waiter, next_id: 1 }
+    }
+
+    /// A request of `op` with a fresh id.
+    pub fn request(&mut self, op: nagare_netd::Op) -> Request {
+        let id = self.next_id;
+        self.next_id += 1;
+        Request::new(op, id)
+    }
+
+    /// A buffer of ours holding `bytes`, handed to netd, as a piece of
+    /// `len` bytes (the room, for a receive).
+    pub fn give(&mut self, bytes: &[u8], len: u32) -> Piece {
+        let b = self.pool.alloc().expect("a free buffer");
+        self.pool.write(b, 0, bytes).expect("write");
+        self.pool.give(b).expect("give");
+        Piece { buffer: b, offset: 0, len }
+    }
+
+    /// Posts `d` without waiting.
+    pub fn post(&mut self, d: Descriptor) {
+        let n = self.notifier.push_batch(&mut self.requests, &[d]).expect("the request ring");
+        assert_eq!(n, 1, "the request ring is full");
+    }
+
+    /// Posts `d` and waits (at most [`LIMIT`]) for the completion with its
+    /// id; a buffer it hands back is ours again, and its first bytes are
+    /// returned with it.
+    pub fn call_raw(&mut self, d: Descriptor) -> (Completion, Vec<u8>) {
+        self.post(d);
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            assert!(Instant::now() < deadline, "no completion for request {} (op {:#x})", d.id, d.kind);
+            if let Some(c) = self.completions.pop().expect("the completion ring") {
+                if c.id == d.id {
+                    let mut bytes = Vec::new();
+                    if let Ok(Some(b)) = self.pool.take(&c) {
+                        bytes = vec![0; b.len as usize];
+                        self.pool.read(b.index, b.offset, &mut bytes).expect("read");
+                        self.pool.release(b.index).expect("release");
+                    }
+                    return (Completion::decode(&c).expect("a completion that decodes"), bytes);
+                }
+                continue;
+            }
+            let _ = self.waiter.wait(&mut self.completions, Some(Duration::from_millis(10)));
+        }
+    }
+
+    /// [`RawClient::call_raw`] of a request.
+    pub fn call(&mut self, r: Request) -> Completion {
+        self.call_raw(r.encode()).0
+    }
+
+    /// Buffers of the region that are ours now.
+    pub fn buffers_held(&self) -> u32 {
+        let (free, in_use, _) = self.pool.counts();
+        free + in_use
+    }
+}
+
+/// The number after `key` in netd's report.
+pub fn stat_value(report: &str, key: &str) -> Option<u64> {
+    let at = report.find(key)? + key.len();
+    report[at..].split_whitespace().next()?.parse().ok()
+}
+
+/// Asks for netd's report until `until` holds (at most [`LIMIT`]); the
+/// report that did.
+pub fn wait_for_report(netd: &nagare::Netd, what: &str, until: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let report = netd.stat().expect("stat");
+        if until(&report) {
+            return report;
+        }
+        assert!(Instant::now() < deadline, "{what}:\n{report}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
