@@ -15,7 +15,7 @@
 use crate::netns::Namespace;
 use anyhow::{bail, Context, Result};
 use nagare::net::{TcpStream, UdpSocket};
-use nagare::Netd;
+use nagare::Session;
 use std::collections::{HashMap, VecDeque};
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -54,7 +54,7 @@ impl Drop for Setup {
     }
 }
 
-fn counters(netd: &Netd) -> Result<HashMap<String, u64>> {
+fn counters(netd: &Session) -> Result<HashMap<String, u64>> {
     let text = netd.stat()?;
     let mut out = HashMap::new();
     for line in text.lines() {
@@ -97,7 +97,7 @@ fn delta(a: &HashMap<String, u64>, b: &HashMap<String, u64>, key: &str) -> f64 {
 }
 
 fn measure(
-    netd: &Netd,
+    netd: &Session,
     name: &'static str,
     lib_copies: f64,
     bytes: usize,
@@ -231,7 +231,7 @@ fn linux_tcp_echo(ns: &Namespace, stop: &AtomicBool, bound: std::sync::mpsc::Sen
 fn measure_all(socket: &std::path::Path, bytes: usize, what: &str) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     let netd = loop {
-        match Netd::connect(socket) {
+        match Session::connect(socket) {
             Ok(n) => break n,
             Err(e) if Instant::now() > deadline => bail!("netd does not answer: {e}"),
             Err(_) => std::thread::sleep(Duration::from_millis(20)),

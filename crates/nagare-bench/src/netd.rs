@@ -10,11 +10,9 @@
 
 use anyhow::{Context, Result};
 use nagare::net::UdpSocket;
-use nagare::Netd;
-use nagare_dev::MonotonicClock;
-use nagare_host::link::open_host;
+use nagare::Session;
 use nagare_host::{DeviceSpec, LinkSpec};
-use nagare_netd::NetdConfig;
+use nagare_netd::{Built, NetdBuilder, Placement};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -84,26 +82,21 @@ pub fn run(args: NetdBenchArgs) -> Result<()> {
     let netd_stop = Arc::clone(&stop);
     let netd_socket = socket.clone();
     let server = std::thread::spawn(move || {
-        let made = (|| -> Result<nagare_netd::Netd> {
-            let clock = MonotonicClock::new();
-            let host = open_host(&link, None, &clock)?;
-            let config = NetdConfig { socket: netd_socket, link: link.describe(), ..NetdConfig::default() };
-            Ok(nagare_netd::Netd::new(host.iface, host.device, clock, config)?)
-        })();
+        let made = NetdBuilder::new(link).placement(Placement::Inline).socket(netd_socket).build();
         match made {
-            Ok(mut netd) => {
+            Ok(Built { mut netd, .. }) => {
                 let _ = ready_tx.send(Ok(()));
                 let _ = netd.run(&netd_stop);
             }
             Err(e) => {
-                let _ = ready_tx.send(Err(e));
+                let _ = ready_tx.send(Err(e.into()));
             }
         }
     });
     ready_rx.recv().context("the netd thread ended")??;
 
     // The responding application.
-    let responder_netd = Netd::connect(&socket)?;
+    let responder_netd = Session::connect(&socket)?;
     let responder = UdpSocket::bind_via(&responder_netd, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, RESPONDER_PORT))?;
     responder.set_read_timeout(Some(Duration::from_millis(100)))?;
     let responder_stop = Arc::clone(&stop);
@@ -117,7 +110,7 @@ pub fn run(args: NetdBenchArgs) -> Result<()> {
     });
 
     // The requesting application.
-    let requester_netd = Netd::connect(&socket)?;
+    let requester_netd = Session::connect(&socket)?;
     let requester = UdpSocket::bind_via(&requester_netd, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
     requester.set_read_timeout(Some(Duration::from_secs(2)))?;
     let request = vec![0x5au8; size];

@@ -15,7 +15,7 @@
 use crate::netns::{Namespace, NetdProcess};
 use anyhow::{bail, Context, Result};
 use nagare::net::{SendTrace, UdpSocket};
-use nagare::Netd;
+use nagare::Session;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -80,7 +80,7 @@ fn row_of(traces: &[SendTrace]) -> Row {
 
 /// Traced sends of every size through the netd at `socket`.
 fn measure_nagare(socket: &Path, sizes: &[usize], count: usize, spin: Duration) -> Result<Vec<Row>> {
-    let netd = Netd::connect(socket).context("connecting to netd")?;
+    let netd = Session::connect(socket).context("connecting to netd")?;
     netd.set_spin(spin);
     let udp = UdpSocket::bind_via(&netd, "0.0.0.0:0")?;
     let to = SocketAddrV4::new(KERNEL, SINK_PORT);

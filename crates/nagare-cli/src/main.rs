@@ -10,7 +10,9 @@ use args::{LinkArgs, OptionalLinkArgs, ServiceArgs};
 use bench_args::{BenchCommand, PerfCommand};
 use clap::{Parser, Subcommand};
 use nagare_dev::Impairment;
-use nagare_tools::{demo, driver, fetch, netd, ping, stat, up, vni};
+use nagare_netd::driver::launch::{run_process, DriverArgs};
+use nagare_netd::NetdBuilder;
+use nagare_tools::{demo, fetch, netd, ping, stat, up, vni};
 use nagare_wire::{EthernetAddress, Ipv4Cidr};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -212,14 +214,14 @@ fn main() -> Result<()> {
         Command::Demo { pcap, seed, stream } => demo::run(demo::DemoArgs { pcap, seed, stream_datagrams: stream }),
         Command::Up { link, pcap, services } => up::run(&link.spec(), pcap.as_deref(), &services.config(true)),
         Command::Netd { link, socket, services, placement, spin_us } => netd::run(
-            &link.spec(),
-            socket,
-            &services.config(false),
-            placement,
-            Duration::from_micros(spin_us.min(1_000_000)),
+            NetdBuilder::new(link.spec())
+                .socket(socket)
+                .services(services.config(false))
+                .placement(placement)
+                .spin(Duration::from_micros(spin_us.min(1_000_000))),
         ),
         Command::Driver { control_fd, tap, vnet_header, vni, mac, addr, impair, spin_us } => {
-            driver::run(driver::DriverArgs {
+            Ok(run_process(DriverArgs {
                 control_fd,
                 tap,
                 vnet_header,
@@ -228,7 +230,7 @@ fn main() -> Result<()> {
                 addr,
                 impair,
                 spin: Duration::from_micros(spin_us.min(1_000_000)),
-            })
+            })?)
         }
         Command::Fetch { link, via, url, output, timeout } => {
             let timeout = Duration::from_secs(timeout);

@@ -419,9 +419,9 @@ fn a_tap_port_that_changes_hands_is_steered_only_to_its_new_owner() {
             .stderr(std::fs::File::create(&log).unwrap()),
     );
     assert!(answers_ping(&ns, NAGARE), "nagare netd never answered a ping");
-    let clients = [nagare::Netd::connect(&socket).unwrap(), nagare::Netd::connect(&socket).unwrap()];
+    let clients = [nagare::Session::connect(&socket).unwrap(), nagare::Session::connect(&socket).unwrap()];
     let linux = ns.udp_socket(&format!("{KERNEL}:0"));
-    let bind = |netd: &nagare::Netd| {
+    let bind = |netd: &nagare::Session| {
         let s = nagare::net::UdpSocket::bind_via(netd, ("0.0.0.0", PORT)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         s
@@ -480,7 +480,7 @@ fn steered_tap_receive(placement: &str) {
             .stderr(std::fs::File::create(&log).unwrap()),
     );
     assert!(answers_ping(&ns, NAGARE), "nagare netd never answered a ping");
-    let netd = nagare::Netd::connect(&socket).expect("connecting to netd");
+    let netd = nagare::Session::connect(&socket).expect("connecting to netd");
     let listener = nagare::net::TcpListener::bind_via(&netd, "0.0.0.0:9000").unwrap();
     let udp = nagare::net::UdpSocket::bind_via(&netd, "0.0.0.0:9001").unwrap();
     udp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();

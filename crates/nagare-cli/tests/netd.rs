@@ -3,7 +3,7 @@
 //! echo, a client killed with SIGKILL, a hostile client, and netd's death.
 
 use nagare::net::{TcpStream, UdpSocket};
-use nagare::Netd;
+use nagare::Session;
 use nagare_ipc::{Client, Descriptor, Notifier, WaitOutcome, Waiter};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
@@ -94,10 +94,10 @@ impl Fixture {
     }
 
     /// A client of this netd, once it listens.
-    fn connect(&self) -> Netd {
+    fn connect(&self) -> Session {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            match Netd::connect(&self.socket) {
+            match Session::connect(&self.socket) {
                 Ok(n) => return n,
                 Err(e) => assert!(Instant::now() < deadline, "netd does not answer: {e}"),
             }
@@ -164,7 +164,7 @@ fn fetch_runs_through_netd_as_its_application() {
     assert!(String::from_utf8_lossy(&bare.stderr).contains("--via"), "{}", String::from_utf8_lossy(&bare.stderr));
 }
 
-fn udp_round_trip(netd: &Netd, payload: &[u8]) {
+fn udp_round_trip(netd: &Session, payload: &[u8]) {
     let udp = UdpSocket::bind_via(netd, "0.0.0.0:0").unwrap();
     assert_eq!(udp.send_to(payload, (PEER, 7)).unwrap(), payload.len());
     let mut buf = vec![0u8; 16384];
@@ -181,7 +181,7 @@ fn killed_client_child() {
     let Ok(socket) = std::env::var("NAGARE_NETD_TEST_CHILD") else {
         return;
     };
-    let netd = Netd::connect(socket).unwrap();
+    let netd = Session::connect(socket).unwrap();
     let mut tcp = TcpStream::connect_via(&netd, (PEER, 7)).unwrap();
     tcp.write_all(&[7u8; 100_000]).unwrap();
     let _udp = UdpSocket::bind_via(&netd, "0.0.0.0:0").unwrap();
@@ -342,7 +342,7 @@ fn netd_death_fails_calls_within_a_second() {
     assert_eq!(e.kind(), std::io::ErrorKind::ConnectionAborted, "{e}");
     assert!(t.elapsed() < Duration::from_secs(1), "next call failed after {:?}", t.elapsed());
     // A new connection is refused.
-    assert!(Netd::connect(&f.socket).is_err());
+    assert!(Session::connect(&f.socket).is_err());
 }
 
 #[test]
@@ -615,7 +615,7 @@ fn placements_send_datagrams_in_place() {
 }
 
 /// The driver's process id, from netd's report.
-fn driver_pid(netd: &Netd) -> u32 {
+fn driver_pid(netd: &Session) -> u32 {
     let report = netd.stat().unwrap();
     let line = report.lines().find_map(|l| l.strip_prefix("driver pid ")).unwrap_or_else(|| panic!("{report}"));
     line.split(' ').next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("{report}"))
@@ -995,7 +995,7 @@ fn embedded_placement_has_the_same_api() {
 /// flight, reading the echo without waiting in between (the socket is
 /// non-blocking; lent sends are asynchronous); checks it comes back whole
 /// and every ticket completes with the bytes it lent.
-fn lent_stream(netd: &Netd, tcp: &TcpStream, data: &[u8], chunk: usize, window: usize) {
+fn lent_stream(netd: &Session, tcp: &TcpStream, data: &[u8], chunk: usize, window: usize) {
     let mut tickets = std::collections::VecDeque::new();
     let (mut posted, mut echoed) = (0, Vec::new());
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -1241,7 +1241,7 @@ fn frames_for_other_stations_are_not_steered() {
     let mut sender = FrameSender::attach(&f.name);
     let frame = |dst_mac: [u8; 6], dst_ip: [u8; 4]| udp_frame(dst_mac, dst_ip, port, b"not for this client!");
     let mut send = |fr: &[u8], n: usize| sender.send(&vec![fr.to_vec(); n]);
-    let steered = |netd: &Netd| {
+    let steered = |netd: &Session| {
         std::thread::sleep(Duration::from_millis(400));
         stat_value(&netd.stat().unwrap(), "driver reported rx_steered")
     };
@@ -1352,7 +1352,7 @@ fn a_port_that_changes_hands_is_steered_only_to_its_new_owner() {
     );
     let (first, second) = (f.connect(), f.connect());
     let mut sender = FrameSender::attach(&f.name);
-    let bind = |netd: &Netd| {
+    let bind = |netd: &Session| {
         // The last owner's close may still be on its way.
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {

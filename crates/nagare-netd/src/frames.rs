@@ -1,18 +1,18 @@
 //! Where netd's frames go: a device netd calls from its own loop, or a
 //! driver (a process or a thread of its own) through the driver region.
 //!
-//! The engine sees both as a `Device`; this adds what only a driver has
-//! (clients attached to it, completions it posts, its death and restart)
-//! as calls that do nothing for a device called inline. netd's loop takes
-//! frames in ([`FramePath::receive`]) and hands them out
-//! ([`FramePath::transmit`]) in two separate calls around the engine's.
+//! Both are a `Device` to the host step netd runs (`nagare_host::Host`);
+//! this adds what only a driver has (clients attached to it, completions
+//! it posts, its death and restart) as calls that do nothing for a device
+//! called inline.
 
 use crate::driver::{DriverLink, DriverLinkStats, DriverStats};
 use crate::session::Session;
-use nagare_core::buf::PacketBuf;
-use nagare_core::{Instant, Interface};
-use nagare_dev::Device;
+use nagare_core::buf::{BufferPool, PacketBuf};
+use nagare_core::{Capabilities, Instant};
+use nagare_dev::{Device, DeviceStats};
 use nagare_ipc::Descriptor;
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsFd, RawFd};
 
@@ -24,8 +24,47 @@ pub(crate) enum FramePath {
     Driver(Box<DriverLink>),
 }
 
+impl Device for FramePath {
+    fn receive_batch(
+        &mut self,
+        pool: &BufferPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+        now: Instant,
+    ) -> io::Result<usize> {
+        self.device_mut().receive_batch(pool, out, max, now)
+    }
+
+    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, now: Instant) -> io::Result<usize> {
+        self.device_mut().transmit_batch(frames, now)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.device().capabilities()
+    }
+
+    fn raw_fd(&self) -> Option<RawFd> {
+        self.device().raw_fd()
+    }
+
+    fn poll_at(&self) -> Option<Instant> {
+        self.device().poll_at()
+    }
+
+    fn stats(&self) -> DeviceStats {
+        self.device().stats()
+    }
+}
+
 impl FramePath {
-    fn device(&mut self) -> &mut dyn Device {
+    fn device(&self) -> &dyn Device {
+        match self {
+            FramePath::Inline(d) => d.as_ref(),
+            FramePath::Driver(d) => d.as_ref(),
+        }
+    }
+
+    fn device_mut(&mut self) -> &mut dyn Device {
         match self {
             FramePath::Inline(d) => d.as_mut(),
             FramePath::Driver(d) => d.as_mut(),
@@ -38,28 +77,6 @@ impl FramePath {
             FramePath::Driver(d) => Some(d),
             FramePath::Inline(_) => None,
         }
-    }
-
-    /// Takes up to `max` frames into `rx` (for the engine).
-    pub fn receive(
-        &mut self,
-        iface: &Interface,
-        rx: &mut Vec<PacketBuf>,
-        max: usize,
-        now: Instant,
-    ) -> io::Result<usize> {
-        let pool = iface.pool().clone();
-        self.device().receive_batch(&pool, rx, max, now)
-    }
-
-    /// Hands the engine's queued frames to the device or driver.
-    pub fn transmit(&mut self, iface: &mut Interface, now: Instant) -> io::Result<usize> {
-        self.device().transmit_batch(iface.tx_queue(), now)
-    }
-
-    /// When the device wants to be called next (a delaying device).
-    pub fn poll_at(&mut self) -> Option<Instant> {
-        self.device().poll_at()
     }
 
     /// Tells the driver about a new client (its region and wake-up).

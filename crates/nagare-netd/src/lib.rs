@@ -6,6 +6,8 @@
 //!
 //! Each job has its own module:
 //!
+//! - the wiring: `builder` ([`NetdBuilder`]: a link and a placement to a
+//!   netd with its device, driver thread or driver process);
 //! - the loop, which only takes turns: `netd` ([`Netd`]);
 //! - the request manager: `clients` (the listener, admitting clients),
 //!   `session` (one client's rings, buffers, waiting requests and
@@ -25,6 +27,7 @@
 
 #![warn(missing_docs)]
 
+mod builder;
 mod clients;
 mod config;
 pub mod driver;
@@ -42,6 +45,7 @@ mod stats;
 mod steering;
 mod view;
 
+pub use builder::{Built, NetdBuilder};
 pub use config::NetdConfig;
 pub use driver::{DriverLink, DriverLinkStats, Placement};
 pub use nagare_request::{decode_addr, encode_addr, Completion, Op, Piece, ProtoError, Request, DEFAULT_SOCKET};

@@ -22,9 +22,9 @@ use crate::requests::{answer_stat_requests, serve_client, waits_for_stat};
 use crate::session::Session;
 use crate::stats::NetdStats;
 use crate::steering::Steering;
-use nagare_core::buf::PacketBuf;
 use nagare_core::{Instant, Interface};
-use nagare_dev::{Device, MonotonicClock};
+use nagare_dev::{Device, MonotonicClock, TapDevice};
+use nagare_host::{earliest, Host, ServiceConfig, Services};
 use std::io;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,17 +39,19 @@ const HOUSEKEEPING: Duration = Duration::from_millis(20);
 
 /// The inet server.
 pub struct Netd {
-    iface: Interface,
-    frames: FramePath,
+    /// The engine on its frame path, and the services built into netd.
+    host: Host<FramePath>,
     placement: Placement,
     lending: Rc<Lending>,
     steering: Rc<Steering>,
     clock: MonotonicClock,
     clients: Clients,
     config: NetdConfig,
-    rx: Vec<PacketBuf>,
     scratch: Vec<u8>,
     stats: NetdStats,
+    /// The TAP whose descriptor and queues netd handed its driver, held
+    /// open (and unread) while netd runs.
+    pub(crate) held_tap: Option<TapDevice>,
     started: std::time::Instant,
 }
 
@@ -105,24 +107,35 @@ impl Netd {
             steering.set_local(iface.config().mac.0, addr.address().octets());
         }
         Ok(Netd {
-            iface,
-            frames,
+            host: Host::with_rx_batch(iface, frames, RX_BATCH),
             placement,
             lending,
             steering,
             clock,
             clients,
             config,
-            rx: Vec::with_capacity(RX_BATCH),
             scratch: Vec::new(),
             stats: NetdStats::default(),
+            held_tap: None,
             started: std::time::Instant::now(),
         })
     }
 
     /// The engine.
     pub fn iface(&self) -> &Interface {
-        &self.iface
+        &self.host.iface
+    }
+
+    /// Starts the services built into netd (as inetd's internal
+    /// services) on its engine; returns what is offered, for a start-up
+    /// line.
+    pub fn enable_services(&mut self, services: &ServiceConfig) -> io::Result<Vec<String>> {
+        services.enable(&mut self.host.services, &mut self.host.iface)
+    }
+
+    /// What the built-in services did.
+    pub fn services(&self) -> &Services {
+        &self.host.services
     }
 
     /// The counters.
@@ -137,7 +150,7 @@ impl Netd {
 
     /// The driver link's counters, if frames go through a driver.
     pub fn driver_stats(&self) -> Option<DriverLinkStats> {
-        self.frames.driver().map(|d| d.link_stats())
+        self.host.device.driver().map(|d| d.link_stats())
     }
 
     /// Runs until `stop` is raised; then every client is disconnected.
@@ -196,18 +209,20 @@ impl Netd {
         }
         let now = self.clock.now();
         work |= self.receive(now);
-        self.iface.poll(now);
-        work |= local(&mut self.iface, now);
+        self.host.poll(now);
+        work |= self.host.services.serve(&mut self.host.iface, now);
+        work |= local(&mut self.host.iface, now);
         work |= self.serve_clients(now);
         work |= self.transmit(now);
-        work |= crate::returns::settle(&self.lending, &mut self.frames, &mut self.clients.sessions, &mut self.stats);
+        work |=
+            crate::returns::settle(&self.lending, &mut self.host.device, &mut self.clients.sessions, &mut self.stats);
         work |= self.let_doomed_go();
         work
     }
 
     /// New clients, clients that have gone, and a driver that died.
     fn housekeeping(&mut self) -> bool {
-        let (lending, steering, frames) = (&self.lending, &self.steering, &mut self.frames);
+        let (lending, steering, frames) = (&self.lending, &self.steering, &mut self.host.device);
         let mut work = self.clients.accept_all(&mut self.stats, |s| {
             lending.add_client(s.key(), &s.pool);
             let receive_pool = s.take_receive_pool();
@@ -215,18 +230,15 @@ impl Netd {
             frames.attach(s);
         });
         self.clients.notice_gone();
-        work |= self.frames.check_driver(&self.clients.sessions);
+        work |= self.host.device.check_driver(&self.clients.sessions);
         work
     }
 
     /// Frames from the device or driver into the engine.
     fn receive(&mut self, now: Instant) -> bool {
-        match self.frames.receive(&self.iface, &mut self.rx, RX_BATCH, now) {
-            Ok(n) => {
-                self.iface.receive_batch(self.rx.drain(..), now);
-                n > 0
-            }
-            Err(_) => {
+        match self.host.receive(now) {
+            Some(n) => n > 0,
+            None => {
                 self.stats.device_errors += 1;
                 false
             }
@@ -235,9 +247,9 @@ impl Netd {
 
     /// The engine's frames out to the device or driver.
     fn transmit(&mut self, now: Instant) -> bool {
-        match self.frames.transmit(&mut self.iface, now) {
-            Ok(n) => n > 0,
-            Err(_) => {
+        match self.host.transmit(now) {
+            Some(n) => n > 0,
+            None => {
                 self.stats.device_errors += 1;
                 false
             }
@@ -248,7 +260,7 @@ impl Netd {
     fn serve_clients(&mut self, now: Instant) -> bool {
         let mut work = false;
         let mut cx = Context {
-            iface: &mut self.iface,
+            iface: &mut self.host.iface,
             now,
             scratch: &mut self.scratch,
             config: &self.config,
@@ -280,18 +292,18 @@ impl Netd {
     /// What `nagare stat` shows, at most `limit` bytes.
     pub fn report(&mut self, limit: usize) -> String {
         let clients: Vec<ClientLine> = self.clients.sessions.iter().map(|s| s.client_line(&self.steering)).collect();
-        let counters = self.iface.counters().clone();
+        let counters = self.host.iface.counters().clone();
         let mut engine = counters.iter();
         Report {
             pid: std::process::id(),
             uptime_secs: self.started.elapsed().as_secs_f64(),
             placement: self.placement.name(),
-            driver: self.frames.report(),
+            driver: self.host.device.report(),
             link: &self.config.link,
             clients: &clients,
             stats: self.stats,
             engine: &mut engine,
-            engine_buffers: self.iface.pool().stats(),
+            engine_buffers: self.host.iface.pool().stats(),
         }
         .render(limit)
     }
@@ -300,7 +312,7 @@ impl Netd {
     /// Returns whether the listener (or the driver's control socket) is
     /// readable: housekeeping now.
     fn sleep(&mut self) -> io::Result<bool> {
-        if self.frames.prepare_sleep() {
+        if self.host.device.prepare_sleep() {
             return Ok(false);
         }
         for s in &mut self.clients.sessions {
@@ -309,11 +321,11 @@ impl Netd {
             }
         }
         let now = self.clock.now();
-        let next = earliest(self.iface.poll_at(), self.frames.poll_at());
+        let next = self.host.poll_at();
         let deadline = self.clients.sessions.iter().flat_map(|s| s.pending.iter().filter_map(|p| p.deadline)).min();
         let next = earliest(next, deadline);
         let mut timeout = next.map_or(MAX_SLEEP, |t| t.saturating_since(now)).min(MAX_SLEEP);
-        if !self.iface.tx_queue().is_empty() {
+        if !self.host.iface.tx_queue().is_empty() {
             timeout = timeout.min(Duration::from_millis(1));
         }
         if timeout.is_zero() {
@@ -323,7 +335,7 @@ impl Netd {
         // liveness socket].
         let mut fds = Vec::with_capacity(3 + 2 * self.clients.sessions.len());
         let pfd = |fd: i32| libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        fds.extend(self.frames.sleep_fds().map(pfd));
+        fds.extend(self.host.device.sleep_fds().map(pfd));
         fds.push(pfd(self.clients.listener_fd()));
         for s in &self.clients.sessions {
             fds.extend(s.sleep_fds().map(pfd));
@@ -332,7 +344,7 @@ impl Netd {
         self.stats.sleeps += 1;
         crate::os::poll(&mut fds, millis)?;
         let fired = |i: usize| fds.get(i).is_some_and(|f| f.revents != 0);
-        self.frames.after_sleep(fired(0));
+        self.host.device.after_sleep(fired(0));
         for (k, s) in self.clients.sessions.iter_mut().enumerate() {
             s.after_sleep(fired(3 + 2 * k), fired(4 + 2 * k));
         }
@@ -344,8 +356,8 @@ impl Netd {
     /// sockets are reset or closed, its buffers return, its region goes.
     fn disconnect(&mut self, mut s: Session, why: &str) {
         let now = self.clock.now();
-        let gone = s.leave(&mut self.iface, &self.lending, &self.steering, now);
-        self.frames.detach(s.key());
+        let gone = s.leave(&mut self.host.iface, &self.lending, &self.steering, now);
+        self.host.device.detach(s.key());
         self.stats.sockets_reclaimed += gone.sockets as u64;
         self.stats.buffers_reclaimed += u64::from(gone.reclaimed);
         self.stats.buffers_leaked += u64::from(gone.leaked);
@@ -354,8 +366,8 @@ impl Netd {
         } else if why != "netd stopping" {
             self.stats.clients_broken += 1;
         }
-        eprintln!(
-            "nagare netd: client {} (pid {}) {why}: {} sockets closed, {} buffers reclaimed, {} lent to the stack, {} in use",
+        log::info!(
+            "client {} (pid {}) {why}: {} sockets closed, {} buffers reclaimed, {} lent to the stack, {} in use",
             s.key(),
             s.conn.cred.pid,
             gone.sockets,
@@ -364,15 +376,7 @@ impl Netd {
             gone.leaked
         );
         // Flush what the engine sent (RSTs) before the session's region goes.
-        let _ = self.frames.transmit(&mut self.iface, now);
+        let _ = self.host.transmit(now);
         drop(s);
-    }
-}
-
-/// The earlier of two optional times.
-fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
     }
 }

@@ -6,7 +6,7 @@
 //! - [`ping`]: echo requests from a host of its own, a simulated peer or
 //!   through netd, with ping's output.
 //! - [`fetch`]: an HTTP download, on a host of its own or through netd.
-//! - [`netd`], [`driver`]: the inet server and its driver process.
+//! - [`netd`]: the inet server, as `nagare_netd::NetdBuilder` builds it.
 //! - [`stat`]: a running netd's report.
 //! - [`vni`]: VNI segments and the bridge to a TAP device.
 //!
@@ -14,7 +14,6 @@
 //! through the `log` crate.
 
 pub mod demo;
-pub mod driver;
 pub mod fetch;
 pub mod netd;
 pub mod ping;

@@ -2,11 +2,11 @@
 //! behind the same API. [`Embedded::start`] runs an inet server (netd with
 //! its device called from its loop) in a thread of this process and
 //! connects to it, so `TcpStream`, `TcpListener`, `UdpSocket`, ping sockets,
-//! the zero-copy calls and `poll` work unchanged on the [`Netd`] it gives.
+//! the zero-copy calls and `poll` work unchanged on the [`Session`] it gives.
 //! For tests, simulations and the demo; a program that should survive its
 //! stack's failure uses a separate `nagare netd` instead.
 
-use crate::Netd;
+use crate::Session;
 use nagare_core::Interface;
 use nagare_dev::{Device, MonotonicClock};
 use nagare_netd::NetdConfig;
@@ -19,7 +19,7 @@ use std::time::Duration;
 
 /// An inet server running in this process, and a connection to it.
 pub struct Embedded {
-    netd: Netd,
+    netd: Session,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<io::Result<()>>>,
     socket: PathBuf,
@@ -65,7 +65,7 @@ impl Embedded {
             Ok(Err(e)) => return Err(e),
             Err(_) => return Err(io::Error::new(io::ErrorKind::TimedOut, "the embedded stack did not start")),
         }
-        let netd = match Netd::connect(&socket) {
+        let netd = match Session::connect(&socket) {
             Ok(n) => n,
             Err(e) => {
                 stop.store(true, Ordering::Relaxed);
@@ -77,7 +77,7 @@ impl Embedded {
     }
 
     /// The connection: pass it to the `_via` constructors.
-    pub fn netd(&self) -> &Netd {
+    pub fn netd(&self) -> &Session {
         &self.netd
     }
 }

@@ -1,5 +1,5 @@
 //! nagare's client library: `std::net`-shaped sockets over a running
-//! `nagare netd` (issue 4, item 4).
+//! `nagare netd`.
 //!
 //! ```no_run
 //! use std::io::{Read, Write};
@@ -51,11 +51,11 @@ fn spin_from_env() -> Duration {
 /// How long a call waits before it checks that netd is alive.
 pub const LIVENESS_SLICE: Duration = Duration::from_millis(100);
 
-/// A connection to a running netd: a region of our own, its rings and
-/// buffers. Cheap to clone (shared); calls from several threads are
-/// serialized.
+/// This application's session with a running netd (netd keeps the other
+/// side of it): a region of our own, its rings and buffers. Cheap to clone
+/// (shared); calls from several threads are serialized.
 #[derive(Clone)]
-pub struct Netd {
+pub struct Session {
     inner: Arc<Mutex<Conn>>,
 }
 
@@ -106,9 +106,9 @@ pub(crate) enum Data<'a> {
     },
 }
 
-impl Netd {
+impl Session {
     /// Connects to netd at `path`.
-    pub fn connect(path: impl AsRef<Path>) -> io::Result<Netd> {
+    pub fn connect(path: impl AsRef<Path>) -> io::Result<Session> {
         let client = Client::connect(path.as_ref()).map_err(|e| match e {
             nagare_ipc::RendezvousError::Io(e) => e,
             e => io::Error::new(io::ErrorKind::ConnectionRefused, e.to_string()),
@@ -133,14 +133,14 @@ impl Netd {
             arrived: HashMap::new(),
             lent_out: 0,
         };
-        Ok(Netd { inner: Arc::new(Mutex::new(conn)) })
+        Ok(Session { inner: Arc::new(Mutex::new(conn)) })
     }
 
     /// The process-wide connection to the netd named by `NAGARE_NETD`
     /// (default `/tmp/nagare-netd.sock`), made on first use and made again
     /// after netd went away.
-    pub fn default_netd() -> io::Result<Netd> {
-        static DEFAULT: OnceLock<Mutex<Option<Netd>>> = OnceLock::new();
+    pub fn connect_default() -> io::Result<Session> {
+        static DEFAULT: OnceLock<Mutex<Option<Session>>> = OnceLock::new();
         let mut slot = DEFAULT.get_or_init(|| Mutex::new(None)).lock().unwrap_or_else(|e| e.into_inner());
         if let Some(n) = slot.as_ref() {
             if !n.is_dead() {
@@ -149,7 +149,7 @@ impl Netd {
         }
         let path =
             std::env::var_os(NETD_ENV).map_or_else(|| PathBuf::from(nagare_request::DEFAULT_SOCKET), PathBuf::from);
-        let n = Netd::connect(path)?;
+        let n = Session::connect(path)?;
         *slot = Some(n.clone());
         Ok(n)
     }
@@ -239,7 +239,7 @@ impl Netd {
         Ok((comp, got, kept))
     }
 
-    /// [`Netd::call_keep`] for every kind of data but `Keep`.
+    /// [`Session::call_keep`] for every kind of data but `Keep`.
     pub(crate) fn call(&self, req: Request, data: Data<'_>) -> io::Result<(Completion, usize)> {
         self.call_keep(req, data).map(|(c, n, _)| (c, n))
     }
@@ -270,7 +270,7 @@ impl Netd {
 /// Dropping it without waiting lets the request complete unobserved; its
 /// buffer still comes back to the pool.
 pub struct Ticket {
-    netd: Netd,
+    netd: Session,
     id: u64,
     done: bool,
 }
@@ -317,7 +317,7 @@ impl Ticket {
         Ok(Some((comp, kept)))
     }
 
-    pub(crate) fn netd(&self) -> &Netd {
+    pub(crate) fn netd(&self) -> &Session {
         &self.netd
     }
 }

@@ -1,7 +1,7 @@
 //! `TcpStream`, `TcpListener` and `UdpSocket` with `std::net`'s shapes,
 //! over a running netd. IPv4 only.
 
-use crate::{request, set_wait_limit, Data, Netd};
+use crate::{request, set_wait_limit, Data, Session};
 use nagare_request::{decode_addr, encode_addr, Op, Request};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4, ToSocketAddrs};
@@ -23,7 +23,7 @@ pub(crate) fn addr_of(w: u64) -> SocketAddr {
 
 /// Closes a socket id on drop.
 pub(crate) struct Handle {
-    pub(crate) netd: Netd,
+    pub(crate) netd: Session,
     pub(crate) id: u32,
 }
 
@@ -90,11 +90,11 @@ pub struct TcpStream {
 impl TcpStream {
     /// Connects through the default netd (`NAGARE_NETD`).
     pub fn connect(addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
-        TcpStream::connect_via(&Netd::default_netd()?, addr)
+        TcpStream::connect_via(&Session::connect_default()?, addr)
     }
 
     /// Connects through `netd`.
-    pub fn connect_via(netd: &Netd, addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
+    pub fn connect_via(netd: &Session, addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
         let remote = v4(addr)?;
         let mut r = request(Op::Connect, 0);
         r.aux[0] = encode_addr(remote);
@@ -104,7 +104,7 @@ impl TcpStream {
     }
 
     /// Connects through `netd`, giving up with `TimedOut` after `limit`.
-    pub fn connect_timeout_via(netd: &Netd, addr: &SocketAddr, limit: Duration) -> io::Result<TcpStream> {
+    pub fn connect_timeout_via(netd: &Session, addr: &SocketAddr, limit: Duration) -> io::Result<TcpStream> {
         let remote = v4(addr)?;
         let mut r = request(Op::Connect, 0);
         r.aux[0] = encode_addr(remote);
@@ -239,11 +239,11 @@ pub struct TcpListener {
 impl TcpListener {
     /// Listens through the default netd.
     pub fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
-        TcpListener::bind_via(&Netd::default_netd()?, addr)
+        TcpListener::bind_via(&Session::connect_default()?, addr)
     }
 
     /// Listens through `netd` (backlog 128).
-    pub fn bind_via(netd: &Netd, addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+    pub fn bind_via(netd: &Session, addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
         let local = v4(addr)?;
         let mut r = request(Op::Listen, 0);
         r.aux[0] = encode_addr(local);
@@ -293,11 +293,11 @@ pub struct UdpSocket {
 impl UdpSocket {
     /// Binds through the default netd (port 0: ephemeral).
     pub fn bind(addr: impl ToSocketAddrs) -> io::Result<UdpSocket> {
-        UdpSocket::bind_via(&Netd::default_netd()?, addr)
+        UdpSocket::bind_via(&Session::connect_default()?, addr)
     }
 
     /// Binds through `netd`.
-    pub fn bind_via(netd: &Netd, addr: impl ToSocketAddrs) -> io::Result<UdpSocket> {
+    pub fn bind_via(netd: &Session, addr: impl ToSocketAddrs) -> io::Result<UdpSocket> {
         let local = v4(addr)?;
         let mut r = request(Op::UdpBind, 0);
         r.aux[0] = encode_addr(local);

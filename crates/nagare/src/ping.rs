@@ -4,7 +4,7 @@
 //! carry this socket's identifier.
 
 use crate::net::{sent_count, Handle};
-use crate::{request, Data, Netd};
+use crate::{request, Data, Session};
 use nagare_request::{decode_addr, encode_addr, EchoWord, Op};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -56,7 +56,7 @@ pub struct PingSocket {
 impl PingSocket {
     /// Opens one through `netd` with an identifier of its own: `ident`,
     /// or the next free one after it if another socket holds it.
-    pub fn open_via(netd: &Netd, ident: u16) -> io::Result<PingSocket> {
+    pub fn open_via(netd: &Session, ident: u16) -> io::Result<PingSocket> {
         let mut last = io::Error::from_raw_os_error(libc::EADDRINUSE);
         for k in 0..IDENT_TRIES {
             let ident = ident.wrapping_add(k);

@@ -1,7 +1,7 @@
 //! Readiness of several sockets at once, as `poll(2)`: one request to netd
 //! with the list in a region buffer; it answers when any is ready.
 
-use crate::{set_wait_limit, Data, Netd};
+use crate::{set_wait_limit, Data, Session};
 use nagare_request::{Op, Request, MAX_POLL};
 pub use nagare_request::{PollEntry, CLOSED, INVALID, READABLE, WRITABLE};
 use std::io;
@@ -10,7 +10,7 @@ use std::time::Duration;
 /// Fills in `ready` of every entry and returns how many are nonzero.
 /// Waits until one is, at most `limit` (`None`: as long as it takes;
 /// `Some(ZERO)`: not at all). Sockets must be of this `netd`.
-pub fn poll(netd: &Netd, entries: &mut [PollEntry], limit: Option<Duration>) -> io::Result<usize> {
+pub fn poll(netd: &Session, entries: &mut [PollEntry], limit: Option<Duration>) -> io::Result<usize> {
     if entries.is_empty() || entries.len() > MAX_POLL as usize || entries.len() * PollEntry::SIZE > netd.max_chunk() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("poll takes 1 to {MAX_POLL} sockets")));
     }

@@ -9,7 +9,7 @@
 //! back to the pool.
 
 use crate::net::{sent_count, v4, TcpStream, UdpSocket};
-use crate::{request, set_wait_limit, Data, Netd, Ticket};
+use crate::{request, set_wait_limit, Data, Session, Ticket};
 use nagare_ipc::SharedBytes;
 use nagare_request::{encode_addr, Op};
 use std::io;
@@ -18,7 +18,7 @@ use std::ops::{Deref, DerefMut};
 
 /// A buffer of our region to fill and send without a copy.
 pub struct TxBuf {
-    netd: Netd,
+    netd: Session,
     index: u32,
     bytes: SharedBytes,
     /// Handed to netd with a request: no longer ours to release.
@@ -27,12 +27,12 @@ pub struct TxBuf {
 
 /// Received bytes, where netd put them in our region.
 pub struct RxBuf {
-    netd: Netd,
+    netd: Session,
     index: u32,
     bytes: SharedBytes,
 }
 
-impl Netd {
+impl Session {
     /// A region buffer to write data into and send with `send_buf`
     /// (`ENOBUFS` when all are in use or in flight).
     pub fn alloc_tx(&self) -> io::Result<TxBuf> {
@@ -61,7 +61,7 @@ impl Netd {
     }
 }
 
-fn release(netd: &Netd, index: u32) {
+fn release(netd: &Session, index: u32) {
     if let Ok(mut c) = netd.lock() {
         let _ = c.pool.release(index);
     }

@@ -6,7 +6,7 @@ use super::net::{insert, Net, Recv};
 use anyhow::{bail, Context, Result};
 use nagare::net::{TcpListener, TcpStream, UdpSocket};
 use nagare::poll::{poll, PollEntry, READABLE, WRITABLE};
-use nagare::Netd;
+use nagare::Session;
 use nagare_core::Instant;
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4};
@@ -23,7 +23,7 @@ struct Stream {
 }
 
 pub struct ViaNet {
-    netd: Netd,
+    netd: Session,
     streams: Vec<Option<Stream>>,
     listeners: Vec<TcpListener>,
     udps: Vec<Option<UdpSocket>>,
@@ -44,7 +44,7 @@ fn v4(a: SocketAddr) -> SocketAddrV4 {
 
 impl ViaNet {
     pub fn connect(socket: &Path) -> Result<ViaNet> {
-        let netd = Netd::connect(socket).with_context(|| format!("connecting to netd at {}", socket.display()))?;
+        let netd = Session::connect(socket).with_context(|| format!("connecting to netd at {}", socket.display()))?;
         let scratch = vec![0; netd.max_chunk()];
         Ok(ViaNet { netd, streams: Vec::new(), listeners: Vec::new(), udps: Vec::new(), scratch })
     }

@@ -317,7 +317,7 @@ impl DriverLink {
                 self.stats.tap_queues = self.rx_queues.len() as u64;
             }
             Err(e) => {
-                eprintln!("nagare netd: receive steering on the TAP is off ({e}); received payload is copied once");
+                log::warn!("receive steering on the TAP is off ({e}); received payload is copied once");
                 self.rx_queues.clear();
                 self.port_steering = None;
                 self.stats.tap_queues = 0;
@@ -480,7 +480,7 @@ impl DriverLink {
                     self.stats.deaths += 1;
                     self.stats.returns_orphaned += returns.len() as u64;
                     self.orphans.extend(returns.into_iter().map(|((key, _), c)| (key, c)));
-                    eprintln!("nagare netd: driver (pid {pid}) died; starting another");
+                    log::warn!("driver (pid {pid}) died; starting another");
                 }
                 self.rx_partial.clear();
                 self.rx_pieces = 0;
@@ -507,7 +507,7 @@ impl DriverLink {
             if self.last_start.elapsed() >= RESTART_BACKOFF {
                 match self.begin() {
                     Ok(s) => self.starting = Some(s),
-                    Err(e) => eprintln!("nagare netd: starting the driver: {e}"),
+                    Err(e) => log::warn!("starting the driver: {e}"),
                 }
                 return true;
             }
@@ -519,13 +519,13 @@ impl DriverLink {
                 return false;
             }
             Ok(0) => {
-                eprintln!("nagare netd: the new driver did not say it was ready; starting another");
+                log::warn!("the new driver did not say it was ready; starting another");
                 stop_driver(s.handle, s.control, Duration::ZERO);
                 return true;
             }
             Ok(_) => {}
             Err(e) => {
-                eprintln!("nagare netd: starting the driver: {e}");
+                log::warn!("starting the driver: {e}");
                 stop_driver(s.handle, s.control, Duration::ZERO);
                 return true;
             }
@@ -535,9 +535,9 @@ impl DriverLink {
             Ok((inc, mtu, _)) => {
                 self.driver_counters = super::DriverStats::default();
                 if mtu != self.mtu {
-                    eprintln!("nagare netd: the new driver's MTU is {mtu}, not {}", self.mtu);
+                    log::warn!("the new driver's MTU is {mtu}, not {}", self.mtu);
                 }
-                eprintln!("nagare netd: driver started again (pid {})", inc.pid);
+                log::info!("driver started again (pid {})", inc.pid);
                 self.up = Some(inc);
                 for (key, region, shape, wakeup) in clients {
                     self.attach(key, region, shape, wakeup);
@@ -549,7 +549,7 @@ impl DriverLink {
                     inc.out.extend(self.steering.descriptors(&table));
                 }
             }
-            Err(e) => eprintln!("nagare netd: starting the driver: {e}"),
+            Err(e) => log::warn!("starting the driver: {e}"),
         }
         true
     }

@@ -7,9 +7,12 @@
 //! - [`run`]: the driver itself ([`serve`]).
 //! - [`queues`]: the extra receive queues of a multi-queue TAP, one per
 //!   client, that the kernel reads each client's frames into.
+//! - [`launch`]: starting a driver, as a process or a thread, and the
+//!   driver process's own start.
 //! - [`link`]: netd's side: a [`DriverLink`] the engine sees as its device,
 //!   which starts the driver and starts it again when it dies.
 
+pub mod launch;
 pub mod link;
 pub mod messages;
 pub mod queues;

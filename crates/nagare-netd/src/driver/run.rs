@@ -418,7 +418,7 @@ impl Driver {
                             true
                         }
                         Err(e) => {
-                            eprintln!("nagare driver: client {key}: {e}");
+                            log::warn!("client {key}: {e}");
                             self.stats.bad_messages += 1;
                             false
                         }
@@ -511,7 +511,7 @@ impl Driver {
                 Err(e) => {
                     // netd passes queues only for a plain TAP, whose
                     // queues this device can read.
-                    eprintln!("nagare driver: a receive queue netd passed cannot be read: {e}");
+                    log::warn!("a receive queue netd passed cannot be read: {e}");
                     self.stats.bad_messages += 1;
                     return;
                 }

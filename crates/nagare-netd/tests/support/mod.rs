@@ -118,8 +118,8 @@ impl NetdThread {
     }
 
     /// A client-library connection to it.
-    pub fn connect(&self) -> nagare::Netd {
-        let netd = nagare::Netd::connect(&self.socket).expect("a client connects");
+    pub fn connect(&self) -> nagare::Session {
+        let netd = nagare::Session::connect(&self.socket).expect("a client connects");
         netd.set_spin(Duration::ZERO);
         netd
     }
@@ -367,7 +367,7 @@ pub fn stat_value(report: &str, key: &str) -> Option<u64> {
 
 /// Asks for netd's report until `until` holds (at most [`LIMIT`]); the
 /// report that did.
-pub fn wait_for_report(netd: &nagare::Netd, what: &str, until: impl Fn(&str) -> bool) -> String {
+pub fn wait_for_report(netd: &nagare::Session, what: &str, until: impl Fn(&str) -> bool) -> String {
     let deadline = Instant::now() + LIMIT;
     loop {
         let report = netd.stat().expect("stat");

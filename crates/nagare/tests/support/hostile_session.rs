@@ -455,7 +455,7 @@ pub fn run(input: &[u8]) -> NetdStats {
     let _stopper = Stopper { stop: Arc::clone(&stop), socket: socket.clone() };
     ready_rx.recv_timeout(SETTLE).expect("netd started");
 
-    let good = nagare::Netd::connect(&socket).expect("the well-behaved client connects");
+    let good = nagare::Session::connect(&socket).expect("the well-behaved client connects");
     good.set_spin(Duration::ZERO);
     let baseline = stat_value(&good.stat().expect("stat"), "engine buffers in_use ").expect("engine buffers in stat");
 

@@ -1,40 +1,58 @@
-//! netd's driver process (`nagare driver`), and the launchers netd starts
-//! its driver with (a process for split placement, a thread for single).
-//! Started by netd, not by hand: its control socket is inherited.
+//! How netd starts its driver: as a process (split placement) or a thread
+//! (single placement), and what the driver process does when it starts.
+//!
+//! A driver process is a program run with `driver` and the arguments
+//! [`DriverSpec::args`] writes (the `nagare` command's hidden `driver`
+//! subcommand parses them into [`DriverArgs`] and calls [`run_process`]).
+//! It inherits one descriptor, its control socket, named by
+//! `--control-fd`; a TAP's descriptor comes over that socket in netd's
+//! hello, a VNI port the driver attaches itself.
 
-use anyhow::{bail, Context, Result};
+use super::{serve, DriverHandle, Launcher, Placement};
 use nagare_dev::{Device, Impaired, Impairment, TapDevice};
 use nagare_host::link::{default_mac, open_vni_port};
-use nagare_netd::driver::{serve, DriverHandle, Launcher};
-use nagare_netd::Placement;
 use nagare_wire::{EthernetAddress, Ipv4Cidr};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 /// The device a driver opens.
 #[derive(Clone, Debug)]
 pub enum DriverDevice {
     /// The TAP netd opened (its descriptor comes with netd's hello).
-    Tap { name: String, vnet_header: bool },
+    Tap {
+        /// Its name.
+        name: String,
+        /// It was attached with virtio-net headers.
+        vnet_header: bool,
+    },
     /// A port of a VNI segment, attached by the driver.
-    Vni { segment: String, mac: EthernetAddress },
+    Vni {
+        /// The segment.
+        segment: String,
+        /// The port's Ethernet address (netd's).
+        mac: EthernetAddress,
+    },
 }
 
-/// What the driver opens, and how it impairs traffic (tests).
+/// What the driver opens, and how it impairs traffic.
 #[derive(Clone, Debug)]
 pub struct DriverSpec {
+    /// The device.
     pub device: DriverDevice,
+    /// Loss, delay and the like both ways (tests).
     pub impair: Option<Impairment>,
-    /// Seeds the impairment.
+    /// netd's address, which seeds the impairment.
     pub addr: Ipv4Cidr,
     /// How long the driver polls after its last work before it sleeps.
-    pub spin: std::time::Duration,
+    pub spin: Duration,
 }
 
 impl DriverSpec {
-    /// `nagare driver`'s arguments for this device.
-    fn args(&self) -> Vec<String> {
+    /// The driver process's arguments after `driver` for this device.
+    pub fn args(&self) -> Vec<String> {
         let mut a = match &self.device {
             DriverDevice::Tap { name, vnet_header } => {
                 let mut a = vec![String::from("--tap"), name.clone()];
@@ -72,32 +90,30 @@ impl DriverSpec {
     }
 }
 
-/// How netd starts its driver in `placement` (split or single).
-pub fn launcher(placement: Placement, spec: DriverSpec) -> Result<Launcher> {
+/// How netd starts its driver in `placement`: `program` (run as `program
+/// driver ARGS`) for split, a thread for single; inline has none.
+pub fn launcher(placement: Placement, spec: DriverSpec, program: PathBuf) -> io::Result<Launcher> {
     match placement {
-        Placement::Split => {
-            let exe = std::env::current_exe().context("finding the nagare binary to start the driver")?;
-            Ok(Box::new(move |control: OwnedFd| {
-                // The child inherits one descriptor: a duplicate without
-                // close-on-exec, closed here once it has been passed on.
-                // SAFETY: F_DUPFD on a descriptor we own returns a new one.
-                let fd = unsafe { libc::fcntl(control.as_raw_fd(), libc::F_DUPFD, 3) };
-                if fd < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                // SAFETY: `fd` was just created and is owned by nobody else.
-                let inherited = unsafe { OwnedFd::from_raw_fd(fd) };
-                let child = std::process::Command::new(&exe)
-                    .arg("driver")
-                    .arg("--control-fd")
-                    .arg(fd.to_string())
-                    .args(spec.args())
-                    .spawn();
-                drop(inherited);
-                drop(control);
-                Ok(DriverHandle::Process(child?))
-            }))
-        }
+        Placement::Split => Ok(Box::new(move |control: OwnedFd| {
+            // The child inherits one descriptor: a duplicate without
+            // close-on-exec, closed here once it has been passed on.
+            // SAFETY: F_DUPFD on a descriptor we own returns a new one.
+            let fd = unsafe { libc::fcntl(control.as_raw_fd(), libc::F_DUPFD, 3) };
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: `fd` was just created and is owned by nobody else.
+            let inherited = unsafe { OwnedFd::from_raw_fd(fd) };
+            let child = std::process::Command::new(&program)
+                .arg("driver")
+                .arg("--control-fd")
+                .arg(fd.to_string())
+                .args(spec.args())
+                .spawn();
+            drop(inherited);
+            drop(control);
+            Ok(DriverHandle::Process(child?))
+        })),
         Placement::Single => Ok(Box::new(move |control: OwnedFd| {
             let spec = spec.clone();
             let thread = std::thread::Builder::new().name(String::from("nagare-driver")).spawn(move || {
@@ -108,11 +124,11 @@ pub fn launcher(placement: Placement, spec: DriverSpec) -> Result<Launcher> {
             })?;
             Ok(DriverHandle::Thread(thread))
         })),
-        Placement::Inline => bail!("inline placement has no driver"),
+        Placement::Inline => Err(io::Error::new(io::ErrorKind::InvalidInput, "inline placement has no driver")),
     }
 }
 
-/// `nagare driver`'s arguments.
+/// The driver process's arguments, as [`DriverSpec::args`] writes them.
 #[derive(Debug, Clone)]
 pub struct DriverArgs {
     /// The inherited control socket netd started the driver with.
@@ -130,19 +146,27 @@ pub struct DriverArgs {
     /// Impair traffic both ways (as netd was asked to).
     pub impair: Option<Impairment>,
     /// How long to poll after the last work before sleeping.
-    pub spin: std::time::Duration,
+    pub spin: Duration,
 }
 
-/// Runs the driver process until netd closes the control socket.
-pub fn run(args: DriverArgs) -> Result<()> {
+fn invalid(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, message)
+}
+
+/// Runs this process as netd's driver until netd closes the control
+/// socket.
+pub fn run_process(args: DriverArgs) -> io::Result<()> {
     if args.control_fd < 3 {
-        bail!("--control-fd {} is not an inherited descriptor", args.control_fd);
+        return Err(invalid(format!("--control-fd {} is not an inherited descriptor", args.control_fd)));
     }
     // SAFETY: fstat on a descriptor number into a local struct.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: as above.
     if unsafe { libc::fstat(args.control_fd, &mut st) } < 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
-        bail!("--control-fd {} is not a socket (nagare driver is started by nagare netd)", args.control_fd);
+        return Err(invalid(format!(
+            "--control-fd {} is not a socket (the driver is started by netd)",
+            args.control_fd
+        )));
     }
     // SAFETY: netd passed us this descriptor for us alone; checked open.
     let control = unsafe { OwnedFd::from_raw_fd(args.control_fd) };
@@ -157,12 +181,11 @@ pub fn run(args: DriverArgs) -> Result<()> {
         (None, Some(segment)) => {
             DriverDevice::Vni { segment, mac: args.mac.unwrap_or_else(|| default_mac(args.addr.address())) }
         }
-        (None, None) => bail!("--tap or --vni is needed"),
+        (None, None) => return Err(invalid("--tap or --vni is needed".into())),
     };
-    let spin = args.spin;
-    let spec = DriverSpec { device, impair: args.impair, addr: args.addr, spin };
+    let spec = DriverSpec { device, impair: args.impair, addr: args.addr, spin: args.spin };
     let stop = AtomicBool::new(false);
-    let stats = serve(control, spin, |fd| spec.open(fd), &stop).context("nagare driver")?;
+    let stats = serve(control, args.spin, |fd| spec.open(fd), &stop)?;
     log::info!("(pid {}) stopping; {stats:?}", std::process::id());
     Ok(())
 }

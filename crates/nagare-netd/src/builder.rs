@@ -1,0 +1,180 @@
+//! netd's wiring: from a link (a TAP device or a VNI port) and a placement
+//! to a running [`Netd`] on its own device, driver thread or driver
+//! process, with the services built into it.
+//!
+//! ```no_run
+//! # fn main() -> std::io::Result<()> {
+//! use nagare_host::{DeviceSpec, LinkSpec};
+//! use nagare_netd::{NetdBuilder, Placement};
+//! let link = LinkSpec {
+//!     device: DeviceSpec::Tap { name: "tap0".into(), offload: true },
+//!     addr: "10.0.0.2/24".parse().map_err(std::io::Error::other)?,
+//!     gateway: None,
+//!     mac: None,
+//!     impair: None,
+//! };
+//! let built = NetdBuilder::new(link).placement(Placement::Single).build()?;
+//! let stop = std::sync::atomic::AtomicBool::new(false);
+//! let mut netd = built.netd;
+//! netd.run(&stop)?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! With a TAP and a driver, netd opens the TAP multi-queue when it can
+//! (one receive queue per client for receive steering; not with an
+//! impairment, which the driver applies to the first queue only), holds it
+//! while it runs, and hands the driver its descriptor and the queues. A VNI
+//! port is attached by whoever drives it: netd inline, the driver
+//! otherwise.
+
+use crate::driver::launch::{launcher, DriverDevice, DriverSpec};
+use crate::driver::{DriverLink, MAX_RX_QUEUES};
+use crate::{Netd, NetdConfig, Placement};
+use nagare_dev::{MonotonicClock, TapDevice};
+use nagare_host::link::{interface_on, open_host};
+use nagare_host::{DeviceSpec, LinkSpec, ServiceConfig};
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How to build a netd; every setting has a default but the link.
+#[derive(Debug, Clone)]
+pub struct NetdBuilder {
+    link: LinkSpec,
+    placement: Placement,
+    config: NetdConfig,
+    services: ServiceConfig,
+    driver_program: Option<PathBuf>,
+}
+
+/// A netd and what was made for it.
+pub struct Built {
+    /// The server, ready to run.
+    pub netd: Netd,
+    /// The services it offers, for a start-up line ("ping" first).
+    pub offered: Vec<String>,
+    /// The driver process's id (split placement).
+    pub driver_pid: Option<u32>,
+}
+
+impl NetdBuilder {
+    /// A netd on `link`: split placement, the default socket and sizes, no
+    /// services but ping.
+    pub fn new(link: LinkSpec) -> NetdBuilder {
+        let config = NetdConfig { link: link.describe(), ..NetdConfig::default() };
+        NetdBuilder {
+            link,
+            placement: Placement::Split,
+            config,
+            services: ServiceConfig::default(),
+            driver_program: None,
+        }
+    }
+
+    /// Where the device runs.
+    pub fn placement(mut self, placement: Placement) -> NetdBuilder {
+        self.placement = placement;
+        self
+    }
+
+    /// The rendezvous socket clients connect to.
+    pub fn socket(mut self, socket: PathBuf) -> NetdBuilder {
+        self.config.socket = socket;
+        self
+    }
+
+    /// How long netd and its driver poll after their last work before they
+    /// sleep.
+    pub fn spin(mut self, spin: Duration) -> NetdBuilder {
+        self.config.spin = spin;
+        self
+    }
+
+    /// Sizes and limits (the socket, spin and link name set here are kept
+    /// unless set again).
+    pub fn config(mut self, config: NetdConfig) -> NetdBuilder {
+        self.config = config;
+        self
+    }
+
+    /// The services built into netd (echo, discard, HTTP).
+    pub fn services(mut self, services: ServiceConfig) -> NetdBuilder {
+        self.services = services;
+        self
+    }
+
+    /// The program run as `PROGRAM driver ARGS` in split placement (by
+    /// default the running one, which must then be the `nagare` command).
+    pub fn driver_program(mut self, program: PathBuf) -> NetdBuilder {
+        self.driver_program = Some(program);
+        self
+    }
+
+    /// The rendezvous socket, the link's name and the placement, for
+    /// messages.
+    pub fn describe(&self) -> (PathBuf, String, Placement) {
+        (self.config.socket.clone(), self.link.describe(), self.placement)
+    }
+
+    /// Opens the link, starts the driver and the listener, enables the
+    /// services.
+    pub fn build(self) -> io::Result<Built> {
+        let clock = MonotonicClock::new();
+        let link = &self.link;
+        if self.placement == Placement::Inline {
+            let host = open_host(link, None, &clock)?;
+            let mut netd = Netd::new(host.iface, host.device, clock, self.config)?;
+            let offered = netd.enable_services(&self.services)?;
+            return Ok(Built { netd, offered, driver_pid: None });
+        }
+        // `tap`: netd keeps the TAP open (and unread) while it runs.
+        let (device, tap) = match &link.device {
+            DeviceSpec::Tap { name, offload } => {
+                let tap = if link.impairment().is_none() {
+                    TapDevice::open_multi_queue(name, *offload)
+                } else {
+                    TapDevice::open_with(name, *offload)
+                };
+                let tap = tap.map_err(|e| io::Error::new(e.kind(), format!("opening TAP device {name}: {e}")))?;
+                if !tap.multi_queue() && link.impairment().is_none() {
+                    log::warn!(
+                        "{name} is a single-queue TAP: received payload is copied once (make it with `ip tuntap add ... multi_queue` to steer)"
+                    );
+                }
+                (DriverDevice::Tap { name: name.clone(), vnet_header: tap.vnet_header() }, Some(tap))
+            }
+            DeviceSpec::Vni { segment } => (DriverDevice::Vni { segment: segment.clone(), mac: link.mac() }, None),
+        };
+        let spec = DriverSpec { device, impair: link.impair, addr: link.addr, spin: self.config.spin };
+        let device_fd = tap.as_ref().map(|t| t.fd().try_clone_to_owned()).transpose()?;
+        let mut rx_queues = Vec::new();
+        if let Some(t) = tap.as_ref().filter(|t| t.multi_queue()) {
+            for _ in 0..MAX_RX_QUEUES {
+                rx_queues.push(t.open_queue()?);
+            }
+            // The steering program names queues by number: right only if
+            // every queue of the TAP is ours (ours then come first, and
+            // anyone attaching later comes after them).
+            if t.queue_count().ok() != Some(1 + MAX_RX_QUEUES) {
+                log::warn!(
+                    "another process holds a queue of {}: receive steering is off; received payload is copied once",
+                    t.name()
+                );
+                rx_queues.clear();
+            }
+        }
+        let program = match self.driver_program {
+            Some(program) => program,
+            None => std::env::current_exe()?,
+        };
+        let driver = DriverLink::start(launcher(self.placement, spec, program)?, device_fd, rx_queues)
+            .map_err(|e| io::Error::new(e.kind(), format!("starting the driver: {e}")))?;
+        let iface = interface_on(&driver, link, &clock);
+        let driver_pid = driver.pid();
+        let mut netd = Netd::with_driver(iface, driver, self.placement, clock, self.config)?;
+        netd.held_tap = tap;
+        let offered = netd.enable_services(&self.services)?;
+        Ok(Built { netd, offered, driver_pid })
+    }
+}
