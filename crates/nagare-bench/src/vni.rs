@@ -453,7 +453,9 @@ impl Rtt {
 /// One step of the bench's own host; device errors are fatal here.
 fn step(host: &mut Host<VniPort>, clock: &MonotonicClock) -> Result<bool> {
     let report = host.step(clock.now());
-    ensure!(!report.device_error, "stepping the bench host: the VNI port failed");
+    if let Some(e) = host.take_device_error().filter(|_| report.device_error) {
+        bail!("stepping the bench host: {e}");
+    }
     Ok(report.did_work())
 }
 
@@ -649,7 +651,7 @@ fn nagare_tcp(mtu: usize, secs: f64, slots: usize) -> Result<Rate> {
     let r = s.peer.finish()?;
     let received = get(&r, "tcp_bytes");
     if received != sent {
-        eprintln!("  warning: TCP at MTU {mtu}: {sent} bytes sent, the peer counted {received}");
+        log::warn!("TCP at MTU {mtu}: {sent} bytes sent, the peer counted {received}");
     }
     Ok(Rate { bytes: received, secs: get(&r, "tcp_ns") as f64 / 1e9, sent, received })
 }

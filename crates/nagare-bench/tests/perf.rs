@@ -5,6 +5,7 @@
 use nagare_bench::perf::{self, ClientOptions, Mode, Proto, Stack, Summary};
 use nagare_host::{DeviceSpec, LinkSpec};
 use std::net::Ipv4Addr;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 fn options(server: Ipv4Addr, port: u16, proto: Proto, mode: Mode) -> ClientOptions {
@@ -27,10 +28,10 @@ fn options(server: Ipv4Addr, port: u16, proto: Proto, mode: Mode) -> ClientOptio
 /// `client_stack` (retrying while the server is not listening yet).
 fn one_test(server_stack: Stack, client_stack: Stack, options: ClientOptions) -> Summary {
     let port = options.port;
-    let server = std::thread::spawn(move || perf::run_server(&server_stack, port, true));
+    let server = std::thread::spawn(move || perf::run_server(&server_stack, port, true, &AtomicBool::new(false)));
     let started = Instant::now();
     let summary = loop {
-        match perf::client(&client_stack, &options) {
+        match perf::client(&client_stack, &options, &AtomicBool::new(false)) {
             Ok(summary) => break summary,
             Err(e) if started.elapsed() < Duration::from_secs(10) && !server.is_finished() => {
                 eprintln!("retrying: {e:#}");

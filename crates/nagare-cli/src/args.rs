@@ -20,6 +20,9 @@ pub struct LinkArgs {
     /// Address and prefix, e.g. 10.0.0.2/24.
     #[arg(long)]
     addr: Ipv4Cidr,
+    /// Plain frames: no checksum or TCP segmentation offload on the TAP.
+    #[arg(long, conflicts_with = "vni")]
+    no_offload: bool,
     #[command(flatten)]
     more: LinkExtras,
 }
@@ -37,6 +40,9 @@ pub struct OptionalLinkArgs {
     /// Address and prefix, e.g. 10.0.0.2/24.
     #[arg(long)]
     pub addr: Option<Ipv4Cidr>,
+    /// Plain frames: no checksum or TCP segmentation offload on the TAP.
+    #[arg(long)]
+    no_offload: bool,
     #[command(flatten)]
     more: LinkExtras,
 }
@@ -53,15 +59,12 @@ struct LinkExtras {
     /// Impair traffic both ways, e.g. loss=3%,delay=2ms,reorder=10%,dup=1%,corrupt=0.1%.
     #[arg(long)]
     impair: Option<Impairment>,
-    /// Plain frames: no checksum or TCP segmentation offload on the TAP.
-    #[arg(long, conflicts_with = "vni")]
-    no_offload: bool,
 }
 
 impl LinkExtras {
-    fn spec(&self, tap: Option<&String>, vni: Option<&String>, addr: Ipv4Cidr) -> LinkSpec {
+    fn spec(&self, tap: Option<&String>, vni: Option<&String>, addr: Ipv4Cidr, offload: bool) -> LinkSpec {
         let device = match (tap, vni) {
-            (Some(name), _) => DeviceSpec::Tap { name: name.clone(), offload: !self.no_offload },
+            (Some(name), _) => DeviceSpec::Tap { name: name.clone(), offload },
             (None, segment) => DeviceSpec::Vni { segment: segment.cloned().unwrap_or_default() },
         };
         LinkSpec { device, addr, gateway: self.gateway, mac: self.mac, impair: self.impair }
@@ -75,7 +78,7 @@ impl LinkExtras {
 impl LinkArgs {
     /// The link asked for.
     pub fn spec(&self) -> LinkSpec {
-        self.more.spec(self.tap.as_ref(), self.vni.as_ref(), self.addr)
+        self.more.spec(self.tap.as_ref(), self.vni.as_ref(), self.addr, !self.no_offload)
     }
 }
 
@@ -83,7 +86,8 @@ impl OptionalLinkArgs {
     /// The TAP or VNI link asked for, if any (with an address).
     pub fn spec(&self) -> Option<LinkSpec> {
         let addr = self.addr?;
-        (self.tap.is_some() || self.vni.is_some()).then(|| self.more.spec(self.tap.as_ref(), self.vni.as_ref(), addr))
+        (self.tap.is_some() || self.vni.is_some())
+            .then(|| self.more.spec(self.tap.as_ref(), self.vni.as_ref(), addr, !self.no_offload))
     }
 
     /// An error if link options are given without a device.

@@ -5,6 +5,7 @@ use crate::args::OptionalLinkArgs;
 use anyhow::Result;
 use clap::{Subcommand, ValueEnum};
 use nagare_bench::perf::{self, ClientOptions, Mode, Proto, Stack};
+use nagare_host::realtime;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
@@ -238,7 +239,9 @@ fn stack(link: &OptionalLinkArgs, via: Option<PathBuf>) -> Result<Stack> {
 impl PerfCommand {
     pub fn run(self) -> Result<()> {
         match self {
-            PerfCommand::Server { link, via, port, once } => perf::run_server(&stack(&link, via)?, port, once),
+            PerfCommand::Server { link, via, port, once } => {
+                perf::run_server(&stack(&link, via)?, port, once, &*realtime::stop_flag()?)
+            }
             PerfCommand::Client {
                 link,
                 via,
@@ -272,7 +275,7 @@ impl PerfCommand {
                     json,
                     quiet,
                 };
-                perf::run_client(&stack(&link, via)?, &options)
+                perf::run_client(&stack(&link, via)?, &options, &*realtime::stop_flag()?)
             }
         }
     }

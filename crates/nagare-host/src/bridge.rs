@@ -24,7 +24,6 @@ use nagare_core::Instant;
 use nagare_dev::{Device, MonotonicClock, ETHERNET_HEADER_LEN, RX_HEADROOM};
 use std::collections::{HashMap, VecDeque};
 use std::io;
-use std::os::fd::RawFd;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -340,24 +339,6 @@ impl Bridge {
     }
 }
 
-/// Sleeps until either fd is readable or `timeout` passes (a signal ends
-/// the wait early).
-fn wait_readable(fds: [Option<RawFd>; 2], timeout: Duration) -> io::Result<()> {
-    let millis = timeout.min(MAX_WAIT).as_micros().div_ceil(1000) as i32;
-    let mut pollfds: Vec<libc::pollfd> =
-        fds.iter().flatten().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
-    // SAFETY: `pollfds` is a live array of `pollfds.len()` pollfd structs,
-    // exclusively borrowed for the duration of the call.
-    let rc = unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, millis) };
-    if rc < 0 {
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
-    Ok(())
-}
-
 /// Buffers big enough for a whole frame of a segment with IP MTU `mtu`
 /// read from the TAP at the headroom, and as many as fit in about 64 MiB
 /// (256 to 4096).
@@ -392,7 +373,7 @@ impl Bridge {
                 Err(e) => {
                     self.device_errors += 1;
                     if self.device_errors.is_power_of_two() {
-                        log::warn!("vni bridge: device error ({} so far): {e}", self.device_errors);
+                        log::warn!("device error ({} so far): {e}", self.device_errors);
                     }
                     std::thread::sleep(Duration::from_millis(10));
                     continue;
@@ -409,7 +390,7 @@ impl Bridge {
                 }
                 continue;
             }
-            wait_readable([tap.raw_fd(), vni.raw_fd()], MAX_WAIT)?;
+            realtime::wait_for_any(&[tap.raw_fd(), vni.raw_fd()], false, MAX_WAIT)?;
         }
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 /// Longest sleep, so a stop request is noticed promptly even when no
 /// signal interrupts the wait.
-const MAX_WAIT: Duration = Duration::from_millis(100);
+pub const MAX_WAIT: Duration = Duration::from_millis(100);
 
 /// A flag raised by SIGINT or SIGTERM.
 pub fn stop_flag() -> io::Result<Arc<AtomicBool>> {
@@ -29,20 +29,30 @@ pub fn stopped(flag: &AtomicBool) -> bool {
 /// Sleeps until `fd` is readable (or writable, if asked) or `timeout`
 /// passes; a signal ends the wait early.
 pub fn wait_for(fd: Option<RawFd>, want_write: bool, timeout: Duration) -> io::Result<()> {
+    wait_for_any(&[fd], want_write, timeout)
+}
+
+/// Sleeps until one of `fds` is readable (or writable, if asked) or
+/// `timeout` passes (at most [`MAX_WAIT`]); a signal ends the wait early.
+/// Without any descriptor it just sleeps.
+pub fn wait_for_any(fds: &[Option<RawFd>], want_write: bool, timeout: Duration) -> io::Result<()> {
     let timeout = timeout.min(MAX_WAIT);
     // Round up: a timeout just under a millisecond must sleep, not spin.
     let millis = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
-    let Some(fd) = fd else {
+    let events = if want_write { libc::POLLIN | libc::POLLOUT } else { libc::POLLIN };
+    let mut pollfds = [libc::pollfd { fd: -1, events, revents: 0 }; 4];
+    let mut n = 0;
+    for (slot, fd) in pollfds.iter_mut().zip(fds.iter().flatten()) {
+        slot.fd = *fd;
+        n += 1;
+    }
+    if n == 0 {
         std::thread::sleep(timeout);
         return Ok(());
-    };
-    let mut events = libc::POLLIN;
-    if want_write {
-        events |= libc::POLLOUT;
     }
-    let mut pollfd = libc::pollfd { fd, events, revents: 0 };
-    // SAFETY: one valid pollfd lives on the stack for the duration of the call.
-    let rc = unsafe { libc::poll(&mut pollfd, 1, millis) };
+    // SAFETY: `pollfds` lives on the stack for the duration of the call,
+    // and `n` of its entries are given.
+    let rc = unsafe { libc::poll(pollfds.as_mut_ptr(), n as libc::nfds_t, millis) };
     if rc < 0 {
         let err = io::Error::last_os_error();
         if err.kind() != io::ErrorKind::Interrupted {

@@ -119,22 +119,50 @@ fn a_request_body_is_skipped_not_taken_for_the_next_request() {
     let mut pair = pair(&site.root);
     let h = connect(&mut pair);
     // The body looks like a request; it must not be answered as one.
-    let body = "GET /nothing HTTP/1.1\r\n\r\n";
-    let request =
-        format!("GET /a.txt HTTP/1.1\r\nContent-Length: {}\r\n\r\n{body}GET /a.txt HTTP/1.1\r\n\r\n", body.len());
+    let body = "GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n";
+    let request = format!(
+        "GET /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n",
+        body.len()
+    );
     let (text, closed) = exchange(&mut pair, h, request.as_bytes());
+    assert_eq!(text.matches("HTTP/1.1 200 OK").count(), 2, "{text}");
+    assert!(!text.contains("404"), "{text}");
+    assert!(!closed);
+    // The same with the body chunked, in two chunks.
+    let chunked = format!(
+        "GET /a.txt HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{}\r\n{:x}\r\n{}\r\n0\r\n\r\nGET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n",
+        &body[..5],
+        body.len() - 5,
+        &body[5..]
+    );
+    let (text, closed) = exchange(&mut pair, h, chunked.as_bytes());
     assert_eq!(text.matches("HTTP/1.1 200 OK").count(), 2, "{text}");
     assert!(!text.contains("404"), "{text}");
     assert!(!closed);
 }
 
 #[test]
+fn nothing_after_a_closing_request_is_processed() {
+    let site = site("close");
+    let mut pair = pair(&site.root);
+    let h = connect(&mut pair);
+    let request = b"GET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n";
+    let (text, closed) = exchange(&mut pair, h, request);
+    assert_eq!(text.matches("HTTP/1.1 200 OK").count(), 1, "{text}");
+    assert!(text.ends_with("hello\n"), "{text}");
+    assert!(closed);
+    assert_eq!(pair.b.services.stats.http_requests, 1);
+}
+
+#[test]
 fn conflicting_lengths_and_smuggled_encodings_are_refused_and_closed() {
     let site = site("bad");
     for request in [
-        "GET /a.txt HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
-        "GET /a.txt HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n",
-        "GET /a.txt HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+        "GET /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+        "GET /a.txt HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n",
+        "GET /a.txt HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+        "GET /a.txt HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\nContent-Length: 3\r\n\r\nabc",
+        "GET /a.txt HTTP/1.1\r\n\r\n",
         "GET /a.txt FTP/1.1\r\n\r\n",
     ] {
         let mut pair = pair(&site.root);
@@ -151,7 +179,7 @@ fn other_methods_are_refused_with_allow() {
     let site = site("method");
     let mut pair = pair(&site.root);
     let h = connect(&mut pair);
-    let (text, closed) = exchange(&mut pair, h, b"POST /a.txt HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi");
+    let (text, closed) = exchange(&mut pair, h, b"POST /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi");
     assert!(text.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"), "{text}");
     assert!(text.contains("\r\nAllow: GET, HEAD\r\n"), "{text}");
     assert!(!closed);

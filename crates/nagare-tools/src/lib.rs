@@ -10,8 +10,9 @@
 //! - [`stat`]: a running netd's report.
 //! - [`vni`]: VNI segments and the bridge to a TAP device.
 //!
-//! What they print on stdout is the command's output; diagnostics go
-//! through the `log` crate.
+//! What they print is the command's output (on stdout, but for a download's
+//! progress line and ping's per-request errors, on stderr as iputils'
+//! ping prints them); diagnostics go through the `log` crate.
 
 pub mod demo;
 pub mod fetch;

@@ -176,10 +176,9 @@ impl ClientOptions {
     }
 }
 
-/// Serves tests on `stack` and `port` until SIGINT or SIGTERM (`once`:
+/// Serves tests on `stack` and `port` until `stop` is raised (`once`:
 /// one test, an error if it failed).
-pub fn run_server(stack: &Stack, port: u16, once: bool) -> Result<()> {
-    let stop = realtime::stop_flag()?;
+pub fn run_server(stack: &Stack, port: u16, once: bool, stop: &AtomicBool) -> Result<()> {
     let clock = MonotonicClock::new();
     let seed = clock.unix_epoch_micros() ^ (u64::from(std::process::id()) << 32);
     let failures = match stack {
@@ -187,7 +186,7 @@ pub fn run_server(stack: &Stack, port: u16, once: bool) -> Result<()> {
             let mut net = via::ViaNet::connect(socket)?;
             let stack = format!("nagare through netd at {}", socket.display());
             let mut server = server::Server::new(server::ServerConfig { port, once, stack }, seed);
-            drive(&mut net, &mut server, &clock, &stop)?;
+            drive(&mut net, &mut server, &clock, stop)?;
             server.failures
         }
         Stack::Engine(link) => {
@@ -195,7 +194,7 @@ pub fn run_server(stack: &Stack, port: u16, once: bool) -> Result<()> {
             let mut net = engine::EngineNet::new(host)?;
             let stack = format!("nagare on {} as {}", link.describe(), link.addr);
             let mut server = server::Server::new(server::ServerConfig { port, once, stack }, seed);
-            drive(&mut net, &mut server, &clock, &stop)?;
+            drive(&mut net, &mut server, &clock, stop)?;
             net.linger(&clock, Duration::from_millis(500));
             if let Some(line) = net.stats_line() {
                 log::info!("{line}");
@@ -206,7 +205,7 @@ pub fn run_server(stack: &Stack, port: u16, once: bool) -> Result<()> {
             let mut net = kernel::KernelNet::default();
             let stack = "the kernel's stack".to_string();
             let mut server = server::Server::new(server::ServerConfig { port, once, stack }, seed);
-            drive(&mut net, &mut server, &clock, &stop)?;
+            drive(&mut net, &mut server, &clock, stop)?;
             server.failures
         }
     };
@@ -218,8 +217,8 @@ pub fn run_server(stack: &Stack, port: u16, once: bool) -> Result<()> {
 }
 
 /// Runs one test against a perf server from `stack`; prints its summary.
-pub fn run_client(stack: &Stack, options: &ClientOptions) -> Result<()> {
-    let summary = client(stack, options)?;
+pub fn run_client(stack: &Stack, options: &ClientOptions, stop: &AtomicBool) -> Result<()> {
+    let summary = client(stack, options, stop)?;
     if options.json {
         println!("{}", summary.json());
     } else {
@@ -229,31 +228,31 @@ pub fn run_client(stack: &Stack, options: &ClientOptions) -> Result<()> {
 }
 
 /// Runs one test against a perf server from `stack` and returns what it
-/// measured (the progress line, unless `options.quiet`, goes to stderr).
-pub fn client(stack: &Stack, options: &ClientOptions) -> Result<Summary> {
+/// measured (the progress line, unless `options.quiet`, goes to stderr);
+/// raising `stop` interrupts it.
+pub fn client(stack: &Stack, options: &ClientOptions, stop: &AtomicBool) -> Result<Summary> {
     let config = options.config()?;
-    let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
     let server = config.server;
     let (finished, summary, stats) = match stack {
         Stack::Via(socket) => {
             let mut net = via::ViaNet::connect(socket)?;
             let mut client = client::Client::new(config);
-            let result = drive(&mut net, &mut client, &clock, &stop);
+            let result = drive(&mut net, &mut client, &clock, stop);
             (result, client.summary, None)
         }
         Stack::Engine(link) => {
             let host = open_host(link, None, &clock)?;
             let mut net = engine::EngineNet::new(host)?;
             let mut client = client::Client::new(config);
-            let result = drive(&mut net, &mut client, &clock, &stop);
+            let result = drive(&mut net, &mut client, &clock, stop);
             net.linger(&clock, Duration::from_millis(300));
             (result, client.summary, net.stats_line())
         }
         Stack::Kernel => {
             let mut net = kernel::KernelNet::default();
             let mut client = client::Client::new(config);
-            let result = drive(&mut net, &mut client, &clock, &stop);
+            let result = drive(&mut net, &mut client, &clock, stop);
             (result, client.summary, None)
         }
     };

@@ -2,7 +2,7 @@
 //! turns the response's bytes, however they are cut, into body bytes.
 
 use super::chunked::ChunkedDecoder;
-use super::{parse_response, Framing};
+use super::{find_head_end, parse_response, Framing};
 use std::net::Ipv4Addr;
 
 /// Largest response head accepted.
@@ -72,6 +72,8 @@ impl std::error::Error for ResponseError {}
 #[derive(Debug, Default)]
 pub struct ResponseReader {
     head: Vec<u8>,
+    /// How far `head` was searched for the end of a head.
+    scanned: usize,
     status: Option<u16>,
     framing: Option<Framing>,
     chunked: ChunkedDecoder,
@@ -106,18 +108,32 @@ impl ResponseReader {
     /// Takes the next bytes from the server, handing body bytes to `body`.
     /// Bytes past the end of the response are ignored.
     pub fn feed(&mut self, mut bytes: &[u8], mut body: impl FnMut(&[u8])) -> Result<(), ResponseError> {
-        if self.framing.is_none() {
+        while self.framing.is_none() {
             let before = self.head.len();
             self.head.extend_from_slice(&bytes[..bytes.len().min(MAX_HEAD + 1 - before.min(MAX_HEAD))]);
-            match parse_response(&self.head).map_err(|e| ResponseError(e.to_string()))? {
+            // Parsed only once its end is there: a head that arrives a
+            // byte at a time costs a search of each byte, not a parse.
+            let complete = find_head_end(&self.head, self.scanned).is_some();
+            self.scanned = self.head.len();
+            let parsed = if complete || self.head.len() > MAX_HEAD { parse_response(&self.head) } else { Ok(None) };
+            match parsed.map_err(|e| ResponseError(e.to_string()))? {
                 None if self.head.len() > MAX_HEAD => return Err(ResponseError("response head too long".into())),
                 None => return Ok(()),
                 Some((head, len)) => {
+                    bytes = &bytes[len.saturating_sub(before)..];
+                    self.head = Vec::new();
+                    self.scanned = 0;
+                    // An interim response (100 Continue, 103 Early Hints)
+                    // comes before the final one (RFC 9110 §15.2).
+                    if (100..200).contains(&head.status) && head.status != 101 {
+                        if bytes.is_empty() {
+                            return Ok(());
+                        }
+                        continue;
+                    }
                     self.status = Some(head.status);
                     self.framing = Some(head.body);
                     self.done = head.body == Framing::Empty || head.body == Framing::Length(0);
-                    bytes = &bytes[len.saturating_sub(before)..];
-                    self.head = Vec::new();
                 }
             }
         }
@@ -197,6 +213,14 @@ mod tests {
             assert_eq!(read_in_pieces(length, piece, false).unwrap(), (b"hello".to_vec(), Some(200)));
             assert_eq!(read_in_pieces(chunked, piece, false).unwrap(), (b"hello".to_vec(), Some(200)));
             assert_eq!(read_in_pieces(close, piece, true).unwrap(), (b"hello".to_vec(), Some(404)));
+        }
+    }
+
+    #[test]
+    fn interim_responses_are_passed_over() {
+        let response = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+        for piece in 1..response.len() {
+            assert_eq!(read_in_pieces(response, piece, false).unwrap(), (b"ok".to_vec(), Some(200)), "piece {piece}");
         }
     }
 

@@ -37,7 +37,8 @@ pub enum HeadError {
     TooManyHeaders,
     /// Content-Length fields that disagree or are not a number.
     BadContentLength,
-    /// A transfer coding other than chunked last (requests), or
+    /// A transfer coding other than chunked last, chunked twice, an empty
+    /// coding, a transfer coding in HTTP/1.0 (requests), or
     /// Transfer-Encoding together with Content-Length (requests: the
     /// smuggling case RFC 9112 §6.3 lets a server refuse).
     BadTransferEncoding,
@@ -101,8 +102,14 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<(RequestHead, usize)>, HeadErr
         return Err(HeadError::Malformed("incomplete request line".into()));
     };
     let fields = Fields(request.headers);
+    // RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host.
+    if minor_version >= 1 && !fields.one_host() {
+        return Err(HeadError::Malformed("an HTTP/1.1 request needs one Host field".into()));
+    }
     let body = match (fields.transfer_coding_chunked(), fields.content_length()?) {
         (Some(_), Some(_)) => return Err(HeadError::BadTransferEncoding),
+        // §6.1: HTTP/1.0 has no transfer codings; its framing is faulty.
+        (Some(_), None) if minor_version == 0 => return Err(HeadError::BadTransferEncoding),
         (Some(true), None) => Framing::Chunked,
         (Some(false), None) => return Err(HeadError::BadTransferEncoding),
         (None, Some(0) | None) => Framing::Empty,
@@ -152,26 +159,48 @@ pub fn parse_response(buf: &[u8]) -> Result<Option<(ResponseHead, usize)>, HeadE
     Ok(Some((ResponseHead { status, body }, len)))
 }
 
+/// Where the head that starts `buf` ends (an empty line, CRLF or bare
+/// LF), if its end is there; the search starts a little before `from`
+/// (bytes already searched).
+pub(crate) fn find_head_end(buf: &[u8], from: usize) -> Option<usize> {
+    let start = from.saturating_sub(2).min(buf.len());
+    let tail = &buf[start..];
+    tail.iter().enumerate().find_map(|(i, &b)| {
+        let blank = match (b, tail.get(i + 1), tail.get(i + 2)) {
+            (b'\n', Some(b'\n'), _) => Some(2),
+            (b'\n', Some(b'\r'), Some(b'\n')) => Some(3),
+            _ => None,
+        };
+        blank.map(|n| start + i + n)
+    })
+}
+
 /// The header fields of one head.
 struct Fields<'h, 'b>(&'h [httparse::Header<'b>]);
 
 impl Fields<'_, '_> {
-    /// The comma-separated elements of every field named `name`, trimmed.
-    fn elements<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.0
-            .iter()
-            .filter(move |h| h.name.eq_ignore_ascii_case(name))
-            .flat_map(|h| std::str::from_utf8(h.value).unwrap_or("\u{0}").split(','))
-            .map(str::trim)
-            .filter(|e| !e.is_empty())
+    /// The comma-separated elements of every field named `name`, trimmed,
+    /// empty ones included (a field with an empty value is one empty
+    /// element); `None` for a value that is not text.
+    fn elements<'a>(&'a self, name: &'a str) -> impl Iterator<Item = Option<&'a str>> + 'a {
+        self.0.iter().filter(move |h| h.name.eq_ignore_ascii_case(name)).flat_map(|h| {
+            let text = std::str::from_utf8(h.value).ok();
+            let parts: Box<dyn Iterator<Item = Option<&str>>> = match text {
+                Some(t) => Box::new(t.split(',').map(|e| Some(e.trim_matches([' ', '\t'])))),
+                None => Box::new(std::iter::once(None)),
+            };
+            parts
+        })
     }
 
     /// The Content-Length, if any: every value (several fields, or a list
-    /// in one) must be the same number (RFC 9110 §8.6).
+    /// in one) must be the same number (RFC 9110 §8.6); an empty one is
+    /// refused.
     fn content_length(&self) -> Result<Option<u64>, HeadError> {
         let mut length = None;
         for value in self.elements("content-length") {
-            if !value.bytes().all(|b| b.is_ascii_digit()) {
+            let value = value.ok_or(HeadError::BadContentLength)?;
+            if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
                 return Err(HeadError::BadContentLength);
             }
             let n: u64 = value.parse().map_err(|_| HeadError::BadContentLength)?;
@@ -184,18 +213,34 @@ impl Fields<'_, '_> {
     }
 
     /// `None` without Transfer-Encoding; else whether chunked is the last
-    /// coding of the list.
+    /// coding of the list and applied once (RFC 9112 §6.1). A field that
+    /// lists no coding, or an empty element, makes it `Some(false)`.
     fn transfer_coding_chunked(&self) -> Option<bool> {
-        let mut last = None;
+        let mut seen = false;
+        let mut chunked = 0;
+        let mut last_chunked = false;
+        let mut well_formed = true;
         for coding in self.elements("transfer-encoding") {
-            last = Some(coding.eq_ignore_ascii_case("chunked"));
+            seen = true;
+            match coding {
+                Some(c) if !c.is_empty() => {
+                    last_chunked = c.eq_ignore_ascii_case("chunked");
+                    chunked += usize::from(last_chunked);
+                }
+                _ => well_formed = false,
+            }
         }
-        last
+        seen.then_some(well_formed && last_chunked && chunked == 1)
     }
 
     /// Whether the Connection field lists `option`.
     fn connection_has(&self, option: &str) -> bool {
-        self.elements("connection").any(|o| o.eq_ignore_ascii_case(option))
+        self.elements("connection").any(|o| o.is_some_and(|o| o.eq_ignore_ascii_case(option)))
+    }
+
+    /// Whether there is exactly one Host field.
+    fn one_host(&self) -> bool {
+        self.0.iter().filter(|h| h.name.eq_ignore_ascii_case("host")).count() == 1
     }
 }
 
@@ -203,8 +248,28 @@ impl Fields<'_, '_> {
 mod tests {
     use super::*;
 
+    /// Parses `text`, with a Host field added to an HTTP/1.1 request
+    /// that has none.
     fn request(text: &str) -> Result<Option<RequestHead>, HeadError> {
+        let text = if text.contains(" HTTP/1.1\r\n") && !text.contains("\nHost:") {
+            text.replacen("\r\n", "\r\nHost: x\r\n", 1)
+        } else {
+            text.to_string()
+        };
         parse_request(text.as_bytes()).map(|r| r.map(|(h, _)| h))
+    }
+
+    #[test]
+    fn the_end_of_a_head_is_found_from_where_the_search_stopped() {
+        let head = b"GET / HTTP/1.1\r\nHost: x\r\n\r\nrest";
+        assert_eq!(find_head_end(head, 0), Some(27));
+        // A search that stopped at `from` saw no complete end: `from` <= 26.
+        for from in 0..=26 {
+            assert_eq!(find_head_end(head, from), Some(27), "from {from}");
+        }
+        assert_eq!(find_head_end(b"GET / HTTP/1.0\n\nx", 0), Some(16));
+        assert_eq!(find_head_end(b"GET / HTTP/1.1\r\nHost: x\r\n", 0), None);
+        assert_eq!(find_head_end(b"", 5), None);
     }
 
     #[test]
@@ -258,6 +323,37 @@ mod tests {
             request("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"),
             Err(HeadError::BadTransferEncoding)
         );
+    }
+
+    #[test]
+    fn empty_lengths_and_codings_are_refused() {
+        assert_eq!(request("POST / HTTP/1.1\r\nContent-Length:\r\n\r\nabc"), Err(HeadError::BadContentLength));
+        assert_eq!(request("POST / HTTP/1.1\r\nContent-Length: 3,\r\n\r\nabc"), Err(HeadError::BadContentLength));
+        for te in ["", ",", "chunked,", "chunked, chunked"] {
+            assert_eq!(
+                request(&format!("POST / HTTP/1.1\r\nTransfer-Encoding: {te}\r\n\r\n")),
+                Err(HeadError::BadTransferEncoding),
+                "{te:?}"
+            );
+            assert_eq!(
+                request(&format!("POST / HTTP/1.1\r\nTransfer-Encoding: {te}\r\nContent-Length: 5\r\n\r\n")),
+                Err(HeadError::BadTransferEncoding),
+                "{te:?} with a length"
+            );
+        }
+        assert_eq!(
+            request("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            Err(HeadError::BadTransferEncoding)
+        );
+        let empty_length = parse_response(b"HTTP/1.1 200 OK\r\nContent-Length:\r\n\r\n");
+        assert_eq!(empty_length, Err(HeadError::BadContentLength));
+    }
+
+    #[test]
+    fn an_http_1_1_request_has_one_host() {
+        assert!(matches!(parse_request(b"GET / HTTP/1.1\r\n\r\n"), Err(HeadError::Malformed(_))));
+        assert!(matches!(parse_request(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), Err(HeadError::Malformed(_))));
+        assert!(parse_request(b"GET / HTTP/1.0\r\n\r\n").unwrap().is_some());
     }
 
     #[test]

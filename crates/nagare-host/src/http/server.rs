@@ -3,7 +3,8 @@
 //! Content-Length, files streamed from disk straight into packet buffers
 //! (the read is the only copy).
 
-use super::{parse_request, Framing, HeadError, RequestHead};
+use super::chunked::ChunkedDecoder;
+use super::{find_head_end, parse_request, Framing, HeadError, RequestHead};
 use nagare_core::buf::PacketBuf;
 use nagare_core::iface::Error;
 use nagare_core::tcp::TcpHandle;
@@ -14,8 +15,8 @@ use std::path::{Component, Path, PathBuf};
 
 /// Largest request head accepted (request line and headers).
 const MAX_HEAD: usize = 16 * 1024;
-/// Largest request body skipped to keep the connection; a larger one (or
-/// a chunked one) ends the connection after the response.
+/// Largest request body skipped to keep the connection; a larger one
+/// ends the connection after the response.
 const MAX_DISCARD: u64 = 1 << 20;
 /// Body bytes read from the file before one send call.
 const SEND_CHAIN_BYTES: usize = 64 * 1024;
@@ -40,19 +41,44 @@ struct Response {
     pending: PacketBuf,
 }
 
+/// The body of the last request, being read past.
+#[derive(Debug)]
+enum Skip {
+    /// No body, or all of it read.
+    Done,
+    /// This many bytes of a Content-Length body left.
+    Length(u64),
+    /// A chunked body, and how many data bytes of it were read.
+    Chunked(ChunkedDecoder, u64),
+}
+
+/// One connection of the file server.
 pub struct HttpConnection {
     root: PathBuf,
+    /// Bytes received and not yet used: a head being read, or the start
+    /// of a body to skip.
     head: Vec<u8>,
+    /// How far `head` was searched for the end of a head, so a head that
+    /// arrives a byte at a time is not searched again from the start.
+    scanned: usize,
     response: Option<Response>,
     close_after: bool,
     peer_done: bool,
-    /// Body bytes of the last request still to be skipped.
-    discard: u64,
+    skip: Skip,
 }
 
 impl HttpConnection {
+    /// A connection serving the files under `root`.
     pub fn new(root: PathBuf) -> Self {
-        HttpConnection { root, head: Vec::new(), response: None, close_after: false, peer_done: false, discard: 0 }
+        HttpConnection {
+            root,
+            head: Vec::new(),
+            scanned: 0,
+            response: None,
+            close_after: false,
+            peer_done: false,
+            skip: Skip::Done,
+        }
     }
 
     pub fn serve(&mut self, iface: &mut Interface, handle: TcpHandle, now: Instant) -> Outcome {
@@ -86,33 +112,52 @@ impl HttpConnection {
     /// request before it) and prepares its response; returns whether a
     /// response is ready.
     fn read_request(&mut self, iface: &mut Interface, handle: TcpHandle, now: Instant, out: &mut Outcome) -> bool {
-        loop {
-            if self.discard > 0 {
-                let n = usize::try_from(self.discard).unwrap_or(usize::MAX).min(self.head.len());
-                self.head.drain(..n);
-                self.discard -= n as u64;
+        if self.close_after {
+            // RFC 9112 §9.6: nothing after the request that ends the
+            // connection is processed. What still arrives is read and
+            // dropped (a lingering close), so that unread data does not
+            // turn our close into a reset before the client has read the
+            // response.
+            self.head.clear();
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = iface.tcp().recv(handle, &mut buf, now) {
+                out.progress |= n > 0;
             }
-            if self.discard == 0 {
-                match parse_request(&self.head) {
-                    Ok(Some((head, len))) => {
-                        self.head.drain(..len);
-                        out.requests += 1;
-                        out.progress = true;
-                        self.response = Some(self.respond(&head));
-                        return true;
-                    }
-                    Ok(None) if self.head.len() < MAX_HEAD => {}
-                    Ok(None) | Err(HeadError::TooManyHeaders) => {
-                        self.close_after = true;
-                        self.response = Some(simple(431, "Request Header Fields Too Large", Persist::Close, false));
-                        return true;
-                    }
-                    Err(_) => {
-                        self.close_after = true;
-                        self.response = Some(simple(400, "Bad Request", Persist::Close, false));
-                        return true;
+            out.close = true;
+            return false;
+        }
+        loop {
+            if self.skip_body() {
+                let end = find_head_end(&self.head, self.scanned);
+                self.scanned = self.head.len();
+                if end.is_some() || self.head.len() >= MAX_HEAD {
+                    self.scanned = 0;
+                    match parse_request(&self.head) {
+                        Ok(Some((head, len))) => {
+                            self.head.drain(..len);
+                            out.requests += 1;
+                            out.progress = true;
+                            self.response = Some(self.respond(&head));
+                            return true;
+                        }
+                        Ok(None) if self.head.len() < MAX_HEAD => {}
+                        Ok(None) | Err(HeadError::TooManyHeaders) => {
+                            self.close_after = true;
+                            self.response = Some(simple(431, "Request Header Fields Too Large", Persist::Close, false));
+                            return true;
+                        }
+                        Err(_) => {
+                            self.close_after = true;
+                            self.response = Some(simple(400, "Bad Request", Persist::Close, false));
+                            return true;
+                        }
                     }
                 }
+            }
+            if self.close_after {
+                // A body that cannot be skipped ends the connection.
+                out.close = true;
+                return false;
             }
             if self.peer_done {
                 out.close = true;
@@ -141,11 +186,55 @@ impl HttpConnection {
         }
     }
 
+    /// Drops what the last request's body has in `head`; whether all of
+    /// it is gone (else more must be read, or, past [`MAX_DISCARD`], the
+    /// connection ends: `close_after`).
+    fn skip_body(&mut self) -> bool {
+        if !matches!(self.skip, Skip::Done) {
+            // What is left of `head` afterwards starts a new head.
+            self.scanned = 0;
+        }
+        match &mut self.skip {
+            Skip::Done => true,
+            Skip::Length(left) => {
+                let n = usize::try_from(*left).unwrap_or(usize::MAX).min(self.head.len());
+                self.head.drain(..n);
+                *left -= n as u64;
+                if *left == 0 {
+                    self.skip = Skip::Done;
+                }
+                matches!(self.skip, Skip::Done)
+            }
+            Skip::Chunked(decoder, seen) => {
+                let mut data = 0;
+                match decoder.feed(&self.head, |d| data += d.len()) {
+                    Ok(used) => {
+                        self.head.drain(..used);
+                        *seen += data as u64;
+                        if decoder.is_done() {
+                            self.skip = Skip::Done;
+                            return true;
+                        }
+                        if *seen > MAX_DISCARD {
+                            self.close_after = true;
+                        }
+                        false
+                    }
+                    Err(_) => {
+                        self.close_after = true;
+                        false
+                    }
+                }
+            }
+        }
+    }
+
     fn respond(&mut self, request: &RequestHead) -> Response {
         // A body the request carries is read past before the next request:
         // small ones are skipped, the rest end the connection instead.
         match request.body {
-            Framing::Length(n) if n <= MAX_DISCARD => self.discard = n,
+            Framing::Length(n) if n <= MAX_DISCARD => self.skip = Skip::Length(n),
+            Framing::Chunked => self.skip = Skip::Chunked(ChunkedDecoder::default(), 0),
             Framing::Empty => {}
             _ => self.close_after = true,
         }
