@@ -2,38 +2,18 @@
 //! (rate limited, quoting what RFC 1812 allows), and those it receives or
 //! makes up about datagrams it sent, handed to the socket that sent them.
 
-use super::socket::EchoEvent;
+use super::socket::{EchoEvent, IcmpError};
 use super::ICMP_ECHO_REQUEST;
 use crate::buf::PacketBuf;
 use crate::iface::ipv4::is_martian_source;
 use crate::iface::read::be16;
 use crate::iface::{Error, Interface};
 use crate::time::Instant;
-use core::net::Ipv4Addr;
 use nagare_wire::{Checksum, IpProtocol, Ipv4Packet, Ipv4Repr, ICMPV4_HEADER_LEN, IPV4_HEADER_LEN};
 
 /// Largest ICMP error message: RFC 1812 asks for as much of the offending
 /// datagram as fits in 576 bytes.
 const ICMP_ERROR_MAX_LEN: usize = 576;
-
-/// An error an ICMP message reported about a datagram we sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IcmpError {
-    /// Destination unreachable, with its code.
-    Unreachable {
-        /// Who reported it.
-        from: Ipv4Addr,
-        /// ICMP code (3 = port unreachable, 4 = fragmentation needed, ...).
-        code: u8,
-    },
-    /// Time exceeded in transit or in reassembly.
-    TimeExceeded {
-        /// Who reported it.
-        from: Ipv4Addr,
-        /// ICMP code.
-        code: u8,
-    },
-}
 
 impl Interface {
     /// Sends an ICMP error about a datagram we received (`ip` and its

@@ -2,8 +2,8 @@
 //! handed to the echo socket with their identifier, errors to the socket
 //! whose datagram they quote.
 
-use super::error::IcmpError;
 use super::socket::EchoEvent;
+use super::socket::IcmpError;
 use super::{ICMP_DST_UNREACHABLE, ICMP_ECHO_REPLY, ICMP_ECHO_REQUEST, ICMP_TIME_EXCEEDED};
 use crate::buf::PacketBuf;
 use crate::iface::read::be16;

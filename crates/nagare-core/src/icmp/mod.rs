@@ -18,8 +18,7 @@ mod socket;
 mod sockets;
 
 pub use api::Icmp;
-pub use error::IcmpError;
-pub use socket::{EchoEvent, EchoSocket};
+pub use socket::{EchoEvent, EchoSocket, IcmpError};
 pub use sockets::{EchoHandle, IcmpSockets};
 
 pub(crate) const ICMP_ECHO_REPLY: u8 = 0;

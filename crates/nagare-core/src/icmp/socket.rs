@@ -1,10 +1,28 @@
 //! An ICMP echo socket (for ping): an identifier and a bounded queue of
 //! the replies and errors that came for it.
 
-use super::error::IcmpError;
 use crate::time::Instant;
 use alloc::collections::VecDeque;
 use core::net::Ipv4Addr;
+
+/// An error an ICMP message reported about a datagram we sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IcmpError {
+    /// Destination unreachable, with its code.
+    Unreachable {
+        /// Who reported it.
+        from: Ipv4Addr,
+        /// ICMP code (3 = port unreachable, 4 = fragmentation needed, ...).
+        code: u8,
+    },
+    /// Time exceeded in transit or in reassembly.
+    TimeExceeded {
+        /// Who reported it.
+        from: Ipv4Addr,
+        /// ICMP code.
+        code: u8,
+    },
+}
 
 /// An echo reply (or error about an echo request) received by an echo socket.
 #[derive(Debug, Clone, PartialEq, Eq)]

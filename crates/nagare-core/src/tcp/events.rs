@@ -2,7 +2,7 @@
 //! events (epoll's `EPOLLET`), each socket listed at most once until its
 //! events are taken.
 
-use super::sockets::{TcpHandle, TcpListenerHandle, TcpSockets};
+use super::sockets::{TcpHandle, TcpListenerHandle, TcpSocket, TcpSockets};
 use crate::iface::Error;
 use alloc::vec::Vec;
 
@@ -18,15 +18,6 @@ pub struct Readiness {
     /// The connection is over (closed, reset or timed out): nothing more
     /// will change.
     pub closed: bool,
-}
-
-/// A socket whose readiness may have changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TcpSocket {
-    /// A connection.
-    Connection(TcpHandle),
-    /// A listener.
-    Listener(TcpListenerHandle),
 }
 
 /// One readiness event: the socket and what it is ready for now.

@@ -27,5 +27,5 @@ mod output;
 mod sockets;
 
 pub use api::Tcp;
-pub use events::{Readiness, TcpEvent, TcpSocket};
-pub use sockets::{TcpHandle, TcpListenerHandle, TcpSockets};
+pub use events::{Readiness, TcpEvent};
+pub use sockets::{TcpHandle, TcpListenerHandle, TcpSocket, TcpSockets};

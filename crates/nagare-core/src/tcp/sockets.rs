@@ -5,7 +5,6 @@
 
 use super::config::TcpConfig;
 use super::connection::{Connection, State};
-use super::events::TcpSocket;
 use crate::buf::PacketBuf;
 use crate::capabilities::Capabilities;
 use crate::hash::{KeyedState, SipKey};
@@ -26,6 +25,15 @@ pub struct TcpHandle(pub(super) SocketHandle);
 /// Names a listening TCP socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TcpListenerHandle(pub(super) SocketHandle);
+
+/// A TCP socket of either kind (what a readiness event names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpSocket {
+    /// A connection.
+    Connection(TcpHandle),
+    /// A listener.
+    Listener(TcpListenerHandle),
+}
 
 #[derive(Debug)]
 pub(super) struct Entry {
