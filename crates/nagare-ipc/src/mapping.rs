@@ -74,16 +74,19 @@ impl Mapping {
     }
 
     /// Bytes mapped.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Never true: an empty mapping is refused.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Whether `len` bytes at `off` lie inside the mapping.
+    #[inline]
     pub fn contains(&self, off: usize, len: usize) -> bool {
         off.checked_add(len).is_some_and(|end| end <= self.len)
     }
@@ -91,6 +94,7 @@ impl Mapping {
     /// The address `offset` bytes in (at most the end). Callers pass
     /// offsets from a layout they validated, and stay inside the mapping
     /// with whatever they derive from the pointer.
+    #[inline]
     pub fn at(&self, offset: u64) -> *mut u8 {
         assert!(offset <= self.len as u64, "offset {offset} outside the mapping");
         // SAFETY: `offset` is within the mapping (asserted), so the result
@@ -101,6 +105,7 @@ impl Mapping {
     /// The 32-bit atomic word at `off`: an offset from the caller's own
     /// layout, never from shared memory, so a misaligned or out-of-range
     /// one is the caller's bug and panics.
+    #[inline]
     pub fn u32_at(&self, off: usize) -> &AtomicU32 {
         assert!(off.is_multiple_of(4) && self.contains(off, 4), "offset {off} is no u32 of the mapping");
         // SAFETY: `off` is 4-aligned (and the mapping page-aligned) and the
@@ -112,6 +117,7 @@ impl Mapping {
     }
 
     /// The 64-bit atomic word at `off` (see [`Mapping::u32_at`]).
+    #[inline]
     pub fn u64_at(&self, off: usize) -> &AtomicU64 {
         assert!(off.is_multiple_of(8) && self.contains(off, 8), "offset {off} is no u64 of the mapping");
         // SAFETY: as for `u32_at`, with 8-byte alignment and size.
@@ -120,6 +126,7 @@ impl Mapping {
 
     /// Copies `dst.len()` bytes at `off` into `dst`; `false` (nothing
     /// copied) if that range is not inside the mapping.
+    #[inline]
     pub fn read_bytes(&self, off: usize, dst: &mut [u8]) -> bool {
         if !self.contains(off, dst.len()) {
             return false;
@@ -135,6 +142,7 @@ impl Mapping {
 
     /// Copies `src` in at `off`; `false` (nothing copied) if that range is
     /// not inside the mapping.
+    #[inline]
     pub fn write_bytes(&self, off: usize, src: &[u8]) -> bool {
         if !self.contains(off, src.len()) {
             return false;

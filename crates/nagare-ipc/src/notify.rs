@@ -110,6 +110,7 @@ pub fn eventfd() -> io::Result<OwnedFd> {
 
 /// The consumer is awake: producers need not signal. A hint only (a relaxed
 /// store): a producer that has not seen it yet signals once too often.
+#[inline]
 pub fn set_awake(flag: &AtomicU32) {
     flag.store(1, Ordering::Relaxed);
 }
@@ -117,6 +118,7 @@ pub fn set_awake(flag: &AtomicU32) {
 /// The consumer is about to sleep: producers must signal from here on.
 /// The consumer's half of the handshake: after this, look at the ring (or
 /// rings) once more, and sleep only if it is still empty.
+#[inline]
 pub fn set_asleep(flag: &AtomicU32) {
     flag.store(0, Ordering::SeqCst);
     fence(Ordering::SeqCst);
@@ -128,7 +130,7 @@ pub enum Wake {
     /// The ring went from empty to non-empty and the consumer is not
     /// polling: signal its eventfd.
     Signal,
-    /// An edge, but the consumer is polling.
+    /// The consumer is polling: it will look at the ring anyway.
     Polling,
     /// The consumer took some of this push before we looked: it is awake.
     Taken,
@@ -141,20 +143,21 @@ pub enum Wake {
 /// sequentially consistent swap (or a store and `fence(SeqCst)`):
 /// `old_head` is the head published before, `head` the one just published;
 /// `polling` and `tail` are the consumer's flag and tail.
+#[inline]
 pub fn wake_decision(polling: &AtomicU32, tail: &AtomicU32, old_head: u32, head: u32) -> Wake {
     // SeqCst (an acquire): if it reads the consumer's `polling = 0`, the
-    // consumer's tail store before it is visible too.
-    let polling = polling.load(Ordering::SeqCst);
+    // consumer's tail store before it is visible too. A polling consumer
+    // needs nothing, edge or not, and its tail is not read at all (in the
+    // VNI it lies on another cache line than the flag).
+    if polling.load(Ordering::SeqCst) != 0 {
+        return Wake::Polling;
+    }
     // Comparing the peer's tail with our own heads is safe whatever the
     // peer wrote: the worst outcome is a wake-up too many or too few for a
     // peer that breaks the protocol.
     let tail = tail.load(Ordering::Relaxed);
     if tail == old_head {
-        if polling != 0 {
-            Wake::Polling
-        } else {
-            Wake::Signal
-        }
+        Wake::Signal
     } else if tail.wrapping_sub(old_head) <= head.wrapping_sub(old_head) {
         Wake::Taken
     } else {
@@ -167,9 +170,10 @@ pub fn wake_decision(polling: &AtomicU32, tail: &AtomicU32, old_head: u32, head:
 pub struct NotifyStats {
     /// Eventfd writes.
     pub sent: u64,
-    /// Pushes that found the ring already non-empty (no edge).
+    /// Pushes that found the ring already non-empty (no edge) and the
+    /// consumer not polling.
     pub suppressed_not_edge: u64,
-    /// Edges where the consumer was polling.
+    /// Pushes while the consumer was polling.
     pub suppressed_polling: u64,
     /// Edges where the consumer had already taken some of what was pushed
     /// before the producer looked: it is awake, so no wake-up is due.
@@ -502,6 +506,7 @@ mod tests {
         assert_eq!(wake_decision(&polling, &tail, 5, 7), Wake::Signal);
         set_awake(&polling);
         assert_eq!(wake_decision(&polling, &tail, 5, 7), Wake::Polling);
+        assert_eq!(wake_decision(&polling, &tail, 6, 7), Wake::Polling, "edge or not");
         set_asleep(&polling);
         assert_eq!(wake_decision(&polling, &tail, 6, 7), Wake::NotEdge);
         tail.store(6, Ordering::Relaxed);

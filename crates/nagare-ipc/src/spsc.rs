@@ -175,31 +175,37 @@ impl ProducerIndex {
     }
 
     /// The number of slots.
+    #[inline]
     pub fn capacity(&self) -> u32 {
         self.mask + 1
     }
 
     /// Our head: the next position to fill, published or not.
+    #[inline]
     pub fn head(&self) -> u32 {
         self.head
     }
 
     /// The head last published.
+    #[inline]
     pub fn published(&self) -> u32 {
         self.published
     }
 
     /// Whether positions were filled since the last publish.
+    #[inline]
     pub fn has_unpublished(&self) -> bool {
         self.head != self.published
     }
 
     /// Free slots as the last accepted tail says (no load).
+    #[inline]
     pub fn free(&self) -> u32 {
         self.capacity() - self.head.wrapping_sub(self.tail)
     }
 
     /// The slot of the `k`-th free position (`k < free()`), masked.
+    #[inline]
     pub fn slot(&self, k: u32) -> u32 {
         self.head.wrapping_add(k) & self.mask
     }
@@ -207,6 +213,7 @@ impl ProducerIndex {
     /// Checks a tail read from the consumer: it must lie in
     /// `last tail ..= head`. Accepted, it becomes the last tail and the
     /// free slots are returned; refused, nothing changes.
+    #[inline]
     pub fn accept_tail(&mut self, t: u32) -> Result<u32, RingError> {
         let in_flight = self.head.wrapping_sub(self.tail);
         if t.wrapping_sub(self.tail) > in_flight {
@@ -223,12 +230,14 @@ impl ProducerIndex {
 
     /// Loads the consumer's tail (acquire: the slots it hands back are read
     /// before we write them again) and checks it ([`Self::accept_tail`]).
+    #[inline]
     pub fn load_tail(&mut self, tail: &AtomicU32) -> Result<u32, RingError> {
         self.accept_tail(tail.load(Ordering::Acquire))
     }
 
     /// Moves the head past `n` filled slots (`n <= free()`); they stay
     /// invisible to the consumer until published.
+    #[inline]
     pub fn advance(&mut self, n: u32) {
         debug_assert!(n <= self.free());
         self.head = self.head.wrapping_add(n);
@@ -236,6 +245,7 @@ impl ProducerIndex {
 
     /// Publishes the filled slots with a release store of the head; returns
     /// the head published before.
+    #[inline]
     pub fn publish(&mut self, head: &AtomicU32) -> u32 {
         let before = self.published;
         head.store(self.head, Ordering::Release);
@@ -247,6 +257,7 @@ impl ProducerIndex {
     /// producer's store-load barrier of the wake-up handshake
     /// ([`crate::notify::wake_decision`] loads next), on x86 one `xchg`
     /// instead of a store and an `mfence`.
+    #[inline]
     pub fn publish_sc(&mut self, head: &AtomicU32) -> u32 {
         let before = self.published;
         head.swap(self.head, Ordering::SeqCst);
@@ -257,6 +268,7 @@ impl ProducerIndex {
     /// Starts again from a tail the consumer wrote (after a refused one, on
     /// a ring that resynchronises): the ring is empty from here; the next
     /// publish stores the new head.
+    #[inline]
     pub fn resync(&mut self, t: u32) {
         self.head = t;
         self.tail = t;
@@ -306,21 +318,25 @@ impl ConsumerIndex {
     }
 
     /// The number of slots.
+    #[inline]
     pub fn capacity(&self) -> u32 {
         self.mask + 1
     }
 
     /// Our tail: the next position to read.
+    #[inline]
     pub fn tail(&self) -> u32 {
         self.tail
     }
 
     /// Entries waiting as the last accepted head says (no load).
+    #[inline]
     pub fn available(&self) -> u32 {
         self.head.wrapping_sub(self.tail)
     }
 
     /// The slot of the `k`-th waiting position (`k < available()`), masked.
+    #[inline]
     pub fn slot(&self, k: u32) -> u32 {
         self.tail.wrapping_add(k) & self.mask
     }
@@ -329,6 +345,7 @@ impl ConsumerIndex {
     /// `last head ..= tail + capacity` (from our tail with
     /// [`Withdrawal::Allowed`]). Accepted, it becomes the last head and the
     /// entries waiting are returned; refused, nothing changes.
+    #[inline]
     pub fn accept_head(&mut self, h: u32) -> Result<u32, RingError> {
         let floor = match self.withdrawal {
             Withdrawal::Refused => self.head,
@@ -351,12 +368,14 @@ impl ConsumerIndex {
 
     /// Loads the producer's head (acquire: the slots it published are
     /// visible) and checks it ([`Self::accept_head`]).
+    #[inline]
     pub fn load_head(&mut self, head: &AtomicU32) -> Result<u32, RingError> {
         self.accept_head(head.load(Ordering::Acquire))
     }
 
     /// Moves the tail past `n` slots read (`n <= available()`); they go
     /// back to the producer at the next release.
+    #[inline]
     pub fn advance(&mut self, n: u32) {
         debug_assert!(n <= self.available());
         self.tail = self.tail.wrapping_add(n);
@@ -364,6 +383,7 @@ impl ConsumerIndex {
 
     /// Hands the slots read so far back to the producer with a release
     /// store of the tail (none if nothing was read since the last one).
+    #[inline]
     pub fn release(&mut self, tail: &AtomicU32) {
         if self.tail != self.released {
             tail.store(self.tail, Ordering::Release);
@@ -374,6 +394,7 @@ impl ConsumerIndex {
     /// Starts again from a head the producer wrote (after a refused one, on
     /// a ring that resynchronises): whatever lay before it is dropped; the
     /// next release stores the new tail.
+    #[inline]
     pub fn resync(&mut self, h: u32) {
         self.tail = h;
         self.head = h;

@@ -64,8 +64,7 @@ pub struct VniStats {
     pub broken_rings: u64,
     /// Doorbells rung.
     pub doorbells_rung: u64,
-    /// Doorbells not rung on an empty-to-non-empty edge because the
-    /// receiver was polling.
+    /// Doorbells not rung because the receiver was polling.
     pub doorbells_masked: u64,
     /// Doorbells not rung because the ring already held frames (or the
     /// receiver had taken some of the batch before the sender looked).
