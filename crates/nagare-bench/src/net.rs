@@ -17,9 +17,9 @@
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::tcp::config::TcpConfig;
 use nagare_core::{Instant, Interface, InterfaceConfig};
-use nagare_dev::{Device, DeviceStats, LinkConfig, SimLink, ETHERNET_HEADER_LEN};
+use nagare_dev::{Device, DeviceStats, LinkConfig, SimLink};
 use nagare_host::{Host, SimPair};
-use nagare_wire::{EthernetAddress, Ipv4Cidr};
+use nagare_wire::{EthernetAddress, Ipv4Cidr, ETHERNET_HEADER_LEN};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io;

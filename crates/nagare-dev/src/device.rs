@@ -12,18 +12,16 @@ use std::os::fd::{OwnedFd, RawFd};
 
 use nagare_core::buf::{BufferPool, Offload, PacketBuf, TxOffloads};
 use nagare_core::{Capabilities, Instant};
+use nagare_wire::ETHERNET_HEADER_LEN;
 
 /// Bytes left free in front of every frame a device reads from outside into
 /// a pool buffer, so the engine can later prepend headers to the same buffer
 /// (for example turn a received echo request into a reply in place).
 pub const RX_HEADROOM: usize = 64;
 
-/// The IP MTU of a device unless configured otherwise.
+/// The IP MTU of a device unless configured otherwise. A device with IP MTU
+/// `m` carries frames of up to `m + ETHERNET_HEADER_LEN` bytes.
 pub const DEFAULT_MTU: usize = 1500;
-
-/// Length of an Ethernet header (destination, source, EtherType). A device
-/// with IP MTU `m` carries frames of up to `m + ETHERNET_HEADER_LEN` bytes.
-pub const ETHERNET_HEADER_LEN: usize = 14;
 
 /// Counters kept by every device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -28,12 +28,12 @@ pub mod vnet;
 pub mod vni;
 
 pub use clock::MonotonicClock;
-pub use device::{frame_fits, Device, DeviceStats, FrameInPlace, DEFAULT_MTU, ETHERNET_HEADER_LEN, RX_HEADROOM};
+pub use device::{frame_fits, Device, DeviceStats, FrameInPlace, DEFAULT_MTU, RX_HEADROOM};
 pub use impair::{ImpairStats, Impaired, ImpairedStats, Impairment, ParseImpairmentError};
 pub use loopback::Loopback;
 pub use pcap::{PcapDevice, PcapWriter, LINKTYPE_ETHERNET, PCAP_MAGIC, PCAP_SNAPLEN};
 pub use rng::SimRng;
-pub use sim::{LinkConfig, LinkStats, SimLink, SimPort};
+pub use sim::{LinkConfig, SimLink, SimLinkStats, SimPort};
 pub use tap::TapDevice;
 pub use tap_steering::{PortMap, PortSteering, MAX_STEERED_PORTS};
 pub use vni::{Segment as VniSegment, VniPort, VniStats};

@@ -6,7 +6,8 @@ use std::io;
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::{Capabilities, Instant};
 
-use crate::device::{Device, DeviceStats, DEFAULT_MTU, ETHERNET_HEADER_LEN};
+use crate::device::{Device, DeviceStats, DEFAULT_MTU};
+use nagare_wire::ETHERNET_HEADER_LEN;
 
 /// Frames a loopback holds unless told otherwise.
 pub const DEFAULT_LOOPBACK_QUEUE: usize = 1024;

@@ -66,9 +66,9 @@ impl Default for LinkConfig {
     }
 }
 
-/// What happened to the frames sent in one direction.
+/// What happened to the frames sent in one direction of a simulated link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct LinkStats {
+pub struct SimLinkStats {
     /// The impairment's counters.
     pub impair: ImpairStats,
     /// Frames dropped because `queue_limit` frames were already in flight.
@@ -131,10 +131,10 @@ impl SimPort {
     }
 
     /// Counters of the direction this end transmits into.
-    pub fn tx_link_stats(&self) -> LinkStats {
+    pub fn tx_link_stats(&self) -> SimLinkStats {
         let shared = self.shared.borrow();
         let dir = &shared.dirs[self.side];
-        LinkStats { impair: dir.impairer.stats, queue_dropped: dir.queue_dropped, in_flight: dir.line.len() }
+        SimLinkStats { impair: dir.impairer.stats, queue_dropped: dir.queue_dropped, in_flight: dir.line.len() }
     }
 
     /// Frames on their way to this end.
@@ -240,7 +240,7 @@ mod tests {
 
     /// Sends `N` frames from `a`, one every 10 µs, receiving at `b` as time
     /// goes on; returns `(arrival time, frame)` in delivery order.
-    fn run(config: LinkConfig, seed: u64) -> (Vec<(Instant, PacketBuf)>, LinkStats, BufferPool) {
+    fn run(config: LinkConfig, seed: u64) -> (Vec<(Instant, PacketBuf)>, SimLinkStats, BufferPool) {
         let pool = BufferPool::new(2048, 4 * N as usize);
         let (mut a, mut b) = SimLink::new(config, seed);
         let mut got = Vec::new();

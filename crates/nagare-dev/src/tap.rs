@@ -26,8 +26,9 @@ use std::path::Path;
 use nagare_core::buf::{Buffer, BufferPool, Offload, PacketBuf, TxOffloads};
 use nagare_core::{Capabilities, Instant};
 
-use crate::device::{frame_fits, Device, DeviceStats, ETHERNET_HEADER_LEN, RX_HEADROOM};
+use crate::device::{frame_fits, Device, DeviceStats, RX_HEADROOM};
 use crate::vnet::{self, VNET_HDR_LEN};
+use nagare_wire::ETHERNET_HEADER_LEN;
 
 /// Longest interface name Linux accepts (`IFNAMSIZ` less the NUL).
 pub const MAX_IFNAME_LEN: usize = libc::IFNAMSIZ - 1;

@@ -10,7 +10,7 @@
 
 use nagare_core::buf::{ChecksumState, Offload, PacketBuf};
 
-use crate::device::ETHERNET_HEADER_LEN;
+use nagare_wire::ETHERNET_HEADER_LEN;
 
 /// Length of the header.
 pub const VNET_HDR_LEN: usize = 10;

@@ -300,6 +300,32 @@ fn a_reattached_port_gets_fresh_rings() {
 }
 
 #[test]
+fn a_sender_that_takes_its_port_over_withdraws_unread_frames_without_breaking_the_ring() {
+    let t = TestSegment::new(2, 1500, 16);
+    let pool = BufferPool::new(2048, 256);
+    let mut a = t.attach(1);
+    let mut b = t.attach(2);
+    send(&mut a, (0..5u8).map(|i| frame(&pool, mac(2), mac(1), &[i])).collect());
+    // b sees all five (it accepts the head) but takes only two.
+    let mut got = Vec::new();
+    assert_eq!(b.receive_batch(&pool, &mut got, 2, Instant::ZERO).unwrap(), 2);
+    // a goes away and a new process takes port 0 over: its head moves back
+    // to b's tail, withdrawing the three frames b has not read.
+    drop(a);
+    let mut a2 = t.attach(11);
+    assert_eq!(a2.index(), 0);
+    assert_eq!(t.seg.ring_backlog(0, 1), Some(0));
+    assert!(recv_all(&mut b, &pool).is_empty(), "withdrawn frames are not delivered");
+    send(&mut a2, vec![frame(&pool, mac(2), mac(11), b"new")]);
+    let after = recv_all(&mut b, &pool);
+    assert_eq!(after.len(), 1);
+    assert_eq!(&after[0][14..], b"new");
+    assert_eq!(b.vni_stats().broken_rings, 0, "a withdrawal is not a broken ring");
+    assert_eq!(b.stats().rx_errors, 0);
+    drop((got, after));
+}
+
+#[test]
 fn a_dead_owner_is_detected_and_its_port_reclaimed() {
     let t = TestSegment::new(2, 1500, 8);
     let pool = BufferPool::new(2048, 64);

@@ -21,7 +21,8 @@
 use crate::realtime;
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::Instant;
-use nagare_dev::{Device, MonotonicClock, ETHERNET_HEADER_LEN, RX_HEADROOM};
+use nagare_dev::{Device, MonotonicClock, RX_HEADROOM};
+use nagare_wire::ETHERNET_HEADER_LEN;
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::sync::atomic::AtomicBool;

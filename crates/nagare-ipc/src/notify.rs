@@ -1,10 +1,18 @@
-//! Wake-ups across a ring: the consumer spins for a bounded time, then
-//! sleeps on an eventfd; the producer writes the eventfd only on an
-//! empty-to-non-empty edge and only when the consumer is not polling.
+//! Wake-ups across a ring in shared memory: the consumer spins for a
+//! bounded time, then sleeps on an eventfd; the producer writes the eventfd
+//! only on an empty-to-non-empty edge and only when the consumer is not
+//! polling.
 //!
-//! The consumer's *polling* flag lives in the ring's flags line. It is 1
-//! while the consumer is awake (spinning, or busy with what it popped) and 0
-//! while it is going to sleep or asleep. The two sides follow the classic
+//! The primitive is shared by every ring nagare keeps in shared memory: the
+//! descriptor rings here ([`Notifier`], [`Waiter`]) and the VNI's rings of
+//! frames in `nagare-dev` (whose ports keep one polling flag for all their
+//! incoming rings and let their caller sleep on the eventfd). It is three
+//! pieces: an [`EventFd`], the consumer's *polling* flag
+//! ([`set_awake`], [`set_asleep`]) and the producer's [`wake_decision`].
+//!
+//! The polling flag is a `u32` in shared memory that the consumer alone
+//! writes: 1 while it is awake (spinning, or busy with what it popped) and
+//! 0 while it is going to sleep or asleep. The two sides follow the classic
 //! store-fence-load handshake:
 //!
 //! ```text
@@ -15,35 +23,157 @@
 //!      and tail == old head: signal   else: sleep on the eventfd
 //! ```
 //!
-//! Either the consumer sees the new head and does not sleep, or the producer
-//! sees `polling == 0` and the consumer's last tail (so it knows the ring was
-//! empty) and signals. A wake-up is never lost; one that is not needed is
-//! usually suppressed, and both outcomes are counted.
+//! **Invariant: a wake-up is never lost.** Either the consumer sees the new
+//! head and does not sleep, or the producer sees `polling == 0` and the
+//! consumer's last tail (so it knows the ring was empty) and signals. One
+//! that is not needed is usually suppressed, and both outcomes are counted.
+//! The head is published with [`crate::spsc::ProducerIndex::publish_sc`],
+//! whose swap is the producer's barrier; a producer that published with a
+//! plain release store issues `fence(SeqCst)` before [`wake_decision`].
 //!
 //! What the peer can do with this: set our polling flag so that we never
 //! wake it (only its own loss), or write our eventfd (a spurious wake-up,
-//! after which we re-check the ring and sleep again).
+//! after which we re-check the ring and sleep again). The tail the decision
+//! reads is compared with our own heads only, never used as an index.
 
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{fence, Ordering};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::atomic::{fence, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::ring::{Consumer, Descriptor, Producer, RingError};
+use crate::descriptor::Descriptor;
+use crate::ring::{Consumer, Producer, RingError};
 use crate::sys;
 
 /// The default spin before sleeping.
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(20);
+
+/// A non-blocking, close-on-exec eventfd: the consumer sleeps in `poll(2)`
+/// on it, the producer writes it.
+#[derive(Debug)]
+pub struct EventFd {
+    fd: OwnedFd,
+}
+
+impl EventFd {
+    /// A fresh eventfd with a zero count.
+    pub fn new() -> io::Result<EventFd> {
+        Ok(EventFd { fd: sys::eventfd()? })
+    }
+
+    /// Wraps a descriptor the caller knows to be an eventfd (received over
+    /// a socket, or fetched from another process and checked).
+    pub fn from_owned(fd: OwnedFd) -> EventFd {
+        EventFd { fd }
+    }
+
+    /// Adds one to the count, waking a sleeper. A full counter already
+    /// wakes it, so that is not an error.
+    pub fn signal(&self) -> io::Result<()> {
+        sys::eventfd_signal(self.fd.as_fd())
+    }
+
+    /// Reads (and so resets) the count; 0 if nobody signalled.
+    pub fn drain(&self) -> io::Result<u64> {
+        sys::eventfd_drain(self.fd.as_fd())
+    }
+
+    /// Waits until the eventfd is readable or `timeout` passes (`None`:
+    /// forever); whether it is readable. EINTR counts as a timeout.
+    pub fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        Ok(sys::poll_one(self.fd.as_fd(), libc::POLLIN, timeout)? != 0)
+    }
+
+    /// The descriptor, to pass on or to give up.
+    pub fn into_owned(self) -> OwnedFd {
+        self.fd
+    }
+}
+
+impl AsFd for EventFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl AsRawFd for EventFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// Creates a fresh eventfd for a [`Notifier`]/[`Waiter`] pair.
+pub fn eventfd() -> io::Result<OwnedFd> {
+    EventFd::new().map(EventFd::into_owned)
+}
+
+/// The consumer is awake: producers need not signal. A hint only (a relaxed
+/// store): a producer that has not seen it yet signals once too often.
+#[inline]
+pub fn set_awake(flag: &AtomicU32) {
+    flag.store(1, Ordering::Relaxed);
+}
+
+/// The consumer is about to sleep: producers must signal from here on.
+/// The consumer's half of the handshake: after this, look at the ring (or
+/// rings) once more, and sleep only if it is still empty.
+#[inline]
+pub fn set_asleep(flag: &AtomicU32) {
+    flag.store(0, Ordering::SeqCst);
+    fence(Ordering::SeqCst);
+}
+
+/// What a producer decided after publishing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// The ring went from empty to non-empty and the consumer is not
+    /// polling: signal its eventfd.
+    Signal,
+    /// The consumer is polling: it will look at the ring anyway.
+    Polling,
+    /// The consumer took some of this push before we looked: it is awake.
+    Taken,
+    /// The ring was not empty before this push: whoever made it non-empty
+    /// decided then.
+    NotEdge,
+}
+
+/// The producer's half of the handshake, after publishing its head with a
+/// sequentially consistent swap (or a store and `fence(SeqCst)`):
+/// `old_head` is the head published before, `head` the one just published;
+/// `polling` and `tail` are the consumer's flag and tail.
+#[inline]
+pub fn wake_decision(polling: &AtomicU32, tail: &AtomicU32, old_head: u32, head: u32) -> Wake {
+    // SeqCst (an acquire): if it reads the consumer's `polling = 0`, the
+    // consumer's tail store before it is visible too. A polling consumer
+    // needs nothing, edge or not, and its tail is not read at all (in the
+    // VNI it lies on another cache line than the flag).
+    if polling.load(Ordering::SeqCst) != 0 {
+        return Wake::Polling;
+    }
+    // Comparing the peer's tail with our own heads is safe whatever the
+    // peer wrote: the worst outcome is a wake-up too many or too few for a
+    // peer that breaks the protocol.
+    let tail = tail.load(Ordering::Relaxed);
+    if tail == old_head {
+        Wake::Signal
+    } else if tail.wrapping_sub(old_head) <= head.wrapping_sub(old_head) {
+        Wake::Taken
+    } else {
+        Wake::NotEdge
+    }
+}
 
 /// Producer-side counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NotifyStats {
     /// Eventfd writes.
     pub sent: u64,
-    /// Pushes that found the ring already non-empty (no edge).
+    /// Pushes that found the ring already non-empty (no edge) and the
+    /// consumer not polling.
     pub suppressed_not_edge: u64,
-    /// Edges where the consumer was polling.
+    /// Pushes while the consumer was polling.
     pub suppressed_polling: u64,
     /// Edges where the consumer had already taken some of what was pushed
     /// before the producer looked: it is awake, so no wake-up is due.
@@ -52,22 +182,17 @@ pub struct NotifyStats {
     pub errors: u64,
 }
 
-/// Creates a fresh eventfd for a [`Notifier`]/[`Waiter`] pair.
-pub fn eventfd() -> io::Result<OwnedFd> {
-    sys::eventfd()
-}
-
 /// The producer's half: wakes the consumer of one ring through its eventfd.
 #[derive(Debug)]
 pub struct Notifier {
-    fd: OwnedFd,
+    fd: EventFd,
     stats: NotifyStats,
 }
 
 impl Notifier {
     /// Signals through `eventfd` (the consumer's).
     pub fn new(eventfd: OwnedFd) -> Notifier {
-        Notifier { fd: eventfd, stats: NotifyStats::default() }
+        Notifier { fd: EventFd::from_owned(eventfd), stats: NotifyStats::default() }
     }
 
     /// [`Producer::push_batch`], then a wake-up if it is needed.
@@ -91,29 +216,18 @@ impl Notifier {
     }
 
     fn decide(&mut self, p: &Producer, old_head: u32) {
-        // SeqCst (an acquire): if it reads the consumer's `polling = 0`, the
-        // consumer's tail store before it is visible too.
-        let polling = p.polling_flag().load(Ordering::SeqCst);
-        // Comparing the peer's tail with our own heads is safe whatever the
-        // peer wrote: the worst outcome is a wake-up too many or too few for
-        // a peer that breaks the protocol. A tail already past the old head
-        // means the consumer took some of this push before we looked, so it
-        // was awake; before this was told apart it counted as "not an edge".
-        let tail = p.peek_tail();
-        let pushed = p.head().wrapping_sub(old_head);
-        let taken = tail.wrapping_sub(old_head);
-        if tail == old_head {
-            if polling != 0 {
-                self.stats.suppressed_polling += 1;
-            } else if sys::eventfd_signal(self.fd.as_fd()).is_ok() {
-                self.stats.sent += 1;
-            } else {
-                self.stats.errors += 1;
+        let (polling, tail) = p.wake_words();
+        match wake_decision(polling, tail, old_head, p.head()) {
+            Wake::Signal => {
+                if self.fd.signal().is_ok() {
+                    self.stats.sent += 1;
+                } else {
+                    self.stats.errors += 1;
+                }
             }
-        } else if taken <= pushed {
-            self.stats.suppressed_taken += 1;
-        } else {
-            self.stats.suppressed_not_edge += 1;
+            Wake::Polling => self.stats.suppressed_polling += 1,
+            Wake::Taken => self.stats.suppressed_taken += 1,
+            Wake::NotEdge => self.stats.suppressed_not_edge += 1,
         }
     }
 
@@ -178,7 +292,7 @@ pub struct WaitStats {
 /// The consumer's half: spins for a bounded time, then sleeps on its eventfd.
 #[derive(Debug)]
 pub struct Waiter {
-    fd: OwnedFd,
+    fd: EventFd,
     spin: Duration,
     stats: WaitStats,
     /// What we last stored in the polling flag: stores are skipped when they
@@ -190,7 +304,7 @@ pub struct Waiter {
 impl Waiter {
     /// Sleeps on `eventfd` after spinning for `spin` (zero: sleep at once).
     pub fn new(eventfd: OwnedFd, spin: Duration) -> Waiter {
-        Waiter { fd: eventfd, spin, stats: WaitStats::default(), polling: false }
+        Waiter { fd: EventFd::from_owned(eventfd), spin, stats: WaitStats::default(), polling: false }
     }
 
     /// How long [`Waiter::wait`] and [`Waiter::wait_any`] poll before they
@@ -213,7 +327,7 @@ impl Waiter {
     /// Marks the consumer awake: producers stop signalling.
     pub fn set_polling(&mut self, c: &Consumer) {
         if !self.polling {
-            c.polling_flag().store(1, Ordering::Relaxed);
+            set_awake(c.polling_flag());
             self.polling = true;
         }
     }
@@ -222,9 +336,8 @@ impl Waiter {
     /// arrived meanwhile, do not sleep (the consumer is marked awake again);
     /// `None`: sleep until the eventfd is readable, then call [`Waiter::woke`].
     pub fn prepare_sleep(&mut self, c: &mut Consumer) -> Result<Option<u32>, RingError> {
-        c.polling_flag().store(0, Ordering::SeqCst);
+        set_asleep(c.polling_flag());
         self.polling = false;
-        fence(Ordering::SeqCst);
         let n = c.available()?;
         if n > 0 {
             self.set_polling(c);
@@ -235,7 +348,7 @@ impl Waiter {
 
     /// After sleeping: resets the eventfd and marks the consumer awake.
     pub fn woke(&mut self, c: &Consumer) -> io::Result<()> {
-        sys::eventfd_drain(self.fd.as_fd())?;
+        self.fd.drain()?;
         self.set_polling(c);
         Ok(())
     }
@@ -278,7 +391,7 @@ impl Waiter {
                 },
             };
             self.stats.slept += 1;
-            sys::poll_one(self.fd.as_fd(), libc::POLLIN, remaining)?;
+            self.fd.wait_readable(remaining)?;
             self.woke(c)?;
             let n = c.available()?;
             if n > 0 {
@@ -298,9 +411,11 @@ impl Waiter {
         timeout: Option<Duration>,
     ) -> Result<WaitOutcome, WaitError> {
         let start = Instant::now();
-        let mark = |c: &Consumer, on: u32| {
-            if c.polling_flag().load(Ordering::Relaxed) != on {
-                c.polling_flag().store(on, Ordering::SeqCst);
+        // Stores are skipped when they would not change the flag, so the
+        // producers' copies of the line stay valid.
+        let awake = |c: &Consumer| {
+            if c.polling_flag().load(Ordering::Relaxed) != 1 {
+                set_awake(c.polling_flag());
             }
         };
         let ready = |rings: &mut [&mut Consumer]| -> Result<Option<u32>, RingError> {
@@ -312,7 +427,7 @@ impl Waiter {
             Ok(None)
         };
         for c in rings.iter() {
-            mark(c, 1);
+            awake(c);
         }
         let spin = timeout.map_or(self.spin, |t| t.min(self.spin));
         loop {
@@ -335,20 +450,19 @@ impl Waiter {
                 },
             };
             for c in rings.iter() {
-                mark(c, 0);
+                set_asleep(c.polling_flag());
             }
-            fence(Ordering::SeqCst);
             if let Some(i) = ready(rings)? {
                 for c in rings.iter() {
-                    mark(c, 1);
+                    awake(c);
                 }
                 return Ok(WaitOutcome::Ready(i));
             }
             self.stats.slept += 1;
-            sys::poll_one(self.fd.as_fd(), libc::POLLIN, remaining)?;
-            sys::eventfd_drain(self.fd.as_fd())?;
+            self.fd.wait_readable(remaining)?;
+            self.fd.drain()?;
             for c in rings.iter() {
-                mark(c, 1);
+                awake(c);
             }
             if let Some(i) = ready(rings)? {
                 return Ok(WaitOutcome::Ready(i));
@@ -361,17 +475,25 @@ impl Waiter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::region::{Region, RegionConfig};
+    use crate::mapping::scratch;
+    use crate::ring::ring_len;
 
-    fn setup(spin: Duration) -> (Region, Region, Producer, Consumer, Notifier, Waiter) {
-        let r = Region::create("notify-test", RegionConfig::pair(16, 0, 64)).unwrap();
-        let a = Region::attach(r.fd().try_clone_to_owned().unwrap()).unwrap();
-        let p = a.producer(0).unwrap();
-        let c = r.consumer(0).unwrap();
+    /// Both ends of `n` rings of 16 slots, one after the other in a mapping.
+    fn rings(n: u32) -> Vec<(Producer, Consumer)> {
+        let map = scratch(4096 * 4);
+        (0..u64::from(n))
+            .map(|i| {
+                (Producer::new(map.clone(), i * ring_len(16), 16), Consumer::new(map.clone(), i * ring_len(16), 16))
+            })
+            .collect()
+    }
+
+    fn setup(spin: Duration) -> (Producer, Consumer, Notifier, Waiter) {
+        let (p, c) = rings(1).pop().unwrap();
         let efd = eventfd().unwrap();
         let n = Notifier::new(efd.try_clone().unwrap());
         let w = Waiter::new(efd, spin);
-        (r, a, p, c, n, w)
+        (p, c, n, w)
     }
 
     fn d(i: u64) -> Descriptor {
@@ -379,8 +501,35 @@ mod tests {
     }
 
     #[test]
+    fn the_decision_follows_the_edge_and_the_flag() {
+        let (polling, tail) = (AtomicU32::new(0), AtomicU32::new(5));
+        assert_eq!(wake_decision(&polling, &tail, 5, 7), Wake::Signal);
+        set_awake(&polling);
+        assert_eq!(wake_decision(&polling, &tail, 5, 7), Wake::Polling);
+        assert_eq!(wake_decision(&polling, &tail, 6, 7), Wake::Polling, "edge or not");
+        set_asleep(&polling);
+        assert_eq!(wake_decision(&polling, &tail, 6, 7), Wake::NotEdge);
+        tail.store(6, Ordering::Relaxed);
+        assert_eq!(wake_decision(&polling, &tail, 5, 7), Wake::Taken);
+        // Whatever the peer wrote, the answer is one of the four.
+        tail.store(u32::MAX, Ordering::Relaxed);
+        assert_eq!(wake_decision(&polling, &tail, 5, 7), Wake::NotEdge);
+    }
+
+    #[test]
+    fn an_eventfd_counts_and_drains() {
+        let e = EventFd::new().unwrap();
+        assert!(!e.wait_readable(Some(Duration::ZERO)).unwrap());
+        e.signal().unwrap();
+        e.signal().unwrap();
+        assert!(e.wait_readable(None).unwrap());
+        assert_eq!(e.drain().unwrap(), 2);
+        assert_eq!(e.drain().unwrap(), 0);
+    }
+
+    #[test]
     fn only_the_empty_to_non_empty_edge_signals() {
-        let (_r, _a, mut p, mut c, mut n, _w) = setup(Duration::ZERO);
+        let (mut p, mut c, mut n, _w) = setup(Duration::ZERO);
         n.push_batch(&mut p, &[d(0)]).unwrap();
         n.push_batch(&mut p, &[d(1), d(2)]).unwrap();
         n.push_batch(&mut p, &[d(3)]).unwrap();
@@ -392,7 +541,7 @@ mod tests {
 
     #[test]
     fn a_polling_consumer_masks_wakeups() {
-        let (_r, _a, mut p, mut c, mut n, mut w) = setup(Duration::ZERO);
+        let (mut p, mut c, mut n, mut w) = setup(Duration::ZERO);
         w.set_polling(&c);
         for i in 0..10 {
             n.push_batch(&mut p, &[d(i)]).unwrap();
@@ -403,7 +552,7 @@ mod tests {
 
     #[test]
     fn wait_times_out_on_an_empty_ring() {
-        let (_r, _a, _p, mut c, _n, mut w) = setup(Duration::from_micros(20));
+        let (_p, mut c, _n, mut w) = setup(Duration::from_micros(20));
         let t = Instant::now();
         assert_eq!(w.wait(&mut c, Some(Duration::from_millis(20))).unwrap(), WaitOutcome::TimedOut);
         assert!(t.elapsed() >= Duration::from_millis(20));
@@ -411,7 +560,7 @@ mod tests {
 
     #[test]
     fn a_sleeping_consumer_is_woken() {
-        let (_r, _a, mut p, mut c, mut n, mut w) = setup(Duration::ZERO);
+        let (mut p, mut c, mut n, mut w) = setup(Duration::ZERO);
         let h = std::thread::spawn(move || {
             let mut got = 0;
             while got < 100 {
@@ -441,16 +590,9 @@ mod tests {
 
     #[test]
     fn wait_any_wakes_for_either_ring() {
-        let r = Region::create(
-            "notify-any",
-            RegionConfig { rings: 3, attacher_produces: 0b110, ..RegionConfig::pair(16, 0, 64) },
-        )
-        .unwrap();
-        let a = Region::attach(r.fd().try_clone_to_owned().unwrap()).unwrap();
-        let mut p1 = a.producer(1).unwrap();
-        let mut p2 = a.producer(2).unwrap();
-        let mut c1 = r.consumer(1).unwrap();
-        let mut c2 = r.consumer(2).unwrap();
+        let mut ends = rings(2);
+        let (mut p2, mut c2) = ends.pop().unwrap();
+        let (mut p1, mut c1) = ends.pop().unwrap();
         let efd = eventfd().unwrap();
         let mut n1 = Notifier::new(efd.try_clone().unwrap());
         let mut n2 = Notifier::new(efd.try_clone().unwrap());

@@ -14,10 +14,11 @@
 //! [`Pool::reclaim_peer`] takes every buffer it held back.
 
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 
-use crate::region::{Layout, Mapping, Side};
-use crate::ring::{Descriptor, NO_BUFFER};
+use crate::descriptor::{Descriptor, NO_BUFFER};
+use crate::mapping::Mapping;
 use crate::shared::SharedBytes;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,25 +112,20 @@ pub struct Pool {
 unsafe impl Send for Pool {}
 
 impl Pool {
-    pub(crate) fn new(map: Arc<Mapping>, layout: &Layout, side: Side) -> Pool {
-        let c = &layout.config;
-        let base = map.at(layout.buffer_offset);
-        let ours = |i: u32| (i < c.creator_buffers) == (side == Side::Creator);
-        let state: Vec<State> = (0..c.buffers).map(|i| if ours(i) { State::Free } else { State::Peer }).collect();
+    /// This side's view of `count` buffers of `size` bytes at `offset` in
+    /// `map`, of which those in `ours` start owned by this side and the
+    /// rest by the peer.
+    pub(crate) fn new(map: Arc<Mapping>, offset: u64, count: u32, size: u32, ours: Range<u32>) -> Pool {
+        let len = u64::from(count) * u64::from(size);
+        let inside =
+            usize::try_from(offset).ok().zip(usize::try_from(len).ok()).is_some_and(|(o, l)| map.contains(o, l));
+        assert!(inside, "buffer area at {offset} of {count} x {size} bytes outside the mapping");
+        let base = map.at(offset);
+        let state: Vec<State> = (0..count).map(|i| if ours.contains(&i) { State::Free } else { State::Peer }).collect();
         // Reverse, so `alloc` hands out low indices first.
-        let free: Vec<u32> = (0..c.buffers).rev().filter(|&i| ours(i)).collect();
-        let peer = c.buffers - free.len() as u32;
-        Pool {
-            _map: map,
-            base,
-            count: c.buffers,
-            size: c.buffer_size,
-            state,
-            free,
-            in_use: 0,
-            peer,
-            stats: PoolStats::default(),
-        }
+        let free: Vec<u32> = (0..count).rev().filter(|i| ours.contains(i)).collect();
+        let peer = count - free.len() as u32;
+        Pool { _map: map, base, count, size, state, free, in_use: 0, peer, stats: PoolStats::default() }
     }
 
     /// Number of buffers in the area.
@@ -315,14 +311,13 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::region::{Region, RegionConfig};
+    use crate::mapping::scratch;
 
-    fn pools() -> (Region, Region, Pool, Pool) {
-        let r = Region::create("pool-test", RegionConfig::pair(8, 8, 256)).unwrap();
-        let a = Region::attach(r.fd().try_clone_to_owned().unwrap()).unwrap();
-        let pc = r.pool().unwrap();
-        let pa = a.pool().unwrap();
-        (r, a, pc, pa)
+    /// The two sides' pools over one area of 8 buffers of 256 bytes, split
+    /// in halves (the creator's and the attacher's, as a region splits it).
+    fn pools() -> (Pool, Pool) {
+        let map = scratch(4096);
+        (Pool::new(map.clone(), 1024, 8, 256, 0..4), Pool::new(map, 1024, 8, 256, 4..8))
     }
 
     fn desc(buffer: u32, offset: u32, len: u32) -> Descriptor {
@@ -331,14 +326,14 @@ mod tests {
 
     #[test]
     fn initial_split() {
-        let (_r, _a, pc, pa) = pools();
+        let (pc, pa) = pools();
         assert_eq!(pc.counts(), (4, 0, 4));
         assert_eq!(pa.counts(), (4, 0, 4));
     }
 
     #[test]
     fn a_buffer_travels_and_its_bytes_with_it() {
-        let (_r, _a, mut pc, mut pa) = pools();
+        let (mut pc, mut pa) = pools();
         let i = pa.alloc().unwrap();
         assert!(i >= 4);
         pa.write(i, 10, b"hello").unwrap();
@@ -357,7 +352,7 @@ mod tests {
 
     #[test]
     fn hostile_descriptors_are_rejected_and_counted() {
-        let (_r, _a, mut pc, _pa) = pools();
+        let (mut pc, _pa) = pools();
         let own = pc.alloc().unwrap();
         assert_eq!(pc.take(&desc(8, 0, 0)), Err(PoolError::OutOfRange(8)));
         assert_eq!(pc.take(&desc(u32::MAX - 1, 0, 0)), Err(PoolError::OutOfRange(u32::MAX - 1)));
@@ -376,7 +371,7 @@ mod tests {
 
     #[test]
     fn reclaim_returns_everything_the_peer_held() {
-        let (_r, _a, mut pc, _pa) = pools();
+        let (mut pc, _pa) = pools();
         let i = pc.alloc().unwrap();
         pc.give(i).unwrap();
         assert_eq!(pc.reclaim_peer(), 5);
@@ -385,7 +380,7 @@ mod tests {
 
     #[test]
     fn local_accesses_are_bounded() {
-        let (_r, _a, mut pc, _pa) = pools();
+        let (mut pc, _pa) = pools();
         let i = pc.alloc().unwrap();
         assert!(pc.write(i, 250, &[0; 6]).is_ok());
         assert!(pc.write(i, 250, &[0; 7]).is_err());

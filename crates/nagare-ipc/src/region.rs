@@ -24,15 +24,13 @@ use std::ffi::CString;
 use std::fmt;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::pool::PoolError;
+use crate::mapping::Mapping;
+use crate::pool::{Pool, PoolError};
+use crate::ring::{ring_len, Consumer, Producer};
 use crate::shared::SharedBytes;
-
-use crate::pool::Pool;
-use crate::ring::{Consumer, Producer, RING_HEADER_LEN, SLOT_LEN};
 use crate::sys;
 
 /// The version of the region layout and of the rendezvous hello. Bumped on
@@ -190,7 +188,7 @@ impl Layout {
         if c.creator_buffers > c.buffers {
             return Err(RegionError::BadConfig("more creator buffers than buffers"));
         }
-        let ring_len = RING_HEADER_LEN as u64 + u64::from(c.ring_slots) * SLOT_LEN as u64;
+        let ring_len = ring_len(c.ring_slots);
         let mut ring_offsets = [0u64; MAX_RINGS as usize];
         let mut at = HEADER_LEN;
         for off in ring_offsets.iter_mut().take(c.rings as usize) {
@@ -336,76 +334,11 @@ impl From<io::Error> for RegionError {
     }
 }
 
-/// A `MAP_SHARED` mapping, unmapped when the last holder drops it. Rings and
-/// pools hold it through an `Arc`, so the memory they point into outlives them.
-#[derive(Debug)]
-pub(crate) struct Mapping {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the mapping is plain memory valid for its whole lifetime in any
-// thread; all accesses through it are atomics or raw copies (never references
-// to plain data), which is what the peer process forces on us anyway.
-unsafe impl Send for Mapping {}
-// SAFETY: as above.
-unsafe impl Sync for Mapping {}
-
-impl Mapping {
-    fn map(fd: BorrowedFd<'_>, len: u64) -> io::Result<Mapping> {
-        use std::os::fd::AsRawFd;
-        let len = usize::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        // SAFETY: a fresh shared mapping of `len` bytes of `fd` at an address
-        // the kernel chooses; it aliases no Rust object. The file is at least
-        // `len` bytes long and sealed against shrinking (checked by callers),
-        // so every page of the mapping stays backed.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::from(io::ErrorKind::Other))?;
-        Ok(Mapping { ptr, len })
-    }
-
-    /// The address `offset` bytes in. Callers pass offsets from a validated
-    /// [`Layout`], inside the mapping.
-    pub(crate) fn at(&self, offset: u64) -> *mut u8 {
-        assert!(offset <= self.len as u64, "offset outside the mapping");
-        // SAFETY: `offset` is within the mapping (asserted), so the result
-        // stays inside the same allocation.
-        unsafe { self.ptr.as_ptr().add(offset as usize) }
-    }
-
-    /// The header as atomic words (page-aligned, inside the mapping).
-    fn header_word(&self, i: usize) -> &AtomicU64 {
-        assert!(i < HEADER_WORDS);
-        // SAFETY: the mapping is page aligned and at least HEADER_LEN bytes
-        // (checked before mapping), so word `i` is in bounds and 8-aligned. An
-        // `AtomicU64` may be modified concurrently by anyone, including the
-        // peer, and has no invalid bit patterns. The reference lives no
-        // longer than `&self`, which keeps the mapping alive.
-        unsafe { &*self.ptr.as_ptr().cast::<AtomicU64>().add(i) }
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: `ptr`/`len` came from a successful mmap and nothing else
-        // unmaps them; every view into the mapping holds an `Arc` to this
-        // value, so none is left when it drops.
-        unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.len);
-        }
-    }
+/// The header as atomic words (page-aligned, inside the mapping, which is
+/// at least `HEADER_LEN` bytes long: checked before mapping).
+fn header_word(map: &Mapping, i: usize) -> &AtomicU64 {
+    assert!(i < HEADER_WORDS);
+    map.u64_at(i * 8)
 }
 
 /// One process's view of a region: the mapping, the memfd and the private
@@ -432,7 +365,7 @@ impl Region {
         let map = Mapping::map(fd.as_fd(), layout.total_len)?;
         // A fresh memfd reads as zeros: ring indices and flags start at 0.
         for (i, w) in layout.to_words().iter().enumerate() {
-            map.header_word(i).store(*w, Ordering::Relaxed);
+            header_word(&map, i).store(*w, Ordering::Relaxed);
         }
         Ok(Self::new(map, fd, layout, Side::Creator))
     }
@@ -453,7 +386,7 @@ impl Region {
         // One copy of the header into private memory; only the copy is checked and used.
         let mut words = [0u64; HEADER_WORDS];
         for (i, w) in words.iter_mut().enumerate() {
-            *w = map.header_word(i).load(Ordering::Relaxed);
+            *w = header_word(&map, i).load(Ordering::Relaxed);
         }
         let layout = Layout::from_words(&words, len)?;
         Ok(Self::new(map, fd, layout, Side::Attacher))
@@ -536,7 +469,12 @@ impl Region {
         if self.pool_taken.swap(true, Ordering::AcqRel) {
             return Err(RegionError::AlreadyTaken);
         }
-        Ok(Pool::new(self.map.clone(), &self.layout, self.side))
+        let c = &self.layout.config;
+        let ours = match self.side {
+            Side::Creator => 0..c.creator_buffers,
+            Side::Attacher => c.creator_buffers..c.buffers,
+        };
+        Ok(Pool::new(self.map.clone(), self.layout.buffer_offset, c.buffers, c.buffer_size, ours))
     }
 
     /// A view of `len` bytes at `offset` of buffer `index`, whoever owns
@@ -557,23 +495,19 @@ impl Region {
     /// Writes one raw header word (tests of a hostile peer only).
     #[doc(hidden)]
     pub fn scribble_header_word(&self, i: usize, v: u64) {
-        self.map.header_word(i % HEADER_WORDS).store(v, Ordering::Relaxed);
+        header_word(&self.map, i % HEADER_WORDS).store(v, Ordering::Relaxed);
     }
 
     /// Writes `bytes` at `offset` through the mapping, ignoring the layout
     /// (tests of a hostile peer only). Out-of-range writes are clipped.
     #[doc(hidden)]
     pub fn scribble_bytes(&self, offset: u64, bytes: &[u8]) {
-        let len = self.map.len as u64;
+        let len = self.map.len() as u64;
         if offset >= len {
             return;
         }
         let n = bytes.len().min((len - offset) as usize);
-        // SAFETY: `offset..offset + n` is inside the mapping (clipped above)
-        // and `bytes` is private memory; this is a raw copy into shared
-        // memory, creating no reference to it. Other views read such bytes
-        // only through atomics or raw copies, and validate what they read.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.map.at(offset), n) }
+        self.map.write_bytes(offset as usize, &bytes[..n]);
     }
 
     /// Reads `len` bytes at `offset` through the mapping, ignoring the
@@ -581,15 +515,12 @@ impl Region {
     /// clipped.
     #[doc(hidden)]
     pub fn peek_bytes(&self, offset: u64, len: usize) -> Vec<u8> {
-        let size = self.map.len as u64;
+        let size = self.map.len() as u64;
         if offset >= size {
             return Vec::new();
         }
-        let n = len.min((size - offset) as usize);
-        let mut out = vec![0u8; n];
-        // SAFETY: `offset..offset + n` is inside the mapping (clipped above);
-        // a raw copy out of shared memory into private memory.
-        unsafe { std::ptr::copy_nonoverlapping(self.map.at(offset), out.as_mut_ptr(), n) }
+        let mut out = vec![0u8; len.min((size - offset) as usize)];
+        self.map.read_bytes(offset as usize, &mut out);
         out
     }
 }
@@ -696,6 +627,32 @@ mod tests {
         let fd = sys::memfd_create(c"plain").unwrap();
         sys::ftruncate(fd.as_fd(), 1 << 20).unwrap();
         assert!(matches!(Region::attach(fd), Err(RegionError::NotSealed)));
+    }
+
+    #[test]
+    fn each_side_starts_with_its_share_of_the_pool() {
+        let r = Region::create("nagare-ipc-test", cfg()).unwrap();
+        let a = Region::attach(r.fd().try_clone_to_owned().unwrap()).unwrap();
+        let (mut pc, mut pa) = (r.pool().unwrap(), a.pool().unwrap());
+        assert_eq!(pc.counts(), (8, 0, 8));
+        assert_eq!(pa.counts(), (8, 0, 8));
+        assert_eq!(pc.alloc(), Some(0));
+        assert_eq!(pa.alloc(), Some(8));
+    }
+
+    #[test]
+    fn a_resumed_producer_carries_on_through_a_delegate() {
+        let r = Region::create("ring-resume", RegionConfig::pair(8, 0, 64)).unwrap();
+        let a = Region::attach(r.fd().try_clone_to_owned().unwrap()).unwrap();
+        let mut c = r.consumer(0).unwrap();
+        a.producer(0).unwrap().push(&crate::Descriptor { id: 1, ..Default::default() }).unwrap();
+        // A second view of the attacher's side takes the ring over.
+        let b = Region::attach(r.fd().try_clone_to_owned().unwrap()).unwrap();
+        let mut p = b.resume_producer(0).unwrap();
+        assert_eq!(p.free().unwrap(), 7);
+        p.push(&crate::Descriptor { id: 2, ..Default::default() }).unwrap();
+        assert_eq!(c.pop().unwrap().map(|d| d.id), Some(1));
+        assert_eq!(c.pop().unwrap().map(|d| d.id), Some(2));
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! never interprets (payload that is summed, copied or written to a device),
 //! so that a racing peer can change at most its own outgoing data.
 
-use crate::region::Mapping;
+use crate::mapping::Mapping;
 use std::fmt;
 use std::sync::Arc;
 

@@ -15,7 +15,7 @@ use nagare_core::iface::Error;
 use nagare_core::tcp::connection::{State, TcpError};
 use nagare_core::tcp::{TcpHandle, TcpListenerHandle};
 use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
-use nagare_wire::{EthernetAddress, Ipv4Addr, Ipv4Cidr};
+use nagare_wire::{EthernetAddress, Ipv4Addr, Ipv4Cidr, ETHERNET_HEADER_LEN};
 use std::collections::VecDeque;
 use std::net::SocketAddrV4;
 use std::time::Duration;
@@ -28,7 +28,6 @@ pub const LOCAL_MAC: [u8; 6] = [0x02, 0x6e, 0x61, 0x67, 0x00, 0x01];
 /// The Ethernet address the script's remote end is given.
 pub const REMOTE_MAC: [u8; 6] = [0x02, 0x6e, 0x61, 0x67, 0x00, 0x02];
 
-const ETHERNET_HEADER_LEN: usize = 14;
 const ETHERTYPE_IPV4: [u8; 2] = [0x08, 0x00];
 const ETHERTYPE_ARP: [u8; 2] = [0x08, 0x06];
 /// Largest IPv4 packet.

@@ -5,10 +5,16 @@
 //! the receiver's fd table once (pidfd_open + pidfd_getfd, Linux 5.6),
 //! checks it really is an eventfd (the number came from shared memory),
 //! and keeps it for that attach generation. Ringing is one 8-byte write.
+//! Both ends are `nagare_ipc::EventFd`, the eventfd of the inet server's
+//! notifier; what is particular to the VNI is how the sender gets it (from
+//! a number in shared memory, not over a socket) and the checks that
+//! number needs.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Mutex;
+
+use nagare_ipc::EventFd;
 
 /// The doorbells of this process's own ports. A record naming our own pid
 /// may only name one of these: any other eventfd of ours (an embedding
@@ -22,20 +28,15 @@ fn our_doorbells() -> std::sync::MutexGuard<'static, Vec<RawFd>> {
 /// The receiving side: our own eventfd.
 #[derive(Debug)]
 pub struct Doorbell {
-    fd: OwnedFd,
+    fd: EventFd,
 }
 
 impl Doorbell {
     /// A fresh non-blocking, close-on-exec eventfd.
     pub fn new() -> io::Result<Doorbell> {
-        // SAFETY: plain system call, no memory passed.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        our_doorbells().push(fd);
-        // SAFETY: `fd` was just returned by eventfd(2) and is ours alone.
-        Ok(Doorbell { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+        let fd = EventFd::new()?;
+        our_doorbells().push(fd.as_raw_fd());
+        Ok(Doorbell { fd })
     }
 
     /// The descriptor to poll.
@@ -45,10 +46,7 @@ impl Doorbell {
 
     /// Clears the doorbell; whether it had been rung.
     pub fn drain(&self) -> bool {
-        let mut value = 0u64;
-        // SAFETY: reads 8 bytes into a local u64.
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), (&mut value as *mut u64).cast(), 8) };
-        n == 8
+        self.fd.drain().is_ok_and(|n| n > 0)
     }
 }
 
@@ -62,7 +60,7 @@ impl Drop for Doorbell {
 /// A sender's duplicate of a receiver's eventfd.
 #[derive(Debug)]
 pub struct RemoteBell {
-    fd: OwnedFd,
+    fd: EventFd,
 }
 
 fn cvt(rc: libc::c_long) -> io::Result<libc::c_long> {
@@ -116,24 +114,13 @@ impl RemoteBell {
         if !is_eventfd(fd.as_raw_fd()) {
             return Err(bad("the published descriptor is not an eventfd"));
         }
-        Ok(RemoteBell { fd })
+        Ok(RemoteBell { fd: EventFd::from_owned(fd) })
     }
 
     /// Rings: adds one to the receiver's eventfd. A full counter (never
     /// read for 2^64 - 2 rings) already means "rung", so EAGAIN is fine.
     pub fn ring(&self) -> io::Result<()> {
-        let one = 1u64;
-        // SAFETY: writes 8 bytes from a local u64.
-        let n = unsafe { libc::write(self.fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
-        if n == 8 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::WouldBlock {
-            Ok(())
-        } else {
-            Err(e)
-        }
+        self.fd.signal()
     }
 }
 

@@ -11,9 +11,10 @@
 //!          +16 mac     u64  the port's MAC in the low 48 bits
 //!          +64 polling u32  non-zero while the owner polls: do not ring
 //! R      rings, one per ordered pair (i -> j), i != j, at
-//!        R + (i * (n - 1) + (j < i ? j : j - 1)) * stride:
-//!          +0   tail u32 (written by i, the producer)
-//!          +64  head u32 (written by j, the consumer)
+//!        R + (i * (n - 1) + (j < i ? j : j - 1)) * stride, laid out as
+//!        every ring of `nagare_ipc::spsc`:
+//!          +0   head u32 (written by i, the producer)
+//!          +64  tail u32 (written by j, the consumer)
 //!          +128 slots: [len u32][reserved u32][frame ...] x slot count
 //! ```
 //!
@@ -22,7 +23,8 @@
 
 use std::io;
 
-use crate::device::ETHERNET_HEADER_LEN;
+use nagare_ipc::spsc;
+use nagare_wire::ETHERNET_HEADER_LEN;
 
 /// "nagareVN" in little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"nagareVN");
@@ -33,9 +35,9 @@ pub const VERSION: u32 = 1;
 pub const HEADER_LEN: usize = 128;
 /// Bytes of one port record.
 pub const PORT_RECORD_LEN: usize = 128;
-/// Bytes in front of a ring's slots: the tail and the head, each on a
+/// Bytes in front of a ring's slots: the head and the tail, each on a
 /// cache line of its own so producer and consumer do not share one.
-pub const RING_HEADER_LEN: usize = 128;
+pub const RING_HEADER_LEN: usize = spsc::CONTROL_LEN;
 /// Bytes in front of the frame in a slot: its length and a reserved word.
 pub const SLOT_HEADER_LEN: usize = 8;
 /// Cache line size everything shared is aligned to.
@@ -74,9 +76,11 @@ pub const P_DOORBELL: usize = 12;
 pub const P_MAC: usize = 16;
 pub const P_POLLING: usize = 64;
 
-// Ring field offsets.
-pub const R_TAIL: usize = 0;
-pub const R_HEAD: usize = 64;
+// Ring field offsets: the control lines of `nagare_ipc::spsc`.
+/// The producer's position (head), written by the sending port only.
+pub const R_HEAD: usize = spsc::HEAD;
+/// The consumer's position (tail), written by the receiving port only.
+pub const R_TAIL: usize = spsc::TAIL;
 
 /// Port states (high half of the owner word).
 pub const STATE_FREE: u32 = 0;

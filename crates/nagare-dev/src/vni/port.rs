@@ -7,16 +7,19 @@
 //! the new generation and fetch the new doorbell; the rings need nothing
 //! from them, because the attacher reset its own counters to theirs.
 //!
-//! Wake-ups: a receiver that found frames sets its `polling` flag (it
-//! will look again at once) and clears it, then looks once more, before
+//! Wake-ups follow `nagare_ipc::notify`, the inet server's primitive,
+//! with one polling flag per port (in its record) for all its incoming
+//! rings: a receiver that found frames sets its `polling` flag (it will
+//! look again at once) and clears it, then looks once more, before
 //! reporting an empty batch (after which its caller may sleep on the
-//! eventfd). A sender publishes its tail, then reads `polling`, then the
-//! receiver's head; it rings only if the receiver is not polling and the
-//! head equals the tail published before (the ring went from empty to
-//! non-empty). All of these are sequentially consistent, so of "receiver
-//! stores head / polling, then loads tail" and "sender stores tail, then
-//! loads polling and head", one side sees the other: either the receiver
-//! finds the frame, or the sender rings.
+//! eventfd). A sender publishes its head with a sequentially consistent
+//! swap, then reads `polling`, then the receiver's tail; it rings only if
+//! the receiver is not polling and the tail equals the head published
+//! before (the ring went from empty to non-empty). The receiver clears its
+//! flag with a sequentially consistent store and fence before it looks
+//! again, so of "receiver stores tail / polling, then loads head" and
+//! "sender swaps head, then loads polling and tail", one side sees the
+//! other: either the receiver finds the frame, or the sender rings.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -27,6 +30,8 @@ use std::time::Duration;
 
 use nagare_core::buf::{BufferPool, PacketBuf, TxOffloads};
 use nagare_core::{Capabilities, Instant};
+use nagare_ipc::notify::{set_asleep, set_awake, Wake};
+use nagare_wire::ETHERNET_HEADER_LEN;
 
 use super::doorbell::{process_alive, Doorbell, RemoteBell};
 use super::layout::*;
@@ -61,7 +66,8 @@ pub struct VniStats {
     pub doorbells_rung: u64,
     /// Doorbells not rung because the receiver was polling.
     pub doorbells_masked: u64,
-    /// Doorbells not rung because the ring already held frames.
+    /// Doorbells not rung because the ring already held frames (or the
+    /// receiver had taken some of the batch before the sender looked).
     pub doorbells_elided: u64,
     /// Doorbells that could not be fetched or rung.
     pub doorbell_errors: u64,
@@ -481,8 +487,12 @@ impl VniPort {
     fn set_polling(&mut self, on: bool) {
         if self.polling != on {
             self.polling = on;
-            let base = self.geo.port_offset(self.index);
-            self.seg.u32_at(base + P_POLLING).store(u32::from(on), Ordering::SeqCst);
+            let flag = self.seg.u32_at(self.geo.port_offset(self.index) + P_POLLING);
+            if on {
+                set_awake(flag);
+            } else {
+                set_asleep(flag);
+            }
         }
     }
 
@@ -508,7 +518,7 @@ impl VniPort {
             if !peer.up {
                 continue;
             }
-            let avail = match peer.rx.available(seg, &self.geo) {
+            let avail = match peer.rx.available(seg) {
                 Ok(n) => n,
                 Err(_) => {
                     self.vni.broken_rings += 1;
@@ -589,7 +599,7 @@ impl VniPort {
     fn room(&mut self, k: usize) -> usize {
         let peer = &mut self.peers[k];
         if peer.credit == 0 {
-            peer.credit = match peer.tx.free_slots(&self.seg, &self.geo) {
+            peer.credit = match peer.tx.free_slots(&self.seg) {
                 Ok(n) => n,
                 Err(_) => {
                     self.vni.broken_rings += 1;
@@ -616,15 +626,17 @@ impl VniPort {
             if !peer.tx.has_unpublished() {
                 continue;
             }
-            let before = peer.tx.publish(seg);
             let pbase = self.geo.port_offset(peer.index);
-            if seg.u32_at(pbase + P_POLLING).load(Ordering::SeqCst) != 0 {
-                self.vni.doorbells_masked += 1;
-                continue;
-            }
-            if peer.tx.head(seg) != before {
-                self.vni.doorbells_elided += 1;
-                continue;
+            match peer.tx.publish(seg, pbase + P_POLLING) {
+                Wake::Signal => {}
+                Wake::Polling => {
+                    self.vni.doorbells_masked += 1;
+                    continue;
+                }
+                Wake::Taken | Wake::NotEdge => {
+                    self.vni.doorbells_elided += 1;
+                    continue;
+                }
             }
             if peer.bell.is_none() && peer.bell_failed_at.is_none_or(|t| now.duration_since(t) >= BELL_RETRY) {
                 let fd = seg.u32_at(pbase + P_DOORBELL).load(Ordering::Acquire);
@@ -778,7 +790,7 @@ impl SlotWriter<'_> {
     /// contents: segment memory that every attached process can read
     /// anyway, never our private memory.
     pub fn commit(self, len: usize) -> io::Result<()> {
-        if !(crate::device::ETHERNET_HEADER_LEN..=self.capacity).contains(&len) || len > self.written {
+        if !(ETHERNET_HEADER_LEN..=self.capacity).contains(&len) || len > self.written {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("frame length {len}: must be 14..={} and written ({} bytes are)", self.capacity, self.written),

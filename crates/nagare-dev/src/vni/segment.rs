@@ -5,15 +5,18 @@
 //! writable. Its geometry is read and checked once, when it is opened, and
 //! kept in this process: a peer that later scribbles over the header
 //! cannot move a ring or a slot. Every access goes through [`Segment`]'s
-//! methods, which check offsets against the mapping's length.
+//! methods, which check offsets against the mapping's length (the
+//! mapping and its checked accessors are `nagare_ipc::Mapping`, the same
+//! as under the inet server's regions).
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use nagare_ipc::Mapping;
 
 use super::layout::*;
 
@@ -56,31 +59,13 @@ pub fn destroy(name: &str) -> io::Result<()> {
 #[derive(Debug)]
 pub struct Segment {
     name: String,
-    ptr: NonNull<u8>,
-    len: usize,
+    map: Mapping,
     geo: Geometry,
     _file: File,
 }
 
-// SAFETY: the mapping is shared memory that other processes change at any
-// time anyway; this process touches it only through atomics and raw byte
-// copies (never through references to plain data), so using it from
-// several threads adds nothing that another process could not do.
-unsafe impl Send for Segment {}
-// SAFETY: as for Send.
-unsafe impl Sync for Segment {}
-
-fn map(file: &File, len: usize) -> io::Result<NonNull<u8>> {
-    // SAFETY: a fresh shared mapping of an open file; the kernel picks the
-    // address, so no existing memory is affected. `len` is the file's
-    // length, checked by the caller.
-    let p = unsafe {
-        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, file.as_raw_fd(), 0)
-    };
-    if p == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    NonNull::new(p.cast()).ok_or_else(|| io::Error::other("mmap returned null"))
+fn map(file: &File, len: usize) -> io::Result<Mapping> {
+    Mapping::map(file.as_fd(), len as u64)
 }
 
 /// Gives the segment's file its pages now: a sparse file on a full
@@ -113,8 +98,8 @@ impl Segment {
         let made = (|| {
             file.set_len(geo.total as u64)?;
             reserve(&file, geo.total)?;
-            let ptr = map(&file, geo.total)?;
-            Ok::<_, io::Error>(Segment { name: name.to_owned(), ptr, len: geo.total, geo, _file: file })
+            let map = map(&file, geo.total)?;
+            Ok::<_, io::Error>(Segment { name: name.to_owned(), map, geo, _file: file })
         })();
         let seg = match made {
             Ok(seg) => seg,
@@ -151,12 +136,11 @@ impl Segment {
             )));
         }
         let len = file_len as usize;
-        let ptr = map(&file, len).map_err(context)?;
+        let map = map(&file, len).map_err(context)?;
         // A provisional segment over the header only, to read it.
         let mut seg = Segment {
             name: name.to_owned(),
-            ptr,
-            len,
+            map,
             geo: Geometry { ports: 0, mtu: 0, slot_size: 0, slot_count: 0, ring_offset: 0, ring_stride: 0, total: len },
             _file: file,
         };
@@ -189,78 +173,48 @@ impl Segment {
 
     /// Bytes mapped.
     pub fn len(&self) -> usize {
-        self.len
+        self.map.len()
     }
 
     /// Never true: a segment has at least a header.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Whether `len` bytes at `off` lie inside the mapping.
-    fn in_bounds(&self, off: usize, len: usize) -> bool {
-        off.checked_add(len).is_some_and(|end| end <= self.len)
+        self.map.is_empty()
     }
 
     /// The 32-bit atomic word at `off`. Offsets come from this process's
-    /// geometry, never from shared memory; the check is against our own
-    /// mistakes.
+    /// geometry, never from shared memory; the check (a panic) is against
+    /// our own mistakes.
     pub(crate) fn u32_at(&self, off: usize) -> &AtomicU32 {
-        assert!(off.is_multiple_of(4) && self.in_bounds(off, 4), "VNI offset {off} out of the segment");
-        // SAFETY: `off` is 4-aligned (and the mapping page-aligned) and
-        // the four bytes lie inside the mapping, which lives as long as
-        // `self`. AtomicU32 has the size and alignment of u32 and every
-        // bit pattern is valid; all access to shared words goes through
-        // atomics, so other processes' writes are not data races on
-        // non-atomic memory.
-        unsafe { &*self.ptr.as_ptr().add(off).cast::<AtomicU32>() }
+        self.map.u32_at(off)
     }
 
     /// The 64-bit atomic word at `off` (see [`u32_at`](Self::u32_at)).
     pub(crate) fn u64_at(&self, off: usize) -> &AtomicU64 {
-        assert!(off.is_multiple_of(8) && self.in_bounds(off, 8), "VNI offset {off} out of the segment");
-        // SAFETY: as for `u32_at`, with 8-byte alignment and size.
-        unsafe { &*self.ptr.as_ptr().add(off).cast::<AtomicU64>() }
+        self.map.u64_at(off)
     }
 
     /// Copies `dst.len()` bytes from the segment at `off` into `dst`;
     /// `false` (nothing copied) if that range is not inside the mapping.
+    /// The bytes may change while they are copied (another process owns
+    /// them); nothing is derived from them before the engine validates the
+    /// private copy like any frame from a wire.
     pub(crate) fn read_bytes(&self, off: usize, dst: &mut [u8]) -> bool {
-        if !self.in_bounds(off, dst.len()) {
-            return false;
-        }
-        // SAFETY: the source range lies inside the mapping (checked
-        // above) and cannot overlap `dst`, which is private memory. The
-        // bytes may be changed by another process while we copy: formally
-        // a data race in Rust's memory model, as in every shared-memory
-        // transport. It is confined: no Rust reference to these bytes
-        // exists, they are read once, into `dst`, and nothing is derived
-        // from them before the engine validates the copy like any frame
-        // from a wire; at worst the copy holds a mix of old and new bytes.
-        unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(off), dst.as_mut_ptr(), dst.len()) };
-        true
+        self.map.read_bytes(off, dst)
     }
 
     /// Copies `src` into the segment at `off`; `false` (nothing copied)
-    /// if that range is not inside the mapping.
+    /// if that range is not inside the mapping. Nobody in this process
+    /// holds a reference to slot bytes: they are only reached through this
+    /// method and `read_bytes`.
     pub(crate) fn write_bytes(&self, off: usize, src: &[u8]) -> bool {
-        if !self.in_bounds(off, src.len()) {
-            return false;
-        }
-        // SAFETY: the destination range lies inside the mapping (checked
-        // above), which is writable and shared; `src` is private memory,
-        // so they do not overlap. Nobody in this process holds a
-        // reference to these bytes (slots are only reached through this
-        // function and `read_bytes`).
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(off), src.len()) };
-        true
+        self.map.write_bytes(off, src)
     }
 
     /// Overwrites `len` bytes at `off` with `fill(index)`, for tests that
     /// play a hostile peer. Out-of-range parts are ignored.
     #[doc(hidden)]
     pub fn scribble(&self, off: usize, len: usize, mut fill: impl FnMut(usize) -> u8) {
-        let end = off.saturating_add(len).min(self.len);
+        let end = off.saturating_add(len).min(self.len());
         let bytes: Vec<u8> = (off..end).map(&mut fill).collect();
         self.write_bytes(off.min(end), &bytes);
     }
@@ -290,19 +244,9 @@ impl Segment {
             return None;
         }
         let ring = self.geo.ring_offset_of(from, to);
-        let tail = self.u32_at(ring + R_TAIL).load(Ordering::Acquire);
         let head = self.u32_at(ring + R_HEAD).load(Ordering::Acquire);
-        Some(tail.wrapping_sub(head))
-    }
-}
-
-impl Drop for Segment {
-    fn drop(&mut self) {
-        // SAFETY: `ptr` and `len` are the mapping made in `map`; nothing
-        // borrowed from it outlives `self` (accessors borrow `self`).
-        unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.len);
-        }
+        let tail = self.u32_at(ring + R_TAIL).load(Ordering::Acquire);
+        Some(head.wrapping_sub(tail))
     }
 }
 
