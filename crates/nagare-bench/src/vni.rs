@@ -50,7 +50,7 @@ use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::iface::{Error as IfError, HEADROOM};
 use nagare_core::tcp::connection::State;
 use nagare_core::{Interface, InterfaceConfig};
-use nagare_dev::vni::{segment_size, Segment, VniPort};
+use nagare_dev::vni::{format_size, segment_size, Segment, VniPort};
 use nagare_dev::{Device, MonotonicClock};
 use nagare_host::realtime::{self, wait_for};
 use nagare_host::Host;
@@ -954,16 +954,6 @@ fn median_rtt(mut v: Vec<Rtt>) -> Option<Rtt> {
     v.get(v.len() / 2).copied()
 }
 
-fn human(bytes: usize) -> String {
-    let mib = bytes as f64 / (1u64 << 20) as f64;
-    if mib >= 1.0 {
-        format!("{mib:.2} MiB")
-    } else {
-        format!("{:.1} KiB", bytes as f64 / 1024.0)
-    }
-}
-
-/// Runs `f`, or notes why it could not and returns None.
 /// Raised by SIGINT or SIGTERM: the bench stops between (and inside)
 /// measurements and still removes what it made.
 static INTERRUPTED: std::sync::OnceLock<Arc<std::sync::atomic::AtomicBool>> = std::sync::OnceLock::new();
@@ -972,6 +962,7 @@ fn interrupted() -> bool {
     INTERRUPTED.get().is_some_and(|f| realtime::stopped(f))
 }
 
+/// Runs `f`, or notes why it could not and returns None.
 fn attempt<T>(what: &str, skipped: &mut Vec<String>, f: impl FnOnce() -> Result<T>) -> Option<T> {
     if interrupted() {
         return None;
@@ -1138,7 +1129,7 @@ pub fn run(args: VniBenchArgs) -> Result<()> {
     println!("| ports | rings | MTU 1500 | MTU 9000 |");
     println!("|---:|---:|---:|---:|");
     for n in [2usize, 4, 8, 16] {
-        let size = |mtu| segment_size(n, mtu, args.slots).map_or("–".to_string(), human);
+        let size = |mtu| segment_size(n, mtu, args.slots).map_or("–".to_string(), format_size);
         println!("| {n} | {} | {} | {} |", n * (n - 1), size(1500), size(9000));
     }
     if !notes.is_empty() {

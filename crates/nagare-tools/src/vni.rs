@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 use nagare_dev::vni::layout::{STATE_ATTACHED, STATE_CLAIMING, STATE_FREE};
-use nagare_dev::vni::{format_mac, segment_path, segment_size, Segment, VniPort};
+use nagare_dev::vni::{format_mac, format_size, segment_path, segment_size, Segment, VniPort};
 use nagare_dev::{Device, DeviceStats, MonotonicClock, TapDevice};
 use nagare_host::bridge::{pool_for, Bridge, Direction};
 use nagare_host::realtime;
@@ -22,7 +22,7 @@ pub fn create(name: &str, ports: usize, mtu: usize, slots: usize) -> Result<()> 
         geo.slot_count,
         geo.slot_size,
         geo.ring_count(),
-        human(geo.total)
+        format_size(geo.total)
     );
     Ok(())
 }
@@ -34,17 +34,6 @@ pub fn destroy(name: &str) -> Result<()> {
     Ok(())
 }
 
-fn human(bytes: usize) -> String {
-    let b = bytes as f64;
-    if b >= (1u64 << 30) as f64 {
-        format!("{:.2} GiB", b / (1u64 << 30) as f64)
-    } else if b >= (1 << 20) as f64 {
-        format!("{:.2} MiB", b / (1 << 20) as f64)
-    } else {
-        format!("{:.1} KiB", b / 1024.0)
-    }
-}
-
 /// Prints segment `name`: its shape, memory, and who is attached.
 pub fn info(name: &str) -> Result<()> {
     let seg = Segment::open(name)?;
@@ -53,10 +42,10 @@ pub fn info(name: &str) -> Result<()> {
     println!("ports    {}", geo.ports);
     println!("mtu      {} (slots of {} B, {} per ring)", geo.mtu, geo.slot_size, geo.slot_count);
     println!("rings    {} (one per ordered pair of ports)", geo.ring_count());
-    println!("memory   {} ({} B)", human(geo.total), geo.total);
+    println!("memory   {} ({} B)", format_size(geo.total), geo.total);
     let growth: Vec<String> = [2, 4, 8, 16, 32]
         .iter()
-        .filter_map(|&n| segment_size(n, geo.mtu, geo.slot_count).ok().map(|s| format!("{n} ports {}", human(s))))
+        .filter_map(|&n| segment_size(n, geo.mtu, geo.slot_count).ok().map(|s| format!("{n} ports {}", format_size(s))))
         .collect();
     println!("growth   {} (O(n^2))", growth.join(", "));
     let mut attached = 0;

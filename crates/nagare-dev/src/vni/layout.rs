@@ -241,6 +241,19 @@ impl Geometry {
     }
 }
 
+/// A segment's size as `nagare vni info` shows it: KiB below a MiB, MiB
+/// below a GiB, else GiB.
+pub fn format_size(bytes: usize) -> String {
+    let b = bytes as f64;
+    if b >= (1u64 << 30) as f64 {
+        format!("{:.2} GiB", b / (1u64 << 30) as f64)
+    } else if b >= (1u64 << 20) as f64 {
+        format!("{:.2} MiB", b / (1u64 << 20) as f64)
+    } else {
+        format!("{:.1} KiB", b / 1024.0)
+    }
+}
+
 /// Bytes of a segment of `ports` ports with rings of `slots` slots for IP
 /// MTU `mtu`: it grows as the square of the ports.
 pub fn segment_size(ports: usize, mtu: usize, slots: usize) -> io::Result<usize> {
