@@ -30,8 +30,6 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// Frames taken from the device per turn.
-const RX_BATCH: usize = 64;
 /// Longest sleep, so a stop request and timers are noticed.
 const MAX_SLEEP: Duration = Duration::from_millis(100);
 /// How often a busy loop looks for new clients and dead ones.
@@ -107,7 +105,7 @@ impl Netd {
             steering.set_local(iface.config().mac.0, addr.address().octets());
         }
         Ok(Netd {
-            host: Host::with_rx_batch(iface, frames, RX_BATCH),
+            host: Host::new(iface, frames),
             placement,
             lending,
             steering,
