@@ -2027,3 +2027,137 @@ fn a_peer_answering_into_a_closed_window_is_not_timed_out() {
     let mut buf = [0u8; 1];
     assert_eq!(p.raw.iface.tcp().recv(p.h, &mut buf, p.raw.now), Err(Error::TimedOut));
 }
+
+// ---- socket options on an open connection -----------------------------------
+
+#[test]
+fn buffers_resize_on_an_open_connection_and_the_window_follows() {
+    let mut net = Net::new();
+    net.b.tcp().defaults_mut().recv_buffer = 3 * 1448;
+    let (ha, hb) = net.connect_pair(80);
+    let data = pattern(200_000, 9);
+    net.a.tcp().set_send_buffer(ha, data.len(), net.now).unwrap();
+    assert_eq!(net.a.tcp().send(ha, &data, net.now), Ok(data.len()), "the grown send buffer takes it all");
+    net.run_for(MS * 50);
+    assert_eq!(net.b.tcp_ref().connection(hb).unwrap().recv_queued(), 3 * 1448);
+    let last = net.log.iter().rev().find(|s| s.from == B_IP).unwrap().clone();
+    assert_eq!(last.repr.window_len, 0, "B's small window is full");
+
+    // A wider receive buffer is advertised at once (the handshake fixed a
+    // window scale of 0, so 65535 is the most B can offer).
+    let mark = net.log.len();
+    assert_eq!(net.b.tcp().set_recv_buffer(hb, 60_000, net.now), Ok(60_000));
+    assert_eq!(net.b.tcp_ref().connection(hb).unwrap().config().recv_buffer, 60_000);
+    net.settle();
+    let update = net.sent_by(Side::B, mark).into_iter().next().expect("a window update");
+    assert_eq!(usize::from(update.repr.window_len), 60_000 - 3 * 1448, "{update:?}");
+    net.run_for(MS * 500);
+    assert_eq!(net.b.tcp_ref().connection(hb).unwrap().recv_queued(), 60_000, "the window filled to the new size");
+
+    // Shrinking stops at what is held; the send buffer at what is queued.
+    let held = net.b.tcp().set_recv_buffer(hb, 1000, net.now).unwrap();
+    assert_eq!(held, 60_000);
+    let queued = net.a.tcp_ref().connection(ha).unwrap().send_queued();
+    assert!(queued > 0);
+    assert_eq!(net.a.tcp().set_send_buffer(ha, 10, net.now), Ok(queued));
+    let mut all = Vec::new();
+    for _ in 0..1000 {
+        net.read_all(Side::B, hb, &mut all);
+        if all.len() >= data.len() {
+            break;
+        }
+        net.run_for(MS * 10);
+    }
+    assert_eq!(all, data, "every byte arrived in order across the resizes");
+    // Once drained, the send buffer can shrink all the way.
+    net.run_for(MS * 100);
+    assert_eq!(net.a.tcp().set_send_buffer(ha, 10, net.now), Ok(10));
+}
+
+#[test]
+fn user_timeout_drops_the_connection_when_it_runs_out() {
+    let mut net = Net::new();
+    let (ha, hb) = net.connect_pair(80);
+    net.a.tcp().set_user_timeout(ha, Some(Duration::from_secs(5))).unwrap();
+    net.filter = Box::new(|s: &Seg| s.from != A_IP);
+    let t0 = net.now;
+    net.a.tcp().send(ha, b"into the void", t0).unwrap();
+    net.run_until(t0 + MS * 4990);
+    assert_eq!(net.a.tcp_ref().state(ha), Ok(State::Established));
+    // Retransmissions at 0.2, 0.6, 1.4, 3.0 s; the next would be at 6.2 s,
+    // but the user timeout is checked when it runs out.
+    net.run_until(t0 + MS * 5010);
+    assert_eq!(net.a.tcp_ref().state(ha), Ok(State::Closed));
+    assert_eq!(net.a.tcp().send(ha, b"x", net.now), Err(Error::TimedOut));
+    let _ = hb;
+}
+
+#[test]
+fn user_timeout_replaces_the_retransmission_count() {
+    let mut net = Net::new();
+    for iface in [&mut net.a, &mut net.b] {
+        let d = iface.tcp().defaults_mut();
+        d.rtt.max_rto = Duration::from_secs(1);
+        d.max_retransmissions = 3;
+    }
+    let (ha, _) = net.connect_pair(80);
+    let (hc, _) = net.connect_pair(81);
+    net.a.tcp().set_user_timeout(ha, Some(Duration::from_secs(20))).unwrap();
+    // Zero is the default behaviour: the count.
+    net.a.tcp().set_user_timeout(hc, Some(Duration::ZERO)).unwrap();
+    net.filter = Box::new(|s: &Seg| s.from != A_IP);
+    let t0 = net.now;
+    net.a.tcp().send(ha, b"into the void", t0).unwrap();
+    net.a.tcp().send(hc, b"into the void", t0).unwrap();
+    net.run_until(t0 + Duration::from_secs(10));
+    assert_eq!(net.a.tcp_ref().state(hc), Ok(State::Closed), "3 retransmissions, then gone");
+    assert_eq!(net.a.tcp_ref().state(ha), Ok(State::Established), "the user timeout has not run out");
+    net.run_until(t0 + Duration::from_secs(21));
+    assert_eq!(net.a.tcp_ref().state(ha), Ok(State::Closed));
+    assert_eq!(net.a.tcp().send(ha, b"x", net.now), Err(Error::TimedOut));
+    assert!(net.a.tcp_ref().connection(ha).unwrap().stats().retransmits > 3);
+}
+
+#[test]
+fn shutdown_read_drops_data_keeps_the_window_open_and_closes_cleanly() {
+    let mut net = Net::new();
+    net.b.tcp().defaults_mut().recv_buffer = 8192;
+    let (ha, hb) = net.connect_pair(80);
+    net.a.tcp().send(ha, &pattern(4000, 1), net.now).unwrap();
+    net.run_for(MS * 100);
+    assert_eq!(net.b.tcp_ref().connection(hb).unwrap().recv_queued(), 4000);
+    net.b.tcp().shutdown_read(hb, net.now).unwrap();
+    let mut buf = [0u8; 64];
+    assert_eq!(net.b.tcp().recv(hb, &mut buf, net.now), Ok(0), "reads see end of stream");
+    assert!(net.b.tcp_ref().readiness(hb).unwrap().readable);
+    assert_eq!(net.b.tcp_ref().connection(hb).unwrap().recv_queued(), 0, "what was queued is gone");
+
+    // Data arriving later is acknowledged and dropped: far more than the
+    // buffer goes through, and B's window never closes.
+    let mark = net.log.len();
+    let more = pattern(100_000, 2);
+    let mut sent = 0;
+    for _ in 0..1000 {
+        if sent < more.len() {
+            sent += net.a.tcp().send(ha, &more[sent..], net.now).unwrap_or(0);
+        }
+        net.run_for(MS * 20);
+        if sent == more.len() && net.a.tcp_ref().connection(ha).unwrap().send_queued() == 0 {
+            break;
+        }
+    }
+    assert_eq!(net.a.tcp_ref().connection(ha).unwrap().send_queued(), 0, "all of it acknowledged");
+    let from_b = net.sent_by(Side::B, mark);
+    assert!(from_b.iter().all(|s| s.repr.window_len > 0), "B's window never closed");
+    assert_eq!(net.b.tcp().recv(hb, &mut buf, net.now), Ok(0));
+    assert_eq!(net.b.tcp_ref().connection(hb).unwrap().recv_queued(), 0);
+
+    // A close after that is orderly: a FIN, no RST over unread data.
+    let mark = net.log.len();
+    net.b.tcp().close(hb, net.now).unwrap();
+    net.run_for(MS * 100);
+    let from_b = net.sent_by(Side::B, mark);
+    assert!(from_b.iter().any(|s| s.has(TcpFlags::FIN)), "{from_b:?}");
+    assert!(!from_b.iter().any(|s| s.has(TcpFlags::RST)), "{from_b:?}");
+    assert_eq!(net.a.tcp_ref().state(ha), Ok(State::CloseWait));
+}

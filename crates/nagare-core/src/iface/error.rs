@@ -32,6 +32,8 @@ pub enum Error {
     ConnectionRefused,
     /// The peer stopped answering.
     TimedOut,
+    /// The next hop on the link never answered address resolution.
+    HostUnreachable,
 }
 
 impl fmt::Display for Error {
@@ -50,6 +52,7 @@ impl fmt::Display for Error {
             Error::ConnectionReset => "connection reset by peer",
             Error::ConnectionRefused => "connection refused",
             Error::TimedOut => "connection timed out",
+            Error::HostUnreachable => "host unreachable",
         })
     }
 }

@@ -11,6 +11,7 @@ use crate::time::Instant;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::net::SocketAddrV4;
+use core::time::Duration;
 
 /// The TCP socket calls of one interface, borrowed from it
 /// ([`Interface::tcp`]) for as long as the calls take. To look at sockets
@@ -26,6 +27,7 @@ fn connection_error(e: TcpError) -> Error {
         TcpError::Refused => Error::ConnectionRefused,
         TcpError::Reset => Error::ConnectionReset,
         TcpError::TimedOut => Error::TimedOut,
+        TcpError::HostUnreachable => Error::HostUnreachable,
     }
 }
 
@@ -139,6 +141,35 @@ impl<'a> Tcp<'a> {
         Ok(())
     }
 
+    /// Sets a connection's send buffer (SO_SNDBUF): it grows at once and
+    /// shrinks no lower than the bytes queued. Returns the size in force.
+    pub fn set_send_buffer(&mut self, h: TcpHandle, bytes: usize, now: Instant) -> Result<usize, Error> {
+        let size = self.iface.tcp.entry_mut(h)?.conn.set_send_buffer(bytes);
+        self.iface.tcp_run(h, now);
+        Ok(size)
+    }
+
+    /// Sets a connection's receive buffer (SO_RCVBUF), which bounds the
+    /// window it offers: it grows at once (the wider window is advertised)
+    /// and shrinks no lower than what is held and already offered. The one
+    /// place an application sizes the receive buffer: an explicit size is
+    /// the application's choice from then on. Returns the size in force.
+    pub fn set_recv_buffer(&mut self, h: TcpHandle, bytes: usize, now: Instant) -> Result<usize, Error> {
+        let size = self.iface.tcp.entry_mut(h)?.conn.set_recv_buffer(bytes);
+        self.iface.tcp_run(h, now);
+        Ok(size)
+    }
+
+    /// Sets how long sent data may stay unacknowledged before the
+    /// connection is dropped with [`Error::TimedOut`] (TCP_USER_TIMEOUT,
+    /// RFC 5482); `None` (or zero) gives up after the retransmission count
+    /// (`TcpConfig::max_retransmissions`).
+    pub fn set_user_timeout(&mut self, h: TcpHandle, limit: Option<Duration>) -> Result<(), Error> {
+        let limit = limit.filter(|d| !d.is_zero());
+        self.iface.tcp.entry_mut(h)?.conn.set_user_timeout(limit);
+        Ok(())
+    }
+
     /// Queues bytes for sending, copying them once into packet buffers;
     /// returns how many were taken (fewer when the send buffer fills).
     pub fn send(&mut self, h: TcpHandle, data: &[u8], now: Instant) -> Result<usize, Error> {
@@ -202,6 +233,14 @@ impl<'a> Tcp<'a> {
             return Ok(None);
         }
         Err(Error::WouldBlock)
+    }
+
+    /// Closes the receiving side (SHUT_RD): data queued and data arriving
+    /// later are acknowledged and dropped, and reads return end of stream.
+    pub fn shutdown_read(&mut self, h: TcpHandle, now: Instant) -> Result<(), Error> {
+        self.iface.tcp.entry_mut(h)?.conn.shutdown_read();
+        self.iface.tcp_run(h, now);
+        Ok(())
     }
 
     /// Closes the sending side (FIN after the queued data).

@@ -129,6 +129,12 @@ impl Assembler {
         self.limits
     }
 
+    /// Changes the limits. What is stored beyond lowered limits stays; only
+    /// new segments are held to them.
+    pub fn set_limits(&mut self, limits: AssemblerLimits) {
+        self.limits = limits;
+    }
+
     /// Drops everything stored.
     pub fn clear(&mut self) {
         self.blocks = Vec::new();

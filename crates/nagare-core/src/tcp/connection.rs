@@ -77,6 +77,8 @@ pub enum TcpError {
     Reset,
     /// Retransmissions or keepalives went unanswered.
     TimedOut,
+    /// The handshake's next hop never answered address resolution.
+    HostUnreachable,
 }
 
 /// Loss recovery in progress (RFC 6675 with SACK, RFC 6582 without).
@@ -189,6 +191,9 @@ pub struct Connection {
     fin_received: bool,
     /// The application will read no more; data arriving now gets a RST.
     read_closed: bool,
+    /// The application shut its receiving side: data is acknowledged and
+    /// dropped, reads see end of stream.
+    read_shut: bool,
 
     options: Negotiated,
     ts_recent: u32,
@@ -299,6 +304,7 @@ impl Connection {
             pending_fin: None,
             fin_received: false,
             read_closed: false,
+            read_shut: false,
             options: Negotiated { send_mss: DEFAULT_MSS, snd_shift: 0, rcv_shift: 0, timestamps: false, sack: false },
             ts_recent: 0,
             ts_recent_at: now,
@@ -520,7 +526,7 @@ impl Connection {
 
     /// Whether `recv` would return data or end-of-stream.
     pub fn can_recv(&self) -> bool {
-        self.recv_bytes > 0 || self.fin_received || self.error.is_some()
+        self.recv_bytes > 0 || self.fin_received || self.read_shut || self.error.is_some()
     }
 
     /// Whether the stream takes no more data (shut down, closing, closed).
@@ -548,9 +554,10 @@ impl Connection {
         !self.assembler.is_empty()
     }
 
-    /// Whether the peer has closed its side and everything was read.
+    /// Whether reads are over: the peer closed its side and everything
+    /// was read, or the application shut its receiving side.
     pub fn at_eof(&self) -> bool {
-        self.fin_received && self.recv_bytes == 0
+        (self.fin_received || self.read_shut) && self.recv_bytes == 0
     }
 
     fn may_send(&self) -> bool {
@@ -624,6 +631,75 @@ impl Connection {
             self.maybe_window_update();
         }
         copied
+    }
+
+    /// Sets the send buffer limit (SO_SNDBUF). It grows at once; it shrinks
+    /// no lower than the bytes already queued, which are owed to the peer.
+    /// Returns the limit in force.
+    pub fn set_send_buffer(&mut self, bytes: usize) -> usize {
+        let limit = bytes.max(self.send_queue.len());
+        self.send_queue.set_limit(limit);
+        self.config.send_buffer = limit;
+        limit
+    }
+
+    /// Sets the receive buffer limit (SO_RCVBUF), which bounds the window
+    /// offered. It shrinks no lower than what is held (readable and out of
+    /// order) plus the window already offered, which never moves left
+    /// (RFC 9293 3.8.6.2.2). A larger buffer is offered at once when it
+    /// opens the window by a worthwhile step; the window scale, fixed by
+    /// the handshake, caps what can be offered. Returns the limit in force.
+    pub fn set_recv_buffer(&mut self, bytes: usize) -> usize {
+        let held = self.recv_bytes + self.assembler.bytes();
+        let promised = if self.state.is_synchronized() { seq_dist(self.rcv_nxt, self.rcv_adv) } else { 0 };
+        let limit = bytes.max(held + promised).max(1);
+        self.config.recv_buffer = limit;
+        self.assembler.set_limits(AssemblerLimits { max_segments: self.config.max_ooo_segments, max_bytes: limit });
+        if self.state.is_synchronized() {
+            self.maybe_window_update();
+        }
+        limit
+    }
+
+    /// Sets how long transmitted data may stay unacknowledged before the
+    /// connection is dropped with `TimedOut` (TCP_USER_TIMEOUT, RFC 5482);
+    /// `None` leaves it to the retransmission count (R2).
+    pub fn set_user_timeout(&mut self, limit: Option<Duration>) {
+        self.config.user_timeout = limit;
+    }
+
+    /// Shuts the receiving side (SHUT_RD): what is queued is dropped, and
+    /// data arriving later is acknowledged and dropped, so the window stays
+    /// open and a later close is not a reset over unread data (as BSD does;
+    /// Linux keeps queueing until the window closes). Reads see end of
+    /// stream.
+    pub fn shutdown_read(&mut self) {
+        self.read_shut = true;
+        self.discard_received();
+    }
+
+    /// Drops what was received and not read; tells the peer if that opens
+    /// the window enough to matter.
+    fn discard_received(&mut self) {
+        if self.recv_bytes == 0 {
+            return;
+        }
+        self.recv_queue.clear();
+        self.recv_bytes = 0;
+        self.maybe_window_update();
+    }
+
+    /// The next hop of a connection still opening never answered address
+    /// resolution: the connect fails (a connection already open rides it
+    /// out, as its retransmissions will ask again). Returns whether it
+    /// failed.
+    pub fn neighbour_unreachable(&mut self) -> bool {
+        if self.state != State::SynSent {
+            return false;
+        }
+        self.error = Some(TcpError::HostUnreachable);
+        self.enter_closed();
+        true
     }
 
     /// Closes our sending side: a FIN follows the queued data.
@@ -976,6 +1052,10 @@ impl Connection {
                         return result;
                     }
                     result.readable = self.receive_data(seg.seq_number, &mut payload);
+                    if self.read_shut {
+                        self.discard_received();
+                        result.readable = 0;
+                    }
                 }
                 _ => {}
             }
@@ -1774,11 +1854,12 @@ impl Connection {
             State::SynSent | State::SynReceived => self.config.syn_retries,
             _ => self.config.max_retransmissions,
         };
-        let user_timeout = self
-            .config
-            .user_timeout
-            .zip(self.unacked_since)
-            .is_some_and(|(limit, since)| now.saturating_since(since) >= limit);
+        // A user timeout replaces the count for data (RFC 5482; Linux
+        // ignores tcp_retries2 when one is set).
+        let user_timeout = match self.config.user_timeout.zip(self.unacked_since) {
+            Some((limit, since)) if self.state.is_synchronized() => Some(now.saturating_since(since) >= limit),
+            _ => None,
+        };
         // Into a zero window the retransmissions are probes; a peer that
         // answers them is alive however long it keeps the window shut (RFC
         // 9293 3.8.6.1). As Linux does, give up only on a peer silent for
@@ -1787,7 +1868,8 @@ impl Connection {
         let probing_live_peer = self.state.is_synchronized()
             && self.snd_wnd == 0
             && now.saturating_since(self.last_recv_at) < self.config.rtt.max_rto * 2;
-        if (self.rtt.backoff_count() >= limit && !probing_live_peer) || user_timeout {
+        let give_up = user_timeout.unwrap_or(self.rtt.backoff_count() >= limit && !probing_live_peer);
+        if give_up {
             self.error = Some(TcpError::TimedOut);
             self.enter_closed();
             return;
@@ -1811,7 +1893,15 @@ impl Connection {
                 self.rto_probe = true;
             }
         }
-        self.retransmit_at = Some(now + self.rto());
+        let mut next = now + self.rto();
+        if let (Some(limit), Some(since), true) =
+            (self.config.user_timeout, self.unacked_since, self.state.is_synchronized())
+        {
+            // The user timeout is checked when it runs out, not at the
+            // next backed-off retransmission (as Linux clamps the RTO).
+            next = next.min((since + limit).max(now + Duration::from_millis(1)));
+        }
+        self.retransmit_at = Some(next);
     }
 
     /// When the next keepalive probe is due (or, after the last one, when
