@@ -2,7 +2,10 @@
 //!
 //! Bounded everywhere: a fixed number of entries (oldest evicted), a fixed
 //! number of addresses under resolution, a fixed queue per address, and at
-//! most one request per address per `request_interval`.
+//! most one request per address per `request_interval`. An address that
+//! never answered is remembered as failed for `failed_lifetime` (at most
+//! `pending_addresses` of them): packets to it are given back at once as
+//! unreachable, and a packet after that starts a new resolution.
 
 use crate::buf::PacketBuf;
 use crate::config::ArpConfig;
@@ -38,6 +41,9 @@ pub enum Resolution {
     Waiting,
     /// Unknown and no room to wait: the packet was dropped.
     QueueFull,
+    /// The address failed to answer lately: the packet is given back, to
+    /// be dropped and its sender told.
+    Unreachable,
 }
 
 /// ARP cache with pending-resolution queues.
@@ -46,12 +52,14 @@ pub struct ArpCache {
     config: ArpConfig,
     entries: HashMap<Ipv4Addr, Entry>,
     pending: HashMap<Ipv4Addr, Pending>,
+    /// Addresses that never answered, with when they may be tried again.
+    failed: HashMap<Ipv4Addr, Instant>,
 }
 
 impl ArpCache {
     /// An empty cache with the given limits.
     pub fn new(config: ArpConfig) -> Self {
-        ArpCache { config, entries: HashMap::new(), pending: HashMap::new() }
+        ArpCache { config, entries: HashMap::new(), pending: HashMap::new(), failed: HashMap::new() }
     }
 
     /// The address `ip` maps to, if known and not expired.
@@ -75,8 +83,14 @@ impl ArpCache {
         self.entries.contains_key(&ip)
     }
 
+    /// Whether `ip` failed to answer and is not yet to be tried again.
+    pub fn is_failed(&self, ip: Ipv4Addr, now: Instant) -> bool {
+        self.failed.get(&ip).is_some_and(|until| now < *until)
+    }
+
     /// Records `ip` at `mac` and returns the packets that were waiting for it.
     pub fn insert(&mut self, ip: Ipv4Addr, mac: EthernetAddress, now: Instant) -> VecDeque<PacketBuf> {
+        self.failed.remove(&ip);
         if !self.entries.contains_key(&ip) && self.entries.len() >= self.config.cache_size {
             self.evict_one(now);
         }
@@ -101,6 +115,10 @@ impl ArpCache {
         if let Some(mac) = self.lookup(ip, now) {
             return (Resolution::Known(mac), Some(packet));
         }
+        if self.is_failed(ip, now) {
+            return (Resolution::Unreachable, Some(packet));
+        }
+        self.failed.remove(&ip);
         if !self.pending.contains_key(&ip) && self.pending.len() >= self.config.pending_addresses {
             return (Resolution::QueueFull, None);
         }
@@ -132,11 +150,15 @@ impl ArpCache {
     pub fn poll(&mut self, now: Instant) -> (Vec<Ipv4Addr>, Vec<PacketBuf>) {
         let mut retry = Vec::new();
         let mut dropped = Vec::new();
+        if !self.failed.is_empty() {
+            self.failed.retain(|_, until| now < *until);
+        }
         if self.pending.is_empty() {
             return (retry, dropped);
         }
         let interval = self.config.request_interval;
         let max = self.config.max_requests;
+        let mut gave_up = Vec::new();
         self.pending.retain(|ip, pending| {
             let due = pending.last_request_at.is_none_or(|at| now >= at + interval);
             if !due {
@@ -144,6 +166,7 @@ impl ArpCache {
             }
             if pending.requests_sent >= max {
                 dropped.extend(pending.packets.drain(..));
+                gave_up.push(*ip);
                 return false;
             }
             pending.last_request_at = Some(now);
@@ -151,7 +174,25 @@ impl ArpCache {
             retry.push(*ip);
             true
         });
+        for ip in gave_up {
+            self.remember_failed(ip, now);
+        }
         (retry, dropped)
+    }
+
+    fn remember_failed(&mut self, ip: Ipv4Addr, now: Instant) {
+        if self.config.failed_lifetime.is_zero() {
+            return;
+        }
+        if !self.failed.contains_key(&ip) && self.failed.len() >= self.config.pending_addresses.max(1) {
+            // The one to be retried soonest makes room; a scan bounded by
+            // `pending_addresses`, only when that many failed at once.
+            let soonest = self.failed.iter().min_by_key(|(_, until)| **until).map(|(ip, _)| *ip);
+            if let Some(old) = soonest {
+                self.failed.remove(&old);
+            }
+        }
+        self.failed.insert(ip, now + self.config.failed_lifetime);
     }
 
     /// When `poll` next has work to do.
@@ -191,6 +232,28 @@ mod tests {
         drop(dropped);
         assert_eq!(pool.in_use(), 0, "dropped packets return their buffers");
         assert_eq!(arp.poll_at(), None);
+    }
+
+    #[test]
+    fn an_address_that_never_answered_fails_fast_until_its_time_is_up() {
+        let pool = BufferPool::new(64, 64);
+        let mut arp = ArpCache::new(ArpConfig::default());
+        let t0 = Instant::from_secs(10);
+        assert_eq!(arp.resolve(IP, packet(&pool), t0).0, Resolution::SendRequest);
+        arp.poll(t0 + Duration::from_secs(1));
+        arp.poll(t0 + Duration::from_secs(2));
+        let t3 = t0 + Duration::from_secs(3);
+        assert_eq!(arp.poll(t3).1.len(), 1);
+        assert!(arp.is_failed(IP, t3));
+        let (r, back) = arp.resolve(IP, packet(&pool), t3 + Duration::from_secs(1));
+        assert_eq!(r, Resolution::Unreachable);
+        assert!(back.is_some(), "the packet comes back to be reported");
+        assert_eq!(arp.poll_at(), None, "nothing waits on a failed address");
+        let later = t3 + ArpConfig::default().failed_lifetime;
+        assert_eq!(arp.resolve(IP, packet(&pool), later).0, Resolution::SendRequest, "tried again once expired");
+        arp.poll(t3 + Duration::from_millis(3500));
+        assert_eq!(arp.insert(IP, MAC, later).len(), 1);
+        assert!(!arp.is_failed(IP, later));
     }
 
     #[test]

@@ -25,6 +25,10 @@ pub struct ArpConfig {
     pub request_interval: Duration,
     /// Requests sent before the packets waiting on an address are dropped.
     pub max_requests: u32,
+    /// How long an address that never answered is remembered as such
+    /// (Linux's FAILED state): packets to it are dropped at once and their
+    /// senders told, instead of waiting through another resolution.
+    pub failed_lifetime: Duration,
     /// Packets that may wait for the resolution of one address.
     pub pending_per_address: usize,
     /// Addresses that may be under resolution at once.
@@ -38,6 +42,7 @@ impl Default for ArpConfig {
             entry_lifetime: Duration::from_secs(60),
             request_interval: Duration::from_secs(1),
             max_requests: 3,
+            failed_lifetime: Duration::from_secs(3),
             pending_per_address: 16,
             pending_addresses: 64,
         }

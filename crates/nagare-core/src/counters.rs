@@ -147,6 +147,8 @@ counters! {
         tcp_challenged,
         /// Active opens.
         tcp_connects,
+        /// Active opens failed because their next hop never answered ARP.
+        tcp_connects_unreachable,
         /// SYNs answered with a SYN cookie (SYN queue full).
         tcp_syn_cookies_sent,
         /// Connections made from a valid SYN cookie.

@@ -4,9 +4,10 @@
 
 use super::{Interface, HEADROOM};
 use crate::buf::PacketBuf;
+use crate::icmp::{IcmpError, ICMP_CODE_HOST_UNREACHABLE};
 use crate::time::Instant;
-use core::net::Ipv4Addr;
-use nagare_wire::{ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, ARP_ETHERNET_IPV4_LEN};
+use core::net::{Ipv4Addr, SocketAddrV4};
+use nagare_wire::{ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, IpProtocol, ARP_ETHERNET_IPV4_LEN};
 
 impl Interface {
     /// An ARP packet (Ethernet header stripped).
@@ -72,6 +73,33 @@ impl Interface {
                 self.counters.arp_replies_sent += 1;
             }
         }
+    }
+
+    /// Tells the sender of `ip_packet` (our own datagram, header first)
+    /// that its next hop never answered ARP: what the kernel tells a
+    /// socket then. UDP and echo sockets get a host-unreachable error to
+    /// take; a connection still opening fails with it (a connection
+    /// already open rides it out: its retransmissions ask again).
+    pub(super) fn neighbour_unreachable(&mut self, ip_packet: &PacketBuf, now: Instant) {
+        let error = IcmpError::Unreachable {
+            from: self.config.addresses.first().map_or(Ipv4Addr::UNSPECIFIED, |c| c.address()),
+            code: ICMP_CODE_HOST_UNREACHABLE,
+        };
+        self.report_error_about(ip_packet, 0, error);
+        let mut head = [0u8; 64];
+        let n = ip_packet.copy_out(0, &mut head);
+        let head = &head[..n];
+        let header_len = usize::from(head.first().map_or(0, |b| b & 0x0f)) * 4;
+        let (Some(addrs), Some(ports)) = (head.get(12..20), head.get(header_len..header_len + 4)) else {
+            return;
+        };
+        if header_len < 20 || head.get(9) != Some(&u8::from(IpProtocol::Tcp)) {
+            return;
+        }
+        let ip = |b: &[u8]| Ipv4Addr::new(b[0], b[1], b[2], b[3]);
+        let local = SocketAddrV4::new(ip(&addrs[..4]), u16::from_be_bytes([ports[0], ports[1]]));
+        let remote = SocketAddrV4::new(ip(&addrs[4..]), u16::from_be_bytes([ports[2], ports[3]]));
+        self.tcp_neighbour_unreachable(local, remote, now);
     }
 
     /// Asks the link who has `ip`.

@@ -5,7 +5,7 @@
 //! keeping those to our own addresses for the next poll.
 
 use super::read::linear_prefix;
-use super::{Error, Interface, LOCAL_QUEUE_LIMIT};
+use super::{Error, Interface, LOCAL_QUEUE_LIMIT, UNREACHABLE_QUEUE_LIMIT};
 use crate::arp::Resolution;
 use crate::buf::PacketBuf;
 use crate::icmp::{ICMP_CODE_PROTO_UNREACHABLE, ICMP_DST_UNREACHABLE};
@@ -214,6 +214,14 @@ impl Interface {
                 (Resolution::Known(mac), Some(packet)) => self.emit_ethernet(packet, mac, EtherType::Ipv4),
                 (Resolution::SendRequest, _) => self.send_arp_request(ip, now),
                 (Resolution::QueueFull, _) => self.counters.drop_arp_queue_full += 1,
+                (Resolution::Unreachable, Some(packet)) => {
+                    // Reported at the next poll, never inside the send that
+                    // made it (which may be a socket's own call).
+                    self.counters.drop_arp_unresolved += 1;
+                    if self.unreachable.len() < UNREACHABLE_QUEUE_LIMIT {
+                        self.unreachable.push_back(packet);
+                    }
+                }
                 _ => {}
             },
         }

@@ -28,9 +28,7 @@ use crate::buf::{BufferPool, PacketBuf};
 use crate::capabilities::Capabilities;
 use crate::config::InterfaceConfig;
 use crate::counters::Counters;
-use crate::icmp::{
-    Icmp, IcmpError, IcmpSockets, ICMP_CODE_HOST_UNREACHABLE, ICMP_CODE_REASSEMBLY_TIMEOUT, ICMP_TIME_EXCEEDED,
-};
+use crate::icmp::{Icmp, IcmpSockets, ICMP_CODE_REASSEMBLY_TIMEOUT, ICMP_TIME_EXCEEDED};
 use crate::ipv4::reassembly::Reassembler;
 use crate::ratelimit::TokenBucket;
 use crate::tcp::{Tcp, TcpSockets};
@@ -47,6 +45,11 @@ pub const HEADROOM: usize = 128;
 
 /// Datagrams to ourselves that may wait for the next poll.
 const LOCAL_QUEUE_LIMIT: usize = 4096;
+
+/// Datagrams dropped for a next hop known to fail ARP that may wait for
+/// the next poll to tell their senders; beyond these they are only
+/// counted.
+const UNREACHABLE_QUEUE_LIMIT: usize = 64;
 
 /// One Ethernet interface running ARP and IPv4, with the ICMP, UDP and TCP
 /// sockets over it.
@@ -66,6 +69,9 @@ pub struct Interface {
     /// [`Interface::poll`] (never inside the send that made them, which may
     /// run in the middle of receiving).
     local: VecDeque<PacketBuf>,
+    /// Datagrams dropped because their next hop failed ARP lately, whose
+    /// senders the next [`Interface::poll`] tells.
+    unreachable: VecDeque<PacketBuf>,
     pub(crate) counters: Counters,
     next_ident: u16,
     /// The frame being processed came to the link's broadcast address: no
@@ -88,6 +94,7 @@ impl Interface {
             tcp: TcpSockets::new(seed),
             tx: VecDeque::new(),
             local: VecDeque::new(),
+            unreachable: VecDeque::new(),
             counters: Counters::default(),
             next_ident: (seed >> 16) as u16,
             rx_link_broadcast: false,
@@ -199,12 +206,11 @@ impl Interface {
         let (retry, dropped) = self.arp.poll(now);
         self.counters.drop_arp_unresolved += dropped.len() as u64;
         for ip_packet in dropped {
-            // What the kernel tells a socket whose neighbour never answered.
-            let error = IcmpError::Unreachable {
-                from: self.config.addresses.first().map_or(Ipv4Addr::UNSPECIFIED, |c| c.address()),
-                code: ICMP_CODE_HOST_UNREACHABLE,
-            };
-            self.report_error_about(&ip_packet, 0, error);
+            self.neighbour_unreachable(&ip_packet, now);
+        }
+        for _ in 0..self.unreachable.len() {
+            let Some(ip_packet) = self.unreachable.pop_front() else { break };
+            self.neighbour_unreachable(&ip_packet, now);
         }
         for ip in retry {
             self.send_arp_request(ip, now);
@@ -222,7 +228,7 @@ impl Interface {
     /// create work. Frames in the transmit queue are the caller's to send
     /// now, whatever this says.
     pub fn poll_at(&self) -> Option<Instant> {
-        let local = (!self.local.is_empty()).then_some(Instant::ZERO);
+        let local = (!self.local.is_empty() || !self.unreachable.is_empty()).then_some(Instant::ZERO);
         [local, self.arp.poll_at(), self.reassembler.poll_at(), self.tcp.poll_at()].into_iter().flatten().min()
     }
 

@@ -92,6 +92,19 @@ impl Interface {
         self.tcp.due = due;
     }
 
+    /// The next hop of `local`'s connection to `remote` never answered
+    /// ARP: a connection still opening fails with host unreachable.
+    pub(crate) fn tcp_neighbour_unreachable(&mut self, local: SocketAddrV4, remote: SocketAddrV4, now: Instant) {
+        let Some(&handle) = self.tcp.by_tuple.get(&(local, remote)) else {
+            return;
+        };
+        let failed = self.tcp.conns.get_mut(handle.0).is_some_and(|e| e.conn.neighbour_unreachable());
+        if failed {
+            self.counters.tcp_connects_unreachable += 1;
+            self.tcp_run(handle, now);
+        }
+    }
+
     /// Sends a segment without payload (RST, SYN-ACK) for `local`.
     pub(super) fn send_tcp_control(
         &mut self,
