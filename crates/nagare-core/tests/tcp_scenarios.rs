@@ -2072,6 +2072,25 @@ fn buffers_resize_on_an_open_connection_and_the_window_follows() {
     // Once drained, the send buffer can shrink all the way.
     net.run_for(MS * 100);
     assert_eq!(net.a.tcp().set_send_buffer(ha, 10, net.now), Ok(10));
+    assert_eq!(net.a.tcp().set_send_buffer(ha, 1 << 20, net.now), Ok(1 << 20));
+
+    // A receive buffer shrunk below the window offered: the window closes
+    // as data fills it, its right edge never moving left.
+    assert_eq!(net.b.tcp().set_recv_buffer(hb, 2 * 1448, net.now), Ok(2 * 1448));
+    let mark = net.log.len();
+    let more = pattern(80_000, 3);
+    assert_eq!(net.a.tcp().send(ha, &more, net.now), Ok(more.len()));
+    net.run_for(MS * 300);
+    let edges: Vec<u32> = net
+        .sent_by(Side::B, mark)
+        .iter()
+        .map(|s| s.ack().unwrap().wrapping_add(u32::from(s.repr.window_len)))
+        .collect();
+    assert!(edges.windows(2).all(|w| (w[1].wrapping_sub(w[0]) as i32) >= 0), "{edges:?}");
+    let queued = net.b.tcp_ref().connection(hb).unwrap().recv_queued();
+    assert!(queued <= 60_000, "at most the window offered before the shrink: {queued}");
+    let last = net.log.iter().rev().find(|s| s.from == B_IP).unwrap().clone();
+    assert_eq!(last.repr.window_len, 0, "the window closed once the small buffer was full: {last:?}");
 }
 
 #[test]

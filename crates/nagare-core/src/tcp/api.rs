@@ -151,7 +151,8 @@ impl<'a> Tcp<'a> {
 
     /// Sets a connection's receive buffer (SO_RCVBUF), which bounds the
     /// window it offers: it grows at once (the wider window is advertised)
-    /// and shrinks no lower than what is held and already offered. The one
+    /// and shrinks no lower than what is held (a window already offered
+    /// closes as data fills it; its edge never moves left). The one
     /// place an application sizes the receive buffer: an explicit size is
     /// the application's choice from then on. Returns the size in force.
     pub fn set_recv_buffer(&mut self, h: TcpHandle, bytes: usize, now: Instant) -> Result<usize, Error> {

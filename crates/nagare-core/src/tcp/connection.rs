@@ -645,14 +645,14 @@ impl Connection {
 
     /// Sets the receive buffer limit (SO_RCVBUF), which bounds the window
     /// offered. It shrinks no lower than what is held (readable and out of
-    /// order) plus the window already offered, which never moves left
-    /// (RFC 9293 3.8.6.2.2). A larger buffer is offered at once when it
-    /// opens the window by a worthwhile step; the window scale, fixed by
-    /// the handshake, caps what can be offered. Returns the limit in force.
+    /// order); a window already offered is still honoured, since its right
+    /// edge never moves left (RFC 9293 3.8.6.2.2): it closes as data fills
+    /// it. A larger buffer is offered at once when it opens the window by
+    /// a worthwhile step; the window scale, fixed by the handshake, caps
+    /// what can be offered. Returns the limit in force.
     pub fn set_recv_buffer(&mut self, bytes: usize) -> usize {
         let held = self.recv_bytes + self.assembler.bytes();
-        let promised = if self.state.is_synchronized() { seq_dist(self.rcv_nxt, self.rcv_adv) } else { 0 };
-        let limit = bytes.max(held + promised).max(1);
+        let limit = bytes.max(held).max(1);
         self.config.recv_buffer = limit;
         self.assembler.set_limits(AssemblerLimits { max_segments: self.config.max_ooo_segments, max_bytes: limit });
         if self.state.is_synchronized() {
