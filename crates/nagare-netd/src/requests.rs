@@ -98,7 +98,7 @@ pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>) -> bool {
 /// decides what becomes of it. Returns whether it is done with (completed,
 /// lent, held or failed) rather than waiting.
 fn attempt(s: &mut Session, cx: &mut Context<'_>, mut p: Pending, age: Age) -> bool {
-    if stream_ordered(p.req.op) && s.send_waits(p.req.socket) {
+    if stream_ordered(&p.req) && s.send_waits(p.req.socket) {
         // Behind an earlier send of its stream.
         if age == Age::New && p.req.nonblocking() {
             s.finish(&p.req, p.buf, Err(libc::EAGAIN));
@@ -175,12 +175,16 @@ fn unsettled_port(s: &Session, cx: &Context<'_>, req: &Request, r: &Outcome) -> 
     }
 }
 
-/// Ops that must not overtake a waiting send on their socket: more data,
-/// and the end of the stream. (A close does not wait: sends still waiting
-/// for room then fail, their socket gone, as data a closed socket never
-/// took.)
-fn stream_ordered(op: Op) -> bool {
-    matches!(op, Op::Send | Op::Shutdown)
+/// Requests that must not overtake a waiting send on their socket: more
+/// data, and the end of the stream (a shutdown of the sending side). (A
+/// close does not wait: sends still waiting for room then fail, their
+/// socket gone, as data a closed socket never took.)
+fn stream_ordered(req: &Request) -> bool {
+    match req.op {
+        Op::Send => true,
+        Op::Shutdown => req.aux[0] & nagare_request::SHUT_WRITE != 0,
+        _ => false,
+    }
 }
 
 /// Completes every waiting `STAT` request with `text` (the report, made

@@ -204,11 +204,17 @@ fn a_bad_request_gets_its_errno_and_netd_keeps_serving() {
             (Op::Shutdown, libc::EOPNOTSUPP),
             (Op::Accept, libc::EINVAL),
             (Op::EchoRecv, libc::EOPNOTSUPP),
+            (Op::SetOption, libc::EOPNOTSUPP),
+            (Op::GetOption, libc::EOPNOTSUPP),
         ] {
             let mut r = raw.request(op);
             r.socket = udp;
-            if op == Op::Recv {
-                r.piece = Some(raw.give(&[], 512));
+            match op {
+                Op::Recv => r.piece = Some(raw.give(&[], 512)),
+                Op::Shutdown => r.aux[0] = nagare_request::SHUT_WRITE,
+                Op::SetOption => r.aux = [nagare_request::SockOption::SendBuffer as u64, 4096, 0, 0],
+                Op::GetOption => r.aux[0] = nagare_request::SockOption::SendBuffer as u64,
+                _ => {}
             }
             assert_eq!(raw.call(r).result(), Err(errno), "{op:?} on a UDP socket");
         }
@@ -315,5 +321,77 @@ fn frames_cross_a_simulated_link_to_a_peer_and_back() {
     drop((udp, stream, client));
     let done = netd.stop();
     assert_eq!(done.stats.device_errors, 0, "{:?}", done.stats);
+    assert_eq!(done.stats.buffers_leaked, 0, "{:?}", done.stats);
+}
+
+/// A connection's options through netd: the buffers and the user timeout
+/// set on a connected and an accepted socket read back as set; a read
+/// shutdown makes reads return 0 and drops what arrives (acknowledged: a
+/// writer sends far more than the reader's small buffer without waiting),
+/// and the reader's close afterwards is a FIN, not a reset.
+#[test]
+fn connection_options_and_a_read_shutdown_reach_the_engine() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (server_side, client_side) = (netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&server_side, at(9700)).expect("listen");
+    let mut c = TcpStream::connect_timeout_via(&client_side, &SocketAddr::V4(at(9700)), LIMIT).expect("connect");
+    let (mut s, _) = listener.accept().expect("accept");
+    c.set_send_buffer_size(1 << 20).unwrap();
+    assert_eq!(c.send_buffer_size().unwrap(), 1 << 20);
+    c.set_recv_buffer_size(3 << 20).unwrap();
+    assert_eq!(c.recv_buffer_size().unwrap(), 3 << 20);
+    assert_eq!(c.user_timeout().unwrap(), None);
+    c.set_user_timeout(Some(std::time::Duration::from_millis(7500))).unwrap();
+    assert_eq!(c.user_timeout().unwrap(), Some(std::time::Duration::from_millis(7500)));
+    c.set_user_timeout(None).unwrap();
+    assert_eq!(c.user_timeout().unwrap(), None);
+    c.set_nodelay(true).unwrap();
+    assert!(c.nodelay().unwrap());
+    assert!(c.set_recv_buffer_size(0).is_err(), "a zero buffer is refused");
+
+    s.set_recv_buffer_size(4096).unwrap();
+    assert_eq!(s.recv_buffer_size().unwrap(), 4096);
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    c.write_all(b"before").unwrap();
+    let mut buf = [0u8; 64];
+    let n = s.read(&mut buf).expect("the first bytes");
+    assert_eq!(&buf[..n], b"before");
+    c.write_all(b"queued, never read").unwrap();
+    s.shutdown(Shutdown::Read).unwrap();
+    assert_eq!(s.read(&mut buf).expect("a read after the shutdown"), 0);
+    // Far more than the reader's buffer and the writer's: only data that
+    // is acknowledged and dropped lets it all through in time.
+    c.set_write_timeout(Some(LIMIT)).unwrap();
+    let lots = vec![7u8; 3 << 20];
+    c.write_all(&lots).expect("the writer is never held up by the shut reader");
+    assert_eq!(s.read(&mut buf).unwrap(), 0);
+    drop(s);
+    c.set_read_timeout(Some(LIMIT)).unwrap();
+    assert_eq!(c.read(&mut buf).expect("an orderly end, not a reset"), 0);
+    drop((c, listener, server_side, client_side));
+    let done = netd.stop();
+    assert_eq!(done.stats.buffers_leaked, 0, "{:?}", done.stats);
+}
+
+/// A connect to an address on the link that nobody has fails once ARP
+/// gives up, with `EHOSTUNREACH` (`HostUnreachable`), in seconds rather
+/// than after the SYN retries; a second try at once fails at once.
+#[test]
+fn a_connect_to_an_unused_address_on_the_link_is_host_unreachable() {
+    let netd = NetdThread::start(Placement::Inline, Wire::PeerLink);
+    let client = netd.connect();
+    let nobody = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(10, 77, 0, 99), 80));
+    let t0 = std::time::Instant::now();
+    let e = TcpStream::connect_timeout_via(&client, &nobody, 4 * LIMIT).err().expect("nobody answers");
+    let took = t0.elapsed();
+    assert_eq!(e.raw_os_error(), Some(libc::EHOSTUNREACH), "{e}");
+    assert_eq!(e.kind(), std::io::ErrorKind::HostUnreachable);
+    assert!(took < 2 * LIMIT, "took {took:?}");
+    let t1 = std::time::Instant::now();
+    let e = TcpStream::connect_timeout_via(&client, &nobody, 4 * LIMIT).err().expect("still nobody");
+    assert_eq!(e.kind(), std::io::ErrorKind::HostUnreachable);
+    assert!(t1.elapsed() < std::time::Duration::from_secs(1), "the failure was remembered: {:?}", t1.elapsed());
+    drop(client);
+    let done = netd.stop();
     assert_eq!(done.stats.buffers_leaked, 0, "{:?}", done.stats);
 }

@@ -79,7 +79,8 @@ pub enum Op {
     Send = 7,
     /// Receive up to `len` bytes of connection `socket` into the buffer.
     Recv = 8,
-    /// Close the sending side of connection `socket`.
+    /// Close one side or both of connection `socket`: `aux[0]` is
+    /// [`SHUT_READ`], [`SHUT_WRITE`] or both.
     Shutdown = 9,
     /// Close socket `socket` (any kind).
     Close = 10,
@@ -102,6 +103,64 @@ pub enum Op {
     /// any is nonzero (or at once with [`NONBLOCK`], or at the time limit
     /// with `EAGAIN`); `aux[0]` the entries ready.
     Poll = 16,
+    /// Set option `aux[0]` ([`SockOption`]) of connection `socket` to
+    /// `aux[1]`; the completion's `aux[0]` is the value in force (a buffer
+    /// shrinks no lower than what it holds).
+    SetOption = 17,
+    /// The value of option `aux[0]` ([`SockOption`]) of connection
+    /// `socket`, in the completion's `aux[0]`.
+    GetOption = 18,
+}
+
+/// [`Op::Shutdown`]: the receiving side (data queued and arriving later
+/// is dropped, reads see the end of the stream).
+pub const SHUT_READ: u64 = 1;
+/// [`Op::Shutdown`]: the sending side (a FIN after what is queued).
+pub const SHUT_WRITE: u64 = 2;
+
+/// Largest send or receive buffer an option may ask for (as Linux's
+/// default `wmem_max`/`rmem_max` bound `SO_SNDBUF`/`SO_RCVBUF`, but
+/// higher: 64 MiB).
+pub const MAX_SOCKET_BUFFER: u64 = 64 << 20;
+
+/// The options of [`Op::SetOption`] and [`Op::GetOption`], and what each
+/// value means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum SockOption {
+    /// `SO_SNDBUF`: the send buffer in bytes, 1 to [`MAX_SOCKET_BUFFER`].
+    SendBuffer = 1,
+    /// `SO_RCVBUF`: the receive buffer in bytes, 1 to
+    /// [`MAX_SOCKET_BUFFER`]; it bounds the window offered.
+    RecvBuffer = 2,
+    /// `TCP_USER_TIMEOUT`: how long sent data may stay unacknowledged
+    /// before the connection fails with `ETIMEDOUT`, in ms (up to
+    /// `u32::MAX`); 0 for the retransmission count alone.
+    UserTimeout = 3,
+    /// `TCP_NODELAY`: 1 sends small segments at once, 0 runs Nagle.
+    NoDelay = 4,
+}
+
+impl SockOption {
+    /// The option with this number.
+    pub fn from_u64(v: u64) -> Option<SockOption> {
+        Some(match v {
+            1 => SockOption::SendBuffer,
+            2 => SockOption::RecvBuffer,
+            3 => SockOption::UserTimeout,
+            4 => SockOption::NoDelay,
+            _ => return None,
+        })
+    }
+
+    /// Whether `v` is a value this option may be set to.
+    pub fn admits(self, v: u64) -> bool {
+        match self {
+            SockOption::SendBuffer | SockOption::RecvBuffer => (1..=MAX_SOCKET_BUFFER).contains(&v),
+            SockOption::UserTimeout => v <= u64::from(u32::MAX),
+            SockOption::NoDelay => v <= 1,
+        }
+    }
 }
 
 /// Readiness: a receive (or accept) would not wait.
@@ -229,6 +288,8 @@ impl Op {
             14 => Op::Nop,
             15 => Op::Stat,
             16 => Op::Poll,
+            17 => Op::SetOption,
+            18 => Op::GetOption,
             _ => return None,
         })
     }
@@ -428,6 +489,23 @@ impl Request {
                     return Err(ProtoError::BadArgument);
                 }
                 2
+            }
+            Op::Shutdown => {
+                if d.aux[0] == 0 || d.aux[0] & !(SHUT_READ | SHUT_WRITE) != 0 {
+                    return Err(ProtoError::BadArgument);
+                }
+                1
+            }
+            Op::SetOption => {
+                let option = SockOption::from_u64(d.aux[0]).ok_or(ProtoError::BadArgument)?;
+                if !option.admits(d.aux[1]) {
+                    return Err(ProtoError::BadArgument);
+                }
+                2
+            }
+            Op::GetOption => {
+                SockOption::from_u64(d.aux[0]).ok_or(ProtoError::BadArgument)?;
+                1
             }
             _ => 0,
         };
@@ -680,6 +758,40 @@ mod tests {
         close.socket = 1;
         close.aux[WAIT_LIMIT] = 5;
         assert_eq!(Request::decode(&close.encode()), Err(ProtoError::BadArgument), "a limit on an op that never waits");
+    }
+
+    #[test]
+    fn options_and_shutdowns_carry_checked_arguments() {
+        let mut set = Request::new(Op::SetOption, 1);
+        set.socket = 3;
+        for (option, value, ok) in [
+            (SockOption::SendBuffer as u64, 4096, true),
+            (SockOption::RecvBuffer as u64, MAX_SOCKET_BUFFER, true),
+            (SockOption::RecvBuffer as u64, MAX_SOCKET_BUFFER + 1, false),
+            (SockOption::SendBuffer as u64, 0, false),
+            (SockOption::UserTimeout as u64, 0, true),
+            (SockOption::UserTimeout as u64, u64::from(u32::MAX) + 1, false),
+            (SockOption::NoDelay as u64, 1, true),
+            (SockOption::NoDelay as u64, 2, false),
+            (0, 1, false),
+            (5, 1, false),
+        ] {
+            set.aux = [option, value, 0, 0];
+            assert_eq!(Request::decode(&set.encode()).is_ok(), ok, "option {option} = {value}");
+        }
+        let mut get = Request::new(Op::GetOption, 2);
+        get.socket = 3;
+        get.aux[0] = SockOption::UserTimeout as u64;
+        assert_eq!(Request::decode(&get.encode()), Ok(get));
+        get.aux[1] = 7;
+        assert_eq!(Request::decode(&get.encode()), Err(ProtoError::BadArgument), "a value on a get");
+        let mut shut = Request::new(Op::Shutdown, 3);
+        shut.socket = 3;
+        for (how, ok) in [(SHUT_READ, true), (SHUT_WRITE, true), (SHUT_READ | SHUT_WRITE, true), (0, false), (4, false)]
+        {
+            shut.aux[0] = how;
+            assert_eq!(Request::decode(&shut.encode()).is_ok(), ok, "shutdown {how}");
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! over a running netd. IPv4 only.
 
 use crate::{request, set_wait_limit, Data, Session};
-use nagare_request::{decode_addr, encode_addr, Op, Request};
+use nagare_request::{decode_addr, encode_addr, Op, Request, SockOption, SHUT_READ, SHUT_WRITE};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -161,15 +161,81 @@ impl TcpStream {
         Ok(self.peer)
     }
 
-    /// Closes the sending side (`Write` or `Both`); `Read` alone does
-    /// nothing yet.
+    /// Closes the receiving side (`Read`: data queued and data arriving
+    /// later is acknowledged and dropped, reads return 0), the sending side
+    /// (`Write`: a FIN after what is queued), or both.
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        match how {
-            Shutdown::Read => Ok(()),
-            Shutdown::Write | Shutdown::Both => {
-                self.h.netd.call(request(Op::Shutdown, self.h.id), Data::None).map(|_| ())
-            }
-        }
+        let mut r = request(Op::Shutdown, self.h.id);
+        r.aux[0] = match how {
+            Shutdown::Read => SHUT_READ,
+            Shutdown::Write => SHUT_WRITE,
+            Shutdown::Both => SHUT_READ | SHUT_WRITE,
+        };
+        self.h.netd.call(r, Data::None).map(|_| ())
+    }
+
+    fn set_option(&self, option: SockOption, value: u64) -> io::Result<u64> {
+        let mut r = request(Op::SetOption, self.h.id);
+        r.aux = [option as u64, value, 0, 0];
+        self.h.netd.call(r, Data::None).map(|(c, _)| c.aux[0])
+    }
+
+    fn option(&self, option: SockOption) -> io::Result<u64> {
+        let mut r = request(Op::GetOption, self.h.id);
+        r.aux[0] = option as u64;
+        self.h.netd.call(r, Data::None).map(|(c, _)| c.aux[0])
+    }
+
+    /// Sets the send buffer (`SO_SNDBUF`), in bytes (1 to 64 MiB): it grows
+    /// at once and shrinks no lower than the bytes queued. Unlike Linux the
+    /// size is taken as given, not doubled.
+    pub fn set_send_buffer_size(&self, bytes: usize) -> io::Result<()> {
+        self.set_option(SockOption::SendBuffer, buffer_size(bytes)?).map(|_| ())
+    }
+
+    /// The send buffer's size in bytes.
+    pub fn send_buffer_size(&self) -> io::Result<usize> {
+        self.option(SockOption::SendBuffer).map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    /// Sets the receive buffer (`SO_RCVBUF`), in bytes (1 to 64 MiB), which
+    /// bounds the window offered to the peer: a larger one is advertised
+    /// at once; it shrinks no lower than what is held and already offered.
+    pub fn set_recv_buffer_size(&self, bytes: usize) -> io::Result<()> {
+        self.set_option(SockOption::RecvBuffer, buffer_size(bytes)?).map(|_| ())
+    }
+
+    /// The receive buffer's size in bytes.
+    pub fn recv_buffer_size(&self) -> io::Result<usize> {
+        self.option(SockOption::RecvBuffer).map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    /// Sets how long sent data may stay unacknowledged before the
+    /// connection fails with `TimedOut` (`TCP_USER_TIMEOUT`, RFC 5482), to
+    /// the millisecond; `None` (or zero) leaves it to the retransmission
+    /// count.
+    pub fn set_user_timeout(&self, limit: Option<Duration>) -> io::Result<()> {
+        let ms = limit.map_or(0, |d| d.as_millis().max(u128::from(!d.is_zero())));
+        let ms = u64::try_from(ms)
+            .ok()
+            .filter(|&ms| ms <= u64::from(u32::MAX))
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "a user timeout longer than u32::MAX ms"))?;
+        self.set_option(SockOption::UserTimeout, ms).map(|_| ())
+    }
+
+    /// The user timeout (`None`: none set).
+    pub fn user_timeout(&self) -> io::Result<Option<Duration>> {
+        self.option(SockOption::UserTimeout).map(|ms| (ms != 0).then(|| Duration::from_millis(ms)))
+    }
+
+    /// Turns Nagle's algorithm off (`true`) or on (`TCP_NODELAY`).
+    pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
+        self.set_option(SockOption::NoDelay, u64::from(nodelay)).map(|_| ())
+    }
+
+    /// Whether Nagle's algorithm is off.
+    pub fn nodelay(&self) -> io::Result<bool> {
+        self.option(SockOption::NoDelay).map(|v| v != 0)
     }
 
     fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
@@ -385,6 +451,14 @@ impl UdpSocket {
         let whole = usize::try_from(c.aux[0]).unwrap_or(usize::MAX).max(n);
         Ok((n, whole, addr_of(c.aux[1])))
     }
+}
+
+/// A buffer size as an option's value: 1 to 64 MiB.
+fn buffer_size(bytes: usize) -> io::Result<u64> {
+    u64::try_from(bytes)
+        .ok()
+        .filter(|n| (1..=nagare_request::MAX_SOCKET_BUFFER).contains(n))
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "a buffer size outside 1 byte to 64 MiB"))
 }
 
 /// The byte count a send completion claims, if it is one the request could

@@ -9,7 +9,8 @@
 //! carries is decided in one place, `crate::requests`.
 //!
 //! - `udp`: bind, sendto, recvfrom.
-//! - `tcp`: listen, accept, connect, send, recv, shutdown.
+//! - `tcp`: listen, accept, connect, send, recv, shutdown, set and get
+//!   options.
 //! - `icmp`: the echo (ping) socket: open, send, receive.
 //! - `control`: close (any socket), poll, nop, stat.
 //! - `deliver`: received data into the client's buffer, copied or handed
@@ -106,6 +107,8 @@ pub(crate) fn execute(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
         Op::Send => tcp::send(cx, c, req, buf),
         Op::Recv => tcp::recv(cx, c, req, buf),
         Op::Shutdown => tcp::shutdown(cx, c, req),
+        Op::SetOption => tcp::set_option(cx, c, req),
+        Op::GetOption => tcp::get_option(cx, c, req),
         Op::EchoOpen => icmp::open(cx, c, req),
         Op::EchoSend => icmp::send(cx, c, req, buf),
         Op::EchoRecv => icmp::recv(cx, c, req),
@@ -132,6 +135,7 @@ pub(crate) fn engine_errno(e: EngineError) -> i32 {
         EngineError::ConnectionReset => libc::ECONNRESET,
         EngineError::ConnectionRefused => libc::ECONNREFUSED,
         EngineError::TimedOut => libc::ETIMEDOUT,
+        EngineError::HostUnreachable => libc::EHOSTUNREACH,
     }
 }
 

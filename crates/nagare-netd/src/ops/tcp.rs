@@ -1,4 +1,5 @@
-//! TCP: listen, accept, connect, send, recv, shutdown.
+//! TCP: listen, accept, connect, send, recv, shutdown, and a connection's
+//! options.
 //!
 //! A socket exists in the client's table from the moment the engine has
 //! it (a connect's half-open connection included), so the client's death
@@ -15,7 +16,8 @@ use nagare_core::iface::Error as EngineError;
 use nagare_core::tcp::connection::State;
 use nagare_core::tcp::TcpHandle;
 use nagare_ipc::{BufRef, SharedBytes};
-use nagare_request::{encode_addr, Completion, Piece, Request};
+use nagare_request::{encode_addr, Completion, Piece, Request, SockOption, SHUT_READ, SHUT_WRITE};
+use std::time::Duration;
 
 /// `LISTEN`: a listener on `aux[0]` with backlog `aux[1]`.
 pub(super) fn listen(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
@@ -184,9 +186,47 @@ pub(super) fn recv(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, buf:
     }
 }
 
-/// `SHUTDOWN`: the sending side ends (a FIN after what is queued).
+/// `SHUTDOWN`: the receiving side ends (what is queued and what arrives
+/// later is dropped), the sending side (a FIN after what is queued), or
+/// both.
 pub(super) fn shutdown(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
     let h = c.sockets.tcp(req.socket)?;
-    cx.iface.tcp().shutdown(h, cx.now).map_err(engine_errno)?;
+    if req.aux[0] & SHUT_READ != 0 {
+        cx.iface.tcp().shutdown_read(h, cx.now).map_err(engine_errno)?;
+    }
+    if req.aux[0] & SHUT_WRITE != 0 {
+        cx.iface.tcp().shutdown(h, cx.now).map_err(engine_errno)?;
+    }
     Ok(Some(Done::value(0)))
+}
+
+/// `SET_OPTION`: option `aux[0]` of the connection to `aux[1]` (checked
+/// by the protocol); done with the value in force.
+pub(super) fn set_option(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
+    let h = c.sockets.tcp(req.socket)?;
+    let option = SockOption::from_u64(req.aux[0]).ok_or(libc::ENOPROTOOPT)?;
+    let value = req.aux[1];
+    let bytes = usize::try_from(value).map_err(|_| libc::EINVAL)?;
+    let mut tcp = cx.iface.tcp();
+    let in_force = match option {
+        SockOption::SendBuffer => tcp.set_send_buffer(h, bytes, cx.now).map(|n| n as u64),
+        SockOption::RecvBuffer => tcp.set_recv_buffer(h, bytes, cx.now).map(|n| n as u64),
+        SockOption::UserTimeout => tcp.set_user_timeout(h, Some(Duration::from_millis(value))).map(|()| value),
+        SockOption::NoDelay => tcp.set_nodelay(h, value != 0).map(|()| value),
+    };
+    Ok(Some(Done::value(in_force.map_err(engine_errno)?)))
+}
+
+/// `GET_OPTION`: the value of option `aux[0]` of the connection.
+pub(super) fn get_option(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
+    let h = c.sockets.tcp(req.socket)?;
+    let option = SockOption::from_u64(req.aux[0]).ok_or(libc::ENOPROTOOPT)?;
+    let config = cx.iface.tcp_ref().connection(h).ok_or(libc::EBADF)?.config();
+    let value = match option {
+        SockOption::SendBuffer => config.send_buffer as u64,
+        SockOption::RecvBuffer => config.recv_buffer as u64,
+        SockOption::UserTimeout => config.user_timeout.map_or(0, |d| d.as_millis().min(u128::from(u32::MAX)) as u64),
+        SockOption::NoDelay => u64::from(!config.nagle),
+    };
+    Ok(Some(Done::value(value)))
 }
