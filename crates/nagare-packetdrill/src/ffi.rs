@@ -323,6 +323,7 @@ fn sock_opt(level: c_int, name: c_int) -> Option<SockOpt> {
         (libc::SOL_SOCKET, libc::SO_RCVBUF) => Some(SockOpt::RecvBuffer),
         (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => Some(SockOpt::KeepAlive),
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) => Some(SockOpt::NoDelay),
+        (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT) => Some(SockOpt::UserTimeout),
         _ => None,
     }
 }

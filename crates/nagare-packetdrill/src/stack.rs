@@ -6,9 +6,9 @@
 //! and calls these methods. Errors are `errno` values.
 
 use libc::{
-    EADDRINUSE, EADDRNOTAVAIL, EAFNOSUPPORT, EAGAIN, EALREADY, EBADF, ECONNREFUSED, ECONNRESET, EINPROGRESS, EINVAL,
-    EISCONN, EMFILE, EMSGSIZE, ENETUNREACH, ENOBUFS, ENOPROTOOPT, ENOTCONN, EOPNOTSUPP, EPIPE, EPROTONOSUPPORT,
-    ETIMEDOUT,
+    EADDRINUSE, EADDRNOTAVAIL, EAFNOSUPPORT, EAGAIN, EALREADY, EBADF, ECONNREFUSED, ECONNRESET, EHOSTUNREACH,
+    EINPROGRESS, EINVAL, EISCONN, EMFILE, EMSGSIZE, ENETUNREACH, ENOBUFS, ENOPROTOOPT, ENOTCONN, EOPNOTSUPP, EPIPE,
+    EPROTONOSUPPORT, ETIMEDOUT,
 };
 use nagare_core::buf::{BufferPool, PacketBuf, TxOffloads};
 use nagare_core::iface::Error;
@@ -150,6 +150,9 @@ struct Sock {
     linger_zero: bool,
     send_buffer: Option<usize>,
     recv_buffer: Option<usize>,
+    /// `TCP_USER_TIMEOUT` in ms (0: none); a connection gets it when it is
+    /// made, and an accepted one from its listener.
+    user_timeout: u32,
     shut_rd: bool,
     shut_wr: bool,
     /// The connection's error was reported once (by a call or `SO_ERROR`);
@@ -167,6 +170,7 @@ impl Sock {
             linger_zero: false,
             send_buffer: None,
             recv_buffer: None,
+            user_timeout: 0,
             shut_rd: false,
             shut_wr: false,
             error_reported: false,
@@ -193,6 +197,8 @@ pub enum SockOpt {
     KeepAlive,
     /// `IPPROTO_TCP/TCP_NODELAY`.
     NoDelay,
+    /// `IPPROTO_TCP/TCP_USER_TIMEOUT` (ms).
+    UserTimeout,
 }
 
 /// Readiness bits, as `poll` defines them.
@@ -238,7 +244,13 @@ fn errno_of(e: Error) -> Errno {
         Error::ConnectionReset => ECONNRESET,
         Error::ConnectionRefused => ECONNREFUSED,
         Error::TimedOut => ETIMEDOUT,
+        Error::HostUnreachable => EHOSTUNREACH,
     }
+}
+
+/// A `TCP_USER_TIMEOUT` in ms as the engine takes it (0: none).
+fn user_ms(ms: u32) -> Option<Duration> {
+    (ms != 0).then(|| Duration::from_millis(u64::from(ms)))
 }
 
 fn errno_of_tcp(e: TcpError) -> Errno {
@@ -246,6 +258,7 @@ fn errno_of_tcp(e: TcpError) -> Errno {
         TcpError::Refused => ECONNREFUSED,
         TcpError::Reset => ECONNRESET,
         TcpError::TimedOut => ETIMEDOUT,
+        TcpError::HostUnreachable => EHOSTUNREACH,
     }
 }
 
@@ -622,7 +635,7 @@ impl Stack {
     pub fn accept(&mut self, fd: i32) -> Result<(i32, SocketAddrV4), Errno> {
         self.pull_accepted(fd)?;
         let sock = self.sock_mut(fd)?;
-        let nodelay = sock.nodelay;
+        let (nodelay, user_timeout) = (sock.nodelay, sock.user_timeout);
         let Kind::Listener { ready, .. } = &mut sock.kind else {
             return Err(EINVAL);
         };
@@ -636,8 +649,10 @@ impl Stack {
         if nodelay {
             self.iface.tcp().set_nodelay(handle, true).map_err(errno_of)?;
         }
+        self.iface.tcp().set_user_timeout(handle, user_ms(user_timeout)).map_err(errno_of)?;
         let mut conn = Sock::new(Kind::Conn { handle, connecting: false });
         conn.nodelay = nodelay;
+        conn.user_timeout = user_timeout;
         let fd = self.alloc_fd(conn)?;
         Ok((fd, remote))
     }
@@ -652,9 +667,11 @@ impl Stack {
                 let handle = self.with_buffers(fd, |s| s.iface.tcp().connect(remote, port, now))?.map_err(errno_of)?;
                 let sock = self.sock_mut(fd)?;
                 sock.kind = Kind::Conn { handle, connecting: true };
+                let user_timeout = user_ms(sock.user_timeout);
                 if sock.nodelay {
                     self.iface.tcp().set_nodelay(handle, true).map_err(errno_of)?;
                 }
+                self.iface.tcp().set_user_timeout(handle, user_timeout).map_err(errno_of)?;
                 self.touch();
                 self.collect();
                 Err(EINPROGRESS)
@@ -731,7 +748,10 @@ impl Stack {
             Ok(n) => Ok(n),
             Err(Error::WouldBlock) => Err(EAGAIN),
             Err(e) => {
-                if matches!(e, Error::ConnectionReset | Error::ConnectionRefused | Error::TimedOut) {
+                if matches!(
+                    e,
+                    Error::ConnectionReset | Error::ConnectionRefused | Error::TimedOut | Error::HostUnreachable
+                ) {
                     self.sock_mut(fd)?.error_reported = true;
                 }
                 Err(errno_of(e))
@@ -784,9 +804,14 @@ impl Stack {
             _ => return Err(EINVAL),
         };
         let (handle, sock) = self.conn(fd)?;
+        let drop_input = rd && !sock.shut_rd;
         sock.shut_rd |= rd;
         let send_fin = wr && !sock.shut_wr;
         sock.shut_wr |= wr;
+        if drop_input {
+            let now = self.instant();
+            self.iface.tcp().shutdown_read(handle, now).map_err(errno_of)?;
+        }
         if send_fin {
             let now = self.instant();
             self.iface.tcp().shutdown(handle, now).map_err(errno_of)?;
@@ -870,15 +895,33 @@ impl Stack {
                 }
             }
             SockOpt::SendBuffer | SockOpt::RecvBuffer => {
-                if handle.is_some() {
-                    // The engine sizes buffers when a connection is made.
-                    return Err(EOPNOTSUPP);
+                let mut n = usize::try_from(value).map_err(|_| EINVAL)?.clamp(2048, 64 << 20);
+                if let Some(h) = handle {
+                    // An open connection resizes at once (no lower than
+                    // what it holds).
+                    let now = self.instant();
+                    let mut tcp = self.iface.tcp();
+                    let r = if opt == SockOpt::SendBuffer {
+                        tcp.set_send_buffer(h, n, now)
+                    } else {
+                        tcp.set_recv_buffer(h, n, now)
+                    };
+                    n = r.map_err(errno_of)?;
+                    self.collect();
                 }
-                let n = usize::try_from(value).map_err(|_| EINVAL)?.clamp(2048, 64 << 20);
+                let sock = self.sock_mut(fd)?;
                 if opt == SockOpt::SendBuffer {
                     sock.send_buffer = Some(n);
                 } else {
                     sock.recv_buffer = Some(n);
+                }
+            }
+            SockOpt::UserTimeout => {
+                // As Linux: a negative timeout is refused, 0 is none.
+                let ms = u32::try_from(value).map_err(|_| EINVAL)?;
+                sock.user_timeout = ms;
+                if let Some(h) = handle {
+                    self.iface.tcp().set_user_timeout(h, user_ms(ms)).map_err(errno_of)?;
                 }
             }
             SockOpt::Error | SockOpt::Type => return Err(ENOPROTOOPT),
@@ -897,10 +940,13 @@ impl Stack {
     /// connection's error.
     pub fn get_option(&mut self, fd: i32, opt: SockOpt) -> Result<i32, Errno> {
         let defaults = (self.iface.tcp().defaults_mut().send_buffer, self.iface.tcp().defaults_mut().recv_buffer);
-        let error = match self.sock(fd)?.kind {
-            Kind::Conn { handle, .. } => self.iface.tcp_ref().connection(handle).and_then(|c| c.error()),
+        let conn = match self.sock(fd)?.kind {
+            Kind::Conn { handle, .. } => self.iface.tcp_ref().connection(handle),
             _ => None,
         };
+        let error = conn.and_then(|c| c.error());
+        // An open connection's buffers as they are now.
+        let config = conn.map(|c| (c.config().send_buffer, c.config().recv_buffer));
         let sock = self.sock_mut(fd)?;
         let as_int = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
         Ok(match opt {
@@ -908,8 +954,9 @@ impl Stack {
             SockOpt::NoDelay => i32::from(sock.nodelay),
             SockOpt::KeepAlive => 0,
             SockOpt::Type => libc::SOCK_STREAM,
-            SockOpt::SendBuffer => as_int(sock.send_buffer.unwrap_or(defaults.0)),
-            SockOpt::RecvBuffer => as_int(sock.recv_buffer.unwrap_or(defaults.1)),
+            SockOpt::SendBuffer => as_int(config.map_or(sock.send_buffer.unwrap_or(defaults.0), |c| c.0)),
+            SockOpt::RecvBuffer => as_int(config.map_or(sock.recv_buffer.unwrap_or(defaults.1), |c| c.1)),
+            SockOpt::UserTimeout => as_int(sock.user_timeout as usize),
             SockOpt::Error => match error {
                 Some(e) if !sock.error_reported => {
                     sock.error_reported = true;

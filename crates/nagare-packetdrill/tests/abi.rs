@@ -232,3 +232,82 @@ fn nothing_to_sniff_is_a_zero_length_packet_not_a_hang() {
     assert!(p.is_empty());
     assert_eq!(at as u64, before + 3_000_000, "waited out the sniff timeout in virtual time");
 }
+
+/// SO_RCVBUF and SO_SNDBUF on an accepted connection resize it (the wider
+/// window is advertised at once), getsockopt reads them back, and
+/// TCP_USER_TIMEOUT is taken (negative: EINVAL) and read back.
+#[test]
+fn buffer_options_on_an_open_connection_take_effect() {
+    let pd = Pd::new("");
+    let lfd = pd.socket().unwrap();
+    pd.setsockopt_int(lfd, libc::SOL_SOCKET, libc::SO_RCVBUF, 4000).unwrap();
+    pd.bind(lfd, local()).unwrap();
+    pd.listen(lfd, 1).unwrap();
+    let iss = handshake(&pd, RPORT, LPORT, 1000);
+    let (fd, _) = pd.accept(lfd).unwrap();
+    assert_eq!(pd.getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF), Ok(4000));
+    pd.inject(&Seg::new(remote(), local(), 1001, iss + 1, ACK).data(&[5; 3000]).build()).unwrap();
+    let ack = pd.expect();
+    assert_eq!((ack.ack, ack.window), (4001, 1000), "the small buffer nearly full: {ack:?}");
+
+    pd.setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 60_000).unwrap();
+    let update = pd.expect();
+    assert_eq!((update.ack, update.window), (4001, 57_000), "the wider window at once: {update:?}");
+    assert_eq!(pd.getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF), Ok(60_000));
+    pd.setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, 1 << 20).unwrap();
+    assert_eq!(pd.getsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF), Ok(1 << 20));
+
+    assert_eq!(pd.getsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT), Ok(0));
+    pd.setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, 1500).unwrap();
+    assert_eq!(pd.getsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT), Ok(1500));
+    assert_eq!(pd.setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, -1), Err(libc::EINVAL));
+}
+
+/// TCP_USER_TIMEOUT drops a connection whose data stays unacknowledged
+/// that long: a read then fails with ETIMEDOUT.
+#[test]
+fn user_timeout_fails_a_silent_connection() {
+    let pd = Pd::new("");
+    let lfd = listener(&pd, LPORT);
+    handshake(&pd, RPORT, LPORT, 1000);
+    let (fd, _) = pd.accept(lfd).unwrap();
+    pd.set_nonblocking(fd).unwrap();
+    pd.setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, 2000).unwrap();
+    assert_eq!(pd.write(fd, b"anyone?").unwrap(), 7);
+    pd.usleep(1_900_000);
+    assert_eq!(pd.read(fd, 10), Err(libc::EAGAIN), "not yet");
+    pd.usleep(200_000);
+    assert_eq!(pd.read(fd, 10), Err(libc::ETIMEDOUT));
+}
+
+/// SHUT_RD: reads return 0, data queued and data arriving later is
+/// acknowledged and dropped with the window kept open, and close sends a
+/// FIN rather than a RST over unread data.
+#[test]
+fn shut_rd_drops_input_and_close_is_orderly() {
+    let pd = Pd::new("");
+    let lfd = pd.socket().unwrap();
+    pd.setsockopt_int(lfd, libc::SOL_SOCKET, libc::SO_RCVBUF, 4000).unwrap();
+    pd.bind(lfd, local()).unwrap();
+    pd.listen(lfd, 1).unwrap();
+    let iss = handshake(&pd, RPORT, LPORT, 1000);
+    let (fd, _) = pd.accept(lfd).unwrap();
+    pd.inject(&Seg::new(remote(), local(), 1001, iss + 1, ACK).data(&[1; 3000]).build()).unwrap();
+    assert_eq!(pd.expect().window, 1000);
+    pd.shutdown(fd, libc::SHUT_RD).unwrap();
+    let update = pd.expect();
+    assert_eq!((update.ack, update.window), (4001, 4000), "the dropped bytes' room offered again");
+    assert_eq!(pd.read(fd, 100).unwrap(), b"");
+    let mut seq = 4001;
+    for _ in 0..5 {
+        pd.inject(&Seg::new(remote(), local(), seq, iss + 1, ACK).data(&[2; 3000]).build()).unwrap();
+        seq += 3000;
+        let ack = pd.expect();
+        assert_eq!(ack.ack, seq, "acknowledged");
+        assert!(ack.window >= 3000, "the window stays open: {ack:?}");
+    }
+    assert_eq!(pd.read(fd, 100).unwrap(), b"");
+    pd.close(fd).unwrap();
+    let fin = pd.expect();
+    assert_eq!(fin.flags & (FIN | RST), FIN, "{fin:?}");
+}
