@@ -558,3 +558,42 @@ fn steered_tap_receive(placement: &str) {
     let _ = std::fs::remove_file(&socket);
     let _ = std::fs::remove_file(&log);
 }
+
+/// A connect through `nagare netd` on a TAP to an address of the TAP's
+/// network that nobody has: ARP gives up after three requests a second
+/// apart and the connect fails with `HostUnreachable` (EHOSTUNREACH), as
+/// Linux's does, in seconds rather than after two minutes of SYN retries;
+/// a second try while the failure is remembered fails at once.
+#[test]
+fn netd_connect_to_an_unused_address_on_the_tap_is_host_unreachable() {
+    const TEST: &str = "netd_connect_to_an_unused_address_on_the_tap_is_host_unreachable";
+    if let Some(reason) = interop_unavailable(&["ping"]) {
+        return skip(TEST, &reason);
+    }
+    let ns = Netns::new("unreach");
+    ns.tap("tap0", &format!("{KERNEL}/24"));
+    let socket = std::env::temp_dir().join(format!("nagare-unreach-{}.sock", std::process::id()));
+    let mut netd = Process::spawn(
+        ns.command(nagare())
+            .args(["netd", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--socket"])
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    assert!(answers_ping(&ns, NAGARE), "nagare netd never answered a ping");
+    let session = nagare::Session::connect(&socket).expect("connecting to netd");
+    let nobody: std::net::SocketAddr = "10.80.0.99:80".parse().unwrap();
+    let limit = Duration::from_secs(60);
+    let t0 = std::time::Instant::now();
+    let e = nagare::net::TcpStream::connect_timeout_via(&session, &nobody, limit).err().expect("nobody answers");
+    let took = t0.elapsed();
+    assert_eq!(e.kind(), std::io::ErrorKind::HostUnreachable, "{e} after {took:?}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    let t1 = std::time::Instant::now();
+    let e = nagare::net::TcpStream::connect_timeout_via(&session, &nobody, limit).err().expect("still nobody");
+    assert_eq!(e.kind(), std::io::ErrorKind::HostUnreachable, "{e}");
+    assert!(t1.elapsed() < Duration::from_secs(1), "the failure was remembered: {:?}", t1.elapsed());
+    drop(session);
+    netd.terminate(Duration::from_secs(5));
+    let _ = std::fs::remove_file(&socket);
+}
