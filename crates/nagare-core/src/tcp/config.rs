@@ -32,7 +32,8 @@ pub struct TcpConfig {
     /// Unanswered keepalive probes before the connection is dropped.
     pub keepalive_probes: u32,
     /// Time data may stay unacknowledged before the connection is dropped
-    /// (RFC 5482); `None` uses `max_retransmissions` alone.
+    /// (RFC 5482); when set it replaces `max_retransmissions` for data,
+    /// `None` leaves the count alone.
     pub user_timeout: Option<Duration>,
     /// Retransmissions of a SYN before connect fails.
     pub syn_retries: u32,
