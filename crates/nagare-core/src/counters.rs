@@ -153,6 +153,9 @@ counters! {
         tcp_syn_cookies_sent,
         /// Connections made from a valid SYN cookie.
         tcp_syn_cookies_accepted,
+        /// Dropped: a SYN from an unproven peer that the SYN guard refused
+        /// during a flood (drops a device made for the guard are not seen).
+        drop_tcp_syn_guard,
         /// Dropped: an ACK to a listener with an invalid cookie.
         drop_tcp_bad_cookie,
         /// Dropped: a SYN while the accept queue was full.

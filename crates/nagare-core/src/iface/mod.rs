@@ -215,6 +215,7 @@ impl Interface {
         for ip in retry {
             self.send_arp_request(ip, now);
         }
+        self.tcp.poll_syn_guard(now);
         let (expired, first_fragments) = self.reassembler.poll(now);
         self.counters.drop_frag_timeout += expired as u64;
         for (header, payload) in first_fragments {

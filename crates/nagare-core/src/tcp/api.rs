@@ -36,6 +36,22 @@ impl<'a> Tcp<'a> {
         Tcp { iface }
     }
 
+    /// Unproven SYNs per second, arriving at listeners whose SYN queue is
+    /// full, above which the SYN guard engages
+    /// ([`DEFAULT_SYN_BUDGET`](super::syn_guard::DEFAULT_SYN_BUDGET)
+    /// unless set; 0: never).
+    pub fn set_syn_budget(&mut self, per_second: u32) {
+        self.iface.tcp.syn_guard.set_budget(per_second);
+    }
+
+    /// Says whether the device applies the current
+    /// [`syn_filter`](super::TcpSockets::syn_filter) before frames reach
+    /// the engine; while it does, the engine admits every SYN it sees,
+    /// and while it does not, the engine draws itself.
+    pub fn set_syn_filter_applied(&mut self, applied: bool) {
+        self.iface.tcp.syn_guard.set_device_applies(applied);
+    }
+
     /// Settings new TCP sockets start with, lent for as long as the
     /// interface is (this takes the API object).
     pub fn defaults_mut(self) -> &'a mut TcpConfig {

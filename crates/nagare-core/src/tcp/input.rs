@@ -1,11 +1,13 @@
 //! Received TCP segments: checked, then handed to the connection of their
 //! four-tuple or the listener of their port (handshakes, SYN cookies), or
-//! answered with a reset.
+//! answered with a reset. SYNs that would get a cookie pass the SYN guard
+//! first (`syn_guard.rs`).
 
 use super::connection::{Connection, Processed, State};
 use super::isn::{check_syn_cookie, initial_sequence_number, make_syn_cookie};
 use super::sockets::{local_mss, TcpHandle, TcpListenerHandle};
 use crate::buf::{Offload, PacketBuf};
+use crate::hash::{siphash, SipKey};
 use crate::iface::read::linear_prefix;
 use crate::iface::Interface;
 use crate::time::Instant;
@@ -131,7 +133,7 @@ impl Interface {
             }
         }
         if result.established && state_before == State::SynReceived {
-            self.tcp.hand_to_listener(handle);
+            self.tcp.hand_to_listener(handle, now);
         }
         if result.challenged {
             self.counters.tcp_challenged += 1;
@@ -211,7 +213,7 @@ impl Interface {
                     let conn = Connection::from_cookie(config, local, remote, mss, iss, irs, contents.mss, repr, now);
                     let handle = self.tcp.insert(conn, Some(l));
                     self.counters.tcp_syn_cookies_accepted += 1;
-                    self.tcp.hand_to_listener(handle);
+                    self.tcp.hand_to_listener(handle, now);
                     self.segment_to_connection(handle, repr, payload, now);
                     return;
                 }
@@ -232,6 +234,11 @@ impl Interface {
             return;
         }
         if listener.half_open >= listener.backlog {
+            let draw = syn_draw(self.tcp.key, remote, repr.seq_number, now);
+            if !self.tcp.syn_guard.admit(*remote.ip(), local.port(), draw, now) {
+                self.counters.drop_tcp_syn_guard += 1;
+                return;
+            }
             self.send_syn_cookie(l, local, remote, repr, now);
             return;
         }
@@ -276,4 +283,15 @@ impl Interface {
             self.counters.tcp_syn_cookies_sent += 1;
         }
     }
+}
+
+/// The guard's draw for one SYN: unpredictable without the key, and new
+/// for a retransmission (the time is part of it).
+fn syn_draw(key: SipKey, remote: SocketAddrV4, seq: TcpSeqNumber, now: Instant) -> u32 {
+    let mut bytes = [0u8; 18];
+    bytes[..4].copy_from_slice(&remote.ip().octets());
+    bytes[4..6].copy_from_slice(&remote.port().to_be_bytes());
+    bytes[6..10].copy_from_slice(&seq.0.to_be_bytes());
+    bytes[10..].copy_from_slice(&now.total_micros().to_be_bytes());
+    siphash(key, &bytes) as u32
 }

@@ -2,7 +2,8 @@
 //!
 //! One [`Connection`](connection::Connection) per four-tuple, with the
 //! machinery it is made of (send queue, assembler, scoreboard, RTT
-//! estimator, congestion control, ISNs and SYN cookies). Beside it, the
+//! estimator, congestion control, ISNs and SYN cookies, and the guard that
+//! bounds the work a SYN flood makes). Beside it, the
 //! sockets of an interface ([`TcpSockets`]): the interface hands every TCP
 //! segment for one of its addresses to this module (`input.rs`), which
 //! finds the connection by a keyed hash of the four-tuple or the listener
@@ -19,6 +20,7 @@ pub mod isn;
 pub mod rtt;
 pub mod scoreboard;
 pub mod send_queue;
+pub mod syn_guard;
 
 mod api;
 mod events;

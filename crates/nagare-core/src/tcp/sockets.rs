@@ -5,6 +5,7 @@
 
 use super::config::TcpConfig;
 use super::connection::{Connection, State};
+use super::syn_guard::{SynFilter, SynGuard};
 use crate::buf::PacketBuf;
 use crate::capabilities::Capabilities;
 use crate::hash::{KeyedState, SipKey};
@@ -88,6 +89,8 @@ pub struct TcpSockets {
     /// Sockets whose readiness may have changed since events were last
     /// taken; each at most once (their `event_pending` flag).
     pub(super) events: Vec<TcpSocket>,
+    /// What a SYN flood may cost.
+    pub(super) syn_guard: SynGuard,
 }
 
 impl TcpSockets {
@@ -110,12 +113,32 @@ impl TcpSockets {
             deferring: false,
             deferred: Vec::new(),
             events: Vec::new(),
+            syn_guard: SynGuard::new(),
         }
     }
 
     /// When the earliest timer is due.
     pub(crate) fn poll_at(&self) -> Option<Instant> {
-        self.timers.peek().map(|Reverse((t, _))| *t)
+        let timer = self.timers.peek().map(|Reverse((t, _))| *t);
+        [timer, self.syn_guard.poll_at()].into_iter().flatten().min()
+    }
+
+    /// The SYN filter the engine asks a device to apply before it reads
+    /// (see [`syn_guard`](super::syn_guard)); give each generation to the
+    /// device once and say whether it took it
+    /// ([`Tcp::set_syn_filter_applied`](super::Tcp::set_syn_filter_applied)).
+    pub fn syn_filter(&self) -> &SynFilter {
+        self.syn_guard.filter()
+    }
+
+    /// Lets the SYN guard close its measuring window.
+    pub(crate) fn poll_syn_guard(&mut self, now: Instant) {
+        self.syn_guard.poll(now);
+    }
+
+    /// How many times the SYN guard has engaged.
+    pub fn syn_guard_engagements(&self) -> u64 {
+        self.syn_guard.engaged_count()
     }
 
     /// TCP connections held, in any state (TIME-WAIT included).
@@ -224,13 +247,15 @@ impl TcpSockets {
 
     /// A handshake completed on a passive connection: it becomes
     /// acceptable.
-    pub(super) fn hand_to_listener(&mut self, handle: TcpHandle) {
+    pub(super) fn hand_to_listener(&mut self, handle: TcpHandle, now: Instant) {
         let Some(entry) = self.conns.get_mut(handle.0) else {
             return;
         };
         let Some(l) = entry.listener else {
             return;
         };
+        // A completed handshake proves the peer holds its address.
+        self.syn_guard.prove(*entry.conn.remote().ip(), now);
         if let Some(listener) = self.listeners.get_mut(l.0) {
             listener.half_open = listener.half_open.saturating_sub(1);
             listener.accept_queue.push_back(handle);

@@ -1,0 +1,370 @@
+//! Admission of SYNs during a flood.
+//!
+//! A listener whose SYN queue is full answers SYNs with cookies
+//! (`isn.rs`), so a flood cannot fill memory; it can still fill the CPU,
+//! since every spoofed SYN costs a read, a cookie and a SYN-ACK written
+//! to the device. The guard bounds that work. It counts the SYNs that
+//! would be answered with a cookie and come from a peer not proven
+//! lately (a peer proves itself by completing a handshake: that takes
+//! the SYN-ACK sent to the address it claims, which a spoofer never
+//! sees). While they arrive faster than the budget, the guard is
+//! engaged: proven peers always pass, and the others pass with the
+//! fraction `budget / rate`, so the work spent on them stays near the
+//! budget however fast the flood runs. A new client during a flood gets
+//! through with that fraction per try; each SYN it retransmits is a new
+//! draw.
+//!
+//! The engine decides; a device that can drop a frame before anyone
+//! reads it (a TAP, with a socket filter run in the sender's system
+//! call) applies the same decision earlier, from [`SynFilter`], and
+//! then the engine does not draw a second time. Without such a device
+//! the engine drops what the draw refuses before making a cookie.
+
+use crate::time::Instant;
+use alloc::vec::Vec;
+use core::net::Ipv4Addr;
+use core::time::Duration;
+
+/// Unproven SYNs per second above which the guard engages; it lets go
+/// below half of it.
+pub const DEFAULT_SYN_BUDGET: u32 = 10_000;
+
+/// Peers the guard remembers as proven (the most recent), and so the
+/// most a [`SynFilter`] lists.
+pub const MAX_PROVEN: usize = 64;
+
+/// Listening ports a [`SynFilter`] lists at most.
+pub const MAX_FILTER_PORTS: usize = 8;
+
+/// How long a completed handshake keeps a peer proven.
+pub const PROVEN_FOR: Duration = Duration::from_secs(300);
+
+/// The span over which the offered rate is measured.
+const WINDOW: Duration = Duration::from_millis(250);
+
+/// The smallest fraction admitted, so the offered rate stays measurable
+/// through a filter that drops most of it.
+const MIN_ADMIT: u32 = u32::MAX / 4096;
+
+/// What a device may apply before the engine reads a frame: a TCP SYN
+/// (SYN set, ACK and RST clear) in an IPv4 packet that is not a later
+/// fragment, to one of `ports`, from an address not in `proven`, is
+/// dropped unless a fresh uniformly random `u32` is at most `admit`.
+/// Everything else passes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SynFilter {
+    /// Changes whenever anything below does; a device applies each
+    /// generation once.
+    pub generation: u64,
+    /// Off: nothing is dropped (a device removes its filter).
+    pub engaged: bool,
+    /// Listening ports under the flood.
+    pub ports: Vec<u16>,
+    /// Peers that always pass.
+    pub proven: Vec<Ipv4Addr>,
+    /// The admitted fraction of the rest, out of `u32::MAX`.
+    pub admit: u32,
+}
+
+impl Default for SynFilter {
+    fn default() -> Self {
+        SynFilter { generation: 0, engaged: false, ports: Vec::new(), proven: Vec::new(), admit: u32::MAX }
+    }
+}
+
+/// The guard of one interface's listeners.
+#[derive(Debug)]
+pub(super) struct SynGuard {
+    /// Unproven SYNs per second that engage the guard (0: never).
+    budget: u32,
+    /// Proven peers and when each last completed a handshake, at most
+    /// [`MAX_PROVEN`].
+    proven: Vec<(Ipv4Addr, Instant)>,
+    window_start: Instant,
+    /// Unproven SYNs that reached the engine in this window.
+    arrived: u64,
+    /// Their listening ports.
+    ports_seen: Vec<u16>,
+    filter: SynFilter,
+    /// The device applies `filter` (the engine does not draw again).
+    device_applies: bool,
+    /// Times the guard engaged.
+    engaged_count: u64,
+}
+
+impl SynGuard {
+    pub(super) fn new() -> Self {
+        SynGuard {
+            budget: DEFAULT_SYN_BUDGET,
+            proven: Vec::new(),
+            window_start: Instant::ZERO,
+            arrived: 0,
+            ports_seen: Vec::new(),
+            filter: SynFilter::default(),
+            device_applies: false,
+            engaged_count: 0,
+        }
+    }
+
+    pub(super) fn set_budget(&mut self, per_second: u32) {
+        self.budget = per_second;
+    }
+
+    pub(super) fn filter(&self) -> &SynFilter {
+        &self.filter
+    }
+
+    pub(super) fn engaged_count(&self) -> u64 {
+        self.engaged_count
+    }
+
+    pub(super) fn set_device_applies(&mut self, applies: bool) {
+        self.device_applies = applies;
+    }
+
+    /// `peer` completed a handshake at `now`.
+    pub(super) fn prove(&mut self, peer: Ipv4Addr, now: Instant) {
+        if let Some(entry) = self.proven.iter_mut().find(|(a, _)| *a == peer) {
+            entry.1 = now;
+            return;
+        }
+        if self.proven.len() >= MAX_PROVEN {
+            if let Some(oldest) = self.proven.iter().enumerate().min_by_key(|(_, (_, at))| *at).map(|(i, _)| i) {
+                self.proven.swap_remove(oldest);
+            }
+        }
+        self.proven.push((peer, now));
+        if self.filter.engaged {
+            self.publish(self.filter.engaged, self.filter.ports.clone(), self.filter.admit, now);
+        }
+    }
+
+    fn is_proven(&self, peer: Ipv4Addr, now: Instant) -> bool {
+        self.proven.iter().any(|(a, at)| *a == peer && now.saturating_since(*at) <= PROVEN_FOR)
+    }
+
+    /// Decides on a SYN from `peer` to a listener on `port` whose SYN
+    /// queue is full; `draw` is a uniformly distributed number the
+    /// sender cannot predict.
+    pub(super) fn admit(&mut self, peer: Ipv4Addr, port: u16, draw: u32, now: Instant) -> bool {
+        self.roll(now);
+        if self.is_proven(peer, now) {
+            return true;
+        }
+        self.arrived += 1;
+        if !self.ports_seen.contains(&port) && self.ports_seen.len() < MAX_FILTER_PORTS {
+            self.ports_seen.push(port);
+        }
+        !self.filter.engaged || self.device_applies || draw <= self.filter.admit
+    }
+
+    /// When the guard next needs [`poll`](Self::poll): the end of the
+    /// window, while engaged (so it lets go when the flood stops).
+    pub(super) fn poll_at(&self) -> Option<Instant> {
+        self.filter.engaged.then(|| self.window_start + WINDOW)
+    }
+
+    pub(super) fn poll(&mut self, now: Instant) {
+        self.roll(now);
+    }
+
+    /// Closes the window if it has run: the rate it saw decides whether
+    /// the guard is engaged and what fraction it admits.
+    fn roll(&mut self, now: Instant) {
+        let elapsed = now.saturating_since(self.window_start);
+        if elapsed < WINDOW {
+            return;
+        }
+        let micros = elapsed.as_micros().max(1);
+        let mut offered = u128::from(self.arrived) * 1_000_000 / micros;
+        if self.filter.engaged && self.device_applies {
+            // The device let only `admit` of them through.
+            offered = offered * (1u128 << 32) / (u128::from(self.filter.admit) + 1);
+        }
+        let budget = u128::from(self.budget);
+        let engaged = budget > 0 && if self.filter.engaged { offered * 2 > budget } else { offered > budget };
+        let admit = if engaged {
+            let fraction = budget * (1u128 << 32) / offered.max(1);
+            fraction.clamp(u128::from(MIN_ADMIT), u128::from(u32::MAX)) as u32
+        } else {
+            u32::MAX
+        };
+        let mut ports = core::mem::take(&mut self.ports_seen);
+        if engaged {
+            for port in &self.filter.ports {
+                if !ports.contains(port) && ports.len() < MAX_FILTER_PORTS {
+                    ports.push(*port);
+                }
+            }
+            ports.sort_unstable();
+        } else {
+            ports.clear();
+        }
+        self.proven.retain(|(_, at)| now.saturating_since(*at) <= PROVEN_FOR);
+        self.window_start = now;
+        self.arrived = 0;
+        let moved = admit.abs_diff(self.filter.admit) > self.filter.admit / 4;
+        if engaged != self.filter.engaged || ports != self.filter.ports || moved || self.proven_changed() {
+            if engaged && !self.filter.engaged {
+                self.engaged_count += 1;
+            }
+            self.publish(engaged, ports, admit, now);
+        }
+    }
+
+    fn proven_changed(&self) -> bool {
+        self.filter.engaged
+            && (self.filter.proven.len() != self.proven.len()
+                || self.proven.iter().any(|(a, _)| !self.filter.proven.contains(a)))
+    }
+
+    fn publish(&mut self, engaged: bool, ports: Vec<u16>, admit: u32, now: Instant) {
+        let proven = if engaged {
+            self.proven.iter().filter(|(_, at)| now.saturating_since(*at) <= PROVEN_FOR).map(|(a, _)| *a).collect()
+        } else {
+            Vec::new()
+        };
+        self.filter = SynFilter { generation: self.filter.generation + 1, engaged, ports, proven, admit };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+
+    fn spoofed(i: u32) -> Ipv4Addr {
+        Ipv4Addr::from(0x5000_0000 + i)
+    }
+
+    /// Offers `per_second` unproven SYNs for `span`, drawing from a
+    /// counter; returns how many were admitted, and when it stopped.
+    fn flood(guard: &mut SynGuard, start: Instant, span: Duration, per_second: u64) -> (u64, Instant) {
+        offer(guard, start, span, per_second, false)
+    }
+
+    /// As `flood`; with `device`, a device applies the guard's filter
+    /// first (with draws of its own).
+    fn offer(guard: &mut SynGuard, start: Instant, span: Duration, per_second: u64, device: bool) -> (u64, Instant) {
+        let step = Duration::from_micros(1_000_000 / per_second);
+        let mut now = start;
+        let mut admitted = 0;
+        let mut n = 0u32;
+        while now < start + span {
+            let draw = n.wrapping_mul(2_654_435_761); // spread over u32
+            let device_draw = n.wrapping_mul(2_246_822_519).rotate_left(13);
+            let filter = guard.filter();
+            if device && filter.engaged && device_draw > filter.admit {
+                n = n.wrapping_add(1);
+                now += step;
+                continue;
+            }
+            if guard.admit(spoofed(n), 80, draw, now) {
+                admitted += 1;
+            }
+            n = n.wrapping_add(1);
+            now += step;
+        }
+        (admitted, now)
+    }
+
+    #[test]
+    fn stays_off_below_the_budget() {
+        let mut guard = SynGuard::new();
+        let (admitted, _) = flood(&mut guard, Instant::from_secs(1), Duration::from_secs(2), 5_000);
+        assert_eq!(admitted, 10_000);
+        assert!(!guard.filter().engaged);
+        assert_eq!(guard.filter().generation, 0);
+    }
+
+    #[test]
+    fn a_flood_is_cut_to_about_the_budget_and_proven_peers_always_pass() {
+        let mut guard = SynGuard::new();
+        guard.prove(PEER, Instant::from_secs(1));
+        let (admitted, now) = flood(&mut guard, Instant::from_secs(1), Duration::from_secs(4), 200_000);
+        let filter = guard.filter().clone();
+        assert!(filter.engaged);
+        assert_eq!(filter.ports, [80]);
+        assert_eq!(filter.proven, [PEER]);
+        // 10,000 of 200,000 per second: a twentieth.
+        let expected = u64::from(u32::MAX / 20);
+        assert!(u64::from(filter.admit).abs_diff(expected) < expected / 5, "admit {}", filter.admit);
+        // The first window passes everything; after it, about the budget.
+        assert!((40_000..100_000).contains(&admitted), "admitted {admitted} of 800,000");
+        for draw in [0, u32::MAX / 2, u32::MAX] {
+            assert!(guard.admit(PEER, 80, draw, now));
+        }
+        assert_eq!(guard.engaged_count(), 1);
+    }
+
+    #[test]
+    fn lets_go_when_the_flood_stops() {
+        let mut guard = SynGuard::new();
+        let (_, now) = flood(&mut guard, Instant::from_secs(1), Duration::from_secs(1), 100_000);
+        assert!(guard.filter().engaged);
+        // The window under way still holds part of the flood; the next
+        // one is quiet.
+        let mut at = now;
+        for _ in 0..2 {
+            at = guard.poll_at().expect("an engaged guard asks to be polled").max(at + WINDOW);
+            guard.poll(at);
+        }
+        assert!(!guard.filter().engaged);
+        assert_eq!(guard.filter().admit, u32::MAX);
+        assert!(guard.filter().proven.is_empty() && guard.filter().ports.is_empty());
+        assert_eq!(guard.poll_at(), None);
+    }
+
+    #[test]
+    fn a_device_that_filters_keeps_the_estimate_of_the_whole_flood() {
+        let mut guard = SynGuard::new();
+        let start = Instant::from_secs(1);
+        let (_, mut now) = flood(&mut guard, start, Duration::from_secs(1), 200_000);
+        let admit = guard.filter().admit;
+        guard.set_device_applies(true);
+        // The device passes only about `admit` of the flood, and the
+        // engine admits all it sees.
+        let (admitted, later) = offer(&mut guard, now, Duration::from_secs(2), 200_000, true);
+        now = later;
+        assert!((16_000..24_000).contains(&admitted), "admitted {admitted} in 2 s");
+        assert!(guard.filter().engaged);
+        let drift = u64::from(guard.filter().admit).abs_diff(u64::from(admit));
+        assert!(drift < u64::from(admit) / 5, "admit went from {admit} to {}", guard.filter().admit);
+        guard.poll(now + WINDOW);
+        guard.poll(now + WINDOW * 2);
+        assert!(!guard.filter().engaged);
+    }
+
+    #[test]
+    fn a_newly_proven_peer_is_published_at_once_and_proof_expires() {
+        let mut guard = SynGuard::new();
+        let (_, now) = flood(&mut guard, Instant::from_secs(1), Duration::from_secs(1), 100_000);
+        let before = guard.filter().generation;
+        guard.prove(PEER, now);
+        assert!(guard.filter().generation > before);
+        assert_eq!(guard.filter().proven, [PEER]);
+        assert!(guard.is_proven(PEER, now + PROVEN_FOR));
+        assert!(!guard.is_proven(PEER, now + PROVEN_FOR + Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn the_proven_list_is_bounded_and_keeps_the_most_recent() {
+        let mut guard = SynGuard::new();
+        for i in 0..(MAX_PROVEN as u32 + 10) {
+            guard.prove(spoofed(i), Instant::from_secs(u64::from(i) + 1));
+        }
+        assert_eq!(guard.proven.len(), MAX_PROVEN);
+        assert!(!guard.is_proven(spoofed(0), Instant::from_secs(100)));
+        assert!(guard.is_proven(spoofed(MAX_PROVEN as u32 + 9), Instant::from_secs(100)));
+    }
+
+    #[test]
+    fn a_zero_budget_never_engages() {
+        let mut guard = SynGuard::new();
+        guard.set_budget(0);
+        let (admitted, _) = flood(&mut guard, Instant::from_secs(1), Duration::from_secs(1), 200_000);
+        assert_eq!(admitted, 200_000);
+        assert!(!guard.filter().engaged);
+    }
+}

@@ -1,0 +1,158 @@
+//! A SYN flood from spoofed sources against a listener, in virtual time:
+//! the SYN guard keeps the SYN-ACKs sent near its budget, a peer that
+//! completed a handshake is always answered, and everything is answered
+//! again once the flood stops.
+
+mod common;
+
+use common::*;
+use nagare_core::buf::BufferPool;
+use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
+use nagare_wire::{
+    ArpOperation, EthernetFrame, IpProtocol, Ipv4Addr, Ipv4Cidr, Ipv4Packet, TcpFlags, TcpRepr, TcpSeqNumber,
+};
+use std::net::SocketAddrV4;
+use std::time::Duration;
+
+const BUDGET: u32 = 1_000;
+
+fn interface() -> Interface {
+    let mut config = InterfaceConfig::new(OUR_MAC, Ipv4Cidr::new(OUR_IP, 24).unwrap());
+    // Spoofed sources are off the network: their SYN-ACKs go to the
+    // gateway, whose address the interface learns first.
+    config.gateway = Some(PEER_IP);
+    config.seed = 7;
+    let mut iface = Interface::new(config, Capabilities::default(), BufferPool::new(2048, 4096));
+    feed(&mut iface, &arp(ArpOperation::Request), 2048, Instant::from_secs(1));
+    iface.tx_queue().clear();
+    iface
+}
+
+fn syn_frame(src: SocketAddrV4, seq: u32) -> Vec<u8> {
+    let mut repr = TcpRepr::bare(src.port(), 80, TcpSeqNumber(seq), None, TcpFlags::SYN);
+    repr.max_seg_size = Some(1460);
+    let mut bytes = vec![0u8; repr.buffer_len()];
+    repr.emit(&mut bytes, &[], *src.ip(), OUR_IP).unwrap();
+    ipv4_from(*src.ip(), OUR_IP, 64, IpProtocol::Tcp, &bytes)
+}
+
+/// The SYN-ACKs sent since the last call, by destination.
+fn synacks(iface: &mut Interface) -> Vec<Ipv4Addr> {
+    let mut out = Vec::new();
+    for frame in iface.tx_queue().drain(..) {
+        let bytes = frame.to_vec();
+        let Ok(eth) = EthernetFrame::new_checked(&bytes[..]) else { continue };
+        let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else { continue };
+        if ip.protocol() == IpProtocol::Tcp && ip.payload().get(13).is_some_and(|f| f & 0x12 == 0x12) {
+            out.push(ip.dst_addr());
+        }
+    }
+    out
+}
+
+fn spoofed(i: u32) -> SocketAddrV4 {
+    SocketAddrV4::new(Ipv4Addr::from(0xc633_0000 + (i % 60_000)), 1024 + (i % 50_000) as u16)
+}
+
+/// `per_second` spoofed SYNs for `span` from `now`; the SYN-ACKs sent.
+fn flood(iface: &mut Interface, now: &mut Instant, span: Duration, per_second: u64, first: u32) -> usize {
+    let step = Duration::from_micros(1_000_000 / per_second);
+    let end = *now + span;
+    let mut answered = 0;
+    let mut i = first;
+    while *now < end {
+        feed(iface, &syn_frame(spoofed(i), i.wrapping_mul(7919)), 2048, *now);
+        answered += synacks(iface).len();
+        i += 1;
+        *now += step;
+    }
+    answered
+}
+
+/// A peer completes a handshake: from then on it is proven.
+fn handshake(iface: &mut Interface, now: Instant) {
+    let peer = SocketAddrV4::new(PEER_IP, 40_000);
+    feed(iface, &syn_frame(peer, 100), 2048, now);
+    let out: Vec<_> = iface.tx_queue().drain(..).collect();
+    let synack = out.iter().find_map(|f| {
+        let bytes = f.to_vec();
+        let eth = EthernetFrame::new_checked(&bytes[..]).ok()?;
+        let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+        let seq = u32::from_be_bytes(ip.payload().get(4..8)?.try_into().ok()?);
+        Some(seq)
+    });
+    let iss = synack.expect("the first SYN is answered");
+    let ack = TcpRepr::bare(40_000, 80, TcpSeqNumber(101), Some(TcpSeqNumber(iss.wrapping_add(1))), TcpFlags::ACK);
+    let mut bytes = vec![0u8; ack.buffer_len()];
+    ack.emit(&mut bytes, &[], PEER_IP, OUR_IP).unwrap();
+    feed(iface, &ipv4_from(PEER_IP, OUR_IP, 64, IpProtocol::Tcp, &bytes), 2048, now);
+    iface.tx_queue().clear();
+}
+
+#[test]
+fn a_spoofed_flood_gets_about_the_budget_in_syn_acks_and_a_proven_peer_gets_through() {
+    let mut iface = interface();
+    let mut now = Instant::from_secs(10);
+    let l = iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 1).unwrap();
+    iface.tcp().set_syn_budget(BUDGET);
+    handshake(&mut iface, now);
+    assert!(iface.tcp().accept(l).unwrap().is_some());
+
+    // 20,000 SYNs a second for two seconds: twenty times the budget.
+    let answered = flood(&mut iface, &mut now, Duration::from_secs(2), 20_000, 0);
+    let filter = iface.tcp_ref().syn_filter().clone();
+    assert!(filter.engaged, "the guard engaged");
+    assert_eq!(filter.ports, [80]);
+    assert_eq!(filter.proven, [PEER_IP]);
+    assert_eq!(iface.tcp_ref().syn_guard_engagements(), 1);
+    // The first quarter second is answered in full (5,000), the rest at
+    // about the budget (1,750): without the guard all 40,000 would be.
+    assert!(answered < 9_000, "{answered} of 40,000 SYNs answered");
+    assert!(iface.counters().drop_tcp_syn_guard > 30_000);
+
+    // The proven peer's new connection is answered, every time.
+    for port in 41_000..41_020 {
+        feed(&mut iface, &syn_frame(SocketAddrV4::new(PEER_IP, port), 5), 2048, now);
+        assert_eq!(synacks(&mut iface), [PEER_IP]);
+        now += Duration::from_micros(50);
+    }
+
+    // Once the flood stops, the guard lets go within two windows and every
+    // SYN is answered again.
+    let quiet = now + Duration::from_secs(1);
+    while let Some(at) = iface.poll_at().filter(|at| *at <= quiet) {
+        now = at.max(now);
+        iface.poll(now);
+        if !iface.tcp_ref().syn_filter().engaged {
+            break;
+        }
+        now += Duration::from_millis(1);
+    }
+    assert!(!iface.tcp_ref().syn_filter().engaged);
+    assert_eq!(flood(&mut iface, &mut now, Duration::from_millis(100), 1_000, 900_000), 100);
+}
+
+#[test]
+fn with_a_device_that_filters_the_engine_answers_all_it_sees() {
+    let mut iface = interface();
+    let mut now = Instant::from_secs(10);
+    iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 1).unwrap();
+    iface.tcp().set_syn_budget(BUDGET);
+    flood(&mut iface, &mut now, Duration::from_millis(600), 20_000, 0);
+    assert!(iface.tcp_ref().syn_filter().engaged);
+    iface.tcp().set_syn_filter_applied(true);
+    let seen = 1_000;
+    let answered = flood(&mut iface, &mut now, Duration::from_millis(1_000), seen, 100_000);
+    assert_eq!(answered, seen as usize);
+}
+
+#[test]
+fn a_flood_below_the_budget_is_answered_in_full() {
+    let mut iface = interface();
+    let mut now = Instant::from_secs(10);
+    iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 1).unwrap();
+    iface.tcp().set_syn_budget(BUDGET);
+    assert_eq!(flood(&mut iface, &mut now, Duration::from_secs(2), 500, 0), 1_000);
+    assert!(!iface.tcp_ref().syn_filter().engaged);
+    assert_eq!(iface.counters().drop_tcp_syn_guard, 0);
+}
