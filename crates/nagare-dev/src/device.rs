@@ -11,6 +11,7 @@ use std::io;
 use std::os::fd::{OwnedFd, RawFd};
 
 use nagare_core::buf::{BufferPool, Offload, PacketBuf, TxOffloads};
+use nagare_core::tcp::syn_guard::SynFilter;
 use nagare_core::{Capabilities, Instant};
 use nagare_wire::ETHERNET_HEADER_LEN;
 
@@ -137,6 +138,17 @@ pub trait Device {
         None
     }
 
+    /// Applies the engine's SYN filter before frames are read (a TAP runs
+    /// it in the sender's system call), so what it drops costs this
+    /// process nothing; a filter that is not engaged removes it. Devices
+    /// that cannot say `ErrorKind::Unsupported` (the default), and the
+    /// engine then applies the filter itself
+    /// (`nagare_core::tcp::syn_guard`).
+    fn set_syn_filter(&mut self, filter: &SynFilter) -> io::Result<()> {
+        let _ = filter;
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
     /// What the device carries and completes: the largest IP packet the
     /// link carries ([`DEFAULT_MTU`] unless configured otherwise) and what
     /// the device completes on transmit (checksums, TCP segmentation). An
@@ -192,6 +204,9 @@ impl<D: Device + ?Sized> Device for Box<D> {
     }
     fn queue_capacity(&self) -> Option<usize> {
         (**self).queue_capacity()
+    }
+    fn set_syn_filter(&mut self, filter: &SynFilter) -> io::Result<()> {
+        (**self).set_syn_filter(filter)
     }
     fn capabilities(&self) -> Capabilities {
         (**self).capabilities()

@@ -600,6 +600,10 @@ impl<D: Device> Device for Impaired<D> {
         Ok(taken)
     }
 
+    fn set_syn_filter(&mut self, filter: &nagare_core::tcp::syn_guard::SynFilter) -> io::Result<()> {
+        self.inner.set_syn_filter(filter)
+    }
+
     fn capabilities(&self) -> nagare_core::Capabilities {
         self.inner.capabilities()
     }

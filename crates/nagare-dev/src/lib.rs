@@ -23,6 +23,7 @@ pub mod pcap;
 pub mod rng;
 pub mod sim;
 pub mod tap;
+pub mod tap_filter;
 pub mod tap_steering;
 pub mod vnet;
 pub mod vni;

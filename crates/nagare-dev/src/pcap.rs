@@ -221,6 +221,11 @@ impl<D: Device, W: Write> Device for PcapDevice<D, W> {
         }
     }
 
+    /// Frames the filter drops never reach the capture.
+    fn set_syn_filter(&mut self, filter: &nagare_core::tcp::syn_guard::SynFilter) -> io::Result<()> {
+        self.inner.set_syn_filter(filter)
+    }
+
     fn capabilities(&self) -> nagare_core::Capabilities {
         self.inner.capabilities()
     }

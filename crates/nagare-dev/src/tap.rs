@@ -24,9 +24,11 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use nagare_core::buf::{Buffer, BufferPool, Offload, PacketBuf, TxOffloads};
+use nagare_core::tcp::syn_guard::SynFilter;
 use nagare_core::{Capabilities, Instant};
 
 use crate::device::{frame_fits, Device, DeviceStats, RX_HEADROOM};
+use crate::tap_filter;
 use crate::vnet::{self, VNET_HDR_LEN};
 use nagare_wire::ETHERNET_HEADER_LEN;
 
@@ -63,6 +65,8 @@ pub struct TapDevice {
     /// Pool buffers kept ready for the tail of a super-segment; only the
     /// ones a frame fills leave this list.
     spares: Vec<Buffer>,
+    /// A SYN filter is attached (`tap_filter`).
+    syn_filter_attached: bool,
     stats: DeviceStats,
 }
 
@@ -289,6 +293,7 @@ impl TapDevice {
             vnet_header,
             offloads,
             spares: Vec::new(),
+            syn_filter_attached: false,
             stats: DeviceStats::default(),
         };
         dev.set_up(true)?;
@@ -324,6 +329,7 @@ impl TapDevice {
             vnet_header,
             offloads,
             spares: Vec::new(),
+            syn_filter_attached: false,
             stats: DeviceStats::default(),
         };
         dev.mtu = dev.read_mtu()?;
@@ -745,6 +751,23 @@ impl Device for TapDevice {
         // it rather than stopping the queue, so no backlog builds behind.
         let text = std::fs::read_to_string(format!("/sys/class/net/{}/tx_queue_len", self.name)).ok()?;
         text.trim().parse().ok()
+    }
+
+    fn set_syn_filter(&mut self, filter: &SynFilter) -> io::Result<()> {
+        match tap_filter::program(filter) {
+            Some(program) => {
+                tap_filter::attach(self.file.as_raw_fd(), &program)
+                    .map_err(|e| with_context(e, "TUNATTACHFILTER", &self.name))?;
+                self.syn_filter_attached = true;
+            }
+            None if self.syn_filter_attached => {
+                tap_filter::detach(self.file.as_raw_fd())
+                    .map_err(|e| with_context(e, "TUNDETACHFILTER", &self.name))?;
+                self.syn_filter_attached = false;
+            }
+            None => {}
+        }
+        Ok(())
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -49,6 +49,10 @@ pub struct Host<D: Device> {
     last_device_error: Option<std::io::Error>,
     rx: Vec<PacketBuf>,
     rx_batch: usize,
+    /// The generation of the engine's SYN filter last given to the device.
+    syn_filter_generation: u64,
+    /// Whether that filter was engaged (to log the change).
+    syn_filter_engaged: bool,
 }
 
 impl<D: Device> Host<D> {
@@ -68,6 +72,8 @@ impl<D: Device> Host<D> {
             last_device_error: None,
             rx: Vec::with_capacity(rx_batch),
             rx_batch,
+            syn_filter_generation: 0,
+            syn_filter_engaged: false,
         }
     }
 
@@ -102,9 +108,46 @@ impl<D: Device> Host<D> {
         }
     }
 
-    /// Runs the engine's timers.
+    /// Runs the engine's timers, and gives the device the engine's SYN
+    /// filter when it changed.
     pub fn poll(&mut self, now: Instant) {
         self.iface.poll(now);
+        self.apply_syn_filter();
+    }
+
+    /// Hands a new generation of the engine's SYN filter to the device,
+    /// and tells the engine whether the device applies it (if not, the
+    /// engine does).
+    fn apply_syn_filter(&mut self) {
+        let filter = self.iface.tcp_ref().syn_filter();
+        if filter.generation == self.syn_filter_generation {
+            return;
+        }
+        self.syn_filter_generation = filter.generation;
+        let engaged = filter.engaged;
+        let applied = match self.device.set_syn_filter(filter) {
+            Ok(()) => engaged,
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => false,
+            Err(e) => {
+                log::warn!("the device refused the SYN filter, the engine applies it: {e}");
+                false
+            }
+        };
+        if engaged != self.syn_filter_engaged {
+            self.syn_filter_engaged = engaged;
+            let filter = self.iface.tcp_ref().syn_filter();
+            if engaged {
+                let percent = f64::from(filter.admit) / f64::from(u32::MAX) * 100.0;
+                let place = if applied { "in the device" } else { "in the engine" };
+                log::warn!(
+                    "SYN flood on port(s) {:?}: SYNs from peers without a completed handshake pass at {percent:.1} %, filtered {place}",
+                    filter.ports
+                );
+            } else {
+                log::info!("SYN flood over: every SYN passes again");
+            }
+        }
+        self.iface.tcp().set_syn_filter_applied(applied);
     }
 
     /// Offers the engine's queued frames to the device; how many it took,
