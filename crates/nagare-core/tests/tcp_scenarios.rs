@@ -1813,6 +1813,36 @@ fn paws_drops_a_segment_with_an_old_timestamp() {
     assert_eq!(p.state(), Ok(State::Closed));
 }
 
+#[test]
+fn a_segment_with_an_unacceptable_ack_does_not_move_ts_recent() {
+    // An in-window segment from a blind attacker: its ACK is of data never
+    // sent (too new) or older than any window (too old), and its TSval is
+    // far ahead. It is dropped and answered with an ACK, and TS.Recent
+    // stays, so PAWS still takes the real peer's next segment (RFC 5961
+    // 5.2, RFC 7323 4.3).
+    for too_new in [true, false] {
+        let mut p = Peer::connected(true);
+        p.tick(MS * 10);
+        let mut blind = p.seg(TcpFlags::PSH | TcpFlags::ACK);
+        blind.ack_number = Some(if too_new { p.ack + 100_000 } else { p.ack - 200_000 });
+        let far = p.ts.unwrap().wrapping_add(0x4000_0000);
+        blind.timestamp = Some((far, p.our_ts));
+        p.raw.send(blind, b"blind");
+        let segs = p.take();
+        assert_eq!(segs.len(), 1, "too_new {too_new}: an ACK answers: {segs:#?}");
+        assert_eq!(segs[0].ack(), Some(p.rcv_nxt()), "too_new {too_new}: the blind data was not taken");
+        assert_ne!(segs[0].repr.timestamp.map(|t| t.1), Some(far), "too_new {too_new}: TS.Recent moved");
+        // The real peer, on its own clock.
+        p.tick(MS * 10);
+        p.send(TcpFlags::PSH | TcpFlags::ACK, b"real data");
+        let mut buf = [0u8; 32];
+        let now = p.raw.now;
+        assert_eq!(p.raw.iface.tcp().recv(p.h, &mut buf, now), Ok(9), "too_new {too_new}");
+        assert_eq!(&buf[..9], b"real data");
+        assert_eq!(p.raw.iface.tcp_ref().connection(p.h).unwrap().stats().paws_drops, 0, "too_new {too_new}");
+    }
+}
+
 // ---- 12. listen backlog ------------------------------------------------------------
 
 #[test]

@@ -911,14 +911,6 @@ impl Connection {
         };
         result.accepted = true;
 
-        // Timestamp bookkeeping (RFC 7323 4.3).
-        if let (true, Some((tsval, _))) = (self.options.timestamps, seg.timestamp) {
-            if seq_le(seg.seq_number, self.last_ack_sent) && (tsval.wrapping_sub(self.ts_recent) as i32) >= 0 {
-                self.ts_recent = tsval;
-                self.ts_recent_at = now;
-            }
-        }
-
         if self.state == State::SynReceived {
             if seq_lt(self.snd_una, ack) && seq_le(ack, self.snd_max) {
                 self.establish_from_syn_received(seg, ack, now);
@@ -941,6 +933,19 @@ impl Connection {
             self.ack_now = true;
             return result;
         }
+
+        // Timestamp bookkeeping (RFC 7323 4.3), only for a segment that
+        // passed every check, its ACK included: a blind segment in the
+        // window with a bogus ACK and a far-future TSval must not move
+        // TS.Recent, or PAWS would drop all that the real peer sends next
+        // (RFC 5961 5.2).
+        if let (true, Some((tsval, _))) = (self.options.timestamps, seg.timestamp) {
+            if seq_le(seg.seq_number, self.last_ack_sent) && (tsval.wrapping_sub(self.ts_recent) as i32) >= 0 {
+                self.ts_recent = tsval;
+                self.ts_recent_at = now;
+            }
+        }
+
         result.acked = self.process_ack(seg, ack, payload.len(), now);
 
         // Our FIN acknowledged?
