@@ -902,6 +902,45 @@ fn rst_in_syn_received_drops_the_half_open_connection() {
     assert!(raw.iface.tcp().accept(l).unwrap().is_none());
 }
 
+#[test]
+fn resets_carry_timestamps_when_the_connection_uses_them() {
+    // An abort (RFC 7323 3.2: TSval from our clock, TSecr = TS.Recent).
+    let mut p = Peer::connected(true);
+    p.tick(MS * 10);
+    p.send(TcpFlags::PSH | TcpFlags::ACK, b"hello");
+    let peer_ts = p.ts.unwrap();
+    let delayed = p.tick(MS * 50).pop().expect("the delayed ACK");
+    let ack_ts = delayed.repr.timestamp.expect("timestamps in use").0;
+    p.tick(MS * 7);
+    let now = p.raw.now;
+    p.raw.iface.tcp().abort(p.h, now).unwrap();
+    let rst = p.take();
+    assert_eq!(rst.len(), 1, "{rst:#?}");
+    assert!(rst[0].has(TcpFlags::RST));
+    let elapsed = now.saturating_since(delayed.at).as_millis() as u32;
+    assert_eq!(rst[0].repr.timestamp, Some((ack_ts.wrapping_add(elapsed), peer_ts)));
+    // Data that nobody will read, answered with a RST.
+    let mut p = Peer::connected(true);
+    let now = p.raw.now;
+    p.raw.iface.tcp().close(p.h, now).unwrap();
+    let fin = p.take();
+    assert!(fin[0].has(TcpFlags::FIN));
+    let fin_ts = p.our_ts;
+    p.tick(MS * 3);
+    p.send(TcpFlags::PSH | TcpFlags::ACK, b"too late");
+    let rst = p.take();
+    assert_eq!(rst.len(), 1, "{rst:#?}");
+    assert!(rst[0].has(TcpFlags::RST));
+    assert_eq!(rst[0].repr.timestamp, Some((fin_ts.wrapping_add(3), p.ts.unwrap())), "{rst:#?}");
+    // Without timestamps, none.
+    let mut p = Peer::connected(false);
+    let now = p.raw.now;
+    p.raw.iface.tcp().abort(p.h, now).unwrap();
+    let rst = p.take();
+    assert!(rst.len() == 1 && rst[0].has(TcpFlags::RST), "{rst:#?}");
+    assert_eq!(rst[0].repr.timestamp, None);
+}
+
 // ---- 4. closing ----------------------------------------------------------------
 
 #[test]

@@ -1438,13 +1438,18 @@ impl Connection {
             // From the highest sequence sent: after an RTO snd_nxt steps
             // back, and a RST from there may fall below the peer's
             // rcv_nxt, out of its window.
-            let repr = TcpRepr::bare(
+            let mut repr = TcpRepr::bare(
                 self.local.port(),
                 self.remote.port(),
                 self.snd_max,
                 Some(self.rcv_nxt),
                 TcpFlags::RST | TcpFlags::ACK,
             );
+            // With timestamps in use a RST carries them too (RFC 7323
+            // 3.2), so a peer that checks them on every segment takes it.
+            if self.options.timestamps {
+                repr.timestamp = Some((self.ts_now(now), self.ts_recent));
+            }
             emit(repr, PacketBuf::new());
             self.stats.segments_sent += 1;
             self.enter_closed();
