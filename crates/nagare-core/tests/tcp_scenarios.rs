@@ -1311,6 +1311,31 @@ fn time_wait_reuse_between_two_stacks() {
     assert_eq!(net.a.counters().tcp_time_wait_reused, 11);
 }
 
+#[test]
+fn time_wait_acknowledges_data_but_not_bare_acks() {
+    let (mut raw, _l, our_next, _, _) = server_in_time_wait(false);
+    let start = raw.now;
+    assert!(raw.run_until(start + Duration::from_secs(2)).is_empty());
+    // Data in the window, after the peer's FIN: acknowledged, so the peer
+    // hears where the stream ended (RFC 9293 3.10.7.4).
+    raw.send(repr(40000, 80, 1_000_002, Some(our_next), TcpFlags::PSH | TcpFlags::ACK), b"late");
+    let ack = raw.take_one();
+    assert_eq!(ack.repr.flags, TcpFlags::ACK);
+    assert_eq!((ack.seq(), ack.ack()), (our_next, Some(1_000_002)));
+    // A duplicate of data before the FIN (out of the window): acknowledged.
+    raw.send(repr(40000, 80, 999_990, Some(our_next), TcpFlags::PSH | TcpFlags::ACK), b"0123456789");
+    assert_eq!(raw.take_one().ack(), Some(1_000_002));
+    // A bare ACK in the window is not answered: two ends must not
+    // acknowledge each other's ACKs.
+    raw.send(repr(40000, 80, 1_000_002, Some(our_next), TcpFlags::ACK), &[]);
+    assert!(raw.take().is_empty());
+    // Only a FIN restarts the 2 MSL: TIME-WAIT ends 10 s after it began.
+    raw.run_until(start + Duration::from_secs(10) - MS);
+    assert_eq!(raw.iface.tcp_ref().connection_count(), 1);
+    raw.run_until(start + Duration::from_secs(10));
+    assert_eq!(raw.iface.tcp_ref().connection_count(), 0);
+}
+
 // ---- 5. zero window ----------------------------------------------------------------
 
 /// A sends to B, whose receive buffer is small and who does not read.

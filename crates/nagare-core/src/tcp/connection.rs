@@ -958,9 +958,16 @@ impl Connection {
                 return result;
             }
             State::TimeWait => {
+                // Only a FIN is expected here: acknowledge it and restart
+                // the 2 MSL (RFC 9293 3.10.7.4). Data, which has no place
+                // after the peer's FIN, is acknowledged too, so the peer
+                // hears where the stream ended; a bare ACK is not, or two
+                // ends could keep acknowledging each other's ACKs.
                 if flags.contains(TcpFlags::FIN) {
                     self.ack_now = true;
                     self.restart_time_wait(now);
+                } else if !payload.is_empty() {
+                    self.ack_now = true;
                 }
                 return result;
             }
