@@ -8,6 +8,7 @@
 
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::iface::Error;
+use nagare_core::tcp::config::TcpConfig;
 use nagare_core::tcp::connection::State;
 use nagare_core::tcp::{Readiness, TcpEvent, TcpHandle, TcpListenerHandle, TcpSocket};
 use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
@@ -404,14 +405,21 @@ impl Peer {
     /// Our side connects; the peer answers with SYN-ACK (with timestamps if
     /// `ts`, and window scale 0 so windows read directly); established.
     fn connected(ts: bool) -> Peer {
+        Peer::connected_with(ts, |_| {})
+    }
+
+    /// As `connected`, with our side's settings changed by `setup` first;
+    /// the peer offers window scaling and SACK only if our SYN did.
+    fn connected_with(ts: bool, setup: impl FnOnce(&mut TcpConfig)) -> Peer {
         let mut raw = Raw::new();
+        setup(raw.iface.tcp().defaults_mut());
         let h = raw.iface.tcp().connect(SocketAddrV4::new(PEER_IP, 80), 0, raw.now).unwrap();
         let syn = raw.take_one();
         let mut synack =
             repr(80, syn.repr.src_port, 70_000, Some(syn.seq().wrapping_add(1)), TcpFlags::SYN | TcpFlags::ACK);
         synack.max_seg_size = Some(1460);
-        synack.window_scale = Some(0);
-        synack.sack_permitted = true;
+        synack.window_scale = syn.repr.window_scale.map(|_| 0);
+        synack.sack_permitted = syn.repr.sack_permitted;
         if ts {
             synack.timestamp = Some((5000, syn.repr.timestamp.unwrap().0));
         }
@@ -1443,6 +1451,72 @@ fn lost_window_update_is_recovered_by_the_persist_timer() {
     }
     assert_eq!(got, data);
     assert_eq!(net.a.tcp_ref().connection(ha).unwrap().stats().timeouts, 0, "probes, not retransmission timeouts");
+}
+
+#[test]
+fn reads_without_window_scaling_send_no_window_update_the_field_cannot_show() {
+    // A buffer of 256 KiB, but without window scaling the field says at
+    // most 65,535: reads that free space beyond it change nothing the
+    // peer can see, and send nothing.
+    let mut p = Peer::connected_with(false, |c| c.window_scaling = false);
+    assert!(!p.raw.iface.tcp_ref().connection(p.h).unwrap().negotiated().0);
+    for k in 0..10 {
+        p.send(TcpFlags::ACK, &pattern(1460, k));
+    }
+    let acks = p.take();
+    assert_eq!(acks.len(), 5, "every second full segment: {acks:#?}");
+    assert!(acks.iter().all(|s| s.repr.window_len == 65535), "{acks:#?}");
+    let mut buf = [0u8; 100];
+    let mut read = 0;
+    let mut sent = Vec::new();
+    loop {
+        let now = p.raw.now;
+        match p.raw.iface.tcp().recv(p.h, &mut buf, now) {
+            Ok(n) => read += n,
+            Err(Error::WouldBlock) => break,
+            Err(e) => panic!("{e}"),
+        }
+        sent.extend(p.take());
+    }
+    assert_eq!(read, 14_600);
+    assert!(sent.is_empty(), "{} ACKs the same as the last one, the first {:#?}", sent.len(), sent.first());
+    assert!(p.tick(MS * 500).is_empty());
+}
+
+#[test]
+fn a_window_opening_from_zero_is_advertised_in_sws_steps() {
+    let buffer = 8 * 1460;
+    let mut p = Peer::connected_with(false, |c| c.recv_buffer = buffer);
+    for k in 0..8 {
+        p.send(TcpFlags::ACK, &pattern(1460, k));
+    }
+    let acks = p.take();
+    assert_eq!(acks.last().unwrap().repr.window_len, 0, "{acks:#?}");
+    // Reads of 500 bytes: an update each time the window can grow by two
+    // MSS over the one advertised (beyond RFC 9293 3.8.6.2.2's least step,
+    // min(buffer / 2, MSS)).
+    let mut buf = [0u8; 500];
+    let mut read = 0;
+    let mut advertised = 0;
+    let mut updates = Vec::new();
+    loop {
+        let now = p.raw.now;
+        match p.raw.iface.tcp().recv(p.h, &mut buf, now) {
+            Ok(n) => read += n,
+            Err(Error::WouldBlock) => break,
+            Err(e) => panic!("{e}"),
+        }
+        for s in p.take() {
+            assert!(s.is_bare() && s.ack() == Some(p.rcv_nxt()), "{s:#?}");
+            let wnd = usize::from(s.repr.window_len);
+            assert_eq!(wnd, read, "the whole free space, after {read} bytes read");
+            assert!(wnd >= advertised + 2 * 1460, "a step of {} after {advertised}", wnd - advertised);
+            advertised = wnd;
+            updates.push(wnd);
+        }
+    }
+    assert_eq!(read, buffer);
+    assert_eq!(updates, [3000, 6000, 9000]);
 }
 
 // ---- 6. loss recovery -----------------------------------------------------------

@@ -1323,14 +1323,28 @@ impl Connection {
         }
     }
 
-    /// When the receive queue drains enough to matter, tell the peer.
+    /// When the receive queue drains enough to matter, tell the peer: when
+    /// the window a segment could say (clamped to what the scaled field
+    /// holds) is past the one last advertised by at least the receiver's
+    /// SWS step of RFC 9293 3.8.6.2.2, min(RCV.BUFF / 2, MSS). Two MSS
+    /// here, so that a read of a small request leaves the update to the
+    /// reply. Without window scaling a buffer above 64 KiB is mostly free
+    /// space the field cannot show: counting it would send an ACK the same
+    /// as the last one at every read.
     fn maybe_window_update(&mut self) {
         let advertised = seq_dist(self.rcv_nxt, self.rcv_adv);
-        let now_possible = self.receive_window();
+        let now_possible = self.advertisable(self.receive_window());
         let threshold = (self.config.recv_buffer / 2).min(2 * self.local_mss);
         if now_possible >= advertised + threshold {
             self.ack_now = true;
         }
+    }
+
+    /// The largest window up to `wnd` that the window field can say with
+    /// our shift.
+    fn advertisable(&self, wnd: usize) -> usize {
+        let shift = self.options.rcv_shift;
+        (wnd.min(65535usize << shift) >> shift) << shift
     }
 
     // ---- output ------------------------------------------------------------
@@ -1343,12 +1357,9 @@ impl Connection {
         let free = self.receive_window();
         let current = seq_dist(self.rcv_nxt, self.rcv_adv);
         let step = (self.config.recv_buffer / 2).min(self.local_mss);
-        let mut wnd = if free >= current + step || free == self.config.recv_buffer { free } else { current };
-        wnd = wnd.min(65535usize << shift);
+        let wnd = if free >= current + step || free == self.config.recv_buffer { free } else { current };
         // Round down to what the scaled field can say, then never shrink.
-        let field = (wnd >> shift).min(65535);
-        let actual = field << shift;
-        let edge = self.rcv_nxt + actual;
+        let edge = self.rcv_nxt + self.advertisable(wnd);
         if seq_lt(self.rcv_adv, edge) {
             self.rcv_adv = edge;
         }
