@@ -1611,6 +1611,68 @@ fn newreno_recovers_three_holes_without_sack() {
     assert!(!net.a.tcp_ref().connection(ha).unwrap().negotiated().2);
 }
 
+#[test]
+fn limited_transmit_sends_new_data_on_the_first_two_duplicate_acks() {
+    for sack in [true, false] {
+        limited_transmit(sack);
+    }
+}
+
+/// A window of three segments (after an RTO) with the first lost: its two
+/// successors give only two duplicate ACKs. Each sends one new segment
+/// (RFC 3042), whose duplicate ACK is the third: fast retransmit, not a
+/// second RTO.
+fn limited_transmit(sack: bool) {
+    let mut p = Peer::connected_with(false, |c| c.sack = sack);
+    let mss = 1460;
+    let data = pattern(20 * mss, 3);
+    let now = p.raw.now;
+    assert_eq!(p.raw.iface.tcp().send(p.h, &data, now), Ok(data.len()));
+    assert_eq!(p.take().len(), 10, "the initial window");
+    // Every ACK is lost: the RTO resends the first segment, with a cwnd of one.
+    let rto = p.raw.iface.tcp_ref().connection(p.h).unwrap().rto();
+    let rtx = p.tick(rto);
+    assert_eq!(rtx.len(), 1, "{rtx:#?}");
+    assert_eq!(rtx[0].seq(), p.ack.0);
+    // The ACK of the whole flight: slow start takes cwnd to three segments.
+    p.ack += 10 * mss;
+    p.send(TcpFlags::ACK, &[]);
+    let flight = p.take();
+    let c = p.raw.iface.tcp_ref().connection(p.h).unwrap();
+    let cwnd = c.cwnd();
+    assert_eq!(cwnd, 3 * mss);
+    assert_eq!(flight.len(), 3, "{flight:#?}");
+    let una = p.ack.0;
+    let seg_seq = |k: usize| una.wrapping_add((k * mss) as u32);
+    // The first of the three is lost; each duplicate ACK releases one new
+    // segment, cwnd as it was.
+    for (dup, new) in [(1, 3), (2, 4)] {
+        let mut r = p.seg(TcpFlags::ACK);
+        if sack {
+            r.sack_ranges[0] = Some((seg_seq(1), seg_seq(dup + 1)));
+        }
+        p.raw.send(r, &[]);
+        let sent = p.take();
+        assert_eq!(sent.len(), 1, "sack {sack}, duplicate ACK {dup}: {sent:#?}");
+        assert_eq!((sent[0].seq(), sent[0].len()), (seg_seq(new), mss), "sack {sack}, duplicate ACK {dup}");
+        assert_eq!(p.raw.iface.tcp_ref().connection(p.h).unwrap().cwnd(), cwnd);
+    }
+    // The first new segment arrives: the third duplicate ACK.
+    let mut r = p.seg(TcpFlags::ACK);
+    if sack {
+        r.sack_ranges[0] = Some((seg_seq(1), seg_seq(4)));
+    }
+    p.raw.send(r, &[]);
+    let sent = p.take();
+    assert_eq!(sent.first().map(|s| (s.seq(), s.len())), Some((seg_seq(0), mss)), "sack {sack}: {sent:#?}");
+    let c = p.raw.iface.tcp_ref().connection(p.h).unwrap();
+    let stats = c.stats();
+    assert_eq!((stats.timeouts, stats.fast_recoveries), (1, 1), "sack {sack}: {stats:?}");
+    // ssthresh from the three segments outstanding before Limited Transmit
+    // (RFC 5681 3.2 step 2), by CUBIC's beta of 0.7.
+    assert_eq!(c.ssthresh(), 3 * mss * 7 / 10, "sack {sack}");
+}
+
 // ---- 7. retransmission timeouts --------------------------------------------------
 
 #[test]

@@ -205,6 +205,12 @@ pub struct Connection {
     recovery: Option<Recovery>,
     /// One segment to resend at the next dispatch (fast retransmit).
     retransmit_one: Option<TcpSeqNumber>,
+    /// New segments that duplicate ACKs below the threshold let go beyond
+    /// cwnd at the next dispatch (Limited Transmit, RFC 3042).
+    limited_transmit: usize,
+    /// Bytes Limited Transmit sent since snd_una last moved: not part of
+    /// the flight that ssthresh is taken from (RFC 5681 3.2 step 2).
+    limited_sent: usize,
     /// The persist timer fired on a small window: send what fits.
     sws_override: bool,
     /// The retransmission timer fired: the segment at snd_una goes out even
@@ -313,6 +319,8 @@ impl Connection {
             dupacks: 0,
             recovery: None,
             retransmit_one: None,
+            limited_transmit: 0,
+            limited_sent: 0,
             sws_override: false,
             rto_probe: false,
             retransmit_at: None,
@@ -1114,6 +1122,8 @@ impl Connection {
             }
             self.scoreboard.advance(ack);
             self.dupacks = 0;
+            self.limited_transmit = 0;
+            self.limited_sent = 0;
 
             // RTT: a timestamp echo, else the timed segment (Karn's rule).
             let mut sample = None;
@@ -1188,7 +1198,7 @@ impl Connection {
             };
             match &mut self.recovery {
                 None if lost => {
-                    let flight = self.in_flight_for_cc();
+                    let flight = self.in_flight_for_cc().saturating_sub(self.limited_sent);
                     self.congestion.on_congestion_event(flight, now);
                     self.stats.fast_recoveries += 1;
                     self.recovery = Some(Recovery {
@@ -1205,6 +1215,11 @@ impl Connection {
                     }
                 }
                 Some(rec) if !self.options.sack => rec.inflation += mss,
+                // Limited Transmit (RFC 3042, RFC 5681 3.2): the first two
+                // duplicate ACKs each let one new segment go, cwnd left as
+                // it is. With SACK only an ACK with news does (RFC 3042 2:
+                // a duplicated or forged ACK must not release data).
+                None if self.dupacks <= 2 && (!self.options.sack || sack_new > 0) => self.limited_transmit += 1,
                 _ => {}
             }
         }
@@ -1639,6 +1654,7 @@ impl Connection {
             }
         }
         while sent < DISPATCH_BURST {
+            let mut lt_segment = false;
             let limit = self.payload_limit();
             let queue_end = self.data_end();
             let sack_recovery = self.options.sack && self.recovery.is_some();
@@ -1693,7 +1709,15 @@ impl Connection {
             } else {
                 let flight = seq_dist(self.snd_una, self.snd_nxt);
                 let cwnd = self.congestion.cwnd() + self.recovery.map_or(0, |r| r.inflation);
-                let room = cwnd.saturating_sub(flight);
+                let mut room = cwnd.saturating_sub(flight);
+                let new_data = self.recovery.is_none() && self.snd_nxt == self.snd_max;
+                if room < limit && self.limited_transmit > 0 && new_data {
+                    // One segment of new data, as long as what is
+                    // outstanding stays within cwnd + 2 * SMSS (RFC 3042 2).
+                    let cap = self.congestion.cwnd() + 2 * self.effective_mss();
+                    room = cap.saturating_sub(flight).min(limit);
+                    lt_segment = true;
+                }
                 (self.snd_nxt, self.super_segment_limit(limit).min(room), seq_lt(self.snd_nxt, self.snd_max))
             };
             // The receive window counts from snd_una (RFC 9293 3.8.6.2.1).
@@ -1726,6 +1750,10 @@ impl Connection {
             }
             sent += 1;
             let end = seq + (len + usize::from(fin));
+            if lt_segment {
+                self.limited_transmit -= 1;
+                self.limited_sent += len + usize::from(fin);
+            }
             if (!sack_recovery || !retransmit) && seq_lt(self.snd_nxt, end) {
                 self.snd_nxt = end;
             }
@@ -1735,6 +1763,8 @@ impl Connection {
         }
         self.sws_override = false;
         self.rto_probe = false;
+        // A duplicate ACK releases a segment then or never (RFC 3042 2).
+        self.limited_transmit = 0;
         // Data waiting and nothing in flight: only a window update can get
         // it moving, and that may be lost. The persist timer makes sure.
         let queue_end = self.data_end();
@@ -1833,6 +1863,7 @@ impl Connection {
                 self.recovery = None;
                 self.retransmit_one = None;
                 self.dupacks = 0;
+                self.limited_sent = 0;
                 self.scoreboard.clear();
                 // Go back to the first unacknowledged byte.
                 self.snd_nxt = self.snd_una;
