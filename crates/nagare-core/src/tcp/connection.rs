@@ -1,6 +1,6 @@
 //! One TCP connection: the RFC 9293 state machine with RFC 7323 options,
-//! SACK (RFC 2018, RFC 6675), RFC 6298 timers, RFC 5681/6582 recovery and
-//! the RFC 5961 defences.
+//! SACK (RFC 2018, RFC 6675), RFC 6298 timers, RFC 5681/6582 recovery with
+//! Limited Transmit (RFC 3042) and the RFC 5961 defences.
 //!
 //! Sans-IO like the rest of the engine: `process` takes a parsed segment and
 //! its payload chain, `dispatch` hands out segments to send, `on_timer`
