@@ -8,6 +8,7 @@
 
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::iface::Error;
+use nagare_core::tcp::config::TcpConfig;
 use nagare_core::tcp::connection::State;
 use nagare_core::tcp::{Readiness, TcpEvent, TcpHandle, TcpListenerHandle, TcpSocket};
 use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
@@ -404,14 +405,21 @@ impl Peer {
     /// Our side connects; the peer answers with SYN-ACK (with timestamps if
     /// `ts`, and window scale 0 so windows read directly); established.
     fn connected(ts: bool) -> Peer {
+        Peer::connected_with(ts, |_| {})
+    }
+
+    /// As `connected`, with our side's settings changed by `setup` first;
+    /// the peer offers window scaling and SACK only if our SYN did.
+    fn connected_with(ts: bool, setup: impl FnOnce(&mut TcpConfig)) -> Peer {
         let mut raw = Raw::new();
+        setup(raw.iface.tcp().defaults_mut());
         let h = raw.iface.tcp().connect(SocketAddrV4::new(PEER_IP, 80), 0, raw.now).unwrap();
         let syn = raw.take_one();
         let mut synack =
             repr(80, syn.repr.src_port, 70_000, Some(syn.seq().wrapping_add(1)), TcpFlags::SYN | TcpFlags::ACK);
         synack.max_seg_size = Some(1460);
-        synack.window_scale = Some(0);
-        synack.sack_permitted = true;
+        synack.window_scale = syn.repr.window_scale.map(|_| 0);
+        synack.sack_permitted = syn.repr.sack_permitted;
         if ts {
             synack.timestamp = Some((5000, syn.repr.timestamp.unwrap().0));
         }
@@ -902,6 +910,45 @@ fn rst_in_syn_received_drops_the_half_open_connection() {
     assert!(raw.iface.tcp().accept(l).unwrap().is_none());
 }
 
+#[test]
+fn resets_carry_timestamps_when_the_connection_uses_them() {
+    // An abort (RFC 7323 3.2: TSval from our clock, TSecr = TS.Recent).
+    let mut p = Peer::connected(true);
+    p.tick(MS * 10);
+    p.send(TcpFlags::PSH | TcpFlags::ACK, b"hello");
+    let peer_ts = p.ts.unwrap();
+    let delayed = p.tick(MS * 50).pop().expect("the delayed ACK");
+    let ack_ts = delayed.repr.timestamp.expect("timestamps in use").0;
+    p.tick(MS * 7);
+    let now = p.raw.now;
+    p.raw.iface.tcp().abort(p.h, now).unwrap();
+    let rst = p.take();
+    assert_eq!(rst.len(), 1, "{rst:#?}");
+    assert!(rst[0].has(TcpFlags::RST));
+    let elapsed = now.saturating_since(delayed.at).as_millis() as u32;
+    assert_eq!(rst[0].repr.timestamp, Some((ack_ts.wrapping_add(elapsed), peer_ts)));
+    // Data that nobody will read, answered with a RST.
+    let mut p = Peer::connected(true);
+    let now = p.raw.now;
+    p.raw.iface.tcp().close(p.h, now).unwrap();
+    let fin = p.take();
+    assert!(fin[0].has(TcpFlags::FIN));
+    let fin_ts = p.our_ts;
+    p.tick(MS * 3);
+    p.send(TcpFlags::PSH | TcpFlags::ACK, b"too late");
+    let rst = p.take();
+    assert_eq!(rst.len(), 1, "{rst:#?}");
+    assert!(rst[0].has(TcpFlags::RST));
+    assert_eq!(rst[0].repr.timestamp, Some((fin_ts.wrapping_add(3), p.ts.unwrap())), "{rst:#?}");
+    // Without timestamps, none.
+    let mut p = Peer::connected(false);
+    let now = p.raw.now;
+    p.raw.iface.tcp().abort(p.h, now).unwrap();
+    let rst = p.take();
+    assert!(rst.len() == 1 && rst[0].has(TcpFlags::RST), "{rst:#?}");
+    assert_eq!(rst[0].repr.timestamp, None);
+}
+
 // ---- 4. closing ----------------------------------------------------------------
 
 #[test]
@@ -1272,6 +1319,31 @@ fn time_wait_reuse_between_two_stacks() {
     assert_eq!(net.a.counters().tcp_time_wait_reused, 11);
 }
 
+#[test]
+fn time_wait_acknowledges_data_but_not_bare_acks() {
+    let (mut raw, _l, our_next, _, _) = server_in_time_wait(false);
+    let start = raw.now;
+    assert!(raw.run_until(start + Duration::from_secs(2)).is_empty());
+    // Data in the window, after the peer's FIN: acknowledged, so the peer
+    // hears where the stream ended (RFC 9293 3.10.7.4).
+    raw.send(repr(40000, 80, 1_000_002, Some(our_next), TcpFlags::PSH | TcpFlags::ACK), b"late");
+    let ack = raw.take_one();
+    assert_eq!(ack.repr.flags, TcpFlags::ACK);
+    assert_eq!((ack.seq(), ack.ack()), (our_next, Some(1_000_002)));
+    // A duplicate of data before the FIN (out of the window): acknowledged.
+    raw.send(repr(40000, 80, 999_990, Some(our_next), TcpFlags::PSH | TcpFlags::ACK), b"0123456789");
+    assert_eq!(raw.take_one().ack(), Some(1_000_002));
+    // A bare ACK in the window is not answered: two ends must not
+    // acknowledge each other's ACKs.
+    raw.send(repr(40000, 80, 1_000_002, Some(our_next), TcpFlags::ACK), &[]);
+    assert!(raw.take().is_empty());
+    // Only a FIN restarts the 2 MSL: TIME-WAIT ends 10 s after it began.
+    raw.run_until(start + Duration::from_secs(10) - MS);
+    assert_eq!(raw.iface.tcp_ref().connection_count(), 1);
+    raw.run_until(start + Duration::from_secs(10));
+    assert_eq!(raw.iface.tcp_ref().connection_count(), 0);
+}
+
 // ---- 5. zero window ----------------------------------------------------------------
 
 /// A sends to B, whose receive buffer is small and who does not read.
@@ -1381,6 +1453,72 @@ fn lost_window_update_is_recovered_by_the_persist_timer() {
     assert_eq!(net.a.tcp_ref().connection(ha).unwrap().stats().timeouts, 0, "probes, not retransmission timeouts");
 }
 
+#[test]
+fn reads_without_window_scaling_send_no_window_update_the_field_cannot_show() {
+    // A buffer of 256 KiB, but without window scaling the field says at
+    // most 65,535: reads that free space beyond it change nothing the
+    // peer can see, and send nothing.
+    let mut p = Peer::connected_with(false, |c| c.window_scaling = false);
+    assert!(!p.raw.iface.tcp_ref().connection(p.h).unwrap().negotiated().0);
+    for k in 0..10 {
+        p.send(TcpFlags::ACK, &pattern(1460, k));
+    }
+    let acks = p.take();
+    assert_eq!(acks.len(), 5, "every second full segment: {acks:#?}");
+    assert!(acks.iter().all(|s| s.repr.window_len == 65535), "{acks:#?}");
+    let mut buf = [0u8; 100];
+    let mut read = 0;
+    let mut sent = Vec::new();
+    loop {
+        let now = p.raw.now;
+        match p.raw.iface.tcp().recv(p.h, &mut buf, now) {
+            Ok(n) => read += n,
+            Err(Error::WouldBlock) => break,
+            Err(e) => panic!("{e}"),
+        }
+        sent.extend(p.take());
+    }
+    assert_eq!(read, 14_600);
+    assert!(sent.is_empty(), "{} ACKs the same as the last one, the first {:#?}", sent.len(), sent.first());
+    assert!(p.tick(MS * 500).is_empty());
+}
+
+#[test]
+fn a_window_opening_from_zero_is_advertised_in_sws_steps() {
+    let buffer = 8 * 1460;
+    let mut p = Peer::connected_with(false, |c| c.recv_buffer = buffer);
+    for k in 0..8 {
+        p.send(TcpFlags::ACK, &pattern(1460, k));
+    }
+    let acks = p.take();
+    assert_eq!(acks.last().unwrap().repr.window_len, 0, "{acks:#?}");
+    // Reads of 500 bytes: an update each time the window can grow by two
+    // MSS over the one advertised (beyond RFC 9293 3.8.6.2.2's least step,
+    // min(buffer / 2, MSS)).
+    let mut buf = [0u8; 500];
+    let mut read = 0;
+    let mut advertised = 0;
+    let mut updates = Vec::new();
+    loop {
+        let now = p.raw.now;
+        match p.raw.iface.tcp().recv(p.h, &mut buf, now) {
+            Ok(n) => read += n,
+            Err(Error::WouldBlock) => break,
+            Err(e) => panic!("{e}"),
+        }
+        for s in p.take() {
+            assert!(s.is_bare() && s.ack() == Some(p.rcv_nxt()), "{s:#?}");
+            let wnd = usize::from(s.repr.window_len);
+            assert_eq!(wnd, read, "the whole free space, after {read} bytes read");
+            assert!(wnd >= advertised + 2 * 1460, "a step of {} after {advertised}", wnd - advertised);
+            advertised = wnd;
+            updates.push(wnd);
+        }
+    }
+    assert_eq!(read, buffer);
+    assert_eq!(updates, [3000, 6000, 9000]);
+}
+
 // ---- 6. loss recovery -----------------------------------------------------------
 
 /// Warms a connection up, then sends `segments` full segments in one flight
@@ -1471,6 +1609,68 @@ fn newreno_recovers_three_holes_without_sack() {
     assert_eq!(stats.retransmits, 3, "{stats:?}");
     assert!(net.sent_by(Side::B, mark).iter().all(|s| s.sacks().is_empty()));
     assert!(!net.a.tcp_ref().connection(ha).unwrap().negotiated().2);
+}
+
+#[test]
+fn limited_transmit_sends_new_data_on_the_first_two_duplicate_acks() {
+    for sack in [true, false] {
+        limited_transmit(sack);
+    }
+}
+
+/// A window of three segments (after an RTO) with the first lost: its two
+/// successors give only two duplicate ACKs. Each sends one new segment
+/// (RFC 3042), whose duplicate ACK is the third: fast retransmit, not a
+/// second RTO.
+fn limited_transmit(sack: bool) {
+    let mut p = Peer::connected_with(false, |c| c.sack = sack);
+    let mss = 1460;
+    let data = pattern(20 * mss, 3);
+    let now = p.raw.now;
+    assert_eq!(p.raw.iface.tcp().send(p.h, &data, now), Ok(data.len()));
+    assert_eq!(p.take().len(), 10, "the initial window");
+    // Every ACK is lost: the RTO resends the first segment, with a cwnd of one.
+    let rto = p.raw.iface.tcp_ref().connection(p.h).unwrap().rto();
+    let rtx = p.tick(rto);
+    assert_eq!(rtx.len(), 1, "{rtx:#?}");
+    assert_eq!(rtx[0].seq(), p.ack.0);
+    // The ACK of the whole flight: slow start takes cwnd to three segments.
+    p.ack += 10 * mss;
+    p.send(TcpFlags::ACK, &[]);
+    let flight = p.take();
+    let c = p.raw.iface.tcp_ref().connection(p.h).unwrap();
+    let cwnd = c.cwnd();
+    assert_eq!(cwnd, 3 * mss);
+    assert_eq!(flight.len(), 3, "{flight:#?}");
+    let una = p.ack.0;
+    let seg_seq = |k: usize| una.wrapping_add((k * mss) as u32);
+    // The first of the three is lost; each duplicate ACK releases one new
+    // segment, cwnd as it was.
+    for (dup, new) in [(1, 3), (2, 4)] {
+        let mut r = p.seg(TcpFlags::ACK);
+        if sack {
+            r.sack_ranges[0] = Some((seg_seq(1), seg_seq(dup + 1)));
+        }
+        p.raw.send(r, &[]);
+        let sent = p.take();
+        assert_eq!(sent.len(), 1, "sack {sack}, duplicate ACK {dup}: {sent:#?}");
+        assert_eq!((sent[0].seq(), sent[0].len()), (seg_seq(new), mss), "sack {sack}, duplicate ACK {dup}");
+        assert_eq!(p.raw.iface.tcp_ref().connection(p.h).unwrap().cwnd(), cwnd);
+    }
+    // The first new segment arrives: the third duplicate ACK.
+    let mut r = p.seg(TcpFlags::ACK);
+    if sack {
+        r.sack_ranges[0] = Some((seg_seq(1), seg_seq(4)));
+    }
+    p.raw.send(r, &[]);
+    let sent = p.take();
+    assert_eq!(sent.first().map(|s| (s.seq(), s.len())), Some((seg_seq(0), mss)), "sack {sack}: {sent:#?}");
+    let c = p.raw.iface.tcp_ref().connection(p.h).unwrap();
+    let stats = c.stats();
+    assert_eq!((stats.timeouts, stats.fast_recoveries), (1, 1), "sack {sack}: {stats:?}");
+    // ssthresh from the three segments outstanding before Limited Transmit
+    // (RFC 5681 3.2 step 2), by CUBIC's beta of 0.7.
+    assert_eq!(c.ssthresh(), 3 * mss * 7 / 10, "sack {sack}");
 }
 
 // ---- 7. retransmission timeouts --------------------------------------------------
@@ -1811,6 +2011,36 @@ fn paws_drops_a_segment_with_an_old_timestamp() {
     rst.timestamp = Some((1, p.our_ts));
     p.raw.send(rst, &[]);
     assert_eq!(p.state(), Ok(State::Closed));
+}
+
+#[test]
+fn a_segment_with_an_unacceptable_ack_does_not_move_ts_recent() {
+    // An in-window segment from a blind attacker: its ACK is of data never
+    // sent (too new) or older than any window (too old), and its TSval is
+    // far ahead. It is dropped and answered with an ACK, and TS.Recent
+    // stays, so PAWS still takes the real peer's next segment (RFC 5961
+    // 5.2, RFC 7323 4.3).
+    for too_new in [true, false] {
+        let mut p = Peer::connected(true);
+        p.tick(MS * 10);
+        let mut blind = p.seg(TcpFlags::PSH | TcpFlags::ACK);
+        blind.ack_number = Some(if too_new { p.ack + 100_000 } else { p.ack - 200_000 });
+        let far = p.ts.unwrap().wrapping_add(0x4000_0000);
+        blind.timestamp = Some((far, p.our_ts));
+        p.raw.send(blind, b"blind");
+        let segs = p.take();
+        assert_eq!(segs.len(), 1, "too_new {too_new}: an ACK answers: {segs:#?}");
+        assert_eq!(segs[0].ack(), Some(p.rcv_nxt()), "too_new {too_new}: the blind data was not taken");
+        assert_ne!(segs[0].repr.timestamp.map(|t| t.1), Some(far), "too_new {too_new}: TS.Recent moved");
+        // The real peer, on its own clock.
+        p.tick(MS * 10);
+        p.send(TcpFlags::PSH | TcpFlags::ACK, b"real data");
+        let mut buf = [0u8; 32];
+        let now = p.raw.now;
+        assert_eq!(p.raw.iface.tcp().recv(p.h, &mut buf, now), Ok(9), "too_new {too_new}");
+        assert_eq!(&buf[..9], b"real data");
+        assert_eq!(p.raw.iface.tcp_ref().connection(p.h).unwrap().stats().paws_drops, 0, "too_new {too_new}");
+    }
 }
 
 // ---- 12. listen backlog ------------------------------------------------------------

@@ -1,6 +1,6 @@
 //! One TCP connection: the RFC 9293 state machine with RFC 7323 options,
-//! SACK (RFC 2018, RFC 6675), RFC 6298 timers, RFC 5681/6582 recovery and
-//! the RFC 5961 defences.
+//! SACK (RFC 2018, RFC 6675), RFC 6298 timers, RFC 5681/6582 recovery with
+//! Limited Transmit (RFC 3042) and the RFC 5961 defences.
 //!
 //! Sans-IO like the rest of the engine: `process` takes a parsed segment and
 //! its payload chain, `dispatch` hands out segments to send, `on_timer`
@@ -210,6 +210,12 @@ pub struct Connection {
     recovery: Option<Recovery>,
     /// One segment to resend at the next dispatch (fast retransmit).
     retransmit_one: Option<TcpSeqNumber>,
+    /// New segments that duplicate ACKs below the threshold let go beyond
+    /// cwnd at the next dispatch (Limited Transmit, RFC 3042).
+    limited_transmit: usize,
+    /// Bytes Limited Transmit sent since snd_una last moved: not part of
+    /// the flight that ssthresh is taken from (RFC 5681 3.2 step 2).
+    limited_sent: usize,
     /// The persist timer fired on a small window: send what fits.
     sws_override: bool,
     /// The retransmission timer fired: the segment at snd_una goes out even
@@ -319,6 +325,8 @@ impl Connection {
             dupacks: 0,
             recovery: None,
             retransmit_one: None,
+            limited_transmit: 0,
+            limited_sent: 0,
             sws_override: false,
             rto_probe: false,
             retransmit_at: None,
@@ -987,14 +995,6 @@ impl Connection {
         };
         result.accepted = true;
 
-        // Timestamp bookkeeping (RFC 7323 4.3).
-        if let (true, Some((tsval, _))) = (self.options.timestamps, seg.timestamp) {
-            if seq_le(seg.seq_number, self.last_ack_sent) && (tsval.wrapping_sub(self.ts_recent) as i32) >= 0 {
-                self.ts_recent = tsval;
-                self.ts_recent_at = now;
-            }
-        }
-
         if self.state == State::SynReceived {
             if seq_lt(self.snd_una, ack) && seq_le(ack, self.snd_max) {
                 self.establish_from_syn_received(seg, ack, now);
@@ -1017,6 +1017,19 @@ impl Connection {
             self.ack_now = true;
             return result;
         }
+
+        // Timestamp bookkeeping (RFC 7323 4.3), only for a segment that
+        // passed every check, its ACK included: a blind segment in the
+        // window with a bogus ACK and a far-future TSval must not move
+        // TS.Recent, or PAWS would drop all that the real peer sends next
+        // (RFC 5961 5.2).
+        if let (true, Some((tsval, _))) = (self.options.timestamps, seg.timestamp) {
+            if seq_le(seg.seq_number, self.last_ack_sent) && (tsval.wrapping_sub(self.ts_recent) as i32) >= 0 {
+                self.ts_recent = tsval;
+                self.ts_recent_at = now;
+            }
+        }
+
         result.acked = self.process_ack(seg, ack, payload.len(), now);
 
         // Our FIN acknowledged?
@@ -1029,9 +1042,16 @@ impl Connection {
                 return result;
             }
             State::TimeWait => {
+                // Only a FIN is expected here: acknowledge it and restart
+                // the 2 MSL (RFC 9293 3.10.7.4). Data, which has no place
+                // after the peer's FIN, is acknowledged too, so the peer
+                // hears where the stream ended; a bare ACK is not, or two
+                // ends could keep acknowledging each other's ACKs.
                 if flags.contains(TcpFlags::FIN) {
                     self.ack_now = true;
                     self.restart_time_wait(now);
+                } else if !payload.is_empty() {
+                    self.ack_now = true;
                 }
                 return result;
             }
@@ -1182,6 +1202,8 @@ impl Connection {
             }
             self.scoreboard.advance(ack);
             self.dupacks = 0;
+            self.limited_transmit = 0;
+            self.limited_sent = 0;
 
             // RTT: a timestamp echo, else the timed segment (Karn's rule).
             let mut sample = None;
@@ -1256,7 +1278,7 @@ impl Connection {
             };
             match &mut self.recovery {
                 None if lost => {
-                    let flight = self.in_flight_for_cc();
+                    let flight = self.in_flight_for_cc().saturating_sub(self.limited_sent);
                     self.congestion.on_congestion_event(flight, now);
                     self.stats.fast_recoveries += 1;
                     self.recovery = Some(Recovery {
@@ -1273,6 +1295,11 @@ impl Connection {
                     }
                 }
                 Some(rec) if !self.options.sack => rec.inflation += mss,
+                // Limited Transmit (RFC 3042, RFC 5681 3.2): the first two
+                // duplicate ACKs each let one new segment go, cwnd left as
+                // it is. With SACK only an ACK with news does (RFC 3042 2:
+                // a duplicated or forged ACK must not release data).
+                None if self.dupacks <= 2 && (!self.options.sack || sack_new > 0) => self.limited_transmit += 1,
                 _ => {}
             }
         }
@@ -1391,14 +1418,28 @@ impl Connection {
         }
     }
 
-    /// When the receive queue drains enough to matter, tell the peer.
+    /// When the receive queue drains enough to matter, tell the peer: when
+    /// the window a segment could say (clamped to what the scaled field
+    /// holds) is past the one last advertised by at least the receiver's
+    /// SWS step of RFC 9293 3.8.6.2.2, min(RCV.BUFF / 2, MSS). Two MSS
+    /// here, so that a read of a small request leaves the update to the
+    /// reply. Without window scaling a buffer above 64 KiB is mostly free
+    /// space the field cannot show: counting it would send an ACK the same
+    /// as the last one at every read.
     fn maybe_window_update(&mut self) {
         let advertised = seq_dist(self.rcv_nxt, self.rcv_adv);
-        let now_possible = self.receive_window();
+        let now_possible = self.advertisable(self.receive_window());
         let threshold = (self.config.recv_buffer / 2).min(2 * self.local_mss);
         if now_possible >= advertised + threshold {
             self.ack_now = true;
         }
+    }
+
+    /// The largest window up to `wnd` that the window field can say with
+    /// our shift.
+    fn advertisable(&self, wnd: usize) -> usize {
+        let shift = self.options.rcv_shift;
+        (wnd.min(65535usize << shift) >> shift) << shift
     }
 
     // ---- output ------------------------------------------------------------
@@ -1411,12 +1452,9 @@ impl Connection {
         let free = self.receive_window();
         let current = seq_dist(self.rcv_nxt, self.rcv_adv);
         let step = (self.config.recv_buffer / 2).min(self.local_mss);
-        let mut wnd = if free >= current + step || free == self.config.recv_buffer { free } else { current };
-        wnd = wnd.min(65535usize << shift);
+        let wnd = if free >= current + step || free == self.config.recv_buffer { free } else { current };
         // Round down to what the scaled field can say, then never shrink.
-        let field = (wnd >> shift).min(65535);
-        let actual = field << shift;
-        let edge = self.rcv_nxt + actual;
+        let edge = self.rcv_nxt + self.advertisable(wnd);
         if seq_lt(self.rcv_adv, edge) {
             self.rcv_adv = edge;
         }
@@ -1513,13 +1551,18 @@ impl Connection {
             // From the highest sequence sent: after an RTO snd_nxt steps
             // back, and a RST from there may fall below the peer's
             // rcv_nxt, out of its window.
-            let repr = TcpRepr::bare(
+            let mut repr = TcpRepr::bare(
                 self.local.port(),
                 self.remote.port(),
                 self.snd_max,
                 Some(self.rcv_nxt),
                 TcpFlags::RST | TcpFlags::ACK,
             );
+            // With timestamps in use a RST carries them too (RFC 7323
+            // 3.2), so a peer that checks them on every segment takes it.
+            if self.options.timestamps {
+                repr.timestamp = Some((self.ts_now(now), self.ts_recent));
+            }
             emit(repr, PacketBuf::new());
             self.stats.segments_sent += 1;
             self.enter_closed();
@@ -1691,6 +1734,7 @@ impl Connection {
             }
         }
         while sent < DISPATCH_BURST {
+            let mut lt_segment = false;
             let limit = self.payload_limit();
             let queue_end = self.data_end();
             let sack_recovery = self.options.sack && self.recovery.is_some();
@@ -1745,7 +1789,15 @@ impl Connection {
             } else {
                 let flight = seq_dist(self.snd_una, self.snd_nxt);
                 let cwnd = self.congestion.cwnd() + self.recovery.map_or(0, |r| r.inflation);
-                let room = cwnd.saturating_sub(flight);
+                let mut room = cwnd.saturating_sub(flight);
+                let new_data = self.recovery.is_none() && self.snd_nxt == self.snd_max;
+                if room < limit && self.limited_transmit > 0 && new_data {
+                    // One segment of new data, as long as what is
+                    // outstanding stays within cwnd + 2 * SMSS (RFC 3042 2).
+                    let cap = self.congestion.cwnd() + 2 * self.effective_mss();
+                    room = cap.saturating_sub(flight).min(limit);
+                    lt_segment = true;
+                }
                 (self.snd_nxt, self.super_segment_limit(limit).min(room), seq_lt(self.snd_nxt, self.snd_max))
             };
             // The receive window counts from snd_una (RFC 9293 3.8.6.2.1).
@@ -1778,6 +1830,10 @@ impl Connection {
             }
             sent += 1;
             let end = seq + (len + usize::from(fin));
+            if lt_segment {
+                self.limited_transmit -= 1;
+                self.limited_sent += len + usize::from(fin);
+            }
             if (!sack_recovery || !retransmit) && seq_lt(self.snd_nxt, end) {
                 self.snd_nxt = end;
             }
@@ -1787,6 +1843,8 @@ impl Connection {
         }
         self.sws_override = false;
         self.rto_probe = false;
+        // A duplicate ACK releases a segment then or never (RFC 3042 2).
+        self.limited_transmit = 0;
         // Data waiting and nothing in flight: only a window update can get
         // it moving, and that may be lost. The persist timer makes sure.
         let queue_end = self.data_end();
@@ -1887,6 +1945,7 @@ impl Connection {
                 self.recovery = None;
                 self.retransmit_one = None;
                 self.dupacks = 0;
+                self.limited_sent = 0;
                 self.scoreboard.clear();
                 // Go back to the first unacknowledged byte.
                 self.snd_nxt = self.snd_una;
