@@ -2,7 +2,7 @@
 # Installs, as root, the Debian packages the interop tests drive: the Linux
 # programs nagare is tested and benchmarked against (iperf3 and sockperf:
 # the Linux veth peers of `nagare bench vni`; ApacheBench for the HTTP
-# server). Without root it says what is missing;
+# server; hping3 for the SYN flood). Without root it says what is missing;
 # the tests that need it then report SKIPPED with the reason.
 set -euo pipefail
 
@@ -20,6 +20,7 @@ declare -A package_of=(
     [iperf3]=iperf3
     [sockperf]=sockperf
     [ab]=apache2-utils
+    [hping3]=hping3
     [timeout]=coreutils
 )
 

@@ -21,7 +21,9 @@
 # processing runs inside the sender's call: the table shows both rates.
 # FLOOD_INTERVAL (hping3's -i, e.g. u20) paces the flood instead.
 #
-# Needs root, hping3, ab and nginx (scripts/install-test-deps.sh). Traffic
+# Needs root, hping3 and ab (scripts/install-test-deps.sh) and nginx (the
+# Debian package nginx-light: not installed by the test set-up, since no
+# test needs it and its package may start a server). Traffic
 # stays inside the namespaces this script creates; everything it creates is
 # removed on exit, also on failure or Ctrl-C. Every run is bounded by
 # DURATION plus a few seconds.
@@ -92,7 +94,7 @@ trap 'exit 143' TERM
 
 [[ $(id -u) -eq 0 ]] || { log "syn_flood.sh: needs root"; exit 1; }
 for tool in hping3 ab nginx ip; do
-    command -v "$tool" >/dev/null || { log "syn_flood.sh: $tool is missing (scripts/install-test-deps.sh installs it)"; exit 1; }
+    command -v "$tool" >/dev/null || { log "syn_flood.sh: $tool is missing (scripts/install-test-deps.sh installs all but nginx: apt-get install nginx-light)"; exit 1; }
 done
 
 NAGARE="${NAGARE:-$ROOT/target/release/nagare}"
