@@ -9,6 +9,7 @@
 use crate::driver::{DriverLink, DriverLinkStats, DriverStats};
 use crate::session::Session;
 use nagare_core::buf::{BufferPool, PacketBuf};
+use nagare_core::tcp::syn_guard::SynFilter;
 use nagare_core::{Capabilities, Instant};
 use nagare_dev::{Device, DeviceStats};
 use nagare_ipc::Descriptor;
@@ -37,6 +38,12 @@ impl Device for FramePath {
 
     fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, now: Instant) -> io::Result<usize> {
         self.device_mut().transmit_batch(frames, now)
+    }
+
+    /// An inline TAP takes the filter; a driver does not (its device is
+    /// in another process), and the engine applies the filter itself.
+    fn set_syn_filter(&mut self, filter: &SynFilter) -> io::Result<()> {
+        self.device_mut().set_syn_filter(filter)
     }
 
     fn capabilities(&self) -> Capabilities {
