@@ -7,6 +7,8 @@
 #                SYN-ACK to a spoofed source is written to the TAP
 #   namespaces B and C: veth pair, 10.85.0.1/24 <-> 10.85.0.2/24, nginx
 #                in C, its default route through B
+#   namespace D: as A (10.87.0.0/24), nagare with its SYN guard off
+#                (`--syn-budget 0`), the same engine before the guard
 #
 # For each server, quiet and then under `hping3 --flood --rand-source -S`
 # from the client's namespace, ApacheBench fetches a 4 KiB file for
@@ -52,8 +54,10 @@ TAG="sf$$"
 NS_A="${TAG}-a"
 NS_B="${TAG}-b"
 NS_C="${TAG}-c"
+NS_D="${TAG}-d"
 WORK="$(mktemp -d /tmp/nagare-syn-flood.XXXXXX)"
 NAGARE_PID=""
+UNGUARDED_PID=""
 NGINX_PID=""
 FLOOD_PID=""
 
@@ -77,8 +81,9 @@ cleanup() {
     set +e
     stop_pid "$FLOOD_PID"
     stop_pid "$NAGARE_PID"
+    stop_pid "$UNGUARDED_PID"
     stop_pid "$NGINX_PID"
-    for ns in "$NS_A" "$NS_B" "$NS_C"; do
+    for ns in "$NS_A" "$NS_B" "$NS_C" "$NS_D"; do
         ip netns list 2>/dev/null | grep -qw -- "$ns" && ip netns del "$ns"
     done
     if [[ -s "$WORK/nagare.log" && $rc -ne 0 ]]; then
@@ -110,7 +115,7 @@ fi
 head -c 4096 /dev/urandom >"$WORK/index.html"
 
 # --- topology ---------------------------------------------------------------
-for ns in "$NS_A" "$NS_B" "$NS_C"; do
+for ns in "$NS_A" "$NS_B" "$NS_C" "$NS_D"; do
     ip netns add "$ns"
     ip -n "$ns" link set lo up
 done
@@ -118,6 +123,9 @@ done
 ip netns exec "$NS_A" ip tuntap add dev tap0 mode tap
 ip -n "$NS_A" addr add 10.84.0.1/24 dev tap0
 ip -n "$NS_A" link set tap0 up
+ip netns exec "$NS_D" ip tuntap add dev tap0 mode tap
+ip -n "$NS_D" addr add 10.87.0.1/24 dev tap0
+ip -n "$NS_D" link set tap0 up
 
 ip link add "${TAG}-vb" netns "$NS_B" type veth peer name "${TAG}-vc" netns "$NS_C"
 ip -n "$NS_B" link set "${TAG}-vb" name veth0
@@ -131,6 +139,9 @@ ip -n "$NS_C" route add default via 10.85.0.1
 ip netns exec "$NS_A" "$NAGARE" up --tap tap0 --addr 10.84.0.2/24 --gateway 10.84.0.1 --http "$WORK" \
     >"$WORK/nagare.log" 2>&1 &
 NAGARE_PID=$!
+ip netns exec "$NS_D" "$NAGARE" up --tap tap0 --addr 10.87.0.2/24 --gateway 10.87.0.1 --syn-budget 0 --http "$WORK" \
+    >"$WORK/unguarded.log" 2>&1 &
+UNGUARDED_PID=$!
 
 cat >"$WORK/nginx.conf" <<EOF
 daemon off;
@@ -159,6 +170,7 @@ wait_http() {
     return 1
 }
 wait_http "$NS_A" http://10.84.0.2/index.html
+wait_http "$NS_D" http://10.87.0.2/index.html
 wait_http "$NS_B" http://10.85.0.2/index.html
 
 # --- measurement ------------------------------------------------------------
@@ -201,19 +213,21 @@ LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 : >"$WORK/results"
 for round in $(seq 1 "$ROUNDS"); do
     run nagare "$NS_A" http://10.84.0.2/index.html 10.84.0.2 tap0
+    run nagare-unguarded "$NS_D" http://10.87.0.2/index.html 10.87.0.2 tap0
     run linux "$NS_B" http://10.85.0.2/index.html 10.85.0.2 veth0
     log "  round $round done"
 done
 kill -0 "$NAGARE_PID" 2>/dev/null || { log "nagare died during the run"; exit 1; }
+kill -0 "$UNGUARDED_PID" 2>/dev/null || { log "nagare (guard off) died during the run"; exit 1; }
 
 # --- report -----------------------------------------------------------------
 echo "Legitimate fetches (4 KiB, ab -c $CONCURRENCY, one connection each, $DURATION s) quiet and under hping3 ${FLOOD_ARGS[*]} --rand-source -S,"
-echo "nagare up --http over a TAP beside Linux (nginx, 1 worker) over veth; median of $ROUNDS rounds."
+echo "nagare up --http over a TAP (with its SYN guard, and without: --syn-budget 0) beside Linux (nginx, 1 worker) over veth; median of $ROUNDS rounds."
 echo "load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs"
 echo
 echo "| server | quiet (req/s) | under flood (req/s) | flood/quiet | failed | flood offered (SYN/s) | dropped by the link (frames/s) |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
-for name in nagare linux; do
+for name in nagare nagare-unguarded linux; do
     awk -v name="$name" '
     $1 == name { n++; q[n] = $2; f[n] = $3; c += $4; fl += $5; off[n] = $6 / ($8 - $7); dr[n] = $9 / ($11 - $10) }
     function median(a, n,   i, j, t) {

@@ -77,6 +77,7 @@ pub fn run(args: NetdBenchArgs) -> Result<()> {
         gateway: None,
         mac: None,
         impair: None,
+        syn_budget: None,
     };
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<()>>();
     let netd_stop = Arc::clone(&stop);

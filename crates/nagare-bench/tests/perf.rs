@@ -59,6 +59,7 @@ fn vni(segment: &str, addr: &str) -> Stack {
         gateway: None,
         mac: None,
         impair: None,
+        syn_budget: None,
     })
 }
 

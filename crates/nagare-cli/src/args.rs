@@ -59,6 +59,10 @@ struct LinkExtras {
     /// Impair traffic both ways, e.g. loss=3%,delay=2ms,reorder=10%,dup=1%,corrupt=0.1%.
     #[arg(long)]
     impair: Option<Impairment>,
+    /// SYNs per second from peers without a completed handshake, to a full
+    /// SYN queue, above which the SYN guard engages (0: never; default 10000).
+    #[arg(long)]
+    syn_budget: Option<u32>,
 }
 
 impl LinkExtras {
@@ -67,11 +71,18 @@ impl LinkExtras {
             (Some(name), _) => DeviceSpec::Tap { name: name.clone(), offload },
             (None, segment) => DeviceSpec::Vni { segment: segment.cloned().unwrap_or_default() },
         };
-        LinkSpec { device, addr, gateway: self.gateway, mac: self.mac, impair: self.impair }
+        LinkSpec {
+            device,
+            addr,
+            gateway: self.gateway,
+            mac: self.mac,
+            impair: self.impair,
+            syn_budget: self.syn_budget,
+        }
     }
 
     fn any(&self) -> bool {
-        self.gateway.is_some() || self.mac.is_some() || self.impair.is_some()
+        self.gateway.is_some() || self.mac.is_some() || self.impair.is_some() || self.syn_budget.is_some()
     }
 }
 
@@ -94,7 +105,7 @@ impl OptionalLinkArgs {
     pub fn check_device(&self) -> Result<()> {
         if self.tap.is_none() && self.vni.is_none() && (self.addr.is_some() || self.more.any()) {
             bail!(
-                "--addr, --gateway, --mac and --impair need --tap or --vni (without them the kernel's stack is used)"
+                "--addr, --gateway, --mac, --impair and --syn-budget need --tap or --vni (without them the kernel's stack is used)"
             );
         }
         Ok(())

@@ -49,6 +49,10 @@ pub struct LinkSpec {
     pub mac: Option<EthernetAddress>,
     /// Loss, delay, reordering, duplication or corruption both ways.
     pub impair: Option<Impairment>,
+    /// Unproven SYNs per second above which the engine's SYN guard
+    /// engages (0: never); `None` keeps the engine's default
+    /// (`nagare_core::tcp::syn_guard::DEFAULT_SYN_BUDGET`).
+    pub syn_budget: Option<u32>,
 }
 
 impl LinkSpec {
@@ -130,5 +134,9 @@ pub fn interface_on(device: &dyn Device, link: &LinkSpec, clock: &MonotonicClock
     let mut config = InterfaceConfig::new(link.mac(), link.addr);
     config.gateway = link.gateway;
     config.seed = clock.unix_epoch_micros() ^ u64::from(std::process::id());
-    Interface::new(config, device.capabilities(), BufferPool::new(BUFFER_SIZE, POOL_BUFFERS))
+    let mut iface = Interface::new(config, device.capabilities(), BufferPool::new(BUFFER_SIZE, POOL_BUFFERS));
+    if let Some(budget) = link.syn_budget {
+        iface.tcp().set_syn_budget(budget);
+    }
+    iface
 }

@@ -12,6 +12,7 @@
 //!     gateway: None,
 //!     mac: None,
 //!     impair: None,
+//!     syn_budget: None,
 //! };
 //! let built = NetdBuilder::new(link).placement(Placement::Single).build()?;
 //! let stop = std::sync::atomic::AtomicBool::new(false);
