@@ -1,4 +1,4 @@
-//! `nagare up` run by a user without privileges (`nobody`, through
+//! `nagare up` and `nagare netd` run by a user without privileges (`nobody`, through
 //! `setpriv`), inside a network namespace each test creates and removes:
 //! without a TAP made for that user it says so and how to get one; with
 //! one (made and set up by root) it runs. Needs root to set the scene;
@@ -51,9 +51,9 @@ fn up_without_a_tap_of_ones_own_says_how_to_get_one() {
 }
 
 #[test]
-fn up_runs_unprivileged_on_a_tap_made_for_its_user() {
+fn up_and_netd_run_unprivileged_on_a_tap_made_for_their_user() {
     if let Some(reason) = interop_unavailable(&["setpriv", "unshare", "mknod", "ping"]) {
-        return skip("up_runs_unprivileged_on_a_tap_made_for_its_user", &reason);
+        return skip("up_and_netd_run_unprivileged_on_a_tap_made_for_their_user", &reason);
     }
     let ns = Netns::new("nobody-tap");
     ns.ip(&["tuntap", "add", "dev", "tapu", "mode", "tap", "user", NOBODY]);
@@ -68,4 +68,18 @@ fn up_runs_unprivileged_on_a_tap_made_for_its_user() {
     let output = up.terminate(Duration::from_secs(5));
     let stderr = output.as_ref().map(|o| String::from_utf8_lossy(&o.stderr).into_owned()).unwrap_or_default();
     assert!(answered, "nagare up as nobody on its own TAP never answered a ping: {stderr}");
+
+    // netd too, with its driver process, and its socket where nobody may
+    // write.
+    let socket = std::env::temp_dir().join(format!("nagare-nobody-{}.sock", std::process::id()));
+    let mut netd = Process::spawn(
+        as_nobody(&ns, &["netd", "--tap", "tapu", "--addr", "10.87.0.2/24", "--socket", socket.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    let answered = answers_ping(&ns, "10.87.0.2");
+    let output = netd.terminate(Duration::from_secs(5));
+    let _ = std::fs::remove_file(&socket);
+    let stderr = output.as_ref().map(|o| String::from_utf8_lossy(&o.stderr).into_owned()).unwrap_or_default();
+    assert!(answered, "nagare netd as nobody on its own TAP never answered a ping: {stderr}");
 }
