@@ -86,15 +86,22 @@ pub(crate) fn connect_error(path: &Path, e: RendezvousError) -> io::Error {
                 crate::NETD_ENV
             ),
         ),
-        RendezvousError::Region(e) => io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "nagare netd at {at} offered shared memory this program cannot use ({e}): run a netd from the same \
-                 nagare release as this program"
-            ),
-        ),
+        RendezvousError::Region(e) => unusable_region(path, e),
         RendezvousError::NotAllowed(_) => io::Error::new(io::ErrorKind::PermissionDenied, format!("{at}: {e}")),
     }
+}
+
+/// The error of a region from netd at `path` whose rings or buffers do not
+/// hold together (`e` says where).
+pub(crate) fn unusable_region(path: &Path, e: impl std::fmt::Display) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "nagare netd at {} offered shared memory this program cannot use ({e}): run a netd from the same \
+             nagare release as this program",
+            path.display()
+        ),
+    )
 }
 
 /// The error of every call once netd at `path` has gone away.

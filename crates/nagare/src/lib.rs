@@ -111,10 +111,11 @@ impl Session {
     pub fn connect(path: impl AsRef<Path>) -> io::Result<Session> {
         let socket = path.as_ref().to_path_buf();
         let client = Client::connect(&socket).map_err(|e| errors::connect_error(&socket, e))?;
-        let requests = client.region.producer(0).map_err(io::Error::other)?;
-        let completions = client.region.consumer(1).map_err(io::Error::other)?;
-        let direct = client.region.consumer(2).map_err(io::Error::other)?;
-        let pool = client.region.pool().map_err(io::Error::other)?;
+        let unusable = |e: nagare_ipc::RegionError| errors::unusable_region(&socket, e);
+        let requests = client.region.producer(0).map_err(unusable)?;
+        let completions = client.region.consumer(1).map_err(unusable)?;
+        let direct = client.region.consumer(2).map_err(unusable)?;
+        let pool = client.region.pool().map_err(unusable)?;
         let notifier = Notifier::new(client.server_wakeup.try_clone()?);
         let waiter = Waiter::new(client.client_wakeup.try_clone()?, spin_from_env());
         let conn = Conn {
