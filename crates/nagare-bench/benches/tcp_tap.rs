@@ -468,7 +468,7 @@ impl NagareStack {
         let clock = MonotonicClock::new();
         let mac = EthernetAddress([0x02, 0x6e, net[0], net[1], net[2], 2]);
         let mut config = InterfaceConfig::new(mac, Ipv4Cidr::new(ours, 24).map_err(|e| format!("{e:?}"))?);
-        config.seed = clock.unix_epoch_micros() ^ u64::from(std::process::id());
+        nagare_host::secrets::randomize(&mut config).map_err(|e| e.to_string())?;
         let mut iface = Interface::new(config, tap.capabilities(), BufferPool::new(POOL_BUFFER_SIZE, POOL_BUFFERS));
         let defaults = iface.tcp().defaults_mut();
         defaults.send_buffer = buffer;

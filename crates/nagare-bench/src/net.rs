@@ -134,6 +134,7 @@ fn side(ip: Ipv4Addr, mac: u8, port: Box<dyn Device>, config: &PairConfig) -> Ho
     let cidr = Ipv4Cidr::new(ip, 24).expect("a /24 is valid");
     let mut ic = InterfaceConfig::new(EthernetAddress([0x02, 0x6e, 0x67, 0, 0, mac]), cidr);
     ic.seed = 0x6265_6e63_6800 | u64::from(mac);
+    ic.secrets = nagare_core::Secrets::from_seed(ic.seed);
     // A 4 MiB window is ~2900 segments queued in one go.
     ic.tx_queue_limit = 1 << 16;
     let pool = BufferPool::new(BUFFER_SIZE, config.pool_buffers);

@@ -129,11 +129,11 @@ pub enum Only {
 
 // ---- hosts on a VNI port ------------------------------------------------
 
-fn vni_host(seg: Arc<Segment>, addr: Ipv4Addr, clock: &MonotonicClock) -> Result<Host<VniPort>> {
+fn vni_host(seg: Arc<Segment>, addr: Ipv4Addr) -> Result<Host<VniPort>> {
     let port = VniPort::attach(seg, None).context("attaching to the bench segment")?;
     let mut config =
         InterfaceConfig::new(EthernetAddress(port.mac()), Ipv4Cidr::new(addr, 24).map_err(|e| anyhow!("{e}"))?);
-    config.seed = clock.unix_epoch_micros() ^ u64::from(std::process::id());
+    nagare_host::secrets::randomize(&mut config)?;
     let iface = Interface::new(config, port.capabilities(), BufferPool::new(BUFFER_SIZE, POOL_BUFFERS));
     Ok(Host::new(iface, port))
 }
@@ -178,7 +178,7 @@ fn run_peer(segment: &str, poll: bool) -> Result<()> {
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
     let seg = Arc::new(Segment::open(segment).with_context(|| format!("opening VNI {segment}"))?);
-    let mut host = vni_host(seg, B_ADDR, &clock)?;
+    let mut host = vni_host(seg, B_ADDR)?;
     host.device.set_busy_poll(poll);
     let any = |port| SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
     let udp_sink = host.iface.udp().bind(any(SINK_PORT)).map_err(eng)?;
@@ -483,7 +483,7 @@ impl Setup {
         let seg = SegmentGuard::create(mtu, slots)?;
         let peer = Peer::start(&seg.name, poll)?;
         let clock = MonotonicClock::new();
-        let mut host = vni_host(Arc::clone(&seg.seg), A_ADDR, &clock)?;
+        let mut host = vni_host(Arc::clone(&seg.seg), A_ADDR)?;
         host.device.set_busy_poll(poll);
         let mut s = Setup { host, peer, clock, _seg: seg };
         let sock = s.host.iface.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).map_err(eng)?;

@@ -49,6 +49,38 @@ fn bad_arguments_get_clear_errors() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--impair"));
 }
 
+#[test]
+fn commands_through_a_missing_netd_say_how_to_start_one() {
+    let dir = std::env::temp_dir().join(format!("nagare-cli-no-netd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("netd.sock");
+    let socket_arg = socket.to_str().unwrap();
+    let body = dir.join("body");
+    let commands: [&[&str]; 3] = [
+        &["stat", "--via", socket_arg],
+        &["ping", "--via", socket_arg, "-c", "1", "10.0.0.1"],
+        &["fetch", "--via", socket_arg, "http://10.0.0.1/", "-o", body.to_str().unwrap()],
+    ];
+    for args in commands {
+        let out = nagare().args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded without a netd");
+        for needle in [
+            format!("no nagare netd answers at {}", socket.display()),
+            format!("`nagare netd --tap TAP --addr ADDRESS/PREFIX --socket {}`", socket.display()),
+            String::from("NAGARE_NETD"),
+        ] {
+            assert!(stderr.contains(&needle), "{args:?}: {needle:?} missing from: {stderr}");
+        }
+        assert_eq!(
+            stderr.matches(socket_arg).count(),
+            2,
+            "{args:?}: the path said once, and once in the hint: {stderr}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `nagare perf server` on the kernel's stack, ended by pid with SIGTERM.
 struct PerfServer {
     child: Option<std::process::Child>,

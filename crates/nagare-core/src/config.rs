@@ -1,5 +1,6 @@
 //! Configuration of an interface and the limits that bound its memory.
 
+use crate::hash::SipKey;
 use alloc::vec::Vec;
 use core::net::Ipv4Addr;
 use core::time::Duration;
@@ -104,10 +105,52 @@ pub struct InterfaceConfig {
     pub tx_queue_limit: usize,
     /// Seeds the choice of IP identifications and ephemeral ports.
     pub seed: u64,
+    /// The keys of the engine's keyed hashes.
+    pub secrets: Secrets,
 }
 
+/// The keys an engine must keep from the network: one for RFC 6528 initial
+/// sequence numbers and SYN cookies, an independent one for the hash of the
+/// connection table, so that neither can be learned through the other.
+///
+/// The engine takes them as input, being without a random source of its
+/// own: a host on a real network gives it keys from the operating system's
+/// random source (`nagare_host::secrets` on Linux); simulations and tests
+/// derive them from a seed ([`Secrets::from_seed`]) so that a run repeats.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Secrets {
+    /// Keys initial sequence numbers and SYN cookies.
+    pub isn: SipKey,
+    /// Keys the hash of the connection table.
+    pub table: SipKey,
+}
+
+impl Secrets {
+    /// Keys derived from `seed`, the same for the same seed: for simulation
+    /// and tests only, since whoever knows or guesses the seed knows them.
+    pub fn from_seed(seed: u64) -> Secrets {
+        Secrets {
+            isn: SipKey::from_seed(seed ^ 0x7463_7073_6563_7265),
+            table: SipKey::from_seed(seed ^ 0x0064_656d_7578),
+        }
+    }
+}
+
+/// Shows that keys are there, never the keys.
+impl core::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("Secrets { .. }")
+    }
+}
+
+/// The seed of [`InterfaceConfig::new`].
+const DEFAULT_SEED: u64 = 0x6e61_6761_7265;
+
 impl InterfaceConfig {
-    /// A configuration with one address and default limits.
+    /// A configuration with one address and default limits. Its seed and
+    /// secrets are fixed, as simulations and tests want them; a host on a
+    /// real network replaces both with values from the operating system's
+    /// random source (`nagare_host::secrets::randomize`).
     pub fn new(mac: EthernetAddress, address: Ipv4Cidr) -> Self {
         InterfaceConfig {
             mac,
@@ -122,7 +165,8 @@ impl InterfaceConfig {
             udp_rx_queue_packets: 1024,
             udp_rx_queue_bytes: 4 << 20,
             tx_queue_limit: 4096,
-            seed: 0x6e61_6761_7265,
+            seed: DEFAULT_SEED,
+            secrets: Secrets::from_seed(DEFAULT_SEED),
         }
     }
 }

@@ -26,7 +26,7 @@ pub mod time;
 pub mod udp;
 
 pub use capabilities::Capabilities;
-pub use config::{InterfaceConfig, Route};
+pub use config::{InterfaceConfig, Route, Secrets};
 pub use counters::Counters;
 pub use icmp::EchoHandle;
 pub use iface::Interface;

@@ -92,6 +92,7 @@ fn interface(mac: u8, ip: Ipv4Addr, seed: u64) -> Interface {
         nagare_wire::Ipv4Cidr::new(ip, 24).unwrap(),
     );
     config.seed = seed;
+    config.secrets = nagare_core::Secrets::from_seed(seed);
     Interface::new(config, Capabilities::default(), BufferPool::new(2048, 8192))
 }
 

@@ -124,7 +124,14 @@ fn open_tun() -> io::Result<File> {
         .write(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open("/dev/net/tun")
-        .map_err(|e| io::Error::new(e.kind(), format!("opening /dev/net/tun: {e}")))
+        .map_err(|e| {
+            let hint = match e.kind() {
+                io::ErrorKind::NotFound => " (the kernel's tun driver is not there: load it with `modprobe tun`)",
+                io::ErrorKind::PermissionDenied => " (run as root, or let this user read and write /dev/net/tun)",
+                _ => "",
+            };
+            io::Error::new(e.kind(), format!("opening /dev/net/tun: {e}{hint}"))
+        })
 }
 
 /// Attaches the open tun file to TAP `name` (TUNSETIFF).
@@ -264,13 +271,19 @@ impl TapDevice {
         }
         if let Err(e) = attached {
             let hint = if e.raw_os_error() == Some(libc::EPERM) {
-                " (needs root or CAP_NET_ADMIN)"
+                format!(
+                    " (creating a TAP, or attaching to one made for another user, needs root or CAP_NET_ADMIN: run \
+                     as root, or have root make one for this user first with `ip tuntap add dev {name} mode tap \
+                     user {}` and `ip link set {name} up`)",
+                    // SAFETY: geteuid has no preconditions and touches no memory.
+                    unsafe { libc::geteuid() }
+                )
             } else if e.raw_os_error() == Some(libc::EINVAL) && existed {
-                " (an interface of that name exists and is not a TAP)"
+                String::from(" (an interface of that name exists and is not a TAP: choose another name)")
             } else if e.raw_os_error() == Some(libc::EBUSY) {
-                " (the TAP is already attached to another process)"
+                String::from(" (the TAP is already attached to another process: stop it, or use another TAP)")
             } else {
-                ""
+                String::new()
             };
             return Err(io::Error::new(e.kind(), format!("TUNSETIFF {name}: {e}{hint}")));
         }
@@ -395,8 +408,27 @@ impl TapDevice {
         // SAFETY: SIOCGIFFLAGS filled in the `ifru_flags` member.
         let flags = unsafe { ifr.ifr_ifru.ifru_flags };
         let up_flag = libc::IFF_UP as libc::c_short;
+        if (flags & up_flag != 0) == up {
+            // Already so: changing flags needs CAP_NET_ADMIN, which the
+            // user a TAP was made for may not have.
+            return Ok(());
+        }
         ifr.ifr_ifru.ifru_flags = if up { flags | up_flag } else { flags & !up_flag };
-        interface_ioctl(libc::SIOCSIFFLAGS, &mut ifr).map_err(|e| with_context(e, "SIOCSIFFLAGS", &self.name))
+        interface_ioctl(libc::SIOCSIFFLAGS, &mut ifr).map_err(|e| {
+            if e.raw_os_error() == Some(libc::EPERM) {
+                let name = &self.name;
+                let state = if up { "up" } else { "down" };
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "SIOCSIFFLAGS on {name}: {e} (setting a TAP {state} needs root or CAP_NET_ADMIN: run as \
+                         root, or set it {state} as root first with `ip link set {name} {state}`)"
+                    ),
+                )
+            } else {
+                with_context(e, "SIOCSIFFLAGS", &self.name)
+            }
+        })
     }
 
     /// The MAC address of the kernel's side of the TAP. The stack on this

@@ -70,6 +70,7 @@ struct Net {
 fn side(ip: Ipv4Addr, mac: u8, port: SimPort, seed: u64) -> Side {
     let mut config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, mac]), Ipv4Cidr::new(ip, 24).unwrap());
     config.seed = seed;
+    config.secrets = nagare_core::Secrets::from_seed(seed);
     Side { iface: Interface::new(config, port.capabilities(), BufferPool::new(2048, 16384)), port, rx: Vec::new() }
 }
 

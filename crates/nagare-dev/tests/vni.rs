@@ -429,6 +429,7 @@ impl Host {
         let port = t.attach(m);
         let mut config = InterfaceConfig::new(EthernetAddress(mac(m)), Ipv4Cidr::new(ip, 24).unwrap());
         config.seed = u64::from(m);
+        config.secrets = nagare_core::Secrets::from_seed(config.seed);
         Host { iface: Interface::new(config, port.capabilities(), BufferPool::new(2048, 8192)), port, rx: Vec::new() }
     }
 

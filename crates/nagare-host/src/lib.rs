@@ -12,6 +12,8 @@
 //!   host's own engine; [`http`]: the HTTP/1.1 heads, bodies and download
 //!   client they share.
 //! - [`bridge`]: a learning bridge between a VNI segment and a TAP device.
+//! - [`secrets`]: the engine's keys and seed from the operating system's
+//!   random source, for a host on a real network.
 //!
 //! Diagnostics go through the `log` crate; the program chooses where they
 //! go.
@@ -21,6 +23,7 @@ pub mod host;
 pub mod http;
 pub mod link;
 pub mod realtime;
+pub mod secrets;
 pub mod services;
 pub mod sim;
 

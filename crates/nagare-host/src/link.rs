@@ -124,19 +124,20 @@ pub fn open_device(link: &LinkSpec, pcap: Option<&Path>, clock: &MonotonicClock)
 /// Opens the link and builds a host on it.
 pub fn open_host(link: &LinkSpec, pcap: Option<&Path>, clock: &MonotonicClock) -> io::Result<Host<Box<dyn Device>>> {
     let device = open_device(link, pcap, clock)?;
-    let iface = interface_on(device.as_ref(), link, clock);
+    let iface = interface_on(device.as_ref(), link)?;
     Ok(Host::new(iface, device))
 }
 
 /// An engine with the link's addressing, configured for `device` (its
-/// MTU and offloads), seeded from the clock and the process id.
-pub fn interface_on(device: &dyn Device, link: &LinkSpec, clock: &MonotonicClock) -> Interface {
+/// MTU and offloads), its keys and seed from the operating system's random
+/// source ([`crate::secrets`]).
+pub fn interface_on(device: &dyn Device, link: &LinkSpec) -> io::Result<Interface> {
     let mut config = InterfaceConfig::new(link.mac(), link.addr);
     config.gateway = link.gateway;
-    config.seed = clock.unix_epoch_micros() ^ u64::from(std::process::id());
+    crate::secrets::randomize(&mut config)?;
     let mut iface = Interface::new(config, device.capabilities(), BufferPool::new(BUFFER_SIZE, POOL_BUFFERS));
     if let Some(budget) = link.syn_budget {
         iface.tcp().set_syn_budget(budget);
     }
-    iface
+    Ok(iface)
 }

@@ -21,10 +21,12 @@ const BUFFER_SIZE: usize = 2048;
 const SETTLE_LIMIT: usize = 1_000_000;
 
 /// The configuration of a simulated host: MAC `02:6e:67:00:00:mac_last`,
-/// address `cidr`, random numbers from `seed`.
+/// address `cidr`, random numbers and keys from `seed` (the same run for
+/// the same seed).
 pub fn host_config(mac_last: u8, cidr: Ipv4Cidr, seed: u64) -> InterfaceConfig {
     let mut config = InterfaceConfig::new(EthernetAddress([0x02, 0x6e, 0x67, 0, 0, mac_last]), cidr);
     config.seed = seed;
+    config.secrets = nagare_core::Secrets::from_seed(seed);
     config
 }
 

@@ -171,7 +171,7 @@ impl NetdBuilder {
         };
         let driver = DriverLink::start(launcher(self.placement, spec, program)?, device_fd, rx_queues)
             .map_err(|e| io::Error::new(e.kind(), format!("starting the driver: {e}")))?;
-        let iface = interface_on(&driver, link, &clock);
+        let iface = interface_on(&driver, link)?;
         let driver_pid = driver.pid();
         let mut netd = Netd::with_driver(iface, driver, self.placement, clock, self.config)?;
         netd.held_tap = tap;

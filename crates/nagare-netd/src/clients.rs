@@ -18,6 +18,30 @@ use std::os::fd::{AsRawFd, RawFd};
 /// Clients served at once.
 const MAX_CLIENTS: usize = 128;
 
+/// Why netd cannot listen at its socket, and what to do about it.
+fn listen_error(config: &NetdConfig, e: RendezvousError) -> io::Error {
+    let at = config.socket.display();
+    let RendezvousError::Io(e) = e else {
+        return io::Error::other(format!("cannot listen at {at}: {e}"));
+    };
+    let text = match e.kind() {
+        io::ErrorKind::AddrInUse => format!(
+            "cannot listen at {at}: it is taken, by a nagare netd that runs there or by a file that is not a \
+             socket; stop that netd or remove the file, or give this netd a socket of its own with --socket PATH \
+             (its applications find it through NAGARE_NETD=PATH)"
+        ),
+        io::ErrorKind::NotFound => format!(
+            "cannot listen at {at}: its directory does not exist; create it, or choose another path with --socket PATH"
+        ),
+        io::ErrorKind::PermissionDenied => format!(
+            "cannot listen at {at} ({e}): this user may not create files there; choose a directory it may \
+             write with --socket PATH"
+        ),
+        _ => format!("cannot listen at {at}: {e}; choose another path with --socket PATH"),
+    };
+    io::Error::new(e.kind(), text)
+}
+
 /// The listener and the sessions.
 pub(crate) struct Clients {
     listener: Listener,
@@ -27,7 +51,7 @@ pub(crate) struct Clients {
 impl Clients {
     /// Listens on `config.socket`, offering `config.region()` to clients.
     pub fn listen(config: &NetdConfig) -> io::Result<Clients> {
-        let listener = Listener::bind(&config.socket, config.region()).map_err(io::Error::other)?;
+        let listener = Listener::bind(&config.socket, config.region()).map_err(|e| listen_error(config, e))?;
         set_nonblocking(listener.fd().as_raw_fd())?;
         Ok(Clients { listener, sessions: Vec::new() })
     }

@@ -269,6 +269,7 @@ fn build_engine(config: &Config, now: Instant) -> Result<Interface, Errno> {
     // neighbour entry below is all the engine ever has to resolve.
     ic.gateway = Some(config.remote_ip);
     ic.seed = config.seed;
+    ic.secrets = nagare_core::Secrets::from_seed(config.seed);
     // The entry must never expire: ARP is not part of what a script tests.
     ic.arp.entry_lifetime = Duration::from_secs(u64::from(u32::MAX));
     ic.tx_queue_limit = OUTBOUND_LIMIT;

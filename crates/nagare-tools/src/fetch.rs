@@ -194,8 +194,7 @@ pub fn run(link: &LinkSpec, url: &str, output: &Path, timeout: Duration) -> Resu
 pub fn run_via(socket: &Path, url: &str, output: &Path, timeout: Duration) -> Result<()> {
     let target: Url = url.parse().map_err(anyhow::Error::msg)?;
     let clock = MonotonicClock::new();
-    let netd =
-        nagare::Session::connect(socket).with_context(|| format!("connecting to netd at {}", socket.display()))?;
+    let netd = nagare::Session::connect(socket)?;
     let peer = std::net::SocketAddr::V4(SocketAddrV4::new(target.host, target.port));
     let mut stream = nagare::net::TcpStream::connect_timeout_via(&netd, &peer, timeout)
         .with_context(|| format!("connecting to {peer} through netd"))?;

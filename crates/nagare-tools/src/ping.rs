@@ -217,7 +217,7 @@ fn engine_tick(
 pub fn run_via(via: &std::path::Path, options: PingOptions) -> Result<i32> {
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
-    let netd = nagare::Session::connect(via).with_context(|| format!("connecting to netd at {}", via.display()))?;
+    let netd = nagare::Session::connect(via)?;
     let mut socket =
         nagare::ping::PingSocket::open_via(&netd, own_ident()).context("opening an echo socket in netd")?;
     let mut session = PingSession::new(options)?;

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 pub fn run(via: &Path, samples: usize) -> Result<()> {
-    let netd = nagare::Session::connect(via).with_context(|| format!("connecting to netd at {}", via.display()))?;
+    let netd = nagare::Session::connect(via)?;
     // Timed before the report, so the report counts this client too.
     let mut rtts: Vec<Duration> = Vec::with_capacity(samples);
     for _ in 0..samples {

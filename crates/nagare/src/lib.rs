@@ -21,6 +21,7 @@
 
 #[cfg(feature = "embedded")]
 pub mod embedded;
+mod errors;
 pub mod net;
 pub mod ping;
 pub mod poll;
@@ -77,10 +78,8 @@ struct Conn {
     /// Buffers of sends that completed on accept and are still lent to
     /// the stack (`Data::SendLent`).
     lent_out: usize,
-}
-
-fn gone() -> io::Error {
-    io::Error::new(io::ErrorKind::ConnectionAborted, "nagare netd is gone")
+    /// netd's socket, for the error that says it is gone.
+    socket: PathBuf,
 }
 
 /// What a request carries in its buffer.
@@ -107,16 +106,16 @@ pub(crate) enum Data<'a> {
 }
 
 impl Session {
-    /// Connects to netd at `path`.
+    /// Connects to netd at `path`. An error says what went wrong and what
+    /// to do (start netd, point `NAGARE_NETD` elsewhere, match releases).
     pub fn connect(path: impl AsRef<Path>) -> io::Result<Session> {
-        let client = Client::connect(path.as_ref()).map_err(|e| match e {
-            nagare_ipc::RendezvousError::Io(e) => e,
-            e => io::Error::new(io::ErrorKind::ConnectionRefused, e.to_string()),
-        })?;
-        let requests = client.region.producer(0).map_err(io::Error::other)?;
-        let completions = client.region.consumer(1).map_err(io::Error::other)?;
-        let direct = client.region.consumer(2).map_err(io::Error::other)?;
-        let pool = client.region.pool().map_err(io::Error::other)?;
+        let socket = path.as_ref().to_path_buf();
+        let client = Client::connect(&socket).map_err(|e| errors::connect_error(&socket, e))?;
+        let unusable = |e: nagare_ipc::RegionError| errors::unusable_region(&socket, e);
+        let requests = client.region.producer(0).map_err(unusable)?;
+        let completions = client.region.consumer(1).map_err(unusable)?;
+        let direct = client.region.consumer(2).map_err(unusable)?;
+        let pool = client.region.pool().map_err(unusable)?;
         let notifier = Notifier::new(client.server_wakeup.try_clone()?);
         let waiter = Waiter::new(client.client_wakeup.try_clone()?, spin_from_env());
         let conn = Conn {
@@ -132,6 +131,7 @@ impl Session {
             in_flight: HashMap::new(),
             arrived: HashMap::new(),
             lent_out: 0,
+            socket,
         };
         Ok(Session { inner: Arc::new(Mutex::new(conn)) })
     }
@@ -201,7 +201,7 @@ impl Session {
         let buffer = c.fill(&mut req, &data)?;
         let posted = c.submit(&mut req, buffer)?;
         let Some((comp, back)) = c.complete(req.id, buffer, true)? else {
-            return Err(gone());
+            return Err(c.gone());
         };
         if back.is_none() && req.completes_on_accept() && comp.as_ref().is_ok_and(|x| x.result().is_ok()) {
             // Accepted: the buffer comes back with a second completion.
@@ -346,11 +346,15 @@ pub(crate) struct InFlight {
 type Taken = (Result<Completion, nagare_request::ProtoError>, Option<BufRef>);
 
 impl Conn {
+    fn gone(&self) -> io::Error {
+        errors::netd_gone(&self.socket)
+    }
+
     /// Puts the request's data into a region buffer (or takes the one the
     /// caller filled); the buffer, if any.
     fn fill(&mut self, req: &mut Request, data: &Data<'_>) -> io::Result<Option<u32>> {
         if self.dead {
-            return Err(gone());
+            return Err(self.gone());
         }
         let size = self.pool.buffer_size() as usize;
         let (b, len) = match data {
@@ -416,7 +420,7 @@ impl Conn {
                     // them, is not kept waiting on us.
                     if self.client.peer_gone() {
                         self.dead = true;
-                        return Err(gone());
+                        return Err(self.gone());
                     }
                     while let Some(d) = self.pop(false)? {
                         self.set_aside(d);
@@ -425,7 +429,7 @@ impl Conn {
                 }
                 Err(_) => {
                     self.dead = true;
-                    return Err(gone());
+                    return Err(self.gone());
                 }
             }
         }
@@ -466,7 +470,7 @@ impl Conn {
                 Ok(None) => {}
                 Err(_) => {
                     self.dead = true;
-                    return Err(gone());
+                    return Err(self.gone());
                 }
             }
             match self.waiter.wait_any(&mut [&mut self.completions, &mut self.direct], Some(LIVENESS_SLICE)) {
@@ -474,7 +478,7 @@ impl Conn {
                 Ok(nagare_ipc::WaitOutcome::TimedOut) if !self.client.peer_gone() => {}
                 _ => {
                     self.dead = true;
-                    return Err(gone());
+                    return Err(self.gone());
                 }
             }
             waited = true;

@@ -180,7 +180,7 @@ impl ClientOptions {
 /// one test, an error if it failed).
 pub fn run_server(stack: &Stack, port: u16, once: bool, stop: &AtomicBool) -> Result<()> {
     let clock = MonotonicClock::new();
-    let seed = clock.unix_epoch_micros() ^ (u64::from(std::process::id()) << 32);
+    let seed = nagare_host::secrets::random_u64()?;
     let failures = match stack {
         Stack::Via(socket) => {
             let mut net = via::ViaNet::connect(socket)?;

@@ -44,7 +44,7 @@ fn v4(a: SocketAddr) -> SocketAddrV4 {
 
 impl ViaNet {
     pub fn connect(socket: &Path) -> Result<ViaNet> {
-        let netd = Session::connect(socket).with_context(|| format!("connecting to netd at {}", socket.display()))?;
+        let netd = Session::connect(socket)?;
         let scratch = vec![0; netd.max_chunk()];
         Ok(ViaNet { netd, streams: Vec::new(), listeners: Vec::new(), udps: Vec::new(), scratch })
     }

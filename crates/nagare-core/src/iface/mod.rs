@@ -91,7 +91,7 @@ impl Interface {
             icmp_errors: TokenBucket::new(config.icmp_error_rate, config.icmp_error_burst),
             udp: UdpSockets::new(seed),
             icmp: IcmpSockets::default(),
-            tcp: TcpSockets::new(seed),
+            tcp: TcpSockets::new(seed, &config.secrets),
             tx: VecDeque::new(),
             local: VecDeque::new(),
             unreachable: VecDeque::new(),

@@ -5,7 +5,8 @@
 //! datagram (teardrop and its relatives: RFC 5722 makes the same choice for
 //! IPv6), one that would end past 65535 bytes discards it too (ping of
 //! death), and every partial datagram is bounded in time, in fragments and
-//! in the memory its buffers pin.
+//! in the memory its buffers pin. One source holds at most a quarter of the
+//! partial datagrams: past it, its oldest partial makes room for its newest.
 
 use crate::buf::PacketBuf;
 use crate::config::ReassemblyConfig;
@@ -101,10 +102,16 @@ impl Reassembler {
     }
 
     /// Discards the partial datagram closest to its timeout, other than
-    /// `keep`: under pressure the oldest goes first (as Linux's evictor),
-    /// so a flood of never-completed fragments cannot lock reassembly out.
-    fn evict_oldest(&mut self, keep: &Key) -> bool {
-        let victim = self.partials.iter().filter(|(k, _)| *k != keep).min_by_key(|(_, p)| p.deadline).map(|(k, _)| *k);
+    /// `keep`, among those from `source` (or among all with `None`): under
+    /// pressure the oldest goes first (as Linux's evictor), so a flood of
+    /// never-completed fragments cannot lock reassembly out.
+    fn evict_oldest(&mut self, keep: &Key, source: Option<Ipv4Addr>) -> bool {
+        let victim = self
+            .partials
+            .iter()
+            .filter(|(k, _)| *k != keep && source.is_none_or(|src| k.src == src))
+            .min_by_key(|(_, p)| p.deadline)
+            .map(|(k, _)| *k);
         match victim {
             Some(key) => {
                 self.discard(&key);
@@ -113,6 +120,14 @@ impl Reassembler {
             }
             None => false,
         }
+    }
+
+    /// Partial datagrams held for `source`, and the bytes they pin.
+    fn held_by(&self, source: Ipv4Addr) -> (usize, usize) {
+        self.partials
+            .iter()
+            .filter(|(k, _)| k.src == source)
+            .fold((0, 0), |(n, bytes), (_, p)| (n + 1, bytes + p.footprint))
     }
 
     /// Partial datagrams held.
@@ -154,23 +169,29 @@ impl Reassembler {
         if size > self.config.max_bytes {
             return Outcome::Dropped(DropReason::Memory);
         }
-        let is_new = !self.partials.contains_key(&key);
-        if is_new {
-            // One source may hold only a share of the table, so it cannot
-            // evict everybody else's datagrams by itself.
-            let per_source = (self.config.max_datagrams / 4).max(1);
-            let from_source = self.partials.keys().filter(|k| k.src == key.src).count();
-            if from_source >= per_source {
-                return Outcome::Dropped(DropReason::Memory);
+        // One source may hold only a share of the table: a source at its
+        // share makes room from its own partials, the oldest first, so that
+        // its new datagrams go through as soon as a flood of fragments stops
+        // while the flood never pushes out another source's datagrams.
+        let per_source_datagrams = (self.config.max_datagrams / 4).max(1);
+        let per_source_bytes = self.config.max_bytes / 4;
+        if !self.partials.contains_key(&key) {
+            while self.held_by(key.src).0 >= per_source_datagrams {
+                if !self.evict_oldest(&key, Some(key.src)) {
+                    return Outcome::Dropped(DropReason::Memory);
+                }
             }
             while self.partials.len() >= self.config.max_datagrams {
-                if !self.evict_oldest(&key) {
+                if !self.evict_oldest(&key, None) {
                     return Outcome::Dropped(DropReason::Memory);
                 }
             }
         }
         while self.footprint + size > self.config.max_bytes {
-            if !self.evict_oldest(&key) {
+            // Short of memory, a source past its share of the bytes gives up
+            // its own partials and nobody else's.
+            let own = self.held_by(key.src).1 + size > per_source_bytes;
+            if !self.evict_oldest(&key, own.then_some(key.src)) {
                 return Outcome::Dropped(DropReason::Memory);
             }
         }
@@ -444,5 +465,60 @@ mod tests {
         let whole = data(2000);
         feed(&mut r, &pool, &whole, 0, 1480, true);
         assert!(matches!(feed(&mut r, &pool, &whole, 1480, 520, false), Outcome::Complete(..)));
+    }
+
+    fn first_fragment(pool: &BufferPool, src: Ipv4Addr, ident: u16, len: usize) -> (Ipv4Repr, PacketBuf) {
+        let p = PacketBuf::from_slice(pool, 0, &data(len)).unwrap();
+        (Ipv4Repr { src_addr: src, ident, ..repr(0, true) }, p)
+    }
+
+    #[test]
+    fn a_source_at_its_share_evicts_its_own_oldest() {
+        let pool = BufferPool::new(2048, 512);
+        let mut r = Reassembler::new(ReassemblyConfig::default());
+        let flooder = Ipv4Addr::new(10, 0, 0, 1);
+        for ident in 0..3000u16 {
+            let (header, p) = first_fragment(&pool, flooder, ident.wrapping_add(100), 8);
+            r.input(&header, p, Instant::from_millis(u64::from(ident)));
+        }
+        assert_eq!(r.len(), 64, "the source keeps a quarter of the table");
+        assert_eq!(r.take_evictions(), 3000 - 64);
+        // The same source's next datagram (ident 7) is whole at once, well
+        // before the flood's partials time out.
+        let whole = data(4008);
+        let later = Instant::from_secs(4);
+        for (offset, len, more) in [(0, 1480, true), (1480, 1480, true), (2960, 1048, false)] {
+            let p = PacketBuf::from_slice(&pool, 0, &whole[offset..offset + len]).unwrap();
+            let outcome = r.input(&repr(offset as u16, more), p, later);
+            if more {
+                assert!(matches!(outcome, Outcome::Held), "{outcome:?}");
+            } else {
+                assert!(matches!(outcome, Outcome::Complete(_, ref payload) if payload.to_vec() == whole));
+            }
+        }
+        assert_eq!(r.take_evictions(), 1, "the source's oldest partial made room");
+        assert_eq!(r.len(), 63);
+    }
+
+    #[test]
+    fn a_flood_never_evicts_another_source() {
+        let pool = BufferPool::new(2048, 512);
+        let config = ReassemblyConfig { max_bytes: 64 * 2048, ..ReassemblyConfig::default() };
+        let mut r = Reassembler::new(config);
+        let victim = Ipv4Addr::new(10, 0, 0, 1);
+        let whole = data(2000);
+        let (header, p) = first_fragment(&pool, victim, 7, 1480);
+        assert!(matches!(r.input(&header, p, Instant::ZERO), Outcome::Held));
+        // Large first fragments from one flooder: past its share of the
+        // datagrams and of the memory, it recycles its own partials.
+        let flooder = Ipv4Addr::new(6, 6, 6, 6);
+        for ident in 0..3000u16 {
+            let (header, p) = first_fragment(&pool, flooder, ident, 1480);
+            r.input(&header, p, Instant::from_millis(1 + u64::from(ident)));
+        }
+        assert!(r.footprint_bytes() <= 64 * 2048);
+        let p = PacketBuf::from_slice(&pool, 0, &whole[1480..]).unwrap();
+        let last = Ipv4Repr { src_addr: victim, ..repr(1480, false) };
+        assert!(matches!(r.input(&last, p, Instant::from_secs(5)), Outcome::Complete(..)));
     }
 }

@@ -8,6 +8,7 @@ use super::connection::{Connection, State};
 use super::syn_guard::{SynFilter, SynGuard};
 use crate::buf::PacketBuf;
 use crate::capabilities::Capabilities;
+use crate::config::Secrets;
 use crate::hash::{KeyedState, SipKey};
 use crate::iface::Error;
 use crate::socket::{SocketHandle, SocketTable, EPHEMERAL_PORTS};
@@ -94,18 +95,17 @@ pub struct TcpSockets {
 }
 
 impl TcpSockets {
-    /// An empty set; `seed` keys the hashes and picks where the search for
-    /// ephemeral ports starts.
-    pub(crate) fn new(seed: u64) -> Self {
-        let key = SipKey::from_seed(seed ^ 0x7463_7073_6563_7265);
+    /// An empty set; `secrets` key the hashes and `seed` picks where the
+    /// search for ephemeral ports starts.
+    pub(crate) fn new(seed: u64, secrets: &Secrets) -> Self {
         let span = u64::from(EPHEMERAL_PORTS.end() - EPHEMERAL_PORTS.start()) + 1;
         TcpSockets {
             conns: SocketTable::default(),
-            by_tuple: HashMap::with_hasher(KeyedState(SipKey::from_seed(seed ^ 0x0064_656d_7578))),
+            by_tuple: HashMap::with_hasher(KeyedState(secrets.table)),
             listeners: SocketTable::default(),
             by_port: HashMap::new(),
             timers: BinaryHeap::new(),
-            key,
+            key: secrets.isn,
             defaults: TcpConfig::default(),
             next_ephemeral: EPHEMERAL_PORTS.start() + ((seed >> 7) % span) as u16,
             outbox: Vec::new(),
