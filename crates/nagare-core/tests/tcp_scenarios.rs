@@ -8,7 +8,7 @@
 
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::iface::Error;
-use nagare_core::tcp::connection::State;
+use nagare_core::tcp::connection::{ConnectionStats, State};
 use nagare_core::tcp::{Readiness, TcpEvent, TcpHandle, TcpListenerHandle, TcpSocket};
 use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
 use nagare_wire::{ArpOperation, IpProtocol, Ipv4Addr, TcpFlags, TcpPacket, TcpRepr, TcpSeqNumber};
@@ -487,8 +487,9 @@ fn active_open_offers_every_option_and_takes_the_peers() {
     assert_eq!(syn.repr.flags, TcpFlags::SYN, "a SYN alone");
     assert_eq!(syn.repr.ack_number, None);
     assert_eq!(syn.repr.max_seg_size, Some(1460), "MSS = MTU - 40");
-    // 256 KiB of receive buffer needs a shift of 3 to be offered whole.
-    assert_eq!(syn.repr.window_scale, Some(3));
+    // The 6 MiB that autotuning may grow the receive buffer to needs a
+    // shift of 7 to be offered whole.
+    assert_eq!(syn.repr.window_scale, Some(7));
     assert!(syn.repr.sack_permitted);
     let (tsval, tsecr) = syn.repr.timestamp.expect("timestamps offered");
     assert_eq!(tsecr, 0);
@@ -510,11 +511,11 @@ fn active_open_offers_every_option_and_takes_the_peers() {
     assert_eq!(ack.repr.timestamp.map(|t| t.1), Some(777), "the peer's TSval echoed");
     assert_eq!(ack.repr.window_scale, None, "options of the SYN only in SYNs");
     assert_eq!(ack.repr.max_seg_size, None);
-    assert_eq!(ack.repr.window_len, ((256 * 1024) >> 3) as u16, "the window is scaled from now on");
+    assert_eq!(ack.repr.window_len, ((256 * 1024) >> 7) as u16, "the window is scaled from now on");
 
     assert_eq!(raw.iface.tcp_ref().state(h), Ok(State::Established));
     let c = raw.iface.tcp_ref().connection(h).unwrap();
-    assert_eq!(c.negotiated(), (true, true, true, 3, 7));
+    assert_eq!(c.negotiated(), (true, true, true, 7, 7));
     assert_eq!(c.send_mss(), 1200);
     // The SYN-ACK's window is not scaled; later ones are.
     assert_eq!(c.send_window(), 1000);
@@ -541,7 +542,7 @@ fn passive_open_answers_options_in_kind() {
     assert_eq!(synack.repr.flags, TcpFlags::SYN | TcpFlags::ACK);
     assert_eq!(synack.ack(), Some(9001));
     assert_eq!(synack.repr.max_seg_size, Some(1460));
-    assert_eq!(synack.repr.window_scale, Some(3));
+    assert_eq!(synack.repr.window_scale, Some(7));
     assert!(synack.repr.sack_permitted);
     assert_eq!(synack.repr.timestamp.map(|t| t.1), Some(1000), "TSecr echoes the SYN's TSval");
     assert!(raw.iface.tcp().accept(l).unwrap().is_none(), "not acceptable before the handshake completes");
@@ -553,7 +554,7 @@ fn passive_open_answers_options_in_kind() {
     let h = raw.iface.tcp().accept(l).unwrap().expect("accepted");
     let c = raw.iface.tcp_ref().connection(h).unwrap();
     assert_eq!(c.state(), State::Established);
-    assert_eq!(c.negotiated(), (true, true, true, 3, 2));
+    assert_eq!(c.negotiated(), (true, true, true, 7, 2));
     assert_eq!(c.send_mss(), 1400);
     assert_eq!(c.send_window(), 400, "the ACK's window is scaled by the peer's shift");
 
@@ -582,8 +583,8 @@ fn handshake_between_two_stacks_negotiates_the_same_options() {
     assert_eq!(net.log.len(), 3, "three segments: {:#?}", net.log);
     let ca = net.a.tcp_ref().connection(ha).unwrap();
     let cb = net.b.tcp_ref().connection(hb).unwrap();
-    assert_eq!(ca.negotiated(), (true, true, true, 3, 3));
-    assert_eq!(cb.negotiated(), (true, true, true, 3, 3));
+    assert_eq!(ca.negotiated(), (true, true, true, 7, 7));
+    assert_eq!(cb.negotiated(), (true, true, true, 7, 7));
     assert_eq!(ca.send_mss(), 1460);
     assert_eq!(cb.send_mss(), 1460);
     // The handshake gave an RTT sample on both sides.
@@ -664,7 +665,7 @@ fn simultaneous_open_reaches_established_on_both_sides() {
     }
     assert!(net.log.iter().all(|s| !s.has(TcpFlags::RST)));
     for (c, _) in [(net.a.tcp_ref().connection(ha).unwrap(), 0), (net.b.tcp_ref().connection(hb).unwrap(), 0)] {
-        assert_eq!(c.negotiated(), (true, true, true, 3, 3));
+        assert_eq!(c.negotiated(), (true, true, true, 7, 7));
     }
     let ab = pattern(50_000, 2);
     let ba = pattern(30_000, 3);
@@ -1277,7 +1278,7 @@ fn time_wait_reuse_between_two_stacks() {
 /// A sends to B, whose receive buffer is small and who does not read.
 fn zero_window_setup(buffer: usize) -> (Net, TcpHandle, TcpHandle, Vec<u8>) {
     let mut net = Net::new();
-    net.b.tcp().defaults_mut().recv_buffer = buffer;
+    net.b.tcp().defaults_mut().set_recv_buffer(buffer);
     let (ha, hb) = net.connect_pair(80);
     let data = pattern(100_000, 6);
     let sent = net.a.tcp().send(ha, &data, net.now).unwrap();
@@ -1473,6 +1474,83 @@ fn newreno_recovers_three_holes_without_sack() {
     assert!(!net.a.tcp_ref().connection(ha).unwrap().negotiated().2);
 }
 
+/// A connection with a measured RTT, then one write of `segments` full
+/// segments whose last `lost` segments lose their first transmission; the
+/// write is read as it arrives. Returns the time from the write until
+/// everything arrived, and A's counters.
+fn tail_loss(sack: bool, probe: bool, segments: usize, lost: usize) -> (Duration, ConnectionStats) {
+    let mut net = Net::new();
+    for iface in [&mut net.a, &mut net.b] {
+        let d = iface.tcp().defaults_mut();
+        d.sack = sack;
+        d.tail_loss_probe = probe;
+    }
+    let (ha, hb) = net.connect_pair(80);
+    let warm = pattern(20_000, 3);
+    assert_eq!(net.transfer(Side::A, ha, hb, &warm, Duration::from_secs(5)), warm);
+    net.run_for(MS * 100);
+    let c = net.a.tcp_ref().connection(ha).unwrap();
+    let mss = c.send_mss() - 12;
+    assert!(c.cwnd() >= segments * mss, "cwnd {} takes the whole write", c.cwnd());
+    let base = net.log.iter().rev().find(|s| s.from == B_IP).unwrap().ack().unwrap();
+    let end = base.wrapping_add((segments * mss) as u32);
+    let tail_start = end.wrapping_sub((lost * mss) as u32);
+    let mut seen = std::collections::HashSet::new();
+    net.filter = Box::new(move |s: &Seg| {
+        let in_tail = s.seq().wrapping_sub(tail_start) < end.wrapping_sub(tail_start);
+        if s.from == A_IP && !s.payload.is_empty() && in_tail {
+            return !seen.insert(s.seq());
+        }
+        true
+    });
+    let t0 = net.now;
+    let data = pattern(segments * mss, 4);
+    assert_eq!(net.transfer(Side::A, ha, hb, &data, Duration::from_secs(10)), data);
+    (net.now.saturating_since(t0), net.a.tcp_ref().connection(ha).unwrap().stats())
+}
+
+#[test]
+fn tail_loss_probe_repairs_the_last_two_segments_before_the_rto() {
+    // The probe goes 10 ms (the least PTO, on this RTT of microseconds)
+    // after the ACKs of the first eight: the last segment again, which is
+    // SACKed above the hole before it; that hole is resent at once.
+    let (took, stats) = tail_loss(true, true, 10, 2);
+    assert!(took < Duration::from_millis(50), "took {took:?}, {stats:?}");
+    assert_eq!((stats.timeouts, stats.tail_loss_probes, stats.retransmits), (0, 1, 2), "{stats:?}");
+    // Switched off, the RTO (200 ms) repairs it.
+    let (took, stats) = tail_loss(true, false, 10, 2);
+    assert!(took >= Duration::from_millis(200), "took {took:?}, {stats:?}");
+    assert_eq!((stats.timeouts, stats.tail_loss_probes), (1, 0), "{stats:?}");
+}
+
+#[test]
+fn tail_loss_probe_of_one_segment_in_flight_allows_for_a_delayed_ack() {
+    for sack in [true, false] {
+        // Only the lost last segment is in flight once the others are
+        // acknowledged: its ACK may be delayed by up to 200 ms (RFC 8985
+        // 7.2), so the PTO is 2 SRTT + 200 ms, bounded by the RTO. The
+        // probe goes when the RTO would have, instead of it, and repairs
+        // the tail without collapsing the window.
+        let (took, stats) = tail_loss(sack, true, 10, 1);
+        assert!(took >= Duration::from_millis(200) && took < Duration::from_millis(250), "took {took:?}");
+        assert_eq!((stats.timeouts, stats.tail_loss_probes, stats.retransmits), (0, 1, 1), "sack {sack}: {stats:?}");
+    }
+}
+
+#[test]
+fn tail_loss_probe_sacked_reveals_the_lost_segments_below_it() {
+    // Three of ten lost at the end: the probe (the last segment again) is
+    // SACKed above the other two holes, which RACK's rule then takes for
+    // lost; SACK recovery resends them without waiting for the RTO.
+    let (took, stats) = tail_loss(true, true, 10, 3);
+    assert!(took < Duration::from_millis(100), "took {took:?}, {stats:?}");
+    assert_eq!((stats.timeouts, stats.tail_loss_probes, stats.fast_recoveries), (0, 1, 1), "{stats:?}");
+    assert_eq!(stats.retransmits, 3, "the probe and the two holes: {stats:?}");
+    let (took, stats) = tail_loss(true, false, 10, 3);
+    assert!(took >= Duration::from_millis(200), "took {took:?}, {stats:?}");
+    assert_eq!(stats.timeouts, 1, "{stats:?}");
+}
+
 // ---- 7. retransmission timeouts --------------------------------------------------
 
 #[test]
@@ -1482,6 +1560,8 @@ fn rto_backs_off_exponentially_to_max_rto_then_times_out() {
         let d = iface.tcp().defaults_mut();
         d.rtt.max_rto = Duration::from_secs(3);
         d.max_retransmissions = 6;
+        // The RTO alone: a tail loss probe would go before the first.
+        d.tail_loss_probe = false;
     }
     let (ha, hb) = net.connect_pair(80);
     let rto = net.a.tcp_ref().connection(ha).unwrap().rto();

@@ -11,9 +11,11 @@
 use super::assembler::{Assembler, AssemblerLimits};
 use super::config::TcpConfig;
 use super::congestion::{Congestion, CongestionControl};
+use super::recv_tuning::RecvTuning;
 use super::rtt::RttEstimator;
 use super::scoreboard::{NextSeg, Scoreboard};
 use super::send_queue::SendQueue;
+use super::tail_probe::{Probe, TailLossProbe};
 use crate::buf::{BufferPool, PacketBuf, PoolExhausted};
 use crate::time::Instant;
 use alloc::collections::VecDeque;
@@ -145,6 +147,8 @@ pub struct ConnectionStats {
     pub paws_drops: u64,
     /// Challenge ACKs sent.
     pub challenge_acks: u64,
+    /// Tail loss probes sent.
+    pub tail_loss_probes: u64,
 }
 
 /// One TCP connection.
@@ -183,6 +187,8 @@ pub struct Connection {
     rcv_adv: TcpSeqNumber,
     recv_queue: VecDeque<PacketBuf>,
     recv_bytes: usize,
+    /// The receive buffer's size, grown by autotuning.
+    recv_tuning: RecvTuning,
     assembler: Assembler,
     /// A FIN seen beyond a hole: processed when the hole fills.
     pending_fin: Option<TcpSeqNumber>,
@@ -203,6 +209,7 @@ pub struct Connection {
     scoreboard: Scoreboard,
     dupacks: usize,
     recovery: Option<Recovery>,
+    tail_probe: TailLossProbe,
     /// One segment to resend at the next dispatch (fast retransmit).
     retransmit_one: Option<TcpSeqNumber>,
     /// The persist timer fired on a small window: send what fits.
@@ -271,6 +278,7 @@ impl Connection {
         now: Instant,
     ) -> Self {
         let rtt = RttEstimator::new(&config.rtt);
+        let recv_tuning = RecvTuning::new(&config, local_mss);
         let assembler =
             Assembler::new(AssemblerLimits { max_segments: config.max_ooo_segments, max_bytes: config.recv_buffer });
         Connection {
@@ -295,6 +303,7 @@ impl Connection {
             rcv_adv: TcpSeqNumber(0),
             recv_queue: VecDeque::new(),
             recv_bytes: 0,
+            recv_tuning,
             assembler,
             pending_fin: None,
             fin_received: false,
@@ -312,6 +321,7 @@ impl Connection {
             scoreboard: Scoreboard::new(),
             dupacks: 0,
             recovery: None,
+            tail_probe: TailLossProbe::new(config.tail_loss_probe),
             retransmit_one: None,
             sws_override: false,
             rto_probe: false,
@@ -348,7 +358,7 @@ impl Connection {
     ) -> Self {
         let mut c = Connection::new(config, local, remote, local_mss, iss, now);
         c.state = State::SynSent;
-        c.options.rcv_shift = if c.config.window_scaling { window_shift_for(c.config.recv_buffer) } else { 0 };
+        c.options.rcv_shift = if c.config.window_scaling { window_shift_for(c.config.recv_buffer_limit()) } else { 0 };
         c.snd_nxt = iss;
         c.syn_due = true;
         c
@@ -684,7 +694,7 @@ impl Connection {
         match (self.config.window_scaling, syn.window_scale) {
             (true, Some(shift)) => {
                 self.options.snd_shift = shift.min(MAX_WINDOW_SHIFT);
-                self.options.rcv_shift = window_shift_for(self.config.recv_buffer);
+                self.options.rcv_shift = window_shift_for(self.config.recv_buffer_limit());
             }
             _ => {
                 self.options.snd_shift = 0;
@@ -718,7 +728,16 @@ impl Connection {
     }
 
     fn receive_window(&self) -> usize {
-        self.config.recv_buffer.saturating_sub(self.recv_bytes + self.assembler.bytes())
+        self.recv_tuning.buffer().saturating_sub(self.recv_bytes + self.assembler.bytes())
+    }
+
+    /// Lets autotuning see the in-order data that arrived, and the
+    /// reassembly limit follow a buffer that grew.
+    fn tune_recv_buffer(&mut self, now: Instant) {
+        let consumed = self.rcv_nxt - self.recv_bytes;
+        if self.recv_tuning.on_data(now, self.rcv_nxt, consumed, self.rtt.srtt(), self.local_mss) {
+            self.assembler.raise_max_bytes(self.recv_tuning.buffer());
+        }
     }
 
     /// Processes one segment addressed to this connection.
@@ -976,6 +995,7 @@ impl Connection {
                         return result;
                     }
                     result.readable = self.receive_data(seg.seq_number, &mut payload);
+                    self.tune_recv_buffer(now);
                 }
                 _ => {}
             }
@@ -1069,6 +1089,7 @@ impl Connection {
         }
 
         let mut sack_new = 0;
+        let mut dsack = None;
         if self.options.sack {
             let mut block_store = [(0u32, 0u32); 4];
             let mut count = 0;
@@ -1081,8 +1102,13 @@ impl Connection {
                 // The scoreboard wants the cumulative ACK after this segment,
                 // so that blocks below it read as D-SACKs (RFC 2883).
                 let una = if seq_lt(self.snd_una, ack) && seq_le(ack, self.snd_max) { ack } else { self.snd_una };
-                sack_new = self.scoreboard.update(blocks, una, self.snd_max).newly_sacked;
+                let update = self.scoreboard.update(blocks, una, self.snd_max);
+                (sack_new, dsack) = (update.newly_sacked, update.dsack);
             }
+        }
+        if self.tail_probe.on_ack(ack, seq_lt(self.snd_una, ack), sack_new > 0, dsack) {
+            // The probe repaired a loss: respond as fast recovery would.
+            self.congestion.on_congestion_event(self.in_flight_for_cc(), now);
         }
 
         if seq_lt(self.snd_una, ack) {
@@ -1151,6 +1177,7 @@ impl Connection {
                 self.retransmit_at = Some(now + self.rto());
                 self.unacked_since = Some(now);
             }
+            self.arm_tail_probe(now);
             return data_acked;
         }
 
@@ -1171,11 +1198,13 @@ impl Connection {
             let lost = if self.options.sack {
                 self.dupacks >= self.config.dup_thresh
                     || (sack_new > 0 && self.scoreboard.is_lost(self.snd_una, mss, self.config.dup_thresh))
+                    || self.tail_probe.reveals_loss(self.scoreboard.highest_sacked())
             } else {
                 self.dupacks >= self.config.dup_thresh
             };
             match &mut self.recovery {
                 None if lost => {
+                    self.tail_probe.forget();
                     let flight = self.in_flight_for_cc();
                     self.congestion.on_congestion_event(flight, now);
                     self.stats.fast_recoveries += 1;
@@ -1315,7 +1344,7 @@ impl Connection {
     fn maybe_window_update(&mut self) {
         let advertised = seq_dist(self.rcv_nxt, self.rcv_adv);
         let now_possible = self.receive_window();
-        let threshold = (self.config.recv_buffer / 2).min(2 * self.local_mss);
+        let threshold = (self.recv_tuning.buffer() / 2).min(2 * self.local_mss);
         if now_possible >= advertised + threshold {
             self.ack_now = true;
         }
@@ -1330,8 +1359,8 @@ impl Connection {
         let shift = self.options.rcv_shift;
         let free = self.receive_window();
         let current = seq_dist(self.rcv_nxt, self.rcv_adv);
-        let step = (self.config.recv_buffer / 2).min(self.local_mss);
-        let mut wnd = if free >= current + step || free == self.config.recv_buffer { free } else { current };
+        let step = (self.recv_tuning.buffer() / 2).min(self.local_mss);
+        let mut wnd = if free >= current + step || free == self.recv_tuning.buffer() { free } else { current };
         wnd = wnd.min(65535usize << shift);
         // Round down to what the scaled field can say, then never shrink.
         let field = (wnd >> shift).min(65535);
@@ -1597,6 +1626,7 @@ impl Connection {
     /// when it is due, within the congestion and receive windows.
     fn send_segments(&mut self, now: Instant, emit: &mut dyn FnMut(TcpRepr, PacketBuf)) -> usize {
         let mut sent = 0;
+        let snd_max_before = self.snd_max;
         // Fast retransmit and NewReno partial ACKs resend one segment at
         // snd_una without moving snd_nxt (RFC 5681 3.2, RFC 6582 3.2).
         if let Some(seq) = self.retransmit_one.take() {
@@ -1665,7 +1695,7 @@ impl Connection {
             } else {
                 let flight = seq_dist(self.snd_una, self.snd_nxt);
                 let cwnd = self.congestion.cwnd() + self.recovery.map_or(0, |r| r.inflation);
-                let room = cwnd.saturating_sub(flight);
+                let room = cwnd.saturating_sub(flight).max(self.tail_probe.take_allowance(limit));
                 (self.snd_nxt, self.super_segment_limit(limit).min(room), seq_lt(self.snd_nxt, self.snd_max))
             };
             // The receive window counts from snd_una (RFC 9293 3.8.6.2.1).
@@ -1707,6 +1737,9 @@ impl Connection {
         }
         self.sws_override = false;
         self.rto_probe = false;
+        if self.snd_max != snd_max_before {
+            self.arm_tail_probe(now);
+        }
         // Data waiting and nothing in flight: only a window update can get
         // it moving, and that may be lost. The persist timer makes sure.
         let queue_end = self.data_end();
@@ -1726,10 +1759,17 @@ impl Connection {
         if self.rst_due || self.syn_due || (self.ack_now && self.state.is_synchronized()) {
             return Some(now);
         }
-        [self.retransmit_at, self.persist_at, self.delayed_ack_at, self.keepalive_deadline(), self.time_wait_until]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.retransmit_at,
+            self.tail_probe.probe_at(),
+            self.persist_at,
+            self.delayed_ack_at,
+            self.keepalive_deadline(),
+            self.time_wait_until,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Runs the timers that are due.
@@ -1737,6 +1777,11 @@ impl Connection {
         if self.time_wait_until.is_some_and(|t| t <= now) {
             self.enter_closed();
             return;
+        }
+        // Before the RTO: a probe due at the same time goes instead, and
+        // re-arms it (RFC 8985 7.3).
+        if self.tail_probe.due(now) {
+            self.on_probe_timeout(now);
         }
         if self.retransmit_at.is_some_and(|t| t <= now) {
             self.on_retransmit_timeout(now);
@@ -1804,6 +1849,7 @@ impl Connection {
                 self.congestion.on_rto(flight, now);
                 self.recovery = None;
                 self.retransmit_one = None;
+                self.tail_probe.forget();
                 self.dupacks = 0;
                 self.scoreboard.clear();
                 // Go back to the first unacknowledged byte.
@@ -1811,6 +1857,44 @@ impl Connection {
                 self.rto_probe = true;
             }
         }
+        self.retransmit_at = Some(now + self.rto());
+    }
+
+    /// Whether a tail loss probe may be armed or sent: data in flight in
+    /// the open state, no loss recovery, nothing SACKed, and no RTO since
+    /// new data was last acknowledged (RFC 8985 7.2).
+    fn tail_probe_eligible(&self) -> bool {
+        self.state.is_synchronized()
+            && self.recovery.is_none()
+            && self.scoreboard.is_empty()
+            && self.rtt.backoff_count() == 0
+            && self.snd_nxt == self.snd_max
+    }
+
+    fn arm_tail_probe(&mut self, now: Instant) {
+        let eligible = self.tail_probe_eligible();
+        let flight = self.in_flight_for_cc();
+        let segment = self.payload_limit();
+        self.tail_probe.arm(now, eligible, self.rtt.srtt(), flight, segment, self.retransmit_at);
+    }
+
+    /// The probe timer fired: one new segment if the peer's window admits
+    /// one, else the last segment again; the RTO is re-armed behind it.
+    fn on_probe_timeout(&mut self, now: Instant) {
+        let segment = self.payload_limit();
+        let unsent = seq_dist(self.snd_max, self.data_end());
+        let new_len = unsent.min(seq_dist(self.snd_max, self.snd_una + self.snd_wnd)).min(segment);
+        // Nothing beyond the peer's window is resent (as Linux): into a
+        // closed window the RTO's one-byte probe goes instead.
+        let last = self.snd_max - seq_dist(self.snd_una, self.snd_max).min(segment);
+        let in_window = new_len > 0 || seq_lt(last, self.snd_una + self.snd_wnd);
+        let eligible = self.tail_probe_eligible() && in_window;
+        match self.tail_probe.fire(eligible, self.snd_una, self.snd_max, new_len, segment) {
+            Some(Probe::NewData) => self.sws_override = true,
+            Some(Probe::Retransmit { seq }) => self.retransmit_one = Some(seq),
+            None => return,
+        }
+        self.stats.tail_loss_probes += 1;
         self.retransmit_at = Some(now + self.rto());
     }
 

@@ -16,9 +16,11 @@ pub mod config;
 pub mod congestion;
 pub mod connection;
 pub mod isn;
+pub mod recv_tuning;
 pub mod rtt;
 pub mod scoreboard;
 pub mod send_queue;
+pub mod tail_probe;
 
 mod api;
 mod events;
