@@ -1195,16 +1195,20 @@ impl Connection {
         {
             self.dupacks += 1;
             let mss = self.effective_mss();
+            let revealed = self.tail_probe.revealed_loss(self.scoreboard.highest_sacked());
             let lost = if self.options.sack {
                 self.dupacks >= self.config.dup_thresh
                     || (sack_new > 0 && self.scoreboard.is_lost(self.snd_una, mss, self.config.dup_thresh))
-                    || self.tail_probe.reveals_loss(self.scoreboard.highest_sacked())
+                    || revealed.is_some()
             } else {
                 self.dupacks >= self.config.dup_thresh
             };
             match &mut self.recovery {
                 None if lost => {
                     self.tail_probe.forget();
+                    if let Some(probe) = revealed {
+                        self.scoreboard.mark_lost_below(probe);
+                    }
                     let flight = self.in_flight_for_cc();
                     self.congestion.on_congestion_event(flight, now);
                     self.stats.fast_recoveries += 1;

@@ -177,14 +177,15 @@ impl TailLossProbe {
         }
     }
 
-    /// Whether the SACK information shows the probe delivered with data
-    /// below it missing: by RACK's rule every unSACKed byte below the probe
-    /// is then lost (see the invariants above). `highest_sacked` is the
-    /// sequence number just past the highest SACKed byte.
-    pub fn reveals_loss(&self, highest_sacked: Option<TcpSeqNumber>) -> bool {
+    /// Whether the SACK information shows the probe delivered: then by
+    /// RACK's rule every unSACKed byte below the probe is lost (see the
+    /// invariants above), and this is where the probe starts.
+    /// `highest_sacked` is the sequence number just past the highest
+    /// SACKed byte.
+    pub fn revealed_loss(&self, highest_sacked: Option<TcpSeqNumber>) -> Option<TcpSeqNumber> {
         match (self.outstanding, highest_sacked) {
-            (Some(probe), Some(high)) => seq_lt(probe.start, high),
-            _ => false,
+            (Some(probe), Some(high)) if seq_lt(probe.start, high) => Some(probe.start),
+            _ => None,
         }
     }
 
@@ -331,12 +332,12 @@ mod tests {
     #[test]
     fn a_sacked_probe_reveals_the_holes_below_it() {
         let mut tlp = TailLossProbe::new(true);
-        assert!(!tlp.reveals_loss(Some(s(5000))));
+        assert_eq!(tlp.revealed_loss(Some(s(5000))), None);
         tlp.fire(true, s(0), s(5000), 0, MSS);
-        assert!(!tlp.reveals_loss(None));
-        assert!(!tlp.reveals_loss(Some(s(3000))));
-        assert!(tlp.reveals_loss(Some(s(5000))));
+        assert_eq!(tlp.revealed_loss(None), None);
+        assert_eq!(tlp.revealed_loss(Some(s(3000))), None);
+        assert_eq!(tlp.revealed_loss(Some(s(5000))), Some(s(4000)));
         tlp.forget();
-        assert!(!tlp.reveals_loss(Some(s(5000))));
+        assert_eq!(tlp.revealed_loss(Some(s(5000))), None);
     }
 }
