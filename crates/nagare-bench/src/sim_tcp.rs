@@ -2,11 +2,11 @@
 //! autotuning change, shown on the simulated link in virtual time (so every
 //! figure is exact and the same on every machine and every run).
 //!
-//! - Tail loss: a fresh connection over a 20 ms round trip writes ten full
-//!   segments at once and the first transmissions of the last one, two or
-//!   three are dropped; the figure is the virtual time from the write until
-//!   the receiver has read the last byte, with tail loss probes and with
-//!   the retransmission timeout alone.
+//! - Tail loss: a connection over a 20 ms round trip, after one small
+//!   request, writes ten full segments at once and the first transmissions
+//!   of the last one, two or three are dropped; the figure is the virtual
+//!   time from the write until the receiver has read the last byte, with
+//!   tail loss probes and with the retransmission timeout alone.
 //! - Large windows: a bulk transfer over 10 Gbit/s and a 20 ms round trip,
 //!   with the receive buffer autotuned (window scale for 6 MiB) and fixed at
 //!   256 KiB (`set_recv_buffer`, window scale 3): the goodput in virtual
@@ -210,9 +210,10 @@ fn link(bandwidth_bps: u64) -> LinkConfig {
     }
 }
 
-/// Ten full segments written at once on a fresh connection over a 1 Gbit/s
-/// link with a 20 ms round trip, the first transmission of the last `lost`
-/// of them dropped; with tail loss probes or without.
+/// Ten full segments written at once, after one small request, on a
+/// connection over a 1 Gbit/s link with a 20 ms round trip, the first
+/// transmission of the last `lost` of them dropped; with tail loss probes
+/// or without.
 pub fn tail_loss(probe: bool, lost: usize) -> io::Result<TailLoss> {
     const SEGMENTS: usize = 10;
     let (pa, pb) = SimLink::new(link(1_000_000_000), 1);
@@ -315,7 +316,7 @@ pub struct SimTcpArgs {
 pub fn run(args: SimTcpArgs) -> anyhow::Result<()> {
     println!("nagare bench sim-tcp: simulated link, virtual time (exact, the same on every run)");
     println!();
-    println!("Tail loss: 10 full segments written at once on a fresh connection, 1 Gbit/s, 20 ms round trip,");
+    println!("Tail loss: 10 full segments written at once after one small request, 1 Gbit/s, 20 ms round trip,");
     println!("the first transmission of the last segments dropped; time from the write until the last byte is read:");
     println!();
     println!("| segments lost | with tail loss probe | RTO only | first retransmission to the end (with / without) | probes | retransmission timeouts (with / without) |");
