@@ -74,10 +74,11 @@ impl Window {
 }
 
 /// The sender's port of the link, dropping the first transmission of every
-/// data segment from `from` (bytes into the stream) onwards.
+/// data segment that starts in `from..to` (bytes into the stream).
 struct TailDrop {
     inner: SimPort,
     from: u32,
+    to: u32,
     isn: Option<u32>,
     seen: HashSet<u32>,
     dropped: u64,
@@ -117,7 +118,7 @@ impl TailDrop {
             return false;
         };
         let offset = seq.wrapping_sub(isn).wrapping_sub(1);
-        if len == 0 || offset < self.from || offset >= 1 << 30 {
+        if len == 0 || offset < self.from || offset >= self.to {
             return false;
         }
         if self.seen.insert(seq) {
@@ -210,21 +211,36 @@ fn link(bandwidth_bps: u64) -> LinkConfig {
     }
 }
 
+/// Segments written at once in [`flight_loss`].
+pub const SEGMENTS: usize = 10;
+
+/// [`flight_loss`] of the last `lost` segments.
+pub fn tail_loss(rack_tlp: bool, lost: usize) -> io::Result<TailLoss> {
+    flight_loss(rack_tlp, SEGMENTS - lost.min(SEGMENTS)..SEGMENTS)
+}
+
 /// Ten full segments written at once, after one small request, on a
 /// connection over a 1 Gbit/s link with a 20 ms round trip, the first
-/// transmission of the last `lost` of them dropped; with tail loss probes
-/// or without.
-pub fn tail_loss(probe: bool, lost: usize) -> io::Result<TailLoss> {
-    const SEGMENTS: usize = 10;
+/// transmission of the segments `lost` (0-based) dropped; with RACK-TLP or
+/// without.
+pub fn flight_loss(rack_tlp: bool, lost: std::ops::Range<usize>) -> io::Result<TailLoss> {
     let (pa, pb) = SimLink::new(link(1_000_000_000), 1);
     let mut a = host(
         1,
         A_IP,
-        TailDrop { inner: pa, from: u32::MAX, isn: None, seen: HashSet::new(), dropped: 0, resent_at: None },
+        TailDrop {
+            inner: pa,
+            from: u32::MAX,
+            to: u32::MAX,
+            isn: None,
+            seen: HashSet::new(),
+            dropped: 0,
+            resent_at: None,
+        },
     );
     let mut b = host(2, B_IP, pb);
     for h in [&mut a.iface, &mut b.iface] {
-        h.tcp().defaults_mut().tail_loss_probe = probe;
+        h.tcp().defaults_mut().rack_tlp = rack_tlp;
     }
     let mut pair = SimPair::new(a, b);
     let (ha, hb) = connect(&mut pair)?;
@@ -240,7 +256,9 @@ pub fn tail_loss(probe: bool, lost: usize) -> io::Result<TailLoss> {
     pair.advance(Duration::from_millis(100))?;
     let mss = pair.a.iface.tcp_ref().connection(ha).map(|c| c.segment_payload_limit()).unwrap_or(0);
     let total = SEGMENTS * mss;
-    pair.a.device.from = u32::try_from(100 + (SEGMENTS - lost.min(SEGMENTS)) * mss).unwrap_or(u32::MAX);
+    let offset = |k: usize| u32::try_from(100 + k.min(SEGMENTS) * mss).unwrap_or(u32::MAX);
+    (pair.a.device.from, pair.a.device.to) = (offset(lost.start), offset(lost.end));
+    let lost = lost.len();
     let start = pair.now;
     let data = vec![0x5a; total];
     let written = pair.a.iface.tcp().send(ha, &data, start).map_err(engine)?;
@@ -316,16 +334,20 @@ pub struct SimTcpArgs {
 pub fn run(args: SimTcpArgs) -> anyhow::Result<()> {
     println!("nagare bench sim-tcp: simulated link, virtual time (exact, the same on every run)");
     println!();
-    println!("Tail loss: 10 full segments written at once after one small request, 1 Gbit/s, 20 ms round trip,");
-    println!("the first transmission of the last segments dropped; time from the write until the last byte is read:");
+    println!("Loss at the end of a flight: 10 full segments written at once after one small request, 1 Gbit/s,");
+    println!(
+        "20 ms round trip, the first transmission of some dropped; time from the write until the last byte is read,"
+    );
+    println!("with RACK-TLP and without (RFC 6675's count of SACKed segments, and the RTO):");
     println!();
-    println!("| segments lost | with tail loss probe | RTO only | first retransmission to the end (with / without) | probes | retransmission timeouts (with / without) |");
+    println!("| segments lost | RACK-TLP | without | first retransmission to the end (with / without) | probes | retransmission timeouts (with / without) |");
     println!("|---|---|---|---|---|---|");
-    for lost in 1..=3 {
-        let with = tail_loss(true, lost)?;
-        let without = tail_loss(false, lost)?;
+    let cases = [("the last", 9..10), ("the last 2", 8..10), ("the last 3", 7..10), ("the 8th (2 after it)", 7..8)];
+    for (name, lost) in cases {
+        let with = flight_loss(true, lost.clone())?;
+        let without = flight_loss(false, lost)?;
         println!(
-            "| {lost} | {:.1} ms | {:.1} ms | {:.1} / {:.1} ms | {} | {} / {} |",
+            "| {name} | {:.1} ms | {:.1} ms | {:.1} / {:.1} ms | {} | {} / {} |",
             with.completion.as_secs_f64() * 1e3,
             without.completion.as_secs_f64() * 1e3,
             with.repair.as_secs_f64() * 1e3,
@@ -385,6 +407,15 @@ mod tests {
             let t = tail_loss(true, lost).unwrap();
             assert!(t.repair < Duration::from_millis(31), "{lost} lost: {t:?}");
         }
+    }
+
+    #[test]
+    fn rack_repairs_a_loss_with_two_segments_after_it_before_the_rto() {
+        let with = flight_loss(true, 7..8).unwrap();
+        let without = flight_loss(false, 7..8).unwrap();
+        assert_eq!((with.stats.timeouts, with.stats.fast_recoveries, with.stats.retransmits), (0, 1, 1), "{with:?}");
+        assert_eq!(without.stats.timeouts, 1, "{without:?}");
+        assert!(with.completion + Duration::from_millis(100) < without.completion, "{with:?} {without:?}");
     }
 
     #[test]

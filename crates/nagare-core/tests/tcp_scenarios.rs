@@ -1479,11 +1479,17 @@ fn newreno_recovers_three_holes_without_sack() {
 /// write is read as it arrives. Returns the time from the write until
 /// everything arrived, and A's counters.
 fn tail_loss(sack: bool, probe: bool, segments: usize, lost: usize) -> (Duration, ConnectionStats) {
+    flight_loss(sack, probe, segments, segments - lost..segments)
+}
+
+/// As [`tail_loss`], with the segments of `lost` (0-based) losing their
+/// first transmission.
+fn flight_loss(sack: bool, probe: bool, segments: usize, lost: std::ops::Range<usize>) -> (Duration, ConnectionStats) {
     let mut net = Net::new();
     for iface in [&mut net.a, &mut net.b] {
         let d = iface.tcp().defaults_mut();
         d.sack = sack;
-        d.tail_loss_probe = probe;
+        d.rack_tlp = probe;
     }
     let (ha, hb) = net.connect_pair(80);
     let warm = pattern(20_000, 3);
@@ -1493,8 +1499,8 @@ fn tail_loss(sack: bool, probe: bool, segments: usize, lost: usize) -> (Duration
     let mss = c.send_mss() - 12;
     assert!(c.cwnd() >= segments * mss, "cwnd {} takes the whole write", c.cwnd());
     let base = net.log.iter().rev().find(|s| s.from == B_IP).unwrap().ack().unwrap();
-    let end = base.wrapping_add((segments * mss) as u32);
-    let tail_start = end.wrapping_sub((lost * mss) as u32);
+    let end = base.wrapping_add((lost.end * mss) as u32);
+    let tail_start = base.wrapping_add((lost.start * mss) as u32);
     let mut seen = std::collections::HashSet::new();
     net.filter = Box::new(move |s: &Seg| {
         let in_tail = s.seq().wrapping_sub(tail_start) < end.wrapping_sub(tail_start);
@@ -1521,6 +1527,21 @@ fn tail_loss_probe_repairs_the_last_two_segments_before_the_rto() {
     let (took, stats) = tail_loss(true, false, 10, 2);
     assert!(took >= Duration::from_millis(200), "took {took:?}, {stats:?}");
     assert_eq!((stats.timeouts, stats.tail_loss_probes), (1, 0), "{stats:?}");
+}
+
+#[test]
+fn rack_finds_a_loss_with_too_few_segments_after_it_for_duplicate_acks() {
+    // The eighth of ten lost: two SACKed segments after it are not enough
+    // for RFC 6675 (three, or more than two segments' worth), and with
+    // SACKed data outstanding no tail loss probe is armed. RACK's
+    // reordering timer finds it lost a quarter of the minimum RTT after
+    // the SACK of the segments sent after it.
+    let (took, stats) = flight_loss(true, true, 10, 7..8);
+    assert!(took < Duration::from_millis(50), "took {took:?}, {stats:?}");
+    assert_eq!((stats.timeouts, stats.fast_recoveries, stats.retransmits), (0, 1, 1), "{stats:?}");
+    let (took, stats) = flight_loss(true, false, 10, 7..8);
+    assert!(took >= Duration::from_millis(200), "took {took:?}, {stats:?}");
+    assert_eq!(stats.timeouts, 1, "{stats:?}");
 }
 
 #[test]
@@ -1561,7 +1582,7 @@ fn rto_backs_off_exponentially_to_max_rto_then_times_out() {
         d.rtt.max_rto = Duration::from_secs(3);
         d.max_retransmissions = 6;
         // The RTO alone: a tail loss probe would go before the first.
-        d.tail_loss_probe = false;
+        d.rack_tlp = false;
     }
     let (ha, hb) = net.connect_pair(80);
     let rto = net.a.tcp_ref().connection(ha).unwrap().rto();

@@ -58,10 +58,11 @@ pub struct TcpConfig {
     /// TCP itself (TSO); 0 keeps every segment within the MSS. The
     /// interface sets it from its device, so a socket inherits it.
     pub segmentation_offload: usize,
-    /// Tail loss probes (RFC 8985 section 7): a lost last segment is
-    /// repaired after about two round trips instead of a retransmission
-    /// timeout.
-    pub tail_loss_probe: bool,
+    /// RACK-TLP (RFC 8985): losses detected by time as well as by count
+    /// of SACKed segments, and tail loss probes, so that a lost last
+    /// segment is repaired after about two round trips instead of a
+    /// retransmission timeout.
+    pub rack_tlp: bool,
 }
 
 impl TcpConfig {
@@ -107,7 +108,7 @@ impl Default for TcpConfig {
             max_ooo_segments: 64,
             dup_thresh: 3,
             segmentation_offload: 0,
-            tail_loss_probe: true,
+            rack_tlp: true,
         }
     }
 }

@@ -11,6 +11,7 @@
 use super::assembler::{Assembler, AssemblerLimits};
 use super::config::TcpConfig;
 use super::congestion::{Congestion, CongestionControl};
+use super::rack::Rack;
 use super::recv_tuning::RecvTuning;
 use super::rtt::RttEstimator;
 use super::scoreboard::{NextSeg, Scoreboard};
@@ -209,6 +210,7 @@ pub struct Connection {
     scoreboard: Scoreboard,
     dupacks: usize,
     recovery: Option<Recovery>,
+    rack: Rack,
     tail_probe: TailLossProbe,
     /// One segment to resend at the next dispatch (fast retransmit).
     retransmit_one: Option<TcpSeqNumber>,
@@ -321,7 +323,8 @@ impl Connection {
             scoreboard: Scoreboard::new(),
             dupacks: 0,
             recovery: None,
-            tail_probe: TailLossProbe::new(config.tail_loss_probe),
+            rack: Rack::new(config.rack_tlp),
+            tail_probe: TailLossProbe::new(config.rack_tlp),
             retransmit_one: None,
             sws_override: false,
             rto_probe: false,
@@ -1110,6 +1113,7 @@ impl Connection {
             // The probe repaired a loss: respond as fast recovery would.
             self.congestion.on_congestion_event(self.in_flight_for_cc(), now);
         }
+        let rack_lost = self.options.sack && self.mark_lost_by_time(now, false);
 
         if seq_lt(self.snd_una, ack) {
             let flight_before = self.in_flight_for_cc();
@@ -1127,6 +1131,7 @@ impl Connection {
                 self.snd_nxt = ack;
             }
             self.scoreboard.advance(ack);
+            self.rack.advance(ack);
             self.dupacks = 0;
 
             // RTT: a timestamp echo, else the timed segment (Karn's rule).
@@ -1200,36 +1205,62 @@ impl Connection {
                 self.dupacks >= self.config.dup_thresh
                     || (sack_new > 0 && self.scoreboard.is_lost(self.snd_una, mss, self.config.dup_thresh))
                     || revealed.is_some()
+                    || rack_lost
             } else {
                 self.dupacks >= self.config.dup_thresh
             };
             match &mut self.recovery {
                 None if lost => {
-                    self.tail_probe.forget();
                     if let Some(probe) = revealed {
                         self.scoreboard.mark_lost_below(probe);
                     }
-                    let flight = self.in_flight_for_cc();
-                    self.congestion.on_congestion_event(flight, now);
-                    self.stats.fast_recoveries += 1;
-                    self.recovery = Some(Recovery {
-                        recover: self.snd_max,
-                        high_rxt: self.snd_una,
-                        inflation: if self.options.sack { 0 } else { self.config.dup_thresh * mss },
-                    });
-                    // Retransmit the first unacknowledged segment now; it
-                    // also marks where a rescue may start (RFC 6675 4.3).
-                    self.retransmit_one = Some(self.snd_una);
-                    if self.options.sack {
-                        let first_end = self.snd_una + self.payload_limit().min(seq_dist(self.snd_una, self.snd_max));
-                        self.scoreboard.set_rescue_rxt(Some(first_end));
-                    }
+                    self.enter_recovery(now);
                 }
                 Some(rec) if !self.options.sack => rec.inflation += mss,
                 _ => {}
             }
         }
         0
+    }
+
+    /// Loss detected (RFC 6675 or RACK): fast retransmit and recovery.
+    fn enter_recovery(&mut self, now: Instant) {
+        let mss = self.effective_mss();
+        self.tail_probe.forget();
+        let flight = self.in_flight_for_cc();
+        self.congestion.on_congestion_event(flight, now);
+        self.stats.fast_recoveries += 1;
+        self.recovery = Some(Recovery {
+            recover: self.snd_max,
+            high_rxt: self.snd_una,
+            inflation: if self.options.sack { 0 } else { self.config.dup_thresh * mss },
+        });
+        // Retransmit the first unacknowledged segment now; it also marks
+        // where a rescue may start (RFC 6675 4.3).
+        self.retransmit_one = Some(self.snd_una);
+        if self.options.sack {
+            let first_end = self.snd_una + self.payload_limit().min(seq_dist(self.snd_una, self.snd_max));
+            self.scoreboard.set_rescue_rxt(Some(first_end));
+        }
+    }
+
+    /// RACK's verdict on an ACK (or, `timer`, when its reordering timer
+    /// fired) marked in the scoreboard; whether anything at `snd_una` or
+    /// above is lost.
+    fn mark_lost_by_time(&mut self, now: Instant, timer: bool) -> bool {
+        let (min_rtt, srtt) = (self.rtt.min_rtt(), self.rtt.srtt());
+        let verdict = if timer {
+            self.rack.on_timer(now, self.snd_una, min_rtt, srtt)
+        } else {
+            self.rack.on_ack(now, self.snd_una, self.scoreboard.highest_sacked(), min_rtt, srtt)
+        };
+        match verdict {
+            Some(seq) => {
+                self.scoreboard.mark_lost_below(seq);
+                true
+            }
+            None => false,
+        }
     }
 
     fn receive_data(&mut self, seq: TcpSeqNumber, payload: &mut PacketBuf) -> usize {
@@ -1742,6 +1773,7 @@ impl Connection {
         self.sws_override = false;
         self.rto_probe = false;
         if self.snd_max != snd_max_before {
+            self.rack.on_sent(self.snd_max, now);
             self.arm_tail_probe(now);
         }
         // Data waiting and nothing in flight: only a window update can get
@@ -1766,6 +1798,7 @@ impl Connection {
         [
             self.retransmit_at,
             self.tail_probe.probe_at(),
+            self.rack.timer_at(),
             self.persist_at,
             self.delayed_ack_at,
             self.keepalive_deadline(),
@@ -1786,6 +1819,9 @@ impl Connection {
         // re-arms it (RFC 8985 7.3).
         if self.tail_probe.due(now) {
             self.on_probe_timeout(now);
+        }
+        if self.rack.timer_due(now) {
+            self.on_reorder_timeout(now);
         }
         if self.retransmit_at.is_some_and(|t| t <= now) {
             self.on_retransmit_timeout(now);
@@ -1854,6 +1890,7 @@ impl Connection {
                 self.recovery = None;
                 self.retransmit_one = None;
                 self.tail_probe.forget();
+                self.rack.clear();
                 self.dupacks = 0;
                 self.scoreboard.clear();
                 // Go back to the first unacknowledged byte.
@@ -1900,6 +1937,15 @@ impl Connection {
         }
         self.stats.tail_loss_probes += 1;
         self.retransmit_at = Some(now + self.rto());
+    }
+
+    /// RACK's reordering timer fired: what it finds lost starts SACK
+    /// recovery, or feeds the one under way (RFC 8985 6.3).
+    fn on_reorder_timeout(&mut self, now: Instant) {
+        let open = self.state.is_synchronized() && self.snd_una != self.snd_max;
+        if self.mark_lost_by_time(now, true) && open && self.recovery.is_none() && self.rtt.backoff_count() == 0 {
+            self.enter_recovery(now);
+        }
     }
 
     /// When the next keepalive probe is due (or, after the last one, when

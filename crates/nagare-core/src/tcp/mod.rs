@@ -16,6 +16,7 @@ pub mod config;
 pub mod congestion;
 pub mod connection;
 pub mod isn;
+pub mod rack;
 pub mod recv_tuning;
 pub mod rtt;
 pub mod scoreboard;
