@@ -1773,7 +1773,9 @@ impl Connection {
         self.sws_override = false;
         self.rto_probe = false;
         if self.snd_max != snd_max_before {
-            self.rack.on_sent(self.snd_max, now);
+            if self.options.sack {
+                self.rack.on_sent(self.snd_max, now);
+            }
             self.arm_tail_probe(now);
         }
         // Data waiting and nothing in flight: only a window update can get

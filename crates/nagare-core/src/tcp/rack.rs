@@ -36,8 +36,9 @@ use nagare_wire::TcpSeqNumber;
 /// Most send-time ranges kept per connection.
 pub const MAX_RANGES: usize = 1024;
 
-/// Capacity an emptied log keeps; anything larger is given back.
-const KEEP_CAPACITY: usize = 16;
+/// Capacity an emptied log keeps; anything larger is given back, so an
+/// idle connection holds little for its past flights.
+const KEEP_CAPACITY: usize = 4;
 
 fn seq_lt(a: TcpSeqNumber, b: TcpSeqNumber) -> bool {
     (a - b) < 0
