@@ -472,7 +472,8 @@ impl NagareStack {
         let mut iface = Interface::new(config, tap.capabilities(), BufferPool::new(POOL_BUFFER_SIZE, POOL_BUFFERS));
         let defaults = iface.tcp().defaults_mut();
         defaults.send_buffer = buffer;
-        defaults.recv_buffer = buffer;
+        // The size under test, fixed (as after SO_RCVBUF).
+        defaults.set_recv_buffer(buffer);
         let chain = PacketBuf::from_slice(iface.pool(), 0, &vec![0x5au8; WRITE_SIZE]).map_err(|_| "pool exhausted")?;
         let copy_source = (std::env::var("NAGARE_BENCH_SEND").as_deref() == Ok("copy"))
             .then(|| (0..64usize << 20).map(|i| (i * 7 + i / 4093) as u8).collect());

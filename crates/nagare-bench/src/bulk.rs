@@ -45,9 +45,13 @@ impl BulkResult {
 }
 
 /// Socket settings of the bulk stream: `buffer` bytes of send and receive
-/// buffer, everything else as a Linux user gets it.
+/// buffer, both fixed (as after SO_SNDBUF and SO_RCVBUF, so that the peers
+/// measured beside it get the same), everything else as a Linux user gets
+/// it.
 pub fn bulk_tcp_config(buffer: usize) -> TcpConfig {
-    TcpConfig { send_buffer: buffer, recv_buffer: buffer, ..TcpConfig::default() }
+    let mut config = TcpConfig { send_buffer: buffer, ..TcpConfig::default() };
+    config.set_recv_buffer(buffer);
+    config
 }
 
 /// An established connection A -> B on a fresh pair (ARP resolved, not

@@ -18,6 +18,8 @@
 //! The `nagare bench` subcommands:
 //! - [`udp`]: UDP between two engines on a simulated link, beside kernel
 //!   UDP over loopback;
+//! - [`sim_tcp`]: tail loss probes and receive-buffer autotuning on the
+//!   simulated link in virtual time, each beside the engine without it;
 //! - [`vni`]: the VNI beside Linux veth (Mint, Table 2);
 //! - [`netd`]: a UDP round trip through one netd beside Linux loopback;
 //! - [`sendpath`]: a UDP `sendto` stage by stage in each placement (AnT,
@@ -45,5 +47,6 @@ pub mod perf;
 pub mod report;
 pub mod sendpath;
 pub mod setup;
+pub mod sim_tcp;
 pub mod udp;
 pub mod vni;

@@ -28,6 +28,14 @@ pub enum BenchCommand {
         #[arg(long)]
         csv: Option<PathBuf>,
     },
+    /// TCP on a simulated link in virtual time: a lost tail with tail loss
+    /// probes and with the RTO alone; a 10 Gbit/s, 20 ms path with the
+    /// receive buffer autotuned and fixed at 256 KiB.
+    SimTcp {
+        /// Bytes of the large-window transfer.
+        #[arg(long, default_value_t = 64 << 20)]
+        bytes: usize,
+    },
     /// The VNI beside Linux veth (Table 2 of the Mint paper plus latency):
     /// UDP and TCP throughput, UDP round trip, segment memory.
     Vni {
@@ -129,6 +137,7 @@ impl BenchCommand {
             BenchCommand::Udp { datagrams, sizes, runs, csv } => {
                 udp::run_udp(udp::UdpBenchArgs { datagrams, sizes, runs, csv })
             }
+            BenchCommand::SimTcp { bytes } => sim_tcp::run(sim_tcp::SimTcpArgs { bytes }),
             BenchCommand::Vni { time, pings, runs, slots, quick, only, no_linux, peer, peer_poll } => {
                 let only = only
                     .into_iter()

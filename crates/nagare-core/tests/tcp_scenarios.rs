@@ -9,7 +9,7 @@
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::iface::Error;
 use nagare_core::tcp::config::TcpConfig;
-use nagare_core::tcp::connection::State;
+use nagare_core::tcp::connection::{ConnectionStats, State};
 use nagare_core::tcp::{Readiness, TcpEvent, TcpHandle, TcpListenerHandle, TcpSocket};
 use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
 use nagare_wire::{ArpOperation, IpProtocol, Ipv4Addr, TcpFlags, TcpPacket, TcpRepr, TcpSeqNumber};
@@ -496,8 +496,9 @@ fn active_open_offers_every_option_and_takes_the_peers() {
     assert_eq!(syn.repr.flags, TcpFlags::SYN, "a SYN alone");
     assert_eq!(syn.repr.ack_number, None);
     assert_eq!(syn.repr.max_seg_size, Some(1460), "MSS = MTU - 40");
-    // 256 KiB of receive buffer needs a shift of 3 to be offered whole.
-    assert_eq!(syn.repr.window_scale, Some(3));
+    // The 6 MiB that autotuning may grow the receive buffer to needs a
+    // shift of 7 to be offered whole.
+    assert_eq!(syn.repr.window_scale, Some(7));
     assert!(syn.repr.sack_permitted);
     let (tsval, tsecr) = syn.repr.timestamp.expect("timestamps offered");
     assert_eq!(tsecr, 0);
@@ -519,11 +520,11 @@ fn active_open_offers_every_option_and_takes_the_peers() {
     assert_eq!(ack.repr.timestamp.map(|t| t.1), Some(777), "the peer's TSval echoed");
     assert_eq!(ack.repr.window_scale, None, "options of the SYN only in SYNs");
     assert_eq!(ack.repr.max_seg_size, None);
-    assert_eq!(ack.repr.window_len, ((256 * 1024) >> 3) as u16, "the window is scaled from now on");
+    assert_eq!(ack.repr.window_len, ((256 * 1024) >> 7) as u16, "the window is scaled from now on");
 
     assert_eq!(raw.iface.tcp_ref().state(h), Ok(State::Established));
     let c = raw.iface.tcp_ref().connection(h).unwrap();
-    assert_eq!(c.negotiated(), (true, true, true, 3, 7));
+    assert_eq!(c.negotiated(), (true, true, true, 7, 7));
     assert_eq!(c.send_mss(), 1200);
     // The SYN-ACK's window is not scaled; later ones are.
     assert_eq!(c.send_window(), 1000);
@@ -550,7 +551,7 @@ fn passive_open_answers_options_in_kind() {
     assert_eq!(synack.repr.flags, TcpFlags::SYN | TcpFlags::ACK);
     assert_eq!(synack.ack(), Some(9001));
     assert_eq!(synack.repr.max_seg_size, Some(1460));
-    assert_eq!(synack.repr.window_scale, Some(3));
+    assert_eq!(synack.repr.window_scale, Some(7));
     assert!(synack.repr.sack_permitted);
     assert_eq!(synack.repr.timestamp.map(|t| t.1), Some(1000), "TSecr echoes the SYN's TSval");
     assert!(raw.iface.tcp().accept(l).unwrap().is_none(), "not acceptable before the handshake completes");
@@ -562,7 +563,7 @@ fn passive_open_answers_options_in_kind() {
     let h = raw.iface.tcp().accept(l).unwrap().expect("accepted");
     let c = raw.iface.tcp_ref().connection(h).unwrap();
     assert_eq!(c.state(), State::Established);
-    assert_eq!(c.negotiated(), (true, true, true, 3, 2));
+    assert_eq!(c.negotiated(), (true, true, true, 7, 2));
     assert_eq!(c.send_mss(), 1400);
     assert_eq!(c.send_window(), 400, "the ACK's window is scaled by the peer's shift");
 
@@ -591,8 +592,8 @@ fn handshake_between_two_stacks_negotiates_the_same_options() {
     assert_eq!(net.log.len(), 3, "three segments: {:#?}", net.log);
     let ca = net.a.tcp_ref().connection(ha).unwrap();
     let cb = net.b.tcp_ref().connection(hb).unwrap();
-    assert_eq!(ca.negotiated(), (true, true, true, 3, 3));
-    assert_eq!(cb.negotiated(), (true, true, true, 3, 3));
+    assert_eq!(ca.negotiated(), (true, true, true, 7, 7));
+    assert_eq!(cb.negotiated(), (true, true, true, 7, 7));
     assert_eq!(ca.send_mss(), 1460);
     assert_eq!(cb.send_mss(), 1460);
     // The handshake gave an RTT sample on both sides.
@@ -673,7 +674,7 @@ fn simultaneous_open_reaches_established_on_both_sides() {
     }
     assert!(net.log.iter().all(|s| !s.has(TcpFlags::RST)));
     for (c, _) in [(net.a.tcp_ref().connection(ha).unwrap(), 0), (net.b.tcp_ref().connection(hb).unwrap(), 0)] {
-        assert_eq!(c.negotiated(), (true, true, true, 3, 3));
+        assert_eq!(c.negotiated(), (true, true, true, 7, 7));
     }
     let ab = pattern(50_000, 2);
     let ba = pattern(30_000, 3);
@@ -1350,7 +1351,7 @@ fn time_wait_acknowledges_data_but_not_bare_acks() {
 /// A sends to B, whose receive buffer is small and who does not read.
 fn zero_window_setup(buffer: usize) -> (Net, TcpHandle, TcpHandle, Vec<u8>) {
     let mut net = Net::new();
-    net.b.tcp().defaults_mut().recv_buffer = buffer;
+    net.b.tcp().defaults_mut().set_recv_buffer(buffer);
     let (ha, hb) = net.connect_pair(80);
     let data = pattern(100_000, 6);
     let sent = net.a.tcp().send(ha, &data, net.now).unwrap();
@@ -1487,7 +1488,7 @@ fn reads_without_window_scaling_send_no_window_update_the_field_cannot_show() {
 #[test]
 fn a_window_opening_from_zero_is_advertised_in_sws_steps() {
     let buffer = 8 * 1460;
-    let mut p = Peer::connected_with(false, |c| c.recv_buffer = buffer);
+    let mut p = Peer::connected_with(false, |c| c.set_recv_buffer(buffer));
     for k in 0..8 {
         p.send(TcpFlags::ACK, &pattern(1460, k));
     }
@@ -1624,7 +1625,11 @@ fn limited_transmit_sends_new_data_on_the_first_two_duplicate_acks() {
 /// (RFC 3042), whose duplicate ACK is the third: fast retransmit, not a
 /// second RTO.
 fn limited_transmit(sack: bool) {
-    let mut p = Peer::connected_with(false, |c| c.sack = sack);
+    // The flight's loss is met by an RTO, not a tail probe.
+    let mut p = Peer::connected_with(false, |c| {
+        c.sack = sack;
+        c.rack_tlp = false;
+    });
     let mss = 1460;
     let data = pattern(20 * mss, 3);
     let now = p.raw.now;
@@ -1674,6 +1679,104 @@ fn limited_transmit(sack: bool) {
     assert_eq!(c.ssthresh(), 3 * mss * 7 / 10, "sack {sack}");
 }
 
+/// A connection with a measured RTT, then one write of `segments` full
+/// segments whose last `lost` segments lose their first transmission; the
+/// write is read as it arrives. Returns the time from the write until
+/// everything arrived, and A's counters.
+fn tail_loss(sack: bool, probe: bool, segments: usize, lost: usize) -> (Duration, ConnectionStats) {
+    flight_loss(sack, probe, segments, segments - lost..segments)
+}
+
+/// As [`tail_loss`], with the segments of `lost` (0-based) losing their
+/// first transmission.
+fn flight_loss(sack: bool, probe: bool, segments: usize, lost: std::ops::Range<usize>) -> (Duration, ConnectionStats) {
+    let mut net = Net::new();
+    for iface in [&mut net.a, &mut net.b] {
+        let d = iface.tcp().defaults_mut();
+        d.sack = sack;
+        d.rack_tlp = probe;
+    }
+    let (ha, hb) = net.connect_pair(80);
+    let warm = pattern(20_000, 3);
+    assert_eq!(net.transfer(Side::A, ha, hb, &warm, Duration::from_secs(5)), warm);
+    net.run_for(MS * 100);
+    let c = net.a.tcp_ref().connection(ha).unwrap();
+    let mss = c.send_mss() - 12;
+    assert!(c.cwnd() >= segments * mss, "cwnd {} takes the whole write", c.cwnd());
+    let base = net.log.iter().rev().find(|s| s.from == B_IP).unwrap().ack().unwrap();
+    let end = base.wrapping_add((lost.end * mss) as u32);
+    let tail_start = base.wrapping_add((lost.start * mss) as u32);
+    let mut seen = std::collections::HashSet::new();
+    net.filter = Box::new(move |s: &Seg| {
+        let in_tail = s.seq().wrapping_sub(tail_start) < end.wrapping_sub(tail_start);
+        if s.from == A_IP && !s.payload.is_empty() && in_tail {
+            return !seen.insert(s.seq());
+        }
+        true
+    });
+    let t0 = net.now;
+    let data = pattern(segments * mss, 4);
+    assert_eq!(net.transfer(Side::A, ha, hb, &data, Duration::from_secs(10)), data);
+    (net.now.saturating_since(t0), net.a.tcp_ref().connection(ha).unwrap().stats())
+}
+
+#[test]
+fn tail_loss_probe_repairs_the_last_two_segments_before_the_rto() {
+    // The probe goes 10 ms (the least PTO, on this RTT of microseconds)
+    // after the ACKs of the first eight: the last segment again, which is
+    // SACKed above the hole before it; that hole is resent at once.
+    let (took, stats) = tail_loss(true, true, 10, 2);
+    assert!(took < Duration::from_millis(50), "took {took:?}, {stats:?}");
+    assert_eq!((stats.timeouts, stats.tail_loss_probes, stats.retransmits), (0, 1, 2), "{stats:?}");
+    // Switched off, the RTO (200 ms) repairs it.
+    let (took, stats) = tail_loss(true, false, 10, 2);
+    assert!(took >= Duration::from_millis(200), "took {took:?}, {stats:?}");
+    assert_eq!((stats.timeouts, stats.tail_loss_probes), (1, 0), "{stats:?}");
+}
+
+#[test]
+fn rack_finds_a_loss_with_too_few_segments_after_it_for_duplicate_acks() {
+    // The eighth of ten lost: two SACKed segments after it are not enough
+    // for RFC 6675 (three, or more than two segments' worth), and with
+    // SACKed data outstanding no tail loss probe is armed. RACK's
+    // reordering timer finds it lost a quarter of the minimum RTT after
+    // the SACK of the segments sent after it.
+    let (took, stats) = flight_loss(true, true, 10, 7..8);
+    assert!(took < Duration::from_millis(50), "took {took:?}, {stats:?}");
+    assert_eq!((stats.timeouts, stats.fast_recoveries, stats.retransmits), (0, 1, 1), "{stats:?}");
+    let (took, stats) = flight_loss(true, false, 10, 7..8);
+    assert!(took >= Duration::from_millis(200), "took {took:?}, {stats:?}");
+    assert_eq!(stats.timeouts, 1, "{stats:?}");
+}
+
+#[test]
+fn tail_loss_probe_of_one_segment_in_flight_allows_for_a_delayed_ack() {
+    for sack in [true, false] {
+        // Only the lost last segment is in flight once the others are
+        // acknowledged: its ACK may be delayed by up to 200 ms (RFC 8985
+        // 7.2), so the PTO is 2 SRTT + 200 ms, bounded by the RTO. The
+        // probe goes when the RTO would have, instead of it, and repairs
+        // the tail without collapsing the window.
+        let (took, stats) = tail_loss(sack, true, 10, 1);
+        assert!(took >= Duration::from_millis(200) && took < Duration::from_millis(250), "took {took:?}");
+        assert_eq!((stats.timeouts, stats.tail_loss_probes, stats.retransmits), (0, 1, 1), "sack {sack}: {stats:?}");
+    }
+}
+
+#[test]
+fn tail_loss_probe_sacked_reveals_the_lost_segments_below_it() {
+    // Three of ten lost at the end: the probe (the last segment again) is
+    // SACKed above the other two holes, which RACK's rule then takes for
+    // lost; SACK recovery resends them without waiting for the RTO.
+    let (took, stats) = tail_loss(true, true, 10, 3);
+    assert!(took < Duration::from_millis(100), "took {took:?}, {stats:?}");
+    assert_eq!((stats.timeouts, stats.tail_loss_probes, stats.fast_recoveries), (0, 1, 1), "{stats:?}");
+    assert_eq!(stats.retransmits, 3, "the probe and the two holes: {stats:?}");
+    let (took, stats) = tail_loss(true, false, 10, 3);
+    assert!(took >= Duration::from_millis(200), "took {took:?}, {stats:?}");
+    assert_eq!(stats.timeouts, 1, "{stats:?}");
+}
+
 // ---- 7. retransmission timeouts --------------------------------------------------
 
 #[test]
@@ -1683,6 +1786,8 @@ fn rto_backs_off_exponentially_to_max_rto_then_times_out() {
         let d = iface.tcp().defaults_mut();
         d.rtt.max_rto = Duration::from_secs(3);
         d.max_retransmissions = 6;
+        // The RTO alone: a tail loss probe would go before the first.
+        d.rack_tlp = false;
     }
     let (ha, hb) = net.connect_pair(80);
     let rto = net.a.tcp_ref().connection(ha).unwrap().rto();
@@ -2264,7 +2369,7 @@ fn a_peer_answering_into_a_closed_window_is_not_timed_out() {
 #[test]
 fn buffers_resize_on_an_open_connection_and_the_window_follows() {
     let mut net = Net::new();
-    net.b.tcp().defaults_mut().recv_buffer = 3 * 1448;
+    net.b.tcp().defaults_mut().set_recv_buffer(3 * 1448);
     let (ha, hb) = net.connect_pair(80);
     let data = pattern(200_000, 9);
     net.a.tcp().set_send_buffer(ha, data.len(), net.now).unwrap();

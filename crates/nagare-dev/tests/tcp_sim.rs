@@ -266,6 +266,9 @@ struct Scenario {
     algorithm: CongestionAlgorithm,
     sack: bool,
     timestamps: bool,
+    /// The receive buffer grows from `buffers` (autotuning) rather than
+    /// staying there (as after SO_RCVBUF).
+    autotune: bool,
 }
 
 impl Scenario {
@@ -298,6 +301,7 @@ impl Scenario {
             algorithm: if pick(2) == 0 { CongestionAlgorithm::NewReno } else { CongestionAlgorithm::Cubic },
             sack: pick(4) != 0,
             timestamps: pick(4) != 0,
+            autotune: false,
         };
         if pick(4) == 0 {
             // Checksum and segmentation offload: 64 KiB super-segments,
@@ -306,16 +310,20 @@ impl Scenario {
             // fails and it is dropped).
             scenario.link.offloads = SUPER_SEGMENTS;
         }
+        // Drawn last, so that every seed keeps the scenario it had before
+        // autotuning existed, and half of them its fixed buffers.
+        scenario.autotune = pick(2) == 0;
         scenario
     }
 
     fn describe(&self) -> String {
         format!(
-            "seed {} ({} B a->b, {} B b->a, buffers {} B, {:?}, sack {}, ts {}, link {:?})",
+            "seed {} ({} B a->b, {} B b->a, buffers {} B, autotune {}, {:?}, sack {}, ts {}, link {:?})",
             self.seed,
             self.bytes_ab,
             self.bytes_ba,
             self.buffers,
+            self.autotune,
             self.algorithm,
             self.sack,
             self.timestamps,
@@ -330,7 +338,11 @@ impl Scenario {
         for iface in [&mut net.a.iface, &mut net.b.iface] {
             let d = iface.tcp().defaults_mut();
             d.send_buffer = self.buffers;
-            d.recv_buffer = self.buffers;
+            if self.autotune {
+                d.recv_buffer = self.buffers;
+            } else {
+                d.set_recv_buffer(self.buffers);
+            }
             d.congestion = self.algorithm;
             d.sack = self.sack;
             d.timestamps = self.timestamps;
@@ -452,6 +464,7 @@ fn clean_link_transfer() {
         algorithm: CongestionAlgorithm::Cubic,
         sack: true,
         timestamps: true,
+        autotune: false,
     };
     let (elapsed, _) = scenario.run().unwrap_or_else(|e| panic!("{}: {e}", scenario.describe()));
     // 300 kB at 1 Gbit/s with a 200 us RTT: a few milliseconds of virtual time.
@@ -473,6 +486,7 @@ fn offloaded_link_carries_super_segments() {
         algorithm: CongestionAlgorithm::Cubic,
         sack: true,
         timestamps: true,
+        autotune: false,
     };
     let (_, plain_frames) = scenario.run().unwrap_or_else(|e| panic!("{}: {e}", scenario.describe()));
     scenario.link.offloads = SUPER_SEGMENTS;

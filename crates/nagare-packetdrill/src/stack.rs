@@ -585,17 +585,20 @@ impl Stack {
             let s = self.sock(fd)?;
             (s.send_buffer, s.recv_buffer)
         };
-        let saved = (self.iface.tcp().defaults_mut().send_buffer, self.iface.tcp().defaults_mut().recv_buffer);
+        let d = self.iface.tcp().defaults_mut();
+        let saved = (d.send_buffer, d.recv_buffer, d.recv_autotune);
         if let Some(n) = snd {
-            self.iface.tcp().defaults_mut().send_buffer = n;
+            d.send_buffer = n;
         }
         if let Some(n) = rcv {
-            self.iface.tcp().defaults_mut().recv_buffer = n;
+            // As in Linux, a socket given SO_RCVBUF keeps that size.
+            d.set_recv_buffer(n);
         }
         let out = f(self);
         let d = self.iface.tcp().defaults_mut();
         d.send_buffer = saved.0;
         d.recv_buffer = saved.1;
+        d.recv_autotune = saved.2;
         Ok(out)
     }
 

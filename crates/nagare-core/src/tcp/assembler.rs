@@ -135,6 +135,12 @@ impl Assembler {
         self.limits = limits;
     }
 
+    /// Raises the byte limit (a receive buffer that grew); never lowers it,
+    /// so what is stored always stays within the limits.
+    pub fn raise_max_bytes(&mut self, max_bytes: usize) {
+        self.limits.max_bytes = self.limits.max_bytes.max(max_bytes);
+    }
+
     /// Drops everything stored.
     pub fn clear(&mut self) {
         self.blocks = Vec::new();

@@ -10,8 +10,16 @@ use core::time::Duration;
 pub struct TcpConfig {
     /// Send buffer limit in bytes.
     pub send_buffer: usize,
-    /// Receive buffer limit in bytes (also the largest window offered).
+    /// Receive buffer in bytes: the largest window offered, or with
+    /// `recv_autotune` the size a connection starts with.
     pub recv_buffer: usize,
+    /// Grow a connection's receive buffer with what the application
+    /// reads per round trip, up to `recv_buffer_max` (Linux's receive
+    /// buffer autotuning). [`TcpConfig::set_recv_buffer`] turns it off.
+    pub recv_autotune: bool,
+    /// Largest receive buffer autotuning may grow to (Linux's
+    /// `tcp_rmem` maximum); the window scale is chosen for it.
+    pub recv_buffer_max: usize,
     /// Offer window scaling (RFC 7323).
     pub window_scaling: bool,
     /// Offer timestamps (RFC 7323).
@@ -51,6 +59,30 @@ pub struct TcpConfig {
     /// TCP itself (TSO); 0 keeps every segment within the MSS. The
     /// interface sets it from its device, so a socket inherits it.
     pub segmentation_offload: usize,
+    /// RACK-TLP (RFC 8985): losses detected by time as well as by count
+    /// of SACKed segments, and tail loss probes, so that a lost last
+    /// segment is repaired after about two round trips instead of a
+    /// retransmission timeout.
+    pub rack_tlp: bool,
+}
+
+impl TcpConfig {
+    /// Sets the receive buffer as SO_RCVBUF does: a fixed size, so
+    /// autotuning is off for sockets made with this configuration.
+    pub fn set_recv_buffer(&mut self, bytes: usize) {
+        self.recv_buffer = bytes;
+        self.recv_autotune = false;
+    }
+
+    /// The largest receive buffer a connection may come to have: what the
+    /// window scale must be able to express.
+    pub fn recv_buffer_limit(&self) -> usize {
+        if self.recv_autotune {
+            self.recv_buffer.max(self.recv_buffer_max)
+        } else {
+            self.recv_buffer
+        }
+    }
 }
 
 impl Default for TcpConfig {
@@ -58,6 +90,8 @@ impl Default for TcpConfig {
         TcpConfig {
             send_buffer: 256 * 1024,
             recv_buffer: 256 * 1024,
+            recv_autotune: true,
+            recv_buffer_max: 6 * 1024 * 1024,
             window_scaling: true,
             timestamps: true,
             sack: true,
@@ -75,6 +109,7 @@ impl Default for TcpConfig {
             max_ooo_segments: 64,
             dup_thresh: 3,
             segmentation_offload: 0,
+            rack_tlp: true,
         }
     }
 }

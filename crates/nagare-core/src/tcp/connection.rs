@@ -11,9 +11,12 @@
 use super::assembler::{Assembler, AssemblerLimits};
 use super::config::TcpConfig;
 use super::congestion::{Congestion, CongestionControl};
+use super::rack::Rack;
+use super::recv_tuning::RecvTuning;
 use super::rtt::RttEstimator;
 use super::scoreboard::{NextSeg, Scoreboard};
 use super::send_queue::SendQueue;
+use super::tail_probe::{Probe, TailLossProbe};
 use crate::buf::{BufferPool, PacketBuf, PoolExhausted};
 use crate::time::Instant;
 use alloc::collections::VecDeque;
@@ -147,6 +150,8 @@ pub struct ConnectionStats {
     pub paws_drops: u64,
     /// Challenge ACKs sent.
     pub challenge_acks: u64,
+    /// Tail loss probes sent.
+    pub tail_loss_probes: u64,
 }
 
 /// One TCP connection.
@@ -185,6 +190,8 @@ pub struct Connection {
     rcv_adv: TcpSeqNumber,
     recv_queue: VecDeque<PacketBuf>,
     recv_bytes: usize,
+    /// The receive buffer's size, grown by autotuning.
+    recv_tuning: RecvTuning,
     assembler: Assembler,
     /// A FIN seen beyond a hole: processed when the hole fills.
     pending_fin: Option<TcpSeqNumber>,
@@ -208,6 +215,8 @@ pub struct Connection {
     scoreboard: Scoreboard,
     dupacks: usize,
     recovery: Option<Recovery>,
+    rack: Rack,
+    tail_probe: TailLossProbe,
     /// One segment to resend at the next dispatch (fast retransmit).
     retransmit_one: Option<TcpSeqNumber>,
     /// New segments that duplicate ACKs below the threshold let go beyond
@@ -282,6 +291,7 @@ impl Connection {
         now: Instant,
     ) -> Self {
         let rtt = RttEstimator::new(&config.rtt);
+        let recv_tuning = RecvTuning::new(&config, local_mss);
         let assembler =
             Assembler::new(AssemblerLimits { max_segments: config.max_ooo_segments, max_bytes: config.recv_buffer });
         Connection {
@@ -306,6 +316,7 @@ impl Connection {
             rcv_adv: TcpSeqNumber(0),
             recv_queue: VecDeque::new(),
             recv_bytes: 0,
+            recv_tuning,
             assembler,
             pending_fin: None,
             fin_received: false,
@@ -324,6 +335,8 @@ impl Connection {
             scoreboard: Scoreboard::new(),
             dupacks: 0,
             recovery: None,
+            rack: Rack::new(config.rack_tlp),
+            tail_probe: TailLossProbe::new(config.rack_tlp),
             retransmit_one: None,
             limited_transmit: 0,
             limited_sent: 0,
@@ -362,7 +375,7 @@ impl Connection {
     ) -> Self {
         let mut c = Connection::new(config, local, remote, local_mss, iss, now);
         c.state = State::SynSent;
-        c.options.rcv_shift = if c.config.window_scaling { window_shift_for(c.config.recv_buffer) } else { 0 };
+        c.options.rcv_shift = if c.config.window_scaling { window_shift_for(c.config.recv_buffer_limit()) } else { 0 };
         c.snd_nxt = iss;
         c.syn_due = true;
         c
@@ -657,11 +670,13 @@ impl Connection {
     /// edge never moves left (RFC 9293 3.8.6.2.2): it closes as data fills
     /// it. A larger buffer is offered at once when it opens the window by
     /// a worthwhile step; the window scale, fixed by the handshake, caps
-    /// what can be offered. Returns the limit in force.
+    /// what can be offered. A size set this way ends autotuning, as
+    /// SO_RCVBUF does in Linux. Returns the limit in force.
     pub fn set_recv_buffer(&mut self, bytes: usize) -> usize {
         let held = self.recv_bytes + self.assembler.bytes();
         let limit = bytes.max(held).max(1);
-        self.config.recv_buffer = limit;
+        self.config.set_recv_buffer(limit);
+        self.recv_tuning.fix(limit);
         self.assembler.set_limits(AssemblerLimits { max_segments: self.config.max_ooo_segments, max_bytes: limit });
         if self.state.is_synchronized() {
             self.maybe_window_update();
@@ -768,7 +783,7 @@ impl Connection {
         match (self.config.window_scaling, syn.window_scale) {
             (true, Some(shift)) => {
                 self.options.snd_shift = shift.min(MAX_WINDOW_SHIFT);
-                self.options.rcv_shift = window_shift_for(self.config.recv_buffer);
+                self.options.rcv_shift = window_shift_for(self.config.recv_buffer_limit());
             }
             _ => {
                 self.options.snd_shift = 0;
@@ -802,7 +817,16 @@ impl Connection {
     }
 
     fn receive_window(&self) -> usize {
-        self.config.recv_buffer.saturating_sub(self.recv_bytes + self.assembler.bytes())
+        self.recv_tuning.buffer().saturating_sub(self.recv_bytes + self.assembler.bytes())
+    }
+
+    /// Lets autotuning see the in-order data that arrived, and the
+    /// reassembly limit follow a buffer that grew.
+    fn tune_recv_buffer(&mut self, now: Instant) {
+        let consumed = self.rcv_nxt - self.recv_bytes;
+        if self.recv_tuning.on_data(now, self.rcv_nxt, consumed, self.rtt.srtt(), self.local_mss) {
+            self.assembler.raise_max_bytes(self.recv_tuning.buffer());
+        }
     }
 
     /// Processes one segment addressed to this connection.
@@ -1075,6 +1099,8 @@ impl Connection {
                     if self.read_shut {
                         self.discard_received();
                         result.readable = 0;
+                    } else {
+                        self.tune_recv_buffer(now);
                     }
                 }
                 _ => {}
@@ -1169,6 +1195,7 @@ impl Connection {
         }
 
         let mut sack_new = 0;
+        let mut dsack = None;
         if self.options.sack {
             let mut block_store = [(0u32, 0u32); 4];
             let mut count = 0;
@@ -1181,9 +1208,15 @@ impl Connection {
                 // The scoreboard wants the cumulative ACK after this segment,
                 // so that blocks below it read as D-SACKs (RFC 2883).
                 let una = if seq_lt(self.snd_una, ack) && seq_le(ack, self.snd_max) { ack } else { self.snd_una };
-                sack_new = self.scoreboard.update(blocks, una, self.snd_max).newly_sacked;
+                let update = self.scoreboard.update(blocks, una, self.snd_max);
+                (sack_new, dsack) = (update.newly_sacked, update.dsack);
             }
         }
+        if self.tail_probe.on_ack(ack, seq_lt(self.snd_una, ack), sack_new > 0, dsack) {
+            // The probe repaired a loss: respond as fast recovery would.
+            self.congestion.on_congestion_event(self.in_flight_for_cc(), now);
+        }
+        let rack_lost = self.options.sack && self.mark_lost_by_time(now, false);
 
         if seq_lt(self.snd_una, ack) {
             let flight_before = self.in_flight_for_cc();
@@ -1201,6 +1234,7 @@ impl Connection {
                 self.snd_nxt = ack;
             }
             self.scoreboard.advance(ack);
+            self.rack.advance(ack);
             self.dupacks = 0;
             self.limited_transmit = 0;
             self.limited_sent = 0;
@@ -1253,6 +1287,7 @@ impl Connection {
                 self.retransmit_at = Some(now + self.rto());
                 self.unacked_since = Some(now);
             }
+            self.arm_tail_probe(now);
             return data_acked;
         }
 
@@ -1270,29 +1305,21 @@ impl Connection {
         {
             self.dupacks += 1;
             let mss = self.effective_mss();
+            let revealed = self.tail_probe.revealed_loss(self.scoreboard.highest_sacked());
             let lost = if self.options.sack {
                 self.dupacks >= self.config.dup_thresh
                     || (sack_new > 0 && self.scoreboard.is_lost(self.snd_una, mss, self.config.dup_thresh))
+                    || revealed.is_some()
+                    || rack_lost
             } else {
                 self.dupacks >= self.config.dup_thresh
             };
             match &mut self.recovery {
                 None if lost => {
-                    let flight = self.in_flight_for_cc().saturating_sub(self.limited_sent);
-                    self.congestion.on_congestion_event(flight, now);
-                    self.stats.fast_recoveries += 1;
-                    self.recovery = Some(Recovery {
-                        recover: self.snd_max,
-                        high_rxt: self.snd_una,
-                        inflation: if self.options.sack { 0 } else { self.config.dup_thresh * mss },
-                    });
-                    // Retransmit the first unacknowledged segment now; it
-                    // also marks where a rescue may start (RFC 6675 4.3).
-                    self.retransmit_one = Some(self.snd_una);
-                    if self.options.sack {
-                        let first_end = self.snd_una + self.payload_limit().min(seq_dist(self.snd_una, self.snd_max));
-                        self.scoreboard.set_rescue_rxt(Some(first_end));
+                    if let Some(probe) = revealed {
+                        self.scoreboard.mark_lost_below(probe);
                     }
+                    self.enter_recovery(now);
                 }
                 Some(rec) if !self.options.sack => rec.inflation += mss,
                 // Limited Transmit (RFC 3042, RFC 5681 3.2): the first two
@@ -1304,6 +1331,48 @@ impl Connection {
             }
         }
         0
+    }
+
+    /// Loss detected (RFC 6675 or RACK): fast retransmit and recovery.
+    fn enter_recovery(&mut self, now: Instant) {
+        let mss = self.effective_mss();
+        self.tail_probe.forget();
+        // Segments Limited Transmit sent are not part of the flight that
+        // sets ssthresh (RFC 5681 3.2 step 2).
+        let flight = self.in_flight_for_cc().saturating_sub(self.limited_sent);
+        self.congestion.on_congestion_event(flight, now);
+        self.stats.fast_recoveries += 1;
+        self.recovery = Some(Recovery {
+            recover: self.snd_max,
+            high_rxt: self.snd_una,
+            inflation: if self.options.sack { 0 } else { self.config.dup_thresh * mss },
+        });
+        // Retransmit the first unacknowledged segment now; it also marks
+        // where a rescue may start (RFC 6675 4.3).
+        self.retransmit_one = Some(self.snd_una);
+        if self.options.sack {
+            let first_end = self.snd_una + self.payload_limit().min(seq_dist(self.snd_una, self.snd_max));
+            self.scoreboard.set_rescue_rxt(Some(first_end));
+        }
+    }
+
+    /// RACK's verdict on an ACK (or, `timer`, when its reordering timer
+    /// fired) marked in the scoreboard; whether anything at `snd_una` or
+    /// above is lost.
+    fn mark_lost_by_time(&mut self, now: Instant, timer: bool) -> bool {
+        let (min_rtt, srtt) = (self.rtt.min_rtt(), self.rtt.srtt());
+        let verdict = if timer {
+            self.rack.on_timer(now, self.snd_una, min_rtt, srtt)
+        } else {
+            self.rack.on_ack(now, self.snd_una, self.scoreboard.highest_sacked(), min_rtt, srtt)
+        };
+        match verdict {
+            Some(seq) => {
+                self.scoreboard.mark_lost_below(seq);
+                true
+            }
+            None => false,
+        }
     }
 
     fn receive_data(&mut self, seq: TcpSeqNumber, payload: &mut PacketBuf) -> usize {
@@ -1429,7 +1498,7 @@ impl Connection {
     fn maybe_window_update(&mut self) {
         let advertised = seq_dist(self.rcv_nxt, self.rcv_adv);
         let now_possible = self.advertisable(self.receive_window());
-        let threshold = (self.config.recv_buffer / 2).min(2 * self.local_mss);
+        let threshold = (self.recv_tuning.buffer() / 2).min(2 * self.local_mss);
         if now_possible >= advertised + threshold {
             self.ack_now = true;
         }
@@ -1451,8 +1520,8 @@ impl Connection {
         let shift = self.options.rcv_shift;
         let free = self.receive_window();
         let current = seq_dist(self.rcv_nxt, self.rcv_adv);
-        let step = (self.config.recv_buffer / 2).min(self.local_mss);
-        let wnd = if free >= current + step || free == self.config.recv_buffer { free } else { current };
+        let step = (self.recv_tuning.buffer() / 2).min(self.local_mss);
+        let wnd = if free >= current + step || free == self.recv_tuning.buffer() { free } else { current };
         // Round down to what the scaled field can say, then never shrink.
         let edge = self.rcv_nxt + self.advertisable(wnd);
         if seq_lt(self.rcv_adv, edge) {
@@ -1720,6 +1789,7 @@ impl Connection {
     /// when it is due, within the congestion and receive windows.
     fn send_segments(&mut self, now: Instant, emit: &mut dyn FnMut(TcpRepr, PacketBuf)) -> usize {
         let mut sent = 0;
+        let snd_max_before = self.snd_max;
         // Fast retransmit and NewReno partial ACKs resend one segment at
         // snd_una without moving snd_nxt (RFC 5681 3.2, RFC 6582 3.2).
         if let Some(seq) = self.retransmit_one.take() {
@@ -1789,7 +1859,7 @@ impl Connection {
             } else {
                 let flight = seq_dist(self.snd_una, self.snd_nxt);
                 let cwnd = self.congestion.cwnd() + self.recovery.map_or(0, |r| r.inflation);
-                let mut room = cwnd.saturating_sub(flight);
+                let mut room = cwnd.saturating_sub(flight).max(self.tail_probe.take_allowance(limit));
                 let new_data = self.recovery.is_none() && self.snd_nxt == self.snd_max;
                 if room < limit && self.limited_transmit > 0 && new_data {
                     // One segment of new data, as long as what is
@@ -1845,6 +1915,12 @@ impl Connection {
         self.rto_probe = false;
         // A duplicate ACK releases a segment then or never (RFC 3042 2).
         self.limited_transmit = 0;
+        if self.snd_max != snd_max_before {
+            if self.options.sack {
+                self.rack.on_sent(self.snd_max, now);
+            }
+            self.arm_tail_probe(now);
+        }
         // Data waiting and nothing in flight: only a window update can get
         // it moving, and that may be lost. The persist timer makes sure.
         let queue_end = self.data_end();
@@ -1864,10 +1940,18 @@ impl Connection {
         if self.rst_due || self.syn_due || (self.ack_now && self.state.is_synchronized()) {
             return Some(now);
         }
-        [self.retransmit_at, self.persist_at, self.delayed_ack_at, self.keepalive_deadline(), self.time_wait_until]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.retransmit_at,
+            self.tail_probe.probe_at(),
+            self.rack.timer_at(),
+            self.persist_at,
+            self.delayed_ack_at,
+            self.keepalive_deadline(),
+            self.time_wait_until,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Runs the timers that are due.
@@ -1875,6 +1959,14 @@ impl Connection {
         if self.time_wait_until.is_some_and(|t| t <= now) {
             self.enter_closed();
             return;
+        }
+        // Before the RTO: a probe due at the same time goes instead, and
+        // re-arms it (RFC 8985 7.3).
+        if self.tail_probe.due(now) {
+            self.on_probe_timeout(now);
+        }
+        if self.rack.timer_due(now) {
+            self.on_reorder_timeout(now);
         }
         if self.retransmit_at.is_some_and(|t| t <= now) {
             self.on_retransmit_timeout(now);
@@ -1944,6 +2036,8 @@ impl Connection {
                 self.congestion.on_rto(flight, now);
                 self.recovery = None;
                 self.retransmit_one = None;
+                self.tail_probe.forget();
+                self.rack.clear();
                 self.dupacks = 0;
                 self.limited_sent = 0;
                 self.scoreboard.clear();
@@ -1961,6 +2055,53 @@ impl Connection {
             next = next.min((since + limit).max(now + Duration::from_millis(1)));
         }
         self.retransmit_at = Some(next);
+    }
+
+    /// Whether a tail loss probe may be armed or sent: data in flight in
+    /// the open state, no loss recovery, nothing SACKed, and no RTO since
+    /// new data was last acknowledged (RFC 8985 7.2).
+    fn tail_probe_eligible(&self) -> bool {
+        self.state.is_synchronized()
+            && self.recovery.is_none()
+            && self.scoreboard.is_empty()
+            && self.rtt.backoff_count() == 0
+            && self.snd_nxt == self.snd_max
+    }
+
+    fn arm_tail_probe(&mut self, now: Instant) {
+        let eligible = self.tail_probe_eligible();
+        let flight = self.in_flight_for_cc();
+        let segment = self.payload_limit();
+        self.tail_probe.arm(now, eligible, self.rtt.srtt(), flight, segment, self.retransmit_at);
+    }
+
+    /// The probe timer fired: one new segment if the peer's window admits
+    /// one, else the last segment again; the RTO is re-armed behind it.
+    fn on_probe_timeout(&mut self, now: Instant) {
+        let segment = self.payload_limit();
+        let unsent = seq_dist(self.snd_max, self.data_end());
+        let new_len = unsent.min(seq_dist(self.snd_max, self.snd_una + self.snd_wnd)).min(segment);
+        // Nothing beyond the peer's window is resent (as Linux): into a
+        // closed window the RTO's one-byte probe goes instead.
+        let last = self.snd_max - seq_dist(self.snd_una, self.snd_max).min(segment);
+        let in_window = new_len > 0 || seq_lt(last, self.snd_una + self.snd_wnd);
+        let eligible = self.tail_probe_eligible() && in_window;
+        match self.tail_probe.fire(eligible, self.snd_una, self.snd_max, new_len, segment) {
+            Some(Probe::NewData) => self.sws_override = true,
+            Some(Probe::Retransmit { seq }) => self.retransmit_one = Some(seq),
+            None => return,
+        }
+        self.stats.tail_loss_probes += 1;
+        self.retransmit_at = Some(now + self.rto());
+    }
+
+    /// RACK's reordering timer fired: what it finds lost starts SACK
+    /// recovery, or feeds the one under way (RFC 8985 6.3).
+    fn on_reorder_timeout(&mut self, now: Instant) {
+        let open = self.state.is_synchronized() && self.snd_una != self.snd_max;
+        if self.mark_lost_by_time(now, true) && open && self.recovery.is_none() && self.rtt.backoff_count() == 0 {
+            self.enter_recovery(now);
+        }
     }
 
     /// When the next keepalive probe is due (or, after the last one, when

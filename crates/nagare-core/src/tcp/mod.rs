@@ -17,10 +17,13 @@ pub mod config;
 pub mod congestion;
 pub mod connection;
 pub mod isn;
+pub mod rack;
+pub mod recv_tuning;
 pub mod rtt;
 pub mod scoreboard;
 pub mod send_queue;
 pub mod syn_guard;
+pub mod tail_probe;
 
 mod api;
 mod events;

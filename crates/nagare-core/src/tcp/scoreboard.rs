@@ -83,6 +83,9 @@ pub struct Scoreboard {
     sacked: usize,
     /// RFC 6675 RescueRxt (`None` is "undefined").
     rescue_rxt: Option<TcpSeqNumber>,
+    /// Every unSACKed byte below this is lost, whatever IsLost says: set
+    /// when a time-based rule (RACK, RFC 8985) proved it.
+    lost_mark: Option<TcpSeqNumber>,
 }
 
 /// `seq - base` for a `seq` known not to lie below `base`.
@@ -130,6 +133,7 @@ impl Scoreboard {
         self.ranges = Vec::new();
         self.sacked = 0;
         self.rescue_rxt = None;
+        self.lost_mark = None;
     }
 
     /// RescueRxt, as the sequence number just past it.
@@ -144,6 +148,15 @@ impl Scoreboard {
     /// has been sent, which allows one rescue per recovery episode.
     pub fn set_rescue_rxt(&mut self, seq: Option<TcpSeqNumber>) {
         self.rescue_rxt = seq;
+    }
+
+    /// Marks every unSACKed byte below `seq` lost, beside what IsLost
+    /// finds (RFC 8985's RACK marks losses by time, not by count). The
+    /// mark is forgotten once `snd_una` passes it or the scoreboard clears.
+    pub fn mark_lost_below(&mut self, seq: TcpSeqNumber) {
+        if self.lost_mark.is_none_or(|m| m - seq < 0) {
+            self.lost_mark = Some(seq);
+        }
     }
 
     /// Records the SACK blocks of an ACK.
@@ -243,6 +256,9 @@ impl Scoreboard {
         if self.rescue_rxt.is_some_and(|r| snd_una > r) {
             self.rescue_rxt = None;
         }
+        if self.lost_mark.is_some_and(|m| m - snd_una <= 0) {
+            self.lost_mark = None;
+        }
     }
 
     /// Whether the byte `seq` has been SACKed.
@@ -289,13 +305,20 @@ impl Scoreboard {
         false
     }
 
-    /// Offset from `snd_una` below which every unSACKed byte is lost.
+    /// Offset from `snd_una` below which every unSACKed byte is lost: by
+    /// IsLost, or by the mark of [`mark_lost_below`](Self::mark_lost_below).
     ///
     /// IsLost only becomes more true further down, and is the same for
     /// every byte of a hole, so losses are exactly the holes below some
     /// range's start: the highest range at which the SACKed data above
     /// meets the threshold.
     fn lost_below(&self, snd_una: TcpSeqNumber, flight: u32, mss: usize, dup_thresh: usize) -> u32 {
+        let marked = self.lost_mark.map_or(0, |m| clamp_off(m, snd_una, flight));
+        self.counted_lost_below(snd_una, flight, mss, dup_thresh).max(marked)
+    }
+
+    /// [`lost_below`](Self::lost_below) by IsLost's count alone.
+    fn counted_lost_below(&self, snd_una: TcpSeqNumber, flight: u32, mss: usize, dup_thresh: usize) -> u32 {
         let dup_thresh = dup_thresh.max(1);
         let threshold = (dup_thresh - 1).saturating_mul(mss);
         let (mut count, mut bytes) = (0usize, 0usize);
@@ -447,10 +470,33 @@ mod tests {
     fn empty_scoreboard_is_small_and_holds_no_allocation() {
         let sb = Scoreboard::new();
         assert_eq!(sb.ranges.capacity(), 0);
-        assert!(core::mem::size_of::<Scoreboard>() <= 40);
+        assert!(core::mem::size_of::<Scoreboard>() <= 48);
         assert!(!sb.is_lost(s(0), 1460, 3));
         assert_eq!(sb.pipe(s(0), s(1000), s(0), 100, 3), 1000);
         assert_eq!(sb.next_seg(s(0), s(1000), s(0), 100, 3, true), Some(NextSeg::NewData));
+    }
+
+    #[test]
+    fn a_lost_mark_takes_the_holes_below_it_out_of_the_pipe() {
+        let mut sb = Scoreboard::new();
+        let (una, nxt) = (s(0), s(5000));
+        sb.update(&[(4000, 5000)], una, nxt);
+        // One SACKed segment is not enough for IsLost: all 4000 unSACKed
+        // bytes count as in the network.
+        assert_eq!(sb.pipe(una, nxt, una, 1000, 3), 4000);
+        assert_eq!(sb.next_seg(una, nxt, una, 1000, 3, true), Some(NextSeg::NewData));
+        sb.mark_lost_below(s(4000));
+        sb.mark_lost_below(s(2000));
+        assert_eq!(sb.pipe(una, nxt, una, 1000, 3), 0);
+        // Rule 1: a lost hole goes before new data.
+        assert_eq!(sb.next_seg(una, nxt, una, 1000, 3, true), Some(NextSeg::Retransmit { seq: s(0), len: 1000 }));
+        assert_eq!(sb.pipe(una, nxt, s(1000), 1000, 3), 1000);
+        // Still in force when snd_una moves up to it, gone after a clear.
+        sb.advance(s(1000));
+        assert_eq!(sb.pipe(s(1000), nxt, s(1000), 1000, 3), 0);
+        sb.clear();
+        sb.update(&[(4000, 5000)], s(1000), nxt);
+        assert_eq!(sb.pipe(s(1000), nxt, s(1000), 1000, 3), 3000);
     }
 
     #[test]
