@@ -107,7 +107,7 @@ fn a_spoofed_flood_gets_about_the_budget_in_syn_acks_and_a_proven_peer_gets_thro
     assert_eq!(iface.tcp_ref().syn_guard_engagements(), 1);
     // The first quarter second is answered in full (5,000), the rest at
     // about the budget (1,750): without the guard all 40,000 would be.
-    assert!(answered < 9_000, "{answered} of 40,000 SYNs answered");
+    assert!((5_500..9_000).contains(&answered), "{answered} of 40,000 SYNs answered");
     assert!(iface.counters().drop_tcp_syn_guard > 30_000);
 
     // The proven peer's new connection is answered, every time.
@@ -117,9 +117,9 @@ fn a_spoofed_flood_gets_about_the_budget_in_syn_acks_and_a_proven_peer_gets_thro
         now += Duration::from_micros(50);
     }
 
-    // Once the flood stops, the guard lets go within two windows and every
-    // SYN is answered again.
-    let quiet = now + Duration::from_secs(1);
+    // Once the flood stops, the guard lets go within two measuring windows
+    // (half a second) and every SYN is answered again.
+    let quiet = now + Duration::from_millis(500);
     while let Some(at) = iface.poll_at().filter(|at| *at <= quiet) {
         now = at.max(now);
         iface.poll(now);

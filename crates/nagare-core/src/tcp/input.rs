@@ -286,12 +286,14 @@ impl Interface {
 }
 
 /// The guard's draw for one SYN: unpredictable without the key, and new
-/// for a retransmission (the time is part of it).
+/// for a retransmission (the time is part of it). A leading tag keeps its
+/// inputs apart from those the same key hashes for ISNs and cookies.
 fn syn_draw(key: SipKey, remote: SocketAddrV4, seq: TcpSeqNumber, now: Instant) -> u32 {
-    let mut bytes = [0u8; 18];
-    bytes[..4].copy_from_slice(&remote.ip().octets());
-    bytes[4..6].copy_from_slice(&remote.port().to_be_bytes());
-    bytes[6..10].copy_from_slice(&seq.0.to_be_bytes());
-    bytes[10..].copy_from_slice(&now.total_micros().to_be_bytes());
+    let mut bytes = [0u8; 19];
+    bytes[0] = b'G';
+    bytes[1..5].copy_from_slice(&remote.ip().octets());
+    bytes[5..7].copy_from_slice(&remote.port().to_be_bytes());
+    bytes[7..11].copy_from_slice(&seq.0.to_be_bytes());
+    bytes[11..].copy_from_slice(&now.total_micros().to_be_bytes());
     siphash(key, &bytes) as u32
 }

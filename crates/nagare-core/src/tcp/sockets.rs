@@ -113,7 +113,7 @@ impl TcpSockets {
             deferring: false,
             deferred: Vec::new(),
             events: Vec::new(),
-            syn_guard: SynGuard::new(),
+            syn_guard: SynGuard::new(secrets.table),
         }
     }
 

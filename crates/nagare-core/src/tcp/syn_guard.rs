@@ -12,26 +12,38 @@
 //! fraction `budget / rate`, so the work spent on them stays near the
 //! budget however fast the flood runs. A new client during a flood gets
 //! through with that fraction per try; each SYN it retransmits is a new
-//! draw.
+//! draw. A proven peer is trusted with at most the budget on its own: one
+//! that sends more SYNs than that is proven no longer (a host flooding
+//! from its own address, or SYNs spoofed from a known client's).
 //!
 //! The engine decides; a device that can drop a frame before anyone
 //! reads it (a TAP, with a socket filter run in the sender's system
 //! call) applies the same decision earlier, from [`SynFilter`], and
-//! then the engine does not draw a second time. Without such a device
-//! the engine drops what the draw refuses before making a cookie.
+//! then the engine does not draw a second time for the ports the filter
+//! names. The filter lists the [`MAX_FILTER_PROVEN`] most recently proven
+//! peers (the guard remembers [`MAX_PROVEN`]); it is republished at most
+//! once per measuring window. Without such a device the engine drops
+//! what the draw refuses before making a cookie.
+//!
+//! Memory is bounded: [`MAX_PROVEN`] peers, [`MAX_FILTER_PORTS`] ports.
 
+use crate::hash::{KeyedState, SipKey};
 use crate::time::Instant;
 use alloc::vec::Vec;
 use core::net::Ipv4Addr;
 use core::time::Duration;
+use hashbrown::HashMap;
 
 /// Unproven SYNs per second above which the guard engages; it lets go
 /// below half of it.
 pub const DEFAULT_SYN_BUDGET: u32 = 10_000;
 
-/// Peers the guard remembers as proven (the most recent), and so the
-/// most a [`SynFilter`] lists.
-pub const MAX_PROVEN: usize = 64;
+/// Peers the guard remembers as proven (the most recent).
+pub const MAX_PROVEN: usize = 1024;
+
+/// Proven peers a [`SynFilter`] lists at most (the most recent): what a
+/// classic BPF program reaches with its one-byte jumps.
+pub const MAX_FILTER_PROVEN: usize = 200;
 
 /// Listening ports a [`SynFilter`] lists at most.
 pub const MAX_FILTER_PORTS: usize = 8;
@@ -60,7 +72,7 @@ pub struct SynFilter {
     pub engaged: bool,
     /// Listening ports under the flood.
     pub ports: Vec<u16>,
-    /// Peers that always pass.
+    /// Peers that always pass, at most [`MAX_FILTER_PROVEN`].
     pub proven: Vec<Ipv4Addr>,
     /// The admitted fraction of the rest, out of `u32::MAX`.
     pub admit: u32,
@@ -72,33 +84,50 @@ impl Default for SynFilter {
     }
 }
 
+/// A proven peer.
+#[derive(Debug, Clone, Copy)]
+struct Proven {
+    /// When it last completed a handshake.
+    at: Instant,
+    /// SYNs it sent in this window.
+    syns: u32,
+}
+
 /// The guard of one interface's listeners.
 #[derive(Debug)]
 pub(super) struct SynGuard {
-    /// Unproven SYNs per second that engage the guard (0: never).
+    /// Unproven SYNs per second that engage the guard (0: never); also
+    /// what one proven peer may send.
     budget: u32,
-    /// Proven peers and when each last completed a handshake, at most
-    /// [`MAX_PROVEN`].
-    proven: Vec<(Ipv4Addr, Instant)>,
+    /// Proven peers, at most [`MAX_PROVEN`].
+    proven: HashMap<Ipv4Addr, Proven, KeyedState>,
+    /// A peer was proven or demoted since the filter was published.
+    proven_dirty: bool,
     window_start: Instant,
-    /// Unproven SYNs that reached the engine in this window.
-    arrived: u64,
+    /// Unproven SYNs that reached the engine in this window, to ports the
+    /// device filters (they are what passed its draw) and to others.
+    arrived_filtered: u64,
+    arrived_unfiltered: u64,
     /// Their listening ports.
     ports_seen: Vec<u16>,
     filter: SynFilter,
-    /// The device applies `filter` (the engine does not draw again).
+    /// The device applies `filter` (the engine does not draw again for
+    /// its ports).
     device_applies: bool,
     /// Times the guard engaged.
     engaged_count: u64,
 }
 
 impl SynGuard {
-    pub(super) fn new() -> Self {
+    /// A guard whose table of proven peers is keyed with `key`.
+    pub(super) fn new(key: SipKey) -> Self {
         SynGuard {
             budget: DEFAULT_SYN_BUDGET,
-            proven: Vec::new(),
+            proven: HashMap::with_hasher(KeyedState(key)),
+            proven_dirty: false,
             window_start: Instant::ZERO,
-            arrived: 0,
+            arrived_filtered: 0,
+            arrived_unfiltered: 0,
             ports_seen: Vec::new(),
             filter: SynFilter::default(),
             device_applies: false,
@@ -122,25 +151,48 @@ impl SynGuard {
         self.device_applies = applies;
     }
 
-    /// `peer` completed a handshake at `now`.
+    /// `peer` completed a handshake at `now`. The engine trusts it at
+    /// once; the device's filter lists it from the next window.
     pub(super) fn prove(&mut self, peer: Ipv4Addr, now: Instant) {
-        if let Some(entry) = self.proven.iter_mut().find(|(a, _)| *a == peer) {
-            entry.1 = now;
+        if let Some(entry) = self.proven.get_mut(&peer) {
+            entry.at = now;
             return;
         }
         if self.proven.len() >= MAX_PROVEN {
-            if let Some(oldest) = self.proven.iter().enumerate().min_by_key(|(_, (_, at))| *at).map(|(i, _)| i) {
-                self.proven.swap_remove(oldest);
+            // Rare (a handshake by a peer not yet known, with the table
+            // full), so a scan for the oldest is cheap enough.
+            if let Some(oldest) = self.proven.iter().min_by_key(|(_, p)| p.at).map(|(a, _)| *a) {
+                self.proven.remove(&oldest);
             }
         }
-        self.proven.push((peer, now));
-        if self.filter.engaged {
-            self.publish(self.filter.engaged, self.filter.ports.clone(), self.filter.admit, now);
-        }
+        self.proven.insert(peer, Proven { at: now, syns: 0 });
+        self.proven_dirty = true;
     }
 
-    fn is_proven(&self, peer: Ipv4Addr, now: Instant) -> bool {
-        self.proven.iter().any(|(a, at)| *a == peer && now.saturating_since(*at) <= PROVEN_FOR)
+    /// Whether `peer` is proven at `now`; counts its SYN, and demotes it
+    /// once it sends more than the budget allows one peer in a window.
+    fn proven_syn(&mut self, peer: Ipv4Addr, now: Instant) -> bool {
+        let cap = self.peer_cap();
+        let Some(entry) = self.proven.get_mut(&peer) else {
+            return false;
+        };
+        if now.saturating_since(entry.at) > PROVEN_FOR {
+            return false;
+        }
+        entry.syns = entry.syns.saturating_add(1);
+        if entry.syns <= cap {
+            return true;
+        }
+        self.proven.remove(&peer);
+        self.proven_dirty = true;
+        false
+    }
+
+    /// SYNs one proven peer may send in a window: the budget's share of
+    /// it, at least one.
+    fn peer_cap(&self) -> u32 {
+        let per_window = u128::from(self.budget) * WINDOW.as_micros() / 1_000_000;
+        u32::try_from(per_window).unwrap_or(u32::MAX).max(1)
     }
 
     /// Decides on a SYN from `peer` to a listener on `port` whose SYN
@@ -148,14 +200,20 @@ impl SynGuard {
     /// sender cannot predict.
     pub(super) fn admit(&mut self, peer: Ipv4Addr, port: u16, draw: u32, now: Instant) -> bool {
         self.roll(now);
-        if self.is_proven(peer, now) {
+        if self.proven_syn(peer, now) {
             return true;
         }
-        self.arrived += 1;
         if !self.ports_seen.contains(&port) && self.ports_seen.len() < MAX_FILTER_PORTS {
             self.ports_seen.push(port);
         }
-        !self.filter.engaged || self.device_applies || draw <= self.filter.admit
+        let filtered = self.filter.engaged && self.device_applies && self.filter.ports.contains(&port);
+        if filtered {
+            // The device drew for it already.
+            self.arrived_filtered += 1;
+            return true;
+        }
+        self.arrived_unfiltered += 1;
+        !self.filter.engaged || draw <= self.filter.admit
     }
 
     /// When the guard next needs [`poll`](Self::poll): the end of the
@@ -176,11 +234,9 @@ impl SynGuard {
             return;
         }
         let micros = elapsed.as_micros().max(1);
-        let mut offered = u128::from(self.arrived) * 1_000_000 / micros;
-        if self.filter.engaged && self.device_applies {
-            // The device let only `admit` of them through.
-            offered = offered * (1u128 << 32) / (u128::from(self.filter.admit) + 1);
-        }
+        // The device let only `admit` of the SYNs to its ports through.
+        let filtered = u128::from(self.arrived_filtered) * (1u128 << 32) / (u128::from(self.filter.admit) + 1);
+        let offered = (filtered + u128::from(self.arrived_unfiltered)) * 1_000_000 / micros;
         let budget = u128::from(self.budget);
         let engaged = budget > 0 && if self.filter.engaged { offered * 2 > budget } else { offered > budget };
         let admit = if engaged {
@@ -200,30 +256,37 @@ impl SynGuard {
         } else {
             ports.clear();
         }
-        self.proven.retain(|(_, at)| now.saturating_since(*at) <= PROVEN_FOR);
+        let before = self.proven.len();
+        self.proven.retain(|_, p| now.saturating_since(p.at) <= PROVEN_FOR);
+        self.proven_dirty |= self.proven.len() != before;
+        for p in self.proven.values_mut() {
+            p.syns = 0;
+        }
         self.window_start = now;
-        self.arrived = 0;
+        self.arrived_filtered = 0;
+        self.arrived_unfiltered = 0;
         let moved = admit.abs_diff(self.filter.admit) > self.filter.admit / 4;
-        if engaged != self.filter.engaged || ports != self.filter.ports || moved || self.proven_changed() {
+        let proven_changed = engaged && self.proven_dirty;
+        if engaged != self.filter.engaged || ports != self.filter.ports || moved || proven_changed {
             if engaged && !self.filter.engaged {
                 self.engaged_count += 1;
             }
-            self.publish(engaged, ports, admit, now);
+            self.publish(engaged, ports, admit);
         }
     }
 
-    fn proven_changed(&self) -> bool {
-        self.filter.engaged
-            && (self.filter.proven.len() != self.proven.len()
-                || self.proven.iter().any(|(a, _)| !self.filter.proven.contains(a)))
-    }
-
-    fn publish(&mut self, engaged: bool, ports: Vec<u16>, admit: u32, now: Instant) {
+    fn publish(&mut self, engaged: bool, ports: Vec<u16>, admit: u32) {
         let proven = if engaged {
-            self.proven.iter().filter(|(_, at)| now.saturating_since(*at) <= PROVEN_FOR).map(|(a, _)| *a).collect()
+            let mut recent: Vec<(Instant, Ipv4Addr)> = self.proven.iter().map(|(a, p)| (p.at, *a)).collect();
+            recent.sort_unstable_by(|x, y| y.cmp(x));
+            recent.truncate(MAX_FILTER_PROVEN);
+            let mut listed: Vec<Ipv4Addr> = recent.into_iter().map(|(_, a)| a).collect();
+            listed.sort_unstable();
+            listed
         } else {
             Vec::new()
         };
+        self.proven_dirty = false;
         self.filter = SynFilter { generation: self.filter.generation + 1, engaged, ports, proven, admit };
     }
 }
@@ -233,6 +296,7 @@ mod tests {
     use super::*;
 
     const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+    const KEY: SipKey = SipKey(1, 2);
 
     fn spoofed(i: u32) -> Ipv4Addr {
         Ipv4Addr::from(0x5000_0000 + i)
@@ -271,7 +335,7 @@ mod tests {
 
     #[test]
     fn stays_off_below_the_budget() {
-        let mut guard = SynGuard::new();
+        let mut guard = SynGuard::new(KEY);
         let (admitted, _) = flood(&mut guard, Instant::from_secs(1), Duration::from_secs(2), 5_000);
         assert_eq!(admitted, 10_000);
         assert!(!guard.filter().engaged);
@@ -280,7 +344,7 @@ mod tests {
 
     #[test]
     fn a_flood_is_cut_to_about_the_budget_and_proven_peers_always_pass() {
-        let mut guard = SynGuard::new();
+        let mut guard = SynGuard::new(KEY);
         guard.prove(PEER, Instant::from_secs(1));
         let (admitted, now) = flood(&mut guard, Instant::from_secs(1), Duration::from_secs(4), 200_000);
         let filter = guard.filter().clone();
@@ -300,7 +364,7 @@ mod tests {
 
     #[test]
     fn lets_go_when_the_flood_stops() {
-        let mut guard = SynGuard::new();
+        let mut guard = SynGuard::new(KEY);
         let (_, now) = flood(&mut guard, Instant::from_secs(1), Duration::from_secs(1), 100_000);
         assert!(guard.filter().engaged);
         // The window under way still holds part of the flood; the next
@@ -318,7 +382,7 @@ mod tests {
 
     #[test]
     fn a_device_that_filters_keeps_the_estimate_of_the_whole_flood() {
-        let mut guard = SynGuard::new();
+        let mut guard = SynGuard::new(KEY);
         let start = Instant::from_secs(1);
         let (_, mut now) = flood(&mut guard, start, Duration::from_secs(1), 200_000);
         let admit = guard.filter().admit;
@@ -337,31 +401,75 @@ mod tests {
     }
 
     #[test]
-    fn a_newly_proven_peer_is_published_at_once_and_proof_expires() {
-        let mut guard = SynGuard::new();
+    fn a_newly_proven_peer_passes_at_once_reaches_the_filter_next_window_and_expires() {
+        let mut guard = SynGuard::new(KEY);
         let (_, now) = flood(&mut guard, Instant::from_secs(1), Duration::from_secs(1), 100_000);
         let before = guard.filter().generation;
         guard.prove(PEER, now);
+        assert_eq!(guard.filter().generation, before, "no new filter per handshake");
+        assert!(guard.admit(PEER, 80, u32::MAX, now));
+        // The flood goes on past the window's end.
+        let (_, now) = flood(&mut guard, now, WINDOW + Duration::from_millis(10), 100_000);
+        assert!(guard.filter().engaged);
         assert!(guard.filter().generation > before);
         assert_eq!(guard.filter().proven, [PEER]);
-        assert!(guard.is_proven(PEER, now + PROVEN_FOR));
-        assert!(!guard.is_proven(PEER, now + PROVEN_FOR + Duration::from_secs(1)));
+        assert!(guard.proven_syn(PEER, now + Duration::from_secs(1)));
+        assert!(!guard.proven_syn(PEER, now + PROVEN_FOR + Duration::from_secs(1)), "proof expires");
     }
 
     #[test]
-    fn the_proven_list_is_bounded_and_keeps_the_most_recent() {
-        let mut guard = SynGuard::new();
-        for i in 0..(MAX_PROVEN as u32 + 10) {
-            guard.prove(spoofed(i), Instant::from_secs(u64::from(i) + 1));
+    fn the_proven_table_is_bounded_and_the_filter_lists_the_most_recent() {
+        let mut guard = SynGuard::new(KEY);
+        let total = MAX_PROVEN as u32 + 10;
+        for i in 0..total {
+            guard.prove(spoofed(i), Instant::from_millis(u64::from(i) + 1));
         }
         assert_eq!(guard.proven.len(), MAX_PROVEN);
-        assert!(!guard.is_proven(spoofed(0), Instant::from_secs(100)));
-        assert!(guard.is_proven(spoofed(MAX_PROVEN as u32 + 9), Instant::from_secs(100)));
+        assert!(!guard.proven.contains_key(&spoofed(0)), "the oldest went first");
+        assert!(guard.proven.contains_key(&spoofed(total - 1)));
+        let (_, _) = flood(&mut guard, Instant::from_secs(2), Duration::from_secs(1), 100_000);
+        let listed = &guard.filter().proven;
+        assert_eq!(listed.len(), MAX_FILTER_PROVEN);
+        assert!(listed.contains(&spoofed(total - 1)));
+        assert!(!listed.contains(&spoofed(total - 1 - MAX_FILTER_PROVEN as u32)));
+    }
+
+    #[test]
+    fn a_proven_peer_that_floods_is_proven_no_longer() {
+        let mut guard = SynGuard::new(KEY);
+        guard.set_budget(1_000);
+        let start = Instant::from_secs(1);
+        guard.prove(PEER, start);
+        // 250 SYNs in a window are its share of a 1,000-a-second budget.
+        let mut now = start;
+        for _ in 0..250 {
+            assert!(guard.admit(PEER, 80, u32::MAX, now));
+            now += Duration::from_micros(100);
+        }
+        assert!(guard.proven.contains_key(&PEER));
+        assert!(guard.admit(PEER, 80, u32::MAX, now), "not engaged: everything passes");
+        assert!(!guard.proven.contains_key(&PEER), "the 251st demotes it");
+        // A handshake proves it again.
+        guard.prove(PEER, now);
+        assert!(guard.proven.contains_key(&PEER));
+    }
+
+    #[test]
+    fn the_engine_draws_for_ports_the_device_does_not_filter() {
+        let mut guard = SynGuard::new(KEY);
+        let (_, now) = flood(&mut guard, Instant::from_secs(1), Duration::from_secs(1), 200_000);
+        assert_eq!(guard.filter().ports, [80]);
+        guard.set_device_applies(true);
+        // Port 80 is the device's: what reaches the engine passed its draw.
+        assert!(guard.admit(spoofed(1), 80, u32::MAX, now));
+        // Port 81 is not in the filter: the engine draws.
+        assert!(!guard.admit(spoofed(2), 81, u32::MAX, now));
+        assert!(guard.admit(spoofed(3), 81, 0, now));
     }
 
     #[test]
     fn a_zero_budget_never_engages() {
-        let mut guard = SynGuard::new();
+        let mut guard = SynGuard::new(KEY);
         guard.set_budget(0);
         let (admitted, _) = flood(&mut guard, Instant::from_secs(1), Duration::from_secs(1), 200_000);
         assert_eq!(admitted, 200_000);
