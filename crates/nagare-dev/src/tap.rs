@@ -67,10 +67,10 @@ pub struct TapDevice {
     spares: Vec<Buffer>,
     /// The SYN filter attached to every queue of the TAP
     /// ([`tap_filter`]). The kernel keeps its address and reads it again
-    /// to filter a queue that attaches later (one opened with
-    /// [`open_queue`](Self::open_queue) after the filter), so it stays
-    /// here, unchanged, for as long as it is attached; dropping the device
-    /// detaches it.
+    /// to filter a queue that attaches later (with TUNSETQUEUE, or
+    /// TUNSETIFF without IFF_NO_PI), so it stays here, unchanged, for as
+    /// long as it is attached; dropping the device detaches it. A queue
+    /// opened with [`open_queue`](Self::open_queue) gets it from here too.
     syn_filter: Option<Vec<libc::sock_filter>>,
     stats: DeviceStats,
 }
@@ -226,7 +226,8 @@ impl TapDevice {
 
     /// Another queue of this multi-queue TAP, attached with the same flags:
     /// the kernel hands each frame to one queue (the one a steering program
-    /// picks), and it is read from that queue's descriptor.
+    /// picks), and it is read from that queue's descriptor. The SYN filter
+    /// attached to this device ([`Device::set_syn_filter`]) filters it too.
     pub fn open_queue(&self) -> io::Result<OwnedFd> {
         if !self.multi_queue {
             return Err(io::Error::new(io::ErrorKind::Unsupported, format!("{} is a single-queue TAP", self.name)));
@@ -234,6 +235,14 @@ impl TapDevice {
         let file = open_tun()?;
         attach(&file, &self.name, self.vnet_header, true)
             .map_err(|e| with_context(e, "TUNSETIFF (queue)", &self.name))?;
+        if let Some(program) = &self.syn_filter {
+            // The kernel gives a queue attached with TUNSETIFF the TAP's
+            // filter only without IFF_NO_PI (the flag shares its bit with
+            // IFF_NOFILTER): attach it again, to every queue. On failure
+            // the new queue closes with `file`.
+            tap_filter::attach(self.file.as_raw_fd(), program)
+                .map_err(|e| with_context(e, "TUNATTACHFILTER (queue)", &self.name))?;
+        }
         Ok(OwnedFd::from(file))
     }
 

@@ -161,10 +161,12 @@ pub fn program(filter: &SynFilter) -> Option<Vec<libc::sock_filter>> {
 /// replacing any filter before.
 ///
 /// The kernel copies the instructions into each queue, and keeps the
-/// address of `program` too: it reads it again to filter a queue that
-/// attaches to the TAP later (in this process). The caller keeps
-/// `program` alive and unchanged until it [`detach`]es the filter or
-/// attaches another.
+/// address of `program` too: it reads it again, in the address space of
+/// whoever attaches, to filter a queue attached later with TUNSETQUEUE
+/// or with TUNSETIFF without IFF_NO_PI (that flag shares its bit with
+/// IFF_NOFILTER, so a queue attached with it gets no filter). The caller
+/// keeps `program` alive and unchanged until it [`detach`]es the filter
+/// or attaches another.
 ///
 /// When this fails, some queues may keep the filter they had and others
 /// none: the caller detaches.

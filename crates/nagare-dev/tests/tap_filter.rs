@@ -8,7 +8,7 @@
 
 use std::ffi::CString;
 use std::net::Ipv4Addr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -154,34 +154,48 @@ impl Sender {
     }
 }
 
-/// The ids of test frames read from the TAP until frame `last` arrives,
-/// for at most three seconds and 10 000 reads.
-fn received_until(tap: &TapDevice, last: u8) -> Vec<(u8, Vec<u8>)> {
-    let fd = tap.raw_fd().expect("a TAP has a descriptor");
+/// Test frames read from the TAP's queues `fds` (by queue, id and
+/// bytes) until `done` says so, for at most three seconds and 20 000
+/// rounds, then for 100 ms more: a frame that would follow comes by then.
+fn receive(fds: &[RawFd], mut done: impl FnMut(&[(usize, u8, Vec<u8>)]) -> bool) -> Vec<(usize, u8, Vec<u8>)> {
     let deadline = Instant::now() + Duration::from_secs(3);
+    let mut linger: Option<Instant> = None;
     let mut got = Vec::new();
     let mut buf = [0u8; 2048];
-    for _ in 0..10_000 {
-        // SAFETY: `buf` is writable for its length; the fd is the TAP's,
-        // non-blocking.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n > 0 {
-            let frame = &buf[..n as usize];
-            if frame.len() >= 12 && frame[6..11] == mac(0)[..5] {
-                let id = frame[11];
-                got.push((id, frame.to_vec()));
-                if id == last {
-                    break;
+    for _ in 0..20_000 {
+        let mut read_any = false;
+        for (queue, &fd) in fds.iter().enumerate() {
+            // SAFETY: `buf` is writable for its length; the fd is a TAP
+            // queue's, non-blocking.
+            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if n > 0 {
+                read_any = true;
+                let frame = &buf[..n as usize];
+                if frame.len() >= 12 && frame[6..11] == mac(0)[..5] {
+                    got.push((queue, frame[11], frame.to_vec()));
                 }
             }
+        }
+        if read_any {
             continue;
         }
-        if Instant::now() > deadline {
+        let now = Instant::now();
+        if linger.is_none() && done(&got) {
+            linger = Some(now + Duration::from_millis(100));
+        }
+        if now > deadline || linger.is_some_and(|l| now > l) {
             break;
         }
         std::thread::sleep(Duration::from_millis(1));
     }
     got
+}
+
+/// The ids of test frames read from `tap` until frame `last` arrives.
+fn received_until(tap: &TapDevice, last: u8) -> Vec<(u8, Vec<u8>)> {
+    let fd = tap.raw_fd().expect("a TAP has a descriptor");
+    let got = receive(&[fd], |got| got.iter().any(|(_, id, _)| *id == last));
+    got.into_iter().map(|(_, id, frame)| (id, frame)).collect()
 }
 
 #[test]
@@ -258,4 +272,54 @@ fn the_kernel_drops_unproven_syns_to_guarded_ports_before_the_tap() {
     sender.send(&arp_frame(13));
     let ids: Vec<u8> = received_until(&tap, 13).iter().map(|(id, _)| *id).collect();
     assert_eq!(ids, [12, 13]);
+}
+
+/// Test frame `id`: a TCP segment with `flags` from source port `40000 +
+/// id`, so that frames spread over the queues of a multi-queue TAP.
+fn flow(id: u8, src: Ipv4Addr, flags: u8) -> Vec<u8> {
+    let mut f = tcp_frame(id, src, GUARDED, flags, 0);
+    f[34..36].copy_from_slice(&(40000 + u16::from(id)).to_be_bytes());
+    f
+}
+
+#[test]
+fn a_queue_opened_later_is_filtered_and_dropping_the_device_detaches() {
+    require_tap!();
+    let name = format!("ndq{}", std::process::id() % 100_000);
+    let _guard = LinkGuard(name.clone());
+    let mut tap = TapDevice::open_multi_queue(&name, false).expect("open TAP");
+    assert!(tap.multi_queue(), "a created TAP takes more queues");
+    let filter = SynFilter { generation: 1, engaged: true, ports: vec![GUARDED], proven: vec![PROVEN], admit: 0 };
+    tap.set_syn_filter(&filter).expect("attach the SYN filter");
+    // Opened after the attach: the kernel filters it with the program the
+    // device keeps.
+    let later = tap.open_queue().expect("open a second queue");
+    let sender = Sender::new(&name);
+    let fds = [tap.raw_fd().expect("a TAP has a descriptor"), later.as_raw_fd()];
+
+    let unproven = 100u8..132;
+    let answers = 140u8..172;
+    for id in unproven.clone() {
+        sender.send(&flow(id, SPOOFED, 0x02));
+    }
+    for id in answers.clone() {
+        sender.send(&flow(id, SPOOFED, 0x12));
+    }
+    let got = receive(&fds, |got| answers.clone().all(|a| got.iter().any(|(_, id, _)| *id == a)));
+    let seen: Vec<(usize, u8)> = got.iter().map(|(q, id, _)| (*q, *id)).collect();
+    for id in answers.clone() {
+        assert!(seen.iter().any(|(_, i)| *i == id), "SYN-ACK {id} did not arrive: {seen:?}");
+    }
+    assert!(seen.iter().any(|(q, _)| *q == 1), "nothing reached the later queue: {seen:?}");
+    assert!(!seen.iter().any(|(_, id)| unproven.contains(id)), "an unproven SYN arrived: {seen:?}");
+
+    // Dropping the device detaches the filter from the queue left.
+    drop(tap);
+    let after = 180u8..190;
+    for id in after.clone() {
+        sender.send(&flow(id, SPOOFED, 0x02));
+    }
+    let got = receive(&fds[1..], |got| after.clone().all(|a| got.iter().any(|(_, id, _)| *id == a)));
+    let seen: Vec<u8> = got.iter().map(|(_, id, _)| *id).collect();
+    assert_eq!(seen, after.collect::<Vec<u8>>(), "unproven SYNs after the device was dropped");
 }
