@@ -65,8 +65,13 @@ pub struct TapDevice {
     /// Pool buffers kept ready for the tail of a super-segment; only the
     /// ones a frame fills leave this list.
     spares: Vec<Buffer>,
-    /// A SYN filter is attached (`tap_filter`).
-    syn_filter_attached: bool,
+    /// The SYN filter attached to every queue of the TAP
+    /// ([`tap_filter`]). The kernel keeps its address and reads it again
+    /// to filter a queue that attaches later (with TUNSETQUEUE, or
+    /// TUNSETIFF without IFF_NO_PI), so it stays here, unchanged, for as
+    /// long as it is attached; dropping the device detaches it. A queue
+    /// opened with [`open_queue`](Self::open_queue) gets it from here too.
+    syn_filter: Option<Vec<libc::sock_filter>>,
     stats: DeviceStats,
 }
 
@@ -221,7 +226,8 @@ impl TapDevice {
 
     /// Another queue of this multi-queue TAP, attached with the same flags:
     /// the kernel hands each frame to one queue (the one a steering program
-    /// picks), and it is read from that queue's descriptor.
+    /// picks), and it is read from that queue's descriptor. The SYN filter
+    /// attached to this device ([`Device::set_syn_filter`]) filters it too.
     pub fn open_queue(&self) -> io::Result<OwnedFd> {
         if !self.multi_queue {
             return Err(io::Error::new(io::ErrorKind::Unsupported, format!("{} is a single-queue TAP", self.name)));
@@ -229,6 +235,14 @@ impl TapDevice {
         let file = open_tun()?;
         attach(&file, &self.name, self.vnet_header, true)
             .map_err(|e| with_context(e, "TUNSETIFF (queue)", &self.name))?;
+        if let Some(program) = &self.syn_filter {
+            // The kernel gives a queue attached with TUNSETIFF the TAP's
+            // filter only without IFF_NO_PI (the flag shares its bit with
+            // IFF_NOFILTER): attach it again, to every queue. On failure
+            // the new queue closes with `file`.
+            tap_filter::attach(self.file.as_raw_fd(), program)
+                .map_err(|e| with_context(e, "TUNATTACHFILTER (queue)", &self.name))?;
+        }
         Ok(OwnedFd::from(file))
     }
 
@@ -306,7 +320,7 @@ impl TapDevice {
             vnet_header,
             offloads,
             spares: Vec::new(),
-            syn_filter_attached: false,
+            syn_filter: None,
             stats: DeviceStats::default(),
         };
         dev.set_up(true)?;
@@ -342,7 +356,7 @@ impl TapDevice {
             vnet_header,
             offloads,
             spares: Vec::new(),
-            syn_filter_attached: false,
+            syn_filter: None,
             stats: DeviceStats::default(),
         };
         dev.mtu = dev.read_mtu()?;
@@ -683,6 +697,18 @@ impl TapDevice {
     }
 }
 
+impl Drop for TapDevice {
+    /// Detaches the SYN filter before its program is freed: the kernel
+    /// would read that memory again for a queue attached later, by a
+    /// holder of another descriptor of the TAP.
+    fn drop(&mut self) {
+        if self.syn_filter.is_some() {
+            // Nothing to do about a failure here; the descriptor closes next.
+            let _ = tap_filter::detach(self.file.as_raw_fd());
+        }
+    }
+}
+
 /// An iovec over `bytes`, for reading into them.
 fn iovec_mut(bytes: &mut [u8]) -> libc::iovec {
     libc::iovec { iov_base: bytes.as_mut_ptr().cast(), iov_len: bytes.len() }
@@ -786,16 +812,25 @@ impl Device for TapDevice {
     }
 
     fn set_syn_filter(&mut self, filter: &SynFilter) -> io::Result<()> {
+        let fd = self.file.as_raw_fd();
         match tap_filter::program(filter) {
             Some(program) => {
-                tap_filter::attach(self.file.as_raw_fd(), &program)
-                    .map_err(|e| with_context(e, "TUNATTACHFILTER", &self.name))?;
-                self.syn_filter_attached = true;
+                if let Err(e) = tap_filter::attach(fd, &program) {
+                    // Some queues may keep the filter before and some
+                    // none: remove it from all, so that the kernel drops
+                    // nothing the engine does not know of. The engine
+                    // filters by itself.
+                    let _ = tap_filter::detach(fd);
+                    self.syn_filter = None;
+                    return Err(with_context(e, "TUNATTACHFILTER", &self.name));
+                }
+                // The kernel holds the new program's address from here:
+                // the one before may go.
+                self.syn_filter = Some(program);
             }
-            None if self.syn_filter_attached => {
-                tap_filter::detach(self.file.as_raw_fd())
-                    .map_err(|e| with_context(e, "TUNDETACHFILTER", &self.name))?;
-                self.syn_filter_attached = false;
+            None if self.syn_filter.is_some() => {
+                tap_filter::detach(fd).map_err(|e| with_context(e, "TUNDETACHFILTER", &self.name))?;
+                self.syn_filter = None;
             }
             None => {}
         }

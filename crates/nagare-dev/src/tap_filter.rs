@@ -9,14 +9,25 @@
 //! TCP with SYN set and ACK and RST clear, to one of the filter's ports,
 //! from an address not on its proven list. Such a SYN passes only if the
 //! kernel's random number for it is at most the filter's `admit`
-//! ([`nagare_core::tcp::syn_guard::SynFilter`]). A frame too short for a
-//! load the program makes is dropped by the kernel; the loads past the
-//! EtherType are made only for IPv4 carrying TCP, which such a frame
-//! would not be.
+//! ([`nagare_core::tcp::syn_guard::SynFilter`]).
+//!
+//! A load past the end of the frame makes the kernel drop it, so the
+//! program checks the frame's length before its loads and passes a frame
+//! too short for them (a tiny first fragment, a truncated header): the
+//! engine counts and drops such a frame itself. A frame whose VLAN tag
+//! the kernel holds apart from the bytes (out of band) passes untouched,
+//! as the offsets past the MAC addresses are not the ones it would read.
 
-use nagare_core::tcp::syn_guard::SynFilter;
+use nagare_core::tcp::syn_guard::{SynFilter, MAX_FILTER_PORTS};
 use std::io;
 use std::os::fd::RawFd;
+
+/// Most proven addresses a program lists; the rest of a longer list are
+/// not exempt. Every jump of the program is forward and its offset is a
+/// `u8`: a jump to PASS from the start spans the whole program, so the
+/// header, the ports and this many addresses must stay within 255
+/// instructions of it (checked below at compile time).
+const MAX_LISTED: usize = 200;
 
 // Classic BPF opcodes (linux/bpf_common.h, linux/filter.h).
 const LD: u16 = 0x00;
@@ -29,15 +40,22 @@ const H: u16 = 0x08;
 const B: u16 = 0x10;
 const ABS: u16 = 0x20;
 const IND: u16 = 0x40;
+const LEN: u16 = 0x80;
 const MSH: u16 = 0xa0;
+const SUB: u16 = 0x10;
 const AND: u16 = 0x50;
 const JA: u16 = 0x00;
 const JEQ: u16 = 0x10;
 const JGT: u16 = 0x20;
+const JGE: u16 = 0x30;
 const JSET: u16 = 0x40;
+/// The operand of an ALU or jump instruction is X, not `k`.
+const X: u16 = 0x08;
 
 /// The load offset of the kernel's random number (`SKF_AD_OFF + SKF_AD_RANDOM`).
 const RANDOM: u32 = (libc::SKF_AD_OFF + libc::SKF_AD_RANDOM) as u32;
+/// The load offset that reads 1 when the frame's VLAN tag is out of band.
+const VLAN_TAG_PRESENT: u32 = (libc::SKF_AD_OFF + libc::SKF_AD_VLAN_TAG_PRESENT) as u32;
 
 // Where the program looks, from the start of the Ethernet frame.
 const ETHERTYPE: u32 = 12;
@@ -45,10 +63,15 @@ const IP: u32 = 14;
 const IP_PROTOCOL: u32 = IP + 9;
 const IP_FRAGMENT: u32 = IP + 6;
 const IP_SOURCE: u32 = IP + 12;
+/// The shortest frame the loads at fixed offsets fit in: an Ethernet
+/// header and a 20-byte IP header.
+const MIN_IP_FRAME: u32 = IP + 20;
 /// Past the IP header (whose length is in X): the destination port and
 /// the flags.
 const TCP_DST_PORT: u32 = IP + 2;
 const TCP_FLAGS: u32 = IP + 13;
+/// The frame's length less the IP header's must reach past the flags.
+const TCP_FLAGS_END: u32 = TCP_FLAGS + 1;
 
 const ETHERTYPE_IPV4: u32 = 0x0800;
 const PROTOCOL_TCP: u32 = 6;
@@ -59,34 +82,34 @@ const SYN_RST_ACK: u32 = 0x02 | 0x04 | 0x10;
 /// What `ret` keeps of a passed frame: all of it.
 const PASS_ALL: u32 = u32::MAX;
 
-/// `_IOW('T', nr, struct sock_fprog)`.
-const fn tun_ioctl(nr: libc::c_ulong) -> libc::c_ulong {
-    (1 << 30) | ((std::mem::size_of::<libc::sock_fprog>() as libc::c_ulong) << 16) | ((b'T' as libc::c_ulong) << 8) | nr
-}
-const TUNATTACHFILTER: libc::c_ulong = tun_ioctl(213);
-const TUNDETACHFILTER: libc::c_ulong = tun_ioctl(214);
+/// Instructions before the port comparisons.
+const HEADER: usize = 18;
+/// The longest program: the header, the ports, the jump past the
+/// addresses, the source load, the addresses, the draw, PASS and DROP.
+const MAX_PROGRAM: usize = HEADER + MAX_FILTER_PORTS + 2 + MAX_LISTED + 2 + 2;
+// The widest jump, from the header's first test to PASS, fits a `u8`.
+const _: () = assert!(MAX_PROGRAM - 2 - 2 <= u8::MAX as usize);
 
 fn stmt(code: u16, k: u32) -> libc::sock_filter {
     libc::sock_filter { code, jt: 0, jf: 0, k }
 }
 
 /// The program for `filter`; `None` when it drops nothing (not engaged,
-/// or no port).
+/// or no port). It lists at most 8 ports and 200 proven addresses.
 pub fn program(filter: &SynFilter) -> Option<Vec<libc::sock_filter>> {
     if !filter.engaged || filter.ports.is_empty() {
         return None;
     }
-    let ports = &filter.ports[..filter.ports.len().min(nagare_core::tcp::syn_guard::MAX_FILTER_PORTS)];
-    let proven = &filter.proven[..filter.proven.len().min(nagare_core::tcp::syn_guard::MAX_PROVEN)];
-    // Layout: 11 header instructions, the ports, a jump to PASS, the
-    // source load, the proven addresses, the draw (load and compare),
-    // then PASS and DROP.
-    let source = 11 + ports.len() + 1;
+    let ports = &filter.ports[..filter.ports.len().min(MAX_FILTER_PORTS)];
+    let proven = &filter.proven[..filter.proven.len().min(MAX_LISTED)];
+    // Layout: the header, the ports, a jump to PASS, the source load,
+    // the proven addresses, the draw (load and compare), then PASS and
+    // DROP.
+    let source = HEADER + ports.len() + 1;
     let draw = source + 1 + proven.len();
     let pass = draw + 2;
     let drop = pass + 1;
-    // Every jump is forward and short: the widest spans the whole
-    // program, at most 11 + 8 + 1 + 1 + 64 + 2 instructions.
+    // Every jump is forward and within `u8::MAX` (MAX_PROGRAM above).
     let rel = |from: usize, to: usize| -> u8 { u8::try_from(to - from - 1).unwrap_or(u8::MAX) };
     let jump = |at: usize, code: u16, k: u32, on_true: usize, on_false: usize| libc::sock_filter {
         code: JMP | code,
@@ -95,19 +118,29 @@ pub fn program(filter: &SynFilter) -> Option<Vec<libc::sock_filter>> {
         k,
     };
     let mut p = Vec::with_capacity(drop + 1);
-    p.push(stmt(LD | H | ABS, ETHERTYPE)); // 0
-    p.push(jump(1, JEQ, ETHERTYPE_IPV4, 2, pass));
-    p.push(stmt(LD | B | ABS, IP_PROTOCOL)); // 2
-    p.push(jump(3, JEQ, PROTOCOL_TCP, 4, pass));
-    p.push(stmt(LD | H | ABS, IP_FRAGMENT)); // 4
-    p.push(jump(5, JSET, FRAGMENT_OFFSET_MASK, pass, 6));
-    p.push(stmt(LDX | B | MSH, IP)); // 6: X = IP header length
-    p.push(stmt(LD | B | IND, TCP_FLAGS)); // 7
-    p.push(stmt(ALU | AND, SYN_RST_ACK)); // 8
-    p.push(jump(9, JEQ, SYN, 10, pass));
-    p.push(stmt(LD | H | IND, TCP_DST_PORT)); // 10
+    p.push(stmt(LD | W | ABS, VLAN_TAG_PRESENT)); // 0
+    p.push(jump(1, JEQ, 1, pass, 2));
+    p.push(stmt(LD | W | LEN, 0)); // 2
+    p.push(jump(3, JGE, MIN_IP_FRAME, 4, pass));
+    p.push(stmt(LD | H | ABS, ETHERTYPE)); // 4
+    p.push(jump(5, JEQ, ETHERTYPE_IPV4, 6, pass));
+    p.push(stmt(LD | B | ABS, IP_PROTOCOL)); // 6
+    p.push(jump(7, JEQ, PROTOCOL_TCP, 8, pass));
+    p.push(stmt(LD | H | ABS, IP_FRAGMENT)); // 8
+    p.push(jump(9, JSET, FRAGMENT_OFFSET_MASK, pass, 10));
+    p.push(stmt(LDX | B | MSH, IP)); // 10: X = IP header length
+                                     // len - 28 >= X, that is, the flags are within the frame; the
+                                     // length is at least 34 here, so the subtraction does not wrap.
+    p.push(stmt(LD | W | LEN, 0)); // 11
+    p.push(stmt(ALU | SUB, TCP_FLAGS_END)); // 12
+    p.push(jump(13, JGE | X, 0, 14, pass));
+    p.push(stmt(LD | B | IND, TCP_FLAGS)); // 14
+    p.push(stmt(ALU | AND, SYN_RST_ACK)); // 15
+    p.push(jump(16, JEQ, SYN, 17, pass));
+    p.push(stmt(LD | H | IND, TCP_DST_PORT)); // 17
+    debug_assert_eq!(p.len(), HEADER);
     for (i, port) in ports.iter().enumerate() {
-        let at = 11 + i;
+        let at = HEADER + i;
         p.push(jump(at, JEQ, u32::from(*port), source, at + 1));
     }
     p.push(stmt(JMP | JA, (pass - source) as u32)); // from source - 1
@@ -126,23 +159,36 @@ pub fn program(filter: &SynFilter) -> Option<Vec<libc::sock_filter>> {
 
 /// Attaches `program` to the TAP open on `fd` (every queue of it),
 /// replacing any filter before.
+///
+/// The kernel copies the instructions into each queue, and keeps the
+/// address of `program` too: it reads it again, in the address space of
+/// whoever attaches, to filter a queue attached later with TUNSETQUEUE
+/// or with TUNSETIFF without IFF_NO_PI (that flag shares its bit with
+/// IFF_NOFILTER, so a queue attached with it gets no filter). The caller
+/// keeps `program` alive and unchanged until it [`detach`]es the filter
+/// or attaches another.
+///
+/// When this fails, some queues may keep the filter they had and others
+/// none: the caller detaches.
 pub fn attach(fd: RawFd, program: &[libc::sock_filter]) -> io::Result<()> {
     let len = u16::try_from(program.len()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     let prog = libc::sock_fprog { len, filter: program.as_ptr().cast_mut() };
-    // SAFETY: TUNATTACHFILTER copies `len` instructions from `filter`,
-    // which `program` holds for the duration of the call.
-    let rc = unsafe { libc::ioctl(fd, TUNATTACHFILTER as _, &prog as *const libc::sock_fprog) };
+    // SAFETY: TUNATTACHFILTER copies the `sock_fprog` and then `len`
+    // instructions from `filter`, which `program` holds; the kernel only
+    // reads through the pointer, and the caller keeps `program` alive for
+    // the later reads described above.
+    let rc = unsafe { libc::ioctl(fd, libc::TUNATTACHFILTER, &prog as *const libc::sock_fprog) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
 }
 
-/// Removes the filter from the TAP open on `fd`.
+/// Removes the filter from every queue of the TAP open on `fd`.
 pub fn detach(fd: RawFd) -> io::Result<()> {
-    let prog = libc::sock_fprog { len: 0, filter: std::ptr::null_mut() };
-    // SAFETY: TUNDETACHFILTER reads the `sock_fprog` only for its size.
-    let rc = unsafe { libc::ioctl(fd, TUNDETACHFILTER as _, &prog as *const libc::sock_fprog) };
+    // SAFETY: TUNDETACHFILTER does not read its argument (the request
+    // number names a `sock_fprog` only for its size); no memory is passed.
+    let rc = unsafe { libc::ioctl(fd, libc::TUNDETACHFILTER, 0 as libc::c_ulong) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -154,14 +200,28 @@ mod tests {
     use super::*;
     use std::net::Ipv4Addr;
 
+    /// What the kernel knows of a frame apart from its bytes.
+    #[derive(Clone, Copy, Default)]
+    struct Side {
+        random: u32,
+        vlan_out_of_band: bool,
+    }
+
     /// Runs a classic BPF program as the kernel does, for the opcodes
     /// [`program`] uses; a load past the frame drops it (returns 0).
     fn run(program: &[libc::sock_filter], frame: &[u8], random: u32) -> u32 {
+        run_with(program, frame, Side { random, vlan_out_of_band: false })
+    }
+
+    fn run_with(program: &[libc::sock_filter], frame: &[u8], side: Side) -> u32 {
         let (mut a, mut x) = (0u32, 0u32);
         let mut pc = 0usize;
         let load = |at: u32, size: usize| -> Option<u32> {
             if at == RANDOM && size == 4 {
-                return Some(random);
+                return Some(side.random);
+            }
+            if at == VLAN_TAG_PRESENT && size == 4 {
+                return Some(u32::from(side.vlan_out_of_band));
             }
             let at = at as usize;
             let bytes = frame.get(at..at + size)?;
@@ -175,7 +235,9 @@ mod tests {
                 B => 1,
                 _ => 4,
             };
+            let operand = if i.code & X != 0 { x } else { i.k };
             match i.code & 0x07 {
+                c if c == LD && i.code & 0xe0 == LEN => a = frame.len() as u32,
                 c if c == LD => {
                     let at = if i.code & 0xe0 == IND { x.wrapping_add(i.k) } else { i.k };
                     match load(at, size) {
@@ -187,16 +249,21 @@ mod tests {
                     Some(v) => x = (v & 0xf) * 4,
                     None => return 0,
                 },
-                c if c == ALU => a &= i.k,
+                c if c == ALU => match i.code & 0xf0 {
+                    AND => a &= operand,
+                    SUB => a = a.wrapping_sub(operand),
+                    _ => return 0,
+                },
                 c if c == JMP => {
                     let taken = match i.code & 0xf0 {
                         JA => {
                             pc += i.k as usize;
                             continue;
                         }
-                        JEQ => a == i.k,
-                        JGT => a > i.k,
-                        JSET => a & i.k != 0,
+                        JEQ => a == operand,
+                        JGT => a > operand,
+                        JGE => a >= operand,
+                        JSET => a & operand != 0,
                         _ => return 0,
                     };
                     pc += usize::from(if taken { i.jt } else { i.jf });
@@ -210,9 +277,22 @@ mod tests {
 
     const SPOOFED: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
     const PROVEN: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+    const MORE_FRAGMENTS: u16 = 0x2000;
 
     fn filter(admit: u32) -> SynFilter {
         SynFilter { generation: 1, engaged: true, ports: vec![80, 443], proven: vec![PROVEN], admit }
+    }
+
+    /// The largest filter: every port, and more proven addresses than a
+    /// program lists.
+    fn largest() -> SynFilter {
+        SynFilter {
+            generation: 1,
+            engaged: true,
+            ports: (1..=MAX_FILTER_PORTS as u16).collect(),
+            proven: (0..MAX_LISTED as u32 + 10).map(|i| Ipv4Addr::from(0x0a00_0000 + i)).collect(),
+            admit: 0,
+        }
     }
 
     /// An Ethernet frame with an IPv4 header of `ihl` words and a TCP
@@ -244,6 +324,10 @@ mod tests {
         // With IP options, the flags are found past them.
         assert_eq!(run(&p, &frame(SPOOFED, 80, 0x02, 8, 0), u32::MAX), 0);
         assert_eq!(run(&p, &frame(SPOOFED, 80, 0x02, 8, 0), 0), PASS_ALL);
+        // The shortest frame with the flags, and a first fragment with
+        // the whole TCP header, are judged.
+        assert_eq!(run(&p, &syn[..14 + 20 + 14], u32::MAX), 0);
+        assert_eq!(run(&p, &frame(SPOOFED, 80, 0x02, 5, MORE_FRAGMENTS), u32::MAX), 0);
     }
 
     #[test]
@@ -265,6 +349,48 @@ mod tests {
     }
 
     #[test]
+    fn ipv6_and_vlan_frames_pass() {
+        let p = program(&filter(0)).expect("an engaged filter has a program");
+        let high = u32::MAX;
+        // An IPv6 SYN: the bytes at the IPv4 offsets could read as one.
+        let mut v6 = frame(SPOOFED, 80, 0x02, 5, 0);
+        v6[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        assert_eq!(run(&p, &v6, high), PASS_ALL, "IPv6");
+        // An 802.1Q tag in the frame moves the IPv4 header by 4 bytes.
+        let syn = frame(SPOOFED, 80, 0x02, 5, 0);
+        let mut tagged = syn[..12].to_vec();
+        tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x05]);
+        tagged.extend_from_slice(&syn[12..]);
+        assert_eq!(run(&p, &tagged, high), PASS_ALL, "an in-band 802.1Q tag");
+        // A tag the kernel holds out of band: the same unproven SYN passes.
+        assert_eq!(run(&p, &syn, high), 0);
+        assert_eq!(run_with(&p, &syn, Side { random: high, vlan_out_of_band: true }), PASS_ALL, "out-of-band tag");
+    }
+
+    #[test]
+    fn frames_too_short_for_the_loads_pass() {
+        let p = program(&filter(0)).expect("an engaged filter has a program");
+        let high = u32::MAX;
+        let syn = frame(SPOOFED, 80, 0x02, 5, 0);
+        // One byte short of the flags: a truncated TCP header.
+        assert_eq!(run(&p, &syn[..14 + 20 + 13], high), PASS_ALL, "a truncated TCP header");
+        assert_eq!(run(&p, &syn[..14 + 20 + 2], high), PASS_ALL, "half a port");
+        // Shorter than an Ethernet and an IPv4 header.
+        for len in [14, 20, 24, 30, 33] {
+            assert_eq!(run(&p, &syn[..len], high), PASS_ALL, "a {len}-byte frame");
+        }
+        // A tiny first fragment: its TCP header ends before the flags.
+        let tiny = frame(SPOOFED, 80, 0x02, 5, MORE_FRAGMENTS);
+        assert_eq!(run(&p, &tiny[..14 + 20 + 8], high), PASS_ALL, "a tiny first fragment");
+        // A header length longer than the frame: 60 bytes claimed, the
+        // frame ends after 40 (the length check must not wrap).
+        let long_ihl = frame(SPOOFED, 80, 0x02, 15, 0);
+        assert_eq!(run(&p, &long_ihl[..40], high), PASS_ALL, "an IP header past the end");
+        assert_eq!(run(&p, &long_ihl[..14 + 60 + 13], high), PASS_ALL, "options, and the flags cut off");
+        assert_eq!(run(&p, &long_ihl, high), 0, "options, and the whole TCP header");
+    }
+
+    #[test]
     fn a_filter_that_drops_nothing_has_no_program() {
         assert!(program(&SynFilter::default()).is_none());
         assert!(program(&SynFilter { ports: Vec::new(), ..filter(0) }).is_none());
@@ -272,19 +398,13 @@ mod tests {
 
     #[test]
     fn the_largest_filter_keeps_every_jump_in_range() {
-        let full = SynFilter {
-            generation: 1,
-            engaged: true,
-            ports: (1..=nagare_core::tcp::syn_guard::MAX_FILTER_PORTS as u16).collect(),
-            proven: (0..nagare_core::tcp::syn_guard::MAX_PROVEN as u32)
-                .map(|i| Ipv4Addr::from(0x0a00_0000 + i))
-                .collect(),
-            admit: 0,
-        };
+        let full = largest();
         let p = program(&full).expect("an engaged filter has a program");
-        let last = nagare_core::tcp::syn_guard::MAX_PROVEN as u32 - 1;
-        let port = nagare_core::tcp::syn_guard::MAX_FILTER_PORTS as u16;
+        assert_eq!(p.len(), MAX_PROGRAM);
+        let last = MAX_LISTED as u32 - 1;
+        let port = MAX_FILTER_PORTS as u16;
         assert_eq!(run(&p, &frame(Ipv4Addr::from(0x0a00_0000 + last), port, 0x02, 5, 0), u32::MAX), PASS_ALL);
+        assert_eq!(run(&p, &frame(Ipv4Addr::from(0x0a00_0000 + last + 1), port, 0x02, 5, 0), 1), 0, "not listed");
         assert_eq!(run(&p, &frame(SPOOFED, port, 0x02, 5, 0), 1), 0);
         assert_eq!(run(&p, &frame(SPOOFED, port + 1, 0x02, 5, 0), 1), PASS_ALL);
         for (at, i) in p.iter().enumerate() {
@@ -292,5 +412,56 @@ mod tests {
                 assert!(at + 1 + usize::from(i.jt.max(i.jf)) < p.len(), "jump at {at} leaves the program");
             }
         }
+        // The widest jump, from the first test to PASS, lands on PASS
+        // (an offset past 255 would have been cut short).
+        let widest = usize::from(p[1].jt);
+        assert_eq!(1 + 1 + widest, p.len() - 2);
+        assert!(widest <= usize::from(u8::MAX));
+        assert_eq!(p[1 + 1 + widest].code, RET);
+        assert_eq!(p[1 + 1 + widest].k, PASS_ALL);
+    }
+
+    /// Attaches `program` to an ordinary UDP socket (`SO_ATTACH_FILTER`,
+    /// no privilege needed), where the kernel checks it as for a TAP.
+    fn kernel_accepts(program: &[libc::sock_filter]) -> io::Result<()> {
+        // SAFETY: plain system call with constant arguments.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        assert!(fd >= 0, "socket: {}", io::Error::last_os_error());
+        // SAFETY: `fd` was just returned by socket(2) and is owned by
+        // nobody else.
+        let _owned = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let len = u16::try_from(program.len()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let prog = libc::sock_fprog { len, filter: program.as_ptr().cast_mut() };
+        // SAFETY: SO_ATTACH_FILTER reads one `sock_fprog` and the `len`
+        // instructions it points to, all alive for the call.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_ATTACH_FILTER,
+                (&prog as *const libc::sock_fprog).cast(),
+                std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn the_kernel_accepts_the_programs() {
+        let smallest = SynFilter { generation: 1, engaged: true, ports: vec![80], proven: Vec::new(), admit: 0 };
+        let filters = [smallest, filter(0), filter(u32::MAX), largest()];
+        for f in &filters {
+            let p = program(f).expect("an engaged filter has a program");
+            if let Err(e) = kernel_accepts(&p) {
+                panic!("the kernel refused the {}-instruction program: {e}", p.len());
+            }
+        }
+        // The check is real: a jump past the end is refused.
+        let mut bad = program(&filters[0]).expect("an engaged filter has a program");
+        bad[1].jt = 200;
+        assert!(kernel_accepts(&bad).is_err());
     }
 }
