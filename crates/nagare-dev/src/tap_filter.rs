@@ -18,16 +18,17 @@
 //! the kernel holds apart from the bytes (out of band) passes untouched,
 //! as the offsets past the MAC addresses are not the ones it would read.
 
-use nagare_core::tcp::syn_guard::{SynFilter, MAX_FILTER_PORTS};
+use nagare_core::tcp::syn_guard::{SynFilter, MAX_FILTER_PORTS, MAX_FILTER_PROVEN};
 use std::io;
 use std::os::fd::RawFd;
 
-/// Most proven addresses a program lists; the rest of a longer list are
-/// not exempt. Every jump of the program is forward and its offset is a
-/// `u8`: a jump to PASS from the start spans the whole program, so the
-/// header, the ports and this many addresses must stay within 255
-/// instructions of it (checked below at compile time).
-const MAX_LISTED: usize = 200;
+/// Most proven addresses a program lists (the engine's filter lists no
+/// more); the rest of a longer list are not exempt. Every jump of the
+/// program is forward and its offset is a `u8`: a jump to PASS from the
+/// start spans the whole program, so the header, the ports and this many
+/// addresses must stay within 255 instructions of it (checked below at
+/// compile time).
+const MAX_LISTED: usize = MAX_FILTER_PROVEN;
 
 // Classic BPF opcodes (linux/bpf_common.h, linux/filter.h).
 const LD: u16 = 0x00;
