@@ -125,7 +125,9 @@ impl NetdBuilder {
         let link = &self.link;
         if self.placement == Placement::Inline {
             let host = open_host(link, None, &clock)?;
-            let mut netd = Netd::new(host.iface, host.device, clock, self.config)?;
+            let mut iface = host.iface;
+            receive_buffers_that_fit_a_region(&mut iface);
+            let mut netd = Netd::new(iface, host.device, clock, self.config)?;
             let offered = netd.enable_services(&self.services)?;
             return Ok(Built { netd, offered, driver_pid: None });
         }
@@ -171,11 +173,23 @@ impl NetdBuilder {
         };
         let driver = DriverLink::start(launcher(self.placement, spec, program)?, device_fd, rx_queues)
             .map_err(|e| io::Error::new(e.kind(), format!("starting the driver: {e}")))?;
-        let iface = interface_on(&driver, link)?;
+        let mut iface = interface_on(&driver, link)?;
+        receive_buffers_that_fit_a_region(&mut iface);
         let driver_pid = driver.pid();
         let mut netd = Netd::with_driver(iface, driver, self.placement, clock, self.config)?;
         netd.held_tap = tap;
         let offered = netd.enable_services(&self.services)?;
         Ok(Built { netd, offered, driver_pid })
     }
+}
+
+/// TCP receive buffers keep their starting size in netd: a client's
+/// received payload waits in the receive buffers of its region, where the
+/// driver steers it, and a window past what they hold has the kernel send
+/// more than fits, which netd then copies. Autotuning (which would grow a
+/// buffer up to several MiB) is given no room to grow; an application
+/// that asks for a bigger buffer (SO_RCVBUF) still gets one.
+fn receive_buffers_that_fit_a_region(iface: &mut nagare_core::Interface) {
+    let defaults = iface.tcp().defaults_mut();
+    defaults.recv_buffer_max = defaults.recv_buffer;
 }
