@@ -67,8 +67,9 @@ enum Command {
         /// of netd; `inline`, called from netd's loop.
         #[arg(long, default_value = "split", value_parser = args::parse_placement)]
         placement: nagare_netd::Placement,
-        /// Microseconds netd and its driver poll after their last work
-        /// before they sleep (yielding the CPU between looks).
+        /// Microseconds netd and its driver poll after their last work at
+        /// least before they sleep (yielding the CPU between looks); while
+        /// work keeps coming they poll up to 5 ms.
         #[arg(long, default_value_t = 50)]
         spin_us: u64,
     },
@@ -96,7 +97,8 @@ enum Command {
         /// Impair traffic both ways (as netd was asked to).
         #[arg(long)]
         impair: Option<Impairment>,
-        /// Microseconds to poll after the last work before sleeping.
+        /// Microseconds to poll after the last work at least before
+        /// sleeping (up to 5 ms while work keeps coming).
         #[arg(long, default_value_t = 50)]
         spin_us: u64,
     },

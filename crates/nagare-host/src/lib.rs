@@ -5,6 +5,7 @@
 //! - [`realtime`]: a host on the wall clock, sleeping in `poll(2)` until
 //!   the device is readable or the engine's next timer; SIGINT and SIGTERM
 //!   as a stop flag.
+//! - [`busy_poll`]: how long a loop polls after work before it sleeps.
 //! - [`sim`]: two hosts on a simulated link in virtual time.
 //! - [`link`]: a TAP device or a VNI port with its addressing, and the
 //!   opening of a host on it.
@@ -19,6 +20,7 @@
 //! go.
 
 pub mod bridge;
+pub mod busy_poll;
 pub mod host;
 pub mod http;
 pub mod link;
@@ -27,6 +29,7 @@ pub mod secrets;
 pub mod services;
 pub mod sim;
 
+pub use busy_poll::BusyPoll;
 pub use host::{earliest, Host, StepReport};
 pub use link::{DeviceSpec, LinkSpec};
 pub use services::{ServiceConfig, Services};

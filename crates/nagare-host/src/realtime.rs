@@ -1,6 +1,7 @@
 //! Running hosts on the wall clock: waiting for a device, and stopping
 //! cleanly on SIGINT or SIGTERM.
 
+use crate::busy_poll::BusyPoll;
 use crate::host::{earliest, Host};
 use nagare_core::Instant;
 use nagare_dev::{Device, MonotonicClock};
@@ -64,13 +65,16 @@ pub fn wait_for_any(fds: &[Option<RawFd>], want_write: bool, timeout: Duration) 
 
 /// Steps `host` on the wall clock, calling `tick` after every step, until
 /// `tick` says stop or a signal arrives. `tick` returns when it next wants
-/// to run (`None`: only on input).
+/// to run (`None`: only on input). With nothing to do, the loop polls on
+/// for as long as [`BusyPoll`] says, then sleeps until the device or a
+/// timer has something.
 pub fn run<D: Device>(
     host: &mut Host<D>,
     clock: &MonotonicClock,
     stop: &AtomicBool,
     mut tick: impl FnMut(&mut Host<D>, Instant) -> std::ops::ControlFlow<(), Option<Instant>>,
 ) -> io::Result<()> {
+    let mut busy = BusyPoll::for_this_process();
     loop {
         if stopped(stop) {
             return Ok(());
@@ -90,6 +94,12 @@ pub fn run<D: Device>(
         };
         // Frames `tick` just queued go out at once, not after a wait.
         if report.did_work() || (!stuck_before_tick && host.has_pending_tx()) {
+            busy.work(std::time::Instant::now());
+            continue;
+        }
+        if busy.keep_polling(std::time::Instant::now()) {
+            // Whoever the frames come from may be waiting for this CPU.
+            std::thread::yield_now();
             continue;
         }
         let now = clock.now();

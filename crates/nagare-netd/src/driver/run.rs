@@ -24,6 +24,7 @@ use crate::steering::{flow_of, is_for, HEAD_LEN};
 use crate::view::{Release, View};
 use nagare_core::buf::{BufferPool, Offload, PacketBuf};
 use nagare_dev::{Device, FrameInPlace, MonotonicClock, PortMap, RX_HEADROOM};
+use nagare_host::BusyPoll;
 use nagare_ipc::fdpass::{recv_with_fds, send_with_fds};
 use nagare_ipc::{Consumer, Descriptor, Notifier, Pool, Producer, Region, Waiter};
 use nagare_request::pack_stages;
@@ -241,7 +242,8 @@ pub const STEER_DELAY_VAR: &str = "NAGARE_TEST_DRIVER_STEER_DELAY_MS";
 /// Runs the driver on the control socket `control` until netd closes it or
 /// `stop` is raised. `open` opens the device, given the descriptor netd
 /// passed with its hello (a TAP's), if any. After the last work the driver
-/// polls for `spin` (yielding the CPU between looks), then sleeps.
+/// polls (yielding the CPU between looks) for at least `spin`, longer while
+/// work keeps coming ([`BusyPoll`]), then sleeps.
 pub fn serve(
     control: OwnedFd,
     spin: Duration,
@@ -323,7 +325,7 @@ pub fn serve(
             .map(Duration::from_millis),
         steer_delayed: VecDeque::new(),
     };
-    let mut last_work = std::time::Instant::now();
+    let mut busy = BusyPoll::with_base(spin);
     let mut reported = (std::time::Instant::now(), DriverStats::default());
     while !stop.load(Ordering::Relaxed) && !d.netd_gone {
         if reported.0.elapsed() >= REPORT_EVERY && reported.1 != d.stats {
@@ -331,8 +333,8 @@ pub fn serve(
             d.report();
         }
         if d.turn()? {
-            last_work = std::time::Instant::now();
-        } else if last_work.elapsed() >= spin {
+            busy.work(std::time::Instant::now());
+        } else if !busy.keep_polling(std::time::Instant::now()) {
             d.sleep()?;
         } else {
             // Netd and the application may be waiting for a CPU.
