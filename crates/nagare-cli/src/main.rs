@@ -67,9 +67,9 @@ enum Command {
         /// of netd; `inline`, called from netd's loop.
         #[arg(long, default_value = "split", value_parser = args::parse_placement)]
         placement: nagare_netd::Placement,
-        /// Microseconds netd polls after its last work before it sleeps,
-        /// and its driver at least (yielding the CPU between looks); while
-        /// work keeps coming the driver polls up to 5 ms.
+        /// Microseconds netd and its driver poll after their last work at
+        /// least before they sleep (yielding the CPU between looks); while
+        /// work keeps coming they poll up to 5 ms.
         #[arg(long, default_value_t = 50)]
         spin_us: u64,
     },

@@ -22,7 +22,8 @@ pub struct NetdConfig {
     pub receive_pool: u32,
     /// Size of one buffer.
     pub buffer_size: u32,
-    /// How long the loop spins after the last work before it sleeps.
+    /// How long the loop polls after the last work at least before it
+    /// sleeps (longer while work keeps coming: `nagare_host::BusyPoll`).
     pub spin: Duration,
     /// Requests one client may have waiting (blocked receives, accepts...).
     pub max_pending: usize,

@@ -2,9 +2,10 @@
 //! after the driver (every housekeeping period), takes frames in from the
 //! device or driver, runs the engine's timers, serves every client's
 //! requests, hands the engine's frames out, settles the buffers the
-//! engine let go of, and lets doomed clients go. With nothing to do for
-//! the spin period, netd sleeps until a client, the device, the driver, a
-//! new client or a timer needs it.
+//! engine let go of, and lets doomed clients go. With nothing to do, netd
+//! polls on for at least the spin period, longer while work keeps coming
+//! (`nagare_host::BusyPoll`), then sleeps until a client, the device, the
+//! driver, a new client or a timer needs it.
 //!
 //! Each phase is one call, so the device receive, the engine's poll and
 //! the transmit can be swapped for another host step without touching the
@@ -24,7 +25,7 @@ use crate::stats::NetdStats;
 use crate::steering::Steering;
 use nagare_core::{Instant, Interface};
 use nagare_dev::{Device, MonotonicClock, TapDevice};
-use nagare_host::{earliest, Host, ServiceConfig, Services};
+use nagare_host::{earliest, BusyPoll, Host, ServiceConfig, Services};
 use std::io;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -164,8 +165,8 @@ impl Netd {
         stop: &AtomicBool,
         mut local: impl FnMut(&mut Interface, Instant) -> bool,
     ) -> io::Result<()> {
-        let mut last_work = std::time::Instant::now();
-        let mut last_housekeeping = last_work;
+        let mut busy = BusyPoll::with_base(self.config.spin);
+        let mut last_housekeeping = std::time::Instant::now();
         let mut listener_ready = true;
         while !stop.load(Ordering::Relaxed) {
             let housekeeping = listener_ready || last_housekeeping.elapsed() >= HOUSEKEEPING;
@@ -175,10 +176,10 @@ impl Netd {
             let work = self.turn_with(housekeeping, &mut local);
             listener_ready = false;
             if work {
-                last_work = std::time::Instant::now();
+                busy.work(std::time::Instant::now());
                 continue;
             }
-            if last_work.elapsed() < self.config.spin {
+            if busy.keep_polling(std::time::Instant::now()) {
                 // The driver and the applications may be waiting for a CPU.
                 std::thread::yield_now();
                 continue;

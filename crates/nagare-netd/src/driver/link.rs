@@ -135,6 +135,14 @@ struct Incarnation {
     /// Clients the driver confirmed it mapped, and those it could not.
     attached: std::collections::HashSet<u64>,
     refused: std::collections::HashSet<u64>,
+    /// Clients sent to the driver and not yet answered: while there are
+    /// any, every receive looks at the control socket, so a new client's
+    /// receive buffers reach the driver before its first frames do, however
+    /// long netd polls between sleeps.
+    attaching: std::collections::HashSet<u64>,
+    /// The control socket ended (or broke the protocol) while read outside
+    /// `check`, which then treats the driver as dead.
+    control_closed: bool,
     out: VecDeque<Descriptor>,
 }
 
@@ -359,6 +367,8 @@ impl DriverLink {
             control_backlog: Vec::new(),
             attached: Default::default(),
             refused: Default::default(),
+            attaching: Default::default(),
+            control_closed: false,
             out: VecDeque::new(),
         };
         Ok((inc, mtu as usize, offloads))
@@ -395,7 +405,8 @@ impl DriverLink {
     /// Tells the driver about client `key`: its region (of `shape`) and
     /// eventfd.
     pub(crate) fn attach(&mut self, key: u64, region: BorrowedFd<'_>, shape: RegionConfig, wakeup: BorrowedFd<'_>) {
-        if let Some(inc) = &self.up {
+        if let Some(inc) = &mut self.up {
+            inc.attaching.insert(key);
             let m = Control::Attach {
                 key,
                 ring_slots: shape.ring_slots,
@@ -413,6 +424,7 @@ impl DriverLink {
         if let Some(inc) = &mut self.up {
             inc.attached.remove(&key);
             inc.refused.remove(&key);
+            inc.attaching.remove(&key);
             // In order behind whatever waits (a full control socket keeps
             // it for the next turn, rather than losing it).
             inc.control_backlog.push(Control::Detach { key });
@@ -464,6 +476,7 @@ impl DriverLink {
                 DriverHandle::Thread(t) => t.is_finished(),
             };
             if exited
+                || inc.control_closed
                 || read_control(
                     inc.control.as_fd(),
                     &mut self.driver_counters,
@@ -621,6 +634,23 @@ impl DriverLink {
         }
     }
 
+    /// Reads the driver's answers while a client's attach is unanswered.
+    fn take_attach_answers(&mut self) {
+        let Some(inc) = self.up.as_mut() else { return };
+        if inc.attaching.is_empty() || inc.control_closed {
+            return;
+        }
+        inc.control_closed = read_control(
+            inc.control.as_fd(),
+            &mut self.driver_counters,
+            &mut inc.attached,
+            &mut inc.refused,
+            &self.steering,
+        );
+        let (attached, refused) = (&inc.attached, &inc.refused);
+        inc.attaching.retain(|k| !attached.contains(k) && !refused.contains(k));
+    }
+
     /// Hands receive buffers the engine let go of back to their driver
     /// (those of a driver that died went with its region).
     fn return_rx(&mut self) {
@@ -744,6 +774,7 @@ impl Device for DriverLink {
         _now: Instant,
     ) -> io::Result<usize> {
         self.return_rx();
+        self.take_attach_answers();
         self.feed_steering();
         let Some(inc) = self.up.as_mut() else { return Ok(0) };
         let mut frames = 0;
