@@ -9,61 +9,14 @@
 use std::ffi::CString;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use nagare_core::tcp::syn_guard::SynFilter;
 use nagare_dev::{Device, TapDevice};
 
-fn skip_reason() -> Option<String> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|rest| rest.split_whitespace().nth(1))
-        .unwrap_or("?");
-    if euid != "0" {
-        return Some(format!("not running as root (euid {euid})"));
-    }
-    if !Path::new("/dev/net/tun").exists() {
-        return Some("/dev/net/tun does not exist".into());
-    }
-    let ip = Command::new("ip").arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status();
-    if !matches!(ip, Ok(s) if s.success()) {
-        return Some("the `ip` command (iproute2) is not available".into());
-    }
-    None
-}
-
-macro_rules! require_tap {
-    () => {
-        if let Some(reason) = skip_reason() {
-            // Straight to the terminal: the test harness captures eprintln!, and a
-            // skip must be seen even when the test passes.
-            let _ = std::io::Write::write_fmt(
-                &mut std::io::stderr(),
-                format_args!("\n******** SKIPPED: {reason} ********\n\n"),
-            );
-            return;
-        }
-    };
-}
-
-/// Deletes the interface (and the VLAN on it) when dropped, also when the
-/// test panics.
-struct LinkGuard(String);
-
-impl Drop for LinkGuard {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["link", "del", &self.0]).stdout(Stdio::null()).stderr(Stdio::null()).status();
-    }
-}
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
-}
+mod common;
+use common::{ip, LinkGuard};
 
 const SPOOFED: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
 const PROVEN: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
