@@ -19,7 +19,7 @@ use nagare_core::tcp::TcpHandle;
 use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
 use nagare_dev::{Device, DeviceStats, LinkConfig, SimLink, SimPort};
 use nagare_host::{Host, SimPair};
-use nagare_wire::{EthernetAddress, Ipv4Cidr};
+use nagare_wire::{EtherType, EthernetAddress, EthernetFrame, IpProtocol, Ipv4Cidr, Ipv4Packet, TcpFlags, TcpPacket};
 use std::collections::{HashSet, VecDeque};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -87,30 +87,27 @@ struct TailDrop {
 }
 
 /// The sequence number, flags and payload length of a TCP segment in an
-/// Ethernet frame of IPv4 (the bench's own frames: no options beyond TCP's).
-fn tcp_fields(frame: &PacketBuf) -> Option<(u32, u8, usize)> {
-    let mut head = [0u8; 14 + 60 + 60];
-    let n = frame.copy_out(0, &mut head);
-    let bytes = head.get(..n)?;
-    if bytes.get(12..14)? != [0x08, 0x00] || *bytes.get(14 + 9)? != 6 {
+/// Ethernet frame of IPv4 (the frames of a short transfer: copied whole).
+fn tcp_fields(frame: &PacketBuf) -> Option<(u32, TcpFlags, usize)> {
+    let bytes = frame.to_vec();
+    let eth = EthernetFrame::new_checked(&bytes[..]).ok()?;
+    if eth.ethertype() != EtherType::Ipv4 {
         return None;
     }
-    let ihl = usize::from(bytes.get(14)? & 0x0f) * 4;
-    let total = usize::from(u16::from_be_bytes([*bytes.get(16)?, *bytes.get(17)?]));
-    let tcp = bytes.get(14 + ihl..)?;
-    let seq = u32::from_be_bytes(tcp.get(4..8)?.try_into().ok()?);
-    let data_offset = usize::from(tcp.get(12)? >> 4) * 4;
-    let flags = *tcp.get(13)?;
-    Some((seq, flags, total.saturating_sub(ihl + data_offset)))
+    let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+    if ip.protocol() != IpProtocol::Tcp {
+        return None;
+    }
+    let tcp = TcpPacket::new_checked(ip.payload()).ok()?;
+    Some((tcp.seq_number().0, tcp.flags(), tcp.payload().len()))
 }
 
 impl TailDrop {
     fn drops(&mut self, frame: &PacketBuf, now: Instant) -> bool {
-        const SYN: u8 = 0x02;
         let Some((seq, flags, len)) = tcp_fields(frame) else {
             return false;
         };
-        if flags & SYN != 0 {
+        if flags.contains(TcpFlags::SYN) {
             self.isn = Some(seq);
             return false;
         }
