@@ -53,8 +53,8 @@ NS_B="${TAG}-b"
 NS_C="${TAG}-c"
 WORK="$(mktemp -d /tmp/nagare-ping-rtt.XXXXXX)"
 NAGARE_PID=""
-
-log() { printf '%s\n' "$*" >&2; }
+# shellcheck source=scripts/bench/lib.sh
+. "$ROOT/scripts/bench/lib.sh"
 
 cleanup() {
     local rc=$?
@@ -63,18 +63,8 @@ cleanup() {
         kill -TERM "$pid" 2>/dev/null
         wait "$pid" 2>/dev/null
     done
-    if [[ -n "$NAGARE_PID" ]] && kill -0 "$NAGARE_PID" 2>/dev/null; then
-        kill -TERM "$NAGARE_PID" 2>/dev/null
-        for _ in $(seq 1 50); do
-            kill -0 "$NAGARE_PID" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -0 "$NAGARE_PID" 2>/dev/null && kill -KILL "$NAGARE_PID" 2>/dev/null
-        wait "$NAGARE_PID" 2>/dev/null
-    fi
-    for ns in "$NS_A" "$NS_B" "$NS_C"; do
-        ip netns list 2>/dev/null | grep -qw -- "$ns" && ip netns del "$ns"
-    done
+    stop_pid "$NAGARE_PID"
+    delete_namespaces "$NS_A" "$NS_B" "$NS_C"
     if [[ -s "$WORK/nagare.log" && $rc -ne 0 ]]; then
         log "--- nagare output ---"
         cat "$WORK/nagare.log" >&2
@@ -88,33 +78,12 @@ trap 'exit 143' TERM
 
 [[ $(id -u) -eq 0 ]] || { log "ping_rtt.sh: needs root"; exit 1; }
 
-NAGARE="${NAGARE:-$ROOT/target/release/nagare}"
-if [[ ! -x "$NAGARE" ]]; then
-    log "building $NAGARE"
-    (cd "$ROOT" && cargo build --release -p nagare-cli)
-    if [[ -n "${CARGO_TARGET_DIR:-}" && ! -x "$NAGARE" ]]; then
-        NAGARE="$CARGO_TARGET_DIR/release/nagare"
-    fi
-fi
-[[ -x "$NAGARE" ]] || { log "no nagare binary at $NAGARE"; exit 1; }
+find_nagare
 
 # --- topology ---------------------------------------------------------------
-for ns in "$NS_A" "$NS_B" "$NS_C"; do
-    ip netns add "$ns"
-    ip -n "$ns" link set lo up
-done
-
-ip netns exec "$NS_A" ip tuntap add dev tap0 mode tap
-ip -n "$NS_A" addr add 10.77.0.1/24 dev tap0
-ip -n "$NS_A" link set tap0 up
-
-ip link add "${TAG}-vb" netns "$NS_B" type veth peer name "${TAG}-vc" netns "$NS_C"
-ip -n "$NS_B" link set "${TAG}-vb" name veth0
-ip -n "$NS_C" link set "${TAG}-vc" name veth0
-ip -n "$NS_B" addr add 10.78.0.1/24 dev veth0
-ip -n "$NS_C" addr add 10.78.0.2/24 dev veth0
-ip -n "$NS_B" link set veth0 up
-ip -n "$NS_C" link set veth0 up
+make_namespaces "$NS_A" "$NS_B" "$NS_C"
+make_tap "$NS_A" 10.77.0.1/24
+make_veth "$TAG" "$NS_B" 10.78.0.1/24 "$NS_C" 10.78.0.2/24
 
 ip netns exec "$NS_A" "${PIN[@]}" "${NAG_RT[@]}" "$NAGARE" up --tap tap0 --addr 10.77.0.2/24 >"$WORK/nagare.log" 2>&1 &
 NAGARE_PID=$!

@@ -61,20 +61,8 @@ UNGUARDED_PID=""
 NGINX_PID=""
 FLOOD_PID=""
 
-log() { printf '%s\n' "$*" >&2; }
-
-stop_pid() {
-    local pid=$1
-    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 0
-    kill -TERM "$pid" 2>/dev/null
-    for _ in $(seq 1 50); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null || true
-    return 0
-}
+# shellcheck source=scripts/bench/lib.sh
+. "$ROOT/scripts/bench/lib.sh"
 
 cleanup() {
     local rc=$?
@@ -83,9 +71,7 @@ cleanup() {
     stop_pid "$NAGARE_PID"
     stop_pid "$UNGUARDED_PID"
     stop_pid "$NGINX_PID"
-    for ns in "$NS_A" "$NS_B" "$NS_C" "$NS_D"; do
-        ip netns list 2>/dev/null | grep -qw -- "$ns" && ip netns del "$ns"
-    done
+    delete_namespaces "$NS_A" "$NS_B" "$NS_C" "$NS_D"
     if [[ -s "$WORK/nagare.log" && $rc -ne 0 ]]; then
         log "--- nagare output ---"
         cat "$WORK/nagare.log" >&2
@@ -102,38 +88,15 @@ for tool in hping3 ab nginx ip; do
     command -v "$tool" >/dev/null || { log "syn_flood.sh: $tool is missing (scripts/install-test-deps.sh installs all but nginx: apt-get install nginx-light)"; exit 1; }
 done
 
-NAGARE="${NAGARE:-$ROOT/target/release/nagare}"
-if [[ ! -x "$NAGARE" ]]; then
-    log "building $NAGARE"
-    (cd "$ROOT" && cargo build --release -p nagare-cli)
-    if [[ -n "${CARGO_TARGET_DIR:-}" && ! -x "$NAGARE" ]]; then
-        NAGARE="$CARGO_TARGET_DIR/release/nagare"
-    fi
-fi
-[[ -x "$NAGARE" ]] || { log "no nagare binary at $NAGARE"; exit 1; }
+find_nagare
 
 head -c 4096 /dev/urandom >"$WORK/index.html"
 
 # --- topology ---------------------------------------------------------------
-for ns in "$NS_A" "$NS_B" "$NS_C" "$NS_D"; do
-    ip netns add "$ns"
-    ip -n "$ns" link set lo up
-done
-
-ip netns exec "$NS_A" ip tuntap add dev tap0 mode tap
-ip -n "$NS_A" addr add 10.84.0.1/24 dev tap0
-ip -n "$NS_A" link set tap0 up
-ip netns exec "$NS_D" ip tuntap add dev tap0 mode tap
-ip -n "$NS_D" addr add 10.87.0.1/24 dev tap0
-ip -n "$NS_D" link set tap0 up
-
-ip link add "${TAG}-vb" netns "$NS_B" type veth peer name "${TAG}-vc" netns "$NS_C"
-ip -n "$NS_B" link set "${TAG}-vb" name veth0
-ip -n "$NS_C" link set "${TAG}-vc" name veth0
-ip -n "$NS_B" addr add 10.85.0.1/24 dev veth0
-ip -n "$NS_C" addr add 10.85.0.2/24 dev veth0
-ip -n "$NS_B" link set veth0 up
-ip -n "$NS_C" link set veth0 up
+make_namespaces "$NS_A" "$NS_B" "$NS_C" "$NS_D"
+make_tap "$NS_A" 10.84.0.1/24
+make_tap "$NS_D" 10.87.0.1/24
+make_veth "$TAG" "$NS_B" 10.85.0.1/24 "$NS_C" 10.85.0.2/24
 ip -n "$NS_C" route add default via 10.85.0.1
 
 ip netns exec "$NS_A" "$NAGARE" up --tap tap0 --addr 10.84.0.2/24 --gateway 10.84.0.1 --http "$WORK" \

@@ -1,0 +1,68 @@
+# What the benchmark scripts share; sourced, not run. Expects ROOT (the
+# repository) and, for the topology helpers, root privileges.
+
+log() { printf '%s\n' "$*" >&2; }
+
+# stop_pid PID: SIGTERM, up to 5 s for it to go, then SIGKILL; reaps it.
+stop_pid() {
+    local pid=$1
+    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 0
+    kill -TERM "$pid" 2>/dev/null
+    for _ in $(seq 1 50); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null || true
+    return 0
+}
+
+# find_nagare: sets NAGARE to the release binary ($NAGARE if given),
+# building it if missing; exits if there is none.
+find_nagare() {
+    NAGARE="${NAGARE:-$ROOT/target/release/nagare}"
+    if [[ ! -x "$NAGARE" ]]; then
+        log "building $NAGARE"
+        (cd "$ROOT" && cargo build --release -p nagare-cli)
+        if [[ -n "${CARGO_TARGET_DIR:-}" && ! -x "$NAGARE" ]]; then
+            NAGARE="$CARGO_TARGET_DIR/release/nagare"
+        fi
+    fi
+    [[ -x "$NAGARE" ]] || { log "no nagare binary at $NAGARE"; exit 1; }
+}
+
+# make_namespaces NS...: new namespaces, loopback up.
+make_namespaces() {
+    local ns
+    for ns in "$@"; do
+        ip netns add "$ns"
+        ip -n "$ns" link set lo up
+    done
+}
+
+# delete_namespaces NS...: those that exist go (with their devices).
+delete_namespaces() {
+    local ns
+    for ns in "$@"; do
+        ip netns list 2>/dev/null | grep -qw -- "$ns" && ip netns del "$ns"
+    done
+    return 0
+}
+
+# make_tap NS ADDR/PREFIX: TAP tap0 in NS, its kernel side at ADDR, up.
+make_tap() {
+    ip netns exec "$1" ip tuntap add dev tap0 mode tap
+    ip -n "$1" addr add "$2" dev tap0
+    ip -n "$1" link set tap0 up
+}
+
+# make_veth TAG NS_B ADDR_B NS_C ADDR_C: veth0 in each namespace, joined, up.
+make_veth() {
+    ip link add "$1-vb" netns "$2" type veth peer name "$1-vc" netns "$4"
+    ip -n "$2" link set "$1-vb" name veth0
+    ip -n "$4" link set "$1-vc" name veth0
+    ip -n "$2" addr add "$3" dev veth0
+    ip -n "$4" addr add "$5" dev veth0
+    ip -n "$2" link set veth0 up
+    ip -n "$4" link set veth0 up
+}
