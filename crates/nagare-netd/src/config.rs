@@ -39,7 +39,7 @@ impl Default for NetdConfig {
     fn default() -> Self {
         NetdConfig {
             socket: PathBuf::from(DEFAULT_SOCKET),
-            ring_slots: 256,
+            ring_slots: 1024,
             buffers: 256,
             receive_pool: 64,
             buffer_size: 16384,

@@ -6,9 +6,9 @@
 //! What becomes of a request after it ran is decided in one place
 //! ([`attempt`]), for a new request and a waiting one alike:
 //!
-//! - order: a stream's sends and its shutdown go in the order they came;
-//!   one waits (without running) while an earlier send on its socket
-//!   waits;
+//! - order: a stream's sends, its shutdown and its close go in the order
+//!   they came; one waits (without running) while an earlier send on its
+//!   socket waits;
 //! - waiting: a new request may wait if it holds a buffer (bounded by the
 //!   client's pool) or there is room among `max_pending`; otherwise it
 //!   fails with `ENOBUFS`. A waiting request fails once its time limit has
@@ -176,12 +176,12 @@ fn unsettled_port(s: &Session, cx: &Context<'_>, req: &Request, r: &Outcome) -> 
 }
 
 /// Requests that must not overtake a waiting send on their socket: more
-/// data, and the end of the stream (a shutdown of the sending side). (A
-/// close does not wait: sends still waiting for room then fail, their
-/// socket gone, as data a closed socket never took.)
+/// data, and the end of the stream (a shutdown of the sending side, a
+/// close): a client queues its sends without waiting for them, so what it
+/// wrote before closing is sent before the FIN.
 fn stream_ordered(req: &Request) -> bool {
     match req.op {
-        Op::Send => true,
+        Op::Send | Op::Close => true,
         Op::Shutdown => req.aux[0] & nagare_request::SHUT_WRITE != 0,
         _ => false,
     }

@@ -367,12 +367,13 @@ impl Session {
         for sock in self.sockets.drain(steering) {
             let _ = sock.reset(iface, now);
         }
+        let mut reclaimed = 0;
         for p in self.pending.drain(..) {
             if let Some(b) = p.buf {
-                let _ = self.pool.release(b.index);
+                reclaimed += u32::from(self.pool.release(b.index).is_ok());
             }
         }
-        let reclaimed = self.pool.reclaim_peer();
+        reclaimed += self.pool.reclaim_peer();
         // Buffers the engine still holds are lent, not leaked: their views
         // keep the region mapped until the engine lets go. So are netd's
         // own receive buffers in the region.

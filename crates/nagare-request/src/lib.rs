@@ -82,7 +82,9 @@ pub enum Op {
     /// Close one side or both of connection `socket`: `aux[0]` is
     /// [`SHUT_READ`], [`SHUT_WRITE`] or both.
     Shutdown = 9,
-    /// Close socket `socket` (any kind).
+    /// Close socket `socket` (any kind); with `aux[0]` = [`CLOSE_RESET`],
+    /// a connection is reset instead of ended with a FIN (its reader left
+    /// data unread, as a socket closed with data in its receive queue).
     Close = 10,
     /// ICMP echo socket with identifier `aux[0]` (a ping socket).
     EchoOpen = 11,
@@ -117,6 +119,9 @@ pub enum Op {
 pub const SHUT_READ: u64 = 1;
 /// [`Op::Shutdown`]: the sending side (a FIN after what is queued).
 pub const SHUT_WRITE: u64 = 2;
+
+/// [`Op::Close`]: reset the connection rather than end it.
+pub const CLOSE_RESET: u64 = 1;
 
 /// Largest send or receive buffer an option may ask for (as Linux's
 /// default `wmem_max`/`rmem_max` bound `SO_SNDBUF`/`SO_RCVBUF`, but
@@ -505,6 +510,12 @@ impl Request {
             }
             Op::GetOption => {
                 SockOption::from_u64(d.aux[0]).ok_or(ProtoError::BadArgument)?;
+                1
+            }
+            Op::Close => {
+                if d.aux[0] & !CLOSE_RESET != 0 {
+                    return Err(ProtoError::BadArgument);
+                }
                 1
             }
             _ => 0,

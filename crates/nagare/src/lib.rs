@@ -23,12 +23,15 @@
 pub mod embedded;
 mod errors;
 pub mod net;
+mod path;
 pub mod ping;
 pub mod poll;
 pub mod zerocopy;
 
 use nagare_ipc::{BufRef, Client, Consumer, Descriptor, Notifier, Pool, Producer, Waiter, DEFAULT_SPIN, NO_BUFFER};
 use nagare_request::{Completion, Op, Piece, Request};
+use path::Role;
+pub use path::RECV_AHEAD;
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -75,29 +78,26 @@ struct Conn {
     in_flight: HashMap<u64, InFlight>,
     /// Their completions, taken while waiting for another.
     arrived: HashMap<u64, Taken>,
-    /// Buffers of sends that completed on accept and are still lent to
-    /// the stack (`Data::SendLent`).
-    lent_out: usize,
+    /// Sends queued on socket paths and not yet completed: their buffers
+    /// come back with their completions.
+    queued_total: usize,
     /// netd's socket, for the error that says it is gone.
     socket: PathBuf,
+    /// Each socket's data path, by socket id.
+    paths: HashMap<u32, path::SockPath>,
+    /// Receives posted ahead on every path.
+    posted_total: usize,
+    /// When netd was last seen alive by a call that does not wait for it.
+    alive_at: Instant,
 }
 
 /// What a request carries in its buffer.
 pub(crate) enum Data<'a> {
     None,
     Send(&'a [u8]),
-    /// Sent as `Send`, but the buffer is lent to the stack and the call
-    /// returns once the stack took it (`COMPLETE_ON_ACCEPT`): netd copies
-    /// nothing. Lent only while at most half the pool is lent this way, so
-    /// receives and other sends always find a buffer.
-    SendLent(&'a [u8]),
     Recv(&'a mut [u8]),
     /// Sent, and read back from the completion (a poll list).
     InOut(&'a mut [u8]),
-    /// Room for `len` bytes, handed to the caller with what came in.
-    Keep {
-        len: usize,
-    },
     /// A buffer of ours the caller filled (`TxBuf`).
     Owned {
         index: u32,
@@ -130,8 +130,11 @@ impl Session {
             dead: false,
             in_flight: HashMap::new(),
             arrived: HashMap::new(),
-            lent_out: 0,
+            queued_total: 0,
             socket,
+            paths: HashMap::new(),
+            posted_total: 0,
+            alive_at: Instant::now(),
         };
         Ok(Session { inner: Arc::new(Mutex::new(conn)) })
     }
@@ -188,45 +191,25 @@ impl Session {
 
     /// Sends one request and waits for its completion. With a buffer, the
     /// data is written into one of our region buffers (`Send`), or the
-    /// completion's bytes are read out of it (`Recv`), or a buffer the
-    /// caller filled is sent (`Owned`), or the completion's buffer is handed
-    /// to the caller (`Keep`). Returns the completion, for a receive the
-    /// bytes received, and for `Keep` the buffer.
-    pub(crate) fn call_keep(
-        &self,
-        mut req: Request,
-        mut data: Data<'_>,
-    ) -> io::Result<(Completion, usize, Option<BufRef>)> {
+    /// completion's bytes are read out of it (`Recv`, `InOut`), or a buffer
+    /// the caller filled is sent (`Owned`). Returns the completion and, for
+    /// a receive, the bytes received.
+    pub(crate) fn call(&self, mut req: Request, mut data: Data<'_>) -> io::Result<(Completion, usize)> {
         let mut c = self.inner.lock().map_err(|_| io::Error::other("netd connection poisoned"))?;
         let buffer = c.fill(&mut req, &data)?;
         let posted = c.submit(&mut req, buffer)?;
         let Some((comp, back)) = c.complete(req.id, buffer, true)? else {
             return Err(c.gone());
         };
-        if back.is_none() && req.completes_on_accept() && comp.as_ref().is_ok_and(|x| x.result().is_ok()) {
-            // Accepted: the buffer comes back with a second completion.
-            c.in_flight.insert(req.id, InFlight { buffer, abandoned: true, lent: true });
-            c.lent_out += 1;
-        }
         let mut got = 0;
-        let mut kept = None;
         if let Some(b) = back {
             let mut read = Ok(());
-            match &mut data {
-                Data::Recv(out) | Data::InOut(out) => {
-                    let n = (b.len as usize).min(out.len());
-                    read = c.pool.read(b.index, b.offset, &mut out[..n]);
-                    got = n;
-                }
-                Data::Keep { .. } if comp.as_ref().is_ok_and(|x| x.result().is_ok()) => {
-                    got = b.len as usize;
-                    kept = Some(b);
-                }
-                _ => {}
+            if let Data::Recv(out) | Data::InOut(out) = &mut data {
+                let n = (b.len as usize).min(out.len());
+                read = c.pool.read(b.index, b.offset, &mut out[..n]);
+                got = n;
             }
-            if kept.is_none() {
-                let _ = c.pool.release(b.index);
-            }
+            let _ = c.pool.release(b.index);
             read.map_err(io::Error::other)?;
         }
         let comp = comp.map(|mut x| {
@@ -235,13 +218,7 @@ impl Session {
             }
             x
         });
-        let (comp, got) = finish(comp, got)?;
-        Ok((comp, got, kept))
-    }
-
-    /// [`Session::call_keep`] for every kind of data but `Keep`.
-    pub(crate) fn call(&self, req: Request, data: Data<'_>) -> io::Result<(Completion, usize)> {
-        self.call_keep(req, data).map(|(c, n, _)| (c, n))
+        finish(comp, got)
     }
 
     /// Posts a request with a buffer the caller filled and returns at once:
@@ -257,8 +234,35 @@ impl Session {
         let mut c = self.inner.lock().map_err(|_| io::Error::other("netd connection poisoned"))?;
         let buffer = c.fill(&mut req, &data)?;
         c.submit(&mut req, buffer)?;
-        c.in_flight.insert(req.id, InFlight { buffer, abandoned: false, lent: false });
+        c.in_flight.insert(req.id, InFlight { buffer, abandoned: false, role: Role::Call });
         Ok(Ticket { netd: self.clone(), id: req.id, done: false })
+    }
+
+    /// Runs `attempt` on the session until it gives a result: at once when
+    /// `nonblocking` (`EAGAIN` if it gives none), else after each
+    /// completion that arrives, failing with `EAGAIN` once `limit` has
+    /// passed. The session is let go between waits, so other threads'
+    /// calls get their turn.
+    pub(crate) fn until<T>(
+        &self,
+        nonblocking: bool,
+        limit: Option<Duration>,
+        mut attempt: impl FnMut(&mut Conn) -> io::Result<Option<T>>,
+    ) -> io::Result<T> {
+        let deadline = limit.map(|l| Instant::now() + l);
+        loop {
+            let mut c = self.lock()?;
+            c.check_alive()?;
+            c.collect()?;
+            if let Some(x) = attempt(&mut c)? {
+                return Ok(x);
+            }
+            if nonblocking || deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(io::Error::from_raw_os_error(libc::EAGAIN));
+            }
+            c.wait_slice(deadline)?;
+            drop(c);
+        }
     }
 
     pub(crate) fn lock(&self) -> io::Result<std::sync::MutexGuard<'_, Conn>> {
@@ -316,10 +320,6 @@ impl Ticket {
         let (comp, _) = finish(comp, 0)?;
         Ok(Some((comp, kept)))
     }
-
-    pub(crate) fn netd(&self) -> &Session {
-        &self.netd
-    }
 }
 
 impl Drop for Ticket {
@@ -339,8 +339,8 @@ pub(crate) struct InFlight {
     buffer: Option<u32>,
     /// Its ticket was dropped: the completion only returns the buffer.
     abandoned: bool,
-    /// A send that completed on accept: counted in `Conn::lent_out`.
-    lent: bool,
+    /// Whose completion it is: a caller's, or a socket path's.
+    role: Role,
 }
 
 type Taken = (Result<Completion, nagare_request::ProtoError>, Option<BufRef>);
@@ -348,6 +348,21 @@ type Taken = (Result<Completion, nagare_request::ProtoError>, Option<BufRef>);
 impl Conn {
     fn gone(&self) -> io::Error {
         errors::netd_gone(&self.socket)
+    }
+
+    /// Fails once netd is gone: known already, or seen on the rendezvous
+    /// socket, which is looked at once per liveness slice (calls that only
+    /// queue or take what arrived never wait for netd, so this is where
+    /// they learn of its death).
+    fn check_alive(&mut self) -> io::Result<()> {
+        if !self.dead && self.alive_at.elapsed() >= LIVENESS_SLICE {
+            self.dead = self.client.peer_gone();
+            self.alive_at = Instant::now();
+        }
+        if self.dead {
+            return Err(self.gone());
+        }
+        Ok(())
     }
 
     /// Puts the request's data into a region buffer (or takes the one the
@@ -359,20 +374,14 @@ impl Conn {
         let size = self.pool.buffer_size() as usize;
         let (b, len) = match data {
             Data::None => return Ok(None),
-            Data::Send(_) | Data::SendLent(_) | Data::InOut(_) => {
+            Data::Send(_) | Data::InOut(_) => {
                 let bytes: &[u8] = match data {
-                    Data::Send(b) | Data::SendLent(b) => b,
+                    Data::Send(b) => b,
                     Data::InOut(b) => b,
                     _ => &[],
                 };
                 if matches!(data, Data::InOut(_)) && bytes.len() > size {
                     return Err(io::Error::new(io::ErrorKind::InvalidInput, "more than one region buffer"));
-                }
-                if matches!(data, Data::SendLent(_))
-                    && !bytes.is_empty()
-                    && self.lent_out < self.pool.len() as usize / 2
-                {
-                    req.flags |= nagare_request::LEND | nagare_request::COMPLETE_ON_ACCEPT;
                 }
                 let b = self.alloc(req)?;
                 let n = bytes.len().min(size);
@@ -383,7 +392,6 @@ impl Conn {
                 (b, n)
             }
             Data::Recv(out) => (self.alloc(req)?, out.len().min(size)),
-            Data::Keep { len } => (self.alloc(req)?, (*len).min(size)),
             Data::Owned { index, len } => (*index, (*len as usize).min(size)),
         };
         req.piece = Some(Piece { buffer: b, offset: 0, len: len as u32 });
@@ -422,7 +430,7 @@ impl Conn {
                         self.dead = true;
                         return Err(self.gone());
                     }
-                    while let Some(d) = self.pop(false)? {
+                    while let Some(d) = self.pop(None)? {
                         self.set_aside(d);
                     }
                     std::thread::sleep(Duration::from_micros(50));
@@ -435,9 +443,9 @@ impl Conn {
         }
     }
 
-    /// A free buffer of the pool. When every buffer is in use and some are
-    /// lent to the stack by sends that completed on accept, waits for them
-    /// to come back (as a socket's send waits for room in its buffer),
+    /// A free buffer of the pool. When every buffer is in use and some hold
+    /// sends queued on socket paths, waits for them to come back (as a
+    /// socket's send waits for room in its buffer),
     /// within the request's time limit; `EAGAIN` for a non-blocking request
     /// or past the limit, `ENOBUFS` when no buffer is on its way back.
     fn alloc(&mut self, req: &Request) -> io::Result<u32> {
@@ -446,19 +454,20 @@ impl Conn {
             if let Some(b) = self.pool.alloc() {
                 return Ok(b);
             }
-            let wait = self.lent_out > 0 && !req.nonblocking() && deadline.is_none_or(|d| Instant::now() < d);
-            match self.pop(wait)? {
+            let wait = self.queued_total > 0 && !req.nonblocking() && deadline.is_none_or(|d| Instant::now() < d);
+            match self.pop(wait.then_some(LIVENESS_SLICE))? {
                 Some(d) => self.set_aside(d),
                 None if wait => {}
-                None if self.lent_out > 0 => return Err(io::Error::from_raw_os_error(libc::EAGAIN)),
+                None if self.queued_total > 0 => return Err(io::Error::from_raw_os_error(libc::EAGAIN)),
                 None => return Err(io::Error::from_raw_os_error(libc::ENOBUFS)),
             }
         }
     }
 
     /// The next completion from either ring. With `wait`, waits for one up
-    /// to a liveness slice (`None`: none came, netd is alive).
-    fn pop(&mut self, wait: bool) -> io::Result<Option<Descriptor>> {
+    /// to that long, at most a liveness slice (`None`: none came, netd is
+    /// alive).
+    fn pop(&mut self, wait: Option<Duration>) -> io::Result<Option<Descriptor>> {
         let mut waited = false;
         loop {
             match self.completions.pop().and_then(|d| match d {
@@ -466,14 +475,15 @@ impl Conn {
                 None => self.direct.pop(),
             }) {
                 Ok(Some(d)) => return Ok(Some(d)),
-                Ok(None) if !wait || waited => return Ok(None),
+                Ok(None) if wait.is_none() || waited => return Ok(None),
                 Ok(None) => {}
                 Err(_) => {
                     self.dead = true;
                     return Err(self.gone());
                 }
             }
-            match self.waiter.wait_any(&mut [&mut self.completions, &mut self.direct], Some(LIVENESS_SLICE)) {
+            let slice = wait.unwrap_or(LIVENESS_SLICE).min(LIVENESS_SLICE);
+            match self.waiter.wait_any(&mut [&mut self.completions, &mut self.direct], Some(slice)) {
                 Ok(nagare_ipc::WaitOutcome::Ready(_)) => {}
                 Ok(nagare_ipc::WaitOutcome::TimedOut) if !self.client.peer_gone() => {}
                 _ => {
@@ -494,7 +504,7 @@ impl Conn {
             return Ok(Some(t));
         }
         loop {
-            let Some(d) = self.pop(wait)? else {
+            let Some(d) = self.pop(wait.then_some(LIVENESS_SLICE))? else {
                 if wait {
                     continue;
                 }
@@ -523,10 +533,13 @@ impl Conn {
         // longer that request's to take.
         let Some(f) = self.in_flight.get(&d.id) else { return };
         let back = if f.buffer.is_some() && d.buffer != NO_BUFFER { self.pool.take(&d).ok().flatten() } else { None };
+        if f.role != Role::Call {
+            let role = f.role;
+            self.in_flight.remove(&d.id);
+            self.deliver(role, Completion::decode(&d), back);
+            return;
+        }
         if f.abandoned {
-            if f.lent {
-                self.lent_out = self.lent_out.saturating_sub(1);
-            }
             self.in_flight.remove(&d.id);
             if let Some(b) = back {
                 let _ = self.pool.release(b.index);

@@ -1,6 +1,7 @@
 //! `TcpStream`, `TcpListener` and `UdpSocket` with `std::net`'s shapes,
 //! over a running netd. IPv4 only.
 
+use crate::path::Kind;
 use crate::{request, set_wait_limit, Data, Session};
 use nagare_request::{decode_addr, encode_addr, Op, Request, SockOption, SHUT_READ, SHUT_WRITE};
 use std::io::{self, Read, Write};
@@ -27,9 +28,26 @@ pub(crate) struct Handle {
     pub(crate) id: u32,
 }
 
+impl Handle {
+    /// Opens the socket's data path (`send_buffer`: the size netd gave its
+    /// send buffer, 0 if none).
+    fn open_path(&self, kind: Kind, send_buffer: u64) -> io::Result<()> {
+        self.netd.lock()?.open_path(self.id, kind, send_buffer)
+    }
+}
+
 impl Drop for Handle {
+    /// Closes the socket: netd closes it after the sends already queued on
+    /// it (a stream sends them, then its FIN; a stream whose received data
+    /// was not all read is reset instead), and its port is free for
+    /// another socket, of any client, once this returns.
     fn drop(&mut self) {
-        let _ = self.netd.call(request(Op::Close, self.id), Data::None);
+        let unread = self.netd.lock().is_ok_and(|mut c| c.close_path(self.id));
+        let mut r = request(Op::Close, self.id);
+        if unread {
+            r.aux[0] = nagare_request::CLOSE_RESET;
+        }
+        let _ = self.netd.call(r, Data::None);
     }
 }
 
@@ -71,11 +89,11 @@ impl Mode {
     fn set(&self, on: bool) {
         self.0.store(on, Ordering::Relaxed);
     }
-}
 
-/// The smallest `write` whose bytes netd takes without a copy (lent, held
-/// until acknowledged) rather than copying them into the send buffer.
-pub const STREAM_LEND_MIN: usize = 2048;
+    pub(crate) fn is_on(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
 
 /// A TCP connection through netd.
 pub struct TcpStream {
@@ -99,8 +117,7 @@ impl TcpStream {
         let mut r = request(Op::Connect, 0);
         r.aux[0] = encode_addr(remote);
         let (c, _) = netd.call(r, Data::None)?;
-        let id = c.aux[0] as u32;
-        Ok(TcpStream::new(Handle { netd: netd.clone(), id }, addr_of(c.aux[1]), SocketAddr::V4(remote)))
+        TcpStream::opened(netd, &c, addr_of(c.aux[1]), SocketAddr::V4(remote))
     }
 
     /// Connects through `netd`, giving up with `TimedOut` after `limit`.
@@ -110,8 +127,20 @@ impl TcpStream {
         r.aux[0] = encode_addr(remote);
         set_wait_limit(&mut r, Some(limit));
         let (c, _) = netd.call(r, Data::None)?;
-        let id = c.aux[0] as u32;
-        Ok(TcpStream::new(Handle { netd: netd.clone(), id }, addr_of(c.aux[1]), SocketAddr::V4(remote)))
+        TcpStream::opened(netd, &c, addr_of(c.aux[1]), SocketAddr::V4(remote))
+    }
+
+    /// The stream a connect or accept completion names (`aux[0]` its id,
+    /// `aux[2]` its send buffer), with its data path open.
+    fn opened(
+        netd: &Session,
+        c: &nagare_request::Completion,
+        local: SocketAddr,
+        peer: SocketAddr,
+    ) -> io::Result<TcpStream> {
+        let s = TcpStream::new(Handle { netd: netd.clone(), id: c.aux[0] as u32 }, local, peer);
+        s.h.open_path(Kind::Stream, c.aux[2])?;
+        Ok(s)
     }
 
     fn new(h: Handle, local: SocketAddr, peer: SocketAddr) -> TcpStream {
@@ -171,7 +200,15 @@ impl TcpStream {
             Shutdown::Write => SHUT_WRITE,
             Shutdown::Both => SHUT_READ | SHUT_WRITE,
         };
-        self.h.netd.call(r, Data::None).map(|_| ())
+        self.h.netd.call(r, Data::None)?;
+        let mut c = self.h.netd.lock()?;
+        if how != Shutdown::Write {
+            c.shut_path_read(self.h.id);
+        }
+        if how != Shutdown::Read {
+            c.shut_path_write(self.h.id);
+        }
+        Ok(())
     }
 
     fn set_option(&self, option: SockOption, value: u64) -> io::Result<u64> {
@@ -190,7 +227,9 @@ impl TcpStream {
     /// at once and shrinks no lower than the bytes queued. Unlike Linux the
     /// size is taken as given, not doubled.
     pub fn set_send_buffer_size(&self, bytes: usize) -> io::Result<()> {
-        self.set_option(SockOption::SendBuffer, buffer_size(bytes)?).map(|_| ())
+        let in_force = self.set_option(SockOption::SendBuffer, buffer_size(bytes)?)?;
+        self.h.netd.lock()?.set_path_send_buffer(self.h.id, in_force);
+        Ok(())
     }
 
     /// The send buffer's size in bytes.
@@ -233,33 +272,36 @@ impl TcpStream {
         self.set_option(SockOption::NoDelay, u64::from(nodelay)).map(|_| ())
     }
 
+    /// The error the connection met since the last call that reported one
+    /// (a reset, a timeout), taken (`SO_ERROR`); `None` if there is none.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.h.netd.lock()?.path_error(self.h.id)
+    }
+
     /// Whether Nagle's algorithm is off.
     pub fn nodelay(&self) -> io::Result<bool> {
         self.option(SockOption::NoDelay).map(|v| v != 0)
     }
 
+    /// Takes what netd already delivered (see `crate::path`), waiting for
+    /// data unless non-blocking.
     fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
         }
-        let mut r = self.mode.apply(request(Op::Recv, self.h.id));
-        set_wait_limit(&mut r, self.read_limit.get());
-        let (_, n) = self.h.netd.call(r, Data::Recv(buf))?;
-        Ok(n)
+        let id = self.h.id;
+        self.h.netd.until(self.mode.is_on(), self.read_limit.get(), |c| c.read_stream(id, buf))
     }
 
+    /// Queues what the send buffer has room for and returns, waiting for
+    /// room unless non-blocking.
     fn send(&self, buf: &[u8]) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
         }
-        let mut r = self.mode.apply(request(Op::Send, self.h.id));
-        set_wait_limit(&mut r, self.write_limit.get());
-        // Bytes enough to be worth a region buffer held until they are
-        // acknowledged are lent; fewer are copied into the send buffer,
-        // where small writes share segments.
-        let data = if buf.len() >= STREAM_LEND_MIN { Data::SendLent(buf) } else { Data::Send(buf) };
-        let (c, _) = self.h.netd.call(r, data)?;
-        sent_count(c.aux[0], buf.len())
+        let id = self.h.id;
+        let template = request(Op::Send, id);
+        self.h.netd.until(self.mode.is_on(), self.write_limit.get(), |c| c.queue_stream(id, buf, &template))
     }
 }
 
@@ -343,7 +385,7 @@ impl TcpListener {
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
         let (c, _) = self.h.netd.call(self.mode.apply(request(Op::Accept, self.h.id)), Data::None)?;
         let peer = addr_of(c.aux[1]);
-        let s = TcpStream::new(Handle { netd: self.h.netd.clone(), id: c.aux[0] as u32 }, self.local, peer);
+        let s = TcpStream::opened(&self.h.netd, &c, self.local, peer)?;
         Ok((s, peer))
     }
 }
@@ -368,12 +410,14 @@ impl UdpSocket {
         let mut r = request(Op::UdpBind, 0);
         r.aux[0] = encode_addr(local);
         let (c, _) = netd.call(r, Data::None)?;
-        Ok(UdpSocket {
+        let s = UdpSocket {
             h: Handle { netd: netd.clone(), id: c.aux[0] as u32 },
             local: addr_of(c.aux[1]),
             read_limit: Limit::default(),
             mode: Mode::default(),
-        })
+        };
+        s.h.open_path(Kind::Datagram, 0)?;
+        Ok(s)
     }
 
     /// In non-blocking mode `recv_from` fails with `WouldBlock` when no
@@ -404,18 +448,25 @@ impl UdpSocket {
         Ok(self.local)
     }
 
+    /// The error a datagram sent earlier met (an unreachable host), taken
+    /// (`SO_ERROR`); `None` if there is none.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.h.netd.lock()?.path_error(self.h.id)
+    }
+
     /// Sends one datagram (at most one region buffer, 16 KiB by default).
     /// The bytes are copied once, into a region buffer that is lent to the
-    /// stack: the call returns when the stack has queued the datagram, and
-    /// the buffer comes back once it is on the device.
+    /// stack, and the call returns once the datagram is queued with netd;
+    /// the buffer comes back once it is on the device. An error netd meets
+    /// later (an unreachable host) is returned by the socket's next call.
     pub fn send_to(&self, buf: &[u8], addr: impl ToSocketAddrs) -> io::Result<usize> {
         if buf.len() > self.h.netd.max_chunk() {
             return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
         }
-        let mut r = self.mode.apply(request(Op::SendTo, self.h.id));
-        r.aux[0] = encode_addr(v4(addr)?);
-        let (c, _) = self.h.netd.call(r, Data::SendLent(buf))?;
-        sent_count(c.aux[0], buf.len())
+        let id = self.h.id;
+        let mut template = request(Op::SendTo, id);
+        template.aux[0] = encode_addr(v4(addr)?);
+        self.h.netd.until(self.mode.is_on(), None, |c| c.queue_datagram(id, buf, &template))
     }
 
     /// [`UdpSocket::send_to`] by the zero-copy path (netd lends the buffer
@@ -445,11 +496,10 @@ impl UdpSocket {
     /// As [`UdpSocket::recv_from`], with the datagram's whole length too
     /// (as Linux's `MSG_TRUNC`): bytes copied, bytes sent, sender.
     pub fn recv_from_trunc(&self, buf: &mut [u8]) -> io::Result<(usize, usize, SocketAddr)> {
-        let mut r = self.mode.apply(request(Op::RecvFrom, self.h.id));
-        set_wait_limit(&mut r, self.read_limit.get());
-        let (c, n) = self.h.netd.call(r, Data::Recv(buf))?;
-        let whole = usize::try_from(c.aux[0]).unwrap_or(usize::MAX).max(n);
-        Ok((n, whole, addr_of(c.aux[1])))
+        let id = self.h.id;
+        let (n, whole, from) =
+            self.h.netd.until(self.mode.is_on(), self.read_limit.get(), |c| c.read_datagram(id, buf))?;
+        Ok((n, whole, addr_of(from)))
     }
 }
 

@@ -1,11 +1,23 @@
-//! Readiness of several sockets at once, as `poll(2)`: one request to netd
-//! with the list in a region buffer; it answers when any is ready.
+//! Readiness of several sockets at once, as `poll(2)`.
+//!
+//! A stream or datagram socket answers from its data path (`crate::path`):
+//! what netd already delivered or completed is in our region, so no request
+//! is needed, and a wait is a wait on the session's eventfd for the next
+//! completion. Other sockets (listeners, echo sockets) are asked of netd
+//! with one `POLL` request, the list in a region buffer, answered when any
+//! is ready; while it is out, the paths are watched too, and the first to
+//! be ready answers.
 
-use crate::{set_wait_limit, Data, Session};
+use crate::path::Role;
+use crate::{set_wait_limit, Data, InFlight, Session};
 use nagare_request::{Op, Request, MAX_POLL};
 pub use nagare_request::{PollEntry, CLOSED, INVALID, READABLE, WRITABLE};
 use std::io;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How long one `POLL` request for sockets without a path may wait before
+/// it is asked again (so that an abandoned one does not linger in netd).
+const NETD_POLL_SLICE: Duration = Duration::from_millis(100);
 
 /// Fills in `ready` of every entry and returns how many are nonzero.
 /// Waits until one is, at most `limit` (`None`: as long as it takes;
@@ -14,14 +26,85 @@ pub fn poll(netd: &Session, entries: &mut [PollEntry], limit: Option<Duration>) 
     if entries.is_empty() || entries.len() > MAX_POLL as usize || entries.len() * PollEntry::SIZE > netd.max_chunk() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("poll takes 1 to {MAX_POLL} sockets")));
     }
+    let deadline = limit.map(|l| Instant::now() + l);
+    let asks_netd = {
+        let c = netd.lock()?;
+        entries.iter().any(|e| !c.has_path(e.socket))
+    };
+    if !asks_netd {
+        let n = netd.until(limit == Some(Duration::ZERO), limit, |c| Ok(from_paths(c, entries)));
+        return match n {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+            r => r,
+        };
+    }
+    loop {
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let n = ask_netd(netd, entries, left.map_or(NETD_POLL_SLICE, |l| l.min(NETD_POLL_SLICE)), true)?;
+        if n > 0 || deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(n);
+        }
+    }
+}
+
+/// The readiness of every entry, if those with a path make one ready
+/// (`None` otherwise; entries without a path are left at 0).
+fn from_paths(c: &crate::Conn, entries: &mut [PollEntry]) -> Option<usize> {
+    let mut ready = 0;
+    for e in entries.iter_mut() {
+        e.ready = c.readiness(e.socket).map_or(0, |r| r & (e.interest & (READABLE | WRITABLE) | CLOSED));
+        ready += usize::from(e.ready != 0);
+    }
+    (ready > 0).then_some(ready)
+}
+
+/// One `POLL` request for every entry, waiting at most `limit` for its
+/// answer or (`watch_paths`) for a socket with a path to be ready,
+/// whichever comes first; the number ready (0 when none was within the
+/// limit). When a path is ready first, netd is asked again without
+/// waiting, so that every entry is filled in. A request left unanswered
+/// completes in netd within its limit, and its buffer comes back then.
+fn ask_netd(netd: &Session, entries: &mut [PollEntry], limit: Duration, watch_paths: bool) -> io::Result<usize> {
     let mut bytes: Vec<u8> = entries.iter().flat_map(|e| PollEntry { ready: 0, ..*e }.to_bytes()).collect();
     let mut r = Request::new(Op::Poll, 0);
-    match limit {
-        Some(Duration::ZERO) => r.flags |= nagare_request::NONBLOCK,
-        l => set_wait_limit(&mut r, l),
+    if limit.is_zero() {
+        r.flags |= nagare_request::NONBLOCK;
+    } else {
+        set_wait_limit(&mut r, Some(limit));
     }
-    let (c, got) = match netd.call(r, Data::InOut(&mut bytes)) {
-        Ok(x) => x,
+    let (id, buffer) = {
+        let mut c = netd.lock()?;
+        let buffer = c.fill(&mut r, &Data::InOut(&mut bytes))?;
+        c.submit(&mut r, buffer)?;
+        c.in_flight.insert(r.id, InFlight { buffer, abandoned: false, role: Role::Call });
+        (r.id, buffer)
+    };
+    let answered = netd.until(false, None, |c| {
+        if let Some((comp, back)) = c.complete(id, buffer, false)? {
+            c.in_flight.remove(&id);
+            let mut got = 0;
+            if let Some(b) = back {
+                let n = (b.len as usize).min(bytes.len());
+                let read = c.pool.read(b.index, b.offset, &mut bytes[..n]);
+                let _ = c.pool.release(b.index);
+                read.map_err(io::Error::other)?;
+                got = n;
+            }
+            return Ok(Some(Some((comp, got))));
+        }
+        if watch_paths && from_paths(c, entries).is_some() {
+            if let Some(f) = c.in_flight.get_mut(&id) {
+                f.abandoned = true;
+            }
+            return Ok(Some(None));
+        }
+        Ok(None)
+    })?;
+    let Some((comp, got)) = answered else {
+        return ask_netd(netd, entries, Duration::ZERO, false);
+    };
+    let comp = match crate::finish(comp, got) {
+        Ok((c, _)) => c,
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
             entries.iter_mut().for_each(|e| e.ready = 0);
             return Ok(0);
@@ -31,10 +114,15 @@ pub fn poll(netd: &Session, entries: &mut [PollEntry], limit: Option<Duration>) 
     if got != bytes.len() {
         return Err(io::Error::new(io::ErrorKind::InvalidData, "netd answered a poll with a short list"));
     }
+    let _ = comp;
+    // netd's answer, and for sockets with a path what already arrived:
+    // netd no longer sees data its posted receives took.
+    let c = netd.lock()?;
     for (e, chunk) in entries.iter_mut().zip(bytes.chunks_exact(PollEntry::SIZE)) {
         let mut b = [0u8; PollEntry::SIZE];
         b.copy_from_slice(chunk);
-        e.ready = PollEntry::from_bytes(b).ready;
+        let path = c.readiness(e.socket).map_or(0, |r| r & (e.interest & (READABLE | WRITABLE) | CLOSED));
+        e.ready = PollEntry::from_bytes(b).ready | path;
     }
-    Ok(usize::try_from(c.aux[0]).unwrap_or(usize::MAX).min(entries.len()))
+    Ok(entries.iter().filter(|e| e.ready != 0).count())
 }

@@ -8,8 +8,8 @@
 //! ordinary memory while the value lives. Dropping either hands the buffer
 //! back to the pool.
 
-use crate::net::{sent_count, v4, TcpStream, UdpSocket};
-use crate::{request, set_wait_limit, Data, Session, Ticket};
+use crate::net::{v4, TcpStream, UdpSocket};
+use crate::{request, Session, Ticket};
 use nagare_ipc::SharedBytes;
 use nagare_request::{encode_addr, Op};
 use std::io;
@@ -33,16 +33,18 @@ pub struct RxBuf {
 }
 
 impl Session {
-    /// A region buffer to write data into and send with `send_buf`
-    /// (`ENOBUFS` when all are in use or in flight).
+    /// A region buffer to write data into and send with `send_buf`. When
+    /// the buffers a send may take are all queued, waits for one to come
+    /// back; `ENOBUFS` when none is on its way (the caller holds them).
     pub fn alloc_tx(&self) -> io::Result<TxBuf> {
-        let mut c = self.lock()?;
+        let index = self.until(false, None, |c| c.wait_for_send_buffer())?;
+        let c = self.lock()?;
         let size = c.pool.buffer_size();
-        let index = c.pool.alloc().ok_or_else(|| io::Error::from_raw_os_error(libc::ENOBUFS))?;
         match c.pool.shared(index, 0, size) {
             Ok(bytes) => Ok(TxBuf { netd: self.clone(), index, bytes, sent: false }),
             Err(e) => {
-                let _ = c.pool.release(index);
+                drop(c);
+                release(self, index);
                 Err(io::Error::other(e))
             }
         }
@@ -119,23 +121,23 @@ impl Drop for RxBuf {
 }
 
 impl UdpSocket {
-    /// Sends the first `len` bytes of `buf` to `addr` without copying them
-    /// (netd lends them to the engine, the driver names them in place).
-    /// Returns when the datagram is on the device: after the next hop's
-    /// address is resolved, the first time (up to about 3 s when it does
-    /// not answer).
+    /// Sends the first `len` bytes of `buf` to `addr` without copying them:
+    /// the datagram is queued on the socket's path (netd lends the buffer
+    /// to the engine, the driver names it in place) and the call returns;
+    /// the buffer comes back once the datagram is on the device.
     pub fn send_buf_to(&self, buf: TxBuf, len: usize, addr: impl ToSocketAddrs) -> io::Result<usize> {
-        let mut r = self.mode.apply(request(Op::SendTo, self.h.id));
-        r.flags |= nagare_request::LEND;
-        r.aux[0] = encode_addr(v4(addr)?);
+        let mut template = request(Op::SendTo, self.h.id);
+        template.aux[0] = encode_addr(v4(addr)?);
+        let mut c = self.h.netd.lock()?;
+        c.send_check(self.h.id)?;
         let (index, len) = buf.hand_over(len)?;
-        let (c, _) = self.h.netd.call(r, Data::Owned { index, len })?;
-        sent_count(c.aux[0], len as usize)
+        c.queue_owned(self.h.id, index, len as usize, template)?;
+        Ok(len as usize)
     }
 
-    /// [`UdpSocket::send_buf_to`] without waiting: the request is posted
-    /// and the ticket takes its completion later, so many sends can be in
-    /// flight at once.
+    /// [`UdpSocket::send_buf_to`] with a ticket that completes when the
+    /// datagram is on the device, so that a sender can pace itself by its
+    /// completions; several may be in flight.
     pub fn send_buf_to_async(&self, buf: TxBuf, len: usize, addr: impl ToSocketAddrs) -> io::Result<Ticket> {
         let mut r = request(Op::SendTo, self.h.id);
         r.flags |= nagare_request::LEND;
@@ -144,50 +146,35 @@ impl UdpSocket {
         self.h.netd.submit_owned(r, index, len)
     }
 
-    /// Posts a receive and returns at once: the ticket's
-    /// [`RecvTicket::wait`] gives the datagram where netd put it. Several
-    /// may be posted, as a NIC's receive ring is filled ahead.
-    pub fn recv_buf_from_async(&self) -> io::Result<RecvTicket> {
-        let mut r = request(Op::RecvFrom, self.h.id);
-        set_wait_limit(&mut r, self.read_limit.get());
-        let size = self.h.netd.max_chunk();
-        Ok(RecvTicket(self.h.netd.submit_async(r, Data::Keep { len: size })?))
-    }
-
-    /// Receives a datagram where netd puts it, without copying it out:
-    /// the data, the datagram's whole length and the sender.
+    /// The next datagram netd delivered, where it put it (no copy out):
+    /// the data, the datagram's whole length and the sender. Waits for one
+    /// unless non-blocking.
     pub fn recv_buf_from(&self) -> io::Result<(RxBuf, usize, SocketAddr)> {
-        let mut r = self.mode.apply(request(Op::RecvFrom, self.h.id));
-        set_wait_limit(&mut r, self.read_limit.get());
-        let size = self.h.netd.max_chunk();
-        let (c, _, kept) = self.h.netd.call_keep(r, Data::Keep { len: size })?;
-        let b = kept.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "netd kept the buffer"))?;
+        let id = self.h.id;
+        let nonblocking = self.mode.is_on();
+        let (b, whole, from) = self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.take_datagram_buf(id))?;
         let rx = self.h.netd.rx_buf(b)?;
-        let whole = usize::try_from(c.aux[0]).unwrap_or(usize::MAX).max(rx.len());
-        Ok((rx, whole, crate::net::addr_of(c.aux[1])))
+        Ok((rx, whole, crate::net::addr_of(from)))
     }
 }
 
 impl TcpStream {
     /// Sends the first `len` bytes of `buf` without copying them: the
-    /// buffer is lent to the stack, which sends from it (and retransmits
-    /// from it) in place. Waits until all of it fits in the send buffer,
-    /// and returns when the stack no longer holds it (its bytes are
-    /// acknowledged; if the connection failed meanwhile, the next call
-    /// says so). Use [`TcpStream::send_buf_async`] to keep several in
-    /// flight.
+    /// buffer is queued on the stream's path and lent to the stack, which
+    /// sends (and retransmits) from it in place; it comes back once its
+    /// bytes are acknowledged. Returns at once; an error met later is
+    /// returned by the next call.
     pub fn send_buf(&self, buf: TxBuf, len: usize) -> io::Result<usize> {
-        let mut r = self.mode.apply(request(Op::Send, self.h.id));
-        r.flags |= nagare_request::LEND;
-        set_wait_limit(&mut r, self.write_limit.get());
+        let mut c = self.h.netd.lock()?;
+        c.send_check(self.h.id)?;
         let (index, len) = buf.hand_over(len)?;
-        let (c, _) = self.h.netd.call(r, Data::Owned { index, len })?;
-        sent_count(c.aux[0], len as usize)
+        c.queue_owned(self.h.id, index, len as usize, request(Op::Send, self.h.id))?;
+        Ok(len as usize)
     }
 
-    /// [`TcpStream::send_buf`] without waiting: the ticket completes when
-    /// the bytes are acknowledged. Requests complete in order of the
-    /// stream, so a window of tickets keeps the connection busy.
+    /// [`TcpStream::send_buf`] with a ticket that completes when the bytes
+    /// are acknowledged. Requests complete in order of the stream, so a
+    /// window of tickets keeps the connection busy.
     pub fn send_buf_async(&self, buf: TxBuf, len: usize) -> io::Result<Ticket> {
         let mut r = request(Op::Send, self.h.id);
         r.flags |= nagare_request::LEND;
@@ -195,79 +182,23 @@ impl TcpStream {
         self.h.netd.submit_owned(r, index, len)
     }
 
-    /// Posts a receive of up to `max` bytes and returns at once: the
-    /// ticket's [`StreamRecvTicket::wait`] gives them where netd put them
-    /// (empty at the end of the stream). Several may be posted; they take
-    /// the stream's bytes in the order they were posted.
-    pub fn recv_buf_async(&self, max: usize) -> io::Result<StreamRecvTicket> {
-        let mut r = request(Op::Recv, self.h.id);
-        set_wait_limit(&mut r, self.read_limit.get());
-        let len = max.min(self.h.netd.max_chunk());
-        Ok(StreamRecvTicket(self.h.netd.submit_async(r, Data::Keep { len })?))
-    }
-
-    /// Receives up to `max` bytes where netd puts them (empty at the end
-    /// of the stream).
+    /// Up to `max` bytes netd delivered, where it put them when they fill
+    /// one of its buffers whole (copied into a buffer of their own
+    /// otherwise); empty at the end of the stream. Waits for data unless
+    /// non-blocking.
     pub fn recv_buf(&self, max: usize) -> io::Result<RxBuf> {
-        let mut r = self.mode.apply(request(Op::Recv, self.h.id));
-        set_wait_limit(&mut r, self.read_limit.get());
-        let (_, _, kept) = self.h.netd.call_keep(r, Data::Keep { len: max.min(self.h.netd.max_chunk()) })?;
-        let b = kept.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "netd kept the buffer"))?;
-        self.h.netd.rx_buf(b)
-    }
-}
-
-/// A receive posted with [`TcpStream::recv_buf_async`].
-pub struct StreamRecvTicket(Ticket);
-
-impl StreamRecvTicket {
-    /// Waits for the bytes (empty at the end of the stream).
-    pub fn wait(mut self) -> io::Result<RxBuf> {
-        let taken = self.0.take_keep(true, true)?;
-        self.finish(taken)
-    }
-
-    /// The bytes if they have arrived, without waiting.
-    pub fn try_wait(&mut self) -> io::Result<Option<RxBuf>> {
-        match self.0.take_keep(false, true)? {
-            None => Ok(None),
-            taken => self.finish(taken).map(Some),
+        let id = self.h.id;
+        let max = max.max(1);
+        let nonblocking = self.mode.is_on();
+        let taken = self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.take_stream(id, max))?;
+        match taken {
+            Some(b) => self.h.netd.rx_buf(b),
+            None => {
+                // The end of the stream: an empty buffer.
+                let index =
+                    self.h.netd.lock()?.pool.alloc().ok_or_else(|| io::Error::from_raw_os_error(libc::ENOBUFS))?;
+                self.h.netd.rx_buf(nagare_ipc::BufRef { index, offset: 0, len: 0 })
+            }
         }
-    }
-
-    fn finish(&self, taken: Option<(nagare_request::Completion, Option<nagare_ipc::BufRef>)>) -> io::Result<RxBuf> {
-        let (_, kept) = taken.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no completion"))?;
-        let b = kept.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "netd kept the buffer"))?;
-        self.0.netd().rx_buf(b)
-    }
-}
-
-/// A receive posted with [`UdpSocket::recv_buf_from_async`].
-pub struct RecvTicket(Ticket);
-
-impl RecvTicket {
-    /// Waits for the datagram: its bytes, its whole length and its sender.
-    pub fn wait(mut self) -> io::Result<(RxBuf, usize, SocketAddr)> {
-        let taken = self.0.take_keep(true, true)?;
-        self.finish(taken)
-    }
-
-    /// The datagram if it has arrived, without waiting.
-    pub fn try_wait(&mut self) -> io::Result<Option<(RxBuf, usize, SocketAddr)>> {
-        match self.0.take_keep(false, true)? {
-            None => Ok(None),
-            taken => self.finish(taken).map(Some),
-        }
-    }
-
-    fn finish(
-        &self,
-        taken: Option<(nagare_request::Completion, Option<nagare_ipc::BufRef>)>,
-    ) -> io::Result<(RxBuf, usize, SocketAddr)> {
-        let (c, kept) = taken.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no completion"))?;
-        let b = kept.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "netd kept the buffer"))?;
-        let rx = self.0.netd().rx_buf(b)?;
-        let whole = usize::try_from(c.aux[0]).unwrap_or(usize::MAX).max(rx.len());
-        Ok((rx, whole, crate::net::addr_of(c.aux[1])))
     }
 }

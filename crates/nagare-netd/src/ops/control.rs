@@ -10,12 +10,17 @@ use super::{buffer, engine_errno, private_copy, Caller, Context, Done, Outcome};
 use crate::sockets::{ClientSockets, Sock};
 use nagare_core::Interface;
 use nagare_ipc::BufRef;
-use nagare_request::{PollEntry, Request, CLOSED, INVALID, READABLE, WRITABLE};
+use nagare_request::{PollEntry, Request, CLOSED, CLOSE_RESET, INVALID, READABLE, WRITABLE};
 
-/// `CLOSE`: the socket leaves the table and is closed in the engine.
+/// `CLOSE`: the socket leaves the table and is closed in the engine, or
+/// reset (`CLOSE_RESET`: its client left received data unread).
 pub(super) fn close(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
     let sock = c.sockets.remove(cx.steering, req.socket).ok_or(libc::EBADF)?;
-    sock.close(cx.iface, cx.now).map_err(engine_errno)?;
+    if req.aux[0] & CLOSE_RESET != 0 {
+        sock.reset(cx.iface, cx.now).map_err(engine_errno)?;
+    } else {
+        sock.close(cx.iface, cx.now).map_err(engine_errno)?;
+    }
     Ok(Some(Done::value(0)))
 }
 

@@ -47,7 +47,15 @@ pub(super) fn accept(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) ->
     if let Some(local) = cx.iface.tcp_ref().connection(h).map(|k| k.local()) {
         c.sockets.claim_port(cx.steering, id, TCP, local.port());
     }
-    Ok(Some(Done::with_addr(u64::from(id), remote.map_or(0, encode_addr))))
+    let done = Done::with_addr(u64::from(id), remote.map_or(0, encode_addr));
+    Ok(Some(Done { extra: send_buffer(cx, h), ..done }))
+}
+
+/// The size of connection `h`'s send buffer, which a connect or accept
+/// completion carries in `aux[2]`: the client keeps its queued sends
+/// within it, so that the engine has room for every one.
+fn send_buffer(cx: &Context<'_>, h: TcpHandle) -> u64 {
+    cx.iface.tcp_ref().connection(h).map_or(0, |k| k.config().send_buffer as u64)
 }
 
 /// `CONNECT`: on socket 0, a connection to `aux[0]` from local port
@@ -70,7 +78,8 @@ pub(super) fn connect(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
     let state = cx.iface.tcp_ref().state(h).map_err(engine_errno)?;
     let done = |cx: &Context<'_>| -> Outcome {
         let local = cx.iface.tcp_ref().connection(h).map(|k| k.local());
-        Ok(Some(Done::with_addr(u64::from(req.socket), local.map_or(0, encode_addr))))
+        let done = Done::with_addr(u64::from(req.socket), local.map_or(0, encode_addr));
+        Ok(Some(Done { extra: send_buffer(cx, h), ..done }))
     };
     if state.is_synchronized() {
         return done(cx);

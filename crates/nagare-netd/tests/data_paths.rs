@@ -1,0 +1,168 @@
+//! Each socket's data path through a netd driven in a thread of the test:
+//! writes queue without waiting for netd and stop at a full send buffer
+//! (blocking or not), data that arrived is read and polled without a
+//! request, and an error met later is reported by the next call.
+
+mod support;
+
+use nagare::net::{TcpListener, TcpStream, UdpSocket};
+use nagare::poll::{poll, PollEntry, READABLE, WRITABLE};
+use nagare_netd::Placement;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, SocketAddrV4};
+use std::time::{Duration, Instant};
+use support::{stat_value, NetdThread, Wire, LIMIT, NETD_ADDR};
+
+fn at(port: u16) -> SocketAddrV4 {
+    SocketAddrV4::new(NETD_ADDR, port)
+}
+
+/// A connected pair of streams through one netd, each end a client of its
+/// own: (writer, reader, their sessions).
+fn pair(netd: &NetdThread, port: u16) -> (TcpStream, TcpStream, nagare::Session, nagare::Session) {
+    let (a, b) = (netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&b, at(port)).expect("listen");
+    let writer = TcpStream::connect_timeout_via(&a, &SocketAddr::V4(at(port)), LIMIT).expect("connect");
+    let (reader, _) = listener.accept().expect("accept");
+    (writer, reader, a, b)
+}
+
+/// The requests netd has taken so far.
+fn requests(session: &nagare::Session) -> u64 {
+    stat_value(&session.stat().expect("stat"), "netd requests ").expect("a request count")
+}
+
+/// A writer whose reader does not read: non-blocking writes queue until
+/// the send buffer and the reader's window are full, then fail with
+/// `WouldBlock`; a blocking write waits, up to its time limit, and goes on
+/// once the reader reads. Every byte arrives in order.
+#[test]
+fn a_full_send_buffer_blocks_a_writer_or_says_would_block() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (writer, mut reader, _a, _b) = pair(&netd, 9400);
+    writer.set_nonblocking(true).unwrap();
+    let pattern = |i: usize| (i % 253) as u8;
+    let chunk: Vec<u8> = (0..253 * 66).map(pattern).collect();
+    let mut written = 0usize;
+    let deadline = Instant::now() + LIMIT;
+    // Full once writes have failed for 100 ms on end (acknowledgements of
+    // what the reader's side still takes free room meanwhile).
+    let mut refused = 0;
+    while refused < 5 {
+        match (&writer).write(&chunk[written % 253..][..16384]) {
+            Ok(n) => {
+                written += n;
+                refused = 0;
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                refused += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("write: {e}"),
+        }
+        assert!(Instant::now() < deadline && written < 64 << 20, "writes never stopped: {written} bytes");
+    }
+    // The send buffer (256 KiB) and what the reader's side holds.
+    assert!(written >= 256 << 10, "only {written} bytes queued");
+    writer.set_nonblocking(false).unwrap();
+    writer.set_write_timeout(Some(Duration::from_millis(200))).unwrap();
+    let t = Instant::now();
+    let e = (&writer).write(&chunk[written % 253..][..16384]).expect_err("a full send buffer took more");
+    assert_eq!(e.kind(), ErrorKind::WouldBlock, "{e}");
+    assert!(t.elapsed() >= Duration::from_millis(150), "the blocking write gave up after {:?}", t.elapsed());
+
+    // A blocking writer waits for the reader, then finishes.
+    writer.set_write_timeout(None).unwrap();
+    let more = 1 << 20;
+    let sender = std::thread::spawn(move || {
+        let tail: Vec<u8> = (written..written + more).map(pattern).collect();
+        (&writer).write_all(&tail).map(|()| writer)
+    });
+    reader.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut got = vec![0u8; written + more];
+    reader.read_exact(&mut got).expect("every byte arrives");
+    assert!(got.iter().enumerate().all(|(i, &b)| b == pattern(i)), "the stream's bytes differ");
+    sender.join().unwrap().expect("the blocked writer finished");
+}
+
+/// Data that already arrived is polled and read without a request to
+/// netd: its request count does not move while a reader polls and reads
+/// what is there, and a poll with nothing ready waits for the data.
+#[test]
+fn readiness_and_reads_of_arrived_data_need_no_request() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (writer, reader, _a, b) = pair(&netd, 9401);
+    reader.set_nonblocking(true).unwrap();
+    let mut entries = [PollEntry { socket: reader.socket_id(), interest: READABLE, ready: 0 }];
+    assert_eq!(poll(&b, &mut entries, Some(Duration::ZERO)).unwrap(), 0, "readable before anything was sent");
+    let e = (&reader).read(&mut [0u8; 8]).expect_err("read before anything was sent");
+    assert_eq!(e.kind(), ErrorKind::WouldBlock);
+
+    // A poll that waits sees the data arrive (the edge).
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        (&writer).write_all(b"ready now").unwrap();
+        writer
+    });
+    assert_eq!(poll(&b, &mut entries, Some(LIMIT)).unwrap(), 1, "the data never made the stream readable");
+    assert_eq!(entries[0].ready, READABLE);
+    let writer = t.join().unwrap();
+
+    let before = requests(&b);
+    entries[0].interest = READABLE | WRITABLE;
+    assert_eq!(poll(&b, &mut entries, Some(Duration::ZERO)).unwrap(), 1);
+    assert_eq!(entries[0].ready, READABLE | WRITABLE);
+    let mut buf = [0u8; 64];
+    let n = (&reader).read(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"ready now");
+    // Taken in between: the stat of `requests` itself, and the receive
+    // the read posted in place of the buffer it emptied, which nothing
+    // waits for. The poll and the read themselves asked netd nothing.
+    assert_eq!(requests(&b), before + 2, "a poll or a read of arrived data asked netd");
+    // Drained: not readable until more comes.
+    entries[0].interest = READABLE;
+    assert_eq!(poll(&b, &mut entries, Some(Duration::ZERO)).unwrap(), 0, "readable after it was drained");
+    drop(writer);
+}
+
+/// A connection reset while its writer had queued data: the error is the
+/// next call's (`take_error` or a read), reported once; then writes fail
+/// with `EPIPE` and reads see the end.
+#[test]
+fn a_reset_is_reported_by_the_next_call() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (writer, reader, _a, _b) = pair(&netd, 9402);
+    (&writer).write_all(b"never read").unwrap();
+    // Closed with unread data: a reset.
+    std::thread::sleep(Duration::from_millis(50));
+    drop(reader);
+    let deadline = Instant::now() + LIMIT;
+    let e = loop {
+        if let Some(e) = writer.take_error().unwrap() {
+            break e;
+        }
+        assert!(Instant::now() < deadline, "the reset never reached the writer");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(e.raw_os_error(), Some(libc::ECONNRESET), "{e}");
+    assert!(writer.take_error().unwrap().is_none(), "the error is reported once");
+    let e = (&writer).write(b"more").expect_err("a write after a reset");
+    assert_eq!(e.raw_os_error(), Some(libc::EPIPE), "{e}");
+    assert_eq!((&writer).read(&mut [0u8; 8]).unwrap(), 0, "a read after a reset");
+}
+
+/// A datagram to an address without a route is queued and the call
+/// returns; the error is the socket's next call's.
+#[test]
+fn an_unroutable_datagram_is_reported_by_the_next_call() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let client = netd.connect();
+    let udp = UdpSocket::bind_via(&client, at(0)).expect("bind");
+    let nowhere = SocketAddrV4::new(std::net::Ipv4Addr::new(192, 0, 2, 1), 9);
+    assert_eq!(udp.send_to(b"to nowhere", nowhere).expect("queued"), 10);
+    udp.set_read_timeout(Some(LIMIT)).unwrap();
+    let e = udp.recv_from(&mut [0u8; 64]).expect_err("a datagram from nowhere");
+    assert_eq!(e.raw_os_error(), Some(libc::EHOSTUNREACH), "{e}");
+    let e = udp.recv_from(&mut [0u8; 64]).expect_err("still nothing");
+    assert_eq!(e.kind(), ErrorKind::WouldBlock, "the error is reported once: {e}");
+}

@@ -1,0 +1,552 @@
+//! Each socket's data path: sends queued with netd without waiting for
+//! them, and receives posted ahead, so that data netd delivers waits in
+//! our region until the application reads it.
+//!
+//! - **Send.** `write`/`send_to` copy into region buffers, post them as
+//!   lent sends and return. A socket's queued bytes (posted, not yet
+//!   completed) stay within its send buffer, the size netd's engine gives
+//!   the socket, so the engine has room for every send it is handed and
+//!   none waits in netd. netd completes a lent send when the engine lets
+//!   go of it (acknowledged; on the device, for a datagram), and its
+//!   buffer comes back then.
+//! - **Receive.** A socket keeps receives posted with netd, each with a
+//!   buffer: at most [`RECV_AHEAD`] buffers are posted or hold data not
+//!   yet read, so a reader that stops closes the window. Completions
+//!   queue here in arrival order; `read` takes from the queue without a
+//!   request and posts a receive again for each buffer it empties.
+//! - **Errors.** An error a later completion reports (a reset, an
+//!   unreachable host) is kept and returned by the socket's next call, as
+//!   `SO_ERROR` is; data that arrived before it is read first.
+//!
+//! Readiness follows from the same state ([`Conn::readiness`]): readable
+//! when data, the end of the stream or an error waits; writable while the
+//! queued bytes leave room.
+
+use crate::{Conn, InFlight};
+use nagare_ipc::BufRef;
+use nagare_request::{Completion, Op, Piece, Request, CLOSED, READABLE, WRITABLE};
+use std::collections::VecDeque;
+use std::io;
+use std::time::{Duration, Instant};
+
+/// Buffers each socket keeps posted for receives or holding data not yet
+/// read.
+pub const RECV_AHEAD: usize = 4;
+
+/// The most datagrams one socket keeps queued with netd.
+const DATAGRAMS_QUEUED: usize = 64;
+
+/// The send buffer assumed when netd does not say (an older netd).
+const DEFAULT_SEND_BUFFER: usize = 256 * 1024;
+
+/// Of every eight buffers of the pool, the one a send never takes: queued
+/// sends of streams whose peer stops reading cannot leave receives and
+/// other calls without a buffer.
+const SEND_RESERVE_EIGHTHS: u32 = 1;
+
+/// The longest one wait holds the session, so that other threads' calls
+/// get their turn.
+const WAIT_SLICE: Duration = Duration::from_millis(1);
+
+/// What a socket's path carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A byte stream (TCP).
+    Stream,
+    /// Datagrams with their senders (UDP).
+    Datagram,
+}
+
+/// What an in-flight request of a path is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// A call or ticket whose completion someone takes.
+    Call,
+    /// A send queued on `socket`'s path, of `bytes` bytes.
+    QueuedSend { socket: u32, bytes: usize },
+    /// A receive posted ahead on `socket`'s path.
+    PostedRecv { socket: u32 },
+}
+
+/// Data that arrived in one of our buffers.
+#[derive(Clone, Copy, Debug)]
+struct Arrived {
+    buf: BufRef,
+    /// Bytes of it already read.
+    taken: u32,
+    /// A datagram's whole length (more than `buf.len` when truncated).
+    whole: u64,
+    /// A datagram's sender (encoded address).
+    from: u64,
+}
+
+/// One socket's path.
+pub(crate) struct SockPath {
+    kind: Kind,
+    arrived: VecDeque<Arrived>,
+    /// Receives posted and not completed.
+    posted: usize,
+    /// Bytes and buffers of sends queued and not completed.
+    queued_bytes: usize,
+    queued_bufs: usize,
+    send_buffer: usize,
+    error: Option<i32>,
+    /// The stream ended (a FIN, or an error already reported).
+    eof: bool,
+    /// Our sending side is shut: a write fails with `EPIPE`.
+    write_shut: bool,
+    /// A stream's error was reported: later writes fail with `EPIPE`.
+    failed: bool,
+}
+
+/// A datagram read: bytes copied, its whole length, its sender.
+pub(crate) type Datagram = (usize, usize, u64);
+
+impl SockPath {
+    fn room(&self) -> usize {
+        match self.kind {
+            Kind::Stream => self.send_buffer.saturating_sub(self.queued_bytes),
+            Kind::Datagram if self.queued_bufs >= DATAGRAMS_QUEUED => 0,
+            Kind::Datagram => self.send_buffer.saturating_sub(self.queued_bytes),
+        }
+    }
+
+    fn readable(&self) -> bool {
+        !self.arrived.is_empty() || self.eof || self.error.is_some()
+    }
+}
+
+fn errno(e: i32) -> io::Error {
+    io::Error::from_raw_os_error(e)
+}
+
+impl Conn {
+    /// Opens socket `id`'s path (`send_buffer`: what netd said the socket's
+    /// is, 0 if it did not) and posts its first receives.
+    pub(crate) fn open_path(&mut self, id: u32, kind: Kind, send_buffer: u64) -> io::Result<()> {
+        let send_buffer = match usize::try_from(send_buffer) {
+            Ok(0) | Err(_) => DEFAULT_SEND_BUFFER,
+            Ok(n) => n.min(nagare_request::MAX_SOCKET_BUFFER as usize),
+        };
+        let path = SockPath {
+            kind,
+            arrived: VecDeque::new(),
+            posted: 0,
+            queued_bytes: 0,
+            queued_bufs: 0,
+            send_buffer,
+            error: None,
+            eof: false,
+            write_shut: false,
+            failed: false,
+        };
+        self.paths.insert(id, path);
+        self.post_receives(id)
+    }
+
+    /// Forgets socket `id`'s path: what it holds goes back to the pool, and
+    /// its requests still in flight return their buffers when they complete.
+    /// Whether it held stream data nobody read (the close must then reset
+    /// the connection, as a socket closed with unread data does).
+    pub(crate) fn close_path(&mut self, id: u32) -> bool {
+        let _ = self.collect();
+        let Some(p) = self.paths.remove(&id) else { return false };
+        let unread = p.kind == Kind::Stream && !p.arrived.is_empty();
+        for a in p.arrived {
+            let _ = self.pool.release(a.buf.index);
+        }
+        unread
+    }
+
+    /// Whether socket `id` has a path.
+    pub(crate) fn has_path(&self, id: u32) -> bool {
+        self.paths.contains_key(&id)
+    }
+
+    /// Sets the send buffer socket `id`'s queued sends stay within.
+    pub(crate) fn set_path_send_buffer(&mut self, id: u32, bytes: u64) {
+        if let Some(p) = self.paths.get_mut(&id) {
+            p.send_buffer = usize::try_from(bytes).unwrap_or(usize::MAX).max(1);
+        }
+    }
+
+    /// Our receiving side of socket `id` is shut: what arrived and was not
+    /// read is dropped, and reads return the end of the stream.
+    pub(crate) fn shut_path_read(&mut self, id: u32) {
+        let Some(p) = self.paths.get_mut(&id) else { return };
+        p.eof = true;
+        let dropped: Vec<u32> = p.arrived.drain(..).map(|a| a.buf.index).collect();
+        for index in dropped {
+            let _ = self.pool.release(index);
+        }
+    }
+
+    /// Our sending side of socket `id` is shut.
+    pub(crate) fn shut_path_write(&mut self, id: u32) {
+        if let Some(p) = self.paths.get_mut(&id) {
+            p.write_shut = true;
+        }
+    }
+
+    /// Posts receives on socket `id` until [`RECV_AHEAD`] buffers are
+    /// posted or hold unread data, while at most half the pool is posted
+    /// (the rest stays for sends and other calls).
+    fn post_receives(&mut self, id: u32) -> io::Result<()> {
+        loop {
+            let Some(p) = self.paths.get(&id) else { return Ok(()) };
+            if p.eof || p.error.is_some() || p.posted + p.arrived.len() >= RECV_AHEAD {
+                return Ok(());
+            }
+            let op = match p.kind {
+                Kind::Stream => Op::Recv,
+                Kind::Datagram => Op::RecvFrom,
+            };
+            // Receives keep the last buffers for other calls, and a socket
+            // with one posted leaves the rest to sockets with none.
+            let (free, _, _) = self.pool.counts();
+            if free <= self.pool.len() / 16 || (p.posted > 0 && self.posted_total >= self.pool.len() as usize / 4) {
+                return Ok(());
+            }
+            let Some(b) = self.pool.alloc() else { return Ok(()) };
+            let mut req = crate::request(op, id);
+            req.piece = Some(Piece { buffer: b, offset: 0, len: self.pool.buffer_size() });
+            self.submit(&mut req, Some(b))?;
+            self.in_flight
+                .insert(req.id, InFlight { buffer: Some(b), abandoned: false, role: Role::PostedRecv { socket: id } });
+            self.posted_total += 1;
+            if let Some(p) = self.paths.get_mut(&id) {
+                p.posted += 1;
+            }
+        }
+    }
+
+    /// Takes the completion of a path's request (`role`), with the buffer
+    /// it returned.
+    pub(crate) fn deliver(
+        &mut self,
+        role: Role,
+        comp: Result<Completion, nagare_request::ProtoError>,
+        back: Option<BufRef>,
+    ) {
+        let result = comp.as_ref().map_err(|_| libc::EPROTO).and_then(|c| c.result().map(|_| c));
+        match role {
+            Role::Call => {}
+            Role::QueuedSend { socket, bytes } => {
+                self.queued_total = self.queued_total.saturating_sub(1);
+                if let Some(b) = back {
+                    let _ = self.pool.release(b.index);
+                }
+                if let Some(p) = self.paths.get_mut(&socket) {
+                    p.queued_bytes = p.queued_bytes.saturating_sub(bytes);
+                    p.queued_bufs = p.queued_bufs.saturating_sub(1);
+                    if let Err(e) = result {
+                        p.error.get_or_insert(e);
+                    }
+                }
+            }
+            Role::PostedRecv { socket } => {
+                self.posted_total = self.posted_total.saturating_sub(1);
+                let Some(p) = self.paths.get_mut(&socket) else {
+                    if let Some(b) = back {
+                        let _ = self.pool.release(b.index);
+                    }
+                    return;
+                };
+                p.posted = p.posted.saturating_sub(1);
+                let kept = match (result, back) {
+                    (Ok(c), Some(b)) if p.kind == Kind::Datagram || b.len > 0 => {
+                        p.arrived.push_back(Arrived { buf: b, taken: 0, whole: c.aux[0], from: c.aux[1] });
+                        return;
+                    }
+                    (Ok(_), b) => {
+                        // A stream's end: nothing more will come.
+                        p.eof = true;
+                        b
+                    }
+                    (Err(e), b) => {
+                        if e != libc::EBADF {
+                            p.error.get_or_insert(e);
+                        }
+                        b
+                    }
+                };
+                if let Some(b) = kept {
+                    let _ = self.pool.release(b.index);
+                }
+            }
+        }
+    }
+
+    /// Takes every completion already on the rings, without waiting.
+    pub(crate) fn collect(&mut self) -> io::Result<()> {
+        while let Some(d) = self.pop(None)? {
+            self.set_aside(d);
+        }
+        Ok(())
+    }
+
+    /// Waits for one completion, at most a slice or until `deadline`, and
+    /// takes it.
+    pub(crate) fn wait_slice(&mut self, deadline: Option<Instant>) -> io::Result<()> {
+        let slice = deadline.map_or(WAIT_SLICE, |d| d.saturating_duration_since(Instant::now()).min(WAIT_SLICE));
+        if let Some(d) = self.pop(Some(slice))? {
+            self.set_aside(d);
+        }
+        Ok(())
+    }
+
+    /// The error socket `id`'s path holds, taken (reported once; a stream
+    /// ends with it).
+    fn take_error(&mut self, id: u32) -> Option<io::Error> {
+        let p = self.paths.get_mut(&id)?;
+        let e = p.error.take()?;
+        if p.kind == Kind::Stream {
+            p.eof = true;
+            p.failed = true;
+        }
+        Some(errno(e))
+    }
+
+    /// Reads stream bytes that arrived into `out`: `Some(n)` (0 at the end
+    /// of the stream), `None` if none are here yet.
+    pub(crate) fn read_stream(&mut self, id: u32, out: &mut [u8]) -> io::Result<Option<usize>> {
+        let mut n = 0;
+        let mut emptied = false;
+        while n < out.len() {
+            let Some(a) = self.paths.get_mut(&id).and_then(|p| p.arrived.front_mut()) else { break };
+            let left = (a.buf.len - a.taken) as usize;
+            let k = left.min(out.len() - n);
+            let at = a.buf.offset + a.taken;
+            let index = a.buf.index;
+            a.taken += k as u32;
+            let done = a.taken >= a.buf.len;
+            let read = self.pool.read(index, at, &mut out[n..n + k]);
+            if done {
+                if let Some(p) = self.paths.get_mut(&id) {
+                    p.arrived.pop_front();
+                }
+                let _ = self.pool.release(index);
+                emptied = true;
+            }
+            read.map_err(io::Error::other)?;
+            n += k;
+        }
+        if emptied {
+            self.post_receives(id)?;
+        }
+        if n > 0 {
+            return Ok(Some(n));
+        }
+        self.end_or_error(id)
+    }
+
+    /// Nothing to read on `id`: the end of the stream (`Some(0)`), its
+    /// error, or `None` (a receive is posted to wait for data).
+    fn end_or_error(&mut self, id: u32) -> io::Result<Option<usize>> {
+        if let Some(e) = self.take_error(id) {
+            return Err(e);
+        }
+        let p = self.paths.get(&id).ok_or_else(|| errno(libc::EBADF))?;
+        if p.eof {
+            return Ok(Some(0));
+        }
+        if p.posted == 0 {
+            self.post_receives(id)?;
+        }
+        Ok(None)
+    }
+
+    /// The next piece of stream data, whole or up to `max` bytes, handed to
+    /// the caller in its buffer (`Some(None)` at the end of the stream):
+    /// the buffer is the caller's while the rest of it is still to be read
+    /// here only when `max` takes all of it; otherwise the bytes are copied
+    /// into a buffer of its own.
+    pub(crate) fn take_stream(&mut self, id: u32, max: usize) -> io::Result<Option<Option<BufRef>>> {
+        let front = self.paths.get(&id).and_then(|p| p.arrived.front().copied());
+        let Some(a) = front else {
+            return match self.end_or_error(id)? {
+                Some(_) => Ok(Some(None)),
+                None => Ok(None),
+            };
+        };
+        let left = a.buf.len - a.taken;
+        if left as usize <= max {
+            if let Some(p) = self.paths.get_mut(&id) {
+                p.arrived.pop_front();
+            }
+            self.post_receives(id)?;
+            return Ok(Some(Some(BufRef { index: a.buf.index, offset: a.buf.offset + a.taken, len: left })));
+        }
+        let b = self.pool.alloc().ok_or_else(|| errno(libc::ENOBUFS))?;
+        let size = (max.min(self.pool.buffer_size() as usize)) as u32;
+        let mut bytes = vec![0u8; size as usize];
+        let copied = self.read_stream(id, &mut bytes).and_then(|n| {
+            let n = n.unwrap_or(0);
+            self.pool.write(b, 0, &bytes[..n]).map_err(io::Error::other)?;
+            Ok(n)
+        });
+        match copied {
+            Ok(n) => Ok(Some(Some(BufRef { index: b, offset: 0, len: n as u32 }))),
+            Err(e) => {
+                let _ = self.pool.release(b);
+                Err(e)
+            }
+        }
+    }
+
+    /// The next datagram that arrived, copied into `out` (truncated to it),
+    /// or `None` if none is here yet.
+    pub(crate) fn read_datagram(&mut self, id: u32, out: &mut [u8]) -> io::Result<Option<Datagram>> {
+        let Some(a) = self.take_datagram(id)? else { return Ok(None) };
+        let n = (a.buf.len as usize).min(out.len());
+        let read = self.pool.read(a.buf.index, a.buf.offset, &mut out[..n]);
+        let _ = self.pool.release(a.buf.index);
+        read.map_err(io::Error::other)?;
+        Ok(Some((n, usize::try_from(a.whole).unwrap_or(usize::MAX).max(n), a.from)))
+    }
+
+    /// The next datagram that arrived, its buffer handed to the caller:
+    /// (buffer, whole length, sender), or `None` if none is here yet.
+    pub(crate) fn take_datagram_buf(&mut self, id: u32) -> io::Result<Option<(BufRef, usize, u64)>> {
+        Ok(self
+            .take_datagram(id)?
+            .map(|a| (a.buf, usize::try_from(a.whole).unwrap_or(usize::MAX).max(a.buf.len as usize), a.from)))
+    }
+
+    fn take_datagram(&mut self, id: u32) -> io::Result<Option<Arrived>> {
+        let p = self.paths.get_mut(&id).ok_or_else(|| errno(libc::EBADF))?;
+        if let Some(a) = p.arrived.pop_front() {
+            self.post_receives(id)?;
+            return Ok(Some(a));
+        }
+        if let Some(e) = self.take_error(id) {
+            return Err(e);
+        }
+        if self.paths.get(&id).is_some_and(|p| p.posted == 0) {
+            self.post_receives(id)?;
+        }
+        Ok(None)
+    }
+
+    /// Before a send on `id`: its error, or `EPIPE` once its sending side
+    /// is shut or the connection failed.
+    pub(crate) fn send_check(&mut self, id: u32) -> io::Result<()> {
+        if let Some(e) = self.take_error(id) {
+            return Err(e);
+        }
+        let p = self.paths.get(&id).ok_or_else(|| errno(libc::EBADF))?;
+        if p.write_shut || p.failed {
+            return Err(errno(libc::EPIPE));
+        }
+        Ok(())
+    }
+
+    /// Queues as much of `bytes` on stream `id` as its send buffer has room
+    /// for (one lent send per region buffer): `Some(n)`, or `None` when
+    /// there is no room or no free buffer yet.
+    pub(crate) fn queue_stream(&mut self, id: u32, bytes: &[u8], template: &Request) -> io::Result<Option<usize>> {
+        self.send_check(id)?;
+        let size = self.pool.buffer_size() as usize;
+        let mut n = 0;
+        while n < bytes.len() {
+            let room = self.paths.get(&id).map_or(0, SockPath::room);
+            if room == 0 {
+                break;
+            }
+            let k = (bytes.len() - n).min(room).min(size);
+            if !self.queue_copy(id, &bytes[n..n + k], *template)? {
+                break;
+            }
+            n += k;
+        }
+        Ok((n > 0).then_some(n))
+    }
+
+    /// Queues one datagram (at most a region buffer): `Some(len)`, or
+    /// `None` when the socket's queue is full or no buffer is free yet.
+    pub(crate) fn queue_datagram(&mut self, id: u32, bytes: &[u8], template: &Request) -> io::Result<Option<usize>> {
+        self.send_check(id)?;
+        if self.paths.get(&id).map_or(0, SockPath::room) < bytes.len().max(1) {
+            return Ok(None);
+        }
+        Ok(self.queue_copy(id, bytes, *template)?.then_some(bytes.len()))
+    }
+
+    /// Copies `bytes` into a free buffer and posts it as a lent send;
+    /// false when no buffer is free (some reserved for receives and other
+    /// calls).
+    fn queue_copy(&mut self, id: u32, bytes: &[u8], template: Request) -> io::Result<bool> {
+        let Some(b) = self.alloc_for_send() else { return Ok(false) };
+        if let Err(e) = self.pool.write(b, 0, bytes) {
+            let _ = self.pool.release(b);
+            return Err(io::Error::other(e));
+        }
+        self.queue_owned(id, b, bytes.len(), template)?;
+        Ok(true)
+    }
+
+    /// A free buffer for a send, unless only the reserve is left.
+    pub(crate) fn alloc_for_send(&mut self) -> Option<u32> {
+        let (free, _, _) = self.pool.counts();
+        if free <= self.pool.len() * SEND_RESERVE_EIGHTHS / 8 {
+            return None;
+        }
+        self.pool.alloc()
+    }
+
+    /// A free buffer for a send, unless only the reserve is left: `None`
+    /// when none is free but some are on their way back, `ENOBUFS` when
+    /// none will come.
+    pub(crate) fn wait_for_send_buffer(&mut self) -> io::Result<Option<u32>> {
+        match self.alloc_for_send() {
+            Some(b) => Ok(Some(b)),
+            None if self.queued_total > 0 || self.posted_total > 0 => Ok(None),
+            None => Err(errno(libc::ENOBUFS)),
+        }
+    }
+
+    /// Posts buffer `b` (ours, `len` bytes filled) as a lent send on
+    /// socket `id`'s path, counted in its queue.
+    pub(crate) fn queue_owned(&mut self, id: u32, b: u32, len: usize, template: Request) -> io::Result<()> {
+        let mut req = template;
+        req.flags |= nagare_request::LEND;
+        req.flags &= !(nagare_request::NONBLOCK | nagare_request::COMPLETE_ON_ACCEPT);
+        req.aux[nagare_request::WAIT_LIMIT] = 0;
+        req.piece = Some(Piece { buffer: b, offset: 0, len: len as u32 });
+        self.submit(&mut req, Some(b))?;
+        self.in_flight.insert(
+            req.id,
+            InFlight { buffer: Some(b), abandoned: false, role: Role::QueuedSend { socket: id, bytes: len } },
+        );
+        self.queued_total += 1;
+        if let Some(p) = self.paths.get_mut(&id) {
+            p.queued_bytes += len;
+            p.queued_bufs += 1;
+        }
+        Ok(())
+    }
+
+    /// The error socket `id`'s path holds, taken without waiting
+    /// (`SO_ERROR`), after taking what arrived.
+    pub(crate) fn path_error(&mut self, id: u32) -> io::Result<Option<io::Error>> {
+        self.collect()?;
+        Ok(self.take_error(id))
+    }
+
+    /// What socket `id` is ready for by its path (`READABLE`, `WRITABLE`,
+    /// `CLOSED`), or `None` if it has none.
+    pub(crate) fn readiness(&self, id: u32) -> Option<u16> {
+        let p = self.paths.get(&id)?;
+        let mut r = 0;
+        if p.readable() {
+            r |= READABLE;
+        }
+        if p.room() > 0 && !p.write_shut && p.error.is_none() {
+            r |= WRITABLE;
+        }
+        if p.error.is_some() || p.failed {
+            r |= CLOSED;
+        }
+        Some(r)
+    }
+}
