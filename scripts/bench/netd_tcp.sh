@@ -13,7 +13,10 @@
 # --mode stream`, the client sends; `--mode reverse`, the server sends;
 # the receiver's Gbit/s), 64-byte TCP request/response (`--mode rr --len
 # 64`: transactions/s, p50 and p99 in µs) and 64-byte UDP
-# request/response where a tool for it exists (footnotes say which).
+# request/response where a tool for it exists (footnotes say which). A
+# test that fails shows "failed" (or, with ROUNDS above 1, the rounds its
+# median comes from, "(2 of 3)"); then the script ends with status 1 and
+# the logs.
 #
 #   namespace N: `nagare netd --tap tap0 --addr 10.92.0.2/24 --placement P`
 #                (netd makes the TAP, multi-queue, and steers client
@@ -315,4 +318,8 @@ if wants linux; then
         echo "Linux UDP request/response: sockperf is missing."
     fi
     echo "The Linux TCP figures are nagare perf with the kernel's stack at both ends (client in namespace B, server in C)."
+fi
+if grep -q ' fail$' "$WORK/results"; then
+    log "netd_tcp.sh: $(grep -c ' fail$' "$WORK/results") test(s) failed (the logs follow)"
+    exit 1
 fi
