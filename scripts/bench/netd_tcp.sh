@@ -1,0 +1,325 @@
+#!/usr/bin/env bash
+# TCP throughput and request/response through netd beside its peers, in
+# one run: an application of `nagare netd --tap` (split and single
+# placement), the same engine inside the application (`nagare perf client
+# --tap`), and Linux to Linux over a veth pair. The server of every row
+# is the kernel: `nagare perf server` on the kernel's stack.
+#
+# Usage (root; the binary is built if missing):
+#
+#   sudo NAGARE=target/release/nagare DURATION=5 ROUNDS=3 scripts/bench/netd_tcp.sh
+#
+# It prints a markdown table: TCP bulk throughput both ways (`perf client
+# --mode stream`, the client sends; `--mode reverse`, the server sends;
+# the receiver's Gbit/s), 64-byte TCP request/response (`--mode rr --len
+# 64`: transactions/s, p50 and p99 in µs) and 64-byte UDP
+# request/response where a tool for it exists (footnotes say which). A
+# test that fails shows "failed" (or, with ROUNDS above 1, the rounds its
+# median comes from, "(2 of 3)"); then the script ends with status 1 and
+# the logs.
+#
+#   namespace N: `nagare netd --tap tap0 --addr 10.92.0.2/24 --placement P`
+#                (netd makes the TAP, multi-queue, and steers client
+#                ports), its kernel side 10.92.0.1/24 with the perf server;
+#                the client is `nagare perf client --via SOCKET`. netd is
+#                started for each placement's tests and stopped after them.
+#   namespace E: TAP tap0 (kernel side 10.93.0.1/24) with the perf server;
+#                `nagare perf client --tap tap0 --addr 10.93.0.2/24`.
+#   namespaces B and C: veth pair, 10.94.0.1/24 <-> 10.94.0.2/24; the
+#                kernel's perf client in B, its server (and sockperf's,
+#                for UDP request/response) in C.
+#
+# Needs root, ip, timeout and python3; sockperf for the Linux UDP
+# request/response figure (scripts/install-test-deps.sh installs them).
+# Traffic stays inside the namespaces this script creates; everything it
+# creates is removed on exit, also on failure or Ctrl-C, and every
+# process it starts is ended by its pid. Each test is bounded by DURATION
+# plus 20 s.
+#
+# Environment: NAGARE (binary; default target/release/nagare, built if
+# missing), DURATION (seconds per test, 5), ROUNDS (1; with more, every
+# row is measured ROUNDS times, rows interleaved, and the median of each
+# figure kept), ONLY (rows to run, comma or space separated, from split,
+# single, netd-inline, engine, linux; default all but netd-inline).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+DURATION="${DURATION:-5}"
+ROUNDS="${ROUNDS:-1}"
+ONLY="${ONLY:-split single engine linux}"
+for v in DURATION ROUNDS; do
+    [[ "${!v}" =~ ^[0-9]+$ && "${!v}" -gt 0 ]] || { echo "$v must be a positive number" >&2; exit 1; }
+done
+ALL_ROWS=(split single netd-inline engine linux)
+ROWS=()
+for row in ${ONLY//,/ }; do
+    [[ " ${ALL_ROWS[*]} " == *" $row "* ]] || { echo "ONLY: unknown row $row (rows: ${ALL_ROWS[*]})" >&2; exit 1; }
+    [[ " ${ROWS[*]} " == *" $row "* ]] || ROWS+=("$row")
+done
+[[ ${#ROWS[@]} -gt 0 ]] || { echo "ONLY names no row" >&2; exit 1; }
+
+TAG="nt$$"
+NS_N="${TAG}-n"
+NS_E="${TAG}-e"
+NS_B="${TAG}-b"
+NS_C="${TAG}-c"
+PORT=5201
+SOCKPERF_PORT=11111
+WORK="$(mktemp -d /tmp/nagare-netd-tcp.XXXXXX)"
+SOCKET="$WORK/netd.sock"
+NETD_PID=""
+CLIENT_PID=""
+SERVER_PIDS=()
+SOCKPERF_PID=""
+
+# shellcheck source=scripts/bench/lib.sh
+. "$ROOT/scripts/bench/lib.sh"
+
+cleanup() {
+    local rc=$?
+    set +e
+    stop_pid "$CLIENT_PID"
+    stop_pid "$NETD_PID"
+    for pid in "${SERVER_PIDS[@]}"; do
+        stop_pid "$pid"
+    done
+    stop_pid "$SOCKPERF_PID"
+    delete_namespaces "$NS_N" "$NS_E" "$NS_B" "$NS_C"
+    if [[ $rc -ne 0 ]]; then
+        for f in "$WORK"/*.log; do
+            [[ -s "$f" ]] || continue
+            log "--- $(basename "$f") ---"
+            tail -n 40 "$f" >&2
+        done
+    fi
+    rm -rf "$WORK"
+    exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+skip() {
+    log "netd_tcp.sh: SKIPPED: $*"
+    exit 1
+}
+[[ $(id -u) -eq 0 ]] || skip "needs root (namespaces, TAP devices, veth)"
+for tool in ip timeout python3; do
+    command -v "$tool" >/dev/null || skip "$tool is missing (scripts/install-test-deps.sh)"
+done
+HAVE_SOCKPERF=1
+command -v sockperf >/dev/null || { HAVE_SOCKPERF=0; log "netd_tcp.sh: sockperf is missing: no Linux UDP request/response figure"; }
+
+find_nagare
+
+wants() { [[ " ${ROWS[*]} " == *" $1 "* ]]; }
+wants_netd() { wants split || wants single || wants netd-inline; }
+
+# --- topology ---------------------------------------------------------------
+# start_perf_server NS LOGNAME: the kernel's perf server in NS, waited for.
+start_perf_server() {
+    local ns=$1 logfile="$WORK/$2.log" pid
+    ip netns exec "$ns" "$NAGARE" perf server --port "$PORT" >"$logfile" 2>&1 &
+    pid=$!
+    SERVER_PIDS+=("$pid")
+    for _ in $(seq 1 50); do
+        grep -q 'listening' "$logfile" 2>/dev/null && return 0
+        kill -0 "$pid" 2>/dev/null || { log "perf server in $ns exited"; return 1; }
+        sleep 0.1
+    done
+    log "perf server in $ns did not start"
+    return 1
+}
+
+if wants_netd; then
+    make_namespaces "$NS_N"
+    start_perf_server "$NS_N" server-netd
+fi
+if wants engine; then
+    make_namespaces "$NS_E"
+    make_tap "$NS_E" 10.93.0.1/24
+    start_perf_server "$NS_E" server-engine
+fi
+if wants linux; then
+    make_namespaces "$NS_B" "$NS_C"
+    make_veth "$TAG" "$NS_B" 10.94.0.1/24 "$NS_C" 10.94.0.2/24
+    start_perf_server "$NS_C" server-linux
+    if [[ $HAVE_SOCKPERF -eq 1 ]]; then
+        ip netns exec "$NS_C" sockperf server -i 10.94.0.2 -p "$SOCKPERF_PORT" >"$WORK/sockperf-server.log" 2>&1 &
+        SOCKPERF_PID=$!
+    fi
+fi
+
+# start_netd PLACEMENT: netd on a TAP it makes in namespace N, the TAP's
+# kernel side addressed once it exists and netd listens.
+start_netd() {
+    local placement=$1
+    rm -f "$SOCKET"
+    ip netns exec "$NS_N" "$NAGARE" netd --tap tap0 --addr 10.92.0.2/24 --placement "$placement" \
+        --socket "$SOCKET" >>"$WORK/netd-$placement.log" 2>&1 &
+    NETD_PID=$!
+    for _ in $(seq 1 100); do
+        if [[ -S "$SOCKET" ]] && ip -n "$NS_N" link show tap0 >/dev/null 2>&1; then
+            ip -n "$NS_N" addr add 10.92.0.1/24 dev tap0
+            ip -n "$NS_N" link set tap0 up
+            return 0
+        fi
+        kill -0 "$NETD_PID" 2>/dev/null || { log "netd ($placement) exited at start"; return 1; }
+        sleep 0.1
+    done
+    log "netd ($placement) did not start"
+    return 1
+}
+
+# stop_netd: netd (and with it its TAP and driver) goes.
+stop_netd() {
+    stop_pid "$NETD_PID"
+    NETD_PID=""
+    rm -f "$SOCKET"
+}
+
+# --- measurement ------------------------------------------------------------
+# bounded NAME CMD...: runs CMD in the background (so a signal ends the
+# script at once), at most DURATION + 20 s, its stdout to $WORK/NAME.out.
+bounded() {
+    local name=$1 rc=0
+    shift
+    timeout --kill-after=5 $((DURATION + 20)) "$@" >"$WORK/$name.out" 2>>"$WORK/client.log" &
+    CLIENT_PID=$!
+    wait "$CLIENT_PID" || rc=$?
+    CLIENT_PID=""
+    return $rc
+}
+
+# perf ROW MODE: appends "ROW MODE gbit" (stream, reverse) or "ROW MODE
+# tps p50 p99" (rr), or "ROW MODE fail", to the results. Runs in the
+# script's own shell, not a command substitution, so that the trap knows
+# the client's pid.
+perf() {
+    local row=$1 mode=$2 ns args=()
+    case $row in
+        split | single | netd-inline) ns=$NS_N; args=(--via "$SOCKET" 10.92.0.1) ;;
+        engine) ns=$NS_E; args=(--tap tap0 --addr 10.93.0.2/24 10.93.0.1) ;;
+        linux) ns=$NS_B; args=(10.94.0.2) ;;
+    esac
+    [[ $mode == rr ]] && args+=(--len 64)
+    echo "--- $row $mode" >>"$WORK/client.log"
+    if ! bounded perf ip netns exec "$ns" "$NAGARE" perf client "${args[@]}" --port "$PORT" --mode "$mode" \
+        --time "$DURATION" --timeout $((DURATION + 15)) --json --quiet; then
+        log "  $row $mode failed"
+        echo "$row $mode fail" >>"$WORK/results"
+        return
+    fi
+    printf '%s %s ' "$row" "$mode" >>"$WORK/results"
+    python3 -c '
+import json, sys
+s = json.loads(sys.stdin.read().strip().splitlines()[-1])
+if s["mode"] == "rr":
+    print("%.1f %.1f %.1f" % (s["transactions_per_s"], s["latency_us"]["p50"], s["latency_us"]["p99"]))
+else:
+    print("%.3f" % s["receiver"]["gbit_per_s"])
+' <"$WORK/perf.out" >>"$WORK/results" 2>>"$WORK/client.log" || echo fail >>"$WORK/results"
+}
+
+# udp_rr ROW: appends "ROW udp-rr tps p50 p99", "ROW udp-rr none" (no
+# tool for the row) or "ROW udp-rr fail" to the results.
+udp_rr() {
+    local row=$1
+    if [[ $row != linux || $HAVE_SOCKPERF -eq 0 ]]; then
+        echo "$row udp-rr none" >>"$WORK/results"
+        return
+    fi
+    echo "--- $row udp rr (sockperf)" >>"$WORK/client.log"
+    if ! bounded sockperf ip netns exec "$NS_B" sockperf ping-pong -i 10.94.0.2 -p "$SOCKPERF_PORT" -m 64 \
+        -t "$DURATION" --full-rtt; then
+        log "  $row udp rr failed"
+        echo "$row udp-rr fail" >>"$WORK/results"
+        return
+    fi
+    printf '%s udp-rr ' "$row" >>"$WORK/results"
+    # Strip sockperf's colour escapes; the valid duration excludes its warm-up.
+    sed 's/\x1b\[[0-9;]*m//g' "$WORK/sockperf.out" | awk '
+        /\[Valid Duration\]/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "RunTime") t = kv[2] + 0; if (kv[1] == "ReceivedMessages") n = kv[2] + 0 } }
+        /percentile 50.000 =/ { p50 = $NF }
+        /percentile 99.000 =/ { p99 = $NF }
+        END { if (t > 0 && p50 != "" && p99 != "") printf "%.1f %s %s\n", n / t, p50, p99; else print "fail" }' >>"$WORK/results"
+}
+
+LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
+: >"$WORK/results"
+for round in $(seq 1 "$ROUNDS"); do
+    for row in "${ROWS[@]}"; do
+        case $row in
+            split | single) start_netd "$row" ;;
+            netd-inline) start_netd inline ;;
+        esac
+        for mode in stream reverse rr; do
+            perf "$row" "$mode"
+        done
+        udp_rr "$row"
+        if [[ -n "$NETD_PID" ]]; then
+            kill -0 "$NETD_PID" 2>/dev/null || { log "netd ($row) died during the run"; exit 1; }
+            stop_netd
+        fi
+        log "  round $round: $row done"
+    done
+done
+for pid in "${SERVER_PIDS[@]}"; do
+    kill -0 "$pid" 2>/dev/null || { log "a perf server died during the run"; exit 1; }
+done
+
+# --- report -----------------------------------------------------------------
+echo "TCP bulk throughput and 64-byte request/response, nagare perf client -> the kernel's nagare perf server;"
+echo "$DURATION s per test, $([[ $ROUNDS -gt 1 ]] && echo "median of each figure over $ROUNDS rounds" || echo "1 round")."
+echo "nagare $("$NAGARE" --version 2>/dev/null | awk '{ print $NF }')$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null | sed 's/^/ at /');" \
+    "load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs"
+echo
+echo "| path | TCP stream (Gbit/s) | TCP reverse (Gbit/s) | TCP RR 64 B (k/s) | p50 (µs) | p99 (µs) | UDP RR 64 B (k/s) | p50 (µs) | p99 (µs) |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+for row in "${ROWS[@]}"; do
+    case $row in
+        split) label="netd split (driver process), perf --via" ;;
+        single) label="netd single (driver thread), perf --via" ;;
+        netd-inline) label="netd inline (device in netd's loop), perf --via" ;;
+        engine) label="engine in the application, perf --tap" ;;
+        linux) label="Linux over veth, kernel to kernel" ;;
+    esac
+    awk -v row="$row" -v label="$label" -v rounds="$ROUNDS" '
+    function median(a, n,   i, j, t) {
+        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+        return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    # cell(test, field, format, scale): the median over the rounds that
+    # gave a figure, divided by scale.
+    function cell(test, k, fmt, scale,   i, n, v) {
+        n = 0
+        for (i = 1; i <= cnt[test]; i++) if (val[test, i, 1] != "fail" && val[test, i, 1] != "none") v[++n] = val[test, i, k]
+        if (n == 0) return (none[test] ? "—¹" : "failed")
+        return sprintf(fmt, median(v, n) / scale) (n < cnt[test] ? sprintf(" (%d of %d)", n, cnt[test]) : "")
+    }
+    $1 == row {
+        c = ++cnt[$2]
+        for (k = 3; k <= NF; k++) val[$2, c, k - 2] = $k
+        if ($3 == "none") none[$2] = 1
+    }
+    END {
+        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", label,
+            cell("stream", 1, "%.2f", 1), cell("reverse", 1, "%.2f", 1),
+            cell("rr", 1, "%.1f", 1000), cell("rr", 2, "%.0f", 1), cell("rr", 3, "%.0f", 1),
+            cell("udp-rr", 1, "%.1f", 1000), cell("udp-rr", 2, "%.0f", 1), cell("udp-rr", 3, "%.0f", 1)
+    }' "$WORK/results"
+done
+echo
+echo "¹ nagare perf has no UDP request/response mode (it refuses \`--udp --mode rr\`), so the nagare rows have no UDP figure."
+if wants linux; then
+    if [[ $HAVE_SOCKPERF -eq 1 ]]; then
+        echo "The Linux UDP request/response figure is sockperf's (\`sockperf ping-pong -m 64 -t $DURATION --full-rtt\`, one request in flight, its valid duration), not nagare perf's."
+    else
+        echo "Linux UDP request/response: sockperf is missing."
+    fi
+    echo "The Linux TCP figures are nagare perf with the kernel's stack at both ends (client in namespace B, server in C)."
+fi
+if grep -q ' fail$' "$WORK/results"; then
+    log "netd_tcp.sh: $(grep -c ' fail$' "$WORK/results") test(s) failed (the logs follow)"
+    exit 1
+fi
