@@ -290,7 +290,9 @@ impl Netd {
 
     /// What `nagare stat` shows, at most `limit` bytes.
     pub fn report(&mut self, limit: usize) -> String {
-        let clients: Vec<ClientLine> = self.clients.sessions.iter().map(|s| s.client_line(&self.steering)).collect();
+        let iface = &self.host.iface;
+        let clients: Vec<ClientLine> =
+            self.clients.sessions.iter().map(|s| s.client_line(&self.steering, iface)).collect();
         let counters = self.host.iface.counters().clone();
         let mut engine = counters.iter();
         Report {

@@ -5,6 +5,7 @@
 use crate::stats::NetdStats;
 use core::fmt::Write;
 use nagare_core::buf::PoolStats;
+use std::net::SocketAddrV4;
 
 /// One client as the report shows it.
 pub(crate) struct ClientLine {
@@ -24,6 +25,24 @@ pub(crate) struct ClientLine {
     pub buffers_receive: u32,
     pub buffers_total: u32,
     pub bad: u64,
+    /// Its sockets, by id.
+    pub sockets: Vec<SocketLine>,
+}
+
+/// One socket of a client as the report shows it: what the engine holds
+/// for it in each direction, and the requests waiting on it (receives a
+/// client keeps posted among them).
+pub(crate) struct SocketLine {
+    pub id: u32,
+    pub kind: &'static str,
+    pub local: Option<SocketAddrV4>,
+    pub remote: Option<SocketAddrV4>,
+    pub state: &'static str,
+    /// Bytes the engine holds to send (sent or not, unacknowledged).
+    pub send_queued: usize,
+    /// Bytes received that no receive has taken yet.
+    pub recv_queued: usize,
+    pub waiting: usize,
 }
 
 /// Everything the report says.
@@ -74,6 +93,22 @@ impl Report<'_> {
                 c.buffers_total,
                 c.bad
             );
+            let addr = |a: Option<SocketAddrV4>| a.map_or_else(|| String::from("-"), |a| a.to_string());
+            for k in &c.sockets {
+                let _ = writeln!(
+                    t,
+                    "socket {} client {} {} local {} remote {} state {} send_queued {} recv_queued {} waiting {}",
+                    k.id,
+                    c.id,
+                    k.kind,
+                    addr(k.local),
+                    addr(k.remote),
+                    k.state,
+                    k.send_queued,
+                    k.recv_queued,
+                    k.waiting
+                );
+            }
         }
         let s = self.stats;
         for (k, v) in [
@@ -174,6 +209,16 @@ mod tests {
             buffers_receive: 0,
             buffers_total: 256,
             bad: 0,
+            sockets: vec![SocketLine {
+                id: 3,
+                kind: "tcp",
+                local: Some(SocketAddrV4::new([10, 0, 0, 2].into(), 4000)),
+                remote: Some(SocketAddrV4::new([10, 0, 0, 1].into(), 7)),
+                state: "established",
+                send_queued: 1000,
+                recv_queued: 20,
+                waiting: 4,
+            }],
         }
     }
 
@@ -198,6 +243,7 @@ mod tests {
         let t = report(&[client(1), client(2)], 16384);
         assert!(t.starts_with("netd pid 1 uptime 2.0s placement single link vni x clients 2\n"), "{t}");
         assert!(t.contains("client 2 pid 102 uid 0 sockets 4 tcp 2 listeners 1 udp 1 echo 0 pending 1 buffers client 250 netd 6 receive 0 of 256 bad 0\n"));
+        assert!(t.contains("\nsocket 3 client 2 tcp local 10.0.0.2:4000 remote 10.0.0.1:7 state established send_queued 1000 recv_queued 20 waiting 4\n"), "{t}");
         assert!(t.contains("netd requests 9\n"));
         assert!(t.contains("engine buffers in_use 3 of 4096"));
         assert!(t.contains("engine rx_frames 5\n"));
@@ -210,7 +256,9 @@ mod tests {
         let t = report(&clients, 4096);
         assert!(t.len() <= 4096);
         assert!(t.ends_with("\ntruncated\n"), "{}", &t[t.len() - 100..]);
-        assert!(t.lines().all(|l| l == "truncated" || l.starts_with("netd ") || l.starts_with("client ")));
+        assert!(t
+            .lines()
+            .all(|l| l == "truncated" || ["netd ", "client ", "socket "].iter().any(|p| l.starts_with(p))));
         assert_eq!(cut("abc\n".into(), 2), "");
         assert_eq!(cut("abcdefghij\nk\n".into(), 12), "truncated\n");
     }

@@ -17,8 +17,9 @@
 
 use crate::lending::Lending;
 use crate::ops::{Caller, Done, Outcome};
-use crate::report::ClientLine;
+use crate::report::{ClientLine, SocketLine};
 use crate::sockets::ClientSockets;
+use crate::sockets::Sock;
 use crate::stats::NetdStats;
 use crate::steering::Steering;
 use nagare_core::{Instant, Interface};
@@ -26,6 +27,7 @@ use nagare_ipc::{
     BufRef, Consumer, Descriptor, Notifier, Pool, Producer, RendezvousError, ServerConn, SharedBytes, Waiter,
 };
 use nagare_request::{Completion, Piece, ProtoError, Request};
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
@@ -337,8 +339,8 @@ impl Session {
         }
     }
 
-    /// The client's line in the report.
-    pub fn client_line(&self, steering: &Steering) -> ClientLine {
+    /// The client's line in the report, with a line per socket.
+    pub fn client_line(&self, steering: &Steering, iface: &Interface) -> ClientLine {
         let counts = self.sockets.counts();
         let (_, netd_held, client_held) = self.pool.counts();
         let receive = steering.pool_size(self.conn.id) as u32;
@@ -356,7 +358,60 @@ impl Session {
             buffers_receive: receive,
             buffers_total: self.pool.len(),
             bad: self.bad,
+            sockets: self.socket_lines(iface),
         }
+    }
+
+    /// A report line per socket, by id.
+    fn socket_lines(&self, iface: &Interface) -> Vec<SocketLine> {
+        let mut lines: Vec<SocketLine> = self
+            .sockets
+            .iter()
+            .map(|(id, sock)| {
+                let waiting = self.pending.iter().filter(|p| p.req.socket == id).count();
+                let port = self.sockets.port(id).map(|(_, port)| SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port));
+                let mut line = SocketLine {
+                    id,
+                    kind: "",
+                    local: port,
+                    remote: None,
+                    state: "",
+                    send_queued: 0,
+                    recv_queued: 0,
+                    waiting,
+                };
+                match sock {
+                    Sock::Tcp(h) => {
+                        line.kind = "tcp";
+                        if let Some(k) = iface.tcp_ref().connection(h) {
+                            line.local = Some(k.local());
+                            line.remote = Some(k.remote());
+                            line.state = k.state().name();
+                            line.send_queued = k.send_queued();
+                            line.recv_queued = k.recv_queued();
+                        }
+                    }
+                    Sock::Listener(_) => {
+                        line.kind = "listener";
+                        line.state = "listen";
+                    }
+                    Sock::Udp(h) => {
+                        line.kind = "udp";
+                        if let Some(u) = iface.udp_ref().socket(h) {
+                            line.local = Some(u.local());
+                            line.recv_queued = u.queued_bytes();
+                        }
+                    }
+                    Sock::Echo(_) => line.kind = "echo",
+                }
+                if line.state.is_empty() {
+                    line.state = "-";
+                }
+                line
+            })
+            .collect();
+        lines.sort_unstable_by_key(|l| l.id);
+        lines
     }
 
     /// The client leaves: its sockets are reset or closed, its ports

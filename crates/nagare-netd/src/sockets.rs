@@ -165,6 +165,11 @@ impl ClientSockets {
         self.sockets.drain().map(|(_, s)| s)
     }
 
+    /// Every socket, by id, in no order.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, Sock)> + '_ {
+        self.sockets.iter().map(|(&id, &s)| (id, s))
+    }
+
     /// How many of each kind.
     pub fn counts(&self) -> SocketCounts {
         let mut c = SocketCounts::default();

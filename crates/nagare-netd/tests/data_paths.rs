@@ -64,6 +64,21 @@ fn a_full_send_buffer_blocks_a_writer_or_says_would_block() {
     }
     // The send buffer (256 KiB) and what the reader's side holds.
     assert!(written >= 256 << 10, "only {written} bytes queued");
+    // The report shows the bytes each end's engine socket holds: the
+    // reader's, not yet taken by a receive.
+    let report = _a.stat().expect("stat");
+    let line = |part: &str| -> &str {
+        report
+            .lines()
+            .find(|l| l.starts_with("socket ") && l.contains(part))
+            .unwrap_or_else(|| panic!("no socket line with {part:?}:\n{report}"))
+    };
+    let (w, r) = (line(&format!(" remote {} ", at(9400))), line(&format!(" tcp local {} ", at(9400))));
+    // (On this link the reader's segments hold the writer's lent buffers
+    // themselves, so the writer's engine has them acknowledged.)
+    assert!(w.contains(" state established "), "{w}");
+    assert!(stat_value(r, " recv_queued ").unwrap() > 0, "{r}");
+    assert_eq!(stat_value(r, " waiting "), Some(0), "the reader's receives all hold data: {r}");
     writer.set_nonblocking(false).unwrap();
     writer.set_write_timeout(Some(Duration::from_millis(200))).unwrap();
     let t = Instant::now();

@@ -65,6 +65,22 @@ pub enum State {
 }
 
 impl State {
+    /// The state's name, as RFC 9293 writes it, in lower case.
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Closed => "closed",
+            State::SynSent => "syn-sent",
+            State::SynReceived => "syn-received",
+            State::Established => "established",
+            State::FinWait1 => "fin-wait-1",
+            State::FinWait2 => "fin-wait-2",
+            State::CloseWait => "close-wait",
+            State::Closing => "closing",
+            State::LastAck => "last-ack",
+            State::TimeWait => "time-wait",
+        }
+    }
+
     /// Whether the handshake is done (RFC 9293's synchronized states).
     pub fn is_synchronized(self) -> bool {
         !matches!(self, State::Closed | State::SynSent | State::SynReceived)

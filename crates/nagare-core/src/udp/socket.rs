@@ -70,6 +70,11 @@ impl UdpSocket {
         self.rx.len()
     }
 
+    /// Payload bytes of the datagrams waiting to be read.
+    pub fn queued_bytes(&self) -> usize {
+        self.rx_bytes
+    }
+
     /// Datagrams dropped because the queue was full.
     pub fn dropped(&self) -> u64 {
         self.rx_dropped
