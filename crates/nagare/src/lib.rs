@@ -11,9 +11,12 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
-//! Every call is synchronous: one request into the region's request ring,
-//! then a wait (spin, then sleep on the eventfd) for its completion. The
-//! wait is cut into slices of [`LIVENESS_SLICE`]; between slices the
+//! Control calls (connect, bind, listen, accept, close, options) are one
+//! request into the region's request ring and a wait (spin, then sleep on
+//! the eventfd) for its completion. Data calls do not wait for netd: each
+//! socket has a data path (`path.rs`): a write queues and returns, and
+//! receives are posted ahead, so reads and polls take what has arrived.
+//! Waits are cut into slices of [`LIVENESS_SLICE`]; between slices the
 //! rendezvous socket is checked, so when netd dies every call fails within
 //! a second (`ErrorKind::ConnectionAborted`).
 
