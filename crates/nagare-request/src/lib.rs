@@ -769,6 +769,11 @@ mod tests {
         close.socket = 1;
         close.aux[WAIT_LIMIT] = 5;
         assert_eq!(Request::decode(&close.encode()), Err(ProtoError::BadArgument), "a limit on an op that never waits");
+        close.aux[WAIT_LIMIT] = 0;
+        close.aux[0] = CLOSE_RESET;
+        assert_eq!(Request::decode(&close.encode()).map(|r| r.aux[0]), Ok(CLOSE_RESET), "a close that resets");
+        close.aux[0] = 2;
+        assert_eq!(Request::decode(&close.encode()), Err(ProtoError::BadArgument), "an unknown close flag");
     }
 
     #[test]

@@ -250,14 +250,18 @@ impl Hostile {
     /// sockets, buffers and addresses that may not be the client's or may
     /// not exist. One in sixteen breaks a rule of the encoding.
     fn request(&mut self, s: &mut Script) -> Descriptor {
-        // Ops 1..=16; 0 gives a second chance to bind, which most scripts
-        // need before anything else works.
-        let op = Op::from_u16(u16::from(s.byte() % 17)).unwrap_or(Op::UdpBind);
+        // Ops 1..=16, and the options (17, 18) for the top bytes; 0 gives
+        // a second chance to bind, which most scripts need before anything
+        // else works.
+        let b = s.byte();
+        let op = if b >= 0xf0 { 17 + u16::from(b & 1) } else { u16::from(b % 17) };
+        let op = Op::from_u16(op).unwrap_or(Op::UdpBind);
         let id = self.next_id;
         self.next_id += 1;
         let mut r = Request::new(op, id);
         let sends = matches!(op, Op::Send | Op::SendTo);
-        r.flags = match s.byte() % 8 {
+        let f = s.byte();
+        r.flags = match f % 8 {
             0 | 1 => NONBLOCK,
             2 if sends => LEND,
             3 if sends => LEND | COMPLETE_ON_ACCEPT,
@@ -281,6 +285,19 @@ impl Hostile {
                 r.aux[1] = u64::from(s.byte() % 2) * 9001;
             }
             Op::EchoOpen => r.aux[0] = u64::from(s.byte()),
+            // A plain close, a reset, or a flag that does not exist (from
+            // the flags byte's high bits).
+            Op::Close => r.aux[0] = u64::from(f / 8 % 3),
+            Op::SetOption => {
+                r.aux[0] = u64::from(s.byte() % 6);
+                r.aux[1] = match s.byte() % 4 {
+                    0 => 0,
+                    1 => u64::from(s.byte()),
+                    2 => u64::from(s.u32()),
+                    _ => s.u64(),
+                };
+            }
+            Op::GetOption => r.aux[0] = u64::from(s.byte() % 6),
             Op::EchoSend => {
                 r.aux[0] = Self::address(s, true);
                 r.aux[1] = u64::from(s.byte());
