@@ -142,7 +142,17 @@ pub fn run(args: CopiesBenchArgs) -> Result<()> {
     let spawn = |args: &[&str]| Command::new(&exe).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn();
     setup.children.push(spawn(&["up", "--vni", &setup.segment, "--addr", &format!("{PEER}/24"), "--echo"])?);
     let socket = setup.socket.to_string_lossy().into_owned();
-    setup.children.push(spawn(&["netd", "--vni", &setup.segment, "--addr", "10.98.0.2/24", "--socket", &socket])?);
+    setup.children.push(spawn(&[
+        "netd",
+        "--vni",
+        &setup.segment,
+        "--addr",
+        "10.98.0.2/24",
+        "--placement",
+        "split",
+        "--socket",
+        &socket,
+    ])?);
     measure_all(&setup.socket, bytes, "split placement on a VNI segment")
 }
 

@@ -64,9 +64,12 @@ enum Command {
         services: ServiceArgs,
         /// Where the device runs: `split`, a driver process of its own
         /// (restarted when it dies); `single`, the same driver as a thread
-        /// of netd; `inline`, called from netd's loop.
-        #[arg(long, default_value = "split", value_parser = args::parse_placement)]
-        placement: nagare_netd::Placement,
+        /// of netd; `inline`, called from netd's loop. Default: the fastest
+        /// for the CPUs netd may run on: `inline` on two or fewer (a driver
+        /// beside netd would leave three polling loops, with the
+        /// applications and the kernel, to share them), `split` on more.
+        #[arg(long, value_parser = args::parse_placement)]
+        placement: Option<nagare_netd::Placement>,
         /// Microseconds netd and its driver poll after their last work at
         /// least before they sleep (yielding the CPU between looks); while
         /// work keeps coming they poll up to 5 ms.
@@ -215,13 +218,13 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Demo { pcap, seed, stream } => demo::run(demo::DemoArgs { pcap, seed, stream_datagrams: stream }),
         Command::Up { link, pcap, services } => up::run(&link.spec(), pcap.as_deref(), &services.config(true)),
-        Command::Netd { link, socket, services, placement, spin_us } => netd::run(
-            NetdBuilder::new(link.spec())
-                .socket(socket)
-                .services(services.config(false))
-                .placement(placement)
-                .spin(Duration::from_micros(spin_us.min(1_000_000))),
-        ),
+        Command::Netd { link, socket, services, placement, spin_us } => {
+            let mut builder = NetdBuilder::new(link.spec()).socket(socket).services(services.config(false));
+            if let Some(placement) = placement {
+                builder = builder.placement(placement);
+            }
+            netd::run(builder.spin(Duration::from_micros(spin_us.min(1_000_000))))
+        }
         Command::Driver { control_fd, tap, vnet_header, vni, mac, addr, impair, spin_us } => {
             Ok(run_process(DriverArgs {
                 control_fd,

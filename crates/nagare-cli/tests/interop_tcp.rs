@@ -412,7 +412,7 @@ fn a_tap_port_that_changes_hands_is_steered_only_to_its_new_owner() {
     let log = std::env::temp_dir().join(format!("nagare-mqhand-{}.log", std::process::id()));
     let _netd = Process::spawn(
         ns.command(nagare())
-            .args(["netd", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--socket"])
+            .args(["netd", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--placement", "split", "--socket"])
             .arg(&socket)
             .env(nagare_netd::driver::STEER_DELAY_VAR, "20")
             .stdout(Stdio::null())

@@ -73,9 +73,22 @@ fn up_and_netd_run_unprivileged_on_a_tap_made_for_their_user() {
     // write.
     let socket = std::env::temp_dir().join(format!("nagare-nobody-{}.sock", std::process::id()));
     let mut netd = Process::spawn(
-        as_nobody(&ns, &["netd", "--tap", "tapu", "--addr", "10.87.0.2/24", "--socket", socket.to_str().unwrap()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped()),
+        as_nobody(
+            &ns,
+            &[
+                "netd",
+                "--tap",
+                "tapu",
+                "--addr",
+                "10.87.0.2/24",
+                "--placement",
+                "split",
+                "--socket",
+                socket.to_str().unwrap(),
+            ],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped()),
     );
     let answered = answers_ping(&ns, "10.87.0.2");
     let output = netd.terminate(Duration::from_secs(5));

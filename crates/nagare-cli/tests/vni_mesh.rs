@@ -99,7 +99,8 @@ impl Mesh {
     fn start(&mut self, i: usize) {
         let p = Process::spawn(
             Command::new(nagare())
-                .args(["netd", "--vni", &self.name, "--addr", &format!("{}/24", instance_addr(i)), "--socket"])
+                .args(["netd", "--vni", &self.name, "--addr", &format!("{}/24", instance_addr(i))])
+                .args(["--placement", "split", "--socket"])
                 .arg(self.socket(i))
                 .arg("--http")
                 .arg(self.root(i))

@@ -13,8 +13,11 @@
 //! more rarely than `max` gets only `base`, so an idle loop costs next to
 //! nothing.
 //!
-//! Where the process may run on one CPU only, polling past `base` would
-//! take that CPU from whoever it waits for, so it polls `base` alone.
+//! Polling past `base` is for loops that leave a CPU to everyone else:
+//! where the loops that poll this way (netd and its driver, say) are as
+//! many as the CPUs the process may run on, or more, polling on would take
+//! the CPU from whoever they wait for (the application, the kernel's side
+//! of the link), so each polls `base` alone.
 
 use std::time::{Duration, Instant};
 
@@ -29,7 +32,7 @@ pub const DEFAULT_MAX: Duration = Duration::from_millis(5);
 pub struct BusyPoll {
     base: Duration,
     max: Duration,
-    /// The process may use more than one CPU.
+    /// The CPUs outnumber the loops that poll: one is left for the rest.
     many_cpus: bool,
     last_work: Option<Instant>,
     /// The smoothed gap between bursts of work.
@@ -52,8 +55,14 @@ impl BusyPoll {
     /// As [`for_this_process`](Self::for_this_process), polling at least
     /// `base`.
     pub fn with_base(base: Duration) -> Self {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        Self::new(base, DEFAULT_MAX.max(base), cpus)
+        Self::for_pollers(base, 1)
+    }
+
+    /// A policy for one of `pollers` loops that poll this way on the CPUs
+    /// this process may run on, polling at least `base`: they poll on past
+    /// `base` only while the CPUs outnumber them.
+    pub fn for_pollers(base: Duration, pollers: usize) -> Self {
+        Self::new(base, DEFAULT_MAX.max(base), cpus_each(cpus(), pollers))
     }
 
     /// The loop did work at `now`.
@@ -87,6 +96,17 @@ impl BusyPoll {
     }
 }
 
+/// What one of `pollers` polling loops counts as its CPUs among `cpus`:
+/// the others' taken away, so that it polls on only where one is left.
+fn cpus_each(cpus: usize, pollers: usize) -> usize {
+    cpus.saturating_sub(pollers.saturating_sub(1))
+}
+
+/// The CPUs this process may run on (its affinity and cgroup quota).
+pub fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +130,15 @@ mod tests {
         assert_eq!(p.spin(), DEFAULT_MAX);
         assert!(p.keep_polling(last + 2 * MS), "the next ping comes while it polls");
         assert!(!p.keep_polling(last + DEFAULT_MAX), "it sleeps once work stops");
+    }
+
+    #[test]
+    fn loops_as_many_as_the_cpus_poll_only_the_base() {
+        for (cpus, pollers, polls_on) in [(2, 1, true), (2, 2, false), (3, 2, true), (1, 1, false), (4, 3, true)] {
+            let mut p = BusyPoll::new(DEFAULT_BASE, DEFAULT_MAX, cpus_each(cpus, pollers));
+            fed_every(&mut p, 2 * MS, 20);
+            assert_eq!(p.spin() == DEFAULT_MAX, polls_on, "{cpus} CPUs, {pollers} loops");
+        }
     }
 
     #[test]

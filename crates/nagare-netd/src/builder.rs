@@ -60,13 +60,14 @@ pub struct Built {
 }
 
 impl NetdBuilder {
-    /// A netd on `link`: split placement, the default socket and sizes, no
+    /// A netd on `link`: the placement that fits this machine
+    /// ([`Placement::for_this_machine`]), the default socket and sizes, no
     /// services but ping.
     pub fn new(link: LinkSpec) -> NetdBuilder {
         let config = NetdConfig { link: link.describe(), ..NetdConfig::default() };
         NetdBuilder {
             link,
-            placement: Placement::Split,
+            placement: Placement::for_this_machine(),
             config,
             services: ServiceConfig::default(),
             driver_program: None,

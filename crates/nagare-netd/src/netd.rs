@@ -165,7 +165,10 @@ impl Netd {
         stop: &AtomicBool,
         mut local: impl FnMut(&mut Interface, Instant) -> bool,
     ) -> io::Result<()> {
-        let mut busy = BusyPoll::with_base(self.config.spin);
+        // netd and its driver (in a thread or a process of its own) both
+        // poll this way.
+        let pollers = if self.placement == Placement::Inline { 1 } else { 2 };
+        let mut busy = BusyPoll::for_pollers(self.config.spin, pollers);
         let mut last_housekeeping = std::time::Instant::now();
         let mut listener_ready = true;
         while !stop.load(Ordering::Relaxed) {

@@ -45,14 +45,18 @@ use std::time::{Duration, Instant};
 pub const NETD_ENV: &str = "NAGARE_NETD";
 
 /// The environment variable that sets how long a call polls for its
-/// completion before it sleeps, in microseconds (default 20).
+/// completion before it sleeps, in microseconds (default 20 where the
+/// process may run on more than one CPU, 0 on one: there polling would
+/// only keep netd, which it waits for, off the CPU).
 pub const SPIN_ENV: &str = "NAGARE_SPIN_US";
 
 fn spin_from_env() -> Duration {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let default = if cpus > 1 { DEFAULT_SPIN } else { Duration::ZERO };
     std::env::var(SPIN_ENV)
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
-        .map_or(DEFAULT_SPIN, |us| Duration::from_micros(us.min(1_000_000)))
+        .map_or(default, |us| Duration::from_micros(us.min(1_000_000)))
 }
 
 /// How long a call waits before it checks that netd is alive.
@@ -180,7 +184,7 @@ impl Session {
     }
 
     /// How long a call polls for its completion before it sleeps
-    /// (default 20 µs, or `NAGARE_SPIN_US`).
+    /// (default 20 µs, 0 on one CPU, or `NAGARE_SPIN_US`).
     pub fn set_spin(&self, spin: Duration) {
         if let Ok(mut c) = self.inner.lock() {
             c.waiter.set_spin(spin);

@@ -35,6 +35,29 @@ pub enum Placement {
 }
 
 impl Placement {
+    /// The placement that is fastest with `cpus` CPUs to run on. netd and
+    /// a driver both poll while work keeps coming (`nagare_host::BusyPoll`),
+    /// and the applications and the kernel's side of the link need a CPU
+    /// too: with two CPUs or fewer a driver beside netd leaves three loops
+    /// to share them, and every hand-over between netd and the driver
+    /// waits for one of them to get a CPU, so the device in netd's own loop
+    /// (`Inline`) is fastest (measured in `docs/benchmarks.md`, "Through
+    /// netd"); with more, the driver is a process of its own (`Split`),
+    /// polling on a CPU of its own, where a fault in the device's half
+    /// cannot take netd down.
+    pub fn for_cpus(cpus: usize) -> Placement {
+        if cpus <= 2 {
+            Placement::Inline
+        } else {
+            Placement::Split
+        }
+    }
+
+    /// [`Placement::for_cpus`] for the CPUs this process may run on.
+    pub fn for_this_machine() -> Placement {
+        Placement::for_cpus(nagare_host::busy_poll::cpus())
+    }
+
     /// The name `--placement` takes and `nagare stat` shows.
     pub fn name(self) -> &'static str {
         match self {
@@ -42,5 +65,18 @@ impl Placement {
             Placement::Single => "single",
             Placement::Inline => "inline",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Placement;
+
+    #[test]
+    fn a_driver_of_its_own_only_where_the_cpus_leave_it_one() {
+        assert_eq!(Placement::for_cpus(1), Placement::Inline);
+        assert_eq!(Placement::for_cpus(2), Placement::Inline);
+        assert_eq!(Placement::for_cpus(3), Placement::Split);
+        assert_eq!(Placement::for_cpus(64), Placement::Split);
     }
 }

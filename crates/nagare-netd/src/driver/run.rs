@@ -325,7 +325,8 @@ pub fn serve(
             .map(Duration::from_millis),
         steer_delayed: VecDeque::new(),
     };
-    let mut busy = BusyPoll::with_base(spin);
+    // The driver and netd both poll this way.
+    let mut busy = BusyPoll::for_pollers(spin, 2);
     let mut reported = (std::time::Instant::now(), DriverStats::default());
     while !stop.load(Ordering::Relaxed) && !d.netd_gone {
         if reported.0.elapsed() >= REPORT_EVERY && reported.1 != d.stats {
