@@ -2,7 +2,9 @@
 //! stage, in the form of Table 3 of the AnT paper: the request reaching
 //! netd, the engine (UDP, IP, Ethernet), the frame posted to the driver and
 //! reaching it, the device write, the completion posted and reaching the
-//! application (direct return). For split placement (the driver a process),
+//! application (direct return); and, beside them, what a plain `send_to`
+//! costs the application, which returns once the datagram is queued on
+//! its socket's path (the stages go on without it). For split placement (the driver a process),
 //! single (a thread) and inline (no driver), beside the Linux kernel's
 //! `sendto()` on a socket whose route leaves by the same TAP; payloads of
 //! 256 to 1472 bytes.
@@ -57,6 +59,9 @@ struct Row {
     return_post: u64,
     returned: u64,
     total: u64,
+    /// What the application waits in a plain `send_to`, which returns once
+    /// the datagram is queued on the socket's path.
+    app_cost: u64,
 }
 
 fn median(mut v: Vec<u64>) -> u64 {
@@ -75,6 +80,7 @@ fn row_of(traces: &[SendTrace]) -> Row {
         return_post: m(|t| t.stages.return_post),
         returned: m(|t| t.return_ns()),
         total: m(|t| t.total_ns),
+        app_cost: 0,
     }
 }
 
@@ -99,7 +105,13 @@ fn measure_nagare(socket: &Path, sizes: &[usize], count: usize, spin: Duration) 
         for _ in 0..count {
             traces.push(udp.send_to_traced(&payload, to)?.1);
         }
-        rows.push(row_of(&traces));
+        let mut costs = Vec::with_capacity(count);
+        for _ in 0..count {
+            let t = nagare_ipc::monotonic_ns();
+            udp.send_to(&payload, to)?;
+            costs.push(nagare_ipc::monotonic_ns() - t);
+        }
+        rows.push(Row { app_cost: median(costs), ..row_of(&traces) });
     }
     Ok(rows)
 }
@@ -178,6 +190,7 @@ pub fn run(args: SendPathArgs) -> Result<()> {
         }
         line("completion to the application", |r| r.returned);
         line("total (median of totals)", |r| r.total);
+        line("application's cost: send_to queues", |r| r.app_cost);
     }
     let cells: String = linux.iter().map(|&t| format!("{:>9}", us(t))).collect();
     println!("\nLinux sendto() on the TAP's kernel side{:>5}{cells}", "");
