@@ -27,6 +27,8 @@
 //! - [`copies`]: copies per payload byte through netd and its driver;
 //! - [`handover`]: handing a buffer to another process, remapped against
 //!   premapped (the AnT MMU paper, Table 3);
+//! - [`stages`]: a request through 1 to 4 stages, its completion returned
+//!   directly or stage by stage (the AnT paper, Figure 7);
 //! - [`netns`]: the network namespaces and netd processes they start.
 //!
 //! [`perf`]: iperf-like throughput and latency between any two stacks.
@@ -48,5 +50,6 @@ pub mod report;
 pub mod sendpath;
 pub mod setup;
 pub mod sim_tcp;
+pub mod stages;
 pub mod udp;
 pub mod vni;

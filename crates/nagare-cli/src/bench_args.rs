@@ -119,6 +119,23 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 5)]
         runs: usize,
     },
+    /// A request through 1 to 4 stages (threads over nagare-ipc rings) and
+    /// its completion, returned straight from the last stage or passed back
+    /// stage by stage (Figure 7 of the AnT paper).
+    Stages {
+        /// Timed requests per stage count and way of return.
+        #[arg(long, default_value_t = 20000)]
+        requests: usize,
+        /// Stages, from 1 to this (at most 8).
+        #[arg(long, default_value_t = 4)]
+        max_stages: usize,
+        /// Microseconds a waiting stage polls its rings before it sleeps.
+        #[arg(long, default_value_t = 0)]
+        spin_us: u64,
+        /// Every stage on CPU 0 (the AnT paper's machine had one CPU).
+        #[arg(long)]
+        one_cpu: bool,
+    },
 }
 
 /// One measurement of `nagare bench vni`.
@@ -158,6 +175,12 @@ impl BenchCommand {
             BenchCommand::Handover { size, iterations, runs } => {
                 handover::run(handover::HandoverBenchArgs { size, iterations, runs })
             }
+            BenchCommand::Stages { requests, max_stages, spin_us, one_cpu } => stages::run(stages::StagesArgs {
+                requests,
+                max_stages,
+                spin: std::time::Duration::from_micros(spin_us.min(1_000_000)),
+                one_cpu,
+            }),
         }
     }
 }
