@@ -189,8 +189,9 @@ impl Conn {
     }
 
     /// Posts receives on socket `id` until [`RECV_AHEAD`] buffers are
-    /// posted or hold unread data, while at most half the pool is posted
-    /// (the rest stays for sends and other calls).
+    /// posted or hold unread data. A sixteenth of the pool stays free for
+    /// other calls, and past a quarter of the pool posted a socket gets one
+    /// receive at most, so that many sockets each get one.
     fn post_receives(&mut self, id: u32) -> io::Result<()> {
         loop {
             let Some(p) = self.paths.get(&id) else { return Ok(()) };
@@ -258,11 +259,14 @@ impl Conn {
                         p.arrived.push_back(Arrived { buf: b, taken: 0, whole: c.aux[0], from: c.aux[1] });
                         return;
                     }
-                    (Ok(_), b) => {
+                    (Ok(_), b) if p.kind == Kind::Stream => {
                         // A stream's end: nothing more will come.
                         p.eof = true;
                         b
                     }
+                    // A datagram completion without its buffer (netd always
+                    // returns it): nothing to keep.
+                    (Ok(_), b) => b,
                     (Err(e), b) => {
                         if e != libc::EBADF {
                             p.error.get_or_insert(e);
