@@ -107,10 +107,15 @@ cleanup() {
     stop_all "${SERVER_PIDS[@]}"
     delete_namespaces "$NS_N" "$NS_B" "$NS_C"
     if [[ $rc -ne 0 ]]; then
-        for f in "$WORK"/*.log; do
+        for f in "$WORK"/netd.log "$WORK"/clients.log; do
             [[ -s "$f" ]] || continue
-            log "--- $(basename "$f") (last 40 lines) ---"
-            tail -n 40 "$f" >&2
+            log "--- $(basename "$f") (last 60 lines) ---"
+            tail -n 60 "$f" >&2
+        done
+        # Of the perf servers' logs, the lines that are not the usual ones.
+        for f in "$WORK"/server-*.log; do
+            [[ -f "$f" ]] || continue
+            grep -Ev 'listening on|: test [0-9]+ from|stopping' "$f" | sed "s|^|$(basename "$f" .log): |" >&2
         done
     fi
     rm -rf "$WORK"
@@ -221,31 +226,46 @@ round() {
     for ((i = 0; i < n; i++)); do
         out="$WORK/$path-$test-$n-$i.out"
         err="$WORK/$path-$test-$n-$i.err"
-        {
-            echo "--- $path $test $n clients, client $i (port $((BASE_PORT + i))): exit ${rcs[$i]}"
-            cat "$err"
-        } >>"$WORK/clients.log"
+        # A client that succeeded (with --quiet) writes nothing to stderr.
+        if [[ ${rcs[$i]} -ne 0 || -s "$err" ]]; then
+            {
+                echo "--- $path $test $n clients, client $i (port $((BASE_PORT + i))): exit ${rcs[$i]}"
+                sed '/^Stack backtrace:/,$d' "$err"
+            } >>"$WORK/clients.log"
+        fi
         printf '%s %s %s %s ' "$path" "$test" "$n" "$i" >>"$WORK/results"
         python3 - "$test" "${rcs[$i]}" "$out" "$err" >>"$WORK/results" <<'EOF'
 import json, sys
 test, rc, out, err = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-def last_line(path):
+def lines(path):
     try:
-        lines = [l.strip() for l in open(path, errors="replace") if l.strip()]
+        return [l.strip() for l in open(path, errors="replace") if l.strip()]
     except OSError:
-        lines = []
-    return lines[-1] if lines else ""
+        return []
+def reason(path):
+    # The error and its innermost cause, without the backtrace after them.
+    text = []
+    for l in lines(path):
+        if l.startswith("Stack backtrace:"):
+            break
+        text.append(l)
+    errors = [l for l in text if l.startswith("Error:")]
+    if not text:
+        return "nothing on stderr"
+    if errors and text[-1] != errors[-1]:
+        return errors[-1] + " / " + text[-1].split(": ", 1)[-1]
+    return text[-1]
 if rc in (124, 137):
-    print("fail timed out after the round's bound", last_line(err)[:160])
+    print("fail killed at the round's bound:", reason(err)[:300])
     sys.exit()
 try:
-    s = json.loads(last_line(out))
+    s = json.loads(lines(out)[-1])
     v = s["transactions_per_s"] if test == "rr" else s["receiver"]["gbit_per_s"]
     if rc != 0 or v is None:
         raise ValueError
     print("%.6f" % v)
 except Exception:
-    print("fail exit %d:" % rc, last_line(err)[:160] or "no summary")
+    print("fail exit %d:" % rc, reason(err)[:300])
 EOF
     done
     rm -f "$FIFO"
