@@ -32,7 +32,10 @@
 #                the same ports.
 #
 # The clients of a round are started together: each waits, already inside
-# its namespace, on a FIFO that opens for all of them at once. For each
+# its namespace, on a FIFO that opens for all of them at once. Each then
+# measures its own DURATION from its own start (after its connect), so the
+# aggregate is the sum of rates over windows that overlap nearly, not
+# exactly. For each
 # client count and test the netd round runs, then the Linux one. If netd
 # dies in a round it is reported (its log follows at the end) and started
 # again for the next round.
