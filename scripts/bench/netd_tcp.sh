@@ -13,8 +13,8 @@
 # --mode stream`, the client sends; `--mode reverse`, the server sends;
 # the receiver's Gbit/s), 64-byte TCP request/response (`--mode rr --len
 # 64`: transactions/s, p50 and p99 in µs) and 64-byte UDP
-# request/response where a tool for it exists (footnotes say which). A
-# test that fails shows "failed" (or, with ROUNDS above 1, the rounds its
+# request/response (`--udp --mode rr --len 64`, the same figures; requests
+# lost, if any, are said under the table). A test that fails shows "failed" (or, with ROUNDS above 1, the rounds its
 # median comes from, "(2 of 3)"); then the script ends with status 1 and
 # the logs.
 #
@@ -26,11 +26,10 @@
 #   namespace E: TAP tap0 (kernel side 10.93.0.1/24) with the perf server;
 #                `nagare perf client --tap tap0 --addr 10.93.0.2/24`.
 #   namespaces B and C: veth pair, 10.94.0.1/24 <-> 10.94.0.2/24; the
-#                kernel's perf client in B, its server (and sockperf's,
-#                for UDP request/response) in C.
+#                kernel's perf client in B, its server in C.
 #
-# Needs root, ip, timeout and python3; sockperf for the Linux UDP
-# request/response figure (scripts/install-test-deps.sh installs them).
+# Needs root, ip, timeout and python3 (scripts/install-test-deps.sh
+# installs them).
 # Traffic stays inside the namespaces this script creates; everything it
 # creates is removed on exit, also on failure or Ctrl-C, and every
 # process it starts is ended by its pid. Each test is bounded by DURATION
@@ -64,13 +63,11 @@ NS_E="${TAG}-e"
 NS_B="${TAG}-b"
 NS_C="${TAG}-c"
 PORT=5201
-SOCKPERF_PORT=11111
 WORK="$(mktemp -d /tmp/nagare-netd-tcp.XXXXXX)"
 SOCKET="$WORK/netd.sock"
 NETD_PID=""
 CLIENT_PID=""
 SERVER_PIDS=()
-SOCKPERF_PID=""
 
 # shellcheck source=scripts/bench/lib.sh
 . "$ROOT/scripts/bench/lib.sh"
@@ -83,7 +80,6 @@ cleanup() {
     for pid in "${SERVER_PIDS[@]}"; do
         stop_pid "$pid"
     done
-    stop_pid "$SOCKPERF_PID"
     delete_namespaces "$NS_N" "$NS_E" "$NS_B" "$NS_C"
     if [[ $rc -ne 0 ]]; then
         for f in "$WORK"/*.log; do
@@ -107,8 +103,6 @@ skip() {
 for tool in ip timeout python3; do
     command -v "$tool" >/dev/null || skip "$tool is missing (scripts/install-test-deps.sh)"
 done
-HAVE_SOCKPERF=1
-command -v sockperf >/dev/null || { HAVE_SOCKPERF=0; log "netd_tcp.sh: sockperf is missing: no Linux UDP request/response figure"; }
 
 find_nagare
 
@@ -144,10 +138,6 @@ if wants linux; then
     make_namespaces "$NS_B" "$NS_C"
     make_veth "$TAG" "$NS_B" 10.94.0.1/24 "$NS_C" 10.94.0.2/24
     start_perf_server "$NS_C" server-linux
-    if [[ $HAVE_SOCKPERF -eq 1 ]]; then
-        ip netns exec "$NS_C" sockperf server -i 10.94.0.2 -p "$SOCKPERF_PORT" >"$WORK/sockperf-server.log" 2>&1 &
-        SOCKPERF_PID=$!
-    fi
 fi
 
 # start_netd PLACEMENT: netd on a TAP it makes in namespace N, the TAP's
@@ -191,10 +181,10 @@ bounded() {
     return $rc
 }
 
-# perf ROW MODE: appends "ROW MODE gbit" (stream, reverse) or "ROW MODE
-# tps p50 p99" (rr), or "ROW MODE fail", to the results. Runs in the
-# script's own shell, not a command substitution, so that the trap knows
-# the client's pid.
+# perf ROW MODE: appends "ROW MODE gbit" (stream, reverse), "ROW MODE
+# tps p50 p99" (rr) or "ROW MODE tps p50 p99 lost" (udp-rr), or "ROW MODE
+# fail", to the results. Runs in the script's own shell, not a command
+# substitution, so that the trap knows the client's pid.
 perf() {
     local row=$1 mode=$2 ns args=()
     case $row in
@@ -202,9 +192,13 @@ perf() {
         engine) ns=$NS_E; args=(--tap tap0 --addr 10.93.0.2/24 10.93.0.1) ;;
         linux) ns=$NS_B; args=(10.94.0.2) ;;
     esac
-    [[ $mode == rr ]] && args+=(--len 64)
+    case $mode in
+        stream | reverse) args+=(--mode "$mode") ;;
+        rr) args+=(--mode rr --len 64) ;;
+        udp-rr) args+=(--udp --mode rr --len 64) ;;
+    esac
     echo "--- $row $mode" >>"$WORK/client.log"
-    if ! bounded perf ip netns exec "$ns" "$NAGARE" perf client "${args[@]}" --port "$PORT" --mode "$mode" \
+    if ! bounded perf ip netns exec "$ns" "$NAGARE" perf client "${args[@]}" --port "$PORT" \
         --time "$DURATION" --timeout $((DURATION + 15)) --json --quiet; then
         log "  $row $mode failed"
         echo "$row $mode fail" >>"$WORK/results"
@@ -215,34 +209,11 @@ perf() {
 import json, sys
 s = json.loads(sys.stdin.read().strip().splitlines()[-1])
 if s["mode"] == "rr":
-    print("%.1f %.1f %.1f" % (s["transactions_per_s"], s["latency_us"]["p50"], s["latency_us"]["p99"]))
+    print("%.1f %.1f %.1f" % (s["transactions_per_s"], s["latency_us"]["p50"], s["latency_us"]["p99"]), end="")
+    print(" %d" % s["lost"] if "lost" in s else "")
 else:
     print("%.3f" % s["receiver"]["gbit_per_s"])
 ' <"$WORK/perf.out" >>"$WORK/results" 2>>"$WORK/client.log" || echo fail >>"$WORK/results"
-}
-
-# udp_rr ROW: appends "ROW udp-rr tps p50 p99", "ROW udp-rr none" (no
-# tool for the row) or "ROW udp-rr fail" to the results.
-udp_rr() {
-    local row=$1
-    if [[ $row != linux || $HAVE_SOCKPERF -eq 0 ]]; then
-        echo "$row udp-rr none" >>"$WORK/results"
-        return
-    fi
-    echo "--- $row udp rr (sockperf)" >>"$WORK/client.log"
-    if ! bounded sockperf ip netns exec "$NS_B" sockperf ping-pong -i 10.94.0.2 -p "$SOCKPERF_PORT" -m 64 \
-        -t "$DURATION" --full-rtt; then
-        log "  $row udp rr failed"
-        echo "$row udp-rr fail" >>"$WORK/results"
-        return
-    fi
-    printf '%s udp-rr ' "$row" >>"$WORK/results"
-    # Strip sockperf's colour escapes; the valid duration excludes its warm-up.
-    sed 's/\x1b\[[0-9;]*m//g' "$WORK/sockperf.out" | awk '
-        /\[Valid Duration\]/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "RunTime") t = kv[2] + 0; if (kv[1] == "ReceivedMessages") n = kv[2] + 0 } }
-        /percentile 50.000 =/ { p50 = $NF }
-        /percentile 99.000 =/ { p99 = $NF }
-        END { if (t > 0 && p50 != "" && p99 != "") printf "%.1f %s %s\n", n / t, p50, p99; else print "fail" }' >>"$WORK/results"
 }
 
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -253,10 +224,9 @@ for round in $(seq 1 "$ROUNDS"); do
             split | single) start_netd "$row" ;;
             netd-inline) start_netd inline ;;
         esac
-        for mode in stream reverse rr; do
+        for mode in stream reverse rr udp-rr; do
             perf "$row" "$mode"
         done
-        udp_rr "$row"
         if [[ -n "$NETD_PID" ]]; then
             kill -0 "$NETD_PID" 2>/dev/null || { log "netd ($row) died during the run"; exit 1; }
             stop_netd
@@ -269,7 +239,7 @@ for pid in "${SERVER_PIDS[@]}"; do
 done
 
 # --- report -----------------------------------------------------------------
-echo "TCP bulk throughput and 64-byte request/response, nagare perf client -> the kernel's nagare perf server;"
+echo "TCP bulk throughput and 64-byte TCP and UDP request/response, nagare perf client -> the kernel's nagare perf server;"
 echo "$DURATION s per test, $([[ $ROUNDS -gt 1 ]] && echo "median of each figure over $ROUNDS rounds" || echo "1 round")."
 echo "nagare $("$NAGARE" --version 2>/dev/null | awk '{ print $NF }')$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null | sed 's/^/ at /');" \
     "load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs"
@@ -293,14 +263,13 @@ for row in "${ROWS[@]}"; do
     # gave a figure, divided by scale.
     function cell(test, k, fmt, scale,   i, n, v) {
         n = 0
-        for (i = 1; i <= cnt[test]; i++) if (val[test, i, 1] != "fail" && val[test, i, 1] != "none") v[++n] = val[test, i, k]
-        if (n == 0) return (none[test] ? "—¹" : "failed")
+        for (i = 1; i <= cnt[test]; i++) if (val[test, i, 1] != "fail") v[++n] = val[test, i, k]
+        if (n == 0) return "failed"
         return sprintf(fmt, median(v, n) / scale) (n < cnt[test] ? sprintf(" (%d of %d)", n, cnt[test]) : "")
     }
     $1 == row {
         c = ++cnt[$2]
         for (k = 3; k <= NF; k++) val[$2, c, k - 2] = $k
-        if ($3 == "none") none[$2] = 1
     }
     END {
         printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", label,
@@ -310,14 +279,10 @@ for row in "${ROWS[@]}"; do
     }' "$WORK/results"
 done
 echo
-echo "¹ nagare perf has no UDP request/response mode (it refuses \`--udp --mode rr\`), so the nagare rows have no UDP figure."
+echo "The UDP request/response figures, the Linux row's included, are nagare perf's (\`--udp --mode rr --len 64\`: one request in flight, a request not answered within 200 ms counted as lost and the next one sent)."
+awk '$2 == "udp-rr" { r = ++round[$1]; if ($6 > 0) printf "UDP requests lost: %s, %d in round %d.\n", $1, $6, r }' "$WORK/results"
 if wants linux; then
-    if [[ $HAVE_SOCKPERF -eq 1 ]]; then
-        echo "The Linux UDP request/response figure is sockperf's (\`sockperf ping-pong -m 64 -t $DURATION --full-rtt\`, one request in flight, its valid duration), not nagare perf's."
-    else
-        echo "Linux UDP request/response: sockperf is missing."
-    fi
-    echo "The Linux TCP figures are nagare perf with the kernel's stack at both ends (client in namespace B, server in C)."
+    echo "The Linux figures are nagare perf with the kernel's stack at both ends (client in namespace B, server in C)."
 fi
 if grep -q ' fail$' "$WORK/results"; then
     log "netd_tcp.sh: $(grep -c ' fail$' "$WORK/results") test(s) failed (the logs follow)"

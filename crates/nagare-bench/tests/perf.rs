@@ -52,6 +52,41 @@ fn kernel_to_kernel_over_loopback() {
     assert_eq!(summary.sender.bytes, summary.receiver.bytes);
 }
 
+/// What a UDP request/response summary must say: transactions that came
+/// back, latency figures for each, requests counted as sent, and the
+/// fields TCP request/response gives in JSON, with the loss beside them.
+fn check_udp_rr(summary: &Summary, len: u32) {
+    let text = summary.text();
+    assert_eq!((summary.proto, summary.mode, summary.len), (Proto::Udp, Mode::Rr, len), "{text}");
+    let transactions = summary.receiver.packets;
+    assert!(transactions > 0, "{text}");
+    assert_eq!(summary.latency.map(|l| l.count), Some(transactions), "{text}");
+    assert_eq!(summary.sender.packets, transactions + summary.lost, "{text}");
+    assert_eq!(summary.receiver.bytes, transactions * u64::from(len), "{text}");
+    assert!(summary.transactions_per_sec() > 0.0, "{text}");
+    assert!(text.contains("transactions/s") && text.contains("p99"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&summary.json()).unwrap();
+    assert_eq!(json["protocol"], "udp");
+    assert_eq!(json["mode"], "rr");
+    assert_eq!(json["transactions"], transactions);
+    assert!(json["transactions_per_s"].as_f64().is_some_and(|t| t > 0.0), "{json}");
+    for field in ["count", "mean", "p50", "p99", "max"] {
+        assert!(json["latency_us"][field].is_number(), "{json}");
+    }
+    assert_eq!(json["lost"], summary.lost);
+}
+
+#[test]
+fn udp_request_response_kernel_to_kernel_over_loopback() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut opts = options(Ipv4Addr::LOCALHOST, port, Proto::Udp, Mode::Rr);
+    opts.bytes = None;
+    opts.time = Some(0.5);
+    let summary = one_test(Stack::Kernel, Stack::Kernel, opts);
+    check_udp_rr(&summary, 1);
+    assert_eq!(summary.lost, 0, "{}", summary.text());
+}
+
 fn vni(segment: &str, addr: &str) -> Stack {
     Stack::Engine(LinkSpec {
         device: DeviceSpec::Vni { segment: segment.to_string() },
@@ -63,31 +98,70 @@ fn vni(segment: &str, addr: &str) -> Stack {
     })
 }
 
+/// A VNI segment of two ports, removed when dropped.
+struct Segment(String);
+
+impl Segment {
+    fn create(tag: &str) -> Segment {
+        let name = format!("nb{tag}{}", std::process::id());
+        nagare_dev::vni::Segment::create(&name, 2, 1500, 256).unwrap();
+        Segment(name)
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        let _ = nagare_dev::vni::destroy(&self.0);
+    }
+}
+
 #[test]
 fn nagare_to_nagare_over_a_vni_segment() {
-    let segment = format!("nbperf{}", std::process::id());
-    nagare_dev::vni::Segment::create(&segment, 2, 1500, 256).unwrap();
-    struct Remove(String);
-    impl Drop for Remove {
-        fn drop(&mut self) {
-            let _ = nagare_dev::vni::destroy(&self.0);
-        }
-    }
-    let _remove = Remove(segment.clone());
+    let segment = Segment::create("perf");
+    let segment = &segment.0;
     let server = Ipv4Addr::new(10, 211, 0, 1);
-    let tests = [(Proto::Tcp, Mode::Reverse), (Proto::Udp, Mode::Stream), (Proto::Tcp, Mode::Rr)];
+    let tests =
+        [(Proto::Tcp, Mode::Reverse), (Proto::Udp, Mode::Stream), (Proto::Tcp, Mode::Rr), (Proto::Udp, Mode::Rr)];
     for (i, (proto, mode)) in tests.into_iter().enumerate() {
         let mut opts = options(server, 5201 + i as u16, proto, mode);
-        if mode == Mode::Rr {
-            opts.bytes = Some(100);
+        match (proto, mode) {
+            (Proto::Tcp, Mode::Rr) => opts.bytes = Some(100),
+            (Proto::Udp, Mode::Rr) => {
+                opts.bytes = Some(100 * 64);
+                opts.len = Some(64);
+            }
+            _ => {}
         }
-        let summary = one_test(vni(&segment, "10.211.0.1/24"), vni(&segment, "10.211.0.2/24"), opts);
+        let summary = one_test(vni(segment, "10.211.0.1/24"), vni(segment, "10.211.0.2/24"), opts);
         let text = summary.text();
         assert!(summary.receiver.bytes > 0, "{text}");
         match (proto, mode) {
+            (Proto::Udp, Mode::Rr) => {
+                check_udp_rr(&summary, 64);
+                assert_eq!((summary.receiver.packets, summary.lost), (100, 0), "{text}");
+            }
             (Proto::Udp, _) => assert_eq!(summary.lost, 0, "{text}"),
             (_, Mode::Rr) => assert_eq!(summary.latency.map(|l| l.count), Some(100), "{text}"),
             _ => assert!(summary.receiver.bytes >= 1 << 20, "{text}"),
         }
     }
+}
+
+/// Requests or responses lost on the way count as lost after the
+/// response timeout, and the next request goes: the test ends on time.
+#[test]
+fn udp_request_response_goes_on_past_lost_datagrams() {
+    let segment = Segment::create("loss");
+    let server = vni(&segment.0, "10.212.0.1/24");
+    let Stack::Engine(mut lossy) = vni(&segment.0, "10.212.0.2/24") else { unreachable!() };
+    lossy.impair = Some("loss=10%".parse().unwrap());
+    let mut opts = options(Ipv4Addr::new(10, 212, 0, 1), 5201, Proto::Udp, Mode::Rr);
+    opts.bytes = None;
+    opts.time = Some(1.0);
+    opts.len = Some(64);
+    let started = Instant::now();
+    let summary = one_test(server, Stack::Engine(lossy), opts);
+    check_udp_rr(&summary, 64);
+    assert!(summary.lost > 0, "{}", summary.text());
+    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
 }

@@ -217,11 +217,12 @@ pub enum PerfCommand {
         /// TCP (the default).
         #[arg(long, conflicts_with = "udp")]
         tcp: bool,
-        /// UDP datagrams (stream and reverse).
+        /// UDP datagrams (stream, reverse and rr).
         #[arg(long)]
         udp: bool,
         /// stream: the client sends; reverse: the server sends; rr:
-        /// request/response of --len bytes each way (TCP).
+        /// request/response of --len bytes each way, one in flight (UDP: a
+        /// request not answered within 200 ms counts as lost).
         #[arg(long, value_enum, default_value_t = ModeArg::Stream)]
         mode: ModeArg,
         /// Seconds to run (default 10).
@@ -232,10 +233,12 @@ pub enum PerfCommand {
         #[arg(long, value_parser = perf::parse_bytes)]
         bytes: Option<u64>,
         /// Bytes per write (TCP stream, default 128K), per request and per
-        /// response (rr, default 1), or per datagram (UDP, default 1472).
+        /// response (rr, default 1), or per datagram (UDP stream and
+        /// reverse, default 1472).
         #[arg(long, value_parser = perf::parse_bytes)]
         len: Option<u64>,
-        /// UDP sending rate in Mbit/s (default: as fast as possible).
+        /// UDP sending rate in Mbit/s (stream and reverse; default: as fast
+        /// as possible).
         #[arg(long, value_name = "MBIT")]
         udp_rate: Option<f64>,
         /// Give up after this many seconds (default: the test time + 30 s,

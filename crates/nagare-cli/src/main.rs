@@ -163,7 +163,7 @@ enum Command {
     /// Speed figures, each beside a Linux kernel peer measured in the same run.
     #[command(subcommand)]
     Bench(BenchCommand),
-    /// TCP/UDP throughput and TCP request/response latency between nagare
+    /// TCP/UDP throughput and TCP/UDP request/response latency between nagare
     /// and another nagare or the kernel (iperf-like).
     #[command(subcommand)]
     Perf(PerfCommand),

@@ -212,17 +212,24 @@ fn perf_client_and_server_on_the_kernel() {
     let text = server.client(&["--bytes", "1M"]);
     assert_eq!(figure(&text, "receiver", " bytes in"), 1 << 20, "{text}");
 
+    let json = server.client(&["--udp", "--mode", "rr", "--bytes", "6400", "--len", "64", "--json"]);
+    assert!(json.contains("\"protocol\":\"udp\",\"mode\":\"rr\",\"len\":64"), "{json}");
+    assert!(json.contains("\"lost\":0,") && json.contains("\"transactions\":100,"), "{json}");
+    assert!(json.contains("\"transactions_per_s\":") && json.contains("\"p99\":"), "{json}");
+
     let log = server.stop().join("\n");
     assert!(log.contains("test 1 from 127.0.0.1"), "{log}");
     assert!(log.contains("test 6 from") && log.contains("failed: bad message from the peer"), "{log}");
     assert!(log.contains("test 7 from"), "{log}");
+    assert!(log.contains("test 8 from") && log.contains("udp rr len 64: 100 transactions"), "{log}");
     assert!(log.contains("nagare perf server: stopping"), "{log}");
 }
 
 #[test]
 fn perf_client_rejects_bad_arguments() {
     for (args, expect) in [
-        (&["--udp", "--mode", "rr"][..], "UDP request/response"),
+        (&["--udp", "--mode", "rr", "--len", "0"][..], "UDP request length 0"),
+        (&["--udp", "--mode", "rr", "--udp-rate", "10"][..], "--udp-rate is for --udp stream and reverse"),
         (&["--len", "0"][..], "TCP length 0"),
         (&["--udp", "--len", "8"][..], "UDP length 8"),
         (&["--time", "0"][..], "--time"),

@@ -83,6 +83,14 @@ impl<N: Net> Client<N> {
                     bail!("the server answered {theirs} transactions, the client counted {}", summary.receiver.packets);
                 }
             }
+            (Proto::Udp, Mode::Rr) => {
+                // Responses can be lost after the server sent them, never
+                // answered without it.
+                let theirs = role.peer_transactions().unwrap_or(0);
+                if theirs < summary.receiver.packets {
+                    bail!("the server answered {theirs} requests, the client counted {}", summary.receiver.packets);
+                }
+            }
             (Proto::Tcp, _) => {
                 if summary.sender.bytes != summary.receiver.bytes {
                     bail!("{} bytes sent but {} received", summary.sender.bytes, summary.receiver.bytes);

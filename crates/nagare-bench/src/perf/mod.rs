@@ -1,4 +1,4 @@
-//! `nagare perf server|client`: TCP and UDP throughput and TCP
+//! `nagare perf server|client`: TCP and UDP throughput and TCP and UDP
 //! request/response latency between nagare and anything that speaks the
 //! same small protocol (`protocol.rs`): nagare on a host of its own, an
 //! application of a running netd, or the kernel through `std::net`.
@@ -7,7 +7,8 @@
 //! - `net.rs`: what a test needs from a stack; `engine.rs` (nagare),
 //!   `via.rs` (an application of a running netd) and `kernel.rs` (Linux)
 //!   provide it.
-//! - `roles.rs`: the sending and receiving ends of each kind of test.
+//! - `roles.rs`: the sending and receiving ends of each kind of test;
+//!   `udp_rr.rs` the two ends of UDP request/response.
 //! - `client.rs`, `server.rs`: agreeing on a test and running it.
 //! - `report.rs`: the progress line, latency figures, the summary.
 //!
@@ -23,6 +24,7 @@ pub mod protocol;
 pub mod report;
 mod roles;
 mod server;
+mod udp_rr;
 mod via;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -67,7 +69,8 @@ pub struct ClientOptions {
     pub bytes: Option<u64>,
     /// Bytes per write, per request and response, or per datagram.
     pub len: Option<u64>,
-    /// UDP sending rate in Mbit/s (default: as fast as possible).
+    /// UDP sending rate in Mbit/s (stream and reverse; default: as fast
+    /// as possible).
     pub udp_rate: Option<f64>,
     /// Seconds before giving up (default: the test time + 30 s, or 600 s
     /// for a byte count).
@@ -124,8 +127,8 @@ impl ClientOptions {
     fn config(&self) -> Result<client::ClientConfig> {
         let (proto, mode) = (self.proto, self.mode);
         let len = self.len.unwrap_or(match (proto, mode) {
+            (_, Mode::Rr) => 1,
             (Proto::Udp, _) => 1472,
-            (Proto::Tcp, Mode::Rr) => 1,
             (Proto::Tcp, _) => 128 * 1024,
         });
         let duration_ms = match (self.time, self.bytes) {
@@ -148,8 +151,8 @@ impl ClientOptions {
             }
             Some(r) => bail!("--udp-rate {r}: give Mbit/s above 0 and below 4 million"),
         };
-        if self.udp_rate.is_some() && proto != Proto::Udp {
-            bail!("--udp-rate is for --udp tests");
+        if self.udp_rate.is_some() && (proto != Proto::Udp || mode == Mode::Rr) {
+            bail!("--udp-rate is for --udp stream and reverse tests");
         }
         let start = Start {
             proto,
@@ -159,7 +162,7 @@ impl ClientOptions {
             bytes: self.bytes.unwrap_or(0),
             udp_rate_kbit,
             // Filled in once the client's UDP socket is bound.
-            client_udp_port: u16::from(proto == Proto::Udp && mode == Mode::Reverse),
+            client_udp_port: u16::from(proto == Proto::Udp && mode != Mode::Stream),
         };
         start.validate().map_err(|e| anyhow!("{e}"))?;
         let timeout = match self.timeout {
@@ -280,5 +283,34 @@ mod tests {
         assert!(parse_bytes("").is_err());
         assert!(parse_bytes("x").is_err());
         assert!(parse_bytes("99999999999T").is_err());
+    }
+
+    fn options(proto: Proto, mode: Mode) -> ClientOptions {
+        ClientOptions {
+            server: Ipv4Addr::LOCALHOST,
+            port: DEFAULT_PORT,
+            proto,
+            mode,
+            time: None,
+            bytes: None,
+            len: None,
+            udp_rate: None,
+            timeout: None,
+            json: false,
+            quiet: true,
+        }
+    }
+
+    #[test]
+    fn udp_request_response_is_asked_for_with_one_byte_and_no_rate() {
+        let start = options(Proto::Udp, Mode::Rr).config().unwrap().start;
+        assert_eq!((start.proto, start.mode, start.len, start.duration_ms), (Proto::Udp, Mode::Rr, 1, 10_000));
+        assert_ne!(start.client_udp_port, 0);
+        let len = ClientOptions { len: Some(64), ..options(Proto::Udp, Mode::Rr) };
+        assert_eq!(len.config().unwrap().start.len, 64);
+        let paced = ClientOptions { udp_rate: Some(10.0), ..options(Proto::Udp, Mode::Rr) };
+        assert!(paced.config().is_err());
+        let stream = ClientOptions { udp_rate: Some(10.0), ..options(Proto::Udp, Mode::Stream) };
+        assert_eq!(stream.config().unwrap().start.len, 1472);
     }
 }

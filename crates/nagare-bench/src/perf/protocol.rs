@@ -14,14 +14,15 @@
 //! Start  (1, client -> server, 32 bytes)
 //!          0     protocol: 1 TCP, 2 UDP
 //!          1     mode: 1 stream (client sends), 2 reverse (server sends),
-//!                3 rr (request/response; TCP only)
+//!                3 rr (request/response)
 //!          2..4  reserved, 0
 //!          4..8  len: bytes per write, per request and response, or per
-//!                datagram (TCP 1..=1 MiB; UDP 16..=65507)
+//!                datagram (TCP 1..=1 MiB; UDP rr 1..=65507; other UDP
+//!                16..=65507)
 //!          8..12 duration in milliseconds (0: limited by bytes)
 //!          12..20 bytes to move (0: limited by time); exactly one of the two
 //!          20..24 UDP sending rate in kbit/s (0: as fast as possible)
-//!          24..26 the client's UDP port (UDP reverse: where to send)
+//!          24..26 the client's UDP port (UDP reverse and rr: where to send)
 //!          26..32 reserved, 0
 //! Accept (2, server -> client, 8 bytes)
 //!          0..4  cookie: tags this test's UDP datagrams
@@ -29,7 +30,8 @@
 //!          6..8  reserved, 0
 //! Error  (3, either way, 2 + text bytes)
 //!          0..2  code (ERR_*), then UTF-8 text
-//! Done   (4, the UDP sender -> the receiver, 24 bytes)
+//! Done   (4, the UDP sender or rr client -> the receiver or rr server,
+//!          24 bytes)
 //!          0..8  datagrams sent, 8..16 payload bytes sent,
 //!          16..24 microseconds from the first datagram sent to the last
 //! Result (5, the receiver -> the sender, 40 bytes)
@@ -51,10 +53,20 @@
 //!   so on, one transaction at a time; after the last answer the client
 //!   shuts down its side, and the server sends Result and closes.
 //!
-//! For UDP the data goes in datagrams between the two UDP ports, each
-//! beginning with a 16-byte [`DatagramHeader`] (cookie, 4 reserved bytes,
-//! sequence number); the sender then sends Done on the control connection
-//! and the receiver, after a short drain, answers Result.
+//! For UDP the data goes in datagrams between the two UDP ports:
+//!
+//! - stream and reverse: each datagram begins with a 16-byte
+//!   [`DatagramHeader`] (cookie, 4 reserved bytes, sequence number); the
+//!   sender then sends Done on the control connection and the receiver,
+//!   after a short drain, answers Result.
+//! - rr: the client sends a request of `len` bytes from its UDP port and
+//!   the server sends the same bytes back, one request in flight; a
+//!   request carries its tag ([`rr_tag`]: the header, or for fewer than 16
+//!   bytes the low bytes of the sequence number), so a late answer is not
+//!   taken for the next one. The server answers only datagrams of `len`
+//!   bytes from the client's address and UDP port. After the last request
+//!   (answered or given up on), the client sends Done, and the server
+//!   answers Result (packets: requests answered) and closes.
 //!
 //! Everything read from the peer is checked here: magic, version, kind,
 //! the exact body length, reserved bytes, every enumerated field and every
@@ -321,7 +333,10 @@ impl Start {
     pub fn validate(&self) -> Result<(), ProtoError> {
         let bad = |s: String| Err(ProtoError::BadField(s));
         match (self.proto, self.mode) {
-            (Proto::Udp, Mode::Rr) => return bad("UDP request/response is not supported".into()),
+            (Proto::Udp, Mode::Rr) if self.len == 0 || self.len > MAX_UDP_LEN => {
+                return bad(format!("UDP request length {} is not in 1..={MAX_UDP_LEN}", self.len));
+            }
+            (Proto::Udp, Mode::Rr) => {}
             (Proto::Tcp, _) if self.len == 0 || self.len > MAX_TCP_LEN => {
                 return bad(format!("TCP length {} is not in 1..={MAX_TCP_LEN}", self.len));
             }
@@ -336,8 +351,8 @@ impl Start {
             (d, _) if d > MAX_DURATION_MS => bad(format!("duration {d} ms is over {MAX_DURATION_MS} ms")),
             (_, b) if b > MAX_BYTES => bad(format!("byte count {b} is over {MAX_BYTES}")),
             _ => {
-                if self.proto == Proto::Udp && self.mode == Mode::Reverse && self.client_udp_port == 0 {
-                    return bad("UDP reverse without the client's UDP port".into());
+                if self.proto == Proto::Udp && self.mode != Mode::Stream && self.client_udp_port == 0 {
+                    return bad(format!("UDP {} without the client's UDP port", self.mode.name()));
                 }
                 Ok(())
             }
@@ -465,6 +480,29 @@ impl FrameReader {
     /// Whether part of a frame has been read.
     pub fn partial(&self) -> bool {
         self.header.is_some() || !self.buf.is_empty()
+    }
+}
+
+/// Writes the tag of UDP request `seq` into `request` (all of it): the
+/// [`DatagramHeader`] where it fits, otherwise the sequence number's low
+/// bytes, big-endian; the rest of the request is left as it is. An answer
+/// is the request's if it is as long and begins with the same tag.
+pub fn rr_tag(request: &mut [u8], cookie: u32, seq: u64) {
+    if request.len() >= DATAGRAM_HEADER_LEN {
+        DatagramHeader { cookie, seq }.write(request);
+    } else {
+        let bytes = seq.to_be_bytes();
+        let n = request.len().min(bytes.len());
+        request[..n].copy_from_slice(&bytes[bytes.len() - n..]);
+    }
+}
+
+/// How many leading bytes of a UDP request [`rr_tag`] writes.
+pub fn rr_tag_len(len: usize) -> usize {
+    if len >= DATAGRAM_HEADER_LEN {
+        DATAGRAM_HEADER_LEN
+    } else {
+        len.min(8)
     }
 }
 
@@ -634,7 +672,7 @@ mod tests {
             ("reserved 31", Box::new(|b| b[8 + 31] = 1)),
             ("len 0", Box::new(move |b| set_u32(b, 4, 0))),
             ("len too big", Box::new(move |b| set_u32(b, 4, MAX_TCP_LEN + 1))),
-            ("udp rr", Box::new(|b| b[8] = 2)),
+            ("udp rr without a port", Box::new(|b| b[8] = 2)),
             ("neither limit", Box::new(move |b| set_u64(b, 12, 0))),
             ("both limits", Box::new(move |b| set_u32(b, 8, 1000))),
             ("too many bytes", Box::new(move |b| set_u64(b, 12, MAX_BYTES + 1))),
@@ -658,6 +696,22 @@ mod tests {
                 Box::new(move |b| {
                     b[8] = 2;
                     b[9] = 1;
+                    set_u32(b, 4, MAX_UDP_LEN + 1)
+                }),
+            ),
+            (
+                "udp rr of 0 bytes",
+                Box::new(move |b| {
+                    b[8] = 2;
+                    b[8 + 25] = 9;
+                    set_u32(b, 4, 0)
+                }),
+            ),
+            (
+                "udp rr too big",
+                Box::new(move |b| {
+                    b[8] = 2;
+                    b[8 + 25] = 9;
                     set_u32(b, 4, MAX_UDP_LEN + 1)
                 }),
             ),
@@ -723,6 +777,33 @@ mod tests {
                 rest = &rest[n..];
             }
         }
+    }
+
+    #[test]
+    fn udp_request_response_is_accepted_from_one_byte_with_a_port() {
+        for len in [1, 15, 16, 64, MAX_UDP_LEN] {
+            let start = Start { proto: Proto::Udp, len, client_udp_port: 40000, ..start() };
+            assert_eq!(start.validate(), Ok(()), "len {len}");
+            assert_eq!(decode_all(&encode(&Message::Start(start))), Ok(Message::Start(start)));
+        }
+    }
+
+    #[test]
+    fn rr_tags_tell_requests_apart() {
+        let tag = |len: usize, seq: u64| {
+            let mut b = vec![0xaau8; len];
+            rr_tag(&mut b, 7, seq);
+            b
+        };
+        assert_eq!(tag(1, 0x1234), [0x34]);
+        assert_eq!(tag(3, 0x1234), [0x00, 0x12, 0x34]);
+        assert_eq!(tag(10, 1)[..10], [0, 0, 0, 0, 0, 0, 0, 1, 0xaa, 0xaa]);
+        assert_eq!(rr_tag_len(10), 8);
+        let long = tag(64, 5);
+        assert_eq!(DatagramHeader::read(&long), Some(DatagramHeader { cookie: 7, seq: 5 }));
+        assert_eq!(long[16..], [0xaa; 48]);
+        assert_eq!(rr_tag_len(64), 16);
+        assert_ne!(tag(1, 1), tag(1, 2));
     }
 
     #[test]

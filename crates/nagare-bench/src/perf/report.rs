@@ -169,7 +169,8 @@ pub struct Summary {
     pub len: u32,
     pub sender: Side,
     pub receiver: Side,
-    /// UDP: datagrams sent and not received.
+    /// UDP: datagrams sent and not received (rr: requests not answered in
+    /// time).
     pub lost: u64,
     pub out_of_order: u64,
     pub latency: Option<LatencySummary>,
@@ -202,8 +203,8 @@ impl Summary {
             self.server,
             self.len,
             match (self.proto, self.mode) {
-                (Proto::Udp, _) => "datagram",
                 (_, Mode::Rr) => "request and response",
+                (Proto::Udp, _) => "datagram",
                 _ => "write",
             }
         );
@@ -218,7 +219,7 @@ impl Summary {
             );
         };
         match (self.proto, self.mode) {
-            (Proto::Tcp, Mode::Rr) => {
+            (_, Mode::Rr) => {
                 let _ = writeln!(
                     s,
                     "  rr        {} transactions in {:.3} s = {:.0} transactions/s",
@@ -231,6 +232,16 @@ impl Summary {
                         s,
                         "  latency   count {} mean {:.1} us, p50 {:.1} us, p99 {:.1} us, max {:.1} us",
                         l.count, l.mean_us, l.p50_us, l.p99_us, l.max_us
+                    );
+                }
+                if self.proto == Proto::Udp {
+                    let _ = writeln!(
+                        s,
+                        "  lost      {} of {} requests ({:.3} %) not answered within {} ms",
+                        self.lost,
+                        self.sender.packets,
+                        self.lost_percent(),
+                        super::udp_rr::RESPONSE_TIMEOUT.as_millis()
                     );
                 }
             }
@@ -376,5 +387,31 @@ mod tests {
         assert_eq!(json["sender"]["packets"], 10);
         assert_eq!(json["server"], "10.0.0.1:5201");
         assert!(json.get("latency_us").is_none());
+    }
+
+    #[test]
+    fn udp_request_response_renders_as_rr_with_its_losses() {
+        let latency = LatencySummary { count: 8, mean_us: 30.0, p50_us: 25.0, p99_us: 90.0, max_us: 95.0 };
+        let summary = Summary {
+            server: "10.0.0.1:5201".into(),
+            proto: Proto::Udp,
+            mode: Mode::Rr,
+            len: 64,
+            sender: Side { bytes: 640, packets: 10, secs: 2.0 },
+            receiver: Side { bytes: 512, packets: 8, secs: 2.0 },
+            lost: 2,
+            out_of_order: 0,
+            latency: Some(latency),
+        };
+        let text = summary.text();
+        assert!(text.contains("64 bytes per request and response"), "{text}");
+        assert!(text.contains("rr        8 transactions in 2.000 s = 4 transactions/s"), "{text}");
+        assert!(text.contains("p50 25.0 us, p99 90.0 us"), "{text}");
+        assert!(text.contains("lost      2 of 10 requests (20.000 %) not answered within 200 ms"), "{text}");
+        let json: serde_json::Value = serde_json::from_str(&summary.json()).unwrap();
+        assert_eq!(json["transactions"], 8);
+        assert_eq!(json["transactions_per_s"], 4.0);
+        assert_eq!(json["latency_us"]["p99"], 90.0);
+        assert_eq!(json["lost"], 2);
     }
 }

@@ -7,19 +7,20 @@ use super::protocol::{
     encode, DatagramHeader, Done, FrameReader, Message, Mode, Proto, Start, TestResult, DATAGRAM_HEADER_LEN,
 };
 use super::report::{Latency, Side};
+use super::udp_rr::{UdpRrClient, UdpRrServer};
 use anyhow::{anyhow, bail, Result};
 use nagare_core::Instant;
 use std::net::SocketAddrV4;
 use std::time::Duration;
 
 /// Calls into the stack per tick, at most, for each loop below.
-const MAX_CALLS_PER_TICK: usize = 64;
+pub(super) const MAX_CALLS_PER_TICK: usize = 64;
 /// Bytes taken from the stack per receive call.
 const RECV_QUANTUM: usize = 256 * 1024;
 /// How long a UDP receiver waits for stragglers after Done.
 const UDP_DRAIN: Duration = Duration::from_millis(300);
 /// How long a stalled UDP sender (no buffer) waits before trying again.
-const UDP_BACKOFF: Duration = Duration::from_micros(200);
+pub(super) const UDP_BACKOFF: Duration = Duration::from_micros(200);
 
 /// What a tick did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,7 +123,7 @@ pub struct Outcome {
     pub latency: Option<Latency>,
 }
 
-fn micros(d: Duration) -> u64 {
+pub(super) fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
@@ -585,6 +586,8 @@ pub enum Role<N: Net> {
     RrServer(RrServer),
     UdpSend(UdpSender<N::Udp>),
     UdpRecv(UdpReceiver<N::Udp>),
+    UdpRrClient(Box<UdpRrClient<N::Udp>>),
+    UdpRrServer(UdpRrServer<N::Udp>),
 }
 
 /// Which end of a test a program plays.
@@ -637,12 +640,18 @@ impl<N: Net> Role<N> {
             (Proto::Tcp, _) => {
                 Role::TcpRecv(TcpReceiver { start: now, received: 0, first: None, last: now, reported: false })
             }
-            (Proto::Udp, Mode::Rr) => bail!("UDP request/response is not supported"),
-            (Proto::Udp, _) => {
+            (Proto::Udp, mode) => {
                 let Some((udp, to)) = setup.udp else {
                     bail!("a UDP test without a UDP socket");
                 };
-                if sends {
+                if mode == Mode::Rr {
+                    match setup.end {
+                        End::Client => {
+                            Role::UdpRrClient(Box::new(UdpRrClient::new(udp, to, start.len, limit, setup.cookie, now)))
+                        }
+                        End::Server => Role::UdpRrServer(UdpRrServer::new(udp, to, start.len, now)),
+                    }
+                } else if sends {
                     let mut datagram = vec![0u8; start.len as usize];
                     datagram[DATAGRAM_HEADER_LEN..].iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
                     Role::UdpSend(UdpSender {
@@ -684,6 +693,8 @@ impl<N: Net> Role<N> {
             Role::RrServer(r) => r.tick(net, ctl, now),
             Role::UdpSend(r) => r.tick(net, ctl, now),
             Role::UdpRecv(r) => r.tick(net, ctl, now),
+            Role::UdpRrClient(r) => r.tick(net, ctl, now),
+            Role::UdpRrServer(r) => r.tick(net, ctl, now),
         }
     }
 
@@ -696,6 +707,8 @@ impl<N: Net> Role<N> {
             Role::RrServer(r) => r.transactions * r.len * 2,
             Role::UdpSend(r) => r.packets * r.datagram.len() as u64,
             Role::UdpRecv(r) => r.bytes,
+            Role::UdpRrClient(r) => r.transactions * r.request_len() * 2,
+            Role::UdpRrServer(r) => r.transactions * r.request_len() * 2,
         }
     }
 
@@ -707,6 +720,8 @@ impl<N: Net> Role<N> {
             Role::RrServer(r) => r.outcome(),
             Role::UdpSend(r) => r.outcome(),
             Role::UdpRecv(r) => r.outcome(),
+            Role::UdpRrClient(r) => r.outcome(now),
+            Role::UdpRrServer(r) => r.outcome(),
         }
     }
 
@@ -714,6 +729,7 @@ impl<N: Net> Role<N> {
     pub fn peer_transactions(&self) -> Option<u64> {
         match self {
             Role::RrClient(r) => r.server_transactions(),
+            Role::UdpRrClient(r) => r.server_transactions(),
             _ => None,
         }
     }

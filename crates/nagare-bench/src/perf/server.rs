@@ -4,7 +4,7 @@
 //! busy.
 
 use super::net::Net;
-use super::protocol::{Accept, Message, Proto, Start, ERR_BAD_REQUEST, ERR_BUSY, MAX_DURATION_MS};
+use super::protocol::{Accept, Message, Mode, Proto, Start, ERR_BAD_REQUEST, ERR_BUSY, MAX_DURATION_MS};
 use super::report::gbit_per_s;
 use super::roles::{Ctl, End, Poll, Role, RoleSetup};
 use super::Task;
@@ -112,7 +112,7 @@ impl<N: Net> Server<N> {
         let o = role.outcome(now);
         let head = format!("{} {} len {}", start.proto.name(), start.mode.name(), start.len);
         match (start.proto, start.mode) {
-            (Proto::Tcp, super::protocol::Mode::Rr) => format!(
+            (_, Mode::Rr) => format!(
                 "{head}: {} transactions in {:.3} s = {:.0}/s",
                 o.received.packets,
                 o.received.secs,
@@ -293,7 +293,7 @@ impl<N: Net> Server<N> {
             wake = Some(wake.map_or(at, |w: Instant| w.min(at)));
         }
         // Between UDP tests (and during TCP ones) stray datagrams are dropped.
-        let receiving_udp = matches!(&self.state, State::Running { role: Role::UdpRecv(_), .. });
+        let receiving_udp = matches!(&self.state, State::Running { role: Role::UdpRecv(_) | Role::UdpRrServer(_), .. });
         if let (Some(udp), false) = (self.udp, receiving_udp) {
             let mut scratch = [0u8; 16];
             for _ in 0..DRAIN_PER_TICK {
