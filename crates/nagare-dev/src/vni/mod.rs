@@ -25,6 +25,7 @@
 
 pub mod doorbell;
 pub mod layout;
+pub mod meta;
 pub mod port;
 pub mod ring;
 pub mod segment;
