@@ -855,7 +855,7 @@ impl Driver {
                                 buffer: index,
                                 offset: RX_HEADROOM as u32,
                                 len: len as u32,
-                                aux: [offload_word(Offload::NONE), key, 0, 0],
+                                aux: [offload_word(frame.offload()), key, 0, 0],
                                 ..Default::default()
                             });
                             stats.rx_frames += 1;
@@ -891,7 +891,7 @@ impl Driver {
                 stats.rx_dropped += 1;
                 return;
             }
-            post_frame(pool, out, stats, &indices[..pieces], len, Offload::NONE);
+            post_frame(pool, out, stats, &indices[..pieces], len, frame.offload());
         };
         match device.receive_placed(max, now, &mut place) {
             Ok(n) => Some(n > 0),
