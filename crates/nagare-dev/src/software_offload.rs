@@ -288,6 +288,32 @@ mod tests {
     }
 
     #[test]
+    fn a_partial_udp_checksum_is_completed() {
+        let pool = BufferPool::new(2048, 256);
+        let (src, dst) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let payload = b"a datagram of odd length";
+        let mut b = vec![0u8; 14 + 20 + 8 + payload.len()];
+        b[12..14].copy_from_slice(&ETHERTYPE_IPV4);
+        b[14] = 0x45;
+        b[16..18].copy_from_slice(&((28 + payload.len()) as u16).to_be_bytes());
+        b[23] = PROTO_UDP;
+        b[26..30].copy_from_slice(&src.octets());
+        b[30..34].copy_from_slice(&dst.octets());
+        nagare_wire::UdpRepr { src_port: 1000, dst_port: 9 }
+            .emit_header_partial(&mut b[34..42], payload.len(), src, dst)
+            .unwrap();
+        b[42..].copy_from_slice(payload);
+        let mut f = PacketBuf::from_slice(&pool, 0, &b).unwrap();
+        f.set_offload(Offload { checksum: ChecksumState::Partial, segment_size: 0 });
+        let mut out = VecDeque::new();
+        assert_eq!(complete(f, 1500, &pool, &mut out), Ok(1));
+        let done = out[0].to_vec();
+        let udp = nagare_wire::UdpPacket::new_checked(&done[34..]).unwrap();
+        assert!(udp.verify_checksum(src, dst));
+        assert_ne!(udp.checksum(), 0);
+    }
+
+    #[test]
     fn bad_super_segments_are_refused() {
         let pool = BufferPool::new(2048, 256);
         let mut out = VecDeque::new();
