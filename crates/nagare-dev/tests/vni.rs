@@ -355,6 +355,24 @@ fn hostile_offload_words_and_lengths_are_counted_and_dropped() {
 }
 
 #[test]
+fn slots_go_back_to_the_sender_while_a_batch_is_read() {
+    let t = TestSegment::new(2, 1500, 16);
+    let pool = BufferPool::new(2048, 256);
+    let mut a = t.attach(1);
+    let mut b = t.attach(2);
+    send(&mut a, (0..12u8).map(|i| frame(&pool, mac(2), mac(1), &[i])).collect());
+    let mut in_use = Vec::new();
+    let seg = Arc::clone(&t.seg);
+    let n = b.receive_placed(64, Instant::ZERO, &mut |_| in_use.push(seg.ring_backlog(0, 1).unwrap())).unwrap();
+    assert_eq!(n, 12);
+    assert_eq!(in_use[0], 12);
+    // An eighth of the ring (2 slots) is handed back at a time, not the
+    // whole batch at its end: the sender can refill while we read.
+    assert_eq!(in_use[11], 2, "slots in use as each frame was shown: {in_use:?}");
+    assert_eq!(t.seg.ring_backlog(0, 1), Some(0));
+}
+
+#[test]
 fn four_ports_unicast_and_broadcast() {
     let t = TestSegment::new(4, 1500, 32);
     let pool = BufferPool::new(2048, 1024);

@@ -536,20 +536,33 @@ impl VniPort {
                 }
             };
             let mut left = avail;
+            // Slots read and not yet handed back: every eighth of the
+            // ring goes back at once, so the sender refills one part of a
+            // ring (a few super-segments fill it) while we copy out of
+            // another, instead of waiting for the whole batch.
+            let mut unreleased = 0;
+            let release_every = (self.geo.slot_count / 8).max(1);
             while left > 0 && got < max {
+                if unreleased >= release_every {
+                    peer.rx.release(seg);
+                    unreleased = 0;
+                }
                 let (span, offload) = match peer.rx.pop_frame(seg, &self.geo, left) {
                     Popped::Frame(span, offload, slots) => {
                         left -= slots;
+                        unreleased += slots;
                         (span, offload)
                     }
                     Popped::BadSlot => {
                         left -= 1;
+                        unreleased += 1;
                         self.vni.bad_slots += 1;
                         self.stats.rx_errors += 1;
                         continue;
                     }
                     Popped::BadMetadata(slots) => {
                         left -= slots;
+                        unreleased += slots;
                         self.vni.bad_metadata += 1;
                         self.stats.rx_errors += 1;
                         continue;
