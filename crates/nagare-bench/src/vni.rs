@@ -23,7 +23,11 @@
 //!   full). The same peer and sink count both.
 //! - TCP: one connection, the sender queues references to one 256 KiB
 //!   buffer (`Tcp::send_buf`, no copy on the sending side, as `nagare perf`
-//!   does); the sink takes the data with `Tcp::recv_buf` (no copy out).
+//!   does) into a send buffer of 4 MiB (what Linux's autotuning allows the
+//!   iperf3 sender); the sink takes the data with `Tcp::recv_buf` (no copy
+//!   out). Both engines use the port's offloads: the sender leaves
+//!   checksums partial and sends super-segments of up to 64 KiB, which
+//!   cross the segment in consecutive slots.
 //! - RTT: 64-byte UDP datagrams to the echo port, one at a time. *Polled*:
 //!   both processes spin (never sleep, the port in busy-poll mode so
 //!   senders need not ring); *sleep*: both sleep in `poll(2)` on the
@@ -88,6 +92,11 @@ const SLOT_BATCH: usize = 64;
 const SLOT_SRC_PORT: u16 = 40_009;
 /// The TCP sender's buffer, handed out by reference.
 const FILL_LEN: usize = 256 * 1024;
+/// The TCP sender's send buffer: the most Linux's autotuning gives the
+/// iperf3 sender it is compared with (the maximum of `tcp_wmem`, 4 MiB by
+/// default). The engine's own default, 256 KiB, would hold a sender on
+/// the segment to 256 KiB per round trip.
+const SEND_BUFFER: usize = 4 << 20;
 /// Longest a peer lives, whatever happens to its parent.
 const PEER_LIFETIME: Duration = Duration::from_secs(600);
 /// How long to wait for a peer to attach, and for its report.
@@ -614,6 +623,7 @@ fn nagare_tcp(mtu: usize, secs: f64, slots: usize) -> Result<Rate> {
     let filler = PacketBuf::from_slice(s.host.iface.pool(), HEADROOM, &vec![0u8; FILL_LEN])
         .map_err(|_| anyhow!("no packet buffers for the send buffer"))?;
     let conn = s.host.iface.tcp().connect(SocketAddrV4::new(B_ADDR, SINK_PORT), 0, s.clock.now()).map_err(eng)?;
+    s.host.iface.tcp().set_send_buffer(conn, SEND_BUFFER, s.clock.now()).map_err(eng)?;
     let end = Instant::now() + Duration::from_secs(5);
     while matches!(s.host.iface.tcp_ref().state(conn).map_err(eng)?, State::SynSent | State::SynReceived) {
         ensure!(Instant::now() < end, "TCP connection to the peer not established within 5 s");
