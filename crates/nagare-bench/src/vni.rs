@@ -54,7 +54,7 @@ use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::iface::{Error as IfError, HEADROOM};
 use nagare_core::tcp::connection::State;
 use nagare_core::{Interface, InterfaceConfig};
-use nagare_dev::vni::{format_size, segment_size, Segment, VniPort};
+use nagare_dev::vni::{default_slots, format_size, segment_size, Segment, VniPort};
 use nagare_dev::{Device, MonotonicClock};
 use nagare_host::realtime::{self, wait_for};
 use nagare_host::Host;
@@ -113,8 +113,9 @@ pub struct VniBenchArgs {
     pub pings: usize,
     /// Runs of each measurement, interleaved; the median is reported.
     pub runs: usize,
-    /// Slots per ring of the segments.
-    pub slots: usize,
+    /// Slots per ring of the segments (`None`: `vni::default_slots` for
+    /// each MTU).
+    pub slots: Option<usize>,
     /// Tiny settings for a smoke test: 0.2 s, 200 round trips, one run.
     pub quick: bool,
     /// Run only these measurements (udp, tcp1500, tcp9000, rtt), e.g.
@@ -995,11 +996,13 @@ pub fn run(args: VniBenchArgs) -> Result<()> {
     let (secs, pings, runs) = if args.quick { (0.2, 200, 1) } else { (args.time, args.pings, args.runs) };
     ensure!(secs.is_finite() && secs > 0.0 && secs <= 600.0, "--time {secs}: give seconds above 0, at most 600");
     ensure!(runs >= 1 && pings >= 1, "--runs and --pings must be at least 1");
-    ensure!(
-        args.slots.is_power_of_two() && (4..=65536).contains(&args.slots),
-        "--slots {}: a power of two from 4 to 65536",
-        args.slots
-    );
+    if let Some(slots) = args.slots {
+        ensure!(
+            slots.is_power_of_two() && (4..=65536).contains(&slots),
+            "--slots {slots}: a power of two from 4 to 65536"
+        );
+    }
+    let slots = |mtu| args.slots.unwrap_or_else(|| default_slots(mtu));
     let _ = INTERRUPTED.set(realtime::stop_flag()?);
     let rtt_limit = Duration::from_secs_f64((secs * 2.0).max(1.0));
     let mut notes = Vec::new();
@@ -1030,8 +1033,9 @@ pub fn run(args: VniBenchArgs) -> Result<()> {
     let sockperf_ok = sockperf_skip.is_none() && veth.is_some();
 
     println!(
-        "nagare bench vni: {secs} s per throughput run, {pings} round trips per latency run, median of {runs} run(s); {} ring slots; load average {}",
-        args.slots,
+        "nagare bench vni: {secs} s per throughput run, {pings} round trips per latency run, median of {runs} run(s); ring slots {} at MTU 1500, {} at 9000; load average {}",
+        slots(1500),
+        slots(9000),
         load_average()
     );
     println!("  nagare: two processes on a 2-port VNI segment (this one, 10.213.0.1, and a peer, 10.213.0.2)");
@@ -1048,21 +1052,21 @@ pub fn run(args: VniBenchArgs) -> Result<()> {
     for run in 0..runs {
         let n = &mut notes;
         if want(Only::Udp) {
-            udp.0.extend(attempt("nagare UDP", n, || nagare_udp(secs, args.slots)));
-            udp_slot.0.extend(attempt("nagare UDP built in the slot", n, || nagare_udp_in_slot(secs, args.slots)));
+            udp.0.extend(attempt("nagare UDP", n, || nagare_udp(secs, slots(1500))));
+            udp_slot.0.extend(attempt("nagare UDP built in the slot", n, || nagare_udp_in_slot(secs, slots(1500))));
         }
         if let (true, true, Some(v)) = (want(Only::Udp), iperf_ok, &veth) {
             let _ = v.set_mtu(1500);
             udp.1.extend(attempt("Linux UDP", n, || iperf3(v, true, secs)));
         }
         if want(Only::Tcp1500) {
-            tcp1500.0.extend(attempt("nagare TCP 1500", n, || nagare_tcp(1500, secs, args.slots)));
+            tcp1500.0.extend(attempt("nagare TCP 1500", n, || nagare_tcp(1500, secs, slots(1500))));
         }
         if let (true, true, Some(v)) = (want(Only::Tcp1500), iperf_ok, &veth) {
             tcp1500.1.extend(attempt("Linux TCP 1500", n, || iperf3(v, false, secs)));
         }
         if want(Only::Tcp9000) {
-            tcp9000.0.extend(attempt("nagare TCP 9000", n, || nagare_tcp(9000, secs, args.slots)));
+            tcp9000.0.extend(attempt("nagare TCP 9000", n, || nagare_tcp(9000, secs, slots(9000))));
         }
         if let (true, true, Some(v)) = (want(Only::Tcp9000), iperf_ok, &veth) {
             let r = attempt("Linux TCP 9000", n, || {
@@ -1077,7 +1081,7 @@ pub fn run(args: VniBenchArgs) -> Result<()> {
                 break;
             }
             rtts[k].0.extend(
-                attempt(&format!("nagare RTT {name}"), n, || nagare_rtt(wait, pings, rtt_limit, args.slots)).flatten(),
+                attempt(&format!("nagare RTT {name}"), n, || nagare_rtt(wait, pings, rtt_limit, slots(1500))).flatten(),
             );
             if let (true, Some(v)) = (sockperf_ok, &veth) {
                 rtts[k].1.extend(attempt(&format!("Linux RTT {name}"), n, || sockperf(v, wait, secs)).flatten());
@@ -1135,11 +1139,15 @@ pub fn run(args: VniBenchArgs) -> Result<()> {
         print_rtts(&waits, rtts);
     }
     println!();
-    println!("Segment memory ({} slots per ring; `vni::segment_size`):\n", args.slots);
+    println!(
+        "Segment memory ({} slots per ring at MTU 1500, {} at 9000; `vni::segment_size`):\n",
+        slots(1500),
+        slots(9000)
+    );
     println!("| ports | rings | MTU 1500 | MTU 9000 |");
     println!("|---:|---:|---:|---:|");
     for n in [2usize, 4, 8, 16] {
-        let size = |mtu| segment_size(n, mtu, args.slots).map_or("–".to_string(), format_size);
+        let size = |mtu| segment_size(n, mtu, slots(mtu)).map_or("–".to_string(), format_size);
         println!("| {n} | {} | {} | {} |", n * (n - 1), size(1500), size(9000));
     }
     if !notes.is_empty() {

@@ -3,16 +3,16 @@
 
 use anyhow::{Context, Result};
 use nagare_dev::vni::layout::{STATE_ATTACHED, STATE_CLAIMING, STATE_FREE};
-use nagare_dev::vni::{format_mac, format_size, segment_path, segment_size, Segment, VniPort};
+use nagare_dev::vni::{default_slots, format_mac, format_size, segment_path, segment_size, Segment, VniPort};
 use nagare_dev::{Device, DeviceStats, MonotonicClock, TapDevice};
 use nagare_host::bridge::{pool_for, Bridge, Direction};
 use nagare_host::realtime;
 use std::sync::Arc;
 
 /// Creates segment `name`: `ports` ports, IP MTU `mtu`, `slots` slots per
-/// ring; prints its shape.
-pub fn create(name: &str, ports: usize, mtu: usize, slots: usize) -> Result<()> {
-    let seg = Segment::create(name, ports, mtu, slots)?;
+/// ring (the default for the MTU if `None`); prints its shape.
+pub fn create(name: &str, ports: usize, mtu: usize, slots: Option<usize>) -> Result<()> {
+    let seg = Segment::create(name, ports, mtu, slots.unwrap_or_else(|| default_slots(mtu)))?;
     let geo = seg.geometry();
     println!(
         "nagare vni: created {} ({} ports, MTU {}, {} slots of {} B per ring, {} rings, {})",

@@ -65,8 +65,13 @@ pub const MAX_MTU: usize = 65535;
 /// Largest segment we create or accept (tmpfs memory is not free).
 pub const MAX_SEGMENT_BYTES: u64 = 32 << 30;
 
-/// Defaults for `nagare vni create`.
-pub const DEFAULT_SLOTS: usize = 256;
+/// Bytes of slots a ring gets by default: 24 super-segments of 64 KiB.
+/// A sender on a ring that holds only a few of them waits for the
+/// receiver to wake up and drain it every few frames; TCP at MTU 1500
+/// goes about twice as fast with this as with 256 slots.
+pub const DEFAULT_RING_BYTES: usize = 3 << 19;
+/// Fewest slots a ring gets by default.
+pub const MIN_DEFAULT_SLOTS: usize = 256;
 
 // Header field offsets.
 pub const H_MAGIC: usize = 0;
@@ -123,6 +128,15 @@ fn corrupt(what: String) -> io::Error {
 /// Ethernet frame, rounded up to a cache line.
 pub fn slot_size_for(mtu: usize) -> usize {
     (SLOT_HEADER_LEN + mtu + ETHERNET_HEADER_LEN).div_ceil(CACHE_LINE) * CACHE_LINE
+}
+
+/// Slots per ring for `nagare vni create` without `--slots`: the largest
+/// power of two whose slots fit [`DEFAULT_RING_BYTES`], at least
+/// [`MIN_DEFAULT_SLOTS`]: 1024 at MTU 1500, 256 at 9000 and above.
+pub fn default_slots(mtu: usize) -> usize {
+    let fit = DEFAULT_RING_BYTES / slot_size_for(mtu).max(1);
+    let pow2 = if fit == 0 { 1 } else { 1 << fit.ilog2() };
+    pow2.clamp(MIN_DEFAULT_SLOTS, MAX_SLOTS)
 }
 
 /// The shape of a segment; every offset into it comes from here.
@@ -303,6 +317,20 @@ mod tests {
             assert_eq!(s % CACHE_LINE, 0);
             assert!(s >= SLOT_HEADER_LEN + mtu + ETHERNET_HEADER_LEN);
         }
+    }
+
+    #[test]
+    fn default_rings_hold_two_dozen_super_segments() {
+        assert_eq!(default_slots(1500), 1024);
+        assert_eq!(default_slots(9000), 256);
+        assert_eq!(default_slots(65535), 256);
+        assert_eq!(default_slots(68), 8192);
+        for mtu in [68, 576, 1500, 4000, 9000, 65535] {
+            let slots = default_slots(mtu);
+            assert!(slots.is_power_of_two() && Geometry::new(2, mtu, slots).is_ok());
+        }
+        let g = Geometry::new(2, 1500, default_slots(1500)).unwrap();
+        assert!(g.slot_count * g.slot_payload() >= 23 * 65549);
     }
 
     #[test]
