@@ -23,7 +23,11 @@
 //!   full). The same peer and sink count both.
 //! - TCP: one connection, the sender queues references to one 256 KiB
 //!   buffer (`Tcp::send_buf`, no copy on the sending side, as `nagare perf`
-//!   does); the sink takes the data with `Tcp::recv_buf` (no copy out).
+//!   does) into a send buffer of 4 MiB (what Linux's autotuning allows the
+//!   iperf3 sender); the sink takes the data with `Tcp::recv_buf` (no copy
+//!   out). Both engines use the port's offloads: the sender leaves
+//!   checksums partial and sends super-segments of up to 64 KiB, which
+//!   cross the segment in consecutive slots.
 //! - RTT: 64-byte UDP datagrams to the echo port, one at a time. *Polled*:
 //!   both processes spin (never sleep, the port in busy-poll mode so
 //!   senders need not ring); *sleep*: both sleep in `poll(2)` on the
@@ -50,7 +54,7 @@ use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::iface::{Error as IfError, HEADROOM};
 use nagare_core::tcp::connection::State;
 use nagare_core::{Interface, InterfaceConfig};
-use nagare_dev::vni::{format_size, segment_size, Segment, VniPort};
+use nagare_dev::vni::{default_slots, format_size, segment_size, Segment, VniPort};
 use nagare_dev::{Device, MonotonicClock};
 use nagare_host::realtime::{self, wait_for};
 use nagare_host::Host;
@@ -88,6 +92,11 @@ const SLOT_BATCH: usize = 64;
 const SLOT_SRC_PORT: u16 = 40_009;
 /// The TCP sender's buffer, handed out by reference.
 const FILL_LEN: usize = 256 * 1024;
+/// The TCP sender's send buffer: the most Linux's autotuning gives the
+/// iperf3 sender it is compared with (the maximum of `tcp_wmem`, 4 MiB by
+/// default). The engine's own default, 256 KiB, would hold a sender on
+/// the segment to 256 KiB per round trip.
+const SEND_BUFFER: usize = 4 << 20;
 /// Longest a peer lives, whatever happens to its parent.
 const PEER_LIFETIME: Duration = Duration::from_secs(600);
 /// How long to wait for a peer to attach, and for its report.
@@ -104,8 +113,9 @@ pub struct VniBenchArgs {
     pub pings: usize,
     /// Runs of each measurement, interleaved; the median is reported.
     pub runs: usize,
-    /// Slots per ring of the segments.
-    pub slots: usize,
+    /// Slots per ring of the segments (`None`: `vni::default_slots` for
+    /// each MTU).
+    pub slots: Option<usize>,
     /// Tiny settings for a smoke test: 0.2 s, 200 round trips, one run.
     pub quick: bool,
     /// Run only these measurements (udp, tcp1500, tcp9000, rtt), e.g.
@@ -614,6 +624,7 @@ fn nagare_tcp(mtu: usize, secs: f64, slots: usize) -> Result<Rate> {
     let filler = PacketBuf::from_slice(s.host.iface.pool(), HEADROOM, &vec![0u8; FILL_LEN])
         .map_err(|_| anyhow!("no packet buffers for the send buffer"))?;
     let conn = s.host.iface.tcp().connect(SocketAddrV4::new(B_ADDR, SINK_PORT), 0, s.clock.now()).map_err(eng)?;
+    s.host.iface.tcp().set_send_buffer(conn, SEND_BUFFER, s.clock.now()).map_err(eng)?;
     let end = Instant::now() + Duration::from_secs(5);
     while matches!(s.host.iface.tcp_ref().state(conn).map_err(eng)?, State::SynSent | State::SynReceived) {
         ensure!(Instant::now() < end, "TCP connection to the peer not established within 5 s");
@@ -985,11 +996,13 @@ pub fn run(args: VniBenchArgs) -> Result<()> {
     let (secs, pings, runs) = if args.quick { (0.2, 200, 1) } else { (args.time, args.pings, args.runs) };
     ensure!(secs.is_finite() && secs > 0.0 && secs <= 600.0, "--time {secs}: give seconds above 0, at most 600");
     ensure!(runs >= 1 && pings >= 1, "--runs and --pings must be at least 1");
-    ensure!(
-        args.slots.is_power_of_two() && (4..=65536).contains(&args.slots),
-        "--slots {}: a power of two from 4 to 65536",
-        args.slots
-    );
+    if let Some(slots) = args.slots {
+        ensure!(
+            slots.is_power_of_two() && (4..=65536).contains(&slots),
+            "--slots {slots}: a power of two from 4 to 65536"
+        );
+    }
+    let slots = |mtu| args.slots.unwrap_or_else(|| default_slots(mtu));
     let _ = INTERRUPTED.set(realtime::stop_flag()?);
     let rtt_limit = Duration::from_secs_f64((secs * 2.0).max(1.0));
     let mut notes = Vec::new();
@@ -1020,8 +1033,9 @@ pub fn run(args: VniBenchArgs) -> Result<()> {
     let sockperf_ok = sockperf_skip.is_none() && veth.is_some();
 
     println!(
-        "nagare bench vni: {secs} s per throughput run, {pings} round trips per latency run, median of {runs} run(s); {} ring slots; load average {}",
-        args.slots,
+        "nagare bench vni: {secs} s per throughput run, {pings} round trips per latency run, median of {runs} run(s); ring slots {} at MTU 1500, {} at 9000; load average {}",
+        slots(1500),
+        slots(9000),
         load_average()
     );
     println!("  nagare: two processes on a 2-port VNI segment (this one, 10.213.0.1, and a peer, 10.213.0.2)");
@@ -1038,21 +1052,21 @@ pub fn run(args: VniBenchArgs) -> Result<()> {
     for run in 0..runs {
         let n = &mut notes;
         if want(Only::Udp) {
-            udp.0.extend(attempt("nagare UDP", n, || nagare_udp(secs, args.slots)));
-            udp_slot.0.extend(attempt("nagare UDP built in the slot", n, || nagare_udp_in_slot(secs, args.slots)));
+            udp.0.extend(attempt("nagare UDP", n, || nagare_udp(secs, slots(1500))));
+            udp_slot.0.extend(attempt("nagare UDP built in the slot", n, || nagare_udp_in_slot(secs, slots(1500))));
         }
         if let (true, true, Some(v)) = (want(Only::Udp), iperf_ok, &veth) {
             let _ = v.set_mtu(1500);
             udp.1.extend(attempt("Linux UDP", n, || iperf3(v, true, secs)));
         }
         if want(Only::Tcp1500) {
-            tcp1500.0.extend(attempt("nagare TCP 1500", n, || nagare_tcp(1500, secs, args.slots)));
+            tcp1500.0.extend(attempt("nagare TCP 1500", n, || nagare_tcp(1500, secs, slots(1500))));
         }
         if let (true, true, Some(v)) = (want(Only::Tcp1500), iperf_ok, &veth) {
             tcp1500.1.extend(attempt("Linux TCP 1500", n, || iperf3(v, false, secs)));
         }
         if want(Only::Tcp9000) {
-            tcp9000.0.extend(attempt("nagare TCP 9000", n, || nagare_tcp(9000, secs, args.slots)));
+            tcp9000.0.extend(attempt("nagare TCP 9000", n, || nagare_tcp(9000, secs, slots(9000))));
         }
         if let (true, true, Some(v)) = (want(Only::Tcp9000), iperf_ok, &veth) {
             let r = attempt("Linux TCP 9000", n, || {
@@ -1067,7 +1081,7 @@ pub fn run(args: VniBenchArgs) -> Result<()> {
                 break;
             }
             rtts[k].0.extend(
-                attempt(&format!("nagare RTT {name}"), n, || nagare_rtt(wait, pings, rtt_limit, args.slots)).flatten(),
+                attempt(&format!("nagare RTT {name}"), n, || nagare_rtt(wait, pings, rtt_limit, slots(1500))).flatten(),
             );
             if let (true, Some(v)) = (sockperf_ok, &veth) {
                 rtts[k].1.extend(attempt(&format!("Linux RTT {name}"), n, || sockperf(v, wait, secs)).flatten());
@@ -1125,11 +1139,15 @@ pub fn run(args: VniBenchArgs) -> Result<()> {
         print_rtts(&waits, rtts);
     }
     println!();
-    println!("Segment memory ({} slots per ring; `vni::segment_size`):\n", args.slots);
+    println!(
+        "Segment memory ({} slots per ring at MTU 1500, {} at 9000; `vni::segment_size`):\n",
+        slots(1500),
+        slots(9000)
+    );
     println!("| ports | rings | MTU 1500 | MTU 9000 |");
     println!("|---:|---:|---:|---:|");
     for n in [2usize, 4, 8, 16] {
-        let size = |mtu| segment_size(n, mtu, args.slots).map_or("–".to_string(), format_size);
+        let size = |mtu| segment_size(n, mtu, slots(mtu)).map_or("–".to_string(), format_size);
         println!("| {n} | {} | {} | {} |", n * (n - 1), size(1500), size(9000));
     }
     if !notes.is_empty() {

@@ -48,9 +48,10 @@ pub enum BenchCommand {
         /// Runs of each measurement, interleaved; the median is reported.
         #[arg(long, default_value_t = 3)]
         runs: usize,
-        /// Slots per ring of the segments.
-        #[arg(long, default_value_t = nagare_dev::vni::DEFAULT_SLOTS)]
-        slots: usize,
+        /// Slots per ring of the segments (default: as `nagare vni create`
+        /// for each MTU).
+        #[arg(long)]
+        slots: Option<usize>,
         /// Tiny settings for a smoke test: 0.2 s, 200 round trips, one run.
         #[arg(long)]
         quick: bool,

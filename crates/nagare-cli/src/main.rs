@@ -185,9 +185,10 @@ enum VniCommand {
         /// IP MTU of the segment (1500, 9000, 65535 or anything from 68).
         #[arg(long, default_value_t = nagare_dev::DEFAULT_MTU)]
         mtu: usize,
-        /// Slots per ring (a power of two from 4 to 65536).
-        #[arg(long, default_value_t = nagare_dev::vni::DEFAULT_SLOTS)]
-        slots: usize,
+        /// Slots per ring (a power of two from 4 to 65536; default: about
+        /// 1.5 MiB of slots per ring, at least 256: 1024 at MTU 1500).
+        #[arg(long)]
+        slots: Option<usize>,
     },
     /// Show a segment: its shape, memory, and who is attached.
     Info { name: String },

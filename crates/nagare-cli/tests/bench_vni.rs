@@ -42,7 +42,7 @@ fn bench_vni_quick_prints_the_tables() {
         "| TCP single stream, MTU 9000 |",
         "| polled | nagare VNI |",
         "| sleep + wake-up | nagare VNI |",
-        "| 16 | 240 | 90.03 MiB |",
+        "| 16 | 240 | 360.03 MiB |",
     ] {
         assert!(out.contains(expected), "no {expected:?} in:\n{out}\n{err}");
     }

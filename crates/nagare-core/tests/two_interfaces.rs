@@ -193,3 +193,43 @@ fn lost_fragment_times_out_and_frees_its_buffers() {
     assert_eq!(w.a.udp().take_error(sa).unwrap(), Some(IcmpError::TimeExceeded { from: B, code: 1 }));
     assert_eq!(w.a.pool().in_use(), 0);
 }
+
+/// Over a device that completes checksums, a datagram that fits the MTU
+/// leaves with its UDP checksum partial (the pseudo-header sum) and is
+/// marked so; one cut into IP fragments is summed in full. Both arrive.
+#[test]
+fn udp_checksums_are_left_partial_for_a_device_that_completes_them() {
+    let mut w = Wire::new();
+    let cidr = nagare_wire::Ipv4Cidr::new(A, 24).unwrap();
+    let config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 1]), cidr);
+    let offloads = nagare_core::buf::TxOffloads { checksum: true, tcp_segmentation: 0 };
+    w.a = Interface::new(
+        config,
+        Capabilities { tx_offloads: offloads, ..Capabilities::default() },
+        BufferPool::new(2048, 1024),
+    );
+    let sa = w.a.udp().bind(SocketAddrV4::new(A, 4000)).unwrap();
+    let sb = w.b.udp().bind(SocketAddrV4::new(B, 5000)).unwrap();
+    let to_b = SocketAddrV4::new(B, 5000);
+    w.a.udp().send_to(sa, b"resolve", to_b, w.now).unwrap();
+    w.settle();
+    assert!(w.b.udp().recv(sb).unwrap().is_some());
+
+    let big = vec![7u8; 3000];
+    w.a.udp().send_to(sa, b"small", to_b, w.now).unwrap();
+    w.a.udp().send_to(sa, &big, to_b, w.now).unwrap();
+    let frames: Vec<_> = w.a.tx_queue().iter().cloned().collect();
+    assert_eq!(frames.len(), 4, "one datagram and three fragments");
+    let small = frames[0].to_vec();
+    assert_eq!(frames[0].offload().checksum, nagare_core::buf::ChecksumState::Partial);
+    let pseudo = nagare_wire::pseudo_header_v4(A, B, 17, 8 + 5).folded();
+    assert_eq!(u16::from_be_bytes([small[40], small[41]]), pseudo);
+    assert!(frames[1..].iter().all(|f| f.offload().checksum == nagare_core::buf::ChecksumState::Complete));
+    drop(frames);
+    w.settle();
+    let mut buf = vec![0u8; 4000];
+    assert_eq!(w.b.udp().recv_from(sb, &mut buf).unwrap(), Some((5, SocketAddrV4::new(A, 4000))));
+    assert_eq!(&buf[..5], b"small");
+    let (n, _) = w.b.udp().recv_from(sb, &mut buf).unwrap().unwrap();
+    assert_eq!(&buf[..n], &big[..], "the fragmented datagram's full checksum verified");
+}

@@ -65,6 +65,13 @@ pub trait FrameInPlace {
     /// Copies bytes `offset..offset + out.len()` of the frame into `out`;
     /// false, with nothing copied, if that runs past the frame's end.
     fn copy_out(&self, offset: usize, out: &mut [u8]) -> bool;
+
+    /// The frame's offload metadata as the device reports it (a partial
+    /// or verified checksum, a super-segment's segment size); nothing
+    /// (the default) for a device that reports none.
+    fn offload(&self) -> Offload {
+        Offload::NONE
+    }
 }
 
 /// A network device carrying Ethernet frames.

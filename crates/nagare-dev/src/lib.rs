@@ -9,7 +9,9 @@
 //! - [`VniPort`]: a port on a VNI segment, a shared-memory Ethernet
 //!   between nagare instances on one machine (Mint);
 //! - [`PcapDevice`]: a pcap capture of any device;
-//! - [`MonotonicClock`]: real time in the engine's [`nagare_core::Instant`].
+//! - [`MonotonicClock`]: real time in the engine's [`nagare_core::Instant`];
+//! - [`software_offload`]: checksums and TCP segmentation done in software
+//!   for a device that does neither.
 //!
 //! Everything implements [`Device`], a batched, non-blocking interface that
 //! takes the current time as an argument. Devices are single-threaded, like
@@ -22,6 +24,7 @@ pub mod loopback;
 pub mod pcap;
 pub mod rng;
 pub mod sim;
+pub mod software_offload;
 pub mod tap;
 pub mod tap_filter;
 pub mod tap_steering;

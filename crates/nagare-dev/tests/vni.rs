@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use nagare_core::buf::{BufferPool, PacketBuf};
+use nagare_core::buf::{BufferPool, ChecksumState, Offload, PacketBuf};
 use nagare_core::icmp::EchoEvent;
 use nagare_core::iface::Error;
 use nagare_core::tcp::TcpHandle;
@@ -121,7 +121,8 @@ fn headers_are_validated() {
     let t = g.total as u64;
     assert_eq!(ok(layout::MAGIC, layout::VERSION, 4, 9024, t, t).unwrap(), g);
     assert!(ok(0, layout::VERSION, 4, 9024, t, t).is_err());
-    assert!(ok(layout::MAGIC, 2, 4, 9024, t, t).is_err());
+    assert!(ok(layout::MAGIC, layout::VERSION + 1, 4, 9024, t, t).is_err());
+    assert!(ok(layout::MAGIC, 1, 4, 9024, t, t).is_err(), "slots without offload words");
     assert!(ok(layout::MAGIC, layout::VERSION, 5, 9024, t, t).is_err());
     assert!(ok(layout::MAGIC, layout::VERSION, 4, 9088, t, t).is_err());
     assert!(ok(layout::MAGIC, layout::VERSION, 4, 9024, t + 64, t + 64).is_err());
@@ -217,6 +218,158 @@ fn jumbo_frames_span_pool_buffers() {
     assert_eq!(out[0].len(), 9014);
     assert!(out[0].slice_count() >= 5);
     assert_eq!(&out[0].to_vec()[14..], &payload[..]);
+}
+
+/// A frame of `len` bytes whose payload counts up from `seed`, with `offload`.
+fn offload_frame(pool: &BufferPool, len: usize, seed: u8, offload: Offload) -> PacketBuf {
+    let payload: Vec<u8> = (0..len - 14).map(|i| (i as u8).wrapping_add(seed)).collect();
+    let mut f = frame(pool, mac(2), mac(1), &payload);
+    f.set_offload(offload);
+    f
+}
+
+fn recv_with_offload(port: &mut VniPort, pool: &BufferPool) -> Vec<(Vec<u8>, Offload)> {
+    let mut out = Vec::new();
+    for _ in 0..4 {
+        port.receive_batch(pool, &mut out, 64, Instant::ZERO).unwrap();
+    }
+    out.iter().map(|f| (f.to_vec(), f.offload())).collect()
+}
+
+#[test]
+fn offload_metadata_and_super_segments_cross_the_segment() {
+    let t = TestSegment::new(2, 1500, 64);
+    let pool = BufferPool::new(2048, 1024);
+    let mut a = t.attach(1);
+    let mut b = t.attach(2);
+    let caps = a.capabilities();
+    assert!(caps.tx_offloads.checksum);
+    assert_eq!(caps.tx_offloads.tcp_segmentation, 32 * 1528 - 14, "half the ring");
+    let partial = Offload { checksum: ChecksumState::Partial, segment_size: 0 };
+    let verified = Offload { checksum: ChecksumState::Verified, segment_size: 0 };
+    let tso = Offload { checksum: ChecksumState::Partial, segment_size: 1448 };
+    // Plain frames keep their checksum state; super-segments of 20000
+    // bytes fill 14 slots each, and five of them wrap the 64-slot ring.
+    let mut sent = vec![
+        offload_frame(&pool, 100, 1, Offload::NONE),
+        offload_frame(&pool, 1514, 2, partial),
+        offload_frame(&pool, 60, 3, verified),
+    ];
+    for round in 0..10u8 {
+        sent.push(offload_frame(&pool, 20_000 + usize::from(round), round, tso));
+        sent.push(offload_frame(&pool, 64, round, partial));
+    }
+    let want: Vec<(Vec<u8>, Offload)> = sent.iter().map(|f| (f.to_vec(), f.offload())).collect();
+    let mut q: VecDeque<PacketBuf> = sent.into();
+    let mut got = Vec::new();
+    for _ in 0..64 {
+        a.transmit_batch(&mut q, Instant::ZERO).unwrap();
+        got.extend(recv_with_offload(&mut b, &pool));
+        if q.is_empty() && got.len() == want.len() {
+            break;
+        }
+    }
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g.1, w.1, "offload of frame {i}");
+        assert!(g.0 == w.0, "bytes of frame {i} ({} bytes, want {})", g.0.len(), w.0.len());
+    }
+    assert_eq!(b.stats().rx_errors, 0);
+    assert_eq!(a.stats().tx_errors, 0);
+
+    // Shown in place (netd's driver), a super-segment reads across its
+    // slots and carries its offload.
+    let mut q = VecDeque::from([offload_frame(&pool, 30_000, 7, tso)]);
+    a.transmit_batch(&mut q, Instant::ZERO).unwrap();
+    let mut seen = Vec::new();
+    b.receive_placed(8, Instant::ZERO, &mut |f| {
+        let mut bytes = vec![0u8; f.len()];
+        assert!(f.copy_out(0, &mut bytes));
+        assert!(!f.copy_out(1, &mut bytes), "past the end");
+        seen.push((bytes, f.offload()));
+    })
+    .unwrap();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].1, tso);
+    assert!(seen[0].0 == offload_frame(&pool, 30_000, 7, tso).to_vec());
+
+    // A super-segment past what the ring carries, or a frame past the MTU
+    // that is not one, is refused by the sender.
+    let mut q = VecDeque::from([offload_frame(&pool, 32 * 1528 + 1, 1, tso), offload_frame(&pool, 1515, 1, partial)]);
+    assert_eq!(a.transmit_batch(&mut q, Instant::ZERO).unwrap(), 2);
+    assert_eq!(a.stats().tx_errors, 2);
+    assert!(recv_all(&mut b, &pool).is_empty());
+    drop((a, b, got));
+    assert_eq!(pool.in_use(), 0);
+}
+
+#[test]
+fn hostile_offload_words_and_lengths_are_counted_and_dropped() {
+    let t = TestSegment::new(2, 1500, 16);
+    let pool = BufferPool::new(2048, 256);
+    let mut a = t.attach(1);
+    let mut b = t.attach(2);
+    let geo = *t.seg.geometry();
+    let ring = geo.ring_offset_of(0, 1);
+    let slot = |k: usize| geo.slot_offset(ring, k % 16);
+    let word = |v: u32| v.to_le_bytes();
+    let partial_tso = (1u32 << 16) | 1448;
+    // (length, offload word) a hostile sender may leave in a published
+    // slot, the counter it lands in, and how many of the two frames
+    // published arrive: a bad word drops the frame it claims (one slot, or
+    // two for 3000 bytes), a length past the published slots skips one.
+    let cases: [(u32, u32, &str, usize); 6] = [
+        (100, 1 << 20, "bad_metadata", 1),           // reserved bit
+        (100, 3 << 16, "bad_metadata", 1),           // no such checksum state
+        (100, 1448, "bad_metadata", 1),              // segments, checksum complete
+        (3000, 1 << 16, "bad_metadata", 0),          // past the MTU, not a super-segment
+        (3000, (1 << 16) | 1461, "bad_metadata", 0), // segments past the MTU
+        (6000, partial_tso, "bad_slots", 1),         // more slots than were published
+    ];
+    let mut pos = 0;
+    for (len, meta, counter, arrive) in cases {
+        let before = b.vni_stats();
+        send(&mut a, (0..2).map(|_| frame(&pool, mac(2), mac(1), &[0xab; 86])).collect());
+        let k = pos;
+        pos += 2;
+        // The sender's bytes are published; a hostile writer changes them.
+        let (l, m) = (word(len), word(meta));
+        t.seg.scribble(slot(k), 8, |i| if i - slot(k) < 4 { l[i - slot(k)] } else { m[i - slot(k) - 4] });
+        assert_eq!(recv_all(&mut b, &pool).len(), arrive, "{len} {meta:#x}");
+        let after = b.vni_stats();
+        let counted = match counter {
+            "bad_metadata" => after.bad_metadata - before.bad_metadata,
+            _ => after.bad_slots - before.bad_slots,
+        };
+        assert_eq!(counted, 1, "{len} {meta:#x}: {counter}");
+        // The ring is whole: the next frame arrives.
+        send(&mut a, vec![frame(&pool, mac(2), mac(1), b"next")]);
+        pos += 1;
+        let got = recv_all(&mut b, &pool);
+        assert_eq!(got.len(), 1);
+        assert_eq!(&got[0][14..], b"next");
+    }
+    assert_eq!(b.stats().rx_errors, 6);
+    drop((a, b));
+    assert_eq!(pool.in_use(), 0);
+}
+
+#[test]
+fn slots_go_back_to_the_sender_while_a_batch_is_read() {
+    let t = TestSegment::new(2, 1500, 16);
+    let pool = BufferPool::new(2048, 256);
+    let mut a = t.attach(1);
+    let mut b = t.attach(2);
+    send(&mut a, (0..12u8).map(|i| frame(&pool, mac(2), mac(1), &[i])).collect());
+    let mut in_use = Vec::new();
+    let seg = Arc::clone(&t.seg);
+    let n = b.receive_placed(64, Instant::ZERO, &mut |_| in_use.push(seg.ring_backlog(0, 1).unwrap())).unwrap();
+    assert_eq!(n, 12);
+    assert_eq!(in_use[0], 12);
+    // An eighth of the ring (2 slots) is handed back at a time, not the
+    // whole batch at its end: the sender can refill while we read.
+    assert_eq!(in_use[11], 2, "slots in use as each frame was shown: {in_use:?}");
+    assert_eq!(t.seg.ring_backlog(0, 1), Some(0));
 }
 
 #[test]
@@ -422,6 +575,8 @@ struct Host {
     iface: Interface,
     port: VniPort,
     rx: Vec<PacketBuf>,
+    /// The longest frame received.
+    largest_rx: usize,
 }
 
 impl Host {
@@ -430,12 +585,18 @@ impl Host {
         let mut config = InterfaceConfig::new(EthernetAddress(mac(m)), Ipv4Cidr::new(ip, 24).unwrap());
         config.seed = u64::from(m);
         config.secrets = nagare_core::Secrets::from_seed(config.seed);
-        Host { iface: Interface::new(config, port.capabilities(), BufferPool::new(2048, 8192)), port, rx: Vec::new() }
+        Host {
+            iface: Interface::new(config, port.capabilities(), BufferPool::new(2048, 8192)),
+            port,
+            rx: Vec::new(),
+            largest_rx: 0,
+        }
     }
 
     fn step(&mut self, now: Instant) -> bool {
         let pool = self.iface.pool().clone();
         let got = self.port.receive_batch(&pool, &mut self.rx, 64, now).unwrap();
+        self.largest_rx = self.rx.iter().map(PacketBuf::len).fold(self.largest_rx, usize::max);
         self.iface.receive_batch(self.rx.drain(..), now);
         self.iface.poll(now);
         let sent = self.port.transmit_batch(self.iface.tx_queue(), now).unwrap();
@@ -523,7 +684,11 @@ fn engines_ping_and_move_megabytes_over_tcp() {
     assert_eq!(got_len, TOTAL);
     assert_eq!(got_hash, want, "content differs");
     assert_eq!(a.port.stats().rx_errors + b.port.stats().rx_errors, 0);
-    assert!(b.port.stats().rx_frames > (TOTAL / 1500) as u64);
+    // With the port's offloads the sender's engine neither cut nor summed
+    // per MTU: super-segments crossed whole.
+    assert!(b.port.stats().rx_bytes > TOTAL as u64);
+    assert!(b.largest_rx > 1514 * 8, "largest frame {} bytes", b.largest_rx);
+    assert!(b.port.stats().rx_frames < (TOTAL / 1448 / 4) as u64, "{} frames", b.port.stats().rx_frames);
 }
 
 /// Whether `fd` is readable right now (the doorbell has been rung).

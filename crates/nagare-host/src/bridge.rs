@@ -3,11 +3,16 @@
 //! segment and back.
 //!
 //! One side is a port of the segment, the other a TAP opened for plain
-//! frames (VNI slots carry MTU-sized frames, so no segmentation offload).
-//! No [`nagare_core::Interface`] is involved: frames are moved as
+//! frames. No [`nagare_core::Interface`] is involved: frames are moved as
 //! [`PacketBuf`]s from one device to the other, so each is copied once at
 //! each edge (TAP read into a pool buffer, pool buffer into a VNI slot;
 //! VNI slot into a pool buffer, `writev` to the TAP).
+//!
+//! Instances on the segment send with offloads (partial checksums, TCP
+//! super-segments across slots); what the TAP side cannot take is
+//! completed here before it is queued for the TAP
+//! ([`nagare_dev::software_offload`]): checksums summed, super-segments cut
+//! into MTU-sized segments.
 //!
 //! Learning: the source MAC of every frame records which side that station
 //! is on, in a bounded table whose entries age out ([`MacTable`]). A frame
@@ -20,7 +25,9 @@
 
 use crate::realtime;
 use nagare_core::buf::{BufferPool, PacketBuf};
+use nagare_core::Capabilities;
 use nagare_core::Instant;
+use nagare_dev::software_offload::{complete, fits_device, Refused};
 use nagare_dev::{Device, MonotonicClock, RX_HEADROOM};
 use nagare_wire::ETHERNET_HEADER_LEN;
 use std::collections::{HashMap, VecDeque};
@@ -200,8 +207,14 @@ pub struct Direction {
     pub bytes: u64,
     /// Destination on the source side.
     pub filtered: u64,
-    /// Runts and group source addresses.
+    /// Runts and group source addresses, and super-segments whose
+    /// headers could not be cut.
     pub bad: u64,
+    /// Frames whose offloads (a partial checksum, a super-segment) the
+    /// bridge completed because the destination device could not.
+    pub completed: u64,
+    /// Frames the destination's pool had no buffer for while completing.
+    pub no_buffer: u64,
 }
 
 /// The bridge's state between rounds: table, queues, counters.
@@ -256,8 +269,16 @@ impl Bridge {
     }
 
     /// Reads a batch from `from` (unless the queue to the other side is
-    /// full) and queues what crosses.
-    fn pull(&mut self, from: Side, dev: &mut dyn Device, pool: &BufferPool, now: Instant) -> io::Result<usize> {
+    /// full) and queues what crosses, completed in software where the
+    /// other side's device (`to`) cannot take a frame's offloads.
+    fn pull(
+        &mut self,
+        from: Side,
+        dev: &mut dyn Device,
+        to: Capabilities,
+        pool: &BufferPool,
+        now: Instant,
+    ) -> io::Result<usize> {
         let queued = match from {
             Side::Tap => self.to_vni.len(),
             Side::Vni => self.to_tap.len(),
@@ -276,7 +297,15 @@ impl Bridge {
             };
             dir.received += 1;
             match verdict {
-                Verdict::Forward => queue.push_back(frame),
+                Verdict::Forward if fits_device(&frame, to.mtu, to.tx_offloads) => queue.push_back(frame),
+                Verdict::Forward => {
+                    dir.completed += 1;
+                    match complete(frame, to.mtu, pool, queue) {
+                        Ok(_) => {}
+                        Err(Refused::Malformed) => dir.bad += 1,
+                        Err(Refused::NoBuffer) => dir.no_buffer += 1,
+                    }
+                }
                 Verdict::Filter => dir.filtered += 1,
                 Verdict::Bad => dir.bad += 1,
             }
@@ -318,7 +347,8 @@ impl Bridge {
         }
         let mut round = Round::default();
         let mut error = None;
-        let pulled = [self.pull(Side::Tap, tap, pool, now), self.pull(Side::Vni, vni, pool, now)];
+        let (tap_caps, vni_caps) = (tap.capabilities(), vni.capabilities());
+        let pulled = [self.pull(Side::Tap, tap, vni_caps, pool, now), self.pull(Side::Vni, vni, tap_caps, pool, now)];
         for r in pulled {
             match r {
                 Ok(n) => round.received += n,
@@ -593,5 +623,84 @@ mod tests {
         assert_eq!(bridge.table.lookup(A, t(0)), Some(Side::Tap));
         drop((bridge_port, b, c, seg));
         destroy(&name).unwrap();
+    }
+    /// An IPv4 TCP super-segment from `src` to `dst` with `payload` bytes
+    /// and its checksum left partial, as an engine with offloads sends it.
+    fn super_segment(pool: &BufferPool, dst: [u8; 6], src: [u8; 6], payload: usize) -> PacketBuf {
+        use nagare_core::buf::{ChecksumState, Offload};
+        let mut b = vec![0u8; 14 + 20 + 20 + payload];
+        b[..6].copy_from_slice(&dst);
+        b[6..12].copy_from_slice(&src);
+        b[12] = 0x08;
+        let total = (40 + payload) as u16;
+        b[14] = 0x45;
+        b[16..18].copy_from_slice(&total.to_be_bytes());
+        b[20] = 0x40;
+        b[22] = 64;
+        b[23] = 6;
+        b[26..30].copy_from_slice(&[10, 0, 0, 2]);
+        b[30..34].copy_from_slice(&[10, 0, 0, 1]);
+        let sum = nagare_wire::checksum(&b[14..34]);
+        b[24..26].copy_from_slice(&sum.to_be_bytes());
+        b[38..42].copy_from_slice(&5000u32.to_be_bytes());
+        b[46] = 5 << 4;
+        b[47] = 0x18;
+        let pseudo = nagare_wire::pseudo_header_v4([10, 0, 0, 2].into(), [10, 0, 0, 1].into(), 6, total - 20);
+        b[50..52].copy_from_slice(&pseudo.folded().to_be_bytes());
+        for (i, x) in b[54..].iter_mut().enumerate() {
+            *x = (i % 251) as u8;
+        }
+        let mut f = PacketBuf::from_slice(pool, RX_HEADROOM, &b).unwrap();
+        f.set_offload(Offload { checksum: ChecksumState::Partial, segment_size: 1448 });
+        f
+    }
+
+    #[test]
+    fn super_segments_from_the_segment_reach_a_plain_wire_cut_to_the_mtu() {
+        let name = format!("bridge-tso-{}", std::process::id());
+        let _ = destroy(&name);
+        struct Removed(String);
+        impl Drop for Removed {
+            fn drop(&mut self) {
+                let _ = destroy(&self.0);
+            }
+        }
+        let _removed = Removed(name.clone());
+        let seg = Arc::new(Segment::create(&name, 2, 1500, 64).unwrap());
+        let pool = BufferPool::new(2048, 512);
+        let mut bridge_port = VniPort::attach(Arc::clone(&seg), Some([2, 0, 0, 0, 9, 0])).unwrap();
+        let mut b = VniPort::attach(Arc::clone(&seg), Some(B)).unwrap();
+        let mut wire = Wire::default();
+        let mut bridge = Bridge::default();
+        // A, behind the wire, is heard from first.
+        wire.inbox.push_back(frame(&pool, BCAST, A, 1));
+        bridge.round(&mut wire, &mut bridge_port, &pool, t(0)).unwrap();
+        receive_all(&mut b, &pool);
+
+        let sent = super_segment(&pool, A, B, 20_000);
+        let whole = sent.to_vec();
+        let mut q = VecDeque::from([sent]);
+        b.transmit_batch(&mut q, Instant::ZERO).unwrap();
+        assert!(q.is_empty());
+        for _ in 0..3 {
+            bridge.round(&mut wire, &mut bridge_port, &pool, t(0)).unwrap();
+        }
+        assert_eq!(wire.sent.len(), 20_000usize.div_ceil(1448));
+        let mut payload = Vec::new();
+        for (k, f) in wire.sent.iter().enumerate() {
+            let f = f.to_vec();
+            assert!(f.len() <= 1514, "frame {k} is {} bytes", f.len());
+            assert_eq!(f[..12], whole[..12]);
+            assert!(nagare_wire::verify(&f[14..34]), "IP checksum of frame {k}");
+            let mut sum =
+                nagare_wire::pseudo_header_v4([10, 0, 0, 2].into(), [10, 0, 0, 1].into(), 6, (f.len() - 34) as u16);
+            sum.add_bytes(&f[34..]);
+            assert_eq!(sum.folded(), 0xffff, "TCP checksum of frame {k}");
+            payload.extend_from_slice(&f[54..]);
+        }
+        assert!(payload == whole[54..], "payload cut and put back together");
+        assert_eq!(bridge.vni_to_tap.completed, 1);
+        assert_eq!(bridge.vni_to_tap.bad, 0);
+        drop((bridge_port, b, seg));
     }
 }

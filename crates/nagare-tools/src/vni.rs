@@ -3,16 +3,16 @@
 
 use anyhow::{Context, Result};
 use nagare_dev::vni::layout::{STATE_ATTACHED, STATE_CLAIMING, STATE_FREE};
-use nagare_dev::vni::{format_mac, format_size, segment_path, segment_size, Segment, VniPort};
+use nagare_dev::vni::{default_slots, format_mac, format_size, segment_path, segment_size, Segment, VniPort};
 use nagare_dev::{Device, DeviceStats, MonotonicClock, TapDevice};
 use nagare_host::bridge::{pool_for, Bridge, Direction};
 use nagare_host::realtime;
 use std::sync::Arc;
 
 /// Creates segment `name`: `ports` ports, IP MTU `mtu`, `slots` slots per
-/// ring; prints its shape.
-pub fn create(name: &str, ports: usize, mtu: usize, slots: usize) -> Result<()> {
-    let seg = Segment::create(name, ports, mtu, slots)?;
+/// ring (the default for the MTU if `None`); prints its shape.
+pub fn create(name: &str, ports: usize, mtu: usize, slots: Option<usize>) -> Result<()> {
+    let seg = Segment::create(name, ports, mtu, slots.unwrap_or_else(|| default_slots(mtu)))?;
     let geo = seg.geometry();
     println!(
         "nagare vni: created {} ({} ports, MTU {}, {} slots of {} B per ring, {} rings, {})",
@@ -82,8 +82,8 @@ pub fn info(name: &str) -> Result<()> {
 
 fn print_direction(name: &str, d: &Direction) {
     println!(
-        "  {name:<12} received {} forwarded {} ({} B) filtered {} bad {}",
-        d.received, d.forwarded, d.bytes, d.filtered, d.bad
+        "  {name:<12} received {} forwarded {} ({} B) filtered {} bad {} completed {} no_buffer {}",
+        d.received, d.forwarded, d.bytes, d.filtered, d.bad, d.completed, d.no_buffer
     );
 }
 

@@ -216,6 +216,29 @@ impl UdpRepr {
         Ok(())
     }
 
+    /// Write the 8-byte header as [`emit_header`](Self::emit_header) does,
+    /// but with the checksum left partial for the device to complete
+    /// (checksum offload): the field holds the pseudo-header sum, folded
+    /// and not complemented, so that the checksum of the header and
+    /// payload with the field in place is the datagram's checksum.
+    pub fn emit_header_partial(
+        &self,
+        header: &mut [u8],
+        payload_len: usize,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+    ) -> Result<()> {
+        let len =
+            payload_len.checked_add(UDP_HEADER_LEN).and_then(|l| u16::try_from(l).ok()).ok_or(Error::Malformed)?;
+        let h = header.first_chunk_mut::<UDP_HEADER_LEN>().ok_or(Error::Truncated)?;
+        let mut p = UdpPacket::new_unchecked(&mut h[..]);
+        p.set_src_port(self.src_port);
+        p.set_dst_port(self.dst_port);
+        p.set_len(len);
+        p.set_checksum(checksum::pseudo_header_v4(src, dst, PROTO_UDP, len).folded());
+        Ok(())
+    }
+
     /// Write header and `payload` contiguously at the start of `buf`;
     /// `Err(Truncated)` if `buf` is shorter than `8 + payload.len()`.
     pub fn emit(&self, buf: &mut [u8], payload: &[u8], src: Ipv4Addr, dst: Ipv4Addr) -> Result<()> {
@@ -259,6 +282,16 @@ mod tests {
         let mut out = [0u8; 14];
         UdpRepr { src_port: 60259, dst_port: 9 }.emit(&mut out, b"nagare", LO, LO).unwrap();
         assert_eq!(out, DGRAM);
+    }
+
+    #[test]
+    fn emit_partial_leaves_what_lo_leaves() {
+        let mut out = DGRAM;
+        UdpRepr { src_port: 60259, dst_port: 9 }.emit_header_partial(&mut out, 6, LO, LO).unwrap();
+        assert_eq!(out[..6], DGRAM[..6]);
+        assert_eq!(u16::from_be_bytes([out[6], out[7]]), 0xfe21);
+        // Completing it (the sum over header and payload) gives the full checksum.
+        assert_eq!(checksum::checksum(&out), 0xce3a);
     }
 
     #[test]

@@ -50,8 +50,9 @@ impl Offload {
 /// engine can leave it undone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TxOffloads {
-    /// The device completes TCP checksums the engine leaves
-    /// [`ChecksumState::Partial`].
+    /// The device completes TCP and UDP checksums the engine leaves
+    /// [`ChecksumState::Partial`] (UDP only in datagrams that are not
+    /// cut into IP fragments).
     pub checksum: bool,
     /// Largest IP packet (header included) the device accepts as a TCP
     /// super-segment and cuts into MTU-sized ones; 0 when it does not.

@@ -3,12 +3,12 @@
 use super::socket::UdpDatagram;
 use super::sockets::UdpHandle;
 use super::UDP_MAX_PAYLOAD;
-use crate::buf::{Offload, PacketBuf};
+use crate::buf::{ChecksumState, Offload, PacketBuf};
 use crate::icmp::IcmpError;
 use crate::iface::{Error, Interface, HEADROOM};
 use crate::time::Instant;
 use core::net::SocketAddrV4;
-use nagare_wire::{IpProtocol, Ipv4Repr, UDP_HEADER_LEN};
+use nagare_wire::{Checksum, IpProtocol, Ipv4Repr, IPV4_HEADER_LEN, UDP_HEADER_LEN};
 
 /// The UDP socket calls of one interface, borrowed from it
 /// ([`Interface::udp`]) for as long as the calls take. To look at a
@@ -71,10 +71,23 @@ impl<'a> Udp<'a> {
         let src =
             if local.ip().is_unspecified() { iface.source_for(*dst.ip()).ok_or(Error::NoRoute)? } else { *local.ip() };
         let payload_len = payload.len();
-        let payload_sum = payload.checksum();
+        // A device that completes checksums gets the datagram's partial,
+        // unless it will be cut into IP fragments (a device completes the
+        // checksum of a whole transport segment only).
+        let offload =
+            iface.caps.tx_offloads.checksum && payload_len + UDP_HEADER_LEN + IPV4_HEADER_LEN <= iface.caps.mtu;
+        let payload_sum = if offload { Checksum::default() } else { payload.checksum() };
         let header = payload.prepend(&iface.pool, UDP_HEADER_LEN)?;
         let repr = nagare_wire::UdpRepr { src_port: local.port(), dst_port: dst.port() };
-        repr.emit_header(header, payload_len, src, *dst.ip(), payload_sum).map_err(|_| Error::MessageTooLong)?;
+        if offload {
+            repr.emit_header_partial(header, payload_len, src, *dst.ip())
+        } else {
+            repr.emit_header(header, payload_len, src, *dst.ip(), payload_sum)
+        }
+        .map_err(|_| Error::MessageTooLong)?;
+        if offload {
+            payload.set_offload(Offload { checksum: ChecksumState::Partial, segment_size: 0 });
+        }
         let ip = Ipv4Repr::new(src, *dst.ip(), IpProtocol::Udp, payload.len(), iface.config.ttl);
         iface.send_ip(ip, payload, now)?;
         iface.counters.udp_sent += 1;

@@ -25,11 +25,12 @@
 
 pub mod doorbell;
 pub mod layout;
+pub mod meta;
 pub mod port;
 pub mod ring;
 pub mod segment;
 
-pub use layout::{format_size, segment_size, slot_size_for, Geometry, DEFAULT_SLOTS, MAX_PORTS, MIN_PORTS};
+pub use layout::{default_slots, format_size, segment_size, slot_size_for, Geometry, MAX_PORTS, MIN_PORTS};
 pub use port::{
     derived_mac, format_mac, PeerLink, SlotBatch, SlotWriter, VniPort, VniStats, STATION_AGE, STATION_CAPACITY,
 };

@@ -28,14 +28,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nagare_core::buf::{BufferPool, PacketBuf, TxOffloads};
+use nagare_core::buf::{BufferPool, Offload, PacketBuf, TxOffloads};
 use nagare_core::{Capabilities, Instant};
 use nagare_ipc::notify::{set_asleep, set_awake, Wake};
 use nagare_wire::ETHERNET_HEADER_LEN;
 
 use super::doorbell::{process_alive, Doorbell, RemoteBell};
 use super::layout::*;
-use super::ring::{copy_to_pool, Consumer, Producer};
+use super::ring::{copy_to_pool, Consumer, Popped, Producer, SlotSpan};
 use super::segment::Segment;
 use crate::device::{frame_fits, Device, DeviceStats, FrameInPlace};
 
@@ -59,6 +59,9 @@ const STATION_MOVE_HOLD: Duration = Duration::from_secs(2);
 pub struct VniStats {
     /// Slots with an impossible length, skipped (also in `rx_errors`).
     pub bad_slots: u64,
+    /// Frames whose offload word did not fit them, dropped (also in
+    /// `rx_errors`).
+    pub bad_metadata: u64,
     /// Rings whose head or tail made no sense, resynchronised (received
     /// ones also count in `rx_errors`).
     pub broken_rings: u64,
@@ -468,6 +471,17 @@ impl VniPort {
         Ok(())
     }
 
+    /// What the port completes for the engine: the checksum (left partial
+    /// for the receiver, which trusts it: the bytes never leave memory)
+    /// and, when the ring holds frames longer than the MTU, TCP
+    /// segmentation (the super-segment crosses whole, in consecutive
+    /// slots). A bridge to a device that cannot take either completes
+    /// them itself.
+    pub fn tx_offloads(&self) -> TxOffloads {
+        let max_packet = self.geo.max_super_frame() - ETHERNET_HEADER_LEN;
+        TxOffloads { checksum: true, tcp_segmentation: if max_packet > self.geo.mtu { max_packet } else { 0 } }
+    }
+
     /// Busy-poll mode: the caller promises to call `receive_batch` again
     /// at once, forever, without sleeping on [`Device::raw_fd`]. The port
     /// then keeps its `polling` flag set, so senders never ring it, and
@@ -497,15 +511,10 @@ impl VniPort {
     }
 
     /// Drains up to `max` frames from the peers' rings, round robin,
-    /// handing each to `deliver` as it lies in its slot (offset in the
-    /// segment, length); `deliver` says whether it took the frame (false:
-    /// no buffer, counted).
-    fn drain(
-        &mut self,
-        max: usize,
-        now: std::time::Instant,
-        deliver: &mut dyn FnMut(&Segment, usize, usize) -> bool,
-    ) -> usize {
+    /// handing each to `deliver` as it lies in its slots, with its
+    /// offload; `deliver` says whether it took the frame (false: no
+    /// buffer, counted).
+    fn drain(&mut self, max: usize, now: std::time::Instant, deliver: &mut Deliver<'_>) -> usize {
         let seg = &*self.seg;
         let count = self.peers.len();
         let mut got = 0;
@@ -526,17 +535,44 @@ impl VniPort {
                     continue;
                 }
             };
-            for _ in 0..avail.min(max - got) {
-                let Some((off, len)) = peer.rx.pop_slot(seg, &self.geo) else {
-                    self.vni.bad_slots += 1;
-                    self.stats.rx_errors += 1;
-                    continue;
+            let mut left = avail;
+            // Slots read and not yet handed back: every eighth of the
+            // ring goes back at once, so the sender refills one part of a
+            // ring (a few super-segments fill it) while we copy out of
+            // another, instead of waiting for the whole batch.
+            let mut unreleased = 0;
+            let release_every = (self.geo.slot_count / 8).max(1);
+            while left > 0 && got < max {
+                if unreleased >= release_every {
+                    peer.rx.release(seg);
+                    unreleased = 0;
+                }
+                let (span, offload) = match peer.rx.pop_frame(seg, &self.geo, left) {
+                    Popped::Frame(span, offload, slots) => {
+                        left -= slots;
+                        unreleased += slots;
+                        (span, offload)
+                    }
+                    Popped::BadSlot => {
+                        left -= 1;
+                        unreleased += 1;
+                        self.vni.bad_slots += 1;
+                        self.stats.rx_errors += 1;
+                        continue;
+                    }
+                    Popped::BadMetadata(slots) => {
+                        left -= slots;
+                        unreleased += slots;
+                        self.vni.bad_metadata += 1;
+                        self.stats.rx_errors += 1;
+                        continue;
+                    }
                 };
                 // Learn the source if it is not the peer's own MAC (a
                 // station behind it, e.g. behind a bridge): a 6-byte
                 // compare in the common case.
                 let mut src = [0u8; 6];
-                if seg.read_bytes(off + 6, &mut src)
+                if span.read(seg, &self.geo, 6, &mut src)
                     && src != peer.mac
                     && src != self.mac
                     && src[0] & 1 == 0
@@ -546,9 +582,9 @@ impl VniPort {
                     self.vni.stations_learned += u64::from(learned);
                     self.vni.stations_evicted += u64::from(evicted);
                 }
-                if deliver(seg, off, len) {
+                if deliver(seg, &self.geo, &span, offload) {
                     self.stats.rx_frames += 1;
-                    self.stats.rx_bytes += len as u64;
+                    self.stats.rx_bytes += span.len() as u64;
                     got += 1;
                 } else {
                     self.stats.rx_dropped_no_buffer += 1;
@@ -563,11 +599,7 @@ impl VniPort {
     }
 
     /// One receive batch with the doorbell protocol around it.
-    fn receive_with(
-        &mut self,
-        max: usize,
-        deliver: &mut dyn FnMut(&Segment, usize, usize) -> bool,
-    ) -> io::Result<usize> {
+    fn receive_with(&mut self, max: usize, deliver: &mut Deliver<'_>) -> io::Result<usize> {
         // While polling (the last batch found frames, or busy-poll mode)
         // senders do not ring, and a ring that raced with setting the flag
         // only makes the caller's next sleep return at once; the eventfd
@@ -594,11 +626,11 @@ impl VniPort {
         Ok(got)
     }
 
-    /// Room in the ring to peer `k`, looking at its head only when the
-    /// credit known from the last look is used up.
-    fn room(&mut self, k: usize) -> usize {
+    /// Room in the ring to peer `k`, looking at its tail only when the
+    /// credit known from the last look is less than `need` slots.
+    fn room(&mut self, k: usize, need: usize) -> usize {
         let peer = &mut self.peers[k];
-        if peer.credit == 0 {
+        if peer.credit < need {
             peer.credit = match peer.tx.free_slots(&self.seg) {
                 Ok(n) => n,
                 Err(_) => {
@@ -610,10 +642,10 @@ impl VniPort {
         peer.credit
     }
 
-    fn push(&mut self, k: usize, frame: &PacketBuf) {
+    fn push(&mut self, k: usize, frame: &PacketBuf, slots: usize) {
         let peer = &mut self.peers[k];
         peer.tx.push(&self.seg, &self.geo, frame);
-        peer.credit -= 1;
+        peer.credit -= slots;
         peer.full_since = None;
     }
 
@@ -695,7 +727,7 @@ impl SlotBatch<'_> {
                 format!("no peer port or learned station has MAC {}", format_mac(dst)),
             ));
         };
-        if self.port.room(k) == 0 {
+        if self.port.room(k, 1) == 0 {
             return Err(io::ErrorKind::WouldBlock.into());
         }
         let frame = self.port.peers[k].tx.next_frame_offset(&self.port.geo);
@@ -826,20 +858,29 @@ pub fn format_mac(mac: [u8; 6]) -> String {
     mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }
 
-/// A frame in its slot, shown to [`Device::receive_placed`]'s caller.
+/// What a receive does with each frame in its slots: the segment, its
+/// geometry, where the frame lies and its offload; whether it was taken.
+type Deliver<'a> = dyn FnMut(&Segment, &Geometry, &SlotSpan, Offload) -> bool + 'a;
+
+/// A frame in its slots, shown to [`Device::receive_placed`]'s caller.
 struct SlotFrame<'a> {
     seg: &'a Segment,
-    off: usize,
-    len: usize,
+    geo: &'a Geometry,
+    span: &'a SlotSpan,
+    offload: Offload,
 }
 
 impl FrameInPlace for SlotFrame<'_> {
     fn len(&self) -> usize {
-        self.len
+        self.span.len()
     }
 
     fn copy_out(&self, offset: usize, out: &mut [u8]) -> bool {
-        offset.checked_add(out.len()).is_some_and(|end| end <= self.len) && self.seg.read_bytes(self.off + offset, out)
+        self.span.read(self.seg, self.geo, offset, out)
+    }
+
+    fn offload(&self) -> Offload {
+        self.offload
     }
 }
 
@@ -851,7 +892,7 @@ impl Device for VniPort {
         max: usize,
         _now: Instant,
     ) -> io::Result<usize> {
-        self.receive_with(max, &mut |seg, off, len| match copy_to_pool(seg, off, len, pool) {
+        self.receive_with(max, &mut |seg, geo, span, offload| match copy_to_pool(seg, geo, span, offload, pool) {
             Some(frame) => {
                 out.push(frame);
                 true
@@ -866,8 +907,8 @@ impl Device for VniPort {
         _now: Instant,
         place: &mut dyn FnMut(&dyn FrameInPlace),
     ) -> io::Result<usize> {
-        self.receive_with(max, &mut |seg, off, len| {
-            place(&SlotFrame { seg, off, len });
+        self.receive_with(max, &mut |seg, geo, span, offload| {
+            place(&SlotFrame { seg, geo, span, offload });
             true
         })
     }
@@ -877,19 +918,20 @@ impl Device for VniPort {
         self.refresh_at(now)?;
         let mut taken = 0;
         while let Some(frame) = frames.front() {
-            if !frame_fits(frame, self.geo.mtu, TxOffloads::NONE) {
+            if !frame_fits(frame, self.geo.mtu, self.tx_offloads()) {
                 frames.pop_front();
                 self.stats.tx_errors += 1;
                 taken += 1;
                 continue;
             }
             let len = frame.len();
+            let slots = self.geo.slots_for(len);
             let dst = frame.header::<6>().unwrap_or([0xff; 6]);
             let group = dst[0] & 1 != 0;
             let target = if group { None } else { self.unicast_target(dst, now) };
             let mut delivered = 0;
             if let Some((k, learned)) = target {
-                if self.room(k) == 0 {
+                if self.room(k, slots) < slots {
                     let peer = &mut self.peers[k];
                     let since = *peer.full_since.get_or_insert(now);
                     if now.duration_since(since) < STALL_LIMIT {
@@ -898,7 +940,7 @@ impl Device for VniPort {
                     }
                     self.vni.ring_full_drops += 1;
                 } else {
-                    self.push(k, frame);
+                    self.push(k, frame, slots);
                     self.vni.learned_unicast += u64::from(learned);
                     delivered = 1;
                 }
@@ -910,10 +952,10 @@ impl Device for VniPort {
                     if !self.peers[k].up {
                         continue;
                     }
-                    if self.room(k) == 0 {
+                    if self.room(k, slots) < slots {
                         self.vni.ring_full_drops += 1;
                     } else {
-                        self.push(k, frame);
+                        self.push(k, frame, slots);
                         delivered += 1;
                     }
                 }
@@ -932,7 +974,7 @@ impl Device for VniPort {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { mtu: self.geo.mtu, ..Capabilities::default() }
+        Capabilities { mtu: self.geo.mtu, tx_offloads: self.tx_offloads() }
     }
 
     fn raw_fd(&self) -> Option<RawFd> {

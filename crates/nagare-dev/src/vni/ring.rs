@@ -1,6 +1,7 @@
 //! One single-producer, single-consumer ring of frame slots in a segment:
 //! the index protocol of `nagare_ipc::spsc` (the same as the inet server's
-//! descriptor rings) with slots that hold one frame each.
+//! descriptor rings) with slots that hold one frame each, or one TCP
+//! super-segment across consecutive slots.
 //!
 //! Positions are free-running `u32` counters; slot `p % count` holds the
 //! frame at position `p`. The producer alone writes `head` (+0), the
@@ -12,7 +13,9 @@
 //! tail and our tail plus the ring; a head that moves back to no less than
 //! our tail is a producer that took its port over and withdrew what its
 //! predecessor left, and is accepted), a slot's length here (outside
-//! `14 ..= mtu + 14` is a bad slot, skipped and counted). A position out
+//! `14 ..= max_super_frame`, or running past the published slots, is a
+//! bad slot, skipped and counted) and its offload word (`super::meta`:
+//! one that does not fit the frame drops the frame, counted). A position out
 //! of range is a broken ring: counted by the port, and the end starts
 //! again from the peer's value, so both ends agree again after one
 //! exchange.
@@ -35,12 +38,13 @@
 
 use std::sync::atomic::Ordering;
 
-use nagare_core::buf::{BufferPool, PacketBuf};
+use nagare_core::buf::{BufferPool, Offload, PacketBuf};
 use nagare_ipc::notify::{wake_decision, Wake};
 use nagare_ipc::spsc::{ConsumerIndex, ProducerIndex, Withdrawal};
 use nagare_wire::ETHERNET_HEADER_LEN;
 
-use super::layout::{Geometry, R_HEAD, R_TAIL, SLOT_HEADER_LEN};
+use super::layout::{Geometry, R_HEAD, R_TAIL, SLOT_HEADER_LEN, SLOT_OFFLOAD};
+use super::meta;
 use super::segment::Segment;
 use crate::device::RX_HEADROOM;
 
@@ -84,17 +88,23 @@ impl Producer {
         }
     }
 
-    /// Writes `frame` into the next slot (the caller checked there is one
-    /// and that the frame fits a slot).
+    /// Writes `frame` into the slots at our head, with its offload word:
+    /// one slot, or [`Geometry::slots_for`] consecutive ones for a
+    /// super-segment (the caller checked they are free and that the frame
+    /// fits the ring and its metadata).
     pub fn push(&mut self, seg: &Segment, geo: &Geometry, frame: &PacketBuf) {
         let len = frame.len();
-        debug_assert!(len <= geo.max_frame());
-        let mut off = self.next_frame_offset(geo);
+        debug_assert!(len <= geo.max_super_frame());
+        let span = SlotSpan { ring: self.ring, first: self.idx.slot(0) as usize, len };
+        let mut at = 0;
         for chunk in frame.chunks() {
-            seg.write_bytes(off, chunk);
-            off += chunk.len();
+            span.write(seg, geo, at, chunk);
+            at += chunk.len();
         }
-        self.commit(seg, geo, len);
+        let slot = self.next_slot(geo);
+        seg.u32_at(slot + SLOT_OFFLOAD).store(meta::encode(frame.offload()), Ordering::Relaxed);
+        seg.u32_at(slot).store(len as u32, Ordering::Relaxed);
+        self.idx.advance(geo.slots_for(len) as u32);
     }
 
     /// Offset in the segment of the slot at our head: the slot the next
@@ -112,14 +122,16 @@ impl Producer {
         self.next_slot(geo) + SLOT_HEADER_LEN
     }
 
-    /// Stores the length of the frame written at
-    /// [`next_frame_offset`](Self::next_frame_offset) and moves the head
-    /// past it (unpublished until [`publish`](Self::publish)). The caller
-    /// checked that there is a free slot and that `14 <= len <=
-    /// geo.max_frame()`.
+    /// Stores the length of the one-slot frame written at
+    /// [`next_frame_offset`](Self::next_frame_offset), with an offload
+    /// word that claims nothing, and moves the head past it (unpublished
+    /// until [`publish`](Self::publish)). The caller checked that there is
+    /// a free slot and that `14 <= len <= geo.max_frame()`.
     pub fn commit(&mut self, seg: &Segment, geo: &Geometry, len: usize) {
         debug_assert!((ETHERNET_HEADER_LEN..=geo.max_frame()).contains(&len));
-        seg.u32_at(self.next_slot(geo)).store(len as u32, Ordering::Relaxed);
+        let slot = self.next_slot(geo);
+        seg.u32_at(slot + SLOT_OFFLOAD).store(meta::encode(Offload::NONE), Ordering::Relaxed);
+        seg.u32_at(slot).store(len as u32, Ordering::Relaxed);
         self.idx.advance(1);
     }
 
@@ -178,15 +190,28 @@ impl Consumer {
         }
     }
 
-    /// The frame at the tail, as (offset in the segment, length), and
-    /// moves past it (the caller checked one is available); `None` for a
-    /// slot whose length is impossible (skipped). The slot stays ours to
-    /// read until [`release`](Self::release).
-    pub fn pop_slot(&mut self, seg: &Segment, geo: &Geometry) -> Option<(usize, usize)> {
-        let slot = geo.slot_offset(self.ring, self.idx.slot(0) as usize);
-        self.idx.advance(1);
+    /// The frame at the tail, given that `available` slots (from
+    /// [`available`](Self::available)) are published from it, and moves
+    /// past its slots. A length outside `14..=max_super_frame`, or a
+    /// frame whose slots are not all published, is a bad slot: only that
+    /// slot is skipped. An offload word that does not fit the frame
+    /// ([`meta::decode`]) is bad metadata: the frame's slots are skipped.
+    /// The slots stay ours to read until [`release`](Self::release).
+    pub fn pop_frame(&mut self, seg: &Segment, geo: &Geometry, available: usize) -> Popped {
+        let first = self.idx.slot(0) as usize;
+        let slot = geo.slot_offset(self.ring, first);
         let len = seg.u32_at(slot).load(Ordering::Relaxed) as usize;
-        (ETHERNET_HEADER_LEN..=geo.max_frame()).contains(&len).then_some((slot + SLOT_HEADER_LEN, len))
+        let word = seg.u32_at(slot + SLOT_OFFLOAD).load(Ordering::Relaxed);
+        if !(ETHERNET_HEADER_LEN..=geo.max_super_frame()).contains(&len) || geo.slots_for(len) > available {
+            self.idx.advance(1);
+            return Popped::BadSlot;
+        }
+        let slots = geo.slots_for(len);
+        self.idx.advance(slots as u32);
+        match meta::decode(word, len, geo) {
+            Ok(offload) => Popped::Frame(SlotSpan { ring: self.ring, first, len }, offload, slots),
+            Err(_) => Popped::BadMetadata(slots),
+        }
     }
 
     /// Gives the slots read so far back to the producer.
@@ -195,10 +220,83 @@ impl Consumer {
     }
 }
 
-/// Copies `len` bytes at `off` into one pool buffer at [`RX_HEADROOM`],
-/// or a chain of them for a frame larger than a buffer: the one copy on
-/// the receive path.
-pub(super) fn copy_to_pool(seg: &Segment, off: usize, len: usize, pool: &BufferPool) -> Option<PacketBuf> {
+/// What [`Consumer::pop_frame`] found at the tail.
+#[derive(Debug, Clone, Copy)]
+pub enum Popped {
+    /// A frame, its offload, and the slots it filled.
+    Frame(SlotSpan, Offload, usize),
+    /// An impossible length: one slot skipped.
+    BadSlot,
+    /// An offload word that does not fit the frame: its slots skipped.
+    BadMetadata(usize),
+}
+
+/// Where a frame lies in a ring: `len` bytes from the frame area of slot
+/// `first` on, continuing in the frame areas of the slots after it.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotSpan {
+    ring: usize,
+    first: usize,
+    len: usize,
+}
+
+impl SlotSpan {
+    /// The frame's length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the frame is empty (never, for a span a ring hands out).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Calls `each(segment offset, range of the frame)` for the pieces of
+    /// frame bytes `at..at + n`, slot by slot; false if that runs past the
+    /// frame.
+    fn pieces(&self, geo: &Geometry, at: usize, n: usize, mut each: impl FnMut(usize, usize, usize) -> bool) -> bool {
+        let Some(end) = at.checked_add(n).filter(|&e| e <= self.len) else {
+            return false;
+        };
+        let per_slot = geo.slot_payload();
+        let mask = geo.slot_count - 1;
+        let mut pos = at;
+        while pos < end {
+            let (k, within) = (pos / per_slot, pos % per_slot);
+            let take = (per_slot - within).min(end - pos);
+            let slot = geo.slot_offset(self.ring, (self.first + k) & mask);
+            if !each(slot + SLOT_HEADER_LEN + within, pos - at, take) {
+                return false;
+            }
+            pos += take;
+        }
+        true
+    }
+
+    /// Copies frame bytes `at..at + out.len()` into `out`; false if that
+    /// runs past the frame.
+    pub fn read(&self, seg: &Segment, geo: &Geometry, at: usize, out: &mut [u8]) -> bool {
+        let n = out.len();
+        self.pieces(geo, at, n, |off, from, take| seg.read_bytes(off, &mut out[from..from + take]))
+    }
+
+    /// Copies `bytes` into the frame at `at`; false if that runs past it.
+    fn write(&self, seg: &Segment, geo: &Geometry, at: usize, bytes: &[u8]) -> bool {
+        self.pieces(geo, at, bytes.len(), |off, from, take| seg.write_bytes(off, &bytes[from..from + take]))
+    }
+}
+
+/// Copies the frame in `span` into one pool buffer at [`RX_HEADROOM`],
+/// or a chain of them for a frame larger than a buffer, with `offload`:
+/// the one copy on the receive path.
+pub(super) fn copy_to_pool(
+    seg: &Segment,
+    geo: &Geometry,
+    span: &SlotSpan,
+    offload: Offload,
+    pool: &BufferPool,
+) -> Option<PacketBuf> {
+    let len = span.len;
     let size = pool.buf_size();
     let mut packet: Option<PacketBuf> = None;
     let mut done = 0;
@@ -207,7 +305,7 @@ pub(super) fn copy_to_pool(seg: &Segment, off: usize, len: usize, pool: &BufferP
         let mut buf = pool.alloc().ok()?;
         let bytes = buf.as_mut_slice()?;
         let take = (len - done).min(size - start);
-        if take == 0 || !seg.read_bytes(off + done, &mut bytes[start..start + take]) {
+        if take == 0 || !span.read(seg, geo, done, &mut bytes[start..start + take]) {
             return None;
         }
         let piece = PacketBuf::from_buffer(buf, start, start + take)?;
@@ -218,5 +316,7 @@ pub(super) fn copy_to_pool(seg: &Segment, off: usize, len: usize, pool: &BufferP
         done += take;
         start = 0;
     }
-    packet
+    let mut packet = packet?;
+    packet.set_offload(offload);
+    Some(packet)
 }

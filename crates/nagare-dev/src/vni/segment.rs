@@ -237,8 +237,9 @@ impl Segment {
         })
     }
 
-    /// Frames waiting in the ring from `from` to `to`, as the ring's words
-    /// say now (a hostile peer can make this anything up to 2^32 - 1).
+    /// Slots in use in the ring from `from` to `to` (a frame fills one, a
+    /// super-segment several), as the ring's words say now (a hostile
+    /// peer can make this anything up to 2^32 - 1).
     pub fn ring_backlog(&self, from: usize, to: usize) -> Option<u32> {
         if from >= self.geo.ports || to >= self.geo.ports || from == to {
             return None;

@@ -840,31 +840,52 @@ impl Driver {
                 .filter(|_| local.is_some_and(|(mac, ip)| is_for(&head[..n], mac, ip)));
             let key = flow.and_then(|f| steer.get(&(f.proto, f.port)).copied());
             if let Some((key, c)) = key.and_then(|k| clients.get_mut(&k).map(|c| (k, c))) {
-                if RX_HEADROOM + len <= c.region.layout().config.buffer_size as usize {
-                    if let Some(index) = c.rx_free.pop() {
-                        let copied =
-                            c.region.shared_bytes(index, RX_HEADROOM as u32, len as u32).is_ok_and(|mut bytes| {
-                                // SAFETY: a buffer netd handed us for this
-                                // client: nobody in this process uses it; the
-                                // client writing it spoils only its own frame
-                                // (netd parses its own copy of the headers).
-                                frame.copy_out(0, unsafe { bytes.as_mut_slice() })
-                            });
-                        if copied {
+                // One client buffer, or several in a row for a frame
+                // larger than one (a super-segment), as a steered read.
+                let csize = c.region.layout().config.buffer_size as usize;
+                let pieces = if csize > RX_HEADROOM { (RX_HEADROOM + len).div_ceil(csize) } else { usize::MAX };
+                if pieces <= MAX_PIECES && c.rx_free.len() >= pieces {
+                    let first = c.rx_free.len() - pieces;
+                    let mut taken = [0u32; MAX_PIECES];
+                    for (slot, index) in taken.iter_mut().zip(c.rx_free.drain(first..)) {
+                        *slot = index;
+                    }
+                    let indices = &taken[..pieces];
+                    // Piece k holds frame bytes [k * csize - RX_HEADROOM, ...)
+                    // (the first from RX_HEADROOM into its buffer).
+                    let range = |k: usize| {
+                        let start = (k * csize).saturating_sub(RX_HEADROOM);
+                        (start, ((k + 1) * csize - RX_HEADROOM).min(len))
+                    };
+                    let copied = indices.iter().enumerate().all(|(k, &index)| {
+                        let offset = if k == 0 { RX_HEADROOM } else { 0 };
+                        let (start, end) = range(k);
+                        c.region.shared_bytes(index, offset as u32, (end - start) as u32).is_ok_and(|mut bytes| {
+                            // SAFETY: a buffer netd handed us for this
+                            // client: nobody in this process uses it; the
+                            // client writing it spoils only its own frame
+                            // (netd parses its own copy of the headers).
+                            frame.copy_out(start, unsafe { bytes.as_mut_slice() })
+                        })
+                    });
+                    if copied {
+                        for (k, &index) in indices.iter().enumerate() {
+                            let (start, end) = range(k);
                             out.push_back(Descriptor {
                                 kind: RX_CLIENT_PIECE,
+                                flags: if k + 1 < pieces { MORE } else { 0 },
                                 buffer: index,
-                                offset: RX_HEADROOM as u32,
-                                len: len as u32,
-                                aux: [offload_word(Offload::NONE), key, 0, 0],
+                                offset: if k == 0 { RX_HEADROOM as u32 } else { 0 },
+                                len: (end - start) as u32,
+                                aux: [if k == 0 { offload_word(frame.offload()) } else { 0 }, key, 0, 0],
                                 ..Default::default()
                             });
-                            stats.rx_frames += 1;
-                            stats.rx_steered += 1;
-                            return;
                         }
-                        c.rx_free.push(index);
+                        stats.rx_frames += 1;
+                        stats.rx_steered += 1;
+                        return;
                     }
+                    c.rx_free.extend_from_slice(indices);
                 }
             }
             // Not steered (or no buffer of its client left): into ours.
@@ -892,7 +913,7 @@ impl Driver {
                 stats.rx_dropped += 1;
                 return;
             }
-            post_frame(pool, out, stats, &indices[..pieces], len, Offload::NONE);
+            post_frame(pool, out, stats, &indices[..pieces], len, frame.offload());
         };
         match device.receive_placed(max, now, &mut place) {
             Ok(n) => Some(n > 0),

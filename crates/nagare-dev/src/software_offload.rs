@@ -1,0 +1,354 @@
+//! What a device with transmit offloads does to a frame, done in software
+//! for a device that has none: a partial transport checksum is completed,
+//! and a TCP super-segment is cut into segments of its segment size, each
+//! with its own IPv4 and TCP header and full checksums (as the kernel's
+//! software GSO does). The VNI–TAP bridge uses it for frames that crossed
+//! the segment with offloads and leave for a TAP opened for plain frames.
+//!
+//! The frame comes from another process (a VNI peer), so its headers are
+//! checked before use: a super-segment that is not an unfragmented IPv4
+//! TCP packet whose lengths agree is refused, never cut.
+
+use std::collections::VecDeque;
+
+use nagare_core::buf::{BufferPool, ChecksumState, Offload, PacketBuf, TxOffloads};
+use nagare_wire::checksum::{self, pseudo_header_v4, Checksum};
+use nagare_wire::{Ipv4Addr, ETHERNET_HEADER_LEN};
+
+use crate::device::RX_HEADROOM;
+
+const ETHERTYPE_IPV4: [u8; 2] = [0x08, 0x00];
+const PROTO_TCP: u8 = 6;
+const PROTO_UDP: u8 = 17;
+const TCP_CHECKSUM: usize = 16;
+const UDP_CHECKSUM: usize = 6;
+const TCP_FIN: u8 = 0x01;
+const TCP_PSH: u8 = 0x08;
+const TCP_CWR: u8 = 0x80;
+
+/// Why a frame could not be completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// A super-segment whose headers are not an unfragmented IPv4 TCP
+    /// packet with consistent lengths, or whose segments would not fit the
+    /// MTU.
+    Malformed,
+    /// No pool buffer for a segment.
+    NoBuffer,
+}
+
+/// Whether a device with `mtu` and `offloads` takes `frame` as it is.
+pub fn fits_device(frame: &PacketBuf, mtu: usize, offloads: TxOffloads) -> bool {
+    let offload = frame.offload();
+    let checksum_done = offload.checksum != ChecksumState::Partial || offloads.checksum;
+    let len = frame.len();
+    checksum_done
+        && (len <= mtu + ETHERNET_HEADER_LEN
+            || (offload.segment_size != 0 && len <= offloads.tcp_segmentation + ETHERNET_HEADER_LEN))
+}
+
+/// Appends `frame` to `out` as a device without offloads must send it:
+/// with its checksum complete, and as MTU-sized TCP segments if it is a
+/// super-segment longer than the MTU. Frames that need nothing, and partial
+/// checksums of protocols other than TCP and UDP, go as they are. Returns
+/// the number of frames appended.
+pub fn complete(
+    frame: PacketBuf,
+    mtu: usize,
+    pool: &BufferPool,
+    out: &mut VecDeque<PacketBuf>,
+) -> Result<usize, Refused> {
+    let offload = frame.offload();
+    let cut = offload.segment_size != 0 && frame.len() > mtu + ETHERNET_HEADER_LEN;
+    if !cut && offload.checksum != ChecksumState::Partial {
+        out.push_back(frame);
+        return Ok(1);
+    }
+    let mut bytes = frame.to_vec();
+    drop(frame);
+    let Some(ip) = Ipv4Headers::parse(&bytes) else {
+        if cut {
+            return Err(Refused::Malformed);
+        }
+        out.push_back(rebuild(pool, &bytes)?);
+        return Ok(1);
+    };
+    if cut {
+        return cut_tcp(&bytes, &ip, usize::from(offload.segment_size), mtu, pool, out);
+    }
+    let field = match ip.protocol {
+        PROTO_TCP => TCP_CHECKSUM,
+        PROTO_UDP => UDP_CHECKSUM,
+        _ => {
+            out.push_back(rebuild(pool, &bytes)?);
+            return Ok(1);
+        }
+    };
+    let l4 = ip.l4_start..ip.end;
+    if field + 2 > l4.len() {
+        return Err(Refused::Malformed);
+    }
+    // The field holds the pseudo-header sum: the sum over the transport
+    // header and payload with it in place is the whole checksum.
+    let mut sum = checksum::checksum(&bytes[l4.clone()]);
+    if ip.protocol == PROTO_UDP && sum == 0 {
+        sum = 0xffff;
+    }
+    bytes[l4.start + field..l4.start + field + 2].copy_from_slice(&sum.to_be_bytes());
+    out.push_back(rebuild(pool, &bytes[..ip.end])?);
+    Ok(1)
+}
+
+/// A frame in fresh pool buffers with nothing left to offload.
+fn rebuild(pool: &BufferPool, bytes: &[u8]) -> Result<PacketBuf, Refused> {
+    let mut frame = PacketBuf::from_slice(pool, RX_HEADROOM, bytes).map_err(|_| Refused::NoBuffer)?;
+    frame.set_offload(Offload::NONE);
+    Ok(frame)
+}
+
+/// Where the headers of an Ethernet frame carrying an unfragmented IPv4
+/// packet lie, checked against the frame's length.
+struct Ipv4Headers {
+    ihl: usize,
+    protocol: u8,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    ident: u16,
+    /// Offset of the transport header.
+    l4_start: usize,
+    /// End of the IP packet (Ethernet padding excluded).
+    end: usize,
+}
+
+impl Ipv4Headers {
+    fn parse(frame: &[u8]) -> Option<Ipv4Headers> {
+        if frame.get(12..14)? != ETHERTYPE_IPV4 {
+            return None;
+        }
+        let ip = frame.get(ETHERNET_HEADER_LEN..)?;
+        let version_ihl = *ip.first()?;
+        let ihl = usize::from(version_ihl & 0x0f) * 4;
+        let total = usize::from(u16::from_be_bytes([*ip.get(2)?, *ip.get(3)?]));
+        let flags_fragment = u16::from_be_bytes([*ip.get(6)?, *ip.get(7)?]);
+        if version_ihl >> 4 != 4 || ihl < 20 || total < ihl || total > ip.len() || flags_fragment & 0x3fff != 0 {
+            return None;
+        }
+        let addr = |at: usize| Some(Ipv4Addr::new(*ip.get(at)?, *ip.get(at + 1)?, *ip.get(at + 2)?, *ip.get(at + 3)?));
+        Some(Ipv4Headers {
+            ihl,
+            protocol: *ip.get(9)?,
+            src: addr(12)?,
+            dst: addr(16)?,
+            ident: u16::from_be_bytes([*ip.get(4)?, *ip.get(5)?]),
+            l4_start: ETHERNET_HEADER_LEN + ihl,
+            end: ETHERNET_HEADER_LEN + total,
+        })
+    }
+}
+
+/// Cuts the TCP super-segment in `frame` into segments of at most
+/// `segment_size` payload bytes that fit `mtu`.
+fn cut_tcp(
+    frame: &[u8],
+    ip: &Ipv4Headers,
+    segment_size: usize,
+    mtu: usize,
+    pool: &BufferPool,
+    out: &mut VecDeque<PacketBuf>,
+) -> Result<usize, Refused> {
+    let malformed = Err(Refused::Malformed);
+    if ip.protocol != PROTO_TCP {
+        return malformed;
+    }
+    let tcp = &frame[ip.l4_start..ip.end];
+    let Some(&offset_byte) = tcp.get(12) else {
+        return malformed;
+    };
+    let tcp_len = usize::from(offset_byte >> 4) * 4;
+    if tcp_len < 20 || tcp_len > tcp.len() || segment_size == 0 || ip.ihl + tcp_len + segment_size > mtu {
+        return malformed;
+    }
+    let (tcp_header, payload) = tcp.split_at(tcp_len);
+    let seq = u32::from_be_bytes([tcp_header[4], tcp_header[5], tcp_header[6], tcp_header[7]]);
+    let flags = tcp_header[13];
+    let pieces = payload.len().div_ceil(segment_size).max(1);
+    let mut built = Vec::with_capacity(pieces);
+    let mut bytes = Vec::with_capacity(ip.l4_start + tcp_len + segment_size);
+    for k in 0..pieces {
+        let piece = &payload[(k * segment_size).min(payload.len())..((k + 1) * segment_size).min(payload.len())];
+        let last = k + 1 == pieces;
+        bytes.clear();
+        bytes.extend_from_slice(&frame[..ip.l4_start]);
+        bytes.extend_from_slice(tcp_header);
+        bytes.extend_from_slice(piece);
+        // IPv4: length, a fresh identification, header checksum.
+        let ip_bytes = &mut bytes[ETHERNET_HEADER_LEN..];
+        let total = (ip.ihl + tcp_len + piece.len()) as u16;
+        ip_bytes[2..4].copy_from_slice(&total.to_be_bytes());
+        ip_bytes[4..6].copy_from_slice(&ip.ident.wrapping_add(k as u16).to_be_bytes());
+        ip_bytes[10..12].copy_from_slice(&[0, 0]);
+        let header_sum = checksum::checksum(&ip_bytes[..ip.ihl]);
+        ip_bytes[10..12].copy_from_slice(&header_sum.to_be_bytes());
+        // TCP: sequence number, flags (FIN and PSH on the last segment,
+        // CWR on the first), full checksum.
+        let t = &mut bytes[ip.l4_start..];
+        let piece_seq = seq.wrapping_add((k * segment_size) as u32);
+        t[4..8].copy_from_slice(&piece_seq.to_be_bytes());
+        let mut piece_flags = flags;
+        if !last {
+            piece_flags &= !(TCP_FIN | TCP_PSH);
+        }
+        if k > 0 {
+            piece_flags &= !TCP_CWR;
+        }
+        t[13] = piece_flags;
+        t[TCP_CHECKSUM..TCP_CHECKSUM + 2].copy_from_slice(&[0, 0]);
+        let mut sum: Checksum = pseudo_header_v4(ip.src, ip.dst, PROTO_TCP, (tcp_len + piece.len()) as u16);
+        sum.add_bytes(t);
+        t[TCP_CHECKSUM..TCP_CHECKSUM + 2].copy_from_slice(&sum.finish().to_be_bytes());
+        built.push(rebuild(pool, &bytes)?);
+    }
+    out.extend(built);
+    Ok(pieces)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nagare_wire::checksum::verify;
+
+    /// An Ethernet frame with an IPv4 TCP segment of `payload` bytes, its
+    /// TCP checksum left partial.
+    fn super_segment(pool: &BufferPool, payload: usize, flags: u8, segment_size: u16) -> PacketBuf {
+        let mut b = vec![0u8; 14 + 20 + 32 + payload];
+        b[12..14].copy_from_slice(&ETHERTYPE_IPV4);
+        let total = (20 + 32 + payload) as u16;
+        b[14] = 0x45;
+        b[16..18].copy_from_slice(&total.to_be_bytes());
+        b[18..20].copy_from_slice(&7u16.to_be_bytes());
+        b[20] = 0x40;
+        b[22] = 64;
+        b[23] = PROTO_TCP;
+        b[26..30].copy_from_slice(&[10, 0, 0, 1]);
+        b[30..34].copy_from_slice(&[10, 0, 0, 2]);
+        let sum = checksum::checksum(&b[14..34]);
+        b[24..26].copy_from_slice(&sum.to_be_bytes());
+        b[34 + 4..34 + 8].copy_from_slice(&1000u32.to_be_bytes());
+        b[34 + 12] = 8 << 4;
+        b[34 + 13] = flags;
+        let pseudo = pseudo_header_v4(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2), 6, total - 20);
+        b[34 + 16..34 + 18].copy_from_slice(&pseudo.folded().to_be_bytes());
+        for (i, x) in b[66..].iter_mut().enumerate() {
+            *x = i as u8;
+        }
+        let mut f = PacketBuf::from_slice(pool, 0, &b).unwrap();
+        f.set_offload(Offload { checksum: ChecksumState::Partial, segment_size });
+        f
+    }
+
+    fn tcp_checksum_ok(f: &[u8]) -> bool {
+        let len = (f.len() - 34) as u16;
+        let mut sum = pseudo_header_v4(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2), 6, len);
+        sum.add_bytes(&f[34..]);
+        sum.folded() == 0xffff
+    }
+
+    #[test]
+    fn a_super_segment_is_cut_into_mtu_segments() {
+        let pool = BufferPool::new(2048, 256);
+        let frame = super_segment(&pool, 10_000, TCP_PSH | TCP_FIN | 0x10, 1448);
+        let whole = frame.to_vec();
+        let mut out = VecDeque::new();
+        assert_eq!(complete(frame, 1500, &pool, &mut out), Ok(7));
+        let mut payload = Vec::new();
+        for (k, f) in out.iter().enumerate() {
+            assert_eq!(f.offload(), Offload::NONE);
+            let f = f.to_vec();
+            assert!(f.len() <= 1514, "segment {k}: {} bytes", f.len());
+            assert!(verify(&f[14..34]), "IP header checksum");
+            assert!(tcp_checksum_ok(&f), "TCP checksum of segment {k}");
+            let seq = u32::from_be_bytes([f[38], f[39], f[40], f[41]]);
+            assert_eq!(seq, 1000 + (k * 1448) as u32);
+            assert_eq!(f[47] & (TCP_FIN | TCP_PSH) != 0, k == 6, "FIN and PSH only on the last");
+            assert_eq!(u16::from_be_bytes([f[18], f[19]]), 7 + k as u16);
+            payload.extend_from_slice(&f[66..]);
+        }
+        assert_eq!(payload, whole[66..]);
+    }
+
+    #[test]
+    fn a_partial_checksum_is_completed() {
+        let pool = BufferPool::new(2048, 256);
+        let mut out = VecDeque::new();
+        let frame = super_segment(&pool, 1000, 0x10, 0);
+        assert_eq!(complete(frame, 1500, &pool, &mut out), Ok(1));
+        let f = out.pop_front().unwrap();
+        assert_eq!(f.offload(), Offload::NONE);
+        assert!(tcp_checksum_ok(&f.to_vec()));
+    }
+
+    #[test]
+    fn a_partial_udp_checksum_is_completed() {
+        let pool = BufferPool::new(2048, 256);
+        let (src, dst) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let payload = b"a datagram of odd length";
+        let mut b = vec![0u8; 14 + 20 + 8 + payload.len()];
+        b[12..14].copy_from_slice(&ETHERTYPE_IPV4);
+        b[14] = 0x45;
+        b[16..18].copy_from_slice(&((28 + payload.len()) as u16).to_be_bytes());
+        b[23] = PROTO_UDP;
+        b[26..30].copy_from_slice(&src.octets());
+        b[30..34].copy_from_slice(&dst.octets());
+        nagare_wire::UdpRepr { src_port: 1000, dst_port: 9 }
+            .emit_header_partial(&mut b[34..42], payload.len(), src, dst)
+            .unwrap();
+        b[42..].copy_from_slice(payload);
+        let mut f = PacketBuf::from_slice(&pool, 0, &b).unwrap();
+        f.set_offload(Offload { checksum: ChecksumState::Partial, segment_size: 0 });
+        let mut out = VecDeque::new();
+        assert_eq!(complete(f, 1500, &pool, &mut out), Ok(1));
+        let done = out[0].to_vec();
+        let udp = nagare_wire::UdpPacket::new_checked(&done[34..]).unwrap();
+        assert!(udp.verify_checksum(src, dst));
+        assert_ne!(udp.checksum(), 0);
+    }
+
+    #[test]
+    fn bad_super_segments_are_refused() {
+        let pool = BufferPool::new(2048, 256);
+        let mut out = VecDeque::new();
+        // Segments past the MTU.
+        assert_eq!(complete(super_segment(&pool, 10_000, 0, 1480), 1500, &pool, &mut out), Err(Refused::Malformed));
+        // Not TCP; not IPv4; a length past the frame.
+        let mut udp = super_segment(&pool, 5000, 0, 1448).to_vec();
+        udp[23] = PROTO_UDP;
+        let mut arp = udp.clone();
+        arp[12] = 0x08;
+        arp[13] = 0x06;
+        let mut long = super_segment(&pool, 5000, 0, 1448).to_vec();
+        long[16..18].copy_from_slice(&u16::MAX.to_be_bytes());
+        for bytes in [udp, arp, long] {
+            let mut f = PacketBuf::from_slice(&pool, 0, &bytes).unwrap();
+            f.set_offload(Offload { checksum: ChecksumState::Partial, segment_size: 1448 });
+            assert_eq!(complete(f, 1500, &pool, &mut out), Err(Refused::Malformed));
+        }
+        assert!(out.is_empty());
+        assert_eq!(pool.in_use(), 0);
+    }
+
+    #[test]
+    fn what_a_device_takes_is_left_alone() {
+        let pool = BufferPool::new(2048, 256);
+        let tso = TxOffloads { checksum: true, tcp_segmentation: 65535 };
+        let big = super_segment(&pool, 10_000, 0, 1448);
+        assert!(fits_device(&big, 1500, tso));
+        assert!(!fits_device(&big, 1500, TxOffloads::NONE));
+        let small = super_segment(&pool, 100, 0, 0);
+        assert!(!fits_device(&small, 1500, TxOffloads::NONE), "partial checksum");
+        let mut plain = super_segment(&pool, 100, 0, 0);
+        plain.set_offload(Offload::NONE);
+        assert!(fits_device(&plain, 1500, TxOffloads::NONE));
+        let mut out = VecDeque::new();
+        assert_eq!(complete(plain, 1500, &pool, &mut out), Ok(1));
+    }
+}
