@@ -66,3 +66,26 @@ make_veth() {
     ip -n "$2" link set veth0 up
     ip -n "$4" link set veth0 up
 }
+
+# start_netd_on_tap NS NETD_ADDR KERNEL_ADDR SOCKET LOGFILE [ARGS...]:
+# `nagare netd --tap tap0 --addr NETD_ADDR ARGS` in NS (netd makes the
+# TAP), its socket at SOCKET; once netd listens and the TAP exists, the
+# TAP's kernel side gets KERNEL_ADDR and goes up. Sets NETD_PID.
+start_netd_on_tap() {
+    local ns=$1 netd_addr=$2 kernel_addr=$3 socket=$4 logfile=$5
+    shift 5
+    rm -f "$socket"
+    ip netns exec "$ns" "$NAGARE" netd --tap tap0 --addr "$netd_addr" "$@" --socket "$socket" >>"$logfile" 2>&1 &
+    NETD_PID=$!
+    for _ in $(seq 1 100); do
+        if [[ -S "$socket" ]] && ip -n "$ns" link show tap0 >/dev/null 2>&1; then
+            ip -n "$ns" addr replace "$kernel_addr" dev tap0
+            ip -n "$ns" link set tap0 up
+            return 0
+        fi
+        kill -0 "$NETD_PID" 2>/dev/null || { log "netd exited at start ($logfile)"; return 1; }
+        sleep 0.1
+    done
+    log "netd did not start ($logfile)"
+    return 1
+}

@@ -165,26 +165,11 @@ make_veth "$TAG" "$NS_B" 10.96.0.1/24 "$NS_C" 10.96.0.2/24
 start_perf_servers "$NS_N" server-netd
 start_perf_servers "$NS_C" server-linux
 
-# start_netd: netd on a TAP it makes in namespace N, the TAP's kernel
-# side addressed once it exists and netd listens.
+# start_netd: netd on a TAP it makes in namespace N (in PLACEMENT, if set).
 start_netd() {
     local args=()
     [[ -n "$PLACEMENT" ]] && args=(--placement "$PLACEMENT")
-    rm -f "$SOCKET"
-    ip netns exec "$NS_N" "$NAGARE" netd --tap tap0 --addr 10.95.0.2/24 "${args[@]}" \
-        --socket "$SOCKET" >>"$WORK/netd.log" 2>&1 &
-    NETD_PID=$!
-    for _ in $(seq 1 100); do
-        if [[ -S "$SOCKET" ]] && ip -n "$NS_N" link show tap0 >/dev/null 2>&1; then
-            ip -n "$NS_N" addr replace 10.95.0.1/24 dev tap0
-            ip -n "$NS_N" link set tap0 up
-            return 0
-        fi
-        kill -0 "$NETD_PID" 2>/dev/null || { log "netd exited at start"; return 1; }
-        sleep 0.1
-    done
-    log "netd did not start"
-    return 1
+    start_netd_on_tap "$NS_N" 10.95.0.2/24 10.95.0.1/24 "$SOCKET" "$WORK/netd.log" "${args[@]}"
 }
 
 start_netd

@@ -140,25 +140,9 @@ if wants linux; then
     start_perf_server "$NS_C" server-linux
 fi
 
-# start_netd PLACEMENT: netd on a TAP it makes in namespace N, the TAP's
-# kernel side addressed once it exists and netd listens.
+# start_netd PLACEMENT: netd on a TAP it makes in namespace N.
 start_netd() {
-    local placement=$1
-    rm -f "$SOCKET"
-    ip netns exec "$NS_N" "$NAGARE" netd --tap tap0 --addr 10.92.0.2/24 --placement "$placement" \
-        --socket "$SOCKET" >>"$WORK/netd-$placement.log" 2>&1 &
-    NETD_PID=$!
-    for _ in $(seq 1 100); do
-        if [[ -S "$SOCKET" ]] && ip -n "$NS_N" link show tap0 >/dev/null 2>&1; then
-            ip -n "$NS_N" addr add 10.92.0.1/24 dev tap0
-            ip -n "$NS_N" link set tap0 up
-            return 0
-        fi
-        kill -0 "$NETD_PID" 2>/dev/null || { log "netd ($placement) exited at start"; return 1; }
-        sleep 0.1
-    done
-    log "netd ($placement) did not start"
-    return 1
+    start_netd_on_tap "$NS_N" 10.92.0.2/24 10.92.0.1/24 "$SOCKET" "$WORK/netd-$1.log" --placement "$1"
 }
 
 # stop_netd: netd (and with it its TAP and driver) goes.
