@@ -566,19 +566,27 @@ mod tests {
         out.iter().map(PacketBuf::to_vec).collect()
     }
 
+    /// Removes a test's segment even when an assertion fails.
+    struct Removed(String);
+
+    impl Drop for Removed {
+        fn drop(&mut self) {
+            let _ = destroy(&self.0);
+        }
+    }
+
+    /// A fresh segment named after `tag` and this process, of `ports`
+    /// ports with `slots` slots per ring at MTU 1500.
+    fn segment(tag: &str, ports: usize, slots: usize) -> (Removed, Arc<Segment>) {
+        let name = format!("{tag}-{}", std::process::id());
+        let _ = destroy(&name);
+        let removed = Removed(name.clone());
+        (removed, Arc::new(Segment::create(&name, ports, 1500, slots).unwrap()))
+    }
+
     #[test]
     fn frames_cross_between_a_vni_segment_and_a_wire() {
-        let name = format!("bridge-unit-{}", std::process::id());
-        let _ = destroy(&name);
-        /// Removes the segment even when an assertion fails.
-        struct Removed(String);
-        impl Drop for Removed {
-            fn drop(&mut self) {
-                let _ = destroy(&self.0);
-            }
-        }
-        let _removed = Removed(name.clone());
-        let seg = Arc::new(Segment::create(&name, 3, 1500, 16).unwrap());
+        let (removed, seg) = segment("bridge-unit", 3, 16);
         let pool = BufferPool::new(2048, 256);
         let mut bridge_port = VniPort::attach(Arc::clone(&seg), Some([2, 0, 0, 0, 9, 0])).unwrap();
         let mut b = VniPort::attach(Arc::clone(&seg), Some(B)).unwrap();
@@ -622,8 +630,9 @@ mod tests {
         assert_eq!(bridge.vni_to_tap.forwarded, 1);
         assert_eq!(bridge.table.lookup(A, t(0)), Some(Side::Tap));
         drop((bridge_port, b, c, seg));
-        destroy(&name).unwrap();
+        destroy(&removed.0).unwrap();
     }
+
     /// An IPv4 TCP super-segment from `src` to `dst` with `payload` bytes
     /// and its checksum left partial, as an engine with offloads sends it.
     fn super_segment(pool: &BufferPool, dst: [u8; 6], src: [u8; 6], payload: usize) -> PacketBuf {
@@ -657,16 +666,7 @@ mod tests {
 
     #[test]
     fn super_segments_from_the_segment_reach_a_plain_wire_cut_to_the_mtu() {
-        let name = format!("bridge-tso-{}", std::process::id());
-        let _ = destroy(&name);
-        struct Removed(String);
-        impl Drop for Removed {
-            fn drop(&mut self) {
-                let _ = destroy(&self.0);
-            }
-        }
-        let _removed = Removed(name.clone());
-        let seg = Arc::new(Segment::create(&name, 2, 1500, 64).unwrap());
+        let (_removed, seg) = segment("bridge-tso", 2, 64);
         let pool = BufferPool::new(2048, 512);
         let mut bridge_port = VniPort::attach(Arc::clone(&seg), Some([2, 0, 0, 0, 9, 0])).unwrap();
         let mut b = VniPort::attach(Arc::clone(&seg), Some(B)).unwrap();
