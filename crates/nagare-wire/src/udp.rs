@@ -201,14 +201,7 @@ impl UdpRepr {
         dst: Ipv4Addr,
         payload_checksum: Checksum,
     ) -> Result<()> {
-        let len =
-            payload_len.checked_add(UDP_HEADER_LEN).and_then(|l| u16::try_from(l).ok()).ok_or(Error::Malformed)?;
-        let h = header.first_chunk_mut::<UDP_HEADER_LEN>().ok_or(Error::Truncated)?;
-        let mut p = UdpPacket::new_unchecked(&mut h[..]);
-        p.set_src_port(self.src_port);
-        p.set_dst_port(self.dst_port);
-        p.set_len(len);
-        p.set_checksum(0);
+        let (h, len) = self.emit_fields(header, payload_len)?;
         let mut c = checksum::pseudo_header_v4(src, dst, PROTO_UDP, len);
         c.add_bytes(&h[..]);
         c.add_checksum(payload_checksum);
@@ -228,6 +221,16 @@ impl UdpRepr {
         src: Ipv4Addr,
         dst: Ipv4Addr,
     ) -> Result<()> {
+        let (h, len) = self.emit_fields(header, payload_len)?;
+        UdpPacket::new_unchecked(&mut h[..])
+            .set_checksum(checksum::pseudo_header_v4(src, dst, PROTO_UDP, len).folded());
+        Ok(())
+    }
+
+    /// Writes the ports and the length of a datagram of `payload_len`
+    /// bytes, and a zero checksum, into the first 8 bytes of `header`;
+    /// those bytes and the length.
+    fn emit_fields<'h>(&self, header: &'h mut [u8], payload_len: usize) -> Result<(&'h mut [u8; UDP_HEADER_LEN], u16)> {
         let len =
             payload_len.checked_add(UDP_HEADER_LEN).and_then(|l| u16::try_from(l).ok()).ok_or(Error::Malformed)?;
         let h = header.first_chunk_mut::<UDP_HEADER_LEN>().ok_or(Error::Truncated)?;
@@ -235,8 +238,8 @@ impl UdpRepr {
         p.set_src_port(self.src_port);
         p.set_dst_port(self.dst_port);
         p.set_len(len);
-        p.set_checksum(checksum::pseudo_header_v4(src, dst, PROTO_UDP, len).folded());
-        Ok(())
+        p.set_checksum(0);
+        Ok((h, len))
     }
 
     /// Write header and `payload` contiguously at the start of `buf`;
