@@ -18,8 +18,7 @@
 use crate::lending::Lending;
 use crate::ops::{Caller, Done, Outcome};
 use crate::report::{ClientLine, SocketLine};
-use crate::sockets::ClientSockets;
-use crate::sockets::Sock;
+use crate::sockets::{ClientSockets, Sock};
 use crate::stats::NetdStats;
 use crate::steering::Steering;
 use nagare_core::{Instant, Interface};
