@@ -23,7 +23,10 @@ const PROTO_UDP: u8 = 17;
 const TCP_CHECKSUM: usize = 16;
 const UDP_CHECKSUM: usize = 6;
 const TCP_FIN: u8 = 0x01;
+const TCP_SYN: u8 = 0x02;
+const TCP_RST: u8 = 0x04;
 const TCP_PSH: u8 = 0x08;
+const TCP_URG: u8 = 0x20;
 const TCP_CWR: u8 = 0x80;
 
 /// Why a frame could not be completed.
@@ -35,7 +38,14 @@ pub enum Refused {
     Malformed,
     /// No pool buffer for a segment.
     NoBuffer,
+    /// More segments than the queue they go to has room for.
+    NoRoom,
 }
+
+/// The smallest segment size a super-segment may ask to be cut to (as
+/// Linux's `tcp_min_snd_mss`): an engine never sends smaller segments, and
+/// a smaller size would let one frame multiply into thousands.
+pub const MIN_SEGMENT_SIZE: usize = 48;
 
 /// Whether a device with `mtu` and `offloads` takes `frame` as it is.
 pub fn fits_device(frame: &PacketBuf, mtu: usize, offloads: TxOffloads) -> bool {
@@ -50,14 +60,19 @@ pub fn fits_device(frame: &PacketBuf, mtu: usize, offloads: TxOffloads) -> bool 
 /// Appends `frame` to `out` as a device without offloads must send it:
 /// with its checksum complete, and as MTU-sized TCP segments if it is a
 /// super-segment longer than the MTU. Frames that need nothing, and partial
-/// checksums of protocols other than TCP and UDP, go as they are. Returns
-/// the number of frames appended.
+/// checksums of protocols other than TCP and UDP, go as they are. At most
+/// `room` frames are appended: a super-segment that would be cut into more
+/// is refused whole. Returns the number of frames appended.
 pub fn complete(
     frame: PacketBuf,
     mtu: usize,
     pool: &BufferPool,
     out: &mut VecDeque<PacketBuf>,
+    room: usize,
 ) -> Result<usize, Refused> {
+    if room == 0 {
+        return Err(Refused::NoRoom);
+    }
     let offload = frame.offload();
     let cut = offload.segment_size != 0 && frame.len() > mtu + ETHERNET_HEADER_LEN;
     if !cut && offload.checksum != ChecksumState::Partial {
@@ -74,7 +89,7 @@ pub fn complete(
         return Ok(1);
     };
     if cut {
-        return cut_tcp(&bytes, &ip, usize::from(offload.segment_size), mtu, pool, out);
+        return cut_tcp(&bytes, &ip, usize::from(offload.segment_size), mtu, pool, out, room);
     }
     let field = match ip.protocol {
         PROTO_TCP => TCP_CHECKSUM,
@@ -147,7 +162,9 @@ impl Ipv4Headers {
 }
 
 /// Cuts the TCP super-segment in `frame` into segments of at most
-/// `segment_size` payload bytes that fit `mtu`.
+/// `segment_size` payload bytes that fit `mtu`, if they are at most
+/// `room`. A super-segment carries data only: SYN, RST or URG on one is
+/// refused (they would be copied onto every segment).
 fn cut_tcp(
     frame: &[u8],
     ip: &Ipv4Headers,
@@ -155,6 +172,7 @@ fn cut_tcp(
     mtu: usize,
     pool: &BufferPool,
     out: &mut VecDeque<PacketBuf>,
+    room: usize,
 ) -> Result<usize, Refused> {
     let malformed = Err(Refused::Malformed);
     if ip.protocol != PROTO_TCP {
@@ -165,13 +183,19 @@ fn cut_tcp(
         return malformed;
     };
     let tcp_len = usize::from(offset_byte >> 4) * 4;
-    if tcp_len < 20 || tcp_len > tcp.len() || segment_size == 0 || ip.ihl + tcp_len + segment_size > mtu {
+    if tcp_len < 20 || tcp_len > tcp.len() || segment_size < MIN_SEGMENT_SIZE || ip.ihl + tcp_len + segment_size > mtu {
         return malformed;
     }
     let (tcp_header, payload) = tcp.split_at(tcp_len);
     let seq = u32::from_be_bytes([tcp_header[4], tcp_header[5], tcp_header[6], tcp_header[7]]);
     let flags = tcp_header[13];
+    if flags & (TCP_SYN | TCP_RST | TCP_URG) != 0 {
+        return malformed;
+    }
     let pieces = payload.len().div_ceil(segment_size).max(1);
+    if pieces > room {
+        return Err(Refused::NoRoom);
+    }
     let mut built = Vec::with_capacity(pieces);
     let mut bytes = Vec::with_capacity(ip.l4_start + tcp_len + segment_size);
     for k in 0..pieces {
@@ -259,7 +283,7 @@ mod tests {
         let frame = super_segment(&pool, 10_000, TCP_PSH | TCP_FIN | 0x10, 1448);
         let whole = frame.to_vec();
         let mut out = VecDeque::new();
-        assert_eq!(complete(frame, 1500, &pool, &mut out), Ok(7));
+        assert_eq!(complete(frame, 1500, &pool, &mut out, 1024), Ok(7));
         let mut payload = Vec::new();
         for (k, f) in out.iter().enumerate() {
             assert_eq!(f.offload(), Offload::NONE);
@@ -281,7 +305,7 @@ mod tests {
         let pool = BufferPool::new(2048, 256);
         let mut out = VecDeque::new();
         let frame = super_segment(&pool, 1000, 0x10, 0);
-        assert_eq!(complete(frame, 1500, &pool, &mut out), Ok(1));
+        assert_eq!(complete(frame, 1500, &pool, &mut out, 1024), Ok(1));
         let f = out.pop_front().unwrap();
         assert_eq!(f.offload(), Offload::NONE);
         assert!(tcp_checksum_ok(&f.to_vec()));
@@ -306,7 +330,7 @@ mod tests {
         let mut f = PacketBuf::from_slice(&pool, 0, &b).unwrap();
         f.set_offload(Offload { checksum: ChecksumState::Partial, segment_size: 0 });
         let mut out = VecDeque::new();
-        assert_eq!(complete(f, 1500, &pool, &mut out), Ok(1));
+        assert_eq!(complete(f, 1500, &pool, &mut out, 1024), Ok(1));
         let done = out[0].to_vec();
         let udp = nagare_wire::UdpPacket::new_checked(&done[34..]).unwrap();
         assert!(udp.verify_checksum(src, dst));
@@ -318,7 +342,10 @@ mod tests {
         let pool = BufferPool::new(2048, 256);
         let mut out = VecDeque::new();
         // Segments past the MTU.
-        assert_eq!(complete(super_segment(&pool, 10_000, 0, 1480), 1500, &pool, &mut out), Err(Refused::Malformed));
+        assert_eq!(
+            complete(super_segment(&pool, 10_000, 0, 1480), 1500, &pool, &mut out, 1024),
+            Err(Refused::Malformed)
+        );
         // Not TCP; not IPv4; a length past the frame.
         let mut udp = super_segment(&pool, 5000, 0, 1448).to_vec();
         udp[23] = PROTO_UDP;
@@ -330,10 +357,39 @@ mod tests {
         for bytes in [udp, arp, long] {
             let mut f = PacketBuf::from_slice(&pool, 0, &bytes).unwrap();
             f.set_offload(Offload { checksum: ChecksumState::Partial, segment_size: 1448 });
-            assert_eq!(complete(f, 1500, &pool, &mut out), Err(Refused::Malformed));
+            assert_eq!(complete(f, 1500, &pool, &mut out, 1024), Err(Refused::Malformed));
         }
         assert!(out.is_empty());
         assert_eq!(pool.in_use(), 0);
+    }
+
+    /// A hostile segment size or flags cannot make one frame into
+    /// thousands, nor a burst of SYNs; and a cut never overfills the queue
+    /// it goes to.
+    #[test]
+    fn tiny_segment_sizes_control_flags_and_a_full_queue_are_refused() {
+        let pool = BufferPool::new(2048, 4096);
+        let mut out = VecDeque::new();
+        for tiny in [1, 8, MIN_SEGMENT_SIZE as u16 - 1] {
+            let f = super_segment(&pool, 60_000, 0, tiny);
+            assert_eq!(complete(f, 1500, &pool, &mut out, 1024), Err(Refused::Malformed), "segment size {tiny}");
+        }
+        for flags in [TCP_SYN, TCP_RST, TCP_URG] {
+            let f = super_segment(&pool, 5000, flags, 1448);
+            assert_eq!(complete(f, 1500, &pool, &mut out, 1024), Err(Refused::Malformed), "flags {flags:#x}");
+        }
+        // 5000 bytes in 1448-byte segments are four frames.
+        let f = super_segment(&pool, 5000, 0, 1448);
+        assert_eq!(complete(f, 1500, &pool, &mut out, 3), Err(Refused::NoRoom));
+        let f = super_segment(&pool, 100, 0, 0);
+        assert_eq!(complete(f, 1500, &pool, &mut out, 0), Err(Refused::NoRoom));
+        assert!(out.is_empty());
+        assert_eq!(pool.in_use(), 0, "nothing built is kept");
+        let f = super_segment(&pool, 5000, 0, 1448);
+        assert_eq!(complete(f, 1500, &pool, &mut out, 4), Ok(4));
+        let f = super_segment(&pool, 60_000, 0, MIN_SEGMENT_SIZE as u16);
+        out.clear();
+        assert_eq!(complete(f, 1500, &pool, &mut out, 1024), Err(Refused::NoRoom), "1250 segments");
     }
 
     #[test]
@@ -349,6 +405,6 @@ mod tests {
         plain.set_offload(Offload::NONE);
         assert!(fits_device(&plain, 1500, TxOffloads::NONE));
         let mut out = VecDeque::new();
-        assert_eq!(complete(plain, 1500, &pool, &mut out), Ok(1));
+        assert_eq!(complete(plain, 1500, &pool, &mut out, 1024), Ok(1));
     }
 }

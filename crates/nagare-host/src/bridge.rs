@@ -213,7 +213,8 @@ pub struct Direction {
     /// Frames whose offloads (a partial checksum, a super-segment) the
     /// bridge completed because the destination device could not.
     pub completed: u64,
-    /// Frames the destination's pool had no buffer for while completing.
+    /// Frames dropped for want of room: the queue to the destination full,
+    /// or its pool out of buffers while completing.
     pub no_buffer: u64,
 }
 
@@ -297,13 +298,15 @@ impl Bridge {
             };
             dir.received += 1;
             match verdict {
+                Verdict::Forward if queue.len() >= MAX_QUEUE => dir.no_buffer += 1,
                 Verdict::Forward if fits_device(&frame, to.mtu, to.tx_offloads) => queue.push_back(frame),
                 Verdict::Forward => {
-                    dir.completed += 1;
-                    match complete(frame, to.mtu, pool, queue) {
-                        Ok(_) => {}
+                    // The queue's bound holds for the segments a cut makes.
+                    let room = MAX_QUEUE.saturating_sub(queue.len());
+                    match complete(frame, to.mtu, pool, queue, room) {
+                        Ok(_) => dir.completed += 1,
                         Err(Refused::Malformed) => dir.bad += 1,
-                        Err(Refused::NoBuffer) => dir.no_buffer += 1,
+                        Err(Refused::NoBuffer | Refused::NoRoom) => dir.no_buffer += 1,
                     }
                 }
                 Verdict::Filter => dir.filtered += 1,
