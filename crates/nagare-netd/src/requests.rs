@@ -10,8 +10,8 @@
 //!   they came; one waits (without running) while an earlier send on its
 //!   socket waits;
 //! - waiting: a new request may wait if it holds a buffer (bounded by the
-//!   client's pool) or there is room among `max_pending`; otherwise it
-//!   fails with `ENOBUFS`. A waiting request fails once its time limit has
+//!   client's pool), is a close, or there is room among `max_pending`;
+//!   otherwise it fails with `ENOBUFS`. A waiting request fails once its time limit has
 //!   passed (`EAGAIN`; a connect `ETIMEDOUT`, its half-open connection
 //!   reset);
 //! - lending: a request whose buffer the engine now holds completes when
@@ -133,9 +133,11 @@ fn attempt(s: &mut Session, cx: &mut Context<'_>, mut p: Pending, age: Age) -> b
 /// else fails. Returns whether it failed.
 fn wait(s: &mut Session, cx: &mut Context<'_>, p: Pending, age: Age) -> bool {
     match age {
-        // A request holding a buffer is bounded by the client's pool; the
-        // others by `max_pending`.
-        Age::New if p.buf.is_some() || s.pending.len() < cx.config.max_pending => {
+        // A request holding a buffer is bounded by the client's pool; a
+        // close (which waits only behind its stream's sends, and which a
+        // client that closes must not see fail) by the completion ring's
+        // room, as every request is; the others by `max_pending`.
+        Age::New if p.buf.is_some() || p.req.op == Op::Close || s.pending.len() < cx.config.max_pending => {
             s.wait(p);
             false
         }

@@ -181,3 +181,70 @@ fn an_unroutable_datagram_is_reported_by_the_next_call() {
     let e = udp.recv_from(&mut [0u8; 64]).expect_err("still nothing");
     assert_eq!(e.kind(), ErrorKind::WouldBlock, "the error is reported once: {e}");
 }
+
+/// A close behind a send that waits for room still waits for it, however
+/// many other requests of its client wait: the stream's bytes go out, then
+/// the close is done, rather than failing and leaving the socket open.
+#[test]
+fn a_close_behind_a_waiting_send_waits_even_when_the_pending_list_is_full() {
+    use nagare_netd::{encode_addr, Op};
+    use nagare_request::NONBLOCK;
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let reader_session = netd.connect();
+    let listener = TcpListener::bind_via(&reader_session, at(9403)).expect("listen");
+    let mut raw = support::RawClient::connect(&netd);
+    let mut connect = raw.request(Op::Connect);
+    connect.aux[0] = encode_addr(at(9403));
+    let stream = raw.call(connect).result().expect("connect") as u32;
+    let (mut reader, _) = listener.accept().expect("accept");
+    // Copied sends until the send buffer and the reader's window are full.
+    let chunk = vec![0x5au8; 16384];
+    let mut sent = 0usize;
+    for _ in 0..200 {
+        let mut send = raw.request(Op::Send);
+        send.socket = stream;
+        send.flags = NONBLOCK;
+        send.piece = Some(raw.give(&chunk, chunk.len() as u32));
+        match raw.call(send).result() {
+            Ok(n) => sent += n as usize,
+            Err(e) if e == libc::EAGAIN => break,
+            Err(e) => panic!("send: errno {e}"),
+        }
+    }
+    assert!(sent >= 256 << 10, "only {sent} bytes went in");
+    // One that waits for room, then buffer-less requests that wait (accepts
+    // nobody will answer) until the pending list is full.
+    let mut waiting = raw.request(Op::Send);
+    waiting.socket = stream;
+    waiting.piece = Some(raw.give(&chunk, chunk.len() as u32));
+    raw.post(waiting.encode());
+    let mut listen = raw.request(Op::Listen);
+    listen.aux[0] = encode_addr(at(9404));
+    listen.aux[1] = 4;
+    let idle = raw.call(listen).result().expect("listen") as u32;
+    for _ in 0..20 {
+        let mut accept = raw.request(Op::Accept);
+        accept.socket = idle;
+        raw.post(accept.encode());
+    }
+    let mut close = raw.request(Op::Close);
+    close.socket = stream;
+    let close_id = close.id;
+    raw.post(close.encode());
+    // The reader takes everything; the waiting send goes in, then the close.
+    let expected = sent + chunk.len();
+    let mut got = 0usize;
+    let mut buf = vec![0u8; 65536];
+    reader.set_read_timeout(Some(LIMIT)).unwrap();
+    while got < expected {
+        match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) => panic!("read after {got} of {expected} bytes: {e}"),
+        }
+    }
+    assert_eq!(got, expected, "every byte written before the close arrives");
+    let done = raw.wait_for(close_id);
+    assert_eq!(done.result(), Ok(0), "the close was done, not refused");
+    assert_eq!(reader.read(&mut buf).expect("the end of the stream"), 0, "a FIN after the data");
+}

@@ -328,11 +328,21 @@ impl RawClient {
     /// returned with it.
     pub fn call_raw(&mut self, d: Descriptor) -> (Completion, Vec<u8>) {
         self.post(d);
+        self.completion_of(d.id, d.kind)
+    }
+
+    /// Waits (at most [`LIMIT`]) for the completion of the request posted
+    /// with id `id`; completions of others met on the way are dropped.
+    pub fn wait_for(&mut self, id: u64) -> Completion {
+        self.completion_of(id, 0).0
+    }
+
+    fn completion_of(&mut self, id: u64, kind: u32) -> (Completion, Vec<u8>) {
         let deadline = Instant::now() + LIMIT;
         loop {
-            assert!(Instant::now() < deadline, "no completion for request {} (op {:#x})", d.id, d.kind);
+            assert!(Instant::now() < deadline, "no completion for request {id} (op {kind:#x})");
             if let Some(c) = self.completions.pop().expect("the completion ring") {
-                if c.id == d.id {
+                if c.id == id {
                     let mut bytes = Vec::new();
                     if let Ok(Some(b)) = self.pool.take(&c) {
                         bytes = vec![0; b.len as usize];
