@@ -1,7 +1,8 @@
 //! Each socket's data path through a netd driven in a thread of the test:
 //! writes queue without waiting for netd and stop at a full send buffer
 //! (blocking or not), data that arrived is read and polled without a
-//! request, and an error met later is reported by the next call.
+//! request, an error met later is reported by the next call, and a close
+//! waits behind the stream's sends.
 
 mod support;
 
@@ -39,7 +40,7 @@ fn requests(session: &nagare::Session) -> u64 {
 #[test]
 fn a_full_send_buffer_blocks_a_writer_or_says_would_block() {
     let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
-    let (writer, mut reader, _a, _b) = pair(&netd, 9400);
+    let (writer, mut reader, a, _b) = pair(&netd, 9400);
     writer.set_nonblocking(true).unwrap();
     let pattern = |i: usize| (i % 253) as u8;
     let chunk: Vec<u8> = (0..253 * 66).map(pattern).collect();
@@ -66,7 +67,7 @@ fn a_full_send_buffer_blocks_a_writer_or_says_would_block() {
     assert!(written >= 256 << 10, "only {written} bytes queued");
     // The report shows the bytes each end's engine socket holds: the
     // reader's, not yet taken by a receive.
-    let report = _a.stat().expect("stat");
+    let report = a.stat().expect("stat");
     let line = |part: &str| -> &str {
         report
             .lines()
