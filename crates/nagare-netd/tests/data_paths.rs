@@ -189,7 +189,7 @@ fn an_unroutable_datagram_is_reported_by_the_next_call() {
 #[test]
 fn a_close_behind_a_waiting_send_waits_even_when_the_pending_list_is_full() {
     use nagare_netd::{encode_addr, Op};
-    use nagare_request::NONBLOCK;
+    use nagare_request::{LEND, NONBLOCK};
     let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
     let reader_session = netd.connect();
     let listener = TcpListener::bind_via(&reader_session, at(9403)).expect("listen");
@@ -213,10 +213,12 @@ fn a_close_behind_a_waiting_send_waits_even_when_the_pending_list_is_full() {
         }
     }
     assert!(sent >= 256 << 10, "only {sent} bytes went in");
-    // One that waits for room, then buffer-less requests that wait (accepts
-    // nobody will answer) until the pending list is full.
+    // One that waits for room (lent: it goes in whole or waits), then
+    // buffer-less requests that wait (accepts nobody will answer) until
+    // the pending list is full.
     let mut waiting = raw.request(Op::Send);
     waiting.socket = stream;
+    waiting.flags = LEND;
     waiting.piece = Some(raw.give(&chunk, chunk.len() as u32));
     raw.post(waiting.encode());
     let mut listen = raw.request(Op::Listen);
