@@ -116,7 +116,7 @@ fn ask_netd(netd: &Session, entries: &mut [PollEntry], limit: Duration, watch_pa
     }
     let _ = comp;
     // netd's answer, and for sockets with a path what already arrived:
-    // netd no longer sees data its posted receives took.
+    // netd does not see data its posted receives took.
     let c = netd.lock()?;
     for (e, chunk) in entries.iter_mut().zip(bytes.chunks_exact(PollEntry::SIZE)) {
         let mut b = [0u8; PollEntry::SIZE];
