@@ -174,6 +174,13 @@ pub fn nagare() -> &'static str {
     env!("CARGO_BIN_EXE_nagare")
 }
 
+/// The replies `ping` says it received, from its summary line.
+pub fn ping_received(output: &Output) -> Option<u32> {
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line = text.lines().find(|l| l.contains("packets transmitted"))?;
+    line.split(", ").nth(1)?.split_whitespace().next()?.parse().ok()
+}
+
 /// Waits until `addr` answers one ping from inside `ns`.
 pub fn answers_ping(ns: &Netns, addr: &str) -> bool {
     wait_until(Duration::from_secs(10), || {

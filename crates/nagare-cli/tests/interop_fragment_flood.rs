@@ -44,12 +44,6 @@ print(sent)
     )
 }
 
-fn ping_received(output: &std::process::Output) -> Option<u32> {
-    let text = String::from_utf8_lossy(&output.stdout);
-    let line = text.lines().find(|l| l.contains("packets transmitted"))?;
-    line.split(", ").nth(1)?.split_whitespace().next()?.parse().ok()
-}
-
 #[test]
 fn fragmented_pings_pass_right_after_a_fragment_flood() {
     if let Some(reason) = interop_unavailable(&["ping", "python3", "timeout"]) {

@@ -24,12 +24,6 @@ fn start_up(ns: &Netns, pcap: &std::path::Path) -> Process {
     process
 }
 
-fn ping_received(output: &std::process::Output) -> Option<u32> {
-    let text = String::from_utf8_lossy(&output.stdout);
-    let line = text.lines().find(|l| l.contains("packets transmitted"))?;
-    line.split(", ").nth(1)?.split_whitespace().next()?.parse().ok()
-}
-
 #[test]
 fn linux_pings_nagare_and_uses_its_udp_echo() {
     if let Some(reason) = interop_unavailable(&["ping", "nc", "python3"]) {
