@@ -1679,6 +1679,52 @@ fn limited_transmit(sack: bool) {
     assert_eq!(c.ssthresh(), 3 * mss * 7 / 10, "sack {sack}");
 }
 
+/// Our side sends its initial window of ten full segments; returns the
+/// peer and the sequence number of segment `k` of the flight.
+fn ten_in_flight() -> (Peer, impl Fn(usize) -> u32) {
+    let mut p = Peer::connected_with(false, |c| c.rack_tlp = false);
+    let mss = 1460;
+    let data = pattern(10 * mss, 5);
+    let now = p.raw.now;
+    assert_eq!(p.raw.iface.tcp().send(p.h, &data, now), Ok(data.len()));
+    assert_eq!(p.take().len(), 10, "the initial window");
+    let una = p.ack.0;
+    (p, move |k: usize| una.wrapping_add((k * mss) as u32))
+}
+
+#[test]
+fn acks_that_sack_new_data_are_duplicate_acks_whatever_their_window() {
+    // The first segment is lost; the receiver reads between its ACKs, so
+    // each says a different window. RFC 5681 would not count them (the
+    // window changed), RFC 6675 2 does: the third brings fast retransmit.
+    let (mut p, seg_seq) = ten_in_flight();
+    for k in 1..=3 {
+        let mut r = p.seg(TcpFlags::ACK);
+        r.window_len = 60_000 + 1000 * k as u16;
+        r.sack_ranges[0] = Some((seg_seq(1), seg_seq(k + 1)));
+        p.raw.send(r, &[]);
+    }
+    let sent = p.take();
+    assert_eq!(sent.first().map(|s| (s.seq(), s.len())), Some((seg_seq(0), 1460)), "{sent:#?}");
+    assert_eq!(p.raw.iface.tcp_ref().connection(p.h).unwrap().stats().fast_recoveries, 1);
+}
+
+#[test]
+fn an_ack_that_moves_una_and_sacks_above_a_hole_starts_recovery() {
+    // Segment 5 of ten is lost. One ACK acknowledges the five before it
+    // and SACKs the four after it (a receiver that held its ACK until
+    // the out-of-order data came): the hole is lost by RFC 6675's rule,
+    // and resent at once.
+    let (mut p, seg_seq) = ten_in_flight();
+    p.ack = TcpSeqNumber(seg_seq(5));
+    let mut r = p.seg(TcpFlags::ACK);
+    r.sack_ranges[0] = Some((seg_seq(6), seg_seq(10)));
+    p.raw.send(r, &[]);
+    let sent = p.take();
+    assert_eq!(sent.first().map(|s| (s.seq(), s.len())), Some((seg_seq(5), 1460)), "{sent:#?}");
+    assert_eq!(p.raw.iface.tcp_ref().connection(p.h).unwrap().stats().fast_recoveries, 1);
+}
+
 /// A connection with a measured RTT, then one write of `segments` full
 /// segments whose last `lost` segments lose their first transmission; the
 /// write is read as it arrives. Returns the time from the write until

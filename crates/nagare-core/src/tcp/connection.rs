@@ -1303,22 +1303,37 @@ impl Connection {
                 self.retransmit_at = Some(now + self.rto());
                 self.unacked_since = Some(now);
             }
+            // An ACK that moves SND.UNA and SACKs new data above it (the
+            // answer to a tail loss probe sent past a hole) is a duplicate
+            // ACK too (RFC 6675 2): the holes below the SACKed data may be
+            // lost already.
+            if self.options.sack && self.recovery.is_none() && self.snd_una != self.snd_max {
+                let mss = self.effective_mss();
+                let revealed = self.tail_probe.revealed_loss(self.scoreboard.highest_sacked());
+                let lost = rack_lost
+                    || revealed.is_some()
+                    || (sack_new > 0 && self.scoreboard.is_lost(self.snd_una, mss, self.config.dup_thresh));
+                if lost {
+                    if let Some(probe) = revealed {
+                        self.scoreboard.mark_lost_below(probe);
+                    }
+                    self.enter_recovery(now);
+                }
+            }
             self.arm_tail_probe(now);
             return data_acked;
         }
 
         // A duplicate ACK (RFC 5681 2): nothing new acked, no data, same
-        // window, data outstanding.
+        // window, data outstanding. Not while the window is shut: then the
+        // ACKs answer probes (as in Linux, which does not count them
+        // either). With SACK, an ACK that SACKs new data counts as well,
+        // whatever its window or payload (RFC 6675 2): a receiver that
+        // reads between two ACKs changes its window.
         let outstanding = self.snd_una != self.snd_max;
-        // Not while the window is shut: then the ACKs answer probes (as
-        // in Linux, which does not count them either).
-        if ack == self.snd_una
-            && payload_len == 0
-            && !window_changed
-            && outstanding
-            && self.snd_wnd > 0
-            && !seg.flags.contains(TcpFlags::FIN)
-        {
+        let classic = payload_len == 0 && !window_changed && self.snd_wnd > 0 && !seg.flags.contains(TcpFlags::FIN);
+        let sacks_new = self.options.sack && sack_new > 0;
+        if ack == self.snd_una && outstanding && (classic || sacks_new) {
             self.dupacks += 1;
             let mss = self.effective_mss();
             let revealed = self.tail_probe.revealed_loss(self.scoreboard.highest_sacked());
