@@ -1518,19 +1518,29 @@ impl Connection {
         }
     }
 
-    /// When the receive queue drains enough to matter, tell the peer: when
-    /// the window a segment could say (clamped to what the scaled field
-    /// holds) is past the one last advertised by at least the receiver's
-    /// SWS step of RFC 9293 3.8.6.2.2, min(RCV.BUFF / 2, MSS). Two MSS
-    /// here, so that a read of a small request leaves the update to the
-    /// reply. Without window scaling a buffer above 64 KiB is mostly free
-    /// space the field cannot show: counting it would send an ACK the same
-    /// as the last one at every read.
+    /// What a read tells the peer, as Linux's `tcp_cleanup_rbuf` does: a
+    /// delayed ACK that covers more than one MSS goes at once (the read
+    /// shows the data was taken; holding the ACK would only let the
+    /// sender's tail loss probe fire), and a window update goes when the
+    /// window a segment could say (clamped to what the scaled field holds)
+    /// is at least twice the one still open and past it by at least the
+    /// receiver's SWS step of RFC 9293 3.8.6.2.2, min(RCV.BUFF / 2, MSS).
+    /// Two MSS here, so that a read of a small request leaves the update
+    /// to the reply. Updating only on a doubling keeps a reader that
+    /// drains in small pieces from sending one ACK per piece: the data's
+    /// own ACKs carry the window meanwhile. Without window scaling a
+    /// buffer above 64 KiB is mostly free space the field cannot show:
+    /// counting it would send an ACK the same as the last one at every
+    /// read.
     fn maybe_window_update(&mut self) {
+        if self.delayed_ack_at.is_some() && seq_dist(self.last_ack_sent, self.rcv_nxt) > self.local_mss {
+            self.ack_now = true;
+            return;
+        }
         let advertised = seq_dist(self.rcv_nxt, self.rcv_adv);
         let now_possible = self.advertisable(self.receive_window());
         let threshold = (self.recv_tuning.buffer() / 2).min(2 * self.local_mss);
-        if now_possible >= advertised + threshold {
+        if now_possible >= advertised + threshold && now_possible >= 2 * advertised {
             self.ack_now = true;
         }
     }
