@@ -235,7 +235,7 @@ impl Session {
             Ok(Some(d)) => {
                 let mut c = Completion::ok(req, d.value);
                 c.aux[1] = d.addr;
-                c.aux[2] = d.extra;
+                [c.aux[2], c.aux[3]] = d.extra;
                 c.piece = buf.map(|b| Piece { buffer: b.index, offset: b.offset, len: d.len.unwrap_or(b.len) });
                 c
             }

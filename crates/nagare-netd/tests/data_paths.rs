@@ -251,3 +251,36 @@ fn a_close_behind_a_waiting_send_waits_even_when_the_pending_list_is_full() {
     assert_eq!(done.result(), Ok(0), "the close was done, not refused");
     assert_eq!(reader.read(&mut buf).expect("the end of the stream"), 0, "a FIN after the data");
 }
+
+/// A stream keeps its receive buffer's worth of receives posted (16
+/// buffers of 16 KiB for the default 256 KiB), so that netd can take a
+/// whole window out of the engine before the application reads; a larger
+/// receive buffer posts more, up to a quarter of the region's buffers.
+#[test]
+fn a_stream_keeps_its_receive_buffers_worth_of_receives_posted() {
+    // A region as netd's own: 1024 slots per ring, 256 buffers.
+    let defaults = nagare_netd::NetdConfig::default();
+    let netd = NetdThread::start_with_region(Placement::Inline, Wire::Loopback, defaults.ring_slots, defaults.buffers);
+    let s = netd.connect();
+    let listener = TcpListener::bind_via(&s, at(9460)).expect("listen");
+    let writer = TcpStream::connect_timeout_via(&s, &SocketAddr::V4(at(9460)), LIMIT).expect("connect");
+    let (reader, _) = listener.accept().expect("accept");
+    let pending = || {
+        let report = s.stat().expect("stat");
+        let line = report.lines().find(|l| l.starts_with("client ")).expect("a client line").to_owned();
+        stat_value(&line, " pending ").expect("a pending count")
+    };
+    assert_eq!(reader.recv_buffer_size().unwrap(), 256 << 10);
+    // Both ends' receives, and the stat itself.
+    assert_eq!(pending(), 16 + 16 + 1);
+    reader.set_recv_buffer_size(512 << 10).unwrap();
+    assert_eq!(pending(), 16 + 32 + 1);
+    // A quarter of the pool (64) at most, for all streams together.
+    reader.set_recv_buffer_size(4 << 20).unwrap();
+    assert_eq!(pending(), 16 + 48 + 1);
+    // Data still flows through them.
+    (&writer).write_all(&[7u8; 100_000]).unwrap();
+    let mut got = vec![0u8; 100_000];
+    (&reader).read_exact(&mut got).unwrap();
+    assert!(got.iter().all(|&b| b == 7));
+}

@@ -71,9 +71,13 @@ pub enum Op {
     RecvFrom = 3,
     /// TCP listener on `aux[0]` with backlog `aux[1]`.
     Listen = 4,
-    /// Take the next connection of listener `socket`.
+    /// Take the next connection of listener `socket`. The completion:
+    /// `aux[0]` its socket id, `aux[1]` its peer, `aux[2]` and `aux[3]`
+    /// its send and receive buffer sizes.
     Accept = 5,
     /// TCP connection to `aux[0]` from local port `aux[1]` (0: ephemeral).
+    /// The completion: `aux[0]` its socket id, `aux[1]` its local
+    /// address, `aux[2]` and `aux[3]` its send and receive buffer sizes.
     Connect = 6,
     /// Queue the buffer's bytes on connection `socket`.
     Send = 7,

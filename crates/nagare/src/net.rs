@@ -29,10 +29,10 @@ pub(crate) struct Handle {
 }
 
 impl Handle {
-    /// Opens the socket's data path (`send_buffer`: the size netd gave its
-    /// send buffer, 0 if none).
-    fn open_path(&self, kind: Kind, send_buffer: u64) -> io::Result<()> {
-        self.netd.lock()?.open_path(self.id, kind, send_buffer)
+    /// Opens the socket's data path (`send_buffer`, `recv_buffer`: the
+    /// sizes netd gave its buffers, 0 if none).
+    fn open_path(&self, kind: Kind, send_buffer: u64, recv_buffer: u64) -> io::Result<()> {
+        self.netd.lock()?.open_path(self.id, kind, send_buffer, recv_buffer)
     }
 }
 
@@ -131,7 +131,8 @@ impl TcpStream {
     }
 
     /// The stream a connect or accept completion names (`aux[0]` its id,
-    /// `aux[2]` its send buffer), with its data path open.
+    /// `aux[2]` and `aux[3]` its send and receive buffers), with its data
+    /// path open.
     fn opened(
         netd: &Session,
         c: &nagare_request::Completion,
@@ -139,7 +140,7 @@ impl TcpStream {
         peer: SocketAddr,
     ) -> io::Result<TcpStream> {
         let s = TcpStream::new(Handle { netd: netd.clone(), id: c.aux[0] as u32 }, local, peer);
-        s.h.open_path(Kind::Stream, c.aux[2])?;
+        s.h.open_path(Kind::Stream, c.aux[2], c.aux[3])?;
         Ok(s)
     }
 
@@ -240,8 +241,10 @@ impl TcpStream {
     /// Sets the receive buffer (`SO_RCVBUF`), in bytes (1 to 64 MiB), which
     /// bounds the window offered to the peer: a larger one is advertised
     /// at once; it shrinks no lower than what is held and already offered.
+    /// The receives the stream keeps posted with netd follow it.
     pub fn set_recv_buffer_size(&self, bytes: usize) -> io::Result<()> {
-        self.set_option(SockOption::RecvBuffer, buffer_size(bytes)?).map(|_| ())
+        let in_force = self.set_option(SockOption::RecvBuffer, buffer_size(bytes)?)?;
+        self.h.netd.lock()?.set_path_recv_buffer(self.h.id, in_force)
     }
 
     /// The receive buffer's size in bytes.
@@ -416,7 +419,7 @@ impl UdpSocket {
             read_limit: Limit::default(),
             mode: Mode::default(),
         };
-        s.h.open_path(Kind::Datagram, 0)?;
+        s.h.open_path(Kind::Datagram, 0, 0)?;
         Ok(s)
     }
 

@@ -10,8 +10,11 @@
 //!   go of it (acknowledged; on the device, for a datagram), and its
 //!   buffer comes back then.
 //! - **Receive.** A socket keeps receives posted with netd, each with a
-//!   buffer: at most [`RECV_AHEAD`] buffers are posted or hold data not
-//!   yet read, so a reader that stops closes the window. Completions
+//!   buffer: a stream about its receive buffer's worth (the size netd
+//!   gives the socket), so that netd can always take a whole window out
+//!   of the engine; a datagram socket [`RECV_AHEAD`]. No more are posted
+//!   or hold data not yet read, so a reader that stops closes the
+//!   window. Completions
 //!   queue here in arrival order; `read` takes from the queue without a
 //!   request and posts a receive again for each buffer it empties.
 //! - **Errors.** An error a later completion reports (a reset, an
@@ -29,8 +32,8 @@ use std::collections::VecDeque;
 use std::io;
 use std::time::{Duration, Instant};
 
-/// Buffers each socket keeps posted for receives or holding data not yet
-/// read.
+/// Buffers a datagram socket keeps posted for receives or holding data
+/// not yet read (and a stream whose receive buffer netd does not say).
 pub const RECV_AHEAD: usize = 4;
 
 /// The most datagrams one socket keeps queued with netd.
@@ -86,6 +89,8 @@ pub(crate) struct SockPath {
     arrived: VecDeque<Arrived>,
     /// Receives posted and not completed.
     posted: usize,
+    /// The most buffers posted or holding data not yet read.
+    recv_ahead: usize,
     /// Bytes and buffers of sends queued and not completed.
     queued_bytes: usize,
     queued_bufs: usize,
@@ -121,9 +126,10 @@ fn errno(e: i32) -> io::Error {
 }
 
 impl Conn {
-    /// Opens socket `id`'s path (`send_buffer`: what netd said the socket's
-    /// is, 0 if it did not) and posts its first receives.
-    pub(crate) fn open_path(&mut self, id: u32, kind: Kind, send_buffer: u64) -> io::Result<()> {
+    /// Opens socket `id`'s path (`send_buffer`, `recv_buffer`: what netd
+    /// said the socket's are, 0 if it did not) and posts its first
+    /// receives.
+    pub(crate) fn open_path(&mut self, id: u32, kind: Kind, send_buffer: u64, recv_buffer: u64) -> io::Result<()> {
         let send_buffer = match usize::try_from(send_buffer) {
             Ok(0) | Err(_) => DEFAULT_SEND_BUFFER,
             Ok(n) => n.min(nagare_request::MAX_SOCKET_BUFFER as usize),
@@ -132,6 +138,7 @@ impl Conn {
             kind,
             arrived: VecDeque::new(),
             posted: 0,
+            recv_ahead: self.recv_ahead(kind, recv_buffer),
             queued_bytes: 0,
             queued_bufs: 0,
             send_buffer,
@@ -163,6 +170,39 @@ impl Conn {
         self.paths.contains_key(&id)
     }
 
+    /// The buffers a socket of `kind` with a receive buffer of
+    /// `recv_buffer` bytes (0: not known) keeps posted: a stream's receive
+    /// buffer's worth, rounded up, within what all may post.
+    fn recv_ahead(&self, kind: Kind, recv_buffer: u64) -> usize {
+        let size = u64::from(self.pool.buffer_size()).max(1);
+        match (kind, recv_buffer) {
+            (Kind::Datagram, _) | (Kind::Stream, 0) => RECV_AHEAD,
+            (Kind::Stream, bytes) => {
+                let buffers = usize::try_from(bytes.div_ceil(size)).unwrap_or(usize::MAX);
+                buffers.clamp(1, self.posted_cap().max(1))
+            }
+        }
+    }
+
+    /// The receives all sockets together keep posted, past which a socket
+    /// gets one at most: a quarter of the pool, and of the completion
+    /// ring, whose slots every posted receive holds one of until it
+    /// completes.
+    fn posted_cap(&self) -> usize {
+        (self.pool.len().min(self.completions.capacity()) / 4) as usize
+    }
+
+    /// Sets the receive buffer of stream `id`, which sets how many
+    /// receives it keeps posted, and posts more if that grew.
+    pub(crate) fn set_path_recv_buffer(&mut self, id: u32, bytes: u64) -> io::Result<()> {
+        let ahead = self.recv_ahead(Kind::Stream, bytes);
+        match self.paths.get_mut(&id) {
+            Some(p) if p.kind == Kind::Stream => p.recv_ahead = ahead,
+            _ => return Ok(()),
+        }
+        self.post_receives(id)
+    }
+
     /// Sets the send buffer socket `id`'s queued sends stay within.
     pub(crate) fn set_path_send_buffer(&mut self, id: u32, bytes: u64) {
         if let Some(p) = self.paths.get_mut(&id) {
@@ -188,14 +228,14 @@ impl Conn {
         }
     }
 
-    /// Posts receives on socket `id` until [`RECV_AHEAD`] buffers are
+    /// Posts receives on socket `id` until its `recv_ahead` buffers are
     /// posted or hold unread data. A sixteenth of the pool stays free for
-    /// other calls, and past a quarter of the pool posted a socket gets one
+    /// other calls, and past [`Conn::posted_cap`] a socket gets one
     /// receive at most, so that many sockets each get one.
     fn post_receives(&mut self, id: u32) -> io::Result<()> {
         loop {
             let Some(p) = self.paths.get(&id) else { return Ok(()) };
-            if p.eof || p.error.is_some() || p.posted + p.arrived.len() >= RECV_AHEAD {
+            if p.eof || p.error.is_some() || p.posted + p.arrived.len() >= p.recv_ahead {
                 return Ok(());
             }
             let op = match p.kind {
@@ -205,7 +245,7 @@ impl Conn {
             // Receives keep the last buffers for other calls, and a socket
             // with one posted leaves the rest to sockets with none.
             let (free, _, _) = self.pool.counts();
-            if free <= self.pool.len() / 16 || (p.posted > 0 && self.posted_total >= self.pool.len() as usize / 4) {
+            if free <= self.pool.len() / 16 || (p.posted > 0 && self.posted_total >= self.posted_cap()) {
                 return Ok(());
             }
             let Some(b) = self.pool.alloc() else { return Ok(()) };

@@ -61,5 +61,5 @@ fn echo_done(event: EchoEvent) -> Done {
             (0, host(from), EchoWord::TimeExceeded { seq: seq_no, code })
         }
     };
-    Done { extra: word.encode(), ..Done::with_addr(len, from) }
+    Done { extra: [word.encode(), 0], ..Done::with_addr(len, from) }
 }

@@ -43,8 +43,8 @@ pub(crate) struct Done {
     pub addr: u64,
     /// For a receive: the bytes now in the buffer.
     pub len: Option<u32>,
-    /// `aux[2]` of the completion.
-    pub extra: u64,
+    /// `aux[2]` and `aux[3]` of the completion.
+    pub extra: [u64; 2],
     /// For a receive completed in place: the buffer the data lies in,
     /// which the completion names instead of the request's (netd keeps
     /// that one).
@@ -56,15 +56,15 @@ pub(crate) struct Done {
 
 impl Done {
     pub fn value(value: u64) -> Done {
-        Done { value, addr: 0, len: None, extra: 0, swapped: None, lent: false }
+        Done { value, addr: 0, len: None, extra: [0; 2], swapped: None, lent: false }
     }
 
     pub fn with_addr(value: u64, addr: u64) -> Done {
-        Done { value, addr, len: None, extra: 0, swapped: None, lent: false }
+        Done { value, addr, len: None, extra: [0; 2], swapped: None, lent: false }
     }
 
     pub fn received(value: u64, addr: u64, len: u32) -> Done {
-        Done { value, addr, len: Some(len), extra: 0, swapped: None, lent: false }
+        Done { value, addr, len: Some(len), extra: [0; 2], swapped: None, lent: false }
     }
 
     /// The request's buffer went to the engine, `value` bytes of it.

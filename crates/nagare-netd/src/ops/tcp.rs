@@ -48,14 +48,16 @@ pub(super) fn accept(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) ->
         c.sockets.claim_port(cx.steering, id, TCP, local.port());
     }
     let done = Done::with_addr(u64::from(id), remote.map_or(0, encode_addr));
-    Ok(Some(Done { extra: send_buffer(cx, h), ..done }))
+    Ok(Some(Done { extra: socket_buffers(cx, h), ..done }))
 }
 
-/// The size of connection `h`'s send buffer, which a connect or accept
-/// completion carries in `aux[2]`: the client keeps its queued sends
-/// within it, so that the engine has room for every one.
-fn send_buffer(cx: &Context<'_>, h: TcpHandle) -> u64 {
-    cx.iface.tcp_ref().connection(h).map_or(0, |k| k.config().send_buffer as u64)
+/// The sizes of connection `h`'s send and receive buffers, which a
+/// connect or accept completion carries in `aux[2]` and `aux[3]`: the
+/// client keeps its queued sends within the first, so that the engine has
+/// room for every one, and about the second posted for receives, so that
+/// netd can always take a window's worth out of the engine.
+fn socket_buffers(cx: &Context<'_>, h: TcpHandle) -> [u64; 2] {
+    cx.iface.tcp_ref().connection(h).map_or([0; 2], |k| [k.config().send_buffer as u64, k.config().recv_buffer as u64])
 }
 
 /// `CONNECT`: on socket 0, a connection to `aux[0]` from local port
@@ -79,7 +81,7 @@ pub(super) fn connect(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
     let done = |cx: &Context<'_>| -> Outcome {
         let local = cx.iface.tcp_ref().connection(h).map(|k| k.local());
         let done = Done::with_addr(u64::from(req.socket), local.map_or(0, encode_addr));
-        Ok(Some(Done { extra: send_buffer(cx, h), ..done }))
+        Ok(Some(Done { extra: socket_buffers(cx, h), ..done }))
     };
     if state.is_synchronized() {
         return done(cx);

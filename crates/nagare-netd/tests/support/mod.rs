@@ -72,6 +72,12 @@ impl NetdThread {
     /// Starts netd (`Placement::Single`: with a driver thread) and waits
     /// until it listens.
     pub fn start(placement: Placement, wire: Wire) -> NetdThread {
+        NetdThread::start_with_region(placement, wire, RING_SLOTS, BUFFERS)
+    }
+
+    /// As [`NetdThread::start`], with rings of `ring_slots` and `buffers`
+    /// in each client's region.
+    pub fn start_with_region(placement: Placement, wire: Wire, ring_slots: u32, buffers: u32) -> NetdThread {
         assert!(placement != Placement::Split, "a driver process needs the nagare binary");
         assert!(wire == Wire::Loopback || placement == Placement::Inline, "the peer link is inline only");
         static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -85,7 +91,7 @@ impl NetdThread {
             std::thread::Builder::new()
                 .name(String::from("netd"))
                 .spawn(move || -> Result<Final, String> {
-                    let started = build(socket, placement, wire);
+                    let started = build(socket, placement, wire, ring_slots, buffers);
                     let (mut netd, mut peer) = match started {
                         Ok(x) => {
                             let _ = ready_tx.send(Ok(()));
@@ -162,12 +168,18 @@ fn engine(mac: EthernetAddress, addr: Ipv4Addr) -> Interface {
     Interface::new(config, Capabilities::default(), BufferPool::new(2048, 4096))
 }
 
-fn build(socket: PathBuf, placement: Placement, wire: Wire) -> std::io::Result<(Netd, Option<Peer>)> {
+fn build(
+    socket: PathBuf,
+    placement: Placement,
+    wire: Wire,
+    ring_slots: u32,
+    buffers: u32,
+) -> std::io::Result<(Netd, Option<Peer>)> {
     let iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 1]), NETD_ADDR);
     let config = NetdConfig {
         socket,
-        ring_slots: RING_SLOTS,
-        buffers: BUFFERS,
+        ring_slots,
+        buffers,
         receive_pool: RECEIVE_POOL,
         max_pending: 16,
         max_sockets: 32,
