@@ -103,11 +103,7 @@ impl Interface {
             return;
         };
         let (mut delivered, mut full) = (0u64, 0u64);
-        for k in 0..datagrams {
-            let start = k * segment_size;
-            let Some(piece) = payload.slice(UDP_HEADER_LEN + start, segment_size.min(data - start)) else {
-                break;
-            };
+        for piece in payload.pieces(UDP_HEADER_LEN, segment_size) {
             if socket.enqueue(UdpDatagram { source, destination, payload: piece }) {
                 delivered += 1;
             } else {
