@@ -1,12 +1,15 @@
 //! The whole receive path: the input is cut into frames (two length bytes,
-//! one slice-size byte, then the frame) that go into one interface with
-//! sockets open, with time advancing between them. Any panic is a bug, and
-//! so is a frame that moves no counter.
+//! one slice-size byte, one offload byte, then the frame) that go into one
+//! interface with sockets open, with time advancing between them. The
+//! offload byte says what the device claims about the frame, as a VNI peer
+//! may: its checksum state, and a segment size of a TCP super-segment or a
+//! UDP super-frame. Any panic is a bug, and so is a frame that moves no
+//! counter.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nagare_core::buf::{BufferPool, PacketBuf};
+use nagare_core::buf::{BufferPool, ChecksumState, Offload, PacketBuf, Segmentation};
 use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
 use nagare_wire::{EthernetAddress, Ipv4Addr};
 use std::net::SocketAddrV4;
@@ -29,10 +32,11 @@ fuzz_target!(|data: &[u8]| {
     let pool = iface.pool().clone();
     let mut now = Instant::from_secs(1);
     let mut rest = data;
-    while rest.len() >= 3 {
+    while rest.len() >= 4 {
         let len = usize::from(u16::from_be_bytes([rest[0], rest[1]])) % 2048;
         let chunk = usize::from(rest[2]).max(1);
-        rest = &rest[3..];
+        let offload = offload_of(rest[3]);
+        rest = &rest[4..];
         let frame = &rest[..len.min(rest.len())];
         rest = &rest[frame.len()..];
         let mut packet = PacketBuf::new();
@@ -42,6 +46,7 @@ fuzz_target!(|data: &[u8]| {
                 Err(_) => return,
             }
         }
+        packet.set_offload(offload);
         let before = outcomes(&iface);
         iface.receive(packet, now);
         assert!(outcomes(&iface) > before, "a frame moved no counter");
@@ -50,3 +55,15 @@ fuzz_target!(|data: &[u8]| {
         iface.poll(now);
     }
 });
+
+/// Bits 0..2 the checksum state, bit 2 UDP segmentation, bits 3..8 the
+/// segment size in units of 8 bytes.
+fn offload_of(byte: u8) -> Offload {
+    let checksum = match byte & 3 {
+        1 => ChecksumState::Partial,
+        2 => ChecksumState::Verified,
+        _ => ChecksumState::Complete,
+    };
+    let segmentation = if byte & 4 != 0 { Segmentation::Udp } else { Segmentation::Tcp };
+    Offload { checksum, segment_size: u16::from(byte >> 3) * 8, segmentation }
+}

@@ -20,7 +20,16 @@
 //!   ring slot (`VniPort::slot_batch`, `SlotWriter`), computing the UDP
 //!   checksum over the payload as the engine does, and commits it; the
 //!   engine is not on this path (it is stepped only while the ring is
-//!   full). The same peer and sink count both.
+//!   full). The same peer and sink count both. *Segmentation offload*:
+//!   the same 1472-byte datagrams sent [`GSO_SEGMENTS`] at a time (64 768
+//!   bytes per call, as a Linux sender with `UDP_SEGMENT`), *copied* with
+//!   `Udp::send_to_segmented` or *by reference* with
+//!   `Udp::send_buf_segmented` (one buffer chain filled once, no copy on
+//!   the sending side, as the TCP row sends): each call crosses the
+//!   segment as one super-frame in consecutive slots, and the peer's
+//!   engine splits it into the datagrams its sink reads one by one; the
+//!   figure is, as in the other rows, payload bytes read from the sink's
+//!   socket per second.
 //! - TCP: one connection, the sender queues references to one 256 KiB
 //!   buffer (`Tcp::send_buf`, no copy on the sending side, as `nagare perf`
 //!   does) into a send buffer of 4 MiB (what Linux's autotuning allows the
@@ -53,6 +62,7 @@ use anyhow::{anyhow, bail, ensure, Context, Result};
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::iface::{Error as IfError, HEADROOM};
 use nagare_core::tcp::connection::State;
+use nagare_core::udp::UDP_MAX_SEGMENTS;
 use nagare_core::{Interface, InterfaceConfig};
 use nagare_dev::vni::{default_slots, format_size, segment_size, Segment, VniPort};
 use nagare_dev::{Device, MonotonicClock};
@@ -86,6 +96,12 @@ const UDP_LEN: usize = 1472;
 const PING_LEN: usize = 64;
 /// Frames the UDP sender keeps queued for the device.
 const UDP_BACKLOG: usize = 512;
+/// Datagrams per segmented send: the most 1472-byte ones one IPv4 packet
+/// holds (44 × 1472 = 64 768 bytes).
+const GSO_SEGMENTS: usize = 44;
+/// Super-frames the segmented UDP sender keeps queued for the device
+/// (about as many bytes as [`UDP_BACKLOG`] frames).
+const GSO_BACKLOG: usize = 12;
 /// Frames built in slots per published batch (zero-copy UDP sender).
 const SLOT_BATCH: usize = 64;
 /// Source port of the datagrams built in slots.
@@ -140,9 +156,15 @@ pub enum Only {
 // ---- hosts on a VNI port ------------------------------------------------
 
 fn vni_host(seg: Arc<Segment>, addr: Ipv4Addr) -> Result<Host<VniPort>> {
+    vni_host_with(seg, addr, |_| {})
+}
+
+/// A host on a port of `seg`, its configuration changed by `edit`.
+fn vni_host_with(seg: Arc<Segment>, addr: Ipv4Addr, edit: impl FnOnce(&mut InterfaceConfig)) -> Result<Host<VniPort>> {
     let port = VniPort::attach(seg, None).context("attaching to the bench segment")?;
     let mut config =
         InterfaceConfig::new(EthernetAddress(port.mac()), Ipv4Cidr::new(addr, 24).map_err(|e| anyhow!("{e}"))?);
+    edit(&mut config);
     nagare_host::secrets::randomize(&mut config)?;
     let iface = Interface::new(config, port.capabilities(), BufferPool::new(BUFFER_SIZE, POOL_BUFFERS));
     Ok(Host::new(iface, port))
@@ -188,7 +210,13 @@ fn run_peer(segment: &str, poll: bool) -> Result<()> {
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
     let seg = Arc::new(Segment::open(segment).with_context(|| format!("opening VNI {segment}"))?);
-    let mut host = vni_host(seg, B_ADDR)?;
+    // The sink's socket holds the datagrams of one receive batch of UDP
+    // super-frames (64 × 44), as a Linux receiver raises SO_RCVBUF; the
+    // default (1024 datagrams) would drop what one step delivers.
+    let mut host = vni_host_with(seg, B_ADDR, |c| {
+        c.udp_rx_queue_packets = nagare_host::host::RX_BATCH * UDP_MAX_SEGMENTS;
+        c.udp_rx_queue_bytes = 16 << 20;
+    })?;
     host.device.set_busy_poll(poll);
     let any = |port| SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
     let udp_sink = host.iface.udp().bind(any(SINK_PORT)).map_err(eng)?;
@@ -550,6 +578,53 @@ fn nagare_udp(secs: f64, slots: usize) -> Result<Rate> {
     }
     s.flush(Duration::from_secs(2))?;
     // Let the peer drain its ring before it is stopped.
+    std::thread::sleep(Duration::from_millis(50));
+    let r = s.peer.finish()?;
+    Ok(Rate {
+        bytes: get(&r, "udp_bytes"),
+        secs: get(&r, "udp_ns") as f64 / 1e9,
+        sent,
+        received: get(&r, "udp_packets"),
+    })
+}
+
+/// UDP with segmentation offload: [`GSO_SEGMENTS`] datagrams of
+/// [`UDP_LEN`] bytes per call, each call one super-frame across the
+/// segment, split by the peer's engine. The payload is copied into packet
+/// buffers on every call (`Udp::send_to_segmented`), or, `by_reference`,
+/// filled once and handed over by reference (`Udp::send_buf_segmented`,
+/// as the TCP row hands its buffer to `Tcp::send_buf`).
+fn nagare_udp_gso(secs: f64, slots: usize, by_reference: bool) -> Result<Rate> {
+    let mut s = Setup::new(1500, slots, false)?;
+    ensure!(
+        s.host.iface.capabilities().tx_offloads.udp_segmentation >= UDP_LEN * GSO_SEGMENTS + 28,
+        "the port does not take UDP super-frames of {GSO_SEGMENTS} datagrams (--slots too small?)"
+    );
+    let sock = s.host.iface.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).map_err(eng)?;
+    let payload = vec![0x5au8; UDP_LEN * GSO_SEGMENTS];
+    let filled = PacketBuf::from_slice(s.host.iface.pool(), HEADROOM, &payload)
+        .map_err(|_| anyhow!("no packet buffers for the payload"))?;
+    let dst = SocketAddrV4::new(B_ADDR, SINK_PORT);
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    let mut sent = 0u64;
+    while Instant::now() < end && !interrupted() {
+        let now = s.clock.now();
+        while s.host.iface.tx_queue().len() < GSO_BACKLOG {
+            let mut udp = s.host.iface.udp();
+            let result = if by_reference {
+                udp.send_buf_segmented(sock, filled.clone(), UDP_LEN, dst, now)
+            } else {
+                udp.send_to_segmented(sock, &payload, UDP_LEN, dst, now)
+            };
+            match result {
+                Ok(()) => sent += GSO_SEGMENTS as u64,
+                Err(IfError::NoBuffer) => break,
+                Err(e) => return Err(eng(e)),
+            }
+        }
+        step(&mut s.host, &s.clock)?;
+    }
+    s.flush(Duration::from_secs(2))?;
     std::thread::sleep(Duration::from_millis(50));
     let r = s.peer.finish()?;
     Ok(Rate {
@@ -1043,6 +1118,8 @@ pub fn run(args: VniBenchArgs) -> Result<()> {
 
     let mut udp = (Vec::new(), Vec::new());
     let mut udp_slot = (Vec::new(), Vec::new());
+    let mut udp_gso = (Vec::new(), Vec::new());
+    let mut udp_gso_ref = (Vec::new(), Vec::new());
     let mut tcp1500 = (Vec::new(), Vec::new());
     let mut tcp9000 = (Vec::new(), Vec::new());
     let waits =
@@ -1054,6 +1131,12 @@ pub fn run(args: VniBenchArgs) -> Result<()> {
         if want(Only::Udp) {
             udp.0.extend(attempt("nagare UDP", n, || nagare_udp(secs, slots(1500))));
             udp_slot.0.extend(attempt("nagare UDP built in the slot", n, || nagare_udp_in_slot(secs, slots(1500))));
+            udp_gso
+                .0
+                .extend(attempt("nagare UDP segmentation offload", n, || nagare_udp_gso(secs, slots(1500), false)));
+            udp_gso_ref.0.extend(attempt("nagare UDP segmentation offload, by reference", n, || {
+                nagare_udp_gso(secs, slots(1500), true)
+            }));
         }
         if let (true, true, Some(v)) = (want(Only::Udp), iperf_ok, &veth) {
             let _ = v.set_mtu(1500);
@@ -1103,12 +1186,21 @@ pub fn run(args: VniBenchArgs) -> Result<()> {
     let lost = |r: Option<Rate>, udp: bool| {
         r.map_or("–".to_string(), |r| if udp { format!("{}", r.lost()) } else { "–".into() })
     };
-    // One veth figure serves both UDP rows (Linux has no such mode).
+    // One veth figure serves both UDP rows (Linux has no such mode); the
+    // iperf3 run sends no UDP super-frames, so the segmentation row has
+    // no Linux figure.
     udp_slot.1 = udp.1.clone();
 
     let rows: Vec<_> = [
         (Only::Udp, "UDP 1472-byte datagrams, MTU 1500, copied into the slot", udp, true),
         (Only::Udp, "UDP 1472-byte datagrams, MTU 1500, frame built in the slot", udp_slot, true),
+        (Only::Udp, "UDP 1472-byte datagrams, MTU 1500, segmentation offload (44 per send), copied", udp_gso, true),
+        (
+            Only::Udp,
+            "UDP 1472-byte datagrams, MTU 1500, segmentation offload (44 per send), by reference",
+            udp_gso_ref,
+            true,
+        ),
         (Only::Tcp1500, "TCP single stream, MTU 1500", tcp1500, false),
         (Only::Tcp9000, "TCP single stream, MTU 9000", tcp9000, false),
     ]

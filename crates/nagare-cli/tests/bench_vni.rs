@@ -38,6 +38,8 @@ fn bench_vni_quick_prints_the_tables() {
         "SKIPPED: Linux veth iperf3 rows: --no-linux",
         "| UDP 1472-byte datagrams, MTU 1500, copied into the slot |",
         "| UDP 1472-byte datagrams, MTU 1500, frame built in the slot |",
+        "| UDP 1472-byte datagrams, MTU 1500, segmentation offload (44 per send), copied |",
+        "| UDP 1472-byte datagrams, MTU 1500, segmentation offload (44 per send), by reference |",
         "| TCP single stream, MTU 1500 |",
         "| TCP single stream, MTU 9000 |",
         "| polled | nagare VNI |",

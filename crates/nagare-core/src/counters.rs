@@ -121,10 +121,17 @@ counters! {
         drop_udp_no_socket,
         /// Dropped: the socket's receive queue was full.
         drop_udp_queue_full,
+        /// Dropped: a UDP super-frame whose segment size, length or
+        /// checksum state does not make datagrams of it.
+        drop_udp_bad_segmentation,
         /// UDP datagrams delivered to sockets.
         udp_delivered,
-        /// UDP datagrams sent.
+        /// UDP datagrams sent (each datagram a super-frame stands for).
         udp_sent,
+        /// UDP super-frames received and split into their datagrams.
+        udp_super_frames_received,
+        /// UDP super-frames sent whole to a device that cuts them.
+        udp_super_frames_sent,
         /// TCP segments received and handed on.
         tcp_segments_received,
         /// TCP segments sent by connections.

@@ -63,7 +63,7 @@ fn tcp_to_ourselves_is_byte_exact() {
 #[test]
 fn tcp_to_ourselves_with_offloads_is_byte_exact() {
     let config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 1]), "10.0.0.1/24".parse().unwrap());
-    let offloads = nagare_core::buf::TxOffloads { checksum: true, tcp_segmentation: 65535 };
+    let offloads = nagare_core::buf::TxOffloads { checksum: true, tcp_segmentation: 65535, udp_segmentation: 0 };
     let caps = Capabilities { tx_offloads: offloads, ..Capabilities::default() };
     tcp_to_ourselves(Interface::new(config, caps, BufferPool::new(2048, 4096)));
 }

@@ -1,8 +1,10 @@
 //! Hostile input on the whole receive path: arbitrary frames, and valid
-//! frames with arbitrary damage, go into an interface. Nothing may panic,
-//! every frame must leave a trace in some counter, and no buffer may leak.
+//! frames with arbitrary damage and arbitrary offload claims (checksum
+//! state, TCP or UDP segment size, as a VNI peer may make), go into an
+//! interface. Nothing may panic, every frame must leave a trace in some
+//! counter, and no buffer may leak.
 
-use nagare_core::buf::BufferPool;
+use nagare_core::buf::{BufferPool, ChecksumState, Offload, Segmentation};
 use nagare_core::{Capabilities, Counters, Instant, Interface, InterfaceConfig};
 use nagare_wire::{ArpOperation, IpProtocol, Ipv4Addr};
 use proptest::prelude::*;
@@ -75,12 +77,26 @@ fn apply(frame: &mut Vec<u8>, damage: &Damage) {
     }
 }
 
-fn check_frames(frames: Vec<(Vec<u8>, usize)>) {
+/// What a device may claim about a frame: any checksum state, and any
+/// segment size of a TCP super-segment or a UDP super-frame.
+fn offload() -> impl Strategy<Value = Offload> {
+    let checksum =
+        prop_oneof![Just(ChecksumState::Complete), Just(ChecksumState::Partial), Just(ChecksumState::Verified)];
+    let segmentation = prop_oneof![Just(Segmentation::Tcp), Just(Segmentation::Udp)];
+    let segment_size = prop_oneof![Just(0u16), 1u16..16, 1u16..1500, any::<u16>()];
+    (checksum, segment_size, segmentation).prop_map(|(checksum, segment_size, segmentation)| Offload {
+        checksum,
+        segment_size,
+        segmentation,
+    })
+}
+
+fn check_frames(frames: Vec<(Vec<u8>, usize, Offload)>) {
     let mut iface = interface();
     let mut now = Instant::from_secs(1);
-    for (frame, chunk) in frames {
+    for (frame, chunk, offload) in frames {
         let before = outcomes(iface.counters());
-        feed(&mut iface, &frame, chunk, now);
+        feed_with(&mut iface, &frame, chunk, offload, now);
         let after = outcomes(iface.counters());
         assert!(after > before, "a frame left no trace in any counter: {frame:02x?}");
         iface.tx_queue().clear();
@@ -98,7 +114,7 @@ proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(frames in proptest::collection::vec(
         (proptest::collection::vec(any::<u8>(), 0..1600), 1usize..64), 1..16)) {
-        check_frames(frames);
+        check_frames(frames.into_iter().map(|(f, chunk)| (f, chunk, Offload::NONE)).collect());
     }
 
     #[test]
@@ -110,7 +126,22 @@ proptest! {
                 for d in &damages {
                     apply(&mut f, d);
                 }
-                (f, chunk)
+                (f, chunk, Offload::NONE)
+            })
+            .collect();
+        check_frames(frames);
+    }
+
+    #[test]
+    fn any_offload_claim_on_valid_or_damaged_frames_never_panics(frames in proptest::collection::vec(
+        (valid_frame(), proptest::collection::vec(damage(), 0..2), 1usize..2000, offload()), 1..16)) {
+        let frames = frames
+            .into_iter()
+            .map(|(mut f, damages, chunk, offload)| {
+                for d in &damages {
+                    apply(&mut f, d);
+                }
+                (f, chunk, offload)
             })
             .collect();
         check_frames(frames);

@@ -202,7 +202,7 @@ fn udp_checksums_are_left_partial_for_a_device_that_completes_them() {
     let mut w = Wire::new();
     let cidr = nagare_wire::Ipv4Cidr::new(A, 24).unwrap();
     let config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 1]), cidr);
-    let offloads = nagare_core::buf::TxOffloads { checksum: true, tcp_segmentation: 0 };
+    let offloads = nagare_core::buf::TxOffloads { checksum: true, tcp_segmentation: 0, udp_segmentation: 0 };
     w.a = Interface::new(
         config,
         Capabilities { tx_offloads: offloads, ..Capabilities::default() },

@@ -274,15 +274,20 @@ impl<D: Device + ?Sized> Device for &mut D {
 }
 
 /// Whether a link with `mtu` and `offloads` carries `frame`: an Ethernet
-/// header and at most an MTU of packet, or a TCP super-segment the device
-/// cuts up itself.
+/// header and at most an MTU of packet, or a TCP or UDP super-frame the
+/// device cuts up itself. A UDP super-frame stands for several datagrams
+/// however short it is, so only a device that cuts them carries one.
 pub fn frame_fits(frame: &PacketBuf, mtu: usize, offloads: TxOffloads) -> bool {
     let len = frame.len();
     if len < ETHERNET_HEADER_LEN {
         return false;
     }
-    len <= mtu + ETHERNET_HEADER_LEN
-        || (frame.offload().segment_size != 0 && len <= offloads.tcp_segmentation + ETHERNET_HEADER_LEN)
+    let offload = frame.offload();
+    let super_frame_fits = len <= offloads.super_frame_limit(offload) + ETHERNET_HEADER_LEN;
+    if offload.is_udp_segmented() {
+        return super_frame_fits;
+    }
+    len <= mtu + ETHERNET_HEADER_LEN || super_frame_fits
 }
 
 /// The earlier of two optional deadlines.

@@ -1,17 +1,21 @@
 //! What a device with transmit offloads does to a frame, done in software
 //! for a device that has none: a partial transport checksum is completed,
-//! and a TCP super-segment is cut into segments of its segment size, each
-//! with its own IPv4 and TCP header and full checksums (as the kernel's
-//! software GSO does). The VNI–TAP bridge uses it for frames that crossed
-//! the segment with offloads and leave for a TAP opened for plain frames.
+//! a TCP super-segment is cut into segments of its segment size, each with
+//! its own IPv4 and TCP header and full checksums, and a UDP super-frame
+//! into datagrams of its segment size, each with its own IPv4 header
+//! (length, identification, checksum) and UDP length and checksum (as the
+//! kernel's software GSO does for `SKB_GSO_TCPV4` and `SKB_GSO_UDP_L4`).
+//! The VNI–TAP bridge uses it for frames that crossed the segment with
+//! offloads and leave for a TAP opened for plain frames.
 //!
 //! The frame comes from another process (a VNI peer), so its headers are
-//! checked before use: a super-segment that is not an unfragmented IPv4
-//! TCP packet whose lengths agree is refused, never cut.
+//! checked before use: a super-frame that is not an unfragmented IPv4
+//! packet of its kind whose lengths agree is refused, never cut.
 
 use std::collections::VecDeque;
 
-use nagare_core::buf::{BufferPool, ChecksumState, Offload, PacketBuf, TxOffloads};
+use nagare_core::buf::{BufferPool, ChecksumState, Offload, PacketBuf, Segmentation, TxOffloads};
+use nagare_core::udp::UDP_MAX_SEGMENTS;
 use nagare_wire::checksum::{self, pseudo_header_v4, Checksum};
 use nagare_wire::{Ipv4Addr, ETHERNET_HEADER_LEN};
 
@@ -22,6 +26,7 @@ const PROTO_TCP: u8 = 6;
 const PROTO_UDP: u8 = 17;
 const TCP_CHECKSUM: usize = 16;
 const UDP_CHECKSUM: usize = 6;
+const UDP_HEADER_LEN: usize = 8;
 const TCP_FIN: u8 = 0x01;
 const TCP_SYN: u8 = 0x02;
 const TCP_RST: u8 = 0x04;
@@ -32,9 +37,9 @@ const TCP_CWR: u8 = 0x80;
 /// Why a frame could not be completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
-    /// A super-segment whose headers are not an unfragmented IPv4 TCP
-    /// packet with consistent lengths, or whose segments would not fit the
-    /// MTU.
+    /// A super-frame whose headers are not an unfragmented IPv4 TCP (or,
+    /// for a UDP super-frame, UDP) packet with consistent lengths, or whose
+    /// segments would not fit the MTU.
     Malformed,
     /// No pool buffer for a segment.
     NoBuffer,
@@ -47,19 +52,26 @@ pub enum Refused {
 /// a smaller size would let one frame multiply into thousands.
 pub const MIN_SEGMENT_SIZE: usize = 48;
 
-/// Whether a device with `mtu` and `offloads` takes `frame` as it is.
+/// Whether a device with `mtu` and `offloads` takes `frame` as it is. A
+/// UDP super-frame stands for several datagrams however short it is, so
+/// only a device that cuts UDP super-frames takes one.
 pub fn fits_device(frame: &PacketBuf, mtu: usize, offloads: TxOffloads) -> bool {
     let offload = frame.offload();
     let checksum_done = offload.checksum != ChecksumState::Partial || offloads.checksum;
     let len = frame.len();
+    let super_frame_fits = len <= offloads.super_frame_limit(offload) + ETHERNET_HEADER_LEN;
     checksum_done
-        && (len <= mtu + ETHERNET_HEADER_LEN
-            || (offload.segment_size != 0 && len <= offloads.tcp_segmentation + ETHERNET_HEADER_LEN))
+        && if offload.is_udp_segmented() {
+            super_frame_fits
+        } else {
+            len <= mtu + ETHERNET_HEADER_LEN || super_frame_fits
+        }
 }
 
 /// Appends `frame` to `out` as a device without offloads must send it:
-/// with its checksum complete, and as MTU-sized TCP segments if it is a
-/// super-segment longer than the MTU. Frames that need nothing, and partial
+/// with its checksum complete, as MTU-sized TCP segments if it is a TCP
+/// super-segment longer than the MTU, and as its datagrams if it is a UDP
+/// super-frame (of any length). Frames that need nothing, and partial
 /// checksums of protocols other than TCP and UDP, go as they are. At most
 /// `room` frames are appended: a super-segment that would be cut into more
 /// is refused whole. Returns the number of frames appended.
@@ -74,7 +86,7 @@ pub fn complete(
         return Err(Refused::NoRoom);
     }
     let offload = frame.offload();
-    let cut = offload.segment_size != 0 && frame.len() > mtu + ETHERNET_HEADER_LEN;
+    let cut = offload.is_udp_segmented() || (offload.segment_size != 0 && frame.len() > mtu + ETHERNET_HEADER_LEN);
     if !cut && offload.checksum != ChecksumState::Partial {
         out.push_back(frame);
         return Ok(1);
@@ -89,7 +101,11 @@ pub fn complete(
         return Ok(1);
     };
     if cut {
-        return cut_tcp(&bytes, &ip, usize::from(offload.segment_size), mtu, pool, out, room);
+        let segment_size = usize::from(offload.segment_size);
+        return match offload.segmentation {
+            Segmentation::Tcp => cut_tcp(&bytes, &ip, segment_size, mtu, pool, out, room),
+            Segmentation::Udp => cut_udp(&bytes, &ip, segment_size, mtu, pool, out, room),
+        };
     }
     let field = match ip.protocol {
         PROTO_TCP => TCP_CHECKSUM,
@@ -236,6 +252,74 @@ fn cut_tcp(
     Ok(pieces)
 }
 
+/// Cuts the UDP super-frame in `frame` into datagrams of `segment_size`
+/// payload bytes (the last may be shorter) that fit `mtu`, if they are at
+/// most `room`. The UDP length must be the IP payload's, and the segment
+/// size must make at least one and at most [`UDP_MAX_SEGMENTS`] datagrams.
+fn cut_udp(
+    frame: &[u8],
+    ip: &Ipv4Headers,
+    segment_size: usize,
+    mtu: usize,
+    pool: &BufferPool,
+    out: &mut VecDeque<PacketBuf>,
+    room: usize,
+) -> Result<usize, Refused> {
+    let malformed = Err(Refused::Malformed);
+    if ip.protocol != PROTO_UDP {
+        return malformed;
+    }
+    let udp = &frame[ip.l4_start..ip.end];
+    let Some(length) = udp.get(4..6).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]]))) else {
+        return malformed;
+    };
+    if length != udp.len() || length < UDP_HEADER_LEN {
+        return malformed;
+    }
+    let (udp_header, payload) = udp.split_at(UDP_HEADER_LEN);
+    if segment_size == 0 || segment_size > payload.len() || ip.ihl + UDP_HEADER_LEN + segment_size > mtu {
+        return malformed;
+    }
+    let pieces = payload.len().div_ceil(segment_size);
+    if pieces > UDP_MAX_SEGMENTS {
+        return malformed;
+    }
+    if pieces > room {
+        return Err(Refused::NoRoom);
+    }
+    let mut built = Vec::with_capacity(pieces);
+    let mut bytes = Vec::with_capacity(ip.l4_start + UDP_HEADER_LEN + segment_size);
+    for (k, piece) in payload.chunks(segment_size).enumerate() {
+        bytes.clear();
+        bytes.extend_from_slice(&frame[..ip.l4_start]);
+        bytes.extend_from_slice(udp_header);
+        bytes.extend_from_slice(piece);
+        // IPv4: length, a fresh identification, header checksum.
+        let ip_bytes = &mut bytes[ETHERNET_HEADER_LEN..];
+        let total = (ip.ihl + UDP_HEADER_LEN + piece.len()) as u16;
+        ip_bytes[2..4].copy_from_slice(&total.to_be_bytes());
+        ip_bytes[4..6].copy_from_slice(&ip.ident.wrapping_add(k as u16).to_be_bytes());
+        ip_bytes[10..12].copy_from_slice(&[0, 0]);
+        let header_sum = checksum::checksum(&ip_bytes[..ip.ihl]);
+        ip_bytes[10..12].copy_from_slice(&header_sum.to_be_bytes());
+        // UDP: length, full checksum (0 is sent as all ones).
+        let u = &mut bytes[ip.l4_start..];
+        let udp_len = (UDP_HEADER_LEN + piece.len()) as u16;
+        u[4..6].copy_from_slice(&udp_len.to_be_bytes());
+        u[UDP_CHECKSUM..UDP_CHECKSUM + 2].copy_from_slice(&[0, 0]);
+        let mut sum: Checksum = pseudo_header_v4(ip.src, ip.dst, PROTO_UDP, udp_len);
+        sum.add_bytes(u);
+        let sum = match sum.finish() {
+            0 => 0xffff,
+            s => s,
+        };
+        u[UDP_CHECKSUM..UDP_CHECKSUM + 2].copy_from_slice(&sum.to_be_bytes());
+        built.push(rebuild(pool, &bytes)?);
+    }
+    out.extend(built);
+    Ok(pieces)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,7 +350,7 @@ mod tests {
             *x = i as u8;
         }
         let mut f = PacketBuf::from_slice(pool, 0, &b).unwrap();
-        f.set_offload(Offload { checksum: ChecksumState::Partial, segment_size });
+        f.set_offload(Offload::tcp_segments(segment_size));
         f
     }
 
@@ -328,7 +412,7 @@ mod tests {
             .unwrap();
         b[42..].copy_from_slice(payload);
         let mut f = PacketBuf::from_slice(&pool, 0, &b).unwrap();
-        f.set_offload(Offload { checksum: ChecksumState::Partial, segment_size: 0 });
+        f.set_offload(Offload::checksum(ChecksumState::Partial));
         let mut out = VecDeque::new();
         assert_eq!(complete(f, 1500, &pool, &mut out, 1024), Ok(1));
         let done = out[0].to_vec();
@@ -356,7 +440,7 @@ mod tests {
         long[16..18].copy_from_slice(&u16::MAX.to_be_bytes());
         for bytes in [udp, arp, long] {
             let mut f = PacketBuf::from_slice(&pool, 0, &bytes).unwrap();
-            f.set_offload(Offload { checksum: ChecksumState::Partial, segment_size: 1448 });
+            f.set_offload(Offload::tcp_segments(1448));
             assert_eq!(complete(f, 1500, &pool, &mut out, 1024), Err(Refused::Malformed));
         }
         assert!(out.is_empty());
@@ -395,7 +479,7 @@ mod tests {
     #[test]
     fn what_a_device_takes_is_left_alone() {
         let pool = BufferPool::new(2048, 256);
-        let tso = TxOffloads { checksum: true, tcp_segmentation: 65535 };
+        let tso = TxOffloads { checksum: true, tcp_segmentation: 65535, udp_segmentation: 0 };
         let big = super_segment(&pool, 10_000, 0, 1448);
         assert!(fits_device(&big, 1500, tso));
         assert!(!fits_device(&big, 1500, TxOffloads::NONE));
@@ -406,5 +490,157 @@ mod tests {
         assert!(fits_device(&plain, 1500, TxOffloads::NONE));
         let mut out = VecDeque::new();
         assert_eq!(complete(plain, 1500, &pool, &mut out, 1024), Ok(1));
+    }
+
+    /// An Ethernet frame with one IPv4 UDP header over `payload` bytes, its
+    /// checksum left partial, as an engine sends a UDP super-frame.
+    fn udp_super_frame(pool: &BufferPool, payload: usize, segment_size: u16) -> PacketBuf {
+        let (src, dst) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let mut b = vec![0u8; 14 + 20 + 8 + payload];
+        b[12..14].copy_from_slice(&ETHERTYPE_IPV4);
+        let repr = nagare_wire::Ipv4Repr {
+            ident: 40,
+            ..nagare_wire::Ipv4Repr::new(src, dst, nagare_wire::IpProtocol::Udp, 8 + payload, 64)
+        };
+        repr.emit(&mut b[14..34]).unwrap();
+        nagare_wire::UdpRepr { src_port: 1000, dst_port: 9 }
+            .emit_header_partial(&mut b[34..42], payload, src, dst)
+            .unwrap();
+        for (i, x) in b[42..].iter_mut().enumerate() {
+            *x = (i % 253) as u8;
+        }
+        let mut f = PacketBuf::from_slice(pool, 0, &b).unwrap();
+        f.set_offload(Offload::udp_segments(segment_size));
+        f
+    }
+
+    /// The datagrams of a UDP super-frame leave as ordinary ones: each with
+    /// its IP length, identification and header checksum, its UDP length
+    /// and full checksum, the last one short; read back with the parsers.
+    #[test]
+    fn a_udp_super_frame_is_cut_into_its_datagrams() {
+        use nagare_wire::{Ipv4Packet, UdpPacket};
+        let pool = BufferPool::new(2048, 256);
+        let (src, dst) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let frame = udp_super_frame(&pool, 10_000, 1472);
+        let whole = frame.to_vec();
+        let mut out = VecDeque::new();
+        assert_eq!(complete(frame, 1500, &pool, &mut out, 1024), Ok(7));
+        let mut payload = Vec::new();
+        for (k, f) in out.iter().enumerate() {
+            assert_eq!(f.offload(), Offload::NONE);
+            let f = f.to_vec();
+            let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
+            assert!(ip.verify_checksum(), "IP checksum of datagram {k}");
+            assert_eq!(ip.ident(), 40 + k as u16);
+            assert_eq!(usize::from(ip.total_len()), f.len() - 14);
+            assert!(f.len() <= 1514);
+            let udp = UdpPacket::new_checked(ip.payload()).unwrap();
+            let want = if k == 6 { 10_000 - 6 * 1472 } else { 1472 };
+            assert_eq!(usize::from(udp.len()), 8 + want, "UDP length of datagram {k}");
+            assert!(udp.checksum() != 0 && udp.verify_checksum(src, dst), "UDP checksum of datagram {k}");
+            assert_eq!((udp.src_port(), udp.dst_port()), (1000, 9));
+            payload.extend_from_slice(udp.payload());
+        }
+        assert_eq!(payload, whole[42..]);
+    }
+
+    /// A UDP super-frame shorter than the MTU still stands for several
+    /// datagrams: no device without the offload takes it whole.
+    #[test]
+    fn a_short_udp_super_frame_is_cut_too() {
+        let pool = BufferPool::new(2048, 256);
+        let frame = udp_super_frame(&pool, 1000, 400);
+        assert!(!fits_device(
+            &frame,
+            1500,
+            TxOffloads { checksum: true, tcp_segmentation: 65535, udp_segmentation: 0 }
+        ));
+        assert!(fits_device(&frame, 1500, TxOffloads { checksum: true, tcp_segmentation: 0, udp_segmentation: 65535 }));
+        assert!(!crate::device::frame_fits(&frame, 1500, TxOffloads::NONE));
+        let mut out = VecDeque::new();
+        assert_eq!(complete(frame, 1500, &pool, &mut out, 1024), Ok(3));
+        let lens: Vec<_> = out.iter().map(PacketBuf::len).collect();
+        assert_eq!(lens, [42 + 400, 42 + 400, 42 + 200]);
+    }
+
+    #[test]
+    fn bad_udp_super_frames_are_refused() {
+        let pool = BufferPool::new(2048, 4096);
+        let mut out = VecDeque::new();
+        let cut = |f: PacketBuf, out: &mut VecDeque<PacketBuf>| complete(f, 1500, &pool, out, 1024);
+        let with = |bytes: &[u8], offload: Offload| {
+            let mut f = PacketBuf::from_slice(&pool, 0, bytes).unwrap();
+            f.set_offload(offload);
+            f
+        };
+        let good = udp_super_frame(&pool, 5000, 1472).to_vec();
+        let uso = Offload::udp_segments(1472);
+        for (what, frame) in [
+            ("datagrams past the MTU", udp_super_frame(&pool, 5000, 1473)),
+            ("segment size past the payload", udp_super_frame(&pool, 5000, 5001)),
+            ("more datagrams than allowed", udp_super_frame(&pool, 5000, 8)),
+            (
+                "TCP under a UDP offload",
+                with(
+                    &{
+                        let mut b = good.clone();
+                        b[23] = PROTO_TCP;
+                        b
+                    },
+                    uso,
+                ),
+            ),
+            (
+                "UDP length short of the packet",
+                with(
+                    &{
+                        let mut b = good.clone();
+                        b[38..40].copy_from_slice(&3000u16.to_be_bytes());
+                        b
+                    },
+                    uso,
+                ),
+            ),
+            (
+                "UDP length past the packet",
+                with(
+                    &{
+                        let mut b = good.clone();
+                        b[38..40].copy_from_slice(&6000u16.to_be_bytes());
+                        b
+                    },
+                    uso,
+                ),
+            ),
+            (
+                "IP length past the frame",
+                with(
+                    &{
+                        let mut b = good.clone();
+                        b[16..18].copy_from_slice(&u16::MAX.to_be_bytes());
+                        b
+                    },
+                    uso,
+                ),
+            ),
+            (
+                "not IPv4",
+                with(
+                    &{
+                        let mut b = good.clone();
+                        b[13] = 0x06;
+                        b
+                    },
+                    uso,
+                ),
+            ),
+        ] {
+            assert_eq!(cut(frame, &mut out), Err(Refused::Malformed), "{what}");
+        }
+        assert_eq!(complete(with(&good, uso), 1500, &pool, &mut out, 3), Err(Refused::NoRoom), "four datagrams");
+        assert!(out.is_empty());
+        assert_eq!(pool.in_use(), 0);
+        assert_eq!(cut(with(&good, uso), &mut out), Ok(4));
     }
 }

@@ -307,7 +307,7 @@ impl TapDevice {
             set_vnet_header_len(&file).map_err(|e| with_context(e, "TUNSETVNETHDRSZ", name))?;
         }
         let offloads = if vnet_header && request_offloads(&file).is_ok() {
-            TxOffloads { checksum: true, tcp_segmentation: usize::from(u16::MAX) }
+            TxOffloads { checksum: true, tcp_segmentation: usize::from(u16::MAX), udp_segmentation: 0 }
         } else {
             TxOffloads::NONE
         };
@@ -343,7 +343,7 @@ impl TapDevice {
             return Err(io::Error::last_os_error());
         }
         let offloads = if vnet_header && request_offloads(&file).is_ok() {
-            TxOffloads { checksum: true, tcp_segmentation: usize::from(u16::MAX) }
+            TxOffloads { checksum: true, tcp_segmentation: usize::from(u16::MAX), udp_segmentation: 0 }
         } else {
             TxOffloads::NONE
         };

@@ -8,7 +8,7 @@
 //! virtio unless told otherwise (`TUNSETVNETLE`), and legacy virtio is
 //! native-endian.
 
-use nagare_core::buf::{ChecksumState, Offload, PacketBuf};
+use nagare_core::buf::{ChecksumState, Offload, PacketBuf, Segmentation};
 
 use nagare_wire::ETHERNET_HEADER_LEN;
 
@@ -63,7 +63,7 @@ pub fn header_for(frame: &PacketBuf) -> [u8; VNET_HDR_LEN] {
     let mut gso_type = GSO_NONE;
     let mut hdr_len = 0u16;
     let mut gso_size = 0u16;
-    if offload.segment_size != 0 && protocol == PROTO_TCP {
+    if offload.segment_size != 0 && offload.segmentation == Segmentation::Tcp && protocol == PROTO_TCP {
         let Some(&offset_byte) = prefix.get(l4_start + 12) else {
             return hdr;
         };
@@ -97,7 +97,7 @@ pub fn offload_of(hdr: &[u8; VNET_HDR_LEN]) -> Offload {
     } else {
         ChecksumState::Complete
     };
-    Offload { checksum, segment_size: 0 }
+    Offload::checksum(checksum)
 }
 
 /// The transport protocol and the offset of its header in an Ethernet
@@ -149,7 +149,7 @@ mod tests {
     fn partial_checksum_points_at_the_tcp_checksum() {
         let pool = BufferPool::new(2048, 64);
         let mut frame = tcp_frame(&pool, 100);
-        frame.set_offload(Offload { checksum: ChecksumState::Partial, segment_size: 0 });
+        frame.set_offload(Offload::checksum(ChecksumState::Partial));
         let hdr = header_for(&frame);
         assert_eq!(hdr[0], F_NEEDS_CSUM);
         assert_eq!(hdr[1], GSO_NONE);
@@ -161,11 +161,23 @@ mod tests {
     fn super_segment_carries_size_and_header_length() {
         let pool = BufferPool::new(2048, 64);
         let mut frame = tcp_frame(&pool, 20_000);
-        frame.set_offload(Offload { checksum: ChecksumState::Partial, segment_size: 1448 });
+        frame.set_offload(Offload::tcp_segments(1448));
         let hdr = header_for(&frame);
         assert_eq!(hdr[1], GSO_TCPV4);
         assert_eq!(field(&hdr, 2), 14 + 20 + 32);
         assert_eq!(field(&hdr, 4), 1448);
+    }
+
+    /// The TAP is never asked for UDP segmentation: a frame whose offload
+    /// says UDP super-frame is not announced as a TCP one.
+    #[test]
+    fn udp_segmentation_is_not_announced_as_tcp() {
+        let pool = BufferPool::new(2048, 64);
+        let mut frame = tcp_frame(&pool, 20_000);
+        frame.set_offload(Offload::udp_segments(1448));
+        let hdr = header_for(&frame);
+        assert_eq!(hdr[1], GSO_NONE);
+        assert_eq!(field(&hdr, 4), 0);
     }
 
     #[test]
@@ -174,7 +186,7 @@ mod tests {
         let mut bytes = tcp_frame(&pool, 10).to_vec();
         bytes[14 + 6] = 0x20; // more fragments
         let mut frame = PacketBuf::from_slice(&pool, 0, &bytes).unwrap();
-        frame.set_offload(Offload { checksum: ChecksumState::Partial, segment_size: 0 });
+        frame.set_offload(Offload::checksum(ChecksumState::Partial));
         assert_eq!(header_for(&frame), [0; VNET_HDR_LEN]);
         let mut short = PacketBuf::from_slice(&pool, 0, &bytes[..20]).unwrap();
         short.set_offload(frame.offload());
@@ -189,6 +201,6 @@ mod tests {
         assert_eq!(offload_of(&hdr).checksum, ChecksumState::Verified);
         hdr[0] = F_NEEDS_CSUM;
         hdr[1] = GSO_TCPV4;
-        assert_eq!(offload_of(&hdr), Offload { checksum: ChecksumState::Partial, segment_size: 0 });
+        assert_eq!(offload_of(&hdr), Offload::checksum(ChecksumState::Partial));
     }
 }

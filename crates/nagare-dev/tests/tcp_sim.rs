@@ -20,7 +20,7 @@ use std::time::Duration;
 const A_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const B_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 const PORT: u16 = 5001;
-const SUPER_SEGMENTS: TxOffloads = TxOffloads { checksum: true, tcp_segmentation: 65535 };
+const SUPER_SEGMENTS: TxOffloads = TxOffloads { checksum: true, tcp_segmentation: 65535, udp_segmentation: 0 };
 
 fn trace() -> bool {
     std::env::var_os("NAGARE_SIM_TRACE").is_some()

@@ -245,18 +245,21 @@ fn offload_metadata_and_super_segments_cross_the_segment() {
     let caps = a.capabilities();
     assert!(caps.tx_offloads.checksum);
     assert_eq!(caps.tx_offloads.tcp_segmentation, 32 * 1528 - 14, "half the ring");
-    let partial = Offload { checksum: ChecksumState::Partial, segment_size: 0 };
-    let verified = Offload { checksum: ChecksumState::Verified, segment_size: 0 };
-    let tso = Offload { checksum: ChecksumState::Partial, segment_size: 1448 };
-    // Plain frames keep their checksum state; super-segments of 20000
-    // bytes fill 14 slots each, and five of them wrap the 64-slot ring.
+    let partial = Offload::checksum(ChecksumState::Partial);
+    let verified = Offload::checksum(ChecksumState::Verified);
+    let tso = Offload::tcp_segments(1448);
+    let uso = Offload::udp_segments(1472);
+    assert_eq!(caps.tx_offloads.udp_segmentation, caps.tx_offloads.tcp_segmentation);
+    // Plain frames keep their checksum state; super-frames of 20000 bytes
+    // fill 14 slots each, and five of them wrap the 64-slot ring; TCP and
+    // UDP super-frames keep their kind.
     let mut sent = vec![
         offload_frame(&pool, 100, 1, Offload::NONE),
         offload_frame(&pool, 1514, 2, partial),
         offload_frame(&pool, 60, 3, verified),
     ];
     for round in 0..10u8 {
-        sent.push(offload_frame(&pool, 20_000 + usize::from(round), round, tso));
+        sent.push(offload_frame(&pool, 20_000 + usize::from(round), round, if round % 2 == 0 { tso } else { uso }));
         sent.push(offload_frame(&pool, 64, round, partial));
     }
     let want: Vec<(Vec<u8>, Offload)> = sent.iter().map(|f| (f.to_vec(), f.offload())).collect();
@@ -318,13 +321,18 @@ fn hostile_offload_words_and_lengths_are_counted_and_dropped() {
     // slot, the counter it lands in, and how many of the two frames
     // published arrive: a bad word drops the frame it claims (one slot, or
     // two for 3000 bytes), a length past the published slots skips one.
-    let cases: [(u32, u32, &str, usize); 6] = [
-        (100, 1 << 20, "bad_metadata", 1),           // reserved bit
-        (100, 3 << 16, "bad_metadata", 1),           // no such checksum state
-        (100, 1448, "bad_metadata", 1),              // segments, checksum complete
-        (3000, 1 << 16, "bad_metadata", 0),          // past the MTU, not a super-segment
-        (3000, (1 << 16) | 1461, "bad_metadata", 0), // segments past the MTU
-        (6000, partial_tso, "bad_slots", 1),         // more slots than were published
+    let udp = 1u32 << 18;
+    let cases: [(u32, u32, &str, usize); 10] = [
+        (100, 1 << 20, "bad_metadata", 1),                 // reserved bit
+        (100, 3 << 16, "bad_metadata", 1),                 // no such checksum state
+        (100, 1448, "bad_metadata", 1),                    // segments, checksum complete
+        (3000, 1 << 16, "bad_metadata", 0),                // past the MTU, not a super-segment
+        (3000, (1 << 16) | 1461, "bad_metadata", 0),       // segments past the MTU
+        (6000, partial_tso, "bad_slots", 1),               // more slots than were published
+        (100, udp | 1 << 16, "bad_metadata", 1),           // UDP segmentation without a size
+        (100, udp | 1472, "bad_metadata", 1),              // UDP datagrams, checksum complete
+        (3000, udp | (1 << 16) | 1473, "bad_metadata", 0), // UDP datagrams past the MTU
+        (3000, udp | 1 << 16, "bad_metadata", 0),          // UDP past the MTU, no size
     ];
     let mut pos = 0;
     for (len, meta, counter, arrive) in cases {
@@ -349,7 +357,7 @@ fn hostile_offload_words_and_lengths_are_counted_and_dropped() {
         assert_eq!(got.len(), 1);
         assert_eq!(&got[0][14..], b"next");
     }
-    assert_eq!(b.stats().rx_errors, 6);
+    assert_eq!(b.stats().rx_errors, 10);
     drop((a, b));
     assert_eq!(pool.in_use(), 0);
 }
@@ -689,6 +697,63 @@ fn engines_ping_and_move_megabytes_over_tcp() {
     assert!(b.port.stats().rx_bytes > TOTAL as u64);
     assert!(b.largest_rx > 1514 * 8, "largest frame {} bytes", b.largest_rx);
     assert!(b.port.stats().rx_frames < (TOTAL / 1448 / 4) as u64, "{} frames", b.port.stats().rx_frames);
+}
+
+/// Segmented UDP sends between two engines: each crosses the segment as
+/// one super-frame, and the receiver's socket gets the exact datagrams.
+#[test]
+fn segmented_udp_sends_arrive_as_their_datagrams() {
+    let t = TestSegment::new(2, 1500, 256);
+    let a_ip = Ipv4Addr::new(10, 9, 1, 1);
+    let b_ip = Ipv4Addr::new(10, 9, 1, 2);
+    let mut a = Host::new(&t, a_ip, 1);
+    let mut b = Host::new(&t, b_ip, 2);
+    assert!(a.iface.capabilities().tx_offloads.udp_segmentation >= 65_535);
+    let clock = MonotonicClock::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let sink = b.iface.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9)).unwrap();
+    let tx = a.iface.udp().bind(SocketAddrV4::new(a_ip, 4000)).unwrap();
+    let dst = SocketAddrV4::new(b_ip, 9);
+    // ARP first, with one plain datagram.
+    a.iface.udp().send_to(tx, b"first", dst, clock.now()).unwrap();
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    while got.is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no first datagram");
+        let now = clock.now();
+        a.step(now);
+        b.step(now);
+        while let Some(d) = b.iface.udp().recv(sink).unwrap() {
+            got.push(d.payload.to_vec());
+        }
+    }
+    assert_eq!(got, [b"first".to_vec()]);
+    got.clear();
+
+    let mut rng = SimRng::new(3);
+    let sends: Vec<(Vec<u8>, usize)> = [(60_000, 1472), (5000, 1000), (2944, 1472), (65_000, 1400)]
+        .iter()
+        .map(|&(len, size)| ((0..len).map(|_| rng.next_u64() as u8).collect(), size))
+        .collect();
+    let mut want = Vec::new();
+    for (data, size) in &sends {
+        a.iface.udp().send_to_segmented(tx, data, *size, dst, clock.now()).unwrap();
+        want.extend(data.chunks(*size).map(<[u8]>::to_vec));
+    }
+    assert_eq!(a.iface.tx_queue().len(), sends.len(), "one frame per send");
+    while got.len() < want.len() {
+        assert!(std::time::Instant::now() < deadline, "{} of {} datagrams", got.len(), want.len());
+        let now = clock.now();
+        a.step(now);
+        b.step(now);
+        while let Some(d) = b.iface.udp().recv(sink).unwrap() {
+            assert_eq!(d.source, SocketAddrV4::new(a_ip, 4000));
+            got.push(d.payload.to_vec());
+        }
+    }
+    assert!(got == want, "the datagrams, in order, byte for byte");
+    assert_eq!(b.iface.counters().udp_super_frames_received, sends.len() as u64);
+    assert!(b.largest_rx > 60_000, "the super-frames crossed whole ({} bytes)", b.largest_rx);
+    assert_eq!(a.port.stats().tx_errors + b.port.stats().rx_errors, 0);
 }
 
 /// Whether `fd` is readable right now (the doorbell has been rung).

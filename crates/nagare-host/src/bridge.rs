@@ -639,7 +639,7 @@ mod tests {
     /// An IPv4 TCP super-segment from `src` to `dst` with `payload` bytes
     /// and its checksum left partial, as an engine with offloads sends it.
     fn super_segment(pool: &BufferPool, dst: [u8; 6], src: [u8; 6], payload: usize) -> PacketBuf {
-        use nagare_core::buf::{ChecksumState, Offload};
+        use nagare_core::buf::Offload;
         let mut b = vec![0u8; 14 + 20 + 20 + payload];
         b[..6].copy_from_slice(&dst);
         b[6..12].copy_from_slice(&src);
@@ -663,7 +663,7 @@ mod tests {
             *x = (i % 251) as u8;
         }
         let mut f = PacketBuf::from_slice(pool, RX_HEADROOM, &b).unwrap();
-        f.set_offload(Offload { checksum: ChecksumState::Partial, segment_size: 1448 });
+        f.set_offload(Offload::tcp_segments(1448));
         f
     }
 
@@ -703,6 +703,77 @@ mod tests {
         }
         assert!(payload == whole[54..], "payload cut and put back together");
         assert_eq!(bridge.vni_to_tap.completed, 1);
+        assert_eq!(bridge.vni_to_tap.bad, 0);
+        drop((bridge_port, b, seg));
+    }
+
+    /// An IPv4 UDP super-frame from `src` to `dst` with `payload` bytes in
+    /// datagrams of `segment_size`, as an engine with the VNI's offloads
+    /// sends it.
+    fn udp_super_frame(pool: &BufferPool, dst: [u8; 6], src: [u8; 6], payload: usize, segment_size: u16) -> PacketBuf {
+        use nagare_core::buf::Offload;
+        let (from, to) = ([10, 0, 0, 2].into(), [10, 0, 0, 1].into());
+        let mut b = vec![0u8; 14 + 20 + 8 + payload];
+        b[..6].copy_from_slice(&dst);
+        b[6..12].copy_from_slice(&src);
+        b[12] = 0x08;
+        let ip = nagare_wire::Ipv4Repr::new(from, to, nagare_wire::IpProtocol::Udp, 8 + payload, 64);
+        ip.emit(&mut b[14..34]).unwrap();
+        nagare_wire::UdpRepr { src_port: 5000, dst_port: 9 }
+            .emit_header_partial(&mut b[34..42], payload, from, to)
+            .unwrap();
+        for (i, x) in b[42..].iter_mut().enumerate() {
+            *x = (i % 251) as u8;
+        }
+        let mut f = PacketBuf::from_slice(pool, RX_HEADROOM, &b).unwrap();
+        f.set_offload(Offload::udp_segments(segment_size));
+        f
+    }
+
+    #[test]
+    fn udp_super_frames_from_the_segment_reach_a_plain_wire_as_its_datagrams() {
+        let (_removed, seg) = segment("bridge-uso", 2, 64);
+        let pool = BufferPool::new(2048, 512);
+        let mut bridge_port = VniPort::attach(Arc::clone(&seg), Some([2, 0, 0, 0, 9, 0])).unwrap();
+        let mut b = VniPort::attach(Arc::clone(&seg), Some(B)).unwrap();
+        let mut wire = Wire::default();
+        let mut bridge = Bridge::default();
+        wire.inbox.push_back(frame(&pool, BCAST, A, 1));
+        bridge.round(&mut wire, &mut bridge_port, &pool, t(0)).unwrap();
+        receive_all(&mut b, &pool);
+
+        // One long super-frame, and one shorter than the MTU that still
+        // stands for two datagrams.
+        let sent = [udp_super_frame(&pool, A, B, 20_000, 1472), udp_super_frame(&pool, A, B, 1000, 600)];
+        let wholes: Vec<_> = sent.iter().map(PacketBuf::to_vec).collect();
+        let mut q = VecDeque::from(sent);
+        b.transmit_batch(&mut q, Instant::ZERO).unwrap();
+        assert!(q.is_empty());
+        for _ in 0..3 {
+            bridge.round(&mut wire, &mut bridge_port, &pool, t(0)).unwrap();
+        }
+        let long = 20_000usize.div_ceil(1472);
+        assert_eq!(wire.sent.len(), long + 2);
+        let mut payloads = (Vec::new(), Vec::new());
+        for (k, f) in wire.sent.iter().enumerate() {
+            let f = f.to_vec();
+            assert!(f.len() <= 1514, "frame {k} is {} bytes", f.len());
+            assert_eq!(f[..12], wholes[0][..12]);
+            let ip = nagare_wire::Ipv4Packet::new_checked(&f[14..]).unwrap();
+            assert!(ip.verify_checksum(), "IP checksum of frame {k}");
+            assert_eq!(usize::from(ip.total_len()), f.len() - 14);
+            let udp = nagare_wire::UdpPacket::new_checked(ip.payload()).unwrap();
+            assert_eq!(usize::from(udp.len()), ip.payload().len(), "UDP length of frame {k}");
+            assert!(udp.verify_checksum([10, 0, 0, 2].into(), [10, 0, 0, 1].into()), "UDP checksum of frame {k}");
+            let size = if k < long { 1472 } else { 600 };
+            let last = k + 1 == long || k + 1 == long + 2;
+            assert!(udp.payload().len() == size || last, "frame {k}: {} bytes of payload", udp.payload().len());
+            let into = if k < long { &mut payloads.0 } else { &mut payloads.1 };
+            into.extend_from_slice(udp.payload());
+        }
+        assert!(payloads.0 == wholes[0][42..], "the long super-frame's datagrams");
+        assert!(payloads.1 == wholes[1][42..], "the short super-frame's datagrams");
+        assert_eq!(bridge.vni_to_tap.completed, 2);
         assert_eq!(bridge.vni_to_tap.bad, 0);
         drop((bridge_port, b, seg));
     }

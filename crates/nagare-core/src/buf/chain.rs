@@ -306,6 +306,30 @@ impl PacketBuf {
         Some(out)
     }
 
+    /// Bytes `offset..` as packets of `size` bytes each, the last shorter
+    /// if `size` does not divide them, sharing the buffers (a UDP
+    /// super-frame's datagrams). One pass over the slices however many
+    /// pieces, where a [`slice`](Self::slice) per piece walks from the
+    /// front each time. Nothing if `size` is 0 or `offset` is not before
+    /// the end.
+    pub fn pieces(&self, offset: usize, size: usize) -> Pieces<'_> {
+        let mut pieces = Pieces { slices: &self.slices, index: 0, at: 0, left: 0, size };
+        if size == 0 || offset >= self.len {
+            return pieces;
+        }
+        pieces.left = self.len - offset;
+        let mut skip = offset;
+        for (index, slice) in self.slices.iter().enumerate() {
+            if skip < slice.len() {
+                pieces.index = index;
+                pieces.at = slice.start + skip as u32;
+                break;
+            }
+            skip -= slice.len();
+        }
+        pieces
+    }
+
     /// Splits the packet in two at `at`: `self` keeps `..at` and the rest
     /// is returned. `at` past the end leaves `self` whole and returns an
     /// empty packet.
@@ -463,6 +487,42 @@ impl PartialEq for PacketBuf {
     }
 }
 
+/// The pieces of a packet, in order ([`PacketBuf::pieces`]).
+pub struct Pieces<'a> {
+    slices: &'a [Slice],
+    /// The slice the next piece starts in, and where in its buffer.
+    index: usize,
+    at: u32,
+    /// Bytes not yet handed out.
+    left: usize,
+    size: usize,
+}
+
+impl Iterator for Pieces<'_> {
+    type Item = PacketBuf;
+
+    fn next(&mut self) -> Option<PacketBuf> {
+        let mut want = self.size.min(self.left);
+        if want == 0 {
+            return None;
+        }
+        self.left -= want;
+        let mut piece = PacketBuf::new();
+        while want > 0 {
+            let slice = self.slices.get(self.index)?;
+            let take = ((slice.end - self.at) as usize).min(want);
+            piece.push_slice(Slice { buf: slice.buf.clone(), start: self.at, end: self.at + take as u32 });
+            want -= take;
+            self.at += take as u32;
+            if self.at == slice.end {
+                self.index += 1;
+                self.at = self.slices.get(self.index).map_or(0, |s| s.start);
+            }
+        }
+        Some(piece)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -481,6 +541,28 @@ mod tests {
         assert_eq!(p.to_vec(), data);
         assert_eq!(p.slice_count(), 5); // 60 + 100*3 + 90
         assert_eq!(p.headroom(), 40);
+    }
+
+    #[test]
+    fn pieces_cut_a_chain_in_one_pass() {
+        let pool = BufferPool::new(100, 64);
+        let data = pattern(450);
+        // Slices of 60, 100, 100, 100 and 90 bytes.
+        let p = PacketBuf::from_slice(&pool, 40, &data).unwrap();
+        for (offset, size) in [(0, 1), (0, 100), (8, 37), (59, 60), (60, 100), (8, 442), (8, 1000), (449, 3)] {
+            let pieces: Vec<_> = p.pieces(offset, size).collect();
+            let want: Vec<_> = data[offset..].chunks(size).collect();
+            assert_eq!(pieces.len(), want.len(), "offset {offset}, size {size}");
+            for (got, want) in pieces.iter().zip(want) {
+                assert_eq!(got.len(), want.len());
+                assert_eq!(got.to_vec(), want, "offset {offset}, size {size}");
+                assert_eq!(got.offload(), Offload::NONE);
+            }
+        }
+        assert_eq!(p.pieces(0, 0).count(), 0);
+        assert_eq!(p.pieces(450, 10).count(), 0);
+        assert_eq!(p.pieces(451, 10).count(), 0);
+        assert_eq!(PacketBuf::new().pieces(0, 10).count(), 0);
     }
 
     #[test]

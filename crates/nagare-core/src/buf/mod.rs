@@ -5,6 +5,6 @@ mod chain;
 mod offload;
 mod pool;
 
-pub use chain::PacketBuf;
-pub use offload::{ChecksumState, Offload, TxOffloads};
+pub use chain::{PacketBuf, Pieces};
+pub use offload::{ChecksumState, Offload, Segmentation, TxOffloads};
 pub use pool::{Buffer, BufferPool, ExternalBytes, PoolExhausted, PoolStats};

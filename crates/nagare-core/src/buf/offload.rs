@@ -30,20 +30,60 @@ impl ChecksumState {
     }
 }
 
+/// What a super-frame stands for: the packets its payload is cut into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Segmentation {
+    /// TCP segments, each with the next sequence numbers (TCP segmentation
+    /// offload; Linux's `SKB_GSO_TCPV4`).
+    #[default]
+    Tcp,
+    /// UDP datagrams, each of its own with its own length and checksum
+    /// (UDP segmentation offload; Linux's `SKB_GSO_UDP_L4`).
+    Udp,
+}
+
 /// Offload metadata of one frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Offload {
     /// The transport checksum's state.
     pub checksum: ChecksumState,
-    /// Non-zero on a TCP super-segment larger than the link MTU: the device
-    /// (or the kernel behind it) cuts its payload into pieces of this many
-    /// bytes, each with a copy of the headers (TCP segmentation offload).
+    /// Non-zero on a super-frame larger than the link MTU: the device (or
+    /// the kernel behind it) cuts its payload into pieces of this many
+    /// bytes, each with a copy of the headers, into the packets
+    /// `segmentation` names.
     pub segment_size: u16,
+    /// What the pieces of a super-frame are; [`Segmentation::Tcp`] on a
+    /// frame that is not one (`segment_size` 0).
+    pub segmentation: Segmentation,
 }
 
 impl Offload {
     /// Nothing offloaded: checksums complete, frame within the MTU.
-    pub const NONE: Offload = Offload { checksum: ChecksumState::Complete, segment_size: 0 };
+    pub const NONE: Offload =
+        Offload { checksum: ChecksumState::Complete, segment_size: 0, segmentation: Segmentation::Tcp };
+
+    /// A TCP super-segment cut into segments of `segment_size` payload
+    /// bytes, its checksum partial.
+    pub const fn tcp_segments(segment_size: u16) -> Offload {
+        Offload { checksum: ChecksumState::Partial, segment_size, segmentation: Segmentation::Tcp }
+    }
+
+    /// A UDP super-frame cut into datagrams of `segment_size` payload bytes
+    /// (the last may be shorter), its checksum partial.
+    pub const fn udp_segments(segment_size: u16) -> Offload {
+        Offload { checksum: ChecksumState::Partial, segment_size, segmentation: Segmentation::Udp }
+    }
+
+    /// Only the checksum's state: a frame that is not a super-frame.
+    pub const fn checksum(checksum: ChecksumState) -> Offload {
+        Offload { checksum, segment_size: 0, segmentation: Segmentation::Tcp }
+    }
+
+    /// Whether the frame is a UDP super-frame.
+    #[inline]
+    pub fn is_udp_segmented(self) -> bool {
+        self.segment_size != 0 && self.segmentation == Segmentation::Udp
+    }
 }
 
 /// What the device under an interface completes on transmit, so that the
@@ -58,9 +98,23 @@ pub struct TxOffloads {
     /// super-segment and cuts into MTU-sized ones; 0 when it does not.
     /// Requires `checksum`.
     pub tcp_segmentation: usize,
+    /// Largest IP packet (header included) the device accepts as a UDP
+    /// super-frame and cuts into MTU-sized datagrams; 0 when it does not.
+    /// Requires `checksum`.
+    pub udp_segmentation: usize,
 }
 
 impl TxOffloads {
     /// A device that completes nothing.
-    pub const NONE: TxOffloads = TxOffloads { checksum: false, tcp_segmentation: 0 };
+    pub const NONE: TxOffloads = TxOffloads { checksum: false, tcp_segmentation: 0, udp_segmentation: 0 };
+
+    /// Largest IP packet the device takes whole as a super-frame with
+    /// `offload`: 0 for a frame that is not one.
+    pub fn super_frame_limit(self, offload: Offload) -> usize {
+        match offload.segmentation {
+            _ if offload.segment_size == 0 => 0,
+            Segmentation::Tcp => self.tcp_segmentation,
+            Segmentation::Udp => self.udp_segmentation,
+        }
+    }
 }

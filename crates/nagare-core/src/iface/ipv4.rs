@@ -156,10 +156,10 @@ impl Interface {
         }
         let mtu = self.caps.mtu;
         let packet_len = payload.len() + IPV4_HEADER_LEN;
-        // A TCP super-segment goes whole: the device cuts it into MTU-sized
-        // segments.
-        let super_segment = payload.offload().segment_size != 0 && packet_len <= self.caps.tx_offloads.tcp_segmentation;
-        if packet_len <= mtu || super_segment {
+        // A TCP or UDP super-frame goes whole: the device cuts it into
+        // MTU-sized segments or datagrams.
+        let super_frame = packet_len <= self.caps.tx_offloads.super_frame_limit(payload.offload());
+        if packet_len <= mtu || super_frame {
             let Ok(header) = payload.prepend(&self.pool, IPV4_HEADER_LEN) else {
                 self.counters.drop_no_buffer += 1;
                 return Err(Error::NoBuffer);

@@ -5,7 +5,7 @@
 
 use super::connection::State;
 use super::sockets::TcpHandle;
-use crate::buf::{ChecksumState, Offload, PacketBuf};
+use crate::buf::{Offload, PacketBuf};
 use crate::iface::{Error, Interface};
 use crate::time::Instant;
 use core::cmp::Reverse;
@@ -147,7 +147,7 @@ impl Interface {
             } else {
                 0
             };
-            payload.set_offload(Offload { checksum: ChecksumState::Partial, segment_size });
+            payload.set_offload(Offload::tcp_segments(segment_size));
         }
         let ip = Ipv4Repr {
             // Path MTU discovery needs DF (RFC 1191); segments fit the MSS.

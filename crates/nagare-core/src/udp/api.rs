@@ -2,12 +2,12 @@
 
 use super::socket::UdpDatagram;
 use super::sockets::UdpHandle;
-use super::UDP_MAX_PAYLOAD;
+use super::{UDP_MAX_PAYLOAD, UDP_MAX_SEGMENTS};
 use crate::buf::{ChecksumState, Offload, PacketBuf};
 use crate::icmp::IcmpError;
 use crate::iface::{Error, Interface, HEADROOM};
 use crate::time::Instant;
-use core::net::SocketAddrV4;
+use core::net::{Ipv4Addr, SocketAddrV4};
 use nagare_wire::{Checksum, IpProtocol, Ipv4Repr, IPV4_HEADER_LEN, UDP_HEADER_LEN};
 
 /// The UDP socket calls of one interface, borrowed from it
@@ -57,41 +57,139 @@ impl<'a> Udp<'a> {
         dst: SocketAddrV4,
         now: Instant,
     ) -> Result<(), Error> {
-        let iface = &mut *self.iface;
-        let local = iface.udp.socket(handle).ok_or(Error::InvalidHandle)?.local;
         // Whatever a chain promised before, this datagram's checksum is
         // computed here, in full.
         payload.set_offload(Offload::NONE);
         if payload.len() > UDP_MAX_PAYLOAD {
             return Err(Error::MessageTooLong);
         }
+        let (src, local_port) = self.endpoints(handle, dst)?;
+        self.emit(src, local_port, payload, dst, 0, now)?;
+        self.iface.counters.udp_sent += 1;
+        Ok(())
+    }
+
+    /// Sends `data` to `dst` as datagrams of `segment_size` bytes each, the
+    /// last one shorter if the size does not divide it, as a Linux socket
+    /// with `UDP_SEGMENT` does; copies it once into packet buffers. See
+    /// [`send_buf_segmented`](Self::send_buf_segmented).
+    pub fn send_to_segmented(
+        &mut self,
+        handle: UdpHandle,
+        data: &[u8],
+        segment_size: usize,
+        dst: SocketAddrV4,
+        now: Instant,
+    ) -> Result<(), Error> {
+        if data.len() > UDP_MAX_PAYLOAD {
+            return Err(Error::MessageTooLong);
+        }
+        let payload = PacketBuf::from_slice(&self.iface.pool, HEADROOM, data)?;
+        self.send_buf_segmented(handle, payload, segment_size, dst, now)
+    }
+
+    /// Sends `payload` to `dst` as datagrams of `segment_size` bytes each
+    /// (the last may be shorter), without copying. On a device that cuts
+    /// UDP super-frames ([`TxOffloads::udp_segmentation`]) this is one
+    /// frame: one IPv4 and UDP header over the whole payload, its checksum
+    /// partial and its offload saying the segment size; otherwise the
+    /// engine cuts it into ordinary datagrams, each with its own IP
+    /// identification, length and checksum, the same datagrams on the
+    /// wire. A segment size of 0, or one the payload does not exceed,
+    /// sends one datagram as [`send_buf`](Self::send_buf). Refused with
+    /// `MessageTooLong` when a datagram of `segment_size` bytes would not
+    /// fit the MTU, or the payload stands for more than
+    /// [`UDP_MAX_SEGMENTS`] datagrams. If the engine cuts and runs out of
+    /// buffers part-way, the datagrams before the failure are sent.
+    ///
+    /// [`TxOffloads::udp_segmentation`]: crate::buf::TxOffloads::udp_segmentation
+    pub fn send_buf_segmented(
+        &mut self,
+        handle: UdpHandle,
+        mut payload: PacketBuf,
+        segment_size: usize,
+        dst: SocketAddrV4,
+        now: Instant,
+    ) -> Result<(), Error> {
+        let len = payload.len();
+        if segment_size == 0 || len <= segment_size {
+            return self.send_buf(handle, payload, dst, now);
+        }
+        let caps = self.iface.caps;
+        if len > UDP_MAX_PAYLOAD
+            || segment_size + UDP_HEADER_LEN + IPV4_HEADER_LEN > caps.mtu
+            || len.div_ceil(segment_size) > UDP_MAX_SEGMENTS
+        {
+            return Err(Error::MessageTooLong);
+        }
+        let (src, local_port) = self.endpoints(handle, dst)?;
+        let datagrams = len.div_ceil(segment_size) as u64;
+        let offloads = caps.tx_offloads;
+        if offloads.checksum && len + UDP_HEADER_LEN + IPV4_HEADER_LEN <= offloads.udp_segmentation {
+            let size = u16::try_from(segment_size).map_err(|_| Error::MessageTooLong)?;
+            self.emit(src, local_port, payload, dst, size, now)?;
+            self.iface.counters.udp_sent += datagrams;
+            self.iface.counters.udp_super_frames_sent += 1;
+            return Ok(());
+        }
+        payload.set_offload(Offload::NONE);
+        while !payload.is_empty() {
+            let rest = payload.split_off(segment_size);
+            self.emit(src, local_port, payload, dst, 0, now)?;
+            self.iface.counters.udp_sent += 1;
+            payload = rest;
+        }
+        Ok(())
+    }
+
+    /// The source address and port of a datagram from `handle` to `dst`,
+    /// if `dst` can be sent to.
+    fn endpoints(&self, handle: UdpHandle, dst: SocketAddrV4) -> Result<(Ipv4Addr, u16), Error> {
+        let iface = &*self.iface;
+        let local = iface.udp.socket(handle).ok_or(Error::InvalidHandle)?.local;
         if dst.port() == 0 || dst.ip().is_unspecified() || dst.ip().is_multicast() {
             return Err(Error::Unaddressable);
         }
         let src =
             if local.ip().is_unspecified() { iface.source_for(*dst.ip()).ok_or(Error::NoRoute)? } else { *local.ip() };
+        Ok((src, local.port()))
+    }
+
+    /// Puts a UDP header in front of `payload` and hands it to IP. With a
+    /// `segment_size`, `payload` is a super-frame's: the header covers all
+    /// of it and the device cuts it into datagrams of that size.
+    fn emit(
+        &mut self,
+        src: Ipv4Addr,
+        src_port: u16,
+        mut payload: PacketBuf,
+        dst: SocketAddrV4,
+        segment_size: u16,
+        now: Instant,
+    ) -> Result<(), Error> {
+        let iface = &mut *self.iface;
         let payload_len = payload.len();
         // A device that completes checksums gets the datagram's partial,
         // unless it will be cut into IP fragments (a device completes the
         // checksum of a whole transport segment only).
-        let offload =
-            iface.caps.tx_offloads.checksum && payload_len + UDP_HEADER_LEN + IPV4_HEADER_LEN <= iface.caps.mtu;
+        let offload = iface.caps.tx_offloads.checksum
+            && (segment_size != 0 || payload_len + UDP_HEADER_LEN + IPV4_HEADER_LEN <= iface.caps.mtu);
         let payload_sum = if offload { Checksum::default() } else { payload.checksum() };
         let header = payload.prepend(&iface.pool, UDP_HEADER_LEN)?;
-        let repr = nagare_wire::UdpRepr { src_port: local.port(), dst_port: dst.port() };
+        let repr = nagare_wire::UdpRepr { src_port, dst_port: dst.port() };
         if offload {
             repr.emit_header_partial(header, payload_len, src, *dst.ip())
         } else {
             repr.emit_header(header, payload_len, src, *dst.ip(), payload_sum)
         }
         .map_err(|_| Error::MessageTooLong)?;
-        if offload {
-            payload.set_offload(Offload { checksum: ChecksumState::Partial, segment_size: 0 });
+        if segment_size != 0 {
+            payload.set_offload(Offload::udp_segments(segment_size));
+        } else if offload {
+            payload.set_offload(Offload::checksum(ChecksumState::Partial));
         }
         let ip = Ipv4Repr::new(src, *dst.ip(), IpProtocol::Udp, payload.len(), iface.config.ttl);
-        iface.send_ip(ip, payload, now)?;
-        iface.counters.udp_sent += 1;
-        Ok(())
+        iface.send_ip(ip, payload, now)
     }
 
     /// The next datagram received on `handle`, without copying its payload.

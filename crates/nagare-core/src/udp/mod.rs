@@ -20,3 +20,11 @@ use nagare_wire::{IPV4_HEADER_LEN, UDP_HEADER_LEN};
 
 /// Largest UDP payload in one IPv4 datagram.
 pub const UDP_MAX_PAYLOAD: usize = 65535 - IPV4_HEADER_LEN - UDP_HEADER_LEN;
+
+/// Most datagrams one segmented send, or one received UDP super-frame,
+/// stands for (Linux's `UDP_MAX_SEGMENTS`): a tiny segment size cannot
+/// make one frame into thousands of datagrams.
+pub const UDP_MAX_SEGMENTS: usize = 128;
+
+#[cfg(test)]
+mod tests;

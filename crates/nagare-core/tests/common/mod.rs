@@ -104,11 +104,17 @@ pub fn arp(operation: ArpOperation) -> Vec<u8> {
 /// Feeds a frame split into pieces of `chunk` bytes, so headers straddle
 /// buffers as they may after reassembly or from a device that gathers.
 pub fn feed(iface: &mut Interface, frame: &[u8], chunk: usize, now: Instant) {
+    feed_with(iface, frame, chunk, nagare_core::buf::Offload::NONE, now);
+}
+
+/// [`feed`] with what the device claims about the frame.
+pub fn feed_with(iface: &mut Interface, frame: &[u8], chunk: usize, offload: nagare_core::buf::Offload, now: Instant) {
     let pool = iface.pool().clone();
     let mut packet = PacketBuf::new();
     for piece in frame.chunks(chunk.max(1)) {
         let piece = PacketBuf::from_slice(&pool, 0, piece).expect("the test's pool holds every frame");
         packet.append(piece);
     }
+    packet.set_offload(offload);
     iface.receive(packet, now);
 }

@@ -33,8 +33,10 @@ use nagare_wire::ETHERNET_HEADER_LEN;
 
 /// "nagareVN" in little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"nagareVN");
-/// Bumped whenever the layout changes incompatibly.
-pub const VERSION: u32 = 2;
+/// Bumped whenever the layout changes incompatibly: 2 added the offload
+/// word, 3 its UDP segmentation bit (a reader of version 2 refuses the
+/// word, so the two never share a segment).
+pub const VERSION: u32 = 3;
 
 /// Bytes of the segment header (one cache line used, two reserved).
 pub const HEADER_LEN: usize = 128;

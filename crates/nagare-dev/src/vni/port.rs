@@ -473,13 +473,14 @@ impl VniPort {
 
     /// What the port completes for the engine: the checksum (left partial
     /// for the receiver, which trusts it: the bytes never leave memory)
-    /// and, when the ring holds frames longer than the MTU, TCP
-    /// segmentation (the super-segment crosses whole, in consecutive
-    /// slots). A bridge to a device that cannot take either completes
+    /// and, when the ring holds frames longer than the MTU, TCP and UDP
+    /// segmentation (the super-frame crosses whole, in consecutive slots,
+    /// and the receiving engine takes it whole). A bridge to a device that cannot take either completes
     /// them itself.
     pub fn tx_offloads(&self) -> TxOffloads {
         let max_packet = self.geo.max_super_frame() - ETHERNET_HEADER_LEN;
-        TxOffloads { checksum: true, tcp_segmentation: if max_packet > self.geo.mtu { max_packet } else { 0 } }
+        let segmentation = if max_packet > self.geo.mtu { max_packet } else { 0 };
+        TxOffloads { checksum: true, tcp_segmentation: segmentation, udp_segmentation: segmentation }
     }
 
     /// Busy-poll mode: the caller promises to call `receive_batch` again

@@ -351,7 +351,13 @@ impl DriverLink {
                 return Err(e);
             }
         };
-        let offloads = TxOffloads { checksum: offloads & 1 != 0, tcp_segmentation: (offloads >> 16) as usize };
+        // The driver's word carries checksum and TCP segmentation: UDP
+        // super-frames are cut by the engine before they reach a driver.
+        let offloads = TxOffloads {
+            checksum: offloads & 1 != 0,
+            tcp_segmentation: (offloads >> 16) as usize,
+            udp_segmentation: 0,
+        };
         self.generation += 1;
         let inc = Incarnation {
             handle,

@@ -35,7 +35,7 @@
 //! ownership table, every client key against the attached clients, and a
 //! frame of more than [`MAX_PIECES`] pieces is dropped.
 
-use nagare_core::buf::{ChecksumState, Offload};
+use nagare_core::buf::{ChecksumState, Offload, Segmentation};
 use nagare_ipc::Descriptor;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -88,14 +88,16 @@ pub const TRACE_AT: usize = 2;
 /// `nagare_request::pack_stages`); 0 untraced.
 pub const STAGES: usize = 0;
 
-/// A frame's offload metadata as one word.
+/// A frame's offload metadata as one word: the checksum state in bits
+/// 0..8, the segment size in 8..24, bit 24 set on a UDP super-frame.
 pub fn offload_word(o: Offload) -> u64 {
     let checksum = match o.checksum {
         ChecksumState::Complete => 0u64,
         ChecksumState::Partial => 1,
         ChecksumState::Verified => 2,
     };
-    checksum | u64::from(o.segment_size) << 8
+    let udp = u64::from(o.segmentation == Segmentation::Udp && o.segment_size != 0);
+    checksum | u64::from(o.segment_size) << 8 | udp << 24
 }
 
 /// The offload metadata in a word, if it is one [`offload_word`] makes.
@@ -106,10 +108,13 @@ pub fn offload_of(w: u64) -> Option<Offload> {
         2 => ChecksumState::Verified,
         _ => return None,
     };
-    if w >> 24 != 0 {
-        return None;
-    }
-    Some(Offload { checksum, segment_size: (w >> 8) as u16 })
+    let segment_size = (w >> 8) as u16;
+    let segmentation = match w >> 24 {
+        0 => Segmentation::Tcp,
+        1 if segment_size != 0 => Segmentation::Udp,
+        _ => return None,
+    };
+    Some(Offload { checksum, segment_size, segmentation })
 }
 
 /// A control message (one `SOCK_SEQPACKET` datagram, descriptors attached
@@ -364,12 +369,15 @@ mod tests {
     fn offload_words_round_trip_and_junk_is_refused() {
         for o in [
             Offload::NONE,
-            Offload { checksum: ChecksumState::Partial, segment_size: 1448 },
-            Offload { checksum: ChecksumState::Verified, segment_size: 0 },
+            Offload::tcp_segments(1448),
+            Offload::udp_segments(1472),
+            Offload::checksum(ChecksumState::Verified),
         ] {
             assert_eq!(offload_of(offload_word(o)), Some(o));
         }
         assert_eq!(offload_of(3), None);
+        assert_eq!(offload_of(1 << 24 | 1), None, "UDP segmentation without a segment size");
+        assert_eq!(offload_of(2 << 24 | 1448 << 8 | 1), None);
         assert_eq!(offload_of(1 << 30), None);
     }
 }
