@@ -20,7 +20,9 @@ pub struct NetdConfig {
     /// Buffers of each client region netd keeps for frames the driver
     /// steers there (0 with a device inside netd, which cannot steer).
     pub receive_pool: u32,
-    /// Size of one buffer.
+    /// Size of one buffer: 64 KiB by default, a whole super-segment, so
+    /// that a stream's 64 KiB moves with one request and one completion
+    /// (its pages are touched only as the buffer is used).
     pub buffer_size: u32,
     /// How long the loop polls after the last work at least before it
     /// sleeps (longer while work keeps coming: `nagare_host::BusyPoll`).
@@ -42,7 +44,7 @@ impl Default for NetdConfig {
             ring_slots: 1024,
             buffers: 256,
             receive_pool: 64,
-            buffer_size: 16384,
+            buffer_size: 65536,
             spin: Duration::from_micros(50),
             max_pending: 64,
             max_sockets: 1024,

@@ -252,8 +252,8 @@ fn a_close_behind_a_waiting_send_waits_even_when_the_pending_list_is_full() {
     assert_eq!(reader.read(&mut buf).expect("the end of the stream"), 0, "a FIN after the data");
 }
 
-/// A stream keeps its receive buffer's worth of receives posted (16
-/// buffers of 16 KiB for the default 256 KiB), so that netd can take a
+/// A stream keeps its receive buffer's worth of receives posted (4
+/// buffers of 64 KiB for the default 256 KiB), so that netd can take a
 /// whole window out of the engine before the application reads; a larger
 /// receive buffer posts more, up to a quarter of the region's buffers.
 #[test]
@@ -272,12 +272,12 @@ fn a_stream_keeps_its_receive_buffers_worth_of_receives_posted() {
     };
     assert_eq!(reader.recv_buffer_size().unwrap(), 256 << 10);
     // Both ends' receives, and the stat itself.
-    assert_eq!(pending(), 16 + 16 + 1);
+    assert_eq!(pending(), 4 + 4 + 1);
     reader.set_recv_buffer_size(512 << 10).unwrap();
-    assert_eq!(pending(), 16 + 32 + 1);
+    assert_eq!(pending(), 4 + 8 + 1);
     // A quarter of the pool (64) at most, for all streams together.
     reader.set_recv_buffer_size(4 << 20).unwrap();
-    assert_eq!(pending(), 16 + 48 + 1);
+    assert_eq!(pending(), 4 + 60 + 1);
     // Data still flows through them.
     (&writer).write_all(&[7u8; 100_000]).unwrap();
     let mut got = vec![0u8; 100_000];

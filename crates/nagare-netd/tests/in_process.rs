@@ -220,7 +220,8 @@ fn a_bad_request_gets_its_errno_and_netd_keeps_serving() {
         }
         // Buffers the client cannot hand over: one past its region, and an
         // extent past a buffer's end.
-        for (buffer, offset, len) in [(BUFFERS + 5, 0, 4), (0, 16_000, 1000)] {
+        let size = nagare_netd::NetdConfig::default().buffer_size;
+        for (buffer, offset, len) in [(BUFFERS + 5, 0, 4), (0, size - 384, 1000)] {
             let mut send = raw.request(Op::SendTo);
             send.socket = udp;
             send.aux[0] = encode_addr(at(9600));

@@ -457,7 +457,7 @@ impl UdpSocket {
         self.h.netd.lock()?.path_error(self.h.id)
     }
 
-    /// Sends one datagram (at most one region buffer, 16 KiB by default).
+    /// Sends one datagram (at most one region buffer, 64 KiB by default).
     /// The bytes are copied once, into a region buffer that is lent to the
     /// stack, and the call returns once the datagram is queued with netd;
     /// the buffer comes back once it is on the device. An error netd meets
