@@ -94,10 +94,13 @@ impl Clients {
         }
     }
 
-    /// Dooms the sessions of clients that have gone (exit or death).
+    /// Dooms the sessions of clients that have gone (exit or death), and
+    /// reads the others' nice values again when due.
     pub fn notice_gone(&mut self) {
+        let now = std::time::Instant::now();
         for s in &mut self.sessions {
             s.notice_gone();
+            s.priority.refresh(now);
         }
     }
 

@@ -36,6 +36,7 @@ mod lending;
 mod netd;
 mod ops;
 mod os;
+mod priority;
 mod report;
 mod requests;
 mod returns;

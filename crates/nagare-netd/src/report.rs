@@ -2,6 +2,7 @@
 //! each holds, and every counter that is not zero (drops by reason among
 //! them). One item per line, `section key value ...`, so scripts can grep.
 
+use crate::priority::Priority;
 use crate::stats::NetdStats;
 use core::fmt::Write;
 use nagare_core::buf::PoolStats;
@@ -25,6 +26,10 @@ pub(crate) struct ClientLine {
     pub buffers_receive: u32,
     pub buffers_total: u32,
     pub bad: u64,
+    /// Its priority, and the nice value it comes from (if it could be
+    /// read).
+    pub priority: Priority,
+    pub nice: Option<i32>,
     /// Its sockets, by id.
     pub sockets: Vec<SocketLine>,
 }
@@ -43,6 +48,7 @@ pub(crate) struct SocketLine {
     /// Bytes received that no receive has taken yet.
     pub recv_queued: usize,
     pub waiting: usize,
+    pub priority: Priority,
 }
 
 /// Everything the report says.
@@ -77,7 +83,7 @@ impl Report<'_> {
         for c in self.clients {
             let _ = writeln!(
                 t,
-                "client {} pid {} uid {} sockets {} tcp {} listeners {} udp {} echo {} pending {} buffers client {} netd {} receive {} of {} bad {}",
+                "client {} pid {} uid {} sockets {} tcp {} listeners {} udp {} echo {} pending {} buffers client {} netd {} receive {} of {} bad {} prio {} nice {}",
                 c.id,
                 c.pid,
                 c.uid,
@@ -91,13 +97,15 @@ impl Report<'_> {
                 c.buffers_netd,
                 c.buffers_receive,
                 c.buffers_total,
-                c.bad
+                c.bad,
+                c.priority.value,
+                c.nice.map_or_else(|| String::from("-"), |n| n.to_string())
             );
             let addr = |a: Option<SocketAddrV4>| a.map_or_else(|| String::from("-"), |a| a.to_string());
             for k in &c.sockets {
                 let _ = writeln!(
                     t,
-                    "socket {} client {} {} local {} remote {} state {} send_queued {} recv_queued {} waiting {}",
+                    "socket {} client {} {} local {} remote {} state {} send_queued {} recv_queued {} waiting {} prio {} from {}",
                     k.id,
                     c.id,
                     k.kind,
@@ -106,7 +114,9 @@ impl Report<'_> {
                     k.state,
                     k.send_queued,
                     k.recv_queued,
-                    k.waiting
+                    k.waiting,
+                    k.priority.value,
+                    k.priority.source.name()
                 );
             }
         }
@@ -193,6 +203,7 @@ fn cut(mut t: String, limit: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::priority::Source;
 
     fn client(id: u64) -> ClientLine {
         ClientLine {
@@ -209,6 +220,8 @@ mod tests {
             buffers_receive: 0,
             buffers_total: 256,
             bad: 0,
+            priority: Priority { value: 125, source: Source::Nice },
+            nice: Some(5),
             sockets: vec![SocketLine {
                 id: 3,
                 kind: "tcp",
@@ -218,6 +231,7 @@ mod tests {
                 send_queued: 1000,
                 recv_queued: 20,
                 waiting: 4,
+                priority: Priority { value: 100, source: Source::Option },
             }],
         }
     }
@@ -242,8 +256,8 @@ mod tests {
     fn every_part_is_there_and_zero_counters_are_not() {
         let t = report(&[client(1), client(2)], 16384);
         assert!(t.starts_with("netd pid 1 uptime 2.0s placement single link vni x clients 2\n"), "{t}");
-        assert!(t.contains("client 2 pid 102 uid 0 sockets 4 tcp 2 listeners 1 udp 1 echo 0 pending 1 buffers client 250 netd 6 receive 0 of 256 bad 0\n"));
-        assert!(t.contains("\nsocket 3 client 2 tcp local 10.0.0.2:4000 remote 10.0.0.1:7 state established send_queued 1000 recv_queued 20 waiting 4\n"), "{t}");
+        assert!(t.contains("client 2 pid 102 uid 0 sockets 4 tcp 2 listeners 1 udp 1 echo 0 pending 1 buffers client 250 netd 6 receive 0 of 256 bad 0 prio 125 nice 5\n"));
+        assert!(t.contains("\nsocket 3 client 2 tcp local 10.0.0.2:4000 remote 10.0.0.1:7 state established send_queued 1000 recv_queued 20 waiting 4 prio 100 from option\n"), "{t}");
         assert!(t.contains("netd requests 9\n"));
         assert!(t.contains("engine buffers in_use 3 of 4096"));
         assert!(t.contains("engine rx_frames 5\n"));

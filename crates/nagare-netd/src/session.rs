@@ -17,6 +17,7 @@
 
 use crate::lending::Lending;
 use crate::ops::{Caller, Done, Outcome};
+use crate::priority::ClientPriority;
 use crate::report::{ClientLine, SocketLine};
 use crate::sockets::{ClientSockets, Sock};
 use crate::stats::NetdStats;
@@ -48,6 +49,8 @@ pub(crate) struct Session {
     waiter: Waiter,
     notifier: Notifier,
     pub sockets: ClientSockets,
+    /// Its process's priority.
+    pub priority: ClientPriority,
     /// Requests waiting, in the order they came.
     pub pending: Vec<Pending>,
     /// `pending`'s other storage: the waiting requests move from one to
@@ -83,6 +86,7 @@ impl Session {
         let waiter = Waiter::new(conn.server_wakeup.try_clone()?, Duration::ZERO);
         let notifier = Notifier::new(conn.client_wakeup.try_clone()?);
         let sockets = ClientSockets::new(conn.id);
+        let priority = ClientPriority::of_process(conn.cred.pid);
         Ok(Session {
             conn,
             requests,
@@ -91,6 +95,7 @@ impl Session {
             waiter,
             notifier,
             sockets,
+            priority,
             pending: Vec::new(),
             spare: Vec::new(),
             out: Vec::new(),
@@ -107,7 +112,7 @@ impl Session {
 
     /// What a request of this client runs with.
     pub fn caller(&mut self) -> Caller<'_> {
-        Caller { key: self.conn.id, sockets: &mut self.sockets, pool: &mut self.pool }
+        Caller { key: self.conn.id, sockets: &mut self.sockets, pool: &mut self.pool, priority: self.priority.get() }
     }
 
     /// netd's receive pool in the region: the buffers the region started
@@ -357,6 +362,8 @@ impl Session {
             buffers_receive: receive,
             buffers_total: self.pool.len(),
             bad: self.bad,
+            priority: self.priority.get(),
+            nice: self.priority.nice(),
             sockets: self.socket_lines(iface),
         }
     }
@@ -378,6 +385,7 @@ impl Session {
                     send_queued: 0,
                     recv_queued: 0,
                     waiting,
+                    priority: crate::ops::socket_priority(&self.sockets, self.priority.get(), id),
                 };
                 match sock {
                     Sock::Tcp(h) => {

@@ -66,13 +66,15 @@ pub(crate) struct ClientSockets {
     sockets: HashMap<u32, Sock>,
     /// The local port of each socket that has one: (protocol, port).
     ports: HashMap<u32, (u8, u16)>,
+    /// The priority of each socket whose own option sets one.
+    priorities: HashMap<u32, u8>,
     next: u32,
 }
 
 impl ClientSockets {
     /// An empty table for client `key`.
     pub fn new(key: u64) -> ClientSockets {
-        ClientSockets { key, sockets: HashMap::new(), ports: HashMap::new(), next: 1 }
+        ClientSockets { key, sockets: HashMap::new(), ports: HashMap::new(), priorities: HashMap::new(), next: 1 }
     }
 
     /// Sockets held.
@@ -149,8 +151,26 @@ impl ClientSockets {
         self.ports.get(&id).copied()
     }
 
+    /// Sets socket `id`'s own priority (`None`: its client's again).
+    pub fn set_priority(&mut self, id: u32, priority: Option<u8>) {
+        match priority {
+            Some(p) if self.sockets.contains_key(&id) => {
+                self.priorities.insert(id, p);
+            }
+            _ => {
+                self.priorities.remove(&id);
+            }
+        }
+    }
+
+    /// Socket `id`'s own priority, if its option sets one.
+    pub fn priority(&self, id: u32) -> Option<u8> {
+        self.priorities.get(&id).copied()
+    }
+
     /// Takes socket `id` out of the table, and its port out of steering.
     pub fn remove(&mut self, steering: &Steering, id: u32) -> Option<Sock> {
+        self.priorities.remove(&id);
         if let Some((proto, port)) = self.ports.remove(&id) {
             steering.unbind(proto, port);
         }
@@ -159,6 +179,7 @@ impl ClientSockets {
 
     /// Takes every socket out (every port out of steering first).
     pub fn drain(&mut self, steering: &Steering) -> impl Iterator<Item = Sock> + '_ {
+        self.priorities.clear();
         for (_, (proto, port)) in self.ports.drain() {
             steering.unbind(proto, port);
         }

@@ -148,6 +148,11 @@ pub enum SockOption {
     UserTimeout = 3,
     /// `TCP_NODELAY`: 1 sends small segments at once, 0 runs Nagle.
     NoDelay = 4,
+    /// The socket's priority on the kernel's scale, 100 (highest, nice
+    /// -20) to 139 (lowest, nice 19), overriding the one netd reads from
+    /// the client's nice value, as `SO_PRIORITY` is set per socket; 0
+    /// goes back to the client's. Any kind of socket takes it.
+    Priority = 5,
 }
 
 impl SockOption {
@@ -158,6 +163,7 @@ impl SockOption {
             2 => SockOption::RecvBuffer,
             3 => SockOption::UserTimeout,
             4 => SockOption::NoDelay,
+            5 => SockOption::Priority,
             _ => return None,
         })
     }
@@ -168,6 +174,7 @@ impl SockOption {
             SockOption::SendBuffer | SockOption::RecvBuffer => (1..=MAX_SOCKET_BUFFER).contains(&v),
             SockOption::UserTimeout => v <= u64::from(u32::MAX),
             SockOption::NoDelay => v <= 1,
+            SockOption::Priority => v == 0 || (100..=139).contains(&v),
         }
     }
 }
@@ -793,8 +800,13 @@ mod tests {
             (SockOption::UserTimeout as u64, u64::from(u32::MAX) + 1, false),
             (SockOption::NoDelay as u64, 1, true),
             (SockOption::NoDelay as u64, 2, false),
+            (SockOption::Priority as u64, 0, true),
+            (SockOption::Priority as u64, 100, true),
+            (SockOption::Priority as u64, 139, true),
+            (SockOption::Priority as u64, 99, false),
+            (SockOption::Priority as u64, 140, false),
             (0, 1, false),
-            (5, 1, false),
+            (6, 1, false),
         ] {
             set.aux = [option, value, 0, 0];
             assert_eq!(Request::decode(&set.encode()).is_ok(), ok, "option {option} = {value}");

@@ -29,6 +29,36 @@ pub(crate) struct Handle {
 }
 
 impl Handle {
+    /// Sets option `option` to `value`; the value in force.
+    fn set_option(&self, option: SockOption, value: u64) -> io::Result<u64> {
+        let mut r = request(Op::SetOption, self.id);
+        r.aux = [option as u64, value, 0, 0];
+        self.netd.call(r, Data::None).map(|(c, _)| c.aux[0])
+    }
+
+    /// The value of option `option`.
+    fn option(&self, option: SockOption) -> io::Result<u64> {
+        let mut r = request(Op::GetOption, self.id);
+        r.aux[0] = option as u64;
+        self.netd.call(r, Data::None).map(|(c, _)| c.aux[0])
+    }
+
+    /// Sets the socket's own priority (`None`: its process's again).
+    fn set_priority(&self, priority: Option<u8>) -> io::Result<()> {
+        let value = match priority {
+            None => 0,
+            Some(p) if SockOption::Priority.admits(u64::from(p)) && p != 0 => u64::from(p),
+            Some(_) => return Err(io::Error::from_raw_os_error(libc::EINVAL)),
+        };
+        self.set_option(SockOption::Priority, value).map(|_| ())
+    }
+
+    /// The socket's priority in force.
+    fn priority(&self) -> io::Result<u8> {
+        let p = self.option(SockOption::Priority)?;
+        u8::try_from(p).map_err(|_| io::Error::from_raw_os_error(libc::EPROTO))
+    }
+
     /// Opens the socket's data path (`send_buffer`, `recv_buffer`: the
     /// sizes netd gave its buffers, 0 if none).
     fn open_path(&self, kind: Kind, send_buffer: u64, recv_buffer: u64) -> io::Result<()> {
@@ -213,15 +243,24 @@ impl TcpStream {
     }
 
     fn set_option(&self, option: SockOption, value: u64) -> io::Result<u64> {
-        let mut r = request(Op::SetOption, self.h.id);
-        r.aux = [option as u64, value, 0, 0];
-        self.h.netd.call(r, Data::None).map(|(c, _)| c.aux[0])
+        self.h.set_option(option, value)
     }
 
     fn option(&self, option: SockOption) -> io::Result<u64> {
-        let mut r = request(Op::GetOption, self.h.id);
-        r.aux[0] = option as u64;
-        self.h.netd.call(r, Data::None).map(|(c, _)| c.aux[0])
+        self.h.option(option)
+    }
+
+    /// Sets the stream's priority on the kernel's scale, 100 (highest,
+    /// nice -20) to 139 (lowest, nice 19), in place of the one netd reads
+    /// from this process's nice value (`None`: that one again), as
+    /// `SO_PRIORITY` is set per socket.
+    pub fn set_priority(&self, priority: Option<u8>) -> io::Result<()> {
+        self.h.set_priority(priority)
+    }
+
+    /// The stream's priority in force (its own, or this process's).
+    pub fn priority(&self) -> io::Result<u8> {
+        self.h.priority()
     }
 
     /// Sets the send buffer (`SO_SNDBUF`), in bytes (1 to 64 MiB): it grows
@@ -402,6 +441,18 @@ pub struct UdpSocket {
 }
 
 impl UdpSocket {
+    /// Sets the socket's priority on the kernel's scale, 100 (highest) to
+    /// 139 (lowest), in place of the one netd reads from this process's
+    /// nice value (`None`: that one again).
+    pub fn set_priority(&self, priority: Option<u8>) -> io::Result<()> {
+        self.h.set_priority(priority)
+    }
+
+    /// The socket's priority in force (its own, or this process's).
+    pub fn priority(&self) -> io::Result<u8> {
+        self.h.priority()
+    }
+
     /// Binds through the default netd (port 0: ephemeral).
     pub fn bind(addr: impl ToSocketAddrs) -> io::Result<UdpSocket> {
         UdpSocket::bind_via(&Session::connect_default()?, addr)

@@ -1,5 +1,5 @@
 //! Requests about sockets of any kind, or about netd itself: close, poll,
-//! nop, stat.
+//! a socket's priority, nop, stat.
 //!
 //! A poll reads the client's list into netd's own copy first (netd
 //! interprets those bytes, and the client can write its buffer at any
@@ -7,6 +7,7 @@
 //! waits while nothing is ready, unless it is non-blocking.
 
 use super::{buffer, engine_errno, private_copy, Caller, Context, Done, Outcome};
+use crate::priority::{self, Priority, Source};
 use crate::sockets::{ClientSockets, Sock};
 use nagare_core::Interface;
 use nagare_ipc::BufRef;
@@ -22,6 +23,34 @@ pub(super) fn close(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> 
         sock.close(cx.iface, cx.now).map_err(engine_errno)?;
     }
     Ok(Some(Done::value(0)))
+}
+
+/// `SET_OPTION` of `SockOption::Priority`, for a socket of any kind:
+/// `aux[1]` its own priority (100 to 139), or 0 for its client's again;
+/// done with the priority in force.
+pub(super) fn set_priority(c: &mut Caller<'_>, req: &Request) -> Outcome {
+    c.sockets.get(req.socket).ok_or(libc::EBADF)?;
+    let own = match u8::try_from(req.aux[1]) {
+        Ok(0) => None,
+        Ok(v) if (priority::HIGHEST..=priority::LOWEST).contains(&v) => Some(v),
+        _ => return Err(libc::EINVAL),
+    };
+    c.sockets.set_priority(req.socket, own);
+    Ok(Some(Done::value(u64::from(socket_priority(c.sockets, c.priority, req.socket).value))))
+}
+
+/// `GET_OPTION` of `SockOption::Priority`: the priority in force.
+pub(super) fn get_priority(c: &mut Caller<'_>, req: &Request) -> Outcome {
+    c.sockets.get(req.socket).ok_or(libc::EBADF)?;
+    Ok(Some(Done::value(u64::from(socket_priority(c.sockets, c.priority, req.socket).value))))
+}
+
+/// Socket `id`'s priority: its own, or its client's (`client`).
+pub(crate) fn socket_priority(sockets: &ClientSockets, client: Priority, id: u32) -> Priority {
+    match sockets.priority(id) {
+        Some(value) => Priority { value, source: Source::Option },
+        None => client,
+    }
 }
 
 /// `POLL`: the readiness of every socket the buffer's entries name.

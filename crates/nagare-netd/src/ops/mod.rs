@@ -22,15 +22,18 @@ mod icmp;
 mod tcp;
 mod udp;
 
+pub(crate) use control::socket_priority;
+
 use crate::config::NetdConfig;
 use crate::lending::Lending;
+use crate::priority::Priority;
 use crate::sockets::ClientSockets;
 use crate::stats::NetdStats;
 use crate::steering::Steering;
 use nagare_core::iface::Error as EngineError;
 use nagare_core::{Instant, Interface};
 use nagare_ipc::{BufRef, Pool, SharedBytes};
-use nagare_request::{decode_addr, Op, Request};
+use nagare_request::{decode_addr, Op, Request, SockOption};
 use std::net::SocketAddrV4;
 
 /// What a request came to: `Ok(Some)` done, `Ok(None)` it must wait,
@@ -92,6 +95,8 @@ pub(crate) struct Caller<'a> {
     pub key: u64,
     pub sockets: &'a mut ClientSockets,
     pub pool: &'a mut Pool,
+    /// The client's own priority (its process's).
+    pub priority: Priority,
 }
 
 /// Runs `req` (which brought `buf`, if it names one) for `c`.
@@ -107,6 +112,8 @@ pub(crate) fn execute(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
         Op::Send => tcp::send(cx, c, req, buf),
         Op::Recv => tcp::recv(cx, c, req, buf),
         Op::Shutdown => tcp::shutdown(cx, c, req),
+        Op::SetOption if req.aux[0] == SockOption::Priority as u64 => control::set_priority(c, req),
+        Op::GetOption if req.aux[0] == SockOption::Priority as u64 => control::get_priority(c, req),
         Op::SetOption => tcp::set_option(cx, c, req),
         Op::GetOption => tcp::get_option(cx, c, req),
         Op::EchoOpen => icmp::open(cx, c, req),
