@@ -14,9 +14,9 @@
 //!   gives the socket), so that netd can always take a whole window out
 //!   of the engine; a datagram socket [`RECV_AHEAD`]. No more are posted
 //!   or hold data not yet read, so a reader that stops closes the
-//!   window. Completions
-//!   queue here in arrival order; `read` takes from the queue without a
-//!   request and posts a receive again for each buffer it empties.
+//!   window. Completions queue here in arrival order; `read` takes from
+//!   the queue without a request and posts a receive again for each
+//!   buffer it empties.
 //! - **Errors.** An error a later completion reports (a reset, an
 //!   unreachable host) is kept and returned by the socket's next call, as
 //!   `SO_ERROR` is; data that arrived before it is read first.
