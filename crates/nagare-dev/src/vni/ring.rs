@@ -88,11 +88,11 @@ impl Producer {
         }
     }
 
-    /// Writes `frame` into the slots at our head, with its offload word:
-    /// one slot, or [`Geometry::slots_for`] consecutive ones for a
-    /// super-segment (the caller checked they are free and that the frame
-    /// fits the ring and its metadata).
-    pub fn push(&mut self, seg: &Segment, geo: &Geometry, frame: &PacketBuf) {
+    /// Writes `frame` into the slots at our head, with its offload word
+    /// `word` ([`meta::checked_encode`] of the frame's offload): one slot,
+    /// or [`Geometry::slots_for`] consecutive ones for a super-segment (the
+    /// caller checked they are free and that the frame fits the ring).
+    pub fn push(&mut self, seg: &Segment, geo: &Geometry, frame: &PacketBuf, word: u32) {
         let len = frame.len();
         debug_assert!(len <= geo.max_super_frame());
         let span = SlotSpan { ring: self.ring, first: self.idx.slot(0) as usize, len };
@@ -102,7 +102,7 @@ impl Producer {
             at += chunk.len();
         }
         let slot = self.next_slot(geo);
-        seg.u32_at(slot + SLOT_OFFLOAD).store(meta::encode(frame.offload()), Ordering::Relaxed);
+        seg.u32_at(slot + SLOT_OFFLOAD).store(word, Ordering::Relaxed);
         seg.u32_at(slot).store(len as u32, Ordering::Relaxed);
         self.idx.advance(geo.slots_for(len) as u32);
     }
