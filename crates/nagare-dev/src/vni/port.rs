@@ -665,11 +665,18 @@ impl VniPort {
         word
     }
 
-    fn push(&mut self, k: usize, frame: &PacketBuf, word: u32, slots: usize) {
+    /// Writes `frame` into the ring to peer `k`; false if the ring refused
+    /// it (`ring::Unwritten`: not after [`offload_word`](Self::offload_word)
+    /// took it, whose checks include the ring's), which leaves that copy
+    /// undelivered.
+    fn push(&mut self, k: usize, frame: &PacketBuf, word: u32, slots: usize) -> bool {
         let peer = &mut self.peers[k];
-        peer.tx.push(&self.seg, &self.geo, frame, word);
+        if peer.tx.push(&self.seg, &self.geo, frame, word).is_err() {
+            return false;
+        }
         peer.credit -= slots;
         peer.full_since = None;
+        true
     }
 
     /// Publishes what was pushed to every peer and rings the doorbells
@@ -962,8 +969,7 @@ impl Device for VniPort {
                         break;
                     }
                     self.vni.ring_full_drops += 1;
-                } else {
-                    self.push(k, frame, word, slots);
+                } else if self.push(k, frame, word, slots) {
                     self.vni.learned_unicast += u64::from(learned);
                     delivered = 1;
                 }
@@ -977,8 +983,7 @@ impl Device for VniPort {
                     }
                     if self.room(k, slots) < slots {
                         self.vni.ring_full_drops += 1;
-                    } else {
-                        self.push(k, frame, word, slots);
+                    } else if self.push(k, frame, word, slots) {
                         delivered += 1;
                     }
                 }
