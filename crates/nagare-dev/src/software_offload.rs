@@ -10,7 +10,12 @@
 //!
 //! The frame comes from another process (a VNI peer), so its headers are
 //! checked before use: a super-frame that is not an unfragmented IPv4
-//! packet of its kind whose lengths agree is refused, never cut.
+//! packet of its kind whose lengths agree is refused, never cut, and a
+//! partial checksum is completed only in an unfragmented IPv4 TCP or UDP
+//! packet whose transport header is whole. Any other frame that claims a
+//! partial checksum is refused: only a TCP or UDP checksum over a whole
+//! transport segment can be partial, so sent as it is it would reach the
+//! wire with a checksum no receiver accepts.
 
 use std::collections::VecDeque;
 
@@ -41,6 +46,11 @@ pub enum Refused {
     /// for a UDP super-frame, UDP) packet with consistent lengths, or whose
     /// segments would not fit the MTU.
     Malformed,
+    /// A partial checksum on a frame that is not an unfragmented IPv4 TCP
+    /// or UDP packet with its transport header whole (another protocol,
+    /// an IP fragment, a header cut short or with lengths that disagree):
+    /// there is no checksum field that could be completed.
+    Uncompletable,
     /// No pool buffer for a segment.
     NoBuffer,
     /// More segments than the queue they go to has room for.
@@ -71,8 +81,9 @@ pub fn fits_device(frame: &PacketBuf, mtu: usize, offloads: TxOffloads) -> bool 
 /// Appends `frame` to `out` as a device without offloads must send it:
 /// with its checksum complete, as MTU-sized TCP segments if it is a TCP
 /// super-segment longer than the MTU, and as its datagrams if it is a UDP
-/// super-frame (of any length). Frames that need nothing, and partial
-/// checksums of protocols other than TCP and UDP, go as they are. At most
+/// super-frame (of any length). Frames that need nothing go as they are;
+/// a partial checksum that is not a TCP or UDP one in an unfragmented IPv4
+/// packet is refused ([`Refused::Uncompletable`]). At most
 /// `room` frames are appended: a super-segment that would be cut into more
 /// is refused whole. Returns the number of frames appended.
 pub fn complete(
@@ -94,11 +105,7 @@ pub fn complete(
     let mut bytes = frame.to_vec();
     drop(frame);
     let Some(ip) = Ipv4Headers::parse(&bytes) else {
-        if cut {
-            return Err(Refused::Malformed);
-        }
-        out.push_back(rebuild(pool, &bytes)?);
-        return Ok(1);
+        return Err(if cut { Refused::Malformed } else { Refused::Uncompletable });
     };
     if cut {
         let segment_size = usize::from(offload.segment_size);
@@ -107,18 +114,12 @@ pub fn complete(
             Segmentation::Udp => cut_udp(&bytes, &ip, segment_size, mtu, pool, out, room),
         };
     }
-    let field = match ip.protocol {
-        PROTO_TCP => TCP_CHECKSUM,
-        PROTO_UDP => UDP_CHECKSUM,
-        _ => {
-            out.push_back(rebuild(pool, &bytes)?);
-            return Ok(1);
-        }
-    };
     let l4 = ip.l4_start..ip.end;
-    if field + 2 > l4.len() {
-        return Err(Refused::Malformed);
-    }
+    let field = match ip.protocol {
+        PROTO_TCP if tcp_header_whole(&bytes[l4.clone()]) => TCP_CHECKSUM,
+        PROTO_UDP if udp_length_agrees(&bytes[l4.clone()]) => UDP_CHECKSUM,
+        _ => return Err(Refused::Uncompletable),
+    };
     // The field holds the pseudo-header sum: the sum over the transport
     // header and payload with it in place is the whole checksum.
     let mut sum = checksum::checksum(&bytes[l4.clone()]);
@@ -128,6 +129,20 @@ pub fn complete(
     bytes[l4.start + field..l4.start + field + 2].copy_from_slice(&sum.to_be_bytes());
     out.push_back(rebuild(pool, &bytes[..ip.end])?);
     Ok(1)
+}
+
+/// Whether `tcp` (an IP payload) starts with a TCP header whose data
+/// offset lies within it.
+fn tcp_header_whole(tcp: &[u8]) -> bool {
+    let header = tcp.get(12).map_or(0, |&b| usize::from(b >> 4) * 4);
+    header >= 20 && header <= tcp.len()
+}
+
+/// Whether `udp` (an IP payload) starts with a UDP header whose length is
+/// the IP payload's.
+fn udp_length_agrees(udp: &[u8]) -> bool {
+    udp.get(4..6).is_some_and(|b| usize::from(u16::from_be_bytes([b[0], b[1]])) == udp.len())
+        && udp.len() >= UDP_HEADER_LEN
 }
 
 /// A frame in fresh pool buffers with nothing left to offload.
@@ -419,6 +434,58 @@ mod tests {
         let udp = nagare_wire::UdpPacket::new_checked(&done[34..]).unwrap();
         assert!(udp.verify_checksum(src, dst));
         assert_ne!(udp.checksum(), 0);
+    }
+
+    /// A partial checksum is only a TCP or UDP one over a whole transport
+    /// segment: on anything else there is no field to complete, and the
+    /// frame is refused rather than sent with a checksum no one accepts.
+    #[test]
+    fn partial_checksums_that_cannot_be_completed_are_refused() {
+        let pool = BufferPool::new(2048, 256);
+        let tcp = super_segment(&pool, 100, 0x10, 0).to_vec();
+        // `tcp` changed by `f`, its IP header checksum made right again.
+        let edit = |f: &dyn Fn(&mut Vec<u8>)| {
+            let mut b = tcp.clone();
+            f(&mut b);
+            b[24..26].copy_from_slice(&[0, 0]);
+            let sum = checksum::checksum(&b[14..34]);
+            b[24..26].copy_from_slice(&sum.to_be_bytes());
+            b
+        };
+        let cases: [(&str, Vec<u8>); 7] = [
+            ("ICMP", edit(&|b| b[23] = 1)),
+            ("ARP", edit(&|b| b[13] = 0x06)),
+            ("an IP fragment (more fragments)", edit(&|b| b[20] = 0x20)),
+            ("an IP fragment (offset)", edit(&|b| b[21] = 0x10)),
+            ("a TCP header shorter than 20 bytes", edit(&|b| b[34 + 12] = 4 << 4)),
+            (
+                "a TCP data offset past the packet",
+                edit(&|b| {
+                    b[34 + 12] = 15 << 4;
+                    b[16..18].copy_from_slice(&60u16.to_be_bytes());
+                    b.truncate(14 + 60);
+                }),
+            ),
+            (
+                "a UDP length that is not the IP payload's",
+                edit(&|b| {
+                    b[23] = PROTO_UDP;
+                    b[34 + 4..34 + 6].copy_from_slice(&20u16.to_be_bytes());
+                }),
+            ),
+        ];
+        let mut out = VecDeque::new();
+        for (what, bytes) in cases {
+            let mut f = PacketBuf::from_slice(&pool, 0, &bytes).unwrap();
+            f.set_offload(Offload::checksum(ChecksumState::Partial));
+            assert_eq!(complete(f, 1500, &pool, &mut out, 1024), Err(Refused::Uncompletable), "{what}");
+            // With its checksum complete the same frame is none of our business.
+            let f = PacketBuf::from_slice(&pool, 0, &bytes).unwrap();
+            assert_eq!(complete(f, 1500, &pool, &mut out, 1024), Ok(1), "{what}, complete");
+            assert!(out.pop_front().unwrap().to_vec() == bytes, "{what}: sent as it is");
+        }
+        assert!(out.is_empty());
+        assert_eq!(pool.in_use(), 0);
     }
 
     #[test]

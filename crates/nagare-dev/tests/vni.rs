@@ -1070,3 +1070,38 @@ fn the_station_table_is_bounded() {
     let last = total - 1;
     assert!(a.stations().iter().any(|(m, _)| *m == [2, 1, 0, 0, (last >> 8) as u8, last as u8]));
 }
+
+/// A frame whose offload word the receivers would refuse (`meta::decode`)
+/// is refused by the sender, counted there, and never published: no
+/// receiver counts bad metadata, and the ring goes on whole.
+#[test]
+fn offloads_that_do_not_fit_their_frame_are_refused_by_the_sender() {
+    let t = TestSegment::new(2, 1500, 64);
+    let pool = BufferPool::new(2048, 256);
+    let mut a = t.attach(1);
+    let mut b = t.attach(2);
+    let complete_tso = Offload { checksum: ChecksumState::Complete, ..Offload::tcp_segments(1448) };
+    let bad = [
+        offload_frame(&pool, 3000, 1, Offload::tcp_segments(1461)), // segments past the MTU
+        offload_frame(&pool, 3000, 2, Offload::udp_segments(1473)), // datagrams past the MTU
+        offload_frame(&pool, 100, 3, Offload::tcp_segments(1461)),  // the same, in one slot
+        offload_frame(&pool, 3000, 4, complete_tso),                // segments, checksum complete
+        offload_frame(&pool, 100, 5, complete_tso),
+    ];
+    let good = offload_frame(&pool, 3000, 6, Offload::tcp_segments(1448));
+    let want = good.to_vec();
+    let mut q: VecDeque<PacketBuf> = bad.into_iter().chain([good]).collect();
+    assert_eq!(a.transmit_batch(&mut q, Instant::ZERO).unwrap(), 6);
+    assert!(q.is_empty());
+    assert_eq!(a.stats().tx_errors, 5);
+    assert_eq!(a.vni_stats().tx_bad_metadata, 5);
+    assert_eq!(a.stats().tx_frames, 1);
+    let got = recv_with_offload(&mut b, &pool);
+    assert_eq!(got.len(), 1);
+    assert!(got[0].0 == want);
+    assert_eq!(got[0].1, Offload::tcp_segments(1448));
+    assert_eq!(b.vni_stats().bad_metadata, 0);
+    assert_eq!(b.stats().rx_errors, 0);
+    drop((a, b, got));
+    assert_eq!(pool.in_use(), 0);
+}

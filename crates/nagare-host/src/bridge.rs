@@ -12,7 +12,10 @@
 //! super-segments across slots); what the TAP side cannot take is
 //! completed here before it is queued for the TAP
 //! ([`nagare_dev::software_offload`]): checksums summed, super-segments cut
-//! into MTU-sized segments.
+//! into MTU-sized segments. A frame that claims a partial checksum but is
+//! no TCP or UDP packet whose checksum could be completed is dropped and
+//! counted ([`Direction::uncompletable`]): sent on, it would reach the
+//! wire with a wrong checksum.
 //!
 //! Learning: the source MAC of every frame records which side that station
 //! is on, in a bounded table whose entries age out ([`MacTable`]). A frame
@@ -213,6 +216,10 @@ pub struct Direction {
     /// Frames whose offloads (a partial checksum, a super-segment) the
     /// bridge completed because the destination device could not.
     pub completed: u64,
+    /// Frames with a partial checksum that the destination device could
+    /// not complete and the bridge could not either: not an unfragmented
+    /// IPv4 TCP or UDP packet with its transport header whole. Dropped.
+    pub uncompletable: u64,
     /// Frames dropped for want of room: the queue to the destination full,
     /// or its pool out of buffers while completing.
     pub no_buffer: u64,
@@ -306,6 +313,7 @@ impl Bridge {
                     match complete(frame, to.mtu, pool, queue, room) {
                         Ok(_) => dir.completed += 1,
                         Err(Refused::Malformed) => dir.bad += 1,
+                        Err(Refused::Uncompletable) => dir.uncompletable += 1,
                         Err(Refused::NoBuffer | Refused::NoRoom) => dir.no_buffer += 1,
                     }
                 }
@@ -776,5 +784,43 @@ mod tests {
         assert_eq!(bridge.vni_to_tap.completed, 2);
         assert_eq!(bridge.vni_to_tap.bad, 0);
         drop((bridge_port, b, seg));
+    }
+
+    /// A frame from the segment that claims a partial checksum but is no
+    /// TCP or UDP packet whose checksum can be completed (ICMP, an IP
+    /// fragment) never reaches the plain wire; a UDP one beside it does,
+    /// completed.
+    #[test]
+    fn partial_checksums_the_bridge_cannot_complete_are_dropped_and_counted() {
+        use nagare_core::buf::{ChecksumState, Offload};
+        let pool = BufferPool::new(2048, 256);
+        let mut wire = Wire::default();
+        let mut vni_side = Wire::default();
+        let mut bridge = Bridge::default();
+        let partial = |mut f: PacketBuf| {
+            f.set_offload(Offload::checksum(ChecksumState::Partial));
+            f
+        };
+        let udp = udp_super_frame(&pool, A, B, 100, 100).to_vec();
+        let with_ip = |edit: &dyn Fn(&mut [u8])| {
+            let mut b = udp.clone();
+            edit(&mut b[14..34]);
+            b[24..26].copy_from_slice(&[0, 0]);
+            let sum = nagare_wire::checksum(&b[14..34]);
+            b[24..26].copy_from_slice(&sum.to_be_bytes());
+            partial(PacketBuf::from_slice(&pool, RX_HEADROOM, &b).unwrap())
+        };
+        vni_side.inbox.push_back(with_ip(&|ip| ip[9] = 1)); // ICMP
+        vni_side.inbox.push_back(with_ip(&|ip| ip[6] = 0x20)); // more fragments
+        vni_side.inbox.push_back(partial(PacketBuf::from_slice(&pool, RX_HEADROOM, &udp).unwrap()));
+        bridge.round(&mut wire, &mut vni_side, &pool, t(0)).unwrap();
+        assert_eq!(bridge.vni_to_tap.uncompletable, 2);
+        assert_eq!(bridge.vni_to_tap.completed, 1);
+        assert_eq!(wire.sent.len(), 1, "only the UDP datagram crosses");
+        let f = wire.sent[0].to_vec();
+        let ip = nagare_wire::Ipv4Packet::new_checked(&f[14..]).unwrap();
+        let udp = nagare_wire::UdpPacket::new_checked(ip.payload()).unwrap();
+        assert!(udp.verify_checksum([10, 0, 0, 2].into(), [10, 0, 0, 1].into()));
+        assert_eq!(pool.in_use(), 1, "the dropped frames' buffers are free");
     }
 }

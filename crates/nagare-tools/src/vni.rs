@@ -82,8 +82,8 @@ pub fn info(name: &str) -> Result<()> {
 
 fn print_direction(name: &str, d: &Direction) {
     println!(
-        "  {name:<12} received {} forwarded {} ({} B) filtered {} bad {} completed {} no_buffer {}",
-        d.received, d.forwarded, d.bytes, d.filtered, d.bad, d.completed, d.no_buffer
+        "  {name:<12} received {} forwarded {} ({} B) filtered {} bad {} completed {} uncompletable {} no_buffer {}",
+        d.received, d.forwarded, d.bytes, d.filtered, d.bad, d.completed, d.uncompletable, d.no_buffer
     );
 }
 

@@ -15,6 +15,9 @@
 //!
 //! The word is written by the sender and read from shared memory, so it is
 //! hostile: [`decode`] accepts it only if it fits the frame it comes with.
+//! The sender applies the same rule to the word it writes
+//! ([`checked_encode`]), so that a frame whose offload does not fit is
+//! refused where it is sent, not dropped unexplained on the far side.
 
 use nagare_core::buf::{ChecksumState, Offload, Segmentation};
 
@@ -43,6 +46,13 @@ pub fn encode(offload: Offload) -> u32 {
     };
     let udp = if offload.is_udp_segmented() { UDP_SEGMENTS } else { 0 };
     u32::from(offload.segment_size) | checksum << CHECKSUM_SHIFT | udp
+}
+
+/// The word for a frame of `len` bytes with `offload`, if [`decode`]
+/// accepts it for that frame: what a sending port writes into a slot.
+pub fn checked_encode(offload: Offload, len: usize, geo: &Geometry) -> Result<u32, BadMetadata> {
+    let word = encode(offload);
+    decode(word, len, geo).map(|_| word)
 }
 
 /// Why a slot's offload word was refused.

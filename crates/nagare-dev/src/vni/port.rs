@@ -35,6 +35,7 @@ use nagare_wire::ETHERNET_HEADER_LEN;
 
 use super::doorbell::{process_alive, Doorbell, RemoteBell};
 use super::layout::*;
+use super::meta;
 use super::ring::{copy_to_pool, Consumer, Popped, Producer, SlotSpan};
 use super::segment::Segment;
 use crate::device::{frame_fits, Device, DeviceStats, FrameInPlace};
@@ -62,6 +63,11 @@ pub struct VniStats {
     /// Frames whose offload word did not fit them, dropped (also in
     /// `rx_errors`).
     pub bad_metadata: u64,
+    /// Frames refused by the sender because the offload word it would
+    /// write does not fit them by the rule receivers apply
+    /// (`meta::decode`: a segment size past the MTU, a super-frame with a
+    /// complete checksum); also in `tx_errors`.
+    pub tx_bad_metadata: u64,
     /// Rings whose head or tail made no sense, resynchronised (received
     /// ones also count in `rx_errors`).
     pub broken_rings: u64,
@@ -643,11 +649,34 @@ impl VniPort {
         peer.credit
     }
 
-    fn push(&mut self, k: usize, frame: &PacketBuf, slots: usize) {
+    /// The offload word to send `frame` with, if the port carries the
+    /// frame as it is: it fits the ring (`frame_fits`), and its word fits
+    /// it by the rule every receiver applies (`meta::decode`; refusals
+    /// counted in `tx_bad_metadata`). The port completes nothing in
+    /// software: a frame whose offload does not fit was sent against the
+    /// port's capabilities, and is refused as the `Device` contract
+    /// refuses a frame too large (the caller counts it in `tx_errors`).
+    fn offload_word(&mut self, frame: &PacketBuf) -> Option<u32> {
+        if !frame_fits(frame, self.geo.mtu, self.tx_offloads()) {
+            return None;
+        }
+        let word = meta::checked_encode(frame.offload(), frame.len(), &self.geo).ok();
+        self.vni.tx_bad_metadata += u64::from(word.is_none());
+        word
+    }
+
+    /// Writes `frame` into the ring to peer `k`; false if the ring refused
+    /// it (`ring::Unwritten`: not after [`offload_word`](Self::offload_word)
+    /// took it, whose checks include the ring's), which leaves that copy
+    /// undelivered.
+    fn push(&mut self, k: usize, frame: &PacketBuf, word: u32, slots: usize) -> bool {
         let peer = &mut self.peers[k];
-        peer.tx.push(&self.seg, &self.geo, frame);
+        if peer.tx.push(&self.seg, &self.geo, frame, word).is_err() {
+            return false;
+        }
         peer.credit -= slots;
         peer.full_since = None;
+        true
     }
 
     /// Publishes what was pushed to every peer and rings the doorbells
@@ -919,12 +948,12 @@ impl Device for VniPort {
         self.refresh_at(now)?;
         let mut taken = 0;
         while let Some(frame) = frames.front() {
-            if !frame_fits(frame, self.geo.mtu, self.tx_offloads()) {
+            let Some(word) = self.offload_word(frame) else {
                 frames.pop_front();
                 self.stats.tx_errors += 1;
                 taken += 1;
                 continue;
-            }
+            };
             let len = frame.len();
             let slots = self.geo.slots_for(len);
             let dst = frame.header::<6>().unwrap_or([0xff; 6]);
@@ -940,8 +969,7 @@ impl Device for VniPort {
                         break;
                     }
                     self.vni.ring_full_drops += 1;
-                } else {
-                    self.push(k, frame, slots);
+                } else if self.push(k, frame, word, slots) {
                     self.vni.learned_unicast += u64::from(learned);
                     delivered = 1;
                 }
@@ -955,8 +983,7 @@ impl Device for VniPort {
                     }
                     if self.room(k, slots) < slots {
                         self.vni.ring_full_drops += 1;
-                    } else {
-                        self.push(k, frame, slots);
+                    } else if self.push(k, frame, word, slots) {
                         delivered += 1;
                     }
                 }

@@ -18,7 +18,10 @@
 //! one that does not fit the frame drops the frame, counted). A position out
 //! of range is a broken ring: counted by the port, and the end starts
 //! again from the peer's value, so both ends agree again after one
-//! exchange.
+//! exchange. The producer holds itself to the same bounds: it writes only
+//! frames of `14 ..= max_super_frame` bytes, and a frame whose bytes were
+//! not all written is refused ([`Unwritten`]) before its length, offload
+//! word or the head move, so nothing half-written is ever published.
 //!
 //! Ordering (`spsc`): a slot's bytes and length are written before the
 //! head that publishes them (a sequentially consistent swap, which is also
@@ -60,6 +63,12 @@ pub struct Producer {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BrokenRing;
 
+/// Why a frame was not written into a ring: a length outside
+/// `14..=max_super_frame`, or its bytes not all written. Nothing of it
+/// is published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unwritten;
+
 /// The slot count of a validated geometry as a ring capacity (a power of
 /// two of at most 2^16).
 fn capacity(seg: &Segment) -> u32 {
@@ -88,23 +97,34 @@ impl Producer {
         }
     }
 
-    /// Writes `frame` into the slots at our head, with its offload word:
-    /// one slot, or [`Geometry::slots_for`] consecutive ones for a
-    /// super-segment (the caller checked they are free and that the frame
-    /// fits the ring and its metadata).
-    pub fn push(&mut self, seg: &Segment, geo: &Geometry, frame: &PacketBuf) {
+    /// Writes `frame` into the slots at our head, with its offload word
+    /// `word` ([`meta::checked_encode`] of the frame's offload): one slot,
+    /// or [`Geometry::slots_for`] consecutive ones for a super-segment (the
+    /// caller checked they are free). A frame of a length the ring does
+    /// not carry (`14..=max_super_frame`) is refused; so is one whose
+    /// bytes were not all written, which cannot happen while the chunks
+    /// add up to the span's length and the span's pieces lie in slots of
+    /// a validated geometry, but is checked rather than assumed. A refused
+    /// frame leaves the length word, the offload word and the head as they
+    /// were: what it wrote lies past the published head, unseen.
+    pub fn push(&mut self, seg: &Segment, geo: &Geometry, frame: &PacketBuf, word: u32) -> Result<(), Unwritten> {
         let len = frame.len();
-        debug_assert!(len <= geo.max_super_frame());
+        if !(ETHERNET_HEADER_LEN..=geo.max_super_frame()).contains(&len) {
+            return Err(Unwritten);
+        }
         let span = SlotSpan { ring: self.ring, first: self.idx.slot(0) as usize, len };
         let mut at = 0;
         for chunk in frame.chunks() {
-            span.write(seg, geo, at, chunk);
+            if !span.write(seg, geo, at, chunk) {
+                return Err(Unwritten);
+            }
             at += chunk.len();
         }
         let slot = self.next_slot(geo);
-        seg.u32_at(slot + SLOT_OFFLOAD).store(meta::encode(frame.offload()), Ordering::Relaxed);
+        seg.u32_at(slot + SLOT_OFFLOAD).store(word, Ordering::Relaxed);
         seg.u32_at(slot).store(len as u32, Ordering::Relaxed);
         self.idx.advance(geo.slots_for(len) as u32);
+        Ok(())
     }
 
     /// Offset in the segment of the slot at our head: the slot the next
@@ -319,4 +339,61 @@ pub(super) fn copy_to_pool(
     let mut packet = packet?;
     packet.set_offload(offload);
     Some(packet)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vni::layout::P_POLLING;
+    use crate::vni::segment::destroy;
+
+    /// Removes the test's segment even when an assertion fails.
+    struct Removed(String);
+
+    impl Drop for Removed {
+        fn drop(&mut self) {
+            let _ = destroy(&self.0);
+        }
+    }
+
+    /// A frame the ring does not carry is refused and leaves nothing
+    /// behind: the head stays, nothing is published, and the next frame
+    /// takes the same slots and arrives whole.
+    #[test]
+    fn a_frame_the_ring_does_not_carry_is_refused_unpublished() {
+        let name = format!("ring-unit-{}", std::process::id());
+        let _ = destroy(&name);
+        let _removed = Removed(name.clone());
+        let seg = Segment::create(&name, 2, 1500, 16).unwrap();
+        let geo = *seg.geometry();
+        let ring = geo.ring_offset_of(0, 1);
+        let mut producer = Producer::reset(&seg, ring);
+        let mut consumer = Consumer::reset(&seg, ring);
+        let pool = BufferPool::new(2048, 64);
+        let frame = |len: usize| {
+            let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            PacketBuf::from_slice(&pool, 0, &bytes).unwrap()
+        };
+        let longest = geo.max_super_frame();
+        for len in [ETHERNET_HEADER_LEN - 1, longest + 1, 3 * longest] {
+            assert_eq!(producer.push(&seg, &geo, &frame(len), 0), Err(Unwritten), "{len} bytes");
+            assert_eq!(producer.head(), 0, "{len} bytes");
+            assert!(!producer.has_unpublished(), "{len} bytes");
+        }
+        let sent = frame(longest);
+        let tso = Offload::tcp_segments(1448);
+        assert_eq!(producer.push(&seg, &geo, &sent, meta::encode(tso)), Ok(()));
+        assert_eq!(producer.head(), geo.slots_for(longest) as u32);
+        producer.publish(&seg, geo.port_offset(1) + P_POLLING);
+        let available = consumer.available(&seg).unwrap();
+        let Popped::Frame(span, offload, _) = consumer.pop_frame(&seg, &geo, available) else {
+            panic!("no frame at the tail");
+        };
+        let mut got = vec![0u8; span.len()];
+        assert!(span.read(&seg, &geo, 0, &mut got));
+        assert!(got == sent.to_vec());
+        assert_eq!(offload, tso);
+        drop(sent);
+        assert_eq!(pool.in_use(), 0);
+    }
 }
