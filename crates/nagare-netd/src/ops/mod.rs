@@ -24,6 +24,7 @@ mod udp;
 
 use crate::config::NetdConfig;
 use crate::lending::Lending;
+use crate::memory::Memory;
 use crate::sockets::ClientSockets;
 use crate::stats::NetdStats;
 use crate::steering::Steering;
@@ -84,6 +85,8 @@ pub(crate) struct Context<'a> {
     pub config: &'a NetdConfig,
     pub lending: &'a Lending,
     pub steering: &'a Steering,
+    /// What each client's sockets are charged.
+    pub memory: &'a Memory,
     pub stats: &'a mut NetdStats,
 }
 
