@@ -8,7 +8,7 @@ mod support;
 
 use nagare::net::TcpStream;
 use nagare_netd::{encode_addr, Completion, NetdConfig, Op, Placement};
-use nagare_request::{CLOSE_RESET, NONBLOCK};
+use nagare_request::{SockOption, CLOSE_RESET, NONBLOCK};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
@@ -70,6 +70,15 @@ fn fill(raw: &mut RawClient, socket: u32, target: u64) -> u64 {
     taken
 }
 
+/// `SO_SNDBUF` of connection `socket` set to `bytes`: the size in force.
+fn set_send_buffer(raw: &mut RawClient, socket: u32, bytes: u64) -> Result<u64, i32> {
+    let mut r = raw.request(Op::SetOption);
+    r.socket = socket;
+    r.aux[0] = SockOption::SendBuffer as u64;
+    r.aux[1] = bytes;
+    raw.call(r).result()
+}
+
 fn close(raw: &mut RawClient, socket: u32, reset: bool) {
     let mut r = raw.request(Op::Close);
     r.socket = socket;
@@ -114,7 +123,8 @@ fn transfer(session: &nagare::Session) {
 
 /// A client's budget holds four connections with full buffers and 100 KiB
 /// more: its fifth connection gets both buffers shrunk into what is left
-/// (neither below the floor), its sixth and a UDP socket `ENOBUFS`. It
+/// (neither below the floor), its sixth and a UDP socket `ENOBUFS`; a
+/// send buffer grows only by what a shrink freed. It
 /// fills every send buffer towards an echo it never reads back, and
 /// another client still connects with full buffers and moves 1 MiB
 /// through the same echo.
@@ -142,6 +152,11 @@ fn a_client_past_its_budget_gets_smaller_buffers_then_enobufs_and_another_goes_o
     bind.aux[0] = encode_addr(at(0));
     assert_eq!(greedy.call(bind).result(), Err(libc::ENOBUFS), "a UDP socket");
 
+    // A resize grows a buffer only as far as the budget goes: at the
+    // budget, not at all; by what a shrink freed, after one.
+    assert_eq!(set_send_buffer(&mut greedy, sockets[0], 1 << 20), Ok(FULL), "at the budget");
+    assert_eq!(set_send_buffer(&mut greedy, sockets[0], FULL / 2), Ok(FULL / 2), "a shrink");
+    assert_eq!(set_send_buffer(&mut greedy, sockets[0], 1 << 20), Ok(FULL), "what the shrink freed");
     for (&s, &size) in sockets.iter().zip(&sizes) {
         let sent = fill(&mut greedy, s, size);
         assert!(sent >= size, "the greedy client queued only {sent} bytes");
@@ -155,7 +170,8 @@ fn a_client_past_its_budget_gets_smaller_buffers_then_enobufs_and_another_goes_o
     assert!(socket_line(&report, greedy.client.id, sockets[4]).ends_with(" sndbuf 51200 rcvbuf 51200"), "{report}");
     assert!(socket_line(&report, greedy.client.id, sockets[0]).ends_with(" sndbuf 262144 rcvbuf 262144"), "{report}");
     assert_eq!(stat_value(&report, "netd memory_refused "), Some(2), "{report}");
-    assert_eq!(stat_value(&report, "netd buffers_shrunk "), Some(1), "{report}");
+    // The fifth connection, and the two resizes that got less.
+    assert_eq!(stat_value(&report, "netd buffers_shrunk "), Some(3), "{report}");
     drop((greedy, other));
     let done = netd.stop();
     assert_eq!(done.stats.buffers_leaked, 0, "{:?}", done.stats);
