@@ -75,6 +75,20 @@ enum Command {
         /// work keeps coming they poll up to 5 ms.
         #[arg(long, default_value_t = 50)]
         spin_us: u64,
+        /// Bytes of buffers each client's sockets may hold in netd (TCP
+        /// send and receive buffers, UDP receive queues): past it a new
+        /// connection gets smaller buffers, then fails with ENOBUFS.
+        #[arg(long, default_value_t = 8 << 20)]
+        client_memory: usize,
+        /// Connections closed by their applications that netd keeps for
+        /// their FIN exchange at once; a close past it resets.
+        #[arg(long, default_value_t = 1024)]
+        max_orphans: usize,
+        /// TCP connections netd's engine holds at most, every client's
+        /// together: past it a connect fails with ENFILE and SYNs to
+        /// listeners are not answered.
+        #[arg(long, default_value_t = 16384)]
+        max_connections: usize,
     },
     /// netd's driver process (started by `nagare netd`, not by hand).
     #[command(hide = true)]
@@ -219,8 +233,13 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Demo { pcap, seed, stream } => demo::run(demo::DemoArgs { pcap, seed, stream_datagrams: stream }),
         Command::Up { link, pcap, services } => up::run(&link.spec(), pcap.as_deref(), &services.config(true)),
-        Command::Netd { link, socket, services, placement, spin_us } => {
-            let mut builder = NetdBuilder::new(link.spec()).socket(socket).services(services.config(false));
+        Command::Netd { link, socket, services, placement, spin_us, client_memory, max_orphans, max_connections } => {
+            let mut builder = NetdBuilder::new(link.spec())
+                .socket(socket)
+                .services(services.config(false))
+                .client_memory(client_memory)
+                .max_orphans(max_orphans)
+                .max_connections(max_connections);
             if let Some(placement) = placement {
                 builder = builder.placement(placement);
             }

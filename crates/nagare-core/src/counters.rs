@@ -167,6 +167,9 @@ counters! {
         drop_tcp_bad_cookie,
         /// Dropped: a SYN while the accept queue was full.
         drop_tcp_backlog_full,
+        /// Dropped: a SYN (or a cookie's ACK) that would have made a
+        /// connection past the interface's connection limit.
+        drop_tcp_connection_limit,
         /// Handshakes given up in SYN-RECEIVED.
         tcp_handshake_timeouts,
         /// Connections in TIME-WAIT replaced by a new SYN (RFC 6191).

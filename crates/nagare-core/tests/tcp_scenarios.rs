@@ -2262,6 +2262,48 @@ fn listen_backlog_bounds_the_accept_queue() {
 }
 
 #[test]
+fn the_connection_limit_drops_syns_and_refuses_connects() {
+    let mut net = Net::new();
+    net.a.tcp().set_max_connections(1);
+    let l = net.a.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 4).unwrap();
+    let first = net.b.tcp().connect(SocketAddrV4::new(A_IP, 80), 0, net.now).unwrap();
+    net.settle();
+    assert_eq!(net.b.tcp_ref().state(first), Ok(State::Established));
+    // A holds one connection: the next SYN goes unanswered (the client
+    // retries), and A's own connect fails.
+    let late = net.b.tcp().connect(SocketAddrV4::new(A_IP, 80), 0, net.now).unwrap();
+    net.settle();
+    assert_eq!(net.a.counters().drop_tcp_connection_limit, 1);
+    assert_eq!(net.b.tcp_ref().state(late), Ok(State::SynSent));
+    assert_eq!(net.a.tcp().connect(SocketAddrV4::new(B_IP, 80), 0, net.now), Err(Error::NoBuffer));
+    // Once the first is gone, the retried SYN gets in.
+    let h = net.a.tcp().accept(l).unwrap().expect("queued");
+    net.a.tcp().abort(h, net.now).unwrap();
+    net.run_for(Duration::from_secs(2));
+    assert_eq!(net.b.tcp_ref().state(late), Ok(State::Established));
+}
+
+#[test]
+fn a_closed_connection_is_seen_released_until_the_engine_forgets_it() {
+    let mut net = Net::new();
+    let l = net.a.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 4).unwrap();
+    let h = net.b.tcp().connect(SocketAddrV4::new(A_IP, 80), 0, net.now).unwrap();
+    net.settle();
+    let server = net.a.tcp().accept(l).unwrap().expect("queued");
+    assert!(net.b.tcp_ref().released(h).is_none(), "held by its application");
+    net.b.tcp().close(h, net.now).unwrap();
+    assert!(net.b.tcp_ref().connection(h).is_none());
+    assert_eq!(net.b.tcp_ref().released(h).map(|k| k.state()), Some(State::FinWait1));
+    net.settle();
+    assert_eq!(net.b.tcp_ref().released(h).map(|k| k.state()), Some(State::FinWait2));
+    net.a.tcp().close(server, net.now).unwrap();
+    net.settle();
+    assert_eq!(net.b.tcp_ref().released(h).map(|k| k.state()), Some(State::TimeWait));
+    net.run_for(Duration::from_secs(61));
+    assert!(net.b.tcp_ref().released(h).is_none(), "forgotten after TIME-WAIT");
+}
+
+#[test]
 fn cookie_handshakes_wait_for_room_in_the_accept_queue() {
     let mut raw = Raw::new();
     let l = raw.iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 2).unwrap();

@@ -93,6 +93,24 @@ impl NetdBuilder {
         self
     }
 
+    /// Bytes of engine buffers each client's sockets may be charged.
+    pub fn client_memory(mut self, bytes: usize) -> NetdBuilder {
+        self.config.client_memory = bytes;
+        self
+    }
+
+    /// Closed connections the engine may keep for their FIN exchange.
+    pub fn max_orphans(mut self, max: usize) -> NetdBuilder {
+        self.config.max_orphans = max;
+        self
+    }
+
+    /// TCP connections the engine holds at most.
+    pub fn max_connections(mut self, max: usize) -> NetdBuilder {
+        self.config.max_connections = max;
+        self
+    }
+
     /// Sizes and limits (the socket, spin and link name set here are kept
     /// unless set again).
     pub fn config(mut self, config: NetdConfig) -> NetdBuilder {
@@ -126,9 +144,7 @@ impl NetdBuilder {
         let link = &self.link;
         if self.placement == Placement::Inline {
             let host = open_host(link, None, &clock)?;
-            let mut iface = host.iface;
-            receive_buffers_that_fit_a_region(&mut iface);
-            let mut netd = Netd::new(iface, host.device, clock, self.config)?;
+            let mut netd = Netd::new(host.iface, host.device, clock, self.config)?;
             let offered = netd.enable_services(&self.services)?;
             return Ok(Built { netd, offered, driver_pid: None });
         }
@@ -174,23 +190,11 @@ impl NetdBuilder {
         };
         let driver = DriverLink::start(launcher(self.placement, spec, program)?, device_fd, rx_queues)
             .map_err(|e| io::Error::new(e.kind(), format!("starting the driver: {e}")))?;
-        let mut iface = interface_on(&driver, link)?;
-        receive_buffers_that_fit_a_region(&mut iface);
+        let iface = interface_on(&driver, link)?;
         let driver_pid = driver.pid();
         let mut netd = Netd::with_driver(iface, driver, self.placement, clock, self.config)?;
         netd.held_tap = tap;
         let offered = netd.enable_services(&self.services)?;
         Ok(Built { netd, offered, driver_pid })
     }
-}
-
-/// TCP receive buffers keep their starting size in netd: a client's
-/// received payload waits in the receive buffers of its region, where the
-/// driver steers it, and a window past what they hold has the kernel send
-/// more than fits, which netd then copies. Autotuning (which would grow a
-/// buffer up to several MiB) is given no room to grow; an application
-/// that asks for a bigger buffer (SO_RCVBUF) still gets one.
-fn receive_buffers_that_fit_a_region(iface: &mut nagare_core::Interface) {
-    let defaults = iface.tcp().defaults_mut();
-    defaults.recv_buffer_max = defaults.recv_buffer;
 }

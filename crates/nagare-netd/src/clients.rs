@@ -8,12 +8,14 @@
 //! in the same turn ([`Clients::next_doomed`]).
 
 use crate::config::NetdConfig;
+use crate::memory::Memory;
 use crate::os::set_nonblocking;
 use crate::session::Session;
 use crate::stats::NetdStats;
 use nagare_ipc::{Listener, RendezvousError};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
+use std::rc::Rc;
 
 /// Clients served at once.
 const MAX_CLIENTS: usize = 128;
@@ -62,9 +64,14 @@ impl Clients {
     }
 
     /// Takes every waiting connection; `admit` sets up each new session
-    /// (steering, lending, the driver) before it is served. Returns whether
-    /// any came.
-    pub fn accept_all(&mut self, stats: &mut NetdStats, mut admit: impl FnMut(&mut Session)) -> bool {
+    /// (steering, lending, the driver) before it is served; its sockets are
+    /// charged in `memory`. Returns whether any came.
+    pub fn accept_all(
+        &mut self,
+        stats: &mut NetdStats,
+        memory: &Rc<Memory>,
+        mut admit: impl FnMut(&mut Session),
+    ) -> bool {
         let mut any = false;
         loop {
             match self.listener.accept() {
@@ -72,7 +79,7 @@ impl Clients {
                     stats.clients_refused += 1;
                     any = true;
                 }
-                Ok(conn) => match Session::new(conn) {
+                Ok(conn) => match Session::new(conn, Rc::clone(memory)) {
                     Ok(mut s) => {
                         stats.clients_accepted += 1;
                         any = true;

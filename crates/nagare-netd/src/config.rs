@@ -31,6 +31,17 @@ pub struct NetdConfig {
     pub max_pending: usize,
     /// Sockets one client may hold.
     pub max_sockets: usize,
+    /// Bytes of engine buffers one client's sockets may be charged
+    /// (`crate::memory`): past it a new connection gets smaller buffers,
+    /// then `ENOBUFS`.
+    pub client_memory: usize,
+    /// Connections closed by their clients that the engine may keep for
+    /// their FIN exchange at once; a close past it resets.
+    pub max_orphans: usize,
+    /// TCP connections the engine holds at most, every client's and
+    /// every state together: past it a connect fails with `ENFILE` and a
+    /// SYN to a listener is not answered.
+    pub max_connections: usize,
     /// Refused descriptors after which a client is disconnected.
     pub max_bad: u64,
     /// The link, as `nagare stat` names it (e.g. "vni lab port 2").
@@ -48,6 +59,9 @@ impl Default for NetdConfig {
             spin: Duration::from_micros(50),
             max_pending: 64,
             max_sockets: 1024,
+            client_memory: 8 << 20,
+            max_orphans: 1024,
+            max_connections: 16384,
             max_bad: 1024,
             link: String::from("unnamed"),
         }

@@ -11,7 +11,8 @@
 //! - the loop, which only takes turns: `netd` ([`Netd`]);
 //! - the request manager: `clients` (the listener, admitting clients),
 //!   `session` (one client's rings, buffers, waiting requests and
-//!   completions), `requests` (one client's turn: what becomes of each
+//!   completions), `memory` (what each client's sockets are charged),
+//!   `requests` (one client's turn: what becomes of each
 //!   request);
 //! - the socket manager: `sockets` (client socket ids to engine handles);
 //! - the operations, one function each: `ops` (`udp`, `tcp`, `icmp`,
@@ -33,6 +34,7 @@ mod config;
 pub mod driver;
 mod frames;
 mod lending;
+mod memory;
 mod netd;
 mod ops;
 mod os;

@@ -17,6 +17,7 @@ use crate::config::NetdConfig;
 use crate::driver::{DriverLink, DriverLinkStats, Placement};
 use crate::frames::FramePath;
 use crate::lending::Lending;
+use crate::memory::Memory;
 use crate::ops::Context;
 use crate::report::{ClientLine, Report};
 use crate::requests::{answer_stat_requests, serve_client, waits_for_stat};
@@ -43,6 +44,8 @@ pub struct Netd {
     placement: Placement,
     lending: Rc<Lending>,
     steering: Rc<Steering>,
+    /// What each client's sockets are charged.
+    memory: Rc<Memory>,
     clock: MonotonicClock,
     clients: Clients,
     config: NetdConfig,
@@ -91,7 +94,7 @@ impl Netd {
     }
 
     fn build(
-        iface: Interface,
+        mut iface: Interface,
         frames: FramePath,
         placement: Placement,
         lending: Rc<Lending>,
@@ -100,6 +103,10 @@ impl Netd {
         config: NetdConfig,
     ) -> io::Result<Netd> {
         let clients = Clients::listen(&config)?;
+        receive_buffers_keep_their_size(&mut iface);
+        iface.tcp().set_max_connections(config.max_connections);
+        let pool = iface.pool().stats();
+        let memory = Rc::new(Memory::new(&config, pool.capacity * pool.buf_size));
         // Frames are steered only when sent to netd's own addresses (the
         // first IPv4 address; others reach the engine as before).
         if let Some(addr) = iface.config().addresses.first() {
@@ -110,6 +117,7 @@ impl Netd {
             placement,
             lending,
             steering,
+            memory,
             clock,
             clients,
             config,
@@ -225,13 +233,14 @@ impl Netd {
     /// New clients, clients that have gone, and a driver that died.
     fn housekeeping(&mut self) -> bool {
         let (lending, steering, frames) = (&self.lending, &self.steering, &mut self.host.device);
-        let mut work = self.clients.accept_all(&mut self.stats, |s| {
+        let mut work = self.clients.accept_all(&mut self.stats, &self.memory, |s| {
             lending.add_client(s.key(), &s.pool);
             let receive_pool = s.take_receive_pool();
             steering.add_client(s.key(), s.pool.area_base(), s.pool.buffer_size() as usize, receive_pool);
             frames.attach(s);
         });
         self.clients.notice_gone();
+        self.memory.settle(&self.host.iface);
         work |= self.host.device.check_driver(&self.clients.sessions);
         work
     }
@@ -268,6 +277,7 @@ impl Netd {
             config: &self.config,
             lending: &self.lending,
             steering: &self.steering,
+            memory: &self.memory,
             stats: &mut self.stats,
         };
         for s in &mut self.clients.sessions {
@@ -295,7 +305,7 @@ impl Netd {
     pub fn report(&mut self, limit: usize) -> String {
         let iface = &self.host.iface;
         let clients: Vec<ClientLine> =
-            self.clients.sessions.iter().map(|s| s.client_line(&self.steering, iface)).collect();
+            self.clients.sessions.iter().map(|s| s.client_line(&self.steering, &self.memory, iface)).collect();
         let counters = self.host.iface.counters().clone();
         let mut engine = counters.iter();
         Report {
@@ -306,6 +316,8 @@ impl Netd {
             link: &self.config.link,
             clients: &clients,
             stats: self.stats,
+            memory: self.memory.line(),
+            connections: (self.host.iface.tcp_ref().connection_count(), self.config.max_connections),
             engine: &mut engine,
             engine_buffers: self.host.iface.pool().stats(),
         }
@@ -362,6 +374,7 @@ impl Netd {
         let now = self.clock.now();
         let gone = s.leave(&mut self.host.iface, &self.lending, &self.steering, now);
         self.host.device.detach(s.key());
+        self.memory.client_gone(s.key());
         self.stats.sockets_reclaimed += gone.sockets as u64;
         self.stats.buffers_reclaimed += u64::from(gone.reclaimed);
         self.stats.buffers_leaked += u64::from(gone.leaked);
@@ -383,4 +396,17 @@ impl Netd {
         let _ = self.host.transmit(now);
         drop(s);
     }
+}
+
+/// TCP receive buffers keep their starting size in netd: a client's
+/// received payload waits in the receive buffers of its region, where the
+/// driver steers it, and a window past what they hold has the kernel send
+/// more than fits, which netd then copies; and a client is charged its
+/// buffers' sizes (`crate::memory`), which autotuning would outgrow.
+/// Autotuning (which would grow a buffer up to several MiB) is given no
+/// room to grow; an application that asks for a bigger buffer (SO_RCVBUF)
+/// gets one as far as its budget goes.
+fn receive_buffers_keep_their_size(iface: &mut Interface) {
+    let defaults = iface.tcp().defaults_mut();
+    defaults.recv_buffer_max = defaults.recv_buffer;
 }

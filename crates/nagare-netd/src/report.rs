@@ -26,6 +26,10 @@ pub(crate) struct ClientLine {
     pub buffers_receive: u32,
     pub buffers_total: u32,
     pub bad: u64,
+    /// Bytes its sockets (and the orphans it left) are charged, and its
+    /// budget.
+    pub memory_charged: usize,
+    pub memory_budget: usize,
     /// Its priority, and the nice value it comes from (if it could be
     /// read).
     pub priority: Priority,
@@ -48,6 +52,10 @@ pub(crate) struct SocketLine {
     /// Bytes received that no receive has taken yet.
     pub recv_queued: usize,
     pub waiting: usize,
+    /// Its send buffer and receive buffer (a UDP socket: its receive
+    /// queue limit), as charged.
+    pub send_buffer: usize,
+    pub recv_buffer: usize,
     pub priority: Priority,
 }
 
@@ -62,6 +70,10 @@ pub(crate) struct Report<'a> {
     pub link: &'a str,
     pub clients: &'a [ClientLine],
     pub stats: NetdStats,
+    /// Memory charged in all, orphans.
+    pub memory: crate::memory::MemoryLine,
+    /// TCP connections the engine holds, and the most it may.
+    pub connections: (usize, usize),
     pub engine: &'a mut dyn Iterator<Item = (&'static str, u64)>,
     pub engine_buffers: PoolStats,
 }
@@ -83,7 +95,7 @@ impl Report<'_> {
         for c in self.clients {
             let _ = writeln!(
                 t,
-                "client {} pid {} uid {} sockets {} tcp {} listeners {} udp {} echo {} pending {} buffers client {} netd {} receive {} of {} bad {} prio {} nice {}",
+                "client {} pid {} uid {} sockets {} tcp {} listeners {} udp {} echo {} pending {} buffers client {} netd {} receive {} of {} bad {} memory {} of {} prio {} nice {}",
                 c.id,
                 c.pid,
                 c.uid,
@@ -98,6 +110,8 @@ impl Report<'_> {
                 c.buffers_receive,
                 c.buffers_total,
                 c.bad,
+                c.memory_charged,
+                c.memory_budget,
                 c.priority.value,
                 c.nice.map_or_else(|| String::from("-"), |n| n.to_string())
             );
@@ -105,7 +119,7 @@ impl Report<'_> {
             for k in &c.sockets {
                 let _ = writeln!(
                     t,
-                    "socket {} client {} {} local {} remote {} state {} send_queued {} recv_queued {} waiting {} prio {} from {}",
+                    "socket {} client {} {} local {} remote {} state {} send_queued {} recv_queued {} waiting {} sndbuf {} rcvbuf {} prio {} from {}",
                     k.id,
                     c.id,
                     k.kind,
@@ -115,6 +129,8 @@ impl Report<'_> {
                     k.send_queued,
                     k.recv_queued,
                     k.waiting,
+                    k.send_buffer,
+                    k.recv_buffer,
                     k.priority.value,
                     k.priority.source.name()
                 );
@@ -141,9 +157,19 @@ impl Report<'_> {
             ("rx_payload_copied", s.rx_payload_copied),
             ("rx_payload_in_place", s.rx_payload_in_place),
             ("binds_held", s.binds_held),
+            ("memory_refused", s.memory_refused),
+            ("buffers_shrunk", s.buffers_shrunk),
+            ("orphans_reset", s.orphans_reset),
+            ("connections_refused", s.connections_refused),
         ] {
             let _ = writeln!(t, "netd {k} {v}");
         }
+        let m = self.memory;
+        let _ = writeln!(
+            t,
+            "memory charged {} of {} orphans {} of {} unowned {} connections {} of {}",
+            m.charged, m.cap, m.orphans, m.max_orphans, m.unowned, self.connections.0, self.connections.1
+        );
         if let Some((pid, d, own)) = self.driver {
             let pid = pid.map_or_else(|| String::from("none"), |p| p.to_string());
             let _ = writeln!(t, "driver pid {pid} starts {} deaths {}", d.starts, d.deaths);
@@ -220,6 +246,8 @@ mod tests {
             buffers_receive: 0,
             buffers_total: 256,
             bad: 0,
+            memory_charged: 524288,
+            memory_budget: 8388608,
             priority: Priority { value: 125, source: Source::Nice },
             nice: Some(5),
             sockets: vec![SocketLine {
@@ -231,6 +259,8 @@ mod tests {
                 send_queued: 1000,
                 recv_queued: 20,
                 waiting: 4,
+                send_buffer: 262144,
+                recv_buffer: 262144,
                 priority: Priority { value: 100, source: Source::Option },
             }],
         }
@@ -246,6 +276,14 @@ mod tests {
             link: "vni x",
             clients,
             stats: NetdStats { requests: 9, ..NetdStats::default() },
+            memory: crate::memory::MemoryLine {
+                charged: 1048576,
+                cap: 7340032,
+                orphans: 1,
+                max_orphans: 1024,
+                unowned: 0,
+            },
+            connections: (3, 16384),
             engine: &mut engine,
             engine_buffers: PoolStats { buf_size: 2048, capacity: 4096, in_use: 3, allocs: 10, exhausted: 0 },
         }
@@ -256,8 +294,12 @@ mod tests {
     fn every_part_is_there_and_zero_counters_are_not() {
         let t = report(&[client(1), client(2)], 16384);
         assert!(t.starts_with("netd pid 1 uptime 2.0s placement single link vni x clients 2\n"), "{t}");
-        assert!(t.contains("client 2 pid 102 uid 0 sockets 4 tcp 2 listeners 1 udp 1 echo 0 pending 1 buffers client 250 netd 6 receive 0 of 256 bad 0 prio 125 nice 5\n"));
-        assert!(t.contains("\nsocket 3 client 2 tcp local 10.0.0.2:4000 remote 10.0.0.1:7 state established send_queued 1000 recv_queued 20 waiting 4 prio 100 from option\n"), "{t}");
+        assert!(t.contains("client 2 pid 102 uid 0 sockets 4 tcp 2 listeners 1 udp 1 echo 0 pending 1 buffers client 250 netd 6 receive 0 of 256 bad 0 memory 524288 of 8388608 prio 125 nice 5\n"));
+        assert!(t.contains("\nsocket 3 client 2 tcp local 10.0.0.2:4000 remote 10.0.0.1:7 state established send_queued 1000 recv_queued 20 waiting 4 sndbuf 262144 rcvbuf 262144 prio 100 from option\n"), "{t}");
+        assert!(
+            t.contains("\nmemory charged 1048576 of 7340032 orphans 1 of 1024 unowned 0 connections 3 of 16384\n"),
+            "{t}"
+        );
         assert!(t.contains("netd requests 9\n"));
         assert!(t.contains("engine buffers in_use 3 of 4096"));
         assert!(t.contains("engine rx_frames 5\n"));
@@ -272,7 +314,7 @@ mod tests {
         assert!(t.ends_with("\ntruncated\n"), "{}", &t[t.len() - 100..]);
         assert!(t
             .lines()
-            .all(|l| l == "truncated" || ["netd ", "client ", "socket "].iter().any(|p| l.starts_with(p))));
+            .all(|l| l == "truncated" || ["netd ", "client ", "socket ", "memory "].iter().any(|p| l.starts_with(p))));
         assert_eq!(cut("abc\n".into(), 2), "");
         assert_eq!(cut("abcdefghij\nk\n".into(), 12), "truncated\n");
     }

@@ -16,6 +16,7 @@
 //! more than the region's buffers and `max_pending` waiting requests.
 
 use crate::lending::Lending;
+use crate::memory::Memory;
 use crate::ops::{Caller, Done, Outcome};
 use crate::priority::ClientPriority;
 use crate::report::{ClientLine, SocketLine};
@@ -29,6 +30,7 @@ use nagare_ipc::{
 use nagare_request::{Completion, Piece, ProtoError, Request};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::{AsRawFd, RawFd};
+use std::rc::Rc;
 use std::time::Duration;
 
 /// A request that waits for the engine (data, a connection, room),
@@ -78,14 +80,15 @@ pub(crate) struct Departure {
 }
 
 impl Session {
-    /// The session of a client that has just connected.
-    pub fn new(conn: ServerConn) -> Result<Session, RendezvousError> {
+    /// The session of a client that has just connected, its sockets
+    /// charged in `memory`.
+    pub fn new(conn: ServerConn, memory: Rc<Memory>) -> Result<Session, RendezvousError> {
         let requests = conn.region.consumer(0)?;
         let completions = conn.region.producer(1)?;
         let pool = conn.region.pool()?;
         let waiter = Waiter::new(conn.server_wakeup.try_clone()?, Duration::ZERO);
         let notifier = Notifier::new(conn.client_wakeup.try_clone()?);
-        let sockets = ClientSockets::new(conn.id);
+        let sockets = ClientSockets::new(conn.id, memory);
         let priority = ClientPriority::of_process(conn.cred.pid);
         Ok(Session {
             conn,
@@ -344,7 +347,7 @@ impl Session {
     }
 
     /// The client's line in the report, with a line per socket.
-    pub fn client_line(&self, steering: &Steering, iface: &Interface) -> ClientLine {
+    pub fn client_line(&self, steering: &Steering, memory: &Memory, iface: &Interface) -> ClientLine {
         let counts = self.sockets.counts();
         let (_, netd_held, client_held) = self.pool.counts();
         let receive = steering.pool_size(self.conn.id) as u32;
@@ -362,6 +365,8 @@ impl Session {
             buffers_receive: receive,
             buffers_total: self.pool.len(),
             bad: self.bad,
+            memory_charged: memory.client_charged(self.conn.id),
+            memory_budget: memory.budget(),
             priority: self.priority.get(),
             nice: self.priority.nice(),
             sockets: self.socket_lines(iface),
@@ -385,6 +390,8 @@ impl Session {
                     send_queued: 0,
                     recv_queued: 0,
                     waiting,
+                    send_buffer: 0,
+                    recv_buffer: 0,
                     priority: crate::ops::socket_priority(&self.sockets, self.priority.get(), id),
                 };
                 match sock {
@@ -396,6 +403,8 @@ impl Session {
                             line.state = k.state().name();
                             line.send_queued = k.send_queued();
                             line.recv_queued = k.recv_queued();
+                            line.send_buffer = k.config().send_buffer;
+                            line.recv_buffer = k.config().recv_buffer_limit();
                         }
                     }
                     Sock::Listener(_) => {
@@ -407,6 +416,7 @@ impl Session {
                         if let Some(u) = iface.udp_ref().socket(h) {
                             line.local = Some(u.local());
                             line.recv_queued = u.queued_bytes();
+                            line.recv_buffer = u.recv_queue_limit();
                         }
                     }
                     Sock::Echo(_) => line.kind = "echo",

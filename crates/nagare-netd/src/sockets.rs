@@ -6,18 +6,21 @@
 //! connection). A socket's local port is registered with steering while,
 //! and only while, the socket is in the table: claimed when the socket
 //! gets one, unbound when the socket leaves ([`ClientSockets::remove`],
-//! [`ClientSockets::drain`]).
+//! [`ClientSockets::drain`]). Its memory charge (`crate::memory`) goes
+//! with it the same way.
 //!
 //! A request finds the socket it names with one lookup of the kind it
 //! needs ([`ClientSockets::udp`], [`ClientSockets::tcp`], ...): no such id
 //! is `EBADF`, a socket of another kind `EOPNOTSUPP` (`EINVAL` for an
 //! accept, as `accept(2)` on a socket that does not listen).
 
+use crate::memory::Memory;
 use crate::steering::Steering;
 use nagare_core::iface::Error as EngineError;
 use nagare_core::tcp::{TcpHandle, TcpListenerHandle};
 use nagare_core::{EchoHandle, Instant, Interface, UdpHandle};
 use std::collections::HashMap;
+use std::rc::Rc;
 
 /// A socket of one client.
 #[derive(Clone, Copy, Debug)]
@@ -69,12 +72,22 @@ pub(crate) struct ClientSockets {
     /// The priority of each socket whose own option sets one.
     priorities: HashMap<u32, u8>,
     next: u32,
+    /// The accounts its sockets are charged in.
+    memory: Rc<Memory>,
 }
 
 impl ClientSockets {
-    /// An empty table for client `key`.
-    pub fn new(key: u64) -> ClientSockets {
-        ClientSockets { key, sockets: HashMap::new(), ports: HashMap::new(), priorities: HashMap::new(), next: 1 }
+    /// An empty table for client `key`, whose sockets are charged in
+    /// `memory`.
+    pub fn new(key: u64, memory: Rc<Memory>) -> ClientSockets {
+        ClientSockets {
+            key,
+            sockets: HashMap::new(),
+            ports: HashMap::new(),
+            priorities: HashMap::new(),
+            next: 1,
+            memory,
+        }
     }
 
     /// Sockets held.
@@ -168,21 +181,25 @@ impl ClientSockets {
         self.priorities.get(&id).copied()
     }
 
-    /// Takes socket `id` out of the table, and its port out of steering.
+    /// Takes socket `id` out of the table, its port out of steering and
+    /// its charge out of its client's account.
     pub fn remove(&mut self, steering: &Steering, id: u32) -> Option<Sock> {
         self.priorities.remove(&id);
         if let Some((proto, port)) = self.ports.remove(&id) {
             steering.unbind(proto, port);
         }
+        self.memory.release(self.key, id);
         self.sockets.remove(&id)
     }
 
-    /// Takes every socket out (every port out of steering first).
+    /// Takes every socket out (every port out of steering and every
+    /// charge out of the account first).
     pub fn drain(&mut self, steering: &Steering) -> impl Iterator<Item = Sock> + '_ {
         self.priorities.clear();
         for (_, (proto, port)) in self.ports.drain() {
             steering.unbind(proto, port);
         }
+        self.memory.release_all(self.key);
         self.sockets.drain().map(|(_, s)| s)
     }
 

@@ -46,4 +46,15 @@ pub struct NetdStats {
     /// Binds to a port another client had, answered only once the driver
     /// had applied the port's change of hands.
     pub binds_held: u64,
+    /// Sockets refused (`ENOBUFS`) because their client's budget or netd's
+    /// cap had no room for buffers at the floor.
+    pub memory_refused: u64,
+    /// Sockets given smaller buffers than they asked for, to fit a
+    /// budget (new connections and resizes).
+    pub buffers_shrunk: u64,
+    /// Closes that reset their connection because `max_orphans` closed
+    /// connections were still held.
+    pub orphans_reset: u64,
+    /// Connects refused (`ENFILE`) at the engine's connection limit.
+    pub connections_refused: u64,
 }

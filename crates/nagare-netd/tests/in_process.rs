@@ -110,8 +110,9 @@ fn a_stream_connects_carries_bytes_both_ways_and_closes() {
 /// A client binds a UDP port, listens on a TCP port, connects to it, and
 /// leaves a receive waiting with one of its buffers; then it dies (its
 /// connection drops, nothing closed). netd counts it gone, closes its 3
-/// sockets, takes back every buffer it held (none leaked), the ports can
-/// be bound again, and the engine's pool is back where it was.
+/// sockets, takes back every buffer it held (none leaked) and every byte
+/// its sockets were charged, the ports can be bound again, and the
+/// engine's pool is back where it was.
 #[test]
 fn a_client_that_dies_leaves_nothing_behind() {
     for placement in PLACEMENTS {
@@ -136,13 +137,15 @@ fn a_client_that_dies_leaves_nothing_behind() {
         recv.socket = udp;
         recv.piece = Some(doomed.give(&[], 2048));
         doomed.post(recv.encode());
-        wait_for_report(&good, "the doomed client's receive did not wait", |r| {
+        let report = wait_for_report(&good, "the doomed client's receive did not wait", |r| {
             r.lines().any(|l| {
                 l.starts_with("client ")
                     && stat_value(l, " sockets ") == Some(3)
                     && stat_value(l, " pending ") == Some(1)
             })
         });
+        // Its connection's buffers and its UDP socket's receive queue.
+        assert_eq!(stat_value(&report, "memory charged "), Some(2 * 262144 + 262144), "{report}");
         drop(doomed);
 
         let report = wait_for_report(&good, "netd did not let the dead client go", |r| {
@@ -153,6 +156,7 @@ fn a_client_that_dies_leaves_nothing_behind() {
         // receive had given netd.
         assert_eq!(stat_value(&report, "netd buffers_reclaimed "), Some(u64::from(ours)), "{report}");
         assert_eq!(stat_value(&report, "netd buffers_leaked "), Some(0), "{report}");
+        assert_eq!(stat_value(&report, "memory charged "), Some(0), "every byte charged comes back:\n{report}");
         let udp = UdpSocket::bind_via(&good, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9500));
         assert!(udp.is_ok(), "UDP port 9500 still taken: {:?}", udp.err());
         let tcp = TcpListener::bind_via(&good, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 9501));

@@ -52,6 +52,14 @@ impl<'a> Tcp<'a> {
         self.iface.tcp.syn_guard.set_device_applies(applied);
     }
 
+    /// Connections held at most, in every state: past it a SYN to a
+    /// listener is dropped unanswered (counted in
+    /// `drop_tcp_connection_limit`) and [`connect`](Self::connect) fails
+    /// with [`Error::NoBuffer`]. Unlimited unless set.
+    pub fn set_max_connections(&mut self, max: usize) {
+        self.iface.tcp.max_connections = max;
+    }
+
     /// Settings new TCP sockets start with, lent for as long as the
     /// interface is (this takes the API object).
     pub fn defaults_mut(self) -> &'a mut TcpConfig {
@@ -129,6 +137,9 @@ impl<'a> Tcp<'a> {
             || iface.is_broadcast(*remote.ip())
         {
             return Err(Error::Unaddressable);
+        }
+        if iface.tcp.at_connection_limit() {
+            return Err(Error::NoBuffer);
         }
         let src = iface.source_for(*remote.ip()).ok_or(Error::NoRoute)?;
         let port = match local_port {

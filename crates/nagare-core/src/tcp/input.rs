@@ -199,6 +199,11 @@ impl Interface {
                 let iss = ack - 1;
                 let irs = repr.seq_number - 1;
                 if let Some(contents) = check_syn_cookie(self.tcp.key, local, remote, irs, iss, now) {
+                    if self.tcp.at_connection_limit() {
+                        // As a SYN past the limit: the peer tries again.
+                        self.counters.drop_tcp_connection_limit += 1;
+                        return;
+                    }
                     if listener.accept_queue.len() >= listener.backlog {
                         // No room to queue it: drop the ACK, as Linux does
                         // on a listen overflow. The peer sends again (its
@@ -225,6 +230,11 @@ impl Interface {
         }
         if !flags.contains(TcpFlags::SYN) {
             self.counters.drop_tcp_no_socket += 1;
+            return;
+        }
+        if self.tcp.at_connection_limit() {
+            // No answer: the peer retries, as after a lost SYN.
+            self.counters.drop_tcp_connection_limit += 1;
             return;
         }
         if listener.accept_queue.len() >= listener.backlog {

@@ -92,6 +92,9 @@ pub struct TcpSockets {
     pub(super) events: Vec<TcpSocket>,
     /// What a SYN flood may cost.
     pub(super) syn_guard: SynGuard,
+    /// Connections held at most (every state counts): a SYN that would
+    /// make one more is dropped.
+    pub(super) max_connections: usize,
 }
 
 impl TcpSockets {
@@ -114,6 +117,7 @@ impl TcpSockets {
             deferred: Vec::new(),
             events: Vec::new(),
             syn_guard: SynGuard::new(secrets.table),
+            max_connections: usize::MAX,
         }
     }
 
@@ -144,6 +148,29 @@ impl TcpSockets {
     /// TCP connections held, in any state (TIME-WAIT included).
     pub fn connection_count(&self) -> usize {
         self.conns.len()
+    }
+
+    /// Settings new sockets start with.
+    pub fn defaults(&self) -> &TcpConfig {
+        &self.defaults
+    }
+
+    /// Connections held at most ([`Tcp::set_max_connections`](super::Tcp::set_max_connections)).
+    pub fn max_connections(&self) -> usize {
+        self.max_connections
+    }
+
+    /// Whether a new connection would take the count past
+    /// [`max_connections`](Self::max_connections).
+    pub fn at_connection_limit(&self) -> bool {
+        self.conns.len() >= self.max_connections
+    }
+
+    /// The connection behind a handle the application has let go of
+    /// (closed, not reset) while the engine still holds it: finishing its
+    /// FIN exchange, sending what was queued, or in TIME-WAIT.
+    pub fn released(&self, h: TcpHandle) -> Option<&Connection> {
+        self.conns.get(h.0).filter(|e| e.released).map(|e| &e.conn)
     }
 
     /// The connection behind a handle, for its state and counters.

@@ -35,6 +35,15 @@ impl<'a> Udp<'a> {
         self.iface.udp.bind(ip, local.port(), packets, bytes)
     }
 
+    /// Sets the most payload bytes a socket's receive queue holds
+    /// (SO_RCVBUF): no lower than what it holds now. Returns the limit in
+    /// force.
+    pub fn set_recv_queue_limit(&mut self, handle: UdpHandle, bytes: usize) -> Result<usize, Error> {
+        let socket = self.iface.udp.socket_mut(handle).ok_or(Error::InvalidHandle)?;
+        socket.rx_limit_bytes = bytes.max(socket.rx_bytes);
+        Ok(socket.rx_limit_bytes)
+    }
+
     /// Closes a UDP socket, dropping what it had not read.
     pub fn close(&mut self, handle: UdpHandle) -> Result<(), Error> {
         self.iface.udp.close(handle)

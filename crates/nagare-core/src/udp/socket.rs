@@ -75,6 +75,11 @@ impl UdpSocket {
         self.rx_bytes
     }
 
+    /// The most payload bytes the receive queue holds.
+    pub fn recv_queue_limit(&self) -> usize {
+        self.rx_limit_bytes
+    }
+
     /// Datagrams dropped because the queue was full.
     pub fn dropped(&self) -> u64 {
         self.rx_dropped

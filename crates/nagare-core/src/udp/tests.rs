@@ -207,3 +207,19 @@ fn a_super_frame_to_a_port_without_a_socket_counts_every_datagram() {
     assert_eq!(b.counters().drop_udp_no_socket, 3);
     assert_eq!(b.counters().icmp_errors_sent, 1, "one port unreachable for the frame");
 }
+
+#[test]
+fn a_receive_queue_limit_set_on_a_socket_bounds_what_it_holds() {
+    let (mut a, mut b, tx, rx) = pair(TxOffloads::default());
+    assert_eq!(b.udp_ref().socket(rx).unwrap().recv_queue_limit(), 4 << 20, "the engine's default");
+    assert_eq!(b.udp().set_recv_queue_limit(rx, 1000), Ok(1000));
+    for _ in 0..3 {
+        a.udp().send_to(tx, &data(400), SocketAddrV4::new(B, SINK), NOW).unwrap();
+    }
+    move_frames(&mut a, &mut b);
+    let socket = b.udp_ref().socket(rx).unwrap();
+    assert_eq!((socket.queued(), socket.dropped()), (2, 1), "800 bytes fit in 1000, a third 400 does not");
+    // It shrinks no lower than what it holds.
+    assert_eq!(b.udp().set_recv_queue_limit(rx, 10), Ok(800));
+    assert_eq!(received(&mut b, rx).len(), 2);
+}

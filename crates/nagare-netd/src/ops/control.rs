@@ -14,13 +14,27 @@ use nagare_ipc::BufRef;
 use nagare_request::{PollEntry, Request, CLOSED, CLOSE_RESET, INVALID, READABLE, WRITABLE};
 
 /// `CLOSE`: the socket leaves the table and is closed in the engine, or
-/// reset (`CLOSE_RESET`: its client left received data unread).
+/// reset (`CLOSE_RESET`: its client left received data unread; or
+/// `max_orphans` closed connections are held already, `orphans_reset`).
+/// A connection the engine keeps after its close stays charged as an
+/// orphan (`crate::memory`).
 pub(super) fn close(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
+    let charge = cx.memory.socket_charged(c.key, req.socket);
     let sock = c.sockets.remove(cx.steering, req.socket).ok_or(libc::EBADF)?;
-    if req.aux[0] & CLOSE_RESET != 0 {
+    let mut reset = req.aux[0] & CLOSE_RESET != 0;
+    if let (Sock::Tcp(_), false) = (sock, reset) {
+        if cx.memory.orphans_full(cx.iface) {
+            cx.stats.orphans_reset += 1;
+            reset = true;
+        }
+    }
+    if reset {
         sock.reset(cx.iface, cx.now).map_err(engine_errno)?;
     } else {
         sock.close(cx.iface, cx.now).map_err(engine_errno)?;
+        if let Sock::Tcp(h) = sock {
+            cx.memory.keep_orphan(cx.iface, c.key, h, charge);
+        }
     }
     Ok(Some(Done::value(0)))
 }

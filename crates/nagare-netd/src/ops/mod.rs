@@ -26,6 +26,7 @@ pub(crate) use control::socket_priority;
 
 use crate::config::NetdConfig;
 use crate::lending::Lending;
+use crate::memory::Memory;
 use crate::priority::Priority;
 use crate::sockets::ClientSockets;
 use crate::stats::NetdStats;
@@ -87,6 +88,8 @@ pub(crate) struct Context<'a> {
     pub config: &'a NetdConfig,
     pub lending: &'a Lending,
     pub steering: &'a Steering,
+    /// What each client's sockets are charged.
+    pub memory: &'a Memory,
     pub stats: &'a mut NetdStats,
 }
 

@@ -7,9 +7,15 @@
 //! whole or waits; a copied send takes what fits. A receive of data that
 //! lies in the client's region takes one steered buffer's worth, so that
 //! the buffer can be handed over whole.
+//!
+//! A new connection (connect, accept) and a buffer resize are sized to
+//! fit its client's memory budget and netd's cap (`crate::memory`): a
+//! connection gets smaller buffers down to a floor, then `ENOBUFS`; a
+//! resize gets what fits.
 
 use super::deliver::{copy_to_region, received_in_place};
 use super::{address, blocked, buffer, engine_errno, payload, Caller, Context, Done, Outcome};
+use crate::memory::{connection_charge, BUFFER_FLOOR};
 use crate::sockets::Sock;
 use crate::steering::TCP;
 use nagare_core::iface::Error as EngineError;
@@ -36,7 +42,8 @@ pub(super) fn accept(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) ->
     c.sockets.room(cx.config.max_sockets)?;
     let Some(h) = cx.iface.tcp().accept(l).map_err(engine_errno)? else { return blocked(req) };
     let remote = cx.iface.tcp_ref().connection(h).map(|k| k.remote());
-    let id = match c.sockets.add(Sock::Tcp(h), cx.config.max_sockets) {
+    let added = fit_buffers(cx, c.key, h).and_then(|()| c.sockets.add(Sock::Tcp(h), cx.config.max_sockets));
+    let id = match added {
         Ok(id) => id,
         Err(e) => {
             // Nobody could ever name it: reset it now.
@@ -44,6 +51,7 @@ pub(super) fn accept(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) ->
             return Err(e);
         }
     };
+    cx.memory.charge(c.key, id, connection_charge(cx.iface, h));
     if let Some(local) = cx.iface.tcp_ref().connection(h).map(|k| k.local()) {
         c.sockets.claim_port(cx.steering, id, TCP, local.port());
     }
@@ -60,6 +68,30 @@ fn socket_buffers(cx: &Context<'_>, h: TcpHandle) -> [u64; 2] {
     cx.iface.tcp_ref().connection(h).map_or([0; 2], |k| [k.config().send_buffer as u64, k.config().recv_buffer as u64])
 }
 
+/// Sizes new connection `h`'s buffers to what client `key` may be
+/// charged: as they are if they fit, smaller (`buffers_shrunk`) down to
+/// the floor, else `ENOBUFS` (`memory_refused`). A buffer holding more
+/// than its share already keeps what it holds.
+fn fit_buffers(cx: &mut Context<'_>, key: u64, h: TcpHandle) -> Result<(), i32> {
+    let config = cx.iface.tcp_ref().connection(h).ok_or(libc::EBADF)?.config();
+    let (send, recv) = (config.send_buffer, config.recv_buffer_limit());
+    let Some((s, r)) = cx.memory.grant_connection(key, send, recv) else {
+        cx.stats.memory_refused += 1;
+        return Err(libc::ENOBUFS);
+    };
+    if s < send || r < recv {
+        cx.stats.buffers_shrunk += 1;
+        let mut tcp = cx.iface.tcp();
+        if s < send {
+            tcp.set_send_buffer(h, s.max(BUFFER_FLOOR), cx.now).map_err(engine_errno)?;
+        }
+        if r < recv {
+            tcp.set_recv_buffer(h, r.max(BUFFER_FLOOR), cx.now).map_err(engine_errno)?;
+        }
+    }
+    Ok(())
+}
+
 /// `CONNECT`: on socket 0, a connection to `aux[0]` from local port
 /// `aux[1]` (0: an ephemeral one), whose id the request names from then
 /// on; done once it is established (at once if non-blocking), failed if
@@ -68,10 +100,21 @@ pub(super) fn connect(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
     if req.socket == 0 {
         let remote = address(req.aux[0])?;
         c.sockets.room(cx.config.max_sockets)?;
+        if cx.iface.tcp_ref().at_connection_limit() {
+            cx.stats.connections_refused += 1;
+            return Err(libc::ENFILE);
+        }
+        if !cx.memory.has_room_for_connection(c.key) {
+            cx.stats.memory_refused += 1;
+            return Err(libc::ENOBUFS);
+        }
         let h = cx.iface.tcp().connect(remote, req.aux[1] as u16, cx.now).map_err(engine_errno)?;
+        // Room for the floor was there: this cannot fail.
+        let _ = fit_buffers(cx, c.key, h);
         // The socket exists from now on, so the client's death while it
         // waits resets it; the waiting request names it.
         req.socket = c.sockets.add(Sock::Tcp(h), cx.config.max_sockets)?;
+        cx.memory.charge(c.key, req.socket, connection_charge(cx.iface, h));
         if let Some(local) = cx.iface.tcp_ref().connection(h).map(|k| k.local()) {
             c.sockets.claim_port(cx.steering, req.socket, TCP, local.port());
         }
@@ -218,15 +261,31 @@ pub(super) fn set_option(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request
     let option = SockOption::from_u64(req.aux[0]).ok_or(libc::ENOPROTOOPT)?;
     let value = req.aux[1];
     let bytes = usize::try_from(value).map_err(|_| libc::EINVAL)?;
-    let mut tcp = cx.iface.tcp();
+    let config = cx.iface.tcp_ref().connection(h).ok_or(libc::EBADF)?.config();
+    let (send, recv) = (config.send_buffer, config.recv_buffer_limit());
+    let mut fit = |current: usize, other: usize| {
+        let granted = cx.memory.grant_resize(c.key, req.socket, current, other, bytes);
+        cx.stats.buffers_shrunk += u64::from(granted < bytes);
+        granted
+    };
     let in_force = match option {
-        SockOption::SendBuffer => tcp.set_send_buffer(h, bytes, cx.now).map(|n| n as u64),
-        SockOption::RecvBuffer => tcp.set_recv_buffer(h, bytes, cx.now).map(|n| n as u64),
-        SockOption::UserTimeout => tcp.set_user_timeout(h, Some(Duration::from_millis(value))).map(|()| value),
-        SockOption::NoDelay => tcp.set_nodelay(h, value != 0).map(|()| value),
+        SockOption::SendBuffer => {
+            let granted = fit(send, recv);
+            cx.iface.tcp().set_send_buffer(h, granted, cx.now).map(|n| n as u64)
+        }
+        SockOption::RecvBuffer => {
+            let granted = fit(recv, send);
+            cx.iface.tcp().set_recv_buffer(h, granted, cx.now).map(|n| n as u64)
+        }
+        SockOption::UserTimeout => {
+            cx.iface.tcp().set_user_timeout(h, Some(Duration::from_millis(value))).map(|()| value)
+        }
+        SockOption::NoDelay => cx.iface.tcp().set_nodelay(h, value != 0).map(|()| value),
         SockOption::Priority => return super::control::set_priority(c, req),
     };
-    Ok(Some(Done::value(in_force.map_err(engine_errno)?)))
+    let in_force = in_force.map_err(engine_errno)?;
+    cx.memory.charge(c.key, req.socket, connection_charge(cx.iface, h));
+    Ok(Some(Done::value(in_force)))
 }
 
 /// `GET_OPTION`: the value of option `aux[0]` of the connection.

@@ -4,10 +4,12 @@
 //! completed when the engine lets go) when the client lends it and it
 //! leaves netd; otherwise the engine copies it. A received datagram is
 //! handed over in place or copied (`deliver`); the result is its whole
-//! length, the completion's piece what fit.
+//! length, the completion's piece what fit. A socket's receive queue is
+//! charged to its client (`crate::memory`).
 
 use super::deliver::{copy_to_region, received_in_place};
 use super::{address, blocked, buffer, engine_errno, payload, Caller, Context, Done, Outcome};
+use crate::memory::UDP_RECV_QUEUE;
 use crate::sockets::Sock;
 use crate::steering::UDP;
 use nagare_request::{encode_addr, Completion, Piece, Request};
@@ -17,9 +19,20 @@ pub(super) fn bind(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> O
     let local = address(req.aux[0])?;
     let h = cx.iface.udp().bind(local).map_err(engine_errno)?;
     let local = cx.iface.udp_ref().socket(h).map_or(local, |u| u.local());
+    // Its receive queue: as much as its client's budget leaves, at most
+    // `UDP_RECV_QUEUE`, at least the floor.
+    let want = cx.iface.udp_ref().socket(h).map_or(0, |u| u.recv_queue_limit()).min(UDP_RECV_QUEUE);
+    let Some(queue) = cx.memory.grant_queue(c.key, want) else {
+        cx.stats.memory_refused += 1;
+        let _ = cx.iface.udp().close(h);
+        return Err(libc::ENOBUFS);
+    };
+    cx.stats.buffers_shrunk += u64::from(queue < want);
+    let queue = cx.iface.udp().set_recv_queue_limit(h, queue).map_err(engine_errno)?;
     let id = c.sockets.add(Sock::Udp(h), cx.config.max_sockets).inspect_err(|_| {
         let _ = cx.iface.udp().close(h);
     })?;
+    cx.memory.charge(c.key, id, queue);
     c.sockets.claim_port(cx.steering, id, UDP, local.port());
     Ok(Some(Done::with_addr(u64::from(id), encode_addr(local))))
 }

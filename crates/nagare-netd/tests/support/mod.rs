@@ -78,6 +78,19 @@ impl NetdThread {
     /// As [`NetdThread::start`], with rings of `ring_slots` and `buffers`
     /// in each client's region.
     pub fn start_with_region(placement: Placement, wire: Wire, ring_slots: u32, buffers: u32) -> NetdThread {
+        NetdThread::start_configured(placement, wire, move |c| {
+            c.ring_slots = ring_slots;
+            c.buffers = buffers;
+        })
+    }
+
+    /// As [`NetdThread::start`], with the test's configuration changed by
+    /// `tweak` (limits, budgets).
+    pub fn start_configured(
+        placement: Placement,
+        wire: Wire,
+        tweak: impl FnOnce(&mut NetdConfig) + Send + 'static,
+    ) -> NetdThread {
         assert!(placement != Placement::Split, "a driver process needs the nagare binary");
         assert!(wire == Wire::Loopback || placement == Placement::Inline, "the peer link is inline only");
         static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -91,7 +104,7 @@ impl NetdThread {
             std::thread::Builder::new()
                 .name(String::from("netd"))
                 .spawn(move || -> Result<Final, String> {
-                    let started = build(socket, placement, wire, ring_slots, buffers);
+                    let started = build(socket, placement, wire, tweak);
                     let (mut netd, mut peer) = match started {
                         Ok(x) => {
                             let _ = ready_tx.send(Ok(()));
@@ -172,14 +185,13 @@ fn build(
     socket: PathBuf,
     placement: Placement,
     wire: Wire,
-    ring_slots: u32,
-    buffers: u32,
+    tweak: impl FnOnce(&mut NetdConfig),
 ) -> std::io::Result<(Netd, Option<Peer>)> {
     let iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 1]), NETD_ADDR);
-    let config = NetdConfig {
+    let mut config = NetdConfig {
         socket,
-        ring_slots,
-        buffers,
+        ring_slots: RING_SLOTS,
+        buffers: BUFFERS,
         receive_pool: RECEIVE_POOL,
         max_pending: 16,
         max_sockets: 32,
@@ -187,6 +199,7 @@ fn build(
         link: String::from("netd test"),
         ..NetdConfig::default()
     };
+    tweak(&mut config);
     match (placement, wire) {
         (Placement::Single, _) => {
             let launcher = Box::new(|control| {

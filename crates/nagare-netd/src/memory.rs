@@ -1,0 +1,304 @@
+//! What netd lets each client make the engine hold: every socket is
+//! charged the buffer sizes the engine may fill for it (a TCP connection
+//! its send buffer and the most its receive buffer may grow to, a UDP
+//! socket its receive queue limit), to the client that holds it, and the
+//! sum over every client to netd as a whole.
+//!
+//! Invariant: `charged` is the sum of every socket's charge and every
+//! orphan's; a client's account is the sum of its sockets' charges and the
+//! orphans it left while it is here. A grant never takes a client past its
+//! budget nor netd past its cap, except by what the engine already holds
+//! for a connection accepted with data in it (a buffer never shrinks below
+//! what it holds).
+//!
+//! An orphan is a connection its client closed that the engine still
+//! keeps for its FIN exchange (FIN-WAIT, CLOSING, LAST-ACK), perhaps with
+//! data queued for a peer that does not take it. It stays charged, to the
+//! client that left it while that client is here and to netd alone (the
+//! unowned account) once it has gone, until the engine lets go of it or
+//! it reaches TIME-WAIT (which holds no data). At most `max_orphans`
+//! exist: a close past that resets the connection instead (Linux's
+//! `tcp_max_orphans`).
+
+use crate::config::NetdConfig;
+use nagare_core::tcp::connection::State;
+use nagare_core::tcp::TcpHandle;
+use nagare_core::Interface;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+
+/// The smallest send or receive buffer netd gives a connection (and
+/// receive queue a UDP socket): below it, a new socket is refused
+/// (`ENOBUFS`) rather than made too small to carry a window.
+pub(crate) const BUFFER_FLOOR: usize = 16 * 1024;
+
+/// The largest receive queue netd gives a UDP socket: as much as a TCP
+/// receive buffer (the engine's default, 4 MiB, would let two sockets take
+/// a client's whole budget).
+pub(crate) const UDP_RECV_QUEUE: usize = 256 * 1024;
+
+/// The part of the engine's buffer pool kept out of the cap, eighths:
+/// frames in flight (received, not yet delivered; headers; ARP, ICMP)
+/// need buffers that no socket is charged for.
+const RESERVE_EIGHTHS: usize = 1;
+
+/// A connection closed by its client that the engine still holds.
+struct Orphan {
+    handle: TcpHandle,
+    bytes: usize,
+    /// The client that left it, while that client is here.
+    owner: Option<u64>,
+}
+
+/// The accounts: netd's cap, each client's budget, every charge.
+pub(crate) struct Memory {
+    budget: usize,
+    cap: usize,
+    max_orphans: usize,
+    charged: Cell<usize>,
+    /// Each client's charge (sockets and orphans), by key.
+    clients: RefCell<HashMap<u64, usize>>,
+    /// Each socket's charge, by (client key, socket id).
+    sockets: RefCell<HashMap<(u64, u32), usize>>,
+    orphans: RefCell<Vec<Orphan>>,
+}
+
+/// What the report says about memory as a whole.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct MemoryLine {
+    pub charged: usize,
+    pub cap: usize,
+    pub orphans: usize,
+    pub max_orphans: usize,
+    /// Charged for orphans whose client has gone.
+    pub unowned: usize,
+}
+
+impl Memory {
+    /// The accounts for `config`'s budgets over an engine whose pool holds
+    /// `pool_bytes`.
+    pub fn new(config: &NetdConfig, pool_bytes: usize) -> Memory {
+        Memory {
+            budget: config.client_memory,
+            cap: pool_bytes - pool_bytes / 8 * RESERVE_EIGHTHS,
+            max_orphans: config.max_orphans,
+            charged: Cell::new(0),
+            clients: RefCell::new(HashMap::new()),
+            sockets: RefCell::new(HashMap::new()),
+            orphans: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// A client's budget.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// What client `key` is charged.
+    pub fn client_charged(&self, key: u64) -> usize {
+        self.clients.borrow().get(&key).copied().unwrap_or(0)
+    }
+
+    /// What socket `id` of client `key` is charged.
+    pub fn socket_charged(&self, key: u64, id: u32) -> usize {
+        self.sockets.borrow().get(&(key, id)).copied().unwrap_or(0)
+    }
+
+    /// The bytes client `key` may still be charged, counting `own` (what
+    /// the socket being sized holds already) as free.
+    pub fn room(&self, key: u64, own: usize) -> usize {
+        let client = self.client_charged(key).saturating_sub(own);
+        let all = self.charged.get().saturating_sub(own);
+        self.budget.saturating_sub(client).min(self.cap.saturating_sub(all))
+    }
+
+    /// Whether client `key` has room for a new connection at the floor.
+    pub fn has_room_for_connection(&self, key: u64) -> bool {
+        self.room(key, 0) >= 2 * BUFFER_FLOOR
+    }
+
+    /// Send and receive buffer sizes for a new connection of client `key`
+    /// that wants `send` and `recv`: what it wants if that fits, else the
+    /// room shared between them (neither below the floor), else `None`.
+    pub fn grant_connection(&self, key: u64, send: usize, recv: usize) -> Option<(usize, usize)> {
+        let room = self.room(key, 0);
+        if send.saturating_add(recv) <= room {
+            return Some((send, recv));
+        }
+        if room < 2 * BUFFER_FLOOR {
+            return None;
+        }
+        let s = send.min((room / 2).max(room.saturating_sub(recv)));
+        Some((s, recv.min(room - s)))
+    }
+
+    /// A receive queue for a new UDP socket of client `key` that wants
+    /// `want`: as much as fits, at least the floor, else `None`.
+    pub fn grant_queue(&self, key: u64, want: usize) -> Option<usize> {
+        let room = self.room(key, 0);
+        (room >= BUFFER_FLOOR).then(|| want.min(room))
+    }
+
+    /// A resize of one buffer of socket `id` from `current` to `asked`,
+    /// the socket's other buffer being `other`: a shrink is granted, a
+    /// growth as far as it fits.
+    pub fn grant_resize(&self, key: u64, id: u32, current: usize, other: usize, asked: usize) -> usize {
+        if asked <= current {
+            return asked;
+        }
+        let room = self.room(key, self.socket_charged(key, id)).saturating_sub(other);
+        asked.min(current.max(room))
+    }
+
+    /// Socket `id` of client `key` is charged `bytes` from now on.
+    pub fn charge(&self, key: u64, id: u32, bytes: usize) {
+        let before = self.sockets.borrow_mut().insert((key, id), bytes).unwrap_or(0);
+        self.shift(Some(key), before, bytes);
+    }
+
+    /// Socket `id` of client `key` has gone: its charge comes back.
+    pub fn release(&self, key: u64, id: u32) {
+        if let Some(bytes) = self.sockets.borrow_mut().remove(&(key, id)) {
+            self.shift(Some(key), bytes, 0);
+        }
+    }
+
+    /// Every socket of client `key` has gone.
+    pub fn release_all(&self, key: u64) {
+        let mut total = 0;
+        self.sockets.borrow_mut().retain(|&(k, _), bytes| {
+            if k == key {
+                total += *bytes;
+            }
+            k != key
+        });
+        self.shift(Some(key), total, 0);
+    }
+
+    /// Moves an account from `from` bytes to `to` (a client's, with
+    /// `key`, and netd's).
+    fn shift(&self, key: Option<u64>, from: usize, to: usize) {
+        if let Some(key) = key {
+            let mut clients = self.clients.borrow_mut();
+            let c = clients.entry(key).or_insert(0);
+            *c = (*c + to).saturating_sub(from);
+        }
+        self.charged.set((self.charged.get() + to).saturating_sub(from));
+    }
+
+    /// Whether the orphans netd keeps are at the cap, after letting go of
+    /// those the engine no longer keeps.
+    pub fn orphans_full(&self, iface: &Interface) -> bool {
+        if self.orphans.borrow().len() < self.max_orphans {
+            return false;
+        }
+        self.settle(iface);
+        self.orphans.borrow().len() >= self.max_orphans
+    }
+
+    /// Connection `handle`, just closed by client `key`, stays charged
+    /// `bytes` while the engine keeps it (and not past TIME-WAIT).
+    pub fn keep_orphan(&self, iface: &Interface, key: u64, handle: TcpHandle, bytes: usize) {
+        if lingers(iface, handle) {
+            self.orphans.borrow_mut().push(Orphan { handle, bytes, owner: Some(key) });
+            self.shift(Some(key), 0, bytes);
+        }
+    }
+
+    /// Lets go of the orphans the engine no longer keeps, or that reached
+    /// TIME-WAIT.
+    pub fn settle(&self, iface: &Interface) {
+        let mut gone = Vec::new();
+        self.orphans.borrow_mut().retain(|o| {
+            let keep = lingers(iface, o.handle);
+            if !keep {
+                gone.push((o.owner, o.bytes));
+            }
+            keep
+        });
+        for (owner, bytes) in gone {
+            self.shift(owner, bytes, 0);
+        }
+    }
+
+    /// Client `key` has gone (its sockets released): its orphans are
+    /// charged to netd alone from now on.
+    pub fn client_gone(&self, key: u64) {
+        for o in self.orphans.borrow_mut().iter_mut().filter(|o| o.owner == Some(key)) {
+            o.owner = None;
+        }
+        self.clients.borrow_mut().remove(&key);
+    }
+
+    /// The figures for the report.
+    pub fn line(&self) -> MemoryLine {
+        let orphans = self.orphans.borrow();
+        MemoryLine {
+            charged: self.charged.get(),
+            cap: self.cap,
+            orphans: orphans.len(),
+            max_orphans: self.max_orphans,
+            unowned: orphans.iter().filter(|o| o.owner.is_none()).map(|o| o.bytes).sum(),
+        }
+    }
+}
+
+/// Whether the engine keeps closed connection `h` with buffers to charge:
+/// held, and neither closed nor in TIME-WAIT.
+fn lingers(iface: &Interface, h: TcpHandle) -> bool {
+    iface.tcp_ref().released(h).is_some_and(|k| !matches!(k.state(), State::TimeWait | State::Closed))
+}
+
+/// What a connection's buffers may come to hold: its send buffer and the
+/// most its receive buffer may grow to.
+pub(crate) fn connection_charge(iface: &Interface, h: TcpHandle) -> usize {
+    iface.tcp_ref().connection(h).map_or(0, |k| k.config().send_buffer + k.config().recv_buffer_limit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory(budget: usize, pool: usize) -> Memory {
+        Memory::new(&NetdConfig { client_memory: budget, ..NetdConfig::default() }, pool)
+    }
+
+    #[test]
+    fn a_connection_gets_what_it_wants_then_a_share_then_nothing() {
+        let m = memory(600 * 1024, 64 << 20);
+        assert_eq!(m.grant_connection(1, 262144, 262144), Some((262144, 262144)));
+        m.charge(1, 1, 524288);
+        // 88 KiB left: shared, neither below the floor.
+        assert_eq!(m.grant_connection(1, 262144, 262144), Some((45056, 45056)));
+        m.charge(1, 2, 90112);
+        assert_eq!(m.grant_connection(1, 262144, 262144), None);
+        // Another client has its own budget.
+        assert_eq!(m.grant_connection(2, 262144, 262144), Some((262144, 262144)));
+        m.release(1, 1);
+        assert_eq!(m.client_charged(1), 90112);
+        m.release_all(1);
+        assert_eq!((m.client_charged(1), m.line().charged), (0, 0));
+    }
+
+    #[test]
+    fn the_cap_binds_every_client_together() {
+        // 8 MiB of pool: 7 MiB to charge.
+        let m = memory(64 << 20, 8 << 20);
+        m.charge(1, 1, 7 << 20);
+        assert_eq!(m.grant_connection(2, 262144, 262144), None);
+        assert_eq!(m.grant_queue(2, 1), None);
+        m.release(1, 1);
+        assert_eq!(m.grant_queue(2, 1000), Some(1000));
+    }
+
+    #[test]
+    fn a_resize_gets_what_fits_and_never_less_than_it_had() {
+        let m = memory(1 << 20, 64 << 20);
+        m.charge(1, 1, 524288);
+        // 512 KiB room besides this socket's own 256 KiB of send buffer.
+        assert_eq!(m.grant_resize(1, 1, 262144, 262144, 4 << 20), 786432);
+        assert_eq!(m.grant_resize(1, 1, 262144, 262144, 1000), 1000);
+        m.charge(1, 2, 1 << 20);
+        assert_eq!(m.grant_resize(1, 1, 262144, 262144, 4 << 20), 262144);
+    }
+}
