@@ -75,6 +75,13 @@ enum Command {
         /// work keeps coming they poll up to 5 ms.
         #[arg(long, default_value_t = 50)]
         spin_us: u64,
+        /// The PacketFlow modules netd runs, a comma-separated list, or
+        /// `none`: `filter` drops UDP before the engine for receivers of
+        /// low priority while the receive path drops and for sockets whose
+        /// queue is full (`scheduler` and `mm` are not built yet). Default:
+        /// every module built.
+        #[arg(long, value_parser = args::parse_packetflow, default_value = "filter")]
+        packetflow: nagare_netd::PacketFlow,
     },
     /// netd's driver process (started by `nagare netd`, not by hand).
     #[command(hide = true)]
@@ -219,8 +226,9 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Demo { pcap, seed, stream } => demo::run(demo::DemoArgs { pcap, seed, stream_datagrams: stream }),
         Command::Up { link, pcap, services } => up::run(&link.spec(), pcap.as_deref(), &services.config(true)),
-        Command::Netd { link, socket, services, placement, spin_us } => {
-            let mut builder = NetdBuilder::new(link.spec()).socket(socket).services(services.config(false));
+        Command::Netd { link, socket, services, placement, spin_us, packetflow } => {
+            let mut builder =
+                NetdBuilder::new(link.spec()).socket(socket).services(services.config(false)).packetflow(packetflow);
             if let Some(placement) = placement {
                 builder = builder.placement(placement);
             }

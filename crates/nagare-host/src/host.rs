@@ -94,9 +94,23 @@ impl<D: Device> Host<D> {
     /// Hands one batch of the device's frames to the engine; how many, or
     /// `None` if the device failed.
     pub fn receive(&mut self, now: Instant) -> Option<usize> {
+        self.receive_filtered(now, |_, _| true)
+    }
+
+    /// [`Host::receive`] with `keep` asked about each frame of the batch
+    /// before the engine sees any of it: a frame it refuses is dropped
+    /// there (an early filter, which may look at the engine). Returns how
+    /// many frames the device delivered, kept or not.
+    pub fn receive_filtered(
+        &mut self,
+        now: Instant,
+        mut keep: impl FnMut(&Interface, &PacketBuf) -> bool,
+    ) -> Option<usize> {
         let pool = self.iface.pool().clone();
         match self.device.receive_batch(&pool, &mut self.rx, self.rx_batch, now) {
             Ok(n) => {
+                let iface = &self.iface;
+                self.rx.retain(|frame| keep(iface, frame));
                 self.iface.receive_batch(self.rx.drain(..), now);
                 Some(n)
             }

@@ -21,7 +21,10 @@
 //!   engine and their completions), `steering` (received frames placed in
 //!   their client's region), `view` (a region buffer as engine bytes);
 //! - what netd says about itself: `stats` ([`NetdStats`]) and `report`
-//!   (the text of `nagare stat`); its settings: `config` ([`NetdConfig`]).
+//!   (the text of `nagare stat`); its settings: `config` ([`NetdConfig`]);
+//! - PacketFlow, receive processing that honours the receiver's
+//!   priority: `packetflow` (the filter; [`PacketFlow`] says which
+//!   modules run).
 //!
 //! `docs/netd.md` describes the design.
 
@@ -36,6 +39,7 @@ mod lending;
 mod netd;
 mod ops;
 mod os;
+mod packetflow;
 mod priority;
 mod report;
 mod requests;
@@ -51,4 +55,5 @@ pub use config::NetdConfig;
 pub use driver::{DriverLink, DriverLinkStats, Placement};
 pub use nagare_request::{decode_addr, encode_addr, Completion, Op, Piece, ProtoError, Request, DEFAULT_SOCKET};
 pub use netd::Netd;
+pub use packetflow::PacketFlow;
 pub use stats::NetdStats;

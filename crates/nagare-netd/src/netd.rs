@@ -18,6 +18,7 @@ use crate::driver::{DriverLink, DriverLinkStats, Placement};
 use crate::frames::FramePath;
 use crate::lending::Lending;
 use crate::ops::Context;
+use crate::packetflow::{Filter, ReceiveDrops, Receivers, Verdict};
 use crate::report::{ClientLine, Report};
 use crate::requests::{answer_stat_requests, serve_client, waits_for_stat};
 use crate::session::Session;
@@ -48,6 +49,11 @@ pub struct Netd {
     config: NetdConfig,
     scratch: Vec<u8>,
     stats: NetdStats,
+    /// PacketFlow's filter, if it runs; the receivers it asks about (kept
+    /// either way); the receive path's drops, which it reads.
+    filter: Option<Filter>,
+    receivers: Receivers,
+    receive_drops: ReceiveDrops,
     /// The TAP whose descriptor and queues netd handed its driver, held
     /// open (and unread) while netd runs.
     pub(crate) held_tap: Option<TapDevice>,
@@ -105,8 +111,18 @@ impl Netd {
         if let Some(addr) = iface.config().addresses.first() {
             steering.set_local(iface.config().mac.0, addr.address().octets());
         }
+        // The filter's draws need no secrecy; a fixed seed serves if the
+        // system's source fails.
+        let filter = config
+            .packetflow
+            .filter
+            .then(|| Filter::new(nagare_host::secrets::random_u64().unwrap_or(0x9e37_79b9_7f4a_7c15)));
+        let receive_drops = ReceiveDrops::new(config.link_drops.clone());
         Ok(Netd {
             host: Host::new(iface, frames),
+            filter,
+            receivers: Receivers::default(),
+            receive_drops,
             placement,
             lending,
             steering,
@@ -232,13 +248,47 @@ impl Netd {
             frames.attach(s);
         });
         self.clients.notice_gone();
+        for s in &self.clients.sessions {
+            self.receivers.set_client(s.key(), s.priority.get().value);
+        }
         work |= self.host.device.check_driver(&self.clients.sessions);
+        self.end_filter_period();
         work
+    }
+
+    /// Ends a period of PacketFlow's filter with the receive path's drops
+    /// in it: frames the device or the driver had no buffer for, and those
+    /// the link dropped on their way to netd.
+    fn end_filter_period(&mut self) {
+        let Some(filter) = &mut self.filter else { return };
+        let device = self.host.device.stats().rx_dropped_no_buffer;
+        let driver = self.host.device.driver().map_or(0, |d| d.driver_counters().rx_dropped);
+        filter.end_period(self.receive_drops.since_last(device.saturating_add(driver)));
     }
 
     /// Frames from the device or driver into the engine.
     fn receive(&mut self, now: Instant) -> bool {
-        match self.host.receive(now) {
+        let received = match &mut self.filter {
+            None => self.host.receive(now),
+            Some(filter) => {
+                filter.begin_batch();
+                let (receivers, stats) = (&mut self.receivers, &mut self.stats);
+                self.host.receive_filtered(now, |iface, frame| match filter.judge(iface, receivers, frame) {
+                    Verdict::Pass => true,
+                    Verdict::LowPriority(h) => {
+                        stats.filter_dropped_low_priority += 1;
+                        receivers.count_drop(h);
+                        false
+                    }
+                    Verdict::Overflow(h) => {
+                        stats.filter_dropped_overflow += 1;
+                        receivers.count_drop(h);
+                        false
+                    }
+                })
+            }
+        };
+        match received {
             Some(n) => n > 0,
             None => {
                 self.stats.device_errors += 1;
@@ -269,6 +319,7 @@ impl Netd {
             lending: &self.lending,
             steering: &self.steering,
             stats: &mut self.stats,
+            receivers: &mut self.receivers,
         };
         for s in &mut self.clients.sessions {
             work |= serve_client(s, &mut cx);
@@ -295,7 +346,7 @@ impl Netd {
     pub fn report(&mut self, limit: usize) -> String {
         let iface = &self.host.iface;
         let clients: Vec<ClientLine> =
-            self.clients.sessions.iter().map(|s| s.client_line(&self.steering, iface)).collect();
+            self.clients.sessions.iter().map(|s| s.client_line(&self.steering, iface, &self.receivers)).collect();
         let counters = self.host.iface.counters().clone();
         let mut engine = counters.iter();
         Report {
@@ -308,6 +359,7 @@ impl Netd {
             stats: self.stats,
             engine: &mut engine,
             engine_buffers: self.host.iface.pool().stats(),
+            filter: self.filter.as_ref().map(Filter::last_period),
         }
         .render(limit)
     }
@@ -361,6 +413,7 @@ impl Netd {
     fn disconnect(&mut self, mut s: Session, why: &str) {
         let now = self.clock.now();
         let gone = s.leave(&mut self.host.iface, &self.lending, &self.steering, now);
+        self.receivers.forget_client(s.key());
         self.host.device.detach(s.key());
         self.stats.sockets_reclaimed += gone.sockets as u64;
         self.stats.buffers_reclaimed += u64::from(gone.reclaimed);

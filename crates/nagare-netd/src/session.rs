@@ -17,6 +17,7 @@
 
 use crate::lending::Lending;
 use crate::ops::{Caller, Done, Outcome};
+use crate::packetflow::Receivers;
 use crate::priority::ClientPriority;
 use crate::report::{ClientLine, SocketLine};
 use crate::sockets::{ClientSockets, Sock};
@@ -344,7 +345,7 @@ impl Session {
     }
 
     /// The client's line in the report, with a line per socket.
-    pub fn client_line(&self, steering: &Steering, iface: &Interface) -> ClientLine {
+    pub fn client_line(&self, steering: &Steering, iface: &Interface, receivers: &Receivers) -> ClientLine {
         let counts = self.sockets.counts();
         let (_, netd_held, client_held) = self.pool.counts();
         let receive = steering.pool_size(self.conn.id) as u32;
@@ -364,12 +365,12 @@ impl Session {
             bad: self.bad,
             priority: self.priority.get(),
             nice: self.priority.nice(),
-            sockets: self.socket_lines(iface),
+            sockets: self.socket_lines(iface, receivers),
         }
     }
 
     /// A report line per socket, by id.
-    fn socket_lines(&self, iface: &Interface) -> Vec<SocketLine> {
+    fn socket_lines(&self, iface: &Interface, receivers: &Receivers) -> Vec<SocketLine> {
         let mut lines: Vec<SocketLine> = self
             .sockets
             .iter()
@@ -386,6 +387,7 @@ impl Session {
                     recv_queued: 0,
                     waiting,
                     priority: crate::ops::socket_priority(&self.sockets, self.priority.get(), id),
+                    filter_drops: 0,
                 };
                 match sock {
                     Sock::Tcp(h) => {
@@ -404,6 +406,7 @@ impl Session {
                     }
                     Sock::Udp(h) => {
                         line.kind = "udp";
+                        line.filter_drops = receivers.filter_drops(h);
                         if let Some(u) = iface.udp_ref().socket(h) {
                             line.local = Some(u.local());
                             line.recv_queued = u.queued_bytes();

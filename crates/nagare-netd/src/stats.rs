@@ -46,4 +46,10 @@ pub struct NetdStats {
     /// Binds to a port another client had, answered only once the driver
     /// had applied the port's change of hands.
     pub binds_held: u64,
+    /// UDP datagrams PacketFlow's filter dropped for a receiver of less
+    /// than high priority while the receive path was dropping.
+    pub filter_dropped_low_priority: u64,
+    /// UDP datagrams PacketFlow's filter dropped for a socket whose queue
+    /// would not take them.
+    pub filter_dropped_overflow: u64,
 }

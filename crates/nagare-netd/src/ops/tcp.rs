@@ -224,7 +224,7 @@ pub(super) fn set_option(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request
         SockOption::RecvBuffer => tcp.set_recv_buffer(h, bytes, cx.now).map(|n| n as u64),
         SockOption::UserTimeout => tcp.set_user_timeout(h, Some(Duration::from_millis(value))).map(|()| value),
         SockOption::NoDelay => tcp.set_nodelay(h, value != 0).map(|()| value),
-        SockOption::Priority => return super::control::set_priority(c, req),
+        SockOption::Priority => return super::control::set_priority(cx, c, req),
     };
     Ok(Some(Done::value(in_force.map_err(engine_errno)?)))
 }

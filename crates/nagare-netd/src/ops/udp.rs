@@ -21,6 +21,7 @@ pub(super) fn bind(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> O
         let _ = cx.iface.udp().close(h);
     })?;
     c.sockets.claim_port(cx.steering, id, UDP, local.port());
+    cx.receivers.add(h, c.key);
     Ok(Some(Done::with_addr(u64::from(id), encode_addr(local))))
 }
 
