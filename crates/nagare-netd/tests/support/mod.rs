@@ -18,7 +18,7 @@ use nagare_dev::{Device, LinkConfig, Loopback, MonotonicClock, SimLink, SimPort}
 use nagare_ipc::rendezvous::Client;
 use nagare_ipc::{Consumer, Descriptor, Notifier, Pool, Producer, Waiter};
 use nagare_netd::driver::{serve, DriverHandle, DriverLink};
-use nagare_netd::{Completion, Netd, NetdConfig, NetdStats, Piece, Placement, Request};
+use nagare_netd::{Completion, Netd, NetdConfig, NetdStats, PacketFlow, Piece, Placement, Request};
 use nagare_wire::EthernetAddress;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
@@ -52,6 +52,17 @@ pub enum Wire {
     PeerLink,
 }
 
+/// Settings a test changes from the defaults netd and its engine get.
+#[derive(Clone, Debug, Default)]
+pub struct Tune {
+    /// Datagrams each of the engine's UDP sockets queues.
+    pub udp_rx_queue_packets: Option<usize>,
+    /// The PacketFlow modules netd runs.
+    pub packetflow: Option<PacketFlow>,
+    /// The file netd reads the link's drops from.
+    pub link_drops: Option<PathBuf>,
+}
+
 /// What netd's thread reports once its loop has stopped.
 #[derive(Debug)]
 pub struct Final {
@@ -78,6 +89,11 @@ impl NetdThread {
     /// As [`NetdThread::start`], with rings of `ring_slots` and `buffers`
     /// in each client's region.
     pub fn start_with_region(placement: Placement, wire: Wire, ring_slots: u32, buffers: u32) -> NetdThread {
+        NetdThread::start_tuned(placement, wire, ring_slots, buffers, Tune::default())
+    }
+
+    /// As [`NetdThread::start_with_region`], with `tune`'s settings.
+    pub fn start_tuned(placement: Placement, wire: Wire, ring_slots: u32, buffers: u32, tune: Tune) -> NetdThread {
         assert!(placement != Placement::Split, "a driver process needs the nagare binary");
         assert!(wire == Wire::Loopback || placement == Placement::Inline, "the peer link is inline only");
         static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -91,7 +107,7 @@ impl NetdThread {
             std::thread::Builder::new()
                 .name(String::from("netd"))
                 .spawn(move || -> Result<Final, String> {
-                    let started = build(socket, placement, wire, ring_slots, buffers);
+                    let started = build(socket, placement, wire, ring_slots, buffers, tune);
                     let (mut netd, mut peer) = match started {
                         Ok(x) => {
                             let _ = ready_tx.send(Ok(()));
@@ -163,8 +179,11 @@ impl Drop for NetdThread {
     }
 }
 
-fn engine(mac: EthernetAddress, addr: Ipv4Addr) -> Interface {
-    let config = InterfaceConfig::new(mac, format!("{addr}/24").parse().expect("cidr"));
+fn engine(mac: EthernetAddress, addr: Ipv4Addr, udp_rx_queue_packets: Option<usize>) -> Interface {
+    let mut config = InterfaceConfig::new(mac, format!("{addr}/24").parse().expect("cidr"));
+    if let Some(n) = udp_rx_queue_packets {
+        config.udp_rx_queue_packets = n;
+    }
     Interface::new(config, Capabilities::default(), BufferPool::new(2048, 4096))
 }
 
@@ -174,8 +193,9 @@ fn build(
     wire: Wire,
     ring_slots: u32,
     buffers: u32,
+    tune: Tune,
 ) -> std::io::Result<(Netd, Option<Peer>)> {
-    let iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 1]), NETD_ADDR);
+    let iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 1]), NETD_ADDR, tune.udp_rx_queue_packets);
     let config = NetdConfig {
         socket,
         ring_slots,
@@ -185,6 +205,8 @@ fn build(
         max_sockets: 32,
         max_bad: 64,
         link: String::from("netd test"),
+        packetflow: tune.packetflow.unwrap_or_default(),
+        link_drops: tune.link_drops,
         ..NetdConfig::default()
     };
     match (placement, wire) {
@@ -230,7 +252,7 @@ struct Peer {
 
 impl Peer {
     fn new(port: SimPort) -> Peer {
-        let mut iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 2]), PEER_ADDR);
+        let mut iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 2]), PEER_ADDR, None);
         let local = SocketAddrV4::new(PEER_ADDR, ECHO_PORT);
         let udp = iface.udp().bind(local).expect("the peer's UDP socket");
         let listener = iface.tcp().listen(local, 16).expect("the peer's listener");

@@ -194,9 +194,14 @@ fn tcp_segments_are_never_dropped() {
     for _ in 0..100 {
         assert_eq!(filter.judge(&s.us, &s.receivers, &syn), Verdict::Pass);
     }
-    // A UDP datagram to the same port is dropped at this rate.
+    // A UDP datagram to the same port is dropped at this rate; the same
+    // bytes said to be TCP are not.
     let low = s.datagram(7002, 10);
     assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::LowPriority(s.low));
+    let mut bytes = low.to_vec();
+    bytes[ETHERNET_HEADER + 9] = 6;
+    let as_tcp = PacketBuf::from_slice(&BufferPool::new(2048, 4), 0, &bytes).unwrap();
+    assert_eq!(filter.judge(&s.us, &s.receivers, &as_tcp), Verdict::Pass);
     s.us.receive(syn, NOW);
     assert!(!s.us.tx_queue().is_empty(), "the SYN reached the listener, which answers");
 }
