@@ -34,7 +34,8 @@ use std::time::Duration;
 
 /// Longest sleep, so a stop request and timers are noticed.
 const MAX_SLEEP: Duration = Duration::from_millis(100);
-/// How often a busy loop looks for new clients and dead ones.
+/// How often a busy loop looks for new clients and dead ones; the period
+/// over which PacketFlow's filter measures the receive path's drops.
 const HOUSEKEEPING: Duration = Duration::from_millis(20);
 
 /// The inet server.
@@ -238,7 +239,8 @@ impl Netd {
         work
     }
 
-    /// New clients, clients that have gone, and a driver that died.
+    /// New clients, clients that have gone, a driver that died, and the
+    /// end of a period of PacketFlow's filter.
     fn housekeeping(&mut self) -> bool {
         let (lending, steering, frames) = (&self.lending, &self.steering, &mut self.host.device);
         let mut work = self.clients.accept_all(&mut self.stats, |s| {
@@ -266,7 +268,8 @@ impl Netd {
         filter.end_period(self.receive_drops.since_last(device.saturating_add(driver)));
     }
 
-    /// Frames from the device or driver into the engine.
+    /// Frames from the device or driver into the engine, through
+    /// PacketFlow's filter if it runs.
     fn receive(&mut self, now: Instant) -> bool {
         let received = match &mut self.filter {
             None => self.host.receive(now),

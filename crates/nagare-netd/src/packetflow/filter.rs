@@ -13,9 +13,10 @@
 //! (numerically least) priority among the UDP sockets datagrams came to
 //! in this period or the last, or a client the scheduler has boosted.
 //!
-//! A frame costs a peek at its headers (copied onto the stack, at most
-//! 42 bytes past the IP header's start), one hash lookup in the engine's
-//! port map and two in the receiver table; nothing is allocated. A frame
+//! A frame costs a peek at its headers (its first 34 bytes and the 8 of
+//! the UDP header, copied onto the stack), one hash lookup in the
+//! engine's port map, two in the receiver table and one in the batch's
+//! tally (whose capacity is kept); nothing is allocated. A frame
 //! the filter cannot read as an unfragmented UDP datagram to one of
 //! netd's addresses on its MAC address passes to the engine, which counts
 //! and drops what is malformed.
