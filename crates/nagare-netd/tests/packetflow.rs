@@ -1,5 +1,6 @@
 //! PacketFlow's filter in a netd over a simulated link to a peer that
-//! echoes: datagrams for a socket whose queue is full are dropped by the
+//! echoes, inline and with a driver thread (the filter runs as frames
+//! come from the device or the driver): datagrams for a socket whose queue is full are dropped by the
 //! filter before the engine (by the engine when the filter is off); while
 //! the link drops frames on their way to netd, a low-priority socket's
 //! datagrams are dropped and the highest-priority socket's and a TCP
@@ -23,6 +24,7 @@ const PEER_ECHO: SocketAddrV4 = SocketAddrV4::new(PEER_ADDR, ECHO_PORT);
 /// to one that does not read.
 const QUEUE: usize = 4;
 const SENT: usize = 12;
+const PLACEMENTS: [Placement; 2] = [Placement::Inline, Placement::Single];
 
 /// The report's line for the UDP socket on `port`.
 fn udp_line(report: &str, port: u16) -> &str {
@@ -30,12 +32,12 @@ fn udp_line(report: &str, port: u16) -> &str {
     report.lines().find(|l| l.starts_with("socket ") && l.contains(&local)).expect("the socket's line")
 }
 
-/// netd with `packetflow`: a raw client's socket, which never reads, has
+/// netd in `placement` with `packetflow`: a raw client's socket, which never reads, has
 /// [`SENT`] datagrams echoed to it. The report once every echo has been
 /// dropped or queued.
-fn echoes_to_a_socket_that_does_not_read(packetflow: PacketFlow) -> String {
+fn echoes_to_a_socket_that_does_not_read(placement: Placement, packetflow: PacketFlow) -> String {
     let tune = Tune { udp_rx_queue_packets: Some(QUEUE), packetflow: Some(packetflow), ..Tune::default() };
-    let netd = NetdThread::start_tuned(Placement::Inline, Wire::PeerLink, RING_SLOTS, BUFFERS, tune);
+    let netd = NetdThread::start_tuned(placement, Wire::PeerLink, RING_SLOTS, BUFFERS, tune);
     let mut raw = RawClient::connect(&netd);
     let mut bind = raw.request(Op::UdpBind);
     bind.aux[0] = encode_addr(SocketAddrV4::new(NETD_ADDR, 9900));
@@ -54,37 +56,48 @@ fn echoes_to_a_socket_that_does_not_read(packetflow: PacketFlow) -> String {
         dropped >= (SENT - QUEUE) as u64
     });
     assert!(udp_line(&report, 9900).contains(&format!(" recv_queued {} ", QUEUE * 100)), "{report}");
+    assert_eq!(report.contains("\ndriver pid "), placement == Placement::Single, "{report}");
     report
 }
 
 #[test]
 fn datagrams_for_a_full_socket_are_dropped_by_the_filter_before_the_engine() {
-    let report = echoes_to_a_socket_that_does_not_read(PacketFlow::ALL);
-    let dropped = (SENT - QUEUE) as u64;
-    assert_eq!(stat_value(&report, "netd filter_dropped_overflow "), Some(dropped), "{report}");
-    assert_eq!(stat_value(&report, "engine drop_udp_queue_full "), None, "the engine dropped none:\n{report}");
-    assert_eq!(stat_value(&report, "netd filter_dropped_low_priority "), Some(0), "{report}");
-    assert!(udp_line(&report, 9900).ends_with(&format!(" filter_drops {dropped}")), "{report}");
-    assert!(report.contains("\npacketflow filter on "), "{report}");
+    for placement in PLACEMENTS {
+        let report = echoes_to_a_socket_that_does_not_read(placement, PacketFlow::ALL);
+        let dropped = (SENT - QUEUE) as u64;
+        assert_eq!(stat_value(&report, "netd filter_dropped_overflow "), Some(dropped), "{placement:?}: {report}");
+        assert_eq!(stat_value(&report, "engine drop_udp_queue_full "), None, "the engine dropped none:\n{report}");
+        assert_eq!(stat_value(&report, "netd filter_dropped_low_priority "), Some(0), "{report}");
+        assert!(udp_line(&report, 9900).ends_with(&format!(" filter_drops {dropped}")), "{report}");
+        assert!(report.contains("\npacketflow filter on "), "{report}");
+    }
 }
 
 #[test]
 fn with_the_filter_off_the_engine_drops_them_itself() {
-    let report = echoes_to_a_socket_that_does_not_read(PacketFlow::NONE);
-    let dropped = (SENT - QUEUE) as u64;
-    assert_eq!(stat_value(&report, "engine drop_udp_queue_full "), Some(dropped), "{report}");
-    assert_eq!(stat_value(&report, "netd filter_dropped_overflow "), Some(0), "{report}");
-    assert_eq!(stat_value(&report, "netd filter_dropped_low_priority "), Some(0), "{report}");
-    assert!(udp_line(&report, 9900).ends_with(" filter_drops 0"), "{report}");
-    assert!(report.contains("\npacketflow filter off\n"), "{report}");
+    for placement in PLACEMENTS {
+        let report = echoes_to_a_socket_that_does_not_read(placement, PacketFlow::NONE);
+        let dropped = (SENT - QUEUE) as u64;
+        assert_eq!(stat_value(&report, "engine drop_udp_queue_full "), Some(dropped), "{placement:?}: {report}");
+        assert_eq!(stat_value(&report, "netd filter_dropped_overflow "), Some(0), "{report}");
+        assert_eq!(stat_value(&report, "netd filter_dropped_low_priority "), Some(0), "{report}");
+        assert!(udp_line(&report, 9900).ends_with(" filter_drops 0"), "{report}");
+        assert!(report.contains("\npacketflow filter off\n"), "{report}");
+    }
 }
 
 #[test]
 fn while_the_link_drops_a_low_priority_socket_loses_datagrams_and_the_highest_and_tcp_lose_none() {
+    for placement in PLACEMENTS {
+        low_priority_datagrams_are_dropped_while_the_link_drops(placement);
+    }
+}
+
+fn low_priority_datagrams_are_dropped_while_the_link_drops(placement: Placement) {
     let counter = std::env::temp_dir().join(format!("nagare-packetflow-link-drops-{}", std::process::id()));
     std::fs::write(&counter, "0").unwrap();
     let tune = Tune { link_drops: Some(counter.clone()), ..Tune::default() };
-    let netd = NetdThread::start_tuned(Placement::Inline, Wire::PeerLink, RING_SLOTS, BUFFERS, tune);
+    let netd = NetdThread::start_tuned(placement, Wire::PeerLink, RING_SLOTS, BUFFERS, tune);
     let s = netd.connect();
     let at = |port| SocketAddrV4::new(NETD_ADDR, port);
     let high = UdpSocket::bind_via(&s, at(9901)).expect("bind");
@@ -103,7 +116,7 @@ fn while_the_link_drops_a_low_priority_socket_loses_datagrams_and_the_highest_an
     let deadline = Instant::now() + LIMIT;
     let mut buf = [0u8; 2048];
     while lost < 3 || rounds < 20 {
-        assert!(Instant::now() < deadline, "{lost} low-priority datagrams lost in {rounds} rounds");
+        assert!(Instant::now() < deadline, "{placement:?}: {lost} low-priority datagrams lost in {rounds} rounds");
         rounds += 1;
         link_drops += 1 << 40;
         std::fs::write(&counter, link_drops.to_string()).unwrap();
@@ -136,7 +149,7 @@ fn while_the_link_drops_a_low_priority_socket_loses_datagrams_and_the_highest_an
     // Every echo the filter dropped was missed; one missed may only have
     // been late.
     let dropped = stat_value(&report, "netd filter_dropped_low_priority ").expect("the counter");
-    assert!(dropped >= 1 && dropped <= lost, "{dropped} dropped, {lost} missed:\n{report}");
+    assert!(dropped >= 1 && dropped <= lost, "{placement:?}: {dropped} dropped, {lost} missed:\n{report}");
     assert!(udp_line(&report, 9902).ends_with(&format!(" filter_drops {dropped}")), "{report}");
     assert_eq!(stat_value(&report, "netd filter_dropped_overflow "), Some(0), "{report}");
     let _ = std::fs::remove_file(&counter);

@@ -4,7 +4,8 @@
 //! netd's device is a loopback device (frames netd sends come back to it;
 //! two clients of one netd talk through its own address, which the engine
 //! delivers locally) or one end of a simulated link whose other end is a
-//! peer engine stepped from netd's own loop (`Netd::run_with`), answering
+//! peer engine stepped from netd's own loop (`Netd::run_with`), or with a
+//! driver whenever the driver uses its device (`PeerDevice`), answering
 //! UDP and TCP on its port 7 with what it got. In driver placement the
 //! driver is a thread of the test too. Nothing needs root, a binary or a
 //! network namespace; every wait is bounded.
@@ -47,8 +48,9 @@ pub const LIMIT: Duration = Duration::from_secs(5);
 pub enum Wire {
     /// A loopback device.
     Loopback,
-    /// A simulated link to an echoing peer (inline placement only: the
-    /// link's two ends live in one thread).
+    /// A simulated link to an echoing peer, stepped from netd's loop
+    /// (inline) or from the driver's, as part of its device
+    /// ([`PeerDevice`]: single placement).
     PeerLink,
 }
 
@@ -95,7 +97,6 @@ impl NetdThread {
     /// As [`NetdThread::start_with_region`], with `tune`'s settings.
     pub fn start_tuned(placement: Placement, wire: Wire, ring_slots: u32, buffers: u32, tune: Tune) -> NetdThread {
         assert!(placement != Placement::Split, "a driver process needs the nagare binary");
-        assert!(wire == Wire::Loopback || placement == Placement::Inline, "the peer link is inline only");
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let socket = std::env::temp_dir().join(format!("nagare-netd-test-{}-{n}.sock", std::process::id()));
@@ -211,13 +212,16 @@ fn build(
     };
     match (placement, wire) {
         (Placement::Single, _) => {
-            let launcher = Box::new(|control| {
+            let launcher = Box::new(move |control| {
                 let thread = std::thread::Builder::new().name(String::from("netd-driver")).spawn(move || {
                     let stop = AtomicBool::new(false);
                     let _ = serve(
                         control,
                         Duration::from_micros(50),
-                        |_| Ok(Box::new(Loopback::new(1500, 256)) as Box<dyn Device>),
+                        |_| match wire {
+                            Wire::Loopback => Ok(Box::new(Loopback::new(1500, 256)) as Box<dyn Device>),
+                            Wire::PeerLink => Ok(Box::new(PeerDevice::new()) as Box<dyn Device>),
+                        },
                         &stop,
                     );
                 })?;
@@ -234,6 +238,56 @@ fn build(
             let netd = Netd::new(iface, Box::new(ours), MonotonicClock::new(), config)?;
             Ok((netd, Some(Peer::new(theirs))))
         }
+    }
+}
+
+/// Our end of a simulated link with the echoing peer at the other, which
+/// runs whenever the device is used: a device for a driver thread, which
+/// has no turn of netd's to step the peer in.
+struct PeerDevice {
+    ours: SimPort,
+    peer: Peer,
+}
+
+impl PeerDevice {
+    fn new() -> PeerDevice {
+        let (ours, theirs) = SimLink::new(LinkConfig::default(), 7);
+        PeerDevice { ours, peer: Peer::new(theirs) }
+    }
+}
+
+impl Device for PeerDevice {
+    fn receive_batch(
+        &mut self,
+        pool: &BufferPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+        now: EngineInstant,
+    ) -> std::io::Result<usize> {
+        self.peer.step(now);
+        self.ours.receive_batch(pool, out, max, now)
+    }
+
+    fn transmit_batch(
+        &mut self,
+        frames: &mut std::collections::VecDeque<PacketBuf>,
+        now: EngineInstant,
+    ) -> std::io::Result<usize> {
+        let n = self.ours.transmit_batch(frames, now)?;
+        self.peer.step(now);
+        Ok(n)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.ours.capabilities()
+    }
+
+    fn poll_at(&self) -> Option<EngineInstant> {
+        self.ours.poll_at()
+    }
+
+    fn stats(&self) -> nagare_dev::DeviceStats {
+        self.ours.stats()
     }
 }
 
