@@ -100,3 +100,46 @@ impl Receivers {
         self.sockets.get(&h).map_or(0, |r| r.filter_drops)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nagare_core::buf::BufferPool;
+    use nagare_core::{Capabilities, Interface, InterfaceConfig};
+    use nagare_wire::{EthernetAddress, Ipv4Cidr};
+    use std::net::{Ipv4Addr, SocketAddrV4};
+
+    #[test]
+    fn a_socket_has_its_own_priority_or_its_clients_until_it_or_its_client_goes() {
+        let ip = Ipv4Addr::new(10, 0, 0, 1);
+        let config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 1]), Ipv4Cidr::new(ip, 24).unwrap());
+        let mut iface = Interface::new(config, Capabilities::default(), BufferPool::new(2048, 16));
+        let [a, b, c] = [1, 2, 3].map(|port| iface.udp().bind(SocketAddrV4::new(ip, port)).unwrap());
+        let mut r = Receivers::default();
+        r.add(a, 7);
+        r.add(b, 7);
+        r.add(c, 8);
+        let at = |priority, boosted| Some(Destination { priority, boosted });
+        assert_eq!(r.destination(a), at(priority::DEFAULT, false), "a client not yet known: the default");
+        r.set_client(7, 125);
+        r.set_client(8, 110);
+        r.set_own(b, Some(101));
+        assert_eq!(
+            (r.destination(a), r.destination(b), r.destination(c)),
+            (at(125, false), at(101, false), at(110, false))
+        );
+        r.set_boosted(7, true);
+        assert_eq!((r.destination(a), r.destination(c)), (at(125, true), at(110, false)));
+        r.set_own(b, None);
+        assert_eq!(r.destination(b), at(125, true));
+        r.count_drop(a);
+        r.count_drop(a);
+        assert_eq!((r.filter_drops(a), r.filter_drops(b)), (2, 0));
+        r.remove(a);
+        assert_eq!((r.destination(a), r.filter_drops(a)), (None, 0));
+        r.forget_client(7);
+        assert_eq!((r.destination(b), r.destination(c)), (None, at(110, false)));
+        r.add(b, 7);
+        assert_eq!(r.destination(b), at(priority::DEFAULT, false), "nothing of the gone client is left");
+    }
+}
