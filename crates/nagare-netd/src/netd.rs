@@ -18,7 +18,7 @@ use crate::driver::{DriverLink, DriverLinkStats, Placement};
 use crate::frames::FramePath;
 use crate::lending::Lending;
 use crate::ops::Context;
-use crate::packetflow::{Filter, ReceiveDrops, Receivers, Verdict};
+use crate::packetflow::{Filter, ReceiveDrops, Receivers};
 use crate::report::{ClientLine, Report};
 use crate::requests::{answer_stat_requests, serve_client, waits_for_stat};
 use crate::session::Session;
@@ -276,19 +276,7 @@ impl Netd {
             Some(filter) => {
                 filter.begin_batch();
                 let (receivers, stats) = (&mut self.receivers, &mut self.stats);
-                self.host.receive_filtered(now, |iface, frame| match filter.judge(iface, receivers, frame) {
-                    Verdict::Pass => true,
-                    Verdict::LowPriority(h) => {
-                        stats.filter_dropped_low_priority += 1;
-                        receivers.count_drop(h);
-                        false
-                    }
-                    Verdict::Overflow(h) => {
-                        stats.filter_dropped_overflow += 1;
-                        receivers.count_drop(h);
-                        false
-                    }
-                })
+                self.host.receive_filtered(now, |iface, frame| filter.keep(iface, receivers, stats, frame))
             }
         };
         match received {

@@ -22,6 +22,7 @@
 //! and drops what is malformed.
 
 use super::receivers::Receivers;
+use crate::stats::NetdStats;
 use nagare_core::buf::PacketBuf;
 use nagare_core::{Interface, UdpHandle};
 use std::collections::HashMap;
@@ -142,6 +143,30 @@ impl Filter {
         let tally = self.batch.entry(h).or_insert((0, 0));
         *tally = (tally.0.saturating_add(d.count), tally.1.saturating_add(d.bytes));
         Verdict::Pass
+    }
+
+    /// Whether `frame` goes on to the engine ([`Filter::judge`]); a drop is
+    /// counted in `stats` and for its socket.
+    pub fn keep(
+        &mut self,
+        iface: &Interface,
+        receivers: &mut Receivers,
+        stats: &mut NetdStats,
+        frame: &PacketBuf,
+    ) -> bool {
+        let h = match self.judge(iface, receivers, frame) {
+            Verdict::Pass => return true,
+            Verdict::LowPriority(h) => {
+                stats.filter_dropped_low_priority += 1;
+                h
+            }
+            Verdict::Overflow(h) => {
+                stats.filter_dropped_overflow += 1;
+                h
+            }
+        };
+        receivers.count_drop(h);
+        false
     }
 
     /// The next pseudo-random 32 bits (xorshift64*; not for secrets).

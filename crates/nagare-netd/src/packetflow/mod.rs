@@ -12,7 +12,7 @@ mod filter;
 mod receivers;
 
 pub(crate) use drops::ReceiveDrops;
-pub(crate) use filter::{Filter, Verdict};
+pub(crate) use filter::Filter;
 pub(crate) use receivers::Receivers;
 
 use std::fmt;
