@@ -25,7 +25,7 @@ use super::receivers::Receivers;
 use crate::stats::NetdStats;
 use nagare_core::buf::PacketBuf;
 use nagare_core::{Interface, UdpHandle};
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 const ETHERNET_HEADER: usize = 14;

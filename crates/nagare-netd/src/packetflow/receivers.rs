@@ -11,7 +11,7 @@
 
 use crate::priority;
 use nagare_core::UdpHandle;
-use std::collections::{HashMap, HashSet};
+use hashbrown::{HashMap, HashSet};
 
 /// A UDP socket of a client.
 #[derive(Debug)]
