@@ -23,9 +23,9 @@
 
 use super::receivers::Receivers;
 use crate::stats::NetdStats;
+use hashbrown::HashMap;
 use nagare_core::buf::PacketBuf;
 use nagare_core::{Interface, UdpHandle};
-use hashbrown::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 const ETHERNET_HEADER: usize = 14;

@@ -10,8 +10,8 @@
 //! socket and one for its client.
 
 use crate::priority;
-use nagare_core::UdpHandle;
 use hashbrown::{HashMap, HashSet};
+use nagare_core::UdpHandle;
 
 /// A UDP socket of a client.
 #[derive(Debug)]
