@@ -145,6 +145,11 @@ pub fn parse_placement(s: &str) -> Result<nagare_netd::Placement, String> {
     }
 }
 
+/// A list of PacketFlow modules (`filter`), or `none`.
+pub fn parse_packetflow(s: &str) -> Result<nagare_netd::PacketFlow, String> {
+    s.parse()
+}
+
 /// A number of seconds as a duration, or a clear error naming the option.
 pub fn seconds(option: &str, value: f64) -> Result<std::time::Duration> {
     std::time::Duration::try_from_secs_f64(value)

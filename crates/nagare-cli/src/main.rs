@@ -89,6 +89,13 @@ enum Command {
         /// listeners are not answered.
         #[arg(long, default_value_t = 16384)]
         max_connections: usize,
+        /// The PacketFlow modules netd runs, a comma-separated list, or
+        /// `none`: `filter` drops UDP before the engine for receivers of
+        /// low priority while the receive path drops and for sockets whose
+        /// queue is full (`scheduler` and `mm` are not built yet). Default:
+        /// every module built.
+        #[arg(long, value_parser = args::parse_packetflow, default_value = "filter")]
+        packetflow: nagare_netd::PacketFlow,
     },
     /// netd's driver process (started by `nagare netd`, not by hand).
     #[command(hide = true)]
@@ -233,13 +240,24 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Demo { pcap, seed, stream } => demo::run(demo::DemoArgs { pcap, seed, stream_datagrams: stream }),
         Command::Up { link, pcap, services } => up::run(&link.spec(), pcap.as_deref(), &services.config(true)),
-        Command::Netd { link, socket, services, placement, spin_us, client_memory, max_orphans, max_connections } => {
+        Command::Netd {
+            link,
+            socket,
+            services,
+            placement,
+            spin_us,
+            client_memory,
+            max_orphans,
+            max_connections,
+            packetflow,
+        } => {
             let mut builder = NetdBuilder::new(link.spec())
                 .socket(socket)
                 .services(services.config(false))
                 .client_memory(client_memory)
                 .max_orphans(max_orphans)
-                .max_connections(max_connections);
+                .max_connections(max_connections)
+                .packetflow(packetflow);
             if let Some(placement) = placement {
                 builder = builder.placement(placement);
             }

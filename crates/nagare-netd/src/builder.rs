@@ -31,7 +31,7 @@
 
 use crate::driver::launch::{launcher, DriverDevice, DriverSpec};
 use crate::driver::{DriverLink, MAX_RX_QUEUES};
-use crate::{Netd, NetdConfig, Placement};
+use crate::{Netd, NetdConfig, PacketFlow, Placement};
 use nagare_dev::{MonotonicClock, TapDevice};
 use nagare_host::link::{interface_on, open_host};
 use nagare_host::{DeviceSpec, LinkSpec, ServiceConfig};
@@ -118,6 +118,12 @@ impl NetdBuilder {
         self
     }
 
+    /// The PacketFlow modules netd runs.
+    pub fn packetflow(mut self, packetflow: PacketFlow) -> NetdBuilder {
+        self.config.packetflow = packetflow;
+        self
+    }
+
     /// The services built into netd (echo, discard, HTTP).
     pub fn services(mut self, services: ServiceConfig) -> NetdBuilder {
         self.services = services;
@@ -139,7 +145,13 @@ impl NetdBuilder {
 
     /// Opens the link, starts the driver and the listener, enables the
     /// services.
-    pub fn build(self) -> io::Result<Built> {
+    pub fn build(mut self) -> io::Result<Built> {
+        // The TAP's kernel side transmits to netd: what it could not hand
+        // over, netd did not read in time.
+        if let DeviceSpec::Tap { name, .. } = &self.link.device {
+            let counter = PathBuf::from(format!("/sys/class/net/{name}/statistics/tx_dropped"));
+            self.config.link_drops.get_or_insert(counter);
+        }
         let clock = MonotonicClock::new();
         let link = &self.link;
         if self.placement == Placement::Inline {

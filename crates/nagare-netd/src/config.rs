@@ -2,6 +2,7 @@
 //! gets. Every limit here bounds what one client can make netd hold: ring
 //! slots, buffers, waiting requests, sockets and refused descriptors.
 
+use crate::packetflow::PacketFlow;
 use nagare_ipc::RegionConfig;
 use nagare_request::DEFAULT_SOCKET;
 use std::path::PathBuf;
@@ -46,6 +47,13 @@ pub struct NetdConfig {
     pub max_bad: u64,
     /// The link, as `nagare stat` names it (e.g. "vni lab port 2").
     pub link: String,
+    /// The PacketFlow modules netd runs (all that are built, by default).
+    pub packetflow: PacketFlow,
+    /// A file holding the link's count of frames it dropped on their way
+    /// to netd, read once per housekeeping period as a sign that the
+    /// receive path is dropping (for a TAP, the kernel's
+    /// `/sys/class/net/NAME/statistics/tx_dropped`; none otherwise).
+    pub link_drops: Option<PathBuf>,
 }
 
 impl Default for NetdConfig {
@@ -64,6 +72,8 @@ impl Default for NetdConfig {
             max_connections: 16384,
             max_bad: 1024,
             link: String::from("unnamed"),
+            packetflow: PacketFlow::default(),
+            link_drops: None,
         }
     }
 }

@@ -22,7 +22,10 @@
 //!   engine and their completions), `steering` (received frames placed in
 //!   their client's region), `view` (a region buffer as engine bytes);
 //! - what netd says about itself: `stats` ([`NetdStats`]) and `report`
-//!   (the text of `nagare stat`); its settings: `config` ([`NetdConfig`]).
+//!   (the text of `nagare stat`); its settings: `config` ([`NetdConfig`]);
+//! - PacketFlow, receive processing that honours the receiver's
+//!   priority: `packetflow` (the filter; [`PacketFlow`] says which
+//!   modules run).
 //!
 //! `docs/netd.md` describes the design.
 
@@ -38,6 +41,7 @@ mod memory;
 mod netd;
 mod ops;
 mod os;
+mod packetflow;
 mod priority;
 mod report;
 mod requests;
@@ -53,4 +57,5 @@ pub use config::NetdConfig;
 pub use driver::{DriverLink, DriverLinkStats, Placement};
 pub use nagare_request::{decode_addr, encode_addr, Completion, Op, Piece, ProtoError, Request, DEFAULT_SOCKET};
 pub use netd::Netd;
+pub use packetflow::PacketFlow;
 pub use stats::NetdStats;

@@ -19,6 +19,7 @@ use crate::frames::FramePath;
 use crate::lending::Lending;
 use crate::memory::Memory;
 use crate::ops::Context;
+use crate::packetflow::{Filter, ReceiveDrops, Receivers};
 use crate::report::{ClientLine, Report};
 use crate::requests::{answer_stat_requests, serve_client, waits_for_stat};
 use crate::session::Session;
@@ -34,7 +35,8 @@ use std::time::Duration;
 
 /// Longest sleep, so a stop request and timers are noticed.
 const MAX_SLEEP: Duration = Duration::from_millis(100);
-/// How often a busy loop looks for new clients and dead ones.
+/// How often a busy loop looks for new clients and dead ones; the period
+/// over which PacketFlow's filter measures the receive path's drops.
 const HOUSEKEEPING: Duration = Duration::from_millis(20);
 
 /// The inet server.
@@ -51,6 +53,11 @@ pub struct Netd {
     config: NetdConfig,
     scratch: Vec<u8>,
     stats: NetdStats,
+    /// PacketFlow's filter, if it runs; the receivers it asks about (kept
+    /// either way); the receive path's drops, which it reads.
+    filter: Option<Filter>,
+    receivers: Receivers,
+    receive_drops: ReceiveDrops,
     /// The TAP whose descriptor and queues netd handed its driver, held
     /// open (and unread) while netd runs.
     pub(crate) held_tap: Option<TapDevice>,
@@ -112,8 +119,18 @@ impl Netd {
         if let Some(addr) = iface.config().addresses.first() {
             steering.set_local(iface.config().mac.0, addr.address().octets());
         }
+        // The filter's draws need no secrecy; a fixed seed serves if the
+        // system's source fails.
+        let filter = config
+            .packetflow
+            .filter
+            .then(|| Filter::new(nagare_host::secrets::random_u64().unwrap_or(0x9e37_79b9_7f4a_7c15)));
+        let receive_drops = ReceiveDrops::new(config.link_drops.clone());
         Ok(Netd {
             host: Host::new(iface, frames),
+            filter,
+            receivers: Receivers::default(),
+            receive_drops,
             placement,
             lending,
             steering,
@@ -230,7 +247,8 @@ impl Netd {
         work
     }
 
-    /// New clients, clients that have gone, and a driver that died.
+    /// New clients, clients that have gone, a driver that died, and the
+    /// end of a period of PacketFlow's filter.
     fn housekeeping(&mut self) -> bool {
         let (lending, steering, frames) = (&self.lending, &self.steering, &mut self.host.device);
         let mut work = self.clients.accept_all(&mut self.stats, &self.memory, |s| {
@@ -241,13 +259,36 @@ impl Netd {
         });
         self.clients.notice_gone();
         self.memory.settle(&self.host.iface);
+        for s in &self.clients.sessions {
+            self.receivers.set_client(s.key(), s.priority.get().value);
+        }
         work |= self.host.device.check_driver(&self.clients.sessions);
+        self.end_filter_period();
         work
     }
 
-    /// Frames from the device or driver into the engine.
+    /// Ends a period of PacketFlow's filter with the receive path's drops
+    /// in it: frames the device or the driver had no buffer for, and those
+    /// the link dropped on their way to netd.
+    fn end_filter_period(&mut self) {
+        let Some(filter) = &mut self.filter else { return };
+        let device = self.host.device.stats().rx_dropped_no_buffer;
+        let driver = self.host.device.driver().map_or(0, |d| d.driver_counters().rx_dropped);
+        filter.end_period(self.receive_drops.since_last(device.saturating_add(driver)));
+    }
+
+    /// Frames from the device or driver into the engine, through
+    /// PacketFlow's filter if it runs.
     fn receive(&mut self, now: Instant) -> bool {
-        match self.host.receive(now) {
+        let received = match &mut self.filter {
+            None => self.host.receive(now),
+            Some(filter) => {
+                filter.begin_batch();
+                let (receivers, stats) = (&mut self.receivers, &mut self.stats);
+                self.host.receive_filtered(now, |iface, frame| filter.keep(iface, receivers, stats, frame))
+            }
+        };
+        match received {
             Some(n) => n > 0,
             None => {
                 self.stats.device_errors += 1;
@@ -279,6 +320,7 @@ impl Netd {
             steering: &self.steering,
             memory: &self.memory,
             stats: &mut self.stats,
+            receivers: &mut self.receivers,
         };
         for s in &mut self.clients.sessions {
             work |= serve_client(s, &mut cx);
@@ -304,8 +346,12 @@ impl Netd {
     /// What `nagare stat` shows, at most `limit` bytes.
     pub fn report(&mut self, limit: usize) -> String {
         let iface = &self.host.iface;
-        let clients: Vec<ClientLine> =
-            self.clients.sessions.iter().map(|s| s.client_line(&self.steering, &self.memory, iface)).collect();
+        let clients: Vec<ClientLine> = self
+            .clients
+            .sessions
+            .iter()
+            .map(|s| s.client_line(&self.steering, &self.memory, iface, &self.receivers))
+            .collect();
         let counters = self.host.iface.counters().clone();
         let mut engine = counters.iter();
         Report {
@@ -320,6 +366,7 @@ impl Netd {
             connections: (self.host.iface.tcp_ref().connection_count(), self.config.max_connections),
             engine: &mut engine,
             engine_buffers: self.host.iface.pool().stats(),
+            filter: self.filter.as_ref().map(Filter::last_period),
         }
         .render(limit)
     }
@@ -373,6 +420,7 @@ impl Netd {
     fn disconnect(&mut self, mut s: Session, why: &str) {
         let now = self.clock.now();
         let gone = s.leave(&mut self.host.iface, &self.lending, &self.steering, now);
+        self.receivers.forget_client(s.key());
         self.host.device.detach(s.key());
         self.memory.client_gone(s.key());
         self.stats.sockets_reclaimed += gone.sockets as u64;

@@ -57,6 +57,8 @@ pub(crate) struct SocketLine {
     pub send_buffer: usize,
     pub recv_buffer: usize,
     pub priority: Priority,
+    /// Datagrams PacketFlow's filter dropped for it.
+    pub filter_drops: u64,
 }
 
 /// Everything the report says.
@@ -76,6 +78,9 @@ pub(crate) struct Report<'a> {
     pub connections: (usize, usize),
     pub engine: &'a mut dyn Iterator<Item = (&'static str, u64)>,
     pub engine_buffers: PoolStats,
+    /// PacketFlow's filter, if it runs: the receive path's drops and the
+    /// frames it saw in its last period.
+    pub filter: Option<(u64, u64)>,
 }
 
 impl Report<'_> {
@@ -119,7 +124,7 @@ impl Report<'_> {
             for k in &c.sockets {
                 let _ = writeln!(
                     t,
-                    "socket {} client {} {} local {} remote {} state {} send_queued {} recv_queued {} waiting {} sndbuf {} rcvbuf {} prio {} from {}",
+                    "socket {} client {} {} local {} remote {} state {} send_queued {} recv_queued {} waiting {} sndbuf {} rcvbuf {} prio {} from {} filter_drops {}",
                     k.id,
                     c.id,
                     k.kind,
@@ -132,7 +137,8 @@ impl Report<'_> {
                     k.send_buffer,
                     k.recv_buffer,
                     k.priority.value,
-                    k.priority.source.name()
+                    k.priority.source.name(),
+                    k.filter_drops
                 );
             }
         }
@@ -161,6 +167,8 @@ impl Report<'_> {
             ("buffers_shrunk", s.buffers_shrunk),
             ("orphans_reset", s.orphans_reset),
             ("connections_refused", s.connections_refused),
+            ("filter_dropped_low_priority", s.filter_dropped_low_priority),
+            ("filter_dropped_overflow", s.filter_dropped_overflow),
         ] {
             let _ = writeln!(t, "netd {k} {v}");
         }
@@ -170,6 +178,14 @@ impl Report<'_> {
             "memory charged {} of {} orphans {} of {} unowned {} connections {} of {}",
             m.charged, m.cap, m.orphans, m.max_orphans, m.unowned, self.connections.0, self.connections.1
         );
+        match self.filter {
+            Some((drops, frames)) => {
+                let _ = writeln!(t, "packetflow filter on last_period receive_drops {drops} frames {frames}");
+            }
+            None => {
+                let _ = writeln!(t, "packetflow filter off");
+            }
+        }
         if let Some((pid, d, own)) = self.driver {
             let pid = pid.map_or_else(|| String::from("none"), |p| p.to_string());
             let _ = writeln!(t, "driver pid {pid} starts {} deaths {}", d.starts, d.deaths);
@@ -262,6 +278,7 @@ mod tests {
                 send_buffer: 262144,
                 recv_buffer: 262144,
                 priority: Priority { value: 100, source: Source::Option },
+                filter_drops: 6,
             }],
         }
     }
@@ -275,7 +292,7 @@ mod tests {
             driver: None,
             link: "vni x",
             clients,
-            stats: NetdStats { requests: 9, ..NetdStats::default() },
+            stats: NetdStats { requests: 9, filter_dropped_overflow: 7, ..NetdStats::default() },
             memory: crate::memory::MemoryLine {
                 charged: 1048576,
                 cap: 7340032,
@@ -286,6 +303,7 @@ mod tests {
             connections: (3, 16384),
             engine: &mut engine,
             engine_buffers: PoolStats { buf_size: 2048, capacity: 4096, in_use: 3, allocs: 10, exhausted: 0 },
+            filter: Some((2, 30)),
         }
         .render(limit)
     }
@@ -295,12 +313,14 @@ mod tests {
         let t = report(&[client(1), client(2)], 16384);
         assert!(t.starts_with("netd pid 1 uptime 2.0s placement single link vni x clients 2\n"), "{t}");
         assert!(t.contains("client 2 pid 102 uid 0 sockets 4 tcp 2 listeners 1 udp 1 echo 0 pending 1 buffers client 250 netd 6 receive 0 of 256 bad 0 memory 524288 of 8388608 prio 125 nice 5\n"));
-        assert!(t.contains("\nsocket 3 client 2 tcp local 10.0.0.2:4000 remote 10.0.0.1:7 state established send_queued 1000 recv_queued 20 waiting 4 sndbuf 262144 rcvbuf 262144 prio 100 from option\n"), "{t}");
+        assert!(t.contains("\nsocket 3 client 2 tcp local 10.0.0.2:4000 remote 10.0.0.1:7 state established send_queued 1000 recv_queued 20 waiting 4 sndbuf 262144 rcvbuf 262144 prio 100 from option filter_drops 6\n"), "{t}");
         assert!(
             t.contains("\nmemory charged 1048576 of 7340032 orphans 1 of 1024 unowned 0 connections 3 of 16384\n"),
             "{t}"
         );
         assert!(t.contains("netd requests 9\n"));
+        assert!(t.contains("packetflow filter on last_period receive_drops 2 frames 30\n"), "{t}");
+        assert!(t.contains("netd filter_dropped_low_priority 0\nnetd filter_dropped_overflow 7\n"), "{t}");
         assert!(t.contains("engine buffers in_use 3 of 4096"));
         assert!(t.contains("engine rx_frames 5\n"));
         assert!(!t.contains("drop_bad_checksum"));

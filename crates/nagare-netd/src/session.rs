@@ -18,6 +18,7 @@
 use crate::lending::Lending;
 use crate::memory::Memory;
 use crate::ops::{Caller, Done, Outcome};
+use crate::packetflow::Receivers;
 use crate::priority::ClientPriority;
 use crate::report::{ClientLine, SocketLine};
 use crate::sockets::{ClientSockets, Sock};
@@ -347,7 +348,13 @@ impl Session {
     }
 
     /// The client's line in the report, with a line per socket.
-    pub fn client_line(&self, steering: &Steering, memory: &Memory, iface: &Interface) -> ClientLine {
+    pub fn client_line(
+        &self,
+        steering: &Steering,
+        memory: &Memory,
+        iface: &Interface,
+        receivers: &Receivers,
+    ) -> ClientLine {
         let counts = self.sockets.counts();
         let (_, netd_held, client_held) = self.pool.counts();
         let receive = steering.pool_size(self.conn.id) as u32;
@@ -369,12 +376,12 @@ impl Session {
             memory_budget: memory.budget(),
             priority: self.priority.get(),
             nice: self.priority.nice(),
-            sockets: self.socket_lines(iface),
+            sockets: self.socket_lines(iface, receivers),
         }
     }
 
     /// A report line per socket, by id.
-    fn socket_lines(&self, iface: &Interface) -> Vec<SocketLine> {
+    fn socket_lines(&self, iface: &Interface, receivers: &Receivers) -> Vec<SocketLine> {
         let mut lines: Vec<SocketLine> = self
             .sockets
             .iter()
@@ -393,6 +400,7 @@ impl Session {
                     send_buffer: 0,
                     recv_buffer: 0,
                     priority: crate::ops::socket_priority(&self.sockets, self.priority.get(), id),
+                    filter_drops: 0,
                 };
                 match sock {
                     Sock::Tcp(h) => {
@@ -413,6 +421,7 @@ impl Session {
                     }
                     Sock::Udp(h) => {
                         line.kind = "udp";
+                        line.filter_drops = receivers.filter_drops(h);
                         if let Some(u) = iface.udp_ref().socket(h) {
                             line.local = Some(u.local());
                             line.recv_queued = u.queued_bytes();

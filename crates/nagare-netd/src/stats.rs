@@ -57,4 +57,10 @@ pub struct NetdStats {
     pub orphans_reset: u64,
     /// Connects refused (`ENFILE`) at the engine's connection limit.
     pub connections_refused: u64,
+    /// UDP datagrams PacketFlow's filter dropped for a receiver of less
+    /// than high priority while the receive path was dropping.
+    pub filter_dropped_low_priority: u64,
+    /// UDP datagrams PacketFlow's filter dropped for a socket whose queue
+    /// would not take them.
+    pub filter_dropped_overflow: u64,
 }

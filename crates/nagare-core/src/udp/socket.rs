@@ -45,7 +45,7 @@ impl UdpSocket {
     /// Queues a received datagram, or refuses it when the queue is full.
     pub(crate) fn enqueue(&mut self, datagram: UdpDatagram) -> bool {
         let len = datagram.payload.len();
-        if self.rx.len() >= self.rx_limit_packets || self.rx_bytes + len > self.rx_limit_bytes {
+        if !self.has_room_for(0, 0, len) {
             self.rx_dropped += 1;
             return false;
         }
@@ -58,6 +58,13 @@ impl UdpSocket {
         let d = self.rx.pop_front()?;
         self.rx_bytes -= d.payload.len();
         Some(d)
+    }
+
+    /// Whether a datagram sent to `dst` (on this socket's port) is for
+    /// this socket: bound to any address, or to `dst`'s.
+    pub(crate) fn takes(&self, dst: SocketAddrV4) -> bool {
+        let bound = *self.local.ip();
+        bound.is_unspecified() || bound == *dst.ip()
     }
 
     /// The bound local endpoint (address 0.0.0.0 means any of ours).
@@ -78,6 +85,21 @@ impl UdpSocket {
     /// The most payload bytes the receive queue holds.
     pub fn recv_queue_limit(&self) -> usize {
         self.rx_limit_bytes
+    }
+
+    /// Whether the queue, with `datagrams` more of `bytes` in all queued
+    /// first, would take a datagram of `len` payload bytes: the test a
+    /// received datagram meets, for a caller that looks ahead (netd's
+    /// PacketFlow filter, which sees a batch of frames before the engine
+    /// delivers any).
+    pub fn has_room_for(&self, datagrams: usize, bytes: usize, len: usize) -> bool {
+        self.rx.len().saturating_add(datagrams) < self.rx_limit_packets
+            && self.rx_bytes.saturating_add(bytes).saturating_add(len) <= self.rx_limit_bytes
+    }
+
+    /// The queue's limits: datagrams, and payload bytes in all.
+    pub fn queue_limits(&self) -> (usize, usize) {
+        (self.rx_limit_packets, self.rx_limit_bytes)
     }
 
     /// Datagrams dropped because the queue was full.

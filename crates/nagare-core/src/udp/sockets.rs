@@ -87,10 +87,15 @@ impl UdpSockets {
     /// that address; broadcasts go to wildcard sockets.
     pub(super) fn receiver(&mut self, dst: SocketAddrV4) -> Option<&mut UdpSocket> {
         let handle = self.ports.get(&dst.port()).copied()?;
-        self.table.get_mut(handle.0).filter(|s| {
-            let bound = *s.local.ip();
-            bound.is_unspecified() || bound == *dst.ip()
-        })
+        self.table.get_mut(handle.0).filter(|s| s.takes(dst))
+    }
+
+    /// The socket a datagram sent to `dst` would be delivered to, and its
+    /// handle, to look at: the choice delivery makes, with one hash
+    /// lookup.
+    pub fn receiver_of(&self, dst: SocketAddrV4) -> Option<(UdpHandle, &UdpSocket)> {
+        let handle = self.ports.get(&dst.port()).copied()?;
+        self.table.get(handle.0).filter(|s| s.takes(dst)).map(|s| (handle, s))
     }
 
     /// Keeps `error` for the socket bound to `port`, which sent the

@@ -223,3 +223,48 @@ fn a_receive_queue_limit_set_on_a_socket_bounds_what_it_holds() {
     assert_eq!(b.udp().set_recv_queue_limit(rx, 10), Ok(800));
     assert_eq!(received(&mut b, rx).len(), 2);
 }
+
+#[test]
+fn a_look_at_the_receiver_ahead_of_delivery_agrees_with_it() {
+    let mut a = iface(1, A, TxOffloads::NONE);
+    let mut config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 2]), Ipv4Cidr::new(B, 24).unwrap());
+    (config.udp_rx_queue_packets, config.udp_rx_queue_bytes) = (16, 4000);
+    let mut b = Interface::new(config, Capabilities::default(), BufferPool::new(2048, 1024));
+    let tx = a.udp().bind(SocketAddrV4::new(A, 4000)).unwrap();
+    let rx = b.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, SINK)).unwrap();
+    let dst = SocketAddrV4::new(B, SINK);
+    assert_eq!(b.udp_ref().receiver_of(dst).map(|(h, _)| h), Some(rx));
+    assert!(b.udp_ref().receiver_of(SocketAddrV4::new(B, SINK + 1)).is_none(), "no socket on that port");
+    let bound = b.udp().bind(SocketAddrV4::new(B, 5000)).unwrap();
+    assert_eq!(b.udp_ref().receiver_of(SocketAddrV4::new(B, 5000)).map(|(h, _)| h), Some(bound));
+    let elsewhere = SocketAddrV4::new(Ipv4Addr::new(192, 168, 9, 255), 5000);
+    assert!(b.udp_ref().receiver_of(elsewhere).is_none(), "bound to B: not for another address");
+
+    let (limit, _) = b.udp_ref().socket(rx).unwrap().queue_limits();
+    let mut sent = 0;
+    while b.udp_ref().receiver_of(dst).unwrap().1.has_room_for(0, 0, 100) {
+        assert!(sent < limit, "room past the limit");
+        let (ahead, bytes) = (b.udp_ref().socket(rx).unwrap().queued(), b.udp_ref().socket(rx).unwrap().queued_bytes());
+        assert_eq!((ahead, bytes), (sent, sent * 100));
+        a.udp().send_to(tx, &data(100), dst, NOW).unwrap();
+        move_frames(&mut a, &mut b);
+        sent += 1;
+    }
+    assert_eq!(sent, limit, "room for exactly the limit");
+    let socket = b.udp_ref().socket(rx).unwrap();
+    assert!(!socket.has_room_for(0, 0, 0));
+    assert_eq!(socket.dropped(), 0);
+    a.udp().send_to(tx, &data(100), dst, NOW).unwrap();
+    move_frames(&mut a, &mut b);
+    assert_eq!(b.udp_ref().socket(rx).unwrap().dropped(), 1, "the one it had no room for is dropped");
+    assert_eq!(b.counters().drop_udp_queue_full, 1);
+
+    // Looking ahead: datagrams and bytes counted as if queued first.
+    let _ = received(&mut b, rx);
+    let socket = b.udp_ref().socket(rx).unwrap();
+    assert!(socket.has_room_for(limit - 1, 0, 100));
+    assert!(!socket.has_room_for(limit, 0, 100));
+    let (_, bytes) = socket.queue_limits();
+    assert!(socket.has_room_for(0, bytes - 100, 100));
+    assert!(!socket.has_room_for(0, bytes - 99, 100));
+}

@@ -21,6 +21,9 @@ use nagare_request::{PollEntry, Request, CLOSED, CLOSE_RESET, INVALID, READABLE,
 pub(super) fn close(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
     let charge = cx.memory.socket_charged(c.key, req.socket);
     let sock = c.sockets.remove(cx.steering, req.socket).ok_or(libc::EBADF)?;
+    if let Sock::Udp(h) = sock {
+        cx.receivers.remove(h);
+    }
     let mut reset = req.aux[0] & CLOSE_RESET != 0;
     if let (Sock::Tcp(_), false) = (sock, reset) {
         if cx.memory.orphans_full(cx.iface) {
@@ -42,14 +45,17 @@ pub(super) fn close(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> 
 /// `SET_OPTION` of `SockOption::Priority`, for a socket of any kind:
 /// `aux[1]` its own priority (100 to 139), or 0 for its client's again;
 /// done with the priority in force.
-pub(super) fn set_priority(c: &mut Caller<'_>, req: &Request) -> Outcome {
-    c.sockets.get(req.socket).ok_or(libc::EBADF)?;
+pub(super) fn set_priority(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
+    let sock = c.sockets.get(req.socket).ok_or(libc::EBADF)?;
     let own = match u8::try_from(req.aux[1]) {
         Ok(0) => None,
         Ok(v) if (priority::HIGHEST..=priority::LOWEST).contains(&v) => Some(v),
         _ => return Err(libc::EINVAL),
     };
     c.sockets.set_priority(req.socket, own);
+    if let Sock::Udp(h) = sock {
+        cx.receivers.set_own(h, own);
+    }
     Ok(Some(Done::value(u64::from(socket_priority(c.sockets, c.priority, req.socket).value))))
 }
 

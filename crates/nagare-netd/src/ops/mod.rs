@@ -27,6 +27,7 @@ pub(crate) use control::socket_priority;
 use crate::config::NetdConfig;
 use crate::lending::Lending;
 use crate::memory::Memory;
+use crate::packetflow::Receivers;
 use crate::priority::Priority;
 use crate::sockets::ClientSockets;
 use crate::stats::NetdStats;
@@ -91,6 +92,8 @@ pub(crate) struct Context<'a> {
     /// What each client's sockets are charged.
     pub memory: &'a Memory,
     pub stats: &'a mut NetdStats,
+    /// The UDP sockets PacketFlow's filter asks about.
+    pub receivers: &'a mut Receivers,
 }
 
 /// The client a request comes from: its key, sockets and region buffers.
@@ -115,7 +118,7 @@ pub(crate) fn execute(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
         Op::Send => tcp::send(cx, c, req, buf),
         Op::Recv => tcp::recv(cx, c, req, buf),
         Op::Shutdown => tcp::shutdown(cx, c, req),
-        Op::SetOption if req.aux[0] == SockOption::Priority as u64 => control::set_priority(c, req),
+        Op::SetOption if req.aux[0] == SockOption::Priority as u64 => control::set_priority(cx, c, req),
         Op::GetOption if req.aux[0] == SockOption::Priority as u64 => control::get_priority(c, req),
         Op::SetOption => tcp::set_option(cx, c, req),
         Op::GetOption => tcp::get_option(cx, c, req),

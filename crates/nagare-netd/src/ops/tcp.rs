@@ -281,7 +281,7 @@ pub(super) fn set_option(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request
             cx.iface.tcp().set_user_timeout(h, Some(Duration::from_millis(value))).map(|()| value)
         }
         SockOption::NoDelay => cx.iface.tcp().set_nodelay(h, value != 0).map(|()| value),
-        SockOption::Priority => return super::control::set_priority(c, req),
+        SockOption::Priority => return super::control::set_priority(cx, c, req),
     };
     let in_force = in_force.map_err(engine_errno)?;
     cx.memory.charge(c.key, req.socket, connection_charge(cx.iface, h));

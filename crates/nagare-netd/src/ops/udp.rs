@@ -34,6 +34,7 @@ pub(super) fn bind(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> O
     })?;
     cx.memory.charge(c.key, id, queue);
     c.sockets.claim_port(cx.steering, id, UDP, local.port());
+    cx.receivers.add(h, c.key);
     Ok(Some(Done::with_addr(u64::from(id), encode_addr(local))))
 }
 

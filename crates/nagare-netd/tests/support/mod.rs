@@ -4,7 +4,8 @@
 //! netd's device is a loopback device (frames netd sends come back to it;
 //! two clients of one netd talk through its own address, which the engine
 //! delivers locally) or one end of a simulated link whose other end is a
-//! peer engine stepped from netd's own loop (`Netd::run_with`), answering
+//! peer engine stepped from netd's own loop (`Netd::run_with`), or with a
+//! driver whenever the driver uses its device (`PeerDevice`), answering
 //! UDP and TCP on its port 7 with what it got. In driver placement the
 //! driver is a thread of the test too. Nothing needs root, a binary or a
 //! network namespace; every wait is bounded.
@@ -18,7 +19,7 @@ use nagare_dev::{Device, LinkConfig, Loopback, MonotonicClock, SimLink, SimPort}
 use nagare_ipc::rendezvous::Client;
 use nagare_ipc::{Consumer, Descriptor, Notifier, Pool, Producer, Waiter};
 use nagare_netd::driver::{serve, DriverHandle, DriverLink};
-use nagare_netd::{Completion, Netd, NetdConfig, NetdStats, Piece, Placement, Request};
+use nagare_netd::{Completion, Netd, NetdConfig, NetdStats, PacketFlow, Piece, Placement, Request};
 use nagare_wire::EthernetAddress;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
@@ -47,9 +48,21 @@ pub const LIMIT: Duration = Duration::from_secs(5);
 pub enum Wire {
     /// A loopback device.
     Loopback,
-    /// A simulated link to an echoing peer (inline placement only: the
-    /// link's two ends live in one thread).
+    /// A simulated link to an echoing peer, stepped from netd's loop
+    /// (inline) or from the driver's, as part of its device
+    /// ([`PeerDevice`]: single placement).
     PeerLink,
+}
+
+/// Settings a test changes from the defaults netd and its engine get.
+#[derive(Clone, Debug, Default)]
+pub struct Tune {
+    /// Datagrams each of the engine's UDP sockets queues.
+    pub udp_rx_queue_packets: Option<usize>,
+    /// The PacketFlow modules netd runs.
+    pub packetflow: Option<PacketFlow>,
+    /// The file netd reads the link's drops from.
+    pub link_drops: Option<PathBuf>,
 }
 
 /// What netd's thread reports once its loop has stopped.
@@ -91,8 +104,18 @@ impl NetdThread {
         wire: Wire,
         tweak: impl FnOnce(&mut NetdConfig) + Send + 'static,
     ) -> NetdThread {
+        NetdThread::start_tuned(placement, wire, Tune::default(), tweak)
+    }
+
+    /// As [`NetdThread::start_configured`], with `tune`'s settings of the
+    /// engine and of netd's PacketFlow modules too.
+    pub fn start_tuned(
+        placement: Placement,
+        wire: Wire,
+        tune: Tune,
+        tweak: impl FnOnce(&mut NetdConfig) + Send + 'static,
+    ) -> NetdThread {
         assert!(placement != Placement::Split, "a driver process needs the nagare binary");
-        assert!(wire == Wire::Loopback || placement == Placement::Inline, "the peer link is inline only");
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let socket = std::env::temp_dir().join(format!("nagare-netd-test-{}-{n}.sock", std::process::id()));
@@ -104,7 +127,7 @@ impl NetdThread {
             std::thread::Builder::new()
                 .name(String::from("netd"))
                 .spawn(move || -> Result<Final, String> {
-                    let started = build(socket, placement, wire, tweak);
+                    let started = build(socket, placement, wire, tune, tweak);
                     let (mut netd, mut peer) = match started {
                         Ok(x) => {
                             let _ = ready_tx.send(Ok(()));
@@ -176,8 +199,11 @@ impl Drop for NetdThread {
     }
 }
 
-fn engine(mac: EthernetAddress, addr: Ipv4Addr) -> Interface {
-    let config = InterfaceConfig::new(mac, format!("{addr}/24").parse().expect("cidr"));
+fn engine(mac: EthernetAddress, addr: Ipv4Addr, udp_rx_queue_packets: Option<usize>) -> Interface {
+    let mut config = InterfaceConfig::new(mac, format!("{addr}/24").parse().expect("cidr"));
+    if let Some(n) = udp_rx_queue_packets {
+        config.udp_rx_queue_packets = n;
+    }
     Interface::new(config, Capabilities::default(), BufferPool::new(2048, 4096))
 }
 
@@ -185,9 +211,10 @@ fn build(
     socket: PathBuf,
     placement: Placement,
     wire: Wire,
+    tune: Tune,
     tweak: impl FnOnce(&mut NetdConfig),
 ) -> std::io::Result<(Netd, Option<Peer>)> {
-    let iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 1]), NETD_ADDR);
+    let iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 1]), NETD_ADDR, tune.udp_rx_queue_packets);
     let mut config = NetdConfig {
         socket,
         ring_slots: RING_SLOTS,
@@ -197,18 +224,23 @@ fn build(
         max_sockets: 32,
         max_bad: 64,
         link: String::from("netd test"),
+        packetflow: tune.packetflow.unwrap_or_default(),
+        link_drops: tune.link_drops,
         ..NetdConfig::default()
     };
     tweak(&mut config);
     match (placement, wire) {
         (Placement::Single, _) => {
-            let launcher = Box::new(|control| {
+            let launcher = Box::new(move |control| {
                 let thread = std::thread::Builder::new().name(String::from("netd-driver")).spawn(move || {
                     let stop = AtomicBool::new(false);
                     let _ = serve(
                         control,
                         Duration::from_micros(50),
-                        |_| Ok(Box::new(Loopback::new(1500, 256)) as Box<dyn Device>),
+                        |_| match wire {
+                            Wire::Loopback => Ok(Box::new(Loopback::new(1500, 256)) as Box<dyn Device>),
+                            Wire::PeerLink => Ok(Box::new(PeerDevice::new()) as Box<dyn Device>),
+                        },
                         &stop,
                     );
                 })?;
@@ -228,6 +260,56 @@ fn build(
     }
 }
 
+/// Our end of a simulated link with the echoing peer at the other, which
+/// runs whenever the device is used: a device for a driver thread, which
+/// has no turn of netd's to step the peer in.
+struct PeerDevice {
+    ours: SimPort,
+    peer: Peer,
+}
+
+impl PeerDevice {
+    fn new() -> PeerDevice {
+        let (ours, theirs) = SimLink::new(LinkConfig::default(), 7);
+        PeerDevice { ours, peer: Peer::new(theirs) }
+    }
+}
+
+impl Device for PeerDevice {
+    fn receive_batch(
+        &mut self,
+        pool: &BufferPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+        now: EngineInstant,
+    ) -> std::io::Result<usize> {
+        self.peer.step(now);
+        self.ours.receive_batch(pool, out, max, now)
+    }
+
+    fn transmit_batch(
+        &mut self,
+        frames: &mut std::collections::VecDeque<PacketBuf>,
+        now: EngineInstant,
+    ) -> std::io::Result<usize> {
+        let n = self.ours.transmit_batch(frames, now)?;
+        self.peer.step(now);
+        Ok(n)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.ours.capabilities()
+    }
+
+    fn poll_at(&self) -> Option<EngineInstant> {
+        self.ours.poll_at()
+    }
+
+    fn stats(&self) -> nagare_dev::DeviceStats {
+        self.ours.stats()
+    }
+}
+
 /// An engine at the other end of the simulated link, stepped from netd's
 /// loop: it echoes datagrams and stream bytes sent to its port 7.
 struct Peer {
@@ -243,7 +325,7 @@ struct Peer {
 
 impl Peer {
     fn new(port: SimPort) -> Peer {
-        let mut iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 2]), PEER_ADDR);
+        let mut iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 2]), PEER_ADDR, None);
         let local = SocketAddrV4::new(PEER_ADDR, ECHO_PORT);
         let udp = iface.udp().bind(local).expect("the peer's UDP socket");
         let listener = iface.tcp().listen(local, 16).expect("the peer's listener");

@@ -1,0 +1,258 @@
+//! The filter against a real engine: frames a peer engine sends, judged
+//! before ours receives them.
+
+use super::*;
+use nagare_core::buf::BufferPool;
+use nagare_core::{Capabilities, Instant, InterfaceConfig};
+use nagare_wire::{EthernetAddress, Ipv4Cidr};
+
+const PEER: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 2);
+const US: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 1);
+const NOW: Instant = Instant::from_secs(100);
+const QUEUE: usize = 4;
+/// Client keys.
+const HIGH_CLIENT: u64 = 1;
+const LOW_CLIENT: u64 = 2;
+
+fn engine(mac: u8, ip: Ipv4Addr) -> Interface {
+    let mut config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, mac]), Ipv4Cidr::new(ip, 24).unwrap());
+    config.udp_rx_queue_packets = QUEUE;
+    Interface::new(config, Capabilities::default(), BufferPool::new(2048, 1024))
+}
+
+/// A peer and us, ARP resolved, with UDP sockets on 7001 (of the client
+/// of priority 100) and 7002 (of the client of priority 130).
+struct Setup {
+    peer: Interface,
+    us: Interface,
+    from: UdpHandle,
+    high: UdpHandle,
+    low: UdpHandle,
+    receivers: Receivers,
+}
+
+fn setup() -> Setup {
+    let (mut peer, mut us) = (engine(2, PEER), engine(1, US));
+    let from = peer.udp().bind(SocketAddrV4::new(PEER, 5000)).unwrap();
+    let high = us.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7001)).unwrap();
+    let low = us.udp().bind(SocketAddrV4::new(US, 7002)).unwrap();
+    // ARP both ways: a datagram to a port nobody holds, and its ICMP error.
+    peer.udp().send_to(from, b"hello", SocketAddrV4::new(US, 9), NOW).unwrap();
+    for _ in 0..10 {
+        let (there, back): (Vec<_>, Vec<_>) = (peer.tx_queue().drain(..).collect(), us.tx_queue().drain(..).collect());
+        there.into_iter().for_each(|f| us.receive(f, NOW));
+        back.into_iter().for_each(|f| peer.receive(f, NOW));
+    }
+    assert!(peer.tx_queue().is_empty() && us.tx_queue().is_empty());
+    let mut receivers = Receivers::default();
+    receivers.set_client(HIGH_CLIENT, 100);
+    receivers.set_client(LOW_CLIENT, 130);
+    receivers.add(high, HIGH_CLIENT);
+    receivers.add(low, LOW_CLIENT);
+    Setup { peer, us, from, high, low, receivers }
+}
+
+impl Setup {
+    /// The frame the peer sends for a datagram of `len` bytes to our `port`.
+    fn datagram(&mut self, port: u16, len: usize) -> PacketBuf {
+        self.peer.udp().send_to(self.from, &vec![7; len], SocketAddrV4::new(US, port), NOW).unwrap();
+        let frame = self.peer.tx_queue().pop_front().expect("a frame");
+        assert!(self.peer.tx_queue().is_empty(), "one frame");
+        frame
+    }
+
+    /// Judges a batch of `frames`; those let through go to our engine.
+    /// The verdicts.
+    fn batch(&mut self, filter: &mut Filter, frames: Vec<PacketBuf>) -> Vec<Verdict> {
+        filter.begin_batch();
+        let mut verdicts = Vec::new();
+        let mut passed = Vec::new();
+        for f in frames {
+            let v = filter.judge(&self.us, &self.receivers, &f);
+            if v == Verdict::Pass {
+                passed.push(f);
+            }
+            verdicts.push(v);
+        }
+        self.us.receive_batch(passed.drain(..), NOW);
+        verdicts
+    }
+}
+
+/// A filter whose next period drops at `drops` / (`drops` + `seen`).
+fn dropping(drops: u64, seen: u64) -> Filter {
+    let mut filter = Filter::new(42);
+    let junk = PacketBuf::from_slice(&BufferPool::new(64, 4), 0, &[0; 10]).unwrap();
+    let us = engine(1, US);
+    for _ in 0..seen {
+        assert_eq!(filter.judge(&us, &Receivers::default(), &junk), Verdict::Pass);
+    }
+    filter.end_period(drops);
+    assert_eq!(filter.last_period(), (drops, seen));
+    filter
+}
+
+#[test]
+fn datagrams_for_a_full_queue_are_dropped_by_the_filter_not_by_the_engine() {
+    let mut s = setup();
+    let mut filter = Filter::new(1);
+    // One batch: the first QUEUE fill the queue (the engine has delivered
+    // none of them when the rest are judged), the rest are dropped.
+    let frames = (0..QUEUE + 3).map(|_| s.datagram(7001, 100)).collect();
+    let verdicts = s.batch(&mut filter, frames);
+    let expected: Vec<_> =
+        (0..QUEUE + 3).map(|i| if i < QUEUE { Verdict::Pass } else { Verdict::Overflow(s.high) }).collect();
+    assert_eq!(verdicts, expected);
+    assert_eq!(s.us.udp_ref().socket(s.high).unwrap().queued(), QUEUE);
+    // A batch later, the queue is full already.
+    let frames = vec![s.datagram(7001, 10)];
+    assert_eq!(s.batch(&mut filter, frames), [Verdict::Overflow(s.high)]);
+    assert_eq!(s.us.counters().drop_udp_queue_full, 0, "the engine dropped none");
+    // Another socket is not held up by it, and one read makes room.
+    let frames = vec![s.datagram(7002, 10)];
+    assert_eq!(s.batch(&mut filter, frames), [Verdict::Pass]);
+    assert!(s.us.udp().recv(s.high).unwrap().is_some());
+    let frames = vec![s.datagram(7001, 10), s.datagram(7001, 10)];
+    assert_eq!(s.batch(&mut filter, frames), [Verdict::Pass, Verdict::Overflow(s.high)]);
+    assert_eq!(s.us.udp_ref().socket(s.high).unwrap().queued(), QUEUE);
+    assert_eq!(s.us.counters().drop_udp_queue_full, 0);
+}
+
+#[test]
+fn while_the_receive_path_drops_low_priority_datagrams_go_at_its_rate_and_high_priority_ones_never() {
+    let mut s = setup();
+    // One frame in four lost before netd could take it.
+    let mut filter = dropping(1000, 3000);
+    let (high, low) = (s.datagram(7001, 10), s.datagram(7002, 10));
+    let (mut high_dropped, mut low_dropped) = (0, 0);
+    const DRAWS: usize = 10_000;
+    for _ in 0..DRAWS {
+        filter.begin_batch();
+        high_dropped += usize::from(filter.judge(&s.us, &s.receivers, &high) != Verdict::Pass);
+        match filter.judge(&s.us, &s.receivers, &low) {
+            Verdict::Pass => {}
+            Verdict::LowPriority(h) if h == s.low => low_dropped += 1,
+            v => panic!("{v:?}"),
+        }
+    }
+    assert_eq!(high_dropped, 0, "the highest priority receiving is never dropped");
+    let rate = low_dropped as f64 / DRAWS as f64;
+    assert!((rate - 0.25).abs() < 0.02, "dropped {rate} of the low priority datagrams, not about 0.25");
+}
+
+#[test]
+fn a_receiver_is_of_high_priority_when_none_better_receives_or_its_client_is_boosted() {
+    let mut s = setup();
+    let mut filter = dropping(u64::MAX / 2, 0);
+    let (high, low) = (s.datagram(7001, 10), s.datagram(7002, 10));
+    // The low priority socket alone receives: it is the best there is.
+    for _ in 0..100 {
+        filter.begin_batch();
+        assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::Pass);
+    }
+    // Once a better one receives, this period and the next.
+    assert_eq!(filter.judge(&s.us, &s.receivers, &high), Verdict::Pass);
+    assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::LowPriority(s.low));
+    filter.end_period(u64::MAX / 2);
+    assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::LowPriority(s.low));
+    // Boosted by the scheduler: high priority whatever its value.
+    s.receivers.set_boosted(LOW_CLIENT, true);
+    assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::Pass);
+    s.receivers.set_boosted(LOW_CLIENT, false);
+    assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::LowPriority(s.low));
+    // Two periods without the better one: the low one is the best again.
+    filter.end_period(u64::MAX / 2);
+    filter.end_period(u64::MAX / 2);
+    assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::Pass);
+    // Its own option makes it the better one.
+    s.receivers.set_own(s.low, Some(100));
+    assert_eq!(filter.judge(&s.us, &s.receivers, &high), Verdict::Pass);
+    assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::Pass);
+}
+
+#[test]
+fn nothing_is_dropped_for_low_priority_while_the_receive_path_does_not_drop() {
+    let mut s = setup();
+    let mut filter = dropping(0, 500);
+    let (high, low) = (s.datagram(7001, 10), s.datagram(7002, 10));
+    for _ in 0..1000 {
+        filter.begin_batch();
+        assert_eq!(filter.judge(&s.us, &s.receivers, &high), Verdict::Pass);
+        assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::Pass);
+    }
+}
+
+#[test]
+fn tcp_segments_are_never_dropped() {
+    let mut s = setup();
+    let mut filter = dropping(1, 0);
+    s.us.tcp().listen(SocketAddrV4::new(US, 7002), 4).unwrap();
+    let high = s.datagram(7001, 10);
+    assert_eq!(filter.judge(&s.us, &s.receivers, &high), Verdict::Pass);
+    s.peer.tcp().connect(SocketAddrV4::new(US, 7002), 0, NOW).unwrap();
+    let syn = s.peer.tx_queue().pop_front().expect("a SYN");
+    for _ in 0..100 {
+        assert_eq!(filter.judge(&s.us, &s.receivers, &syn), Verdict::Pass);
+    }
+    // A UDP datagram to the same port is dropped at this rate; the same
+    // bytes said to be TCP are not.
+    let low = s.datagram(7002, 10);
+    assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::LowPriority(s.low));
+    let mut bytes = low.to_vec();
+    bytes[ETHERNET_HEADER + 9] = 6;
+    let as_tcp = PacketBuf::from_slice(&BufferPool::new(2048, 4), 0, &bytes).unwrap();
+    assert_eq!(filter.judge(&s.us, &s.receivers, &as_tcp), Verdict::Pass);
+    s.us.receive(syn, NOW);
+    assert!(!s.us.tx_queue().is_empty(), "the SYN reached the listener, which answers");
+}
+
+#[test]
+fn frames_it_cannot_read_as_a_whole_udp_datagram_for_us_pass_to_the_engine() {
+    let mut s = setup();
+    let mut filter = dropping(1, 0);
+    let high = s.datagram(7001, 10);
+    assert_eq!(filter.judge(&s.us, &s.receivers, &high), Verdict::Pass);
+    let low = s.datagram(7002, 100).to_vec();
+    let pool = BufferPool::new(2048, 16);
+    let judge = |filter: &mut Filter, bytes: &[u8]| {
+        let frame = PacketBuf::from_slice(&pool, 0, bytes).unwrap();
+        filter.judge(&s.us, &s.receivers, &frame)
+    };
+    assert_eq!(judge(&mut filter, &low), Verdict::LowPriority(s.low), "whole, it is dropped");
+    for len in 0..low.len() {
+        assert_eq!(judge(&mut filter, &low[..len]), Verdict::Pass, "cut at {len}");
+    }
+    let changed = |at: usize, value: u8| {
+        let mut b = low.clone();
+        b[at] = value;
+        b
+    };
+    for (what, bytes) in [
+        ("another MAC address", changed(5, 0x99)),
+        ("ARP", changed(13, 0x06)),
+        ("IPv6 in the version", changed(14, 0x65)),
+        ("an IP header shorter than 20", changed(14, 0x44)),
+        ("TCP", changed(23, 6)),
+        ("more fragments", changed(20, 0x20)),
+        ("a fragment offset", changed(21, 0x01)),
+        ("another address", changed(33, 77)),
+        ("a UDP length under the header's", changed(39, 7)),
+        ("a UDP length past the IP payload", changed(39, 200)),
+        ("an IP length under the UDP length", changed(17, 40)),
+    ] {
+        assert_eq!(judge(&mut filter, &bytes), Verdict::Pass, "{what}");
+    }
+    // Anything at all: no panic.
+    let mut x = 0x1234_5678_u64;
+    for _ in 0..20_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let mut b = low.clone();
+        let at = (x as usize) % b.len();
+        b[at] = (x >> 32) as u8;
+        let at = ((x >> 16) as usize) % b.len();
+        b[at] = (x >> 40) as u8;
+        let _ = judge(&mut filter, &b[..(x >> 48) as usize % (b.len() + 1)]);
+    }
+}

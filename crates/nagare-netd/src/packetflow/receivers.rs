@@ -1,0 +1,145 @@
+//! The receivers the filter asks about: each of the engine's UDP sockets
+//! that a client holds, the client it belongs to and its own priority if
+//! its option sets one; each client's priority; the clients the scheduler
+//! has boosted; and the filter's drops per socket.
+//!
+//! The table follows the socket manager: a UDP socket enters when a
+//! client binds it and leaves when it is closed or its client goes; a
+//! client's priority is set again at every housekeeping (its nice value is
+//! read again each second). A frame's lookup is one hash lookup for the
+//! socket and one for its client.
+
+use crate::priority;
+use hashbrown::{HashMap, HashSet};
+use nagare_core::UdpHandle;
+
+/// A UDP socket of a client.
+#[derive(Debug)]
+struct Receiver {
+    client: u64,
+    own: Option<u8>,
+    filter_drops: u64,
+}
+
+/// What the filter knows of a datagram's receiver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Destination {
+    /// The socket's priority (100 highest .. 139 lowest).
+    pub priority: u8,
+    /// Its client is boosted: high priority whatever its value.
+    pub boosted: bool,
+}
+
+/// Every client's UDP sockets, by engine handle.
+#[derive(Debug, Default)]
+pub(crate) struct Receivers {
+    sockets: HashMap<UdpHandle, Receiver>,
+    clients: HashMap<u64, u8>,
+    boosted: HashSet<u64>,
+}
+
+impl Receivers {
+    /// Client `client` holds UDP socket `h`.
+    pub fn add(&mut self, h: UdpHandle, client: u64) {
+        self.sockets.insert(h, Receiver { client, own: None, filter_drops: 0 });
+    }
+
+    /// Socket `h` is closed.
+    pub fn remove(&mut self, h: UdpHandle) {
+        self.sockets.remove(&h);
+    }
+
+    /// Socket `h`'s own priority (`None`: its client's).
+    pub fn set_own(&mut self, h: UdpHandle, own: Option<u8>) {
+        if let Some(r) = self.sockets.get_mut(&h) {
+            r.own = own;
+        }
+    }
+
+    /// Client `client`'s priority.
+    pub fn set_client(&mut self, client: u64, priority: u8) {
+        self.clients.insert(client, priority);
+    }
+
+    /// Client `client` is gone, and its sockets with it.
+    pub fn forget_client(&mut self, client: u64) {
+        self.sockets.retain(|_, r| r.client != client);
+        self.clients.remove(&client);
+        self.boosted.remove(&client);
+    }
+
+    /// Marks client `client` as boosted (the scheduler's choice: a process
+    /// it runs first counts as high priority), or not.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn set_boosted(&mut self, client: u64, boosted: bool) {
+        if boosted {
+            self.boosted.insert(client);
+        } else {
+            self.boosted.remove(&client);
+        }
+    }
+
+    /// Socket `h`'s priority and whether its client is boosted, if a
+    /// client holds it.
+    pub fn destination(&self, h: UdpHandle) -> Option<Destination> {
+        let r = self.sockets.get(&h)?;
+        let priority = r.own.unwrap_or_else(|| self.clients.get(&r.client).copied().unwrap_or(priority::DEFAULT));
+        let boosted = !self.boosted.is_empty() && self.boosted.contains(&r.client);
+        Some(Destination { priority, boosted })
+    }
+
+    /// The filter dropped a datagram for socket `h`.
+    pub fn count_drop(&mut self, h: UdpHandle) {
+        if let Some(r) = self.sockets.get_mut(&h) {
+            r.filter_drops += 1;
+        }
+    }
+
+    /// Datagrams the filter dropped for socket `h`.
+    pub fn filter_drops(&self, h: UdpHandle) -> u64 {
+        self.sockets.get(&h).map_or(0, |r| r.filter_drops)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nagare_core::buf::BufferPool;
+    use nagare_core::{Capabilities, Interface, InterfaceConfig};
+    use nagare_wire::{EthernetAddress, Ipv4Cidr};
+    use std::net::{Ipv4Addr, SocketAddrV4};
+
+    #[test]
+    fn a_socket_has_its_own_priority_or_its_clients_until_it_or_its_client_goes() {
+        let ip = Ipv4Addr::new(10, 0, 0, 1);
+        let config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 1]), Ipv4Cidr::new(ip, 24).unwrap());
+        let mut iface = Interface::new(config, Capabilities::default(), BufferPool::new(2048, 16));
+        let [a, b, c] = [1, 2, 3].map(|port| iface.udp().bind(SocketAddrV4::new(ip, port)).unwrap());
+        let mut r = Receivers::default();
+        r.add(a, 7);
+        r.add(b, 7);
+        r.add(c, 8);
+        let at = |priority, boosted| Some(Destination { priority, boosted });
+        assert_eq!(r.destination(a), at(priority::DEFAULT, false), "a client not yet known: the default");
+        r.set_client(7, 125);
+        r.set_client(8, 110);
+        r.set_own(b, Some(101));
+        assert_eq!(
+            (r.destination(a), r.destination(b), r.destination(c)),
+            (at(125, false), at(101, false), at(110, false))
+        );
+        r.set_boosted(7, true);
+        assert_eq!((r.destination(a), r.destination(c)), (at(125, true), at(110, false)));
+        r.set_own(b, None);
+        assert_eq!(r.destination(b), at(125, true));
+        r.count_drop(a);
+        r.count_drop(a);
+        assert_eq!((r.filter_drops(a), r.filter_drops(b)), (2, 0));
+        r.remove(a);
+        assert_eq!((r.destination(a), r.filter_drops(a)), (None, 0));
+        r.forget_client(7);
+        assert_eq!((r.destination(b), r.destination(c)), (None, at(110, false)));
+        r.add(b, 7);
+        assert_eq!(r.destination(b), at(priority::DEFAULT, false), "nothing of the gone client is left");
+    }
+}

@@ -1,0 +1,153 @@
+//! PacketFlow's filter in a netd over a simulated link to a peer that
+//! echoes, inline and with a driver thread (the filter runs as frames
+//! come from the device or the driver): datagrams for a socket whose queue is full are dropped by the
+//! filter before the engine (by the engine when the filter is off); while
+//! the link drops frames on their way to netd, a low-priority socket's
+//! datagrams are dropped and the highest-priority socket's and a TCP
+//! stream's are not.
+
+mod support;
+
+use nagare::net::{TcpStream, UdpSocket};
+use nagare_netd::{PacketFlow, Placement};
+use nagare_request::{encode_addr, Op};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, SocketAddrV4};
+use std::time::{Duration, Instant};
+use support::{stat_value, wait_for_report, NetdThread, RawClient, Tune, Wire, ECHO_PORT, LIMIT, NETD_ADDR, PEER_ADDR};
+
+const PEER_ECHO: SocketAddrV4 = SocketAddrV4::new(PEER_ADDR, ECHO_PORT);
+/// Datagrams each of the engine's UDP sockets queues, and datagrams sent
+/// to one that does not read.
+const QUEUE: usize = 4;
+const SENT: usize = 12;
+const PLACEMENTS: [Placement; 2] = [Placement::Inline, Placement::Single];
+
+/// The report's line for the UDP socket on `port`.
+fn udp_line(report: &str, port: u16) -> &str {
+    let local = format!(" udp local {NETD_ADDR}:{port} ");
+    report.lines().find(|l| l.starts_with("socket ") && l.contains(&local)).expect("the socket's line")
+}
+
+/// netd in `placement` with `packetflow`: a raw client's socket, which never reads, has
+/// [`SENT`] datagrams echoed to it. The report once every echo has been
+/// dropped or queued.
+fn echoes_to_a_socket_that_does_not_read(placement: Placement, packetflow: PacketFlow) -> String {
+    let tune = Tune { udp_rx_queue_packets: Some(QUEUE), packetflow: Some(packetflow), ..Tune::default() };
+    let netd = NetdThread::start_tuned(placement, Wire::PeerLink, tune, |_| {});
+    let mut raw = RawClient::connect(&netd);
+    let mut bind = raw.request(Op::UdpBind);
+    bind.aux[0] = encode_addr(SocketAddrV4::new(NETD_ADDR, 9900));
+    let udp = raw.call(bind).result().expect("bind") as u32;
+    for i in 0..SENT {
+        let mut send = raw.request(Op::SendTo);
+        send.socket = udp;
+        send.aux[0] = encode_addr(PEER_ECHO);
+        send.piece = Some(raw.give(&[i as u8; 100], 100));
+        assert_eq!(raw.call(send).result(), Ok(100));
+    }
+    let s = netd.connect();
+    let report = wait_for_report(&s, "every echo queued or dropped", |r| {
+        let dropped = stat_value(r, "netd filter_dropped_overflow ").unwrap_or(0)
+            + stat_value(r, "engine drop_udp_queue_full ").unwrap_or(0);
+        dropped >= (SENT - QUEUE) as u64
+    });
+    assert!(udp_line(&report, 9900).contains(&format!(" recv_queued {} ", QUEUE * 100)), "{report}");
+    assert_eq!(report.contains("\ndriver pid "), placement == Placement::Single, "{report}");
+    report
+}
+
+#[test]
+fn datagrams_for_a_full_socket_are_dropped_by_the_filter_before_the_engine() {
+    for placement in PLACEMENTS {
+        let report = echoes_to_a_socket_that_does_not_read(placement, PacketFlow::ALL);
+        let dropped = (SENT - QUEUE) as u64;
+        assert_eq!(stat_value(&report, "netd filter_dropped_overflow "), Some(dropped), "{placement:?}: {report}");
+        assert_eq!(stat_value(&report, "engine drop_udp_queue_full "), None, "the engine dropped none:\n{report}");
+        assert_eq!(stat_value(&report, "netd filter_dropped_low_priority "), Some(0), "{report}");
+        assert!(udp_line(&report, 9900).ends_with(&format!(" filter_drops {dropped}")), "{report}");
+        assert!(report.contains("\npacketflow filter on "), "{report}");
+    }
+}
+
+#[test]
+fn with_the_filter_off_the_engine_drops_them_itself() {
+    for placement in PLACEMENTS {
+        let report = echoes_to_a_socket_that_does_not_read(placement, PacketFlow::NONE);
+        let dropped = (SENT - QUEUE) as u64;
+        assert_eq!(stat_value(&report, "engine drop_udp_queue_full "), Some(dropped), "{placement:?}: {report}");
+        assert_eq!(stat_value(&report, "netd filter_dropped_overflow "), Some(0), "{report}");
+        assert_eq!(stat_value(&report, "netd filter_dropped_low_priority "), Some(0), "{report}");
+        assert!(udp_line(&report, 9900).ends_with(" filter_drops 0"), "{report}");
+        assert!(report.contains("\npacketflow filter off\n"), "{report}");
+    }
+}
+
+#[test]
+fn while_the_link_drops_a_low_priority_socket_loses_datagrams_and_the_highest_and_tcp_lose_none() {
+    for placement in PLACEMENTS {
+        low_priority_datagrams_are_dropped_while_the_link_drops(placement);
+    }
+}
+
+fn low_priority_datagrams_are_dropped_while_the_link_drops(placement: Placement) {
+    let counter = std::env::temp_dir().join(format!("nagare-packetflow-link-drops-{}", std::process::id()));
+    std::fs::write(&counter, "0").unwrap();
+    let tune = Tune { link_drops: Some(counter.clone()), ..Tune::default() };
+    let netd = NetdThread::start_tuned(placement, Wire::PeerLink, tune, |_| {});
+    let s = netd.connect();
+    let at = |port| SocketAddrV4::new(NETD_ADDR, port);
+    let high = UdpSocket::bind_via(&s, at(9901)).expect("bind");
+    let low = UdpSocket::bind_via(&s, at(9902)).expect("bind");
+    high.set_priority(Some(100)).unwrap();
+    low.set_priority(Some(139)).unwrap();
+    high.set_read_timeout(Some(LIMIT)).unwrap();
+    low.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+    let mut stream = TcpStream::connect_timeout_via(&s, &SocketAddr::V4(PEER_ECHO), LIMIT).expect("connect");
+    stream.set_read_timeout(Some(LIMIT)).unwrap();
+
+    // Each round the link's count of frames it dropped on the way to netd
+    // grows by far more than netd receives: the next period drops a
+    // low-priority datagram almost surely.
+    let (mut link_drops, mut lost, mut rounds) = (0u64, 0, 0u32);
+    let deadline = Instant::now() + LIMIT;
+    let mut buf = [0u8; 2048];
+    while lost < 3 || rounds < 20 {
+        assert!(Instant::now() < deadline, "{placement:?}: {lost} low-priority datagrams lost in {rounds} rounds");
+        rounds += 1;
+        link_drops += 1 << 40;
+        std::fs::write(&counter, link_drops.to_string()).unwrap();
+        let word = rounds.to_be_bytes();
+        high.send_to(&word, PEER_ECHO).unwrap();
+        let (n, _) = high.recv_from(&mut buf).expect("the highest priority's echo, every time");
+        assert_eq!(&buf[..n], &word);
+        low.send_to(&word, PEER_ECHO).unwrap();
+        // Its echo, or none within 20 ms (an echo of an earlier round
+        // that came late is passed over).
+        loop {
+            match low.recv_from(&mut buf) {
+                Ok((n, _)) if buf[..n] == word => break,
+                Ok(_) => continue,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    lost += 1;
+                    break;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let bytes = [rounds as u8; 1000];
+        stream.write_all(&bytes).unwrap();
+        let mut back = [0u8; 1000];
+        stream.read_exact(&mut back).expect("the stream's echo");
+        assert_eq!(back, bytes);
+    }
+    let report = s.stat().expect("stat");
+    assert!(udp_line(&report, 9901).ends_with(" filter_drops 0"), "{report}");
+    // Every echo the filter dropped was missed; one missed may only have
+    // been late.
+    let dropped = stat_value(&report, "netd filter_dropped_low_priority ").expect("the counter");
+    assert!(dropped >= 1 && dropped <= lost, "{placement:?}: {dropped} dropped, {lost} missed:\n{report}");
+    assert!(udp_line(&report, 9902).ends_with(&format!(" filter_drops {dropped}")), "{report}");
+    assert_eq!(stat_value(&report, "netd filter_dropped_overflow "), Some(0), "{report}");
+    let _ = std::fs::remove_file(&counter);
+}
