@@ -43,6 +43,10 @@ const NETD_ADDR: Ipv4Addr = Ipv4Addr::new(10, 66, 0, 1);
 const NEIGHBOUR: Ipv4Addr = Ipv4Addr::new(10, 66, 0, 2);
 /// The ports the script binds, listens on and sends to (0: any).
 const PORTS: [u16; 4] = [0, 7, 9000, 9001];
+/// The longest a patient client's drain waits for netd, and the silence
+/// after which it takes netd to have answered all it will answer now.
+const CATCH_UP: Duration = Duration::from_secs(1);
+const QUIET: Duration = Duration::from_millis(20);
 /// Small regions keep a case fast and make pools and rings run full.
 const RING_SLOTS: u32 = 32;
 const BUFFERS: u32 = 32;
@@ -106,10 +110,13 @@ struct Hostile {
     /// The script threw the request ring's head out of range: netd must
     /// disconnect the client, and the script ends there.
     broke_requests: bool,
+    /// Whether a drain, and a step that breaks the request ring, first
+    /// wait for netd to take what is on the ring.
+    patient: bool,
 }
 
 impl Hostile {
-    fn connect(socket: &Path) -> Hostile {
+    fn connect(socket: &Path, patient: bool) -> Hostile {
         let client = Client::connect(socket).expect("the hostile client connects");
         let requests = client.region.producer(0).expect("request ring");
         let completions = client.region.consumer(1).expect("completion ring");
@@ -127,6 +134,7 @@ impl Hostile {
             named: Vec::new(),
             next_id: 1,
             broke_requests: false,
+            patient,
         }
     }
 
@@ -154,14 +162,40 @@ impl Hostile {
     }
 
     /// Takes every completion: buffers handed back are taken (or refused,
-    /// if the completion is itself bad), socket ids are kept.
+    /// if the completion is itself bad), socket ids are kept. A patient
+    /// client first lets netd take every request on the ring and goes on
+    /// taking completions until none has come for [`QUIET`] (at most
+    /// [`CATCH_UP`] in all), so that what its script does after a drain
+    /// does not depend on how loaded the machine is: a socket id it takes
+    /// from a completion is there whether netd's thread ran at once or late.
     fn drain(&mut self) {
+        self.take_completions();
+        if !self.patient {
+            return;
+        }
+        let deadline = Instant::now() + CATCH_UP;
+        let mut last = Instant::now();
+        while Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(50));
+            if self.take_completions() > 0 {
+                last = Instant::now();
+            }
+            let waiting = matches!(self.requests.free(), Ok(free) if free < self.requests.capacity());
+            if !waiting && last.elapsed() >= QUIET {
+                return;
+            }
+        }
+    }
+
+    /// Takes the completions on the rings now; how many.
+    fn take_completions(&mut self) -> usize {
         let mut popped = Vec::new();
         for ring in std::iter::once(&mut self.completions).chain(self.direct.as_mut()) {
             while let Ok(Some(c)) = ring.pop() {
                 popped.push(c);
             }
         }
+        let n = popped.len();
         for c in popped {
             // Taken back and freed, so that later steps hand it over again.
             if let Ok(Some(b)) = self.pool.take(&c) {
@@ -174,6 +208,7 @@ impl Hostile {
                 }
             }
         }
+        n
     }
 
     /// A socket id: one netd handed out (perhaps closed since), or any.
@@ -362,6 +397,11 @@ impl Hostile {
             6 => match s.byte() % 16 {
                 0 => {
                     let head = s.u32();
+                    if self.patient {
+                        // What the script asked for before breaking the
+                        // ring is done first, however late netd runs.
+                        self.drain();
+                    }
                     self.requests.scribble_head(head);
                     self.wake_netd();
                     // Out of range whatever netd's tail is (at most a ring
@@ -452,6 +492,18 @@ fn stat_value(text: &str, key: &str) -> Option<u64> {
 /// Returns netd's counters after it stopped, for scripts written to reach
 /// one place to show they reached it.
 pub fn run(input: &[u8]) -> NetdStats {
+    run_with(input, false)
+}
+
+/// As [`run`], with a client whose drains wait for netd to take every
+/// request on the ring first: for scripts written by hand, whose later
+/// steps name the sockets earlier ones made.
+#[allow(dead_code)]
+pub fn run_patient(input: &[u8]) -> NetdStats {
+    run_with(input, true)
+}
+
+fn run_with(input: &[u8], patient: bool) -> NetdStats {
     let mut script = Script { bytes: input };
     let single = script.byte() % 2 == 1;
     let socket = socket_path();
@@ -476,7 +528,7 @@ pub fn run(input: &[u8]) -> NetdStats {
     good.set_spin(Duration::ZERO);
     let baseline = stat_value(&good.stat().expect("stat"), "engine buffers in_use ").expect("engine buffers in stat");
 
-    let mut hostile = Hostile::connect(&socket);
+    let mut hostile = Hostile::connect(&socket, patient);
     let mut steps = 0;
     while !script.done() && steps < MAX_STEPS && !hostile.broke_requests {
         hostile.step(&mut script);
