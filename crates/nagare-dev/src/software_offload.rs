@@ -236,14 +236,7 @@ fn cut_tcp(
         bytes.extend_from_slice(&frame[..ip.l4_start]);
         bytes.extend_from_slice(tcp_header);
         bytes.extend_from_slice(piece);
-        // IPv4: length, a fresh identification, header checksum.
-        let ip_bytes = &mut bytes[ETHERNET_HEADER_LEN..];
-        let total = (ip.ihl + tcp_len + piece.len()) as u16;
-        ip_bytes[2..4].copy_from_slice(&total.to_be_bytes());
-        ip_bytes[4..6].copy_from_slice(&ip.ident.wrapping_add(k as u16).to_be_bytes());
-        ip_bytes[10..12].copy_from_slice(&[0, 0]);
-        let header_sum = checksum::checksum(&ip_bytes[..ip.ihl]);
-        ip_bytes[10..12].copy_from_slice(&header_sum.to_be_bytes());
+        set_piece_ipv4(&mut bytes, ip, tcp_len + piece.len(), k);
         // TCP: sequence number, flags (FIN and PSH on the last segment,
         // CWR on the first), full checksum.
         let t = &mut bytes[ip.l4_start..];
@@ -265,6 +258,19 @@ fn cut_tcp(
     }
     out.extend(built);
     Ok(pieces)
+}
+
+/// The IPv4 header of piece `k` of a cut frame (`bytes`: Ethernet header
+/// on), whose transport part is `l4_len` bytes: its total length, a fresh
+/// identification (the super-frame's plus `k`), its header checksum.
+fn set_piece_ipv4(bytes: &mut [u8], ip: &Ipv4Headers, l4_len: usize, k: usize) {
+    let ip_bytes = &mut bytes[ETHERNET_HEADER_LEN..];
+    let total = (ip.ihl + l4_len) as u16;
+    ip_bytes[2..4].copy_from_slice(&total.to_be_bytes());
+    ip_bytes[4..6].copy_from_slice(&ip.ident.wrapping_add(k as u16).to_be_bytes());
+    ip_bytes[10..12].copy_from_slice(&[0, 0]);
+    let header_sum = checksum::checksum(&ip_bytes[..ip.ihl]);
+    ip_bytes[10..12].copy_from_slice(&header_sum.to_be_bytes());
 }
 
 /// Cuts the UDP super-frame in `frame` into datagrams of `segment_size`
@@ -309,14 +315,7 @@ fn cut_udp(
         bytes.extend_from_slice(&frame[..ip.l4_start]);
         bytes.extend_from_slice(udp_header);
         bytes.extend_from_slice(piece);
-        // IPv4: length, a fresh identification, header checksum.
-        let ip_bytes = &mut bytes[ETHERNET_HEADER_LEN..];
-        let total = (ip.ihl + UDP_HEADER_LEN + piece.len()) as u16;
-        ip_bytes[2..4].copy_from_slice(&total.to_be_bytes());
-        ip_bytes[4..6].copy_from_slice(&ip.ident.wrapping_add(k as u16).to_be_bytes());
-        ip_bytes[10..12].copy_from_slice(&[0, 0]);
-        let header_sum = checksum::checksum(&ip_bytes[..ip.ihl]);
-        ip_bytes[10..12].copy_from_slice(&header_sum.to_be_bytes());
+        set_piece_ipv4(&mut bytes, ip, UDP_HEADER_LEN + piece.len(), k);
         // UDP: length, full checksum (0 is sent as all ones).
         let u = &mut bytes[ip.l4_start..];
         let udp_len = (UDP_HEADER_LEN + piece.len()) as u16;

@@ -425,7 +425,7 @@ impl Session {
                         if let Some(u) = iface.udp_ref().socket(h) {
                             line.local = Some(u.local());
                             line.recv_queued = u.queued_bytes();
-                            line.recv_buffer = u.recv_queue_limit();
+                            line.recv_buffer = u.queue_limits().1;
                         }
                     }
                     Sock::Echo(_) => line.kind = "echo",

@@ -82,11 +82,6 @@ impl UdpSocket {
         self.rx_bytes
     }
 
-    /// The most payload bytes the receive queue holds.
-    pub fn recv_queue_limit(&self) -> usize {
-        self.rx_limit_bytes
-    }
-
     /// Whether the queue, with `datagrams` more of `bytes` in all queued
     /// first, would take a datagram of `len` payload bytes: the test a
     /// received datagram meets, for a caller that looks ahead (netd's

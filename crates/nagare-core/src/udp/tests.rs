@@ -211,7 +211,7 @@ fn a_super_frame_to_a_port_without_a_socket_counts_every_datagram() {
 #[test]
 fn a_receive_queue_limit_set_on_a_socket_bounds_what_it_holds() {
     let (mut a, mut b, tx, rx) = pair(TxOffloads::default());
-    assert_eq!(b.udp_ref().socket(rx).unwrap().recv_queue_limit(), 4 << 20, "the engine's default");
+    assert_eq!(b.udp_ref().socket(rx).unwrap().queue_limits().1, 4 << 20, "the engine's default");
     assert_eq!(b.udp().set_recv_queue_limit(rx, 1000), Ok(1000));
     for _ in 0..3 {
         a.udp().send_to(tx, &data(400), SocketAddrV4::new(B, SINK), NOW).unwrap();

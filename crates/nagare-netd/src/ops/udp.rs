@@ -21,7 +21,7 @@ pub(super) fn bind(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> O
     let local = cx.iface.udp_ref().socket(h).map_or(local, |u| u.local());
     // Its receive queue: as much as its client's budget leaves, at most
     // `UDP_RECV_QUEUE`, at least the floor.
-    let want = cx.iface.udp_ref().socket(h).map_or(0, |u| u.recv_queue_limit()).min(UDP_RECV_QUEUE);
+    let want = cx.iface.udp_ref().socket(h).map_or(0, |u| u.queue_limits().1).min(UDP_RECV_QUEUE);
     let Some(queue) = cx.memory.grant_queue(c.key, want) else {
         cx.stats.memory_refused += 1;
         let _ = cx.iface.udp().close(h);
