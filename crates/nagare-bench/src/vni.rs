@@ -517,6 +517,20 @@ struct Setup {
 }
 
 impl Setup {
+    /// Ends a UDP run of `sent` datagrams: what is queued goes out, the
+    /// peer drains its ring and reports what its sink received.
+    fn udp_rate(mut self, sent: u64) -> Result<Rate> {
+        self.flush(Duration::from_secs(2))?;
+        std::thread::sleep(Duration::from_millis(50));
+        let r = self.peer.finish()?;
+        Ok(Rate {
+            bytes: get(&r, "udp_bytes"),
+            secs: get(&r, "udp_ns") as f64 / 1e9,
+            sent,
+            received: get(&r, "udp_packets"),
+        })
+    }
+
     fn new(mtu: usize, slots: usize, poll: bool) -> Result<Setup> {
         let seg = SegmentGuard::create(mtu, slots)?;
         let peer = Peer::start(&seg.name, poll)?;
@@ -576,16 +590,7 @@ fn nagare_udp(secs: f64, slots: usize) -> Result<Rate> {
         }
         step(&mut s.host, &s.clock)?;
     }
-    s.flush(Duration::from_secs(2))?;
-    // Let the peer drain its ring before it is stopped.
-    std::thread::sleep(Duration::from_millis(50));
-    let r = s.peer.finish()?;
-    Ok(Rate {
-        bytes: get(&r, "udp_bytes"),
-        secs: get(&r, "udp_ns") as f64 / 1e9,
-        sent,
-        received: get(&r, "udp_packets"),
-    })
+    s.udp_rate(sent)
 }
 
 /// UDP with segmentation offload: [`GSO_SEGMENTS`] datagrams of
@@ -624,15 +629,7 @@ fn nagare_udp_gso(secs: f64, slots: usize, by_reference: bool) -> Result<Rate> {
         }
         step(&mut s.host, &s.clock)?;
     }
-    s.flush(Duration::from_secs(2))?;
-    std::thread::sleep(Duration::from_millis(50));
-    let r = s.peer.finish()?;
-    Ok(Rate {
-        bytes: get(&r, "udp_bytes"),
-        secs: get(&r, "udp_ns") as f64 / 1e9,
-        sent,
-        received: get(&r, "udp_packets"),
-    })
+    s.udp_rate(sent)
 }
 
 /// UDP with every frame built in a ring slot: Ethernet, IPv4 and UDP
@@ -683,15 +680,7 @@ fn nagare_udp_in_slot(secs: f64, slots: usize) -> Result<Rate> {
             step(&mut s.host, &s.clock)?;
         }
     }
-    s.flush(Duration::from_secs(2))?;
-    std::thread::sleep(Duration::from_millis(50));
-    let r = s.peer.finish()?;
-    Ok(Rate {
-        bytes: get(&r, "udp_bytes"),
-        secs: get(&r, "udp_ns") as f64 / 1e9,
-        sent,
-        received: get(&r, "udp_packets"),
-    })
+    s.udp_rate(sent)
 }
 
 fn nagare_tcp(mtu: usize, secs: f64, slots: usize) -> Result<Rate> {
