@@ -675,27 +675,34 @@ mod tests {
         f
     }
 
-    #[test]
-    fn super_segments_from_the_segment_reach_a_plain_wire_cut_to_the_mtu() {
-        let (_removed, seg) = segment("bridge-tso", 2, 64);
-        let pool = BufferPool::new(2048, 512);
+    /// A bridge between a segment named `name` and a plain wire, with A
+    /// behind the wire heard from first; B on the segment sends `frames`
+    /// to A, and the bridge takes three rounds. What reached the wire, and
+    /// the bridge.
+    fn from_the_segment_to_the_wire(name: &str, pool: &BufferPool, frames: Vec<PacketBuf>) -> (Wire, Bridge) {
+        let (_removed, seg) = segment(name, 2, 64);
         let mut bridge_port = VniPort::attach(Arc::clone(&seg), Some([2, 0, 0, 0, 9, 0])).unwrap();
         let mut b = VniPort::attach(Arc::clone(&seg), Some(B)).unwrap();
         let mut wire = Wire::default();
         let mut bridge = Bridge::default();
-        // A, behind the wire, is heard from first.
-        wire.inbox.push_back(frame(&pool, BCAST, A, 1));
-        bridge.round(&mut wire, &mut bridge_port, &pool, t(0)).unwrap();
-        receive_all(&mut b, &pool);
-
-        let sent = super_segment(&pool, A, B, 20_000);
-        let whole = sent.to_vec();
-        let mut q = VecDeque::from([sent]);
+        wire.inbox.push_back(frame(pool, BCAST, A, 1));
+        bridge.round(&mut wire, &mut bridge_port, pool, t(0)).unwrap();
+        receive_all(&mut b, pool);
+        let mut q = VecDeque::from(frames);
         b.transmit_batch(&mut q, Instant::ZERO).unwrap();
         assert!(q.is_empty());
         for _ in 0..3 {
-            bridge.round(&mut wire, &mut bridge_port, &pool, t(0)).unwrap();
+            bridge.round(&mut wire, &mut bridge_port, pool, t(0)).unwrap();
         }
+        (wire, bridge)
+    }
+
+    #[test]
+    fn super_segments_from_the_segment_reach_a_plain_wire_cut_to_the_mtu() {
+        let pool = BufferPool::new(2048, 512);
+        let sent = super_segment(&pool, A, B, 20_000);
+        let whole = sent.to_vec();
+        let (wire, bridge) = from_the_segment_to_the_wire("bridge-tso", &pool, vec![sent]);
         assert_eq!(wire.sent.len(), 20_000usize.div_ceil(1448));
         let mut payload = Vec::new();
         for (k, f) in wire.sent.iter().enumerate() {
@@ -712,7 +719,6 @@ mod tests {
         assert!(payload == whole[54..], "payload cut and put back together");
         assert_eq!(bridge.vni_to_tap.completed, 1);
         assert_eq!(bridge.vni_to_tap.bad, 0);
-        drop((bridge_port, b, seg));
     }
 
     /// An IPv4 UDP super-frame from `src` to `dst` with `payload` bytes in
@@ -740,26 +746,12 @@ mod tests {
 
     #[test]
     fn udp_super_frames_from_the_segment_reach_a_plain_wire_as_its_datagrams() {
-        let (_removed, seg) = segment("bridge-uso", 2, 64);
         let pool = BufferPool::new(2048, 512);
-        let mut bridge_port = VniPort::attach(Arc::clone(&seg), Some([2, 0, 0, 0, 9, 0])).unwrap();
-        let mut b = VniPort::attach(Arc::clone(&seg), Some(B)).unwrap();
-        let mut wire = Wire::default();
-        let mut bridge = Bridge::default();
-        wire.inbox.push_back(frame(&pool, BCAST, A, 1));
-        bridge.round(&mut wire, &mut bridge_port, &pool, t(0)).unwrap();
-        receive_all(&mut b, &pool);
-
         // One long super-frame, and one shorter than the MTU that still
         // stands for two datagrams.
-        let sent = [udp_super_frame(&pool, A, B, 20_000, 1472), udp_super_frame(&pool, A, B, 1000, 600)];
+        let sent = vec![udp_super_frame(&pool, A, B, 20_000, 1472), udp_super_frame(&pool, A, B, 1000, 600)];
         let wholes: Vec<_> = sent.iter().map(PacketBuf::to_vec).collect();
-        let mut q = VecDeque::from(sent);
-        b.transmit_batch(&mut q, Instant::ZERO).unwrap();
-        assert!(q.is_empty());
-        for _ in 0..3 {
-            bridge.round(&mut wire, &mut bridge_port, &pool, t(0)).unwrap();
-        }
+        let (wire, bridge) = from_the_segment_to_the_wire("bridge-uso", &pool, sent);
         let long = 20_000usize.div_ceil(1472);
         assert_eq!(wire.sent.len(), long + 2);
         let mut payloads = (Vec::new(), Vec::new());
@@ -783,7 +775,6 @@ mod tests {
         assert!(payloads.1 == wholes[1][42..], "the short super-frame's datagrams");
         assert_eq!(bridge.vni_to_tap.completed, 2);
         assert_eq!(bridge.vni_to_tap.bad, 0);
-        drop((bridge_port, b, seg));
     }
 
     /// A frame from the segment that claims a partial checksum but is no
