@@ -92,10 +92,32 @@ enum Command {
         /// The PacketFlow modules netd runs, a comma-separated list, or
         /// `none`: `filter` drops UDP before the engine for receivers of
         /// low priority while the receive path drops and for sockets whose
-        /// queue is full (`scheduler` and `mm` are not built yet). Default:
-        /// every module built.
-        #[arg(long, value_parser = args::parse_packetflow, default_value = "filter")]
+        /// queue is full; `scheduler` boosts clients whose receive buffers
+        /// fill while clients of better priority are served (`mm` is not
+        /// built yet). Default: every module built.
+        #[arg(long, value_parser = args::parse_packetflow, default_value_t = nagare_netd::PacketFlow::ALL)]
         packetflow: nagare_netd::PacketFlow,
+        /// The scheduler's threshold T: a client whose fullest receive
+        /// buffer is fuller than this (percent), and that is not of the
+        /// best priority among receiving clients, is a candidate for a
+        /// boost.
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
+        boost_threshold: u8,
+        /// How many candidates the scheduler boosts: a number (the best by
+        /// priority, the paper's fixed N), or `auto`: those of a better
+        /// priority than the worst receiving client, at most one per CPU.
+        #[arg(long, default_value = "auto")]
+        boost: nagare_netd::BoostCount,
+        /// Milliseconds a boost lasts after the last period (20 ms) that
+        /// chose it.
+        #[arg(long, default_value_t = 100)]
+        boost_time_ms: u64,
+        /// Nice steps netd lowers a boosted client's process by at most,
+        /// never past the best receiving client's priority, and gives back
+        /// when the boost ends (needs CAP_SYS_NICE; 0: netd never changes a
+        /// process). A boosted client is served first either way.
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u8).range(0..=39))]
+        boost_lift: u8,
     },
     /// netd's driver process (started by `nagare netd`, not by hand).
     #[command(hide = true)]
@@ -250,6 +272,10 @@ fn main() -> Result<()> {
             max_orphans,
             max_connections,
             packetflow,
+            boost_threshold,
+            boost,
+            boost_time_ms,
+            boost_lift,
         } => {
             let mut builder = NetdBuilder::new(link.spec())
                 .socket(socket)
@@ -257,7 +283,13 @@ fn main() -> Result<()> {
                 .client_memory(client_memory)
                 .max_orphans(max_orphans)
                 .max_connections(max_connections)
-                .packetflow(packetflow);
+                .packetflow(packetflow)
+                .boost(nagare_netd::BoostConfig {
+                    threshold: boost_threshold,
+                    count: boost,
+                    time: Duration::from_millis(boost_time_ms.min(3_600_000)),
+                    lift: boost_lift,
+                });
             if let Some(placement) = placement {
                 builder = builder.placement(placement);
             }

@@ -31,7 +31,7 @@
 
 use crate::driver::launch::{launcher, DriverDevice, DriverSpec};
 use crate::driver::{DriverLink, MAX_RX_QUEUES};
-use crate::{Netd, NetdConfig, PacketFlow, Placement};
+use crate::{BoostConfig, Netd, NetdConfig, PacketFlow, Placement};
 use nagare_dev::{MonotonicClock, TapDevice};
 use nagare_host::link::{interface_on, open_host};
 use nagare_host::{DeviceSpec, LinkSpec, ServiceConfig};
@@ -121,6 +121,12 @@ impl NetdBuilder {
     /// The PacketFlow modules netd runs.
     pub fn packetflow(mut self, packetflow: PacketFlow) -> NetdBuilder {
         self.config.packetflow = packetflow;
+        self
+    }
+
+    /// How PacketFlow's scheduler boosts clients.
+    pub fn boost(mut self, boost: BoostConfig) -> NetdBuilder {
+        self.config.boost = boost;
         self
     }
 

@@ -2,7 +2,7 @@
 //! gets. Every limit here bounds what one client can make netd hold: ring
 //! slots, buffers, waiting requests, sockets and refused descriptors.
 
-use crate::packetflow::PacketFlow;
+use crate::packetflow::{BoostConfig, PacketFlow};
 use nagare_ipc::RegionConfig;
 use nagare_request::DEFAULT_SOCKET;
 use std::path::PathBuf;
@@ -49,6 +49,8 @@ pub struct NetdConfig {
     pub link: String,
     /// The PacketFlow modules netd runs (all that are built, by default).
     pub packetflow: PacketFlow,
+    /// The PacketFlow scheduler's threshold, count, boost time and lift.
+    pub boost: BoostConfig,
     /// A file holding the link's count of frames it dropped on their way
     /// to netd, read once per housekeeping period as a sign that the
     /// receive path is dropping (for a TAP, the kernel's
@@ -73,6 +75,7 @@ impl Default for NetdConfig {
             max_bad: 1024,
             link: String::from("unnamed"),
             packetflow: PacketFlow::default(),
+            boost: BoostConfig::default(),
             link_drops: None,
         }
     }

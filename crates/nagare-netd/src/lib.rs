@@ -24,8 +24,8 @@
 //! - what netd says about itself: `stats` ([`NetdStats`]) and `report`
 //!   (the text of `nagare stat`); its settings: `config` ([`NetdConfig`]);
 //! - PacketFlow, receive processing that honours the receiver's
-//!   priority: `packetflow` (the filter; [`PacketFlow`] says which
-//!   modules run).
+//!   priority: `packetflow` (the filter and the scheduler; [`PacketFlow`]
+//!   says which modules run, [`BoostConfig`] how the scheduler boosts).
 //!
 //! `docs/netd.md` describes the design.
 
@@ -57,5 +57,5 @@ pub use config::NetdConfig;
 pub use driver::{DriverLink, DriverLinkStats, Placement};
 pub use nagare_request::{decode_addr, encode_addr, Completion, Op, Piece, ProtoError, Request, DEFAULT_SOCKET};
 pub use netd::Netd;
-pub use packetflow::PacketFlow;
+pub use packetflow::{BoostConfig, BoostCount, PacketFlow};
 pub use stats::NetdStats;

@@ -11,6 +11,9 @@
 //! the transmit can be swapped for another host step without touching the
 //! others; what each phase does lives with its job (`clients`,
 //! `requests`, `frames`, `returns`).
+//!
+//! Clients are served in the order PacketFlow's scheduler gives: those it
+//! boosted first, with a larger batch of requests each, then the others.
 
 use crate::clients::Clients;
 use crate::config::NetdConfig;
@@ -19,9 +22,9 @@ use crate::frames::FramePath;
 use crate::lending::Lending;
 use crate::memory::Memory;
 use crate::ops::Context;
-use crate::packetflow::{Filter, ReceiveDrops, Receivers};
+use crate::packetflow::{Filter, Load, ReceiveDrops, Receivers, Scheduler};
 use crate::report::{ClientLine, Report};
-use crate::requests::{answer_stat_requests, serve_client, waits_for_stat};
+use crate::requests::{answer_stat_requests, serve_client, waits_for_stat, REQ_BATCH};
 use crate::session::Session;
 use crate::stats::NetdStats;
 use crate::steering::Steering;
@@ -58,6 +61,9 @@ pub struct Netd {
     filter: Option<Filter>,
     receivers: Receivers,
     receive_drops: ReceiveDrops,
+    /// PacketFlow's scheduler, if it runs, and its weighing's storage.
+    scheduler: Option<Scheduler>,
+    loads: Vec<Load>,
     /// The TAP whose descriptor and queues netd handed its driver, held
     /// open (and unread) while netd runs.
     pub(crate) held_tap: Option<TapDevice>,
@@ -126,9 +132,13 @@ impl Netd {
             .filter
             .then(|| Filter::new(nagare_host::secrets::random_u64().unwrap_or(0x9e37_79b9_7f4a_7c15)));
         let receive_drops = ReceiveDrops::new(config.link_drops.clone());
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let scheduler = config.packetflow.scheduler.then(|| Scheduler::new(config.boost, cpus));
         Ok(Netd {
             host: Host::new(iface, frames),
             filter,
+            scheduler,
+            loads: Vec::new(),
             receivers: Receivers::default(),
             receive_drops,
             placement,
@@ -264,7 +274,33 @@ impl Netd {
         }
         work |= self.host.device.check_driver(&self.clients.sessions);
         self.end_filter_period();
+        self.end_scheduler_period();
         work
+    }
+
+    /// Ends a period of PacketFlow's scheduler: every client weighed, the
+    /// boosts it chose begun, those run out ended.
+    fn end_scheduler_period(&mut self) {
+        let Some(scheduler) = &mut self.scheduler else { return };
+        let iface = &self.host.iface;
+        self.loads.clear();
+        self.loads.extend(self.clients.sessions.iter().filter(|s| s.doomed.is_none()).filter_map(|s| s.load(iface)));
+        let changes = scheduler.period(&self.loads, std::time::Instant::now());
+        for (client, lift) in changes.start {
+            self.receivers.set_boosted(client, true);
+            self.stats.boosts += 1;
+            let Some(s) = self.clients.sessions.iter_mut().find(|s| s.key() == client) else { continue };
+            if let Err(e) = s.priority.lift(lift) {
+                self.stats.lifts_refused += 1;
+                log::debug!("client {client} (pid {}) boosted, its process not lifted: {e}", s.conn.cred.pid);
+            }
+        }
+        for client in changes.end {
+            self.receivers.set_boosted(client, false);
+            if let Some(s) = self.clients.sessions.iter_mut().find(|s| s.key() == client) {
+                s.priority.unlift();
+            }
+        }
     }
 
     /// Ends a period of PacketFlow's filter with the receive path's drops
@@ -308,7 +344,8 @@ impl Netd {
         }
     }
 
-    /// Every client's turn, then the waiting `STAT` requests.
+    /// Every client's turn, those PacketFlow's scheduler boosted first with
+    /// twice the batch, then the waiting `STAT` requests.
     fn serve_clients(&mut self, now: Instant) -> bool {
         let mut work = false;
         let mut cx = Context {
@@ -322,8 +359,19 @@ impl Netd {
             stats: &mut self.stats,
             receivers: &mut self.receivers,
         };
-        for s in &mut self.clients.sessions {
-            work |= serve_client(s, &mut cx);
+        if self.scheduler.as_ref().is_some_and(|s| s.boosted() > 0) {
+            for first in [true, false] {
+                for s in &mut self.clients.sessions {
+                    if cx.receivers.is_boosted(s.key()) == first {
+                        let batch = if first { 2 * REQ_BATCH } else { REQ_BATCH };
+                        work |= serve_client(s, &mut cx, batch);
+                    }
+                }
+            }
+        } else {
+            for s in &mut self.clients.sessions {
+                work |= serve_client(s, &mut cx, REQ_BATCH);
+            }
         }
         if self.clients.sessions.iter().any(waits_for_stat) {
             let text = self.report(self.config.buffer_size as usize);
@@ -367,6 +415,7 @@ impl Netd {
             engine: &mut engine,
             engine_buffers: self.host.iface.pool().stats(),
             filter: self.filter.as_ref().map(Filter::last_period),
+            scheduler: self.scheduler.as_ref().map(|s| (s.boosted(), self.config.boost)),
         }
         .render(limit)
     }
@@ -420,6 +469,10 @@ impl Netd {
     fn disconnect(&mut self, mut s: Session, why: &str) {
         let now = self.clock.now();
         let gone = s.leave(&mut self.host.iface, &self.lending, &self.steering, now);
+        s.priority.unlift();
+        if let Some(scheduler) = &mut self.scheduler {
+            scheduler.forget(s.key());
+        }
         self.receivers.forget_client(s.key());
         self.host.device.detach(s.key());
         self.memory.client_gone(s.key());

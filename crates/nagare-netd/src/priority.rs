@@ -6,7 +6,13 @@
 //! [`REREAD`] (a `renice` takes effect within it). A socket's is its
 //! client's unless the socket's own option (`SockOption::Priority`, as
 //! `SO_PRIORITY` is per socket) overrides it.
+//!
+//! PacketFlow's scheduler may lift a client's process: netd lowers its
+//! nice value for the boost and sets it back after. While lifted, the
+//! client keeps the priority of its own nice value; a nice value changed
+//! by someone else meanwhile becomes its own, and is left as it is.
 
+use std::io;
 use std::time::{Duration, Instant};
 
 /// The highest priority (nice -20).
@@ -58,23 +64,58 @@ pub struct Priority {
 #[derive(Debug)]
 pub struct ClientPriority {
     pid: i32,
+    /// The process's own nice value, as last read.
     nice: Option<i32>,
     read_at: Instant,
+    /// The nice value netd gave the process while it is lifted.
+    lifted: Option<i32>,
 }
 
 impl ClientPriority {
     /// The priority of process `pid`, read now.
     pub fn of_process(pid: i32) -> ClientPriority {
-        ClientPriority { pid, nice: read_nice(pid), read_at: Instant::now() }
+        ClientPriority { pid, nice: read_nice(pid), read_at: Instant::now(), lifted: None }
     }
 
     /// Reads the nice value again if it was read longer than [`REREAD`]
     /// ago.
     pub fn refresh(&mut self, now: Instant) {
         if now.saturating_duration_since(self.read_at) >= REREAD {
-            self.nice = read_nice(self.pid);
+            let read = read_nice(self.pid);
+            if self.lifted.is_none() || read != self.lifted {
+                self.nice = read;
+                self.lifted = None;
+            }
             self.read_at = now;
         }
+    }
+
+    /// Lowers the process's nice value by `steps` (to no less than -20)
+    /// until [`ClientPriority::unlift`]. Nothing to do for 0 steps, an
+    /// unknown nice value or a process lifted already; an error where the
+    /// kernel refuses (netd without `CAP_SYS_NICE` may only raise nice
+    /// values).
+    pub fn lift(&mut self, steps: u8) -> io::Result<()> {
+        let Some(own) = self.nice.filter(|_| steps > 0 && self.lifted.is_none()) else { return Ok(()) };
+        let to = (own - i32::from(steps)).max(-20);
+        set_nice(self.pid, to)?;
+        self.lifted = Some(to);
+        Ok(())
+    }
+
+    /// Gives the process its own nice value back, if netd lifted it and
+    /// nobody changed it since.
+    pub fn unlift(&mut self) {
+        let (Some(lifted), Some(own)) = (self.lifted.take(), self.nice) else { return };
+        if read_nice(self.pid) == Some(lifted) {
+            // A process that has gone meanwhile needs nothing back.
+            let _ = set_nice(self.pid, own);
+        }
+    }
+
+    /// The nice value netd gave the process, while it is lifted.
+    pub fn lifted(&self) -> Option<i32> {
+        self.lifted
     }
 
     /// The nice value last read, if it could be.
@@ -88,6 +129,17 @@ impl ClientPriority {
             Some(n) => Priority { value: from_nice(n), source: Source::Nice },
             None => Priority { value: DEFAULT, source: Source::Unknown },
         }
+    }
+}
+
+/// Sets process `pid`'s nice value to `nice`.
+fn set_nice(pid: i32, nice: i32) -> io::Result<()> {
+    let pid = libc::id_t::try_from(pid).ok().filter(|&p| p != 0).ok_or(io::ErrorKind::InvalidInput)?;
+    // SAFETY: setpriority has no memory preconditions.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, pid, nice) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 
@@ -129,6 +181,49 @@ mod tests {
         let p = ClientPriority::of_process(std::process::id() as i32);
         assert_eq!(p.nice(), Some(nice));
         assert_eq!(p.get(), Priority { value: from_nice(nice), source: Source::Nice });
+    }
+
+    #[test]
+    fn a_lifted_process_keeps_its_own_priority_and_gets_its_nice_value_back() {
+        // A child at nice 10, which this test may lift only as root.
+        let mut child =
+            std::process::Command::new("nice").args(["-n", "10", "sleep", "10"]).spawn().expect("nice sleep");
+        let pid = child.id() as i32;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while read_nice(pid) != Some(10) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut p = ClientPriority::of_process(pid);
+        assert_eq!(p.get().value, 130);
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        match p.lift(4) {
+            Ok(()) => {
+                assert!(root, "only root lowers a nice value");
+                assert_eq!((read_nice(pid), p.lifted()), (Some(6), Some(6)));
+                p.lift(4).expect("lifted already: nothing to do");
+                assert_eq!(read_nice(pid), Some(6));
+                p.refresh(Instant::now() + REREAD);
+                assert_eq!(p.get().value, 130, "its own nice value, not the lifted one");
+                p.unlift();
+                assert_eq!((read_nice(pid), p.lifted()), (Some(10), None));
+                // Reniced by someone else while lifted: that is its own.
+                p.lift(15).expect("lift");
+                assert_eq!(read_nice(pid), Some(-5));
+                set_nice(pid, 3).expect("renice");
+                p.refresh(Instant::now() + 2 * REREAD);
+                assert_eq!((p.get().value, p.lifted()), (123, None));
+                p.unlift();
+                assert_eq!(read_nice(pid), Some(3), "left as it was set");
+            }
+            Err(e) => {
+                assert!(!root, "root may lift: {e}");
+                assert_eq!((read_nice(pid), p.lifted()), (Some(10), None));
+                eprintln!("SKIPPED: lifting a process needs root (CAP_SYS_NICE); the refusal was checked");
+            }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     #[test]

@@ -34,6 +34,10 @@ pub(crate) struct ClientLine {
     /// read).
     pub priority: Priority,
     pub nice: Option<i32>,
+    /// Boosted by PacketFlow's scheduler, and the nice value its process
+    /// was lifted to (if it was).
+    pub boosted: bool,
+    pub lifted: Option<i32>,
     /// Its sockets, by id.
     pub sockets: Vec<SocketLine>,
 }
@@ -81,6 +85,9 @@ pub(crate) struct Report<'a> {
     /// PacketFlow's filter, if it runs: the receive path's drops and the
     /// frames it saw in its last period.
     pub filter: Option<(u64, u64)>,
+    /// PacketFlow's scheduler, if it runs: the clients it boosts now, and
+    /// its parameters.
+    pub scheduler: Option<(usize, crate::packetflow::BoostConfig)>,
 }
 
 impl Report<'_> {
@@ -100,7 +107,7 @@ impl Report<'_> {
         for c in self.clients {
             let _ = writeln!(
                 t,
-                "client {} pid {} uid {} sockets {} tcp {} listeners {} udp {} echo {} pending {} buffers client {} netd {} receive {} of {} bad {} memory {} of {} prio {} nice {}",
+                "client {} pid {} uid {} sockets {} tcp {} listeners {} udp {} echo {} pending {} buffers client {} netd {} receive {} of {} bad {} memory {} of {} prio {} nice {} boosted {}",
                 c.id,
                 c.pid,
                 c.uid,
@@ -118,7 +125,12 @@ impl Report<'_> {
                 c.memory_charged,
                 c.memory_budget,
                 c.priority.value,
-                c.nice.map_or_else(|| String::from("-"), |n| n.to_string())
+                c.nice.map_or_else(|| String::from("-"), |n| n.to_string()),
+                match (c.boosted, c.lifted) {
+                    (false, _) => String::from("no"),
+                    (true, None) => String::from("yes"),
+                    (true, Some(n)) => format!("yes lifted_nice {n}"),
+                }
             );
             let addr = |a: Option<SocketAddrV4>| a.map_or_else(|| String::from("-"), |a| a.to_string());
             for k in &c.sockets {
@@ -169,6 +181,8 @@ impl Report<'_> {
             ("connections_refused", s.connections_refused),
             ("filter_dropped_low_priority", s.filter_dropped_low_priority),
             ("filter_dropped_overflow", s.filter_dropped_overflow),
+            ("boosts", s.boosts),
+            ("lifts_refused", s.lifts_refused),
         ] {
             let _ = writeln!(t, "netd {k} {v}");
         }
@@ -184,6 +198,21 @@ impl Report<'_> {
             }
             None => {
                 let _ = writeln!(t, "packetflow filter off");
+            }
+        }
+        match self.scheduler {
+            Some((boosted, b)) => {
+                let _ = writeln!(
+                    t,
+                    "packetflow scheduler on boosted {boosted} threshold {} count {} time_ms {} lift {}",
+                    b.threshold,
+                    b.count,
+                    b.time.as_millis(),
+                    b.lift
+                );
+            }
+            None => {
+                let _ = writeln!(t, "packetflow scheduler off");
             }
         }
         if let Some((pid, d, own)) = self.driver {
@@ -266,6 +295,8 @@ mod tests {
             memory_budget: 8388608,
             priority: Priority { value: 125, source: Source::Nice },
             nice: Some(5),
+            boosted: id == 2,
+            lifted: (id == 2).then_some(0),
             sockets: vec![SocketLine {
                 id: 3,
                 kind: "tcp",
@@ -304,6 +335,7 @@ mod tests {
             engine: &mut engine,
             engine_buffers: PoolStats { buf_size: 2048, capacity: 4096, in_use: 3, allocs: 10, exhausted: 0 },
             filter: Some((2, 30)),
+            scheduler: Some((1, crate::packetflow::BoostConfig::default())),
         }
         .render(limit)
     }
@@ -312,7 +344,8 @@ mod tests {
     fn every_part_is_there_and_zero_counters_are_not() {
         let t = report(&[client(1), client(2)], 16384);
         assert!(t.starts_with("netd pid 1 uptime 2.0s placement single link vni x clients 2\n"), "{t}");
-        assert!(t.contains("client 2 pid 102 uid 0 sockets 4 tcp 2 listeners 1 udp 1 echo 0 pending 1 buffers client 250 netd 6 receive 0 of 256 bad 0 memory 524288 of 8388608 prio 125 nice 5\n"));
+        assert!(t.contains("client 2 pid 102 uid 0 sockets 4 tcp 2 listeners 1 udp 1 echo 0 pending 1 buffers client 250 netd 6 receive 0 of 256 bad 0 memory 524288 of 8388608 prio 125 nice 5 boosted yes lifted_nice 0\n"));
+        assert!(t.contains(" memory 524288 of 8388608 prio 125 nice 5 boosted no\nsocket 3 client 1 "), "{t}");
         assert!(t.contains("\nsocket 3 client 2 tcp local 10.0.0.2:4000 remote 10.0.0.1:7 state established send_queued 1000 recv_queued 20 waiting 4 sndbuf 262144 rcvbuf 262144 prio 100 from option filter_drops 6\n"), "{t}");
         assert!(
             t.contains("\nmemory charged 1048576 of 7340032 orphans 1 of 1024 unowned 0 connections 3 of 16384\n"),
@@ -320,6 +353,7 @@ mod tests {
         );
         assert!(t.contains("netd requests 9\n"));
         assert!(t.contains("packetflow filter on last_period receive_drops 2 frames 30\n"), "{t}");
+        assert!(t.contains("packetflow scheduler on boosted 1 threshold 50 count auto time_ms 100 lift 5\n"), "{t}");
         assert!(t.contains("netd filter_dropped_low_priority 0\nnetd filter_dropped_overflow 7\n"), "{t}");
         assert!(t.contains("engine buffers in_use 3 of 4096"));
         assert!(t.contains("engine rx_frames 5\n"));

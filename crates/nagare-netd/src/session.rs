@@ -18,7 +18,7 @@
 use crate::lending::Lending;
 use crate::memory::Memory;
 use crate::ops::{Caller, Done, Outcome};
-use crate::packetflow::Receivers;
+use crate::packetflow::{Load, Receivers};
 use crate::priority::ClientPriority;
 use crate::report::{ClientLine, SocketLine};
 use crate::sockets::{ClientSockets, Sock};
@@ -376,8 +376,35 @@ impl Session {
             memory_budget: memory.budget(),
             priority: self.priority.get(),
             nice: self.priority.nice(),
+            boosted: receivers.is_boosted(self.conn.id),
+            lifted: self.priority.lifted(),
             sockets: self.socket_lines(iface, receivers),
         }
+    }
+
+    /// The client as PacketFlow's scheduler weighs it: the best priority
+    /// and the fullest receive buffer (percent) among its receiving
+    /// sockets (TCP connections, UDP sockets); `None` without one.
+    pub fn load(&self, iface: &Interface) -> Option<Load> {
+        let mut load: Option<Load> = None;
+        for (id, sock) in self.sockets.iter() {
+            let fill = match sock {
+                Sock::Tcp(h) => {
+                    iface.tcp_ref().connection(h).map(|k| percent(k.recv_queued(), k.config().recv_buffer_limit()))
+                }
+                Sock::Udp(h) => iface.udp_ref().socket(h).map(|u| {
+                    let (datagrams, bytes) = u.queue_limits();
+                    percent(u.queued(), datagrams).max(percent(u.queued_bytes(), bytes))
+                }),
+                Sock::Listener(_) | Sock::Echo(_) => None,
+            };
+            let Some(fill) = fill else { continue };
+            let priority = crate::ops::socket_priority(&self.sockets, self.priority.get(), id).value;
+            let l = load.get_or_insert(Load { client: self.conn.id, priority, fill });
+            l.priority = l.priority.min(priority);
+            l.fill = l.fill.max(fill);
+        }
+        load
     }
 
     /// A report line per socket, by id.
@@ -466,4 +493,12 @@ impl Session {
         steering.remove_client(self.conn.id);
         Departure { sockets, reclaimed, lent, leaked }
     }
+}
+
+/// `part` of `whole` in percent, at most 100 (0 of nothing).
+fn percent(part: usize, whole: usize) -> u8 {
+    if whole == 0 {
+        return 0;
+    }
+    (part.saturating_mul(100) / whole).min(100) as u8
 }

@@ -1,16 +1,18 @@
-//! PacketFlow's filter in a netd over a simulated link to a peer that
-//! echoes, inline and with a driver thread (the filter runs as frames
-//! come from the device or the driver): datagrams for a socket whose queue is full are dropped by the
-//! filter before the engine (by the engine when the filter is off); while
-//! the link drops frames on their way to netd, a low-priority socket's
-//! datagrams are dropped and the highest-priority socket's and a TCP
-//! stream's are not.
+//! PacketFlow in a netd over a simulated link to a peer that echoes,
+//! inline and with a driver thread (the filter runs as frames come from
+//! the device or the driver). The filter: datagrams for a socket whose
+//! queue is full are dropped by the filter before the engine (by the
+//! engine when the filter is off); while the link drops frames on their
+//! way to netd, a low-priority socket's datagrams are dropped and the
+//! highest-priority socket's and a TCP stream's are not. The scheduler:
+//! of clients whose sockets are full, those its rule picks are boosted,
+//! and a boosted client that goes leaves nothing behind.
 
 mod support;
 
 use nagare::net::{TcpStream, UdpSocket};
-use nagare_netd::{PacketFlow, Placement};
-use nagare_request::{encode_addr, Op};
+use nagare_netd::{BoostConfig, BoostCount, PacketFlow, Placement};
+use nagare_request::{encode_addr, Op, SockOption};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
@@ -150,4 +152,101 @@ fn low_priority_datagrams_are_dropped_while_the_link_drops(placement: Placement)
     assert!(udp_line(&report, 9902).ends_with(&format!(" filter_drops {dropped}")), "{report}");
     assert_eq!(stat_value(&report, "netd filter_dropped_overflow "), Some(0), "{report}");
     let _ = std::fs::remove_file(&counter);
+}
+
+/// A raw client (which never reads) with a UDP socket on `port` of
+/// `priority`, to which [`SENT`] datagrams are echoed.
+fn full_receiver(netd: &NetdThread, port: u16, priority: u8) -> RawClient {
+    let mut raw = RawClient::connect(netd);
+    let mut bind = raw.request(Op::UdpBind);
+    bind.aux[0] = encode_addr(SocketAddrV4::new(NETD_ADDR, port));
+    let udp = raw.call(bind).result().expect("bind") as u32;
+    let mut option = raw.request(Op::SetOption);
+    option.socket = udp;
+    option.aux = [SockOption::Priority as u64, u64::from(priority), 0, 0];
+    raw.call(option).result().expect("its priority");
+    for i in 0..SENT {
+        let mut send = raw.request(Op::SendTo);
+        send.socket = udp;
+        send.aux[0] = encode_addr(PEER_ECHO);
+        send.piece = Some(raw.give(&[i as u8; 100], 100));
+        assert_eq!(raw.call(send).result(), Ok(100));
+    }
+    raw
+}
+
+/// Three clients, each with one UDP socket of priority 120, 125 and 130
+/// whose echoes fill its queue, under a scheduler that boosts `count`;
+/// the report once `expect_boosted` are boosted, the clients, and a
+/// session (with no socket) to ask for reports.
+fn three_full_receivers(
+    count: BoostCount,
+    expect_boosted: usize,
+) -> (NetdThread, Vec<RawClient>, nagare::Session, String) {
+    let tune = Tune { udp_rx_queue_packets: Some(QUEUE), packetflow: Some(PacketFlow::ALL), ..Tune::default() };
+    // A lift would renice this test process, every client's.
+    let boost = BoostConfig { count, lift: 0, time: Duration::from_secs(60), ..BoostConfig::default() };
+    let netd = NetdThread::start_tuned(Placement::Inline, Wire::PeerLink, tune, move |c| c.boost = boost);
+    let clients: Vec<RawClient> =
+        [120u8, 125, 130].into_iter().enumerate().map(|(i, p)| full_receiver(&netd, 9910 + i as u16, p)).collect();
+    let s = netd.connect();
+    let report = wait_for_report(&s, "the boosts made", |r| {
+        let full = (0..3).all(|i| udp_line(r, 9910 + i).contains(&format!(" recv_queued {} ", QUEUE * 100)));
+        full && r.contains(&format!("\npacketflow scheduler on boosted {expect_boosted} "))
+    });
+    (netd, clients, s, report)
+}
+
+/// Whether the client holding the UDP socket on `port` is boosted.
+fn boosted(report: &str, port: u16) -> bool {
+    let socket = udp_line(report, port);
+    let client = socket.split(" client ").nth(1).and_then(|r| r.split(' ').next()).expect("its client");
+    let line = report.lines().find(|l| l.starts_with(&format!("client {client} "))).expect("the client's line");
+    line.ends_with(" boosted yes")
+}
+
+#[test]
+fn the_scheduler_boosts_full_receivers_between_the_best_and_the_worst_priority() {
+    let (_netd, _clients, _s, report) = three_full_receivers(BoostCount::Auto, 1);
+    assert_eq!([9910, 9911, 9912].map(|p| boosted(&report, p)), [false, true, false], "{report}");
+    assert_eq!(stat_value(&report, "netd boosts "), Some(1), "{report}");
+}
+
+#[test]
+fn a_fixed_count_boosts_the_best_candidates_even_of_the_worst_priority() {
+    let (_netd, _clients, _s, report) = three_full_receivers(BoostCount::Fixed(2), 2);
+    assert_eq!([9910, 9911, 9912].map(|p| boosted(&report, p)), [false, true, true], "{report}");
+}
+
+#[test]
+fn a_boosted_client_that_goes_ends_its_boost_and_gives_back_its_memory() {
+    let (netd, mut clients, s, report) = three_full_receivers(BoostCount::Auto, 1);
+    let charged =
+        |r: &str| r.lines().find_map(|l| l.strip_prefix("memory charged ")?.split(' ').next()?.parse::<u64>().ok());
+    let before = charged(&report).expect("memory charged");
+    let boosted_client = clients.remove(1);
+    drop(boosted_client);
+    let after = wait_for_report(&s, "the boosted client gone", |r| {
+        r.contains(" clients 3\n") && r.contains("\npacketflow scheduler on boosted 0 ")
+    });
+    // Its UDP socket's queue limit was its charge.
+    assert!(charged(&after).is_some_and(|c| c < before), "{before} before:\n{after}");
+    assert!(!after.contains("boosted yes"), "{after}");
+    drop((clients, s));
+    assert_eq!(netd.stop().engine_in_use, 0);
+}
+
+#[test]
+fn without_the_scheduler_nobody_is_boosted() {
+    let tune = Tune { udp_rx_queue_packets: Some(QUEUE), packetflow: Some(PacketFlow::NONE), ..Tune::default() };
+    let netd = NetdThread::start_tuned(Placement::Inline, Wire::PeerLink, tune, |_| {});
+    let _clients = [full_receiver(&netd, 9920, 120), full_receiver(&netd, 9921, 125), full_receiver(&netd, 9922, 130)];
+    let s = netd.connect();
+    wait_for_report(&s, "the queues full", |r| udp_line(r, 9921).contains(" recv_queued 400 "));
+    // Past a housekeeping period.
+    std::thread::sleep(Duration::from_millis(60));
+    let report = s.stat().expect("stat");
+    assert!(report.contains("\npacketflow scheduler off\n"), "{report}");
+    assert!(!report.contains("boosted yes"), "{report}");
+    assert_eq!(stat_value(&report, "netd boosts "), Some(0), "{report}");
 }

@@ -33,7 +33,7 @@ fn a_client_has_its_nice_values_priority_and_a_socket_may_have_its_own() {
 
     let report = s.stat().expect("stat");
     let client = report.lines().find(|l| l.starts_with("client ")).expect("a client line");
-    assert!(client.ends_with(&format!(" prio {ours} nice {nice}")), "{client}");
+    assert!(client.ends_with(&format!(" prio {ours} nice {nice} boosted no")), "{client}");
     assert_eq!(udp.priority().unwrap(), ours);
     assert_eq!(stream.priority().unwrap(), ours);
     assert!(report

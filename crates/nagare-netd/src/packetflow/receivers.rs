@@ -70,7 +70,6 @@ impl Receivers {
 
     /// Marks client `client` as boosted (the scheduler's choice: a process
     /// it runs first counts as high priority), or not.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn set_boosted(&mut self, client: u64, boosted: bool) {
         if boosted {
             self.boosted.insert(client);
@@ -79,12 +78,17 @@ impl Receivers {
         }
     }
 
+    /// Whether client `client` is boosted.
+    pub fn is_boosted(&self, client: u64) -> bool {
+        !self.boosted.is_empty() && self.boosted.contains(&client)
+    }
+
     /// Socket `h`'s priority and whether its client is boosted, if a
     /// client holds it.
     pub fn destination(&self, h: UdpHandle) -> Option<Destination> {
         let r = self.sockets.get(&h)?;
         let priority = r.own.unwrap_or_else(|| self.clients.get(&r.client).copied().unwrap_or(priority::DEFAULT));
-        let boosted = !self.boosted.is_empty() && self.boosted.contains(&r.client);
+        let boosted = self.is_boosted(r.client);
         Some(Destination { priority, boosted })
     }
 
