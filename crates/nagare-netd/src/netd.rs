@@ -304,10 +304,16 @@ impl Netd {
     }
 
     /// Ends a period of PacketFlow's filter with the receive path's drops
-    /// in it: frames the device or the driver had no buffer for, and those
-    /// the link dropped on their way to netd.
+    /// in it (frames the device or the driver had no buffer for, and those
+    /// the link dropped on their way to netd) and the clients that
+    /// received TCP in it among its receivers.
     fn end_filter_period(&mut self) {
         let Some(filter) = &mut self.filter else { return };
+        for s in &mut self.clients.sessions {
+            if let Some(priority) = s.tcp_received(&self.host.iface) {
+                filter.note_receiver(priority);
+            }
+        }
         let device = self.host.device.stats().rx_dropped_no_buffer;
         let driver = self.host.device.driver().map_or(0, |d| d.driver_counters().rx_dropped);
         filter.end_period(self.receive_drops.since_last(device.saturating_add(driver)));

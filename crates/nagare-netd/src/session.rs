@@ -64,6 +64,9 @@ pub(crate) struct Session {
     /// Completions of binds to a port that left another client, held
     /// until the driver can no longer steer its frames to that client.
     held: Vec<((u8, u16), Descriptor)>,
+    /// Segments its TCP connections had received, in all, when last
+    /// asked ([`Session::tcp_received`]).
+    tcp_segments: u64,
     /// Descriptors refused so far.
     pub bad: u64,
     /// Set when the client must go, with the reason.
@@ -104,6 +107,7 @@ impl Session {
             spare: Vec::new(),
             out: Vec::new(),
             held: Vec::new(),
+            tcp_segments: 0,
             bad: 0,
             doomed: None,
         })
@@ -405,6 +409,24 @@ impl Session {
             l.fill = l.fill.max(fill);
         }
         load
+    }
+
+    /// The best priority among the client's TCP connections if they
+    /// received any segment since the last call.
+    pub fn tcp_received(&mut self, iface: &Interface) -> Option<u8> {
+        let (mut segments, mut best) = (0u64, None::<u8>);
+        for (id, sock) in self.sockets.iter() {
+            let Sock::Tcp(h) = sock else { continue };
+            let Some(k) = iface.tcp_ref().connection(h) else { continue };
+            segments = segments.wrapping_add(k.stats().segments_received);
+            let p = crate::ops::socket_priority(&self.sockets, self.priority.get(), id).value;
+            best = Some(best.map_or(p, |b| b.min(p)));
+        }
+        // A sum that moved either way: a connection that closed takes its
+        // count with it.
+        let moved = segments != self.tcp_segments;
+        self.tcp_segments = segments;
+        best.filter(|_| moved)
     }
 
     /// A report line per socket, by id.

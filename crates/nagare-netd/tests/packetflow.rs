@@ -250,3 +250,38 @@ fn without_the_scheduler_nobody_is_boosted() {
     assert!(!report.contains("boosted yes"), "{report}");
     assert_eq!(stat_value(&report, "netd boosts "), Some(0), "{report}");
 }
+
+#[test]
+fn a_better_client_receiving_tcp_makes_the_only_udp_receiver_low_priority() {
+    let counter = std::env::temp_dir().join(format!("nagare-packetflow-tcp-best-{}", std::process::id()));
+    std::fs::write(&counter, "0").unwrap();
+    let tune = Tune { link_drops: Some(counter.clone()), ..Tune::default() };
+    let netd = NetdThread::start_tuned(Placement::Inline, Wire::PeerLink, tune, |_| {});
+    let (s, t) = (netd.connect(), netd.connect());
+    let mut stream = TcpStream::connect_timeout_via(&s, &SocketAddr::V4(PEER_ECHO), LIMIT).expect("connect");
+    stream.set_priority(Some(100)).unwrap();
+    stream.set_read_timeout(Some(LIMIT)).unwrap();
+    let udp = UdpSocket::bind_via(&t, SocketAddrV4::new(NETD_ADDR, 9930)).expect("bind");
+    udp.set_priority(Some(120)).unwrap();
+    let deadline = Instant::now() + LIMIT;
+    let (mut link_drops, mut rounds) = (0u64, 0u32);
+    let mut back = [0u8; 1000];
+    loop {
+        let report = s.stat().expect("stat");
+        if stat_value(&report, "netd filter_dropped_low_priority ").is_some_and(|d| d > 0) {
+            assert!(udp_line(&report, 9930).contains(" prio 120 "), "{report}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no datagram dropped in {rounds} rounds:\n{report}");
+        rounds += 1;
+        link_drops += 1 << 40;
+        std::fs::write(&counter, link_drops.to_string()).unwrap();
+        stream.write_all(&[rounds as u8; 1000]).unwrap();
+        stream.read_exact(&mut back).expect("the stream's echo");
+        for _ in 0..4 {
+            udp.send_to(&rounds.to_be_bytes(), PEER_ECHO).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = std::fs::remove_file(&counter);
+}

@@ -11,7 +11,8 @@
 //! TCP is never dropped here: a dropped segment comes back as a
 //! retransmission, more work and not less. High priority is the highest
 //! (numerically least) priority among the UDP sockets datagrams came to
-//! in this period or the last, or a client the scheduler has boosted.
+//! and the clients whose TCP connections received segments, in this
+//! period or the last, or a client the scheduler has boosted.
 //!
 //! A frame costs a peek at its headers (its first 34 bytes and the 8 of
 //! the UDP header, copied onto the stack), one hash lookup in the
@@ -96,6 +97,12 @@ impl Filter {
             best_before: NO_PRIORITY,
             batch: HashMap::with_capacity(BATCH_SOCKETS),
         }
+    }
+
+    /// A receiver of `priority` (a client whose TCP connections received
+    /// segments) was seen in this period.
+    pub fn note_receiver(&mut self, priority: u8) {
+        self.best_now = self.best_now.min(priority);
     }
 
     /// Ends a period in which the receive path dropped `drops` frames:

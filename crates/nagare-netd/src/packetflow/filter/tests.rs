@@ -171,6 +171,23 @@ fn a_receiver_is_of_high_priority_when_none_better_receives_or_its_client_is_boo
 }
 
 #[test]
+fn a_better_client_receiving_tcp_makes_udp_receivers_of_less_priority_low() {
+    let mut s = setup();
+    let mut filter = dropping(u64::MAX / 2, 0);
+    let low = s.datagram(7002, 10);
+    filter.begin_batch();
+    assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::Pass, "the best receiver there is");
+    // A client of priority 100 received TCP segments in this period: in
+    // the next, the UDP receiver is of low priority.
+    filter.note_receiver(100);
+    filter.end_period(u64::MAX / 2);
+    assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::LowPriority(s.low));
+    // A period without it: the best again.
+    filter.end_period(u64::MAX / 2);
+    assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::Pass);
+}
+
+#[test]
 fn nothing_is_dropped_for_low_priority_while_the_receive_path_does_not_drop() {
     let mut s = setup();
     let mut filter = dropping(0, 500);
