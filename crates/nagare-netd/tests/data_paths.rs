@@ -284,3 +284,36 @@ fn a_stream_keeps_its_receive_buffers_worth_of_receives_posted() {
     (&reader).read_exact(&mut got).unwrap();
     assert!(got.iter().all(|&b| b == 7));
 }
+
+/// Datagrams that wait in netd while their reader does not read come, once
+/// it reads, several to a receive: the reader posts a handful of receives
+/// for fifty datagrams, and reads each whole, in order, with its sender.
+#[test]
+fn waiting_datagrams_come_several_to_a_receive() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (a, b) = (netd.connect(), netd.connect());
+    let sender = UdpSocket::bind_via(&a, at(9500)).expect("bind");
+    let reader = UdpSocket::bind_via(&b, at(9501)).expect("bind");
+    reader.set_read_timeout(Some(LIMIT)).unwrap();
+    // Some larger than a third of a region buffer, so that a buffer ends
+    // before a datagram that would not fit whole.
+    let datagram = |i: usize| vec![i as u8; if i % 10 == 9 { 30_000 } else { (i * 29) % 1400 + 1 }];
+    const SENT: usize = 50;
+    for i in 0..SENT {
+        sender.send_to(&datagram(i), at(9501)).unwrap();
+    }
+    // Every datagram is in netd (queued in the engine or delivered to the
+    // receives the reader had posted) before it reads.
+    support::wait_for_report(&b, "the datagrams in", |r| {
+        stat_value(r, "engine udp_delivered ").is_some_and(|n| n >= SENT as u64)
+    });
+    let before = requests(&b);
+    let mut buf = vec![0u8; 65536];
+    for i in 0..SENT {
+        let (n, from) = reader.recv_from(&mut buf).expect("a datagram");
+        assert_eq!((&buf[..n], from), (&datagram(i)[..], SocketAddr::V4(at(9500))), "datagram {i}");
+    }
+    // The requests the reads posted, and the stat request itself.
+    let posted = requests(&b) - before;
+    assert!(posted <= 12, "{posted} requests for {SENT} datagrams");
+}

@@ -23,6 +23,8 @@
 //! word is refused with a [`ProtoError`]. Buffer ownership and extent are
 //! checked against netd's own table (`nagare_ipc::Pool::take`).
 
+pub mod records;
+
 use nagare_ipc::{Descriptor, NO_BUFFER};
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -53,8 +55,18 @@ pub const LEND: u16 = 4;
 /// which carries the piece; a request the stack did not take (it failed,
 /// or netd copied the bytes) completes once, with its buffer.
 pub const COMPLETE_ON_ACCEPT: u16 = 8;
+/// Request flag, `RECVFROM` only: as many datagrams as the buffer holds,
+/// packed as records ([`records`]); the completion says so with
+/// [`RECORDS`] in `aux[2]`. netd may still complete one with a single
+/// datagram in the classic form (`aux[2]` 0), as when the datagram
+/// already lies in a buffer of the client's region and is handed over in
+/// place.
+pub const BATCH: u16 = 16;
 /// Every flag a request may carry.
-pub const KNOWN_FLAGS: u16 = NONBLOCK | TRACE | LEND | COMPLETE_ON_ACCEPT;
+pub const KNOWN_FLAGS: u16 = NONBLOCK | TRACE | LEND | COMPLETE_ON_ACCEPT | BATCH;
+/// `aux[2]` of a `RECVFROM` completion whose buffer holds records:
+/// `aux[0]` is their number.
+pub const RECORDS: u64 = 1;
 /// Largest listen backlog.
 pub const MAX_BACKLOG: u64 = 4096;
 
@@ -68,6 +80,7 @@ pub enum Op {
     SendTo = 2,
     /// Receive one datagram into the buffer (at most `len` bytes); the
     /// result is the datagram's whole length, the piece's `len` what fit.
+    /// With [`BATCH`], as many as fit, as records.
     RecvFrom = 3,
     /// TCP listener on `aux[0]` with backlog `aux[1]`.
     Listen = 4,
@@ -447,6 +460,7 @@ impl Request {
             || (flags & TRACE != 0 && op != Op::SendTo)
             || (flags & LEND != 0 && !matches!(op, Op::Send | Op::SendTo))
             || (flags & COMPLETE_ON_ACCEPT != 0 && (flags & LEND == 0 || flags & TRACE != 0))
+            || (flags & BATCH != 0 && op != Op::RecvFrom)
         {
             return Err(ProtoError::BadFlags(flags));
         }
@@ -909,6 +923,16 @@ mod tests {
         );
         send.flags = LEND | COMPLETE_ON_ACCEPT;
         assert!(Request::decode(&send.encode()).unwrap().completes_on_accept());
+        let mut recv = Request::new(Op::RecvFrom, 4);
+        recv.socket = 3;
+        recv.piece = Some(Piece { buffer: 1, offset: 0, len: 65536 });
+        recv.flags = BATCH | NONBLOCK;
+        assert!(Request::decode(&recv.encode()).is_ok());
+        send.flags = BATCH;
+        assert!(
+            matches!(Request::decode(&send.encode()), Err(ProtoError::BadFlags(_))),
+            "only datagram receives batch"
+        );
         assert_eq!(unpack_stages(pack_stages(1, 2_000_000, 3)), [1, 2_000_000, 3]);
         assert_eq!(unpack_stages(pack_stages(u64::MAX, 0, 5_000_000)), [STAGE_MAX, 0, STAGE_MAX]);
     }

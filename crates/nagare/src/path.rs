@@ -12,11 +12,13 @@
 //! - **Receive.** A socket keeps receives posted with netd, each with a
 //!   buffer: a stream about its receive buffer's worth (the size netd
 //!   gives the socket), so that netd can always take a whole window out
-//!   of the engine; a datagram socket [`RECV_AHEAD`]. No more are posted
-//!   or hold data not yet read, so a reader that stops closes the
-//!   window. Completions queue here in arrival order; `read` takes from
-//!   the queue without a request and posts a receive again for each
-//!   buffer it empties.
+//!   of the engine; a datagram socket [`RECV_AHEAD`], each asking for a
+//!   batch: netd fills the buffer with as many datagrams as fit, as
+//!   records (`nagare_request::records`), so that one wake-up brings them
+//!   all. No more are posted or hold data not yet read, so a reader that
+//!   stops closes the window. Completions queue here in arrival order;
+//!   `read` takes from the queue without a request and posts a receive
+//!   again for each buffer it empties.
 //! - **Errors.** An error a later completion reports (a reset, an
 //!   unreachable host) is kept and returned by the socket's next call, as
 //!   `SO_ERROR` is; data that arrived before it is read first.
@@ -27,7 +29,8 @@
 
 use crate::{Conn, InFlight};
 use nagare_ipc::BufRef;
-use nagare_request::{Completion, Op, Piece, Request, CLOSED, READABLE, WRITABLE};
+use nagare_request::records::{Records, RECORD_HEADER};
+use nagare_request::{Completion, Op, Piece, Request, BATCH, CLOSED, READABLE, RECORDS, WRITABLE};
 use std::collections::VecDeque;
 use std::io;
 use std::time::{Duration, Instant};
@@ -81,6 +84,25 @@ struct Arrived {
     whole: u64,
     /// A datagram's sender (encoded address).
     from: u64,
+    /// Datagrams packed as records, those not yet read: `None` for one
+    /// datagram alone in the buffer.
+    records: Option<Records>,
+}
+
+/// A datagram found among those that arrived: where its payload lies,
+/// its whole length, its sender, and whether its buffer is to be
+/// released (or handed over) once it is read: it held that datagram
+/// alone, or the last record left in it.
+struct Found {
+    index: u32,
+    offset: u32,
+    len: u32,
+    whole: u64,
+    from: u64,
+    /// The buffer held this datagram alone: it may be handed over as it is.
+    alone: bool,
+    /// The buffer has nothing more to read.
+    last: bool,
 }
 
 /// One socket's path.
@@ -250,6 +272,9 @@ impl Conn {
             }
             let Some(b) = self.pool.alloc() else { return Ok(()) };
             let mut req = crate::request(op, id);
+            if op == Op::RecvFrom {
+                req.flags |= BATCH;
+            }
             req.piece = Some(Piece { buffer: b, offset: 0, len: self.pool.buffer_size() });
             self.submit(&mut req, Some(b))?;
             self.in_flight
@@ -295,8 +320,20 @@ impl Conn {
                 };
                 p.posted = p.posted.saturating_sub(1);
                 let kept = match (result, back) {
+                    (Ok(c), Some(b)) if p.kind == Kind::Datagram && c.aux[2] == RECORDS => {
+                        match u32::try_from(c.aux[0]) {
+                            Ok(count) if count > 0 => {
+                                let records = Some(Records::new(count, b.len as usize));
+                                p.arrived.push_back(Arrived { buf: b, taken: 0, whole: 0, from: 0, records });
+                                return;
+                            }
+                            // No records: nothing to keep.
+                            _ => Some(b),
+                        }
+                    }
                     (Ok(c), Some(b)) if p.kind == Kind::Datagram || b.len > 0 => {
-                        p.arrived.push_back(Arrived { buf: b, taken: 0, whole: c.aux[0], from: c.aux[1] });
+                        let a = Arrived { buf: b, taken: 0, whole: c.aux[0], from: c.aux[1], records: None };
+                        p.arrived.push_back(a);
                         return;
                     }
                     (Ok(_), b) if p.kind == Kind::Stream => {
@@ -441,35 +478,104 @@ impl Conn {
     /// The next datagram that arrived, copied into `out` (truncated to it),
     /// or `None` if none is here yet.
     pub(crate) fn read_datagram(&mut self, id: u32, out: &mut [u8]) -> io::Result<Option<Datagram>> {
-        let Some(a) = self.take_datagram(id)? else { return Ok(None) };
-        let n = (a.buf.len as usize).min(out.len());
-        let read = self.pool.read(a.buf.index, a.buf.offset, &mut out[..n]);
-        let _ = self.pool.release(a.buf.index);
+        let Some(f) = self.next_datagram(id)? else { return Ok(None) };
+        let n = (f.len as usize).min(out.len());
+        let read = self.pool.read(f.index, f.offset, &mut out[..n]);
+        if f.last {
+            let _ = self.pool.release(f.index);
+        }
         read.map_err(io::Error::other)?;
-        Ok(Some((n, usize::try_from(a.whole).unwrap_or(usize::MAX).max(n), a.from)))
+        Ok(Some((n, usize::try_from(f.whole).unwrap_or(usize::MAX).max(n), f.from)))
     }
 
     /// The next datagram that arrived, its buffer handed to the caller:
-    /// (buffer, whole length, sender), or `None` if none is here yet.
+    /// (buffer, whole length, sender), or `None` if none is here yet. A
+    /// datagram that shares its buffer with others is copied into one of
+    /// its own.
     pub(crate) fn take_datagram_buf(&mut self, id: u32) -> io::Result<Option<(BufRef, usize, u64)>> {
-        Ok(self
-            .take_datagram(id)?
-            .map(|a| (a.buf, usize::try_from(a.whole).unwrap_or(usize::MAX).max(a.buf.len as usize), a.from)))
+        let Some(f) = self.next_datagram(id)? else { return Ok(None) };
+        let whole = usize::try_from(f.whole).unwrap_or(usize::MAX).max(f.len as usize);
+        if f.alone {
+            return Ok(Some((BufRef { index: f.index, offset: f.offset, len: f.len }, whole, f.from)));
+        }
+        let own = self.pool.alloc();
+        let copied = own.ok_or_else(|| errno(libc::ENOBUFS)).and_then(|b| {
+            let mut bytes = vec![0u8; f.len as usize];
+            self.pool.read(f.index, f.offset, &mut bytes).map_err(io::Error::other)?;
+            self.pool.write(b, 0, &bytes).map_err(io::Error::other)?;
+            Ok(b)
+        });
+        if f.last {
+            let _ = self.pool.release(f.index);
+        }
+        match copied {
+            Ok(b) => Ok(Some((BufRef { index: b, offset: 0, len: f.len }, whole, f.from))),
+            Err(e) => {
+                if let Some(b) = own {
+                    let _ = self.pool.release(b);
+                }
+                Err(e)
+            }
+        }
     }
 
-    fn take_datagram(&mut self, id: u32) -> io::Result<Option<Arrived>> {
+    /// The next datagram that arrived on `id`, or `None` (with a receive
+    /// posted) if none is here yet; its error if it has one instead. A
+    /// buffer of records whose headers do not hold together is dropped
+    /// with `EPROTO`.
+    fn next_datagram(&mut self, id: u32) -> io::Result<Option<Found>> {
         let p = self.paths.get_mut(&id).ok_or_else(|| errno(libc::EBADF))?;
-        if let Some(a) = p.arrived.pop_front() {
+        let Some(front) = p.arrived.front().copied() else {
+            if let Some(e) = self.take_error(id) {
+                return Err(e);
+            }
+            if self.paths.get(&id).is_some_and(|p| p.posted == 0) {
+                self.post_receives(id)?;
+            }
+            return Ok(None);
+        };
+        let b = front.buf;
+        let Some(mut records) = front.records else {
+            p.arrived.pop_front();
             self.post_receives(id)?;
-            return Ok(Some(a));
+            let (index, offset, len) = (b.index, b.offset, b.len);
+            return Ok(Some(Found {
+                index,
+                offset,
+                len,
+                whole: front.whole,
+                from: front.from,
+                alone: true,
+                last: true,
+            }));
+        };
+        let mut header = [0u8; RECORD_HEADER];
+        let record = match records.next_header() {
+            Ok(Some(at)) => self
+                .pool
+                .read(b.index, b.offset + at as u32, &mut header)
+                .ok()
+                .and_then(|()| records.take(&header).ok()),
+            _ => None,
+        };
+        let last = record.is_none() || records.left == 0;
+        if let Some(p) = self.paths.get_mut(&id) {
+            match p.arrived.front_mut() {
+                Some(a) if !last => a.records = Some(records),
+                _ => {
+                    p.arrived.pop_front();
+                }
+            }
         }
-        if let Some(e) = self.take_error(id) {
-            return Err(e);
-        }
-        if self.paths.get(&id).is_some_and(|p| p.posted == 0) {
+        if last {
             self.post_receives(id)?;
         }
-        Ok(None)
+        let Some(r) = record else {
+            let _ = self.pool.release(b.index);
+            return Err(errno(libc::EPROTO));
+        };
+        let (offset, len) = (b.offset + r.payload.start as u32, r.payload.len() as u32);
+        Ok(Some(Found { index: b.index, offset, len, whole: u64::from(r.whole), from: r.from, alone: false, last }))
     }
 
     /// Before a send on `id`: its error, or `EPIPE` once its sending side

@@ -77,6 +77,11 @@ impl UdpSocket {
         self.rx.len()
     }
 
+    /// The payload length of the next datagram to be read, if one waits.
+    pub fn next_len(&self) -> Option<usize> {
+        self.rx.front().map(|d| d.payload.len())
+    }
+
     /// Payload bytes of the datagrams waiting to be read.
     pub fn queued_bytes(&self) -> usize {
         self.rx_bytes

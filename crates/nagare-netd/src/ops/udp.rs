@@ -4,15 +4,22 @@
 //! completed when the engine lets go) when the client lends it and it
 //! leaves netd; otherwise the engine copies it. A received datagram is
 //! handed over in place or copied (`deliver`); the result is its whole
-//! length, the completion's piece what fit. A socket's receive queue is
-//! charged to its client (`crate::memory`).
+//! length, the completion's piece what fit. A receive that asks for a
+//! batch gets, unless its first datagram is handed over in place, that
+//! datagram and as many more as fit whole, copied as records
+//! (`nagare_request::records`). A socket's receive queue is charged to
+//! its client (`crate::memory`).
 
 use super::deliver::{copy_to_region, received_in_place};
 use super::{address, blocked, buffer, engine_errno, payload, Caller, Context, Done, Outcome};
 use crate::memory::UDP_RECV_QUEUE;
 use crate::sockets::Sock;
 use crate::steering::UDP;
-use nagare_request::{encode_addr, Completion, Piece, Request};
+use nagare_core::buf::PacketBuf;
+use nagare_core::UdpHandle;
+use nagare_ipc::{BufRef, Pool};
+use nagare_request::records::{next_record, record_header, RECORD_HEADER};
+use nagare_request::{encode_addr, Completion, Piece, Request, BATCH, RECORDS};
 
 /// `UDP_BIND`: a socket on `aux[0]` (port 0: an ephemeral one).
 pub(super) fn bind(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
@@ -74,7 +81,8 @@ pub(super) fn send_to(
     Ok(Some(Done::value(view.len() as u64)))
 }
 
-/// `RECVFROM`: the next datagram into the buffer, or wait for one.
+/// `RECVFROM`: the next datagram into the buffer, or wait for one; with
+/// `BATCH`, as records, with as many more as fit.
 pub(super) fn recv_from(
     cx: &mut Context<'_>,
     c: &mut Caller<'_>,
@@ -88,15 +96,57 @@ pub(super) fn recv_from(
     // piece's length what fit.
     let whole = d.payload.len() as u64;
     let source = encode_addr(d.source);
-    match received_in_place(c, cx.steering, b, d.payload) {
+    let payload = match received_in_place(c, cx.steering, b, d.payload) {
         Ok(swapped) => {
             cx.stats.rx_payload_in_place += u64::from(swapped.len);
-            Ok(Some(Done { swapped: Some(swapped), ..Done::received(whole, source, swapped.len) }))
+            return Ok(Some(Done { swapped: Some(swapped), ..Done::received(whole, source, swapped.len) }));
         }
-        Err(payload) => {
-            let n = copy_to_region(c.pool, b, &payload)?;
-            cx.stats.rx_payload_copied += u64::from(n);
-            Ok(Some(Done::received(whole, source, n)))
-        }
+        Err(payload) => payload,
+    };
+    if req.flags & BATCH != 0 && b.len as usize >= RECORD_HEADER {
+        return records(cx, c, h, b, source, &payload);
     }
+    let n = copy_to_region(c.pool, b, &payload)?;
+    cx.stats.rx_payload_copied += u64::from(n);
+    Ok(Some(Done::received(whole, source, n)))
+}
+
+/// Datagram `first` (from `from`, cut to the buffer if it must be) and as
+/// many of socket `h`'s next datagrams as fit whole, copied into `b` as
+/// records: the result their number, the piece's length the bytes they
+/// take.
+fn records(cx: &mut Context<'_>, c: &mut Caller<'_>, h: UdpHandle, b: BufRef, from: u64, first: &PacketBuf) -> Outcome {
+    let size = b.len as usize;
+    // The last record written: where it starts and its payload bytes.
+    let (mut at, mut last) = (0, write_record(c.pool, b, 0, from, first)?);
+    let (mut count, mut copied) = (1u64, last);
+    loop {
+        let next = next_record(at, last);
+        let Some(len) = cx.iface.udp_ref().socket(h).and_then(|u| u.next_len()) else { break };
+        if next + RECORD_HEADER + len > size {
+            break;
+        }
+        let Some(d) = cx.iface.udp().recv(h).map_err(engine_errno)? else { break };
+        (at, last) = (next, write_record(c.pool, b, next, encode_addr(d.source), &d.payload)?);
+        count += 1;
+        copied += last;
+    }
+    cx.stats.rx_payload_copied += copied as u64;
+    let end = (at + RECORD_HEADER + last) as u32;
+    Ok(Some(Done { extra: [RECORDS, 0], ..Done::received(count, 0, end) }))
+}
+
+/// Writes the record of datagram `payload` from `from` at `at` of buffer
+/// `b` (which holds its header there), its payload cut to what is left of
+/// the buffer; returns the payload bytes written.
+fn write_record(pool: &mut Pool, b: BufRef, at: usize, from: u64, payload: &PacketBuf) -> Result<usize, i32> {
+    let room = (b.len as usize).saturating_sub(at + RECORD_HEADER);
+    let len = payload.len().min(room);
+    let whole = u32::try_from(payload.len()).map_err(|_| libc::EMSGSIZE)?;
+    let header = record_header(from, whole, len as u32);
+    let start = b.offset + at as u32;
+    pool.write(b.index, start, &header).map_err(|_| libc::EFAULT)?;
+    let body = BufRef { index: b.index, offset: start + RECORD_HEADER as u32, len: len as u32 };
+    copy_to_region(pool, body, payload)?;
+    Ok(len)
 }
