@@ -122,6 +122,11 @@ impl<D: Device> Host<D> {
         }
     }
 
+    /// The most frames one receive takes.
+    pub fn rx_batch(&self) -> usize {
+        self.rx_batch
+    }
+
     /// Runs the engine's timers, and gives the device the engine's SYN
     /// filter when it changed.
     pub fn poll(&mut self, now: Instant) {

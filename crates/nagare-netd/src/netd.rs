@@ -42,6 +42,13 @@ const MAX_SLEEP: Duration = Duration::from_millis(100);
 /// over which PacketFlow's filter measures the receive path's drops.
 const HOUSEKEEPING: Duration = Duration::from_millis(20);
 
+/// How long netd leaves the device unread after a full batch in which
+/// PacketFlow's filter let nothing through, every datagram being for a
+/// full queue, unless a client's requests end the pause sooner: the
+/// frames wait in the device, or the link drops them at the sender's
+/// cost, while the receivers get the CPU to take what their queues hold.
+const RECEIVE_PAUSE: Duration = Duration::from_millis(1);
+
 /// The inet server.
 pub struct Netd {
     /// The engine on its frame path, and the services built into netd.
@@ -64,6 +71,8 @@ pub struct Netd {
     /// PacketFlow's scheduler, if it runs, and its weighing's storage.
     scheduler: Option<Scheduler>,
     loads: Vec<Load>,
+    /// The device is left unread until then ([`RECEIVE_PAUSE`]).
+    receive_paused_until: Option<std::time::Instant>,
     /// The TAP whose descriptor and queues netd handed its driver, held
     /// open (and unread) while netd runs.
     pub(crate) held_tap: Option<TapDevice>,
@@ -139,6 +148,7 @@ impl Netd {
             filter,
             scheduler,
             loads: Vec::new(),
+            receive_paused_until: None,
             receivers: Receivers::default(),
             receive_drops,
             placement,
@@ -217,7 +227,9 @@ impl Netd {
                 busy.work(std::time::Instant::now());
                 continue;
             }
-            if busy.keep_polling(std::time::Instant::now()) {
+            // A paused device has nothing to poll for: sleep until a
+            // client needs netd or the pause ends.
+            if self.receive_paused_until.is_none() && busy.keep_polling(std::time::Instant::now()) {
                 // The driver and the applications may be waiting for a CPU.
                 std::thread::yield_now();
                 continue;
@@ -249,7 +261,11 @@ impl Netd {
         self.host.poll(now);
         work |= self.host.services.serve(&mut self.host.iface, now);
         work |= local(&mut self.host.iface, now);
-        work |= self.serve_clients(now);
+        let served = self.serve_clients(now);
+        if served {
+            self.receive_paused_until = None;
+        }
+        work |= served;
         work |= self.transmit(now);
         work |=
             crate::returns::settle(&self.lending, &mut self.host.device, &mut self.clients.sessions, &mut self.stats);
@@ -322,12 +338,20 @@ impl Netd {
     /// Frames from the device or driver into the engine, through
     /// PacketFlow's filter if it runs.
     fn receive(&mut self, now: Instant) -> bool {
+        if self.receive_paused() {
+            return false;
+        }
         let received = match &mut self.filter {
             None => self.host.receive(now),
             Some(filter) => {
                 filter.begin_batch();
                 let (receivers, stats) = (&mut self.receivers, &mut self.stats);
-                self.host.receive_filtered(now, |iface, frame| filter.keep(iface, receivers, stats, frame))
+                let n = self.host.receive_filtered(now, |iface, frame| filter.keep(iface, receivers, stats, frame));
+                if n.is_some_and(|n| n >= self.host.rx_batch()) && filter.batch_wasted() {
+                    self.receive_paused_until = Some(std::time::Instant::now() + RECEIVE_PAUSE);
+                    self.stats.receive_pauses += 1;
+                }
+                n
             }
         };
         match received {
@@ -336,6 +360,18 @@ impl Netd {
                 self.stats.device_errors += 1;
                 false
             }
+        }
+    }
+
+    /// Whether the device is left unread now ([`RECEIVE_PAUSE`]).
+    fn receive_paused(&mut self) -> bool {
+        match self.receive_paused_until {
+            Some(until) if std::time::Instant::now() < until => true,
+            Some(_) => {
+                self.receive_paused_until = None;
+                false
+            }
+            None => false,
         }
     }
 
@@ -430,7 +466,8 @@ impl Netd {
     /// Returns whether the listener (or the driver's control socket) is
     /// readable: housekeeping now.
     fn sleep(&mut self) -> io::Result<bool> {
-        if self.host.device.prepare_sleep() {
+        let paused = self.receive_paused();
+        if !paused && self.host.device.prepare_sleep() {
             return Ok(false);
         }
         for s in &mut self.clients.sessions {
@@ -446,6 +483,9 @@ impl Netd {
         if !self.host.iface.tx_queue().is_empty() {
             timeout = timeout.min(Duration::from_millis(1));
         }
+        if let Some(until) = self.receive_paused_until.filter(|_| paused) {
+            timeout = timeout.min(until.saturating_duration_since(std::time::Instant::now()));
+        }
         if timeout.is_zero() {
             return Ok(false);
         }
@@ -453,7 +493,10 @@ impl Netd {
         // liveness socket].
         let mut fds = Vec::with_capacity(3 + 2 * self.clients.sessions.len());
         let pfd = |fd: i32| libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        fds.extend(self.host.device.sleep_fds().map(pfd));
+        // A paused device is not watched (its first descriptor, the
+        // frames'); a driver's control socket still is.
+        let [frames, control] = self.host.device.sleep_fds();
+        fds.extend([if paused { -1 } else { frames }, control].map(pfd));
         fds.push(pfd(self.clients.listener_fd()));
         for s in &self.clients.sessions {
             fds.extend(s.sleep_fds().map(pfd));

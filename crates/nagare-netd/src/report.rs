@@ -181,6 +181,7 @@ impl Report<'_> {
             ("connections_refused", s.connections_refused),
             ("filter_dropped_low_priority", s.filter_dropped_low_priority),
             ("filter_dropped_overflow", s.filter_dropped_overflow),
+            ("receive_pauses", s.receive_pauses),
             ("boosts", s.boosts),
             ("lifts_refused", s.lifts_refused),
         ] {

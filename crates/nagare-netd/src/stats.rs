@@ -63,6 +63,9 @@ pub struct NetdStats {
     /// UDP datagrams PacketFlow's filter dropped for a socket whose queue
     /// would not take them.
     pub filter_dropped_overflow: u64,
+    /// Pauses of the device's reads after a full batch whose datagrams
+    /// were all for full queues.
+    pub receive_pauses: u64,
     /// Boosts PacketFlow's scheduler began.
     pub boosts: u64,
     /// Boosts whose process netd could not lift (no `CAP_SYS_NICE`): the

@@ -285,3 +285,38 @@ fn a_better_client_receiving_tcp_makes_the_only_udp_receiver_low_priority() {
     }
     let _ = std::fs::remove_file(&counter);
 }
+
+/// A full batch of datagrams all for a full queue pauses netd's reads of
+/// the device: the echoes of 200 datagrams to a socket that queues 4 and
+/// never reads.
+#[test]
+fn a_batch_of_datagrams_all_for_full_queues_pauses_the_device() {
+    let tune = Tune { udp_rx_queue_packets: Some(QUEUE), packetflow: Some(PacketFlow::ALL), ..Tune::default() };
+    // Buffers and ring slots enough for every send at once.
+    let netd = NetdThread::start_tuned(Placement::Inline, Wire::PeerLink, tune, |c| {
+        c.buffers = 256;
+        c.ring_slots = 512;
+    });
+    let mut raw = RawClient::connect(&netd);
+    let mut bind = raw.request(Op::UdpBind);
+    bind.aux[0] = encode_addr(SocketAddrV4::new(NETD_ADDR, 9940));
+    let udp = raw.call(bind).result().expect("bind") as u32;
+    // Posted together, so that their echoes come back together.
+    let mut ids = Vec::new();
+    for i in 0..200u32 {
+        let mut send = raw.request(Op::SendTo);
+        send.socket = udp;
+        send.aux[0] = encode_addr(PEER_ECHO);
+        send.piece = Some(raw.give(&i.to_be_bytes(), 4));
+        ids.push(send.id);
+        raw.post(send.encode());
+    }
+    for id in ids {
+        assert_eq!(raw.wait_for(id).result(), Ok(4));
+    }
+    let s = netd.connect();
+    let report = wait_for_report(&s, "every echo queued or dropped", |r| {
+        stat_value(r, "netd filter_dropped_overflow ").is_some_and(|d| d >= 196)
+    });
+    assert!(stat_value(&report, "netd receive_pauses ").is_some_and(|p| p >= 1), "{report}");
+}

@@ -83,6 +83,10 @@ pub(crate) struct Filter {
     /// Datagrams and payload bytes let through to each socket in this
     /// batch, which the engine has not delivered yet.
     batch: HashMap<UdpHandle, (usize, usize)>,
+    /// Frames of this batch let through, and dropped for their socket's
+    /// full queue.
+    batch_passed: usize,
+    batch_overflow: usize,
 }
 
 impl Filter {
@@ -96,6 +100,8 @@ impl Filter {
             best_now: NO_PRIORITY,
             best_before: NO_PRIORITY,
             batch: HashMap::with_capacity(BATCH_SOCKETS),
+            batch_passed: 0,
+            batch_overflow: 0,
         }
     }
 
@@ -125,6 +131,15 @@ impl Filter {
     /// A new batch of frames, none of it delivered by the engine yet.
     pub fn begin_batch(&mut self) {
         self.batch.clear();
+        self.batch_passed = 0;
+        self.batch_overflow = 0;
+    }
+
+    /// Whether every frame of the batch was a datagram for a full queue
+    /// and at least one was: what netd reads next is likely as wasted
+    /// until the receivers catch up.
+    pub fn batch_wasted(&self) -> bool {
+        self.batch_passed == 0 && self.batch_overflow > 0
     }
 
     /// What becomes of `frame`, one of the batch under way, given the
@@ -162,13 +177,17 @@ impl Filter {
         frame: &PacketBuf,
     ) -> bool {
         let h = match self.judge(iface, receivers, frame) {
-            Verdict::Pass => return true,
+            Verdict::Pass => {
+                self.batch_passed += 1;
+                return true;
+            }
             Verdict::LowPriority(h) => {
                 stats.filter_dropped_low_priority += 1;
                 h
             }
             Verdict::Overflow(h) => {
                 stats.filter_dropped_overflow += 1;
+                self.batch_overflow += 1;
                 h
             }
         };
