@@ -92,10 +92,16 @@ enum Command {
         /// The PacketFlow modules netd runs, a comma-separated list, or
         /// `none`: `filter` drops UDP before the engine for receivers of
         /// low priority while the receive path drops and for sockets whose
-        /// queue is full (`scheduler` and `mm` are not built yet). Default:
-        /// every module built.
-        #[arg(long, value_parser = args::parse_packetflow, default_value = "filter")]
+        /// queue is full; `mm` grows a UDP socket's receive queue while it
+        /// is full, up to a size its priority sets (`scheduler` is not
+        /// built yet). Default: every module built.
+        #[arg(long, value_parser = args::parse_packetflow, default_value = "filter,mm")]
         packetflow: nagare_netd::PacketFlow,
+        /// The largest receive queue PacketFlow's memory manager grows a
+        /// UDP socket of nice 0 to, in bytes; priority p gets this ×
+        /// (140 − p) / 20, never under 16 KiB.
+        #[arg(long, default_value_t = 512 * 1024)]
+        mm_default: usize,
     },
     /// netd's driver process (started by `nagare netd`, not by hand).
     #[command(hide = true)]
@@ -250,6 +256,7 @@ fn main() -> Result<()> {
             max_orphans,
             max_connections,
             packetflow,
+            mm_default,
         } => {
             let mut builder = NetdBuilder::new(link.spec())
                 .socket(socket)
@@ -257,7 +264,8 @@ fn main() -> Result<()> {
                 .client_memory(client_memory)
                 .max_orphans(max_orphans)
                 .max_connections(max_connections)
-                .packetflow(packetflow);
+                .packetflow(packetflow)
+                .mm_default(mm_default);
             if let Some(placement) = placement {
                 builder = builder.placement(placement);
             }

@@ -2,7 +2,7 @@
 //! gets. Every limit here bounds what one client can make netd hold: ring
 //! slots, buffers, waiting requests, sockets and refused descriptors.
 
-use crate::packetflow::PacketFlow;
+use crate::packetflow::{PacketFlow, MM_DEFAULT};
 use nagare_ipc::RegionConfig;
 use nagare_request::DEFAULT_SOCKET;
 use std::path::PathBuf;
@@ -49,6 +49,10 @@ pub struct NetdConfig {
     pub link: String,
     /// The PacketFlow modules netd runs (all that are built, by default).
     pub packetflow: PacketFlow,
+    /// The largest receive queue PacketFlow's memory manager grows a UDP
+    /// socket of nice 0 to (SB_max at priority 120; 512 KiB, the paper's
+    /// 500 KB): others scale by (140 − priority) / 20.
+    pub mm_default: usize,
     /// A file holding the link's count of frames it dropped on their way
     /// to netd, read once per housekeeping period as a sign that the
     /// receive path is dropping (for a TAP, the kernel's
@@ -73,6 +77,7 @@ impl Default for NetdConfig {
             max_bad: 1024,
             link: String::from("unnamed"),
             packetflow: PacketFlow::default(),
+            mm_default: MM_DEFAULT,
             link_drops: None,
         }
     }

@@ -19,7 +19,7 @@ use crate::frames::FramePath;
 use crate::lending::Lending;
 use crate::memory::Memory;
 use crate::ops::Context;
-use crate::packetflow::{Filter, ReceiveDrops, Receivers};
+use crate::packetflow::{Filter, Inbound, MemoryManager, ReceiveDrops, Receivers};
 use crate::report::{ClientLine, Report};
 use crate::requests::{answer_stat_requests, serve_client, waits_for_stat};
 use crate::session::Session;
@@ -53,9 +53,12 @@ pub struct Netd {
     config: NetdConfig,
     scratch: Vec<u8>,
     stats: NetdStats,
-    /// PacketFlow's filter, if it runs; the receivers it asks about (kept
-    /// either way); the receive path's drops, which it reads.
-    filter: Option<Filter>,
+    /// PacketFlow's filter and memory manager on the frame path, if
+    /// either runs; the memory manager, if it runs; the receivers they ask
+    /// about (kept either way); the receive path's drops, which the filter
+    /// reads.
+    inbound: Option<Inbound>,
+    mm: Option<MemoryManager>,
     receivers: Receivers,
     receive_drops: ReceiveDrops,
     /// The TAP whose descriptor and queues netd handed its driver, held
@@ -125,10 +128,12 @@ impl Netd {
             .packetflow
             .filter
             .then(|| Filter::new(nagare_host::secrets::random_u64().unwrap_or(0x9e37_79b9_7f4a_7c15)));
+        let mm = config.packetflow.mm.then(|| MemoryManager::new(config.mm_default));
         let receive_drops = ReceiveDrops::new(config.link_drops.clone());
         Ok(Netd {
             host: Host::new(iface, frames),
-            filter,
+            inbound: Inbound::new(filter, mm),
+            mm,
             receivers: Receivers::default(),
             receive_drops,
             placement,
@@ -247,8 +252,9 @@ impl Netd {
         work
     }
 
-    /// New clients, clients that have gone, a driver that died, and the
-    /// end of a period of PacketFlow's filter.
+    /// New clients, clients that have gone, a driver that died, queues
+    /// above the maximum a priority that fell gives them, and the end of a
+    /// period of PacketFlow's filter.
     fn housekeeping(&mut self) -> bool {
         let (lending, steering, frames) = (&self.lending, &self.steering, &mut self.host.device);
         let mut work = self.clients.accept_all(&mut self.stats, &self.memory, |s| {
@@ -262,6 +268,11 @@ impl Netd {
         for s in &self.clients.sessions {
             self.receivers.set_client(s.key(), s.priority.get().value);
         }
+        if let Some(mm) = &self.mm {
+            for (h, dest) in self.receivers.iter() {
+                mm.fit(&mut self.host.iface, &self.memory, h, &dest);
+            }
+        }
         work |= self.host.device.check_driver(&self.clients.sessions);
         self.end_filter_period();
         work
@@ -271,21 +282,21 @@ impl Netd {
     /// in it: frames the device or the driver had no buffer for, and those
     /// the link dropped on their way to netd.
     fn end_filter_period(&mut self) {
-        let Some(filter) = &mut self.filter else { return };
+        let Some(filter) = self.inbound.as_mut().and_then(Inbound::filter_mut) else { return };
         let device = self.host.device.stats().rx_dropped_no_buffer;
         let driver = self.host.device.driver().map_or(0, |d| d.driver_counters().rx_dropped);
         filter.end_period(self.receive_drops.since_last(device.saturating_add(driver)));
     }
 
     /// Frames from the device or driver into the engine, through
-    /// PacketFlow's filter if it runs.
+    /// PacketFlow's filter and memory manager if they run.
     fn receive(&mut self, now: Instant) -> bool {
-        let received = match &mut self.filter {
+        let received = match &mut self.inbound {
             None => self.host.receive(now),
-            Some(filter) => {
-                filter.begin_batch();
-                let (receivers, stats) = (&mut self.receivers, &mut self.stats);
-                self.host.receive_filtered(now, |iface, frame| filter.keep(iface, receivers, stats, frame))
+            Some(inbound) => {
+                inbound.begin_batch();
+                let (receivers, memory, stats) = (&mut self.receivers, &self.memory, &mut self.stats);
+                self.host.receive_filtered(now, |iface, frame| inbound.keep(iface, receivers, memory, stats, frame))
             }
         };
         match received {
@@ -321,6 +332,7 @@ impl Netd {
             memory: &self.memory,
             stats: &mut self.stats,
             receivers: &mut self.receivers,
+            mm: self.mm,
         };
         for s in &mut self.clients.sessions {
             work |= serve_client(s, &mut cx);
@@ -350,7 +362,7 @@ impl Netd {
             .clients
             .sessions
             .iter()
-            .map(|s| s.client_line(&self.steering, &self.memory, iface, &self.receivers))
+            .map(|s| s.client_line(&self.steering, &self.memory, iface, &self.receivers, self.mm))
             .collect();
         let counters = self.host.iface.counters().clone();
         let mut engine = counters.iter();
@@ -366,7 +378,8 @@ impl Netd {
             connections: (self.host.iface.tcp_ref().connection_count(), self.config.max_connections),
             engine: &mut engine,
             engine_buffers: self.host.iface.pool().stats(),
-            filter: self.filter.as_ref().map(Filter::last_period),
+            filter: self.inbound.as_ref().and_then(Inbound::filter).map(Filter::last_period),
+            mm: self.mm.map(|mm| mm.default_size()),
         }
         .render(limit)
     }

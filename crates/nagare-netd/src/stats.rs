@@ -63,4 +63,10 @@ pub struct NetdStats {
     /// UDP datagrams PacketFlow's filter dropped for a socket whose queue
     /// would not take them.
     pub filter_dropped_overflow: u64,
+    /// UDP receive queues PacketFlow's memory manager grew, each when a
+    /// datagram would not fit.
+    pub mm_grown: u64,
+    /// Growths the memory manager refused a full queue below its maximum
+    /// because its client's budget or netd's cap had no room.
+    pub mm_refused: u64,
 }

@@ -1,10 +1,13 @@
-//! The filter against a real engine: frames a peer engine sends, judged
-//! before ours receives them.
+//! The filter and the memory manager against a real engine: frames a
+//! peer engine sends, judged before ours receives them.
 
+use super::super::peek::ETHERNET_HEADER;
 use super::*;
+use crate::config::NetdConfig;
 use nagare_core::buf::BufferPool;
 use nagare_core::{Capabilities, Instant, InterfaceConfig};
 use nagare_wire::{EthernetAddress, Ipv4Cidr};
+use std::net::{Ipv4Addr, SocketAddrV4};
 
 const PEER: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 2);
 const US: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 1);
@@ -29,6 +32,8 @@ struct Setup {
     high: UdpHandle,
     low: UdpHandle,
     receivers: Receivers,
+    memory: Memory,
+    stats: NetdStats,
 }
 
 fn setup() -> Setup {
@@ -47,9 +52,10 @@ fn setup() -> Setup {
     let mut receivers = Receivers::default();
     receivers.set_client(HIGH_CLIENT, 100);
     receivers.set_client(LOW_CLIENT, 130);
-    receivers.add(high, HIGH_CLIENT);
-    receivers.add(low, LOW_CLIENT);
-    Setup { peer, us, from, high, low, receivers }
+    receivers.add(high, HIGH_CLIENT, 1);
+    receivers.add(low, LOW_CLIENT, 1);
+    let memory = Memory::new(&NetdConfig::default(), 64 << 20);
+    Setup { peer, us, from, high, low, receivers, memory, stats: NetdStats::default() }
 }
 
 impl Setup {
@@ -61,14 +67,19 @@ impl Setup {
         frame
     }
 
+    /// `inbound`'s verdict on `frame`.
+    fn judge(&mut self, inbound: &mut Inbound, frame: &PacketBuf) -> Verdict {
+        inbound.judge(&mut self.us, &self.receivers, &self.memory, &mut self.stats, frame)
+    }
+
     /// Judges a batch of `frames`; those let through go to our engine.
     /// The verdicts.
-    fn batch(&mut self, filter: &mut Filter, frames: Vec<PacketBuf>) -> Vec<Verdict> {
-        filter.begin_batch();
+    fn batch(&mut self, inbound: &mut Inbound, frames: Vec<PacketBuf>) -> Vec<Verdict> {
+        inbound.begin_batch();
         let mut verdicts = Vec::new();
         let mut passed = Vec::new();
         for f in frames {
-            let v = filter.judge(&self.us, &self.receivers, &f);
+            let v = self.judge(inbound, &f);
             if v == Verdict::Pass {
                 passed.push(f);
             }
@@ -79,23 +90,35 @@ impl Setup {
     }
 }
 
-/// A filter whose next period drops at `drops` / (`drops` + `seen`).
-fn dropping(drops: u64, seen: u64) -> Filter {
-    let mut filter = Filter::new(42);
+/// The filter alone, drawing from `seed`.
+fn filter_only(seed: u64) -> Inbound {
+    Inbound::new(Some(Filter::new(seed)), None).unwrap()
+}
+
+/// The filter alone, its next period dropping at `drops` / (`drops` +
+/// `seen`).
+fn dropping(drops: u64, seen: u64) -> Inbound {
+    let mut inbound = filter_only(42);
     let junk = PacketBuf::from_slice(&BufferPool::new(64, 4), 0, &[0; 10]).unwrap();
-    let us = engine(1, US);
+    let mut us = engine(1, US);
+    let memory = Memory::new(&NetdConfig::default(), 64 << 20);
     for _ in 0..seen {
-        assert_eq!(filter.judge(&us, &Receivers::default(), &junk), Verdict::Pass);
+        let v = inbound.judge(&mut us, &Receivers::default(), &memory, &mut NetdStats::default(), &junk);
+        assert_eq!(v, Verdict::Pass);
     }
-    filter.end_period(drops);
-    assert_eq!(filter.last_period(), (drops, seen));
-    filter
+    end_period(&mut inbound, drops);
+    assert_eq!(inbound.filter().unwrap().last_period(), (drops, seen));
+    inbound
+}
+
+fn end_period(inbound: &mut Inbound, drops: u64) {
+    inbound.filter_mut().unwrap().end_period(drops);
 }
 
 #[test]
 fn datagrams_for_a_full_queue_are_dropped_by_the_filter_not_by_the_engine() {
     let mut s = setup();
-    let mut filter = Filter::new(1);
+    let mut filter = filter_only(1);
     // One batch: the first QUEUE fill the queue (the engine has delivered
     // none of them when the rest are judged), the rest are dropped.
     let frames = (0..QUEUE + 3).map(|_| s.datagram(7001, 100)).collect();
@@ -128,8 +151,8 @@ fn while_the_receive_path_drops_low_priority_datagrams_go_at_its_rate_and_high_p
     const DRAWS: usize = 10_000;
     for _ in 0..DRAWS {
         filter.begin_batch();
-        high_dropped += usize::from(filter.judge(&s.us, &s.receivers, &high) != Verdict::Pass);
-        match filter.judge(&s.us, &s.receivers, &low) {
+        high_dropped += usize::from(s.judge(&mut filter, &high) != Verdict::Pass);
+        match s.judge(&mut filter, &low) {
             Verdict::Pass => {}
             Verdict::LowPriority(h) if h == s.low => low_dropped += 1,
             v => panic!("{v:?}"),
@@ -148,26 +171,26 @@ fn a_receiver_is_of_high_priority_when_none_better_receives_or_its_client_is_boo
     // The low priority socket alone receives: it is the best there is.
     for _ in 0..100 {
         filter.begin_batch();
-        assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::Pass);
+        assert_eq!(s.judge(&mut filter, &low), Verdict::Pass);
     }
     // Once a better one receives, this period and the next.
-    assert_eq!(filter.judge(&s.us, &s.receivers, &high), Verdict::Pass);
-    assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::LowPriority(s.low));
-    filter.end_period(u64::MAX / 2);
-    assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::LowPriority(s.low));
+    assert_eq!(s.judge(&mut filter, &high), Verdict::Pass);
+    assert_eq!(s.judge(&mut filter, &low), Verdict::LowPriority(s.low));
+    end_period(&mut filter, u64::MAX / 2);
+    assert_eq!(s.judge(&mut filter, &low), Verdict::LowPriority(s.low));
     // Boosted by the scheduler: high priority whatever its value.
     s.receivers.set_boosted(LOW_CLIENT, true);
-    assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::Pass);
+    assert_eq!(s.judge(&mut filter, &low), Verdict::Pass);
     s.receivers.set_boosted(LOW_CLIENT, false);
-    assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::LowPriority(s.low));
+    assert_eq!(s.judge(&mut filter, &low), Verdict::LowPriority(s.low));
     // Two periods without the better one: the low one is the best again.
-    filter.end_period(u64::MAX / 2);
-    filter.end_period(u64::MAX / 2);
-    assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::Pass);
+    end_period(&mut filter, u64::MAX / 2);
+    end_period(&mut filter, u64::MAX / 2);
+    assert_eq!(s.judge(&mut filter, &low), Verdict::Pass);
     // Its own option makes it the better one.
     s.receivers.set_own(s.low, Some(100));
-    assert_eq!(filter.judge(&s.us, &s.receivers, &high), Verdict::Pass);
-    assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::Pass);
+    assert_eq!(s.judge(&mut filter, &high), Verdict::Pass);
+    assert_eq!(s.judge(&mut filter, &low), Verdict::Pass);
 }
 
 #[test]
@@ -177,8 +200,8 @@ fn nothing_is_dropped_for_low_priority_while_the_receive_path_does_not_drop() {
     let (high, low) = (s.datagram(7001, 10), s.datagram(7002, 10));
     for _ in 0..1000 {
         filter.begin_batch();
-        assert_eq!(filter.judge(&s.us, &s.receivers, &high), Verdict::Pass);
-        assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::Pass);
+        assert_eq!(s.judge(&mut filter, &high), Verdict::Pass);
+        assert_eq!(s.judge(&mut filter, &low), Verdict::Pass);
     }
 }
 
@@ -188,20 +211,20 @@ fn tcp_segments_are_never_dropped() {
     let mut filter = dropping(1, 0);
     s.us.tcp().listen(SocketAddrV4::new(US, 7002), 4).unwrap();
     let high = s.datagram(7001, 10);
-    assert_eq!(filter.judge(&s.us, &s.receivers, &high), Verdict::Pass);
+    assert_eq!(s.judge(&mut filter, &high), Verdict::Pass);
     s.peer.tcp().connect(SocketAddrV4::new(US, 7002), 0, NOW).unwrap();
     let syn = s.peer.tx_queue().pop_front().expect("a SYN");
     for _ in 0..100 {
-        assert_eq!(filter.judge(&s.us, &s.receivers, &syn), Verdict::Pass);
+        assert_eq!(s.judge(&mut filter, &syn), Verdict::Pass);
     }
     // A UDP datagram to the same port is dropped at this rate; the same
     // bytes said to be TCP are not.
     let low = s.datagram(7002, 10);
-    assert_eq!(filter.judge(&s.us, &s.receivers, &low), Verdict::LowPriority(s.low));
+    assert_eq!(s.judge(&mut filter, &low), Verdict::LowPriority(s.low));
     let mut bytes = low.to_vec();
     bytes[ETHERNET_HEADER + 9] = 6;
     let as_tcp = PacketBuf::from_slice(&BufferPool::new(2048, 4), 0, &bytes).unwrap();
-    assert_eq!(filter.judge(&s.us, &s.receivers, &as_tcp), Verdict::Pass);
+    assert_eq!(s.judge(&mut filter, &as_tcp), Verdict::Pass);
     s.us.receive(syn, NOW);
     assert!(!s.us.tx_queue().is_empty(), "the SYN reached the listener, which answers");
 }
@@ -211,16 +234,16 @@ fn frames_it_cannot_read_as_a_whole_udp_datagram_for_us_pass_to_the_engine() {
     let mut s = setup();
     let mut filter = dropping(1, 0);
     let high = s.datagram(7001, 10);
-    assert_eq!(filter.judge(&s.us, &s.receivers, &high), Verdict::Pass);
+    assert_eq!(s.judge(&mut filter, &high), Verdict::Pass);
     let low = s.datagram(7002, 100).to_vec();
     let pool = BufferPool::new(2048, 16);
-    let judge = |filter: &mut Filter, bytes: &[u8]| {
+    let judge = |s: &mut Setup, filter: &mut Inbound, bytes: &[u8]| {
         let frame = PacketBuf::from_slice(&pool, 0, bytes).unwrap();
-        filter.judge(&s.us, &s.receivers, &frame)
+        s.judge(filter, &frame)
     };
-    assert_eq!(judge(&mut filter, &low), Verdict::LowPriority(s.low), "whole, it is dropped");
+    assert_eq!(judge(&mut s, &mut filter, &low), Verdict::LowPriority(s.low), "whole, it is dropped");
     for len in 0..low.len() {
-        assert_eq!(judge(&mut filter, &low[..len]), Verdict::Pass, "cut at {len}");
+        assert_eq!(judge(&mut s, &mut filter, &low[..len]), Verdict::Pass, "cut at {len}");
     }
     let changed = |at: usize, value: u8| {
         let mut b = low.clone();
@@ -240,7 +263,7 @@ fn frames_it_cannot_read_as_a_whole_udp_datagram_for_us_pass_to_the_engine() {
         ("a UDP length past the IP payload", changed(39, 200)),
         ("an IP length under the UDP length", changed(17, 40)),
     ] {
-        assert_eq!(judge(&mut filter, &bytes), Verdict::Pass, "{what}");
+        assert_eq!(judge(&mut s, &mut filter, &bytes), Verdict::Pass, "{what}");
     }
     // Anything at all: no panic.
     let mut x = 0x1234_5678_u64;
@@ -253,6 +276,6 @@ fn frames_it_cannot_read_as_a_whole_udp_datagram_for_us_pass_to_the_engine() {
         b[at] = (x >> 32) as u8;
         let at = ((x >> 16) as usize) % b.len();
         b[at] = (x >> 40) as u8;
-        let _ = judge(&mut filter, &b[..(x >> 48) as usize % (b.len() + 1)]);
+        let _ = judge(&mut s, &mut filter, &b[..(x >> 48) as usize % (b.len() + 1)]);
     }
 }
