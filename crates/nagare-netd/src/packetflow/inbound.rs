@@ -91,6 +91,7 @@ impl Inbound {
         let Some((h, d)) = arrival(iface, frame) else { return Verdict::Pass };
         let dest = receivers.destination(h);
         let (ahead, ahead_bytes) = self.batch.get(&h).copied().unwrap_or((0, 0));
+        let mut grown = false;
         if let (Some(mm), Some(dest)) = (&self.mm, &dest) {
             // Full in bytes with room for one more datagram: a larger
             // queue would take it.
@@ -101,7 +102,10 @@ impl Inbound {
             });
             if let Some(needed) = needed {
                 match mm.grow(iface, memory, h, dest, needed) {
-                    Growth::Grown(_) => stats.mm_grown += 1,
+                    Growth::Grown(_) => {
+                        stats.mm_grown += 1;
+                        grown = true;
+                    }
                     Growth::Refused => stats.mm_refused += 1,
                     Growth::AtMax => {}
                 }
@@ -113,7 +117,9 @@ impl Inbound {
             return if self.filter.is_some() { Verdict::Overflow(h) } else { Verdict::Pass };
         }
         if let (Some(filter), Some(dest)) = (&mut self.filter, &dest) {
-            if filter.drops_low_priority(*dest) && !self.mm.is_some_and(|mm| mm.can_grow(iface, memory, h, dest)) {
+            // A datagram that grew its queue came while it could grow.
+            let spared = grown || self.mm.is_some_and(|mm| mm.can_grow(iface, memory, h, dest));
+            if filter.drops_low_priority(*dest) && !spared {
                 return Verdict::LowPriority(h);
             }
         }

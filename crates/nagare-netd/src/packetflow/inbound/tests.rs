@@ -1,6 +1,7 @@
 //! The filter and the memory manager against a real engine: frames a
 //! peer engine sends, judged before ours receives them.
 
+use super::super::mm::START;
 use super::super::peek::ETHERNET_HEADER;
 use super::*;
 use crate::config::NetdConfig;
@@ -17,9 +18,15 @@ const QUEUE: usize = 4;
 const HIGH_CLIENT: u64 = 1;
 const LOW_CLIENT: u64 = 2;
 
-fn engine(mac: u8, ip: Ipv4Addr) -> Interface {
+/// Payload bytes of a datagram in the memory manager's tests, and the
+/// size at nice 0 they scale maxima from: 512 KiB at priority 100, 128
+/// KiB at 130.
+const LEN: usize = 1400;
+const MM_DEFAULT: usize = 256 * 1024;
+
+fn engine(mac: u8, ip: Ipv4Addr, queue_packets: usize) -> Interface {
     let mut config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, mac]), Ipv4Cidr::new(ip, 24).unwrap());
-    config.udp_rx_queue_packets = QUEUE;
+    config.udp_rx_queue_packets = queue_packets;
     Interface::new(config, Capabilities::default(), BufferPool::new(2048, 1024))
 }
 
@@ -37,7 +44,12 @@ struct Setup {
 }
 
 fn setup() -> Setup {
-    let (mut peer, mut us) = (engine(2, PEER), engine(1, US));
+    setup_with(QUEUE)
+}
+
+/// [`setup`] with queues of `queue_packets` datagrams.
+fn setup_with(queue_packets: usize) -> Setup {
+    let (mut peer, mut us) = (engine(2, PEER, queue_packets), engine(1, US, queue_packets));
     let from = peer.udp().bind(SocketAddrV4::new(PEER, 5000)).unwrap();
     let high = us.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7001)).unwrap();
     let low = us.udp().bind(SocketAddrV4::new(US, 7002)).unwrap();
@@ -67,6 +79,33 @@ impl Setup {
         frame
     }
 
+    /// The receive queue limit of socket `h`.
+    fn limit(&self, h: UdpHandle) -> usize {
+        self.us.udp_ref().socket(h).unwrap().queue_limits().1
+    }
+
+    /// Datagrams of [`LEN`] bytes to `port`, a batch each, until one is
+    /// not let through or the engine drops one (at most `most`): how
+    /// many were queued, the last verdict, and each growth of the
+    /// queue (bytes queued and the limit before, the limit after).
+    fn flood(&mut self, inbound: &mut Inbound, port: u16, most: usize) -> (usize, Verdict, Vec<[usize; 3]>) {
+        let h = self.us.udp_ref().receiver_of(SocketAddrV4::new(US, port)).unwrap().0;
+        let mut growths = Vec::new();
+        for n in 0..most {
+            let (queued, before) = (self.us.udp_ref().socket(h).unwrap().queued_bytes(), self.limit(h));
+            let dropped = self.us.counters().drop_udp_queue_full;
+            let frame = self.datagram(port, LEN);
+            let v = self.batch(inbound, vec![frame])[0];
+            if self.limit(h) != before {
+                growths.push([queued, before, self.limit(h)]);
+            }
+            if v != Verdict::Pass || self.us.counters().drop_udp_queue_full != dropped {
+                return (n, v, growths);
+            }
+        }
+        (most, Verdict::Pass, growths)
+    }
+
     /// `inbound`'s verdict on `frame`.
     fn judge(&mut self, inbound: &mut Inbound, frame: &PacketBuf) -> Verdict {
         inbound.judge(&mut self.us, &self.receivers, &self.memory, &mut self.stats, frame)
@@ -90,6 +129,29 @@ impl Setup {
     }
 }
 
+/// [`setup_with`] queues of 1024 datagrams, each socket's queue at the
+/// memory manager's start and charged to its client, with `memory` the
+/// accounts.
+fn setup_mm(memory: Memory) -> Setup {
+    let mut s = setup_with(1024);
+    s.memory = memory;
+    for (h, client) in [(s.high, HIGH_CLIENT), (s.low, LOW_CLIENT)] {
+        s.us.udp().set_recv_queue_limit(h, START).unwrap();
+        s.memory.charge(client, 1, START);
+    }
+    s
+}
+
+/// The memory manager alone.
+fn mm_only() -> Inbound {
+    Inbound::new(None, Some(MemoryManager::new(MM_DEFAULT))).unwrap()
+}
+
+/// Accounts with `budget` per client over a pool of `pool` bytes.
+fn accounts(budget: usize, pool: usize) -> Memory {
+    Memory::new(&NetdConfig { client_memory: budget, ..NetdConfig::default() }, pool)
+}
+
 /// The filter alone, drawing from `seed`.
 fn filter_only(seed: u64) -> Inbound {
     Inbound::new(Some(Filter::new(seed)), None).unwrap()
@@ -100,7 +162,7 @@ fn filter_only(seed: u64) -> Inbound {
 fn dropping(drops: u64, seen: u64) -> Inbound {
     let mut inbound = filter_only(42);
     let junk = PacketBuf::from_slice(&BufferPool::new(64, 4), 0, &[0; 10]).unwrap();
-    let mut us = engine(1, US);
+    let mut us = engine(1, US, QUEUE);
     let memory = Memory::new(&NetdConfig::default(), 64 << 20);
     for _ in 0..seen {
         let v = inbound.judge(&mut us, &Receivers::default(), &memory, &mut NetdStats::default(), &junk);
@@ -278,4 +340,107 @@ fn frames_it_cannot_read_as_a_whole_udp_datagram_for_us_pass_to_the_engine() {
         b[at] = (x >> 40) as u8;
         let _ = judge(&mut s, &mut filter, &b[..(x >> 48) as usize % (b.len() + 1)]);
     }
+}
+
+#[test]
+fn a_queue_doubles_only_while_full_up_to_its_maximum() {
+    let mut s = setup_mm(accounts(64 << 20, 64 << 20));
+    let mut inbound = mm_only();
+    // Read as its datagrams come, a queue never fills and never grows.
+    for _ in 0..200 {
+        let frame = s.datagram(7001, LEN);
+        assert_eq!(s.batch(&mut inbound, vec![frame]), [Verdict::Pass]);
+        assert!(s.us.udp().recv(s.high).unwrap().is_some());
+    }
+    assert_eq!((s.limit(s.high), s.stats.mm_grown), (START, 0));
+    // Not read: each time a datagram would not fit, the queue doubles,
+    // up to SB_max = 256 KiB x (140 - 100) / 20.
+    let (queued, v, growths) = s.flood(&mut inbound, 7001, 1000);
+    assert_eq!(growths.iter().map(|g| g[2]).collect::<Vec<_>>(), [128 << 10, 256 << 10, 512 << 10]);
+    for [held, before, after] in growths {
+        assert!(held + LEN > before, "grown from {before} holding {held}: it was not full");
+        assert_eq!(after, 2 * before);
+    }
+    assert_eq!((v, queued), (Verdict::Pass, (512 << 10) / LEN), "at its maximum the engine drops the next");
+    assert_eq!(s.stats.mm_grown, 3);
+    assert_eq!(s.us.counters().drop_udp_queue_full, 1);
+    assert_eq!(s.memory.socket_charged(HIGH_CLIENT, 1), 512 << 10, "every growth charged");
+    assert_eq!(s.stats.mm_refused, 0, "a queue at its maximum is not refused");
+}
+
+#[test]
+fn the_clients_budget_and_netds_cap_stop_a_growth() {
+    // A budget of 100 KiB: 64 KiB grows to 100 KiB, then no more.
+    let mut s = setup_mm(accounts(100 << 10, 64 << 20));
+    let mut inbound = mm_only();
+    let (queued, _, growths) = s.flood(&mut inbound, 7001, 1000);
+    assert_eq!(growths, [[START - START % LEN, START, 100 << 10]]);
+    assert_eq!((queued, s.stats.mm_grown, s.stats.mm_refused), ((100 << 10) / LEN, 1, 1));
+    assert_eq!(s.memory.client_charged(HIGH_CLIENT), 100 << 10);
+    // A cap of 224 KiB (a 256 KiB pool less an eighth), 64 KiB of it the
+    // other client's: the queue grows to 128 KiB, then to the 160 KiB
+    // left, then no more.
+    let mut s = setup_mm(accounts(64 << 20, 256 << 10));
+    let mut inbound = mm_only();
+    let (_, _, growths) = s.flood(&mut inbound, 7001, 1000);
+    assert_eq!(growths.iter().map(|g| g[2]).collect::<Vec<_>>(), [128 << 10, 160 << 10]);
+    assert_eq!((s.stats.mm_grown, s.stats.mm_refused), (2, 1));
+    assert_eq!(s.memory.line().charged, 224 << 10, "the cap, all of it");
+}
+
+#[test]
+fn the_filter_drops_nothing_for_a_socket_that_can_still_grow_and_does_once_it_cannot() {
+    let mut s = setup_mm(accounts(64 << 20, 64 << 20));
+    let mut inbound = Inbound::new(Some(Filter::new(42)), Some(MemoryManager::new(MM_DEFAULT))).unwrap();
+    // The receive path drops so much that B1 drops every datagram for a
+    // receiver below the best, once the best (100) has received.
+    end_period(&mut inbound, u64::MAX / 2);
+    let high = s.datagram(7001, 10);
+    assert_eq!(s.judge(&mut inbound, &high), Verdict::Pass);
+    // The socket of priority 130 (SB_max 128 KiB) takes every datagram
+    // while its queue can grow: up to 64 KiB, and the one that grows it.
+    let (queued, v, growths) = s.flood(&mut inbound, 7002, 1000);
+    assert_eq!(growths.iter().map(|g| g[2]).collect::<Vec<_>>(), [128 << 10]);
+    assert_eq!((queued, v), (START / LEN + 1, Verdict::LowPriority(s.low)), "B1 once at its maximum");
+    // The best socket's queue (SB_max 512 KiB) grows instead of
+    // overflowing, until it can grow no more (B2).
+    let (queued, v, _) = s.flood(&mut inbound, 7001, 1000);
+    assert_eq!((queued, v), ((512 << 10) / LEN, Verdict::Overflow(s.high)));
+    assert_eq!(s.us.counters().drop_udp_queue_full, 0, "the engine dropped none");
+}
+
+#[test]
+fn a_priority_that_falls_cuts_the_queue_back_to_its_maximum_never_below_what_it_holds() {
+    let mut s = setup_mm(accounts(64 << 20, 64 << 20));
+    let mm = MemoryManager::new(MM_DEFAULT);
+    let mut inbound = Inbound::new(None, Some(mm)).unwrap();
+    let (queued, _, _) = s.flood(&mut inbound, 7001, 1000);
+    assert_eq!(s.limit(s.high), 512 << 10);
+    let fit = |s: &mut Setup| {
+        let dest = s.receivers.destination(s.high).unwrap();
+        mm.fit(&mut s.us, &s.memory, s.high, &dest);
+        let held = s.us.udp_ref().socket(s.high).unwrap().queued_bytes();
+        (s.limit(s.high), held, s.memory.socket_charged(HIGH_CLIENT, 1))
+    };
+    assert_eq!(fit(&mut s).0, 512 << 10, "at its priority, nothing moves");
+    // 139: SB_max 12.8 KiB, raised to the 16 KiB floor.
+    s.receivers.set_own(s.high, Some(139));
+    let (limit, held, charged) = fit(&mut s);
+    assert_eq!((limit, charged), (held, held), "cut to what it holds");
+    // Above its maximum it does not grow: the engine drops the next.
+    let grown = s.stats.mm_grown;
+    let (_, _, growths) = s.flood(&mut inbound, 7001, 1);
+    assert!(growths.is_empty() && s.stats.mm_grown == grown);
+    for _ in 0..queued / 2 {
+        s.us.udp().recv(s.high).unwrap().unwrap();
+    }
+    let (limit, held, charged) = fit(&mut s);
+    assert_eq!((limit, charged), (held, held), "cut again as it drains");
+    while s.us.udp().recv(s.high).unwrap().is_some() {}
+    assert_eq!(fit(&mut s), (16 << 10, 0, 16 << 10));
+    // A priority that rises moves the maximum; the queue grows once full.
+    s.receivers.set_own(s.high, None);
+    assert_eq!(fit(&mut s).0, 16 << 10);
+    let (_, _, growths) = s.flood(&mut inbound, 7001, 20);
+    assert_eq!(growths.iter().map(|g| g[2]).collect::<Vec<_>>(), [32 << 10]);
 }
