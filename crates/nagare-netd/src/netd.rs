@@ -268,9 +268,13 @@ impl Netd {
         for s in &self.clients.sessions {
             self.receivers.set_client(s.key(), s.priority.get().value);
         }
-        if let Some(mm) = &self.mm {
+        if let Some(mm) = self.mm.filter(|_| self.receivers.take_refit()) {
+            let mut above = false;
             for (h, dest) in self.receivers.iter() {
-                mm.fit(&mut self.host.iface, &self.memory, h, &dest);
+                above |= mm.fit(&mut self.host.iface, &self.memory, h, &dest);
+            }
+            if above {
+                self.receivers.refit_later();
             }
         }
         work |= self.host.device.check_driver(&self.clients.sessions);

@@ -108,16 +108,16 @@ impl MemoryManager {
 
     /// Socket `h` (at `dest`) after its priority changed: a queue above
     /// its SB_max is cut back to it, no lower than what it holds, and
-    /// charged what is left.
-    pub fn fit(&self, iface: &mut Interface, memory: &Memory, h: UdpHandle, dest: &Destination) {
-        let Some(limit) = iface.udp_ref().socket(h).map(|u| u.queue_limits().1) else { return };
+    /// charged what is left. Returns whether it is still above.
+    pub fn fit(&self, iface: &mut Interface, memory: &Memory, h: UdpHandle, dest: &Destination) -> bool {
+        let Some(limit) = iface.udp_ref().socket(h).map(|u| u.queue_limits().1) else { return false };
         let max = self.max_for(dest.priority);
         if dest.sized || limit <= max {
-            return;
+            return false;
         }
-        if let Ok(in_force) = iface.udp().set_recv_queue_limit(h, max) {
-            memory.charge(dest.client, dest.socket, in_force);
-        }
+        let Ok(in_force) = iface.udp().set_recv_queue_limit(h, max) else { return false };
+        memory.charge(dest.client, dest.socket, in_force);
+        in_force > max
     }
 }
 

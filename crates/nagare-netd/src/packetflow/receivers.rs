@@ -45,6 +45,9 @@ pub(crate) struct Receivers {
     sockets: HashMap<UdpHandle, Receiver>,
     clients: HashMap<u64, u8>,
     boosted: HashSet<u64>,
+    /// A priority changed, or a queue was left above its maximum, since
+    /// the memory manager last fitted the queues to their maxima.
+    refit: bool,
 }
 
 impl Receivers {
@@ -69,12 +72,25 @@ impl Receivers {
     pub fn set_own(&mut self, h: UdpHandle, own: Option<u8>) {
         if let Some(r) = self.sockets.get_mut(&h) {
             r.own = own;
+            self.refit = true;
         }
     }
 
     /// Client `client`'s priority.
     pub fn set_client(&mut self, client: u64, priority: u8) {
-        self.clients.insert(client, priority);
+        self.refit |= self.clients.insert(client, priority).is_some_and(|before| before != priority);
+    }
+
+    /// Whether the queues are due to be fitted to their maxima (a
+    /// priority changed, or [`Receivers::refit_later`] was called, since
+    /// the last time this said so).
+    pub fn take_refit(&mut self) -> bool {
+        std::mem::take(&mut self.refit)
+    }
+
+    /// A queue is still above its maximum: fit the queues again later.
+    pub fn refit_later(&mut self) {
+        self.refit = true;
     }
 
     /// Client `client` is gone, and its sockets with it.
@@ -162,6 +178,18 @@ mod tests {
         r.set_sized(b);
         assert!(r.destination(b).unwrap().sized);
         assert_eq!(r.iter().count(), 3);
+        // Priorities that change (and only they) make the queues due for
+        // fitting to their maxima.
+        assert!(r.take_refit(), "options were set");
+        assert!(!r.take_refit());
+        r.set_client(8, 110);
+        assert!(!r.take_refit(), "the same priority");
+        r.set_client(8, 111);
+        assert!(r.take_refit());
+        r.set_client(8, 110);
+        assert!(r.take_refit());
+        r.refit_later();
+        assert!(r.take_refit() && !r.take_refit());
         r.remove(a);
         assert_eq!((r_at(&r, a), r.filter_drops(a)), (None, 0));
         r.forget_client(7);
