@@ -93,8 +93,9 @@ enum Command {
         /// `none`: `filter` drops UDP before the engine for receivers of
         /// low priority while the receive path drops and for sockets whose
         /// queue is full; `scheduler` boosts clients whose receive buffers
-        /// fill while clients of better priority are served (`mm` is not
-        /// built yet). Default: every module built.
+        /// fill while clients of better priority are served; `mm` grows a
+        /// UDP socket's receive queue while it is full, up to a size its
+        /// priority sets. Default: every module.
         #[arg(long, value_parser = args::parse_packetflow, default_value_t = nagare_netd::PacketFlow::ALL)]
         packetflow: nagare_netd::PacketFlow,
         /// The scheduler's threshold T: a client whose fullest receive
@@ -118,6 +119,11 @@ enum Command {
         /// process). A boosted client is served first either way.
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u8).range(0..=39))]
         boost_lift: u8,
+        /// The largest receive queue PacketFlow's memory manager grows a
+        /// UDP socket of nice 0 to, in bytes; priority p gets this ×
+        /// (140 − p) / 20, never under 16 KiB.
+        #[arg(long, default_value_t = 512 * 1024)]
+        mm_default: usize,
     },
     /// netd's driver process (started by `nagare netd`, not by hand).
     #[command(hide = true)]
@@ -276,6 +282,7 @@ fn main() -> Result<()> {
             boost,
             boost_time_ms,
             boost_lift,
+            mm_default,
         } => {
             let mut builder = NetdBuilder::new(link.spec())
                 .socket(socket)
@@ -289,7 +296,8 @@ fn main() -> Result<()> {
                     count: boost,
                     time: Duration::from_millis(boost_time_ms.min(3_600_000)),
                     lift: boost_lift,
-                });
+                })
+                .mm_default(mm_default);
             if let Some(placement) = placement {
                 builder = builder.placement(placement);
             }

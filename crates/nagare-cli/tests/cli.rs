@@ -47,7 +47,7 @@ fn bad_arguments_get_clear_errors() {
     let out = nagare().args(["up", "--tap", "t0", "--addr", "10.0.0.1/24", "--impair", "loss=3"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--impair"));
-    for (modules, says) in [("scheduler", "not built yet"), ("filter,mm", "not built yet"), ("fast", "--packetflow")] {
+    for (modules, says) in [("filter,", "--packetflow"), ("none,mm", "--packetflow"), ("fast", "--packetflow")] {
         let out = nagare()
             .args(["netd", "--vni", "nagare-cli-test-none", "--addr", "10.0.0.1/24", "--packetflow", modules])
             .output()
@@ -56,6 +56,18 @@ fn bad_arguments_get_clear_errors() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(says), "{modules}: {stderr}");
     }
+    let out = nagare()
+        .args(["netd", "--vni", "nagare-cli-test-none", "--addr", "10.0.0.1/24", "--mm-default", "lots"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--mm-default"));
+    let out = nagare()
+        .args(["netd", "--vni", "nagare-cli-test-none", "--addr", "10.0.0.1/24", "--boost", "many"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--boost"));
 }
 
 #[test]

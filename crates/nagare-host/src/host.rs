@@ -99,17 +99,18 @@ impl<D: Device> Host<D> {
 
     /// [`Host::receive`] with `keep` asked about each frame of the batch
     /// before the engine sees any of it: a frame it refuses is dropped
-    /// there (an early filter, which may look at the engine). Returns how
-    /// many frames the device delivered, kept or not.
+    /// there (an early filter, which may look at the engine and change
+    /// its sockets' queue limits before any frame of the batch meets
+    /// them). Returns how many frames the device delivered, kept or not.
     pub fn receive_filtered(
         &mut self,
         now: Instant,
-        mut keep: impl FnMut(&Interface, &PacketBuf) -> bool,
+        mut keep: impl FnMut(&mut Interface, &PacketBuf) -> bool,
     ) -> Option<usize> {
         let pool = self.iface.pool().clone();
         match self.device.receive_batch(&pool, &mut self.rx, self.rx_batch, now) {
             Ok(n) => {
-                let iface = &self.iface;
+                let iface = &mut self.iface;
                 self.rx.retain(|frame| keep(iface, frame));
                 self.iface.receive_batch(self.rx.drain(..), now);
                 Some(n)

@@ -130,6 +130,13 @@ impl NetdBuilder {
         self
     }
 
+    /// The largest UDP receive queue at nice 0 under PacketFlow's memory
+    /// manager.
+    pub fn mm_default(mut self, bytes: usize) -> NetdBuilder {
+        self.config.mm_default = bytes;
+        self
+    }
+
     /// The services built into netd (echo, discard, HTTP).
     pub fn services(mut self, services: ServiceConfig) -> NetdBuilder {
         self.services = services;

@@ -2,7 +2,7 @@
 //! gets. Every limit here bounds what one client can make netd hold: ring
 //! slots, buffers, waiting requests, sockets and refused descriptors.
 
-use crate::packetflow::{BoostConfig, PacketFlow};
+use crate::packetflow::{BoostConfig, PacketFlow, MM_DEFAULT};
 use nagare_ipc::RegionConfig;
 use nagare_request::DEFAULT_SOCKET;
 use std::path::PathBuf;
@@ -51,6 +51,10 @@ pub struct NetdConfig {
     pub packetflow: PacketFlow,
     /// The PacketFlow scheduler's threshold, count, boost time and lift.
     pub boost: BoostConfig,
+    /// The largest receive queue PacketFlow's memory manager grows a UDP
+    /// socket of nice 0 to (SB_max at priority 120; 512 KiB, the paper's
+    /// 500 KB): others scale by (140 − priority) / 20.
+    pub mm_default: usize,
     /// A file holding the link's count of frames it dropped on their way
     /// to netd, read once per housekeeping period as a sign that the
     /// receive path is dropping (for a TAP, the kernel's
@@ -76,6 +80,7 @@ impl Default for NetdConfig {
             link: String::from("unnamed"),
             packetflow: PacketFlow::default(),
             boost: BoostConfig::default(),
+            mm_default: MM_DEFAULT,
             link_drops: None,
         }
     }

@@ -22,7 +22,7 @@ use crate::frames::FramePath;
 use crate::lending::Lending;
 use crate::memory::Memory;
 use crate::ops::Context;
-use crate::packetflow::{Filter, Load, ReceiveDrops, Receivers, Scheduler};
+use crate::packetflow::{Filter, Inbound, Load, MemoryManager, ReceiveDrops, Receivers, Scheduler};
 use crate::report::{ClientLine, Report};
 use crate::requests::{answer_stat_requests, serve_client, waits_for_stat, REQ_BATCH};
 use crate::session::Session;
@@ -63,9 +63,12 @@ pub struct Netd {
     config: NetdConfig,
     scratch: Vec<u8>,
     stats: NetdStats,
-    /// PacketFlow's filter, if it runs; the receivers it asks about (kept
-    /// either way); the receive path's drops, which it reads.
-    filter: Option<Filter>,
+    /// PacketFlow's filter and memory manager on the frame path, if
+    /// either runs; the memory manager, if it runs; the receivers they ask
+    /// about (kept either way); the receive path's drops, which the filter
+    /// reads.
+    inbound: Option<Inbound>,
+    mm: Option<MemoryManager>,
     receivers: Receivers,
     receive_drops: ReceiveDrops,
     /// PacketFlow's scheduler, if it runs, and its weighing's storage.
@@ -140,12 +143,14 @@ impl Netd {
             .packetflow
             .filter
             .then(|| Filter::new(nagare_host::secrets::random_u64().unwrap_or(0x9e37_79b9_7f4a_7c15)));
+        let mm = config.packetflow.mm.then(|| MemoryManager::new(config.mm_default));
         let receive_drops = ReceiveDrops::new(config.link_drops.clone());
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let scheduler = config.packetflow.scheduler.then(|| Scheduler::new(config.boost, cpus));
         Ok(Netd {
             host: Host::new(iface, frames),
-            filter,
+            inbound: Inbound::new(filter, mm),
+            mm,
             scheduler,
             loads: Vec::new(),
             receive_paused_until: None,
@@ -273,8 +278,9 @@ impl Netd {
         work
     }
 
-    /// New clients, clients that have gone, a driver that died, and the
-    /// end of a period of PacketFlow's filter.
+    /// New clients, clients that have gone, a driver that died, queues
+    /// above the maximum a priority that fell gives them, and the end of a
+    /// period of PacketFlow's filter.
     fn housekeeping(&mut self) -> bool {
         let (lending, steering, frames) = (&self.lending, &self.steering, &mut self.host.device);
         let mut work = self.clients.accept_all(&mut self.stats, &self.memory, |s| {
@@ -287,6 +293,15 @@ impl Netd {
         self.memory.settle(&self.host.iface);
         for s in &self.clients.sessions {
             self.receivers.set_client(s.key(), s.priority.get().value);
+        }
+        if let Some(mm) = self.mm.filter(|_| self.receivers.take_refit()) {
+            let mut above = false;
+            for (h, dest) in self.receivers.iter() {
+                above |= mm.fit(&mut self.host.iface, &self.memory, h, &dest);
+            }
+            if above {
+                self.receivers.refit_later();
+            }
         }
         work |= self.host.device.check_driver(&self.clients.sessions);
         self.end_filter_period();
@@ -324,7 +339,7 @@ impl Netd {
     /// the link dropped on their way to netd) and the clients that
     /// received TCP in it among its receivers.
     fn end_filter_period(&mut self) {
-        let Some(filter) = &mut self.filter else { return };
+        let Some(filter) = self.inbound.as_mut().and_then(Inbound::filter_mut) else { return };
         for s in &mut self.clients.sessions {
             if let Some(priority) = s.tcp_received(&self.host.iface) {
                 filter.note_receiver(priority);
@@ -336,18 +351,20 @@ impl Netd {
     }
 
     /// Frames from the device or driver into the engine, through
-    /// PacketFlow's filter if it runs.
+    /// PacketFlow's filter and memory manager if they run.
     fn receive(&mut self, now: Instant) -> bool {
         if self.receive_paused() {
             return false;
         }
-        let received = match &mut self.filter {
+        let received = match &mut self.inbound {
             None => self.host.receive(now),
-            Some(filter) => {
-                filter.begin_batch();
-                let (receivers, stats) = (&mut self.receivers, &mut self.stats);
-                let n = self.host.receive_filtered(now, |iface, frame| filter.keep(iface, receivers, stats, frame));
-                if n.is_some_and(|n| n >= self.host.rx_batch()) && filter.batch_wasted() {
+            Some(inbound) => {
+                inbound.begin_batch();
+                let (receivers, memory, stats) = (&mut self.receivers, &self.memory, &mut self.stats);
+                let n = self
+                    .host
+                    .receive_filtered(now, |iface, frame| inbound.keep(iface, receivers, memory, stats, frame));
+                if n.is_some_and(|n| n >= self.host.rx_batch()) && inbound.batch_wasted() {
                     self.receive_paused_until = Some(std::time::Instant::now() + RECEIVE_PAUSE);
                     self.stats.receive_pauses += 1;
                 }
@@ -400,6 +417,7 @@ impl Netd {
             memory: &self.memory,
             stats: &mut self.stats,
             receivers: &mut self.receivers,
+            mm: self.mm,
         };
         if self.scheduler.as_ref().is_some_and(|s| s.boosted() > 0) {
             for first in [true, false] {
@@ -440,7 +458,7 @@ impl Netd {
             .clients
             .sessions
             .iter()
-            .map(|s| s.client_line(&self.steering, &self.memory, iface, &self.receivers))
+            .map(|s| s.client_line(&self.steering, &self.memory, iface, &self.receivers, self.mm))
             .collect();
         let counters = self.host.iface.counters().clone();
         let mut engine = counters.iter();
@@ -456,7 +474,8 @@ impl Netd {
             connections: (self.host.iface.tcp_ref().connection_count(), self.config.max_connections),
             engine: &mut engine,
             engine_buffers: self.host.iface.pool().stats(),
-            filter: self.filter.as_ref().map(Filter::last_period),
+            filter: self.inbound.as_ref().and_then(Inbound::filter).map(Filter::last_period),
+            mm: self.mm.map(|mm| mm.default_size()),
             scheduler: self.scheduler.as_ref().map(|s| (s.boosted(), self.config.boost)),
         }
         .render(limit)

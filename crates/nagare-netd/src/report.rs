@@ -60,6 +60,9 @@ pub(crate) struct SocketLine {
     /// queue limit), as charged.
     pub send_buffer: usize,
     pub recv_buffer: usize,
+    /// The most its receive buffer may grow to (a UDP socket's SB_max
+    /// under PacketFlow's memory manager; its size otherwise).
+    pub recv_buffer_max: usize,
     pub priority: Priority,
     /// Datagrams PacketFlow's filter dropped for it.
     pub filter_drops: u64,
@@ -88,6 +91,8 @@ pub(crate) struct Report<'a> {
     /// PacketFlow's scheduler, if it runs: the clients it boosts now, and
     /// its parameters.
     pub scheduler: Option<(usize, crate::packetflow::BoostConfig)>,
+    /// PacketFlow's memory manager, if it runs: its size at nice 0.
+    pub mm: Option<usize>,
 }
 
 impl Report<'_> {
@@ -136,7 +141,7 @@ impl Report<'_> {
             for k in &c.sockets {
                 let _ = writeln!(
                     t,
-                    "socket {} client {} {} local {} remote {} state {} send_queued {} recv_queued {} waiting {} sndbuf {} rcvbuf {} prio {} from {} filter_drops {}",
+                    "socket {} client {} {} local {} remote {} state {} send_queued {} recv_queued {} waiting {} sndbuf {} rcvbuf {} rcvbuf_max {} fill {}% prio {} from {} filter_drops {}",
                     k.id,
                     c.id,
                     k.kind,
@@ -148,6 +153,8 @@ impl Report<'_> {
                     k.waiting,
                     k.send_buffer,
                     k.recv_buffer,
+                    k.recv_buffer_max,
+                    fill(k.recv_queued, k.recv_buffer),
                     k.priority.value,
                     k.priority.source.name(),
                     k.filter_drops
@@ -184,6 +191,8 @@ impl Report<'_> {
             ("receive_pauses", s.receive_pauses),
             ("boosts", s.boosts),
             ("lifts_refused", s.lifts_refused),
+            ("mm_grown", s.mm_grown),
+            ("mm_refused", s.mm_refused),
         ] {
             let _ = writeln!(t, "netd {k} {v}");
         }
@@ -214,6 +223,14 @@ impl Report<'_> {
             }
             None => {
                 let _ = writeln!(t, "packetflow scheduler off");
+            }
+        }
+        match self.mm {
+            Some(default) => {
+                let _ = writeln!(t, "packetflow mm on default {default}");
+            }
+            None => {
+                let _ = writeln!(t, "packetflow mm off");
             }
         }
         if let Some((pid, d, own)) = self.driver {
@@ -254,6 +271,14 @@ impl Report<'_> {
         }
         cut(t, limit)
     }
+}
+
+/// How full a buffer of `size` bytes holding `queued` is, in percent.
+fn fill(queued: usize, size: usize) -> usize {
+    if size == 0 {
+        return 0;
+    }
+    queued.saturating_mul(100) / size
 }
 
 const CUT_NOTE: &str = "truncated\n";
@@ -298,20 +323,38 @@ mod tests {
             nice: Some(5),
             boosted: id == 2,
             lifted: (id == 2).then_some(0),
-            sockets: vec![SocketLine {
-                id: 3,
-                kind: "tcp",
-                local: Some(SocketAddrV4::new([10, 0, 0, 2].into(), 4000)),
-                remote: Some(SocketAddrV4::new([10, 0, 0, 1].into(), 7)),
-                state: "established",
-                send_queued: 1000,
-                recv_queued: 20,
-                waiting: 4,
-                send_buffer: 262144,
-                recv_buffer: 262144,
-                priority: Priority { value: 100, source: Source::Option },
-                filter_drops: 6,
-            }],
+            sockets: vec![
+                SocketLine {
+                    id: 3,
+                    kind: "tcp",
+                    local: Some(SocketAddrV4::new([10, 0, 0, 2].into(), 4000)),
+                    remote: Some(SocketAddrV4::new([10, 0, 0, 1].into(), 7)),
+                    state: "established",
+                    send_queued: 1000,
+                    recv_queued: 20,
+                    waiting: 4,
+                    send_buffer: 262144,
+                    recv_buffer: 262144,
+                    recv_buffer_max: 262144,
+                    priority: Priority { value: 100, source: Source::Option },
+                    filter_drops: 6,
+                },
+                SocketLine {
+                    id: 4,
+                    kind: "udp",
+                    local: Some(SocketAddrV4::new([10, 0, 0, 2].into(), 5000)),
+                    remote: None,
+                    state: "-",
+                    send_queued: 0,
+                    recv_queued: 98304,
+                    waiting: 0,
+                    send_buffer: 0,
+                    recv_buffer: 131072,
+                    recv_buffer_max: 393216,
+                    priority: Priority { value: 125, source: Source::Nice },
+                    filter_drops: 0,
+                },
+            ],
         }
     }
 
@@ -324,7 +367,7 @@ mod tests {
             driver: None,
             link: "vni x",
             clients,
-            stats: NetdStats { requests: 9, filter_dropped_overflow: 7, ..NetdStats::default() },
+            stats: NetdStats { requests: 9, filter_dropped_overflow: 7, mm_grown: 5, ..NetdStats::default() },
             memory: crate::memory::MemoryLine {
                 charged: 1048576,
                 cap: 7340032,
@@ -337,6 +380,7 @@ mod tests {
             engine_buffers: PoolStats { buf_size: 2048, capacity: 4096, in_use: 3, allocs: 10, exhausted: 0 },
             filter: Some((2, 30)),
             scheduler: Some((1, crate::packetflow::BoostConfig::default())),
+            mm: Some(524288),
         }
         .render(limit)
     }
@@ -347,7 +391,8 @@ mod tests {
         assert!(t.starts_with("netd pid 1 uptime 2.0s placement single link vni x clients 2\n"), "{t}");
         assert!(t.contains("client 2 pid 102 uid 0 sockets 4 tcp 2 listeners 1 udp 1 echo 0 pending 1 buffers client 250 netd 6 receive 0 of 256 bad 0 memory 524288 of 8388608 prio 125 nice 5 boosted yes lifted_nice 0\n"));
         assert!(t.contains(" memory 524288 of 8388608 prio 125 nice 5 boosted no\nsocket 3 client 1 "), "{t}");
-        assert!(t.contains("\nsocket 3 client 2 tcp local 10.0.0.2:4000 remote 10.0.0.1:7 state established send_queued 1000 recv_queued 20 waiting 4 sndbuf 262144 rcvbuf 262144 prio 100 from option filter_drops 6\n"), "{t}");
+        assert!(t.contains("\nsocket 3 client 2 tcp local 10.0.0.2:4000 remote 10.0.0.1:7 state established send_queued 1000 recv_queued 20 waiting 4 sndbuf 262144 rcvbuf 262144 rcvbuf_max 262144 fill 0% prio 100 from option filter_drops 6\n"), "{t}");
+        assert!(t.contains("\nsocket 4 client 2 udp local 10.0.0.2:5000 remote - state - send_queued 0 recv_queued 98304 waiting 0 sndbuf 0 rcvbuf 131072 rcvbuf_max 393216 fill 75% prio 125 from nice filter_drops 0\n"), "{t}");
         assert!(
             t.contains("\nmemory charged 1048576 of 7340032 orphans 1 of 1024 unowned 0 connections 3 of 16384\n"),
             "{t}"
@@ -356,6 +401,8 @@ mod tests {
         assert!(t.contains("packetflow filter on last_period receive_drops 2 frames 30\n"), "{t}");
         assert!(t.contains("packetflow scheduler on boosted 1 threshold 50 count auto time_ms 100 lift 5\n"), "{t}");
         assert!(t.contains("netd filter_dropped_low_priority 0\nnetd filter_dropped_overflow 7\n"), "{t}");
+        assert!(t.contains("netd mm_grown 5\nnetd mm_refused 0\n"), "{t}");
+        assert!(t.contains("packetflow mm on default 524288\n"), "{t}");
         assert!(t.contains("engine buffers in_use 3 of 4096"));
         assert!(t.contains("engine rx_frames 5\n"));
         assert!(!t.contains("drop_bad_checksum"));

@@ -18,7 +18,7 @@
 use crate::lending::Lending;
 use crate::memory::Memory;
 use crate::ops::{Caller, Done, Outcome};
-use crate::packetflow::{Load, Receivers};
+use crate::packetflow::{Load, MemoryManager, Receivers};
 use crate::priority::ClientPriority;
 use crate::report::{ClientLine, SocketLine};
 use crate::sockets::{ClientSockets, Sock};
@@ -358,6 +358,7 @@ impl Session {
         memory: &Memory,
         iface: &Interface,
         receivers: &Receivers,
+        mm: Option<MemoryManager>,
     ) -> ClientLine {
         let counts = self.sockets.counts();
         let (_, netd_held, client_held) = self.pool.counts();
@@ -382,7 +383,7 @@ impl Session {
             nice: self.priority.nice(),
             boosted: receivers.is_boosted(self.conn.id),
             lifted: self.priority.lifted(),
-            sockets: self.socket_lines(iface, receivers),
+            sockets: self.socket_lines(iface, receivers, mm),
         }
     }
 
@@ -429,8 +430,10 @@ impl Session {
         best.filter(|_| moved)
     }
 
-    /// A report line per socket, by id.
-    fn socket_lines(&self, iface: &Interface, receivers: &Receivers) -> Vec<SocketLine> {
+    /// A report line per socket, by id. A UDP socket's largest receive
+    /// queue is its SB_max under PacketFlow's memory manager (unless its
+    /// application sized it), its queue's size otherwise.
+    fn socket_lines(&self, iface: &Interface, receivers: &Receivers, mm: Option<MemoryManager>) -> Vec<SocketLine> {
         let mut lines: Vec<SocketLine> = self
             .sockets
             .iter()
@@ -448,6 +451,7 @@ impl Session {
                     waiting,
                     send_buffer: 0,
                     recv_buffer: 0,
+                    recv_buffer_max: 0,
                     priority: crate::ops::socket_priority(&self.sockets, self.priority.get(), id),
                     filter_drops: 0,
                 };
@@ -462,6 +466,7 @@ impl Session {
                             line.recv_queued = k.recv_queued();
                             line.send_buffer = k.config().send_buffer;
                             line.recv_buffer = k.config().recv_buffer_limit();
+                            line.recv_buffer_max = line.recv_buffer;
                         }
                     }
                     Sock::Listener(_) => {
@@ -476,6 +481,8 @@ impl Session {
                             line.recv_queued = u.queued_bytes();
                             line.recv_buffer = u.queue_limits().1;
                         }
+                        let grows = receivers.destination(h).filter(|d| !d.sized).and(mm);
+                        line.recv_buffer_max = grows.map_or(line.recv_buffer, |mm| mm.max_for(line.priority.value));
                     }
                     Sock::Echo(_) => line.kind = "echo",
                 }

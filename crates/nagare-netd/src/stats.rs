@@ -71,4 +71,10 @@ pub struct NetdStats {
     /// Boosts whose process netd could not lift (no `CAP_SYS_NICE`): the
     /// client was still served first.
     pub lifts_refused: u64,
+    /// UDP receive queues PacketFlow's memory manager grew, each when a
+    /// datagram would not fit.
+    pub mm_grown: u64,
+    /// Growths the memory manager refused a full queue below its maximum
+    /// because its client's budget or netd's cap had no room.
+    pub mm_refused: u64,
 }

@@ -290,7 +290,10 @@ fn a_stream_keeps_its_receive_buffers_worth_of_receives_posted() {
 /// for fifty datagrams, and reads each whole, in order, with its sender.
 #[test]
 fn waiting_datagrams_come_several_to_a_receive() {
-    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    // Without PacketFlow the queue keeps its fixed 256 KiB, which holds
+    // them all.
+    let tune = support::Tune { packetflow: Some(nagare_netd::PacketFlow::NONE), ..support::Tune::default() };
+    let netd = NetdThread::start_tuned(Placement::Inline, Wire::Loopback, tune, |_| {});
     let (a, b) = (netd.connect(), netd.connect());
     let sender = UdpSocket::bind_via(&a, at(9500)).expect("bind");
     let reader = UdpSocket::bind_via(&b, at(9501)).expect("bind");

@@ -255,7 +255,10 @@ fn without_the_scheduler_nobody_is_boosted() {
 fn a_better_client_receiving_tcp_makes_the_only_udp_receiver_low_priority() {
     let counter = std::env::temp_dir().join(format!("nagare-packetflow-tcp-best-{}", std::process::id()));
     std::fs::write(&counter, "0").unwrap();
-    let tune = Tune { link_drops: Some(counter.clone()), ..Tune::default() };
+    // The filter alone: the memory manager would spare a queue that can
+    // still grow.
+    let filter = PacketFlow { filter: true, ..PacketFlow::NONE };
+    let tune = Tune { link_drops: Some(counter.clone()), packetflow: Some(filter), ..Tune::default() };
     let netd = NetdThread::start_tuned(Placement::Inline, Wire::PeerLink, tune, |_| {});
     let (s, t) = (netd.connect(), netd.connect());
     let mut stream = TcpStream::connect_timeout_via(&s, &SocketAddr::V4(PEER_ECHO), LIMIT).expect("connect");
@@ -301,6 +304,15 @@ fn a_batch_of_datagrams_all_for_full_queues_pauses_the_device() {
     let mut bind = raw.request(Op::UdpBind);
     bind.aux[0] = encode_addr(SocketAddrV4::new(NETD_ADDR, 9940));
     let udp = raw.call(bind).result().expect("bind") as u32;
+    // One echo first, so that the peer's address is resolved and the
+    // burst is not held back by it.
+    let mut first = raw.request(Op::SendTo);
+    first.socket = udp;
+    first.aux[0] = encode_addr(PEER_ECHO);
+    first.piece = Some(raw.give(&[0; 4], 4));
+    assert_eq!(raw.call(first).result(), Ok(4));
+    let s = netd.connect();
+    wait_for_report(&s, "the first echo queued", |r| udp_line(r, 9940).contains(" recv_queued 4 "));
     // Posted together, so that their echoes come back together.
     let mut ids = Vec::new();
     for i in 0..200u32 {
@@ -314,7 +326,6 @@ fn a_batch_of_datagrams_all_for_full_queues_pauses_the_device() {
     for id in ids {
         assert_eq!(raw.wait_for(id).result(), Ok(4));
     }
-    let s = netd.connect();
     let report = wait_for_report(&s, "every echo queued or dropped", |r| {
         stat_value(r, "netd filter_dropped_overflow ").is_some_and(|d| d >= 196)
     });

@@ -44,7 +44,9 @@ pub(super) fn close(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> 
 
 /// `SET_OPTION` of `SockOption::Priority`, for a socket of any kind:
 /// `aux[1]` its own priority (100 to 139), or 0 for its client's again;
-/// done with the priority in force.
+/// done with the priority in force. A UDP socket's queue above the
+/// maximum the new priority gives it is cut back (PacketFlow's memory
+/// manager).
 pub(super) fn set_priority(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
     let sock = c.sockets.get(req.socket).ok_or(libc::EBADF)?;
     let own = match u8::try_from(req.aux[1]) {
@@ -55,6 +57,9 @@ pub(super) fn set_priority(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Reque
     c.sockets.set_priority(req.socket, own);
     if let Sock::Udp(h) = sock {
         cx.receivers.set_own(h, own);
+        if let (Some(mm), Some(dest)) = (cx.mm, cx.receivers.destination(h)) {
+            mm.fit(cx.iface, cx.memory, h, &dest);
+        }
     }
     Ok(Some(Done::value(u64::from(socket_priority(c.sockets, c.priority, req.socket).value))))
 }

@@ -27,7 +27,7 @@ pub(crate) use control::socket_priority;
 use crate::config::NetdConfig;
 use crate::lending::Lending;
 use crate::memory::Memory;
-use crate::packetflow::Receivers;
+use crate::packetflow::{MemoryManager, Receivers};
 use crate::priority::Priority;
 use crate::sockets::ClientSockets;
 use crate::stats::NetdStats;
@@ -92,8 +92,11 @@ pub(crate) struct Context<'a> {
     /// What each client's sockets are charged.
     pub memory: &'a Memory,
     pub stats: &'a mut NetdStats,
-    /// The UDP sockets PacketFlow's filter asks about.
+    /// The UDP sockets PacketFlow's modules ask about.
     pub receivers: &'a mut Receivers,
+    /// PacketFlow's memory manager, if it runs: what a UDP socket's
+    /// queue starts at and may grow to.
+    pub mm: Option<MemoryManager>,
 }
 
 /// The client a request comes from: its key, sockets and region buffers.
@@ -120,6 +123,8 @@ pub(crate) fn execute(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
         Op::Shutdown => tcp::shutdown(cx, c, req),
         Op::SetOption if req.aux[0] == SockOption::Priority as u64 => control::set_priority(cx, c, req),
         Op::GetOption if req.aux[0] == SockOption::Priority as u64 => control::get_priority(c, req),
+        Op::SetOption if is_udp_recv_buffer(c, req) => udp::set_recv_buffer(cx, c, req),
+        Op::GetOption if is_udp_recv_buffer(c, req) => udp::get_recv_buffer(cx, c, req),
         Op::SetOption => tcp::set_option(cx, c, req),
         Op::GetOption => tcp::get_option(cx, c, req),
         Op::EchoOpen => icmp::open(cx, c, req),
@@ -130,6 +135,12 @@ pub(crate) fn execute(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
         Op::Nop => control::nop(),
         Op::Stat => control::stat(),
     }
+}
+
+/// Whether `req` is about `SO_RCVBUF` of a UDP socket (its receive
+/// queue; the other options are a connection's).
+fn is_udp_recv_buffer(c: &Caller<'_>, req: &Request) -> bool {
+    req.aux[0] == SockOption::RecvBuffer as u64 && c.sockets.udp(req.socket).is_ok()
 }
 
 /// The errno for an engine error.

@@ -1,4 +1,5 @@
-//! UDP: bind, sendto, recvfrom.
+//! UDP: bind, sendto, recvfrom, and the receive queue's size
+//! (`SO_RCVBUF`).
 //!
 //! A datagram goes out in place (the client's buffer lent to the engine,
 //! completed when the engine lets go) when the client lends it and it
@@ -8,7 +9,9 @@
 //! batch gets, unless its first datagram is handed over in place, that
 //! datagram and as many more as fit whole, copied as records
 //! (`nagare_request::records`). A socket's receive queue is charged to
-//! its client (`crate::memory`).
+//! its client (`crate::memory`): a fixed size without PacketFlow's memory
+//! manager, a starting size it grows with it, or what the application
+//! sized.
 
 use super::deliver::{copy_to_region, received_in_place};
 use super::{address, blocked, buffer, engine_errno, payload, Caller, Context, Done, Outcome};
@@ -27,8 +30,10 @@ pub(super) fn bind(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> O
     let h = cx.iface.udp().bind(local).map_err(engine_errno)?;
     let local = cx.iface.udp_ref().socket(h).map_or(local, |u| u.local());
     // Its receive queue: as much as its client's budget leaves, at most
-    // `UDP_RECV_QUEUE`, at least the floor.
-    let want = cx.iface.udp_ref().socket(h).map_or(0, |u| u.queue_limits().1).min(UDP_RECV_QUEUE);
+    // `UDP_RECV_QUEUE` (the memory manager's starting size for its
+    // client's priority, with it), at least the floor.
+    let most = cx.mm.map_or(UDP_RECV_QUEUE, |mm| mm.start(c.priority.value));
+    let want = cx.iface.udp_ref().socket(h).map_or(0, |u| u.queue_limits().1).min(most);
     let Some(queue) = cx.memory.grant_queue(c.key, want) else {
         cx.stats.memory_refused += 1;
         let _ = cx.iface.udp().close(h);
@@ -41,8 +46,32 @@ pub(super) fn bind(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> O
     })?;
     cx.memory.charge(c.key, id, queue);
     c.sockets.claim_port(cx.steering, id, UDP, local.port());
-    cx.receivers.add(h, c.key);
+    cx.receivers.add(h, c.key, id);
     Ok(Some(Done::with_addr(u64::from(id), encode_addr(local))))
+}
+
+/// `SET_OPTION` of `SO_RCVBUF` on a UDP socket: sizes its receive queue
+/// (shrunk no lower than what it holds, grown as far as its client's
+/// budget allows) and fixes it: PacketFlow's memory manager does not
+/// grow it again, as Linux leaves a buffer its application sized.
+pub(super) fn set_recv_buffer(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
+    let h = c.sockets.udp(req.socket)?;
+    let bytes = usize::try_from(req.aux[1]).map_err(|_| libc::EINVAL)?;
+    let current = cx.iface.udp_ref().socket(h).ok_or(libc::EBADF)?.queue_limits().1;
+    let granted = cx.memory.grant_resize(c.key, req.socket, current, 0, bytes);
+    cx.stats.buffers_shrunk += u64::from(granted < bytes);
+    let in_force = cx.iface.udp().set_recv_queue_limit(h, granted).map_err(engine_errno)?;
+    cx.memory.charge(c.key, req.socket, in_force);
+    cx.receivers.set_sized(h);
+    Ok(Some(Done::value(in_force as u64)))
+}
+
+/// `GET_OPTION` of `SO_RCVBUF` on a UDP socket: its receive queue's size
+/// in force.
+pub(super) fn get_recv_buffer(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
+    let h = c.sockets.udp(req.socket)?;
+    let limit = cx.iface.udp_ref().socket(h).ok_or(libc::EBADF)?.queue_limits().1;
+    Ok(Some(Done::value(limit as u64)))
 }
 
 /// `SENDTO`: the buffer's bytes to `aux[0]`.

@@ -1,21 +1,28 @@
 //! PacketFlow: receive processing that honours the priority of the
-//! process a frame is for. netd runs two of its three modules: the filter
-//! (`filter`: UDP datagrams dropped before the engine sees them, for
-//! receivers of low priority while the receive path is dropping and for
-//! sockets whose queue is full) and the scheduler (`scheduler`: clients
-//! whose receive buffers fill while better ones wait are boosted); the
-//! memory manager is not built. `receivers` maps the engine's UDP sockets
-//! to their clients and priorities and publishes the boosts; `drops`
-//! measures the receive path's drops per period. `docs/netd.md`, section
-//! "PacketFlow", describes them.
+//! process a frame is for, in three modules, each of which netd runs or
+//! not: the filter (`filter`: UDP datagrams dropped before the engine sees
+//! them, for receivers of low priority while the receive path is dropping
+//! and for sockets whose queue is full), the scheduler (`scheduler`:
+//! clients whose receive buffers fill while better ones wait are boosted)
+//! and the memory manager (`mm`: a UDP socket's queue grows while it is
+//! full, up to a size its priority sets). `inbound` reads each received
+//! frame once (`peek`) for the filter and the memory manager; `receivers`
+//! maps the engine's UDP sockets to their clients and priorities and
+//! publishes the boosts; `drops` measures the receive path's drops per
+//! period. `docs/netd.md`, section "PacketFlow", describes them.
 
 mod drops;
 mod filter;
+mod inbound;
+mod mm;
+mod peek;
 mod receivers;
 mod scheduler;
 
 pub(crate) use drops::ReceiveDrops;
 pub(crate) use filter::Filter;
+pub(crate) use inbound::Inbound;
+pub(crate) use mm::{MemoryManager, DEFAULT_SIZE as MM_DEFAULT};
 pub(crate) use receivers::Receivers;
 pub use scheduler::{BoostConfig, BoostCount};
 pub(crate) use scheduler::{Load, Scheduler};
@@ -29,17 +36,20 @@ pub struct PacketFlow {
     /// The filter: UDP dropped early for low-priority receivers while the
     /// receive path drops, and for sockets already overflowing.
     pub filter: bool,
+    /// The memory manager: a UDP socket's queue grows while it is full,
+    /// up to a size its priority sets.
+    pub mm: bool,
     /// The scheduler: clients whose receive buffers fill while better
     /// ones wait are served first and their processes lifted.
     pub scheduler: bool,
 }
 
 impl PacketFlow {
-    /// Every module built.
-    pub const ALL: PacketFlow = PacketFlow { filter: true, scheduler: true };
-    /// None: frames reach the engine as they come, clients are served in
-    /// turn.
-    pub const NONE: PacketFlow = PacketFlow { filter: false, scheduler: false };
+    /// Every module.
+    pub const ALL: PacketFlow = PacketFlow { filter: true, mm: true, scheduler: true };
+    /// None: frames reach the engine as they come, queues keep their
+    /// size, clients are served in turn.
+    pub const NONE: PacketFlow = PacketFlow { filter: false, mm: false, scheduler: false };
 }
 
 impl Default for PacketFlow {
@@ -51,8 +61,8 @@ impl Default for PacketFlow {
 impl FromStr for PacketFlow {
     type Err = String;
 
-    /// A comma-separated list of modules (`filter`, `scheduler`), or
-    /// `none`; the memory manager (`mm`) is refused as not built yet.
+    /// A comma-separated list of modules (`filter`, `scheduler`, `mm`),
+    /// or `none`.
     fn from_str(s: &str) -> Result<PacketFlow, String> {
         if s == "none" {
             return Ok(PacketFlow::NONE);
@@ -61,10 +71,8 @@ impl FromStr for PacketFlow {
         for name in s.split(',') {
             match name {
                 "filter" => on.filter = true,
+                "mm" => on.mm = true,
                 "scheduler" => on.scheduler = true,
-                "mm" => {
-                    return Err(format!("{name}: this PacketFlow module is not built yet (built: filter, scheduler)"))
-                }
                 "none" => return Err(String::from("none: alone, not in a list of modules")),
                 _ => return Err(format!("{name:?}: PacketFlow modules are filter, scheduler and mm, or none")),
             }
@@ -76,7 +84,7 @@ impl FromStr for PacketFlow {
 impl fmt::Display for PacketFlow {
     /// The modules on, as a list `--packetflow` takes, or `none`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let on: Vec<&str> = [(self.filter, "filter"), (self.scheduler, "scheduler")]
+        let on: Vec<&str> = [(self.filter, "filter"), (self.scheduler, "scheduler"), (self.mm, "mm")]
             .into_iter()
             .filter_map(|(on, name)| on.then_some(name))
             .collect();
@@ -94,26 +102,28 @@ mod tests {
 
     #[test]
     fn the_modules_are_named_in_a_list_or_none() {
-        let filter = PacketFlow { filter: true, scheduler: false };
-        let scheduler = PacketFlow { filter: false, scheduler: true };
-        assert_eq!("filter".parse(), Ok(filter));
-        assert_eq!("filter,filter".parse(), Ok(filter));
-        assert_eq!("scheduler".parse(), Ok(scheduler));
-        assert_eq!("scheduler,filter".parse(), Ok(PacketFlow::ALL));
+        let only = |filter, scheduler, mm| PacketFlow { filter, scheduler, mm };
+        assert_eq!("filter,scheduler,mm".parse(), Ok(PacketFlow::ALL));
+        assert_eq!("mm,filter,scheduler,filter".parse(), Ok(PacketFlow::ALL));
+        assert_eq!("filter".parse(), Ok(only(true, false, false)));
+        assert_eq!("scheduler".parse(), Ok(only(false, true, false)));
+        assert_eq!("mm".parse(), Ok(only(false, false, true)));
+        assert_eq!("filter,scheduler".parse(), Ok(only(true, true, false)));
         assert_eq!("none".parse(), Ok(PacketFlow::NONE));
         assert_eq!(PacketFlow::default(), PacketFlow::ALL);
-        for unbuilt in ["mm", "filter,scheduler,mm"] {
-            let e = unbuilt.parse::<PacketFlow>().unwrap_err();
-            assert!(e.contains("not built yet"), "{unbuilt}: {e}");
-        }
-        for bad in ["", "filter,", "Filter", "none,filter", "filter,none", "all"] {
+        for bad in ["", "filter,", "Filter", "none,filter", "filter,none", "all", "sched"] {
             assert!(bad.parse::<PacketFlow>().is_err(), "{bad:?}");
         }
-        assert_eq!(PacketFlow::ALL.to_string(), "filter,scheduler");
-        assert_eq!(scheduler.to_string(), "scheduler");
+        assert_eq!(PacketFlow::ALL.to_string(), "filter,scheduler,mm");
+        assert_eq!(only(false, true, true).to_string(), "scheduler,mm");
         assert_eq!(PacketFlow::NONE.to_string(), "none");
-        for p in [PacketFlow::ALL, PacketFlow::NONE, filter, scheduler] {
-            assert_eq!(p.to_string().parse(), Ok(p), "{p}");
+        for a in [false, true] {
+            for b in [false, true] {
+                for c in [false, true] {
+                    let each = only(a, b, c);
+                    assert_eq!(each.to_string().parse(), Ok(each), "{each}");
+                }
+            }
         }
     }
 }

@@ -1,7 +1,9 @@
-//! The receivers the filter asks about: each of the engine's UDP sockets
-//! that a client holds, the client it belongs to and its own priority if
-//! its option sets one; each client's priority; the clients the scheduler
-//! has boosted; and the filter's drops per socket.
+//! The receivers PacketFlow's modules ask about: each of the engine's UDP
+//! sockets that a client holds, the client it belongs to, its id there
+//! (what its memory is charged under), its own priority if its option
+//! sets one and whether its application sized its queue (`SO_RCVBUF`,
+//! which the memory manager leaves alone); each client's priority; the
+//! clients the scheduler has boosted; and the filter's drops per socket.
 //!
 //! The table follows the socket manager: a UDP socket enters when a
 //! client binds it and leaves when it is closed or its client goes; a
@@ -17,17 +19,24 @@ use nagare_core::UdpHandle;
 #[derive(Debug)]
 struct Receiver {
     client: u64,
+    socket: u32,
     own: Option<u8>,
+    sized: bool,
     filter_drops: u64,
 }
 
-/// What the filter knows of a datagram's receiver.
+/// What PacketFlow knows of a datagram's receiver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Destination {
     /// The socket's priority (100 highest .. 139 lowest).
     pub priority: u8,
     /// Its client is boosted: high priority whatever its value.
     pub boosted: bool,
+    /// Its client's key and its id there.
+    pub client: u64,
+    pub socket: u32,
+    /// Its application sized its queue: the memory manager leaves it.
+    pub sized: bool,
 }
 
 /// Every client's UDP sockets, by engine handle.
@@ -36,12 +45,22 @@ pub(crate) struct Receivers {
     sockets: HashMap<UdpHandle, Receiver>,
     clients: HashMap<u64, u8>,
     boosted: HashSet<u64>,
+    /// A priority changed, or a queue was left above its maximum, since
+    /// the memory manager last fitted the queues to their maxima.
+    refit: bool,
 }
 
 impl Receivers {
-    /// Client `client` holds UDP socket `h`.
-    pub fn add(&mut self, h: UdpHandle, client: u64) {
-        self.sockets.insert(h, Receiver { client, own: None, filter_drops: 0 });
+    /// Client `client` holds UDP socket `h`, its socket `socket`.
+    pub fn add(&mut self, h: UdpHandle, client: u64, socket: u32) {
+        self.sockets.insert(h, Receiver { client, socket, own: None, sized: false, filter_drops: 0 });
+    }
+
+    /// Socket `h`'s application sized its queue.
+    pub fn set_sized(&mut self, h: UdpHandle) {
+        if let Some(r) = self.sockets.get_mut(&h) {
+            r.sized = true;
+        }
     }
 
     /// Socket `h` is closed.
@@ -53,12 +72,25 @@ impl Receivers {
     pub fn set_own(&mut self, h: UdpHandle, own: Option<u8>) {
         if let Some(r) = self.sockets.get_mut(&h) {
             r.own = own;
+            self.refit = true;
         }
     }
 
     /// Client `client`'s priority.
     pub fn set_client(&mut self, client: u64, priority: u8) {
-        self.clients.insert(client, priority);
+        self.refit |= self.clients.insert(client, priority).is_some_and(|before| before != priority);
+    }
+
+    /// Whether the queues are due to be fitted to their maxima (a
+    /// priority changed, or [`Receivers::refit_later`] was called, since
+    /// the last time this said so).
+    pub fn take_refit(&mut self) -> bool {
+        std::mem::take(&mut self.refit)
+    }
+
+    /// A queue is still above its maximum: fit the queues again later.
+    pub fn refit_later(&mut self) {
+        self.refit = true;
     }
 
     /// Client `client` is gone, and its sockets with it.
@@ -83,13 +115,21 @@ impl Receivers {
         !self.boosted.is_empty() && self.boosted.contains(&client)
     }
 
-    /// Socket `h`'s priority and whether its client is boosted, if a
-    /// client holds it.
+    /// Socket `h`'s priority, whether its client is boosted, whose it is
+    /// and whether its application sized it, if a client holds it.
     pub fn destination(&self, h: UdpHandle) -> Option<Destination> {
-        let r = self.sockets.get(&h)?;
+        self.sockets.get(&h).map(|r| self.destination_of(r))
+    }
+
+    /// Every socket a client holds, and what is known of it.
+    pub fn iter(&self) -> impl Iterator<Item = (UdpHandle, Destination)> + '_ {
+        self.sockets.iter().map(|(&h, r)| (h, self.destination_of(r)))
+    }
+
+    fn destination_of(&self, r: &Receiver) -> Destination {
         let priority = r.own.unwrap_or_else(|| self.clients.get(&r.client).copied().unwrap_or(priority::DEFAULT));
         let boosted = self.is_boosted(r.client);
-        Some(Destination { priority, boosted })
+        Destination { priority, boosted, client: r.client, socket: r.socket, sized: r.sized }
     }
 
     /// The filter dropped a datagram for socket `h`.
@@ -120,30 +160,45 @@ mod tests {
         let mut iface = Interface::new(config, Capabilities::default(), BufferPool::new(2048, 16));
         let [a, b, c] = [1, 2, 3].map(|port| iface.udp().bind(SocketAddrV4::new(ip, port)).unwrap());
         let mut r = Receivers::default();
-        r.add(a, 7);
-        r.add(b, 7);
-        r.add(c, 8);
-        let at = |priority, boosted| Some(Destination { priority, boosted });
-        assert_eq!(r.destination(a), at(priority::DEFAULT, false), "a client not yet known: the default");
+        r.add(a, 7, 1);
+        r.add(b, 7, 2);
+        r.add(c, 8, 1);
+        let at = |priority, boosted| Some((priority, boosted));
+        let r_at = |r: &Receivers, h| r.destination(h).map(|d| (d.priority, d.boosted));
+        assert_eq!(r_at(&r, a), at(priority::DEFAULT, false), "a client not yet known: the default");
         r.set_client(7, 125);
         r.set_client(8, 110);
         r.set_own(b, Some(101));
-        assert_eq!(
-            (r.destination(a), r.destination(b), r.destination(c)),
-            (at(125, false), at(101, false), at(110, false))
-        );
+        assert_eq!((r_at(&r, a), r_at(&r, b), r_at(&r, c)), (at(125, false), at(101, false), at(110, false)));
         r.set_boosted(7, true);
-        assert_eq!((r.destination(a), r.destination(c)), (at(125, true), at(110, false)));
+        assert_eq!((r_at(&r, a), r_at(&r, c)), (at(125, true), at(110, false)));
         r.set_own(b, None);
-        assert_eq!(r.destination(b), at(125, true));
+        assert_eq!(r_at(&r, b), at(125, true));
         r.count_drop(a);
         r.count_drop(a);
         assert_eq!((r.filter_drops(a), r.filter_drops(b)), (2, 0));
+        let d = r.destination(b).unwrap();
+        assert_eq!((d.client, d.socket, d.sized), (7, 2, false));
+        r.set_sized(b);
+        assert!(r.destination(b).unwrap().sized);
+        assert_eq!(r.iter().count(), 3);
+        // Priorities that change (and only they) make the queues due for
+        // fitting to their maxima.
+        assert!(r.take_refit(), "options were set");
+        assert!(!r.take_refit());
+        r.set_client(8, 110);
+        assert!(!r.take_refit(), "the same priority");
+        r.set_client(8, 111);
+        assert!(r.take_refit());
+        r.set_client(8, 110);
+        assert!(r.take_refit());
+        r.refit_later();
+        assert!(r.take_refit() && !r.take_refit());
         r.remove(a);
-        assert_eq!((r.destination(a), r.filter_drops(a)), (None, 0));
+        assert_eq!((r_at(&r, a), r.filter_drops(a)), (None, 0));
         r.forget_client(7);
-        assert_eq!((r.destination(b), r.destination(c)), (None, at(110, false)));
-        r.add(b, 7);
-        assert_eq!(r.destination(b), at(priority::DEFAULT, false), "nothing of the gone client is left");
+        assert_eq!((r_at(&r, b), r_at(&r, c)), (None, at(110, false)));
+        r.add(b, 7, 2);
+        assert_eq!(r_at(&r, b), at(priority::DEFAULT, false), "nothing of the gone client is left");
     }
 }

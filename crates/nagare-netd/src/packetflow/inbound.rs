@@ -1,0 +1,176 @@
+//! The PacketFlow modules that look at each received frame, before the
+//! engine processes any of its batch: the filter and the memory manager,
+//! whichever are on. A frame is read once for both (`peek`: its datagram
+//! and the engine's socket for it), its receiver looked up once, and the
+//! datagrams of the same batch already let through to that socket, which
+//! the engine has not delivered yet, counted as queued.
+//!
+//! For a datagram whose socket's queue would not take it, the memory
+//! manager grows the queue if it can; the filter then drops it if it
+//! still would not fit (the paper's A and B2), and otherwise drops it
+//! with the receive path's drop rate if its receiver is not of high
+//! priority (A and B1), unless the memory manager could still grow its
+//! queue: while a socket's buffer can still be increased, the filter does
+//! not drop for it.
+//!
+//! A frame costs a copy of its headers onto the stack, one hash lookup in
+//! the engine's port map, one in the receiver table (and one in its
+//! client table) and one in the batch's tally, whose capacity is kept;
+//! nothing is allocated.
+
+use super::mm::Growth;
+use super::peek::arrival;
+use super::receivers::Receivers;
+use super::{Filter, MemoryManager};
+use crate::memory::Memory;
+use crate::stats::NetdStats;
+use hashbrown::HashMap;
+use nagare_core::buf::PacketBuf;
+use nagare_core::{Interface, UdpHandle};
+
+/// Sockets one batch's tally holds without growing (a batch has at most
+/// this many frames by default: `nagare_host::RX_BATCH`).
+const BATCH_SOCKETS: usize = 64;
+
+/// What becomes of a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// On to the engine.
+    Pass,
+    /// Dropped: its receiver is not of high priority and the receive path
+    /// is dropping (A and B1).
+    LowPriority(UdpHandle),
+    /// Dropped: its socket's queue would not take it (A and B2).
+    Overflow(UdpHandle),
+}
+
+/// The modules that are on, and the datagrams of the batch under way let
+/// through to each socket.
+#[derive(Debug)]
+pub(crate) struct Inbound {
+    filter: Option<Filter>,
+    mm: Option<MemoryManager>,
+    batch: HashMap<UdpHandle, (usize, usize)>,
+    /// Frames of this batch let through, and dropped by the filter for
+    /// their socket's full queue.
+    batch_passed: usize,
+    batch_overflow: usize,
+}
+
+impl Inbound {
+    /// The frame path of `filter` and `mm`; `None` when both are off.
+    pub fn new(filter: Option<Filter>, mm: Option<MemoryManager>) -> Option<Inbound> {
+        let batch = HashMap::with_capacity(BATCH_SOCKETS);
+        (filter.is_some() || mm.is_some()).then(|| Inbound { filter, mm, batch, batch_passed: 0, batch_overflow: 0 })
+    }
+
+    /// The filter, if it is on.
+    pub fn filter(&self) -> Option<&Filter> {
+        self.filter.as_ref()
+    }
+
+    pub fn filter_mut(&mut self) -> Option<&mut Filter> {
+        self.filter.as_mut()
+    }
+
+    /// A new batch of frames, none of it delivered by the engine yet.
+    pub fn begin_batch(&mut self) {
+        self.batch.clear();
+        self.batch_passed = 0;
+        self.batch_overflow = 0;
+    }
+
+    /// Whether every frame of the batch was a datagram the filter dropped
+    /// for a full queue, and at least one was: what netd reads next is
+    /// likely as wasted until the receivers catch up.
+    pub fn batch_wasted(&self) -> bool {
+        self.batch_passed == 0 && self.batch_overflow > 0
+    }
+
+    /// What becomes of `frame`, one of the batch under way, given the
+    /// engine (`iface`, whose queues the memory manager grows), the
+    /// sockets' receivers and the accounts growths are charged to; growths
+    /// are counted in `stats`.
+    pub fn judge(
+        &mut self,
+        iface: &mut Interface,
+        receivers: &Receivers,
+        memory: &Memory,
+        stats: &mut NetdStats,
+        frame: &PacketBuf,
+    ) -> Verdict {
+        if let Some(filter) = &mut self.filter {
+            filter.see();
+        }
+        let Some((h, d)) = arrival(iface, frame) else { return Verdict::Pass };
+        let dest = receivers.destination(h);
+        let (ahead, ahead_bytes) = self.batch.get(&h).copied().unwrap_or((0, 0));
+        let mut grown = false;
+        if let (Some(mm), Some(dest)) = (&self.mm, &dest) {
+            // Full in bytes with room for one more datagram: a larger
+            // queue would take it.
+            let needed = iface.udp_ref().socket(h).and_then(|u| {
+                let (packets, bytes) = u.queue_limits();
+                let needed = u.queued_bytes().saturating_add(ahead_bytes).saturating_add(d.bytes);
+                (needed > bytes && u.queued().saturating_add(ahead) < packets).then_some(needed)
+            });
+            if let Some(needed) = needed {
+                match mm.grow(iface, memory, h, dest, needed) {
+                    Growth::Grown(_) => {
+                        stats.mm_grown += 1;
+                        grown = true;
+                    }
+                    Growth::Refused => stats.mm_refused += 1,
+                    Growth::AtMax => {}
+                }
+            }
+        }
+        let fits = iface.udp_ref().socket(h).is_some_and(|u| u.has_room_for(ahead, ahead_bytes, d.smallest));
+        if !fits {
+            // Without the filter the engine drops it.
+            return if self.filter.is_some() { Verdict::Overflow(h) } else { Verdict::Pass };
+        }
+        if let (Some(filter), Some(dest)) = (&mut self.filter, &dest) {
+            // A datagram that grew its queue came while it could grow.
+            let spared = grown || self.mm.is_some_and(|mm| mm.can_grow(iface, memory, h, dest));
+            if filter.drops_low_priority(*dest) && !spared {
+                return Verdict::LowPriority(h);
+            }
+        }
+        let tally = self.batch.entry(h).or_insert((0, 0));
+        *tally = (tally.0.saturating_add(d.count), tally.1.saturating_add(d.bytes));
+        Verdict::Pass
+    }
+
+    /// Whether `frame` goes on to the engine ([`Inbound::judge`]); a drop
+    /// is counted in `stats` and for its socket.
+    pub fn keep(
+        &mut self,
+        iface: &mut Interface,
+        receivers: &mut Receivers,
+        memory: &Memory,
+        stats: &mut NetdStats,
+        frame: &PacketBuf,
+    ) -> bool {
+        let h = match self.judge(iface, receivers, memory, stats, frame) {
+            Verdict::Pass => {
+                self.batch_passed += 1;
+                return true;
+            }
+            Verdict::LowPriority(h) => {
+                stats.filter_dropped_low_priority += 1;
+                h
+            }
+            Verdict::Overflow(h) => {
+                stats.filter_dropped_overflow += 1;
+                self.batch_overflow += 1;
+                h
+            }
+        };
+        receivers.count_drop(h);
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests;

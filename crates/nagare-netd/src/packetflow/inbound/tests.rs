@@ -1,0 +1,463 @@
+//! The filter and the memory manager against a real engine: frames a
+//! peer engine sends, judged before ours receives them.
+
+use super::super::mm::START;
+use super::super::peek::ETHERNET_HEADER;
+use super::*;
+use crate::config::NetdConfig;
+use nagare_core::buf::BufferPool;
+use nagare_core::{Capabilities, Instant, InterfaceConfig};
+use nagare_wire::{EthernetAddress, Ipv4Cidr};
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+const PEER: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 2);
+const US: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 1);
+const NOW: Instant = Instant::from_secs(100);
+const QUEUE: usize = 4;
+/// Client keys.
+const HIGH_CLIENT: u64 = 1;
+const LOW_CLIENT: u64 = 2;
+
+/// Payload bytes of a datagram in the memory manager's tests, and the
+/// size at nice 0 they scale maxima from: 512 KiB at priority 100, 128
+/// KiB at 130.
+const LEN: usize = 1400;
+const MM_DEFAULT: usize = 256 * 1024;
+
+fn engine(mac: u8, ip: Ipv4Addr, queue_packets: usize) -> Interface {
+    let mut config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, mac]), Ipv4Cidr::new(ip, 24).unwrap());
+    config.udp_rx_queue_packets = queue_packets;
+    Interface::new(config, Capabilities::default(), BufferPool::new(2048, 1024))
+}
+
+/// A peer and us, ARP resolved, with UDP sockets on 7001 (of the client
+/// of priority 100) and 7002 (of the client of priority 130).
+struct Setup {
+    peer: Interface,
+    us: Interface,
+    from: UdpHandle,
+    high: UdpHandle,
+    low: UdpHandle,
+    receivers: Receivers,
+    memory: Memory,
+    stats: NetdStats,
+}
+
+fn setup() -> Setup {
+    setup_with(QUEUE)
+}
+
+/// [`setup`] with queues of `queue_packets` datagrams.
+fn setup_with(queue_packets: usize) -> Setup {
+    let (mut peer, mut us) = (engine(2, PEER, queue_packets), engine(1, US, queue_packets));
+    let from = peer.udp().bind(SocketAddrV4::new(PEER, 5000)).unwrap();
+    let high = us.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7001)).unwrap();
+    let low = us.udp().bind(SocketAddrV4::new(US, 7002)).unwrap();
+    // ARP both ways: a datagram to a port nobody holds, and its ICMP error.
+    peer.udp().send_to(from, b"hello", SocketAddrV4::new(US, 9), NOW).unwrap();
+    for _ in 0..10 {
+        let (there, back): (Vec<_>, Vec<_>) = (peer.tx_queue().drain(..).collect(), us.tx_queue().drain(..).collect());
+        there.into_iter().for_each(|f| us.receive(f, NOW));
+        back.into_iter().for_each(|f| peer.receive(f, NOW));
+    }
+    assert!(peer.tx_queue().is_empty() && us.tx_queue().is_empty());
+    let mut receivers = Receivers::default();
+    receivers.set_client(HIGH_CLIENT, 100);
+    receivers.set_client(LOW_CLIENT, 130);
+    receivers.add(high, HIGH_CLIENT, 1);
+    receivers.add(low, LOW_CLIENT, 1);
+    let memory = Memory::new(&NetdConfig::default(), 64 << 20);
+    Setup { peer, us, from, high, low, receivers, memory, stats: NetdStats::default() }
+}
+
+impl Setup {
+    /// The frame the peer sends for a datagram of `len` bytes to our `port`.
+    fn datagram(&mut self, port: u16, len: usize) -> PacketBuf {
+        self.peer.udp().send_to(self.from, &vec![7; len], SocketAddrV4::new(US, port), NOW).unwrap();
+        let frame = self.peer.tx_queue().pop_front().expect("a frame");
+        assert!(self.peer.tx_queue().is_empty(), "one frame");
+        frame
+    }
+
+    /// The receive queue limit of socket `h`.
+    fn limit(&self, h: UdpHandle) -> usize {
+        self.us.udp_ref().socket(h).unwrap().queue_limits().1
+    }
+
+    /// Datagrams of [`LEN`] bytes to `port`, a batch each, until one is
+    /// not let through or the engine drops one (at most `most`): how
+    /// many were queued, the last verdict, and each growth of the
+    /// queue (bytes queued and the limit before, the limit after).
+    fn flood(&mut self, inbound: &mut Inbound, port: u16, most: usize) -> (usize, Verdict, Vec<[usize; 3]>) {
+        let h = self.us.udp_ref().receiver_of(SocketAddrV4::new(US, port)).unwrap().0;
+        let mut growths = Vec::new();
+        for n in 0..most {
+            let (queued, before) = (self.us.udp_ref().socket(h).unwrap().queued_bytes(), self.limit(h));
+            let dropped = self.us.counters().drop_udp_queue_full;
+            let frame = self.datagram(port, LEN);
+            let v = self.batch(inbound, vec![frame])[0];
+            if self.limit(h) != before {
+                growths.push([queued, before, self.limit(h)]);
+            }
+            if v != Verdict::Pass || self.us.counters().drop_udp_queue_full != dropped {
+                return (n, v, growths);
+            }
+        }
+        (most, Verdict::Pass, growths)
+    }
+
+    /// `inbound`'s verdict on `frame`.
+    fn judge(&mut self, inbound: &mut Inbound, frame: &PacketBuf) -> Verdict {
+        inbound.judge(&mut self.us, &self.receivers, &self.memory, &mut self.stats, frame)
+    }
+
+    /// Judges a batch of `frames`; those let through go to our engine.
+    /// The verdicts.
+    fn batch(&mut self, inbound: &mut Inbound, frames: Vec<PacketBuf>) -> Vec<Verdict> {
+        inbound.begin_batch();
+        let mut verdicts = Vec::new();
+        let mut passed = Vec::new();
+        for f in frames {
+            let v = self.judge(inbound, &f);
+            if v == Verdict::Pass {
+                passed.push(f);
+            }
+            verdicts.push(v);
+        }
+        self.us.receive_batch(passed.drain(..), NOW);
+        verdicts
+    }
+}
+
+/// [`setup_with`] queues of 1024 datagrams, each socket's queue at the
+/// memory manager's start and charged to its client, with `memory` the
+/// accounts.
+fn setup_mm(memory: Memory) -> Setup {
+    let mut s = setup_with(1024);
+    s.memory = memory;
+    for (h, client) in [(s.high, HIGH_CLIENT), (s.low, LOW_CLIENT)] {
+        s.us.udp().set_recv_queue_limit(h, START).unwrap();
+        s.memory.charge(client, 1, START);
+    }
+    s
+}
+
+/// The memory manager alone.
+fn mm_only() -> Inbound {
+    Inbound::new(None, Some(MemoryManager::new(MM_DEFAULT))).unwrap()
+}
+
+/// Accounts with `budget` per client over a pool of `pool` bytes.
+fn accounts(budget: usize, pool: usize) -> Memory {
+    Memory::new(&NetdConfig { client_memory: budget, ..NetdConfig::default() }, pool)
+}
+
+/// The filter alone, drawing from `seed`.
+fn filter_only(seed: u64) -> Inbound {
+    Inbound::new(Some(Filter::new(seed)), None).unwrap()
+}
+
+/// The filter alone, its next period dropping at `drops` / (`drops` +
+/// `seen`).
+fn dropping(drops: u64, seen: u64) -> Inbound {
+    let mut inbound = filter_only(42);
+    let junk = PacketBuf::from_slice(&BufferPool::new(64, 4), 0, &[0; 10]).unwrap();
+    let mut us = engine(1, US, QUEUE);
+    let memory = Memory::new(&NetdConfig::default(), 64 << 20);
+    for _ in 0..seen {
+        let v = inbound.judge(&mut us, &Receivers::default(), &memory, &mut NetdStats::default(), &junk);
+        assert_eq!(v, Verdict::Pass);
+    }
+    end_period(&mut inbound, drops);
+    assert_eq!(inbound.filter().unwrap().last_period(), (drops, seen));
+    inbound
+}
+
+fn end_period(inbound: &mut Inbound, drops: u64) {
+    inbound.filter_mut().unwrap().end_period(drops);
+}
+
+#[test]
+fn datagrams_for_a_full_queue_are_dropped_by_the_filter_not_by_the_engine() {
+    let mut s = setup();
+    let mut filter = filter_only(1);
+    // One batch: the first QUEUE fill the queue (the engine has delivered
+    // none of them when the rest are judged), the rest are dropped.
+    let frames = (0..QUEUE + 3).map(|_| s.datagram(7001, 100)).collect();
+    let verdicts = s.batch(&mut filter, frames);
+    let expected: Vec<_> =
+        (0..QUEUE + 3).map(|i| if i < QUEUE { Verdict::Pass } else { Verdict::Overflow(s.high) }).collect();
+    assert_eq!(verdicts, expected);
+    assert_eq!(s.us.udp_ref().socket(s.high).unwrap().queued(), QUEUE);
+    // A batch later, the queue is full already.
+    let frames = vec![s.datagram(7001, 10)];
+    assert_eq!(s.batch(&mut filter, frames), [Verdict::Overflow(s.high)]);
+    assert_eq!(s.us.counters().drop_udp_queue_full, 0, "the engine dropped none");
+    // Another socket is not held up by it, and one read makes room.
+    let frames = vec![s.datagram(7002, 10)];
+    assert_eq!(s.batch(&mut filter, frames), [Verdict::Pass]);
+    assert!(s.us.udp().recv(s.high).unwrap().is_some());
+    let frames = vec![s.datagram(7001, 10), s.datagram(7001, 10)];
+    assert_eq!(s.batch(&mut filter, frames), [Verdict::Pass, Verdict::Overflow(s.high)]);
+    assert_eq!(s.us.udp_ref().socket(s.high).unwrap().queued(), QUEUE);
+    assert_eq!(s.us.counters().drop_udp_queue_full, 0);
+}
+
+#[test]
+fn while_the_receive_path_drops_low_priority_datagrams_go_at_its_rate_and_high_priority_ones_never() {
+    let mut s = setup();
+    // One frame in four lost before netd could take it.
+    let mut filter = dropping(1000, 3000);
+    let (high, low) = (s.datagram(7001, 10), s.datagram(7002, 10));
+    let (mut high_dropped, mut low_dropped) = (0, 0);
+    const DRAWS: usize = 10_000;
+    for _ in 0..DRAWS {
+        filter.begin_batch();
+        high_dropped += usize::from(s.judge(&mut filter, &high) != Verdict::Pass);
+        match s.judge(&mut filter, &low) {
+            Verdict::Pass => {}
+            Verdict::LowPriority(h) if h == s.low => low_dropped += 1,
+            v => panic!("{v:?}"),
+        }
+    }
+    assert_eq!(high_dropped, 0, "the highest priority receiving is never dropped");
+    let rate = low_dropped as f64 / DRAWS as f64;
+    assert!((rate - 0.25).abs() < 0.02, "dropped {rate} of the low priority datagrams, not about 0.25");
+}
+
+#[test]
+fn a_receiver_is_of_high_priority_when_none_better_receives_or_its_client_is_boosted() {
+    let mut s = setup();
+    let mut filter = dropping(u64::MAX / 2, 0);
+    let (high, low) = (s.datagram(7001, 10), s.datagram(7002, 10));
+    // The low priority socket alone receives: it is the best there is.
+    for _ in 0..100 {
+        filter.begin_batch();
+        assert_eq!(s.judge(&mut filter, &low), Verdict::Pass);
+    }
+    // Once a better one receives, this period and the next.
+    assert_eq!(s.judge(&mut filter, &high), Verdict::Pass);
+    assert_eq!(s.judge(&mut filter, &low), Verdict::LowPriority(s.low));
+    end_period(&mut filter, u64::MAX / 2);
+    assert_eq!(s.judge(&mut filter, &low), Verdict::LowPriority(s.low));
+    // Boosted by the scheduler: high priority whatever its value.
+    s.receivers.set_boosted(LOW_CLIENT, true);
+    assert_eq!(s.judge(&mut filter, &low), Verdict::Pass);
+    s.receivers.set_boosted(LOW_CLIENT, false);
+    assert_eq!(s.judge(&mut filter, &low), Verdict::LowPriority(s.low));
+    // Two periods without the better one: the low one is the best again.
+    end_period(&mut filter, u64::MAX / 2);
+    end_period(&mut filter, u64::MAX / 2);
+    assert_eq!(s.judge(&mut filter, &low), Verdict::Pass);
+    // Its own option makes it the better one.
+    s.receivers.set_own(s.low, Some(100));
+    assert_eq!(s.judge(&mut filter, &high), Verdict::Pass);
+    assert_eq!(s.judge(&mut filter, &low), Verdict::Pass);
+}
+
+#[test]
+fn a_better_client_receiving_tcp_makes_udp_receivers_of_less_priority_low() {
+    let mut s = setup();
+    let mut filter = dropping(u64::MAX / 2, 0);
+    let low = s.datagram(7002, 10);
+    filter.begin_batch();
+    assert_eq!(s.judge(&mut filter, &low), Verdict::Pass, "the best receiver there is");
+    // A client of priority 100 received TCP segments in this period: in
+    // the next, the UDP receiver is of low priority.
+    filter.filter_mut().unwrap().note_receiver(100);
+    end_period(&mut filter, u64::MAX / 2);
+    assert_eq!(s.judge(&mut filter, &low), Verdict::LowPriority(s.low));
+    // A period without it: the best again.
+    end_period(&mut filter, u64::MAX / 2);
+    assert_eq!(s.judge(&mut filter, &low), Verdict::Pass);
+}
+
+#[test]
+fn nothing_is_dropped_for_low_priority_while_the_receive_path_does_not_drop() {
+    let mut s = setup();
+    let mut filter = dropping(0, 500);
+    let (high, low) = (s.datagram(7001, 10), s.datagram(7002, 10));
+    for _ in 0..1000 {
+        filter.begin_batch();
+        assert_eq!(s.judge(&mut filter, &high), Verdict::Pass);
+        assert_eq!(s.judge(&mut filter, &low), Verdict::Pass);
+    }
+}
+
+#[test]
+fn tcp_segments_are_never_dropped() {
+    let mut s = setup();
+    let mut filter = dropping(1, 0);
+    s.us.tcp().listen(SocketAddrV4::new(US, 7002), 4).unwrap();
+    let high = s.datagram(7001, 10);
+    assert_eq!(s.judge(&mut filter, &high), Verdict::Pass);
+    s.peer.tcp().connect(SocketAddrV4::new(US, 7002), 0, NOW).unwrap();
+    let syn = s.peer.tx_queue().pop_front().expect("a SYN");
+    for _ in 0..100 {
+        assert_eq!(s.judge(&mut filter, &syn), Verdict::Pass);
+    }
+    // A UDP datagram to the same port is dropped at this rate; the same
+    // bytes said to be TCP are not.
+    let low = s.datagram(7002, 10);
+    assert_eq!(s.judge(&mut filter, &low), Verdict::LowPriority(s.low));
+    let mut bytes = low.to_vec();
+    bytes[ETHERNET_HEADER + 9] = 6;
+    let as_tcp = PacketBuf::from_slice(&BufferPool::new(2048, 4), 0, &bytes).unwrap();
+    assert_eq!(s.judge(&mut filter, &as_tcp), Verdict::Pass);
+    s.us.receive(syn, NOW);
+    assert!(!s.us.tx_queue().is_empty(), "the SYN reached the listener, which answers");
+}
+
+#[test]
+fn frames_it_cannot_read_as_a_whole_udp_datagram_for_us_pass_to_the_engine() {
+    let mut s = setup();
+    let mut filter = dropping(1, 0);
+    let high = s.datagram(7001, 10);
+    assert_eq!(s.judge(&mut filter, &high), Verdict::Pass);
+    let low = s.datagram(7002, 100).to_vec();
+    let pool = BufferPool::new(2048, 16);
+    let judge = |s: &mut Setup, filter: &mut Inbound, bytes: &[u8]| {
+        let frame = PacketBuf::from_slice(&pool, 0, bytes).unwrap();
+        s.judge(filter, &frame)
+    };
+    assert_eq!(judge(&mut s, &mut filter, &low), Verdict::LowPriority(s.low), "whole, it is dropped");
+    for len in 0..low.len() {
+        assert_eq!(judge(&mut s, &mut filter, &low[..len]), Verdict::Pass, "cut at {len}");
+    }
+    let changed = |at: usize, value: u8| {
+        let mut b = low.clone();
+        b[at] = value;
+        b
+    };
+    for (what, bytes) in [
+        ("another MAC address", changed(5, 0x99)),
+        ("ARP", changed(13, 0x06)),
+        ("IPv6 in the version", changed(14, 0x65)),
+        ("an IP header shorter than 20", changed(14, 0x44)),
+        ("TCP", changed(23, 6)),
+        ("more fragments", changed(20, 0x20)),
+        ("a fragment offset", changed(21, 0x01)),
+        ("another address", changed(33, 77)),
+        ("a UDP length under the header's", changed(39, 7)),
+        ("a UDP length past the IP payload", changed(39, 200)),
+        ("an IP length under the UDP length", changed(17, 40)),
+    ] {
+        assert_eq!(judge(&mut s, &mut filter, &bytes), Verdict::Pass, "{what}");
+    }
+    // Anything at all: no panic.
+    let mut x = 0x1234_5678_u64;
+    for _ in 0..20_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let mut b = low.clone();
+        let at = (x as usize) % b.len();
+        b[at] = (x >> 32) as u8;
+        let at = ((x >> 16) as usize) % b.len();
+        b[at] = (x >> 40) as u8;
+        let _ = judge(&mut s, &mut filter, &b[..(x >> 48) as usize % (b.len() + 1)]);
+    }
+}
+
+#[test]
+fn a_queue_doubles_only_while_full_up_to_its_maximum() {
+    let mut s = setup_mm(accounts(64 << 20, 64 << 20));
+    let mut inbound = mm_only();
+    // Read as its datagrams come, a queue never fills and never grows.
+    for _ in 0..200 {
+        let frame = s.datagram(7001, LEN);
+        assert_eq!(s.batch(&mut inbound, vec![frame]), [Verdict::Pass]);
+        assert!(s.us.udp().recv(s.high).unwrap().is_some());
+    }
+    assert_eq!((s.limit(s.high), s.stats.mm_grown), (START, 0));
+    // Not read: each time a datagram would not fit, the queue doubles,
+    // up to SB_max = 256 KiB x (140 - 100) / 20.
+    let (queued, v, growths) = s.flood(&mut inbound, 7001, 1000);
+    assert_eq!(growths.iter().map(|g| g[2]).collect::<Vec<_>>(), [128 << 10, 256 << 10, 512 << 10]);
+    for [held, before, after] in growths {
+        assert!(held + LEN > before, "grown from {before} holding {held}: it was not full");
+        assert_eq!(after, 2 * before);
+    }
+    assert_eq!((v, queued), (Verdict::Pass, (512 << 10) / LEN), "at its maximum the engine drops the next");
+    assert_eq!(s.stats.mm_grown, 3);
+    assert_eq!(s.us.counters().drop_udp_queue_full, 1);
+    assert_eq!(s.memory.socket_charged(HIGH_CLIENT, 1), 512 << 10, "every growth charged");
+    assert_eq!(s.stats.mm_refused, 0, "a queue at its maximum is not refused");
+}
+
+#[test]
+fn the_clients_budget_and_netds_cap_stop_a_growth() {
+    // A budget of 100 KiB: 64 KiB grows to 100 KiB, then no more.
+    let mut s = setup_mm(accounts(100 << 10, 64 << 20));
+    let mut inbound = mm_only();
+    let (queued, _, growths) = s.flood(&mut inbound, 7001, 1000);
+    assert_eq!(growths, [[START - START % LEN, START, 100 << 10]]);
+    assert_eq!((queued, s.stats.mm_grown, s.stats.mm_refused), ((100 << 10) / LEN, 1, 1));
+    assert_eq!(s.memory.client_charged(HIGH_CLIENT), 100 << 10);
+    // A cap of 224 KiB (a 256 KiB pool less an eighth), 64 KiB of it the
+    // other client's: the queue grows to 128 KiB, then to the 160 KiB
+    // left, then no more.
+    let mut s = setup_mm(accounts(64 << 20, 256 << 10));
+    let mut inbound = mm_only();
+    let (_, _, growths) = s.flood(&mut inbound, 7001, 1000);
+    assert_eq!(growths.iter().map(|g| g[2]).collect::<Vec<_>>(), [128 << 10, 160 << 10]);
+    assert_eq!((s.stats.mm_grown, s.stats.mm_refused), (2, 1));
+    assert_eq!(s.memory.line().charged, 224 << 10, "the cap, all of it");
+}
+
+#[test]
+fn the_filter_drops_nothing_for_a_socket_that_can_still_grow_and_does_once_it_cannot() {
+    let mut s = setup_mm(accounts(64 << 20, 64 << 20));
+    let mut inbound = Inbound::new(Some(Filter::new(42)), Some(MemoryManager::new(MM_DEFAULT))).unwrap();
+    // The receive path drops so much that B1 drops every datagram for a
+    // receiver below the best, once the best (100) has received.
+    end_period(&mut inbound, u64::MAX / 2);
+    let high = s.datagram(7001, 10);
+    assert_eq!(s.judge(&mut inbound, &high), Verdict::Pass);
+    // The socket of priority 130 (SB_max 128 KiB) takes every datagram
+    // while its queue can grow: up to 64 KiB, and the one that grows it.
+    let (queued, v, growths) = s.flood(&mut inbound, 7002, 1000);
+    assert_eq!(growths.iter().map(|g| g[2]).collect::<Vec<_>>(), [128 << 10]);
+    assert_eq!((queued, v), (START / LEN + 1, Verdict::LowPriority(s.low)), "B1 once at its maximum");
+    // The best socket's queue (SB_max 512 KiB) grows instead of
+    // overflowing, until it can grow no more (B2).
+    let (queued, v, _) = s.flood(&mut inbound, 7001, 1000);
+    assert_eq!((queued, v), ((512 << 10) / LEN, Verdict::Overflow(s.high)));
+    assert_eq!(s.us.counters().drop_udp_queue_full, 0, "the engine dropped none");
+}
+
+#[test]
+fn a_priority_that_falls_cuts_the_queue_back_to_its_maximum_never_below_what_it_holds() {
+    let mut s = setup_mm(accounts(64 << 20, 64 << 20));
+    let mm = MemoryManager::new(MM_DEFAULT);
+    let mut inbound = Inbound::new(None, Some(mm)).unwrap();
+    let (queued, _, _) = s.flood(&mut inbound, 7001, 1000);
+    assert_eq!(s.limit(s.high), 512 << 10);
+    let fit = |s: &mut Setup| {
+        let dest = s.receivers.destination(s.high).unwrap();
+        mm.fit(&mut s.us, &s.memory, s.high, &dest);
+        let held = s.us.udp_ref().socket(s.high).unwrap().queued_bytes();
+        (s.limit(s.high), held, s.memory.socket_charged(HIGH_CLIENT, 1))
+    };
+    assert_eq!(fit(&mut s).0, 512 << 10, "at its priority, nothing moves");
+    // 139: SB_max 12.8 KiB, raised to the 16 KiB floor.
+    s.receivers.set_own(s.high, Some(139));
+    let (limit, held, charged) = fit(&mut s);
+    assert_eq!((limit, charged), (held, held), "cut to what it holds");
+    // Above its maximum it does not grow: the engine drops the next.
+    let grown = s.stats.mm_grown;
+    let (_, _, growths) = s.flood(&mut inbound, 7001, 1);
+    assert!(growths.is_empty() && s.stats.mm_grown == grown);
+    for _ in 0..queued / 2 {
+        s.us.udp().recv(s.high).unwrap().unwrap();
+    }
+    let (limit, held, charged) = fit(&mut s);
+    assert_eq!((limit, charged), (held, held), "cut again as it drains");
+    while s.us.udp().recv(s.high).unwrap().is_some() {}
+    assert_eq!(fit(&mut s), (16 << 10, 0, 16 << 10));
+    // A priority that rises moves the maximum; the queue grows once full.
+    s.receivers.set_own(s.high, None);
+    assert_eq!(fit(&mut s).0, 16 << 10);
+    let (_, _, growths) = s.flood(&mut inbound, 7001, 20);
+    assert_eq!(growths.iter().map(|g| g[2]).collect::<Vec<_>>(), [32 << 10]);
+}
