@@ -99,14 +99,14 @@ enum Command {
         #[arg(long, value_parser = args::parse_packetflow, default_value_t = nagare_netd::PacketFlow::ALL)]
         packetflow: nagare_netd::PacketFlow,
         /// The scheduler's threshold T: a client whose fullest receive
-        /// buffer is fuller than this (percent), and that is not of the
-        /// best priority among receiving clients, is a candidate for a
-        /// boost.
+        /// buffer is fuller than this (percent) is falling behind, a
+        /// candidate for a boost.
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u8).range(0..=100))]
         boost_threshold: u8,
-        /// How many candidates the scheduler boosts: a number (the best by
-        /// priority, the paper's fixed N), or `auto`: those of a better
-        /// priority than the worst receiving client, at most one per CPU.
+        /// How many candidates the scheduler boosts: a number (the paper's
+        /// rule: the best N by priority not of the best priority), or
+        /// `auto`: any but those of the worst priority among receiving
+        /// clients, best first, at most one per CPU.
         #[arg(long, default_value = "auto")]
         boost: nagare_netd::BoostCount,
         /// Milliseconds a boost lasts after the last period (20 ms) that
@@ -114,7 +114,7 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         boost_time_ms: u64,
         /// Nice steps netd lowers a boosted client's process by at most,
-        /// never past the best receiving client's priority, and gives back
+        /// never past a better receiving client's priority, and gives back
         /// when the boost ends (needs CAP_SYS_NICE; 0: netd never changes a
         /// process). A boosted client is served first either way.
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u8).range(0..=39))]

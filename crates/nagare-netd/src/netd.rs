@@ -403,8 +403,9 @@ impl Netd {
         }
     }
 
-    /// Every client's turn, those PacketFlow's scheduler boosted first with
-    /// twice the batch, then the waiting `STAT` requests.
+    /// Every client's turn, those PacketFlow's scheduler boosted first
+    /// (best priority first) with twice the batch, then the waiting `STAT`
+    /// requests.
     fn serve_clients(&mut self, now: Instant) -> bool {
         let mut work = false;
         let mut cx = Context {
@@ -419,17 +420,14 @@ impl Netd {
             receivers: &mut self.receivers,
             mm: self.mm,
         };
-        if self.scheduler.as_ref().is_some_and(|s| s.boosted() > 0) {
-            for first in [true, false] {
-                for s in &mut self.clients.sessions {
-                    if cx.receivers.is_boosted(s.key()) == first {
-                        let batch = if first { 2 * REQ_BATCH } else { REQ_BATCH };
-                        work |= serve_client(s, &mut cx, batch);
-                    }
-                }
+        let boosted = self.scheduler.as_ref().map_or(&[][..], Scheduler::order);
+        for key in boosted {
+            if let Some(s) = self.clients.sessions.iter_mut().find(|s| s.key() == *key) {
+                work |= serve_client(s, &mut cx, 2 * REQ_BATCH);
             }
-        } else {
-            for s in &mut self.clients.sessions {
+        }
+        for s in &mut self.clients.sessions {
+            if boosted.is_empty() || !cx.receivers.is_boosted(s.key()) {
                 work |= serve_client(s, &mut cx, REQ_BATCH);
             }
         }

@@ -205,11 +205,18 @@ fn boosted(report: &str, port: u16) -> bool {
     line.ends_with(" boosted yes")
 }
 
+/// The CPUs netd may run on: at most that many boosts under `auto`.
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 #[test]
-fn the_scheduler_boosts_full_receivers_between_the_best_and_the_worst_priority() {
-    let (_netd, _clients, _s, report) = three_full_receivers(BoostCount::Auto, 1);
-    assert_eq!([9910, 9911, 9912].map(|p| boosted(&report, p)), [false, true, false], "{report}");
-    assert_eq!(stat_value(&report, "netd boosts "), Some(1), "{report}");
+fn the_scheduler_boosts_full_receivers_of_all_but_the_worst_priority_one_per_cpu() {
+    let expected = cpus().min(2);
+    let (_netd, _clients, _s, report) = three_full_receivers(BoostCount::Auto, expected);
+    let boosts = [9910, 9911, 9912].map(|p| boosted(&report, p));
+    assert_eq!(boosts, [true, expected == 2, false], "{report}");
+    assert_eq!(stat_value(&report, "netd boosts "), Some(expected as u64), "{report}");
 }
 
 #[test]
@@ -220,10 +227,12 @@ fn a_fixed_count_boosts_the_best_candidates_even_of_the_worst_priority() {
 
 #[test]
 fn a_boosted_client_that_goes_ends_its_boost_and_gives_back_its_memory() {
-    let (netd, mut clients, s, report) = three_full_receivers(BoostCount::Auto, 1);
+    // The paper's rule with one boost: the priority-125 client's.
+    let (netd, mut clients, s, report) = three_full_receivers(BoostCount::Fixed(1), 1);
     let charged =
         |r: &str| r.lines().find_map(|l| l.strip_prefix("memory charged ")?.split(' ').next()?.parse::<u64>().ok());
     let before = charged(&report).expect("memory charged");
+    assert!(boosted(&report, 9911), "{report}");
     let boosted_client = clients.remove(1);
     drop(boosted_client);
     let after = wait_for_report(&s, "the boosted client gone", |r| {

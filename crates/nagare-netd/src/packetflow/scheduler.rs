@@ -1,27 +1,31 @@
 //! PacketFlow's scheduler: which clients netd boosts. Once a period each
 //! client that has a receiving socket (a TCP connection, a bound UDP
 //! socket) is weighed by its priority (its best socket's) and its fill
-//! (its fullest receive buffer, in percent). A client is a candidate when
+//! (its fullest receive buffer, in percent). A client whose fill is above
+//! the threshold T is falling behind: its data waits for it, a UDP socket
+//! is about to drop and a TCP window to close.
 //!
-//! - (a) it is not of the best priority among the receiving clients (the
-//!   best are served well already), and
-//! - (b) its fill is above the threshold T: its data waits for it, a UDP
-//!   socket is about to drop and a TCP window to close.
-//!
-//! The paper boosts the best N candidates by priority, N fixed (2). It
-//! found a fixed N wrong: with one high-priority receiver among
-//! low-priority floods, the second boost went to a flood. The rule `auto`
-//! boosts only candidates of a better priority than the worst receiving
-//! client (lifting the worst class over better ones only inverts
-//! priority), and no more of them than netd's CPUs, which can run that
-//! many processes at once. A boost lasts the boost time from the last
-//! period that chose it, and ends sooner when the client has no receiving
-//! socket left.
+//! The paper's rule (`--boost N`) boosts the best N such clients by
+//! priority that are not of the best priority among the receivers (the
+//! best, it reasons, the kernel's scheduler runs first anyway). Both
+//! halves fail in netd's world. A fixed N is wrong, as the paper found
+//! (§4.5): with one high-priority receiver among low-priority floods, its
+//! second boost went to a flood. And the best receiver is not run first
+//! when it competes with processes that are not netd's clients (on a
+//! small machine, the very senders that flood it): it gets its fair
+//! share and no more. So the rule `auto`, the default, boosts a falling
+//! behind client of any priority but the worst class of receivers
+//! (lifting the worst over better ones only inverts priority; when every
+//! receiver is of one priority, that class is also the best, and may be
+//! boosted), the best first, no more of them than netd's CPUs, which can
+//! run that many processes at once. A boost lasts the boost time from the
+//! last period that chose the client, and ends sooner when the client has
+//! no receiving socket left.
 //!
 //! What a boost does is netd's (`crate::netd`): the client is served first
 //! and woken first with a larger batch, the filter counts it as high
 //! priority, and its process's nice value is lowered by up to the lift,
-//! never past the best receiving client's priority.
+//! never to a priority better than that of a better receiving client.
 
 use core::fmt;
 use core::str::FromStr;
@@ -96,18 +100,28 @@ pub(crate) fn select(loads: &[Load], config: &BoostConfig, cpus: usize) -> Vec<L
     else {
         return Vec::new();
     };
-    let mut chosen: Vec<Load> =
-        loads.iter().filter(|l| l.priority > best && l.fill > config.threshold).copied().collect();
+    let mut chosen: Vec<Load> = loads.iter().filter(|l| l.fill > config.threshold).copied().collect();
     chosen.sort_by_key(|l| (l.priority, l.client));
     let n = match config.count {
-        BoostCount::Fixed(n) => usize::from(n),
+        BoostCount::Fixed(n) => {
+            chosen.retain(|l| l.priority > best);
+            usize::from(n)
+        }
         BoostCount::Auto => {
-            chosen.retain(|l| l.priority < worst);
+            chosen.retain(|l| l.priority < worst || l.priority == best);
             cpus.max(1)
         }
     };
     chosen.truncate(n);
     chosen
+}
+
+/// The nice steps to lift a client of `priority` by, at most `most`:
+/// never to a priority better than that of the nearest better receiving
+/// client among `loads`.
+fn lift(loads: &[Load], priority: u8, most: u8) -> u8 {
+    let nearest_better = loads.iter().map(|l| l.priority).filter(|&p| p < priority).max();
+    nearest_better.map_or(most, |p| most.min(priority - p))
 }
 
 /// What a period changes.
@@ -120,18 +134,20 @@ pub(crate) struct Changes {
     pub end: Vec<u64>,
 }
 
-/// The boosts under way, each with the time it ends.
+/// The boosts under way, each with the time it ends, and the order in
+/// which netd serves the boosted clients: best priority first.
 #[derive(Debug)]
 pub(crate) struct Scheduler {
     config: BoostConfig,
     cpus: usize,
     boosted: HashMap<u64, Instant>,
+    order: Vec<u64>,
 }
 
 impl Scheduler {
     /// A scheduler by `config` on `cpus` CPUs, nothing boosted.
     pub fn new(config: BoostConfig, cpus: usize) -> Scheduler {
-        Scheduler { config, cpus, boosted: HashMap::new() }
+        Scheduler { config, cpus, boosted: HashMap::new(), order: Vec::new() }
     }
 
     /// Ends a period at `now` in which the receiving clients weighed
@@ -141,12 +157,10 @@ impl Scheduler {
     pub fn period(&mut self, loads: &[Load], now: Instant) -> Changes {
         let mut changes = Changes::default();
         let chosen = select(loads, &self.config, self.cpus);
-        let best = loads.iter().map(|l| l.priority).min().unwrap_or(0);
         let until = now + self.config.time;
         for l in &chosen {
             if self.boosted.insert(l.client, until).is_none() {
-                let lift = self.config.lift.min(l.priority.saturating_sub(best));
-                changes.start.push((l.client, lift));
+                changes.start.push((l.client, lift(loads, l.priority, self.config.lift)));
             }
         }
         self.boosted.retain(|client, end| {
@@ -157,12 +171,22 @@ impl Scheduler {
             keep
         });
         changes.end.sort_unstable();
+        let priority = |client: u64| loads.iter().find(|l| l.client == client).map_or(u8::MAX, |l| l.priority);
+        self.order.clear();
+        self.order.extend(self.boosted.keys().copied());
+        self.order.sort_by_key(|&c| (priority(c), c));
         changes
     }
 
     /// Client `client` has gone: its boost ends with it.
     pub fn forget(&mut self, client: u64) {
         self.boosted.remove(&client);
+        self.order.retain(|&c| c != client);
+    }
+
+    /// The boosted clients, best priority first.
+    pub fn order(&self) -> &[u64] {
+        &self.order
     }
 
     /// Clients boosted now.
@@ -188,7 +212,7 @@ mod tests {
     }
 
     #[test]
-    fn a_candidate_is_fuller_than_the_threshold_and_not_of_the_best_priority() {
+    fn the_papers_candidate_is_fuller_than_the_threshold_and_not_of_the_best_priority() {
         let fixed = config(BoostCount::Fixed(8));
         // Above T, not best: chosen. At T exactly, or best: not.
         let loads = [load(1, 120, 100), load(2, 125, 51), load(3, 125, 50), load(4, 130, 90), load(5, 120, 10)];
@@ -211,18 +235,33 @@ mod tests {
     fn auto_never_lifts_the_worst_receivers_and_takes_no_more_than_the_cpus() {
         let auto = config(BoostCount::Auto);
         // The paper's mixed load: one receiver of high priority, floods of
-        // low priority that are full. A fixed 2 boosts two floods.
+        // low priority that are full. A fixed 2 boosts two floods and not
+        // the receiver; auto the receiver alone.
         let mixed = [load(1, 120, 90), load(2, 130, 100), load(3, 130, 100), load(4, 130, 100)];
         assert_eq!(clients(&select(&mixed, &config(BoostCount::Fixed(2)), 2)), [2, 3]);
-        assert!(select(&mixed, &auto, 2).is_empty());
-        // Three priorities: the middle one only.
-        let three = [load(1, 120, 90), load(2, 125, 90), load(3, 130, 90)];
-        assert_eq!(clients(&select(&three, &auto, 2)), [2]);
+        assert_eq!(clients(&select(&mixed, &auto, 2)), [1]);
+        // Three priorities: all but the worst, the best first.
+        let three = [load(3, 130, 90), load(2, 125, 90), load(1, 120, 90)];
+        assert_eq!(clients(&select(&three, &auto, 2)), [1, 2]);
+        assert_eq!(clients(&select(&three, &auto, 1)), [1]);
         // Many of the middle: as many as there are CPUs.
         let many = [load(1, 110, 0), load(2, 121, 90), load(3, 122, 90), load(4, 123, 90), load(5, 139, 90)];
         assert_eq!(clients(&select(&many, &auto, 2)), [2, 3]);
-        assert_eq!(clients(&select(&many, &auto, 1)), [2]);
         assert_eq!(clients(&select(&many, &auto, 0)), [2], "at least one");
+        // One priority for all: the worst class is the best too.
+        let equal = [load(1, 120, 100), load(2, 120, 100), load(3, 120, 10)];
+        assert_eq!(clients(&select(&equal, &auto, 2)), [1, 2]);
+        // Nobody full: nobody.
+        assert!(select(&[load(1, 120, 50), load(2, 130, 0)], &auto, 2).is_empty());
+    }
+
+    #[test]
+    fn a_lift_never_passes_a_better_receiver() {
+        let loads = [load(1, 120, 0), load(2, 122, 0), load(3, 130, 0)];
+        assert_eq!(lift(&loads, 120, 5), 5, "the best: the whole lift");
+        assert_eq!(lift(&loads, 122, 5), 2);
+        assert_eq!(lift(&loads, 130, 5), 5);
+        assert_eq!(lift(&loads, 130, 0), 0);
     }
 
     #[test]
@@ -234,6 +273,7 @@ mod tests {
         // Lifted by 5 steps, or less where that passes the best.
         assert_eq!(s.period(&full, t0), Changes { start: vec![(2, 5), (3, 5)], end: vec![] });
         assert_eq!(s.boosted(), 2);
+        assert_eq!(s.order(), [2, 3]);
         // Chosen again: renewed, nothing new to do.
         assert_eq!(s.period(&full, ms(60)), Changes::default());
         // No longer full: the boosts run out 100 ms after the last choice.
@@ -243,10 +283,11 @@ mod tests {
         // A client without receiving sockets loses its boost at once.
         s.period(&full, ms(200));
         assert_eq!(s.period(&[load(1, 120, 0), load(3, 139, 90)], ms(220)), Changes { start: vec![], end: vec![2] });
+        assert_eq!(s.order(), [3]);
         s.forget(3);
-        assert_eq!(s.boosted(), 0);
+        assert_eq!((s.boosted(), s.order()), (0, &[][..]));
         let close = [load(1, 120, 0), load(2, 122, 90)];
-        assert_eq!(s.period(&close, ms(240)).start, [(2, 2)], "lifted no further than the best");
+        assert_eq!(s.period(&close, ms(240)).start, [(2, 2)], "lifted no further than a better one");
     }
 
     #[test]
