@@ -454,6 +454,7 @@ impl Session {
                     recv_buffer_max: 0,
                     priority: crate::ops::socket_priority(&self.sockets, self.priority.get(), id),
                     filter_drops: 0,
+                    overflow_drops: 0,
                 };
                 match sock {
                     Sock::Tcp(h) => {
@@ -475,8 +476,11 @@ impl Session {
                     }
                     Sock::Udp(h) => {
                         line.kind = "udp";
-                        line.filter_drops = receivers.filter_drops(h);
+                        let (low_priority, overflow) = receivers.filter_drops(h);
+                        line.filter_drops = low_priority;
+                        line.overflow_drops = overflow;
                         if let Some(u) = iface.udp_ref().socket(h) {
+                            line.overflow_drops += u.dropped();
                             line.local = Some(u.local());
                             line.recv_queued = u.queued_bytes();
                             line.recv_buffer = u.queue_limits().1;

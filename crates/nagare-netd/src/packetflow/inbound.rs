@@ -152,22 +152,22 @@ impl Inbound {
         stats: &mut NetdStats,
         frame: &PacketBuf,
     ) -> bool {
-        let h = match self.judge(iface, receivers, memory, stats, frame) {
+        let (h, overflow) = match self.judge(iface, receivers, memory, stats, frame) {
             Verdict::Pass => {
                 self.batch_passed += 1;
                 return true;
             }
             Verdict::LowPriority(h) => {
                 stats.filter_dropped_low_priority += 1;
-                h
+                (h, false)
             }
             Verdict::Overflow(h) => {
                 stats.filter_dropped_overflow += 1;
                 self.batch_overflow += 1;
-                h
+                (h, true)
             }
         };
-        receivers.count_drop(h);
+        receivers.count_drop(h, overflow);
         false
     }
 }

@@ -22,7 +22,9 @@ struct Receiver {
     socket: u32,
     own: Option<u8>,
     sized: bool,
-    filter_drops: u64,
+    /// Datagrams the filter dropped for it: for its low priority (B1),
+    /// for its full queue (B2).
+    drops: [u64; 2],
 }
 
 /// What PacketFlow knows of a datagram's receiver.
@@ -53,7 +55,7 @@ pub(crate) struct Receivers {
 impl Receivers {
     /// Client `client` holds UDP socket `h`, its socket `socket`.
     pub fn add(&mut self, h: UdpHandle, client: u64, socket: u32) {
-        self.sockets.insert(h, Receiver { client, socket, own: None, sized: false, filter_drops: 0 });
+        self.sockets.insert(h, Receiver { client, socket, own: None, sized: false, drops: [0; 2] });
     }
 
     /// Socket `h`'s application sized its queue.
@@ -132,16 +134,18 @@ impl Receivers {
         Destination { priority, boosted, client: r.client, socket: r.socket, sized: r.sized }
     }
 
-    /// The filter dropped a datagram for socket `h`.
-    pub fn count_drop(&mut self, h: UdpHandle) {
+    /// The filter dropped a datagram for socket `h`: for its full queue
+    /// (`overflow`), or for its low priority.
+    pub fn count_drop(&mut self, h: UdpHandle, overflow: bool) {
         if let Some(r) = self.sockets.get_mut(&h) {
-            r.filter_drops += 1;
+            r.drops[usize::from(overflow)] += 1;
         }
     }
 
-    /// Datagrams the filter dropped for socket `h`.
-    pub fn filter_drops(&self, h: UdpHandle) -> u64 {
-        self.sockets.get(&h).map_or(0, |r| r.filter_drops)
+    /// Datagrams the filter dropped for socket `h`: for its low priority,
+    /// and for its full queue.
+    pub fn filter_drops(&self, h: UdpHandle) -> (u64, u64) {
+        self.sockets.get(&h).map_or((0, 0), |r| (r.drops[0], r.drops[1]))
     }
 }
 
@@ -174,9 +178,10 @@ mod tests {
         assert_eq!((r_at(&r, a), r_at(&r, c)), (at(125, true), at(110, false)));
         r.set_own(b, None);
         assert_eq!(r_at(&r, b), at(125, true));
-        r.count_drop(a);
-        r.count_drop(a);
-        assert_eq!((r.filter_drops(a), r.filter_drops(b)), (2, 0));
+        r.count_drop(a, false);
+        r.count_drop(a, true);
+        r.count_drop(a, false);
+        assert_eq!((r.filter_drops(a), r.filter_drops(b)), ((2, 1), (0, 0)));
         let d = r.destination(b).unwrap();
         assert_eq!((d.client, d.socket, d.sized), (7, 2, false));
         r.set_sized(b);
@@ -195,7 +200,7 @@ mod tests {
         r.refit_later();
         assert!(r.take_refit() && !r.take_refit());
         r.remove(a);
-        assert_eq!((r_at(&r, a), r.filter_drops(a)), (None, 0));
+        assert_eq!((r_at(&r, a), r.filter_drops(a)), (None, (0, 0)));
         r.forget_client(7);
         assert_eq!((r_at(&r, b), r_at(&r, c)), (None, at(110, false)));
         r.add(b, 7, 2);
