@@ -22,7 +22,7 @@ use crate::frames::FramePath;
 use crate::lending::Lending;
 use crate::memory::Memory;
 use crate::ops::Context;
-use crate::packetflow::{Filter, Inbound, Load, MemoryManager, ReceiveDrops, Receivers, Scheduler};
+use crate::packetflow::{Filter, Inbound, Load, MemoryManager, Pause, ReceiveDrops, Receivers, Scheduler};
 use crate::report::{ClientLine, Report};
 use crate::requests::{answer_stat_requests, serve_client, waits_for_stat, REQ_BATCH};
 use crate::session::Session;
@@ -41,13 +41,6 @@ const MAX_SLEEP: Duration = Duration::from_millis(100);
 /// How often a busy loop looks for new clients and dead ones; the period
 /// over which PacketFlow's filter measures the receive path's drops.
 const HOUSEKEEPING: Duration = Duration::from_millis(20);
-
-/// How long netd leaves the device unread after a full batch in which
-/// PacketFlow's filter let nothing through, every datagram being for a
-/// full queue, unless a client's requests end the pause sooner: the
-/// frames wait in the device, or the link drops them at the sender's
-/// cost, while the receivers get the CPU to take what their queues hold.
-const RECEIVE_PAUSE: Duration = Duration::from_millis(1);
 
 /// The inet server.
 pub struct Netd {
@@ -74,8 +67,9 @@ pub struct Netd {
     /// PacketFlow's scheduler, if it runs, and its weighing's storage.
     scheduler: Option<Scheduler>,
     loads: Vec<Load>,
-    /// The device is left unread until then ([`RECEIVE_PAUSE`]).
-    receive_paused_until: Option<std::time::Instant>,
+    /// The device left unread while the filter finds every frame for a
+    /// full queue (`packetflow::Pause`).
+    pause: Pause,
     /// The TAP whose descriptor and queues netd handed its driver, held
     /// open (and unread) while netd runs.
     pub(crate) held_tap: Option<TapDevice>,
@@ -153,7 +147,7 @@ impl Netd {
             mm,
             scheduler,
             loads: Vec::new(),
-            receive_paused_until: None,
+            pause: Pause::default(),
             receivers: Receivers::default(),
             receive_drops,
             placement,
@@ -234,7 +228,7 @@ impl Netd {
             }
             // A paused device has nothing to poll for: sleep until a
             // client needs netd or the pause ends.
-            if self.receive_paused_until.is_none() && busy.keep_polling(std::time::Instant::now()) {
+            if self.pause.until().is_none() && busy.keep_polling(std::time::Instant::now()) {
                 // The driver and the applications may be waiting for a CPU.
                 std::thread::yield_now();
                 continue;
@@ -266,11 +260,7 @@ impl Netd {
         self.host.poll(now);
         work |= self.host.services.serve(&mut self.host.iface, now);
         work |= local(&mut self.host.iface, now);
-        let served = self.serve_clients(now);
-        if served {
-            self.receive_paused_until = None;
-        }
-        work |= served;
+        work |= self.serve_clients(now);
         work |= self.transmit(now);
         work |=
             crate::returns::settle(&self.lending, &mut self.host.device, &mut self.clients.sessions, &mut self.stats);
@@ -364,8 +354,8 @@ impl Netd {
                 let n = self
                     .host
                     .receive_filtered(now, |iface, frame| inbound.keep(iface, receivers, memory, stats, frame));
-                if n.is_some_and(|n| n >= self.host.rx_batch()) && inbound.batch_wasted() {
-                    self.receive_paused_until = Some(std::time::Instant::now() + RECEIVE_PAUSE);
+                if let Some(full) = inbound.batch_wasted().filter(|_| n.is_some_and(|n| n >= self.host.rx_batch())) {
+                    self.pause.start(full, std::time::Instant::now());
                     self.stats.receive_pauses += 1;
                 }
                 n
@@ -380,16 +370,9 @@ impl Netd {
         }
     }
 
-    /// Whether the device is left unread now ([`RECEIVE_PAUSE`]).
+    /// Whether the device is left unread now (`packetflow::Pause`).
     fn receive_paused(&mut self) -> bool {
-        match self.receive_paused_until {
-            Some(until) if std::time::Instant::now() < until => true,
-            Some(_) => {
-                self.receive_paused_until = None;
-                false
-            }
-            None => false,
-        }
+        self.pause.active(&self.host.iface, std::time::Instant::now())
     }
 
     /// The engine's frames out to the device or driver.
@@ -500,8 +483,9 @@ impl Netd {
         if !self.host.iface.tx_queue().is_empty() {
             timeout = timeout.min(Duration::from_millis(1));
         }
-        if let Some(until) = self.receive_paused_until.filter(|_| paused) {
-            timeout = timeout.min(until.saturating_duration_since(std::time::Instant::now()));
+        if paused {
+            // Its queues drain as clients are served: look again soon.
+            timeout = timeout.min(Duration::from_millis(1));
         }
         if timeout.is_zero() {
             return Ok(false);

@@ -51,17 +51,18 @@ pub(crate) struct Inbound {
     filter: Option<Filter>,
     mm: Option<MemoryManager>,
     batch: HashMap<UdpHandle, (usize, usize)>,
-    /// Frames of this batch let through, and dropped by the filter for
-    /// their socket's full queue.
+    /// Frames of this batch let through, and the sockets the filter
+    /// dropped frames for, their queues being full.
     batch_passed: usize,
-    batch_overflow: usize,
+    batch_full: Vec<UdpHandle>,
 }
 
 impl Inbound {
     /// The frame path of `filter` and `mm`; `None` when both are off.
     pub fn new(filter: Option<Filter>, mm: Option<MemoryManager>) -> Option<Inbound> {
         let batch = HashMap::with_capacity(BATCH_SOCKETS);
-        (filter.is_some() || mm.is_some()).then(|| Inbound { filter, mm, batch, batch_passed: 0, batch_overflow: 0 })
+        let batch_full = Vec::with_capacity(BATCH_SOCKETS);
+        (filter.is_some() || mm.is_some()).then(|| Inbound { filter, mm, batch, batch_passed: 0, batch_full })
     }
 
     /// The filter, if it is on.
@@ -77,14 +78,14 @@ impl Inbound {
     pub fn begin_batch(&mut self) {
         self.batch.clear();
         self.batch_passed = 0;
-        self.batch_overflow = 0;
+        self.batch_full.clear();
     }
 
-    /// Whether every frame of the batch was a datagram the filter dropped
-    /// for a full queue, and at least one was: what netd reads next is
-    /// likely as wasted until the receivers catch up.
-    pub fn batch_wasted(&self) -> bool {
-        self.batch_passed == 0 && self.batch_overflow > 0
+    /// If every frame of the batch was a datagram the filter dropped for a
+    /// full queue, those queues' sockets: what netd reads next is likely
+    /// as wasted until their receivers catch up.
+    pub fn batch_wasted(&self) -> Option<&[UdpHandle]> {
+        (self.batch_passed == 0 && !self.batch_full.is_empty()).then_some(&self.batch_full[..])
     }
 
     /// What becomes of `frame`, one of the batch under way, given the
@@ -163,7 +164,9 @@ impl Inbound {
             }
             Verdict::Overflow(h) => {
                 stats.filter_dropped_overflow += 1;
-                self.batch_overflow += 1;
+                if !self.batch_full.contains(&h) {
+                    self.batch_full.push(h);
+                }
                 (h, true)
             }
         };

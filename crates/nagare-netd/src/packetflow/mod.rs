@@ -6,7 +6,9 @@
 //! clients whose receive buffers fill while better ones wait are boosted)
 //! and the memory manager (`mm`: a UDP socket's queue grows while it is
 //! full, up to a size its priority sets). `inbound` reads each received
-//! frame once (`peek`) for the filter and the memory manager; `receivers`
+//! frame once (`peek`) for the filter and the memory manager; `pause`
+//! leaves the device unread while every frame would only be dropped for a
+//! full queue; `receivers`
 //! maps the engine's UDP sockets to their clients and priorities and
 //! publishes the boosts; `drops` measures the receive path's drops per
 //! period. `docs/netd.md`, section "PacketFlow", describes them.
@@ -15,6 +17,7 @@ mod drops;
 mod filter;
 mod inbound;
 mod mm;
+mod pause;
 mod peek;
 mod receivers;
 mod scheduler;
@@ -23,6 +26,7 @@ pub(crate) use drops::ReceiveDrops;
 pub(crate) use filter::Filter;
 pub(crate) use inbound::Inbound;
 pub(crate) use mm::{MemoryManager, DEFAULT_SIZE as MM_DEFAULT};
+pub(crate) use pause::Pause;
 pub(crate) use receivers::Receivers;
 pub use scheduler::{BoostConfig, BoostCount};
 pub(crate) use scheduler::{Load, Scheduler};

@@ -1,0 +1,113 @@
+//! The receive pause: after a full batch of frames that were all
+//! datagrams the filter dropped for their sockets' full queues, netd
+//! leaves the device unread until one of those queues has drained to half
+//! (its receiver caught up) or [`MAX_PAUSE`] has passed. What comes
+//! meanwhile waits in the device; where the link's queue fills, a local
+//! sender blocks on its socket's send buffer, or the link drops at the
+//! sender's cost. Either way netd stops spending CPU on frames that would
+//! only be dropped, and the receivers get it: on a machine whose senders
+//! share the CPUs, delivered datagrams then do not fall as the offered
+//! load rises (receive livelock, Mogul and Ramakrishnan 1997).
+//!
+//! A pause holds at most one batch's sockets; a TCP segment or any frame
+//! that passed in the batch means no pause at all, and no pause outlasts
+//! [`MAX_PAUSE`].
+
+use nagare_core::{Interface, UdpHandle};
+use std::time::{Duration, Instant};
+
+/// The longest pause.
+pub(crate) const MAX_PAUSE: Duration = Duration::from_millis(5);
+
+/// A pause under way: when it ends at the latest, and the sockets whose
+/// draining ends it sooner.
+#[derive(Debug, Default)]
+pub(crate) struct Pause {
+    until: Option<Instant>,
+    sockets: Vec<UdpHandle>,
+}
+
+impl Pause {
+    /// Pauses from `now` for the full queues of `sockets`.
+    pub fn start(&mut self, sockets: &[UdpHandle], now: Instant) {
+        self.sockets.clear();
+        self.sockets.extend_from_slice(sockets);
+        self.until = Some(now + MAX_PAUSE);
+    }
+
+    /// Whether the pause goes on at `now`: it ends once its time has
+    /// passed or one of its sockets has drained to half (or is gone).
+    pub fn active(&mut self, iface: &Interface, now: Instant) -> bool {
+        let Some(until) = self.until else { return false };
+        let drained = self.sockets.iter().any(|&h| {
+            iface.udp_ref().socket(h).is_none_or(|u| {
+                let (datagrams, bytes) = u.queue_limits();
+                u.queued() * 2 <= datagrams && u.queued_bytes() * 2 <= bytes
+            })
+        });
+        if now >= until || drained {
+            self.until = None;
+            return false;
+        }
+        true
+    }
+
+    /// When the pause ends at the latest, while one is under way.
+    pub fn until(&self) -> Option<Instant> {
+        self.until
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nagare_core::buf::BufferPool;
+    use nagare_core::{Capabilities, InterfaceConfig};
+    use nagare_wire::{EthernetAddress, Ipv4Cidr};
+    use std::net::{Ipv4Addr, SocketAddrV4};
+
+    const NOW: nagare_core::Instant = nagare_core::Instant::from_secs(1);
+
+    fn engine(mac: u8, ip: Ipv4Addr) -> Interface {
+        let config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, mac]), Ipv4Cidr::new(ip, 24).unwrap());
+        Interface::new(config, Capabilities::default(), BufferPool::new(2048, 64))
+    }
+
+    #[test]
+    fn a_pause_ends_when_a_queue_drains_to_half_or_its_time_passes() {
+        let (ours, theirs) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let (mut us, mut peer) = (engine(1, ours), engine(2, theirs));
+        let h = us.udp().bind(SocketAddrV4::new(ours, 9)).unwrap();
+        us.udp().set_recv_queue_limit(h, 1000).unwrap();
+        let from = peer.udp().bind(SocketAddrV4::new(theirs, 7)).unwrap();
+        // Six datagrams of 100 bytes (and the ARP exchange before them).
+        for _ in 0..6 {
+            peer.udp().send_to(from, &[0; 100], SocketAddrV4::new(ours, 9), NOW).unwrap();
+        }
+        for _ in 0..10 {
+            let there: Vec<_> = peer.tx_queue().drain(..).collect();
+            let back: Vec<_> = us.tx_queue().drain(..).collect();
+            there.into_iter().for_each(|f| us.receive(f, NOW));
+            back.into_iter().for_each(|f| peer.receive(f, NOW));
+        }
+        assert_eq!(us.udp_ref().socket(h).unwrap().queued_bytes(), 600);
+        let mut p = Pause::default();
+        let t0 = Instant::now();
+        assert!(!p.active(&us, t0), "none started");
+        // Over half full: on until MAX_PAUSE.
+        p.start(&[h], t0);
+        assert!(p.active(&us, t0 + MAX_PAUSE / 2));
+        assert_eq!(p.until(), Some(t0 + MAX_PAUSE));
+        assert!(!p.active(&us, t0 + MAX_PAUSE));
+        assert_eq!(p.until(), None);
+        // Read down to half: over.
+        p.start(&[h], t0);
+        assert!(p.active(&us, t0), "600 of 1000 bytes");
+        us.udp().recv(h).unwrap();
+        assert!(!p.active(&us, t0), "500 of 1000 bytes");
+        // A socket gone ends it too.
+        us.udp().close(h).unwrap();
+        p.start(&[h], t0);
+        assert!(!p.active(&us, t0));
+    }
+}
