@@ -92,8 +92,8 @@ enum Command {
         /// The PacketFlow modules netd runs, a comma-separated list, or
         /// `none`: `filter` drops UDP before the engine for receivers of
         /// low priority while the receive path drops and for sockets whose
-        /// queue is full; `scheduler` boosts clients whose receive buffers
-        /// fill while clients of better priority are served; `mm` grows a
+        /// queue is full; `scheduler` serves clients in priority order and
+        /// boosts those whose receive buffers fill; `mm` grows a
         /// UDP socket's receive queue while it is full, up to a size its
         /// priority sets. Default: every module.
         #[arg(long, value_parser = args::parse_packetflow, default_value_t = nagare_netd::PacketFlow::ALL)]
@@ -116,7 +116,7 @@ enum Command {
         /// Nice steps netd lowers a boosted client's process by at most,
         /// never past a better receiving client's priority, and gives back
         /// when the boost ends (needs CAP_SYS_NICE; 0: netd never changes a
-        /// process). A boosted client is served first either way.
+        /// process). A boosted client is lifted in netd's own order either way.
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u8).range(0..=39))]
         boost_lift: u8,
         /// The largest receive queue PacketFlow's memory manager grows a

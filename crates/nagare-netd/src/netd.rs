@@ -12,8 +12,9 @@
 //! others; what each phase does lives with its job (`clients`,
 //! `requests`, `frames`, `returns`).
 //!
-//! Clients are served in the order PacketFlow's scheduler gives: those it
-//! boosted first, with a larger batch of requests each, then the others.
+//! With PacketFlow's scheduler, clients are served in priority order (set
+//! again every housekeeping period), a boosted client lifted in it and
+//! given a larger batch of requests.
 
 use crate::clients::Clients;
 use crate::config::NetdConfig;
@@ -322,6 +323,11 @@ impl Netd {
                 s.priority.unlift();
             }
         }
+        // Served in priority order from now on; a client without a
+        // receiving socket last.
+        let loads = &self.loads;
+        let priority = |key: u64| loads.iter().find(|l| l.client == key).map_or(u8::MAX, |l| l.priority);
+        self.clients.sessions.sort_by_key(|s| scheduler.rank(s.key(), priority(s.key())));
     }
 
     /// Ends a period of PacketFlow's filter with the receive path's drops
@@ -386,9 +392,9 @@ impl Netd {
         }
     }
 
-    /// Every client's turn, those PacketFlow's scheduler boosted first
-    /// (best priority first) with twice the batch, then the waiting `STAT`
-    /// requests.
+    /// Every client's turn, in the sessions' order (priority order with
+    /// PacketFlow's scheduler; those it boosted with twice the batch), then
+    /// the waiting `STAT` requests.
     fn serve_clients(&mut self, now: Instant) -> bool {
         let mut work = false;
         let mut cx = Context {
@@ -403,16 +409,9 @@ impl Netd {
             receivers: &mut self.receivers,
             mm: self.mm,
         };
-        let boosted = self.scheduler.as_ref().map_or(&[][..], Scheduler::order);
-        for key in boosted {
-            if let Some(s) = self.clients.sessions.iter_mut().find(|s| s.key() == *key) {
-                work |= serve_client(s, &mut cx, 2 * REQ_BATCH);
-            }
-        }
         for s in &mut self.clients.sessions {
-            if boosted.is_empty() || !cx.receivers.is_boosted(s.key()) {
-                work |= serve_client(s, &mut cx, REQ_BATCH);
-            }
+            let batch = if cx.receivers.is_boosted(s.key()) { 2 * REQ_BATCH } else { REQ_BATCH };
+            work |= serve_client(s, &mut cx, batch);
         }
         if self.clients.sessions.iter().any(waits_for_stat) {
             let text = self.report(self.config.buffer_size as usize);

@@ -69,7 +69,7 @@ pub struct NetdStats {
     /// Boosts PacketFlow's scheduler began.
     pub boosts: u64,
     /// Boosts whose process netd could not lift (no `CAP_SYS_NICE`): the
-    /// client was still served first.
+    /// client was still lifted in netd's own order.
     pub lifts_refused: u64,
     /// UDP receive queues PacketFlow's memory manager grew, each when a
     /// datagram would not fit.

@@ -3,7 +3,8 @@
 //! not: the filter (`filter`: UDP datagrams dropped before the engine sees
 //! them, for receivers of low priority while the receive path is dropping
 //! and for sockets whose queue is full), the scheduler (`scheduler`:
-//! clients whose receive buffers fill while better ones wait are boosted)
+//! clients served in priority order, those whose receive buffers fill
+//! boosted)
 //! and the memory manager (`mm`: a UDP socket's queue grows while it is
 //! full, up to a size its priority sets). `inbound` reads each received
 //! frame once (`peek`) for the filter and the memory manager; `pause`
@@ -43,8 +44,8 @@ pub struct PacketFlow {
     /// The memory manager: a UDP socket's queue grows while it is full,
     /// up to a size its priority sets.
     pub mm: bool,
-    /// The scheduler: clients whose receive buffers fill while better
-    /// ones wait are served first and their processes lifted.
+    /// The scheduler: clients are served in priority order, and those
+    /// whose receive buffers fill are lifted in it, with their processes.
     pub scheduler: bool,
 }
 

@@ -22,10 +22,11 @@
 //! last period that chose the client, and ends sooner when the client has
 //! no receiving socket left.
 //!
-//! What a boost does is netd's (`crate::netd`): the client is served first
-//! and woken first with a larger batch, the filter counts it as high
-//! priority, and its process's nice value is lowered by up to the lift,
-//! never to a priority better than that of a better receiving client.
+//! What a boost does is netd's (`crate::netd`): netd serves clients in
+//! priority order and the client is lifted in it ([`Scheduler::rank`]),
+//! with a larger batch; the filter counts it as high priority; and its
+//! process's nice value is lowered by up to the lift, never to a priority
+//! better than that of a better receiving client.
 
 use core::fmt;
 use core::str::FromStr;
@@ -134,20 +135,18 @@ pub(crate) struct Changes {
     pub end: Vec<u64>,
 }
 
-/// The boosts under way, each with the time it ends, and the order in
-/// which netd serves the boosted clients: best priority first.
+/// The boosts under way, each with the time it ends and its lift.
 #[derive(Debug)]
 pub(crate) struct Scheduler {
     config: BoostConfig,
     cpus: usize,
-    boosted: HashMap<u64, Instant>,
-    order: Vec<u64>,
+    boosted: HashMap<u64, (Instant, u8)>,
 }
 
 impl Scheduler {
     /// A scheduler by `config` on `cpus` CPUs, nothing boosted.
     pub fn new(config: BoostConfig, cpus: usize) -> Scheduler {
-        Scheduler { config, cpus, boosted: HashMap::new(), order: Vec::new() }
+        Scheduler { config, cpus, boosted: HashMap::new() }
     }
 
     /// Ends a period at `now` in which the receiving clients weighed
@@ -159,11 +158,12 @@ impl Scheduler {
         let chosen = select(loads, &self.config, self.cpus);
         let until = now + self.config.time;
         for l in &chosen {
-            if self.boosted.insert(l.client, until).is_none() {
-                changes.start.push((l.client, lift(loads, l.priority, self.config.lift)));
+            let steps = lift(loads, l.priority, self.config.lift);
+            if self.boosted.insert(l.client, (until, steps)).is_none() {
+                changes.start.push((l.client, steps));
             }
         }
-        self.boosted.retain(|client, end| {
+        self.boosted.retain(|client, (end, _)| {
             let keep = *end > now && loads.iter().any(|l| l.client == *client);
             if !keep {
                 changes.end.push(*client);
@@ -171,22 +171,20 @@ impl Scheduler {
             keep
         });
         changes.end.sort_unstable();
-        let priority = |client: u64| loads.iter().find(|l| l.client == client).map_or(u8::MAX, |l| l.priority);
-        self.order.clear();
-        self.order.extend(self.boosted.keys().copied());
-        self.order.sort_by_key(|&c| (priority(c), c));
         changes
     }
 
     /// Client `client` has gone: its boost ends with it.
     pub fn forget(&mut self, client: u64) {
         self.boosted.remove(&client);
-        self.order.retain(|&c| c != client);
     }
 
-    /// The boosted clients, best priority first.
-    pub fn order(&self) -> &[u64] {
-        &self.order
+    /// Where client `client`, whose priority is `priority`, comes in the
+    /// order netd serves clients: by its priority lifted by its boost, a
+    /// client there by its own priority before one lifted there.
+    pub fn rank(&self, client: u64, priority: u8) -> (u8, u8) {
+        let steps = self.boosted.get(&client).map_or(0, |&(_, steps)| steps);
+        (priority.saturating_sub(steps), priority)
     }
 
     /// Clients boosted now.
@@ -273,7 +271,7 @@ mod tests {
         // Lifted by 5 steps, or less where that passes the best.
         assert_eq!(s.period(&full, t0), Changes { start: vec![(2, 5), (3, 5)], end: vec![] });
         assert_eq!(s.boosted(), 2);
-        assert_eq!(s.order(), [2, 3]);
+        assert_eq!([s.rank(1, 120), s.rank(2, 125), s.rank(3, 139)], [(120, 120), (120, 125), (134, 139)]);
         // Chosen again: renewed, nothing new to do.
         assert_eq!(s.period(&full, ms(60)), Changes::default());
         // No longer full: the boosts run out 100 ms after the last choice.
@@ -283,9 +281,8 @@ mod tests {
         // A client without receiving sockets loses its boost at once.
         s.period(&full, ms(200));
         assert_eq!(s.period(&[load(1, 120, 0), load(3, 139, 90)], ms(220)), Changes { start: vec![], end: vec![2] });
-        assert_eq!(s.order(), [3]);
         s.forget(3);
-        assert_eq!((s.boosted(), s.order()), (0, &[][..]));
+        assert_eq!((s.boosted(), s.rank(3, 139)), (0, (139, 139)));
         let close = [load(1, 120, 0), load(2, 122, 90)];
         assert_eq!(s.period(&close, ms(240)).start, [(2, 2)], "lifted no further than a better one");
     }
