@@ -145,7 +145,7 @@ pub fn parse_placement(s: &str) -> Result<nagare_netd::Placement, String> {
     }
 }
 
-/// A list of PacketFlow modules (`filter`, `scheduler`), or `none`.
+/// A list of PacketFlow modules (`filter`, `scheduler`, `mm`), or `none`.
 pub fn parse_packetflow(s: &str) -> Result<nagare_netd::PacketFlow, String> {
     s.parse()
 }

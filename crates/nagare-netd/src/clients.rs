@@ -105,10 +105,21 @@ impl Clients {
     /// reads the others' nice values again when due.
     pub fn notice_gone(&mut self) {
         let now = std::time::Instant::now();
+        let lifted = self.lifted_pids();
         for s in &mut self.sessions {
             s.notice_gone();
-            s.priority.refresh(now);
+            // A process another session lifted keeps, for this one too,
+            // the nice value it had.
+            if s.priority.lifted().is_some() || !lifted.contains(&s.conn.cred.pid) {
+                s.priority.refresh(now);
+            }
         }
+    }
+
+    /// The pids of the processes a session has lifted (none allocated
+    /// while nobody is lifted).
+    pub fn lifted_pids(&self) -> Vec<i32> {
+        self.sessions.iter().filter(|s| s.priority.lifted().is_some()).map(|s| s.conn.cred.pid).collect()
     }
 
     /// Takes out the next doomed session, with the reason.

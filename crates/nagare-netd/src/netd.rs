@@ -306,12 +306,18 @@ impl Netd {
         let Some(scheduler) = &mut self.scheduler else { return };
         let iface = &self.host.iface;
         self.loads.clear();
-        self.loads.extend(self.clients.sessions.iter().filter(|s| s.doomed.is_none()).filter_map(|s| s.load(iface)));
+        self.loads
+            .extend(self.clients.sessions.iter_mut().filter(|s| s.doomed.is_none()).filter_map(|s| s.load(iface)));
         let changes = scheduler.period(&self.loads, std::time::Instant::now());
         for (client, lift) in changes.start {
             self.receivers.set_boosted(client, true);
             self.stats.boosts += 1;
+            // A process is lifted by one of its sessions at a time.
+            let lifted = self.clients.lifted_pids();
             let Some(s) = self.clients.sessions.iter_mut().find(|s| s.key() == client) else { continue };
+            if lifted.contains(&s.conn.cred.pid) {
+                continue;
+            }
             if let Err(e) = s.priority.lift(lift) {
                 self.stats.lifts_refused += 1;
                 log::debug!("client {client} (pid {}) boosted, its process not lifted: {e}", s.conn.cred.pid);
@@ -361,8 +367,9 @@ impl Netd {
                     .host
                     .receive_filtered(now, |iface, frame| inbound.keep(iface, receivers, memory, stats, frame));
                 if let Some(full) = inbound.batch_wasted().filter(|_| n.is_some_and(|n| n >= self.host.rx_batch())) {
-                    self.pause.start(full, std::time::Instant::now());
-                    self.stats.receive_pauses += 1;
+                    if self.pause.start(full, std::time::Instant::now()) {
+                        self.stats.receive_pauses += 1;
+                    }
                 }
                 n
             }

@@ -8,9 +8,14 @@
 //! `SO_PRIORITY` is per socket) overrides it.
 //!
 //! PacketFlow's scheduler may lift a client's process: netd lowers its
-//! nice value for the boost and sets it back after. While lifted, the
-//! client keeps the priority of its own nice value; a nice value changed
-//! by someone else meanwhile becomes its own, and is left as it is.
+//! nice value for the boost and sets it back after (at the latest when
+//! the client's session is dropped). While lifted, the client keeps the
+//! priority of its own nice value; a nice value changed by someone else
+//! meanwhile becomes its own, and is left as it is. A process with
+//! several sessions is lifted by one at a time, and the others keep its
+//! own nice value meanwhile (`Clients::notice_gone`). `setpriority` on a
+//! pid changes that thread alone: a process that receives in other
+//! threads than its first has only that one lifted.
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -129,6 +134,15 @@ impl ClientPriority {
             Some(n) => Priority { value: from_nice(n), source: Source::Nice },
             None => Priority { value: DEFAULT, source: Source::Unknown },
         }
+    }
+}
+
+impl Drop for ClientPriority {
+    /// A client that goes however netd lets go of it (a disconnect, netd
+    /// stopping, an error or a panic unwinding netd's loop) gets its nice
+    /// value back.
+    fn drop(&mut self) {
+        self.unlift();
     }
 }
 

@@ -67,6 +67,9 @@ pub(crate) struct Session {
     /// Segments its TCP connections had received, in all, when last
     /// asked ([`Session::tcp_received`]).
     tcp_segments: u64,
+    /// The client made a request since it was last weighed
+    /// ([`Session::load`]): it is awake and working.
+    awake: bool,
     /// Descriptors refused so far.
     pub bad: u64,
     /// Set when the client must go, with the reason.
@@ -108,6 +111,7 @@ impl Session {
             out: Vec::new(),
             held: Vec::new(),
             tcp_segments: 0,
+            awake: false,
             bad: 0,
             doomed: None,
         })
@@ -159,7 +163,10 @@ impl Session {
     /// client broke the ring (the session is doomed).
     pub fn take_requests(&mut self, into: &mut [Descriptor]) -> Option<usize> {
         match self.requests.pop_batch(into) {
-            Ok(n) => Some(n),
+            Ok(n) => {
+                self.awake |= n > 0;
+                Some(n)
+            }
             Err(_) => {
                 self.doomed = Some("request ring broken");
                 None
@@ -389,8 +396,11 @@ impl Session {
 
     /// The client as PacketFlow's scheduler weighs it: the best priority
     /// and the fullest receive buffer (percent) among its receiving
-    /// sockets (TCP connections, UDP sockets); `None` without one.
-    pub fn load(&self, iface: &Interface) -> Option<Load> {
+    /// sockets (TCP connections, UDP sockets), and whether it made a
+    /// request since it was last weighed; `None` without a receiving
+    /// socket.
+    pub fn load(&mut self, iface: &Interface) -> Option<Load> {
+        let awake = std::mem::take(&mut self.awake);
         let mut load: Option<Load> = None;
         for (id, sock) in self.sockets.iter() {
             let fill = match sock {
@@ -405,7 +415,7 @@ impl Session {
             };
             let Some(fill) = fill else { continue };
             let priority = crate::ops::socket_priority(&self.sockets, self.priority.get(), id).value;
-            let l = load.get_or_insert(Load { client: self.conn.id, priority, fill });
+            let l = load.get_or_insert(Load { client: self.conn.id, priority, fill, awake });
             l.priority = l.priority.min(priority);
             l.fill = l.fill.max(fill);
         }

@@ -176,24 +176,38 @@ fn full_receiver(netd: &NetdThread, port: u16, priority: u8) -> RawClient {
 }
 
 /// Three clients, each with one UDP socket of priority 120, 125 and 130
-/// whose echoes fill its queue, under a scheduler that boosts `count`;
-/// the report once `expect_boosted` are boosted, the clients, and a
-/// session (with no socket) to ask for reports.
+/// whose echoes fill its queue, under a scheduler that boosts `count`,
+/// each client kept awake by a request every few milliseconds (the
+/// scheduler boosts only clients that call); the report once the
+/// clients on 9910, 9911 and 9912 are boosted as `expected` says, the
+/// clients, and a session (with no socket) to ask for reports.
 fn three_full_receivers(
     count: BoostCount,
-    expect_boosted: usize,
+    expected: [bool; 3],
 ) -> (NetdThread, Vec<RawClient>, nagare::Session, String) {
     let tune = Tune { udp_rx_queue_packets: Some(QUEUE), packetflow: Some(PacketFlow::ALL), ..Tune::default() };
     // A lift would renice this test process, every client's.
     let boost = BoostConfig { count, lift: 0, time: Duration::from_secs(60), ..BoostConfig::default() };
     let netd = NetdThread::start_tuned(Placement::Inline, Wire::PeerLink, tune, move |c| c.boost = boost);
-    let clients: Vec<RawClient> =
+    let mut clients: Vec<RawClient> =
         [120u8, 125, 130].into_iter().enumerate().map(|(i, p)| full_receiver(&netd, 9910 + i as u16, p)).collect();
     let s = netd.connect();
-    let report = wait_for_report(&s, "the boosts made", |r| {
-        let full = (0..3).all(|i| udp_line(r, 9910 + i).contains(&format!(" recv_queued {} ", QUEUE * 100)));
-        full && r.contains(&format!("\npacketflow scheduler on boosted {expect_boosted} "))
-    });
+    let deadline = Instant::now() + LIMIT;
+    let report = loop {
+        for c in &mut clients {
+            let nop = c.request(Op::Nop);
+            assert_eq!(c.call(nop).result(), Ok(0));
+        }
+        let r = s.stat().expect("stat");
+        let full = (0..3).all(|i| udp_line(&r, 9910 + i).contains(&format!(" recv_queued {} ", QUEUE * 100)));
+        let boosts = expected.iter().filter(|&&b| b).count();
+        let as_expected = [9910, 9911, 9912].map(|p| boosted(&r, p)) == expected;
+        if full && as_expected && r.contains(&format!("\npacketflow scheduler on boosted {boosts} ")) {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "the boosts made:\n{r}");
+        std::thread::sleep(Duration::from_millis(5));
+    };
     (netd, clients, s, report)
 }
 
@@ -212,27 +226,23 @@ fn cpus() -> usize {
 
 #[test]
 fn the_scheduler_boosts_full_receivers_of_all_but_the_worst_priority_one_per_cpu() {
-    let expected = cpus().min(2);
-    let (_netd, _clients, _s, report) = three_full_receivers(BoostCount::Auto, expected);
-    let boosts = [9910, 9911, 9912].map(|p| boosted(&report, p));
-    assert_eq!(boosts, [true, expected == 2, false], "{report}");
-    assert_eq!(stat_value(&report, "netd boosts "), Some(expected as u64), "{report}");
+    let two = cpus() >= 2;
+    let (_netd, _clients, _s, report) = three_full_receivers(BoostCount::Auto, [true, two, false]);
+    assert!(stat_value(&report, "netd boosts ").is_some_and(|n| n > u64::from(two)), "{report}");
 }
 
 #[test]
 fn a_fixed_count_boosts_the_best_candidates_even_of_the_worst_priority() {
-    let (_netd, _clients, _s, report) = three_full_receivers(BoostCount::Fixed(2), 2);
-    assert_eq!([9910, 9911, 9912].map(|p| boosted(&report, p)), [false, true, true], "{report}");
+    three_full_receivers(BoostCount::Fixed(2), [false, true, true]);
 }
 
 #[test]
 fn a_boosted_client_that_goes_ends_its_boost_and_gives_back_its_memory() {
     // The paper's rule with one boost: the priority-125 client's.
-    let (netd, mut clients, s, report) = three_full_receivers(BoostCount::Fixed(1), 1);
+    let (netd, mut clients, s, report) = three_full_receivers(BoostCount::Fixed(1), [false, true, false]);
     let charged =
         |r: &str| r.lines().find_map(|l| l.strip_prefix("memory charged ")?.split(' ').next()?.parse::<u64>().ok());
     let before = charged(&report).expect("memory charged");
-    assert!(boosted(&report, 9911), "{report}");
     let boosted_client = clients.remove(1);
     drop(boosted_client);
     let after = wait_for_report(&s, "the boosted client gone", |r| {
@@ -243,6 +253,23 @@ fn a_boosted_client_that_goes_ends_its_boost_and_gives_back_its_memory() {
     assert!(!after.contains("boosted yes"), "{after}");
     drop((clients, s));
     assert_eq!(netd.stop().engine_in_use, 0);
+}
+
+#[test]
+fn a_client_that_makes_no_request_is_not_boosted_however_full() {
+    let tune = Tune { udp_rx_queue_packets: Some(QUEUE), packetflow: Some(PacketFlow::ALL), ..Tune::default() };
+    let boost = BoostConfig { lift: 0, ..BoostConfig::default() };
+    let netd = NetdThread::start_tuned(Placement::Inline, Wire::PeerLink, tune, move |c| c.boost = boost);
+    let _clients = [full_receiver(&netd, 9950, 120), full_receiver(&netd, 9951, 125), full_receiver(&netd, 9952, 130)];
+    let s = netd.connect();
+    // Boosts made while the sends came end once the clients fall silent.
+    let report = wait_for_report(&s, "no boost left", |r| {
+        udp_line(r, 9951).contains(" recv_queued 400 ") && r.contains("\npacketflow scheduler on boosted 0 ")
+    });
+    std::thread::sleep(Duration::from_millis(150));
+    let later = s.stat().expect("stat");
+    assert!(later.contains("\npacketflow scheduler on boosted 0 "), "{report}\n{later}");
+    assert!(!later.contains("boosted yes"), "{later}");
 }
 
 #[test]

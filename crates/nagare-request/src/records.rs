@@ -4,7 +4,7 @@
 //! brings as many datagrams as the buffer holds.
 //!
 //! A record is a header and the payload, and the next record starts at
-//! the next multiple of 8 bytes:
+//! the next multiple of 8 bytes from the start of the receive's piece:
 //!
 //! | bytes | meaning |
 //! |---|---|
@@ -106,6 +106,9 @@ impl Records {
     /// Takes the next record, given the header read from
     /// [`Records::next_header`]'s offset.
     pub fn take(&mut self, header: &[u8; RECORD_HEADER]) -> Result<Record, BadRecord> {
+        if self.left == 0 {
+            return Err(BadRecord { at: self.at });
+        }
         let (record, next) = read_record(header, self.at, self.len)?;
         self.at = next;
         self.left -= 1;
@@ -151,6 +154,10 @@ mod tests {
         assert_eq!(back, expected);
         // Fewer records than there are: the rest unread.
         assert_eq!(unpack(&buf, 2, len).unwrap().len(), 2);
+        // One more taken than counted: an error, not a wrap.
+        let mut records = Records::new(0, len);
+        let header: [u8; RECORD_HEADER] = buf[..RECORD_HEADER].try_into().unwrap();
+        assert_eq!(records.take(&header), Err(BadRecord { at: 0 }));
     }
 
     #[test]

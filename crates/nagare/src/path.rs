@@ -483,6 +483,7 @@ impl Conn {
         let read = self.pool.read(f.index, f.offset, &mut out[..n]);
         if f.last {
             let _ = self.pool.release(f.index);
+            self.post_receives(id)?;
         }
         read.map_err(io::Error::other)?;
         Ok(Some((n, usize::try_from(f.whole).unwrap_or(usize::MAX).max(n), f.from)))
@@ -491,36 +492,56 @@ impl Conn {
     /// The next datagram that arrived, its buffer handed to the caller:
     /// (buffer, whole length, sender), or `None` if none is here yet. A
     /// datagram that shares its buffer with others is copied into one of
-    /// its own.
+    /// its own, taken first (`ENOBUFS`, the datagram left unread, when
+    /// none is free).
     pub(crate) fn take_datagram_buf(&mut self, id: u32) -> io::Result<Option<(BufRef, usize, u64)>> {
-        let Some(f) = self.next_datagram(id)? else { return Ok(None) };
-        let whole = usize::try_from(f.whole).unwrap_or(usize::MAX).max(f.len as usize);
-        if f.alone {
-            return Ok(Some((BufRef { index: f.index, offset: f.offset, len: f.len }, whole, f.from)));
-        }
-        let own = self.pool.alloc();
-        let copied = own.ok_or_else(|| errno(libc::ENOBUFS)).and_then(|b| {
-            let mut bytes = vec![0u8; f.len as usize];
-            self.pool.read(f.index, f.offset, &mut bytes).map_err(io::Error::other)?;
-            self.pool.write(b, 0, &bytes).map_err(io::Error::other)?;
-            Ok(b)
-        });
-        if f.last {
-            let _ = self.pool.release(f.index);
-        }
-        match copied {
-            Ok(b) => Ok(Some((BufRef { index: b, offset: 0, len: f.len }, whole, f.from))),
-            Err(e) => {
+        let shared = self.paths.get(&id).and_then(|p| p.arrived.front()).is_some_and(|a| a.records.is_some());
+        let own = match shared {
+            true => Some(self.pool.alloc().ok_or_else(|| errno(libc::ENOBUFS))?),
+            false => None,
+        };
+        let found = self.next_datagram(id);
+        let (f, b) = match (found, own) {
+            (Ok(Some(f)), Some(b)) if !f.alone => (f, b),
+            (Ok(Some(f)), own) => {
                 if let Some(b) = own {
                     let _ = self.pool.release(b);
                 }
-                Err(e)
+                let whole = usize::try_from(f.whole).unwrap_or(usize::MAX).max(f.len as usize);
+                self.post_receives(id)?;
+                return Ok(Some((BufRef { index: f.index, offset: f.offset, len: f.len }, whole, f.from)));
             }
+            (other, own) => {
+                if let Some(b) = own {
+                    let _ = self.pool.release(b);
+                }
+                return other.map(|_| None);
+            }
+        };
+        let whole = usize::try_from(f.whole).unwrap_or(usize::MAX).max(f.len as usize);
+        let mut bytes = vec![0u8; f.len as usize];
+        let copied = self
+            .pool
+            .read(f.index, f.offset, &mut bytes)
+            .and_then(|()| self.pool.write(b, 0, &bytes))
+            .map_err(io::Error::other);
+        if f.last {
+            let _ = self.pool.release(f.index);
         }
+        if let Err(e) = copied {
+            let _ = self.pool.release(b);
+            return Err(e);
+        }
+        if f.last {
+            self.post_receives(id)?;
+        }
+        Ok(Some((BufRef { index: b, offset: 0, len: f.len }, whole, f.from)))
     }
 
     /// The next datagram that arrived on `id`, or `None` (with a receive
     /// posted) if none is here yet; its error if it has one instead. A
+    /// buffer it empties (`Found::last`) is out of the path, for the
+    /// caller to release or hand over and then post receives again. A
     /// buffer of records whose headers do not hold together is dropped
     /// with `EPROTO`.
     fn next_datagram(&mut self, id: u32) -> io::Result<Option<Found>> {
@@ -537,7 +558,6 @@ impl Conn {
         let b = front.buf;
         let Some(mut records) = front.records else {
             p.arrived.pop_front();
-            self.post_receives(id)?;
             let (index, offset, len) = (b.index, b.offset, b.len);
             return Ok(Some(Found {
                 index,
@@ -567,11 +587,9 @@ impl Conn {
                 }
             }
         }
-        if last {
-            self.post_receives(id)?;
-        }
         let Some(r) = record else {
             let _ = self.pool.release(b.index);
+            self.post_receives(id)?;
             return Err(errno(libc::EPROTO));
         };
         let (offset, len) = (b.offset + r.payload.start as u32, r.payload.len() as u32);

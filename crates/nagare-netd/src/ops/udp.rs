@@ -156,7 +156,10 @@ fn records(cx: &mut Context<'_>, c: &mut Caller<'_>, h: UdpHandle, b: BufRef, fr
             break;
         }
         let Some(d) = cx.iface.udp().recv(h).map_err(engine_errno)? else { break };
-        (at, last) = (next, write_record(c.pool, b, next, encode_addr(d.source), &d.payload)?);
+        // A record that cannot be written (the region refused it) loses
+        // its datagram alone: the records before it are complete.
+        let Ok(len) = write_record(c.pool, b, next, encode_addr(d.source), &d.payload) else { break };
+        (at, last) = (next, len);
         count += 1;
         copied += last;
     }

@@ -6,12 +6,13 @@
 //! the engine has not delivered yet, counted as queued.
 //!
 //! For a datagram whose socket's queue would not take it, the memory
-//! manager grows the queue if it can; the filter then drops it if it
-//! still would not fit (the paper's A and B2), and otherwise drops it
-//! with the receive path's drop rate if its receiver is not of high
-//! priority (A and B1), unless the memory manager could still grow its
-//! queue: while a socket's buffer can still be increased, the filter does
-//! not drop for it.
+//! manager grows the queue if it can, and the filter does not drop that
+//! datagram: while a socket's buffer can still be increased, the filter
+//! does not drop for its being full. Otherwise the filter drops it if it
+//! still would not fit (the paper's A and B2), and drops any other with
+//! the receive path's drop rate if its receiver is not of high priority
+//! (A and B1). A queue that keeps up is never full and so never grows; it
+//! is not spared B1 for the room it could grow to.
 //!
 //! A frame costs a copy of its headers onto the stack, one hash lookup in
 //! the engine's port map, one in the receiver table (and one in its
@@ -132,9 +133,9 @@ impl Inbound {
             return if self.filter.is_some() { Verdict::Overflow(h) } else { Verdict::Pass };
         }
         if let (Some(filter), Some(dest)) = (&mut self.filter, &dest) {
-            // A datagram that grew its queue came while it could grow.
-            let spared = grown || self.mm.is_some_and(|mm| mm.can_grow(iface, memory, h, dest));
-            if filter.drops_low_priority(*dest) && !spared {
+            // The datagram that grew its queue is the memory manager's to
+            // keep: the filter does not drop for a socket it grows.
+            if filter.drops_low_priority(*dest) && !grown {
                 return Verdict::LowPriority(h);
             }
         }

@@ -97,15 +97,6 @@ impl MemoryManager {
         Growth::Grown(in_force)
     }
 
-    /// Whether socket `h` (at `dest`) could grow: not sized by its
-    /// application, below its SB_max, with room for more.
-    pub fn can_grow(&self, iface: &Interface, memory: &Memory, h: UdpHandle, dest: &Destination) -> bool {
-        let Some(limit) = iface.udp_ref().socket(h).map(|u| u.queue_limits().1) else { return false };
-        !dest.sized
-            && limit < self.max_for(dest.priority)
-            && memory.room(dest.client, memory.socket_charged(dest.client, dest.socket)) > limit
-    }
-
     /// Socket `h` (at `dest`) after its priority changed: a queue above
     /// its SB_max is cut back to it, no lower than what it holds, and
     /// charged what is left. Returns whether it is still above.

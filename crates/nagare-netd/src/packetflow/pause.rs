@@ -11,28 +11,39 @@
 //!
 //! A pause holds at most one batch's sockets; a TCP segment or any frame
 //! that passed in the batch means no pause at all, and no pause outlasts
-//! [`MAX_PAUSE`].
+//! [`MAX_PAUSE`]. A pause whose time ran out with no queue drained (a
+//! receiver that does not read at all) is not followed by another for
+//! [`BACKOFF`]: the device is read at full speed meanwhile, so that the
+//! other traffic behind such a flood is not held to a batch per pause.
 
 use nagare_core::{Interface, UdpHandle};
 use std::time::{Duration, Instant};
 
 /// The longest pause.
 pub(crate) const MAX_PAUSE: Duration = Duration::from_millis(5);
+/// How long after a pause that ran out undrained no pause starts.
+pub(crate) const BACKOFF: Duration = Duration::from_millis(50);
 
 /// A pause under way: when it ends at the latest, and the sockets whose
-/// draining ends it sooner.
+/// draining ends it sooner; and until when none may start.
 #[derive(Debug, Default)]
 pub(crate) struct Pause {
     until: Option<Instant>,
     sockets: Vec<UdpHandle>,
+    backoff_until: Option<Instant>,
 }
 
 impl Pause {
-    /// Pauses from `now` for the full queues of `sockets`.
-    pub fn start(&mut self, sockets: &[UdpHandle], now: Instant) {
+    /// Pauses from `now` for the full queues of `sockets`, unless a
+    /// pause ran out undrained within [`BACKOFF`]. Whether it did.
+    pub fn start(&mut self, sockets: &[UdpHandle], now: Instant) -> bool {
+        if self.backoff_until.is_some_and(|b| now < b) {
+            return false;
+        }
         self.sockets.clear();
         self.sockets.extend_from_slice(sockets);
         self.until = Some(now + MAX_PAUSE);
+        true
     }
 
     /// Whether the pause goes on at `now`: it ends once its time has
@@ -45,8 +56,13 @@ impl Pause {
                 u.queued() * 2 <= datagrams && u.queued_bytes() * 2 <= bytes
             })
         });
-        if now >= until || drained {
+        if drained {
             self.until = None;
+            return false;
+        }
+        if now >= until {
+            self.until = None;
+            self.backoff_until = Some(now + BACKOFF);
             return false;
         }
         true
@@ -95,19 +111,24 @@ mod tests {
         let t0 = Instant::now();
         assert!(!p.active(&us, t0), "none started");
         // Over half full: on until MAX_PAUSE.
-        p.start(&[h], t0);
+        assert!(p.start(&[h], t0));
         assert!(p.active(&us, t0 + MAX_PAUSE / 2));
         assert_eq!(p.until(), Some(t0 + MAX_PAUSE));
         assert!(!p.active(&us, t0 + MAX_PAUSE));
         assert_eq!(p.until(), None);
+        // Run out undrained: no pause for BACKOFF.
+        assert!(!p.start(&[h], t0 + MAX_PAUSE + BACKOFF / 2));
+        assert!(!p.active(&us, t0 + MAX_PAUSE + BACKOFF / 2));
+        let t0 = t0 + MAX_PAUSE + BACKOFF;
         // Read down to half: over.
-        p.start(&[h], t0);
+        assert!(p.start(&[h], t0));
         assert!(p.active(&us, t0), "600 of 1000 bytes");
         us.udp().recv(h).unwrap();
         assert!(!p.active(&us, t0), "500 of 1000 bytes");
-        // A socket gone ends it too.
+        // A socket gone ends it too; neither starts a backoff.
         us.udp().close(h).unwrap();
-        p.start(&[h], t0);
+        assert!(p.start(&[h], t0));
         assert!(!p.active(&us, t0));
+        assert!(p.start(&[h], t0));
     }
 }

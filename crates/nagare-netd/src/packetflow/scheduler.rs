@@ -1,9 +1,11 @@
 //! PacketFlow's scheduler: which clients netd boosts. Once a period each
 //! client that has a receiving socket (a TCP connection, a bound UDP
 //! socket) is weighed by its priority (its best socket's) and its fill
-//! (its fullest receive buffer, in percent). A client whose fill is above
-//! the threshold T is falling behind: its data waits for it, a UDP socket
-//! is about to drop and a TCP window to close.
+//! (its fullest receive buffer, in percent). A client that made requests
+//! in the period (it is awake, as the paper weighs a process when it
+//! wakes) and whose fill is above the threshold T is falling behind: its
+//! data waits for it, a UDP socket is about to drop and a TCP window to
+//! close. One that made none is not reading at all, and is never boosted.
 //!
 //! The paper's rule (`--boost N`) boosts the best N such clients by
 //! priority that are not of the best priority among the receivers (the
@@ -20,7 +22,9 @@
 //! boosted), the best first, no more of them than netd's CPUs, which can
 //! run that many processes at once. A boost lasts the boost time from the
 //! last period that chose the client, and ends sooner when the client has
-//! no receiving socket left.
+//! no receiving socket left, or when the clients chosen since leave no
+//! room beside it: no more than N (under `auto`, the CPUs) are boosted at
+//! once, those chosen last first, then the best.
 //!
 //! What a boost does is netd's (`crate::netd`): netd serves clients in
 //! priority order and the client is lifted in it ([`Scheduler::rank`]),
@@ -92,6 +96,10 @@ pub(crate) struct Load {
     pub priority: u8,
     /// Its fullest receive buffer, percent.
     pub fill: u8,
+    /// It made a request in the period: it is awake and taking data. A
+    /// client that leaves its data unread is not falling behind, it is
+    /// not reading, and a boost would only lift it for nothing.
+    pub awake: bool,
 }
 
 /// The clients to boost among `loads`, best priority first, by `config`'s
@@ -101,7 +109,7 @@ pub(crate) fn select(loads: &[Load], config: &BoostConfig, cpus: usize) -> Vec<L
     else {
         return Vec::new();
     };
-    let mut chosen: Vec<Load> = loads.iter().filter(|l| l.fill > config.threshold).copied().collect();
+    let mut chosen: Vec<Load> = loads.iter().filter(|l| l.awake && l.fill > config.threshold).copied().collect();
     chosen.sort_by_key(|l| (l.priority, l.client));
     let n = match config.count {
         BoostCount::Fixed(n) => {
@@ -156,22 +164,47 @@ impl Scheduler {
     pub fn period(&mut self, loads: &[Load], now: Instant) -> Changes {
         let mut changes = Changes::default();
         let chosen = select(loads, &self.config, self.cpus);
-        let until = now + self.config.time;
-        for l in &chosen {
-            let steps = lift(loads, l.priority, self.config.lift);
-            if self.boosted.insert(l.client, (until, steps)).is_none() {
-                changes.start.push((l.client, steps));
-            }
-        }
-        self.boosted.retain(|client, (end, _)| {
-            let keep = *end > now && loads.iter().any(|l| l.client == *client);
+        let until = now.checked_add(self.config.time).unwrap_or(now);
+        // Boosts still running that this period did not choose, best
+        // first: as many stay as the count leaves room for beside the
+        // chosen.
+        let priority = |client: u64| loads.iter().find(|l| l.client == client).map(|l| l.priority);
+        let mut others: Vec<(u8, u64)> = self
+            .boosted
+            .iter()
+            .filter(|(client, (end, _))| *end > now && !chosen.iter().any(|l| l.client == **client))
+            .filter_map(|(&client, _)| priority(client).map(|p| (p, client)))
+            .collect();
+        others.sort_unstable();
+        others.truncate(self.cap().saturating_sub(chosen.len()));
+        self.boosted.retain(|client, _| {
+            let keep = chosen.iter().any(|l| l.client == *client) || others.iter().any(|&(_, c)| c == *client);
             if !keep {
                 changes.end.push(*client);
             }
             keep
         });
+        for l in &chosen {
+            match self.boosted.get_mut(&l.client) {
+                // Renewed: its lift stays what its process was given.
+                Some((end, _)) => *end = until,
+                None => {
+                    let steps = lift(loads, l.priority, self.config.lift);
+                    self.boosted.insert(l.client, (until, steps));
+                    changes.start.push((l.client, steps));
+                }
+            }
+        }
         changes.end.sort_unstable();
         changes
+    }
+
+    /// The most clients boosted at once: N, or the CPUs under `auto`.
+    fn cap(&self) -> usize {
+        match self.config.count {
+            BoostCount::Fixed(n) => usize::from(n),
+            BoostCount::Auto => self.cpus.max(1),
+        }
     }
 
     /// Client `client` has gone: its boost ends with it.
@@ -198,7 +231,7 @@ mod tests {
     use super::*;
 
     fn load(client: u64, priority: u8, fill: u8) -> Load {
-        Load { client, priority, fill }
+        Load { client, priority, fill, awake: true }
     }
 
     fn clients(chosen: &[Load]) -> Vec<u64> {
@@ -249,8 +282,11 @@ mod tests {
         // One priority for all: the worst class is the best too.
         let equal = [load(1, 120, 100), load(2, 120, 100), load(3, 120, 10)];
         assert_eq!(clients(&select(&equal, &auto, 2)), [1, 2]);
-        // Nobody full: nobody.
+        // Nobody full: nobody. Full but not reading: nobody.
         assert!(select(&[load(1, 120, 50), load(2, 130, 0)], &auto, 2).is_empty());
+        let asleep = Load { awake: false, ..load(1, 120, 100) };
+        assert!(select(&[asleep, load(2, 130, 0)], &auto, 2).is_empty());
+        assert!(select(&[asleep, load(2, 130, 100)], &config(BoostCount::Fixed(2)), 2).len() == 1);
     }
 
     #[test]
@@ -285,6 +321,26 @@ mod tests {
         assert_eq!((s.boosted(), s.rank(3, 139)), (0, (139, 139)));
         let close = [load(1, 120, 0), load(2, 122, 90)];
         assert_eq!(s.period(&close, ms(240)).start, [(2, 2)], "lifted no further than a better one");
+    }
+
+    #[test]
+    fn no_more_than_the_count_are_boosted_at_once() {
+        let mut s = Scheduler::new(BoostConfig { count: BoostCount::Fixed(1), ..BoostConfig::default() }, 2);
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let asleep = |l: Load| Load { awake: false, ..l };
+        // 125 is chosen; then, while it sleeps, 130: 125's boost gives way.
+        assert_eq!(s.period(&[load(1, 120, 0), load(2, 125, 90), load(3, 130, 90)], t0).start, [(2, 5)]);
+        let changes = s.period(&[load(1, 120, 0), asleep(load(2, 125, 90)), load(3, 130, 90)], ms(20));
+        assert_eq!(changes, Changes { start: vec![(3, 5)], end: vec![2] });
+        assert_eq!(s.boosted(), 1);
+        // Under auto, one per CPU: the best of those not chosen stay.
+        let mut s = Scheduler::new(BoostConfig::default(), 2);
+        let all = [load(1, 120, 90), load(2, 121, 90), load(3, 122, 90), load(4, 130, 0)];
+        assert_eq!(s.period(&all, t0).start, [(1, 5), (2, 1)]);
+        let changes = s.period(&[asleep(all[0]), asleep(all[1]), all[2], all[3]], ms(20));
+        assert_eq!(changes, Changes { start: vec![(3, 1)], end: vec![2] });
+        assert_eq!(s.boosted(), 2);
     }
 
     #[test]

@@ -406,19 +406,23 @@ fn the_clients_budget_and_netds_cap_stop_a_growth() {
 }
 
 #[test]
-fn the_filter_drops_nothing_for_a_socket_that_can_still_grow_and_does_once_it_cannot() {
+fn the_filter_spares_the_datagram_that_grows_a_queue_and_no_other() {
     let mut s = setup_mm(accounts(64 << 20, 64 << 20));
     let mut inbound = Inbound::new(Some(Filter::new(42)), Some(MemoryManager::new(MM_DEFAULT))).unwrap();
-    // The receive path drops so much that B1 drops every datagram for a
-    // receiver below the best, once the best (100) has received.
-    end_period(&mut inbound, u64::MAX / 2);
+    // While the receive path does not drop, the best (100) receives and
+    // the socket of priority 130 fills its 64 KiB.
     let high = s.datagram(7001, 10);
     assert_eq!(s.judge(&mut inbound, &high), Verdict::Pass);
-    // The socket of priority 130 (SB_max 128 KiB) takes every datagram
-    // while its queue can grow: up to 64 KiB, and the one that grows it.
-    let (queued, v, growths) = s.flood(&mut inbound, 7002, 1000);
+    let (queued, v, growths) = s.flood(&mut inbound, 7002, START / LEN);
+    assert_eq!((queued, v, growths.len()), (START / LEN, Verdict::Pass, 0));
+    // Now the receive path drops so much that B1 drops every datagram for
+    // a receiver below the best. The one that grows the full queue passes;
+    // the next, which fits, is dropped for its low priority: the room a
+    // queue could grow to spares nothing.
+    end_period(&mut inbound, u64::MAX / 2);
+    let (queued, v, growths) = s.flood(&mut inbound, 7002, 10);
     assert_eq!(growths.iter().map(|g| g[2]).collect::<Vec<_>>(), [128 << 10]);
-    assert_eq!((queued, v), (START / LEN + 1, Verdict::LowPriority(s.low)), "B1 once at its maximum");
+    assert_eq!((queued, v), (1, Verdict::LowPriority(s.low)));
     // The best socket's queue (SB_max 512 KiB) grows instead of
     // overflowing, until it can grow no more (B2).
     let (queued, v, _) = s.flood(&mut inbound, 7001, 1000);
