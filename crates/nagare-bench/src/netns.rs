@@ -95,7 +95,7 @@ pub fn first_error(stderr: &str) -> String {
     let lines = || stderr.lines().map(str::trim).filter(|l| !l.is_empty());
     lines()
         .find(|l| l.to_ascii_lowercase().starts_with("error"))
-        .or_else(|| lines().last())
+        .or_else(|| lines().next_back())
         .unwrap_or("it wrote nothing on stderr")
         .to_string()
 }
