@@ -101,7 +101,7 @@ def fig5(rows, out):
     ax.set_xticks(range(len(columns)))
     ax.set_xticklabels(columns)
     ax.set_xlabel("netd --packetflow (module set), or Linux")
-    ax.set_ylabel("seconds for 100,000 segments (nice 0)")
+    ax.set_ylabel("seconds for the transfer (receiver at nice 0)")
     ax.set_title("Figure 5: TCP at nice 0 beside a UDP flood; bold: flood / quiet", fontsize=10, pad=16)
     ax.legend(fontsize=8)
     ax.margins(y=0.12)
@@ -150,7 +150,7 @@ def main():
             done += 1
     rows = read_rows(os.path.join(src, "fig4.csv"))
     if rows:
-        per_nice(rows, "seconds", "seconds for 100,000 segments", "Figure 4: TCP, three receivers at once",
+        per_nice(rows, "seconds", "seconds for the transfer", "Figure 4: TCP, three receivers at once",
                  os.path.join(out, "packetflow_fig4.png"), "%.2f")
         done += 1
     rows = read_rows(os.path.join(src, "fig5.csv"))

@@ -148,6 +148,10 @@ pub enum BenchCommand {
         /// Figures 3, 5 and 6 (default: twice netd's saturation in all).
         #[arg(long, value_name = "MBIT")]
         rate: Option<f64>,
+        /// Full segments (1448 bytes) each TCP receiver takes in Figures 4
+        /// and 5.
+        #[arg(long, default_value_t = 100_000)]
+        segments: u64,
         /// Datagrams/s in all at which netd saturates, for the sweep
         /// (default: from --rate, else measured by a short ramp).
         #[arg(long, value_name = "PER_S")]
@@ -208,8 +212,16 @@ impl BenchCommand {
             BenchCommand::Handover { size, iterations, runs } => {
                 handover::run(handover::HandoverBenchArgs { size, iterations, runs })
             }
-            BenchCommand::Packetflow { time, rate, saturation, figures, csv_dir, netd_args } => {
-                packetflow::run(packetflow::PacketFlowArgs { time, rate, saturation, figures, csv_dir, netd_args })
+            BenchCommand::Packetflow { time, rate, segments, saturation, figures, csv_dir, netd_args } => {
+                packetflow::run(packetflow::PacketFlowArgs {
+                    time,
+                    rate,
+                    segments,
+                    saturation,
+                    figures,
+                    csv_dir,
+                    netd_args,
+                })
             }
             BenchCommand::Stages { requests, max_stages, spin_us, one_cpu } => stages::run(stages::StagesArgs {
                 requests,

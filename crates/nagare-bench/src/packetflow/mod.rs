@@ -68,6 +68,8 @@ pub struct PacketFlowArgs {
     /// Each UDP sender's rate in Mbit/s in Figures 3, 5 and 6 (default:
     /// twice saturation in all, from the ramp).
     pub rate: Option<f64>,
+    /// Full segments each TCP receiver takes in Figures 4 and 5.
+    pub segments: u64,
     /// Datagrams/s in all at which netd saturates (default: 2/3 of three
     /// senders at `rate`, else measured by a ramp).
     pub saturation: Option<f64>,
@@ -91,6 +93,7 @@ fn main_stacks() -> Vec<Stack> {
 }
 
 pub fn run(args: PacketFlowArgs) -> Result<()> {
+    ensure!((1..=100_000_000).contains(&args.segments), "--segments: from 1 to 100,000,000");
     ensure!(args.time.is_finite() && args.time > 0.0 && args.time <= 120.0, "--time: seconds above 0, at most 120");
     for (name, v) in [("--rate", args.rate), ("--saturation", args.saturation)] {
         ensure!(v.is_none_or(|v| v.is_finite() && v > 0.0), "{name} must be above 0");
@@ -140,7 +143,11 @@ pub fn run(args: PacketFlowArgs) -> Result<()> {
     }
 
     let mut notes = Vec::new();
+    // A figure cut short by Ctrl-C is not printed.
     let mut emit = |fig: output::Figure| {
+        if procs::interrupted() {
+            return;
+        }
         if let Err(e) = fig.emit(csv) {
             notes.push(format!("{}: {e:#}", fig.name));
         }
@@ -159,10 +166,10 @@ pub fn run(args: PacketFlowArgs) -> Result<()> {
         emit(udp_figures::sweep(&bed, s, secs));
     }
     if wants(Fig::Four) {
-        emit(tcp_figures::three_streams(&bed, &main_stacks(), tcp_limit));
+        emit(tcp_figures::three_streams(&bed, &main_stacks(), args.segments, tcp_limit));
     }
     if let (true, Some(mbit)) = (wants(Fig::Five), rate) {
-        emit(tcp_figures::under_flood(&bed, &main_stacks(), mbit, tcp_limit));
+        emit(tcp_figures::under_flood(&bed, &main_stacks(), mbit, args.segments, tcp_limit));
     }
     if let (true, Some(mbit)) = (wants(Fig::Six), rate) {
         emit(udp_figures::receive_rates(

@@ -102,7 +102,8 @@ impl Proc {
                 }
                 Ok(None) => {
                     self.stop();
-                    return Err(format!("{}: ended at its time limit", self.name));
+                    let why = if interrupted() { "interrupted" } else { "ended at its time limit" };
+                    return Err(format!("{}: {why}", self.name));
                 }
                 Err(e) => return Err(format!("{}: {e}", self.name)),
             }

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 /// Bytes per datagram the UDP senders send.
 pub const DATAGRAM_LEN: usize = 256;
-/// Segments each TCP receiver takes, of 1448 bytes.
-pub const TCP_SEGMENTS: u64 = 100_000;
-pub const TCP_BYTES: u64 = TCP_SEGMENTS * 1448;
+/// Bytes of a full TCP segment on the bench's links (MTU 1500, options
+/// of 12 bytes): a transfer of N segments is N times this.
+pub const SEGMENT: u64 = 1448;
 
 /// What one sender's test gave: its summary, or why there is none.
 pub type Outcome = Result<Report, String>;
@@ -31,13 +31,13 @@ fn udp_args(mbit: f64, secs: f64) -> Vec<String> {
     ]
 }
 
-fn tcp_args(limit: Duration) -> Vec<String> {
+fn tcp_args(segments: u64, limit: Duration) -> Vec<String> {
     vec![
         "--tcp".into(),
         "--mode".into(),
         "stream".into(),
         "--bytes".into(),
-        TCP_BYTES.to_string(),
+        (segments * SEGMENT).to_string(),
         "--timeout".into(),
         format!("{}", limit.as_secs_f64()),
         "--json".into(),
@@ -67,16 +67,24 @@ pub fn udp(column: &Column, ports: &[u16], mbit: f64, secs: f64) -> Vec<Outcome>
     reports(senders, Instant::now() + Duration::from_secs_f64(secs + 30.0))
 }
 
-/// [`TCP_BYTES`] to each port at once, each bounded by `limit`.
-pub fn tcp(column: &Column, ports: &[u16], limit: Duration) -> Vec<Outcome> {
-    let senders = start(column, ports, &tcp_args(limit));
+/// `segments` full segments to each port at once, each transfer bounded
+/// by `limit`.
+pub fn tcp(column: &Column, ports: &[u16], segments: u64, limit: Duration) -> Vec<Outcome> {
+    let senders = start(column, ports, &tcp_args(segments, limit));
     reports(senders, Instant::now() + limit + Duration::from_secs(5))
 }
 
-/// [`TCP_BYTES`] to `tcp_port` while `mbit` Mbit/s of datagrams go to
+/// `segments` full segments to `tcp_port` while `mbit` Mbit/s of datagrams go to
 /// each of `udp_ports` (started half a second before, stopped when the
 /// TCP receiver is done); the TCP outcome.
-pub fn tcp_under_flood(column: &Column, tcp_port: u16, udp_ports: &[u16], mbit: f64, limit: Duration) -> Outcome {
+pub fn tcp_under_flood(
+    column: &Column,
+    tcp_port: u16,
+    udp_ports: &[u16],
+    mbit: f64,
+    segments: u64,
+    limit: Duration,
+) -> Outcome {
     let flood_secs = limit.as_secs_f64() + 1.0;
     let mut flood: Vec<Proc> = Vec::new();
     for &port in udp_ports {
@@ -86,7 +94,7 @@ pub fn tcp_under_flood(column: &Column, tcp_port: u16, udp_ports: &[u16], mbit: 
         }
     }
     pause(Duration::from_millis(500)).map_err(|e| e.to_string())?;
-    let outcome = tcp(column, &[tcp_port], limit).pop().unwrap_or_else(|| Err("no TCP sender".into()));
+    let outcome = tcp(column, &[tcp_port], segments, limit).pop().unwrap_or_else(|| Err("no TCP sender".into()));
     stop_all(&mut flood);
     outcome
 }
