@@ -183,21 +183,24 @@ impl Column<'_> {
     fn start_receiver(&self, port: u16, nice: i32) -> Result<Proc> {
         let bed = self.bed;
         let mut args: Vec<String> = Vec::new();
-        let program = match (&self.netd, &self.stack) {
-            (Some(netd), _) => {
-                args.extend(["-n".into(), nice.to_string(), bed.exe.display().to_string()]);
+        let exe = bed.exe.display().to_string();
+        // netd's receivers need no namespace (the socket is a file); the
+        // Linux peer's are in C.
+        let program = match &self.netd {
+            Some(netd) => {
+                args.extend(["-n".into(), nice.to_string(), exe]);
                 args.extend(["perf".into(), "server".into(), "--via".into(), netd.socket.display().to_string()]);
-                PathBuf::from("nice")
+                "nice"
             }
-            (None, _) => {
+            None => {
                 args.extend(["netns".into(), "exec".into(), bed.c.0.clone(), "nice".into(), "-n".into()]);
-                args.extend([nice.to_string(), bed.exe.display().to_string(), "perf".into(), "server".into()]);
-                PathBuf::from("ip")
+                args.extend([nice.to_string(), exe, "perf".into(), "server".into()]);
+                "ip"
             }
         };
         args.extend(["--port".into(), port.to_string()]);
         let name = bed.name(&format!("{}-server-{port}", self.stack.label().replace(',', "+")));
-        let mut p = Proc::spawn(&bed.work.0, &name, &program, &args)?;
+        let mut p = Proc::spawn(&bed.work.0, &name, std::path::Path::new(program), &args)?;
         p.wait_for_output("listening", Duration::from_secs(10))?;
         Ok(p)
     }
