@@ -29,6 +29,8 @@
 //!   premapped (the AnT MMU paper, Table 3);
 //! - [`stages`]: a request through 1 to 4 stages, its completion returned
 //!   directly or stage by stage (the AnT paper, Figure 7);
+//! - [`packetflow`]: the PacketFlow paper's Figures 3 to 6, netd with
+//!   each module set beside Linux, receivers at nice 0, 5 and 10;
 //! - [`netns`]: the network namespaces and netd processes they start.
 //!
 //! [`perf`]: iperf-like throughput and latency between any two stacks.
@@ -45,6 +47,7 @@ pub mod handover;
 pub mod net;
 pub mod netd;
 pub mod netns;
+pub mod packetflow;
 pub mod perf;
 pub mod report;
 pub mod sendpath;

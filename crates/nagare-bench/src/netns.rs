@@ -49,11 +49,14 @@ impl Namespace {
 
     /// Starts `nagare netd --tap tap --addr addr` with `extra` arguments
     /// inside the namespace, listening on a socket named after `tag`, and
-    /// waits until it listens.
+    /// waits until it listens. A netd that exits first is reported with
+    /// what it wrote on stderr (e.g. its refusal of an argument).
     pub fn start_netd(&self, tap: &str, addr: &str, extra: &[&str], tag: &str) -> Result<NetdProcess> {
         let exe = std::env::current_exe()?;
         let socket = std::env::temp_dir().join(format!("nagare-{tag}-{}.sock", std::process::id()));
+        let log = socket.with_extension("log");
         let _ = std::fs::remove_file(&socket);
+        let stderr = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let child = Command::new("ip")
             .args(["netns", "exec", &self.0])
             .arg(&exe)
@@ -63,14 +66,15 @@ impl Namespace {
             .arg(&socket)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .context("starting nagare netd")?;
-        let mut p = NetdProcess { child, socket };
+        let mut p = NetdProcess { child, socket, log };
         let deadline = Instant::now() + Duration::from_secs(10);
         while !p.socket.exists() {
             if Instant::now() > deadline || !matches!(p.child.try_wait(), Ok(None)) {
-                bail!("netd ({}) did not start", extra.join(" "));
+                let said = std::fs::read_to_string(&p.log).unwrap_or_default();
+                bail!("netd ({}) did not start: {}", extra.join(" "), first_error(&said));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -84,10 +88,24 @@ impl Drop for Namespace {
     }
 }
 
+/// The line of a program's stderr that says what went wrong: the first
+/// that starts with `error` (as clap's and anyhow's do), else the last
+/// that is not empty, else that it said nothing.
+pub fn first_error(stderr: &str) -> String {
+    let lines = || stderr.lines().map(str::trim).filter(|l| !l.is_empty());
+    lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("error"))
+        .or_else(|| lines().next_back())
+        .unwrap_or("it wrote nothing on stderr")
+        .to_string()
+}
+
 /// A netd, stopped (by its pid) however the bench ends.
 pub struct NetdProcess {
     child: Child,
     pub socket: PathBuf,
+    /// Its stderr.
+    log: PathBuf,
 }
 
 impl Drop for NetdProcess {
@@ -102,5 +120,19 @@ impl Drop for NetdProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.socket);
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_error;
+
+    #[test]
+    fn the_error_line_of_a_refusal() {
+        let clap = "error: invalid value 'mm' for '--packetflow <PACKETFLOW>': mm is not built\n\nFor more information, try '--help'.\n";
+        assert_eq!(first_error(clap), "error: invalid value 'mm' for '--packetflow <PACKETFLOW>': mm is not built");
+        assert_eq!(first_error("starting\n  no such device  \n\n"), "no such device");
+        assert_eq!(first_error(""), "it wrote nothing on stderr");
     }
 }

@@ -137,6 +137,42 @@ pub enum BenchCommand {
         #[arg(long)]
         one_cpu: bool,
     },
+    /// The PacketFlow paper's Figures 3 to 6 and a load sweep: UDP and TCP
+    /// receivers at nice 0, 5 and 10 through netd with each PacketFlow
+    /// module set (`--packetflow`), beside Linux over veth. Needs root.
+    Packetflow {
+        /// Seconds per UDP run.
+        #[arg(long, default_value_t = 5.0)]
+        time: f64,
+        /// Each UDP sender's rate in Mbit/s of 256-byte datagrams in
+        /// Figures 3, 5 and 6 (default: twice netd's saturation in all).
+        #[arg(long, value_name = "MBIT")]
+        rate: Option<f64>,
+        /// Full segments (1448 bytes) each TCP receiver takes in Figures 4
+        /// and 5.
+        #[arg(long, default_value_t = 100_000)]
+        segments: u64,
+        /// Datagrams/s in all at which netd saturates, for the sweep
+        /// (default: from --rate, else measured by a short ramp).
+        #[arg(long, value_name = "PER_S")]
+        saturation: Option<f64>,
+        /// The figures to measure, e.g. --figures 3,sweep (3, 4, 5, 6,
+        /// sweep; default: all).
+        #[arg(long, value_delimiter = ',', value_parser = parse_figure)]
+        figures: Vec<nagare_bench::packetflow::Fig>,
+        /// Write one CSV file per figure into this folder (for
+        /// scripts/bench/plot_packetflow.py).
+        #[arg(long)]
+        csv_dir: Option<PathBuf>,
+        /// An argument for every netd besides --packetflow (repeat it),
+        /// e.g. --netd-arg=--boost --netd-arg=auto.
+        #[arg(long = "netd-arg", value_name = "ARG", allow_hyphen_values = true)]
+        netd_args: Vec<String>,
+    },
+}
+
+fn parse_figure(s: &str) -> Result<nagare_bench::packetflow::Fig, String> {
+    s.parse()
 }
 
 /// One measurement of `nagare bench vni`.
@@ -175,6 +211,17 @@ impl BenchCommand {
             BenchCommand::Copies { bytes, tap } => copies::run(copies::CopiesBenchArgs { bytes, tap }),
             BenchCommand::Handover { size, iterations, runs } => {
                 handover::run(handover::HandoverBenchArgs { size, iterations, runs })
+            }
+            BenchCommand::Packetflow { time, rate, segments, saturation, figures, csv_dir, netd_args } => {
+                packetflow::run(packetflow::PacketFlowArgs {
+                    time,
+                    rate,
+                    segments,
+                    saturation,
+                    figures,
+                    csv_dir,
+                    netd_args,
+                })
             }
             BenchCommand::Stages { requests, max_stages, spin_us, one_cpu } => stages::run(stages::StagesArgs {
                 requests,

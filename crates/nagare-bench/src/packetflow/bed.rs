@@ -1,0 +1,229 @@
+//! The bench's network and the stacks measured on it. Namespace N holds
+//! `nagare netd --tap tap0 --addr 10.97.0.2/24` (one netd per module set,
+//! started and stopped column by column; netd makes the TAP) and, on the
+//! TAP's kernel side (10.97.0.1/24), the kernel senders; the receivers are
+//! `nagare perf server --via` processes at their nice values. Namespaces
+//! B and C are the Linux peer: a veth pair, the same senders in B
+//! (10.97.1.1/24), kernel `nagare perf server`s at the same nice values in
+//! C (10.97.1.2/24). Everything is removed however the bench ends.
+
+use super::procs::{interrupted, Proc};
+use crate::netns::{Namespace, NetdProcess};
+use anyhow::{bail, Context, Result};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::fmt;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const TAP: &str = "tap0";
+const NETD_ADDR: &str = "10.97.0.2/24";
+const NETD_IP: Ipv4Addr = Ipv4Addr::new(10, 97, 0, 2);
+const TAP_KERNEL_SIDE: &str = "10.97.0.1/24";
+const LINUX_SENDER: &str = "10.97.1.1/24";
+const LINUX_RECEIVER: &str = "10.97.1.2/24";
+const LINUX_RECEIVER_IP: Ipv4Addr = Ipv4Addr::new(10, 97, 1, 2);
+
+/// What a column measures: a netd with a PacketFlow module set (as given
+/// to `--packetflow`; none: netd's default), or Linux.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stack {
+    Netd(Option<String>),
+    Linux,
+}
+
+impl Stack {
+    pub fn netd(set: &str) -> Stack {
+        Stack::Netd(Some(set.to_string()))
+    }
+
+    /// The column's name in tables and CSV files.
+    pub fn label(&self) -> String {
+        match self {
+            Stack::Netd(Some(set)) => set.clone(),
+            Stack::Netd(None) => "default".to_string(),
+            Stack::Linux => "Linux".to_string(),
+        }
+    }
+}
+
+/// Why a column has no figures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Down {
+    /// netd refused its module set (or would not start with it).
+    NotAvailable(String),
+    /// Something else failed.
+    Failed(String),
+}
+
+impl fmt::Display for Down {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Down::NotAvailable(why) => write!(f, "not available: {why}"),
+            Down::Failed(why) => write!(f, "failed: {why}"),
+        }
+    }
+}
+
+/// The bench's folder for the processes' output, removed at the end.
+struct WorkDir(PathBuf);
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The namespaces, the veth pair, the work folder.
+pub struct Bed {
+    n: Namespace,
+    b: Namespace,
+    c: Namespace,
+    work: WorkDir,
+    exe: PathBuf,
+    netd_args: Vec<String>,
+    /// Module sets netd refused, and what it said.
+    refused: RefCell<HashMap<String, String>>,
+    started: Cell<u32>,
+}
+
+impl Bed {
+    /// Makes the namespaces and the veth pair; `netd_args` go to every
+    /// netd. Needs root.
+    pub fn create(netd_args: Vec<String>) -> Result<Bed> {
+        let pid = std::process::id();
+        let work = std::env::temp_dir().join(format!("nagare-bench-packetflow-{pid}"));
+        std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+        let work = WorkDir(work);
+        let n = Namespace::create(format!("nagare-pf-{pid}-n"))?;
+        let b = Namespace::create(format!("nagare-pf-{pid}-b"))?;
+        let c = Namespace::create(format!("nagare-pf-{pid}-c"))?;
+        let (vb, vc) = (format!("pf{pid}b"), format!("pf{pid}c"));
+        let out = Command::new("ip")
+            .args(["link", "add", &vb, "netns", &b.0, "type", "veth", "peer", "name", &vc, "netns", &c.0])
+            .stdin(Stdio::null())
+            .output()
+            .context("running ip")?;
+        if !out.status.success() {
+            bail!("ip link add (veth): {}", String::from_utf8_lossy(&out.stderr).trim());
+        }
+        b.ip(&["addr", "add", LINUX_SENDER, "dev", &vb])?;
+        c.ip(&["addr", "add", LINUX_RECEIVER, "dev", &vc])?;
+        b.ip(&["link", "set", &vb, "up"])?;
+        c.ip(&["link", "set", &vc, "up"])?;
+        let exe = std::env::current_exe()?;
+        Ok(Bed { n, b, c, work, exe, netd_args, refused: RefCell::default(), started: Cell::new(0) })
+    }
+
+    /// A name for a helper's output files, new each time.
+    fn name(&self, what: &str) -> String {
+        let i = self.started.get();
+        self.started.set(i + 1);
+        format!("{i:04}-{what}")
+    }
+
+    /// Brings `stack` up with one receiver per `(port, nice)`, each
+    /// waited for until it listens.
+    pub fn column(&self, stack: &Stack, receivers: &[(u16, i32)]) -> Result<Column<'_>, Down> {
+        if interrupted() {
+            return Err(Down::Failed("interrupted".into()));
+        }
+        let netd = match stack {
+            Stack::Netd(set) => Some(self.start_netd(set.as_deref())?),
+            Stack::Linux => None,
+        };
+        let mut column = Column { receivers: Vec::new(), netd, bed: self, stack: stack.clone() };
+        for &(port, nice) in receivers {
+            let p = column.start_receiver(port, nice).map_err(|e| Down::Failed(format!("{e:#}")))?;
+            column.receivers.push(p);
+        }
+        Ok(column)
+    }
+
+    fn start_netd(&self, set: Option<&str>) -> Result<NetdProcess, Down> {
+        if let Some(why) = set.and_then(|s| self.refused.borrow().get(s).cloned()) {
+            return Err(Down::NotAvailable(why));
+        }
+        let mut extra: Vec<&str> = Vec::new();
+        if let Some(set) = set {
+            extra.extend(["--packetflow", set]);
+        }
+        extra.extend(self.netd_args.iter().map(String::as_str));
+        let netd = match self.n.start_netd(TAP, NETD_ADDR, &extra, "bench-packetflow") {
+            Ok(netd) => netd,
+            Err(e) => {
+                let why = format!("{e:#}");
+                if let Some(set) = set {
+                    self.refused.borrow_mut().insert(set.to_string(), why.clone());
+                }
+                return Err(Down::NotAvailable(why));
+            }
+        };
+        let link = (|| {
+            self.n.ip(&["addr", "replace", TAP_KERNEL_SIDE, "dev", TAP])?;
+            self.n.ip(&["link", "set", TAP, "up"])
+        })();
+        link.map_err(|e| Down::Failed(format!("the TAP's kernel side: {e:#}")))?;
+        Ok(netd)
+    }
+}
+
+/// A stack up, with its receivers; dropped, the receivers stop, then
+/// netd.
+pub struct Column<'a> {
+    receivers: Vec<Proc>,
+    netd: Option<NetdProcess>,
+    bed: &'a Bed,
+    stack: Stack,
+}
+
+impl Column<'_> {
+    fn start_receiver(&self, port: u16, nice: i32) -> Result<Proc> {
+        let bed = self.bed;
+        let mut args: Vec<String> = Vec::new();
+        let exe = bed.exe.display().to_string();
+        // netd's receivers need no namespace (the socket is a file); the
+        // Linux peer's are in C.
+        let program = match &self.netd {
+            Some(netd) => {
+                args.extend(["-n".into(), nice.to_string(), exe]);
+                args.extend(["perf".into(), "server".into(), "--via".into(), netd.socket.display().to_string()]);
+                "nice"
+            }
+            None => {
+                args.extend(["netns".into(), "exec".into(), bed.c.0.clone(), "nice".into(), "-n".into()]);
+                args.extend([nice.to_string(), exe, "perf".into(), "server".into()]);
+                "ip"
+            }
+        };
+        args.extend(["--port".into(), port.to_string()]);
+        let name = bed.name(&format!("{}-server-{port}", self.stack.label().replace(',', "+")));
+        let mut p = Proc::spawn(&bed.work.0, &name, std::path::Path::new(program), &args)?;
+        p.wait_for_output("listening", Duration::from_secs(10))?;
+        Ok(p)
+    }
+
+    /// Starts `nagare perf client` to the receiver on `port` from this
+    /// stack's sending side, with `args` after the address and port.
+    pub fn sender(&self, port: u16, args: &[String]) -> Result<Proc> {
+        let bed = self.bed;
+        let (ns, server) = match self.stack {
+            Stack::Netd(_) => (&bed.n, NETD_IP),
+            Stack::Linux => (&bed.b, LINUX_RECEIVER_IP),
+        };
+        let mut all: Vec<String> = vec!["netns".into(), "exec".into(), ns.0.clone(), bed.exe.display().to_string()];
+        all.extend(["perf".into(), "client".into(), server.to_string(), "--port".into(), port.to_string()]);
+        all.extend(args.iter().cloned());
+        let name = bed.name(&format!("{}-client-{port}", self.stack.label().replace(',', "+")));
+        Proc::spawn(&bed.work.0, &name, std::path::Path::new("ip"), &all)
+    }
+}
+
+impl Drop for Column<'_> {
+    fn drop(&mut self) {
+        super::procs::stop_all(&mut self.receivers);
+        self.netd.take();
+    }
+}
