@@ -108,17 +108,25 @@ pub struct NetdProcess {
     log: PathBuf,
 }
 
-impl Drop for NetdProcess {
-    fn drop(&mut self) {
-        // SIGTERM lets it stop its driver; then it is reaped.
-        // SAFETY: kill(2) on the pid of our own child, with a constant signal.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+/// Ends `child` by its pid: SIGTERM, up to 3 s to go (a netd stops its
+/// driver), then SIGKILL; reaped either way.
+pub(crate) fn terminate(child: &mut Child) {
+    if matches!(child.try_wait(), Ok(None)) {
+        // SAFETY: kill(2) on the pid of our own child, not yet reaped, with
+        // a constant signal.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
         let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+        while Instant::now() < deadline && matches!(child.try_wait(), Ok(None)) {
             std::thread::sleep(Duration::from_millis(10));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+impl Drop for NetdProcess {
+    fn drop(&mut self) {
+        terminate(&mut self.child);
         let _ = std::fs::remove_file(&self.socket);
         let _ = std::fs::remove_file(&self.log);
     }

@@ -7,39 +7,16 @@
 mod common;
 
 use common::*;
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// Runs the bench with `args`, bounded (a hung bench is killed by its
 /// pid and the test fails); its pid, success, stdout and stderr.
 fn bench(args: &[&str]) -> (u32, bool, String, String) {
-    let mut child = Command::new(nagare())
-        .args(["bench", "packetflow"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting nagare bench packetflow");
-    let pid = child.id();
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    let status = status.unwrap_or_else(|| panic!("nagare bench packetflow took over 180 s:\n{out}\n{err}"));
-    (pid, status.success(), out, err)
+    let run = run_bounded(Command::new(nagare()).args(["bench", "packetflow"]).args(args), Duration::from_secs(180));
+    let (out, err) = (run.stdout, run.stderr);
+    let status = run.status.unwrap_or_else(|| panic!("nagare bench packetflow took over 180 s:\n{out}\n{err}"));
+    (run.pid, status.success(), out, err)
 }
 
 /// The bench's namespaces still there.

@@ -2,37 +2,19 @@
 //! segment under /dev/shm, no root needed), prints its tables, and leaves
 //! no segment behind.
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+
+use common::*;
+use std::process::Command;
+use std::time::Duration;
 
 #[test]
 fn bench_vni_quick_prints_the_tables() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nagare"))
-        .args(["bench", "vni", "--quick", "--no-linux"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting nagare bench vni");
-    let pid = child.id();
     // Bounded: a hung bench is killed (by its pid) and the test fails.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    let status = status.unwrap_or_else(|| panic!("nagare bench vni --quick took over 120 s:\n{out}\n{err}"));
+    let run =
+        run_bounded(Command::new(nagare()).args(["bench", "vni", "--quick", "--no-linux"]), Duration::from_secs(120));
+    let (pid, out, err) = (run.pid, run.stdout, run.stderr);
+    let status = run.status.unwrap_or_else(|| panic!("nagare bench vni --quick took over 120 s:\n{out}\n{err}"));
     assert!(status.success(), "bench failed:\n{out}\n{err}");
     for expected in [
         "SKIPPED: Linux veth iperf3 rows: --no-linux",

@@ -158,6 +158,43 @@ pub fn run_ok(command: &mut Command) -> Output {
     output
 }
 
+/// What [`run_bounded`] saw of a command: its pid, its exit status (none
+/// if it ran past its limit and was killed), stdout and stderr.
+pub struct Bounded {
+    pub pid: u32,
+    pub status: Option<std::process::ExitStatus>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `command` with its output captured, for at most `limit`: past it
+/// the command is killed by its pid.
+pub fn run_bounded(command: &mut Command, limit: Duration) -> Bounded {
+    use std::io::Read;
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("starting a command");
+    let pid = child.id();
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for a command") {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    if let Some(mut out) = child.stdout.take() {
+        let _ = out.read_to_string(&mut stdout);
+    }
+    if let Some(mut err) = child.stderr.take() {
+        let _ = err.read_to_string(&mut stderr);
+    }
+    Bounded { pid, status, stdout, stderr }
+}
+
 /// Waits until `ready` holds, at most `limit`.
 pub fn wait_until(limit: Duration, mut ready: impl FnMut() -> bool) -> bool {
     let started = Instant::now();

@@ -37,17 +37,7 @@ fn udp_line(report: &str, port: u16) -> &str {
 fn echoes_to_a_socket_that_does_not_read(placement: Placement, packetflow: PacketFlow) -> String {
     let tune = Tune { udp_rx_queue_packets: Some(QUEUE), packetflow: Some(packetflow), ..Tune::default() };
     let netd = NetdThread::start_tuned(placement, Wire::PeerLink, tune, |_| {});
-    let mut raw = RawClient::connect(&netd);
-    let mut bind = raw.request(Op::UdpBind);
-    bind.aux[0] = encode_addr(SocketAddrV4::new(NETD_ADDR, 9900));
-    let udp = raw.call(bind).result().expect("bind") as u32;
-    for i in 0..SENT {
-        let mut send = raw.request(Op::SendTo);
-        send.socket = udp;
-        send.aux[0] = encode_addr(PEER_ECHO);
-        send.piece = Some(raw.give(&[i as u8; 100], 100));
-        assert_eq!(raw.call(send).result(), Ok(100));
-    }
+    let _raw = full_receiver(&netd, 9900, None);
     let s = netd.connect();
     let report = wait_for_report(&s, "every echo queued or dropped", |r| {
         let dropped = stat_value(r, "netd filter_dropped_overflow ").unwrap_or(0)
@@ -154,17 +144,25 @@ fn low_priority_datagrams_are_dropped_while_the_link_drops(placement: Placement)
     let _ = std::fs::remove_file(&counter);
 }
 
-/// A raw client (which never reads) with a UDP socket on `port` of
-/// `priority`, to which [`SENT`] datagrams are echoed.
-fn full_receiver(netd: &NetdThread, port: u16, priority: u8) -> RawClient {
-    let mut raw = RawClient::connect(netd);
+/// A raw client's UDP socket on `port`, of its own `priority` if given.
+fn bind(raw: &mut RawClient, port: u16, priority: Option<u8>) -> u32 {
     let mut bind = raw.request(Op::UdpBind);
     bind.aux[0] = encode_addr(SocketAddrV4::new(NETD_ADDR, port));
     let udp = raw.call(bind).result().expect("bind") as u32;
-    let mut option = raw.request(Op::SetOption);
-    option.socket = udp;
-    option.aux = [SockOption::Priority as u64, u64::from(priority), 0, 0];
-    raw.call(option).result().expect("its priority");
+    if let Some(priority) = priority {
+        let mut option = raw.request(Op::SetOption);
+        option.socket = udp;
+        option.aux = [SockOption::Priority as u64, u64::from(priority), 0, 0];
+        raw.call(option).result().expect("its priority");
+    }
+    udp
+}
+
+/// A raw client (which never reads) with a UDP socket on `port`, of its
+/// own `priority` if given, to which [`SENT`] datagrams are echoed.
+fn full_receiver(netd: &NetdThread, port: u16, priority: Option<u8>) -> RawClient {
+    let mut raw = RawClient::connect(netd);
+    let udp = bind(&mut raw, port, priority);
     for i in 0..SENT {
         let mut send = raw.request(Op::SendTo);
         send.socket = udp;
@@ -189,8 +187,11 @@ fn three_full_receivers(
     // A lift would renice this test process, every client's.
     let boost = BoostConfig { count, lift: 0, time: Duration::from_secs(60), ..BoostConfig::default() };
     let netd = NetdThread::start_tuned(Placement::Inline, Wire::PeerLink, tune, move |c| c.boost = boost);
-    let mut clients: Vec<RawClient> =
-        [120u8, 125, 130].into_iter().enumerate().map(|(i, p)| full_receiver(&netd, 9910 + i as u16, p)).collect();
+    let mut clients: Vec<RawClient> = [120u8, 125, 130]
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| full_receiver(&netd, 9910 + i as u16, Some(p)))
+        .collect();
     let s = netd.connect();
     let deadline = Instant::now() + LIMIT;
     let report = loop {
@@ -260,11 +261,11 @@ fn a_client_that_makes_no_request_is_not_boosted_however_full() {
     let tune = Tune { udp_rx_queue_packets: Some(QUEUE), packetflow: Some(PacketFlow::ALL), ..Tune::default() };
     let boost = BoostConfig { lift: 0, ..BoostConfig::default() };
     let netd = NetdThread::start_tuned(Placement::Inline, Wire::PeerLink, tune, move |c| c.boost = boost);
-    let _clients = [full_receiver(&netd, 9950, 120), full_receiver(&netd, 9951, 125), full_receiver(&netd, 9952, 130)];
+    let _clients = [120, 125, 130].map(|p| full_receiver(&netd, 9830 + u16::from(p), Some(p)));
     let s = netd.connect();
     // Boosts made while the sends came end once the clients fall silent.
     let report = wait_for_report(&s, "no boost left", |r| {
-        udp_line(r, 9951).contains(" recv_queued 400 ") && r.contains("\npacketflow scheduler on boosted 0 ")
+        udp_line(r, 9955).contains(" recv_queued 400 ") && r.contains("\npacketflow scheduler on boosted 0 ")
     });
     std::thread::sleep(Duration::from_millis(150));
     let later = s.stat().expect("stat");
@@ -276,9 +277,9 @@ fn a_client_that_makes_no_request_is_not_boosted_however_full() {
 fn without_the_scheduler_nobody_is_boosted() {
     let tune = Tune { udp_rx_queue_packets: Some(QUEUE), packetflow: Some(PacketFlow::NONE), ..Tune::default() };
     let netd = NetdThread::start_tuned(Placement::Inline, Wire::PeerLink, tune, |_| {});
-    let _clients = [full_receiver(&netd, 9920, 120), full_receiver(&netd, 9921, 125), full_receiver(&netd, 9922, 130)];
+    let _clients = [120, 125, 130].map(|p| full_receiver(&netd, 9800 + u16::from(p), Some(p)));
     let s = netd.connect();
-    wait_for_report(&s, "the queues full", |r| udp_line(r, 9921).contains(" recv_queued 400 "));
+    wait_for_report(&s, "the queues full", |r| udp_line(r, 9925).contains(" recv_queued 400 "));
     // Past a housekeeping period.
     std::thread::sleep(Duration::from_millis(60));
     let report = s.stat().expect("stat");
@@ -337,9 +338,7 @@ fn a_batch_of_datagrams_all_for_full_queues_pauses_the_device() {
         c.ring_slots = 512;
     });
     let mut raw = RawClient::connect(&netd);
-    let mut bind = raw.request(Op::UdpBind);
-    bind.aux[0] = encode_addr(SocketAddrV4::new(NETD_ADDR, 9940));
-    let udp = raw.call(bind).result().expect("bind") as u32;
+    let udp = bind(&mut raw, 9940, None);
     // One echo first, so that the peer's address is resolved and the
     // burst is not held back by it.
     let mut first = raw.request(Op::SendTo);

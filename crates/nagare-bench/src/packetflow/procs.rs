@@ -4,7 +4,7 @@
 //! bounded.
 
 use super::table::Report;
-use crate::netns::first_error;
+use crate::netns::{first_error, terminate};
 use anyhow::{bail, Context, Result};
 use nagare_host::realtime;
 use std::path::{Path, PathBuf};
@@ -116,17 +116,7 @@ impl Proc {
 
     /// SIGTERM to its pid, up to 3 s to go, then SIGKILL; reaped.
     pub fn stop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            // SAFETY: kill(2) on the pid of our own child, not yet reaped,
-            // with a constant signal.
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-            let deadline = Instant::now() + Duration::from_secs(3);
-            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        terminate(&mut self.child);
     }
 }
 
