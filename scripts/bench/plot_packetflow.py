@@ -68,15 +68,24 @@ def per_nice(rows, metric, ylabel, title, out, fmt):
             color=NICE_COLORS.get(nice, "#888888"),
         )
         ax.bar_label(bars, fmt=fmt, fontsize=7, padding=1)
+    finish_bars(ax, columns, ylabel)
+    ax.set_title(title, fontsize=10)
+    save(fig, out)
+
+
+def finish_bars(ax, columns, ylabel):
+    """Axes, legend and grid of a bar chart with one group per column."""
     ax.set_xticks(range(len(columns)))
     ax.set_xticklabels(columns)
     ax.set_xlabel("netd --packetflow (module set), or Linux")
     ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     ax.margins(y=0.12)
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
+
+
+def save(fig, out):
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)
@@ -98,19 +107,9 @@ def fig5(rows, out):
         if ratio is not None:
             ax.annotate(f"x{ratio:.2f}", xy=(x, 1.0), xycoords=("data", "axes fraction"), ha="center",
                         va="bottom", fontsize=8, fontweight="bold")
-    ax.set_xticks(range(len(columns)))
-    ax.set_xticklabels(columns)
-    ax.set_xlabel("netd --packetflow (module set), or Linux")
-    ax.set_ylabel("seconds for the transfer (receiver at nice 0)")
+    finish_bars(ax, columns, "seconds for the transfer (receiver at nice 0)")
     ax.set_title("Figure 5: TCP at nice 0 beside a UDP flood; bold: flood / quiet", fontsize=10, pad=16)
-    ax.legend(fontsize=8)
-    ax.margins(y=0.12)
-    ax.grid(axis="y", alpha=0.3)
-    ax.set_axisbelow(True)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    print(f"wrote {out}")
+    save(fig, out)
 
 
 def sweep(rows, out):
@@ -123,14 +122,11 @@ def sweep(rows, out):
     ax.set_xticklabels(["0.5x", "1x", "2x", "4x"])
     ax.set_xlabel("offered load (multiple of netd's saturation)")
     ax.set_ylabel("datagrams/s delivered (three receivers)")
-    ax.set_title("Load sweep: no collapse past saturation", fontsize=10)
+    ax.set_title("Load sweep: delivered against offered load", fontsize=10)
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    print(f"wrote {out}")
+    save(fig, out)
 
 
 def main():
