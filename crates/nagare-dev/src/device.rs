@@ -74,6 +74,17 @@ pub trait FrameInPlace {
     }
 }
 
+/// UDP datagrams a device drops before its reader takes them
+/// ([`Device::set_udp_shed`]): to each port listed, all but the fraction
+/// `admit` (out of `u32::MAX`) of them. A reader that sheds the traffic
+/// of its receivers of low priority while it cannot keep up keeps the
+/// device's queue for what it must not lose.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UdpShed {
+    /// (destination port, admitted fraction out of `u32::MAX`).
+    pub ports: Vec<(u16, u32)>,
+}
+
 /// A network device carrying Ethernet frames.
 ///
 /// Received frames that enter from outside the process (TAP) start at
@@ -156,6 +167,15 @@ pub trait Device {
         Err(io::ErrorKind::Unsupported.into())
     }
 
+    /// Sheds UDP datagrams before frames are read (a TAP drops them in
+    /// the sender's system call, before its ring): to each listed port,
+    /// all but the fraction it admits; an empty list sheds nothing.
+    /// Devices that cannot say `ErrorKind::Unsupported` (the default).
+    fn set_udp_shed(&mut self, shed: &UdpShed) -> io::Result<()> {
+        let _ = shed;
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
     /// What the device carries and completes: the largest IP packet the
     /// link carries ([`DEFAULT_MTU`] unless configured otherwise) and what
     /// the device completes on transmit (checksums, TCP segmentation). An
@@ -214,6 +234,9 @@ impl<D: Device + ?Sized> Device for Box<D> {
     }
     fn set_syn_filter(&mut self, filter: &SynFilter) -> io::Result<()> {
         (**self).set_syn_filter(filter)
+    }
+    fn set_udp_shed(&mut self, shed: &UdpShed) -> io::Result<()> {
+        (**self).set_udp_shed(shed)
     }
     fn capabilities(&self) -> Capabilities {
         (**self).capabilities()

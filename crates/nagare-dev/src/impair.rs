@@ -604,6 +604,10 @@ impl<D: Device> Device for Impaired<D> {
         self.inner.set_syn_filter(filter)
     }
 
+    fn set_udp_shed(&mut self, shed: &crate::device::UdpShed) -> io::Result<()> {
+        self.inner.set_udp_shed(shed)
+    }
+
     fn capabilities(&self) -> nagare_core::Capabilities {
         self.inner.capabilities()
     }

@@ -32,7 +32,7 @@ pub mod vnet;
 pub mod vni;
 
 pub use clock::MonotonicClock;
-pub use device::{frame_fits, Device, DeviceStats, FrameInPlace, DEFAULT_MTU, RX_HEADROOM};
+pub use device::{frame_fits, Device, DeviceStats, FrameInPlace, UdpShed, DEFAULT_MTU, RX_HEADROOM};
 pub use impair::{ImpairStats, Impaired, ImpairedStats, Impairment, ParseImpairmentError};
 pub use loopback::Loopback;
 pub use pcap::{PcapDevice, PcapWriter, LINKTYPE_ETHERNET, PCAP_MAGIC, PCAP_SNAPLEN};

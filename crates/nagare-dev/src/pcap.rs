@@ -226,6 +226,10 @@ impl<D: Device, W: Write> Device for PcapDevice<D, W> {
         self.inner.set_syn_filter(filter)
     }
 
+    fn set_udp_shed(&mut self, shed: &crate::device::UdpShed) -> io::Result<()> {
+        self.inner.set_udp_shed(shed)
+    }
+
     fn capabilities(&self) -> nagare_core::Capabilities {
         self.inner.capabilities()
     }

@@ -27,6 +27,7 @@ use nagare_core::buf::{Buffer, BufferPool, Offload, PacketBuf, TxOffloads};
 use nagare_core::tcp::syn_guard::SynFilter;
 use nagare_core::{Capabilities, Instant};
 
+use crate::device::UdpShed;
 use crate::device::{frame_fits, Device, DeviceStats, RX_HEADROOM};
 use crate::tap_filter;
 use crate::vnet::{self, VNET_HDR_LEN};
@@ -65,13 +66,18 @@ pub struct TapDevice {
     /// Pool buffers kept ready for the tail of a super-segment; only the
     /// ones a frame fills leave this list.
     spares: Vec<Buffer>,
-    /// The SYN filter attached to every queue of the TAP
-    /// ([`tap_filter`]). The kernel keeps its address and reads it again
-    /// to filter a queue that attaches later (with TUNSETQUEUE, or
-    /// TUNSETIFF without IFF_NO_PI), so it stays here, unchanged, for as
-    /// long as it is attached; dropping the device detaches it. A queue
-    /// opened with [`open_queue`](Self::open_queue) gets it from here too.
+    /// The filter attached to every queue of the TAP ([`tap_filter`]:
+    /// the SYN filter and the UDP shed in one program). The kernel keeps
+    /// its address and reads it again to filter a queue that attaches
+    /// later (with TUNSETQUEUE, or TUNSETIFF without IFF_NO_PI), so it
+    /// stays here, unchanged, for as long as it is attached; dropping the
+    /// device detaches it. A queue opened with
+    /// [`open_queue`](Self::open_queue) gets it from here too.
     syn_filter: Option<Vec<libc::sock_filter>>,
+    /// What the program was made from: the SYN filter and the UDP shed
+    /// last set.
+    syn: SynFilter,
+    shed: UdpShed,
     stats: DeviceStats,
 }
 
@@ -224,6 +230,34 @@ impl TapDevice {
         }
     }
 
+    /// Attaches the program for the SYN filter and the UDP shed last set,
+    /// or detaches the one attached when they drop nothing.
+    fn apply_filter(&mut self) -> io::Result<()> {
+        let fd = self.file.as_raw_fd();
+        match tap_filter::program_for(&self.syn, &self.shed) {
+            Some(program) => {
+                if let Err(e) = tap_filter::attach(fd, &program) {
+                    // Some queues may keep the filter before and some
+                    // none: remove it from all, so that the kernel drops
+                    // nothing the engine does not know of. The engine
+                    // filters by itself.
+                    let _ = tap_filter::detach(fd);
+                    self.syn_filter = None;
+                    return Err(with_context(e, "TUNATTACHFILTER", &self.name));
+                }
+                // The kernel holds the new program's address from here:
+                // the one before may go.
+                self.syn_filter = Some(program);
+            }
+            None if self.syn_filter.is_some() => {
+                tap_filter::detach(fd).map_err(|e| with_context(e, "TUNDETACHFILTER", &self.name))?;
+                self.syn_filter = None;
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
     /// Another queue of this multi-queue TAP, attached with the same flags:
     /// the kernel hands each frame to one queue (the one a steering program
     /// picks), and it is read from that queue's descriptor. The SYN filter
@@ -321,6 +355,8 @@ impl TapDevice {
             offloads,
             spares: Vec::new(),
             syn_filter: None,
+            syn: SynFilter::default(),
+            shed: UdpShed::default(),
             stats: DeviceStats::default(),
         };
         dev.set_up(true)?;
@@ -357,6 +393,8 @@ impl TapDevice {
             offloads,
             spares: Vec::new(),
             syn_filter: None,
+            syn: SynFilter::default(),
+            shed: UdpShed::default(),
             stats: DeviceStats::default(),
         };
         dev.mtu = dev.read_mtu()?;
@@ -698,7 +736,7 @@ impl TapDevice {
 }
 
 impl Drop for TapDevice {
-    /// Detaches the SYN filter before its program is freed: the kernel
+    /// Detaches the filter before its program is freed: the kernel
     /// would read that memory again for a queue attached later, by a
     /// holder of another descriptor of the TAP.
     fn drop(&mut self) {
@@ -812,29 +850,16 @@ impl Device for TapDevice {
     }
 
     fn set_syn_filter(&mut self, filter: &SynFilter) -> io::Result<()> {
-        let fd = self.file.as_raw_fd();
-        match tap_filter::program(filter) {
-            Some(program) => {
-                if let Err(e) = tap_filter::attach(fd, &program) {
-                    // Some queues may keep the filter before and some
-                    // none: remove it from all, so that the kernel drops
-                    // nothing the engine does not know of. The engine
-                    // filters by itself.
-                    let _ = tap_filter::detach(fd);
-                    self.syn_filter = None;
-                    return Err(with_context(e, "TUNATTACHFILTER", &self.name));
-                }
-                // The kernel holds the new program's address from here:
-                // the one before may go.
-                self.syn_filter = Some(program);
-            }
-            None if self.syn_filter.is_some() => {
-                tap_filter::detach(fd).map_err(|e| with_context(e, "TUNDETACHFILTER", &self.name))?;
-                self.syn_filter = None;
-            }
-            None => {}
+        self.syn = filter.clone();
+        self.apply_filter()
+    }
+
+    fn set_udp_shed(&mut self, shed: &UdpShed) -> io::Result<()> {
+        if *shed == self.shed {
+            return Ok(());
         }
-        Ok(())
+        self.shed = shed.clone();
+        self.apply_filter()
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -1,7 +1,14 @@
-//! The SYN guard's filter as a classic BPF program on a TAP
-//! (`TUNATTACHFILTER`): the kernel runs it in the system call of whoever
-//! sends to the TAP, before the frame is queued, so a SYN it drops costs
-//! the reader nothing: no read, no wake-up, no SYN-ACK.
+//! The SYN guard's filter, and the shedding of UDP datagrams for
+//! receivers of low priority ([`UdpShed`]), as one classic BPF program on
+//! a TAP (`TUNATTACHFILTER`): the kernel runs it in the system call of
+//! whoever sends to the TAP, before the frame is queued, so what it drops
+//! costs the reader nothing: no read, no wake-up, no SYN-ACK, no room in
+//! the TAP's ring that a frame the reader wants then lacks.
+//!
+//! The UDP part, first in the program, drops an unfragmented IPv4 UDP
+//! datagram (or the first fragment of one) to one of its ports when the
+//! kernel's random number for it is above that port's `admit`; anything
+//! else goes on to the SYN part (or passes, without one).
 //!
 //! The program sees the Ethernet frame from its first byte (the virtio
 //! header is added only when the frame is read). It passes every frame
@@ -18,6 +25,7 @@
 //! the kernel holds apart from the bytes (out of band) passes untouched,
 //! as the offsets past the MAC addresses are not the ones it would read.
 
+use crate::device::UdpShed;
 use nagare_core::tcp::syn_guard::{SynFilter, MAX_FILTER_PORTS, MAX_FILTER_PROVEN};
 use std::io;
 use std::os::fd::RawFd;
@@ -85,6 +93,21 @@ const PASS_ALL: u32 = u32::MAX;
 
 /// Instructions before the port comparisons.
 const HEADER: usize = 18;
+
+const PROTOCOL_UDP: u32 = 17;
+/// The frame's length less the IP header's must reach past the UDP
+/// destination port.
+const UDP_PORT_END: u32 = IP + 4;
+/// Instructions of the UDP part before its port comparisons.
+const UDP_HEADER: usize = 15;
+/// The most ports a UDP shed lists; the rest are not shed.
+pub const MAX_SHED_PORTS: usize = 32;
+/// The longest UDP part: its header, a comparison, a draw (2) for each
+/// port, the jump past the draws, and DROP.
+const MAX_UDP_PART: usize = UDP_HEADER + 3 * MAX_SHED_PORTS + 2;
+// Its widest jump, from its first test past its end, fits a `u8`.
+const _: () = assert!(MAX_UDP_PART <= u8::MAX as usize);
+
 /// The longest program: the header, the ports, the jump past the
 /// addresses, the source load, the addresses, the draw, PASS and DROP.
 const MAX_PROGRAM: usize = HEADER + MAX_FILTER_PORTS + 2 + MAX_LISTED + 2 + 2;
@@ -93,6 +116,72 @@ const _: () = assert!(MAX_PROGRAM - 2 - 2 <= u8::MAX as usize);
 
 fn stmt(code: u16, k: u32) -> libc::sock_filter {
     libc::sock_filter { code, jt: 0, jf: 0, k }
+}
+
+/// The program for `filter` and `shed`; `None` when it drops nothing
+/// (the SYN filter not engaged or with no port, and nothing shed).
+pub fn program_for(filter: &SynFilter, shed: &UdpShed) -> Option<Vec<libc::sock_filter>> {
+    let syn = program(filter);
+    let ports = &shed.ports[..shed.ports.len().min(MAX_SHED_PORTS)];
+    let ports: Vec<(u16, u32)> = ports.iter().copied().filter(|&(_, admit)| admit < u32::MAX).collect();
+    if ports.is_empty() {
+        return syn;
+    }
+    let mut p = udp_part(&ports);
+    match syn {
+        Some(syn) => p.extend(syn),
+        None => p.push(stmt(RET, PASS_ALL)),
+    }
+    Some(p)
+}
+
+/// The UDP part of a program for `ports` (1 to [`MAX_SHED_PORTS`]), which
+/// ends in DROP: what it passes goes on to the instruction after it.
+fn udp_part(ports: &[(u16, u32)]) -> Vec<libc::sock_filter> {
+    // Layout: the header, a comparison per port, a jump past the draws,
+    // a draw (load and compare) per port, DROP; then the rest.
+    let draws = UDP_HEADER + ports.len() + 1;
+    let drop = draws + 2 * ports.len();
+    let next = drop + 1;
+    let rel = |from: usize, to: usize| -> u8 { u8::try_from(to - from - 1).unwrap_or(u8::MAX) };
+    let jump = |at: usize, code: u16, k: u32, on_true: usize, on_false: usize| libc::sock_filter {
+        code: JMP | code,
+        jt: rel(at, on_true),
+        jf: rel(at, on_false),
+        k,
+    };
+    let mut p = Vec::with_capacity(next);
+    p.push(stmt(LD | W | ABS, VLAN_TAG_PRESENT)); // 0
+    p.push(jump(1, JEQ, 1, next, 2));
+    p.push(stmt(LD | W | LEN, 0)); // 2
+    p.push(jump(3, JGE, MIN_IP_FRAME, 4, next));
+    p.push(stmt(LD | H | ABS, ETHERTYPE)); // 4
+    p.push(jump(5, JEQ, ETHERTYPE_IPV4, 6, next));
+    p.push(stmt(LD | B | ABS, IP_PROTOCOL)); // 6
+    p.push(jump(7, JEQ, PROTOCOL_UDP, 8, next));
+    p.push(stmt(LD | H | ABS, IP_FRAGMENT)); // 8
+    p.push(jump(9, JSET, FRAGMENT_OFFSET_MASK, next, 10));
+    p.push(stmt(LDX | B | MSH, IP)); // 10: X = IP header length
+                                     // len - 18 >= X: the destination port is within the frame (the
+                                     // length is at least 34 here: no wrap).
+    p.push(stmt(LD | W | LEN, 0)); // 11
+    p.push(stmt(ALU | SUB, UDP_PORT_END)); // 12
+    p.push(jump(13, JGE | X, 0, 14, next));
+    p.push(stmt(LD | H | IND, TCP_DST_PORT)); // 14: UDP's is at the same place
+    debug_assert_eq!(p.len(), UDP_HEADER);
+    for (i, &(port, _)) in ports.iter().enumerate() {
+        let at = UDP_HEADER + i;
+        p.push(jump(at, JEQ, u32::from(port), draws + 2 * i, at + 1));
+    }
+    p.push(stmt(JMP | JA, (next - draws) as u32)); // from draws - 1
+    for (i, &(_, admit)) in ports.iter().enumerate() {
+        let at = draws + 2 * i;
+        p.push(stmt(LD | W | ABS, RANDOM));
+        p.push(jump(at + 1, JGT, admit, drop, next));
+    }
+    p.push(stmt(RET, 0)); // drop
+    debug_assert_eq!(p.len(), next);
+    p
 }
 
 /// The program for `filter`; `None` when it drops nothing (not engaged,
@@ -389,6 +478,63 @@ mod tests {
         assert_eq!(run(&p, &long_ihl[..40], high), PASS_ALL, "an IP header past the end");
         assert_eq!(run(&p, &long_ihl[..14 + 60 + 13], high), PASS_ALL, "options, and the flags cut off");
         assert_eq!(run(&p, &long_ihl, high), 0, "options, and the whole TCP header");
+    }
+
+    /// An Ethernet frame with an IPv4 header and a UDP header to `port`.
+    fn datagram(port: u16, fragment: u16) -> Vec<u8> {
+        let mut f = frame(SPOOFED, port, 0, 5, fragment);
+        f[IP_PROTOCOL as usize] = 17;
+        f.truncate(14 + 20 + 8 + 4);
+        f
+    }
+
+    #[test]
+    fn a_datagram_to_a_shed_port_passes_only_on_a_low_draw_and_others_go_on() {
+        let shed = UdpShed { ports: vec![(5301, 1000), (5302, 0), (5303, u32::MAX)] };
+        for syn in [SynFilter::default(), filter(0)] {
+            let p = program_for(&syn, &shed).expect("something shed");
+            assert_eq!(run(&p, &datagram(5301, 0), 1000), PASS_ALL);
+            assert_eq!(run(&p, &datagram(5301, 0), 1001), 0);
+            assert_eq!(run(&p, &datagram(5302, 0), 1), 0);
+            assert_eq!(run(&p, &datagram(5302, 0), 0), PASS_ALL);
+            assert_eq!(run(&p, &datagram(5302, MORE_FRAGMENTS), u32::MAX), 0, "a first fragment");
+            assert_eq!(run(&p, &datagram(5302, 0x0010), u32::MAX), PASS_ALL, "a later fragment");
+            assert_eq!(run(&p, &datagram(5303, 0), u32::MAX), PASS_ALL, "admitting all: not listed");
+            assert_eq!(run(&p, &datagram(5304, 0), u32::MAX), PASS_ALL, "another port");
+            assert_eq!(run(&p, &datagram(5302, 0)[..14 + 20 + 3], u32::MAX), PASS_ALL, "half a port");
+            assert_eq!(run(&p, &datagram(5302, 0)[..30], u32::MAX), PASS_ALL, "too short");
+            let mut tcp = datagram(5302, 0);
+            tcp[IP_PROTOCOL as usize] = 6;
+            assert_eq!(run(&p, &tcp, u32::MAX), PASS_ALL, "TCP to the same port");
+            assert_eq!(
+                run_with(&p, &datagram(5302, 0), Side { random: u32::MAX, vlan_out_of_band: true }),
+                PASS_ALL,
+                "out-of-band tag"
+            );
+            // The SYN part still judges what the UDP part lets go on.
+            let expected = if syn.engaged { 0 } else { PASS_ALL };
+            assert_eq!(run(&p, &frame(SPOOFED, 80, 0x02, 5, 0), u32::MAX), expected);
+        }
+        let lens = |p: Option<Vec<libc::sock_filter>>| p.map(|p| p.len());
+        assert_eq!(lens(program_for(&filter(0), &UdpShed::default())), lens(program(&filter(0))), "the SYN part");
+        assert!(program_for(&SynFilter::default(), &UdpShed { ports: vec![(1, u32::MAX)] }).is_none());
+    }
+
+    #[test]
+    fn the_largest_shed_keeps_every_jump_in_range_and_the_kernel_accepts_it() {
+        let shed = UdpShed { ports: (1..=MAX_SHED_PORTS as u16 + 5).map(|p| (p, 0)).collect() };
+        let p = program_for(&largest(), &shed).expect("something shed");
+        assert_eq!(p.len(), MAX_UDP_PART + MAX_PROGRAM);
+        assert_eq!(run(&p, &datagram(MAX_SHED_PORTS as u16, 0), 1), 0);
+        assert_eq!(run(&p, &datagram(MAX_SHED_PORTS as u16 + 1, 0), 1), PASS_ALL, "past the most listed");
+        for (at, i) in p.iter().enumerate() {
+            if i.code & 0x07 == JMP && i.code & 0xf0 != JA {
+                assert!(at + 1 + usize::from(i.jt.max(i.jf)) < p.len(), "jump at {at} leaves the program");
+            }
+        }
+        kernel_accepts(&p).expect("the kernel takes the largest program");
+        let small = program_for(&SynFilter::default(), &UdpShed { ports: vec![(9, 7)] }).expect("shed");
+        kernel_accepts(&small).expect("the kernel takes the smallest");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use nagare_core::tcp::syn_guard::SynFilter;
-use nagare_dev::{Device, TapDevice};
+use nagare_dev::{Device, TapDevice, UdpShed};
 
 mod common;
 use common::{ip, LinkGuard};
@@ -275,4 +275,46 @@ fn a_queue_opened_later_is_filtered_and_dropping_the_device_detaches() {
     let got = receive(&fds[1..], |got| after.clone().all(|a| got.iter().any(|(_, id, _)| *id == a)));
     let seen: Vec<u8> = got.iter().map(|(_, id, _)| *id).collect();
     assert_eq!(seen, after.collect::<Vec<u8>>(), "unproven SYNs after the device was dropped");
+}
+
+#[test]
+fn the_kernel_sheds_datagrams_to_listed_ports_before_the_tap_and_the_syn_filter_still_holds() {
+    require_tap!();
+    let name = format!("nds{}", std::process::id() % 100_000);
+    let _guard = LinkGuard(name.clone());
+    let mut tap = TapDevice::open_with(&name, false).expect("open TAP");
+    let sender = Sender::new(&name);
+    let udp = |id: u8, port: u16| {
+        let mut f = tcp_frame(id, SPOOFED, port, 0, 0);
+        f[14 + 9] = 17;
+        f.truncate(14 + 20 + 8 + 4);
+        f
+    };
+    // 5301 shed whole, 5302 listed but admitted whole, 5303 not listed;
+    // the SYN filter engaged beside.
+    let filter = SynFilter { generation: 1, engaged: true, ports: vec![GUARDED], proven: vec![], admit: 0 };
+    tap.set_syn_filter(&filter).expect("attach the SYN filter");
+    tap.set_udp_shed(&UdpShed { ports: vec![(5301, 0), (5302, u32::MAX)] }).expect("attach the shed");
+    let cases: [(u8, Vec<u8>, bool); 5] = [
+        (1, udp(1, 5301), false),
+        (2, udp(2, 5302), true),
+        (3, udp(3, 5303), true),
+        (4, tcp_frame(4, SPOOFED, GUARDED, 0x02, 0), false),
+        (5, tcp_frame(5, SPOOFED, 5301, 0x10, 0), true),
+    ];
+    for (_, frame, _) in &cases {
+        sender.send(frame);
+    }
+    sender.send(&arp_frame(6));
+    let ids: Vec<u8> = received_until(&tap, 6).iter().map(|(id, _)| *id).collect();
+    for (id, _, arrives) in &cases {
+        assert_eq!(ids.contains(id), *arrives, "frame {id}: got {ids:?}");
+    }
+    // Shed nothing: the datagram arrives; the SYN filter is still on.
+    tap.set_udp_shed(&UdpShed::default()).expect("shed nothing");
+    sender.send(&udp(7, 5301));
+    sender.send(&tcp_frame(8, SPOOFED, GUARDED, 0x02, 0));
+    sender.send(&arp_frame(9));
+    let ids: Vec<u8> = received_until(&tap, 9).iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, [7, 9]);
 }
