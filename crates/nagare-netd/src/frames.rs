@@ -11,7 +11,7 @@ use crate::session::Session;
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::tcp::syn_guard::SynFilter;
 use nagare_core::{Capabilities, Instant};
-use nagare_dev::{Device, DeviceStats};
+use nagare_dev::{Device, DeviceStats, UdpShed};
 use nagare_ipc::Descriptor;
 use std::collections::VecDeque;
 use std::io;
@@ -44,6 +44,12 @@ impl Device for FramePath {
     /// in another process), and the engine applies the filter itself.
     fn set_syn_filter(&mut self, filter: &SynFilter) -> io::Result<()> {
         self.device_mut().set_syn_filter(filter)
+    }
+
+    /// An inline TAP sheds; a driver does not, and netd's filter drops
+    /// what it would have.
+    fn set_udp_shed(&mut self, shed: &UdpShed) -> io::Result<()> {
+        self.device_mut().set_udp_shed(shed)
     }
 
     fn capabilities(&self) -> Capabilities {

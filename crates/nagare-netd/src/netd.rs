@@ -30,7 +30,7 @@ use crate::session::Session;
 use crate::stats::NetdStats;
 use crate::steering::Steering;
 use nagare_core::{Instant, Interface};
-use nagare_dev::{Device, MonotonicClock, TapDevice};
+use nagare_dev::{Device, MonotonicClock, TapDevice, UdpShed};
 use nagare_host::{earliest, BusyPoll, Host, ServiceConfig, Services};
 use std::io;
 use std::rc::Rc;
@@ -71,6 +71,10 @@ pub struct Netd {
     /// The device left unread while the filter finds every frame for a
     /// full queue (`packetflow::Pause`).
     pause: Pause,
+    /// What the device sheds now, and whether it can (unknown until
+    /// first asked).
+    shed: UdpShed,
+    device_sheds: Option<bool>,
     /// The TAP whose descriptor and queues netd handed its driver, held
     /// open (and unread) while netd runs.
     pub(crate) held_tap: Option<TapDevice>,
@@ -149,6 +153,8 @@ impl Netd {
             scheduler,
             loads: Vec::new(),
             pause: Pause::default(),
+            shed: UdpShed::default(),
+            device_sheds: None,
             receivers: Receivers::default(),
             receive_drops,
             placement,
@@ -350,6 +356,32 @@ impl Netd {
         let device = self.host.device.stats().rx_dropped_no_buffer;
         let driver = self.host.device.driver().map_or(0, |d| d.driver_counters().rx_dropped);
         filter.end_period(self.receive_drops.since_last(device.saturating_add(driver)));
+        // The device sheds the period's low-priority datagrams itself
+        // where it can (an inline TAP, before its ring); its drops count
+        // among the link's, which keeps the drop rate while it sheds.
+        if self.device_sheds == Some(false) {
+            return;
+        }
+        let shed = filter.shed(&self.receivers, &self.host.iface);
+        if shed == self.shed {
+            return;
+        }
+        match self.host.device.set_udp_shed(&shed) {
+            Ok(()) => {
+                self.device_sheds = Some(true);
+                filter.set_shed_by_device(!shed.ports.is_empty());
+                self.shed = shed;
+            }
+            Err(e) => {
+                if e.kind() == io::ErrorKind::Unsupported {
+                    self.device_sheds = Some(false);
+                } else {
+                    log::warn!("the device would not shed datagrams: {e}; netd drops them itself");
+                }
+                filter.set_shed_by_device(false);
+                self.shed = UdpShed::default();
+            }
+        }
     }
 
     /// Frames from the device or driver into the engine, through
@@ -462,6 +494,7 @@ impl Netd {
             engine: &mut engine,
             engine_buffers: self.host.iface.pool().stats(),
             filter: self.inbound.as_ref().and_then(Inbound::filter).map(Filter::last_period),
+            shed_ports: self.shed.ports.len(),
             mm: self.mm.map(|mm| mm.default_size()),
             scheduler: self.scheduler.as_ref().map(|s| (s.boosted(), self.config.boost)),
         }

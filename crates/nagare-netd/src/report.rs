@@ -90,6 +90,8 @@ pub(crate) struct Report<'a> {
     /// PacketFlow's filter, if it runs: the receive path's drops and the
     /// frames it saw in its last period.
     pub filter: Option<(u64, u64)>,
+    /// UDP ports the device sheds datagrams to for the filter.
+    pub shed_ports: usize,
     /// PacketFlow's scheduler, if it runs: the clients it boosts now, and
     /// its parameters.
     pub scheduler: Option<(usize, crate::packetflow::BoostConfig)>,
@@ -207,7 +209,11 @@ impl Report<'_> {
         );
         match self.filter {
             Some((drops, frames)) => {
-                let _ = writeln!(t, "packetflow filter on last_period receive_drops {drops} frames {frames}");
+                let _ = writeln!(
+                    t,
+                    "packetflow filter on last_period receive_drops {drops} frames {frames} device_shed_ports {}",
+                    self.shed_ports
+                );
             }
             None => {
                 let _ = writeln!(t, "packetflow filter off");
@@ -384,6 +390,7 @@ mod tests {
             engine: &mut engine,
             engine_buffers: PoolStats { buf_size: 2048, capacity: 4096, in_use: 3, allocs: 10, exhausted: 0 },
             filter: Some((2, 30)),
+            shed_ports: 3,
             scheduler: Some((1, crate::packetflow::BoostConfig::default())),
             mm: Some(524288),
         }
@@ -403,7 +410,7 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("netd requests 9\n"));
-        assert!(t.contains("packetflow filter on last_period receive_drops 2 frames 30\n"), "{t}");
+        assert!(t.contains("packetflow filter on last_period receive_drops 2 frames 30 device_shed_ports 3\n"), "{t}");
         assert!(t.contains("packetflow scheduler on boosted 1 threshold 50 count auto time_ms 100 lift 5\n"), "{t}");
         assert!(t.contains("netd filter_dropped_low_priority 0\nnetd filter_dropped_overflow 7\n"), "{t}");
         assert!(t.contains("netd mm_grown 5\nnetd mm_refused 0\n"), "{t}");

@@ -18,7 +18,10 @@
 //! of it are found once for every module (`super::inbound`); the filter
 //! keeps the drop probability and the best priority, and draws.
 
-use super::receivers::Destination;
+use super::receivers::{Destination, Receivers};
+use nagare_core::Interface;
+use nagare_dev::tap_filter::MAX_SHED_PORTS;
+use nagare_dev::UdpShed;
 
 /// No receiver seen in a period.
 const NO_PRIORITY: u8 = u8::MAX;
@@ -39,12 +42,23 @@ pub(crate) struct Filter {
     /// The best priority among receivers in this period and the last.
     best_now: u8,
     best_before: u8,
+    /// The device sheds this period's low-priority datagrams itself (a
+    /// TAP, before its ring): B1 is not applied a second time here.
+    shed_by_device: bool,
 }
 
 impl Filter {
     /// A filter drawing from `seed`, with the receive path not dropping.
     pub fn new(seed: u64) -> Filter {
-        Filter { threshold: 0, rate: (0, 0), seen: 0, state: seed | 1, best_now: NO_PRIORITY, best_before: NO_PRIORITY }
+        Filter {
+            threshold: 0,
+            rate: (0, 0),
+            seen: 0,
+            state: seed | 1,
+            best_now: NO_PRIORITY,
+            best_before: NO_PRIORITY,
+            shed_by_device: false,
+        }
     }
 
     /// A receiver of `priority` (a client whose TCP connections received
@@ -82,7 +96,43 @@ impl Filter {
     pub fn drops_low_priority(&mut self, dest: Destination) -> bool {
         self.best_now = self.best_now.min(dest.priority);
         let high = dest.boosted || dest.priority <= self.best_now.min(self.best_before);
-        !high && self.threshold > 0 && u64::from(self.draw()) < self.threshold
+        !high && !self.shed_by_device && self.threshold > 0 && u64::from(self.draw()) < self.threshold
+    }
+
+    /// What the device may shed this period, just begun
+    /// ([`Filter::end_period`]): the ports of the UDP sockets not of high
+    /// priority, each admitting three quarters of 1 − the drop probability
+    /// (rounded to a 64th, so that a device is not given a new program
+    /// each period for a drop rate that barely moved); nothing while the
+    /// receive path
+    /// does not drop, or when more sockets are of low priority than a
+    /// device lists (netd's own B1 then drops for them all).
+    pub fn shed(&self, receivers: &Receivers, iface: &Interface) -> UdpShed {
+        if self.threshold == 0 {
+            return UdpShed::default();
+        }
+        const STEP: u64 = 1 << 26;
+        // A quarter below what the drop rate leaves: shedding exactly it
+        // would bring the ring to just full, where the frames that must
+        // not be lost (TCP, high priority) still are.
+        let passed = (1u64 << 32).saturating_sub(self.threshold) * 3 / 4;
+        let admit = (passed / STEP * STEP).min(u64::from(u32::MAX)) as u32;
+        let mut low: Vec<(u8, u16)> = receivers
+            .iter()
+            .filter(|(_, dest)| !dest.boosted && dest.priority > self.best_before)
+            .filter_map(|(h, dest)| iface.udp_ref().socket(h).map(|u| (dest.priority, u.local().port())))
+            .collect();
+        if low.len() > MAX_SHED_PORTS {
+            return UdpShed::default();
+        }
+        low.sort_unstable();
+        low.dedup_by_key(|&mut (_, port)| port);
+        UdpShed { ports: low.into_iter().map(|(_, port)| (port, admit)).collect() }
+    }
+
+    /// Whether the device sheds for this filter ([`Filter::shed`]).
+    pub fn set_shed_by_device(&mut self, on: bool) {
+        self.shed_by_device = on;
     }
 
     /// The next pseudo-random 32 bits (xorshift64*; not for secrets).

@@ -273,6 +273,36 @@ fn a_better_client_receiving_tcp_makes_udp_receivers_of_less_priority_low() {
 }
 
 #[test]
+fn the_device_is_given_the_ports_of_low_priority_sockets_and_b1_is_left_to_it() {
+    let mut s = setup();
+    let mut inbound = filter_only(42);
+    let high = s.datagram(7001, 10);
+    assert_eq!(s.judge(&mut inbound, &high), Verdict::Pass);
+    // Three drops to the one frame seen: a quarter passed by the drop
+    // rate, three quarters of that admitted.
+    end_period(&mut inbound, 3);
+    let shed = |inbound: &Inbound, s: &Setup| inbound.filter().unwrap().shed(&s.receivers, &s.us);
+    assert_eq!(shed(&inbound, &s).ports, [(7002, 3 << 28)]);
+    // A boosted client's socket is of high priority: not shed.
+    s.receivers.set_boosted(LOW_CLIENT, true);
+    assert!(shed(&inbound, &s).ports.is_empty());
+    s.receivers.set_boosted(LOW_CLIENT, false);
+    // While the device sheds, netd's B1 drops nothing a second time.
+    let low = s.datagram(7002, 10);
+    inbound.filter_mut().unwrap().set_shed_by_device(true);
+    for _ in 0..100 {
+        inbound.begin_batch();
+        assert_eq!(s.judge(&mut inbound, &low), Verdict::Pass);
+    }
+    inbound.filter_mut().unwrap().set_shed_by_device(false);
+    inbound.begin_batch();
+    assert_eq!(s.judge(&mut inbound, &low), Verdict::LowPriority(s.low), "B1 here again");
+    // The receive path no longer drops: nothing shed.
+    end_period(&mut inbound, 0);
+    assert!(shed(&inbound, &s).ports.is_empty());
+}
+
+#[test]
 fn nothing_is_dropped_for_low_priority_while_the_receive_path_does_not_drop() {
     let mut s = setup();
     let mut filter = dropping(0, 500);
