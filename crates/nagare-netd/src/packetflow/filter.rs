@@ -101,10 +101,10 @@ impl Filter {
 
     /// What the device may shed this period, just begun
     /// ([`Filter::end_period`]): the ports of the UDP sockets not of high
-    /// priority, each admitting three quarters of 1 − the drop probability
-    /// (rounded to a 64th, so that a device is not given a new program
-    /// each period for a drop rate that barely moved); nothing while the
-    /// receive path
+    /// priority, each shedding a quarter more than the drop probability
+    /// (the rest it admits rounded to a 64th, so that a device is not
+    /// given a new program each period for a drop rate that barely
+    /// moved); nothing while the receive path
     /// does not drop, or when more sockets are of low priority than a
     /// device lists (netd's own B1 then drops for them all).
     pub fn shed(&self, receivers: &Receivers, iface: &Interface) -> UdpShed {
@@ -112,11 +112,11 @@ impl Filter {
             return UdpShed::default();
         }
         const STEP: u64 = 1 << 26;
-        // A quarter below what the drop rate leaves: shedding exactly it
-        // would bring the ring to just full, where the frames that must
-        // not be lost (TCP, high priority) still are.
-        let passed = (1u64 << 32).saturating_sub(self.threshold) * 3 / 4;
-        let admit = (passed / STEP * STEP).min(u64::from(u32::MAX)) as u32;
+        // A quarter more than the drop rate: shedding exactly it would
+        // bring the ring to just full, where the frames that must not be
+        // lost (TCP, high priority) still are.
+        let shed = (self.threshold + self.threshold / 4).min(1 << 32);
+        let admit = (((1u64 << 32) - shed) / STEP * STEP).min(u64::from(u32::MAX)) as u32;
         let mut low: Vec<(u8, u16)> = receivers
             .iter()
             .filter(|(_, dest)| !dest.boosted && dest.priority > self.best_before)

@@ -278,11 +278,18 @@ fn the_device_is_given_the_ports_of_low_priority_sockets_and_b1_is_left_to_it() 
     let mut inbound = filter_only(42);
     let high = s.datagram(7001, 10);
     assert_eq!(s.judge(&mut inbound, &high), Verdict::Pass);
-    // Three drops to the one frame seen: a quarter passed by the drop
-    // rate, three quarters of that admitted.
-    end_period(&mut inbound, 3);
+    // One drop to three frames seen: a quarter dropped, five sixteenths
+    // shed, the rest admitted (rounded down to a 64th).
+    inbound.begin_batch();
+    assert_eq!(s.judge(&mut inbound, &high), Verdict::Pass);
+    assert_eq!(s.judge(&mut inbound, &high), Verdict::Pass);
+    end_period(&mut inbound, 1);
     let shed = |inbound: &Inbound, s: &Setup| inbound.filter().unwrap().shed(&s.receivers, &s.us);
-    assert_eq!(shed(&inbound, &s).ports, [(7002, 3 << 28)]);
+    assert_eq!(shed(&inbound, &s).ports, [(7002, 11 << 28)]);
+    // Past four fifths dropped, everything shed.
+    assert_eq!(s.judge(&mut inbound, &high), Verdict::Pass);
+    end_period(&mut inbound, 5);
+    assert_eq!(shed(&inbound, &s).ports, [(7002, 0)]);
     // A boosted client's socket is of high priority: not shed.
     s.receivers.set_boosted(LOW_CLIENT, true);
     assert!(shed(&inbound, &s).ports.is_empty());
@@ -298,6 +305,7 @@ fn the_device_is_given_the_ports_of_low_priority_sockets_and_b1_is_left_to_it() 
     inbound.begin_batch();
     assert_eq!(s.judge(&mut inbound, &low), Verdict::LowPriority(s.low), "B1 here again");
     // The receive path no longer drops: nothing shed.
+    assert_eq!(s.judge(&mut inbound, &high), Verdict::Pass);
     end_period(&mut inbound, 0);
     assert!(shed(&inbound, &s).ports.is_empty());
 }
