@@ -573,7 +573,7 @@ impl Conn {
         let record = match records.next_header() {
             Ok(Some(at)) => self
                 .pool
-                .read(b.index, b.offset + at as u32, &mut header)
+                .read(b.index, b.offset.saturating_add(at as u32), &mut header)
                 .ok()
                 .and_then(|()| records.take(&header).ok()),
             _ => None,
@@ -592,7 +592,7 @@ impl Conn {
             self.post_receives(id)?;
             return Err(errno(libc::EPROTO));
         };
-        let (offset, len) = (b.offset + r.payload.start as u32, r.payload.len() as u32);
+        let (offset, len) = (b.offset.saturating_add(r.payload.start as u32), r.payload.len() as u32);
         Ok(Some(Found { index: b.index, offset, len, whole: u64::from(r.whole), from: r.from, alone: false, last }))
     }
 
