@@ -357,8 +357,8 @@ impl Netd {
         let driver = self.host.device.driver().map_or(0, |d| d.driver_counters().rx_dropped);
         filter.end_period(self.receive_drops.since_last(device.saturating_add(driver)));
         // The device sheds the period's low-priority datagrams itself
-        // where it can (an inline TAP, before its ring); its drops count
-        // among the link's, which keeps the drop rate while it sheds.
+        // where it can (a TAP, before its ring); its drops count among the
+        // link's, which keeps the drop rate while it sheds.
         if self.device_sheds == Some(false) {
             return;
         }
@@ -366,7 +366,13 @@ impl Netd {
         if shed == self.shed {
             return;
         }
-        match self.host.device.set_udp_shed(&shed) {
+        // With a driver, the TAP netd holds takes the program for every
+        // queue of it, the driver's included.
+        let applied = match &mut self.held_tap {
+            Some(tap) => tap.set_udp_shed(&shed),
+            None => self.host.device.set_udp_shed(&shed),
+        };
+        match applied {
             Ok(()) => {
                 self.device_sheds = Some(true);
                 filter.set_shed_by_device(!shed.ports.is_empty());
