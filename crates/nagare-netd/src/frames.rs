@@ -46,8 +46,8 @@ impl Device for FramePath {
         self.device_mut().set_syn_filter(filter)
     }
 
-    /// An inline TAP sheds; a driver does not, and netd's filter drops
-    /// what it would have.
+    /// An inline TAP sheds; a driver's link does not (netd gives the TAP
+    /// it holds for the driver the program instead).
     fn set_udp_shed(&mut self, shed: &UdpShed) -> io::Result<()> {
         self.device_mut().set_udp_shed(shed)
     }
