@@ -859,7 +859,14 @@ impl Device for TapDevice {
             return Ok(());
         }
         self.shed = shed.clone();
-        self.apply_filter()
+        let applied = self.apply_filter();
+        if applied.is_err() {
+            // The SYN filter alone again, as it was given: a failed shed
+            // must not leave the engine believing the device guards SYNs.
+            self.shed = UdpShed::default();
+            let _ = self.apply_filter();
+        }
+        applied
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -379,11 +379,11 @@ impl Netd {
                 self.shed = shed;
             }
             Err(e) => {
-                if e.kind() == io::ErrorKind::Unsupported {
-                    self.device_sheds = Some(false);
-                } else {
+                // Not asked again: netd's own B1 drops for the device.
+                if e.kind() != io::ErrorKind::Unsupported {
                     log::warn!("the device would not shed datagrams: {e}; netd drops them itself");
                 }
+                self.device_sheds = Some(false);
                 filter.set_shed_by_device(false);
                 self.shed = UdpShed::default();
             }
