@@ -75,9 +75,9 @@ const IP_SOURCE: u32 = IP + 12;
 /// The shortest frame the loads at fixed offsets fit in: an Ethernet
 /// header and a 20-byte IP header.
 const MIN_IP_FRAME: u32 = IP + 20;
-/// Past the IP header (whose length is in X): the destination port and
-/// the flags.
-const TCP_DST_PORT: u32 = IP + 2;
+/// Past the IP header (whose length is in X): the destination port (of
+/// TCP and UDP alike) and TCP's flags.
+const DST_PORT: u32 = IP + 2;
 const TCP_FLAGS: u32 = IP + 13;
 /// The frame's length less the IP header's must reach past the flags.
 const TCP_FLAGS_END: u32 = TCP_FLAGS + 1;
@@ -118,6 +118,41 @@ fn stmt(code: u16, k: u32) -> libc::sock_filter {
     libc::sock_filter { code, jt: 0, jf: 0, k }
 }
 
+/// A conditional jump at instruction `at` to `on_true` or `on_false`,
+/// both after it and within `u8::MAX` of it (each program's layout
+/// ensures so).
+fn jump(at: usize, code: u16, k: u32, on_true: usize, on_false: usize) -> libc::sock_filter {
+    let rel = |to: usize| -> u8 { u8::try_from(to - at - 1).unwrap_or(u8::MAX) };
+    libc::sock_filter { code: JMP | code, jt: rel(on_true), jf: rel(on_false), k }
+}
+
+/// The 14 instructions that start a program's part for `protocol`,
+/// pushed onto `p` from its instruction 0 (or the part's first): a frame
+/// with an out-of-band VLAN tag, shorter than an Ethernet and an IPv4
+/// header, not IPv4, not `protocol`, a later fragment, or too short to
+/// reach `end` bytes past its IP header goes to `out`; the rest goes on
+/// with X holding the IP header's length.
+fn transport_header(p: &mut Vec<libc::sock_filter>, protocol: u32, end: u32, out: usize) {
+    let base = p.len();
+    let at = |i: usize| base + i;
+    p.push(stmt(LD | W | ABS, VLAN_TAG_PRESENT)); // 0
+    p.push(jump(at(1), JEQ, 1, out, at(2)));
+    p.push(stmt(LD | W | LEN, 0)); // 2
+    p.push(jump(at(3), JGE, MIN_IP_FRAME, at(4), out));
+    p.push(stmt(LD | H | ABS, ETHERTYPE)); // 4
+    p.push(jump(at(5), JEQ, ETHERTYPE_IPV4, at(6), out));
+    p.push(stmt(LD | B | ABS, IP_PROTOCOL)); // 6
+    p.push(jump(at(7), JEQ, protocol, at(8), out));
+    p.push(stmt(LD | H | ABS, IP_FRAGMENT)); // 8
+    p.push(jump(at(9), JSET, FRAGMENT_OFFSET_MASK, out, at(10)));
+    p.push(stmt(LDX | B | MSH, IP)); // 10: X = IP header length
+                                     // len - end >= X: `end` bytes past the IP header are within the
+                                     // frame (the length is at least 34 here, so it does not wrap).
+    p.push(stmt(LD | W | LEN, 0)); // 11
+    p.push(stmt(ALU | SUB, end)); // 12
+    p.push(jump(at(13), JGE | X, 0, at(14), out));
+}
+
 /// The program for `filter` and `shed`; `None` when it drops nothing
 /// (the SYN filter not engaged or with no port, and nothing shed).
 pub fn program_for(filter: &SynFilter, shed: &UdpShed) -> Option<Vec<libc::sock_filter>> {
@@ -143,31 +178,9 @@ fn udp_part(ports: &[(u16, u32)]) -> Vec<libc::sock_filter> {
     let draws = UDP_HEADER + ports.len() + 1;
     let drop = draws + 2 * ports.len();
     let next = drop + 1;
-    let rel = |from: usize, to: usize| -> u8 { u8::try_from(to - from - 1).unwrap_or(u8::MAX) };
-    let jump = |at: usize, code: u16, k: u32, on_true: usize, on_false: usize| libc::sock_filter {
-        code: JMP | code,
-        jt: rel(at, on_true),
-        jf: rel(at, on_false),
-        k,
-    };
     let mut p = Vec::with_capacity(next);
-    p.push(stmt(LD | W | ABS, VLAN_TAG_PRESENT)); // 0
-    p.push(jump(1, JEQ, 1, next, 2));
-    p.push(stmt(LD | W | LEN, 0)); // 2
-    p.push(jump(3, JGE, MIN_IP_FRAME, 4, next));
-    p.push(stmt(LD | H | ABS, ETHERTYPE)); // 4
-    p.push(jump(5, JEQ, ETHERTYPE_IPV4, 6, next));
-    p.push(stmt(LD | B | ABS, IP_PROTOCOL)); // 6
-    p.push(jump(7, JEQ, PROTOCOL_UDP, 8, next));
-    p.push(stmt(LD | H | ABS, IP_FRAGMENT)); // 8
-    p.push(jump(9, JSET, FRAGMENT_OFFSET_MASK, next, 10));
-    p.push(stmt(LDX | B | MSH, IP)); // 10: X = IP header length
-                                     // len - 18 >= X: the destination port is within the frame (the
-                                     // length is at least 34 here: no wrap).
-    p.push(stmt(LD | W | LEN, 0)); // 11
-    p.push(stmt(ALU | SUB, UDP_PORT_END)); // 12
-    p.push(jump(13, JGE | X, 0, 14, next));
-    p.push(stmt(LD | H | IND, TCP_DST_PORT)); // 14: UDP's is at the same place
+    transport_header(&mut p, PROTOCOL_UDP, UDP_PORT_END, next);
+    p.push(stmt(LD | H | IND, DST_PORT)); // 14
     debug_assert_eq!(p.len(), UDP_HEADER);
     for (i, &(port, _)) in ports.iter().enumerate() {
         let at = UDP_HEADER + i;
@@ -200,34 +213,12 @@ pub fn program(filter: &SynFilter) -> Option<Vec<libc::sock_filter>> {
     let pass = draw + 2;
     let drop = pass + 1;
     // Every jump is forward and within `u8::MAX` (MAX_PROGRAM above).
-    let rel = |from: usize, to: usize| -> u8 { u8::try_from(to - from - 1).unwrap_or(u8::MAX) };
-    let jump = |at: usize, code: u16, k: u32, on_true: usize, on_false: usize| libc::sock_filter {
-        code: JMP | code,
-        jt: rel(at, on_true),
-        jf: rel(at, on_false),
-        k,
-    };
     let mut p = Vec::with_capacity(drop + 1);
-    p.push(stmt(LD | W | ABS, VLAN_TAG_PRESENT)); // 0
-    p.push(jump(1, JEQ, 1, pass, 2));
-    p.push(stmt(LD | W | LEN, 0)); // 2
-    p.push(jump(3, JGE, MIN_IP_FRAME, 4, pass));
-    p.push(stmt(LD | H | ABS, ETHERTYPE)); // 4
-    p.push(jump(5, JEQ, ETHERTYPE_IPV4, 6, pass));
-    p.push(stmt(LD | B | ABS, IP_PROTOCOL)); // 6
-    p.push(jump(7, JEQ, PROTOCOL_TCP, 8, pass));
-    p.push(stmt(LD | H | ABS, IP_FRAGMENT)); // 8
-    p.push(jump(9, JSET, FRAGMENT_OFFSET_MASK, pass, 10));
-    p.push(stmt(LDX | B | MSH, IP)); // 10: X = IP header length
-                                     // len - 28 >= X, that is, the flags are within the frame; the
-                                     // length is at least 34 here, so the subtraction does not wrap.
-    p.push(stmt(LD | W | LEN, 0)); // 11
-    p.push(stmt(ALU | SUB, TCP_FLAGS_END)); // 12
-    p.push(jump(13, JGE | X, 0, 14, pass));
+    transport_header(&mut p, PROTOCOL_TCP, TCP_FLAGS_END, pass);
     p.push(stmt(LD | B | IND, TCP_FLAGS)); // 14
     p.push(stmt(ALU | AND, SYN_RST_ACK)); // 15
     p.push(jump(16, JEQ, SYN, 17, pass));
-    p.push(stmt(LD | H | IND, TCP_DST_PORT)); // 17
+    p.push(stmt(LD | H | IND, DST_PORT)); // 17
     debug_assert_eq!(p.len(), HEADER);
     for (i, port) in ports.iter().enumerate() {
         let at = HEADER + i;
