@@ -470,6 +470,41 @@ impl Waiter {
             self.stats.empty_wakeups += 1;
         }
     }
+
+    /// [`Waiter::prepare_sleep`] over several rings, for a caller that
+    /// sleeps in its own `poll` set on [`Waiter::fd`] beside other
+    /// descriptors: asks every ring's producer for wake-ups and re-checks
+    /// them. `true`: a ring holds a descriptor, do not sleep (all are
+    /// marked awake again); `false`: sleep, then call
+    /// [`Waiter::woke_any`].
+    pub fn prepare_sleep_any(&mut self, rings: &mut [&mut Consumer]) -> Result<bool, RingError> {
+        for c in rings.iter() {
+            set_asleep(c.polling_flag());
+        }
+        self.polling = false;
+        for c in rings.iter_mut() {
+            if c.available()? > 0 {
+                self.mark_awake(rings);
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// After [`Waiter::prepare_sleep_any`] and a sleep (or none): resets
+    /// the eventfd and marks every ring's consumer awake.
+    pub fn woke_any(&mut self, rings: &[&mut Consumer]) -> io::Result<()> {
+        self.fd.drain()?;
+        self.mark_awake(rings);
+        Ok(())
+    }
+
+    fn mark_awake(&mut self, rings: &[&mut Consumer]) {
+        for c in rings.iter() {
+            set_awake(c.polling_flag());
+        }
+        self.polling = true;
+    }
 }
 
 #[cfg(test)]
@@ -556,6 +591,27 @@ mod tests {
         let t = Instant::now();
         assert_eq!(w.wait(&mut c, Some(Duration::from_millis(20))).unwrap(), WaitOutcome::TimedOut);
         assert!(t.elapsed() >= Duration::from_millis(20));
+    }
+
+    #[test]
+    fn a_caller_sleeping_in_its_own_poll_is_woken_by_either_ring() {
+        let mut both = rings(2);
+        let (mut p1, mut c1) = both.pop().unwrap();
+        let (_p0, mut c0) = both.pop().unwrap();
+        let efd = eventfd().unwrap();
+        let mut n = Notifier::new(efd.try_clone().unwrap());
+        let mut w = Waiter::new(efd, Duration::ZERO);
+        assert!(!w.prepare_sleep_any(&mut [&mut c0, &mut c1]).unwrap(), "empty rings: sleep");
+        assert!(!w.fd.wait_readable(Some(Duration::ZERO)).unwrap());
+        n.push_batch(&mut p1, &[d(1)]).unwrap();
+        assert!(w.fd.wait_readable(Some(Duration::ZERO)).unwrap(), "the second ring's producer signalled");
+        w.woke_any(&[&mut c0, &mut c1]).unwrap();
+        assert!(!w.fd.wait_readable(Some(Duration::ZERO)).unwrap(), "woke_any resets the eventfd");
+        // Awake again: a producer does not signal, and the ring that holds a
+        // descriptor says not to sleep.
+        n.push_batch(&mut p1, &[d(2)]).unwrap();
+        assert!(!w.fd.wait_readable(Some(Duration::ZERO)).unwrap());
+        assert!(w.prepare_sleep_any(&mut [&mut c0, &mut c1]).unwrap());
     }
 
     #[test]

@@ -320,3 +320,34 @@ fn waiting_datagrams_come_several_to_a_receive() {
     let posted = requests(&b) - before;
     assert!(posted <= 12, "{posted} requests for {SENT} datagrams");
 }
+
+/// An event loop of its own sleeps on the session's eventfd beside its
+/// own descriptors: netd signals it when data arrives. What arrived can
+/// then be counted, peeked at and read again, and a read that may not
+/// wait says `WouldBlock` once it is taken.
+#[test]
+fn an_outside_loop_is_woken_and_arrived_data_is_peeked_counted_and_read() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (mut writer, reader, _a, b) = pair(&netd, 9420);
+    assert_eq!(reader.unread().unwrap(), 0);
+    let mut buf = [0u8; 64];
+    assert_eq!(reader.read_with(&mut buf, false).unwrap_err().kind(), ErrorKind::WouldBlock);
+    let fd = b.prepare_wait().unwrap().expect("nothing arrived: sleep");
+    writer.write_all(b"hello world").unwrap();
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    assert_eq!(unsafe { libc::poll(&mut p, 1, 5000) }, 1, "netd never signalled the eventfd");
+    b.finish_wait().unwrap();
+    let deadline = Instant::now() + LIMIT;
+    while reader.unread().unwrap() < 11 {
+        assert!(Instant::now() < deadline, "the bytes never arrived");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(reader.peek_with(&mut buf[..5], false).unwrap(), 5);
+    assert_eq!(&buf[..5], b"hello");
+    assert_eq!(reader.unread().unwrap(), 11, "a peek takes nothing");
+    assert_eq!(reader.read_with(&mut buf, false).unwrap(), 11);
+    assert_eq!(&buf[..11], b"hello world");
+    assert_eq!(reader.read_with(&mut buf, false).unwrap_err().kind(), ErrorKind::WouldBlock);
+    assert_eq!(reader.peek_with(&mut buf, false).unwrap_err().kind(), ErrorKind::WouldBlock);
+    assert_eq!(reader.unread().unwrap(), 0);
+}

@@ -191,6 +191,33 @@ impl Session {
         }
     }
 
+    /// For an event loop that sleeps in its own `poll` (or `epoll`) beside
+    /// other descriptors: takes what netd completed, then asks netd to
+    /// signal the session's eventfd on its next completion. `Some(fd)`:
+    /// sleep until `fd` (valid while the session lives) or one of the
+    /// loop's own descriptors is readable, then call
+    /// [`Session::finish_wait`]; `None`: completions arrived meanwhile, so
+    /// look at readiness again without sleeping. Either way readiness is
+    /// then read with [`crate::poll::poll`] and a zero limit. netd's death
+    /// does not signal the fd: sleep in slices (say [`LIVENESS_SLICE`]).
+    pub fn prepare_wait(&self) -> io::Result<Option<std::os::fd::RawFd>> {
+        use std::os::fd::AsRawFd;
+        let mut c = self.lock()?;
+        c.check_alive()?;
+        c.collect()?;
+        let Conn { waiter, completions, direct, .. } = &mut *c;
+        let arrived = waiter.prepare_sleep_any(&mut [completions, direct]).map_err(io::Error::other)?;
+        Ok((!arrived).then(|| c.waiter.fd().as_raw_fd()))
+    }
+
+    /// After [`Session::prepare_wait`] gave a descriptor and the loop slept
+    /// (or did not): resets the eventfd and stops netd's signals.
+    pub fn finish_wait(&self) -> io::Result<()> {
+        let mut c = self.lock()?;
+        let Conn { waiter, completions, direct, .. } = &mut *c;
+        waiter.woke_any(&[completions, direct])
+    }
+
     /// The largest payload one call moves (one region buffer).
     pub fn max_chunk(&self) -> usize {
         self.inner.lock().map_or(0, |c| c.pool.buffer_size() as usize)

@@ -320,30 +320,64 @@ impl TcpStream {
         self.h.netd.lock()?.path_error(self.h.id)
     }
 
+    /// Bytes that arrived and were not read yet (what `FIONREAD` says);
+    /// a read of at least this many takes them without waiting.
+    pub fn unread(&self) -> io::Result<usize> {
+        let mut c = self.h.netd.lock()?;
+        c.collect()?;
+        c.unread(self.h.id).ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))
+    }
+
     /// Whether Nagle's algorithm is off.
     pub fn nodelay(&self) -> io::Result<bool> {
         self.option(SockOption::NoDelay).map(|v| v != 0)
     }
 
-    /// Takes what netd already delivered (see `crate::path`), waiting for
-    /// data unless non-blocking.
-    fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+    /// As `read`, and with `may_wait` false it never waits, whatever the
+    /// socket's mode (`recv`'s `MSG_DONTWAIT`): `WouldBlock` when nothing
+    /// arrived.
+    pub fn read_with(&self, buf: &mut [u8], may_wait: bool) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
         }
         let id = self.h.id;
-        self.h.netd.until(self.mode.is_on(), self.read_limit.get(), |c| c.read_stream(id, buf))
+        let nonblocking = self.mode.is_on() || !may_wait;
+        self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_stream(id, buf))
     }
 
-    /// Queues what the send buffer has room for and returns, waiting for
-    /// room unless non-blocking.
-    fn send(&self, buf: &[u8]) -> io::Result<usize> {
+    /// As [`TcpStream::read_with`], leaving the bytes to be read again
+    /// (`recv`'s `MSG_PEEK`).
+    pub fn peek_with(&self, buf: &mut [u8], may_wait: bool) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let id = self.h.id;
+        let nonblocking = self.mode.is_on() || !may_wait;
+        self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.peek_stream(id, buf))
+    }
+
+    /// As `write`, and with `may_wait` false it never waits, whatever the
+    /// socket's mode: `WouldBlock` when the send buffer is full.
+    pub fn write_with(&self, buf: &[u8], may_wait: bool) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
         }
         let id = self.h.id;
         let template = request(Op::Send, id);
-        self.h.netd.until(self.mode.is_on(), self.write_limit.get(), |c| c.queue_stream(id, buf, &template))
+        let nonblocking = self.mode.is_on() || !may_wait;
+        self.h.netd.until(nonblocking, self.write_limit.get(), |c| c.queue_stream(id, buf, &template))
+    }
+
+    /// Takes what netd already delivered (see `crate::path`), waiting for
+    /// data unless non-blocking.
+    fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_with(buf, true)
+    }
+
+    /// Queues what the send buffer has room for and returns, waiting for
+    /// room unless non-blocking.
+    fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        self.write_with(buf, true)
     }
 }
 
@@ -394,10 +428,17 @@ impl TcpListener {
 
     /// Listens through `netd` (backlog 128).
     pub fn bind_via(netd: &Session, addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+        TcpListener::listen_via(netd, addr, 128)
+    }
+
+    /// Listens through `netd` with an accept queue of `backlog`
+    /// connections (`listen(2)`'s, held to 1 to
+    /// [`nagare_request::MAX_BACKLOG`]).
+    pub fn listen_via(netd: &Session, addr: impl ToSocketAddrs, backlog: u32) -> io::Result<TcpListener> {
         let local = v4(addr)?;
         let mut r = request(Op::Listen, 0);
         r.aux[0] = encode_addr(local);
-        r.aux[1] = 128;
+        r.aux[1] = u64::from(backlog).clamp(1, nagare_request::MAX_BACKLOG);
         let (c, _) = netd.call(r, Data::None)?;
         Ok(TcpListener {
             h: Handle { netd: netd.clone(), id: c.aux[0] as u32 },
@@ -514,13 +555,20 @@ impl UdpSocket {
     /// the buffer comes back once it is on the device. An error netd meets
     /// later (an unreachable host) is returned by the socket's next call.
     pub fn send_to(&self, buf: &[u8], addr: impl ToSocketAddrs) -> io::Result<usize> {
+        self.send_to_with(buf, addr, true)
+    }
+
+    /// As [`UdpSocket::send_to`], and with `may_wait` false it never
+    /// waits, whatever the socket's mode (`MSG_DONTWAIT`).
+    pub fn send_to_with(&self, buf: &[u8], addr: impl ToSocketAddrs, may_wait: bool) -> io::Result<usize> {
         if buf.len() > self.h.netd.max_chunk() {
             return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
         }
         let id = self.h.id;
         let mut template = request(Op::SendTo, id);
         template.aux[0] = encode_addr(v4(addr)?);
-        self.h.netd.until(self.mode.is_on(), None, |c| c.queue_datagram(id, buf, &template))
+        let nonblocking = self.mode.is_on() || !may_wait;
+        self.h.netd.until(nonblocking, None, |c| c.queue_datagram(id, buf, &template))
     }
 
     /// [`UdpSocket::send_to`] by the zero-copy path (netd lends the buffer
@@ -550,9 +598,15 @@ impl UdpSocket {
     /// As [`UdpSocket::recv_from`], with the datagram's whole length too
     /// (as Linux's `MSG_TRUNC`): bytes copied, bytes sent, sender.
     pub fn recv_from_trunc(&self, buf: &mut [u8]) -> io::Result<(usize, usize, SocketAddr)> {
+        self.recv_from_with(buf, true)
+    }
+
+    /// As [`UdpSocket::recv_from_trunc`], and with `may_wait` false it
+    /// never waits, whatever the socket's mode (`MSG_DONTWAIT`).
+    pub fn recv_from_with(&self, buf: &mut [u8], may_wait: bool) -> io::Result<(usize, usize, SocketAddr)> {
         let id = self.h.id;
-        let (n, whole, from) =
-            self.h.netd.until(self.mode.is_on(), self.read_limit.get(), |c| c.read_datagram(id, buf))?;
+        let nonblocking = self.mode.is_on() || !may_wait;
+        let (n, whole, from) = self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_datagram(id, buf))?;
         Ok((n, whole, addr_of(from)))
     }
 }

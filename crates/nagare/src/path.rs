@@ -421,6 +421,26 @@ impl Conn {
         self.end_or_error(id)
     }
 
+    /// As [`Conn::read_stream`], leaving the bytes to be read again
+    /// (`MSG_PEEK`).
+    pub(crate) fn peek_stream(&mut self, id: u32, out: &mut [u8]) -> io::Result<Option<usize>> {
+        let mut n = 0;
+        if let Some(p) = self.paths.get(&id) {
+            for a in &p.arrived {
+                if n == out.len() {
+                    break;
+                }
+                let k = ((a.buf.len - a.taken) as usize).min(out.len() - n);
+                self.pool.read(a.buf.index, a.buf.offset + a.taken, &mut out[n..n + k]).map_err(io::Error::other)?;
+                n += k;
+            }
+        }
+        if n > 0 {
+            return Ok(Some(n));
+        }
+        self.end_or_error(id)
+    }
+
     /// Nothing to read on `id`: the end of the stream (`Some(0)`), its
     /// error, or `None` (a receive is posted to wait for data).
     fn end_or_error(&mut self, id: u32) -> io::Result<Option<usize>> {
@@ -699,6 +719,13 @@ impl Conn {
     pub(crate) fn path_error(&mut self, id: u32) -> io::Result<Option<io::Error>> {
         self.collect()?;
         Ok(self.take_error(id))
+    }
+
+    /// The stream bytes socket `id` holds that were not read yet (what
+    /// `FIONREAD` says), or `None` if it has no stream path.
+    pub(crate) fn unread(&self, id: u32) -> Option<usize> {
+        let p = self.paths.get(&id).filter(|p| p.kind == Kind::Stream)?;
+        Some(p.arrived.iter().map(|a| a.buf.len.saturating_sub(a.taken) as usize).sum())
     }
 
     /// What socket `id` is ready for by its path (`READABLE`, `WRITABLE`,
