@@ -32,6 +32,10 @@ use std::collections::HashMap;
 /// (`ENOBUFS`) rather than made too small to carry a window.
 pub(crate) const BUFFER_FLOOR: usize = 16 * 1024;
 
+/// A new connection takes at most one part in this many of the room its
+/// client has left.
+pub(crate) const CONNECTION_SHARE: usize = 4;
+
 /// The largest receive queue netd gives a UDP socket: as much as a TCP
 /// receive buffer (the engine's default, 4 MiB, would let two sockets take
 /// a client's whole budget).
@@ -118,18 +122,22 @@ impl Memory {
     }
 
     /// Send and receive buffer sizes for a new connection of client `key`
-    /// that wants `send` and `recv`: what it wants if that fits, else the
-    /// room shared between them (neither below the floor), else `None`.
+    /// that wants `send` and `recv`: what it wants if that is at most a
+    /// [`CONNECTION_SHARE`] of the room the client has left, else half that
+    /// share each (in 4 KiB steps, neither below the floor), else `None`. A server's
+    /// connections thus shrink as they multiply, and the room is never
+    /// spent on the first few.
     pub fn grant_connection(&self, key: u64, send: usize, recv: usize) -> Option<(usize, usize)> {
         let room = self.room(key, 0);
-        if send.saturating_add(recv) <= room {
-            return Some((send, recv));
-        }
         if room < 2 * BUFFER_FLOOR {
             return None;
         }
-        let s = send.min((room / 2).max(room.saturating_sub(recv)));
-        Some((s, recv.min(room - s)))
+        let share = room / CONNECTION_SHARE;
+        if send.saturating_add(recv) <= share {
+            return Some((send, recv));
+        }
+        let each = (share / 2 / 4096 * 4096).max(BUFFER_FLOOR);
+        Some((send.min(each), recv.min(each)))
     }
 
     /// A receive queue for a new UDP socket of client `key` that wants
@@ -265,17 +273,20 @@ mod tests {
 
     #[test]
     fn a_connection_gets_what_it_wants_then_a_share_then_nothing() {
-        let m = memory(600 * 1024, 64 << 20);
+        let m = memory(2304 * 1024, 64 << 20);
         assert_eq!(m.grant_connection(1, 262144, 262144), Some((262144, 262144)));
         m.charge(1, 1, 524288);
-        // 88 KiB left: shared, neither below the floor.
-        assert_eq!(m.grant_connection(1, 262144, 262144), Some((45056, 45056)));
-        m.charge(1, 2, 90112);
+        // 1.75 MiB left, a quarter of it is 448 KiB: 224 KiB each.
+        assert_eq!(m.grant_connection(1, 262144, 262144), Some((229376, 229376)));
+        m.charge(1, 2, 1_769_472);
+        // 64 KiB left: the floor each, then nothing.
+        assert_eq!(m.grant_connection(1, 262144, 262144), Some((16384, 16384)));
+        m.charge(1, 3, 32768 + 16384);
         assert_eq!(m.grant_connection(1, 262144, 262144), None);
         // Another client has its own budget.
         assert_eq!(m.grant_connection(2, 262144, 262144), Some((262144, 262144)));
         m.release(1, 1);
-        assert_eq!(m.client_charged(1), 90112);
+        assert_eq!(m.client_charged(1), 2304 * 1024 - 16384 - 524288);
         m.release_all(1);
         assert_eq!((m.client_charged(1), m.line().charged), (0, 0));
     }

@@ -121,13 +121,14 @@ fn transfer(session: &nagare::Session) {
     }
 }
 
-/// A client's budget holds four connections with full buffers and 100 KiB
-/// more: its fifth connection gets both buffers shrunk into what is left
-/// (neither below the floor), its sixth and a UDP socket `ENOBUFS`; a
-/// send buffer grows only by what a shrink freed. It
-/// fills every send buffer towards an echo it never reads back, and
-/// another client still connects with full buffers and moves 1 MiB
-/// through the same echo.
+/// A client's budget of four connections with full buffers and 100 KiB
+/// more: its first connection gets full buffers, each later one half of a
+/// quarter of what is left for each buffer (in 4 KiB steps, never below
+/// the floor), until the room is under two floors: then a connection and
+/// a UDP socket get `ENOBUFS`; a send buffer grows only by what is left,
+/// and by what a shrink freed. It fills every send buffer towards an echo
+/// it never reads back, and another client still connects with full
+/// buffers and moves 1 MiB through the same echo.
 #[test]
 fn a_client_past_its_budget_gets_smaller_buffers_then_enobufs_and_another_goes_on() {
     let budget = 4 * 2 * FULL + 100 * 1024;
@@ -137,26 +138,26 @@ fn a_client_past_its_budget_gets_smaller_buffers_then_enobufs_and_another_goes_o
     let other = netd.connect();
     let mut greedy = RawClient::connect(&netd);
     let (mut sockets, mut sizes) = (Vec::new(), Vec::new());
-    for i in 0..4 {
+    let expected: [u64; 14] =
+        [262144, 208896, 155648, 114688, 86016, 65536, 49152, 36864, 28672, 20480, 16384, 16384, 16384, 16384];
+    for (i, want) in expected.into_iter().enumerate() {
         let c = connect(&mut greedy, echo(), false);
         sockets.push(c.result().expect("connect within the budget") as u32);
         sizes.push(c.aux[2]);
-        assert_eq!([c.aux[2], c.aux[3]], [FULL, FULL], "connection {i}: full buffers");
+        assert_eq!([c.aux[2], c.aux[3]], [want, want], "connection {i}");
     }
-    let c = connect(&mut greedy, echo(), false);
-    sockets.push(c.result().expect("a connection with smaller buffers") as u32);
-    sizes.push(c.aux[2]);
-    assert_eq!([c.aux[2], c.aux[3]], [50 * 1024, 50 * 1024], "the fifth shares the 100 KiB left");
-    assert_eq!(connect(&mut greedy, echo(), false).result(), Err(libc::ENOBUFS), "the sixth");
+    let left = budget - 2 * expected.iter().sum::<u64>();
+    assert_eq!(left, 12288);
+    assert_eq!(connect(&mut greedy, echo(), false).result(), Err(libc::ENOBUFS), "past the budget");
     let mut bind = greedy.request(Op::UdpBind);
     bind.aux[0] = encode_addr(at(0));
     assert_eq!(greedy.call(bind).result(), Err(libc::ENOBUFS), "a UDP socket");
 
-    // A resize grows a buffer only as far as the budget goes: at the
-    // budget, not at all; by what a shrink freed, after one.
-    assert_eq!(set_send_buffer(&mut greedy, sockets[0], 1 << 20), Ok(FULL), "at the budget");
+    // A resize grows a buffer only as far as the budget goes: by what is
+    // left, then by what a shrink freed.
+    assert_eq!(set_send_buffer(&mut greedy, sockets[0], 1 << 20), Ok(FULL + left), "by what is left");
     assert_eq!(set_send_buffer(&mut greedy, sockets[0], FULL / 2), Ok(FULL / 2), "a shrink");
-    assert_eq!(set_send_buffer(&mut greedy, sockets[0], 1 << 20), Ok(FULL), "what the shrink freed");
+    assert_eq!(set_send_buffer(&mut greedy, sockets[0], 1 << 20), Ok(FULL + left), "what the shrink freed");
     for (&s, &size) in sockets.iter().zip(&sizes) {
         let sent = fill(&mut greedy, s, size);
         assert!(sent >= size, "the greedy client queued only {sent} bytes");
@@ -167,11 +168,11 @@ fn a_client_past_its_budget_gets_smaller_buffers_then_enobufs_and_another_goes_o
     let line = client_line(&report, greedy.client.id);
     assert_eq!(stat_value(line, " memory "), Some(budget), "{report}");
     assert!(line.contains(&format!(" memory {budget} of {budget} ")), "{line}");
-    assert!(socket_line(&report, greedy.client.id, sockets[4]).contains(" sndbuf 51200 rcvbuf 51200 "), "{report}");
-    assert!(socket_line(&report, greedy.client.id, sockets[0]).contains(" sndbuf 262144 rcvbuf 262144 "), "{report}");
+    assert!(socket_line(&report, greedy.client.id, sockets[1]).contains(" sndbuf 208896 rcvbuf 208896 "), "{report}");
+    assert!(socket_line(&report, greedy.client.id, sockets[0]).contains(" sndbuf 274432 rcvbuf 262144 "), "{report}");
     assert_eq!(stat_value(&report, "netd memory_refused "), Some(2), "{report}");
-    // The fifth connection, and the two resizes that got less.
-    assert_eq!(stat_value(&report, "netd buffers_shrunk "), Some(3), "{report}");
+    // Every connection after the first, and the two resizes that got less.
+    assert_eq!(stat_value(&report, "netd buffers_shrunk "), Some(15), "{report}");
     drop((greedy, other));
     let done = netd.stop();
     assert_eq!(done.stats.buffers_leaked, 0, "{:?}", done.stats);
@@ -281,10 +282,10 @@ fn the_connection_limit_holds_for_connects_and_syns() {
 }
 
 /// With budgets larger than netd's cap (7 MiB of the engine's 8 MiB
-/// pool), one client's connections take the whole cap and another's
-/// connect gets `ENOBUFS`; the first client is killed with its buffers
-/// full, and every byte charged comes back: the other connects with full
-/// buffers and moves 1 MiB.
+/// pool), one client's connections, shrinking as the cap fills, take all
+/// of it and another's connect gets `ENOBUFS`; the first client is killed
+/// with its buffers full, and every byte charged comes back: the other
+/// connects with full buffers and moves 1 MiB.
 #[test]
 fn a_client_killed_past_the_cap_gives_every_byte_back() {
     let netd = NetdThread::start_configured(Placement::Inline, Wire::PeerLink, |c: &mut NetdConfig| {
@@ -293,7 +294,7 @@ fn a_client_killed_past_the_cap_gives_every_byte_back() {
     let other = netd.connect();
     let mut greedy = RawClient::connect(&netd);
     let mut sockets = Vec::new();
-    for _ in 0..16 {
+    for _ in 0..32 {
         match connect(&mut greedy, echo(), false).result() {
             Ok(id) => sockets.push(id as u32),
             Err(e) => {
@@ -302,7 +303,7 @@ fn a_client_killed_past_the_cap_gives_every_byte_back() {
             }
         }
     }
-    assert_eq!(sockets.len(), 14, "7 MiB of connections with full buffers, then ENOBUFS");
+    assert_eq!(sockets.len(), 24, "11 connections with full buffers, 13 smaller ones, then ENOBUFS");
     for &s in &sockets {
         fill(&mut greedy, s, CHUNK as u64);
     }
