@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand};
 use nagare_dev::Impairment;
 use nagare_netd::driver::launch::{run_process, DriverArgs};
 use nagare_netd::NetdBuilder;
-use nagare_tools::{demo, fetch, netd, ping, stat, up, vni};
+use nagare_tools::{demo, fetch, netd, ping, run, stat, up, vni};
 use nagare_wire::{EthernetAddress, Ipv4Cidr};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -209,6 +209,21 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         samples: usize,
     },
+    /// Run a program with its AF_INET sockets through a running netd: the
+    /// preload library (libnagare_preload.so, beside this binary or named by
+    /// NAGARE_PRELOAD) stands in for libc's socket calls; files, pipes, Unix
+    /// and IPv6 sockets stay the kernel's.
+    Run {
+        /// The netd's rendezvous socket (default: NAGARE_NETD, else the
+        /// default socket).
+        #[arg(long)]
+        via: Option<PathBuf>,
+        /// The program.
+        program: std::ffi::OsString,
+        /// Its arguments (after `--` when they start with a dash).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Speed figures, each beside a Linux kernel peer measured in the same run.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -343,6 +358,7 @@ fn main() -> Result<()> {
             std::process::exit(code);
         }
         Command::Stat { via, samples } => stat::run(&via, samples),
+        Command::Run { via, program, args } => run::run(via.as_deref(), &program, &args),
         Command::Perf(command) => command.run(),
         Command::Bench(command) => command.run(),
         Command::Vni(VniCommand::Create { name, ports, mtu, slots }) => vni::create(&name, ports, mtu, slots),

@@ -8,6 +8,7 @@
 //! - [`fetch`]: an HTTP download, on a host of its own or through netd.
 //! - [`netd`]: the inet server, as `nagare_netd::NetdBuilder` builds it.
 //! - [`stat`]: a running netd's report.
+//! - [`run`]: a program whose `AF_INET` sockets go through netd.
 //! - [`vni`]: VNI segments and the bridge to a TAP device.
 //!
 //! What they print is the command's output (on stdout, but for a download's
@@ -18,6 +19,7 @@ pub mod demo;
 pub mod fetch;
 pub mod netd;
 pub mod ping;
+pub mod run;
 pub mod stat;
 pub mod up;
 pub mod vni;

@@ -1,0 +1,373 @@
+//! The calls that make, name, join and end sockets: `socket`, `bind`,
+//! `listen`, `accept4`, `connect`, `shutdown`, `close`, `dup`, `fcntl`,
+//! `ioctl`, `getsockname`, `getpeername`. Each is a request to netd or
+//! none (see `nagare::net`).
+
+use crate::addr::{family, read_v4, write_v4};
+use crate::errors::{errno, say_once};
+use crate::session::session;
+use crate::sock::{apply_stream_options, bind_datagram, Proto, Sock, State};
+use crate::{table, Entered, Res};
+use nagare::net::{TcpListener, TcpStream};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4};
+use std::sync::Arc;
+
+/// A kernel placeholder for a socket of `proto`, close-on-exec if asked.
+fn reserve(proto: Proto, cloexec: bool) -> Res<i32> {
+    let ty = match proto {
+        Proto::Tcp => libc::SOCK_STREAM,
+        Proto::Udp => libc::SOCK_DGRAM,
+    };
+    let flags = if cloexec { libc::SOCK_CLOEXEC } else { 0 };
+    let fd = unsafe { libc::socket(libc::AF_UNIX, ty | flags, 0) };
+    if fd < 0 {
+        return Err(last_errno());
+    }
+    Ok(fd)
+}
+
+pub(crate) fn last_errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// `socket(AF_INET, ty, protocol)`: a TCP or UDP socket (`SOCK_NONBLOCK`
+/// and `SOCK_CLOEXEC` taken); `EPROTONOSUPPORT` for any other kind (raw
+/// sockets included: nothing of this process's IPv4 reaches the kernel's
+/// stack), `ENETDOWN` when netd cannot be reached.
+pub fn socket(ty: i32, protocol: i32) -> Res<i32> {
+    let _in = Entered::new();
+    let kind = ty & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
+    let proto = match (kind, protocol) {
+        (libc::SOCK_STREAM, 0 | libc::IPPROTO_TCP) => Proto::Tcp,
+        (libc::SOCK_DGRAM, 0 | libc::IPPROTO_UDP) => Proto::Udp,
+        _ => {
+            say_once(&format!("AF_INET socket of type {kind} protocol {protocol} refused: TCP and UDP only"));
+            return Err(libc::EPROTONOSUPPORT);
+        }
+    };
+    session()?;
+    let fd = reserve(proto, ty & libc::SOCK_CLOEXEC != 0)?;
+    table::insert(fd, Arc::new(Sock::new(proto, State::Fresh, ty & libc::SOCK_NONBLOCK != 0)));
+    Ok(fd)
+}
+
+/// `bind`: a UDP socket is bound in netd now; a TCP socket keeps the
+/// address for its `listen` (so a port taken shows there, not here).
+///
+/// # Safety
+/// `addr` points to `len` readable bytes.
+pub unsafe fn bind(fd: i32, addr: *const libc::sockaddr, len: libc::socklen_t) -> Res<()> {
+    let _in = Entered::new();
+    let s = table::get(fd)?;
+    let at = unsafe { read_v4(addr, len) }?;
+    let mut g = s.lock()?;
+    if !matches!(g.state, State::Fresh) || g.bound.is_some() {
+        return Err(libc::EINVAL);
+    }
+    if s.proto == Proto::Udp {
+        let d = bind_datagram(at, &g.options, s.is_nonblocking())?;
+        g.state = State::Datagram(Arc::new(d));
+    }
+    g.bound = Some(at);
+    Ok(())
+}
+
+/// `listen`: the TCP socket becomes a listener on its bound address (a
+/// second `listen` keeps the first backlog). A listener needs a port:
+/// `EINVAL` without one.
+pub fn listen(fd: i32, backlog: i32) -> Res<()> {
+    let _in = Entered::new();
+    let s = table::get(fd)?;
+    if s.proto != Proto::Tcp {
+        return Err(libc::EOPNOTSUPP);
+    }
+    let mut g = s.lock()?;
+    match g.state {
+        State::Fresh => {}
+        State::Listener(_) => return Ok(()),
+        _ => return Err(libc::EINVAL),
+    }
+    let Some(at) = g.bound.filter(|a| a.port() != 0) else {
+        say_once("listen on a socket without a port is refused: bind one first");
+        return Err(libc::EINVAL);
+    };
+    let backlog = u32::try_from(backlog).unwrap_or(1);
+    let l = TcpListener::listen_via(&session()?, at, backlog).map_err(|e| errno(&e))?;
+    l.set_nonblocking(s.is_nonblocking()).map_err(|e| errno(&e))?;
+    g.state = State::Listener(Arc::new(l));
+    Ok(())
+}
+
+/// `accept4`: the listener's next connection under a new number
+/// (`SOCK_NONBLOCK`, `SOCK_CLOEXEC` taken), its peer written to `addr`.
+///
+/// # Safety
+/// `addr` is null or `len` is valid and `addr` has `*len` writable bytes.
+pub unsafe fn accept4(fd: i32, addr: *mut libc::sockaddr, len: *mut libc::socklen_t, flags: i32) -> Res<i32> {
+    let _in = Entered::new();
+    if flags & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) != 0 {
+        return Err(libc::EINVAL);
+    }
+    let s = table::get(fd)?;
+    s.touch();
+    let (l, options) = {
+        let g = s.lock()?;
+        match &g.state {
+            State::Listener(l) => (l.clone(), copy_options(&g.options)),
+            _ => return Err(libc::EINVAL),
+        }
+    };
+    let (stream, peer) = l.accept().map_err(|e| errno(&e))?;
+    let nonblocking = flags & libc::SOCK_NONBLOCK != 0;
+    apply_stream_options(&stream, &options, nonblocking)?;
+    let new = reserve(Proto::Tcp, flags & libc::SOCK_CLOEXEC != 0)?;
+    let sock = Sock::new(Proto::Tcp, State::Stream(Arc::new(stream)), nonblocking);
+    table::insert(new, Arc::new(sock));
+    if let Err(e) = unsafe { write_v4(peer, addr, len) } {
+        let _ = close(new);
+        return Err(e);
+    }
+    Ok(new)
+}
+
+/// The options a listener passes on to the connections it accepts.
+fn copy_options(o: &crate::sock::Options) -> crate::sock::Options {
+    crate::sock::Options { nodelay: o.nodelay, keepalive: o.keepalive, ..Default::default() }
+}
+
+/// `connect`. TCP: the handshake completes (or fails) before this
+/// returns, non-blocking sockets included, so a program that expected
+/// `EINPROGRESS` finds the socket already connected (`SO_ERROR` 0, and
+/// writable). UDP: sets the peer (`AF_UNSPEC` clears it), binding the
+/// socket first if it is not.
+///
+/// # Safety
+/// `addr` points to `len` readable bytes.
+pub unsafe fn connect(fd: i32, addr: *const libc::sockaddr, len: libc::socklen_t) -> Res<()> {
+    let _in = Entered::new();
+    let s = table::get(fd)?;
+    if s.proto == Proto::Udp {
+        if unsafe { family(addr, len) } == Some(libc::AF_UNSPEC) {
+            s.lock()?.peer = None;
+            return Ok(());
+        }
+        let to = unsafe { read_v4(addr, len) }?;
+        s.datagram()?;
+        s.lock()?.peer = Some(to);
+        return Ok(());
+    }
+    let to = unsafe { read_v4(addr, len) }?;
+    let options = {
+        let g = s.lock()?;
+        match g.state {
+            State::Fresh => {}
+            State::Stream(_) => return Err(libc::EISCONN),
+            _ => return Err(libc::EINVAL),
+        }
+        if g.bound.is_some_and(|b| b.port() != 0) {
+            say_once("bind before connect: the port bound is not used, netd picks the connection's own");
+        }
+        copy_all(&g.options)
+    };
+    let netd = session()?;
+    let stream = match options.send_timeout {
+        Some(limit) => TcpStream::connect_timeout_via(&netd, &SocketAddr::V4(to), limit),
+        None => TcpStream::connect_via(&netd, to),
+    }
+    .map_err(|e| match errno(&e) {
+        libc::EAGAIN => libc::ETIMEDOUT,
+        n => n,
+    })?;
+    apply_stream_options(&stream, &options, s.is_nonblocking())?;
+    let mut g = s.lock()?;
+    if !matches!(g.state, State::Fresh) {
+        // Another thread connected it meanwhile.
+        return Err(libc::EISCONN);
+    }
+    g.state = State::Stream(Arc::new(stream));
+    Ok(())
+}
+
+fn copy_all(o: &crate::sock::Options) -> crate::sock::Options {
+    crate::sock::Options {
+        send_buffer: o.send_buffer,
+        recv_buffer: o.recv_buffer,
+        nodelay: o.nodelay,
+        reuse_addr: o.reuse_addr,
+        reuse_port: o.reuse_port,
+        keepalive: o.keepalive,
+        linger: o.linger,
+        tos: o.tos,
+        recv_timeout: o.recv_timeout,
+        send_timeout: o.send_timeout,
+    }
+}
+
+/// `shutdown` of a connected stream (`SHUT_RD`, `SHUT_WR`, `SHUT_RDWR`).
+pub fn shutdown(fd: i32, how: i32) -> Res<()> {
+    let _in = Entered::new();
+    let s = table::get(fd)?;
+    let how = match how {
+        libc::SHUT_RD => Shutdown::Read,
+        libc::SHUT_WR => Shutdown::Write,
+        libc::SHUT_RDWR => Shutdown::Both,
+        _ => return Err(libc::EINVAL),
+    };
+    s.stream()?.shutdown(how).map_err(|e| errno(&e))
+}
+
+/// `close`: the number goes back to the kernel; the socket closes in netd
+/// with its last number (a stream sends what it queued, then its FIN).
+/// In a child after `fork`, an inherited socket is let go of without a
+/// word to netd: it is the parent's.
+pub fn close(fd: i32) -> Res<()> {
+    let _in = Entered::new();
+    crate::epoll::forget(fd);
+    let sock = table::remove(fd);
+    if let Some(s) = sock {
+        if s.pid != std::process::id() {
+            std::mem::forget(s);
+        }
+    }
+    if unsafe { libc::close(fd) } < 0 {
+        return Err(last_errno());
+    }
+    Ok(())
+}
+
+/// `dup`, or `fcntl(F_DUPFD[_CLOEXEC], min)`: a second number, at least
+/// `min`, for the same socket.
+pub fn dup(fd: i32, min: i32, cloexec: bool) -> Res<i32> {
+    let _in = Entered::new();
+    let s = table::get(fd)?;
+    let cmd = if cloexec { libc::F_DUPFD_CLOEXEC } else { libc::F_DUPFD };
+    let new = unsafe { libc::fcntl(fd, cmd, min) };
+    if new < 0 {
+        return Err(last_errno());
+    }
+    table::insert(new, s);
+    Ok(new)
+}
+
+/// `dup2`/`dup3(old, new, flags)` where either number is ours: `new`
+/// names what `old` names (a socket of ours that `new` named before is
+/// closed, as the kernel closes a file).
+pub fn dup3(old: i32, new: i32, flags: i32) -> Res<i32> {
+    let _in = Entered::new();
+    let s = table::get(old).ok();
+    if old == new {
+        // dup2 of a number onto itself; dup3 refuses it.
+        return if flags == 0 && (s.is_some() || unsafe { libc::fcntl(old, libc::F_GETFD) } >= 0) {
+            Ok(new)
+        } else if flags == 0 {
+            Err(libc::EBADF)
+        } else {
+            Err(libc::EINVAL)
+        };
+    }
+    if let Some(gone) = table::remove(new) {
+        if gone.pid != std::process::id() {
+            std::mem::forget(gone);
+        }
+    }
+    let r = unsafe { libc::dup3(old, new, flags) };
+    if r < 0 {
+        return Err(last_errno());
+    }
+    if let Some(s) = s {
+        table::insert(new, s);
+    }
+    Ok(new)
+}
+
+/// `fcntl` on a socket of ours: `F_GETFL`/`F_SETFL` (`O_NONBLOCK`), the
+/// `F_DUPFD` pair; anything else goes to the placeholder (`F_GETFD`,
+/// `F_SETFD` and close-on-exec among them).
+pub fn fcntl(fd: i32, cmd: i32, arg: libc::c_ulong) -> Res<i32> {
+    let _in = Entered::new();
+    let s = table::get(fd)?;
+    match cmd {
+        libc::F_GETFL => Ok(libc::O_RDWR | if s.is_nonblocking() { libc::O_NONBLOCK } else { 0 }),
+        libc::F_SETFL => s.set_nonblocking(arg as i32 & libc::O_NONBLOCK != 0).map(|()| 0),
+        libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
+            dup(fd, i32::try_from(arg).map_err(|_| libc::EINVAL)?, cmd == libc::F_DUPFD_CLOEXEC)
+        }
+        _ => {
+            let r = unsafe { libc::fcntl(fd, cmd, arg) };
+            if r < 0 {
+                Err(last_errno())
+            } else {
+                Ok(r)
+            }
+        }
+    }
+}
+
+/// `ioctl`: `FIONBIO` and `FIONREAD` (the unread bytes of a stream);
+/// `ENOTTY` for the rest.
+///
+/// # Safety
+/// `arg` points to an `int`, readable for `FIONBIO`, writable for
+/// `FIONREAD`.
+pub unsafe fn ioctl(fd: i32, request: libc::c_ulong, arg: *mut libc::c_int) -> Res<i32> {
+    let _in = Entered::new();
+    let s = table::get(fd)?;
+    if arg.is_null() {
+        return Err(libc::EFAULT);
+    }
+    match request {
+        libc::FIONBIO => s.set_nonblocking(unsafe { *arg } != 0).map(|()| 0),
+        libc::FIONREAD => {
+            let n = match &s.lock()?.state {
+                State::Stream(st) => st.unread().map_err(|e| errno(&e))?,
+                State::Datagram(_) => {
+                    say_once("FIONREAD on a UDP socket is refused");
+                    return Err(libc::EOPNOTSUPP);
+                }
+                _ => 0,
+            };
+            unsafe { *arg = i32::try_from(n).unwrap_or(i32::MAX) };
+            Ok(0)
+        }
+        _ => Err(libc::ENOTTY),
+    }
+}
+
+/// `getsockname`: the address the socket is bound to (`0.0.0.0:0` before
+/// it is).
+///
+/// # Safety
+/// As [`accept4`]'s `addr` and `len`.
+pub unsafe fn getsockname(fd: i32, addr: *mut libc::sockaddr, len: *mut libc::socklen_t) -> Res<()> {
+    let _in = Entered::new();
+    let s = table::get(fd)?;
+    let local = {
+        let g = s.lock()?;
+        let r = match &g.state {
+            State::Fresh => Ok(SocketAddr::V4(g.bound.unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)))),
+            State::Listener(l) => l.local_addr(),
+            State::Stream(st) => st.local_addr(),
+            State::Datagram(d) => d.local_addr(),
+        };
+        r.map_err(|e| errno(&e))?
+    };
+    unsafe { write_v4(local, addr, len) }
+}
+
+/// `getpeername`: a stream's peer, or a UDP socket's `connect`ed one.
+///
+/// # Safety
+/// As [`accept4`]'s `addr` and `len`.
+pub unsafe fn getpeername(fd: i32, addr: *mut libc::sockaddr, len: *mut libc::socklen_t) -> Res<()> {
+    let _in = Entered::new();
+    let s = table::get(fd)?;
+    let peer = {
+        let g = s.lock()?;
+        match &g.state {
+            State::Stream(st) => st.peer_addr().map_err(|e| errno(&e))?,
+            State::Datagram(_) if g.peer.is_some() => SocketAddr::V4(g.peer.ok_or(libc::ENOTCONN)?),
+            _ => return Err(libc::ENOTCONN),
+        }
+    };
+    unsafe { write_v4(peer, addr, len) }
+}

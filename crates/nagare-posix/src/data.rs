@@ -1,0 +1,338 @@
+//! Moving bytes: `read`/`write`, `readv`/`writev` and the `send`/`recv`
+//! family, over each socket's data path (a write queues and returns, a
+//! read takes what netd already delivered; see `nagare::net`).
+//!
+//! Flags: `MSG_DONTWAIT` (this call never waits), `MSG_NOSIGNAL` (no
+//! `SIGPIPE` with `EPIPE`), `MSG_WAITALL` (a stream read waits for all
+//! it asked), `MSG_TRUNC` (a datagram's whole length), `MSG_PEEK` on a
+//! stream; `MSG_MORE` and `MSG_EOR` are ignored; `MSG_OOB`, and
+//! `MSG_PEEK` on a datagram socket, are refused.
+
+use crate::addr::{read_v4, write_v4};
+use crate::errors::{errno, say_once};
+use crate::sock::{Proto, Sock};
+use crate::{table, Entered, Res};
+use std::net::{SocketAddr, SocketAddrV4};
+
+/// The most bytes one vectored call gathers (more is a short count, as a
+/// full send buffer gives).
+const GATHER_MAX: usize = 256 * 1024;
+
+/// The most entries of an `iovec` array (Linux's `UIO_MAXIOV`).
+const IOV_MAX: usize = 1024;
+
+/// What one receive gave.
+struct Received {
+    n: usize,
+    /// A datagram's whole length (more than `n` when truncated).
+    whole: usize,
+    from: Option<SocketAddr>,
+}
+
+fn recv_into(s: &Sock, buf: &mut [u8], flags: i32) -> Res<Received> {
+    s.touch();
+    if flags & libc::MSG_OOB != 0 || (flags & libc::MSG_PEEK != 0 && s.proto == Proto::Udp) {
+        say_once("MSG_OOB, and MSG_PEEK on a UDP socket, are refused on nagare sockets");
+        return Err(libc::EOPNOTSUPP);
+    }
+    let may_wait = flags & libc::MSG_DONTWAIT == 0;
+    match s.proto {
+        Proto::Tcp if flags & libc::MSG_PEEK != 0 => {
+            let n = s.stream()?.peek_with(buf, may_wait).map_err(|e| errno(&e))?;
+            Ok(Received { n, whole: n, from: None })
+        }
+        Proto::Tcp => {
+            let st = s.stream()?;
+            let mut n = st.read_with(buf, may_wait).map_err(|e| errno(&e))?;
+            if flags & libc::MSG_WAITALL != 0 && may_wait && n > 0 {
+                while n < buf.len() {
+                    match st.read_with(&mut buf[n..], true) {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => n += k,
+                    }
+                }
+            }
+            Ok(Received { n, whole: n, from: None })
+        }
+        Proto::Udp => {
+            let (d, peer) = s.datagram()?;
+            loop {
+                let (n, whole, from) = d.recv_from_with(buf, may_wait).map_err(|e| errno(&e))?;
+                // A connected UDP socket takes datagrams from its peer only.
+                if peer.is_some_and(|p| from != SocketAddr::V4(p)) {
+                    continue;
+                }
+                return Ok(Received { n, whole, from: Some(from) });
+            }
+        }
+    }
+}
+
+fn send_from(s: &Sock, buf: &[u8], flags: i32, to: Option<SocketAddrV4>) -> Res<usize> {
+    s.touch();
+    if flags & libc::MSG_OOB != 0 {
+        say_once("MSG_OOB is refused on nagare sockets");
+        return Err(libc::EOPNOTSUPP);
+    }
+    let may_wait = flags & libc::MSG_DONTWAIT == 0;
+    let r = match s.proto {
+        Proto::Tcp => s.stream().and_then(|st| st.write_with(buf, may_wait).map_err(|e| errno(&e))),
+        Proto::Udp => {
+            let (d, peer) = s.datagram()?;
+            let to = to.or(peer).ok_or(libc::EDESTADDRREQ)?;
+            d.send_to_with(buf, to, may_wait).map_err(|e| errno(&e))
+        }
+    };
+    if r == Err(libc::EPIPE) && flags & libc::MSG_NOSIGNAL == 0 {
+        // As the kernel does for a write on a closed stream.
+        unsafe { libc::raise(libc::SIGPIPE) };
+    }
+    r
+}
+
+/// `read`.
+///
+/// # Safety
+/// `buf` has `len` writable bytes.
+pub unsafe fn read(fd: i32, buf: *mut u8, len: usize) -> Res<usize> {
+    unsafe { recv(fd, buf, len, 0) }
+}
+
+/// `write` (`SIGPIPE` with `EPIPE`).
+///
+/// # Safety
+/// `buf` has `len` readable bytes.
+pub unsafe fn write(fd: i32, buf: *const u8, len: usize) -> Res<usize> {
+    unsafe { send(fd, buf, len, 0) }
+}
+
+/// `recv`.
+///
+/// # Safety
+/// `buf` has `len` writable bytes.
+pub unsafe fn recv(fd: i32, buf: *mut u8, len: usize, flags: i32) -> Res<usize> {
+    let _in = Entered::new();
+    let s = table::get(fd)?;
+    let out = unsafe { slice_mut(buf, len) }?;
+    let r = recv_into(&s, out, flags)?;
+    Ok(if flags & libc::MSG_TRUNC != 0 { r.whole } else { r.n })
+}
+
+/// `recvfrom`: the sender written to `addr` (a datagram's; a stream
+/// leaves `addr` alone).
+///
+/// # Safety
+/// `buf` has `len` writable bytes; `addr` as `getsockname`'s.
+pub unsafe fn recvfrom(
+    fd: i32,
+    buf: *mut u8,
+    len: usize,
+    flags: i32,
+    addr: *mut libc::sockaddr,
+    addr_len: *mut libc::socklen_t,
+) -> Res<usize> {
+    let _in = Entered::new();
+    let s = table::get(fd)?;
+    let out = unsafe { slice_mut(buf, len) }?;
+    let r = recv_into(&s, out, flags)?;
+    if let Some(from) = r.from {
+        unsafe { write_v4(from, addr, addr_len) }?;
+    }
+    Ok(if flags & libc::MSG_TRUNC != 0 { r.whole } else { r.n })
+}
+
+/// `send`.
+///
+/// # Safety
+/// `buf` has `len` readable bytes.
+pub unsafe fn send(fd: i32, buf: *const u8, len: usize, flags: i32) -> Res<usize> {
+    let _in = Entered::new();
+    let s = table::get(fd)?;
+    send_from(&s, unsafe { slice(buf, len) }?, flags, None)
+}
+
+/// `sendto`: a datagram to `addr` (a stream ignores `addr`).
+///
+/// # Safety
+/// `buf` has `len` readable bytes; `addr` is null or has `addr_len`.
+pub unsafe fn sendto(
+    fd: i32,
+    buf: *const u8,
+    len: usize,
+    flags: i32,
+    addr: *const libc::sockaddr,
+    addr_len: libc::socklen_t,
+) -> Res<usize> {
+    let _in = Entered::new();
+    let s = table::get(fd)?;
+    let to = if addr.is_null() || s.proto == Proto::Tcp { None } else { Some(unsafe { read_v4(addr, addr_len) }?) };
+    send_from(&s, unsafe { slice(buf, len) }?, flags, to)
+}
+
+/// `readv`: a stream fills the buffers in turn, waiting (if it may) only
+/// for the first byte; a datagram is spread over them.
+///
+/// # Safety
+/// `iov` has `n` entries, each naming writable bytes.
+pub unsafe fn readv(fd: i32, iov: *const libc::iovec, n: i32) -> Res<usize> {
+    let _in = Entered::new();
+    let s = table::get(fd)?;
+    let iov = unsafe { iovecs(iov, n) }?;
+    unsafe { scatter_recv(&s, iov, 0) }.map(|r| r.n)
+}
+
+/// `writev`: the buffers gathered (up to 256 KiB) and sent as one write.
+///
+/// # Safety
+/// `iov` has `n` entries, each naming readable bytes.
+pub unsafe fn writev(fd: i32, iov: *const libc::iovec, n: i32) -> Res<usize> {
+    let _in = Entered::new();
+    let s = table::get(fd)?;
+    let iov = unsafe { iovecs(iov, n) }?;
+    let bytes = unsafe { gather(iov) }?;
+    send_from(&s, &bytes, 0, None)
+}
+
+/// `recvmsg`: as `readv` with `recvfrom`'s sender in `msg_name`; no
+/// ancillary data (`msg_controllen` 0), `MSG_TRUNC` in `msg_flags` for a
+/// datagram cut short.
+///
+/// # Safety
+/// `msg` is a valid `msghdr` whose pointers name what its lengths say.
+pub unsafe fn recvmsg(fd: i32, msg: *mut libc::msghdr, flags: i32) -> Res<usize> {
+    let _in = Entered::new();
+    let s = table::get(fd)?;
+    let m = unsafe { msg.as_mut() }.ok_or(libc::EFAULT)?;
+    let iov = unsafe { iovecs(m.msg_iov, i32::try_from(m.msg_iovlen).map_err(|_| libc::EMSGSIZE)?) }?;
+    let r = unsafe { scatter_recv(&s, iov, flags) }?;
+    m.msg_controllen = 0;
+    m.msg_flags = if r.whole > r.n { libc::MSG_TRUNC } else { 0 };
+    match r.from {
+        Some(from) if !m.msg_name.is_null() => unsafe { write_v4(from, m.msg_name.cast(), &mut m.msg_namelen) }?,
+        _ => m.msg_namelen = 0,
+    }
+    Ok(if flags & libc::MSG_TRUNC != 0 { r.whole } else { r.n })
+}
+
+/// `sendmsg`: the buffers gathered, to `msg_name` if set; ancillary data
+/// is ignored (said once).
+///
+/// # Safety
+/// `msg` is a valid `msghdr` whose pointers name what its lengths say.
+pub unsafe fn sendmsg(fd: i32, msg: *const libc::msghdr, flags: i32) -> Res<usize> {
+    let _in = Entered::new();
+    let s = table::get(fd)?;
+    let m = unsafe { msg.as_ref() }.ok_or(libc::EFAULT)?;
+    if m.msg_controllen > 0 {
+        say_once("sendmsg's ancillary data is ignored on nagare sockets");
+    }
+    let to = if m.msg_name.is_null() || m.msg_namelen == 0 || s.proto == Proto::Tcp {
+        None
+    } else {
+        Some(unsafe { read_v4(m.msg_name.cast(), m.msg_namelen) }?)
+    };
+    let iov = unsafe { iovecs(m.msg_iov, i32::try_from(m.msg_iovlen).map_err(|_| libc::EMSGSIZE)?) }?;
+    let bytes = unsafe { gather(iov) }?;
+    send_from(&s, &bytes, flags, to)
+}
+
+/// # Safety
+/// `buf` is null only with `len` 0, else has `len` writable bytes.
+unsafe fn slice_mut<'a>(buf: *mut u8, len: usize) -> Res<&'a mut [u8]> {
+    if len == 0 {
+        return Ok(&mut []);
+    }
+    if buf.is_null() {
+        return Err(libc::EFAULT);
+    }
+    Ok(unsafe { std::slice::from_raw_parts_mut(buf, len) })
+}
+
+/// # Safety
+/// `buf` is null only with `len` 0, else has `len` readable bytes.
+unsafe fn slice<'a>(buf: *const u8, len: usize) -> Res<&'a [u8]> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if buf.is_null() {
+        return Err(libc::EFAULT);
+    }
+    Ok(unsafe { std::slice::from_raw_parts(buf, len) })
+}
+
+/// # Safety
+/// `iov` has `n` entries.
+unsafe fn iovecs<'a>(iov: *const libc::iovec, n: i32) -> Res<&'a [libc::iovec]> {
+    let n = usize::try_from(n).map_err(|_| libc::EINVAL)?;
+    if n > IOV_MAX {
+        return Err(libc::EINVAL);
+    }
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if iov.is_null() {
+        return Err(libc::EFAULT);
+    }
+    Ok(unsafe { std::slice::from_raw_parts(iov, n) })
+}
+
+/// The bytes the buffers name, up to [`GATHER_MAX`].
+///
+/// # Safety
+/// Each entry names readable bytes.
+unsafe fn gather(iov: &[libc::iovec]) -> Res<Vec<u8>> {
+    let total = iov.iter().fold(0usize, |t, v| t.saturating_add(v.iov_len)).min(GATHER_MAX);
+    let mut bytes = Vec::with_capacity(total);
+    for v in iov {
+        let k = v.iov_len.min(total - bytes.len());
+        bytes.extend_from_slice(unsafe { slice(v.iov_base.cast(), k) }?);
+        if bytes.len() == total {
+            break;
+        }
+    }
+    Ok(bytes)
+}
+
+/// One receive spread over the buffers.
+///
+/// # Safety
+/// Each entry names writable bytes.
+unsafe fn scatter_recv(s: &Sock, iov: &[libc::iovec], flags: i32) -> Res<Received> {
+    if s.proto == Proto::Tcp {
+        let mut got = Received { n: 0, whole: 0, from: None };
+        for v in iov {
+            let out = unsafe { slice_mut(v.iov_base.cast(), v.iov_len) }?;
+            if out.is_empty() {
+                continue;
+            }
+            // Only the first byte is waited for.
+            let f = if got.n == 0 { flags } else { flags | libc::MSG_DONTWAIT };
+            match recv_into(s, out, f) {
+                Ok(r) => {
+                    got.n += r.n;
+                    if r.n < out.len() {
+                        break;
+                    }
+                }
+                Err(e) if got.n == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        got.whole = got.n;
+        return Ok(got);
+    }
+    let total = iov.iter().fold(0usize, |t, v| t.saturating_add(v.iov_len)).min(GATHER_MAX);
+    let mut bytes = vec![0u8; total];
+    let r = recv_into(s, &mut bytes, flags)?;
+    let mut at = 0;
+    for v in iov {
+        if at == r.n {
+            break;
+        }
+        let k = v.iov_len.min(r.n - at);
+        let out = unsafe { slice_mut(v.iov_base.cast(), k) }?;
+        out.copy_from_slice(&bytes[at..at + k]);
+        at += k;
+    }
+    Ok(r)
+}

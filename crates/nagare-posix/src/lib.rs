@@ -1,0 +1,58 @@
+//! BSD sockets over a running `nagare netd`, by descriptor number: what a
+//! C program's `socket`, `connect`, `read` or `poll` mean for an `AF_INET`
+//! socket, built on the `nagare` client library.
+//!
+//! The contract, stated once:
+//!
+//! - **Descriptors.** Every socket made here has a real kernel descriptor
+//!   number: a placeholder (an unbound `AF_UNIX` socket of the same type,
+//!   with the caller's `SOCK_CLOEXEC`) that the kernel keeps, so numbers
+//!   never collide with files and `exec` closes it as it would the socket.
+//!   The table maps the number to the socket; `dup` gives a second number
+//!   for the same one, and the socket closes with its last number.
+//! - **Errors.** Every call returns `Err(errno)` with the value Linux
+//!   gives for the same mistake; nothing here panics on what the program
+//!   passes, and pointers are read only within the lengths it gives.
+//! - **Libc underneath.** While a call of this layer runs, its thread is
+//!   marked ([`Entered`]), so that a preload library that stands in for
+//!   libc sends every call made from inside (the client library's `poll`,
+//!   `read` on its eventfd, `socket(AF_UNIX)` to reach netd) straight to
+//!   the kernel.
+//! - **Processes.** One session with netd per process, made by the first
+//!   socket (`NAGARE_NETD` names netd's rendezvous socket). After `fork`
+//!   the child's inherited sockets fail with `EBADF` and are closed without
+//!   touching the parent's; sockets the child makes use a session of its
+//!   own.
+//! - **What differs from Linux** is said where it is done: a non-blocking
+//!   `connect` completes before it returns (or fails) rather than giving
+//!   `EINPROGRESS`; a TCP socket's `bind` is taken up by its `listen`; a
+//!   listener needs a port; `MSG_PEEK` on a UDP socket is refused with a
+//!   message; `epoll` watches are level-triggered, edges emulated
+//!   (`epoll.rs`).
+
+#![warn(missing_docs)]
+
+mod addr;
+mod calls;
+mod data;
+mod epoll;
+mod errors;
+mod guard;
+mod options;
+mod session;
+mod sock;
+mod table;
+mod wait;
+
+pub use calls::{
+    accept4, bind, close, connect, dup, dup3, fcntl, getpeername, getsockname, ioctl, listen, shutdown, socket,
+};
+pub use data::{read, readv, recv, recvfrom, recvmsg, send, sendmsg, sendto, write, writev};
+pub use epoll::{epoll_ctl, epoll_forget, epoll_wait, epoll_watches};
+pub use guard::Entered;
+pub use options::{getsockopt, setsockopt};
+pub use table::is_ours;
+pub use wait::{poll, select};
+
+/// A call's result: its value, or the `errno` it fails with.
+pub type Res<T> = Result<T, i32>;

@@ -1,0 +1,166 @@
+//! One socket as a program sees it: TCP or UDP, and how far it has come.
+//! A TCP socket is *fresh* until `listen` or `connect` makes it a listener
+//! or a stream in netd; a UDP socket until `bind`, `connect` or its first
+//! `sendto` binds it. The client library's objects sit behind `Arc`s, so
+//! that a call that waits (a `read`, an `accept`) holds no lock.
+
+use crate::errors::errno;
+use crate::session::session;
+use crate::Res;
+use nagare::net::{TcpListener, TcpStream, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// The protocol a socket was made for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Proto {
+    Tcp,
+    Udp,
+}
+
+/// How far a socket has come.
+pub(crate) enum State {
+    Fresh,
+    Listener(Arc<TcpListener>),
+    Stream(Arc<TcpStream>),
+    Datagram(Arc<UdpSocket>),
+}
+
+/// Options a program set, kept for a socket that is not in netd yet (and
+/// for those netd has no notion of).
+#[derive(Default)]
+pub(crate) struct Options {
+    pub(crate) send_buffer: Option<usize>,
+    pub(crate) recv_buffer: Option<usize>,
+    pub(crate) nodelay: bool,
+    pub(crate) reuse_addr: bool,
+    pub(crate) reuse_port: bool,
+    pub(crate) keepalive: bool,
+    pub(crate) linger: Option<libc::linger>,
+    pub(crate) tos: i32,
+    pub(crate) recv_timeout: Option<Duration>,
+    pub(crate) send_timeout: Option<Duration>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) state: State,
+    /// The address `bind` asked for.
+    pub(crate) bound: Option<SocketAddrV4>,
+    /// A UDP socket's peer, set by `connect`.
+    pub(crate) peer: Option<SocketAddrV4>,
+    pub(crate) options: Options,
+}
+
+/// A socket under one or more descriptor numbers.
+pub(crate) struct Sock {
+    pub(crate) proto: Proto,
+    /// The process that made it: another (a child after `fork`) may not
+    /// use it.
+    pub(crate) pid: u32,
+    pub(crate) nonblocking: AtomicBool,
+    /// Data calls made on it (reads, writes, accepts): an `epoll` set's
+    /// edge-triggered watch reports readiness again after one.
+    pub(crate) calls: AtomicU64,
+    inner: Mutex<Inner>,
+}
+
+impl Sock {
+    pub(crate) fn new(proto: Proto, state: State, nonblocking: bool) -> Sock {
+        Sock {
+            proto,
+            pid: std::process::id(),
+            nonblocking: AtomicBool::new(nonblocking),
+            calls: AtomicU64::new(0),
+            inner: Mutex::new(Inner { state, bound: None, peer: None, options: Options::default() }),
+        }
+    }
+
+    /// The socket's state, for this process only (`EBADF` in a child that
+    /// inherited it).
+    pub(crate) fn lock(&self) -> Res<MutexGuard<'_, Inner>> {
+        if self.pid != std::process::id() {
+            crate::errors::say_once("a socket made before fork is not usable in the child");
+            return Err(libc::EBADF);
+        }
+        Ok(self.inner.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Counts a data call made on the socket.
+    pub(crate) fn touch(&self) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn is_nonblocking(&self) -> bool {
+        self.nonblocking.load(Ordering::Relaxed)
+    }
+
+    /// Sets non-blocking mode, on the netd socket too if there is one.
+    pub(crate) fn set_nonblocking(&self, on: bool) -> Res<()> {
+        self.nonblocking.store(on, Ordering::Relaxed);
+        let g = self.lock()?;
+        let r = match &g.state {
+            State::Fresh => Ok(()),
+            State::Listener(l) => l.set_nonblocking(on),
+            State::Stream(s) => s.set_nonblocking(on),
+            State::Datagram(d) => d.set_nonblocking(on),
+        };
+        r.map_err(|e| errno(&e))
+    }
+
+    /// The connected stream: `ENOTCONN` if there is none.
+    pub(crate) fn stream(&self) -> Res<Arc<TcpStream>> {
+        match &self.lock()?.state {
+            State::Stream(s) => Ok(s.clone()),
+            _ => Err(libc::ENOTCONN),
+        }
+    }
+
+    /// The UDP socket, bound now to an ephemeral port if it was not yet
+    /// (as Linux binds one on the first `sendto`), and its peer.
+    pub(crate) fn datagram(&self) -> Res<(Arc<UdpSocket>, Option<SocketAddrV4>)> {
+        let mut g = self.lock()?;
+        if let State::Datagram(d) = &g.state {
+            return Ok((d.clone(), g.peer));
+        }
+        let at = g.bound.unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+        let d = Arc::new(bind_datagram(at, &g.options, self.is_nonblocking())?);
+        g.state = State::Datagram(d.clone());
+        Ok((d, g.peer))
+    }
+}
+
+/// A UDP socket bound in netd at `at`, with the options set so far.
+pub(crate) fn bind_datagram(at: SocketAddrV4, o: &Options, nonblocking: bool) -> Res<UdpSocket> {
+    let d = UdpSocket::bind_via(&session()?, at).map_err(|e| errno(&e))?;
+    d.set_nonblocking(nonblocking).map_err(|e| errno(&e))?;
+    if o.recv_timeout.is_some() {
+        d.set_read_timeout(o.recv_timeout).map_err(|e| errno(&e))?;
+    }
+    Ok(d)
+}
+
+/// Applies the options set before a stream existed to it.
+pub(crate) fn apply_stream_options(s: &TcpStream, o: &Options, nonblocking: bool) -> Res<()> {
+    let r = (|| {
+        s.set_nonblocking(nonblocking)?;
+        if o.nodelay {
+            s.set_nodelay(true)?;
+        }
+        if let Some(n) = o.send_buffer {
+            s.set_send_buffer_size(n)?;
+        }
+        if let Some(n) = o.recv_buffer {
+            s.set_recv_buffer_size(n)?;
+        }
+        if o.recv_timeout.is_some() {
+            s.set_read_timeout(o.recv_timeout)?;
+        }
+        if o.send_timeout.is_some() {
+            s.set_write_timeout(o.send_timeout)?;
+        }
+        Ok(())
+    })();
+    r.map_err(|e: std::io::Error| errno(&e))
+}

@@ -1,0 +1,60 @@
+//! Descriptor numbers to sockets. A number is ours from the `socket` (or
+//! `accept`, `dup`) that reserved it until the `close` that gives it back;
+//! the kernel holds a placeholder under it meanwhile, so no file can take
+//! it.
+//!
+//! `is_ours` runs on every `read`, `write` and `close` of the process, so
+//! numbers below [`MARKED`] are marked in a flat array that needs no lock.
+
+use crate::sock::Sock;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Numbers below this have a mark each.
+const MARKED: usize = 1 << 16;
+
+static MARKS: [AtomicBool; MARKED] = [const { AtomicBool::new(false) }; MARKED];
+static TABLE: Mutex<Option<HashMap<i32, Arc<Sock>>>> = Mutex::new(None);
+
+fn table() -> MutexGuard<'static, Option<HashMap<i32, Arc<Sock>>>> {
+    TABLE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether descriptor `fd` is a nagare socket.
+pub fn is_ours(fd: i32) -> bool {
+    match usize::try_from(fd) {
+        Ok(i) if i < MARKED => MARKS[i].load(Ordering::Acquire),
+        Ok(_) => table().as_ref().is_some_and(|t| t.contains_key(&fd)),
+        Err(_) => false,
+    }
+}
+
+/// The socket under `fd`: `EBADF` if none.
+pub(crate) fn get(fd: i32) -> crate::Res<Arc<Sock>> {
+    if !is_ours(fd) {
+        return Err(libc::EBADF);
+    }
+    table().as_ref().and_then(|t| t.get(&fd).cloned()).ok_or(libc::EBADF)
+}
+
+/// Puts `sock` under `fd` (a number the kernel just gave us).
+pub(crate) fn insert(fd: i32, sock: Arc<Sock>) {
+    table().get_or_insert_with(HashMap::new).insert(fd, sock);
+    if let Ok(i) = usize::try_from(fd) {
+        if i < MARKED {
+            MARKS[i].store(true, Ordering::Release);
+        }
+    }
+}
+
+/// Takes `fd` out of the table (before its number goes back to the
+/// kernel); the socket, if it was ours.
+pub(crate) fn remove(fd: i32) -> Option<Arc<Sock>> {
+    if let Ok(i) = usize::try_from(fd) {
+        if i < MARKED {
+            MARKS[i].store(false, Ordering::Release);
+        }
+    }
+    table().as_mut().and_then(|t| t.remove(&fd))
+}

@@ -1,0 +1,305 @@
+//! Readiness of nagare sockets beside the kernel's descriptors: `poll`
+//! (`ppoll`) and `select` (`pselect`) over a mixed set.
+//!
+//! A stream's or datagram socket's readiness is in our region (its data
+//! path), so it is read without asking netd; a listener's is netd's to
+//! tell (one `POLL` request). A set of nagare sockets alone waits in
+//! netd. A mixed set looks at both sides without waiting, then sleeps in
+//! the kernel's `poll` on its own descriptors plus the session's eventfd,
+//! which netd signals with its next completion: at most
+//! [`SLICE`], or [`LISTENER_SLICE`] while a listener is in the set
+//! (nothing in our region changes when a connection arrives).
+
+use crate::errors::errno;
+use crate::session::session;
+use crate::sock::{Proto, Sock, State};
+use crate::{table, Entered, Res};
+use nagare::poll::{PollEntry, CLOSED, INVALID, READABLE, WRITABLE};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The longest sleep before netd's life is looked at again.
+const SLICE: Duration = Duration::from_millis(100);
+
+/// The longest sleep while a listener is in a mixed set.
+const LISTENER_SLICE: Duration = Duration::from_millis(5);
+
+/// The most entries one `poll` takes (Linux's `RLIMIT_NOFILE` bound).
+const MAX_ENTRIES: usize = 1 << 20;
+
+/// A nagare socket in a set: where it is, and what it is.
+pub(crate) struct Ours {
+    pub(crate) at: usize,
+    pub(crate) sock: Arc<Sock>,
+}
+
+/// `poll`/`ppoll` over a set that may hold nagare sockets. `limit`:
+/// `None` waits as long as it takes. `sigmask` is the one `ppoll` is
+/// given (null for `poll`), in force while sleeping in the kernel.
+///
+/// # Safety
+/// `fds` has `n` entries; `sigmask` is null or valid.
+pub unsafe fn poll(
+    fds: *mut libc::pollfd,
+    n: libc::nfds_t,
+    limit: Option<Duration>,
+    sigmask: *const libc::sigset_t,
+) -> Res<i32> {
+    let _in = Entered::new();
+    let n = usize::try_from(n).ok().filter(|&n| n <= MAX_ENTRIES).ok_or(libc::EINVAL)?;
+    if n > 0 && fds.is_null() {
+        return Err(libc::EFAULT);
+    }
+    let entries: &mut [libc::pollfd] = if n == 0 { &mut [] } else { unsafe { std::slice::from_raw_parts_mut(fds, n) } };
+    poll_entries(entries, limit, sigmask)
+}
+
+fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, sigmask: *const libc::sigset_t) -> Res<i32> {
+    let ours: Vec<Ours> = entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.fd >= 0 && table::is_ours(e.fd))
+        .filter_map(|(at, e)| table::get(e.fd).ok().map(|sock| Ours { at, sock }))
+        .collect();
+    let mut kernel: Vec<libc::pollfd> = entries.to_vec();
+    for o in &ours {
+        // The kernel looks past our entries: a negative number is skipped.
+        kernel[o.at].fd = -1;
+    }
+    let deadline = limit.map(|l| Instant::now() + l);
+    let only_ours = kernel.iter().all(|e| e.fd < 0);
+    loop {
+        let mut ready = readiness(&ours, entries)?;
+        ready += kernel_poll(&mut kernel, Duration::ZERO, std::ptr::null())?;
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if ready > 0 || left.is_some_and(|l| l.is_zero()) {
+            for (e, k) in entries.iter_mut().zip(&kernel) {
+                if k.fd >= 0 {
+                    e.revents = k.revents;
+                }
+            }
+            return Ok(ready);
+        }
+        if only_ours {
+            wait_in_netd(&ours, entries, left)?;
+            continue;
+        }
+        let listener = ours.iter().any(|o| o.sock.lock().is_ok_and(|g| !has_path(&g.state)));
+        sleep(&mut kernel, listener, left, sigmask)?;
+    }
+}
+
+/// Sleeps until one of `kernel` is ready or netd completes something for
+/// this session, at most `left` and a slice ([`LISTENER_SLICE`] when
+/// `listener`, as nothing in our region tells of a connection arriving).
+pub(crate) fn sleep(
+    kernel: &mut Vec<libc::pollfd>,
+    listener: bool,
+    left: Option<Duration>,
+    sigmask: *const libc::sigset_t,
+) -> Res<()> {
+    let slice = if listener { LISTENER_SLICE } else { SLICE };
+    let slice = left.map_or(slice, |l| l.min(slice));
+    let netd = session()?;
+    let Some(wake) = netd.prepare_wait().map_err(|e| errno(&e))? else { return Ok(()) };
+    kernel.push(libc::pollfd { fd: wake, events: libc::POLLIN, revents: 0 });
+    let slept = kernel_poll(kernel, slice, sigmask);
+    kernel.pop();
+    netd.finish_wait().map_err(|e| errno(&e))?;
+    slept.map(|_| ())
+}
+
+/// Whether the socket's readiness is in our region.
+pub(crate) fn has_path(state: &State) -> bool {
+    matches!(state, State::Stream(_) | State::Datagram(_))
+}
+
+/// The kernel's `ppoll` on `set` for at most `limit`; the entries ready.
+pub(crate) fn kernel_poll(set: &mut [libc::pollfd], limit: Duration, sigmask: *const libc::sigset_t) -> Res<i32> {
+    if set.iter().all(|e| e.fd < 0) && limit.is_zero() {
+        set.iter_mut().for_each(|e| e.revents = 0);
+        return Ok(0);
+    }
+    let ts = libc::timespec { tv_sec: limit.as_secs() as libc::time_t, tv_nsec: limit.subsec_nanos() as libc::c_long };
+    let r = unsafe { libc::ppoll(set.as_mut_ptr(), set.len() as libc::nfds_t, &ts, sigmask) };
+    if r < 0 {
+        return Err(crate::calls::last_errno());
+    }
+    Ok(r)
+}
+
+/// Fills in `revents` of our entries; how many are nonzero.
+pub(crate) fn readiness(ours: &[Ours], entries: &mut [libc::pollfd]) -> Res<i32> {
+    let mut asks: Vec<(usize, PollEntry)> = Vec::new();
+    for o in ours {
+        let e = &mut entries[o.at];
+        e.revents = 0;
+        let Ok(g) = o.sock.lock() else {
+            e.revents = libc::POLLNVAL;
+            continue;
+        };
+        let id = match &g.state {
+            State::Fresh if o.sock.proto == Proto::Tcp => {
+                e.revents = (libc::POLLOUT | libc::POLLHUP) & (e.events | libc::POLLHUP);
+                continue;
+            }
+            State::Fresh => {
+                e.revents = libc::POLLOUT & e.events;
+                continue;
+            }
+            State::Listener(l) => l.socket_id(),
+            State::Stream(s) => s.socket_id(),
+            State::Datagram(d) => d.socket_id(),
+        };
+        asks.push((o.at, PollEntry { socket: id, interest: READABLE | WRITABLE, ready: 0 }));
+    }
+    if !asks.is_empty() {
+        let netd = session()?;
+        for chunk in asks.chunks_mut(nagare_request::MAX_POLL as usize) {
+            let mut list: Vec<PollEntry> = chunk.iter().map(|(_, p)| *p).collect();
+            nagare::poll::poll(&netd, &mut list, Some(Duration::ZERO)).map_err(|e| errno(&e))?;
+            for ((at, _), p) in chunk.iter().zip(&list) {
+                let e = &mut entries[*at];
+                e.revents = events_of(p.ready) & (e.events | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL);
+            }
+        }
+    }
+    Ok(ours.iter().filter(|o| entries[o.at].revents != 0).count() as i32)
+}
+
+/// `poll`'s events for nagare's readiness bits.
+fn events_of(ready: u16) -> i16 {
+    let mut ev = 0;
+    if ready & READABLE != 0 {
+        ev |= libc::POLLIN | libc::POLLRDNORM;
+    }
+    if ready & WRITABLE != 0 {
+        ev |= libc::POLLOUT | libc::POLLWRNORM;
+    }
+    if ready & CLOSED != 0 {
+        ev |= libc::POLLHUP;
+    }
+    if ready & INVALID != 0 {
+        ev |= libc::POLLNVAL;
+    }
+    ev
+}
+
+/// A set of nagare sockets alone: waits in netd (one `POLL` request,
+/// answered when one is ready) for at most `left`, or [`SLICE`].
+fn wait_in_netd(ours: &[Ours], entries: &mut [libc::pollfd], left: Option<Duration>) -> Res<()> {
+    let mut list = Vec::new();
+    for o in ours {
+        let Ok(g) = o.sock.lock() else { return Ok(()) };
+        let id = match &g.state {
+            State::Listener(l) => l.socket_id(),
+            State::Stream(s) => s.socket_id(),
+            State::Datagram(d) => d.socket_id(),
+            // Always ready: the caller's next look answers.
+            State::Fresh => return Ok(()),
+        };
+        let e = &entries[o.at];
+        let mut interest = 0;
+        if e.events & (libc::POLLIN | libc::POLLRDNORM) != 0 {
+            interest |= READABLE;
+        }
+        if e.events & (libc::POLLOUT | libc::POLLWRNORM) != 0 {
+            interest |= WRITABLE;
+        }
+        list.push(PollEntry { socket: id, interest, ready: 0 });
+    }
+    if list.len() > nagare_request::MAX_POLL as usize {
+        std::thread::sleep(left.map_or(LISTENER_SLICE, |l| l.min(LISTENER_SLICE)));
+        return Ok(());
+    }
+    let limit = left.map_or(SLICE, |l| l.min(SLICE));
+    nagare::poll::poll(&session()?, &mut list, Some(limit)).map_err(|e| errno(&e))?;
+    Ok(())
+}
+
+/// `select`/`pselect` over sets that may hold nagare sockets, as one
+/// `poll`: readable with `POLLIN`, `POLLHUP` or `POLLERR`; writable with
+/// `POLLOUT` or `POLLERR`; exceptional with `POLLPRI`.
+///
+/// # Safety
+/// Each set is null or a valid `fd_set`; `sigmask` is null or valid.
+pub unsafe fn select(
+    nfds: i32,
+    read: *mut libc::fd_set,
+    write: *mut libc::fd_set,
+    except: *mut libc::fd_set,
+    limit: Option<Duration>,
+    sigmask: *const libc::sigset_t,
+) -> Res<i32> {
+    let _in = Entered::new();
+    let nfds = usize::try_from(nfds).ok().filter(|&n| n <= libc::FD_SETSIZE).ok_or(libc::EINVAL)?;
+    let has = |set: *mut libc::fd_set, fd: i32| !set.is_null() && unsafe { libc::FD_ISSET(fd, set) };
+    let mut entries = Vec::new();
+    for fd in 0..nfds as i32 {
+        let mut events = 0;
+        if has(read, fd) {
+            events |= libc::POLLIN;
+        }
+        if has(write, fd) {
+            events |= libc::POLLOUT;
+        }
+        if has(except, fd) {
+            events |= libc::POLLPRI;
+        }
+        if events != 0 {
+            entries.push(libc::pollfd { fd, events, revents: 0 });
+        }
+    }
+    poll_entries(&mut entries, limit, sigmask)?;
+    if entries.iter().any(|e| e.revents & libc::POLLNVAL != 0) {
+        return Err(libc::EBADF);
+    }
+    for set in [read, write, except] {
+        if !set.is_null() {
+            unsafe { libc::FD_ZERO(set) };
+        }
+    }
+    let mut bits = 0;
+    for e in &entries {
+        let mut mark = |set: *mut libc::fd_set, wanted: i16, on: i16| {
+            if e.events & wanted != 0 && e.revents & on != 0 && !set.is_null() {
+                unsafe { libc::FD_SET(e.fd, set) };
+                bits += 1;
+            }
+        };
+        mark(read, libc::POLLIN, libc::POLLIN | libc::POLLHUP | libc::POLLERR);
+        mark(write, libc::POLLOUT, libc::POLLOUT | libc::POLLERR);
+        mark(except, libc::POLLPRI, libc::POLLPRI);
+    }
+    Ok(bits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_bits_become_poll_events() {
+        assert_eq!(events_of(READABLE), libc::POLLIN | libc::POLLRDNORM);
+        assert_eq!(events_of(WRITABLE | CLOSED), libc::POLLOUT | libc::POLLWRNORM | libc::POLLHUP);
+        assert_eq!(events_of(0), 0);
+    }
+
+    #[test]
+    fn a_set_of_kernel_descriptors_alone_is_the_kernel_s_poll() {
+        let mut fds = [0i32; 2];
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let mut set = [
+            libc::pollfd { fd: fds[0], events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: fds[1], events: libc::POLLOUT, revents: 0 },
+        ];
+        let n = unsafe { poll(set.as_mut_ptr(), 2, Some(Duration::ZERO), std::ptr::null()) };
+        assert_eq!(n, Ok(1));
+        assert_eq!(set[0].revents, 0);
+        assert_eq!(set[1].revents, libc::POLLOUT);
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+    }
+}
