@@ -2,8 +2,10 @@
 # Installs, as root, the Debian packages the interop tests drive: the Linux
 # programs nagare is tested and benchmarked against (iperf3 and sockperf:
 # the Linux veth peers of `nagare bench vni`; ApacheBench for the HTTP
-# server; hping3 for the SYN flood). Without root it says what is missing;
-# the tests that need it then report SKIPPED with the reason.
+# server; hping3 for the SYN flood; the programs `nagare run` is tested
+# with: wget, socat, nginx, redis, ssh and sshd). Without root it says
+# what is missing; the tests that need it then report SKIPPED with the
+# reason.
 set -euo pipefail
 
 declare -A package_of=(
@@ -22,6 +24,16 @@ declare -A package_of=(
     [ab]=apache2-utils
     [hping3]=hping3
     [timeout]=coreutils
+    [wget]=wget
+    [socat]=socat
+    [nginx]=nginx
+    [redis-server]=redis-server
+    [redis-cli]=redis-tools
+    [redis-benchmark]=redis-tools
+    [ssh]=openssh-client
+    [scp]=openssh-client
+    [ssh-keygen]=openssh-client
+    [/usr/sbin/sshd]=openssh-server
 )
 
 missing=()

@@ -236,6 +236,37 @@ pub unsafe fn sendmsg(fd: i32, msg: *const libc::msghdr, flags: i32) -> Res<usiz
     send_from(&s, &bytes, flags, to)
 }
 
+/// `sendfile` to a nagare socket: up to 256 KiB of `in_fd` (from
+/// `*offset`, which then moves on by what was sent; else from its file
+/// position, which moves on by what was sent) copied here and sent as one
+/// write.
+///
+/// # Safety
+/// `offset` is null or valid.
+pub unsafe fn sendfile(out_fd: i32, in_fd: i32, offset: *mut libc::off_t, count: usize) -> Res<usize> {
+    let _in = Entered::new();
+    let s = table::get(out_fd)?;
+    let mut bytes = vec![0u8; count.min(GATHER_MAX)];
+    let got = match unsafe { offset.as_mut() } {
+        Some(at) => unsafe { libc::pread(in_fd, bytes.as_mut_ptr().cast(), bytes.len(), *at) },
+        None => unsafe { libc::read(in_fd, bytes.as_mut_ptr().cast(), bytes.len()) },
+    };
+    let got = usize::try_from(got).map_err(|_| crate::calls::last_errno())?;
+    if got == 0 {
+        return Ok(0);
+    }
+    let sent = send_from(&s, &bytes[..got], 0, None);
+    let kept = *sent.as_ref().unwrap_or(&0);
+    match unsafe { offset.as_mut() } {
+        Some(at) => *at += kept as libc::off_t,
+        // The file position goes back over what was read and not sent.
+        None => {
+            unsafe { libc::lseek(in_fd, -((got - kept) as libc::off_t), libc::SEEK_CUR) };
+        }
+    }
+    sent
+}
+
 /// # Safety
 /// `buf` is null only with `len` 0, else has `len` writable bytes.
 unsafe fn slice_mut<'a>(buf: *mut u8, len: usize) -> Res<&'a mut [u8]> {

@@ -47,7 +47,7 @@ mod wait;
 pub use calls::{
     accept4, bind, close, connect, dup, dup3, fcntl, getpeername, getsockname, ioctl, listen, shutdown, socket,
 };
-pub use data::{read, readv, recv, recvfrom, recvmsg, send, sendmsg, sendto, write, writev};
+pub use data::{read, readv, recv, recvfrom, recvmsg, send, sendfile, sendmsg, sendto, write, writev};
 pub use epoll::{epoll_ctl, epoll_forget, epoll_wait, epoll_watches};
 pub use guard::Entered;
 pub use options::{getsockopt, setsockopt};

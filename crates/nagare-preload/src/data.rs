@@ -165,3 +165,23 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
     }
     ret(unsafe { posix::sendmsg(fd, msg, flags) })
 }
+
+#[no_mangle]
+pub unsafe extern "C" fn sendfile(out_fd: c_int, in_fd: c_int, offset: *mut libc::off_t, count: size_t) -> ssize_t {
+    if !ours(out_fd) {
+        return unsafe {
+            next!(sendfile: fn(c_int, c_int, *mut libc::off_t, size_t) -> ssize_t)(out_fd, in_fd, offset, count)
+        };
+    }
+    ret(unsafe { posix::sendfile(out_fd, in_fd, offset, count) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sendfile64(out_fd: c_int, in_fd: c_int, offset: *mut libc::off64_t, count: size_t) -> ssize_t {
+    if !ours(out_fd) {
+        return unsafe {
+            next!(sendfile64: fn(c_int, c_int, *mut libc::off64_t, size_t) -> ssize_t)(out_fd, in_fd, offset, count)
+        };
+    }
+    ret(unsafe { posix::sendfile(out_fd, in_fd, offset, count) })
+}

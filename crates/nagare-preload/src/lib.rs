@@ -15,7 +15,7 @@
 //! `shutdown`, `close`, `dup`, `dup2`, `dup3`, `fcntl`, `ioctl`,
 //! `getsockname`, `getpeername`, `setsockopt`, `getsockopt` (`sockets.rs`);
 //! `read`, `write`, `readv`, `writev`, `recv`, `recvfrom`, `recvmsg`,
-//! `send`, `sendto`, `sendmsg` and the fortified `__read_chk`,
+//! `send`, `sendto`, `sendmsg`, `sendfile` and the fortified `__read_chk`,
 //! `__recv_chk`, `__recvfrom_chk` (`data.rs`); `poll`, `ppoll`,
 //! `__poll_chk`, `select`, `pselect`, `epoll_ctl`, `epoll_wait`,
 //! `epoll_pwait`, `epoll_pwait2` (`wait.rs`).

@@ -1,0 +1,418 @@
+//! Unmodified programs through netd with `nagare run` (the preload
+//! library): each test starts `nagare netd` on a TAP in a namespace it
+//! makes and removes, runs Linux programs with their `AF_INET` sockets
+//! through it against peers on the kernel's side of the TAP, and checks
+//! every byte. The README's table of programs is these tests.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const KERNEL: &str = "10.83.0.1";
+const NAGARE: &str = "10.83.0.2";
+
+/// A namespace with `nagare netd` on its TAP, and a scratch directory.
+struct Setup {
+    ns: Netns,
+    _netd: Process,
+    socket: PathBuf,
+    dir: PathBuf,
+}
+
+impl Setup {
+    fn new(tag: &str) -> Setup {
+        let library = Path::new(nagare()).with_file_name("libnagare_preload.so");
+        assert!(
+            library.is_file(),
+            "{} is missing: build it first (cargo build -p nagare-preload; scripts/test.sh does)",
+            library.display()
+        );
+        let ns = Netns::new(tag);
+        let dir = std::env::temp_dir().join(format!("nagare-run-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("netd.sock");
+        let netd = Process::spawn(
+            ns.command(nagare())
+                .args(["netd", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--socket"])
+                .arg(&socket)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        );
+        assert!(
+            wait_until(Duration::from_secs(10), || socket.exists()
+                && ns.command("ip").args(["link", "show", "tap0"]).output().is_ok_and(|o| o.status.success())),
+            "netd never made its TAP and socket"
+        );
+        ns.ip(&["addr", "add", &format!("{KERNEL}/24"), "dev", "tap0"]);
+        ns.ip(&["link", "set", "tap0", "up"]);
+        assert!(answers_ping(&ns, NAGARE), "nagare netd never answered a ping");
+        Setup { ns, _netd: netd, socket, dir }
+    }
+
+    /// `program` run through netd (`nagare run --via`), in the namespace.
+    fn run(&self, program: &str) -> Command {
+        let mut c = self.ns.command(nagare());
+        c.args(["run", "--via"]).arg(&self.socket).args(["--", program]);
+        c
+    }
+
+    /// `program` on the kernel's stack, in the namespace.
+    fn kernel(&self, program: &str) -> Command {
+        self.ns.command(program)
+    }
+
+    /// A file of `len` varied bytes in the scratch directory.
+    fn file(&self, name: &str, len: usize, seed: u64) -> PathBuf {
+        let path = self.dir.join(name);
+        std::fs::write(&path, pattern(len, seed)).unwrap();
+        path
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Runs `c` for at most `secs`, and fails the test unless it exits 0.
+fn ok(c: &mut Command, secs: u64, what: &str) -> Bounded {
+    let out = run_bounded(c, Duration::from_secs(secs));
+    assert!(
+        out.status.is_some_and(|s| s.success()),
+        "{what} failed ({:?}):\n{}\n{}",
+        out.status,
+        out.stdout,
+        out.stderr
+    );
+    out
+}
+
+/// Waits until a server through netd takes a connection on `addr:port`
+/// (the kernel's `nc -z` connects and closes).
+fn wait_for_port(setup: &Setup, addr: &str, port: u16) {
+    let up = wait_until(Duration::from_secs(10), || {
+        setup
+            .kernel("nc")
+            .args(["-z", "-w", "1", addr, &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    assert!(up, "nothing listens on {addr}:{port}");
+}
+
+/// `nc` both ways and `socat` relaying: nagare's nc sends to the kernel's,
+/// the kernel's nc sends to nagare's, and socat through netd relays a
+/// kernel client to a kernel server; every byte arrives.
+#[test]
+fn nc_both_ways_and_socat_relays() {
+    if let Some(reason) = interop_unavailable(&["nc", "socat", "ping"]) {
+        return skip("nc_both_ways_and_socat_relays", &reason);
+    }
+    let s = Setup::new("runnc");
+    let data = s.file("data.bin", 3 << 20, 1);
+    let got = s.dir.join("got.bin");
+
+    // nagare's nc to the kernel's.
+    let mut server =
+        Process::spawn(s.kernel("nc").args(["-l", KERNEL, "9000"]).stdout(std::fs::File::create(&got).unwrap()));
+    wait_for_port_kernel(&s, 9000);
+    ok(s.run("nc").args(["-N", KERNEL, "9000"]).stdin(std::fs::File::open(&data).unwrap()), 30, "nagare nc client");
+    server.terminate(Duration::from_secs(10));
+    assert_eq!(sha256(&got), sha256(&data), "nc through netd to the kernel");
+
+    // The kernel's nc to nagare's (a probe would take its one connection:
+    // it is given time to listen instead).
+    let mut server = Process::spawn(
+        s.run("nc").args(["-l", NAGARE, "9002"]).stdout(std::fs::File::create(&got).unwrap()).stderr(Stdio::null()),
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    ok(s.kernel("nc").args(["-N", NAGARE, "9002"]).stdin(std::fs::File::open(&data).unwrap()), 30, "kernel nc client");
+    let _ = wait_until(Duration::from_secs(10), || std::fs::metadata(&got).is_ok_and(|m| m.len() == 3 << 20));
+    server.terminate(Duration::from_secs(5));
+    assert_eq!(sha256(&got), sha256(&data), "nc from the kernel to nc through netd");
+
+    // socat through netd relays the kernel's client to the kernel's server.
+    let mut sink =
+        Process::spawn(s.kernel("nc").args(["-l", KERNEL, "9003"]).stdout(std::fs::File::create(&got).unwrap()));
+    wait_for_port_kernel(&s, 9003);
+    let mut relay = Process::spawn(
+        s.run("socat")
+            .args([&format!("TCP-LISTEN:9004,bind={NAGARE}"), &format!("TCP:{KERNEL}:9003")])
+            .stderr(Stdio::null()),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    ok(s.kernel("nc").args(["-N", NAGARE, "9004"]).stdin(std::fs::File::open(&data).unwrap()), 30, "through socat");
+    let _ = wait_until(Duration::from_secs(10), || std::fs::metadata(&got).is_ok_and(|m| m.len() == 3 << 20));
+    sink.terminate(Duration::from_secs(5));
+    relay.terminate(Duration::from_secs(5));
+    assert_eq!(sha256(&got), sha256(&data), "relayed by socat through netd");
+}
+
+/// Waits until the kernel's stack listens on TCP `port` (`ss`).
+fn wait_for_port_kernel(setup: &Setup, port: u16) {
+    let up = wait_until(Duration::from_secs(10), || {
+        setup
+            .kernel("ss")
+            .args(["-Htln", &format!("sport = :{port}")])
+            .output()
+            .is_ok_and(|o| !String::from_utf8_lossy(&o.stdout).trim().is_empty())
+    });
+    assert!(up, "the kernel's server never listened on {port}");
+}
+
+/// A kernel `python3 -m http.server`: curl, wget and python3's urllib
+/// through netd each download 20 MB from it, byte-exact.
+#[test]
+fn curl_wget_and_python_download_through_netd() {
+    if let Some(reason) = interop_unavailable(&["curl", "wget", "python3", "ss", "ping"]) {
+        return skip("curl_wget_and_python_download_through_netd", &reason);
+    }
+    let s = Setup::new("runget");
+    let www = s.dir.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    let data = s.file("www/big.bin", 20 << 20, 2);
+    let _server = Process::spawn(
+        s.kernel("python3")
+            .args(["-m", "http.server", "--bind", KERNEL, "8000", "--directory"])
+            .arg(&www)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    wait_for_port_kernel(&s, 8000);
+    let url = format!("http://{KERNEL}:8000/big.bin");
+    let out = s.dir.join("curl.bin");
+    ok(s.run("curl").args(["-sS", "--fail", "-o"]).arg(&out).arg(&url), 60, "curl");
+    assert_eq!(sha256(&out), sha256(&data), "curl through netd");
+    let out = s.dir.join("wget.bin");
+    ok(s.run("wget").args(["-q", "-O"]).arg(&out).arg(&url), 60, "wget");
+    assert_eq!(sha256(&out), sha256(&data), "wget through netd");
+    let out = s.dir.join("urllib.bin");
+    let script = format!(
+        "import urllib.request; open({:?}, 'wb').write(urllib.request.urlopen({url:?}, timeout=30).read())",
+        out.display().to_string()
+    );
+    ok(s.run("python3").args(["-c", &script]), 60, "python3 urllib");
+    assert_eq!(sha256(&out), sha256(&data), "python3 urllib through netd");
+}
+
+/// Servers through netd: `python3 -m http.server` (poll) and nginx (epoll,
+/// sendfile; one process: `master_process off`, as sockets do not cross
+/// fork) each serve 20 MB to the kernel's curl, byte-exact.
+#[test]
+fn python_and_nginx_serve_the_kernel_through_netd() {
+    if let Some(reason) = interop_unavailable(&["curl", "python3", "nginx", "nc", "ping"]) {
+        return skip("python_and_nginx_serve_the_kernel_through_netd", &reason);
+    }
+    let s = Setup::new("runsrv");
+    let www = s.dir.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    let data = s.file("www/big.bin", 20 << 20, 3);
+
+    let mut python = Process::spawn(
+        s.run("python3")
+            .args(["-m", "http.server", "--bind", NAGARE, "8001", "--directory"])
+            .arg(&www)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    wait_for_port(&s, NAGARE, 8001);
+    let out = s.dir.join("from-python.bin");
+    ok(
+        s.kernel("curl").args(["-sS", "--fail", "-o"]).arg(&out).arg(format!("http://{NAGARE}:8001/big.bin")),
+        60,
+        "curl",
+    );
+    assert_eq!(sha256(&out), sha256(&data), "python3's http.server through netd");
+    python.terminate(Duration::from_secs(5));
+
+    let conf = s.dir.join("nginx.conf");
+    let temp = s.dir.join("nginx-temp");
+    std::fs::create_dir_all(&temp).unwrap();
+    std::fs::write(
+        &conf,
+        format!(
+            "daemon off;\nmaster_process off;\nworker_processes 1;\nerror_log stderr;\npid {pid};\n\
+             events {{ worker_connections 64; }}\n\
+             http {{ access_log off; sendfile on;\n\
+             client_body_temp_path {t}/body; proxy_temp_path {t}/proxy; fastcgi_temp_path {t}/fcgi;\n\
+             uwsgi_temp_path {t}/uwsgi; scgi_temp_path {t}/scgi;\n\
+             server {{ listen {NAGARE}:8002; root {www}; }} }}\n",
+            pid = s.dir.join("nginx.pid").display(),
+            t = temp.display(),
+            www = www.display()
+        ),
+    )
+    .unwrap();
+    let mut nginx = Process::spawn(s.run("nginx").arg("-c").arg(&conf).stdout(Stdio::null()).stderr(Stdio::null()));
+    wait_for_port(&s, NAGARE, 8002);
+    let out = s.dir.join("from-nginx.bin");
+    ok(
+        s.kernel("curl").args(["-sS", "--fail", "-o"]).arg(&out).arg(format!("http://{NAGARE}:8002/big.bin")),
+        60,
+        "curl",
+    );
+    assert_eq!(sha256(&out), sha256(&data), "nginx through netd");
+    nginx.terminate(Duration::from_secs(5));
+}
+
+/// iperf3 both ways: nagare's client to the kernel's server, and the
+/// kernel's client to nagare's server; each run moves data and both ends
+/// agree on the bytes.
+#[test]
+fn iperf3_both_ways_through_netd() {
+    if let Some(reason) = interop_unavailable(&["iperf3", "nc", "ss", "ping"]) {
+        return skip("iperf3_both_ways_through_netd", &reason);
+    }
+    let s = Setup::new("runiperf");
+    let received = |json: &str| -> u64 {
+        json.split("\"sum_received\"")
+            .nth(1)
+            .and_then(|r| r.split("\"bytes\":").nth(1))
+            .and_then(|r| r.split([',', '}']).next())
+            .and_then(|n| n.trim().parse::<f64>().ok())
+            .map_or(0, |f| f as u64)
+    };
+    let _server = Process::spawn(s.kernel("iperf3").args(["-s", "-B", KERNEL, "-1"]).stdout(Stdio::null()));
+    wait_for_port_kernel(&s, 5201);
+    let out = ok(s.run("iperf3").args(["-c", KERNEL, "-t", "2", "--json"]), 30, "iperf3 client through netd");
+    assert!(received(&out.stdout) > 10 << 20, "the kernel's iperf3 server got little:\n{}", out.stdout);
+
+    let _server = Process::spawn(s.run("iperf3").args(["-s", "-B", NAGARE, "-p", "5202", "-1"]).stdout(Stdio::null()));
+    std::thread::sleep(Duration::from_millis(800));
+    let out = ok(s.kernel("iperf3").args(["-c", NAGARE, "-p", "5202", "-t", "2", "--json"]), 30, "iperf3 client");
+    assert!(received(&out.stdout) > 10 << 20, "iperf3's server through netd got little:\n{}", out.stdout);
+}
+
+/// redis-server through netd (epoll) answers redis-cli byte-exact and the
+/// kernel's redis-benchmark (10 connections) without an error.
+#[test]
+fn redis_serves_the_kernel_benchmark_through_netd() {
+    if let Some(reason) = interop_unavailable(&["redis-server", "redis-cli", "redis-benchmark", "nc", "ping"]) {
+        return skip("redis_serves_the_kernel_benchmark_through_netd", &reason);
+    }
+    let s = Setup::new("runredis");
+    let mut redis = Process::spawn(
+        s.run("redis-server")
+            .args(["--bind", NAGARE, "--port", "6379", "--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    wait_for_port(&s, NAGARE, 6379);
+    ok(s.kernel("redis-cli").args(["-h", NAGARE, "set", "nagare", "flows"]), 10, "redis-cli set");
+    let got = ok(s.kernel("redis-cli").args(["-h", NAGARE, "get", "nagare"]), 10, "redis-cli get");
+    assert_eq!(got.stdout.trim(), "flows");
+    let bench = ok(
+        s.kernel("redis-benchmark").args(["-h", NAGARE, "-q", "-n", "20000", "-c", "10", "-t", "set,get"]),
+        60,
+        "redis-benchmark",
+    );
+    let text = bench.stdout.replace('\r', "\n");
+    assert!(!text.contains("Error") && !bench.stderr.contains("Error"), "{text}\n{}", bench.stderr);
+    for test in ["SET:", "GET:"] {
+        assert!(text.lines().any(|l| l.starts_with(test) && l.contains("requests per second")), "no {test}:\n{text}");
+    }
+    redis.terminate(Duration::from_secs(5));
+}
+
+/// Mint's demonstration: ssh through netd runs a command on the kernel's
+/// sshd, and scp through netd copies 100 MB to it, byte-exact.
+#[test]
+fn ssh_runs_a_command_and_scp_copies_100_mb_through_netd() {
+    let sshd = "/usr/sbin/sshd";
+    if let Some(reason) = interop_unavailable(&["ssh", "scp", "ssh-keygen", "ss", "ping"]) {
+        return skip("ssh_runs_a_command_and_scp_copies_100_mb_through_netd", &reason);
+    }
+    if !Path::new(sshd).is_file() || !Path::new("/usr/lib/openssh/sftp-server").is_file() {
+        return skip(
+            "ssh_runs_a_command_and_scp_copies_100_mb_through_netd",
+            "sshd is not installed (scripts/install-test-deps.sh installs openssh-server)",
+        );
+    }
+    let s = Setup::new("runssh");
+    let keys = s.dir.join("ssh");
+    std::fs::create_dir_all(&keys).unwrap();
+    for key in ["host", "client"] {
+        run_ok(Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-f"]).arg(keys.join(key)));
+    }
+    std::fs::copy(keys.join("client.pub"), keys.join("authorized_keys")).unwrap();
+    std::fs::create_dir_all("/run/sshd").unwrap();
+    let config = keys.join("sshd_config");
+    std::fs::write(
+        &config,
+        format!(
+            "Port 2222\nListenAddress {KERNEL}\nHostKey {k}/host\nAuthorizedKeysFile {k}/authorized_keys\n\
+             PermitRootLogin yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n\
+             StrictModes no\nPidFile none\nSubsystem sftp /usr/lib/openssh/sftp-server\n",
+            k = keys.display()
+        ),
+    )
+    .unwrap();
+    let _sshd = Process::spawn(s.kernel(sshd).args(["-D", "-e", "-f"]).arg(&config).stderr(Stdio::null()));
+    wait_for_port_kernel(&s, 2222);
+    let key = keys.join("client").display().to_string();
+    let options = [
+        "-i",
+        &key,
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "LogLevel=ERROR",
+    ];
+    let out =
+        ok(s.run("ssh").args(options).args(["-p", "2222", &format!("root@{KERNEL}"), "echo", "over-netd"]), 30, "ssh");
+    assert_eq!(out.stdout.trim(), "over-netd");
+    let data = s.file("big.bin", 100 << 20, 4);
+    let copy = s.dir.join("big.copy");
+    ok(
+        s.run("scp").args(options).args(["-P", "2222"]).arg(&data).arg(format!("root@{KERNEL}:{}", copy.display())),
+        120,
+        "scp",
+    );
+    assert_eq!(sha256(&copy), sha256(&data), "scp through netd");
+}
+
+/// UDP through netd from python3: a datagram to the kernel's echo and its
+/// answer, unconnected and connected. A socket made before fork fails in
+/// the child with EBADF and keeps working in the parent, which a
+/// connection the child makes itself does not disturb.
+#[test]
+fn python_udp_and_a_socket_across_fork_through_netd() {
+    if let Some(reason) = interop_unavailable(&["python3", "ping"]) {
+        return skip("python_udp_and_a_socket_across_fork_through_netd", &reason);
+    }
+    let s = Setup::new("runudp");
+    let echo = format!(
+        "import socket\ns=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(({KERNEL:?}, 9999))\n\
+         for _ in range(3):\n    d, a = s.recvfrom(2048)\n    s.sendto(d.upper(), a)\n"
+    );
+    let mut echo = Process::spawn(s.kernel("python3").args(["-c", &echo]));
+    std::thread::sleep(Duration::from_millis(500));
+    let client = format!(
+        "import os, socket, errno\n\
+         s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)\n\
+         s.sendto(b'one', ({KERNEL:?}, 9999)); print(s.recvfrom(100)[0].decode())\n\
+         c=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); c.settimeout(5)\n\
+         c.connect(({KERNEL:?}, 9999)); c.send(b'two'); print(c.recv(100).decode())\n\
+         pid = os.fork()\n\
+         if pid == 0:\n\
+         \x20   try:\n\
+         \x20       s.sendto(b'x', ({KERNEL:?}, 9999)); os._exit(1)\n\
+         \x20   except OSError as e:\n\
+         \x20       os._exit(0 if e.errno == errno.EBADF else 2)\n\
+         _, status = os.waitpid(pid, 0); print('child', os.waitstatus_to_exitcode(status))\n\
+         s.sendto(b'three', ({KERNEL:?}, 9999)); print(s.recvfrom(100)[0].decode())\n"
+    );
+    let out = ok(s.run("python3").args(["-c", &client]), 30, "python3 UDP client");
+    assert_eq!(out.stdout, "ONE\nTWO\nchild 0\nTHREE\n", "{}", out.stderr);
+    echo.terminate(Duration::from_secs(5));
+}
