@@ -218,6 +218,10 @@ enum Command {
         /// default socket).
         #[arg(long)]
         via: Option<PathBuf>,
+        /// A name server for the program's lookups (asked through netd);
+        /// repeat for more. Default: those of /etc/resolv.conf.
+        #[arg(long)]
+        dns: Vec<Ipv4Addr>,
         /// The program.
         program: std::ffi::OsString,
         /// Its arguments (after `--` when they start with a dash).
@@ -358,7 +362,7 @@ fn main() -> Result<()> {
             std::process::exit(code);
         }
         Command::Stat { via, samples } => stat::run(&via, samples),
-        Command::Run { via, program, args } => run::run(via.as_deref(), &program, &args),
+        Command::Run { via, dns, program, args } => run::run(via.as_deref(), &dns, &program, &args),
         Command::Perf(command) => command.run(),
         Command::Bench(command) => command.run(),
         Command::Vni(VniCommand::Create { name, ports, mtu, slots }) => vni::create(&name, ports, mtu, slots),

@@ -416,3 +416,72 @@ fn python_udp_and_a_socket_across_fork_through_netd() {
     assert_eq!(out.stdout, "ONE\nTWO\nchild 0\nTHREE\n", "{}", out.stderr);
     echo.terminate(Duration::from_secs(5));
 }
+
+/// A name server on the kernel's side that answers every `A` question
+/// with 10.83.0.77 (and every other with no answer), printing where each
+/// question came from.
+const NAME_SERVER: &str = "import socket, struct, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], 53))
+while True:
+    q, a = s.recvfrom(512)
+    print('from', a[0], flush=True)
+    i = 12
+    while i < len(q) and q[i]:
+        i += q[i] + 1
+    qtype = struct.unpack('!H', q[i + 1:i + 3])[0]
+    ans = b''
+    if qtype == 1:
+        ans = b'\\xc0\\x0c' + struct.pack('!HHIH', 1, 1, 60, 4) + socket.inet_aton('10.83.0.77')
+    s.sendto(q[:2] + struct.pack('!HHHHH', 0x8180, 1, 1 if ans else 0, 0, 0) + q[12:i + 5] + ans, a)
+";
+
+/// `/etc/netns/NAME/resolv.conf`, which `ip netns exec` shows the
+/// namespace's programs as `/etc/resolv.conf`; removed on drop.
+struct ResolvConf(PathBuf);
+
+impl Drop for ResolvConf {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Name lookups through netd: getent, python3 and curl ask the name server
+/// that `/etc/resolv.conf` (or `nagare run --dns`) names, every question
+/// leaves from netd's address (none from the kernel's stack, not even
+/// glibc's IPv6 lookups), and `/etc/hosts` and numeric names need none.
+#[test]
+fn names_are_looked_up_through_netd() {
+    if let Some(reason) = interop_unavailable(&["python3", "getent", "ping"]) {
+        return skip("names_are_looked_up_through_netd", &reason);
+    }
+    let s = Setup::new("rundns");
+    let conf_dir = Path::new("/etc/netns").join(&s.ns.name);
+    std::fs::create_dir_all(&conf_dir).unwrap();
+    let _conf = ResolvConf(conf_dir.clone());
+    std::fs::write(conf_dir.join("resolv.conf"), format!("nameserver {KERNEL}\nsearch nagare.test\n")).unwrap();
+    let log = s.dir.join("questions.log");
+    let mut server = Process::spawn(
+        s.kernel("python3").args(["-c", NAME_SERVER, KERNEL]).stdout(std::fs::File::create(&log).unwrap()),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+
+    let out = ok(s.run("getent").args(["hosts", "flows.nagare.test"]), 20, "getent hosts");
+    assert!(out.stdout.starts_with("10.83.0.77"), "{}", out.stdout);
+    let out = ok(s.run("getent").args(["ahosts", "flows"]), 20, "getent ahosts (a search domain)");
+    assert!(out.stdout.contains("10.83.0.77") && out.stdout.contains("flows.nagare.test"), "{}", out.stdout);
+    let script = "import socket; print(socket.gethostbyname('py.nagare.test')); print(socket.getaddrinfo('localhost', 80)[0][4][0])";
+    let out = ok(s.run("python3").args(["-c", script]), 20, "python3 lookups");
+    assert_eq!(out.stdout, "10.83.0.77\n127.0.0.1\n");
+    // --dns names the server instead of /etc/resolv.conf.
+    std::fs::write(conf_dir.join("resolv.conf"), "nameserver 10.83.0.99\n").unwrap();
+    let mut c = s.ns.command(nagare());
+    c.args(["run", "--via"]).arg(&s.socket).args(["--dns", KERNEL, "--", "getent", "hosts", "flag.nagare.test"]);
+    let out = ok(&mut c, 20, "getent through --dns");
+    assert!(out.stdout.starts_with("10.83.0.77"), "{}", out.stdout);
+
+    server.terminate(Duration::from_secs(5));
+    let questions = std::fs::read_to_string(&log).unwrap();
+    assert!(questions.lines().count() >= 4, "{questions}");
+    assert!(questions.lines().all(|l| l == format!("from {NAGARE}")), "a question left from the kernel:\n{questions}");
+}

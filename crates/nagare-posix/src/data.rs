@@ -236,6 +236,57 @@ pub unsafe fn sendmsg(fd: i32, msg: *const libc::msghdr, flags: i32) -> Res<usiz
     send_from(&s, &bytes, flags, to)
 }
 
+/// `sendmmsg`: each message sent as [`sendmsg`] sends it, its count
+/// written to `msg_len`; stops at the first that fails (its error is the
+/// call's only if none was sent).
+///
+/// # Safety
+/// `msgs` has `n` valid `mmsghdr`s.
+pub unsafe fn sendmmsg(fd: i32, msgs: *mut libc::mmsghdr, n: u32, flags: i32) -> Res<usize> {
+    let _in = Entered::new();
+    let n = (n as usize).min(IOV_MAX);
+    if n > 0 && msgs.is_null() {
+        return Err(libc::EFAULT);
+    }
+    let mut done = 0;
+    while done < n {
+        let m = unsafe { &mut *msgs.add(done) };
+        match unsafe { sendmsg(fd, &m.msg_hdr, flags) } {
+            Ok(k) => m.msg_len = k as u32,
+            Err(e) if done == 0 => return Err(e),
+            Err(_) => break,
+        }
+        done += 1;
+    }
+    Ok(done)
+}
+
+/// `recvmmsg`: messages received as [`recvmsg`] receives them, the first
+/// as `flags` says, the rest only while they are already here; `timeout`
+/// is not taken (the call waits for the first message alone).
+///
+/// # Safety
+/// `msgs` has `n` valid `mmsghdr`s.
+pub unsafe fn recvmmsg(fd: i32, msgs: *mut libc::mmsghdr, n: u32, flags: i32) -> Res<usize> {
+    let _in = Entered::new();
+    let n = (n as usize).min(IOV_MAX);
+    if n > 0 && msgs.is_null() {
+        return Err(libc::EFAULT);
+    }
+    let mut done = 0;
+    while done < n {
+        let m = unsafe { &mut *msgs.add(done) };
+        let f = if done == 0 { flags & !libc::MSG_WAITFORONE } else { flags | libc::MSG_DONTWAIT };
+        match unsafe { recvmsg(fd, &mut m.msg_hdr, f) } {
+            Ok(k) => m.msg_len = k as u32,
+            Err(e) if done == 0 => return Err(e),
+            Err(_) => break,
+        }
+        done += 1;
+    }
+    Ok(done)
+}
+
 /// `sendfile` to a nagare socket: up to 256 KiB of `in_fd` (from
 /// `*offset`, which then moves on by what was sent; else from its file
 /// position, which moves on by what was sent) copied here and sent as one

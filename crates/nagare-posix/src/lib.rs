@@ -23,6 +23,9 @@
 //!   the child's inherited sockets fail with `EBADF` and are closed without
 //!   touching the parent's; sockets the child makes use a session of its
 //!   own.
+//! - **Names.** `getaddrinfo` and `gethostbyname` answer IPv4 from
+//!   numeric forms, `/etc/hosts` and DNS through netd (`names`): glibc's
+//!   own resolver would send its queries over the kernel's IPv4.
 //! - **What differs from Linux** is said where it is done: a non-blocking
 //!   `connect` completes before it returns (or fails) rather than giving
 //!   `EINPROGRESS`; a TCP socket's `bind` is taken up by its `listen`; a
@@ -38,6 +41,7 @@ mod data;
 mod epoll;
 mod errors;
 mod guard;
+mod names;
 mod options;
 mod session;
 mod sock;
@@ -47,9 +51,13 @@ mod wait;
 pub use calls::{
     accept4, bind, close, connect, dup, dup3, fcntl, getpeername, getsockname, ioctl, listen, shutdown, socket,
 };
-pub use data::{read, readv, recv, recvfrom, recvmsg, send, sendfile, sendmsg, sendto, write, writev};
+pub use data::{
+    read, readv, recv, recvfrom, recvmmsg, recvmsg, send, sendfile, sendmmsg, sendmsg, sendto, write, writev,
+};
 pub use epoll::{epoll_ctl, epoll_forget, epoll_wait, epoll_watches};
 pub use guard::Entered;
+pub use names::addrinfo::{freeaddrinfo, getaddrinfo, gethostbyname, gethostbyname_r, getnameinfo};
+pub use names::DNS_ENV;
 pub use options::{getsockopt, setsockopt};
 pub use table::is_ours;
 pub use wait::{poll, select};

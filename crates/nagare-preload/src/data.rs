@@ -185,3 +185,31 @@ pub unsafe extern "C" fn sendfile64(out_fd: c_int, in_fd: c_int, offset: *mut li
     }
     ret(unsafe { posix::sendfile(out_fd, in_fd, offset, count) })
 }
+
+#[no_mangle]
+pub unsafe extern "C" fn sendmmsg(fd: c_int, msgs: *mut libc::mmsghdr, n: libc::c_uint, flags: c_int) -> c_int {
+    if !ours(fd) {
+        return unsafe {
+            next!(sendmmsg: fn(c_int, *mut libc::mmsghdr, libc::c_uint, c_int) -> c_int)(fd, msgs, n, flags)
+        };
+    }
+    ret(unsafe { posix::sendmmsg(fd, msgs, n, flags) }) as c_int
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn recvmmsg(
+    fd: c_int,
+    msgs: *mut libc::mmsghdr,
+    n: libc::c_uint,
+    flags: c_int,
+    timeout: *mut libc::timespec,
+) -> c_int {
+    if !ours(fd) {
+        return unsafe {
+            next!(recvmmsg: fn(c_int, *mut libc::mmsghdr, libc::c_uint, c_int, *mut libc::timespec) -> c_int)(
+                fd, msgs, n, flags, timeout,
+            )
+        };
+    }
+    ret(unsafe { posix::recvmmsg(fd, msgs, n, flags) }) as c_int
+}

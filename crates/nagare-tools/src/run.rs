@@ -10,6 +10,10 @@ use std::path::{Path, PathBuf};
 /// beside the `nagare` binary.
 pub const PRELOAD_ENV: &str = "NAGARE_PRELOAD";
 
+/// The environment variable naming the name servers the preload
+/// library's lookups ask (`nagare_posix::DNS_ENV`).
+pub const DNS_ENV: &str = "NAGARE_DNS";
+
 /// The preload library's file name.
 pub const PRELOAD_FILE: &str = "libnagare_preload.so";
 
@@ -46,15 +50,20 @@ fn preload_value(library: &Path, before: Option<OsString>) -> OsString {
 }
 
 /// Replaces this process with `program` and its `args`, the preload
-/// library loaded first and `NAGARE_NETD` set to `via` (if given). Returns
-/// only on failure.
-pub fn run(via: Option<&Path>, program: &OsStr, args: &[OsString]) -> Result<()> {
+/// library loaded first, `NAGARE_NETD` set to `via` and `NAGARE_DNS` to
+/// `dns` (the name servers its lookups ask, through netd; default:
+/// `/etc/resolv.conf`'s), if given. Returns only on failure.
+pub fn run(via: Option<&Path>, dns: &[std::net::Ipv4Addr], program: &OsStr, args: &[OsString]) -> Result<()> {
     let library = preload_library()?;
     let library = library.canonicalize().unwrap_or(library);
     let mut cmd = std::process::Command::new(program);
     cmd.args(args).env("LD_PRELOAD", preload_value(&library, std::env::var_os("LD_PRELOAD")));
     if let Some(socket) = via {
         cmd.env(nagare::NETD_ENV, socket);
+    }
+    if !dns.is_empty() {
+        let servers: Vec<String> = dns.iter().map(|a| a.to_string()).collect();
+        cmd.env(DNS_ENV, servers.join(","));
     }
     let e = cmd.exec();
     Err(e).with_context(|| format!("cannot run {}", program.to_string_lossy()))
