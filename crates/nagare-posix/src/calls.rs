@@ -132,7 +132,12 @@ pub unsafe fn accept4(fd: i32, addr: *mut libc::sockaddr, len: *mut libc::sockle
 
 /// The options a listener passes on to the connections it accepts.
 fn copy_options(o: &crate::sock::Options) -> crate::sock::Options {
-    crate::sock::Options { nodelay: o.nodelay, keepalive: o.keepalive, ..Default::default() }
+    crate::sock::Options {
+        nodelay: o.nodelay,
+        keepalive: o.keepalive,
+        keepalive_params: o.keepalive_params,
+        ..Default::default()
+    }
 }
 
 /// `connect`. TCP: the handshake completes (or fails) before this
@@ -167,7 +172,7 @@ pub unsafe fn connect(fd: i32, addr: *const libc::sockaddr, len: libc::socklen_t
         if g.bound.is_some_and(|b| b.port() != 0) {
             say_once("bind before connect: the port bound is not used, netd picks the connection's own");
         }
-        copy_all(&g.options)
+        g.options.clone()
     };
     let netd = session()?;
     let stream = match options.send_timeout {
@@ -186,21 +191,6 @@ pub unsafe fn connect(fd: i32, addr: *const libc::sockaddr, len: libc::socklen_t
     }
     g.state = State::Stream(Arc::new(stream));
     Ok(())
-}
-
-fn copy_all(o: &crate::sock::Options) -> crate::sock::Options {
-    crate::sock::Options {
-        send_buffer: o.send_buffer,
-        recv_buffer: o.recv_buffer,
-        nodelay: o.nodelay,
-        reuse_addr: o.reuse_addr,
-        reuse_port: o.reuse_port,
-        keepalive: o.keepalive,
-        linger: o.linger,
-        tos: o.tos,
-        recv_timeout: o.recv_timeout,
-        send_timeout: o.send_timeout,
-    }
 }
 
 /// `shutdown` of a connected stream (`SHUT_RD`, `SHUT_WR`, `SHUT_RDWR`).

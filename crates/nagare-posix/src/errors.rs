@@ -36,8 +36,12 @@ pub(crate) fn errno(e: &io::Error) -> i32 {
 }
 
 /// Says `message` on stderr, once per process and message, prefixed
-/// `nagare:`: what a program asked of a nagare socket that is refused.
+/// `nagare:`: what a program asked of a nagare socket that is refused or
+/// has no effect. `NAGARE_LOG=off` (or `error`) silences it.
 pub(crate) fn say_once(message: &str) {
+    if std::env::var("NAGARE_LOG").is_ok_and(|l| l.eq_ignore_ascii_case("off") || l.eq_ignore_ascii_case("error")) {
+        return;
+    }
     static SAID: Mutex<Option<HashSet<String>>> = Mutex::new(None);
     let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
     if said.get_or_insert_with(HashSet::new).insert(message.to_string()) {

@@ -11,16 +11,28 @@
 //! | `SO_LINGER` | kept; close always sends what was queued | kept |
 //! | `SO_ERROR` | – | the pending error, taken |
 //! | `SO_TYPE`, `SO_DOMAIN`, `SO_PROTOCOL`, `SO_ACCEPTCONN` | – | what the socket is |
+//! | `TCP_KEEPIDLE`, `TCP_KEEPINTVL`, `TCP_KEEPCNT` | kept (as `SO_KEEPALIVE`) | kept |
 //! | `TCP_NODELAY` | netd's Nagle switch | netd's |
 //! | `TCP_USER_TIMEOUT` | netd's | kept |
+//! | `TCP_MAXSEG` | kept (netd's segments follow the path) | kept, else 1460 |
+//! | `TCP_CONGESTION` | `cubic` taken, others `ENOENT` | `cubic` |
+//! | `TCP_INFO` | – | the state (established or not); counters 0 |
 //! | `IP_TOS` | kept | kept |
 //!
-//! Anything else is `ENOPROTOOPT`, said once per option.
+//! Anything else is `ENOPROTOOPT`, said once per option (on stderr, unless
+//! `NAGARE_LOG` is `off` or `error`).
 
 use crate::errors::{errno, say_once};
 use crate::sock::{Inner, Proto, State};
 use crate::{table, Entered, Res};
 use std::time::Duration;
+
+/// The congestion control netd's connections run (the engine's default).
+const CONGESTION: &[u8] = b"cubic";
+
+/// The segment size reported before one is set (Ethernet's, less the
+/// IPv4 and TCP headers).
+const DEFAULT_MSS: i32 = 1460;
 
 /// Linux's default socket buffer (`net.core.rmem_default`), reported for
 /// a socket that has no size of its own yet.
@@ -29,6 +41,15 @@ const DEFAULT_BUFFER: usize = 212_992;
 fn refused(level: i32, name: i32) -> i32 {
     say_once(&format!("socket option level {level} name {name} is not supported (ENOPROTOOPT)"));
     libc::ENOPROTOOPT
+}
+
+/// Where `TCP_KEEPIDLE`, `TCP_KEEPINTVL` or `TCP_KEEPCNT` is kept.
+fn keepalive_slot(name: i32) -> usize {
+    match name {
+        libc::TCP_KEEPIDLE => 0,
+        libc::TCP_KEEPINTVL => 1,
+        _ => 2,
+    }
 }
 
 /// # Safety
@@ -111,12 +132,32 @@ pub unsafe fn setsockopt(fd: i32, level: i32, name: i32, value: *const libc::c_v
                 st.set_nodelay(o.nodelay).map_err(|e| errno(&e))?;
             }
         }
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE | libc::TCP_KEEPINTVL | libc::TCP_KEEPCNT) if s.proto == Proto::Tcp => {
+            let v = int()?;
+            if v < 1 {
+                return Err(libc::EINVAL);
+            }
+            o.keepalive_params[keepalive_slot(name)] = v;
+        }
         (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT) if s.proto == Proto::Tcp => {
             let ms = u64::try_from(int()?).map_err(|_| libc::EINVAL)?;
             let d = (ms > 0).then(|| Duration::from_millis(ms));
             match &*state {
                 State::Stream(st) => st.set_user_timeout(d).map_err(|e| errno(&e))?,
                 _ => return Err(refused(level, name)),
+            }
+        }
+        (libc::IPPROTO_TCP, libc::TCP_MAXSEG) if s.proto == Proto::Tcp => {
+            let v = int()?;
+            if !(88..=32767).contains(&v) {
+                return Err(libc::EINVAL);
+            }
+            o.max_segment = Some(v);
+        }
+        (libc::IPPROTO_TCP, libc::TCP_CONGESTION) if s.proto == Proto::Tcp => {
+            let name = unsafe { std::slice::from_raw_parts(value.cast::<u8>(), len as usize) };
+            if value.is_null() || name.split(|&b| b == 0).next() != Some(CONGESTION) {
+                return Err(libc::ENOENT);
             }
         }
         (libc::IPPROTO_IP, libc::IP_TOS) => o.tos = int()? & 0xff,
@@ -191,6 +232,21 @@ pub unsafe fn getsockopt(
             State::Stream(st) => st.nodelay().map_err(|e| errno(&e))?.into(),
             _ => o.nodelay.into(),
         },
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE | libc::TCP_KEEPINTVL | libc::TCP_KEEPCNT) if s.proto == Proto::Tcp => {
+            o.keepalive_params[keepalive_slot(name)]
+        }
+        (libc::IPPROTO_TCP, libc::TCP_MAXSEG) if s.proto == Proto::Tcp => o.max_segment.unwrap_or(DEFAULT_MSS),
+        (libc::IPPROTO_TCP, libc::TCP_CONGESTION) if s.proto == Proto::Tcp => {
+            let mut name = [0u8; 16];
+            name[..CONGESTION.len()].copy_from_slice(CONGESTION);
+            return unsafe { write_value(&name, value, len) };
+        }
+        (libc::IPPROTO_TCP, libc::TCP_INFO) if s.proto == Proto::Tcp => {
+            let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+            // Linux's TCP_ESTABLISHED and TCP_CLOSE.
+            info.tcpi_state = if matches!(g.state, State::Stream(_)) { 1 } else { 7 };
+            return unsafe { write_value(&info, value, len) };
+        }
         (libc::IPPROTO_IP, libc::IP_TOS) => o.tos,
         _ => return Err(refused(level, name)),
     };

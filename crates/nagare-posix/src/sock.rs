@@ -30,7 +30,7 @@ pub(crate) enum State {
 
 /// Options a program set, kept for a socket that is not in netd yet (and
 /// for those netd has no notion of).
-#[derive(Default)]
+#[derive(Clone)]
 pub(crate) struct Options {
     pub(crate) send_buffer: Option<usize>,
     pub(crate) recv_buffer: Option<usize>,
@@ -38,10 +38,32 @@ pub(crate) struct Options {
     pub(crate) reuse_addr: bool,
     pub(crate) reuse_port: bool,
     pub(crate) keepalive: bool,
+    /// `TCP_KEEPIDLE`, `TCP_KEEPINTVL`, `TCP_KEEPCNT` (Linux's defaults).
+    pub(crate) keepalive_params: [i32; 3],
     pub(crate) linger: Option<libc::linger>,
     pub(crate) tos: i32,
+    pub(crate) max_segment: Option<i32>,
     pub(crate) recv_timeout: Option<Duration>,
     pub(crate) send_timeout: Option<Duration>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            send_buffer: None,
+            recv_buffer: None,
+            nodelay: false,
+            reuse_addr: false,
+            reuse_port: false,
+            keepalive: false,
+            keepalive_params: [7200, 75, 9],
+            linger: None,
+            tos: 0,
+            max_segment: None,
+            recv_timeout: None,
+            send_timeout: None,
+        }
+    }
 }
 
 pub(crate) struct Inner {

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Unmodified programs through netd (`nagare run`) beside the same programs
+# on the kernel's stack, in one run: iperf3 both ways and redis-benchmark
+# against redis-server.
+#
+# Usage (root; the release binary and preload library are built if
+# missing):
+#
+#   sudo DURATION=5 scripts/bench/programs.sh
+#
+#   namespace N: `nagare netd --tap tap0 --addr 10.95.0.2/24` (its kernel
+#                side 10.95.0.1/24); the program through netd runs under
+#                `nagare run --via SOCKET`, its peer is the kernel's.
+#   namespaces B and C: veth pair, 10.96.0.1/24 <-> 10.96.0.2/24, the
+#                same programs kernel to kernel.
+#
+# Rows: iperf3 with its client through netd (to the kernel's server), its
+# server through netd (from the kernel's client), and kernel to kernel;
+# the receiver's Gbit/s, one TCP stream for DURATION seconds. redis:
+# redis-server through netd or on the kernel, the kernel's
+# redis-benchmark (-t set,get, -n REQUESTS) with 1 and 10 connections:
+# requests/s of SET and GET.
+#
+# netd runs with --client-memory 64 MiB. Traffic stays inside the
+# namespaces this script creates; everything it creates is removed on
+# exit, and every process it starts is ended by its pid.
+#
+# Environment: NAGARE (binary; default target/release/nagare), DURATION
+# (seconds per iperf3 run, 5), REQUESTS (per redis-benchmark run, 100000).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+DURATION="${DURATION:-5}"
+REQUESTS="${REQUESTS:-100000}"
+TAG="pg$$"
+NS_N="${TAG}-n"
+NS_B="${TAG}-b"
+NS_C="${TAG}-c"
+WORK="$(mktemp -d /tmp/nagare-programs.XXXXXX)"
+SOCKET="$WORK/netd.sock"
+NETD_PID=""
+PIDS=()
+
+# shellcheck source=scripts/bench/lib.sh
+. "$ROOT/scripts/bench/lib.sh"
+
+cleanup() {
+    local rc=$?
+    set +e
+    for pid in "${PIDS[@]}"; do
+        stop_pid "$pid"
+    done
+    stop_pid "$NETD_PID"
+    delete_namespaces "$NS_N" "$NS_B" "$NS_C"
+    if [[ $rc -ne 0 ]]; then
+        for f in "$WORK"/*.log; do
+            [[ -s "$f" ]] && { log "--- $(basename "$f") ---"; tail -n 20 "$f" >&2; }
+        done
+    fi
+    rm -rf "$WORK"
+    exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+skip() {
+    log "programs.sh: SKIPPED: $*"
+    exit 1
+}
+[[ $(id -u) -eq 0 ]] || skip "needs root (namespaces, TAP devices, veth)"
+for tool in ip timeout python3 iperf3 redis-server redis-benchmark; do
+    command -v "$tool" >/dev/null || skip "$tool is missing (scripts/install-test-deps.sh)"
+done
+find_nagare
+PRELOAD="$(dirname "$NAGARE")/libnagare_preload.so"
+if [[ ! -f "$PRELOAD" ]]; then
+    (cd "$ROOT" && cargo build --release -p nagare-preload)
+fi
+[[ -f "$PRELOAD" ]] || skip "no $PRELOAD"
+
+make_namespaces "$NS_N" "$NS_B" "$NS_C"
+make_veth "$TAG" "$NS_B" 10.96.0.1/24 "$NS_C" 10.96.0.2/24
+start_netd_on_tap "$NS_N" 10.95.0.2/24 10.95.0.1/24 "$SOCKET" "$WORK/netd.log" --client-memory $((64 << 20))
+sleep 0.5
+
+# "${THROUGH[@]}" CMD...: CMD in namespace N through netd.
+THROUGH=(ip netns exec "$NS_N" "$NAGARE" run --via "$SOCKET" --)
+
+# background NAME CMD...: CMD started in the background, its pid kept.
+background() {
+    local name=$1
+    shift
+    "$@" >"$WORK/$name.log" 2>&1 &
+    PIDS+=($!)
+}
+
+# iperf3_gbit: the receiver's Gbit/s from iperf3's JSON on stdin (or its
+# error, on stderr, and a failure).
+iperf3_gbit() {
+    python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+if "error" in s:
+    sys.exit("iperf3: " + s["error"])
+print("%.2f" % (s["end"]["sum_received"]["bits_per_second"] / 1e9))'
+}
+
+# iperf3_row NAME LABEL SERVER_CMD... :: CLIENT_CMD...
+iperf3_row() {
+    local name=$1 label=$2 server=() client=()
+    shift 2
+    while [[ $1 != :: ]]; do server+=("$1"); shift; done
+    shift
+    client=("$@")
+    background "iperf3-$name" "${server[@]}" -s -1
+    sleep 1
+    local g
+    g=$(timeout $((DURATION + 20)) "${client[@]}" -t "$DURATION" --json 2>>"$WORK/iperf3-client.log" |
+        iperf3_gbit 2>>"$WORK/iperf3-client.log") || { g=fail; tail -n 5 "$WORK/iperf3-client.log" >&2; }
+    printf '| iperf3: %s | %s |\n' "$label" "$g"
+}
+
+echo "| test | result |"
+echo "|---|---:|"
+iperf3_row netd-client "client through netd, kernel server (Gbit/s)" ip netns exec "$NS_N" iperf3 -B 10.95.0.1 -p 5301 \
+    :: "${THROUGH[@]}" iperf3 -c 10.95.0.1 -p 5301
+iperf3_row netd-server "kernel client, server through netd (Gbit/s)" "${THROUGH[@]}" iperf3 -B 10.95.0.2 -p 5302 \
+    :: ip netns exec "$NS_N" iperf3 -c 10.95.0.2 -p 5302
+iperf3_row kernel "kernel to kernel over veth (Gbit/s)" ip netns exec "$NS_C" iperf3 -B 10.96.0.2 -p 5303 \
+    :: ip netns exec "$NS_B" iperf3 -c 10.96.0.2 -p 5303
+
+REDIS_ARGS=(--save "" --appendonly no --protected-mode no)
+background redis-netd "${THROUGH[@]}" redis-server --bind 10.95.0.2 --port 6379 "${REDIS_ARGS[@]}"
+background redis-kernel ip netns exec "$NS_C" redis-server --bind 10.96.0.2 --port 6379 "${REDIS_ARGS[@]}"
+sleep 1
+# redis_row LABEL NS HOST CONNECTIONS
+redis_row() {
+    local out
+    out=$(timeout 120 ip netns exec "$2" redis-benchmark -h "$3" -q -n "$REQUESTS" -c "$4" -t set,get 2>&1 |
+        tr '\r' '\n' | grep 'requests per second' | awk '{printf "%s %s, ", $1, $2}') || out=fail
+    printf '| redis %s, %s connections (requests/s) | %s |\n' "$1" "$4" "${out%, }"
+}
+for c in 1 10; do
+    redis_row "through netd" "$NS_N" 10.95.0.2 "$c"
+    redis_row "kernel over veth" "$NS_B" 10.96.0.2 "$c"
+done
