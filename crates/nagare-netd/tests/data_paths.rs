@@ -271,13 +271,14 @@ fn a_stream_keeps_its_receive_buffers_worth_of_receives_posted() {
         stat_value(&line, " pending ").expect("a pending count")
     };
     assert_eq!(reader.recv_buffer_size().unwrap(), 256 << 10);
-    // Both ends' receives, and the stat itself.
-    assert_eq!(pending(), 4 + 4 + 1);
+    // Both ends' receives, the listener's accept posted ahead, and the
+    // stat itself.
+    assert_eq!(pending(), 4 + 4 + 1 + 1);
     reader.set_recv_buffer_size(512 << 10).unwrap();
-    assert_eq!(pending(), 4 + 8 + 1);
+    assert_eq!(pending(), 4 + 8 + 1 + 1);
     // A quarter of the pool (64) at most, for all streams together.
     reader.set_recv_buffer_size(4 << 20).unwrap();
-    assert_eq!(pending(), 4 + 60 + 1);
+    assert_eq!(pending(), 4 + 60 + 1 + 1);
     // Data still flows through them.
     (&writer).write_all(&[7u8; 100_000]).unwrap();
     let mut got = vec![0u8; 100_000];
@@ -350,4 +351,67 @@ fn an_outside_loop_is_woken_and_arrived_data_is_peeked_counted_and_read() {
     assert_eq!(reader.read_with(&mut buf, false).unwrap_err().kind(), ErrorKind::WouldBlock);
     assert_eq!(reader.peek_with(&mut buf, false).unwrap_err().kind(), ErrorKind::WouldBlock);
     assert_eq!(reader.unread().unwrap(), 0);
+}
+
+/// A listener keeps an accept posted: connections netd accepts wait in
+/// the client's queue, so readiness and a non-blocking accept need no
+/// request, and a listener closed with a connection nobody took resets it
+/// (its peer sees the reset).
+#[test]
+fn a_listener_accepts_ahead_and_resets_what_nobody_took() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (a, b) = (netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&b, at(9480)).expect("listen");
+    listener.set_nonblocking(true).unwrap();
+    let ready = |limit: Duration| {
+        let mut entries = [PollEntry { socket: listener.socket_id(), interest: READABLE, ready: 0 }];
+        poll(&b, &mut entries, Some(limit)).unwrap() == 1
+    };
+    assert!(!ready(Duration::ZERO));
+    let connect = || TcpStream::connect_timeout_via(&a, &SocketAddr::V4(at(9480)), LIMIT).expect("connect");
+    let (first, _second) = (connect(), connect());
+    let mut taken = Vec::new();
+    let deadline = Instant::now() + LIMIT;
+    while taken.len() < 2 {
+        assert!(Instant::now() < deadline, "the connections never came");
+        if ready(LIMIT) {
+            taken.push(listener.accept().expect("ready: a connection waits").0);
+        }
+    }
+    // Nothing waits: looking and trying ask netd nothing.
+    let before = requests(&b);
+    for _ in 0..100 {
+        assert!(!ready(Duration::ZERO));
+        assert!(matches!(listener.accept(), Err(e) if e.kind() == ErrorKind::WouldBlock));
+    }
+    assert_eq!(requests(&b) - before, 1, "only the stat's own request");
+    (&first).write_all(b"x").unwrap();
+    let mut one = [0u8; 1];
+    (&taken[0]).read_exact(&mut one).unwrap();
+
+    // A third connection netd accepts and the application never takes.
+    let third = connect();
+    assert!(ready(LIMIT), "the third connection never waited");
+    drop(listener);
+    third.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut buf = [0u8; 8];
+    let r = (&third).read(&mut buf);
+    assert!(matches!(&r, Err(e) if e.kind() == ErrorKind::ConnectionReset), "the unclaimed connection: {r:?}");
+}
+
+/// An outside event loop that found nothing ready is not put to sleep
+/// over a completion already on the ring (it may have made a socket
+/// ready): `prepare_wait` leaves it there and says to look again.
+#[test]
+fn a_completion_on_the_ring_keeps_an_outside_loop_awake() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (mut writer, reader, _a, b) = pair(&netd, 9490);
+    let mut buf = [0u8; 8];
+    assert_eq!(reader.read_with(&mut buf, false).unwrap_err().kind(), ErrorKind::WouldBlock);
+    writer.write_all(b"x").unwrap();
+    // Time for netd to complete the reader's posted receive; the reader's
+    // session is not touched meanwhile, so the completion waits on its ring.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(b.prepare_wait().unwrap(), None, "asked to sleep over a waiting completion");
+    assert_eq!(reader.read_with(&mut buf, false).unwrap(), 1);
 }

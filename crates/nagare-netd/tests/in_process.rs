@@ -283,13 +283,15 @@ fn the_report_shows_clients_sockets_and_counters() {
         );
         assert!(report.contains(&format!(" placement {name} link netd test clients 1\n")), "{report}");
         let line = report.lines().find(|l| l.starts_with("client ")).expect("a client line");
-        // Waiting: the stat and the receives the UDP socket keeps posted.
-        let pending = 1 + nagare::RECV_AHEAD;
+        // Waiting: the stat, the receives the UDP socket keeps posted and
+        // the listener's accept posted ahead.
+        let pending = 1 + nagare::RECV_AHEAD + 1;
         assert!(line.contains(&format!(" sockets 2 tcp 0 listeners 1 udp 1 echo 0 pending {pending} ")), "{line}");
         // SAFETY: getuid has no preconditions.
         let uid = unsafe { libc::getuid() };
         assert_eq!(stat_value(line, " uid "), Some(u64::from(uid)), "{line}");
-        // The bind, the posted receives, the listen and this stat.
+        // The bind, the posted receives, the listen, its accept and this
+        // stat.
         assert_eq!(stat_value(&report, "netd requests "), Some(3 + pending as u64 - 1), "{report}");
         assert_eq!(report.contains("\ndriver pid "), placement == Placement::Single, "{report}");
         assert!(report.contains("\nengine buffers in_use "), "{report}");

@@ -14,7 +14,7 @@
 //! a stream shows as `EPOLLIN`, a read then gives 0).
 
 use crate::sock::Sock;
-use crate::wait::{has_path, readiness, sleep, Ours};
+use crate::wait::{readiness, sleep, Ours};
 use crate::{table, Entered, Res};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -187,9 +187,8 @@ pub unsafe fn epoll_wait(
         if n > 0 || left.is_some_and(|l| l.is_zero()) {
             return Ok(n as i32);
         }
-        let listener = ours.iter().any(|o| o.sock.lock().is_ok_and(|g| !has_path(&g.state)));
         let mut kernel = vec![libc::pollfd { fd: epfd, events: libc::POLLIN, revents: 0 }];
-        sleep(&mut kernel, listener, left, sigmask)?;
+        sleep(&mut kernel, left, sigmask)?;
     }
 }
 

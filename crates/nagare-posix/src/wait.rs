@@ -1,14 +1,13 @@
 //! Readiness of nagare sockets beside the kernel's descriptors: `poll`
 //! (`ppoll`) and `select` (`pselect`) over a mixed set.
 //!
-//! A stream's or datagram socket's readiness is in our region (its data
-//! path), so it is read without asking netd; a listener's is netd's to
-//! tell (one `POLL` request). A set of nagare sockets alone waits in
-//! netd. A mixed set looks at both sides without waiting, then sleeps in
-//! the kernel's `poll` on its own descriptors plus the session's eventfd,
-//! which netd signals with its next completion: at most
-//! [`SLICE`], or [`LISTENER_SLICE`] while a listener is in the set
-//! (nothing in our region changes when a connection arrives).
+//! A socket's readiness is in our region (a stream's or datagram socket's
+//! data path, a listener's queue of accepted connections), so it is read
+//! without asking netd. A set of nagare sockets alone waits in the client
+//! library's `poll`. A mixed set looks at both sides without waiting, then
+//! sleeps in the kernel's `poll` on its own descriptors plus the session's
+//! eventfd, which netd signals with its next completion, at most
+//! [`SLICE`] (netd's death signals nothing).
 
 use crate::errors::errno;
 use crate::session::session;
@@ -21,8 +20,9 @@ use std::time::{Duration, Instant};
 /// The longest sleep before netd's life is looked at again.
 const SLICE: Duration = Duration::from_millis(100);
 
-/// The longest sleep while a listener is in a mixed set.
-const LISTENER_SLICE: Duration = Duration::from_millis(5);
+/// The sleep between looks at a set of more nagare sockets than one of the
+/// client library's polls takes.
+const SHORT_SLEEP: Duration = Duration::from_millis(1);
 
 /// The most entries one `poll` takes (Linux's `RLIMIT_NOFILE` bound).
 const MAX_ENTRIES: usize = 1 << 20;
@@ -84,22 +84,14 @@ fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, sigmask: 
             wait_in_netd(&ours, entries, left)?;
             continue;
         }
-        let listener = ours.iter().any(|o| o.sock.lock().is_ok_and(|g| !has_path(&g.state)));
-        sleep(&mut kernel, listener, left, sigmask)?;
+        sleep(&mut kernel, left, sigmask)?;
     }
 }
 
 /// Sleeps until one of `kernel` is ready or netd completes something for
-/// this session, at most `left` and a slice ([`LISTENER_SLICE`] when
-/// `listener`, as nothing in our region tells of a connection arriving).
-pub(crate) fn sleep(
-    kernel: &mut Vec<libc::pollfd>,
-    listener: bool,
-    left: Option<Duration>,
-    sigmask: *const libc::sigset_t,
-) -> Res<()> {
-    let slice = if listener { LISTENER_SLICE } else { SLICE };
-    let slice = left.map_or(slice, |l| l.min(slice));
+/// this session, at most `left` and [`SLICE`].
+pub(crate) fn sleep(kernel: &mut Vec<libc::pollfd>, left: Option<Duration>, sigmask: *const libc::sigset_t) -> Res<()> {
+    let slice = left.map_or(SLICE, |l| l.min(SLICE));
     let netd = session()?;
     let Some(wake) = netd.prepare_wait().map_err(|e| errno(&e))? else { return Ok(()) };
     kernel.push(libc::pollfd { fd: wake, events: libc::POLLIN, revents: 0 });
@@ -107,11 +99,6 @@ pub(crate) fn sleep(
     kernel.pop();
     netd.finish_wait().map_err(|e| errno(&e))?;
     slept.map(|_| ())
-}
-
-/// Whether the socket's readiness is in our region.
-pub(crate) fn has_path(state: &State) -> bool {
-    matches!(state, State::Stream(_) | State::Datagram(_))
 }
 
 /// The kernel's `ppoll` on `set` for at most `limit`; the entries ready.
@@ -185,8 +172,8 @@ fn events_of(ready: u16) -> i16 {
     ev
 }
 
-/// A set of nagare sockets alone: waits in netd (one `POLL` request,
-/// answered when one is ready) for at most `left`, or [`SLICE`].
+/// A set of nagare sockets alone: waits in the client library's `poll`
+/// for at most `left`, or [`SLICE`].
 fn wait_in_netd(ours: &[Ours], entries: &mut [libc::pollfd], left: Option<Duration>) -> Res<()> {
     let mut list = Vec::new();
     for o in ours {
@@ -209,7 +196,8 @@ fn wait_in_netd(ours: &[Ours], entries: &mut [libc::pollfd], left: Option<Durati
         list.push(PollEntry { socket: id, interest, ready: 0 });
     }
     if list.len() > nagare_request::MAX_POLL as usize {
-        std::thread::sleep(left.map_or(LISTENER_SLICE, |l| l.min(LISTENER_SLICE)));
+        // More than one poll takes: a short sleep, then the next look.
+        std::thread::sleep(left.map_or(SHORT_SLEEP, |l| l.min(SHORT_SLEEP)));
         return Ok(());
     }
     let limit = left.map_or(SLICE, |l| l.min(SLICE));

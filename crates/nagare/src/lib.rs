@@ -22,6 +22,7 @@
 
 #![warn(missing_docs)]
 
+mod accept;
 #[cfg(feature = "embedded")]
 pub mod embedded;
 mod errors;
@@ -92,6 +93,8 @@ struct Conn {
     socket: PathBuf,
     /// Each socket's data path, by socket id.
     paths: HashMap<u32, path::SockPath>,
+    /// Each listener's queue of accepted connections, by socket id.
+    listeners: HashMap<u32, accept::ListenPath>,
     /// Receives posted ahead on every path.
     posted_total: usize,
     /// When netd was last seen alive by a call that does not wait for it.
@@ -140,6 +143,7 @@ impl Session {
             queued_total: 0,
             socket,
             paths: HashMap::new(),
+            listeners: HashMap::new(),
             posted_total: 0,
             alive_at: Instant::now(),
         };
@@ -192,19 +196,21 @@ impl Session {
     }
 
     /// For an event loop that sleeps in its own `poll` (or `epoll`) beside
-    /// other descriptors: takes what netd completed, then asks netd to
+    /// other descriptors, after it found nothing ready: asks netd to
     /// signal the session's eventfd on its next completion. `Some(fd)`:
     /// sleep until `fd` (valid while the session lives) or one of the
     /// loop's own descriptors is readable, then call
-    /// [`Session::finish_wait`]; `None`: completions arrived meanwhile, so
-    /// look at readiness again without sleeping. Either way readiness is
-    /// then read with [`crate::poll::poll`] and a zero limit. netd's death
-    /// does not signal the fd: sleep in slices (say [`LIVENESS_SLICE`]).
+    /// [`Session::finish_wait`]; `None`: completions are waiting (they may
+    /// make a socket ready), so look at readiness again without sleeping.
+    /// Either way readiness is then read with [`crate::poll::poll`] and a
+    /// zero limit. netd's death does not signal the fd: sleep in slices
+    /// (say [`LIVENESS_SLICE`]).
     pub fn prepare_wait(&self) -> io::Result<Option<std::os::fd::RawFd>> {
         use std::os::fd::AsRawFd;
         let mut c = self.lock()?;
         c.check_alive()?;
-        c.collect()?;
+        // Completions are left on the rings: taking one here could make a
+        // socket ready that the caller already looked at.
         let Conn { waiter, completions, direct, .. } = &mut *c;
         let arrived = waiter.prepare_sleep_any(&mut [completions, direct]).map_err(io::Error::other)?;
         Ok((!arrived).then(|| c.waiter.fd().as_raw_fd()))

@@ -72,7 +72,10 @@ impl Drop for Handle {
     /// was not all read is reset instead), and its port is free for
     /// another socket, of any client, once this returns.
     fn drop(&mut self) {
-        let unread = self.netd.lock().is_ok_and(|mut c| c.close_path(self.id));
+        let unread = self.netd.lock().is_ok_and(|mut c| {
+            c.close_listen_path(self.id);
+            c.close_path(self.id)
+        });
         let mut r = request(Op::Close, self.id);
         if unread {
             r.aux[0] = nagare_request::CLOSE_RESET;
@@ -440,11 +443,13 @@ impl TcpListener {
         r.aux[0] = encode_addr(local);
         r.aux[1] = u64::from(backlog).clamp(1, nagare_request::MAX_BACKLOG);
         let (c, _) = netd.call(r, Data::None)?;
-        Ok(TcpListener {
+        let l = TcpListener {
             h: Handle { netd: netd.clone(), id: c.aux[0] as u32 },
             local: SocketAddr::V4(local),
             mode: Mode::default(),
-        })
+        };
+        netd.lock()?.open_listen_path(l.h.id)?;
+        Ok(l)
     }
 
     /// In non-blocking mode `accept` fails with `WouldBlock` when no
@@ -464,9 +469,12 @@ impl TcpListener {
         Ok(self.local)
     }
 
-    /// Waits for the next connection.
+    /// Takes the next connection, waiting for one unless non-blocking.
+    /// netd accepts ahead of the application (`accept.rs`): a connection
+    /// that is already accepted is taken without a request.
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        let (c, _) = self.h.netd.call(self.mode.apply(request(Op::Accept, self.h.id)), Data::None)?;
+        let id = self.h.id;
+        let c = self.h.netd.until(self.mode.is_on(), None, |conn| conn.take_accepted(id))?;
         let peer = addr_of(c.aux[1]);
         let s = TcpStream::opened(&self.h.netd, &c, self.local, peer)?;
         Ok((s, peer))

@@ -72,6 +72,8 @@ pub(crate) enum Role {
     QueuedSend { socket: u32, bytes: usize },
     /// A receive posted ahead on `socket`'s path.
     PostedRecv { socket: u32 },
+    /// An accept posted ahead on `listener`'s path (`accept.rs`).
+    PostedAccept { listener: u32 },
 }
 
 /// Data that arrived in one of our buffers.
@@ -187,9 +189,9 @@ impl Conn {
         unread
     }
 
-    /// Whether socket `id` has a path.
+    /// Whether socket `id` has a path (a listener's included).
     pub(crate) fn has_path(&self, id: u32) -> bool {
-        self.paths.contains_key(&id)
+        self.paths.contains_key(&id) || self.listeners.contains_key(&id)
     }
 
     /// The buffers a socket of `kind` with a receive buffer of
@@ -297,6 +299,7 @@ impl Conn {
         let result = comp.as_ref().map_err(|_| libc::EPROTO).and_then(|c| c.result().map(|_| c));
         match role {
             Role::Call => {}
+            Role::PostedAccept { listener } => self.deliver_accept(listener, comp),
             Role::QueuedSend { socket, bytes } => {
                 self.queued_total = self.queued_total.saturating_sub(1);
                 if let Some(b) = back {
@@ -731,6 +734,9 @@ impl Conn {
     /// What socket `id` is ready for by its path (`READABLE`, `WRITABLE`,
     /// `CLOSED`), or `None` if it has none.
     pub(crate) fn readiness(&self, id: u32) -> Option<u16> {
+        if let Some(ready) = self.listener_ready(id) {
+            return Some(if ready { READABLE } else { 0 });
+        }
         let p = self.paths.get(&id)?;
         let mut r = 0;
         if p.readable() {

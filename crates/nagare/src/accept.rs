@@ -1,0 +1,115 @@
+//! A listener's path: one `ACCEPT` kept posted with netd, so that a
+//! connection netd accepts waits in our queue until the application's
+//! `accept` takes it, and a listener's readiness is read here rather than
+//! asked of netd (what an event loop polling a listener on every turn
+//! would pay a round trip for).
+//!
+//! The queue holds at most [`ACCEPTED_AHEAD`] connections: past it no
+//! `ACCEPT` is posted, and further connections wait in netd's accept
+//! queue (the listener's backlog). A connection that arrives for a
+//! listener already closed here is closed at once.
+
+use crate::path::Role;
+use crate::{Conn, InFlight};
+use nagare_request::{Completion, Op};
+use std::collections::VecDeque;
+use std::io;
+
+/// The most accepted connections a listener's queue holds.
+pub(crate) const ACCEPTED_AHEAD: usize = 16;
+
+/// A listener's queue of connections netd accepted.
+#[derive(Default)]
+pub(crate) struct ListenPath {
+    accepted: VecDeque<Completion>,
+    /// An `ACCEPT` is posted and not completed.
+    posted: bool,
+    /// The error the last `ACCEPT` met, reported by the next `accept`.
+    error: Option<i32>,
+}
+
+impl Conn {
+    /// Opens listener `id`'s path and posts its first `ACCEPT`.
+    pub(crate) fn open_listen_path(&mut self, id: u32) -> io::Result<()> {
+        self.listeners.insert(id, ListenPath::default());
+        self.post_accept(id)
+    }
+
+    /// Posts an `ACCEPT` on listener `id` unless one is posted, the queue
+    /// is full or an error waits.
+    fn post_accept(&mut self, id: u32) -> io::Result<()> {
+        let Some(l) = self.listeners.get(&id) else { return Ok(()) };
+        if l.posted || l.error.is_some() || l.accepted.len() >= ACCEPTED_AHEAD {
+            return Ok(());
+        }
+        // No wait limit: netd completes it when a connection is there.
+        let mut req = crate::request(Op::Accept, id);
+        self.submit(&mut req, None)?;
+        self.in_flight
+            .insert(req.id, InFlight { buffer: None, abandoned: false, role: Role::PostedAccept { listener: id } });
+        if let Some(l) = self.listeners.get_mut(&id) {
+            l.posted = true;
+        }
+        Ok(())
+    }
+
+    /// Takes the completion of listener `listener`'s posted `ACCEPT`.
+    pub(crate) fn deliver_accept(&mut self, listener: u32, comp: Result<Completion, nagare_request::ProtoError>) {
+        let result = comp.as_ref().map_err(|_| libc::EPROTO).and_then(|c| c.result().map(|_| *c));
+        let Some(l) = self.listeners.get_mut(&listener) else {
+            // The listener is closed here: nobody will take the connection.
+            if let Ok(c) = result {
+                self.close_unclaimed(c.aux[0] as u32);
+            }
+            return;
+        };
+        l.posted = false;
+        match result {
+            Ok(c) => l.accepted.push_back(c),
+            Err(libc::EAGAIN | libc::EINTR) => {}
+            Err(e) => {
+                l.error.get_or_insert(e);
+            }
+        }
+        let _ = self.post_accept(listener);
+    }
+
+    /// The next connection listener `id` accepted (`None` if none is
+    /// here yet), or the error its last `ACCEPT` met.
+    pub(crate) fn take_accepted(&mut self, id: u32) -> io::Result<Option<Completion>> {
+        let l = self.listeners.get_mut(&id).ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
+        if let Some(c) = l.accepted.pop_front() {
+            self.post_accept(id)?;
+            return Ok(Some(c));
+        }
+        if let Some(e) = l.error.take() {
+            self.post_accept(id)?;
+            return Err(io::Error::from_raw_os_error(e));
+        }
+        Ok(None)
+    }
+
+    /// Whether listener `id` has a connection (or an error) waiting;
+    /// `None` if it has no path.
+    pub(crate) fn listener_ready(&self, id: u32) -> Option<bool> {
+        self.listeners.get(&id).map(|l| !l.accepted.is_empty() || l.error.is_some())
+    }
+
+    /// Forgets listener `id`'s path; the connections it holds are closed.
+    pub(crate) fn close_listen_path(&mut self, id: u32) {
+        let _ = self.collect();
+        let Some(l) = self.listeners.remove(&id) else { return };
+        for c in l.accepted {
+            self.close_unclaimed(c.aux[0] as u32);
+        }
+    }
+
+    /// Closes a connection netd accepted that no application will take.
+    fn close_unclaimed(&mut self, socket: u32) {
+        let mut req = crate::request(Op::Close, socket);
+        req.aux[0] = nagare_request::CLOSE_RESET;
+        if self.submit(&mut req, None).is_ok() {
+            self.in_flight.insert(req.id, InFlight { buffer: None, abandoned: true, role: Role::Call });
+        }
+    }
+}
