@@ -11,11 +11,13 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
-//! Control calls (connect, bind, listen, accept, close, options) are one
-//! request into the region's request ring and a wait (spin, then sleep on
-//! the eventfd) for its completion. Data calls do not wait for netd: each
+//! Control calls (connect, bind, listen, close, options) are one request
+//! into the region's request ring and a wait (spin, then sleep on the
+//! eventfd) for its completion. Data calls do not wait for netd: each
 //! socket has a data path (`path.rs`): a write queues and returns, and
-//! receives are posted ahead, so reads and polls take what has arrived.
+//! receives are posted ahead, so reads and polls take what has arrived;
+//! a listener keeps an accept posted ahead (`accept.rs`), so `accept`
+//! takes a connection netd already accepted.
 //! Waits are cut into slices of [`LIVENESS_SLICE`]; between slices the
 //! rendezvous socket is checked, so when netd dies every call fails within
 //! a second (`ErrorKind::ConnectionAborted`).
