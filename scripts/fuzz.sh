@@ -6,13 +6,14 @@
 # overflow, debug assertions) stand in for AddressSanitizer.
 #
 #   scripts/fuzz.sh TARGET [SECONDS] [LIBFUZZER FLAGS...]
-#   TARGET: iface_receive | wire_parsers | netd_requests | datagram_records;
+#   TARGET: iface_receive | wire_parsers | netd_requests | datagram_records |
+#   dns_answers;
 #   e.g. -len_control=0
 #   to try long inputs (netd_requests' scripts) from the start.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
-target=${1:?usage: scripts/fuzz.sh iface_receive|wire_parsers|netd_requests|datagram_records [seconds]}
+target=${1:?usage: scripts/fuzz.sh iface_receive|wire_parsers|netd_requests|datagram_records|dns_answers [seconds]}
 seconds=${2:-300}
 triple=$(rustc -vV | sed -n 's/^host: //p')
 

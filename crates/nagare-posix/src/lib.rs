@@ -41,7 +41,7 @@ mod data;
 mod epoll;
 mod errors;
 mod guard;
-mod names;
+pub mod names;
 mod options;
 mod session;
 mod sock;

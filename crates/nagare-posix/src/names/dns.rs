@@ -9,7 +9,7 @@ use std::net::Ipv4Addr;
 
 /// What an answer says.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Answer {
+pub enum Answer {
     /// The name's addresses and its canonical name (the end of the chain).
     Found(String, Vec<Ipv4Addr>),
     /// The name does not exist, or has no `A` record.
@@ -20,7 +20,7 @@ pub(crate) enum Answer {
 
 /// The `A` query for `name` with `id`, recursion desired; `None` for a
 /// name that is not a DNS name.
-pub(crate) fn query(name: &str, id: u16) -> Option<Vec<u8>> {
+pub fn query(name: &str, id: u16) -> Option<Vec<u8>> {
     let mut p = Packet::new_query(id);
     p.set_flags(PacketFlag::RECURSION_DESIRED);
     let qname = Name::new(name).ok()?;
@@ -34,7 +34,7 @@ fn same(a: &str, b: &str) -> bool {
 
 /// The answer in `bytes` to our query for `name` with `id`; `None` when it
 /// is not one (malformed, another id or question, not a response).
-pub(crate) fn answer(bytes: &[u8], id: u16, name: &str) -> Option<Answer> {
+pub fn answer(bytes: &[u8], id: u16, name: &str) -> Option<Answer> {
     let p = Packet::parse(bytes).ok()?;
     if p.id() != id || !p.has_flags(PacketFlag::RESPONSE) {
         return None;

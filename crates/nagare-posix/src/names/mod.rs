@@ -6,7 +6,7 @@
 //! and `gethostbyname` answer with here (`addrinfo.rs`).
 
 pub(crate) mod addrinfo;
-mod dns;
+pub mod dns;
 mod files;
 
 use crate::session::session;
