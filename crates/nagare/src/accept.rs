@@ -78,14 +78,17 @@ impl Conn {
     /// here yet), or the error its last `ACCEPT` met.
     pub(crate) fn take_accepted(&mut self, id: u32) -> io::Result<Option<Completion>> {
         let l = self.listeners.get_mut(&id).ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
+        // A failed post (a full request ring) is tried again by the next
+        // take; the connection or error taken is returned either way.
         if let Some(c) = l.accepted.pop_front() {
-            self.post_accept(id)?;
+            let _ = self.post_accept(id);
             return Ok(Some(c));
         }
         if let Some(e) = l.error.take() {
-            self.post_accept(id)?;
+            let _ = self.post_accept(id);
             return Err(io::Error::from_raw_os_error(e));
         }
+        self.post_accept(id)?;
         Ok(None)
     }
 
