@@ -17,9 +17,8 @@
  * over a mixed set among them).
  *
  * What differs from Linux (crates/nagare-posix/src/lib.rs says it in
- * full): a non-blocking connect completes (or fails) before it returns
- * rather than giving EINPROGRESS; a TCP socket's bind is taken up by its
- * listen; a listener needs a port; MSG_PEEK on a UDP socket is refused.
+ * full): a TCP socket's bind is taken up by its listen; a listener
+ * needs a port; MSG_PEEK on a UDP socket is refused.
  *
  * fcntl and ioctl are variadic in C; this library is written in Rust,
  * which cannot define a variadic C function, so nagare_fcntl always takes

@@ -485,3 +485,29 @@ fn names_are_looked_up_through_netd() {
     assert!(questions.lines().count() >= 4, "{questions}");
     assert!(questions.lines().all(|l| l == format!("from {NAGARE}")), "a question left from the kernel:\n{questions}");
 }
+
+/// A non-blocking connect through netd, as event loops make one:
+/// `EINPROGRESS`, then writable once netd answers, `SO_ERROR` saying how
+/// it went: 0 to a listening port, `ECONNREFUSED` to a closed one (and a
+/// second connect meanwhile `EALREADY` or done).
+#[test]
+fn a_non_blocking_connect_gives_einprogress_then_its_answer() {
+    if let Some(reason) = interop_unavailable(&["python3", "nc", "ss", "ping"]) {
+        return skip("a_non_blocking_connect_gives_einprogress_then_its_answer", &reason);
+    }
+    let s = Setup::new("runconn");
+    let _server = Process::spawn(s.kernel("nc").args(["-l", KERNEL, "9100"]).stdout(Stdio::null()));
+    wait_for_port_kernel(&s, 9100);
+    let script = format!(
+        "import errno, select, socket\n\
+         for port in (9100, 9101):\n\
+         \x20   c = socket.socket(socket.AF_INET, socket.SOCK_STREAM); c.setblocking(False)\n\
+         \x20   r = c.connect_ex(({KERNEL:?}, port)); print(errno.errorcode.get(r, r))\n\
+         \x20   again = c.connect_ex(({KERNEL:?}, port)); print(again in (errno.EALREADY, errno.EISCONN, errno.ECONNREFUSED, 0))\n\
+         \x20   _, w, _ = select.select([], [c], [], 10); print(len(w))\n\
+         \x20   e = c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR); print(errno.errorcode.get(e, e))\n\
+         \x20   c.close()\n"
+    );
+    let out = ok(s.run("python3").args(["-c", &script]), 30, "python3 non-blocking connects");
+    assert_eq!(out.stdout, "EINPROGRESS\nTrue\n1\n0\nEINPROGRESS\nTrue\n1\nECONNREFUSED\n", "{}", out.stderr);
+}

@@ -415,3 +415,42 @@ fn a_completion_on_the_ring_keeps_an_outside_loop_awake() {
     assert_eq!(b.prepare_wait().unwrap(), None, "asked to sleep over a waiting completion");
     assert_eq!(reader.read_with(&mut buf, false).unwrap(), 1);
 }
+
+/// A connect started without waiting: netd's answer arrives as a
+/// completion, and the stream it gives carries bytes; a `Connecting`
+/// dropped before it is finished has its connection closed by the
+/// session's next call once netd answered (the accepted side reads the
+/// end or a reset), so nothing is left behind in netd.
+#[test]
+fn a_connect_started_without_waiting_is_finished_or_closed() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (a, b) = (netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&b, at(9500)).expect("listen");
+    let mut pending = TcpStream::connect_start_via(&a, at(9500)).expect("connect started");
+    let deadline = Instant::now() + LIMIT;
+    while !pending.is_done().unwrap() {
+        assert!(Instant::now() < deadline, "netd never answered the connect");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let stream = pending.try_finish().unwrap().expect("done: the stream");
+    assert!(pending.try_finish().is_err(), "finished once only");
+    let (accepted, _) = listener.accept().unwrap();
+    (&stream).write_all(b"ok").unwrap();
+    let mut two = [0u8; 2];
+    (&accepted).read_exact(&mut two).unwrap();
+    assert_eq!(&two, b"ok");
+
+    drop(TcpStream::connect_start_via(&a, at(9500)).expect("a second connect started"));
+    let (orphan, _) = listener.accept().expect("netd still accepts it");
+    // netd's answer to the dropped connect has come (the connection is
+    // established); the session's next call takes it and closes it.
+    std::thread::sleep(Duration::from_millis(100));
+    a.nop().unwrap();
+    orphan.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut buf = [0u8; 4];
+    let r = (&orphan).read(&mut buf);
+    assert!(
+        matches!(r, Ok(0)) || matches!(&r, Err(e) if e.kind() == ErrorKind::ConnectionReset),
+        "the abandoned connection stayed open: {r:?}"
+    );
+}

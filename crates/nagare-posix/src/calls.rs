@@ -140,11 +140,11 @@ fn copy_options(o: &crate::sock::Options) -> crate::sock::Options {
     }
 }
 
-/// `connect`. TCP: the handshake completes (or fails) before this
-/// returns, non-blocking sockets included, so a program that expected
-/// `EINPROGRESS` finds the socket already connected (`SO_ERROR` 0, and
-/// writable). UDP: sets the peer (`AF_UNSPEC` clears it), binding the
-/// socket first if it is not.
+/// `connect`. TCP: a blocking socket waits for the handshake (within
+/// `SO_SNDTIMEO`, if set); a non-blocking one gives `EINPROGRESS` and is
+/// writable once netd answers, `SO_ERROR` then saying how it went (a
+/// second `connect` meanwhile gives `EALREADY`). UDP: sets the peer
+/// (`AF_UNSPEC` clears it), binding the socket first if it is not.
 ///
 /// # Safety
 /// `addr` points to `len` readable bytes.
@@ -163,10 +163,14 @@ pub unsafe fn connect(fd: i32, addr: *const libc::sockaddr, len: libc::socklen_t
     }
     let to = unsafe { read_v4(addr, len) }?;
     let options = {
-        let g = s.lock()?;
+        let mut g = s.lock()?;
+        if let Some(e) = Sock::take_failure(&mut g) {
+            return Err(e);
+        }
         match g.state {
             State::Fresh => {}
             State::Stream(_) => return Err(libc::EISCONN),
+            State::Connecting(_) => return Err(libc::EALREADY),
             _ => return Err(libc::EINVAL),
         }
         if g.bound.is_some_and(|b| b.port() != 0) {
@@ -175,6 +179,15 @@ pub unsafe fn connect(fd: i32, addr: *const libc::sockaddr, len: libc::socklen_t
         g.options.clone()
     };
     let netd = session()?;
+    if s.is_nonblocking() {
+        let pending = TcpStream::connect_start_via(&netd, to).map_err(|e| errno(&e))?;
+        let mut g = s.lock()?;
+        if !matches!(g.state, State::Fresh) {
+            return Err(libc::EALREADY);
+        }
+        g.state = State::Connecting(Box::new(pending));
+        return Err(libc::EINPROGRESS);
+    }
     let stream = match options.send_timeout {
         Some(limit) => TcpStream::connect_timeout_via(&netd, &SocketAddr::V4(to), limit),
         None => TcpStream::connect_via(&netd, to),
@@ -334,7 +347,9 @@ pub unsafe fn getsockname(fd: i32, addr: *mut libc::sockaddr, len: *mut libc::so
     let local = {
         let g = s.lock()?;
         let r = match &g.state {
-            State::Fresh => Ok(SocketAddr::V4(g.bound.unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)))),
+            State::Fresh | State::Connecting(_) | State::Failed(_) => {
+                Ok(SocketAddr::V4(g.bound.unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))))
+            }
             State::Listener(l) => l.local_addr(),
             State::Stream(st) => st.local_addr(),
             State::Datagram(d) => d.local_addr(),

@@ -26,12 +26,10 @@
 //! - **Names.** `getaddrinfo` and `gethostbyname` answer IPv4 from
 //!   numeric forms, `/etc/hosts` and DNS through netd (`names`): glibc's
 //!   own resolver would send its queries over the kernel's IPv4.
-//! - **What differs from Linux** is said where it is done: a non-blocking
-//!   `connect` completes before it returns (or fails) rather than giving
-//!   `EINPROGRESS`; a TCP socket's `bind` is taken up by its `listen`; a
-//!   listener needs a port; `MSG_PEEK` on a UDP socket is refused with a
-//!   message; `epoll` watches are level-triggered, edges emulated
-//!   (`epoll.rs`).
+//! - **What differs from Linux** is said where it is done: a TCP
+//!   socket's `bind` is taken up by its `listen`; a listener needs a
+//!   port; `MSG_PEEK` on a UDP socket is refused with a message; `epoll`
+//!   watches are level-triggered, edges emulated (`epoll.rs`).
 
 #![warn(missing_docs)]
 

@@ -23,7 +23,7 @@
 //! `NAGARE_LOG` is `off` or `error`).
 
 use crate::errors::{errno, say_once};
-use crate::sock::{Inner, Proto, State};
+use crate::sock::{Inner, Proto, Sock, State};
 use crate::{table, Entered, Res};
 use std::time::Duration;
 
@@ -182,8 +182,8 @@ pub unsafe fn getsockopt(
     if value.is_null() || len.is_null() {
         return Err(libc::EFAULT);
     }
-    let g = s.lock()?;
-    let o = &g.options;
+    let mut g = s.lock()?;
+    let o = &g.options.clone();
     let buffer = |n: Res<usize>| n.map(|n| i32::try_from(n.saturating_mul(2)).unwrap_or(i32::MAX));
     let int: i32 = match (level, name) {
         (libc::SOL_SOCKET, libc::SO_REUSEADDR) => o.reuse_addr.into(),
@@ -200,6 +200,9 @@ pub unsafe fn getsockopt(
         },
         (libc::SOL_SOCKET, libc::SO_ACCEPTCONN) => matches!(g.state, State::Listener(_)).into(),
         (libc::SOL_SOCKET, libc::SO_ERROR) => {
+            if let Some(e) = Sock::take_failure(&mut g) {
+                return unsafe { write_value(&e, value, len) };
+            }
             let e = match &g.state {
                 State::Stream(st) => st.take_error(),
                 State::Datagram(d) => d.take_error(),
@@ -243,8 +246,12 @@ pub unsafe fn getsockopt(
         }
         (libc::IPPROTO_TCP, libc::TCP_INFO) if s.proto == Proto::Tcp => {
             let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-            // Linux's TCP_ESTABLISHED and TCP_CLOSE.
-            info.tcpi_state = if matches!(g.state, State::Stream(_)) { 1 } else { 7 };
+            // Linux's TCP_ESTABLISHED, TCP_SYN_SENT and TCP_CLOSE.
+            info.tcpi_state = match g.state {
+                State::Stream(_) => 1,
+                State::Connecting(_) => 2,
+                _ => 7,
+            };
             return unsafe { write_value(&info, value, len) };
         }
         (libc::IPPROTO_IP, libc::IP_TOS) => o.tos,

@@ -1,13 +1,14 @@
 //! One socket as a program sees it: TCP or UDP, and how far it has come.
 //! A TCP socket is *fresh* until `listen` or `connect` makes it a listener
-//! or a stream in netd; a UDP socket until `bind`, `connect` or its first
-//! `sendto` binds it. The client library's objects sit behind `Arc`s, so
+//! or a stream in netd (a non-blocking `connect` makes it *connecting*
+//! until netd answers, then a stream or *failed*); a UDP socket until
+//! `bind`, `connect` or its first `sendto` binds it. The client library's objects sit behind `Arc`s, so
 //! that a call that waits (a `read`, an `accept`) holds no lock.
 
 use crate::errors::errno;
 use crate::session::session;
 use crate::Res;
-use nagare::net::{TcpListener, TcpStream, UdpSocket};
+use nagare::net::{Connecting, TcpListener, TcpStream, UdpSocket};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,7 +25,12 @@ pub(crate) enum Proto {
 pub(crate) enum State {
     Fresh,
     Listener(Arc<TcpListener>),
+    /// A non-blocking `connect` netd has not answered yet.
+    Connecting(Box<Connecting>),
     Stream(Arc<TcpStream>),
+    /// The error a non-blocking `connect` met, until `SO_ERROR` or a call
+    /// reports it (the socket is then fresh again, as Linux's is).
+    Failed(i32),
     Datagram(Arc<UdpSocket>),
 }
 
@@ -101,12 +107,38 @@ impl Sock {
 
     /// The socket's state, for this process only (`EBADF` in a child that
     /// inherited it).
+    /// A connecting socket whose connect netd has answered becomes a
+    /// stream or failed here, so every call sees where it stands.
     pub(crate) fn lock(&self) -> Res<MutexGuard<'_, Inner>> {
         if self.pid != std::process::id() {
             crate::errors::say_once("a socket made before fork is not usable in the child");
             return Err(libc::EBADF);
         }
-        Ok(self.inner.lock().unwrap_or_else(|e| e.into_inner()))
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let State::Connecting(c) = &mut g.state {
+            match c.try_finish() {
+                Ok(None) => {}
+                Ok(Some(stream)) => {
+                    g.state = match apply_stream_options(&stream, &g.options, self.is_nonblocking()) {
+                        Ok(()) => State::Stream(Arc::new(stream)),
+                        Err(e) => State::Failed(e),
+                    }
+                }
+                Err(e) => g.state = State::Failed(errno(&e)),
+            }
+        }
+        Ok(g)
+    }
+
+    /// The error a failed connect left, taken (the socket is fresh again).
+    pub(crate) fn take_failure(g: &mut Inner) -> Option<i32> {
+        match g.state {
+            State::Failed(e) => {
+                g.state = State::Fresh;
+                Some(e)
+            }
+            _ => None,
+        }
     }
 
     /// Counts a data call made on the socket.
@@ -123,7 +155,7 @@ impl Sock {
         self.nonblocking.store(on, Ordering::Relaxed);
         let g = self.lock()?;
         let r = match &g.state {
-            State::Fresh => Ok(()),
+            State::Fresh | State::Connecting(_) | State::Failed(_) => Ok(()),
             State::Listener(l) => l.set_nonblocking(on),
             State::Stream(s) => s.set_nonblocking(on),
             State::Datagram(d) => d.set_nonblocking(on),
@@ -131,10 +163,16 @@ impl Sock {
         r.map_err(|e| errno(&e))
     }
 
-    /// The connected stream: `ENOTCONN` if there is none.
+    /// The connected stream: `EAGAIN` while it connects, the error a
+    /// connect met, else `ENOTCONN` if there is none.
     pub(crate) fn stream(&self) -> Res<Arc<TcpStream>> {
-        match &self.lock()?.state {
+        let mut g = self.lock()?;
+        if let Some(e) = Sock::take_failure(&mut g) {
+            return Err(e);
+        }
+        match &g.state {
             State::Stream(s) => Ok(s.clone()),
+            State::Connecting(_) => Err(libc::EAGAIN),
             _ => Err(libc::ENOTCONN),
         }
     }

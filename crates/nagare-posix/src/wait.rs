@@ -80,7 +80,8 @@ fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, sigmask: 
             }
             return Ok(ready);
         }
-        if only_ours {
+        let connecting = ours.iter().any(|o| o.sock.lock().is_ok_and(|g| matches!(g.state, State::Connecting(_))));
+        if only_ours && !connecting {
             wait_in_netd(&ours, entries, left)?;
             continue;
         }
@@ -134,6 +135,12 @@ pub(crate) fn readiness(ours: &[Ours], entries: &mut [libc::pollfd]) -> Res<i32>
                 e.revents = libc::POLLOUT & e.events;
                 continue;
             }
+            // netd's answer wakes the sleep (a completion).
+            State::Connecting(_) => continue,
+            State::Failed(_) => {
+                e.revents = (libc::POLLOUT & e.events) | libc::POLLERR | libc::POLLHUP;
+                continue;
+            }
             State::Listener(l) => l.socket_id(),
             State::Stream(s) => s.socket_id(),
             State::Datagram(d) => d.socket_id(),
@@ -182,8 +189,8 @@ fn wait_in_netd(ours: &[Ours], entries: &mut [libc::pollfd], left: Option<Durati
             State::Listener(l) => l.socket_id(),
             State::Stream(s) => s.socket_id(),
             State::Datagram(d) => d.socket_id(),
-            // Always ready: the caller's next look answers.
-            State::Fresh => return Ok(()),
+            // Ready, or left to the caller's sleep: its next look answers.
+            State::Fresh | State::Connecting(_) | State::Failed(_) => return Ok(()),
         };
         let e = &entries[o.at];
         let mut interest = 0;

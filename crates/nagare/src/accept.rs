@@ -107,8 +107,9 @@ impl Conn {
         }
     }
 
-    /// Closes a connection netd accepted that no application will take.
-    fn close_unclaimed(&mut self, socket: u32) {
+    /// Closes a connection netd made (accepted, or connected for a
+    /// `Connecting` dropped) that no application will take.
+    pub(crate) fn close_unclaimed(&mut self, socket: u32) {
         let mut req = crate::request(Op::Close, socket);
         req.aux[0] = nagare_request::CLOSE_RESET;
         if self.submit(&mut req, None).is_ok() {

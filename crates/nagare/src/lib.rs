@@ -364,6 +364,16 @@ impl Ticket {
     }
 }
 
+impl Ticket {
+    /// The request's id, the ticket given up: its completion is left for
+    /// whoever takes it by id (`Conn::take_arrived`).
+    pub(crate) fn into_id(self) -> u64 {
+        let id = self.id;
+        std::mem::forget(self);
+        id
+    }
+}
+
 impl Drop for Ticket {
     fn drop(&mut self) {
         if !self.done {
@@ -562,6 +572,36 @@ impl Conn {
                 return Ok(Some((Completion::decode(&d), back)));
             }
             self.set_aside(d);
+        }
+    }
+
+    /// The completion of request `id` if it has arrived (its in-flight
+    /// record goes with it), without waiting.
+    pub(crate) fn take_arrived(
+        &mut self,
+        id: u64,
+    ) -> io::Result<Option<Result<Completion, nagare_request::ProtoError>>> {
+        self.collect()?;
+        let Some((comp, back)) = self.arrived.remove(&id) else { return Ok(None) };
+        self.in_flight.remove(&id);
+        if let Some(b) = back {
+            let _ = self.pool.release(b.index);
+        }
+        Ok(Some(comp))
+    }
+
+    /// Gives up request `id`, a connect: a connection it made (or makes)
+    /// is closed.
+    pub(crate) fn abandon_connect(&mut self, id: u64) {
+        let _ = self.collect();
+        match self.take_arrived(id) {
+            Ok(Some(Ok(c))) if c.result().is_ok() => self.close_unclaimed(c.aux[0] as u32),
+            Ok(Some(_)) => {}
+            _ => {
+                if let Some(f) = self.in_flight.get_mut(&id) {
+                    f.role = Role::AbandonedConnect;
+                }
+            }
         }
     }
 

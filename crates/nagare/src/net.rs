@@ -163,6 +163,19 @@ impl TcpStream {
         TcpStream::opened(netd, &c, addr_of(c.aux[1]), SocketAddr::V4(remote))
     }
 
+    /// Starts a connection through `netd` and returns at once (a
+    /// non-blocking socket's `connect`, which gives `EINPROGRESS`): the
+    /// handshake goes on in netd. [`Connecting::is_done`] says, without a
+    /// request, whether netd has answered; [`Connecting::try_finish`] then
+    /// gives the stream or the error.
+    pub fn connect_start_via(netd: &Session, addr: impl ToSocketAddrs) -> io::Result<Connecting> {
+        let remote = v4(addr)?;
+        let mut r = request(Op::Connect, 0);
+        r.aux[0] = encode_addr(remote);
+        let ticket = netd.submit_async(r, Data::None)?;
+        Ok(Connecting { netd: netd.clone(), id: ticket.into_id(), remote: SocketAddr::V4(remote), done: false })
+    }
+
     /// The stream a connect or accept completion names (`aux[0]` its id,
     /// `aux[2]` and `aux[3]` its send and receive buffers), with its data
     /// path open.
@@ -413,6 +426,53 @@ impl Write for &TcpStream {
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// A connection being made (see [`TcpStream::connect_start_via`]).
+/// Dropped before it is finished, the connection it makes is closed (by
+/// the session's next call after netd answers, if it had not yet).
+pub struct Connecting {
+    netd: Session,
+    id: u64,
+    remote: SocketAddr,
+    done: bool,
+}
+
+impl Connecting {
+    /// Whether netd has answered (the connection is made, or failed):
+    /// [`Connecting::try_finish`] then gives it without waiting.
+    pub fn is_done(&self) -> io::Result<bool> {
+        if self.done {
+            return Ok(true);
+        }
+        let mut c = self.netd.lock()?;
+        c.check_alive()?;
+        c.collect()?;
+        Ok(c.arrived.contains_key(&self.id))
+    }
+
+    /// The stream once netd has answered (`None` before), or the error the
+    /// connection met; once only.
+    pub fn try_finish(&mut self) -> io::Result<Option<TcpStream>> {
+        if self.done {
+            return Err(io::Error::from_raw_os_error(libc::EALREADY));
+        }
+        let Some(comp) = self.netd.lock()?.take_arrived(self.id)? else { return Ok(None) };
+        self.done = true;
+        let comp = comp.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        comp.result().map_err(io::Error::from_raw_os_error)?;
+        TcpStream::opened(&self.netd, &comp, addr_of(comp.aux[1]), self.remote).map(Some)
+    }
+}
+
+impl Drop for Connecting {
+    fn drop(&mut self) {
+        if !self.done {
+            if let Ok(mut c) = self.netd.lock() {
+                c.abandon_connect(self.id);
+            }
+        }
     }
 }
 

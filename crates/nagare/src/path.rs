@@ -74,6 +74,9 @@ pub(crate) enum Role {
     PostedRecv { socket: u32 },
     /// An accept posted ahead on `listener`'s path (`accept.rs`).
     PostedAccept { listener: u32 },
+    /// A connect whose `Connecting` was dropped: the connection it makes
+    /// is closed.
+    AbandonedConnect,
 }
 
 /// Data that arrived in one of our buffers.
@@ -300,6 +303,11 @@ impl Conn {
         match role {
             Role::Call => {}
             Role::PostedAccept { listener } => self.deliver_accept(listener, comp),
+            Role::AbandonedConnect => {
+                if let Ok(c) = comp.as_ref().map_err(|_| ()).and_then(|c| c.result().map(|_| *c).map_err(|_| ())) {
+                    self.close_unclaimed(c.aux[0] as u32);
+                }
+            }
             Role::QueuedSend { socket, bytes } => {
                 self.queued_total = self.queued_total.saturating_sub(1);
                 if let Some(b) = back {
