@@ -17,7 +17,7 @@ const NAGARE: &str = "10.83.0.2";
 /// A namespace with `nagare netd` on its TAP, and a scratch directory.
 struct Setup {
     ns: Netns,
-    _netd: Process,
+    netd: Process,
     socket: PathBuf,
     dir: PathBuf,
 }
@@ -49,7 +49,7 @@ impl Setup {
         ns.ip(&["addr", "add", &format!("{KERNEL}/24"), "dev", "tap0"]);
         ns.ip(&["link", "set", "tap0", "up"]);
         assert!(answers_ping(&ns, NAGARE), "nagare netd never answered a ping");
-        Setup { ns, _netd: netd, socket, dir }
+        Setup { ns, netd, socket, dir }
     }
 
     /// `program` run through netd (`nagare run --via`), in the namespace.
@@ -57,6 +57,12 @@ impl Setup {
         let mut c = self.ns.command(nagare());
         c.args(["run", "--via"]).arg(&self.socket).args(["--", program]);
         c
+    }
+
+    /// netd's report (`nagare stat`).
+    fn stat(&self) -> String {
+        let out = self.ns.command(nagare()).args(["stat", "--via"]).arg(&self.socket).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// `program` on the kernel's stack, in the namespace.
@@ -510,4 +516,119 @@ fn a_non_blocking_connect_gives_einprogress_then_its_answer() {
     );
     let out = ok(s.run("python3").args(["-c", &script]), 30, "python3 non-blocking connects");
     assert_eq!(out.stdout, "EINPROGRESS\nTrue\n1\n0\nEINPROGRESS\nTrue\n1\nECONNREFUSED\n", "{}", out.stderr);
+}
+
+/// A TCP echo server on the kernel's side (python3), for `clients`
+/// connections one after another.
+fn kernel_echo(s: &Setup, port: u16, clients: u32) -> Process {
+    let script = format!(
+        "import socket\nl=socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         l.bind(({KERNEL:?}, {port})); l.listen()\n\
+         for _ in range({clients}):\n    c, _ = l.accept()\n    while True:\n        d = c.recv(65536)\n\
+         \x20       if not d: break\n        c.sendall(d)\n    c.close()\n"
+    );
+    let p = Process::spawn(s.kernel("python3").args(["-c", &script]));
+    wait_for_port_kernel(s, port);
+    p
+}
+
+/// The preload library's own edges, from python3 through netd: an `epoll`
+/// set with a pipe and a nagare socket reports each as it becomes ready,
+/// and `dup2` onto another number gives the same socket (a write through
+/// the new number comes back through the old).
+#[test]
+fn epoll_mixes_descriptors_and_dup2_names_the_same_socket() {
+    if let Some(reason) = interop_unavailable(&["python3", "ss", "ping"]) {
+        return skip("epoll_mixes_descriptors_and_dup2_names_the_same_socket", &reason);
+    }
+    let s = Setup::new("runepoll");
+    let _echo = kernel_echo(&s, 9200, 1);
+    let script = format!(
+        "import os, select, socket\n\
+         r, w = os.pipe()\n\
+         s = socket.create_connection(({KERNEL:?}, 9200), timeout=10)\n\
+         ep = select.epoll(); ep.register(r, select.EPOLLIN); ep.register(s.fileno(), select.EPOLLIN)\n\
+         print(ep.poll(0.2))\n\
+         s.sendall(b'ping')\n\
+         print([fd == s.fileno() for fd, _ in ep.poll(5)])\n\
+         print(s.recv(16))\n\
+         os.write(w, b'x')\n\
+         print([fd == r for fd, _ in ep.poll(5)])\n\
+         n = os.dup2(s.fileno(), 200)\n\
+         os.write(n, b'through the copy')\n\
+         got = b''\n\
+         while len(got) < 16: got += s.recv(16)\n\
+         print(got)\n\
+         os.close(n); s.sendall(b'still'); print(s.recv(16))\n"
+    );
+    let out = ok(s.run("python3").args(["-c", &script]), 30, "python3 epoll and dup2");
+    assert_eq!(out.stdout, "[]\n[True]\nb'ping'\n[True]\nb'through the copy'\nb'still'\n", "{}", out.stderr);
+}
+
+/// A program killed (SIGKILL) in the middle of a download through netd
+/// leaves nothing behind: netd lets its client go, with every socket and
+/// byte charged; and a program blocked in a receive when netd is killed
+/// gets an error within seconds instead of hanging.
+#[test]
+fn a_killed_program_leaves_nothing_and_a_killed_netd_fails_its_programs() {
+    if let Some(reason) = interop_unavailable(&["curl", "python3", "ss", "ping"]) {
+        return skip("a_killed_program_leaves_nothing_and_a_killed_netd_fails_its_programs", &reason);
+    }
+    let s = Setup::new("runkill");
+    let www = s.dir.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    s.file("www/big.bin", 20 << 20, 5);
+    let _server = Process::spawn(
+        s.kernel("python3")
+            .args(["-m", "http.server", "--bind", KERNEL, "8003", "--directory"])
+            .arg(&www)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    wait_for_port_kernel(&s, 8003);
+    let out = s.dir.join("partial.bin");
+    let mut curl = Process::spawn(
+        s.run("curl")
+            .args(["-sS", "--limit-rate", "2M", "-o"])
+            .arg(&out)
+            .arg(format!("http://{KERNEL}:8003/big.bin"))
+            .stderr(Stdio::null()),
+    );
+    assert!(
+        wait_until(Duration::from_secs(20), || std::fs::metadata(&out).is_ok_and(|m| m.len() > 1 << 20)),
+        "the download never started"
+    );
+    // curl and the stat itself.
+    assert!(s.stat().contains(" clients 2\n"), "{}", s.stat());
+    if let Some(child) = curl.child.as_mut() {
+        child.kill().unwrap();
+        let _ = child.wait();
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let r = s.stat();
+            r.contains(" clients 1\n") && r.contains("memory charged 0 ")
+        }),
+        "netd kept the killed client's sockets or memory:\n{}",
+        s.stat()
+    );
+
+    let _echo = kernel_echo(&s, 9201, 1);
+    let script = format!(
+        "import socket\ns = socket.create_connection(({KERNEL:?}, 9201))\nprint('connected', flush=True)\n\
+         try:\n    s.recv(16)\n    print('returned')\nexcept OSError as e:\n    print('error', e.errno)\n"
+    );
+    // netd is killed (by its pid) while the program waits in recv.
+    let netd_pid = s.netd.child.as_ref().map(|c| c.id()).expect("netd runs");
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        let _ = Command::new("kill").args(["-KILL", &netd_pid.to_string()]).status();
+    });
+    let started = std::time::Instant::now();
+    let out = run_bounded(s.run("python3").args(["-c", &script]), Duration::from_secs(20));
+    killer.join().unwrap();
+    assert!(out.status.is_some(), "the program hung after netd died");
+    assert!(started.elapsed() < Duration::from_secs(12), "the program took {:?} to fail", started.elapsed());
+    let text = out.stdout;
+    assert!(text.starts_with("connected\nerror "), "{text}\n{}", out.stderr);
 }
