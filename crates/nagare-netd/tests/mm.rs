@@ -181,3 +181,22 @@ fn a_priority_that_falls_cuts_a_queue_back_no_lower_than_it_holds() {
     assert_eq!(queue(&report, 9940), (0, 16 << 10, 16 << 10), "{report}");
     assert_eq!(charged(&report, raw.client.id), Some(16 << 10), "{report}");
 }
+
+/// A datagram from one client of netd to another never passes the frame
+/// path (the engine delivers it here): the memory manager sees it at the
+/// send, and the receiver's queue grows to its maximum as it would for
+/// datagrams from the link.
+#[test]
+fn datagrams_between_two_clients_of_netd_grow_the_receiver_s_queue() {
+    let netd = netd(PacketFlow::ALL);
+    let (sender, receiver) = (netd.connect(), netd.connect());
+    let _sink = nagare::net::UdpSocket::bind_via(&receiver, SocketAddrV4::new(NETD_ADDR, 9930)).expect("bind");
+    let source = nagare::net::UdpSocket::bind_via(&sender, SocketAddrV4::new(NETD_ADDR, 0)).expect("bind");
+    let payload = [0x5au8; LEN];
+    for _ in 0..SENT {
+        source.send_to(&payload, SocketAddrV4::new(NETD_ADDR, 9930)).expect("send");
+    }
+    let report = wait_for_report(&sender, "the receiver's queue at its maximum", |r| queue(r, 9930).1 == 256 << 10);
+    // 64 KiB to 128, then 256.
+    assert_eq!(stat_value(&report, "netd mm_grown "), Some(2), "{report}");
+}

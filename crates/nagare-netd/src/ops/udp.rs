@@ -103,6 +103,14 @@ pub(super) fn send_to(
         return Ok(Some(Done::lent(u64::from(b.len))));
     }
     let view = payload(c.pool, buf)?;
+    if let (Some(mm), true) = (cx.mm, cx.iface.has_address(*dst.ip())) {
+        // Delivered here, past the frame path where the memory manager
+        // sees received datagrams: it sees this one now.
+        let receiver = cx.iface.udp_ref().receiver_of(dst).map(|(rh, _)| rh);
+        if let Some((rh, dest)) = receiver.and_then(|rh| cx.receivers.destination(rh).map(|d| (rh, d))) {
+            mm.grow_for(cx.iface, cx.memory, cx.stats, rh, &dest, (0, 0), view.len());
+        }
+    }
     // SAFETY: payload the engine copies and sums, never interprets; a
     // client racing its own buffer changes only its datagram.
     cx.iface.udp().send_to(h, unsafe { view.as_slice() }, dst, cx.now).map_err(engine_errno)?;

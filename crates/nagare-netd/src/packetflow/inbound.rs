@@ -19,7 +19,6 @@
 //! client table) and one in the batch's tally, whose capacity is kept;
 //! nothing is allocated.
 
-use super::mm::Growth;
 use super::peek::arrival;
 use super::receivers::Receivers;
 use super::{Filter, MemoryManager};
@@ -107,26 +106,10 @@ impl Inbound {
         let Some((h, d)) = arrival(iface, frame) else { return Verdict::Pass };
         let dest = receivers.destination(h);
         let (ahead, ahead_bytes) = self.batch.get(&h).copied().unwrap_or((0, 0));
-        let mut grown = false;
-        if let (Some(mm), Some(dest)) = (&self.mm, &dest) {
-            // Full in bytes with room for one more datagram: a larger
-            // queue would take it.
-            let needed = iface.udp_ref().socket(h).and_then(|u| {
-                let (packets, bytes) = u.queue_limits();
-                let needed = u.queued_bytes().saturating_add(ahead_bytes).saturating_add(d.bytes);
-                (needed > bytes && u.queued().saturating_add(ahead) < packets).then_some(needed)
-            });
-            if let Some(needed) = needed {
-                match mm.grow(iface, memory, h, dest, needed) {
-                    Growth::Grown(_) => {
-                        stats.mm_grown += 1;
-                        grown = true;
-                    }
-                    Growth::Refused => stats.mm_refused += 1,
-                    Growth::AtMax => {}
-                }
-            }
-        }
+        let grown = match (&self.mm, &dest) {
+            (Some(mm), Some(dest)) => mm.grow_for(iface, memory, stats, h, dest, (ahead, ahead_bytes), d.bytes),
+            _ => false,
+        };
         let fits = iface.udp_ref().socket(h).is_some_and(|u| u.has_room_for(ahead, ahead_bytes, d.smallest));
         if !fits {
             // Without the filter the engine drops it.

@@ -17,6 +17,7 @@
 use super::receivers::Destination;
 use crate::memory::{Memory, BUFFER_FLOOR};
 use crate::priority;
+use crate::stats::NetdStats;
 use nagare_core::{Interface, UdpHandle};
 
 /// The queue a socket starts with: it holds the largest UDP datagram
@@ -95,6 +96,42 @@ impl MemoryManager {
         let Ok(in_force) = iface.udp().set_recv_queue_limit(h, target.min(max).min(room)) else { return Growth::AtMax };
         memory.charge(dest.client, dest.socket, in_force);
         Growth::Grown(in_force)
+    }
+
+    /// Grows the queue of socket `h` (at `dest`) if one more datagram of
+    /// `len` bytes would not fit in its bytes, counting `ahead` datagrams
+    /// of `ahead_bytes` already on their way to it, while its count of
+    /// datagrams has room: whether it grew (counted in `stats`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn grow_for(
+        &self,
+        iface: &mut Interface,
+        memory: &Memory,
+        stats: &mut NetdStats,
+        h: UdpHandle,
+        dest: &Destination,
+        (ahead, ahead_bytes): (usize, usize),
+        len: usize,
+    ) -> bool {
+        // Full in bytes with room for one more datagram: a larger queue
+        // would take it.
+        let needed = iface.udp_ref().socket(h).and_then(|u| {
+            let (packets, bytes) = u.queue_limits();
+            let needed = u.queued_bytes().saturating_add(ahead_bytes).saturating_add(len);
+            (needed > bytes && u.queued().saturating_add(ahead) < packets).then_some(needed)
+        });
+        let Some(needed) = needed else { return false };
+        match self.grow(iface, memory, h, dest, needed) {
+            Growth::Grown(_) => {
+                stats.mm_grown += 1;
+                true
+            }
+            Growth::Refused => {
+                stats.mm_refused += 1;
+                false
+            }
+            Growth::AtMax => false,
+        }
     }
 
     /// Socket `h` (at `dest`) after its priority changed: a queue above
