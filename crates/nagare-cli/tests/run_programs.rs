@@ -632,3 +632,40 @@ fn a_killed_program_leaves_nothing_and_a_killed_netd_fails_its_programs() {
     let text = out.stdout;
     assert!(text.starts_with("connected\nerror "), "{text}\n{}", out.stderr);
 }
+
+/// `SO_KEEPALIVE` with `TCP_KEEPIDLE` and `TCP_KEEPINTVL` of 1 s, set by
+/// python3 on an idle connection through netd: netd's engine sends a
+/// probe about every second (its segments sent grow while nothing is
+/// written), and the options read back.
+#[test]
+fn keepalive_options_reach_netd() {
+    if let Some(reason) = interop_unavailable(&["python3", "nc", "ss", "ping"]) {
+        return skip("keepalive_options_reach_netd", &reason);
+    }
+    let s = Setup::new("runkeep");
+    let _server = Process::spawn(s.kernel("nc").args(["-l", KERNEL, "9400"]).stdout(Stdio::null()));
+    wait_for_port_kernel(&s, 9400);
+    let script = format!(
+        "import socket, time\n\
+         s = socket.create_connection(({KERNEL:?}, 9400))\n\
+         s.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)\n\
+         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 1)\n\
+         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 1)\n\
+         print(s.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE), s.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE), flush=True)\n\
+         time.sleep(6)\n"
+    );
+    let mut idle = Process::spawn(s.run("python3").args(["-c", &script]).stdout(Stdio::piped()));
+    let sent = |r: &str| {
+        r.lines()
+            .find_map(|l| l.strip_prefix("engine tcp_segments_sent "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = sent(&s.stat());
+    std::thread::sleep(Duration::from_millis(3000));
+    let after = sent(&s.stat());
+    assert!(after >= before + 2, "no keepalive probes: {before} then {after} segments sent:\n{}", s.stat());
+    let out = idle.terminate(Duration::from_secs(10)).expect("python3 ends");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("1 1\n"), "{out:?}");
+}

@@ -5,13 +5,13 @@
 //! | level, option | set | get |
 //! |---|---|---|
 //! | `SO_REUSEADDR`, `SO_REUSEPORT`, `SO_BROADCAST` | kept (netd binds as if set) | kept |
-//! | `SO_KEEPALIVE` | kept; netd sends no keepalives (said once) | kept |
+//! | `SO_KEEPALIVE` | netd's keepalive probes, after `TCP_KEEPIDLE` | kept |
 //! | `SO_SNDBUF`, `SO_RCVBUF` | a stream's buffers in netd; kept before | netd's size, doubled as Linux reports |
 //! | `SO_RCVTIMEO`, `SO_SNDTIMEO` | the read and write (and connect) limits | kept |
 //! | `SO_LINGER` | kept; close always sends what was queued | kept |
 //! | `SO_ERROR` | – | the pending error, taken |
 //! | `SO_TYPE`, `SO_DOMAIN`, `SO_PROTOCOL`, `SO_ACCEPTCONN` | – | what the socket is |
-//! | `TCP_KEEPIDLE`, `TCP_KEEPINTVL`, `TCP_KEEPCNT` | kept (as `SO_KEEPALIVE`) | kept |
+//! | `TCP_KEEPIDLE`, `TCP_KEEPINTVL`, `TCP_KEEPCNT` | netd's, while `SO_KEEPALIVE` is on; kept | kept |
 //! | `TCP_NODELAY` | netd's Nagle switch | netd's |
 //! | `TCP_USER_TIMEOUT` | netd's | kept |
 //! | `TCP_MAXSEG` | kept (netd's segments follow the path) | kept, else 1460 |
@@ -23,7 +23,7 @@
 //! `NAGARE_LOG` is `off` or `error`).
 
 use crate::errors::{errno, say_once};
-use crate::sock::{Inner, Proto, Sock, State};
+use crate::sock::{apply_keepalive, Inner, Proto, Sock, State};
 use crate::{table, Entered, Res};
 use std::time::Duration;
 
@@ -92,8 +92,8 @@ pub unsafe fn setsockopt(fd: i32, level: i32, name: i32, value: *const libc::c_v
         }
         (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => {
             o.keepalive = int()? != 0;
-            if o.keepalive {
-                say_once("SO_KEEPALIVE is kept, but netd sends no keepalive probes");
+            if let State::Stream(st) = &*state {
+                apply_keepalive(st, o).map_err(|e| errno(&e))?;
             }
         }
         (libc::SOL_SOCKET, libc::SO_LINGER) => o.linger = Some(unsafe { read_value::<libc::linger>(value, len) }?),
@@ -138,6 +138,9 @@ pub unsafe fn setsockopt(fd: i32, level: i32, name: i32, value: *const libc::c_v
                 return Err(libc::EINVAL);
             }
             o.keepalive_params[keepalive_slot(name)] = v;
+            if let State::Stream(st) = &*state {
+                apply_keepalive(st, o).map_err(|e| errno(&e))?;
+            }
         }
         (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT) if s.proto == Proto::Tcp => {
             let ms = u64::try_from(int()?).map_err(|_| libc::EINVAL)?;

@@ -208,6 +208,9 @@ pub(crate) fn apply_stream_options(s: &TcpStream, o: &Options, nonblocking: bool
         if o.nodelay {
             s.set_nodelay(true)?;
         }
+        if o.keepalive {
+            apply_keepalive(s, o)?;
+        }
         if let Some(n) = o.send_buffer {
             s.set_send_buffer_size(n)?;
         }
@@ -223,4 +226,15 @@ pub(crate) fn apply_stream_options(s: &TcpStream, o: &Options, nonblocking: bool
         Ok(())
     })();
     r.map_err(|e: std::io::Error| errno(&e))
+}
+
+/// Keepalive on a stream as the options say: `TCP_KEEPIDLE` after
+/// `SO_KEEPALIVE`, or none.
+pub(crate) fn apply_keepalive(s: &TcpStream, o: &Options) -> std::io::Result<()> {
+    if !o.keepalive {
+        return s.set_keepalive(None);
+    }
+    let [idle, interval, count] = o.keepalive_params.map(|v| u64::try_from(v).unwrap_or(1));
+    s.set_keepalive_probes(Duration::from_secs(interval), u32::try_from(count).unwrap_or(u32::MAX))?;
+    s.set_keepalive(Some(Duration::from_secs(idle)))
 }

@@ -166,7 +166,25 @@ pub enum SockOption {
     /// the client's nice value, as `SO_PRIORITY` is set per socket; 0
     /// goes back to the client's. Any kind of socket takes it.
     Priority = 5,
+    /// `SO_KEEPALIVE` with `TCP_KEEPIDLE`: seconds a connection is idle
+    /// before keepalive probes start, 1 to [`MAX_KEEPALIVE_SECS`]; 0 sends
+    /// none.
+    KeepIdle = 6,
+    /// `TCP_KEEPINTVL`: seconds between probes, 1 to
+    /// [`MAX_KEEPALIVE_SECS`].
+    KeepInterval = 7,
+    /// `TCP_KEEPCNT`: unanswered probes before the connection fails with
+    /// `ETIMEDOUT`, 1 to [`MAX_KEEPALIVE_PROBES`].
+    KeepCount = 8,
 }
+
+/// The most seconds of [`SockOption::KeepIdle`] and
+/// [`SockOption::KeepInterval`] (Linux's `MAX_TCP_KEEPIDLE`).
+pub const MAX_KEEPALIVE_SECS: u64 = 32767;
+
+/// The most probes of [`SockOption::KeepCount`] (Linux's
+/// `MAX_TCP_KEEPCNT`).
+pub const MAX_KEEPALIVE_PROBES: u64 = 127;
 
 impl SockOption {
     /// The option with this number.
@@ -177,6 +195,9 @@ impl SockOption {
             3 => SockOption::UserTimeout,
             4 => SockOption::NoDelay,
             5 => SockOption::Priority,
+            6 => SockOption::KeepIdle,
+            7 => SockOption::KeepInterval,
+            8 => SockOption::KeepCount,
             _ => return None,
         })
     }
@@ -188,6 +209,9 @@ impl SockOption {
             SockOption::UserTimeout => v <= u64::from(u32::MAX),
             SockOption::NoDelay => v <= 1,
             SockOption::Priority => v == 0 || (100..=139).contains(&v),
+            SockOption::KeepIdle => v <= MAX_KEEPALIVE_SECS,
+            SockOption::KeepInterval => (1..=MAX_KEEPALIVE_SECS).contains(&v),
+            SockOption::KeepCount => (1..=MAX_KEEPALIVE_PROBES).contains(&v),
         }
     }
 }
@@ -819,8 +843,16 @@ mod tests {
             (SockOption::Priority as u64, 139, true),
             (SockOption::Priority as u64, 99, false),
             (SockOption::Priority as u64, 140, false),
+            (SockOption::KeepIdle as u64, 0, true),
+            (SockOption::KeepIdle as u64, MAX_KEEPALIVE_SECS, true),
+            (SockOption::KeepIdle as u64, MAX_KEEPALIVE_SECS + 1, false),
+            (SockOption::KeepInterval as u64, 0, false),
+            (SockOption::KeepInterval as u64, 75, true),
+            (SockOption::KeepCount as u64, 0, false),
+            (SockOption::KeepCount as u64, MAX_KEEPALIVE_PROBES, true),
+            (SockOption::KeepCount as u64, MAX_KEEPALIVE_PROBES + 1, false),
             (0, 1, false),
-            (6, 1, false),
+            (9, 1, false),
         ] {
             set.aux = [option, value, 0, 0];
             assert_eq!(Request::decode(&set.encode()).is_ok(), ok, "option {option} = {value}");

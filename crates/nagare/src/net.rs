@@ -344,6 +344,28 @@ impl TcpStream {
         c.unread(self.h.id).ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))
     }
 
+    /// Keepalive probes after `idle` without a segment from the peer
+    /// (`None`: none), as `SO_KEEPALIVE` with `TCP_KEEPIDLE` (whole
+    /// seconds, at most `nagare_request::MAX_KEEPALIVE_SECS`).
+    pub fn set_keepalive(&self, idle: Option<Duration>) -> io::Result<()> {
+        let secs = idle.map_or(0, |d| d.as_secs().clamp(1, nagare_request::MAX_KEEPALIVE_SECS));
+        self.h.set_option(SockOption::KeepIdle, secs).map(|_| ())
+    }
+
+    /// The keepalive idle time in force (`None`: no probes).
+    pub fn keepalive(&self) -> io::Result<Option<Duration>> {
+        self.h.option(SockOption::KeepIdle).map(|s| (s > 0).then(|| Duration::from_secs(s)))
+    }
+
+    /// The time between keepalive probes and how many go unanswered
+    /// before the connection fails (`TCP_KEEPINTVL`, `TCP_KEEPCNT`).
+    pub fn set_keepalive_probes(&self, interval: Duration, count: u32) -> io::Result<()> {
+        let secs = interval.as_secs().clamp(1, nagare_request::MAX_KEEPALIVE_SECS);
+        self.h.set_option(SockOption::KeepInterval, secs)?;
+        let count = u64::from(count).clamp(1, nagare_request::MAX_KEEPALIVE_PROBES);
+        self.h.set_option(SockOption::KeepCount, count).map(|_| ())
+    }
+
     /// Whether Nagle's algorithm is off.
     pub fn nodelay(&self) -> io::Result<bool> {
         self.option(SockOption::NoDelay).map(|v| v != 0)

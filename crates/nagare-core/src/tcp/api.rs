@@ -198,6 +198,18 @@ impl<'a> Tcp<'a> {
         Ok(())
     }
 
+    /// Sets a connection's keepalive (see `Connection::set_keepalive`).
+    pub fn set_keepalive(
+        &mut self,
+        h: TcpHandle,
+        idle: Option<Duration>,
+        interval: Duration,
+        probes: u32,
+    ) -> Result<(), Error> {
+        self.iface.tcp.entry_mut(h)?.conn.set_keepalive(idle.filter(|d| !d.is_zero()), interval, probes);
+        Ok(())
+    }
+
     /// Queues bytes for sending, copying them once into packet buffers;
     /// returns how many were taken (fewer when the send buffer fills).
     pub fn send(&mut self, h: TcpHandle, data: &[u8], now: Instant) -> Result<usize, Error> {

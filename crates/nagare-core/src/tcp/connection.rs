@@ -707,6 +707,16 @@ impl Connection {
         self.config.user_timeout = limit;
     }
 
+    /// Sets keepalive (`SO_KEEPALIVE`, `TCP_KEEPIDLE`, `TCP_KEEPINTVL`,
+    /// `TCP_KEEPCNT`): probes after `idle` without a segment received
+    /// (`None`: none), every `interval`, `probes` unanswered before the
+    /// connection fails. The next probe is due from the new settings.
+    pub fn set_keepalive(&mut self, idle: Option<Duration>, interval: Duration, probes: u32) {
+        self.config.keepalive = idle;
+        self.config.keepalive_interval = interval;
+        self.config.keepalive_probes = probes;
+    }
+
     /// Shuts the receiving side (SHUT_RD): what is queued is dropped, and
     /// data arriving later is acknowledged and dropped, so the window stays
     /// open and a later close is not a reset over unread data (as BSD does;

@@ -281,6 +281,19 @@ pub(super) fn set_option(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request
             cx.iface.tcp().set_user_timeout(h, Some(Duration::from_millis(value))).map(|()| value)
         }
         SockOption::NoDelay => cx.iface.tcp().set_nodelay(h, value != 0).map(|()| value),
+        SockOption::KeepIdle | SockOption::KeepInterval | SockOption::KeepCount => {
+            let secs = |d: Duration| d.as_secs();
+            let (mut idle, mut interval, mut probes) =
+                (config.keepalive.map_or(0, secs), secs(config.keepalive_interval), u64::from(config.keepalive_probes));
+            match option {
+                SockOption::KeepIdle => idle = value,
+                SockOption::KeepInterval => interval = value,
+                _ => probes = value,
+            }
+            let idle = (idle > 0).then(|| Duration::from_secs(idle));
+            let probes = u32::try_from(probes).map_err(|_| libc::EINVAL)?;
+            cx.iface.tcp().set_keepalive(h, idle, Duration::from_secs(interval), probes).map(|()| value)
+        }
         SockOption::Priority => return super::control::set_priority(cx, c, req),
     };
     let in_force = in_force.map_err(engine_errno)?;
@@ -298,6 +311,9 @@ pub(super) fn get_option(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request
         SockOption::RecvBuffer => config.recv_buffer as u64,
         SockOption::UserTimeout => config.user_timeout.map_or(0, |d| d.as_millis().min(u128::from(u32::MAX)) as u64),
         SockOption::NoDelay => u64::from(!config.nagle),
+        SockOption::KeepIdle => config.keepalive.map_or(0, |d| d.as_secs()),
+        SockOption::KeepInterval => config.keepalive_interval.as_secs(),
+        SockOption::KeepCount => u64::from(config.keepalive_probes),
         SockOption::Priority => return super::control::get_priority(c, req),
     };
     Ok(Some(Done::value(value)))
