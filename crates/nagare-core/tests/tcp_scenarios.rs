@@ -1485,6 +1485,34 @@ fn reads_without_window_scaling_send_no_window_update_the_field_cannot_show() {
     assert!(p.tick(MS * 500).is_empty());
 }
 
+/// Once the peer's FIN is in, reads send no window update: the peer sends
+/// nothing more. In TIME-WAIT the update reaches a peer that has already
+/// closed and answers with a RST, which would end a cleanly closed stream
+/// in a reset before its application read the end.
+#[test]
+fn reads_after_the_peers_fin_send_no_window_update() {
+    let mut net = Net::new();
+    let (ha, hb) = net.connect_pair(80);
+    net.b.tcp().shutdown(hb, net.now).unwrap();
+    net.settle();
+    // More than half of B's window, unread until A has closed.
+    let data = pattern(150_000, 9);
+    assert_eq!(net.a.tcp().send(ha, &data, net.now), Ok(data.len()));
+    net.a.tcp().shutdown(ha, net.now).unwrap();
+    net.settle();
+    assert_eq!(net.a.tcp_ref().state(ha), Ok(State::Closed));
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::TimeWait));
+    let before = net.log.len();
+    let mut got = Vec::new();
+    assert!(net.read_all(Side::B, hb, &mut got), "end of stream");
+    net.settle();
+    assert_eq!(got, data);
+    let sent = net.sent_by(Side::B, before);
+    assert!(sent.is_empty(), "B sent after A's FIN: {sent:#?}");
+    assert!(net.log.iter().all(|s| !s.has(TcpFlags::RST)));
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::TimeWait));
+}
+
 #[test]
 fn a_window_opening_from_zero_is_advertised_in_sws_steps() {
     let buffer = 8 * 1460;

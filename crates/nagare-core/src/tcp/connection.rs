@@ -1533,6 +1533,11 @@ impl Connection {
     /// counting it would send an ACK the same as the last one at every
     /// read.
     fn maybe_window_update(&mut self) {
+        // After the peer's FIN nothing more comes to make room for; in
+        // TIME-WAIT a peer that already closed would answer with a RST.
+        if self.fin_received {
+            return;
+        }
         if self.delayed_ack_at.is_some() && seq_dist(self.last_ack_sent, self.rcv_nxt) > self.local_mss {
             self.ack_now = true;
             return;
