@@ -782,6 +782,30 @@ fn rst_at_rcv_nxt_resets_the_connection() {
     assert_eq!(p.state(), Ok(State::Closed));
 }
 
+/// A RST that reaches a connection in TIME-WAIT (from a peer that has
+/// forgotten it, answering a late ACK) ends the wait, not the stream: the
+/// application still reads what arrived, then the end, as on Linux, where
+/// the application's socket has left the connection by then.
+#[test]
+fn rst_in_time_wait_leaves_the_data_and_the_end_to_read() {
+    let mut p = Peer::connected(false);
+    let now = p.raw.now;
+    p.raw.iface.tcp().shutdown(p.h, now).unwrap();
+    assert!(p.take().iter().any(|s| s.has(TcpFlags::FIN)), "our FIN");
+    p.ack += 1;
+    p.send(TcpFlags::ACK, &pattern(1000, 3));
+    p.send(TcpFlags::ACK | TcpFlags::FIN, &[]);
+    p.take();
+    assert_eq!(p.state(), Ok(State::TimeWait));
+    let r = p.seg(TcpFlags::RST);
+    p.raw.send(r, &[]);
+    assert!(p.take().is_empty(), "a RST is not answered");
+    let mut buf = [0u8; 2000];
+    assert_eq!(p.raw.iface.tcp().recv(p.h, &mut buf, now), Ok(1000));
+    assert_eq!(&buf[..1000], &pattern(1000, 3)[..]);
+    assert_eq!(p.raw.iface.tcp().recv(p.h, &mut buf, now), Ok(0), "the end, not a reset");
+}
+
 #[test]
 fn rst_in_window_but_not_at_rcv_nxt_gets_a_challenge_ack() {
     let mut p = Peer::connected(true);

@@ -1007,10 +1007,16 @@ impl Connection {
         // RST (RFC 5961 3.2): only an exact match resets.
         if flags.contains(TcpFlags::RST) {
             if seg.seq_number == self.rcv_nxt {
-                self.error = Some(match self.state {
-                    State::SynReceived => TcpError::Refused,
-                    _ => TcpError::Reset,
-                });
+                // In TIME-WAIT both ends have closed and what arrived is
+                // all here, its end included: the RST (a peer that has
+                // forgotten the connection answering a late ACK) ends the
+                // wait, and reads still give the data and then the end.
+                if self.state != State::TimeWait {
+                    self.error = Some(match self.state {
+                        State::SynReceived => TcpError::Refused,
+                        _ => TcpError::Reset,
+                    });
+                }
                 self.enter_closed();
                 result.reset = true;
             } else {
