@@ -66,8 +66,9 @@ use tokio::sync::Notify;
 /// client library is out on the session (it may take the signal).
 pub const BLOCKING_SLICE: Duration = Duration::from_millis(1);
 
-/// Attempts in a row that find completions waiting before a poll yields
-/// to the runtime (it is woken again at once).
+/// Attempts again in one poll (after completions were found waiting, or
+/// a sleep ended at once) before the poll yields to the runtime (it is
+/// woken again at once): one busy session does not hold the thread.
 const ROUNDS: u32 = 16;
 
 /// The session's eventfd, lent: never closed here.
@@ -163,6 +164,11 @@ impl Reactor {
                 *wait = None;
                 slept?;
                 self.retries.fetch_add(1, Ordering::Relaxed);
+                rounds += 1;
+                if rounds >= ROUNDS {
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
             }
             let seen = self.drains.load(Ordering::SeqCst);
             let armed = {
@@ -178,8 +184,8 @@ impl Reactor {
                 armed
             };
             if armed.is_none() {
-                // Completions are waiting: try again now, yielding now and
-                // then so that one busy session does not hold the thread.
+                // Completions are waiting: try again now (yielding after
+                // `ROUNDS`).
                 self.retries.fetch_add(1, Ordering::Relaxed);
                 rounds += 1;
                 if rounds >= ROUNDS {
