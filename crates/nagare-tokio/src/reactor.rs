@@ -39,13 +39,15 @@
 //!   one turn, under a lock (`turn`) that every attempt of this crate
 //!   takes.
 //! - A blocking call of the client library on the session (the connect
-//!   this crate runs on tokio's blocking pool, the close a dropped socket
-//!   sends, an option) waits on the same eventfd in its own way and may
-//!   drain it and collect completions. So while such calls are out, the
-//!   waiters sleep in slices of [`BLOCKING_SLICE`], and when one returns
-//!   the waiters are woken as after a drain. Blocking calls made on the
-//!   session outside this crate are not seen: a waiter may then learn of
-//!   its readiness a slice late.
+//!   this crate runs on tokio's blocking pool; the listen, bind, shutdown
+//!   and close it runs inline) waits on the same eventfd in its own way
+//!   and may drain it and collect completions. So such a call wakes the
+//!   waiters when it starts, they sleep in slices of [`BLOCKING_SLICE`]
+//!   while it is out, and are woken again as after a drain when it
+//!   returns. Blocking calls made on the session outside this crate (an
+//!   option through `TcpStream::get_ref`, the client library used
+//!   directly) are not seen: a waiter may then learn of its readiness a
+//!   slice late.
 //!
 //! The fd is registered with the runtime of the first task that sleeps on
 //! it: a session's sockets are driven by one runtime.

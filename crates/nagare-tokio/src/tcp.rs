@@ -57,7 +57,8 @@ impl TcpStream {
     }
 
     /// The client library's stream, for its options (`set_nodelay`,
-    /// buffer sizes): blocking calls, short ones.
+    /// buffer sizes): short blocking calls that the session's reactor
+    /// does not see (`reactor.rs`).
     pub fn get_ref(&self) -> io::Result<&nagare::net::TcpStream> {
         self.inner()
     }
