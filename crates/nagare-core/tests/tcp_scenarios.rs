@@ -782,6 +782,30 @@ fn rst_at_rcv_nxt_resets_the_connection() {
     assert_eq!(p.state(), Ok(State::Closed));
 }
 
+/// A RST that reaches a connection in TIME-WAIT (from a peer that has
+/// forgotten it, answering a late ACK) ends the wait, not the stream: the
+/// application still reads what arrived, then the end, as on Linux, where
+/// the application's socket has left the connection by then.
+#[test]
+fn rst_in_time_wait_leaves_the_data_and_the_end_to_read() {
+    let mut p = Peer::connected(false);
+    let now = p.raw.now;
+    p.raw.iface.tcp().shutdown(p.h, now).unwrap();
+    assert!(p.take().iter().any(|s| s.has(TcpFlags::FIN)), "our FIN");
+    p.ack += 1;
+    p.send(TcpFlags::ACK, &pattern(1000, 3));
+    p.send(TcpFlags::ACK | TcpFlags::FIN, &[]);
+    p.take();
+    assert_eq!(p.state(), Ok(State::TimeWait));
+    let r = p.seg(TcpFlags::RST);
+    p.raw.send(r, &[]);
+    assert!(p.take().is_empty(), "a RST is not answered");
+    let mut buf = [0u8; 2000];
+    assert_eq!(p.raw.iface.tcp().recv(p.h, &mut buf, now), Ok(1000));
+    assert_eq!(&buf[..1000], &pattern(1000, 3)[..]);
+    assert_eq!(p.raw.iface.tcp().recv(p.h, &mut buf, now), Ok(0), "the end, not a reset");
+}
+
 #[test]
 fn rst_in_window_but_not_at_rcv_nxt_gets_a_challenge_ack() {
     let mut p = Peer::connected(true);
@@ -1483,6 +1507,34 @@ fn reads_without_window_scaling_send_no_window_update_the_field_cannot_show() {
     assert_eq!(read, 14_600);
     assert!(sent.is_empty(), "{} ACKs the same as the last one, the first {:#?}", sent.len(), sent.first());
     assert!(p.tick(MS * 500).is_empty());
+}
+
+/// Once the peer's FIN is in, reads send no window update: the peer sends
+/// nothing more. In TIME-WAIT the update reaches a peer that has already
+/// closed and answers with a RST, which would end a cleanly closed stream
+/// in a reset before its application read the end.
+#[test]
+fn reads_after_the_peers_fin_send_no_window_update() {
+    let mut net = Net::new();
+    let (ha, hb) = net.connect_pair(80);
+    net.b.tcp().shutdown(hb, net.now).unwrap();
+    net.settle();
+    // More than half of B's window, unread until A has closed.
+    let data = pattern(150_000, 9);
+    assert_eq!(net.a.tcp().send(ha, &data, net.now), Ok(data.len()));
+    net.a.tcp().shutdown(ha, net.now).unwrap();
+    net.settle();
+    assert_eq!(net.a.tcp_ref().state(ha), Ok(State::Closed));
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::TimeWait));
+    let before = net.log.len();
+    let mut got = Vec::new();
+    assert!(net.read_all(Side::B, hb, &mut got), "end of stream");
+    net.settle();
+    assert_eq!(got, data);
+    let sent = net.sent_by(Side::B, before);
+    assert!(sent.is_empty(), "B sent after A's FIN: {sent:#?}");
+    assert!(net.log.iter().all(|s| !s.has(TcpFlags::RST)));
+    assert_eq!(net.b.tcp_ref().state(hb), Ok(State::TimeWait));
 }
 
 #[test]

@@ -1017,10 +1017,16 @@ impl Connection {
         // RST (RFC 5961 3.2): only an exact match resets.
         if flags.contains(TcpFlags::RST) {
             if seg.seq_number == self.rcv_nxt {
-                self.error = Some(match self.state {
-                    State::SynReceived => TcpError::Refused,
-                    _ => TcpError::Reset,
-                });
+                // In TIME-WAIT both ends have closed and what arrived is
+                // all here, its end included: the RST (a peer that has
+                // forgotten the connection answering a late ACK) ends the
+                // wait, and reads still give the data and then the end.
+                if self.state != State::TimeWait {
+                    self.error = Some(match self.state {
+                        State::SynReceived => TcpError::Refused,
+                        _ => TcpError::Reset,
+                    });
+                }
                 self.enter_closed();
                 result.reset = true;
             } else {
@@ -1543,6 +1549,11 @@ impl Connection {
     /// counting it would send an ACK the same as the last one at every
     /// read.
     fn maybe_window_update(&mut self) {
+        // After the peer's FIN nothing more comes to make room for; in
+        // TIME-WAIT a peer that already closed would answer with a RST.
+        if self.fin_received {
+            return;
+        }
         if self.delayed_ack_at.is_some() && seq_dist(self.last_ack_sent, self.rcv_nxt) > self.local_mss {
             self.ack_now = true;
             return;

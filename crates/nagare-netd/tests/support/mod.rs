@@ -63,6 +63,9 @@ pub struct Tune {
     pub packetflow: Option<PacketFlow>,
     /// The file netd reads the link's drops from.
     pub link_drops: Option<PathBuf>,
+    /// The engine's 2 KiB buffers (4096 unless set), from which netd's
+    /// cap on all sockets' buffers is drawn.
+    pub engine_buffers: Option<usize>,
 }
 
 /// What netd's thread reports once its loop has stopped.
@@ -199,12 +202,12 @@ impl Drop for NetdThread {
     }
 }
 
-fn engine(mac: EthernetAddress, addr: Ipv4Addr, udp_rx_queue_packets: Option<usize>) -> Interface {
+fn engine(mac: EthernetAddress, addr: Ipv4Addr, udp_rx_queue_packets: Option<usize>, buffers: usize) -> Interface {
     let mut config = InterfaceConfig::new(mac, format!("{addr}/24").parse().expect("cidr"));
     if let Some(n) = udp_rx_queue_packets {
         config.udp_rx_queue_packets = n;
     }
-    Interface::new(config, Capabilities::default(), BufferPool::new(2048, 4096))
+    Interface::new(config, Capabilities::default(), BufferPool::new(2048, buffers))
 }
 
 fn build(
@@ -214,7 +217,8 @@ fn build(
     tune: Tune,
     tweak: impl FnOnce(&mut NetdConfig),
 ) -> std::io::Result<(Netd, Option<Peer>)> {
-    let iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 1]), NETD_ADDR, tune.udp_rx_queue_packets);
+    let buffers = tune.engine_buffers.unwrap_or(4096);
+    let iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 1]), NETD_ADDR, tune.udp_rx_queue_packets, buffers);
     let mut config = NetdConfig {
         socket,
         ring_slots: RING_SLOTS,
@@ -325,7 +329,7 @@ struct Peer {
 
 impl Peer {
     fn new(port: SimPort) -> Peer {
-        let mut iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 2]), PEER_ADDR, None);
+        let mut iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 2]), PEER_ADDR, None, 4096);
         let local = SocketAddrV4::new(PEER_ADDR, ECHO_PORT);
         let udp = iface.udp().bind(local).expect("the peer's UDP socket");
         let listener = iface.tcp().listen(local, 16).expect("the peer's listener");

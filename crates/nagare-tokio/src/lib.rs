@@ -1,0 +1,104 @@
+//! Async Rust over a running `nagare netd`: tokio's shapes of
+//! [`TcpStream`] ([`tokio::io::AsyncRead`] + [`tokio::io::AsyncWrite`]),
+//! [`TcpListener`] and [`UdpSocket`], over the client library's
+//! (`nagare::net`) sockets of one [`Session`].
+//!
+//! ```no_run
+//! use tokio::io::{AsyncReadExt, AsyncWriteExt};
+//! # async fn f() -> std::io::Result<()> {
+//! let netd = nagare_tokio::Session::connect_default()?; // NAGARE_NETD
+//! let listener = nagare_tokio::TcpListener::bind(&netd, "10.0.0.1:7000").await?;
+//! let mut s = nagare_tokio::TcpStream::connect(&netd, "10.0.0.1:7000").await?;
+//! let (mut peer, _) = listener.accept().await?;
+//! s.write_all(b"hello").await?;
+//! let mut buf = [0u8; 5];
+//! peer.read_exact(&mut buf).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Order: make a [`Session`] (one per netd connection; clones share it),
+//! then sockets on it, used from tasks of one tokio runtime. Every data
+//! call is first tried without waiting: the client library keeps each
+//! socket's data path in the session's region, so a read takes what netd
+//! already delivered, a write queues what the send buffer has room for,
+//! and an accept takes a connection netd accepted ahead. Only a call that
+//! would block waits, on the session's eventfd, through the session's one
+//! reactor (`reactor.rs`, whose docs say why no wake-up is lost).
+//!
+//! Control requests wait for netd. A connect waits for the handshake, so
+//! [`TcpStream::connect`] runs it on tokio's blocking pool
+//! (`spawn_blocking`). Listen, bind, shutdown and the close a dropped
+//! socket sends are answered by netd without the network and run inline.
+//! The client library serializes a session's calls, so while a connect
+//! waits for its handshake the session's other calls wait for it: sockets
+//! that must not wait behind connects want a session of their own.
+
+#![warn(missing_docs)]
+
+mod reactor;
+mod tcp;
+mod udp;
+
+pub use reactor::BLOCKING_SLICE;
+pub use tcp::{TcpListener, TcpStream};
+pub use udp::UdpSocket;
+
+use reactor::Reactor;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A session with a running netd and the reactor that wakes its sockets'
+/// tasks. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct Session {
+    reactor: Arc<Reactor>,
+}
+
+impl Session {
+    /// Drives `session`'s sockets from tokio. Make one per
+    /// `nagare::Session`: two would each drain the eventfd the other
+    /// sleeps on.
+    pub fn new(session: nagare::Session) -> Session {
+        Session { reactor: Arc::new(Reactor::new(session)) }
+    }
+
+    /// Connects to the netd listening on `path`.
+    pub fn connect(path: impl AsRef<Path>) -> io::Result<Session> {
+        nagare::Session::connect(path).map(Session::new)
+    }
+
+    /// Connects to the netd that `NAGARE_NETD` names (or the default
+    /// socket).
+    pub fn connect_default() -> io::Result<Session> {
+        nagare::Session::connect_default().map(Session::new)
+    }
+
+    /// The client library's session under this one.
+    pub fn inner(&self) -> &nagare::Session {
+        self.reactor.session()
+    }
+
+    /// How long a task whose operation would block sleeps before it tries
+    /// again without a wake-up ([`nagare::LIVENESS_SLICE`] unless set):
+    /// netd's death does not wake it, and the next try fails once netd is
+    /// gone, so this bounds how late a task learns of it.
+    pub fn set_slice(&self, slice: Duration) {
+        self.reactor.set_slice(slice);
+    }
+
+    /// How many times an operation of this session's sockets was tried
+    /// again after it would have blocked: once per wake-up, and once per
+    /// round that found completions waiting. A task woken by its data
+    /// retries a few times; a task that polled would retry without end.
+    pub fn retries(&self) -> u64 {
+        self.reactor.retries()
+    }
+}
+
+impl From<nagare::Session> for Session {
+    fn from(session: nagare::Session) -> Session {
+        Session::new(session)
+    }
+}

@@ -1,0 +1,191 @@
+//! [`TcpStream`] and [`TcpListener`]: the client library's, with calls
+//! that would block made into futures through the session's reactor.
+
+use crate::reactor::{Reactor, Wait};
+use crate::Session;
+use std::io;
+use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// A TCP connection through netd: [`AsyncRead`] and [`AsyncWrite`].
+/// Reading and writing halves (`tokio::io::split`) wait independently.
+pub struct TcpStream {
+    /// `Some` until dropped (its close is a blocking call the reactor is
+    /// told of).
+    inner: Option<nagare::net::TcpStream>,
+    reactor: Arc<Reactor>,
+    read_wait: Option<Wait>,
+    write_wait: Option<Wait>,
+}
+
+impl TcpStream {
+    fn new(inner: nagare::net::TcpStream, reactor: Arc<Reactor>) -> TcpStream {
+        TcpStream { inner: Some(inner), reactor, read_wait: None, write_wait: None }
+    }
+
+    /// Connects through `session`. The connect is a request that waits
+    /// for the handshake, so it runs on tokio's blocking pool
+    /// (`spawn_blocking`), as does resolving `addr`.
+    pub async fn connect(session: &Session, addr: impl ToSocketAddrs + Send + 'static) -> io::Result<TcpStream> {
+        let reactor = Arc::clone(&session.reactor);
+        let inner = {
+            let reactor = Arc::clone(&reactor);
+            tokio::task::spawn_blocking(move || {
+                reactor.blocking(|| nagare::net::TcpStream::connect_via(reactor.session(), addr))
+            })
+            .await
+            .map_err(io::Error::other)??
+        };
+        Ok(TcpStream::new(inner, reactor))
+    }
+
+    fn inner(&self) -> io::Result<&nagare::net::TcpStream> {
+        self.inner.as_ref().ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner()?.local_addr()
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.inner()?.peer_addr()
+    }
+
+    /// The client library's stream, for its options (`set_nodelay`,
+    /// buffer sizes): short blocking calls that the session's reactor
+    /// does not see (`reactor.rs`).
+    pub fn get_ref(&self) -> io::Result<&nagare::net::TcpStream> {
+        self.inner()
+    }
+
+    /// Reads into `buf` without taking the bytes (`MSG_PEEK`), waiting
+    /// until some arrived; 0 at the end of the stream.
+    pub async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let inner = self.inner()?;
+        self.reactor.io(|| inner.peek_with(buf, false)).await
+    }
+
+    fn poll_read_slice(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        let TcpStream { inner, reactor, read_wait, .. } = self;
+        let Some(inner) = inner.as_ref() else {
+            return Poll::Ready(Err(io::Error::from_raw_os_error(libc::EBADF)));
+        };
+        reactor.poll_io(cx, read_wait, || inner.read_with(buf, false))
+    }
+
+    fn poll_write_slice(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let TcpStream { inner, reactor, write_wait, .. } = self;
+        let Some(inner) = inner.as_ref() else {
+            return Poll::Ready(Err(io::Error::from_raw_os_error(libc::EBADF)));
+        };
+        reactor.poll_io(cx, write_wait, || inner.write_with(buf, false))
+    }
+
+    /// Sends a FIN after what is queued (a short request, inline).
+    fn shutdown_write(&self) -> io::Result<()> {
+        let inner = self.inner()?;
+        self.reactor.blocking(|| inner.shutdown(Shutdown::Write))
+    }
+}
+
+impl AsyncRead for TcpStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let n = std::task::ready!(this.poll_read_slice(cx, buf.initialize_unfilled()))?;
+        buf.advance(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for TcpStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_write_slice(cx, buf)
+    }
+
+    /// Writes are queued to netd as they are made: nothing to flush.
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(self.shutdown_write())
+    }
+}
+
+#[cfg(feature = "futures-io")]
+impl futures_io::AsyncRead for TcpStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_read_slice(cx, buf)
+    }
+}
+
+#[cfg(feature = "futures-io")]
+impl futures_io::AsyncWrite for TcpStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_write_slice(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_close(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(self.shutdown_write())
+    }
+}
+
+impl Drop for TcpStream {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.take() {
+            self.reactor.blocking(|| drop(inner));
+        }
+    }
+}
+
+/// A TCP listener through netd.
+pub struct TcpListener {
+    inner: Option<nagare::net::TcpListener>,
+    reactor: Arc<Reactor>,
+}
+
+impl TcpListener {
+    /// Listens on `addr` through `session` (backlog 128). netd answers
+    /// the listen without the network: it runs inline.
+    pub async fn bind(session: &Session, addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+        let reactor = Arc::clone(&session.reactor);
+        let inner = reactor.blocking(|| nagare::net::TcpListener::bind_via(reactor.session(), addr))?;
+        // Its accept then takes a connection netd accepted ahead, or says
+        // it would block.
+        inner.set_nonblocking(true)?;
+        Ok(TcpListener { inner: Some(inner), reactor })
+    }
+
+    fn inner(&self) -> io::Result<&nagare::net::TcpListener> {
+        self.inner.as_ref().ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))
+    }
+
+    /// The address listened on.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner()?.local_addr()
+    }
+
+    /// The next connection, waiting for one.
+    pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        let inner = self.inner()?;
+        let (s, peer) = self.reactor.io(|| inner.accept()).await?;
+        Ok((TcpStream::new(s, Arc::clone(&self.reactor)), peer))
+    }
+}
+
+impl Drop for TcpListener {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.take() {
+            self.reactor.blocking(|| drop(inner));
+        }
+    }
+}
