@@ -28,7 +28,9 @@ pub struct NetdConfig {
     /// How long the loop polls after the last work at least before it
     /// sleeps (longer while work keeps coming: `nagare_host::BusyPoll`).
     pub spin: Duration,
-    /// Requests one client may have waiting (blocked receives, accepts...).
+    /// Requests holding no buffer one client may have waiting (accepts,
+    /// connects, polls); those holding one (posted receives) are bounded
+    /// by its region's pool.
     pub max_pending: usize,
     /// Sockets one client may hold.
     pub max_sockets: usize,

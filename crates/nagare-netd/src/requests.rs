@@ -10,8 +10,9 @@
 //!   they came; one waits (without running) while an earlier send on its
 //!   socket waits;
 //! - waiting: a new request may wait if it holds a buffer (bounded by the
-//!   client's pool), is a close, or there is room among `max_pending`;
-//!   otherwise it fails with `ENOBUFS`. A waiting request fails once its time limit has
+//!   client's pool), is a close, or there is room among the `max_pending`
+//!   waiting requests that hold no buffer; otherwise it fails with
+//!   `ENOBUFS`. A waiting request fails once its time limit has
 //!   passed (`EAGAIN`; a connect `ETIMEDOUT`, its half-open connection
 //!   reset);
 //! - lending: a request whose buffer the engine now holds completes when
@@ -79,7 +80,7 @@ pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize) 
                 s.refuse_buffer(&req);
                 continue;
             };
-            if req.op == Op::Connect && s.pending.len() >= cx.config.max_pending {
+            if req.op == Op::Connect && s.waiting_without_buffer() >= cx.config.max_pending {
                 // A connect that might wait must have room to: refused
                 // before it creates a connection.
                 s.finish(&req, buf, Err(libc::ENOBUFS));
@@ -139,7 +140,7 @@ fn wait(s: &mut Session, cx: &mut Context<'_>, p: Pending, age: Age) -> bool {
         // close (which waits only behind its stream's sends, and which a
         // client that closes must not see fail) by the completion ring's
         // room, as every request is; the others by `max_pending`.
-        Age::New if p.buf.is_some() || p.req.op == Op::Close || s.pending.len() < cx.config.max_pending => {
+        Age::New if p.buf.is_some() || p.req.op == Op::Close || s.waiting_without_buffer() < cx.config.max_pending => {
             s.wait(p);
             false
         }

@@ -204,6 +204,13 @@ impl Session {
         self.pending.push(p);
     }
 
+    /// Waiting requests that hold no buffer of the client's (a connect, an
+    /// accept, a poll): those `max_pending` bounds, as the client's pool
+    /// bounds the others (its posted receives among them).
+    pub fn waiting_without_buffer(&self) -> usize {
+        self.pending.iter().filter(|p| p.buf.is_none()).count()
+    }
+
     /// Whether a send on `socket` waits (a later send or shutdown of the
     /// stream must wait behind it).
     pub fn send_waits(&self, socket: u32) -> bool {

@@ -454,3 +454,28 @@ fn a_connect_started_without_waiting_is_finished_or_closed() {
         "the abandoned connection stayed open: {r:?}"
     );
 }
+
+/// A client with many streams has their receives posted (they hold its
+/// buffers): they do not use up the waiting requests a connect or an
+/// accept needs, so its twentieth stream connects and is accepted.
+#[test]
+fn many_streams_posted_receives_leave_room_for_a_connect() {
+    // Memory for every stream's buffers (64 MiB of engine pool, 32 MiB a
+    // client), so that only the waiting requests are in question.
+    let tune = support::Tune { engine_buffers: Some(32768), ..support::Tune::default() };
+    let netd = NetdThread::start_tuned(Placement::Inline, Wire::Loopback, tune, |c| c.client_memory = 32 << 20);
+    let (a, b) = (netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&b, at(9510)).expect("listen");
+    let mut held = Vec::new();
+    for i in 0..20 {
+        let s = TcpStream::connect_timeout_via(&a, &SocketAddr::V4(at(9510)), LIMIT)
+            .unwrap_or_else(|e| panic!("connect {i}: {e}"));
+        let (t, _) = listener.accept().unwrap_or_else(|e| panic!("accept {i}: {e}"));
+        held.push((s, t));
+    }
+    let (s, t) = &held[19];
+    (&*s).write_all(b"last").unwrap();
+    let mut four = [0u8; 4];
+    (&*t).read_exact(&mut four).unwrap();
+    assert_eq!(&four, b"last");
+}
