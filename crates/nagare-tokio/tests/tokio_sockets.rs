@@ -1,7 +1,8 @@
 //! nagare-tokio's sockets in tokio runtimes (multi-thread and
 //! current-thread), through a netd running in a thread of the test: many
 //! streams echoed at once, UDP ping-pong, a read woken by data that comes
-//! later, the end of a stream, and the HTTP example.
+//! later, a read cancelled while it waits, the end of a stream, and the
+//! HTTP example.
 
 #[path = "../../nagare-netd/tests/support/mod.rs"]
 mod support;
@@ -33,16 +34,14 @@ fn at(port: u16) -> SocketAddr {
 
 /// A netd with its own defaults for a client's region (1024 slots per
 /// ring, 256 buffers) and sockets (1024) where the test's support sets
-/// smaller ones; 1024 requests waiting, as 20 streams keep 64 receives
-/// posted and a connect must still find room; and an engine pool (64 MiB)
-/// that holds 40 connections' default buffers.
+/// smaller ones, and an engine pool (64 MiB) that holds 40 connections'
+/// default buffers.
 fn start_netd() -> NetdThread {
     let tune = support::Tune { engine_buffers: Some(32 << 10), ..support::Tune::default() };
     NetdThread::start_tuned(Placement::Inline, Wire::Loopback, tune, |c| {
         let d = nagare_netd::NetdConfig::default();
         c.ring_slots = d.ring_slots;
         c.buffers = d.buffers;
-        c.max_pending = 1024;
         c.max_sockets = d.max_sockets;
     })
 }
@@ -208,6 +207,39 @@ async fn read_after_peer_closed(netd: NetdThread) {
     assert_eq!(timeout(STEP, client.read(&mut buf)).await.expect("in time").expect("read"), 0);
 }
 
+/// A pending read cancelled (its future dropped by a timeout) loses
+/// nothing and wedges nothing: the bytes written after it arrive whole at
+/// the next read, and another task's read on the same session is woken
+/// meanwhile.
+async fn cancelled_read(netd: NetdThread) {
+    let session = Session::new(netd.connect());
+    let listener = TcpListener::bind(&session, at(7500)).await.expect("listen");
+    let mut client = TcpStream::connect(&session, at(7500)).await.expect("connect");
+    let (mut server, _) = timeout(STEP, listener.accept()).await.expect("an accept in time").expect("accept");
+    let mut other = TcpStream::connect(&session, at(7500)).await.expect("connect");
+    let (mut other_server, _) = timeout(STEP, listener.accept()).await.expect("an accept in time").expect("accept");
+    let mut buf = [0u8; 16];
+    for _ in 0..5 {
+        assert!(timeout(Duration::from_millis(30), client.read(&mut buf)).await.is_err(), "no data: it waits");
+    }
+    let woken = tokio::spawn(async move {
+        let mut b = [0u8; 8];
+        let n = timeout(STEP, other.read(&mut b)).await.expect("the other read in time").expect("read");
+        b[..n].to_vec()
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    other_server.write_all(b"other").await.expect("write");
+    assert_eq!(woken.await.expect("the other reader"), b"other");
+    server.write_all(b"after cancel").await.expect("write");
+    let mut got = Vec::new();
+    while got.len() < 12 {
+        let n = timeout(STEP, client.read(&mut buf)).await.expect("in time").expect("read");
+        assert!(n > 0, "the stream ended");
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(got, b"after cancel");
+}
+
 /// The example's server and client, through the test's netd.
 async fn hello_http(netd: NetdThread) {
     let session = Session::new(netd.connect());
@@ -234,3 +266,4 @@ on_both!(udp_ping_pong_multi_thread, udp_ping_pong_current_thread, udp_ping_pong
 on_both!(read_woken_multi_thread, read_woken_current_thread, read_woken_by_later_data);
 on_both!(peer_closed_multi_thread, peer_closed_current_thread, read_after_peer_closed);
 on_both!(hello_http_multi_thread, hello_http_current_thread, hello_http);
+on_both!(cancelled_read_multi_thread, cancelled_read_current_thread, cancelled_read);
