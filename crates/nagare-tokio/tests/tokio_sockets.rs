@@ -2,7 +2,7 @@
 //! current-thread), through a netd running in a thread of the test: many
 //! streams echoed at once, UDP ping-pong, a read woken by data that comes
 //! later, a read cancelled while it waits, the end of a stream, and the
-//! HTTP example.
+//! HTTP examples (one on the sockets directly, one with hyper).
 
 #[path = "../../nagare-netd/tests/support/mod.rs"]
 mod support;
@@ -10,6 +10,10 @@ mod support;
 #[path = "../examples/hello_http.rs"]
 #[allow(dead_code)]
 mod hello_http;
+
+#[path = "../examples/hyper_hello.rs"]
+#[allow(dead_code)]
+mod hyper_hello;
 
 use nagare_netd::Placement;
 use nagare_tokio::{Session, TcpListener, TcpStream, UdpSocket};
@@ -247,6 +251,14 @@ async fn hello_http(netd: NetdThread) {
     assert_eq!(body, hello_http::BODY);
 }
 
+/// hyper's server and client (the `hyper_hello` example) over the
+/// crate's streams, through the test's netd.
+async fn hyper_over_nagare(netd: NetdThread) {
+    let session = Session::new(netd.connect());
+    let body = timeout(STEP, hyper_hello::run(&session, at(8081))).await.expect("in time").expect("the exchange");
+    assert_eq!(body, hyper_hello::BODY);
+}
+
 macro_rules! on_both {
     ($multi:ident, $current:ident, $scenario:ident) => {
         #[test]
@@ -267,3 +279,4 @@ on_both!(read_woken_multi_thread, read_woken_current_thread, read_woken_by_later
 on_both!(peer_closed_multi_thread, peer_closed_current_thread, read_after_peer_closed);
 on_both!(hello_http_multi_thread, hello_http_current_thread, hello_http);
 on_both!(cancelled_read_multi_thread, cancelled_read_current_thread, cancelled_read);
+on_both!(hyper_multi_thread, hyper_current_thread, hyper_over_nagare);
