@@ -479,3 +479,25 @@ fn many_streams_posted_receives_leave_room_for_a_connect() {
     (&*t).read_exact(&mut four).unwrap();
     assert_eq!(&four, b"last");
 }
+
+/// A connect waiting for an answer that does not come (a host that never
+/// answers ARP) does not hold the session: another thread's call on it
+/// goes through meanwhile, and the connect gives up at its limit.
+#[test]
+fn a_connect_waiting_for_its_answer_holds_up_no_other_call() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let s = netd.connect();
+    let waiting = s.clone();
+    let nobody = SocketAddr::V4(SocketAddrV4::new(std::net::Ipv4Addr::new(10, 77, 0, 99), 80));
+    let connect = std::thread::spawn(move || TcpStream::connect_timeout_via(&waiting, &nobody, Duration::from_secs(2)));
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    s.nop().expect("a call beside the waiting connect");
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "the call waited {:?} behind the connect",
+        started.elapsed()
+    );
+    assert!(!connect.is_finished(), "the connect did not wait");
+    assert!(connect.join().expect("the connecting thread").is_err(), "nobody answered");
+}

@@ -29,9 +29,8 @@
 //! [`TcpStream::connect`] runs it on tokio's blocking pool
 //! (`spawn_blocking`). Listen, bind, shutdown and the close a dropped
 //! socket sends are answered by netd without the network and run inline.
-//! The client library serializes a session's calls, so while a connect
-//! waits for its handshake the session's other calls wait for it: sockets
-//! that must not wait behind connects want a session of their own.
+//! The client library lets the session go while a connect waits for its
+//! handshake, so the session's other calls go on meanwhile.
 
 #![warn(missing_docs)]
 

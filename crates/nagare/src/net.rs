@@ -144,23 +144,33 @@ impl TcpStream {
         TcpStream::connect_via(&Session::connect_default()?, addr)
     }
 
-    /// Connects through `netd`.
+    /// Connects through `netd`. The handshake is waited for without
+    /// holding the session: other threads' calls go on meanwhile.
     pub fn connect_via(netd: &Session, addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
-        let remote = v4(addr)?;
-        let mut r = request(Op::Connect, 0);
-        r.aux[0] = encode_addr(remote);
-        let (c, _) = netd.call(r, Data::None)?;
-        TcpStream::opened(netd, &c, addr_of(c.aux[1]), SocketAddr::V4(remote))
+        TcpStream::connect_waiting(netd, v4(addr)?, None)
     }
 
     /// Connects through `netd`, giving up with `TimedOut` after `limit`.
     pub fn connect_timeout_via(netd: &Session, addr: &SocketAddr, limit: Duration) -> io::Result<TcpStream> {
-        let remote = v4(addr)?;
+        TcpStream::connect_waiting(netd, v4(addr)?, Some(limit))
+    }
+
+    /// Posts a connect (netd bounds its wait by `limit`) and waits for
+    /// netd's answer in the session's slices, letting the session go
+    /// between them.
+    fn connect_waiting(netd: &Session, remote: SocketAddrV4, limit: Option<Duration>) -> io::Result<TcpStream> {
         let mut r = request(Op::Connect, 0);
         r.aux[0] = encode_addr(remote);
-        set_wait_limit(&mut r, Some(limit));
-        let (c, _) = netd.call(r, Data::None)?;
-        TcpStream::opened(netd, &c, addr_of(c.aux[1]), SocketAddr::V4(remote))
+        set_wait_limit(&mut r, limit);
+        let ticket = netd.submit_async(r, Data::None)?;
+        let mut pending =
+            Connecting { netd: netd.clone(), id: ticket.into_id(), remote: SocketAddr::V4(remote), done: false };
+        let id = pending.id;
+        let comp = netd.until(false, None, |c| c.take_arrived(id))?;
+        pending.done = true;
+        let comp = comp.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        comp.result().map_err(io::Error::from_raw_os_error)?;
+        TcpStream::opened(netd, &comp, addr_of(comp.aux[1]), SocketAddr::V4(remote))
     }
 
     /// Starts a connection through `netd` and returns at once (a
