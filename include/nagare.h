@@ -18,7 +18,7 @@
  *
  * What differs from Linux (crates/nagare-posix/src/lib.rs says it in
  * full): a TCP socket's bind is taken up by its listen; a listener
- * needs a port; MSG_PEEK on a UDP socket is refused.
+ * needs a port.
  *
  * fcntl and ioctl are variadic in C; this library is written in Rust,
  * which cannot define a variadic C function, so nagare_fcntl always takes
@@ -61,7 +61,7 @@ ssize_t nagare_write(int fd, const void *buf, size_t len);
 ssize_t nagare_readv(int fd, const struct iovec *iov, int iovcnt);
 /* writev(2): the buffers are gathered (up to 256 KiB) and sent as one write. */
 ssize_t nagare_writev(int fd, const struct iovec *iov, int iovcnt);
-/* recv(2): MSG_DONTWAIT, MSG_WAITALL, MSG_TRUNC, and MSG_PEEK on a stream. */
+/* recv(2): MSG_DONTWAIT, MSG_WAITALL, MSG_TRUNC, MSG_PEEK. */
 ssize_t nagare_recv(int fd, void *buf, size_t len, int flags);
 /* recvfrom(2): a datagram's sender written to addr. */
 ssize_t nagare_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *addr, socklen_t *addrlen);

@@ -669,3 +669,36 @@ fn keepalive_options_reach_netd() {
     let out = idle.terminate(Duration::from_secs(10)).expect("python3 ends");
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("1 1\n"), "{out:?}");
 }
+
+/// `MSG_PEEK` and `FIONREAD` on a UDP socket through netd, from python3:
+/// the next datagram is peeked at (whole, and cut short), its length read
+/// with `FIONREAD`, then read, and the one after it is next.
+#[test]
+fn udp_peek_and_fionread() {
+    if let Some(reason) = interop_unavailable(&["python3", "ping"]) {
+        return skip("udp_peek_and_fionread", &reason);
+    }
+    let s = Setup::new("runpeek");
+    let script = format!(
+        "import array, fcntl, socket, termios, time\n\
+         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(({NAGARE:?}, 9600)); s.settimeout(10)\n\
+         print('ready', flush=True)\n\
+         print(s.recv(64, socket.MSG_PEEK))\n\
+         print(s.recv(2, socket.MSG_PEEK))\n\
+         n = array.array('i', [0]); fcntl.ioctl(s.fileno(), termios.FIONREAD, n); print(n[0])\n\
+         print(s.recv(64)); print(s.recv(64))\n"
+    );
+    let mut c = s.run("python3");
+    c.args(["-c", &script]).stdout(Stdio::piped());
+    let mut reader = Process::spawn(&mut c);
+    let mut out = reader.child.as_mut().and_then(|c| c.stdout.take()).expect("stdout");
+    let mut ready = [0u8; 6];
+    std::io::Read::read_exact(&mut out, &mut ready).expect("python3 ready");
+    let sender = s.ns.udp_socket(&format!("{KERNEL}:0"));
+    sender.send_to(b"first one", format!("{NAGARE}:9600")).unwrap();
+    sender.send_to(b"second", format!("{NAGARE}:9600")).unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).expect("python3 output");
+    assert_eq!(rest, "b'first one'\nb'fi'\n9\nb'first one'\nb'second'\n");
+    reader.terminate(Duration::from_secs(5));
+}

@@ -306,8 +306,8 @@ pub fn fcntl(fd: i32, cmd: i32, arg: libc::c_ulong) -> Res<i32> {
     }
 }
 
-/// `ioctl`: `FIONBIO` and `FIONREAD` (the unread bytes of a stream);
-/// `ENOTTY` for the rest.
+/// `ioctl`: `FIONBIO` and `FIONREAD` (the unread bytes of a stream, the
+/// next datagram's length); `ENOTTY` for the rest.
 ///
 /// # Safety
 /// `arg` points to an `int`, readable for `FIONBIO`, writable for
@@ -323,10 +323,12 @@ pub unsafe fn ioctl(fd: i32, request: libc::c_ulong, arg: *mut libc::c_int) -> R
         libc::FIONREAD => {
             let n = match &s.lock()?.state {
                 State::Stream(st) => st.unread().map_err(|e| errno(&e))?,
-                State::Datagram(_) => {
-                    say_once("FIONREAD on a UDP socket is refused");
-                    return Err(libc::EOPNOTSUPP);
-                }
+                // The next datagram's length, as Linux says (0: none).
+                State::Datagram(d) => match d.peek_from_with(&mut [], false) {
+                    Ok((_, whole, _)) => whole,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+                    Err(e) => return Err(errno(&e)),
+                },
                 _ => 0,
             };
             unsafe { *arg = i32::try_from(n).unwrap_or(i32::MAX) };

@@ -4,9 +4,8 @@
 //!
 //! Flags: `MSG_DONTWAIT` (this call never waits), `MSG_NOSIGNAL` (no
 //! `SIGPIPE` with `EPIPE`), `MSG_WAITALL` (a stream read waits for all
-//! it asked), `MSG_TRUNC` (a datagram's whole length), `MSG_PEEK` on a
-//! stream; `MSG_MORE` and `MSG_EOR` are ignored; `MSG_OOB`, and
-//! `MSG_PEEK` on a datagram socket, are refused.
+//! it asked), `MSG_TRUNC` (a datagram's whole length), `MSG_PEEK`;
+//! `MSG_MORE` and `MSG_EOR` are ignored; `MSG_OOB` is refused.
 
 use crate::addr::{read_v4, write_v4};
 use crate::errors::{errno, say_once};
@@ -31,8 +30,8 @@ struct Received {
 
 fn recv_into(s: &Sock, buf: &mut [u8], flags: i32) -> Res<Received> {
     s.touch();
-    if flags & libc::MSG_OOB != 0 || (flags & libc::MSG_PEEK != 0 && s.proto == Proto::Udp) {
-        say_once("MSG_OOB, and MSG_PEEK on a UDP socket, are refused on nagare sockets");
+    if flags & libc::MSG_OOB != 0 {
+        say_once("MSG_OOB is refused on nagare sockets");
         return Err(libc::EOPNOTSUPP);
     }
     let may_wait = flags & libc::MSG_DONTWAIT == 0;
@@ -56,10 +55,19 @@ fn recv_into(s: &Sock, buf: &mut [u8], flags: i32) -> Res<Received> {
         }
         Proto::Udp => {
             let (d, peer) = s.datagram()?;
+            let peek = flags & libc::MSG_PEEK != 0;
             loop {
-                let (n, whole, from) = d.recv_from_with(buf, may_wait).map_err(|e| errno(&e))?;
-                // A connected UDP socket takes datagrams from its peer only.
+                let (n, whole, from) = match peek {
+                    true => d.peek_from_with(buf, may_wait),
+                    false => d.recv_from_with(buf, may_wait),
+                }
+                .map_err(|e| errno(&e))?;
+                // A connected UDP socket takes datagrams from its peer only:
+                // another's is dropped (taken, if it was only peeked at).
                 if peer.is_some_and(|p| from != SocketAddr::V4(p)) {
+                    if peek {
+                        d.recv_from_with(&mut [], false).map_err(|e| errno(&e))?;
+                    }
                     continue;
                 }
                 return Ok(Received { n, whole, from: Some(from) });

@@ -28,8 +28,8 @@
 //!   own resolver would send its queries over the kernel's IPv4.
 //! - **What differs from Linux** is said where it is done: a TCP
 //!   socket's `bind` is taken up by its `listen`; a listener needs a
-//!   port; `MSG_PEEK` on a UDP socket is refused with a message; `epoll`
-//!   watches are level-triggered, edges emulated (`epoll.rs`).
+//!   port; `epoll` watches are level-triggered, edges emulated
+//!   (`epoll.rs`).
 
 #![warn(missing_docs)]
 

@@ -709,6 +709,16 @@ impl UdpSocket {
         let (n, whole, from) = self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_datagram(id, buf))?;
         Ok((n, whole, addr_of(from)))
     }
+
+    /// As [`UdpSocket::recv_from_with`], leaving the datagram to be read
+    /// again (`MSG_PEEK`); with an empty `buf`, its whole length alone
+    /// (what `FIONREAD` says).
+    pub fn peek_from_with(&self, buf: &mut [u8], may_wait: bool) -> io::Result<(usize, usize, SocketAddr)> {
+        let id = self.h.id;
+        let nonblocking = self.mode.is_on() || !may_wait;
+        let (n, whole, from) = self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.peek_datagram(id, buf))?;
+        Ok((n, whole, addr_of(from)))
+    }
 }
 
 /// A buffer size as an option's value: 1 to 64 MiB.

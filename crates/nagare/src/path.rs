@@ -520,6 +520,37 @@ impl Conn {
         Ok(Some((n, usize::try_from(f.whole).unwrap_or(usize::MAX).max(n), f.from)))
     }
 
+    /// As [`Conn::read_datagram`], leaving the datagram to be read again
+    /// (`MSG_PEEK`): bytes copied, its whole length, its sender. A buffer
+    /// of records whose headers do not hold together gives `EPROTO` (the
+    /// next read drops it).
+    pub(crate) fn peek_datagram(&mut self, id: u32, out: &mut [u8]) -> io::Result<Option<Datagram>> {
+        let p = self.paths.get(&id).ok_or_else(|| errno(libc::EBADF))?;
+        let Some(front) = p.arrived.front().copied() else {
+            if let Some(e) = self.take_error(id) {
+                return Err(e);
+            }
+            if self.paths.get(&id).is_some_and(|p| p.posted == 0) {
+                self.post_receives(id)?;
+            }
+            return Ok(None);
+        };
+        let b = front.buf;
+        let (offset, len, whole, from) = match front.records {
+            None => (b.offset, b.len, front.whole, front.from),
+            Some(mut records) => {
+                let at = records.next_header().ok().flatten().ok_or_else(|| errno(libc::EPROTO))?;
+                let mut header = [0u8; RECORD_HEADER];
+                self.pool.read(b.index, b.offset.saturating_add(at as u32), &mut header).map_err(io::Error::other)?;
+                let r = records.take(&header).map_err(|_| errno(libc::EPROTO))?;
+                (b.offset.saturating_add(r.payload.start as u32), r.payload.len() as u32, u64::from(r.whole), r.from)
+            }
+        };
+        let n = (len as usize).min(out.len());
+        self.pool.read(b.index, offset, &mut out[..n]).map_err(io::Error::other)?;
+        Ok(Some((n, usize::try_from(whole).unwrap_or(usize::MAX).max(n), from)))
+    }
+
     /// The next datagram that arrived, its buffer handed to the caller:
     /// (buffer, whole length, sender), or `None` if none is here yet. A
     /// datagram that shares its buffer with others is copied into one of
