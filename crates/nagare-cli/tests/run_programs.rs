@@ -424,8 +424,8 @@ fn python_udp_and_a_socket_across_fork_through_netd() {
 }
 
 /// A name server on the kernel's side that answers every `A` question
-/// with 10.83.0.77 (and every other with no answer), printing where each
-/// question came from.
+/// with 10.83.0.77 and every `PTR` question with ptr.nagare.test (and
+/// every other with no answer), printing where each question came from.
 const NAME_SERVER: &str = "import socket, struct, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind((sys.argv[1], 53))
@@ -439,6 +439,9 @@ while True:
     ans = b''
     if qtype == 1:
         ans = b'\\xc0\\x0c' + struct.pack('!HHIH', 1, 1, 60, 4) + socket.inet_aton('10.83.0.77')
+    if qtype == 12:
+        target = b''.join(bytes([len(l)]) + l for l in b'ptr.nagare.test'.split(b'.')) + b'\\x00'
+        ans = b'\\xc0\\x0c' + struct.pack('!HHIH', 12, 1, 60, len(target)) + target
     s.sendto(q[:2] + struct.pack('!HHHHH', 0x8180, 1, 1 if ans else 0, 0, 0) + q[12:i + 5] + ans, a)
 ";
 
@@ -452,10 +455,11 @@ impl Drop for ResolvConf {
     }
 }
 
-/// Name lookups through netd: getent, python3 and curl ask the name server
-/// that `/etc/resolv.conf` (or `nagare run --dns`) names, every question
-/// leaves from netd's address (none from the kernel's stack, not even
-/// glibc's IPv6 lookups), and `/etc/hosts` and numeric names need none.
+/// Name lookups through netd: getent and python3 ask the name server that
+/// `/etc/resolv.conf` (or `nagare run --dns`) names, forward and reverse
+/// (`getnameinfo`, `gethostbyaddr`), every question leaves from netd's
+/// address (none from the kernel's stack, not even glibc's IPv6 lookups),
+/// and `/etc/hosts` and numeric names need none.
 #[test]
 fn names_are_looked_up_through_netd() {
     if let Some(reason) = interop_unavailable(&["python3", "getent", "ping"]) {
@@ -476,9 +480,13 @@ fn names_are_looked_up_through_netd() {
     assert!(out.stdout.starts_with("10.83.0.77"), "{}", out.stdout);
     let out = ok(s.run("getent").args(["ahosts", "flows"]), 20, "getent ahosts (a search domain)");
     assert!(out.stdout.contains("10.83.0.77") && out.stdout.contains("flows.nagare.test"), "{}", out.stdout);
-    let script = "import socket; print(socket.gethostbyname('py.nagare.test')); print(socket.getaddrinfo('localhost', 80)[0][4][0])";
+    let script = "import socket; print(socket.gethostbyname('py.nagare.test')); print(socket.getaddrinfo('localhost', 80)[0][4][0]); \
+                  print(socket.getnameinfo(('10.83.0.50', 80), socket.NI_NAMEREQD)); print(socket.gethostbyaddr('10.83.0.51'))";
     let out = ok(s.run("python3").args(["-c", script]), 20, "python3 lookups");
-    assert_eq!(out.stdout, "10.83.0.77\n127.0.0.1\n");
+    assert_eq!(
+        out.stdout,
+        "10.83.0.77\n127.0.0.1\n('ptr.nagare.test', 'http')\n('ptr.nagare.test', [], ['10.83.0.51'])\n"
+    );
     // --dns names the server instead of /etc/resolv.conf.
     std::fs::write(conf_dir.join("resolv.conf"), "nameserver 10.83.0.99\n").unwrap();
     let mut c = s.ns.command(nagare());
@@ -488,7 +496,7 @@ fn names_are_looked_up_through_netd() {
 
     server.terminate(Duration::from_secs(5));
     let questions = std::fs::read_to_string(&log).unwrap();
-    assert!(questions.lines().count() >= 4, "{questions}");
+    assert!(questions.lines().count() >= 6, "{questions}");
     assert!(questions.lines().all(|l| l == format!("from {NAGARE}")), "a question left from the kernel:\n{questions}");
 }
 

@@ -23,9 +23,10 @@
 //!   the child's inherited sockets fail with `EBADF` and are closed without
 //!   touching the parent's; sockets the child makes use a session of its
 //!   own.
-//! - **Names.** `getaddrinfo` and `gethostbyname` answer IPv4 from
-//!   numeric forms, `/etc/hosts` and DNS through netd (`names`): glibc's
-//!   own resolver would send its queries over the kernel's IPv4.
+//! - **Names.** `getaddrinfo`, `gethostbyname`, `getnameinfo` and
+//!   `gethostbyaddr` answer IPv4 from numeric forms, `/etc/hosts` and DNS
+//!   through netd (`names`): glibc's own resolver would send its queries
+//!   over the kernel's IPv4.
 //! - **What differs from Linux** is said where it is done: a TCP
 //!   socket's `bind` is taken up by its `listen`; a listener needs a
 //!   port; `epoll` watches are level-triggered, edges emulated
@@ -54,7 +55,9 @@ pub use data::{
 };
 pub use epoll::{epoll_ctl, epoll_forget, epoll_wait, epoll_watches};
 pub use guard::Entered;
-pub use names::addrinfo::{freeaddrinfo, getaddrinfo, gethostbyname, gethostbyname_r, getnameinfo};
+pub use names::addrinfo::{
+    freeaddrinfo, getaddrinfo, gethostbyaddr, gethostbyaddr_r, gethostbyname, gethostbyname_r, getnameinfo,
+};
 pub use names::DNS_ENV;
 pub use options::{getsockopt, setsockopt};
 pub use table::is_ours;

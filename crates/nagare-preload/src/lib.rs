@@ -16,14 +16,13 @@
 //! `getsockname`, `getpeername`, `setsockopt`, `getsockopt` (`sockets.rs`);
 //! `read`, `write`, `readv`, `writev`, `recv`, `recvfrom`, `recvmsg`,
 //! `send`, `sendto`, `sendmsg`, `sendmmsg`, `recvmmsg`, `sendfile` and the
-//! fortified `__read_chk`,
-//! `__recv_chk`, `__recvfrom_chk` (`data.rs`); `poll`, `ppoll`,
-//! `__poll_chk`, `select`, `pselect`, `epoll_ctl`, `epoll_wait`,
-//! `epoll_pwait`, `epoll_pwait2` (`wait.rs`); `getaddrinfo`,
+//! fortified `__read_chk`, `__recv_chk`, `__recvfrom_chk` (`data.rs`);
+//! `poll`, `ppoll`, `__poll_chk`, `select`, `pselect`, `epoll_ctl`,
+//! `epoll_wait`, `epoll_pwait`, `epoll_pwait2` (`wait.rs`); `getaddrinfo`,
 //! `freeaddrinfo`, `getnameinfo`, `gethostbyname` and its `_r` and `2`
-//! forms (`names.rs`: glibc's own resolver sends its DNS queries from
-//! inside libc, over the kernel's IPv4, where a preload cannot reach
-//! them).
+//! forms, `gethostbyaddr` and its `_r` (`names.rs`: glibc's own resolver
+//! sends its DNS queries from inside libc, over the kernel's IPv4, where a
+//! preload cannot reach them).
 //!
 //! `fcntl` and `ioctl` are variadic in C; they are defined here with their
 //! one optional argument as a plain word, which is how the x86-64 and

@@ -128,3 +128,36 @@ pub unsafe extern "C" fn gethostbyname2_r(
     }
     unsafe { posix::gethostbyname_r(name, ret, buf, buflen, result, h_errnop) }
 }
+
+#[no_mangle]
+pub unsafe extern "C" fn gethostbyaddr(addr: *const libc::c_void, len: socklen_t, family: c_int) -> *mut hostent {
+    if !posix::Entered::inside() {
+        if let Some(ent) = unsafe { posix::gethostbyaddr(addr, len, family) } {
+            return ent;
+        }
+    }
+    unsafe { next!(gethostbyaddr: fn(*const libc::c_void, socklen_t, c_int) -> *mut hostent)(addr, len, family) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gethostbyaddr_r(
+    addr: *const libc::c_void,
+    len: socklen_t,
+    family: c_int,
+    ret: *mut hostent,
+    buf: *mut c_char,
+    buflen: libc::size_t,
+    result: *mut *mut hostent,
+    h_errnop: *mut c_int,
+) -> c_int {
+    if !posix::Entered::inside() {
+        if let Some(code) = unsafe { posix::gethostbyaddr_r(addr, len, family, ret, buf, buflen, result, h_errnop) } {
+            return code;
+        }
+    }
+    unsafe {
+        next!(gethostbyaddr_r: fn(*const libc::c_void, socklen_t, c_int, *mut hostent, *mut c_char, libc::size_t, *mut *mut hostent, *mut c_int) -> c_int)(
+            addr, len, family, ret, buf, buflen, result, h_errnop,
+        )
+    }
+}

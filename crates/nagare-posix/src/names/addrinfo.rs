@@ -1,5 +1,6 @@
-//! `getaddrinfo`, `freeaddrinfo`, `getnameinfo`, `gethostbyname` and
-//! `gethostbyname_r` for IPv4 over [`super::lookup`]. A request this
+//! `getaddrinfo`, `freeaddrinfo`, `getnameinfo`, `gethostbyname`,
+//! `gethostbyaddr` and their `_r` forms for IPv4 over [`super::lookup`]
+//! and [`super::reverse`]. A request this
 //! resolver does not answer (another family, an IPv6 literal) is left to
 //! libc (`None`) when it needs no DNS; an IPv6 name has no address here
 //! (libc would ask DNS over the kernel's IPv4). The lists it makes are its own to
@@ -193,10 +194,10 @@ pub unsafe fn freeaddrinfo(list: *mut addrinfo) -> bool {
     true
 }
 
-/// `getnameinfo` of an IPv4 address: its host part from `/etc/hosts` (no
-/// reverse DNS: `EAI_NONAME` under `NI_NAMEREQD` for an address it lacks,
-/// else the numeric form), its service part from libc (numeric or
-/// `/etc/services`). `None` for another family (libc's).
+/// `getnameinfo` of an IPv4 address: its host part from `/etc/hosts`, else
+/// DNS through netd (a `PTR` question; failing that, the numeric form, or
+/// the failure under `NI_NAMEREQD`), its service part from libc (numeric
+/// or `/etc/services`). `None` for another family (libc's).
 ///
 /// # Safety
 /// As `getnameinfo(3)`'s arguments.
@@ -222,11 +223,11 @@ pub unsafe fn getnameinfo(
         }
     }
     if !host.is_null() && hostlen > 0 {
-        let name = if flags & libc::NI_NUMERICHOST != 0 { None } else { reverse(*a.ip()) };
+        let name = if flags & libc::NI_NUMERICHOST != 0 { Err(Failure::NoName) } else { reverse(*a.ip()) };
         let name = match name {
-            Some(n) => n,
-            None if flags & libc::NI_NAMEREQD != 0 => return Some(libc::EAI_NONAME),
-            None => a.ip().to_string(),
+            Ok(n) => n,
+            Err(f) if flags & libc::NI_NAMEREQD != 0 => return Some(gai_error(f)),
+            Err(_) => a.ip().to_string(),
         };
         if name.len() >= hostlen as usize {
             return Some(libc::EAI_OVERFLOW);
@@ -243,12 +244,23 @@ pub unsafe fn getnameinfo(
 /// alias list, the addresses and their pointer list. `Err(ERANGE)` when
 /// `buf` is too small; `Ok(Err(h_errno))` when the name has no address.
 fn fill_hostent(name: &str, ret: &mut hostent, buf: &mut [u8]) -> Result<Result<(), c_int>, c_int> {
-    let found = match lookup(name) {
-        Ok(f) => f,
-        Err(Failure::NoName) => return Ok(Err(HOST_NOT_FOUND)),
-        Err(Failure::Again) => return Ok(Err(TRY_AGAIN)),
-        Err(Failure::Fail) => return Ok(Err(NO_RECOVERY)),
-    };
+    match lookup(name) {
+        Ok(found) => layout_hostent(&found, ret, buf).map(Ok),
+        Err(f) => Ok(Err(h_error(f))),
+    }
+}
+
+/// `netdb.h`'s `h_errno` for a failure.
+fn h_error(f: Failure) -> c_int {
+    match f {
+        Failure::NoName => HOST_NOT_FOUND,
+        Failure::Again => TRY_AGAIN,
+        Failure::Fail => NO_RECOVERY,
+    }
+}
+
+/// `found` laid out in `buf` as a `hostent` (see [`fill_hostent`]).
+fn layout_hostent(found: &super::Found, ret: &mut hostent, buf: &mut [u8]) -> Result<(), c_int> {
     let ptr = std::mem::size_of::<*mut c_char>();
     let n = found.addrs.len();
     // Pointer lists first (aligned), then the addresses, then the name.
@@ -277,7 +289,7 @@ fn fill_hostent(name: &str, ret: &mut hostent, buf: &mut [u8]) -> Result<Result<
         ret.h_length = 4;
         ret.h_addr_list = list;
     }
-    Ok(Ok(()))
+    Ok(())
 }
 
 /// `gethostbyname_r`: 0 with `*result` set, or `ERANGE`, or 0 with
@@ -320,6 +332,54 @@ pub unsafe fn gethostbyname_r(
     }
 }
 
+/// `gethostbyaddr_r` of an IPv4 address (`len` 4, `AF_INET`): its name
+/// from `/etc/hosts` or DNS through netd, as `gethostbyname_r` answers.
+/// `None` for another family (libc's).
+///
+/// # Safety
+/// As `gethostbyaddr_r(3)`'s arguments.
+// libc's signature.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gethostbyaddr_r(
+    addr: *const libc::c_void,
+    len: socklen_t,
+    family: c_int,
+    ret: *mut hostent,
+    buf: *mut c_char,
+    buflen: usize,
+    result: *mut *mut hostent,
+    h_errnop: *mut c_int,
+) -> Option<c_int> {
+    let _in = Entered::new();
+    if family != libc::AF_INET {
+        return None;
+    }
+    if addr.is_null() || len != 4 || ret.is_null() || result.is_null() || (buf.is_null() && buflen > 0) {
+        return Some(libc::EINVAL);
+    }
+    unsafe { *result = std::ptr::null_mut() };
+    let mut octets = [0u8; 4];
+    unsafe { std::ptr::copy_nonoverlapping(addr.cast::<u8>(), octets.as_mut_ptr(), 4) };
+    let ip = Ipv4Addr::from(octets);
+    let bytes = if buflen == 0 { &mut [][..] } else { unsafe { std::slice::from_raw_parts_mut(buf.cast(), buflen) } };
+    let laid = match reverse(ip) {
+        Ok(name) => layout_hostent(&super::Found { canonical: name, addrs: vec![ip] }, unsafe { &mut *ret }, bytes),
+        Err(f) => {
+            if let Some(h) = unsafe { h_errnop.as_mut() } {
+                *h = h_error(f);
+            }
+            return Some(0);
+        }
+    };
+    match laid {
+        Err(e) => Some(e),
+        Ok(()) => {
+            unsafe { *result = ret };
+            Some(0)
+        }
+    }
+}
+
 thread_local! {
     static HOSTENT: std::cell::RefCell<(hostent, Vec<u8>)> =
         std::cell::RefCell::new((unsafe { std::mem::zeroed() }, vec![0; 2048]));
@@ -343,6 +403,30 @@ pub unsafe fn gethostbyname(name: *const c_char) -> *mut hostent {
         }
         result
     })
+}
+
+/// `gethostbyaddr`: the calling thread's `hostent`, good until its next
+/// call, or null with `h_errno` set; `None` for another family (libc's).
+///
+/// # Safety
+/// `addr` has `len` readable bytes.
+pub unsafe fn gethostbyaddr(addr: *const libc::c_void, len: socklen_t, family: c_int) -> Option<*mut hostent> {
+    if family != libc::AF_INET {
+        return None;
+    }
+    Some(HOSTENT.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let (ent, buf) = &mut *slot;
+        let mut result = std::ptr::null_mut();
+        let mut h = 0;
+        let r =
+            unsafe { gethostbyaddr_r(addr, len, family, ent, buf.as_mut_ptr().cast(), buf.len(), &mut result, &mut h) };
+        if r != Some(0) || result.is_null() {
+            unsafe { *__h_errno_location() = if r == Some(0) { h } else { NO_RECOVERY } };
+            return std::ptr::null_mut();
+        }
+        result
+    }))
 }
 
 #[cfg(test)]

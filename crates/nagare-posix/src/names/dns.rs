@@ -1,30 +1,52 @@
-//! DNS messages for an IPv4 stub resolver: an `A` query, and the
-//! addresses an answer to it gives (following its `CNAME` chain). The
-//! answer is hostile input: anything that does not parse, or does not
-//! answer our question, is refused.
+//! DNS messages for an IPv4 stub resolver: an `A` question and the
+//! addresses its answer gives, a `PTR` question and the name its answer
+//! gives (each following the answer's `CNAME` chain). An answer is hostile
+//! input: anything that does not parse, or does not answer our question,
+//! is refused.
 
 use simple_dns::rdata::RData;
 use simple_dns::{Name, Packet, PacketFlag, Question, CLASS, QCLASS, QTYPE, RCODE, TYPE};
 use std::net::Ipv4Addr;
 
+/// What is asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ask {
+    /// A name's IPv4 addresses.
+    A,
+    /// The name of an address (`d.c.b.a.in-addr.arpa`).
+    Ptr,
+}
+
 /// What an answer says.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Answer {
-    /// The name's addresses and its canonical name (the end of the chain).
+    /// For [`Ask::A`], the name's addresses and its canonical name (the end
+    /// of the chain); for [`Ask::Ptr`], the name an address has, and no
+    /// addresses.
     Found(String, Vec<Ipv4Addr>),
-    /// The name does not exist, or has no `A` record.
+    /// The name does not exist, or has no record of the kind asked.
     NoName,
     /// The server failed or refused: ask another.
     ServerFailed,
 }
 
-/// The `A` query for `name` with `id`, recursion desired; `None` for a
-/// name that is not a DNS name.
-pub fn query(name: &str, id: u16) -> Option<Vec<u8>> {
+/// The name a `PTR` question for `addr` asks about.
+pub fn ptr_name(addr: Ipv4Addr) -> String {
+    let [a, b, c, d] = addr.octets();
+    format!("{d}.{c}.{b}.{a}.in-addr.arpa")
+}
+
+/// The question `ask` for `name` with `id`, recursion desired; `None` for
+/// a name that is not a DNS name.
+pub fn query(name: &str, id: u16, ask: Ask) -> Option<Vec<u8>> {
     let mut p = Packet::new_query(id);
     p.set_flags(PacketFlag::RECURSION_DESIRED);
     let qname = Name::new(name).ok()?;
-    p.questions.push(Question::new(qname, QTYPE::TYPE(TYPE::A), QCLASS::CLASS(CLASS::IN), false));
+    let qtype = match ask {
+        Ask::A => TYPE::A,
+        Ask::Ptr => TYPE::PTR,
+    };
+    p.questions.push(Question::new(qname, QTYPE::TYPE(qtype), QCLASS::CLASS(CLASS::IN), false));
     p.build_bytes_vec().ok()
 }
 
@@ -32,9 +54,10 @@ fn same(a: &str, b: &str) -> bool {
     a.trim_end_matches('.').eq_ignore_ascii_case(b.trim_end_matches('.'))
 }
 
-/// The answer in `bytes` to our query for `name` with `id`; `None` when it
-/// is not one (malformed, another id or question, not a response).
-pub fn answer(bytes: &[u8], id: u16, name: &str) -> Option<Answer> {
+/// The answer in `bytes` to our question `ask` for `name` with `id`;
+/// `None` when it is not one (malformed, another id or question, not a
+/// response).
+pub fn answer(bytes: &[u8], id: u16, name: &str, ask: Ask) -> Option<Answer> {
     let p = Packet::parse(bytes).ok()?;
     if p.id() != id || !p.has_flags(PacketFlag::RESPONSE) {
         return None;
@@ -56,9 +79,13 @@ pub fn answer(bytes: &[u8], id: u16, name: &str) -> Option<Answer> {
         if !names.iter().any(|n| same(n, &owner)) {
             continue;
         }
-        match &rr.rdata {
-            RData::A(a) => addrs.push(Ipv4Addr::from(a.address)),
-            RData::CNAME(c) => names.push(c.0.to_string().trim_end_matches('.').to_string()),
+        match (&rr.rdata, ask) {
+            (RData::A(a), Ask::A) => addrs.push(Ipv4Addr::from(a.address)),
+            (RData::PTR(p), Ask::Ptr) => {
+                let target = p.0.to_string().trim_end_matches('.').to_string();
+                return Some(if target.is_empty() { Answer::NoName } else { Answer::Found(target, Vec::new()) });
+            }
+            (RData::CNAME(c), _) => names.push(c.0.to_string().trim_end_matches('.').to_string()),
             _ => {}
         }
     }
@@ -72,7 +99,7 @@ pub fn answer(bytes: &[u8], id: u16, name: &str) -> Option<Answer> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use simple_dns::rdata::{A, CNAME};
+    use simple_dns::rdata::{A, CNAME, PTR};
     use simple_dns::ResourceRecord;
 
     fn response(id: u16, qname: &str, rcode: RCODE, answers: Vec<ResourceRecord<'static>>) -> Vec<u8> {
@@ -94,12 +121,12 @@ mod tests {
 
     #[test]
     fn a_query_parses_back_as_one_a_question() {
-        let q = query("www.example", 0x1234).unwrap();
+        let q = query("www.example", 0x1234, Ask::A).unwrap();
         let p = Packet::parse(&q).unwrap();
         assert_eq!(p.id(), 0x1234);
         assert_eq!(p.questions[0].qname.to_string(), "www.example");
         assert!(p.has_flags(PacketFlag::RECURSION_DESIRED));
-        assert!(query(&"a".repeat(64), 1).is_none(), "a label past 63 bytes");
+        assert!(query(&"a".repeat(64), 1, Ask::A).is_none(), "a label past 63 bytes");
     }
 
     #[test]
@@ -117,20 +144,47 @@ mod tests {
             vec![cname, a("edge.example", [10, 0, 0, 9]), a("other.example", [10, 0, 0, 1])],
         );
         assert_eq!(
-            answer(&bytes, 7, "WWW.example."),
+            answer(&bytes, 7, "WWW.example.", Ask::A),
             Some(Answer::Found("edge.example".into(), vec![Ipv4Addr::new(10, 0, 0, 9)]))
         );
-        assert_eq!(answer(&bytes, 8, "www.example"), None, "another id");
-        assert_eq!(answer(&bytes, 7, "mail.example"), None, "another question");
-        assert_eq!(answer(&query("www.example", 7).unwrap(), 7, "www.example"), None, "a query is no answer");
+        assert_eq!(answer(&bytes, 8, "www.example", Ask::A), None, "another id");
+        assert_eq!(answer(&bytes, 7, "mail.example", Ask::A), None, "another question");
+        assert_eq!(
+            answer(&query("www.example", 7, Ask::A).unwrap(), 7, "www.example", Ask::A),
+            None,
+            "a query is no answer"
+        );
+    }
+
+    #[test]
+    fn a_ptr_answer_gives_the_address_s_name() {
+        let name = ptr_name(Ipv4Addr::new(10, 1, 2, 3));
+        assert_eq!(name, "3.2.1.10.in-addr.arpa");
+        let q = Packet::parse(&query(&name, 9, Ask::Ptr).unwrap()).unwrap().questions[0].qtype;
+        assert_eq!(q, QTYPE::TYPE(TYPE::PTR));
+        let ptr = ResourceRecord::new(
+            Name::new_unchecked("3.2.1.10.in-addr.arpa"),
+            CLASS::IN,
+            60,
+            RData::PTR(PTR(Name::new_unchecked("host.example"))),
+        );
+        let bytes = response(9, "3.2.1.10.in-addr.arpa", RCODE::NoError, vec![ptr]);
+        assert_eq!(answer(&bytes, 9, &name, Ask::Ptr), Some(Answer::Found("host.example".into(), vec![])));
+        assert_eq!(answer(&bytes, 9, &name, Ask::A), Some(Answer::NoName), "no address in a PTR answer");
     }
 
     #[test]
     fn rcodes_and_empty_answers_say_what_they_mean() {
-        assert_eq!(answer(&response(1, "x.example", RCODE::NameError, vec![]), 1, "x.example"), Some(Answer::NoName));
-        assert_eq!(answer(&response(1, "x.example", RCODE::NoError, vec![]), 1, "x.example"), Some(Answer::NoName));
         assert_eq!(
-            answer(&response(1, "x.example", RCODE::ServerFailure, vec![]), 1, "x.example"),
+            answer(&response(1, "x.example", RCODE::NameError, vec![]), 1, "x.example", Ask::A),
+            Some(Answer::NoName)
+        );
+        assert_eq!(
+            answer(&response(1, "x.example", RCODE::NoError, vec![]), 1, "x.example", Ask::A),
+            Some(Answer::NoName)
+        );
+        assert_eq!(
+            answer(&response(1, "x.example", RCODE::ServerFailure, vec![]), 1, "x.example", Ask::A),
             Some(Answer::ServerFailed)
         );
     }
@@ -139,8 +193,8 @@ mod tests {
     fn truncated_and_garbage_answers_are_refused() {
         let bytes = response(3, "x.example", RCODE::NoError, vec![a("x.example", [10, 0, 0, 1])]);
         for cut in 0..bytes.len() {
-            assert!(!matches!(answer(&bytes[..cut], 3, "x.example"), Some(Answer::Found(..))), "cut at {cut}");
+            assert!(!matches!(answer(&bytes[..cut], 3, "x.example", Ask::A), Some(Answer::Found(..))), "cut at {cut}");
         }
-        assert_eq!(answer(&[0xff; 40], 0xffff, "x.example"), None);
+        assert_eq!(answer(&[0xff; 40], 0xffff, "x.example", Ask::A), None);
     }
 }

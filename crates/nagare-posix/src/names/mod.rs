@@ -1,5 +1,5 @@
-//! Names to IPv4 addresses without the kernel's stack: numeric forms,
-//! `/etc/hosts`, then DNS through netd (a UDP socket of this session to
+//! Names to IPv4 addresses, and addresses to names, without the kernel's
+//! stack: numeric forms, `/etc/hosts`, then DNS through netd (a UDP socket of this session to
 //! the name servers `NAGARE_DNS` or `/etc/resolv.conf` names). glibc's own
 //! resolver sends its queries from inside libc, where no preload library
 //! can reach them, over the kernel's IPv4: this one is what `getaddrinfo`
@@ -10,7 +10,7 @@ pub mod dns;
 mod files;
 
 use crate::session::session;
-use dns::Answer;
+use dns::{Answer, Ask};
 use files::ResolvConf;
 use nagare::net::UdpSocket;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -58,9 +58,13 @@ pub(crate) fn numeric(name: &str) -> Option<Ipv4Addr> {
     (unsafe { inet_aton(c.as_ptr(), &mut a) } != 0).then(|| Ipv4Addr::from(u32::from_be(a.s_addr)))
 }
 
-/// The name `/etc/hosts` gives `addr`.
-pub(crate) fn reverse(addr: Ipv4Addr) -> Option<String> {
-    files::hosts_reverse(&std::fs::read_to_string(HOSTS).unwrap_or_default(), addr)
+/// The name of `addr`: `/etc/hosts`'s, else DNS's (a `PTR` question).
+pub(crate) fn reverse(addr: Ipv4Addr) -> Result<String, Failure> {
+    if let Some(name) = files::hosts_reverse(&std::fs::read_to_string(HOSTS).unwrap_or_default(), addr) {
+        return Ok(name);
+    }
+    let (sock, conf) = resolver()?;
+    ask(&sock, &conf, &dns::ptr_name(addr), Ask::Ptr).map(|f| f.canonical)
 }
 
 /// `name`'s IPv4 addresses: numeric, then `/etc/hosts`, then DNS.
@@ -74,24 +78,10 @@ pub(crate) fn lookup(name: &str) -> Result<Found, Failure> {
     if name.eq_ignore_ascii_case("localhost") {
         return Ok(Found { canonical: "localhost".into(), addrs: vec![Ipv4Addr::LOCALHOST] });
     }
-    let mut conf = files::resolv_conf(&std::fs::read_to_string(RESOLV_CONF).unwrap_or_default());
-    if let Some(servers) = std::env::var(DNS_ENV)
-        .ok()
-        .map(|v| v.split(',').filter_map(|s| s.trim().parse::<Ipv4Addr>().ok()).collect::<Vec<_>>())
-    {
-        if !servers.is_empty() {
-            conf.servers = servers;
-        }
-    }
-    if conf.servers.is_empty() {
-        // As glibc: no server named, the local one.
-        conf.servers.push(Ipv4Addr::LOCALHOST);
-    }
-    let netd = session().map_err(|_| Failure::Fail)?;
-    let sock = UdpSocket::bind_via(&netd, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).map_err(|_| Failure::Fail)?;
+    let (sock, conf) = resolver()?;
     let mut again = false;
     for candidate in files::candidates(name, &conf) {
-        match ask(&sock, &conf, &candidate) {
+        match ask(&sock, &conf, &candidate, Ask::A) {
             Ok(found) => return Ok(found),
             Err(Failure::Again) => again = true,
             Err(_) => {}
@@ -100,16 +90,34 @@ pub(crate) fn lookup(name: &str) -> Result<Found, Failure> {
     Err(if again { Failure::Again } else { Failure::NoName })
 }
 
-/// One name asked of each server in turn, `attempts` rounds, each waiting
-/// `timeout` for an answer to this query from that server.
-fn ask(sock: &UdpSocket, conf: &ResolvConf, name: &str) -> Result<Found, Failure> {
+/// The servers to ask (`NAGARE_DNS`'s, else `/etc/resolv.conf`'s, else
+/// the local one, as glibc) and a UDP socket through netd to ask them.
+fn resolver() -> Result<(UdpSocket, ResolvConf), Failure> {
+    let mut conf = files::resolv_conf(&std::fs::read_to_string(RESOLV_CONF).unwrap_or_default());
+    let named = std::env::var(DNS_ENV)
+        .ok()
+        .map(|v| v.split(',').filter_map(|s| s.trim().parse::<Ipv4Addr>().ok()).collect::<Vec<_>>());
+    if let Some(servers) = named.filter(|s| !s.is_empty()) {
+        conf.servers = servers;
+    }
+    if conf.servers.is_empty() {
+        conf.servers.push(Ipv4Addr::LOCALHOST);
+    }
+    let netd = session().map_err(|_| Failure::Fail)?;
+    let sock = UdpSocket::bind_via(&netd, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).map_err(|_| Failure::Fail)?;
+    Ok((sock, conf))
+}
+
+/// One question asked of each server in turn, `attempts` rounds, each
+/// waiting `timeout` for an answer to it from that server.
+fn ask(sock: &UdpSocket, conf: &ResolvConf, name: &str, what: Ask) -> Result<Found, Failure> {
     let mut buf = vec![0u8; ANSWER_MAX];
     for _ in 0..conf.attempts {
         for &server in &conf.servers {
             let mut id = [0u8; 2];
             let _ = getrandom::fill(&mut id);
             let id = u16::from_ne_bytes(id);
-            let q = dns::query(name, id).ok_or(Failure::NoName)?;
+            let q = dns::query(name, id, what).ok_or(Failure::NoName)?;
             let to = SocketAddrV4::new(server, 53);
             if sock.send_to(&q, to).is_err() {
                 continue;
@@ -124,7 +132,7 @@ fn ask(sock: &UdpSocket, conf: &ResolvConf, name: &str) -> Result<Found, Failure
                 if from != SocketAddr::V4(to) {
                     continue;
                 }
-                match dns::answer(&buf[..n], id, name) {
+                match dns::answer(&buf[..n], id, name, what) {
                     Some(Answer::Found(canonical, addrs)) => return Ok(Found { canonical, addrs }),
                     Some(Answer::NoName) => return Err(Failure::NoName),
                     Some(Answer::ServerFailed) => break,
