@@ -525,30 +525,11 @@ impl Conn {
     /// of records whose headers do not hold together gives `EPROTO` (the
     /// next read drops it).
     pub(crate) fn peek_datagram(&mut self, id: u32, out: &mut [u8]) -> io::Result<Option<Datagram>> {
-        let p = self.paths.get(&id).ok_or_else(|| errno(libc::EBADF))?;
-        let Some(front) = p.arrived.front().copied() else {
-            if let Some(e) = self.take_error(id) {
-                return Err(e);
-            }
-            if self.paths.get(&id).is_some_and(|p| p.posted == 0) {
-                self.post_receives(id)?;
-            }
-            return Ok(None);
-        };
-        let b = front.buf;
-        let (offset, len, whole, from) = match front.records {
-            None => (b.offset, b.len, front.whole, front.from),
-            Some(mut records) => {
-                let at = records.next_header().ok().flatten().ok_or_else(|| errno(libc::EPROTO))?;
-                let mut header = [0u8; RECORD_HEADER];
-                self.pool.read(b.index, b.offset.saturating_add(at as u32), &mut header).map_err(io::Error::other)?;
-                let r = records.take(&header).map_err(|_| errno(libc::EPROTO))?;
-                (b.offset.saturating_add(r.payload.start as u32), r.payload.len() as u32, u64::from(r.whole), r.from)
-            }
-        };
-        let n = (len as usize).min(out.len());
-        self.pool.read(b.index, offset, &mut out[..n]).map_err(io::Error::other)?;
-        Ok(Some((n, usize::try_from(whole).unwrap_or(usize::MAX).max(n), from)))
+        let Some(front) = self.front_arrived(id)? else { return Ok(None) };
+        let (f, _) = self.locate(&front).ok_or_else(|| errno(libc::EPROTO))?;
+        let n = (f.len as usize).min(out.len());
+        self.pool.read(f.index, f.offset, &mut out[..n]).map_err(io::Error::other)?;
+        Ok(Some((n, usize::try_from(f.whole).unwrap_or(usize::MAX).max(n), f.from)))
     }
 
     /// The next datagram that arrived, its buffer handed to the caller:
@@ -607,55 +588,73 @@ impl Conn {
     /// buffer of records whose headers do not hold together is dropped
     /// with `EPROTO`.
     fn next_datagram(&mut self, id: u32) -> io::Result<Option<Found>> {
-        let p = self.paths.get_mut(&id).ok_or_else(|| errno(libc::EBADF))?;
-        let Some(front) = p.arrived.front().copied() else {
-            if let Some(e) = self.take_error(id) {
-                return Err(e);
-            }
-            if self.paths.get(&id).is_some_and(|p| p.posted == 0) {
-                self.post_receives(id)?;
-            }
-            return Ok(None);
-        };
-        let b = front.buf;
-        let Some(mut records) = front.records else {
-            p.arrived.pop_front();
-            let (index, offset, len) = (b.index, b.offset, b.len);
-            return Ok(Some(Found {
-                index,
-                offset,
-                len,
-                whole: front.whole,
-                from: front.from,
-                alone: true,
-                last: true,
-            }));
-        };
-        let mut header = [0u8; RECORD_HEADER];
-        let record = match records.next_header() {
-            Ok(Some(at)) => self
-                .pool
-                .read(b.index, b.offset.saturating_add(at as u32), &mut header)
-                .ok()
-                .and_then(|()| records.take(&header).ok()),
-            _ => None,
-        };
-        let last = record.is_none() || records.left == 0;
+        let Some(front) = self.front_arrived(id)? else { return Ok(None) };
+        let located = self.locate(&front);
         if let Some(p) = self.paths.get_mut(&id) {
-            match p.arrived.front_mut() {
-                Some(a) if !last => a.records = Some(records),
+            match (&located, p.arrived.front_mut()) {
+                (Some((f, rest)), Some(a)) if !f.last => a.records = *rest,
                 _ => {
                     p.arrived.pop_front();
                 }
             }
         }
-        let Some(r) = record else {
-            let _ = self.pool.release(b.index);
+        let Some((found, _)) = located else {
+            let _ = self.pool.release(front.buf.index);
             self.post_receives(id)?;
             return Err(errno(libc::EPROTO));
         };
-        let (offset, len) = (b.offset.saturating_add(r.payload.start as u32), r.payload.len() as u32);
-        Ok(Some(Found { index: b.index, offset, len, whole: u64::from(r.whole), from: r.from, alone: false, last }))
+        Ok(Some(found))
+    }
+
+    /// The first buffer that arrived on `id` and holds a datagram not yet
+    /// read, left in place; with none, the error the path holds, or `None`
+    /// (with a receive posted).
+    fn front_arrived(&mut self, id: u32) -> io::Result<Option<Arrived>> {
+        let p = self.paths.get(&id).ok_or_else(|| errno(libc::EBADF))?;
+        if let Some(front) = p.arrived.front().copied() {
+            return Ok(Some(front));
+        }
+        if let Some(e) = self.take_error(id) {
+            return Err(e);
+        }
+        if self.paths.get(&id).is_some_and(|p| p.posted == 0) {
+            self.post_receives(id)?;
+        }
+        Ok(None)
+    }
+
+    /// Where the next datagram of `front` lies, read without changing the
+    /// path, and the records left after it (`None` for a datagram alone in
+    /// its buffer); `None` when the buffer's record headers do not hold
+    /// together.
+    fn locate(&self, front: &Arrived) -> Option<(Found, Option<Records>)> {
+        let b = front.buf;
+        let Some(mut records) = front.records else {
+            let found = Found {
+                index: b.index,
+                offset: b.offset,
+                len: b.len,
+                whole: front.whole,
+                from: front.from,
+                alone: true,
+                last: true,
+            };
+            return Some((found, None));
+        };
+        let at = records.next_header().ok().flatten()?;
+        let mut header = [0u8; RECORD_HEADER];
+        self.pool.read(b.index, b.offset.saturating_add(at as u32), &mut header).ok()?;
+        let r = records.take(&header).ok()?;
+        let found = Found {
+            index: b.index,
+            offset: b.offset.saturating_add(r.payload.start as u32),
+            len: r.payload.len() as u32,
+            whole: u64::from(r.whole),
+            from: r.from,
+            alone: false,
+            last: records.left == 0,
+        };
+        Some((found, Some(records)))
     }
 
     /// Before a send on `id`: its error, or `EPIPE` once its sending side
