@@ -491,13 +491,9 @@ fn a_connect_waiting_for_its_answer_holds_up_no_other_call() {
     let nobody = SocketAddr::V4(SocketAddrV4::new(std::net::Ipv4Addr::new(10, 77, 0, 99), 80));
     let connect = std::thread::spawn(move || TcpStream::connect_timeout_via(&waiting, &nobody, Duration::from_secs(2)));
     std::thread::sleep(Duration::from_millis(300));
-    let started = Instant::now();
     s.nop().expect("a call beside the waiting connect");
-    assert!(
-        started.elapsed() < Duration::from_millis(500),
-        "the call waited {:?} behind the connect",
-        started.elapsed()
-    );
-    assert!(!connect.is_finished(), "the connect did not wait");
+    // Behind the connect, the call would have returned only once the
+    // connect gave up.
+    assert!(!connect.is_finished(), "the call waited behind the connect, or the connect did not wait");
     assert!(connect.join().expect("the connecting thread").is_err(), "nobody answered");
 }

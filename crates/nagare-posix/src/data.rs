@@ -252,21 +252,7 @@ pub unsafe fn sendmsg(fd: i32, msg: *const libc::msghdr, flags: i32) -> Res<usiz
 /// `msgs` has `n` valid `mmsghdr`s.
 pub unsafe fn sendmmsg(fd: i32, msgs: *mut libc::mmsghdr, n: u32, flags: i32) -> Res<usize> {
     let _in = Entered::new();
-    let n = (n as usize).min(IOV_MAX);
-    if n > 0 && msgs.is_null() {
-        return Err(libc::EFAULT);
-    }
-    let mut done = 0;
-    while done < n {
-        let m = unsafe { &mut *msgs.add(done) };
-        match unsafe { sendmsg(fd, &m.msg_hdr, flags) } {
-            Ok(k) => m.msg_len = k as u32,
-            Err(e) if done == 0 => return Err(e),
-            Err(_) => break,
-        }
-        done += 1;
-    }
-    Ok(done)
+    unsafe { each_message(msgs, n, |_, m| sendmsg(fd, &m.msg_hdr, flags)) }
 }
 
 /// `recvmmsg`: messages received as [`recvmsg`] receives them, the first
@@ -277,6 +263,25 @@ pub unsafe fn sendmmsg(fd: i32, msgs: *mut libc::mmsghdr, n: u32, flags: i32) ->
 /// `msgs` has `n` valid `mmsghdr`s.
 pub unsafe fn recvmmsg(fd: i32, msgs: *mut libc::mmsghdr, n: u32, flags: i32) -> Res<usize> {
     let _in = Entered::new();
+    unsafe {
+        each_message(msgs, n, |i, m| {
+            let f = if i == 0 { flags & !libc::MSG_WAITFORONE } else { flags | libc::MSG_DONTWAIT };
+            recvmsg(fd, &mut m.msg_hdr, f)
+        })
+    }
+}
+
+/// `one` on each of the `n` messages (at most [`IOV_MAX`]) in turn, its
+/// count written to the message's `msg_len`, until one fails: how many
+/// went, or the first's error if none did.
+///
+/// # Safety
+/// `msgs` has `n` valid `mmsghdr`s; `one` is safe to call on each.
+unsafe fn each_message(
+    msgs: *mut libc::mmsghdr,
+    n: u32,
+    mut one: impl FnMut(usize, &mut libc::mmsghdr) -> Res<usize>,
+) -> Res<usize> {
     let n = (n as usize).min(IOV_MAX);
     if n > 0 && msgs.is_null() {
         return Err(libc::EFAULT);
@@ -284,8 +289,7 @@ pub unsafe fn recvmmsg(fd: i32, msgs: *mut libc::mmsghdr, n: u32, flags: i32) ->
     let mut done = 0;
     while done < n {
         let m = unsafe { &mut *msgs.add(done) };
-        let f = if done == 0 { flags & !libc::MSG_WAITFORONE } else { flags | libc::MSG_DONTWAIT };
-        match unsafe { recvmsg(fd, &mut m.msg_hdr, f) } {
+        match one(done, m) {
             Ok(k) => m.msg_len = k as u32,
             Err(e) if done == 0 => return Err(e),
             Err(_) => break,
