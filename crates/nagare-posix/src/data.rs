@@ -189,7 +189,8 @@ pub unsafe fn readv(fd: i32, iov: *const libc::iovec, n: i32) -> Res<usize> {
     unsafe { scatter_recv(&s, iov, 0) }.map(|r| r.n)
 }
 
-/// `writev`: the buffers gathered (up to 256 KiB) and sent as one write.
+/// `writev`: the buffers sent as one write (a stream's in turn, with no
+/// copy of their own; a datagram's gathered, up to 256 KiB).
 ///
 /// # Safety
 /// `iov` has `n` entries, each naming readable bytes.
@@ -197,8 +198,7 @@ pub unsafe fn writev(fd: i32, iov: *const libc::iovec, n: i32) -> Res<usize> {
     let _in = Entered::new();
     let s = table::get(fd)?;
     let iov = unsafe { iovecs(iov, n) }?;
-    let bytes = unsafe { gather(iov) }?;
-    send_from(&s, &bytes, 0, None)
+    unsafe { gather_send(&s, iov, 0, None) }
 }
 
 /// `recvmsg`: as `readv` with `recvfrom`'s sender in `msg_name`; no
@@ -240,8 +240,7 @@ pub unsafe fn sendmsg(fd: i32, msg: *const libc::msghdr, flags: i32) -> Res<usiz
         Some(unsafe { read_v4(m.msg_name.cast(), m.msg_namelen) }?)
     };
     let iov = unsafe { iovecs(m.msg_iov, i32::try_from(m.msg_iovlen).map_err(|_| libc::EMSGSIZE)?) }?;
-    let bytes = unsafe { gather(iov) }?;
-    send_from(&s, &bytes, flags, to)
+    unsafe { gather_send(&s, iov, flags, to) }
 }
 
 /// `sendmmsg`: each message sent as [`sendmsg`] sends it, its count
@@ -370,6 +369,39 @@ unsafe fn iovecs<'a>(iov: *const libc::iovec, n: i32) -> Res<&'a [libc::iovec]> 
     Ok(unsafe { std::slice::from_raw_parts(iov, n) })
 }
 
+/// One send of the bytes the buffers name. A stream's buffers are written
+/// in turn (only the first waits, and a short write ends the call), with
+/// no copy of their own; a datagram of one buffer goes as it is, one of
+/// several is gathered first (up to [`GATHER_MAX`]).
+///
+/// # Safety
+/// Each entry names readable bytes.
+unsafe fn gather_send(s: &Sock, iov: &[libc::iovec], flags: i32, to: Option<SocketAddrV4>) -> Res<usize> {
+    if s.proto == Proto::Tcp {
+        let mut sent = 0;
+        for v in iov.iter().filter(|v| v.iov_len > 0) {
+            // After the first buffer: no wait, and no SIGPIPE for bytes
+            // already counted as sent.
+            let f = if sent == 0 { flags } else { flags | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL };
+            match send_from(s, unsafe { slice(v.iov_base.cast(), v.iov_len) }?, f, to) {
+                Ok(k) => {
+                    sent += k;
+                    if k < v.iov_len {
+                        break;
+                    }
+                }
+                Err(e) if sent == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        return Ok(sent);
+    }
+    if let [one] = iov {
+        return send_from(s, unsafe { slice(one.iov_base.cast(), one.iov_len) }?, flags, to);
+    }
+    send_from(s, &unsafe { gather(iov) }?, flags, to)
+}
+
 /// The bytes the buffers name, up to [`GATHER_MAX`].
 ///
 /// # Safety
@@ -414,6 +446,10 @@ unsafe fn scatter_recv(s: &Sock, iov: &[libc::iovec], flags: i32) -> Res<Receive
         }
         got.whole = got.n;
         return Ok(got);
+    }
+    if let [one] = iov {
+        // One buffer: the datagram lands in it.
+        return recv_into(s, unsafe { slice_mut(one.iov_base.cast(), one.iov_len) }?, flags);
     }
     let total = iov.iter().fold(0usize, |t, v| t.saturating_add(v.iov_len)).min(GATHER_MAX);
     let mut bytes = vec![0u8; total];
