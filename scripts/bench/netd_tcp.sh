@@ -39,7 +39,12 @@
 # missing), DURATION (seconds per test, 5), ROUNDS (1; with more, every
 # row is measured ROUNDS times, rows interleaved, and the median of each
 # figure kept), ONLY (rows to run, comma or space separated, from split,
-# single, netd-inline, engine, linux; default all but netd-inline).
+# single, netd-inline, split-zc, single-zc, netd-inline-zc, engine, linux;
+# default split, single, engine and linux). The -zc rows are the same
+# placements with `perf --via --zero-copy`: the bulk data through the
+# client library's zero-copy calls (alloc_tx/send_buf/recv_buf), as the
+# engine row lends and takes its buffers; they measure stream and reverse
+# only (request/response is the same call either way).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -49,7 +54,7 @@ ONLY="${ONLY:-split single engine linux}"
 for v in DURATION ROUNDS; do
     [[ "${!v}" =~ ^[0-9]+$ && "${!v}" -gt 0 ]] || { echo "$v must be a positive number" >&2; exit 1; }
 done
-ALL_ROWS=(split single netd-inline engine linux)
+ALL_ROWS=(split single netd-inline split-zc single-zc netd-inline-zc engine linux)
 ROWS=()
 for row in ${ONLY//,/ }; do
     [[ " ${ALL_ROWS[*]} " == *" $row "* ]] || { echo "ONLY: unknown row $row (rows: ${ALL_ROWS[*]})" >&2; exit 1; }
@@ -107,7 +112,7 @@ done
 find_nagare
 
 wants() { [[ " ${ROWS[*]} " == *" $1 "* ]]; }
-wants_netd() { wants split || wants single || wants netd-inline; }
+wants_netd() { wants split || wants single || wants netd-inline || wants split-zc || wants single-zc || wants netd-inline-zc; }
 
 # --- topology ---------------------------------------------------------------
 # start_perf_server NS LOGNAME: the kernel's perf server in NS, waited for.
@@ -173,6 +178,7 @@ perf() {
     local row=$1 mode=$2 ns args=()
     case $row in
         split | single | netd-inline) ns=$NS_N; args=(--via "$SOCKET" 10.92.0.1) ;;
+        *-zc) ns=$NS_N; args=(--via "$SOCKET" --zero-copy 10.92.0.1) ;;
         engine) ns=$NS_E; args=(--tap tap0 --addr 10.93.0.2/24 10.93.0.1) ;;
         linux) ns=$NS_B; args=(10.94.0.2) ;;
     esac
@@ -205,10 +211,12 @@ LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq 1 "$ROUNDS"); do
     for row in "${ROWS[@]}"; do
         case $row in
-            split | single) start_netd "$row" ;;
-            netd-inline) start_netd inline ;;
+            split | single | split-zc | single-zc) start_netd "${row%-zc}" ;;
+            netd-inline | netd-inline-zc) start_netd inline ;;
         esac
-        for mode in stream reverse rr udp-rr; do
+        modes=(stream reverse rr udp-rr)
+        [[ $row == *-zc ]] && modes=(stream reverse)
+        for mode in "${modes[@]}"; do
             perf "$row" "$mode"
         done
         if [[ -n "$NETD_PID" ]]; then
@@ -235,6 +243,9 @@ for row in "${ROWS[@]}"; do
         split) label="netd split (driver process), perf --via" ;;
         single) label="netd single (driver thread), perf --via" ;;
         netd-inline) label="netd inline (device in netd's loop), perf --via" ;;
+        split-zc) label="netd split, perf --via --zero-copy" ;;
+        single-zc) label="netd single, perf --via --zero-copy" ;;
+        netd-inline-zc) label="netd inline, perf --via --zero-copy" ;;
         engine) label="engine in the application, perf --tap" ;;
         linux) label="Linux over veth, kernel to kernel" ;;
     esac
@@ -246,6 +257,7 @@ for row in "${ROWS[@]}"; do
     # cell(test, field, format, scale): the median over the rounds that
     # gave a figure, divided by scale.
     function cell(test, k, fmt, scale,   i, n, v) {
+        if (cnt[test] == 0) return "–"
         n = 0
         for (i = 1; i <= cnt[test]; i++) if (val[test, i, 1] != "fail") v[++n] = val[test, i, k]
         if (n == 0) return "failed"

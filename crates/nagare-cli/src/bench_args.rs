@@ -243,6 +243,11 @@ pub enum PerfCommand {
         /// Through a running `nagare netd` (its rendezvous socket).
         #[arg(long, conflicts_with_all = ["tap", "vni", "addr"])]
         via: Option<PathBuf>,
+        /// With --via: TCP bulk data through the client library's zero-copy
+        /// calls (`alloc_tx`, `send_buf`, `recv_buf`) instead of `write` and
+        /// `read`.
+        #[arg(long, requires = "via")]
+        zero_copy: bool,
         /// TCP port for control and data, UDP port for datagrams.
         #[arg(long, default_value_t = perf::DEFAULT_PORT)]
         port: u16,
@@ -258,6 +263,11 @@ pub enum PerfCommand {
         /// Through a running `nagare netd` (its rendezvous socket).
         #[arg(long, conflicts_with_all = ["tap", "vni", "addr"])]
         via: Option<PathBuf>,
+        /// With --via: TCP bulk data through the client library's zero-copy
+        /// calls (`alloc_tx`, `send_buf`, `recv_buf`) instead of `write` and
+        /// `read`.
+        #[arg(long, requires = "via")]
+        zero_copy: bool,
         /// The server's address.
         server: Ipv4Addr,
         #[arg(long, default_value_t = perf::DEFAULT_PORT)]
@@ -310,10 +320,10 @@ pub enum ModeArg {
 }
 
 /// The stack `--via`, `--tap`/`--vni` or neither asks for.
-fn stack(link: &OptionalLinkArgs, via: Option<PathBuf>) -> Result<Stack> {
+fn stack(link: &OptionalLinkArgs, via: Option<PathBuf>, zero_copy: bool) -> Result<Stack> {
     link.check_device()?;
     Ok(match (via, link.spec()) {
-        (Some(socket), _) => Stack::Via(socket),
+        (Some(socket), _) => Stack::Via { socket, zero_copy },
         (None, Some(spec)) => Stack::Engine(spec),
         (None, None) => Stack::Kernel,
     })
@@ -322,12 +332,13 @@ fn stack(link: &OptionalLinkArgs, via: Option<PathBuf>) -> Result<Stack> {
 impl PerfCommand {
     pub fn run(self) -> Result<()> {
         match self {
-            PerfCommand::Server { link, via, port, once } => {
-                perf::run_server(&stack(&link, via)?, port, once, &*realtime::stop_flag()?)
+            PerfCommand::Server { link, via, zero_copy, port, once } => {
+                perf::run_server(&stack(&link, via, zero_copy)?, port, once, &*realtime::stop_flag()?)
             }
             PerfCommand::Client {
                 link,
                 via,
+                zero_copy,
                 server,
                 port,
                 tcp: _,
@@ -358,7 +369,7 @@ impl PerfCommand {
                     json,
                     quiet,
                 };
-                perf::run_client(&stack(&link, via)?, &options, &*realtime::stop_flag()?)
+                perf::run_client(&stack(&link, via, zero_copy)?, &options, &*realtime::stop_flag()?)
             }
         }
     }

@@ -497,3 +497,42 @@ fn a_connect_waiting_for_its_answer_holds_up_no_other_call() {
     assert!(!connect.is_finished(), "the call waited behind the connect, or the connect did not wait");
     assert!(connect.join().expect("the connecting thread").is_err(), "nobody answered");
 }
+
+/// The zero-copy send calls never wait when asked not to: while every
+/// send buffer is lent to a stream whose reader does not read,
+/// `alloc_tx_with(false)` says `WouldBlock`; once the reader reads, a
+/// buffer comes back and every lent byte arrives in order.
+#[test]
+fn a_zero_copy_sender_that_may_not_wait_is_told_would_block() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (writer, mut reader, a, _b) = pair(&netd, 9410);
+    let deadline = Instant::now() + LIMIT;
+    let mut lent = 0usize;
+    let refused = loop {
+        match a.alloc_tx_with(false) {
+            Ok(mut tx) => {
+                let n = tx.len().min(8192);
+                for (i, b) in tx[..n].iter_mut().enumerate() {
+                    *b = ((lent + i) % 251) as u8;
+                }
+                lent += writer.send_buf(tx, n).expect("send_buf");
+            }
+            Err(e) => break e,
+        }
+        assert!(Instant::now() < deadline && lent < 64 << 20, "buffers never ran out: {lent} bytes lent");
+    };
+    assert_eq!(refused.kind(), ErrorKind::WouldBlock, "{refused}");
+    assert!(lent > 0, "nothing was lent before the refusal");
+    reader.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut got = vec![0u8; lent];
+    reader.read_exact(&mut got).expect("every lent byte arrives");
+    assert!(got.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8), "the stream's bytes differ");
+    let back = (0..200).find_map(|_| match a.alloc_tx_with(false) {
+        Ok(tx) => Some(tx),
+        Err(_) => {
+            std::thread::sleep(Duration::from_millis(10));
+            None
+        }
+    });
+    assert!(back.is_some(), "no send buffer came back once the reader read");
+}

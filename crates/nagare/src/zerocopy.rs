@@ -37,7 +37,13 @@ impl Session {
     /// the buffers a send may take are all queued, waits for one to come
     /// back; `ENOBUFS` when none is on its way (the caller holds them).
     pub fn alloc_tx(&self) -> io::Result<TxBuf> {
-        let index = self.until(false, None, |c| c.wait_for_send_buffer())?;
+        self.alloc_tx_with(true)
+    }
+
+    /// [`Session::alloc_tx`] that gives `WouldBlock` instead of waiting
+    /// when `may_wait` is false.
+    pub fn alloc_tx_with(&self, may_wait: bool) -> io::Result<TxBuf> {
+        let index = self.until(!may_wait, None, |c| c.wait_for_send_buffer())?;
         let c = self.lock()?;
         let size = c.pool.buffer_size();
         match c.pool.shared(index, 0, size) {

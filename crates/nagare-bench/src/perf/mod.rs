@@ -48,8 +48,9 @@ pub enum Stack {
     Kernel,
     /// nagare on a host of its own.
     Engine(LinkSpec),
-    /// A running netd (its rendezvous socket), as one of its applications.
-    Via(PathBuf),
+    /// A running netd (its rendezvous socket), as one of its applications;
+    /// `zero_copy`: TCP bulk data through the zero-copy calls.
+    Via { socket: PathBuf, zero_copy: bool },
 }
 
 /// One client test, as asked for; [`run_client`] checks it.
@@ -185,8 +186,8 @@ pub fn run_server(stack: &Stack, port: u16, once: bool, stop: &AtomicBool) -> Re
     let clock = MonotonicClock::new();
     let seed = nagare_host::secrets::random_u64()?;
     let failures = match stack {
-        Stack::Via(socket) => {
-            let mut net = via::ViaNet::connect(socket)?;
+        Stack::Via { socket, zero_copy } => {
+            let mut net = via::ViaNet::connect(socket, *zero_copy)?;
             let stack = format!("nagare through netd at {}", socket.display());
             let mut server = server::Server::new(server::ServerConfig { port, once, stack }, seed);
             drive(&mut net, &mut server, &clock, stop)?;
@@ -238,8 +239,8 @@ pub fn client(stack: &Stack, options: &ClientOptions, stop: &AtomicBool) -> Resu
     let clock = MonotonicClock::new();
     let server = config.server;
     let (finished, summary, stats) = match stack {
-        Stack::Via(socket) => {
-            let mut net = via::ViaNet::connect(socket)?;
+        Stack::Via { socket, zero_copy } => {
+            let mut net = via::ViaNet::connect(socket, *zero_copy)?;
             let mut client = client::Client::new(config);
             let result = drive(&mut net, &mut client, &clock, stop);
             (result, client.summary, None)

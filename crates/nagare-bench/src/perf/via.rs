@@ -1,6 +1,9 @@
 //! A perf test's stack as an application of a running netd (`--via`):
 //! the `nagare` client library in non-blocking mode, waiting in one
-//! `poll` request over every socket.
+//! `poll` request over every socket. TCP bulk data goes through the
+//! std-shaped calls (`write`, `read`: one copy each in the application)
+//! or, with `zero_copy`, through `alloc_tx`/`send_buf`/`recv_buf`, as the
+//! engine's own perf stack lends and takes its buffers.
 
 use super::net::{insert, Net, Recv};
 use anyhow::{bail, Context, Result};
@@ -29,6 +32,8 @@ pub struct ViaNet {
     udps: Vec<Option<UdpSocket>>,
     /// Zeros to send and room to read into: one region buffer.
     scratch: Vec<u8>,
+    /// TCP bulk data through the zero-copy calls.
+    zero_copy: bool,
 }
 
 fn would_block(e: &io::Error) -> bool {
@@ -43,10 +48,10 @@ fn v4(a: SocketAddr) -> SocketAddrV4 {
 }
 
 impl ViaNet {
-    pub fn connect(socket: &Path) -> Result<ViaNet> {
+    pub fn connect(socket: &Path, zero_copy: bool) -> Result<ViaNet> {
         let netd = Session::connect(socket)?;
         let scratch = vec![0; netd.max_chunk()];
-        Ok(ViaNet { netd, streams: Vec::new(), listeners: Vec::new(), udps: Vec::new(), scratch })
+        Ok(ViaNet { netd, streams: Vec::new(), listeners: Vec::new(), udps: Vec::new(), scratch, zero_copy })
     }
 
     fn stream(&mut self, c: usize) -> Result<&mut Stream> {
@@ -104,6 +109,41 @@ impl ViaNet {
             Err(e) => Err(e).context("receiving"),
         }
     }
+
+    /// Sends up to `max` bytes of whatever a region buffer holds, lent
+    /// without a copy.
+    fn lend(&mut self, c: usize, max: usize) -> Result<usize> {
+        let Some(Some(s)) = self.streams.get_mut(c) else {
+            bail!("no such connection");
+        };
+        let buf = match self.netd.alloc_tx_with(false) {
+            Ok(b) => b,
+            Err(e) if would_block(&e) => {
+                s.want_write = true;
+                return Ok(0);
+            }
+            Err(e) => return Err(e).context("taking a send buffer"),
+        };
+        let n = max.min(buf.len());
+        match s.stream.send_buf(buf, n) {
+            Ok(n) => Ok(n),
+            Err(e) if would_block(&e) => {
+                s.want_write = true;
+                Ok(0)
+            }
+            Err(e) => Err(e).context("sending"),
+        }
+    }
+
+    /// Takes up to `max` received bytes where netd put them, and drops them.
+    fn take(&mut self, c: usize, max: usize) -> Result<Recv> {
+        match self.stream(c)?.stream.recv_buf(max) {
+            Ok(b) if b.is_empty() => Ok(Recv::Eof),
+            Ok(b) => Ok(Recv::Data(b.len())),
+            Err(e) if would_block(&e) => Ok(Recv::WouldBlock),
+            Err(e) => Err(e).context("receiving"),
+        }
+    }
 }
 
 impl Net for ViaNet {
@@ -145,7 +185,12 @@ impl Net for ViaNet {
     }
 
     fn tcp_send_fill(&mut self, c: usize, max: u64) -> Result<usize> {
-        self.write(c, None, usize::try_from(max).unwrap_or(usize::MAX))
+        let max = usize::try_from(max).unwrap_or(usize::MAX);
+        if self.zero_copy {
+            self.lend(c, max)
+        } else {
+            self.write(c, None, max)
+        }
     }
 
     fn tcp_recv(&mut self, c: usize, buf: &mut [u8]) -> Result<Recv> {
@@ -154,7 +199,11 @@ impl Net for ViaNet {
     }
 
     fn tcp_recv_discard(&mut self, c: usize, max: usize) -> Result<Recv> {
-        self.read(c, None, max)
+        if self.zero_copy {
+            self.take(c, max)
+        } else {
+            self.read(c, None, max)
+        }
     }
 
     fn tcp_shutdown(&mut self, c: usize) -> Result<()> {
