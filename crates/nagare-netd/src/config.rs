@@ -29,8 +29,8 @@ pub struct NetdConfig {
     /// sleeps (longer while work keeps coming: `nagare_host::BusyPoll`).
     pub spin: Duration,
     /// Requests holding no buffer one client may have waiting (accepts,
-    /// connects, polls); those holding one (posted receives) are bounded
-    /// by its region's pool.
+    /// polls); those holding one (posted receives) are bounded by its
+    /// region's pool, and connects and closes by its sockets.
     pub max_pending: usize,
     /// Sockets one client may hold.
     pub max_sockets: usize,

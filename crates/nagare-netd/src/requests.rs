@@ -10,8 +10,9 @@
 //!   they came; one waits (without running) while an earlier send on its
 //!   socket waits;
 //! - waiting: a new request may wait if it holds a buffer (bounded by the
-//!   client's pool), is a close, or there is room among the `max_pending`
-//!   waiting requests that hold no buffer; otherwise it fails with
+//!   client's pool), is a close or a connect (bounded by the client's
+//!   sockets: each names one), or there is room among the `max_pending`
+//!   other waiting requests that hold no buffer; otherwise it fails with
 //!   `ENOBUFS`. A waiting request fails once its time limit has
 //!   passed (`EAGAIN`; a connect `ETIMEDOUT`, its half-open connection
 //!   reset);
@@ -80,12 +81,6 @@ pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize) 
                 s.refuse_buffer(&req);
                 continue;
             };
-            if req.op == Op::Connect && s.waiting_without_buffer() >= cx.config.max_pending {
-                // A connect that might wait must have room to: refused
-                // before it creates a connection.
-                s.finish(&req, buf, Err(libc::ENOBUFS));
-                continue;
-            }
             let deadline = req.wait_limit().map(|w| cx.now + w);
             attempt(s, cx, Pending { req, buf, deadline }, Age::New);
         }
@@ -139,8 +134,13 @@ fn wait(s: &mut Session, cx: &mut Context<'_>, p: Pending, age: Age) -> bool {
         // A request holding a buffer is bounded by the client's pool; a
         // close (which waits only behind its stream's sends, and which a
         // client that closes must not see fail) by the completion ring's
-        // room, as every request is; the others by `max_pending`.
-        Age::New if p.buf.is_some() || p.req.op == Op::Close || s.waiting_without_buffer() < cx.config.max_pending => {
+        // room, as every request is; a connect by the client's sockets
+        // (it names the one it made); the others by `max_pending`.
+        Age::New
+            if p.buf.is_some()
+                || matches!(p.req.op, Op::Close | Op::Connect)
+                || s.waiting_without_buffer() < cx.config.max_pending =>
+        {
             s.wait(p);
             false
         }

@@ -204,11 +204,13 @@ impl Session {
         self.pending.push(p);
     }
 
-    /// Waiting requests that hold no buffer of the client's (a connect, an
-    /// accept, a poll): those `max_pending` bounds, as the client's pool
-    /// bounds the others (its posted receives among them).
+    /// Waiting requests that hold no buffer of the client's and name no
+    /// socket of their own (an accept, a poll): those `max_pending` bounds,
+    /// as the client's pool bounds those holding a buffer (its posted
+    /// receives among them) and its socket table the connects and closes.
     pub fn waiting_without_buffer(&self) -> usize {
-        self.pending.iter().filter(|p| p.buf.is_none()).count()
+        use nagare_request::Op;
+        self.pending.iter().filter(|p| p.buf.is_none() && !matches!(p.req.op, Op::Connect | Op::Close)).count()
     }
 
     /// Whether a send on `socket` waits (a later send or shutdown of the

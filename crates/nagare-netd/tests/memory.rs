@@ -338,3 +338,31 @@ fn report_client_id(report: &str) -> u64 {
     assert_eq!(lines.len(), 1, "{report}");
     stat_value(lines[0], "client ").expect("a client id")
 }
+
+/// Connects waiting at once are bounded by the client's socket table, not
+/// by the few requests without a buffer it may leave waiting: 20 connects
+/// to an address nobody answers (more than the test's `max_pending` of
+/// 16) all wait, and each ends with `ETIMEDOUT` at its time limit rather
+/// than `ENOBUFS` at once.
+#[test]
+fn many_connects_wait_at_once() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let mut raw = RawClient::connect(&netd);
+    let nobody = SocketAddrV4::new(std::net::Ipv4Addr::new(10, 77, 0, 99), 9);
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        let mut r = raw.request(Op::Connect);
+        r.aux[0] = encode_addr(nobody);
+        r.aux[nagare_request::WAIT_LIMIT] = 300_000;
+        ids.push(r.id);
+        raw.post(r.encode());
+    }
+    let mut results = Vec::new();
+    while results.len() < ids.len() {
+        let (id, c) = raw.next_completion();
+        if ids.contains(&id) {
+            results.push(c.result());
+        }
+    }
+    assert!(results.iter().all(|r| *r == Err(libc::ETIMEDOUT)), "{results:?}");
+}

@@ -448,6 +448,23 @@ impl RawClient {
         self.completion_of(id, 0).0
     }
 
+    /// Waits (at most [`LIMIT`]) for the next completion, whatever its
+    /// request: its id and the completion (a buffer it hands back is ours
+    /// again).
+    pub fn next_completion(&mut self) -> (u64, Completion) {
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            assert!(Instant::now() < deadline, "no completion came");
+            if let Some(c) = self.completions.pop().expect("the completion ring") {
+                if let Ok(Some(b)) = self.pool.take(&c) {
+                    self.pool.release(b.index).expect("release");
+                }
+                return (c.id, Completion::decode(&c).expect("a completion that decodes"));
+            }
+            let _ = self.waiter.wait(&mut self.completions, Some(Duration::from_millis(10)));
+        }
+    }
+
     fn completion_of(&mut self, id: u64, kind: u32) -> (Completion, Vec<u8>) {
         let deadline = Instant::now() + LIMIT;
         loop {
