@@ -426,20 +426,9 @@ impl Waiter {
             }
             Ok(None)
         };
-        for c in rings.iter() {
-            awake(c);
-        }
         let spin = timeout.map_or(self.spin, |t| t.min(self.spin));
-        loop {
-            if let Some(i) = ready(rings)? {
-                self.stats.spun += 1;
-                return Ok(WaitOutcome::Ready(i));
-            }
-            if start.elapsed() >= spin {
-                break;
-            }
-            // The producers (netd, its driver) may be waiting for this CPU.
-            std::thread::yield_now();
+        if let Some(i) = self.spin_any(rings, spin)? {
+            return Ok(WaitOutcome::Ready(i));
         }
         loop {
             let remaining = match timeout {
@@ -469,6 +458,45 @@ impl Waiter {
             }
             self.stats.empty_wakeups += 1;
         }
+    }
+
+    /// Polls `rings` for up to `spin` (yielding the CPU between looks, for
+    /// the producers may be waiting for it), marking their consumers
+    /// awake: the index of one that holds a descriptor, or `None` once the
+    /// time is up.
+    pub fn spin_any(&mut self, rings: &mut [&mut Consumer], spin: Duration) -> Result<Option<u32>, RingError> {
+        let start = Instant::now();
+        for c in rings.iter() {
+            // Stores are skipped when they would not change the flag, so
+            // the producers' copies of the line stay valid.
+            if c.polling_flag().load(Ordering::Relaxed) != 1 {
+                set_awake(c.polling_flag());
+            }
+        }
+        loop {
+            for (i, c) in rings.iter_mut().enumerate() {
+                if c.available()? > 0 {
+                    self.stats.spun += 1;
+                    return Ok(Some(i as u32));
+                }
+            }
+            if start.elapsed() >= spin {
+                return Ok(None);
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// The time [`Waiter::wait`] polls before it sleeps.
+    pub fn spin(&self) -> Duration {
+        self.spin
+    }
+
+    /// Signals this waiter's own eventfd, waking whoever sleeps on it (a
+    /// second thread, after this one marked the rings awake and so kept
+    /// the producers from signalling).
+    pub fn nudge(&self) -> io::Result<()> {
+        self.fd.signal()
     }
 
     /// [`Waiter::prepare_sleep`] over several rings, for a caller that

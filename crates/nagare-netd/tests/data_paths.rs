@@ -536,3 +536,48 @@ fn a_zero_copy_sender_that_may_not_wait_is_told_would_block() {
     });
     assert!(back.is_some(), "no send buffer came back once the reader read");
 }
+
+/// A thread waiting for a completion does not hold the session: while one
+/// thread waits on the ticket of a lent send that the reader's full window
+/// holds back, another thread's call on the same session is answered.
+#[test]
+fn a_thread_waiting_for_a_completion_holds_up_no_other_call() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (writer, mut reader, a, _b) = pair(&netd, 9420);
+    writer.set_nonblocking(true).unwrap();
+    let chunk = vec![7u8; 16384];
+    let mut written = 0usize;
+    let deadline = Instant::now() + LIMIT;
+    let mut refused = 0;
+    while refused < 5 {
+        match (&writer).write(&chunk) {
+            Ok(n) => {
+                written += n;
+                refused = 0;
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                refused += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("write: {e}"),
+        }
+        assert!(Instant::now() < deadline && written < 64 << 20, "writes never stopped: {written} bytes");
+    }
+    let mut tx = a.alloc_tx().expect("a send buffer");
+    let lent = tx.len().min(8192);
+    tx[..lent].fill(7);
+    let ticket = writer.send_buf_async(tx, lent).expect("send_buf_async");
+    let waiting = std::thread::spawn(move || ticket.wait());
+    let (told, answer) = std::sync::mpsc::channel();
+    let other = a.clone();
+    std::thread::spawn(move || {
+        let _ = told.send(other.stat().map(|r| r.len()));
+    });
+    let stat = answer.recv_timeout(LIMIT).expect("the other thread's call was held up by the waiting one");
+    assert!(stat.expect("stat") > 0);
+    assert!(!waiting.is_finished(), "the lent send completed before the reader read");
+    reader.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut got = vec![0u8; written + lent];
+    reader.read_exact(&mut got).expect("every byte arrives");
+    waiting.join().unwrap().expect("the lent send completes once the reader read");
+}

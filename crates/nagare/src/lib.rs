@@ -41,7 +41,7 @@ pub use path::RECV_AHEAD;
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The environment variable naming netd's socket.
@@ -67,10 +67,26 @@ pub const LIVENESS_SLICE: Duration = Duration::from_millis(100);
 
 /// This application's session with a running netd (netd keeps the other
 /// side of it): a region of our own, its rings and buffers. Cheap to clone
-/// (shared); calls from several threads are serialized.
+/// (shared). Threads take turns at the session only while they touch its
+/// rings and tables; none holds it while it waits (see [`Session::until`]).
 #[derive(Clone)]
 pub struct Session {
-    inner: Arc<Mutex<Conn>>,
+    inner: Arc<Shared>,
+}
+
+/// What the clones of a session share.
+///
+/// Waiting: of the threads that wait for netd, one at a time (the
+/// *sleeper*, `Conn::sleeper`) sleeps on the session's eventfd without
+/// holding `conn`; the others wait on `woken`, which the sleeper signals
+/// once it wakes. Every waiter then takes what arrived and looks again, so
+/// a completion taken by one thread is seen by the thread it is for.
+struct Shared {
+    conn: Mutex<Conn>,
+    woken: Condvar,
+    /// A second descriptor for the eventfd netd signals, slept on while
+    /// `conn` is let go.
+    wake: nagare_ipc::EventFd,
 }
 
 struct Conn {
@@ -101,6 +117,8 @@ struct Conn {
     posted_total: usize,
     /// When netd was last seen alive by a call that does not wait for it.
     alive_at: Instant,
+    /// A thread sleeps on the eventfd for every waiter (see [`Shared`]).
+    sleeper: bool,
 }
 
 /// What a request carries in its buffer.
@@ -130,6 +148,7 @@ impl Session {
         let pool = client.region.pool().map_err(unusable)?;
         let notifier = Notifier::new(client.server_wakeup.try_clone()?);
         let waiter = Waiter::new(client.client_wakeup.try_clone()?, spin_from_env());
+        let wake = nagare_ipc::EventFd::from_owned(client.client_wakeup.try_clone()?);
         let conn = Conn {
             client,
             requests,
@@ -148,8 +167,9 @@ impl Session {
             listeners: HashMap::new(),
             posted_total: 0,
             alive_at: Instant::now(),
+            sleeper: false,
         };
-        Ok(Session { inner: Arc::new(Mutex::new(conn)) })
+        Ok(Session { inner: Arc::new(Shared { conn: Mutex::new(conn), woken: Condvar::new(), wake }) })
     }
 
     /// The process-wide connection to the netd named by `NAGARE_NETD`
@@ -171,7 +191,7 @@ impl Session {
     }
 
     fn is_dead(&self) -> bool {
-        self.inner.lock().map_or(true, |c| c.dead)
+        self.lock().map_or(true, |c| c.dead)
     }
 
     /// A request that does nothing: one round trip through the rings (what
@@ -192,7 +212,7 @@ impl Session {
     /// How long a call polls for its completion before it sleeps
     /// (default 20 µs, 0 on one CPU, or `NAGARE_SPIN_US`).
     pub fn set_spin(&self, spin: Duration) {
-        if let Ok(mut c) = self.inner.lock() {
+        if let Ok(mut c) = self.lock() {
             c.waiter.set_spin(spin);
         }
     }
@@ -223,12 +243,14 @@ impl Session {
     pub fn finish_wait(&self) -> io::Result<()> {
         let mut c = self.lock()?;
         let Conn { waiter, completions, direct, .. } = &mut *c;
-        waiter.woke_any(&[completions, direct])
+        waiter.woke_any(&[completions, direct])?;
+        c.rouse_sleeper();
+        Ok(())
     }
 
     /// The largest payload one call moves (one region buffer).
     pub fn max_chunk(&self) -> usize {
-        self.inner.lock().map_or(0, |c| c.pool.buffer_size() as usize)
+        self.lock().map_or(0, |c| c.pool.buffer_size() as usize)
     }
 
     /// Sends one request and waits for its completion. With a buffer, the
@@ -237,12 +259,19 @@ impl Session {
     /// the caller filled is sent (`Owned`). Returns the completion and, for
     /// a receive, the bytes received.
     pub(crate) fn call(&self, mut req: Request, mut data: Data<'_>) -> io::Result<(Completion, usize)> {
-        let mut c = self.inner.lock().map_err(|_| io::Error::other("netd connection poisoned"))?;
-        let buffer = c.fill(&mut req, &data)?;
-        let posted = c.submit(&mut req, buffer)?;
-        let Some((comp, back)) = c.complete(req.id, buffer, true)? else {
-            return Err(c.gone());
+        let (buffer, posted) = {
+            let mut c = self.lock()?;
+            let buffer = c.fill(&mut req, &data)?;
+            let posted = c.submit(&mut req, buffer)?;
+            c.in_flight.insert(req.id, InFlight { buffer, abandoned: false, role: Role::Call });
+            (buffer, posted)
         };
+        let id = req.id;
+        let ((comp, back), mut c) = self.until_locked(false, None, |c| {
+            Ok(c.complete(id, buffer)?.inspect(|_| {
+                c.in_flight.remove(&id);
+            }))
+        })?;
         let mut got = 0;
         if let Some(b) = back {
             let mut read = Ok(());
@@ -273,7 +302,7 @@ impl Session {
     /// Posts a request with `data` (a filled buffer, or room to receive
     /// into) and returns at once with its ticket.
     pub(crate) fn submit_async(&self, mut req: Request, data: Data<'_>) -> io::Result<Ticket> {
-        let mut c = self.inner.lock().map_err(|_| io::Error::other("netd connection poisoned"))?;
+        let mut c = self.lock()?;
         let buffer = c.fill(&mut req, &data)?;
         c.submit(&mut req, buffer)?;
         c.in_flight.insert(req.id, InFlight { buffer, abandoned: false, role: Role::Call });
@@ -283,32 +312,78 @@ impl Session {
     /// Runs `attempt` on the session until it gives a result: at once when
     /// `nonblocking` (`EAGAIN` if it gives none), else after each
     /// completion that arrives, failing with `EAGAIN` once `limit` has
-    /// passed. The session is let go between waits, so other threads'
-    /// calls get their turn.
+    /// passed. The session is let go while the thread waits, so other
+    /// threads' calls go on meanwhile.
     pub(crate) fn until<T>(
         &self,
         nonblocking: bool,
         limit: Option<Duration>,
-        mut attempt: impl FnMut(&mut Conn) -> io::Result<Option<T>>,
+        attempt: impl FnMut(&mut Conn) -> io::Result<Option<T>>,
     ) -> io::Result<T> {
+        self.until_locked(nonblocking, limit, attempt).map(|(x, _)| x)
+    }
+
+    /// [`Session::until`], returning the session still taken with the
+    /// result.
+    fn until_locked<T>(
+        &self,
+        nonblocking: bool,
+        limit: Option<Duration>,
+        mut attempt: impl FnMut(&mut Conn) -> io::Result<Option<T>>,
+    ) -> io::Result<(T, MutexGuard<'_, Conn>)> {
         let deadline = limit.map(|l| Instant::now() + l);
+        let mut c = self.lock()?;
         loop {
-            let mut c = self.lock()?;
             c.check_alive()?;
             c.collect()?;
             if let Some(x) = attempt(&mut c)? {
-                return Ok(x);
+                return Ok((x, c));
             }
             if nonblocking || deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(io::Error::from_raw_os_error(libc::EAGAIN));
             }
-            c.wait_slice(deadline)?;
-            drop(c);
+            c = self.wait_turn(c, deadline)?;
         }
     }
 
-    pub(crate) fn lock(&self) -> io::Result<std::sync::MutexGuard<'_, Conn>> {
-        self.inner.lock().map_err(|_| io::Error::other("netd connection poisoned"))
+    /// Waits, without holding the session, until netd may have posted a
+    /// completion, `deadline` passes, or a liveness slice ends; returns
+    /// the session taken again, with what arrived not yet taken. The first
+    /// waiter polls the rings for the spin time and then sleeps on the
+    /// eventfd; a thread that finds another already asleep waits to be
+    /// woken by it.
+    fn wait_turn<'a>(
+        &'a self,
+        mut c: MutexGuard<'a, Conn>,
+        deadline: Option<Instant>,
+    ) -> io::Result<MutexGuard<'a, Conn>> {
+        let slice =
+            deadline.map_or(LIVENESS_SLICE, |d| d.saturating_duration_since(Instant::now()).min(LIVENESS_SLICE));
+        if c.sleeper {
+            let (c, _) = self.inner.woken.wait_timeout(c, slice).map_err(|_| poisoned())?;
+            return Ok(c);
+        }
+        if c.spin_for_completion()? {
+            return Ok(c);
+        }
+        let Conn { waiter, completions, direct, .. } = &mut *c;
+        if waiter.prepare_sleep_any(&mut [completions, direct]).map_err(io::Error::other)? {
+            return Ok(c);
+        }
+        c.sleeper = true;
+        drop(c);
+        let slept = self.inner.wake.wait_readable(Some(slice));
+        let mut c = self.lock()?;
+        c.sleeper = false;
+        self.inner.woken.notify_all();
+        let Conn { waiter, completions, direct, .. } = &mut *c;
+        waiter.woke_any(&[completions, direct])?;
+        slept?;
+        Ok(c)
+    }
+
+    pub(crate) fn lock(&self) -> io::Result<MutexGuard<'_, Conn>> {
+        self.inner.conn.lock().map_err(|_| poisoned())
     }
 }
 
@@ -342,9 +417,21 @@ impl Ticket {
         if self.done {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "ticket already completed"));
         }
-        let mut c = self.netd.lock()?;
-        let buffer = c.in_flight.get(&self.id).and_then(|f| f.buffer);
-        let Some((comp, back)) = c.complete(self.id, buffer, wait)? else {
+        let id = self.id;
+        let netd = self.netd.clone();
+        let mut c = netd.lock()?;
+        let buffer = c.in_flight.get(&id).and_then(|f| f.buffer);
+        let taken = match c.complete(id, buffer)? {
+            Some(t) => Some(t),
+            None if wait => {
+                drop(c);
+                let (t, again) = netd.until_locked(false, None, |c| c.complete(id, buffer))?;
+                c = again;
+                Some(t)
+            }
+            None => None,
+        };
+        let Some((comp, back)) = taken else {
             return Ok(None);
         };
         c.in_flight.remove(&self.id);
@@ -397,6 +484,10 @@ pub(crate) struct InFlight {
 
 type Taken = (Result<Completion, nagare_request::ProtoError>, Option<BufRef>);
 
+fn poisoned() -> io::Error {
+    io::Error::other("netd connection poisoned")
+}
+
 impl Conn {
     fn gone(&self) -> io::Error {
         errors::netd_gone(&self.socket)
@@ -406,6 +497,23 @@ impl Conn {
     /// socket, which is looked at once per liveness slice (calls that only
     /// queue or take what arrived never wait for netd, so this is where
     /// they learn of its death).
+    /// Polls the rings for the waiter's spin time: whether a completion
+    /// arrived meanwhile.
+    fn spin_for_completion(&mut self) -> io::Result<bool> {
+        let Conn { waiter, completions, direct, .. } = self;
+        let spin = waiter.spin();
+        Ok(waiter.spin_any(&mut [completions, direct], spin).map_err(io::Error::other)?.is_some())
+    }
+
+    /// A wait made holding the session marks the rings awake, so netd
+    /// stops signalling the eventfd that another thread may be asleep on
+    /// (the sleeper): that thread is woken to look again.
+    fn rouse_sleeper(&self) {
+        if self.sleeper {
+            let _ = self.waiter.nudge();
+        }
+    }
+
     fn check_alive(&mut self) -> io::Result<()> {
         if !self.dead && self.alive_at.elapsed() >= LIVENESS_SLICE {
             self.dead = self.client.peer_gone();
@@ -507,7 +615,11 @@ impl Conn {
                 return Ok(b);
             }
             let wait = self.queued_total > 0 && !req.nonblocking() && deadline.is_none_or(|d| Instant::now() < d);
-            match self.pop(wait.then_some(LIVENESS_SLICE))? {
+            let popped = self.pop(wait.then_some(LIVENESS_SLICE));
+            if wait {
+                self.rouse_sleeper();
+            }
+            match popped? {
                 Some(d) => self.set_aside(d),
                 None if wait => {}
                 None if self.queued_total > 0 => return Err(io::Error::from_raw_os_error(libc::EAGAIN)),
@@ -548,18 +660,14 @@ impl Conn {
     }
 
     /// The completion of request `id` (whose buffer was `buffer`): already
-    /// taken and set aside, or the next for it from either ring. Others
-    /// met on the way are set aside. `None` only when `wait` is false and
-    /// it has not arrived.
-    fn complete(&mut self, id: u64, buffer: Option<u32>, wait: bool) -> io::Result<Option<Taken>> {
+    /// taken and set aside, or found on either ring without waiting; others
+    /// met on the way are set aside. `None` when it has not arrived.
+    fn complete(&mut self, id: u64, buffer: Option<u32>) -> io::Result<Option<Taken>> {
         if let Some(t) = self.arrived.remove(&id) {
             return Ok(Some(t));
         }
         loop {
-            let Some(d) = self.pop(wait.then_some(LIVENESS_SLICE))? else {
-                if wait {
-                    continue;
-                }
+            let Some(d) = self.pop(None)? else {
                 return Ok(None);
             };
             if d.id == id {

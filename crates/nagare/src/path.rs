@@ -33,7 +33,6 @@ use nagare_request::records::{Records, RECORD_HEADER};
 use nagare_request::{Completion, Op, Piece, Request, BATCH, CLOSED, READABLE, RECORDS, WRITABLE};
 use std::collections::VecDeque;
 use std::io;
-use std::time::{Duration, Instant};
 
 /// Buffers a datagram socket keeps posted for receives or holding data
 /// not yet read (and a stream whose receive buffer netd does not say).
@@ -49,10 +48,6 @@ const DEFAULT_SEND_BUFFER: usize = 256 * 1024;
 /// sends of streams whose peer stops reading cannot leave receives and
 /// other calls without a buffer.
 const SEND_RESERVE_EIGHTHS: u32 = 1;
-
-/// The longest one wait holds the session, so that other threads' calls
-/// get their turn.
-const WAIT_SLICE: Duration = Duration::from_millis(1);
 
 /// What a socket's path carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -372,16 +367,6 @@ impl Conn {
     /// Takes every completion already on the rings, without waiting.
     pub(crate) fn collect(&mut self) -> io::Result<()> {
         while let Some(d) = self.pop(None)? {
-            self.set_aside(d);
-        }
-        Ok(())
-    }
-
-    /// Waits for one completion, at most a slice or until `deadline`, and
-    /// takes it.
-    pub(crate) fn wait_slice(&mut self, deadline: Option<Instant>) -> io::Result<()> {
-        let slice = deadline.map_or(WAIT_SLICE, |d| d.saturating_duration_since(Instant::now()).min(WAIT_SLICE));
-        if let Some(d) = self.pop(Some(slice))? {
             self.set_aside(d);
         }
         Ok(())

@@ -80,7 +80,7 @@ fn ask_netd(netd: &Session, entries: &mut [PollEntry], limit: Duration, watch_pa
         (r.id, buffer)
     };
     let answered = netd.until(false, None, |c| {
-        if let Some((comp, back)) = c.complete(id, buffer, false)? {
+        if let Some((comp, back)) = c.complete(id, buffer)? {
             c.in_flight.remove(&id);
             let mut got = 0;
             if let Some(b) = back {
