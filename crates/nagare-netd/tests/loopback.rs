@@ -68,7 +68,8 @@ fn streams_over_127_0_0_1_between_two_clients() {
 /// are copied, never lent (the receiver's queue could hold a lent one for
 /// ever): more datagrams than the client's region has buffers wait in
 /// the receiver's queue and the sender keeps sending. A datagram to a
-/// port nobody has is dropped and counted.
+/// port nobody has is dropped and counted; one from 127.0.0.1 to the link
+/// fails with `EINVAL`.
 #[test]
 fn datagrams_over_127_0_0_1_between_two_clients() {
     for placement in PLACEMENTS {
@@ -95,6 +96,18 @@ fn datagrams_over_127_0_0_1_between_two_clients() {
         assert_eq!(&got[..n], b"answer", "{placement:?}");
         assert_eq!(from, lo(9600), "{placement:?}");
         a.send_to(b"nobody", lo(9601)).expect("a datagram to nobody is sent");
+        // Bound to 127.0.0.1, `a` cannot send off the host: the send's
+        // error is the socket's next, as Linux's EINVAL.
+        let _ = a.send_to(b"out", SocketAddrV4::new(support::PEER_ADDR, support::ECHO_PORT));
+        let deadline = std::time::Instant::now() + LIMIT;
+        let e = loop {
+            if let Some(e) = a.take_error().expect("take_error") {
+                break e;
+            }
+            assert!(std::time::Instant::now() < deadline, "the send off the host did not fail ({placement:?})");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        };
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
         let report = support::wait_for_report(&one, "the datagram to nobody counted", |r| {
             stat_value(r, "engine drop_udp_no_socket ") == Some(1)
         });
