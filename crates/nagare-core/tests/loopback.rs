@@ -220,3 +220,32 @@ fn ping_127_0_0_1() {
         Some(nagare_core::icmp::EchoEvent::Reply { from, seq_no: 1, data_len: 2, .. }) if from == Ipv4Addr::new(127, 0, 0, 2)
     ));
 }
+
+/// What waits for the next poll is bounded: past 4096 local datagrams a
+/// send fails and is counted, and the poll receives what waited.
+#[test]
+fn the_local_queue_is_bounded() {
+    let mut config = InterfaceConfig::new(OUR_MAC, "10.0.0.1/24".parse().unwrap());
+    config.udp_rx_queue_packets = 8192;
+    config.udp_rx_queue_bytes = 1 << 20;
+    let mut iface = Interface::new(config, Capabilities::default(), BufferPool::new(2048, 8192));
+    let now = Instant::from_secs(1);
+    let a = iface.udp().bind(SocketAddrV4::new(LOCALHOST, 5000)).unwrap();
+    let b = iface.udp().bind(SocketAddrV4::new(LOCALHOST, 6000)).unwrap();
+    let mut sent = 0;
+    for _ in 0..5000 {
+        match iface.udp().send_to(a, b"x", SocketAddrV4::new(LOCALHOST, 6000), now) {
+            Ok(()) => sent += 1,
+            Err(e) => assert_eq!(e, Error::NoBuffer),
+        }
+    }
+    assert_eq!(sent, 4096);
+    assert_eq!(iface.counters().drop_local_queue_full, 5000 - 4096);
+    settle(&mut iface, now);
+    let mut received = 0;
+    while iface.udp().recv(b).unwrap().is_some() {
+        received += 1;
+    }
+    assert_eq!(received, 4096);
+    assert!(iface.udp().send_to(a, b"x", SocketAddrV4::new(LOCALHOST, 6000), now).is_ok(), "room again");
+}
