@@ -63,6 +63,9 @@ counters! {
         drop_ip_bad_source,
         /// Dropped: destination is not one of our addresses (we do not forward).
         drop_ip_not_for_us,
+        /// Dropped: from the link to 127.0.0.0/8, which never leaves a host
+        /// (RFC 1122 3.2.1.3).
+        drop_ip_martian_destination,
         /// Dropped: transport protocol we do not serve.
         drop_ip_unknown_protocol,
         /// Dropped on output: no route to the destination.
@@ -87,9 +90,9 @@ counters! {
         drop_frag_timeout,
         /// Fragments sent.
         frag_sent,
-        /// Datagrams sent to one of our own addresses and received here.
+        /// Datagrams sent to a local address (ours, or 127.0.0.0/8) and received here.
         local_delivered,
-        /// Dropped on output: too many datagrams to ourselves waiting.
+        /// Dropped on output: too many datagrams to local addresses waiting.
         drop_local_queue_full,
         /// Dropped: ICMP message too short or malformed.
         drop_icmp_malformed,

@@ -85,8 +85,9 @@ pub enum Op {
     /// TCP listener on `aux[0]` with backlog `aux[1]`.
     Listen = 4,
     /// Take the next connection of listener `socket`. The completion:
-    /// `aux[0]` its socket id, `aux[1]` its peer, `aux[2]` and `aux[3]`
-    /// its send and receive buffer sizes.
+    /// `aux[0]` its socket id and local address ([`encode_accepted`]),
+    /// `aux[1]` its peer, `aux[2]` and `aux[3]` its send and receive buffer
+    /// sizes.
     Accept = 5,
     /// TCP connection to `aux[0]` from local port `aux[1]` (0: ephemeral).
     /// The completion: `aux[0]` its socket id, `aux[1]` its local
@@ -436,6 +437,18 @@ pub fn decode_addr(w: u64) -> Result<SocketAddrV4, ProtoError> {
     Ok(SocketAddrV4::new(Ipv4Addr::from_bits(w as u32), (w >> 32) as u16))
 }
 
+/// [`Op::Accept`]'s result word: the connection's socket id in bits 0..32
+/// and, in bits 32..64, its local address, the one its peer reached (the
+/// listener's port is the client's already; its address may be 0.0.0.0).
+pub fn encode_accepted(id: u32, local: Ipv4Addr) -> u64 {
+    u64::from(id) | u64::from(local.to_bits()) << 32
+}
+
+/// The inverse of [`encode_accepted`]: the socket id and local address.
+pub fn decode_accepted(w: u64) -> (u32, Ipv4Addr) {
+    (w as u32, Ipv4Addr::from_bits((w >> 32) as u32))
+}
+
 /// A request, decoded and checked (except the buffer's ownership, which
 /// only netd's table can say).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -735,6 +748,13 @@ mod tests {
 
     fn addr() -> SocketAddrV4 {
         SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 7)
+    }
+
+    #[test]
+    fn an_accepted_word_carries_the_socket_id_and_the_local_address() {
+        let w = encode_accepted(0xdead_beef, Ipv4Addr::LOCALHOST);
+        assert_eq!(w as u32, 0xdead_beef, "a reader of the id alone still finds it");
+        assert_eq!(decode_accepted(w), (0xdead_beef, Ipv4Addr::LOCALHOST));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use crate::path::Kind;
 use crate::{request, set_wait_limit, Data, Session};
-use nagare_request::{decode_addr, encode_addr, Op, Request, SockOption, SHUT_READ, SHUT_WRITE};
+use nagare_request::{decode_accepted, decode_addr, encode_addr, Op, Request, SockOption, SHUT_READ, SHUT_WRITE};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -568,7 +568,11 @@ impl TcpListener {
         let id = self.h.id;
         let c = self.h.netd.until(self.mode.is_on(), None, |conn| conn.take_accepted(id))?;
         let peer = addr_of(c.aux[1]);
-        let s = TcpStream::opened(&self.h.netd, &c, self.local, peer)?;
+        // The address the peer reached, which a listener on 0.0.0.0 does
+        // not know; the port is the listener's.
+        let (_, ip) = decode_accepted(c.aux[0]);
+        let local = SocketAddr::V4(SocketAddrV4::new(ip, self.local.port()));
+        let s = TcpStream::opened(&self.h.netd, &c, local, peer)?;
         Ok((s, peer))
     }
 }

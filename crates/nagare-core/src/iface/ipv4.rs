@@ -1,11 +1,12 @@
 //! IPv4 on the interface: validating received datagrams, reassembling
 //! fragments and handing each datagram to its protocol's input
 //! (`crate::icmp`, `crate::udp`, `crate::tcp`); choosing the source and
-//! next hop of datagrams we send, fragmenting them above the MTU, and
-//! keeping those to our own addresses for the next poll.
+//! next hop of datagrams we send and fragmenting them above the MTU;
+//! datagrams to local addresses go to `local.rs` instead of the link.
 
+use super::local::LOOPBACK_SOURCE;
 use super::read::linear_prefix;
-use super::{Error, Interface, LOCAL_QUEUE_LIMIT, UNREACHABLE_QUEUE_LIMIT};
+use super::{Error, Interface, UNREACHABLE_QUEUE_LIMIT};
 use crate::arp::Resolution;
 use crate::buf::PacketBuf;
 use crate::icmp::{ICMP_CODE_PROTO_UNREACHABLE, ICMP_DST_UNREACHABLE};
@@ -72,7 +73,11 @@ impl Interface {
             self.counters.drop_ip_bad_source += 1;
             return;
         }
-        if !self.has_address(repr.dst_addr) && !self.is_broadcast(repr.dst_addr) {
+        if repr.dst_addr.is_loopback() && !from_self {
+            self.counters.drop_ip_martian_destination += 1;
+            return;
+        }
+        if !self.is_local(repr.dst_addr) && !self.is_broadcast(repr.dst_addr) {
             self.counters.drop_ip_not_for_us += 1;
             return;
         }
@@ -119,9 +124,13 @@ impl Interface {
         }
     }
 
-    /// The address to send from towards `dst`: the one on the same network
-    /// as the next hop, else the first.
+    /// The address to send from towards `dst`: 127.0.0.1 for the loopback
+    /// network, else the one on the same network as the next hop, else the
+    /// first.
     pub(crate) fn source_for(&self, dst: Ipv4Addr) -> Option<Ipv4Addr> {
+        if dst.is_loopback() {
+            return Some(LOOPBACK_SOURCE);
+        }
         let hop = match next_hop(&self.config.addresses, &self.config.routes, self.config.gateway, dst)? {
             NextHop::Unicast(hop) => hop,
             NextHop::Broadcast => dst,
@@ -136,12 +145,24 @@ impl Interface {
 
     /// Sends an IP datagram: `repr` gives addresses and protocol (its ident
     /// and lengths are filled in here), `payload` the transport header and
-    /// data. Fragments when the payload does not fit the MTU.
+    /// data. A datagram to a local address waits whole for the next poll;
+    /// one for the link is fragmented when it does not fit the MTU.
     pub fn send_ip(&mut self, mut repr: Ipv4Repr, mut payload: PacketBuf, now: Instant) -> Result<(), Error> {
-        let Some(hop) = next_hop(&self.config.addresses, &self.config.routes, self.config.gateway, repr.dst_addr)
-        else {
-            self.counters.drop_ip_no_route += 1;
-            return Err(Error::NoRoute);
+        let local = self.is_local(repr.dst_addr);
+        if repr.src_addr.is_loopback() && !local {
+            // 127.0.0.0/8 never appears on the link (RFC 1122 3.2.1.3);
+            // Linux refuses such a send with EINVAL too.
+            return Err(Error::Unaddressable);
+        }
+        let hop = if local {
+            None
+        } else {
+            let Some(hop) = next_hop(&self.config.addresses, &self.config.routes, self.config.gateway, repr.dst_addr)
+            else {
+                self.counters.drop_ip_no_route += 1;
+                return Err(Error::NoRoute);
+            };
+            Some(hop)
         };
         if payload.len() + IPV4_HEADER_LEN > nagare_wire::IPV4_MAX_TOTAL_LEN {
             return Err(Error::MessageTooLong);
@@ -151,9 +172,9 @@ impl Interface {
         self.next_ident = self.next_ident.wrapping_add(1);
         repr.more_frags = false;
         repr.frag_offset = 0;
-        if self.has_address(repr.dst_addr) {
-            return self.send_to_self(repr, payload);
-        }
+        let Some(hop) = hop else {
+            return self.send_local(repr, payload);
+        };
         let mtu = self.caps.mtu;
         let packet_len = payload.len() + IPV4_HEADER_LEN;
         // A TCP or UDP super-frame goes whole: the device cuts it into
@@ -186,22 +207,6 @@ impl Interface {
             self.counters.frag_sent += 1;
             self.send_to_link(piece, hop, now);
         }
-        Ok(())
-    }
-
-    /// A datagram to one of our own addresses: whole (no link, so no MTU),
-    /// queued for the next poll to receive.
-    fn send_to_self(&mut self, repr: Ipv4Repr, mut payload: PacketBuf) -> Result<(), Error> {
-        if self.local.len() >= LOCAL_QUEUE_LIMIT {
-            self.counters.drop_local_queue_full += 1;
-            return Err(Error::NoBuffer);
-        }
-        let Ok(header) = payload.prepend(&self.pool, IPV4_HEADER_LEN) else {
-            self.counters.drop_no_buffer += 1;
-            return Err(Error::NoBuffer);
-        };
-        repr.emit(header).map_err(|_| Error::MessageTooLong)?;
-        self.local.push_back(payload);
         Ok(())
     }
 

@@ -19,6 +19,7 @@ mod arp;
 mod error;
 mod ethernet;
 pub(crate) mod ipv4;
+mod local;
 pub(crate) mod read;
 
 pub use error::Error;
@@ -43,9 +44,6 @@ use nagare_wire::EthernetAddress;
 /// written in place.
 pub const HEADROOM: usize = 128;
 
-/// Datagrams to ourselves that may wait for the next poll.
-const LOCAL_QUEUE_LIMIT: usize = 4096;
-
 /// Datagrams dropped for a next hop known to fail ARP that may wait for
 /// the next poll to tell their senders; beyond these they are only
 /// counted.
@@ -65,9 +63,8 @@ pub struct Interface {
     pub(crate) tcp: TcpSockets,
     pub(crate) icmp_errors: TokenBucket,
     tx: VecDeque<PacketBuf>,
-    /// IP datagrams sent to one of our own addresses, received by the next
-    /// [`Interface::poll`] (never inside the send that made them, which may
-    /// run in the middle of receiving).
+    /// IP datagrams sent to a local address (ours, or 127.0.0.0/8), which
+    /// the next [`Interface::poll`] receives (`local.rs`).
     local: VecDeque<PacketBuf>,
     /// Datagrams dropped because their next hop failed ARP lately, whose
     /// senders the next [`Interface::poll`] tells.
@@ -194,15 +191,9 @@ impl Interface {
     // ---- input and timers ----------------------------------------------------
 
     /// Runs the timers: ARP retries and give-ups, reassembly timeouts, TCP;
-    /// and receives the datagrams we sent ourselves.
+    /// and receives the datagrams sent to local addresses.
     pub fn poll(&mut self, now: Instant) {
-        // Only those waiting now: what they make (ACKs, replies) waits for
-        // the next poll, so two local sockets cannot keep one poll busy.
-        for _ in 0..self.local.len() {
-            let Some(packet) = self.local.pop_front() else { break };
-            self.counters.local_delivered += 1;
-            self.receive_ipv4(packet, now, true);
-        }
+        self.receive_local(now);
         let (retry, dropped) = self.arp.poll(now);
         self.counters.drop_arp_unresolved += dropped.len() as u64;
         for ip_packet in dropped {

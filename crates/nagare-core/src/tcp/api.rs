@@ -66,12 +66,13 @@ impl<'a> Tcp<'a> {
         &mut self.iface.tcp.defaults
     }
 
-    /// Listens on `local` (address 0.0.0.0: every address of ours), with an
-    /// accept queue of `backlog` connections; when as many handshakes are
-    /// half open, further SYNs are answered with SYN cookies.
+    /// Listens on `local` (a local address: ours or one of 127.0.0.0/8;
+    /// 0.0.0.0: every local address), with an accept queue of `backlog`
+    /// connections; when as many handshakes are half open, further SYNs
+    /// are answered with SYN cookies.
     pub fn listen(&mut self, local: SocketAddrV4, backlog: usize) -> Result<TcpListenerHandle, Error> {
         let iface = &mut *self.iface;
-        if !local.ip().is_unspecified() && !iface.has_address(*local.ip()) {
+        if !local.ip().is_unspecified() && !iface.is_local(*local.ip()) {
             return Err(Error::AddrNotAvailable);
         }
         if local.port() == 0 {

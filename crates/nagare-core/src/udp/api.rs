@@ -23,11 +23,12 @@ impl<'a> Udp<'a> {
         Udp { iface }
     }
 
-    /// Binds a UDP socket to `local`; port 0 picks a free ephemeral port,
-    /// address 0.0.0.0 receives on any of ours.
+    /// Binds a UDP socket to `local`, whose address is local (ours or one
+    /// of 127.0.0.0/8); port 0 picks a free ephemeral port, address
+    /// 0.0.0.0 receives on every local address.
     pub fn bind(&mut self, local: SocketAddrV4) -> Result<UdpHandle, Error> {
         let ip = *local.ip();
-        if !ip.is_unspecified() && !self.iface.has_address(ip) {
+        if !ip.is_unspecified() && !self.iface.is_local(ip) {
             return Err(Error::AddrNotAvailable);
         }
         let config = &self.iface.config;

@@ -22,7 +22,8 @@ use nagare_core::iface::Error as EngineError;
 use nagare_core::tcp::connection::State;
 use nagare_core::tcp::TcpHandle;
 use nagare_ipc::{BufRef, SharedBytes};
-use nagare_request::{encode_addr, Completion, Piece, Request, SockOption, SHUT_READ, SHUT_WRITE};
+use nagare_request::{encode_accepted, encode_addr, Completion, Piece, Request, SockOption, SHUT_READ, SHUT_WRITE};
+use std::net::Ipv4Addr;
 use std::time::Duration;
 
 /// `LISTEN`: a listener on `aux[0]` with backlog `aux[1]`.
@@ -41,7 +42,7 @@ pub(super) fn accept(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) ->
     let l = c.sockets.listener(req.socket)?;
     c.sockets.room(cx.config.max_sockets)?;
     let Some(h) = cx.iface.tcp().accept(l).map_err(engine_errno)? else { return blocked(req) };
-    let remote = cx.iface.tcp_ref().connection(h).map(|k| k.remote());
+    let ends = cx.iface.tcp_ref().connection(h).map(|k| (k.local(), k.remote()));
     let added = fit_buffers(cx, c.key, h).and_then(|()| c.sockets.add(Sock::Tcp(h), cx.config.max_sockets));
     let id = match added {
         Ok(id) => id,
@@ -52,10 +53,11 @@ pub(super) fn accept(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) ->
         }
     };
     cx.memory.charge(c.key, id, connection_charge(cx.iface, h));
-    if let Some(local) = cx.iface.tcp_ref().connection(h).map(|k| k.local()) {
+    if let Some((local, _)) = ends {
         c.sockets.claim_port(cx.steering, id, TCP, local.port());
     }
-    let done = Done::with_addr(u64::from(id), remote.map_or(0, encode_addr));
+    let (local_ip, remote) = ends.map_or((Ipv4Addr::UNSPECIFIED, 0), |(l, r)| (*l.ip(), encode_addr(r)));
+    let done = Done::with_addr(encode_accepted(id, local_ip), remote);
     Ok(Some(Done { extra: socket_buffers(cx, h), ..done }))
 }
 

@@ -86,7 +86,7 @@ pub(super) fn send_to(
     let b = buffer(buf)?;
     // Zero copy unless the datagram stays here: a receiving socket's queue
     // could hold the sender's buffer indefinitely.
-    if req.lends() && !cx.iface.has_address(*dst.ip()) && b.len > 0 {
+    if req.lends() && !cx.iface.is_local(*dst.ip()) && b.len > 0 {
         let taken = req.trace_time().map(|_| nagare_ipc::monotonic_ns());
         let mut done = Completion::ok(req, u64::from(b.len));
         done.piece = Some(Piece { buffer: b.index, offset: b.offset, len: b.len });
@@ -103,7 +103,7 @@ pub(super) fn send_to(
         return Ok(Some(Done::lent(u64::from(b.len))));
     }
     let view = payload(c.pool, buf)?;
-    if let (Some(mm), true) = (cx.mm, cx.iface.has_address(*dst.ip())) {
+    if let (Some(mm), true) = (cx.mm, cx.iface.is_local(*dst.ip())) {
         // Delivered here, past the frame path where the memory manager
         // sees received datagrams: it sees this one now.
         let receiver = cx.iface.udp_ref().receiver_of(dst).map(|(rh, _)| rh);

@@ -203,7 +203,14 @@ impl Hostile {
             }
             let creates = [Op::UdpBind, Op::Listen, Op::Connect, Op::Accept, Op::EchoOpen].map(|op| op as u32);
             if c.status == 0 && creates.contains(&(c.kind & 0xffff)) && self.sockets.len() < 64 {
-                if let Ok(id) = u32::try_from(c.aux[0]) {
+                // An accepted connection's word carries its local address
+                // above the id.
+                let id = if c.kind & 0xffff == Op::Accept as u32 {
+                    Ok(nagare_request::decode_accepted(c.aux[0]).0)
+                } else {
+                    u32::try_from(c.aux[0])
+                };
+                if let Ok(id) = id {
                     self.sockets.push(id);
                 }
             }
