@@ -47,6 +47,7 @@ mod report;
 mod requests;
 mod returns;
 mod session;
+mod shares;
 mod sockets;
 mod stats;
 mod steering;

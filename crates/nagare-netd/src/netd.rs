@@ -27,6 +27,8 @@ use crate::packetflow::{Filter, Inbound, Load, MemoryManager, Pause, ReceiveDrop
 use crate::report::{ClientLine, Report};
 use crate::requests::{answer_stat_requests, serve_client, waits_for_stat, REQ_BATCH};
 use crate::session::Session;
+use crate::shares::Shares;
+use crate::sockets::Sock;
 use crate::stats::NetdStats;
 use crate::steering::Steering;
 use nagare_core::{Instant, Interface};
@@ -64,6 +66,8 @@ pub struct Netd {
     inbound: Option<Inbound>,
     mm: Option<MemoryManager>,
     receivers: Receivers,
+    /// Sockets held by several clients.
+    shares: Shares<Sock>,
     receive_drops: ReceiveDrops,
     /// PacketFlow's scheduler, if it runs, and its weighing's storage.
     scheduler: Option<Scheduler>,
@@ -156,6 +160,7 @@ impl Netd {
             shed: UdpShed::default(),
             device_sheds: None,
             receivers: Receivers::default(),
+            shares: Shares::default(),
             receive_drops,
             placement,
             lending,
@@ -453,6 +458,7 @@ impl Netd {
             stats: &mut self.stats,
             receivers: &mut self.receivers,
             mm: self.mm,
+            shares: &mut self.shares,
         };
         for s in &mut self.clients.sessions {
             let batch = if cx.receivers.is_boosted(s.key()) { 2 * REQ_BATCH } else { REQ_BATCH };
@@ -483,7 +489,7 @@ impl Netd {
             .clients
             .sessions
             .iter()
-            .map(|s| s.client_line(&self.steering, &self.memory, iface, &self.receivers, self.mm))
+            .map(|s| s.client_line(&self.steering, &self.memory, iface, &self.receivers, self.mm, &self.shares))
             .collect();
         let counters = self.host.iface.counters().clone();
         let mut engine = counters.iter();
@@ -563,7 +569,7 @@ impl Netd {
     /// sockets are reset or closed, its buffers return, its region goes.
     fn disconnect(&mut self, mut s: Session, why: &str) {
         let now = self.clock.now();
-        let gone = s.leave(&mut self.host.iface, &self.lending, &self.steering, now);
+        let gone = s.leave(&mut self.host.iface, &self.lending, &self.steering, &mut self.shares, now);
         s.priority.unlift();
         if let Some(scheduler) = &mut self.scheduler {
             scheduler.forget(s.key());

@@ -19,6 +19,8 @@
 //! - lending: a request whose buffer the engine now holds completes when
 //!   the engine lets go (`crate::returns`); one that completes on accept
 //!   also completes now, without its buffer;
+//! - sharing: a share first completes the client's receives and accepts
+//!   waiting on its socket, with `ECANCELED`;
 //! - binds: a bind or listen on a port that left another client is
 //!   answered only once the driver can no longer steer that port's frames
 //!   to the other client.
@@ -103,6 +105,9 @@ fn attempt(s: &mut Session, cx: &mut Context<'_>, mut p: Pending, age: Age) -> b
             return true;
         }
         return wait(s, cx, p, age);
+    }
+    if p.req.op == Op::Share {
+        s.cancel_receives(p.req.socket);
     }
     let r = execute(cx, &mut s.caller(), &mut p.req, p.buf);
     // A socket now on a port another client had: the bind returns once no

@@ -21,6 +21,7 @@ use crate::ops::{Caller, Done, Outcome};
 use crate::packetflow::{Load, MemoryManager, Receivers};
 use crate::priority::ClientPriority;
 use crate::report::{ClientLine, SocketLine};
+use crate::shares::Shares;
 use crate::sockets::{ClientSockets, Sock};
 use crate::stats::NetdStats;
 use crate::steering::Steering;
@@ -124,7 +125,13 @@ impl Session {
 
     /// What a request of this client runs with.
     pub fn caller(&mut self) -> Caller<'_> {
-        Caller { key: self.conn.id, sockets: &mut self.sockets, pool: &mut self.pool, priority: self.priority.get() }
+        Caller {
+            key: self.conn.id,
+            uid: self.conn.cred.uid,
+            sockets: &mut self.sockets,
+            pool: &mut self.pool,
+            priority: self.priority.get(),
+        }
     }
 
     /// netd's receive pool in the region: the buffers the region started
@@ -202,6 +209,20 @@ impl Session {
     /// `p` waits (again).
     pub fn wait(&mut self, p: Pending) {
         self.pending.push(p);
+    }
+
+    /// The receives and accepts waiting on `socket` complete now with
+    /// `ECANCELED`, their buffers back to the client (the socket is being
+    /// shared: what arrives later is for whichever holder asks next).
+    pub fn cancel_receives(&mut self, socket: u32) {
+        use nagare_request::Op;
+        let (cancelled, rest): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|p| p.req.socket == socket && matches!(p.req.op, Op::Recv | Op::RecvFrom | Op::Accept));
+        self.pending = rest;
+        for p in cancelled {
+            self.finish(&p.req, p.buf, Err(libc::ECANCELED));
+        }
     }
 
     /// Waiting requests that hold no buffer of the client's and name no
@@ -375,6 +396,7 @@ impl Session {
         iface: &Interface,
         receivers: &Receivers,
         mm: Option<MemoryManager>,
+        shares: &Shares<Sock>,
     ) -> ClientLine {
         let counts = self.sockets.counts();
         let (_, netd_held, client_held) = self.pool.counts();
@@ -399,7 +421,7 @@ impl Session {
             nice: self.priority.nice(),
             boosted: receivers.is_boosted(self.conn.id),
             lifted: self.priority.lifted(),
-            sockets: self.socket_lines(iface, receivers, mm),
+            sockets: self.socket_lines(iface, receivers, mm, shares),
         }
     }
 
@@ -452,7 +474,13 @@ impl Session {
     /// A report line per socket, by id. A UDP socket's largest receive
     /// queue is its SB_max under PacketFlow's memory manager (unless its
     /// application sized it), its queue's size otherwise.
-    fn socket_lines(&self, iface: &Interface, receivers: &Receivers, mm: Option<MemoryManager>) -> Vec<SocketLine> {
+    fn socket_lines(
+        &self,
+        iface: &Interface,
+        receivers: &Receivers,
+        mm: Option<MemoryManager>,
+        shares: &Shares<Sock>,
+    ) -> Vec<SocketLine> {
         let mut lines: Vec<SocketLine> = self
             .sockets
             .iter()
@@ -474,6 +502,7 @@ impl Session {
                     priority: crate::ops::socket_priority(&self.sockets, self.priority.get(), id),
                     filter_drops: 0,
                     overflow_drops: 0,
+                    holders: shares.holders(self.conn.id, id).max(1),
                 };
                 match sock {
                     Sock::Tcp(h) => {
@@ -489,9 +518,10 @@ impl Session {
                             line.recv_buffer_max = line.recv_buffer;
                         }
                     }
-                    Sock::Listener(_) => {
+                    Sock::Listener(l) => {
                         line.kind = "listener";
                         line.state = "listen";
+                        line.local = iface.tcp_ref().listener_local(l).or(line.local);
                     }
                     Sock::Udp(h) => {
                         line.kind = "udp";
@@ -519,13 +549,24 @@ impl Session {
         lines
     }
 
-    /// The client leaves: its sockets are reset or closed, its ports
-    /// unsteered, the buffers of its waiting requests and every buffer it
-    /// held reclaimed, and it is forgotten by lending and steering.
-    pub fn leave(&mut self, iface: &mut Interface, lending: &Lending, steering: &Steering, now: Instant) -> Departure {
+    /// The client leaves: its sockets are reset or closed (those another
+    /// client holds too stay theirs), its ports unsteered, the buffers of
+    /// its waiting requests and every buffer it held reclaimed, and it is
+    /// forgotten by lending and steering.
+    pub fn leave(
+        &mut self,
+        iface: &mut Interface,
+        lending: &Lending,
+        steering: &Steering,
+        shares: &mut Shares<Sock>,
+        now: Instant,
+    ) -> Departure {
         let sockets = self.sockets.len();
-        for sock in self.sockets.drain(steering) {
-            let _ = sock.reset(iface, now);
+        let key = self.conn.id;
+        for (id, sock) in self.sockets.drain(steering) {
+            if !shares.let_go(key, id) {
+                let _ = sock.reset(iface, now);
+            }
         }
         let mut reclaimed = 0;
         for p in self.pending.drain(..) {

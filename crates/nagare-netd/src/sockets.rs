@@ -192,15 +192,15 @@ impl ClientSockets {
         self.sockets.remove(&id)
     }
 
-    /// Takes every socket out (every port out of steering and every
-    /// charge out of the account first).
-    pub fn drain(&mut self, steering: &Steering) -> impl Iterator<Item = Sock> + '_ {
+    /// Takes every socket out, with its id (every port out of steering and
+    /// every charge out of the account first).
+    pub fn drain(&mut self, steering: &Steering) -> impl Iterator<Item = (u32, Sock)> + '_ {
         self.priorities.clear();
         for (_, (proto, port)) in self.ports.drain() {
             steering.unbind(proto, port);
         }
         self.memory.release_all(self.key);
-        self.sockets.drain().map(|(_, s)| s)
+        self.sockets.drain()
     }
 
     /// Every socket, by id, in no order.

@@ -130,6 +130,56 @@ pub enum Op {
     /// The value of option `aux[0]` ([`SockOption`]) of connection
     /// `socket`, in the completion's `aux[0]`.
     GetOption = 18,
+    /// Let another client of the same user take socket `socket` too (a
+    /// TCP connection, a listener or a UDP socket), as a child after
+    /// `fork` holds its parent's sockets: the completion's `aux[0]` is the
+    /// socket's token (the same on every share), which [`Op::Adopt`] names.
+    /// This client's receives and accepts waiting on the socket complete
+    /// first, with `ECANCELED`: what arrives later is for whichever holder
+    /// asks next.
+    Share = 19,
+    /// Hold the socket whose token is `aux[0]` (from [`Op::Share`], by a
+    /// client of the same user), under a new id. The completion: `aux[0]`
+    /// the id, `aux[1]` the local address, `aux[2]` the peer (0 if none),
+    /// `aux[3]` see [`AdoptWord`]. The socket closes once every holder
+    /// closed it or left.
+    Adopt = 20,
+    /// The buffer's bytes were taken from shared connection `socket` and
+    /// not read: they are read first, before the connection's own, by
+    /// the next receive of any holder.
+    GiveBack = 21,
+}
+
+/// [`Op::Adopt`]'s `aux[3]`: the socket's kind in bits 0..8
+/// ([`AdoptWord::STREAM`], [`AdoptWord::LISTENER`], [`AdoptWord::DATAGRAM`])
+/// and, for a stream, its receive buffer's size above.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AdoptWord {
+    /// The kind.
+    pub kind: u8,
+    /// A stream's receive buffer, in bytes (0 for the others).
+    pub recv_buffer: u64,
+}
+
+impl AdoptWord {
+    /// A TCP connection.
+    pub const STREAM: u8 = 1;
+    /// A TCP listener.
+    pub const LISTENER: u8 = 2;
+    /// A UDP socket.
+    pub const DATAGRAM: u8 = 3;
+
+    /// The word.
+    pub fn encode(self) -> u64 {
+        u64::from(self.kind) | self.recv_buffer.min(MAX_SOCKET_BUFFER) << 8
+    }
+
+    /// The kind and buffer a word says; `None` for an unknown kind.
+    pub fn decode(w: u64) -> Option<AdoptWord> {
+        let kind = w as u8;
+        matches!(kind, AdoptWord::STREAM | AdoptWord::LISTENER | AdoptWord::DATAGRAM)
+            .then_some(AdoptWord { kind, recv_buffer: w >> 8 })
+    }
 }
 
 /// [`Op::Shutdown`]: the receiving side (data queued and arriving later
@@ -344,13 +394,19 @@ impl Op {
             16 => Op::Poll,
             17 => Op::SetOption,
             18 => Op::GetOption,
+            19 => Op::Share,
+            20 => Op::Adopt,
+            21 => Op::GiveBack,
             _ => return None,
         })
     }
 
     /// Whether the request names an existing socket.
     pub fn needs_socket(self) -> bool {
-        !matches!(self, Op::UdpBind | Op::Listen | Op::Connect | Op::EchoOpen | Op::Nop | Op::Stat | Op::Poll)
+        !matches!(
+            self,
+            Op::UdpBind | Op::Listen | Op::Connect | Op::EchoOpen | Op::Nop | Op::Stat | Op::Poll | Op::Adopt
+        )
     }
 
     /// Whether the request may wait (and so may carry a time limit in
@@ -361,7 +417,10 @@ impl Op {
 
     /// Whether the request carries a buffer (data to send, or room to receive).
     pub fn needs_buffer(self) -> bool {
-        matches!(self, Op::SendTo | Op::RecvFrom | Op::Send | Op::Recv | Op::EchoSend | Op::Stat | Op::Poll)
+        matches!(
+            self,
+            Op::SendTo | Op::RecvFrom | Op::Send | Op::Recv | Op::EchoSend | Op::Stat | Op::Poll | Op::GiveBack
+        )
     }
 }
 
@@ -580,6 +639,12 @@ impl Request {
                 }
                 1
             }
+            Op::Adopt => {
+                if d.aux[0] == 0 {
+                    return Err(ProtoError::BadArgument);
+                }
+                1
+            }
             _ => 0,
         };
         let mut aux = d.aux;
@@ -755,6 +820,30 @@ mod tests {
         let w = encode_accepted(0xdead_beef, Ipv4Addr::LOCALHOST);
         assert_eq!(w as u32, 0xdead_beef, "a reader of the id alone still finds it");
         assert_eq!(decode_accepted(w), (0xdead_beef, Ipv4Addr::LOCALHOST));
+    }
+
+    #[test]
+    fn sharing_requests_are_checked_and_adopt_words_round_trip() {
+        let mut share = Request::new(Op::Share, 7);
+        share.socket = 3;
+        assert_eq!(Request::decode(&share.encode()), Ok(share));
+        let mut adopt = Request::new(Op::Adopt, 8);
+        adopt.aux[0] = 0x1234;
+        assert_eq!(Request::decode(&adopt.encode()), Ok(adopt));
+        adopt.aux[0] = 0;
+        assert_eq!(Request::decode(&adopt.encode()), Err(ProtoError::BadArgument), "no token");
+        adopt.aux[0] = 1;
+        adopt.socket = 3;
+        assert_eq!(Request::decode(&adopt.encode()), Err(ProtoError::BadSocket), "an adopt names no socket");
+        let mut back = Request::new(Op::GiveBack, 9);
+        back.socket = 3;
+        assert_eq!(Request::decode(&back.encode()), Err(ProtoError::BadBuffer), "a give-back brings bytes");
+        back.piece = Some(Piece { buffer: 1, offset: 0, len: 10 });
+        assert_eq!(Request::decode(&back.encode()), Ok(back));
+        let w = AdoptWord { kind: AdoptWord::STREAM, recv_buffer: 262_144 };
+        assert_eq!(AdoptWord::decode(w.encode()), Some(w));
+        assert_eq!(AdoptWord::decode(0), None);
+        assert_eq!(AdoptWord::decode(9), None);
     }
 
     #[test]

@@ -26,9 +26,29 @@ pub(crate) struct ListenPath {
     posted: bool,
     /// The error the last `ACCEPT` met, reported by the next `accept`.
     error: Option<i32>,
+    /// Shared with another process: no `ACCEPT` is posted until this one
+    /// accepts or polls again (`crate::share`).
+    paused: bool,
 }
 
 impl Conn {
+    /// Listener `id` is shared: no `ACCEPT` is posted until
+    /// [`Conn::resume_listen_path`].
+    pub(crate) fn pause_listen_path(&mut self, id: u32) {
+        if let Some(l) = self.listeners.get_mut(&id) {
+            l.paused = true;
+        }
+    }
+
+    /// This process accepts on listener `id` again: an `ACCEPT` is posted.
+    pub(crate) fn resume_listen_path(&mut self, id: u32) -> io::Result<()> {
+        match self.listeners.get_mut(&id) {
+            Some(l) if l.paused => l.paused = false,
+            _ => return Ok(()),
+        }
+        self.post_accept(id)
+    }
+
     /// Opens listener `id`'s path and posts its first `ACCEPT`.
     pub(crate) fn open_listen_path(&mut self, id: u32) -> io::Result<()> {
         self.listeners.insert(id, ListenPath::default());
@@ -39,7 +59,7 @@ impl Conn {
     /// is full or an error waits.
     fn post_accept(&mut self, id: u32) -> io::Result<()> {
         let Some(l) = self.listeners.get(&id) else { return Ok(()) };
-        if l.posted || l.error.is_some() || l.accepted.len() >= ACCEPTED_AHEAD {
+        if l.paused || l.posted || l.error.is_some() || l.accepted.len() >= ACCEPTED_AHEAD {
             return Ok(());
         }
         // No wait limit: netd completes it when a connection is there.
@@ -66,7 +86,9 @@ impl Conn {
         l.posted = false;
         match result {
             Ok(c) => l.accepted.push_back(c),
-            Err(libc::EAGAIN | libc::EINTR) => {}
+            // ECANCELED: the listener was shared (nothing is posted again
+            // until this process accepts).
+            Err(libc::EAGAIN | libc::EINTR | libc::ECANCELED) => {}
             Err(e) => {
                 l.error.get_or_insert(e);
             }
@@ -77,6 +99,7 @@ impl Conn {
     /// The next connection listener `id` accepted (`None` if none is
     /// here yet), or the error its last `ACCEPT` met.
     pub(crate) fn take_accepted(&mut self, id: u32) -> io::Result<Option<Completion>> {
+        self.resume_listen_path(id)?;
         let l = self.listeners.get_mut(&id).ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
         // A failed post (a full request ring) is tried again by the next
         // take; the connection or error taken is returned either way.

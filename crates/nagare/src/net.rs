@@ -200,6 +200,10 @@ impl TcpStream {
         Ok(s)
     }
 
+    pub(crate) fn from_handle(h: Handle, local: SocketAddr, peer: SocketAddr) -> TcpStream {
+        TcpStream::new(h, local, peer)
+    }
+
     fn new(h: Handle, local: SocketAddr, peer: SocketAddr) -> TcpStream {
         TcpStream { h, local, peer, read_limit: Limit::default(), write_limit: Limit::default(), mode: Mode::default() }
     }
@@ -510,7 +514,7 @@ impl Drop for Connecting {
 
 /// A TCP listener through netd.
 pub struct TcpListener {
-    h: Handle,
+    pub(crate) h: Handle,
     local: SocketAddr,
     mode: Mode,
 }
@@ -535,13 +539,13 @@ impl TcpListener {
         r.aux[0] = encode_addr(local);
         r.aux[1] = u64::from(backlog).clamp(1, nagare_request::MAX_BACKLOG);
         let (c, _) = netd.call(r, Data::None)?;
-        let l = TcpListener {
-            h: Handle { netd: netd.clone(), id: c.aux[0] as u32 },
-            local: SocketAddr::V4(local),
-            mode: Mode::default(),
-        };
+        let l = TcpListener::from_handle(Handle { netd: netd.clone(), id: c.aux[0] as u32 }, SocketAddr::V4(local));
         netd.lock()?.open_listen_path(l.h.id)?;
         Ok(l)
+    }
+
+    pub(crate) fn from_handle(h: Handle, local: SocketAddr) -> TcpListener {
+        TcpListener { h, local, mode: Mode::default() }
     }
 
     /// In non-blocking mode `accept` fails with `WouldBlock` when no

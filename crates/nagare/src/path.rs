@@ -124,6 +124,9 @@ pub(crate) struct SockPath {
     write_shut: bool,
     /// A stream's error was reported: later writes fail with `EPIPE`.
     failed: bool,
+    /// Shared with another process: nothing is posted until this one
+    /// reads or polls the socket again (`crate::share`).
+    paused: bool,
 }
 
 /// A datagram read: bytes copied, its whole length, its sender.
@@ -168,6 +171,7 @@ impl Conn {
             eof: false,
             write_shut: false,
             failed: false,
+            paused: false,
         };
         self.paths.insert(id, path);
         self.post_receives(id)
@@ -250,6 +254,42 @@ impl Conn {
         }
     }
 
+    /// Socket `id` is shared (`crate::share`): nothing more is posted on
+    /// its path until [`Conn::resume`], and the stream bytes that arrived
+    /// and were not read are taken out, to be given back to netd.
+    pub(crate) fn pause(&mut self, id: u32) -> Vec<u8> {
+        self.pause_listen_path(id);
+        let Some(p) = self.paths.get_mut(&id) else { return Vec::new() };
+        p.paused = true;
+        if p.kind != Kind::Stream {
+            return Vec::new();
+        }
+        let held: Vec<Arrived> = p.arrived.drain(..).collect();
+        let mut unread = Vec::new();
+        for a in held {
+            let at = a.buf.offset + a.taken;
+            let n = a.buf.len.saturating_sub(a.taken) as usize;
+            let start = unread.len();
+            unread.resize(start + n, 0);
+            if self.pool.read(a.buf.index, at, &mut unread[start..]).is_err() {
+                unread.truncate(start);
+            }
+            let _ = self.pool.release(a.buf.index);
+        }
+        unread
+    }
+
+    /// This process uses socket `id` again after sharing it: its path
+    /// posts receives (or its listener accepts) again.
+    pub(crate) fn resume(&mut self, id: u32) -> io::Result<()> {
+        self.resume_listen_path(id)?;
+        match self.paths.get_mut(&id) {
+            Some(p) if p.paused => p.paused = false,
+            _ => return Ok(()),
+        }
+        self.post_receives(id)
+    }
+
     /// Posts receives on socket `id` until its `recv_ahead` buffers are
     /// posted or hold unread data. A sixteenth of the pool stays free for
     /// other calls, and past [`Conn::posted_cap`] a socket gets one
@@ -257,7 +297,7 @@ impl Conn {
     fn post_receives(&mut self, id: u32) -> io::Result<()> {
         loop {
             let Some(p) = self.paths.get(&id) else { return Ok(()) };
-            if p.eof || p.error.is_some() || p.posted + p.arrived.len() >= p.recv_ahead {
+            if p.paused || p.eof || p.error.is_some() || p.posted + p.arrived.len() >= p.recv_ahead {
                 return Ok(());
             }
             let op = match p.kind {
@@ -351,7 +391,9 @@ impl Conn {
                     // returns it): nothing to keep.
                     (Ok(_), b) => b,
                     (Err(e), b) => {
-                        if e != libc::EBADF {
+                        // A receive ended because the socket was shared
+                        // is no error of the socket's.
+                        if e != libc::EBADF && e != libc::ECANCELED {
                             p.error.get_or_insert(e);
                         }
                         b
@@ -387,6 +429,7 @@ impl Conn {
     /// Reads stream bytes that arrived into `out`: `Some(n)` (0 at the end
     /// of the stream), `None` if none are here yet.
     pub(crate) fn read_stream(&mut self, id: u32, out: &mut [u8]) -> io::Result<Option<usize>> {
+        self.resume(id)?;
         let mut n = 0;
         let mut emptied = false;
         while n < out.len() {
@@ -420,6 +463,7 @@ impl Conn {
     /// As [`Conn::read_stream`], leaving the bytes to be read again
     /// (`MSG_PEEK`).
     pub(crate) fn peek_stream(&mut self, id: u32, out: &mut [u8]) -> io::Result<Option<usize>> {
+        self.resume(id)?;
         let mut n = 0;
         if let Some(p) = self.paths.get(&id) {
             for a in &p.arrived {
@@ -459,6 +503,7 @@ impl Conn {
     /// here only when `max` takes all of it; otherwise the bytes are copied
     /// into a buffer of its own.
     pub(crate) fn take_stream(&mut self, id: u32, max: usize) -> io::Result<Option<Option<BufRef>>> {
+        self.resume(id)?;
         let front = self.paths.get(&id).and_then(|p| p.arrived.front().copied());
         let Some(a) = front else {
             return match self.end_or_error(id)? {

@@ -28,7 +28,12 @@ pub fn poll(netd: &Session, entries: &mut [PollEntry], limit: Option<Duration>) 
     }
     let deadline = limit.map(|l| Instant::now() + l);
     let asks_netd = {
-        let c = netd.lock()?;
+        let mut c = netd.lock()?;
+        for e in entries.iter().filter(|e| e.interest & READABLE != 0) {
+            // Polled for reading here: a socket shared away is this
+            // process's to read again.
+            c.resume(e.socket)?;
+        }
         entries.iter().any(|e| !c.has_path(e.socket))
     };
     if !asks_netd {

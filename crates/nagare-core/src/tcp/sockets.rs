@@ -173,6 +173,11 @@ impl TcpSockets {
         self.conns.get(h.0).filter(|e| e.released).map(|e| &e.conn)
     }
 
+    /// The address listener `l` listens on, if it is open.
+    pub fn listener_local(&self, l: TcpListenerHandle) -> Option<SocketAddrV4> {
+        self.listeners.get(l.0).map(|x| x.local)
+    }
+
     /// The connection behind a handle, for its state and counters.
     pub fn connection(&self, h: TcpHandle) -> Option<&Connection> {
         self.conns.get(h.0).filter(|e| !e.released).map(|e| &e.conn)

@@ -13,7 +13,8 @@ use nagare_core::Interface;
 use nagare_ipc::BufRef;
 use nagare_request::{PollEntry, Request, CLOSED, CLOSE_RESET, INVALID, READABLE, WRITABLE};
 
-/// `CLOSE`: the socket leaves the table and is closed in the engine, or
+/// `CLOSE`: the socket leaves the table and, unless another client holds
+/// it too (`crate::shares`), is closed in the engine, or
 /// reset (`CLOSE_RESET`: its client left received data unread; or
 /// `max_orphans` closed connections are held already, `orphans_reset`).
 /// A connection the engine keeps after its close stays charged as an
@@ -21,6 +22,10 @@ use nagare_request::{PollEntry, Request, CLOSED, CLOSE_RESET, INVALID, READABLE,
 pub(super) fn close(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
     let charge = cx.memory.socket_charged(c.key, req.socket);
     let sock = c.sockets.remove(cx.steering, req.socket).ok_or(libc::EBADF)?;
+    if cx.shares.let_go(c.key, req.socket) {
+        // Another client holds it too: it stays open for them.
+        return Ok(Some(Done::value(0)));
+    }
     if let Sock::Udp(h) = sock {
         cx.receivers.remove(h);
     }
@@ -88,6 +93,9 @@ pub(super) fn poll(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, buf:
         bytes.copy_from_slice(chunk);
         let mut e = PollEntry::from_bytes(bytes);
         e.ready = readiness(c.sockets, cx.iface, e);
+        if cx.shares.has_returned(c.key, e.socket) {
+            e.ready |= e.interest & READABLE;
+        }
         ready += u64::from(e.ready != 0);
         chunk.copy_from_slice(&e.to_bytes());
     }

@@ -13,12 +13,14 @@
 //!   options.
 //! - `icmp`: the echo (ping) socket: open, send, receive.
 //! - `control`: close (any socket), poll, nop, stat.
+//! - `share`: a socket held by several clients: share, adopt, give back.
 //! - `deliver`: received data into the client's buffer, copied or handed
 //!   over in place.
 
 mod control;
 mod deliver;
 mod icmp;
+mod share;
 mod tcp;
 mod udp;
 
@@ -29,7 +31,9 @@ use crate::lending::Lending;
 use crate::memory::Memory;
 use crate::packetflow::{MemoryManager, Receivers};
 use crate::priority::Priority;
+use crate::shares::Shares;
 use crate::sockets::ClientSockets;
+use crate::sockets::Sock;
 use crate::stats::NetdStats;
 use crate::steering::Steering;
 use nagare_core::iface::Error as EngineError;
@@ -97,11 +101,15 @@ pub(crate) struct Context<'a> {
     /// PacketFlow's memory manager, if it runs: what a UDP socket's
     /// queue starts at and may grow to.
     pub mm: Option<MemoryManager>,
+    /// Sockets held by several clients.
+    pub shares: &'a mut Shares<Sock>,
 }
 
 /// The client a request comes from: its key, sockets and region buffers.
 pub(crate) struct Caller<'a> {
     pub key: u64,
+    /// The user the client runs as.
+    pub uid: u32,
     pub sockets: &'a mut ClientSockets,
     pub pool: &'a mut Pool,
     /// The client's own priority (its process's).
@@ -134,6 +142,9 @@ pub(crate) fn execute(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
         Op::Poll => control::poll(cx, c, req, buf),
         Op::Nop => control::nop(),
         Op::Stat => control::stat(),
+        Op::Share => share::share(cx, c, req),
+        Op::Adopt => share::adopt(cx, c, req),
+        Op::GiveBack => share::give_back(cx, c, req, buf),
     }
 }
 

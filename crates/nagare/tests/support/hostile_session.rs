@@ -104,6 +104,8 @@ struct Hostile {
     notifier: Notifier,
     /// Socket ids netd has handed out, to be used (and misused) again.
     sockets: Vec<u32>,
+    /// Tokens its shares were given.
+    tokens: Vec<u64>,
     /// Buffers recently named in requests, to be named again.
     named: Vec<u32>,
     next_id: u64,
@@ -131,6 +133,7 @@ impl Hostile {
             pool,
             notifier,
             sockets: Vec::new(),
+            tokens: Vec::new(),
             named: Vec::new(),
             next_id: 1,
             broke_requests: false,
@@ -201,7 +204,11 @@ impl Hostile {
             if let Ok(Some(b)) = self.pool.take(&c) {
                 let _ = self.pool.release(b.index);
             }
-            let creates = [Op::UdpBind, Op::Listen, Op::Connect, Op::Accept, Op::EchoOpen].map(|op| op as u32);
+            if c.status == 0 && c.kind & 0xffff == Op::Share as u32 && self.tokens.len() < 16 {
+                self.tokens.push(c.aux[0]);
+            }
+            let creates =
+                [Op::UdpBind, Op::Listen, Op::Connect, Op::Accept, Op::EchoOpen, Op::Adopt].map(|op| op as u32);
             if c.status == 0 && creates.contains(&(c.kind & 0xffff)) && self.sockets.len() < 64 {
                 // An accepted connection's word carries its local address
                 // above the id.
@@ -292,11 +299,15 @@ impl Hostile {
     /// sockets, buffers and addresses that may not be the client's or may
     /// not exist. One in sixteen breaks a rule of the encoding.
     fn request(&mut self, s: &mut Script) -> Descriptor {
-        // Ops 1..=16, and the options (17, 18) for the top bytes; 0 gives
-        // a second chance to bind, which most scripts need before anything
-        // else works.
+        // Ops 1..=16, the options (17, 18) and sharing (19..=21) for the
+        // top bytes; 0 gives a second chance to bind, which most scripts
+        // need before anything else works.
         let b = s.byte();
-        let op = if b >= 0xf0 { 17 + u16::from(b & 1) } else { u16::from(b % 17) };
+        let op = match b {
+            0xf0.. => 17 + u16::from(b & 1),
+            0xe8.. => 19 + u16::from(b % 3),
+            _ => u16::from(b % 17),
+        };
         let op = Op::from_u16(op).unwrap_or(Op::UdpBind);
         let id = self.next_id;
         self.next_id += 1;
@@ -340,6 +351,13 @@ impl Hostile {
                 };
             }
             Op::GetOption => r.aux[0] = u64::from(s.byte() % 6),
+            // A token a share gave this client, or any word.
+            Op::Adopt => {
+                r.aux[0] = match self.tokens.len() {
+                    0 => s.u64(),
+                    n => self.tokens[usize::from(s.byte()) % n],
+                }
+            }
             Op::EchoSend => {
                 r.aux[0] = Self::address(s, true);
                 r.aux[1] = u64::from(s.byte());

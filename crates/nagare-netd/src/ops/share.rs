@@ -1,0 +1,66 @@
+//! Sockets held by several clients (`crate::shares`): share, adopt, give
+//! back. TCP connections and listeners may be shared; a UDP socket, whose
+//! queue and priority belong to one receiver, may not (`EOPNOTSUPP`).
+//!
+//! A holder's receives and accepts waiting when it shares complete first
+//! with `ECANCELED`, decided with the other waiting rules in
+//! `crate::requests`. An adopter is charged the socket's buffers as its
+//! sharer is, and does not claim its port: frames to a shared socket are
+//! received through netd's own pool.
+
+use super::{buffer, private_copy, Caller, Context, Done, Outcome};
+use crate::memory::connection_charge;
+use crate::sockets::Sock;
+use nagare_request::{encode_addr, AdoptWord, Request};
+
+/// `SHARE`: the socket's token.
+pub(super) fn share(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
+    let sock = c.sockets.get(req.socket).ok_or(libc::EBADF)?;
+    if !matches!(sock, Sock::Tcp(_) | Sock::Listener(_)) {
+        return Err(libc::EOPNOTSUPP);
+    }
+    let token = cx.shares.share(c.key, req.socket, sock, c.uid, || {
+        nagare_host::secrets::random_u64().unwrap_or_else(|_| cx.now.total_micros())
+    });
+    Ok(Some(Done::value(token)))
+}
+
+/// `ADOPT`: the socket of token `aux[0]`, under a new id of the caller.
+pub(super) fn adopt(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
+    let token = req.aux[0];
+    let sock = cx.shares.find(token, c.uid)?;
+    c.sockets.room(cx.config.max_sockets)?;
+    let (local, peer, word) = match sock {
+        Sock::Tcp(h) => {
+            let k = cx.iface.tcp_ref().connection(h).ok_or(libc::ENOENT)?;
+            let word = AdoptWord { kind: AdoptWord::STREAM, recv_buffer: k.config().recv_buffer as u64 };
+            (encode_addr(k.local()), encode_addr(k.remote()), word)
+        }
+        Sock::Listener(l) => {
+            let local = cx.iface.tcp_ref().listener_local(l).ok_or(libc::ENOENT)?;
+            (encode_addr(local), 0, AdoptWord { kind: AdoptWord::LISTENER, recv_buffer: 0 })
+        }
+        Sock::Udp(_) | Sock::Echo(_) => return Err(libc::EOPNOTSUPP),
+    };
+    let id = c.sockets.add(sock, cx.config.max_sockets)?;
+    if let Sock::Tcp(h) = sock {
+        cx.memory.charge(c.key, id, connection_charge(cx.iface, h));
+    }
+    cx.shares.adopted(token, c.key, id);
+    Ok(Some(Done { extra: [peer, word.encode()], ..Done::with_addr(u64::from(id), local) }))
+}
+
+/// `GIVE_BACK`: the buffer's bytes, taken from shared connection
+/// `socket` and not read, are received first from now on.
+pub(super) fn give_back(
+    cx: &mut Context<'_>,
+    c: &mut Caller<'_>,
+    req: &Request,
+    buf: Option<nagare_ipc::BufRef>,
+) -> Outcome {
+    c.sockets.tcp(req.socket)?;
+    let b = buffer(buf)?;
+    private_copy(c.pool, buf, cx.scratch)?;
+    cx.shares.give_back(c.key, req.socket, cx.scratch)?;
+    Ok(Some(Done::value(u64::from(b.len))))
+}

@@ -1,0 +1,178 @@
+//! Sockets held by several clients, as a child after `fork` holds its
+//! parent's: a client shares one of its sockets (`SHARE`, which gives the
+//! socket's token) and another client of the same user adopts it by that
+//! token (`ADOPT`), under an id of its own table.
+//!
+//! Invariant: every holder `(client key, id)` of a shared socket is in that
+//! client's table under that id, naming the same engine socket; the
+//! socket is closed in the engine (or reset) only by its last holder's
+//! close or departure, and the others' only take it out of their tables.
+//! Tokens are random and never 0, and only a client of the user who
+//! shared a socket may adopt it (root may adopt any).
+//!
+//! Bytes a holder took from a shared stream and did not read come back
+//! here (`GIVE_BACK`) and are received first by the next receive of any
+//! holder, so that a stream handed to a child loses nothing its parent's
+//! receives had taken ahead; they are bounded by [`MAX_RETURNED`] per
+//! socket.
+
+use std::collections::{HashMap, VecDeque};
+
+/// Bytes given back to one shared stream that may wait to be received:
+/// more than a client's posted receives can hold.
+pub(crate) const MAX_RETURNED: usize = 16 << 20;
+
+struct Shared<S> {
+    sock: S,
+    /// The user who shared it.
+    uid: u32,
+    holders: Vec<(u64, u32)>,
+    /// Bytes given back, received before the connection's own.
+    returned: VecDeque<u8>,
+}
+
+/// Every shared socket (an `S`: netd's are `crate::sockets::Sock`s), by
+/// token and by holder.
+pub(crate) struct Shares<S> {
+    by_token: HashMap<u64, Shared<S>>,
+    by_holder: HashMap<(u64, u32), u64>,
+}
+
+impl<S> Default for Shares<S> {
+    fn default() -> Shares<S> {
+        Shares { by_token: HashMap::new(), by_holder: HashMap::new() }
+    }
+}
+
+impl<S: Copy> Shares<S> {
+    /// Socket `id` of client `key` (user `uid`), which is `sock`, is shared:
+    /// its token, the one it already had or `fresh` (never 0) for a socket
+    /// shared for the first time.
+    pub fn share(&mut self, key: u64, id: u32, sock: S, uid: u32, fresh: impl FnOnce() -> u64) -> u64 {
+        if let Some(&token) = self.by_holder.get(&(key, id)) {
+            return token;
+        }
+        let mut token = fresh().max(1);
+        while self.by_token.contains_key(&token) {
+            token = token.wrapping_add(1).max(1);
+        }
+        self.by_token.insert(token, Shared { sock, uid, holders: vec![(key, id)], returned: VecDeque::new() });
+        self.by_holder.insert((key, id), token);
+        token
+    }
+
+    /// The socket token `token` names, for a client of user `uid`:
+    /// `ENOENT` if no socket has it (any more), `EACCES` if another user
+    /// shared it.
+    pub fn find(&self, token: u64, uid: u32) -> Result<S, i32> {
+        let s = self.by_token.get(&token).ok_or(libc::ENOENT)?;
+        if uid != 0 && uid != s.uid {
+            return Err(libc::EACCES);
+        }
+        Ok(s.sock)
+    }
+
+    /// Client `key` holds the socket of `token` under `id` from now on.
+    pub fn adopted(&mut self, token: u64, key: u64, id: u32) {
+        if let Some(s) = self.by_token.get_mut(&token) {
+            s.holders.push((key, id));
+            self.by_holder.insert((key, id), token);
+        }
+    }
+
+    /// Holder `(key, id)` lets the socket go (a close, or its client's
+    /// departure): whether another holder keeps it, so that it must stay
+    /// open. Its token goes with the last holder.
+    pub fn let_go(&mut self, key: u64, id: u32) -> bool {
+        let Some(token) = self.by_holder.remove(&(key, id)) else { return false };
+        let Some(s) = self.by_token.get_mut(&token) else { return false };
+        s.holders.retain(|&h| h != (key, id));
+        if s.holders.is_empty() {
+            self.by_token.remove(&token);
+            return false;
+        }
+        true
+    }
+
+    /// Bytes holder `(key, id)` took from its stream and did not read:
+    /// received first from now on. `EINVAL` if the socket is not shared,
+    /// `ENOBUFS` past [`MAX_RETURNED`].
+    pub fn give_back(&mut self, key: u64, id: u32, bytes: &[u8]) -> Result<(), i32> {
+        let s = self.shared_mut(key, id).ok_or(libc::EINVAL)?;
+        if s.returned.len() + bytes.len() > MAX_RETURNED {
+            return Err(libc::ENOBUFS);
+        }
+        s.returned.extend(bytes);
+        Ok(())
+    }
+
+    /// Up to `into.len()` given-back bytes of holder `(key, id)`'s stream,
+    /// taken into `into`: how many (0 when none wait).
+    pub fn take_returned(&mut self, key: u64, id: u32, into: &mut [u8]) -> usize {
+        let Some(s) = self.shared_mut(key, id) else { return 0 };
+        let n = into.len().min(s.returned.len());
+        for (to, from) in into.iter_mut().zip(s.returned.drain(..n)) {
+            *to = from;
+        }
+        n
+    }
+
+    /// Whether given-back bytes wait on holder `(key, id)`'s stream.
+    pub fn has_returned(&self, key: u64, id: u32) -> bool {
+        self.by_holder.get(&(key, id)).and_then(|t| self.by_token.get(t)).is_some_and(|s| !s.returned.is_empty())
+    }
+
+    /// How many holders socket `(key, id)` has (0 if it is not shared).
+    pub fn holders(&self, key: u64, id: u32) -> usize {
+        self.by_holder.get(&(key, id)).and_then(|t| self.by_token.get(t)).map_or(0, |s| s.holders.len())
+    }
+
+    fn shared_mut(&mut self, key: u64, id: u32) -> Option<&mut Shared<S>> {
+        let token = self.by_holder.get(&(key, id))?;
+        self.by_token.get_mut(token)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sock() -> u32 {
+        3
+    }
+
+    #[test]
+    fn a_socket_stays_until_its_last_holder_lets_go() {
+        let mut s: Shares<u32> = Shares::default();
+        let token = s.share(1, 5, sock(), 1000, || 42);
+        assert_eq!(token, 42);
+        assert_eq!(s.share(1, 5, sock(), 1000, || 7), 42, "a second share gives the same token");
+        assert_eq!(s.find(42, 1001), Err(libc::EACCES), "another user");
+        assert!(s.find(42, 1000).is_ok());
+        assert!(s.find(42, 0).is_ok(), "root");
+        assert_eq!(s.find(43, 1000), Err(libc::ENOENT));
+        s.adopted(42, 2, 9);
+        assert_eq!(s.holders(2, 9), 2);
+        assert!(s.let_go(1, 5), "the adopter still holds it");
+        assert!(!s.let_go(2, 9), "the last holder closes it");
+        assert_eq!(s.find(42, 1000), Err(libc::ENOENT), "the token went with it");
+        assert!(!s.let_go(3, 3), "a socket never shared");
+    }
+
+    #[test]
+    fn given_back_bytes_come_first_and_are_bounded() {
+        let mut s: Shares<u32> = Shares::default();
+        assert_eq!(s.give_back(1, 5, b"x"), Err(libc::EINVAL), "not shared");
+        s.share(1, 5, sock(), 0, || 0);
+        s.adopted(s.by_holder[&(1, 5)], 2, 1);
+        s.give_back(1, 5, b"hello").unwrap();
+        assert!(s.has_returned(2, 1));
+        let mut got = [0u8; 3];
+        assert_eq!(s.take_returned(2, 1, &mut got), 3);
+        assert_eq!(&got, b"hel");
+        assert_eq!(s.take_returned(1, 5, &mut got), 2);
+        assert_eq!(&got[..2], b"lo");
+        assert!(!s.has_returned(2, 1));
+        assert_eq!(s.give_back(1, 5, &vec![0; MAX_RETURNED + 1]), Err(libc::ENOBUFS));
+    }
+}

@@ -1,0 +1,100 @@
+//! Sockets held by several clients, as a child after `fork` holds its
+//! parent's: a listener shared by one client and adopted by another
+//! accepts there and stays open until its last holder closes it; a
+//! stream handed over with bytes its first holder's receives had taken
+//! loses none of them, in order, and outlives the client that shared it.
+
+mod support;
+
+use nagare::net::{TcpListener, TcpStream};
+use nagare::poll::{poll, PollEntry, READABLE};
+use nagare_netd::Placement;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, SocketAddrV4};
+use std::time::Duration;
+use support::{stat_value, NetdThread, Wire, LIMIT, NETD_ADDR};
+
+fn at(port: u16) -> SocketAddrV4 {
+    SocketAddrV4::new(NETD_ADDR, port)
+}
+
+/// A listener shared by one client and adopted by another accepts in the
+/// adopter after the sharer closed its copy, and closes with the last.
+#[test]
+fn a_shared_listener_accepts_in_its_adopter_and_closes_with_the_last_holder() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, child, peer) = (netd.connect(), netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&parent, at(9600)).expect("listen");
+    let token = listener.share().expect("share");
+    assert_ne!(token, 0);
+    assert_eq!(listener.share().expect("a second share"), token, "one token per socket");
+    let adopted = TcpListener::adopt_via(&child, token).expect("adopt");
+    assert_eq!(adopted.local_addr().unwrap(), SocketAddr::V4(at(9600)));
+    let report = child.stat().expect("stat");
+    assert!(report.lines().any(|l| l.contains(" listener local ") && l.ends_with(" holders 2")), "{report}");
+    drop(listener);
+    let mut out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9600)), LIMIT).expect("connect");
+    let (mut inside, from) = adopted.accept().expect("the adopter accepts");
+    assert_eq!(from, out.local_addr().unwrap());
+    out.write_all(b"ping").unwrap();
+    let mut got = [0u8; 4];
+    inside.set_read_timeout(Some(LIMIT)).unwrap();
+    inside.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"ping");
+    drop(adopted);
+    let refused = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9600)), LIMIT).err().expect("closed");
+    assert_eq!(refused.kind(), ErrorKind::ConnectionRefused, "{refused}");
+}
+
+/// A stream whose first holder's receives already took bytes is handed
+/// over whole: the adopter reads those bytes first, then what comes
+/// later, and keeps the connection after the sharing client is gone.
+#[test]
+fn a_shared_stream_loses_no_byte_and_outlives_its_sharer() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, child, peer) = (netd.connect(), netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&parent, at(9610)).expect("listen");
+    let mut out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9610)), LIMIT).expect("connect");
+    let (inside, _) = listener.accept().expect("accept");
+    out.write_all(b"hello").unwrap();
+    // The bytes are in the parent's receives, not in netd.
+    let mut e = [PollEntry { socket: inside.socket_id(), interest: READABLE, ready: 0 }];
+    assert_eq!(poll(&parent, &mut e, Some(LIMIT)).expect("poll"), 1);
+    assert_eq!(inside.unread().unwrap(), 5);
+    let token = inside.share().expect("share");
+    assert_eq!(inside.unread().unwrap(), 0, "the unread bytes went back to netd");
+    let mut adopted = TcpStream::adopt_via(&child, token).expect("adopt");
+    assert_eq!(adopted.peer_addr().unwrap(), out.local_addr().unwrap());
+    assert_eq!(adopted.local_addr().unwrap(), SocketAddr::V4(at(9610)));
+    // The sharing client goes, with every socket it had.
+    drop((inside, listener, parent));
+    std::thread::sleep(Duration::from_millis(200));
+    out.write_all(b" world").unwrap();
+    out.shutdown(std::net::Shutdown::Write).unwrap();
+    adopted.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut got = String::new();
+    adopted.read_to_string(&mut got).expect("read to the end");
+    assert_eq!(got, "hello world");
+    adopted.write_all(b"bye").unwrap();
+    let mut back = [0u8; 3];
+    out.set_read_timeout(Some(LIMIT)).unwrap();
+    out.read_exact(&mut back).unwrap();
+    assert_eq!(&back, b"bye");
+    let report = child.stat().expect("stat");
+    assert_eq!(stat_value(&report, "netd clients_gone ").map(|n| n >= 1), Some(true), "{report}");
+}
+
+/// A token names nothing after its socket closed, and a listener's token
+/// makes no stream.
+#[test]
+fn tokens_are_checked() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (a, b) = (netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&a, at(9620)).expect("listen");
+    let token = listener.share().expect("share");
+    let wrong = TcpStream::adopt_via(&b, token).err().expect("a listener is no stream");
+    assert_eq!(wrong.raw_os_error(), Some(libc::ENOTSOCK), "{wrong}");
+    drop(listener);
+    let gone = TcpListener::adopt_via(&b, token).err().expect("closed");
+    assert_eq!(gone.raw_os_error(), Some(libc::ENOENT), "{gone}");
+}
