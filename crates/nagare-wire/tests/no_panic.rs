@@ -72,6 +72,68 @@ fn ipv4(data: &[u8]) {
     }
 }
 
+fn ipv6(data: &[u8]) {
+    let p = Ipv6Packet::new_unchecked(data);
+    let _ = (
+        p.version(),
+        p.traffic_class(),
+        p.flow_label(),
+        p.payload_len(),
+        p.next_header(),
+        p.hop_limit(),
+        p.src_addr(),
+        p.dst_addr(),
+        p.payload(),
+    );
+    let _ = Ipv6Repr::parse(&p);
+    if let Ok(p) = Ipv6Packet::new_checked(data) {
+        let r = Ipv6Repr::parse(&p).expect("checked packet parses");
+        assert_eq!(r.payload_len, p.payload().len());
+        let mut out = [0u8; IPV6_HEADER_LEN];
+        r.emit(&mut out).unwrap();
+        assert_eq!(&out[..], &data[..IPV6_HEADER_LEN]);
+        ipv6_ext(p.next_header(), p.payload());
+    }
+}
+
+fn ipv6_ext(first: IpProtocol, payload: &[u8]) {
+    match Ipv6ExtChain::walk(first, payload) {
+        Ok(c) => {
+            assert!(c.offset <= payload.len().min(IPV6_EXT_MAX_LEN));
+            assert!(c.headers <= IPV6_EXT_MAX_HEADERS);
+            assert_eq!(c.headers == 0, c.offset == 0);
+            if let Some((at, f)) = c.fragment {
+                assert!(at + IPV6_FRAGMENT_HEADER_LEN <= c.offset);
+                assert!(f.is_atomic() || at + IPV6_FRAGMENT_HEADER_LEN == c.offset);
+            }
+        }
+        Err(e) => {
+            if let Some(p) = e.pointer() {
+                assert!((p as usize) < IPV6_HEADER_LEN + payload.len());
+            }
+            let _ = Error::from(e);
+        }
+    }
+    let h = Ipv6ExtHeader::new_unchecked(payload);
+    let _ = (h.next_header(), h.header_len(), h.data(), h.routing_type(), h.segments_left());
+    let _ = Ipv6ExtHeader::new_checked(payload);
+    let mut n = 0;
+    for item in h.options_iter() {
+        n += 1;
+        if item.is_err() {
+            break;
+        }
+    }
+    assert!(n <= payload.len());
+    let f = Ipv6FragmentHeader::new_unchecked(payload);
+    let _ = (f.next_header(), f.frag_offset(), f.more_frags(), f.ident());
+    if let Ok(f) = Ipv6FragmentHeader::new_checked(payload) {
+        let r = Ipv6FragmentRepr::parse(&f).expect("checked fragment header parses");
+        let mut out = [0u8; IPV6_FRAGMENT_HEADER_LEN];
+        r.emit(&mut out).unwrap();
+    }
+}
+
 fn icmp(data: &[u8]) {
     let p = Icmpv4Packet::new_unchecked(data);
     let _ = (
@@ -158,6 +220,10 @@ fn everything(data: &[u8]) {
     ethernet(data);
     arp(data);
     ipv4(data);
+    ipv6(data);
+    for first in [IpProtocol::HopByHop, IpProtocol::Ipv6Opts, IpProtocol::Ipv6Route, IpProtocol::Ipv6Frag] {
+        ipv6_ext(first, data);
+    }
     transports(data, A, B);
     options(data);
     let mut c = Checksum::new();
@@ -185,6 +251,38 @@ fn ipv4_like() -> impl Strategy<Value = Vec<u8>> {
     )
 }
 
+/// Bytes that look like an IPv6 header whose payload starts with extension
+/// headers, so the walk gets past the first header often.
+fn ipv6_like() -> impl Strategy<Value = Vec<u8>> {
+    (
+        proptest::collection::vec(any::<u8>(), 40..600),
+        proptest::collection::vec((0u8..6, 0u8..3, any::<u8>()), 0..10),
+        any::<bool>(),
+    )
+        .prop_map(|(mut v, chain, fit)| {
+            v[0] = 0x60 | (v[0] & 0x0f);
+            let names = [0u8, 60, 43, 44, 58, 17];
+            v[6] = chain.first().map_or(58, |&(n, _, _)| names[usize::from(n)]);
+            // Lay out short headers one after another, each naming the next.
+            let mut at = 40;
+            for (i, &(_, len, opt)) in chain.iter().enumerate() {
+                let next = chain.get(i + 1).map_or(58, |&(n, _, _)| names[usize::from(n)]);
+                if at + 8 * (usize::from(len) + 1) > v.len() {
+                    break;
+                }
+                v[at] = next;
+                v[at + 1] = len;
+                v[at + 2] = opt;
+                at += 8 * (usize::from(len) + 1);
+            }
+            if fit {
+                let n = (v.len() - 40) as u16;
+                v[4..6].copy_from_slice(&n.to_be_bytes());
+            }
+            v
+        })
+}
+
 /// Bytes shaped like a TCP header with a short data offset and option area.
 fn tcp_like() -> impl Strategy<Value = Vec<u8>> {
     (proptest::collection::vec(any::<u8>(), 20..120), 5u8..=15).prop_map(|(mut v, off)| {
@@ -207,6 +305,11 @@ proptest! {
     }
 
     #[test]
+    fn ipv6_shaped(data in ipv6_like()) {
+        everything(&data);
+    }
+
+    #[test]
     fn tcp_shaped(data in tcp_like()) {
         tcp(&data, A, B);
         options(&data[20..]);
@@ -225,7 +328,7 @@ proptest! {
 #[test]
 fn every_short_length() {
     // All prefixes of a full-size buffer of each fill value.
-    for fill in [0x00u8, 0xff, 0x45, 0x50, 0x02] {
+    for fill in [0x00u8, 0xff, 0x45, 0x50, 0x02, 0x60, 0x3c, 0x2c] {
         let buf = [fill; 100];
         for n in 0..=buf.len() {
             everything(&buf[..n]);

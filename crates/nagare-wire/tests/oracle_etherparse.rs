@@ -4,7 +4,8 @@
 
 use etherparse::{
     icmpv4::DestUnreachableHeader, ArpHardwareId, IcmpEchoHeader, Icmpv4Header, Icmpv4Type, IpDscp, IpEcn,
-    IpFragOffset, IpHeaders, IpNumber, Ipv4Header, LinkHeader, NetHeaders, PacketBuilder, PacketHeaders,
+    IpFragOffset, IpHeaders, IpNumber, Ipv4Header, Ipv6Extensions, Ipv6FlowLabel, Ipv6FragmentHeader as EpFragment,
+    Ipv6Header, Ipv6RawExtHeader, Ipv6RoutingExtensions, LinkHeader, NetHeaders, PacketBuilder, PacketHeaders,
     TcpOptionElement, TransportHeader,
 };
 use nagare_wire::*;
@@ -16,6 +17,20 @@ fn ipv4_addr() -> impl Strategy<Value = Ipv4Addr> {
 
 fn mac() -> impl Strategy<Value = EthernetAddress> {
     any::<[u8; 6]>().prop_map(EthernetAddress)
+}
+
+fn ipv6_addr() -> impl Strategy<Value = Ipv6Addr> {
+    any::<[u8; 16]>().prop_map(Ipv6Addr::from)
+}
+
+/// Check etherparse's view of our IPv6 fixed header.
+fn check_ipv6(v6: &Ipv6Header, ip: &Ipv6Repr) {
+    assert_eq!(v6.source, ip.src_addr.octets());
+    assert_eq!(v6.destination, ip.dst_addr.octets());
+    assert_eq!(v6.traffic_class, ip.traffic_class);
+    assert_eq!(v6.flow_label.value(), ip.flow_label);
+    assert_eq!(usize::from(v6.payload_length), ip.payload_len);
+    assert_eq!(v6.hop_limit, ip.hop_limit);
 }
 
 /// Ethernet + IPv4 (unfragmented, so etherparse decodes the transport) with
@@ -439,4 +454,149 @@ fn our_port_unreachable_in_etherparse() {
     assert_eq!(q.total_len, 34);
     assert_eq!(q.header_checksum, q.calc_header_checksum());
     assert_eq!(tail, &udp_head);
+}
+
+proptest! {
+    #[test]
+    fn our_ipv6_ext_chain_in_etherparse(
+        src in ipv6_addr(), dst in ipv6_addr(),
+        hop_limit: u8, traffic_class: u8, flow_label in 0..=IPV6_MAX_FLOW_LABEL,
+        alert: u16, with_dest_opts: bool, with_routing: bool, with_frag: bool, ident: u32,
+        payload in proptest::collection::vec(any::<u8>(), 0..200),
+    ) {
+        // Hop-by-hop (Router Alert), maybe destination options, maybe a
+        // routing header with no segments left, maybe an atomic fragment,
+        // then a payload with "no next header".
+        let mut exts = Vec::new();
+        let mut names = vec![IpProtocol::HopByHop];
+        if with_dest_opts { names.push(IpProtocol::Ipv6Opts); }
+        if with_routing { names.push(IpProtocol::Ipv6Route); }
+        if with_frag { names.push(IpProtocol::Ipv6Frag); }
+        names.push(IpProtocol::Ipv6NoNxt);
+        for (i, name) in names.iter().enumerate().take(names.len() - 1) {
+            let next = names[i + 1];
+            let start = exts.len();
+            match name {
+                IpProtocol::HopByHop => {
+                    let opts = [Ipv6Option::RouterAlert(alert)];
+                    let r = Ipv6OptionsRepr { next_header: next, options: &opts };
+                    exts.resize(start + r.buffer_len(), 0);
+                    r.emit(&mut exts[start..]).unwrap();
+                }
+                IpProtocol::Ipv6Opts => {
+                    let r = Ipv6OptionsRepr { next_header: next, options: &[Ipv6Option::PadN(9)] };
+                    exts.resize(start + r.buffer_len(), 0);
+                    r.emit(&mut exts[start..]).unwrap();
+                }
+                IpProtocol::Ipv6Route => {
+                    exts.extend_from_slice(&[u8::from(next), 0, 4, 0, 0, 0, 0, 0]);
+                }
+                _ => {
+                    let f = Ipv6FragmentRepr { next_header: next, frag_offset: 0, more_frags: false, ident };
+                    exts.resize(start + 8, 0);
+                    f.emit(&mut exts[start..]).unwrap();
+                }
+            }
+        }
+        let ip = Ipv6Repr {
+            src_addr: src, dst_addr: dst, next_header: IpProtocol::HopByHop,
+            payload_len: exts.len() + payload.len(), hop_limit, traffic_class, flow_label,
+        };
+        let mut buf = vec![0u8; ip.buffer_len()];
+        ip.emit(&mut buf).unwrap();
+        buf[40..40 + exts.len()].copy_from_slice(&exts);
+        buf[40 + exts.len()..].copy_from_slice(&payload);
+
+        let (h, exts_ep, rest) = etherparse::Ipv6Header::from_slice(&buf)
+            .map(|(h, rest)| {
+                let (e, _, rest) = Ipv6Extensions::from_slice(h.next_header, rest).unwrap();
+                (h, e, rest)
+            })
+            .unwrap();
+        check_ipv6(&h, &ip);
+        prop_assert_eq!(h.next_header, IpNumber::IPV6_HEADER_HOP_BY_HOP);
+        let hbh = exts_ep.hop_by_hop_options.as_ref().unwrap();
+        prop_assert_eq!(&hbh.payload()[..4], &[5, 2, (alert >> 8) as u8, alert as u8][..]);
+        prop_assert_eq!(exts_ep.destination_options.is_some(), with_dest_opts);
+        prop_assert_eq!(exts_ep.routing.is_some(), with_routing);
+        match exts_ep.fragment {
+            Some(f) => {
+                prop_assert!(with_frag);
+                prop_assert_eq!(f.identification, ident);
+                prop_assert!(!f.is_fragmenting_payload());
+            }
+            None => prop_assert!(!with_frag),
+        }
+        prop_assert_eq!(rest, &payload[..]);
+
+        let chain = Ipv6ExtChain::walk(IpProtocol::HopByHop, &buf[40..]).unwrap();
+        prop_assert_eq!(chain.upper, IpProtocol::Ipv6NoNxt);
+        prop_assert_eq!(chain.offset, exts.len());
+        prop_assert_eq!(chain.headers, names.len() - 1);
+    }
+
+    #[test]
+    fn etherparse_ipv6_udp_in_ours(
+        src_mac: [u8; 6], dst_mac: [u8; 6], src: [u8; 16], dst: [u8; 16], hop_limit: u8,
+        src_port: u16, dst_port: u16,
+        hbh_len in 0usize..4, with_dest: bool, with_routing: bool, frag: Option<(u16, bool, u32)>,
+        payload in proptest::collection::vec(any::<u8>(), 0..600),
+    ) {
+        let mut exts = Ipv6Extensions::default();
+        let raw = |n: usize| {
+            let mut body = vec![0u8; 6 + 8 * n];
+            body[0] = 1; // PadN over the rest
+            body[1] = (4 + 8 * n) as u8;
+            Ipv6RawExtHeader::new_raw(IpNumber::UDP, &body).unwrap()
+        };
+        exts.hop_by_hop_options = Some(raw(hbh_len));
+        if with_dest { exts.destination_options = Some(raw(1)); }
+        if with_routing {
+            // Segment routing type 4 with no segments left: skipped.
+            let mut body = vec![0u8; 22];
+            body[0] = 4;
+            exts.routing = Some(Ipv6RoutingExtensions {
+                routing: Ipv6RawExtHeader::new_raw(IpNumber::UDP, &body).unwrap(),
+                final_destination_options: None,
+            });
+        }
+        if let Some((units, mf, id)) = frag {
+            exts.fragment = Some(EpFragment::new(IpNumber::UDP, IpFragOffset::try_new(units % 8192).unwrap(), mf, id));
+        }
+        let v6 = Ipv6Header {
+            traffic_class: 0, flow_label: Ipv6FlowLabel::try_new(0x12345).unwrap(), payload_length: 0,
+            next_header: IpNumber::UDP, hop_limit, source: src, destination: dst,
+        };
+        let mut buf = Vec::new();
+        PacketBuilder::ethernet2(src_mac, dst_mac)
+            .ip(IpHeaders::Ipv6(v6, exts.clone()))
+            .udp(src_port, dst_port)
+            .write(&mut buf, &payload)
+            .unwrap();
+
+        let f = EthernetFrame::new_checked(&buf[..]).unwrap();
+        prop_assert_eq!(f.ethertype(), EtherType::Ipv6);
+        let p = Ipv6Packet::new_checked(f.payload()).unwrap();
+        let ip = Ipv6Repr::parse(&p).unwrap();
+        prop_assert_eq!(ip.src_addr, Ipv6Addr::from(src));
+        prop_assert_eq!(ip.dst_addr, Ipv6Addr::from(dst));
+        prop_assert_eq!(ip.hop_limit, hop_limit);
+        prop_assert_eq!(ip.flow_label, 0x12345);
+        prop_assert_eq!(ip.next_header, IpProtocol::HopByHop);
+        let chain = Ipv6ExtChain::walk(ip.next_header, p.payload()).unwrap();
+        let ext_len = exts.header_len();
+        prop_assert_eq!(chain.offset, ext_len);
+        prop_assert_eq!(chain.upper, IpProtocol::Udp);
+        let fr = frag.map(|(units, mf, id)| Ipv6FragmentRepr {
+            next_header: IpProtocol::Udp, frag_offset: (units % 8192) * 8, more_frags: mf, ident: id,
+        });
+        prop_assert_eq!(chain.fragment.map(|(_, f)| f), fr);
+        // UDP checksum as etherparse computed it, verified over our IPv6 pseudo header.
+        let udp = &p.payload()[ext_len..];
+        prop_assert_eq!(udp.len(), 8 + payload.len());
+        let mut c = pseudo_header_v6(ip.src_addr, ip.dst_addr, 17, udp.len() as u32);
+        c.add_bytes(udp);
+        prop_assert_eq!(c.folded(), 0xffff);
+        prop_assert_eq!(&udp[..4], &[(src_port >> 8) as u8, src_port as u8, (dst_port >> 8) as u8, dst_port as u8][..]);
+    }
 }

@@ -11,6 +11,35 @@ fn mac() -> impl Strategy<Value = EthernetAddress> {
     any::<[u8; 6]>().prop_map(EthernetAddress)
 }
 
+fn ipv6_addr() -> impl Strategy<Value = Ipv6Addr> {
+    any::<[u8; 16]>().prop_map(Ipv6Addr::from)
+}
+
+prop_compose! {
+    fn ipv6_repr(max_payload: usize)(
+        src_addr in ipv6_addr(),
+        dst_addr in ipv6_addr(),
+        next_header in any::<u8>().prop_map(IpProtocol::from),
+        payload_len in 0..=max_payload,
+        hop_limit: u8,
+        traffic_class: u8,
+        flow_label in 0..=IPV6_MAX_FLOW_LABEL,
+    ) -> Ipv6Repr {
+        Ipv6Repr { src_addr, dst_addr, next_header, payload_len, hop_limit, traffic_class, flow_label }
+    }
+}
+
+/// An option that the walk skips (padding, Router Alert, or an unknown
+/// type whose top two bits say "skip"), from generated values.
+fn skippable_option((which, n, v, kind): (u8, u8, u16, u8), data: &[u8]) -> Ipv6Option<'_> {
+    match which % 4 {
+        0 => Ipv6Option::Pad1,
+        1 => Ipv6Option::PadN(n),
+        2 => Ipv6Option::RouterAlert(v),
+        _ => Ipv6Option::Unknown { kind: if kind == 5 { 6 } else { kind }, data },
+    }
+}
+
 prop_compose! {
     fn ipv4_repr(max_payload: usize)(
         src_addr in ipv4_addr(),
@@ -138,6 +167,78 @@ proptest! {
         prop_assert!(p.verify_checksum());
         prop_assert_eq!(Ipv4Repr::parse(&p, true).unwrap(), repr);
         prop_assert_eq!(p.payload().len(), repr.payload_len);
+    }
+
+    #[test]
+    fn ipv6(repr in ipv6_repr(IPV6_MAX_PAYLOAD_LEN), pad in 0usize..4) {
+        let mut buf = vec![0u8; repr.buffer_len() + pad];
+        repr.emit(&mut buf).unwrap();
+        let p = Ipv6Packet::new_checked(&buf[..]).unwrap();
+        prop_assert_eq!(Ipv6Repr::parse(&p).unwrap(), repr);
+        prop_assert_eq!(p.payload().len(), repr.payload_len);
+    }
+
+    #[test]
+    fn ipv6_fragment(next: u8, units in 0u16..8192, more_frags: bool, ident: u32) {
+        let repr = Ipv6FragmentRepr { next_header: IpProtocol::from(next), frag_offset: units * 8, more_frags, ident };
+        let mut buf = [0u8; IPV6_FRAGMENT_HEADER_LEN];
+        repr.emit(&mut buf).unwrap();
+        let h = Ipv6FragmentHeader::new_checked(&buf[..]).unwrap();
+        prop_assert_eq!(Ipv6FragmentRepr::parse(&h).unwrap(), repr);
+        let chain = Ipv6ExtChain::walk(IpProtocol::Ipv6Frag, &buf).unwrap();
+        prop_assert_eq!(chain.fragment, Some((0, repr)));
+        prop_assert_eq!(chain.offset, 8);
+    }
+
+    #[test]
+    fn ipv6_options_header(
+        data in proptest::collection::vec(any::<u8>(), 0..40),
+        picks in proptest::collection::vec(any::<proptest::sample::Index>(), 0..12),
+        seeds in proptest::collection::vec((0u8..4, any::<u8>(), any::<u16>(), 2u8..0x40), 12),
+        next: u8,
+        hop_by_hop: bool,
+    ) {
+        // Options built from the seeds; `picks` chooses how many and the data lengths.
+        let options: Vec<Ipv6Option<'_>> =
+            picks.iter().zip(&seeds).map(|(i, &seed)| skippable_option(seed, &data[..i.index(data.len() + 1)])).collect();
+        let next_header = IpProtocol::from(next);
+        let repr = Ipv6OptionsRepr { next_header, options: &options };
+        let len = repr.buffer_len();
+        prop_assert_eq!(len % 8, 0);
+        let mut buf = vec![0u8; len];
+        repr.emit(&mut buf).unwrap();
+        let h = Ipv6ExtHeader::new_checked(&buf[..]).unwrap();
+        prop_assert_eq!(h.header_len(), len);
+        prop_assert_eq!(h.next_header(), next_header);
+        let back: Vec<Ipv6Option<'_>> = h.options_iter().collect::<Result<_>>().unwrap();
+        prop_assert_eq!(&back[..options.len()], &options[..]);
+        for pad in &back[options.len()..] {
+            prop_assert!(matches!(pad, Ipv6Option::Pad1 | Ipv6Option::PadN(_)));
+        }
+        prop_assert!(back.len() - options.len() <= 1);
+        // The walk goes through it to whatever it names, unless that is
+        // another extension header (then it runs out of bytes).
+        let first = if hop_by_hop { IpProtocol::HopByHop } else { IpProtocol::Ipv6Opts };
+        match Ipv6ExtChain::walk(first, &buf) {
+            Ok(c) => {
+                prop_assert_eq!((c.upper, c.offset, c.headers, c.next_header_pointer), (next_header, len, 1, 40));
+            }
+            Err(e) => prop_assert!(
+                matches!(next_header, IpProtocol::HopByHop | IpProtocol::Ipv6Opts | IpProtocol::Ipv6Route | IpProtocol::Ipv6Frag),
+                "{e:?}"
+            ),
+        }
+    }
+
+    #[test]
+    fn ipv6_option(seed in (0u8..4, any::<u8>(), any::<u16>(), 2u8..0x40), data in proptest::collection::vec(any::<u8>(), 0..20)) {
+        let opt = skippable_option(seed, &data);
+        let mut buf = [0u8; 300];
+        let left = opt.emit(&mut buf).unwrap().len();
+        prop_assert_eq!(left, 300 - opt.buffer_len());
+        let (rest, back) = Ipv6Option::parse(&buf[..opt.buffer_len()]).unwrap();
+        prop_assert!(rest.is_empty());
+        prop_assert_eq!(back, opt);
     }
 
     #[test]
