@@ -3,10 +3,12 @@
 //! it agrees with, and frames etherparse builds decode in ours.
 
 use etherparse::{
-    icmpv4::DestUnreachableHeader, ArpHardwareId, IcmpEchoHeader, Icmpv4Header, Icmpv4Type, IpDscp, IpEcn,
-    IpFragOffset, IpHeaders, IpNumber, Ipv4Header, Ipv6Extensions, Ipv6FlowLabel, Ipv6FragmentHeader as EpFragment,
-    Ipv6Header, Ipv6RawExtHeader, Ipv6RoutingExtensions, LinkHeader, NetHeaders, PacketBuilder, PacketHeaders,
-    TcpOptionElement, TransportHeader,
+    icmpv4::DestUnreachableHeader,
+    icmpv6::{DestUnreachableCode, ParameterProblemCode, ParameterProblemHeader, TimeExceededCode},
+    ArpHardwareId, IcmpEchoHeader, Icmpv4Header, Icmpv4Type, Icmpv6Header, Icmpv6Type, IpDscp, IpEcn, IpFragOffset,
+    IpHeaders, IpNumber, Ipv4Header, Ipv6Extensions, Ipv6FlowLabel, Ipv6FragmentHeader as EpFragment, Ipv6Header,
+    Ipv6RawExtHeader, Ipv6RoutingExtensions, LinkHeader, NetHeaders, PacketBuilder, PacketHeaders, TcpOptionElement,
+    TransportHeader,
 };
 use nagare_wire::*;
 use proptest::prelude::*;
@@ -598,5 +600,163 @@ proptest! {
         c.add_bytes(udp);
         prop_assert_eq!(c.folded(), 0xffff);
         prop_assert_eq!(&udp[..4], &[(src_port >> 8) as u8, src_port as u8, (dst_port >> 8) as u8, dst_port as u8][..]);
+    }
+}
+
+prop_compose! {
+    fn eth_ipv6(next_header: IpProtocol)(
+        src_addr in mac(), dst_addr in mac(),
+        src in ipv6_addr(), dst in ipv6_addr(),
+        hop_limit: u8, traffic_class: u8, flow_label in 0..=IPV6_MAX_FLOW_LABEL,
+    ) -> (EthernetRepr, Ipv6Repr) {
+        (
+            EthernetRepr { src_addr, dst_addr, ethertype: EtherType::Ipv6 },
+            Ipv6Repr { src_addr: src, dst_addr: dst, next_header, payload_len: 0, hop_limit, traffic_class, flow_label },
+        )
+    }
+}
+
+/// Ethernet + IPv6 with `emit_upper` writing the IPv6 payload.
+fn frame_v6(eth: &EthernetRepr, ip: &Ipv6Repr, emit_upper: impl FnOnce(&mut [u8])) -> Vec<u8> {
+    let mut buf = vec![0u8; ETHERNET_HEADER_LEN + ip.buffer_len()];
+    eth.emit(&mut buf).unwrap();
+    ip.emit(&mut buf[ETHERNET_HEADER_LEN..]).unwrap();
+    emit_upper(&mut buf[ETHERNET_HEADER_LEN + IPV6_HEADER_LEN..]);
+    buf
+}
+
+/// etherparse's ICMPv6 type for one of our echo or error reprs.
+fn icmpv6_type_of(r: &Icmpv6Repr<'_>) -> Icmpv6Type {
+    match *r {
+        Icmpv6Repr::EchoRequest { ident, seq_no, .. } => {
+            Icmpv6Type::EchoRequest(IcmpEchoHeader { id: ident, seq: seq_no })
+        }
+        Icmpv6Repr::EchoReply { ident, seq_no, .. } => Icmpv6Type::EchoReply(IcmpEchoHeader { id: ident, seq: seq_no }),
+        Icmpv6Repr::DstUnreachable { reason, .. } => {
+            Icmpv6Type::DestinationUnreachable(DestUnreachableCode::from_u8(u8::from(reason)).unwrap())
+        }
+        Icmpv6Repr::PacketTooBig { mtu, .. } => Icmpv6Type::PacketTooBig { mtu },
+        Icmpv6Repr::TimeExceeded { code, .. } => Icmpv6Type::TimeExceeded(TimeExceededCode::from_u8(code).unwrap()),
+        Icmpv6Repr::ParamProblem { reason, pointer, .. } => Icmpv6Type::ParameterProblem(ParameterProblemHeader {
+            code: ParameterProblemCode::from_u8(u8::from(reason)).unwrap(),
+            pointer,
+        }),
+    }
+}
+
+proptest! {
+    #[test]
+    fn our_icmpv6_echo_in_etherparse(
+        (eth, mut ip) in eth_ipv6(IpProtocol::Icmpv6),
+        reply: bool, ident: u16, seq_no: u16,
+        data in proptest::collection::vec(any::<u8>(), 0..300),
+    ) {
+        let icmp = if reply {
+            Icmpv6Repr::EchoReply { ident, seq_no, data: &data }
+        } else {
+            Icmpv6Repr::EchoRequest { ident, seq_no, data: &data }
+        };
+        ip.payload_len = icmp.buffer_len();
+        let buf = frame_v6(&eth, &ip, |b| icmp.emit(b, ip.src_addr, ip.dst_addr).unwrap());
+        let h = PacketHeaders::from_ethernet_slice(&buf).unwrap();
+        let Some(NetHeaders::Ipv6(v6, _)) = &h.net else { panic!("{:?}", h.net) };
+        check_ipv6(v6, &ip);
+        prop_assert_eq!(v6.next_header, IpNumber::IPV6_ICMP);
+        let Some(TransportHeader::Icmpv6(i)) = &h.transport else { panic!("{:?}", h.transport) };
+        let expect = icmpv6_type_of(&icmp);
+        prop_assert_eq!(&i.icmp_type, &expect);
+        let ck = Icmpv6Header::with_checksum(expect, v6.source, v6.destination, &data).unwrap().checksum;
+        prop_assert_eq!(i.checksum, ck);
+        prop_assert_eq!(h.payload.slice(), &data[..]);
+    }
+
+    #[test]
+    fn our_icmpv6_errors_in_etherparse(
+        kind in 0u8..4, code in 0u8..2, word: u32,
+        src in ipv6_addr(), dst in ipv6_addr(),
+        quoted in eth_ipv6(IpProtocol::Udp),
+        data in proptest::collection::vec(any::<u8>(), 0..600),
+    ) {
+        let header = Ipv6Repr { payload_len: data.len(), ..quoted.1 };
+        let icmp = match kind {
+            0 => Icmpv6Repr::DstUnreachable { reason: Icmpv6DstUnreachable::from(code * 4), header, data: &data },
+            1 => Icmpv6Repr::PacketTooBig { mtu: word, header, data: &data },
+            2 => Icmpv6Repr::TimeExceeded { code, header, data: &data },
+            _ => Icmpv6Repr::ParamProblem { reason: Icmpv6ParamProblem::from(code + 1), pointer: word, header, data: &data },
+        };
+        let mut buf = vec![0u8; icmp.buffer_len()];
+        icmp.emit(&mut buf, src, dst).unwrap();
+        let (h, rest) = Icmpv6Header::from_slice(&buf).unwrap();
+        let expect = icmpv6_type_of(&icmp);
+        prop_assert_eq!(&h.icmp_type, &expect);
+        prop_assert_eq!(h.checksum, Icmpv6Header::with_checksum(expect, src.octets(), dst.octets(), rest).unwrap().checksum);
+        let (q, tail) = etherparse::Ipv6Header::from_slice(rest).unwrap();
+        check_ipv6(&q, &header);
+        prop_assert_eq!(tail, &data[..]);
+    }
+
+    #[test]
+    fn etherparse_icmpv6_echo_in_ours(
+        src: [u8; 16], dst: [u8; 16], id: u16, seq: u16, reply: bool,
+        data in proptest::collection::vec(any::<u8>(), 0..300),
+    ) {
+        let b = PacketBuilder::ethernet2([2; 6], [4; 6]).ipv6(src, dst, 64);
+        let b = if reply { b.icmpv6_echo_reply(id, seq) } else { b.icmpv6_echo_request(id, seq) };
+        let mut buf = Vec::new();
+        b.write(&mut buf, &data).unwrap();
+        let f = EthernetFrame::new_checked(&buf[..]).unwrap();
+        let p = Ipv6Packet::new_checked(f.payload()).unwrap();
+        let ip = Ipv6Repr::parse(&p).unwrap();
+        prop_assert_eq!(ip.next_header, IpProtocol::Icmpv6);
+        let i = Icmpv6Packet::new_checked(p.payload()).unwrap();
+        let r = Icmpv6Repr::parse(&i, ip.src_addr, ip.dst_addr, true).unwrap();
+        let expect = if reply {
+            Icmpv6Repr::EchoReply { ident: id, seq_no: seq, data: &data }
+        } else {
+            Icmpv6Repr::EchoRequest { ident: id, seq_no: seq, data: &data }
+        };
+        prop_assert_eq!(r, expect);
+    }
+
+    #[test]
+    fn etherparse_icmpv6_errors_in_ours(
+        kind in 0u8..4, code in 0u8..2, word: u32, src: [u8; 16], dst: [u8; 16],
+        quoted_src: [u8; 16], quoted_dst: [u8; 16], hop: u8,
+        data in proptest::collection::vec(any::<u8>(), 0..200),
+    ) {
+        let q = Ipv6Header {
+            traffic_class: 0, flow_label: Ipv6FlowLabel::ZERO, payload_length: data.len() as u16,
+            next_header: IpNumber::UDP, hop_limit: hop, source: quoted_src, destination: quoted_dst,
+        };
+        let mut quote = q.to_bytes().to_vec();
+        quote.extend_from_slice(&data);
+        let ty = match kind {
+            0 => Icmpv6Type::DestinationUnreachable(DestUnreachableCode::from_u8(code * 4).unwrap()),
+            1 => Icmpv6Type::PacketTooBig { mtu: word },
+            2 => Icmpv6Type::TimeExceeded(TimeExceededCode::from_u8(code).unwrap()),
+            _ => Icmpv6Type::ParameterProblem(ParameterProblemHeader {
+                code: ParameterProblemCode::from_u8(code + 1).unwrap(),
+                pointer: word,
+            }),
+        };
+        let h = Icmpv6Header::with_checksum(ty, src, dst, &quote).unwrap();
+        let mut buf = h.to_bytes().to_vec();
+        buf.extend_from_slice(&quote);
+        let p = Icmpv6Packet::new_checked(&buf[..]).unwrap();
+        let r = Icmpv6Repr::parse(&p, Ipv6Addr::from(src), Ipv6Addr::from(dst), true).unwrap();
+        prop_assert_eq!(icmpv6_type_of(&r), h.icmp_type);
+        let header = Ipv6Repr {
+            src_addr: Ipv6Addr::from(quoted_src), dst_addr: Ipv6Addr::from(quoted_dst), next_header: IpProtocol::Udp,
+            payload_len: data.len(), hop_limit: hop, traffic_class: 0, flow_label: 0,
+        };
+        let (got_header, got_data) = match r {
+            Icmpv6Repr::DstUnreachable { header, data, .. }
+            | Icmpv6Repr::PacketTooBig { header, data, .. }
+            | Icmpv6Repr::TimeExceeded { header, data, .. }
+            | Icmpv6Repr::ParamProblem { header, data, .. } => (header, data),
+            other => panic!("{other:?}"),
+        };
+        prop_assert_eq!(got_header, header);
+        prop_assert_eq!(got_data, &data[..]);
     }
 }

@@ -283,6 +283,53 @@ proptest! {
     }
 
     #[test]
+    fn icmpv6_echo(
+        reply: bool, ident: u16, seq_no: u16,
+        src in ipv6_addr(), dst in ipv6_addr(),
+        data in proptest::collection::vec(any::<u8>(), 0..300),
+    ) {
+        let repr = if reply {
+            Icmpv6Repr::EchoReply { ident, seq_no, data: &data }
+        } else {
+            Icmpv6Repr::EchoRequest { ident, seq_no, data: &data }
+        };
+        let mut buf = vec![0u8; repr.buffer_len()];
+        repr.emit(&mut buf, src, dst).unwrap();
+        let p = Icmpv6Packet::new_checked(&buf[..]).unwrap();
+        prop_assert!(p.verify_checksum(src, dst));
+        prop_assert_eq!(Icmpv6Repr::parse(&p, src, dst, true).unwrap(), repr);
+
+        // Header emitted alone over a data checksum equals the contiguous one.
+        let mut c = Checksum::new();
+        for piece in data.chunks(7) {
+            c.add_bytes(piece);
+        }
+        let mut hdr = [0u8; 8];
+        Icmpv6EchoHeader { reply, ident, seq_no }.emit(&mut hdr, data.len(), src, dst, c).unwrap();
+        prop_assert_eq!(&hdr[..], &buf[..8]);
+    }
+
+    #[test]
+    fn icmpv6_errors(
+        kind in 0u8..4, code: u8, word: u32,
+        src in ipv6_addr(), dst in ipv6_addr(),
+        header in ipv6_repr(IPV6_MAX_PAYLOAD_LEN),
+        data in proptest::collection::vec(any::<u8>(), 0..1200),
+    ) {
+        let repr = match kind {
+            0 => Icmpv6Repr::DstUnreachable { reason: Icmpv6DstUnreachable::from(code), header, data: &data },
+            1 => Icmpv6Repr::PacketTooBig { mtu: word, header, data: &data },
+            2 => Icmpv6Repr::TimeExceeded { code, header, data: &data },
+            _ => Icmpv6Repr::ParamProblem { reason: Icmpv6ParamProblem::from(code), pointer: word, header, data: &data },
+        };
+        let mut buf = vec![0u8; repr.buffer_len()];
+        repr.emit(&mut buf, src, dst).unwrap();
+        let p = Icmpv6Packet::new_checked(&buf[..]).unwrap();
+        prop_assert!(p.msg_type().is_error());
+        prop_assert_eq!(Icmpv6Repr::parse(&p, src, dst, true).unwrap(), repr);
+    }
+
+    #[test]
     fn udp(
         src_port: u16, dst_port: u16,
         src in ipv4_addr(), dst in ipv4_addr(),
