@@ -444,7 +444,7 @@ impl<'a> Icmpv6Repr<'a> {
     /// header must be whole (40 bytes, version 6); its `payload_len` need
     /// not match the truncated quote and is reported as quoted.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(
-        packet: &'a Icmpv6Packet<&'a T>,
+        packet: &Icmpv6Packet<&'a T>,
         src: Ipv6Addr,
         dst: Ipv6Addr,
         verify_checksum: bool,

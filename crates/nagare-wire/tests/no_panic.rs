@@ -129,8 +129,44 @@ fn icmpv6(data: &[u8], src: Ipv6Addr, dst: Ipv6Addr) {
     }
 }
 
+fn ndp(data: &[u8], src: Ipv6Addr, dst: Ipv6Addr) {
+    let p = Icmpv6Packet::new_unchecked(data);
+    for verify in [true, false] {
+        if let Ok(r) = NdpRepr::parse(&p, src, dst, verify) {
+            assert_eq!(r.msg_type(), p.msg_type());
+            if let NdpRepr::RouterAdvert { options, .. } | NdpRepr::Redirect { options, .. } = r {
+                assert!(NdpOptionsIter::new(options).all(|o| o.is_ok()));
+            }
+            let mut out = vec![0u8; r.buffer_len()];
+            r.emit(&mut out, src, dst).expect("a parsed message re-emits");
+            let q = Icmpv6Packet::new_checked(&out[..]).unwrap();
+            assert_eq!(NdpRepr::parse(&q, src, dst, true), Ok(r));
+        }
+    }
+    ndp_options(data);
+}
+
+fn ndp_options(data: &[u8]) {
+    let mut n = 0;
+    for item in NdpOptionsIter::new(data) {
+        n += 1;
+        if item.is_err() {
+            break;
+        }
+    }
+    assert!(n <= data.len() / 8 + 1);
+    let mut rest = data;
+    while let Ok((r, o)) = NdpOption::parse(rest) {
+        assert!(r.len() + 8 <= rest.len());
+        let mut out = vec![0u8; o.buffer_len()];
+        o.emit(&mut out).expect("a parsed option re-emits");
+        rest = r;
+    }
+}
+
 fn transports_v6(data: &[u8], src: Ipv6Addr, dst: Ipv6Addr) {
     icmpv6(data, src, dst);
+    ndp(data, src, dst);
 }
 
 fn ipv6_ext(first: IpProtocol, payload: &[u8]) {
@@ -354,6 +390,29 @@ proptest! {
             *b = if v % 4 == 0 { v } else { 0x60 | (v & 0x0f) };
         }
         icmpv6(&data, A6, B6);
+    }
+
+    #[test]
+    fn ndp_shaped(
+        mut data in proptest::collection::vec(any::<u8>(), 8..300),
+        ty in 133u8..=137,
+        lens in proptest::collection::vec((1u8..=6, 0u8..=4), 0..8),
+    ) {
+        data[0] = ty;
+        data[1] = 0;
+        // Option headers with small lengths where each message's options start.
+        let mut at = match ty { 133 => 8, 134 => 16, 137 => 40, _ => 24 };
+        for (kind, units) in lens {
+            if at + 1 >= data.len() {
+                break;
+            }
+            data[at] = kind;
+            data[at + 1] = units;
+            at += usize::from(units.max(1)) * 8;
+        }
+        let link_local = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 9);
+        ndp(&data, link_local, A6);
+        ndp(&data, Ipv6Addr::UNSPECIFIED, B6);
     }
 
     #[test]

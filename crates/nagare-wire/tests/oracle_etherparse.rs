@@ -4,11 +4,14 @@
 
 use etherparse::{
     icmpv4::DestUnreachableHeader,
-    icmpv6::{DestUnreachableCode, ParameterProblemCode, ParameterProblemHeader, TimeExceededCode},
-    ArpHardwareId, IcmpEchoHeader, Icmpv4Header, Icmpv4Type, Icmpv6Header, Icmpv6Type, IpDscp, IpEcn, IpFragOffset,
-    IpHeaders, IpNumber, Ipv4Header, Ipv6Extensions, Ipv6FlowLabel, Ipv6FragmentHeader as EpFragment, Ipv6Header,
-    Ipv6RawExtHeader, Ipv6RoutingExtensions, LinkHeader, NetHeaders, PacketBuilder, PacketHeaders, TcpOptionElement,
-    TransportHeader,
+    icmpv6::{
+        DestUnreachableCode, Icmpv6PayloadSlice, NdpOptionSlice, NeighborAdvertisementHeader, ParameterProblemCode,
+        ParameterProblemHeader, PrefixInformation, RouterAdvertisementHeader, TimeExceededCode,
+    },
+    ArpHardwareId, IcmpEchoHeader, Icmpv4Header, Icmpv4Type, Icmpv6Header, Icmpv6Slice, Icmpv6Type, IpDscp, IpEcn,
+    IpFragOffset, IpHeaders, IpNumber, Ipv4Header, Ipv6Extensions, Ipv6FlowLabel, Ipv6FragmentHeader as EpFragment,
+    Ipv6Header, Ipv6RawExtHeader, Ipv6RoutingExtensions, LinkHeader, NetHeaders, PacketBuilder, PacketHeaders,
+    TcpOptionElement, TransportHeader,
 };
 use nagare_wire::*;
 use proptest::prelude::*;
@@ -758,5 +761,136 @@ proptest! {
         };
         prop_assert_eq!(got_header, header);
         prop_assert_eq!(got_data, &data[..]);
+    }
+}
+
+/// Our reading of an etherparse option, for comparison.
+fn from_etherparse_option<'a>(o: &NdpOptionSlice<'a>) -> NdpOption<'a> {
+    let mac = |b: &[u8]| EthernetAddress(b.try_into().unwrap());
+    match o {
+        NdpOptionSlice::SourceLinkLayerAddress(s) => NdpOption::SourceLinkLayerAddr(mac(s.link_layer_address())),
+        NdpOptionSlice::TargetLinkLayerAddress(s) => NdpOption::TargetLinkLayerAddr(mac(s.link_layer_address())),
+        NdpOptionSlice::PrefixInformation(s) => NdpOption::PrefixInfo(NdpPrefixInfo {
+            prefix_len: s.prefix_length(),
+            on_link: s.on_link(),
+            autonomous: s.autonomous_address_configuration(),
+            valid_lifetime: s.valid_lifetime(),
+            preferred_lifetime: s.preferred_lifetime(),
+            prefix: Ipv6Addr::from(s.prefix()),
+        }),
+        NdpOptionSlice::RedirectedHeader(s) => NdpOption::RedirectedHeader(s.redirected_packet()),
+        NdpOptionSlice::Mtu(s) => NdpOption::Mtu(s.mtu()),
+        NdpOptionSlice::Unknown(s) => NdpOption::Unknown { kind: s.option_type().0, data: s.data() },
+        other => panic!("{other:?}"),
+    }
+}
+
+proptest! {
+    #[test]
+    fn our_ndp_in_etherparse(
+        which in 0u8..5,
+        mac: [u8; 6], mtu: u32, valid: u32, preferred: u32, prefix_len in 0u8..=128, prefix: [u8; 16],
+        flags: u8, hop_limit: u8, router_lifetime: u16, reachable_time: u32, retrans_timer: u32,
+        target: [u8; 16], dest: [u8; 16], iid: u64, dst: [u8; 16],
+        unknown in proptest::collection::vec(any::<u8>(), 0..3).prop_map(|v| vec![0xa5u8; 6 + 8 * v.len()]),
+    ) {
+        let target = Ipv6Addr::from(target);
+        let dest = Ipv6Addr::from(dest);
+        prop_assume!(!target.is_multicast() && !dest.is_multicast());
+        let src = Ipv6Addr::from((0xfe80u128 << 112) | u128::from(iid));
+        let dst = Ipv6Addr::from(dst);
+        let info = NdpPrefixInfo {
+            prefix_len, on_link: flags & 8 != 0, autonomous: flags & 16 != 0,
+            valid_lifetime: valid, preferred_lifetime: preferred, prefix: Ipv6Addr::from(prefix),
+        };
+        let quoted = [0x60u8; 24];
+        let opts = [
+            NdpOption::SourceLinkLayerAddr(EthernetAddress(mac)),
+            NdpOption::Mtu(mtu),
+            NdpOption::PrefixInfo(info),
+            NdpOption::RedirectedHeader(&quoted),
+            NdpOption::Unknown { kind: 200, data: &unknown },
+        ];
+        let mut options = vec![0u8; opts.iter().map(|o| o.buffer_len()).sum()];
+        let mut rest = &mut options[..];
+        for o in &opts {
+            rest = o.emit(rest).unwrap();
+        }
+        let lladdr = Some(EthernetAddress(mac));
+        let repr = match which {
+            0 => NdpRepr::RouterSolicit { lladdr },
+            1 => NdpRepr::RouterAdvert {
+                hop_limit, managed_flag: flags & 1 != 0, other_flag: flags & 2 != 0,
+                router_lifetime, reachable_time, retrans_timer, options: &options,
+            },
+            2 => NdpRepr::NeighborSolicit { target, lladdr },
+            3 => NdpRepr::NeighborAdvert {
+                router_flag: flags & 1 != 0, solicited_flag: flags & 2 != 0, override_flag: flags & 4 != 0,
+                target, lladdr,
+            },
+            _ => NdpRepr::Redirect { target, dest, options: &options },
+        };
+        let mut buf = vec![0u8; repr.buffer_len()];
+        repr.emit(&mut buf, src, dst).unwrap();
+
+        let e = Icmpv6Slice::from_slice(&buf).unwrap();
+        prop_assert!(e.is_checksum_valid(src.octets(), dst.octets()));
+        let ep_options = match (e.icmp_type(), e.payload_slice().unwrap()) {
+            (Icmpv6Type::RouterSolicitation, Icmpv6PayloadSlice::RouterSolicitation(p)) => {
+                prop_assert_eq!(which, 0);
+                p.options_iterator()
+            }
+            (Icmpv6Type::RouterAdvertisement(h), Icmpv6PayloadSlice::RouterAdvertisement(p)) => {
+                prop_assert_eq!(h, RouterAdvertisementHeader {
+                    cur_hop_limit: hop_limit, managed_address_config: flags & 1 != 0, other_config: flags & 2 != 0,
+                    router_lifetime,
+                });
+                prop_assert_eq!((p.reachable_time(), p.retrans_timer()), (reachable_time, retrans_timer));
+                p.options_iterator()
+            }
+            (Icmpv6Type::NeighborSolicitation, Icmpv6PayloadSlice::NeighborSolicitation(p)) => {
+                prop_assert_eq!(p.target_address(), target);
+                p.options_iterator()
+            }
+            (Icmpv6Type::NeighborAdvertisement(h), Icmpv6PayloadSlice::NeighborAdvertisement(p)) => {
+                prop_assert_eq!(h, NeighborAdvertisementHeader {
+                    router: flags & 1 != 0, solicited: flags & 2 != 0, r#override: flags & 4 != 0,
+                });
+                prop_assert_eq!(p.target_address(), target);
+                p.options_iterator()
+            }
+            (Icmpv6Type::Redirect, Icmpv6PayloadSlice::Redirect(p)) => {
+                prop_assert_eq!((p.target_address(), p.destination_address()), (target, dest));
+                p.options_iterator()
+            }
+            other => panic!("{other:?}"),
+        };
+        let got: Vec<NdpOption<'_>> = ep_options.map(|o| from_etherparse_option(&o.unwrap())).collect();
+        let want: Vec<NdpOption<'_>> = match repr {
+            NdpRepr::RouterAdvert { .. } | NdpRepr::Redirect { .. } => opts.to_vec(),
+            NdpRepr::NeighborAdvert { .. } => vec![NdpOption::TargetLinkLayerAddr(EthernetAddress(mac))],
+            _ => vec![NdpOption::SourceLinkLayerAddr(EthernetAddress(mac))],
+        };
+        prop_assert_eq!(got, want);
+    }
+
+    #[test]
+    fn etherparse_prefix_info_in_ours(
+        prefix_length in 0u8..=128, on_link: bool, autonomous: bool, valid: u32, preferred: u32, prefix: [u8; 16],
+    ) {
+        let p = PrefixInformation {
+            prefix_length, on_link, autonomous_address_configuration: autonomous,
+            valid_lifetime: valid, preferred_lifetime: preferred, prefix,
+        };
+        let bytes = p.to_bytes();
+        let (rest, o) = NdpOption::parse(&bytes).unwrap();
+        prop_assert!(rest.is_empty());
+        prop_assert_eq!(o, NdpOption::PrefixInfo(NdpPrefixInfo {
+            prefix_len: prefix_length, on_link, autonomous,
+            valid_lifetime: valid, preferred_lifetime: preferred, prefix: Ipv6Addr::from(prefix),
+        }));
+        let mut out = [0u8; 32];
+        o.emit(&mut out).unwrap();
+        prop_assert_eq!(out, bytes);
     }
 }

@@ -40,6 +40,34 @@ fn skippable_option((which, n, v, kind): (u8, u8, u16, u8), data: &[u8]) -> Ipv6
     }
 }
 
+/// A neighbour discovery option that parses back as itself: data of
+/// unknown and redirected-header options is a whole number of 8-byte units.
+fn ndp_option(
+    (which, mac, word, flags, prefix_len, prefix, kind): (u8, [u8; 6], u32, u8, u8, [u8; 16], u8),
+    data: &[u8],
+) -> NdpOption<'_> {
+    let units = data.len() / 8;
+    match which % 6 {
+        0 => NdpOption::SourceLinkLayerAddr(EthernetAddress(mac)),
+        1 => NdpOption::TargetLinkLayerAddr(EthernetAddress(mac)),
+        2 => NdpOption::PrefixInfo(NdpPrefixInfo {
+            prefix_len,
+            on_link: flags & 1 != 0,
+            autonomous: flags & 2 != 0,
+            valid_lifetime: word,
+            preferred_lifetime: word.rotate_left(7),
+            prefix: Ipv6Addr::from(prefix),
+        }),
+        3 => NdpOption::RedirectedHeader(&data[..units * 8]),
+        4 => NdpOption::Mtu(word),
+        _ => NdpOption::Unknown { kind: kind.max(6), data: &data[..6 + units.saturating_sub(1) * 8] },
+    }
+}
+
+fn ndp_seed() -> impl Strategy<Value = (u8, [u8; 6], u32, u8, u8, [u8; 16], u8)> {
+    (any::<u8>(), any::<[u8; 6]>(), any::<u32>(), any::<u8>(), 0u8..=128, any::<[u8; 16]>(), any::<u8>())
+}
+
 prop_compose! {
     fn ipv4_repr(max_payload: usize)(
         src_addr in ipv4_addr(),
@@ -327,6 +355,64 @@ proptest! {
         let p = Icmpv6Packet::new_checked(&buf[..]).unwrap();
         prop_assert!(p.msg_type().is_error());
         prop_assert_eq!(Icmpv6Repr::parse(&p, src, dst, true).unwrap(), repr);
+    }
+
+    #[test]
+    fn ndp_option_alone(seed in ndp_seed(), data in proptest::collection::vec(any::<u8>(), 8..120)) {
+        let opt = ndp_option(seed, &data);
+        let mut buf = [0u8; 200];
+        let left = opt.emit(&mut buf).unwrap().len();
+        prop_assert_eq!(left, 200 - opt.buffer_len());
+        prop_assert_eq!(opt.buffer_len() % 8, 0);
+        let (rest, back) = NdpOption::parse(&buf[..opt.buffer_len()]).unwrap();
+        prop_assert!(rest.is_empty());
+        prop_assert_eq!(back, opt);
+    }
+
+    #[test]
+    fn ndp_messages(
+        which in 0u8..5,
+        seeds in proptest::collection::vec(ndp_seed(), 0..6),
+        data in proptest::collection::vec(any::<u8>(), 8..64),
+        mac in proptest::option::of(any::<[u8; 6]>()),
+        target in ipv6_addr().prop_filter("unicast", |a| !a.is_multicast()),
+        dest in ipv6_addr().prop_filter("unicast", |a| !a.is_multicast()),
+        ll_src in any::<u64>().prop_map(|iid| Ipv6Addr::from((0xfe80u128 << 112) | u128::from(iid))),
+        dst in ipv6_addr(),
+        (hop_limit, flags, router_lifetime, reachable_time, retrans_timer) in any::<(u8, u8, u16, u32, u32)>(),
+    ) {
+        let opts: Vec<NdpOption<'_>> = seeds.iter().map(|&s| ndp_option(s, &data)).collect();
+        let mut options = vec![0u8; opts.iter().map(|o| o.buffer_len()).sum()];
+        let mut rest = &mut options[..];
+        for o in &opts {
+            rest = o.emit(rest).unwrap();
+        }
+        let lladdr = mac.map(EthernetAddress);
+        let repr = match which {
+            0 => NdpRepr::RouterSolicit { lladdr },
+            1 => NdpRepr::RouterAdvert {
+                hop_limit, managed_flag: flags & 1 != 0, other_flag: flags & 2 != 0,
+                router_lifetime, reachable_time, retrans_timer, options: &options,
+            },
+            2 => NdpRepr::NeighborSolicit { target, lladdr },
+            3 => NdpRepr::NeighborAdvert {
+                router_flag: flags & 1 != 0,
+                solicited_flag: flags & 2 != 0 && !dst.is_multicast(),
+                override_flag: flags & 4 != 0,
+                target, lladdr,
+            },
+            _ => NdpRepr::Redirect { target, dest, options: &options },
+        };
+        let mut buf = vec![0u8; repr.buffer_len()];
+        repr.emit(&mut buf, ll_src, dst).unwrap();
+        let p = Icmpv6Packet::new_checked(&buf[..]).unwrap();
+        prop_assert!(p.verify_checksum(ll_src, dst));
+        prop_assert_eq!(p.msg_type(), repr.msg_type());
+        prop_assert_eq!(NdpRepr::parse(&p, ll_src, dst, true).unwrap(), repr);
+        if let NdpRepr::RouterAdvert { options, .. } | NdpRepr::Redirect { options, .. } = repr {
+            let back: Vec<NdpOption<'_>> = NdpOptionsIter::new(options).collect::<Result<_>>().unwrap();
+            prop_assert_eq!(back, opts);
+        }
     }
 
     #[test]
