@@ -35,6 +35,7 @@ pub mod icmpv6;
 pub mod ipv4;
 pub mod ipv6;
 pub mod ipv6ext;
+pub mod mld;
 pub mod ndp;
 pub mod tcp;
 pub mod udp;
@@ -58,6 +59,9 @@ pub use ipv6ext::{
     Ipv6ExtChain, Ipv6ExtError, Ipv6ExtHeader, Ipv6FragmentHeader, Ipv6FragmentRepr, Ipv6Option, Ipv6OptionsIter,
     Ipv6OptionsRepr, OptionAction, IPV6_EXT_HEADER_MAX_LEN, IPV6_EXT_MAX_HEADERS, IPV6_EXT_MAX_LEN,
     IPV6_FRAGMENT_HEADER_LEN,
+};
+pub use mld::{
+    MldAddressRecord, MldRecordType, MldRecordsIter, MldReportRepr, MLD_RECORD_HEADER_LEN, MLD_REPORT_HEADER_LEN,
 };
 pub use ndp::{NdpOption, NdpOptionsIter, NdpPrefixInfo, NdpRepr, NDP_HOP_LIMIT};
 pub use tcp::{

@@ -164,9 +164,29 @@ fn ndp_options(data: &[u8]) {
     }
 }
 
+fn mld(data: &[u8], src: Ipv6Addr, dst: Ipv6Addr) {
+    let p = Icmpv6Packet::new_unchecked(data);
+    for verify in [true, false] {
+        if let Ok(r) = MldReportRepr::parse(&p, src, dst, verify) {
+            assert_eq!(r.records().filter(|x| x.is_ok()).count(), usize::from(r.num_records));
+            let mut out = vec![0u8; r.buffer_len()];
+            r.emit(&mut out, src, dst).expect("a parsed report re-emits");
+        }
+    }
+    let mut n = 0;
+    for item in MldRecordsIter::new(data, u16::MAX) {
+        n += 1;
+        if item.is_err() {
+            break;
+        }
+    }
+    assert!(n <= data.len() / MLD_RECORD_HEADER_LEN + 1);
+}
+
 fn transports_v6(data: &[u8], src: Ipv6Addr, dst: Ipv6Addr) {
     icmpv6(data, src, dst);
     ndp(data, src, dst);
+    mld(data, src, dst);
 }
 
 fn ipv6_ext(first: IpProtocol, payload: &[u8]) {
@@ -413,6 +433,24 @@ proptest! {
         let link_local = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 9);
         ndp(&data, link_local, A6);
         ndp(&data, Ipv6Addr::UNSPECIFIED, B6);
+    }
+
+    #[test]
+    fn mld_shaped(mut data in proptest::collection::vec(any::<u8>(), 8..400), count in 0u16..6, small: [u8; 6]) {
+        data[0] = 143;
+        data[6..8].copy_from_slice(&count.to_be_bytes());
+        // Small source and aux counts in the first records' headers.
+        let mut at = 8;
+        for s in small {
+            if at + 20 > data.len() {
+                break;
+            }
+            data[at + 1] = s % 3;
+            data[at + 2] = 0;
+            data[at + 3] = s % 4;
+            at += 20 + 16 * usize::from(s % 4) + 4 * usize::from(s % 3);
+        }
+        mld(&data, A6, B6);
     }
 
     #[test]

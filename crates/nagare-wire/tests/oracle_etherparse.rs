@@ -894,3 +894,22 @@ proptest! {
         prop_assert_eq!(out, bytes);
     }
 }
+
+proptest! {
+    #[test]
+    fn our_mld_report_checksum_in_etherparse(
+        groups in proptest::collection::vec(ipv6_addr(), 0..10), iid: u64, join: bool,
+    ) {
+        // etherparse has no MLD messages, but checks any ICMPv6 checksum.
+        let src = Ipv6Addr::from((0xfe80u128 << 112) | u128::from(iid));
+        let records: Vec<MldAddressRecord<'_>> = groups
+            .iter()
+            .map(|g| if join { MldAddressRecord::join(*g) } else { MldAddressRecord::leave(*g) })
+            .collect();
+        let mut buf = vec![0u8; 8 + 20 * records.len()];
+        MldReportRepr::emit_records(&records, &mut buf, src, IPV6_ALL_MLDV2_ROUTERS).unwrap();
+        let e = Icmpv6Slice::from_slice(&buf).unwrap();
+        prop_assert_eq!(e.type_u8(), 143);
+        prop_assert!(e.is_checksum_valid(src.octets(), IPV6_ALL_MLDV2_ROUTERS.octets()));
+    }
+}

@@ -234,6 +234,10 @@ proptest! {
         let len = repr.buffer_len();
         prop_assert_eq!(len % 8, 0);
         let mut buf = vec![0u8; len];
+        if len > IPV6_EXT_HEADER_MAX_LEN {
+            prop_assert_eq!(repr.emit(&mut buf), Err(Error::Malformed));
+            return Ok(());
+        }
         repr.emit(&mut buf).unwrap();
         let h = Ipv6ExtHeader::new_checked(&buf[..]).unwrap();
         prop_assert_eq!(h.header_len(), len);
@@ -245,12 +249,14 @@ proptest! {
         }
         prop_assert!(back.len() - options.len() <= 1);
         // The walk goes through it to whatever it names, unless that is
-        // another extension header (then it runs out of bytes).
+        // another extension header (then it runs out of bytes) or the
+        // header is over the walk's byte limit.
         let first = if hop_by_hop { IpProtocol::HopByHop } else { IpProtocol::Ipv6Opts };
         match Ipv6ExtChain::walk(first, &buf) {
             Ok(c) => {
                 prop_assert_eq!((c.upper, c.offset, c.headers, c.next_header_pointer), (next_header, len, 1, 40));
             }
+            Err(Ipv6ExtError::TooLong) => prop_assert!(len > IPV6_EXT_MAX_LEN),
             Err(e) => prop_assert!(
                 matches!(next_header, IpProtocol::HopByHop | IpProtocol::Ipv6Opts | IpProtocol::Ipv6Route | IpProtocol::Ipv6Frag),
                 "{e:?}"
@@ -413,6 +419,35 @@ proptest! {
             let back: Vec<NdpOption<'_>> = NdpOptionsIter::new(options).collect::<Result<_>>().unwrap();
             prop_assert_eq!(back, opts);
         }
+    }
+
+    #[test]
+    fn mld_report(
+        recs in proptest::collection::vec((any::<u8>(), ipv6_addr(), 0usize..4, 0usize..3), 0..8),
+        pool in proptest::collection::vec(any::<u8>(), 64 + 12),
+        src in ipv6_addr(), dst in ipv6_addr(),
+    ) {
+        let records: Vec<MldAddressRecord<'_>> = recs.iter().map(|&(t, multicast_addr, n, aux)| MldAddressRecord {
+            record_type: MldRecordType::from(t),
+            multicast_addr,
+            sources: &pool[..16 * n],
+            aux_data: &pool[64..64 + 4 * aux],
+        }).collect();
+        let len: usize = 8 + records.iter().map(|r| r.buffer_len()).sum::<usize>();
+        let mut buf = vec![0u8; len + 3];
+        prop_assert_eq!(MldReportRepr::emit_records(&records, &mut buf, src, dst).unwrap(), len);
+        let p = Icmpv6Packet::new_checked(&buf[..len]).unwrap();
+        prop_assert!(p.verify_checksum(src, dst));
+        let r = MldReportRepr::parse(&p, src, dst, true).unwrap();
+        prop_assert_eq!(usize::from(r.num_records), records.len());
+        let back: Vec<MldAddressRecord<'_>> = r.records().collect::<Result<_>>().unwrap();
+        prop_assert_eq!(&back, &records);
+        for (b, &(_, _, n, _)) in back.iter().zip(&recs) {
+            prop_assert_eq!(b.sources().count(), n);
+        }
+        let mut again = vec![0u8; r.buffer_len()];
+        r.emit(&mut again, src, dst).unwrap();
+        prop_assert_eq!(&again[..], &buf[..len]);
     }
 
     #[test]
