@@ -359,7 +359,9 @@ impl<'a> NdpRepr<'a> {
     /// than 0, a malformed option (length 0 included), a multicast target,
     /// a router advertisement or redirect not from a link-local address, a
     /// solicitation from the unspecified address with a source link-layer
-    /// address, a solicited advertisement to a multicast address.
+    /// address, a solicited advertisement to a multicast address, a
+    /// redirect of a multicast destination or to a target that is neither
+    /// link-local nor the destination itself.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(
         packet: &Icmpv6Packet<&'a T>,
         src: Ipv6Addr,
@@ -384,7 +386,11 @@ impl<'a> NdpRepr<'a> {
         let target = field::ipv6_at(buf, offs::TARGET);
         match packet.msg_type() {
             Icmpv6Message::RouterSolicit => {
-                Ok(NdpRepr::RouterSolicit { lladdr: scan_options(options, kind::SOURCE_LL_ADDR)? })
+                let lladdr = scan_options(options, kind::SOURCE_LL_ADDR)?;
+                if src.is_unspecified() && lladdr.is_some() {
+                    return Err(Error::Malformed);
+                }
+                Ok(NdpRepr::RouterSolicit { lladdr })
             }
             Icmpv6Message::RouterAdvert => {
                 if !is_link_local(&src) {
@@ -426,7 +432,7 @@ impl<'a> NdpRepr<'a> {
             }
             _ => {
                 let dest = field::ipv6_at(buf, offs::DEST);
-                if !is_link_local(&src) || dest.is_multicast() {
+                if !is_link_local(&src) || dest.is_multicast() || !(is_link_local(&target) || target == dest) {
                     return Err(Error::Malformed);
                 }
                 scan_options(options, 0)?;
@@ -633,6 +639,10 @@ mod tests {
         let r = NdpRepr::RouterSolicit { lladdr: None };
         let b = emit(&r, Ipv6Addr::UNSPECIFIED, IPV6_ALL_ROUTERS);
         assert_eq!(parse(&b, Ipv6Addr::UNSPECIFIED, IPV6_ALL_ROUTERS).unwrap(), r);
+        // From the unspecified address, no source link-layer address (RFC 4861 section 6.1.1).
+        let r = NdpRepr::RouterSolicit { lladdr: Some(MAC_A) };
+        let b = emit(&r, Ipv6Addr::UNSPECIFIED, IPV6_ALL_ROUTERS);
+        assert_eq!(parse(&b, Ipv6Addr::UNSPECIFIED, IPV6_ALL_ROUTERS), Err(Error::Malformed));
     }
 
     fn ra_options() -> Vec<u8> {
@@ -760,6 +770,14 @@ mod tests {
         assert_eq!(opts, [Ok(NdpOption::RedirectedHeader(&quoted)), Ok(NdpOption::TargetLinkLayerAddr(MAC_A))]);
         let to_multicast = NdpRepr::Redirect { target: LL_B, dest: IPV6_ALL_NODES, options: &[] };
         let b = emit(&to_multicast, ROUTER, LL_A);
+        assert_eq!(parse(&b, ROUTER, LL_A), Err(Error::Malformed));
+        // The destination is on link: target and destination are the same global address.
+        let on_link = NdpRepr::Redirect { target: dest, dest, options: &[] };
+        let b = emit(&on_link, ROUTER, LL_A);
+        assert_eq!(parse(&b, ROUTER, LL_A).unwrap(), on_link);
+        // A global target other than the destination is not a router's (link-local) address.
+        let other = NdpRepr::Redirect { target: Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 8), dest, options: &[] };
+        let b = emit(&other, ROUTER, LL_A);
         assert_eq!(parse(&b, ROUTER, LL_A), Err(Error::Malformed));
     }
 

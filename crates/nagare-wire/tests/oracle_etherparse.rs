@@ -764,6 +764,11 @@ proptest! {
     }
 }
 
+/// A link-local address with `a`'s interface identifier.
+fn ll_target(a: Ipv6Addr) -> Ipv6Addr {
+    Ipv6Addr::from((0xfe80u128 << 112) | (a.to_bits() & u128::from(u64::MAX)))
+}
+
 /// Our reading of an etherparse option, for comparison.
 fn from_etherparse_option<'a>(o: &NdpOptionSlice<'a>) -> NdpOption<'a> {
     let mac = |b: &[u8]| EthernetAddress(b.try_into().unwrap());
@@ -817,6 +822,7 @@ proptest! {
             rest = o.emit(rest).unwrap();
         }
         let lladdr = Some(EthernetAddress(mac));
+        let redirect_target = if flags & 32 != 0 { dest } else { ll_target(target) };
         let repr = match which {
             0 => NdpRepr::RouterSolicit { lladdr },
             1 => NdpRepr::RouterAdvert {
@@ -828,7 +834,7 @@ proptest! {
                 router_flag: flags & 1 != 0, solicited_flag: flags & 2 != 0, override_flag: flags & 4 != 0,
                 target, lladdr,
             },
-            _ => NdpRepr::Redirect { target, dest, options: &options },
+            _ => NdpRepr::Redirect { target: redirect_target, dest, options: &options },
         };
         let mut buf = vec![0u8; repr.buffer_len()];
         repr.emit(&mut buf, src, dst).unwrap();
@@ -860,7 +866,7 @@ proptest! {
                 p.options_iterator()
             }
             (Icmpv6Type::Redirect, Icmpv6PayloadSlice::Redirect(p)) => {
-                prop_assert_eq!((p.target_address(), p.destination_address()), (target, dest));
+                prop_assert_eq!((p.target_address(), p.destination_address()), (redirect_target, dest));
                 p.options_iterator()
             }
             other => panic!("{other:?}"),

@@ -40,6 +40,11 @@ fn skippable_option((which, n, v, kind): (u8, u8, u16, u8), data: &[u8]) -> Ipv6
     }
 }
 
+/// A link-local address with `a`'s interface identifier.
+fn ll_target(a: Ipv6Addr) -> Ipv6Addr {
+    Ipv6Addr::from((0xfe80u128 << 112) | (a.to_bits() & u128::from(u64::MAX)))
+}
+
 /// A neighbour discovery option that parses back as itself: data of
 /// unknown and redirected-header options is a whole number of 8-byte units.
 fn ndp_option(
@@ -407,7 +412,7 @@ proptest! {
                 override_flag: flags & 4 != 0,
                 target, lladdr,
             },
-            _ => NdpRepr::Redirect { target, dest, options: &options },
+            _ => NdpRepr::Redirect { target: if flags & 8 != 0 { dest } else { ll_target(target) }, dest, options: &options },
         };
         let mut buf = vec![0u8; repr.buffer_len()];
         repr.emit(&mut buf, ll_src, dst).unwrap();
