@@ -12,7 +12,7 @@ use crate::checksum::{pseudo_header_v6, Checksum};
 use crate::error::{Error, Result};
 use crate::field;
 use crate::ipv6::{Ipv6Repr, IPV6_HEADER_LEN, IPV6_MIN_MTU};
-use crate::ipv6ext::{Ipv6ExtError, OptionAction};
+use crate::ipv6ext::{Ipv6ExtError, Ipv6OptionAction};
 
 /// Type, code, checksum and the 4-byte message body that every message has.
 pub const ICMPV6_HEADER_LEN: usize = 8;
@@ -194,16 +194,16 @@ impl Icmpv6ParamProblem {
     /// over the walk's limits, a malformed option, or an unknown option
     /// whose action is plain discard).
     ///
-    /// For [`OptionAction::DiscardAndIcmpUnlessMulticast`] the caller still
+    /// For [`Ipv6OptionAction::DiscardAndIcmpUnlessMulticast`] the caller still
     /// checks the destination: no error goes back for a multicast one.
     pub fn for_ext_error(e: &Ipv6ExtError) -> Option<(Self, u32)> {
         match *e {
             Ipv6ExtError::HopByHopNotFirst { pointer } => Some((Icmpv6ParamProblem::UnrecognizedNextHeader, pointer)),
             Ipv6ExtError::UnknownOption { action, pointer, .. } => match action {
-                OptionAction::DiscardAndIcmp | OptionAction::DiscardAndIcmpUnlessMulticast => {
+                Ipv6OptionAction::DiscardAndIcmp | Ipv6OptionAction::DiscardAndIcmpUnlessMulticast => {
                     Some((Icmpv6ParamProblem::UnrecognizedOption, pointer))
                 }
-                OptionAction::Skip | OptionAction::Discard => None,
+                Ipv6OptionAction::Skip | Ipv6OptionAction::Discard => None,
             },
             Ipv6ExtError::RoutingType0 { pointer } | Ipv6ExtError::UnknownRoutingType { pointer, .. } => {
                 Some((Icmpv6ParamProblem::ErroneousHeaderField, pointer))
@@ -750,18 +750,18 @@ mod tests {
             (Ipv6ExtError::RoutingType0 { pointer: 42 }, Some((P::ErroneousHeaderField, 42))),
             (Ipv6ExtError::UnknownRoutingType { routing_type: 3, pointer: 50 }, Some((P::ErroneousHeaderField, 50))),
             (
-                Ipv6ExtError::UnknownOption { action: OptionAction::DiscardAndIcmp, kind: 0x9e, pointer: 43 },
+                Ipv6ExtError::UnknownOption { action: Ipv6OptionAction::DiscardAndIcmp, kind: 0x9e, pointer: 43 },
                 Some((P::UnrecognizedOption, 43)),
             ),
             (
                 Ipv6ExtError::UnknownOption {
-                    action: OptionAction::DiscardAndIcmpUnlessMulticast,
+                    action: Ipv6OptionAction::DiscardAndIcmpUnlessMulticast,
                     kind: 0xc2,
                     pointer: 44,
                 },
                 Some((P::UnrecognizedOption, 44)),
             ),
-            (Ipv6ExtError::UnknownOption { action: OptionAction::Discard, kind: 0x5e, pointer: 43 }, None),
+            (Ipv6ExtError::UnknownOption { action: Ipv6OptionAction::Discard, kind: 0x5e, pointer: 43 }, None),
             (Ipv6ExtError::BadOption { pointer: 42 }, None),
             (Ipv6ExtError::Truncated, None),
             (Ipv6ExtError::TooManyHeaders, None),

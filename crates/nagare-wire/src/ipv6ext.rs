@@ -130,7 +130,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6ExtHeader<T> {
 /// What a node that does not recognise an option must do, from the top two
 /// bits of its type (RFC 8200 section 4.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum OptionAction {
+pub enum Ipv6OptionAction {
     /// 00: skip the option and go on.
     Skip,
     /// 01: discard the packet.
@@ -142,14 +142,14 @@ pub enum OptionAction {
     DiscardAndIcmpUnlessMulticast,
 }
 
-impl OptionAction {
+impl Ipv6OptionAction {
     /// The action encoded in an option type.
     pub const fn of(kind: u8) -> Self {
         match kind >> 6 {
-            0 => OptionAction::Skip,
-            1 => OptionAction::Discard,
-            2 => OptionAction::DiscardAndIcmp,
-            _ => OptionAction::DiscardAndIcmpUnlessMulticast,
+            0 => Ipv6OptionAction::Skip,
+            1 => Ipv6OptionAction::Discard,
+            2 => Ipv6OptionAction::DiscardAndIcmp,
+            _ => Ipv6OptionAction::DiscardAndIcmpUnlessMulticast,
         }
     }
 }
@@ -165,7 +165,7 @@ pub enum Ipv6Option<'a> {
     RouterAlert(u16),
     /// Any other type, with its data.
     Unknown {
-        /// Option type; its top two bits give the [`OptionAction`].
+        /// Option type; its top two bits give the [`Ipv6OptionAction`].
         kind: u8,
         /// Option data.
         data: &'a [u8],
@@ -199,11 +199,11 @@ impl<'a> Ipv6Option<'a> {
     }
 
     /// What to do with this option if it is not understood: always
-    /// [`OptionAction::Skip`] for the ones parsed here.
-    pub fn action(&self) -> OptionAction {
+    /// [`Ipv6OptionAction::Skip`] for the ones parsed here.
+    pub fn action(&self) -> Ipv6OptionAction {
         match self {
-            Ipv6Option::Unknown { kind, .. } => OptionAction::of(*kind),
-            _ => OptionAction::Skip,
+            Ipv6Option::Unknown { kind, .. } => Ipv6OptionAction::of(*kind),
+            _ => Ipv6OptionAction::Skip,
         }
     }
 
@@ -498,11 +498,11 @@ pub enum Ipv6ExtError {
         pointer: u32,
     },
     /// The first unrecognised option whose action is not
-    /// [`OptionAction::Skip`]: the packet is to be discarded, and an ICMPv6
+    /// [`Ipv6OptionAction::Skip`]: the packet is to be discarded, and an ICMPv6
     /// Parameter Problem (code 2) sent as `action` says.
     UnknownOption {
         /// What the option type asks for.
-        action: OptionAction,
+        action: Ipv6OptionAction,
         /// The option type.
         kind: u8,
         /// The option's type byte.
@@ -611,6 +611,11 @@ impl Ipv6ExtChain {
     /// fragment data: `upper` and `offset` then name what comes after the
     /// fragment header in this fragment, and after reassembly the caller
     /// walks the reassembled bytes again from the fragment's next header.
+    /// That second walk takes its first header as coming straight after the
+    /// IPv6 header, so it accepts hop-by-hop options there, which after a
+    /// fragment header are refused (the caller checks the fragment's next
+    /// header for that); its offsets and pointers count from the start of
+    /// the reassembled bytes.
     ///
     /// At most [`IPV6_EXT_MAX_HEADERS`] headers and [`IPV6_EXT_MAX_LEN`]
     /// bytes are walked.
@@ -681,8 +686,8 @@ fn check_options(options: &[u8], at: usize) -> core::result::Result<(), Ipv6ExtE
         let here = at + (options.len() - rest.len());
         let (after, opt) = Ipv6Option::parse(rest).map_err(|_| Ipv6ExtError::BadOption { pointer: pointer(here) })?;
         if let Ipv6Option::Unknown { kind, .. } = opt {
-            let action = OptionAction::of(kind);
-            if action != OptionAction::Skip {
+            let action = Ipv6OptionAction::of(kind);
+            if action != Ipv6OptionAction::Skip {
                 return Err(Ipv6ExtError::UnknownOption { action, kind, pointer: pointer(here) });
             }
         }
@@ -781,21 +786,21 @@ mod tests {
 
     #[test]
     fn option_actions() {
-        assert_eq!(OptionAction::of(0x1e), OptionAction::Skip);
-        assert_eq!(OptionAction::of(0x5e), OptionAction::Discard);
-        assert_eq!(OptionAction::of(0x9e), OptionAction::DiscardAndIcmp);
+        assert_eq!(Ipv6OptionAction::of(0x1e), Ipv6OptionAction::Skip);
+        assert_eq!(Ipv6OptionAction::of(0x5e), Ipv6OptionAction::Discard);
+        assert_eq!(Ipv6OptionAction::of(0x9e), Ipv6OptionAction::DiscardAndIcmp);
         // Jumbo Payload (0xc2) is not supported: discard, ICMP unless multicast.
-        assert_eq!(OptionAction::of(0xc2), OptionAction::DiscardAndIcmpUnlessMulticast);
-        assert_eq!(Ipv6Option::RouterAlert(0).action(), OptionAction::Skip);
-        assert_eq!(Ipv6Option::Unknown { kind: 0x9e, data: &[] }.action(), OptionAction::DiscardAndIcmp);
+        assert_eq!(Ipv6OptionAction::of(0xc2), Ipv6OptionAction::DiscardAndIcmpUnlessMulticast);
+        assert_eq!(Ipv6Option::RouterAlert(0).action(), Ipv6OptionAction::Skip);
+        assert_eq!(Ipv6Option::Unknown { kind: 0x9e, data: &[] }.action(), Ipv6OptionAction::DiscardAndIcmp);
     }
 
     #[test]
     fn unknown_options_reported_by_action() {
         for (kind, action) in [
-            (0x5e, OptionAction::Discard),
-            (0x9e, OptionAction::DiscardAndIcmp),
-            (0xde, OptionAction::DiscardAndIcmpUnlessMulticast),
+            (0x5e, Ipv6OptionAction::Discard),
+            (0x9e, Ipv6OptionAction::DiscardAndIcmp),
+            (0xde, Ipv6OptionAction::DiscardAndIcmpUnlessMulticast),
         ] {
             // Pad1, then the option at payload offset 3.
             let mut p = header(17, &[0, kind, 1, 0]);

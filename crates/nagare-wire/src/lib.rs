@@ -56,8 +56,8 @@ pub use ipv6::{
     IPV6_ALL_NODES, IPV6_ALL_ROUTERS, IPV6_HEADER_LEN, IPV6_MAX_FLOW_LABEL, IPV6_MAX_PAYLOAD_LEN, IPV6_MIN_MTU,
 };
 pub use ipv6ext::{
-    Ipv6ExtChain, Ipv6ExtError, Ipv6ExtHeader, Ipv6FragmentHeader, Ipv6FragmentRepr, Ipv6Option, Ipv6OptionsIter,
-    Ipv6OptionsRepr, OptionAction, IPV6_EXT_HEADER_MAX_LEN, IPV6_EXT_MAX_HEADERS, IPV6_EXT_MAX_LEN,
+    Ipv6ExtChain, Ipv6ExtError, Ipv6ExtHeader, Ipv6FragmentHeader, Ipv6FragmentRepr, Ipv6Option, Ipv6OptionAction,
+    Ipv6OptionsIter, Ipv6OptionsRepr, IPV6_EXT_HEADER_MAX_LEN, IPV6_EXT_MAX_HEADERS, IPV6_EXT_MAX_LEN,
     IPV6_FRAGMENT_HEADER_LEN,
 };
 pub use mld::{

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::ethernet::EthernetAddress;
 use crate::field;
 use crate::icmpv6::{Icmpv6Message, Icmpv6Packet};
-use crate::ipv6::is_link_local;
+use crate::ipv6::{is_link_local, is_solicited_node};
 
 /// The hop limit every neighbour discovery message is sent with, and the
 /// only one a receiver accepts (it proves the sender is on the link).
@@ -359,7 +359,9 @@ impl<'a> NdpRepr<'a> {
     /// than 0, a malformed option (length 0 included), a multicast target,
     /// a router advertisement or redirect not from a link-local address, a
     /// solicitation from the unspecified address with a source link-layer
-    /// address, a solicited advertisement to a multicast address, a
+    /// address (or a neighbour solicitation from it to anything but a
+    /// solicited-node group), a solicited advertisement to a multicast
+    /// address, a
     /// redirect of a multicast destination or to a target that is neither
     /// link-local nor the destination itself.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(
@@ -410,7 +412,9 @@ impl<'a> NdpRepr<'a> {
             }
             Icmpv6Message::NeighborSolicit => {
                 let lladdr = scan_options(options, kind::SOURCE_LL_ADDR)?;
-                if target.is_multicast() || (src.is_unspecified() && lladdr.is_some()) {
+                // From the unspecified address (duplicate address detection):
+                // no source link-layer address, and only to a solicited-node group.
+                if target.is_multicast() || (src.is_unspecified() && (lladdr.is_some() || !is_solicited_node(&dst))) {
                     return Err(Error::Malformed);
                 }
                 Ok(NdpRepr::NeighborSolicit { target, lladdr })
@@ -598,6 +602,11 @@ mod tests {
         let with_ll = NdpRepr::NeighborSolicit { target: LL_A, lladdr: Some(MAC_A) };
         let b = emit(&with_ll, Ipv6Addr::UNSPECIFIED, dst);
         assert_eq!(parse(&b, Ipv6Addr::UNSPECIFIED, dst), Err(Error::Malformed));
+        // From :: only to the target's solicited-node group (RFC 4861 section 7.1.1).
+        let b = emit(&dad, Ipv6Addr::UNSPECIFIED, LL_B);
+        assert_eq!(parse(&b, Ipv6Addr::UNSPECIFIED, LL_B), Err(Error::Malformed));
+        let b = emit(&dad, Ipv6Addr::UNSPECIFIED, IPV6_ALL_NODES);
+        assert_eq!(parse(&b, Ipv6Addr::UNSPECIFIED, IPV6_ALL_NODES), Err(Error::Malformed));
         let multicast = NdpRepr::NeighborSolicit { target: IPV6_ALL_NODES, lladdr: None };
         let b = emit(&multicast, LL_A, dst);
         assert_eq!(parse(&b, LL_A, dst), Err(Error::Malformed));
