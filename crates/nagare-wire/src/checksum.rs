@@ -4,7 +4,7 @@
 //! may arrive in pieces of any length, so a packet spread over a buffer chain
 //! sums the same as if it were contiguous.
 
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
 
 /// Running ones'-complement sum of 16-bit big-endian words.
 ///
@@ -183,6 +183,23 @@ pub fn pseudo_header_v4(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, length: u16)
     c
 }
 
+/// Sum of the IPv6 pseudo header used by every upper-layer checksum over
+/// IPv6 (RFC 8200 section 8.1): source, destination, the 32-bit upper-layer
+/// packet length, three zero bytes and the next header value.
+///
+/// `length` is the upper-layer header plus payload length (not counting
+/// extension headers before it); `next_header` is the upper-layer protocol,
+/// not the value in the IPv6 header when extension headers come between.
+#[inline]
+pub fn pseudo_header_v6(src: Ipv6Addr, dst: Ipv6Addr, next_header: u8, length: u32) -> Checksum {
+    let mut c = Checksum::new();
+    c.add_bytes(&src.octets());
+    c.add_bytes(&dst.octets());
+    c.add_u32(length);
+    c.add_u16(u16::from(next_header));
+    c
+}
+
 /// Incrementally update a checksum after a 16-bit field changed from
 /// `old_field` to `new_field` (RFC 1624 eqn. 3: `HC' = ~(~HC + ~m + m')`).
 ///
@@ -313,6 +330,17 @@ mod tests {
         let dst = Ipv4Addr::new(8, 8, 4, 4);
         let bytes = [192, 168, 1, 10, 8, 8, 4, 4, 0, 17, 0x01, 0x2c];
         assert_eq!(pseudo_header_v4(src, dst, 17, 300).finish(), checksum(&bytes));
+    }
+
+    #[test]
+    fn pseudo_header_v6_matches_bytes() {
+        let src = Ipv6Addr::new(0xfe80, 0, 0, 0, 0x0211, 0x22ff, 0xfe33, 0x4455);
+        let dst = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 1, 0xff33, 0x4455);
+        let mut bytes = std::vec::Vec::new();
+        bytes.extend_from_slice(&src.octets());
+        bytes.extend_from_slice(&dst.octets());
+        bytes.extend_from_slice(&[0x00, 0x01, 0x02, 0x03, 0, 0, 0, 58]);
+        assert_eq!(pseudo_header_v6(src, dst, 58, 0x0001_0203).finish(), checksum(&bytes));
     }
 
     #[test]

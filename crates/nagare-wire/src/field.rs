@@ -4,7 +4,7 @@
 //! so every access is bounds-checked: reads past the end yield zero and writes
 //! past the end are dropped rather than panicking.
 
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
 
 #[inline]
 pub(crate) fn u8_at(buf: &[u8], off: usize) -> u8 {
@@ -30,6 +30,14 @@ pub(crate) fn u32_at(buf: &[u8], off: usize) -> u32 {
 #[inline]
 pub(crate) fn ipv4_at(buf: &[u8], off: usize) -> Ipv4Addr {
     Ipv4Addr::from(u32_at(buf, off))
+}
+
+#[inline]
+pub(crate) fn ipv6_at(buf: &[u8], off: usize) -> Ipv6Addr {
+    match buf.get(off..).and_then(|s| s.first_chunk::<16>()) {
+        Some(b) => Ipv6Addr::from(*b),
+        None => Ipv6Addr::UNSPECIFIED,
+    }
 }
 
 #[inline]

@@ -29,25 +29,44 @@ const FLAG_DF: u16 = 0x4000;
 const FLAG_MF: u16 = 0x2000;
 const FRAG_MASK: u16 = 0x1fff;
 
-/// The IPv4 protocol / next header number.
+/// The IPv4 protocol / IPv6 next header number (IANA "Assigned Internet
+/// Protocol Numbers", one registry for both).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum IpProtocol {
+    /// 0: IPv6 hop-by-hop options header.
+    HopByHop,
     /// 1
     Icmp,
     /// 6
     Tcp,
     /// 17
     Udp,
-    /// Anything else (never 1, 6 or 17).
+    /// 43: IPv6 routing header.
+    Ipv6Route,
+    /// 44: IPv6 fragment header.
+    Ipv6Frag,
+    /// 58
+    Icmpv6,
+    /// 59: no next header (nothing follows).
+    Ipv6NoNxt,
+    /// 60: IPv6 destination options header.
+    Ipv6Opts,
+    /// Anything else (never one of the values above).
     Unknown(u8),
 }
 
 impl From<u8> for IpProtocol {
     fn from(v: u8) -> Self {
         match v {
+            0 => IpProtocol::HopByHop,
             1 => IpProtocol::Icmp,
             6 => IpProtocol::Tcp,
             17 => IpProtocol::Udp,
+            43 => IpProtocol::Ipv6Route,
+            44 => IpProtocol::Ipv6Frag,
+            58 => IpProtocol::Icmpv6,
+            59 => IpProtocol::Ipv6NoNxt,
+            60 => IpProtocol::Ipv6Opts,
             other => IpProtocol::Unknown(other),
         }
     }
@@ -56,9 +75,15 @@ impl From<u8> for IpProtocol {
 impl From<IpProtocol> for u8 {
     fn from(v: IpProtocol) -> Self {
         match v {
+            IpProtocol::HopByHop => 0,
             IpProtocol::Icmp => 1,
             IpProtocol::Tcp => 6,
             IpProtocol::Udp => 17,
+            IpProtocol::Ipv6Route => 43,
+            IpProtocol::Ipv6Frag => 44,
+            IpProtocol::Icmpv6 => 58,
+            IpProtocol::Ipv6NoNxt => 59,
+            IpProtocol::Ipv6Opts => 60,
             IpProtocol::Unknown(other) => other,
         }
     }
@@ -67,9 +92,15 @@ impl From<IpProtocol> for u8 {
 impl fmt::Display for IpProtocol {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            IpProtocol::HopByHop => f.write_str("IPv6 hop-by-hop options"),
             IpProtocol::Icmp => f.write_str("ICMP"),
             IpProtocol::Tcp => f.write_str("TCP"),
             IpProtocol::Udp => f.write_str("UDP"),
+            IpProtocol::Ipv6Route => f.write_str("IPv6 routing"),
+            IpProtocol::Ipv6Frag => f.write_str("IPv6 fragment"),
+            IpProtocol::Icmpv6 => f.write_str("ICMPv6"),
+            IpProtocol::Ipv6NoNxt => f.write_str("IPv6 no next header"),
+            IpProtocol::Ipv6Opts => f.write_str("IPv6 destination options"),
             IpProtocol::Unknown(v) => write!(f, "protocol {v}"),
         }
     }
@@ -608,5 +639,8 @@ mod tests {
             assert_eq!(u8::from(IpProtocol::from(v)), v);
         }
         assert_eq!(IpProtocol::from(6), IpProtocol::Tcp);
+        assert_eq!(IpProtocol::from(58), IpProtocol::Icmpv6);
+        assert_eq!(IpProtocol::from(44), IpProtocol::Ipv6Frag);
+        assert_eq!(IpProtocol::from(200), IpProtocol::Unknown(200));
     }
 }

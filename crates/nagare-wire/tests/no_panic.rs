@@ -7,6 +7,8 @@ use proptest::prelude::*;
 
 const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+const A6: Ipv6Addr = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1);
+const B6: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 1, 0xff00, 2);
 
 fn ethernet(data: &[u8]) {
     let f = EthernetFrame::new_unchecked(data);
@@ -69,6 +71,159 @@ fn ipv4(data: &[u8]) {
         let r = Ipv4Repr::parse(&p, false).expect("checked packet parses");
         assert_eq!(r.payload_len, p.payload().len());
         transports(p.payload(), p.src_addr(), p.dst_addr());
+    }
+}
+
+fn ipv6(data: &[u8]) {
+    let p = Ipv6Packet::new_unchecked(data);
+    let _ = (
+        p.version(),
+        p.traffic_class(),
+        p.flow_label(),
+        p.payload_len(),
+        p.next_header(),
+        p.hop_limit(),
+        p.src_addr(),
+        p.dst_addr(),
+        p.payload(),
+    );
+    let _ = Ipv6Repr::parse(&p);
+    if let Ok(p) = Ipv6Packet::new_checked(data) {
+        let r = Ipv6Repr::parse(&p).expect("checked packet parses");
+        assert_eq!(r.payload_len, p.payload().len());
+        let mut out = [0u8; IPV6_HEADER_LEN];
+        r.emit(&mut out).unwrap();
+        assert_eq!(&out[..], &data[..IPV6_HEADER_LEN]);
+        ipv6_ext(p.next_header(), p.payload());
+        if let Ok(c) = Ipv6ExtChain::walk(p.next_header(), p.payload()) {
+            if let Some(upper) = p.payload().get(c.offset..) {
+                transports_v6(upper, p.src_addr(), p.dst_addr());
+            }
+        }
+    }
+}
+
+fn icmpv6(data: &[u8], src: Ipv6Addr, dst: Ipv6Addr) {
+    let p = Icmpv6Packet::new_unchecked(data);
+    let _ = (
+        p.msg_type(),
+        p.msg_code(),
+        p.checksum(),
+        p.echo_ident(),
+        p.echo_seq_no(),
+        p.mtu(),
+        p.pointer(),
+        p.data(),
+        p.verify_checksum(src, dst),
+    );
+    let _ = Icmpv6Repr::parse(&p, src, dst, true);
+    let _ = Icmpv6EchoHeader::parse(&p);
+    if let Ok(p) = Icmpv6Packet::new_checked(data) {
+        if let Ok(r) = Icmpv6Repr::parse(&p, src, dst, false) {
+            assert_eq!(r.buffer_len(), data.len());
+            let mut out = vec![0u8; r.buffer_len()];
+            // A quoted header is re-emitted from its fields, so the bytes may
+            // differ (reserved bits), but emitting must not panic.
+            let _ = r.emit(&mut out, src, dst);
+        }
+    }
+}
+
+fn ndp(data: &[u8], src: Ipv6Addr, dst: Ipv6Addr) {
+    let p = Icmpv6Packet::new_unchecked(data);
+    for verify in [true, false] {
+        if let Ok(r) = NdpRepr::parse(&p, src, dst, verify) {
+            assert_eq!(r.msg_type(), p.msg_type());
+            if let NdpRepr::RouterAdvert { options, .. } | NdpRepr::Redirect { options, .. } = r {
+                assert!(NdpOptionsIter::new(options).all(|o| o.is_ok()));
+            }
+            let mut out = vec![0u8; r.buffer_len()];
+            r.emit(&mut out, src, dst).expect("a parsed message re-emits");
+            let q = Icmpv6Packet::new_checked(&out[..]).unwrap();
+            assert_eq!(NdpRepr::parse(&q, src, dst, true), Ok(r));
+        }
+    }
+    ndp_options(data);
+}
+
+fn ndp_options(data: &[u8]) {
+    let mut n = 0;
+    for item in NdpOptionsIter::new(data) {
+        n += 1;
+        if item.is_err() {
+            break;
+        }
+    }
+    assert!(n <= data.len() / 8 + 1);
+    let mut rest = data;
+    while let Ok((r, o)) = NdpOption::parse(rest) {
+        assert!(r.len() + 8 <= rest.len());
+        let mut out = vec![0u8; o.buffer_len()];
+        o.emit(&mut out).expect("a parsed option re-emits");
+        rest = r;
+    }
+}
+
+fn mld(data: &[u8], src: Ipv6Addr, dst: Ipv6Addr) {
+    let p = Icmpv6Packet::new_unchecked(data);
+    for verify in [true, false] {
+        if let Ok(r) = MldReportRepr::parse(&p, src, dst, verify) {
+            assert_eq!(r.records().filter(|x| x.is_ok()).count(), usize::from(r.num_records));
+            let mut out = vec![0u8; r.buffer_len()];
+            r.emit(&mut out, src, dst).expect("a parsed report re-emits");
+        }
+    }
+    let mut n = 0;
+    for item in MldRecordsIter::new(data, u16::MAX) {
+        n += 1;
+        if item.is_err() {
+            break;
+        }
+    }
+    assert!(n <= data.len() / MLD_RECORD_HEADER_LEN + 1);
+}
+
+fn transports_v6(data: &[u8], src: Ipv6Addr, dst: Ipv6Addr) {
+    icmpv6(data, src, dst);
+    ndp(data, src, dst);
+    mld(data, src, dst);
+}
+
+fn ipv6_ext(first: IpProtocol, payload: &[u8]) {
+    match Ipv6ExtChain::walk(first, payload) {
+        Ok(c) => {
+            assert!(c.offset <= payload.len().min(IPV6_EXT_MAX_LEN));
+            assert!(c.headers <= IPV6_EXT_MAX_HEADERS);
+            assert_eq!(c.headers == 0, c.offset == 0);
+            if let Some((at, f)) = c.fragment {
+                assert!(at + IPV6_FRAGMENT_HEADER_LEN <= c.offset);
+                assert!(f.is_atomic() || at + IPV6_FRAGMENT_HEADER_LEN == c.offset);
+            }
+        }
+        Err(e) => {
+            if let Some(p) = e.pointer() {
+                assert!((p as usize) < IPV6_HEADER_LEN + payload.len());
+            }
+            let _ = Error::from(e);
+        }
+    }
+    let h = Ipv6ExtHeader::new_unchecked(payload);
+    let _ = (h.next_header(), h.header_len(), h.data(), h.routing_type(), h.segments_left());
+    let _ = Ipv6ExtHeader::new_checked(payload);
+    let mut n = 0;
+    for item in h.options_iter() {
+        n += 1;
+        if item.is_err() {
+            break;
+        }
+    }
+    assert!(n <= payload.len());
+    let f = Ipv6FragmentHeader::new_unchecked(payload);
+    let _ = (f.next_header(), f.frag_offset(), f.more_frags(), f.ident());
+    if let Ok(f) = Ipv6FragmentHeader::new_checked(payload) {
+        let r = Ipv6FragmentRepr::parse(&f).expect("checked fragment header parses");
+        let mut out = [0u8; IPV6_FRAGMENT_HEADER_LEN];
+        r.emit(&mut out).unwrap();
     }
 }
 
@@ -158,7 +313,12 @@ fn everything(data: &[u8]) {
     ethernet(data);
     arp(data);
     ipv4(data);
+    ipv6(data);
+    for first in [IpProtocol::HopByHop, IpProtocol::Ipv6Opts, IpProtocol::Ipv6Route, IpProtocol::Ipv6Frag] {
+        ipv6_ext(first, data);
+    }
     transports(data, A, B);
+    transports_v6(data, A6, B6);
     options(data);
     let mut c = Checksum::new();
     c.add_bytes(data);
@@ -185,6 +345,38 @@ fn ipv4_like() -> impl Strategy<Value = Vec<u8>> {
     )
 }
 
+/// Bytes that look like an IPv6 header whose payload starts with extension
+/// headers, so the walk gets past the first header often.
+fn ipv6_like() -> impl Strategy<Value = Vec<u8>> {
+    (
+        proptest::collection::vec(any::<u8>(), 40..600),
+        proptest::collection::vec((0u8..6, 0u8..3, any::<u8>()), 0..10),
+        any::<bool>(),
+    )
+        .prop_map(|(mut v, chain, fit)| {
+            v[0] = 0x60 | (v[0] & 0x0f);
+            let names = [0u8, 60, 43, 44, 58, 17];
+            v[6] = chain.first().map_or(58, |&(n, _, _)| names[usize::from(n)]);
+            // Lay out short headers one after another, each naming the next.
+            let mut at = 40;
+            for (i, &(_, len, opt)) in chain.iter().enumerate() {
+                let next = chain.get(i + 1).map_or(58, |&(n, _, _)| names[usize::from(n)]);
+                if at + 8 * (usize::from(len) + 1) > v.len() {
+                    break;
+                }
+                v[at] = next;
+                v[at + 1] = len;
+                v[at + 2] = opt;
+                at += 8 * (usize::from(len) + 1);
+            }
+            if fit {
+                let n = (v.len() - 40) as u16;
+                v[4..6].copy_from_slice(&n.to_be_bytes());
+            }
+            v
+        })
+}
+
 /// Bytes shaped like a TCP header with a short data offset and option area.
 fn tcp_like() -> impl Strategy<Value = Vec<u8>> {
     (proptest::collection::vec(any::<u8>(), 20..120), 5u8..=15).prop_map(|(mut v, off)| {
@@ -207,6 +399,61 @@ proptest! {
     }
 
     #[test]
+    fn ipv6_shaped(data in ipv6_like()) {
+        everything(&data);
+    }
+
+    #[test]
+    fn icmpv6_error_shaped(mut data in proptest::collection::vec(any::<u8>(), 8..200), kind in 1u8..=4, v: u8) {
+        data[0] = kind;
+        if let Some(b) = data.get_mut(8) {
+            *b = if v % 4 == 0 { v } else { 0x60 | (v & 0x0f) };
+        }
+        icmpv6(&data, A6, B6);
+    }
+
+    #[test]
+    fn ndp_shaped(
+        mut data in proptest::collection::vec(any::<u8>(), 8..300),
+        ty in 133u8..=137,
+        lens in proptest::collection::vec((1u8..=6, 0u8..=4), 0..8),
+    ) {
+        data[0] = ty;
+        data[1] = 0;
+        // Option headers with small lengths where each message's options start.
+        let mut at = match ty { 133 => 8, 134 => 16, 137 => 40, _ => 24 };
+        for (kind, units) in lens {
+            if at + 1 >= data.len() {
+                break;
+            }
+            data[at] = kind;
+            data[at + 1] = units;
+            at += usize::from(units.max(1)) * 8;
+        }
+        let link_local = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 9);
+        ndp(&data, link_local, A6);
+        ndp(&data, Ipv6Addr::UNSPECIFIED, B6);
+    }
+
+    #[test]
+    fn mld_shaped(mut data in proptest::collection::vec(any::<u8>(), 8..400), count in 0u16..6, small: [u8; 6]) {
+        data[0] = 143;
+        data[6..8].copy_from_slice(&count.to_be_bytes());
+        // Small source and aux counts in the first records' headers.
+        let mut at = 8;
+        for s in small {
+            if at + 20 > data.len() {
+                break;
+            }
+            data[at + 1] = s % 3;
+            data[at + 2] = 0;
+            data[at + 3] = s % 4;
+            at += 20 + 16 * usize::from(s % 4) + 4 * usize::from(s % 3);
+        }
+        mld(&data, A6, B6);
+    }
+
+    #[test]
     fn tcp_shaped(data in tcp_like()) {
         tcp(&data, A, B);
         options(&data[20..]);
@@ -225,7 +472,7 @@ proptest! {
 #[test]
 fn every_short_length() {
     // All prefixes of a full-size buffer of each fill value.
-    for fill in [0x00u8, 0xff, 0x45, 0x50, 0x02] {
+    for fill in [0x00u8, 0xff, 0x45, 0x50, 0x02, 0x60, 0x3c, 0x2c] {
         let buf = [fill; 100];
         for n in 0..=buf.len() {
             everything(&buf[..n]);

@@ -3,8 +3,14 @@
 //! it agrees with, and frames etherparse builds decode in ours.
 
 use etherparse::{
-    icmpv4::DestUnreachableHeader, ArpHardwareId, IcmpEchoHeader, Icmpv4Header, Icmpv4Type, IpDscp, IpEcn,
-    IpFragOffset, IpHeaders, IpNumber, Ipv4Header, LinkHeader, NetHeaders, PacketBuilder, PacketHeaders,
+    icmpv4::DestUnreachableHeader,
+    icmpv6::{
+        DestUnreachableCode, Icmpv6PayloadSlice, NdpOptionSlice, NeighborAdvertisementHeader, ParameterProblemCode,
+        ParameterProblemHeader, PrefixInformation, RouterAdvertisementHeader, TimeExceededCode,
+    },
+    ArpHardwareId, IcmpEchoHeader, Icmpv4Header, Icmpv4Type, Icmpv6Header, Icmpv6Slice, Icmpv6Type, IpDscp, IpEcn,
+    IpFragOffset, IpHeaders, IpNumber, Ipv4Header, Ipv6Extensions, Ipv6FlowLabel, Ipv6FragmentHeader as EpFragment,
+    Ipv6Header, Ipv6RawExtHeader, Ipv6RoutingExtensions, LinkHeader, NetHeaders, PacketBuilder, PacketHeaders,
     TcpOptionElement, TransportHeader,
 };
 use nagare_wire::*;
@@ -16,6 +22,20 @@ fn ipv4_addr() -> impl Strategy<Value = Ipv4Addr> {
 
 fn mac() -> impl Strategy<Value = EthernetAddress> {
     any::<[u8; 6]>().prop_map(EthernetAddress)
+}
+
+fn ipv6_addr() -> impl Strategy<Value = Ipv6Addr> {
+    any::<[u8; 16]>().prop_map(Ipv6Addr::from)
+}
+
+/// Check etherparse's view of our IPv6 fixed header.
+fn check_ipv6(v6: &Ipv6Header, ip: &Ipv6Repr) {
+    assert_eq!(v6.source, ip.src_addr.octets());
+    assert_eq!(v6.destination, ip.dst_addr.octets());
+    assert_eq!(v6.traffic_class, ip.traffic_class);
+    assert_eq!(v6.flow_label.value(), ip.flow_label);
+    assert_eq!(usize::from(v6.payload_length), ip.payload_len);
+    assert_eq!(v6.hop_limit, ip.hop_limit);
 }
 
 /// Ethernet + IPv4 (unfragmented, so etherparse decodes the transport) with
@@ -439,4 +459,463 @@ fn our_port_unreachable_in_etherparse() {
     assert_eq!(q.total_len, 34);
     assert_eq!(q.header_checksum, q.calc_header_checksum());
     assert_eq!(tail, &udp_head);
+}
+
+proptest! {
+    #[test]
+    fn our_ipv6_ext_chain_in_etherparse(
+        src in ipv6_addr(), dst in ipv6_addr(),
+        hop_limit: u8, traffic_class: u8, flow_label in 0..=IPV6_MAX_FLOW_LABEL,
+        alert: u16, with_dest_opts: bool, with_routing: bool, with_frag: bool, ident: u32,
+        payload in proptest::collection::vec(any::<u8>(), 0..200),
+    ) {
+        // Hop-by-hop (Router Alert), maybe destination options, maybe a
+        // routing header with no segments left, maybe an atomic fragment,
+        // then a payload with "no next header".
+        let mut exts = Vec::new();
+        let mut names = vec![IpProtocol::HopByHop];
+        if with_dest_opts { names.push(IpProtocol::Ipv6Opts); }
+        if with_routing { names.push(IpProtocol::Ipv6Route); }
+        if with_frag { names.push(IpProtocol::Ipv6Frag); }
+        names.push(IpProtocol::Ipv6NoNxt);
+        for (i, name) in names.iter().enumerate().take(names.len() - 1) {
+            let next = names[i + 1];
+            let start = exts.len();
+            match name {
+                IpProtocol::HopByHop => {
+                    let opts = [Ipv6Option::RouterAlert(alert)];
+                    let r = Ipv6OptionsRepr { next_header: next, options: &opts };
+                    exts.resize(start + r.buffer_len(), 0);
+                    r.emit(&mut exts[start..]).unwrap();
+                }
+                IpProtocol::Ipv6Opts => {
+                    let r = Ipv6OptionsRepr { next_header: next, options: &[Ipv6Option::PadN(9)] };
+                    exts.resize(start + r.buffer_len(), 0);
+                    r.emit(&mut exts[start..]).unwrap();
+                }
+                IpProtocol::Ipv6Route => {
+                    exts.extend_from_slice(&[u8::from(next), 0, 4, 0, 0, 0, 0, 0]);
+                }
+                _ => {
+                    let f = Ipv6FragmentRepr { next_header: next, frag_offset: 0, more_frags: false, ident };
+                    exts.resize(start + 8, 0);
+                    f.emit(&mut exts[start..]).unwrap();
+                }
+            }
+        }
+        let ip = Ipv6Repr {
+            src_addr: src, dst_addr: dst, next_header: IpProtocol::HopByHop,
+            payload_len: exts.len() + payload.len(), hop_limit, traffic_class, flow_label,
+        };
+        let mut buf = vec![0u8; ip.buffer_len()];
+        ip.emit(&mut buf).unwrap();
+        buf[40..40 + exts.len()].copy_from_slice(&exts);
+        buf[40 + exts.len()..].copy_from_slice(&payload);
+
+        let (h, exts_ep, rest) = etherparse::Ipv6Header::from_slice(&buf)
+            .map(|(h, rest)| {
+                let (e, _, rest) = Ipv6Extensions::from_slice(h.next_header, rest).unwrap();
+                (h, e, rest)
+            })
+            .unwrap();
+        check_ipv6(&h, &ip);
+        prop_assert_eq!(h.next_header, IpNumber::IPV6_HEADER_HOP_BY_HOP);
+        let hbh = exts_ep.hop_by_hop_options.as_ref().unwrap();
+        prop_assert_eq!(&hbh.payload()[..4], &[5, 2, (alert >> 8) as u8, alert as u8][..]);
+        prop_assert_eq!(exts_ep.destination_options.is_some(), with_dest_opts);
+        prop_assert_eq!(exts_ep.routing.is_some(), with_routing);
+        match exts_ep.fragment {
+            Some(f) => {
+                prop_assert!(with_frag);
+                prop_assert_eq!(f.identification, ident);
+                prop_assert!(!f.is_fragmenting_payload());
+            }
+            None => prop_assert!(!with_frag),
+        }
+        prop_assert_eq!(rest, &payload[..]);
+
+        let chain = Ipv6ExtChain::walk(IpProtocol::HopByHop, &buf[40..]).unwrap();
+        prop_assert_eq!(chain.upper, IpProtocol::Ipv6NoNxt);
+        prop_assert_eq!(chain.offset, exts.len());
+        prop_assert_eq!(chain.headers, names.len() - 1);
+    }
+
+    #[test]
+    fn etherparse_ipv6_udp_in_ours(
+        src_mac: [u8; 6], dst_mac: [u8; 6], src: [u8; 16], dst: [u8; 16], hop_limit: u8,
+        src_port: u16, dst_port: u16,
+        hbh_len in 0usize..4, with_dest: bool, with_routing: bool, frag: Option<(u16, bool, u32)>,
+        payload in proptest::collection::vec(any::<u8>(), 0..600),
+    ) {
+        let mut exts = Ipv6Extensions::default();
+        let raw = |n: usize| {
+            let mut body = vec![0u8; 6 + 8 * n];
+            body[0] = 1; // PadN over the rest
+            body[1] = (4 + 8 * n) as u8;
+            Ipv6RawExtHeader::new_raw(IpNumber::UDP, &body).unwrap()
+        };
+        exts.hop_by_hop_options = Some(raw(hbh_len));
+        if with_dest { exts.destination_options = Some(raw(1)); }
+        if with_routing {
+            // Segment routing type 4 with no segments left: skipped.
+            let mut body = vec![0u8; 22];
+            body[0] = 4;
+            exts.routing = Some(Ipv6RoutingExtensions {
+                routing: Ipv6RawExtHeader::new_raw(IpNumber::UDP, &body).unwrap(),
+                final_destination_options: None,
+            });
+        }
+        if let Some((units, mf, id)) = frag {
+            exts.fragment = Some(EpFragment::new(IpNumber::UDP, IpFragOffset::try_new(units % 8192).unwrap(), mf, id));
+        }
+        let v6 = Ipv6Header {
+            traffic_class: 0, flow_label: Ipv6FlowLabel::try_new(0x12345).unwrap(), payload_length: 0,
+            next_header: IpNumber::UDP, hop_limit, source: src, destination: dst,
+        };
+        let mut buf = Vec::new();
+        PacketBuilder::ethernet2(src_mac, dst_mac)
+            .ip(IpHeaders::Ipv6(v6, exts.clone()))
+            .udp(src_port, dst_port)
+            .write(&mut buf, &payload)
+            .unwrap();
+
+        let f = EthernetFrame::new_checked(&buf[..]).unwrap();
+        prop_assert_eq!(f.ethertype(), EtherType::Ipv6);
+        let p = Ipv6Packet::new_checked(f.payload()).unwrap();
+        let ip = Ipv6Repr::parse(&p).unwrap();
+        prop_assert_eq!(ip.src_addr, Ipv6Addr::from(src));
+        prop_assert_eq!(ip.dst_addr, Ipv6Addr::from(dst));
+        prop_assert_eq!(ip.hop_limit, hop_limit);
+        prop_assert_eq!(ip.flow_label, 0x12345);
+        prop_assert_eq!(ip.next_header, IpProtocol::HopByHop);
+        let chain = Ipv6ExtChain::walk(ip.next_header, p.payload()).unwrap();
+        let ext_len = exts.header_len();
+        prop_assert_eq!(chain.offset, ext_len);
+        prop_assert_eq!(chain.upper, IpProtocol::Udp);
+        let fr = frag.map(|(units, mf, id)| Ipv6FragmentRepr {
+            next_header: IpProtocol::Udp, frag_offset: (units % 8192) * 8, more_frags: mf, ident: id,
+        });
+        prop_assert_eq!(chain.fragment.map(|(_, f)| f), fr);
+        // UDP checksum as etherparse computed it, verified over our IPv6 pseudo header.
+        let udp = &p.payload()[ext_len..];
+        prop_assert_eq!(udp.len(), 8 + payload.len());
+        let mut c = pseudo_header_v6(ip.src_addr, ip.dst_addr, 17, udp.len() as u32);
+        c.add_bytes(udp);
+        prop_assert_eq!(c.folded(), 0xffff);
+        prop_assert_eq!(&udp[..4], &[(src_port >> 8) as u8, src_port as u8, (dst_port >> 8) as u8, dst_port as u8][..]);
+    }
+}
+
+prop_compose! {
+    fn eth_ipv6(next_header: IpProtocol)(
+        src_addr in mac(), dst_addr in mac(),
+        src in ipv6_addr(), dst in ipv6_addr(),
+        hop_limit: u8, traffic_class: u8, flow_label in 0..=IPV6_MAX_FLOW_LABEL,
+    ) -> (EthernetRepr, Ipv6Repr) {
+        (
+            EthernetRepr { src_addr, dst_addr, ethertype: EtherType::Ipv6 },
+            Ipv6Repr { src_addr: src, dst_addr: dst, next_header, payload_len: 0, hop_limit, traffic_class, flow_label },
+        )
+    }
+}
+
+/// Ethernet + IPv6 with `emit_upper` writing the IPv6 payload.
+fn frame_v6(eth: &EthernetRepr, ip: &Ipv6Repr, emit_upper: impl FnOnce(&mut [u8])) -> Vec<u8> {
+    let mut buf = vec![0u8; ETHERNET_HEADER_LEN + ip.buffer_len()];
+    eth.emit(&mut buf).unwrap();
+    ip.emit(&mut buf[ETHERNET_HEADER_LEN..]).unwrap();
+    emit_upper(&mut buf[ETHERNET_HEADER_LEN + IPV6_HEADER_LEN..]);
+    buf
+}
+
+/// etherparse's ICMPv6 type for one of our echo or error reprs.
+fn icmpv6_type_of(r: &Icmpv6Repr<'_>) -> Icmpv6Type {
+    match *r {
+        Icmpv6Repr::EchoRequest { ident, seq_no, .. } => {
+            Icmpv6Type::EchoRequest(IcmpEchoHeader { id: ident, seq: seq_no })
+        }
+        Icmpv6Repr::EchoReply { ident, seq_no, .. } => Icmpv6Type::EchoReply(IcmpEchoHeader { id: ident, seq: seq_no }),
+        Icmpv6Repr::DstUnreachable { reason, .. } => {
+            Icmpv6Type::DestinationUnreachable(DestUnreachableCode::from_u8(u8::from(reason)).unwrap())
+        }
+        Icmpv6Repr::PacketTooBig { mtu, .. } => Icmpv6Type::PacketTooBig { mtu },
+        Icmpv6Repr::TimeExceeded { code, .. } => Icmpv6Type::TimeExceeded(TimeExceededCode::from_u8(code).unwrap()),
+        Icmpv6Repr::ParamProblem { reason, pointer, .. } => Icmpv6Type::ParameterProblem(ParameterProblemHeader {
+            code: ParameterProblemCode::from_u8(u8::from(reason)).unwrap(),
+            pointer,
+        }),
+    }
+}
+
+proptest! {
+    #[test]
+    fn our_icmpv6_echo_in_etherparse(
+        (eth, mut ip) in eth_ipv6(IpProtocol::Icmpv6),
+        reply: bool, ident: u16, seq_no: u16,
+        data in proptest::collection::vec(any::<u8>(), 0..300),
+    ) {
+        let icmp = if reply {
+            Icmpv6Repr::EchoReply { ident, seq_no, data: &data }
+        } else {
+            Icmpv6Repr::EchoRequest { ident, seq_no, data: &data }
+        };
+        ip.payload_len = icmp.buffer_len();
+        let buf = frame_v6(&eth, &ip, |b| icmp.emit(b, ip.src_addr, ip.dst_addr).unwrap());
+        let h = PacketHeaders::from_ethernet_slice(&buf).unwrap();
+        let Some(NetHeaders::Ipv6(v6, _)) = &h.net else { panic!("{:?}", h.net) };
+        check_ipv6(v6, &ip);
+        prop_assert_eq!(v6.next_header, IpNumber::IPV6_ICMP);
+        let Some(TransportHeader::Icmpv6(i)) = &h.transport else { panic!("{:?}", h.transport) };
+        let expect = icmpv6_type_of(&icmp);
+        prop_assert_eq!(&i.icmp_type, &expect);
+        let ck = Icmpv6Header::with_checksum(expect, v6.source, v6.destination, &data).unwrap().checksum;
+        prop_assert_eq!(i.checksum, ck);
+        prop_assert_eq!(h.payload.slice(), &data[..]);
+    }
+
+    #[test]
+    fn our_icmpv6_errors_in_etherparse(
+        kind in 0u8..4, code in 0u8..2, word: u32,
+        src in ipv6_addr(), dst in ipv6_addr(),
+        quoted in eth_ipv6(IpProtocol::Udp),
+        data in proptest::collection::vec(any::<u8>(), 0..600),
+    ) {
+        let header = Ipv6Repr { payload_len: data.len(), ..quoted.1 };
+        let icmp = match kind {
+            0 => Icmpv6Repr::DstUnreachable { reason: Icmpv6DstUnreachable::from(code * 4), header, data: &data },
+            1 => Icmpv6Repr::PacketTooBig { mtu: word, header, data: &data },
+            2 => Icmpv6Repr::TimeExceeded { code, header, data: &data },
+            _ => Icmpv6Repr::ParamProblem { reason: Icmpv6ParamProblem::from(code + 1), pointer: word, header, data: &data },
+        };
+        let mut buf = vec![0u8; icmp.buffer_len()];
+        icmp.emit(&mut buf, src, dst).unwrap();
+        let (h, rest) = Icmpv6Header::from_slice(&buf).unwrap();
+        let expect = icmpv6_type_of(&icmp);
+        prop_assert_eq!(&h.icmp_type, &expect);
+        prop_assert_eq!(h.checksum, Icmpv6Header::with_checksum(expect, src.octets(), dst.octets(), rest).unwrap().checksum);
+        let (q, tail) = etherparse::Ipv6Header::from_slice(rest).unwrap();
+        check_ipv6(&q, &header);
+        prop_assert_eq!(tail, &data[..]);
+    }
+
+    #[test]
+    fn etherparse_icmpv6_echo_in_ours(
+        src: [u8; 16], dst: [u8; 16], id: u16, seq: u16, reply: bool,
+        data in proptest::collection::vec(any::<u8>(), 0..300),
+    ) {
+        let b = PacketBuilder::ethernet2([2; 6], [4; 6]).ipv6(src, dst, 64);
+        let b = if reply { b.icmpv6_echo_reply(id, seq) } else { b.icmpv6_echo_request(id, seq) };
+        let mut buf = Vec::new();
+        b.write(&mut buf, &data).unwrap();
+        let f = EthernetFrame::new_checked(&buf[..]).unwrap();
+        let p = Ipv6Packet::new_checked(f.payload()).unwrap();
+        let ip = Ipv6Repr::parse(&p).unwrap();
+        prop_assert_eq!(ip.next_header, IpProtocol::Icmpv6);
+        let i = Icmpv6Packet::new_checked(p.payload()).unwrap();
+        let r = Icmpv6Repr::parse(&i, ip.src_addr, ip.dst_addr, true).unwrap();
+        let expect = if reply {
+            Icmpv6Repr::EchoReply { ident: id, seq_no: seq, data: &data }
+        } else {
+            Icmpv6Repr::EchoRequest { ident: id, seq_no: seq, data: &data }
+        };
+        prop_assert_eq!(r, expect);
+    }
+
+    #[test]
+    fn etherparse_icmpv6_errors_in_ours(
+        kind in 0u8..4, code in 0u8..2, word: u32, src: [u8; 16], dst: [u8; 16],
+        quoted_src: [u8; 16], quoted_dst: [u8; 16], hop: u8,
+        data in proptest::collection::vec(any::<u8>(), 0..200),
+    ) {
+        let q = Ipv6Header {
+            traffic_class: 0, flow_label: Ipv6FlowLabel::ZERO, payload_length: data.len() as u16,
+            next_header: IpNumber::UDP, hop_limit: hop, source: quoted_src, destination: quoted_dst,
+        };
+        let mut quote = q.to_bytes().to_vec();
+        quote.extend_from_slice(&data);
+        let ty = match kind {
+            0 => Icmpv6Type::DestinationUnreachable(DestUnreachableCode::from_u8(code * 4).unwrap()),
+            1 => Icmpv6Type::PacketTooBig { mtu: word },
+            2 => Icmpv6Type::TimeExceeded(TimeExceededCode::from_u8(code).unwrap()),
+            _ => Icmpv6Type::ParameterProblem(ParameterProblemHeader {
+                code: ParameterProblemCode::from_u8(code + 1).unwrap(),
+                pointer: word,
+            }),
+        };
+        let h = Icmpv6Header::with_checksum(ty, src, dst, &quote).unwrap();
+        let mut buf = h.to_bytes().to_vec();
+        buf.extend_from_slice(&quote);
+        let p = Icmpv6Packet::new_checked(&buf[..]).unwrap();
+        let r = Icmpv6Repr::parse(&p, Ipv6Addr::from(src), Ipv6Addr::from(dst), true).unwrap();
+        prop_assert_eq!(icmpv6_type_of(&r), h.icmp_type);
+        let header = Ipv6Repr {
+            src_addr: Ipv6Addr::from(quoted_src), dst_addr: Ipv6Addr::from(quoted_dst), next_header: IpProtocol::Udp,
+            payload_len: data.len(), hop_limit: hop, traffic_class: 0, flow_label: 0,
+        };
+        let (got_header, got_data) = match r {
+            Icmpv6Repr::DstUnreachable { header, data, .. }
+            | Icmpv6Repr::PacketTooBig { header, data, .. }
+            | Icmpv6Repr::TimeExceeded { header, data, .. }
+            | Icmpv6Repr::ParamProblem { header, data, .. } => (header, data),
+            other => panic!("{other:?}"),
+        };
+        prop_assert_eq!(got_header, header);
+        prop_assert_eq!(got_data, &data[..]);
+    }
+}
+
+/// A link-local address with `a`'s interface identifier.
+fn ll_target(a: Ipv6Addr) -> Ipv6Addr {
+    Ipv6Addr::from((0xfe80u128 << 112) | (a.to_bits() & u128::from(u64::MAX)))
+}
+
+/// Our reading of an etherparse option, for comparison.
+fn from_etherparse_option<'a>(o: &NdpOptionSlice<'a>) -> NdpOption<'a> {
+    let mac = |b: &[u8]| EthernetAddress(b.try_into().unwrap());
+    match o {
+        NdpOptionSlice::SourceLinkLayerAddress(s) => NdpOption::SourceLinkLayerAddr(mac(s.link_layer_address())),
+        NdpOptionSlice::TargetLinkLayerAddress(s) => NdpOption::TargetLinkLayerAddr(mac(s.link_layer_address())),
+        NdpOptionSlice::PrefixInformation(s) => NdpOption::PrefixInfo(NdpPrefixInfo {
+            prefix_len: s.prefix_length(),
+            on_link: s.on_link(),
+            autonomous: s.autonomous_address_configuration(),
+            valid_lifetime: s.valid_lifetime(),
+            preferred_lifetime: s.preferred_lifetime(),
+            prefix: Ipv6Addr::from(s.prefix()),
+        }),
+        NdpOptionSlice::RedirectedHeader(s) => NdpOption::RedirectedHeader(s.redirected_packet()),
+        NdpOptionSlice::Mtu(s) => NdpOption::Mtu(s.mtu()),
+        NdpOptionSlice::Unknown(s) => NdpOption::Unknown { kind: s.option_type().0, data: s.data() },
+        other => panic!("{other:?}"),
+    }
+}
+
+proptest! {
+    #[test]
+    fn our_ndp_in_etherparse(
+        which in 0u8..5,
+        mac: [u8; 6], mtu: u32, valid: u32, preferred: u32, prefix_len in 0u8..=128, prefix: [u8; 16],
+        flags: u8, hop_limit: u8, router_lifetime: u16, reachable_time: u32, retrans_timer: u32,
+        target: [u8; 16], dest: [u8; 16], iid: u64, dst: [u8; 16],
+        unknown in proptest::collection::vec(any::<u8>(), 0..3).prop_map(|v| vec![0xa5u8; 6 + 8 * v.len()]),
+    ) {
+        let target = Ipv6Addr::from(target);
+        let dest = Ipv6Addr::from(dest);
+        prop_assume!(!target.is_multicast() && !dest.is_multicast());
+        let src = Ipv6Addr::from((0xfe80u128 << 112) | u128::from(iid));
+        let dst = Ipv6Addr::from(dst);
+        let info = NdpPrefixInfo {
+            prefix_len, on_link: flags & 8 != 0, autonomous: flags & 16 != 0,
+            valid_lifetime: valid, preferred_lifetime: preferred, prefix: Ipv6Addr::from(prefix),
+        };
+        let quoted = [0x60u8; 24];
+        let opts = [
+            NdpOption::SourceLinkLayerAddr(EthernetAddress(mac)),
+            NdpOption::Mtu(mtu),
+            NdpOption::PrefixInfo(info),
+            NdpOption::RedirectedHeader(&quoted),
+            NdpOption::Unknown { kind: 200, data: &unknown },
+        ];
+        let mut options = vec![0u8; opts.iter().map(|o| o.buffer_len()).sum()];
+        let mut rest = &mut options[..];
+        for o in &opts {
+            rest = o.emit(rest).unwrap();
+        }
+        let lladdr = Some(EthernetAddress(mac));
+        let redirect_target = if flags & 32 != 0 { dest } else { ll_target(target) };
+        let repr = match which {
+            0 => NdpRepr::RouterSolicit { lladdr },
+            1 => NdpRepr::RouterAdvert {
+                hop_limit, managed_flag: flags & 1 != 0, other_flag: flags & 2 != 0,
+                router_lifetime, reachable_time, retrans_timer, options: &options,
+            },
+            2 => NdpRepr::NeighborSolicit { target, lladdr },
+            3 => NdpRepr::NeighborAdvert {
+                router_flag: flags & 1 != 0, solicited_flag: flags & 2 != 0, override_flag: flags & 4 != 0,
+                target, lladdr,
+            },
+            _ => NdpRepr::Redirect { target: redirect_target, dest, options: &options },
+        };
+        let mut buf = vec![0u8; repr.buffer_len()];
+        repr.emit(&mut buf, src, dst).unwrap();
+
+        let e = Icmpv6Slice::from_slice(&buf).unwrap();
+        prop_assert!(e.is_checksum_valid(src.octets(), dst.octets()));
+        let ep_options = match (e.icmp_type(), e.payload_slice().unwrap()) {
+            (Icmpv6Type::RouterSolicitation, Icmpv6PayloadSlice::RouterSolicitation(p)) => {
+                prop_assert_eq!(which, 0);
+                p.options_iterator()
+            }
+            (Icmpv6Type::RouterAdvertisement(h), Icmpv6PayloadSlice::RouterAdvertisement(p)) => {
+                prop_assert_eq!(h, RouterAdvertisementHeader {
+                    cur_hop_limit: hop_limit, managed_address_config: flags & 1 != 0, other_config: flags & 2 != 0,
+                    router_lifetime,
+                });
+                prop_assert_eq!((p.reachable_time(), p.retrans_timer()), (reachable_time, retrans_timer));
+                p.options_iterator()
+            }
+            (Icmpv6Type::NeighborSolicitation, Icmpv6PayloadSlice::NeighborSolicitation(p)) => {
+                prop_assert_eq!(p.target_address(), target);
+                p.options_iterator()
+            }
+            (Icmpv6Type::NeighborAdvertisement(h), Icmpv6PayloadSlice::NeighborAdvertisement(p)) => {
+                prop_assert_eq!(h, NeighborAdvertisementHeader {
+                    router: flags & 1 != 0, solicited: flags & 2 != 0, r#override: flags & 4 != 0,
+                });
+                prop_assert_eq!(p.target_address(), target);
+                p.options_iterator()
+            }
+            (Icmpv6Type::Redirect, Icmpv6PayloadSlice::Redirect(p)) => {
+                prop_assert_eq!((p.target_address(), p.destination_address()), (redirect_target, dest));
+                p.options_iterator()
+            }
+            other => panic!("{other:?}"),
+        };
+        let got: Vec<NdpOption<'_>> = ep_options.map(|o| from_etherparse_option(&o.unwrap())).collect();
+        let want: Vec<NdpOption<'_>> = match repr {
+            NdpRepr::RouterAdvert { .. } | NdpRepr::Redirect { .. } => opts.to_vec(),
+            NdpRepr::NeighborAdvert { .. } => vec![NdpOption::TargetLinkLayerAddr(EthernetAddress(mac))],
+            _ => vec![NdpOption::SourceLinkLayerAddr(EthernetAddress(mac))],
+        };
+        prop_assert_eq!(got, want);
+    }
+
+    #[test]
+    fn etherparse_prefix_info_in_ours(
+        prefix_length in 0u8..=128, on_link: bool, autonomous: bool, valid: u32, preferred: u32, prefix: [u8; 16],
+    ) {
+        let p = PrefixInformation {
+            prefix_length, on_link, autonomous_address_configuration: autonomous,
+            valid_lifetime: valid, preferred_lifetime: preferred, prefix,
+        };
+        let bytes = p.to_bytes();
+        let (rest, o) = NdpOption::parse(&bytes).unwrap();
+        prop_assert!(rest.is_empty());
+        prop_assert_eq!(o, NdpOption::PrefixInfo(NdpPrefixInfo {
+            prefix_len: prefix_length, on_link, autonomous,
+            valid_lifetime: valid, preferred_lifetime: preferred, prefix: Ipv6Addr::from(prefix),
+        }));
+        let mut out = [0u8; 32];
+        o.emit(&mut out).unwrap();
+        prop_assert_eq!(out, bytes);
+    }
+}
+
+proptest! {
+    #[test]
+    fn our_mld_report_checksum_in_etherparse(
+        groups in proptest::collection::vec(ipv6_addr(), 0..10), iid: u64, join: bool,
+    ) {
+        // etherparse has no MLD messages, but checks any ICMPv6 checksum.
+        let src = Ipv6Addr::from((0xfe80u128 << 112) | u128::from(iid));
+        let records: Vec<MldAddressRecord<'_>> = groups
+            .iter()
+            .map(|g| if join { MldAddressRecord::join(*g) } else { MldAddressRecord::leave(*g) })
+            .collect();
+        let mut buf = vec![0u8; 8 + 20 * records.len()];
+        MldReportRepr::emit_records(&records, &mut buf, src, IPV6_ALL_MLDV2_ROUTERS).unwrap();
+        let e = Icmpv6Slice::from_slice(&buf).unwrap();
+        prop_assert_eq!(e.type_u8(), 143);
+        prop_assert!(e.is_checksum_valid(src.octets(), IPV6_ALL_MLDV2_ROUTERS.octets()));
+    }
 }
