@@ -48,10 +48,12 @@ mod requests;
 mod returns;
 mod session;
 mod shares;
+mod sharing;
 mod sockets;
 mod stats;
 mod steering;
 mod view;
+mod watches;
 
 pub use builder::{Built, NetdBuilder};
 pub use config::NetdConfig;

@@ -27,8 +27,7 @@ use crate::packetflow::{Filter, Inbound, Load, MemoryManager, Pause, ReceiveDrop
 use crate::report::{ClientLine, Report};
 use crate::requests::{answer_stat_requests, serve_client, waits_for_stat, REQ_BATCH};
 use crate::session::Session;
-use crate::shares::Shares;
-use crate::sockets::Sock;
+use crate::sharing::Sharing;
 use crate::stats::NetdStats;
 use crate::steering::Steering;
 use nagare_core::{Instant, Interface};
@@ -66,8 +65,8 @@ pub struct Netd {
     inbound: Option<Inbound>,
     mm: Option<MemoryManager>,
     receivers: Receivers,
-    /// Sockets held by several clients.
-    shares: Shares<Sock>,
+    /// Sockets held by several clients, and their watched descriptors.
+    sharing: Sharing,
     receive_drops: ReceiveDrops,
     /// PacketFlow's scheduler, if it runs, and its weighing's storage.
     scheduler: Option<Scheduler>,
@@ -160,7 +159,7 @@ impl Netd {
             shed: UdpShed::default(),
             device_sheds: None,
             receivers: Receivers::default(),
-            shares: Shares::default(),
+            sharing: Sharing::new(Some(&nagare_request::share_watch_path(&config.socket))),
             receive_drops,
             placement,
             lending,
@@ -292,6 +291,15 @@ impl Netd {
             frames.attach(s);
         });
         self.clients.notice_gone();
+        let ended = self.sharing.ended();
+        if !ended.is_empty() {
+            // No client holds them and no process a descriptor for them.
+            let now = self.clock.now();
+            for sock in ended {
+                let _ = sock.close(&mut self.host.iface, now);
+            }
+            work = true;
+        }
         self.memory.settle(&self.host.iface);
         for s in &self.clients.sessions {
             self.receivers.set_client(s.key(), s.priority.get().value);
@@ -458,7 +466,7 @@ impl Netd {
             stats: &mut self.stats,
             receivers: &mut self.receivers,
             mm: self.mm,
-            shares: &mut self.shares,
+            sharing: &mut self.sharing,
         };
         for s in &mut self.clients.sessions {
             let batch = if cx.receivers.is_boosted(s.key()) { 2 * REQ_BATCH } else { REQ_BATCH };
@@ -489,7 +497,7 @@ impl Netd {
             .clients
             .sessions
             .iter()
-            .map(|s| s.client_line(&self.steering, &self.memory, iface, &self.receivers, self.mm, &self.shares))
+            .map(|s| s.client_line(&self.steering, &self.memory, iface, &self.receivers, self.mm, &self.sharing.shares))
             .collect();
         let counters = self.host.iface.counters().clone();
         let mut engine = counters.iter();
@@ -538,6 +546,10 @@ impl Netd {
             // Its queues drain as clients are served: look again soon.
             timeout = timeout.min(Duration::from_millis(1));
         }
+        if self.sharing.watching() {
+            // A watched descriptor's hang-up is looked for at housekeeping.
+            timeout = timeout.min(HOUSEKEEPING);
+        }
         if timeout.is_zero() {
             return Ok(false);
         }
@@ -569,7 +581,7 @@ impl Netd {
     /// sockets are reset or closed, its buffers return, its region goes.
     fn disconnect(&mut self, mut s: Session, why: &str) {
         let now = self.clock.now();
-        let gone = s.leave(&mut self.host.iface, &self.lending, &self.steering, &mut self.shares, now);
+        let gone = s.leave(&mut self.host.iface, &self.lending, &self.steering, &mut self.sharing, now);
         s.priority.unlift();
         if let Some(scheduler) = &mut self.scheduler {
             scheduler.forget(s.key());

@@ -68,7 +68,8 @@ pub(crate) struct SocketLine {
     /// those dropped for its full queue (by the filter or the engine).
     pub filter_drops: u64,
     pub overflow_drops: u64,
-    /// The clients holding it (more than one: shared, `crate::shares`).
+    /// The clients holding it (more than one: shared, `crate::shares`,
+    /// shown as `holders N` at the end of its line).
     pub holders: usize,
 }
 
@@ -147,7 +148,7 @@ impl Report<'_> {
             for k in &c.sockets {
                 let _ = writeln!(
                     t,
-                    "socket {} client {} {} local {} remote {} state {} send_queued {} recv_queued {} waiting {} sndbuf {} rcvbuf {} rcvbuf_max {} fill {}% prio {} from {} filter_drops {} overflow_drops {} holders {}",
+                    "socket {} client {} {} local {} remote {} state {} send_queued {} recv_queued {} waiting {} sndbuf {} rcvbuf {} rcvbuf_max {} fill {}% prio {} from {} filter_drops {} overflow_drops {}{}",
                     k.id,
                     c.id,
                     k.kind,
@@ -165,7 +166,7 @@ impl Report<'_> {
                     k.priority.source.name(),
                     k.filter_drops,
                     k.overflow_drops,
-                    k.holders
+                    if k.holders > 1 { format!(" holders {}", k.holders) } else { String::new() }
                 );
             }
         }
@@ -408,7 +409,7 @@ mod tests {
         assert!(t.starts_with("netd pid 1 uptime 2.0s placement single link vni x clients 2\n"), "{t}");
         assert!(t.contains("client 2 pid 102 uid 0 sockets 4 tcp 2 listeners 1 udp 1 echo 0 pending 1 buffers client 250 netd 6 receive 0 of 256 bad 0 memory 524288 of 8388608 prio 125 nice 5 boosted yes lifted_nice 0\n"));
         assert!(t.contains(" memory 524288 of 8388608 prio 125 nice 5 boosted no\nsocket 3 client 1 "), "{t}");
-        assert!(t.contains("\nsocket 3 client 2 tcp local 10.0.0.2:4000 remote 10.0.0.1:7 state established send_queued 1000 recv_queued 20 waiting 4 sndbuf 262144 rcvbuf 262144 rcvbuf_max 262144 fill 0% prio 100 from option filter_drops 6 overflow_drops 0 holders 1\n"), "{t}");
+        assert!(t.contains("\nsocket 3 client 2 tcp local 10.0.0.2:4000 remote 10.0.0.1:7 state established send_queued 1000 recv_queued 20 waiting 4 sndbuf 262144 rcvbuf 262144 rcvbuf_max 262144 fill 0% prio 100 from option filter_drops 6 overflow_drops 0\n"), "{t}");
         assert!(t.contains("\nsocket 4 client 2 udp local 10.0.0.2:5000 remote - state - send_queued 0 recv_queued 98304 waiting 0 sndbuf 0 rcvbuf 131072 rcvbuf_max 393216 fill 75% prio 125 from nice filter_drops 0 overflow_drops 9 holders 2\n"), "{t}");
         assert!(
             t.contains("\nmemory charged 1048576 of 7340032 orphans 1 of 1024 unowned 0 connections 3 of 16384\n"),

@@ -22,6 +22,7 @@ use crate::packetflow::{Load, MemoryManager, Receivers};
 use crate::priority::ClientPriority;
 use crate::report::{ClientLine, SocketLine};
 use crate::shares::Shares;
+use crate::sharing::Sharing;
 use crate::sockets::{ClientSockets, Sock};
 use crate::stats::NetdStats;
 use crate::steering::Steering;
@@ -558,13 +559,13 @@ impl Session {
         iface: &mut Interface,
         lending: &Lending,
         steering: &Steering,
-        shares: &mut Shares<Sock>,
+        sharing: &mut Sharing,
         now: Instant,
     ) -> Departure {
         let sockets = self.sockets.len();
         let key = self.conn.id;
         for (id, sock) in self.sockets.drain(steering) {
-            if !shares.let_go(key, id) {
+            if !sharing.let_go(key, id) {
                 let _ = sock.reset(iface, now);
             }
         }

@@ -7,6 +7,9 @@
 //! client's table under that id, naming the same engine socket; the
 //! socket is closed in the engine (or reset) only by its last holder's
 //! close or departure, and the others' only take it out of their tables.
+//! A socket whose placeholder descriptor is *watched* (`crate::watches`)
+//! outlives its last holder until the watch ends: a process may still
+//! hold the descriptor and adopt the socket.
 //! Tokens are random and never 0, and only a client of the user who
 //! shared a socket may adopt it (root may adopt any).
 //!
@@ -27,6 +30,8 @@ struct Shared<S> {
     /// The user who shared it.
     uid: u32,
     holders: Vec<(u64, u32)>,
+    /// A process's descriptor for it is watched.
+    watched: bool,
     /// Bytes given back, received before the connection's own.
     returned: VecDeque<u8>,
 }
@@ -56,7 +61,8 @@ impl<S: Copy> Shares<S> {
         while self.by_token.contains_key(&token) {
             token = token.wrapping_add(1).max(1);
         }
-        self.by_token.insert(token, Shared { sock, uid, holders: vec![(key, id)], returned: VecDeque::new() });
+        self.by_token
+            .insert(token, Shared { sock, uid, holders: vec![(key, id)], watched: false, returned: VecDeque::new() });
         self.by_holder.insert((key, id), token);
         token
     }
@@ -81,17 +87,41 @@ impl<S: Copy> Shares<S> {
     }
 
     /// Holder `(key, id)` lets the socket go (a close, or its client's
-    /// departure): whether another holder keeps it, so that it must stay
-    /// open. Its token goes with the last holder.
+    /// departure): whether another holder or a watched descriptor keeps
+    /// it, so that it must stay open. Its token goes with the last.
     pub fn let_go(&mut self, key: u64, id: u32) -> bool {
         let Some(token) = self.by_holder.remove(&(key, id)) else { return false };
         let Some(s) = self.by_token.get_mut(&token) else { return false };
         s.holders.retain(|&h| h != (key, id));
-        if s.holders.is_empty() {
+        if s.holders.is_empty() && !s.watched {
             self.by_token.remove(&token);
             return false;
         }
         true
+    }
+
+    /// Whether a process of user `uid` may watch the socket of `token`:
+    /// it is shared, by that user (or `uid` is root), and not watched yet.
+    pub fn may_watch(&self, token: u64, uid: u32) -> bool {
+        self.by_token.get(&token).is_some_and(|s| !s.watched && (uid == 0 || uid == s.uid))
+    }
+
+    /// The socket of `token` is watched from now on.
+    pub fn watch(&mut self, token: u64) {
+        if let Some(s) = self.by_token.get_mut(&token) {
+            s.watched = true;
+        }
+    }
+
+    /// The watch of `token` ended (no descriptor names the socket any
+    /// more): the socket, to be closed, if no client holds it either.
+    pub fn unwatched(&mut self, token: u64) -> Option<S> {
+        let s = self.by_token.get_mut(&token)?;
+        s.watched = false;
+        if !s.holders.is_empty() {
+            return None;
+        }
+        self.by_token.remove(&token).map(|s| s.sock)
     }
 
     /// Bytes holder `(key, id)` took from its stream and did not read:
@@ -157,6 +187,26 @@ mod tests {
         assert!(!s.let_go(2, 9), "the last holder closes it");
         assert_eq!(s.find(42, 1000), Err(libc::ENOENT), "the token went with it");
         assert!(!s.let_go(3, 3), "a socket never shared");
+    }
+
+    #[test]
+    fn a_watched_socket_outlives_its_holders_until_the_watch_ends() {
+        let mut s: Shares<u32> = Shares::default();
+        let token = s.share(1, 5, sock(), 1000, || 9);
+        assert!(!s.may_watch(token, 1001), "another user");
+        assert!(s.may_watch(token, 1000));
+        s.watch(token);
+        assert!(!s.may_watch(token, 1000), "watched once");
+        assert!(s.let_go(1, 5), "the watch keeps it");
+        assert!(s.find(token, 1000).is_ok(), "still adoptable");
+        s.adopted(token, 2, 1);
+        assert_eq!(s.unwatched(token), None, "the adopter holds it");
+        assert!(!s.let_go(2, 1), "the last holder, unwatched, closes it");
+        let token = s.share(3, 1, sock(), 1000, || 10);
+        s.watch(token);
+        assert!(s.let_go(3, 1));
+        assert_eq!(s.unwatched(token), Some(3), "nobody holds it: closed");
+        assert_eq!(s.find(token, 1000), Err(libc::ENOENT));
     }
 
     #[test]

@@ -98,3 +98,63 @@ fn tokens_are_checked() {
     let gone = TcpListener::adopt_via(&b, token).err().expect("closed");
     assert_eq!(gone.raw_os_error(), Some(libc::ENOENT), "{gone}");
 }
+
+/// A descriptor for the socket connected to netd's watch socket, with
+/// the token sent: what a process holding a shared socket's placeholder
+/// does (the preload layer connects the placeholder itself).
+fn watch(netd: &NetdThread, token: u64) -> std::os::unix::net::UnixStream {
+    let mut w = std::os::unix::net::UnixStream::connect(nagare_request::share_watch_path(&netd.socket))
+        .expect("netd's watch socket");
+    w.write_all(&token.to_le_bytes()).unwrap();
+    w
+}
+
+/// A shared stream whose every client let it go stays open while a
+/// watched descriptor names it (a child that has not adopted it yet),
+/// is adopted then, and closes with its FIN once the last holder closed
+/// it and the descriptor was closed.
+#[test]
+fn a_watched_descriptor_keeps_a_shared_stream_until_it_is_closed() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, child, peer) = (netd.connect(), netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&parent, at(9630)).expect("listen");
+    let mut out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9630)), LIMIT).expect("connect");
+    let (inside, _) = listener.accept().expect("accept");
+    let token = inside.share().expect("share");
+    let placeholder = watch(&netd, token);
+    // The parent lets go before the child adopts.
+    drop(inside);
+    std::thread::sleep(Duration::from_millis(100));
+    let mut adopted = TcpStream::adopt_via(&child, token).expect("adopted after its sharer let go");
+    out.write_all(b"still here").unwrap();
+    let mut got = [0u8; 10];
+    adopted.set_read_timeout(Some(LIMIT)).unwrap();
+    adopted.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"still here");
+    drop(adopted);
+    // Closed by its last holder, the socket waits for the descriptor.
+    out.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    let mut byte = [0u8; 1];
+    let early = out.read(&mut byte).expect_err("no FIN while a descriptor names the socket");
+    assert_eq!(early.kind(), ErrorKind::WouldBlock, "{early}");
+    drop(placeholder);
+    out.set_read_timeout(Some(LIMIT)).unwrap();
+    assert_eq!(out.read(&mut byte).expect("the FIN"), 0, "the socket closed once nothing named it");
+}
+
+/// A watch with a token nobody shared, or from a socket already watched,
+/// holds nothing open: the socket closes with its last holder.
+#[test]
+fn a_watch_for_an_unknown_token_holds_nothing() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, peer) = (netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&parent, at(9640)).expect("listen");
+    let mut out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9640)), LIMIT).expect("connect");
+    let (inside, _) = listener.accept().expect("accept");
+    let token = inside.share().expect("share");
+    let _stray = watch(&netd, token ^ 1);
+    drop(inside);
+    out.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut byte = [0u8; 1];
+    assert_eq!(out.read(&mut byte).expect("the FIN"), 0);
+}

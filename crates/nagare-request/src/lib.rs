@@ -32,6 +32,18 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 /// Where netd listens, and clients look, unless told otherwise.
 pub const DEFAULT_SOCKET: &str = "/tmp/nagare-netd.sock";
 
+/// The socket where netd watches the descriptors of shared sockets
+/// ([`Op::Share`]): the rendezvous socket's path with `.share` added. A
+/// process connects a shared socket's placeholder descriptor there and
+/// sends the token (8 bytes, little-endian); netd keeps the socket open
+/// while that connection is, that is while any process holds the
+/// descriptor.
+pub fn share_watch_path(rendezvous: &std::path::Path) -> std::path::PathBuf {
+    let mut p = rendezvous.as_os_str().to_os_string();
+    p.push(".share");
+    std::path::PathBuf::from(p)
+}
+
 /// Request flag: fail with `EAGAIN` instead of waiting.
 pub const NONBLOCK: u16 = 1;
 /// Request flag, `SENDTO` only: time the send path. `aux[TRACE_TIME]`

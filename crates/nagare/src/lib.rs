@@ -32,7 +32,7 @@ pub mod net;
 mod path;
 pub mod ping;
 pub mod poll;
-mod share;
+pub mod share;
 pub mod zerocopy;
 
 use nagare_ipc::{BufRef, Client, Consumer, Descriptor, Notifier, Pool, Producer, Waiter, DEFAULT_SPIN, NO_BUFFER};

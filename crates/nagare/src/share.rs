@@ -19,14 +19,39 @@ use crate::path::Kind;
 use crate::{request, Data, Session};
 use nagare_request::{AdoptWord, Op};
 use std::io;
-use std::net::SocketAddr;
 
-/// What netd says of a socket this session adopted.
-struct Adopted {
-    id: u32,
-    local: SocketAddr,
-    peer: SocketAddr,
-    word: AdoptWord,
+/// A socket adopted by its token: a connection or a listener.
+pub enum Adopted {
+    /// A TCP connection.
+    Stream(TcpStream),
+    /// A TCP listener.
+    Listener(TcpListener),
+}
+
+/// Holds the socket `token` names (from a `share` in a process of the same
+/// user) through `netd`, whichever kind it is.
+pub fn adopt_via(netd: &Session, token: u64) -> io::Result<Adopted> {
+    let mut r = request(Op::Adopt, 0);
+    r.aux[0] = token;
+    let (c, _) = netd.call(r, Data::None)?;
+    let h = Handle { netd: netd.clone(), id: c.aux[0] as u32 };
+    let (local, peer) = (addr_of(c.aux[1]), addr_of(c.aux[2]));
+    match AdoptWord::decode(c.aux[3]) {
+        Some(AdoptWord { kind: AdoptWord::STREAM, recv_buffer }) => {
+            let id = h.id;
+            let s = TcpStream::from_handle(h, local, peer);
+            netd.lock()?.open_path(id, Kind::Stream, 0, recv_buffer)?;
+            Ok(Adopted::Stream(s))
+        }
+        Some(AdoptWord { kind: AdoptWord::LISTENER, .. }) => {
+            let id = h.id;
+            let l = TcpListener::from_handle(h, local);
+            netd.lock()?.open_listen_path(id)?;
+            Ok(Adopted::Listener(l))
+        }
+        // Nothing this library can use: let go again (the handle's drop).
+        _ => Err(io::Error::from_raw_os_error(libc::ENOTSOCK)),
+    }
 }
 
 impl Session {
@@ -44,23 +69,6 @@ impl Session {
         }
         Ok(c.aux[0])
     }
-
-    /// Holds the socket of `token` in this session: `want` is the kind the
-    /// caller expects (`ENOTSOCK` for another).
-    fn adopt(&self, token: u64, want: u8) -> io::Result<Adopted> {
-        let mut r = request(Op::Adopt, 0);
-        r.aux[0] = token;
-        let (c, _) = self.call(r, Data::None)?;
-        let id = c.aux[0] as u32;
-        match AdoptWord::decode(c.aux[3]).filter(|w| w.kind == want) {
-            Some(word) => Ok(Adopted { id, local: addr_of(c.aux[1]), peer: addr_of(c.aux[2]), word }),
-            None => {
-                // Not what the caller can use: let it go again.
-                drop(Handle { netd: self.clone(), id });
-                Err(io::Error::from_raw_os_error(libc::ENOTSOCK))
-            }
-        }
-    }
 }
 
 impl TcpStream {
@@ -74,10 +82,10 @@ impl TcpStream {
     /// Holds the connection `token` names (from [`TcpStream::share`] in a
     /// process of the same user) through `netd`.
     pub fn adopt_via(netd: &Session, token: u64) -> io::Result<TcpStream> {
-        let a = netd.adopt(token, AdoptWord::STREAM)?;
-        let s = TcpStream::from_handle(Handle { netd: netd.clone(), id: a.id }, a.local, a.peer);
-        s.h.netd.lock()?.open_path(a.id, Kind::Stream, 0, a.word.recv_buffer)?;
-        Ok(s)
+        match adopt_via(netd, token)? {
+            Adopted::Stream(s) => Ok(s),
+            Adopted::Listener(_) => Err(io::Error::from_raw_os_error(libc::ENOTSOCK)),
+        }
     }
 }
 
@@ -91,9 +99,9 @@ impl TcpListener {
 
     /// Holds the listener `token` names through `netd`.
     pub fn adopt_via(netd: &Session, token: u64) -> io::Result<TcpListener> {
-        let a = netd.adopt(token, AdoptWord::LISTENER)?;
-        let l = TcpListener::from_handle(Handle { netd: netd.clone(), id: a.id }, a.local);
-        l.h.netd.lock()?.open_listen_path(a.id)?;
-        Ok(l)
+        match adopt_via(netd, token)? {
+            Adopted::Listener(l) => Ok(l),
+            Adopted::Stream(_) => Err(io::Error::from_raw_os_error(libc::ENOTSOCK)),
+        }
     }
 }

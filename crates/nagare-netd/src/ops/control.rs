@@ -22,7 +22,7 @@ use nagare_request::{PollEntry, Request, CLOSED, CLOSE_RESET, INVALID, READABLE,
 pub(super) fn close(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
     let charge = cx.memory.socket_charged(c.key, req.socket);
     let sock = c.sockets.remove(cx.steering, req.socket).ok_or(libc::EBADF)?;
-    if cx.shares.let_go(c.key, req.socket) {
+    if cx.sharing.let_go(c.key, req.socket) {
         // Another client holds it too: it stays open for them.
         return Ok(Some(Done::value(0)));
     }
@@ -93,7 +93,7 @@ pub(super) fn poll(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, buf:
         bytes.copy_from_slice(chunk);
         let mut e = PollEntry::from_bytes(bytes);
         e.ready = readiness(c.sockets, cx.iface, e);
-        if cx.shares.has_returned(c.key, e.socket) {
+        if cx.sharing.shares.has_returned(c.key, e.socket) {
             e.ready |= e.interest & READABLE;
         }
         ready += u64::from(e.ready != 0);

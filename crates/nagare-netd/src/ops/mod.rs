@@ -31,9 +31,8 @@ use crate::lending::Lending;
 use crate::memory::Memory;
 use crate::packetflow::{MemoryManager, Receivers};
 use crate::priority::Priority;
-use crate::shares::Shares;
+use crate::sharing::Sharing;
 use crate::sockets::ClientSockets;
-use crate::sockets::Sock;
 use crate::stats::NetdStats;
 use crate::steering::Steering;
 use nagare_core::iface::Error as EngineError;
@@ -102,7 +101,7 @@ pub(crate) struct Context<'a> {
     /// queue starts at and may grow to.
     pub mm: Option<MemoryManager>,
     /// Sockets held by several clients.
-    pub shares: &'a mut Shares<Sock>,
+    pub sharing: &'a mut Sharing,
 }
 
 /// The client a request comes from: its key, sockets and region buffers.

@@ -19,7 +19,7 @@ pub(super) fn share(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> 
     if !matches!(sock, Sock::Tcp(_) | Sock::Listener(_)) {
         return Err(libc::EOPNOTSUPP);
     }
-    let token = cx.shares.share(c.key, req.socket, sock, c.uid, || {
+    let token = cx.sharing.shares.share(c.key, req.socket, sock, c.uid, || {
         nagare_host::secrets::random_u64().unwrap_or_else(|_| cx.now.total_micros())
     });
     Ok(Some(Done::value(token)))
@@ -28,7 +28,7 @@ pub(super) fn share(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> 
 /// `ADOPT`: the socket of token `aux[0]`, under a new id of the caller.
 pub(super) fn adopt(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
     let token = req.aux[0];
-    let sock = cx.shares.find(token, c.uid)?;
+    let sock = cx.sharing.shares.find(token, c.uid)?;
     c.sockets.room(cx.config.max_sockets)?;
     let (local, peer, word) = match sock {
         Sock::Tcp(h) => {
@@ -46,7 +46,7 @@ pub(super) fn adopt(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> 
     if let Sock::Tcp(h) = sock {
         cx.memory.charge(c.key, id, connection_charge(cx.iface, h));
     }
-    cx.shares.adopted(token, c.key, id);
+    cx.sharing.shares.adopted(token, c.key, id);
     Ok(Some(Done { extra: [peer, word.encode()], ..Done::with_addr(u64::from(id), local) }))
 }
 
@@ -61,6 +61,6 @@ pub(super) fn give_back(
     c.sockets.tcp(req.socket)?;
     let b = buffer(buf)?;
     private_copy(c.pool, buf, cx.scratch)?;
-    cx.shares.give_back(c.key, req.socket, cx.scratch)?;
+    cx.sharing.shares.give_back(c.key, req.socket, cx.scratch)?;
     Ok(Some(Done::value(u64::from(b.len))))
 }

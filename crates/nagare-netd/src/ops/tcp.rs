@@ -214,10 +214,10 @@ pub(super) fn recv(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, buf:
     if b.len == 0 {
         return Ok(Some(Done::received(0, 0, 0)));
     }
-    if cx.shares.has_returned(c.key, req.socket) {
+    if cx.sharing.shares.has_returned(c.key, req.socket) {
         // Bytes another holder took and gave back come first.
         cx.scratch.resize(b.len as usize, 0);
-        let n = cx.shares.take_returned(c.key, req.socket, cx.scratch);
+        let n = cx.sharing.shares.take_returned(c.key, req.socket, cx.scratch);
         c.pool.write(b.index, b.offset, &cx.scratch[..n]).map_err(|_| libc::EFAULT)?;
         cx.stats.rx_payload_copied += n as u64;
         return Ok(Some(Done::received(n as u64, 0, n as u32)));

@@ -1,0 +1,62 @@
+//! Sharing as netd runs it: the shares table (`crate::shares`) and the
+//! watched descriptors (`crate::watches`) kept in step. Before a shared
+//! socket's holder lets it go, the watches that came are taken (a process
+//! connects its descriptor before it lets go of the socket, so its watch
+//! is seen before its close); a watch that ends closes a socket no client
+//! holds.
+
+use crate::shares::Shares;
+use crate::sockets::Sock;
+use crate::watches::Watches;
+use std::path::Path;
+use std::time::Instant;
+
+/// The shares and, if netd could listen for them, the watches.
+pub(crate) struct Sharing {
+    pub shares: Shares<Sock>,
+    watches: Option<Watches>,
+}
+
+impl Sharing {
+    /// Sharing with watches at `watch_path` (`None`, or a path netd cannot
+    /// listen at, said in the log: a shared socket then closes with its
+    /// last holder).
+    pub fn new(watch_path: Option<&Path>) -> Sharing {
+        let watches = watch_path.and_then(|p| {
+            Watches::bind(p).inspect_err(|e| log::warn!("cannot watch shared sockets at {}: {e}", p.display())).ok()
+        });
+        Sharing { shares: Shares::default(), watches }
+    }
+
+    /// Takes the watches that came.
+    pub fn take_watches(&mut self) {
+        let Some(w) = &mut self.watches else { return };
+        let shares = &mut self.shares;
+        for token in w.accept(Instant::now(), |t, uid| shares.may_watch(t, uid)) {
+            shares.watch(token);
+        }
+    }
+
+    /// Holder `(key, id)` lets its socket go: whether another holder or a
+    /// watched descriptor keeps it open.
+    pub fn let_go(&mut self, key: u64, id: u32) -> bool {
+        if self.shares.holders(key, id) > 0 {
+            self.take_watches();
+        }
+        self.shares.let_go(key, id)
+    }
+
+    /// The sockets no client holds whose last descriptor was closed: to
+    /// be closed now.
+    pub fn ended(&mut self) -> Vec<Sock> {
+        self.take_watches();
+        let Some(w) = &mut self.watches else { return Vec::new() };
+        w.hung_up().into_iter().filter_map(|t| self.shares.unwatched(t)).collect()
+    }
+
+    /// Whether descriptors are watched (their hang-ups are looked for at
+    /// every housekeeping, so netd sleeps no longer than that).
+    pub fn watching(&self) -> bool {
+        self.watches.as_ref().is_some_and(Watches::any)
+    }
+}

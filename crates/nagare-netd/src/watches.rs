@@ -1,0 +1,134 @@
+//! The descriptors of shared sockets, watched. A process that shares a
+//! socket (`crate::shares`) connects the socket's placeholder, the kernel
+//! descriptor its program holds, to netd's watch socket
+//! (`nagare_request::share_watch_path`) and sends the token; netd keeps
+//! the other end. The kernel hangs that connection up only when the last
+//! descriptor for the placeholder is closed, in whichever process holds
+//! it (a child that has not adopted the socket yet, a program it ran).
+//! So a shared socket stays open while a descriptor still names it, even
+//! after every client let it go, and closes once none does, as the
+//! kernel's own sockets do.
+//!
+//! Bounded: at most [`MAX_UNNAMED`] connections wait for their token, each
+//! at most [`TOKEN_WAIT`]; one connection per token (the shares table
+//! bounds those); a connection from another user than the socket's, or
+//! with a token nobody shared, is closed.
+
+use nagare_ipc::PeerCred;
+use std::collections::HashMap;
+use std::io::{self, Read};
+use std::os::fd::AsFd;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Connections that may wait for their token at once.
+const MAX_UNNAMED: usize = 64;
+/// How long a connection may take to send its token.
+const TOKEN_WAIT: Duration = Duration::from_secs(1);
+
+/// netd's watch socket and the connections on it.
+pub(crate) struct Watches {
+    listener: UnixListener,
+    path: PathBuf,
+    /// Connections whose token has not come, with when they came.
+    unnamed: Vec<(UnixStream, Instant, PeerCred)>,
+    /// One connection per watched token.
+    named: HashMap<u64, UnixStream>,
+}
+
+impl Watches {
+    /// Listens at `path`, replacing a stale socket file.
+    pub fn bind(path: &Path) -> io::Result<Watches> {
+        if std::fs::symlink_metadata(path).is_ok() && UnixStream::connect(path).is_err() {
+            std::fs::remove_file(path)?;
+        }
+        let listener = UnixListener::bind(path)?;
+        listener.set_nonblocking(true)?;
+        Ok(Watches { listener, path: path.to_path_buf(), unnamed: Vec::new(), named: HashMap::new() })
+    }
+
+    /// Takes new connections and the tokens that came: each token `may`
+    /// accept for the sender's user (a shared socket of that user, not
+    /// watched yet) is watched from now on, and returned.
+    pub fn accept(&mut self, now: Instant, may: impl Fn(u64, u32) -> bool) -> Vec<u64> {
+        while let Ok((stream, _)) = self.listener.accept() {
+            let Ok(cred) = PeerCred::of(stream.as_fd()) else { continue };
+            if stream.set_nonblocking(true).is_err() {
+                continue;
+            }
+            if self.unnamed.len() >= MAX_UNNAMED {
+                self.unnamed.remove(0);
+            }
+            self.unnamed.push((stream, now, cred));
+        }
+        let mut named = Vec::new();
+        let waiting = std::mem::take(&mut self.unnamed);
+        for (mut stream, since, cred) in waiting {
+            let mut word = [0u8; 8];
+            match stream.read(&mut word) {
+                Ok(8) => {
+                    let token = u64::from_le_bytes(word);
+                    if may(token, cred.uid) && !self.named.contains_key(&token) {
+                        self.named.insert(token, stream);
+                        named.push(token);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && now.duration_since(since) < TOKEN_WAIT => {
+                    self.unnamed.push((stream, since, cred));
+                }
+                // A short word, an end, an error, or too slow: dropped.
+                _ => {}
+            }
+        }
+        named
+    }
+
+    /// The watched tokens whose connection hung up: no descriptor names
+    /// their socket any more. They are watched no longer.
+    pub fn hung_up(&mut self) -> Vec<u64> {
+        let gone: Vec<u64> = self
+            .named
+            .iter()
+            .filter(|(_, s)| {
+                let mut p = libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+                // SAFETY: one valid pollfd, no wait.
+                let n = unsafe { libc::poll(&mut p, 1, 0) };
+                n > 0 && p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLIN) != 0 && closed(s)
+            })
+            .map(|(&t, _)| t)
+            .collect();
+        for t in &gone {
+            self.named.remove(t);
+        }
+        gone
+    }
+
+    /// Whether tokens are watched (netd then looks for hang-ups often).
+    pub fn any(&self) -> bool {
+        !self.named.is_empty() || !self.unnamed.is_empty()
+    }
+}
+
+/// Whether the peer closed `s`: reading finds its end (anything it sends
+/// after the token is read and dropped).
+fn closed(mut s: &UnixStream) -> bool {
+    let mut sink = [0u8; 256];
+    // Bounded: a peer that keeps sending is looked at again next time.
+    for _ in 0..16 {
+        match s.read(&mut sink) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+impl Drop for Watches {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
