@@ -121,7 +121,9 @@ impl Default for NdpConfig {
 #[derive(Debug, Clone)]
 pub struct Ipv6Config {
     /// Addresses beside the link-local one, with the prefix of their
-    /// directly attached network (e.g. `fd00::2/64`).
+    /// directly attached network (e.g. `fd00::2/64`); an interface holds
+    /// [`MAX_ADDRESSES`](crate::ipv6::addr::MAX_ADDRESSES) in all, and the
+    /// ones past that are left out.
     pub addresses: Vec<Ipv6Cidr>,
     /// Hop limit of packets we originate (neighbour discovery uses 255,
     /// MLD 1, whatever this says).

@@ -185,8 +185,9 @@ counters! {
         drop_ip6_truncated,
         /// Dropped: IP version other than 6 in an IPv6 frame.
         drop_ip6_bad_version,
-        /// Dropped: multicast or loopback source, or a loopback destination
-        /// (RFC 4291 2.5.3, 2.7).
+        /// Dropped: multicast or loopback source, one of our preferred
+        /// addresses as the source, or a loopback destination (RFC 4291
+        /// 2.5.3, 2.7).
         drop_ip6_bad_source,
         /// Dropped: destination neither one of our addresses nor a group we
         /// joined.

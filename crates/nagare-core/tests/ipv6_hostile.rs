@@ -132,8 +132,8 @@ fn bad_fixed_headers_are_dropped_and_counted() {
     let mut f = frame(peer(), us(), IpProtocol::Icmpv6, 64, &echo_request(peer(), us()));
     f[14] = 0x40;
     feed(&mut iface, &f, 2000, T);
-    // Multicast and loopback sources.
-    for src in [ip("ff02::1"), Ipv6Addr::LOCALHOST] {
+    // Multicast, loopback and our own address as sources.
+    for src in [ip("ff02::1"), Ipv6Addr::LOCALHOST, us()] {
         feed(&mut iface, &frame(src, us(), IpProtocol::Icmpv6, 64, &echo_request(src, us())), 2000, T);
     }
     // Not ours, to our MAC.
@@ -154,7 +154,7 @@ fn bad_fixed_headers_are_dropped_and_counted() {
             ("drop_eth_not_for_us", 1),
             ("drop_ip6_truncated", 2),
             ("drop_ip6_bad_version", 1),
-            ("drop_ip6_bad_source", 2),
+            ("drop_ip6_bad_source", 3),
             ("drop_ip6_not_for_us", 1),
             ("drop_icmp6_checksum", 1),
             ("drop_icmp6_multicast_echo", 1),

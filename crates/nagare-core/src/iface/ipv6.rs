@@ -9,7 +9,9 @@
 //! loopback source, an extension header chain the walk refuses (answered
 //! with a parameter problem where RFC 8200 asks for one), fragments (not
 //! reassembled; atomic fragments pass), TCP and UDP (not served over
-//! IPv6). Nothing is forwarded, and only on-link destinations are sent to.
+//! IPv6). Nothing is forwarded, and only on-link destinations are sent to:
+//! link-local ones and those on the prefix of one of our addresses (no
+//! router is learned).
 
 use super::{Error, Interface};
 use crate::buf::PacketBuf;
@@ -114,7 +116,9 @@ impl Interface {
             return;
         }
         let (src, dst) = (repr.src_addr, repr.dst_addr);
-        if src.is_multicast() || src.is_loopback() || dst.is_loopback() {
+        // One of our preferred addresses as the source is a loop or a lie;
+        // a tentative one is how another node defends it in detection.
+        if src.is_multicast() || src.is_loopback() || dst.is_loopback() || v6.addrs.is_preferred(src) {
             self.counters.drop_ip6_bad_source += 1;
             return;
         }
@@ -189,7 +193,8 @@ impl Interface {
     /// configured one when `None`). Multicast goes to its 33:33 group
     /// address; unicast to an on-link destination is resolved through the
     /// neighbour cache, waiting there if need be. IPv6 is not fragmented:
-    /// a packet past the MTU is refused.
+    /// a packet past the MTU is refused; nor delivered locally: one to an
+    /// address of ours is refused too.
     pub fn send_ipv6(
         &mut self,
         src: Option<Ipv6Addr>,

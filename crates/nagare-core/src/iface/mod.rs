@@ -1,5 +1,6 @@
 //! The interface: one Ethernet link with its addresses, running ARP and
-//! IPv4 over it and holding the sockets of the protocols above.
+//! IPv4 over it (and IPv6 with neighbour discovery, when configured) and
+//! holding the sockets of the protocols above.
 //!
 //! Frames come in through [`Interface::receive`] as buffer chains and are
 //! processed to the end at once; frames to send collect in a queue the caller
@@ -55,8 +56,8 @@ pub const HEADROOM: usize = 128;
 /// counted.
 const UNREACHABLE_QUEUE_LIMIT: usize = 64;
 
-/// One Ethernet interface running ARP and IPv4, with the ICMP, UDP and TCP
-/// sockets over it.
+/// One Ethernet interface running ARP and IPv4 (and IPv6, when
+/// configured), with the ICMP, UDP and TCP sockets over it.
 #[derive(Debug)]
 pub struct Interface {
     pub(crate) config: InterfaceConfig,
