@@ -234,6 +234,19 @@ fn extension_header_refusals_are_counted_and_answered_as_rfc8200_says() {
     let all = ip("ff02::1");
     feed(&mut iface, &frame(peer(), all, IpProtocol::Ipv6Opts, 64, &p), 2000, T);
     assert_eq!(sent(&mut iface), [(4, 2, 42, us(), peer())]);
+    // Not about an ICMPv6 error behind the option (RFC 4443 2.4 (e.1)).
+    let quoted = Ipv6Repr::new(us(), peer(), IpProtocol::Icmpv6, 8, 64);
+    let unreachable = Icmpv6Repr::DstUnreachable {
+        reason: nagare_wire::Icmpv6DstUnreachable::PortUnreachable,
+        header: quoted,
+        data: &[0; 8],
+    };
+    let mut e = dest_opts(IpProtocol::Icmpv6, Ipv6Option::Unknown { kind: 0x9e, data: &[0; 2] });
+    let at = e.len();
+    e.resize(at + unreachable.buffer_len(), 0);
+    unreachable.emit(&mut e[at..], peer(), us()).unwrap();
+    feed(&mut iface, &frame(peer(), us(), IpProtocol::Ipv6Opts, 64, &e), 2000, T);
+    assert!(sent(&mut iface).is_empty(), "no error about an error");
     // Type 11xxxxxx: not to a multicast destination.
     let mut q = dest_opts(IpProtocol::Icmpv6, Ipv6Option::Unknown { kind: 0xde, data: &[0; 2] });
     q.extend_from_slice(&echo);
@@ -244,7 +257,7 @@ fn extension_header_refusals_are_counted_and_answered_as_rfc8200_says() {
     r.extend_from_slice(&echo);
     feed(&mut iface, &frame(peer(), us(), IpProtocol::Ipv6Opts, 64, &r), 2000, T);
     assert!(sent(&mut iface).is_empty());
-    assert_eq!(iface.counters().drop_ip6_ext_unknown_option, 4);
+    assert_eq!(iface.counters().drop_ip6_ext_unknown_option, 5);
 
     // An unknown next header: parameter problem code 1 at the Next Header
     // field (6); none for one to a multicast group.

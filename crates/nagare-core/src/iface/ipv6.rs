@@ -23,7 +23,7 @@ use core::net::Ipv6Addr;
 use nagare_wire::{
     multicast_mac, solicited_node, EtherType, EthernetAddress, Icmpv6Message, Icmpv6ParamProblem, IpProtocol,
     Ipv6ExtChain, Ipv6ExtError, Ipv6OptionAction, Ipv6Packet, Ipv6Repr, IPV6_ALL_NODES, IPV6_EXT_HEADER_MAX_LEN,
-    IPV6_EXT_MAX_LEN, IPV6_HEADER_LEN,
+    IPV6_EXT_MAX_HEADERS, IPV6_EXT_MAX_LEN, IPV6_FRAGMENT_HEADER_LEN, IPV6_HEADER_LEN,
 };
 
 /// Extension header bytes copied out of a packet that straddles buffers:
@@ -65,6 +65,36 @@ fn ext_error_counter<'a>(c: &'a mut crate::counters::Counters, e: &Ipv6ExtError)
         Ipv6ExtError::UnknownOption { .. } => &mut c.drop_ip6_ext_unknown_option,
         Ipv6ExtError::RoutingType0 { .. } | Ipv6ExtError::UnknownRoutingType { .. } => &mut c.drop_ip6_ext_routing,
     }
+}
+
+/// Whether the upper layer of an IPv6 payload whose walk was refused is an
+/// ICMPv6 error message, found by skipping extension headers by their
+/// length alone (at most as many as the walk goes through). Unsure (past
+/// the bytes, behind a fragment that is not the first) counts as no.
+fn carries_icmp6_error(next_header: IpProtocol, payload: &[u8]) -> bool {
+    let mut next = next_header;
+    let mut at = 0usize;
+    for _ in 0..=IPV6_EXT_MAX_HEADERS {
+        let (Some(&nh), Some(&len)) = (payload.get(at), payload.get(at + 1)) else {
+            return false;
+        };
+        match next {
+            IpProtocol::Icmpv6 => return nh < 128,
+            IpProtocol::HopByHop | IpProtocol::Ipv6Opts | IpProtocol::Ipv6Route => {
+                at += (usize::from(len) + 1) * 8;
+            }
+            IpProtocol::Ipv6Frag => {
+                let first = payload.get(at + 2..at + 4).is_some_and(|o| o[0] == 0 && o[1] & 0xf8 == 0);
+                if !first {
+                    return false;
+                }
+                at += IPV6_FRAGMENT_HEADER_LEN;
+            }
+            _ => return false,
+        }
+        next = IpProtocol::from(nh);
+    }
+    false
 }
 
 impl Interface {
@@ -145,13 +175,17 @@ impl Interface {
                     out.get(..n).unwrap_or(&[])
                 }
             };
-            Ipv6ExtChain::walk(repr.next_header, bytes)
+            let walked = Ipv6ExtChain::walk(repr.next_header, bytes);
+            let about_error = walked.is_err() && carries_icmp6_error(repr.next_header, bytes);
+            (walked, about_error)
         };
         let chain = match walked {
-            Ok(chain) => chain,
-            Err(e) => {
+            (Ok(chain), _) => chain,
+            (Err(e), about_error) => {
                 *ext_error_counter(&mut self.counters, &e) += 1;
-                if let Some((code, pointer)) = Icmpv6ParamProblem::for_ext_error(&e) {
+                // RFC 4443 2.4 (e.1): no error about an error.
+                let answer = Icmpv6ParamProblem::for_ext_error(&e).filter(|_| !about_error);
+                if let Some((code, pointer)) = answer {
                     // RFC 4443 2.4 (e.3): an unknown option of type 10xxxxxx
                     // is reported even to a multicast destination.
                     let even_multicast =
@@ -242,5 +276,30 @@ impl Interface {
             (Resolution::QueueFull, _) => self.counters.drop_ndp_queue_full += 1,
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_icmpv6_error_is_found_behind_extension_headers() {
+        let opts = |next: u8| [next, 0, 0x9e, 4, 0, 0, 0, 0];
+        let mut p = opts(60).to_vec();
+        p.extend(opts(58));
+        p.extend([1, 4, 0, 0, 0, 0, 0, 0]);
+        assert!(carries_icmp6_error(IpProtocol::Ipv6Opts, &p));
+        let echo = [128, 0, 0, 0, 0, 0, 0, 0];
+        assert!(!carries_icmp6_error(IpProtocol::Ipv6Opts, &[&opts(58)[..], &echo].concat()));
+        // A first fragment shows it; a later one does not.
+        let first = [58, 0, 0, 1, 0, 0, 0, 9];
+        assert!(carries_icmp6_error(IpProtocol::Ipv6Frag, &[&first[..], &[3, 0, 0, 0]].concat()));
+        let later = [58, 0, 0, 9, 0, 0, 0, 9];
+        assert!(!carries_icmp6_error(IpProtocol::Ipv6Frag, &[&later[..], &[3, 0, 0, 0]].concat()));
+        // Cut short, or past the walk's count of headers: no.
+        assert!(!carries_icmp6_error(IpProtocol::Ipv6Opts, &opts(58)));
+        let deep: alloc::vec::Vec<u8> = (0..9).flat_map(|_| opts(60)).collect();
+        assert!(!carries_icmp6_error(IpProtocol::Ipv6Opts, &deep));
     }
 }
