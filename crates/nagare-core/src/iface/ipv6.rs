@@ -164,20 +164,22 @@ impl Interface {
         // Drop the link layer's padding.
         packet.truncate(total_len);
 
-        let walked = {
-            let walk_len = repr.payload_len.min(EXT_WALK_LEN);
-            let mut scratch = [0u8; EXT_WALK_LEN];
-            let bytes = match packet.contiguous_prefix(IPV6_HEADER_LEN + walk_len) {
-                Some(b) => b.get(IPV6_HEADER_LEN..).unwrap_or(&[]),
-                None => {
-                    let out = scratch.get_mut(..walk_len).unwrap_or(&mut []);
-                    let n = packet.copy_out(IPV6_HEADER_LEN, out);
-                    out.get(..n).unwrap_or(&[])
-                }
-            };
+        // The chain is walked where it lies; copied out (a stack buffer
+        // filled only then) when it straddles buffers.
+        let walk = |bytes: &[u8]| {
             let walked = Ipv6ExtChain::walk(repr.next_header, bytes);
             let about_error = walked.is_err() && carries_icmp6_error(repr.next_header, bytes);
             (walked, about_error)
+        };
+        let walk_len = repr.payload_len.min(EXT_WALK_LEN);
+        let walked = match packet.contiguous_prefix(IPV6_HEADER_LEN + walk_len) {
+            Some(b) => walk(b.get(IPV6_HEADER_LEN..).unwrap_or(&[])),
+            None => {
+                let mut scratch = [0u8; EXT_WALK_LEN];
+                let out = scratch.get_mut(..walk_len).unwrap_or(&mut []);
+                let n = packet.copy_out(IPV6_HEADER_LEN, out);
+                walk(out.get(..n).unwrap_or(&[]))
+            }
         };
         let chain = match walked {
             (Ok(chain), _) => chain,
