@@ -1,6 +1,7 @@
 //! Configuration of an interface and the limits that bound its memory.
 
 use crate::hash::SipKey;
+use crate::ipv6::addr::Ipv6Cidr;
 use alloc::vec::Vec;
 use core::net::Ipv4Addr;
 use core::time::Duration;
@@ -74,6 +75,83 @@ impl Default for ReassemblyConfig {
     }
 }
 
+/// Limits and timers of the IPv6 neighbour cache (RFC 4861 section 10
+/// gives the timers' values).
+#[derive(Debug, Clone)]
+pub struct NdpConfig {
+    /// Most entries held, unresolved ones included.
+    pub cache_size: usize,
+    /// Packets that may wait for the resolution of one address.
+    pub pending_per_address: usize,
+    /// Addresses that may be under resolution (INCOMPLETE) at once.
+    pub pending_addresses: usize,
+    /// Time between two solicitations for the same address
+    /// (RetransTimer).
+    pub retrans_timer: Duration,
+    /// Multicast solicitations sent before an unresolved address fails
+    /// (MAX_MULTICAST_SOLICIT).
+    pub max_multicast_solicit: u32,
+    /// Unicast probes sent before a known neighbour fails
+    /// (MAX_UNICAST_SOLICIT).
+    pub max_unicast_solicit: u32,
+    /// How long a confirmed neighbour stays REACHABLE (ReachableTime).
+    pub reachable_time: Duration,
+    /// How long a STALE neighbour that was sent to waits in DELAY for
+    /// confirmation before it is probed (DELAY_FIRST_PROBE_TIME).
+    pub delay_first_probe: Duration,
+}
+
+impl Default for NdpConfig {
+    fn default() -> Self {
+        NdpConfig {
+            cache_size: 1024,
+            pending_per_address: 16,
+            pending_addresses: 64,
+            retrans_timer: Duration::from_secs(1),
+            max_multicast_solicit: 3,
+            max_unicast_solicit: 3,
+            reachable_time: Duration::from_secs(30),
+            delay_first_probe: Duration::from_secs(5),
+        }
+    }
+}
+
+/// IPv6 on an interface: its configured addresses (a link-local address
+/// made from the MAC is always added) and neighbour discovery.
+#[derive(Debug, Clone)]
+pub struct Ipv6Config {
+    /// Addresses beside the link-local one, with the prefix of their
+    /// directly attached network (e.g. `fd00::2/64`); an interface holds
+    /// [`MAX_ADDRESSES`](crate::ipv6::addr::MAX_ADDRESSES) in all, and the
+    /// ones past that are left out.
+    pub addresses: Vec<Ipv6Cidr>,
+    /// Hop limit of packets we originate (neighbour discovery uses 255,
+    /// MLD 1, whatever this says).
+    pub hop_limit: u8,
+    /// Neighbour solicitations sent for duplicate address detection before
+    /// a tentative address is taken (DupAddrDetectTransmits, RFC 4862); 0
+    /// takes addresses at once.
+    pub dad_transmits: u32,
+    /// Longest random delay before the first solicitation of duplicate
+    /// address detection (MAX_RTR_SOLICITATION_DELAY, RFC 4862 5.4.2);
+    /// the delay is drawn from the interface's seed.
+    pub dad_max_delay: Duration,
+    /// The neighbour cache.
+    pub ndp: NdpConfig,
+}
+
+impl Default for Ipv6Config {
+    fn default() -> Self {
+        Ipv6Config {
+            addresses: Vec::new(),
+            hop_limit: 64,
+            dad_transmits: 1,
+            dad_max_delay: Duration::from_secs(1),
+            ndp: NdpConfig::default(),
+        }
+    }
+}
+
 /// Everything an [`Interface`](crate::iface::Interface) needs to start,
 /// besides what its device says of itself
 /// ([`Capabilities`](crate::Capabilities)).
@@ -93,6 +171,9 @@ pub struct InterfaceConfig {
     pub arp: ArpConfig,
     /// Reassembly limits.
     pub reassembly: ReassemblyConfig,
+    /// IPv6, if the interface speaks it: without it, IPv6 frames are
+    /// dropped as an unknown EtherType and nothing IPv6 is sent.
+    pub ipv6: Option<Ipv6Config>,
     /// ICMP error messages allowed per second on average.
     pub icmp_error_rate: u32,
     /// ICMP error messages allowed in a burst.
@@ -160,6 +241,7 @@ impl InterfaceConfig {
             ttl: 64,
             arp: ArpConfig::default(),
             reassembly: ReassemblyConfig::default(),
+            ipv6: None,
             icmp_error_rate: 100,
             icmp_error_burst: 50,
             udp_rx_queue_packets: 1024,

@@ -35,7 +35,8 @@ counters! {
         drop_eth_not_for_us,
         /// Dropped: source address is multicast or broadcast.
         drop_eth_bad_source,
-        /// Dropped: EtherType we do not speak (IPv6 included).
+        /// Dropped: EtherType we do not speak (IPv6 too, on an interface
+        /// without it).
         drop_eth_unknown_type,
         /// Dropped: ARP packet too short, or not Ethernet/IPv4.
         drop_arp_malformed,
@@ -177,6 +178,108 @@ counters! {
         tcp_handshake_timeouts,
         /// Connections in TIME-WAIT replaced by a new SYN (RFC 6191).
         tcp_time_wait_reused,
+        /// IPv6 packets handed to the IPv6 input.
+        ip6_received,
+        /// Dropped: shorter than the IPv6 header, or than its payload
+        /// length says.
+        drop_ip6_truncated,
+        /// Dropped: IP version other than 6 in an IPv6 frame.
+        drop_ip6_bad_version,
+        /// Dropped: multicast or loopback source, one of our preferred
+        /// addresses as the source, or a loopback destination (RFC 4291
+        /// 2.5.3, 2.7).
+        drop_ip6_bad_source,
+        /// Dropped: destination neither one of our addresses nor a group we
+        /// joined.
+        drop_ip6_not_for_us,
+        /// Dropped: to one of our addresses still tentative (RFC 4862 5.4),
+        /// other than neighbour discovery.
+        drop_ip6_tentative_destination,
+        /// Dropped: an extension header runs past the packet.
+        drop_ip6_ext_truncated,
+        /// Dropped: more extension headers than the walk goes through.
+        drop_ip6_ext_too_many,
+        /// Dropped: more extension header bytes than the walk goes through.
+        drop_ip6_ext_too_long,
+        /// Dropped: hop-by-hop options other than first (parameter problem
+        /// sent).
+        drop_ip6_ext_hop_by_hop_not_first,
+        /// Dropped: an option's length runs past its header.
+        drop_ip6_ext_bad_option,
+        /// Dropped: an unknown option whose type says discard (with or
+        /// without a parameter problem).
+        drop_ip6_ext_unknown_option,
+        /// Dropped: a routing header with segments left (parameter problem
+        /// sent).
+        drop_ip6_ext_routing,
+        /// Dropped: a fragment (IPv6 reassembly is not done; atomic
+        /// fragments pass).
+        drop_ip6_fragment,
+        /// Dropped: TCP or UDP over IPv6, which the engine does not serve.
+        drop_ip6_no_transport,
+        /// Dropped: an unknown next header (parameter problem sent).
+        drop_ip6_unknown_next_header,
+        /// Dropped: no next header (59) after the extension headers.
+        drop_ip6_no_next_header,
+        /// Dropped on output: the destination is not on the link.
+        drop_ip6_no_route,
+        /// Dropped: ICMPv6 message shorter than its header.
+        drop_icmp6_truncated,
+        /// Dropped: ICMPv6 checksum wrong.
+        drop_icmp6_checksum,
+        /// Dropped: echo request to a multicast group.
+        drop_icmp6_multicast_echo,
+        /// Dropped: ICMPv6 echo reply for no echo socket.
+        drop_icmp6_unmatched_reply,
+        /// Dropped: ICMPv6 informational type we do not serve (router
+        /// discovery, redirects and MLD included).
+        drop_icmp6_unhandled_type,
+        /// ICMPv6 echo requests answered.
+        icmp6_echo_replies_sent,
+        /// ICMPv6 echo requests sent by echo sockets.
+        icmp6_echo_requests_sent,
+        /// ICMPv6 echo replies delivered to echo sockets.
+        icmp6_echo_replies_received,
+        /// ICMPv6 error messages received.
+        icmp6_errors_received,
+        /// ICMPv6 error messages sent.
+        icmp6_errors_sent,
+        /// ICMPv6 errors not sent because of the rate limit.
+        icmp6_errors_rate_limited,
+        /// Dropped: neighbour discovery with a hop limit other than 255
+        /// (RFC 4861 7.1).
+        drop_ndp_hop_limit,
+        /// Dropped: neighbour discovery that fails RFC 4861's checks.
+        drop_ndp_malformed,
+        /// Dropped: neighbour solicitation for an address not ours.
+        drop_ndp_not_for_us,
+        /// Dropped: neighbour solicitation from a unicast source for one of
+        /// our addresses still tentative (RFC 4862 5.4.3).
+        drop_ndp_tentative_target,
+        /// Dropped: neighbour advertisement from another node for one of our
+        /// preferred addresses (the address is kept).
+        drop_ndp_address_conflict,
+        /// Neighbour solicitations received.
+        ndp_solicits_received,
+        /// Neighbour advertisements received.
+        ndp_adverts_received,
+        /// Neighbour solicitations sent (resolution, probes and duplicate
+        /// address detection).
+        ndp_solicits_sent,
+        /// Neighbour advertisements sent.
+        ndp_adverts_sent,
+        /// Dropped: packet waited for a neighbour that never answered.
+        drop_ndp_unresolved,
+        /// Dropped: the queue of packets waiting for a neighbour was full.
+        drop_ndp_queue_full,
+        /// Neighbour entries given up (resolution or probing unanswered).
+        ndp_neighbors_failed,
+        /// MLDv2 reports sent.
+        mld_reports_sent,
+        /// Addresses that passed duplicate address detection.
+        dad_succeeded,
+        /// Addresses found duplicate (RFC 4862 5.4.5), never used.
+        dad_duplicates,
         /// Dropped: the transmit queue was full.
         drop_tx_queue_full,
         /// Dropped: no packet buffer was free.

@@ -19,6 +19,7 @@ pub mod hash;
 pub mod icmp;
 pub mod iface;
 pub mod ipv4;
+pub mod ipv6;
 pub mod ratelimit;
 pub mod socket;
 pub mod tcp;
@@ -26,7 +27,7 @@ pub mod time;
 pub mod udp;
 
 pub use capabilities::Capabilities;
-pub use config::{InterfaceConfig, Route, Secrets};
+pub use config::{InterfaceConfig, Ipv6Config, NdpConfig, Route, Secrets};
 pub use counters::Counters;
 pub use icmp::EchoHandle;
 pub use iface::Interface;

@@ -1,4 +1,5 @@
-//! ICMP: echo sockets (for ping), answering echo requests, and errors, both
+//! ICMP: echo sockets (for ping, over IPv4 and IPv6), answering echo
+//! requests, and errors, both
 //! those the interface sends about datagrams it received and those it
 //! receives about datagrams it sent.
 //!
@@ -18,7 +19,7 @@ mod socket;
 mod sockets;
 
 pub use api::Icmp;
-pub use socket::{EchoEvent, EchoSocket, IcmpError};
+pub use socket::{Echo6Event, EchoEvent, EchoSocket, IcmpError};
 pub use sockets::{EchoHandle, IcmpSockets};
 
 pub(crate) const ICMP_ECHO_REPLY: u8 = 0;

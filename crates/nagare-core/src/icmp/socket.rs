@@ -3,7 +3,7 @@
 
 use crate::time::Instant;
 use alloc::collections::VecDeque;
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
 
 /// An error an ICMP message reported about a datagram we sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,18 +49,38 @@ pub enum EchoEvent {
     },
 }
 
+/// An ICMPv6 echo reply received by an echo socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Echo6Event {
+    /// A reply arrived.
+    Reply {
+        /// Who answered.
+        from: Ipv6Addr,
+        /// Sequence number echoed.
+        seq_no: u16,
+        /// Bytes of echo data.
+        data_len: usize,
+        /// Hop limit of the reply.
+        hop_limit: u8,
+        /// When it arrived.
+        at: Instant,
+    },
+}
+
 /// A socket that sends echo requests with one identifier and receives the
 /// replies carrying it.
 #[derive(Debug)]
 pub struct EchoSocket {
     pub(crate) ident: u16,
     pub(crate) events: VecDeque<EchoEvent>,
+    /// ICMPv6 replies, apart from the IPv4 events.
+    pub(crate) events6: VecDeque<Echo6Event>,
     pub(crate) limit: usize,
 }
 
 impl EchoSocket {
     pub(crate) fn new(ident: u16, limit: usize) -> Self {
-        EchoSocket { ident, events: VecDeque::new(), limit }
+        EchoSocket { ident, events: VecDeque::new(), events6: VecDeque::new(), limit }
     }
 
     pub(crate) fn push(&mut self, event: EchoEvent) -> bool {
@@ -68,6 +88,14 @@ impl EchoSocket {
             return false;
         }
         self.events.push_back(event);
+        true
+    }
+
+    pub(crate) fn push6(&mut self, event: Echo6Event) -> bool {
+        if self.events6.len() >= self.limit {
+            return false;
+        }
+        self.events6.push_back(event);
         true
     }
 
@@ -79,5 +107,10 @@ impl EchoSocket {
     /// Replies and errors waiting to be received.
     pub fn queued(&self) -> usize {
         self.events.len()
+    }
+
+    /// ICMPv6 replies waiting to be received.
+    pub fn queued6(&self) -> usize {
+        self.events6.len()
     }
 }

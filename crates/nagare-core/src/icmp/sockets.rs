@@ -1,7 +1,7 @@
 //! The echo sockets of an interface: the table that holds them and the
 //! identifier map that demultiplexes replies and errors to them.
 
-use super::socket::{EchoEvent, EchoSocket};
+use super::socket::{Echo6Event, EchoEvent, EchoSocket};
 use crate::iface::Error;
 use crate::socket::{SocketHandle, SocketTable};
 use hashbrown::HashMap;
@@ -52,5 +52,12 @@ impl IcmpSockets {
     pub(super) fn deliver(&mut self, ident: u16, event: EchoEvent) -> Option<bool> {
         let handle = self.idents.get(&ident).copied()?;
         self.echo.get_mut(handle.0).map(|s| s.push(event))
+    }
+
+    /// Queues the ICMPv6 `event` on the echo socket with identifier
+    /// `ident`, as [`deliver`](Self::deliver) does.
+    pub(crate) fn deliver6(&mut self, ident: u16, event: Echo6Event) -> Option<bool> {
+        let handle = self.idents.get(&ident).copied()?;
+        self.echo.get_mut(handle.0).map(|s| s.push6(event))
     }
 }

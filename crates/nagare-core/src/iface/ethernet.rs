@@ -1,5 +1,6 @@
-//! Ethernet: the frames the interface takes (to our address or broadcast,
-//! from a unicast source) and the header on every frame it sends.
+//! Ethernet: the frames the interface takes (to our address, broadcast,
+//! or an IPv6 group we joined, from a unicast source) and the header on
+//! every frame it sends.
 
 use super::Interface;
 use crate::buf::PacketBuf;
@@ -17,7 +18,7 @@ impl Interface {
         };
         let eth = EthernetFrame::new_unchecked(&header[..]);
         let dst = eth.dst_addr();
-        if dst != self.config.mac && !dst.is_broadcast() {
+        if dst != self.config.mac && !dst.is_broadcast() && !self.joined_link_group(dst) {
             self.counters.drop_eth_not_for_us += 1;
             return;
         }
@@ -31,6 +32,7 @@ impl Interface {
         match ethertype {
             EtherType::Arp => self.receive_arp(&frame, now),
             EtherType::Ipv4 => self.receive_ipv4(frame, now, false),
+            EtherType::Ipv6 => self.receive_ipv6(frame, now, dst.is_multicast()),
             _ => self.counters.drop_eth_unknown_type += 1,
         }
     }

@@ -1,5 +1,6 @@
 //! The interface: one Ethernet link with its addresses, running ARP and
-//! IPv4 over it and holding the sockets of the protocols above.
+//! IPv4 over it (and IPv6 with neighbour discovery, when configured) and
+//! holding the sockets of the protocols above.
 //!
 //! Frames come in through [`Interface::receive`] as buffer chains and are
 //! processed to the end at once; frames to send collect in a queue the caller
@@ -18,8 +19,11 @@
 mod arp;
 mod error;
 mod ethernet;
+mod icmpv6;
 pub(crate) mod ipv4;
+mod ipv6;
 mod local;
+mod ndp;
 pub(crate) mod read;
 
 pub use error::Error;
@@ -31,12 +35,15 @@ use crate::config::InterfaceConfig;
 use crate::counters::Counters;
 use crate::icmp::{Icmp, IcmpSockets, ICMP_CODE_REASSEMBLY_TIMEOUT, ICMP_TIME_EXCEEDED};
 use crate::ipv4::reassembly::Reassembler;
+use crate::ipv6::addr::{AddrState, Ipv6Address, Ipv6Cidr};
+use crate::ipv6::neighbor::NeighborState;
 use crate::ratelimit::TokenBucket;
 use crate::tcp::{Tcp, TcpSockets};
 use crate::time::Instant;
 use crate::udp::{Udp, UdpSockets};
 use alloc::collections::VecDeque;
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
+use ipv6::Ipv6State;
 use nagare_wire::EthernetAddress;
 
 /// Room to leave in front of payload written by applications, so every
@@ -49,14 +56,16 @@ pub const HEADROOM: usize = 128;
 /// counted.
 const UNREACHABLE_QUEUE_LIMIT: usize = 64;
 
-/// One Ethernet interface running ARP and IPv4, with the ICMP, UDP and TCP
-/// sockets over it.
+/// One Ethernet interface running ARP and IPv4 (and IPv6, when
+/// configured), with the ICMP, UDP and TCP sockets over it.
 #[derive(Debug)]
 pub struct Interface {
     pub(crate) config: InterfaceConfig,
     pub(crate) caps: Capabilities,
     pub(crate) pool: BufferPool,
     arp: ArpCache,
+    /// IPv6 addresses and neighbours, when the configuration asks for IPv6.
+    v6: Option<Ipv6State>,
     reassembler: Reassembler,
     pub(crate) udp: UdpSockets,
     pub(crate) icmp: IcmpSockets,
@@ -84,6 +93,7 @@ impl Interface {
         let seed = config.seed;
         Interface {
             arp: ArpCache::new(config.arp.clone()),
+            v6: config.ipv6.as_ref().map(|v6| Ipv6State::new(v6, config.mac, seed)),
             reassembler: Reassembler::new(config.reassembly.clone()),
             icmp_errors: TokenBucket::new(config.icmp_error_rate, config.icmp_error_burst),
             udp: UdpSockets::new(seed),
@@ -141,6 +151,60 @@ impl Interface {
         self.arp.lookup(ip, now)
     }
 
+    /// The IPv6 addresses of the interface (none without IPv6): its
+    /// link-local address first, each with its state.
+    pub fn ipv6_addresses(&self) -> impl Iterator<Item = &Ipv6Address> + '_ {
+        self.v6.iter().flat_map(|v6| v6.addrs.iter())
+    }
+
+    /// The state of our IPv6 address `ip`, if it is one.
+    pub fn ipv6_address_state(&self, ip: Ipv6Addr) -> Option<AddrState> {
+        self.v6.as_ref().and_then(|v6| v6.addrs.state(ip))
+    }
+
+    /// The link-local address made from the MAC, if the interface speaks
+    /// IPv6.
+    pub fn ipv6_link_local(&self) -> Option<Ipv6Addr> {
+        self.ipv6_addresses().next().map(|a| a.address())
+    }
+
+    /// Adds an IPv6 address; it is tentative until duplicate address
+    /// detection, which the next [`poll`](Self::poll) starts, has checked
+    /// it. Fails with [`Error::AddrNotAvailable`] on an interface without
+    /// IPv6, and with [`Error::AddrInUse`] if the address is there already
+    /// or the interface holds as many as it may.
+    pub fn add_ipv6_address(&mut self, cidr: Ipv6Cidr) -> Result<(), Error> {
+        let v6 = self.v6.as_mut().ok_or(Error::AddrNotAvailable)?;
+        if cidr.address().is_multicast() || cidr.address().is_unspecified() || cidr.address().is_loopback() {
+            return Err(Error::Unaddressable);
+        }
+        if v6.addrs.add(cidr) {
+            Ok(())
+        } else {
+            Err(Error::AddrInUse)
+        }
+    }
+
+    /// The state of the neighbour cache's entry for `ip`, if it has one.
+    pub fn neighbor_state(&self, ip: Ipv6Addr) -> Option<NeighborState> {
+        self.v6.as_ref().and_then(|v6| v6.neighbors.state(ip))
+    }
+
+    /// The link-layer address the neighbour cache holds for `ip`.
+    pub fn neighbor_lookup(&self, ip: Ipv6Addr) -> Option<EthernetAddress> {
+        self.v6.as_ref().and_then(|v6| v6.neighbors.lookup(ip))
+    }
+
+    /// Entries in the neighbour cache, unresolved ones included.
+    pub fn neighbor_cache_len(&self) -> usize {
+        self.v6.as_ref().map_or(0, |v6| v6.neighbors.len())
+    }
+
+    /// Packets waiting in the neighbour cache for `ip` to be resolved.
+    pub fn neighbor_queued(&self, ip: Ipv6Addr) -> usize {
+        self.v6.as_ref().map_or(0, |v6| v6.neighbors.queued(ip))
+    }
+
     /// Partial datagrams held for reassembly.
     pub fn reassembly_pending(&self) -> usize {
         self.reassembler.len()
@@ -190,10 +254,12 @@ impl Interface {
 
     // ---- input and timers ----------------------------------------------------
 
-    /// Runs the timers: ARP retries and give-ups, reassembly timeouts, TCP;
-    /// and receives the datagrams sent to local addresses.
+    /// Runs the timers: ARP retries and give-ups, IPv6 duplicate address
+    /// detection and neighbour discovery, reassembly timeouts, TCP; and
+    /// receives the datagrams sent to local addresses.
     pub fn poll(&mut self, now: Instant) {
         self.receive_local(now);
+        self.poll_ipv6(now);
         let (retry, dropped) = self.arp.poll(now);
         self.counters.drop_arp_unresolved += dropped.len() as u64;
         for ip_packet in dropped {
@@ -221,7 +287,9 @@ impl Interface {
     /// now, whatever this says.
     pub fn poll_at(&self) -> Option<Instant> {
         let local = (!self.local.is_empty() || !self.unreachable.is_empty()).then_some(Instant::ZERO);
-        [local, self.arp.poll_at(), self.reassembler.poll_at(), self.tcp.poll_at()].into_iter().flatten().min()
+        let v6 =
+            self.v6.as_ref().and_then(|v6| [v6.addrs.poll_at(), v6.neighbors.poll_at()].into_iter().flatten().min());
+        [local, self.arp.poll_at(), v6, self.reassembler.poll_at(), self.tcp.poll_at()].into_iter().flatten().min()
     }
 
     /// Processes a batch of received frames, as [`receive`](Self::receive)

@@ -1,0 +1,307 @@
+//! IPv6 on the interface: validating received packets, walking their
+//! extension headers and handing ICMPv6 to its input (`icmpv6.rs`);
+//! choosing the source of packets we send and resolving their next hop
+//! through the neighbour cache (`ndp.rs`).
+//!
+//! What is accepted: packets to one of our addresses, to the all-nodes
+//! group, or to the solicited-node group of one of our addresses. What is
+//! refused and counted: a payload length past the frame, a multicast or
+//! loopback source, an extension header chain the walk refuses (answered
+//! with a parameter problem where RFC 8200 asks for one), fragments (not
+//! reassembled; atomic fragments pass), TCP and UDP (not served over
+//! IPv6). Nothing is forwarded, and only on-link destinations are sent to:
+//! link-local ones and those on the prefix of one of our addresses (no
+//! router is learned).
+
+use super::{Error, Interface};
+use crate::buf::PacketBuf;
+use crate::config::Ipv6Config;
+use crate::ipv6::addr::{link_local_from_mac, AddrState, Ipv6Addresses, Ipv6Cidr};
+use crate::ipv6::neighbor::{NeighborCache, Resolution};
+use crate::time::Instant;
+use core::net::Ipv6Addr;
+use nagare_wire::{
+    multicast_mac, solicited_node, EtherType, EthernetAddress, Icmpv6Message, Icmpv6ParamProblem, IpProtocol,
+    Ipv6ExtChain, Ipv6ExtError, Ipv6OptionAction, Ipv6Packet, Ipv6Repr, IPV6_ALL_NODES, IPV6_EXT_HEADER_MAX_LEN,
+    IPV6_EXT_MAX_HEADERS, IPV6_EXT_MAX_LEN, IPV6_FRAGMENT_HEADER_LEN, IPV6_HEADER_LEN,
+};
+
+/// Extension header bytes copied out of a packet that straddles buffers:
+/// enough for the walk to reach its length limit with a whole header.
+const EXT_WALK_LEN: usize = IPV6_EXT_MAX_LEN + IPV6_EXT_HEADER_MAX_LEN;
+
+/// The IPv6 state of an interface that speaks it.
+#[derive(Debug)]
+pub(crate) struct Ipv6State {
+    pub(super) addrs: Ipv6Addresses,
+    pub(super) neighbors: NeighborCache,
+    pub(super) hop_limit: u8,
+}
+
+impl Ipv6State {
+    /// The link-local address made from `mac`, then the configured ones,
+    /// all tentative.
+    pub(super) fn new(config: &Ipv6Config, mac: EthernetAddress, seed: u64) -> Self {
+        let mut addrs =
+            Ipv6Addresses::new(config.dad_transmits, config.ndp.retrans_timer, config.dad_max_delay, seed ^ 0x6e64);
+        if let Some(ll) = Ipv6Cidr::new(link_local_from_mac(mac), 64) {
+            addrs.add(ll);
+        }
+        for cidr in &config.addresses {
+            addrs.add(*cidr);
+        }
+        Ipv6State { addrs, neighbors: NeighborCache::new(config.ndp.clone()), hop_limit: config.hop_limit }
+    }
+}
+
+/// How a refused extension header chain is counted.
+fn ext_error_counter<'a>(c: &'a mut crate::counters::Counters, e: &Ipv6ExtError) -> &'a mut u64 {
+    match e {
+        Ipv6ExtError::Truncated => &mut c.drop_ip6_ext_truncated,
+        Ipv6ExtError::TooManyHeaders => &mut c.drop_ip6_ext_too_many,
+        Ipv6ExtError::TooLong => &mut c.drop_ip6_ext_too_long,
+        Ipv6ExtError::HopByHopNotFirst { .. } => &mut c.drop_ip6_ext_hop_by_hop_not_first,
+        Ipv6ExtError::BadOption { .. } => &mut c.drop_ip6_ext_bad_option,
+        Ipv6ExtError::UnknownOption { .. } => &mut c.drop_ip6_ext_unknown_option,
+        Ipv6ExtError::RoutingType0 { .. } | Ipv6ExtError::UnknownRoutingType { .. } => &mut c.drop_ip6_ext_routing,
+    }
+}
+
+/// Whether the upper layer of an IPv6 payload whose walk was refused is an
+/// ICMPv6 error message, found by skipping extension headers by their
+/// length alone (at most as many as the walk goes through). Unsure (past
+/// the bytes, behind a fragment that is not the first) counts as no.
+fn carries_icmp6_error(next_header: IpProtocol, payload: &[u8]) -> bool {
+    let mut next = next_header;
+    let mut at = 0usize;
+    for _ in 0..=IPV6_EXT_MAX_HEADERS {
+        let (Some(&nh), Some(&len)) = (payload.get(at), payload.get(at + 1)) else {
+            return false;
+        };
+        match next {
+            IpProtocol::Icmpv6 => return nh < 128,
+            IpProtocol::HopByHop | IpProtocol::Ipv6Opts | IpProtocol::Ipv6Route => {
+                at += (usize::from(len) + 1) * 8;
+            }
+            IpProtocol::Ipv6Frag => {
+                let first = payload.get(at + 2..at + 4).is_some_and(|o| o[0] == 0 && o[1] & 0xf8 == 0);
+                if !first {
+                    return false;
+                }
+                at += IPV6_FRAGMENT_HEADER_LEN;
+            }
+            _ => return false,
+        }
+        next = IpProtocol::from(nh);
+    }
+    false
+}
+
+impl Interface {
+    /// Whether the Ethernet multicast `mac` is one of a group we joined:
+    /// all-nodes, or the solicited-node group of one of our addresses.
+    pub(super) fn joined_link_group(&self, mac: EthernetAddress) -> bool {
+        let Some(v6) = &self.v6 else { return false };
+        multicast_mac(&IPV6_ALL_NODES) == Some(mac)
+            || v6
+                .addrs
+                .iter()
+                .any(|a| a.state != AddrState::Duplicate && multicast_mac(&solicited_node(&a.address())) == Some(mac))
+    }
+
+    /// The source for a packet to `dst`: a preferred address of its scope.
+    pub fn ipv6_source_for(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
+        self.v6.as_ref().and_then(|v6| v6.addrs.source_for(dst))
+    }
+
+    /// An IPv6 packet (Ethernet header stripped); `link_multicast`: the
+    /// frame came to a link-layer group or broadcast address.
+    pub(super) fn receive_ipv6(&mut self, mut packet: PacketBuf, now: Instant, link_multicast: bool) {
+        let Some(v6) = &self.v6 else {
+            self.counters.drop_eth_unknown_type += 1;
+            return;
+        };
+        self.counters.ip6_received += 1;
+        let Some(fixed) = packet.header::<IPV6_HEADER_LEN>() else {
+            self.counters.drop_ip6_truncated += 1;
+            return;
+        };
+        let view = Ipv6Packet::new_unchecked(&fixed[..]);
+        if view.version() != 6 {
+            self.counters.drop_ip6_bad_version += 1;
+            return;
+        }
+        let repr = Ipv6Repr {
+            src_addr: view.src_addr(),
+            dst_addr: view.dst_addr(),
+            next_header: view.next_header(),
+            payload_len: usize::from(view.payload_len()),
+            hop_limit: view.hop_limit(),
+            traffic_class: view.traffic_class(),
+            flow_label: view.flow_label(),
+        };
+        let total_len = IPV6_HEADER_LEN + repr.payload_len;
+        if total_len > packet.len() {
+            self.counters.drop_ip6_truncated += 1;
+            return;
+        }
+        let (src, dst) = (repr.src_addr, repr.dst_addr);
+        // One of our preferred addresses as the source is a loop or a lie;
+        // a tentative one is how another node defends it in detection.
+        if src.is_multicast() || src.is_loopback() || dst.is_loopback() || v6.addrs.is_preferred(src) {
+            self.counters.drop_ip6_bad_source += 1;
+            return;
+        }
+        let dst_state = v6.addrs.state(dst);
+        let for_us = match dst_state {
+            Some(state) => state != AddrState::Duplicate,
+            None => dst == IPV6_ALL_NODES || v6.addrs.is_joined_solicited(dst),
+        };
+        if !for_us {
+            self.counters.drop_ip6_not_for_us += 1;
+            return;
+        }
+        // Drop the link layer's padding.
+        packet.truncate(total_len);
+
+        // The chain is walked where it lies; copied out (a stack buffer
+        // filled only then) when it straddles buffers.
+        let walk = |bytes: &[u8]| {
+            let walked = Ipv6ExtChain::walk(repr.next_header, bytes);
+            let about_error = walked.is_err() && carries_icmp6_error(repr.next_header, bytes);
+            (walked, about_error)
+        };
+        let walk_len = repr.payload_len.min(EXT_WALK_LEN);
+        let walked = match packet.contiguous_prefix(IPV6_HEADER_LEN + walk_len) {
+            Some(b) => walk(b.get(IPV6_HEADER_LEN..).unwrap_or(&[])),
+            None => {
+                let mut scratch = [0u8; EXT_WALK_LEN];
+                let out = scratch.get_mut(..walk_len).unwrap_or(&mut []);
+                let n = packet.copy_out(IPV6_HEADER_LEN, out);
+                walk(out.get(..n).unwrap_or(&[]))
+            }
+        };
+        let chain = match walked {
+            (Ok(chain), _) => chain,
+            (Err(e), about_error) => {
+                *ext_error_counter(&mut self.counters, &e) += 1;
+                // RFC 4443 2.4 (e.1): no error about an error.
+                let answer = Icmpv6ParamProblem::for_ext_error(&e).filter(|_| !about_error);
+                if let Some((code, pointer)) = answer {
+                    // RFC 4443 2.4 (e.3): an unknown option of type 10xxxxxx
+                    // is reported even to a multicast destination.
+                    let even_multicast =
+                        matches!(e, Ipv6ExtError::UnknownOption { action: Ipv6OptionAction::DiscardAndIcmp, .. });
+                    let kind = (Icmpv6Message::ParamProblem, u8::from(code), pointer);
+                    self.send_icmp6_error(kind, &repr, &packet, link_multicast, even_multicast, now);
+                }
+                return;
+            }
+        };
+        if chain.fragment.is_some_and(|(_, f)| !f.is_atomic()) {
+            self.counters.drop_ip6_fragment += 1;
+            return;
+        }
+        let tentative = dst_state == Some(AddrState::Tentative);
+        if tentative && chain.upper != IpProtocol::Icmpv6 {
+            self.counters.drop_ip6_tentative_destination += 1;
+            return;
+        }
+        match chain.upper {
+            IpProtocol::Icmpv6 => {
+                packet.trim_front(IPV6_HEADER_LEN + chain.offset);
+                self.receive_icmpv6(&repr, packet, tentative, now);
+            }
+            IpProtocol::Tcp | IpProtocol::Udp => self.counters.drop_ip6_no_transport += 1,
+            IpProtocol::Ipv6NoNxt => self.counters.drop_ip6_no_next_header += 1,
+            _ => {
+                self.counters.drop_ip6_unknown_next_header += 1;
+                let code = u8::from(Icmpv6ParamProblem::UnrecognizedNextHeader);
+                let kind = (Icmpv6Message::ParamProblem, code, chain.next_header_pointer);
+                self.send_icmp6_error(kind, &repr, &packet, link_multicast, false, now);
+            }
+        }
+    }
+
+    /// Sends an IPv6 packet: `payload` (the upper-layer header and data)
+    /// behind a header from `src` (chosen for `dst` when `None`: a
+    /// preferred address of `dst`'s scope) with `hop_limit` (the
+    /// configured one when `None`). Multicast goes to its 33:33 group
+    /// address; unicast to an on-link destination is resolved through the
+    /// neighbour cache, waiting there if need be. IPv6 is not fragmented:
+    /// a packet past the MTU is refused; nor delivered locally: one to an
+    /// address of ours is refused too.
+    pub fn send_ipv6(
+        &mut self,
+        src: Option<Ipv6Addr>,
+        dst: Ipv6Addr,
+        next_header: IpProtocol,
+        mut payload: PacketBuf,
+        hop_limit: Option<u8>,
+        now: Instant,
+    ) -> Result<(), Error> {
+        let v6 = self.v6.as_ref().ok_or(Error::Unaddressable)?;
+        if dst.is_unspecified() || dst.is_loopback() || v6.addrs.get(dst).is_some() {
+            return Err(Error::Unaddressable);
+        }
+        let src = match src {
+            Some(src) => src,
+            None => v6.addrs.source_for(dst).ok_or(Error::AddrNotAvailable)?,
+        };
+        if !dst.is_multicast() && !v6.addrs.is_on_link(dst) {
+            self.counters.drop_ip6_no_route += 1;
+            return Err(Error::NoRoute);
+        }
+        if payload.len() + IPV6_HEADER_LEN > self.caps.mtu {
+            return Err(Error::MessageTooLong);
+        }
+        let repr = Ipv6Repr::new(src, dst, next_header, payload.len(), hop_limit.unwrap_or(v6.hop_limit));
+        let Ok(header) = payload.prepend(&self.pool, IPV6_HEADER_LEN) else {
+            self.counters.drop_no_buffer += 1;
+            return Err(Error::NoBuffer);
+        };
+        repr.emit(header).map_err(|_| Error::MessageTooLong)?;
+        match multicast_mac(&dst) {
+            Some(group) => self.emit_ethernet(payload, group, EtherType::Ipv6),
+            None => self.send_to_neighbor(dst, payload, now),
+        }
+        Ok(())
+    }
+
+    /// Hands an IPv6 packet to the link once the neighbour cache knows
+    /// `next_hop`'s link-layer address.
+    fn send_to_neighbor(&mut self, next_hop: Ipv6Addr, packet: PacketBuf, now: Instant) {
+        let Some(v6) = self.v6.as_mut() else { return };
+        match v6.neighbors.resolve(next_hop, packet, now) {
+            (Resolution::Known(mac), Some(packet)) => self.emit_ethernet(packet, mac, EtherType::Ipv6),
+            (Resolution::Solicit, _) => self.send_neighbor_solicit(next_hop, None),
+            (Resolution::QueueFull, _) => self.counters.drop_ndp_queue_full += 1,
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_icmpv6_error_is_found_behind_extension_headers() {
+        let opts = |next: u8| [next, 0, 0x9e, 4, 0, 0, 0, 0];
+        let mut p = opts(60).to_vec();
+        p.extend(opts(58));
+        p.extend([1, 4, 0, 0, 0, 0, 0, 0]);
+        assert!(carries_icmp6_error(IpProtocol::Ipv6Opts, &p));
+        let echo = [128, 0, 0, 0, 0, 0, 0, 0];
+        assert!(!carries_icmp6_error(IpProtocol::Ipv6Opts, &[&opts(58)[..], &echo].concat()));
+        // A first fragment shows it; a later one does not.
+        let first = [58, 0, 0, 1, 0, 0, 0, 9];
+        assert!(carries_icmp6_error(IpProtocol::Ipv6Frag, &[&first[..], &[3, 0, 0, 0]].concat()));
+        let later = [58, 0, 0, 9, 0, 0, 0, 9];
+        assert!(!carries_icmp6_error(IpProtocol::Ipv6Frag, &[&later[..], &[3, 0, 0, 0]].concat()));
+        // Cut short, or past the walk's count of headers: no.
+        assert!(!carries_icmp6_error(IpProtocol::Ipv6Opts, &opts(58)));
+        let deep: alloc::vec::Vec<u8> = (0..9).flat_map(|_| opts(60)).collect();
+        assert!(!carries_icmp6_error(IpProtocol::Ipv6Opts, &deep));
+    }
+}

@@ -1,0 +1,249 @@
+//! Neighbour discovery on the link (RFC 4861) and duplicate address
+//! detection (RFC 4862 5.4): answering solicitations for our addresses,
+//! learning neighbours from solicitations and advertisements, asking for
+//! the ones packets wait on, and checking our own addresses before using
+//! them, after joining their solicited-node groups with an MLDv2 report
+//! (RFC 3810). The cache itself is `crate::ipv6::neighbor`, the address
+//! table `crate::ipv6::addr`.
+
+use super::{Interface, HEADROOM};
+use crate::buf::PacketBuf;
+use crate::ipv6::addr::AddrState;
+use crate::time::Instant;
+use core::net::Ipv6Addr;
+use nagare_wire::{
+    multicast_mac, solicited_node, EtherType, EthernetAddress, Icmpv6Packet, IpProtocol, Ipv6Option, Ipv6OptionsRepr,
+    Ipv6Repr, MldAddressRecord, MldReportRepr, NdpRepr, IPV6_ALL_MLDV2_ROUTERS, IPV6_ALL_NODES, IPV6_HEADER_LEN,
+    NDP_HOP_LIMIT,
+};
+
+/// Longest neighbour discovery message read when it straddles buffers.
+const NDP_MAX_LEN: usize = 1280;
+
+/// A neighbour solicitation or advertisement with a link-layer address
+/// option: 24 bytes and 8.
+const NEIGHBOR_MESSAGE_MAX_LEN: usize = 32;
+
+impl Interface {
+    /// A neighbour solicitation or advertisement (ICMPv6 message, checksum
+    /// verified) under IPv6 header `ip`.
+    pub(super) fn receive_ndp(&mut self, ip: &Ipv6Repr, message: &PacketBuf, now: Instant) {
+        if ip.hop_limit != NDP_HOP_LIMIT {
+            // RFC 4861 7.1.1, 7.1.2: only a message from the link itself.
+            self.counters.drop_ndp_hop_limit += 1;
+            return;
+        }
+        let mut scratch = [0u8; NDP_MAX_LEN];
+        let Some(bytes) = super::read::linear_prefix(message, message.len(), &mut scratch) else {
+            self.counters.drop_ndp_malformed += 1;
+            return;
+        };
+        let packet = Icmpv6Packet::new_unchecked(bytes);
+        let Ok(repr) = NdpRepr::parse(&packet, ip.src_addr, ip.dst_addr, false) else {
+            self.counters.drop_ndp_malformed += 1;
+            return;
+        };
+        match repr {
+            NdpRepr::NeighborSolicit { target, lladdr } => {
+                self.counters.ndp_solicits_received += 1;
+                self.receive_neighbor_solicit(ip, target, lladdr, now);
+            }
+            NdpRepr::NeighborAdvert { solicited_flag, override_flag, target, lladdr, .. } => {
+                self.counters.ndp_adverts_received += 1;
+                self.receive_neighbor_advert(target, lladdr, solicited_flag, override_flag, now);
+            }
+            _ => self.counters.drop_icmp6_unhandled_type += 1,
+        }
+    }
+
+    fn receive_neighbor_solicit(
+        &mut self,
+        ip: &Ipv6Repr,
+        target: Ipv6Addr,
+        lladdr: Option<EthernetAddress>,
+        now: Instant,
+    ) {
+        let Some(v6) = self.v6.as_mut() else { return };
+        let from_dad = ip.src_addr.is_unspecified();
+        match v6.addrs.state(target) {
+            None | Some(AddrState::Duplicate) => {
+                self.counters.drop_ndp_not_for_us += 1;
+                return;
+            }
+            Some(AddrState::Tentative) => {
+                // Another node checks the address we check: neither may
+                // have it (RFC 4862 5.4.3). A solicitation from a unicast
+                // source resolves an address that is not ours yet: ignored.
+                if !from_dad {
+                    self.counters.drop_ndp_tentative_target += 1;
+                } else if v6.addrs.mark_duplicate(target) {
+                    self.counters.dad_duplicates += 1;
+                }
+                return;
+            }
+            Some(AddrState::Preferred) => {}
+        }
+        if let (false, Some(mac)) = (from_dad, lladdr) {
+            let waiting = v6.neighbors.solicited_by(ip.src_addr, mac, now);
+            for packet in waiting {
+                self.emit_ethernet(packet, mac, EtherType::Ipv6);
+            }
+        }
+        // RFC 4861 7.2.4: to the solicitor, solicited; to all nodes for a
+        // solicitation from `::`, unsolicited.
+        let dst = if from_dad { IPV6_ALL_NODES } else { ip.src_addr };
+        let advert = NdpRepr::NeighborAdvert {
+            router_flag: false,
+            solicited_flag: !from_dad,
+            override_flag: true,
+            target,
+            lladdr: Some(self.config.mac),
+        };
+        let Some(message) = self.ndp_message(&advert, target, dst) else { return };
+        if self.send_ipv6(Some(target), dst, IpProtocol::Icmpv6, message, Some(NDP_HOP_LIMIT), now).is_ok() {
+            self.counters.ndp_adverts_sent += 1;
+        }
+    }
+
+    fn receive_neighbor_advert(
+        &mut self,
+        target: Ipv6Addr,
+        lladdr: Option<EthernetAddress>,
+        solicited: bool,
+        override_flag: bool,
+        now: Instant,
+    ) {
+        let Some(v6) = self.v6.as_mut() else { return };
+        if v6.addrs.get(target).is_some() {
+            // Someone else has an address we check (RFC 4862 5.4.4); one
+            // already ours is kept and never cached as a neighbour.
+            if v6.addrs.mark_duplicate(target) {
+                self.counters.dad_duplicates += 1;
+            } else {
+                self.counters.drop_ndp_address_conflict += 1;
+            }
+            return;
+        }
+        let waiting = v6.neighbors.advertised(target, lladdr, solicited, override_flag, now);
+        let Some(mac) = v6.neighbors.lookup(target) else { return };
+        for packet in waiting {
+            self.emit_ethernet(packet, mac, EtherType::Ipv6);
+        }
+    }
+
+    /// An NDP message from `src` to `dst` in a fresh buffer.
+    fn ndp_message(&mut self, repr: &NdpRepr<'_>, src: Ipv6Addr, dst: Ipv6Addr) -> Option<PacketBuf> {
+        let mut bytes = [0u8; NEIGHBOR_MESSAGE_MAX_LEN];
+        let len = repr.buffer_len();
+        let out = bytes.get_mut(..len)?;
+        repr.emit(out, src, dst).ok()?;
+        match PacketBuf::from_slice(&self.pool, HEADROOM, out) {
+            Ok(p) => Some(p),
+            Err(_) => {
+                self.counters.drop_no_buffer += 1;
+                None
+            }
+        }
+    }
+
+    /// Asks the link for `target`'s link-layer address: to its
+    /// solicited-node group, or to `unicast` when probing an address
+    /// already known (RFC 4861 7.2.2, 7.3.3).
+    pub(super) fn send_neighbor_solicit(&mut self, target: Ipv6Addr, unicast: Option<EthernetAddress>) {
+        let Some(v6) = &self.v6 else { return };
+        let Some(src) = v6.addrs.source_for(target) else { return };
+        let dst = if unicast.is_some() { target } else { solicited_node(&target) };
+        let solicit = NdpRepr::NeighborSolicit { target, lladdr: Some(self.config.mac) };
+        let Some(message) = self.ndp_message(&solicit, src, dst) else { return };
+        let mac = unicast.or_else(|| multicast_mac(&dst));
+        if let Some(mac) = mac {
+            let repr = Ipv6Repr::new(src, dst, IpProtocol::Icmpv6, message.len(), NDP_HOP_LIMIT);
+            if self.emit_ipv6(repr, message, mac) {
+                self.counters.ndp_solicits_sent += 1;
+            }
+        }
+    }
+
+    /// Duplicate address detection's solicitation for our tentative
+    /// `target`: from `::`, without a link-layer address, to its
+    /// solicited-node group (RFC 4862 5.4.2).
+    fn send_dad_solicit(&mut self, target: Ipv6Addr) {
+        let dst = solicited_node(&target);
+        let solicit = NdpRepr::NeighborSolicit { target, lladdr: None };
+        let Some(message) = self.ndp_message(&solicit, Ipv6Addr::UNSPECIFIED, dst) else { return };
+        let Some(mac) = multicast_mac(&dst) else { return };
+        let repr = Ipv6Repr::new(Ipv6Addr::UNSPECIFIED, dst, IpProtocol::Icmpv6, message.len(), NDP_HOP_LIMIT);
+        if self.emit_ipv6(repr, message, mac) {
+            self.counters.ndp_solicits_sent += 1;
+        }
+    }
+
+    /// Reports the solicited-node groups of our addresses joined (RFC 3810
+    /// section 5.2): to ff02::16 with hop limit 1 behind a hop-by-hop
+    /// Router Alert, from our link-local address once it is preferred and
+    /// from `::` before (RFC 4862 5.4.2).
+    fn send_mld_report(&mut self) {
+        let Some(v6) = &self.v6 else { return };
+        let src = v6
+            .addrs
+            .iter()
+            .find(|a| a.state == AddrState::Preferred && nagare_wire::is_link_local(&a.address()))
+            .map_or(Ipv6Addr::UNSPECIFIED, |a| a.address());
+        let groups = v6.addrs.solicited_groups();
+        let records: alloc::vec::Vec<MldAddressRecord<'_>> =
+            groups.iter().map(|g| MldAddressRecord::join(*g)).collect();
+        let hop_by_hop = Ipv6OptionsRepr { next_header: IpProtocol::Icmpv6, options: &[Ipv6Option::RouterAlert(0)] };
+        let ext_len = hop_by_hop.buffer_len();
+        let mut bytes = [0u8; 8 + 8 + 20 * crate::ipv6::addr::MAX_ADDRESSES];
+        let Some((ext, report)) = bytes.split_at_mut_checked(ext_len) else { return };
+        if hop_by_hop.emit(ext).is_err() {
+            return;
+        }
+        let Ok(report_len) = MldReportRepr::emit_records(&records, report, src, IPV6_ALL_MLDV2_ROUTERS) else { return };
+        let Some(body) = bytes.get(..ext_len + report_len) else { return };
+        let Ok(packet) = PacketBuf::from_slice(&self.pool, HEADROOM, body) else {
+            self.counters.drop_no_buffer += 1;
+            return;
+        };
+        let Some(mac) = multicast_mac(&IPV6_ALL_MLDV2_ROUTERS) else { return };
+        let repr = Ipv6Repr::new(src, IPV6_ALL_MLDV2_ROUTERS, IpProtocol::HopByHop, packet.len(), 1);
+        if self.emit_ipv6(repr, packet, mac) {
+            self.counters.mld_reports_sent += 1;
+        }
+    }
+
+    /// Puts `repr` in front of `payload` and queues it for `mac`, with no
+    /// resolution.
+    fn emit_ipv6(&mut self, repr: Ipv6Repr, mut payload: PacketBuf, mac: EthernetAddress) -> bool {
+        let written = match payload.prepend(&self.pool, IPV6_HEADER_LEN) {
+            Ok(header) => repr.emit(header).is_ok(),
+            Err(_) => false,
+        };
+        if !written {
+            self.counters.drop_no_buffer += 1;
+            return false;
+        }
+        self.emit_ethernet(payload, mac, EtherType::Ipv6);
+        true
+    }
+
+    /// Runs the IPv6 timers: duplicate address detection, then the
+    /// neighbour cache's retransmissions, state changes and give-ups.
+    pub(super) fn poll_ipv6(&mut self, now: Instant) {
+        let Some(v6) = self.v6.as_mut() else { return };
+        let dad = v6.addrs.poll(now);
+        let neighbors = v6.neighbors.poll(now);
+        self.counters.dad_succeeded += dad.preferred.len() as u64;
+        if dad.report_groups {
+            self.send_mld_report();
+        }
+        for target in dad.solicit {
+            self.send_dad_solicit(target);
+        }
+        self.counters.ndp_neighbors_failed += neighbors.failed as u64;
+        self.counters.drop_ndp_unresolved += neighbors.dropped.len() as u64;
+        for (target, unicast) in neighbors.solicit {
+            self.send_neighbor_solicit(target, unicast);
+        }
+    }
+}

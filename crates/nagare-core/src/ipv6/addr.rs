@@ -1,0 +1,415 @@
+//! The IPv6 addresses of an interface (RFC 4291, RFC 4862): a link-local
+//! address made from the MAC, configured ones, and the duplicate address
+//! detection each goes through before it is used.
+//!
+//! An address starts tentative: it is not a source, and only neighbour
+//! discovery about it is accepted. [`Ipv6Addresses::poll`] says when to
+//! report the solicited-node groups joined (MLDv2) and when to send each
+//! solicitation from `::`; after the last one and a retransmission time
+//! with no answer the address is preferred. An advertisement for it, or
+//! another node's solicitation from `::` for it, marks it duplicate: it is
+//! never used.
+
+use alloc::vec::Vec;
+use core::fmt;
+use core::net::Ipv6Addr;
+use core::str::FromStr;
+use core::time::Duration;
+use nagare_wire::{is_link_local, solicited_node, EthernetAddress};
+
+use crate::time::Instant;
+
+/// An IPv6 address with the length of its on-link prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ipv6Cidr {
+    address: Ipv6Addr,
+    prefix_len: u8,
+}
+
+impl Ipv6Cidr {
+    /// `address/prefix_len`; `None` for a prefix longer than 128.
+    pub const fn new(address: Ipv6Addr, prefix_len: u8) -> Option<Self> {
+        if prefix_len > 128 {
+            return None;
+        }
+        Some(Ipv6Cidr { address, prefix_len })
+    }
+
+    /// The address.
+    pub const fn address(&self) -> Ipv6Addr {
+        self.address
+    }
+
+    /// Leading bits that name the network.
+    pub const fn prefix_len(&self) -> u8 {
+        self.prefix_len
+    }
+
+    /// Whether `ip` is on this network.
+    pub fn contains(&self, ip: Ipv6Addr) -> bool {
+        let mask = u128::MAX.checked_shl(128 - u32::from(self.prefix_len)).unwrap_or(0);
+        u128::from(self.address) & mask == u128::from(ip) & mask
+    }
+}
+
+/// Why an `address/prefix` string did not parse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv6CidrParseError;
+
+impl fmt::Display for Ipv6CidrParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("expected an IPv6 address and prefix length, as fd00::2/64")
+    }
+}
+
+impl FromStr for Ipv6Cidr {
+    type Err = Ipv6CidrParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (addr, len) = s.split_once('/').ok_or(Ipv6CidrParseError)?;
+        let address = addr.parse().map_err(|_| Ipv6CidrParseError)?;
+        let prefix_len = len.parse().map_err(|_| Ipv6CidrParseError)?;
+        Ipv6Cidr::new(address, prefix_len).ok_or(Ipv6CidrParseError)
+    }
+}
+
+impl fmt::Display for Ipv6Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.address, self.prefix_len)
+    }
+}
+
+/// The link-local address of an Ethernet interface: fe80::/64 with the
+/// modified EUI-64 interface identifier of `mac` (RFC 4291 appendix A,
+/// RFC 2464 section 4): ff:fe in the middle, the universal/local bit
+/// inverted.
+pub fn link_local_from_mac(mac: EthernetAddress) -> Ipv6Addr {
+    let m = mac.0;
+    Ipv6Addr::from([0xfe, 0x80, 0, 0, 0, 0, 0, 0, m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])
+}
+
+/// Where an address stands in duplicate address detection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddrState {
+    /// Being checked: not yet ours to use.
+    Tentative,
+    /// Checked: ours.
+    Preferred,
+    /// Another node on the link has it: never used.
+    Duplicate,
+}
+
+/// The scope of an address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddrScope {
+    /// fe80::/10: this link only.
+    LinkLocal,
+    /// Anything wider (unique local, global).
+    Global,
+}
+
+/// Progress of duplicate address detection for one tentative address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dad {
+    /// Waiting for the first poll, which joins the group (and is all there
+    /// is to do when no solicitation checks addresses).
+    NotStarted,
+    /// The group is joined; the first solicitation goes at `at`.
+    Delaying { at: Instant },
+    /// `sent` solicitations went; the next step is at `at`.
+    Probing { sent: u32, at: Instant },
+    /// No more to do.
+    Done,
+}
+
+/// One address of the interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv6Address {
+    /// The address and its on-link prefix.
+    pub cidr: Ipv6Cidr,
+    /// Its duplicate address detection state.
+    pub state: AddrState,
+    dad: Dad,
+}
+
+impl Ipv6Address {
+    /// The address.
+    pub fn address(&self) -> Ipv6Addr {
+        self.cidr.address()
+    }
+
+    /// Its scope.
+    pub fn scope(&self) -> AddrScope {
+        if is_link_local(&self.cidr.address()) {
+            AddrScope::LinkLocal
+        } else {
+            AddrScope::Global
+        }
+    }
+}
+
+/// What [`Ipv6Addresses::poll`] asks the interface to send.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct DadWork {
+    /// Report the solicited-node groups of the addresses (MLDv2).
+    pub report_groups: bool,
+    /// Send a duplicate address detection solicitation for each.
+    pub solicit: Vec<Ipv6Addr>,
+    /// Addresses that became preferred.
+    pub preferred: Vec<Ipv6Addr>,
+}
+
+/// The addresses of an interface and their detection timers.
+#[derive(Debug, Clone)]
+pub struct Ipv6Addresses {
+    addrs: Vec<Ipv6Address>,
+    transmits: u32,
+    retrans: Duration,
+    max_delay: Duration,
+    /// State of the generator the initial delays are drawn from.
+    random: u64,
+}
+
+/// Most addresses an interface holds.
+pub const MAX_ADDRESSES: usize = 16;
+
+impl Ipv6Addresses {
+    /// No addresses yet; `transmits` solicitations `retrans` apart check
+    /// each, the first after a delay up to `max_delay` drawn from `seed`.
+    pub fn new(transmits: u32, retrans: Duration, max_delay: Duration, seed: u64) -> Self {
+        Ipv6Addresses { addrs: Vec::new(), transmits, retrans, max_delay, random: seed }
+    }
+
+    /// Adds `cidr` as a tentative address (preferred at once if no
+    /// solicitation is to check it). Returns false if it is already there
+    /// or the table is full.
+    pub fn add(&mut self, cidr: Ipv6Cidr) -> bool {
+        if self.addrs.len() >= MAX_ADDRESSES || self.get(cidr.address()).is_some() {
+            return false;
+        }
+        let state = if self.transmits == 0 { AddrState::Preferred } else { AddrState::Tentative };
+        self.addrs.push(Ipv6Address { cidr, state, dad: Dad::NotStarted });
+        true
+    }
+
+    /// Every address, in the order added.
+    pub fn iter(&self) -> impl Iterator<Item = &Ipv6Address> + '_ {
+        self.addrs.iter()
+    }
+
+    /// The entry of `ip`, if it is one of ours (whatever its state).
+    pub fn get(&self, ip: Ipv6Addr) -> Option<&Ipv6Address> {
+        self.addrs.iter().find(|a| a.address() == ip)
+    }
+
+    /// The state of `ip`, if it is one of ours.
+    pub fn state(&self, ip: Ipv6Addr) -> Option<AddrState> {
+        self.get(ip).map(|a| a.state)
+    }
+
+    /// Whether `ip` is one of our preferred addresses.
+    pub fn is_preferred(&self, ip: Ipv6Addr) -> bool {
+        self.state(ip) == Some(AddrState::Preferred)
+    }
+
+    /// Whether `group` is the solicited-node group of one of our addresses
+    /// that is not duplicate (joined from the moment an address is added).
+    pub fn is_joined_solicited(&self, group: Ipv6Addr) -> bool {
+        self.addrs.iter().any(|a| a.state != AddrState::Duplicate && solicited_node(&a.address()) == group)
+    }
+
+    /// The solicited-node groups of our addresses, each once.
+    pub fn solicited_groups(&self) -> Vec<Ipv6Addr> {
+        let mut groups: Vec<Ipv6Addr> = Vec::new();
+        for a in self.addrs.iter().filter(|a| a.state != AddrState::Duplicate) {
+            let g = solicited_node(&a.address());
+            if !groups.contains(&g) {
+                groups.push(g);
+            }
+        }
+        groups
+    }
+
+    /// The source for a packet to `dst` (RFC 6724's first rules, simply):
+    /// a preferred address of the same scope, one whose prefix holds `dst`
+    /// first.
+    pub fn source_for(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
+        let want = if is_link_local(&dst) || dst.is_multicast() { AddrScope::LinkLocal } else { AddrScope::Global };
+        let preferred = || self.addrs.iter().filter(|a| a.state == AddrState::Preferred);
+        preferred()
+            .find(|a| a.scope() == want && a.cidr.contains(dst))
+            .or_else(|| preferred().find(|a| a.scope() == want))
+            .or_else(|| preferred().next())
+            .map(|a| a.address())
+    }
+
+    /// Whether `dst` is on the link: link-local, or on a network of one of
+    /// our addresses.
+    pub fn is_on_link(&self, dst: Ipv6Addr) -> bool {
+        is_link_local(&dst) || self.addrs.iter().any(|a| a.state != AddrState::Duplicate && a.cidr.contains(dst))
+    }
+
+    /// Marks `ip` duplicate if it is still tentative; returns whether it
+    /// was.
+    pub fn mark_duplicate(&mut self, ip: Ipv6Addr) -> bool {
+        match self.addrs.iter_mut().find(|a| a.address() == ip && a.state == AddrState::Tentative) {
+            Some(a) => {
+                a.state = AddrState::Duplicate;
+                a.dad = Dad::Done;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Runs the detection timers.
+    pub fn poll(&mut self, now: Instant) -> DadWork {
+        let mut work = DadWork::default();
+        for i in 0..self.addrs.len() {
+            let Some(dad) = self.addrs.get(i).map(|a| a.dad) else { break };
+            let next = match dad {
+                Dad::NotStarted => {
+                    work.report_groups = true;
+                    if self.transmits == 0 {
+                        Dad::Done
+                    } else {
+                        Dad::Delaying { at: now + self.draw_delay() }
+                    }
+                }
+                Dad::Delaying { at } if now >= at => {
+                    work.solicit.extend(self.addrs.get(i).map(|a| a.address()));
+                    Dad::Probing { sent: 1, at: now + self.retrans }
+                }
+                Dad::Probing { sent, at } if now >= at && sent < self.transmits => {
+                    work.solicit.extend(self.addrs.get(i).map(|a| a.address()));
+                    Dad::Probing { sent: sent + 1, at: now + self.retrans }
+                }
+                Dad::Probing { at, .. } if now >= at => {
+                    if let Some(a) = self.addrs.get_mut(i) {
+                        a.state = AddrState::Preferred;
+                        work.preferred.push(a.address());
+                    }
+                    Dad::Done
+                }
+                other => other,
+            };
+            if let Some(a) = self.addrs.get_mut(i) {
+                a.dad = next;
+            }
+        }
+        work
+    }
+
+    /// When [`poll`](Self::poll) next has work.
+    pub fn poll_at(&self) -> Option<Instant> {
+        self.addrs
+            .iter()
+            .filter_map(|a| match a.dad {
+                Dad::NotStarted => Some(Instant::ZERO),
+                Dad::Delaying { at } | Dad::Probing { at, .. } => Some(at),
+                Dad::Done => None,
+            })
+            .min()
+    }
+
+    /// A delay in `[0, max_delay]`, from a splitmix64 generator over the
+    /// seed.
+    fn draw_delay(&mut self) -> Duration {
+        self.random = self.random.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.random;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        let span = u64::try_from(self.max_delay.as_micros()).unwrap_or(u64::MAX).saturating_add(1);
+        Duration::from_micros(z % span)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cidr(s: &str) -> Ipv6Cidr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn link_local_is_modified_eui64() {
+        // RFC 4291 appendix A's rule on a locally administered MAC: the
+        // universal/local bit flips from 1 to 0.
+        let mac = EthernetAddress([0x02, 0x00, 0x5e, 0x10, 0x20, 0x30]);
+        assert_eq!(link_local_from_mac(mac), "fe80::5eff:fe10:2030".parse::<Ipv6Addr>().unwrap());
+        let mac = EthernetAddress([0x00, 0x1b, 0x21, 0x3c, 0x4d, 0x5e]);
+        assert_eq!(link_local_from_mac(mac), "fe80::21b:21ff:fe3c:4d5e".parse::<Ipv6Addr>().unwrap());
+    }
+
+    #[test]
+    fn cidr_parses_contains_and_refuses_nonsense() {
+        let c = cidr("fd00::2/64");
+        assert_eq!(c.prefix_len(), 64);
+        assert!(c.contains("fd00::99".parse().unwrap()));
+        assert!(!c.contains("fd00:0:0:1::2".parse().unwrap()));
+        assert!(cidr("::/0").contains("2001:db8::1".parse().unwrap()));
+        assert!("fd00::2/129".parse::<Ipv6Cidr>().is_err());
+        assert!("fd00::2".parse::<Ipv6Cidr>().is_err());
+        assert!("10.0.0.1/24".parse::<Ipv6Cidr>().is_err());
+        assert_eq!(alloc::format!("{c}"), "fd00::2/64");
+    }
+
+    #[test]
+    fn detection_joins_delays_solicits_then_prefers() {
+        let mut t = Ipv6Addresses::new(1, Duration::from_secs(1), Duration::from_secs(1), 7);
+        let ip = cidr("fd00::2/64");
+        assert!(t.add(ip));
+        assert!(!t.add(ip), "once");
+        assert_eq!(t.state(ip.address()), Some(AddrState::Tentative));
+        assert!(t.is_joined_solicited(solicited_node(&ip.address())));
+        assert_eq!(t.source_for("fd00::1".parse().unwrap()), None, "a tentative address is no source");
+        let t0 = Instant::from_secs(10);
+        assert_eq!(t.poll_at(), Some(Instant::ZERO));
+        let w = t.poll(t0);
+        assert!(w.report_groups && w.solicit.is_empty());
+        let first = t.poll_at().unwrap();
+        assert!(first >= t0 && first <= t0 + Duration::from_secs(1), "{first:?}");
+        assert_eq!(t.poll(first).solicit, [ip.address()]);
+        assert_eq!(t.poll_at(), Some(first + Duration::from_secs(1)));
+        assert!(t.poll(first + Duration::from_millis(999)).preferred.is_empty());
+        assert_eq!(t.poll(first + Duration::from_secs(1)).preferred, [ip.address()]);
+        assert!(t.is_preferred(ip.address()));
+        assert_eq!(t.poll_at(), None);
+        assert_eq!(t.source_for("fd00::1".parse().unwrap()), Some(ip.address()));
+    }
+
+    #[test]
+    fn a_duplicate_is_never_preferred_nor_a_source() {
+        let mut t = Ipv6Addresses::new(2, Duration::from_secs(1), Duration::ZERO, 0);
+        let ip = cidr("fd00::2/64");
+        t.add(ip);
+        let t0 = Instant::from_secs(1);
+        t.poll(t0);
+        assert_eq!(t.poll(t0).solicit.len(), 1, "no delay drawn from a zero maximum");
+        assert!(t.mark_duplicate(ip.address()));
+        assert!(!t.mark_duplicate(ip.address()), "only a tentative address turns duplicate");
+        assert_eq!(t.poll(t0 + Duration::from_secs(5)), DadWork::default());
+        assert_eq!(t.state(ip.address()), Some(AddrState::Duplicate));
+        assert_eq!(t.source_for("fd00::1".parse().unwrap()), None);
+        assert!(!t.is_joined_solicited(solicited_node(&ip.address())));
+    }
+
+    #[test]
+    fn source_selection_prefers_scope_then_prefix() {
+        let mut t = Ipv6Addresses::new(0, Duration::from_secs(1), Duration::ZERO, 0);
+        let ll = cidr("fe80::1/64");
+        t.add(ll);
+        assert!(t.is_preferred(ll.address()), "no detection: preferred at once");
+        assert!(t.poll(Instant::ZERO).report_groups, "the groups are still reported");
+        assert_eq!(t.poll_at(), None);
+        t.add(cidr("fd00::2/64"));
+        t.add(cidr("fd01::2/64"));
+        assert_eq!(t.source_for("fe80::9".parse().unwrap()), Some(ll.address()));
+        assert_eq!(t.source_for("ff02::1".parse().unwrap()), Some(ll.address()));
+        assert_eq!(t.source_for("fd01::9".parse().unwrap()), Some("fd01::2".parse().unwrap()));
+        assert_eq!(t.source_for("2001:db8::1".parse().unwrap()), Some("fd00::2".parse().unwrap()));
+        assert!(t.is_on_link("fd01::9".parse().unwrap()) && !t.is_on_link("2001:db8::1".parse().unwrap()));
+    }
+}
