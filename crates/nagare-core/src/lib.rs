@@ -21,6 +21,7 @@ pub mod iface;
 pub mod ipv4;
 pub mod ipv6;
 pub mod ratelimit;
+pub mod reassembly;
 pub mod socket;
 pub mod tcp;
 pub mod time;

@@ -1,20 +1,22 @@
 //! IPv4 reassembly (RFC 791, RFC 815) that refuses the classic attacks.
 //!
-//! Fragments are kept as buffer chains sorted by offset and joined by moving
-//! references. A fragment that overlaps another one discards the whole
-//! datagram (teardrop and its relatives: RFC 5722 makes the same choice for
-//! IPv6), one that would end past 65535 bytes discards it too (ping of
-//! death), and every partial datagram is bounded in time, in fragments and
-//! in the memory its buffers pin. One source holds at most a quarter of the
-//! partial datagrams: past it, its oldest partial makes room for its newest.
+//! The table of partial datagrams and its bounds are shared with IPv6
+//! (`crate::reassembly`): an overlap discards the whole datagram (as RFC
+//! 5722 asks of IPv6), one that would end past 65535 bytes discards it too
+//! (ping of death), and every partial datagram is bounded in time, in
+//! fragments and in the memory its buffers pin. Datagrams are keyed by
+//! source, destination, protocol and identification; the TTL and DSCP/ECN
+//! of the first fragment make the whole datagram's header.
 
 use crate::buf::PacketBuf;
 use crate::config::ReassemblyConfig;
+use crate::reassembly::{FragmentIn, FragmentKey, FragmentTable, Verdict};
 use crate::time::Instant;
 use alloc::vec::Vec;
 use core::net::Ipv4Addr;
-use hashbrown::HashMap;
 use nagare_wire::{IpProtocol, Ipv4Repr, IPV4_HEADER_LEN, IPV4_MAX_TOTAL_LEN};
+
+pub use crate::reassembly::DropReason;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Key {
@@ -24,26 +26,16 @@ struct Key {
     ident: u16,
 }
 
-#[derive(Debug)]
-struct Fragment {
-    offset: usize,
-    payload: PacketBuf,
-}
-
-impl Fragment {
-    fn end(&self) -> usize {
-        self.offset + self.payload.len()
+impl FragmentKey for Key {
+    type Source = Ipv4Addr;
+    fn source(&self) -> Ipv4Addr {
+        self.src
     }
 }
 
-#[derive(Debug)]
-struct Partial {
-    fragments: Vec<Fragment>,
-    /// Payload length, known once the last fragment arrived.
-    total_len: Option<usize>,
-    received: usize,
-    footprint: usize,
-    deadline: Instant,
+/// What the whole datagram's header keeps of the first fragment's.
+#[derive(Debug, Clone, Copy)]
+struct Meta {
     ttl: u8,
     dscp_ecn: u8,
 }
@@ -59,206 +51,67 @@ pub enum Outcome {
     Dropped(DropReason),
 }
 
-/// Why a fragment was dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DropReason {
-    /// Overlaps a fragment already held; the datagram is discarded.
-    Overlap,
-    /// Would end past the largest IPv4 datagram; the datagram is discarded.
-    Oversize,
-    /// Lengths or offsets inconsistent; the datagram is discarded.
-    Malformed,
-    /// Same offset and length as a fragment already held.
-    Duplicate,
-    /// Memory, datagram or fragment limit reached.
-    Memory,
-}
-
-/// Partial datagrams waiting for their fragments.
+/// Partial IPv4 datagrams waiting for their fragments.
 #[derive(Debug)]
 pub struct Reassembler {
-    config: ReassemblyConfig,
-    partials: HashMap<Key, Partial>,
-    footprint: usize,
-    /// Partial datagrams discarded to make room, not yet reported.
-    evicted: usize,
+    table: FragmentTable<Key, Meta>,
 }
 
-/// Memory a fragment pins: the buffers it refers to, not just its bytes, so
-/// that a flood of tiny fragments cannot hold many full buffers cheaply.
-fn footprint(payload: &PacketBuf) -> usize {
-    payload.footprint().max(payload.len())
+/// The header of a datagram `key` with `payload_len` bytes of payload.
+fn header(key: &Key, meta: Meta, payload_len: usize, more_frags: bool) -> Ipv4Repr {
+    Ipv4Repr {
+        src_addr: key.src,
+        dst_addr: key.dst,
+        protocol: IpProtocol::from(key.protocol),
+        payload_len,
+        ttl: meta.ttl,
+        ident: key.ident,
+        dont_frag: false,
+        more_frags,
+        frag_offset: 0,
+        dscp_ecn: meta.dscp_ecn,
+    }
 }
 
 impl Reassembler {
     /// An empty reassembler with the given limits.
     pub fn new(config: ReassemblyConfig) -> Self {
-        Reassembler { config, partials: HashMap::new(), footprint: 0, evicted: 0 }
+        Reassembler { table: FragmentTable::new(config, IPV4_MAX_TOTAL_LEN - IPV4_HEADER_LEN) }
     }
 
     /// Partial datagrams discarded to make room since the last call.
     pub fn take_evictions(&mut self) -> usize {
-        core::mem::take(&mut self.evicted)
-    }
-
-    /// Discards the partial datagram closest to its timeout, other than
-    /// `keep`, among those from `source` (or among all with `None`): under
-    /// pressure the oldest goes first (as Linux's evictor), so a flood of
-    /// never-completed fragments cannot lock reassembly out.
-    fn evict_oldest(&mut self, keep: &Key, source: Option<Ipv4Addr>) -> bool {
-        let victim = self
-            .partials
-            .iter()
-            .filter(|(k, _)| *k != keep && source.is_none_or(|src| k.src == src))
-            .min_by_key(|(_, p)| p.deadline)
-            .map(|(k, _)| *k);
-        match victim {
-            Some(key) => {
-                self.discard(&key);
-                self.evicted += 1;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Partial datagrams held for `source`, and the bytes they pin.
-    fn held_by(&self, source: Ipv4Addr) -> (usize, usize) {
-        self.partials
-            .iter()
-            .filter(|(k, _)| k.src == source)
-            .fold((0, 0), |(n, bytes), (_, p)| (n + 1, bytes + p.footprint))
+        self.table.take_evictions()
     }
 
     /// Partial datagrams held.
     pub fn len(&self) -> usize {
-        self.partials.len()
+        self.table.len()
     }
 
     /// Whether nothing is held.
     pub fn is_empty(&self) -> bool {
-        self.partials.is_empty()
+        self.table.is_empty()
     }
 
     /// Bytes of buffer pinned by held fragments.
     pub fn footprint_bytes(&self) -> usize {
-        self.footprint
-    }
-
-    fn discard(&mut self, key: &Key) {
-        if let Some(partial) = self.partials.remove(key) {
-            self.footprint -= partial.footprint;
-        }
+        self.table.footprint_bytes()
     }
 
     /// Takes one fragment (`repr` is its header, `payload` its data).
     pub fn input(&mut self, repr: &Ipv4Repr, payload: PacketBuf, now: Instant) -> Outcome {
         let key = Key { src: repr.src_addr, dst: repr.dst_addr, protocol: repr.protocol.into(), ident: repr.ident };
-        let offset = usize::from(repr.frag_offset);
-        let len = payload.len();
-        let end = offset + len;
-        if end + IPV4_HEADER_LEN > IPV4_MAX_TOTAL_LEN {
-            self.discard(&key);
-            return Outcome::Dropped(DropReason::Oversize);
-        }
-        if repr.more_frags && (len == 0 || !len.is_multiple_of(8)) {
-            self.discard(&key);
-            return Outcome::Dropped(DropReason::Malformed);
-        }
-        let size = footprint(&payload);
-        if size > self.config.max_bytes {
-            return Outcome::Dropped(DropReason::Memory);
-        }
-        // One source may hold only a share of the table: a source at its
-        // share makes room from its own partials, the oldest first, so that
-        // its new datagrams go through as soon as a flood of fragments stops
-        // while the flood never pushes out another source's datagrams.
-        let per_source_datagrams = (self.config.max_datagrams / 4).max(1);
-        let per_source_bytes = self.config.max_bytes / 4;
-        if !self.partials.contains_key(&key) {
-            while self.held_by(key.src).0 >= per_source_datagrams {
-                if !self.evict_oldest(&key, Some(key.src)) {
-                    return Outcome::Dropped(DropReason::Memory);
-                }
-            }
-            while self.partials.len() >= self.config.max_datagrams {
-                if !self.evict_oldest(&key, None) {
-                    return Outcome::Dropped(DropReason::Memory);
-                }
-            }
-        }
-        while self.footprint + size > self.config.max_bytes {
-            // Short of memory, a source past its share of the bytes gives up
-            // its own partials and nobody else's.
-            let own = self.held_by(key.src).1 + size > per_source_bytes;
-            if !self.evict_oldest(&key, own.then_some(key.src)) {
-                return Outcome::Dropped(DropReason::Memory);
-            }
-        }
-        let timeout = self.config.timeout;
-        let max_fragments = self.config.max_fragments_per_datagram;
-        let partial = self.partials.entry(key).or_insert_with(|| Partial {
-            fragments: Vec::new(),
-            total_len: None,
-            received: 0,
-            footprint: 0,
-            deadline: now + timeout,
-            ttl: repr.ttl,
-            dscp_ecn: repr.dscp_ecn,
-        });
-
-        let verdict = check_fragment(partial, offset, end, repr.more_frags);
-        match verdict {
-            Err(DropReason::Duplicate) => return Outcome::Dropped(DropReason::Duplicate),
-            Err(reason) => {
-                self.discard(&key);
-                return Outcome::Dropped(reason);
-            }
-            Ok(_) if partial.fragments.len() >= max_fragments => {
-                self.discard(&key);
-                return Outcome::Dropped(DropReason::Memory);
-            }
-            Ok(index) => {
-                if !repr.more_frags {
-                    partial.total_len = Some(end);
-                }
-                if offset == 0 {
-                    partial.ttl = repr.ttl;
-                    partial.dscp_ecn = repr.dscp_ecn;
-                }
-                partial.fragments.insert(index, Fragment { offset, payload });
-                partial.received += len;
-                partial.footprint += size;
-                self.footprint += size;
-            }
-        }
-
-        if partial.total_len != Some(partial.received) {
-            return Outcome::Held;
-        }
-        // No overlaps and every byte in 0..total counted once: the fragments
-        // tile the datagram exactly.
-        let Some(whole) = self.partials.remove(&key) else {
-            return Outcome::Held;
+        let fragment = FragmentIn {
+            offset: usize::from(repr.frag_offset),
+            more: repr.more_frags,
+            meta: Meta { ttl: repr.ttl, dscp_ecn: repr.dscp_ecn },
         };
-        self.footprint -= whole.footprint;
-        let mut payload = PacketBuf::new();
-        for fragment in whole.fragments {
-            payload.append(fragment.payload);
+        match self.table.input(key, fragment, payload, now) {
+            Verdict::Complete(meta, payload) => Outcome::Complete(header(&key, meta, payload.len(), false), payload),
+            Verdict::Held => Outcome::Held,
+            Verdict::Dropped(reason) => Outcome::Dropped(reason),
         }
-        let header = Ipv4Repr {
-            src_addr: key.src,
-            dst_addr: key.dst,
-            protocol: IpProtocol::from(key.protocol),
-            payload_len: payload.len(),
-            ttl: whole.ttl,
-            ident: key.ident,
-            dont_frag: false,
-            more_frags: false,
-            frag_offset: 0,
-            dscp_ecn: whole.dscp_ecn,
-        };
-        Outcome::Complete(header, payload)
     }
 
     /// Discards partial datagrams whose time ran out. Returns how many, and
@@ -266,69 +119,15 @@ impl Reassembler {
     /// header and payload) so the caller can send ICMP Time Exceeded
     /// (RFC 1122 3.3.2).
     pub fn poll(&mut self, now: Instant) -> (usize, Vec<(Ipv4Repr, PacketBuf)>) {
-        let mut first_fragments = Vec::new();
-        if self.partials.is_empty() {
-            return (0, first_fragments);
-        }
-        let before = self.partials.len();
-        let mut freed = 0;
-        self.partials.retain(|key, p| {
-            let keep = p.deadline > now;
-            if !keep {
-                freed += p.footprint;
-                if let Some(first) = p.fragments.first().filter(|f| f.offset == 0) {
-                    let header = Ipv4Repr {
-                        src_addr: key.src,
-                        dst_addr: key.dst,
-                        protocol: IpProtocol::from(key.protocol),
-                        payload_len: first.payload.len(),
-                        ttl: p.ttl,
-                        ident: key.ident,
-                        dont_frag: false,
-                        more_frags: true,
-                        frag_offset: 0,
-                        dscp_ecn: p.dscp_ecn,
-                    };
-                    first_fragments.push((header, first.payload.clone()));
-                }
-            }
-            keep
-        });
-        self.footprint -= freed;
-        (before - self.partials.len(), first_fragments)
+        let (expired, firsts) = self.table.poll(now);
+        let firsts = firsts.into_iter().map(|(key, meta, p)| (header(&key, meta, p.len(), true), p)).collect();
+        (expired, firsts)
     }
 
     /// When the earliest partial datagram times out.
     pub fn poll_at(&self) -> Option<Instant> {
-        self.partials.values().map(|p| p.deadline).min()
+        self.table.poll_at()
     }
-}
-
-/// Where a fragment `offset..end` goes among those held, or why it cannot.
-fn check_fragment(partial: &Partial, offset: usize, end: usize, more_frags: bool) -> Result<usize, DropReason> {
-    if let Some(total) = partial.total_len {
-        if end > total || (!more_frags && end != total) {
-            return Err(DropReason::Malformed);
-        }
-    }
-    if !more_frags && partial.fragments.last().is_some_and(|f| f.end() > end) {
-        return Err(DropReason::Malformed);
-    }
-    let index = partial.fragments.partition_point(|f| f.offset < offset);
-    if let Some(next) = partial.fragments.get(index) {
-        if next.offset == offset && next.end() == end {
-            return Err(DropReason::Duplicate);
-        }
-        if next.offset < end {
-            return Err(DropReason::Overlap);
-        }
-    }
-    if let Some(prev) = index.checked_sub(1).and_then(|i| partial.fragments.get(i)) {
-        if prev.end() > offset {
-            return Err(DropReason::Overlap);
-        }
-    }
-    Ok(index)
 }
 
 #[cfg(test)]
