@@ -51,7 +51,7 @@ impl Default for ArpConfig {
     }
 }
 
-/// Limits of IPv4 reassembly.
+/// Limits of reassembly (IPv4's and IPv6's each have their own).
 #[derive(Debug, Clone)]
 pub struct ReassemblyConfig {
     /// Time a partial datagram may wait for its missing fragments.
@@ -138,6 +138,8 @@ pub struct Ipv6Config {
     pub dad_max_delay: Duration,
     /// The neighbour cache.
     pub ndp: NdpConfig,
+    /// Reassembly limits; partial datagrams wait 60 s (RFC 8200 4.5).
+    pub reassembly: ReassemblyConfig,
 }
 
 impl Default for Ipv6Config {
@@ -148,6 +150,7 @@ impl Default for Ipv6Config {
             dad_transmits: 1,
             dad_max_delay: Duration::from_secs(1),
             ndp: NdpConfig::default(),
+            reassembly: ReassemblyConfig { timeout: Duration::from_secs(60), ..ReassemblyConfig::default() },
         }
     }
 }
@@ -169,7 +172,7 @@ pub struct InterfaceConfig {
     pub ttl: u8,
     /// ARP limits.
     pub arp: ArpConfig,
-    /// Reassembly limits.
+    /// IPv4 reassembly limits (IPv6's are in `ipv6`).
     pub reassembly: ReassemblyConfig,
     /// IPv6, if the interface speaks it: without it, IPv6 frames are
     /// dropped as an unknown EtherType and nothing IPv6 is sent.

@@ -212,9 +212,36 @@ counters! {
         /// Dropped: a routing header with segments left (parameter problem
         /// sent).
         drop_ip6_ext_routing,
-        /// Dropped: a fragment (IPv6 reassembly is not done; atomic
-        /// fragments pass).
-        drop_ip6_fragment,
+        /// IPv6 fragments received (atomic fragments, which are whole, not
+        /// counted).
+        ip6_frag_received,
+        /// IPv6 datagrams reassembled from fragments.
+        ip6_frag_reassembled,
+        /// Dropped: IPv6 fragment overlapping another one (RFC 5722); the
+        /// datagram is discarded.
+        drop_ip6_frag_overlap,
+        /// Dropped: IPv6 fragments ending past 65535 bytes.
+        drop_ip6_frag_oversize,
+        /// Dropped: IPv6 fragment offset or length inconsistent (a length
+        /// not a multiple of 8 with more to follow, data past a known end).
+        drop_ip6_frag_malformed,
+        /// Dropped: exact duplicate of an IPv6 fragment already held.
+        drop_ip6_frag_duplicate,
+        /// Dropped: IPv6 reassembly memory, datagram or fragment limit
+        /// reached.
+        drop_ip6_frag_memory,
+        /// Partial IPv6 datagrams discarded to make room for newer ones.
+        drop_ip6_frag_evicted,
+        /// Dropped: fragments of an IPv6 datagram not completed in time.
+        drop_ip6_frag_timeout,
+        /// Dropped: a first fragment without the whole header chain up to
+        /// the upper-layer header (RFC 7112; parameter problem sent).
+        drop_ip6_frag_incomplete_chain,
+        /// Dropped: a reassembled datagram holding another fragment header,
+        /// or starting with hop-by-hop options.
+        drop_ip6_frag_nested,
+        /// IPv6 fragments sent.
+        ip6_frag_sent,
         /// Dropped: TCP or UDP over IPv6, which the engine does not serve.
         drop_ip6_no_transport,
         /// Dropped: an unknown next header (parameter problem sent).

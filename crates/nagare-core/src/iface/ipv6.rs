@@ -7,24 +7,34 @@
 //! group, or to the solicited-node group of one of our addresses. What is
 //! refused and counted: a payload length past the frame, a multicast or
 //! loopback source, an extension header chain the walk refuses (answered
-//! with a parameter problem where RFC 8200 asks for one), fragments (not
-//! reassembled; atomic fragments pass), TCP and UDP (not served over
-//! IPv6). Nothing is forwarded, and only on-link destinations are sent to:
-//! link-local ones and those on the prefix of one of our addresses (no
-//! router is learned).
+//! with a parameter problem where RFC 8200 asks for one), TCP and UDP (not
+//! served over IPv6). Fragments are reassembled (`crate::ipv6::reassembly`)
+//! and the whole datagram walked and handed on as if it had come so;
+//! packets past the MTU are sent in fragments. Nothing is forwarded, and
+//! only on-link destinations are sent to: link-local ones and those on the
+//! prefix of one of our addresses (no router is learned).
 
 use super::{Error, Interface};
 use crate::buf::PacketBuf;
 use crate::config::Ipv6Config;
 use crate::ipv6::addr::{link_local_from_mac, AddrState, Ipv6Addresses, Ipv6Cidr};
+use crate::ipv6::fragment::fragment;
 use crate::ipv6::neighbor::{NeighborCache, Resolution};
+use crate::ipv6::reassembly::{holds_header_chain, DropReason, Outcome, Reassembler};
 use crate::time::Instant;
 use core::net::Ipv6Addr;
 use nagare_wire::{
     multicast_mac, solicited_node, EtherType, EthernetAddress, Icmpv6Message, Icmpv6ParamProblem, IpProtocol,
-    Ipv6ExtChain, Ipv6ExtError, Ipv6OptionAction, Ipv6Packet, Ipv6Repr, IPV6_ALL_NODES, IPV6_EXT_HEADER_MAX_LEN,
-    IPV6_EXT_MAX_HEADERS, IPV6_EXT_MAX_LEN, IPV6_FRAGMENT_HEADER_LEN, IPV6_HEADER_LEN,
+    Ipv6ExtChain, Ipv6ExtError, Ipv6FragmentRepr, Ipv6OptionAction, Ipv6Packet, Ipv6Repr, IPV6_ALL_NODES,
+    IPV6_EXT_HEADER_MAX_LEN, IPV6_EXT_MAX_HEADERS, IPV6_EXT_MAX_LEN, IPV6_FRAGMENT_HEADER_LEN, IPV6_HEADER_LEN,
+    IPV6_MAX_PAYLOAD_LEN,
 };
+
+/// ICMPv6 Parameter Problem code 3: the first fragment lacks part of the
+/// header chain (RFC 7112 5).
+const PARAM_PROBLEM_INCOMPLETE_CHAIN: u8 = 3;
+/// ICMPv6 Time Exceeded code 1: fragment reassembly time exceeded.
+const TIME_EXCEEDED_REASSEMBLY: u8 = 1;
 
 /// Extension header bytes copied out of a packet that straddles buffers:
 /// enough for the walk to reach its length limit with a whole header.
@@ -35,7 +45,11 @@ const EXT_WALK_LEN: usize = IPV6_EXT_MAX_LEN + IPV6_EXT_HEADER_MAX_LEN;
 pub(crate) struct Ipv6State {
     pub(super) addrs: Ipv6Addresses,
     pub(super) neighbors: NeighborCache,
+    pub(super) reassembler: Reassembler,
     pub(super) hop_limit: u8,
+    /// Identification of the next datagram sent in fragments; the first is
+    /// drawn from the seed, so that it cannot be guessed from outside.
+    next_frag_ident: u32,
 }
 
 impl Ipv6State {
@@ -50,7 +64,13 @@ impl Ipv6State {
         for cidr in &config.addresses {
             addrs.add(*cidr);
         }
-        Ipv6State { addrs, neighbors: NeighborCache::new(config.ndp.clone()), hop_limit: config.hop_limit }
+        Ipv6State {
+            addrs,
+            neighbors: NeighborCache::new(config.ndp.clone()),
+            reassembler: Reassembler::new(config.reassembly.clone()),
+            hop_limit: config.hop_limit,
+            next_frag_ident: (seed >> 24) as u32 ^ 0x6672_6167,
+        }
     }
 }
 
@@ -163,7 +183,23 @@ impl Interface {
         }
         // Drop the link layer's padding.
         packet.truncate(total_len);
+        self.receive_ipv6_payload(&repr, dst_state, packet, link_multicast, false, now);
+    }
 
+    /// An IPv6 packet for us (from its fixed header on, `repr` that
+    /// header's): its extension headers walked, then a fragment to
+    /// reassembly or the upper layer to its input. `reassembled`: the
+    /// packet is a datagram put together from fragments, which may not
+    /// hold another fragment.
+    fn receive_ipv6_payload(
+        &mut self,
+        repr: &Ipv6Repr,
+        dst_state: Option<AddrState>,
+        mut packet: PacketBuf,
+        link_multicast: bool,
+        reassembled: bool,
+        now: Instant,
+    ) {
         // The chain is walked where it lies; copied out (a stack buffer
         // filled only then) when it straddles buffers.
         let walk = |bytes: &[u8]| {
@@ -193,16 +229,24 @@ impl Interface {
                     let even_multicast =
                         matches!(e, Ipv6ExtError::UnknownOption { action: Ipv6OptionAction::DiscardAndIcmp, .. });
                     let kind = (Icmpv6Message::ParamProblem, u8::from(code), pointer);
-                    self.send_icmp6_error(kind, &repr, &packet, link_multicast, even_multicast, now);
+                    self.send_icmp6_error(kind, repr, &packet, link_multicast, even_multicast, now);
                 }
                 return;
             }
         };
-        if chain.fragment.is_some_and(|(_, f)| !f.is_atomic()) {
-            self.counters.drop_ip6_fragment += 1;
+        let tentative = dst_state == Some(AddrState::Tentative);
+        if let Some((_, fragment)) = chain.fragment.filter(|(_, f)| !f.is_atomic()) {
+            if reassembled {
+                self.counters.drop_ip6_frag_nested += 1;
+            } else if tentative {
+                // Only neighbour discovery reaches a tentative address, and
+                // it is never fragmented.
+                self.counters.drop_ip6_tentative_destination += 1;
+            } else {
+                self.receive_ipv6_fragment(repr, &fragment, packet, chain.offset, link_multicast, now);
+            }
             return;
         }
-        let tentative = dst_state == Some(AddrState::Tentative);
         if tentative && chain.upper != IpProtocol::Icmpv6 {
             self.counters.drop_ip6_tentative_destination += 1;
             return;
@@ -210,7 +254,7 @@ impl Interface {
         match chain.upper {
             IpProtocol::Icmpv6 => {
                 packet.trim_front(IPV6_HEADER_LEN + chain.offset);
-                self.receive_icmpv6(&repr, packet, tentative, now);
+                self.receive_icmpv6(repr, packet, tentative, now);
             }
             IpProtocol::Tcp | IpProtocol::Udp => self.counters.drop_ip6_no_transport += 1,
             IpProtocol::Ipv6NoNxt => self.counters.drop_ip6_no_next_header += 1,
@@ -218,8 +262,101 @@ impl Interface {
                 self.counters.drop_ip6_unknown_next_header += 1;
                 let code = u8::from(Icmpv6ParamProblem::UnrecognizedNextHeader);
                 let kind = (Icmpv6Message::ParamProblem, code, chain.next_header_pointer);
-                self.send_icmp6_error(kind, &repr, &packet, link_multicast, false, now);
+                self.send_icmp6_error(kind, repr, &packet, link_multicast, false, now);
             }
+        }
+    }
+
+    /// A fragment for us: `packet` from its IPv6 header on, the fragment's
+    /// data `data_at` bytes into the IPv6 payload. A first fragment without
+    /// the whole header chain is refused (RFC 7112); a datagram made whole
+    /// goes through the walk again under a header made from its first
+    /// fragment's.
+    fn receive_ipv6_fragment(
+        &mut self,
+        repr: &Ipv6Repr,
+        fragment: &Ipv6FragmentRepr,
+        mut packet: PacketBuf,
+        data_at: usize,
+        link_multicast: bool,
+        now: Instant,
+    ) {
+        self.counters.ip6_frag_received += 1;
+        let data_start = IPV6_HEADER_LEN + data_at;
+        if fragment.frag_offset == 0 {
+            let whole_chain = packet
+                .slice(data_start, packet.len().saturating_sub(data_start))
+                .is_some_and(|data| holds_header_chain(fragment.next_header, &data));
+            if !whole_chain {
+                self.counters.drop_ip6_frag_incomplete_chain += 1;
+                let kind = (Icmpv6Message::ParamProblem, PARAM_PROBLEM_INCOMPLETE_CHAIN, 0);
+                self.send_icmp6_error(kind, repr, &packet, link_multicast, false, now);
+                return;
+            }
+        }
+        packet.trim_front(data_start);
+        let Some(v6) = self.v6.as_mut() else { return };
+        let outcome = v6.reassembler.input(repr, fragment, packet, now);
+        self.counters.drop_ip6_frag_evicted += v6.reassembler.take_evictions() as u64;
+        let (whole, mut payload) = match outcome {
+            Outcome::Complete(whole, payload) => (whole, payload),
+            Outcome::Held => return,
+            Outcome::Dropped(reason) => {
+                *match reason {
+                    DropReason::Overlap => &mut self.counters.drop_ip6_frag_overlap,
+                    DropReason::Oversize => &mut self.counters.drop_ip6_frag_oversize,
+                    DropReason::Malformed => &mut self.counters.drop_ip6_frag_malformed,
+                    DropReason::Duplicate => &mut self.counters.drop_ip6_frag_duplicate,
+                    DropReason::Memory => &mut self.counters.drop_ip6_frag_memory,
+                } += 1;
+                return;
+            }
+        };
+        self.counters.ip6_frag_reassembled += 1;
+        // Hop-by-hop options come only straight after the IPv6 header,
+        // never after a fragment header (RFC 8200 4.1).
+        if whole.next_header == IpProtocol::HopByHop {
+            self.counters.drop_ip6_frag_nested += 1;
+            return;
+        }
+        let dst_state = v6.addrs.state(whole.dst_addr);
+        let emitted = match payload.prepend(&self.pool, IPV6_HEADER_LEN) {
+            Ok(header) => whole.emit(header).is_ok(),
+            Err(_) => false,
+        };
+        if !emitted {
+            self.counters.drop_no_buffer += 1;
+            return;
+        }
+        if dst_state.is_none_or(|s| s == AddrState::Duplicate) && !whole.dst_addr.is_multicast() {
+            self.counters.drop_ip6_not_for_us += 1;
+            return;
+        }
+        self.receive_ipv6_payload(&whole, dst_state, payload, link_multicast, true, now);
+    }
+
+    /// Discards partial datagrams whose time ran out, telling the sender
+    /// of each whose first fragment came (ICMPv6 Time Exceeded, code 1,
+    /// quoting that fragment).
+    pub(super) fn poll_ipv6_reassembly(&mut self, now: Instant) {
+        let Some(v6) = self.v6.as_mut() else { return };
+        let (expired, firsts) = v6.reassembler.poll(now);
+        self.counters.drop_ip6_frag_timeout += expired as u64;
+        for first in firsts {
+            let mut quote = first.data;
+            let written = match quote.prepend(&self.pool, IPV6_HEADER_LEN + IPV6_FRAGMENT_HEADER_LEN) {
+                Ok(headers) => {
+                    let (ip, frag) = headers.split_at_mut(IPV6_HEADER_LEN);
+                    first.header.emit(ip).is_ok() && first.fragment.emit(frag).is_ok()
+                }
+                Err(_) => false,
+            };
+            if !written {
+                self.counters.drop_no_buffer += 1;
+                continue;
+            }
+            let kind = (Icmpv6Message::TimeExceeded, TIME_EXCEEDED_REASSEMBLY, 0);
+            self.send_icmp6_error(kind, &first.header, &quote, false, false, now);
         }
     }
 
@@ -228,9 +365,9 @@ impl Interface {
     /// preferred address of `dst`'s scope) with `hop_limit` (the
     /// configured one when `None`). Multicast goes to its 33:33 group
     /// address; unicast to an on-link destination is resolved through the
-    /// neighbour cache, waiting there if need be. IPv6 is not fragmented:
-    /// a packet past the MTU is refused; nor delivered locally: one to an
-    /// address of ours is refused too.
+    /// neighbour cache, waiting there if need be. A packet past the MTU
+    /// goes in fragments (each on the same way), all of them or none; one
+    /// to an address of ours is refused (IPv6 is not delivered locally).
     pub fn send_ipv6(
         &mut self,
         src: Option<Ipv6Addr>,
@@ -252,10 +389,13 @@ impl Interface {
             self.counters.drop_ip6_no_route += 1;
             return Err(Error::NoRoute);
         }
-        if payload.len() + IPV6_HEADER_LEN > self.caps.mtu {
+        if payload.len() > IPV6_MAX_PAYLOAD_LEN {
             return Err(Error::MessageTooLong);
         }
         let repr = Ipv6Repr::new(src, dst, next_header, payload.len(), hop_limit.unwrap_or(v6.hop_limit));
+        if payload.len() + IPV6_HEADER_LEN > self.caps.mtu {
+            return self.send_ipv6_fragments(&repr, payload, now);
+        }
         let Ok(header) = payload.prepend(&self.pool, IPV6_HEADER_LEN) else {
             self.counters.drop_no_buffer += 1;
             return Err(Error::NoBuffer);
@@ -264,6 +404,36 @@ impl Interface {
         match multicast_mac(&dst) {
             Some(group) => self.emit_ethernet(payload, group, EtherType::Ipv6),
             None => self.send_to_neighbor(dst, payload, now),
+        }
+        Ok(())
+    }
+
+    /// Sends the packet with header `repr` and `payload` in fragments that
+    /// fit the MTU. Headers for every fragment are written first: a
+    /// datagram goes out whole or not at all, never as a prefix the
+    /// receiver can only time out on.
+    fn send_ipv6_fragments(&mut self, repr: &Ipv6Repr, payload: PacketBuf, now: Instant) -> Result<(), Error> {
+        let v6 = self.v6.as_mut().ok_or(Error::Unaddressable)?;
+        let ident = v6.next_frag_ident;
+        v6.next_frag_ident = ident.wrapping_add(1);
+        let mut pieces = fragment(repr, &payload, self.caps.mtu, ident).ok_or(Error::MessageTooLong)?;
+        drop(payload);
+        for (header, frag, piece) in pieces.iter_mut() {
+            let Ok(headers) = piece.prepend(&self.pool, IPV6_HEADER_LEN + IPV6_FRAGMENT_HEADER_LEN) else {
+                self.counters.drop_no_buffer += 1;
+                return Err(Error::NoBuffer);
+            };
+            let (ip, fh) = headers.split_at_mut(IPV6_HEADER_LEN);
+            header.emit(ip).map_err(|_| Error::MessageTooLong)?;
+            frag.emit(fh).map_err(|_| Error::MessageTooLong)?;
+        }
+        let group = multicast_mac(&repr.dst_addr);
+        for (_, _, piece) in pieces {
+            self.counters.ip6_frag_sent += 1;
+            match group {
+                Some(group) => self.emit_ethernet(piece, group, EtherType::Ipv6),
+                None => self.send_to_neighbor(repr.dst_addr, piece, now),
+            }
         }
         Ok(())
     }

@@ -205,9 +205,15 @@ impl Interface {
         self.v6.as_ref().map_or(0, |v6| v6.neighbors.queued(ip))
     }
 
-    /// Partial datagrams held for reassembly.
+    /// Partial IPv4 datagrams held for reassembly.
     pub fn reassembly_pending(&self) -> usize {
         self.reassembler.len()
+    }
+
+    /// Partial IPv6 datagrams held for reassembly, and the bytes of buffer
+    /// they pin.
+    pub fn ipv6_reassembly_pending(&self) -> (usize, usize) {
+        self.v6.as_ref().map_or((0, 0), |v6| (v6.reassembler.len(), v6.reassembler.footprint_bytes()))
     }
 
     /// Whether `ip` is one of this interface's addresses.
@@ -255,7 +261,8 @@ impl Interface {
     // ---- input and timers ----------------------------------------------------
 
     /// Runs the timers: ARP retries and give-ups, IPv6 duplicate address
-    /// detection and neighbour discovery, reassembly timeouts, TCP; and
+    /// detection and neighbour discovery, IPv4 and IPv6 reassembly
+    /// timeouts, TCP; and
     /// receives the datagrams sent to local addresses.
     pub fn poll(&mut self, now: Instant) {
         self.receive_local(now);
@@ -273,6 +280,7 @@ impl Interface {
             self.send_arp_request(ip, now);
         }
         self.tcp.poll_syn_guard(now);
+        self.poll_ipv6_reassembly(now);
         let (expired, first_fragments) = self.reassembler.poll(now);
         self.counters.drop_frag_timeout += expired as u64;
         for (header, payload) in first_fragments {
@@ -287,8 +295,9 @@ impl Interface {
     /// now, whatever this says.
     pub fn poll_at(&self) -> Option<Instant> {
         let local = (!self.local.is_empty() || !self.unreachable.is_empty()).then_some(Instant::ZERO);
-        let v6 =
-            self.v6.as_ref().and_then(|v6| [v6.addrs.poll_at(), v6.neighbors.poll_at()].into_iter().flatten().min());
+        let v6 = self.v6.as_ref().and_then(|v6| {
+            [v6.addrs.poll_at(), v6.neighbors.poll_at(), v6.reassembler.poll_at()].into_iter().flatten().min()
+        });
         [local, self.arp.poll_at(), v6, self.reassembler.poll_at(), self.tcp.poll_at()].into_iter().flatten().min()
     }
 

@@ -1,6 +1,9 @@
 //! IPv6 state of an interface that needs no link to test: its addresses
-//! and their duplicate address detection (`addr.rs`), and the neighbour
-//! cache (`neighbor.rs`). The interface drives both (`crate::iface`).
+//! and their duplicate address detection (`addr.rs`), the neighbour
+//! cache (`neighbor.rs`), fragmentation (`fragment.rs`) and reassembly
+//! (`reassembly.rs`). The interface drives them (`crate::iface`).
 
 pub mod addr;
+pub mod fragment;
 pub mod neighbor;
+pub mod reassembly;
