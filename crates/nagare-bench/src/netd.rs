@@ -74,6 +74,7 @@ pub fn run(args: NetdBenchArgs) -> Result<()> {
     let link = LinkSpec {
         device: DeviceSpec::Vni { segment: segment.clone() },
         addr: format!("{ADDR}/24").parse().map_err(|e| anyhow::anyhow!("{e:?}"))?,
+        ipv6: Vec::new(),
         gateway: None,
         mac: None,
         impair: None,

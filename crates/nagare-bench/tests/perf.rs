@@ -91,6 +91,7 @@ fn vni(segment: &str, addr: &str) -> Stack {
     Stack::Engine(LinkSpec {
         device: DeviceSpec::Vni { segment: segment.to_string() },
         addr: addr.parse().unwrap(),
+        ipv6: Vec::new(),
         gateway: None,
         mac: None,
         impair: None,

@@ -2,11 +2,78 @@
 //! services it runs.
 
 use anyhow::{bail, Result};
+use nagare_core::ipv6::addr::Ipv6Cidr;
 use nagare_dev::Impairment;
 use nagare_host::{DeviceSpec, LinkSpec, ServiceConfig};
 use nagare_wire::{EthernetAddress, Ipv4Cidr};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
+use std::str::FromStr;
+
+/// One `--addr`: an IPv4 or an IPv6 address with its prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostAddr {
+    /// e.g. 10.0.0.2/24.
+    V4(Ipv4Cidr),
+    /// e.g. fd00::2/64.
+    V6(Ipv6Cidr),
+}
+
+impl FromStr for HostAddr {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.contains(':') {
+            s.parse().map(HostAddr::V6).map_err(|e| format!("{s}: {e}"))
+        } else {
+            s.parse()
+                .map(HostAddr::V4)
+                .map_err(|e| format!("{s}: {e:?}; expected an address and prefix, as 10.0.0.2/24"))
+        }
+    }
+}
+
+/// The addresses of `--addr`, given once or more: the IPv4 one, and the
+/// IPv6 ones.
+fn split_addrs(addrs: &[HostAddr]) -> Result<(Option<Ipv4Cidr>, Vec<Ipv6Cidr>)> {
+    let mut v4 = None;
+    let mut v6 = Vec::new();
+    for addr in addrs {
+        match *addr {
+            HostAddr::V4(a) if v4.is_some() => bail!("one IPv4 --addr at most (given {} and {a})", v4.unwrap_or(a)),
+            HostAddr::V4(a) => v4 = Some(a),
+            HostAddr::V6(a) => v6.push(a),
+        }
+    }
+    Ok((v4, v6))
+}
+
+/// The IPv4 address of `--addr`, and the IPv6 ones: an IPv4 one is needed
+/// (a host's link always has one), IPv6 ones only where `ipv6_allowed`.
+fn link_addrs(addrs: &[HostAddr], ipv6_allowed: bool) -> Result<(Ipv4Cidr, Vec<Ipv6Cidr>)> {
+    let (v4, v6) = split_addrs(addrs)?;
+    if !v6.is_empty() && !ipv6_allowed {
+        bail!(
+            "this command takes IPv4 addresses only; IPv6 ones (--addr {}) are for `nagare up` and `nagare ping`",
+            v6[0]
+        );
+    }
+    let Some(v4) = v4 else {
+        bail!("an IPv4 --addr is needed beside the IPv6 ones: a link always has an IPv4 address");
+    };
+    Ok((v4, v6))
+}
+
+/// A destination to ping: an IPv4 or IPv6 address; an IPv6 one may carry
+/// a zone (`fe80::1%tap0`), which is dropped: a nagare host has one
+/// interface.
+pub fn parse_destination(s: &str) -> Result<IpAddr, String> {
+    let addr = match s.split_once('%') {
+        Some((v6, _zone)) if v6.contains(':') => v6,
+        _ => s,
+    };
+    addr.parse().map_err(|e| format!("{s}: {e}"))
+}
 
 /// A TAP device or a VNI segment, with the host's addressing.
 #[derive(clap::Args, Clone)]
@@ -17,9 +84,10 @@ pub struct LinkArgs {
     /// VNI segment to attach to (a free port of it; see `nagare vni create`).
     #[arg(long, conflicts_with = "tap")]
     vni: Option<String>,
-    /// Address and prefix, e.g. 10.0.0.2/24.
-    #[arg(long)]
-    addr: Ipv4Cidr,
+    /// Address and prefix, e.g. 10.0.0.2/24; `nagare up` also takes IPv6
+    /// ones (fd00::2/64), beside the IPv4 one: repeat --addr.
+    #[arg(long, required = true, value_name = "CIDR")]
+    addr: Vec<HostAddr>,
     /// Plain frames: no checksum or TCP segmentation offload on the TAP.
     #[arg(long, conflicts_with = "vni")]
     no_offload: bool,
@@ -37,9 +105,10 @@ pub struct OptionalLinkArgs {
     /// VNI segment to attach to, instead of a TAP device.
     #[arg(long, requires = "addr", conflicts_with = "tap")]
     pub vni: Option<String>,
-    /// Address and prefix, e.g. 10.0.0.2/24.
-    #[arg(long)]
-    pub addr: Option<Ipv4Cidr>,
+    /// Address and prefix, e.g. 10.0.0.2/24; `nagare ping` also takes IPv6
+    /// ones (fd00::2/64), beside the IPv4 one: repeat --addr.
+    #[arg(long, value_name = "CIDR")]
+    addr: Vec<HostAddr>,
     /// Plain frames: no checksum or TCP segmentation offload on the TAP.
     #[arg(long)]
     no_offload: bool,
@@ -66,7 +135,13 @@ struct LinkExtras {
 }
 
 impl LinkExtras {
-    fn spec(&self, tap: Option<&String>, vni: Option<&String>, addr: Ipv4Cidr, offload: bool) -> LinkSpec {
+    fn spec(
+        &self,
+        tap: Option<&String>,
+        vni: Option<&String>,
+        (addr, ipv6): (Ipv4Cidr, Vec<Ipv6Cidr>),
+        offload: bool,
+    ) -> LinkSpec {
         let device = match (tap, vni) {
             (Some(name), _) => DeviceSpec::Tap { name: name.clone(), offload },
             (None, segment) => DeviceSpec::Vni { segment: segment.cloned().unwrap_or_default() },
@@ -74,6 +149,7 @@ impl LinkExtras {
         LinkSpec {
             device,
             addr,
+            ipv6,
             gateway: self.gateway,
             mac: self.mac,
             impair: self.impair,
@@ -87,23 +163,32 @@ impl LinkExtras {
 }
 
 impl LinkArgs {
-    /// The link asked for.
-    pub fn spec(&self) -> LinkSpec {
-        self.more.spec(self.tap.as_ref(), self.vni.as_ref(), self.addr, !self.no_offload)
+    /// The link asked for, with IPv6 addresses where `ipv6_allowed`.
+    pub fn spec(&self, ipv6_allowed: bool) -> Result<LinkSpec> {
+        let addrs = link_addrs(&self.addr, ipv6_allowed)?;
+        Ok(self.more.spec(self.tap.as_ref(), self.vni.as_ref(), addrs, !self.no_offload))
     }
 }
 
 impl OptionalLinkArgs {
-    /// The TAP or VNI link asked for, if any (with an address).
-    pub fn spec(&self) -> Option<LinkSpec> {
-        let addr = self.addr?;
-        (self.tap.is_some() || self.vni.is_some())
-            .then(|| self.more.spec(self.tap.as_ref(), self.vni.as_ref(), addr, !self.no_offload))
+    /// The TAP or VNI link asked for, if any (with an address), with IPv6
+    /// addresses where `ipv6_allowed`.
+    pub fn spec(&self, ipv6_allowed: bool) -> Result<Option<LinkSpec>> {
+        if self.addr.is_empty() || (self.tap.is_none() && self.vni.is_none()) {
+            return Ok(None);
+        }
+        let addrs = link_addrs(&self.addr, ipv6_allowed)?;
+        Ok(Some(self.more.spec(self.tap.as_ref(), self.vni.as_ref(), addrs, !self.no_offload)))
+    }
+
+    /// The IPv4 `--addr`, if given.
+    pub fn ipv4(&self) -> Result<Option<Ipv4Cidr>> {
+        Ok(split_addrs(&self.addr)?.0)
     }
 
     /// An error if link options are given without a device.
     pub fn check_device(&self) -> Result<()> {
-        if self.tap.is_none() && self.vni.is_none() && (self.addr.is_some() || self.more.any()) {
+        if self.tap.is_none() && self.vni.is_none() && (!self.addr.is_empty() || self.more.any()) {
             bail!(
                 "--addr, --gateway, --mac, --impair and --syn-budget need --tap or --vni (without them the kernel's stack is used)"
             );

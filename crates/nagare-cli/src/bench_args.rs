@@ -322,7 +322,7 @@ pub enum ModeArg {
 /// The stack `--via`, `--tap`/`--vni` or neither asks for.
 fn stack(link: &OptionalLinkArgs, via: Option<PathBuf>, zero_copy: bool) -> Result<Stack> {
     link.check_device()?;
-    Ok(match (via, link.spec()) {
+    Ok(match (via, link.spec(false)?) {
         (Some(socket), _) => Stack::Via { socket, zero_copy },
         (None, Some(spec)) => Stack::Engine(spec),
         (None, None) => Stack::Kernel,

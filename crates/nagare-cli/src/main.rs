@@ -14,7 +14,7 @@ use nagare_netd::driver::launch::{run_process, DriverArgs};
 use nagare_netd::NetdBuilder;
 use nagare_tools::{demo, fetch, netd, ping, run, stat, up, vni};
 use nagare_wire::{EthernetAddress, Ipv4Cidr};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -181,8 +181,11 @@ enum Command {
         /// of a stack of its own.
         #[arg(long, conflicts_with_all = ["tap", "vni", "addr"])]
         via: Option<PathBuf>,
-        /// Address to ping.
-        destination: Ipv4Addr,
+        /// Address to ping: IPv4, or IPv6 over a TAP device or a VNI port
+        /// (a link-local one needs no zone: a nagare host has one
+        /// interface, and `fe80::1%tap0` is taken as `fe80::1`).
+        #[arg(value_parser = args::parse_destination)]
+        destination: IpAddr,
         /// Stop after this many requests.
         #[arg(short = 'c', long = "count")]
         count: Option<u32>,
@@ -286,7 +289,7 @@ fn main() -> Result<()> {
     });
     match cli.command {
         Command::Demo { pcap, seed, stream } => demo::run(demo::DemoArgs { pcap, seed, stream_datagrams: stream }),
-        Command::Up { link, pcap, services } => up::run(&link.spec(), pcap.as_deref(), &services.config(true)),
+        Command::Up { link, pcap, services } => up::run(&link.spec(true)?, pcap.as_deref(), &services.config(true)),
         Command::Netd {
             link,
             socket,
@@ -303,7 +306,7 @@ fn main() -> Result<()> {
             boost_lift,
             mm_default,
         } => {
-            let mut builder = NetdBuilder::new(link.spec())
+            let mut builder = NetdBuilder::new(link.spec(false)?)
                 .socket(socket)
                 .services(services.config(false))
                 .client_memory(client_memory)
@@ -336,15 +339,19 @@ fn main() -> Result<()> {
         }
         Command::Fetch { link, via, url, output, timeout } => {
             let timeout = Duration::from_secs(timeout);
-            match (via, link.spec()) {
+            match (via, link.spec(false)?) {
                 (Some(socket), _) => fetch::run_via(&socket, &url, &output, timeout),
                 (None, Some(spec)) => fetch::run(&spec, &url, &output, timeout),
                 (None, None) => anyhow::bail!("nagare fetch needs --tap or --vni with --addr, or --via SOCKET"),
             }
         }
         Command::Ping { link, via, destination, count, size, interval, timeout, quiet } => {
-            if size > ping::MAX_PING_SIZE {
-                anyhow::bail!("-s {size}: at most {} bytes fit in one IPv4 datagram", ping::MAX_PING_SIZE);
+            let (max, family) = match destination {
+                IpAddr::V4(_) => (ping::MAX_PING_SIZE, "IPv4"),
+                IpAddr::V6(_) => (ping::MAX_PING6_SIZE, "IPv6"),
+            };
+            if size > max {
+                anyhow::bail!("-s {size}: at most {max} bytes fit in one {family} datagram");
             }
             let options = ping::PingOptions {
                 destination,
@@ -354,10 +361,10 @@ fn main() -> Result<()> {
                 timeout: args::seconds("-W", timeout)?,
                 quiet,
             };
-            let code = match (via, link.spec()) {
+            let code = match (via, link.spec(true)?) {
                 (Some(socket), _) => ping::run_via(&socket, options)?,
                 (None, Some(spec)) => ping::run_link(&spec, options)?,
-                (None, None) => ping::run_simulated(link.addr, options)?,
+                (None, None) => ping::run_simulated(link.ipv4()?, options)?,
             };
             std::process::exit(code);
         }

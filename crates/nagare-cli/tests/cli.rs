@@ -70,6 +70,47 @@ fn bad_arguments_get_clear_errors() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--boost"));
 }
 
+/// Runs nagare with `args`, which must fail, and returns its stderr.
+fn refused(args: &[&str]) -> String {
+    let out = nagare().args(args).output().unwrap();
+    assert!(!out.status.success(), "{args:?} succeeded");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn ipv6_addresses_are_taken_where_they_are_served() {
+    // `up` and `ping` take IPv6 --addr beside the IPv4 one, not alone.
+    let err = refused(&["up", "--tap", "nagare-none0", "--addr", "fd00::2/64"]);
+    assert!(err.contains("an IPv4 --addr is needed beside the IPv6 ones"), "{err}");
+    let err = refused(&["up", "--tap", "nagare-none0", "--addr", "10.0.0.1/24", "--addr", "10.0.0.2/24"]);
+    assert!(err.contains("one IPv4 --addr at most"), "{err}");
+    let err = refused(&["up", "--tap", "nagare-none0", "--addr", "10.0.0.1/24", "--addr", "fd00::2/129"]);
+    assert!(err.contains("--addr") && err.contains("fd00::2/129"), "{err}");
+    // The other commands refuse them.
+    let err = refused(&["netd", "--vni", "nagare-cli-test-none", "--addr", "10.0.0.1/24", "--addr", "fd00::1/64"]);
+    assert!(err.contains("IPv4 addresses only"), "{err}");
+    let err = refused(&[
+        "fetch",
+        "--tap",
+        "nagare-none0",
+        "--addr",
+        "10.0.0.1/24",
+        "--addr",
+        "fd00::1/64",
+        "http://10.0.0.2/",
+        "-o",
+        "/dev/null",
+    ]);
+    assert!(err.contains("IPv4 addresses only"), "{err}");
+    // An IPv6 destination: a zone is dropped; it needs a link with IPv6.
+    let err = refused(&["ping", "-c", "1", "fe80::1%tap0"]);
+    assert!(err.contains("a simulated peer is IPv4 only: ping fe80::1 over"), "{err}");
+    let err = refused(&["ping", "-c", "1", "--tap", "nagare-none0", "--addr", "10.0.0.1/24", "fd00::1"]);
+    assert!(err.contains("needs an IPv6 --addr"), "{err}");
+    let err = refused(&["ping", "-s", "65500", "fd00::1"]);
+    assert!(err.contains("at most 65487 bytes fit in one IPv6 datagram"), "{err}");
+}
+
 #[test]
 fn commands_through_a_missing_netd_say_how_to_start_one() {
     let dir = std::env::temp_dir().join(format!("nagare-cli-no-netd-{}", std::process::id()));

@@ -4,7 +4,8 @@
 
 use crate::host::Host;
 use nagare_core::buf::BufferPool;
-use nagare_core::{Interface, InterfaceConfig};
+use nagare_core::ipv6::addr::Ipv6Cidr;
+use nagare_core::{Interface, InterfaceConfig, Ipv6Config};
 use nagare_dev::vni::{Segment, VniPort};
 use nagare_dev::{Device, Impaired, Impairment, MonotonicClock, PcapDevice, PcapWriter, TapDevice};
 use nagare_wire::{EthernetAddress, Ipv4Cidr};
@@ -41,8 +42,11 @@ pub enum DeviceSpec {
 pub struct LinkSpec {
     /// The device.
     pub device: DeviceSpec,
-    /// Address and prefix.
+    /// IPv4 address and prefix.
     pub addr: Ipv4Cidr,
+    /// IPv6 addresses with their prefixes, beside the link-local one the
+    /// engine makes from the MAC; empty: the host does not speak IPv6.
+    pub ipv6: Vec<Ipv6Cidr>,
     /// Default gateway.
     pub gateway: Option<Ipv4Addr>,
     /// Ethernet address; [`default_mac`] of the address if not given.
@@ -128,12 +132,16 @@ pub fn open_host(link: &LinkSpec, pcap: Option<&Path>, clock: &MonotonicClock) -
     Ok(Host::new(iface, device))
 }
 
-/// An engine with the link's addressing, configured for `device` (its
+/// An engine with the link's addressing (IPv6 too when the link has IPv6
+/// addresses), configured for `device` (its
 /// MTU and offloads), its keys and seed from the operating system's random
 /// source ([`crate::secrets`]).
 pub fn interface_on(device: &dyn Device, link: &LinkSpec) -> io::Result<Interface> {
     let mut config = InterfaceConfig::new(link.mac(), link.addr);
     config.gateway = link.gateway;
+    if !link.ipv6.is_empty() {
+        config.ipv6 = Some(Ipv6Config { addresses: link.ipv6.clone(), ..Ipv6Config::default() });
+    }
     crate::secrets::randomize(&mut config)?;
     let mut iface = Interface::new(config, device.capabilities(), BufferPool::new(BUFFER_SIZE, POOL_BUFFERS));
     if let Some(budget) = link.syn_budget {

@@ -18,6 +18,7 @@ fn link() -> LinkSpec {
     LinkSpec {
         device: DeviceSpec::Tap { name: "unused".into(), offload: false },
         addr: "10.0.0.1/24".parse().unwrap(),
+        ipv6: Vec::new(),
         gateway: None,
         mac: None,
         impair: None,

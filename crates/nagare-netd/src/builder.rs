@@ -9,6 +9,7 @@
 //! let link = LinkSpec {
 //!     device: DeviceSpec::Tap { name: "tap0".into(), offload: true },
 //!     addr: "10.0.0.2/24".parse().map_err(std::io::Error::other)?,
+//!     ipv6: Vec::new(),
 //!     gateway: None,
 //!     mac: None,
 //!     impair: None,

@@ -1,23 +1,29 @@
-//! `nagare ping`: echo requests from nagare, with the output and summary
-//! of iputils' ping.
+//! `nagare ping`: echo requests from nagare, IPv4 or (over a link with
+//! IPv6 addresses) ICMPv6, with the output and summary of iputils' ping.
 
 use anyhow::{bail, Context, Result};
-use nagare_core::icmp::{EchoEvent, IcmpError};
+use nagare_core::icmp::{Echo6Event, EchoEvent, IcmpError};
 use nagare_core::{EchoHandle, Instant, Interface};
 use nagare_dev::{LinkConfig, MonotonicClock};
 use nagare_host::sim::{host_config, new_host, sim_ports};
 use nagare_host::{link, realtime, LinkSpec, SimPair};
 use nagare_wire::Ipv4Cidr;
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::ops::ControlFlow;
 use std::time::Duration;
 
 /// Largest echo payload: 65535 minus the IPv4 and ICMP headers.
 pub const MAX_PING_SIZE: usize = 65535 - 20 - 8;
+/// Largest ICMPv6 echo payload, as the engine takes it: 65535 minus the
+/// IPv6 and ICMPv6 headers.
+pub const MAX_PING6_SIZE: usize = 65535 - 40 - 8;
+/// Longest wait for an IPv6 source address (duplicate address detection
+/// takes about two seconds) before pinging an IPv6 destination.
+const SOURCE_WAIT: Duration = Duration::from_secs(10);
 
 pub struct PingOptions {
-    pub destination: Ipv4Addr,
+    pub destination: IpAddr,
     pub count: Option<u32>,
     pub size: usize,
     pub interval: Duration,
@@ -27,7 +33,37 @@ pub struct PingOptions {
 
 /// Where echo requests go out: the engine in this process, or netd.
 trait EchoSender {
-    fn send(&mut self, to: Ipv4Addr, seq: u16, data: &[u8], now: Instant) -> Result<(), String>;
+    fn send(&mut self, to: IpAddr, seq: u16, data: &[u8], now: Instant) -> Result<(), String>;
+}
+
+/// What came back for a request, ICMP or ICMPv6.
+enum PingEvent {
+    Reply { from: IpAddr, seq_no: u16, data_len: usize, ttl: u8, at: Instant },
+    Error { from: IpAddr, seq_no: u16, what: &'static str },
+}
+
+impl From<EchoEvent> for PingEvent {
+    fn from(event: EchoEvent) -> Self {
+        match event {
+            EchoEvent::Reply { from, seq_no, data_len, ttl, at } => {
+                PingEvent::Reply { from: from.into(), seq_no, data_len, ttl, at }
+            }
+            EchoEvent::Error { seq_no, error } => {
+                let (from, what) = match error {
+                    IcmpError::Unreachable { from, code } => (from, unreachable_text(code)),
+                    IcmpError::TimeExceeded { from, .. } => (from, "Time to live exceeded"),
+                };
+                PingEvent::Error { from: from.into(), seq_no, what }
+            }
+        }
+    }
+}
+
+impl From<Echo6Event> for PingEvent {
+    fn from(event: Echo6Event) -> Self {
+        let Echo6Event::Reply { from, seq_no, data_len, hop_limit, at } = event;
+        PingEvent::Reply { from: from.into(), seq_no, data_len, ttl: hop_limit, at }
+    }
 }
 
 /// An echo socket of an engine in this process.
@@ -37,13 +73,20 @@ struct EngineEcho<'a> {
 }
 
 impl EchoSender for EngineEcho<'_> {
-    fn send(&mut self, to: Ipv4Addr, seq: u16, data: &[u8], now: Instant) -> Result<(), String> {
-        self.iface.icmp().echo_send(self.handle, to, seq, data, now).map_err(|e| e.to_string())
+    fn send(&mut self, to: IpAddr, seq: u16, data: &[u8], now: Instant) -> Result<(), String> {
+        let sent = match to {
+            IpAddr::V4(to) => self.iface.icmp().echo_send(self.handle, to, seq, data, now),
+            IpAddr::V6(to) => self.iface.icmp().echo6_send(self.handle, to, seq, data, now),
+        };
+        sent.map_err(|e| e.to_string())
     }
 }
 
 impl EchoSender for nagare::ping::PingSocket {
-    fn send(&mut self, to: Ipv4Addr, seq: u16, data: &[u8], _now: Instant) -> Result<(), String> {
+    fn send(&mut self, to: IpAddr, seq: u16, data: &[u8], _now: Instant) -> Result<(), String> {
+        let IpAddr::V4(to) = to else {
+            return Err("netd pings IPv4 addresses only".into());
+        };
         nagare::ping::PingSocket::send(self, to, seq, data).map(|_| ()).map_err(|e| e.to_string())
     }
 }
@@ -65,7 +108,10 @@ struct PingSession {
 impl PingSession {
     fn new(options: PingOptions) -> Result<Self> {
         let data = (0..options.size).map(|i| (i % 256) as u8).collect();
-        println!("PING {0} ({0}) {1}({2}) bytes of data.", options.destination, options.size, options.size + 28);
+        match options.destination {
+            IpAddr::V4(d) => println!("PING {d} ({d}) {0}({1}) bytes of data.", options.size, options.size + 28),
+            IpAddr::V6(d) => println!("PING {d}({d}) {} data bytes", options.size),
+        }
         Ok(PingSession {
             options,
             data,
@@ -113,9 +159,9 @@ impl PingSession {
         ControlFlow::Continue(Some(self.next_send))
     }
 
-    fn on_event(&mut self, event: EchoEvent) {
+    fn on_event(&mut self, event: PingEvent) {
         match event {
-            EchoEvent::Reply { from, seq_no, data_len, ttl, at } => {
+            PingEvent::Reply { from, seq_no, data_len, ttl, at } => {
                 let Some(sent_at) = self.outstanding.remove(&seq_no) else {
                     return;
                 };
@@ -126,15 +172,11 @@ impl PingSession {
                     println!("{} bytes from {from}: icmp_seq={seq_no} ttl={ttl} time={rtt:.3} ms", data_len + 8);
                 }
             }
-            EchoEvent::Error { seq_no, error } => {
+            PingEvent::Error { from, seq_no, what } => {
                 if self.outstanding.remove(&seq_no).is_none() {
                     return;
                 }
                 self.errors += 1;
-                let (from, what) = match error {
-                    IcmpError::Unreachable { from, code } => (from, unreachable_text(code)),
-                    IcmpError::TimeExceeded { from, .. } => (from, "Time to live exceeded"),
-                };
                 if !self.options.quiet {
                     println!("From {from} icmp_seq={seq_no} {what}");
                 }
@@ -183,11 +225,28 @@ fn unreachable_text(code: u8) -> &'static str {
     }
 }
 
-/// Pings over a TAP device or a VNI port on the wall clock.
+/// Pings over a TAP device or a VNI port on the wall clock. An IPv6
+/// destination needs IPv6 addresses on the link; pinging waits until one of
+/// the destination's scope has passed duplicate address detection.
 pub fn run_link(spec: &LinkSpec, options: PingOptions) -> Result<i32> {
+    if options.destination.is_ipv6() && spec.ipv6.is_empty() {
+        bail!("pinging {} needs an IPv6 --addr: without one the host does not speak IPv6", options.destination);
+    }
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
     let mut host = link::open_host(spec, None, &clock)?;
+    if let IpAddr::V6(dst) = options.destination {
+        let deadline = clock.now() + SOURCE_WAIT;
+        realtime::run(&mut host, &clock, &stop, |host, now| {
+            if host.iface.ipv6_source_for(dst).is_some() || now >= deadline {
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(Some(now + Duration::from_millis(50)))
+        })?;
+        if host.iface.ipv6_source_for(dst).is_none() && !realtime::stopped(&stop) {
+            bail!("no IPv6 address of {dst}'s scope passed duplicate address detection");
+        }
+    }
     let handle = host.iface.icmp().echo_open(own_ident()).map_err(anyhow::Error::msg)?;
     let mut session = PingSession::new(options)?;
     realtime::run(&mut host, &clock, &stop, |host, now| engine_tick(&mut session, &mut host.iface, handle, now))?;
@@ -206,7 +265,10 @@ fn engine_tick(
     now: Instant,
 ) -> ControlFlow<(), Option<Instant>> {
     while let Ok(Some(event)) = iface.icmp().echo_recv(handle) {
-        session.on_event(event);
+        session.on_event(event.into());
+    }
+    while let Ok(Some(event)) = iface.icmp().echo6_recv(handle) {
+        session.on_event(event.into());
     }
     session.tick(&mut EngineEcho { iface, handle }, now)
 }
@@ -215,6 +277,9 @@ fn engine_tick(
 /// its applications: the requests leave from netd's stack. Round trips are
 /// timed here, so they include the two hops to netd and back.
 pub fn run_via(via: &std::path::Path, options: PingOptions) -> Result<i32> {
+    if options.destination.is_ipv6() {
+        bail!("ping through netd is IPv4 only: {} is IPv6", options.destination);
+    }
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
     let netd = nagare::Session::connect(via)?;
@@ -230,7 +295,7 @@ pub fn run_via(via: &std::path::Path, options: PingOptions) -> Result<i32> {
         // Short waits, so Ctrl-C is noticed.
         let limit = wake.saturating_since(clock.now()).clamp(Duration::from_micros(1), VIA_MAX_WAIT);
         if let Some(event) = socket.recv_timeout(Some(limit)).context("receiving through netd")? {
-            session.on_event(echo_event(event, clock.now()));
+            session.on_event(echo_event(event, clock.now()).into());
         }
     }
     Ok(session.finish(clock.now()))
@@ -256,7 +321,9 @@ fn echo_event(event: nagare::ping::PingEvent, at: Instant) -> EchoEvent {
 /// time: the peer takes `destination`, we take `addr` (default: the next
 /// address on the same /24).
 pub fn run_simulated(addr: Option<Ipv4Cidr>, options: PingOptions) -> Result<i32> {
-    let dst = options.destination;
+    let IpAddr::V4(dst) = options.destination else {
+        bail!("a simulated peer is IPv4 only: ping {} over --tap or --vni", options.destination);
+    };
     let local = match addr {
         Some(a) => a,
         None => {

@@ -1,0 +1,41 @@
+//! A link's IPv6 addresses reach the engine: with them it speaks IPv6 (the
+//! link-local address from the MAC, then those given, each tentative until
+//! duplicate address detection); without them it does not.
+
+use nagare_core::ipv6::addr::AddrState;
+use nagare_dev::Loopback;
+use nagare_host::link::interface_on;
+use nagare_host::{DeviceSpec, LinkSpec};
+use std::net::Ipv6Addr;
+
+fn link(ipv6: &[&str]) -> LinkSpec {
+    LinkSpec {
+        device: DeviceSpec::Tap { name: "unused".into(), offload: false },
+        addr: "10.0.0.1/24".parse().unwrap(),
+        ipv6: ipv6.iter().map(|a| a.parse().unwrap()).collect(),
+        gateway: None,
+        mac: Some(nagare_wire::EthernetAddress([2, 0, 0, 0, 0, 1])),
+        impair: None,
+        syn_budget: None,
+    }
+}
+
+#[test]
+fn ipv6_addresses_of_the_link_are_the_engines() {
+    let device = Loopback::default();
+    let iface = interface_on(&device, &link(&["fd00::2/64", "fd01::2/64"])).unwrap();
+    let addrs: Vec<_> = iface.ipv6_addresses().map(|a| (a.cidr.to_string(), a.state)).collect();
+    let ll = "fe80::ff:fe00:1/64".to_string();
+    assert_eq!(
+        addrs,
+        [
+            (ll, AddrState::Tentative),
+            ("fd00::2/64".to_string(), AddrState::Tentative),
+            ("fd01::2/64".to_string(), AddrState::Tentative)
+        ]
+    );
+    assert!(iface.has_address("10.0.0.1".parse().unwrap()), "beside IPv4");
+    let without = interface_on(&device, &link(&[])).unwrap();
+    assert_eq!(without.ipv6_addresses().count(), 0);
+    assert_eq!(without.ipv6_link_local(), None::<Ipv6Addr>);
+}
