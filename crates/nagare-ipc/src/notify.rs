@@ -85,6 +85,17 @@ impl EventFd {
         Ok(sys::poll_one(self.fd.as_fd(), libc::POLLIN, timeout)? != 0)
     }
 
+    /// [`EventFd::wait_readable`], except that a signal handler that ran
+    /// meanwhile ends the wait with `ErrorKind::Interrupted`; with `mask`,
+    /// the thread's signal mask while it sleeps (as `ppoll(2)`'s).
+    pub fn wait_readable_or_signal(
+        &self,
+        timeout: Option<Duration>,
+        mask: Option<&libc::sigset_t>,
+    ) -> io::Result<bool> {
+        Ok(sys::poll_one_or_signal(self.fd.as_fd(), libc::POLLIN, timeout, mask)? != 0)
+    }
+
     /// The descriptor, to pass on or to give up.
     pub fn into_owned(self) -> OwnedFd {
         self.fd
@@ -294,6 +305,8 @@ pub struct WaitStats {
 pub struct Waiter {
     fd: EventFd,
     spin: Duration,
+    /// The CPU is given up between looks while spinning (`sched_yield`).
+    yields: bool,
     stats: WaitStats,
     /// What we last stored in the polling flag: stores are skipped when they
     /// would not change it, so the producer's copy of the line stays valid.
@@ -304,7 +317,15 @@ pub struct Waiter {
 impl Waiter {
     /// Sleeps on `eventfd` after spinning for `spin` (zero: sleep at once).
     pub fn new(eventfd: OwnedFd, spin: Duration) -> Waiter {
-        Waiter { fd: EventFd::from_owned(eventfd), spin, stats: WaitStats::default(), polling: false }
+        Waiter { fd: EventFd::from_owned(eventfd), spin, yields: true, stats: WaitStats::default(), polling: false }
+    }
+
+    /// Whether a spinning wait gives the CPU up between looks (the
+    /// default: the producers may be waiting for it), or only hints the
+    /// CPU that it spins (for a process whose system calls are filtered,
+    /// as `sshd`'s sandboxed children are, where `sched_yield` kills).
+    pub fn set_yields(&mut self, yields: bool) {
+        self.yields = yields;
     }
 
     /// How long [`Waiter::wait`] and [`Waiter::wait_any`] poll before they
@@ -483,7 +504,11 @@ impl Waiter {
             if start.elapsed() >= spin {
                 return Ok(None);
             }
-            std::thread::yield_now();
+            if self.yields {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
         }
     }
 

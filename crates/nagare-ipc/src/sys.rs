@@ -104,20 +104,33 @@ pub(crate) fn poll_one(
     events: libc::c_short,
     timeout: Option<Duration>,
 ) -> io::Result<libc::c_short> {
-    let ms: libc::c_int = match timeout {
-        None => -1,
-        // Round up, so a short positive timeout does not become a busy poll.
-        Some(t) => libc::c_int::try_from(t.as_micros().div_ceil(1000)).unwrap_or(libc::c_int::MAX),
-    };
+    match poll_one_or_signal(fd, events, timeout, None) {
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(0),
+        r => r,
+    }
+}
+
+/// [`poll_one`], with EINTR (a signal handler ran) returned as
+/// `ErrorKind::Interrupted`; with `mask`, the thread's signal mask while
+/// it sleeps (`ppoll(2)`'s, set and restored atomically by the kernel).
+pub(crate) fn poll_one_or_signal(
+    fd: BorrowedFd<'_>,
+    events: libc::c_short,
+    timeout: Option<Duration>,
+    mask: Option<&libc::sigset_t>,
+) -> io::Result<libc::c_short> {
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: libc::time_t::try_from(t.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
+    });
+    let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    let mask_ptr = mask.map_or(std::ptr::null(), |m| m as *const libc::sigset_t);
     let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events, revents: 0 };
-    // SAFETY: one valid pollfd on the stack for the call's duration.
-    let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+    // SAFETY: one valid pollfd on the stack for the call's duration; the
+    // timespec and mask, when given, outlive it.
+    let r = unsafe { libc::ppoll(&mut pfd, 1, ts_ptr, mask_ptr) };
     if r == -1 {
-        let err = io::Error::last_os_error();
-        if err.kind() == io::ErrorKind::Interrupted {
-            return Ok(0);
-        }
-        return Err(err);
+        return Err(io::Error::last_os_error());
     }
     Ok(if r == 0 { 0 } else { pfd.revents })
 }

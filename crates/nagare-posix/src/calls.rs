@@ -221,14 +221,15 @@ pub fn shutdown(fd: i32, how: i32) -> Res<()> {
 
 /// `close`: the number goes back to the kernel; the socket closes in netd
 /// with its last number (a stream sends what it queued, then its FIN).
-/// In a child after `fork`, an inherited socket is let go of without a
-/// word to netd: it is the parent's.
+/// In a child after `fork`, an inherited socket it never used is let go
+/// of without a word to netd: its placeholder's close is what netd sees.
 pub fn close(fd: i32) -> Res<()> {
     let _in = Entered::new();
     crate::epoll::forget(fd);
     let sock = table::remove(fd);
     if let Some(s) = sock {
-        if s.pid != std::process::id() {
+        if !s.is_here() {
+            // Another process's to let go (or never adopted here).
             std::mem::forget(s);
         }
     }
@@ -269,7 +270,7 @@ pub fn dup3(old: i32, new: i32, flags: i32) -> Res<i32> {
         };
     }
     if let Some(gone) = table::remove(new) {
-        if gone.pid != std::process::id() {
+        if !gone.is_here() {
             std::mem::forget(gone);
         }
     }

@@ -188,7 +188,7 @@ pub unsafe fn epoll_wait(
             return Ok(n as i32);
         }
         let mut kernel = vec![libc::pollfd { fd: epfd, events: libc::POLLIN, revents: 0 }];
-        sleep(&mut kernel, left, sigmask)?;
+        sleep(&ours, &entries, &mut kernel, left, sigmask)?;
     }
 }
 

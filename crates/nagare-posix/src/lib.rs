@@ -19,10 +19,10 @@
 //!   `read` on its eventfd, `socket(AF_UNIX)` to reach netd) straight to
 //!   the kernel.
 //! - **Processes.** One session with netd per process, made by the first
-//!   socket (`NAGARE_NETD` names netd's rendezvous socket). After `fork`
-//!   the child's inherited sockets fail with `EBADF` and are closed without
-//!   touching the parent's; sockets the child makes use a session of its
-//!   own.
+//!   socket (`NAGARE_NETD` names netd's rendezvous socket). Across `fork`
+//!   and `exec` a child holds its parent's TCP connections and listeners,
+//!   adopted in its own session on first use (`fork.rs`); sockets the
+//!   child makes use that session too.
 //! - **Names.** `getaddrinfo`, `gethostbyname`, `getnameinfo` and
 //!   `gethostbyaddr` answer IPv4 from numeric forms, `/etc/hosts` and DNS
 //!   through netd (`names`): glibc's own resolver would send its queries
@@ -39,6 +39,7 @@ mod calls;
 mod data;
 mod epoll;
 mod errors;
+mod fork;
 mod guard;
 pub mod names;
 mod options;
@@ -54,6 +55,7 @@ pub use data::{
     read, readv, recv, recvfrom, recvmmsg, recvmsg, send, sendfile, sendmmsg, sendmsg, sendto, write, writev,
 };
 pub use epoll::{epoll_ctl, epoll_forget, epoll_wait, epoll_watches};
+pub use fork::inherit;
 pub use guard::Entered;
 pub use names::addrinfo::{
     freeaddrinfo, getaddrinfo, gethostbyaddr, gethostbyaddr_r, gethostbyname, gethostbyname_r, getnameinfo,

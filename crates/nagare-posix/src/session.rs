@@ -24,11 +24,13 @@ pub(crate) fn session() -> Res<Session> {
             std::mem::forget(s);
         }
     }
-    let path = std::env::var_os(nagare::NETD_ENV)
-        .map_or_else(|| std::path::PathBuf::from(nagare_request::DEFAULT_SOCKET), std::path::PathBuf::from);
-    match Session::connect(&path) {
+    match Session::connect(netd_path()) {
         Ok(s) => {
+            // The program may filter its system calls (`sshd`'s children
+            // forbid sched_yield).
+            s.set_spin_yields(false);
             *slot = Some((pid, s.clone()));
+            crate::fork::register();
             Ok(s)
         }
         Err(e) => {
@@ -36,4 +38,22 @@ pub(crate) fn session() -> Res<Session> {
             Err(libc::ENETDOWN)
         }
     }
+}
+
+/// netd's rendezvous socket: `NAGARE_NETD`, or the default.
+pub(crate) fn netd_path() -> std::path::PathBuf {
+    std::env::var_os(nagare::NETD_ENV)
+        .map_or_else(|| std::path::PathBuf::from(nagare_request::DEFAULT_SOCKET), std::path::PathBuf::from)
+}
+
+/// `session` is this process's (`pid`'s) from now on: a child's, made
+/// for it before the `fork`. The parent's, copied by the fork, is never
+/// used or dropped here. Gives up rather than wait when another thread of
+/// the parent held the slot at the fork (the child then connects anew).
+pub(crate) fn adopt_session(pid: u32, session: Session) {
+    let Ok(mut slot) = SESSION.try_lock() else { return };
+    if let Some((_, parent)) = slot.take() {
+        std::mem::forget(parent);
+    }
+    *slot = Some((pid, session));
 }

@@ -10,7 +10,7 @@ use crate::session::session;
 use crate::Res;
 use nagare::net::{Connecting, TcpListener, TcpStream, UdpSocket};
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -84,9 +84,14 @@ pub(crate) struct Inner {
 /// A socket under one or more descriptor numbers.
 pub(crate) struct Sock {
     pub(crate) proto: Proto,
-    /// The process that made it: another (a child after `fork`) may not
-    /// use it.
-    pub(crate) pid: u32,
+    /// The process whose session holds it (0: none yet, a socket found
+    /// after `exec`). Another process (a child after `fork`) adopts it
+    /// through its token on first use (`crate::fork`).
+    pub(crate) pid: AtomicU32,
+    /// Its token in netd once it was shared (0: never).
+    pub(crate) token: AtomicU64,
+    /// Its placeholder is connected to netd's watch socket.
+    pub(crate) watched: AtomicBool,
     pub(crate) nonblocking: AtomicBool,
     /// Data calls made on it (reads, writes, accepts): an `epoll` set's
     /// edge-triggered watch reports readiness again after one.
@@ -98,23 +103,40 @@ impl Sock {
     pub(crate) fn new(proto: Proto, state: State, nonblocking: bool) -> Sock {
         Sock {
             proto,
-            pid: std::process::id(),
+            pid: AtomicU32::new(std::process::id()),
+            token: AtomicU64::new(0),
+            watched: AtomicBool::new(false),
             nonblocking: AtomicBool::new(nonblocking),
             calls: AtomicU64::new(0),
             inner: Mutex::new(Inner { state, bound: None, peer: None, options: Options::default() }),
         }
     }
 
-    /// The socket's state, for this process only (`EBADF` in a child that
-    /// inherited it).
+    /// A socket whose netd state is another process's: held by its token,
+    /// or never shared. `token` 0 means no token.
+    pub(crate) fn inherited(token: u64) -> Sock {
+        let s = Sock::new(Proto::Tcp, State::Fresh, false);
+        s.pid.store(0, Ordering::Relaxed);
+        s.token.store(token, Ordering::Relaxed);
+        s.watched.store(token != 0, Ordering::Relaxed);
+        s
+    }
+
+    /// Whether this process's session holds it.
+    pub(crate) fn is_here(&self) -> bool {
+        self.pid.load(Ordering::Acquire) == std::process::id()
+    }
+
+    /// The socket's state, for this process: a socket another process
+    /// shared is adopted here first (`crate::fork`); one it held without
+    /// sharing gives `EBADF`.
     /// A connecting socket whose connect netd has answered becomes a
     /// stream or failed here, so every call sees where it stands.
     pub(crate) fn lock(&self) -> Res<MutexGuard<'_, Inner>> {
-        if self.pid != std::process::id() {
-            crate::errors::say_once("a socket made before fork is not usable in the child");
-            return Err(libc::EBADF);
-        }
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if !self.is_here() {
+            crate::fork::take_over(self, &mut g)?;
+        }
         if let State::Connecting(c) = &mut g.state {
             match c.try_finish() {
                 Ok(None) => {}

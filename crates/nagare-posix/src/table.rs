@@ -58,3 +58,16 @@ pub(crate) fn remove(fd: i32) -> Option<Arc<Sock>> {
     }
     table().as_mut().and_then(|t| t.remove(&fd))
 }
+
+/// Every socket with its numbers, each socket once.
+pub(crate) fn groups() -> Vec<(Vec<i32>, Arc<Sock>)> {
+    let t = table();
+    let mut out: Vec<(Vec<i32>, Arc<Sock>)> = Vec::new();
+    for (&fd, s) in t.iter().flatten() {
+        match out.iter_mut().find(|(_, o)| Arc::ptr_eq(o, s)) {
+            Some((fds, _)) => fds.push(fd),
+            None => out.push((vec![fd], s.clone())),
+        }
+    }
+    out
+}

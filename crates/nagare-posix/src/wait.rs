@@ -82,18 +82,50 @@ fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, sigmask: 
         }
         let connecting = ours.iter().any(|o| o.sock.lock().is_ok_and(|g| matches!(g.state, State::Connecting(_))));
         if only_ours && !connecting {
-            wait_in_netd(&ours, entries, left)?;
+            wait_in_netd(&ours, entries, left, sigmask)?;
             continue;
         }
-        sleep(&mut kernel, left, sigmask)?;
+        sleep(&ours, entries, &mut kernel, left, sigmask)?;
     }
 }
 
 /// Sleeps until one of `kernel` is ready or netd completes something for
-/// this session, at most `left` and [`SLICE`].
-pub(crate) fn sleep(kernel: &mut Vec<libc::pollfd>, left: Option<Duration>, sigmask: *const libc::sigset_t) -> Res<()> {
+/// this session, at most `left` and [`SLICE`]. Our sockets shared with
+/// another process, whose readiness only netd knows, have netd answer a
+/// request when one is ready, which ends the sleep.
+pub(crate) fn sleep(
+    ours: &[Ours],
+    entries: &[libc::pollfd],
+    kernel: &mut Vec<libc::pollfd>,
+    left: Option<Duration>,
+    sigmask: *const libc::sigset_t,
+) -> Res<()> {
     let slice = left.map_or(SLICE, |l| l.min(SLICE));
     let netd = session()?;
+    let shared: Vec<PollEntry> = ours
+        .iter()
+        .filter_map(|o| {
+            let g = o.sock.lock().ok()?;
+            let socket = match &g.state {
+                State::Listener(l) if l.is_shared() => l.socket_id(),
+                State::Stream(s) if s.is_shared() => s.socket_id(),
+                _ => return None,
+            };
+            let events = entries.get(o.at).map_or(0, |e| e.events);
+            let mut interest = 0;
+            if events & (libc::POLLIN | libc::POLLRDNORM) != 0 {
+                interest |= READABLE;
+            }
+            if events & (libc::POLLOUT | libc::POLLWRNORM) != 0 {
+                interest |= WRITABLE;
+            }
+            Some(PollEntry { socket, interest, ready: 0 })
+        })
+        .take(nagare_request::MAX_POLL as usize)
+        .collect();
+    if !shared.is_empty() {
+        nagare::poll::wake_when_ready(&netd, &shared, slice).map_err(|e| errno(&e))?;
+    }
     let Some(wake) = netd.prepare_wait().map_err(|e| errno(&e))? else { return Ok(()) };
     kernel.push(libc::pollfd { fd: wake, events: libc::POLLIN, revents: 0 });
     let slept = kernel_poll(kernel, slice, sigmask);
@@ -181,7 +213,12 @@ fn events_of(ready: u16) -> i16 {
 
 /// A set of nagare sockets alone: waits in the client library's `poll`
 /// for at most `left`, or [`SLICE`].
-fn wait_in_netd(ours: &[Ours], entries: &mut [libc::pollfd], left: Option<Duration>) -> Res<()> {
+fn wait_in_netd(
+    ours: &[Ours],
+    entries: &mut [libc::pollfd],
+    left: Option<Duration>,
+    sigmask: *const libc::sigset_t,
+) -> Res<()> {
     let mut list = Vec::new();
     for o in ours {
         let Ok(g) = o.sock.lock() else { return Ok(()) };
@@ -208,7 +245,10 @@ fn wait_in_netd(ours: &[Ours], entries: &mut [libc::pollfd], left: Option<Durati
         return Ok(());
     }
     let limit = left.map_or(SLICE, |l| l.min(SLICE));
-    nagare::poll::poll(&session()?, &mut list, Some(limit)).map_err(|e| errno(&e))?;
+    // SAFETY: a mask the caller gave (`ppoll`, `pselect`) points to a
+    // sigset_t for the call's duration.
+    let mask = unsafe { sigmask.as_ref() };
+    nagare::poll::poll_masked(&session()?, &mut list, Some(limit), mask).map_err(|e| errno(&e))?;
     Ok(())
 }
 

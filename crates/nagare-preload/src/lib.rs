@@ -49,3 +49,14 @@ fn ret<T: TryInto<isize>>(r: nagare_posix::Res<T>) -> isize {
 fn ours(fd: libc::c_int) -> bool {
     !nagare_posix::Entered::inside() && nagare_posix::is_ours(fd)
 }
+
+/// Run when the library is loaded, before the program's `main`: the
+/// shared sockets it inherited across `exec` go in the table
+/// (`nagare_posix::inherit`).
+extern "C" fn on_load() {
+    nagare_posix::inherit();
+}
+
+#[used]
+#[link_section = ".init_array"]
+static ON_LOAD: extern "C" fn() = on_load;

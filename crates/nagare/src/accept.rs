@@ -26,40 +26,39 @@ pub(crate) struct ListenPath {
     posted: bool,
     /// The error the last `ACCEPT` met, reported by the next `accept`.
     error: Option<i32>,
-    /// Shared with another process: no `ACCEPT` is posted until this one
-    /// accepts or polls again (`crate::share`).
-    paused: bool,
+    /// Shared with another process (`crate::share`): an `ACCEPT` is posted
+    /// only when this one accepts, so that no connection another holder
+    /// could take waits in this queue.
+    shared: bool,
 }
 
 impl Conn {
-    /// Listener `id` is shared: no `ACCEPT` is posted until
-    /// [`Conn::resume_listen_path`].
-    pub(crate) fn pause_listen_path(&mut self, id: u32) {
+    /// Listener `id` is shared: it accepts nothing ahead from now on.
+    pub(crate) fn share_listen_path(&mut self, id: u32) {
         if let Some(l) = self.listeners.get_mut(&id) {
-            l.paused = true;
+            l.shared = true;
         }
     }
 
-    /// This process accepts on listener `id` again: an `ACCEPT` is posted.
-    pub(crate) fn resume_listen_path(&mut self, id: u32) -> io::Result<()> {
-        match self.listeners.get_mut(&id) {
-            Some(l) if l.paused => l.paused = false,
-            _ => return Ok(()),
-        }
-        self.post_accept(id)
+    /// Whether listener `id`'s readiness is known here (a path, not
+    /// shared).
+    pub(crate) fn listener_tracks_readiness(&self, id: u32) -> bool {
+        self.listeners.get(&id).is_some_and(|l| !l.shared)
     }
 
-    /// Opens listener `id`'s path and posts its first `ACCEPT`.
-    pub(crate) fn open_listen_path(&mut self, id: u32) -> io::Result<()> {
-        self.listeners.insert(id, ListenPath::default());
-        self.post_accept(id)
+    /// Opens listener `id`'s path and posts its first `ACCEPT` (`shared`:
+    /// one another process holds too, which accepts nothing ahead).
+    pub(crate) fn open_listen_path(&mut self, id: u32, shared: bool) -> io::Result<()> {
+        self.listeners.insert(id, ListenPath { shared, ..ListenPath::default() });
+        self.post_accept(id, false)
     }
 
     /// Posts an `ACCEPT` on listener `id` unless one is posted, the queue
-    /// is full or an error waits.
-    fn post_accept(&mut self, id: u32) -> io::Result<()> {
+    /// is full or an error waits; on a shared listener only when an accept
+    /// `asked`.
+    fn post_accept(&mut self, id: u32, asked: bool) -> io::Result<()> {
         let Some(l) = self.listeners.get(&id) else { return Ok(()) };
-        if l.paused || l.posted || l.error.is_some() || l.accepted.len() >= ACCEPTED_AHEAD {
+        if (l.shared && !asked) || l.posted || l.error.is_some() || l.accepted.len() >= ACCEPTED_AHEAD {
             return Ok(());
         }
         // No wait limit: netd completes it when a connection is there.
@@ -86,32 +85,30 @@ impl Conn {
         l.posted = false;
         match result {
             Ok(c) => l.accepted.push_back(c),
-            // ECANCELED: the listener was shared (nothing is posted again
-            // until this process accepts).
+            // ECANCELED: the listener was shared.
             Err(libc::EAGAIN | libc::EINTR | libc::ECANCELED) => {}
             Err(e) => {
                 l.error.get_or_insert(e);
             }
         }
-        let _ = self.post_accept(listener);
+        let _ = self.post_accept(listener, false);
     }
 
     /// The next connection listener `id` accepted (`None` if none is
     /// here yet), or the error its last `ACCEPT` met.
     pub(crate) fn take_accepted(&mut self, id: u32) -> io::Result<Option<Completion>> {
-        self.resume_listen_path(id)?;
         let l = self.listeners.get_mut(&id).ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
         // A failed post (a full request ring) is tried again by the next
         // take; the connection or error taken is returned either way.
         if let Some(c) = l.accepted.pop_front() {
-            let _ = self.post_accept(id);
+            let _ = self.post_accept(id, false);
             return Ok(Some(c));
         }
         if let Some(e) = l.error.take() {
-            let _ = self.post_accept(id);
+            let _ = self.post_accept(id, false);
             return Err(io::Error::from_raw_os_error(e));
         }
-        self.post_accept(id)?;
+        self.post_accept(id, true)?;
         Ok(None)
     }
 

@@ -120,6 +120,11 @@ struct Conn {
     alive_at: Instant,
     /// A thread sleeps on the eventfd for every waiter (see [`Shared`]).
     sleeper: bool,
+    /// Another process uses the session now ([`Session::abandon`]): this
+    /// one touches nothing it shares with netd.
+    abandoned: bool,
+    /// The request of [`poll::wake_when_ready`] last made.
+    armed: Option<u64>,
 }
 
 /// What a request carries in its buffer.
@@ -169,6 +174,8 @@ impl Session {
             posted_total: 0,
             alive_at: Instant::now(),
             sleeper: false,
+            abandoned: false,
+            armed: None,
         };
         Ok(Session { inner: Arc::new(Shared { conn: Mutex::new(conn), woken: Condvar::new(), wake }) })
     }
@@ -189,6 +196,23 @@ impl Session {
         let n = Session::connect(path)?;
         *slot = Some(n.clone());
         Ok(n)
+    }
+
+    /// Leaves the session to another process that has a copy of it (a
+    /// child made by `fork` after it was connected): from now on this
+    /// process's calls on it fail, and dropping it or its sockets touches
+    /// nothing it shares with netd (no close, no buffer returned to the
+    /// pool); only this process's own descriptors and mapping go.
+    pub fn abandon(&self) {
+        if let Ok(mut c) = self.lock() {
+            c.abandoned = true;
+            c.dead = true;
+        }
+    }
+
+    /// Whether [`Session::abandon`] left it to another process.
+    pub(crate) fn is_abandoned(&self) -> bool {
+        self.lock().map_or(true, |c| c.abandoned)
     }
 
     fn is_dead(&self) -> bool {
@@ -215,6 +239,17 @@ impl Session {
     pub fn set_spin(&self, spin: Duration) {
         if let Ok(mut c) = self.lock() {
             c.waiter.set_spin(spin);
+        }
+    }
+
+    /// Whether a call that spins for its completion gives the CPU up
+    /// between looks (`sched_yield`, the default) or only spins: for a
+    /// process whose system calls may be filtered (a library standing in
+    /// for libc cannot know whether its program will install a seccomp
+    /// filter, as `sshd`'s children do, under which `sched_yield` kills).
+    pub fn set_spin_yields(&self, yields: bool) {
+        if let Ok(mut c) = self.lock() {
+            c.waiter.set_yields(yields);
         }
     }
 
@@ -268,7 +303,7 @@ impl Session {
             (buffer, posted)
         };
         let id = req.id;
-        let ((comp, back), mut c) = self.until_locked(false, None, |c| {
+        let ((comp, back), mut c) = self.until_locked(false, None, OnSignal::Restart, |c| {
             Ok(c.complete(id, buffer)?.inspect(|_| {
                 c.in_flight.remove(&id);
             }))
@@ -321,7 +356,19 @@ impl Session {
         limit: Option<Duration>,
         attempt: impl FnMut(&mut Conn) -> io::Result<Option<T>>,
     ) -> io::Result<T> {
-        self.until_locked(nonblocking, limit, attempt).map(|(x, _)| x)
+        self.until_locked(nonblocking, limit, OnSignal::Restart, attempt).map(|(x, _)| x)
+    }
+
+    /// [`Session::until`] that a signal handler running while this thread
+    /// sleeps ends with `ErrorKind::Interrupted`, as it ends `poll(2)`;
+    /// `mask`, if given, is the thread's signal mask while it sleeps.
+    pub(crate) fn until_or_signal<T>(
+        &self,
+        limit: Option<Duration>,
+        mask: Option<&libc::sigset_t>,
+        attempt: impl FnMut(&mut Conn) -> io::Result<Option<T>>,
+    ) -> io::Result<T> {
+        self.until_locked(false, limit, OnSignal::Interrupt(mask), attempt).map(|(x, _)| x)
     }
 
     /// [`Session::until`], returning the session still taken with the
@@ -330,6 +377,7 @@ impl Session {
         &self,
         nonblocking: bool,
         limit: Option<Duration>,
+        signals: OnSignal<'_>,
         mut attempt: impl FnMut(&mut Conn) -> io::Result<Option<T>>,
     ) -> io::Result<(T, MutexGuard<'_, Conn>)> {
         let deadline = limit.map(|l| Instant::now() + l);
@@ -343,7 +391,7 @@ impl Session {
             if nonblocking || deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(io::Error::from_raw_os_error(libc::EAGAIN));
             }
-            c = self.wait_turn(c, deadline)?;
+            c = self.wait_turn(c, deadline, signals)?;
         }
     }
 
@@ -352,11 +400,13 @@ impl Session {
     /// the session taken again, with what arrived not yet taken. The first
     /// waiter polls the rings for the spin time and then sleeps on the
     /// eventfd; a thread that finds another already asleep waits to be
-    /// woken by it.
+    /// woken by it. `signals` says what a signal handler that runs while
+    /// this thread sleeps does to the wait.
     fn wait_turn<'a>(
         &'a self,
         mut c: MutexGuard<'a, Conn>,
         deadline: Option<Instant>,
+        signals: OnSignal<'_>,
     ) -> io::Result<MutexGuard<'a, Conn>> {
         let slice =
             deadline.map_or(LIVENESS_SLICE, |d| d.saturating_duration_since(Instant::now()).min(LIVENESS_SLICE));
@@ -373,7 +423,10 @@ impl Session {
         }
         c.sleeper = true;
         drop(c);
-        let slept = self.inner.wake.wait_readable(Some(slice));
+        let slept = match signals {
+            OnSignal::Restart => self.inner.wake.wait_readable(Some(slice)),
+            OnSignal::Interrupt(mask) => self.inner.wake.wait_readable_or_signal(Some(slice), mask),
+        };
         let mut c = self.lock()?;
         c.sleeper = false;
         self.inner.woken.notify_all();
@@ -426,7 +479,7 @@ impl Ticket {
             Some(t) => Some(t),
             None if wait => {
                 drop(c);
-                let (t, again) = netd.until_locked(false, None, |c| c.complete(id, buffer))?;
+                let (t, again) = netd.until_locked(false, None, OnSignal::Restart, |c| c.complete(id, buffer))?;
                 c = again;
                 Some(t)
             }
@@ -484,6 +537,16 @@ pub(crate) struct InFlight {
 }
 
 type Taken = (Result<Completion, nagare_request::ProtoError>, Option<BufRef>);
+
+/// What a signal handler that runs while a call sleeps does to the call.
+#[derive(Clone, Copy)]
+pub(crate) enum OnSignal<'a> {
+    /// The call goes on (as a read restarts under `SA_RESTART`).
+    Restart,
+    /// The call ends with `ErrorKind::Interrupted` (as `poll(2)` does);
+    /// with a mask, the thread's signal mask while it sleeps (`ppoll(2)`'s).
+    Interrupt(Option<&'a libc::sigset_t>),
+}
 
 fn poisoned() -> io::Error {
     io::Error::other("netd connection poisoned")

@@ -72,6 +72,9 @@ impl Drop for Handle {
     /// was not all read is reset instead), and its port is free for
     /// another socket, of any client, once this returns.
     fn drop(&mut self) {
+        if self.netd.is_abandoned() {
+            return;
+        }
         let unread = self.netd.lock().is_ok_and(|mut c| {
             c.close_listen_path(self.id);
             c.close_path(self.id)
@@ -385,6 +388,16 @@ impl TcpStream {
         self.option(SockOption::NoDelay).map(|v| v != 0)
     }
 
+    /// How a read waits, given the caller's `may_wait`: whether the wait
+    /// here is non-blocking, and whether the read may wait for data. A
+    /// shared stream's read that may not wait still waits for netd's
+    /// answer to its receive, which comes at once (`Conn::ask_for`).
+    pub(crate) fn read_mode(&self, may_wait: bool) -> io::Result<(bool, bool)> {
+        let may_wait = may_wait && !self.mode.is_on();
+        let shared = self.h.netd.lock()?.is_shared(self.h.id);
+        Ok((!may_wait && !shared, may_wait))
+    }
+
     /// As `read`, and with `may_wait` false it never waits, whatever the
     /// socket's mode (`recv`'s `MSG_DONTWAIT`): `WouldBlock` when nothing
     /// arrived.
@@ -393,8 +406,8 @@ impl TcpStream {
             return Ok(0);
         }
         let id = self.h.id;
-        let nonblocking = self.mode.is_on() || !may_wait;
-        self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_stream(id, buf))
+        let (nonblocking, may_wait) = self.read_mode(may_wait)?;
+        self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_stream(id, buf, may_wait))
     }
 
     /// As [`TcpStream::read_with`], leaving the bytes to be read again
@@ -404,8 +417,8 @@ impl TcpStream {
             return Ok(0);
         }
         let id = self.h.id;
-        let nonblocking = self.mode.is_on() || !may_wait;
-        self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.peek_stream(id, buf))
+        let (nonblocking, may_wait) = self.read_mode(may_wait)?;
+        self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.peek_stream(id, buf, may_wait))
     }
 
     /// As `write`, and with `may_wait` false it never waits, whatever the
@@ -540,7 +553,7 @@ impl TcpListener {
         r.aux[1] = u64::from(backlog).clamp(1, nagare_request::MAX_BACKLOG);
         let (c, _) = netd.call(r, Data::None)?;
         let l = TcpListener::from_handle(Handle { netd: netd.clone(), id: c.aux[0] as u32 }, SocketAddr::V4(local));
-        netd.lock()?.open_listen_path(l.h.id)?;
+        netd.lock()?.open_listen_path(l.h.id, false)?;
         Ok(l)
     }
 

@@ -124,9 +124,13 @@ pub(crate) struct SockPath {
     write_shut: bool,
     /// A stream's error was reported: later writes fail with `EPIPE`.
     failed: bool,
-    /// Shared with another process: nothing is posted until this one
-    /// reads or polls the socket again (`crate::share`).
-    paused: bool,
+    /// Shared with another process (`crate::share`): nothing is received
+    /// ahead, which another holder could need; a read posts one receive,
+    /// of at most what it asks for, and waits for it.
+    shared: bool,
+    /// A shared stream's receive was answered with nothing (`EAGAIN`):
+    /// the read that asked says `WouldBlock`.
+    nothing_there: bool,
 }
 
 /// A datagram read: bytes copied, its whole length, its sender.
@@ -155,6 +159,19 @@ impl Conn {
     /// said the socket's are, 0 if it did not) and posts its first
     /// receives.
     pub(crate) fn open_path(&mut self, id: u32, kind: Kind, send_buffer: u64, recv_buffer: u64) -> io::Result<()> {
+        self.open_path_as(id, kind, send_buffer, recv_buffer, false)
+    }
+
+    /// [`Conn::open_path`], or with `shared` the path of a socket another
+    /// process holds too (one adopted), which receives nothing ahead.
+    pub(crate) fn open_path_as(
+        &mut self,
+        id: u32,
+        kind: Kind,
+        send_buffer: u64,
+        recv_buffer: u64,
+        shared: bool,
+    ) -> io::Result<()> {
         let send_buffer = match usize::try_from(send_buffer) {
             Ok(0) | Err(_) => DEFAULT_SEND_BUFFER,
             Ok(n) => n.min(nagare_request::MAX_SOCKET_BUFFER as usize),
@@ -171,7 +188,8 @@ impl Conn {
             eof: false,
             write_shut: false,
             failed: false,
-            paused: false,
+            shared,
+            nothing_there: false,
         };
         self.paths.insert(id, path);
         self.post_receives(id)
@@ -191,9 +209,11 @@ impl Conn {
         unread
     }
 
-    /// Whether socket `id` has a path (a listener's included).
-    pub(crate) fn has_path(&self, id: u32) -> bool {
-        self.paths.contains_key(&id) || self.listeners.contains_key(&id)
+    /// Whether socket `id`'s readiness is known here, from its path (a
+    /// listener's included): not for a socket without one, nor for a
+    /// shared one, whose data waits in netd until a read asks for it.
+    pub(crate) fn tracks_readiness(&self, id: u32) -> bool {
+        self.paths.get(&id).is_some_and(|p| !p.shared) || self.listener_tracks_readiness(id)
     }
 
     /// The buffers a socket of `kind` with a receive buffer of
@@ -254,13 +274,13 @@ impl Conn {
         }
     }
 
-    /// Socket `id` is shared (`crate::share`): nothing more is posted on
-    /// its path until [`Conn::resume`], and the stream bytes that arrived
-    /// and were not read are taken out, to be given back to netd.
-    pub(crate) fn pause(&mut self, id: u32) -> Vec<u8> {
-        self.pause_listen_path(id);
+    /// Socket `id` is shared (`crate::share`): its path receives nothing
+    /// ahead from now on, and the stream bytes that arrived and were not
+    /// read are taken out, to be given back to netd.
+    pub(crate) fn share_path(&mut self, id: u32) -> Vec<u8> {
+        self.share_listen_path(id);
         let Some(p) = self.paths.get_mut(&id) else { return Vec::new() };
-        p.paused = true;
+        p.shared = true;
         if p.kind != Kind::Stream {
             return Vec::new();
         }
@@ -279,15 +299,45 @@ impl Conn {
         unread
     }
 
-    /// This process uses socket `id` again after sharing it: its path
-    /// posts receives (or its listener accepts) again.
-    pub(crate) fn resume(&mut self, id: u32) -> io::Result<()> {
-        self.resume_listen_path(id)?;
-        match self.paths.get_mut(&id) {
-            Some(p) if p.paused => p.paused = false,
-            _ => return Ok(()),
+    /// Whether socket `id`'s path is shared with another process.
+    pub(crate) fn is_shared(&self, id: u32) -> bool {
+        self.paths.get(&id).is_some_and(|p| p.shared)
+    }
+
+    /// A read of up to `want` bytes on socket `id`. A shared stream's path
+    /// (the others keep theirs posted ahead) with nothing arrived and
+    /// nothing asked posts one receive of at most that many bytes, which
+    /// netd answers at once, with nothing if nothing is there, unless
+    /// `may_wait`; such an answer makes this read `WouldBlock`.
+    fn ask_for(&mut self, id: u32, want: usize, may_wait: bool) -> io::Result<()> {
+        let Some(p) = self.paths.get_mut(&id) else { return Ok(()) };
+        if !p.shared || !p.arrived.is_empty() || p.eof || p.error.is_some() {
+            return Ok(());
         }
-        self.post_receives(id)
+        if std::mem::take(&mut p.nothing_there) {
+            return Err(errno(libc::EAGAIN));
+        }
+        if p.posted > 0 {
+            return Ok(());
+        }
+        let Some(b) = self.pool.alloc() else { return Ok(()) };
+        let len = (want.max(1) as u32).min(self.pool.buffer_size());
+        let mut req = crate::request(Op::Recv, id);
+        if !may_wait {
+            req.flags |= nagare_request::NONBLOCK;
+        }
+        req.piece = Some(Piece { buffer: b, offset: 0, len });
+        if let Err(e) = self.submit(&mut req, Some(b)) {
+            let _ = self.pool.release(b);
+            return Err(e);
+        }
+        self.in_flight
+            .insert(req.id, InFlight { buffer: Some(b), abandoned: false, role: Role::PostedRecv { socket: id } });
+        self.posted_total += 1;
+        if let Some(p) = self.paths.get_mut(&id) {
+            p.posted += 1;
+        }
+        Ok(())
     }
 
     /// Posts receives on socket `id` until its `recv_ahead` buffers are
@@ -297,7 +347,7 @@ impl Conn {
     fn post_receives(&mut self, id: u32) -> io::Result<()> {
         loop {
             let Some(p) = self.paths.get(&id) else { return Ok(()) };
-            if p.paused || p.eof || p.error.is_some() || p.posted + p.arrived.len() >= p.recv_ahead {
+            if p.shared || p.eof || p.error.is_some() || p.posted + p.arrived.len() >= p.recv_ahead {
                 return Ok(());
             }
             let op = match p.kind {
@@ -390,6 +440,11 @@ impl Conn {
                     // A datagram completion without its buffer (netd always
                     // returns it): nothing to keep.
                     (Ok(_), b) => b,
+                    // A shared stream's receive that found nothing.
+                    (Err(libc::EAGAIN), b) if p.shared => {
+                        p.nothing_there = true;
+                        b
+                    }
                     (Err(e), b) => {
                         // A receive ended because the socket was shared
                         // is no error of the socket's.
@@ -428,8 +483,8 @@ impl Conn {
 
     /// Reads stream bytes that arrived into `out`: `Some(n)` (0 at the end
     /// of the stream), `None` if none are here yet.
-    pub(crate) fn read_stream(&mut self, id: u32, out: &mut [u8]) -> io::Result<Option<usize>> {
-        self.resume(id)?;
+    pub(crate) fn read_stream(&mut self, id: u32, out: &mut [u8], may_wait: bool) -> io::Result<Option<usize>> {
+        self.ask_for(id, out.len(), may_wait)?;
         let mut n = 0;
         let mut emptied = false;
         while n < out.len() {
@@ -462,8 +517,8 @@ impl Conn {
 
     /// As [`Conn::read_stream`], leaving the bytes to be read again
     /// (`MSG_PEEK`).
-    pub(crate) fn peek_stream(&mut self, id: u32, out: &mut [u8]) -> io::Result<Option<usize>> {
-        self.resume(id)?;
+    pub(crate) fn peek_stream(&mut self, id: u32, out: &mut [u8], may_wait: bool) -> io::Result<Option<usize>> {
+        self.ask_for(id, out.len(), may_wait)?;
         let mut n = 0;
         if let Some(p) = self.paths.get(&id) {
             for a in &p.arrived {
@@ -502,8 +557,8 @@ impl Conn {
     /// the buffer is the caller's while the rest of it is still to be read
     /// here only when `max` takes all of it; otherwise the bytes are copied
     /// into a buffer of its own.
-    pub(crate) fn take_stream(&mut self, id: u32, max: usize) -> io::Result<Option<Option<BufRef>>> {
-        self.resume(id)?;
+    pub(crate) fn take_stream(&mut self, id: u32, max: usize, may_wait: bool) -> io::Result<Option<Option<BufRef>>> {
+        self.ask_for(id, max, may_wait)?;
         let front = self.paths.get(&id).and_then(|p| p.arrived.front().copied());
         let Some(a) = front else {
             return match self.end_or_error(id)? {
@@ -522,7 +577,7 @@ impl Conn {
         let b = self.pool.alloc().ok_or_else(|| errno(libc::ENOBUFS))?;
         let size = (max.min(self.pool.buffer_size() as usize)) as u32;
         let mut bytes = vec![0u8; size as usize];
-        let copied = self.read_stream(id, &mut bytes).and_then(|n| {
+        let copied = self.read_stream(id, &mut bytes, may_wait).and_then(|n| {
             let n = n.unwrap_or(0);
             self.pool.write(b, 0, &bytes[..n]).map_err(io::Error::other)?;
             Ok(n)

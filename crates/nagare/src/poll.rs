@@ -21,23 +21,36 @@ const NETD_POLL_SLICE: Duration = Duration::from_millis(100);
 
 /// Fills in `ready` of every entry and returns how many are nonzero.
 /// Waits until one is, at most `limit` (`None`: as long as it takes;
-/// `Some(ZERO)`: not at all). Sockets must be of this `netd`.
+/// `Some(ZERO)`: not at all). Sockets must be of this `netd`. A signal
+/// handler that runs while it sleeps ends it with
+/// `ErrorKind::Interrupted`, as it ends `poll(2)`.
 pub fn poll(netd: &Session, entries: &mut [PollEntry], limit: Option<Duration>) -> io::Result<usize> {
+    poll_masked(netd, entries, limit, None)
+}
+
+/// [`poll`] with `mask` as the thread's signal mask while it sleeps, set
+/// and restored atomically, as `ppoll(2)` takes one (`None`: the thread's
+/// own).
+pub fn poll_masked(
+    netd: &Session,
+    entries: &mut [PollEntry],
+    limit: Option<Duration>,
+    mask: Option<&libc::sigset_t>,
+) -> io::Result<usize> {
     if entries.is_empty() || entries.len() > MAX_POLL as usize || entries.len() * PollEntry::SIZE > netd.max_chunk() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("poll takes 1 to {MAX_POLL} sockets")));
     }
     let deadline = limit.map(|l| Instant::now() + l);
     let asks_netd = {
-        let mut c = netd.lock()?;
-        for e in entries.iter().filter(|e| e.interest & READABLE != 0) {
-            // Polled for reading here: a socket shared away is this
-            // process's to read again.
-            c.resume(e.socket)?;
-        }
-        entries.iter().any(|e| !c.has_path(e.socket))
+        let c = netd.lock()?;
+        entries.iter().any(|e| !c.tracks_readiness(e.socket))
     };
     if !asks_netd {
-        let n = netd.until(limit == Some(Duration::ZERO), limit, |c| Ok(from_paths(c, entries)));
+        let n = if limit == Some(Duration::ZERO) {
+            netd.until(true, limit, |c| Ok(from_paths(c, entries)))
+        } else {
+            netd.until_or_signal(limit, mask, |c| Ok(from_paths(c, entries)))
+        };
         return match n {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
             r => r,
@@ -45,7 +58,7 @@ pub fn poll(netd: &Session, entries: &mut [PollEntry], limit: Option<Duration>) 
     }
     loop {
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        let n = ask_netd(netd, entries, left.map_or(NETD_POLL_SLICE, |l| l.min(NETD_POLL_SLICE)), true)?;
+        let n = ask_netd(netd, entries, left.map_or(NETD_POLL_SLICE, |l| l.min(NETD_POLL_SLICE)), true, mask)?;
         if n > 0 || deadline.is_some_and(|d| Instant::now() >= d) {
             return Ok(n);
         }
@@ -63,13 +76,48 @@ fn from_paths(c: &crate::Conn, entries: &mut [PollEntry]) -> Option<usize> {
     (ready > 0).then_some(ready)
 }
 
+/// Asks netd, without waiting, to answer once one of `entries` is ready
+/// or `limit` has passed: its answer wakes whoever sleeps on the
+/// session's eventfd (an outside loop, between [`Session::prepare_wait`]
+/// and [`Session::finish_wait`]), which then looks at readiness again.
+/// For sockets whose readiness netd alone knows (shared ones): their
+/// data waits in netd, which signals nothing else when it comes. One such
+/// request is in flight at a time: while one is, this does nothing.
+pub fn wake_when_ready(netd: &Session, entries: &[PollEntry], limit: Duration) -> io::Result<()> {
+    if entries.is_empty() || entries.len() > MAX_POLL as usize || entries.len() * PollEntry::SIZE > netd.max_chunk() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("poll takes 1 to {MAX_POLL} sockets")));
+    }
+    let bytes: Vec<u8> = entries.iter().flat_map(|e| PollEntry { ready: 0, ..*e }.to_bytes()).collect();
+    let mut r = Request::new(Op::Poll, 0);
+    set_wait_limit(&mut r, Some(limit.max(Duration::from_micros(1))));
+    let mut c = netd.lock()?;
+    c.collect()?;
+    if c.armed.is_some_and(|id| c.in_flight.contains_key(&id)) {
+        // One such request at a time: the one in flight wakes the sleep
+        // within its own limit.
+        return Ok(());
+    }
+    let buffer = c.fill(&mut r, &Data::Send(&bytes))?;
+    c.submit(&mut r, buffer)?;
+    // Only its buffer comes back: nobody takes the answer.
+    c.in_flight.insert(r.id, InFlight { buffer, abandoned: true, role: Role::Call });
+    c.armed = Some(r.id);
+    Ok(())
+}
+
 /// One `POLL` request for every entry, waiting at most `limit` for its
 /// answer or (`watch_paths`) for a socket with a path to be ready,
 /// whichever comes first; the number ready (0 when none was within the
 /// limit). When a path is ready first, netd is asked again without
 /// waiting, so that every entry is filled in. A request left unanswered
 /// completes in netd within its limit, and its buffer comes back then.
-fn ask_netd(netd: &Session, entries: &mut [PollEntry], limit: Duration, watch_paths: bool) -> io::Result<usize> {
+fn ask_netd(
+    netd: &Session,
+    entries: &mut [PollEntry],
+    limit: Duration,
+    watch_paths: bool,
+    mask: Option<&libc::sigset_t>,
+) -> io::Result<usize> {
     let mut bytes: Vec<u8> = entries.iter().flat_map(|e| PollEntry { ready: 0, ..*e }.to_bytes()).collect();
     let mut r = Request::new(Op::Poll, 0);
     if limit.is_zero() {
@@ -84,7 +132,7 @@ fn ask_netd(netd: &Session, entries: &mut [PollEntry], limit: Duration, watch_pa
         c.in_flight.insert(r.id, InFlight { buffer, abandoned: false, role: Role::Call });
         (r.id, buffer)
     };
-    let answered = netd.until(false, None, |c| {
+    let answered = netd.until_or_signal(None, mask, |c| {
         if let Some((comp, back)) = c.complete(id, buffer)? {
             c.in_flight.remove(&id);
             let mut got = 0;
@@ -104,9 +152,22 @@ fn ask_netd(netd: &Session, entries: &mut [PollEntry], limit: Duration, watch_pa
             return Ok(Some(None));
         }
         Ok(None)
-    })?;
+    });
+    let answered = match answered {
+        Ok(a) => a,
+        Err(e) => {
+            // Interrupted (or netd gone): the answer, if it comes, only
+            // returns the buffer.
+            if let Ok(mut c) = netd.lock() {
+                if let Some(f) = c.in_flight.get_mut(&id) {
+                    f.abandoned = true;
+                }
+            }
+            return Err(e);
+        }
+    };
     let Some((comp, got)) = answered else {
-        return ask_netd(netd, entries, Duration::ZERO, false);
+        return ask_netd(netd, entries, Duration::ZERO, false, mask);
     };
     let comp = match crate::finish(comp, got) {
         Ok((c, _)) => c,

@@ -7,12 +7,14 @@
 //! shared; UDP sockets may not.
 //!
 //! Sharing hands the socket over without losing a byte: netd first ends
-//! this session's receives and accepts waiting on it (`ECANCELED`), the
-//! stream bytes that arrived here and were not read go back to netd
-//! (`GIVE_BACK`), to be read first by the next reader, and the socket's
-//! path here posts nothing more (it is *paused*) until this process reads,
-//! accepts or polls on it again. Connections a listener had already
-//! accepted ahead stay in this process's queue.
+//! this session's receives and accepts waiting on it (`ECANCELED`), and
+//! the stream bytes that arrived here and were not read go back to netd
+//! (`GIVE_BACK`), to be read first by the next reader. From then on,
+//! here and in every session that adopts it, the socket's path takes
+//! nothing ahead: a read posts one receive of at most what it asks for
+//! and waits for it, an accept one `ACCEPT`, and a poll asks netd, so that
+//! no holder's exit loses what another would have read. Connections a
+//! listener had already accepted ahead stay in this process's queue.
 
 use crate::net::{addr_of, Handle, TcpListener, TcpStream};
 use crate::path::Kind;
@@ -29,7 +31,9 @@ pub enum Adopted {
 }
 
 /// Holds the socket `token` names (from a `share` in a process of the same
-/// user) through `netd`, whichever kind it is.
+/// user) through `netd`, whichever kind it is. Its path takes nothing
+/// ahead, as a shared socket's: a session made ahead for another process
+/// (a child after `fork`) takes nothing that process never asks for.
 pub fn adopt_via(netd: &Session, token: u64) -> io::Result<Adopted> {
     let mut r = request(Op::Adopt, 0);
     r.aux[0] = token;
@@ -40,13 +44,13 @@ pub fn adopt_via(netd: &Session, token: u64) -> io::Result<Adopted> {
         Some(AdoptWord { kind: AdoptWord::STREAM, recv_buffer }) => {
             let id = h.id;
             let s = TcpStream::from_handle(h, local, peer);
-            netd.lock()?.open_path(id, Kind::Stream, 0, recv_buffer)?;
+            netd.lock()?.open_path_as(id, Kind::Stream, 0, recv_buffer, true)?;
             Ok(Adopted::Stream(s))
         }
         Some(AdoptWord { kind: AdoptWord::LISTENER, .. }) => {
             let id = h.id;
             let l = TcpListener::from_handle(h, local);
-            netd.lock()?.open_listen_path(id)?;
+            netd.lock()?.open_listen_path(id, true)?;
             Ok(Adopted::Listener(l))
         }
         // Nothing this library can use: let go again (the handle's drop).
@@ -62,7 +66,7 @@ impl Session {
         let unread = {
             let mut conn = self.lock()?;
             conn.collect()?;
-            conn.pause(id)
+            conn.share_path(id)
         };
         for chunk in unread.chunks(self.max_chunk().max(1)) {
             self.call(request(Op::GiveBack, id), Data::Send(chunk))?;
@@ -72,6 +76,13 @@ impl Session {
 }
 
 impl TcpStream {
+    /// Whether another process holds this connection too (it was shared
+    /// or adopted): its readiness is then netd's to say
+    /// ([`crate::poll::wake_when_ready`]).
+    pub fn is_shared(&self) -> bool {
+        self.h.netd.lock().is_ok_and(|c| !c.tracks_readiness(self.h.id))
+    }
+
     /// Lets another process of the same user hold this connection too
     /// ([`TcpStream::adopt_via`]): its token. Bytes that arrived and were
     /// not read are read first by whichever holder reads next.
@@ -90,6 +101,12 @@ impl TcpStream {
 }
 
 impl TcpListener {
+    /// Whether another process holds this listener too (it was shared or
+    /// adopted).
+    pub fn is_shared(&self) -> bool {
+        self.h.netd.lock().is_ok_and(|c| !c.tracks_readiness(self.h.id))
+    }
+
     /// Lets another process of the same user hold this listener too
     /// ([`TcpListener::adopt_via`]), as pre-forked servers' children
     /// accept on their parent's: its token.

@@ -70,6 +70,9 @@ impl Session {
 }
 
 fn release(netd: &Session, index: u32) {
+    if netd.is_abandoned() {
+        return;
+    }
     if let Ok(mut c) = netd.lock() {
         let _ = c.pool.release(index);
     }
@@ -195,8 +198,8 @@ impl TcpStream {
     pub fn recv_buf(&self, max: usize) -> io::Result<RxBuf> {
         let id = self.h.id;
         let max = max.max(1);
-        let nonblocking = self.mode.is_on();
-        let taken = self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.take_stream(id, max))?;
+        let (nonblocking, may_wait) = self.read_mode(true)?;
+        let taken = self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.take_stream(id, max, may_wait))?;
         match taken {
             Some(b) => self.h.netd.rx_buf(b),
             None => {

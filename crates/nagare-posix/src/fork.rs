@@ -1,0 +1,293 @@
+//! Sockets across `fork` and `exec`, as the kernel's are: a child holds
+//! its parent's sockets, and so does a program it runs.
+//!
+//! - **Before a `fork`** (a `pthread_atfork` handler in the parent), every
+//!   TCP connection and listener this process holds in netd is shared
+//!   (`TcpStream::share`, `TcpListener::share`: netd ends our waiting
+//!   receives and accepts, and bytes that arrived unread go back to it),
+//!   and its placeholder descriptor is named for its token (the abstract
+//!   `AF_UNIX` address `nagare-shared-TOKEN`) and connected to netd's
+//!   watch socket with the token: netd keeps the socket open while any
+//!   process holds that descriptor, also after every holder let go.
+//! - **A session for the child** is made before the fork too, with every
+//!   shared socket adopted in it: the child takes it as its own, so that
+//!   it holds its sockets even once it has changed its user or root
+//!   directory (as `sshd`'s and `nginx`'s children do before their first
+//!   call), and the parent abandons its copy (`Session::abandon`).
+//! - **In the child**, the first call on an inherited socket takes what
+//!   that session adopted, or adopts it by its token ([`take_over`]); the
+//!   parent's objects for it, copied by the fork, are never used or
+//!   dropped.
+//! - **After `exec`**, the preload library looks for named placeholders
+//!   when it starts ([`inherit`]) and puts them in the table, to be
+//!   adopted on first use.
+//! - A socket still fresh (no `listen` or `connect`) is simply the
+//!   child's too. A UDP socket, or one that was connecting, is not shared:
+//!   in the child it fails with `EBADF`.
+
+use crate::errors::{errno, say_once};
+use crate::session::{netd_path, session};
+use crate::sock::{apply_stream_options, Inner, Sock, State};
+use crate::{table, Entered, Res};
+use nagare::share::{adopt_via, Adopted};
+use nagare::Session;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Once};
+
+/// The session made for the child of the `fork` under way, with what it
+/// adopted by token; `pid` is the child's once it took it (0 before).
+struct ForChild {
+    session: Session,
+    adopted: HashMap<u64, Adopted>,
+    pid: u32,
+}
+
+static FOR_CHILD: Mutex<Option<ForChild>> = Mutex::new(None);
+
+/// The abstract address a shared socket's placeholder is named by, before
+/// its token in hexadecimal.
+const NAME_PREFIX: &[u8] = b"nagare-shared-";
+
+/// Registers the `fork` handler, once per process.
+pub(crate) fn register() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: the handlers are `extern "C" fn()`s that live as long as
+        // the process.
+        unsafe { libc::pthread_atfork(Some(prepare), Some(in_parent), Some(in_child)) };
+    });
+}
+
+/// Shares every socket this process holds, before a `fork`, and makes the
+/// child's session with them adopted.
+extern "C" fn prepare() {
+    let _in = Entered::new();
+    let mut tokens = Vec::new();
+    for (fds, sock) in table::groups() {
+        if !sock.is_here() {
+            continue;
+        }
+        let Ok(token) = share(&sock) else { continue };
+        if let Some(&fd) = fds.first() {
+            watch(&sock, fd, token);
+        }
+        tokens.push(token);
+    }
+    if tokens.is_empty() {
+        return;
+    }
+    let Ok(session) = Session::connect(netd_path()) else { return };
+    session.set_spin_yields(false);
+    let adopted = tokens.into_iter().filter_map(|t| adopt_via(&session, t).ok().map(|a| (t, a))).collect();
+    let mut slot = FOR_CHILD.lock().unwrap_or_else(|e| e.into_inner());
+    *slot = Some(ForChild { session, adopted, pid: 0 });
+}
+
+/// In the parent after the `fork`: the child's session is the child's.
+extern "C" fn in_parent() {
+    let _in = Entered::new();
+    let taken = FOR_CHILD.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(c) = taken {
+        c.session.abandon();
+    }
+}
+
+/// In the child after the `fork`: the session made for it is its own
+/// (nothing here may wait for a lock another thread of the parent held).
+extern "C" fn in_child() {
+    let me = std::process::id();
+    let Ok(mut slot) = FOR_CHILD.try_lock() else { return };
+    if let Some(c) = slot.as_mut() {
+        c.pid = me;
+        crate::session::adopt_session(me, c.session.clone());
+    }
+}
+
+/// What the session made for this process (a child) adopted by `token`.
+fn made_for_me(token: u64) -> Option<Adopted> {
+    let mut slot = FOR_CHILD.lock().unwrap_or_else(|e| e.into_inner());
+    let c = slot.as_mut().filter(|c| c.pid == std::process::id())?;
+    c.adopted.remove(&token)
+}
+
+/// Shares `sock` (again: netd gives the same token, and ends the receives
+/// this process posted since): its token.
+fn share(sock: &Sock) -> Res<u64> {
+    let g = sock.lock()?;
+    let token = match &g.state {
+        State::Listener(l) => l.share(),
+        State::Stream(s) => s.share(),
+        _ => return Err(libc::EOPNOTSUPP),
+    }
+    .map_err(|e| errno(&e))?;
+    sock.token.store(token, Ordering::Release);
+    Ok(token)
+}
+
+/// Names placeholder `fd` for `token` and connects it to netd's watch
+/// socket (once per placeholder).
+fn watch(sock: &Sock, fd: i32, token: u64) {
+    if sock.watched.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let name = format!("{}{token:016x}", String::from_utf8_lossy(NAME_PREFIX));
+    let _ = bind_abstract(fd, name.as_bytes());
+    let path = nagare_request::share_watch_path(&netd_path());
+    let Some(addr) = unix_addr(path.as_os_str().as_encoded_bytes(), false) else { return };
+    // SAFETY: `addr` is a whole sockaddr_un of the length given.
+    let connected =
+        unsafe { libc::connect(fd, &addr.0 as *const libc::sockaddr_un as *const libc::sockaddr, addr.1) } == 0;
+    if connected {
+        let word = token.to_le_bytes();
+        // SAFETY: 8 readable bytes.
+        let _ = unsafe { libc::write(fd, word.as_ptr().cast(), word.len()) };
+    }
+}
+
+/// Binds `fd` to the abstract `AF_UNIX` address `name`.
+fn bind_abstract(fd: i32, name: &[u8]) -> Res<()> {
+    let addr = unix_addr(name, true).ok_or(libc::ENAMETOOLONG)?;
+    // SAFETY: `addr` is a whole sockaddr_un of the length given.
+    let r = unsafe { libc::bind(fd, &addr.0 as *const libc::sockaddr_un as *const libc::sockaddr, addr.1) };
+    if r != 0 {
+        return Err(crate::calls::last_errno());
+    }
+    Ok(())
+}
+
+/// An `AF_UNIX` address for `path` (`abstract_name`: in the abstract
+/// namespace, a leading NUL) and its length; `None` if it is too long.
+fn unix_addr(path: &[u8], abstract_name: bool) -> Option<(libc::sockaddr_un, libc::socklen_t)> {
+    // SAFETY: all zeros is a valid sockaddr_un.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let start = usize::from(abstract_name);
+    // A path needs its closing NUL; an abstract name has none.
+    let room = addr.sun_path.len() - start - usize::from(!abstract_name);
+    if path.len() > room {
+        return None;
+    }
+    for (to, &from) in addr.sun_path[start..].iter_mut().zip(path) {
+        *to = from as libc::c_char;
+    }
+    let used = start + path.len() + usize::from(!abstract_name);
+    let len = std::mem::size_of::<libc::sa_family_t>() + used;
+    Some((addr, len as libc::socklen_t))
+}
+
+/// A call of this process on `sock`, whose state another process holds:
+/// adopts it by its token in this process's session, or takes a fresh
+/// one over. `EBADF` for a socket held without a token, or whose socket
+/// netd no longer has.
+pub(crate) fn take_over(sock: &Sock, g: &mut Inner) -> Res<()> {
+    let me = std::process::id();
+    let token = sock.token.load(Ordering::Acquire);
+    if token == 0 {
+        if matches!(g.state, State::Fresh) {
+            sock.pid.store(me, Ordering::Release);
+            return Ok(());
+        }
+        say_once("a UDP socket, or one connecting, made before fork is not usable in the child");
+        return Err(libc::EBADF);
+    }
+    let adopted = match made_for_me(token) {
+        Some(a) => a,
+        None => adopt_via(&session()?, token).map_err(|e| match errno(&e) {
+            libc::ENOENT => {
+                say_once("an inherited socket was closed before this process used it");
+                libc::EBADF
+            }
+            other => other,
+        })?,
+    };
+    // What the state held is the other process's (its session's objects,
+    // copied by the fork): never dropped here.
+    std::mem::forget(std::mem::replace(&mut g.state, State::Fresh));
+    let nonblocking = sock.is_nonblocking();
+    g.state = match adopted {
+        Adopted::Stream(s) => {
+            apply_stream_options(&s, &g.options, nonblocking)?;
+            State::Stream(Arc::new(s))
+        }
+        Adopted::Listener(l) => {
+            l.set_nonblocking(nonblocking).map_err(|e| errno(&e))?;
+            State::Listener(Arc::new(l))
+        }
+    };
+    sock.pid.store(me, Ordering::Release);
+    Ok(())
+}
+
+/// Puts the shared sockets' placeholders this process inherited across
+/// `exec` in the table, to be adopted on first use (the preload library
+/// calls it when it starts).
+pub fn inherit() {
+    let _in = Entered::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
+    let mut found: HashMap<u64, Arc<Sock>> = HashMap::new();
+    for entry in dir.flatten() {
+        let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let Some(token) = placeholder_token(fd) else { continue };
+        let sock = found.entry(token).or_insert_with(|| Arc::new(Sock::inherited(token))).clone();
+        table::insert(fd, sock);
+    }
+    if !found.is_empty() {
+        register();
+    }
+}
+
+/// The token a named placeholder `fd` carries, if it is one.
+fn placeholder_token(fd: i32) -> Option<u64> {
+    // SAFETY: all zeros is a valid sockaddr_un.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    // SAFETY: `addr` has `len` writable bytes.
+    let r = unsafe { libc::getsockname(fd, &mut addr as *mut libc::sockaddr_un as *mut libc::sockaddr, &mut len) };
+    if r != 0 || i32::from(addr.sun_family) != libc::AF_UNIX {
+        return None;
+    }
+    let used = (len as usize).checked_sub(std::mem::size_of::<libc::sa_family_t>())?;
+    let path = addr.sun_path.get(..used)?;
+    let (first, name) = path.split_first()?;
+    if *first != 0 {
+        return None;
+    }
+    let name: Vec<u8> = name.iter().map(|&c| c as u8).collect();
+    let hex = name.strip_prefix(NAME_PREFIX)?;
+    u64::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok().filter(|&t| t != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_named_placeholder_gives_its_token_and_others_none() {
+        // SAFETY: plain socket calls on descriptors this test owns.
+        let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) };
+        assert!(fd >= 0);
+        assert_eq!(placeholder_token(fd), None, "unnamed");
+        let token = 0x0123_4567_89ab_cdefu64 ^ u64::from(std::process::id());
+        bind_abstract(fd, format!("nagare-shared-{token:016x}").as_bytes()).expect("bind");
+        assert_eq!(placeholder_token(fd), Some(token));
+        let other = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) };
+        bind_abstract(other, format!("something-else-{}", std::process::id()).as_bytes()).expect("bind");
+        assert_eq!(placeholder_token(other), None, "another name");
+        let pipe = {
+            let mut fds = [0; 2];
+            assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+            fds
+        };
+        assert_eq!(placeholder_token(pipe[0]), None, "not a socket");
+        assert_eq!(placeholder_token(-1), None, "no descriptor");
+        unsafe {
+            libc::close(pipe[0]);
+            libc::close(pipe[1]);
+        }
+        unsafe {
+            libc::close(fd);
+            libc::close(other);
+        }
+    }
+}
