@@ -208,8 +208,9 @@ fn curl_wget_and_python_download_through_netd() {
 }
 
 /// Servers through netd: `python3 -m http.server` (poll) and nginx (epoll,
-/// sendfile; one process: `master_process off`, as sockets do not cross
-/// fork) each serve 20 MB to the kernel's curl, byte-exact.
+/// sendfile; its master and two workers, which run as another user and
+/// share the master's listener across fork) each serve 20 MB to the
+/// kernel's curl, byte-exact; nginx ends on SIGTERM.
 #[test]
 fn python_and_nginx_serve_the_kernel_through_netd() {
     if let Some(reason) = interop_unavailable(&["curl", "python3", "nginx", "nc", "ping"]) {
@@ -243,7 +244,7 @@ fn python_and_nginx_serve_the_kernel_through_netd() {
     std::fs::write(
         &conf,
         format!(
-            "daemon off;\nmaster_process off;\nworker_processes 1;\nerror_log stderr;\npid {pid};\n\
+            "daemon off;\nmaster_process on;\nworker_processes 2;\nerror_log stderr;\npid {pid};\n\
              events {{ worker_connections 64; }}\n\
              http {{ access_log off; sendfile on;\n\
              client_body_temp_path {t}/body; proxy_temp_path {t}/proxy; fastcgi_temp_path {t}/fcgi;\n\
@@ -257,14 +258,21 @@ fn python_and_nginx_serve_the_kernel_through_netd() {
     .unwrap();
     let mut nginx = Process::spawn(s.run("nginx").arg("-c").arg(&conf).stdout(Stdio::null()).stderr(Stdio::null()));
     wait_for_port(&s, NAGARE, 8002);
-    let out = s.dir.join("from-nginx.bin");
-    ok(
-        s.kernel("curl").args(["-sS", "--fail", "-o"]).arg(&out).arg(format!("http://{NAGARE}:8002/big.bin")),
-        60,
-        "curl",
-    );
-    assert_eq!(sha256(&out), sha256(&data), "nginx through netd");
-    nginx.terminate(Duration::from_secs(5));
+    for i in 0..3 {
+        let out = s.dir.join(format!("from-nginx-{i}.bin"));
+        ok(
+            s.kernel("curl").args(["-sS", "--fail", "-o"]).arg(&out).arg(format!("http://{NAGARE}:8002/big.bin")),
+            60,
+            "curl",
+        );
+        assert_eq!(sha256(&out), sha256(&data), "nginx through netd");
+    }
+    // The master and its workers share the listener: each worker is a
+    // client of netd of its own beside the master's.
+    let report = s.stat();
+    let holders = report.lines().filter(|l| l.contains(" listener local ") && l.contains(" holders 3")).count();
+    assert_eq!(holders, 3, "the master's and both workers' listener:\n{report}");
+    assert!(nginx.terminate(Duration::from_secs(5)).is_some(), "nginx did not end on SIGTERM");
 }
 
 /// iperf3 both ways: nagare's client to the kernel's server, and the
@@ -326,21 +334,9 @@ fn redis_serves_the_kernel_benchmark_through_netd() {
     redis.terminate(Duration::from_secs(5));
 }
 
-/// Mint's demonstration: ssh through netd runs a command on the kernel's
-/// sshd, and scp through netd copies 100 MB to it, byte-exact.
-#[test]
-fn ssh_runs_a_command_and_scp_copies_100_mb_through_netd() {
-    let sshd = "/usr/sbin/sshd";
-    if let Some(reason) = interop_unavailable(&["ssh", "scp", "ssh-keygen", "ss", "ping"]) {
-        return skip("ssh_runs_a_command_and_scp_copies_100_mb_through_netd", &reason);
-    }
-    if !Path::new(sshd).is_file() || !Path::new("/usr/lib/openssh/sftp-server").is_file() {
-        return skip(
-            "ssh_runs_a_command_and_scp_copies_100_mb_through_netd",
-            "sshd is not installed (scripts/install-test-deps.sh installs openssh-server)",
-        );
-    }
-    let s = Setup::new("runssh");
+/// Keys and an `sshd_config` for an sshd listening on `addr:2222`, in the
+/// setup's directory: the config and the client's ssh options.
+fn ssh_setup(s: &Setup, addr: &str) -> (PathBuf, Vec<String>) {
     let keys = s.dir.join("ssh");
     std::fs::create_dir_all(&keys).unwrap();
     for key in ["host", "client"] {
@@ -352,39 +348,137 @@ fn ssh_runs_a_command_and_scp_copies_100_mb_through_netd() {
     std::fs::write(
         &config,
         format!(
-            "Port 2222\nListenAddress {KERNEL}\nHostKey {k}/host\nAuthorizedKeysFile {k}/authorized_keys\n\
+            "Port 2222\nListenAddress {addr}\nHostKey {k}/host\nAuthorizedKeysFile {k}/authorized_keys\n\
              PermitRootLogin yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n\
              StrictModes no\nPidFile none\nSubsystem sftp /usr/lib/openssh/sftp-server\n",
             k = keys.display()
         ),
     )
     .unwrap();
-    let _sshd = Process::spawn(s.kernel(sshd).args(["-D", "-e", "-f"]).arg(&config).stderr(Stdio::null()));
-    wait_for_port_kernel(&s, 2222);
     let key = keys.join("client").display().to_string();
-    let options = [
-        "-i",
-        &key,
-        "-o",
-        "StrictHostKeyChecking=no",
-        "-o",
-        "UserKnownHostsFile=/dev/null",
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "LogLevel=ERROR",
-    ];
+    let options = ["-i", &key, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o"]
+        .into_iter()
+        .chain(["BatchMode=yes", "-o", "LogLevel=ERROR"])
+        .map(String::from)
+        .collect();
+    (config, options)
+}
+
+/// Why the ssh tests cannot run here, if they cannot.
+fn ssh_unavailable() -> Option<String> {
+    if let Some(reason) = interop_unavailable(&["ssh", "scp", "ssh-keygen", "ss", "ping"]) {
+        return Some(reason);
+    }
+    if !Path::new(SSHD).is_file() || !Path::new("/usr/lib/openssh/sftp-server").is_file() {
+        return Some(String::from("sshd is not installed (scripts/install-test-deps.sh installs openssh-server)"));
+    }
+    None
+}
+
+const SSHD: &str = "/usr/sbin/sshd";
+
+/// Mint's demonstration: ssh through netd runs a command on the kernel's
+/// sshd, and scp through netd copies 100 MB to it, byte-exact.
+#[test]
+fn ssh_runs_a_command_and_scp_copies_100_mb_through_netd() {
+    if let Some(reason) = ssh_unavailable() {
+        return skip("ssh_runs_a_command_and_scp_copies_100_mb_through_netd", &reason);
+    }
+    let s = Setup::new("runssh");
+    let (config, options) = ssh_setup(&s, KERNEL);
+    let _sshd = Process::spawn(s.kernel(SSHD).args(["-D", "-e", "-f"]).arg(&config).stderr(Stdio::null()));
+    wait_for_port_kernel(&s, 2222);
     let out =
-        ok(s.run("ssh").args(options).args(["-p", "2222", &format!("root@{KERNEL}"), "echo", "over-netd"]), 30, "ssh");
+        ok(s.run("ssh").args(&options).args(["-p", "2222", &format!("root@{KERNEL}"), "echo", "over-netd"]), 30, "ssh");
     assert_eq!(out.stdout.trim(), "over-netd");
     let data = s.file("big.bin", 100 << 20, 4);
     let copy = s.dir.join("big.copy");
     ok(
-        s.run("scp").args(options).args(["-P", "2222"]).arg(&data).arg(format!("root@{KERNEL}:{}", copy.display())),
+        s.run("scp").args(&options).args(["-P", "2222"]).arg(&data).arg(format!("root@{KERNEL}:{}", copy.display())),
         120,
         "scp",
     );
     assert_eq!(sha256(&copy), sha256(&data), "scp through netd");
+}
+
+/// sshd through netd, as it runs: its listener's process forks a child
+/// for each connection, which runs sshd again (`exec`) with the
+/// connection, and that one forks an unprivileged child (another user, a
+/// root directory of its own, system calls filtered) for the handshake.
+/// Each holds the connection in turn. The kernel's ssh runs commands on
+/// it and scp copies 100 MB to it, byte-exact, and sshd ends on SIGTERM.
+#[test]
+fn sshd_serves_ssh_and_scp_through_netd_across_fork_and_exec() {
+    if let Some(reason) = ssh_unavailable() {
+        return skip("sshd_serves_ssh_and_scp_through_netd_across_fork_and_exec", &reason);
+    }
+    let s = Setup::new("runsshd");
+    let (config, options) = ssh_setup(&s, NAGARE);
+    let mut sshd = Process::spawn(s.run(SSHD).args(["-D", "-e", "-f"]).arg(&config).stderr(Stdio::null()));
+    wait_for_port(&s, NAGARE, 2222);
+    for i in 0..2 {
+        let said = format!("through-netd-{i}");
+        let out = ok(
+            s.kernel("ssh").args(&options).args(["-p", "2222", &format!("root@{NAGARE}"), "echo", &said]),
+            30,
+            "ssh",
+        );
+        assert_eq!(out.stdout.trim(), said, "{}", out.stderr);
+    }
+    let data = s.file("big.bin", 100 << 20, 5);
+    let copy = s.dir.join("big.copy");
+    ok(
+        s.kernel("scp").args(&options).args(["-P", "2222"]).arg(&data).arg(format!("root@{NAGARE}:{}", copy.display())),
+        120,
+        "scp",
+    );
+    assert_eq!(sha256(&copy), sha256(&data), "scp to sshd through netd");
+    assert!(sshd.terminate(Duration::from_secs(5)).is_some(), "sshd did not end on SIGTERM");
+}
+
+/// A server that forks a child for each connection it accepts (python's
+/// `os.fork`), the client speaking first: the child reads what the
+/// client sent before the fork, answers, and the parent's close of its
+/// copy neither resets nor ends the connection.
+#[test]
+fn a_forking_server_hands_each_connection_to_its_child() {
+    if let Some(reason) = interop_unavailable(&["python3", "nc", "ping"]) {
+        return skip("a_forking_server_hands_each_connection_to_its_child", &reason);
+    }
+    let s = Setup::new("runfork");
+    let server = "import os, socket\n\
+         l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         l.bind(('0.0.0.0', 7300)); l.listen(8)\n\
+         while True:\n\
+         \x20   c, a = l.accept()\n\
+         \x20   pid = os.fork()\n\
+         \x20   if pid == 0:\n\
+         \x20       l.close(); data = b''\n\
+         \x20       while not data.endswith(b'.'):\n\
+         \x20           x = c.recv(100)\n\
+         \x20           if not x: os._exit(0)\n\
+         \x20           data += x\n\
+         \x20       c.sendall(b'child of %d got ' % os.getppid() + data); c.close(); os._exit(0)\n\
+         \x20   c.close()\n\
+         \x20   os.waitpid(pid, 0)\n";
+    let mut python = Process::spawn(s.run("python3").args(["-c", server]));
+    wait_for_port(&s, NAGARE, 7300);
+    for i in 0..3 {
+        let said = format!("hello {i}.");
+        let reply = ok(
+            s.kernel("python3").args([
+                "-c",
+                &format!(
+                    "import socket; c = socket.create_connection(({NAGARE:?}, 7300), 10); c.sendall(b{said:?})\n\
+                     d = b''\nwhile True:\n    x = c.recv(100)\n    if not x: break\n    d += x\nprint(d.decode())"
+                ),
+            ]),
+            20,
+            "a client of the forking server",
+        );
+        assert!(reply.stdout.trim().ends_with(&format!("got {said}")), "{}{}", reply.stdout, reply.stderr);
+    }
+    python.terminate(Duration::from_secs(5));
 }
 
 /// UDP through netd from python3: a datagram to the kernel's echo and its
