@@ -565,9 +565,14 @@ impl Session {
         let sockets = self.sockets.len();
         let key = self.conn.id;
         for (id, sock) in self.sockets.drain(steering) {
-            if !sharing.let_go(key, id) {
-                let _ = sock.reset(iface, now);
+            let shared = sharing.shares.holders(key, id) > 0;
+            if sharing.let_go(key, id) {
+                continue;
             }
+            // A shared connection's last holder leaving ends it as a close
+            // would (a child that answered and exited); the others are
+            // reset, as a client that went away cannot read them.
+            let _ = if shared { sock.close(iface, now) } else { sock.reset(iface, now) };
         }
         let mut reclaimed = 0;
         for p in self.pending.drain(..) {

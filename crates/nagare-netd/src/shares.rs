@@ -22,8 +22,12 @@
 use std::collections::{HashMap, VecDeque};
 
 /// Bytes given back to one shared stream that may wait to be received:
-/// more than a client's posted receives can hold.
-pub(crate) const MAX_RETURNED: usize = 16 << 20;
+/// what a client's posted receives can hold (a quarter of a region's
+/// 16 MiB of buffers).
+pub(crate) const MAX_RETURNED: usize = 4 << 20;
+
+/// Bytes given back that may wait in all.
+pub(crate) const MAX_RETURNED_TOTAL: usize = 64 << 20;
 
 struct Shared<S> {
     sock: S,
@@ -41,11 +45,13 @@ struct Shared<S> {
 pub(crate) struct Shares<S> {
     by_token: HashMap<u64, Shared<S>>,
     by_holder: HashMap<(u64, u32), u64>,
+    /// Bytes given back, in all.
+    returned: usize,
 }
 
 impl<S> Default for Shares<S> {
     fn default() -> Shares<S> {
-        Shares { by_token: HashMap::new(), by_holder: HashMap::new() }
+        Shares { by_token: HashMap::new(), by_holder: HashMap::new(), returned: 0 }
     }
 }
 
@@ -94,10 +100,17 @@ impl<S: Copy> Shares<S> {
         let Some(s) = self.by_token.get_mut(&token) else { return false };
         s.holders.retain(|&h| h != (key, id));
         if s.holders.is_empty() && !s.watched {
-            self.by_token.remove(&token);
+            self.remove(token);
             return false;
         }
         true
+    }
+
+    /// Takes the share of `token` out, with its given-back bytes.
+    fn remove(&mut self, token: u64) -> Option<Shared<S>> {
+        let s = self.by_token.remove(&token)?;
+        self.returned = self.returned.saturating_sub(s.returned.len());
+        Some(s)
     }
 
     /// Whether a process of user `uid` may watch the socket of `token`:
@@ -121,18 +134,21 @@ impl<S: Copy> Shares<S> {
         if !s.holders.is_empty() {
             return None;
         }
-        self.by_token.remove(&token).map(|s| s.sock)
+        self.remove(token).map(|s| s.sock)
     }
 
     /// Bytes holder `(key, id)` took from its stream and did not read:
     /// received first from now on. `EINVAL` if the socket is not shared,
-    /// `ENOBUFS` past [`MAX_RETURNED`].
+    /// `ENOBUFS` past [`MAX_RETURNED`] for it or [`MAX_RETURNED_TOTAL`] in
+    /// all.
     pub fn give_back(&mut self, key: u64, id: u32, bytes: &[u8]) -> Result<(), i32> {
+        let total = self.returned;
         let s = self.shared_mut(key, id).ok_or(libc::EINVAL)?;
-        if s.returned.len() + bytes.len() > MAX_RETURNED {
+        if s.returned.len() + bytes.len() > MAX_RETURNED || total + bytes.len() > MAX_RETURNED_TOTAL {
             return Err(libc::ENOBUFS);
         }
         s.returned.extend(bytes);
+        self.returned += bytes.len();
         Ok(())
     }
 
@@ -144,6 +160,7 @@ impl<S: Copy> Shares<S> {
         for (to, from) in into.iter_mut().zip(s.returned.drain(..n)) {
             *to = from;
         }
+        self.returned -= n;
         n
     }
 
@@ -224,5 +241,23 @@ mod tests {
         assert_eq!(&got[..2], b"lo");
         assert!(!s.has_returned(2, 1));
         assert_eq!(s.give_back(1, 5, &vec![0; MAX_RETURNED + 1]), Err(libc::ENOBUFS));
+    }
+
+    #[test]
+    fn given_back_bytes_are_bounded_in_all() {
+        let mut s: Shares<u32> = Shares::default();
+        let chunk = vec![0u8; MAX_RETURNED];
+        let sockets = (MAX_RETURNED_TOTAL / MAX_RETURNED) as u32;
+        for id in 1..=sockets {
+            s.share(1, id, id, 0, || u64::from(id));
+            s.give_back(1, id, &chunk).expect("within the total");
+        }
+        s.share(1, sockets + 1, 0, 0, || 999);
+        assert_eq!(s.give_back(1, sockets + 1, b"x"), Err(libc::ENOBUFS), "past the total");
+        let mut taken = vec![0u8; 10];
+        assert_eq!(s.take_returned(1, 1, &mut taken), 10);
+        s.give_back(1, sockets + 1, b"x").expect("room again");
+        assert!(!s.let_go(1, 2), "the last holder");
+        s.give_back(1, sockets + 1, &vec![0; MAX_RETURNED - 1]).expect("a socket's bytes leave with it");
     }
 }

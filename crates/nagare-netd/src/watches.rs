@@ -9,10 +9,14 @@
 //! after every client let it go, and closes once none does, as the
 //! kernel's own sockets do.
 //!
-//! Bounded: at most [`MAX_UNNAMED`] connections wait for their token, each
-//! at most [`TOKEN_WAIT`]; one connection per token (the shares table
-//! bounds those); a connection from another user than the socket's, or
-//! with a token nobody shared, is closed.
+//! Bounded: a connection's token is read as it is accepted; at most
+//! [`MAX_UNNAMED`] connections whose token has not come yet wait for it,
+//! each at most [`TOKEN_WAIT`] (past that, a new one is closed, the
+//! waiting ones keep their place); one connection per token, at most
+//! [`MAX_WATCHED_PER_USER`] per user and [`MAX_WATCHED`] in all (a watch
+//! past those is closed: its socket then closes with its last holder); a
+//! connection from another user than the socket's, or with a token nobody
+//! shared, is closed.
 
 use nagare_ipc::PeerCred;
 use std::collections::HashMap;
@@ -27,6 +31,10 @@ use std::time::{Duration, Instant};
 const MAX_UNNAMED: usize = 64;
 /// How long a connection may take to send its token.
 const TOKEN_WAIT: Duration = Duration::from_secs(1);
+/// Watches in all.
+const MAX_WATCHED: usize = 4096;
+/// Watches of one user.
+const MAX_WATCHED_PER_USER: usize = 1024;
 
 /// netd's watch socket and the connections on it.
 pub(crate) struct Watches {
@@ -34,8 +42,8 @@ pub(crate) struct Watches {
     path: PathBuf,
     /// Connections whose token has not come, with when they came.
     unnamed: Vec<(UnixStream, Instant, PeerCred)>,
-    /// One connection per watched token.
-    named: HashMap<u64, UnixStream>,
+    /// One connection per watched token, with its user.
+    named: HashMap<u64, (UnixStream, u32)>,
 }
 
 impl Watches {
@@ -53,32 +61,38 @@ impl Watches {
     /// accept for the sender's user (a shared socket of that user, not
     /// watched yet) is watched from now on, and returned.
     pub fn accept(&mut self, now: Instant, may: impl Fn(u64, u32) -> bool) -> Vec<u64> {
+        let mut waiting = std::mem::take(&mut self.unnamed);
         while let Ok((stream, _)) = self.listener.accept() {
             let Ok(cred) = PeerCred::of(stream.as_fd()) else { continue };
-            if stream.set_nonblocking(true).is_err() {
-                continue;
+            if stream.set_nonblocking(true).is_ok() {
+                waiting.push((stream, now, cred));
             }
-            if self.unnamed.len() >= MAX_UNNAMED {
-                self.unnamed.remove(0);
-            }
-            self.unnamed.push((stream, now, cred));
         }
         let mut named = Vec::new();
-        let waiting = std::mem::take(&mut self.unnamed);
         for (mut stream, since, cred) in waiting {
             let mut word = [0u8; 8];
             match stream.read(&mut word) {
                 Ok(8) => {
                     let token = u64::from_le_bytes(word);
-                    if may(token, cred.uid) && !self.named.contains_key(&token) {
-                        self.named.insert(token, stream);
+                    let of_user = self.named.values().filter(|(_, uid)| *uid == cred.uid).count();
+                    if may(token, cred.uid)
+                        && !self.named.contains_key(&token)
+                        && self.named.len() < MAX_WATCHED
+                        && of_user < MAX_WATCHED_PER_USER
+                    {
+                        self.named.insert(token, (stream, cred.uid));
                         named.push(token);
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock && now.duration_since(since) < TOKEN_WAIT => {
+                Err(e)
+                    if e.kind() == io::ErrorKind::WouldBlock
+                        && now.duration_since(since) < TOKEN_WAIT
+                        && self.unnamed.len() < MAX_UNNAMED =>
+                {
                     self.unnamed.push((stream, since, cred));
                 }
-                // A short word, an end, an error, or too slow: dropped.
+                // A short word, an end, an error, too slow, or no room:
+                // dropped.
                 _ => {}
             }
         }
@@ -91,7 +105,7 @@ impl Watches {
         let gone: Vec<u64> = self
             .named
             .iter()
-            .filter(|(_, s)| {
+            .filter(|(_, (s, _))| {
                 let mut p = libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 };
                 // SAFETY: one valid pollfd, no wait.
                 let n = unsafe { libc::poll(&mut p, 1, 0) };

@@ -158,3 +158,40 @@ fn a_watch_for_an_unknown_token_holds_nothing() {
     let mut byte = [0u8; 1];
     assert_eq!(out.read(&mut byte).expect("the FIN"), 0);
 }
+
+/// A connection still being made is not shared (it may yet be refused or
+/// time out, which takes it out of its table without a close).
+#[test]
+fn a_connection_still_being_made_is_not_shared() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let mut raw = support::RawClient::connect(&netd);
+    let mut connect = raw.request(nagare_netd::Op::Connect);
+    connect.aux[0] = nagare_netd::encode_addr(SocketAddrV4::new(std::net::Ipv4Addr::new(10, 77, 0, 99), 9));
+    connect.flags |= nagare_request::NONBLOCK;
+    let id = raw.call(connect).result().expect("a connect under way") as u32;
+    let mut share = raw.request(nagare_netd::Op::Share);
+    share.socket = id;
+    assert_eq!(raw.call(share).result(), Err(libc::ENOTCONN));
+}
+
+/// A shared connection whose last holder goes away without closing it
+/// (its process exited) ends with a FIN, as a close would, not a reset.
+#[test]
+fn a_shared_connection_s_last_holder_leaving_ends_it_with_a_fin() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, peer) = (netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&parent, at(9650)).expect("listen");
+    let mut out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9650)), LIMIT).expect("connect");
+    let (inside, _) = listener.accept().expect("accept");
+    let token = inside.share().expect("share");
+    let mut child = support::RawClient::connect(&netd);
+    let mut adopt = child.request(nagare_netd::Op::Adopt);
+    adopt.aux[0] = token;
+    child.call(adopt).result().expect("adopted");
+    drop((inside, listener, parent));
+    // The child goes without a close.
+    drop(child);
+    out.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut byte = [0u8; 1];
+    assert_eq!(out.read(&mut byte).expect("an end, not a reset"), 0);
+}

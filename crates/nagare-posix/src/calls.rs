@@ -221,16 +221,16 @@ pub fn shutdown(fd: i32, how: i32) -> Res<()> {
 
 /// `close`: the number goes back to the kernel; the socket closes in netd
 /// with its last number (a stream sends what it queued, then its FIN).
-/// In a child after `fork`, an inherited socket it never used is let go
-/// of without a word to netd: its placeholder's close is what netd sees.
+/// In a child after `fork`, an inherited socket it never used is let go:
+/// what was adopted for it is closed in netd, and its placeholder's close
+/// ends netd's watch if no other process holds it.
 pub fn close(fd: i32) -> Res<()> {
     let _in = Entered::new();
     crate::epoll::forget(fd);
     let sock = table::remove(fd);
     if let Some(s) = sock {
         if !s.is_here() {
-            // Another process's to let go (or never adopted here).
-            std::mem::forget(s);
+            crate::fork::let_go_unused(s);
         }
     }
     if unsafe { libc::close(fd) } < 0 {
@@ -271,7 +271,7 @@ pub fn dup3(old: i32, new: i32, flags: i32) -> Res<i32> {
     }
     if let Some(gone) = table::remove(new) {
         if !gone.is_here() {
-            std::mem::forget(gone);
+            crate::fork::let_go_unused(gone);
         }
     }
     let r = unsafe { libc::dup3(old, new, flags) };

@@ -45,6 +45,23 @@ struct ForChild {
 
 static FOR_CHILD: Mutex<Option<ForChild>> = Mutex::new(None);
 
+/// The locks the fork handlers hold from `prepare` to `in_parent` and
+/// `in_child` (on the forking thread), so that the child never starts
+/// with one of them held by a thread it does not have.
+struct Held {
+    _table: table::Held,
+    session: crate::session::Held,
+    for_child: std::sync::MutexGuard<'static, Option<ForChild>>,
+}
+
+thread_local! {
+    static HELD: std::cell::RefCell<Option<Held>> = const { std::cell::RefCell::new(None) };
+}
+
+fn for_child() -> std::sync::MutexGuard<'static, Option<ForChild>> {
+    FOR_CHILD.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The abstract address a shared socket's placeholder is named by, before
 /// its token in hexadecimal.
 const NAME_PREFIX: &[u8] = b"nagare-shared-";
@@ -74,41 +91,57 @@ extern "C" fn prepare() {
         }
         tokens.push(token);
     }
-    if tokens.is_empty() {
-        return;
+    if !tokens.is_empty() {
+        if let Ok(session) = Session::connect(netd_path()) {
+            session.set_spin_yields(false);
+            let adopted = tokens.into_iter().filter_map(|t| adopt_via(&session, t).ok().map(|a| (t, a))).collect();
+            *for_child() = Some(ForChild { session, adopted, pid: 0 });
+        }
     }
-    let Ok(session) = Session::connect(netd_path()) else { return };
-    session.set_spin_yields(false);
-    let adopted = tokens.into_iter().filter_map(|t| adopt_via(&session, t).ok().map(|a| (t, a))).collect();
-    let mut slot = FOR_CHILD.lock().unwrap_or_else(|e| e.into_inner());
-    *slot = Some(ForChild { session, adopted, pid: 0 });
+    // In this order everywhere: the table, the session slot, the child's.
+    let held = Held { _table: table::hold(), session: crate::session::hold(), for_child: for_child() };
+    HELD.with(|h| *h.borrow_mut() = Some(held));
 }
 
 /// In the parent after the `fork`: the child's session is the child's.
 extern "C" fn in_parent() {
     let _in = Entered::new();
-    let taken = FOR_CHILD.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let Some(mut held) = HELD.with(|h| h.borrow_mut().take()) else { return };
+    let taken = held.for_child.take();
+    drop(held);
     if let Some(c) = taken {
         c.session.abandon();
     }
 }
 
-/// In the child after the `fork`: the session made for it is its own
-/// (nothing here may wait for a lock another thread of the parent held).
+/// In the child after the `fork`: the session made for it is its own.
 extern "C" fn in_child() {
     let me = std::process::id();
-    let Ok(mut slot) = FOR_CHILD.try_lock() else { return };
-    if let Some(c) = slot.as_mut() {
+    let Some(mut held) = HELD.with(|h| h.borrow_mut().take()) else { return };
+    if let Some(c) = held.for_child.as_mut() {
         c.pid = me;
-        crate::session::adopt_session(me, c.session.clone());
+        let session = c.session.clone();
+        crate::session::adopt_session(&mut held.session, me, session);
     }
 }
 
 /// What the session made for this process (a child) adopted by `token`.
 fn made_for_me(token: u64) -> Option<Adopted> {
-    let mut slot = FOR_CHILD.lock().unwrap_or_else(|e| e.into_inner());
+    let mut slot = for_child();
     let c = slot.as_mut().filter(|c| c.pid == std::process::id())?;
     c.adopted.remove(&token)
+}
+
+/// This process closes the last number of `sock`, a socket another
+/// process holds that it never used: what the session made for it holds
+/// goes too (a close in netd), and the rest is the placeholder's close.
+pub(crate) fn let_go_unused(sock: Arc<Sock>) {
+    let token = sock.token.load(Ordering::Acquire);
+    if token != 0 && Arc::strong_count(&sock) == 1 {
+        drop(made_for_me(token));
+    }
+    // What its state holds is the other process's: never dropped here.
+    std::mem::forget(sock);
 }
 
 /// Shares `sock` (again: netd gives the same token, and ends the receives
@@ -128,20 +161,26 @@ fn share(sock: &Sock) -> Res<u64> {
 /// Names placeholder `fd` for `token` and connects it to netd's watch
 /// socket (once per placeholder).
 fn watch(sock: &Sock, fd: i32, token: u64) {
-    if sock.watched.swap(true, Ordering::AcqRel) {
+    if sock.watched.load(Ordering::Acquire) {
         return;
     }
     let name = format!("{}{token:016x}", String::from_utf8_lossy(NAME_PREFIX));
     let _ = bind_abstract(fd, name.as_bytes());
     let path = nagare_request::share_watch_path(&netd_path());
     let Some(addr) = unix_addr(path.as_os_str().as_encoded_bytes(), false) else { return };
-    // SAFETY: `addr` is a whole sockaddr_un of the length given.
-    let connected =
-        unsafe { libc::connect(fd, &addr.0 as *const libc::sockaddr_un as *const libc::sockaddr, addr.1) } == 0;
-    if connected {
+    // Never waits, for a fork must not hang on netd: a watch socket whose
+    // backlog is full is tried again at the next fork.
+    // SAFETY: flag calls on a descriptor of ours; `addr` is a whole
+    // sockaddr_un of the length given; the word is 8 readable bytes.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        let connected = libc::connect(fd, &addr.0 as *const libc::sockaddr_un as *const libc::sockaddr, addr.1) == 0;
         let word = token.to_le_bytes();
-        // SAFETY: 8 readable bytes.
-        let _ = unsafe { libc::write(fd, word.as_ptr().cast(), word.len()) };
+        if connected && libc::write(fd, word.as_ptr().cast(), word.len()) == 8 {
+            sock.watched.store(true, Ordering::Release);
+        }
+        libc::fcntl(fd, libc::F_SETFL, flags);
     }
 }
 

@@ -46,14 +46,20 @@ pub(crate) fn netd_path() -> std::path::PathBuf {
         .map_or_else(|| std::path::PathBuf::from(nagare_request::DEFAULT_SOCKET), std::path::PathBuf::from)
 }
 
-/// `session` is this process's (`pid`'s) from now on: a child's, made
-/// for it before the `fork`. The parent's, copied by the fork, is never
-/// used or dropped here. Gives up rather than wait when another thread of
-/// the parent held the slot at the fork (the child then connects anew).
-pub(crate) fn adopt_session(pid: u32, session: Session) {
-    let Ok(mut slot) = SESSION.try_lock() else { return };
+/// The session slot, held across a `fork` (`crate::fork`).
+pub(crate) type Held = std::sync::MutexGuard<'static, Option<(u32, Session)>>;
+
+/// Takes the session slot to hold across a `fork`.
+pub(crate) fn hold() -> Held {
+    SESSION.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `session` is this process's (`pid`'s) from now on, in `slot` (held
+/// across the `fork`): a child's, made for it before the fork. The
+/// parent's, copied by the fork, is never used or dropped here.
+pub(crate) fn adopt_session(slot: &mut Held, pid: u32, session: Session) {
     if let Some((_, parent)) = slot.take() {
         std::mem::forget(parent);
     }
-    *slot = Some((pid, session));
+    **slot = Some((pid, session));
 }

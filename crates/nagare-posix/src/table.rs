@@ -21,6 +21,15 @@ fn table() -> MutexGuard<'static, Option<HashMap<i32, Arc<Sock>>>> {
     TABLE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The table, held across a `fork` (`crate::fork`), so that no other
+/// thread holds it when the child starts.
+pub(crate) type Held = MutexGuard<'static, Option<HashMap<i32, Arc<Sock>>>>;
+
+/// Takes the table to hold across a `fork`.
+pub(crate) fn hold() -> Held {
+    table()
+}
+
 /// Whether descriptor `fd` is a nagare socket.
 pub fn is_ours(fd: i32) -> bool {
     match usize::try_from(fd) {

@@ -142,9 +142,9 @@ pub enum Op {
     /// The value of option `aux[0]` ([`SockOption`]) of connection
     /// `socket`, in the completion's `aux[0]`.
     GetOption = 18,
-    /// Let another client of the same user take socket `socket` too (a
-    /// TCP connection, a listener or a UDP socket), as a child after
-    /// `fork` holds its parent's sockets: the completion's `aux[0]` is the
+    /// Let another client of the same user take socket `socket` too (an
+    /// established TCP connection or a listener; netd may refuse others),
+    /// as a child after `fork` holds its parent's sockets: the completion's `aux[0]` is the
     /// socket's token (the same on every share), which [`Op::Adopt`] names.
     /// This client's receives and accepts waiting on the socket complete
     /// first, with `ECANCELED`: what arrives later is for whichever holder

@@ -30,6 +30,9 @@ pub(crate) struct ListenPath {
     /// only when this one accepts, so that no connection another holder
     /// could take waits in this queue.
     shared: bool,
+    /// A shared listener's `ACCEPT` that may not wait was answered with
+    /// nothing (`EAGAIN`): the accept that asked says `WouldBlock`.
+    nothing_there: bool,
 }
 
 impl Conn {
@@ -38,6 +41,11 @@ impl Conn {
         if let Some(l) = self.listeners.get_mut(&id) {
             l.shared = true;
         }
+    }
+
+    /// Whether listener `id` is shared with another process.
+    pub(crate) fn is_shared_listener(&self, id: u32) -> bool {
+        self.listeners.get(&id).is_some_and(|l| l.shared)
     }
 
     /// Whether listener `id`'s readiness is known here (a path, not
@@ -50,19 +58,22 @@ impl Conn {
     /// one another process holds too, which accepts nothing ahead).
     pub(crate) fn open_listen_path(&mut self, id: u32, shared: bool) -> io::Result<()> {
         self.listeners.insert(id, ListenPath { shared, ..ListenPath::default() });
-        self.post_accept(id, false)
+        self.post_accept(id, false, true)
     }
 
     /// Posts an `ACCEPT` on listener `id` unless one is posted, the queue
     /// is full or an error waits; on a shared listener only when an accept
-    /// `asked`.
-    fn post_accept(&mut self, id: u32, asked: bool) -> io::Result<()> {
+    /// `asked`, answered at once unless it `may_wait`.
+    fn post_accept(&mut self, id: u32, asked: bool, may_wait: bool) -> io::Result<()> {
         let Some(l) = self.listeners.get(&id) else { return Ok(()) };
         if (l.shared && !asked) || l.posted || l.error.is_some() || l.accepted.len() >= ACCEPTED_AHEAD {
             return Ok(());
         }
         // No wait limit: netd completes it when a connection is there.
         let mut req = crate::request(Op::Accept, id);
+        if l.shared && !may_wait {
+            req.flags |= nagare_request::NONBLOCK;
+        }
         self.submit(&mut req, None)?;
         self.in_flight
             .insert(req.id, InFlight { buffer: None, abandoned: false, role: Role::PostedAccept { listener: id } });
@@ -85,30 +96,37 @@ impl Conn {
         l.posted = false;
         match result {
             Ok(c) => l.accepted.push_back(c),
+            // A shared listener's accept that found nothing.
+            Err(libc::EAGAIN) if l.shared => l.nothing_there = true,
             // ECANCELED: the listener was shared.
             Err(libc::EAGAIN | libc::EINTR | libc::ECANCELED) => {}
             Err(e) => {
                 l.error.get_or_insert(e);
             }
         }
-        let _ = self.post_accept(listener, false);
+        let _ = self.post_accept(listener, false, true);
     }
 
     /// The next connection listener `id` accepted (`None` if none is
     /// here yet), or the error its last `ACCEPT` met.
-    pub(crate) fn take_accepted(&mut self, id: u32) -> io::Result<Option<Completion>> {
+    /// A shared listener's accept that may not wait still waits for netd's
+    /// answer to its `ACCEPT`, which comes at once.
+    pub(crate) fn take_accepted(&mut self, id: u32, may_wait: bool) -> io::Result<Option<Completion>> {
         let l = self.listeners.get_mut(&id).ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
         // A failed post (a full request ring) is tried again by the next
         // take; the connection or error taken is returned either way.
         if let Some(c) = l.accepted.pop_front() {
-            let _ = self.post_accept(id, false);
+            let _ = self.post_accept(id, false, true);
             return Ok(Some(c));
         }
         if let Some(e) = l.error.take() {
-            let _ = self.post_accept(id, false);
+            let _ = self.post_accept(id, false, true);
             return Err(io::Error::from_raw_os_error(e));
         }
-        self.post_accept(id, true)?;
+        if std::mem::take(&mut l.nothing_there) {
+            return Err(io::Error::from_raw_os_error(libc::EAGAIN));
+        }
+        self.post_accept(id, true, may_wait)?;
         Ok(None)
     }
 

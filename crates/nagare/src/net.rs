@@ -583,7 +583,9 @@ impl TcpListener {
     /// that is already accepted is taken without a request.
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
         let id = self.h.id;
-        let c = self.h.netd.until(self.mode.is_on(), None, |conn| conn.take_accepted(id))?;
+        let may_wait = !self.mode.is_on();
+        let shared = self.h.netd.lock()?.is_shared_listener(id);
+        let c = self.h.netd.until(!may_wait && !shared, None, |conn| conn.take_accepted(id, may_wait))?;
         let peer = addr_of(c.aux[1]);
         // The address the peer reached, which a listener on 0.0.0.0 does
         // not know; the port is the listener's.

@@ -274,16 +274,24 @@ impl Conn {
         }
     }
 
-    /// Socket `id` is shared (`crate::share`): its path receives nothing
-    /// ahead from now on, and the stream bytes that arrived and were not
-    /// read are taken out, to be given back to netd.
-    pub(crate) fn share_path(&mut self, id: u32) -> Vec<u8> {
+    /// Socket `id` is shared (`crate::share`): its path (or its
+    /// listener's) receives nothing ahead from now on.
+    pub(crate) fn mark_shared(&mut self, id: u32) {
         self.share_listen_path(id);
+        if let Some(p) = self.paths.get_mut(&id) {
+            p.shared = true;
+        }
+    }
+
+    /// The stream bytes that arrived on socket `id` and were not read,
+    /// taken out to be given back to netd; its end, if it had come, is
+    /// netd's to say again after them.
+    pub(crate) fn take_unread(&mut self, id: u32) -> Vec<u8> {
         let Some(p) = self.paths.get_mut(&id) else { return Vec::new() };
-        p.shared = true;
         if p.kind != Kind::Stream {
             return Vec::new();
         }
+        p.eof = false;
         let held: Vec<Arrived> = p.arrived.drain(..).collect();
         let mut unread = Vec::new();
         for a in held {

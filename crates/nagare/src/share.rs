@@ -18,7 +18,8 @@
 
 use crate::net::{addr_of, Handle, TcpListener, TcpStream};
 use crate::path::Kind;
-use crate::{request, Data, Session};
+use crate::path::Role;
+use crate::{request, Data, InFlight, Session};
 use nagare_request::{AdoptWord, Op};
 use std::io;
 
@@ -62,14 +63,37 @@ impl Session {
     /// Shares socket `id`: its token, after netd ended our receives and
     /// accepts on it and our unread bytes went back.
     fn share_socket(&self, id: u32) -> io::Result<u64> {
+        // Nothing more is received ahead here from now on.
+        self.lock()?.mark_shared(id);
         let (c, _) = self.call(request(Op::Share, id), Data::None)?;
-        let unread = {
+        // What netd gave us and we did not read goes back ahead of any
+        // later receive of ours: taken and posted in one hold.
+        let posted = {
             let mut conn = self.lock()?;
             conn.collect()?;
-            conn.share_path(id)
+            let unread = conn.take_unread(id);
+            let size = conn.pool.buffer_size().max(1) as usize;
+            let mut posted = Vec::new();
+            for chunk in unread.chunks(size) {
+                let mut r = request(Op::GiveBack, id);
+                let buffer = conn.fill(&mut r, &Data::Send(chunk))?;
+                conn.submit(&mut r, buffer)?;
+                conn.in_flight.insert(r.id, InFlight { buffer, abandoned: false, role: Role::Call });
+                posted.push((r.id, buffer));
+            }
+            posted
         };
-        for chunk in unread.chunks(self.max_chunk().max(1)) {
-            self.call(request(Op::GiveBack, id), Data::Send(chunk))?;
+        for (rid, buffer) in posted {
+            let comp = self.until(false, None, |c| {
+                Ok(c.complete(rid, buffer)?.map(|(comp, back)| {
+                    c.in_flight.remove(&rid);
+                    if let Some(b) = back {
+                        let _ = c.pool.release(b.index);
+                    }
+                    comp
+                }))
+            })?;
+            crate::finish(comp, 0)?;
         }
         Ok(c.aux[0])
     }

@@ -1,6 +1,7 @@
 //! Sockets held by several clients (`crate::shares`): share, adopt, give
-//! back. TCP connections and listeners may be shared; a UDP socket, whose
-//! queue and priority belong to one receiver, may not (`EOPNOTSUPP`).
+//! back. Established TCP connections and listeners may be shared (one
+//! still connecting: `ENOTCONN`); a UDP socket, whose queue and priority
+//! belong to one receiver, may not (`EOPNOTSUPP`).
 //!
 //! A holder's receives and accepts waiting when it shares complete first
 //! with `ECANCELED`, decided with the other waiting rules in
@@ -11,13 +12,22 @@
 use super::{buffer, private_copy, Caller, Context, Done, Outcome};
 use crate::memory::connection_charge;
 use crate::sockets::Sock;
+use nagare_core::tcp::connection::State;
 use nagare_request::{encode_addr, AdoptWord, Request};
 
 /// `SHARE`: the socket's token.
 pub(super) fn share(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
     let sock = c.sockets.get(req.socket).ok_or(libc::EBADF)?;
-    if !matches!(sock, Sock::Tcp(_) | Sock::Listener(_)) {
-        return Err(libc::EOPNOTSUPP);
+    match sock {
+        Sock::Listener(_) => {}
+        // A connection still being made may yet be refused or time out,
+        // which takes it out of its table without a close: only one
+        // established (or past it) is shared.
+        Sock::Tcp(h) => match cx.iface.tcp_ref().state(h) {
+            Ok(State::SynSent | State::SynReceived) | Err(_) => return Err(libc::ENOTCONN),
+            Ok(_) => {}
+        },
+        Sock::Udp(_) | Sock::Echo(_) => return Err(libc::EOPNOTSUPP),
     }
     let token = cx.sharing.shares.share(c.key, req.socket, sock, c.uid, || {
         nagare_host::secrets::random_u64().unwrap_or_else(|_| cx.now.total_micros())
