@@ -44,7 +44,8 @@
 # placements with `perf --via --zero-copy`: the bulk data through the
 # client library's zero-copy calls (alloc_tx/send_buf/recv_buf), as the
 # engine row lends and takes its buffers; they measure stream and reverse
-# only (request/response is the same call either way).
+# only (request/response is the same call either way). NETD_ARGS: more
+# options for every netd (e.g. "--tcp-recv-buffer 1048576").
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -147,7 +148,8 @@ fi
 
 # start_netd PLACEMENT: netd on a TAP it makes in namespace N.
 start_netd() {
-    start_netd_on_tap "$NS_N" 10.92.0.2/24 10.92.0.1/24 "$SOCKET" "$WORK/netd-$1.log" --placement "$1"
+    # shellcheck disable=SC2086 # NETD_ARGS is a list of options
+    start_netd_on_tap "$NS_N" 10.92.0.2/24 10.92.0.1/24 "$SOCKET" "$WORK/netd-$1.log" --placement "$1" ${NETD_ARGS:-}
 }
 
 # stop_netd: netd (and with it its TAP and driver) goes.

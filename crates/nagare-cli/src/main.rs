@@ -84,6 +84,13 @@ enum Command {
         /// their FIN exchange at once; a close past it resets.
         #[arg(long, default_value_t = 1024)]
         max_orphans: usize,
+        /// A new TCP connection's receive buffer in bytes (16 KiB to
+        /// 64 MiB), the most window it offers; its application keeps as
+        /// much posted for receives. A larger one lets a fast sender keep
+        /// more in flight toward an application of netd (see
+        /// docs/benchmarks.md), and is charged to the client's memory.
+        #[arg(long, default_value_t = 256 << 10, value_parser = clap::value_parser!(u64).range(16 << 10..=64 << 20))]
+        tcp_recv_buffer: u64,
         /// TCP connections netd's engine holds at most, every client's
         /// together: past it a connect fails with ENFILE and SYNs to
         /// listeners are not answered.
@@ -298,6 +305,7 @@ fn main() -> Result<()> {
             spin_us,
             client_memory,
             max_orphans,
+            tcp_recv_buffer,
             max_connections,
             packetflow,
             boost_threshold,
@@ -311,6 +319,7 @@ fn main() -> Result<()> {
                 .services(services.config(false))
                 .client_memory(client_memory)
                 .max_orphans(max_orphans)
+                .tcp_recv_buffer(tcp_recv_buffer as usize)
                 .max_connections(max_connections)
                 .packetflow(packetflow)
                 .boost(nagare_netd::BoostConfig {

@@ -106,6 +106,12 @@ impl NetdBuilder {
         self
     }
 
+    /// A new TCP connection's receive buffer (default 256 KiB).
+    pub fn tcp_recv_buffer(mut self, bytes: usize) -> NetdBuilder {
+        self.config.tcp_recv_buffer = bytes;
+        self
+    }
+
     /// TCP connections the engine holds at most.
     pub fn max_connections(mut self, max: usize) -> NetdBuilder {
         self.config.max_connections = max;

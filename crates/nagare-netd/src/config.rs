@@ -41,6 +41,10 @@ pub struct NetdConfig {
     /// Connections closed by their clients that the engine may keep for
     /// their FIN exchange at once; a close past it resets.
     pub max_orphans: usize,
+    /// A new TCP connection's receive buffer, the most window it offers
+    /// (a client's `SO_RCVBUF` changes it); its client keeps as much
+    /// posted for receives.
+    pub tcp_recv_buffer: usize,
     /// TCP connections the engine holds at most, every client's and
     /// every state together: past it a connect fails with `ENFILE` and a
     /// SYN to a listener is not answered.
@@ -77,6 +81,7 @@ impl Default for NetdConfig {
             max_sockets: 1024,
             client_memory: 8 << 20,
             max_orphans: 1024,
+            tcp_recv_buffer: 256 << 10,
             max_connections: 16384,
             max_bad: 1024,
             link: String::from("unnamed"),

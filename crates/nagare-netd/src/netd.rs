@@ -21,7 +21,7 @@ use crate::config::NetdConfig;
 use crate::driver::{DriverLink, DriverLinkStats, Placement};
 use crate::frames::FramePath;
 use crate::lending::Lending;
-use crate::memory::Memory;
+use crate::memory::{Memory, BUFFER_FLOOR};
 use crate::ops::Context;
 use crate::packetflow::{Filter, Inbound, Load, MemoryManager, Pause, ReceiveDrops, Receivers, Scheduler};
 use crate::report::{ClientLine, Report};
@@ -130,7 +130,7 @@ impl Netd {
         config: NetdConfig,
     ) -> io::Result<Netd> {
         let clients = Clients::listen(&config)?;
-        receive_buffers_keep_their_size(&mut iface);
+        receive_buffers_keep_their_size(&mut iface, config.tcp_recv_buffer);
         iface.tcp().set_max_connections(config.max_connections);
         let pool = iface.pool().stats();
         let memory = Rc::new(Memory::new(&config, pool.capacity * pool.buf_size));
@@ -612,15 +612,17 @@ impl Netd {
     }
 }
 
-/// TCP receive buffers keep their starting size in netd: a client's
-/// received payload waits in the receive buffers of its region, where the
-/// driver steers it, and a window past what they hold has the kernel send
-/// more than fits, which netd then copies; and a client is charged its
-/// buffers' sizes (`crate::memory`), which autotuning would outgrow.
-/// Autotuning (which would grow a buffer up to several MiB) is given no
-/// room to grow; an application that asks for a bigger buffer (SO_RCVBUF)
-/// gets one as far as its budget goes.
-fn receive_buffers_keep_their_size(iface: &mut Interface) {
+/// TCP receive buffers keep their starting size in netd (`bytes`,
+/// `NetdConfig::tcp_recv_buffer`): a client's received payload waits in
+/// the receive buffers of its region, where the driver steers it, and a
+/// window past what they hold has the kernel send more than fits, which
+/// netd then copies; and a client is charged its buffers' sizes
+/// (`crate::memory`), which autotuning would outgrow. Autotuning (which
+/// would grow a buffer up to several MiB) is given no room to grow; an
+/// application that asks for a bigger buffer (SO_RCVBUF) gets one as far
+/// as its budget goes.
+fn receive_buffers_keep_their_size(iface: &mut Interface, bytes: usize) {
     let defaults = iface.tcp().defaults_mut();
+    defaults.recv_buffer = bytes.clamp(BUFFER_FLOOR, nagare_request::MAX_SOCKET_BUFFER as usize);
     defaults.recv_buffer_max = defaults.recv_buffer;
 }

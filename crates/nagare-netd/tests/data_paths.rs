@@ -581,3 +581,19 @@ fn a_thread_waiting_for_a_completion_holds_up_no_other_call() {
     reader.read_exact(&mut got).expect("every byte arrives");
     waiting.join().unwrap().expect("the lent send completes once the reader read");
 }
+
+/// netd's TCP receive buffer is configurable: a connection starts with it
+/// (as its stat line says), and its application keeps that much posted.
+#[test]
+fn a_configured_receive_buffer_is_every_new_connection_s() {
+    let netd = NetdThread::start_configured(Placement::Inline, Wire::Loopback, |c| c.tcp_recv_buffer = 1 << 20);
+    let s = netd.connect();
+    let listener = TcpListener::bind_via(&s, at(9470)).expect("listen");
+    let writer = TcpStream::connect_timeout_via(&s, &SocketAddr::V4(at(9470)), LIMIT).expect("connect");
+    let (reader, _) = listener.accept().expect("accept");
+    assert_eq!(reader.recv_buffer_size().unwrap(), 1 << 20);
+    assert_eq!(writer.recv_buffer_size().unwrap(), 1 << 20);
+    let report = s.stat().expect("stat");
+    let line = report.lines().find(|l| l.contains(" tcp local ") && l.contains(&at(9470).to_string())).expect("a line");
+    assert_eq!(stat_value(line, " rcvbuf "), Some(1 << 20), "{line}");
+}
