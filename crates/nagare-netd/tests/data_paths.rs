@@ -28,6 +28,32 @@ fn pair(netd: &NetdThread, port: u16) -> (TcpStream, TcpStream, nagare::Session,
     (writer, reader, a, b)
 }
 
+/// Writes to `writer`, non-blocking, the bytes `next` gives for what was
+/// written so far, until its send buffer and its reader's window are full:
+/// once writes have failed for 100 ms on end (acknowledgements of what the
+/// reader's side still takes free room meanwhile). The bytes written.
+fn write_until_full<'a>(writer: &TcpStream, next: impl Fn(usize) -> &'a [u8]) -> usize {
+    writer.set_nonblocking(true).unwrap();
+    let mut written = 0usize;
+    let deadline = Instant::now() + LIMIT;
+    let mut refused = 0;
+    while refused < 5 {
+        match (&*writer).write(next(written)) {
+            Ok(n) => {
+                written += n;
+                refused = 0;
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                refused += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("write: {e}"),
+        }
+        assert!(Instant::now() < deadline && written < 64 << 20, "writes never stopped: {written} bytes");
+    }
+    written
+}
+
 /// The requests netd has taken so far.
 fn requests(session: &nagare::Session) -> u64 {
     stat_value(&session.stat().expect("stat"), "netd requests ").expect("a request count")
@@ -41,28 +67,9 @@ fn requests(session: &nagare::Session) -> u64 {
 fn a_full_send_buffer_blocks_a_writer_or_says_would_block() {
     let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
     let (writer, mut reader, a, _b) = pair(&netd, 9400);
-    writer.set_nonblocking(true).unwrap();
     let pattern = |i: usize| (i % 253) as u8;
     let chunk: Vec<u8> = (0..253 * 66).map(pattern).collect();
-    let mut written = 0usize;
-    let deadline = Instant::now() + LIMIT;
-    // Full once writes have failed for 100 ms on end (acknowledgements of
-    // what the reader's side still takes free room meanwhile).
-    let mut refused = 0;
-    while refused < 5 {
-        match (&writer).write(&chunk[written % 253..][..16384]) {
-            Ok(n) => {
-                written += n;
-                refused = 0;
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                refused += 1;
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => panic!("write: {e}"),
-        }
-        assert!(Instant::now() < deadline && written < 64 << 20, "writes never stopped: {written} bytes");
-    }
+    let written = write_until_full(&writer, |written| &chunk[written % 253..][..16384]);
     // The send buffer (256 KiB) and what the reader's side holds.
     assert!(written >= 256 << 10, "only {written} bytes queued");
     // The report shows the bytes each end's engine socket holds: the
@@ -544,25 +551,8 @@ fn a_zero_copy_sender_that_may_not_wait_is_told_would_block() {
 fn a_thread_waiting_for_a_completion_holds_up_no_other_call() {
     let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
     let (writer, mut reader, a, _b) = pair(&netd, 9420);
-    writer.set_nonblocking(true).unwrap();
     let chunk = vec![7u8; 16384];
-    let mut written = 0usize;
-    let deadline = Instant::now() + LIMIT;
-    let mut refused = 0;
-    while refused < 5 {
-        match (&writer).write(&chunk) {
-            Ok(n) => {
-                written += n;
-                refused = 0;
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                refused += 1;
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => panic!("write: {e}"),
-        }
-        assert!(Instant::now() < deadline && written < 64 << 20, "writes never stopped: {written} bytes");
-    }
+    let written = write_until_full(&writer, |_| &chunk);
     let mut tx = a.alloc_tx().expect("a send buffer");
     let lent = tx.len().min(8192);
     tx[..lent].fill(7);
