@@ -587,3 +587,53 @@ fn a_configured_receive_buffer_is_every_new_connection_s() {
     let line = report.lines().find(|l| l.contains(" tcp local ") && l.contains(&at(9470).to_string())).expect("a line");
     assert_eq!(stat_value(line, " rcvbuf "), Some(1 << 20), "{line}");
 }
+
+/// A poll is ended by a signal whose handler runs while it waits, as
+/// `poll(2)` is, also when another thread of its session is the one
+/// asleep on the session's eventfd.
+#[test]
+fn a_signal_ends_the_poll_of_a_second_waiting_thread() {
+    extern "C" fn on_signal(_: libc::c_int) {}
+    // SAFETY: a handler that does nothing, installed without SA_RESTART
+    // for a signal no other test uses.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_signal as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        assert_eq!(libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut()), 0);
+    }
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let s = netd.connect();
+    let listener = TcpListener::bind_via(&s, at(9480)).expect("listen");
+    let one = TcpStream::connect_timeout_via(&s, &SocketAddr::V4(at(9480)), LIMIT).expect("connect");
+    let two = TcpStream::connect_timeout_via(&s, &SocketAddr::V4(at(9480)), LIMIT).expect("connect");
+    let (quiet_one, _) = listener.accept().expect("accept");
+    let (quiet_two, _) = listener.accept().expect("accept");
+    let first = {
+        let s = s.clone();
+        let id = quiet_one.socket_id();
+        std::thread::spawn(move || poll(&s, &mut [PollEntry { socket: id, interest: READABLE, ready: 0 }], Some(LIMIT)))
+    };
+    // The first thread is the one asleep on the eventfd by now.
+    std::thread::sleep(Duration::from_millis(200));
+    let (told, answer) = std::sync::mpsc::channel();
+    let second = {
+        let s = s.clone();
+        let id = quiet_two.socket_id();
+        std::thread::spawn(move || {
+            // SAFETY: the calling thread's own handle.
+            let _ = told.send(unsafe { libc::pthread_self() });
+            poll(&s, &mut [PollEntry { socket: id, interest: READABLE, ready: 0 }], Some(LIMIT))
+        })
+    };
+    let thread = answer.recv_timeout(LIMIT).expect("the second thread started");
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: a live thread of this process, a signal with a handler.
+    assert_eq!(unsafe { libc::pthread_kill(thread, libc::SIGUSR2) }, 0);
+    let started = Instant::now();
+    let ended = second.join().expect("the second thread");
+    assert_eq!(ended.map_err(|e| e.kind()), Err(ErrorKind::Interrupted), "after {:?}", started.elapsed());
+    (&one).write_all(b"x").unwrap();
+    assert_eq!(first.join().expect("the first thread").expect("the first poll"), 1);
+    drop(two);
+}

@@ -411,6 +411,16 @@ impl Session {
         let slice =
             deadline.map_or(LIVENESS_SLICE, |d| d.saturating_duration_since(Instant::now()).min(LIVENESS_SLICE));
         if c.sleeper {
+            if let OnSignal::Interrupt(mask) = signals {
+                // A wait a signal must end cannot sleep on the condvar (a
+                // handler does not wake it): it watches the eventfd too,
+                // which the sleeper drains once it has woken.
+                drop(c);
+                let r = self.inner.wake.wait_readable_or_signal(Some(slice), mask);
+                let c = self.lock()?;
+                r?;
+                return Ok(c);
+            }
             let (c, _) = self.inner.woken.wait_timeout(c, slice).map_err(|_| poisoned())?;
             return Ok(c);
         }
