@@ -437,9 +437,10 @@ fn sshd_serves_ssh_and_scp_through_netd_across_fork_and_exec() {
 }
 
 /// A server that forks a child for each connection it accepts (python's
-/// `os.fork`), the client speaking first: the child reads what the
-/// client sent before the fork, answers, and the parent's close of its
-/// copy neither resets nor ends the connection.
+/// `os.fork`), the client speaking first: the child, which first forks a
+/// helper of its own, reads what the client sent
+/// before the fork, answers, and the parent's close of its copy neither
+/// resets nor ends the connection.
 #[test]
 fn a_forking_server_hands_each_connection_to_its_child() {
     if let Some(reason) = interop_unavailable(&["python3", "nc", "ping"]) {
@@ -454,6 +455,9 @@ fn a_forking_server_hands_each_connection_to_its_child() {
          \x20   pid = os.fork()\n\
          \x20   if pid == 0:\n\
          \x20       l.close(); data = b''\n\
+         \x20       helper = os.fork()\n\
+         \x20       if helper == 0: os._exit(0)\n\
+         \x20       os.waitpid(helper, 0)\n\
          \x20       while not data.endswith(b'.'):\n\
          \x20           x = c.recv(100)\n\
          \x20           if not x: os._exit(0)\n\

@@ -43,7 +43,15 @@ struct ForChild {
     pid: u32,
 }
 
-static FOR_CHILD: Mutex<Option<ForChild>> = Mutex::new(None);
+/// The sessions made ahead: `mine`, the one this process's parent made
+/// for it (`pid` this process's), and `next`, the one being made for the
+/// child of the `fork` under way.
+struct MadeAhead {
+    mine: Option<ForChild>,
+    next: Option<ForChild>,
+}
+
+static FOR_CHILD: Mutex<MadeAhead> = Mutex::new(MadeAhead { mine: None, next: None });
 
 /// The locks the fork handlers hold from `prepare` to `in_parent` and
 /// `in_child` (on the forking thread), so that the child never starts
@@ -51,14 +59,14 @@ static FOR_CHILD: Mutex<Option<ForChild>> = Mutex::new(None);
 struct Held {
     _table: table::Held,
     session: crate::session::Held,
-    for_child: std::sync::MutexGuard<'static, Option<ForChild>>,
+    for_child: std::sync::MutexGuard<'static, MadeAhead>,
 }
 
 thread_local! {
     static HELD: std::cell::RefCell<Option<Held>> = const { std::cell::RefCell::new(None) };
 }
 
-fn for_child() -> std::sync::MutexGuard<'static, Option<ForChild>> {
+fn for_child() -> std::sync::MutexGuard<'static, MadeAhead> {
     FOR_CHILD.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -95,7 +103,7 @@ extern "C" fn prepare() {
         if let Ok(session) = Session::connect(netd_path()) {
             session.set_spin_yields(false);
             let adopted = tokens.into_iter().filter_map(|t| adopt_via(&session, t).ok().map(|a| (t, a))).collect();
-            *for_child() = Some(ForChild { session, adopted, pid: 0 });
+            for_child().next = Some(ForChild { session, adopted, pid: 0 });
         }
     }
     // In this order everywhere: the table, the session slot, the child's.
@@ -107,7 +115,7 @@ extern "C" fn prepare() {
 extern "C" fn in_parent() {
     let _in = Entered::new();
     let Some(mut held) = HELD.with(|h| h.borrow_mut().take()) else { return };
-    let taken = held.for_child.take();
+    let taken = held.for_child.next.take();
     drop(held);
     if let Some(c) = taken {
         c.session.abandon();
@@ -118,17 +126,20 @@ extern "C" fn in_parent() {
 extern "C" fn in_child() {
     let me = std::process::id();
     let Some(mut held) = HELD.with(|h| h.borrow_mut().take()) else { return };
-    if let Some(c) = held.for_child.as_mut() {
-        c.pid = me;
-        let session = c.session.clone();
-        crate::session::adopt_session(&mut held.session, me, session);
+    let Some(mut c) = held.for_child.next.take() else { return };
+    c.pid = me;
+    let session = c.session.clone();
+    crate::session::adopt_session(&mut held.session, me, session);
+    // The parent's own, copied by the fork: never used or dropped here.
+    if let Some(parents) = held.for_child.mine.replace(c) {
+        std::mem::forget(parents);
     }
 }
 
 /// What the session made for this process (a child) adopted by `token`.
 fn made_for_me(token: u64) -> Option<Adopted> {
     let mut slot = for_child();
-    let c = slot.as_mut().filter(|c| c.pid == std::process::id())?;
+    let c = slot.mine.as_mut().filter(|c| c.pid == std::process::id())?;
     c.adopted.remove(&token)
 }
 
