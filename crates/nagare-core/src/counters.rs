@@ -136,6 +136,22 @@ counters! {
         udp_super_frames_received,
         /// UDP super-frames sent whole to a device that cuts them.
         udp_super_frames_sent,
+        /// Dropped: UDP over IPv6 with its header truncated or its length
+        /// field inconsistent.
+        drop_udp6_malformed,
+        /// Dropped: UDP over IPv6 with a zero checksum, which IPv6 does
+        /// not allow (RFC 8200 8.1).
+        drop_udp6_zero_checksum,
+        /// Dropped: UDP over IPv6 with a wrong checksum.
+        drop_udp6_checksum,
+        /// Dropped: UDP over IPv6 to a port no IPv6 socket is bound to.
+        drop_udp6_no_socket,
+        /// Dropped: UDP over IPv6 for a socket whose receive queue was full.
+        drop_udp6_queue_full,
+        /// UDP datagrams over IPv6 delivered to sockets.
+        udp6_delivered,
+        /// UDP datagrams sent over IPv6.
+        udp6_sent,
         /// TCP segments received and handed on.
         tcp_segments_received,
         /// TCP segments sent by connections.
@@ -242,7 +258,7 @@ counters! {
         drop_ip6_frag_nested,
         /// IPv6 fragments sent.
         ip6_frag_sent,
-        /// Dropped: TCP or UDP over IPv6, which the engine does not serve.
+        /// Dropped: TCP over IPv6, which the engine does not serve.
         drop_ip6_no_transport,
         /// Dropped: an unknown next header (parameter problem sent).
         drop_ip6_unknown_next_header,

@@ -119,7 +119,7 @@ impl Interface {
     /// bucket. Never to an unspecified or multicast source, nor about a
     /// packet to a multicast address (or a link-layer group) unless
     /// `even_multicast` (RFC 4443 2.4 (e)).
-    pub(super) fn send_icmp6_error(
+    pub(crate) fn send_icmp6_error(
         &mut self,
         (kind, code, word): (Icmpv6Message, u8, u32),
         ip: &Ipv6Repr,

@@ -1,14 +1,14 @@
 //! IPv6 on the interface: validating received packets, walking their
-//! extension headers and handing ICMPv6 to its input (`icmpv6.rs`);
-//! choosing the source of packets we send and resolving their next hop
-//! through the neighbour cache (`ndp.rs`).
+//! extension headers and handing ICMPv6 and UDP to their inputs
+//! (`icmpv6.rs`, `crate::udp`); choosing the source of packets we send and
+//! resolving their next hop through the neighbour cache (`ndp.rs`).
 //!
 //! What is accepted: packets to one of our addresses, to the all-nodes
 //! group, or to the solicited-node group of one of our addresses. What is
 //! refused and counted: a payload length past the frame, a multicast or
 //! loopback source, an extension header chain the walk refuses (answered
-//! with a parameter problem where RFC 8200 asks for one), TCP and UDP (not
-//! served over IPv6). Fragments are reassembled (`crate::ipv6::reassembly`)
+//! with a parameter problem where RFC 8200 asks for one), TCP (not served
+//! over IPv6). Fragments are reassembled (`crate::ipv6::reassembly`)
 //! and the whole datagram walked and handed on as if it had come so;
 //! packets past the MTU are sent in fragments. Nothing is forwarded, and
 //! only on-link destinations are sent to: link-local ones and those on the
@@ -256,7 +256,10 @@ impl Interface {
                 packet.trim_front(IPV6_HEADER_LEN + chain.offset);
                 self.receive_icmpv6(repr, packet, tentative, now);
             }
-            IpProtocol::Tcp | IpProtocol::Udp => self.counters.drop_ip6_no_transport += 1,
+            IpProtocol::Udp => {
+                self.receive_udp6(repr, packet, IPV6_HEADER_LEN + chain.offset, link_multicast, now);
+            }
+            IpProtocol::Tcp => self.counters.drop_ip6_no_transport += 1,
             IpProtocol::Ipv6NoNxt => self.counters.drop_ip6_no_next_header += 1,
             _ => {
                 self.counters.drop_ip6_unknown_next_header += 1;

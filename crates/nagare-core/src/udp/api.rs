@@ -1,13 +1,14 @@
 //! The UDP socket calls.
 
-use super::socket::UdpDatagram;
+use super::output6::udp6_header;
+use super::socket::{UdpDatagram, UdpDatagram6};
 use super::sockets::UdpHandle;
-use super::{UDP_MAX_PAYLOAD, UDP_MAX_SEGMENTS};
+use super::{UDP6_MAX_PAYLOAD, UDP_MAX_PAYLOAD, UDP_MAX_SEGMENTS};
 use crate::buf::{ChecksumState, Offload, PacketBuf};
 use crate::icmp::IcmpError;
 use crate::iface::{Error, Interface, HEADROOM};
 use crate::time::Instant;
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use nagare_wire::{Checksum, IpProtocol, Ipv4Repr, IPV4_HEADER_LEN, UDP_HEADER_LEN};
 
 /// The UDP socket calls of one interface, borrowed from it
@@ -33,7 +34,22 @@ impl<'a> Udp<'a> {
         }
         let config = &self.iface.config;
         let (packets, bytes) = (config.udp_rx_queue_packets, config.udp_rx_queue_bytes);
-        self.iface.udp.bind(ip, local.port(), packets, bytes)
+        self.iface.udp.bind(IpAddr::V4(ip), local.port(), packets, bytes)
+    }
+
+    /// Binds a UDP socket over IPv6 to `local`, whose address is one of
+    /// the interface's IPv6 addresses or `::` (every one of them); port 0
+    /// picks a free ephemeral port. The port is bound apart from IPv4's:
+    /// an IPv4 socket may hold the same one. The queue bounds are those of
+    /// IPv4 sockets.
+    pub fn bind6(&mut self, local: SocketAddrV6) -> Result<UdpHandle, Error> {
+        let ip = *local.ip();
+        if !ip.is_unspecified() && self.iface.ipv6_address_state(ip).is_none() {
+            return Err(Error::AddrNotAvailable);
+        }
+        let config = &self.iface.config;
+        let (packets, bytes) = (config.udp_rx_queue_packets, config.udp_rx_queue_bytes);
+        self.iface.udp.bind(IpAddr::V6(ip), local.port(), packets, bytes)
     }
 
     /// Sets the most payload bytes a socket's receive queue holds
@@ -152,11 +168,73 @@ impl<'a> Udp<'a> {
         Ok(())
     }
 
+    /// Sends `data` over IPv6 to `dst` from an IPv6 socket, copying it
+    /// once into packet buffers.
+    pub fn send_to6(&mut self, handle: UdpHandle, data: &[u8], dst: SocketAddrV6, now: Instant) -> Result<(), Error> {
+        if data.len() > UDP6_MAX_PAYLOAD {
+            return Err(Error::MessageTooLong);
+        }
+        let payload = PacketBuf::from_slice(&self.iface.pool, HEADROOM, data)?;
+        self.send_buf6(handle, payload, dst, now)
+    }
+
+    /// Sends a payload that is already in packet buffers over IPv6 to
+    /// `dst`, without copying. The source is the socket's address, or for
+    /// a socket bound to `::` a preferred address of `dst`'s scope; the
+    /// next hop is resolved through the neighbour cache, and a datagram
+    /// past the MTU goes in fragments. Multicast destinations are refused.
+    pub fn send_buf6(
+        &mut self,
+        handle: UdpHandle,
+        mut payload: PacketBuf,
+        dst: SocketAddrV6,
+        now: Instant,
+    ) -> Result<(), Error> {
+        payload.set_offload(Offload::NONE);
+        if payload.len() > UDP6_MAX_PAYLOAD {
+            return Err(Error::MessageTooLong);
+        }
+        let (src, src_port) = self.endpoints6(handle, dst)?;
+        let payload_len = payload.len();
+        let payload_sum = payload.checksum();
+        let udp = udp6_header((src, src_port), (*dst.ip(), dst.port()), payload_len, payload_sum)
+            .ok_or(Error::MessageTooLong)?;
+        let iface = &mut *self.iface;
+        let Ok(header) = payload.prepend(&iface.pool, UDP_HEADER_LEN) else {
+            iface.counters.drop_no_buffer += 1;
+            return Err(Error::NoBuffer);
+        };
+        header.copy_from_slice(&udp);
+        iface.send_ipv6(Some(src), *dst.ip(), IpProtocol::Udp, payload, None, now)?;
+        iface.counters.udp6_sent += 1;
+        Ok(())
+    }
+
+    /// The source address and port of a datagram over IPv6 from `handle`
+    /// to `dst`, if `dst` can be sent to.
+    fn endpoints6(&self, handle: UdpHandle, dst: SocketAddrV6) -> Result<(Ipv6Addr, u16), Error> {
+        let iface = &*self.iface;
+        let SocketAddr::V6(local) = iface.udp.socket(handle).ok_or(Error::InvalidHandle)?.local else {
+            return Err(Error::Unaddressable);
+        };
+        if dst.port() == 0 || dst.ip().is_unspecified() || dst.ip().is_multicast() {
+            return Err(Error::Unaddressable);
+        }
+        let src = if local.ip().is_unspecified() {
+            iface.ipv6_source_for(*dst.ip()).ok_or(Error::AddrNotAvailable)?
+        } else {
+            *local.ip()
+        };
+        Ok((src, local.port()))
+    }
+
     /// The source address and port of a datagram from `handle` to `dst`,
     /// if `dst` can be sent to.
     fn endpoints(&self, handle: UdpHandle, dst: SocketAddrV4) -> Result<(Ipv4Addr, u16), Error> {
         let iface = &*self.iface;
-        let local = iface.udp.socket(handle).ok_or(Error::InvalidHandle)?.local;
+        let SocketAddr::V4(local) = iface.udp.socket(handle).ok_or(Error::InvalidHandle)?.local else {
+            return Err(Error::Unaddressable);
+        };
         if dst.port() == 0 || dst.ip().is_unspecified() || dst.ip().is_multicast() {
             return Err(Error::Unaddressable);
         }
@@ -202,7 +280,8 @@ impl<'a> Udp<'a> {
         iface.send_ip(ip, payload, now)
     }
 
-    /// The next datagram received on `handle`, without copying its payload.
+    /// The next datagram received on `handle` (an IPv4 socket), without
+    /// copying its payload.
     pub fn recv(&mut self, handle: UdpHandle) -> Result<Option<UdpDatagram>, Error> {
         let socket = self.iface.udp.socket_mut(handle).ok_or(Error::InvalidHandle)?;
         Ok(socket.dequeue())
@@ -212,6 +291,19 @@ impl<'a> Udp<'a> {
     /// to `buf`, as `recv_from` does) and sender.
     pub fn recv_from(&mut self, handle: UdpHandle, buf: &mut [u8]) -> Result<Option<(usize, SocketAddrV4)>, Error> {
         Ok(self.recv(handle)?.map(|d| (d.payload.copy_out(0, buf), d.source)))
+    }
+
+    /// The next datagram received over IPv6 on `handle` (an IPv6 socket),
+    /// without copying its payload.
+    pub fn recv6(&mut self, handle: UdpHandle) -> Result<Option<UdpDatagram6>, Error> {
+        let socket = self.iface.udp.socket_mut(handle).ok_or(Error::InvalidHandle)?;
+        Ok(socket.dequeue6())
+    }
+
+    /// Copies the next datagram received over IPv6 into `buf`; returns its
+    /// length (truncated to `buf`) and sender.
+    pub fn recv_from6(&mut self, handle: UdpHandle, buf: &mut [u8]) -> Result<Option<(usize, SocketAddrV6)>, Error> {
+        Ok(self.recv6(handle)?.map(|d| (d.payload.copy_out(0, buf), d.source)))
     }
 
     /// Takes the last ICMP error reported for this socket's datagrams.

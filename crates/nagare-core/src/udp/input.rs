@@ -3,7 +3,7 @@
 //! A UDP super-frame from a device that carries them is split into the
 //! datagrams it stands for, each delivered on its own.
 
-use super::socket::UdpDatagram;
+use super::socket::{Queued, UdpDatagram};
 use super::UDP_MAX_SEGMENTS;
 use crate::buf::{Offload, PacketBuf};
 use crate::icmp::{ICMP_CODE_PORT_UNREACHABLE, ICMP_DST_UNREACHABLE};
@@ -57,7 +57,7 @@ impl Interface {
         };
         payload.trim_front(UDP_HEADER_LEN);
         let datagram = UdpDatagram { source: SocketAddrV4::new(ip.src_addr, src_port), destination, payload };
-        if socket.enqueue(datagram) {
+        if socket.enqueue(Queued::V4(datagram)) {
             self.counters.udp_delivered += 1;
         } else {
             self.counters.drop_udp_queue_full += 1;
@@ -104,7 +104,7 @@ impl Interface {
         };
         let (mut delivered, mut full) = (0u64, 0u64);
         for piece in payload.pieces(UDP_HEADER_LEN, segment_size) {
-            if socket.enqueue(UdpDatagram { source, destination, payload: piece }) {
+            if socket.enqueue(Queued::V4(UdpDatagram { source, destination, payload: piece })) {
                 delivered += 1;
             } else {
                 full += 1;

@@ -1,9 +1,9 @@
-//! A UDP socket: a bound local endpoint and a bounded queue of received
-//! datagrams kept as buffer chains (delivered without copying).
+//! A UDP socket: a bound local endpoint, IPv4 or IPv6, and a bounded queue
+//! of received datagrams kept as buffer chains (delivered without copying).
 
 use crate::buf::PacketBuf;
 use alloc::collections::VecDeque;
-use core::net::SocketAddrV4;
+use core::net::{Ipv4Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 /// A datagram waiting to be read.
 #[derive(Debug)]
@@ -16,11 +16,39 @@ pub struct UdpDatagram {
     pub payload: PacketBuf,
 }
 
+/// A datagram received over IPv6, waiting to be read.
+#[derive(Debug)]
+pub struct UdpDatagram6 {
+    /// Who sent it.
+    pub source: SocketAddrV6,
+    /// To which of our addresses it came.
+    pub destination: SocketAddrV6,
+    /// Its payload.
+    pub payload: PacketBuf,
+}
+
+/// A datagram in a socket's queue: an IPv4 socket's are all IPv4, an IPv6
+/// socket's all IPv6.
+#[derive(Debug)]
+pub(crate) enum Queued {
+    V4(UdpDatagram),
+    V6(UdpDatagram6),
+}
+
+impl Queued {
+    fn payload_len(&self) -> usize {
+        match self {
+            Queued::V4(d) => d.payload.len(),
+            Queued::V6(d) => d.payload.len(),
+        }
+    }
+}
+
 /// A UDP socket.
 #[derive(Debug)]
 pub struct UdpSocket {
-    pub(crate) local: SocketAddrV4,
-    pub(crate) rx: VecDeque<UdpDatagram>,
+    pub(crate) local: SocketAddr,
+    pub(crate) rx: VecDeque<Queued>,
     pub(crate) rx_bytes: usize,
     pub(crate) rx_limit_packets: usize,
     pub(crate) rx_limit_bytes: usize,
@@ -30,7 +58,7 @@ pub struct UdpSocket {
 }
 
 impl UdpSocket {
-    pub(crate) fn new(local: SocketAddrV4, limit_packets: usize, limit_bytes: usize) -> Self {
+    pub(crate) fn new(local: SocketAddr, limit_packets: usize, limit_bytes: usize) -> Self {
         UdpSocket {
             local,
             rx: VecDeque::new(),
@@ -43,8 +71,8 @@ impl UdpSocket {
     }
 
     /// Queues a received datagram, or refuses it when the queue is full.
-    pub(crate) fn enqueue(&mut self, datagram: UdpDatagram) -> bool {
-        let len = datagram.payload.len();
+    pub(crate) fn enqueue(&mut self, datagram: Queued) -> bool {
+        let len = datagram.payload_len();
         if !self.has_room_for(0, 0, len) {
             self.rx_dropped += 1;
             return false;
@@ -54,21 +82,66 @@ impl UdpSocket {
         true
     }
 
+    /// The next IPv4 datagram, if one is first in the queue.
     pub(crate) fn dequeue(&mut self) -> Option<UdpDatagram> {
-        let d = self.rx.pop_front()?;
-        self.rx_bytes -= d.payload.len();
-        Some(d)
+        match self.rx.pop_front()? {
+            Queued::V4(d) => {
+                self.rx_bytes -= d.payload.len();
+                Some(d)
+            }
+            other => {
+                self.rx.push_front(other);
+                None
+            }
+        }
+    }
+
+    /// The next IPv6 datagram, if one is first in the queue.
+    pub(crate) fn dequeue6(&mut self) -> Option<UdpDatagram6> {
+        match self.rx.pop_front()? {
+            Queued::V6(d) => {
+                self.rx_bytes -= d.payload.len();
+                Some(d)
+            }
+            other => {
+                self.rx.push_front(other);
+                None
+            }
+        }
     }
 
     /// Whether a datagram sent to `dst` (on this socket's port) is for
-    /// this socket: bound to any address, or to `dst`'s.
+    /// this socket: an IPv4 socket bound to any address, or to `dst`'s.
     pub(crate) fn takes(&self, dst: SocketAddrV4) -> bool {
-        let bound = *self.local.ip();
-        bound.is_unspecified() || bound == *dst.ip()
+        match self.local {
+            SocketAddr::V4(local) => local.ip().is_unspecified() || local.ip() == dst.ip(),
+            SocketAddr::V6(_) => false,
+        }
     }
 
-    /// The bound local endpoint (address 0.0.0.0 means any of ours).
+    /// Whether a datagram sent over IPv6 to `dst` (on this socket's port)
+    /// is for this socket: an IPv6 socket bound to any address, or to
+    /// `dst`'s.
+    pub(crate) fn takes6(&self, dst: SocketAddrV6) -> bool {
+        match self.local {
+            SocketAddr::V6(local) => local.ip().is_unspecified() || local.ip() == dst.ip(),
+            SocketAddr::V4(_) => false,
+        }
+    }
+
+    /// The bound local endpoint of an IPv4 socket (address 0.0.0.0 means
+    /// any of ours); an IPv6 socket's port with address 0.0.0.0. For both
+    /// families, see [`local_addr`](Self::local_addr).
     pub fn local(&self) -> SocketAddrV4 {
+        match self.local {
+            SocketAddr::V4(local) => local,
+            SocketAddr::V6(local) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, local.port()),
+        }
+    }
+
+    /// The bound local endpoint, IPv4 or IPv6 (an unspecified address
+    /// means any of ours of that family).
+    pub fn local_addr(&self) -> SocketAddr {
         self.local
     }
 
@@ -79,7 +152,7 @@ impl UdpSocket {
 
     /// The payload length of the next datagram to be read, if one waits.
     pub fn next_len(&self) -> Option<usize> {
-        self.rx.front().map(|d| d.payload.len())
+        self.rx.front().map(Queued::payload_len)
     }
 
     /// Payload bytes of the datagrams waiting to be read.

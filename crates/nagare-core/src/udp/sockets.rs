@@ -1,23 +1,28 @@
-//! The UDP sockets of an interface: the table that holds them, the port
-//! map that demultiplexes datagrams to them, and the choice of ephemeral
-//! ports.
+//! The UDP sockets of an interface: the table that holds them, IPv4 and
+//! IPv6 alike, the port maps (one per family) that demultiplex datagrams
+//! to them, and the choice of ephemeral ports. A port is bound once per
+//! family: an IPv4 and an IPv6 socket may share it.
 
 use super::socket::UdpSocket;
 use crate::icmp::IcmpError;
 use crate::iface::Error;
 use crate::socket::{SocketHandle, SocketTable, EPHEMERAL_PORTS};
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::{IpAddr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use hashbrown::HashMap;
 
 /// Names a UDP socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct UdpHandle(SocketHandle);
 
-/// Every UDP socket of an interface, found by handle or by local port.
+/// Every UDP socket of an interface, found by handle or by local port and
+/// family.
 #[derive(Debug)]
 pub struct UdpSockets {
     table: SocketTable<UdpSocket>,
+    /// IPv4 sockets by port.
     ports: HashMap<u16, UdpHandle>,
+    /// IPv6 sockets by port.
+    ports6: HashMap<u16, UdpHandle>,
     next_ephemeral: u16,
 }
 
@@ -29,6 +34,7 @@ impl UdpSockets {
         UdpSockets {
             table: SocketTable::default(),
             ports: HashMap::new(),
+            ports6: HashMap::new(),
             next_ephemeral: EPHEMERAL_PORTS.start() + (seed % span) as u16,
         }
     }
@@ -42,32 +48,50 @@ impl UdpSockets {
         self.table.get_mut(handle.0)
     }
 
-    /// Binds a socket to `ip` and `port` (0: a free ephemeral port), with
-    /// room for `limit_packets` datagrams of `limit_bytes` in all.
+    /// Binds a socket to `ip` and `port` (0: a free ephemeral port of
+    /// `ip`'s family), with room for `limit_packets` datagrams of
+    /// `limit_bytes` in all.
     pub(super) fn bind(
         &mut self,
-        ip: Ipv4Addr,
+        ip: IpAddr,
         port: u16,
         limit_packets: usize,
         limit_bytes: usize,
     ) -> Result<UdpHandle, Error> {
         let port = match port {
-            0 => self.pick_ephemeral_port()?,
-            port if self.ports.contains_key(&port) => return Err(Error::AddrInUse),
+            0 => self.pick_ephemeral_port(ip.is_ipv6())?,
+            port if self.ports_of(ip.is_ipv6()).contains_key(&port) => return Err(Error::AddrInUse),
             port => port,
         };
-        let socket = UdpSocket::new(SocketAddrV4::new(ip, port), limit_packets, limit_bytes);
+        let socket = UdpSocket::new(SocketAddr::new(ip, port), limit_packets, limit_bytes);
         let handle = UdpHandle(self.table.insert(socket));
-        self.ports.insert(port, handle);
+        self.ports_of_mut(ip.is_ipv6()).insert(port, handle);
         Ok(handle)
     }
 
-    fn pick_ephemeral_port(&mut self) -> Result<u16, Error> {
+    /// The port map of IPv6 sockets if `v6`, else of IPv4 ones.
+    fn ports_of(&self, v6: bool) -> &HashMap<u16, UdpHandle> {
+        if v6 {
+            &self.ports6
+        } else {
+            &self.ports
+        }
+    }
+
+    fn ports_of_mut(&mut self, v6: bool) -> &mut HashMap<u16, UdpHandle> {
+        if v6 {
+            &mut self.ports6
+        } else {
+            &mut self.ports
+        }
+    }
+
+    fn pick_ephemeral_port(&mut self, v6: bool) -> Result<u16, Error> {
         let span = usize::from(EPHEMERAL_PORTS.end() - EPHEMERAL_PORTS.start()) + 1;
         for _ in 0..span {
             let port = self.next_ephemeral;
             self.next_ephemeral = if port == *EPHEMERAL_PORTS.end() { *EPHEMERAL_PORTS.start() } else { port + 1 };
-            if !self.ports.contains_key(&port) {
+            if !self.ports_of(v6).contains_key(&port) {
                 return Ok(port);
             }
         }
@@ -77,12 +101,12 @@ impl UdpSockets {
     /// Removes a socket and frees its port.
     pub(super) fn close(&mut self, handle: UdpHandle) -> Result<(), Error> {
         let socket = self.table.remove(handle.0).ok_or(Error::InvalidHandle)?;
-        self.ports.remove(&socket.local.port());
+        self.ports_of_mut(socket.local.is_ipv6()).remove(&socket.local.port());
         Ok(())
     }
 
-    /// The socket that receives datagrams sent to `dst`: the one bound to
-    /// its port, if that one is bound to any address or to `dst`'s. As on
+    /// The IPv4 socket that receives datagrams sent to `dst`: the one bound
+    /// to its port, if that one is bound to any address or to `dst`'s. As on
     /// Linux, a socket bound to one unicast address gets only datagrams for
     /// that address; broadcasts go to wildcard sockets.
     pub(super) fn receiver(&mut self, dst: SocketAddrV4) -> Option<&mut UdpSocket> {
@@ -90,15 +114,30 @@ impl UdpSockets {
         self.table.get_mut(handle.0).filter(|s| s.takes(dst))
     }
 
-    /// The socket a datagram sent to `dst` would be delivered to, and its
-    /// handle, to look at: the choice delivery makes, with one hash
+    /// The IPv4 socket a datagram sent to `dst` would be delivered to, and
+    /// its handle, to look at: the choice delivery makes, with one hash
     /// lookup.
     pub fn receiver_of(&self, dst: SocketAddrV4) -> Option<(UdpHandle, &UdpSocket)> {
         let handle = self.ports.get(&dst.port()).copied()?;
         self.table.get(handle.0).filter(|s| s.takes(dst)).map(|s| (handle, s))
     }
 
-    /// Keeps `error` for the socket bound to `port`, which sent the
+    /// The IPv6 socket that receives datagrams sent to `dst`: the one
+    /// bound to its port, if that one is bound to any address or to
+    /// `dst`'s.
+    pub(super) fn receiver6(&mut self, dst: SocketAddrV6) -> Option<&mut UdpSocket> {
+        let handle = self.ports6.get(&dst.port()).copied()?;
+        self.table.get_mut(handle.0).filter(|s| s.takes6(dst))
+    }
+
+    /// The IPv6 socket a datagram sent to `dst` would be delivered to, and
+    /// its handle, to look at.
+    pub fn receiver_of6(&self, dst: SocketAddrV6) -> Option<(UdpHandle, &UdpSocket)> {
+        let handle = self.ports6.get(&dst.port()).copied()?;
+        self.table.get(handle.0).filter(|s| s.takes6(dst)).map(|s| (handle, s))
+    }
+
+    /// Keeps `error` for the IPv4 socket bound to `port`, which sent the
     /// datagram the error quotes.
     pub(crate) fn report_error(&mut self, port: u16, error: IcmpError) {
         if let Some(socket) = self.ports.get(&port).copied().and_then(|h| self.table.get_mut(h.0)) {

@@ -1,0 +1,79 @@
+//! Received UDP datagrams over IPv6: the header and checksum checked (the
+//! checksum is mandatory over IPv6, RFC 8200 8.1: zero is refused), then
+//! handed to the IPv6 socket bound to their port, or answered with ICMPv6
+//! port unreachable.
+
+use super::socket::{Queued, UdpDatagram6};
+use crate::buf::{Offload, PacketBuf};
+use crate::iface::read::be16;
+use crate::iface::Interface;
+use crate::time::Instant;
+use core::net::SocketAddrV6;
+use nagare_wire::{pseudo_header_v6, Icmpv6Message, IpProtocol, Ipv6Repr, UDP_HEADER_LEN};
+
+/// ICMPv6 destination unreachable code 4: port unreachable.
+const ICMP6_CODE_PORT_UNREACHABLE: u8 = 4;
+
+impl Interface {
+    /// A UDP datagram over IPv6 for us: `packet` from its IPv6 header
+    /// (`ip`) on, the UDP header `udp_at` bytes into it; `link_multicast`:
+    /// the frame came to a link-layer group or broadcast address.
+    pub(crate) fn receive_udp6(
+        &mut self,
+        ip: &Ipv6Repr,
+        packet: PacketBuf,
+        udp_at: usize,
+        link_multicast: bool,
+        now: Instant,
+    ) {
+        let Some(mut payload) = packet.slice(udp_at, packet.len().saturating_sub(udp_at)) else {
+            self.counters.drop_udp6_malformed += 1;
+            return;
+        };
+        let Some(header) = payload.header::<UDP_HEADER_LEN>() else {
+            self.counters.drop_udp6_malformed += 1;
+            return;
+        };
+        let src_port = be16(&header, 0);
+        let dst_port = be16(&header, 2);
+        let length = usize::from(be16(&header, 4));
+        let checksum = be16(&header, 6);
+        if length < UDP_HEADER_LEN || length > payload.len() {
+            self.counters.drop_udp6_malformed += 1;
+            return;
+        }
+        let offload = payload.offload();
+        if offload.is_udp_segmented() {
+            self.counters.drop_udp_bad_segmentation += 1;
+            return;
+        }
+        payload.truncate(length);
+        if checksum == 0 {
+            self.counters.drop_udp6_zero_checksum += 1;
+            return;
+        }
+        if !offload.checksum.trusted() {
+            let mut sum = pseudo_header_v6(ip.src_addr, ip.dst_addr, IpProtocol::Udp.into(), length as u32);
+            sum.add_checksum(payload.checksum());
+            if sum.folded() != 0xffff {
+                self.counters.drop_udp6_checksum += 1;
+                return;
+            }
+        }
+        payload.set_offload(Offload::NONE);
+        let destination = SocketAddrV6::new(ip.dst_addr, dst_port, 0, 0);
+        let Some(socket) = self.udp.receiver6(destination) else {
+            self.counters.drop_udp6_no_socket += 1;
+            let kind = (Icmpv6Message::DstUnreachable, ICMP6_CODE_PORT_UNREACHABLE, 0);
+            self.send_icmp6_error(kind, ip, &packet, link_multicast, false, now);
+            return;
+        };
+        payload.trim_front(UDP_HEADER_LEN);
+        let source = SocketAddrV6::new(ip.src_addr, src_port, 0, 0);
+        if socket.enqueue(Queued::V6(UdpDatagram6 { source, destination, payload })) {
+            self.counters.udp6_delivered += 1;
+        } else {
+            self.counters.drop_udp6_queue_full += 1;
+        }
+    }
+}
