@@ -281,7 +281,8 @@ impl<'a> Udp<'a> {
     }
 
     /// The next datagram received on `handle` (an IPv4 socket), without
-    /// copying its payload.
+    /// copying its payload. An IPv6 socket's datagrams are read with
+    /// [`recv6`](Self::recv6): here it has none.
     pub fn recv(&mut self, handle: UdpHandle) -> Result<Option<UdpDatagram>, Error> {
         let socket = self.iface.udp.socket_mut(handle).ok_or(Error::InvalidHandle)?;
         Ok(socket.dequeue())

@@ -145,3 +145,43 @@ impl UdpSockets {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::net::{Ipv4Addr, Ipv6Addr};
+
+    const V4_ANY: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+    const V6_ANY: IpAddr = IpAddr::V6(Ipv6Addr::UNSPECIFIED);
+
+    #[test]
+    fn each_family_has_its_own_ports() {
+        let mut sockets = UdpSockets::new(0);
+        let v4 = sockets.bind(V4_ANY, 53, 8, 1 << 16).unwrap();
+        let v6 = sockets.bind(V6_ANY, 53, 8, 1 << 16).unwrap();
+        assert_eq!(sockets.bind(V6_ANY, 53, 8, 1 << 16), Err(Error::AddrInUse));
+        assert_eq!(sockets.bind(V4_ANY, 53, 8, 1 << 16), Err(Error::AddrInUse));
+        let to4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 53);
+        let to6 = SocketAddrV6::new(Ipv6Addr::LOCALHOST, 53, 0, 0);
+        assert_eq!(sockets.receiver_of(to4).map(|(h, _)| h), Some(v4));
+        assert_eq!(sockets.receiver_of6(to6).map(|(h, _)| h), Some(v6));
+        // Closing the IPv6 socket frees its port, and only its family's.
+        sockets.close(v6).unwrap();
+        assert!(sockets.receiver_of6(to6).is_none());
+        assert_eq!(sockets.receiver_of(to4).map(|(h, _)| h), Some(v4));
+        assert!(sockets.bind(V6_ANY, 53, 8, 1 << 16).is_ok());
+    }
+
+    #[test]
+    fn an_ephemeral_port_is_free_in_its_own_family() {
+        let mut sockets = UdpSockets::new(0);
+        let first = *EPHEMERAL_PORTS.start();
+        sockets.bind(V6_ANY, first, 8, 1 << 16).unwrap();
+        // The search starts at the first ephemeral port: taken over IPv6,
+        // free over IPv4.
+        let v4 = sockets.bind(V4_ANY, 0, 8, 1 << 16).unwrap();
+        assert_eq!(sockets.socket(v4).map(|s| s.local.port()), Some(first));
+        let v6 = sockets.bind(V6_ANY, 0, 8, 1 << 16).unwrap();
+        assert_eq!(sockets.socket(v6).map(|s| s.local.port()), Some(first + 1));
+    }
+}
