@@ -428,8 +428,23 @@ impl TcpStream {
             return Ok(0);
         }
         let id = self.h.id;
-        let template = request(Op::Send, id);
         let nonblocking = self.mode.is_on() || !may_wait;
+        if self.h.netd.lock()?.is_shared(id) {
+            // Another process holds the stream too: each write is in the
+            // engine before it returns (not queued here, where it could
+            // follow another holder's later write, or be lost with this
+            // process), so the holders' writes keep their order.
+            let mut r = request(Op::Send, id);
+            if nonblocking {
+                r.flags |= nagare_request::NONBLOCK;
+            } else {
+                set_wait_limit(&mut r, self.write_limit.get());
+            }
+            let n = buf.len().min(self.h.netd.max_chunk());
+            let (c, _) = self.h.netd.call(r, Data::Send(&buf[..n]))?;
+            return Ok(c.aux[0] as usize);
+        }
+        let template = request(Op::Send, id);
         self.h.netd.until(nonblocking, self.write_limit.get(), |c| c.queue_stream(id, buf, &template))
     }
 
