@@ -13,8 +13,10 @@
 //! here and in every session that adopts it, the socket's path takes
 //! nothing ahead: a read posts one receive of at most what it asks for
 //! and waits for it, an accept one `ACCEPT`, and a poll asks netd, so that
-//! no holder's exit loses what another would have read. Connections a
-//! listener had already accepted ahead stay in this process's queue.
+//! no holder's exit loses what another would have read; and a write is in
+//! the engine before it returns, so that the holders' writes keep their
+//! order. Connections a listener had already accepted ahead stay in this
+//! process's queue.
 
 use crate::net::{addr_of, Handle, TcpListener, TcpStream};
 use crate::path::Kind;
