@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::wire::Wire;
 use common::{feed, OUR_MAC, PEER_MAC};
 use nagare_core::buf::BufferPool;
 use nagare_core::config::ReassemblyConfig;
@@ -133,43 +134,13 @@ fn joined(frames: &[Sent]) -> Vec<u8> {
     by_offset.into_iter().flat_map(|(_, d)| d.clone()).collect()
 }
 
-struct Wire {
-    a: Interface,
-    b: Interface,
-    now: Instant,
-    sent_by_a: Vec<Vec<u8>>,
-    sent_by_b: Vec<Vec<u8>>,
-}
-
 impl Wire {
     fn new() -> Wire {
         let config = Ipv6Config::default().reassembly;
-        Wire {
-            a: interface_with(EthernetAddress([2, 0, 0, 0, 0, 1]), "fd00::1/64", config.clone()),
-            b: interface_with(EthernetAddress([2, 0, 0, 0, 0, 2]), "fd00::2/64", config),
-            now: Instant::from_secs(100),
-            sent_by_a: Vec::new(),
-            sent_by_b: Vec::new(),
-        }
-    }
-
-    fn settle(&mut self) {
-        for _ in 0..1000 {
-            let from_a: Vec<_> = self.a.tx_queue().drain(..).collect();
-            let from_b: Vec<_> = self.b.tx_queue().drain(..).collect();
-            if from_a.is_empty() && from_b.is_empty() {
-                return;
-            }
-            for frame in from_a {
-                self.sent_by_a.push(frame.to_vec());
-                self.b.receive(frame, self.now);
-            }
-            for frame in from_b {
-                self.sent_by_b.push(frame.to_vec());
-                self.a.receive(frame, self.now);
-            }
-        }
-        panic!("frames kept flowing");
+        Wire::between(
+            interface_with(EthernetAddress([2, 0, 0, 0, 0, 1]), "fd00::1/64", config.clone()),
+            interface_with(EthernetAddress([2, 0, 0, 0, 0, 2]), "fd00::2/64", config),
+        )
     }
 }
 

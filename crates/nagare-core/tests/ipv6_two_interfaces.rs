@@ -4,11 +4,14 @@
 //! discovery and the neighbour cache's states, a neighbour that stops
 //! answering, and the cache's bounds.
 
+mod common;
+
+use common::wire::Wire;
 use nagare_core::buf::BufferPool;
 use nagare_core::icmp::Echo6Event;
 use nagare_core::ipv6::addr::{AddrState, Ipv6Cidr};
 use nagare_core::ipv6::neighbor::NeighborState;
-use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig, Ipv6Config, NdpConfig};
+use nagare_core::{Capabilities, Interface, InterfaceConfig, Ipv6Config, NdpConfig};
 use nagare_wire::{EthernetAddress, Icmpv6Packet, Icmpv6Repr, Ipv4Addr, Ipv6Addr, Ipv6Packet};
 use std::time::Duration;
 
@@ -31,31 +34,13 @@ fn iface_with(mac: EthernetAddress, v4: u8, v6: &str, ndp: NdpConfig) -> Interfa
     Interface::new(config, Capabilities::default(), BufferPool::new(2048, 1024))
 }
 
-struct Wire {
-    a: Interface,
-    b: Interface,
-    now: Instant,
-    /// When false, frames from A are lost (B is unplugged).
-    b_plugged: bool,
-    /// Every frame A sent, as bytes, for the assertions.
-    sent_by_a: Vec<Vec<u8>>,
-    sent_by_b: Vec<Vec<u8>>,
-}
-
 impl Wire {
     fn new() -> Wire {
         Wire::with(NdpConfig::default())
     }
 
     fn with(ndp: NdpConfig) -> Wire {
-        Wire {
-            a: iface_with(MAC_A, 1, "fd00::1/64", ndp.clone()),
-            b: iface_with(MAC_B, 2, "fd00::2/64", ndp),
-            now: Instant::from_secs(100),
-            b_plugged: true,
-            sent_by_a: Vec::new(),
-            sent_by_b: Vec::new(),
-        }
+        Wire::between(iface_with(MAC_A, 1, "fd00::1/64", ndp.clone()), iface_with(MAC_B, 2, "fd00::2/64", ndp))
     }
 
     /// A wire whose addresses have all passed duplicate address detection.
@@ -65,48 +50,6 @@ impl Wire {
         w.advance(Duration::from_secs(3));
         assert!(w.a.ipv6_addresses().chain(w.b.ipv6_addresses()).all(|a| a.state == AddrState::Preferred));
         w
-    }
-
-    fn settle(&mut self) {
-        for _ in 0..1000 {
-            let from_a: Vec<_> = self.a.tx_queue().drain(..).collect();
-            let from_b: Vec<_> = self.b.tx_queue().drain(..).collect();
-            if from_a.is_empty() && from_b.is_empty() {
-                return;
-            }
-            for frame in from_a {
-                self.sent_by_a.push(frame.to_vec());
-                if self.b_plugged {
-                    self.b.receive(frame, self.now);
-                }
-            }
-            for frame in from_b {
-                self.sent_by_b.push(frame.to_vec());
-                self.a.receive(frame, self.now);
-            }
-        }
-        panic!("frames kept flowing");
-    }
-
-    /// Runs both interfaces' timers at every instant they ask for up to
-    /// `by` from now.
-    fn advance(&mut self, by: Duration) {
-        let end = self.now + by;
-        for _ in 0..10_000 {
-            self.a.poll(self.now);
-            self.b.poll(self.now);
-            self.settle();
-            let next = [self.a.poll_at(), self.b.poll_at()].into_iter().flatten().min();
-            match next {
-                Some(t) if t <= end && t > self.now => self.now = t,
-                Some(t) if t <= self.now => {}
-                _ => break,
-            }
-        }
-        self.now = end;
-        self.a.poll(self.now);
-        self.b.poll(self.now);
-        self.settle();
     }
 }
 

@@ -6,9 +6,10 @@
 mod common;
 
 use common::feed;
+use common::wire::Wire;
 use nagare_core::buf::BufferPool;
 use nagare_core::ipv6::addr::{AddrState, Ipv6Cidr};
-use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig, Ipv6Config};
+use nagare_core::{Capabilities, Interface, InterfaceConfig, Ipv6Config};
 use nagare_wire::{EthernetAddress, IpProtocol, Ipv4Addr, Ipv6Addr, Ipv6Packet, Ipv6Repr};
 use std::net::{SocketAddrV4, SocketAddrV6};
 use std::time::Duration;
@@ -33,68 +34,16 @@ fn iface_with(mac: EthernetAddress, v4: u8, v6: &str, queue_packets: usize) -> I
     Interface::new(config, Capabilities::default(), BufferPool::new(2048, 1024))
 }
 
-struct Wire {
-    a: Interface,
-    b: Interface,
-    now: Instant,
-    /// Every frame A sent, as bytes, for the assertions.
-    sent_by_a: Vec<Vec<u8>>,
-    sent_by_b: Vec<Vec<u8>>,
-}
-
 impl Wire {
     /// A wire whose addresses have all passed duplicate address detection;
     /// A's sockets hold at most `queue_packets` datagrams.
     fn ready(queue_packets: usize) -> Wire {
-        let mut w = Wire {
-            a: iface_with(MAC_A, 1, "fd00::1/64", queue_packets),
-            b: iface_with(MAC_B, 2, "fd00::2/64", 1024),
-            now: Instant::from_secs(100),
-            sent_by_a: Vec::new(),
-            sent_by_b: Vec::new(),
-        };
+        let mut w =
+            Wire::between(iface_with(MAC_A, 1, "fd00::1/64", queue_packets), iface_with(MAC_B, 2, "fd00::2/64", 1024));
         w.advance(Duration::ZERO);
         w.advance(Duration::from_secs(3));
         assert!(w.a.ipv6_addresses().chain(w.b.ipv6_addresses()).all(|a| a.state == AddrState::Preferred));
         w
-    }
-
-    fn settle(&mut self) {
-        for _ in 0..1000 {
-            let from_a: Vec<_> = self.a.tx_queue().drain(..).collect();
-            let from_b: Vec<_> = self.b.tx_queue().drain(..).collect();
-            if from_a.is_empty() && from_b.is_empty() {
-                return;
-            }
-            for frame in from_a {
-                self.sent_by_a.push(frame.to_vec());
-                self.b.receive(frame, self.now);
-            }
-            for frame in from_b {
-                self.sent_by_b.push(frame.to_vec());
-                self.a.receive(frame, self.now);
-            }
-        }
-        panic!("frames kept flowing");
-    }
-
-    fn advance(&mut self, by: Duration) {
-        let end = self.now + by;
-        for _ in 0..10_000 {
-            self.a.poll(self.now);
-            self.b.poll(self.now);
-            self.settle();
-            let next = [self.a.poll_at(), self.b.poll_at()].into_iter().flatten().min();
-            match next {
-                Some(t) if t <= end && t > self.now => self.now = t,
-                Some(t) if t <= self.now => {}
-                _ => break,
-            }
-        }
-        self.now = end;
-        self.a.poll(self.now);
-        self.b.poll(self.now);
-        self.settle();
     }
 }
 

@@ -1,6 +1,8 @@
 //! Frame builders shared by the engine's integration tests.
 #![allow(dead_code)]
 
+pub mod wire;
+
 use nagare_core::buf::PacketBuf;
 use nagare_core::{Instant, Interface};
 use nagare_wire::{
