@@ -7,7 +7,6 @@ use super::socket::{Queued, UdpDatagram};
 use super::UDP_MAX_SEGMENTS;
 use crate::buf::{Offload, PacketBuf};
 use crate::icmp::{ICMP_CODE_PORT_UNREACHABLE, ICMP_DST_UNREACHABLE};
-use crate::iface::read::be16;
 use crate::iface::Interface;
 use crate::time::Instant;
 use core::net::SocketAddrV4;
@@ -17,18 +16,10 @@ impl Interface {
     /// A UDP datagram (`payload`: header and data) for one of our
     /// addresses, under IP header `ip`.
     pub(crate) fn receive_udp(&mut self, ip: &Ipv4Repr, mut payload: PacketBuf, now: Instant) {
-        let Some(header) = payload.header::<UDP_HEADER_LEN>() else {
+        let Some((src_port, dst_port, length, checksum)) = super::read_header(&payload) else {
             self.counters.drop_udp_malformed += 1;
             return;
         };
-        let src_port = be16(&header, 0);
-        let dst_port = be16(&header, 2);
-        let length = usize::from(be16(&header, 4));
-        let checksum = be16(&header, 6);
-        if length < UDP_HEADER_LEN || length > payload.len() {
-            self.counters.drop_udp_malformed += 1;
-            return;
-        }
         let offload = payload.offload();
         if offload.is_udp_segmented() {
             self.receive_udp_super_frame(ip, payload, (src_port, dst_port), length, now);

@@ -5,7 +5,6 @@
 
 use super::socket::{Queued, UdpDatagram6};
 use crate::buf::{Offload, PacketBuf};
-use crate::iface::read::be16;
 use crate::iface::Interface;
 use crate::time::Instant;
 use core::net::SocketAddrV6;
@@ -30,18 +29,10 @@ impl Interface {
             self.counters.drop_udp6_malformed += 1;
             return;
         };
-        let Some(header) = payload.header::<UDP_HEADER_LEN>() else {
+        let Some((src_port, dst_port, length, checksum)) = super::read_header(&payload) else {
             self.counters.drop_udp6_malformed += 1;
             return;
         };
-        let src_port = be16(&header, 0);
-        let dst_port = be16(&header, 2);
-        let length = usize::from(be16(&header, 4));
-        let checksum = be16(&header, 6);
-        if length < UDP_HEADER_LEN || length > payload.len() {
-            self.counters.drop_udp6_malformed += 1;
-            return;
-        }
         let offload = payload.offload();
         if offload.is_udp_segmented() {
             self.counters.drop_udp_bad_segmentation += 1;
