@@ -152,15 +152,20 @@ counters! {
         udp6_delivered,
         /// UDP datagrams sent over IPv6.
         udp6_sent,
-        /// TCP segments received and handed on.
+        /// TCP segments received and handed on, over either family.
         tcp_segments_received,
-        /// TCP segments sent by connections.
+        /// TCP segments sent by connections, over either family.
         tcp_segments_sent,
+        /// Of `tcp_segments_received`, those over IPv6.
+        tcp6_segments_received,
+        /// Of `tcp_segments_sent`, those over IPv6.
+        tcp6_segments_sent,
         /// Dropped: TCP header truncated or options malformed.
         drop_tcp_malformed,
         /// Dropped: TCP checksum wrong.
         drop_tcp_checksum,
-        /// Dropped: TCP to a broadcast address.
+        /// Dropped: TCP to a broadcast address, or to a multicast one (or a
+        /// link-layer group) over IPv6.
         drop_tcp_broadcast,
         /// Dropped: no connection or listener for the segment (answered with RST).
         drop_tcp_no_socket,
@@ -258,8 +263,6 @@ counters! {
         drop_ip6_frag_nested,
         /// IPv6 fragments sent.
         ip6_frag_sent,
-        /// Dropped: TCP over IPv6, which the engine does not serve.
-        drop_ip6_no_transport,
         /// Dropped: an unknown next header (parameter problem sent).
         drop_ip6_unknown_next_header,
         /// Dropped: no next header (59) after the extension headers.

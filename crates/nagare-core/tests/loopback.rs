@@ -77,9 +77,9 @@ fn tcp_to_127_0_0_1_reaches_a_wildcard_listener_from_127_0_0_1() {
     let (client, server) = connect(&mut iface, listener, SocketAddrV4::new(LOCALHOST, 80), now);
     let tcp = iface.tcp_ref();
     let (c, s) = (tcp.connection(client).unwrap(), tcp.connection(server).unwrap());
-    assert_eq!(*c.local().ip(), LOCALHOST, "the source chosen for 127.0.0.1 is 127.0.0.1");
-    assert_eq!(c.remote(), SocketAddrV4::new(LOCALHOST, 80));
-    assert_eq!(s.local(), SocketAddrV4::new(LOCALHOST, 80));
+    assert_eq!(c.local().ip(), LOCALHOST, "the source chosen for 127.0.0.1 is 127.0.0.1");
+    assert_eq!(c.remote(), SocketAddrV4::new(LOCALHOST, 80).into());
+    assert_eq!(s.local(), SocketAddrV4::new(LOCALHOST, 80).into());
     assert_eq!(s.remote(), c.local());
 
     let request: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();

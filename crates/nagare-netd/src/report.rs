@@ -6,7 +6,7 @@ use crate::priority::Priority;
 use crate::stats::NetdStats;
 use core::fmt::Write;
 use nagare_core::buf::PoolStats;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 /// One client as the report shows it.
 pub(crate) struct ClientLine {
@@ -48,8 +48,8 @@ pub(crate) struct ClientLine {
 pub(crate) struct SocketLine {
     pub id: u32,
     pub kind: &'static str,
-    pub local: Option<SocketAddrV4>,
-    pub remote: Option<SocketAddrV4>,
+    pub local: Option<SocketAddr>,
+    pub remote: Option<SocketAddr>,
     pub state: &'static str,
     /// Bytes the engine holds to send (sent or not, unacknowledged).
     pub send_queued: usize,
@@ -144,7 +144,7 @@ impl Report<'_> {
                     (true, Some(n)) => format!("yes lifted_nice {n}"),
                 }
             );
-            let addr = |a: Option<SocketAddrV4>| a.map_or_else(|| String::from("-"), |a| a.to_string());
+            let addr = |a: Option<SocketAddr>| a.map_or_else(|| String::from("-"), |a| a.to_string());
             for k in &c.sockets {
                 let _ = writeln!(
                     t,
@@ -340,8 +340,8 @@ mod tests {
                 SocketLine {
                     id: 3,
                     kind: "tcp",
-                    local: Some(SocketAddrV4::new([10, 0, 0, 2].into(), 4000)),
-                    remote: Some(SocketAddrV4::new([10, 0, 0, 1].into(), 7)),
+                    local: Some(SocketAddr::from(([10, 0, 0, 2], 4000))),
+                    remote: Some(SocketAddr::from(([10, 0, 0, 1], 7))),
                     state: "established",
                     send_queued: 1000,
                     recv_queued: 20,
@@ -357,7 +357,7 @@ mod tests {
                 SocketLine {
                     id: 4,
                     kind: "udp",
-                    local: Some(SocketAddrV4::new([10, 0, 0, 2].into(), 5000)),
+                    local: Some(SocketAddr::from(([10, 0, 0, 2], 5000))),
                     remote: None,
                     state: "-",
                     send_queued: 0,

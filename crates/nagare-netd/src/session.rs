@@ -491,7 +491,7 @@ impl Session {
                 let mut line = SocketLine {
                     id,
                     kind: "",
-                    local: port,
+                    local: port.map(Into::into),
                     remote: None,
                     state: "",
                     send_queued: 0,
@@ -531,7 +531,7 @@ impl Session {
                         line.overflow_drops = overflow;
                         if let Some(u) = iface.udp_ref().socket(h) {
                             line.overflow_drops += u.dropped();
-                            line.local = Some(u.local());
+                            line.local = Some(u.local().into());
                             line.recv_queued = u.queued_bytes();
                             line.recv_buffer = u.queue_limits().1;
                         }

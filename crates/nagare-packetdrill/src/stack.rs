@@ -647,7 +647,7 @@ impl Stack {
             return Err(EAGAIN);
         };
         let remote = match self.iface.tcp_ref().connection(handle) {
-            Some(c) => c.remote(),
+            Some(c) => ipv4_end(c.remote())?,
             None => return Err(ECONNRESET),
         };
         if nodelay {
@@ -714,7 +714,9 @@ impl Stack {
     /// The peer of a connection (for `accept`, `recvfrom`, `recvmsg`).
     pub fn peer(&self, fd: i32) -> Result<SocketAddrV4, Errno> {
         match self.sock(fd)?.kind {
-            Kind::Conn { handle, .. } => self.iface.tcp_ref().connection(handle).map(|c| c.remote()).ok_or(ENOTCONN),
+            Kind::Conn { handle, .. } => {
+                self.iface.tcp_ref().connection(handle).map(|c| c.remote()).ok_or(ENOTCONN).and_then(ipv4_end)
+            }
             _ => Err(ENOTCONN),
         }
     }
@@ -1017,5 +1019,13 @@ impl Stack {
     /// An error for calls the shim does not implement.
     pub fn unsupported() -> Errno {
         EOPNOTSUPP
+    }
+}
+
+/// The IPv4 end of a connection: the shim speaks IPv4 only.
+fn ipv4_end(addr: std::net::SocketAddr) -> Result<SocketAddrV4, Errno> {
+    match addr {
+        std::net::SocketAddr::V4(v4) => Ok(v4),
+        std::net::SocketAddr::V6(_) => Err(EAFNOSUPPORT),
     }
 }

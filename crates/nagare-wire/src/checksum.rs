@@ -4,7 +4,7 @@
 //! may arrive in pieces of any length, so a packet spread over a buffer chain
 //! sums the same as if it were contiguous.
 
-use core::net::{Ipv4Addr, Ipv6Addr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Running ones'-complement sum of 16-bit big-endian words.
 ///
@@ -198,6 +198,17 @@ pub fn pseudo_header_v6(src: Ipv6Addr, dst: Ipv6Addr, next_header: u8, length: u
     c.add_u32(length);
     c.add_u16(u16::from(next_header));
     c
+}
+
+/// The pseudo-header sum for either family: IPv4's when both addresses
+/// are IPv4 (`length` up to 65535), IPv6's when both are IPv6; `None` when
+/// the families differ or the length does not fit the family's field.
+pub fn pseudo_header(src: IpAddr, dst: IpAddr, protocol: u8, length: usize) -> Option<Checksum> {
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => Some(pseudo_header_v4(s, d, protocol, u16::try_from(length).ok()?)),
+        (IpAddr::V6(s), IpAddr::V6(d)) => Some(pseudo_header_v6(s, d, protocol, u32::try_from(length).ok()?)),
+        _ => None,
+    }
 }
 
 /// Incrementally update a checksum after a 16-bit field changed from

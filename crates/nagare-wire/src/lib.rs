@@ -41,7 +41,7 @@ pub mod tcp;
 pub mod udp;
 
 pub use arp::{ArpOperation, ArpPacket, ArpRepr, ARP_ETHERNET_IPV4_LEN};
-pub use checksum::{checksum, pseudo_header_v4, pseudo_header_v6, update, update_u32, verify, Checksum};
+pub use checksum::{checksum, pseudo_header, pseudo_header_v4, pseudo_header_v6, update, update_u32, verify, Checksum};
 pub use cidr::Ipv4Cidr;
 pub use error::{Error, Result};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, ETHERNET_HEADER_LEN};

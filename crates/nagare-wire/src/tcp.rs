@@ -2,7 +2,7 @@
 
 use core::cmp::Ordering;
 use core::fmt;
-use core::net::Ipv4Addr;
+use core::net::IpAddr;
 use core::ops;
 
 use crate::checksum::{self, Checksum};
@@ -348,14 +348,17 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
         self.buffer.as_ref().get(self.header_len()..).unwrap_or(&[])
     }
 
-    /// Whether the checksum over pseudo header and the whole buffer
-    /// verifies (false for buffers longer than 65535 bytes).
-    pub fn verify_checksum(&self, src: Ipv4Addr, dst: Ipv4Addr) -> bool {
+    /// Whether the checksum over the pseudo header of `src` and `dst` (both
+    /// IPv4 or both IPv6) and the whole buffer verifies (false for buffers
+    /// longer than 65535 bytes and for addresses of two families).
+    pub fn verify_checksum(&self, src: impl Into<IpAddr>, dst: impl Into<IpAddr>) -> bool {
         let buf = self.buffer.as_ref();
-        let Ok(len) = u16::try_from(buf.len()) else {
+        if buf.len() > usize::from(u16::MAX) {
+            return false;
+        }
+        let Some(mut c) = checksum::pseudo_header(src.into(), dst.into(), PROTO_TCP, buf.len()) else {
             return false;
         };
-        let mut c = checksum::pseudo_header_v4(src, dst, PROTO_TCP, len);
         c.add_bytes(buf);
         c.folded() == 0xffff
     }
@@ -423,13 +426,19 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
         self.buffer.as_mut().get_mut(hl..).unwrap_or(&mut [])
     }
 
-    /// Compute and store the checksum over pseudo header and whole buffer.
-    pub fn fill_checksum(&mut self, src: Ipv4Addr, dst: Ipv4Addr) {
+    /// Compute and store the checksum over pseudo header and whole buffer;
+    /// `Err(Malformed)` (the field left zero) for a buffer longer than
+    /// 65535 bytes or addresses of two families.
+    pub fn fill_checksum(&mut self, src: impl Into<IpAddr>, dst: impl Into<IpAddr>) -> Result<()> {
         self.set_checksum(0);
         let buf = self.buffer.as_ref();
-        let mut c = checksum::pseudo_header_v4(src, dst, PROTO_TCP, buf.len() as u16);
+        if buf.len() > usize::from(u16::MAX) {
+            return Err(Error::Malformed);
+        }
+        let mut c = checksum::pseudo_header(src.into(), dst.into(), PROTO_TCP, buf.len()).ok_or(Error::Malformed)?;
         c.add_bytes(buf);
         self.set_checksum(c.finish());
+        Ok(())
     }
 }
 
@@ -506,8 +515,8 @@ impl TcpRepr {
     /// skipped.
     pub fn parse<T: AsRef<[u8]>>(
         packet: &TcpPacket<T>,
-        src: Ipv4Addr,
-        dst: Ipv4Addr,
+        src: impl Into<IpAddr>,
+        dst: impl Into<IpAddr>,
         verify_checksum: bool,
     ) -> Result<Self> {
         packet.check_len()?;
@@ -593,12 +602,13 @@ impl TcpRepr {
     ///
     /// The ACK bit is set iff `ack_number` is `Some`; other flags are written
     /// as given. `Err(Truncated)` if `header` is too short; `Err(Malformed)`
-    /// if header plus payload exceed 65535 bytes.
+    /// if header plus payload exceed 65535 bytes or `src` and `dst` are of
+    /// two families (the pseudo header is IPv4's or IPv6's, by theirs).
     pub fn emit_header(
         &self,
         header: &mut [u8],
-        src: Ipv4Addr,
-        dst: Ipv4Addr,
+        src: impl Into<IpAddr>,
+        dst: impl Into<IpAddr>,
         payload_checksum: Checksum,
     ) -> Result<()> {
         let (pseudo, h) = self.emit_header_fields(header, src, dst)?;
@@ -613,7 +623,7 @@ impl TcpRepr {
     /// checksum field gets only the pseudo-header sum, folded and not
     /// complemented, which a device completes by summing from the TCP
     /// header to the end of the segment (Linux's `CHECKSUM_PARTIAL`).
-    pub fn emit_header_partial(&self, header: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr) -> Result<()> {
+    pub fn emit_header_partial(&self, header: &mut [u8], src: impl Into<IpAddr>, dst: impl Into<IpAddr>) -> Result<()> {
         let (pseudo, h) = self.emit_header_fields(header, src, dst)?;
         TcpPacket::new_unchecked(h).set_checksum(pseudo.folded());
         Ok(())
@@ -624,8 +634,8 @@ impl TcpRepr {
     fn emit_header_fields<'h>(
         &self,
         header: &'h mut [u8],
-        src: Ipv4Addr,
-        dst: Ipv4Addr,
+        src: impl Into<IpAddr>,
+        dst: impl Into<IpAddr>,
     ) -> Result<(Checksum, &'h mut [u8])> {
         let layout = self.options_layout();
         let hl = TCP_HEADER_LEN + layout.len;
@@ -645,7 +655,8 @@ impl TcpRepr {
         p.set_checksum(0);
         p.set_urgent_at(self.urgent_pointer);
         self.emit_options(opts, layout.sack_blocks)?;
-        Ok((checksum::pseudo_header_v4(src, dst, PROTO_TCP, seg_len), h))
+        let pseudo = checksum::pseudo_header(src.into(), dst.into(), PROTO_TCP, usize::from(seg_len));
+        Ok((pseudo.ok_or(Error::Malformed)?, h))
     }
 
     fn emit_options(&self, mut buf: &mut [u8], sack_blocks: usize) -> Result<()> {
@@ -681,7 +692,7 @@ impl TcpRepr {
 
     /// Write header and `payload` contiguously at the start of `buf`
     /// (`payload.len()` overrides `payload_len`).
-    pub fn emit(&self, buf: &mut [u8], payload: &[u8], src: Ipv4Addr, dst: Ipv4Addr) -> Result<()> {
+    pub fn emit(&self, buf: &mut [u8], payload: &[u8], src: impl Into<IpAddr>, dst: impl Into<IpAddr>) -> Result<()> {
         let repr = TcpRepr { payload_len: payload.len(), ..*self };
         let hl = repr.header_len();
         let total = hl.checked_add(payload.len()).ok_or(Error::Malformed)?;
@@ -700,6 +711,7 @@ impl TcpRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use core::net::{Ipv4Addr, Ipv6Addr};
 
     const LO: Ipv4Addr = Ipv4Addr::LOCALHOST;
 
@@ -896,7 +908,39 @@ mod tests {
         p.set_header_len(24);
         assert_eq!(p.flags(), TcpFlags::RST);
         p.set_header_len(40);
-        p.fill_checksum(LO, LO);
+        p.fill_checksum(LO, LO).unwrap();
         assert!(p.verify_checksum(LO, LO));
+    }
+
+    #[test]
+    fn over_ipv6_the_checksum_covers_the_ipv6_pseudo_header() {
+        let src: Ipv6Addr = "fd00::1".parse().unwrap();
+        let dst: Ipv6Addr = "fd00::2".parse().unwrap();
+        let repr = syn_repr();
+        let mut buf = [0u8; 64];
+        repr.emit(&mut buf, b"six", src, dst).unwrap();
+        let len = repr.header_len() + 3;
+        let p = TcpPacket::new_checked(&buf[..len]).unwrap();
+        assert!(p.verify_checksum(src, dst));
+        assert!(!p.verify_checksum(dst, Ipv6Addr::LOCALHOST));
+        // The same sum by hand: IPv6 pseudo header (32-bit length) and segment.
+        let mut c = checksum::pseudo_header_v6(src, dst, PROTO_TCP, len as u32);
+        c.add_bytes(&buf[..len]);
+        assert_eq!(c.folded(), 0xffff);
+        let parsed = TcpRepr::parse(&p, src, dst, true).unwrap();
+        assert_eq!(parsed.max_seg_size, repr.max_seg_size);
+        assert_eq!(TcpRepr::parse(&p, LO, LO, true), Err(Error::Checksum));
+    }
+
+    #[test]
+    fn addresses_of_two_families_are_refused() {
+        let six = Ipv6Addr::LOCALHOST;
+        let mut buf = [0u8; 64];
+        assert_eq!(syn_repr().emit(&mut buf, b"", LO, six), Err(Error::Malformed));
+        assert_eq!(syn_repr().emit_header_partial(&mut buf, six, LO), Err(Error::Malformed));
+        syn_repr().emit(&mut buf, b"", LO, LO).unwrap();
+        let mut p = TcpPacket::new_unchecked(&mut buf[..syn_repr().header_len()]);
+        assert!(!p.verify_checksum(LO, six));
+        assert_eq!(p.fill_checksum(six, LO), Err(Error::Malformed));
     }
 }

@@ -98,7 +98,11 @@ impl Net for EngineNet {
             return Ok(None);
         };
         let _ = self.host.iface.tcp().set_nodelay(h, true);
-        let peer = self.host.iface.tcp_ref().connection(h).map_or(any(0), |c| c.remote());
+        // The listener is IPv4's (`any`), so its connections are IPv4.
+        let peer = match self.host.iface.tcp_ref().connection(h).map(|c| c.remote()) {
+            Some(std::net::SocketAddr::V4(peer)) => peer,
+            _ => any(0),
+        };
         Ok(Some((h, peer)))
     }
 

@@ -6,7 +6,7 @@ use super::{Interface, HEADROOM};
 use crate::buf::PacketBuf;
 use crate::icmp::{IcmpError, ICMP_CODE_HOST_UNREACHABLE};
 use crate::time::Instant;
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::{IpAddr, Ipv4Addr, SocketAddr};
 use nagare_wire::{ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, IpProtocol, ARP_ETHERNET_IPV4_LEN};
 
 impl Interface {
@@ -96,9 +96,9 @@ impl Interface {
         if header_len < 20 || head.get(9) != Some(&u8::from(IpProtocol::Tcp)) {
             return;
         }
-        let ip = |b: &[u8]| Ipv4Addr::new(b[0], b[1], b[2], b[3]);
-        let local = SocketAddrV4::new(ip(&addrs[..4]), u16::from_be_bytes([ports[0], ports[1]]));
-        let remote = SocketAddrV4::new(ip(&addrs[4..]), u16::from_be_bytes([ports[2], ports[3]]));
+        let ip = |b: &[u8]| IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]));
+        let local = SocketAddr::new(ip(&addrs[..4]), u16::from_be_bytes([ports[0], ports[1]]));
+        let remote = SocketAddr::new(ip(&addrs[4..]), u16::from_be_bytes([ports[2], ports[3]]));
         self.tcp_neighbour_unreachable(local, remote, now);
     }
 

@@ -259,7 +259,10 @@ impl Interface {
             IpProtocol::Udp => {
                 self.receive_udp6(repr, packet, IPV6_HEADER_LEN + chain.offset, link_multicast, now);
             }
-            IpProtocol::Tcp => self.counters.drop_ip6_no_transport += 1,
+            IpProtocol::Tcp => {
+                packet.trim_front(IPV6_HEADER_LEN + chain.offset);
+                self.receive_tcp6(repr, packet, link_multicast, now);
+            }
             IpProtocol::Ipv6NoNxt => self.counters.drop_ip6_no_next_header += 1,
             _ => {
                 self.counters.drop_ip6_unknown_next_header += 1;
@@ -369,8 +372,9 @@ impl Interface {
     /// configured one when `None`). Multicast goes to its 33:33 group
     /// address; unicast to an on-link destination is resolved through the
     /// neighbour cache, waiting there if need be. A packet past the MTU
-    /// goes in fragments (each on the same way), all of them or none; one
-    /// to an address of ours is refused (IPv6 is not delivered locally).
+    /// goes in fragments (each on the same way), all of them or none,
+    /// unless its offload asks the device to cut it; one to an address of
+    /// ours is refused (IPv6 is not delivered locally).
     pub fn send_ipv6(
         &mut self,
         src: Option<Ipv6Addr>,
@@ -396,7 +400,9 @@ impl Interface {
             return Err(Error::MessageTooLong);
         }
         let repr = Ipv6Repr::new(src, dst, next_header, payload.len(), hop_limit.unwrap_or(v6.hop_limit));
-        if payload.len() + IPV6_HEADER_LEN > self.caps.mtu {
+        // A super-segment (a segment size in its offload) is the device's
+        // to cut, never fragmented.
+        if payload.len() + IPV6_HEADER_LEN > self.caps.mtu && payload.offload().segment_size == 0 {
             return self.send_ipv6_fragments(&repr, payload, now);
         }
         let Ok(header) = payload.prepend(&self.pool, IPV6_HEADER_LEN) else {

@@ -10,7 +10,7 @@ use crate::iface::{Error, Interface, HEADROOM};
 use crate::time::Instant;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
-use core::net::SocketAddrV4;
+use core::net::{IpAddr, SocketAddr, SocketAddrV6};
 use core::time::Duration;
 
 /// The TCP socket calls of one interface, borrowed from it
@@ -67,22 +67,42 @@ impl<'a> Tcp<'a> {
     }
 
     /// Listens on `local` (a local address: ours or one of 127.0.0.0/8;
-    /// 0.0.0.0: every local address), with an accept queue of `backlog`
-    /// connections; when as many handshakes are half open, further SYNs
-    /// are answered with SYN cookies.
-    pub fn listen(&mut self, local: SocketAddrV4, backlog: usize) -> Result<TcpListenerHandle, Error> {
+    /// 0.0.0.0 or `::`: every local address of the family), with an accept
+    /// queue of `backlog` connections; when as many handshakes are half
+    /// open, further SYNs are answered with SYN cookies. A listener on `::`
+    /// takes IPv4 connections to its port as well (dual stack, Linux's
+    /// default); [`listen_v6_only`](Self::listen_v6_only) makes one that
+    /// does not. One listener per port and family: a dual-stack one holds
+    /// its port in both.
+    pub fn listen(&mut self, local: impl Into<SocketAddr>, backlog: usize) -> Result<TcpListenerHandle, Error> {
+        self.open_listener(local.into(), backlog, false)
+    }
+
+    /// Listens on `local` as [`listen`](Self::listen) does, for IPv6
+    /// connections only (`IPV6_V6ONLY`): an IPv4 listener may hold the
+    /// same port.
+    pub fn listen_v6_only(&mut self, local: SocketAddrV6, backlog: usize) -> Result<TcpListenerHandle, Error> {
+        self.open_listener(local.into(), backlog, true)
+    }
+
+    fn open_listener(&mut self, local: SocketAddr, backlog: usize, v6_only: bool) -> Result<TcpListenerHandle, Error> {
         let iface = &mut *self.iface;
-        if !local.ip().is_unspecified() && !iface.is_local(*local.ip()) {
+        let ours = match local.ip() {
+            IpAddr::V4(ip) => iface.is_local(ip),
+            IpAddr::V6(ip) => iface.ipv6_address_state(ip).is_some(),
+        };
+        if !local.ip().is_unspecified() && !ours {
             return Err(Error::AddrNotAvailable);
         }
         if local.port() == 0 {
             return Err(Error::Unaddressable);
         }
-        if iface.tcp.by_port.contains_key(&local.port()) {
+        if iface.tcp.listen_conflicts(local, v6_only) {
             return Err(Error::AddrInUse);
         }
         let listener = Listener {
             local,
+            v6_only,
             backlog: backlog.max(1),
             half_open: 0,
             accept_queue: VecDeque::new(),
@@ -91,7 +111,10 @@ impl<'a> Tcp<'a> {
             event_pending: false,
         };
         let handle = TcpListenerHandle(iface.tcp.listeners.insert(listener));
-        iface.tcp.by_port.insert(local.port(), handle);
+        match local {
+            SocketAddr::V4(_) => iface.tcp.by_port.insert(local.port(), handle),
+            SocketAddr::V6(_) => iface.tcp.by_port6.insert(local.port(), handle),
+        };
         Ok(handle)
     }
 
@@ -115,7 +138,10 @@ impl<'a> Tcp<'a> {
     pub fn listener_close(&mut self, l: TcpListenerHandle, now: Instant) -> Result<(), Error> {
         let iface = &mut *self.iface;
         let listener = iface.tcp.listeners.remove(l.0).ok_or(Error::InvalidHandle)?;
-        iface.tcp.by_port.remove(&listener.local.port());
+        let by_port = if listener.local.is_ipv4() { &mut iface.tcp.by_port } else { &mut iface.tcp.by_port6 };
+        if by_port.get(&listener.local.port()) == Some(&l) {
+            by_port.remove(&listener.local.port());
+        }
         let pending: Vec<TcpHandle> =
             iface.tcp.conns_with_listener(l).into_iter().chain(listener.accept_queue.iter().copied()).collect();
         for handle in pending {
@@ -129,33 +155,50 @@ impl<'a> Tcp<'a> {
         Ok(())
     }
 
-    /// Opens a connection to `remote` from `local_port` (0: ephemeral).
-    pub fn connect(&mut self, remote: SocketAddrV4, local_port: u16, now: Instant) -> Result<TcpHandle, Error> {
+    /// Opens a connection to `remote` from `local_port` (0: ephemeral),
+    /// over the family of `remote`; an IPv4-mapped IPv6 address
+    /// (`::ffff:a.b.c.d`) is its IPv4 address. The source is an address of
+    /// ours that reaches `remote` (over IPv6: a preferred one of its
+    /// scope).
+    pub fn connect(
+        &mut self,
+        remote: impl Into<SocketAddr>,
+        local_port: u16,
+        now: Instant,
+    ) -> Result<TcpHandle, Error> {
         let iface = &mut *self.iface;
-        if remote.port() == 0
-            || remote.ip().is_unspecified()
-            || remote.ip().is_multicast()
-            || iface.is_broadcast(*remote.ip())
-        {
+        let remote = unmapped(remote.into());
+        let unaddressable = match remote.ip() {
+            IpAddr::V4(ip) => ip.is_unspecified() || ip.is_multicast() || iface.is_broadcast(ip),
+            // IPv6 is not delivered locally: not to ::1, nor to ourselves.
+            IpAddr::V6(ip) => {
+                ip.is_unspecified() || ip.is_multicast() || ip.is_loopback() || iface.ipv6_address_state(ip).is_some()
+            }
+        };
+        if remote.port() == 0 || unaddressable {
             return Err(Error::Unaddressable);
         }
         if iface.tcp.at_connection_limit() {
             return Err(Error::NoBuffer);
         }
-        let src = iface.source_for(*remote.ip()).ok_or(Error::NoRoute)?;
+        let src = match remote.ip() {
+            IpAddr::V4(ip) => iface.source_for(ip).map(IpAddr::V4),
+            IpAddr::V6(ip) => iface.ipv6_source_for(ip).map(IpAddr::V6),
+        }
+        .ok_or(Error::NoRoute)?;
         let port = match local_port {
             0 => iface.tcp.pick_port(src, remote)?,
             p => {
-                if iface.tcp.by_tuple.contains_key(&(SocketAddrV4::new(src, p), remote)) {
+                if iface.tcp.by_tuple.contains_key(&(SocketAddr::new(src, p), remote)) {
                     return Err(Error::AddrInUse);
                 }
                 p
             }
         };
-        let local = SocketAddrV4::new(src, port);
+        let local = SocketAddr::new(src, port);
         let iss = initial_sequence_number(iface.tcp.key, local, remote, now);
         let config = iface.tcp.socket_config(&iface.caps);
-        let mut conn = Connection::connect(config, local, remote, local_mss(&iface.caps), iss, now);
+        let mut conn = Connection::connect(config, local, remote, local_mss(&iface.caps, remote), iss, now);
         conn.set_timestamp_offset(iface.tcp.timestamp_offset(local, remote));
         let handle = iface.tcp.insert(conn, None);
         iface.counters.tcp_connects += 1;
@@ -323,5 +366,17 @@ impl<'a> Tcp<'a> {
     /// left out.
     pub fn take_events(&mut self, out: &mut Vec<TcpEvent>) {
         self.iface.tcp.take_events(out);
+    }
+}
+
+/// `addr` with an IPv4-mapped IPv6 address made the IPv4 address it
+/// carries.
+fn unmapped(addr: SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(ip) => SocketAddr::new(IpAddr::V4(ip), v6.port()),
+            None => addr,
+        },
+        SocketAddr::V4(_) => addr,
     }
 }

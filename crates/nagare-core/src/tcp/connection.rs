@@ -20,7 +20,7 @@ use super::tail_probe::{Probe, TailLossProbe};
 use crate::buf::{BufferPool, PacketBuf, PoolExhausted};
 use crate::time::Instant;
 use alloc::collections::VecDeque;
-use core::net::SocketAddrV4;
+use core::net::SocketAddr;
 use core::time::Duration;
 use nagare_wire::{TcpFlags, TcpRepr, TcpSeqNumber};
 
@@ -174,8 +174,8 @@ pub struct ConnectionStats {
 #[derive(Debug)]
 pub struct Connection {
     state: State,
-    local: SocketAddrV4,
-    remote: SocketAddrV4,
+    local: SocketAddr,
+    remote: SocketAddr,
     config: TcpConfig,
     /// Our MSS: what we advertise and the largest segment we accept.
     local_mss: usize,
@@ -300,8 +300,8 @@ fn window_shift_for(buffer: usize) -> u8 {
 impl Connection {
     fn new(
         config: TcpConfig,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         local_mss: usize,
         iss: TcpSeqNumber,
         now: Instant,
@@ -383,8 +383,8 @@ impl Connection {
     /// An active open: a SYN goes out at the next dispatch.
     pub fn connect(
         config: TcpConfig,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         local_mss: usize,
         iss: TcpSeqNumber,
         now: Instant,
@@ -400,8 +400,8 @@ impl Connection {
     /// A passive open from a listener's SYN: SYN-RECEIVED, SYN-ACK due.
     pub fn accept_syn(
         config: TcpConfig,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         local_mss: usize,
         iss: TcpSeqNumber,
         syn: &TcpRepr,
@@ -418,8 +418,8 @@ impl Connection {
     #[allow(clippy::too_many_arguments)]
     pub fn from_cookie(
         config: TcpConfig,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         local_mss: usize,
         iss: TcpSeqNumber,
         irs: TcpSeqNumber,
@@ -464,12 +464,12 @@ impl Connection {
     }
 
     /// Our end.
-    pub fn local(&self) -> SocketAddrV4 {
+    pub fn local(&self) -> SocketAddr {
         self.local
     }
 
     /// The peer's end.
-    pub fn remote(&self) -> SocketAddrV4 {
+    pub fn remote(&self) -> SocketAddr {
         self.remote
     }
 

@@ -11,8 +11,8 @@ use crate::hash::{siphash, SipKey};
 use crate::iface::read::linear_prefix;
 use crate::iface::Interface;
 use crate::time::Instant;
-use core::net::SocketAddrV4;
-use nagare_wire::{IpProtocol, Ipv4Repr, TcpFlags, TcpPacket, TcpRepr, TcpSeqNumber};
+use core::net::{IpAddr, SocketAddr};
+use nagare_wire::{IpProtocol, Ipv4Repr, Ipv6Repr, TcpFlags, TcpPacket, TcpRepr, TcpSeqNumber};
 
 /// A RST answering `seg`, which reached no connection (RFC 9293 3.10.7.1).
 fn reset_for(seg: &TcpRepr, payload_len: usize) -> TcpRepr {
@@ -29,25 +29,46 @@ fn reset_for(seg: &TcpRepr, payload_len: usize) -> TcpRepr {
 }
 
 impl Interface {
-    /// A TCP segment (`payload`: header and data) for one of our
+    /// A TCP segment over IPv4 (`payload`: header and data) for one of our
     /// addresses, under IP header `ip`.
-    pub(crate) fn receive_tcp(&mut self, ip: &Ipv4Repr, mut payload: PacketBuf, now: Instant) {
+    pub(crate) fn receive_tcp(&mut self, ip: &Ipv4Repr, payload: PacketBuf, now: Instant) {
+        let point_to_point = !(self.rx_link_broadcast || self.is_broadcast(ip.dst_addr));
+        self.receive_tcp_segment(ip.src_addr.into(), ip.dst_addr.into(), point_to_point, payload, now);
+    }
+
+    /// A TCP segment over IPv6 (`payload`: header and data) for one of our
+    /// addresses, under IP header `ip`; `link_multicast`: the frame came
+    /// to a link-layer group address.
+    pub(crate) fn receive_tcp6(&mut self, ip: &Ipv6Repr, payload: PacketBuf, link_multicast: bool, now: Instant) {
+        let point_to_point = !(link_multicast || ip.dst_addr.is_multicast());
+        self.receive_tcp_segment(ip.src_addr.into(), ip.dst_addr.into(), point_to_point, payload, now);
+    }
+
+    /// A TCP segment from `src` to `dst` (both of one family); a segment
+    /// that did not come `point_to_point` is dropped.
+    fn receive_tcp_segment(
+        &mut self,
+        src: IpAddr,
+        dst: IpAddr,
+        point_to_point: bool,
+        mut payload: PacketBuf,
+        now: Instant,
+    ) {
         let mut scratch = [0u8; 60];
         let Some(fixed) = linear_prefix(&payload, 20, &mut scratch) else {
             self.counters.drop_tcp_malformed += 1;
             return;
         };
         let header_len = usize::from(fixed[12] >> 4) * 4;
-        if header_len < 20 || header_len > payload.len() {
+        if header_len < 20 || header_len > payload.len() || payload.len() > usize::from(u16::MAX) {
             self.counters.drop_tcp_malformed += 1;
             return;
         }
-        let Ok(segment_len) = u16::try_from(payload.len()) else {
-            self.counters.drop_tcp_malformed += 1;
-            return;
-        };
         if !payload.offload().checksum.trusted() {
-            let mut sum = nagare_wire::pseudo_header_v4(ip.src_addr, ip.dst_addr, IpProtocol::Tcp.into(), segment_len);
+            let Some(mut sum) = nagare_wire::pseudo_header(src, dst, IpProtocol::Tcp.into(), payload.len()) else {
+                self.counters.drop_tcp_malformed += 1;
+                return;
+            };
             sum.add_checksum(payload.checksum());
             if sum.folded() != 0xffff {
                 self.counters.drop_tcp_checksum += 1;
@@ -61,20 +82,20 @@ impl Interface {
             self.counters.drop_tcp_malformed += 1;
             return;
         };
-        let Ok(mut repr) = TcpRepr::parse(&TcpPacket::new_unchecked(header), ip.src_addr, ip.dst_addr, false) else {
+        let Ok(mut repr) = TcpRepr::parse(&TcpPacket::new_unchecked(header), src, dst, false) else {
             self.counters.drop_tcp_malformed += 1;
             return;
         };
-        if self.rx_link_broadcast || self.is_broadcast(ip.dst_addr) {
-            // TCP is point to point.
+        if !point_to_point {
             self.counters.drop_tcp_broadcast += 1;
             return;
         }
         payload.trim_front(header_len);
         repr.payload_len = payload.len();
         self.counters.tcp_segments_received += 1;
-        let local = SocketAddrV4::new(ip.dst_addr, repr.dst_port);
-        let remote = SocketAddrV4::new(ip.src_addr, repr.src_port);
+        self.counters.tcp6_segments_received += u64::from(dst.is_ipv6());
+        let local = SocketAddr::new(dst, repr.dst_port);
+        let remote = SocketAddr::new(src, repr.src_port);
 
         if let Some(&handle) = self.tcp.by_tuple.get(&(local, remote)) {
             let reuse = repr.flags.contains(TcpFlags::SYN)
@@ -88,10 +109,7 @@ impl Interface {
             self.tcp.forget(handle);
             self.counters.tcp_time_wait_reused += 1;
         }
-        let listener = self.tcp.by_port.get(&repr.dst_port).copied().filter(|l| {
-            self.tcp.listeners.get(l.0).is_some_and(|l| l.local.ip().is_unspecified() || *l.local.ip() == ip.dst_addr)
-        });
-        match listener {
+        match self.tcp.listener_for(local) {
             Some(l) => self.segment_to_listener(l, local, remote, &repr, payload, now),
             None => {
                 self.counters.drop_tcp_no_socket += 1;
@@ -104,8 +122,8 @@ impl Interface {
 
     fn send_tcp_reset(
         &mut self,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         seg: &TcpRepr,
         payload_len: usize,
         now: Instant,
@@ -178,8 +196,8 @@ impl Interface {
     fn segment_to_listener(
         &mut self,
         l: TcpListenerHandle,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         repr: &TcpRepr,
         payload: PacketBuf,
         now: Instant,
@@ -214,7 +232,7 @@ impl Interface {
                         return;
                     }
                     let config = listener.config.clone();
-                    let mss = local_mss(&self.caps);
+                    let mss = local_mss(&self.caps, remote);
                     let conn = Connection::from_cookie(config, local, remote, mss, iss, irs, contents.mss, repr, now);
                     let handle = self.tcp.insert(conn, Some(l));
                     self.counters.tcp_syn_cookies_accepted += 1;
@@ -245,7 +263,7 @@ impl Interface {
         }
         if listener.half_open >= listener.backlog {
             let draw = syn_draw(self.tcp.key, remote, repr.seq_number, now);
-            if !self.tcp.syn_guard.admit(*remote.ip(), local.port(), draw, now) {
+            if !self.tcp.syn_guard.admit(remote.ip(), local.port(), draw, now) {
                 self.counters.drop_tcp_syn_guard += 1;
                 return;
             }
@@ -254,7 +272,7 @@ impl Interface {
         }
         let config = listener.config.clone();
         let iss = initial_sequence_number(self.tcp.key, local, remote, now);
-        let mut conn = Connection::accept_syn(config, local, remote, local_mss(&self.caps), iss, repr, now);
+        let mut conn = Connection::accept_syn(config, local, remote, local_mss(&self.caps, remote), iss, repr, now);
         conn.set_timestamp_offset(self.tcp.timestamp_offset(local, remote));
         if let Some(listener) = self.tcp.listeners.get_mut(l.0) {
             listener.half_open += 1;
@@ -266,8 +284,8 @@ impl Interface {
     fn send_syn_cookie(
         &mut self,
         l: TcpListenerHandle,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         syn: &TcpRepr,
         now: Instant,
     ) {
@@ -276,7 +294,7 @@ impl Interface {
         let window = self.tcp.listeners.get(l.0).map_or(65535, |l| l.config.recv_buffer.min(65535));
         let synack = TcpRepr {
             window_len: window as u16,
-            max_seg_size: Some(local_mss(&self.caps).min(65535) as u16),
+            max_seg_size: Some(local_mss(&self.caps, remote).min(65535) as u16),
             ..TcpRepr::bare(
                 local.port(),
                 remote.port(),
@@ -298,12 +316,22 @@ impl Interface {
 /// The guard's draw for one SYN: unpredictable without the key, and new
 /// for a retransmission (the time is part of it). A leading tag keeps its
 /// inputs apart from those the same key hashes for ISNs and cookies.
-fn syn_draw(key: SipKey, remote: SocketAddrV4, seq: TcpSeqNumber, now: Instant) -> u32 {
-    let mut bytes = [0u8; 19];
+fn syn_draw(key: SipKey, remote: SocketAddr, seq: TcpSeqNumber, now: Instant) -> u32 {
+    let mut bytes = [0u8; 31];
     bytes[0] = b'G';
-    bytes[1..5].copy_from_slice(&remote.ip().octets());
-    bytes[5..7].copy_from_slice(&remote.port().to_be_bytes());
-    bytes[7..11].copy_from_slice(&seq.0.to_be_bytes());
-    bytes[11..].copy_from_slice(&now.total_micros().to_be_bytes());
-    siphash(key, &bytes) as u32
+    let ip_len = match remote.ip() {
+        IpAddr::V4(ip) => {
+            bytes[1..5].copy_from_slice(&ip.octets());
+            4
+        }
+        IpAddr::V6(ip) => {
+            bytes[1..17].copy_from_slice(&ip.octets());
+            16
+        }
+    };
+    let rest = &mut bytes[1 + ip_len..];
+    rest[..2].copy_from_slice(&remote.port().to_be_bytes());
+    rest[2..6].copy_from_slice(&seq.0.to_be_bytes());
+    rest[6..14].copy_from_slice(&now.total_micros().to_be_bytes());
+    siphash(key, &bytes[..15 + ip_len]) as u32
 }

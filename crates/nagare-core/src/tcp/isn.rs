@@ -4,24 +4,21 @@
 //! consecutive incarnations of a connection move forward, F a keyed hash so
 //! an off-path attacker cannot predict the ISN of a connection it cannot see.
 
-use crate::hash::{SipHasher24, SipKey};
+use super::sockets::four_tuple_hasher;
+use crate::hash::SipKey;
 use crate::time::Instant;
 use core::hash::Hasher;
-use core::net::SocketAddrV4;
+use core::net::SocketAddr;
 use nagare_wire::TcpSeqNumber;
 
-fn four_tuple_hash(key: SipKey, local: SocketAddrV4, remote: SocketAddrV4, extra: u32) -> u32 {
-    let mut h = SipHasher24::new(key);
-    h.write(&local.ip().octets());
-    h.write(&local.port().to_be_bytes());
-    h.write(&remote.ip().octets());
-    h.write(&remote.port().to_be_bytes());
+fn four_tuple_hash(key: SipKey, local: SocketAddr, remote: SocketAddr, extra: u32) -> u32 {
+    let mut h = four_tuple_hasher(key, local, remote);
     h.write(&extra.to_be_bytes());
     h.finish() as u32
 }
 
 /// RFC 6528's initial sequence number for a connection.
-pub fn initial_sequence_number(key: SipKey, local: SocketAddrV4, remote: SocketAddrV4, now: Instant) -> TcpSeqNumber {
+pub fn initial_sequence_number(key: SipKey, local: SocketAddr, remote: SocketAddr, now: Instant) -> TcpSeqNumber {
     let m = (now.total_micros() / 4) as u32;
     TcpSeqNumber(m.wrapping_add(four_tuple_hash(key, local, remote, 0)))
 }
@@ -47,8 +44,8 @@ pub struct CookieContents {
 /// the time, 5 bits of time and 3 bits of MSS index.
 pub fn make_syn_cookie(
     key: SipKey,
-    local: SocketAddrV4,
-    remote: SocketAddrV4,
+    local: SocketAddr,
+    remote: SocketAddr,
     peer_isn: TcpSeqNumber,
     peer_mss: u16,
     now: Instant,
@@ -63,8 +60,8 @@ pub fn make_syn_cookie(
 /// connection whose peer ISN was `ack_seq - 1`.
 pub fn check_syn_cookie(
     key: SipKey,
-    local: SocketAddrV4,
-    remote: SocketAddrV4,
+    local: SocketAddr,
+    remote: SocketAddr,
     peer_isn: TcpSeqNumber,
     cookie: TcpSeqNumber,
     now: Instant,
@@ -88,10 +85,11 @@ pub fn check_syn_cookie(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use core::net::Ipv4Addr;
+    use core::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4};
 
-    fn ends() -> (SocketAddrV4, SocketAddrV4) {
-        (SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 80), SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 40000))
+    fn ends() -> (SocketAddr, SocketAddr) {
+        let local = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 80);
+        (local.into(), SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 40000).into())
     }
 
     #[test]
@@ -101,7 +99,7 @@ mod tests {
         let a = initial_sequence_number(key, l, r, Instant::from_micros(0));
         let b = initial_sequence_number(key, l, r, Instant::from_micros(400));
         assert_eq!(b.0.wrapping_sub(a.0), 100);
-        let other_port = SocketAddrV4::new(*r.ip(), 40001);
+        let other_port = SocketAddr::new(r.ip(), 40001);
         assert_ne!(initial_sequence_number(key, l, other_port, Instant::ZERO), a);
         assert_ne!(initial_sequence_number(SipKey::from_seed(2), l, r, Instant::ZERO), a);
     }
@@ -123,5 +121,21 @@ mod tests {
         assert_eq!(check_syn_cookie(key, l, r, peer, cookie + 1, t0), None);
         let small = make_syn_cookie(key, l, r, peer, 1000, t0);
         assert_eq!(check_syn_cookie(key, l, r, peer, small, t0), Some(CookieContents { mss: 536 }));
+    }
+
+    #[test]
+    fn ipv6_four_tuples_get_cookies_of_their_own() {
+        let (l4, r4) = ends();
+        let l: SocketAddr = (Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1), 80).into();
+        let r: SocketAddr = (Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2), 40000).into();
+        let key = SipKey::from_seed(9);
+        let peer = TcpSeqNumber(7);
+        let t0 = Instant::from_secs(50);
+        let cookie = make_syn_cookie(key, l, r, peer, 1220, t0);
+        assert_eq!(check_syn_cookie(key, l, r, peer, cookie, t0), Some(CookieContents { mss: 1220 }));
+        assert_eq!(check_syn_cookie(key, l4, r4, peer, cookie, t0), None);
+        let other: SocketAddr = (Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 3), 40000).into();
+        assert_eq!(check_syn_cookie(key, l, other, peer, cookie, t0), None);
+        assert_ne!(initial_sequence_number(key, l, r, t0), initial_sequence_number(key, l, other, t0));
     }
 }

@@ -9,7 +9,7 @@ use crate::buf::{Offload, PacketBuf};
 use crate::iface::{Error, Interface};
 use crate::time::Instant;
 use core::cmp::Reverse;
-use core::net::SocketAddrV4;
+use core::net::{IpAddr, SocketAddr};
 use nagare_wire::{Checksum, IpProtocol, Ipv4Repr, TcpRepr};
 
 impl Interface {
@@ -29,7 +29,10 @@ impl Interface {
         let segment_size = entry.conn.segment_payload_limit();
         for (repr, payload) in outbox.drain(..) {
             match self.send_tcp_segment(local, remote, repr, payload, segment_size, now) {
-                Ok(()) => self.counters.tcp_segments_sent += 1,
+                Ok(()) => {
+                    self.counters.tcp_segments_sent += 1;
+                    self.counters.tcp6_segments_sent += u64::from(remote.is_ipv6());
+                }
                 Err(_) => self.counters.drop_tcp_send_failed += 1,
             }
         }
@@ -94,7 +97,7 @@ impl Interface {
 
     /// The next hop of `local`'s connection to `remote` never answered
     /// ARP: a connection still opening fails with host unreachable.
-    pub(crate) fn tcp_neighbour_unreachable(&mut self, local: SocketAddrV4, remote: SocketAddrV4, now: Instant) {
+    pub(crate) fn tcp_neighbour_unreachable(&mut self, local: SocketAddr, remote: SocketAddr, now: Instant) {
         let Some(&handle) = self.tcp.by_tuple.get(&(local, remote)) else {
             return;
         };
@@ -108,8 +111,8 @@ impl Interface {
     /// Sends a segment without payload (RST, SYN-ACK) for `local`.
     pub(super) fn send_tcp_control(
         &mut self,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         repr: TcpRepr,
         now: Instant,
     ) -> Result<(), Error> {
@@ -120,8 +123,8 @@ impl Interface {
     /// longer than `segment_size` goes as a super-segment the device cuts.
     fn send_tcp_segment(
         &mut self,
-        local: SocketAddrV4,
-        remote: SocketAddrV4,
+        local: SocketAddr,
+        remote: SocketAddr,
         repr: TcpRepr,
         mut payload: PacketBuf,
         segment_size: usize,
@@ -136,9 +139,9 @@ impl Interface {
             return Err(Error::NoBuffer);
         };
         if offload_checksum {
-            repr.emit_header_partial(header, *local.ip(), *remote.ip())
+            repr.emit_header_partial(header, local.ip(), remote.ip())
         } else {
-            repr.emit_header(header, *local.ip(), *remote.ip(), payload_sum)
+            repr.emit_header(header, local.ip(), remote.ip(), payload_sum)
         }
         .map_err(|_| Error::MessageTooLong)?;
         if offload_checksum {
@@ -149,11 +152,17 @@ impl Interface {
             };
             payload.set_offload(Offload::tcp_segments(segment_size));
         }
-        let ip = Ipv4Repr {
-            // Path MTU discovery needs DF (RFC 1191); segments fit the MSS.
-            dont_frag: true,
-            ..Ipv4Repr::new(*local.ip(), *remote.ip(), IpProtocol::Tcp, payload.len(), self.config.ttl)
-        };
-        self.send_ip(ip, payload, now)
+        match (local.ip(), remote.ip()) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => {
+                let ip = Ipv4Repr {
+                    // Path MTU discovery needs DF (RFC 1191); segments fit the MSS.
+                    dont_frag: true,
+                    ..Ipv4Repr::new(src, dst, IpProtocol::Tcp, payload.len(), self.config.ttl)
+                };
+                self.send_ip(ip, payload, now)
+            }
+            (IpAddr::V6(src), IpAddr::V6(dst)) => self.send_ipv6(Some(src), dst, IpProtocol::Tcp, payload, None, now),
+            _ => Err(Error::Unaddressable),
+        }
     }
 }

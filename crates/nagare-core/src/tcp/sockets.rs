@@ -1,7 +1,9 @@
 //! The TCP sockets of an interface: connections found by a keyed hash of
-//! their four-tuple (never by a scan), listeners by port, and one timer
-//! heap ordered by deadline, so the cost of `poll` follows the number of
-//! timers due, not the number of connections.
+//! their four-tuple (never by a scan), listeners by family and port, and
+//! one timer heap ordered by deadline, so the cost of `poll` follows the
+//! number of timers due, not the number of connections. A connection's
+//! addresses are both IPv4 or both IPv6; one that an IPv6 listener took
+//! over IPv4 (dual stack) has IPv4 addresses.
 
 use super::config::TcpConfig;
 use super::connection::{Connection, State};
@@ -16,9 +18,9 @@ use crate::time::Instant;
 use alloc::collections::{BinaryHeap, VecDeque};
 use alloc::vec::Vec;
 use core::cmp::Reverse;
-use core::net::{Ipv4Addr, SocketAddrV4};
+use core::net::{IpAddr, SocketAddr};
 use hashbrown::HashMap;
-use nagare_wire::{TcpRepr, IPV4_HEADER_LEN};
+use nagare_wire::{TcpRepr, IPV4_HEADER_LEN, IPV6_HEADER_LEN};
 
 /// Names a TCP connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -55,7 +57,10 @@ pub(super) struct Entry {
 
 #[derive(Debug)]
 pub(super) struct Listener {
-    pub(super) local: SocketAddrV4,
+    pub(super) local: SocketAddr,
+    /// An IPv6 listener on `::` that takes IPv6 connections only (as
+    /// `IPV6_V6ONLY`); without it, it takes IPv4 ones to its port too.
+    pub(super) v6_only: bool,
     pub(super) backlog: usize,
     /// Connections in SYN-RECEIVED.
     pub(super) half_open: usize,
@@ -71,9 +76,12 @@ pub(super) struct Listener {
 #[derive(Debug)]
 pub struct TcpSockets {
     pub(super) conns: SocketTable<Entry>,
-    pub(super) by_tuple: HashMap<(SocketAddrV4, SocketAddrV4), TcpHandle, KeyedState>,
+    pub(super) by_tuple: HashMap<(SocketAddr, SocketAddr), TcpHandle, KeyedState>,
     pub(super) listeners: SocketTable<Listener>,
+    /// IPv4 listeners by port.
     pub(super) by_port: HashMap<u16, TcpListenerHandle>,
+    /// IPv6 listeners by port.
+    pub(super) by_port6: HashMap<u16, TcpListenerHandle>,
     pub(super) timers: BinaryHeap<Reverse<(Instant, SocketHandle)>>,
     pub(super) key: SipKey,
     /// Settings new sockets start with.
@@ -107,6 +115,7 @@ impl TcpSockets {
             by_tuple: HashMap::with_hasher(KeyedState(secrets.table)),
             listeners: SocketTable::default(),
             by_port: HashMap::new(),
+            by_port6: HashMap::new(),
             timers: BinaryHeap::new(),
             key: secrets.isn,
             defaults: TcpConfig::default(),
@@ -174,7 +183,7 @@ impl TcpSockets {
     }
 
     /// The address listener `l` listens on, if it is open.
-    pub fn listener_local(&self, l: TcpListenerHandle) -> Option<SocketAddrV4> {
+    pub fn listener_local(&self, l: TcpListenerHandle) -> Option<SocketAddr> {
         self.listeners.get(l.0).map(|x| x.local)
     }
 
@@ -202,8 +211,8 @@ impl TcpSockets {
         let mut config = self.defaults.clone();
         let offloads = caps.tx_offloads;
         config.segmentation_offload = if offloads.checksum && offloads.tcp_segmentation > caps.mtu {
-            // Room for the largest IP and TCP headers.
-            offloads.tcp_segmentation.min(usize::from(u16::MAX)).saturating_sub(IPV4_HEADER_LEN + 60)
+            // Room for the largest IP (IPv6's) and TCP headers.
+            offloads.tcp_segmentation.min(usize::from(u16::MAX)).saturating_sub(IPV6_HEADER_LEN + 60)
         } else {
             0
         };
@@ -212,25 +221,63 @@ impl TcpSockets {
 
     /// The offset of a four-tuple's timestamp clock: a keyed hash without
     /// time in it, so every incarnation of the four-tuple shares one clock.
-    pub(super) fn timestamp_offset(&self, local: SocketAddrV4, remote: SocketAddrV4) -> u32 {
+    pub(super) fn timestamp_offset(&self, local: SocketAddr, remote: SocketAddr) -> u32 {
         use core::hash::Hasher;
-        let mut h = crate::hash::SipHasher24::new(self.key);
-        h.write(&local.ip().octets());
-        h.write(&local.port().to_be_bytes());
-        h.write(&remote.ip().octets());
-        h.write(&remote.port().to_be_bytes());
+        let mut h = four_tuple_hasher(self.key, local, remote);
         h.write(b"tsoff");
         (h.finish() >> 32) as u32
     }
 
+    /// Whether a listener holds `port` for connections to `local`'s
+    /// family: an IPv6 listener on `::` that is not v6-only holds it for
+    /// IPv4 too.
+    pub(super) fn listener_for(&self, local: SocketAddr) -> Option<TcpListenerHandle> {
+        let port = local.port();
+        let matches = |l: &TcpListenerHandle, dual: bool| {
+            self.listeners.get(l.0).is_some_and(|x| {
+                let any = x.local.ip().is_unspecified();
+                if dual {
+                    any && !x.v6_only
+                } else {
+                    any || x.local.ip() == local.ip()
+                }
+            })
+        };
+        match local.ip() {
+            IpAddr::V4(_) => {
+                let v4 = self.by_port.get(&port).copied().filter(|l| matches(l, false));
+                v4.or_else(|| self.by_port6.get(&port).copied().filter(|l| matches(l, true)))
+            }
+            IpAddr::V6(_) => self.by_port6.get(&port).copied().filter(|l| matches(l, false)),
+        }
+    }
+
+    /// Whether a new listener on `local` would share a port with one
+    /// already listening: one per family and port, and a dual-stack one
+    /// counts in both families.
+    pub(super) fn listen_conflicts(&self, local: SocketAddr, v6_only: bool) -> bool {
+        let port = local.port();
+        let dual_at = |l: &TcpListenerHandle| {
+            self.listeners.get(l.0).is_some_and(|x| x.local.ip().is_unspecified() && !x.v6_only)
+        };
+        match local.ip() {
+            IpAddr::V4(_) => self.by_port.contains_key(&port) || self.by_port6.get(&port).is_some_and(dual_at),
+            IpAddr::V6(ip) => {
+                self.by_port6.contains_key(&port)
+                    || (ip.is_unspecified() && !v6_only && self.by_port.contains_key(&port))
+            }
+        }
+    }
+
     /// A free ephemeral port for a connection from `src` to `remote`.
-    pub(super) fn pick_port(&mut self, src: Ipv4Addr, remote: SocketAddrV4) -> Result<u16, Error> {
+    pub(super) fn pick_port(&mut self, src: IpAddr, remote: SocketAddr) -> Result<u16, Error> {
         let span = usize::from(EPHEMERAL_PORTS.end() - EPHEMERAL_PORTS.start()) + 1;
         for _ in 0..span {
             let port = self.next_ephemeral;
             self.next_ephemeral = if port == *EPHEMERAL_PORTS.end() { *EPHEMERAL_PORTS.start() } else { port + 1 };
-            let taken =
-                self.by_port.contains_key(&port) || self.by_tuple.contains_key(&(SocketAddrV4::new(src, port), remote));
+            let taken = self.by_port.contains_key(&port)
+                || self.by_port6.contains_key(&port)
+                || self.by_tuple.contains_key(&(SocketAddr::new(src, port), remote));
             if !taken {
                 return Ok(port);
             }
@@ -287,7 +334,7 @@ impl TcpSockets {
             return;
         };
         // A completed handshake proves the peer holds its address.
-        self.syn_guard.prove(*entry.conn.remote().ip(), now);
+        self.syn_guard.prove(entry.conn.remote().ip(), now);
         if let Some(listener) = self.listeners.get_mut(l.0) {
             listener.half_open = listener.half_open.saturating_sub(1);
             listener.accept_queue.push_back(handle);
@@ -312,8 +359,25 @@ impl TcpSockets {
     }
 }
 
-/// The MSS we announce: what the link's MTU leaves after the IP and TCP
-/// headers.
-pub(super) fn local_mss(caps: &Capabilities) -> usize {
-    caps.mtu.saturating_sub(IPV4_HEADER_LEN + 20).max(64)
+/// The MSS we announce to `remote`: what the link's MTU leaves after the
+/// IP header of `remote`'s family and the TCP header.
+pub(super) fn local_mss(caps: &Capabilities, remote: SocketAddr) -> usize {
+    let ip_header = if remote.is_ipv4() { IPV4_HEADER_LEN } else { IPV6_HEADER_LEN };
+    caps.mtu.saturating_sub(ip_header + 20).max(64)
+}
+
+/// A keyed hasher that has taken in a four-tuple: the addresses (4 or 16
+/// bytes each) and ports. The ISN, SYN cookies and timestamp offsets go
+/// on from it with inputs of their own.
+pub(super) fn four_tuple_hasher(key: SipKey, local: SocketAddr, remote: SocketAddr) -> crate::hash::SipHasher24 {
+    use core::hash::Hasher;
+    let mut h = crate::hash::SipHasher24::new(key);
+    for end in [local, remote] {
+        match end.ip() {
+            IpAddr::V4(ip) => h.write(&ip.octets()),
+            IpAddr::V6(ip) => h.write(&ip.octets()),
+        }
+        h.write(&end.port().to_be_bytes());
+    }
+    h
 }

@@ -30,7 +30,7 @@
 use crate::hash::{KeyedState, SipKey};
 use crate::time::Instant;
 use alloc::vec::Vec;
-use core::net::Ipv4Addr;
+use core::net::{IpAddr, Ipv4Addr};
 use core::time::Duration;
 use hashbrown::HashMap;
 
@@ -62,7 +62,7 @@ const MIN_ADMIT: u32 = u32::MAX / 4096;
 /// (SYN set, ACK and RST clear) in an IPv4 packet that is not a later
 /// fragment, to one of `ports`, from an address not in `proven`, is
 /// dropped unless a fresh uniformly random `u32` is at most `admit`.
-/// Everything else passes.
+/// Everything else passes: IPv6 SYNs meet the engine's own draw.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SynFilter {
     /// Changes whenever anything below does; a device applies each
@@ -100,7 +100,7 @@ pub(super) struct SynGuard {
     /// what one proven peer may send.
     budget: u32,
     /// Proven peers, at most [`MAX_PROVEN`].
-    proven: HashMap<Ipv4Addr, Proven, KeyedState>,
+    proven: HashMap<IpAddr, Proven, KeyedState>,
     /// A peer was proven or demoted since the filter was published.
     proven_dirty: bool,
     window_start: Instant,
@@ -153,7 +153,7 @@ impl SynGuard {
 
     /// `peer` completed a handshake at `now`. The engine trusts it at
     /// once; the device's filter lists it from the next window.
-    pub(super) fn prove(&mut self, peer: Ipv4Addr, now: Instant) {
+    pub(super) fn prove(&mut self, peer: IpAddr, now: Instant) {
         if let Some(entry) = self.proven.get_mut(&peer) {
             entry.at = now;
             return;
@@ -171,7 +171,7 @@ impl SynGuard {
 
     /// Whether `peer` is proven at `now`; counts its SYN, and demotes it
     /// once it sends more than the budget allows one peer in a window.
-    fn proven_syn(&mut self, peer: Ipv4Addr, now: Instant) -> bool {
+    fn proven_syn(&mut self, peer: IpAddr, now: Instant) -> bool {
         let cap = self.peer_cap();
         let Some(entry) = self.proven.get_mut(&peer) else {
             return false;
@@ -198,7 +198,7 @@ impl SynGuard {
     /// Decides on a SYN from `peer` to a listener on `port` whose SYN
     /// queue is full; `draw` is a uniformly distributed number the
     /// sender cannot predict.
-    pub(super) fn admit(&mut self, peer: Ipv4Addr, port: u16, draw: u32, now: Instant) -> bool {
+    pub(super) fn admit(&mut self, peer: IpAddr, port: u16, draw: u32, now: Instant) -> bool {
         self.roll(now);
         if self.proven_syn(peer, now) {
             return true;
@@ -206,7 +206,9 @@ impl SynGuard {
         if !self.ports_seen.contains(&port) && self.ports_seen.len() < MAX_FILTER_PORTS {
             self.ports_seen.push(port);
         }
-        let filtered = self.filter.engaged && self.device_applies && self.filter.ports.contains(&port);
+        // The device's filter reads IPv4 SYNs only.
+        let filtered =
+            peer.is_ipv4() && self.filter.engaged && self.device_applies && self.filter.ports.contains(&port);
         if filtered {
             // The device drew for it already.
             self.arrived_filtered += 1;
@@ -277,7 +279,14 @@ impl SynGuard {
 
     fn publish(&mut self, engaged: bool, ports: Vec<u16>, admit: u32) {
         let proven = if engaged {
-            let mut recent: Vec<(Instant, Ipv4Addr)> = self.proven.iter().map(|(a, p)| (p.at, *a)).collect();
+            let mut recent: Vec<(Instant, Ipv4Addr)> = self
+                .proven
+                .iter()
+                .filter_map(|(a, p)| match a {
+                    IpAddr::V4(a) => Some((p.at, *a)),
+                    IpAddr::V6(_) => None,
+                })
+                .collect();
             recent.sort_unstable_by(|x, y| y.cmp(x));
             recent.truncate(MAX_FILTER_PROVEN);
             let mut listed: Vec<Ipv4Addr> = recent.into_iter().map(|(_, a)| a).collect();
@@ -295,11 +304,16 @@ impl SynGuard {
 mod tests {
     use super::*;
 
-    const PEER: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+    const PEER4: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+    const PEER: IpAddr = IpAddr::V4(PEER4);
     const KEY: SipKey = SipKey(1, 2);
 
-    fn spoofed(i: u32) -> Ipv4Addr {
+    fn spoofed4(i: u32) -> Ipv4Addr {
         Ipv4Addr::from(0x5000_0000 + i)
+    }
+
+    fn spoofed(i: u32) -> IpAddr {
+        IpAddr::V4(spoofed4(i))
     }
 
     /// Offers `per_second` unproven SYNs for `span`, drawing from a
@@ -350,7 +364,7 @@ mod tests {
         let filter = guard.filter().clone();
         assert!(filter.engaged);
         assert_eq!(filter.ports, [80]);
-        assert_eq!(filter.proven, [PEER]);
+        assert_eq!(filter.proven, [PEER4]);
         // 10,000 of 200,000 per second: a twentieth.
         let expected = u64::from(u32::MAX / 20);
         assert!(u64::from(filter.admit).abs_diff(expected) < expected / 5, "admit {}", filter.admit);
@@ -412,7 +426,7 @@ mod tests {
         let (_, now) = flood(&mut guard, now, WINDOW + Duration::from_millis(10), 100_000);
         assert!(guard.filter().engaged);
         assert!(guard.filter().generation > before);
-        assert_eq!(guard.filter().proven, [PEER]);
+        assert_eq!(guard.filter().proven, [PEER4]);
         assert!(guard.proven_syn(PEER, now + Duration::from_secs(1)));
         assert!(!guard.proven_syn(PEER, now + PROVEN_FOR + Duration::from_secs(1)), "proof expires");
     }
@@ -430,8 +444,8 @@ mod tests {
         let (_, _) = flood(&mut guard, Instant::from_secs(2), Duration::from_secs(1), 100_000);
         let listed = &guard.filter().proven;
         assert_eq!(listed.len(), MAX_FILTER_PROVEN);
-        assert!(listed.contains(&spoofed(total - 1)));
-        assert!(!listed.contains(&spoofed(total - 1 - MAX_FILTER_PROVEN as u32)));
+        assert!(listed.contains(&spoofed4(total - 1)));
+        assert!(!listed.contains(&spoofed4(total - 1 - MAX_FILTER_PROVEN as u32)));
     }
 
     #[test]
@@ -474,5 +488,18 @@ mod tests {
         let (admitted, _) = flood(&mut guard, Instant::from_secs(1), Duration::from_secs(1), 200_000);
         assert_eq!(admitted, 200_000);
         assert!(!guard.filter().engaged);
+    }
+
+    #[test]
+    fn ipv6_syns_meet_the_engine_s_draw_even_on_ports_the_device_filters() {
+        let mut guard = SynGuard::new(KEY);
+        guard.set_device_applies(true);
+        let (_, now) = flood(&mut guard, Instant::from_secs(1), Duration::from_secs(1), 200_000);
+        assert!(guard.filter().engaged && guard.filter().ports.contains(&80));
+        let six = IpAddr::V6(core::net::Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 9));
+        assert!(!guard.admit(six, 80, u32::MAX, now), "no device drew for it: the engine does");
+        assert!(guard.admit(spoofed(7), 80, u32::MAX, now), "an IPv4 SYN passed the device's draw");
+        guard.prove(six, now);
+        assert!(guard.admit(six, 80, u32::MAX, now), "a proven IPv6 peer passes");
     }
 }

@@ -38,8 +38,8 @@ use crate::steering::Steering;
 use nagare_core::iface::Error as EngineError;
 use nagare_core::{Instant, Interface};
 use nagare_ipc::{BufRef, Pool, SharedBytes};
-use nagare_request::{decode_addr, Op, Request, SockOption};
-use std::net::SocketAddrV4;
+use nagare_request::{decode_addr, encode_addr, Op, Request, SockOption};
+use std::net::{SocketAddr, SocketAddrV4};
 
 /// What a request came to: `Ok(Some)` done, `Ok(None)` it must wait,
 /// `Err(errno)` failed.
@@ -151,6 +151,16 @@ pub(crate) fn execute(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
 /// queue; the other options are a connection's).
 fn is_udp_recv_buffer(c: &Caller<'_>, req: &Request) -> bool {
     req.aux[0] == SockOption::RecvBuffer as u64 && c.sockets.udp(req.socket).is_ok()
+}
+
+/// An engine socket's address as the request protocol carries it (IPv4;
+/// netd's sockets are IPv4, so an IPv6 one, which none is, reads as
+/// unset).
+pub(crate) fn encode_end(a: SocketAddr) -> u64 {
+    match a {
+        SocketAddr::V4(v4) => encode_addr(v4),
+        SocketAddr::V6(_) => 0,
+    }
 }
 
 /// The errno for an engine error.

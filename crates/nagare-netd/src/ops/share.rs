@@ -9,11 +9,11 @@
 //! sharer is, and does not claim its port: frames to a shared socket are
 //! received through netd's own pool.
 
-use super::{buffer, private_copy, Caller, Context, Done, Outcome};
+use super::{buffer, encode_end, private_copy, Caller, Context, Done, Outcome};
 use crate::memory::connection_charge;
 use crate::sockets::Sock;
 use nagare_core::tcp::connection::State;
-use nagare_request::{encode_addr, AdoptWord, Request};
+use nagare_request::{AdoptWord, Request};
 
 /// `SHARE`: the socket's token.
 pub(super) fn share(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
@@ -44,11 +44,11 @@ pub(super) fn adopt(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> 
         Sock::Tcp(h) => {
             let k = cx.iface.tcp_ref().connection(h).ok_or(libc::ENOENT)?;
             let word = AdoptWord { kind: AdoptWord::STREAM, recv_buffer: k.config().recv_buffer as u64 };
-            (encode_addr(k.local()), encode_addr(k.remote()), word)
+            (encode_end(k.local()), encode_end(k.remote()), word)
         }
         Sock::Listener(l) => {
             let local = cx.iface.tcp_ref().listener_local(l).ok_or(libc::ENOENT)?;
-            (encode_addr(local), 0, AdoptWord { kind: AdoptWord::LISTENER, recv_buffer: 0 })
+            (encode_end(local), 0, AdoptWord { kind: AdoptWord::LISTENER, recv_buffer: 0 })
         }
         Sock::Udp(_) | Sock::Echo(_) => return Err(libc::EOPNOTSUPP),
     };

@@ -14,7 +14,7 @@
 //! resize gets what fits.
 
 use super::deliver::{copy_to_region, received_in_place};
-use super::{address, blocked, buffer, engine_errno, payload, Caller, Context, Done, Outcome};
+use super::{address, blocked, buffer, encode_end, engine_errno, payload, Caller, Context, Done, Outcome};
 use crate::memory::{connection_charge, BUFFER_FLOOR};
 use crate::sockets::Sock;
 use crate::steering::TCP;
@@ -23,7 +23,7 @@ use nagare_core::tcp::connection::State;
 use nagare_core::tcp::TcpHandle;
 use nagare_ipc::{BufRef, SharedBytes};
 use nagare_request::{encode_accepted, encode_addr, Completion, Piece, Request, SockOption, SHUT_READ, SHUT_WRITE};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 /// `LISTEN`: a listener on `aux[0]` with backlog `aux[1]`.
@@ -56,7 +56,11 @@ pub(super) fn accept(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) ->
     if let Some((local, _)) = ends {
         c.sockets.claim_port(cx.steering, id, TCP, local.port());
     }
-    let (local_ip, remote) = ends.map_or((Ipv4Addr::UNSPECIFIED, 0), |(l, r)| (*l.ip(), encode_addr(r)));
+    let local_ip = |l: SocketAddr| match l.ip() {
+        IpAddr::V4(ip) => ip,
+        IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+    };
+    let (local_ip, remote) = ends.map_or((Ipv4Addr::UNSPECIFIED, 0), |(l, r)| (local_ip(l), encode_end(r)));
     let done = Done::with_addr(encode_accepted(id, local_ip), remote);
     Ok(Some(Done { extra: socket_buffers(cx, h), ..done }))
 }
@@ -125,7 +129,7 @@ pub(super) fn connect(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
     let state = cx.iface.tcp_ref().state(h).map_err(engine_errno)?;
     let done = |cx: &Context<'_>| -> Outcome {
         let local = cx.iface.tcp_ref().connection(h).map(|k| k.local());
-        let done = Done::with_addr(u64::from(req.socket), local.map_or(0, encode_addr));
+        let done = Done::with_addr(u64::from(req.socket), local.map_or(0, encode_end));
         Ok(Some(Done { extra: socket_buffers(cx, h), ..done }))
     };
     if state.is_synchronized() {
