@@ -20,6 +20,7 @@
 pub mod clock;
 pub mod device;
 pub mod impair;
+mod ip_headers;
 pub mod loopback;
 pub mod pcap;
 pub mod rng;

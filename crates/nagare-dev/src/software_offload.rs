@@ -1,34 +1,37 @@
 //! What a device with transmit offloads does to a frame, done in software
 //! for a device that has none: a partial transport checksum is completed,
 //! a TCP super-segment is cut into segments of its segment size, each with
-//! its own IPv4 and TCP header and full checksums, and a UDP super-frame
-//! into datagrams of its segment size, each with its own IPv4 header
-//! (length, identification, checksum) and UDP length and checksum (as the
-//! kernel's software GSO does for `SKB_GSO_TCPV4` and `SKB_GSO_UDP_L4`).
+//! its own IP and TCP header and full checksums, and a UDP super-frame
+//! into datagrams of its segment size, each with its own IP header and UDP
+//! length and checksum (as the kernel's software GSO does for
+//! `SKB_GSO_TCPV4`, `SKB_GSO_TCPV6` and `SKB_GSO_UDP_L4`). Both IP families
+//! are cut by the same code; what differs is the IP header of each piece
+//! (IPv4: total length, identification, header checksum; IPv6: payload
+//! length) and the pseudo header its transport checksum covers.
 //! The VNI–TAP bridge uses it for frames that crossed the segment with
 //! offloads and leave for a TAP opened for plain frames.
 //!
 //! The frame comes from another process (a VNI peer), so its headers are
 //! checked before use: a super-frame that is not an unfragmented IPv4
-//! packet of its kind whose lengths agree is refused, never cut, and a
-//! partial checksum is completed only in an unfragmented IPv4 TCP or UDP
-//! packet whose transport header is whole. Any other frame that claims a
-//! partial checksum is refused: only a TCP or UDP checksum over a whole
-//! transport segment can be partial, so sent as it is it would reach the
-//! wire with a checksum no receiver accepts.
+//! packet, or an IPv6 packet, of its kind whose lengths agree is refused,
+//! never cut, and a partial checksum is completed only in an unfragmented
+//! IPv4 or an IPv6 TCP or UDP packet whose transport header is whole. An
+//! IPv6 packet with extension headers before its transport header is, like
+//! an IPv4 fragment, neither cut nor completed. Any other frame that
+//! claims a partial checksum is refused: only a TCP or UDP checksum over a
+//! whole transport segment can be partial, so sent as it is it would reach
+//! the wire with a checksum no receiver accepts.
 
 use std::collections::VecDeque;
 
 use nagare_core::buf::{BufferPool, ChecksumState, Offload, PacketBuf, Segmentation, TxOffloads};
 use nagare_core::udp::UDP_MAX_SEGMENTS;
-use nagare_wire::checksum::{self, pseudo_header_v4, Checksum};
-use nagare_wire::{Ipv4Addr, ETHERNET_HEADER_LEN};
+use nagare_wire::checksum::{self, Checksum};
+use nagare_wire::ETHERNET_HEADER_LEN;
 
 use crate::device::RX_HEADROOM;
+use crate::ip_headers::{Family, IpHeaders, PROTO_TCP, PROTO_UDP};
 
-const ETHERTYPE_IPV4: [u8; 2] = [0x08, 0x00];
-const PROTO_TCP: u8 = 6;
-const PROTO_UDP: u8 = 17;
 const TCP_CHECKSUM: usize = 16;
 const UDP_CHECKSUM: usize = 6;
 const UDP_HEADER_LEN: usize = 8;
@@ -42,14 +45,16 @@ const TCP_CWR: u8 = 0x80;
 /// Why a frame could not be completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
-    /// A super-frame whose headers are not an unfragmented IPv4 TCP (or,
-    /// for a UDP super-frame, UDP) packet with consistent lengths, or whose
-    /// segments would not fit the MTU.
+    /// A super-frame whose headers are not an unfragmented IPv4, or an
+    /// IPv6, TCP (or, for a UDP super-frame, UDP) packet with consistent
+    /// lengths, or whose segments would not fit the MTU. An IPv6 packet
+    /// with extension headers before its transport header is one.
     Malformed,
-    /// A partial checksum on a frame that is not an unfragmented IPv4 TCP
-    /// or UDP packet with its transport header whole (another protocol,
-    /// an IP fragment, a header cut short or with lengths that disagree):
-    /// there is no checksum field that could be completed.
+    /// A partial checksum on a frame that is not an unfragmented IPv4 or
+    /// an IPv6 TCP or UDP packet with its transport header whole (another
+    /// protocol, an IP fragment, IPv6 extension headers before the
+    /// transport header, a header cut short or with lengths that
+    /// disagree): there is no checksum field that could be completed.
     Uncompletable,
     /// No pool buffer for a segment.
     NoBuffer,
@@ -81,9 +86,10 @@ pub fn fits_device(frame: &PacketBuf, mtu: usize, offloads: TxOffloads) -> bool 
 /// Appends `frame` to `out` as a device without offloads must send it:
 /// with its checksum complete, as MTU-sized TCP segments if it is a TCP
 /// super-segment longer than the MTU, and as its datagrams if it is a UDP
-/// super-frame (of any length). Frames that need nothing go as they are;
-/// a partial checksum that is not a TCP or UDP one in an unfragmented IPv4
-/// packet is refused ([`Refused::Uncompletable`]). At most
+/// super-frame (of any length), over IPv4 or IPv6. Frames that need
+/// nothing go as they are; a partial checksum that is not a TCP or UDP one
+/// in an unfragmented IPv4 packet or an IPv6 packet without extension
+/// headers is refused ([`Refused::Uncompletable`]). At most
 /// `room` frames are appended: a super-segment that would be cut into more
 /// is refused whole. Returns the number of frames appended.
 pub fn complete(
@@ -104,7 +110,7 @@ pub fn complete(
     }
     let mut bytes = frame.to_vec();
     drop(frame);
-    let Some(ip) = Ipv4Headers::parse(&bytes) else {
+    let Some(ip) = IpHeaders::parse(&bytes, bytes.len()) else {
         return Err(if cut { Refused::Malformed } else { Refused::Uncompletable });
     };
     if cut {
@@ -152,53 +158,13 @@ fn rebuild(pool: &BufferPool, bytes: &[u8]) -> Result<PacketBuf, Refused> {
     Ok(frame)
 }
 
-/// Where the headers of an Ethernet frame carrying an unfragmented IPv4
-/// packet lie, checked against the frame's length.
-struct Ipv4Headers {
-    ihl: usize,
-    protocol: u8,
-    src: Ipv4Addr,
-    dst: Ipv4Addr,
-    ident: u16,
-    /// Offset of the transport header.
-    l4_start: usize,
-    /// End of the IP packet (Ethernet padding excluded).
-    end: usize,
-}
-
-impl Ipv4Headers {
-    fn parse(frame: &[u8]) -> Option<Ipv4Headers> {
-        if frame.get(12..14)? != ETHERTYPE_IPV4 {
-            return None;
-        }
-        let ip = frame.get(ETHERNET_HEADER_LEN..)?;
-        let version_ihl = *ip.first()?;
-        let ihl = usize::from(version_ihl & 0x0f) * 4;
-        let total = usize::from(u16::from_be_bytes([*ip.get(2)?, *ip.get(3)?]));
-        let flags_fragment = u16::from_be_bytes([*ip.get(6)?, *ip.get(7)?]);
-        if version_ihl >> 4 != 4 || ihl < 20 || total < ihl || total > ip.len() || flags_fragment & 0x3fff != 0 {
-            return None;
-        }
-        let addr = |at: usize| Some(Ipv4Addr::new(*ip.get(at)?, *ip.get(at + 1)?, *ip.get(at + 2)?, *ip.get(at + 3)?));
-        Some(Ipv4Headers {
-            ihl,
-            protocol: *ip.get(9)?,
-            src: addr(12)?,
-            dst: addr(16)?,
-            ident: u16::from_be_bytes([*ip.get(4)?, *ip.get(5)?]),
-            l4_start: ETHERNET_HEADER_LEN + ihl,
-            end: ETHERNET_HEADER_LEN + total,
-        })
-    }
-}
-
 /// Cuts the TCP super-segment in `frame` into segments of at most
 /// `segment_size` payload bytes that fit `mtu`, if they are at most
 /// `room`. A super-segment carries data only: SYN, RST or URG on one is
 /// refused (they would be copied onto every segment).
 fn cut_tcp(
     frame: &[u8],
-    ip: &Ipv4Headers,
+    ip: &IpHeaders,
     segment_size: usize,
     mtu: usize,
     pool: &BufferPool,
@@ -214,7 +180,11 @@ fn cut_tcp(
         return malformed;
     };
     let tcp_len = usize::from(offset_byte >> 4) * 4;
-    if tcp_len < 20 || tcp_len > tcp.len() || segment_size < MIN_SEGMENT_SIZE || ip.ihl + tcp_len + segment_size > mtu {
+    if tcp_len < 20
+        || tcp_len > tcp.len()
+        || segment_size < MIN_SEGMENT_SIZE
+        || ip.header_len() + tcp_len + segment_size > mtu
+    {
         return malformed;
     }
     let (tcp_header, payload) = tcp.split_at(tcp_len);
@@ -236,7 +206,7 @@ fn cut_tcp(
         bytes.extend_from_slice(&frame[..ip.l4_start]);
         bytes.extend_from_slice(tcp_header);
         bytes.extend_from_slice(piece);
-        set_piece_ipv4(&mut bytes, ip, tcp_len + piece.len(), k);
+        set_piece_ip(&mut bytes, ip, tcp_len + piece.len(), k);
         // TCP: sequence number, flags (FIN and PSH on the last segment,
         // CWR on the first), full checksum.
         let t = &mut bytes[ip.l4_start..];
@@ -251,7 +221,7 @@ fn cut_tcp(
         }
         t[13] = piece_flags;
         t[TCP_CHECKSUM..TCP_CHECKSUM + 2].copy_from_slice(&[0, 0]);
-        let mut sum: Checksum = pseudo_header_v4(ip.src, ip.dst, PROTO_TCP, (tcp_len + piece.len()) as u16);
+        let mut sum: Checksum = ip.pseudo_header(tcp_len + piece.len());
         sum.add_bytes(t);
         t[TCP_CHECKSUM..TCP_CHECKSUM + 2].copy_from_slice(&sum.finish().to_be_bytes());
         built.push(rebuild(pool, &bytes)?);
@@ -260,17 +230,24 @@ fn cut_tcp(
     Ok(pieces)
 }
 
-/// The IPv4 header of piece `k` of a cut frame (`bytes`: Ethernet header
-/// on), whose transport part is `l4_len` bytes: its total length, a fresh
-/// identification (the super-frame's plus `k`), its header checksum.
-fn set_piece_ipv4(bytes: &mut [u8], ip: &Ipv4Headers, l4_len: usize, k: usize) {
+/// The IP header of piece `k` of a cut frame (`bytes`: Ethernet header
+/// on), whose transport part is `l4_len` bytes: for IPv4 its total length,
+/// a fresh identification (the super-frame's plus `k`) and its header
+/// checksum; for IPv6 its payload length (it has no identification
+/// outside a fragment header, nor a header checksum).
+fn set_piece_ip(bytes: &mut [u8], ip: &IpHeaders, l4_len: usize, k: usize) {
     let ip_bytes = &mut bytes[ETHERNET_HEADER_LEN..];
-    let total = (ip.ihl + l4_len) as u16;
-    ip_bytes[2..4].copy_from_slice(&total.to_be_bytes());
-    ip_bytes[4..6].copy_from_slice(&ip.ident.wrapping_add(k as u16).to_be_bytes());
-    ip_bytes[10..12].copy_from_slice(&[0, 0]);
-    let header_sum = checksum::checksum(&ip_bytes[..ip.ihl]);
-    ip_bytes[10..12].copy_from_slice(&header_sum.to_be_bytes());
+    match ip.family {
+        Family::V4 { ihl, ident, .. } => {
+            let total = (ihl + l4_len) as u16;
+            ip_bytes[2..4].copy_from_slice(&total.to_be_bytes());
+            ip_bytes[4..6].copy_from_slice(&ident.wrapping_add(k as u16).to_be_bytes());
+            ip_bytes[10..12].copy_from_slice(&[0, 0]);
+            let header_sum = checksum::checksum(&ip_bytes[..ihl]);
+            ip_bytes[10..12].copy_from_slice(&header_sum.to_be_bytes());
+        }
+        Family::V6 { .. } => ip_bytes[4..6].copy_from_slice(&(l4_len as u16).to_be_bytes()),
+    }
 }
 
 /// Cuts the UDP super-frame in `frame` into datagrams of `segment_size`
@@ -279,7 +256,7 @@ fn set_piece_ipv4(bytes: &mut [u8], ip: &Ipv4Headers, l4_len: usize, k: usize) {
 /// size must make at least one and at most [`UDP_MAX_SEGMENTS`] datagrams.
 fn cut_udp(
     frame: &[u8],
-    ip: &Ipv4Headers,
+    ip: &IpHeaders,
     segment_size: usize,
     mtu: usize,
     pool: &BufferPool,
@@ -298,7 +275,7 @@ fn cut_udp(
         return malformed;
     }
     let (udp_header, payload) = udp.split_at(UDP_HEADER_LEN);
-    if segment_size == 0 || segment_size > payload.len() || ip.ihl + UDP_HEADER_LEN + segment_size > mtu {
+    if segment_size == 0 || segment_size > payload.len() || ip.header_len() + UDP_HEADER_LEN + segment_size > mtu {
         return malformed;
     }
     let pieces = payload.len().div_ceil(segment_size);
@@ -315,13 +292,13 @@ fn cut_udp(
         bytes.extend_from_slice(&frame[..ip.l4_start]);
         bytes.extend_from_slice(udp_header);
         bytes.extend_from_slice(piece);
-        set_piece_ipv4(&mut bytes, ip, UDP_HEADER_LEN + piece.len(), k);
+        set_piece_ip(&mut bytes, ip, UDP_HEADER_LEN + piece.len(), k);
         // UDP: length, full checksum (0 is sent as all ones).
         let u = &mut bytes[ip.l4_start..];
         let udp_len = (UDP_HEADER_LEN + piece.len()) as u16;
         u[4..6].copy_from_slice(&udp_len.to_be_bytes());
         u[UDP_CHECKSUM..UDP_CHECKSUM + 2].copy_from_slice(&[0, 0]);
-        let mut sum: Checksum = pseudo_header_v4(ip.src, ip.dst, PROTO_UDP, udp_len);
+        let mut sum: Checksum = ip.pseudo_header(usize::from(udp_len));
         sum.add_bytes(u);
         let sum = match sum.finish() {
             0 => 0xffff,
@@ -337,7 +314,10 @@ fn cut_udp(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nagare_wire::checksum::verify;
+    use nagare_wire::checksum::{pseudo_header_v4, verify};
+    use nagare_wire::Ipv4Addr;
+
+    const ETHERTYPE_IPV4: [u8; 2] = [0x08, 0x00];
 
     /// An Ethernet frame with an IPv4 TCP segment of `payload` bytes, its
     /// TCP checksum left partial.
@@ -708,5 +688,200 @@ mod tests {
         assert!(out.is_empty());
         assert_eq!(pool.in_use(), 0);
         assert_eq!(cut(with(&good, uso), &mut out), Ok(4));
+    }
+
+    const SRC6: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    const DST6: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+
+    /// Its transport checksum field at `at` given the IPv6 pseudo-header sum
+    /// over `len` transport bytes: left partial, as an engine sends it.
+    fn leave_partial(b: &mut [u8], protocol: u8, at: usize) {
+        let len = (b.len() - 54) as u32;
+        let pseudo = nagare_wire::pseudo_header_v6(SRC6.into(), DST6.into(), protocol, len);
+        b[54 + at..54 + at + 2].copy_from_slice(&pseudo.folded().to_be_bytes());
+    }
+
+    /// An Ethernet frame with an IPv6 TCP segment (12 bytes of options,
+    /// TCP `flags`) over `payload` bytes, built by etherparse, its checksum
+    /// left partial.
+    fn ipv6_tcp(payload: usize, flags: u8) -> Vec<u8> {
+        let data: Vec<u8> = (0..payload).map(|i| (i % 251) as u8).collect();
+        let mut b = Vec::new();
+        etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
+            .ipv6(SRC6, DST6, 64)
+            .tcp(1000, 80, 1000, 65535)
+            .ack(77)
+            .options_raw(&[1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2])
+            .unwrap()
+            .write(&mut b, &data)
+            .unwrap();
+        b[54 + 13] = flags;
+        leave_partial(&mut b, PROTO_TCP, 16);
+        b
+    }
+
+    /// An Ethernet frame with an IPv6 UDP datagram over `payload` bytes,
+    /// built by etherparse, its checksum left partial.
+    fn ipv6_udp(payload: usize) -> Vec<u8> {
+        let data: Vec<u8> = (0..payload).map(|i| (i % 253) as u8).collect();
+        let mut b = Vec::new();
+        etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
+            .ipv6(SRC6, DST6, 64)
+            .udp(1000, 9)
+            .write(&mut b, &data)
+            .unwrap();
+        leave_partial(&mut b, PROTO_UDP, 6);
+        b
+    }
+
+    fn frame_with(pool: &BufferPool, bytes: &[u8], offload: Offload) -> PacketBuf {
+        let mut f = PacketBuf::from_slice(pool, 0, bytes).unwrap();
+        f.set_offload(offload);
+        f
+    }
+
+    /// `f` read by etherparse: its IPv6 header (checked to span the frame,
+    /// with no extension header), its transport header, its payload.
+    fn read_ipv6(f: &[u8]) -> (etherparse::Ipv6Header, etherparse::TransportHeader, Vec<u8>) {
+        let h = etherparse::PacketHeaders::from_ethernet_slice(f).expect("etherparse reads the frame");
+        let Some(etherparse::NetHeaders::Ipv6(ip, exts)) = h.net else { panic!("not IPv6") };
+        assert!(exts.is_empty());
+        assert_eq!(usize::from(ip.payload_length), f.len() - 54, "IPv6 payload length");
+        (ip, h.transport.expect("a transport header"), h.payload.slice().to_vec())
+    }
+
+    #[test]
+    fn an_ipv6_super_segment_is_cut_into_mtu_segments() {
+        let pool = BufferPool::new(2048, 256);
+        let whole = ipv6_tcp(10_000, TCP_PSH | TCP_FIN | TCP_CWR | 0x10);
+        let mut out = VecDeque::new();
+        // 1500 less the IPv6 and TCP headers (40 + 32).
+        let frame = frame_with(&pool, &whole, Offload::tcp_segments(1428));
+        assert_eq!(complete(frame, 1500, &pool, &mut out, 1024), Ok(8));
+        let mut payload = Vec::new();
+        for (k, f) in out.iter().enumerate() {
+            assert_eq!(f.offload(), Offload::NONE);
+            let f = f.to_vec();
+            assert!(f.len() <= 1514, "segment {k}: {} bytes", f.len());
+            let (ip, transport, data) = read_ipv6(&f);
+            let etherparse::TransportHeader::Tcp(tcp) = transport else { panic!("not TCP") };
+            assert_eq!(data.len(), if k == 7 { 10_000 - 7 * 1428 } else { 1428 }, "segment {k}");
+            assert_eq!(tcp.checksum, tcp.calc_checksum_ipv6(&ip, &data).unwrap(), "TCP checksum of segment {k}");
+            assert_eq!(tcp.sequence_number, 1000 + (k * 1428) as u32);
+            assert_eq!((tcp.fin, tcp.psh), (k == 7, k == 7), "FIN and PSH only on the last");
+            assert_eq!(tcp.cwr, k == 0, "CWR only on the first");
+            assert!(tcp.ack && tcp.acknowledgment_number == 77);
+            assert!(f[..18] == whole[..18] && f[20..54] == whole[20..54], "headers but the length as they were");
+            payload.extend_from_slice(&data);
+        }
+        assert_eq!(payload, whole[86..]);
+        // One byte more per segment is past the MTU with IPv6's header.
+        out.clear();
+        let frame = frame_with(&pool, &whole, Offload::tcp_segments(1429));
+        assert_eq!(complete(frame, 1500, &pool, &mut out, 1024), Err(Refused::Malformed));
+        assert_eq!(pool.in_use(), 0);
+    }
+
+    #[test]
+    fn partial_ipv6_tcp_and_udp_checksums_are_completed() {
+        let pool = BufferPool::new(2048, 256);
+        let partial = Offload::checksum(ChecksumState::Partial);
+        let mut out = VecDeque::new();
+        for bytes in [ipv6_tcp(1001, 0x18), ipv6_udp(1001), ipv6_udp(0)] {
+            assert_eq!(complete(frame_with(&pool, &bytes, partial), 1500, &pool, &mut out, 1024), Ok(1));
+            let f = out.pop_front().unwrap();
+            assert_eq!(f.offload(), Offload::NONE);
+            let f = f.to_vec();
+            assert_eq!(f.len(), bytes.len());
+            let (ip, transport, data) = read_ipv6(&f);
+            match transport {
+                etherparse::TransportHeader::Tcp(t) => {
+                    assert_eq!(t.checksum, t.calc_checksum_ipv6(&ip, &data).unwrap())
+                }
+                etherparse::TransportHeader::Udp(u) => {
+                    assert_ne!(u.checksum, 0, "a UDP checksum over IPv6 is never left out");
+                    assert_eq!(u.checksum, u.calc_checksum_ipv6(&ip, &data).unwrap());
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(pool.in_use(), 0);
+    }
+
+    #[test]
+    fn an_ipv6_udp_super_frame_is_cut_into_its_datagrams() {
+        let pool = BufferPool::new(2048, 256);
+        let whole = ipv6_udp(10_000);
+        let mut out = VecDeque::new();
+        // 1500 less the IPv6 and UDP headers (40 + 8).
+        let frame = frame_with(&pool, &whole, Offload::udp_segments(1452));
+        assert_eq!(complete(frame, 1500, &pool, &mut out, 1024), Ok(7));
+        let mut payload = Vec::new();
+        for (k, f) in out.iter().enumerate() {
+            assert_eq!(f.offload(), Offload::NONE);
+            let f = f.to_vec();
+            assert!(f.len() <= 1514);
+            let (ip, transport, data) = read_ipv6(&f);
+            let etherparse::TransportHeader::Udp(udp) = transport else { panic!("not UDP") };
+            let want = if k == 6 { 10_000 - 6 * 1452 } else { 1452 };
+            assert_eq!((data.len(), usize::from(udp.length)), (want, 8 + want), "datagram {k}");
+            assert_eq!(udp.checksum, udp.calc_checksum_ipv6(&ip, &data).unwrap(), "UDP checksum of datagram {k}");
+            assert_eq!((udp.source_port, udp.destination_port), (1000, 9));
+            payload.extend_from_slice(&data);
+        }
+        assert_eq!(payload, whole[62..]);
+        let frame = frame_with(&pool, &whole, Offload::udp_segments(1453));
+        assert_eq!(complete(frame, 1500, &pool, &mut out, 1024), Err(Refused::Malformed), "past the MTU");
+    }
+
+    /// With an extension header between the IPv6 header and the transport
+    /// header there is nothing to complete or cut, as with an IPv4
+    /// fragment; without it, the same packet is completed and cut.
+    #[test]
+    fn ipv6_extension_headers_and_bad_lengths_are_refused() {
+        let pool = BufferPool::new(2048, 256);
+        let partial = Offload::checksum(ChecksumState::Partial);
+        let with_ext = |plain: &[u8], kind: u8, mut ext: [u8; 8]| {
+            let mut b = plain.to_vec();
+            ext[0] = b[20];
+            b.splice(54..54, ext);
+            let len = u16::from_be_bytes([b[18], b[19]]) + 8;
+            b[18..20].copy_from_slice(&len.to_be_bytes());
+            b[20] = kind;
+            b
+        };
+        let with_len = |plain: &[u8], len: u16| {
+            let mut b = plain.to_vec();
+            b[18..20].copy_from_slice(&len.to_be_bytes());
+            b
+        };
+        let tcp = ipv6_tcp(5000, 0x10);
+        let udp = ipv6_udp(5000);
+        let mut out = VecDeque::new();
+        for (plain, cut) in [(&tcp, Offload::tcp_segments(1428)), (&udp, Offload::udp_segments(1452))] {
+            assert_eq!(complete(frame_with(&pool, plain, partial), 9000, &pool, &mut out, 1024), Ok(1));
+            assert_eq!(complete(frame_with(&pool, plain, cut), 1500, &pool, &mut out, 1024), Ok(4));
+            out.clear();
+            for (what, bytes) in [
+                ("hop-by-hop options", with_ext(plain, 0, [0, 0, 1, 4, 0, 0, 0, 0])),
+                ("an atomic fragment", with_ext(plain, 44, [0, 0, 0, 0, 0, 0, 0, 7])),
+                ("destination options", with_ext(plain, 60, [0, 0, 1, 4, 0, 0, 0, 0])),
+                ("a payload length past the frame", with_len(plain, (plain.len() - 53) as u16)),
+                ("a transport length past the payload length", with_len(plain, 7)),
+            ] {
+                let f = frame_with(&pool, &bytes, partial);
+                assert_eq!(complete(f, 9000, &pool, &mut out, 1024), Err(Refused::Uncompletable), "{what}");
+                assert_eq!(
+                    complete(frame_with(&pool, &bytes, cut), 1500, &pool, &mut out, 1024),
+                    Err(Refused::Malformed),
+                    "{what}"
+                );
+                // With its checksum complete the frame goes as it is.
+                assert_eq!(complete(frame_with(&pool, &bytes, Offload::NONE), 9000, &pool, &mut out, 1024), Ok(1));
+                assert!(out.pop_front().unwrap().to_vec() == bytes, "{what}: sent as it is");
+            }
+        }
+        assert!(out.is_empty());
+        assert_eq!(pool.in_use(), 0);
     }
 }

@@ -50,7 +50,8 @@ pub const RING_HEADER_LEN: usize = spsc::CONTROL_LEN;
 pub const SLOT_HEADER_LEN: usize = 8;
 /// Offset of the offload word in a slot.
 pub const SLOT_OFFLOAD: usize = 4;
-/// Largest IPv4 packet: the most a super-segment carries.
+/// Largest IPv4 packet: the most a super-segment carries, an IPv6 one too
+/// (its fixed header and payload 65 535 bytes in all).
 const MAX_IP_PACKET: usize = 65535;
 /// Cache line size everything shared is aligned to.
 pub const CACHE_LINE: usize = 64;

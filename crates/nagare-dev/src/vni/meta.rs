@@ -30,11 +30,13 @@ const CHECKSUM_MASK: u32 = 3;
 const UDP_SEGMENTS: u32 = 1 << 18;
 /// Bits that must be clear.
 const RESERVED: u32 = !0u32 << 19;
-/// IPv4 and TCP headers without options: a segment's payload is at most
-/// the MTU less these.
+/// The shortest IP and TCP headers (IPv4's and TCP's without options): a
+/// segment's payload is at most the MTU less these. IPv6's longer header
+/// makes the bound tighter, which the cut itself checks
+/// ([`crate::software_offload`]), as it does every header's real length.
 const MIN_IP_TCP_HEADERS: usize = 40;
-/// IPv4 (without options) and UDP headers: a datagram's payload is at most
-/// the MTU less these.
+/// The shortest IP (IPv4 without options) and UDP headers: a datagram's
+/// payload is at most the MTU less these.
 const IP_UDP_HEADERS: usize = 28;
 
 /// The word for a frame with `offload`.
