@@ -218,7 +218,8 @@ pub struct Direction {
     pub completed: u64,
     /// Frames with a partial checksum that the destination device could
     /// not complete and the bridge could not either: not an unfragmented
-    /// IPv4 TCP or UDP packet with its transport header whole. Dropped.
+    /// IPv4 packet, or an IPv6 one without extension headers, carrying TCP
+    /// or UDP with its transport header whole. Dropped.
     pub uncompletable: u64,
     /// Frames dropped for want of room: the queue to the destination full,
     /// or its pool out of buffers while completing.
