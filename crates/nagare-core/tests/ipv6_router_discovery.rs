@@ -433,3 +433,14 @@ fn the_mtu_option_lowers_the_link_mtu_for_ipv6() {
     assert_eq!(frames.len(), 2, "in fragments");
     assert!(frames.iter().all(|f| f.len() - 14 <= 1400));
 }
+
+#[test]
+fn a_prefix_without_the_on_link_flag_forms_an_address_but_its_neighbours_are_reached_through_the_router() {
+    let mut w = ready();
+    let options = [prefix("2001:db8:5::", 64, (false, true), 3600, 1800), NdpOption::SourceLinkLayerAddr(MAC_B)];
+    give(&mut w, ra(ROUTER, 1800, &options).frame());
+    w.advance(secs(3));
+    assert_eq!(w.a.ipv6_address_state(slaac_a("2001:db8:5::")), Some(AddrState::Preferred));
+    assert!(w.a.ipv6_on_link_prefixes().is_empty());
+    assert_eq!(w.a.ipv6_next_hop(ip("2001:db8:5::9")), Some(ROUTER));
+}

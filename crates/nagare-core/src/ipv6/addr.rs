@@ -538,4 +538,28 @@ mod tests {
         assert_eq!(t.source_for("2001:db8::1".parse().unwrap()), Some("fd00::2".parse().unwrap()));
         assert!(t.is_on_link("fd01::9".parse().unwrap()) && !t.is_on_link("2001:db8::1".parse().unwrap()));
     }
+
+    #[test]
+    fn an_autoconfigured_address_runs_out_and_says_nothing_of_the_link() {
+        let mut t = Ipv6Addresses::new(0, Duration::from_secs(1), Duration::ZERO, 0);
+        let t0 = Instant::from_secs(10);
+        let ip = cidr("2001:db8::1/64");
+        let secs = Duration::from_secs;
+        let lifetimes = Lifetimes { preferred_until: Some(t0 + secs(5)), valid_until: Some(t0 + secs(10)) };
+        assert!(t.add_autoconfigured(ip, lifetimes));
+        assert!(!t.is_on_link("2001:db8::9".parse().unwrap()), "a router's prefix list says what is on the link");
+        t.poll(t0);
+        assert_eq!(t.poll_at(), Some(t0 + secs(5)));
+        assert_eq!(t.poll(t0 + secs(5)).deprecated, [ip.address()]);
+        assert!(t.get(ip.address()).is_some_and(|a| a.is_deprecated() && a.state == AddrState::Preferred));
+        assert_eq!(t.source_for("2001:db8::9".parse().unwrap()), Some(ip.address()), "alone, still a source");
+        assert_eq!(t.poll_at(), Some(t0 + secs(10)));
+        assert_eq!(t.poll(t0 + secs(10)).removed, [ip.address()]);
+        assert_eq!(t.get(ip.address()), None);
+        assert_eq!(t.poll_at(), None);
+        for i in 0..40u16 {
+            t.add_autoconfigured(Ipv6Cidr::new(Ipv6Addr::new(0x2001, 0xdb8, i, 0, 0, 0, 0, 1), 64).unwrap(), lifetimes);
+        }
+        assert_eq!(t.iter().count(), MAX_AUTOCONFIGURED);
+    }
 }
