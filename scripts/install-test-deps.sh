@@ -2,7 +2,8 @@
 # Installs, as root, the Debian packages the interop tests drive: the Linux
 # programs nagare is tested and benchmarked against (iperf3 and sockperf:
 # the Linux veth peers of `nagare bench vni`; ApacheBench for the HTTP
-# server; hping3 for the SYN flood; the programs `nagare run` is tested
+# server; hping3 for the SYN flood; radvd, the router advertising a prefix
+# to nagare's address autoconfiguration; the programs `nagare run` is tested
 # with: wget, socat, nginx, redis, ssh and sshd). Without root it says
 # what is missing; the tests that need it then report SKIPPED with the
 # reason.
@@ -34,6 +35,7 @@ declare -A package_of=(
     [scp]=openssh-client
     [ssh-keygen]=openssh-client
     [/usr/sbin/sshd]=openssh-server
+    [radvd]=radvd
 )
 
 missing=()

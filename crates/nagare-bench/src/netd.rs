@@ -76,6 +76,7 @@ pub fn run(args: NetdBenchArgs) -> Result<()> {
         addr: format!("{ADDR}/24").parse().map_err(|e| anyhow::anyhow!("{e:?}"))?,
         ipv6: Vec::new(),
         gateway: None,
+        gateway6: None,
         mac: None,
         impair: None,
         syn_budget: None,

@@ -93,6 +93,7 @@ fn vni(segment: &str, addr: &str) -> Stack {
         addr: addr.parse().unwrap(),
         ipv6: Vec::new(),
         gateway: None,
+        gateway6: None,
         mac: None,
         impair: None,
         syn_budget: None,

@@ -6,7 +6,7 @@ use nagare_core::ipv6::addr::Ipv6Cidr;
 use nagare_dev::Impairment;
 use nagare_host::{DeviceSpec, LinkSpec, ServiceConfig};
 use nagare_wire::{EthernetAddress, Ipv4Cidr};
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::str::FromStr;
 
@@ -46,6 +46,30 @@ fn split_addrs(addrs: &[HostAddr]) -> Result<(Option<Ipv4Cidr>, Vec<Ipv6Cidr>)> 
         }
     }
     Ok((v4, v6))
+}
+
+/// The gateways of `--gateway`: one IPv4 and one IPv6 at most.
+fn split_gateways(gateways: &[IpAddr]) -> Result<(Option<Ipv4Addr>, Option<Ipv6Addr>)> {
+    let (mut v4, mut v6) = (None, None);
+    for gateway in gateways {
+        match *gateway {
+            IpAddr::V4(a) if v4.is_some() => bail!("one IPv4 --gateway at most (given {} and {a})", v4.unwrap_or(a)),
+            IpAddr::V4(a) => v4 = Some(a),
+            IpAddr::V6(a) if v6.is_some() => bail!("one IPv6 --gateway at most (given {} and {a})", v6.unwrap_or(a)),
+            IpAddr::V6(a) => v6 = Some(a),
+        }
+    }
+    Ok((v4, v6))
+}
+
+/// `spec`, unless it has an IPv6 gateway where IPv6 is not allowed.
+fn ipv6_gateway_allowed(spec: LinkSpec, ipv6_allowed: bool) -> Result<LinkSpec> {
+    match spec.gateway6 {
+        Some(g) if !ipv6_allowed => {
+            bail!("this command takes an IPv4 --gateway only; IPv6 ones (--gateway {g}) are for `nagare up` and `nagare ping`")
+        }
+        _ => Ok(spec),
+    }
 }
 
 /// The IPv4 address of `--addr`, and the IPv6 ones: an IPv4 one is needed
@@ -119,9 +143,11 @@ pub struct OptionalLinkArgs {
 /// What a link may add to its device and address.
 #[derive(clap::Args, Clone)]
 struct LinkExtras {
-    /// Default gateway.
-    #[arg(long)]
-    gateway: Option<Ipv4Addr>,
+    /// Default gateway: an IPv4 address, an IPv6 one (a router on the link,
+    /// tried before those that advertise themselves), or one of each:
+    /// repeat --gateway.
+    #[arg(long, value_name = "ADDR")]
+    gateway: Vec<IpAddr>,
     /// Ethernet address (default: derived from the IP address).
     #[arg(long)]
     mac: Option<EthernetAddress>,
@@ -141,24 +167,26 @@ impl LinkExtras {
         vni: Option<&String>,
         (addr, ipv6): (Ipv4Cidr, Vec<Ipv6Cidr>),
         offload: bool,
-    ) -> LinkSpec {
+    ) -> Result<LinkSpec> {
         let device = match (tap, vni) {
             (Some(name), _) => DeviceSpec::Tap { name: name.clone(), offload },
             (None, segment) => DeviceSpec::Vni { segment: segment.cloned().unwrap_or_default() },
         };
-        LinkSpec {
+        let (gateway, gateway6) = split_gateways(&self.gateway)?;
+        Ok(LinkSpec {
             device,
             addr,
             ipv6,
-            gateway: self.gateway,
+            gateway,
+            gateway6,
             mac: self.mac,
             impair: self.impair,
             syn_budget: self.syn_budget,
-        }
+        })
     }
 
     fn any(&self) -> bool {
-        self.gateway.is_some() || self.mac.is_some() || self.impair.is_some() || self.syn_budget.is_some()
+        !self.gateway.is_empty() || self.mac.is_some() || self.impair.is_some() || self.syn_budget.is_some()
     }
 }
 
@@ -166,7 +194,8 @@ impl LinkArgs {
     /// The link asked for, with IPv6 addresses where `ipv6_allowed`.
     pub fn spec(&self, ipv6_allowed: bool) -> Result<LinkSpec> {
         let addrs = link_addrs(&self.addr, ipv6_allowed)?;
-        Ok(self.more.spec(self.tap.as_ref(), self.vni.as_ref(), addrs, !self.no_offload))
+        let spec = self.more.spec(self.tap.as_ref(), self.vni.as_ref(), addrs, !self.no_offload)?;
+        ipv6_gateway_allowed(spec, ipv6_allowed)
     }
 }
 
@@ -178,7 +207,8 @@ impl OptionalLinkArgs {
             return Ok(None);
         }
         let addrs = link_addrs(&self.addr, ipv6_allowed)?;
-        Ok(Some(self.more.spec(self.tap.as_ref(), self.vni.as_ref(), addrs, !self.no_offload)))
+        let spec = self.more.spec(self.tap.as_ref(), self.vni.as_ref(), addrs, !self.no_offload)?;
+        ipv6_gateway_allowed(spec, ipv6_allowed).map(Some)
     }
 
     /// The IPv4 `--addr`, if given.

@@ -112,6 +112,20 @@ fn ipv6_addresses_are_taken_where_they_are_served() {
 }
 
 #[test]
+fn an_ipv6_gateway_is_taken_beside_the_ipv4_one_where_ipv6_is_served() {
+    let up = ["up", "--tap", "nagare-none0", "--addr", "10.0.0.1/24", "--gateway"];
+    let err = refused(&[&up[..], &["fd00::1", "--gateway", "fd00::2"]].concat());
+    assert!(err.contains("one IPv6 --gateway at most"), "{err}");
+    let err = refused(&[&up[..], &["10.0.0.9", "--gateway", "10.0.0.8"]].concat());
+    assert!(err.contains("one IPv4 --gateway at most"), "{err}");
+    let err = refused(&[&up[..], &["fd00::1::2"]].concat());
+    assert!(err.contains("--gateway"), "{err}");
+    let netd = ["netd", "--vni", "nagare-cli-test-none", "--addr", "10.0.0.1/24", "--gateway", "fd00::1"];
+    let err = refused(&netd);
+    assert!(err.contains("IPv4 --gateway only"), "{err}");
+}
+
+#[test]
 fn commands_through_a_missing_netd_say_how_to_start_one() {
     let dir = std::env::temp_dir().join(format!("nagare-cli-no-netd-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -3,7 +3,7 @@
 use crate::hash::SipKey;
 use crate::ipv6::addr::Ipv6Cidr;
 use alloc::vec::Vec;
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
 use core::time::Duration;
 use nagare_wire::{EthernetAddress, Ipv4Cidr};
 
@@ -140,6 +140,23 @@ pub struct Ipv6Config {
     pub ndp: NdpConfig,
     /// Reassembly limits; partial datagrams wait 60 s (RFC 8200 4.5).
     pub reassembly: ReassemblyConfig,
+    /// Where packets for other networks go, before any router learned
+    /// from advertisements (the IPv6 side of
+    /// [`InterfaceConfig::gateway`]); resolved through the neighbour
+    /// cache, so on the link.
+    pub gateway: Option<Ipv6Addr>,
+    /// Router advertisements are taken (default routers, on-link
+    /// prefixes, the link MTU and addresses formed from their prefixes);
+    /// without it they are counted and ignored.
+    pub accept_router_adverts: bool,
+    /// Router solicitations sent at start-up (MAX_RTR_SOLICITATIONS,
+    /// RFC 4861 10: 3); 0 sends none.
+    pub router_solicitations: u32,
+    /// Time between them (RTR_SOLICITATION_INTERVAL: 4 s).
+    pub router_solicitation_interval: Duration,
+    /// Longest random delay before the first (MAX_RTR_SOLICITATION_DELAY:
+    /// 1 s); the delay is drawn from the interface's seed.
+    pub router_solicitation_max_delay: Duration,
 }
 
 impl Default for Ipv6Config {
@@ -151,6 +168,11 @@ impl Default for Ipv6Config {
             dad_max_delay: Duration::from_secs(1),
             ndp: NdpConfig::default(),
             reassembly: ReassemblyConfig { timeout: Duration::from_secs(60), ..ReassemblyConfig::default() },
+            gateway: None,
+            accept_router_adverts: true,
+            router_solicitations: 3,
+            router_solicitation_interval: Duration::from_secs(4),
+            router_solicitation_max_delay: Duration::from_secs(1),
         }
     }
 }

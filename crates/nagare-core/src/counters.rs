@@ -320,6 +320,45 @@ counters! {
         drop_ndp_queue_full,
         /// Neighbour entries given up (resolution or probing unanswered).
         ndp_neighbors_failed,
+        /// Router advertisements taken (RFC 4861 6.1.2 checks passed).
+        ndp_ra_received,
+        /// Dropped: router advertisement failing RFC 4861 6.1.2 (a source
+        /// not link-local, a hop limit other than 255, a code other than 0,
+        /// a bad option); the reason's own counter counts it too.
+        drop_ndp_ra_invalid,
+        /// Router advertisements ignored: the configuration takes none.
+        ndp_ra_ignored,
+        /// Router solicitations sent.
+        ndp_rs_sent,
+        /// Router solicitations received and ignored (a host answers none).
+        ndp_rs_ignored,
+        /// Default routers learned.
+        ndp_routers_added,
+        /// Default routers whose lifetime ended, or that advertised 0.
+        ndp_routers_removed,
+        /// New default routers refused: the list was full.
+        ndp_router_limit,
+        /// On-link prefixes learned.
+        ndp_prefixes_added,
+        /// On-link prefixes whose lifetime ended, or that advertised 0.
+        ndp_prefixes_removed,
+        /// New on-link prefixes refused: the list was full.
+        ndp_prefix_limit,
+        /// Link MTUs taken from router advertisements.
+        ndp_mtu_updates,
+        /// MTU options ignored: below 1280 or above the device's MTU.
+        ndp_mtu_ignored,
+        /// Addresses formed from routers' prefixes (RFC 4862 5.5.3).
+        slaac_addresses,
+        /// Autonomous prefixes forming no address: not 64 bits long,
+        /// link-local, or a preferred lifetime past the valid one.
+        slaac_prefix_ignored,
+        /// New addresses from prefixes refused: the table was full.
+        slaac_address_limit,
+        /// Formed addresses whose preferred lifetime ended.
+        slaac_addresses_deprecated,
+        /// Formed addresses whose valid lifetime ended, removed.
+        slaac_addresses_removed,
         /// MLDv2 reports sent.
         mld_reports_sent,
         /// Addresses that passed duplicate address detection.

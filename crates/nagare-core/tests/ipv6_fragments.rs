@@ -35,12 +35,14 @@ fn peer() -> Ipv6Addr {
     ip("fd00::2")
 }
 
-/// An interface whose addresses need no detection, with `reassembly`.
+/// An interface whose addresses need no detection, with `reassembly`,
+/// soliciting no routers.
 fn interface_with(mac: EthernetAddress, addr: &str, reassembly: ReassemblyConfig) -> Interface {
     let mut config = InterfaceConfig::new(mac, "10.0.0.1/24".parse().unwrap());
     config.seed = u64::from(mac.0[5]);
+    let addresses = vec![addr.parse().unwrap()];
     config.ipv6 =
-        Some(Ipv6Config { addresses: vec![addr.parse().unwrap()], dad_transmits: 0, reassembly, ..Default::default() });
+        Some(Ipv6Config { addresses, dad_transmits: 0, reassembly, router_solicitations: 0, ..Default::default() });
     let iface = Interface::new(config, Capabilities::default(), BufferPool::new(2048, 512));
     assert!(iface.ipv6_addresses().all(|a| a.state == AddrState::Preferred));
     iface

@@ -30,7 +30,9 @@ fn iface_with(mac: EthernetAddress, v4: u8, v6: &str, ndp: NdpConfig) -> Interfa
     let v4 = nagare_wire::Ipv4Cidr::new(Ipv4Addr::new(192, 168, 9, v4), 24).unwrap();
     let mut config = InterfaceConfig::new(mac, v4);
     config.seed = u64::from(mac.0[5]);
-    config.ipv6 = Some(Ipv6Config { addresses: vec![cidr(v6)], ndp, ..Ipv6Config::default() });
+    // No router on this wire: none solicited.
+    let addresses = vec![cidr(v6)];
+    config.ipv6 = Some(Ipv6Config { addresses, ndp, router_solicitations: 0, ..Ipv6Config::default() });
     Interface::new(config, Capabilities::default(), BufferPool::new(2048, 1024))
 }
 

@@ -11,7 +11,7 @@ use nagare_dev::{Device, Impaired, Impairment, MonotonicClock, PcapDevice, PcapW
 use nagare_wire::{EthernetAddress, Ipv4Cidr};
 use std::fs::File;
 use std::io::{self, BufWriter};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -45,10 +45,14 @@ pub struct LinkSpec {
     /// IPv4 address and prefix.
     pub addr: Ipv4Cidr,
     /// IPv6 addresses with their prefixes, beside the link-local one the
-    /// engine makes from the MAC; empty: the host does not speak IPv6.
+    /// engine makes from the MAC and those it forms from routers'
+    /// prefixes; empty, with no `gateway6` either: the host does not speak
+    /// IPv6.
     pub ipv6: Vec<Ipv6Cidr>,
     /// Default gateway.
     pub gateway: Option<Ipv4Addr>,
+    /// Default IPv6 router, tried before those routers advertise.
+    pub gateway6: Option<Ipv6Addr>,
     /// Ethernet address; [`default_mac`] of the address if not given.
     pub mac: Option<EthernetAddress>,
     /// Loss, delay, reordering, duplication or corruption both ways.
@@ -132,15 +136,16 @@ pub fn open_host(link: &LinkSpec, pcap: Option<&Path>, clock: &MonotonicClock) -
     Ok(Host::new(iface, device))
 }
 
-/// An engine with the link's addressing (IPv6 too when the link has IPv6
-/// addresses), configured for `device` (its
+/// An engine with the link's addressing (IPv6 too when the link has an
+/// IPv6 address or router), configured for `device` (its
 /// MTU and offloads), its keys and seed from the operating system's random
 /// source ([`crate::secrets`]).
 pub fn interface_on(device: &dyn Device, link: &LinkSpec) -> io::Result<Interface> {
     let mut config = InterfaceConfig::new(link.mac(), link.addr);
     config.gateway = link.gateway;
-    if !link.ipv6.is_empty() {
-        config.ipv6 = Some(Ipv6Config { addresses: link.ipv6.clone(), ..Ipv6Config::default() });
+    if !link.ipv6.is_empty() || link.gateway6.is_some() {
+        let addresses = link.ipv6.clone();
+        config.ipv6 = Some(Ipv6Config { addresses, gateway: link.gateway6, ..Ipv6Config::default() });
     }
     crate::secrets::randomize(&mut config)?;
     let mut iface = Interface::new(config, device.capabilities(), BufferPool::new(BUFFER_SIZE, POOL_BUFFERS));

@@ -20,6 +20,7 @@ fn link() -> LinkSpec {
         addr: "10.0.0.1/24".parse().unwrap(),
         ipv6: Vec::new(),
         gateway: None,
+        gateway6: None,
         mac: None,
         impair: None,
         syn_budget: None,

@@ -1,6 +1,7 @@
 //! A link's IPv6 addresses reach the engine: with them it speaks IPv6 (the
 //! link-local address from the MAC, then those given, each tentative until
-//! duplicate address detection); without them it does not.
+//! duplicate address detection), or with an IPv6 gateway alone; without
+//! either it does not.
 
 use nagare_core::ipv6::addr::AddrState;
 use nagare_dev::Loopback;
@@ -14,6 +15,7 @@ fn link(ipv6: &[&str]) -> LinkSpec {
         addr: "10.0.0.1/24".parse().unwrap(),
         ipv6: ipv6.iter().map(|a| a.parse().unwrap()).collect(),
         gateway: None,
+        gateway6: None,
         mac: Some(nagare_wire::EthernetAddress([2, 0, 0, 0, 0, 1])),
         impair: None,
         syn_budget: None,
@@ -38,4 +40,14 @@ fn ipv6_addresses_of_the_link_are_the_engines() {
     let without = interface_on(&device, &link(&[])).unwrap();
     assert_eq!(without.ipv6_addresses().count(), 0);
     assert_eq!(without.ipv6_link_local(), None::<Ipv6Addr>);
+}
+
+#[test]
+fn an_ipv6_gateway_alone_makes_the_engine_speak_ipv6_with_that_router() {
+    let mut with_gateway = link(&[]);
+    with_gateway.gateway6 = Some("fe80::1".parse().unwrap());
+    let iface = interface_on(&Loopback::default(), &with_gateway).unwrap();
+    assert_eq!(iface.ipv6_gateway(), with_gateway.gateway6);
+    assert_eq!(iface.ipv6_link_local(), Some("fe80::ff:fe00:1".parse().unwrap()));
+    assert_eq!(iface.ipv6_next_hop("2001:db8::1".parse().unwrap()), with_gateway.gateway6);
 }

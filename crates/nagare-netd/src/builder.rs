@@ -11,6 +11,7 @@
 //!     addr: "10.0.0.2/24".parse().map_err(std::io::Error::other)?,
 //!     ipv6: Vec::new(),
 //!     gateway: None,
+//!     gateway6: None,
 //!     mac: None,
 //!     impair: None,
 //!     syn_budget: None,

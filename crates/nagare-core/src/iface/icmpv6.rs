@@ -1,6 +1,6 @@
 //! ICMPv6 on the interface (RFC 4443): echo requests to our addresses
 //! answered in place, echo replies handed to the echo socket with their
-//! identifier, neighbour discovery to `ndp.rs`, and the errors we send
+//! identifier, neighbour and router discovery to `ndp.rs`, and the errors we send
 //! about packets we received (never about an error, nor to a multicast
 //! destination save RFC 4443 2.4 (e.3)'s exception, rate limited).
 
@@ -66,7 +66,10 @@ impl Interface {
                     None => self.counters.drop_icmp6_unmatched_reply += 1,
                 }
             }
-            Icmpv6Message::NeighborSolicit | Icmpv6Message::NeighborAdvert => self.receive_ndp(ip, &payload, now),
+            Icmpv6Message::NeighborSolicit
+            | Icmpv6Message::NeighborAdvert
+            | Icmpv6Message::RouterSolicit
+            | Icmpv6Message::RouterAdvert => self.receive_ndp(ip, &payload, now),
             kind if kind.is_error() => self.counters.icmp6_errors_received += 1,
             _ => self.counters.drop_icmp6_unhandled_type += 1,
         }

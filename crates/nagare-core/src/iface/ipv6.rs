@@ -10,9 +10,9 @@
 //! with a parameter problem where RFC 8200 asks for one), TCP (not served
 //! over IPv6). Fragments are reassembled (`crate::ipv6::reassembly`)
 //! and the whole datagram walked and handed on as if it had come so;
-//! packets past the MTU are sent in fragments. Nothing is forwarded, and
-//! only on-link destinations are sent to: link-local ones and those on the
-//! prefix of one of our addresses (no router is learned).
+//! packets past the MTU (the link's, lowered by a router's MTU option)
+//! are sent in fragments. Nothing is forwarded; an off-link destination is
+//! sent to a default router (`crate::ipv6::router` chooses the next hop).
 
 use super::{Error, Interface};
 use crate::buf::PacketBuf;
@@ -21,6 +21,7 @@ use crate::ipv6::addr::{link_local_from_mac, AddrState, Ipv6Addresses, Ipv6Cidr}
 use crate::ipv6::fragment::fragment;
 use crate::ipv6::neighbor::{NeighborCache, Resolution};
 use crate::ipv6::reassembly::{holds_header_chain, DropReason, Outcome, Reassembler};
+use crate::ipv6::router::Routers;
 use crate::time::Instant;
 use core::net::Ipv6Addr;
 use nagare_wire::{
@@ -46,6 +47,8 @@ pub(crate) struct Ipv6State {
     pub(super) addrs: Ipv6Addresses,
     pub(super) neighbors: NeighborCache,
     pub(super) reassembler: Reassembler,
+    /// Default routers, on-link prefixes and the link MTU (`router.rs`).
+    pub(super) routers: Routers,
     pub(super) hop_limit: u8,
     /// Identification of the next datagram sent in fragments; the first is
     /// drawn from the seed, so that it cannot be guessed from outside.
@@ -68,6 +71,7 @@ impl Ipv6State {
             addrs,
             neighbors: NeighborCache::new(config.ndp.clone()),
             reassembler: Reassembler::new(config.reassembly.clone()),
+            routers: super::router::routers_for(config, seed),
             hop_limit: config.hop_limit,
             next_frag_ident: (seed >> 24) as u32 ^ 0x6672_6167,
         }
@@ -370,11 +374,12 @@ impl Interface {
     /// behind a header from `src` (chosen for `dst` when `None`: a
     /// preferred address of `dst`'s scope) with `hop_limit` (the
     /// configured one when `None`). Multicast goes to its 33:33 group
-    /// address; unicast to an on-link destination is resolved through the
-    /// neighbour cache, waiting there if need be. A packet past the MTU
-    /// goes in fragments (each on the same way), all of them or none,
-    /// unless its offload asks the device to cut it; one to an address of
-    /// ours is refused (IPv6 is not delivered locally).
+    /// address; unicast to its next hop (the destination on the link, a
+    /// default router otherwise), resolved through the neighbour cache,
+    /// waiting there if need be. A packet past the MTU goes in fragments
+    /// (each on the same way), all of them or none, unless its offload asks
+    /// the device to cut it; one to an address of ours is refused (IPv6 is
+    /// not delivered locally).
     pub fn send_ipv6(
         &mut self,
         src: Option<Ipv6Addr>,
@@ -392,18 +397,20 @@ impl Interface {
             Some(src) => src,
             None => v6.addrs.source_for(dst).ok_or(Error::AddrNotAvailable)?,
         };
-        if !dst.is_multicast() && !v6.addrs.is_on_link(dst) {
+        let next_hop = if dst.is_multicast() { Some(dst) } else { v6.routers.next_hop(&v6.addrs, &v6.neighbors, dst) };
+        let Some(next_hop) = next_hop else {
             self.counters.drop_ip6_no_route += 1;
             return Err(Error::NoRoute);
-        }
+        };
+        let mtu = v6.routers.mtu(self.caps.mtu);
         if payload.len() > IPV6_MAX_PAYLOAD_LEN {
             return Err(Error::MessageTooLong);
         }
         let repr = Ipv6Repr::new(src, dst, next_header, payload.len(), hop_limit.unwrap_or(v6.hop_limit));
         // A super-segment (a segment size in its offload) is the device's
         // to cut, never fragmented.
-        if payload.len() + IPV6_HEADER_LEN > self.caps.mtu && payload.offload().segment_size == 0 {
-            return self.send_ipv6_fragments(&repr, payload, now);
+        if payload.len() + IPV6_HEADER_LEN > mtu && payload.offload().segment_size == 0 {
+            return self.send_ipv6_fragments(&repr, payload, (next_hop, mtu), now);
         }
         let Ok(header) = payload.prepend(&self.pool, IPV6_HEADER_LEN) else {
             self.counters.drop_no_buffer += 1;
@@ -412,20 +419,26 @@ impl Interface {
         repr.emit(header).map_err(|_| Error::MessageTooLong)?;
         match multicast_mac(&dst) {
             Some(group) => self.emit_ethernet(payload, group, EtherType::Ipv6),
-            None => self.send_to_neighbor(dst, payload, now),
+            None => self.send_to_neighbor(next_hop, payload, now),
         }
         Ok(())
     }
 
-    /// Sends the packet with header `repr` and `payload` in fragments that
-    /// fit the MTU. Headers for every fragment are written first: a
-    /// datagram goes out whole or not at all, never as a prefix the
-    /// receiver can only time out on.
-    fn send_ipv6_fragments(&mut self, repr: &Ipv6Repr, payload: PacketBuf, now: Instant) -> Result<(), Error> {
+    /// Sends the packet with header `repr` and `payload` to `next_hop` in
+    /// fragments that fit `mtu`. Headers for every fragment are written
+    /// first: a datagram goes out whole or not at all, never as a prefix
+    /// the receiver can only time out on.
+    fn send_ipv6_fragments(
+        &mut self,
+        repr: &Ipv6Repr,
+        payload: PacketBuf,
+        (next_hop, mtu): (Ipv6Addr, usize),
+        now: Instant,
+    ) -> Result<(), Error> {
         let v6 = self.v6.as_mut().ok_or(Error::Unaddressable)?;
         let ident = v6.next_frag_ident;
         v6.next_frag_ident = ident.wrapping_add(1);
-        let mut pieces = fragment(repr, &payload, self.caps.mtu, ident).ok_or(Error::MessageTooLong)?;
+        let mut pieces = fragment(repr, &payload, mtu, ident).ok_or(Error::MessageTooLong)?;
         drop(payload);
         for (header, frag, piece) in pieces.iter_mut() {
             let Ok(headers) = piece.prepend(&self.pool, IPV6_HEADER_LEN + IPV6_FRAGMENT_HEADER_LEN) else {
@@ -441,7 +454,7 @@ impl Interface {
             self.counters.ip6_frag_sent += 1;
             match group {
                 Some(group) => self.emit_ethernet(piece, group, EtherType::Ipv6),
-                None => self.send_to_neighbor(repr.dst_addr, piece, now),
+                None => self.send_to_neighbor(next_hop, piece, now),
             }
         }
         Ok(())

@@ -1,20 +1,22 @@
 //! Neighbour discovery on the link (RFC 4861) and duplicate address
-//! detection (RFC 4862 5.4): answering solicitations for our addresses,
+//! detection (RFC 4862 5.4): router discovery's messages handed to
+//! `router.rs`, answering solicitations for our addresses,
 //! learning neighbours from solicitations and advertisements, asking for
 //! the ones packets wait on, and checking our own addresses before using
 //! them, after joining their solicited-node groups with an MLDv2 report
 //! (RFC 3810). The cache itself is `crate::ipv6::neighbor`, the address
 //! table `crate::ipv6::addr`.
 
+use super::router::RouterAdvert;
 use super::{Interface, HEADROOM};
 use crate::buf::PacketBuf;
 use crate::ipv6::addr::AddrState;
 use crate::time::Instant;
 use core::net::Ipv6Addr;
 use nagare_wire::{
-    multicast_mac, solicited_node, EtherType, EthernetAddress, Icmpv6Packet, IpProtocol, Ipv6Option, Ipv6OptionsRepr,
-    Ipv6Repr, MldAddressRecord, MldReportRepr, NdpRepr, IPV6_ALL_MLDV2_ROUTERS, IPV6_ALL_NODES, IPV6_HEADER_LEN,
-    NDP_HOP_LIMIT,
+    multicast_mac, solicited_node, EtherType, EthernetAddress, Icmpv6Message, Icmpv6Packet, IpProtocol, Ipv6Option,
+    Ipv6OptionsRepr, Ipv6Repr, MldAddressRecord, MldReportRepr, NdpRepr, IPV6_ALL_MLDV2_ROUTERS, IPV6_ALL_NODES,
+    IPV6_HEADER_LEN, NDP_HOP_LIMIT,
 };
 
 /// Longest neighbour discovery message read when it straddles buffers.
@@ -25,25 +27,33 @@ const NDP_MAX_LEN: usize = 1280;
 const NEIGHBOR_MESSAGE_MAX_LEN: usize = 32;
 
 impl Interface {
-    /// A neighbour solicitation or advertisement (ICMPv6 message, checksum
+    /// A neighbour or router discovery message (ICMPv6 message, checksum
     /// verified) under IPv6 header `ip`.
     pub(super) fn receive_ndp(&mut self, ip: &Ipv6Repr, message: &PacketBuf, now: Instant) {
+        let advert = u8::from(Icmpv6Message::RouterAdvert);
+        let router_advert = message.header::<1>().is_some_and(|t| t[0] == advert);
         if ip.hop_limit != NDP_HOP_LIMIT {
-            // RFC 4861 7.1.1, 7.1.2: only a message from the link itself.
+            // RFC 4861 6.1.2, 7.1.1, 7.1.2: only a message from the link itself.
             self.counters.drop_ndp_hop_limit += 1;
+            self.counters.drop_ndp_ra_invalid += u64::from(router_advert);
             return;
         }
         let mut scratch = [0u8; NDP_MAX_LEN];
-        let Some(bytes) = super::read::linear_prefix(message, message.len(), &mut scratch) else {
+        let parsed = super::read::linear_prefix(message, message.len(), &mut scratch).and_then(|bytes| {
+            NdpRepr::parse(&Icmpv6Packet::new_unchecked(bytes), ip.src_addr, ip.dst_addr, false).ok()
+        });
+        let Some(repr) = parsed else {
             self.counters.drop_ndp_malformed += 1;
-            return;
-        };
-        let packet = Icmpv6Packet::new_unchecked(bytes);
-        let Ok(repr) = NdpRepr::parse(&packet, ip.src_addr, ip.dst_addr, false) else {
-            self.counters.drop_ndp_malformed += 1;
+            self.counters.drop_ndp_ra_invalid += u64::from(router_advert);
             return;
         };
         match repr {
+            NdpRepr::RouterAdvert { hop_limit, router_lifetime, reachable_time, retrans_timer, options, .. } => {
+                let advert = RouterAdvert { hop_limit, router_lifetime, reachable_time, retrans_timer, options };
+                self.receive_router_advert(ip.src_addr, &advert, now);
+            }
+            // A host answers none (RFC 4861 6.2.6 is for routers).
+            NdpRepr::RouterSolicit { .. } => self.counters.ndp_rs_ignored += 1,
             NdpRepr::NeighborSolicit { target, lladdr } => {
                 self.counters.ndp_solicits_received += 1;
                 self.receive_neighbor_solicit(ip, target, lladdr, now);
@@ -132,7 +142,7 @@ impl Interface {
     }
 
     /// An NDP message from `src` to `dst` in a fresh buffer.
-    fn ndp_message(&mut self, repr: &NdpRepr<'_>, src: Ipv6Addr, dst: Ipv6Addr) -> Option<PacketBuf> {
+    pub(super) fn ndp_message(&mut self, repr: &NdpRepr<'_>, src: Ipv6Addr, dst: Ipv6Addr) -> Option<PacketBuf> {
         let mut bytes = [0u8; NEIGHBOR_MESSAGE_MAX_LEN];
         let len = repr.buffer_len();
         let out = bytes.get_mut(..len)?;
@@ -214,7 +224,7 @@ impl Interface {
 
     /// Puts `repr` in front of `payload` and queues it for `mac`, with no
     /// resolution.
-    fn emit_ipv6(&mut self, repr: Ipv6Repr, mut payload: PacketBuf, mac: EthernetAddress) -> bool {
+    pub(super) fn emit_ipv6(&mut self, repr: Ipv6Repr, mut payload: PacketBuf, mac: EthernetAddress) -> bool {
         let written = match payload.prepend(&self.pool, IPV6_HEADER_LEN) {
             Ok(header) => repr.emit(header).is_ok(),
             Err(_) => false,
@@ -227,13 +237,17 @@ impl Interface {
         true
     }
 
-    /// Runs the IPv6 timers: duplicate address detection, then the
-    /// neighbour cache's retransmissions, state changes and give-ups.
+    /// Runs the IPv6 timers: duplicate address detection and address
+    /// lifetimes, routers' lifetimes and solicitations, then the neighbour
+    /// cache's retransmissions, state changes and give-ups.
     pub(super) fn poll_ipv6(&mut self, now: Instant) {
         let Some(v6) = self.v6.as_mut() else { return };
         let dad = v6.addrs.poll(now);
         let neighbors = v6.neighbors.poll(now);
         self.counters.dad_succeeded += dad.preferred.len() as u64;
+        self.counters.slaac_addresses_deprecated += dad.deprecated.len() as u64;
+        self.counters.slaac_addresses_removed += dad.removed.len() as u64;
+        self.poll_routers(now);
         if dad.report_groups {
             self.send_mld_report();
         }

@@ -9,6 +9,12 @@
 //! with no answer the address is preferred. An advertisement for it, or
 //! another node's solicitation from `::` for it, marks it duplicate: it is
 //! never used.
+//!
+//! An address formed from a router's prefix (`crate::ipv6::slaac`) has
+//! lifetimes: past its preferred lifetime it is deprecated (still ours,
+//! chosen as a source only when nothing else fits), past its valid
+//! lifetime it is removed. Configured and link-local addresses last
+//! forever.
 
 use alloc::vec::Vec;
 use core::fmt;
@@ -122,20 +128,52 @@ enum Dad {
     Done,
 }
 
+/// How long an address formed from a router's prefix lasts (RFC 4862
+/// 5.5.3); `None` for forever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lifetimes {
+    /// When it stops being preferred (deprecated).
+    pub preferred_until: Option<Instant>,
+    /// When it is removed.
+    pub valid_until: Option<Instant>,
+}
+
 /// One address of the interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ipv6Address {
-    /// The address and its on-link prefix.
+    /// The address and its prefix: the on-link network of a configured
+    /// address; for one formed from a router's prefix, that prefix, which
+    /// says nothing of what is on the link (the router's prefix list does).
     pub cidr: Ipv6Cidr,
     /// Its duplicate address detection state.
     pub state: AddrState,
     dad: Dad,
+    /// `Some` for an address formed from a router's prefix.
+    lifetimes: Option<Lifetimes>,
+    /// Its preferred lifetime has run out.
+    deprecated: bool,
 }
 
 impl Ipv6Address {
     /// The address.
     pub fn address(&self) -> Ipv6Addr {
         self.cidr.address()
+    }
+
+    /// Whether it was formed from a router's prefix (and has lifetimes).
+    pub fn is_autoconfigured(&self) -> bool {
+        self.lifetimes.is_some()
+    }
+
+    /// Its lifetimes, if it was formed from a router's prefix.
+    pub fn lifetimes(&self) -> Option<Lifetimes> {
+        self.lifetimes
+    }
+
+    /// Whether its preferred lifetime ran out: still ours, but a source
+    /// for new traffic only when no other address fits.
+    pub fn is_deprecated(&self) -> bool {
+        self.deprecated
     }
 
     /// Its scope.
@@ -157,6 +195,10 @@ pub struct DadWork {
     pub solicit: Vec<Ipv6Addr>,
     /// Addresses that became preferred.
     pub preferred: Vec<Ipv6Addr>,
+    /// Addresses whose preferred lifetime ran out.
+    pub deprecated: Vec<Ipv6Addr>,
+    /// Addresses whose valid lifetime ran out, removed.
+    pub removed: Vec<Ipv6Addr>,
 }
 
 /// The addresses of an interface and their detection timers.
@@ -171,7 +213,10 @@ pub struct Ipv6Addresses {
 }
 
 /// Most addresses an interface holds.
-pub const MAX_ADDRESSES: usize = 16;
+pub const MAX_ADDRESSES: usize = 32;
+
+/// Most addresses formed from routers' prefixes, within [`MAX_ADDRESSES`].
+pub const MAX_AUTOCONFIGURED: usize = 16;
 
 impl Ipv6Addresses {
     /// No addresses yet; `transmits` solicitations `retrans` apart check
@@ -184,12 +229,40 @@ impl Ipv6Addresses {
     /// solicitation is to check it). Returns false if it is already there
     /// or the table is full.
     pub fn add(&mut self, cidr: Ipv6Cidr) -> bool {
+        self.insert(cidr, None)
+    }
+
+    /// Adds `cidr`, formed from a router's prefix, with `lifetimes`, as
+    /// [`add`](Self::add) does; false also when [`MAX_AUTOCONFIGURED`]
+    /// such addresses are there.
+    pub fn add_autoconfigured(&mut self, cidr: Ipv6Cidr, lifetimes: Lifetimes) -> bool {
+        if self.addrs.iter().filter(|a| a.is_autoconfigured()).count() >= MAX_AUTOCONFIGURED {
+            return false;
+        }
+        self.insert(cidr, Some(lifetimes))
+    }
+
+    fn insert(&mut self, cidr: Ipv6Cidr, lifetimes: Option<Lifetimes>) -> bool {
         if self.addrs.len() >= MAX_ADDRESSES || self.get(cidr.address()).is_some() {
             return false;
         }
         let state = if self.transmits == 0 { AddrState::Preferred } else { AddrState::Tentative };
-        self.addrs.push(Ipv6Address { cidr, state, dad: Dad::NotStarted });
+        self.addrs.push(Ipv6Address { cidr, state, dad: Dad::NotStarted, lifetimes, deprecated: false });
         true
+    }
+
+    /// Gives the autoconfigured address `ip` new lifetimes (preferred
+    /// again if its preferred lifetime is extended); false if `ip` is not
+    /// one.
+    pub fn set_lifetimes(&mut self, ip: Ipv6Addr, lifetimes: Lifetimes, now: Instant) -> bool {
+        match self.addrs.iter_mut().find(|a| a.address() == ip && a.is_autoconfigured()) {
+            Some(a) => {
+                a.lifetimes = Some(lifetimes);
+                a.deprecated = lifetimes.preferred_until.is_some_and(|t| now >= t);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Every address, in the order added.
@@ -230,23 +303,36 @@ impl Ipv6Addresses {
         groups
     }
 
-    /// The source for a packet to `dst` (RFC 6724's first rules, simply):
-    /// a preferred address of the same scope, one whose prefix holds `dst`
-    /// first.
+    /// The source for a packet to `dst` (RFC 6724 section 5, rules 1, 2,
+    /// 3 and 8): among addresses past duplicate address detection, `dst`
+    /// itself; then the smallest scope that reaches `dst` (the largest
+    /// when none does); then one not deprecated; then the longest prefix
+    /// in common with `dst` (over the first 64 bits); then the first added.
     pub fn source_for(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
-        let want = if is_link_local(&dst) || dst.is_multicast() { AddrScope::LinkLocal } else { AddrScope::Global };
-        let preferred = || self.addrs.iter().filter(|a| a.state == AddrState::Preferred);
-        preferred()
-            .find(|a| a.scope() == want && a.cidr.contains(dst))
-            .or_else(|| preferred().find(|a| a.scope() == want))
-            .or_else(|| preferred().next())
-            .map(|a| a.address())
+        let dst_scope = scope_of(dst);
+        let rank = |a: &Ipv6Address| {
+            let scope = scope_of(a.address());
+            let fits = if scope >= dst_scope { (1, u8::MAX - scope) } else { (0, scope) };
+            (a.address() == dst, fits, !a.deprecated, common_prefix_len(a.address(), dst).min(64))
+        };
+        let mut best: Option<&Ipv6Address> = None;
+        for a in self.addrs.iter().filter(|a| a.state == AddrState::Preferred) {
+            if best.is_none_or(|b| rank(a) > rank(b)) {
+                best = Some(a);
+            }
+        }
+        best.map(|a| a.address())
     }
 
-    /// Whether `dst` is on the link: link-local, or on a network of one of
-    /// our addresses.
+    /// Whether `dst` is on the link by our addresses: link-local, or on
+    /// the network of one of our configured addresses (an autoconfigured
+    /// one's prefix is on the link only if a router says so).
     pub fn is_on_link(&self, dst: Ipv6Addr) -> bool {
-        is_link_local(&dst) || self.addrs.iter().any(|a| a.state != AddrState::Duplicate && a.cidr.contains(dst))
+        is_link_local(&dst)
+            || self
+                .addrs
+                .iter()
+                .any(|a| a.state != AddrState::Duplicate && !a.is_autoconfigured() && a.cidr.contains(dst))
     }
 
     /// Marks `ip` duplicate if it is still tentative; returns whether it
@@ -297,18 +383,40 @@ impl Ipv6Addresses {
                 a.dad = next;
             }
         }
+        self.addrs.retain(|a| {
+            let Some(lifetimes) = a.lifetimes else { return true };
+            if lifetimes.valid_until.is_some_and(|t| now >= t) {
+                work.removed.push(a.address());
+                return false;
+            }
+            true
+        });
+        for a in self.addrs.iter_mut() {
+            let ends = a.lifetimes.and_then(|l| l.preferred_until);
+            if !a.deprecated && ends.is_some_and(|t| now >= t) {
+                a.deprecated = true;
+                work.deprecated.push(a.address());
+            }
+        }
         work
     }
 
-    /// When [`poll`](Self::poll) next has work.
+    /// When [`poll`](Self::poll) next has work: a detection step, or a
+    /// lifetime running out.
     pub fn poll_at(&self) -> Option<Instant> {
         self.addrs
             .iter()
-            .filter_map(|a| match a.dad {
-                Dad::NotStarted => Some(Instant::ZERO),
-                Dad::Delaying { at } | Dad::Probing { at, .. } => Some(at),
-                Dad::Done => None,
+            .flat_map(|a| {
+                let dad = match a.dad {
+                    Dad::NotStarted => Some(Instant::ZERO),
+                    Dad::Delaying { at } | Dad::Probing { at, .. } => Some(at),
+                    Dad::Done => None,
+                };
+                let preferred = a.lifetimes.and_then(|l| l.preferred_until).filter(|_| !a.deprecated);
+                let valid = a.lifetimes.and_then(|l| l.valid_until);
+                [dad, preferred, valid]
             })
+            .flatten()
             .min()
     }
 
@@ -323,6 +431,24 @@ impl Ipv6Addresses {
         let span = u64::try_from(self.max_delay.as_micros()).unwrap_or(u64::MAX).saturating_add(1);
         Duration::from_micros(z % span)
     }
+}
+
+/// The scope of an address as RFC 6724 section 3.1 orders them: a
+/// multicast address's own scope field; 2 for link-local unicast (and the
+/// unspecified address), 14 (global) for the rest, unique local included.
+fn scope_of(ip: Ipv6Addr) -> u8 {
+    if ip.is_multicast() {
+        ip.octets()[1] & 0x0f
+    } else if is_link_local(&ip) || ip.is_unspecified() || ip.is_loopback() {
+        2
+    } else {
+        14
+    }
+}
+
+/// Leading bits `a` and `b` have in common.
+fn common_prefix_len(a: Ipv6Addr, b: Ipv6Addr) -> u32 {
+    (u128::from(a) ^ u128::from(b)).leading_zeros()
 }
 
 #[cfg(test)]
@@ -411,5 +537,29 @@ mod tests {
         assert_eq!(t.source_for("fd01::9".parse().unwrap()), Some("fd01::2".parse().unwrap()));
         assert_eq!(t.source_for("2001:db8::1".parse().unwrap()), Some("fd00::2".parse().unwrap()));
         assert!(t.is_on_link("fd01::9".parse().unwrap()) && !t.is_on_link("2001:db8::1".parse().unwrap()));
+    }
+
+    #[test]
+    fn an_autoconfigured_address_runs_out_and_says_nothing_of_the_link() {
+        let mut t = Ipv6Addresses::new(0, Duration::from_secs(1), Duration::ZERO, 0);
+        let t0 = Instant::from_secs(10);
+        let ip = cidr("2001:db8::1/64");
+        let secs = Duration::from_secs;
+        let lifetimes = Lifetimes { preferred_until: Some(t0 + secs(5)), valid_until: Some(t0 + secs(10)) };
+        assert!(t.add_autoconfigured(ip, lifetimes));
+        assert!(!t.is_on_link("2001:db8::9".parse().unwrap()), "a router's prefix list says what is on the link");
+        t.poll(t0);
+        assert_eq!(t.poll_at(), Some(t0 + secs(5)));
+        assert_eq!(t.poll(t0 + secs(5)).deprecated, [ip.address()]);
+        assert!(t.get(ip.address()).is_some_and(|a| a.is_deprecated() && a.state == AddrState::Preferred));
+        assert_eq!(t.source_for("2001:db8::9".parse().unwrap()), Some(ip.address()), "alone, still a source");
+        assert_eq!(t.poll_at(), Some(t0 + secs(10)));
+        assert_eq!(t.poll(t0 + secs(10)).removed, [ip.address()]);
+        assert_eq!(t.get(ip.address()), None);
+        assert_eq!(t.poll_at(), None);
+        for i in 0..40u16 {
+            t.add_autoconfigured(Ipv6Cidr::new(Ipv6Addr::new(0x2001, 0xdb8, i, 0, 0, 0, 0, 1), 64).unwrap(), lifetimes);
+        }
+        assert_eq!(t.iter().count(), MAX_AUTOCONFIGURED);
     }
 }

@@ -90,6 +90,18 @@ impl NeighborCache {
         NeighborCache { config, entries: HashMap::new() }
     }
 
+    /// Sets how long a confirmed neighbour stays REACHABLE (a router's
+    /// Reachable Time, RFC 4861 6.3.4), from the next confirmation on.
+    pub fn set_reachable_time(&mut self, reachable_time: core::time::Duration) {
+        self.config.reachable_time = reachable_time;
+    }
+
+    /// Sets the time between solicitations (a router's Retrans Timer),
+    /// from the next one on.
+    pub fn set_retrans_timer(&mut self, retrans_timer: core::time::Duration) {
+        self.config.retrans_timer = retrans_timer;
+    }
+
     /// Entries held, unresolved ones included.
     pub fn len(&self) -> usize {
         self.entries.len()
