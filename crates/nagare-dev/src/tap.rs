@@ -202,6 +202,20 @@ fn request_offloads(file: &File) -> io::Result<()> {
     Err(refused)
 }
 
+/// Clears the offloads a persistent TAP kept from its last user
+/// (TUNSETOFFLOAD 0): without the virtio header a frame cannot say its
+/// checksum is partial or that it is a super-segment, so the kernel must
+/// complete and cut every one before handing it over.
+fn clear_offloads(file: &File) -> io::Result<()> {
+    // SAFETY: TUNSETOFFLOAD takes its argument by value; no memory is
+    // passed.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), libc::TUNSETOFFLOAD as _, 0 as libc::c_ulong) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Runs interface ioctl `request` on a control socket.
 fn interface_ioctl(request: libc::c_ulong, ifr: &mut libc::ifreq) -> io::Result<()> {
     let sock = control_socket()?;
@@ -351,6 +365,8 @@ impl TapDevice {
             // A persistent TAP keeps the header size its last user set
             // (QEMU uses 12 bytes); ours is the 10-byte legacy header.
             set_vnet_header_len(&file).map_err(|e| with_context(e, "TUNSETVNETHDRSZ", name))?;
+        } else {
+            clear_offloads(&file).map_err(|e| with_context(e, "TUNSETOFFLOAD", name))?;
         }
         let offloads = if vnet_header && request_offloads(&file).is_ok() {
             TxOffloads { checksum: true, tcp_segmentation: usize::from(u16::MAX), udp_segmentation: 0 }
@@ -389,6 +405,9 @@ impl TapDevice {
         // SAFETY: as above.
         if flags < 0 || unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
             return Err(io::Error::last_os_error());
+        }
+        if !vnet_header {
+            clear_offloads(&file).map_err(|e| with_context(e, "TUNSETOFFLOAD", name))?;
         }
         let offloads = if vnet_header && request_offloads(&file).is_ok() {
             TxOffloads { checksum: true, tcp_segmentation: usize::from(u16::MAX), udp_segmentation: 0 }

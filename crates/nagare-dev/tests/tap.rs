@@ -467,3 +467,50 @@ fn refuses_an_interface_that_is_not_a_tap() {
     let e = TapDevice::open("lo").unwrap_err();
     assert!(e.to_string().contains("TUNSETIFF lo"), "{e}");
 }
+
+/// A persistent TAP keeps the offloads its last user asked for; opened
+/// without offload, the device clears them, so the kernel completes its
+/// checksums before handing frames over (without the virtio header there
+/// is no way to say one is partial). A UDP datagram from the kernel's side
+/// arrives with a checksum that verifies.
+#[test]
+fn a_tap_opened_without_offload_after_one_with_it_gets_complete_checksums() {
+    require_tap!();
+    let name = format!("ndt6{}c", std::process::id());
+    let _guard = LinkGuard(name.clone());
+    ip(&["tuntap", "add", "dev", &name, "mode", "tap"]);
+    let net = (std::process::id() ^ 2) % 0xffff;
+    let kernel_ip: Ipv6Addr = format!("fd6e:{net:x}::1").parse().unwrap();
+    let our_ip: Ipv6Addr = format!("fd6e:{net:x}::2").parse().unwrap();
+    let offloaded = TapDevice::open(&name).expect("open TAP with offload");
+    assert!(offloaded.offloads().checksum);
+    drop(offloaded);
+    let mut tap = TapDevice::open_with(&name, false).expect("open TAP without offload");
+    assert_eq!(tap.offloads(), TxOffloads::NONE);
+    ip(&["-6", "addr", "add", &format!("{kernel_ip}/64"), "dev", &name, "nodad"]);
+    ip(&["link", "set", &name, "up"]);
+    let our_mac = OUR_MAC.map(|b| format!("{b:02x}")).join(":");
+    ip(&["-6", "neigh", "replace", &our_ip.to_string(), "lladdr", &our_mac, "dev", &name, "nud", "permanent"]);
+
+    let port = 42_000 + (std::process::id() % 10_000) as u16;
+    let socket = std::net::UdpSocket::bind(SocketAddr::from((kernel_ip, 0))).expect("a kernel UDP socket");
+    let pool = BufferPool::new(2048, 64);
+    let mut datagram = None;
+    let arrived = receive_until(&mut tap, &pool, |_, frames| {
+        let _ = socket.send_to(b"checksum me, kernel", SocketAddr::from((our_ip, port)));
+        for f in frames {
+            let bytes = f.to_vec();
+            let udp_to_us = bytes.len() > 62 && bytes[12..14] == [0x86, 0xdd] && bytes[20] == 17;
+            if udp_to_us && bytes[56..58] == port.to_be_bytes() {
+                datagram = Some(bytes);
+            }
+        }
+        datagram.is_some()
+    });
+    assert!(arrived, "no datagram from the kernel within 2 s");
+    let frame = datagram.unwrap();
+    let udp = &frame[54..];
+    let mut sum = nagare_wire::pseudo_header_v6(kernel_ip, our_ip, 17, udp.len() as u32);
+    sum.add_bytes(udp);
+    assert_eq!(sum.folded(), 0xffff, "the kernel left the UDP checksum partial");
+}
