@@ -434,6 +434,21 @@ fn the_mtu_option_lowers_the_link_mtu_for_ipv6() {
     assert!(frames.iter().all(|f| f.len() - 14 <= 1400));
 }
 
+/// TCP over IPv6 announces the MSS the advertised MTU leaves: 1400 less
+/// 40 bytes of IPv6 header and 20 of TCP.
+#[test]
+fn a_connection_announces_the_mss_the_advertised_mtu_leaves() {
+    let mut w = ready();
+    give(&mut w, ra(ROUTER, 1800, &[NdpOption::Mtu(1400)]).frame());
+    w.b.tcp().listen(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 80, 0, 0), 4).unwrap();
+    let from = w.sent_by_a.len();
+    w.a.tcp().connect(SocketAddrV6::new(ROUTER, 80, 0, 0), 0, w.now).unwrap();
+    w.settle();
+    let is_syn = |f: &&Vec<u8>| f[12..14] == [0x86, 0xdd] && f[20] == 6 && f[54 + 13] & 0x12 == 0x02;
+    let syn = w.sent_by_a[from..].iter().find(is_syn).expect("A's SYN");
+    assert_eq!(&syn[54 + 20..54 + 24], &[2, 4, 0x05, 0x3c], "MSS 1340");
+}
+
 #[test]
 fn a_prefix_without_the_on_link_flag_forms_an_address_but_its_neighbours_are_reached_through_the_router() {
     let mut w = ready();

@@ -198,7 +198,7 @@ impl<'a> Tcp<'a> {
         let local = SocketAddr::new(src, port);
         let iss = initial_sequence_number(iface.tcp.key, local, remote, now);
         let config = iface.tcp.socket_config(&iface.caps);
-        let mut conn = Connection::connect(config, local, remote, local_mss(&iface.caps, remote), iss, now);
+        let mut conn = Connection::connect(config, local, remote, local_mss(iface, remote), iss, now);
         conn.set_timestamp_offset(iface.tcp.timestamp_offset(local, remote));
         let handle = iface.tcp.insert(conn, None);
         iface.counters.tcp_connects += 1;

@@ -232,7 +232,7 @@ impl Interface {
                         return;
                     }
                     let config = listener.config.clone();
-                    let mss = local_mss(&self.caps, remote);
+                    let mss = local_mss(self, remote);
                     let conn = Connection::from_cookie(config, local, remote, mss, iss, irs, contents.mss, repr, now);
                     let handle = self.tcp.insert(conn, Some(l));
                     self.counters.tcp_syn_cookies_accepted += 1;
@@ -272,7 +272,7 @@ impl Interface {
         }
         let config = listener.config.clone();
         let iss = initial_sequence_number(self.tcp.key, local, remote, now);
-        let mut conn = Connection::accept_syn(config, local, remote, local_mss(&self.caps, remote), iss, repr, now);
+        let mut conn = Connection::accept_syn(config, local, remote, local_mss(self, remote), iss, repr, now);
         conn.set_timestamp_offset(self.tcp.timestamp_offset(local, remote));
         if let Some(listener) = self.tcp.listeners.get_mut(l.0) {
             listener.half_open += 1;
@@ -294,7 +294,7 @@ impl Interface {
         let window = self.tcp.listeners.get(l.0).map_or(65535, |l| l.config.recv_buffer.min(65535));
         let synack = TcpRepr {
             window_len: window as u16,
-            max_seg_size: Some(local_mss(&self.caps, remote).min(65535) as u16),
+            max_seg_size: Some(local_mss(self, remote).min(65535) as u16),
             ..TcpRepr::bare(
                 local.port(),
                 remote.port(),

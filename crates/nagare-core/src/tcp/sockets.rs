@@ -359,11 +359,15 @@ impl TcpSockets {
     }
 }
 
-/// The MSS we announce to `remote`: what the link's MTU leaves after the
-/// IP header of `remote`'s family and the TCP header.
-pub(super) fn local_mss(caps: &Capabilities, remote: SocketAddr) -> usize {
-    let ip_header = if remote.is_ipv4() { IPV4_HEADER_LEN } else { IPV6_HEADER_LEN };
-    caps.mtu.saturating_sub(ip_header + 20).max(64)
+/// The MSS we announce to `remote`: what the link's MTU for `remote`'s
+/// family (over IPv6, a router may have advertised a lower one) leaves
+/// after that family's IP header and the TCP header.
+pub(super) fn local_mss(iface: &crate::iface::Interface, remote: SocketAddr) -> usize {
+    let (mtu, ip_header) = match remote {
+        SocketAddr::V4(_) => (iface.capabilities().mtu, IPV4_HEADER_LEN),
+        SocketAddr::V6(_) => (iface.ipv6_mtu(), IPV6_HEADER_LEN),
+    };
+    mtu.saturating_sub(ip_header + 20).max(64)
 }
 
 /// A keyed hasher that has taken in a four-tuple: the addresses (4 or 16
