@@ -78,7 +78,7 @@ fn link_addrs(addrs: &[HostAddr], ipv6_allowed: bool) -> Result<(Ipv4Cidr, Vec<I
     let (v4, v6) = split_addrs(addrs)?;
     if !v6.is_empty() && !ipv6_allowed {
         bail!(
-            "this command takes IPv4 addresses only; IPv6 ones (--addr {}) are for `nagare up` and `nagare ping`",
+            "this command takes IPv4 addresses only; IPv6 ones (--addr {}) are for `nagare up`, `ping` and `fetch`",
             v6[0]
         );
     }
@@ -108,8 +108,8 @@ pub struct LinkArgs {
     /// VNI segment to attach to (a free port of it; see `nagare vni create`).
     #[arg(long, conflicts_with = "tap")]
     vni: Option<String>,
-    /// Address and prefix, e.g. 10.0.0.2/24; `nagare up` also takes IPv6
-    /// ones (fd00::2/64), beside the IPv4 one: repeat --addr.
+    /// Address and prefix, e.g. 10.0.0.2/24; IPv6 ones too (fd00::2/64),
+    /// beside the IPv4 one: repeat --addr.
     #[arg(long, required = true, value_name = "CIDR")]
     addr: Vec<HostAddr>,
     /// Plain frames: no checksum or TCP segmentation offload on the TAP.
@@ -129,8 +129,8 @@ pub struct OptionalLinkArgs {
     /// VNI segment to attach to, instead of a TAP device.
     #[arg(long, requires = "addr", conflicts_with = "tap")]
     pub vni: Option<String>,
-    /// Address and prefix, e.g. 10.0.0.2/24; `nagare ping` also takes IPv6
-    /// ones (fd00::2/64), beside the IPv4 one: repeat --addr.
+    /// Address and prefix, e.g. 10.0.0.2/24; IPv6 ones too (fd00::2/64),
+    /// beside the IPv4 one: repeat --addr.
     #[arg(long, value_name = "CIDR")]
     addr: Vec<HostAddr>,
     /// Plain frames: no checksum or TCP segmentation offload on the TAP.

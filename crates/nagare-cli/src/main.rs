@@ -170,7 +170,7 @@ enum Command {
         /// of a stack of its own.
         #[arg(long, conflicts_with_all = ["tap", "vni", "addr"])]
         via: Option<PathBuf>,
-        /// http://A.B.C.D[:PORT]/PATH
+        /// http://A.B.C.D[:PORT]/PATH, or http://[IPv6][:PORT]/PATH
         url: String,
         /// Where to write the body.
         #[arg(short = 'o', long = "output")]
@@ -348,7 +348,7 @@ fn main() -> Result<()> {
         }
         Command::Fetch { link, via, url, output, timeout } => {
             let timeout = Duration::from_secs(timeout);
-            match (via, link.spec(false)?) {
+            match (via, link.spec(true)?) {
                 (Some(socket), _) => fetch::run_via(&socket, &url, &output, timeout),
                 (None, Some(spec)) => fetch::run(&spec, &url, &output, timeout),
                 (None, None) => anyhow::bail!("nagare fetch needs --tap or --vni with --addr, or --via SOCKET"),

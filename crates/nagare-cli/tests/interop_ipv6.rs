@@ -1,9 +1,12 @@
 //! nagare's IPv6 against the Linux kernel's over a TAP device, inside a
 //! network namespace each test creates and removes: Linux pings nagare's
 //! link-local and configured addresses (5000-byte requests fragmented by
-//! Linux and replies fragmented by nagare), nagare pings Linux, and
-//! duplicate address detection finds an address the kernel side already
-//! has. Needs root and `ping`; says SKIPPED loudly otherwise.
+//! Linux and replies fragmented by nagare), nagare pings Linux, duplicate
+//! address detection finds an address the kernel side already has, curl
+//! and nc reach `nagare up`'s dual-stack services over IPv6 and IPv4, and
+//! `nagare fetch` downloads from a kernel server over IPv6, each transfer
+//! with the TAP's offloads and without. Needs root and `ping` (and curl,
+//! nc, python3 and sha256sum for TCP); says SKIPPED loudly otherwise.
 
 mod common;
 
@@ -27,11 +30,17 @@ struct Up {
 
 impl Up {
     fn start(ns: &Netns, tap: &str, addrs: &[&str]) -> Up {
+        Up::start_with(ns, tap, addrs, &[])
+    }
+
+    /// As [`Up::start`], with more arguments to `nagare up`.
+    fn start_with(ns: &Netns, tap: &str, addrs: &[&str], more: &[&std::ffi::OsStr]) -> Up {
         let mut command = ns.command(nagare());
         command.args(["up", "--tap", tap]);
         for addr in addrs {
             command.args(["--addr", addr]);
         }
+        command.args(more);
         let mut process = Process::spawn(command.stdout(Stdio::piped()).stderr(Stdio::piped()));
         let stdout = process.child.as_mut().and_then(|c| c.stdout.take()).expect("nagare up's stdout");
         let (tx, lines) = channel();
@@ -200,4 +209,110 @@ fn nagare_finds_its_address_taken_by_the_kernel_side() {
     let summary = up.stop();
     assert!(summary.contains("dad_duplicates"), "{summary}");
     assert!(!summary.contains("fd00:82::2/64 preferred"), "{summary}");
+}
+
+/// A counter of `nagare up`'s summary (its last lines).
+fn summary_counter(summary: &str, name: &str) -> u64 {
+    let line = summary.lines().find(|l| l.split_whitespace().next() == Some(name));
+    line.and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+fn tcp_unavailable(test: &str) -> bool {
+    let missing = interop_unavailable(&["ping", "sysctl", "curl", "nc", "python3", "sha256sum"]);
+    if let Some(reason) = &missing {
+        skip(test, reason);
+    }
+    missing.is_some()
+}
+
+#[test]
+fn curl_and_nc_reach_nagare_up_over_ipv6_and_ipv4_on_one_listener() {
+    if tcp_unavailable("curl_and_nc_reach_nagare_up_over_ipv6_and_ipv4_on_one_listener") {
+        return;
+    }
+    let root = web_root("v6up", 100 << 20);
+    for (k, offload) in [(0, true), (1, false)] {
+        let ns = Netns::new(&format!("v6tcp{k}"));
+        tap(&ns, "tap3", "10.83.0.1/24", "fd00:83::1/64");
+        let mut more = vec![std::ffi::OsStr::new("--echo"), "--http".as_ref(), root.as_os_str()];
+        if !offload {
+            more.push("--no-offload".as_ref());
+        }
+        let mut up = Up::start_with(&ns, "tap3", &["10.83.0.2/24", "fd00:83::2/64"], &more);
+        let preferred = up.wait_for(DAD_LIMIT, |l| l == "nagare up: fd00:83::2/64 preferred");
+        assert!(preferred.is_some(), "fd00:83::2 never became preferred: {:?}", up.seen);
+
+        let download = root.join(format!("download{k}.bin"));
+        let curl = ns
+            .command("curl")
+            .args(["-6", "-g", "-s", "-S", "--fail", "--max-time", "120", "-o"])
+            .arg(&download)
+            .arg("http://[fd00:83::2]/big.bin")
+            .output()
+            .unwrap();
+        assert!(curl.status.success(), "curl -6 (offload {offload}): {}", text(&curl));
+        assert_eq!(sha256(&download), sha256(&root.join("big.bin")), "100 MB over IPv6, offload {offload}");
+        let _ = std::fs::remove_file(&download);
+        // The same listener takes IPv4.
+        let page = ns.command("curl").args(["-4", "-s", "--max-time", "10", "http://10.83.0.2/"]).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&page.stdout), "<h1>nagare</h1>\n", "{}", text(&page));
+
+        let mut nc = ns
+            .command("nc")
+            .args(["-6", "-N", "-w", "5", "fd00:83::2", "7"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        {
+            use std::io::Write;
+            let mut input = nc.stdin.take().unwrap();
+            input.write_all(b"hello over six\n").unwrap();
+        }
+        let echoed = nc.wait_with_output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&echoed.stdout), "hello over six\n");
+
+        let summary = up.stop();
+        assert!(summary_counter(&summary, "tcp6_segments_received") > 1000, "{summary}");
+        assert!(summary_counter(&summary, "tcp6_segments_sent") > 100, "{summary}");
+        assert_eq!(summary_counter(&summary, "drop_tcp_checksum"), 0, "{summary}");
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn nagare_fetch_downloads_from_a_kernel_server_over_ipv6() {
+    if tcp_unavailable("nagare_fetch_downloads_from_a_kernel_server_over_ipv6") {
+        return;
+    }
+    let root = web_root("v6fetch", 100 << 20);
+    let ns = Netns::new("v6fetch");
+    tap(&ns, "tap4", "10.84.0.1/24", "fd00:84::1/64");
+    let _server = Process::spawn(
+        ns.command("python3")
+            .args(["-m", "http.server", "8000", "--bind", "fd00:84::1", "--directory"])
+            .arg(&root)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    let ready = wait_until(Duration::from_secs(10), || {
+        let probe = ["-6", "-g", "-s", "-o", "/dev/null", "http://[fd00:84::1]:8000/index.html"];
+        ns.command("curl").args(probe).status().is_ok_and(|s| s.success())
+    });
+    assert!(ready, "python3 -m http.server did not start");
+    for offload in [true, false] {
+        let out = root.join("fetched.bin");
+        let mut command = ns.command(nagare());
+        command.args(["fetch", "--tap", "tap4", "--addr", "10.84.0.2/24", "--addr", "fd00:84::2/64"]);
+        if !offload {
+            command.arg("--no-offload");
+        }
+        command.args(["--timeout", "120", "http://[fd00:84::1]:8000/big.bin", "-o"]).arg(&out);
+        let result = run_bounded(&mut command, Duration::from_secs(150));
+        assert_eq!(result.status.and_then(|s| s.code()), Some(0), "{}{}", result.stdout, result.stderr);
+        assert!(result.stdout.contains("HTTP 200, 104857600 bytes"), "{}", result.stdout);
+        assert_eq!(sha256(&out), sha256(&root.join("big.bin")), "100 MB fetched over IPv6, offload {offload}");
+        let _ = std::fs::remove_file(&out);
+    }
+    let _ = std::fs::remove_dir_all(&root);
 }

@@ -7,36 +7,12 @@ mod common;
 
 use common::*;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
 const KERNEL: &str = "10.80.0.1";
 const NAGARE: &str = "10.80.0.2";
-
-/// A directory with `big.bin` of `size` bytes of varied content.
-fn web_root(tag: &str, size: usize) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("nagare-www-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut file = std::io::BufWriter::new(std::fs::File::create(dir.join("big.bin")).unwrap());
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let mut block = vec![0u8; 1 << 16];
-    let mut left = size;
-    while left > 0 {
-        for chunk in block.chunks_mut(8) {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
-        }
-        let n = left.min(block.len());
-        file.write_all(&block[..n]).unwrap();
-        left -= n;
-    }
-    file.flush().unwrap();
-    std::fs::write(dir.join("index.html"), "<h1>nagare</h1>\n").unwrap();
-    dir
-}
 
 fn start(ns: &Netns, root: &Path, impair: Option<&str>) -> Process {
     ns.tap("tap0", &format!("{KERNEL}/24"));

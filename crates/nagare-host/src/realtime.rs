@@ -118,3 +118,32 @@ pub fn run<D: Device>(
         wait_for(host.device.raw_fd(), pending_tx, timeout)?;
     }
 }
+
+/// Longest a tool waits for an IPv6 source address before it gives up
+/// (duplicate address detection takes about two seconds).
+pub const IPV6_SOURCE_WAIT: Duration = Duration::from_secs(10);
+
+/// Steps `host` until it has a source address for `dst` of `dst`'s scope
+/// (one that has passed duplicate address detection, about two seconds
+/// after start-up: a global destination is not reached from a link-local
+/// address while a global one is still being checked), for at most
+/// `limit` or until a signal arrives; says whether it has a source, of
+/// that scope or, once `limit` has run, of any.
+pub fn wait_for_ipv6_source<D: Device>(
+    host: &mut Host<D>,
+    clock: &MonotonicClock,
+    stop: &AtomicBool,
+    dst: std::net::Ipv6Addr,
+    limit: Duration,
+) -> io::Result<bool> {
+    let link_local = |ip: std::net::Ipv6Addr| ip.segments()[0] & 0xffc0 == 0xfe80;
+    let fits = |host: &Host<D>| host.iface.ipv6_source_for(dst).is_some_and(|src| link_local(dst) || !link_local(src));
+    let deadline = clock.now() + limit;
+    run(host, clock, stop, |host, now| {
+        if fits(host) || now >= deadline {
+            return std::ops::ControlFlow::Break(());
+        }
+        std::ops::ControlFlow::Continue(Some(now + Duration::from_millis(50)))
+    })?;
+    Ok(host.iface.ipv6_source_for(dst).is_some())
+}

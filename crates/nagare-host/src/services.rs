@@ -8,7 +8,7 @@ use nagare_core::iface::Error;
 use nagare_core::tcp::{TcpHandle, TcpListenerHandle};
 use nagare_core::{Instant, Interface, UdpHandle};
 use std::io;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
 use std::path::PathBuf;
 
 pub const ECHO_PORT: u16 = 7;
@@ -106,11 +106,16 @@ fn any(port: u16) -> SocketAddrV4 {
     SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)
 }
 
+/// Every address of either family: a TCP listener here is dual stack.
+fn any_family(port: u16) -> SocketAddrV6 {
+    SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port, 0, 0)
+}
+
 impl Services {
-    /// Echo on TCP and UDP port 7.
+    /// Echo on TCP and UDP port 7 (TCP over either family).
     pub fn enable_echo(&mut self, iface: &mut Interface) -> Result<(), Error> {
         self.udp_echo = Some(iface.udp().bind(any(ECHO_PORT))?);
-        self.tcp_echo = Some(iface.tcp().listen(any(ECHO_PORT), BACKLOG)?);
+        self.tcp_echo = Some(iface.tcp().listen(any_family(ECHO_PORT), BACKLOG)?);
         Ok(())
     }
 
@@ -120,16 +125,17 @@ impl Services {
         Ok(())
     }
 
-    /// Discard on TCP and UDP port 9.
+    /// Discard on TCP and UDP port 9 (TCP over either family).
     pub fn enable_discard(&mut self, iface: &mut Interface) -> Result<(), Error> {
         self.udp_discard = Some(iface.udp().bind(any(DISCARD_PORT))?);
-        self.tcp_discard = Some(iface.tcp().listen(any(DISCARD_PORT), BACKLOG)?);
+        self.tcp_discard = Some(iface.tcp().listen(any_family(DISCARD_PORT), BACKLOG)?);
         Ok(())
     }
 
-    /// Static files from `root` over HTTP/1.1 on port 80.
+    /// Static files from `root` over HTTP/1.1 on port 80, over either
+    /// family.
     pub fn enable_http(&mut self, iface: &mut Interface, root: PathBuf) -> Result<(), Error> {
-        self.http = Some((iface.tcp().listen(any(HTTP_PORT), BACKLOG)?, root));
+        self.http = Some((iface.tcp().listen(any_family(HTTP_PORT), BACKLOG)?, root));
         Ok(())
     }
 

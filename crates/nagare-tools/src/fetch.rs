@@ -11,7 +11,7 @@ use nagare_host::http::client::{ResponseReader, Url};
 use nagare_host::{link, realtime, LinkSpec};
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
-use std::net::SocketAddrV4;
+use std::net::IpAddr;
 use std::ops::ControlFlow;
 use std::path::Path;
 use std::time::Duration;
@@ -164,11 +164,16 @@ pub fn run(link: &LinkSpec, url: &str, output: &Path, timeout: Duration) -> Resu
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
     let mut host = link::open_host(link, None, &clock)?;
-    let handle = host
-        .iface
-        .tcp()
-        .connect(SocketAddrV4::new(target.host, target.port), 0, clock.now())
-        .map_err(anyhow::Error::msg)?;
+    if let IpAddr::V6(dst) = target.host {
+        if link.ipv6.is_empty() {
+            bail!("fetching from {dst} needs an IPv6 --addr: without one the host does not speak IPv6");
+        }
+        let ready = realtime::wait_for_ipv6_source(&mut host, &clock, &stop, dst, realtime::IPV6_SOURCE_WAIT)?;
+        if !ready {
+            bail!("no IPv6 address of {dst}'s scope passed duplicate address detection");
+        }
+    }
+    let handle = host.iface.tcp().connect(target.server(), 0, clock.now()).map_err(anyhow::Error::msg)?;
     let file = File::create(output).with_context(|| format!("creating {}", output.display()))?;
     let mut download = Download::new(&target, file);
     let deadline = clock.now() + timeout;
@@ -195,7 +200,7 @@ pub fn run_via(socket: &Path, url: &str, output: &Path, timeout: Duration) -> Re
     let target: Url = url.parse().map_err(anyhow::Error::msg)?;
     let clock = MonotonicClock::new();
     let netd = nagare::Session::connect(socket)?;
-    let peer = std::net::SocketAddr::V4(SocketAddrV4::new(target.host, target.port));
+    let peer = target.server();
     let mut stream = nagare::net::TcpStream::connect_timeout_via(&netd, &peer, timeout)
         .with_context(|| format!("connecting to {peer} through netd"))?;
     let file = File::create(output).with_context(|| format!("creating {}", output.display()))?;

@@ -18,9 +18,6 @@ pub const MAX_PING_SIZE: usize = 65535 - 20 - 8;
 /// Largest ICMPv6 echo payload, as the engine takes it: 65535 minus the
 /// IPv6 and ICMPv6 headers.
 pub const MAX_PING6_SIZE: usize = 65535 - 40 - 8;
-/// Longest wait for an IPv6 source address (duplicate address detection
-/// takes about two seconds) before pinging an IPv6 destination.
-const SOURCE_WAIT: Duration = Duration::from_secs(10);
 
 pub struct PingOptions {
     pub destination: IpAddr,
@@ -236,14 +233,8 @@ pub fn run_link(spec: &LinkSpec, options: PingOptions) -> Result<i32> {
     let clock = MonotonicClock::new();
     let mut host = link::open_host(spec, None, &clock)?;
     if let IpAddr::V6(dst) = options.destination {
-        let deadline = clock.now() + SOURCE_WAIT;
-        realtime::run(&mut host, &clock, &stop, |host, now| {
-            if host.iface.ipv6_source_for(dst).is_some() || now >= deadline {
-                return ControlFlow::Break(());
-            }
-            ControlFlow::Continue(Some(now + Duration::from_millis(50)))
-        })?;
-        if host.iface.ipv6_source_for(dst).is_none() && !realtime::stopped(&stop) {
+        let ready = realtime::wait_for_ipv6_source(&mut host, &clock, &stop, dst, realtime::IPV6_SOURCE_WAIT)?;
+        if !ready && !realtime::stopped(&stop) {
             bail!("no IPv6 address of {dst}'s scope passed duplicate address detection");
         }
     }

@@ -3,16 +3,16 @@
 
 use super::chunked::ChunkedDecoder;
 use super::{find_head_end, parse_response, Framing};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// Largest response head accepted.
 pub const MAX_HEAD: usize = 64 * 1024;
 
-/// An `http://` URL whose host is an IPv4 address.
+/// An `http://` URL whose host is an address: IPv4, or IPv6 in brackets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Url {
     /// The server's address.
-    pub host: Ipv4Addr,
+    pub host: IpAddr,
     /// Its port (80 unless given).
     pub port: u16,
     /// The path and query, starting with `/`.
@@ -22,8 +22,8 @@ pub struct Url {
 impl std::str::FromStr for Url {
     type Err = String;
 
-    /// `http://A.B.C.D[:port][/path]`: the host is an address (nagare
-    /// has no resolver).
+    /// `http://A.B.C.D[:port][/path]` or `http://[IPv6][:port][/path]`
+    /// (RFC 3986 3.2.2): the host is an address (nagare has no resolver).
     fn from_str(url: &str) -> Result<Url, String> {
         let Some(rest) = url.strip_prefix("http://") else {
             return Err(format!("{url}: only http:// URLs are supported"));
@@ -32,21 +32,45 @@ impl std::str::FromStr for Url {
             Some(i) => rest.split_at(i),
             None => (rest, "/"),
         };
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((h, p)) => (h, p.parse().map_err(|_| format!("{url}: bad port {p:?}"))?),
-            None => (authority, 80),
+        let (host, port) = match authority.strip_prefix('[') {
+            Some(bracketed) => {
+                let (host, after) = bracketed.split_once(']').ok_or_else(|| format!("{url}: no ']' after '['"))?;
+                let host = host.parse::<Ipv6Addr>().map_err(|_| format!("{url}: {host:?} is not an IPv6 address"))?;
+                (IpAddr::V6(host), after)
+            }
+            None => {
+                let (host, after) = match authority.find(':') {
+                    Some(i) => authority.split_at(i),
+                    None => (authority, ""),
+                };
+                let host = host.parse::<Ipv4Addr>().map_err(|_| {
+                    format!("{url}: the host must be an IPv4 address or an IPv6 one in brackets (nagare has no DNS resolver)")
+                })?;
+                (IpAddr::V4(host), after)
+            }
         };
-        let host = host
-            .parse()
-            .map_err(|_| format!("{url}: the host must be an IPv4 address (nagare has no DNS resolver)"))?;
+        let port = match port.strip_prefix(':') {
+            Some(p) => p.parse().map_err(|_| format!("{url}: bad port {p:?}"))?,
+            None if port.is_empty() => 80,
+            None => return Err(format!("{url}: {port:?} after the host")),
+        };
         Ok(Url { host, port, path: path.to_string() })
     }
 }
 
 impl Url {
+    /// The server's socket address.
+    pub fn server(&self) -> SocketAddr {
+        SocketAddr::new(self.host, self.port)
+    }
+
     /// The GET request for this URL, asking the server to close after it.
     pub fn request(&self) -> Vec<u8> {
-        let host = if self.port == 80 { self.host.to_string() } else { format!("{}:{}", self.host, self.port) };
+        let host = match self.host {
+            IpAddr::V4(ip) => ip.to_string(),
+            IpAddr::V6(ip) => format!("[{ip}]"),
+        };
+        let host = if self.port == 80 { host } else { format!("{host}:{}", self.port) };
         format!(
             "GET {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: nagare-fetch\r\nAccept: */*\r\nConnection: close\r\n\r\n",
             self.path
@@ -182,12 +206,29 @@ mod tests {
     #[test]
     fn urls_parse() {
         let u: Url = "http://10.0.0.1:8000/a/b?c".parse().unwrap();
-        assert_eq!((u.host, u.port, u.path.as_str()), (Ipv4Addr::new(10, 0, 0, 1), 8000, "/a/b?c"));
+        assert_eq!((u.host, u.port, u.path.as_str()), (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)), 8000, "/a/b?c"));
         let u: Url = "http://10.0.0.1".parse().unwrap();
         assert_eq!((u.port, u.path.as_str()), (80, "/"));
         assert!("https://10.0.0.1/".parse::<Url>().is_err());
         assert!("http://example.com/".parse::<Url>().is_err());
         assert!("http://10.0.0.1:99999/".parse::<Url>().is_err());
+    }
+
+    #[test]
+    fn ipv6_hosts_come_in_brackets() {
+        let u: Url = "http://[fd00::1]:8080/x".parse().unwrap();
+        assert_eq!(u.server(), "[fd00::1]:8080".parse::<SocketAddr>().unwrap());
+        assert_eq!(u.path, "/x");
+        let request = String::from_utf8(u.request()).unwrap();
+        assert!(request.contains("\r\nHost: [fd00::1]:8080\r\n"), "{request}");
+        let u: Url = "http://[fe80::2]".parse().unwrap();
+        assert_eq!((u.port, u.path.as_str()), (80, "/"));
+        assert!(String::from_utf8(u.request()).unwrap().contains("Host: [fe80::2]\r\n"));
+        assert!("http://fd00::1/".parse::<Url>().is_err(), "an IPv6 host needs brackets");
+        assert!("http://[fd00::1/".parse::<Url>().is_err());
+        assert!("http://[10.0.0.1]/".parse::<Url>().is_err());
+        assert!("http://[fd00::1]x/".parse::<Url>().is_err());
+        assert!("http://[fd00::1]:/".parse::<Url>().is_err());
     }
 
     fn read_in_pieces(response: &[u8], piece: usize, eof: bool) -> Result<(Vec<u8>, Option<u16>), ResponseError> {
