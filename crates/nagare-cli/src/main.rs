@@ -314,7 +314,7 @@ fn main() -> Result<()> {
             boost_lift,
             mm_default,
         } => {
-            let mut builder = NetdBuilder::new(link.spec(false)?)
+            let mut builder = NetdBuilder::new(link.spec(true)?)
                 .socket(socket)
                 .services(services.config(false))
                 .client_memory(client_memory)

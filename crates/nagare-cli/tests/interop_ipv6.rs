@@ -316,3 +316,67 @@ fn nagare_fetch_downloads_from_a_kernel_server_over_ipv6() {
     }
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// `nagare netd` with an IPv6 address beside its IPv4 one, inline and in
+/// split placement: curl downloads from its HTTP service over IPv6, and
+/// `nagare fetch --via`, one of its clients, downloads from a kernel
+/// server over IPv6 (`CONNECT6` and `NAME` through netd).
+#[test]
+fn netd_serves_and_fetches_over_ipv6() {
+    if tcp_unavailable("netd_serves_and_fetches_over_ipv6") {
+        return;
+    }
+    let root = web_root("v6netd", 20 << 20);
+    for (k, placement) in ["inline", "split"].into_iter().enumerate() {
+        let ns = Netns::new(&format!("v6netd{k}"));
+        tap(&ns, "tap5", "10.85.0.1/24", "fd00:85::1/64");
+        let socket = std::env::temp_dir().join(format!("nagare-v6netd-{}-{k}.sock", std::process::id()));
+        let _netd = Process::spawn(
+            ns.command(nagare())
+                .args(["netd", "--tap", "tap5", "--addr", "10.85.0.2/24", "--addr", "fd00:85::2/64"])
+                .args(["--placement", placement, "--http"])
+                .arg(&root)
+                .arg("--socket")
+                .arg(&socket)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        );
+        let answers =
+            wait_until(DAD_LIMIT, || ping_received(&ping6(&ns, &["-c", "1", "-W", "1", "fd00:85::2"])) == Some(1));
+        assert!(answers, "netd ({placement}) never answered ping -6");
+
+        let download = root.join(format!("curl{k}.bin"));
+        let curl = ns
+            .command("curl")
+            .args(["-6", "-g", "-s", "-S", "--fail", "--max-time", "60", "-o"])
+            .arg(&download)
+            .arg("http://[fd00:85::2]/big.bin")
+            .output()
+            .unwrap();
+        assert!(curl.status.success(), "curl -6 from netd ({placement}): {}", text(&curl));
+        assert_eq!(sha256(&download), sha256(&root.join("big.bin")), "{placement}");
+        let _ = std::fs::remove_file(&download);
+
+        let _server = Process::spawn(
+            ns.command("python3")
+                .args(["-m", "http.server", "8000", "--bind", "fd00:85::1", "--directory"])
+                .arg(&root)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        );
+        let ready = wait_until(Duration::from_secs(10), || {
+            let probe = ["-6", "-g", "-s", "-o", "/dev/null", "http://[fd00:85::1]:8000/index.html"];
+            ns.command("curl").args(probe).status().is_ok_and(|s| s.success())
+        });
+        assert!(ready, "python3 -m http.server did not start");
+        let fetched = root.join(format!("fetched{k}.bin"));
+        let mut fetch = ns.command(nagare());
+        fetch.args(["fetch", "--via"]).arg(&socket);
+        fetch.args(["--timeout", "60", "http://[fd00:85::1]:8000/big.bin", "-o"]).arg(&fetched);
+        let result = run_bounded(&mut fetch, Duration::from_secs(90));
+        assert_eq!(result.status.and_then(|s| s.code()), Some(0), "{}{}", result.stdout, result.stderr);
+        assert_eq!(sha256(&fetched), sha256(&root.join("big.bin")), "fetched through netd ({placement})");
+        let _ = std::fs::remove_file(&fetched);
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -143,7 +143,7 @@ fn wait(s: &mut Session, cx: &mut Context<'_>, p: Pending, age: Age) -> bool {
         // (it names the one it made); the others by `max_pending`.
         Age::New
             if p.buf.is_some()
-                || matches!(p.req.op, Op::Close | Op::Connect)
+                || matches!(p.req.op, Op::Close | Op::Connect | Op::Connect6)
                 || s.waiting_without_buffer() < cx.config.max_pending =>
         {
             s.wait(p);
@@ -154,7 +154,7 @@ fn wait(s: &mut Session, cx: &mut Context<'_>, p: Pending, age: Age) -> bool {
             true
         }
         Age::Waiting if p.deadline.is_some_and(|d| cx.now >= d) => {
-            let errno = if p.req.op == Op::Connect {
+            let errno = if matches!(p.req.op, Op::Connect | Op::Connect6) {
                 // Nobody will name the half-open connection again.
                 if let Some(Sock::Tcp(h)) = s.sockets.remove(cx.steering, p.req.socket) {
                     let _ = cx.iface.tcp().abort(h, cx.now);
@@ -177,7 +177,7 @@ fn wait(s: &mut Session, cx: &mut Context<'_>, p: Pending, age: Age) -> bool {
 /// still steer that port's frames to the client that had it before.
 fn unsettled_port(s: &Session, cx: &Context<'_>, req: &Request, r: &Outcome) -> Option<(u8, u16)> {
     match (r, req.op) {
-        (Ok(Some(done)), Op::UdpBind | Op::Listen) => u32::try_from(done.value)
+        (Ok(Some(done)), Op::UdpBind | Op::Listen | Op::Listen6) => u32::try_from(done.value)
             .ok()
             .and_then(|id| s.sockets.port(id))
             .filter(|&(proto, port)| !cx.steering.settled(proto, port)),

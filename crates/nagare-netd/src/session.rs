@@ -232,7 +232,10 @@ impl Session {
     /// receives among them) and its socket table the connects and closes.
     pub fn waiting_without_buffer(&self) -> usize {
         use nagare_request::Op;
-        self.pending.iter().filter(|p| p.buf.is_none() && !matches!(p.req.op, Op::Connect | Op::Close)).count()
+        self.pending
+            .iter()
+            .filter(|p| p.buf.is_none() && !matches!(p.req.op, Op::Connect | Op::Connect6 | Op::Close))
+            .count()
     }
 
     /// Whether a send on `socket` waits (a later send or shutdown of the

@@ -27,7 +27,7 @@ pub mod records;
 
 use nagare_ipc::{Descriptor, NO_BUFFER};
 use std::fmt;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
 
 /// Where netd listens, and clients look, unless told otherwise.
 pub const DEFAULT_SOCKET: &str = "/tmp/nagare-netd.sock";
@@ -160,7 +160,38 @@ pub enum Op {
     /// not read: they are read first, before the connection's own, by
     /// the next receive of any holder.
     GiveBack = 21,
+    /// TCP listener on an IPv6 address ([`encode_addr6`]: `aux[0]` and
+    /// `aux[1]`, its port in `aux[2]` bits 0..16) with [`V6_ONLY`] in
+    /// `aux[2]` or not, and backlog `aux[3]`. On `::` without
+    /// [`V6_ONLY`] it takes IPv4 connections to its port too. The
+    /// completion as [`Op::Listen`]'s.
+    Listen6 = 22,
+    /// TCP connection to an IPv6 address ([`encode_addr6`]: `aux[0]` and
+    /// `aux[1]`, its port in `aux[2]` bits 0..16) from local port `aux[2]`
+    /// bits 16..32 (0: ephemeral); an IPv4-mapped address is its IPv4
+    /// address. The completion as [`Op::Connect`]'s, its local address
+    /// [`ADDR_ELSEWHERE`] when it is IPv6.
+    Connect6 = 23,
+    /// An address of socket `socket`: its own with `aux[0]` =
+    /// [`NAME_LOCAL`], its peer's with [`NAME_PEER`]. The completion
+    /// carries it as [`encode_addr6`] does (an IPv4 one mapped,
+    /// `::ffff:a.b.c.d`): `aux[0]`, `aux[1]` and the port in `aux[2]`.
+    Name = 24,
 }
+
+/// [`Op::Listen6`]'s `aux[2]` bit: IPv6 connections only (`IPV6_V6ONLY`).
+pub const V6_ONLY: u64 = 1 << 16;
+
+/// [`Op::Name`]: the socket's own address.
+pub const NAME_LOCAL: u64 = 0;
+/// [`Op::Name`]: its peer's.
+pub const NAME_PEER: u64 = 1;
+
+/// An address word of a completion ([`Op::Accept`]'s local address and
+/// peer, [`Op::Connect`]'s local address, [`Op::Adopt`]'s) for an
+/// address that does not fit one word: an IPv6 one, which [`Op::Name`]
+/// gives.
+pub const ADDR_ELSEWHERE: u64 = 1 << 63;
 
 /// [`Op::Adopt`]'s `aux[3]`: the socket's kind in bits 0..8
 /// ([`AdoptWord::STREAM`], [`AdoptWord::LISTENER`], [`AdoptWord::DATAGRAM`])
@@ -409,6 +440,9 @@ impl Op {
             19 => Op::Share,
             20 => Op::Adopt,
             21 => Op::GiveBack,
+            22 => Op::Listen6,
+            23 => Op::Connect6,
+            24 => Op::Name,
             _ => return None,
         })
     }
@@ -417,14 +451,26 @@ impl Op {
     pub fn needs_socket(self) -> bool {
         !matches!(
             self,
-            Op::UdpBind | Op::Listen | Op::Connect | Op::EchoOpen | Op::Nop | Op::Stat | Op::Poll | Op::Adopt
+            Op::UdpBind
+                | Op::Listen
+                | Op::Listen6
+                | Op::Connect
+                | Op::Connect6
+                | Op::EchoOpen
+                | Op::Nop
+                | Op::Stat
+                | Op::Poll
+                | Op::Adopt
         )
     }
 
     /// Whether the request may wait (and so may carry a time limit in
     /// `aux[WAIT_LIMIT]`).
     pub fn can_wait(self) -> bool {
-        matches!(self, Op::Accept | Op::Connect | Op::Send | Op::Recv | Op::RecvFrom | Op::EchoRecv | Op::Poll)
+        matches!(
+            self,
+            Op::Accept | Op::Connect | Op::Connect6 | Op::Send | Op::Recv | Op::RecvFrom | Op::EchoRecv | Op::Poll
+        )
     }
 
     /// Whether the request carries a buffer (data to send, or room to receive).
@@ -506,6 +552,21 @@ pub fn decode_addr(w: u64) -> Result<SocketAddrV4, ProtoError> {
         return Err(ProtoError::BadAddress);
     }
     Ok(SocketAddrV4::new(Ipv4Addr::from_bits(w as u32), (w >> 32) as u16))
+}
+
+/// An IPv6 socket address as three aux words: the address's 16 bytes
+/// big-endian in two (high half first), the port in the third's bits
+/// 0..16 (the third's other bits are the op's).
+pub fn encode_addr6(a: SocketAddrV6) -> [u64; 3] {
+    let bits = a.ip().to_bits();
+    [(bits >> 64) as u64, bits as u64, u64::from(a.port())]
+}
+
+/// The inverse of [`encode_addr6`], reading the port from the third
+/// word's low 16 bits (flow label and scope are 0).
+pub fn decode_addr6(w: [u64; 3]) -> SocketAddrV6 {
+    let ip = Ipv6Addr::from_bits(u128::from(w[0]) << 64 | u128::from(w[1]));
+    SocketAddrV6::new(ip, w[2] as u16, 0, 0)
 }
 
 /// [`Op::Accept`]'s result word: the connection's socket id in bits 0..32
@@ -615,6 +676,24 @@ impl Request {
                     return Err(ProtoError::BadArgument);
                 }
                 2
+            }
+            Op::Listen6 => {
+                if d.aux[2] & !(V6_ONLY | 0xffff) != 0 || d.aux[3] == 0 || d.aux[3] > MAX_BACKLOG {
+                    return Err(ProtoError::BadArgument);
+                }
+                4
+            }
+            Op::Connect6 => {
+                if d.aux[2] > 0xffff_ffff || d.aux[2] & 0xffff == 0 {
+                    return Err(ProtoError::BadArgument);
+                }
+                3
+            }
+            Op::Name => {
+                if d.aux[0] > NAME_PEER {
+                    return Err(ProtoError::BadArgument);
+                }
+                1
             }
             Op::EchoOpen => {
                 if d.aux[0] > u64::from(u16::MAX) {
@@ -856,6 +935,40 @@ mod tests {
         assert_eq!(AdoptWord::decode(w.encode()), Some(w));
         assert_eq!(AdoptWord::decode(0), None);
         assert_eq!(AdoptWord::decode(9), None);
+    }
+
+    #[test]
+    fn ipv6_requests_are_checked_and_their_addresses_round_trip() {
+        let six = SocketAddrV6::new("fd00::1:2".parse().unwrap(), 443, 0, 0);
+        let words = encode_addr6(six);
+        assert_eq!(decode_addr6(words), six);
+        let mut listen = Request::new(Op::Listen6, 1);
+        listen.aux = [words[0], words[1], words[2] | V6_ONLY, 64];
+        assert_eq!(Request::decode(&listen.encode()), Ok(listen));
+        for (aux2, backlog) in [(words[2] | 1 << 17, 64), (words[2], 0), (words[2], MAX_BACKLOG + 1)] {
+            listen.aux[2] = aux2;
+            listen.aux[3] = backlog;
+            assert_eq!(Request::decode(&listen.encode()), Err(ProtoError::BadArgument), "{aux2:#x} {backlog}");
+        }
+        let mut connect = Request::new(Op::Connect6, 2);
+        connect.aux = [words[0], words[1], words[2] | 40_000 << 16, 1_000_000];
+        assert_eq!(Request::decode(&connect.encode()), Ok(connect), "a time limit in aux[3]");
+        connect.aux[2] = 40_000 << 16;
+        assert_eq!(Request::decode(&connect.encode()), Err(ProtoError::BadArgument), "no port");
+        connect.aux[2] = words[2] | 1 << 32;
+        assert_eq!(Request::decode(&connect.encode()), Err(ProtoError::BadArgument));
+        connect.aux[2] = words[2];
+        connect.socket = 4;
+        assert_eq!(Request::decode(&connect.encode()), Err(ProtoError::BadSocket));
+        let mut name = Request::new(Op::Name, 3);
+        name.socket = 4;
+        name.aux[0] = NAME_PEER;
+        assert_eq!(Request::decode(&name.encode()), Ok(name));
+        name.aux[0] = 2;
+        assert_eq!(Request::decode(&name.encode()), Err(ProtoError::BadArgument));
+        name.aux[0] = NAME_LOCAL;
+        name.socket = 0;
+        assert_eq!(Request::decode(&name.encode()), Err(ProtoError::BadSocket));
     }
 
     #[test]

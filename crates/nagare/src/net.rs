@@ -1,11 +1,16 @@
 //! `TcpStream`, `TcpListener` and `UdpSocket` with `std::net`'s shapes,
-//! over a running netd. IPv4 only.
+//! over a running netd. TCP over IPv4 and IPv6 (a listener on `[::]`
+//! takes both, as Linux's does; an IPv6 socket reports IPv4 peers as
+//! IPv4-mapped addresses, as `std::net`'s does); UDP over IPv4.
 
 use crate::path::Kind;
 use crate::{request, set_wait_limit, Data, Session};
-use nagare_request::{decode_accepted, decode_addr, encode_addr, Op, Request, SockOption, SHUT_READ, SHUT_WRITE};
+use nagare_request::{
+    decode_accepted, decode_addr, decode_addr6, encode_addr, encode_addr6, Op, Request, SockOption, ADDR_ELSEWHERE,
+    NAME_LOCAL, NAME_PEER, SHUT_READ, SHUT_WRITE,
+};
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, SocketAddrV4, ToSocketAddrs};
+use std::net::{Shutdown, SocketAddr, SocketAddrV4, SocketAddrV6, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -20,6 +25,62 @@ pub(crate) fn v4(addr: impl ToSocketAddrs) -> io::Result<SocketAddrV4> {
 
 pub(crate) fn addr_of(w: u64) -> SocketAddr {
     SocketAddr::V4(decode_addr(w).unwrap_or(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0)))
+}
+
+/// The first address `addr` resolves to, of either family.
+fn first_addr(addr: impl ToSocketAddrs) -> io::Result<SocketAddr> {
+    addr.to_socket_addrs()?
+        .next()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the address resolved to nothing"))
+}
+
+/// `a` as a socket of IPv6 (`six`) reports it: an IPv4 address mapped
+/// (`::ffff:a.b.c.d`); as one of IPv4, an IPv4-mapped address unmapped.
+fn in_family(a: SocketAddr, six: bool) -> SocketAddr {
+    match (a, six) {
+        (SocketAddr::V4(v4), true) => SocketAddr::V6(SocketAddrV6::new(v4.ip().to_ipv6_mapped(), v4.port(), 0, 0)),
+        (SocketAddr::V6(v6), false) => match v6.ip().to_ipv4_mapped() {
+            Some(ip) => SocketAddr::V4(SocketAddrV4::new(ip, v6.port())),
+            None => a,
+        },
+        _ => a,
+    }
+}
+
+/// An address of socket `id` (`which`: [`NAME_LOCAL`] or [`NAME_PEER`]),
+/// asked of netd (`Op::Name`): how a socket of IPv6, whose addresses do
+/// not fit a completion's word, learns them.
+pub(crate) fn name_of(netd: &Session, id: u32, which: u64) -> io::Result<SocketAddr> {
+    let mut r = request(Op::Name, id);
+    r.aux[0] = which;
+    let (c, _) = netd.call(r, Data::None)?;
+    Ok(SocketAddr::V6(decode_addr6([c.aux[0], c.aux[1], c.aux[2]])))
+}
+
+/// The address a completion's word `w` gives for socket `id`: the IPv4
+/// one in it, or, for [`ADDR_ELSEWHERE`], the one netd names
+/// ([`name_of`]); in the family of a socket of IPv6 (`six`) or IPv4.
+pub(crate) fn addr_in(netd: &Session, id: u32, w: u64, which: u64, six: bool) -> io::Result<SocketAddr> {
+    let a = if w == ADDR_ELSEWHERE { name_of(netd, id, which)? } else { addr_of(w) };
+    Ok(in_family(a, six))
+}
+
+/// The request that opens a connection to `remote` from an ephemeral
+/// port: `CONNECT` for IPv4, `CONNECT6` for IPv6.
+fn connect_request(remote: SocketAddr) -> Request {
+    match remote {
+        SocketAddr::V4(a) => {
+            let mut r = request(Op::Connect, 0);
+            r.aux[0] = encode_addr(a);
+            r
+        }
+        SocketAddr::V6(a) => {
+            let mut r = request(Op::Connect6, 0);
+            let [hi, lo, port] = encode_addr6(a);
+            r.aux[..3].copy_from_slice(&[hi, lo, port]);
+            r
+        }
+    }
 }
 
 /// Closes a socket id on drop.
@@ -150,30 +211,36 @@ impl TcpStream {
     /// Connects through `netd`. The handshake is waited for without
     /// holding the session: other threads' calls go on meanwhile.
     pub fn connect_via(netd: &Session, addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
-        TcpStream::connect_waiting(netd, v4(addr)?, None)
+        TcpStream::connect_waiting(netd, first_addr(addr)?, None)
     }
 
     /// Connects through `netd`, giving up with `TimedOut` after `limit`.
     pub fn connect_timeout_via(netd: &Session, addr: &SocketAddr, limit: Duration) -> io::Result<TcpStream> {
-        TcpStream::connect_waiting(netd, v4(addr)?, Some(limit))
+        TcpStream::connect_waiting(netd, *addr, Some(limit))
     }
 
     /// Posts a connect (netd bounds its wait by `limit`) and waits for
     /// netd's answer in the session's slices, letting the session go
     /// between them.
-    fn connect_waiting(netd: &Session, remote: SocketAddrV4, limit: Option<Duration>) -> io::Result<TcpStream> {
-        let mut r = request(Op::Connect, 0);
-        r.aux[0] = encode_addr(remote);
+    fn connect_waiting(netd: &Session, remote: SocketAddr, limit: Option<Duration>) -> io::Result<TcpStream> {
+        let mut r = connect_request(remote);
         set_wait_limit(&mut r, limit);
         let ticket = netd.submit_async(r, Data::None)?;
-        let mut pending =
-            Connecting { netd: netd.clone(), id: ticket.into_id(), remote: SocketAddr::V4(remote), done: false };
+        let mut pending = Connecting { netd: netd.clone(), id: ticket.into_id(), remote, done: false };
         let id = pending.id;
         let comp = netd.until(false, None, |c| c.take_arrived(id))?;
         pending.done = true;
         let comp = comp.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
         comp.result().map_err(io::Error::from_raw_os_error)?;
-        TcpStream::opened(netd, &comp, addr_of(comp.aux[1]), SocketAddr::V4(remote))
+        TcpStream::connected(netd, &comp, remote)
+    }
+
+    /// The stream a connect's completion names, to `remote`: its local
+    /// address from the completion, or from netd for IPv6.
+    fn connected(netd: &Session, comp: &nagare_request::Completion, remote: SocketAddr) -> io::Result<TcpStream> {
+        let six = remote.is_ipv6();
+        let local = addr_in(netd, comp.aux[0] as u32, comp.aux[1], NAME_LOCAL, six)?;
+        TcpStream::opened(netd, comp, local, remote)
     }
 
     /// Starts a connection through `netd` and returns at once (a
@@ -182,11 +249,9 @@ impl TcpStream {
     /// request, whether netd has answered; [`Connecting::try_finish`] then
     /// gives the stream or the error.
     pub fn connect_start_via(netd: &Session, addr: impl ToSocketAddrs) -> io::Result<Connecting> {
-        let remote = v4(addr)?;
-        let mut r = request(Op::Connect, 0);
-        r.aux[0] = encode_addr(remote);
-        let ticket = netd.submit_async(r, Data::None)?;
-        Ok(Connecting { netd: netd.clone(), id: ticket.into_id(), remote: SocketAddr::V4(remote), done: false })
+        let remote = first_addr(addr)?;
+        let ticket = netd.submit_async(connect_request(remote), Data::None)?;
+        Ok(Connecting { netd: netd.clone(), id: ticket.into_id(), remote, done: false })
     }
 
     /// The stream a connect or accept completion names (`aux[0]` its id,
@@ -526,7 +591,7 @@ impl Connecting {
         self.done = true;
         let comp = comp.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
         comp.result().map_err(io::Error::from_raw_os_error)?;
-        TcpStream::opened(&self.netd, &comp, addr_of(comp.aux[1]), self.remote).map(Some)
+        TcpStream::connected(&self.netd, &comp, self.remote).map(Some)
     }
 }
 
@@ -562,12 +627,35 @@ impl TcpListener {
     /// connections (`listen(2)`'s, held to 1 to
     /// [`nagare_request::MAX_BACKLOG`]).
     pub fn listen_via(netd: &Session, addr: impl ToSocketAddrs, backlog: u32) -> io::Result<TcpListener> {
-        let local = v4(addr)?;
-        let mut r = request(Op::Listen, 0);
-        r.aux[0] = encode_addr(local);
-        r.aux[1] = u64::from(backlog).clamp(1, nagare_request::MAX_BACKLOG);
+        TcpListener::listen_as(netd, first_addr(addr)?, backlog, false)
+    }
+
+    /// Listens through `netd` on an IPv6 address for IPv6 connections
+    /// only (`IPV6_V6ONLY`): on `[::]` an IPv4 listener may then hold
+    /// the same port.
+    pub fn listen_v6_only_via(netd: &Session, addr: SocketAddrV6, backlog: u32) -> io::Result<TcpListener> {
+        TcpListener::listen_as(netd, SocketAddr::V6(addr), backlog, true)
+    }
+
+    fn listen_as(netd: &Session, local: SocketAddr, backlog: u32, v6_only: bool) -> io::Result<TcpListener> {
+        let backlog = u64::from(backlog).clamp(1, nagare_request::MAX_BACKLOG);
+        let r = match local {
+            SocketAddr::V4(a) => {
+                let mut r = request(Op::Listen, 0);
+                r.aux[0] = encode_addr(a);
+                r.aux[1] = backlog;
+                r
+            }
+            SocketAddr::V6(a) => {
+                let mut r = request(Op::Listen6, 0);
+                let [hi, lo, port] = encode_addr6(a);
+                let only = if v6_only { nagare_request::V6_ONLY } else { 0 };
+                r.aux = [hi, lo, port | only, backlog];
+                r
+            }
+        };
         let (c, _) = netd.call(r, Data::None)?;
-        let l = TcpListener::from_handle(Handle { netd: netd.clone(), id: c.aux[0] as u32 }, SocketAddr::V4(local));
+        let l = TcpListener::from_handle(Handle { netd: netd.clone(), id: c.aux[0] as u32 }, local);
         netd.lock()?.open_listen_path(l.h.id, false)?;
         Ok(l)
     }
@@ -601,11 +689,18 @@ impl TcpListener {
         let may_wait = !self.mode.is_on();
         let shared = self.h.netd.lock()?.is_shared_listener(id);
         let c = self.h.netd.until(!may_wait && !shared, None, |conn| conn.take_accepted(id, may_wait))?;
-        let peer = addr_of(c.aux[1]);
-        // The address the peer reached, which a listener on 0.0.0.0 does
-        // not know; the port is the listener's.
-        let (_, ip) = decode_accepted(c.aux[0]);
-        let local = SocketAddr::V4(SocketAddrV4::new(ip, self.local.port()));
+        let six = self.local.is_ipv6();
+        let (new_id, ip) = decode_accepted(c.aux[0]);
+        let (local, peer) = if c.aux[1] == ADDR_ELSEWHERE {
+            // An IPv6 connection: netd names its addresses.
+            let netd = &self.h.netd;
+            (name_of(netd, new_id, NAME_LOCAL)?, name_of(netd, new_id, NAME_PEER)?)
+        } else {
+            // The address the peer reached, which a listener on 0.0.0.0
+            // does not know; the port is the listener's.
+            (SocketAddr::V4(SocketAddrV4::new(ip, self.local.port())), addr_of(c.aux[1]))
+        };
+        let (local, peer) = (in_family(local, six), in_family(peer, six));
         let s = TcpStream::opened(&self.h.netd, &c, local, peer)?;
         Ok((s, peer))
     }

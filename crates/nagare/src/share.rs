@@ -18,11 +18,11 @@
 //! order. Connections a listener had already accepted ahead stay in this
 //! process's queue.
 
-use crate::net::{addr_of, Handle, TcpListener, TcpStream};
+use crate::net::{addr_in, addr_of, Handle, TcpListener, TcpStream};
 use crate::path::Kind;
 use crate::path::Role;
 use crate::{request, Data, InFlight, Session};
-use nagare_request::{AdoptWord, Op};
+use nagare_request::{AdoptWord, Op, ADDR_ELSEWHERE, NAME_LOCAL, NAME_PEER};
 use std::io;
 
 /// A socket adopted by its token: a connection or a listener.
@@ -42,7 +42,10 @@ pub fn adopt_via(netd: &Session, token: u64) -> io::Result<Adopted> {
     r.aux[0] = token;
     let (c, _) = netd.call(r, Data::None)?;
     let h = Handle { netd: netd.clone(), id: c.aux[0] as u32 };
-    let (local, peer) = (addr_of(c.aux[1]), addr_of(c.aux[2]));
+    let id = c.aux[0] as u32;
+    let six = c.aux[1] == ADDR_ELSEWHERE;
+    let local = addr_in(netd, id, c.aux[1], NAME_LOCAL, six)?;
+    let peer = if c.aux[2] == 0 { addr_of(0) } else { addr_in(netd, id, c.aux[2], NAME_PEER, six)? };
     match AdoptWord::decode(c.aux[3]) {
         Some(AdoptWord { kind: AdoptWord::STREAM, recv_buffer }) => {
             let id = h.id;

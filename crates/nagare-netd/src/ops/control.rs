@@ -1,5 +1,5 @@
 //! Requests about sockets of any kind, or about netd itself: close, poll,
-//! a socket's priority, nop, stat.
+//! a socket's priority and addresses, nop, stat.
 //!
 //! A poll reads the client's list into netd's own copy first (netd
 //! interprets those bytes, and the client can write its buffer at any
@@ -11,7 +11,8 @@ use crate::priority::{self, Priority, Source};
 use crate::sockets::{ClientSockets, Sock};
 use nagare_core::Interface;
 use nagare_ipc::BufRef;
-use nagare_request::{PollEntry, Request, CLOSED, CLOSE_RESET, INVALID, READABLE, WRITABLE};
+use nagare_request::{encode_addr6, PollEntry, Request, CLOSED, CLOSE_RESET, INVALID, NAME_PEER, READABLE, WRITABLE};
+use std::net::{SocketAddr, SocketAddrV6};
 
 /// `CLOSE`: the socket leaves the table and, unless another client holds
 /// it too (`crate::shares`), is closed in the engine, or
@@ -129,6 +130,34 @@ fn readiness(sockets: &ClientSockets, iface: &Interface, e: PollEntry) -> u16 {
 }
 
 /// `NOP`: done at once (what a request's round trip costs).
+/// `NAME`: socket `socket`'s own address (`aux[0]` `NAME_LOCAL`) or its
+/// peer's (`NAME_PEER`), as an IPv6 one (an IPv4 one mapped) in the
+/// completion's first three words. A socket without a peer, or a
+/// connection the engine has let go of, has none: `ENOTCONN`.
+pub(super) fn name(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
+    let sock = c.sockets.get(req.socket).ok_or(libc::EBADF)?;
+    let peer = req.aux[0] == NAME_PEER;
+    let addr = match sock {
+        Sock::Tcp(h) => {
+            let k = cx.iface.tcp_ref().connection(h).ok_or(libc::ENOTCONN)?;
+            if peer {
+                k.remote()
+            } else {
+                k.local()
+            }
+        }
+        Sock::Listener(l) if !peer => cx.iface.tcp_ref().listener_local(l).ok_or(libc::EBADF)?,
+        Sock::Udp(h) if !peer => cx.iface.udp_ref().socket(h).map(|u| u.local()).ok_or(libc::EBADF)?.into(),
+        _ => return Err(libc::ENOTCONN),
+    };
+    let six = match addr {
+        SocketAddr::V4(a) => SocketAddrV6::new(a.ip().to_ipv6_mapped(), a.port(), 0, 0),
+        SocketAddr::V6(a) => a,
+    };
+    let [hi, lo, port] = encode_addr6(six);
+    Ok(Some(Done { extra: [port, 0], ..Done::with_addr(hi, lo) }))
+}
+
 pub(super) fn nop() -> Outcome {
     Ok(Some(Done::value(0)))
 }

@@ -38,7 +38,7 @@ use crate::steering::Steering;
 use nagare_core::iface::Error as EngineError;
 use nagare_core::{Instant, Interface};
 use nagare_ipc::{BufRef, Pool, SharedBytes};
-use nagare_request::{decode_addr, encode_addr, Op, Request, SockOption};
+use nagare_request::{decode_addr, decode_addr6, encode_addr, Op, Request, SockOption, ADDR_ELSEWHERE};
 use std::net::{SocketAddr, SocketAddrV4};
 
 /// What a request came to: `Ok(Some)` done, `Ok(None)` it must wait,
@@ -121,9 +121,10 @@ pub(crate) fn execute(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
         Op::UdpBind => udp::bind(cx, c, req),
         Op::SendTo => udp::send_to(cx, c, req, buf),
         Op::RecvFrom => udp::recv_from(cx, c, req, buf),
-        Op::Listen => tcp::listen(cx, c, req),
+        Op::Listen | Op::Listen6 => tcp::listen(cx, c, req),
         Op::Accept => tcp::accept(cx, c, req),
-        Op::Connect => tcp::connect(cx, c, req),
+        Op::Connect | Op::Connect6 => tcp::connect(cx, c, req),
+        Op::Name => control::name(cx, c, req),
         Op::Send if req.lends() => tcp::send_in_place(cx, c, req, buf),
         Op::Send => tcp::send(cx, c, req, buf),
         Op::Recv => tcp::recv(cx, c, req, buf),
@@ -153,13 +154,13 @@ fn is_udp_recv_buffer(c: &Caller<'_>, req: &Request) -> bool {
     req.aux[0] == SockOption::RecvBuffer as u64 && c.sockets.udp(req.socket).is_ok()
 }
 
-/// An engine socket's address as the request protocol carries it (IPv4;
-/// netd's sockets are IPv4, so an IPv6 one, which none is, reads as
-/// unset).
+/// An engine socket's address as one word of a completion: an IPv4 one
+/// as [`encode_addr`] makes it, an IPv6 one [`ADDR_ELSEWHERE`] (the
+/// client asks [`Op::Name`]).
 pub(crate) fn encode_end(a: SocketAddr) -> u64 {
     match a {
         SocketAddr::V4(v4) => encode_addr(v4),
-        SocketAddr::V6(_) => 0,
+        SocketAddr::V6(_) => ADDR_ELSEWHERE,
     }
 }
 
@@ -196,6 +197,12 @@ fn blocked(req: &Request) -> Outcome {
 /// The address in an aux word.
 fn address(word: u64) -> Result<SocketAddrV4, i32> {
     decode_addr(word).map_err(|e| e.errno())
+}
+
+/// The IPv6 address in a request's first three aux words (the port in
+/// the third's low 16 bits, as `Op::Listen6` and `Op::Connect6` carry it).
+fn address6(req: &Request) -> SocketAddr {
+    SocketAddr::V6(decode_addr6([req.aux[0], req.aux[1], req.aux[2] & 0xffff]))
 }
 
 /// The buffer a request must have brought.

@@ -14,7 +14,7 @@
 //! resize gets what fits.
 
 use super::deliver::{copy_to_region, received_in_place};
-use super::{address, blocked, buffer, encode_end, engine_errno, payload, Caller, Context, Done, Outcome};
+use super::{address, address6, blocked, buffer, encode_end, engine_errno, payload, Caller, Context, Done, Outcome};
 use crate::memory::{connection_charge, BUFFER_FLOOR};
 use crate::sockets::Sock;
 use crate::steering::TCP;
@@ -22,19 +22,33 @@ use nagare_core::iface::Error as EngineError;
 use nagare_core::tcp::connection::State;
 use nagare_core::tcp::TcpHandle;
 use nagare_ipc::{BufRef, SharedBytes};
-use nagare_request::{encode_accepted, encode_addr, Completion, Piece, Request, SockOption, SHUT_READ, SHUT_WRITE};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use nagare_request::{
+    encode_accepted, Completion, Op, Piece, Request, SockOption, ADDR_ELSEWHERE, SHUT_READ, SHUT_WRITE, V6_ONLY,
+};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-/// `LISTEN`: a listener on `aux[0]` with backlog `aux[1]`.
+/// `LISTEN`: a listener on `aux[0]` with backlog `aux[1]`; `LISTEN6`: on
+/// an IPv6 address (`aux[0..3]`), v6-only or dual stack, backlog `aux[3]`.
 pub(super) fn listen(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
-    let local = address(req.aux[0])?;
-    let l = cx.iface.tcp().listen(local, req.aux[1] as usize).map_err(engine_errno)?;
+    let l = match req.op {
+        Op::Listen6 => {
+            let local = address6(req);
+            let backlog = req.aux[3] as usize;
+            match local {
+                SocketAddr::V6(six) if req.aux[2] & V6_ONLY != 0 => cx.iface.tcp().listen_v6_only(six, backlog),
+                _ => cx.iface.tcp().listen(local, backlog),
+            }
+        }
+        _ => cx.iface.tcp().listen(address(req.aux[0])?, req.aux[1] as usize),
+    }
+    .map_err(engine_errno)?;
+    let local = cx.iface.tcp_ref().listener_local(l).ok_or(libc::EBADF)?;
     let id = c.sockets.add(Sock::Listener(l), cx.config.max_sockets).inspect_err(|_| {
         let _ = cx.iface.tcp().listener_close(l, cx.now);
     })?;
     c.sockets.claim_port(cx.steering, id, TCP, local.port());
-    Ok(Some(Done::with_addr(u64::from(id), encode_addr(local))))
+    Ok(Some(Done::with_addr(u64::from(id), encode_end(local))))
 }
 
 /// `ACCEPT`: the listener's next connection, or wait for one.
@@ -56,11 +70,13 @@ pub(super) fn accept(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) ->
     if let Some((local, _)) = ends {
         c.sockets.claim_port(cx.steering, id, TCP, local.port());
     }
-    let local_ip = |l: SocketAddr| match l.ip() {
-        IpAddr::V4(ip) => ip,
-        IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+    // An IPv6 connection's addresses do not fit the words: the peer word
+    // says so, and the client asks for both (`Op::Name`).
+    let (local_ip, remote) = match ends {
+        Some((SocketAddr::V4(l), r)) => (*l.ip(), encode_end(r)),
+        Some((SocketAddr::V6(_), _)) => (Ipv4Addr::UNSPECIFIED, ADDR_ELSEWHERE),
+        None => (Ipv4Addr::UNSPECIFIED, 0),
     };
-    let (local_ip, remote) = ends.map_or((Ipv4Addr::UNSPECIFIED, 0), |(l, r)| (local_ip(l), encode_end(r)));
     let done = Done::with_addr(encode_accepted(id, local_ip), remote);
     Ok(Some(Done { extra: socket_buffers(cx, h), ..done }))
 }
@@ -101,10 +117,14 @@ fn fit_buffers(cx: &mut Context<'_>, key: u64, h: TcpHandle) -> Result<(), i32> 
 /// `CONNECT`: on socket 0, a connection to `aux[0]` from local port
 /// `aux[1]` (0: an ephemeral one), whose id the request names from then
 /// on; done once it is established (at once if non-blocking), failed if
-/// the engine gave up on it.
+/// the engine gave up on it. `CONNECT6` the same to an IPv6 address
+/// (`aux[0..3]`), the local port in `aux[2]` bits 16..32.
 pub(super) fn connect(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Request) -> Outcome {
     if req.socket == 0 {
-        let remote = address(req.aux[0])?;
+        let (remote, local_port) = match req.op {
+            Op::Connect6 => (address6(req), (req.aux[2] >> 16) as u16),
+            _ => (SocketAddr::V4(address(req.aux[0])?), req.aux[1] as u16),
+        };
         c.sockets.room(cx.config.max_sockets)?;
         if cx.iface.tcp_ref().at_connection_limit() {
             cx.stats.connections_refused += 1;
@@ -114,7 +134,7 @@ pub(super) fn connect(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
             cx.stats.memory_refused += 1;
             return Err(libc::ENOBUFS);
         }
-        let h = cx.iface.tcp().connect(remote, req.aux[1] as u16, cx.now).map_err(engine_errno)?;
+        let h = cx.iface.tcp().connect(remote, local_port, cx.now).map_err(engine_errno)?;
         // Room for the floor was there: this cannot fail.
         let _ = fit_buffers(cx, c.key, h);
         // The socket exists from now on, so the client's death while it

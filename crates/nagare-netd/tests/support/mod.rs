@@ -6,7 +6,8 @@
 //! delivers locally) or one end of a simulated link whose other end is a
 //! peer engine stepped from netd's own loop (`Netd::run_with`), or with a
 //! driver whenever the driver uses its device (`PeerDevice`), answering
-//! UDP and TCP on its port 7 with what it got. In driver placement the
+//! UDP and TCP on its port 7 with what it got (TCP over IPv4 and IPv6:
+//! both engines have an IPv6 address too). In driver placement the
 //! driver is a thread of the test too. Nothing needs root, a binary or a
 //! network namespace; every wait is bounded.
 
@@ -21,7 +22,7 @@ use nagare_ipc::{Consumer, Descriptor, Notifier, Pool, Producer, Waiter};
 use nagare_netd::driver::{serve, DriverHandle, DriverLink};
 use nagare_netd::{Completion, Netd, NetdConfig, NetdStats, PacketFlow, Piece, Placement, Request};
 use nagare_wire::EthernetAddress;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -32,6 +33,10 @@ use std::time::{Duration, Instant};
 pub const NETD_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 /// The peer's address, at the other end of the simulated link.
 pub const PEER_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+/// netd's IPv6 address.
+pub const NETD_ADDR6: Ipv6Addr = Ipv6Addr::new(0xfd77, 0, 0, 0, 0, 0, 0, 1);
+/// The peer's IPv6 address.
+pub const PEER_ADDR6: Ipv6Addr = Ipv6Addr::new(0xfd77, 0, 0, 0, 0, 0, 0, 2);
 /// The peer's echo port (UDP and TCP).
 pub const ECHO_PORT: u16 = 7;
 /// Buffers of each client region, and of them netd's receive pool in
@@ -202,8 +207,21 @@ impl Drop for NetdThread {
     }
 }
 
-fn engine(mac: EthernetAddress, addr: Ipv4Addr, udp_rx_queue_packets: Option<usize>, buffers: usize) -> Interface {
+/// An engine with `addr` and the IPv6 `addr6`, which it takes at once (no
+/// duplicate address detection: nothing else is on these links).
+fn engine(
+    mac: EthernetAddress,
+    (addr, addr6): (Ipv4Addr, Ipv6Addr),
+    udp_rx_queue_packets: Option<usize>,
+    buffers: usize,
+) -> Interface {
     let mut config = InterfaceConfig::new(mac, format!("{addr}/24").parse().expect("cidr"));
+    config.ipv6 = Some(nagare_core::Ipv6Config {
+        addresses: vec![format!("{addr6}/64").parse().expect("cidr")],
+        dad_transmits: 0,
+        router_solicitations: 0,
+        ..nagare_core::Ipv6Config::default()
+    });
     if let Some(n) = udp_rx_queue_packets {
         config.udp_rx_queue_packets = n;
     }
@@ -218,7 +236,8 @@ fn build(
     tweak: impl FnOnce(&mut NetdConfig),
 ) -> std::io::Result<(Netd, Option<Peer>)> {
     let buffers = tune.engine_buffers.unwrap_or(4096);
-    let iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 1]), NETD_ADDR, tune.udp_rx_queue_packets, buffers);
+    let ends = (NETD_ADDR, NETD_ADDR6);
+    let iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 1]), ends, tune.udp_rx_queue_packets, buffers);
     let mut config = NetdConfig {
         socket,
         ring_slots: RING_SLOTS,
@@ -321,7 +340,8 @@ struct Peer {
     port: SimPort,
     rx: Vec<PacketBuf>,
     udp: UdpHandle,
-    listener: TcpListenerHandle,
+    /// On port 7 of its IPv4 address and of its IPv6 one.
+    listeners: [TcpListenerHandle; 2],
     /// Each connection and the bytes it has to send back.
     conns: Vec<(TcpHandle, Vec<u8>)>,
     buf: Vec<u8>,
@@ -329,11 +349,21 @@ struct Peer {
 
 impl Peer {
     fn new(port: SimPort) -> Peer {
-        let mut iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 2]), PEER_ADDR, None, 4096);
+        let mut iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 2]), (PEER_ADDR, PEER_ADDR6), None, 4096);
         let local = SocketAddrV4::new(PEER_ADDR, ECHO_PORT);
         let udp = iface.udp().bind(local).expect("the peer's UDP socket");
         let listener = iface.tcp().listen(local, 16).expect("the peer's listener");
-        Peer { iface, port, rx: Vec::new(), udp, listener, conns: Vec::new(), buf: vec![0; 65536] }
+        let local6 = SocketAddrV6::new(PEER_ADDR6, ECHO_PORT, 0, 0);
+        let listener6 = iface.tcp().listen_v6_only(local6, 16).expect("the peer's IPv6 listener");
+        Peer {
+            iface,
+            port,
+            rx: Vec::new(),
+            udp,
+            listeners: [listener, listener6],
+            conns: Vec::new(),
+            buf: vec![0; 65536],
+        }
     }
 
     /// One turn of the peer; whether it did anything.
@@ -347,9 +377,11 @@ impl Peer {
             let _ = self.iface.udp().send_to(self.udp, &self.buf[..n], from, now);
             work = true;
         }
-        while let Ok(Some(h)) = self.iface.tcp().accept(self.listener) {
-            self.conns.push((h, Vec::new()));
-            work = true;
+        for l in self.listeners {
+            while let Ok(Some(h)) = self.iface.tcp().accept(l) {
+                self.conns.push((h, Vec::new()));
+                work = true;
+            }
         }
         let iface = &mut self.iface;
         let buf = &mut self.buf;
