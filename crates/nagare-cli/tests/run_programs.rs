@@ -13,6 +13,8 @@ use std::time::Duration;
 
 const KERNEL: &str = "10.83.0.1";
 const NAGARE: &str = "10.83.0.2";
+const KERNEL6: &str = "fd00:83::1";
+const NAGARE6: &str = "fd00:83::2";
 
 /// A namespace with `nagare netd` on its TAP, and a scratch directory.
 struct Setup {
@@ -24,6 +26,13 @@ struct Setup {
 
 impl Setup {
     fn new(tag: &str) -> Setup {
+        Setup::with_families(tag, false)
+    }
+
+    /// As [`Setup::new`], netd with [`NAGARE6`] beside its IPv4 address and
+    /// the kernel's side with [`KERNEL6`] (once netd's address passed
+    /// duplicate address detection).
+    fn with_families(tag: &str, ipv6: bool) -> Setup {
         let library = Path::new(nagare()).with_file_name("libnagare_preload.so");
         assert!(
             library.is_file(),
@@ -34,21 +43,31 @@ impl Setup {
         let dir = std::env::temp_dir().join(format!("nagare-run-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let socket = dir.join("netd.sock");
-        let netd = Process::spawn(
-            ns.command(nagare())
-                .args(["netd", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--socket"])
-                .arg(&socket)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null()),
-        );
+        let mut command = ns.command(nagare());
+        command.args(["netd", "--tap", "tap0", "--addr", &format!("{NAGARE}/24")]);
+        if ipv6 {
+            command.args(["--addr", &format!("{NAGARE6}/64")]);
+        }
+        let netd = Process::spawn(command.arg("--socket").arg(&socket).stdout(Stdio::null()).stderr(Stdio::null()));
         assert!(
             wait_until(Duration::from_secs(10), || socket.exists()
                 && ns.command("ip").args(["link", "show", "tap0"]).output().is_ok_and(|o| o.status.success())),
             "netd never made its TAP and socket"
         );
         ns.ip(&["addr", "add", &format!("{KERNEL}/24"), "dev", "tap0"]);
+        if ipv6 {
+            ns.ip(&["-6", "addr", "add", &format!("{KERNEL6}/64"), "dev", "tap0", "nodad"]);
+        }
         ns.ip(&["link", "set", "tap0", "up"]);
         assert!(answers_ping(&ns, NAGARE), "nagare netd never answered a ping");
+        if ipv6 {
+            let answers = wait_until(Duration::from_secs(15), || {
+                let ping =
+                    ns.command("ping").args(["-6", "-c", "1", "-W", "1", NAGARE6]).stdout(Stdio::null()).status();
+                ping.is_ok_and(|s| s.success())
+            });
+            assert!(answers, "nagare netd never answered ping -6");
+        }
         Setup { ns, netd, socket, dir }
     }
 
@@ -851,4 +870,61 @@ fn curl_reaches_python_on_127_0_0_1_through_one_netd() {
         .unwrap_or(0);
     assert!(local > 0, "nothing delivered locally: {report}");
     python.terminate(Duration::from_secs(5));
+}
+
+/// IPv6 through netd: curl (`AF_INET6`) downloads from a kernel server
+/// over IPv6, and `python3 -m http.server --bind ::` (a dual-stack
+/// listener, `IPV6_V6ONLY` 0) serves the kernel's curl over IPv6 and over
+/// IPv4 on the one socket; every download byte-exact.
+#[test]
+fn ipv6_clients_and_a_dual_stack_server_through_netd() {
+    if let Some(reason) = interop_unavailable(&["curl", "python3", "ss", "ping"]) {
+        return skip("ipv6_clients_and_a_dual_stack_server_through_netd", &reason);
+    }
+    let s = Setup::with_families("run6", true);
+    let www = s.dir.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    let data = s.file("www/big.bin", 20 << 20, 6);
+    let _kernel_server = Process::spawn(
+        s.kernel("python3")
+            .args(["-m", "http.server", "--bind", KERNEL6, "8000", "--directory"])
+            .arg(&www)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    wait_for_port_kernel(&s, 8000);
+    let out = s.dir.join("curl6.bin");
+    let url = format!("http://[{KERNEL6}]:8000/big.bin");
+    ok(s.run("curl").args(["-6", "-g", "-sS", "--fail", "-o"]).arg(&out).arg(&url), 60, "curl -6");
+    assert_eq!(sha256(&out), sha256(&data), "curl -6 through netd");
+    // It went through netd's engine, not the kernel's own stack (which
+    // holds the server's address too).
+    let report = s.stat();
+    let received = report
+        .lines()
+        .find_map(|l| l.strip_prefix("engine tcp6_segments_received "))
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    assert!(received.is_some_and(|n| n > 300), "netd's engine saw no download over IPv6:\n{report}");
+
+    let _server = Process::spawn(
+        s.run("python3")
+            .args(["-m", "http.server", "--bind", "::", "8080", "--directory"])
+            .arg(&www)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    wait_for_port(&s, NAGARE, 8080);
+    for (flag, url) in
+        [("-6", format!("http://[{NAGARE6}]:8080/big.bin")), ("-4", format!("http://{NAGARE}:8080/big.bin"))]
+    {
+        let out = s.dir.join(format!("served{flag}.bin"));
+        ok(
+            s.kernel("curl").args([flag, "-g", "-sS", "--fail", "--max-time", "60", "-o"]).arg(&out).arg(&url),
+            70,
+            "curl",
+        );
+        assert_eq!(sha256(&out), sha256(&data), "served through netd to curl {flag}");
+    }
+    let report = s.stat();
+    assert!(report.contains(&format!("local [::]:8080")), "the listener is IPv6's:\n{report}");
 }

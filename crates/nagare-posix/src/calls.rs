@@ -3,13 +3,13 @@
 //! `ioctl`, `getsockname`, `getpeername`. Each is a request to netd or
 //! none (see `nagare::net`).
 
-use crate::addr::{family, read_v4, write_v4};
+use crate::addr::{family, read_addr, read_v4, write_addr};
 use crate::errors::{errno, say_once};
 use crate::session::session;
 use crate::sock::{apply_stream_options, bind_datagram, Proto, Sock, State};
 use crate::{table, Entered, Res};
 use nagare::net::{TcpListener, TcpStream};
-use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr};
 use std::sync::Arc;
 
 /// A kernel placeholder for a socket of `proto`, close-on-exec if asked.
@@ -30,24 +30,32 @@ pub(crate) fn last_errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
 }
 
-/// `socket(AF_INET, ty, protocol)`: a TCP or UDP socket (`SOCK_NONBLOCK`
-/// and `SOCK_CLOEXEC` taken); `EPROTONOSUPPORT` for any other kind (raw
-/// sockets included: nothing of this process's IPv4 reaches the kernel's
-/// stack), `ENETDOWN` when netd cannot be reached.
-pub fn socket(ty: i32, protocol: i32) -> Res<i32> {
+/// `socket(domain, ty, protocol)`: for `AF_INET`, a TCP or UDP socket;
+/// for `AF_INET6`, a TCP one (`EAFNOSUPPORT` for UDP: IPv6 datagrams do
+/// not go through netd). `SOCK_NONBLOCK` and `SOCK_CLOEXEC` are taken;
+/// `EPROTONOSUPPORT` for any other kind (raw sockets included: nothing of
+/// this process's IP reaches the kernel's stack), `ENETDOWN` when netd
+/// cannot be reached.
+pub fn socket(domain: i32, ty: i32, protocol: i32) -> Res<i32> {
     let _in = Entered::new();
     let kind = ty & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
     let proto = match (kind, protocol) {
         (libc::SOCK_STREAM, 0 | libc::IPPROTO_TCP) => Proto::Tcp,
         (libc::SOCK_DGRAM, 0 | libc::IPPROTO_UDP) => Proto::Udp,
         _ => {
-            say_once(&format!("AF_INET socket of type {kind} protocol {protocol} refused: TCP and UDP only"));
+            say_once(&format!("IP socket of type {kind} protocol {protocol} refused: TCP and UDP only"));
             return Err(libc::EPROTONOSUPPORT);
         }
     };
+    let six = match domain {
+        libc::AF_INET => false,
+        libc::AF_INET6 if proto == Proto::Tcp => true,
+        _ => return Err(libc::EAFNOSUPPORT),
+    };
     session()?;
     let fd = reserve(proto, ty & libc::SOCK_CLOEXEC != 0)?;
-    table::insert(fd, Arc::new(Sock::new(proto, State::Fresh, ty & libc::SOCK_NONBLOCK != 0)));
+    let sock = Sock::new(proto, State::Fresh, ty & libc::SOCK_NONBLOCK != 0).in_family(six);
+    table::insert(fd, Arc::new(sock));
     Ok(fd)
 }
 
@@ -59,12 +67,13 @@ pub fn socket(ty: i32, protocol: i32) -> Res<i32> {
 pub unsafe fn bind(fd: i32, addr: *const libc::sockaddr, len: libc::socklen_t) -> Res<()> {
     let _in = Entered::new();
     let s = table::get(fd)?;
-    let at = unsafe { read_v4(addr, len) }?;
+    let at = unsafe { read_addr(addr, len, s.is_six()) }?;
     let mut g = s.lock()?;
     if !matches!(g.state, State::Fresh) || g.bound.is_some() {
         return Err(libc::EINVAL);
     }
     if s.proto == Proto::Udp {
+        let SocketAddr::V4(at) = at else { return Err(libc::EAFNOSUPPORT) };
         let d = bind_datagram(at, &g.options, s.is_nonblocking())?;
         g.state = State::Datagram(Arc::new(d));
     }
@@ -92,7 +101,11 @@ pub fn listen(fd: i32, backlog: i32) -> Res<()> {
         return Err(libc::EINVAL);
     };
     let backlog = u32::try_from(backlog).unwrap_or(1);
-    let l = TcpListener::listen_via(&session()?, at, backlog).map_err(|e| errno(&e))?;
+    let l = match at {
+        SocketAddr::V6(six) if g.options.v6_only => TcpListener::listen_v6_only_via(&session()?, six, backlog),
+        _ => TcpListener::listen_via(&session()?, at, backlog),
+    }
+    .map_err(|e| errno(&e))?;
     l.set_nonblocking(s.is_nonblocking()).map_err(|e| errno(&e))?;
     g.state = State::Listener(Arc::new(l));
     Ok(())
@@ -121,9 +134,9 @@ pub unsafe fn accept4(fd: i32, addr: *mut libc::sockaddr, len: *mut libc::sockle
     let nonblocking = flags & libc::SOCK_NONBLOCK != 0;
     apply_stream_options(&stream, &options, nonblocking)?;
     let new = reserve(Proto::Tcp, flags & libc::SOCK_CLOEXEC != 0)?;
-    let sock = Sock::new(Proto::Tcp, State::Stream(Arc::new(stream)), nonblocking);
+    let sock = Sock::new(Proto::Tcp, State::Stream(Arc::new(stream)), nonblocking).in_family(s.is_six());
     table::insert(new, Arc::new(sock));
-    if let Err(e) = unsafe { write_v4(peer, addr, len) } {
+    if let Err(e) = unsafe { write_addr(peer, s.is_six(), addr, len) } {
         let _ = close(new);
         return Err(e);
     }
@@ -161,7 +174,7 @@ pub unsafe fn connect(fd: i32, addr: *const libc::sockaddr, len: libc::socklen_t
         s.lock()?.peer = Some(to);
         return Ok(());
     }
-    let to = unsafe { read_v4(addr, len) }?;
+    let to = unsafe { read_addr(addr, len, s.is_six()) }?;
     let options = {
         let mut g = s.lock()?;
         if let Some(e) = Sock::take_failure(&mut g) {
@@ -189,7 +202,7 @@ pub unsafe fn connect(fd: i32, addr: *const libc::sockaddr, len: libc::socklen_t
         return Err(libc::EINPROGRESS);
     }
     let stream = match options.send_timeout {
-        Some(limit) => TcpStream::connect_timeout_via(&netd, &SocketAddr::V4(to), limit),
+        Some(limit) => TcpStream::connect_timeout_via(&netd, &to, limit),
         None => TcpStream::connect_via(&netd, to),
     }
     .map_err(|e| match errno(&e) {
@@ -339,8 +352,8 @@ pub unsafe fn ioctl(fd: i32, request: libc::c_ulong, arg: *mut libc::c_int) -> R
     }
 }
 
-/// `getsockname`: the address the socket is bound to (`0.0.0.0:0` before
-/// it is).
+/// `getsockname`: the address the socket is bound to (`0.0.0.0:0`, or
+/// `[::]:0`, before it is).
 ///
 /// # Safety
 /// As [`accept4`]'s `addr` and `len`.
@@ -351,7 +364,9 @@ pub unsafe fn getsockname(fd: i32, addr: *mut libc::sockaddr, len: *mut libc::so
         let g = s.lock()?;
         let r = match &g.state {
             State::Fresh | State::Connecting(_) | State::Failed(_) => {
-                Ok(SocketAddr::V4(g.bound.unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))))
+                let any =
+                    if s.is_six() { IpAddr::V6(Ipv6Addr::UNSPECIFIED) } else { IpAddr::V4(Ipv4Addr::UNSPECIFIED) };
+                Ok(g.bound.unwrap_or(SocketAddr::new(any, 0)))
             }
             State::Listener(l) => l.local_addr(),
             State::Stream(st) => st.local_addr(),
@@ -359,7 +374,7 @@ pub unsafe fn getsockname(fd: i32, addr: *mut libc::sockaddr, len: *mut libc::so
         };
         r.map_err(|e| errno(&e))?
     };
-    unsafe { write_v4(local, addr, len) }
+    unsafe { write_addr(local, s.is_six(), addr, len) }
 }
 
 /// `getpeername`: a stream's peer, or a UDP socket's `connect`ed one.
@@ -377,5 +392,5 @@ pub unsafe fn getpeername(fd: i32, addr: *mut libc::sockaddr, len: *mut libc::so
             _ => return Err(libc::ENOTCONN),
         }
     };
-    unsafe { write_v4(peer, addr, len) }
+    unsafe { write_addr(peer, s.is_six(), addr, len) }
 }

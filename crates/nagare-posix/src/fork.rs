@@ -255,6 +255,15 @@ pub(crate) fn take_over(sock: &Sock, g: &mut Inner) -> Res<()> {
     // copied by the fork): never dropped here.
     std::mem::forget(std::mem::replace(&mut g.state, State::Fresh));
     let nonblocking = sock.is_nonblocking();
+    // A socket found after `exec` learns its family from its addresses
+    // (one after `fork` knows it already).
+    let local = match &adopted {
+        Adopted::Stream(s) => s.local_addr(),
+        Adopted::Listener(l) => l.local_addr(),
+    };
+    if local.is_ok_and(|a| a.is_ipv6()) {
+        sock.six.store(true, Ordering::Relaxed);
+    }
     g.state = match adopted {
         Adopted::Stream(s) => {
             apply_stream_options(&s, &g.options, nonblocking)?;

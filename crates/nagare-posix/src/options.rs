@@ -18,6 +18,7 @@
 //! | `TCP_CONGESTION` | `cubic` taken, others `ENOENT` | `cubic` |
 //! | `TCP_INFO` | – | the state (established or not); counters 0 |
 //! | `IP_TOS` | kept | kept |
+//! | `IPV6_V6ONLY` (`AF_INET6` sockets) | a listener on `::` without IPv4, before `listen` | kept |
 //!
 //! Anything else is `ENOPROTOOPT`, said once per option (on stderr, unless
 //! `NAGARE_LOG` is `off` or `error`).
@@ -164,6 +165,13 @@ pub unsafe fn setsockopt(fd: i32, level: i32, name: i32, value: *const libc::c_v
             }
         }
         (libc::IPPROTO_IP, libc::IP_TOS) => o.tos = int()? & 0xff,
+        (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if s.is_six() => {
+            // As Linux: only before the socket listens or connects.
+            if !matches!(state, State::Fresh) {
+                return Err(libc::EINVAL);
+            }
+            o.v6_only = int()? != 0;
+        }
         _ => return Err(refused(level, name)),
     }
     Ok(())
@@ -196,7 +204,13 @@ pub unsafe fn getsockopt(
             Proto::Tcp => libc::SOCK_STREAM,
             Proto::Udp => libc::SOCK_DGRAM,
         },
-        (libc::SOL_SOCKET, libc::SO_DOMAIN) => libc::AF_INET,
+        (libc::SOL_SOCKET, libc::SO_DOMAIN) => {
+            if s.is_six() {
+                libc::AF_INET6
+            } else {
+                libc::AF_INET
+            }
+        }
         (libc::SOL_SOCKET, libc::SO_PROTOCOL) => match s.proto {
             Proto::Tcp => libc::IPPROTO_TCP,
             Proto::Udp => libc::IPPROTO_UDP,
@@ -258,6 +272,7 @@ pub unsafe fn getsockopt(
             return unsafe { write_value(&info, value, len) };
         }
         (libc::IPPROTO_IP, libc::IP_TOS) => o.tos,
+        (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if s.is_six() => o.v6_only.into(),
         _ => return Err(refused(level, name)),
     };
     unsafe { write_value(&int, value, len) }

@@ -1,4 +1,5 @@
-//! One socket as a program sees it: TCP or UDP, and how far it has come.
+//! One socket as a program sees it: TCP or UDP (TCP over IPv4 or IPv6),
+//! and how far it has come.
 //! A TCP socket is *fresh* until `listen` or `connect` makes it a listener
 //! or a stream in netd (a non-blocking `connect` makes it *connecting*
 //! until netd answers, then a stream or *failed*); a UDP socket until
@@ -9,7 +10,7 @@ use crate::errors::errno;
 use crate::session::session;
 use crate::Res;
 use nagare::net::{Connecting, TcpListener, TcpStream, UdpSocket};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -48,6 +49,9 @@ pub(crate) struct Options {
     pub(crate) keepalive_params: [i32; 3],
     pub(crate) linger: Option<libc::linger>,
     pub(crate) tos: i32,
+    /// `IPV6_V6ONLY`: an `AF_INET6` listener on `::` takes IPv6
+    /// connections only.
+    pub(crate) v6_only: bool,
     pub(crate) max_segment: Option<i32>,
     pub(crate) recv_timeout: Option<Duration>,
     pub(crate) send_timeout: Option<Duration>,
@@ -65,6 +69,7 @@ impl Default for Options {
             keepalive_params: [7200, 75, 9],
             linger: None,
             tos: 0,
+            v6_only: false,
             max_segment: None,
             recv_timeout: None,
             send_timeout: None,
@@ -74,8 +79,8 @@ impl Default for Options {
 
 pub(crate) struct Inner {
     pub(crate) state: State,
-    /// The address `bind` asked for.
-    pub(crate) bound: Option<SocketAddrV4>,
+    /// The address `bind` asked for (of the socket's family).
+    pub(crate) bound: Option<SocketAddr>,
     /// A UDP socket's peer, set by `connect`.
     pub(crate) peer: Option<SocketAddrV4>,
     pub(crate) options: Options,
@@ -84,6 +89,10 @@ pub(crate) struct Inner {
 /// A socket under one or more descriptor numbers.
 pub(crate) struct Sock {
     pub(crate) proto: Proto,
+    /// An `AF_INET6` socket (TCP only): its addresses are IPv6 ones, an
+    /// IPv4 peer's IPv4-mapped. Set when it is made, or when a socket
+    /// found after `exec` is adopted with IPv6 addresses.
+    pub(crate) six: AtomicBool,
     /// The process whose session holds it (0: none yet, a socket found
     /// after `exec`). Another process (a child after `fork`) adopts it
     /// through its token on first use (`crate::fork`).
@@ -103,6 +112,7 @@ impl Sock {
     pub(crate) fn new(proto: Proto, state: State, nonblocking: bool) -> Sock {
         Sock {
             proto,
+            six: AtomicBool::new(false),
             pid: AtomicU32::new(std::process::id()),
             token: AtomicU64::new(0),
             watched: AtomicBool::new(false),
@@ -120,6 +130,17 @@ impl Sock {
         s.token.store(token, Ordering::Relaxed);
         s.watched.store(token != 0, Ordering::Relaxed);
         s
+    }
+
+    /// The socket made for family `AF_INET6` (`six`) or `AF_INET`.
+    pub(crate) fn in_family(self, six: bool) -> Sock {
+        self.six.store(six, Ordering::Relaxed);
+        self
+    }
+
+    /// Whether it is an `AF_INET6` socket.
+    pub(crate) fn is_six(&self) -> bool {
+        self.six.load(Ordering::Relaxed)
     }
 
     /// Whether this process's session holds it.
@@ -206,7 +227,11 @@ impl Sock {
         if let State::Datagram(d) = &g.state {
             return Ok((d.clone(), g.peer));
         }
-        let at = g.bound.unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+        // A UDP socket is IPv4's: its bound address is one.
+        let at = match g.bound {
+            Some(SocketAddr::V4(a)) => a,
+            _ => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+        };
         let d = Arc::new(bind_datagram(at, &g.options, self.is_nonblocking())?);
         g.state = State::Datagram(d.clone());
         Ok((d, g.peer))
