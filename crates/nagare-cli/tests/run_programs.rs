@@ -926,5 +926,5 @@ fn ipv6_clients_and_a_dual_stack_server_through_netd() {
         assert_eq!(sha256(&out), sha256(&data), "served through netd to curl {flag}");
     }
     let report = s.stat();
-    assert!(report.contains(&format!("local [::]:8080")), "the listener is IPv6's:\n{report}");
+    assert!(report.contains("local [::]:8080"), "the listener is IPv6's:\n{report}");
 }
