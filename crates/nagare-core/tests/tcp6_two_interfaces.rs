@@ -304,3 +304,12 @@ fn bad_segments_over_ipv6_are_counted_and_a_closed_port_answers_with_a_reset() {
     let to_b = w.sent_by_a.iter().find(|f| f[12..14] == [0x86, 0xdd] && f[14 + 6] == 6).unwrap();
     assert_eq!(&to_b[14 + 24..14 + 40], &b6.octets(), "to the SYN's source");
 }
+
+#[test]
+fn a_connection_to_a_neighbour_that_never_answers_fails_as_unreachable() {
+    let mut w = ready(TxOffloads::NONE);
+    let c = w.a.tcp().connect(sa(ip("fd00::9"), 80), 0, w.now).unwrap();
+    w.advance(Duration::from_secs(5));
+    assert_eq!(w.a.tcp().recv(c, &mut [0u8; 4], w.now), Err(Error::HostUnreachable));
+    assert_eq!(w.a.counters().tcp_connects_unreachable, 1);
+}

@@ -12,7 +12,7 @@ use super::{Interface, HEADROOM};
 use crate::buf::PacketBuf;
 use crate::ipv6::addr::AddrState;
 use crate::time::Instant;
-use core::net::Ipv6Addr;
+use core::net::{IpAddr, Ipv6Addr, SocketAddr};
 use nagare_wire::{
     multicast_mac, solicited_node, EtherType, EthernetAddress, Icmpv6Message, Icmpv6Packet, IpProtocol, Ipv6Option,
     Ipv6OptionsRepr, Ipv6Repr, MldAddressRecord, MldReportRepr, NdpRepr, IPV6_ALL_MLDV2_ROUTERS, IPV6_ALL_NODES,
@@ -256,8 +256,31 @@ impl Interface {
         }
         self.counters.ndp_neighbors_failed += neighbors.failed as u64;
         self.counters.drop_ndp_unresolved += neighbors.dropped.len() as u64;
+        for packet in &neighbors.dropped {
+            self.neighbour6_unreachable(packet, now);
+        }
         for (target, unicast) in neighbors.solicit {
             self.send_neighbor_solicit(target, unicast);
         }
+    }
+
+    /// An IPv6 packet of ours (from its fixed header on) was dropped: its
+    /// next hop never answered neighbour discovery. A TCP connection still
+    /// opening fails with host unreachable, as over IPv4 when ARP gives up
+    /// (one already open rides it out: its retransmissions ask again).
+    fn neighbour6_unreachable(&mut self, packet: &PacketBuf, now: Instant) {
+        let mut head = [0u8; IPV6_HEADER_LEN + 4];
+        if packet.copy_out(0, &mut head) < head.len() || head[6] != u8::from(IpProtocol::Tcp) {
+            return;
+        }
+        let addr = |at: usize| {
+            let mut octets = [0u8; 16];
+            octets.copy_from_slice(&head[at..at + 16]);
+            IpAddr::V6(Ipv6Addr::from(octets))
+        };
+        let port = |at: usize| u16::from_be_bytes([head[at], head[at + 1]]);
+        let local = SocketAddr::new(addr(8), port(IPV6_HEADER_LEN));
+        let remote = SocketAddr::new(addr(24), port(IPV6_HEADER_LEN + 2));
+        self.tcp_neighbour_unreachable(local, remote, now);
     }
 }
