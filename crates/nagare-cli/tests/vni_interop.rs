@@ -1,7 +1,10 @@
 //! The kernel's stack reaches nagare instances on a VNI segment through
 //! `nagare vni bridge`: inside a network namespace each test makes and
 //! removes, `ping` answers from two `nagare up --vni` instances and `curl`
-//! downloads a file from one. Needs root; says SKIPPED loudly otherwise.
+//! downloads a file from one, over IPv4 and over IPv6 (neighbour
+//! discovery's multicast crossing the segment and the bridge); over IPv6
+//! one instance also downloads from the other across the segment alone.
+//! Needs root; says SKIPPED loudly otherwise.
 
 mod common;
 
@@ -32,13 +35,17 @@ fn ping_received(output: &std::process::Output) -> Option<u32> {
 }
 
 fn up(vni: &str, addr: &str, root: &Path) -> Process {
-    Process::spawn(
-        Command::new(nagare())
-            .args(["up", "--vni", vni, "--addr", &format!("{addr}/24"), "--http"])
-            .arg(root)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    )
+    up_with(vni, &[&format!("{addr}/24")], root)
+}
+
+/// `nagare up` on `vni` with `addrs`, serving `root` over HTTP.
+fn up_with(vni: &str, addrs: &[&str], root: &Path) -> Process {
+    let mut command = Command::new(nagare());
+    command.args(["up", "--vni", vni]);
+    for addr in addrs {
+        command.args(["--addr", addr]);
+    }
+    Process::spawn(command.arg("--http").arg(root).stdout(Stdio::null()).stderr(Stdio::null()))
 }
 
 #[test]
@@ -121,5 +128,59 @@ fn kernel_pings_and_curls_vni_instances_through_the_bridge() {
     assert!(forwarded("tap -> vni") > 100, "{text}");
     eprintln!("{text}");
     eprintln!("{test}: {:.1} s", started.elapsed().as_secs_f64());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn instances_and_the_kernel_reach_each_other_over_ipv6_on_a_segment() {
+    let test = "instances_and_the_kernel_reach_each_other_over_ipv6_on_a_segment";
+    if let Some(reason) = interop_unavailable(&["ping", "curl", "sha256sum", "sysctl"]) {
+        return skip(test, &reason);
+    }
+    let name = format!("bridge6-{}", std::process::id());
+    let _ = Command::new(nagare()).args(["vni", "destroy", &name]).output();
+    run_ok(Command::new(nagare()).args(["vni", "create", &name, "--ports", "4"]));
+    let _vni = Vni(name.clone());
+    let dir: PathBuf = std::env::temp_dir().join(format!("nagare-vni-interop6-{}", std::process::id()));
+    let root = dir.join("www");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("big.bin"), pattern(FILE_SIZE, 0x5eed6)).unwrap();
+
+    let ns = Netns::new("vnibr6");
+    ns.tap("vtap6", &format!("{KERNEL}/24"));
+    run_ok(ns.command("sysctl").args(["-q", "-w", "net.ipv6.conf.vtap6.accept_dad=0"]));
+    ns.ip(&["-6", "addr", "add", "fd00:78::1/64", "dev", "vtap6", "nodad"]);
+    let _bridge = Process::spawn(
+        ns.command(nagare())
+            .args(["vni", "bridge", &name, "--tap", "vtap6"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    let _a = up_with(&name, &[&format!("{A}/24"), "fd00:78::2/64"], &root);
+    let answers = wait_until(Duration::from_secs(15), || {
+        let out = ns.command("ping").args(["-6", "-c", "1", "-W", "1", "fd00:78::2"]).output().unwrap();
+        ping_received(&out) == Some(1)
+    });
+    assert!(answers, "fd00:78::2 never answered ping -6 through the bridge");
+
+    let download = dir.join("download6.bin");
+    let curl = ns
+        .command("curl")
+        .args(["-6", "-g", "-s", "-S", "--max-time", "60", "-o"])
+        .arg(&download)
+        .arg("http://[fd00:78::2]/big.bin")
+        .output()
+        .unwrap();
+    assert!(curl.status.success(), "curl -6 through the bridge: {}", String::from_utf8_lossy(&curl.stderr));
+    assert_eq!(sha256(&download), sha256(&root.join("big.bin")), "IPv6 download through the bridge corrupted");
+
+    // One instance from the other, across the segment alone.
+    let fetched = dir.join("fetched6.bin");
+    let mut fetch = Command::new(nagare());
+    fetch.args(["fetch", "--vni", &name, "--addr", &format!("{B}/24"), "--addr", "fd00:78::3/64"]);
+    fetch.args(["--timeout", "60", "http://[fd00:78::2]/big.bin", "-o"]).arg(&fetched);
+    let result = run_bounded(&mut fetch, Duration::from_secs(90));
+    assert_eq!(result.status.and_then(|s| s.code()), Some(0), "{}{}", result.stdout, result.stderr);
+    assert_eq!(sha256(&fetched), sha256(&root.join("big.bin")), "IPv6 fetch across the segment corrupted");
     let _ = std::fs::remove_dir_all(&dir);
 }
