@@ -217,6 +217,24 @@ fn summary_counter(summary: &str, name: &str) -> u64 {
     line.and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
+/// `python3 -m http.server` on the kernel's side, on port 8000 of IPv6
+/// address `addr`, serving `root`; once it answers.
+fn kernel_http_server6(ns: &Netns, root: &std::path::Path, addr: &str) -> Process {
+    let server = Process::spawn(
+        ns.command("python3")
+            .args(["-m", "http.server", "8000", "--bind", addr, "--directory"])
+            .arg(root)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    let url = format!("http://[{addr}]:8000/index.html");
+    let ready = wait_until(Duration::from_secs(10), || {
+        ns.command("curl").args(["-6", "-g", "-s", "-o", "/dev/null", &url]).status().is_ok_and(|s| s.success())
+    });
+    assert!(ready, "python3 -m http.server did not start on {addr}");
+    server
+}
+
 fn tcp_unavailable(test: &str) -> bool {
     let missing = interop_unavailable(&["ping", "sysctl", "curl", "nc", "python3", "sha256sum"]);
     if let Some(reason) = &missing {
@@ -288,18 +306,7 @@ fn nagare_fetch_downloads_from_a_kernel_server_over_ipv6() {
     let root = web_root("v6fetch", 100 << 20);
     let ns = Netns::new("v6fetch");
     tap(&ns, "tap4", "10.84.0.1/24", "fd00:84::1/64");
-    let _server = Process::spawn(
-        ns.command("python3")
-            .args(["-m", "http.server", "8000", "--bind", "fd00:84::1", "--directory"])
-            .arg(&root)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    );
-    let ready = wait_until(Duration::from_secs(10), || {
-        let probe = ["-6", "-g", "-s", "-o", "/dev/null", "http://[fd00:84::1]:8000/index.html"];
-        ns.command("curl").args(probe).status().is_ok_and(|s| s.success())
-    });
-    assert!(ready, "python3 -m http.server did not start");
+    let _server = kernel_http_server6(&ns, &root, "fd00:84::1");
     for offload in [true, false] {
         let out = root.join("fetched.bin");
         let mut command = ns.command(nagare());
@@ -357,18 +364,7 @@ fn netd_serves_and_fetches_over_ipv6() {
         assert_eq!(sha256(&download), sha256(&root.join("big.bin")), "{placement}");
         let _ = std::fs::remove_file(&download);
 
-        let _server = Process::spawn(
-            ns.command("python3")
-                .args(["-m", "http.server", "8000", "--bind", "fd00:85::1", "--directory"])
-                .arg(&root)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null()),
-        );
-        let ready = wait_until(Duration::from_secs(10), || {
-            let probe = ["-6", "-g", "-s", "-o", "/dev/null", "http://[fd00:85::1]:8000/index.html"];
-            ns.command("curl").args(probe).status().is_ok_and(|s| s.success())
-        });
-        assert!(ready, "python3 -m http.server did not start");
+        let _server = kernel_http_server6(&ns, &root, "fd00:85::1");
         let fetched = root.join(format!("fetched{k}.bin"));
         let mut fetch = ns.command(nagare());
         fetch.args(["fetch", "--via"]).arg(&socket);

@@ -62,12 +62,19 @@ fn connect(w: &mut Wire, l: TcpListenerHandle, to: SocketAddr) -> (TcpHandle, Tc
 
 /// Sends `data` from `from` on A to `to` on B and returns what B read.
 fn transfer(w: &mut Wire, from: TcpHandle, to: TcpHandle, data: &[u8]) -> Vec<u8> {
+    transfer_way(w, (from, to), data, false)
+}
+
+/// As [`transfer`], from B's `ends.0` to A's `ends.1` when `b_to_a`.
+fn transfer_way(w: &mut Wire, (from, to): (TcpHandle, TcpHandle), data: &[u8], b_to_a: bool) -> Vec<u8> {
     let mut sent = 0;
     let mut got = Vec::new();
     for _ in 0..10_000 {
-        sent += send_some(&mut w.a, from, &data[sent..], w.now);
+        let sender = if b_to_a { &mut w.b } else { &mut w.a };
+        sent += send_some(sender, from, &data[sent..], w.now);
         w.advance(Duration::from_millis(1));
-        read_all(&mut w.b, to, &mut got, w.now);
+        let receiver = if b_to_a { &mut w.a } else { &mut w.b };
+        read_all(receiver, to, &mut got, w.now);
         if got.len() == data.len() {
             break;
         }
@@ -120,16 +127,7 @@ fn a_connection_over_ipv6_carries_data_both_ways_and_closes() {
     let data = pattern(300_000);
     assert_eq!(transfer(&mut w, c, s, &data), data);
     let back = pattern(70_000);
-    let (mut sent, mut got) = (0, Vec::new());
-    for _ in 0..1000 {
-        sent += send_some(&mut w.b, s, &back[sent..], w.now);
-        w.advance(Duration::from_millis(1));
-        read_all(&mut w.a, c, &mut got, w.now);
-        if got.len() == back.len() {
-            break;
-        }
-    }
-    assert_eq!(got, back);
+    assert_eq!(transfer_way(&mut w, (s, c), &back, true), back);
 
     // The SYN announced what a 1500-byte link leaves after 40 + 20 bytes
     // of headers, and no segment needed a fragment.
