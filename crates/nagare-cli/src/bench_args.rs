@@ -294,7 +294,7 @@ pub enum PerfCommand {
         bytes: Option<u64>,
         /// Bytes per write (TCP stream, default 128K), per request and per
         /// response (rr, default 1), or per datagram (UDP stream and
-        /// reverse, default 1472).
+        /// reverse, default 1472, over IPv6 1452: one 1500-byte frame).
         #[arg(long, value_parser = perf::parse_bytes)]
         len: Option<u64>,
         /// UDP sending rate in Mbit/s (stream and reverse; default: as fast

@@ -169,7 +169,9 @@ fn ipv6_suite(ns: &Netns, flags: &[&str]) -> Vec<serde_json::Value> {
         &["--mode", "stream"],
         &["--mode", "reverse"],
         &["--mode", "rr", "--len", "64"],
-        &["--udp", "--mode", "reverse", "--udp-rate", "50"],
+        // Datagrams small enough for one frame, which the kernel sends
+        // with a partial checksum where the TAP has offloads.
+        &["--udp", "--mode", "reverse", "--len", "64", "--udp-rate", "20"],
     ];
     let mut summaries = Vec::new();
     for test in tests {
@@ -210,7 +212,7 @@ fn nagare_client_against_a_kernel_perf_server_over_ipv6() {
     assert!(!log.contains("failed"), "{log}");
     assert_eq!(log.matches(&format!("from [{NAGARE6}]:")).count(), 8, "{log}");
     // The kernel's datagrams arrive, those it sent with a partial checksum
-    // (offload) too: at 50 Mbit/s over a TAP hardly any is lost.
+    // (offload) too: at 20 Mbit/s over a TAP hardly any is lost.
     for json in [&with_offload[3], &without[3]] {
         assert!(json["lost_percent"].as_f64().is_some_and(|l| l < 50.0), "{json}");
     }

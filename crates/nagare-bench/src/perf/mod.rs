@@ -130,6 +130,8 @@ impl ClientOptions {
         let (proto, mode) = (self.proto, self.mode);
         let len = self.len.unwrap_or(match (proto, mode) {
             (_, Mode::Rr) => 1,
+            // The most one 1500-byte frame holds: no fragments.
+            (Proto::Udp, _) if self.server.is_ipv6() => 1452,
             (Proto::Udp, _) => 1472,
             (Proto::Tcp, _) => 128 * 1024,
         });
@@ -348,5 +350,7 @@ mod tests {
         assert!(paced.config().is_err());
         let stream = ClientOptions { udp_rate: Some(10.0), ..options(Proto::Udp, Mode::Stream) };
         assert_eq!(stream.config().unwrap().start.len, 1472);
+        let ipv6 = ClientOptions { server: "::1".parse().unwrap(), ..stream };
+        assert_eq!(ipv6.config().unwrap().start.len, 1452, "one 1500-byte frame over IPv6");
     }
 }
