@@ -1,16 +1,16 @@
 //! `nagare perf` as a library: a server and a client in threads of the
-//! test, on the kernel's stack over loopback and on two nagare hosts on a
-//! VNI segment (no root, no binary).
+//! test, on the kernel's stack over loopback (IPv4 and IPv6) and on two
+//! nagare hosts on a VNI segment (IPv4 and IPv6; no root, no binary).
 
 use nagare_bench::perf::{self, ClientOptions, Mode, Proto, Stack, Summary};
 use nagare_host::{DeviceSpec, LinkSpec};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-fn options(server: Ipv4Addr, port: u16, proto: Proto, mode: Mode) -> ClientOptions {
+fn options(server: impl Into<IpAddr>, port: u16, proto: Proto, mode: Mode) -> ClientOptions {
     ClientOptions {
-        server,
+        server: server.into(),
         port,
         proto,
         mode,
@@ -52,6 +52,34 @@ fn kernel_to_kernel_over_loopback() {
     assert_eq!(summary.sender.bytes, summary.receiver.bytes);
 }
 
+/// Whether this machine's loopback has IPv6 (`::1`); says SKIPPED loudly
+/// if not.
+fn ipv6_loopback(test: &str) -> bool {
+    let there = std::net::TcpListener::bind((Ipv6Addr::LOCALHOST, 0)).is_ok();
+    if !there {
+        eprintln!("\n*** SKIPPED {test}: no IPv6 on loopback (::1) ***\n");
+    }
+    there
+}
+
+#[test]
+fn kernel_to_kernel_over_ipv6_loopback() {
+    if !ipv6_loopback("kernel_to_kernel_over_ipv6_loopback") {
+        return;
+    }
+    let port = std::net::TcpListener::bind("[::1]:0").unwrap().local_addr().unwrap().port();
+    for (proto, mode) in [(Proto::Tcp, Mode::Stream), (Proto::Tcp, Mode::Rr), (Proto::Udp, Mode::Reverse)] {
+        let mut opts = options(Ipv6Addr::LOCALHOST, port, proto, mode);
+        opts.bytes = Some(if mode == Mode::Rr { 100 } else { 1 << 20 });
+        opts.udp_rate = (proto == Proto::Udp).then_some(100.0);
+        let summary = one_test(Stack::Kernel, Stack::Kernel, opts);
+        let text = summary.text();
+        assert!(summary.receiver.bytes > 0, "{text}");
+        assert_eq!(summary.server, format!("[::1]:{port}"), "{text}");
+        assert!(summary.client.starts_with("[::1]:"), "{text}");
+    }
+}
+
 /// What a UDP request/response summary must say: transactions that came
 /// back, latency figures for each, requests counted as sent, and the
 /// fields TCP request/response gives in JSON, with the loss beside them.
@@ -88,10 +116,15 @@ fn udp_request_response_kernel_to_kernel_over_loopback() {
 }
 
 fn vni(segment: &str, addr: &str) -> Stack {
+    vni6(segment, addr, None)
+}
+
+/// A host on `segment` at `addr`, and at `v6` if given.
+fn vni6(segment: &str, addr: &str, v6: Option<&str>) -> Stack {
     Stack::Engine(LinkSpec {
         device: DeviceSpec::Vni { segment: segment.to_string() },
         addr: addr.parse().unwrap(),
-        ipv6: Vec::new(),
+        ipv6: v6.iter().map(|a| a.parse().unwrap()).collect(),
         gateway: None,
         gateway6: None,
         mac: None,
@@ -147,6 +180,57 @@ fn nagare_to_nagare_over_a_vni_segment() {
             _ => assert!(summary.receiver.bytes >= 1 << 20, "{text}"),
         }
     }
+}
+
+/// Both hosts with an IPv6 address beside the IPv4 one, the test over
+/// IPv6: the client waits for its address to pass duplicate address
+/// detection, the server's listener and UDP sockets take IPv6 beside IPv4.
+#[test]
+fn nagare_to_nagare_over_ipv6_on_a_vni_segment() {
+    let segment = Segment::create("six");
+    let segment = &segment.0;
+    let server: Ipv6Addr = "fd00:213::1".parse().unwrap();
+    let tests =
+        [(Proto::Tcp, Mode::Stream), (Proto::Tcp, Mode::Rr), (Proto::Udp, Mode::Reverse), (Proto::Udp, Mode::Rr)];
+    for (i, (proto, mode)) in tests.into_iter().enumerate() {
+        let mut opts = options(server, 5201 + i as u16, proto, mode);
+        match (proto, mode) {
+            (Proto::Tcp, Mode::Rr) => opts.bytes = Some(100),
+            (Proto::Udp, Mode::Rr) => {
+                opts.bytes = Some(100 * 64);
+                opts.len = Some(64);
+            }
+            _ => {}
+        }
+        let summary = one_test(
+            vni6(segment, "10.213.0.1/24", Some("fd00:213::1/64")),
+            vni6(segment, "10.213.0.2/24", Some("fd00:213::2/64")),
+            opts,
+        );
+        let text = summary.text();
+        assert!(summary.receiver.bytes > 0, "{text}");
+        assert_eq!(summary.server, format!("[fd00:213::1]:{}", 5201 + i), "{text}");
+        assert!(summary.client.starts_with("[fd00:213::2]:"), "{text}");
+        match (proto, mode) {
+            (Proto::Udp, Mode::Rr) => assert_eq!((summary.receiver.packets, summary.lost), (100, 0), "{text}"),
+            (Proto::Udp, _) => assert_eq!(summary.lost, 0, "{text}"),
+            (_, Mode::Rr) => assert_eq!(summary.latency.map(|l| l.count), Some(100), "{text}"),
+            _ => assert_eq!(summary.receiver.bytes, 1 << 20, "{text}"),
+        }
+    }
+}
+
+/// An IPv6 server is refused at once where the stack cannot reach it:
+/// through netd, and from a host without an IPv6 address.
+#[test]
+fn ipv6_servers_are_refused_where_they_cannot_be_reached() {
+    let opts = options(Ipv6Addr::LOCALHOST, 5201, Proto::Tcp, Mode::Stream);
+    let via = Stack::Via { socket: "/nonexistent/netd.sock".into(), zero_copy: false };
+    let err = perf::client(&via, &opts, &AtomicBool::new(false)).unwrap_err();
+    assert!(format!("{err:#}").contains("through netd (--via) reaches IPv4 servers only"), "{err:#}");
+    let engine = vni("nagare-bench-no-segment", "10.214.0.2/24");
+    let err = perf::client(&engine, &opts, &AtomicBool::new(false)).unwrap_err();
+    assert!(format!("{err:#}").contains("needs an IPv6 --addr"), "{err:#}");
 }
 
 /// Requests or responses lost on the way count as lost after the

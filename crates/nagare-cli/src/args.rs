@@ -78,7 +78,7 @@ fn link_addrs(addrs: &[HostAddr], ipv6_allowed: bool) -> Result<(Ipv4Cidr, Vec<I
     let (v4, v6) = split_addrs(addrs)?;
     if !v6.is_empty() && !ipv6_allowed {
         bail!(
-            "this command takes IPv4 addresses only; IPv6 ones (--addr {}) are for `nagare up`, `ping` and `fetch`",
+            "this command takes IPv4 addresses only; IPv6 ones (--addr {}) are for `nagare up`, `ping`, `fetch` and `perf`",
             v6[0]
         );
     }

@@ -6,7 +6,7 @@ use anyhow::Result;
 use clap::{Subcommand, ValueEnum};
 use nagare_bench::perf::{self, ClientOptions, Mode, Proto, Stack};
 use nagare_host::realtime;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::path::PathBuf;
 
 #[derive(Subcommand)]
@@ -236,11 +236,12 @@ impl BenchCommand {
 #[derive(Subcommand)]
 pub enum PerfCommand {
     /// Serve tests until Ctrl-C or SIGTERM: on nagare with --tap or --vni, else on
-    /// the kernel's stack.
+    /// the kernel's stack; to IPv4 and IPv6 clients (IPv6 with nagare: give an
+    /// IPv6 --addr beside the IPv4 one).
     Server {
         #[command(flatten)]
         link: OptionalLinkArgs,
-        /// Through a running `nagare netd` (its rendezvous socket).
+        /// Through a running `nagare netd` (its rendezvous socket); IPv4 only.
         #[arg(long, conflicts_with_all = ["tap", "vni", "addr"])]
         via: Option<PathBuf>,
         /// With --via: TCP bulk data through the client library's zero-copy
@@ -256,11 +257,12 @@ pub enum PerfCommand {
         once: bool,
     },
     /// Run one test against a perf server: on nagare with --tap or --vni, else on
-    /// the kernel's stack.
+    /// the kernel's stack; over IPv4 or IPv6 (with nagare, IPv6 needs an IPv6
+    /// --addr beside the IPv4 one; through --via, IPv4 only).
     Client {
         #[command(flatten)]
         link: OptionalLinkArgs,
-        /// Through a running `nagare netd` (its rendezvous socket).
+        /// Through a running `nagare netd` (its rendezvous socket); IPv4 only.
         #[arg(long, conflicts_with_all = ["tap", "vni", "addr"])]
         via: Option<PathBuf>,
         /// With --via: TCP bulk data through the client library's zero-copy
@@ -268,8 +270,8 @@ pub enum PerfCommand {
         /// `read`.
         #[arg(long, requires = "via")]
         zero_copy: bool,
-        /// The server's address.
-        server: Ipv4Addr,
+        /// The server's address: IPv4 (10.0.0.1) or IPv6 (fd00::1).
+        server: IpAddr,
         #[arg(long, default_value_t = perf::DEFAULT_PORT)]
         port: u16,
         /// TCP (the default).
@@ -292,7 +294,7 @@ pub enum PerfCommand {
         bytes: Option<u64>,
         /// Bytes per write (TCP stream, default 128K), per request and per
         /// response (rr, default 1), or per datagram (UDP stream and
-        /// reverse, default 1472).
+        /// reverse, default 1472, over IPv6 1452: one 1500-byte frame).
         #[arg(long, value_parser = perf::parse_bytes)]
         len: Option<u64>,
         /// UDP sending rate in Mbit/s (stream and reverse; default: as fast
@@ -322,7 +324,7 @@ pub enum ModeArg {
 /// The stack `--via`, `--tap`/`--vni` or neither asks for.
 fn stack(link: &OptionalLinkArgs, via: Option<PathBuf>, zero_copy: bool) -> Result<Stack> {
     link.check_device()?;
-    Ok(match (via, link.spec(false)?) {
+    Ok(match (via, link.spec(true)?) {
         (Some(socket), _) => Stack::Via { socket, zero_copy },
         (None, Some(spec)) => Stack::Engine(spec),
         (None, None) => Stack::Kernel,

@@ -79,7 +79,8 @@ fn refused(args: &[&str]) -> String {
 
 #[test]
 fn ipv6_addresses_are_taken_where_they_are_served() {
-    // `up` and `ping` take IPv6 --addr beside the IPv4 one, not alone.
+    // `up`, `ping`, `fetch` and `perf` take IPv6 --addr beside the IPv4
+    // one, not alone.
     let err = refused(&["up", "--tap", "nagare-none0", "--addr", "fd00::2/64"]);
     assert!(err.contains("an IPv4 --addr is needed beside the IPv6 ones"), "{err}");
     let err = refused(&["up", "--tap", "nagare-none0", "--addr", "10.0.0.1/24", "--addr", "10.0.0.2/24"]);
@@ -88,19 +89,6 @@ fn ipv6_addresses_are_taken_where_they_are_served() {
     assert!(err.contains("--addr") && err.contains("fd00::2/129"), "{err}");
     // The other commands refuse them.
     let err = refused(&["netd", "--vni", "nagare-cli-test-none", "--addr", "10.0.0.1/24", "--addr", "fd00::1/64"]);
-    assert!(err.contains("IPv4 addresses only"), "{err}");
-    let err = refused(&[
-        "fetch",
-        "--tap",
-        "nagare-none0",
-        "--addr",
-        "10.0.0.1/24",
-        "--addr",
-        "fd00::1/64",
-        "http://10.0.0.2/",
-        "-o",
-        "/dev/null",
-    ]);
     assert!(err.contains("IPv4 addresses only"), "{err}");
     // An IPv6 destination: a zone is dropped; it needs a link with IPv6.
     let err = refused(&["ping", "-c", "1", "fe80::1%tap0"]);
@@ -195,9 +183,14 @@ impl PerfServer {
     }
 
     fn client(&self, args: &[&str]) -> String {
+        self.client_of("127.0.0.1", args)
+    }
+
+    /// A test with the server at `addr`.
+    fn client_of(&self, addr: &str, args: &[&str]) -> String {
         let port = self.port.to_string();
         let out = nagare()
-            .args(["perf", "client", "127.0.0.1", "--port", &port, "--timeout", "60", "-q"])
+            .args(["perf", "client", addr, "--port", &port, "--timeout", "60", "-q"])
             .args(args)
             .output()
             .unwrap();
@@ -293,11 +286,22 @@ fn perf_client_and_server_on_the_kernel() {
     assert!(json.contains("\"lost\":0,") && json.contains("\"transactions\":100,"), "{json}");
     assert!(json.contains("\"transactions_per_s\":") && json.contains("\"p99\":"), "{json}");
 
+    // The same server over IPv6, where loopback has it.
+    let ipv6 = std::net::TcpListener::bind("[::1]:0").is_ok();
+    if ipv6 {
+        let json = server.client_of("::1", &["--bytes", "1M", "--json"]);
+        assert!(json.contains(&format!("\"server\":\"[::1]:{}\",\"client\":\"[::1]:", server.port)), "{json}");
+        assert!(json.contains("\"receiver\":{\"bytes\":1048576,"), "{json}");
+    } else {
+        eprintln!("\n*** SKIPPED the IPv6 part of perf_client_and_server_on_the_kernel: no ::1 ***\n");
+    }
+
     let log = server.stop().join("\n");
     assert!(log.contains("test 1 from 127.0.0.1"), "{log}");
     assert!(log.contains("test 6 from") && log.contains("failed: bad message from the peer"), "{log}");
     assert!(log.contains("test 7 from"), "{log}");
     assert!(log.contains("test 8 from") && log.contains("udp rr len 64: 100 transactions"), "{log}");
+    assert!(!ipv6 || log.contains("test 9 from [::1]:"), "{log}");
     assert!(log.contains("nagare perf server: stopping"), "{log}");
 }
 
@@ -317,4 +321,14 @@ fn perf_client_rejects_bad_arguments() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(expect), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn perf_client_takes_ipv6_servers_where_it_can_reach_them() {
+    let err = refused(&["perf", "client", "::1", "--via", "/nonexistent/netd.sock"]);
+    assert!(err.contains("through netd (--via) reaches IPv4 servers only"), "{err}");
+    let err = refused(&["perf", "client", "fd00::1", "--tap", "nagare-none0", "--addr", "10.0.0.2/24"]);
+    assert!(err.contains("needs an IPv6 --addr beside the IPv4 one"), "{err}");
+    let err = refused(&["perf", "client", "fd00::1", "--tap", "nagare-none0", "--addr", "fd00::2/64"]);
+    assert!(err.contains("an IPv4 --addr is needed beside the IPv6 ones"), "{err}");
 }

@@ -1,13 +1,15 @@
 //! UDP over IPv6 between two interfaces wired back to back by moving their
 //! transmit queues, in virtual time: datagrams both ways on link-local and
 //! configured addresses, one past the MTU, a closed port, checksums zero
-//! and wrong, and the receive queue's bound.
+//! and wrong, what the device says of a frame's checksum (partial, as
+//! Linux hands a TAP's frames over with offloads; verified), and the
+//! receive queue's bound.
 
 mod common;
 
-use common::feed;
 use common::wire::Wire;
-use nagare_core::buf::BufferPool;
+use common::{feed, feed_with};
+use nagare_core::buf::{BufferPool, ChecksumState, Offload};
 use nagare_core::ipv6::addr::{AddrState, Ipv6Cidr};
 use nagare_core::{Capabilities, Interface, InterfaceConfig, Ipv6Config};
 use nagare_wire::{EthernetAddress, IpProtocol, Ipv4Addr, Ipv6Addr, Ipv6Packet, Ipv6Repr};
@@ -208,6 +210,27 @@ fn zero_and_wrong_checksums_are_dropped_and_counted() {
     short[14 + 40 + 4..14 + 40 + 6].copy_from_slice(&200u16.to_be_bytes());
     feed(&mut w.a, &short, 2048, w.now);
     assert_eq!(w.a.counters().drop_udp6_malformed, 1);
+}
+
+#[test]
+fn the_devices_word_on_the_checksum_is_taken() {
+    let mut w = Wire::ready(1024);
+    let sa_ = w.a.udp().bind6(sa(Ipv6Addr::UNSPECIFIED, 4000)).unwrap();
+    let (b, a) = (ip("fd00::2"), ip("fd00::1"));
+    // Linux leaves a checksum partial on a TAP with offloads (the field
+    // holds only the pseudo-header's sum) and says so in the frame's
+    // header; one it has checked, it says is verified.
+    let partial = Offload::checksum(ChecksumState::Partial);
+    feed_with(&mut w.a, &udp6_frame(b, a, 4000, b"partial", Some(0x1234)), 2048, partial, w.now);
+    let verified = Offload::checksum(ChecksumState::Verified);
+    feed_with(&mut w.a, &udp6_frame(b, a, 4000, b"verified", Some(0x1234)), 7, verified, w.now);
+    let got: Vec<Vec<u8>> = std::iter::from_fn(|| w.a.udp().recv6(sa_).unwrap().map(|d| d.payload.to_vec())).collect();
+    assert_eq!(got, [b"partial".to_vec(), b"verified".to_vec()]);
+    assert_eq!(w.a.counters().drop_udp6_checksum, 0);
+    // A super-frame of UDP datagrams is not taken as one datagram.
+    feed_with(&mut w.a, &udp6_frame(b, a, 4000, b"segmented", None), 2048, Offload::udp_segments(4), w.now);
+    assert_eq!(w.a.counters().drop_udp_bad_segmentation, 1);
+    assert_eq!(w.a.counters().udp6_delivered, 2);
 }
 
 #[test]

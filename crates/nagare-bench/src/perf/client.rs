@@ -8,7 +8,7 @@ use super::roles::{Ctl, End, Poll, Role, RoleSetup};
 use super::Task;
 use anyhow::{bail, Result};
 use nagare_core::Instant;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::ops::ControlFlow;
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const LINGER: Duration = Duration::from_secs(2);
 
 pub struct ClientConfig {
-    pub server: SocketAddrV4,
+    pub server: SocketAddr,
     pub start: Start,
     /// The whole run's limit.
     pub timeout: Duration,
@@ -53,13 +53,15 @@ pub struct Client<N: Net> {
     state: State<N>,
     progress: Progress,
     deadline: Option<Instant>,
+    /// This end of the control connection, once it is up.
+    local: Option<SocketAddr>,
     pub summary: Option<Summary>,
 }
 
 impl<N: Net> Client<N> {
     pub fn new(config: ClientConfig) -> Client<N> {
         let progress = Progress::new(config.progress);
-        Client { config, state: State::Init, progress, deadline: None, summary: None }
+        Client { config, state: State::Init, progress, deadline: None, local: None, summary: None }
     }
 
     fn summarize(&self, role: &Role<N>, now: Instant) -> Result<Summary> {
@@ -67,6 +69,7 @@ impl<N: Net> Client<N> {
         let outcome = role.outcome(now);
         let summary = Summary {
             server: self.config.server.to_string(),
+            client: self.local.map(|a| a.to_string()).unwrap_or_default(),
             proto: start.proto,
             mode: start.mode,
             len: start.len,
@@ -125,6 +128,7 @@ impl<N: Net> Client<N> {
                     self.state = State::Connecting { conn, since };
                     return Ok(ControlFlow::Continue(wake(Some(since + HANDSHAKE_TIMEOUT))));
                 }
+                self.local = net.tcp_local(conn);
                 let udp = match self.config.start.proto {
                     Proto::Udp => Some(net.udp_bind(0)?),
                     Proto::Tcp => None,
@@ -141,7 +145,7 @@ impl<N: Net> Client<N> {
                 ctl.flush(net)?;
                 match ctl.poll(net)? {
                     Some(Message::Accept(accept)) => {
-                        let server_udp = SocketAddrV4::new(*self.config.server.ip(), accept.udp_port);
+                        let server_udp = SocketAddr::new(self.config.server.ip(), accept.udp_port);
                         let setup =
                             RoleSetup { end: End::Client, cookie: accept.cookie, udp: udp.map(|u| (u, server_udp)) };
                         let role = Role::new(&self.config.start, setup, now)?;

@@ -1,6 +1,6 @@
 //! nagare on a TAP device as the stack under a perf test.
 
-use super::net::{Net, Recv};
+use super::net::{canonical, Net, Recv};
 use anyhow::{anyhow, bail, Result};
 use nagare_core::buf::PacketBuf;
 use nagare_core::iface::{Error, HEADROOM};
@@ -10,7 +10,7 @@ use nagare_core::{Instant, UdpHandle};
 use nagare_dev::Device;
 use nagare_host::realtime::wait_for;
 use nagare_host::{earliest, Host};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::time::Duration;
 
 /// Longest sleep in one wait.
@@ -30,8 +30,12 @@ pub struct EngineNet {
     last_transmitted: usize,
 }
 
-fn any(port: u16) -> SocketAddrV4 {
-    SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)
+/// A perf socket for datagrams of both families: the engine's UDP sockets
+/// are of one family each, so one of each on the same port.
+#[derive(Debug, Clone, Copy)]
+pub struct DualUdp {
+    v4: UdpHandle,
+    v6: UdpHandle,
 }
 
 fn engine(e: Error) -> anyhow::Error {
@@ -70,9 +74,9 @@ impl EngineNet {
 impl Net for EngineNet {
     type Conn = TcpHandle;
     type Listener = TcpListenerHandle;
-    type Udp = UdpHandle;
+    type Udp = DualUdp;
 
-    fn tcp_connect(&mut self, to: SocketAddrV4) -> Result<TcpHandle> {
+    fn tcp_connect(&mut self, to: SocketAddr) -> Result<TcpHandle> {
         let h = self.host.iface.tcp().connect(to, 0, self.now).map_err(engine)?;
         self.host.iface.tcp().set_nodelay(h, true).map_err(engine)?;
         Ok(h)
@@ -89,21 +93,24 @@ impl Net for EngineNet {
         }
     }
 
+    /// On `[::]`: the engine's listener there takes IPv4 connections too.
     fn tcp_listen(&mut self, port: u16) -> Result<TcpListenerHandle> {
-        self.host.iface.tcp().listen(any(port), LISTEN_BACKLOG).map_err(engine)
+        self.host.iface.tcp().listen((Ipv6Addr::UNSPECIFIED, port), LISTEN_BACKLOG).map_err(engine)
     }
 
-    fn tcp_accept(&mut self, l: TcpListenerHandle) -> Result<Option<(TcpHandle, SocketAddrV4)>> {
+    fn tcp_accept(&mut self, l: TcpListenerHandle) -> Result<Option<(TcpHandle, SocketAddr)>> {
         let Some(h) = self.host.iface.tcp().accept(l).map_err(engine)? else {
             return Ok(None);
         };
         let _ = self.host.iface.tcp().set_nodelay(h, true);
-        // The listener is IPv4's (`any`), so its connections are IPv4.
-        let peer = match self.host.iface.tcp_ref().connection(h).map(|c| c.remote()) {
-            Some(std::net::SocketAddr::V4(peer)) => peer,
-            _ => any(0),
+        let Some(peer) = self.host.iface.tcp_ref().connection(h).map(|c| canonical(c.remote())) else {
+            bail!("an accepted connection without its endpoints");
         };
         Ok(Some((h, peer)))
+    }
+
+    fn tcp_local(&mut self, c: TcpHandle) -> Option<SocketAddr> {
+        self.host.iface.tcp_ref().connection(c).map(|c| canonical(c.local()))
     }
 
     fn tcp_send(&mut self, c: TcpHandle, data: &[u8]) -> Result<usize> {
@@ -168,29 +175,49 @@ impl Net for EngineNet {
         let _ = self.host.iface.tcp().close(c, self.now);
     }
 
-    fn udp_bind(&mut self, port: u16) -> Result<UdpHandle> {
-        self.host.iface.udp().bind(any(port)).map_err(engine)
+    /// The IPv4 socket on `port` (or a free one), the IPv6 one on the
+    /// same port: each family's ports are its own.
+    fn udp_bind(&mut self, port: u16) -> Result<DualUdp> {
+        let v4 = self.host.iface.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)).map_err(engine)?;
+        let port = self.host.iface.udp_ref().socket(v4).map_or(port, |s| s.local().port());
+        match self.host.iface.udp().bind6(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port, 0, 0)) {
+            Ok(v6) => Ok(DualUdp { v4, v6 }),
+            Err(e) => {
+                let _ = self.host.iface.udp().close(v4);
+                Err(anyhow!("binding UDP port {port} over IPv6: {e}"))
+            }
+        }
     }
 
-    fn udp_local_port(&self, u: UdpHandle) -> u16 {
-        self.host.iface.udp_ref().socket(u).map_or(0, |s| s.local().port())
+    fn udp_local_port(&self, u: DualUdp) -> u16 {
+        self.host.iface.udp_ref().socket(u.v4).map_or(0, |s| s.local().port())
     }
 
-    fn udp_send(&mut self, u: UdpHandle, data: &[u8], to: SocketAddrV4) -> Result<bool> {
+    fn udp_send(&mut self, u: DualUdp, data: &[u8], to: SocketAddr) -> Result<bool> {
         if self.host.iface.tx_queue().len() >= MAX_TX_BACKLOG {
             return Ok(false);
         }
-        match self.host.iface.udp().send_to(u, data, to, self.now) {
+        let sent = match canonical(to) {
+            SocketAddr::V4(to) => self.host.iface.udp().send_to(u.v4, data, to, self.now),
+            SocketAddr::V6(to) => self.host.iface.udp().send_to6(u.v6, data, to, self.now),
+        };
+        match sent {
             Ok(()) => Ok(true),
             Err(Error::NoBuffer) => Ok(false),
             Err(e) => Err(engine(e)),
         }
     }
 
-    fn udp_recv(&mut self, u: UdpHandle, buf: &mut [u8]) -> Result<Option<(usize, SocketAddrV4)>> {
-        Ok(self.host.iface.udp().recv(u).map_err(engine)?.map(|d| {
+    /// IPv4's datagrams first, then IPv6's: a test uses one family, and
+    /// stray datagrams of the other are drained as well.
+    fn udp_recv(&mut self, u: DualUdp, buf: &mut [u8]) -> Result<Option<(usize, SocketAddr)>> {
+        if let Some(d) = self.host.iface.udp().recv(u.v4).map_err(engine)? {
             d.payload.copy_out(0, buf);
-            (d.payload.len(), d.source)
+            return Ok(Some((d.payload.len(), SocketAddr::V4(d.source))));
+        }
+        Ok(self.host.iface.udp().recv6(u.v6).map_err(engine)?.map(|d| {
+            d.payload.copy_out(0, buf);
+            (d.payload.len(), SocketAddr::V6(d.source))
         }))
     }
 

@@ -1,11 +1,13 @@
 //! The Linux kernel's stack through non-blocking `std::net` sockets, for
-//! the side of a test that is not nagare.
+//! the side of a test that is not nagare. Listeners and UDP sockets are
+//! bound to `[::]`, which takes IPv4 too while `net.ipv6.bindv6only` is 0
+//! (Linux's default), and to `0.0.0.0` where the kernel has no IPv6.
 
-use super::net::{insert, Net, Recv};
+use super::net::{canonical, insert, Net, Recv};
 use anyhow::{bail, Context, Result};
 use nagare_core::Instant;
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::net::{Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
@@ -22,10 +24,16 @@ struct Stream {
     want_write: bool,
 }
 
+struct Udp {
+    socket: UdpSocket,
+    /// Bound to `[::]`: IPv4 destinations are given IPv4-mapped.
+    v6: bool,
+}
+
 pub struct KernelNet {
     streams: Vec<Option<Stream>>,
     listeners: Vec<TcpListener>,
-    udps: Vec<Option<UdpSocket>>,
+    udps: Vec<Option<Udp>>,
     /// Zeros to send and room to read into.
     scratch: Vec<u8>,
 }
@@ -36,10 +44,23 @@ impl Default for KernelNet {
     }
 }
 
-fn v4(addr: SocketAddr) -> SocketAddrV4 {
-    match addr {
-        SocketAddr::V4(a) => a,
-        SocketAddr::V6(a) => SocketAddrV4::new(a.ip().to_ipv4_mapped().unwrap_or(Ipv4Addr::UNSPECIFIED), a.port()),
+/// Binds `port` on `[::]` (both families), or on `0.0.0.0` if the kernel
+/// has no IPv6.
+fn bind_any<T>(port: u16, bind: impl Fn(SocketAddr) -> io::Result<T>) -> io::Result<T> {
+    match bind((Ipv6Addr::UNSPECIFIED, port).into()) {
+        Err(e) if e.raw_os_error() == Some(libc::EAFNOSUPPORT) || e.kind() == io::ErrorKind::AddrNotAvailable => {
+            bind((Ipv4Addr::UNSPECIFIED, port).into())
+        }
+        other => other,
+    }
+}
+
+/// `to` as an IPv6 socket (`v6`) or an IPv4 one takes it: an IPv4
+/// destination of an IPv6 socket as its IPv4-mapped address.
+fn destination_for(v6: bool, to: SocketAddr) -> SocketAddr {
+    match to {
+        SocketAddr::V4(v4) if v6 => SocketAddr::new(v4.ip().to_ipv6_mapped().into(), v4.port()),
+        _ => to,
     }
 }
 
@@ -69,7 +90,7 @@ impl KernelNet {
         }
     }
 
-    fn udp(&self, u: usize) -> Result<&UdpSocket> {
+    fn udp(&self, u: usize) -> Result<&Udp> {
         match self.udps.get(u) {
             Some(Some(s)) => Ok(s),
             _ => bail!("no such UDP socket"),
@@ -108,9 +129,8 @@ impl Net for KernelNet {
     type Listener = usize;
     type Udp = usize;
 
-    fn tcp_connect(&mut self, to: SocketAddrV4) -> Result<usize> {
-        let stream = TcpStream::connect_timeout(&SocketAddr::V4(to), CONNECT_TIMEOUT)
-            .with_context(|| format!("connecting to {to}"))?;
+    fn tcp_connect(&mut self, to: SocketAddr) -> Result<usize> {
+        let stream = TcpStream::connect_timeout(&to, CONNECT_TIMEOUT).with_context(|| format!("connecting to {to}"))?;
         self.add_stream(stream)
     }
 
@@ -119,24 +139,27 @@ impl Net for KernelNet {
     }
 
     fn tcp_listen(&mut self, port: u16) -> Result<usize> {
-        let listener = TcpListener::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port))
-            .with_context(|| format!("listening on TCP port {port}"))?;
+        let listener = bind_any(port, TcpListener::bind).with_context(|| format!("listening on TCP port {port}"))?;
         listener.set_nonblocking(true)?;
         self.listeners.push(listener);
         Ok(self.listeners.len() - 1)
     }
 
-    fn tcp_accept(&mut self, l: usize) -> Result<Option<(usize, SocketAddrV4)>> {
+    fn tcp_accept(&mut self, l: usize) -> Result<Option<(usize, SocketAddr)>> {
         let Some(listener) = self.listeners.get(l) else {
             bail!("no such listener");
         };
         match listener.accept() {
-            Ok((stream, peer)) => Ok(Some((self.add_stream(stream)?, v4(peer)))),
+            Ok((stream, peer)) => Ok(Some((self.add_stream(stream)?, canonical(peer)))),
             Err(e) if would_block(&e) => Ok(None),
             // A connection that died in the queue is not the listener's failure.
             Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => Ok(None),
             Err(e) => Err(e).context("accepting"),
         }
+    }
+
+    fn tcp_local(&mut self, c: usize) -> Option<SocketAddr> {
+        self.stream(c).ok()?.stream.local_addr().ok().map(canonical)
     }
 
     fn tcp_send(&mut self, c: usize, data: &[u8]) -> Result<usize> {
@@ -186,20 +209,21 @@ impl Net for KernelNet {
     }
 
     fn udp_bind(&mut self, port: u16) -> Result<usize> {
-        let socket = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port))
-            .with_context(|| format!("binding UDP port {port}"))?;
+        let socket = bind_any(port, UdpSocket::bind).with_context(|| format!("binding UDP port {port}"))?;
         socket.set_nonblocking(true)?;
         set_buffer(&socket, libc::SO_RCVBUF);
         set_buffer(&socket, libc::SO_SNDBUF);
-        Ok(insert(&mut self.udps, socket))
+        let v6 = socket.local_addr().is_ok_and(|a| a.is_ipv6());
+        Ok(insert(&mut self.udps, Udp { socket, v6 }))
     }
 
     fn udp_local_port(&self, u: usize) -> u16 {
-        self.udp(u).ok().and_then(|s| s.local_addr().ok()).map_or(0, |a| a.port())
+        self.udp(u).ok().and_then(|u| u.socket.local_addr().ok()).map_or(0, |a| a.port())
     }
 
-    fn udp_send(&mut self, u: usize, data: &[u8], to: SocketAddrV4) -> Result<bool> {
-        match self.udp(u)?.send_to(data, to) {
+    fn udp_send(&mut self, u: usize, data: &[u8], to: SocketAddr) -> Result<bool> {
+        let udp = self.udp(u)?;
+        match udp.socket.send_to(data, destination_for(udp.v6, to)) {
             Ok(_) => Ok(true),
             Err(e) if would_block(&e) || e.raw_os_error() == Some(libc::ENOBUFS) => Ok(false),
             // An ICMP error from an earlier datagram; the loss shows in the counts.
@@ -208,15 +232,15 @@ impl Net for KernelNet {
         }
     }
 
-    fn udp_recv(&mut self, u: usize, buf: &mut [u8]) -> Result<Option<(usize, SocketAddrV4)>> {
-        let Some(Some(socket)) = self.udps.get(u) else {
+    fn udp_recv(&mut self, u: usize, buf: &mut [u8]) -> Result<Option<(usize, SocketAddr)>> {
+        let Some(Some(Udp { socket, .. })) = self.udps.get(u) else {
             bail!("no such UDP socket");
         };
         match socket.recv_from(&mut self.scratch) {
             Ok((n, from)) => {
                 let copy = n.min(buf.len());
                 buf[..copy].copy_from_slice(&self.scratch[..copy]);
-                Ok(Some((n, v4(from))))
+                Ok(Some((n, canonical(from))))
             }
             Err(e) if would_block(&e) || e.kind() == io::ErrorKind::ConnectionRefused => Ok(None),
             Err(e) => Err(e).context("receiving a datagram"),
@@ -244,7 +268,7 @@ impl Net for KernelNet {
             add(s.stream.as_raw_fd(), events);
         }
         for u in self.udps.iter().flatten() {
-            add(u.as_raw_fd(), libc::POLLIN);
+            add(u.socket.as_raw_fd(), libc::POLLIN);
         }
         // Round up: a timeout under a millisecond must sleep, not spin.
         let millis = timeout.as_micros().div_ceil(1000) as libc::c_int;

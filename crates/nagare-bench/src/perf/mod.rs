@@ -1,7 +1,8 @@
 //! `nagare perf server|client`: TCP and UDP throughput and TCP and UDP
 //! request/response latency between nagare and anything that speaks the
 //! same small protocol (`protocol.rs`): nagare on a host of its own, an
-//! application of a running netd, or the kernel through `std::net`.
+//! application of a running netd, or the kernel through `std::net`; over
+//! IPv4 or IPv6 (a server takes both; through netd, IPv4 only).
 //!
 //! - `protocol.rs`: the control protocol (frames, checks).
 //! - `net.rs`: what a test needs from a stack; `engine.rs` (nagare),
@@ -35,7 +36,7 @@ use net::Net;
 use protocol::Start;
 pub use protocol::{Mode, Proto, DEFAULT_PORT};
 pub use report::Summary;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -56,8 +57,8 @@ pub enum Stack {
 /// One client test, as asked for; [`run_client`] checks it.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
-    /// The server's address.
-    pub server: Ipv4Addr,
+    /// The server's address, IPv4 or IPv6.
+    pub server: IpAddr,
     /// Its port.
     pub port: u16,
     /// TCP or UDP.
@@ -129,6 +130,8 @@ impl ClientOptions {
         let (proto, mode) = (self.proto, self.mode);
         let len = self.len.unwrap_or(match (proto, mode) {
             (_, Mode::Rr) => 1,
+            // The most one 1500-byte frame holds: no fragments.
+            (Proto::Udp, _) if self.server.is_ipv6() => 1452,
             (Proto::Udp, _) => 1472,
             (Proto::Tcp, _) => 128 * 1024,
         });
@@ -172,11 +175,33 @@ impl ClientOptions {
             None => Duration::from_secs(600),
         };
         Ok(client::ClientConfig {
-            server: SocketAddrV4::new(self.server, self.port),
+            server: SocketAddr::new(self.server, self.port),
             start,
             timeout,
             progress: !self.quiet,
         })
+    }
+}
+
+/// The addresses a link was given, IPv4's first.
+fn addresses(link: &LinkSpec) -> String {
+    let mut all = vec![link.addr.to_string()];
+    all.extend(link.ipv6.iter().map(|a| a.to_string()));
+    all.join(", ")
+}
+
+/// An error if `stack` cannot reach `server`: through netd only IPv4 is
+/// spoken; nagare's own host needs an IPv6 address of its own for an IPv6
+/// server.
+fn check_reach(stack: &Stack, server: IpAddr) -> Result<()> {
+    match (stack, server) {
+        (Stack::Via { .. }, IpAddr::V6(ip)) => {
+            bail!("{ip}: perf through netd (--via) reaches IPv4 servers only; without --via the kernel's stack, or with --tap nagare's, reaches IPv6 ones")
+        }
+        (Stack::Engine(link), IpAddr::V6(ip)) if link.ipv6.is_empty() => {
+            bail!("a test with {ip} needs an IPv6 --addr beside the IPv4 one: without one the host does not speak IPv6")
+        }
+        _ => Ok(()),
     }
 }
 
@@ -196,7 +221,7 @@ pub fn run_server(stack: &Stack, port: u16, once: bool, stop: &AtomicBool) -> Re
         Stack::Engine(link) => {
             let host = open_host(link, None, &clock)?;
             let mut net = engine::EngineNet::new(host)?;
-            let stack = format!("nagare on {} as {}", link.describe(), link.addr);
+            let stack = format!("nagare on {} as {}", link.describe(), addresses(link));
             let mut server = server::Server::new(server::ServerConfig { port, once, stack }, seed);
             drive(&mut net, &mut server, &clock, stop)?;
             net.linger(&clock, Duration::from_millis(500));
@@ -236,6 +261,7 @@ pub fn run_client(stack: &Stack, options: &ClientOptions, stop: &AtomicBool) -> 
 /// raising `stop` interrupts it.
 pub fn client(stack: &Stack, options: &ClientOptions, stop: &AtomicBool) -> Result<Summary> {
     let config = options.config()?;
+    check_reach(stack, options.server)?;
     let clock = MonotonicClock::new();
     let server = config.server;
     let (finished, summary, stats) = match stack {
@@ -246,7 +272,18 @@ pub fn client(stack: &Stack, options: &ClientOptions, stop: &AtomicBool) -> Resu
             (result, client.summary, None)
         }
         Stack::Engine(link) => {
-            let host = open_host(link, None, &clock)?;
+            let mut host = open_host(link, None, &clock)?;
+            if let IpAddr::V6(dst) = options.server {
+                // A global address is tentative for about two seconds
+                // (duplicate address detection); the test waits for one.
+                let ready = realtime::wait_for_ipv6_source(&mut host, &clock, stop, dst, realtime::IPV6_SOURCE_WAIT)?;
+                if realtime::stopped(stop) {
+                    bail!("interrupted");
+                }
+                if !ready {
+                    bail!("no IPv6 address of {dst}'s scope passed duplicate address detection");
+                }
+            }
             let mut net = engine::EngineNet::new(host)?;
             let mut client = client::Client::new(config);
             let result = drive(&mut net, &mut client, &clock, stop);
@@ -288,7 +325,7 @@ mod tests {
 
     fn options(proto: Proto, mode: Mode) -> ClientOptions {
         ClientOptions {
-            server: Ipv4Addr::LOCALHOST,
+            server: IpAddr::from([127, 0, 0, 1]),
             port: DEFAULT_PORT,
             proto,
             mode,
@@ -313,5 +350,7 @@ mod tests {
         assert!(paced.config().is_err());
         let stream = ClientOptions { udp_rate: Some(10.0), ..options(Proto::Udp, Mode::Stream) };
         assert_eq!(stream.config().unwrap().start.len, 1472);
+        let ipv6 = ClientOptions { server: "::1".parse().unwrap(), ..stream };
+        assert_eq!(ipv6.config().unwrap().start.len, 1452, "one 1500-byte frame over IPv6");
     }
 }

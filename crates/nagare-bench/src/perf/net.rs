@@ -1,10 +1,14 @@
 //! What a perf test needs from a network stack, non-blocking, so the same
 //! test code runs on nagare ([`super::engine`]) and on the kernel through
-//! `std::net` ([`super::kernel`]).
+//! `std::net` ([`super::kernel`]). Addresses are IPv4 or IPv6: listeners
+//! and UDP sockets take both families where the stack can, and a peer
+//! reached over IPv4 is always named by its IPv4 address (never an
+//! IPv4-mapped IPv6 one), so an address compares equal whichever socket
+//! reported it.
 
 use anyhow::Result;
 use nagare_core::Instant;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 /// Puts `item` in the first free slot of a socket table; returns its
 /// index (the handle the test holds).
@@ -15,6 +19,12 @@ pub fn insert<T>(slots: &mut Vec<Option<T>>, item: T) -> usize {
     }
     slots.push(Some(item));
     slots.len() - 1
+}
+
+/// `addr` with an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`, how a
+/// dual-stack socket names an IPv4 peer) as the IPv4 address it maps.
+pub fn canonical(addr: SocketAddr) -> SocketAddr {
+    SocketAddr::new(addr.ip().to_canonical(), addr.port())
 }
 
 /// The outcome of a read.
@@ -31,13 +41,17 @@ pub trait Net {
     type Udp: Copy;
 
     /// Starts a connection; [`Net::tcp_established`] says when it is up.
-    fn tcp_connect(&mut self, to: SocketAddrV4) -> Result<Self::Conn>;
+    fn tcp_connect(&mut self, to: SocketAddr) -> Result<Self::Conn>;
     /// `Ok(true)` once established, `Ok(false)` while connecting, an error
     /// if it failed.
     fn tcp_established(&mut self, c: Self::Conn) -> Result<bool>;
+    /// Listens on `port` for IPv4 and IPv6 connections (IPv4 only where
+    /// the stack has no IPv6).
     fn tcp_listen(&mut self, port: u16) -> Result<Self::Listener>;
     /// The next connection and its peer.
-    fn tcp_accept(&mut self, l: Self::Listener) -> Result<Option<(Self::Conn, SocketAddrV4)>>;
+    fn tcp_accept(&mut self, l: Self::Listener) -> Result<Option<(Self::Conn, SocketAddr)>>;
+    /// The local end of a connection.
+    fn tcp_local(&mut self, c: Self::Conn) -> Option<SocketAddr>;
     /// Queues bytes; returns how many were taken (0: no room now).
     fn tcp_send(&mut self, c: Self::Conn, data: &[u8]) -> Result<usize>;
     /// Queues up to `max` bytes of filler without copying where the stack
@@ -56,13 +70,15 @@ pub trait Net {
     /// Lets go of the connection (a graceful close).
     fn tcp_close(&mut self, c: Self::Conn);
 
+    /// Binds `port` (0: a free one) for datagrams of both families (IPv4
+    /// only where the stack has no IPv6).
     fn udp_bind(&mut self, port: u16) -> Result<Self::Udp>;
     fn udp_local_port(&self, u: Self::Udp) -> u16;
     /// `Ok(false)` when the datagram could not be queued now (no buffer).
-    fn udp_send(&mut self, u: Self::Udp, data: &[u8], to: SocketAddrV4) -> Result<bool>;
+    fn udp_send(&mut self, u: Self::Udp, data: &[u8], to: SocketAddr) -> Result<bool>;
     /// Copies the start of the next datagram into `buf`; returns the
     /// datagram's whole length and its sender.
-    fn udp_recv(&mut self, u: Self::Udp, buf: &mut [u8]) -> Result<Option<(usize, SocketAddrV4)>>;
+    fn udp_recv(&mut self, u: Self::Udp, buf: &mut [u8]) -> Result<Option<(usize, SocketAddr)>>;
 
     /// Moves frames (nagare) or does nothing (kernel); returns whether
     /// anything happened.

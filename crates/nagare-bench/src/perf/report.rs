@@ -163,7 +163,11 @@ pub struct Side {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Summary {
+    /// The server's endpoint, as the client reached it.
     pub server: String,
+    /// The client's end of the control connection (empty if the stack
+    /// could not say).
+    pub client: String,
     pub proto: Proto,
     pub mode: Mode,
     pub len: u32,
@@ -197,10 +201,11 @@ impl Summary {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "nagare perf: {} {} with {}, {} bytes per {}",
+            "nagare perf: {} {} with {}{}, {} bytes per {}",
             self.proto.name(),
             self.mode.name(),
             self.server,
+            if self.client.is_empty() { String::new() } else { format!(" from {}", self.client) },
             self.len,
             match (self.proto, self.mode) {
                 (_, Mode::Rr) => "request and response",
@@ -276,6 +281,7 @@ impl Summary {
         let udp = self.proto == Proto::Udp;
         let json = JsonSummary {
             server: &self.server,
+            client: (!self.client.is_empty()).then_some(self.client.as_str()),
             protocol: self.proto.name(),
             mode: self.mode.name(),
             len: self.len,
@@ -302,6 +308,8 @@ impl Summary {
 #[derive(serde::Serialize)]
 struct JsonSummary<'a> {
     server: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client: Option<&'a str>,
     protocol: &'static str,
     mode: &'static str,
     len: u32,
@@ -371,6 +379,7 @@ mod tests {
     fn summaries_render() {
         let summary = Summary {
             server: "10.0.0.1:5201".into(),
+            client: String::new(),
             proto: Proto::Udp,
             mode: Mode::Stream,
             len: 1472,
@@ -386,6 +395,7 @@ mod tests {
         assert_eq!(json["lost"], 1);
         assert_eq!(json["sender"]["packets"], 10);
         assert_eq!(json["server"], "10.0.0.1:5201");
+        assert!(json.get("client").is_none());
         assert!(json.get("latency_us").is_none());
     }
 
@@ -393,7 +403,8 @@ mod tests {
     fn udp_request_response_renders_as_rr_with_its_losses() {
         let latency = LatencySummary { count: 8, mean_us: 30.0, p50_us: 25.0, p99_us: 90.0, max_us: 95.0 };
         let summary = Summary {
-            server: "10.0.0.1:5201".into(),
+            server: "[fd00::1]:5201".into(),
+            client: "[fd00::2]:49152".into(),
             proto: Proto::Udp,
             mode: Mode::Rr,
             len: 64,
@@ -404,7 +415,7 @@ mod tests {
             latency: Some(latency),
         };
         let text = summary.text();
-        assert!(text.contains("64 bytes per request and response"), "{text}");
+        assert!(text.contains("udp rr with [fd00::1]:5201 from [fd00::2]:49152, 64 bytes"), "{text}");
         assert!(text.contains("rr        8 transactions in 2.000 s = 4 transactions/s"), "{text}");
         assert!(text.contains("p50 25.0 us, p99 90.0 us"), "{text}");
         assert!(text.contains("lost      2 of 10 requests (20.000 %) not answered within 200 ms"), "{text}");
@@ -413,5 +424,6 @@ mod tests {
         assert_eq!(json["transactions_per_s"], 4.0);
         assert_eq!(json["latency_us"]["p99"], 90.0);
         assert_eq!(json["lost"], 2);
+        assert_eq!((&json["server"], &json["client"]), (&"[fd00::1]:5201".into(), &"[fd00::2]:49152".into()));
     }
 }

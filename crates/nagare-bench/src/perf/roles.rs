@@ -10,7 +10,7 @@ use super::report::{Latency, Side};
 use super::udp_rr::{UdpRrClient, UdpRrServer};
 use anyhow::{anyhow, bail, Result};
 use nagare_core::Instant;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Calls into the stack per tick, at most, for each loop below.
@@ -400,7 +400,7 @@ impl RrServer {
 /// the receiver's Result.
 pub struct UdpSender<U> {
     udp: U,
-    to: SocketAddrV4,
+    to: SocketAddr,
     start: Instant,
     limit: Limit,
     /// Bytes per second; 0: as fast as the stack takes them.
@@ -602,7 +602,7 @@ pub struct RoleSetup<U> {
     pub end: End,
     pub cookie: u32,
     /// UDP: the socket this end uses and where the peer's is.
-    pub udp: Option<(U, SocketAddrV4)>,
+    pub udp: Option<(U, SocketAddr)>,
 }
 
 impl<N: Net> Role<N> {

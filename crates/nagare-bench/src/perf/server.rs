@@ -11,7 +11,7 @@ use super::Task;
 use anyhow::Result;
 use nagare_core::Instant;
 use std::collections::VecDeque;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::ops::ControlFlow;
 use std::time::Duration;
 
@@ -41,13 +41,13 @@ enum State<N: Net> {
     Idle,
     Handshake {
         ctl: Ctl<N::Conn>,
-        peer: SocketAddrV4,
+        peer: SocketAddr,
         since: Instant,
     },
     Running {
         ctl: Ctl<N::Conn>,
         role: Role<N>,
-        peer: SocketAddrV4,
+        peer: SocketAddr,
         start: Start,
         deadline: Instant,
         moved: (u64, Instant),
@@ -59,7 +59,7 @@ pub struct Server<N: Net> {
     listener: Option<N::Listener>,
     udp: Option<N::Udp>,
     state: State<N>,
-    waiting: VecDeque<(N::Conn, SocketAddrV4, Instant)>,
+    waiting: VecDeque<(N::Conn, SocketAddr, Instant)>,
     tests: u64,
     pub failures: u64,
     cookie: u64,
@@ -96,7 +96,7 @@ impl<N: Net> Server<N> {
     }
 
     /// Logs a finished or failed test; says whether to stop (`--once`).
-    fn end_test(&mut self, peer: SocketAddrV4, what: Result<String>) -> bool {
+    fn end_test(&mut self, peer: SocketAddr, what: Result<String>) -> bool {
         self.tests += 1;
         match what {
             Ok(line) => println!("nagare perf server: test {} from {peer}: {line}", self.tests),
@@ -137,14 +137,14 @@ impl<N: Net> Server<N> {
     }
 
     /// Answers a Start: Accept and a role, or an Error for the client.
-    fn begin(&mut self, start: &Start, peer: SocketAddrV4, now: Instant) -> Result<(Role<N>, u32), String> {
+    fn begin(&mut self, start: &Start, peer: SocketAddr, now: Instant) -> Result<(Role<N>, u32), String> {
         let udp = match start.proto {
             Proto::Tcp => None,
             Proto::Udp => {
                 let Some(udp) = self.udp else {
                     return Err("this server has no UDP socket".into());
                 };
-                Some((udp, SocketAddrV4::new(*peer.ip(), start.client_udp_port)))
+                Some((udp, SocketAddr::new(peer.ip(), start.client_udp_port)))
             }
         };
         let cookie = self.next_cookie();

@@ -10,7 +10,7 @@ use super::report::{Latency, Side};
 use super::roles::{micros, Ctl, Limit, Outcome, Poll, MAX_CALLS_PER_TICK, UDP_BACKOFF};
 use anyhow::{bail, Result};
 use nagare_core::Instant;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// How long the client waits for a response before it counts the request
@@ -29,7 +29,7 @@ struct InFlight {
 /// server's Result.
 pub struct UdpRrClient<U> {
     udp: U,
-    to: SocketAddrV4,
+    to: SocketAddr,
     start: Instant,
     limit: Limit,
     cookie: u32,
@@ -44,7 +44,7 @@ pub struct UdpRrClient<U> {
 }
 
 impl<U: Copy> UdpRrClient<U> {
-    pub fn new(udp: U, to: SocketAddrV4, len: u32, limit: Limit, cookie: u32, now: Instant) -> UdpRrClient<U> {
+    pub fn new(udp: U, to: SocketAddr, len: u32, limit: Limit, cookie: u32, now: Instant) -> UdpRrClient<U> {
         UdpRrClient {
             udp,
             to,
@@ -175,7 +175,7 @@ impl<U: Copy> UdpRrClient<U> {
 /// client's port goes back as it came, until the client's Done.
 pub struct UdpRrServer<U> {
     udp: U,
-    client: SocketAddrV4,
+    client: SocketAddr,
     start: Instant,
     /// Room for one request (its length plus one, to tell a longer
     /// datagram from one of the right length).
@@ -188,7 +188,7 @@ pub struct UdpRrServer<U> {
 }
 
 impl<U: Copy> UdpRrServer<U> {
-    pub fn new(udp: U, client: SocketAddrV4, len: u32, now: Instant) -> UdpRrServer<U> {
+    pub fn new(udp: U, client: SocketAddr, len: u32, now: Instant) -> UdpRrServer<U> {
         UdpRrServer {
             udp,
             client,

@@ -5,7 +5,7 @@
 //! or, with `zero_copy`, through `alloc_tx`/`send_buf`/`recv_buf`, as the
 //! engine's own perf stack lends and takes its buffers.
 
-use super::net::{insert, Net, Recv};
+use super::net::{canonical, insert, Net, Recv};
 use anyhow::{bail, Context, Result};
 use nagare::net::{TcpListener, TcpStream, UdpSocket};
 use nagare::poll::{poll, PollEntry, READABLE, WRITABLE};
@@ -40,10 +40,11 @@ fn would_block(e: &io::Error) -> bool {
     matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted)
 }
 
-fn v4(a: SocketAddr) -> SocketAddrV4 {
-    match a {
-        SocketAddr::V4(a) => a,
-        SocketAddr::V6(_) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+/// `to` if it is IPv4's: through netd a perf test speaks IPv4 only.
+fn ipv4_only(to: SocketAddr) -> Result<SocketAddrV4> {
+    match canonical(to) {
+        SocketAddr::V4(to) => Ok(to),
+        SocketAddr::V6(to) => bail!("{to}: perf through netd (--via) reaches IPv4 destinations only"),
     }
 }
 
@@ -151,7 +152,8 @@ impl Net for ViaNet {
     type Listener = usize;
     type Udp = usize;
 
-    fn tcp_connect(&mut self, to: SocketAddrV4) -> Result<usize> {
+    fn tcp_connect(&mut self, to: SocketAddr) -> Result<usize> {
+        let to = ipv4_only(to)?;
         let stream = TcpStream::connect_timeout_via(&self.netd, &SocketAddr::V4(to), CONNECT_TIMEOUT)
             .with_context(|| format!("connecting to {to} through netd"))?;
         self.add_stream(stream)
@@ -169,15 +171,19 @@ impl Net for ViaNet {
         Ok(self.listeners.len() - 1)
     }
 
-    fn tcp_accept(&mut self, l: usize) -> Result<Option<(usize, SocketAddrV4)>> {
+    fn tcp_accept(&mut self, l: usize) -> Result<Option<(usize, SocketAddr)>> {
         let Some(listener) = self.listeners.get(l) else {
             bail!("no such listener");
         };
         match listener.accept() {
-            Ok((stream, peer)) => Ok(Some((self.add_stream(stream)?, v4(peer)))),
+            Ok((stream, peer)) => Ok(Some((self.add_stream(stream)?, canonical(peer)))),
             Err(e) if would_block(&e) => Ok(None),
             Err(e) => Err(e).context("accepting"),
         }
+    }
+
+    fn tcp_local(&mut self, c: usize) -> Option<SocketAddr> {
+        self.stream(c).ok()?.stream.local_addr().ok().map(canonical)
     }
 
     fn tcp_send(&mut self, c: usize, data: &[u8]) -> Result<usize> {
@@ -227,17 +233,17 @@ impl Net for ViaNet {
         self.udp(u).ok().and_then(|s| s.local_addr().ok()).map_or(0, |a| a.port())
     }
 
-    fn udp_send(&mut self, u: usize, data: &[u8], to: SocketAddrV4) -> Result<bool> {
-        match self.udp(u)?.send_to(data, to) {
+    fn udp_send(&mut self, u: usize, data: &[u8], to: SocketAddr) -> Result<bool> {
+        match self.udp(u)?.send_to(data, ipv4_only(to)?) {
             Ok(_) => Ok(true),
             Err(e) if would_block(&e) || e.raw_os_error() == Some(libc::ENOBUFS) => Ok(false),
             Err(e) => Err(e).context("sending a datagram"),
         }
     }
 
-    fn udp_recv(&mut self, u: usize, buf: &mut [u8]) -> Result<Option<(usize, SocketAddrV4)>> {
+    fn udp_recv(&mut self, u: usize, buf: &mut [u8]) -> Result<Option<(usize, SocketAddr)>> {
         match self.udp(u)?.recv_from_trunc(buf) {
-            Ok((_, whole, from)) => Ok(Some((whole, v4(from)))),
+            Ok((_, whole, from)) => Ok(Some((whole, canonical(from)))),
             Err(e) if would_block(&e) => Ok(None),
             Err(e) => Err(e).context("receiving a datagram"),
         }

@@ -25,6 +25,9 @@ impl Interface {
         link_multicast: bool,
         now: Instant,
     ) {
+        // What the device said of the frame: the slice below starts
+        // without it.
+        let offload = packet.offload();
         let Some(mut payload) = packet.slice(udp_at, packet.len().saturating_sub(udp_at)) else {
             self.counters.drop_udp6_malformed += 1;
             return;
@@ -33,7 +36,6 @@ impl Interface {
             self.counters.drop_udp6_malformed += 1;
             return;
         };
-        let offload = payload.offload();
         if offload.is_udp_segmented() {
             self.counters.drop_udp_bad_segmentation += 1;
             return;
