@@ -62,26 +62,10 @@ fn split_gateways(gateways: &[IpAddr]) -> Result<(Option<Ipv4Addr>, Option<Ipv6A
     Ok((v4, v6))
 }
 
-/// `spec`, unless it has an IPv6 gateway where IPv6 is not allowed.
-fn ipv6_gateway_allowed(spec: LinkSpec, ipv6_allowed: bool) -> Result<LinkSpec> {
-    match spec.gateway6 {
-        Some(g) if !ipv6_allowed => {
-            bail!("this command takes an IPv4 --gateway only; IPv6 ones (--gateway {g}) are for `nagare up` and `nagare ping`")
-        }
-        _ => Ok(spec),
-    }
-}
-
 /// The IPv4 address of `--addr`, and the IPv6 ones: an IPv4 one is needed
-/// (a host's link always has one), IPv6 ones only where `ipv6_allowed`.
-fn link_addrs(addrs: &[HostAddr], ipv6_allowed: bool) -> Result<(Ipv4Cidr, Vec<Ipv6Cidr>)> {
+/// (a host's link always has one).
+fn link_addrs(addrs: &[HostAddr]) -> Result<(Ipv4Cidr, Vec<Ipv6Cidr>)> {
     let (v4, v6) = split_addrs(addrs)?;
-    if !v6.is_empty() && !ipv6_allowed {
-        bail!(
-            "this command takes IPv4 addresses only; IPv6 ones (--addr {}) are for `nagare up`, `ping`, `fetch` and `perf`",
-            v6[0]
-        );
-    }
     let Some(v4) = v4 else {
         bail!("an IPv4 --addr is needed beside the IPv6 ones: a link always has an IPv4 address");
     };
@@ -191,24 +175,21 @@ impl LinkExtras {
 }
 
 impl LinkArgs {
-    /// The link asked for, with IPv6 addresses where `ipv6_allowed`.
-    pub fn spec(&self, ipv6_allowed: bool) -> Result<LinkSpec> {
-        let addrs = link_addrs(&self.addr, ipv6_allowed)?;
-        let spec = self.more.spec(self.tap.as_ref(), self.vni.as_ref(), addrs, !self.no_offload)?;
-        ipv6_gateway_allowed(spec, ipv6_allowed)
+    /// The link asked for.
+    pub fn spec(&self) -> Result<LinkSpec> {
+        let addrs = link_addrs(&self.addr)?;
+        self.more.spec(self.tap.as_ref(), self.vni.as_ref(), addrs, !self.no_offload)
     }
 }
 
 impl OptionalLinkArgs {
-    /// The TAP or VNI link asked for, if any (with an address), with IPv6
-    /// addresses where `ipv6_allowed`.
-    pub fn spec(&self, ipv6_allowed: bool) -> Result<Option<LinkSpec>> {
+    /// The TAP or VNI link asked for, if any (with an address).
+    pub fn spec(&self) -> Result<Option<LinkSpec>> {
         if self.addr.is_empty() || (self.tap.is_none() && self.vni.is_none()) {
             return Ok(None);
         }
-        let addrs = link_addrs(&self.addr, ipv6_allowed)?;
-        let spec = self.more.spec(self.tap.as_ref(), self.vni.as_ref(), addrs, !self.no_offload)?;
-        ipv6_gateway_allowed(spec, ipv6_allowed).map(Some)
+        let addrs = link_addrs(&self.addr)?;
+        self.more.spec(self.tap.as_ref(), self.vni.as_ref(), addrs, !self.no_offload).map(Some)
     }
 
     /// The IPv4 `--addr`, if given.

@@ -324,7 +324,7 @@ pub enum ModeArg {
 /// The stack `--via`, `--tap`/`--vni` or neither asks for.
 fn stack(link: &OptionalLinkArgs, via: Option<PathBuf>, zero_copy: bool) -> Result<Stack> {
     link.check_device()?;
-    Ok(match (via, link.spec(true)?) {
+    Ok(match (via, link.spec()?) {
         (Some(socket), _) => Stack::Via { socket, zero_copy },
         (None, Some(spec)) => Stack::Engine(spec),
         (None, None) => Stack::Kernel,

@@ -296,7 +296,7 @@ fn main() -> Result<()> {
     });
     match cli.command {
         Command::Demo { pcap, seed, stream } => demo::run(demo::DemoArgs { pcap, seed, stream_datagrams: stream }),
-        Command::Up { link, pcap, services } => up::run(&link.spec(true)?, pcap.as_deref(), &services.config(true)),
+        Command::Up { link, pcap, services } => up::run(&link.spec()?, pcap.as_deref(), &services.config(true)),
         Command::Netd {
             link,
             socket,
@@ -314,7 +314,7 @@ fn main() -> Result<()> {
             boost_lift,
             mm_default,
         } => {
-            let mut builder = NetdBuilder::new(link.spec(true)?)
+            let mut builder = NetdBuilder::new(link.spec()?)
                 .socket(socket)
                 .services(services.config(false))
                 .client_memory(client_memory)
@@ -348,7 +348,7 @@ fn main() -> Result<()> {
         }
         Command::Fetch { link, via, url, output, timeout } => {
             let timeout = Duration::from_secs(timeout);
-            match (via, link.spec(true)?) {
+            match (via, link.spec()?) {
                 (Some(socket), _) => fetch::run_via(&socket, &url, &output, timeout),
                 (None, Some(spec)) => fetch::run(&spec, &url, &output, timeout),
                 (None, None) => anyhow::bail!("nagare fetch needs --tap or --vni with --addr, or --via SOCKET"),
@@ -370,7 +370,7 @@ fn main() -> Result<()> {
                 timeout: args::seconds("-W", timeout)?,
                 quiet,
             };
-            let code = match (via, link.spec(true)?) {
+            let code = match (via, link.spec()?) {
                 (Some(socket), _) => ping::run_via(&socket, options)?,
                 (None, Some(spec)) => ping::run_link(&spec, options)?,
                 (None, None) => ping::run_simulated(link.ipv4()?, options)?,

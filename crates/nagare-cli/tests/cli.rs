@@ -79,17 +79,13 @@ fn refused(args: &[&str]) -> String {
 
 #[test]
 fn ipv6_addresses_are_taken_where_they_are_served() {
-    // `up`, `ping`, `fetch` and `perf` take IPv6 --addr beside the IPv4
-    // one, not alone.
+    // Every command takes IPv6 --addr beside the IPv4 one, not alone.
     let err = refused(&["up", "--tap", "nagare-none0", "--addr", "fd00::2/64"]);
     assert!(err.contains("an IPv4 --addr is needed beside the IPv6 ones"), "{err}");
     let err = refused(&["up", "--tap", "nagare-none0", "--addr", "10.0.0.1/24", "--addr", "10.0.0.2/24"]);
     assert!(err.contains("one IPv4 --addr at most"), "{err}");
     let err = refused(&["up", "--tap", "nagare-none0", "--addr", "10.0.0.1/24", "--addr", "fd00::2/129"]);
     assert!(err.contains("--addr") && err.contains("fd00::2/129"), "{err}");
-    // The other commands refuse them.
-    let err = refused(&["netd", "--vni", "nagare-cli-test-none", "--addr", "10.0.0.1/24", "--addr", "fd00::1/64"]);
-    assert!(err.contains("IPv4 addresses only"), "{err}");
     // An IPv6 destination: a zone is dropped; it needs a link with IPv6.
     let err = refused(&["ping", "-c", "1", "fe80::1%tap0"]);
     assert!(err.contains("a simulated peer is IPv4 only: ping fe80::1 over"), "{err}");
@@ -108,9 +104,6 @@ fn an_ipv6_gateway_is_taken_beside_the_ipv4_one_where_ipv6_is_served() {
     assert!(err.contains("one IPv4 --gateway at most"), "{err}");
     let err = refused(&[&up[..], &["fd00::1::2"]].concat());
     assert!(err.contains("--gateway"), "{err}");
-    let netd = ["netd", "--vni", "nagare-cli-test-none", "--addr", "10.0.0.1/24", "--gateway", "fd00::1"];
-    let err = refused(&netd);
-    assert!(err.contains("IPv4 --gateway only"), "{err}");
 }
 
 #[test]
