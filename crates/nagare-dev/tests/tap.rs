@@ -485,7 +485,18 @@ fn a_tap_opened_without_offload_after_one_with_it_gets_complete_checksums() {
     let offloaded = TapDevice::open(&name).expect("open TAP with offload");
     assert!(offloaded.offloads().checksum);
     drop(offloaded);
-    let mut tap = TapDevice::open_with(&name, false).expect("open TAP without offload");
+    // The kernel lets go of the first attachment once every copy of its
+    // file is closed: a process another test thread is starting may hold
+    // one until it execs. Bounded retries while it is busy.
+    let deadline = StdInstant::now() + Duration::from_secs(5);
+    let mut tap = loop {
+        match TapDevice::open_with(&name, false) {
+            Err(e) if e.kind() == std::io::ErrorKind::ResourceBusy && StdInstant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            opened => break opened.expect("open TAP without offload"),
+        }
+    };
     assert_eq!(tap.offloads(), TxOffloads::NONE);
     ip(&["-6", "addr", "add", &format!("{kernel_ip}/64"), "dev", &name, "nodad"]);
     ip(&["link", "set", &name, "up"]);
