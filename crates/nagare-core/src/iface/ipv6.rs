@@ -403,10 +403,7 @@ impl Interface {
             self.counters.drop_ip6_no_route += 1;
             return Err(Error::NoRoute);
         };
-        let mtu = self
-            .pmtu
-            .get(IpAddr::V6(dst), now)
-            .map_or(v6.routers.mtu(self.caps.mtu), |path| path.min(v6.routers.mtu(self.caps.mtu)));
+        let mtu = self.path_mtu(IpAddr::V6(dst), now);
         if payload.len() > IPV6_MAX_PAYLOAD_LEN {
             return Err(Error::MessageTooLong);
         }

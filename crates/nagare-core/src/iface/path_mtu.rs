@@ -158,11 +158,10 @@ impl Interface {
         }
     }
 
-    /// A checked message says the path to `dst` carries `claim` bytes:
-    /// if that is below what we know (capped by the link MTU), the cache
-    /// keeps it and TCP follows.
-    fn lower_path_mtu(&mut self, dst: IpAddr, claim: usize, now: Instant) {
-        let mtu = claim.min(self.link_mtu(dst));
+    /// A checked message says the path to `dst` carries `mtu` bytes: if
+    /// that is below what we know (the link MTU at most, so a claim above
+    /// it changes nothing), the cache keeps it and TCP follows.
+    fn lower_path_mtu(&mut self, dst: IpAddr, mtu: usize, now: Instant) {
         if mtu >= self.path_mtu(dst, now) {
             self.counters.pmtu_not_lower += 1;
             return;
