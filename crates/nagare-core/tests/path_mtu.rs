@@ -401,7 +401,7 @@ fn the_cache_holds_a_bounded_number_of_destinations_and_forgets_after_ten_minute
     for i in 0..=PMTU_CACHE_ENTRIES {
         let quote = udp6_quote(ip("fd00::1"), dst(i), 4000, 53);
         feed(&mut net.w.a, &packet_too_big(1300, &quote), 2048, net.w.now);
-        net.w.now = net.w.now + Duration::from_secs(1);
+        net.w.now += Duration::from_secs(1);
     }
     assert_eq!(net.w.a.counters().pmtu_lowered, PMTU_CACHE_ENTRIES as u64 + 1);
     assert_eq!(net.w.a.path_mtu_cache_len(), PMTU_CACHE_ENTRIES);
@@ -409,7 +409,7 @@ fn the_cache_holds_a_bounded_number_of_destinations_and_forgets_after_ten_minute
     assert_eq!(net.w.a.path_mtu(IpAddr::V6(dst(1)), net.w.now), 1300);
     let last = IpAddr::V6(dst(PMTU_CACHE_ENTRIES));
     assert_eq!(net.w.a.path_mtu(last, net.w.now), 1300);
-    net.w.now = net.w.now + PMTU_EXPIRY;
+    net.w.now += PMTU_EXPIRY;
     assert_eq!(net.w.a.path_mtu(last, net.w.now), 1500, "ten minutes on, the link MTU is tried again");
 
     // A quote from a port with no socket is not ours.
