@@ -331,8 +331,13 @@ fn forged_messages_quoting_no_segment_in_flight_are_ignored_and_counted() {
     for forged in [&outside, &below, &other_port, &not_our_source] {
         feed(&mut net.w.a, &packet_too_big(1300, forged), 2048, net.w.now);
     }
+    // Quotes cut short, down to nothing, in pieces of 7 bytes.
+    for cut in [0, 10, 40, 47] {
+        feed(&mut net.w.a, &packet_too_big(1300, &real[..cut]), 7, net.w.now);
+        feed(&mut net.w.a, &frag_needed(1000, &real[..cut.min(27)]), 7, net.w.now);
+    }
     let counters = net.w.a.counters();
-    assert_eq!(counters.drop_pmtu_unverified, 4);
+    assert_eq!(counters.drop_pmtu_unverified, 4 + 8);
     assert_eq!(counters.pmtu_lowered, 0);
     assert_eq!(net.w.a.path_mtu(b6.ip(), net.w.now), 1500);
     assert_eq!(net.w.a.tcp_ref().connection(c).unwrap().send_mss(), mss);

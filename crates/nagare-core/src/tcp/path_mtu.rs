@@ -28,6 +28,8 @@ impl Interface {
 
     /// The path MTU to `dst` went down to `mtu`: each connection to it
     /// sends smaller segments from now on, what it had in flight again.
+    /// The connections are found by a scan of the table, which only a
+    /// checked message that lowered the cache starts, once per lowering.
     pub(crate) fn tcp_path_mtu_lowered(&mut self, dst: IpAddr, mtu: usize, now: Instant) {
         let mss = mss_for_path_mtu(dst, mtu);
         let handles: Vec<TcpHandle> =
