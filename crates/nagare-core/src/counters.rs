@@ -288,6 +288,24 @@ counters! {
         icmp6_echo_replies_received,
         /// ICMPv6 error messages received.
         icmp6_errors_received,
+        /// Path MTUs lowered by a checked "fragmentation needed" or
+        /// "packet too big" message.
+        pmtu_lowered,
+        /// Checked path MTU messages ignored: they claimed no less than
+        /// the path MTU already known (or the link's).
+        pmtu_not_lower,
+        /// Ignored: a path MTU message quoting no packet we have sent
+        /// (another source, no such socket, a TCP sequence number outside
+        /// what is in flight), RFC 5927.
+        drop_pmtu_unverified,
+        /// Ignored: a "fragmentation needed" claiming less than IPv4's
+        /// path MTU floor (552).
+        drop_pmtu_below_floor,
+        /// "Packet too big" messages claiming less than 1280, taken as
+        /// 1280.
+        pmtu_raised_to_minimum,
+        /// TCP connections whose send MSS went down with their path MTU.
+        tcp_path_mss_lowered,
         /// ICMPv6 error messages sent.
         icmp6_errors_sent,
         /// ICMPv6 errors not sent because of the rate limit.

@@ -20,6 +20,7 @@ pub mod icmp;
 pub mod iface;
 pub mod ipv4;
 pub mod ipv6;
+pub mod pmtu;
 pub mod ratelimit;
 pub mod reassembly;
 pub mod socket;

@@ -4,7 +4,7 @@
 
 use super::socket::EchoEvent;
 use super::socket::IcmpError;
-use super::{ICMP_DST_UNREACHABLE, ICMP_ECHO_REPLY, ICMP_ECHO_REQUEST, ICMP_TIME_EXCEEDED};
+use super::{ICMP_CODE_FRAG_NEEDED, ICMP_DST_UNREACHABLE, ICMP_ECHO_REPLY, ICMP_ECHO_REQUEST, ICMP_TIME_EXCEEDED};
 use crate::buf::PacketBuf;
 use crate::iface::read::be16;
 use crate::iface::Interface;
@@ -54,6 +54,9 @@ impl Interface {
             kind @ (ICMP_DST_UNREACHABLE | ICMP_TIME_EXCEEDED) => {
                 self.counters.icmp_errors_received += 1;
                 let code = header[1];
+                if kind == ICMP_DST_UNREACHABLE && code == ICMP_CODE_FRAG_NEEDED {
+                    self.receive_frag_needed(&header, &payload, now);
+                }
                 let error = if kind == ICMP_DST_UNREACHABLE {
                     IcmpError::Unreachable { from: ip.src_addr, code }
                 } else {

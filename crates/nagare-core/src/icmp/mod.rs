@@ -29,4 +29,5 @@ pub(crate) const ICMP_TIME_EXCEEDED: u8 = 11;
 pub(crate) const ICMP_CODE_HOST_UNREACHABLE: u8 = 1;
 pub(crate) const ICMP_CODE_PROTO_UNREACHABLE: u8 = 2;
 pub(crate) const ICMP_CODE_PORT_UNREACHABLE: u8 = 3;
+pub(crate) const ICMP_CODE_FRAG_NEEDED: u8 = 4;
 pub(crate) const ICMP_CODE_REASSEMBLY_TIMEOUT: u8 = 1;

@@ -47,6 +47,11 @@ impl IcmpSockets {
         Ok(())
     }
 
+    /// Whether an echo socket has identifier `ident`.
+    pub(crate) fn has_ident(&self, ident: u16) -> bool {
+        self.idents.contains_key(&ident)
+    }
+
     /// Queues `event` on the echo socket with identifier `ident`: `None`
     /// when there is none, `Some(false)` when its queue is full.
     pub(super) fn deliver(&mut self, ident: u16, event: EchoEvent) -> Option<bool> {

@@ -70,6 +70,10 @@ impl Interface {
             | Icmpv6Message::NeighborAdvert
             | Icmpv6Message::RouterSolicit
             | Icmpv6Message::RouterAdvert => self.receive_ndp(ip, &payload, now),
+            Icmpv6Message::PacketTooBig => {
+                self.counters.icmp6_errors_received += 1;
+                self.receive_packet_too_big(&header, &payload, now);
+            }
             kind if kind.is_error() => self.counters.icmp6_errors_received += 1,
             _ => self.counters.drop_icmp6_unhandled_type += 1,
         }

@@ -14,7 +14,7 @@ use crate::ipv4::fragment::fragment;
 use crate::ipv4::reassembly::{DropReason, Outcome};
 use crate::ipv4::route::{next_hop, NextHop};
 use crate::time::Instant;
-use core::net::Ipv4Addr;
+use core::net::{IpAddr, Ipv4Addr};
 use nagare_wire::{EtherType, EthernetAddress, IpProtocol, Ipv4Packet, Ipv4Repr, IPV4_HEADER_LEN};
 
 /// Sources that do not name a single host (RFC 1122 3.2.1.3): this host,
@@ -175,7 +175,10 @@ impl Interface {
         let Some(hop) = hop else {
             return self.send_local(repr, payload);
         };
-        let mtu = self.caps.mtu;
+        // A datagram that routers may fragment goes in fragments that fit
+        // the path; one with DF set is its sender's to size (TCP follows
+        // the path MTU itself) and goes whole if the link takes it.
+        let mtu = if repr.dont_frag { self.caps.mtu } else { self.path_mtu(IpAddr::V4(repr.dst_addr), now) };
         let packet_len = payload.len() + IPV4_HEADER_LEN;
         // A TCP or UDP super-frame goes whole: the device cuts it into
         // MTU-sized segments or datagrams.

@@ -23,7 +23,7 @@ use crate::ipv6::neighbor::{NeighborCache, Resolution};
 use crate::ipv6::reassembly::{holds_header_chain, DropReason, Outcome, Reassembler};
 use crate::ipv6::router::Routers;
 use crate::time::Instant;
-use core::net::Ipv6Addr;
+use core::net::{IpAddr, Ipv6Addr};
 use nagare_wire::{
     multicast_mac, solicited_node, EtherType, EthernetAddress, Icmpv6Message, Icmpv6ParamProblem, IpProtocol,
     Ipv6ExtChain, Ipv6ExtError, Ipv6FragmentRepr, Ipv6OptionAction, Ipv6Packet, Ipv6Repr, IPV6_ALL_NODES,
@@ -376,7 +376,8 @@ impl Interface {
     /// configured one when `None`). Multicast goes to its 33:33 group
     /// address; unicast to its next hop (the destination on the link, a
     /// default router otherwise), resolved through the neighbour cache,
-    /// waiting there if need be. A packet past the MTU goes in fragments
+    /// waiting there if need be. A packet past the path MTU of `dst` (the
+    /// link's unless a router said less) goes in fragments
     /// (each on the same way), all of them or none, unless its offload asks
     /// the device to cut it; one to an address of ours is refused (IPv6 is
     /// not delivered locally).
@@ -402,7 +403,7 @@ impl Interface {
             self.counters.drop_ip6_no_route += 1;
             return Err(Error::NoRoute);
         };
-        let mtu = v6.routers.mtu(self.caps.mtu);
+        let mtu = self.path_mtu(IpAddr::V6(dst), now);
         if payload.len() > IPV6_MAX_PAYLOAD_LEN {
             return Err(Error::MessageTooLong);
         }

@@ -24,6 +24,7 @@ pub(crate) mod ipv4;
 mod ipv6;
 mod local;
 mod ndp;
+mod path_mtu;
 pub(crate) mod read;
 mod router;
 
@@ -38,6 +39,7 @@ use crate::icmp::{Icmp, IcmpSockets, ICMP_CODE_REASSEMBLY_TIMEOUT, ICMP_TIME_EXC
 use crate::ipv4::reassembly::Reassembler;
 use crate::ipv6::addr::{AddrState, Ipv6Address, Ipv6Cidr};
 use crate::ipv6::neighbor::NeighborState;
+use crate::pmtu::PathMtuCache;
 use crate::ratelimit::TokenBucket;
 use crate::tcp::{Tcp, TcpSockets};
 use crate::time::Instant;
@@ -68,6 +70,8 @@ pub struct Interface {
     /// IPv6 addresses and neighbours, when the configuration asks for IPv6.
     v6: Option<Ipv6State>,
     reassembler: Reassembler,
+    /// Path MTUs below the link's, learnt from routers (`path_mtu.rs`).
+    pub(crate) pmtu: PathMtuCache,
     pub(crate) udp: UdpSockets,
     pub(crate) icmp: IcmpSockets,
     pub(crate) tcp: TcpSockets,
@@ -96,6 +100,7 @@ impl Interface {
             arp: ArpCache::new(config.arp.clone()),
             v6: config.ipv6.as_ref().map(|v6| Ipv6State::new(v6, config.mac, seed)),
             reassembler: Reassembler::new(config.reassembly.clone()),
+            pmtu: PathMtuCache::default(),
             icmp_errors: TokenBucket::new(config.icmp_error_rate, config.icmp_error_burst),
             udp: UdpSockets::new(seed),
             icmp: IcmpSockets::default(),

@@ -4,6 +4,7 @@ use super::config::TcpConfig;
 use super::connection::{Connection, State, TcpError};
 use super::events::TcpEvent;
 use super::isn::initial_sequence_number;
+use super::path_mtu::cached_path_mss;
 use super::sockets::{local_mss, Listener, TcpHandle, TcpListenerHandle};
 use crate::buf::PacketBuf;
 use crate::iface::{Error, Interface, HEADROOM};
@@ -199,6 +200,9 @@ impl<'a> Tcp<'a> {
         let iss = initial_sequence_number(iface.tcp.key, local, remote, now);
         let config = iface.tcp.socket_config(&iface.caps);
         let mut conn = Connection::connect(config, local, remote, local_mss(iface, remote), iss, now);
+        if let Some(mss) = cached_path_mss(iface, remote, now) {
+            conn.path_mss_lowered(mss);
+        }
         conn.set_timestamp_offset(iface.tcp.timestamp_offset(local, remote));
         let handle = iface.tcp.insert(conn, None);
         iface.counters.tcp_connects += 1;

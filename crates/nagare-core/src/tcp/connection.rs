@@ -168,6 +168,8 @@ pub struct ConnectionStats {
     pub challenge_acks: u64,
     /// Tail loss probes sent.
     pub tail_loss_probes: u64,
+    /// Times the path MTU to the peer went down and the send MSS with it.
+    pub path_mtu_drops: u64,
 }
 
 /// One TCP connection.
@@ -179,6 +181,10 @@ pub struct Connection {
     config: TcpConfig,
     /// Our MSS: what we advertise and the largest segment we accept.
     local_mss: usize,
+    /// The largest segment payload and options the path to the peer
+    /// carries, as path MTU discovery learnt it: the send MSS never
+    /// exceeds it, whatever the peer announced.
+    path_mss: usize,
 
     // Send sequence space (RFC 9293 3.3.1).
     iss: TcpSeqNumber,
@@ -315,6 +321,7 @@ impl Connection {
             local,
             remote,
             local_mss,
+            path_mss: usize::MAX,
             iss,
             snd_una: iss,
             snd_nxt: iss,
@@ -751,6 +758,44 @@ impl Connection {
         true
     }
 
+    /// The path to the peer carries segments of at most `mss` bytes after
+    /// the TCP header (its MTU less the IP and TCP headers, RFC 1191 and
+    /// RFC 8201): the send MSS and congestion control's follow it down,
+    /// and what is in flight, sent at the old size and dropped on the way,
+    /// goes again at once at the new one without a congestion response
+    /// (Linux's `tcp_simple_retransmit`). Before the peer's SYN is seen,
+    /// the limit waits for it. Returns whether the send MSS went down.
+    pub fn path_mss_lowered(&mut self, mss: usize) -> bool {
+        let mss = mss.max(64);
+        self.path_mss = self.path_mss.min(mss);
+        if self.state == State::SynSent || mss >= self.options.send_mss {
+            return false;
+        }
+        self.options.send_mss = mss;
+        self.congestion.set_mss(self.effective_mss());
+        self.stats.path_mtu_drops += 1;
+        if self.state.is_synchronized() && self.snd_una != self.snd_max {
+            self.recovery = None;
+            self.retransmit_one = None;
+            self.tail_probe.forget();
+            self.rack.clear();
+            self.dupacks = 0;
+            self.limited_sent = 0;
+            self.scoreboard.clear();
+            // Karn: no RTT sample from what goes twice.
+            self.rtt_probe = None;
+            self.snd_nxt = self.snd_una;
+        }
+        true
+    }
+
+    /// Whether `seq` lies in what was sent and not yet acknowledged
+    /// (SND.UNA up to the highest sequence sent): an ICMP error quoting a
+    /// segment of this connection must quote one of these (RFC 5927 4.1).
+    pub fn sent_unacknowledged(&self, seq: TcpSeqNumber) -> bool {
+        seq_le(self.snd_una, seq) && seq_lt(seq, self.snd_max)
+    }
+
     /// Closes our sending side: a FIN follows the queued data.
     pub fn shutdown(&mut self) {
         match self.state {
@@ -805,7 +850,7 @@ impl Connection {
         self.rcv_nxt = syn.seq_number + 1;
         self.rcv_adv = self.rcv_nxt;
         let peer_mss = syn.max_seg_size.map_or(DEFAULT_MSS, usize::from);
-        self.options.send_mss = peer_mss.clamp(64, self.local_mss.max(64));
+        self.options.send_mss = peer_mss.clamp(64, self.local_mss.max(64)).min(self.path_mss);
         match (self.config.window_scaling, syn.window_scale) {
             (true, Some(shift)) => {
                 self.options.snd_shift = shift.min(MAX_WINDOW_SHIFT);

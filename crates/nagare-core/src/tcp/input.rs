@@ -5,6 +5,7 @@
 
 use super::connection::{Connection, Processed, State};
 use super::isn::{check_syn_cookie, initial_sequence_number, make_syn_cookie};
+use super::path_mtu::cached_path_mss;
 use super::sockets::{local_mss, TcpHandle, TcpListenerHandle};
 use crate::buf::{Offload, PacketBuf};
 use crate::hash::{siphash, SipKey};
@@ -233,7 +234,11 @@ impl Interface {
                     }
                     let config = listener.config.clone();
                     let mss = local_mss(self, remote);
-                    let conn = Connection::from_cookie(config, local, remote, mss, iss, irs, contents.mss, repr, now);
+                    let mut conn =
+                        Connection::from_cookie(config, local, remote, mss, iss, irs, contents.mss, repr, now);
+                    if let Some(mss) = cached_path_mss(self, remote, now) {
+                        conn.path_mss_lowered(mss);
+                    }
                     let handle = self.tcp.insert(conn, Some(l));
                     self.counters.tcp_syn_cookies_accepted += 1;
                     self.tcp.hand_to_listener(handle, now);
@@ -273,6 +278,9 @@ impl Interface {
         let config = listener.config.clone();
         let iss = initial_sequence_number(self.tcp.key, local, remote, now);
         let mut conn = Connection::accept_syn(config, local, remote, local_mss(self, remote), iss, repr, now);
+        if let Some(mss) = cached_path_mss(self, remote, now) {
+            conn.path_mss_lowered(mss);
+        }
         conn.set_timestamp_offset(self.tcp.timestamp_offset(local, remote));
         if let Some(listener) = self.tcp.listeners.get_mut(l.0) {
             listener.half_open += 1;

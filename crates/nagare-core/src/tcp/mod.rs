@@ -29,6 +29,7 @@ mod api;
 mod events;
 mod input;
 mod output;
+mod path_mtu;
 mod sockets;
 
 pub use api::Tcp;

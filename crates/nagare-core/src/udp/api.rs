@@ -261,7 +261,8 @@ impl<'a> Udp<'a> {
         // unless it will be cut into IP fragments (a device completes the
         // checksum of a whole transport segment only).
         let offload = iface.caps.tx_offloads.checksum
-            && (segment_size != 0 || payload_len + UDP_HEADER_LEN + IPV4_HEADER_LEN <= iface.caps.mtu);
+            && (segment_size != 0
+                || payload_len + UDP_HEADER_LEN + IPV4_HEADER_LEN <= iface.path_mtu(IpAddr::V4(*dst.ip()), now));
         let payload_sum = if offload { Checksum::default() } else { payload.checksum() };
         let header = payload.prepend(&iface.pool, UDP_HEADER_LEN)?;
         let repr = nagare_wire::UdpRepr { src_port, dst_port: dst.port() };
