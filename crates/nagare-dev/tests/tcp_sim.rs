@@ -19,9 +19,9 @@
 
 use nagare_core::buf::{BufferPool, PacketBuf, TxOffloads};
 use nagare_core::iface::Error;
+use nagare_core::ipv6::addr::{AddrState, Ipv6Cidr};
 use nagare_core::tcp::congestion::CongestionAlgorithm;
 use nagare_core::tcp::TcpHandle;
-use nagare_core::ipv6::addr::{AddrState, Ipv6Cidr};
 use nagare_core::{Instant, Interface, InterfaceConfig, Ipv6Config};
 use nagare_dev::{Device, Impairment, LinkConfig, SimLink, SimPort, SimRng};
 use nagare_wire::{EthernetAddress, Ipv4Addr, Ipv4Cidr, Ipv6Addr};
@@ -59,12 +59,11 @@ impl Family {
     /// A's listening address and the address B connects to.
     fn endpoints(self) -> (SocketAddr, SocketAddr) {
         match self {
-            Family::V4 => {
-                (SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT).into(), SocketAddrV4::new(A_IP, PORT).into())
-            }
-            Family::V6 => {
-                (SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, PORT, 0, 0).into(), SocketAddrV6::new(A_IP6, PORT, 0, 0).into())
-            }
+            Family::V4 => (SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT).into(), SocketAddrV4::new(A_IP, PORT).into()),
+            Family::V6 => (
+                SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, PORT, 0, 0).into(),
+                SocketAddrV6::new(A_IP6, PORT, 0, 0).into(),
+            ),
         }
     }
 }
