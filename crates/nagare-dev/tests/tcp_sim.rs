@@ -49,7 +49,7 @@ enum Family {
 impl Family {
     /// Even seeds over IPv4, odd ones over IPv6.
     fn of_seed(seed: u64) -> Family {
-        if seed % 2 == 0 {
+        if seed.is_multiple_of(2) {
             Family::V4
         } else {
             Family::V6
