@@ -226,8 +226,9 @@ pub struct InterfaceConfig {
 
 /// The keys an engine must keep from the network: one for RFC 6528 initial
 /// sequence numbers and SYN cookies, one for the hash of the connection
-/// table and one for RFC 7217 interface identifiers, each independent, so
-/// that none can be learned through another.
+/// table, one for RFC 7217 interface identifiers and one for RFC 7739
+/// IPv6 fragment identifications, each independent, so that none can be
+/// learned through another.
 ///
 /// The engine takes them as input, being without a random source of its
 /// own: a host on a real network gives it keys from the operating system's
@@ -242,6 +243,9 @@ pub struct Secrets {
     /// The secret_key of RFC 7217's stable opaque interface identifiers:
     /// a host's addresses in a prefix stay the same as long as it does.
     pub stable_iid: SipKey,
+    /// Keys the per-destination part of IPv6 fragment identifications
+    /// (RFC 7739).
+    pub frag_ident: SipKey,
 }
 
 impl Secrets {
@@ -252,6 +256,7 @@ impl Secrets {
             isn: SipKey::from_seed(seed ^ 0x7463_7073_6563_7265),
             table: SipKey::from_seed(seed ^ 0x0064_656d_7578),
             stable_iid: SipKey::from_seed(seed ^ 0x7374_6162_6c65),
+            frag_ident: SipKey::from_seed(seed ^ 0x6672_6167_6964),
         }
     }
 }

@@ -11,14 +11,16 @@
 //! with a parameter problem where RFC 8200 asks for one). Fragments are
 //! reassembled (`crate::ipv6::reassembly`) and the whole datagram walked
 //! and handed on as if it had come so; packets past the MTU (the link's,
-//! lowered by a router's MTU option) are sent in fragments. Nothing is
-//! forwarded; an off-link destination is sent to a default router
+//! lowered by a router's MTU option) are sent in fragments, identified
+//! per destination (`crate::ipv6::frag_ident`). Nothing is forwarded;
+//! an off-link destination is sent to a default router
 //! (`crate::ipv6::router` chooses the next hop).
 
 use super::{Error, Interface};
 use crate::buf::PacketBuf;
 use crate::config::{Ipv6Config, Secrets};
 use crate::ipv6::addr::{AddrState, Ipv6Addresses, LINK_LOCAL};
+use crate::ipv6::frag_ident::FragIdents;
 use crate::ipv6::fragment::fragment;
 use crate::ipv6::iid::IidGenerator;
 use crate::ipv6::neighbor::{NeighborCache, Resolution};
@@ -52,9 +54,9 @@ pub(crate) struct Ipv6State {
     /// Default routers, on-link prefixes and the link MTU (`router.rs`).
     pub(super) routers: Routers,
     pub(super) hop_limit: u8,
-    /// Identification of the next datagram sent in fragments; the first is
-    /// drawn from the seed, so that it cannot be guessed from outside.
-    next_frag_ident: u32,
+    /// Identifications of datagrams sent in fragments, per destination
+    /// and keyed, so that they cannot be guessed from outside.
+    frag_idents: FragIdents,
 }
 
 impl Ipv6State {
@@ -80,7 +82,7 @@ impl Ipv6State {
             reassembler: Reassembler::new(config.reassembly.clone()),
             routers: super::router::routers_for(config, seed),
             hop_limit: config.hop_limit,
-            next_frag_ident: (seed >> 24) as u32 ^ 0x6672_6167,
+            frag_idents: FragIdents::new(secrets.frag_ident),
         }
     }
 }
@@ -443,8 +445,7 @@ impl Interface {
         now: Instant,
     ) -> Result<(), Error> {
         let v6 = self.v6.as_mut().ok_or(Error::Unaddressable)?;
-        let ident = v6.next_frag_ident;
-        v6.next_frag_ident = ident.wrapping_add(1);
+        let ident = v6.frag_idents.next(repr.src_addr, repr.dst_addr);
         let mut pieces = fragment(repr, &payload, mtu, ident).ok_or(Error::MessageTooLong)?;
         drop(payload);
         for (header, frag, piece) in pieces.iter_mut() {

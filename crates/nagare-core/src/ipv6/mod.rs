@@ -3,10 +3,12 @@
 //! identifiers of those it makes itself (`iid.rs`), the neighbour
 //! cache (`neighbor.rs`), what routers tell (`router.rs`), addresses
 //! formed from their prefixes (`slaac.rs`), fragmentation
-//! (`fragment.rs`) and reassembly (`reassembly.rs`). The interface
+//! (`fragment.rs`) and the identifications of fragmented datagrams
+//! (`frag_ident.rs`), and reassembly (`reassembly.rs`). The interface
 //! drives them (`crate::iface`).
 
 pub mod addr;
+pub mod frag_ident;
 pub mod fragment;
 pub mod iid;
 pub mod neighbor;
