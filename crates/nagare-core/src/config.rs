@@ -2,6 +2,7 @@
 
 use crate::hash::SipKey;
 use crate::ipv6::addr::Ipv6Cidr;
+use crate::ipv6::iid::InterfaceIds;
 use alloc::vec::Vec;
 use core::net::{Ipv4Addr, Ipv6Addr};
 use core::time::Duration;
@@ -117,7 +118,7 @@ impl Default for NdpConfig {
 }
 
 /// IPv6 on an interface: its configured addresses (a link-local address
-/// made from the MAC is always added) and neighbour discovery.
+/// the interface makes is always added) and neighbour discovery.
 #[derive(Debug, Clone)]
 pub struct Ipv6Config {
     /// Addresses beside the link-local one, with the prefix of their
@@ -149,6 +150,13 @@ pub struct Ipv6Config {
     /// prefixes, the link MTU and addresses formed from their prefixes);
     /// without it they are counted and ignored.
     pub accept_router_adverts: bool,
+    /// How the interface identifiers of the link-local address and of
+    /// addresses formed from routers' prefixes are made: stable and
+    /// opaque (RFC 7217, keyed by [`Secrets::stable_iid`]; a duplicate is
+    /// retried with the next DAD counter) by default, or
+    /// [`InterfaceIds::Eui64`], the modified EUI-64 of the MAC, the same
+    /// in every prefix. Configured addresses are taken as they are.
+    pub interface_ids: InterfaceIds,
     /// Router solicitations sent at start-up (MAX_RTR_SOLICITATIONS,
     /// RFC 4861 10: 3); 0 sends none.
     pub router_solicitations: u32,
@@ -170,6 +178,7 @@ impl Default for Ipv6Config {
             reassembly: ReassemblyConfig { timeout: Duration::from_secs(60), ..ReassemblyConfig::default() },
             gateway: None,
             accept_router_adverts: true,
+            interface_ids: InterfaceIds::StableOpaque,
             router_solicitations: 3,
             router_solicitation_interval: Duration::from_secs(4),
             router_solicitation_max_delay: Duration::from_secs(1),
@@ -216,8 +225,10 @@ pub struct InterfaceConfig {
 }
 
 /// The keys an engine must keep from the network: one for RFC 6528 initial
-/// sequence numbers and SYN cookies, an independent one for the hash of the
-/// connection table, so that neither can be learned through the other.
+/// sequence numbers and SYN cookies, one for the hash of the connection
+/// table, one for RFC 7217 interface identifiers and one for RFC 7739
+/// IPv6 fragment identifications, each independent, so that none can be
+/// learned through another.
 ///
 /// The engine takes them as input, being without a random source of its
 /// own: a host on a real network gives it keys from the operating system's
@@ -229,6 +240,12 @@ pub struct Secrets {
     pub isn: SipKey,
     /// Keys the hash of the connection table.
     pub table: SipKey,
+    /// The secret_key of RFC 7217's stable opaque interface identifiers:
+    /// a host's addresses in a prefix stay the same as long as it does.
+    pub stable_iid: SipKey,
+    /// Keys the per-destination part of IPv6 fragment identifications
+    /// (RFC 7739).
+    pub frag_ident: SipKey,
 }
 
 impl Secrets {
@@ -238,6 +255,8 @@ impl Secrets {
         Secrets {
             isn: SipKey::from_seed(seed ^ 0x7463_7073_6563_7265),
             table: SipKey::from_seed(seed ^ 0x0064_656d_7578),
+            stable_iid: SipKey::from_seed(seed ^ 0x7374_6162_6c65),
+            frag_ident: SipKey::from_seed(seed ^ 0x6672_6167_6964),
         }
     }
 }

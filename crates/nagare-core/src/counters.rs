@@ -383,6 +383,12 @@ counters! {
         dad_succeeded,
         /// Addresses found duplicate (RFC 4862 5.4.5), never used.
         dad_duplicates,
+        /// Duplicate addresses the interface made replaced by the next
+        /// stable opaque identifier (RFC 7217 section 6).
+        dad_iid_retries,
+        /// Duplicate addresses the interface made left duplicate: every
+        /// retry was spent.
+        dad_iid_retries_exhausted,
         /// Dropped: the transmit queue was full.
         drop_tx_queue_full,
         /// Dropped: no packet buffer was free.

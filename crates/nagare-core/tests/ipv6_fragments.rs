@@ -2,7 +2,8 @@
 //! echo both ways between two interfaces (fragmented on output,
 //! reassembled on input), and hostile fragments fed to one: reordered,
 //! overlapping, a first fragment without the whole header chain, a
-//! datagram that never completes, and a flood against the caps.
+//! datagram that never completes, and a flood against the caps; the
+//! identifications of fragmented datagrams, per destination.
 
 mod common;
 
@@ -323,4 +324,37 @@ fn a_duplicate_is_dropped_alone_and_disagreeing_ends_discard_the_datagram() {
     feed(&mut iface, &shorter, 2000, T);
     assert_eq!(iface.counters().drop_ip6_frag_malformed, 1);
     assert_eq!(iface.ipv6_reassembly_pending(), (0, 0));
+}
+
+#[test]
+fn fragment_identifications_step_per_destination_and_differ_across_destinations() {
+    let mut iface = interface_knowing_the_peer(Ipv6Config::default().reassembly);
+    // A second neighbour, learned as the first was.
+    let other = ip("fd00::3");
+    let g = solicited_node(&us());
+    let learn = NdpRepr::NeighborSolicit { target: us(), lladdr: Some(EthernetAddress([2, 0, 0, 0, 0, 0x33])) };
+    let mut m = vec![0u8; learn.buffer_len()];
+    learn.emit(&mut m, other, g).unwrap();
+    feed(&mut iface, &frame(other, g, IpProtocol::Icmpv6, 255, &m), 2000, T);
+    iface.tx_queue().clear();
+
+    let echo = iface.icmp().echo_open(5).unwrap();
+    let data = vec![7u8; 3000];
+    let ident_to = |iface: &mut Interface, dst: Ipv6Addr, seq: u16| {
+        iface.icmp().echo6_send(echo, dst, seq, &data, T).unwrap();
+        let idents: Vec<u32> = sent(iface).iter().filter_map(|s| s.fragment.map(|f| f.2)).collect();
+        assert_eq!(idents.len(), 3, "3000 bytes in three fragments");
+        assert!(idents.iter().all(|&i| i == idents[0]), "one datagram, one identification");
+        idents[0]
+    };
+    let first = ident_to(&mut iface, peer(), 1);
+    let second = ident_to(&mut iface, peer(), 2);
+    let elsewhere = ident_to(&mut iface, other, 3);
+    assert_ne!(first, second, "successive datagrams to one destination differ");
+    // Another destination's identification is no neighbour of these: an
+    // off-path node that learns the ones sent to it cannot tell another's.
+    for known in [first, second] {
+        let apart = elsewhere.wrapping_sub(known).min(known.wrapping_sub(elsewhere));
+        assert!(apart > 16, "{elsewhere:#x} is {apart} from {known:#x}");
+    }
 }

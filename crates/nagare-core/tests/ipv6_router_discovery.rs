@@ -5,7 +5,10 @@
 //! prefixes and used after detection, lifetimes running out, the two-hour
 //! rule, deprecated addresses, invalid advertisements, a flood of
 //! prefixes, solicitations, the MTU option, and off-link traffic through
-//! the router (learned or configured).
+//! the router (learned or configured). Interface identifiers are the
+//! modified EUI-64 of the MAC, so that addresses are known in advance,
+//! except where stable opaque identifiers (the default) and their retry
+//! after a duplicate are tested.
 
 mod common;
 
@@ -13,6 +16,7 @@ use common::wire::Wire;
 use nagare_core::buf::BufferPool;
 use nagare_core::icmp::Echo6Event;
 use nagare_core::ipv6::addr::{AddrState, Ipv6Cidr, MAX_ADDRESSES, MAX_AUTOCONFIGURED};
+use nagare_core::ipv6::iid::{IidGenerator, InterfaceIds};
 use nagare_core::ipv6::router::{MAX_PREFIXES, MAX_ROUTERS};
 use nagare_core::{Capabilities, Interface, InterfaceConfig, Ipv6Config};
 use nagare_wire::{
@@ -41,6 +45,11 @@ fn slaac_a(p: &str) -> Ipv6Addr {
     Ipv6Addr::from(prefix | u128::from(ip("::ff:fe00:1")))
 }
 
+/// IPv6 with interface identifiers by the modified EUI-64 of the MAC.
+fn eui64() -> Ipv6Config {
+    Ipv6Config { interface_ids: InterfaceIds::Eui64, ..Ipv6Config::default() }
+}
+
 fn iface(mac: EthernetAddress, v4: u8, config: Ipv6Config) -> Interface {
     let v4 = nagare_wire::Ipv4Cidr::new(Ipv4Addr::new(192, 168, 9, v4), 24).unwrap();
     let mut c = InterfaceConfig::new(mac, v4);
@@ -52,13 +61,9 @@ fn iface(mac: EthernetAddress, v4: u8, config: Ipv6Config) -> Interface {
 /// A with only its link-local address (and `a` changed as asked), B
 /// with its link-local address and `b_addr`, both past detection.
 fn ready_with(a: impl FnOnce(&mut Ipv6Config), b_addr: &str) -> Wire {
-    let mut ca = Ipv6Config { router_solicitations: 0, ..Ipv6Config::default() };
+    let mut ca = Ipv6Config { router_solicitations: 0, ..eui64() };
     a(&mut ca);
-    let cb = Ipv6Config {
-        addresses: vec![b_addr.parse::<Ipv6Cidr>().unwrap()],
-        router_solicitations: 0,
-        ..Ipv6Config::default()
-    };
+    let cb = Ipv6Config { addresses: vec![b_addr.parse::<Ipv6Cidr>().unwrap()], router_solicitations: 0, ..eui64() };
     let mut w = Wire::between(iface(MAC_A, 1, ca), iface(MAC_B, 2, cb));
     w.advance(secs(3));
     assert!(w.a.ipv6_addresses().chain(w.b.ipv6_addresses()).all(|a| a.state == AddrState::Preferred));
@@ -389,8 +394,8 @@ fn a_configured_gateway_takes_off_link_traffic() {
 
 #[test]
 fn solicitations_at_start_up_stop_when_a_router_answers() {
-    let ca = Ipv6Config::default();
-    let cb = Ipv6Config { router_solicitations: 0, ..Ipv6Config::default() };
+    let ca = eui64();
+    let cb = Ipv6Config { router_solicitations: 0, ..eui64() };
     let mut w = Wire::between(iface(MAC_A, 1, ca), iface(MAC_B, 2, cb));
     w.advance(secs(20));
     let rs: Vec<_> = w.sent_by_a.iter().filter(|f| f.len() > 54 && f[20] == 58 && f[54] == 133).collect();
@@ -407,7 +412,7 @@ fn solicitations_at_start_up_stop_when_a_router_answers() {
     assert_eq!(rs[0].len(), 14 + 40 + 8, "none from ::");
 
     // An answer ends them.
-    let mut w = Wire::between(iface(MAC_A, 1, Ipv6Config::default()), iface(MAC_B, 2, Ipv6Config::default()));
+    let mut w = Wire::between(iface(MAC_A, 1, eui64()), iface(MAC_B, 2, eui64()));
     w.advance(secs(2));
     let sent = w.a.counters().ndp_rs_sent;
     assert!(sent >= 1);
@@ -458,4 +463,61 @@ fn a_prefix_without_the_on_link_flag_forms_an_address_but_its_neighbours_are_rea
     assert_eq!(w.a.ipv6_address_state(slaac_a("2001:db8:5::")), Some(AddrState::Preferred));
     assert!(w.a.ipv6_on_link_prefixes().is_empty());
     assert_eq!(w.a.ipv6_next_hop(ip("2001:db8:5::9")), Some(ROUTER));
+}
+
+/// The address A makes in `prefix` with stable opaque identifiers at DAD
+/// counter `counter`.
+fn stable_a(w: &Wire, prefix: &str, counter: u8) -> Ipv6Addr {
+    let ids = IidGenerator::new(InterfaceIds::StableOpaque, w.a.config().secrets.stable_iid, MAC_A);
+    let (addr, c) = ids.generate(ip(prefix), counter).unwrap();
+    assert_eq!(c, counter);
+    addr
+}
+
+#[test]
+fn by_default_addresses_have_stable_opaque_identifiers_of_their_prefix() {
+    let mut w =
+        ready_with(|c| *c = Ipv6Config { router_solicitations: 0, ..Ipv6Config::default() }, "2001:db8:1::1/64");
+    let ll = w.a.ipv6_link_local().unwrap();
+    assert_eq!(ll, stable_a(&w, "fe80::", 0));
+    assert_ne!(ll, ip("fe80::ff:fe00:1"), "not the EUI-64 of the MAC");
+    give(&mut w, ra(ROUTER, 1800, &[slaac("2001:db8:1::", 3600, 1800), slaac("2001:db8:5::", 3600, 1800)]).frame());
+    w.advance(secs(3));
+    let (one, five) = (stable_a(&w, "2001:db8:1::", 0), stable_a(&w, "2001:db8:5::", 0));
+    assert_eq!(w.a.ipv6_address_state(one), Some(AddrState::Preferred));
+    assert_eq!(w.a.ipv6_address_state(five), Some(AddrState::Preferred));
+    let iid = |a: Ipv6Addr| u128::from(a) as u64;
+    assert!(iid(one) != iid(five) && iid(one) != iid(ll), "a different identifier in every prefix");
+    // The same prefix again: the same address, its lifetimes renewed.
+    give(&mut w, ra(ROUTER, 1800, &[slaac("2001:db8:1::", 3600, 1800)]).frame());
+    assert_eq!(w.a.counters().slaac_addresses, 2);
+}
+
+#[test]
+fn a_formed_address_found_duplicate_is_retried_with_the_next_identifier() {
+    // B holds the address A's identifier makes first in 2001:db8:1::/64.
+    let key = ready_with(|c| c.interface_ids = InterfaceIds::StableOpaque, "2001:db8:9::1/64");
+    let taken = stable_a(&key, "2001:db8:1::", 0);
+    let mut w = ready_with(|c| c.interface_ids = InterfaceIds::StableOpaque, &format!("{taken}/64"));
+    give(&mut w, ra(ROUTER, 1800, &[slaac("2001:db8:1::", 3600, 1800)]).frame());
+    w.advance(secs(3));
+    assert_eq!(w.a.counters().dad_duplicates, 1, "B defended it");
+    assert_eq!(w.a.counters().dad_iid_retries, 1);
+    assert_eq!(w.a.ipv6_address_state(taken), None, "given up");
+    let next = stable_a(&w, "2001:db8:1::", 1);
+    assert_eq!(w.a.ipv6_address_state(next), Some(AddrState::Preferred), "the next counter's address");
+    let formed: Vec<_> = w.a.ipv6_addresses().filter(|a| a.is_autoconfigured()).map(|a| a.dad_counter()).collect();
+    assert_eq!(formed, [Some(1)]);
+    assert_eq!(w.a.ipv6_source_for(ip("2001:db8:1::99")), Some(next));
+}
+
+#[test]
+fn an_eui64_address_found_duplicate_is_not_retried() {
+    let taken = slaac_a("2001:db8:1::");
+    let mut w = ready_with(|_| {}, &format!("{taken}/64"));
+    give(&mut w, ra(ROUTER, 1800, &[slaac("2001:db8:1::", 3600, 1800)]).frame());
+    w.advance(secs(3));
+    assert_eq!(w.a.counters().dad_duplicates, 1);
+    assert_eq!(w.a.counters().dad_iid_retries, 0);
+    assert_eq!(w.a.ipv6_address_state(taken), Some(AddrState::Duplicate));
 }

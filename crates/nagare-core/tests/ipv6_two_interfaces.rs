@@ -2,7 +2,9 @@
 //! queues, in virtual time: addresses and duplicate address detection,
 //! echo both ways on link-local and configured addresses, neighbour
 //! discovery and the neighbour cache's states, a neighbour that stops
-//! answering, and the cache's bounds.
+//! answering, and the cache's bounds. Link-local addresses take the
+//! modified EUI-64 of the MAC, so that they and their groups are known in
+//! advance.
 
 mod common;
 
@@ -10,6 +12,7 @@ use common::wire::Wire;
 use nagare_core::buf::BufferPool;
 use nagare_core::icmp::Echo6Event;
 use nagare_core::ipv6::addr::{AddrState, Ipv6Cidr};
+use nagare_core::ipv6::iid::InterfaceIds;
 use nagare_core::ipv6::neighbor::NeighborState;
 use nagare_core::{Capabilities, Interface, InterfaceConfig, Ipv6Config, NdpConfig};
 use nagare_wire::{EthernetAddress, Icmpv6Packet, Icmpv6Repr, Ipv4Addr, Ipv6Addr, Ipv6Packet};
@@ -32,7 +35,13 @@ fn iface_with(mac: EthernetAddress, v4: u8, v6: &str, ndp: NdpConfig) -> Interfa
     config.seed = u64::from(mac.0[5]);
     // No router on this wire: none solicited.
     let addresses = vec![cidr(v6)];
-    config.ipv6 = Some(Ipv6Config { addresses, ndp, router_solicitations: 0, ..Ipv6Config::default() });
+    config.ipv6 = Some(Ipv6Config {
+        addresses,
+        ndp,
+        router_solicitations: 0,
+        interface_ids: InterfaceIds::Eui64,
+        ..Ipv6Config::default()
+    });
     Interface::new(config, Capabilities::default(), BufferPool::new(2048, 1024))
 }
 

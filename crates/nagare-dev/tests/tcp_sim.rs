@@ -4,21 +4,34 @@
 //! a hash over the stream), within a virtual-time bound. A failing run
 //! prints its seed; `NAGARE_SIM_SEED=<seed>` replays exactly that run.
 //!
+//! Each seed picks its address family by its parity: even seeds run over
+//! IPv4, odd seeds over IPv6 (link-local and unique local addresses made
+//! preferred by duplicate address detection first, neighbour discovery in
+//! place of ARP), so the campaign is half IPv4, half IPv6, with the same
+//! checks. Corruption flips a bit anywhere in a frame of either family;
+//! as the IPv6 header has no checksum of its own, a flipped address or
+//! next header must be caught by the TCP checksum over the pseudo header
+//! or by the address checks, and the stream hash fails the run if a
+//! corrupted segment is ever delivered.
+//!
 //! `NAGARE_SIM_RUNS` sets how many seeded runs the campaign makes (the test
 //! script runs 1000 in release mode; plain `cargo test` runs a few).
 
 use nagare_core::buf::{BufferPool, PacketBuf, TxOffloads};
 use nagare_core::iface::Error;
+use nagare_core::ipv6::addr::{AddrState, Ipv6Cidr};
 use nagare_core::tcp::congestion::CongestionAlgorithm;
 use nagare_core::tcp::TcpHandle;
-use nagare_core::{Instant, Interface, InterfaceConfig};
+use nagare_core::{Instant, Interface, InterfaceConfig, Ipv6Config};
 use nagare_dev::{Device, Impairment, LinkConfig, SimLink, SimPort, SimRng};
-use nagare_wire::{EthernetAddress, Ipv4Addr, Ipv4Cidr};
-use std::net::SocketAddrV4;
+use nagare_wire::{EthernetAddress, Ipv4Addr, Ipv4Cidr, Ipv6Addr};
+use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::time::Duration;
 
 const A_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const B_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+const A_IP6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1);
+const B_IP6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2);
 const PORT: u16 = 5001;
 const SUPER_SEGMENTS: TxOffloads = TxOffloads { checksum: true, tcp_segmentation: 65535, udp_segmentation: 0 };
 
@@ -26,13 +39,48 @@ fn trace() -> bool {
     std::env::var_os("NAGARE_SIM_TRACE").is_some()
 }
 
+/// The address family a run's connection uses.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Family {
+    V4,
+    V6,
+}
+
+impl Family {
+    /// Even seeds over IPv4, odd ones over IPv6.
+    fn of_seed(seed: u64) -> Family {
+        if seed.is_multiple_of(2) {
+            Family::V4
+        } else {
+            Family::V6
+        }
+    }
+
+    /// A's listening address and the address B connects to.
+    fn endpoints(self) -> (SocketAddr, SocketAddr) {
+        match self {
+            Family::V4 => (SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT).into(), SocketAddrV4::new(A_IP, PORT).into()),
+            Family::V6 => (
+                SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, PORT, 0, 0).into(),
+                SocketAddrV6::new(A_IP6, PORT, 0, 0).into(),
+            ),
+        }
+    }
+}
+
 /// One line per TCP segment, for NAGARE_SIM_TRACE.
 fn describe(frame: &PacketBuf) -> String {
     let bytes = frame.to_vec();
     let Some(ip) = bytes.get(14..) else { return "runt".into() };
-    let Some(hl) = ip.first().map(|b| usize::from(b & 0xf) * 4) else { return "?".into() };
-    if ip.get(9) != Some(&6) {
-        return format!("non-tcp proto {:?} len {}", ip.get(9), bytes.len());
+    // The header length and protocol of IPv4, or IPv6's fixed header and
+    // next header (extension headers are not followed).
+    let (hl, proto) = match ip.first().map(|b| b >> 4) {
+        Some(4) => (usize::from(ip[0] & 0xf) * 4, ip.get(9)),
+        Some(6) => (40, ip.get(6)),
+        _ => return "?".into(),
+    };
+    if proto != Some(&6) {
+        return format!("non-tcp proto {proto:?} len {}", bytes.len());
     }
     let Some(tcp) = ip.get(hl..) else { return "short".into() };
     let p = nagare_wire::TcpPacket::new_unchecked(tcp);
@@ -67,7 +115,7 @@ struct Net {
     now: Instant,
 }
 
-fn side(ip: Ipv4Addr, mac: u8, port: SimPort, seed: u64) -> Side {
+fn side(ip: Ipv4Addr, ip6: Ipv6Addr, mac: u8, port: SimPort, seed: u64, family: Family) -> Side {
     let mut config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, mac]), Ipv4Cidr::new(ip, 24).unwrap());
     config.seed = seed;
     config.secrets = nagare_core::Secrets::from_seed(seed);
@@ -77,6 +125,18 @@ fn side(ip: Ipv4Addr, mac: u8, port: SimPort, seed: u64) -> Side {
     // (tested on its own in nagare-core's `neighbour_unreachable`). The
     // campaign is about TCP, so ARP asks longer here.
     config.arp.max_requests = 10;
+    if family == Family::V6 {
+        let mut v6 = Ipv6Config {
+            addresses: vec![Ipv6Cidr::new(ip6, 64).unwrap()],
+            // No router on the link to ask.
+            router_solicitations: 0,
+            ..Ipv6Config::default()
+        };
+        // Neighbour discovery asks longer, as ARP does above.
+        v6.ndp.max_multicast_solicit = 10;
+        v6.ndp.max_unicast_solicit = 10;
+        config.ipv6 = Some(v6);
+    }
     Side { iface: Interface::new(config, port.capabilities(), BufferPool::new(2048, 16384)), port, rx: Vec::new() }
 }
 
@@ -125,9 +185,32 @@ impl Net {
         out
     }
 
-    fn new(link: LinkConfig, seed: u64) -> Net {
+    fn new(link: LinkConfig, seed: u64, family: Family) -> Net {
         let (pa, pb) = SimLink::new(link, seed);
-        Net { a: side(A_IP, 1, pa, seed ^ 0xa), b: side(B_IP, 2, pb, seed ^ 0xb), now: Instant::ZERO }
+        Net {
+            a: side(A_IP, A_IP6, 1, pa, seed ^ 0xa, family),
+            b: side(B_IP, B_IP6, 2, pb, seed ^ 0xb, family),
+            now: Instant::ZERO,
+        }
+    }
+
+    /// Runs both sides until every IPv6 address they have is preferred
+    /// (duplicate address detection takes a few seconds); at once for a
+    /// side without IPv6.
+    fn wait_for_addresses(&mut self) -> Result<(), String> {
+        let limit = Instant::from_secs(30);
+        loop {
+            self.settle();
+            let pending = [&self.a, &self.b]
+                .iter()
+                .flat_map(|s| s.iface.ipv6_addresses())
+                .find(|a| a.state != AddrState::Preferred)
+                .map(|a| (a.address(), a.state));
+            let Some(pending) = pending else { return Ok(()) };
+            if !self.advance(limit) {
+                return Err(format!("address {pending:?} not preferred at {:?}\n{}", self.now, self.dump()));
+            }
+        }
     }
 
     /// Steps both sides until nothing moves at this instant.
@@ -275,6 +358,7 @@ struct Scenario {
     /// The receive buffer grows from `buffers` (autotuning) rather than
     /// staying there (as after SO_RCVBUF).
     autotune: bool,
+    family: Family,
 }
 
 impl Scenario {
@@ -308,6 +392,7 @@ impl Scenario {
             sack: pick(4) != 0,
             timestamps: pick(4) != 0,
             autotune: false,
+            family: Family::V4,
         };
         if pick(4) == 0 {
             // Checksum and segmentation offload: 64 KiB super-segments,
@@ -319,13 +404,15 @@ impl Scenario {
         // Drawn last, so that every seed keeps the scenario it had before
         // autotuning existed, and half of them its fixed buffers.
         scenario.autotune = pick(2) == 0;
+        scenario.family = Family::of_seed(seed);
         scenario
     }
 
     fn describe(&self) -> String {
         format!(
-            "seed {} ({} B a->b, {} B b->a, buffers {} B, autotune {}, {:?}, sack {}, ts {}, link {:?})",
+            "seed {} ({:?}, {} B a->b, {} B b->a, buffers {} B, autotune {}, {:?}, sack {}, ts {}, link {:?})",
             self.seed,
+            self.family,
             self.bytes_ab,
             self.bytes_ba,
             self.buffers,
@@ -340,7 +427,14 @@ impl Scenario {
     /// Runs the transfer; Err describes what went wrong. Ok gives the
     /// virtual time taken and the frames both ports put on the link.
     fn run(&self) -> Result<(Duration, u64), String> {
-        let mut net = Net::new(self.link, self.seed);
+        self.run_on().map(|(elapsed, frames, _)| (elapsed, frames))
+    }
+
+    /// [`run`](Self::run), giving back the network as it ended too.
+    fn run_on(&self) -> Result<(Duration, u64, Net), String> {
+        let mut net = Net::new(self.link, self.seed, self.family);
+        net.wait_for_addresses()?;
+        let started = net.now;
         for iface in [&mut net.a.iface, &mut net.b.iface] {
             let d = iface.tcp().defaults_mut();
             d.send_buffer = self.buffers;
@@ -353,10 +447,11 @@ impl Scenario {
             d.sack = self.sack;
             d.timestamps = self.timestamps;
         }
-        let listener =
-            net.a.iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, PORT), 8).map_err(|e| e.to_string())?;
-        let hb = net.b.iface.tcp().connect(SocketAddrV4::new(A_IP, PORT), 0, net.now).map_err(|e| e.to_string())?;
+        let (listen_at, connect_to) = self.family.endpoints();
+        let listener = net.a.iface.tcp().listen(listen_at, 8).map_err(|e| e.to_string())?;
+        let hb = net.b.iface.tcp().connect(connect_to, 0, net.now).map_err(|e| e.to_string())?;
         let mut ha: Option<TcpHandle> = None;
+        let mut accepted_from = None;
         let mut send_ab = Sender::new(self.bytes_ab, self.seed ^ 1);
         let mut send_ba = Sender::new(self.bytes_ba, self.seed ^ 2);
         let mut recv_a = Receiver { hash: StreamHash::new(), eof: false, error: None };
@@ -384,6 +479,7 @@ impl Scenario {
             net.settle();
             if ha.is_none() {
                 ha = net.a.iface.tcp().accept(listener).map_err(|e| e.to_string())?;
+                accepted_from = ha.and_then(|h| net.a.iface.tcp_ref().connection(h)).map(|c| c.remote().ip());
             }
             if let Some(ha) = ha {
                 send_ab.pump(&mut net.a.iface, ha, net.now);
@@ -446,8 +542,16 @@ impl Scenario {
         if recv_a.hash != send_ba.hash {
             return Err(format!("b->a stream differs: sent {:?}, received {:?}", send_ba.hash, recv_a.hash));
         }
+        // The family asked for is the one the connection used.
+        let expected = match self.family {
+            Family::V4 => Some(SocketAddr::from((B_IP, 0)).ip()),
+            Family::V6 => Some(SocketAddr::from((B_IP6, 0)).ip()),
+        };
+        if accepted_from != expected {
+            return Err(format!("accepted from {accepted_from:?}, not {expected:?}"));
+        }
         let frames = net.a.port.stats().tx_frames + net.b.port.stats().tx_frames;
-        Ok((net.now - Instant::ZERO, frames))
+        Ok((net.now - started, frames, net))
     }
 }
 
@@ -457,6 +561,12 @@ fn runs() -> u64 {
 
 #[test]
 fn clean_link_transfer() {
+    for family in [Family::V4, Family::V6] {
+        clean_link_transfer_over(family);
+    }
+}
+
+fn clean_link_transfer_over(family: Family) {
     let scenario = Scenario {
         seed: 0,
         bytes_ab: 200_000,
@@ -471,6 +581,7 @@ fn clean_link_transfer() {
         sack: true,
         timestamps: true,
         autotune: false,
+        family,
     };
     let (elapsed, _) = scenario.run().unwrap_or_else(|e| panic!("{}: {e}", scenario.describe()));
     // 300 kB at 1 Gbit/s with a 200 us RTT: a few milliseconds of virtual time.
@@ -493,6 +604,7 @@ fn offloaded_link_carries_super_segments() {
         sack: true,
         timestamps: true,
         autotune: false,
+        family: Family::V4,
     };
     let (_, plain_frames) = scenario.run().unwrap_or_else(|e| panic!("{}: {e}", scenario.describe()));
     scenario.link.offloads = SUPER_SEGMENTS;
@@ -505,14 +617,42 @@ fn offloaded_link_carries_super_segments() {
 
 #[test]
 fn corrupted_super_segments_are_dropped_not_delivered() {
-    let mut scenario = Scenario::random(11);
-    scenario.bytes_ab = 2 << 20;
-    scenario.bytes_ba = 256 << 10;
-    scenario.link.impairment = Impairment { corrupt: 0.05, ..Impairment::none() };
-    scenario.link.offloads = SUPER_SEGMENTS;
-    // The stream hash check inside run() fails if a corrupted segment is
-    // ever taken on the strength of its partial checksum.
-    scenario.run().unwrap_or_else(|e| panic!("{}: {e}", scenario.describe()));
+    for family in [Family::V4, Family::V6] {
+        let mut scenario = Scenario::random(11);
+        scenario.family = family;
+        scenario.bytes_ab = 2 << 20;
+        scenario.bytes_ba = 256 << 10;
+        scenario.link.impairment = Impairment { corrupt: 0.05, ..Impairment::none() };
+        scenario.link.offloads = SUPER_SEGMENTS;
+        // The stream hash check inside run() fails if a corrupted segment is
+        // ever taken on the strength of its partial checksum.
+        scenario.run().unwrap_or_else(|e| panic!("{}: {e}", scenario.describe()));
+    }
+}
+
+#[test]
+fn corrupted_ipv6_frames_are_dropped_not_delivered() {
+    let mut scenario = Scenario::random(13);
+    scenario.family = Family::V6;
+    scenario.bytes_ab = 1 << 20;
+    scenario.bytes_ba = 1 << 20;
+    scenario.link.offloads = TxOffloads::NONE;
+    // One frame in ten has a bit flipped: some in the IPv6 header, which
+    // has no checksum, so its addresses and next header are caught by the
+    // TCP checksum over the pseudo header or by the address checks.
+    scenario.link.impairment = Impairment { corrupt: 0.1, ..Impairment::none() };
+    // The stream hash check inside run() fails if one is ever delivered.
+    let (_, _, net) = scenario.run_on().unwrap_or_else(|e| panic!("{}: {e}", scenario.describe()));
+    let corrupted = net.a.port.tx_link_stats().impair.corrupted + net.b.port.tx_link_stats().impair.corrupted;
+    let c = |side: &Side| side.iface.counters().clone();
+    let (ca, cb) = (c(&net.a), c(&net.b));
+    let checksum = ca.drop_tcp_checksum + cb.drop_tcp_checksum;
+    let by_header = |c: &nagare_core::Counters| {
+        c.drop_ip6_not_for_us + c.drop_ip6_bad_source + c.drop_ip6_unknown_next_header + c.drop_eth_not_for_us
+    };
+    assert!(corrupted > 200, "{corrupted} frames corrupted");
+    assert!(checksum > 100, "{checksum} TCP checksum drops of {corrupted} corrupted frames\n{}", net.dump());
+    assert!(by_header(&ca) + by_header(&cb) > 0, "no corrupted header caught\n{}", net.dump());
 }
 
 #[test]
@@ -526,9 +666,11 @@ fn seeded_transfers_deliver_every_byte() {
         return;
     }
     let mut failures = Vec::new();
+    let mut families = [0u64; 2];
     let verbose = std::env::var_os("NAGARE_SIM_VERBOSE").is_some();
     for seed in 1..=runs() {
         let scenario = Scenario::random(seed);
+        families[usize::from(scenario.family == Family::V6)] += 1;
         let started = std::time::Instant::now();
         let result = scenario.run();
         if verbose {
@@ -543,4 +685,8 @@ fn seeded_transfers_deliver_every_byte() {
         }
     }
     assert!(failures.is_empty(), "failing seeds: {failures:?}");
+    eprintln!("{} runs over IPv4, {} over IPv6", families[0], families[1]);
+    if runs() >= 2 {
+        assert!(families.iter().all(|&n| n > 0), "both families run: {families:?}");
+    }
 }

@@ -1,9 +1,11 @@
 //! The engine's keys and seed from the operating system's random source
 //! (`getrandom(2)` through the `getrandom` crate): the one place where a
 //! host on a real network gets them. Each key is a full 128 bits drawn on
-//! its own, so the keys of initial sequence numbers and SYN cookies and the
-//! key of the connection table are independent, and nothing in them comes
-//! from the clock or the process id, which the network can guess.
+//! its own, so the keys of initial sequence numbers and SYN cookies, of the
+//! connection table, of stable IPv6 interface identifiers and of IPv6
+//! fragment identifications are independent, and nothing in them comes from the clock or the process
+//! id, which the network can guess. The interface identifier key is drawn
+//! at each start, so stable addresses last as long as the process.
 //! Simulations and tests use `nagare_core::Secrets::from_seed` instead.
 
 use nagare_core::hash::SipKey;
@@ -29,7 +31,7 @@ pub fn sip_key() -> io::Result<SipKey> {
 
 /// Independent keys for the engine's keyed hashes.
 pub fn secrets() -> io::Result<Secrets> {
-    Ok(Secrets { isn: sip_key()?, table: sip_key()? })
+    Ok(Secrets { isn: sip_key()?, table: sip_key()?, stable_iid: sip_key()?, frag_ident: sip_key()? })
 }
 
 /// A 64-bit number from the operating system's random source.

@@ -1,13 +1,27 @@
 //! A link's IPv6 addresses reach the engine: with them it speaks IPv6 (the
-//! link-local address from the MAC, then those given, each tentative until
+//! link-local address with a stable opaque interface identifier keyed by
+//! the engine's secrets, then those given, each tentative until
 //! duplicate address detection), or with an IPv6 gateway alone; without
 //! either it does not.
 
 use nagare_core::ipv6::addr::AddrState;
+use nagare_core::ipv6::iid::{IidGenerator, InterfaceIds};
+use nagare_core::Interface;
 use nagare_dev::Loopback;
 use nagare_host::link::interface_on;
 use nagare_host::{DeviceSpec, LinkSpec};
 use std::net::Ipv6Addr;
+
+const MAC: nagare_wire::EthernetAddress = nagare_wire::EthernetAddress([2, 0, 0, 0, 0, 1]);
+
+/// The link-local address `iface` makes: a stable opaque identifier under
+/// its secret key, never the MAC's EUI-64.
+fn link_local(iface: &Interface) -> Ipv6Addr {
+    let ids = IidGenerator::new(InterfaceIds::StableOpaque, iface.config().secrets.stable_iid, MAC);
+    let (ll, _) = ids.generate(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0), 0).unwrap();
+    assert_ne!(ll, "fe80::ff:fe00:1".parse::<Ipv6Addr>().unwrap());
+    ll
+}
 
 fn link(ipv6: &[&str]) -> LinkSpec {
     LinkSpec {
@@ -16,7 +30,7 @@ fn link(ipv6: &[&str]) -> LinkSpec {
         ipv6: ipv6.iter().map(|a| a.parse().unwrap()).collect(),
         gateway: None,
         gateway6: None,
-        mac: Some(nagare_wire::EthernetAddress([2, 0, 0, 0, 0, 1])),
+        mac: Some(MAC),
         impair: None,
         syn_budget: None,
     }
@@ -27,7 +41,7 @@ fn ipv6_addresses_of_the_link_are_the_engines() {
     let device = Loopback::default();
     let iface = interface_on(&device, &link(&["fd00::2/64", "fd01::2/64"])).unwrap();
     let addrs: Vec<_> = iface.ipv6_addresses().map(|a| (a.cidr.to_string(), a.state)).collect();
-    let ll = "fe80::ff:fe00:1/64".to_string();
+    let ll = format!("{}/64", link_local(&iface));
     assert_eq!(
         addrs,
         [
@@ -48,6 +62,6 @@ fn an_ipv6_gateway_alone_makes_the_engine_speak_ipv6_with_that_router() {
     with_gateway.gateway6 = Some("fe80::1".parse().unwrap());
     let iface = interface_on(&Loopback::default(), &with_gateway).unwrap();
     assert_eq!(iface.ipv6_gateway(), with_gateway.gateway6);
-    assert_eq!(iface.ipv6_link_local(), Some("fe80::ff:fe00:1".parse().unwrap()));
+    assert_eq!(iface.ipv6_link_local(), Some(link_local(&iface)));
     assert_eq!(iface.ipv6_next_hop("2001:db8::1".parse().unwrap()), with_gateway.gateway6);
 }

@@ -1,24 +1,28 @@
 //! IPv6 on the interface: validating received packets, walking their
-//! extension headers and handing ICMPv6 and UDP to their inputs
-//! (`icmpv6.rs`, `crate::udp`); choosing the source of packets we send and
-//! resolving their next hop through the neighbour cache (`ndp.rs`).
+//! extension headers and handing ICMPv6, UDP and TCP to their inputs
+//! (`icmpv6.rs`, `crate::udp`, `crate::tcp`); choosing the source of
+//! packets we send and resolving their next hop through the neighbour
+//! cache (`ndp.rs`).
 //!
 //! What is accepted: packets to one of our addresses, to the all-nodes
 //! group, or to the solicited-node group of one of our addresses. What is
 //! refused and counted: a payload length past the frame, a multicast or
 //! loopback source, an extension header chain the walk refuses (answered
-//! with a parameter problem where RFC 8200 asks for one), TCP (not served
-//! over IPv6). Fragments are reassembled (`crate::ipv6::reassembly`)
-//! and the whole datagram walked and handed on as if it had come so;
-//! packets past the MTU (the link's, lowered by a router's MTU option)
-//! are sent in fragments. Nothing is forwarded; an off-link destination is
-//! sent to a default router (`crate::ipv6::router` chooses the next hop).
+//! with a parameter problem where RFC 8200 asks for one). Fragments are
+//! reassembled (`crate::ipv6::reassembly`) and the whole datagram walked
+//! and handed on as if it had come so; packets past the MTU (the link's,
+//! lowered by a router's MTU option) are sent in fragments, identified
+//! per destination (`crate::ipv6::frag_ident`). Nothing is forwarded;
+//! an off-link destination is sent to a default router
+//! (`crate::ipv6::router` chooses the next hop).
 
 use super::{Error, Interface};
 use crate::buf::PacketBuf;
-use crate::config::Ipv6Config;
-use crate::ipv6::addr::{link_local_from_mac, AddrState, Ipv6Addresses, Ipv6Cidr};
+use crate::config::{Ipv6Config, Secrets};
+use crate::ipv6::addr::{AddrState, Ipv6Addresses, LINK_LOCAL};
+use crate::ipv6::frag_ident::FragIdents;
 use crate::ipv6::fragment::fragment;
+use crate::ipv6::iid::IidGenerator;
 use crate::ipv6::neighbor::{NeighborCache, Resolution};
 use crate::ipv6::reassembly::{holds_header_chain, DropReason, Outcome, Reassembler};
 use crate::ipv6::router::Routers;
@@ -50,20 +54,25 @@ pub(crate) struct Ipv6State {
     /// Default routers, on-link prefixes and the link MTU (`router.rs`).
     pub(super) routers: Routers,
     pub(super) hop_limit: u8,
-    /// Identification of the next datagram sent in fragments; the first is
-    /// drawn from the seed, so that it cannot be guessed from outside.
-    next_frag_ident: u32,
+    /// Identifications of datagrams sent in fragments, per destination
+    /// and keyed, so that they cannot be guessed from outside.
+    frag_idents: FragIdents,
 }
 
 impl Ipv6State {
-    /// The link-local address made from `mac`, then the configured ones,
-    /// all tentative.
-    pub(super) fn new(config: &Ipv6Config, mac: EthernetAddress, seed: u64) -> Self {
-        let mut addrs =
-            Ipv6Addresses::new(config.dad_transmits, config.ndp.retrans_timer, config.dad_max_delay, seed ^ 0x6e64);
-        if let Some(ll) = Ipv6Cidr::new(link_local_from_mac(mac), 64) {
-            addrs.add(ll);
-        }
+    /// The link-local address the interface makes (its interface
+    /// identifier as `config.interface_ids` says), then the configured
+    /// ones, all tentative.
+    pub(super) fn new(config: &Ipv6Config, mac: EthernetAddress, seed: u64, secrets: &Secrets) -> Self {
+        let ids = IidGenerator::new(config.interface_ids, secrets.stable_iid, mac);
+        let mut addrs = Ipv6Addresses::new(
+            config.dad_transmits,
+            config.ndp.retrans_timer,
+            config.dad_max_delay,
+            seed ^ 0x6e64,
+            ids,
+        );
+        addrs.add_generated(LINK_LOCAL, None);
         for cidr in &config.addresses {
             addrs.add(*cidr);
         }
@@ -73,7 +82,7 @@ impl Ipv6State {
             reassembler: Reassembler::new(config.reassembly.clone()),
             routers: super::router::routers_for(config, seed),
             hop_limit: config.hop_limit,
-            next_frag_ident: (seed >> 24) as u32 ^ 0x6672_6167,
+            frag_idents: FragIdents::new(secrets.frag_ident),
         }
     }
 }
@@ -437,8 +446,7 @@ impl Interface {
         now: Instant,
     ) -> Result<(), Error> {
         let v6 = self.v6.as_mut().ok_or(Error::Unaddressable)?;
-        let ident = v6.next_frag_ident;
-        v6.next_frag_ident = ident.wrapping_add(1);
+        let ident = v6.frag_idents.next(repr.src_addr, repr.dst_addr);
         let mut pieces = fragment(repr, &payload, mtu, ident).ok_or(Error::MessageTooLong)?;
         drop(payload);
         for (header, frag, piece) in pieces.iter_mut() {

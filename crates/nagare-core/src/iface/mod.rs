@@ -98,7 +98,7 @@ impl Interface {
         let seed = config.seed;
         Interface {
             arp: ArpCache::new(config.arp.clone()),
-            v6: config.ipv6.as_ref().map(|v6| Ipv6State::new(v6, config.mac, seed)),
+            v6: config.ipv6.as_ref().map(|v6| Ipv6State::new(v6, config.mac, seed, &config.secrets)),
             reassembler: Reassembler::new(config.reassembly.clone()),
             pmtu: PathMtuCache::default(),
             icmp_errors: TokenBucket::new(config.icmp_error_rate, config.icmp_error_burst),
@@ -168,8 +168,7 @@ impl Interface {
         self.v6.as_ref().and_then(|v6| v6.addrs.state(ip))
     }
 
-    /// The link-local address made from the MAC, if the interface speaks
-    /// IPv6.
+    /// The link-local address the interface made, if it speaks IPv6.
     pub fn ipv6_link_local(&self) -> Option<Ipv6Addr> {
         self.ipv6_addresses().next().map(|a| a.address())
     }

@@ -10,7 +10,7 @@
 use super::router::RouterAdvert;
 use super::{Interface, HEADROOM};
 use crate::buf::PacketBuf;
-use crate::ipv6::addr::AddrState;
+use crate::ipv6::addr::{AddrState, Retry};
 use crate::time::Instant;
 use core::net::{IpAddr, Ipv6Addr, SocketAddr};
 use nagare_wire::{
@@ -88,6 +88,7 @@ impl Interface {
                     self.counters.drop_ndp_tentative_target += 1;
                 } else if v6.addrs.mark_duplicate(target) {
                     self.counters.dad_duplicates += 1;
+                    self.retry_duplicate(target);
                 }
                 return;
             }
@@ -129,6 +130,7 @@ impl Interface {
             // already ours is kept and never cached as a neighbour.
             if v6.addrs.mark_duplicate(target) {
                 self.counters.dad_duplicates += 1;
+                self.retry_duplicate(target);
             } else {
                 self.counters.drop_ndp_address_conflict += 1;
             }
@@ -138,6 +140,18 @@ impl Interface {
         let Some(mac) = v6.neighbors.lookup(target) else { return };
         for packet in waiting {
             self.emit_ethernet(packet, mac, EtherType::Ipv6);
+        }
+    }
+
+    /// After `ip` was found duplicate: an address the interface made with
+    /// a stable opaque identifier gives way to the next one (RFC 7217
+    /// section 6), which the next poll checks.
+    fn retry_duplicate(&mut self, ip: Ipv6Addr) {
+        let Some(v6) = self.v6.as_mut() else { return };
+        match v6.addrs.retry_duplicate(ip) {
+            Retry::Replaced(_) => self.counters.dad_iid_retries += 1,
+            Retry::Exhausted => self.counters.dad_iid_retries_exhausted += 1,
+            Retry::NotRetried => {}
         }
     }
 

@@ -138,7 +138,6 @@ impl Interface {
     /// A Prefix Information option: its on-link part (RFC 4861 6.3.4) and
     /// its autonomous part (RFC 4862 5.5.3).
     fn receive_prefix_info(&mut self, info: &NdpPrefixInfo, now: Instant) {
-        let mac = self.config.mac;
         let Some(v6) = self.v6.as_mut() else { return };
         if info.on_link {
             let expires = slaac::deadline(info.valid_lifetime, now);
@@ -148,24 +147,27 @@ impl Interface {
             self.counters.ndp_prefixes_removed += removed;
             self.counters.ndp_prefix_limit += refused;
         }
-        let cidr = match slaac::check(info, mac) {
-            Ok(cidr) => cidr,
+        match slaac::check(info) {
+            Ok(()) => {}
             Err(slaac::Refusal::NotAutonomous) => return,
             Err(_) => {
                 self.counters.slaac_prefix_ignored += 1;
                 return;
             }
-        };
-        match v6.addrs.get(cidr.address()).map(|a| a.lifetimes()) {
-            Some(Some(current)) => {
+        }
+        // The address the prefix formed, whatever DAD counter it took.
+        let formed = v6.addrs.autoconfigured_in(info.prefix).and_then(|a| Some((a.address(), a.lifetimes()?)));
+        // The one it would form, configured by hand: it keeps lasting
+        // forever.
+        let configured = v6.addrs.ids().generate(info.prefix, 0).is_some_and(|(ip, _)| v6.addrs.get(ip).is_some());
+        match formed {
+            Some((ip, current)) => {
                 let lifetimes = slaac::updated_lifetimes(current, info, now);
-                v6.addrs.set_lifetimes(cidr.address(), lifetimes, now);
+                v6.addrs.set_lifetimes(ip, lifetimes, now);
             }
-            // Configured by hand: it keeps lasting forever.
-            Some(None) => {}
-            None if info.valid_lifetime == 0 => {}
+            None if configured || info.valid_lifetime == 0 => {}
             None => {
-                if v6.addrs.add_autoconfigured(cidr, slaac::new_lifetimes(info, now)) {
+                if v6.addrs.add_generated(info.prefix, Some(slaac::new_lifetimes(info, now))).is_some() {
                     self.counters.slaac_addresses += 1;
                 } else {
                     self.counters.slaac_address_limit += 1;

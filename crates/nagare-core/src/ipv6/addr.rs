@@ -1,5 +1,5 @@
 //! The IPv6 addresses of an interface (RFC 4291, RFC 4862): a link-local
-//! address made from the MAC, configured ones, and the duplicate address
+//! address it makes itself, configured ones, and the duplicate address
 //! detection each goes through before it is used.
 //!
 //! An address starts tentative: it is not a source, and only neighbour
@@ -9,6 +9,12 @@
 //! with no answer the address is preferred. An advertisement for it, or
 //! another node's solicitation from `::` for it, marks it duplicate: it is
 //! never used.
+//!
+//! An address the interface makes itself (its link-local address, those
+//! formed from routers' prefixes) takes its interface identifier from the
+//! table's [`IidGenerator`]; when such an address with a stable opaque
+//! identifier is found duplicate, [`Ipv6Addresses::retry_duplicate`] puts
+//! the next one (RFC 7217 section 6) in its place, tentative again.
 //!
 //! An address formed from a router's prefix (`crate::ipv6::slaac`) has
 //! lifetimes: past its preferred lifetime it is deprecated (still ours,
@@ -23,6 +29,7 @@ use core::str::FromStr;
 use core::time::Duration;
 use nagare_wire::{is_link_local, solicited_node, EthernetAddress};
 
+use super::iid::IidGenerator;
 use crate::time::Instant;
 
 /// An IPv6 address with the length of its on-link prefix.
@@ -85,14 +92,18 @@ impl fmt::Display for Ipv6Cidr {
     }
 }
 
-/// The link-local address of an Ethernet interface: fe80::/64 with the
-/// modified EUI-64 interface identifier of `mac` (RFC 4291 appendix A,
-/// RFC 2464 section 4): ff:fe in the middle, the universal/local bit
-/// inverted.
+/// The link-local address of an Ethernet interface by its MAC: fe80::/64
+/// with the modified EUI-64 interface identifier of `mac`
+/// ([`super::iid::eui64`]).
 pub fn link_local_from_mac(mac: EthernetAddress) -> Ipv6Addr {
-    let m = mac.0;
-    Ipv6Addr::from([0xfe, 0x80, 0, 0, 0, 0, 0, 0, m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])
+    Ipv6Addr::from(LINK_LOCAL_PREFIX | u128::from(super::iid::eui64(mac)))
 }
+
+/// fe80::/64, the prefix of link-local addresses.
+const LINK_LOCAL_PREFIX: u128 = 0xfe80 << 112;
+
+/// The prefix the interface makes its link-local address in.
+pub const LINK_LOCAL: Ipv6Addr = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0);
 
 /// Where an address stands in duplicate address detection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,6 +163,9 @@ pub struct Ipv6Address {
     lifetimes: Option<Lifetimes>,
     /// Its preferred lifetime has run out.
     deprecated: bool,
+    /// `Some` for an address the interface made itself: the DAD counter
+    /// its interface identifier was made with.
+    dad_counter: Option<u8>,
 }
 
 impl Ipv6Address {
@@ -174,6 +188,13 @@ impl Ipv6Address {
     /// for new traffic only when no other address fits.
     pub fn is_deprecated(&self) -> bool {
         self.deprecated
+    }
+
+    /// For an address the interface made itself (not configured), the
+    /// DAD counter of its interface identifier: 0, or the retries after
+    /// duplicates.
+    pub fn dad_counter(&self) -> Option<u8> {
+        self.dad_counter
     }
 
     /// Its scope.
@@ -201,6 +222,18 @@ pub struct DadWork {
     pub removed: Vec<Ipv6Addr>,
 }
 
+/// What [`Ipv6Addresses::retry_duplicate`] did with a duplicate address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Not one the interface made, or not made to be retried (EUI-64):
+    /// it stays duplicate.
+    NotRetried,
+    /// Replaced by this address, with the next DAD counter, tentative.
+    Replaced(Ipv6Addr),
+    /// Every retry was spent: it stays duplicate, never used.
+    Exhausted,
+}
+
 /// The addresses of an interface and their detection timers.
 #[derive(Debug, Clone)]
 pub struct Ipv6Addresses {
@@ -210,6 +243,8 @@ pub struct Ipv6Addresses {
     max_delay: Duration,
     /// State of the generator the initial delays are drawn from.
     random: u64,
+    /// Makes the interface identifiers of the addresses it makes.
+    ids: IidGenerator,
 }
 
 /// Most addresses an interface holds.
@@ -220,9 +255,70 @@ pub const MAX_AUTOCONFIGURED: usize = 16;
 
 impl Ipv6Addresses {
     /// No addresses yet; `transmits` solicitations `retrans` apart check
-    /// each, the first after a delay up to `max_delay` drawn from `seed`.
-    pub fn new(transmits: u32, retrans: Duration, max_delay: Duration, seed: u64) -> Self {
-        Ipv6Addresses { addrs: Vec::new(), transmits, retrans, max_delay, random: seed }
+    /// each, the first after a delay up to `max_delay` drawn from `seed`;
+    /// `ids` makes those the interface makes itself.
+    pub fn new(transmits: u32, retrans: Duration, max_delay: Duration, seed: u64, ids: IidGenerator) -> Self {
+        Ipv6Addresses { addrs: Vec::new(), transmits, retrans, max_delay, random: seed, ids }
+    }
+
+    /// What makes the interface identifiers of the addresses made here.
+    pub fn ids(&self) -> &IidGenerator {
+        &self.ids
+    }
+
+    /// Makes an address in the 64-bit `prefix` and adds it as
+    /// [`add`](Self::add) does (with `lifetimes`, as
+    /// [`add_autoconfigured`](Self::add_autoconfigured) does, when it is
+    /// formed from a router's prefix). Returns it, or `None` when it is
+    /// there already or the table is full.
+    pub fn add_generated(&mut self, prefix: Ipv6Addr, lifetimes: Option<Lifetimes>) -> Option<Ipv6Addr> {
+        let (ip, counter) = self.ids.generate(prefix, 0)?;
+        let cidr = Ipv6Cidr::new(ip, 64)?;
+        let added = match lifetimes {
+            Some(lifetimes) => self.add_autoconfigured(cidr, lifetimes),
+            None => self.add(cidr),
+        };
+        let entry = self.addrs.last_mut().filter(|a| added && a.address() == ip)?;
+        entry.dad_counter = Some(counter);
+        Some(ip)
+    }
+
+    /// The address formed from the router's 64-bit `prefix`, if there is
+    /// one (whatever its DAD counter).
+    pub fn autoconfigured_in(&self, prefix: Ipv6Addr) -> Option<&Ipv6Address> {
+        let net = |ip: Ipv6Addr| u128::from(ip) >> 64;
+        self.addrs.iter().find(|a| a.is_autoconfigured() && net(a.address()) == net(prefix))
+    }
+
+    /// After `ip` was marked duplicate: if the interface made it with a
+    /// stable opaque identifier, the address of the next DAD counter takes
+    /// its place (its lifetimes kept), tentative and checked from the
+    /// start, as long as [`IDGEN_RETRIES`](super::iid::IDGEN_RETRIES)
+    /// allows.
+    pub fn retry_duplicate(&mut self, ip: Ipv6Addr) -> Retry {
+        let Some(i) = self.addrs.iter().position(|a| a.address() == ip && a.state == AddrState::Duplicate) else {
+            return Retry::NotRetried;
+        };
+        let Some((counter, prefix_len)) = self.addrs.get(i).and_then(|a| Some((a.dad_counter?, a.cidr.prefix_len())))
+        else {
+            return Retry::NotRetried;
+        };
+        if self.ids.scheme() != super::iid::InterfaceIds::StableOpaque {
+            return Retry::NotRetried;
+        }
+        let next = self
+            .ids
+            .generate(ip, counter.saturating_add(1))
+            .filter(|(next, _)| self.get(*next).is_none())
+            .and_then(|(next, c)| Some((Ipv6Cidr::new(next, prefix_len)?, c)));
+        let (Some((cidr, counter)), Some(a)) = (next, self.addrs.get_mut(i)) else {
+            return Retry::Exhausted;
+        };
+        a.cidr = cidr;
+        a.dad_counter = Some(counter);
+        a.state = if self.transmits == 0 { AddrState::Preferred } else { AddrState::Tentative };
+        a.dad = Dad::NotStarted;
+        Retry::Replaced(cidr.address())
     }
 
     /// Adds `cidr` as a tentative address (preferred at once if no
@@ -247,7 +343,14 @@ impl Ipv6Addresses {
             return false;
         }
         let state = if self.transmits == 0 { AddrState::Preferred } else { AddrState::Tentative };
-        self.addrs.push(Ipv6Address { cidr, state, dad: Dad::NotStarted, lifetimes, deprecated: false });
+        self.addrs.push(Ipv6Address {
+            cidr,
+            state,
+            dad: Dad::NotStarted,
+            lifetimes,
+            deprecated: false,
+            dad_counter: None,
+        });
         true
     }
 
@@ -454,9 +557,21 @@ fn common_prefix_len(a: Ipv6Addr, b: Ipv6Addr) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hash::SipKey;
+    use crate::ipv6::iid::{InterfaceIds, IDGEN_RETRIES};
 
     fn cidr(s: &str) -> Ipv6Cidr {
         s.parse().unwrap()
+    }
+
+    const MAC: EthernetAddress = EthernetAddress([0x02, 0x00, 0x5e, 0x10, 0x20, 0x30]);
+
+    fn eui64_ids() -> IidGenerator {
+        IidGenerator::new(InterfaceIds::Eui64, SipKey::from_seed(1), MAC)
+    }
+
+    fn stable_ids() -> IidGenerator {
+        IidGenerator::new(InterfaceIds::StableOpaque, SipKey::from_seed(1), MAC)
     }
 
     #[test]
@@ -484,7 +599,7 @@ mod tests {
 
     #[test]
     fn detection_joins_delays_solicits_then_prefers() {
-        let mut t = Ipv6Addresses::new(1, Duration::from_secs(1), Duration::from_secs(1), 7);
+        let mut t = Ipv6Addresses::new(1, Duration::from_secs(1), Duration::from_secs(1), 7, eui64_ids());
         let ip = cidr("fd00::2/64");
         assert!(t.add(ip));
         assert!(!t.add(ip), "once");
@@ -508,7 +623,7 @@ mod tests {
 
     #[test]
     fn a_duplicate_is_never_preferred_nor_a_source() {
-        let mut t = Ipv6Addresses::new(2, Duration::from_secs(1), Duration::ZERO, 0);
+        let mut t = Ipv6Addresses::new(2, Duration::from_secs(1), Duration::ZERO, 0, eui64_ids());
         let ip = cidr("fd00::2/64");
         t.add(ip);
         let t0 = Instant::from_secs(1);
@@ -524,7 +639,7 @@ mod tests {
 
     #[test]
     fn source_selection_prefers_scope_then_prefix() {
-        let mut t = Ipv6Addresses::new(0, Duration::from_secs(1), Duration::ZERO, 0);
+        let mut t = Ipv6Addresses::new(0, Duration::from_secs(1), Duration::ZERO, 0, eui64_ids());
         let ll = cidr("fe80::1/64");
         t.add(ll);
         assert!(t.is_preferred(ll.address()), "no detection: preferred at once");
@@ -541,7 +656,7 @@ mod tests {
 
     #[test]
     fn an_autoconfigured_address_runs_out_and_says_nothing_of_the_link() {
-        let mut t = Ipv6Addresses::new(0, Duration::from_secs(1), Duration::ZERO, 0);
+        let mut t = Ipv6Addresses::new(0, Duration::from_secs(1), Duration::ZERO, 0, eui64_ids());
         let t0 = Instant::from_secs(10);
         let ip = cidr("2001:db8::1/64");
         let secs = Duration::from_secs;
@@ -561,5 +676,51 @@ mod tests {
             t.add_autoconfigured(Ipv6Cidr::new(Ipv6Addr::new(0x2001, 0xdb8, i, 0, 0, 0, 0, 1), 64).unwrap(), lifetimes);
         }
         assert_eq!(t.iter().count(), MAX_AUTOCONFIGURED);
+    }
+
+    #[test]
+    fn a_duplicate_made_address_is_retried_with_the_next_counter_a_bounded_number_of_times() {
+        let mut t = Ipv6Addresses::new(1, Duration::from_secs(1), Duration::ZERO, 0, stable_ids());
+        let prefix: Ipv6Addr = "2001:db8::".parse().unwrap();
+        let lifetimes = Lifetimes { preferred_until: None, valid_until: Some(Instant::from_secs(100)) };
+        let first = t.add_generated(prefix, Some(lifetimes)).unwrap();
+        assert_eq!(t.ids().generate(prefix, 0), Some((first, 0)));
+        assert_eq!(t.autoconfigured_in(prefix).map(|a| (a.address(), a.dad_counter())), Some((first, Some(0))));
+        let configured = cidr("2001:db8::5/64");
+        t.add(configured);
+        t.poll(Instant::ZERO);
+        let mut current = first;
+        for counter in 1..=IDGEN_RETRIES {
+            assert!(t.mark_duplicate(current));
+            let Retry::Replaced(next) = t.retry_duplicate(current) else { panic!("retry {counter}") };
+            assert_eq!(t.ids().generate(prefix, counter), Some((next, counter)));
+            assert_eq!(t.get(current), None, "the duplicate is gone");
+            let a = t.get(next).unwrap();
+            assert_eq!(
+                (a.state, a.dad_counter(), a.lifetimes()),
+                (AddrState::Tentative, Some(counter), Some(lifetimes))
+            );
+            assert_eq!(t.autoconfigured_in(prefix).map(|a| a.address()), Some(next));
+            assert!(t.poll(Instant::from_secs(1)).report_groups, "its group is reported, its check starts again");
+            assert_eq!(t.poll(Instant::from_secs(1)).solicit, [next]);
+            current = next;
+        }
+        assert!(t.mark_duplicate(current));
+        assert_eq!(t.retry_duplicate(current), Retry::Exhausted);
+        assert_eq!(t.state(current), Some(AddrState::Duplicate));
+        // A configured address is never replaced.
+        assert!(t.mark_duplicate(configured.address()));
+        assert_eq!(t.retry_duplicate(configured.address()), Retry::NotRetried);
+        assert_eq!(t.state(configured.address()), Some(AddrState::Duplicate));
+    }
+
+    #[test]
+    fn an_eui64_address_found_duplicate_stays_so() {
+        let mut t = Ipv6Addresses::new(1, Duration::from_secs(1), Duration::ZERO, 0, eui64_ids());
+        let ll = t.add_generated(LINK_LOCAL, None).unwrap();
+        assert_eq!(ll, link_local_from_mac(MAC));
+        assert!(t.mark_duplicate(ll));
+        assert_eq!(t.retry_duplicate(ll), Retry::NotRetried);
+        assert_eq!(t.state(ll), Some(AddrState::Duplicate));
     }
 }

@@ -266,6 +266,9 @@ impl Routers {
 mod tests {
     use super::*;
     use crate::config::NdpConfig;
+    use crate::hash::SipKey;
+    use crate::ipv6::iid::{IidGenerator, InterfaceIds};
+    use nagare_wire::EthernetAddress;
 
     fn ip(s: &str) -> Ipv6Addr {
         s.parse().unwrap()
@@ -338,7 +341,8 @@ mod tests {
 
     #[test]
     fn next_hop_is_the_destination_on_link_else_a_router() {
-        let mut addrs = Ipv6Addresses::new(0, secs(1), Duration::ZERO, 0);
+        let ids = IidGenerator::new(InterfaceIds::Eui64, SipKey::from_seed(0), EthernetAddress([2, 0, 0, 0, 0, 1]));
+        let mut addrs = Ipv6Addresses::new(0, secs(1), Duration::ZERO, 0, ids);
         addrs.add("fd00::2/64".parse().unwrap());
         let mut neighbors = NeighborCache::new(NdpConfig::default());
         let mut r = Routers::new(None, 0, secs(4), Duration::ZERO);

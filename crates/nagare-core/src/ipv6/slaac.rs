@@ -2,17 +2,16 @@
 //! formed from a router's prefix is, and how the lifetimes of a Prefix
 //! Information option apply to it.
 //!
-//! The interface identifier is the one the link-local address has, the
-//! modified EUI-64 of the MAC (`crate::ipv6::addr::link_local_from_mac`),
-//! so that a host's addresses share one solicited-node group. Only a
-//! 64-bit prefix fits it (RFC 4291 2.5.1). The address table keeps the
-//! lifetimes and runs them out (`crate::ipv6::addr`).
+//! The interface identifier is made as the link-local address's is
+//! (`crate::ipv6::iid`: stable and opaque, different in each prefix, by
+//! default; the modified EUI-64 of the MAC if so configured). Only a
+//! 64-bit prefix fits it (RFC 4291 2.5.1). The address table makes the
+//! address, keeps the lifetimes and runs them out (`crate::ipv6::addr`).
 
-use super::addr::{link_local_from_mac, Ipv6Cidr, Lifetimes};
+use super::addr::Lifetimes;
 use crate::time::Instant;
-use core::net::Ipv6Addr;
 use core::time::Duration;
-use nagare_wire::{is_link_local, EthernetAddress, NdpPrefixInfo};
+use nagare_wire::{is_link_local, NdpPrefixInfo};
 
 /// The prefix length an interface identifier of 64 bits leaves.
 pub const SLAAC_PREFIX_LEN: u8 = 64;
@@ -37,16 +36,8 @@ pub enum Refusal {
     PrefixLength,
 }
 
-/// The address formed from `prefix` (its first 64 bits) and the interface
-/// identifier of `mac`, with its 64-bit prefix.
-pub fn address_for(prefix: Ipv6Addr, mac: EthernetAddress) -> Option<Ipv6Cidr> {
-    let iid = u128::from(link_local_from_mac(mac)) & u128::from(u64::MAX);
-    let net = u128::from(prefix) & !u128::from(u64::MAX);
-    Ipv6Cidr::new(Ipv6Addr::from(net | iid), SLAAC_PREFIX_LEN)
-}
-
-/// The address `info` forms for an interface with `mac`, or why none.
-pub fn check(info: &NdpPrefixInfo, mac: EthernetAddress) -> Result<Ipv6Cidr, Refusal> {
+/// Whether `info`'s prefix forms an address, or why not.
+pub fn check(info: &NdpPrefixInfo) -> Result<(), Refusal> {
     if !info.autonomous {
         return Err(Refusal::NotAutonomous);
     }
@@ -59,7 +50,7 @@ pub fn check(info: &NdpPrefixInfo, mac: EthernetAddress) -> Result<Ipv6Cidr, Ref
     if info.prefix_len != SLAAC_PREFIX_LEN {
         return Err(Refusal::PrefixLength);
     }
-    address_for(info.prefix, mac).ok_or(Refusal::PrefixLength)
+    Ok(())
 }
 
 /// When a lifetime of `secs` seconds from `now` ends; `None`: never.
@@ -103,8 +94,6 @@ pub fn updated_lifetimes(current: Lifetimes, info: &NdpPrefixInfo, now: Instant)
 mod tests {
     use super::*;
 
-    const MAC: EthernetAddress = EthernetAddress([0x02, 0x00, 0x5e, 0x10, 0x20, 0x30]);
-
     fn info(prefix: &str, len: u8, valid: u32, preferred: u32) -> NdpPrefixInfo {
         NdpPrefixInfo {
             prefix_len: len,
@@ -117,21 +106,15 @@ mod tests {
     }
 
     #[test]
-    fn the_address_joins_the_prefix_and_the_link_local_identifier() {
-        let c = check(&info("2001:db8:1:2:ffff::", 64, 100, 50), MAC).unwrap();
-        assert_eq!(c.address(), "2001:db8:1:2:0:5eff:fe10:2030".parse::<Ipv6Addr>().unwrap());
-        assert_eq!(c.prefix_len(), 64);
-    }
-
-    #[test]
     fn prefixes_that_form_nothing() {
         let mut i = info("2001:db8::", 64, 100, 50);
+        assert_eq!(check(&i), Ok(()));
         i.autonomous = false;
-        assert_eq!(check(&i, MAC), Err(Refusal::NotAutonomous));
-        assert_eq!(check(&info("fe80::", 64, 100, 50), MAC), Err(Refusal::LinkLocal));
-        assert_eq!(check(&info("2001:db8::", 64, 100, 101), MAC), Err(Refusal::BadLifetimes));
-        assert_eq!(check(&info("2001:db8::", 48, 100, 50), MAC), Err(Refusal::PrefixLength));
-        assert_eq!(check(&info("2001:db8::", 80, 100, 50), MAC), Err(Refusal::PrefixLength));
+        assert_eq!(check(&i), Err(Refusal::NotAutonomous));
+        assert_eq!(check(&info("fe80::", 64, 100, 50)), Err(Refusal::LinkLocal));
+        assert_eq!(check(&info("2001:db8::", 64, 100, 101)), Err(Refusal::BadLifetimes));
+        assert_eq!(check(&info("2001:db8::", 48, 100, 50)), Err(Refusal::PrefixLength));
+        assert_eq!(check(&info("2001:db8::", 80, 100, 50)), Err(Refusal::PrefixLength));
     }
 
     #[test]
