@@ -1,14 +1,15 @@
 /*
- * nagare.h: libnagare (libnagare.so, libnagare.a), nagare's AF_INET
- * sockets for C programs that link it, with no preloading.
+ * nagare.h: libnagare (libnagare.so, libnagare.a), nagare's AF_INET and
+ * AF_INET6 sockets for C programs that link it, with no preloading.
  *
  * Each socket lives in a running `nagare netd`, the user-space TCP/IP
  * stack's inet server; the environment variable NAGARE_NETD names its
  * rendezvous socket (default /tmp/nagare-netd.sock), reached by the
  * process's first nagare_socket. Descriptors are real kernel descriptor
  * numbers (the kernel holds a placeholder under each), so they never
- * collide with files, and exec closes them as it would the sockets. IPv4
- * only: TCP and UDP over AF_INET.
+ * collide with files, and exec closes them as it would the sockets. TCP
+ * and UDP over AF_INET, TCP over AF_INET6 (struct sockaddr_in6 in and out,
+ * IPV6_V6ONLY; IPv4 peers of an AF_INET6 socket IPv4-mapped).
  *
  * Each call returns what its libc namesake would: the value, or -1 with
  * errno set. Every call but nagare_socket takes any descriptor: one that
@@ -37,7 +38,7 @@
 extern "C" {
 #endif
 
-/* socket(2) for domain AF_INET (SOCK_STREAM or SOCK_DGRAM, SOCK_NONBLOCK and SOCK_CLOEXEC taken); EAFNOSUPPORT for any other domain. */
+/* socket(2) for domain AF_INET (SOCK_STREAM or SOCK_DGRAM) or AF_INET6 (SOCK_STREAM), SOCK_NONBLOCK and SOCK_CLOEXEC taken; EAFNOSUPPORT for any other domain or kind. */
 int nagare_socket(int domain, int type, int protocol);
 /* bind(2): a UDP socket is bound in netd at once, a TCP socket keeps the address for its listen. */
 int nagare_bind(int fd, const struct sockaddr *addr, socklen_t len);

@@ -78,8 +78,26 @@ int main(int argc, char **argv) {
         fprintf(stderr, "echo: bad address %s\n", argv[1]);
         return 2;
     }
-    if (check(nagare_socket(AF_INET6, SOCK_STREAM, 0) == -1 && errno == EAFNOSUPPORT,
-              "nagare_socket(AF_INET6) is not refused with EAFNOSUPPORT")) {
+    /* IPv6 streams are netd's, IPv6 datagrams and other families not. */
+    if (check(nagare_socket(AF_INET6, SOCK_DGRAM, 0) == -1 && errno == EAFNOSUPPORT,
+              "nagare_socket(AF_INET6, SOCK_DGRAM) is not refused with EAFNOSUPPORT")) {
+        return 1;
+    }
+    if (check(nagare_socket(AF_UNIX, SOCK_STREAM, 0) == -1 && errno == EAFNOSUPPORT,
+              "nagare_socket(AF_UNIX) is not refused with EAFNOSUPPORT")) {
+        return 1;
+    }
+    int six = nagare_socket(AF_INET6, SOCK_STREAM, 0);
+    if (six < 0) {
+        return fail("nagare_socket(AF_INET6, SOCK_STREAM)");
+    }
+    int domain = 0;
+    socklen_t domain_len = sizeof domain;
+    if (nagare_getsockopt(six, SOL_SOCKET, SO_DOMAIN, &domain, &domain_len) != 0) {
+        return fail("nagare_getsockopt(SO_DOMAIN)");
+    }
+    if (check(domain == AF_INET6, "an AF_INET6 socket's SO_DOMAIN is not AF_INET6") ||
+        check(nagare_close(six) == 0, "nagare_close of the AF_INET6 socket failed")) {
         return 1;
     }
 
