@@ -12,9 +12,14 @@ use nagare_netd::{Op, Placement};
 use nagare_request::{encode_addr6, NAME_LOCAL, NAME_PEER, V6_ONLY};
 use std::io::{Read, Write};
 use std::net::{Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
-use support::{NetdThread, RawClient, Wire, ECHO_PORT, LIMIT, NETD_ADDR, NETD_ADDR6, PEER_ADDR6};
+use support::{NetdThread, RawClient, Tune, Wire, ECHO_PORT, LIMIT, NETD_ADDR, NETD_ADDR6, PEER_ADDR6};
 
 const PLACEMENTS: [Placement; 2] = [Placement::Inline, Placement::Single];
+
+/// netd with IPv6 on its link and the peer's.
+fn start(placement: Placement) -> NetdThread {
+    NetdThread::start_tuned(placement, Wire::PeerLink, Tune { ipv6: true, ..Tune::default() }, |_| {})
+}
 
 fn six(ip: Ipv6Addr, port: u16) -> SocketAddr {
     SocketAddr::V6(SocketAddrV6::new(ip, port, 0, 0))
@@ -23,7 +28,7 @@ fn six(ip: Ipv6Addr, port: u16) -> SocketAddr {
 #[test]
 fn a_stream_to_an_ipv6_peer_echoes_with_ipv6_addresses_at_both_ends() {
     for placement in PLACEMENTS {
-        let netd = NetdThread::start(placement, Wire::PeerLink);
+        let netd = start(placement);
         let client = netd.connect();
         let peer = six(PEER_ADDR6, ECHO_PORT);
         let mut s = TcpStream::connect_timeout_via(&client, &peer, LIMIT).expect("connect over IPv6");
@@ -46,7 +51,7 @@ fn a_stream_to_an_ipv6_peer_echoes_with_ipv6_addresses_at_both_ends() {
 
 #[test]
 fn a_non_blocking_connect_over_ipv6_finishes_with_its_addresses() {
-    let netd = NetdThread::start(Placement::Inline, Wire::PeerLink);
+    let netd = start(Placement::Inline);
     let client = netd.connect();
     let peer = six(PEER_ADDR6, ECHO_PORT);
     let mut pending = TcpStream::connect_start_via(&client, peer).expect("connect started");
@@ -65,7 +70,7 @@ fn a_non_blocking_connect_over_ipv6_finishes_with_its_addresses() {
 #[test]
 fn a_listener_on_any_ipv6_address_takes_ipv4_too_and_a_v6_only_one_does_not() {
     for placement in PLACEMENTS {
-        let netd = NetdThread::start(placement, Wire::PeerLink);
+        let netd = start(placement);
         let (server_side, client_side) = (netd.connect(), netd.connect());
         let any6 = six(Ipv6Addr::UNSPECIFIED, 9600);
         let dual = TcpListener::bind_via(&server_side, any6).expect("listen on [::]");
@@ -103,7 +108,7 @@ fn a_listener_on_any_ipv6_address_takes_ipv4_too_and_a_v6_only_one_does_not() {
 
 #[test]
 fn ipv6_requests_and_names_are_checked() {
-    let netd = NetdThread::start(Placement::Inline, Wire::PeerLink);
+    let netd = start(Placement::Inline);
     let mut raw = RawClient::connect(&netd);
 
     // A listener made by hand, then its name, and a peer it has not.

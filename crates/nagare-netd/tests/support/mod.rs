@@ -6,8 +6,8 @@
 //! delivers locally) or one end of a simulated link whose other end is a
 //! peer engine stepped from netd's own loop (`Netd::run_with`), or with a
 //! driver whenever the driver uses its device (`PeerDevice`), answering
-//! UDP and TCP on its port 7 with what it got (TCP over IPv4 and IPv6:
-//! both engines have an IPv6 address too). In driver placement the
+//! UDP and TCP on its port 7 with what it got (TCP over IPv6 too, where
+//! the test gives both engines IPv6 addresses: `Tune::ipv6`). In driver placement the
 //! driver is a thread of the test too. Nothing needs root, a binary or a
 //! network namespace; every wait is bounded.
 
@@ -71,6 +71,10 @@ pub struct Tune {
     /// The engine's 2 KiB buffers (4096 unless set), from which netd's
     /// cap on all sockets' buffers is drawn.
     pub engine_buffers: Option<usize>,
+    /// netd's engine and the peer's have IPv6 addresses too
+    /// ([`NETD_ADDR6`], [`PEER_ADDR6`]); without, neither sends a frame of
+    /// IPv6's own (neighbour discovery, MLD).
+    pub ipv6: bool,
 }
 
 /// What netd's thread reports once its loop has stopped.
@@ -207,16 +211,17 @@ impl Drop for NetdThread {
     }
 }
 
-/// An engine with `addr` and the IPv6 `addr6`, which it takes at once (no
-/// duplicate address detection: nothing else is on these links).
+/// An engine with `addr` and, if given, the IPv6 `addr6`, which it takes
+/// at once (no duplicate address detection: nothing else is on these
+/// links).
 fn engine(
     mac: EthernetAddress,
-    (addr, addr6): (Ipv4Addr, Ipv6Addr),
+    (addr, addr6): (Ipv4Addr, Option<Ipv6Addr>),
     udp_rx_queue_packets: Option<usize>,
     buffers: usize,
 ) -> Interface {
     let mut config = InterfaceConfig::new(mac, format!("{addr}/24").parse().expect("cidr"));
-    config.ipv6 = Some(nagare_core::Ipv6Config {
+    config.ipv6 = addr6.map(|addr6| nagare_core::Ipv6Config {
         addresses: vec![format!("{addr6}/64").parse().expect("cidr")],
         dad_transmits: 0,
         router_solicitations: 0,
@@ -236,7 +241,8 @@ fn build(
     tweak: impl FnOnce(&mut NetdConfig),
 ) -> std::io::Result<(Netd, Option<Peer>)> {
     let buffers = tune.engine_buffers.unwrap_or(4096);
-    let ends = (NETD_ADDR, NETD_ADDR6);
+    let ipv6 = tune.ipv6;
+    let ends = (NETD_ADDR, ipv6.then_some(NETD_ADDR6));
     let iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 1]), ends, tune.udp_rx_queue_packets, buffers);
     let mut config = NetdConfig {
         socket,
@@ -262,7 +268,7 @@ fn build(
                         Duration::from_micros(50),
                         |_| match wire {
                             Wire::Loopback => Ok(Box::new(Loopback::new(1500, 256)) as Box<dyn Device>),
-                            Wire::PeerLink => Ok(Box::new(PeerDevice::new()) as Box<dyn Device>),
+                            Wire::PeerLink => Ok(Box::new(PeerDevice::new(ipv6)) as Box<dyn Device>),
                         },
                         &stop,
                     );
@@ -278,7 +284,7 @@ fn build(
         (_, Wire::PeerLink) => {
             let (ours, theirs) = SimLink::new(LinkConfig::default(), 7);
             let netd = Netd::new(iface, Box::new(ours), MonotonicClock::new(), config)?;
-            Ok((netd, Some(Peer::new(theirs))))
+            Ok((netd, Some(Peer::new(theirs, ipv6))))
         }
     }
 }
@@ -292,9 +298,9 @@ struct PeerDevice {
 }
 
 impl PeerDevice {
-    fn new() -> PeerDevice {
+    fn new(ipv6: bool) -> PeerDevice {
         let (ours, theirs) = SimLink::new(LinkConfig::default(), 7);
-        PeerDevice { ours, peer: Peer::new(theirs) }
+        PeerDevice { ours, peer: Peer::new(theirs, ipv6) }
     }
 }
 
@@ -340,30 +346,25 @@ struct Peer {
     port: SimPort,
     rx: Vec<PacketBuf>,
     udp: UdpHandle,
-    /// On port 7 of its IPv4 address and of its IPv6 one.
-    listeners: [TcpListenerHandle; 2],
+    /// On port 7 of its IPv4 address (and of its IPv6 one).
+    listeners: Vec<TcpListenerHandle>,
     /// Each connection and the bytes it has to send back.
     conns: Vec<(TcpHandle, Vec<u8>)>,
     buf: Vec<u8>,
 }
 
 impl Peer {
-    fn new(port: SimPort) -> Peer {
-        let mut iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 2]), (PEER_ADDR, PEER_ADDR6), None, 4096);
+    fn new(port: SimPort, ipv6: bool) -> Peer {
+        let ends = (PEER_ADDR, ipv6.then_some(PEER_ADDR6));
+        let mut iface = engine(EthernetAddress([2, 0, 0, 0x77, 0, 2]), ends, None, 4096);
         let local = SocketAddrV4::new(PEER_ADDR, ECHO_PORT);
         let udp = iface.udp().bind(local).expect("the peer's UDP socket");
-        let listener = iface.tcp().listen(local, 16).expect("the peer's listener");
-        let local6 = SocketAddrV6::new(PEER_ADDR6, ECHO_PORT, 0, 0);
-        let listener6 = iface.tcp().listen_v6_only(local6, 16).expect("the peer's IPv6 listener");
-        Peer {
-            iface,
-            port,
-            rx: Vec::new(),
-            udp,
-            listeners: [listener, listener6],
-            conns: Vec::new(),
-            buf: vec![0; 65536],
+        let mut listeners = vec![iface.tcp().listen(local, 16).expect("the peer's listener")];
+        if ipv6 {
+            let local6 = SocketAddrV6::new(PEER_ADDR6, ECHO_PORT, 0, 0);
+            listeners.push(iface.tcp().listen_v6_only(local6, 16).expect("the peer's IPv6 listener"));
         }
+        Peer { iface, port, rx: Vec::new(), udp, listeners, conns: Vec::new(), buf: vec![0; 65536] }
     }
 
     /// One turn of the peer; whether it did anything.
@@ -377,7 +378,7 @@ impl Peer {
             let _ = self.iface.udp().send_to(self.udp, &self.buf[..n], from, now);
             work = true;
         }
-        for l in self.listeners {
+        for &l in &self.listeners {
             while let Ok(Some(h)) = self.iface.tcp().accept(l) {
                 self.conns.push((h, Vec::new()));
                 work = true;
