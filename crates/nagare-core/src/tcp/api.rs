@@ -5,7 +5,7 @@ use super::connection::{Connection, State, TcpError};
 use super::events::TcpEvent;
 use super::isn::initial_sequence_number;
 use super::path_mtu::cached_path_mss;
-use super::sockets::{local_mss, Listener, TcpHandle, TcpListenerHandle};
+use super::sockets::{local_mss, FourTuple, Listener, TcpHandle, TcpListenerHandle};
 use crate::buf::PacketBuf;
 use crate::iface::{Error, Interface, HEADROOM};
 use crate::time::Instant;
@@ -190,7 +190,7 @@ impl<'a> Tcp<'a> {
         let port = match local_port {
             0 => iface.tcp.pick_port(src, remote)?,
             p => {
-                if iface.tcp.by_tuple.contains_key(&(SocketAddr::new(src, p), remote)) {
+                if iface.tcp.by_tuple.contains_key(&FourTuple(SocketAddr::new(src, p), remote)) {
                     return Err(Error::AddrInUse);
                 }
                 p

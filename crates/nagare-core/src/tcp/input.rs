@@ -6,7 +6,7 @@
 use super::connection::{Connection, Processed, State};
 use super::isn::{check_syn_cookie, initial_sequence_number, make_syn_cookie};
 use super::path_mtu::cached_path_mss;
-use super::sockets::{local_mss, TcpHandle, TcpListenerHandle};
+use super::sockets::{local_mss, FourTuple, TcpHandle, TcpListenerHandle};
 use crate::buf::{Offload, PacketBuf};
 use crate::hash::{siphash, SipKey};
 use crate::iface::read::linear_prefix;
@@ -98,7 +98,7 @@ impl Interface {
         let local = SocketAddr::new(dst, repr.dst_port);
         let remote = SocketAddr::new(src, repr.src_port);
 
-        if let Some(&handle) = self.tcp.by_tuple.get(&(local, remote)) {
+        if let Some(&handle) = self.tcp.by_tuple.get(&FourTuple(local, remote)) {
             let reuse = repr.flags.contains(TcpFlags::SYN)
                 && !repr.flags.contains(TcpFlags::ACK)
                 && self.tcp.conns.get(handle.0).is_some_and(|e| e.conn.time_wait_accepts(&repr));

@@ -4,7 +4,7 @@
 //! heap.
 
 use super::connection::State;
-use super::sockets::TcpHandle;
+use super::sockets::{FourTuple, TcpHandle};
 use crate::buf::{Offload, PacketBuf};
 use crate::iface::{Error, Interface};
 use crate::time::Instant;
@@ -45,7 +45,7 @@ impl Interface {
                 self.tcp.forget(handle);
             } else {
                 // The application still holds it (to read the error).
-                let tuple = (entry.conn.local(), entry.conn.remote());
+                let tuple = FourTuple(entry.conn.local(), entry.conn.remote());
                 if self.tcp.by_tuple.get(&tuple) == Some(&handle) {
                     self.tcp.by_tuple.remove(&tuple);
                 }
@@ -98,7 +98,7 @@ impl Interface {
     /// The next hop of `local`'s connection to `remote` never answered
     /// ARP: a connection still opening fails with host unreachable.
     pub(crate) fn tcp_neighbour_unreachable(&mut self, local: SocketAddr, remote: SocketAddr, now: Instant) {
-        let Some(&handle) = self.tcp.by_tuple.get(&(local, remote)) else {
+        let Some(&handle) = self.tcp.by_tuple.get(&FourTuple(local, remote)) else {
             return;
         };
         let failed = self.tcp.conns.get_mut(handle.0).is_some_and(|e| e.conn.neighbour_unreachable());

@@ -3,7 +3,7 @@
 //! connections has in flight (RFC 5927 4.1), and lowering the send MSS of
 //! every connection to a destination whose path MTU went down.
 
-use super::sockets::TcpHandle;
+use super::sockets::{FourTuple, TcpHandle};
 use crate::iface::Interface;
 use crate::time::Instant;
 use alloc::vec::Vec;
@@ -20,7 +20,7 @@ impl Interface {
     /// Whether `local`'s connection to `remote` exists and has sent
     /// `seq` without its acknowledgement yet.
     pub(crate) fn tcp_quote_in_flight(&self, local: SocketAddr, remote: SocketAddr, seq: TcpSeqNumber) -> bool {
-        let Some(&handle) = self.tcp.by_tuple.get(&(local, remote)) else {
+        let Some(&handle) = self.tcp.by_tuple.get(&FourTuple(local, remote)) else {
             return false;
         };
         self.tcp.conns.get(handle.0).is_some_and(|e| e.conn.sent_unacknowledged(seq))
@@ -33,7 +33,7 @@ impl Interface {
     pub(crate) fn tcp_path_mtu_lowered(&mut self, dst: IpAddr, mtu: usize, now: Instant) {
         let mss = mss_for_path_mtu(dst, mtu);
         let handles: Vec<TcpHandle> =
-            self.tcp.by_tuple.iter().filter(|((_, remote), _)| remote.ip() == dst).map(|(_, &h)| h).collect();
+            self.tcp.by_tuple.iter().filter(|(FourTuple(_, remote), _)| remote.ip() == dst).map(|(_, &h)| h).collect();
         for handle in handles {
             let lowered = self.tcp.conns.get_mut(handle.0).is_some_and(|e| e.conn.path_mss_lowered(mss));
             if lowered {

@@ -22,6 +22,30 @@ use core::net::{IpAddr, SocketAddr};
 use hashbrown::HashMap;
 use nagare_wire::{TcpRepr, IPV4_HEADER_LEN, IPV6_HEADER_LEN};
 
+/// A connection's four-tuple (local, remote), the key connections are
+/// found by. Its hash takes both ends in one fixed-length write (the
+/// addresses as IPv6 ones, an IPv4 one mapped, then the ports), as cheap
+/// for one family as for the other; connections of two families never
+/// meet under one key, since the engine keeps an IPv4-mapped address
+/// IPv4.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct FourTuple(pub(super) SocketAddr, pub(super) SocketAddr);
+
+impl core::hash::Hash for FourTuple {
+    fn hash<H: core::hash::Hasher>(&self, h: &mut H) {
+        let bits = |a: SocketAddr| match a.ip() {
+            IpAddr::V4(ip) => ip.to_ipv6_mapped().to_bits(),
+            IpAddr::V6(ip) => ip.to_bits(),
+        };
+        let mut bytes = [0u8; 36];
+        bytes[..16].copy_from_slice(&bits(self.0).to_le_bytes());
+        bytes[16..32].copy_from_slice(&bits(self.1).to_le_bytes());
+        bytes[32..34].copy_from_slice(&self.0.port().to_le_bytes());
+        bytes[34..].copy_from_slice(&self.1.port().to_le_bytes());
+        h.write(&bytes);
+    }
+}
+
 /// Names a TCP connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TcpHandle(pub(super) SocketHandle);
@@ -76,7 +100,7 @@ pub(super) struct Listener {
 #[derive(Debug)]
 pub struct TcpSockets {
     pub(super) conns: SocketTable<Entry>,
-    pub(super) by_tuple: HashMap<(SocketAddr, SocketAddr), TcpHandle, KeyedState>,
+    pub(super) by_tuple: HashMap<FourTuple, TcpHandle, KeyedState>,
     pub(super) listeners: SocketTable<Listener>,
     /// IPv4 listeners by port.
     pub(super) by_port: HashMap<u16, TcpListenerHandle>,
@@ -277,7 +301,7 @@ impl TcpSockets {
             self.next_ephemeral = if port == *EPHEMERAL_PORTS.end() { *EPHEMERAL_PORTS.start() } else { port + 1 };
             let taken = self.by_port.contains_key(&port)
                 || self.by_port6.contains_key(&port)
-                || self.by_tuple.contains_key(&(SocketAddr::new(src, port), remote));
+                || self.by_tuple.contains_key(&FourTuple(SocketAddr::new(src, port), remote));
             if !taken {
                 return Ok(port);
             }
@@ -286,7 +310,7 @@ impl TcpSockets {
     }
 
     pub(super) fn insert(&mut self, conn: Connection, listener: Option<TcpListenerHandle>) -> TcpHandle {
-        let tuple = (conn.local(), conn.remote());
+        let tuple = FourTuple(conn.local(), conn.remote());
         let handle = TcpHandle(self.conns.insert(Entry {
             conn,
             listener,
@@ -318,7 +342,7 @@ impl TcpSockets {
     /// Removes the four-tuple's route to this entry, so a new connection
     /// with the same tuple can start while the old handle is still held.
     fn unmap(&mut self, entry: &Entry, handle: TcpHandle) {
-        let tuple = (entry.conn.local(), entry.conn.remote());
+        let tuple = FourTuple(entry.conn.local(), entry.conn.remote());
         if self.by_tuple.get(&tuple) == Some(&handle) {
             self.by_tuple.remove(&tuple);
         }
