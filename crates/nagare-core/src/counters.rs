@@ -156,6 +156,9 @@ counters! {
         tcp_segments_received,
         /// TCP segments sent by connections, over either family.
         tcp_segments_sent,
+        /// Ignored: an ICMP or ICMPv6 destination unreachable quoting a TCP
+        /// segment that no connection has in flight.
+        drop_icmp_tcp_unverified,
         /// Of `tcp_segments_received`, those over IPv6.
         tcp6_segments_received,
         /// Of `tcp_segments_sent`, those over IPv6.

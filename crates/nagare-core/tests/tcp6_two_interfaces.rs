@@ -311,3 +311,42 @@ fn a_connection_to_a_neighbour_that_never_answers_fails_as_unreachable() {
     assert_eq!(w.a.tcp().recv(c, &mut [0u8; 4], w.now), Err(Error::HostUnreachable));
     assert_eq!(w.a.counters().tcp_connects_unreachable, 1);
 }
+
+/// An ICMPv6 destination unreachable from B (`code`) quoting `packet`, a
+/// packet A sent (from its IPv6 header on), as a frame to A.
+fn unreachable6(code: u8, packet: &[u8]) -> Vec<u8> {
+    let (src, dst) = (ip("fd00::2"), ip("fd00::1"));
+    let mut icmp = vec![1, code, 0, 0, 0, 0, 0, 0];
+    icmp.extend_from_slice(packet);
+    let mut sum = nagare_wire::pseudo_header_v6(src, dst, 58, icmp.len() as u32);
+    sum.add_bytes(&icmp);
+    icmp[2..4].copy_from_slice(&sum.finish().to_be_bytes());
+    let mut ip6 = vec![0u8; 40];
+    Ipv6Repr::new(src, dst, IpProtocol::Icmpv6, icmp.len(), 64).emit(&mut ip6).unwrap();
+    [&MAC_A.0[..], &MAC_B.0[..], &[0x86, 0xdd], &ip6, &icmp].concat()
+}
+
+#[test]
+fn a_destination_unreachable_about_the_syn_fails_the_connect_and_a_forged_one_is_ignored() {
+    let mut w = ready(TxOffloads::NONE);
+    // A knows B's link-layer address from a first connection.
+    let l = w.b.tcp().listen(sa(ip("fd00::2"), 80), 8).unwrap();
+    connect(&mut w, l, sa(ip("fd00::2"), 80).into());
+    w.b_plugged = false;
+    for (code, expected) in [(4, Error::ConnectionRefused), (3, Error::HostUnreachable)] {
+        let from = w.sent_by_a.len();
+        let c = w.a.tcp().connect(sa(ip("fd00::2"), 81), 0, w.now).unwrap();
+        w.settle();
+        let syn =
+            w.sent_by_a[from..].iter().find(|f| f[12..14] == [0x86, 0xdd] && f[20] == 6).expect("A's SYN").clone();
+        // The same SYN with another sequence number: not in flight.
+        let mut forged = syn[14..].to_vec();
+        forged[40 + 4] ^= 0x80;
+        let before = w.a.counters().drop_icmp_tcp_unverified;
+        feed(&mut w.a, &unreachable6(code, &forged), 2048, w.now);
+        assert_eq!(w.a.counters().drop_icmp_tcp_unverified, before + 1);
+        assert_eq!(w.a.tcp_ref().state(c).unwrap(), State::SynSent, "a forged error changes nothing");
+        feed(&mut w.a, &unreachable6(code, &syn[14..]), 2048, w.now);
+        assert_eq!(w.a.tcp().recv(c, &mut [0u8; 4], w.now), Err(expected), "code {code}");
+    }
+}

@@ -233,3 +233,44 @@ fn udp_checksums_are_left_partial_for_a_device_that_completes_them() {
     let (n, _) = w.b.udp().recv_from(sb, &mut buf).unwrap().unwrap();
     assert_eq!(&buf[..n], &big[..], "the fragmented datagram's full checksum verified");
 }
+
+/// An ICMP destination unreachable from B (`code`) quoting `packet`, a
+/// datagram A sent (from its IPv4 header on), as a frame to A.
+fn unreachable_from_b(code: u8, packet: &[u8]) -> Vec<u8> {
+    let mut icmp = vec![3, code, 0, 0, 0, 0, 0, 0];
+    icmp.extend_from_slice(&packet[..packet.len().min(28)]);
+    let sum = nagare_wire::checksum(&icmp);
+    icmp[2..4].copy_from_slice(&sum.to_be_bytes());
+    let mut ip = vec![0u8; 20];
+    nagare_wire::Ipv4Repr::new(B, A, nagare_wire::IpProtocol::Icmp, icmp.len(), 64).emit(&mut ip).unwrap();
+    [&[2, 0, 0, 0, 0, 1][..], &[2, 0, 0, 0, 0, 2], &[0x08, 0x00], &ip, &icmp].concat()
+}
+
+/// A connect whose SYN draws an ICMP destination unreachable fails at
+/// once (port unreachable: refused; host unreachable: host unreachable),
+/// as Linux's does; one quoting a sequence number not in flight is
+/// ignored and counted.
+#[test]
+fn a_destination_unreachable_about_the_syn_fails_the_connect() {
+    use nagare_core::iface::Error;
+    let mut w = Wire::new();
+    let l = w.b.tcp().listen(SocketAddrV4::new(B, 80), 4).unwrap();
+    w.a.tcp().connect(SocketAddrV4::new(B, 80), 0, w.now).unwrap();
+    w.settle();
+    assert!(w.b.tcp().accept(l).unwrap().is_some(), "ARP resolved by a first connection");
+    w.b_plugged = false;
+    for (code, expected) in [(3, Error::ConnectionRefused), (1, Error::HostUnreachable)] {
+        let c = w.a.tcp().connect(SocketAddrV4::new(B, 81), 0, w.now).unwrap();
+        let syn = w.a.tx_queue().iter().map(|f| f.to_vec()).find(|f| f[12..14] == [8, 0] && f[23] == 6).unwrap();
+        w.settle();
+        let mut forged = syn[14..].to_vec();
+        forged[20 + 4] ^= 0x80;
+        let before = w.a.counters().drop_icmp_tcp_unverified;
+        let frame = unreachable_from_b(code, &forged);
+        w.a.receive(nagare_core::buf::PacketBuf::from_slice(w.a.pool(), 0, &frame).unwrap(), w.now);
+        assert_eq!(w.a.counters().drop_icmp_tcp_unverified, before + 1);
+        let frame = unreachable_from_b(code, &syn[14..]);
+        w.a.receive(nagare_core::buf::PacketBuf::from_slice(w.a.pool(), 0, &frame).unwrap(), w.now);
+        assert_eq!(w.a.tcp().recv(c, &mut [0u8; 4], w.now), Err(expected), "code {code}");
+    }
+}

@@ -3,13 +3,14 @@
 //! makes up about datagrams it sent, handed to the socket that sent them.
 
 use super::socket::{EchoEvent, IcmpError};
-use super::ICMP_ECHO_REQUEST;
+use super::{ICMP_CODE_FRAG_NEEDED, ICMP_CODE_PORT_UNREACHABLE, ICMP_CODE_PROTO_UNREACHABLE, ICMP_ECHO_REQUEST};
 use crate::buf::PacketBuf;
 use crate::iface::ipv4::is_martian_source;
 use crate::iface::read::be16;
 use crate::iface::{Error, Interface};
 use crate::time::Instant;
-use nagare_wire::{Checksum, IpProtocol, Ipv4Packet, Ipv4Repr, ICMPV4_HEADER_LEN, IPV4_HEADER_LEN};
+use core::net::SocketAddr;
+use nagare_wire::{Checksum, IpProtocol, Ipv4Packet, Ipv4Repr, TcpSeqNumber, ICMPV4_HEADER_LEN, IPV4_HEADER_LEN};
 
 /// Largest ICMP error message: RFC 1812 asks for as much of the offending
 /// datagram as fits in 576 bytes.
@@ -58,9 +59,17 @@ impl Interface {
 
     /// Hands `error` to the socket that sent the datagram found at `offset`
     /// of `packet` (an IPv4 header and at least 8 bytes after it): the UDP
-    /// socket bound to its source port, or the echo socket with its
-    /// identifier. Returns false when no such datagram can be read there.
-    pub(crate) fn report_error_about(&mut self, packet: &PacketBuf, offset: usize, error: IcmpError) -> bool {
+    /// socket bound to its source port, the echo socket with its
+    /// identifier, or, for a destination unreachable, the TCP connection
+    /// whose segment it is (`tcp/unreachable.rs`). Returns false when no
+    /// such datagram can be read there.
+    pub(crate) fn report_error_about(
+        &mut self,
+        packet: &PacketBuf,
+        offset: usize,
+        error: IcmpError,
+        now: Instant,
+    ) -> bool {
         let mut quote = [0u8; 60 + 8];
         let n = packet.copy_out(offset, &mut quote);
         let quote = &quote[..n];
@@ -79,6 +88,21 @@ impl Interface {
         let transport = &quote[header_len..];
         match view.protocol() {
             IpProtocol::Udp => self.udp.report_error(be16(transport, 0), error),
+            // "Fragmentation needed" is path MTU discovery's.
+            IpProtocol::Tcp => match error {
+                IcmpError::Unreachable { code, .. } if code != ICMP_CODE_FRAG_NEEDED => {
+                    let (src, dst) = (view.src_addr(), view.dst_addr());
+                    let ends = (
+                        SocketAddr::new(src.into(), be16(transport, 0)),
+                        SocketAddr::new(dst.into(), be16(transport, 2)),
+                    );
+                    let seq =
+                        TcpSeqNumber(u32::from_be_bytes([transport[4], transport[5], transport[6], transport[7]]));
+                    let refused = matches!(code, ICMP_CODE_PROTO_UNREACHABLE | ICMP_CODE_PORT_UNREACHABLE);
+                    self.tcp_icmp_unreachable(ends, seq, refused, now);
+                }
+                _ => {}
+            },
             IpProtocol::Icmp if transport.first() == Some(&ICMP_ECHO_REQUEST) => {
                 let ident = be16(transport, 4);
                 let seq_no = be16(transport, 6);

@@ -62,7 +62,7 @@ impl Interface {
                 } else {
                     IcmpError::TimeExceeded { from: ip.src_addr, code }
                 };
-                if !self.report_error_about(&payload, ICMPV4_HEADER_LEN, error) {
+                if !self.report_error_about(&payload, ICMPV4_HEADER_LEN, error, now) {
                     self.counters.drop_icmp_malformed += 1;
                 }
             }

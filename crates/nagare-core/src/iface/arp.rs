@@ -6,8 +6,8 @@ use super::{Interface, HEADROOM};
 use crate::buf::PacketBuf;
 use crate::icmp::{IcmpError, ICMP_CODE_HOST_UNREACHABLE};
 use crate::time::Instant;
-use core::net::{IpAddr, Ipv4Addr, SocketAddr};
-use nagare_wire::{ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, IpProtocol, ARP_ETHERNET_IPV4_LEN};
+use core::net::Ipv4Addr;
+use nagare_wire::{ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetAddress, ARP_ETHERNET_IPV4_LEN};
 
 impl Interface {
     /// An ARP packet (Ethernet header stripped).
@@ -85,21 +85,7 @@ impl Interface {
             from: self.config.addresses.first().map_or(Ipv4Addr::UNSPECIFIED, |c| c.address()),
             code: ICMP_CODE_HOST_UNREACHABLE,
         };
-        self.report_error_about(ip_packet, 0, error);
-        let mut head = [0u8; 64];
-        let n = ip_packet.copy_out(0, &mut head);
-        let head = &head[..n];
-        let header_len = usize::from(head.first().map_or(0, |b| b & 0x0f)) * 4;
-        let (Some(addrs), Some(ports)) = (head.get(12..20), head.get(header_len..header_len + 4)) else {
-            return;
-        };
-        if header_len < 20 || head.get(9) != Some(&u8::from(IpProtocol::Tcp)) {
-            return;
-        }
-        let ip = |b: &[u8]| IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]));
-        let local = SocketAddr::new(ip(&addrs[..4]), u16::from_be_bytes([ports[0], ports[1]]));
-        let remote = SocketAddr::new(ip(&addrs[4..]), u16::from_be_bytes([ports[2], ports[3]]));
-        self.tcp_neighbour_unreachable(local, remote, now);
+        self.report_error_about(ip_packet, 0, error, now);
     }
 
     /// Asks the link who has `ip`.

@@ -1,17 +1,21 @@
 //! ICMPv6 on the interface (RFC 4443): echo requests to our addresses
 //! answered in place, echo replies handed to the echo socket with their
-//! identifier, neighbour and router discovery to `ndp.rs`, and the errors we send
+//! identifier, neighbour and router discovery to `ndp.rs`, errors about
+//! our packets to what sent them (packet too big to path MTU discovery,
+//! destination unreachable to a TCP connection), and the errors we send
 //! about packets we received (never about an error, nor to a multicast
 //! destination save RFC 4443 2.4 (e.3)'s exception, rate limited).
 
+use super::quote::Quoted6;
 use super::read::be16;
 use super::Interface;
 use crate::buf::PacketBuf;
 use crate::icmp::Echo6Event;
 use crate::time::Instant;
+use core::net::{IpAddr, SocketAddr};
 use nagare_wire::{
-    pseudo_header_v6, Checksum, Icmpv6EchoHeader, Icmpv6Message, IpProtocol, Ipv6Repr, ICMPV6_ERROR_MAX_LEN,
-    ICMPV6_HEADER_LEN, IPV6_HEADER_LEN,
+    pseudo_header_v6, Checksum, Icmpv6DstUnreachable, Icmpv6EchoHeader, Icmpv6Message, IpProtocol, Ipv6Repr,
+    TcpSeqNumber, ICMPV6_ERROR_MAX_LEN, ICMPV6_HEADER_LEN, IPV6_HEADER_LEN,
 };
 
 /// The ICMPv6 protocol number, as the pseudo header carries it.
@@ -74,9 +78,30 @@ impl Interface {
                 self.counters.icmp6_errors_received += 1;
                 self.receive_packet_too_big(&header, &payload, now);
             }
+            Icmpv6Message::DstUnreachable => {
+                self.counters.icmp6_errors_received += 1;
+                self.receive_dst_unreachable6(header[1], &payload, now);
+            }
             kind if kind.is_error() => self.counters.icmp6_errors_received += 1,
             _ => self.counters.drop_icmp6_unhandled_type += 1,
         }
+    }
+
+    /// An ICMPv6 destination unreachable with `code`, in `message` (header
+    /// and quote): about a TCP segment of ours, it goes to its connection
+    /// (`tcp/unreachable.rs`; code 4, port unreachable, is "refused").
+    fn receive_dst_unreachable6(&mut self, code: u8, message: &PacketBuf, now: Instant) {
+        let Some(q) = Quoted6::read(message) else { return };
+        let own_source = self.v6.as_ref().is_some_and(|v6| v6.addrs.get(q.src).is_some());
+        let t = q.transport();
+        if !own_source || !q.first || q.next_header != u8::from(IpProtocol::Tcp) || t.len() < 8 {
+            return;
+        }
+        let local = SocketAddr::new(IpAddr::V6(q.src), be16(t, 0));
+        let remote = SocketAddr::new(IpAddr::V6(q.dst), be16(t, 2));
+        let seq = TcpSeqNumber(u32::from_be_bytes([t[4], t[5], t[6], t[7]]));
+        let refused = Icmpv6DstUnreachable::from(code) == Icmpv6DstUnreachable::PortUnreachable;
+        self.tcp_icmp_unreachable((local, remote), seq, refused, now);
     }
 
     /// Answers an echo request with the request itself, its type changed:

@@ -25,6 +25,7 @@ mod ipv6;
 mod local;
 mod ndp;
 mod path_mtu;
+mod quote;
 pub(crate) mod read;
 mod router;
 

@@ -11,6 +11,7 @@ use super::router::RouterAdvert;
 use super::{Interface, HEADROOM};
 use crate::buf::PacketBuf;
 use crate::ipv6::addr::{AddrState, Retry};
+use crate::tcp::connection::TcpError;
 use crate::time::Instant;
 use core::net::{IpAddr, Ipv6Addr, SocketAddr};
 use nagare_wire::{
@@ -295,6 +296,6 @@ impl Interface {
         let port = |at: usize| u16::from_be_bytes([head[at], head[at + 1]]);
         let local = SocketAddr::new(addr(8), port(IPV6_HEADER_LEN));
         let remote = SocketAddr::new(addr(24), port(IPV6_HEADER_LEN + 2));
-        self.tcp_neighbour_unreachable(local, remote, now);
+        self.tcp_unreachable(local, remote, TcpError::HostUnreachable, now);
     }
 }

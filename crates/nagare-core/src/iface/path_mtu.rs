@@ -5,20 +5,17 @@
 //! link MTU; TCP connections to it follow, and datagrams to it are
 //! fragmented to fit it.
 
+use super::quote::Quoted6;
 use super::read::be16;
 use super::Interface;
 use crate::buf::PacketBuf;
 use crate::icmp::ICMP_ECHO_REQUEST;
 use crate::pmtu::{plateau_below, IPV4_MIN_PATH_MTU};
 use crate::time::Instant;
-use core::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use core::net::{IpAddr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use nagare_wire::{
-    Icmpv6Message, IpProtocol, Ipv4Packet, TcpSeqNumber, ICMPV4_HEADER_LEN, ICMPV6_HEADER_LEN, IPV4_HEADER_LEN,
-    IPV6_HEADER_LEN, IPV6_MIN_MTU,
+    Icmpv6Message, IpProtocol, Ipv4Packet, TcpSeqNumber, ICMPV4_HEADER_LEN, IPV4_HEADER_LEN, IPV6_MIN_MTU,
 };
-
-/// The Fragment header's next-header value.
-const NEXT_HEADER_FRAGMENT: u8 = 44;
 
 /// The big-endian `u32` at `at`, or 0 past the end of `bytes`.
 fn be32(bytes: &[u8], at: usize) -> u32 {
@@ -26,11 +23,6 @@ fn be32(bytes: &[u8], at: usize) -> u32 {
         Some(&[a, b, c, d]) => u32::from_be_bytes([a, b, c, d]),
         _ => 0,
     }
-}
-
-fn ipv6_at(bytes: &[u8], at: usize) -> Option<Ipv6Addr> {
-    let octets: [u8; 16] = bytes.get(at..at + 16)?.try_into().ok()?;
-    Some(Ipv6Addr::from(octets))
 }
 
 impl Interface {
@@ -97,31 +89,16 @@ impl Interface {
     /// minimum MTU is taken as that minimum, which every link carries
     /// (RFC 8201 4).
     pub(super) fn receive_packet_too_big(&mut self, header: &[u8; 8], message: &PacketBuf, now: Instant) {
-        let mut quote = [0u8; IPV6_HEADER_LEN + 8 + 8];
-        let n = message.copy_out(ICMPV6_HEADER_LEN, &mut quote);
-        let quote = &quote[..n];
-        let (Some(src), Some(dst)) = (ipv6_at(quote, 8), ipv6_at(quote, 24)) else {
+        let ours = Quoted6::read(message).filter(|q| {
+            // Our own fragments: only the first shows the transport header.
+            let own_source = self.v6.as_ref().is_some_and(|v6| v6.addrs.get(q.src).is_some());
+            let (src, dst, protocol) = (IpAddr::V6(q.src), IpAddr::V6(q.dst), IpProtocol::from(q.next_header));
+            own_source && q.first && self.quote_is_ours(src, dst, protocol, q.transport())
+        });
+        let Some(Quoted6 { dst, .. }) = ours else {
             self.counters.drop_pmtu_unverified += 1;
             return;
         };
-        let mut next_header = quote.get(6).copied().unwrap_or(0);
-        let mut transport = quote.get(IPV6_HEADER_LEN..).unwrap_or(&[]);
-        let mut first = true;
-        if next_header == NEXT_HEADER_FRAGMENT {
-            // Our own fragments: only the first shows the transport header.
-            first = be16(transport, 2) & !7 == 0;
-            next_header = transport.first().copied().unwrap_or(0);
-            transport = transport.get(8..).unwrap_or(&[]);
-        }
-        let own_source = self.v6.as_ref().is_some_and(|v6| v6.addrs.get(src).is_some());
-        let ours = quote.first().is_some_and(|b| b >> 4 == 6)
-            && own_source
-            && first
-            && self.quote_is_ours(IpAddr::V6(src), IpAddr::V6(dst), IpProtocol::from(next_header), transport);
-        if !ours {
-            self.counters.drop_pmtu_unverified += 1;
-            return;
-        }
         let claim = usize::try_from(be32(header, 4)).unwrap_or(usize::MAX);
         if claim < IPV6_MIN_MTU {
             self.counters.pmtu_raised_to_minimum += 1;

@@ -90,13 +90,15 @@ impl State {
 /// Why a connection ended abnormally.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TcpError {
-    /// The peer answered our SYN with RST.
+    /// The peer answered our SYN with RST, or an ICMP error about it said
+    /// the port (or the protocol) is unreachable there.
     Refused,
     /// The peer reset the connection.
     Reset,
     /// Retransmissions or keepalives went unanswered.
     TimedOut,
-    /// The handshake's next hop never answered address resolution.
+    /// The handshake's next hop never answered address resolution, or an
+    /// ICMP error about the SYN said the destination is unreachable.
     HostUnreachable,
 }
 
@@ -745,15 +747,16 @@ impl Connection {
         self.maybe_window_update();
     }
 
-    /// The next hop of a connection still opening never answered address
-    /// resolution: the connect fails (a connection already open rides it
-    /// out, as its retransmissions will ask again). Returns whether it
-    /// failed.
-    pub fn neighbour_unreachable(&mut self) -> bool {
+    /// A connection still opening cannot reach its peer: its next hop
+    /// never answered address resolution, or an ICMP error about its SYN
+    /// came back. The connect fails with `error` (a connection already
+    /// open rides such errors out, as RFC 1122 4.2.3.9 and RFC 5461 have
+    /// it: its retransmissions ask again). Returns whether it failed.
+    pub fn unreachable(&mut self, error: TcpError) -> bool {
         if self.state != State::SynSent {
             return false;
         }
-        self.error = Some(TcpError::HostUnreachable);
+        self.error = Some(error);
         self.enter_closed();
         true
     }

@@ -31,6 +31,7 @@ mod input;
 mod output;
 mod path_mtu;
 mod sockets;
+mod unreachable;
 
 pub use api::Tcp;
 pub use events::{Readiness, TcpEvent};

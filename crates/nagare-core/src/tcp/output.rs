@@ -3,7 +3,7 @@
 //! what the connection has due and files its next deadline in the timer
 //! heap.
 
-use super::connection::State;
+use super::connection::{State, TcpError};
 use super::sockets::{FourTuple, TcpHandle};
 use crate::buf::{Offload, PacketBuf};
 use crate::iface::{Error, Interface};
@@ -95,13 +95,14 @@ impl Interface {
         self.tcp.due = due;
     }
 
-    /// The next hop of `local`'s connection to `remote` never answered
-    /// ARP: a connection still opening fails with host unreachable.
-    pub(crate) fn tcp_neighbour_unreachable(&mut self, local: SocketAddr, remote: SocketAddr, now: Instant) {
+    /// `local`'s connection to `remote` cannot reach it (its next hop never
+    /// answered address resolution, or a checked ICMP error said so): one
+    /// still opening fails with `error`.
+    pub(crate) fn tcp_unreachable(&mut self, local: SocketAddr, remote: SocketAddr, error: TcpError, now: Instant) {
         let Some(&handle) = self.tcp.by_tuple.get(&FourTuple(local, remote)) else {
             return;
         };
-        let failed = self.tcp.conns.get_mut(handle.0).is_some_and(|e| e.conn.neighbour_unreachable());
+        let failed = self.tcp.conns.get_mut(handle.0).is_some_and(|e| e.conn.unreachable(error));
         if failed {
             self.counters.tcp_connects_unreachable += 1;
             self.tcp_run(handle, now);

@@ -8,10 +8,7 @@ use crate::buf::{Offload, PacketBuf};
 use crate::iface::Interface;
 use crate::time::Instant;
 use core::net::SocketAddrV6;
-use nagare_wire::{pseudo_header_v6, Icmpv6Message, IpProtocol, Ipv6Repr, UDP_HEADER_LEN};
-
-/// ICMPv6 destination unreachable code 4: port unreachable.
-const ICMP6_CODE_PORT_UNREACHABLE: u8 = 4;
+use nagare_wire::{pseudo_header_v6, Icmpv6DstUnreachable, Icmpv6Message, IpProtocol, Ipv6Repr, UDP_HEADER_LEN};
 
 impl Interface {
     /// A UDP datagram over IPv6 for us: `packet` from its IPv6 header
@@ -57,7 +54,8 @@ impl Interface {
         let destination = SocketAddrV6::new(ip.dst_addr, dst_port, 0, 0);
         let Some(socket) = self.udp.receiver6(destination) else {
             self.counters.drop_udp6_no_socket += 1;
-            let kind = (Icmpv6Message::DstUnreachable, ICMP6_CODE_PORT_UNREACHABLE, 0);
+            let port_unreachable = u8::from(Icmpv6DstUnreachable::PortUnreachable);
+            let kind = (Icmpv6Message::DstUnreachable, port_unreachable, 0);
             self.send_icmp6_error(kind, ip, &packet, link_multicast, false, now);
             return;
         };
