@@ -68,15 +68,52 @@ pub(crate) fn remove(fd: i32) -> Option<Arc<Sock>> {
     table().as_mut().and_then(|t| t.remove(&fd))
 }
 
-/// Every socket with its numbers, each socket once.
+/// Every socket with its numbers, each socket once (found by its
+/// address, so a fork's cost follows the number of descriptors).
 pub(crate) fn groups() -> Vec<(Vec<i32>, Arc<Sock>)> {
     let t = table();
     let mut out: Vec<(Vec<i32>, Arc<Sock>)> = Vec::new();
+    let mut index: HashMap<*const Sock, usize> = HashMap::new();
     for (&fd, s) in t.iter().flatten() {
-        match out.iter_mut().find(|(_, o)| Arc::ptr_eq(o, s)) {
-            Some((fds, _)) => fds.push(fd),
-            None => out.push((vec![fd], s.clone())),
+        match index.get(&Arc::as_ptr(s)) {
+            Some(&i) => out[i].0.push(fd),
+            None => {
+                index.insert(Arc::as_ptr(s), out.len());
+                out.push((vec![fd], s.clone()));
+            }
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sock::{Proto, State};
+
+    #[test]
+    fn a_socket_under_several_numbers_is_one_group() {
+        // Numbers far above any this test process opens.
+        let (a, b) = (
+            Arc::new(Sock::new(Proto::Tcp, State::Fresh, false)),
+            Arc::new(Sock::new(Proto::Udp, State::Fresh, false)),
+        );
+        for fd in [900_001, 900_002, 900_003] {
+            insert(fd, a.clone());
+        }
+        insert(900_004, b.clone());
+        let mut mine: Vec<(Vec<i32>, bool)> = groups()
+            .into_iter()
+            .filter(|(_, s)| Arc::ptr_eq(s, &a) || Arc::ptr_eq(s, &b))
+            .map(|(mut fds, s)| {
+                fds.sort_unstable();
+                (fds, Arc::ptr_eq(&s, &a))
+            })
+            .collect();
+        mine.sort();
+        assert_eq!(mine, vec![(vec![900_001, 900_002, 900_003], true), (vec![900_004], false)]);
+        for fd in 900_001..=900_004 {
+            remove(fd);
+        }
+    }
 }
