@@ -1,6 +1,9 @@
 //! The whole receive path: the input is cut into frames (two length bytes,
 //! one slice-size byte, one offload byte, then the frame) that go into one
-//! interface with sockets open, with time advancing between them. The
+//! interface of both families (fd00::1/64 taken at once beside
+//! 10.0.0.1/24) with sockets open (UDP on port 7 of each family, a
+//! dual-stack TCP listener on port 80, an echo socket), with time
+//! advancing between them. The
 //! offload byte says what the device claims about the frame, as a VNI peer
 //! may: its checksum state, and a segment size of a TCP super-segment or a
 //! UDP super-frame. Any panic is a bug, and so is a frame that moves no
@@ -10,9 +13,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use nagare_core::buf::{BufferPool, ChecksumState, Offload, PacketBuf, Segmentation};
-use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
-use nagare_wire::{EthernetAddress, Ipv4Addr};
-use std::net::SocketAddrV4;
+use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig, Ipv6Config};
+use nagare_wire::{EthernetAddress, Ipv4Addr, Ipv6Addr};
+use std::net::{SocketAddrV4, SocketAddrV6};
 use std::time::Duration;
 
 fn outcomes(iface: &Interface) -> u64 {
@@ -25,9 +28,17 @@ fn outcomes(iface: &Interface) -> u64 {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 1]), "10.0.0.1/24".parse().unwrap());
+    let mut config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 1]), "10.0.0.1/24".parse().unwrap());
+    config.ipv6 = Some(Ipv6Config {
+        addresses: vec!["fd00::1/64".parse().unwrap()],
+        dad_transmits: 0,
+        router_solicitations: 0,
+        ..Ipv6Config::default()
+    });
     let mut iface = Interface::new(config, Capabilities::default(), BufferPool::new(2048, 4096));
     iface.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7)).unwrap();
+    iface.udp().bind6(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 7, 0, 0)).unwrap();
+    iface.tcp().listen(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 80, 0, 0), 4).unwrap();
     iface.icmp().echo_open(0x1234).unwrap();
     let pool = iface.pool().clone();
     let mut now = Instant::from_secs(1);

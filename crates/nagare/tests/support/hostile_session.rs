@@ -29,7 +29,7 @@ use nagare_request::{
     encode_addr, Op, Piece, PollEntry, Request, COMPLETE_ON_ACCEPT, LEND, NONBLOCK, TRACE, TRACE_TIME, WAIT_LIMIT,
 };
 use nagare_wire::EthernetAddress;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -41,6 +41,8 @@ use std::time::{Duration, Instant};
 /// raw words.
 const NETD_ADDR: Ipv4Addr = Ipv4Addr::new(10, 66, 0, 1);
 const NEIGHBOUR: Ipv4Addr = Ipv4Addr::new(10, 66, 0, 2);
+const NETD_ADDR6: Ipv6Addr = Ipv6Addr::new(0xfd66, 0, 0, 0, 0, 0, 0, 1);
+const NEIGHBOUR6: Ipv6Addr = Ipv6Addr::new(0xfd66, 0, 0, 0, 0, 0, 0, 2);
 /// The ports the script binds, listens on and sends to (0: any).
 const PORTS: [u16; 4] = [0, 7, 9000, 9001];
 /// The longest a patient client's drain waits for netd, and the silence
@@ -208,7 +210,8 @@ impl Hostile {
                 self.tokens.push(c.aux[0]);
             }
             let creates =
-                [Op::UdpBind, Op::Listen, Op::Connect, Op::Accept, Op::EchoOpen, Op::Adopt].map(|op| op as u32);
+                [Op::UdpBind, Op::Listen, Op::Listen6, Op::Connect, Op::Connect6, Op::Accept, Op::EchoOpen, Op::Adopt]
+                    .map(|op| op as u32);
             if c.status == 0 && creates.contains(&(c.kind & 0xffff)) && self.sockets.len() < 64 {
                 // An accepted connection's word carries its local address
                 // above the id.
@@ -243,6 +246,21 @@ impl Hostile {
             6 => encode_addr(SocketAddrV4::new(Ipv4Addr::new(10, 66, 0, 255), port)),
             _ => s.u64(),
         }
+    }
+
+    /// An IPv6 address and port as `LISTEN6` and `CONNECT6` carry them
+    /// (three words), the third's bits above the port left 0.
+    fn address6(s: &mut Script) -> [u64; 3] {
+        let port = PORTS[usize::from(s.byte()) % PORTS.len()];
+        let ip = match s.byte() % 8 {
+            0..=2 => NETD_ADDR6,
+            3 => Ipv6Addr::UNSPECIFIED,
+            4 => NEIGHBOUR6,
+            5 => NETD_ADDR.to_ipv6_mapped(),
+            6 => Ipv6Addr::LOCALHOST,
+            _ => return [s.u64(), s.u64(), s.u64()],
+        };
+        nagare_request::encode_addr6(SocketAddrV6::new(ip, port, 0, 0))
     }
 
     /// A buffer piece: one of ours, filled from the script and handed over
@@ -299,13 +317,14 @@ impl Hostile {
     /// sockets, buffers and addresses that may not be the client's or may
     /// not exist. One in sixteen breaks a rule of the encoding.
     fn request(&mut self, s: &mut Script) -> Descriptor {
-        // Ops 1..=16, the options (17, 18) and sharing (19..=21) for the
-        // top bytes; 0 gives a second chance to bind, which most scripts
+        // Ops 1..=16, the options (17, 18), sharing (19..=21) and IPv6's
+        // (22..=24) for the top bytes; 0 gives a second chance to bind, which most scripts
         // need before anything else works.
         let b = s.byte();
         let op = match b {
             0xf0.. => 17 + u16::from(b & 1),
             0xe8.. => 19 + u16::from(b % 3),
+            0xe0.. => 22 + u16::from(b % 3),
             _ => u16::from(b % 17),
         };
         let op = Op::from_u16(op).unwrap_or(Op::UdpBind);
@@ -337,6 +356,16 @@ impl Hostile {
                 r.aux[0] = Self::address(s, false);
                 r.aux[1] = u64::from(s.byte() % 2) * 9001;
             }
+            Op::Listen6 => {
+                let [hi, lo, port] = Self::address6(s);
+                let only = if s.one_in(2) { nagare_request::V6_ONLY } else { 0 };
+                r.aux = [hi, lo, port | only, 1 + u64::from(s.byte() % 8)];
+            }
+            Op::Connect6 => {
+                let [hi, lo, port] = Self::address6(s);
+                r.aux[..3].copy_from_slice(&[hi, lo, port | ((u64::from(s.byte() % 2) * 9001) << 16)]);
+            }
+            Op::Name => r.aux[0] = u64::from(s.byte() % 3),
             Op::EchoOpen => r.aux[0] = u64::from(s.byte()),
             // A plain close, a reset, or a flag that does not exist (from
             // the flags byte's high bits).
@@ -463,6 +492,19 @@ fn start_netd(socket: PathBuf, single: bool) -> std::io::Result<nagare_netd::Net
     // let go within a case, not after 3 s.
     config.arp.request_interval = Duration::from_millis(20);
     config.arp.max_requests = 2;
+    // IPv6 beside it, taken at once; neighbour discovery, which the
+    // loopback never answers either, gives up as fast.
+    config.ipv6 = Some(nagare_core::Ipv6Config {
+        addresses: vec![format!("{NETD_ADDR6}/64").parse().expect("cidr")],
+        dad_transmits: 0,
+        router_solicitations: 0,
+        ndp: nagare_core::NdpConfig {
+            retrans_timer: Duration::from_millis(20),
+            max_multicast_solicit: 2,
+            ..nagare_core::NdpConfig::default()
+        },
+        ..nagare_core::Ipv6Config::default()
+    });
     let iface = Interface::new(config, Capabilities::default(), BufferPool::new(2048, 4096));
     let netd_config = NetdConfig {
         socket,
