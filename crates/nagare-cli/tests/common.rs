@@ -269,3 +269,77 @@ pub fn web_root(tag: &str, size: usize) -> PathBuf {
     std::fs::write(dir.join("index.html"), "<h1>nagare</h1>\n").unwrap();
     dir
 }
+
+/// `nagare up` in a namespace with `args`, its standard output read line
+/// by line as it runs.
+pub struct Up {
+    process: Process,
+    lines: std::sync::mpsc::Receiver<String>,
+    /// Every line read so far.
+    pub seen: Vec<String>,
+}
+
+impl Up {
+    pub fn start(ns: &Netns, args: &[&std::ffi::OsStr]) -> Up {
+        let mut command = ns.command(nagare());
+        command.arg("up").args(args);
+        let mut process = Process::spawn(command.stdout(Stdio::piped()).stderr(Stdio::piped()));
+        let stdout = process.child.as_mut().and_then(|c| c.stdout.take()).expect("nagare up's stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Up { process, lines, seen: Vec::new() }
+    }
+
+    /// The first line seen that `wanted` accepts, waiting at most `limit`.
+    pub fn wait_for(&mut self, limit: Duration, wanted: impl Fn(&str) -> bool) -> Option<String> {
+        if let Some(line) = self.seen.iter().find(|l| wanted(l)) {
+            return Some(line.clone());
+        }
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.checked_duration_since(Instant::now())?;
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if wanted(&line) {
+                        return Some(line);
+                    }
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Stops nagare up with SIGTERM; everything it printed.
+    pub fn stop(mut self) -> String {
+        let output = self.process.terminate(Duration::from_secs(5)).expect("nagare up stops on SIGTERM");
+        assert!(output.status.success(), "nagare up exited with {}", output.status);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => break,
+            }
+        }
+        self.seen.join("\n")
+    }
+}
+
+/// A command's standard output and error, as text.
+pub fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// Counter `name` of `nagare up`'s summary (its last lines); 0 if absent.
+pub fn summary_counter(summary: &str, name: &str) -> u64 {
+    let line = summary.lines().find(|l| l.split_whitespace().next() == Some(name));
+    line.and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0)
+}

@@ -12,83 +12,22 @@ mod common;
 
 use common::*;
 use std::process::{Output, Stdio};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long addresses may take to pass duplicate address detection: about
 /// two seconds for nagare (a random delay of up to one, then one second
 /// for an answer), with room for a slow machine.
 const DAD_LIMIT: Duration = Duration::from_secs(15);
 
-/// `nagare up` in a namespace, its standard output read line by line as
-/// it runs.
-struct Up {
-    process: Process,
-    lines: Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Up {
-    fn start(ns: &Netns, tap: &str, addrs: &[&str]) -> Up {
-        Up::start_with(ns, tap, addrs, &[])
+/// `nagare up` on `tap` with `addrs` and `more` arguments.
+fn up_on(ns: &Netns, tap: &str, addrs: &[&str], more: &[&std::ffi::OsStr]) -> Up {
+    let mut args: Vec<&std::ffi::OsStr> = vec!["--tap".as_ref(), tap.as_ref()];
+    for addr in addrs {
+        args.push("--addr".as_ref());
+        args.push(addr.as_ref());
     }
-
-    /// As [`Up::start`], with more arguments to `nagare up`.
-    fn start_with(ns: &Netns, tap: &str, addrs: &[&str], more: &[&std::ffi::OsStr]) -> Up {
-        let mut command = ns.command(nagare());
-        command.args(["up", "--tap", tap]);
-        for addr in addrs {
-            command.args(["--addr", addr]);
-        }
-        command.args(more);
-        let mut process = Process::spawn(command.stdout(Stdio::piped()).stderr(Stdio::piped()));
-        let stdout = process.child.as_mut().and_then(|c| c.stdout.take()).expect("nagare up's stdout");
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in std::io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Up { process, lines, seen: Vec::new() }
-    }
-
-    /// The first line seen that `wanted` accepts, waiting at most `limit`.
-    fn wait_for(&mut self, limit: Duration, wanted: impl Fn(&str) -> bool) -> Option<String> {
-        if let Some(line) = self.seen.iter().find(|l| wanted(l)) {
-            return Some(line.clone());
-        }
-        let deadline = Instant::now() + limit;
-        loop {
-            let left = deadline.checked_duration_since(Instant::now())?;
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    self.seen.push(line.clone());
-                    if wanted(&line) {
-                        return Some(line);
-                    }
-                }
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return None,
-            }
-        }
-    }
-
-    /// Stops nagare up with SIGTERM; everything it printed.
-    fn stop(mut self) -> String {
-        let output = self.process.terminate(Duration::from_secs(5)).expect("nagare up stops on SIGTERM");
-        assert!(output.status.success(), "nagare up exited with {}", output.status);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(line) => self.seen.push(line),
-                Err(_) => break,
-            }
-        }
-        self.seen.join("\n")
-    }
+    args.extend_from_slice(more);
+    Up::start(ns, &args)
 }
 
 /// The address of a `nagare up: ADDR/LEN preferred` line.
@@ -99,10 +38,6 @@ fn preferred_address(line: &str) -> String {
 
 fn ping6(ns: &Netns, args: &[&str]) -> Output {
     ns.command("ping").arg("-6").args(args).output().unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
 /// A TAP whose kernel side has `v4` and `v6` (taken at once: no duplicate
@@ -130,7 +65,7 @@ fn linux_pings_nagare_over_ipv6() {
     }
     let ns = Netns::new("v6up");
     tap(&ns, "tap0", "10.80.0.1/24", "fd00:80::1/64");
-    let mut up = Up::start(&ns, "tap0", &["10.80.0.2/24", "fd00:80::2/64"]);
+    let mut up = up_on(&ns, "tap0", &["10.80.0.2/24", "fd00:80::2/64"], &[]);
     let ll = up.wait_for(DAD_LIMIT, |l| l.starts_with("nagare up: fe80:") && l.ends_with(" preferred"));
     let ll = preferred_address(&ll.expect("nagare's link-local address never became preferred"));
     let configured = up.wait_for(DAD_LIMIT, |l| l == "nagare up: fd00:80::2/64 preferred");
@@ -146,10 +81,7 @@ fn linux_pings_nagare_over_ipv6() {
     assert!(text(&out).contains("5008 bytes from fd00:80::2"), "{}", text(&out));
 
     let summary = up.stop();
-    let counter = |name: &str| -> u64 {
-        let line = summary.lines().find(|l| l.split_whitespace().next() == Some(name));
-        line.and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0)
-    };
+    let counter = |name: &str| summary_counter(&summary, name);
     assert_eq!(counter("ip6_frag_reassembled"), 3, "{summary}");
     assert!(counter("ip6_frag_sent") >= 12, "4 fragments per reply: {summary}");
     assert!(counter("icmp6_echo_replies_sent") >= 9, "{summary}");
@@ -192,7 +124,7 @@ fn nagare_finds_its_address_taken_by_the_kernel_side() {
     let ns = Netns::new("v6dad");
     // The kernel side holds fd00:82::2, the address nagare is given.
     tap(&ns, "tap2", "10.82.0.1/24", "fd00:82::2/64");
-    let mut up = Up::start(&ns, "tap2", &["10.82.0.2/24", "fd00:82::2/64"]);
+    let mut up = up_on(&ns, "tap2", &["10.82.0.2/24", "fd00:82::2/64"], &[]);
     let duplicate = up.wait_for(DAD_LIMIT, |l| l.starts_with("nagare up: fd00:82::2/64 "));
     assert_eq!(
         duplicate.as_deref(),
@@ -209,12 +141,6 @@ fn nagare_finds_its_address_taken_by_the_kernel_side() {
     let summary = up.stop();
     assert!(summary.contains("dad_duplicates"), "{summary}");
     assert!(!summary.contains("fd00:82::2/64 preferred"), "{summary}");
-}
-
-/// A counter of `nagare up`'s summary (its last lines).
-fn summary_counter(summary: &str, name: &str) -> u64 {
-    let line = summary.lines().find(|l| l.split_whitespace().next() == Some(name));
-    line.and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 /// `python3 -m http.server` on the kernel's side, on port 8000 of IPv6
@@ -256,7 +182,7 @@ fn curl_and_nc_reach_nagare_up_over_ipv6_and_ipv4_on_one_listener() {
         if !offload {
             more.push("--no-offload".as_ref());
         }
-        let mut up = Up::start_with(&ns, "tap3", &["10.83.0.2/24", "fd00:83::2/64"], &more);
+        let mut up = up_on(&ns, "tap3", &["10.83.0.2/24", "fd00:83::2/64"], &more);
         let preferred = up.wait_for(DAD_LIMIT, |l| l == "nagare up: fd00:83::2/64 preferred");
         assert!(preferred.is_some(), "fd00:83::2 never became preferred: {:?}", up.seen);
 

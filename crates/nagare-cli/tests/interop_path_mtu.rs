@@ -12,84 +12,11 @@
 mod common;
 
 use common::*;
-use std::process::{Output, Stdio};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long nagare's IPv6 address may take to pass duplicate address
 /// detection.
 const DAD_LIMIT: Duration = Duration::from_secs(15);
-
-/// `nagare up` in a namespace, its standard output read line by line as
-/// it runs.
-struct Up {
-    process: Process,
-    lines: Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Up {
-    fn start(ns: &Netns, args: &[&std::ffi::OsStr]) -> Up {
-        let mut command = ns.command(nagare());
-        command.arg("up").args(args);
-        let mut process = Process::spawn(command.stdout(Stdio::piped()).stderr(Stdio::piped()));
-        let stdout = process.child.as_mut().and_then(|c| c.stdout.take()).expect("nagare up's stdout");
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in std::io::BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Up { process, lines, seen: Vec::new() }
-    }
-
-    /// The first line seen that `wanted` accepts, waiting at most `limit`.
-    fn wait_for(&mut self, limit: Duration, wanted: impl Fn(&str) -> bool) -> Option<String> {
-        if let Some(line) = self.seen.iter().find(|l| wanted(l)) {
-            return Some(line.clone());
-        }
-        let deadline = Instant::now() + limit;
-        loop {
-            let left = deadline.checked_duration_since(Instant::now())?;
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    self.seen.push(line.clone());
-                    if wanted(&line) {
-                        return Some(line);
-                    }
-                }
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return None,
-            }
-        }
-    }
-
-    /// Stops nagare up with SIGTERM; everything it printed.
-    fn stop(mut self) -> String {
-        let output = self.process.terminate(Duration::from_secs(5)).expect("nagare up stops on SIGTERM");
-        assert!(output.status.success(), "nagare up exited with {}", output.status);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(line) => self.seen.push(line),
-                Err(_) => break,
-            }
-        }
-        self.seen.join("\n")
-    }
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
-fn summary_counter(summary: &str, name: &str) -> u64 {
-    let line = summary.lines().find(|l| l.split_whitespace().next() == Some(name));
-    line.and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0)
-}
 
 fn sysctl(ns: &Netns, setting: &str) {
     run_ok(ns.command("sysctl").args(["-q", "-w", setting]));

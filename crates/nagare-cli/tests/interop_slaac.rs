@@ -37,16 +37,6 @@ fn ping6(ns: &Netns, args: &[&str]) -> Output {
     ns.command("ping").arg("-6").args(args).output().unwrap()
 }
 
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
-/// The value of counter `name` in `nagare up`'s summary.
-fn counter(summary: &str, name: &str) -> u64 {
-    let line = summary.lines().find(|l| l.split_whitespace().next() == Some(name));
-    line.and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0)
-}
-
 /// The lines `lines` gives within `limit`, up to the first that `wanted`
 /// accepts, which is returned.
 fn wait_for_line(
@@ -159,8 +149,8 @@ fn nagare_forms_an_address_from_radvds_prefix_and_answers_on_it() {
     assert!(formed, "{formed_addr} never answered;\nnagare up:\n{summary}\nradvd:\n{radvd_log}");
     assert_eq!(ping_received(&out), Some(3), "{}", text(&out));
     assert_eq!(ping_received(&off_link), Some(3), "from fd00:78::1, off nagare's link: {}", text(&off_link));
-    assert!(counter(&summary, "ndp_ra_received") >= 1, "{summary}");
-    assert_eq!(counter(&summary, "slaac_addresses"), 1, "{summary}");
-    assert_eq!(counter(&summary, "ndp_routers_added"), 1, "{summary}");
-    assert_eq!(counter(&summary, "drop_ip6_no_route"), 0, "{summary}");
+    assert!(summary_counter(&summary, "ndp_ra_received") >= 1, "{summary}");
+    assert_eq!(summary_counter(&summary, "slaac_addresses"), 1, "{summary}");
+    assert_eq!(summary_counter(&summary, "ndp_routers_added"), 1, "{summary}");
+    assert_eq!(summary_counter(&summary, "drop_ip6_no_route"), 0, "{summary}");
 }
