@@ -536,6 +536,36 @@ fn active_open_offers_every_option_and_takes_the_peers() {
 }
 
 #[test]
+fn a_buffer_resized_before_the_syn_ack_keeps_the_window_scale_the_syn_offered() {
+    let mut raw = Raw::new();
+    let h = raw.iface.tcp().connect(SocketAddrV4::new(PEER_IP, 80), 0, raw.now).unwrap();
+    let syn = raw.take_one();
+    assert_eq!(syn.repr.window_scale, Some(7));
+    // Sized down while the SYN is out (as an inet server sizes a new
+    // connection to its client's budget): 16 KiB alone would need no shift.
+    raw.iface.tcp().set_recv_buffer(h, 16 * 1024, raw.now).unwrap();
+    let mut synack =
+        repr(80, syn.repr.src_port, 4_000_000_000, Some(syn.seq().wrapping_add(1)), TcpFlags::SYN | TcpFlags::ACK);
+    synack.window_scale = Some(7);
+    synack.window_len = 1000;
+    raw.send(synack, &[]);
+    let ack = raw.take_one();
+    assert_eq!(raw.iface.tcp_ref().connection(h).unwrap().negotiated().3, 7, "the shift the SYN offered");
+    // The peer multiplies the field by 2^7: what it reads must be the
+    // window, not twice or 128 times it.
+    assert_eq!(usize::from(ack.repr.window_len) << 7, 16 * 1024);
+    // A peer that sends past that edge anyway has the excess counted and
+    // dropped; the window's worth is kept.
+    for i in 0..17u32 {
+        let seg = repr(80, syn.repr.src_port, 4_000_000_001 + i * 1000, Some(syn.seq().wrapping_add(1)), TcpFlags::ACK);
+        raw.send(seg, &[7u8; 1000]);
+    }
+    let c = raw.iface.tcp_ref().connection(h).unwrap();
+    assert_eq!(c.stats().beyond_window_bytes, 17_000 - 16 * 1024);
+    assert_eq!(c.recv_queued(), 16 * 1024);
+}
+
+#[test]
 fn passive_open_answers_options_in_kind() {
     let mut raw = Raw::new();
     let l = raw.iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap();

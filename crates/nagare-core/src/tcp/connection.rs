@@ -164,6 +164,8 @@ pub struct ConnectionStats {
     pub ooo_bytes: u64,
     /// Duplicate bytes received.
     pub duplicate_bytes: u64,
+    /// Bytes received past the right edge of the window offered, dropped.
+    pub beyond_window_bytes: u64,
     /// Segments dropped by PAWS.
     pub paws_drops: u64,
     /// Challenge ACKs sent.
@@ -857,7 +859,12 @@ impl Connection {
         match (self.config.window_scaling, syn.window_scale) {
             (true, Some(shift)) => {
                 self.options.snd_shift = shift.min(MAX_WINDOW_SHIFT);
-                self.options.rcv_shift = window_shift_for(self.config.recv_buffer_limit());
+                // Our SYN, if it went first, offered a shift: the peer
+                // scales our windows by that one, whatever the buffer has
+                // been resized to since.
+                if self.state != State::SynSent {
+                    self.options.rcv_shift = window_shift_for(self.config.recv_buffer_limit());
+                }
             }
             _ => {
                 self.options.snd_shift = 0;
@@ -1481,6 +1488,7 @@ impl Connection {
         let seq = self.rcv_nxt.max(seq);
         let room = seq_dist(seq, window_end);
         if payload.len() > room {
+            self.stats.beyond_window_bytes += (payload.len() - room) as u64;
             payload.truncate(room);
         }
         if payload.is_empty() {
