@@ -88,6 +88,30 @@ fn linux_pings_nagare_over_ipv6() {
 }
 
 #[test]
+fn nagare_s_link_local_address_is_the_same_after_a_restart() {
+    if unavailable("nagare_s_link_local_address_is_the_same_after_a_restart") {
+        return;
+    }
+    if std::fs::read_to_string("/etc/machine-id").map_or(true, |id| id.trim().len() != 32) {
+        skip("nagare_s_link_local_address_is_the_same_after_a_restart", "no /etc/machine-id to key addresses with");
+        return;
+    }
+    let ns = Netns::new("v6again");
+    tap(&ns, "tap0", "10.79.0.1/24", "fd00:79::1/64");
+    let mut link_local = Vec::new();
+    for _ in 0..2 {
+        let mut up = up_on(&ns, "tap0", &["10.79.0.2/24", "fd00:79::2/64"], &[]);
+        let ll = up.wait_for(DAD_LIMIT, |l| l.starts_with("nagare up: fe80:") && l.ends_with(" preferred"));
+        link_local.push(preferred_address(&ll.expect("nagare's link-local address never became preferred")));
+        up.stop();
+    }
+    // A stable opaque identifier (RFC 7217) is keyed by the machine, not
+    // by the run.
+    assert_eq!(link_local[0], link_local[1]);
+    assert_ne!(link_local[0], "fe80::6e:aff:fe4f:2", "not the MAC's EUI-64");
+}
+
+#[test]
 fn nagare_pings_linux_over_ipv6() {
     if unavailable("nagare_pings_linux_over_ipv6") {
         return;
