@@ -85,12 +85,17 @@ enum Command {
         #[arg(long, default_value_t = 1024)]
         max_orphans: usize,
         /// A new TCP connection's receive buffer in bytes (16 KiB to
-        /// 64 MiB), the most window it offers; its application keeps as
-        /// much posted for receives. A larger one lets a fast sender keep
-        /// more in flight toward an application of netd (see
-        /// docs/benchmarks.md), and is charged to the client's memory.
+        /// 64 MiB), the window it offers first; its application keeps as
+        /// much posted for receives. It is charged to the client's memory.
         #[arg(long, default_value_t = 256 << 10, value_parser = clap::value_parser!(u64).range(16 << 10..=64 << 20))]
         tcp_recv_buffer: u64,
+        /// The largest a TCP connection's receive buffer grows to (16 KiB
+        /// to 64 MiB): it grows while its application reads fast enough
+        /// to use a wider window and its client's memory has room, each
+        /// growth charged to the client; at or below --tcp-recv-buffer,
+        /// none grows.
+        #[arg(long, default_value_t = 4 << 20, value_parser = clap::value_parser!(u64).range(16 << 10..=64 << 20))]
+        tcp_recv_buffer_max: u64,
         /// TCP connections netd's engine holds at most, every client's
         /// together: past it a connect fails with ENFILE and SYNs to
         /// listeners are not answered.
@@ -306,6 +311,7 @@ fn main() -> Result<()> {
             client_memory,
             max_orphans,
             tcp_recv_buffer,
+            tcp_recv_buffer_max,
             max_connections,
             packetflow,
             boost_threshold,
@@ -320,6 +326,7 @@ fn main() -> Result<()> {
                 .client_memory(client_memory)
                 .max_orphans(max_orphans)
                 .tcp_recv_buffer(tcp_recv_buffer as usize)
+                .tcp_recv_buffer_max(tcp_recv_buffer_max as usize)
                 .max_connections(max_connections)
                 .packetflow(packetflow)
                 .boost(nagare_netd::BoostConfig {

@@ -113,6 +113,13 @@ impl NetdBuilder {
         self
     }
 
+    /// The largest a TCP connection's receive buffer grows to (default
+    /// 4 MiB; at or below the starting size, none grows).
+    pub fn tcp_recv_buffer_max(mut self, bytes: usize) -> NetdBuilder {
+        self.config.tcp_recv_buffer_max = bytes;
+        self
+    }
+
     /// TCP connections the engine holds at most.
     pub fn max_connections(mut self, max: usize) -> NetdBuilder {
         self.config.max_connections = max;

@@ -41,10 +41,14 @@ pub struct NetdConfig {
     /// Connections closed by their clients that the engine may keep for
     /// their FIN exchange at once; a close past it resets.
     pub max_orphans: usize,
-    /// A new TCP connection's receive buffer, the most window it offers
-    /// (a client's `SO_RCVBUF` changes it); its client keeps as much
-    /// posted for receives.
+    /// A new TCP connection's receive buffer, the window it offers first
+    /// (a client's `SO_RCVBUF` sets it for good); its client keeps as
+    /// much posted for receives.
     pub tcp_recv_buffer: usize,
+    /// The largest a TCP connection's receive buffer grows to (receive
+    /// buffer autotuning) while its client reads fast enough to use it
+    /// and its budget has room for it.
+    pub tcp_recv_buffer_max: usize,
     /// TCP connections the engine holds at most, every client's and
     /// every state together: past it a connect fails with `ENFILE` and a
     /// SYN to a listener is not answered.
@@ -82,6 +86,7 @@ impl Default for NetdConfig {
             client_memory: 8 << 20,
             max_orphans: 1024,
             tcp_recv_buffer: 256 << 10,
+            tcp_recv_buffer_max: 4 << 20,
             max_connections: 16384,
             max_bad: 1024,
             link: String::from("unnamed"),

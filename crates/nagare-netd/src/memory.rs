@@ -1,8 +1,10 @@
 //! What netd lets each client make the engine hold: every socket is
 //! charged the buffer sizes the engine may fill for it (a TCP connection
-//! its send buffer and the most its receive buffer may grow to, a UDP
+//! its send buffer and the ceiling its receive buffer may grow to, a UDP
 //! socket its receive queue limit), to the client that holds it, and the
-//! sum over every client to netd as a whole.
+//! sum over every client to netd as a whole. A receive buffer's ceiling
+//! starts at its size and rises only when autotuning wants more and the
+//! client has room ([`Memory::grant_resize`]).
 //!
 //! Invariant: `charged` is the sum of every socket's charge and every
 //! orphan's; a client's account is the sum of its sockets' charges and the
@@ -258,9 +260,10 @@ fn lingers(iface: &Interface, h: TcpHandle) -> bool {
 }
 
 /// What a connection's buffers may come to hold: its send buffer and the
-/// most its receive buffer may grow to.
+/// most its receive buffer may grow to without another grant (its
+/// ceiling).
 pub(crate) fn connection_charge(iface: &Interface, h: TcpHandle) -> usize {
-    iface.tcp_ref().connection(h).map_or(0, |k| k.config().send_buffer + k.config().recv_buffer_limit())
+    iface.tcp_ref().connection(h).map_or(0, |k| k.config().send_buffer + k.recv_buffer_ceiling())
 }
 
 #[cfg(test)]

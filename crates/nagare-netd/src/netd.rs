@@ -130,7 +130,7 @@ impl Netd {
         config: NetdConfig,
     ) -> io::Result<Netd> {
         let clients = Clients::listen(&config)?;
-        receive_buffers_keep_their_size(&mut iface, config.tcp_recv_buffer);
+        receive_buffers_grow_when_granted(&mut iface, config.tcp_recv_buffer, config.tcp_recv_buffer_max);
         iface.tcp().set_max_connections(config.max_connections);
         let pool = iface.pool().stats();
         let memory = Rc::new(Memory::new(&config, pool.capacity * pool.buf_size));
@@ -612,17 +612,17 @@ impl Netd {
     }
 }
 
-/// TCP receive buffers keep their starting size in netd (`bytes`,
-/// `NetdConfig::tcp_recv_buffer`): a client's received payload waits in
-/// the receive buffers of its region, where the driver steers it, and a
-/// window past what they hold has the kernel send more than fits, which
-/// netd then copies; and a client is charged its buffers' sizes
-/// (`crate::memory`), which autotuning would outgrow. Autotuning (which
-/// would grow a buffer up to several MiB) is given no room to grow; an
-/// application that asks for a bigger buffer (SO_RCVBUF) gets one as far
-/// as its budget goes.
-fn receive_buffers_keep_their_size(iface: &mut Interface, bytes: usize) {
+/// TCP receive buffers start at `start` (`NetdConfig::tcp_recv_buffer`)
+/// and autotuning may grow them up to `max`, the size the window scale is
+/// chosen for, but only as far as netd grants: a client is charged its
+/// buffers' ceilings (`crate::memory`), so each connection's ceiling
+/// starts at its buffer and rises when autotuning wants more and the
+/// client has room (`ops::tcp`). An application that sets its buffer
+/// (SO_RCVBUF) gets that size as far as its budget goes, for good.
+fn receive_buffers_grow_when_granted(iface: &mut Interface, start: usize, max: usize) {
     let defaults = iface.tcp().defaults_mut();
-    defaults.recv_buffer = bytes.clamp(BUFFER_FLOOR, nagare_request::MAX_SOCKET_BUFFER as usize);
-    defaults.recv_buffer_max = defaults.recv_buffer;
+    let largest = nagare_request::MAX_SOCKET_BUFFER as usize;
+    defaults.recv_buffer = start.clamp(BUFFER_FLOOR, largest);
+    defaults.recv_buffer_max = max.clamp(defaults.recv_buffer, largest);
+    defaults.recv_autotune = defaults.recv_buffer_max > defaults.recv_buffer;
 }

@@ -193,6 +193,8 @@ impl Report<'_> {
             ("binds_held", s.binds_held),
             ("memory_refused", s.memory_refused),
             ("buffers_shrunk", s.buffers_shrunk),
+            ("recv_buffers_grown", s.recv_buffers_grown),
+            ("recv_buffer_growth_refused", s.recv_buffer_growth_refused),
             ("orphans_reset", s.orphans_reset),
             ("connections_refused", s.connections_refused),
             ("filter_dropped_low_priority", s.filter_dropped_low_priority),

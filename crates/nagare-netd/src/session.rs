@@ -439,9 +439,7 @@ impl Session {
         let mut load: Option<Load> = None;
         for (id, sock) in self.sockets.iter() {
             let fill = match sock {
-                Sock::Tcp(h) => {
-                    iface.tcp_ref().connection(h).map(|k| percent(k.recv_queued(), k.config().recv_buffer_limit()))
-                }
+                Sock::Tcp(h) => iface.tcp_ref().connection(h).map(|k| percent(k.recv_queued(), k.recv_buffer())),
                 Sock::Udp(h) => iface.udp_ref().socket(h).map(|u| {
                     let (datagrams, bytes) = u.queue_limits();
                     percent(u.queued(), datagrams).max(percent(u.queued_bytes(), bytes))
@@ -518,8 +516,8 @@ impl Session {
                             line.send_queued = k.send_queued();
                             line.recv_queued = k.recv_queued();
                             line.send_buffer = k.config().send_buffer;
-                            line.recv_buffer = k.config().recv_buffer_limit();
-                            line.recv_buffer_max = line.recv_buffer;
+                            line.recv_buffer = k.recv_buffer();
+                            line.recv_buffer_max = k.config().recv_buffer_limit();
                         }
                     }
                     Sock::Listener(l) => {

@@ -52,6 +52,11 @@ pub struct NetdStats {
     /// Sockets given smaller buffers than they asked for, to fit a
     /// budget (new connections and resizes).
     pub buffers_shrunk: u64,
+    /// TCP receive buffers granted more room for their autotuning.
+    pub recv_buffers_grown: u64,
+    /// Growths a TCP receive buffer's autotuning wanted that its client's
+    /// budget or netd's cap had no room for.
+    pub recv_buffer_growth_refused: u64,
     /// Closes that reset their connection because `max_orphans` closed
     /// connections were still held.
     pub orphans_reset: u64,

@@ -588,6 +588,54 @@ fn a_configured_receive_buffer_is_every_new_connection_s() {
     assert_eq!(stat_value(line, " rcvbuf "), Some(1 << 20), "{line}");
 }
 
+/// A connection whose application reads as fast as data comes gets a
+/// wider receive buffer, granted and charged to its client; one sized
+/// down to fit its client's budget keeps that size.
+#[test]
+fn a_receive_buffer_grows_as_far_as_its_client_s_budget_goes() {
+    for (budget, grows) in [(8 << 20, true), (400 << 10, false)] {
+        let netd = NetdThread::start_configured(Placement::Inline, Wire::Loopback, move |c| {
+            c.tcp_recv_buffer = 64 << 10;
+            c.tcp_recv_buffer_max = 2 << 20;
+            c.client_memory = budget;
+        });
+        let s = netd.connect();
+        let listener = TcpListener::bind_via(&s, at(9475)).expect("listen");
+        let writer = TcpStream::connect_timeout_via(&s, &SocketAddr::V4(at(9475)), LIMIT).expect("connect");
+        let (mut reader, _) = listener.accept().expect("accept");
+        let total = if grows { 16 << 20 } else { 2 << 20 };
+        let sender = std::thread::spawn(move || (&writer).write_all(&vec![5u8; total]).map(move |()| writer));
+        reader.set_read_timeout(Some(LIMIT)).unwrap();
+        let mut got = vec![0u8; total];
+        reader.read_exact(&mut got).expect("every byte arrives");
+        let _writer = sender.join().unwrap().expect("the writer finished");
+        let report = s.stat().expect("stat");
+        let line = report
+            .lines()
+            .find(|l| l.contains(" tcp local ") && l.contains(&format!("local {}", at(9475))))
+            .expect("the reader's line");
+        let rcvbuf = stat_value(line, " rcvbuf ").unwrap();
+        let rcvbuf_max = stat_value(line, " rcvbuf_max ").unwrap();
+        let grown = stat_value(&report, "netd recv_buffers_grown ").unwrap();
+        let charged = stat_value(&report, " memory ").unwrap();
+        if grows {
+            assert_eq!(rcvbuf_max, 2 << 20, "{line}");
+            assert!(rcvbuf > 64 << 10, "{line}");
+            assert!(grown > 0, "{report}");
+            // The client is charged the grant: both send buffers and the
+            // writer's receive buffer besides the reader's.
+            assert!(charged >= rcvbuf + 3 * (16 << 10), "{report}");
+        } else {
+            // The connections of a 400 KiB client were sized below the
+            // 64 KiB asked for, to fit: sized, they stay so.
+            assert!(rcvbuf < 64 << 10, "{line}");
+            assert_eq!(rcvbuf_max, rcvbuf, "{line}");
+            assert_eq!(grown, 0, "{report}");
+            assert!(charged <= 400 << 10, "{report}");
+        }
+    }
+}
+
 /// A poll is ended by a signal whose handler runs while it waits, as
 /// `poll(2)` is, also when another thread of its session is the one
 /// asleep on the session's eventfd.

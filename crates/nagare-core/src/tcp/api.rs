@@ -236,6 +236,18 @@ impl<'a> Tcp<'a> {
         Ok(size)
     }
 
+    /// Moves how far autotuning may grow a connection's receive buffer
+    /// (for an owner that charges buffers to someone and grants growth as
+    /// far as their budget goes): a growth held back happens at once, its
+    /// wider window offered. Never below the buffer, never past the
+    /// largest its window scale can offer; a buffer whose size was set
+    /// (SO_RCVBUF) keeps it. Returns the ceiling in force.
+    pub fn set_recv_buffer_ceiling(&mut self, h: TcpHandle, bytes: usize, now: Instant) -> Result<usize, Error> {
+        let ceiling = self.iface.tcp.entry_mut(h)?.conn.set_recv_buffer_ceiling(bytes);
+        self.iface.tcp_run(h, now);
+        Ok(ceiling)
+    }
+
     /// Sets how long sent data may stay unacknowledged before the
     /// connection is dropped with [`Error::TimedOut`] (TCP_USER_TIMEOUT,
     /// RFC 5482); `None` (or zero) gives up after the retransmission count

@@ -567,6 +567,24 @@ impl Connection {
         self.recv_bytes
     }
 
+    /// The receive buffer's size now: the most the window offers.
+    pub fn recv_buffer(&self) -> usize {
+        self.recv_tuning.buffer()
+    }
+
+    /// How far autotuning may grow the receive buffer before its owner
+    /// grants more ([`Connection::set_recv_buffer_ceiling`]); the buffer
+    /// itself once its size was set.
+    pub fn recv_buffer_ceiling(&self) -> usize {
+        self.recv_tuning.ceiling()
+    }
+
+    /// The receive buffer autotuning would have grown to without the
+    /// ceiling: past the ceiling, what a grant would be used for.
+    pub fn recv_buffer_wanted(&self) -> usize {
+        self.recv_tuning.wanted()
+    }
+
     /// Bytes waiting in the send queue (sent or not, unacknowledged).
     pub fn send_queued(&self) -> usize {
         self.send_queue.len()
@@ -709,6 +727,21 @@ impl Connection {
             self.maybe_window_update();
         }
         limit
+    }
+
+    /// Moves the receive buffer's ceiling to `bytes` (within the buffer
+    /// and the largest the window scale allows), for an owner that grants
+    /// buffer growth: a growth the old ceiling held back happens at once
+    /// and is offered. A buffer whose size was set keeps it. Returns the
+    /// ceiling in force.
+    pub fn set_recv_buffer_ceiling(&mut self, bytes: usize) -> usize {
+        if self.recv_tuning.set_ceiling(bytes) {
+            self.assembler.raise_max_bytes(self.recv_tuning.buffer());
+            if self.state.is_synchronized() {
+                self.maybe_window_update();
+            }
+        }
+        self.recv_tuning.ceiling()
     }
 
     /// Sets how long transmitted data may stay unacknowledged before the

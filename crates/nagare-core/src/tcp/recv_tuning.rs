@@ -5,9 +5,12 @@
 //! application reads slowly, or whose path is short, keeps a small one.
 //!
 //! Invariants:
-//! - `initial <= buffer <= max` for the connection's life; `max` is what
-//!   the window scale was chosen for in the handshake, so every buffer
-//!   size can be advertised.
+//! - `initial <= buffer <= ceiling <= max` for the connection's life;
+//!   `max` is what the window scale was chosen for in the handshake, so
+//!   every buffer size can be advertised. The ceiling is the owner's: an
+//!   owner that charges buffers to someone (an inet server to its
+//!   clients) lets a buffer grow only as far as it has granted, and reads
+//!   what autotuning wanted past it ([`RecvTuning::wanted`]) to grant more.
 //! - Autotuning only grows the buffer, so the window's right edge never
 //!   has to move left (RFC 9293 3.8.6.2.2). A size the application sets
 //!   ([`RecvTuning::fix`], SO_RCVBUF) ends autotuning and may be smaller;
@@ -52,6 +55,10 @@ fn seq_dist(a: TcpSeqNumber, b: TcpSeqNumber) -> usize {
 pub struct RecvTuning {
     enabled: bool,
     buffer: usize,
+    /// How far the buffer may grow before its owner grants more.
+    ceiling: usize,
+    /// The size the last growth aimed at, before the ceiling held it back.
+    wanted: usize,
     max: usize,
     /// Bytes consumed in the last measurement that grew the buffer (what
     /// a new measurement must beat).
@@ -74,6 +81,8 @@ impl RecvTuning {
         RecvTuning {
             enabled: config.recv_autotune,
             buffer,
+            ceiling: config.recv_buffer_limit(),
+            wanted: buffer,
             max: config.recv_buffer_limit(),
             space: buffer.min(INITIAL_SEGMENTS * mss.max(1)).max(1),
             start: None,
@@ -99,6 +108,41 @@ impl RecvTuning {
         self.max
     }
 
+    /// How far it may grow now: the buffer itself once fixed.
+    pub fn ceiling(&self) -> usize {
+        if self.enabled {
+            self.ceiling
+        } else {
+            self.buffer
+        }
+    }
+
+    /// What autotuning would have grown the buffer to without the ceiling
+    /// (the buffer itself when nothing was held back, or once fixed).
+    pub fn wanted(&self) -> usize {
+        if self.enabled {
+            self.wanted.max(self.buffer)
+        } else {
+            self.buffer
+        }
+    }
+
+    /// Moves the ceiling to `bytes`, within `buffer..=max`; a growth the
+    /// old ceiling held back happens at once, as far as the new one goes.
+    /// True when the buffer grew. A fixed buffer keeps its size.
+    pub fn set_ceiling(&mut self, bytes: usize) -> bool {
+        if !self.enabled {
+            return false;
+        }
+        self.ceiling = bytes.clamp(self.buffer, self.max.max(self.buffer));
+        let grown = self.wanted.min(self.ceiling);
+        if grown > self.buffer {
+            self.buffer = grown;
+            return true;
+        }
+        false
+    }
+
     /// In-order data arrived at `now`: `rcv_nxt` is past it, `consumed` is
     /// how far the application has read and `srtt` the connection's
     /// smoothed RTT, if measured. True when the buffer grew.
@@ -113,6 +157,8 @@ impl RecvTuning {
         if !self.enabled || self.buffer >= self.max {
             return false;
         }
+        // At the ceiling the measurement still runs, so that `wanted`
+        // tells the owner how much more a grant would be used.
         match self.rtt_mark {
             Some((sent, seq)) if seq_le(seq, rcv_nxt) => {
                 let rtt = now.saturating_since(sent);
@@ -141,6 +187,8 @@ impl RecvTuning {
         target = target.saturating_add(increase.saturating_mul(2));
         self.space = copied;
         let target = target.min(self.max);
+        self.wanted = target;
+        let target = target.min(self.ceiling);
         if target > self.buffer {
             self.buffer = target;
             return true;
@@ -200,6 +248,32 @@ mod tests {
         assert_eq!(last, 4 << 20, "after {rounds} round trips");
         // From 64 KiB to 4 MiB is six doublings: a few round trips each.
         assert!(rounds <= 15, "{rounds} round trips");
+    }
+
+    #[test]
+    fn a_ceiling_holds_the_growth_back_and_a_higher_one_lets_it_happen_at_once() {
+        let mut r = Reader::new(true);
+        assert!(!r.tuning.set_ceiling(64 * 1024), "no growth was held back yet");
+        assert_eq!(r.tuning.ceiling(), 64 * 1024);
+        for _ in 0..5 {
+            assert_eq!(r.round(64 * 1024), 64 * 1024, "held at the ceiling");
+        }
+        // What autotuning asked for is there for the owner to grant.
+        let wanted = r.tuning.wanted();
+        assert!(wanted >= 2 * 64 * 1024, "{wanted}");
+        assert!(r.tuning.set_ceiling(96 * 1024));
+        assert_eq!(r.tuning.buffer(), 96 * 1024, "grown at once, as far as the grant");
+        assert!(r.tuning.set_ceiling(64 << 20));
+        assert_eq!(r.tuning.ceiling(), 4 << 20, "never past the max the window scale was chosen for");
+        assert_eq!(r.tuning.buffer(), wanted);
+        // A lower ceiling never shrinks the buffer.
+        assert!(!r.tuning.set_ceiling(0));
+        assert_eq!(r.tuning.ceiling(), wanted);
+        // A fixed buffer has no ceiling but itself, and wants nothing.
+        r.tuning.fix(32 * 1024);
+        assert!(!r.tuning.set_ceiling(1 << 20));
+        assert_eq!(r.tuning.ceiling(), 32 * 1024);
+        assert_eq!(r.tuning.wanted(), 32 * 1024);
     }
 
     #[test]

@@ -95,15 +95,17 @@ fn socket_buffers(cx: &Context<'_>, h: TcpHandle) -> [u64; 2] {
 /// the floor, else `ENOBUFS` (`memory_refused`). A buffer holding more
 /// than its share already keeps what it holds.
 fn fit_buffers(cx: &mut Context<'_>, key: u64, h: TcpHandle) -> Result<(), i32> {
-    let config = cx.iface.tcp_ref().connection(h).ok_or(libc::EBADF)?.config();
-    let (send, recv) = (config.send_buffer, config.recv_buffer_limit());
+    let k = cx.iface.tcp_ref().connection(h).ok_or(libc::EBADF)?;
+    let (send, recv) = (k.config().send_buffer, k.recv_buffer());
     let Some((s, r)) = cx.memory.grant_connection(key, send, recv) else {
         cx.stats.memory_refused += 1;
         return Err(libc::ENOBUFS);
     };
+    let mut tcp = cx.iface.tcp();
+    // Growth past the buffer waits for a grant (`grow_recv_buffer`).
+    tcp.set_recv_buffer_ceiling(h, recv, cx.now).map_err(engine_errno)?;
     if s < send || r < recv {
         cx.stats.buffers_shrunk += 1;
-        let mut tcp = cx.iface.tcp();
         if s < send {
             tcp.set_send_buffer(h, s.max(BUFFER_FLOOR), cx.now).map_err(engine_errno)?;
         }
@@ -112,6 +114,33 @@ fn fit_buffers(cx: &mut Context<'_>, key: u64, h: TcpHandle) -> Result<(), i32> 
         }
     }
     Ok(())
+}
+
+/// Grants connection `h` (socket `id` of client `key`) the receive buffer
+/// its autotuning wants past its ceiling, as far as the client's room
+/// goes, and charges it (`recv_buffers_grown`; `recv_buffer_growth_refused`
+/// when the client has no room left). Called as its client reads: a
+/// buffer grows only while its application keeps up. Not where frames
+/// are steered into the clients' regions: a window past the receive
+/// buffers there would have netd copy what does not fit.
+fn grow_recv_buffer(cx: &mut Context<'_>, key: u64, id: u32, h: TcpHandle) {
+    if cx.steering.enabled() {
+        return;
+    }
+    let Some(k) = cx.iface.tcp_ref().connection(h) else { return };
+    let (ceiling, wanted, send) = (k.recv_buffer_ceiling(), k.recv_buffer_wanted(), k.config().send_buffer);
+    if wanted <= ceiling {
+        return;
+    }
+    let granted = cx.memory.grant_resize(key, id, ceiling, send, wanted);
+    if granted <= ceiling {
+        cx.stats.recv_buffer_growth_refused += 1;
+        return;
+    }
+    if cx.iface.tcp().set_recv_buffer_ceiling(h, granted, cx.now).is_ok_and(|in_force| in_force > ceiling) {
+        cx.stats.recv_buffers_grown += 1;
+        cx.memory.charge(key, id, connection_charge(cx.iface, h));
+    }
 }
 
 /// `CONNECT`: on socket 0, a connection to `aux[0]` from local port
@@ -255,6 +284,7 @@ pub(super) fn recv(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, buf:
         cx.steering.locate(c.key, chunk.as_ptr() as usize, chunk.len()).map(|_| chunk.len())
     });
     let want = in_place.map_or(b.len as usize, |n| n.min(b.len as usize));
+    grow_recv_buffer(cx, c.key, req.socket, h);
     match cx.iface.tcp().recv_buf(h, want, cx.now) {
         Ok(Some(data)) => match received_in_place(c, cx.steering, b, data) {
             Ok(swapped) => {
@@ -295,8 +325,9 @@ pub(super) fn set_option(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request
     let option = SockOption::from_u64(req.aux[0]).ok_or(libc::ENOPROTOOPT)?;
     let value = req.aux[1];
     let bytes = usize::try_from(value).map_err(|_| libc::EINVAL)?;
-    let config = cx.iface.tcp_ref().connection(h).ok_or(libc::EBADF)?.config();
-    let (send, recv) = (config.send_buffer, config.recv_buffer_limit());
+    let k = cx.iface.tcp_ref().connection(h).ok_or(libc::EBADF)?;
+    let (config, recv) = (k.config(), k.recv_buffer_ceiling());
+    let send = config.send_buffer;
     let mut fit = |current: usize, other: usize| {
         let granted = cx.memory.grant_resize(c.key, req.socket, current, other, bytes);
         cx.stats.buffers_shrunk += u64::from(granted < bytes);
