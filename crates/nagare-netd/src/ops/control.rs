@@ -147,7 +147,7 @@ pub(super) fn name(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> O
             }
         }
         Sock::Listener(l) if !peer => cx.iface.tcp_ref().listener_local(l).ok_or(libc::EBADF)?,
-        Sock::Udp(h) if !peer => cx.iface.udp_ref().socket(h).map(|u| u.local()).ok_or(libc::EBADF)?.into(),
+        Sock::Udp(h) if !peer => cx.iface.udp_ref().socket(h).map(|u| u.local_addr()).ok_or(libc::EBADF)?,
         _ => return Err(libc::ENOTCONN),
     };
     let six = match addr {
