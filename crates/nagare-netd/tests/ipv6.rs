@@ -253,7 +253,7 @@ fn a_udp_socket_on_any_ipv6_address_takes_ipv4_from_mapped_senders_and_a_v6_only
             std::thread::sleep(std::time::Duration::from_millis(1));
         };
         assert_eq!(refused.raw_os_error(), Some(libc::ENETUNREACH), "{refused}");
-        let v4_to_v6 = four.send_to(b"x", six(PEER_ADDR6, ECHO_PORT)).err().expect("no IPv6 from an IPv4 socket");
+        let v4_to_v6 = four.send_to(b"x", six(PEER_ADDR6, ECHO_PORT)).expect_err("no IPv6 from an IPv4 socket");
         assert_eq!(v4_to_v6.raw_os_error(), Some(libc::EAFNOSUPPORT), "{v4_to_v6}");
         drop((only6, four, a, b));
         netd.stop();
