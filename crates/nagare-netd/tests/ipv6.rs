@@ -4,8 +4,9 @@
 //! an IPv4 peer as IPv4-mapped, while a v6-only one leaves the IPv4 port
 //! free; UDP over IPv6 echoes with the peer, a socket on `[::]` takes
 //! IPv4 datagrams from IPv4-mapped senders and answers them, a v6-only one
-//! leaves the IPv4 port free; and the requests that carry IPv6 addresses,
-//! and `NAME`, are checked like every other.
+//! leaves the IPv4 port free; a ping socket pings the peer over ICMPv6 and
+//! ICMP alike; and the requests that carry IPv6 addresses, and `NAME`, are
+//! checked like every other.
 
 mod support;
 
@@ -325,4 +326,39 @@ fn ipv6_datagram_requests_are_checked_and_completions_carry_ipv6_senders() {
     send.aux = [phi, plo, pport, 0];
     assert_eq!(raw.call(send).status, -libc::EINVAL);
     assert!(netd.running());
+}
+
+#[test]
+fn a_ping_socket_pings_over_icmpv6_and_icmp() {
+    for placement in PLACEMENTS {
+        let netd = start(placement);
+        let client = netd.connect();
+        let ping = nagare::ping::PingSocket::open_via(&client, 4343).expect("an echo socket");
+        // The first ICMPv6 request may wait for neighbour discovery; a
+        // poll says when the reply is there.
+        for (seq, to) in [(1, std::net::IpAddr::V6(PEER_ADDR6)), (2, std::net::IpAddr::V4(PEER_ADDR))] {
+            ping.send(to, seq, &[seq as u8; 56]).expect("send");
+            let mut entries =
+                [nagare_request::PollEntry { socket: ping.socket_id(), interest: nagare_request::READABLE, ready: 0 }];
+            assert_eq!(nagare::poll::poll(&client, &mut entries, Some(LIMIT)).expect("poll"), 1, "{placement:?} {to}");
+            let got = ping.recv_timeout(Some(std::time::Duration::ZERO)).expect("recv");
+            assert!(
+                matches!(got, Some(nagare::ping::PingEvent::Reply { from, seq: s, len: 56, .. }) if from == to && s == seq),
+                "{placement:?}: {got:?}"
+            );
+        }
+        // A raw request's checks: a sequence past 16 bits.
+        let mut raw = RawClient::connect(&netd);
+        let mut open = raw.request(Op::EchoOpen);
+        open.aux[0] = 4400;
+        let id = raw.call(open).aux[0] as u32;
+        let [hi, lo, _] = encode_addr6(SocketAddrV6::new(PEER_ADDR6, 0, 0, 0));
+        let mut send = raw.request(Op::EchoSend6);
+        send.socket = id;
+        send.piece = Some(raw.give(b"x", 1));
+        send.aux = [hi, lo, 1 << 16, 0];
+        assert_eq!(raw.call(send).status, -libc::EINVAL);
+        drop((ping, client));
+        netd.stop();
+    }
 }

@@ -118,14 +118,17 @@ pub enum Op {
     /// a connection is reset instead of ended with a FIN (its reader left
     /// data unread, as a socket closed with data in its receive queue).
     Close = 10,
-    /// ICMP echo socket with identifier `aux[0]` (a ping socket).
+    /// ICMP echo socket with identifier `aux[0]` (a ping socket), for
+    /// ICMP and ICMPv6 echoes alike.
     EchoOpen = 11,
     /// Echo request with the buffer's bytes as data to address `aux[0]`
     /// (port 0), sequence number `aux[1]`.
     EchoSend = 12,
     /// The next reply or error of echo socket `socket`. The completion:
     /// `aux[0]` the echo data length, `aux[1]` who sent it (port 0),
-    /// `aux[2]` see [`EchoWord`].
+    /// `aux[2]` see [`EchoWord`]; for an ICMPv6 reply `aux[2]` has
+    /// [`ECHO_FROM6`] too, and its sender's address is `aux[1]` (high
+    /// half) and `aux[3]` (low half).
     EchoRecv = 13,
     /// Nothing: completes at once (what a request's round trip costs).
     Nop = 14,
@@ -193,7 +196,15 @@ pub enum Op {
     /// socket `socket` (of IPv6; an IPv4-mapped address from a dual-stack
     /// one goes over IPv4). [`LEND`] as with [`Op::SendTo`]; no [`TRACE`].
     SendTo6 = 26,
+    /// ICMPv6 echo request with the buffer's bytes as data from echo
+    /// socket `socket` to the IPv6 address in `aux[0]` and `aux[1]`
+    /// ([`encode_addr6`]'s halves), sequence number `aux[2]`.
+    EchoSend6 = 27,
 }
+
+/// An [`Op::EchoRecv`] completion's `aux[2]` bit: the reply came over
+/// ICMPv6, its sender's address in `aux[1]` and `aux[3]`.
+pub const ECHO_FROM6: u64 = 1 << 32;
 
 /// A datagram's sender word (a [`Op::RecvFrom`] completion's `aux[1]`, a
 /// record's first eight bytes) with this bit: an IPv6 sender, its port in
@@ -496,6 +507,7 @@ impl Op {
             24 => Op::Name,
             25 => Op::UdpBind6,
             26 => Op::SendTo6,
+            27 => Op::EchoSend6,
             _ => return None,
         })
     }
@@ -537,6 +549,7 @@ impl Op {
                 | Op::Send
                 | Op::Recv
                 | Op::EchoSend
+                | Op::EchoSend6
                 | Op::Stat
                 | Op::Poll
                 | Op::GiveBack
@@ -780,6 +793,12 @@ impl Request {
                     return Err(ProtoError::BadArgument);
                 }
                 2
+            }
+            Op::EchoSend6 => {
+                if d.aux[2] > u64::from(u16::MAX) {
+                    return Err(ProtoError::BadArgument);
+                }
+                3
             }
             Op::Shutdown => {
                 if d.aux[0] == 0 || d.aux[0] & !(SHUT_READ | SHUT_WRITE) != 0 {
@@ -1074,6 +1093,17 @@ mod tests {
         send.flags = 0;
         send.piece = None;
         assert_eq!(Request::decode(&send.encode()), Err(ProtoError::BadBuffer));
+
+        let mut echo = Request::new(Op::EchoSend6, 3);
+        echo.socket = 3;
+        echo.piece = Some(Piece { buffer: 1, offset: 0, len: 10 });
+        echo.aux = [words[0], words[1], 65535, 0];
+        assert_eq!(Request::decode(&echo.encode()), Ok(echo));
+        echo.aux[2] = 65536;
+        assert_eq!(Request::decode(&echo.encode()), Err(ProtoError::BadArgument), "a sequence past 16 bits");
+        echo.aux[2] = 1;
+        echo.aux[3] = 1;
+        assert_eq!(Request::decode(&echo.encode()), Err(ProtoError::BadArgument), "an unused word set");
 
         // Senders: IPv4 ones in one word as before, IPv6 ones in three.
         let four: SocketAddr = "10.0.0.9:53".parse().unwrap();

@@ -124,7 +124,9 @@ fn readiness(sockets: &ClientSockets, iface: &Interface, e: PollEntry) -> u16 {
             Err(_) => CLOSED,
         },
         Some(Sock::Udp(h)) => bits(iface.udp_ref().socket(h).is_some_and(|u| u.queued() > 0), true),
-        Some(Sock::Echo(h)) => bits(iface.icmp_ref().echo_socket(h).is_some_and(|x| x.queued() > 0), true),
+        Some(Sock::Echo(h)) => {
+            bits(iface.icmp_ref().echo_socket(h).is_some_and(|x| x.queued() + x.queued6() > 0), true)
+        }
     };
     ready & (want | CLOSED)
 }

@@ -11,7 +11,7 @@
 //! - `udp`: bind, sendto, recvfrom (of either family).
 //! - `tcp`: listen, accept, connect, send, recv, shutdown, set and get
 //!   options.
-//! - `icmp`: the echo (ping) socket: open, send, receive.
+//! - `icmp`: the echo (ping) socket: open, send, receive (ICMP and ICMPv6).
 //! - `control`: close (any socket), poll, nop, stat.
 //! - `share`: a socket held by several clients: share, adopt, give back.
 //! - `deliver`: received data into the client's buffer, copied or handed
@@ -136,7 +136,7 @@ pub(crate) fn execute(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
         Op::SetOption => tcp::set_option(cx, c, req),
         Op::GetOption => tcp::get_option(cx, c, req),
         Op::EchoOpen => icmp::open(cx, c, req),
-        Op::EchoSend => icmp::send(cx, c, req, buf),
+        Op::EchoSend | Op::EchoSend6 => icmp::send(cx, c, req, buf),
         Op::EchoRecv => icmp::recv(cx, c, req),
         Op::Close => control::close(cx, c, req),
         Op::Poll => control::poll(cx, c, req, buf),

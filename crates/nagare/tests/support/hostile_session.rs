@@ -328,13 +328,13 @@ impl Hostile {
     /// not exist. One in sixteen breaks a rule of the encoding.
     fn request(&mut self, s: &mut Script) -> Descriptor {
         // Ops 1..=16, the options (17, 18), sharing (19..=21) and IPv6's
-        // (22..=26) for the top bytes; 0 gives a second chance to bind,
+        // (22..=27) for the top bytes; 0 gives a second chance to bind,
         // which most scripts need before anything else works.
         let b = s.byte();
         let op = match b {
             0xf0.. => 17 + u16::from(b & 1),
             0xe8.. => 19 + u16::from(b % 3),
-            0xe0.. => 22 + u16::from(b % 5),
+            0xe0.. => 22 + u16::from(b % 6),
             _ => u16::from(b % 17),
         };
         let op = Op::from_u16(op).unwrap_or(Op::UdpBind);
@@ -384,6 +384,11 @@ impl Hostile {
             Op::SendTo6 => {
                 let [hi, lo, port] = Self::address6(s);
                 r.aux[..3].copy_from_slice(&[hi, lo, port]);
+            }
+            // The address's port word is the sequence number.
+            Op::EchoSend6 => {
+                let [hi, lo, _] = Self::address6(s);
+                r.aux[..3].copy_from_slice(&[hi, lo, u64::from(s.byte())]);
             }
             Op::EchoOpen => r.aux[0] = u64::from(s.byte()),
             // A plain close, a reset, or a flag that does not exist (from
