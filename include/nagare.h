@@ -8,7 +8,7 @@
  * process's first nagare_socket. Descriptors are real kernel descriptor
  * numbers (the kernel holds a placeholder under each), so they never
  * collide with files, and exec closes them as it would the sockets. TCP
- * and UDP over AF_INET, TCP over AF_INET6 (struct sockaddr_in6 in and out,
+ * and UDP over AF_INET and AF_INET6 (struct sockaddr_in6 in and out,
  * IPV6_V6ONLY; IPv4 peers of an AF_INET6 socket IPv4-mapped).
  *
  * Each call returns what its libc namesake would: the value, or -1 with
@@ -38,7 +38,7 @@
 extern "C" {
 #endif
 
-/* socket(2) for domain AF_INET (SOCK_STREAM or SOCK_DGRAM) or AF_INET6 (SOCK_STREAM), SOCK_NONBLOCK and SOCK_CLOEXEC taken; EAFNOSUPPORT for any other domain or kind. */
+/* socket(2) for domain AF_INET or AF_INET6 (SOCK_STREAM or SOCK_DGRAM), SOCK_NONBLOCK and SOCK_CLOEXEC taken; EAFNOSUPPORT for any other domain, EPROTONOSUPPORT for any other kind. */
 int nagare_socket(int domain, int type, int protocol);
 /* bind(2): a UDP socket is bound in netd at once, a TCP socket keeps the address for its listen. */
 int nagare_bind(int fd, const struct sockaddr *addr, socklen_t len);

@@ -2,12 +2,13 @@
 //! client library reads them (`nagare_request::records`): the input's
 //! first byte is the record count the completion claims, the next two
 //! the length it claims, the rest the buffer. No panic, and every record
-//! read lies within the claimed length and the buffer, in order.
+//! read (an IPv6 sender's address too) lies within the claimed length and
+//! the buffer, in order.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nagare_request::records::{Records, RECORD_HEADER};
+use nagare_request::records::{Records, RECORD_ADDR6, RECORD_HEADER};
 
 fuzz_target!(|data: &[u8]| {
     let [count, a, b, buffer @ ..] = data else { return };
@@ -20,6 +21,10 @@ fuzz_target!(|data: &[u8]| {
         let Ok(r) = records.take(&header) else { break };
         assert!(r.payload.start >= last_end && r.payload.end <= len, "{r:?} past {len}");
         assert!(r.payload.len() as u64 <= u64::from(r.whole));
+        // An IPv6 sender's address lies between the header and the payload.
+        if let Some(addr) = r.addr6 {
+            assert!(addr == at + RECORD_HEADER && addr + RECORD_ADDR6 == r.payload.start, "{r:?} at {at}");
+        }
         last_end = r.payload.end;
     }
 });

@@ -193,8 +193,8 @@ enum Command {
         /// of a stack of its own.
         #[arg(long, conflicts_with_all = ["tap", "vni", "addr"])]
         via: Option<PathBuf>,
-        /// Address to ping: IPv4, or IPv6 over a TAP device or a VNI port
-        /// (a link-local one needs no zone: a nagare host has one
+        /// Address to ping: IPv4, or IPv6 over a TAP device, a VNI port or
+        /// a netd with an IPv6 address (a link-local one needs no zone: a nagare host has one
         /// interface, and `fe80::1%tap0` is taken as `fe80::1`).
         #[arg(value_parser = args::parse_destination)]
         destination: IpAddr,

@@ -275,9 +275,10 @@ fn nagare_fetch_downloads_from_a_kernel_server_over_ipv6() {
 }
 
 /// `nagare netd` with an IPv6 address beside its IPv4 one, inline and in
-/// split placement: curl downloads from its HTTP service over IPv6, and
+/// split placement: curl downloads from its HTTP service over IPv6,
 /// `nagare fetch --via`, one of its clients, downloads from a kernel
-/// server over IPv6 (`CONNECT6` and `NAME` through netd).
+/// server over IPv6 (`CONNECT6` and `NAME` through netd), and `nagare ping
+/// --via` pings the kernel over ICMPv6 (`ECHO_SEND6`).
 #[test]
 fn netd_serves_and_fetches_over_ipv6() {
     if tcp_unavailable("netd_serves_and_fetches_over_ipv6") {
@@ -323,6 +324,12 @@ fn netd_serves_and_fetches_over_ipv6() {
         assert_eq!(result.status.and_then(|s| s.code()), Some(0), "{}{}", result.stdout, result.stderr);
         assert_eq!(sha256(&fetched), sha256(&root.join("big.bin")), "fetched through netd ({placement})");
         let _ = std::fs::remove_file(&fetched);
+
+        let mut ping = ns.command(nagare());
+        ping.args(["ping", "--via"]).arg(&socket).args(["-c", "3", "-i", "0.1", "fd00:85::1"]);
+        let out = run_bounded(&mut ping, Duration::from_secs(20));
+        assert_eq!(out.status.and_then(|s| s.code()), Some(0), "nagare ping --via ({placement}): {}", out.stdout);
+        assert!(out.stdout.contains("3 packets transmitted, 3 received"), "{placement}: {}", out.stdout);
     }
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -928,3 +928,70 @@ fn ipv6_clients_and_a_dual_stack_server_through_netd() {
     let report = s.stat();
     assert!(report.contains("local [::]:8080"), "the listener is IPv6's:\n{report}");
 }
+
+/// UDP over IPv6 through netd from python3, byte-exact: an `AF_INET6`
+/// client sends to the kernel's IPv6 echo unconnected (a datagram past the
+/// MTU among them, in fragments both ways) and connected, and names its
+/// ends; an `AF_INET6` server on `::` (dual stack) answers the kernel's
+/// clients over IPv6 and over IPv4, this one's sender IPv4-mapped, beside
+/// an `IPV6_V6ONLY` socket that leaves its port to an `AF_INET` one.
+#[test]
+fn python_udp_over_ipv6_and_a_dual_stack_socket_through_netd() {
+    if let Some(reason) = interop_unavailable(&["python3", "ping"]) {
+        return skip("python_udp_over_ipv6_and_a_dual_stack_socket_through_netd", &reason);
+    }
+    let s = Setup::with_families("runudp6", true);
+    let echo = format!(
+        "import socket\ns=socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\ns.bind(({KERNEL6:?}, 9996))\n\
+         for _ in range(3):\n    d, a = s.recvfrom(8192)\n    s.sendto(d, a)\n"
+    );
+    let mut echo = Process::spawn(s.kernel("python3").args(["-c", &echo]));
+    std::thread::sleep(Duration::from_millis(500));
+    let client = format!(
+        "import socket\n\
+         s=socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); s.settimeout(5)\n\
+         s.sendto(b'one', ({KERNEL6:?}, 9996)); d, a = s.recvfrom(100); print(d.decode(), a[0], a[1])\n\
+         big = bytes(range(256)) * 16\n\
+         s.sendto(big, ({KERNEL6:?}, 9996)); d, a = s.recvfrom(8192); print('big', d == big, len(d))\n\
+         c=socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); c.settimeout(5)\n\
+         c.connect(({KERNEL6:?}, 9996)); c.send(b'two'); print(c.recv(100).decode(), c.getpeername()[0])\n\
+         print(s.getsockname()[0])\n"
+    );
+    let out = ok(s.run("python3").args(["-c", &client]), 30, "python3 UDP client over IPv6");
+    assert_eq!(out.stdout, format!("one {KERNEL6} 9996\nbig True 4096\ntwo {KERNEL6}\n::\n"), "{}", out.stderr);
+    echo.terminate(Duration::from_secs(5));
+    // They went through netd's engine, not the kernel's own stack (which
+    // holds the echo's address too).
+    let report = s.stat();
+    let sent =
+        report.lines().find_map(|l| l.strip_prefix("engine udp6_sent ")).and_then(|v| v.trim().parse::<u64>().ok());
+    assert!(sent.is_some_and(|n| n >= 3), "netd's engine sent no datagram over IPv6:\n{report}");
+
+    let server = "import socket\n\
+         only6=socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n\
+         only6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1); only6.bind(('::', 9998))\n\
+         four=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); four.bind(('0.0.0.0', 9998))\n\
+         s=socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); s.bind(('::', 9997))\n\
+         while True:\n    d, a = s.recvfrom(2048)\n    s.sendto(a[0].encode() + b' ' + d, a)\n";
+    let mut server = Process::spawn(s.run("python3").args(["-c", server]).stdout(Stdio::null()));
+    // The kernel's clients, over each family, ask until the server is up.
+    let clients = format!(
+        "import socket\n\
+         for fam, host in ((socket.AF_INET6, {NAGARE6:?}), (socket.AF_INET, {NAGARE:?})):\n\
+         \x20   c = socket.socket(fam, socket.SOCK_DGRAM); c.settimeout(1); d = b'none'\n\
+         \x20   for _ in range(15):\n\
+         \x20       c.sendto(b'from ' + host.encode(), (host, 9997))\n\
+         \x20       try:\n\
+         \x20           d = c.recvfrom(200)[0]; break\n\
+         \x20       except socket.timeout:\n\
+         \x20           pass\n\
+         \x20   print(d.decode())\n"
+    );
+    let out = ok(s.kernel("python3").args(["-c", &clients]), 40, "the kernel's UDP clients");
+    let expected = format!("{KERNEL6} from {NAGARE6}\n::ffff:{KERNEL} from {NAGARE}\n");
+    assert_eq!(out.stdout, expected, "{}", out.stderr);
+    let report = s.stat();
+    assert!(report.contains("local [::]:9997"), "the dual-stack socket is IPv6's:\n{report}");
+    assert!(report.contains("local [::]:9998"), "the v6-only socket is netd's:\n{report}");
+    server.terminate(Duration::from_secs(5));
+}

@@ -140,6 +140,45 @@ fn a_port_is_bound_once_per_family() {
 }
 
 #[test]
+fn a_dual_stack_socket_takes_both_families_on_its_port_and_answers_each() {
+    let mut w = Wire::ready(1024);
+    let dual = w.a.udp().bind6_dual_stack(7100).unwrap();
+    assert!(w.a.udp_ref().socket(dual).is_some_and(|s| s.is_dual_stack()));
+    let taken = nagare_core::iface::Error::AddrInUse;
+    assert_eq!(w.a.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7100)), Err(taken));
+    let b4 = w.b.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 5100)).unwrap();
+    let b6 = w.b.udp().bind6(sa(Ipv6Addr::UNSPECIFIED, 5106)).unwrap();
+    let a4 = SocketAddrV4::new(Ipv4Addr::new(192, 168, 9, 1), 7100);
+    w.b.udp().send_to(b4, b"over four", a4, w.now).unwrap();
+    w.settle();
+    w.b.udp().send_to6(b6, b"over six", sa(ip("fd00::1"), 7100), w.now).unwrap();
+    w.settle();
+    let (from4, data) = w.a.udp().recv_any(dual).unwrap().expect("the IPv4 datagram");
+    assert_eq!(
+        (from4, data.to_vec()),
+        (SocketAddrV4::new(Ipv4Addr::new(192, 168, 9, 2), 5100).into(), b"over four".to_vec())
+    );
+    let (from6, data) = w.a.udp().recv_any(dual).unwrap().expect("the IPv6 datagram");
+    assert_eq!((from6, data.to_vec()), (sa(ip("fd00::2"), 5106).into(), b"over six".to_vec()));
+    assert!(w.a.udp().recv_any(dual).unwrap().is_none());
+    assert_eq!(w.a.udp_ref().socket(dual).map(|s| s.queued_bytes()), Some(0));
+    // Answers go out in each sender's family, from the socket's port.
+    let std::net::SocketAddr::V4(back4) = from4 else { unreachable!() };
+    w.a.udp().send_to(dual, b"four back", back4, w.now).unwrap();
+    w.a.udp().send_to6(dual, b"six back", sa(ip("fd00::2"), 5106), w.now).unwrap();
+    w.settle();
+    let mut buf = [0u8; 64];
+    let (n, from) = w.b.udp().recv_from(b4, &mut buf).unwrap().expect("B's IPv4 socket got the answer");
+    assert_eq!((&buf[..n], from), (&b"four back"[..], a4));
+    let (n, from) = w.b.udp().recv_from6(b6, &mut buf).unwrap().expect("B's IPv6 socket got the answer");
+    assert_eq!((&buf[..n], from), (&b"six back"[..], sa(ip("fd00::1"), 7100)));
+    // Closed, it frees the port in both families.
+    w.a.udp().close(dual).unwrap();
+    w.a.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7100)).expect("the IPv4 port is free");
+    w.a.udp().bind6(sa(Ipv6Addr::UNSPECIFIED, 7100)).expect("the IPv6 port is free");
+}
+
+#[test]
 fn a_datagram_past_the_mtu_arrives_whole() {
     let mut w = Wire::ready(1024);
     let sa_ = w.a.udp().bind6(sa(Ipv6Addr::UNSPECIFIED, 4000)).unwrap();

@@ -10,8 +10,8 @@
 //!
 //! - Each call returns what its libc namesake would: the value, or -1
 //!   with `errno` set.
-//! - `nagare_socket` makes `AF_INET` sockets and `AF_INET6` streams
-//!   (`EAFNOSUPPORT` for any other family or kind). Every other call on a descriptor that is not a nagare
+//! - `nagare_socket` makes `AF_INET` and `AF_INET6` sockets
+//!   (`EAFNOSUPPORT` for any other family). Every other call on a descriptor that is not a nagare
 //!   socket goes to libc's call of the same name, so a program may pass
 //!   its files, pipes and kernel sockets too (`nagare_poll` over a mixed
 //!   set among them).

@@ -6,9 +6,8 @@ use crate::ret;
 use libc::{c_int, c_long, c_ulong, c_void, sockaddr, socklen_t};
 use nagare_posix as posix;
 
-/// `socket(AF_INET, ty, protocol)`, or `socket(AF_INET6, SOCK_STREAM,
-/// protocol)`; `EAFNOSUPPORT` for another family (IPv6 datagrams
-/// included).
+/// `socket(AF_INET, ty, protocol)` or `socket(AF_INET6, ty, protocol)`;
+/// `EAFNOSUPPORT` for another family.
 #[no_mangle]
 pub extern "C" fn nagare_socket(domain: c_int, ty: c_int, protocol: c_int) -> c_int {
     ret(posix::socket(domain, ty, protocol)) as c_int

@@ -177,7 +177,7 @@ fn wait(s: &mut Session, cx: &mut Context<'_>, p: Pending, age: Age) -> bool {
 /// still steer that port's frames to the client that had it before.
 fn unsettled_port(s: &Session, cx: &Context<'_>, req: &Request, r: &Outcome) -> Option<(u8, u16)> {
     match (r, req.op) {
-        (Ok(Some(done)), Op::UdpBind | Op::Listen | Op::Listen6) => u32::try_from(done.value)
+        (Ok(Some(done)), Op::UdpBind | Op::UdpBind6 | Op::Listen | Op::Listen6) => u32::try_from(done.value)
             .ok()
             .and_then(|id| s.sockets.port(id))
             .filter(|&(proto, port)| !cx.steering.settled(proto, port)),

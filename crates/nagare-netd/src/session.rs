@@ -532,7 +532,7 @@ impl Session {
                         line.overflow_drops = overflow;
                         if let Some(u) = iface.udp_ref().socket(h) {
                             line.overflow_drops += u.dropped();
-                            line.local = Some(u.local().into());
+                            line.local = Some(u.local_addr());
                             line.recv_queued = u.queued_bytes();
                             line.recv_buffer = u.queue_limits().1;
                         }

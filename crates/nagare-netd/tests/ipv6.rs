@@ -2,17 +2,20 @@
 //! address and its stream carries bytes both ways with IPv6 addresses at
 //! both ends; a listener on `[::]` holds its port for IPv4 too and reports
 //! an IPv4 peer as IPv4-mapped, while a v6-only one leaves the IPv4 port
-//! free; and the requests that carry IPv6 addresses, and `NAME`, are
+//! free; UDP over IPv6 echoes with the peer, a socket on `[::]` takes
+//! IPv4 datagrams from IPv4-mapped senders and answers them, a v6-only one
+//! leaves the IPv4 port free; a ping socket pings the peer over ICMPv6 and
+//! ICMP alike; and the requests that carry IPv6 addresses, and `NAME`, are
 //! checked like every other.
 
 mod support;
 
-use nagare::net::{TcpListener, TcpStream};
+use nagare::net::{TcpListener, TcpStream, UdpSocket};
 use nagare_netd::{Op, Placement};
-use nagare_request::{encode_addr6, NAME_LOCAL, NAME_PEER, V6_ONLY};
+use nagare_request::{decode_sender, encode_addr6, ADDR_ELSEWHERE, NAME_LOCAL, NAME_PEER, SENDER6, V6_ONLY};
 use std::io::{Read, Write};
 use std::net::{Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
-use support::{NetdThread, RawClient, Tune, Wire, ECHO_PORT, LIMIT, NETD_ADDR, NETD_ADDR6, PEER_ADDR6};
+use support::{NetdThread, RawClient, Tune, Wire, ECHO_PORT, LIMIT, NETD_ADDR, NETD_ADDR6, PEER_ADDR, PEER_ADDR6};
 
 const PLACEMENTS: [Placement; 2] = [Placement::Inline, Placement::Single];
 
@@ -151,4 +154,211 @@ fn ipv6_requests_and_names_are_checked() {
     mapped.aux = [mhi, mlo, mport, 0];
     assert_eq!(raw.call(mapped).status, -libc::ECONNREFUSED);
     assert!(netd.running());
+}
+
+/// `(v4 or v6 address, port)` as a socket of IPv6 reports it.
+fn mapped(a: SocketAddr) -> SocketAddr {
+    match a {
+        SocketAddr::V4(a) => six(a.ip().to_ipv6_mapped(), a.port()),
+        other => other,
+    }
+}
+
+/// The next datagram on `s` within the test's limit: its bytes and sender.
+fn next_datagram(s: &UdpSocket) -> (Vec<u8>, SocketAddr) {
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut buf = vec![0u8; 70_000];
+    let (n, from) = s.recv_from(&mut buf).expect("a datagram within the limit");
+    buf.truncate(n);
+    (buf, from)
+}
+
+#[test]
+fn udp_over_ipv6_echoes_with_the_peer_one_datagram_and_a_burst() {
+    for placement in PLACEMENTS {
+        let netd = start(placement);
+        let client = netd.connect();
+        let s = UdpSocket::bind_via(&client, "[::]:0").expect("bind [::]:0");
+        let local = s.local_addr().unwrap();
+        assert!(local.is_ipv6() && local.ip().is_unspecified() && local.port() != 0, "{local}");
+        let peer = six(PEER_ADDR6, ECHO_PORT);
+        // One small datagram, one past the link's MTU (fragments both
+        // ways), then a burst the receive path packs several to a buffer.
+        let big: Vec<u8> = (0..4000u32).map(|i| (i % 253) as u8).collect();
+        for data in [b"over six".to_vec(), big] {
+            assert_eq!(s.send_to(&data, peer).unwrap(), data.len());
+            let (back, from) = next_datagram(&s);
+            assert_eq!(from, peer, "{placement:?}");
+            assert!(back == data, "{placement:?}: {} bytes came back for {}", back.len(), data.len());
+        }
+        let burst: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 100 + usize::from(i)]).collect();
+        for d in &burst {
+            s.send_to(d, peer).unwrap();
+        }
+        for d in &burst {
+            let (back, from) = next_datagram(&s);
+            assert_eq!((back.len(), back.first(), from), (d.len(), d.first(), peer), "{placement:?}");
+        }
+        let report = client.stat().expect("stat");
+        assert!(report.contains(&format!("local [::]:{}", local.port())), "{report}");
+        drop((s, client));
+        netd.stop();
+    }
+}
+
+#[test]
+fn a_udp_socket_on_any_ipv6_address_takes_ipv4_from_mapped_senders_and_a_v6_only_one_does_not() {
+    for placement in PLACEMENTS {
+        let netd = start(placement);
+        let (a, b) = (netd.connect(), netd.connect());
+        let any6 = six(Ipv6Addr::UNSPECIFIED, 9610);
+        let dual = UdpSocket::bind_via(&a, any6).expect("bind [::]:9610");
+        assert_eq!(dual.local_addr().unwrap(), any6);
+        let taken = UdpSocket::bind_via(&b, "0.0.0.0:9610").err().expect("the IPv4 port is taken");
+        assert_eq!(taken.raw_os_error(), Some(libc::EADDRINUSE), "{taken}");
+
+        // Another client's IPv4 socket (delivered locally) and back.
+        let four = UdpSocket::bind_via(&b, "0.0.0.0:0").unwrap();
+        let four_at = SocketAddr::V4(SocketAddrV4::new(NETD_ADDR, four.local_addr().unwrap().port()));
+        four.send_to(b"four to six", SocketAddrV4::new(NETD_ADDR, 9610)).unwrap();
+        let (got, from) = next_datagram(&dual);
+        assert_eq!((got.as_slice(), from), (&b"four to six"[..], mapped(four_at)), "{placement:?}");
+        dual.send_to(b"six to four", from).unwrap();
+        let (got, from) = next_datagram(&four);
+        assert_eq!((got.as_slice(), from), (&b"six to four"[..], SocketAddr::V4(SocketAddrV4::new(NETD_ADDR, 9610))));
+
+        // Over IPv4 on the link, to a mapped address and an IPv4 one.
+        let peer4 = SocketAddr::V4(SocketAddrV4::new(PEER_ADDR, ECHO_PORT));
+        for to in [mapped(peer4), peer4] {
+            dual.send_to(b"mapped out", to).unwrap();
+            let (got, from) = next_datagram(&dual);
+            assert_eq!((got.as_slice(), from), (&b"mapped out"[..], mapped(peer4)), "{placement:?} {to}");
+        }
+        // And IPv6 on the same socket.
+        dual.send_to(b"six", six(PEER_ADDR6, ECHO_PORT)).unwrap();
+        assert_eq!(next_datagram(&dual), (b"six".to_vec(), six(PEER_ADDR6, ECHO_PORT)));
+        drop((dual, four));
+        UdpSocket::bind_via(&b, "0.0.0.0:9610").expect("closed, the dual-stack socket frees the IPv4 port");
+
+        let only6 = UdpSocket::bind_v6_only_via(&a, SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 9611, 0, 0))
+            .expect("a v6-only socket");
+        let four = UdpSocket::bind_via(&b, "0.0.0.0:9611").expect("the IPv4 port stays free");
+        // The send is queued; netd's refusal is the socket's error next.
+        only6.send_to(b"x", mapped(peer4)).expect("queued");
+        let deadline = std::time::Instant::now() + LIMIT;
+        let refused = loop {
+            if let Some(e) = only6.take_error().unwrap() {
+                break e;
+            }
+            assert!(std::time::Instant::now() < deadline, "no error for an IPv4 send from a v6-only socket");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        };
+        assert_eq!(refused.raw_os_error(), Some(libc::ENETUNREACH), "{refused}");
+        let v4_to_v6 = four.send_to(b"x", six(PEER_ADDR6, ECHO_PORT)).expect_err("no IPv6 from an IPv4 socket");
+        assert_eq!(v4_to_v6.raw_os_error(), Some(libc::EAFNOSUPPORT), "{v4_to_v6}");
+        drop((only6, four, a, b));
+        netd.stop();
+    }
+}
+
+#[test]
+fn ipv6_datagram_requests_are_checked_and_completions_carry_ipv6_senders() {
+    let netd = start(Placement::Inline);
+    let mut raw = RawClient::connect(&netd);
+    let [hi, lo, port] = encode_addr6(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 9620, 0, 0));
+    let mut bind = raw.request(Op::UdpBind6);
+    bind.aux = [hi, lo, port, 0];
+    let done = raw.call(bind);
+    assert_eq!((done.status, done.aux[1]), (0, ADDR_ELSEWHERE), "{done:?}");
+    let id = done.aux[0] as u32;
+    let mut name = raw.request(Op::Name);
+    name.socket = id;
+    let named = raw.call(name);
+    assert_eq!([named.aux[0], named.aux[1], named.aux[2]], [hi, lo, 9620]);
+
+    // A send to the peer, and its echo's completion: the sender in three
+    // words.
+    let [phi, plo, pport] = encode_addr6(SocketAddrV6::new(PEER_ADDR6, ECHO_PORT, 0, 0));
+    let mut send = raw.request(Op::SendTo6);
+    send.socket = id;
+    send.piece = Some(raw.give(b"raw six", 7));
+    send.aux = [phi, plo, pport, 0];
+    assert_eq!(raw.call(send).status, 0);
+    let mut recv = raw.request(Op::RecvFrom);
+    recv.socket = id;
+    recv.piece = Some(raw.give(&[], 64));
+    recv.aux[3] = 5_000_000;
+    let got = raw.call(recv);
+    assert_eq!((got.status, got.aux[0]), (0, 7), "{got:?}");
+    assert_eq!(got.aux[1], SENDER6 | u64::from(ECHO_PORT));
+    assert_eq!(decode_sender([got.aux[1], got.aux[2], got.aux[3]]), Ok(six(PEER_ADDR6, ECHO_PORT)));
+
+    // Out of range: a flag in a port's word, a port past 16 bits, the
+    // IPv4 trace flag, an unused word.
+    for (op, aux, flags) in [
+        (Op::UdpBind6, [hi, lo, port | 1 << 20, 0], 0),
+        (Op::UdpBind6, [hi, lo, port, 1], 0),
+        (Op::SendTo6, [phi, plo, 1 << 16, 0], 0),
+        (Op::SendTo6, [phi, plo, pport, 7], 0),
+        (Op::SendTo6, [phi, plo, pport, 0], nagare_request::TRACE),
+    ] {
+        let mut r = raw.request(op);
+        r.aux = aux;
+        r.flags = flags;
+        if op == Op::SendTo6 {
+            r.socket = id;
+            r.piece = Some(raw.give(b"x", 1));
+        }
+        let c = raw.call(r);
+        assert_eq!(c.status, -libc::EINVAL, "{op:?} {aux:x?} {flags}");
+    }
+    // An address not netd's, and an IPv6 send from an IPv4 socket.
+    let [nhi, nlo, nport] = encode_addr6(SocketAddrV6::new(PEER_ADDR6, 9621, 0, 0));
+    let mut foreign = raw.request(Op::UdpBind6);
+    foreign.aux = [nhi, nlo, nport, 0];
+    assert_eq!(raw.call(foreign).status, -libc::EADDRNOTAVAIL);
+    let mut bind4 = raw.request(Op::UdpBind);
+    bind4.aux[0] = nagare_request::encode_addr(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0));
+    let four = raw.call(bind4).aux[0] as u32;
+    let mut send = raw.request(Op::SendTo6);
+    send.socket = four;
+    send.piece = Some(raw.give(b"x", 1));
+    send.aux = [phi, plo, pport, 0];
+    assert_eq!(raw.call(send).status, -libc::EINVAL);
+    assert!(netd.running());
+}
+
+#[test]
+fn a_ping_socket_pings_over_icmpv6_and_icmp() {
+    for placement in PLACEMENTS {
+        let netd = start(placement);
+        let client = netd.connect();
+        let ping = nagare::ping::PingSocket::open_via(&client, 4343).expect("an echo socket");
+        // The first ICMPv6 request may wait for neighbour discovery; a
+        // poll says when the reply is there.
+        for (seq, to) in [(1, std::net::IpAddr::V6(PEER_ADDR6)), (2, std::net::IpAddr::V4(PEER_ADDR))] {
+            ping.send(to, seq, &[seq as u8; 56]).expect("send");
+            let mut entries =
+                [nagare_request::PollEntry { socket: ping.socket_id(), interest: nagare_request::READABLE, ready: 0 }];
+            assert_eq!(nagare::poll::poll(&client, &mut entries, Some(LIMIT)).expect("poll"), 1, "{placement:?} {to}");
+            let got = ping.recv_timeout(Some(std::time::Duration::ZERO)).expect("recv");
+            assert!(
+                matches!(got, Some(nagare::ping::PingEvent::Reply { from, seq: s, len: 56, .. }) if from == to && s == seq),
+                "{placement:?}: {got:?}"
+            );
+        }
+        // A raw request's checks: a sequence past 16 bits.
+        let mut raw = RawClient::connect(&netd);
+        let mut open = raw.request(Op::EchoOpen);
+        open.aux[0] = 4400;
+        let id = raw.call(open).aux[0] as u32;
+        let [hi, lo, _] = encode_addr6(SocketAddrV6::new(PEER_ADDR6, 0, 0, 0));
+        let mut send = raw.request(Op::EchoSend6);
+        send.socket = id;
+        send.piece = Some(raw.give(b"x", 1));
+        send.aux = [hi, lo, 1 << 16, 0];
+        assert_eq!(raw.call(send).status, -libc::EINVAL);
+        drop((ping, client));
+        netd.stop();
+    }
 }

@@ -3,7 +3,7 @@
 //! `ioctl`, `getsockname`, `getpeername`. Each is a request to netd or
 //! none (see `nagare::net`).
 
-use crate::addr::{family, read_addr, read_v4, write_addr};
+use crate::addr::{family, read_addr, write_addr};
 use crate::errors::{errno, say_once};
 use crate::session::session;
 use crate::sock::{apply_stream_options, bind_datagram, Proto, Sock, State};
@@ -30,9 +30,8 @@ pub(crate) fn last_errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
 }
 
-/// `socket(domain, ty, protocol)`: for `AF_INET`, a TCP or UDP socket;
-/// for `AF_INET6`, a TCP one (`EAFNOSUPPORT` for UDP: IPv6 datagrams do
-/// not go through netd). `SOCK_NONBLOCK` and `SOCK_CLOEXEC` are taken;
+/// `socket(domain, ty, protocol)`: for `AF_INET` or `AF_INET6`, a TCP or
+/// UDP socket. `SOCK_NONBLOCK` and `SOCK_CLOEXEC` are taken;
 /// `EPROTONOSUPPORT` for any other kind (raw sockets included: nothing of
 /// this process's IP reaches the kernel's stack), `ENETDOWN` when netd
 /// cannot be reached.
@@ -49,7 +48,7 @@ pub fn socket(domain: i32, ty: i32, protocol: i32) -> Res<i32> {
     };
     let six = match domain {
         libc::AF_INET => false,
-        libc::AF_INET6 if proto == Proto::Tcp => true,
+        libc::AF_INET6 => true,
         _ => return Err(libc::EAFNOSUPPORT),
     };
     session()?;
@@ -73,7 +72,6 @@ pub unsafe fn bind(fd: i32, addr: *const libc::sockaddr, len: libc::socklen_t) -
         return Err(libc::EINVAL);
     }
     if s.proto == Proto::Udp {
-        let SocketAddr::V4(at) = at else { return Err(libc::EAFNOSUPPORT) };
         let d = bind_datagram(at, &g.options, s.is_nonblocking())?;
         g.state = State::Datagram(Arc::new(d));
     }
@@ -169,7 +167,7 @@ pub unsafe fn connect(fd: i32, addr: *const libc::sockaddr, len: libc::socklen_t
             s.lock()?.peer = None;
             return Ok(());
         }
-        let to = unsafe { read_v4(addr, len) }?;
+        let to = unsafe { read_addr(addr, len, s.is_six()) }?;
         s.datagram()?;
         s.lock()?.peer = Some(to);
         return Ok(());
@@ -388,7 +386,7 @@ pub unsafe fn getpeername(fd: i32, addr: *mut libc::sockaddr, len: *mut libc::so
         let g = s.lock()?;
         match &g.state {
             State::Stream(st) => st.peer_addr().map_err(|e| errno(&e))?,
-            State::Datagram(_) if g.peer.is_some() => SocketAddr::V4(g.peer.ok_or(libc::ENOTCONN)?),
+            State::Datagram(_) if g.peer.is_some() => g.peer.ok_or(libc::ENOTCONN)?,
             _ => return Err(libc::ENOTCONN),
         }
     };

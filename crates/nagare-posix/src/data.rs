@@ -7,11 +7,11 @@
 //! it asked), `MSG_TRUNC` (a datagram's whole length), `MSG_PEEK`;
 //! `MSG_MORE` and `MSG_EOR` are ignored; `MSG_OOB` is refused.
 
-use crate::addr::{read_v4, write_v4};
+use crate::addr::{read_addr, write_addr};
 use crate::errors::{errno, say_once};
 use crate::sock::{Proto, Sock};
 use crate::{table, Entered, Res};
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 
 /// The most bytes one vectored call gathers (more is a short count, as a
 /// full send buffer gives).
@@ -64,7 +64,7 @@ fn recv_into(s: &Sock, buf: &mut [u8], flags: i32) -> Res<Received> {
                 .map_err(|e| errno(&e))?;
                 // A connected UDP socket takes datagrams from its peer only:
                 // another's is dropped (taken, if it was only peeked at).
-                if peer.is_some_and(|p| from != SocketAddr::V4(p)) {
+                if peer.is_some_and(|p| from != p) {
                     if peek {
                         d.recv_from_with(&mut [], false).map_err(|e| errno(&e))?;
                     }
@@ -76,7 +76,7 @@ fn recv_into(s: &Sock, buf: &mut [u8], flags: i32) -> Res<Received> {
     }
 }
 
-fn send_from(s: &Sock, buf: &[u8], flags: i32, to: Option<SocketAddrV4>) -> Res<usize> {
+fn send_from(s: &Sock, buf: &[u8], flags: i32, to: Option<SocketAddr>) -> Res<usize> {
     s.touch();
     if flags & libc::MSG_OOB != 0 {
         say_once("MSG_OOB is refused on nagare sockets");
@@ -144,7 +144,7 @@ pub unsafe fn recvfrom(
     let out = unsafe { slice_mut(buf, len) }?;
     let r = recv_into(&s, out, flags)?;
     if let Some(from) = r.from {
-        unsafe { write_v4(from, addr, addr_len) }?;
+        unsafe { write_addr(from, s.is_six(), addr, addr_len) }?;
     }
     Ok(if flags & libc::MSG_TRUNC != 0 { r.whole } else { r.n })
 }
@@ -173,7 +173,11 @@ pub unsafe fn sendto(
 ) -> Res<usize> {
     let _in = Entered::new();
     let s = table::get(fd)?;
-    let to = if addr.is_null() || s.proto == Proto::Tcp { None } else { Some(unsafe { read_v4(addr, addr_len) }?) };
+    let to = if addr.is_null() || s.proto == Proto::Tcp {
+        None
+    } else {
+        Some(unsafe { read_addr(addr, addr_len, s.is_six()) }?)
+    };
     send_from(&s, unsafe { slice(buf, len) }?, flags, to)
 }
 
@@ -216,7 +220,9 @@ pub unsafe fn recvmsg(fd: i32, msg: *mut libc::msghdr, flags: i32) -> Res<usize>
     m.msg_controllen = 0;
     m.msg_flags = if r.whole > r.n { libc::MSG_TRUNC } else { 0 };
     match r.from {
-        Some(from) if !m.msg_name.is_null() => unsafe { write_v4(from, m.msg_name.cast(), &mut m.msg_namelen) }?,
+        Some(from) if !m.msg_name.is_null() => {
+            unsafe { write_addr(from, s.is_six(), m.msg_name.cast(), &mut m.msg_namelen) }?
+        }
         _ => m.msg_namelen = 0,
     }
     Ok(if flags & libc::MSG_TRUNC != 0 { r.whole } else { r.n })
@@ -237,7 +243,7 @@ pub unsafe fn sendmsg(fd: i32, msg: *const libc::msghdr, flags: i32) -> Res<usiz
     let to = if m.msg_name.is_null() || m.msg_namelen == 0 || s.proto == Proto::Tcp {
         None
     } else {
-        Some(unsafe { read_v4(m.msg_name.cast(), m.msg_namelen) }?)
+        Some(unsafe { read_addr(m.msg_name.cast(), m.msg_namelen, s.is_six()) }?)
     };
     let iov = unsafe { iovecs(m.msg_iov, i32::try_from(m.msg_iovlen).map_err(|_| libc::EMSGSIZE)?) }?;
     unsafe { gather_send(&s, iov, flags, to) }
@@ -376,7 +382,7 @@ unsafe fn iovecs<'a>(iov: *const libc::iovec, n: i32) -> Res<&'a [libc::iovec]> 
 ///
 /// # Safety
 /// Each entry names readable bytes.
-unsafe fn gather_send(s: &Sock, iov: &[libc::iovec], flags: i32, to: Option<SocketAddrV4>) -> Res<usize> {
+unsafe fn gather_send(s: &Sock, iov: &[libc::iovec], flags: i32, to: Option<SocketAddr>) -> Res<usize> {
     if s.proto == Proto::Tcp {
         let mut sent = 0;
         for v in iov.iter().filter(|v| v.iov_len > 0) {

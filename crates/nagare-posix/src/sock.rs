@@ -1,5 +1,5 @@
-//! One socket as a program sees it: TCP or UDP (TCP over IPv4 or IPv6),
-//! and how far it has come.
+//! One socket as a program sees it: TCP or UDP, over IPv4 or IPv6, and
+//! how far it has come.
 //! A TCP socket is *fresh* until `listen` or `connect` makes it a listener
 //! or a stream in netd (a non-blocking `connect` makes it *connecting*
 //! until netd answers, then a stream or *failed*); a UDP socket until
@@ -10,7 +10,7 @@ use crate::errors::errno;
 use crate::session::session;
 use crate::Res;
 use nagare::net::{Connecting, TcpListener, TcpStream, UdpSocket};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -49,8 +49,8 @@ pub(crate) struct Options {
     pub(crate) keepalive_params: [i32; 3],
     pub(crate) linger: Option<libc::linger>,
     pub(crate) tos: i32,
-    /// `IPV6_V6ONLY`: an `AF_INET6` listener on `::` takes IPv6
-    /// connections only.
+    /// `IPV6_V6ONLY`: an `AF_INET6` listener or UDP socket on `::` takes
+    /// IPv6 connections or datagrams only.
     pub(crate) v6_only: bool,
     pub(crate) max_segment: Option<i32>,
     pub(crate) recv_timeout: Option<Duration>,
@@ -81,16 +81,16 @@ pub(crate) struct Inner {
     pub(crate) state: State,
     /// The address `bind` asked for (of the socket's family).
     pub(crate) bound: Option<SocketAddr>,
-    /// A UDP socket's peer, set by `connect`.
-    pub(crate) peer: Option<SocketAddrV4>,
+    /// A UDP socket's peer, set by `connect` (of the socket's family).
+    pub(crate) peer: Option<SocketAddr>,
     pub(crate) options: Options,
 }
 
 /// A socket under one or more descriptor numbers.
 pub(crate) struct Sock {
     pub(crate) proto: Proto,
-    /// An `AF_INET6` socket (TCP only): its addresses are IPv6 ones, an
-    /// IPv4 peer's IPv4-mapped. Set when it is made, or when a socket
+    /// An `AF_INET6` socket: its addresses are IPv6 ones, an IPv4 peer's
+    /// IPv4-mapped. Set when it is made, or when a socket
     /// found after `exec` is adopted with IPv6 addresses.
     pub(crate) six: AtomicBool,
     /// The process whose session holds it (0: none yet, a socket found
@@ -222,25 +222,27 @@ impl Sock {
 
     /// The UDP socket, bound now to an ephemeral port if it was not yet
     /// (as Linux binds one on the first `sendto`), and its peer.
-    pub(crate) fn datagram(&self) -> Res<(Arc<UdpSocket>, Option<SocketAddrV4>)> {
+    pub(crate) fn datagram(&self) -> Res<(Arc<UdpSocket>, Option<SocketAddr>)> {
         let mut g = self.lock()?;
         if let State::Datagram(d) = &g.state {
             return Ok((d.clone(), g.peer));
         }
-        // A UDP socket is IPv4's: its bound address is one.
-        let at = match g.bound {
-            Some(SocketAddr::V4(a)) => a,
-            _ => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
-        };
+        let any = if self.is_six() { IpAddr::V6(Ipv6Addr::UNSPECIFIED) } else { IpAddr::V4(Ipv4Addr::UNSPECIFIED) };
+        let at = g.bound.unwrap_or(SocketAddr::new(any, 0));
         let d = Arc::new(bind_datagram(at, &g.options, self.is_nonblocking())?);
         g.state = State::Datagram(d.clone());
         Ok((d, g.peer))
     }
 }
 
-/// A UDP socket bound in netd at `at`, with the options set so far.
-pub(crate) fn bind_datagram(at: SocketAddrV4, o: &Options, nonblocking: bool) -> Res<UdpSocket> {
-    let d = UdpSocket::bind_via(&session()?, at).map_err(|e| errno(&e))?;
+/// A UDP socket bound in netd at `at` (on `::`, dual stack unless
+/// `IPV6_V6ONLY`), with the options set so far.
+pub(crate) fn bind_datagram(at: SocketAddr, o: &Options, nonblocking: bool) -> Res<UdpSocket> {
+    let d = match at {
+        SocketAddr::V6(six) if o.v6_only => UdpSocket::bind_v6_only_via(&session()?, six),
+        _ => UdpSocket::bind_via(&session()?, at),
+    }
+    .map_err(|e| errno(&e))?;
     d.set_nonblocking(nonblocking).map_err(|e| errno(&e))?;
     if o.recv_timeout.is_some() {
         d.set_read_timeout(o.recv_timeout).map_err(|e| errno(&e))?;

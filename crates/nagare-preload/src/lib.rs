@@ -1,8 +1,8 @@
 //! `libnagare_preload.so`: loaded before libc (`LD_PRELOAD`, as `nagare
 //! run` does), it stands in for libc's socket calls, so that an unmodified
-//! program's `AF_INET` sockets and `AF_INET6` streams go through a running
-//! netd (`nagare_posix`) and everything else (files, pipes, Unix sockets,
-//! `AF_INET6` datagrams) goes to libc's own calls untouched.
+//! program's `AF_INET` and `AF_INET6` sockets go through a running netd
+//! (`nagare_posix`) and everything else (files, pipes, Unix sockets)
+//! goes to libc's own calls untouched.
 //!
 //! Each call here decides one thing, whose call it is, and hands it on:
 //! to `nagare_posix` when the descriptor (or `socket`'s family) is ours

@@ -8,18 +8,18 @@ use nagare_posix as posix;
 
 #[no_mangle]
 pub unsafe extern "C" fn socket(domain: c_int, ty: c_int, protocol: c_int) -> c_int {
-    if !through_netd(domain, ty) || posix::Entered::inside() {
+    if !through_netd(domain) || posix::Entered::inside() {
         return unsafe { next!(socket: fn(c_int, c_int, c_int) -> c_int)(domain, ty, protocol) };
     }
     ret(posix::socket(domain, ty, protocol)) as c_int
 }
 
-/// Whether a socket of `domain` and `ty` goes through netd: every
-/// `AF_INET` one, and `AF_INET6` streams; `AF_INET6` datagrams go to the
-/// kernel, as every other family does.
-fn through_netd(domain: c_int, ty: c_int) -> bool {
-    let kind = ty & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
-    domain == libc::AF_INET || (domain == libc::AF_INET6 && kind == libc::SOCK_STREAM)
+/// Whether a socket of `domain` goes through netd: every `AF_INET` and
+/// `AF_INET6` one (streams and datagrams; `nagare_posix` refuses other
+/// kinds, as nothing of the process's IP reaches the kernel's stack);
+/// every other family goes to the kernel.
+fn through_netd(domain: c_int) -> bool {
+    domain == libc::AF_INET || domain == libc::AF_INET6
 }
 
 #[no_mangle]

@@ -27,7 +27,7 @@ pub mod records;
 
 use nagare_ipc::{Descriptor, NO_BUFFER};
 use std::fmt;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 /// Where netd listens, and clients look, unless told otherwise.
 pub const DEFAULT_SOCKET: &str = "/tmp/nagare-netd.sock";
@@ -91,8 +91,10 @@ pub enum Op {
     /// Send the buffer's bytes to `aux[0]` from UDP socket `socket`.
     SendTo = 2,
     /// Receive one datagram into the buffer (at most `len` bytes); the
-    /// result is the datagram's whole length, the piece's `len` what fit.
-    /// With [`BATCH`], as many as fit, as records.
+    /// result is the datagram's whole length, the piece's `len` what fit,
+    /// and its sender in `aux[1..4]` as [`encode_sender`] gives it (an
+    /// IPv4 one in `aux[1]` alone, as [`encode_addr`] gives it). With
+    /// [`BATCH`], as many as fit, as records.
     RecvFrom = 3,
     /// TCP listener on `aux[0]` with backlog `aux[1]`.
     Listen = 4,
@@ -116,14 +118,17 @@ pub enum Op {
     /// a connection is reset instead of ended with a FIN (its reader left
     /// data unread, as a socket closed with data in its receive queue).
     Close = 10,
-    /// ICMP echo socket with identifier `aux[0]` (a ping socket).
+    /// ICMP echo socket with identifier `aux[0]` (a ping socket), for
+    /// ICMP and ICMPv6 echoes alike.
     EchoOpen = 11,
     /// Echo request with the buffer's bytes as data to address `aux[0]`
     /// (port 0), sequence number `aux[1]`.
     EchoSend = 12,
     /// The next reply or error of echo socket `socket`. The completion:
     /// `aux[0]` the echo data length, `aux[1]` who sent it (port 0),
-    /// `aux[2]` see [`EchoWord`].
+    /// `aux[2]` see [`EchoWord`]; for an ICMPv6 reply `aux[2]` has
+    /// [`ECHO_FROM6`] too, and its sender's address is `aux[1]` (high
+    /// half) and `aux[3]` (low half).
     EchoRecv = 13,
     /// Nothing: completes at once (what a request's round trip costs).
     Nop = 14,
@@ -177,9 +182,66 @@ pub enum Op {
     /// carries it as [`encode_addr6`] does (an IPv4 one mapped,
     /// `::ffff:a.b.c.d`): `aux[0]`, `aux[1]` and the port in `aux[2]`.
     Name = 24,
+    /// UDP socket bound to an IPv6 address ([`encode_addr6`]: `aux[0]`
+    /// and `aux[1]`, its port in `aux[2]` bits 0..16, 0: ephemeral) with
+    /// [`V6_ONLY`] in `aux[2]` or not. On `::` without [`V6_ONLY`] it
+    /// holds its port for IPv4 too and receives IPv4 datagrams, whose
+    /// senders are IPv4 ([`encode_sender`]; the client reports them
+    /// IPv4-mapped), and sends to IPv4-mapped destinations over IPv4. The
+    /// completion as [`Op::UdpBind`]'s, its address [`ADDR_ELSEWHERE`]
+    /// ([`Op::Name`] gives it).
+    UdpBind6 = 25,
+    /// Send the buffer's bytes to an IPv6 address ([`encode_addr6`]:
+    /// `aux[0]`, `aux[1]` and the port in `aux[2]` bits 0..16) from UDP
+    /// socket `socket` (of IPv6; an IPv4-mapped address from a dual-stack
+    /// one goes over IPv4). [`LEND`] as with [`Op::SendTo`]; no [`TRACE`].
+    SendTo6 = 26,
+    /// ICMPv6 echo request with the buffer's bytes as data from echo
+    /// socket `socket` to the IPv6 address in `aux[0]` and `aux[1]`
+    /// ([`encode_addr6`]'s halves), sequence number `aux[2]`.
+    EchoSend6 = 27,
 }
 
-/// [`Op::Listen6`]'s `aux[2]` bit: IPv6 connections only (`IPV6_V6ONLY`).
+/// An [`Op::EchoRecv`] completion's `aux[2]` bit: the reply came over
+/// ICMPv6, its sender's address in `aux[1]` and `aux[3]`.
+pub const ECHO_FROM6: u64 = 1 << 32;
+
+/// A datagram's sender word (a [`Op::RecvFrom`] completion's `aux[1]`, a
+/// record's first eight bytes) with this bit: an IPv6 sender, its port in
+/// bits 0..16, its address in the two words after it (high half first;
+/// a record's 16 bytes after its header). An IPv4 sender's word
+/// ([`encode_addr`]) never has it.
+pub const SENDER6: u64 = 1 << 63;
+
+/// A datagram's sender as three words: an IPv4 one as [`encode_addr`]
+/// gives it and two zeros, an IPv6 one [`SENDER6`] with its port, then the
+/// address's halves.
+pub fn encode_sender(a: SocketAddr) -> [u64; 3] {
+    match a {
+        SocketAddr::V4(v4) => [encode_addr(v4), 0, 0],
+        SocketAddr::V6(v6) => {
+            let bits = v6.ip().to_bits();
+            [SENDER6 | u64::from(v6.port()), (bits >> 64) as u64, bits as u64]
+        }
+    }
+}
+
+/// The inverse of [`encode_sender`]; an IPv4 word with bits above its port
+/// set, or an IPv6 one with bits between [`SENDER6`] and its port, is
+/// refused.
+pub fn decode_sender(w: [u64; 3]) -> Result<SocketAddr, ProtoError> {
+    if w[0] & SENDER6 == 0 {
+        return decode_addr(w[0]).map(SocketAddr::V4);
+    }
+    if w[0] & !(SENDER6 | 0xffff) != 0 {
+        return Err(ProtoError::BadAddress);
+    }
+    let ip = Ipv6Addr::from_bits(u128::from(w[1]) << 64 | u128::from(w[2]));
+    Ok(SocketAddr::V6(SocketAddrV6::new(ip, w[0] as u16, 0, 0)))
+}
+
+/// [`Op::Listen6`]'s and [`Op::UdpBind6`]'s `aux[2]` bit: IPv6 only
+/// (`IPV6_V6ONLY`).
 pub const V6_ONLY: u64 = 1 << 16;
 
 /// [`Op::Name`]: the socket's own address.
@@ -443,6 +505,9 @@ impl Op {
             22 => Op::Listen6,
             23 => Op::Connect6,
             24 => Op::Name,
+            25 => Op::UdpBind6,
+            26 => Op::SendTo6,
+            27 => Op::EchoSend6,
             _ => return None,
         })
     }
@@ -452,6 +517,7 @@ impl Op {
         !matches!(
             self,
             Op::UdpBind
+                | Op::UdpBind6
                 | Op::Listen
                 | Op::Listen6
                 | Op::Connect
@@ -477,7 +543,16 @@ impl Op {
     pub fn needs_buffer(self) -> bool {
         matches!(
             self,
-            Op::SendTo | Op::RecvFrom | Op::Send | Op::Recv | Op::EchoSend | Op::Stat | Op::Poll | Op::GiveBack
+            Op::SendTo
+                | Op::SendTo6
+                | Op::RecvFrom
+                | Op::Send
+                | Op::Recv
+                | Op::EchoSend
+                | Op::EchoSend6
+                | Op::Stat
+                | Op::Poll
+                | Op::GiveBack
         )
     }
 }
@@ -627,7 +702,7 @@ impl Request {
         let op = Op::from_u16(raw_op).ok_or(ProtoError::BadOp(raw_op))?;
         if flags & !KNOWN_FLAGS != 0
             || (flags & TRACE != 0 && op != Op::SendTo)
-            || (flags & LEND != 0 && !matches!(op, Op::Send | Op::SendTo))
+            || (flags & LEND != 0 && !matches!(op, Op::Send | Op::SendTo | Op::SendTo6))
             || (flags & COMPLETE_ON_ACCEPT != 0 && (flags & LEND == 0 || flags & TRACE != 0))
             || (flags & BATCH != 0 && op != Op::RecvFrom)
         {
@@ -689,6 +764,18 @@ impl Request {
                 }
                 3
             }
+            Op::UdpBind6 => {
+                if d.aux[2] & !(V6_ONLY | 0xffff) != 0 {
+                    return Err(ProtoError::BadArgument);
+                }
+                3
+            }
+            Op::SendTo6 => {
+                if d.aux[2] > 0xffff {
+                    return Err(ProtoError::BadArgument);
+                }
+                3
+            }
             Op::Name => {
                 if d.aux[0] > NAME_PEER {
                     return Err(ProtoError::BadArgument);
@@ -706,6 +793,12 @@ impl Request {
                     return Err(ProtoError::BadArgument);
                 }
                 2
+            }
+            Op::EchoSend6 => {
+                if d.aux[2] > u64::from(u16::MAX) {
+                    return Err(ProtoError::BadArgument);
+                }
+                3
             }
             Op::Shutdown => {
                 if d.aux[0] == 0 || d.aux[0] & !(SHUT_READ | SHUT_WRITE) != 0 {
@@ -969,6 +1062,59 @@ mod tests {
         name.aux[0] = NAME_LOCAL;
         name.socket = 0;
         assert_eq!(Request::decode(&name.encode()), Err(ProtoError::BadSocket));
+    }
+
+    #[test]
+    fn ipv6_datagram_requests_are_checked_and_senders_round_trip() {
+        let six = SocketAddrV6::new("fd00::1:2".parse().unwrap(), 5353, 0, 0);
+        let words = encode_addr6(six);
+        let mut bind = Request::new(Op::UdpBind6, 1);
+        bind.aux = [words[0], words[1], words[2] | V6_ONLY, 0];
+        assert_eq!(Request::decode(&bind.encode()), Ok(bind));
+        bind.aux[2] = words[2] | 1 << 17;
+        assert_eq!(Request::decode(&bind.encode()), Err(ProtoError::BadArgument));
+        bind.aux[2] = words[2];
+        bind.aux[3] = 1;
+        assert_eq!(Request::decode(&bind.encode()), Err(ProtoError::BadArgument), "an unused word set");
+        bind.aux[3] = 0;
+        bind.socket = 3;
+        assert_eq!(Request::decode(&bind.encode()), Err(ProtoError::BadSocket));
+        let mut send = Request::new(Op::SendTo6, 2);
+        send.socket = 3;
+        send.flags = LEND | COMPLETE_ON_ACCEPT;
+        send.piece = Some(Piece { buffer: 1, offset: 0, len: 10 });
+        send.aux = [words[0], words[1], words[2], 0];
+        assert_eq!(Request::decode(&send.encode()), Ok(send));
+        send.aux[2] = words[2] | V6_ONLY;
+        assert_eq!(Request::decode(&send.encode()), Err(ProtoError::BadArgument));
+        send.aux[2] = words[2];
+        send.flags = TRACE;
+        assert_eq!(Request::decode(&send.encode()), Err(ProtoError::BadFlags(TRACE)), "traced sends are IPv4's");
+        send.flags = 0;
+        send.piece = None;
+        assert_eq!(Request::decode(&send.encode()), Err(ProtoError::BadBuffer));
+
+        let mut echo = Request::new(Op::EchoSend6, 3);
+        echo.socket = 3;
+        echo.piece = Some(Piece { buffer: 1, offset: 0, len: 10 });
+        echo.aux = [words[0], words[1], 65535, 0];
+        assert_eq!(Request::decode(&echo.encode()), Ok(echo));
+        echo.aux[2] = 65536;
+        assert_eq!(Request::decode(&echo.encode()), Err(ProtoError::BadArgument), "a sequence past 16 bits");
+        echo.aux[2] = 1;
+        echo.aux[3] = 1;
+        assert_eq!(Request::decode(&echo.encode()), Err(ProtoError::BadArgument), "an unused word set");
+
+        // Senders: IPv4 ones in one word as before, IPv6 ones in three.
+        let four: SocketAddr = "10.0.0.9:53".parse().unwrap();
+        let SocketAddr::V4(four_v4) = four else { unreachable!() };
+        assert_eq!(encode_sender(four), [encode_addr(four_v4), 0, 0]);
+        for a in [four, SocketAddr::V6(six), "[::ffff:10.0.0.9]:1".parse().unwrap(), "[::]:0".parse().unwrap()] {
+            assert_eq!(decode_sender(encode_sender(a)), Ok(a), "{a}");
+        }
+        assert_eq!(encode_sender(SocketAddr::V6(six))[0], SENDER6 | 5353);
+        assert_eq!(decode_sender([SENDER6 | 1 << 16, 0, 0]), Err(ProtoError::BadAddress));
+        assert_eq!(decode_sender([1 << 50, 0, 0]), Err(ProtoError::BadAddress));
     }
 
     #[test]

@@ -8,10 +8,11 @@
 //!
 //! | bytes | meaning |
 //! |---|---|
-//! | 0..8 | the sender, as [`encode_addr`](crate::encode_addr) gives it, little-endian |
+//! | 0..8 | the sender's word, as [`encode_sender`](crate::encode_sender) gives it, little-endian |
 //! | 8..12 | the datagram's whole length, little-endian |
 //! | 12..16 | the payload bytes that follow (less than the whole length only for a first record cut to the buffer) |
-//! | 16.. | the payload |
+//! | 16..32 | an IPv6 sender's address (the word has [`SENDER6`](crate::SENDER6)), its 16 bytes in network order; absent for an IPv4 sender |
+//! | 16.. or 32.. | the payload |
 //!
 //! The completion's `aux[0]` is the number of records, `aux[2]`
 //! [`RECORDS`](crate::RECORDS), and the piece's `len` the bytes they take
@@ -21,9 +22,23 @@
 /// Bytes of a record's header.
 pub const RECORD_HEADER: usize = 16;
 
-/// Where the record after one of `payload` bytes at `at` starts.
-pub fn next_record(at: usize, payload: usize) -> usize {
-    (at + RECORD_HEADER + payload).next_multiple_of(8)
+/// Bytes of an IPv6 sender's address, after the header.
+pub const RECORD_ADDR6: usize = 16;
+
+/// Bytes before the payload of a record whose sender's word is `from`:
+/// the header, and an IPv6 sender's address.
+pub fn record_head(from: u64) -> usize {
+    if from & crate::SENDER6 != 0 {
+        RECORD_HEADER + RECORD_ADDR6
+    } else {
+        RECORD_HEADER
+    }
+}
+
+/// Where the record after one at `at` starts, from `from` (its sender's
+/// word) with `payload` bytes.
+pub fn next_record(at: usize, from: u64, payload: usize) -> usize {
+    (at + record_head(from) + payload).next_multiple_of(8)
 }
 
 /// A record's header for a datagram from `from` (encoded) of `whole`
@@ -36,12 +51,15 @@ pub fn record_header(from: u64, whole: u32, copied: u32) -> [u8; RECORD_HEADER] 
     h
 }
 
-/// A record read back: the sender (encoded), the datagram's whole
-/// length, and where its payload lies in the buffer.
+/// A record read back: the sender's word, the datagram's whole length,
+/// and where its payload (and an IPv6 sender's address) lies in the
+/// buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
-    /// The sender, encoded.
+    /// The sender's word.
     pub from: u64,
+    /// Where an IPv6 sender's address lies ([`RECORD_ADDR6`] bytes).
+    pub addr6: Option<usize>,
     /// The datagram's whole length.
     pub whole: u32,
     /// Where its payload lies in the buffer.
@@ -63,13 +81,15 @@ pub fn read_record(header: &[u8; RECORD_HEADER], at: usize, len: usize) -> Resul
     let mut from = [0u8; 8];
     from.copy_from_slice(&header[..8]);
     let (whole, copied) = (u32_at(8), u32_at(12));
-    let start = at.checked_add(RECORD_HEADER).ok_or(BadRecord { at })?;
+    let from = u64::from_le_bytes(from);
+    let start = at.checked_add(record_head(from)).ok_or(BadRecord { at })?;
     let end = start.checked_add(copied as usize).ok_or(BadRecord { at })?;
     if !at.is_multiple_of(8) || end > len || copied > whole {
         return Err(BadRecord { at });
     }
-    let record = Record { from: u64::from_le_bytes(from), whole, payload: start..end };
-    Ok((record, next_record(at, copied as usize)))
+    let addr6 = (from & crate::SENDER6 != 0).then_some(at + RECORD_HEADER);
+    let record = Record { from, addr6, whole, payload: start..end };
+    Ok((record, next_record(at, from, copied as usize)))
 }
 
 /// The records of a buffer's first `len` bytes, `count` of them, read
@@ -120,14 +140,17 @@ impl Records {
 mod tests {
     use super::*;
 
-    /// Packs `datagrams` (sender, whole length, payload) as netd does.
+    /// Packs `datagrams` (sender, whole length, payload) as netd does (an
+    /// IPv6 sender's address all 0xee).
     fn pack(datagrams: &[(u64, u32, &[u8])], size: usize) -> (Vec<u8>, usize) {
         let mut buf = vec![0u8; size];
         let mut at = 0;
         for &(from, whole, payload) in datagrams {
             buf[at..at + RECORD_HEADER].copy_from_slice(&record_header(from, whole, payload.len() as u32));
-            buf[at + RECORD_HEADER..at + RECORD_HEADER + payload.len()].copy_from_slice(payload);
-            at = next_record(at, payload.len());
+            let head = record_head(from);
+            buf[at + RECORD_HEADER..at + head].fill(0xee);
+            buf[at + head..at + head + payload.len()].copy_from_slice(payload);
+            at = next_record(at, from, payload.len());
         }
         (buf, at)
     }
@@ -146,7 +169,7 @@ mod tests {
     #[test]
     fn records_read_back_as_they_were_packed() {
         let datagrams: [(u64, u32, &[u8]); 4] =
-            [(7, 3, b"abc"), (8, 0, b""), (u64::MAX, 9, b"123456789"), (1, 20, b"cut to the buffer")];
+            [(7, 3, b"abc"), (8, 0, b""), (u64::MAX >> 1, 9, b"123456789"), (1, 20, b"cut to the buffer")];
         let (buf, len) = pack(&datagrams, 256);
         assert_eq!(len, 24 + 16 + 32 + 40);
         let back = unpack(&buf, 4, len).unwrap();
@@ -158,6 +181,27 @@ mod tests {
         let mut records = Records::new(0, len);
         let header: [u8; RECORD_HEADER] = buf[..RECORD_HEADER].try_into().unwrap();
         assert_eq!(records.take(&header), Err(BadRecord { at: 0 }));
+    }
+
+    #[test]
+    fn ipv6_senders_take_their_address_after_the_header() {
+        let six = crate::SENDER6 | 53;
+        let datagrams: [(u64, u32, &[u8]); 3] = [(six, 3, b"abc"), (7, 2, b"de"), (six, 0, b"")];
+        let (buf, len) = pack(&datagrams, 256);
+        assert_eq!(len, 40 + 24 + 32);
+        let mut records = Records::new(3, len);
+        let mut addrs = Vec::new();
+        while let Some(at) = records.next_header().unwrap() {
+            let header: [u8; RECORD_HEADER] = buf[at..at + RECORD_HEADER].try_into().unwrap();
+            let r = records.take(&header).unwrap();
+            addrs.push(r.addr6);
+            if let Some(a) = r.addr6 {
+                assert!(buf[a..a + RECORD_ADDR6].iter().all(|&b| b == 0xee));
+            }
+        }
+        assert_eq!(addrs, [Some(16), None, Some(64 + 16)]);
+        // An IPv6 record whose address would pass the end.
+        assert_eq!(unpack(&buf, 1, 20), Err(BadRecord { at: 0 }));
     }
 
     #[test]

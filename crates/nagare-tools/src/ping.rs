@@ -81,9 +81,6 @@ impl EchoSender for EngineEcho<'_> {
 
 impl EchoSender for nagare::ping::PingSocket {
     fn send(&mut self, to: IpAddr, seq: u16, data: &[u8], _now: Instant) -> Result<(), String> {
-        let IpAddr::V4(to) = to else {
-            return Err("netd pings IPv4 addresses only".into());
-        };
         nagare::ping::PingSocket::send(self, to, seq, data).map(|_| ()).map_err(|e| e.to_string())
     }
 }
@@ -268,9 +265,6 @@ fn engine_tick(
 /// its applications: the requests leave from netd's stack. Round trips are
 /// timed here, so they include the two hops to netd and back.
 pub fn run_via(via: &std::path::Path, options: PingOptions) -> Result<i32> {
-    if options.destination.is_ipv6() {
-        bail!("ping through netd is IPv4 only: {} is IPv6", options.destination);
-    }
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
     let netd = nagare::Session::connect(via)?;
@@ -286,7 +280,7 @@ pub fn run_via(via: &std::path::Path, options: PingOptions) -> Result<i32> {
         // Short waits, so Ctrl-C is noticed.
         let limit = wake.saturating_since(clock.now()).clamp(Duration::from_micros(1), VIA_MAX_WAIT);
         if let Some(event) = socket.recv_timeout(Some(limit)).context("receiving through netd")? {
-            session.on_event(echo_event(event, clock.now()).into());
+            session.on_event(echo_event(event, clock.now()));
         }
     }
     Ok(session.finish(clock.now()))
@@ -295,16 +289,12 @@ pub fn run_via(via: &std::path::Path, options: PingOptions) -> Result<i32> {
 /// Longest wait for a reply between looks at the stop flag.
 const VIA_MAX_WAIT: Duration = Duration::from_millis(200);
 
-fn echo_event(event: nagare::ping::PingEvent, at: Instant) -> EchoEvent {
-    use nagare::ping::PingEvent;
+fn echo_event(event: nagare::ping::PingEvent, at: Instant) -> PingEvent {
+    use nagare::ping::PingEvent as Netd;
     match event {
-        PingEvent::Reply { from, seq, len, ttl } => EchoEvent::Reply { from, seq_no: seq, data_len: len, ttl, at },
-        PingEvent::Unreachable { from, seq, code } => {
-            EchoEvent::Error { seq_no: seq, error: IcmpError::Unreachable { from, code } }
-        }
-        PingEvent::TimeExceeded { from, seq, code } => {
-            EchoEvent::Error { seq_no: seq, error: IcmpError::TimeExceeded { from, code } }
-        }
+        Netd::Reply { from, seq, len, ttl } => PingEvent::Reply { from, seq_no: seq, data_len: len, ttl, at },
+        Netd::Unreachable { from, seq, code } => PingEvent::Error { from, seq_no: seq, what: unreachable_text(code) },
+        Netd::TimeExceeded { from, seq, .. } => PingEvent::Error { from, seq_no: seq, what: "Time to live exceeded" },
     }
 }
 

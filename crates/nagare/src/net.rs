@@ -1,13 +1,15 @@
 //! `TcpStream`, `TcpListener` and `UdpSocket` with `std::net`'s shapes,
 //! over a running netd. TCP over IPv4 and IPv6 (a listener on `[::]`
 //! takes both, as Linux's does; an IPv6 socket reports IPv4 peers as
-//! IPv4-mapped addresses, as `std::net`'s does); UDP over IPv4.
+//! IPv4-mapped addresses, as `std::net`'s does); UDP over both too (a
+//! socket on `[::]` receives IPv4 datagrams, from IPv4-mapped senders, and
+//! sends to IPv4 ones).
 
 use crate::path::Kind;
 use crate::{request, set_wait_limit, Data, Session};
 use nagare_request::{
     decode_accepted, decode_addr, decode_addr6, encode_addr, encode_addr6, Op, Request, SockOption, ADDR_ELSEWHERE,
-    NAME_LOCAL, NAME_PEER, SHUT_READ, SHUT_WRITE,
+    NAME_LOCAL, NAME_PEER, SHUT_READ, SHUT_WRITE, V6_ONLY,
 };
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4, SocketAddrV6, ToSocketAddrs};
@@ -36,7 +38,7 @@ fn first_addr(addr: impl ToSocketAddrs) -> io::Result<SocketAddr> {
 
 /// `a` as a socket of IPv6 (`six`) reports it: an IPv4 address mapped
 /// (`::ffff:a.b.c.d`); as one of IPv4, an IPv4-mapped address unmapped.
-fn in_family(a: SocketAddr, six: bool) -> SocketAddr {
+pub(crate) fn in_family(a: SocketAddr, six: bool) -> SocketAddr {
     match (a, six) {
         (SocketAddr::V4(v4), true) => SocketAddr::V6(SocketAddrV6::new(v4.ip().to_ipv6_mapped(), v4.port(), 0, 0)),
         (SocketAddr::V6(v6), false) => match v6.ip().to_ipv4_mapped() {
@@ -732,20 +734,66 @@ impl UdpSocket {
         UdpSocket::bind_via(&Session::connect_default()?, addr)
     }
 
-    /// Binds through `netd`.
+    /// Binds through `netd`, to an IPv4 address or an IPv6 one; on `[::]`
+    /// the socket takes IPv4 datagrams to its port too (dual stack, as
+    /// Linux's without `IPV6_V6ONLY`).
     pub fn bind_via(netd: &Session, addr: impl ToSocketAddrs) -> io::Result<UdpSocket> {
-        let local = v4(addr)?;
-        let mut r = request(Op::UdpBind, 0);
-        r.aux[0] = encode_addr(local);
-        let (c, _) = netd.call(r, Data::None)?;
-        let s = UdpSocket {
-            h: Handle { netd: netd.clone(), id: c.aux[0] as u32 },
-            local: addr_of(c.aux[1]),
-            read_limit: Limit::default(),
-            mode: Mode::default(),
+        UdpSocket::bind_as(netd, first_addr(addr)?, false)
+    }
+
+    /// Binds through `netd` to an IPv6 address, IPv6 datagrams only (as
+    /// with `IPV6_V6ONLY`): on `[::]` the port stays free for IPv4.
+    pub fn bind_v6_only_via(netd: &Session, addr: SocketAddrV6) -> io::Result<UdpSocket> {
+        UdpSocket::bind_as(netd, SocketAddr::V6(addr), true)
+    }
+
+    fn bind_as(netd: &Session, local: SocketAddr, v6_only: bool) -> io::Result<UdpSocket> {
+        let r = match local {
+            SocketAddr::V4(a) => {
+                let mut r = request(Op::UdpBind, 0);
+                r.aux[0] = encode_addr(a);
+                r
+            }
+            SocketAddr::V6(a) => {
+                let mut r = request(Op::UdpBind6, 0);
+                let [hi, lo, port] = encode_addr6(a);
+                r.aux[..3].copy_from_slice(&[hi, lo, port | if v6_only { V6_ONLY } else { 0 }]);
+                r
+            }
         };
+        let (c, _) = netd.call(r, Data::None)?;
+        let h = Handle { netd: netd.clone(), id: c.aux[0] as u32 };
+        let local = addr_in(netd, h.id, c.aux[1], NAME_LOCAL, local.is_ipv6())?;
+        let s = UdpSocket { h, local, read_limit: Limit::default(), mode: Mode::default() };
         s.h.open_path(Kind::Datagram, 0, 0)?;
         Ok(s)
+    }
+
+    /// Whether the socket is of IPv6 (its senders IPv6 ones, an IPv4
+    /// one's mapped).
+    fn is_six(&self) -> bool {
+        self.local.is_ipv6()
+    }
+
+    /// The request that sends to `addr` from this socket: `SENDTO` from
+    /// one of IPv4 (an IPv4-mapped address unmapped), `SENDTO6` from one
+    /// of IPv6 (an IPv4 address mapped, which a dual-stack socket sends
+    /// over IPv4).
+    pub(crate) fn send_request(&self, addr: impl ToSocketAddrs) -> io::Result<Request> {
+        match in_family(first_addr(addr)?, self.is_six()) {
+            SocketAddr::V4(a) => {
+                let mut r = request(Op::SendTo, self.h.id);
+                r.aux[0] = encode_addr(a);
+                Ok(r)
+            }
+            SocketAddr::V6(a) if self.is_six() => {
+                let mut r = request(Op::SendTo6, self.h.id);
+                let [hi, lo, port] = encode_addr6(a);
+                r.aux[..3].copy_from_slice(&[hi, lo, port]);
+                Ok(r)
+            }
+            SocketAddr::V6(_) => Err(io::Error::from_raw_os_error(libc::EAFNOSUPPORT)),
+        }
     }
 
     /// In non-blocking mode `recv_from` fails with `WouldBlock` when no
@@ -798,8 +846,7 @@ impl UdpSocket {
             return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
         }
         let id = self.h.id;
-        let mut template = request(Op::SendTo, id);
-        template.aux[0] = encode_addr(v4(addr)?);
+        let template = self.send_request(addr)?;
         let nonblocking = self.mode.is_on() || !may_wait;
         self.h.netd.until(nonblocking, None, |c| c.queue_datagram(id, buf, &template))
     }
@@ -840,7 +887,7 @@ impl UdpSocket {
         let id = self.h.id;
         let nonblocking = self.mode.is_on() || !may_wait;
         let (n, whole, from) = self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_datagram(id, buf))?;
-        Ok((n, whole, addr_of(from)))
+        Ok((n, whole, in_family(from, self.is_six())))
     }
 
     /// As [`UdpSocket::recv_from_with`], leaving the datagram to be read
@@ -850,7 +897,7 @@ impl UdpSocket {
         let id = self.h.id;
         let nonblocking = self.mode.is_on() || !may_wait;
         let (n, whole, from) = self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.peek_datagram(id, buf))?;
-        Ok((n, whole, addr_of(from)))
+        Ok((n, whole, in_family(from, self.is_six())))
     }
 }
 

@@ -29,10 +29,17 @@
 
 use crate::{Conn, InFlight};
 use nagare_ipc::BufRef;
-use nagare_request::records::{Records, RECORD_HEADER};
-use nagare_request::{Completion, Op, Piece, Request, BATCH, CLOSED, READABLE, RECORDS, WRITABLE};
+use nagare_request::records::{Records, RECORD_ADDR6, RECORD_HEADER};
+use nagare_request::{
+    decode_sender, Completion, Op, Piece, Request, BATCH, CLOSED, READABLE, RECORDS, SENDER6, WRITABLE,
+};
 use std::collections::VecDeque;
 use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+
+/// The sender a completion or record names that does not hold together
+/// (netd is trusted; this only keeps a bad word from being misread).
+const NO_SENDER: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
 
 /// Buffers a datagram socket keeps posted for receives or holding data
 /// not yet read (and a stream whose receive buffer netd does not say).
@@ -82,8 +89,8 @@ struct Arrived {
     taken: u32,
     /// A datagram's whole length (more than `buf.len` when truncated).
     whole: u64,
-    /// A datagram's sender (encoded address).
-    from: u64,
+    /// A datagram's sender.
+    from: SocketAddr,
     /// Datagrams packed as records, those not yet read: `None` for one
     /// datagram alone in the buffer.
     records: Option<Records>,
@@ -98,7 +105,7 @@ struct Found {
     offset: u32,
     len: u32,
     whole: u64,
-    from: u64,
+    from: SocketAddr,
     /// The buffer held this datagram alone: it may be handed over as it is.
     alone: bool,
     /// The buffer has nothing more to read.
@@ -134,7 +141,7 @@ pub(crate) struct SockPath {
 }
 
 /// A datagram read: bytes copied, its whole length, its sender.
-pub(crate) type Datagram = (usize, usize, u64);
+pub(crate) type Datagram = (usize, usize, SocketAddr);
 
 impl SockPath {
     fn room(&self) -> usize {
@@ -424,11 +431,12 @@ impl Conn {
                 };
                 p.posted = p.posted.saturating_sub(1);
                 let kept = match (result, back) {
-                    (Ok(c), Some(b)) if p.kind == Kind::Datagram && c.aux[2] == RECORDS => {
+                    (Ok(c), Some(b)) if p.kind == Kind::Datagram && c.aux[1] & SENDER6 == 0 && c.aux[2] == RECORDS => {
                         match u32::try_from(c.aux[0]) {
                             Ok(count) if count > 0 => {
                                 let records = Some(Records::new(count, b.len as usize));
-                                p.arrived.push_back(Arrived { buf: b, taken: 0, whole: 0, from: 0, records });
+                                let a = Arrived { buf: b, taken: 0, whole: 0, from: NO_SENDER, records };
+                                p.arrived.push_back(a);
                                 return;
                             }
                             // No records: nothing to keep.
@@ -436,7 +444,8 @@ impl Conn {
                         }
                     }
                     (Ok(c), Some(b)) if p.kind == Kind::Datagram || b.len > 0 => {
-                        let a = Arrived { buf: b, taken: 0, whole: c.aux[0], from: c.aux[1], records: None };
+                        let from = decode_sender([c.aux[1], c.aux[2], c.aux[3]]).unwrap_or(NO_SENDER);
+                        let a = Arrived { buf: b, taken: 0, whole: c.aux[0], from, records: None };
                         p.arrived.push_back(a);
                         return;
                     }
@@ -630,7 +639,7 @@ impl Conn {
     /// datagram that shares its buffer with others is copied into one of
     /// its own, taken first (`ENOBUFS`, the datagram left unread, when
     /// none is free).
-    pub(crate) fn take_datagram_buf(&mut self, id: u32) -> io::Result<Option<(BufRef, usize, u64)>> {
+    pub(crate) fn take_datagram_buf(&mut self, id: u32) -> io::Result<Option<(BufRef, usize, SocketAddr)>> {
         let shared = self.paths.get(&id).and_then(|p| p.arrived.front()).is_some_and(|a| a.records.is_some());
         let own = match shared {
             true => Some(self.pool.alloc().ok_or_else(|| errno(libc::ENOBUFS))?),
@@ -738,12 +747,18 @@ impl Conn {
         let mut header = [0u8; RECORD_HEADER];
         self.pool.read(b.index, b.offset.saturating_add(at as u32), &mut header).ok()?;
         let r = records.take(&header).ok()?;
+        let mut addr = [0u8; RECORD_ADDR6];
+        if let Some(at) = r.addr6 {
+            self.pool.read(b.index, b.offset.saturating_add(at as u32), &mut addr).ok()?;
+        }
+        let [hi, lo] = [0, 8].map(|i| u64::from_be_bytes(addr[i..i + 8].try_into().unwrap_or_default()));
+        let from = decode_sender([r.from, hi, lo]).ok()?;
         let found = Found {
             index: b.index,
             offset: b.offset.saturating_add(r.payload.start as u32),
             len: r.payload.len() as u32,
             whole: u64::from(r.whole),
-            from: r.from,
+            from,
             alone: false,
             last: records.left == 0,
         };

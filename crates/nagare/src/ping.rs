@@ -1,13 +1,14 @@
-//! ICMP echo through netd: a ping socket, like Linux's
-//! `socket(AF_INET, SOCK_DGRAM, IPPROTO_ICMP)`: netd's engine fills in the
+//! ICMP and ICMPv6 echo through netd: a ping socket, like Linux's
+//! `socket(AF_INET, SOCK_DGRAM, IPPROTO_ICMP)` (and `AF_INET6`,
+//! `IPPROTO_ICMPV6`, one socket for both): netd's engine fills in the
 //! header and the checksum and hands back only replies and errors that
 //! carry this socket's identifier.
 
 use crate::net::{sent_count, Handle};
 use crate::{request, Data, Session};
-use nagare_request::{decode_addr, encode_addr, EchoWord, Op};
+use nagare_request::{decode_addr, decode_addr6, encode_addr, encode_addr6, EchoWord, Op, ECHO_FROM6};
 use std::io;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddrV4, SocketAddrV6};
 use std::time::Duration;
 
 /// Identifiers tried after the first is taken by another socket.
@@ -19,7 +20,7 @@ pub enum PingEvent {
     /// An echo reply.
     Reply {
         /// Who answered.
-        from: Ipv4Addr,
+        from: IpAddr,
         /// The sequence number it echoes.
         seq: u16,
         /// Bytes of echo data.
@@ -30,7 +31,7 @@ pub enum PingEvent {
     /// A router or the destination reported it unreachable.
     Unreachable {
         /// Who reported it.
-        from: Ipv4Addr,
+        from: IpAddr,
         /// The sequence number of the request it quotes.
         seq: u16,
         /// The ICMP code.
@@ -39,7 +40,7 @@ pub enum PingEvent {
     /// The request's TTL ran out on the way.
     TimeExceeded {
         /// Who reported it.
-        from: Ipv4Addr,
+        from: IpAddr,
         /// The sequence number of the request it quotes.
         seq: u16,
         /// The ICMP code.
@@ -71,19 +72,36 @@ impl PingSocket {
         Err(last)
     }
 
+    /// The id netd knows this socket by (for [`crate::poll::poll`]).
+    pub fn socket_id(&self) -> u32 {
+        self.h.id
+    }
+
     /// The ICMP identifier its requests carry.
     pub fn ident(&self) -> u16 {
         self.ident
     }
 
-    /// Sends an echo request with `data` (at most one region buffer).
-    pub fn send(&self, to: Ipv4Addr, seq: u16, data: &[u8]) -> io::Result<usize> {
+    /// Sends an echo request with `data` (at most one region buffer), an
+    /// ICMPv6 one to an IPv6 address.
+    pub fn send(&self, to: impl Into<IpAddr>, seq: u16, data: &[u8]) -> io::Result<usize> {
         if data.len() > self.h.netd.max_chunk() {
             return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
         }
-        let mut r = request(Op::EchoSend, self.h.id);
-        r.aux[0] = encode_addr(SocketAddrV4::new(to, 0));
-        r.aux[1] = u64::from(seq);
+        let r = match to.into() {
+            IpAddr::V4(to) => {
+                let mut r = request(Op::EchoSend, self.h.id);
+                r.aux[0] = encode_addr(SocketAddrV4::new(to, 0));
+                r.aux[1] = u64::from(seq);
+                r
+            }
+            IpAddr::V6(to) => {
+                let mut r = request(Op::EchoSend6, self.h.id);
+                let [hi, lo, _] = encode_addr6(SocketAddrV6::new(to, 0, 0, 0));
+                r.aux[..3].copy_from_slice(&[hi, lo, u64::from(seq)]);
+                r
+            }
+        };
         let (c, _) = self.h.netd.call(r, Data::Send(data))?;
         sent_count(c.aux[0], data.len())
     }
@@ -99,8 +117,12 @@ impl PingSocket {
             Err(e) => return Err(e),
         };
         let bad = |e: nagare_request::ProtoError| io::Error::new(io::ErrorKind::InvalidData, e.to_string());
-        let from = *decode_addr(c.aux[1]).map_err(bad)?.ip();
-        Ok(Some(match EchoWord::decode(c.aux[2]).map_err(bad)? {
+        let from = if c.aux[2] & ECHO_FROM6 != 0 {
+            IpAddr::V6(*decode_addr6([c.aux[1], c.aux[3], 0]).ip())
+        } else {
+            IpAddr::V4(*decode_addr(c.aux[1]).map_err(bad)?.ip())
+        };
+        Ok(Some(match EchoWord::decode(c.aux[2] & !ECHO_FROM6).map_err(bad)? {
             EchoWord::Reply { seq, ttl } => PingEvent::Reply { from, seq, len: c.aux[0] as usize, ttl },
             EchoWord::Unreachable { seq, code } => PingEvent::Unreachable { from, seq, code },
             EchoWord::TimeExceeded { seq, code } => PingEvent::TimeExceeded { from, seq, code },

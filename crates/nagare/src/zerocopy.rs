@@ -8,10 +8,10 @@
 //! ordinary memory while the value lives. Dropping either hands the buffer
 //! back to the pool.
 
-use crate::net::{v4, TcpStream, UdpSocket};
+use crate::net::{TcpStream, UdpSocket};
 use crate::{request, Session, Ticket};
 use nagare_ipc::SharedBytes;
-use nagare_request::{encode_addr, Op};
+use nagare_request::Op;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::ops::{Deref, DerefMut};
@@ -135,8 +135,7 @@ impl UdpSocket {
     /// to the engine, the driver names it in place) and the call returns;
     /// the buffer comes back once the datagram is on the device.
     pub fn send_buf_to(&self, buf: TxBuf, len: usize, addr: impl ToSocketAddrs) -> io::Result<usize> {
-        let mut template = request(Op::SendTo, self.h.id);
-        template.aux[0] = encode_addr(v4(addr)?);
+        let template = self.send_request(addr)?;
         let mut c = self.h.netd.lock()?;
         c.send_check(self.h.id)?;
         let (index, len) = buf.hand_over(len)?;
@@ -148,9 +147,8 @@ impl UdpSocket {
     /// datagram is on the device, so that a sender can pace itself by its
     /// completions; several may be in flight.
     pub fn send_buf_to_async(&self, buf: TxBuf, len: usize, addr: impl ToSocketAddrs) -> io::Result<Ticket> {
-        let mut r = request(Op::SendTo, self.h.id);
+        let mut r = self.send_request(addr)?;
         r.flags |= nagare_request::LEND;
-        r.aux[0] = encode_addr(v4(addr)?);
         let (index, len) = buf.hand_over(len)?;
         self.h.netd.submit_owned(r, index, len)
     }
@@ -163,7 +161,7 @@ impl UdpSocket {
         let nonblocking = self.mode.is_on();
         let (b, whole, from) = self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.take_datagram_buf(id))?;
         let rx = self.h.netd.rx_buf(b)?;
-        Ok((rx, whole, crate::net::addr_of(from)))
+        Ok((rx, whole, crate::net::in_family(from, self.local_addr()?.is_ipv6())))
     }
 }
 

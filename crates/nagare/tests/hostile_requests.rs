@@ -57,4 +57,18 @@ fn hand_written_scripts() {
     script.extend([6, 0, 255, 255, 255, 255]);
     let stats = hostile_session::run_patient(&script);
     assert_eq!(stats.clients_broken, 1, "{stats:?}");
+    // UDP over IPv6: a dual-stack bind on [::]:9000, a send to its own
+    // port at netd's IPv4-mapped address (over IPv4, delivered here) and
+    // its receive, then a lent send to the IPv6 neighbour, which never
+    // answers neighbour discovery, and an ICMPv6 echo request to it from
+    // an echo socket.
+    let stats = hostile_session::run_patient(&[
+        0, 0, 225, 2, 2, 3, 1, 1, 7, 0, 226, 5, 0, 0, 20, 1, 0, 3, 2, 5, 1, 7, 0, 3, 5, 0, 0, 0, 1, 4, 1, 1, 7, 0, 226,
+        2, 0, 0, 20, 1, 0, 3, 1, 4, 1, 7, 0, 11, 5, 9, 1, 7, 0, 227, 5, 0, 0, 20, 1, 0, 3, 0, 4, 1, 1, 7,
+    ]);
+    assert_eq!((stats.bad_descriptors, stats.clients_broken), (0, 0), "{stats:?}");
+    // 24 bytes (the piece's length) sent and received here, and as many of
+    // the well-behaved client's check after it.
+    assert_eq!((stats.tx_payload_copied, stats.rx_payload_copied), (48, 48), "sent and received: {stats:?}");
+    assert_eq!(stats.sends_in_place, 1, "the lent send to the neighbour: {stats:?}");
 }

@@ -52,6 +52,18 @@ impl<'a> Udp<'a> {
         self.iface.udp.bind(IpAddr::V6(ip), local.port(), packets, bytes)
     }
 
+    /// Binds a UDP socket over IPv6 to `::` and `port` (0: an ephemeral
+    /// port free in both families) that takes IPv4 datagrams to its port
+    /// too, as a Linux socket without `IPV6_V6ONLY` does: the port is held
+    /// in both families, its IPv4 datagrams are read with
+    /// [`recv_any`](Self::recv_any) beside the IPv6 ones, and it sends to
+    /// IPv4 destinations with [`send_buf`](Self::send_buf).
+    pub fn bind6_dual_stack(&mut self, port: u16) -> Result<UdpHandle, Error> {
+        let config = &self.iface.config;
+        let (packets, bytes) = (config.udp_rx_queue_packets, config.udp_rx_queue_bytes);
+        self.iface.udp.bind_dual_stack(port, packets, bytes)
+    }
+
     /// Sets the most payload bytes a socket's receive queue holds
     /// (SO_RCVBUF): no lower than what it holds now. Returns the limit in
     /// force.
@@ -228,12 +240,15 @@ impl<'a> Udp<'a> {
         Ok((src, local.port()))
     }
 
-    /// The source address and port of a datagram from `handle` to `dst`,
-    /// if `dst` can be sent to.
+    /// The source address and port of a datagram from `handle` (an IPv4
+    /// socket, or a dual-stack IPv6 one) to `dst`, if `dst` can be sent to.
     fn endpoints(&self, handle: UdpHandle, dst: SocketAddrV4) -> Result<(Ipv4Addr, u16), Error> {
         let iface = &*self.iface;
-        let SocketAddr::V4(local) = iface.udp.socket(handle).ok_or(Error::InvalidHandle)?.local else {
-            return Err(Error::Unaddressable);
+        let socket = iface.udp.socket(handle).ok_or(Error::InvalidHandle)?;
+        let local = match socket.local {
+            SocketAddr::V4(local) => local,
+            SocketAddr::V6(local) if socket.dual_stack => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, local.port()),
+            SocketAddr::V6(_) => return Err(Error::Unaddressable),
         };
         if dst.port() == 0 || dst.ip().is_unspecified() || dst.ip().is_multicast() {
             return Err(Error::Unaddressable);
@@ -306,6 +321,14 @@ impl<'a> Udp<'a> {
     /// length (truncated to `buf`) and sender.
     pub fn recv_from6(&mut self, handle: UdpHandle, buf: &mut [u8]) -> Result<Option<(usize, SocketAddrV6)>, Error> {
         Ok(self.recv6(handle)?.map(|d| (d.payload.copy_out(0, buf), d.source)))
+    }
+
+    /// The next datagram received on `handle`, of either family (a
+    /// dual-stack socket receives both): its sender and payload, without
+    /// copying.
+    pub fn recv_any(&mut self, handle: UdpHandle) -> Result<Option<(SocketAddr, PacketBuf)>, Error> {
+        let socket = self.iface.udp.socket_mut(handle).ok_or(Error::InvalidHandle)?;
+        Ok(socket.dequeue_any())
     }
 
     /// Takes the last ICMP error reported for this socket's datagrams.

@@ -48,6 +48,10 @@ impl Queued {
 #[derive(Debug)]
 pub struct UdpSocket {
     pub(crate) local: SocketAddr,
+    /// An IPv6 socket on `::` that takes IPv4 datagrams to its port too
+    /// (held in both families' port maps), as a Linux socket without
+    /// `IPV6_V6ONLY` does.
+    pub(crate) dual_stack: bool,
     pub(crate) rx: VecDeque<Queued>,
     pub(crate) rx_bytes: usize,
     pub(crate) rx_limit_packets: usize,
@@ -61,6 +65,7 @@ impl UdpSocket {
     pub(crate) fn new(local: SocketAddr, limit_packets: usize, limit_bytes: usize) -> Self {
         UdpSocket {
             local,
+            dual_stack: false,
             rx: VecDeque::new(),
             rx_bytes: 0,
             rx_limit_packets: limit_packets,
@@ -110,13 +115,31 @@ impl UdpSocket {
         }
     }
 
+    /// The next datagram of either family (a dual-stack socket's queue
+    /// holds both): its sender and payload.
+    pub(crate) fn dequeue_any(&mut self) -> Option<(SocketAddr, PacketBuf)> {
+        let d = self.rx.pop_front()?;
+        self.rx_bytes -= d.payload_len();
+        Some(match d {
+            Queued::V4(d) => (SocketAddr::V4(d.source), d.payload),
+            Queued::V6(d) => (SocketAddr::V6(d.source), d.payload),
+        })
+    }
+
     /// Whether a datagram sent to `dst` (on this socket's port) is for
-    /// this socket: an IPv4 socket bound to any address, or to `dst`'s.
+    /// this socket: an IPv4 socket bound to any address, or to `dst`'s; a
+    /// dual-stack IPv6 socket.
     pub(crate) fn takes(&self, dst: SocketAddrV4) -> bool {
         match self.local {
             SocketAddr::V4(local) => local.ip().is_unspecified() || local.ip() == dst.ip(),
-            SocketAddr::V6(_) => false,
+            SocketAddr::V6(_) => self.dual_stack,
         }
+    }
+
+    /// Whether the socket takes IPv4 datagrams to its port too (an IPv6
+    /// socket on `::` without `IPV6_V6ONLY`).
+    pub fn is_dual_stack(&self) -> bool {
+        self.dual_stack
     }
 
     /// Whether a datagram sent over IPv6 to `dst` (on this socket's port)

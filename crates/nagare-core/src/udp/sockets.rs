@@ -7,7 +7,7 @@ use super::socket::UdpSocket;
 use crate::icmp::IcmpError;
 use crate::iface::Error;
 use crate::socket::{SocketHandle, SocketTable, EPHEMERAL_PORTS};
-use core::net::{IpAddr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use core::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use hashbrown::HashMap;
 
 /// Names a UDP socket.
@@ -69,6 +69,29 @@ impl UdpSockets {
         Ok(handle)
     }
 
+    /// Binds an IPv6 socket to `::` and `port` (0: an ephemeral port free
+    /// in both families) that takes IPv4 datagrams to the port too: the
+    /// port must be free in both families, and is held in both.
+    pub(super) fn bind_dual_stack(
+        &mut self,
+        port: u16,
+        limit_packets: usize,
+        limit_bytes: usize,
+    ) -> Result<UdpHandle, Error> {
+        let port = match port {
+            0 => self.pick_ephemeral_port_of_both()?,
+            port if self.ports.contains_key(&port) || self.ports6.contains_key(&port) => return Err(Error::AddrInUse),
+            port => port,
+        };
+        let mut socket =
+            UdpSocket::new(SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port), limit_packets, limit_bytes);
+        socket.dual_stack = true;
+        let handle = UdpHandle(self.table.insert(socket));
+        self.ports.insert(port, handle);
+        self.ports6.insert(port, handle);
+        Ok(handle)
+    }
+
     /// The port map of IPv6 sockets if `v6`, else of IPv4 ones.
     fn ports_of(&self, v6: bool) -> &HashMap<u16, UdpHandle> {
         if v6 {
@@ -98,10 +121,27 @@ impl UdpSockets {
         Err(Error::NoPortAvailable)
     }
 
-    /// Removes a socket and frees its port.
+    /// An ephemeral port free in both families' maps.
+    fn pick_ephemeral_port_of_both(&mut self) -> Result<u16, Error> {
+        let span = usize::from(EPHEMERAL_PORTS.end() - EPHEMERAL_PORTS.start()) + 1;
+        for _ in 0..span {
+            let port = self.next_ephemeral;
+            self.next_ephemeral = if port == *EPHEMERAL_PORTS.end() { *EPHEMERAL_PORTS.start() } else { port + 1 };
+            if !self.ports.contains_key(&port) && !self.ports6.contains_key(&port) {
+                return Ok(port);
+            }
+        }
+        Err(Error::NoPortAvailable)
+    }
+
+    /// Removes a socket and frees its port (in both families for a
+    /// dual-stack one).
     pub(super) fn close(&mut self, handle: UdpHandle) -> Result<(), Error> {
         let socket = self.table.remove(handle.0).ok_or(Error::InvalidHandle)?;
         self.ports_of_mut(socket.local.is_ipv6()).remove(&socket.local.port());
+        if socket.dual_stack {
+            self.ports.remove(&socket.local.port());
+        }
         Ok(())
     }
 
@@ -137,8 +177,8 @@ impl UdpSockets {
         self.table.get(handle.0).filter(|s| s.takes6(dst)).map(|s| (handle, s))
     }
 
-    /// Keeps `error` for the IPv4 socket bound to `port`, which sent the
-    /// datagram the error quotes.
+    /// Keeps `error` for the IPv4 socket bound to `port` (or the
+    /// dual-stack IPv6 one), which sent the datagram the error quotes.
     pub(crate) fn report_error(&mut self, port: u16, error: IcmpError) {
         if let Some(socket) = self.ports.get(&port).copied().and_then(|h| self.table.get_mut(h.0)) {
             socket.error = Some(error);
@@ -149,7 +189,7 @@ impl UdpSockets {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use core::net::{Ipv4Addr, Ipv6Addr};
+    use core::net::Ipv4Addr;
 
     const V4_ANY: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
     const V6_ANY: IpAddr = IpAddr::V6(Ipv6Addr::UNSPECIFIED);
@@ -183,5 +223,30 @@ mod tests {
         assert_eq!(sockets.socket(v4).map(|s| s.local.port()), Some(first));
         let v6 = sockets.bind(V6_ANY, 0, 8, 1 << 16).unwrap();
         assert_eq!(sockets.socket(v6).map(|s| s.local.port()), Some(first + 1));
+    }
+
+    #[test]
+    fn a_dual_stack_socket_holds_its_port_in_both_families_until_it_closes() {
+        let mut sockets = UdpSockets::new(0);
+        sockets.bind(V4_ANY, 53, 8, 1 << 16).unwrap();
+        assert_eq!(sockets.bind_dual_stack(53, 8, 1 << 16), Err(Error::AddrInUse), "IPv4 holds it");
+        let dual = sockets.bind_dual_stack(54, 8, 1 << 16).unwrap();
+        assert_eq!(sockets.bind(V4_ANY, 54, 8, 1 << 16), Err(Error::AddrInUse));
+        assert_eq!(sockets.bind(V6_ANY, 54, 8, 1 << 16), Err(Error::AddrInUse));
+        let to4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 54);
+        let to6 = SocketAddrV6::new(Ipv6Addr::LOCALHOST, 54, 0, 0);
+        assert_eq!(sockets.receiver_of(to4).map(|(h, _)| h), Some(dual));
+        assert_eq!(sockets.receiver_of6(to6).map(|(h, _)| h), Some(dual));
+        sockets.close(dual).unwrap();
+        assert!(sockets.receiver_of(to4).is_none());
+        assert!(sockets.bind(V4_ANY, 54, 8, 1 << 16).is_ok());
+        assert!(sockets.bind(V6_ANY, 54, 8, 1 << 16).is_ok());
+        // An ephemeral port is one free in both: the first is taken over
+        // IPv4 here.
+        let first = *EPHEMERAL_PORTS.start();
+        let mut sockets = UdpSockets::new(0);
+        sockets.bind(V4_ANY, first, 8, 1 << 16).unwrap();
+        let dual = sockets.bind_dual_stack(0, 8, 1 << 16).unwrap();
+        assert_eq!(sockets.socket(dual).map(|s| s.local.port()), Some(first + 1));
     }
 }

@@ -124,7 +124,9 @@ fn readiness(sockets: &ClientSockets, iface: &Interface, e: PollEntry) -> u16 {
             Err(_) => CLOSED,
         },
         Some(Sock::Udp(h)) => bits(iface.udp_ref().socket(h).is_some_and(|u| u.queued() > 0), true),
-        Some(Sock::Echo(h)) => bits(iface.icmp_ref().echo_socket(h).is_some_and(|x| x.queued() > 0), true),
+        Some(Sock::Echo(h)) => {
+            bits(iface.icmp_ref().echo_socket(h).is_some_and(|x| x.queued() + x.queued6() > 0), true)
+        }
     };
     ready & (want | CLOSED)
 }
@@ -147,7 +149,7 @@ pub(super) fn name(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> O
             }
         }
         Sock::Listener(l) if !peer => cx.iface.tcp_ref().listener_local(l).ok_or(libc::EBADF)?,
-        Sock::Udp(h) if !peer => cx.iface.udp_ref().socket(h).map(|u| u.local()).ok_or(libc::EBADF)?.into(),
+        Sock::Udp(h) if !peer => cx.iface.udp_ref().socket(h).map(|u| u.local_addr()).ok_or(libc::EBADF)?,
         _ => return Err(libc::ENOTCONN),
     };
     let six = match addr {

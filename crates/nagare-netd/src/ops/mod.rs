@@ -8,10 +8,10 @@
 //! whether a request may wait, in what order, and what its completion
 //! carries is decided in one place, `crate::requests`.
 //!
-//! - `udp`: bind, sendto, recvfrom.
+//! - `udp`: bind, sendto, recvfrom (of either family).
 //! - `tcp`: listen, accept, connect, send, recv, shutdown, set and get
 //!   options.
-//! - `icmp`: the echo (ping) socket: open, send, receive.
+//! - `icmp`: the echo (ping) socket: open, send, receive (ICMP and ICMPv6).
 //! - `control`: close (any socket), poll, nop, stat.
 //! - `share`: a socket held by several clients: share, adopt, give back.
 //! - `deliver`: received data into the client's buffer, copied or handed
@@ -118,8 +118,8 @@ pub(crate) struct Caller<'a> {
 /// Runs `req` (which brought `buf`, if it names one) for `c`.
 pub(crate) fn execute(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Request, buf: Option<BufRef>) -> Outcome {
     match req.op {
-        Op::UdpBind => udp::bind(cx, c, req),
-        Op::SendTo => udp::send_to(cx, c, req, buf),
+        Op::UdpBind | Op::UdpBind6 => udp::bind(cx, c, req),
+        Op::SendTo | Op::SendTo6 => udp::send_to(cx, c, req, buf),
         Op::RecvFrom => udp::recv_from(cx, c, req, buf),
         Op::Listen | Op::Listen6 => tcp::listen(cx, c, req),
         Op::Accept => tcp::accept(cx, c, req),
@@ -136,7 +136,7 @@ pub(crate) fn execute(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
         Op::SetOption => tcp::set_option(cx, c, req),
         Op::GetOption => tcp::get_option(cx, c, req),
         Op::EchoOpen => icmp::open(cx, c, req),
-        Op::EchoSend => icmp::send(cx, c, req, buf),
+        Op::EchoSend | Op::EchoSend6 => icmp::send(cx, c, req, buf),
         Op::EchoRecv => icmp::recv(cx, c, req),
         Op::Close => control::close(cx, c, req),
         Op::Poll => control::poll(cx, c, req, buf),
@@ -200,7 +200,8 @@ fn address(word: u64) -> Result<SocketAddrV4, i32> {
 }
 
 /// The IPv6 address in a request's first three aux words (the port in
-/// the third's low 16 bits, as `Op::Listen6` and `Op::Connect6` carry it).
+/// the third's low 16 bits, as `Op::Listen6`, `Op::Connect6`,
+/// `Op::UdpBind6` and `Op::SendTo6` carry it).
 fn address6(req: &Request) -> SocketAddr {
     SocketAddr::V6(decode_addr6([req.aux[0], req.aux[1], req.aux[2] & 0xffff]))
 }

@@ -14,21 +14,30 @@
 //! sized.
 
 use super::deliver::{copy_to_region, received_in_place};
-use super::{address, blocked, buffer, engine_errno, payload, Caller, Context, Done, Outcome};
+use super::{address, address6, blocked, buffer, encode_end, engine_errno, payload, Caller, Context, Done, Outcome};
 use crate::memory::UDP_RECV_QUEUE;
 use crate::sockets::Sock;
 use crate::steering::UDP;
 use nagare_core::buf::PacketBuf;
 use nagare_core::UdpHandle;
 use nagare_ipc::{BufRef, Pool};
-use nagare_request::records::{next_record, record_header, RECORD_HEADER};
-use nagare_request::{encode_addr, Completion, Piece, Request, BATCH, RECORDS};
+use nagare_request::records::{next_record, record_head, record_header, RECORD_ADDR6, RECORD_HEADER};
+use nagare_request::{encode_sender, Completion, Op, Piece, Request, BATCH, RECORDS, SENDER6, V6_ONLY};
+use std::net::{SocketAddr, SocketAddrV4};
 
-/// `UDP_BIND`: a socket on `aux[0]` (port 0: an ephemeral one).
+/// `UDP_BIND`: a socket on `aux[0]` (port 0: an ephemeral one);
+/// `UDP_BIND6`: on an IPv6 address (`aux[0..3]`), dual stack on `::`
+/// unless `V6_ONLY`.
 pub(super) fn bind(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
-    let local = address(req.aux[0])?;
-    let h = cx.iface.udp().bind(local).map_err(engine_errno)?;
-    let local = cx.iface.udp_ref().socket(h).map_or(local, |u| u.local());
+    let h = match (req.op, address6(req)) {
+        (Op::UdpBind6, SocketAddr::V6(six)) if six.ip().is_unspecified() && req.aux[2] & V6_ONLY == 0 => {
+            cx.iface.udp().bind6_dual_stack(six.port())
+        }
+        (Op::UdpBind6, SocketAddr::V6(six)) => cx.iface.udp().bind6(six),
+        _ => cx.iface.udp().bind(address(req.aux[0])?),
+    }
+    .map_err(engine_errno)?;
+    let local = cx.iface.udp_ref().socket(h).map(|u| u.local_addr()).ok_or(libc::EBADF)?;
     // Its receive queue: as much as its client's budget leaves, at most
     // `UDP_RECV_QUEUE` (the memory manager's starting size for its
     // client's priority, with it), at least the floor.
@@ -47,7 +56,7 @@ pub(super) fn bind(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> O
     cx.memory.charge(c.key, id, queue);
     c.sockets.claim_port(cx.steering, id, UDP, local.port());
     cx.receivers.add(h, c.key, id);
-    Ok(Some(Done::with_addr(u64::from(id), encode_addr(local))))
+    Ok(Some(Done::with_addr(u64::from(id), encode_end(local))))
 }
 
 /// `SET_OPTION` of `SO_RCVBUF` on a UDP socket: sizes its receive queue
@@ -74,7 +83,9 @@ pub(super) fn get_recv_buffer(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Re
     Ok(Some(Done::value(limit as u64)))
 }
 
-/// `SENDTO`: the buffer's bytes to `aux[0]`.
+/// `SENDTO`: the buffer's bytes to `aux[0]`; `SENDTO6`: to the IPv6
+/// address in `aux[0..3]` (an IPv4-mapped one over IPv4, from a
+/// dual-stack socket; `ENETUNREACH` from a v6-only one, as Linux says).
 pub(super) fn send_to(
     cx: &mut Context<'_>,
     c: &mut Caller<'_>,
@@ -82,16 +93,35 @@ pub(super) fn send_to(
     buf: Option<nagare_ipc::BufRef>,
 ) -> Outcome {
     let h = c.sockets.udp(req.socket)?;
-    let dst = address(req.aux[0])?;
+    let dst = match (req.op, address6(req)) {
+        (Op::SendTo6, SocketAddr::V6(six)) => match six.ip().to_ipv4_mapped() {
+            Some(ip) if cx.iface.udp_ref().socket(h).is_some_and(|u| u.is_dual_stack()) => {
+                SocketAddr::V4(SocketAddrV4::new(ip, six.port()))
+            }
+            Some(_) => return Err(libc::ENETUNREACH),
+            None => SocketAddr::V6(six),
+        },
+        _ => SocketAddr::V4(address(req.aux[0])?),
+    };
+    // Delivered here, not on the device (IPv6 to our own addresses is
+    // not delivered locally).
+    let local = match dst {
+        SocketAddr::V4(v4) => cx.iface.is_local(*v4.ip()),
+        SocketAddr::V6(_) => false,
+    };
     let b = buffer(buf)?;
     // Zero copy unless the datagram stays here: a receiving socket's queue
     // could hold the sender's buffer indefinitely.
-    if req.lends() && !cx.iface.is_local(*dst.ip()) && b.len > 0 {
+    if req.lends() && !local && b.len > 0 {
         let taken = req.trace_time().map(|_| nagare_ipc::monotonic_ns());
         let mut done = Completion::ok(req, u64::from(b.len));
         done.piece = Some(Piece { buffer: b.index, offset: b.offset, len: b.len });
         let packet = cx.lending.lend(c.key, c.pool, b.index, b.offset, b.len, done.encode()).ok_or(libc::EFAULT)?;
-        if let Err(e) = cx.iface.udp().send_buf(h, packet, dst, cx.now) {
+        let sent = match dst {
+            SocketAddr::V4(v4) => cx.iface.udp().send_buf(h, packet, v4, cx.now),
+            SocketAddr::V6(v6) => cx.iface.udp().send_buf6(h, packet, v6, cx.now),
+        };
+        if let Err(e) = sent {
             cx.lending.unlend(c.key, b.index);
             return Err(engine_errno(e));
         }
@@ -103,7 +133,7 @@ pub(super) fn send_to(
         return Ok(Some(Done::lent(u64::from(b.len))));
     }
     let view = payload(c.pool, buf)?;
-    if let (Some(mm), true) = (cx.mm, cx.iface.is_local(*dst.ip())) {
+    if let (Some(mm), true, SocketAddr::V4(dst)) = (cx.mm, local, dst) {
         // Delivered here, past the frame path where the memory manager
         // sees received datagrams: it sees this one now.
         let receiver = cx.iface.udp_ref().receiver_of(dst).map(|(rh, _)| rh);
@@ -113,13 +143,20 @@ pub(super) fn send_to(
     }
     // SAFETY: payload the engine copies and sums, never interprets; a
     // client racing its own buffer changes only its datagram.
-    cx.iface.udp().send_to(h, unsafe { view.as_slice() }, dst, cx.now).map_err(engine_errno)?;
+    let bytes = unsafe { view.as_slice() };
+    match dst {
+        SocketAddr::V4(v4) => cx.iface.udp().send_to(h, bytes, v4, cx.now),
+        SocketAddr::V6(v6) => cx.iface.udp().send_to6(h, bytes, v6, cx.now),
+    }
+    .map_err(engine_errno)?;
     cx.stats.tx_payload_copied += view.len() as u64;
     Ok(Some(Done::value(view.len() as u64)))
 }
 
-/// `RECVFROM`: the next datagram into the buffer, or wait for one; with
-/// `BATCH`, as records, with as many more as fit.
+/// `RECVFROM`: the next datagram (of either family) into the buffer, or
+/// wait for one; with `BATCH`, as records, with as many more as fit. The
+/// sender goes out as `encode_sender` gives it: an IPv4 one (of a
+/// dual-stack socket too) in one word.
 pub(super) fn recv_from(
     cx: &mut Context<'_>,
     c: &mut Caller<'_>,
@@ -128,65 +165,87 @@ pub(super) fn recv_from(
 ) -> Outcome {
     let h = c.sockets.udp(req.socket)?;
     let b = buffer(buf)?;
-    let Some(d) = cx.iface.udp().recv(h).map_err(engine_errno)? else { return blocked(req) };
+    let Some((from, payload)) = cx.iface.udp().recv_any(h).map_err(engine_errno)? else { return blocked(req) };
     // The result is the datagram's whole length (as with MSG_TRUNC); the
     // piece's length what fit.
-    let whole = d.payload.len() as u64;
-    let source = encode_addr(d.source);
-    let payload = match received_in_place(c, cx.steering, b, d.payload) {
+    let whole = payload.len() as u64;
+    let source = encode_sender(from);
+    let payload = match received_in_place(c, cx.steering, b, payload) {
         Ok(swapped) => {
             cx.stats.rx_payload_in_place += u64::from(swapped.len);
-            return Ok(Some(Done { swapped: Some(swapped), ..Done::received(whole, source, swapped.len) }));
+            let done = Done::received(whole, source[0], swapped.len);
+            return Ok(Some(Done { swapped: Some(swapped), extra: [source[1], source[2]], ..done }));
         }
         Err(payload) => payload,
     };
-    if req.flags & BATCH != 0 && b.len as usize >= RECORD_HEADER {
+    if req.flags & BATCH != 0 && b.len as usize >= record_head(source[0]) {
         return records(cx, c, h, b, source, &payload);
     }
     let n = copy_to_region(c.pool, b, &payload)?;
     cx.stats.rx_payload_copied += u64::from(n);
-    Ok(Some(Done::received(whole, source, n)))
+    Ok(Some(Done { extra: [source[1], source[2]], ..Done::received(whole, source[0], n) }))
 }
 
 /// Datagram `first` (from `from`, cut to the buffer if it must be) and as
 /// many of socket `h`'s next datagrams as fit whole, copied into `b` as
 /// records: the result their number, the piece's length the bytes they
 /// take.
-fn records(cx: &mut Context<'_>, c: &mut Caller<'_>, h: UdpHandle, b: BufRef, from: u64, first: &PacketBuf) -> Outcome {
+fn records(
+    cx: &mut Context<'_>,
+    c: &mut Caller<'_>,
+    h: UdpHandle,
+    b: BufRef,
+    from: [u64; 3],
+    first: &PacketBuf,
+) -> Outcome {
     let size = b.len as usize;
-    // The last record written: where it starts and its payload bytes.
-    let (mut at, mut last) = (0, write_record(c.pool, b, 0, from, first)?);
+    // The room a next record's head may take: an IPv6 socket's senders
+    // may be IPv6 ones, whose address follows the header.
+    let six = cx.iface.udp_ref().socket(h).is_some_and(|u| u.local_addr().is_ipv6());
+    let head_room = if six { RECORD_HEADER + RECORD_ADDR6 } else { RECORD_HEADER };
+    // The last record written: where it starts, its sender's word and
+    // its payload bytes.
+    let (mut at, mut last_from, mut last) = (0, from[0], write_record(c.pool, b, 0, from, first)?);
     let (mut count, mut copied) = (1u64, last);
     loop {
-        let next = next_record(at, last);
+        let next = next_record(at, last_from, last);
         let Some(len) = cx.iface.udp_ref().socket(h).and_then(|u| u.next_len()) else { break };
-        if next + RECORD_HEADER + len > size {
+        if next + head_room + len > size {
             break;
         }
-        let Some(d) = cx.iface.udp().recv(h).map_err(engine_errno)? else { break };
+        let Some((source, payload)) = cx.iface.udp().recv_any(h).map_err(engine_errno)? else { break };
+        let source = encode_sender(source);
         // A record that cannot be written (the region refused it) loses
         // its datagram alone: the records before it are complete.
-        let Ok(len) = write_record(c.pool, b, next, encode_addr(d.source), &d.payload) else { break };
-        (at, last) = (next, len);
+        let Ok(len) = write_record(c.pool, b, next, source, &payload) else { break };
+        (at, last_from, last) = (next, source[0], len);
         count += 1;
         copied += last;
     }
     cx.stats.rx_payload_copied += copied as u64;
-    let end = (at + RECORD_HEADER + last) as u32;
+    let end = (at + record_head(last_from) + last) as u32;
     Ok(Some(Done { extra: [RECORDS, 0], ..Done::received(count, 0, end) }))
 }
 
-/// Writes the record of datagram `payload` from `from` at `at` of buffer
-/// `b` (which holds its header there), its payload cut to what is left of
-/// the buffer; returns the payload bytes written.
-fn write_record(pool: &mut Pool, b: BufRef, at: usize, from: u64, payload: &PacketBuf) -> Result<usize, i32> {
-    let room = (b.len as usize).saturating_sub(at + RECORD_HEADER);
+/// Writes the record of datagram `payload` from `from` (its sender, as
+/// `encode_sender` gives it) at `at` of buffer `b` (which holds its head
+/// there), its payload cut to what is left of the buffer; returns the
+/// payload bytes written.
+fn write_record(pool: &mut Pool, b: BufRef, at: usize, from: [u64; 3], payload: &PacketBuf) -> Result<usize, i32> {
+    let head = record_head(from[0]);
+    let room = (b.len as usize).saturating_sub(at + head);
     let len = payload.len().min(room);
     let whole = u32::try_from(payload.len()).map_err(|_| libc::EMSGSIZE)?;
-    let header = record_header(from, whole, len as u32);
+    let header = record_header(from[0], whole, len as u32);
     let start = b.offset + at as u32;
     pool.write(b.index, start, &header).map_err(|_| libc::EFAULT)?;
-    let body = BufRef { index: b.index, offset: start + RECORD_HEADER as u32, len: len as u32 };
+    if from[0] & SENDER6 != 0 {
+        let mut addr = [0u8; RECORD_ADDR6];
+        addr[..8].copy_from_slice(&from[1].to_be_bytes());
+        addr[8..].copy_from_slice(&from[2].to_be_bytes());
+        pool.write(b.index, start + RECORD_HEADER as u32, &addr).map_err(|_| libc::EFAULT)?;
+    }
+    let body = BufRef { index: b.index, offset: start + head as u32, len: len as u32 };
     copy_to_region(pool, body, payload)?;
     Ok(len)
 }

@@ -93,10 +93,14 @@ impl Filter {
     /// Whether a datagram for a receiver at `dest`, which its queue would
     /// take, is dropped for its low priority while the receive path drops
     /// (A and B1); its priority counts towards the best of the period.
-    pub fn drops_low_priority(&mut self, dest: Destination) -> bool {
+    /// `shed_there`: a device that sheds ([`Filter::set_shed_by_device`])
+    /// sheds datagrams of this kind (its program reads IPv4 alone, so an
+    /// IPv6 datagram is B1's here whatever the device does).
+    pub fn drops_low_priority(&mut self, dest: Destination, shed_there: bool) -> bool {
         self.best_now = self.best_now.min(dest.priority);
         let high = dest.boosted || dest.priority <= self.best_now.min(self.best_before);
-        !high && !self.shed_by_device && self.threshold > 0 && u64::from(self.draw()) < self.threshold
+        let device_sheds = self.shed_by_device && shed_there;
+        !high && !device_sheds && self.threshold > 0 && u64::from(self.draw()) < self.threshold
     }
 
     /// What the device may shed this period, just begun

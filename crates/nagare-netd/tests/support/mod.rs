@@ -346,6 +346,8 @@ struct Peer {
     port: SimPort,
     rx: Vec<PacketBuf>,
     udp: UdpHandle,
+    /// Its IPv6 one, on port 7 of its IPv6 address.
+    udp6: Option<UdpHandle>,
     /// On port 7 of its IPv4 address (and of its IPv6 one).
     listeners: Vec<TcpListenerHandle>,
     /// Each connection and the bytes it has to send back.
@@ -360,11 +362,13 @@ impl Peer {
         let local = SocketAddrV4::new(PEER_ADDR, ECHO_PORT);
         let udp = iface.udp().bind(local).expect("the peer's UDP socket");
         let mut listeners = vec![iface.tcp().listen(local, 16).expect("the peer's listener")];
+        let mut udp6 = None;
         if ipv6 {
             let local6 = SocketAddrV6::new(PEER_ADDR6, ECHO_PORT, 0, 0);
             listeners.push(iface.tcp().listen_v6_only(local6, 16).expect("the peer's IPv6 listener"));
+            udp6 = Some(iface.udp().bind6(local6).expect("the peer's IPv6 UDP socket"));
         }
-        Peer { iface, port, rx: Vec::new(), udp, listeners, conns: Vec::new(), buf: vec![0; 65536] }
+        Peer { iface, port, rx: Vec::new(), udp, udp6, listeners, conns: Vec::new(), buf: vec![0; 65536] }
     }
 
     /// One turn of the peer; whether it did anything.
@@ -377,6 +381,12 @@ impl Peer {
         while let Ok(Some((n, from))) = self.iface.udp().recv_from(self.udp, &mut self.buf) {
             let _ = self.iface.udp().send_to(self.udp, &self.buf[..n], from, now);
             work = true;
+        }
+        if let Some(udp6) = self.udp6 {
+            while let Ok(Some((n, from))) = self.iface.udp().recv_from6(udp6, &mut self.buf) {
+                let _ = self.iface.udp().send_to6(udp6, &self.buf[..n], from, now);
+                work = true;
+            }
         }
         for &l in &self.listeners {
             while let Ok(Some(h)) = self.iface.tcp().accept(l) {

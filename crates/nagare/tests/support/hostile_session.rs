@@ -209,9 +209,18 @@ impl Hostile {
             if c.status == 0 && c.kind & 0xffff == Op::Share as u32 && self.tokens.len() < 16 {
                 self.tokens.push(c.aux[0]);
             }
-            let creates =
-                [Op::UdpBind, Op::Listen, Op::Listen6, Op::Connect, Op::Connect6, Op::Accept, Op::EchoOpen, Op::Adopt]
-                    .map(|op| op as u32);
+            let creates = [
+                Op::UdpBind,
+                Op::UdpBind6,
+                Op::Listen,
+                Op::Listen6,
+                Op::Connect,
+                Op::Connect6,
+                Op::Accept,
+                Op::EchoOpen,
+                Op::Adopt,
+            ]
+            .map(|op| op as u32);
             if c.status == 0 && creates.contains(&(c.kind & 0xffff)) && self.sockets.len() < 64 {
                 // An accepted connection's word carries its local address
                 // above the id.
@@ -248,8 +257,9 @@ impl Hostile {
         }
     }
 
-    /// An IPv6 address and port as `LISTEN6` and `CONNECT6` carry them
-    /// (three words), the third's bits above the port left 0.
+    /// An IPv6 address and port as `LISTEN6`, `CONNECT6`, `UDP_BIND6` and
+    /// `SENDTO6` carry them (three words), the third's bits above the port
+    /// left 0.
     fn address6(s: &mut Script) -> [u64; 3] {
         let port = PORTS[usize::from(s.byte()) % PORTS.len()];
         let ip = match s.byte() % 8 {
@@ -318,20 +328,20 @@ impl Hostile {
     /// not exist. One in sixteen breaks a rule of the encoding.
     fn request(&mut self, s: &mut Script) -> Descriptor {
         // Ops 1..=16, the options (17, 18), sharing (19..=21) and IPv6's
-        // (22..=24) for the top bytes; 0 gives a second chance to bind, which most scripts
-        // need before anything else works.
+        // (22..=27) for the top bytes; 0 gives a second chance to bind,
+        // which most scripts need before anything else works.
         let b = s.byte();
         let op = match b {
             0xf0.. => 17 + u16::from(b & 1),
             0xe8.. => 19 + u16::from(b % 3),
-            0xe0.. => 22 + u16::from(b % 3),
+            0xe0.. => 22 + u16::from(b % 6),
             _ => u16::from(b % 17),
         };
         let op = Op::from_u16(op).unwrap_or(Op::UdpBind);
         let id = self.next_id;
         self.next_id += 1;
         let mut r = Request::new(op, id);
-        let sends = matches!(op, Op::Send | Op::SendTo);
+        let sends = matches!(op, Op::Send | Op::SendTo | Op::SendTo6);
         let f = s.byte();
         r.flags = match f % 8 {
             0 | 1 => NONBLOCK,
@@ -366,6 +376,20 @@ impl Hostile {
                 r.aux[..3].copy_from_slice(&[hi, lo, port | ((u64::from(s.byte() % 2) * 9001) << 16)]);
             }
             Op::Name => r.aux[0] = u64::from(s.byte() % 3),
+            Op::UdpBind6 => {
+                let [hi, lo, port] = Self::address6(s);
+                let only = if s.one_in(2) { nagare_request::V6_ONLY } else { 0 };
+                r.aux[..3].copy_from_slice(&[hi, lo, port | only]);
+            }
+            Op::SendTo6 => {
+                let [hi, lo, port] = Self::address6(s);
+                r.aux[..3].copy_from_slice(&[hi, lo, port]);
+            }
+            // The address's port word is the sequence number.
+            Op::EchoSend6 => {
+                let [hi, lo, _] = Self::address6(s);
+                r.aux[..3].copy_from_slice(&[hi, lo, u64::from(s.byte())]);
+            }
             Op::EchoOpen => r.aux[0] = u64::from(s.byte()),
             // A plain close, a reset, or a flag that does not exist (from
             // the flags byte's high bits).
@@ -622,6 +646,10 @@ fn run_with(input: &[u8], patient: bool) -> NetdStats {
         // Every port the script could have taken is free again: the
         // client's sockets were closed, not left behind.
         for port in PORTS.into_iter().filter(|&p| p != 0) {
+            // A dual-stack UDP socket needs the port free in both families.
+            let dual = nagare::net::UdpSocket::bind_via(&good, SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port, 0, 0));
+            assert!(dual.is_ok(), "UDP port {port} still taken after the hostile client: {:?}", dual.err());
+            drop(dual);
             let any = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
             let udp = nagare::net::UdpSocket::bind_via(&good, any);
             assert!(udp.is_ok(), "UDP port {port} still taken after the hostile client: {:?}", udp.err());

@@ -8,7 +8,7 @@ use crate::config::NetdConfig;
 use nagare_core::buf::BufferPool;
 use nagare_core::{Capabilities, Instant, InterfaceConfig};
 use nagare_wire::{EthernetAddress, Ipv4Cidr};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
 
 const PEER: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 2);
 const US: Ipv4Addr = Ipv4Addr::new(10, 9, 0, 1);
@@ -502,4 +502,98 @@ fn a_priority_that_falls_cuts_the_queue_back_to_its_maximum_never_below_what_it_
     assert_eq!(fit(&mut s).0, 16 << 10);
     let (_, _, growths) = s.flood(&mut inbound, 7001, 20);
     assert_eq!(growths.iter().map(|g| g[2]).collect::<Vec<_>>(), [32 << 10]);
+}
+
+/// Our engine with IPv6 too (`US6`, taken at once), in place of
+/// [`setup`]'s, and a UDP frame over IPv6 from the peer's address to
+/// `dst` port `port` with `len` bytes (its checksum 0: the filter does
+/// not read it); `next_header` is UDP's, or another.
+const US6: Ipv6Addr = Ipv6Addr::new(0xfd09, 0, 0, 0, 0, 0, 0, 1);
+
+fn engine6(queue_packets: usize) -> Interface {
+    let mut config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, 1]), Ipv4Cidr::new(US, 24).unwrap());
+    config.udp_rx_queue_packets = queue_packets;
+    config.ipv6 = Some(nagare_core::Ipv6Config {
+        addresses: vec![format!("{US6}/64").parse().unwrap()],
+        dad_transmits: 0,
+        router_solicitations: 0,
+        ..nagare_core::Ipv6Config::default()
+    });
+    Interface::new(config, Capabilities::default(), BufferPool::new(2048, 1024))
+}
+
+fn frame6(dst: Ipv6Addr, port: u16, len: usize, next_header: u8) -> PacketBuf {
+    let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x86, 0xdd];
+    let udp_len = (8 + len) as u16;
+    f.extend([0x60, 0, 0, 0]);
+    f.extend(udp_len.to_be_bytes());
+    f.extend([next_header, 64]);
+    f.extend(Ipv6Addr::new(0xfd09, 0, 0, 0, 0, 0, 0, 2).octets());
+    f.extend(dst.octets());
+    f.extend(5000u16.to_be_bytes());
+    f.extend(port.to_be_bytes());
+    f.extend(udp_len.to_be_bytes());
+    f.extend([0, 0]);
+    f.extend(vec![7; len]);
+    PacketBuf::from_slice(&BufferPool::new(2048, 4), 0, &f).unwrap()
+}
+
+#[test]
+fn datagrams_of_both_families_to_a_dual_stack_socket_count_against_its_one_queue() {
+    let mut s = setup();
+    s.us = engine6(QUEUE);
+    let dual = s.us.udp().bind6_dual_stack(7003).unwrap();
+    let mut filter = filter_only(3);
+    let frames = vec![
+        s.datagram(7003, 100),
+        frame6(US6, 7003, 100, 17),
+        s.datagram(7003, 100),
+        frame6(US6, 7003, 100, 17),
+        frame6(US6, 7003, 100, 17),
+        s.datagram(7003, 100),
+    ];
+    let verdicts = s.batch(&mut filter, frames);
+    let expected: Vec<_> =
+        (0..QUEUE + 2).map(|i| if i < QUEUE { Verdict::Pass } else { Verdict::Overflow(dual) }).collect();
+    assert_eq!(verdicts, expected);
+    // Not ours, or not UDP right after the IPv6 header: the engine's.
+    let other = Ipv6Addr::new(0xfd09, 0, 0, 0, 0, 0, 0, 9);
+    for (what, frame) in
+        [("another address", frame6(other, 7003, 10, 17)), ("an extension header", frame6(US6, 7003, 10, 0))]
+    {
+        assert_eq!(s.judge(&mut filter, &frame), Verdict::Pass, "{what}");
+    }
+    let whole = frame6(US6, 7003, 10, 17).to_vec();
+    let pool = BufferPool::new(2048, 4);
+    for len in 0..whole.len() {
+        let cut = PacketBuf::from_slice(&pool, 0, &whole[..len]).unwrap();
+        assert_eq!(s.judge(&mut filter, &cut), Verdict::Pass, "cut at {len}");
+    }
+}
+
+#[test]
+fn while_the_device_sheds_ipv4_an_ipv6_datagram_for_a_low_priority_socket_is_still_dropped_here() {
+    let mut s = setup();
+    s.us = engine6(QUEUE);
+    let high = s.us.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7001)).unwrap();
+    let low4 = s.us.udp().bind(SocketAddrV4::new(US, 7002)).unwrap();
+    let low6 = s.us.udp().bind6(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 7004, 0, 0)).unwrap();
+    s.receivers = Receivers::default();
+    s.receivers.set_client(HIGH_CLIENT, 100);
+    s.receivers.set_client(LOW_CLIENT, 130);
+    s.receivers.add(high, HIGH_CLIENT, 1);
+    s.receivers.add(low4, LOW_CLIENT, 2);
+    s.receivers.add(low6, LOW_CLIENT, 3);
+    let mut inbound = dropping(1, 0);
+    let (to_high, to_low4) = (s.datagram(7001, 10), s.datagram(7002, 10));
+    assert_eq!(s.judge(&mut inbound, &to_high), Verdict::Pass);
+    assert_eq!(s.judge(&mut inbound, &to_low4), Verdict::LowPriority(low4), "B1 here");
+    assert_eq!(s.judge(&mut inbound, &frame6(US6, 7004, 10, 17)), Verdict::LowPriority(low6), "B1 here");
+    inbound.filter_mut().unwrap().set_shed_by_device(true);
+    assert_eq!(s.judge(&mut inbound, &to_low4), Verdict::Pass, "the device sheds IPv4");
+    assert_eq!(
+        s.judge(&mut inbound, &frame6(US6, 7004, 10, 17)),
+        Verdict::LowPriority(low6),
+        "IPv6 is not the device's"
+    );
 }
