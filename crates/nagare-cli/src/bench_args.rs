@@ -168,6 +168,12 @@ pub enum BenchCommand {
         /// e.g. --netd-arg=--boost --netd-arg=auto.
         #[arg(long = "netd-arg", value_name = "ARG", allow_hyphen_values = true)]
         netd_args: Vec<String>,
+        /// Run the senders on this CPU alone and everything else (netd,
+        /// the receivers, Linux's receive processing by RPS) on the
+        /// others, so the senders stand in for other machines instead of
+        /// taking the receiving side's CPU time.
+        #[arg(long, value_name = "CPU")]
+        sender_cpu: Option<usize>,
     },
 }
 
@@ -212,7 +218,7 @@ impl BenchCommand {
             BenchCommand::Handover { size, iterations, runs } => {
                 handover::run(handover::HandoverBenchArgs { size, iterations, runs })
             }
-            BenchCommand::Packetflow { time, rate, segments, saturation, figures, csv_dir, netd_args } => {
+            BenchCommand::Packetflow { time, rate, segments, saturation, figures, csv_dir, netd_args, sender_cpu } => {
                 packetflow::run(packetflow::PacketFlowArgs {
                     time,
                     rate,
@@ -221,6 +227,7 @@ impl BenchCommand {
                     figures,
                     csv_dir,
                     netd_args,
+                    sender_cpu,
                 })
             }
             BenchCommand::Stages { requests, max_stages, spin_us, one_cpu } => stages::run(stages::StagesArgs {

@@ -93,3 +93,24 @@ fn a_set_netd_refuses_is_not_available_not_a_failure() {
     }
     assert_eq!(row(&out, "nice 0"), ["—", "—"], "{out}");
 }
+
+#[test]
+fn senders_may_have_a_cpu_of_their_own() {
+    if let Some(reason) = interop_unavailable(&["nice"]) {
+        return skip("senders_may_have_a_cpu_of_their_own", &reason);
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return skip("senders_may_have_a_cpu_of_their_own", "one CPU: none to give the senders alone");
+    }
+    let (pid, ok, out, err) = bench(&["--figures", "6", "--time", "0.5", "--saturation", "30000", "--sender-cpu", "0"]);
+    assert!(ok, "the bench failed:\n{out}\n{err}");
+    assert!(namespaces_left(pid).is_empty(), "namespaces left: {:?}", namespaces_left(pid));
+    assert!(out.contains("(senders on CPU 0, netd, receivers and Linux's receive path on 1"), "{out}");
+    let cells = row(&out, "nice 0");
+    assert!(cells.iter().all(|c| c.ends_with("%)")), "{out}");
+    // A CPU this machine does not have is refused before anything starts.
+    let (pid, ok, out, err) = bench(&["--figures", "6", "--time", "0.5", "--sender-cpu", "4095"]);
+    assert!(!ok, "{out}");
+    assert!(err.contains("--sender-cpu 4095: this process may run on CPUs"), "{err}");
+    assert!(namespaces_left(pid).is_empty());
+}

@@ -6,6 +6,13 @@
 //! B and C are the Linux peer: a veth pair, the same senders in B
 //! (10.97.1.1/24), kernel `nagare perf server`s at the same nice values in
 //! C (10.97.1.2/24). Everything is removed however the bench ends.
+//!
+//! With a sender CPU ([`Cpus`]), the senders run on that CPU alone and
+//! everything else on the others: the bench itself, so every netd and
+//! receiver it starts, and Linux's receive processing, which the veth in C
+//! hands to the other CPUs by RPS (over veth it would otherwise run in the
+//! sender's system call). The senders then stand in for other machines, as
+//! in the paper's testbed, instead of taking the receiving side's CPU.
 
 use super::procs::{interrupted, Proc};
 use crate::netns::{Namespace, NetdProcess};
@@ -76,6 +83,76 @@ impl Drop for WorkDir {
     }
 }
 
+/// Which CPUs the senders and the receiving side run on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cpus {
+    /// Every process on every CPU.
+    Shared,
+    /// The senders on `sender`, everything else on `receiving`.
+    Split { sender: usize, receiving: Vec<usize> },
+}
+
+impl fmt::Display for Cpus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cpus::Shared => f.write_str("senders and receivers share them"),
+            Cpus::Split { sender, receiving } => {
+                let rest: Vec<String> = receiving.iter().map(usize::to_string).collect();
+                write!(f, "senders on CPU {sender}, netd, receivers and Linux's receive path on {}", rest.join(","))
+            }
+        }
+    }
+}
+
+impl Cpus {
+    /// The senders on `sender`, the rest of this process's CPUs for the
+    /// receiving side, which this thread (and so every process it starts
+    /// afterwards) moves to.
+    fn split(sender: usize) -> Result<Cpus> {
+        // SAFETY: a zeroed cpu_set_t is an empty set; the calls get its size.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        // SAFETY: `set` is a cpu_set_t of `size` bytes.
+        if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
+            bail!("sched_getaffinity: {}", std::io::Error::last_os_error());
+        }
+        // SAFETY: CPU_ISSET reads the set within its size.
+        let allowed: Vec<usize> =
+            (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect();
+        if !allowed.contains(&sender) {
+            bail!("--sender-cpu {sender}: this process may run on CPUs {allowed:?}");
+        }
+        let receiving: Vec<usize> = allowed.into_iter().filter(|&c| c != sender).collect();
+        if receiving.is_empty() {
+            bail!("--sender-cpu {sender}: no other CPU is left for the receiving side");
+        }
+        set_affinity(&receiving)?;
+        Ok(Cpus::Split { sender, receiving })
+    }
+
+    /// The receiving CPUs as an RPS mask (hexadecimal, CPUs below 64).
+    fn rps_mask(receiving: &[usize]) -> String {
+        let mask = receiving.iter().filter(|&&c| c < 64).fold(0u64, |m, &c| m | 1 << c);
+        format!("{mask:x}")
+    }
+}
+
+/// Moves the calling thread to `cpus`.
+fn set_affinity(cpus: &[usize]) -> Result<()> {
+    // SAFETY: a zeroed cpu_set_t is an empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        // SAFETY: CPU_SET writes within the set; `c` is below CPU_SETSIZE
+        // (it came from CPU_ISSET's range or was checked against it).
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: `set` is a cpu_set_t of the size given.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+        bail!("sched_setaffinity {cpus:?}: {}", std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The namespaces, the veth pair, the work folder.
 pub struct Bed {
     n: Namespace,
@@ -87,12 +164,18 @@ pub struct Bed {
     /// Module sets netd refused, and what it said.
     refused: RefCell<HashMap<String, String>>,
     started: Cell<u32>,
+    cpus: Cpus,
 }
 
 impl Bed {
     /// Makes the namespaces and the veth pair; `netd_args` go to every
-    /// netd. Needs root.
-    pub fn create(netd_args: Vec<String>) -> Result<Bed> {
+    /// netd; with `sender_cpu`, the senders run on it alone ([`Cpus`]).
+    /// Needs root.
+    pub fn create(netd_args: Vec<String>, sender_cpu: Option<usize>) -> Result<Bed> {
+        let cpus = match sender_cpu {
+            Some(cpu) => Cpus::split(cpu)?,
+            None => Cpus::Shared,
+        };
         let pid = std::process::id();
         let work = std::env::temp_dir().join(format!("nagare-bench-packetflow-{pid}"));
         std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
@@ -113,8 +196,25 @@ impl Bed {
         c.ip(&["addr", "add", LINUX_RECEIVER, "dev", &vc])?;
         b.ip(&["link", "set", &vb, "up"])?;
         c.ip(&["link", "set", &vc, "up"])?;
+        if let Cpus::Split { receiving, .. } = &cpus {
+            let path = format!("/sys/class/net/{vc}/queues/rx-0/rps_cpus");
+            let out = Command::new("ip")
+                .args(["netns", "exec", &c.0, "sh", "-c", &format!("echo {} > {path}", Cpus::rps_mask(receiving))])
+                .stdin(Stdio::null())
+                .output()
+                .context("running ip")?;
+            if !out.status.success() {
+                bail!("setting RPS on {vc}: {}", String::from_utf8_lossy(&out.stderr).trim());
+            }
+        }
         let exe = std::env::current_exe()?;
-        Ok(Bed { n, b, c, work, exe, netd_args, refused: RefCell::default(), started: Cell::new(0) })
+        let (refused, started) = (RefCell::default(), Cell::new(0));
+        Ok(Bed { n, b, c, work, exe, netd_args, refused, started, cpus })
+    }
+
+    /// Where the senders and the receiving side run.
+    pub fn cpus(&self) -> &Cpus {
+        &self.cpus
     }
 
     /// A name for a helper's output files, new each time.
@@ -217,7 +317,11 @@ impl Column<'_> {
         all.extend(["perf".into(), "client".into(), server.to_string(), "--port".into(), port.to_string()]);
         all.extend(args.iter().cloned());
         let name = bed.name(&format!("{}-client-{port}", self.stack.label().replace(',', "+")));
-        Proc::spawn(&bed.work.0, &name, std::path::Path::new("ip"), &all)
+        let cpu = match bed.cpus {
+            Cpus::Split { sender, .. } => Some(sender),
+            Cpus::Shared => None,
+        };
+        Proc::spawn_on(&bed.work.0, &name, std::path::Path::new("ip"), &all, cpu)
     }
 }
 

@@ -79,6 +79,9 @@ pub struct PacketFlowArgs {
     pub csv_dir: Option<PathBuf>,
     /// Arguments given to every netd besides `--packetflow`.
     pub netd_args: Vec<String>,
+    /// The one CPU the senders run on, the rest being the receiving
+    /// side's (`bed::Cpus`); `None`: everything shares every CPU.
+    pub sender_cpu: Option<usize>,
 }
 
 /// Figures 3, 4 and 5: the original, each module, both, and Linux.
@@ -105,15 +108,18 @@ pub fn run(args: PacketFlowArgs) -> Result<()> {
     };
     let wants = |f: Fig| figures.contains(&f);
     procs::catch_signals()?;
-    let bed = Bed::create(args.netd_args.clone())?;
+    // Counted before the bed may move this thread to fewer of them.
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let bed = Bed::create(args.netd_args.clone(), args.sender_cpu)?;
     let csv = args.csv_dir.as_deref();
     let secs = args.time;
     let tcp_limit = Duration::from_secs_f64((secs * 12.0).max(60.0));
     println!("## PacketFlow (nagare bench packetflow)");
     println!();
     println!(
-        "{} CPUs, load average {} at the start; netd arguments besides --packetflow: {}",
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        "{} CPUs ({}), load average {} at the start; netd arguments besides --packetflow: {}",
+        cpus,
+        bed.cpus(),
         crate::report::load_average(),
         if args.netd_args.is_empty() { "none".to_string() } else { args.netd_args.join(" ") }
     );

@@ -7,6 +7,7 @@ use super::table::Report;
 use crate::netns::{first_error, terminate};
 use anyhow::{bail, Context, Result};
 use nagare_host::realtime;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
@@ -53,15 +54,32 @@ pub struct Proc {
 impl Proc {
     /// Starts `program args` with its output in `work`/`name`.out and .err.
     pub fn spawn(work: &Path, name: &str, program: &Path, args: &[String]) -> Result<Proc> {
+        Proc::spawn_on(work, name, program, args, None)
+    }
+
+    /// As [`Proc::spawn`], on CPU `cpu` alone if given (the program and
+    /// whatever it runs inherit it).
+    pub fn spawn_on(work: &Path, name: &str, program: &Path, args: &[String], cpu: Option<usize>) -> Result<Proc> {
         let out = work.join(format!("{name}.out"));
         let err = work.join(format!("{name}.err"));
-        let child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&out)?)
-            .stderr(std::fs::File::create(&err)?)
-            .spawn()
-            .with_context(|| format!("starting {name}"))?;
+        let mut command = Command::new(program);
+        command.args(args).stdin(Stdio::null()).stdout(std::fs::File::create(&out)?);
+        command.stderr(std::fs::File::create(&err)?);
+        if let Some(cpu) = cpu.filter(|&c| c < libc::CPU_SETSIZE as usize) {
+            // SAFETY: between fork and exec the closure only fills a set on
+            // its stack and makes one system call, both async-signal-safe.
+            unsafe {
+                command.pre_exec(move || {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(cpu, &mut set);
+                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = command.spawn().with_context(|| format!("starting {name}"))?;
         Ok(Proc { child, name: name.to_string(), out, err })
     }
 
