@@ -308,6 +308,11 @@ pub enum PerfCommand {
         /// as possible).
         #[arg(long, value_name = "MBIT")]
         udp_rate: Option<f64>,
+        /// Datagrams per send call in a UDP stream test (1 to 64, default
+        /// 1): the kernel's stack cuts each call's bytes into datagrams
+        /// (UDP segmentation offload); other stacks send them one by one.
+        #[arg(long, value_name = "N")]
+        udp_batch: Option<usize>,
         /// Give up after this many seconds (default: the test time + 30 s,
         /// or 600 s for --bytes).
         #[arg(long)]
@@ -357,6 +362,7 @@ impl PerfCommand {
                 bytes,
                 len,
                 udp_rate,
+                udp_batch,
                 timeout,
                 json,
                 quiet,
@@ -374,6 +380,7 @@ impl PerfCommand {
                     bytes,
                     len,
                     udp_rate,
+                    udp_batch,
                     timeout,
                     json,
                     quiet,

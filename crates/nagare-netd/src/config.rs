@@ -70,6 +70,10 @@ pub struct NetdConfig {
     /// receive path is dropping (for a TAP, the kernel's
     /// `/sys/class/net/NAME/statistics/tx_dropped`; none otherwise).
     pub link_drops: Option<PathBuf>,
+    /// Frames netd takes from its device or driver in one read
+    /// (`nagare_host::host::RX_BATCH`, 64): a read that fills it is how
+    /// PacketFlow's filter tells that netd is saturated.
+    pub rx_batch: usize,
 }
 
 impl Default for NetdConfig {
@@ -94,6 +98,7 @@ impl Default for NetdConfig {
             boost: BoostConfig::default(),
             mm_default: MM_DEFAULT,
             link_drops: None,
+            rx_batch: nagare_host::host::RX_BATCH,
         }
     }
 }

@@ -150,7 +150,7 @@ impl Netd {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let scheduler = config.packetflow.scheduler.then(|| Scheduler::new(config.boost, cpus));
         Ok(Netd {
-            host: Host::new(iface, frames),
+            host: Host::with_rx_batch(iface, frames, config.rx_batch),
             inbound: Inbound::new(filter, mm),
             mm,
             scheduler,
@@ -417,6 +417,9 @@ impl Netd {
                 let n = self
                     .host
                     .receive_filtered(now, |iface, frame| inbound.keep(iface, receivers, memory, stats, frame));
+                if let (Some(n @ 1..), Some(filter)) = (n, inbound.filter_mut()) {
+                    filter.note_read(n >= self.host.rx_batch());
+                }
                 if let Some(full) = inbound.batch_wasted().filter(|_| n.is_some_and(|n| n >= self.host.rx_batch())) {
                     if self.pause.start(full, std::time::Instant::now()) {
                         self.stats.receive_pauses += 1;
@@ -515,6 +518,7 @@ impl Netd {
             engine_buffers: self.host.iface.pool().stats(),
             filter: self.inbound.as_ref().and_then(Inbound::filter).map(Filter::last_period),
             shed_ports: self.shed.ports.len(),
+            shed_percent: self.inbound.as_ref().and_then(Inbound::filter).map_or(0, |f| (f.probability() * 100) >> 32),
             mm: self.mm.map(|mm| mm.default_size()),
             scheduler: self.scheduler.as_ref().map(|s| (s.boosted(), self.config.boost)),
         }

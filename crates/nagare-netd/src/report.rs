@@ -93,8 +93,10 @@ pub(crate) struct Report<'a> {
     /// PacketFlow's filter, if it runs: the receive path's drops and the
     /// frames it saw in its last period.
     pub filter: Option<(u64, u64)>,
-    /// UDP ports the device sheds datagrams to for the filter.
+    /// UDP ports the device sheds datagrams to for the filter, and the
+    /// filter's drop probability in percent.
     pub shed_ports: usize,
+    pub shed_percent: u64,
     /// PacketFlow's scheduler, if it runs: the clients it boosts now, and
     /// its parameters.
     pub scheduler: Option<(usize, crate::packetflow::BoostConfig)>,
@@ -217,8 +219,8 @@ impl Report<'_> {
             Some((drops, frames)) => {
                 let _ = writeln!(
                     t,
-                    "packetflow filter on last_period receive_drops {drops} frames {frames} device_shed_ports {}",
-                    self.shed_ports
+                    "packetflow filter on last_period receive_drops {drops} frames {frames} device_shed_ports {} drop_probability {}%",
+                    self.shed_ports, self.shed_percent
                 );
             }
             None => {
@@ -399,6 +401,7 @@ mod tests {
             engine_buffers: PoolStats { buf_size: 2048, capacity: 4096, in_use: 3, allocs: 10, exhausted: 0 },
             filter: Some((2, 30)),
             shed_ports: 3,
+            shed_percent: 75,
             scheduler: Some((1, crate::packetflow::BoostConfig::default())),
             mm: Some(524288),
         }
@@ -418,7 +421,12 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("netd requests 9\n"));
-        assert!(t.contains("packetflow filter on last_period receive_drops 2 frames 30 device_shed_ports 3\n"), "{t}");
+        assert!(
+            t.contains(
+                "packetflow filter on last_period receive_drops 2 frames 30 device_shed_ports 3 drop_probability 75%\n"
+            ),
+            "{t}"
+        );
         assert!(t.contains("packetflow scheduler on boosted 1 threshold 50 count auto time_ms 100 lift 5\n"), "{t}");
         assert!(t.contains("netd filter_dropped_low_priority 0\nnetd filter_dropped_overflow 7\n"), "{t}");
         assert!(t.contains("netd mm_grown 5\nnetd mm_refused 0\n"), "{t}");

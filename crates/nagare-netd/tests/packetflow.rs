@@ -86,7 +86,9 @@ fn low_priority_datagrams_are_dropped_while_the_link_drops(placement: Placement)
     let counter = std::env::temp_dir().join(format!("nagare-packetflow-link-drops-{}", std::process::id()));
     std::fs::write(&counter, "0").unwrap();
     let tune = Tune { link_drops: Some(counter.clone()), ..Tune::default() };
-    let netd = NetdThread::start_tuned(placement, Wire::PeerLink, tune, |_| {});
+    // One frame a read: every read that finds one is full, as under load,
+    // so the filter takes netd to be saturated.
+    let netd = NetdThread::start_tuned(placement, Wire::PeerLink, tune, |c| c.rx_batch = 1);
     let s = netd.connect();
     let at = |port| SocketAddrV4::new(NETD_ADDR, port);
     let high = UdpSocket::bind_via(&s, at(9901)).expect("bind");
@@ -99,8 +101,8 @@ fn low_priority_datagrams_are_dropped_while_the_link_drops(placement: Placement)
     stream.set_read_timeout(Some(LIMIT)).unwrap();
 
     // Each round the link's count of frames it dropped on the way to netd
-    // grows by far more than netd receives: the next period drops a
-    // low-priority datagram almost surely.
+    // grows by far more than netd receives: the drop probability grows
+    // with every period.
     let (mut link_drops, mut lost, mut rounds) = (0u64, 0, 0u32);
     let deadline = Instant::now() + LIMIT;
     let mut buf = [0u8; 2048];
@@ -296,7 +298,7 @@ fn a_better_client_receiving_tcp_makes_the_only_udp_receiver_low_priority() {
     // still grow.
     let filter = PacketFlow { filter: true, ..PacketFlow::NONE };
     let tune = Tune { link_drops: Some(counter.clone()), packetflow: Some(filter), ..Tune::default() };
-    let netd = NetdThread::start_tuned(Placement::Inline, Wire::PeerLink, tune, |_| {});
+    let netd = NetdThread::start_tuned(Placement::Inline, Wire::PeerLink, tune, |c| c.rx_batch = 1);
     let (s, t) = (netd.connect(), netd.connect());
     let mut stream = TcpStream::connect_timeout_via(&s, &SocketAddr::V4(PEER_ECHO), LIMIT).expect("connect");
     stream.set_priority(Some(100)).unwrap();

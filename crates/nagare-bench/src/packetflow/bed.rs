@@ -12,7 +12,10 @@
 //! receiver it starts, and Linux's receive processing, which the veth in C
 //! hands to the other CPUs by RPS (over veth it would otherwise run in the
 //! sender's system call). The senders then stand in for other machines, as
-//! in the paper's testbed, instead of taking the receiving side's CPU.
+//! in the paper's testbed, instead of taking the receiving side's CPU. So
+//! that one CPU can offer several times what the receiving side takes,
+//! its UDP senders send [`SENDER_BATCH`] datagrams per system call (the
+//! kernel's UDP segmentation offload cuts them).
 
 use super::procs::{interrupted, Proc};
 use crate::netns::{Namespace, NetdProcess};
@@ -32,6 +35,9 @@ const TAP_KERNEL_SIDE: &str = "10.97.0.1/24";
 const LINUX_SENDER: &str = "10.97.1.1/24";
 const LINUX_RECEIVER: &str = "10.97.1.2/24";
 const LINUX_RECEIVER_IP: Ipv4Addr = Ipv4Addr::new(10, 97, 1, 2);
+
+/// Datagrams per send call of a UDP sender on a CPU of its own.
+pub const SENDER_BATCH: usize = 64;
 
 /// What a column measures: a netd with a PacketFlow module set (as given
 /// to `--packetflow`; none: netd's default), or Linux.
@@ -321,6 +327,9 @@ impl Column<'_> {
             Cpus::Split { sender, .. } => Some(sender),
             Cpus::Shared => None,
         };
+        if cpu.is_some() && args.iter().any(|a| a == "--udp") {
+            all.extend(["--udp-batch".into(), SENDER_BATCH.to_string()]);
+        }
         Proc::spawn_on(&bed.work.0, &name, std::path::Path::new("ip"), &all, cpu)
     }
 }

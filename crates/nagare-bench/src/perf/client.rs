@@ -23,6 +23,8 @@ pub struct ClientConfig {
     /// The whole run's limit.
     pub timeout: Duration,
     pub progress: bool,
+    /// Datagrams per UDP send call.
+    pub udp_batch: usize,
 }
 
 enum State<N: Net> {
@@ -146,8 +148,12 @@ impl<N: Net> Client<N> {
                 match ctl.poll(net)? {
                     Some(Message::Accept(accept)) => {
                         let server_udp = SocketAddr::new(self.config.server.ip(), accept.udp_port);
-                        let setup =
-                            RoleSetup { end: End::Client, cookie: accept.cookie, udp: udp.map(|u| (u, server_udp)) };
+                        let setup = RoleSetup {
+                            end: End::Client,
+                            cookie: accept.cookie,
+                            udp: udp.map(|u| (u, server_udp)),
+                            udp_batch: self.config.udp_batch,
+                        };
                         let role = Role::new(&self.config.start, setup, now)?;
                         self.progress.begin(now);
                         self.state = State::Running { ctl, role };

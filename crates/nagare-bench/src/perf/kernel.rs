@@ -28,6 +28,9 @@ struct Udp {
     socket: UdpSocket,
     /// Bound to `[::]`: IPv4 destinations are given IPv4-mapped.
     v6: bool,
+    /// The segment size set with `UDP_SEGMENT` (0: none): a send of more
+    /// is cut into datagrams of it by the kernel.
+    segment: usize,
 }
 
 pub struct KernelNet {
@@ -214,7 +217,7 @@ impl Net for KernelNet {
         set_buffer(&socket, libc::SO_RCVBUF);
         set_buffer(&socket, libc::SO_SNDBUF);
         let v6 = socket.local_addr().is_ok_and(|a| a.is_ipv6());
-        Ok(insert(&mut self.udps, Udp { socket, v6 }))
+        Ok(insert(&mut self.udps, Udp { socket, v6, segment: 0 }))
     }
 
     fn udp_local_port(&self, u: usize) -> u16 {
@@ -229,6 +232,36 @@ impl Net for KernelNet {
             // An ICMP error from an earlier datagram; the loss shows in the counts.
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => Ok(true),
             Err(e) => Err(e).context("sending a datagram"),
+        }
+    }
+
+    /// One `sendto` for the lot, cut by the kernel's UDP segmentation
+    /// offload (`UDP_SEGMENT`, set on the socket once per size).
+    fn udp_send_segments(&mut self, u: usize, data: &[u8], segment: usize, to: SocketAddr) -> Result<usize> {
+        let udp = self.udps.get_mut(u).and_then(Option::as_mut).context("no such UDP socket")?;
+        let Ok(size) = libc::c_int::try_from(segment) else { bail!("segment of {segment} bytes") };
+        if udp.segment != segment {
+            // SAFETY: setsockopt with an int of the size given, on a socket
+            // this struct owns.
+            let rc = unsafe {
+                libc::setsockopt(
+                    udp.socket.as_raw_fd(),
+                    libc::SOL_UDP,
+                    libc::UDP_SEGMENT,
+                    std::ptr::from_ref(&size).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if rc != 0 {
+                return Err(io::Error::last_os_error()).context("setting UDP_SEGMENT (UDP segmentation offload)");
+            }
+            udp.segment = segment;
+        }
+        match udp.socket.send_to(data, destination_for(udp.v6, to)) {
+            Ok(_) => Ok(data.len().div_ceil(segment.max(1))),
+            Err(e) if would_block(&e) || e.raw_os_error() == Some(libc::ENOBUFS) => Ok(0),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => Ok(data.len().div_ceil(segment.max(1))),
+            Err(e) => Err(e).context("sending datagrams"),
         }
     }
 

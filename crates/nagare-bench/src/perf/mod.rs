@@ -74,6 +74,10 @@ pub struct ClientOptions {
     /// UDP sending rate in Mbit/s (stream and reverse; default: as fast
     /// as possible).
     pub udp_rate: Option<f64>,
+    /// Datagrams per system call when this client sends UDP (stream):
+    /// the kernel's UDP segmentation offload cuts them (default 1, a
+    /// call each).
+    pub udp_batch: Option<usize>,
     /// Seconds before giving up (default: the test time + 30 s, or 600 s
     /// for a byte count).
     pub timeout: Option<f64>,
@@ -82,6 +86,10 @@ pub struct ClientOptions {
     /// No progress line.
     pub quiet: bool,
 }
+
+/// The most datagrams one UDP send call carries (the kernel takes at
+/// most 64 segments in one send with UDP segmentation offload).
+pub const MAX_UDP_BATCH: usize = 64;
 
 /// `123`, `64K`, `10M`, `2G` (powers of 1024).
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
@@ -158,6 +166,13 @@ impl ClientOptions {
         if self.udp_rate.is_some() && (proto != Proto::Udp || mode == Mode::Rr) {
             bail!("--udp-rate is for --udp stream and reverse tests");
         }
+        let udp_batch = self.udp_batch.unwrap_or(1);
+        if !(1..=MAX_UDP_BATCH).contains(&udp_batch) {
+            bail!("--udp-batch {udp_batch}: from 1 to {MAX_UDP_BATCH} datagrams");
+        }
+        if udp_batch > 1 && (proto != Proto::Udp || mode != Mode::Stream) {
+            bail!("--udp-batch is for --udp stream tests, where the client sends");
+        }
         let start = Start {
             proto,
             mode,
@@ -179,6 +194,7 @@ impl ClientOptions {
             start,
             timeout,
             progress: !self.quiet,
+            udp_batch,
         })
     }
 }
@@ -333,6 +349,7 @@ mod tests {
             bytes: None,
             len: None,
             udp_rate: None,
+            udp_batch: None,
             timeout: None,
             json: false,
             quiet: true,

@@ -76,6 +76,20 @@ pub trait Net {
     fn udp_local_port(&self, u: Self::Udp) -> u16;
     /// `Ok(false)` when the datagram could not be queued now (no buffer).
     fn udp_send(&mut self, u: Self::Udp, data: &[u8], to: SocketAddr) -> Result<bool>;
+    /// Sends `data` as datagrams of `segment` bytes each (the last may be
+    /// shorter); returns how many were queued, from the first (0: none
+    /// now). A stack that can queue them in one call (the kernel's UDP
+    /// segmentation offload) does.
+    fn udp_send_segments(&mut self, u: Self::Udp, data: &[u8], segment: usize, to: SocketAddr) -> Result<usize> {
+        let mut sent = 0;
+        for d in data.chunks(segment.max(1)) {
+            if !self.udp_send(u, d, to)? {
+                break;
+            }
+            sent += 1;
+        }
+        Ok(sent)
+    }
     /// Copies the start of the next datagram into `buf`; returns the
     /// datagram's whole length and its sender.
     fn udp_recv(&mut self, u: Self::Udp, buf: &mut [u8]) -> Result<Option<(usize, SocketAddr)>>;

@@ -405,6 +405,9 @@ pub struct UdpSender<U> {
     limit: Limit,
     /// Bytes per second; 0: as fast as the stack takes them.
     rate: u64,
+    /// Bytes of one datagram.
+    len: usize,
+    /// Room for as many datagrams as one call sends, one after another.
     datagram: Vec<u8>,
     cookie: u32,
     packets: u64,
@@ -433,7 +436,8 @@ impl<U: Copy> UdpSender<U> {
         if ctl.eof {
             bail!("the receiver closed the connection during the test");
         }
-        let len = self.datagram.len() as u64;
+        let len = self.len as u64;
+        let batch = (self.datagram.len() / self.len.max(1)).max(1) as u64;
         let mut busy = false;
         for _ in 0..MAX_CALLS_PER_TICK {
             let finished = match self.limit {
@@ -451,10 +455,14 @@ impl<U: Copy> UdpSender<U> {
                 self.done = true;
                 return Ok(Poll::Busy);
             }
+            // Datagrams due now: the rate from the start (all of a batch
+            // without one), within a byte limit.
+            let mut count = batch;
             if self.rate > 0 {
-                // Due time of the next datagram: the rate from the start.
-                let due = self.start + Duration::from_secs_f64((self.packets * len) as f64 / self.rate as f64);
-                if due > now {
+                let due_bytes = (now.saturating_since(self.start).as_secs_f64() * self.rate as f64) as u64;
+                count = count.min((due_bytes / len.max(1) + 1).saturating_sub(self.packets));
+                if count == 0 {
+                    let due = self.start + Duration::from_secs_f64((self.packets * len) as f64 / self.rate as f64);
                     let wake = match self.limit {
                         Limit::Time(d) => due.min(self.start + d),
                         Limit::Bytes(_) => due,
@@ -462,11 +470,22 @@ impl<U: Copy> UdpSender<U> {
                     return Ok(if busy { Poll::Busy } else { Poll::Idle(Some(wake)) });
                 }
             }
-            DatagramHeader { cookie: self.cookie, seq: self.packets }.write(&mut self.datagram);
-            if !net.udp_send(self.udp, &self.datagram, self.to)? {
+            if let Limit::Bytes(total) = self.limit {
+                count = count.min(total.div_ceil(len.max(1)).saturating_sub(self.packets)).max(1);
+            }
+            let bytes = count as usize * self.len;
+            for (i, d) in self.datagram[..bytes].chunks_mut(self.len.max(1)).enumerate() {
+                DatagramHeader { cookie: self.cookie, seq: self.packets + i as u64 }.write(d);
+            }
+            let taken = if count == 1 {
+                u64::from(net.udp_send(self.udp, &self.datagram[..bytes], self.to)?)
+            } else {
+                net.udp_send_segments(self.udp, &self.datagram[..bytes], self.len, self.to)? as u64
+            };
+            if taken == 0 {
                 return Ok(if busy { Poll::Busy } else { Poll::Idle(Some(now + UDP_BACKOFF)) });
             }
-            self.packets += 1;
+            self.packets += taken;
             self.last_send = now;
             busy = true;
         }
@@ -474,7 +493,7 @@ impl<U: Copy> UdpSender<U> {
     }
 
     fn outcome(&self) -> Outcome {
-        let len = self.datagram.len() as u64;
+        let len = self.len as u64;
         let r = self.result.unwrap_or_default();
         Outcome {
             sent: Side {
@@ -603,6 +622,8 @@ pub struct RoleSetup<U> {
     pub cookie: u32,
     /// UDP: the socket this end uses and where the peer's is.
     pub udp: Option<(U, SocketAddr)>,
+    /// Datagrams per send call, when this end sends UDP.
+    pub udp_batch: usize,
 }
 
 impl<N: Net> Role<N> {
@@ -652,9 +673,17 @@ impl<N: Net> Role<N> {
                         End::Server => Role::UdpRrServer(UdpRrServer::new(udp, to, start.len, now)),
                     }
                 } else if sends {
-                    let mut datagram = vec![0u8; start.len as usize];
-                    datagram[DATAGRAM_HEADER_LEN..].iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
+                    // One datagram's bytes after another, `udp_batch` of them.
+                    let one = start.len as usize;
+                    let mut datagram = vec![0u8; one * setup.udp_batch.max(1)];
+                    for d in datagram.chunks_mut(one.max(1)) {
+                        d.iter_mut()
+                            .enumerate()
+                            .skip(DATAGRAM_HEADER_LEN)
+                            .for_each(|(i, b)| *b = (i - DATAGRAM_HEADER_LEN) as u8);
+                    }
                     Role::UdpSend(UdpSender {
+                        len: one,
                         udp,
                         to,
                         start: now,

@@ -148,7 +148,7 @@ impl<N: Net> Server<N> {
             }
         };
         let cookie = self.next_cookie();
-        let setup = RoleSetup { end: End::Server, cookie, udp };
+        let setup = RoleSetup { end: End::Server, cookie, udp, udp_batch: 1 };
         let role = Role::new(start, setup, now).map_err(|e| e.to_string())?;
         Ok((role, cookie))
     }

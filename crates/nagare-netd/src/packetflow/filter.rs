@@ -2,9 +2,9 @@
 //! frame, before the engine processes any of its batch, a UDP datagram is
 //! dropped
 //!
-//! - for a receiver that is not of high priority, with the probability of
-//!   the last period's receive-path drop rate, while the receive path is
-//!   dropping (the paper's conditions A and B1), and
+//! - for a receiver that is not of high priority, with the filter's drop
+//!   probability, while the receive path is dropping (the paper's
+//!   conditions A and B1), and
 //! - for a socket whose queue would not take it (A and B2): the engine
 //!   would drop it there anyway, after the work of getting it there.
 //!
@@ -13,6 +13,24 @@
 //! (numerically least) priority among the UDP sockets datagrams came to
 //! and the clients whose TCP connections received segments, in this
 //! period or the last, or a client the scheduler has boosted.
+//!
+//! The paper drops with the last period's drop rate. Under heavy overload
+//! that rate is most of what is sent, and it drops low-priority traffic
+//! even when that frees nothing for the high-priority receivers (their own
+//! process is what holds them back): the total delivered fell to what the
+//! best receiver alone took (a device shedding before its ring, whose own
+//! drops count among the receive path's, kept the rate there). So the
+//! probability is a controller of its own, adjusted once a period: it
+//! grows by a quarter of what is left (at least a 64th) while the receive
+//! path drops, netd is saturated (at least seven reads of the device in
+//! eight that find frames find a full batch) and the high-priority receivers take what
+//! reaches them (fewer than one of their datagrams in 16 finds its queue
+//! full); otherwise it loses a quarter, and under a 64th it is none. It
+//! settles where netd just keeps up, or where the best receiver takes all
+//! it can: netd works at capacity, and what it cannot take is
+//! low-priority traffic. A device that sheds (a TAP, before its ring) is
+//! given the low-priority sockets' ports with that probability, and netd's
+//! own B1 stands aside for the datagrams it sheds.
 //!
 //! The frame's datagram, its socket and the datagrams of the batch ahead
 //! of it are found once for every module (`super::inbound`); the filter
@@ -26,13 +44,19 @@ use nagare_dev::UdpShed;
 /// No receiver seen in a period.
 const NO_PRIORITY: u8 = u8::MAX;
 
+/// A probability of one, in the filter's 2^-32 units.
+const ONE: u64 = 1 << 32;
+
+/// The smallest step of the drop probability (a 64th): below it, none.
+const STEP: u64 = ONE >> 6;
+
 /// The filter's state: the drop probability of this period, the draw,
 /// the receivers' best priority.
 #[derive(Debug)]
 pub(crate) struct Filter {
     /// The drop probability for condition B1, in 2^-32 units (2^32: every
-    /// one).
-    threshold: u64,
+    /// one); the device sheds with it too.
+    probability: u64,
     /// Drops and frames seen in the last period, for the report.
     rate: (u64, u64),
     /// Frames seen in this period.
@@ -45,19 +69,47 @@ pub(crate) struct Filter {
     /// The device sheds this period's low-priority datagrams itself (a
     /// TAP, before its ring): B1 is not applied a second time here.
     shed_by_device: bool,
+    /// Reads of the device in this period, and those that found a full
+    /// batch.
+    reads: u64,
+    full_reads: u64,
+    /// Datagrams for high-priority receivers in this period, and those of
+    /// them whose queue was full.
+    high_seen: u64,
+    high_overflows: u64,
 }
 
 impl Filter {
     /// A filter drawing from `seed`, with the receive path not dropping.
     pub fn new(seed: u64) -> Filter {
         Filter {
-            threshold: 0,
+            probability: 0,
             rate: (0, 0),
             seen: 0,
             state: seed | 1,
             best_now: NO_PRIORITY,
             best_before: NO_PRIORITY,
             shed_by_device: false,
+            reads: 0,
+            full_reads: 0,
+            high_seen: 0,
+            high_overflows: 0,
+        }
+    }
+
+    /// netd read frames from the device, a full batch of them if `full`
+    /// (the device may hold more). A read that finds nothing is not
+    /// counted: it says nothing of how much netd keeps up under load.
+    pub fn note_read(&mut self, full: bool) {
+        self.reads += 1;
+        self.full_reads += u64::from(full);
+    }
+
+    /// A datagram for the receiver at `dest` found its queue full.
+    pub fn note_overflow(&mut self, dest: Destination) {
+        if self.is_high(dest) {
+            self.high_seen += 1;
+            self.high_overflows += 1;
         }
     }
 
@@ -67,21 +119,47 @@ impl Filter {
         self.best_now = self.best_now.min(priority);
     }
 
-    /// Ends a period in which the receive path dropped `drops` frames:
-    /// the next period drops datagrams for receivers of less than high
-    /// priority with probability drops / (drops + frames seen).
+    /// Ends a period in which the receive path dropped `drops` frames,
+    /// and adjusts the drop probability of the next (see the module's
+    /// documentation).
     pub fn end_period(&mut self, drops: u64) {
-        let total = drops.saturating_add(self.seen);
-        self.threshold = if total == 0 { 0 } else { ((u128::from(drops) << 32) / u128::from(total)) as u64 };
         self.rate = (drops, self.seen);
+        let saturated = self.reads > 0 && self.full_reads.saturating_mul(8) >= self.reads.saturating_mul(7);
+        let high_keep_up = self.high_overflows.saturating_mul(16) < self.high_seen.max(1);
+        let p = self.probability;
+        self.probability = if drops > 0 && saturated && high_keep_up {
+            (p + ((ONE - p) / 4).max(STEP)).min(ONE)
+        } else if p - p / 4 < STEP {
+            0
+        } else {
+            p - p / 4
+        };
+        (self.reads, self.full_reads, self.high_seen, self.high_overflows) = (0, 0, 0, 0);
         self.seen = 0;
         self.best_before = self.best_now;
         self.best_now = NO_PRIORITY;
     }
 
+    /// Whether a receiver at `dest` is of high priority: boosted, or of
+    /// the best priority receiving in this period or the last.
+    fn is_high(&self, dest: Destination) -> bool {
+        dest.boosted || dest.priority <= self.best_now.min(self.best_before)
+    }
+
     /// The last period's drops and frames seen.
     pub fn last_period(&self) -> (u64, u64) {
         self.rate
+    }
+
+    /// The drop probability, in 2^-32 units.
+    pub fn probability(&self) -> u64 {
+        self.probability
+    }
+
+    /// Sets the drop probability, as periods of overload would.
+    #[cfg(test)]
+    pub fn set_probability(&mut self, p: u64) {
+        self.probability = p.min(ONE);
     }
 
     /// A frame is seen (every frame of the period counts, whatever it
@@ -98,29 +176,24 @@ impl Filter {
     /// IPv6 datagram is B1's here whatever the device does).
     pub fn drops_low_priority(&mut self, dest: Destination, shed_there: bool) -> bool {
         self.best_now = self.best_now.min(dest.priority);
-        let high = dest.boosted || dest.priority <= self.best_now.min(self.best_before);
+        let high = self.is_high(dest);
+        self.high_seen += u64::from(high);
         let device_sheds = self.shed_by_device && shed_there;
-        !high && !device_sheds && self.threshold > 0 && u64::from(self.draw()) < self.threshold
+        !high && !device_sheds && self.probability > 0 && u64::from(self.draw()) < self.probability
     }
 
     /// What the device may shed this period, just begun
     /// ([`Filter::end_period`]): the ports of the UDP sockets not of high
-    /// priority, each shedding a quarter more than the drop probability
-    /// (the rest it admits rounded to a 64th, so that a device is not
-    /// given a new program each period for a drop rate that barely
-    /// moved); nothing while the receive path
-    /// does not drop, or when more sockets are of low priority than a
-    /// device lists (netd's own B1 then drops for them all).
+    /// priority, each shed with the drop probability (the rest admitted,
+    /// rounded to a 64th, so that a device is not given a new program each
+    /// period for a probability that barely moved); nothing while that is
+    /// none, or when more sockets are of low priority than a device lists
+    /// (netd's own B1 then drops for them all).
     pub fn shed(&self, receivers: &Receivers, iface: &Interface) -> UdpShed {
-        if self.threshold == 0 {
+        if self.probability == 0 {
             return UdpShed::default();
         }
-        const STEP: u64 = 1 << 26;
-        // A quarter more than the drop rate: shedding exactly it would
-        // bring the ring to just full, where the frames that must not be
-        // lost (TCP, high priority) still are.
-        let shed = (self.threshold + self.threshold / 4).min(1 << 32);
-        let admit = (((1u64 << 32) - shed) / STEP * STEP).min(u64::from(u32::MAX)) as u32;
+        let admit = ((ONE - self.probability) / STEP * STEP).min(u64::from(u32::MAX)) as u32;
         let mut low: Vec<(u8, u16)> = receivers
             .iter()
             .filter(|(_, dest)| !dest.boosted && dest.priority > self.best_before)

@@ -112,8 +112,14 @@ impl Inbound {
         };
         let fits = iface.udp_ref().socket(h).is_some_and(|u| u.has_room_for(ahead, ahead_bytes, d.smallest));
         if !fits {
-            // Without the filter the engine drops it.
-            return if self.filter.is_some() { Verdict::Overflow(h) } else { Verdict::Pass };
+            let Some(filter) = &mut self.filter else {
+                // Without the filter the engine drops it.
+                return Verdict::Pass;
+            };
+            if let Some(dest) = dest {
+                filter.note_overflow(dest);
+            }
+            return Verdict::Overflow(h);
         }
         if let (Some(filter), Some(dest)) = (&mut self.filter, &dest) {
             // The datagram that grew its queue is the memory manager's to

@@ -7,6 +7,7 @@ use super::*;
 use crate::config::NetdConfig;
 use nagare_core::buf::BufferPool;
 use nagare_core::{Capabilities, Instant, InterfaceConfig};
+use nagare_dev::UdpShed;
 use nagare_wire::{EthernetAddress, Ipv4Cidr};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
 
@@ -157,8 +158,8 @@ fn filter_only(seed: u64) -> Inbound {
     Inbound::new(Some(Filter::new(seed)), None).unwrap()
 }
 
-/// The filter alone, its next period dropping at `drops` / (`drops` +
-/// `seen`).
+/// The filter alone, its next period dropping with probability `drops` /
+/// (`drops` + `seen`), as the controller may come to.
 fn dropping(drops: u64, seen: u64) -> Inbound {
     let mut inbound = filter_only(42);
     let junk = PacketBuf::from_slice(&BufferPool::new(64, 4), 0, &[0; 10]).unwrap();
@@ -170,11 +171,16 @@ fn dropping(drops: u64, seen: u64) -> Inbound {
     }
     end_period(&mut inbound, drops);
     assert_eq!(inbound.filter().unwrap().last_period(), (drops, seen));
+    let total = u128::from(drops) + u128::from(seen);
+    let p = (u128::from(drops) << 32).checked_div(total).map_or(0, |p| p as u64);
+    inbound.filter_mut().unwrap().set_probability(p);
     inbound
 }
 
+/// Ends a period in which the receive path dropped `drops` frames and
+/// netd was saturated: the drop probability grows (stays at one).
 fn end_period(inbound: &mut Inbound, drops: u64) {
-    inbound.filter_mut().unwrap().end_period(drops);
+    period_with_reads(inbound, drops, true);
 }
 
 #[test]
@@ -204,9 +210,9 @@ fn datagrams_for_a_full_queue_are_dropped_by_the_filter_not_by_the_engine() {
 }
 
 #[test]
-fn while_the_receive_path_drops_low_priority_datagrams_go_at_its_rate_and_high_priority_ones_never() {
+fn while_the_receive_path_drops_low_priority_datagrams_go_at_the_drop_probability_and_high_priority_ones_never() {
     let mut s = setup();
-    // One frame in four lost before netd could take it.
+    // A drop probability of a quarter.
     let mut filter = dropping(1000, 3000);
     let (high, low) = (s.datagram(7001, 10), s.datagram(7002, 10));
     let (mut high_dropped, mut low_dropped) = (0, 0);
@@ -272,23 +278,45 @@ fn a_better_client_receiving_tcp_makes_udp_receivers_of_less_priority_low() {
     assert_eq!(s.judge(&mut filter, &low), Verdict::Pass);
 }
 
+/// Ends a period in which the receive path dropped `drops` frames and
+/// netd's every read found a full batch (`saturated`) or none did.
+fn period_with_reads(inbound: &mut Inbound, drops: u64, saturated: bool) {
+    let filter = inbound.filter_mut().unwrap();
+    for _ in 0..8 {
+        filter.note_read(saturated);
+    }
+    filter.end_period(drops);
+}
+
+fn shed(inbound: &Inbound, s: &Setup) -> UdpShed {
+    inbound.filter().unwrap().shed(&s.receivers, &s.us)
+}
+
 #[test]
 fn the_device_is_given_the_ports_of_low_priority_sockets_and_b1_is_left_to_it() {
     let mut s = setup();
     let mut inbound = filter_only(42);
     let high = s.datagram(7001, 10);
     assert_eq!(s.judge(&mut inbound, &high), Verdict::Pass);
-    // One drop to three frames seen: a quarter dropped, five sixteenths
-    // shed, the rest admitted (rounded down to a 64th).
-    inbound.begin_batch();
+    // Dropping without netd saturated: nothing shed (netd has room).
+    period_with_reads(&mut inbound, 1, false);
+    assert!(shed(&inbound, &s).ports.is_empty());
+    // Saturated and dropping, the high-priority receiver keeping up: a
+    // quarter shed, then a quarter of what is left more (the rest
+    // admitted, in 64ths).
     assert_eq!(s.judge(&mut inbound, &high), Verdict::Pass);
+    period_with_reads(&mut inbound, 1, true);
+    assert_eq!(shed(&inbound, &s).ports, [(7002, 3 << 30)]);
     assert_eq!(s.judge(&mut inbound, &high), Verdict::Pass);
-    end_period(&mut inbound, 1);
-    let shed = |inbound: &Inbound, s: &Setup| inbound.filter().unwrap().shed(&s.receivers, &s.us);
-    assert_eq!(shed(&inbound, &s).ports, [(7002, 11 << 28)]);
-    // Past four fifths dropped, everything shed.
-    assert_eq!(s.judge(&mut inbound, &high), Verdict::Pass);
-    end_period(&mut inbound, 5);
+    period_with_reads(&mut inbound, 1, true);
+    assert_eq!(shed(&inbound, &s).ports, [(7002, 9 << 28)]);
+    // As long as that lasts, everything (and B1's drop rate is nearly
+    // every frame).
+    for _ in 0..40 {
+        inbound.begin_batch();
+        assert_eq!(s.judge(&mut inbound, &high), Verdict::Pass);
+        period_with_reads(&mut inbound, 1000, true);
+    }
     assert_eq!(shed(&inbound, &s).ports, [(7002, 0)]);
     // A boosted client's socket is of high priority: not shed.
     s.receivers.set_boosted(LOW_CLIENT, true);
@@ -304,10 +332,46 @@ fn the_device_is_given_the_ports_of_low_priority_sockets_and_b1_is_left_to_it() 
     inbound.filter_mut().unwrap().set_shed_by_device(false);
     inbound.begin_batch();
     assert_eq!(s.judge(&mut inbound, &low), Verdict::LowPriority(s.low), "B1 here again");
-    // The receive path no longer drops: nothing shed.
+    // netd keeps up again: the shed loses a quarter a period, to none.
+    let mut admitted = Vec::new();
+    for _ in 0..20 {
+        inbound.begin_batch();
+        assert_eq!(s.judge(&mut inbound, &high), Verdict::Pass);
+        period_with_reads(&mut inbound, 1, false);
+        admitted.push(shed(&inbound, &s).ports.first().map_or(u32::MAX, |p| p.1));
+    }
+    assert_eq!(admitted[0], 1 << 30, "three quarters shed");
+    assert!(admitted.windows(2).all(|w| w[0] <= w[1]), "{admitted:?}");
+    assert_eq!(admitted.last(), Some(&u32::MAX), "none shed");
+}
+
+#[test]
+fn a_high_priority_receiver_whose_queue_overflows_stops_the_shed() {
+    let mut s = setup();
+    let mut inbound = filter_only(42);
+    let high = s.datagram(7001, 10);
     assert_eq!(s.judge(&mut inbound, &high), Verdict::Pass);
-    end_period(&mut inbound, 0);
-    assert!(shed(&inbound, &s).ports.is_empty());
+    period_with_reads(&mut inbound, 1, true);
+    assert_eq!(shed(&inbound, &s).ports, [(7002, 3 << 30)]);
+    // Its queue full: its own process is what holds it back, and what the
+    // device sheds for it would be lost to the others for nothing.
+    let frames = (0..QUEUE + 1).map(|_| s.datagram(7001, 10)).collect();
+    let verdicts = s.batch(&mut inbound, frames);
+    assert_eq!(verdicts.last(), Some(&Verdict::Overflow(s.high)));
+    period_with_reads(&mut inbound, 1, true);
+    // Three quarters of a quarter, rounded to a 64th: 12 of them shed.
+    assert_eq!(shed(&inbound, &s).ports, [(7002, 52 << 26)]);
+    // A low-priority queue overflowing does not stop it (B1 left to the
+    // device, so that every one of them reaches the queue).
+    inbound.filter_mut().unwrap().set_shed_by_device(true);
+    assert!(s.us.udp().recv(s.high).unwrap().is_some());
+    let frames = (0..QUEUE + 1).map(|_| s.datagram(7002, 10)).collect();
+    let verdicts = s.batch(&mut inbound, frames);
+    assert_eq!(verdicts.last(), Some(&Verdict::Overflow(s.low)));
+    inbound.begin_batch();
+    assert_eq!(s.judge(&mut inbound, &high), Verdict::Pass);
+    period_with_reads(&mut inbound, 1, true);
+    assert!(shed(&inbound, &s).ports[0].1 < 52 << 26, "{:?}", shed(&inbound, &s));
 }
 
 #[test]
@@ -458,6 +522,7 @@ fn the_filter_spares_the_datagram_that_grows_a_queue_and_no_other() {
     // the next, which fits, is dropped for its low priority: the room a
     // queue could grow to spares nothing.
     end_period(&mut inbound, u64::MAX / 2);
+    inbound.filter_mut().unwrap().set_probability(1 << 32);
     let (queued, v, growths) = s.flood(&mut inbound, 7002, 10);
     assert_eq!(growths.iter().map(|g| g[2]).collect::<Vec<_>>(), [128 << 10]);
     assert_eq!((queued, v), (1, Verdict::LowPriority(s.low)));
