@@ -195,3 +195,35 @@ fn a_shared_connection_s_last_holder_leaving_ends_it_with_a_fin() {
     let mut byte = [0u8; 1];
     assert_eq!(out.read(&mut byte).expect("an end, not a reset"), 0);
 }
+/// Two threads read one shared stream: one waits for data while the other
+/// keeps reading without waiting. netd's answers of nothing to the second
+/// are its reads' alone: the waiting read goes on waiting, and gets the
+/// bytes once they come.
+#[test]
+fn a_waiting_read_of_a_shared_stream_is_not_ended_by_another_thread_s_answer_of_nothing() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, child, peer) = (netd.connect(), netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&parent, at(9680)).expect("listen");
+    let mut out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9680)), LIMIT).expect("connect");
+    let (inside, _) = listener.accept().expect("accept");
+    let adopted = std::sync::Arc::new(TcpStream::adopt_via(&child, inside.share().expect("share")).expect("adopt"));
+    adopted.set_read_timeout(Some(LIMIT)).unwrap();
+    let waiter = {
+        let s = adopted.clone();
+        std::thread::spawn(move || {
+            let mut got = [0u8; 4];
+            s.read_with(&mut got, true).map(|n| got[..n].to_vec())
+        })
+    };
+    let until = std::time::Instant::now() + Duration::from_millis(300);
+    let mut nothing = 0;
+    while std::time::Instant::now() < until {
+        let e = adopted.read_with(&mut [0u8; 4], false).expect_err("nothing to read yet");
+        assert_eq!(e.kind(), ErrorKind::WouldBlock, "{e}");
+        nothing += 1;
+    }
+    assert!(nothing > 0);
+    out.write_all(b"data").unwrap();
+    let got = waiter.join().expect("the waiting thread");
+    assert_eq!(got.expect("the waiting read gets the bytes"), b"data");
+}

@@ -3,7 +3,7 @@
 //! takes both, as Linux's does; an IPv6 socket reports IPv4 peers as
 //! IPv4-mapped addresses, as `std::net`'s does); UDP over IPv4.
 
-use crate::path::Kind;
+use crate::path::{Ask, Kind};
 use crate::{request, set_wait_limit, Data, Session};
 use nagare_request::{
     decode_accepted, decode_addr, decode_addr6, encode_addr, encode_addr6, Op, Request, SockOption, ADDR_ELSEWHERE,
@@ -454,13 +454,9 @@ impl TcpStream {
     }
 
     /// How a read waits, given the caller's `may_wait`: whether the wait
-    /// here is non-blocking, and whether the read may wait for data. A
-    /// shared stream's read that may not wait still waits for netd's
-    /// answer to its receive, which comes at once (`Conn::ask_for`).
-    pub(crate) fn read_mode(&self, may_wait: bool) -> io::Result<(bool, bool)> {
-        let may_wait = may_wait && !self.mode.is_on();
-        let shared = self.h.netd.lock()?.is_shared(self.h.id);
-        Ok((!may_wait && !shared, may_wait))
+    /// here is non-blocking, and the read's `Ask` (`Conn::read_ask`).
+    pub(crate) fn read_mode(&self, may_wait: bool) -> io::Result<(bool, Ask)> {
+        Ok(self.h.netd.lock()?.read_ask(self.h.id, may_wait && !self.mode.is_on()))
     }
 
     /// As `read`, and with `may_wait` false it never waits, whatever the
@@ -471,8 +467,8 @@ impl TcpStream {
             return Ok(0);
         }
         let id = self.h.id;
-        let (nonblocking, may_wait) = self.read_mode(may_wait)?;
-        self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_stream(id, buf, may_wait))
+        let (nonblocking, mut ask) = self.read_mode(may_wait)?;
+        self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_stream(id, buf, &mut ask))
     }
 
     /// As [`TcpStream::read_with`], leaving the bytes to be read again
@@ -482,8 +478,8 @@ impl TcpStream {
             return Ok(0);
         }
         let id = self.h.id;
-        let (nonblocking, may_wait) = self.read_mode(may_wait)?;
-        self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.peek_stream(id, buf, may_wait))
+        let (nonblocking, mut ask) = self.read_mode(may_wait)?;
+        self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.peek_stream(id, buf, &mut ask))
     }
 
     /// As `write`, and with `may_wait` false it never waits, whatever the
@@ -760,6 +756,12 @@ impl UdpSocket {
         self.h.id
     }
 
+    /// How a receive waits, given the caller's `may_wait`: whether the
+    /// wait here is non-blocking, and the read's `Ask` (`Conn::read_ask`).
+    pub(crate) fn read_mode(&self, may_wait: bool) -> io::Result<(bool, Ask)> {
+        Ok(self.h.netd.lock()?.read_ask(self.h.id, may_wait && !self.mode.is_on()))
+    }
+
     /// Receives fail with `WouldBlock` after waiting this long (`None`:
     /// wait as long as it takes).
     pub fn set_read_timeout(&self, limit: Option<Duration>) -> io::Result<()> {
@@ -838,8 +840,9 @@ impl UdpSocket {
     /// never waits, whatever the socket's mode (`MSG_DONTWAIT`).
     pub fn recv_from_with(&self, buf: &mut [u8], may_wait: bool) -> io::Result<(usize, usize, SocketAddr)> {
         let id = self.h.id;
-        let nonblocking = self.mode.is_on() || !may_wait;
-        let (n, whole, from) = self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_datagram(id, buf))?;
+        let (nonblocking, mut ask) = self.read_mode(may_wait)?;
+        let (n, whole, from) =
+            self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_datagram(id, buf, &mut ask))?;
         Ok((n, whole, addr_of(from)))
     }
 
@@ -848,8 +851,9 @@ impl UdpSocket {
     /// (what `FIONREAD` says).
     pub fn peek_from_with(&self, buf: &mut [u8], may_wait: bool) -> io::Result<(usize, usize, SocketAddr)> {
         let id = self.h.id;
-        let nonblocking = self.mode.is_on() || !may_wait;
-        let (n, whole, from) = self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.peek_datagram(id, buf))?;
+        let (nonblocking, mut ask) = self.read_mode(may_wait)?;
+        let (n, whole, from) =
+            self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.peek_datagram(id, buf, &mut ask))?;
         Ok((n, whole, addr_of(from)))
     }
 }
