@@ -505,9 +505,8 @@ fn a_forking_server_hands_each_connection_to_its_child() {
 }
 
 /// UDP through netd from python3: a datagram to the kernel's echo and its
-/// answer, unconnected and connected. A socket made before fork fails in
-/// the child with EBADF and keeps working in the parent, which a
-/// connection the child makes itself does not disturb.
+/// answer, unconnected and connected. A socket made and used before fork
+/// sends and receives in the child, and then again in the parent.
 #[test]
 fn python_udp_and_a_socket_across_fork_through_netd() {
     if let Some(reason) = interop_unavailable(&["python3", "ping"]) {
@@ -516,12 +515,12 @@ fn python_udp_and_a_socket_across_fork_through_netd() {
     let s = Setup::new("runudp");
     let echo = format!(
         "import socket\ns=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(({KERNEL:?}, 9999))\n\
-         for _ in range(3):\n    d, a = s.recvfrom(2048)\n    s.sendto(d.upper(), a)\n"
+         for _ in range(4):\n    d, a = s.recvfrom(2048)\n    s.sendto(d.upper(), a)\n"
     );
     let mut echo = Process::spawn(s.kernel("python3").args(["-c", &echo]));
     std::thread::sleep(Duration::from_millis(500));
     let client = format!(
-        "import os, socket, errno\n\
+        "import os, socket\n\
          s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)\n\
          s.sendto(b'one', ({KERNEL:?}, 9999)); print(s.recvfrom(100)[0].decode())\n\
          c=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); c.settimeout(5)\n\
@@ -529,9 +528,9 @@ fn python_udp_and_a_socket_across_fork_through_netd() {
          pid = os.fork()\n\
          if pid == 0:\n\
          \x20   try:\n\
-         \x20       s.sendto(b'x', ({KERNEL:?}, 9999)); os._exit(1)\n\
-         \x20   except OSError as e:\n\
-         \x20       os._exit(0 if e.errno == errno.EBADF else 2)\n\
+         \x20       s.sendto(b'four', ({KERNEL:?}, 9999)); os._exit(0 if s.recvfrom(100)[0] == b'FOUR' else 1)\n\
+         \x20   except OSError:\n\
+         \x20       os._exit(2)\n\
          _, status = os.waitpid(pid, 0); print('child', os.waitstatus_to_exitcode(status))\n\
          s.sendto(b'three', ({KERNEL:?}, 9999)); print(s.recvfrom(100)[0].decode())\n"
     );

@@ -2,17 +2,20 @@
 //! parent's: a listener shared by one client and adopted by another
 //! accepts there and stays open until its last holder closes it; a
 //! stream handed over with bytes its first holder's receives had taken
-//! loses none of them, in order, and outlives the client that shared it.
+//! loses none of them, in order, and outlives the client that shared it;
+//! a UDP socket's holders each read whole datagrams, none twice, and send
+//! from its address, and the socket passes to the adopter, PacketFlow's
+//! view of it included, once its sharer is gone.
 
 mod support;
 
-use nagare::net::{TcpListener, TcpStream};
+use nagare::net::{TcpListener, TcpStream, UdpSocket};
 use nagare::poll::{poll, PollEntry, READABLE};
-use nagare_netd::Placement;
+use nagare_netd::{PacketFlow, Placement};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, SocketAddrV4};
 use std::time::Duration;
-use support::{stat_value, NetdThread, Wire, LIMIT, NETD_ADDR};
+use support::{stat_value, NetdThread, Tune, Wire, LIMIT, NETD_ADDR};
 
 fn at(port: u16) -> SocketAddrV4 {
     SocketAddrV4::new(NETD_ADDR, port)
@@ -195,6 +198,93 @@ fn a_shared_connection_s_last_holder_leaving_ends_it_with_a_fin() {
     let mut byte = [0u8; 1];
     assert_eq!(out.read(&mut byte).expect("an end, not a reset"), 0);
 }
+
+/// A UDP socket shared by one client and adopted by another: each holder
+/// receives whole datagrams, none twice, one that may not wait finds
+/// nothing without waiting, both send from the socket's address, and the
+/// socket stays the adopter's once its sharer is gone.
+#[test]
+fn a_shared_udp_socket_serves_both_holders_and_outlives_its_sharer() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, child, peer) = (netd.connect(), netd.connect(), netd.connect());
+    let sock = UdpSocket::bind_via(&parent, at(9660)).expect("bind");
+    let out = UdpSocket::bind_via(&peer, at(9661)).expect("the peer's");
+    out.set_read_timeout(Some(LIMIT)).unwrap();
+    let token = sock.share().expect("share");
+    assert_eq!(sock.share().expect("a second share"), token, "one token per socket");
+    let adopted = UdpSocket::adopt_via(&child, token).expect("adopt");
+    assert!(TcpStream::adopt_via(&child, token).is_err(), "a UDP socket is no stream");
+    assert_eq!(adopted.local_addr().unwrap(), SocketAddr::V4(at(9660)));
+    assert!(sock.is_shared() && adopted.is_shared());
+    let report = child.stat().expect("stat");
+    assert!(report.lines().any(|l| l.contains(" udp local ") && l.ends_with(" holders 2")), "{report}");
+    sock.set_read_timeout(Some(LIMIT)).unwrap();
+    adopted.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut buf = [0u8; 2048];
+    let big: Vec<u8> = (0..1500u32).map(|i| (i * 7 + i / 256) as u8).collect();
+    for (i, reader) in [&adopted, &sock, &adopted].into_iter().enumerate() {
+        let said = [&big[..], &[i as u8; 3][..]].concat();
+        out.send_to(&said, at(9660)).unwrap();
+        let (n, from) = reader.recv_from(&mut buf).expect("a datagram");
+        assert_eq!(&buf[..n], &said[..], "datagram {i}");
+        assert_eq!(from, SocketAddr::V4(at(9661)));
+    }
+    // Nothing is there: a receive that may not wait says so, in either.
+    for holder in [&sock, &adopted] {
+        let none = holder.recv_from_with(&mut buf, false).expect_err("nothing to read");
+        assert_eq!(none.kind(), ErrorKind::WouldBlock, "{none}");
+    }
+    for (holder, said) in [(&adopted, &b"from the child"[..]), (&sock, &b"from the parent"[..])] {
+        holder.send_to(said, at(9661)).unwrap();
+        let (n, from) = out.recv_from(&mut buf).expect("a datagram from a holder");
+        assert_eq!((&buf[..n], from), (said, SocketAddr::V4(at(9660))));
+    }
+    drop((sock, parent));
+    std::thread::sleep(Duration::from_millis(200));
+    out.send_to(b"after", at(9660)).unwrap();
+    let (n, _) = adopted.recv_from(&mut buf).expect("the adopter keeps it");
+    assert_eq!(&buf[..n], b"after");
+}
+
+/// With PacketFlow's memory manager, a shared UDP socket is its sharer's
+/// receiver, and once the sharer let go (closed it, or left without a
+/// close) its adopter's: its queue may still grow to its priority's
+/// maximum (a socket no client is known to hold keeps its size).
+#[test]
+fn a_shared_udp_socket_passes_to_its_adopter_in_packetflow() {
+    let tune = Tune { packetflow: Some(PacketFlow::ALL), ..Tune::default() };
+    let netd = NetdThread::start_tuned(Placement::Inline, Wire::Loopback, tune, |_| {});
+    let (closer, child) = (netd.connect(), netd.connect());
+    let closed = UdpSocket::bind_via(&closer, at(9670)).expect("bind");
+    let first = UdpSocket::adopt_via(&child, closed.share().expect("share")).expect("adopt");
+    // A sharer that leaves without closing its socket.
+    let mut leaver = support::RawClient::connect(&netd);
+    let mut bind = leaver.request(nagare_netd::Op::UdpBind);
+    bind.aux[0] = nagare_netd::encode_addr(at(9671));
+    let id = leaver.call(bind).result().expect("bind") as u32;
+    let mut share = leaver.request(nagare_netd::Op::Share);
+    share.socket = id;
+    let token = leaver.call(share).result().expect("share");
+    let second = UdpSocket::adopt_via(&child, token).expect("adopt");
+    let line = |s: &nagare::Session, port: u16| {
+        let report = s.stat().expect("stat");
+        let local = format!(" udp local {NETD_ADDR}:{port} ");
+        let line = report.lines().find(|l| l.contains(&local)).map(str::to_owned);
+        line.unwrap_or_else(|| panic!("no line for UDP port {port}: {report}"))
+    };
+    let grows = |l: &str| stat_value(l, " rcvbuf_max ") > stat_value(l, " rcvbuf ");
+    assert!(grows(&line(&closer, 9670)), "{}", line(&closer, 9670));
+    drop((closed, closer));
+    drop(leaver);
+    std::thread::sleep(Duration::from_millis(200));
+    for port in [9670, 9671] {
+        let after = line(&child, port);
+        assert!(!after.contains(" holders "), "held by the adopter alone: {after}");
+        assert!(grows(&after), "the adopter is the socket's receiver now: {after}");
+    }
+    drop((first, second));
+}
+
 /// Two threads read one shared stream: one waits for data while the other
 /// keeps reading without waiting. netd's answers of nothing to the second
 /// are its reads' alone: the waiting read goes on waiting, and gets the

@@ -2,13 +2,18 @@
 //! its parent's sockets, and so does a program it runs.
 //!
 //! - **Before a `fork`** (a `pthread_atfork` handler in the parent), every
-//!   TCP connection and listener this process holds in netd is shared
+//!   TCP connection, listener and UDP socket this process holds in netd
+//!   is shared
 //!   (`TcpStream::share`, `TcpListener::share`: netd ends our waiting
 //!   receives and accepts, and bytes that arrived unread go back to it),
 //!   and its placeholder descriptor is named for its token (the abstract
 //!   `AF_UNIX` address `nagare-shared-TOKEN`) and connected to netd's
 //!   watch socket with the token: netd keeps the socket open while any
-//!   process holds that descriptor, also after every holder let go.
+//!   process holds that descriptor, also after every holder let go. A UDP
+//!   socket's placeholder (an `AF_UNIX` datagram socket, which cannot
+//!   connect to the watch socket's stream) is named but not watched: the
+//!   socket stays open while a session holds it (the child's made ahead
+//!   holds it until the child closes it, exits or runs a program).
 //! - **A session for the child** is made before the fork too, with every
 //!   shared socket adopted in it: the child takes it as its own, so that
 //!   it holds its sockets even once it has changed its user or root
@@ -21,13 +26,13 @@
 //! - **After `exec`**, the preload library looks for named placeholders
 //!   when it starts ([`inherit`]) and puts them in the table, to be
 //!   adopted on first use.
-//! - A socket still fresh (no `listen` or `connect`) is simply the
-//!   child's too. A UDP socket, or one that was connecting, is not shared:
-//!   in the child it fails with `EBADF`.
+//! - A socket still fresh (no `listen`, `connect` or `bind` in netd) is
+//!   simply the child's too. One that was connecting is not shared: in
+//!   the child it fails with `EBADF`.
 
 use crate::errors::{errno, say_once};
 use crate::session::{netd_path, session};
-use crate::sock::{apply_stream_options, Inner, Sock, State};
+use crate::sock::{apply_datagram_options, apply_stream_options, Inner, Proto, Sock, State};
 use crate::{table, Entered, Res};
 use nagare::share::{adopt_via, Adopted};
 use nagare::Session;
@@ -162,6 +167,7 @@ fn share(sock: &Sock) -> Res<u64> {
     let token = match &g.state {
         State::Listener(l) => l.share(),
         State::Stream(s) => s.share(),
+        State::Datagram(d) => d.share(),
         _ => return Err(libc::EOPNOTSUPP),
     }
     .map_err(|e| errno(&e))?;
@@ -238,7 +244,7 @@ pub(crate) fn take_over(sock: &Sock, g: &mut Inner) -> Res<()> {
             sock.pid.store(me, Ordering::Release);
             return Ok(());
         }
-        say_once("a UDP socket, or one connecting, made before fork is not usable in the child");
+        say_once("a socket still connecting at fork is not usable in the child");
         return Err(libc::EBADF);
     }
     let adopted = match made_for_me(token) {
@@ -260,6 +266,7 @@ pub(crate) fn take_over(sock: &Sock, g: &mut Inner) -> Res<()> {
     let local = match &adopted {
         Adopted::Stream(s) => s.local_addr(),
         Adopted::Listener(l) => l.local_addr(),
+        Adopted::Datagram(d) => d.local_addr(),
     };
     if local.is_ok_and(|a| a.is_ipv6()) {
         sock.six.store(true, Ordering::Relaxed);
@@ -272,6 +279,10 @@ pub(crate) fn take_over(sock: &Sock, g: &mut Inner) -> Res<()> {
         Adopted::Listener(l) => {
             l.set_nonblocking(nonblocking).map_err(|e| errno(&e))?;
             State::Listener(Arc::new(l))
+        }
+        Adopted::Datagram(d) => {
+            apply_datagram_options(&d, &g.options, nonblocking)?;
+            State::Datagram(Arc::new(d))
         }
     };
     sock.pid.store(me, Ordering::Release);
@@ -288,11 +299,28 @@ pub fn inherit() {
     for entry in dir.flatten() {
         let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
         let Some(token) = placeholder_token(fd) else { continue };
-        let sock = found.entry(token).or_insert_with(|| Arc::new(Sock::inherited(token))).clone();
+        let proto = placeholder_proto(fd);
+        let sock = found.entry(token).or_insert_with(|| Arc::new(Sock::inherited(proto, token))).clone();
         table::insert(fd, sock);
     }
     if !found.is_empty() {
         register();
+    }
+}
+
+/// The protocol placeholder `fd` was made for: a datagram socket's is a
+/// datagram socket (`crate::calls`), the others' a stream.
+fn placeholder_proto(fd: i32) -> Proto {
+    let mut ty: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `ty` has `len` writable bytes.
+    let r = unsafe {
+        libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE, (&mut ty as *mut libc::c_int).cast(), &mut len)
+    };
+    if r == 0 && ty == libc::SOCK_DGRAM {
+        Proto::Udp
+    } else {
+        Proto::Tcp
     }
 }
 

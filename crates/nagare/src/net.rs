@@ -756,6 +756,10 @@ impl UdpSocket {
         self.h.id
     }
 
+    pub(crate) fn from_handle(h: Handle, local: SocketAddr) -> UdpSocket {
+        UdpSocket { h, local, read_limit: Limit::default(), mode: Mode::default() }
+    }
+
     /// How a receive waits, given the caller's `may_wait`: whether the
     /// wait here is non-blocking, and the read's `Ask` (`Conn::read_ask`).
     pub(crate) fn read_mode(&self, may_wait: bool) -> io::Result<(bool, Ask)> {

@@ -23,8 +23,13 @@ use std::net::{SocketAddr, SocketAddrV6};
 pub(super) fn close(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
     let charge = cx.memory.socket_charged(c.key, req.socket);
     let sock = c.sockets.remove(cx.steering, req.socket).ok_or(libc::EBADF)?;
+    let other = cx.sharing.shares.other_holder(c.key, req.socket);
     if cx.sharing.let_go(c.key, req.socket) {
-        // Another client holds it too: it stays open for them.
+        // Another client holds it too: it stays open for them, and a UDP
+        // socket's datagrams are theirs to PacketFlow from now on.
+        if let Sock::Udp(h) = sock {
+            cx.receivers.hand_over(h, (c.key, req.socket), other);
+        }
         return Ok(Some(Done::value(0)));
     }
     if let Sock::Udp(h) = sock {
