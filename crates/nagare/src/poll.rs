@@ -90,14 +90,16 @@ pub fn wake_when_ready(netd: &Session, entries: &[PollEntry], limit: Duration) -
     let bytes: Vec<u8> = entries.iter().flat_map(|e| PollEntry { ready: 0, ..*e }.to_bytes()).collect();
     let mut r = Request::new(Op::Poll, 0);
     set_wait_limit(&mut r, Some(limit.max(Duration::from_micros(1))));
-    let mut c = netd.lock()?;
-    c.collect()?;
-    if c.armed.is_some_and(|id| c.in_flight.contains_key(&id)) {
-        // One such request at a time: the one in flight wakes the sleep
-        // within its own limit.
-        return Ok(());
+    {
+        let mut c = netd.lock()?;
+        c.collect()?;
+        if c.armed.is_some_and(|id| c.in_flight.contains_key(&id)) {
+            // One such request at a time: the one in flight wakes the sleep
+            // within its own limit.
+            return Ok(());
+        }
     }
-    let buffer = c.fill(&mut r, &Data::Send(&bytes))?;
+    let (buffer, mut c) = netd.fill_waiting(&mut r, &Data::Send(&bytes))?;
     c.submit(&mut r, buffer)?;
     // Only its buffer comes back: nobody takes the answer.
     c.in_flight.insert(r.id, InFlight { buffer, abandoned: true, role: Role::Call });
@@ -126,8 +128,7 @@ fn ask_netd(
         set_wait_limit(&mut r, Some(limit));
     }
     let (id, buffer) = {
-        let mut c = netd.lock()?;
-        let buffer = c.fill(&mut r, &Data::InOut(&mut bytes))?;
+        let (buffer, mut c) = netd.fill_waiting(&mut r, &Data::InOut(&mut bytes))?;
         c.submit(&mut r, buffer)?;
         c.in_flight.insert(r.id, InFlight { buffer, abandoned: false, role: Role::Call });
         (r.id, buffer)
