@@ -317,3 +317,37 @@ fn a_waiting_read_of_a_shared_stream_is_not_ended_by_another_thread_s_answer_of_
     let got = waiter.join().expect("the waiting thread");
     assert_eq!(got.expect("the waiting read gets the bytes"), b"data");
 }
+
+/// Two threads of one session sleep over different shared sockets: each
+/// has netd answer when its own is ready (`wake_when_ready`), so data for
+/// the second wakes the session's sleep though the first's is still
+/// asked about.
+#[test]
+fn wake_when_ready_for_two_lists_wakes_for_either() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, child, peer) = (netd.connect(), netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&parent, at(9690)).expect("listen");
+    let mut outs = Vec::new();
+    let mut adopted = Vec::new();
+    for _ in 0..2 {
+        let out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9690)), LIMIT).expect("connect");
+        let (inside, _) = listener.accept().expect("accept");
+        adopted.push(TcpStream::adopt_via(&child, inside.share().expect("share")).expect("adopt"));
+        outs.push(out);
+    }
+    let long = Duration::from_secs(30);
+    for s in &adopted {
+        let entry = PollEntry { socket: s.socket_id(), interest: READABLE, ready: 0 };
+        nagare::poll::wake_when_ready(&child, &[entry], long).expect("wake when ready");
+    }
+    outs[1].write_all(b"second").unwrap();
+    if let Some(fd) = child.prepare_wait().expect("prepare") {
+        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one pollfd, valid for the call.
+        let n = unsafe { libc::poll(&mut p, 1, LIMIT.as_millis() as i32) };
+        assert_eq!(n, 1, "the session's sleep was not woken by data for the second list");
+    }
+    child.finish_wait().expect("finish");
+    let mut e = [PollEntry { socket: adopted[1].socket_id(), interest: READABLE, ready: 0 }];
+    assert_eq!(poll(&child, &mut e, Some(Duration::ZERO)).expect("poll"), 1);
+}

@@ -123,8 +123,9 @@ struct Conn {
     /// Another process uses the session now ([`Session::abandon`]): this
     /// one touches nothing it shares with netd.
     abandoned: bool,
-    /// The request of [`poll::wake_when_ready`] last made.
-    armed: Option<u64>,
+    /// The requests of [`poll::wake_when_ready`] made and perhaps still in
+    /// flight, each with the list it asked about.
+    armed: Vec<(u64, Vec<u8>)>,
 }
 
 /// What a request carries in its buffer.
@@ -175,7 +176,7 @@ impl Session {
             alive_at: Instant::now(),
             sleeper: false,
             abandoned: false,
-            armed: None,
+            armed: Vec::new(),
         };
         Ok(Session { inner: Arc::new(Shared { conn: Mutex::new(conn), woken: Condvar::new(), wake }) })
     }
