@@ -351,3 +351,42 @@ fn wake_when_ready_for_two_lists_wakes_for_either() {
     let mut e = [PollEntry { socket: adopted[1].socket_id(), interest: READABLE, ready: 0 }];
     assert_eq!(poll(&child, &mut e, Some(Duration::ZERO)).expect("poll"), 1);
 }
+
+/// Two threads accept on one shared listener: one waits while the other
+/// (the listener made non-blocking meanwhile) keeps accepting without
+/// waiting. Each accept has netd's answer to its own `ACCEPT`: the
+/// non-blocking ones say `WouldBlock` at once rather than wait behind the
+/// waiting one, and their answers of nothing do not end the waiting one,
+/// which gets the connection once it comes.
+#[test]
+fn a_waiting_accept_and_non_blocking_ones_on_a_shared_listener_each_get_their_own_answer() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, child, peer) = (netd.connect(), netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&parent, at(9700)).expect("listen");
+    let adopted = std::sync::Arc::new(TcpListener::adopt_via(&child, listener.share().expect("share")).expect("adopt"));
+    drop(listener);
+    let (accepted, waited) = std::sync::mpsc::channel();
+    {
+        let l = adopted.clone();
+        std::thread::spawn(move || accepted.send(l.accept().map(|(_, from)| from)));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    adopted.set_nonblocking(true).unwrap();
+    let (looked, nothing) = std::sync::mpsc::channel();
+    {
+        let l = adopted.clone();
+        std::thread::spawn(move || {
+            let until = std::time::Instant::now() + Duration::from_millis(300);
+            let mut answers = Vec::new();
+            while std::time::Instant::now() < until {
+                answers.push(l.accept().err().map(|e| e.kind()));
+            }
+            looked.send(answers)
+        });
+    }
+    let answers = nothing.recv_timeout(LIMIT).expect("non-blocking accepts waited behind the waiting one");
+    assert!(!answers.is_empty() && answers.iter().all(|a| *a == Some(ErrorKind::WouldBlock)), "{answers:?}");
+    let out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9700)), LIMIT).expect("connect");
+    let from = waited.recv_timeout(LIMIT).expect("the waiting accept is done");
+    assert_eq!(from.expect("the waiting accept gets the connection"), out.local_addr().unwrap());
+}

@@ -684,7 +684,8 @@ impl TcpListener {
         let id = self.h.id;
         let may_wait = !self.mode.is_on();
         let shared = self.h.netd.lock()?.is_shared_listener(id);
-        let c = self.h.netd.until(!may_wait && !shared, None, |conn| conn.take_accepted(id, may_wait))?;
+        let mut ask = Ask::new(may_wait);
+        let c = self.h.netd.until(!may_wait && !shared, None, |conn| conn.take_accepted(id, &mut ask))?;
         let six = self.local.is_ipv6();
         let (new_id, ip) = decode_accepted(c.aux[0]);
         let (local, peer) = if c.aux[1] == ADDR_ELSEWHERE {

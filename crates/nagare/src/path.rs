@@ -138,15 +138,16 @@ pub(crate) struct SockPath {
 
 /// The most answers of nothing a shared socket's path keeps for reads
 /// that have not looked yet.
-const NOTHING_KEPT: usize = 16;
+pub(crate) const NOTHING_KEPT: usize = 16;
 
-/// One read on a shared socket (`Conn::ask_for`): whether it may wait
-/// for data, and the receive it posted that netd has not answered yet, so
-/// that an answer of nothing is this read's alone and no other thread's.
+/// One read (or accept) on a shared socket (`Conn::ask_for`,
+/// `Conn::take_accepted`): whether it may wait for data, and the receive
+/// it posted that netd has not answered yet, so that an answer of nothing
+/// is this read's alone and no other thread's.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Ask {
-    may_wait: bool,
-    posted: Option<u64>,
+    pub(crate) may_wait: bool,
+    pub(crate) posted: Option<u64>,
 }
 
 impl Ask {
