@@ -539,6 +539,44 @@ fn python_udp_and_a_socket_across_fork_through_netd() {
     echo.terminate(Duration::from_secs(5));
 }
 
+/// A socket passed to a program started without `fork`'s handlers:
+/// python3's `os.posix_spawn` and `subprocess` (which uses `vfork`) run
+/// a python3 child that sends and receives on the parent's UDP socket,
+/// which the parent then uses again.
+#[test]
+fn a_socket_passed_through_posix_spawn_and_vfork_works_in_the_program() {
+    if let Some(reason) = interop_unavailable(&["python3", "ping"]) {
+        return skip("a_socket_passed_through_posix_spawn_and_vfork_works_in_the_program", &reason);
+    }
+    let s = Setup::new("runspawn");
+    let echo = format!(
+        "import socket\ns=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(({KERNEL:?}, 9998))\n\
+         for _ in range(4):\n    d, a = s.recvfrom(2048)\n    s.sendto(d.upper(), a)\n"
+    );
+    let mut echo = Process::spawn(s.kernel("python3").args(["-c", &echo]));
+    std::thread::sleep(Duration::from_millis(500));
+    let child = format!(
+        "import socket, sys\n\
+         c = socket.socket(fileno=int(sys.argv[1])); c.settimeout(5)\n\
+         c.sendto(sys.argv[2].encode(), ({KERNEL:?}, 9998)); print(c.recvfrom(100)[0].decode(), flush=True)\n"
+    );
+    let parent = format!(
+        "import os, socket, subprocess, sys\n\
+         child = {child:?}\n\
+         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)\n\
+         s.sendto(b'one', ({KERNEL:?}, 9998)); print(s.recvfrom(100)[0].decode(), flush=True)\n\
+         fd = s.fileno(); os.set_inheritable(fd, True)\n\
+         pid = os.posix_spawn(sys.executable, [sys.executable, '-c', child, str(fd), 'spawned'], os.environ)\n\
+         _, status = os.waitpid(pid, 0); print('spawn', os.waitstatus_to_exitcode(status), flush=True)\n\
+         r = subprocess.run([sys.executable, '-c', child, str(fd), 'vforked'], pass_fds=[fd], timeout=20)\n\
+         print('subprocess', r.returncode, flush=True)\n\
+         s.sendto(b'last', ({KERNEL:?}, 9998)); print(s.recvfrom(100)[0].decode(), flush=True)\n"
+    );
+    let out = ok(s.run("python3").args(["-c", &parent]), 60, "python3 spawning children");
+    assert_eq!(out.stdout, "ONE\nSPAWNED\nspawn 0\nVFORKED\nsubprocess 0\nLAST\n", "{}", out.stderr);
+    echo.terminate(Duration::from_secs(5));
+}
+
 /// A name server on the kernel's side that answers every `A` question
 /// with 10.83.0.77 and every `PTR` question with ptr.nagare.test (and
 /// every other with no answer), printing where each question came from.

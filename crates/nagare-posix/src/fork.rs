@@ -26,6 +26,10 @@
 //! - **After `exec`**, the preload library looks for named placeholders
 //!   when it starts ([`inherit`]) and puts them in the table, to be
 //!   adopted on first use.
+//! - **`posix_spawn` and `vfork`** run no fork handlers: the preload
+//!   library shares the sockets first for `posix_spawn` ([`before_spawn`];
+//!   its child runs a program, which finds them after `exec`), and makes a
+//!   `vfork` a `fork` (which POSIX allows), so that its handlers run.
 //! - A socket still fresh (no `listen`, `connect` or `bind` in netd) is
 //!   simply the child's too. One that was connecting is not shared: in
 //!   the child it fails with `EBADF`.
@@ -93,6 +97,22 @@ pub(crate) fn register() {
 /// child's session with them adopted.
 extern "C" fn prepare() {
     let _in = Entered::new();
+    let tokens = share_all();
+    if !tokens.is_empty() {
+        if let Ok(session) = Session::connect(netd_path()) {
+            session.set_spin_yields(false);
+            let adopted = tokens.into_iter().filter_map(|t| adopt_via(&session, t).ok().map(|a| (t, a))).collect();
+            for_child().next = Some(ForChild { session, adopted, pid: 0 });
+        }
+    }
+    // In this order everywhere: the table, the session slot, the child's.
+    let held = Held { _table: table::hold(), session: crate::session::hold(), for_child: for_child() };
+    HELD.with(|h| *h.borrow_mut() = Some(held));
+}
+
+/// Shares every socket this process holds and names and watches its
+/// placeholder: their tokens.
+fn share_all() -> Vec<u64> {
     let mut tokens = Vec::new();
     for (fds, sock) in table::groups() {
         if !sock.is_here() {
@@ -104,16 +124,18 @@ extern "C" fn prepare() {
         }
         tokens.push(token);
     }
-    if !tokens.is_empty() {
-        if let Ok(session) = Session::connect(netd_path()) {
-            session.set_spin_yields(false);
-            let adopted = tokens.into_iter().filter_map(|t| adopt_via(&session, t).ok().map(|a| (t, a))).collect();
-            for_child().next = Some(ForChild { session, adopted, pid: 0 });
-        }
-    }
-    // In this order everywhere: the table, the session slot, the child's.
-    let held = Held { _table: table::hold(), session: crate::session::hold(), for_child: for_child() };
-    HELD.with(|h| *h.borrow_mut() = Some(held));
+    tokens
+}
+
+/// Before `posix_spawn`, which runs no fork handlers and whose child runs
+/// a program at once: every socket this process holds is shared, and its
+/// placeholder named and watched, as before a `fork`, so that the program
+/// finds the sockets it inherits ([`inherit`]). No session is made ahead:
+/// the program makes its own. (A socket this process holds stays shared
+/// from then on, as after a `fork`.)
+pub fn before_spawn() {
+    let _in = Entered::new();
+    share_all();
 }
 
 /// In the parent after the `fork`: the child's session is the child's.
