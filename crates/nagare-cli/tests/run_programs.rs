@@ -506,7 +506,8 @@ fn a_forking_server_hands_each_connection_to_its_child() {
 
 /// UDP through netd from python3: a datagram to the kernel's echo and its
 /// answer, unconnected and connected. A socket made and used before fork
-/// sends and receives in the child, and then again in the parent.
+/// sends and receives in the child, and then again in the parent; netd's
+/// report names the child, which holds the session made for it.
 #[test]
 fn python_udp_and_a_socket_across_fork_through_netd() {
     if let Some(reason) = interop_unavailable(&["python3", "ping"]) {
@@ -519,8 +520,9 @@ fn python_udp_and_a_socket_across_fork_through_netd() {
     );
     let mut echo = Process::spawn(s.kernel("python3").args(["-c", &echo]));
     std::thread::sleep(Duration::from_millis(500));
+    let (nagare, socket) = (nagare(), s.socket.display().to_string());
     let client = format!(
-        "import os, socket\n\
+        "import os, socket, subprocess\n\
          s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)\n\
          s.sendto(b'one', ({KERNEL:?}, 9999)); print(s.recvfrom(100)[0].decode())\n\
          c=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); c.settimeout(5)\n\
@@ -528,7 +530,10 @@ fn python_udp_and_a_socket_across_fork_through_netd() {
          pid = os.fork()\n\
          if pid == 0:\n\
          \x20   try:\n\
-         \x20       s.sendto(b'four', ({KERNEL:?}, 9999)); os._exit(0 if s.recvfrom(100)[0] == b'FOUR' else 1)\n\
+         \x20       s.sendto(b'four', ({KERNEL:?}, 9999))\n\
+         \x20       if s.recvfrom(100)[0] != b'FOUR': os._exit(1)\n\
+         \x20       stat = subprocess.run([{nagare:?}, 'stat', '--via', {socket:?}], capture_output=True).stdout\n\
+         \x20       os._exit(0 if b' pid %d ' % os.getpid() in stat else 3)\n\
          \x20   except OSError:\n\
          \x20       os._exit(2)\n\
          _, status = os.waitpid(pid, 0); print('child', os.waitstatus_to_exitcode(status))\n\

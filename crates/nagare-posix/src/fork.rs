@@ -155,6 +155,9 @@ extern "C" fn in_child() {
     let Some(mut held) = HELD.with(|h| h.borrow_mut().take()) else { return };
     let Some(mut c) = held.for_child.next.take() else { return };
     c.pid = me;
+    // netd is told which process holds the session now (one request
+    // posted, its answer not awaited).
+    let _ = c.session.moved_here();
     let session = c.session.clone();
     crate::session::adopt_session(&mut held.session, me, session);
     // The parent's own, copied by the fork: never used or dropped here.

@@ -177,6 +177,12 @@ pub enum Op {
     /// carries it as [`encode_addr6`] does (an IPv4 one mapped,
     /// `::ffff:a.b.c.d`): `aux[0]`, `aux[1]` and the port in `aux[2]`.
     Name = 24,
+    /// The process of pid `aux[0]` holds the session from now on: a child
+    /// after `fork` that took the session its parent made for it. Allowed
+    /// for a child of the session's process, of the same user (`EPERM`
+    /// otherwise); its nice value then sets the session's priority, and
+    /// netd's report names it.
+    Pid = 30,
 }
 
 /// [`Op::Listen6`]'s `aux[2]` bit: IPv6 connections only (`IPV6_V6ONLY`).
@@ -443,6 +449,7 @@ impl Op {
             22 => Op::Listen6,
             23 => Op::Connect6,
             24 => Op::Name,
+            30 => Op::Pid,
             _ => return None,
         })
     }
@@ -461,6 +468,7 @@ impl Op {
                 | Op::Stat
                 | Op::Poll
                 | Op::Adopt
+                | Op::Pid
         )
     }
 
@@ -736,6 +744,12 @@ impl Request {
                 }
                 1
             }
+            Op::Pid => {
+                if d.aux[0] == 0 || d.aux[0] > i32::MAX as u64 {
+                    return Err(ProtoError::BadArgument);
+                }
+                1
+            }
             _ => 0,
         };
         let mut aux = d.aux;
@@ -931,6 +945,13 @@ mod tests {
         assert_eq!(Request::decode(&back.encode()), Err(ProtoError::BadBuffer), "a give-back brings bytes");
         back.piece = Some(Piece { buffer: 1, offset: 0, len: 10 });
         assert_eq!(Request::decode(&back.encode()), Ok(back));
+        let mut pid = Request::new(Op::Pid, 10);
+        pid.aux[0] = 4321;
+        assert_eq!(Request::decode(&pid.encode()), Ok(pid));
+        for bad in [0, 1 << 31] {
+            pid.aux[0] = bad;
+            assert_eq!(Request::decode(&pid.encode()), Err(ProtoError::BadArgument), "pid {bad}");
+        }
         let w = AdoptWord { kind: AdoptWord::STREAM, recv_buffer: 262_144 };
         assert_eq!(AdoptWord::decode(w.encode()), Some(w));
         assert_eq!(AdoptWord::decode(0), None);

@@ -211,6 +211,22 @@ impl Session {
         }
     }
 
+    /// Tells netd that this process holds the session from now on: a child
+    /// after `fork` that takes the session its parent made for it (netd
+    /// allows it for a child of the session's process, of the same user).
+    /// netd then weighs the session by this process's nice value and names
+    /// this process in its report. Returns at once, without waiting for
+    /// netd's answer (a `fork` handler calls it).
+    pub fn moved_here(&self) -> io::Result<()> {
+        let mut req = Request::new(Op::Pid, 0);
+        req.aux[0] = u64::from(std::process::id());
+        let mut c = self.lock()?;
+        c.submit(&mut req, None)?;
+        // Nobody takes the answer.
+        c.in_flight.insert(req.id, InFlight { buffer: None, abandoned: true, role: Role::Call });
+        Ok(())
+    }
+
     /// Whether [`Session::abandon`] left it to another process.
     pub(crate) fn is_abandoned(&self) -> bool {
         self.lock().map_or(true, |c| c.abandoned)
