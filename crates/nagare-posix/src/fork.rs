@@ -97,7 +97,7 @@ pub(crate) fn register() {
 /// child's session with them adopted.
 extern "C" fn prepare() {
     let _in = Entered::new();
-    let tokens = share_all();
+    let tokens = share_all(|_| true);
     if !tokens.is_empty() {
         if let Ok(session) = Session::connect(netd_path()) {
             session.set_spin_yields(false);
@@ -110,12 +110,12 @@ extern "C" fn prepare() {
     HELD.with(|h| *h.borrow_mut() = Some(held));
 }
 
-/// Shares every socket this process holds and names and watches its
-/// placeholder: their tokens.
-fn share_all() -> Vec<u64> {
+/// Shares every socket this process holds under descriptors `pick`
+/// takes, and names and watches its placeholder: their tokens.
+fn share_all(pick: impl Fn(&[i32]) -> bool) -> Vec<u64> {
     let mut tokens = Vec::new();
     for (fds, sock) in table::groups() {
-        if !sock.is_here() {
+        if !sock.is_here() || !pick(&fds) {
             continue;
         }
         let Ok(token) = share(&sock) else { continue };
@@ -128,14 +128,23 @@ fn share_all() -> Vec<u64> {
 }
 
 /// Before `posix_spawn`, which runs no fork handlers and whose child runs
-/// a program at once: every socket this process holds is shared, and its
-/// placeholder named and watched, as before a `fork`, so that the program
-/// finds the sockets it inherits ([`inherit`]). No session is made ahead:
-/// the program makes its own. (A socket this process holds stays shared
-/// from then on, as after a `fork`.)
-pub fn before_spawn() {
+/// a program at once: the sockets the program may inherit are shared, and
+/// their placeholders named and watched, as before a `fork`, so that the
+/// program finds them ([`inherit`]). With `file_actions` (which may give
+/// the program any descriptor, close-on-exec or not) that is every
+/// socket; without, those with a descriptor that is not close-on-exec. No
+/// session is made ahead: the program makes its own. (A socket shared
+/// stays shared, as after a `fork`.)
+pub fn before_spawn(file_actions: bool) {
     let _in = Entered::new();
-    share_all();
+    share_all(|fds| file_actions || fds.iter().any(|&fd| !close_on_exec(fd)));
+}
+
+/// Whether descriptor `fd` has close-on-exec.
+fn close_on_exec(fd: i32) -> bool {
+    // SAFETY: a flag query on a descriptor number; no memory passed.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    flags >= 0 && flags & libc::FD_CLOEXEC != 0
 }
 
 /// In the parent after the `fork`: the child's session is the child's.

@@ -2,8 +2,10 @@
 //! the sockets a child inherits (`nagare_posix`'s `fork.rs`): without them
 //! the program the child runs would find descriptors it cannot use.
 //!
-//! - `posix_spawn` and `posix_spawnp` share every socket first
-//!   (`nagare_posix::before_spawn`), then hand on to libc's.
+//! - `posix_spawn` and `posix_spawnp` share the sockets the program may
+//!   inherit first (`nagare_posix::before_spawn`: every one when file
+//!   actions are given, else those not close-on-exec), then hand on to
+//!   libc's.
 //! - `vfork` is a `fork` (POSIX lets it be one: its child may only call
 //!   `exec` or `_exit`), so that the fork handlers run; a function that
 //!   called libc's `vfork` and returned in the child would leave the
@@ -26,7 +28,7 @@ pub unsafe extern "C" fn posix_spawn(
     envp: *const *mut c_char,
 ) -> c_int {
     if !posix::Entered::inside() {
-        posix::before_spawn();
+        posix::before_spawn(!actions.is_null());
     }
     unsafe {
         next!(posix_spawn: fn(
@@ -50,7 +52,7 @@ pub unsafe extern "C" fn posix_spawnp(
     envp: *const *mut c_char,
 ) -> c_int {
     if !posix::Entered::inside() {
-        posix::before_spawn();
+        posix::before_spawn(!actions.is_null());
     }
     unsafe {
         next!(posix_spawnp: fn(
