@@ -390,3 +390,38 @@ fn a_waiting_accept_and_non_blocking_ones_on_a_shared_listener_each_get_their_ow
     let from = waited.recv_timeout(LIMIT).expect("the waiting accept is done");
     assert_eq!(from.expect("the waiting accept gets the connection"), out.local_addr().unwrap());
 }
+
+/// Reads of a shared stream that give up waiting (a read time limit)
+/// leave at most one receive waiting in netd, which the next read waits
+/// on and which gets the data once it comes: timed-out reads do not each
+/// leave a receive, and its buffer, behind.
+#[test]
+fn reads_of_a_shared_stream_that_time_out_leave_one_receive_waiting() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, child, peer) = (netd.connect(), netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&parent, at(9710)).expect("listen");
+    let mut out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9710)), LIMIT).expect("connect");
+    let (inside, _) = listener.accept().expect("accept");
+    let mut adopted = TcpStream::adopt_via(&child, inside.share().expect("share")).expect("adopt");
+    // The adopter's is then the only line of a socket on port 9710.
+    drop((inside, listener, parent));
+    let waiting_in_netd = || {
+        let report = child.stat().expect("stat");
+        let on = format!(" tcp local {NETD_ADDR}:9710 ");
+        let line = report.lines().find(|l| l.contains(&on)).map(str::to_owned);
+        let line = line.unwrap_or_else(|| panic!("no line for the adopter's socket: {report}"));
+        stat_value(&line, " waiting ").expect("requests waiting")
+    };
+    adopted.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+    let mut buf = [0u8; 16];
+    for _ in 0..10 {
+        let e = adopted.read(&mut buf).expect_err("nothing comes");
+        assert_eq!(e.kind(), ErrorKind::WouldBlock, "{e}");
+    }
+    let waiting = waiting_in_netd();
+    assert_eq!(waiting, 1, "receives waiting in netd after 10 timed-out reads");
+    out.write_all(b"late").unwrap();
+    adopted.set_read_timeout(Some(LIMIT)).unwrap();
+    let n = adopted.read(&mut buf).expect("the data");
+    assert_eq!(&buf[..n], b"late");
+}

@@ -134,6 +134,12 @@ pub(crate) struct SockPath {
     /// `WouldBlock` when it looks; past [`NOTHING_KEPT`] the oldest go
     /// (their reads gave up waiting).
     nothing_for: VecDeque<u64>,
+    /// A shared socket's receives posted by reads that may wait, not
+    /// answered yet (netd answers them when data comes), by request id.
+    /// A read that may wait posts none while one is out and waits for it
+    /// (whichever read takes its data): so reads that gave up (a time
+    /// limit) leave at most one behind, which the next read waits on.
+    waiting: Vec<u64>,
 }
 
 /// The most answers of nothing a shared socket's path keeps for reads
@@ -214,6 +220,7 @@ impl Conn {
             failed: false,
             shared,
             nothing_for: VecDeque::new(),
+            waiting: Vec::new(),
         };
         self.paths.insert(id, path);
         self.post_receives(id)
@@ -347,14 +354,19 @@ impl Conn {
 
     /// A read of up to `want` bytes (a datagram: one whole) on socket `id`.
     /// On a shared socket's path (the others keep theirs posted ahead)
-    /// with nothing arrived, a read that has no receive of its own waiting
-    /// posts one, of at most that many bytes, which netd answers at once,
-    /// with nothing if nothing is there, unless the read may wait; that
-    /// answer makes this read, and no other, `WouldBlock`. A read whose
-    /// receive was answered with data another read took posts again.
+    /// with nothing arrived, a read that has no receive of its own out
+    /// posts one, of at most that many bytes: one that may not wait, a
+    /// receive netd answers at once, with nothing if nothing is there,
+    /// which makes this read, and no other, `WouldBlock`; one that may
+    /// wait, a receive netd answers when data comes, unless such a receive
+    /// is out already (`SockPath::waiting`). A read whose receive was
+    /// answered with data another read took posts again.
     fn ask_for(&mut self, id: u32, want: usize, ask: &mut Ask) -> io::Result<()> {
         let Some(p) = self.paths.get_mut(&id) else { return Ok(()) };
         if !p.shared || !p.arrived.is_empty() || p.eof || p.error.is_some() {
+            return Ok(());
+        }
+        if ask.may_wait && !p.waiting.is_empty() {
             return Ok(());
         }
         if let Some(rid) = ask.posted {
@@ -388,6 +400,9 @@ impl Conn {
         self.posted_total += 1;
         if let Some(p) = self.paths.get_mut(&id) {
             p.posted += 1;
+            if ask.may_wait {
+                p.waiting.push(req.id);
+            }
         }
         ask.posted = Some(req.id);
         Ok(())
@@ -469,6 +484,7 @@ impl Conn {
                     return;
                 };
                 p.posted = p.posted.saturating_sub(1);
+                p.waiting.retain(|&w| w != rid);
                 let kept = match (result, back) {
                     (Ok(c), Some(b)) if p.kind == Kind::Datagram && c.aux[2] == RECORDS => {
                         match u32::try_from(c.aux[0]) {
