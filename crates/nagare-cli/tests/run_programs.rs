@@ -505,9 +505,9 @@ fn a_forking_server_hands_each_connection_to_its_child() {
 }
 
 /// UDP through netd from python3: a datagram to the kernel's echo and its
-/// answer, unconnected and connected. A socket made before fork fails in
-/// the child with EBADF and keeps working in the parent, which a
-/// connection the child makes itself does not disturb.
+/// answer, unconnected and connected. A socket made and used before fork
+/// sends and receives in the child, and then again in the parent; netd's
+/// report names the child, which holds the session made for it.
 #[test]
 fn python_udp_and_a_socket_across_fork_through_netd() {
     if let Some(reason) = interop_unavailable(&["python3", "ping"]) {
@@ -516,12 +516,13 @@ fn python_udp_and_a_socket_across_fork_through_netd() {
     let s = Setup::new("runudp");
     let echo = format!(
         "import socket\ns=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(({KERNEL:?}, 9999))\n\
-         for _ in range(3):\n    d, a = s.recvfrom(2048)\n    s.sendto(d.upper(), a)\n"
+         for _ in range(4):\n    d, a = s.recvfrom(2048)\n    s.sendto(d.upper(), a)\n"
     );
     let mut echo = Process::spawn(s.kernel("python3").args(["-c", &echo]));
     std::thread::sleep(Duration::from_millis(500));
+    let (nagare, socket) = (nagare(), s.socket.display().to_string());
     let client = format!(
-        "import os, socket, errno\n\
+        "import os, socket, subprocess\n\
          s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)\n\
          s.sendto(b'one', ({KERNEL:?}, 9999)); print(s.recvfrom(100)[0].decode())\n\
          c=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); c.settimeout(5)\n\
@@ -529,14 +530,59 @@ fn python_udp_and_a_socket_across_fork_through_netd() {
          pid = os.fork()\n\
          if pid == 0:\n\
          \x20   try:\n\
-         \x20       s.sendto(b'x', ({KERNEL:?}, 9999)); os._exit(1)\n\
-         \x20   except OSError as e:\n\
-         \x20       os._exit(0 if e.errno == errno.EBADF else 2)\n\
+         \x20       s.sendto(b'four', ({KERNEL:?}, 9999))\n\
+         \x20       if s.recvfrom(100)[0] != b'FOUR': os._exit(1)\n\
+         \x20       stat = subprocess.run([{nagare:?}, 'stat', '--via', {socket:?}], capture_output=True).stdout\n\
+         \x20       os._exit(0 if b' pid %d ' % os.getpid() in stat else 3)\n\
+         \x20   except OSError:\n\
+         \x20       os._exit(2)\n\
          _, status = os.waitpid(pid, 0); print('child', os.waitstatus_to_exitcode(status))\n\
          s.sendto(b'three', ({KERNEL:?}, 9999)); print(s.recvfrom(100)[0].decode())\n"
     );
     let out = ok(s.run("python3").args(["-c", &client]), 30, "python3 UDP client");
     assert_eq!(out.stdout, "ONE\nTWO\nchild 0\nTHREE\n", "{}", out.stderr);
+    echo.terminate(Duration::from_secs(5));
+}
+
+/// A socket passed to a program started without `fork`'s handlers:
+/// python3's `os.posix_spawn` and `subprocess` (which uses `vfork`) run
+/// a python3 child that sends and receives on the parent's UDP socket,
+/// which the parent then uses again. A close-on-exec socket, which the
+/// program cannot inherit, is not shared for `posix_spawn` (its
+/// placeholder is not named).
+#[test]
+fn a_socket_passed_through_posix_spawn_and_vfork_works_in_the_program() {
+    if let Some(reason) = interop_unavailable(&["python3", "ping"]) {
+        return skip("a_socket_passed_through_posix_spawn_and_vfork_works_in_the_program", &reason);
+    }
+    let s = Setup::new("runspawn");
+    let echo = format!(
+        "import socket\ns=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(({KERNEL:?}, 9998))\n\
+         for _ in range(4):\n    d, a = s.recvfrom(2048)\n    s.sendto(d.upper(), a)\n"
+    );
+    let mut echo = Process::spawn(s.kernel("python3").args(["-c", &echo]));
+    std::thread::sleep(Duration::from_millis(500));
+    let child = format!(
+        "import socket, sys\n\
+         c = socket.socket(fileno=int(sys.argv[1])); c.settimeout(5)\n\
+         c.sendto(sys.argv[2].encode(), ({KERNEL:?}, 9998)); print(c.recvfrom(100)[0].decode(), flush=True)\n"
+    );
+    let parent = format!(
+        "import os, socket, subprocess, sys\n\
+         child = {child:?}\n\
+         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(5)\n\
+         s.sendto(b'one', ({KERNEL:?}, 9998)); print(s.recvfrom(100)[0].decode(), flush=True)\n\
+         t = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); t.bind(('0.0.0.0', 0))\n\
+         fd = s.fileno(); os.set_inheritable(fd, True)\n\
+         pid = os.posix_spawn(sys.executable, [sys.executable, '-c', child, str(fd), 'spawned'], os.environ)\n\
+         _, status = os.waitpid(pid, 0); print('spawn', os.waitstatus_to_exitcode(status), flush=True)\n\
+         print('named', sum('@nagare-shared-' in l for l in open('/proc/net/unix')), flush=True)\n\
+         r = subprocess.run([sys.executable, '-c', child, str(fd), 'vforked'], pass_fds=[fd], timeout=20)\n\
+         print('subprocess', r.returncode, flush=True)\n\
+         s.sendto(b'last', ({KERNEL:?}, 9998)); print(s.recvfrom(100)[0].decode(), flush=True)\n"
+    );
+    let out = ok(s.run("python3").args(["-c", &parent]), 60, "python3 spawning children");
+    assert_eq!(out.stdout, "ONE\nSPAWNED\nspawn 0\nnamed 1\nVFORKED\nsubprocess 0\nLAST\n", "{}", out.stderr);
     echo.terminate(Duration::from_secs(5));
 }
 

@@ -1,7 +1,8 @@
 //! libnagare as a C program sees it: the library exports every call that
-//! `include/nagare.h` declares, and a C program built against the header
-//! and linked with the library (`tests/c/echo.c`) moves TCP and UDP bytes
-//! through a netd running in a thread of the test.
+//! `include/nagare.h` declares, and C programs built against the header
+//! and linked with the library move bytes through a netd running in a
+//! thread of the test: TCP and UDP (`tests/c/echo.c`), and UDP sockets
+//! made before `fork` and used in the child (`tests/c/fork_udp.c`).
 
 #[path = "../../nagare-netd/tests/support/mod.rs"]
 mod support;
@@ -109,10 +110,10 @@ fn the_library_exports_every_call_the_header_declares() {
     assert!(missing.is_empty(), "{} lacks {missing:?}, declared in include/nagare.h", lib.display());
 }
 
-/// Builds `tests/c/echo.c` into `out` with `cc`: None (and SKIPPED said)
-/// when there is no `cc`.
-fn build_program(lib: &Path, out: &Path) -> Option<PathBuf> {
-    let program = out.join("echo");
+/// Builds `tests/c/NAME.c` into `out` with `cc`: None (and SKIPPED said
+/// for `test`) when there is no `cc`.
+fn build_program(lib: &Path, out: &Path, name: &str, test: &str) -> Option<PathBuf> {
+    let program = out.join(name);
     let dir = lib.parent().expect("the library's folder");
     let built = Command::new("cc")
         .arg("-std=c99")
@@ -120,7 +121,7 @@ fn build_program(lib: &Path, out: &Path) -> Option<PathBuf> {
         .args(["-Wall", "-Wextra", "-Werror"])
         .arg("-I")
         .arg(repository().join("include"))
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/echo.c"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c")))
         .arg("-o")
         .arg(&program)
         .arg("-L")
@@ -130,7 +131,7 @@ fn build_program(lib: &Path, out: &Path) -> Option<PathBuf> {
         .output();
     match built {
         Err(e) => {
-            skip("a_c_program_moves_bytes_through_netd", &format!("no C compiler (`cc`: {e})"));
+            skip(test, &format!("no C compiler (`cc`: {e})"));
             None
         }
         Ok(o) => {
@@ -148,10 +149,25 @@ fn build_program(lib: &Path, out: &Path) -> Option<PathBuf> {
 
 #[test]
 fn a_c_program_moves_bytes_through_netd() {
+    run_c_program("echo", "a_c_program_moves_bytes_through_netd");
+}
+
+/// A forking UDP server's sockets: made and used before `fork`, each
+/// receives and sends in the child, byte for byte, and stays the parent's
+/// after the child is gone.
+#[test]
+fn a_c_program_uses_its_udp_sockets_in_a_child_after_fork() {
+    run_c_program("fork_udp", "a_c_program_uses_its_udp_sockets_in_a_child_after_fork");
+}
+
+/// Builds `tests/c/NAME.c` and runs it against a netd in a thread, with
+/// netd's address as its argument: it must exit 0 and say that every
+/// byte matched.
+fn run_c_program(name: &str, test: &str) {
     let lib = library();
-    let out = std::env::temp_dir().join(format!("nagare-ffi-test-{}", std::process::id()));
+    let out = std::env::temp_dir().join(format!("nagare-ffi-test-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&out).expect("a folder for the program");
-    let Some(program) = build_program(&lib, &out) else {
+    let Some(program) = build_program(&lib, &out, name, test) else {
         let _ = std::fs::remove_dir_all(&out);
         return;
     };

@@ -28,6 +28,7 @@ use crate::report::{ClientLine, Report};
 use crate::requests::{answer_stat_requests, serve_client, waits_for_stat, REQ_BATCH};
 use crate::session::Session;
 use crate::sharing::Sharing;
+use crate::sockets::Sock;
 use crate::stats::NetdStats;
 use crate::steering::Steering;
 use nagare_core::{Instant, Interface};
@@ -296,6 +297,9 @@ impl Netd {
             // No client holds them and no process a descriptor for them.
             let now = self.clock.now();
             for sock in ended {
+                if let Sock::Udp(h) = sock {
+                    self.receivers.remove(h);
+                }
                 let _ = sock.close(&mut self.host.iface, now);
             }
             work = true;
@@ -585,6 +589,14 @@ impl Netd {
     /// sockets are reset or closed, its buffers return, its region goes.
     fn disconnect(&mut self, mut s: Session, why: &str) {
         let now = self.clock.now();
+        // A UDP socket another client holds too stays open for it: its
+        // datagrams are that client's to PacketFlow from now on.
+        for (id, sock) in s.sockets.iter() {
+            if let Sock::Udp(h) = sock {
+                let other = self.sharing.shares.other_holder(s.key(), id);
+                self.receivers.hand_over(h, (s.key(), id), other);
+            }
+        }
         let gone = s.leave(&mut self.host.iface, &self.lending, &self.steering, &mut self.sharing, now);
         s.priority.unlift();
         if let Some(scheduler) = &mut self.scheduler {

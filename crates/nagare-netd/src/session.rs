@@ -132,6 +132,8 @@ impl Session {
             sockets: &mut self.sockets,
             pool: &mut self.pool,
             priority: self.priority.get(),
+            pid: &mut self.conn.cred.pid,
+            process: &mut self.priority,
         }
     }
 

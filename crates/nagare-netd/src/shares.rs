@@ -169,6 +169,13 @@ impl<S: Copy> Shares<S> {
         self.by_holder.get(&(key, id)).and_then(|t| self.by_token.get(t)).is_some_and(|s| !s.returned.is_empty())
     }
 
+    /// A holder of socket `(key, id)` other than itself, if it is shared
+    /// and has one.
+    pub fn other_holder(&self, key: u64, id: u32) -> Option<(u64, u32)> {
+        let s = self.by_holder.get(&(key, id)).and_then(|t| self.by_token.get(t))?;
+        s.holders.iter().copied().find(|&h| h != (key, id))
+    }
+
     /// How many holders socket `(key, id)` has (0 if it is not shared).
     pub fn holders(&self, key: u64, id: u32) -> usize {
         self.by_holder.get(&(key, id)).and_then(|t| self.by_token.get(t)).map_or(0, |s| s.holders.len())
@@ -198,8 +205,11 @@ mod tests {
         assert!(s.find(42, 1000).is_ok());
         assert!(s.find(42, 0).is_ok(), "root");
         assert_eq!(s.find(43, 1000), Err(libc::ENOENT));
+        assert_eq!(s.other_holder(1, 5), None, "shared, held by one");
         s.adopted(42, 2, 9);
         assert_eq!(s.holders(2, 9), 2);
+        assert_eq!(s.other_holder(1, 5), Some((2, 9)));
+        assert_eq!(s.other_holder(2, 9), Some((1, 5)));
         assert!(s.let_go(1, 5), "the adopter still holds it");
         assert!(!s.let_go(2, 9), "the last holder closes it");
         assert_eq!(s.find(42, 1000), Err(libc::ENOENT), "the token went with it");

@@ -685,3 +685,60 @@ fn a_signal_ends_the_poll_of_a_second_waiting_thread() {
     assert_eq!(first.join().expect("the first thread").expect("the first poll"), 1);
     drop(two);
 }
+
+/// A call that waits for a free buffer of its region (every one taken:
+/// sends queued to a reader whose window is full, the rest held by the
+/// application) lets the session go while it waits: another thread's call
+/// goes through meanwhile, and the waiting one is done once buffers come
+/// back.
+#[test]
+fn a_call_waiting_for_a_free_buffer_holds_up_no_other_call() {
+    // Seven buffers: none kept back from sends; a small window, so that
+    // the reader takes few of them.
+    let netd = NetdThread::start_configured(Placement::Inline, Wire::Loopback, |c| {
+        c.buffers = 7;
+        c.tcp_recv_buffer = 16 * 1024;
+    });
+    let (writer, mut reader, a, _b) = pair(&netd, 9740);
+    let chunk = vec![0x5au8; 64 << 10];
+    let written = write_until_full(&writer, |_| &chunk);
+    // Every buffer that is free, or comes back while the window closes.
+    let mut held = Vec::new();
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        match a.alloc_tx_with(false) {
+            Ok(b) => held.push(b),
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    let (asked, said) = std::sync::mpsc::channel();
+    let waiting = {
+        let a = a.clone();
+        std::thread::spawn(move || {
+            let _ = asked.send(a.stat().map(|_| ()));
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(said.try_recv().is_err(), "the call found a free buffer: the test holds none back");
+    let (nop_done, nop_said) = std::sync::mpsc::channel();
+    {
+        let a = a.clone();
+        std::thread::spawn(move || {
+            let _ = nop_done.send(a.nop());
+        });
+    }
+    let Ok(nop) = nop_said.recv_timeout(LIMIT) else {
+        // The session is held by the waiting call: what would let it go
+        // cannot run here either.
+        std::mem::forget((held, writer, a));
+        panic!("another thread's call was held up by a call waiting for a buffer");
+    };
+    nop.expect("nop");
+    drop(held);
+    said.recv_timeout(LIMIT).expect("the waiting call is done once buffers are free").expect("stat");
+    waiting.join().unwrap();
+    reader.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut got = vec![0u8; written];
+    reader.read_exact(&mut got).expect("every byte written");
+    assert!(got.iter().all(|&b| b == 0x5a));
+}

@@ -91,3 +91,45 @@ fn a_raw_priority_out_of_the_scale_is_refused_and_a_gone_socket_is_ebadf() {
     r.aux[0] = SockOption::Priority as u64;
     assert_eq!(raw.call(r).result(), Err(libc::EBADF));
 }
+
+/// A session made for a child (as one is before a `fork`) is the child's
+/// once the child says so (`PID`): netd's report names the child's pid,
+/// and the child's nice value sets the session's priority. A process that
+/// is not a child of the session's (netd's init, the session's own) is
+/// refused.
+#[test]
+fn a_session_passes_to_a_child_of_its_process_that_says_so() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let mut raw = RawClient::connect(&netd);
+    let nice = (our_nice() + 7).min(19);
+    // A child of this process, niced (`nice` runs `sleep` in its place).
+    let mut child =
+        std::process::Command::new("nice").args(["-n", "7", "sleep", "30"]).spawn().expect("a child process");
+    let child_pid = child.id();
+    // Until `nice` has set the value and run `sleep`.
+    let deadline = std::time::Instant::now() + LIMIT;
+    // SAFETY: getpriority has no memory preconditions.
+    while unsafe { libc::getpriority(libc::PRIO_PROCESS, child_pid) } != nice {
+        assert!(std::time::Instant::now() < deadline, "the child never took its nice value");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let head = format!("client {} pid ", raw.client.id);
+    let client_line =
+        |report: &str| report.lines().find(|l| l.starts_with(&head)).map(str::to_owned).expect("the raw client's line");
+    let before = client_line(&netd.connect().stat().expect("stat"));
+    assert!(before.contains(&format!(" pid {} ", std::process::id())), "{before}");
+    for stranger in [1, std::process::id()] {
+        let mut claim = raw.request(Op::Pid);
+        claim.aux[0] = u64::from(stranger);
+        assert_eq!(raw.call(claim).result(), Err(libc::EPERM), "pid {stranger}");
+    }
+    let mut claim = raw.request(Op::Pid);
+    claim.aux[0] = u64::from(child_pid);
+    assert_eq!(raw.call(claim).result(), Ok(0));
+    let after = client_line(&netd.connect().stat().expect("stat"));
+    // Ended by its pid: the child is ours.
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(after.contains(&format!(" pid {child_pid} ")), "{after}");
+    assert!(after.ends_with(&format!(" prio {} nice {nice} boosted no", 120 + nice)), "{after}");
+}

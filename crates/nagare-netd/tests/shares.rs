@@ -2,17 +2,20 @@
 //! parent's: a listener shared by one client and adopted by another
 //! accepts there and stays open until its last holder closes it; a
 //! stream handed over with bytes its first holder's receives had taken
-//! loses none of them, in order, and outlives the client that shared it.
+//! loses none of them, in order, and outlives the client that shared it;
+//! a UDP socket's holders each read whole datagrams, none twice, and send
+//! from its address, and the socket passes to the adopter, PacketFlow's
+//! view of it included, once its sharer is gone.
 
 mod support;
 
-use nagare::net::{TcpListener, TcpStream};
+use nagare::net::{TcpListener, TcpStream, UdpSocket};
 use nagare::poll::{poll, PollEntry, READABLE};
-use nagare_netd::Placement;
+use nagare_netd::{PacketFlow, Placement};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, SocketAddrV4};
 use std::time::Duration;
-use support::{stat_value, NetdThread, Wire, LIMIT, NETD_ADDR};
+use support::{stat_value, NetdThread, Tune, Wire, LIMIT, NETD_ADDR};
 
 fn at(port: u16) -> SocketAddrV4 {
     SocketAddrV4::new(NETD_ADDR, port)
@@ -194,4 +197,231 @@ fn a_shared_connection_s_last_holder_leaving_ends_it_with_a_fin() {
     out.set_read_timeout(Some(LIMIT)).unwrap();
     let mut byte = [0u8; 1];
     assert_eq!(out.read(&mut byte).expect("an end, not a reset"), 0);
+}
+
+/// A UDP socket shared by one client and adopted by another: each holder
+/// receives whole datagrams, none twice, one that may not wait finds
+/// nothing without waiting, both send from the socket's address, and the
+/// socket stays the adopter's once its sharer is gone.
+#[test]
+fn a_shared_udp_socket_serves_both_holders_and_outlives_its_sharer() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, child, peer) = (netd.connect(), netd.connect(), netd.connect());
+    let sock = UdpSocket::bind_via(&parent, at(9660)).expect("bind");
+    let out = UdpSocket::bind_via(&peer, at(9661)).expect("the peer's");
+    out.set_read_timeout(Some(LIMIT)).unwrap();
+    let token = sock.share().expect("share");
+    assert_eq!(sock.share().expect("a second share"), token, "one token per socket");
+    let adopted = UdpSocket::adopt_via(&child, token).expect("adopt");
+    assert!(TcpStream::adopt_via(&child, token).is_err(), "a UDP socket is no stream");
+    assert_eq!(adopted.local_addr().unwrap(), SocketAddr::V4(at(9660)));
+    assert!(sock.is_shared() && adopted.is_shared());
+    let report = child.stat().expect("stat");
+    assert!(report.lines().any(|l| l.contains(" udp local ") && l.ends_with(" holders 2")), "{report}");
+    sock.set_read_timeout(Some(LIMIT)).unwrap();
+    adopted.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut buf = [0u8; 2048];
+    let big: Vec<u8> = (0..1500u32).map(|i| (i * 7 + i / 256) as u8).collect();
+    for (i, reader) in [&adopted, &sock, &adopted].into_iter().enumerate() {
+        let said = [&big[..], &[i as u8; 3][..]].concat();
+        out.send_to(&said, at(9660)).unwrap();
+        let (n, from) = reader.recv_from(&mut buf).expect("a datagram");
+        assert_eq!(&buf[..n], &said[..], "datagram {i}");
+        assert_eq!(from, SocketAddr::V4(at(9661)));
+    }
+    // Nothing is there: a receive that may not wait says so, in either.
+    for holder in [&sock, &adopted] {
+        let none = holder.recv_from_with(&mut buf, false).expect_err("nothing to read");
+        assert_eq!(none.kind(), ErrorKind::WouldBlock, "{none}");
+    }
+    for (holder, said) in [(&adopted, &b"from the child"[..]), (&sock, &b"from the parent"[..])] {
+        holder.send_to(said, at(9661)).unwrap();
+        let (n, from) = out.recv_from(&mut buf).expect("a datagram from a holder");
+        assert_eq!((&buf[..n], from), (said, SocketAddr::V4(at(9660))));
+    }
+    drop((sock, parent));
+    std::thread::sleep(Duration::from_millis(200));
+    out.send_to(b"after", at(9660)).unwrap();
+    let (n, _) = adopted.recv_from(&mut buf).expect("the adopter keeps it");
+    assert_eq!(&buf[..n], b"after");
+}
+
+/// With PacketFlow's memory manager, a shared UDP socket is its sharer's
+/// receiver, and once the sharer let go (closed it, or left without a
+/// close) its adopter's: its queue may still grow to its priority's
+/// maximum (a socket no client is known to hold keeps its size).
+#[test]
+fn a_shared_udp_socket_passes_to_its_adopter_in_packetflow() {
+    let tune = Tune { packetflow: Some(PacketFlow::ALL), ..Tune::default() };
+    let netd = NetdThread::start_tuned(Placement::Inline, Wire::Loopback, tune, |_| {});
+    let (closer, child) = (netd.connect(), netd.connect());
+    let closed = UdpSocket::bind_via(&closer, at(9670)).expect("bind");
+    let first = UdpSocket::adopt_via(&child, closed.share().expect("share")).expect("adopt");
+    // A sharer that leaves without closing its socket.
+    let mut leaver = support::RawClient::connect(&netd);
+    let mut bind = leaver.request(nagare_netd::Op::UdpBind);
+    bind.aux[0] = nagare_netd::encode_addr(at(9671));
+    let id = leaver.call(bind).result().expect("bind") as u32;
+    let mut share = leaver.request(nagare_netd::Op::Share);
+    share.socket = id;
+    let token = leaver.call(share).result().expect("share");
+    let second = UdpSocket::adopt_via(&child, token).expect("adopt");
+    let line = |s: &nagare::Session, port: u16| {
+        let report = s.stat().expect("stat");
+        let local = format!(" udp local {NETD_ADDR}:{port} ");
+        let line = report.lines().find(|l| l.contains(&local)).map(str::to_owned);
+        line.unwrap_or_else(|| panic!("no line for UDP port {port}: {report}"))
+    };
+    let grows = |l: &str| stat_value(l, " rcvbuf_max ") > stat_value(l, " rcvbuf ");
+    assert!(grows(&line(&closer, 9670)), "{}", line(&closer, 9670));
+    drop((closed, closer));
+    drop(leaver);
+    std::thread::sleep(Duration::from_millis(200));
+    for port in [9670, 9671] {
+        let after = line(&child, port);
+        assert!(!after.contains(" holders "), "held by the adopter alone: {after}");
+        assert!(grows(&after), "the adopter is the socket's receiver now: {after}");
+    }
+    drop((first, second));
+}
+
+/// Two threads read one shared stream: one waits for data while the other
+/// keeps reading without waiting. netd's answers of nothing to the second
+/// are its reads' alone: the waiting read goes on waiting, and gets the
+/// bytes once they come.
+#[test]
+fn a_waiting_read_of_a_shared_stream_is_not_ended_by_another_thread_s_answer_of_nothing() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, child, peer) = (netd.connect(), netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&parent, at(9680)).expect("listen");
+    let mut out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9680)), LIMIT).expect("connect");
+    let (inside, _) = listener.accept().expect("accept");
+    let adopted = std::sync::Arc::new(TcpStream::adopt_via(&child, inside.share().expect("share")).expect("adopt"));
+    adopted.set_read_timeout(Some(LIMIT)).unwrap();
+    let waiter = {
+        let s = adopted.clone();
+        std::thread::spawn(move || {
+            let mut got = [0u8; 4];
+            s.read_with(&mut got, true).map(|n| got[..n].to_vec())
+        })
+    };
+    let until = std::time::Instant::now() + Duration::from_millis(300);
+    let mut nothing = 0;
+    while std::time::Instant::now() < until {
+        let e = adopted.read_with(&mut [0u8; 4], false).expect_err("nothing to read yet");
+        assert_eq!(e.kind(), ErrorKind::WouldBlock, "{e}");
+        nothing += 1;
+    }
+    assert!(nothing > 0);
+    out.write_all(b"data").unwrap();
+    let got = waiter.join().expect("the waiting thread");
+    assert_eq!(got.expect("the waiting read gets the bytes"), b"data");
+}
+
+/// Two threads of one session sleep over different shared sockets: each
+/// has netd answer when its own is ready (`wake_when_ready`), so data for
+/// the second wakes the session's sleep though the first's is still
+/// asked about.
+#[test]
+fn wake_when_ready_for_two_lists_wakes_for_either() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, child, peer) = (netd.connect(), netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&parent, at(9690)).expect("listen");
+    let mut outs = Vec::new();
+    let mut adopted = Vec::new();
+    for _ in 0..2 {
+        let out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9690)), LIMIT).expect("connect");
+        let (inside, _) = listener.accept().expect("accept");
+        adopted.push(TcpStream::adopt_via(&child, inside.share().expect("share")).expect("adopt"));
+        outs.push(out);
+    }
+    let long = Duration::from_secs(30);
+    for s in &adopted {
+        let entry = PollEntry { socket: s.socket_id(), interest: READABLE, ready: 0 };
+        nagare::poll::wake_when_ready(&child, &[entry], long).expect("wake when ready");
+    }
+    outs[1].write_all(b"second").unwrap();
+    if let Some(fd) = child.prepare_wait().expect("prepare") {
+        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one pollfd, valid for the call.
+        let n = unsafe { libc::poll(&mut p, 1, LIMIT.as_millis() as i32) };
+        assert_eq!(n, 1, "the session's sleep was not woken by data for the second list");
+    }
+    child.finish_wait().expect("finish");
+    let mut e = [PollEntry { socket: adopted[1].socket_id(), interest: READABLE, ready: 0 }];
+    assert_eq!(poll(&child, &mut e, Some(Duration::ZERO)).expect("poll"), 1);
+}
+
+/// Two threads accept on one shared listener: one waits while the other
+/// (the listener made non-blocking meanwhile) keeps accepting without
+/// waiting. Each accept has netd's answer to its own `ACCEPT`: the
+/// non-blocking ones say `WouldBlock` at once rather than wait behind the
+/// waiting one, and their answers of nothing do not end the waiting one,
+/// which gets the connection once it comes.
+#[test]
+fn a_waiting_accept_and_non_blocking_ones_on_a_shared_listener_each_get_their_own_answer() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, child, peer) = (netd.connect(), netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&parent, at(9700)).expect("listen");
+    let adopted = std::sync::Arc::new(TcpListener::adopt_via(&child, listener.share().expect("share")).expect("adopt"));
+    drop(listener);
+    let (accepted, waited) = std::sync::mpsc::channel();
+    {
+        let l = adopted.clone();
+        std::thread::spawn(move || accepted.send(l.accept().map(|(_, from)| from)));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    adopted.set_nonblocking(true).unwrap();
+    let (looked, nothing) = std::sync::mpsc::channel();
+    {
+        let l = adopted.clone();
+        std::thread::spawn(move || {
+            let until = std::time::Instant::now() + Duration::from_millis(300);
+            let mut answers = Vec::new();
+            while std::time::Instant::now() < until {
+                answers.push(l.accept().err().map(|e| e.kind()));
+            }
+            looked.send(answers)
+        });
+    }
+    let answers = nothing.recv_timeout(LIMIT).expect("non-blocking accepts waited behind the waiting one");
+    assert!(!answers.is_empty() && answers.iter().all(|a| *a == Some(ErrorKind::WouldBlock)), "{answers:?}");
+    let out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9700)), LIMIT).expect("connect");
+    let from = waited.recv_timeout(LIMIT).expect("the waiting accept is done");
+    assert_eq!(from.expect("the waiting accept gets the connection"), out.local_addr().unwrap());
+}
+
+/// Reads of a shared stream that give up waiting (a read time limit)
+/// leave at most one receive waiting in netd, which the next read waits
+/// on and which gets the data once it comes: timed-out reads do not each
+/// leave a receive, and its buffer, behind.
+#[test]
+fn reads_of_a_shared_stream_that_time_out_leave_one_receive_waiting() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, child, peer) = (netd.connect(), netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&parent, at(9710)).expect("listen");
+    let mut out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9710)), LIMIT).expect("connect");
+    let (inside, _) = listener.accept().expect("accept");
+    let mut adopted = TcpStream::adopt_via(&child, inside.share().expect("share")).expect("adopt");
+    // The adopter's is then the only line of a socket on port 9710.
+    drop((inside, listener, parent));
+    let waiting_in_netd = || {
+        let report = child.stat().expect("stat");
+        let on = format!(" tcp local {NETD_ADDR}:9710 ");
+        let line = report.lines().find(|l| l.contains(&on)).map(str::to_owned);
+        let line = line.unwrap_or_else(|| panic!("no line for the adopter's socket: {report}"));
+        stat_value(&line, " waiting ").expect("requests waiting")
+    };
+    adopted.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+    let mut buf = [0u8; 16];
+    for _ in 0..10 {
+        let e = adopted.read(&mut buf).expect_err("nothing comes");
+        assert_eq!(e.kind(), ErrorKind::WouldBlock, "{e}");
+    }
+    let waiting = waiting_in_netd();
+    assert_eq!(waiting, 1, "receives waiting in netd after 10 timed-out reads");
+    out.write_all(b"late").unwrap();
+    adopted.set_read_timeout(Some(LIMIT)).unwrap();
+    let n = adopted.read(&mut buf).expect("the data");
+    assert_eq!(&buf[..n], b"late");
 }

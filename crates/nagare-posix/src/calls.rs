@@ -319,7 +319,8 @@ pub fn fcntl(fd: i32, cmd: i32, arg: libc::c_ulong) -> Res<i32> {
 }
 
 /// `ioctl`: `FIONBIO` and `FIONREAD` (the unread bytes of a stream, the
-/// next datagram's length); `ENOTTY` for the rest.
+/// next datagram's length), and `FIOCLEX` and `FIONCLEX` (close-on-exec,
+/// the placeholder's, which take no argument); `ENOTTY` for the rest.
 ///
 /// # Safety
 /// `arg` points to an `int`, readable for `FIONBIO`, writable for
@@ -327,6 +328,13 @@ pub fn fcntl(fd: i32, cmd: i32, arg: libc::c_ulong) -> Res<i32> {
 pub unsafe fn ioctl(fd: i32, request: libc::c_ulong, arg: *mut libc::c_int) -> Res<i32> {
     let _in = Entered::new();
     let s = table::get(fd)?;
+    if request == libc::FIOCLEX || request == libc::FIONCLEX {
+        // SAFETY: flag requests on a descriptor of ours; no argument.
+        if unsafe { libc::ioctl(fd, request) } < 0 {
+            return Err(last_errno());
+        }
+        return Ok(0);
+    }
     if arg.is_null() {
         return Err(libc::EFAULT);
     }
@@ -391,4 +399,26 @@ pub unsafe fn getpeername(fd: i32, addr: *mut libc::sockaddr, len: *mut libc::so
         }
     };
     unsafe { write_addr(peer, s.is_six(), addr, len) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `FIOCLEX` and `FIONCLEX` (what python's `os.set_inheritable` asks)
+    /// take no argument and set the placeholder's close-on-exec.
+    #[test]
+    fn close_on_exec_by_ioctl_needs_no_argument() {
+        let fd = reserve(Proto::Udp, true).expect("a placeholder");
+        table::insert(fd, Arc::new(Sock::new(Proto::Udp, State::Fresh, false)));
+        let cloexec = || unsafe { libc::fcntl(fd, libc::F_GETFD) } & libc::FD_CLOEXEC != 0;
+        assert!(cloexec());
+        assert_eq!(unsafe { ioctl(fd, libc::FIONCLEX, std::ptr::null_mut()) }, Ok(0));
+        assert!(!cloexec(), "inheritable");
+        assert_eq!(unsafe { ioctl(fd, libc::FIOCLEX, std::ptr::null_mut()) }, Ok(0));
+        assert!(cloexec(), "close-on-exec again");
+        assert_eq!(unsafe { ioctl(fd, libc::FIONBIO, std::ptr::null_mut()) }, Err(libc::EFAULT));
+        table::remove(fd);
+        unsafe { libc::close(fd) };
+    }
 }

@@ -2,13 +2,18 @@
 //! its parent's sockets, and so does a program it runs.
 //!
 //! - **Before a `fork`** (a `pthread_atfork` handler in the parent), every
-//!   TCP connection and listener this process holds in netd is shared
+//!   TCP connection, listener and UDP socket this process holds in netd
+//!   is shared
 //!   (`TcpStream::share`, `TcpListener::share`: netd ends our waiting
 //!   receives and accepts, and bytes that arrived unread go back to it),
 //!   and its placeholder descriptor is named for its token (the abstract
 //!   `AF_UNIX` address `nagare-shared-TOKEN`) and connected to netd's
 //!   watch socket with the token: netd keeps the socket open while any
-//!   process holds that descriptor, also after every holder let go.
+//!   process holds that descriptor, also after every holder let go. A UDP
+//!   socket's placeholder (an `AF_UNIX` datagram socket, which cannot
+//!   connect to the watch socket's stream) is named but not watched: the
+//!   socket stays open while a session holds it (the child's made ahead
+//!   holds it until the child closes it, exits or runs a program).
 //! - **A session for the child** is made before the fork too, with every
 //!   shared socket adopted in it: the child takes it as its own, so that
 //!   it holds its sockets even once it has changed its user or root
@@ -21,13 +26,17 @@
 //! - **After `exec`**, the preload library looks for named placeholders
 //!   when it starts ([`inherit`]) and puts them in the table, to be
 //!   adopted on first use.
-//! - A socket still fresh (no `listen` or `connect`) is simply the
-//!   child's too. A UDP socket, or one that was connecting, is not shared:
-//!   in the child it fails with `EBADF`.
+//! - **`posix_spawn` and `vfork`** run no fork handlers: the preload
+//!   library shares the sockets first for `posix_spawn` ([`before_spawn`];
+//!   its child runs a program, which finds them after `exec`), and makes a
+//!   `vfork` a `fork` (which POSIX allows), so that its handlers run.
+//! - A socket still fresh (no `listen`, `connect` or `bind` in netd) is
+//!   simply the child's too. One that was connecting is not shared: in
+//!   the child it fails with `EBADF`.
 
 use crate::errors::{errno, say_once};
 use crate::session::{netd_path, session};
-use crate::sock::{apply_stream_options, Inner, Sock, State};
+use crate::sock::{apply_datagram_options, apply_stream_options, Inner, Proto, Sock, State};
 use crate::{table, Entered, Res};
 use nagare::share::{adopt_via, Adopted};
 use nagare::Session;
@@ -88,17 +97,7 @@ pub(crate) fn register() {
 /// child's session with them adopted.
 extern "C" fn prepare() {
     let _in = Entered::new();
-    let mut tokens = Vec::new();
-    for (fds, sock) in table::groups() {
-        if !sock.is_here() {
-            continue;
-        }
-        let Ok(token) = share(&sock) else { continue };
-        if let Some(&fd) = fds.first() {
-            watch(&sock, fd, token);
-        }
-        tokens.push(token);
-    }
+    let tokens = share_all(|_| true);
     if !tokens.is_empty() {
         if let Ok(session) = Session::connect(netd_path()) {
             session.set_spin_yields(false);
@@ -109,6 +108,43 @@ extern "C" fn prepare() {
     // In this order everywhere: the table, the session slot, the child's.
     let held = Held { _table: table::hold(), session: crate::session::hold(), for_child: for_child() };
     HELD.with(|h| *h.borrow_mut() = Some(held));
+}
+
+/// Shares every socket this process holds under descriptors `pick`
+/// takes, and names and watches its placeholder: their tokens.
+fn share_all(pick: impl Fn(&[i32]) -> bool) -> Vec<u64> {
+    let mut tokens = Vec::new();
+    for (fds, sock) in table::groups() {
+        if !sock.is_here() || !pick(&fds) {
+            continue;
+        }
+        let Ok(token) = share(&sock) else { continue };
+        if let Some(&fd) = fds.first() {
+            watch(&sock, fd, token);
+        }
+        tokens.push(token);
+    }
+    tokens
+}
+
+/// Before `posix_spawn`, which runs no fork handlers and whose child runs
+/// a program at once: the sockets the program may inherit are shared, and
+/// their placeholders named and watched, as before a `fork`, so that the
+/// program finds them ([`inherit`]). With `file_actions` (which may give
+/// the program any descriptor, close-on-exec or not) that is every
+/// socket; without, those with a descriptor that is not close-on-exec. No
+/// session is made ahead: the program makes its own. (A socket shared
+/// stays shared, as after a `fork`.)
+pub fn before_spawn(file_actions: bool) {
+    let _in = Entered::new();
+    share_all(|fds| file_actions || fds.iter().any(|&fd| !close_on_exec(fd)));
+}
+
+/// Whether descriptor `fd` has close-on-exec.
+fn close_on_exec(fd: i32) -> bool {
+    // SAFETY: a flag query on a descriptor number; no memory passed.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    flags >= 0 && flags & libc::FD_CLOEXEC != 0
 }
 
 /// In the parent after the `fork`: the child's session is the child's.
@@ -128,6 +164,9 @@ extern "C" fn in_child() {
     let Some(mut held) = HELD.with(|h| h.borrow_mut().take()) else { return };
     let Some(mut c) = held.for_child.next.take() else { return };
     c.pid = me;
+    // netd is told which process holds the session now (one request
+    // posted, its answer not awaited).
+    let _ = c.session.moved_here();
     let session = c.session.clone();
     crate::session::adopt_session(&mut held.session, me, session);
     // The parent's own, copied by the fork: never used or dropped here.
@@ -162,6 +201,7 @@ fn share(sock: &Sock) -> Res<u64> {
     let token = match &g.state {
         State::Listener(l) => l.share(),
         State::Stream(s) => s.share(),
+        State::Datagram(d) => d.share(),
         _ => return Err(libc::EOPNOTSUPP),
     }
     .map_err(|e| errno(&e))?;
@@ -238,7 +278,7 @@ pub(crate) fn take_over(sock: &Sock, g: &mut Inner) -> Res<()> {
             sock.pid.store(me, Ordering::Release);
             return Ok(());
         }
-        say_once("a UDP socket, or one connecting, made before fork is not usable in the child");
+        say_once("a socket still connecting at fork is not usable in the child");
         return Err(libc::EBADF);
     }
     let adopted = match made_for_me(token) {
@@ -260,6 +300,7 @@ pub(crate) fn take_over(sock: &Sock, g: &mut Inner) -> Res<()> {
     let local = match &adopted {
         Adopted::Stream(s) => s.local_addr(),
         Adopted::Listener(l) => l.local_addr(),
+        Adopted::Datagram(d) => d.local_addr(),
     };
     if local.is_ok_and(|a| a.is_ipv6()) {
         sock.six.store(true, Ordering::Relaxed);
@@ -272,6 +313,10 @@ pub(crate) fn take_over(sock: &Sock, g: &mut Inner) -> Res<()> {
         Adopted::Listener(l) => {
             l.set_nonblocking(nonblocking).map_err(|e| errno(&e))?;
             State::Listener(Arc::new(l))
+        }
+        Adopted::Datagram(d) => {
+            apply_datagram_options(&d, &g.options, nonblocking)?;
+            State::Datagram(Arc::new(d))
         }
     };
     sock.pid.store(me, Ordering::Release);
@@ -288,11 +333,28 @@ pub fn inherit() {
     for entry in dir.flatten() {
         let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
         let Some(token) = placeholder_token(fd) else { continue };
-        let sock = found.entry(token).or_insert_with(|| Arc::new(Sock::inherited(token))).clone();
+        let proto = placeholder_proto(fd);
+        let sock = found.entry(token).or_insert_with(|| Arc::new(Sock::inherited(proto, token))).clone();
         table::insert(fd, sock);
     }
     if !found.is_empty() {
         register();
+    }
+}
+
+/// The protocol placeholder `fd` was made for: a datagram socket's is a
+/// datagram socket (`crate::calls`), the others' a stream.
+fn placeholder_proto(fd: i32) -> Proto {
+    let mut ty: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `ty` has `len` writable bytes.
+    let r = unsafe {
+        libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE, (&mut ty as *mut libc::c_int).cast(), &mut len)
+    };
+    if r == 0 && ty == libc::SOCK_DGRAM {
+        Proto::Udp
+    } else {
+        Proto::Tcp
     }
 }
 

@@ -124,8 +124,8 @@ impl Sock {
 
     /// A socket whose netd state is another process's: held by its token,
     /// or never shared. `token` 0 means no token.
-    pub(crate) fn inherited(token: u64) -> Sock {
-        let s = Sock::new(Proto::Tcp, State::Fresh, false);
+    pub(crate) fn inherited(proto: Proto, token: u64) -> Sock {
+        let s = Sock::new(proto, State::Fresh, false);
         s.pid.store(0, Ordering::Relaxed);
         s.token.store(token, Ordering::Relaxed);
         s.watched.store(token != 0, Ordering::Relaxed);
@@ -243,11 +243,18 @@ pub(crate) fn bind_datagram(at: SocketAddr, o: &Options, nonblocking: bool) -> R
         _ => UdpSocket::bind_via(&session()?, at),
     }
     .map_err(|e| errno(&e))?;
+    apply_datagram_options(&d, o, nonblocking)?;
+    Ok(d)
+}
+
+/// Applies the options set before a UDP socket was in netd (or in this
+/// process's session) to it.
+pub(crate) fn apply_datagram_options(d: &UdpSocket, o: &Options, nonblocking: bool) -> Res<()> {
     d.set_nonblocking(nonblocking).map_err(|e| errno(&e))?;
     if o.recv_timeout.is_some() {
         d.set_read_timeout(o.recv_timeout).map_err(|e| errno(&e))?;
     }
-    Ok(d)
+    Ok(())
 }
 
 /// Applies the options set before a stream existed to it.

@@ -109,6 +109,7 @@ pub(crate) fn sleep(
             let socket = match &g.state {
                 State::Listener(l) if l.is_shared() => l.socket_id(),
                 State::Stream(s) if s.is_shared() => s.socket_id(),
+                State::Datagram(d) if d.is_shared() => d.socket_id(),
                 _ => return None,
             };
             let events = entries.get(o.at).map_or(0, |e| e.events);

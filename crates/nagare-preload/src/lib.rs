@@ -22,7 +22,8 @@
 //! `freeaddrinfo`, `getnameinfo`, `gethostbyname` and its `_r` and `2`
 //! forms, `gethostbyaddr` and its `_r` (`names.rs`: glibc's own resolver
 //! sends its DNS queries from inside libc, over the kernel's IPv4, where a
-//! preload cannot reach them).
+//! preload cannot reach them); `posix_spawn`, `posix_spawnp` and `vfork`
+//! (`spawn.rs`: a child they start runs no fork handlers).
 //!
 //! `fcntl` and `ioctl` are variadic in C; they are defined here with their
 //! one optional argument as a plain word, which is how the x86-64 and
@@ -32,6 +33,7 @@ mod data;
 mod names;
 mod next;
 mod sockets;
+mod spawn;
 mod wait;
 
 /// A call's C return: the value, or -1 with `errno` set.

@@ -200,6 +200,12 @@ pub enum Op {
     /// socket `socket` to the IPv6 address in `aux[0]` and `aux[1]`
     /// ([`encode_addr6`]'s halves), sequence number `aux[2]`.
     EchoSend6 = 27,
+    /// The process of pid `aux[0]` holds the session from now on: a child
+    /// after `fork` that took the session its parent made for it. Allowed
+    /// for a child of the session's process, of the same user (`EPERM`
+    /// otherwise); its nice value then sets the session's priority, and
+    /// netd's report names it.
+    Pid = 28,
 }
 
 /// An [`Op::EchoRecv`] completion's `aux[2]` bit: the reply came over
@@ -508,6 +514,7 @@ impl Op {
             25 => Op::UdpBind6,
             26 => Op::SendTo6,
             27 => Op::EchoSend6,
+            28 => Op::Pid,
             _ => return None,
         })
     }
@@ -527,6 +534,7 @@ impl Op {
                 | Op::Stat
                 | Op::Poll
                 | Op::Adopt
+                | Op::Pid
         )
     }
 
@@ -829,6 +837,12 @@ impl Request {
                 }
                 1
             }
+            Op::Pid => {
+                if d.aux[0] == 0 || d.aux[0] > i32::MAX as u64 {
+                    return Err(ProtoError::BadArgument);
+                }
+                1
+            }
             _ => 0,
         };
         let mut aux = d.aux;
@@ -1024,6 +1038,13 @@ mod tests {
         assert_eq!(Request::decode(&back.encode()), Err(ProtoError::BadBuffer), "a give-back brings bytes");
         back.piece = Some(Piece { buffer: 1, offset: 0, len: 10 });
         assert_eq!(Request::decode(&back.encode()), Ok(back));
+        let mut pid = Request::new(Op::Pid, 10);
+        pid.aux[0] = 4321;
+        assert_eq!(Request::decode(&pid.encode()), Ok(pid));
+        for bad in [0, 1 << 31] {
+            pid.aux[0] = bad;
+            assert_eq!(Request::decode(&pid.encode()), Err(ProtoError::BadArgument), "pid {bad}");
+        }
         let w = AdoptWord { kind: AdoptWord::STREAM, recv_buffer: 262_144 };
         assert_eq!(AdoptWord::decode(w.encode()), Some(w));
         assert_eq!(AdoptWord::decode(0), None);

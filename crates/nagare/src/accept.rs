@@ -9,7 +9,7 @@
 //! queue (the listener's backlog). A connection that arrives for a
 //! listener already closed here is closed at once.
 
-use crate::path::Role;
+use crate::path::{Ask, Role, NOTHING_KEPT};
 use crate::{Conn, InFlight};
 use nagare_request::{Completion, Op};
 use std::collections::VecDeque;
@@ -22,17 +22,20 @@ pub(crate) const ACCEPTED_AHEAD: usize = 16;
 #[derive(Default)]
 pub(crate) struct ListenPath {
     accepted: VecDeque<Completion>,
-    /// An `ACCEPT` is posted and not completed.
-    posted: bool,
+    /// `ACCEPT`s posted and not completed: at most one ahead on a listener
+    /// of this process alone, one per waiting accept on a shared one.
+    posted: usize,
     /// The error the last `ACCEPT` met, reported by the next `accept`.
     error: Option<i32>,
     /// Shared with another process (`crate::share`): an `ACCEPT` is posted
     /// only when this one accepts, so that no connection another holder
     /// could take waits in this queue.
     shared: bool,
-    /// A shared listener's `ACCEPT` that may not wait was answered with
-    /// nothing (`EAGAIN`): the accept that asked says `WouldBlock`.
-    nothing_there: bool,
+    /// A shared listener's `ACCEPT`s that netd answered with nothing
+    /// (`EAGAIN`), by request id: the accept that posted one says
+    /// `WouldBlock` when it looks, no other; past [`NOTHING_KEPT`] the
+    /// oldest go.
+    nothing_for: VecDeque<u64>,
 }
 
 impl Conn {
@@ -58,27 +61,33 @@ impl Conn {
     /// one another process holds too, which accepts nothing ahead).
     pub(crate) fn open_listen_path(&mut self, id: u32, shared: bool) -> io::Result<()> {
         self.listeners.insert(id, ListenPath { shared, ..ListenPath::default() });
-        self.post_accept(id, false, true)
+        self.post_accept(id, None)
     }
 
-    /// Posts an `ACCEPT` on listener `id` unless one is posted, the queue
-    /// is full or an error waits; on a shared listener only when an accept
-    /// `asked`, answered at once unless it `may_wait`.
-    fn post_accept(&mut self, id: u32, asked: bool, may_wait: bool) -> io::Result<()> {
+    /// Posts an `ACCEPT` on listener `id` unless the queue is full or an
+    /// error waits: on a listener of this process alone one ahead, unless
+    /// one is posted; on a shared one only for an accept that `asked`, its
+    /// own, answered at once unless it may wait.
+    fn post_accept(&mut self, id: u32, asked: Option<&mut Ask>) -> io::Result<()> {
         let Some(l) = self.listeners.get(&id) else { return Ok(()) };
-        if (l.shared && !asked) || l.posted || l.error.is_some() || l.accepted.len() >= ACCEPTED_AHEAD {
+        let post = if l.shared { asked.is_some() } else { l.posted == 0 };
+        if !post || l.error.is_some() || l.accepted.len() >= ACCEPTED_AHEAD {
             return Ok(());
         }
+        let asked = if l.shared { asked } else { None };
         // No wait limit: netd completes it when a connection is there.
         let mut req = crate::request(Op::Accept, id);
-        if l.shared && !may_wait {
+        if asked.as_ref().is_some_and(|a| !a.may_wait) {
             req.flags |= nagare_request::NONBLOCK;
         }
         self.submit(&mut req, None)?;
         self.in_flight
             .insert(req.id, InFlight { buffer: None, abandoned: false, role: Role::PostedAccept { listener: id } });
         if let Some(l) = self.listeners.get_mut(&id) {
-            l.posted = true;
+            l.posted += 1;
+        }
+        if let Some(a) = asked {
+            a.posted = Some(req.id);
         }
         Ok(())
     }
@@ -86,6 +95,7 @@ impl Conn {
     /// Takes the completion of listener `listener`'s posted `ACCEPT`.
     pub(crate) fn deliver_accept(&mut self, listener: u32, comp: Result<Completion, nagare_request::ProtoError>) {
         let result = comp.as_ref().map_err(|_| libc::EPROTO).and_then(|c| c.result().map(|_| *c));
+        let rid = comp.as_ref().map_or(0, |c| c.id);
         let Some(l) = self.listeners.get_mut(&listener) else {
             // The listener is closed here: nobody will take the connection.
             if let Ok(c) = result {
@@ -93,40 +103,55 @@ impl Conn {
             }
             return;
         };
-        l.posted = false;
+        l.posted = l.posted.saturating_sub(1);
         match result {
             Ok(c) => l.accepted.push_back(c),
-            // A shared listener's accept that found nothing.
-            Err(libc::EAGAIN) if l.shared => l.nothing_there = true,
+            // A shared listener's accept that found nothing: its asker's.
+            Err(libc::EAGAIN) if l.shared => {
+                if l.nothing_for.len() >= NOTHING_KEPT {
+                    l.nothing_for.pop_front();
+                }
+                l.nothing_for.push_back(rid);
+            }
             // ECANCELED: the listener was shared.
             Err(libc::EAGAIN | libc::EINTR | libc::ECANCELED) => {}
             Err(e) => {
                 l.error.get_or_insert(e);
             }
         }
-        let _ = self.post_accept(listener, false, true);
+        let _ = self.post_accept(listener, None);
     }
 
     /// The next connection listener `id` accepted (`None` if none is
     /// here yet), or the error its last `ACCEPT` met.
     /// A shared listener's accept that may not wait still waits for netd's
-    /// answer to its `ACCEPT`, which comes at once.
-    pub(crate) fn take_accepted(&mut self, id: u32, may_wait: bool) -> io::Result<Option<Completion>> {
+    /// answer to its own `ACCEPT` (`ask`), which comes at once; one whose
+    /// `ACCEPT` was answered with a connection another accept took posts
+    /// again.
+    pub(crate) fn take_accepted(&mut self, id: u32, ask: &mut Ask) -> io::Result<Option<Completion>> {
         let l = self.listeners.get_mut(&id).ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
         // A failed post (a full request ring) is tried again by the next
         // take; the connection or error taken is returned either way.
         if let Some(c) = l.accepted.pop_front() {
-            let _ = self.post_accept(id, false, true);
+            let _ = self.post_accept(id, None);
             return Ok(Some(c));
         }
         if let Some(e) = l.error.take() {
-            let _ = self.post_accept(id, false, true);
+            let _ = self.post_accept(id, None);
             return Err(io::Error::from_raw_os_error(e));
         }
-        if std::mem::take(&mut l.nothing_there) {
-            return Err(io::Error::from_raw_os_error(libc::EAGAIN));
+        if let (true, Some(rid)) = (l.shared, ask.posted) {
+            if let Some(at) = l.nothing_for.iter().position(|&r| r == rid) {
+                l.nothing_for.remove(at);
+                ask.posted = None;
+                return Err(io::Error::from_raw_os_error(libc::EAGAIN));
+            }
+            if self.in_flight.contains_key(&rid) {
+                return Ok(None);
+            }
+            ask.posted = None;
         }
-        self.post_accept(id, true, may_wait)?;
+        self.post_accept(id, Some(ask))?;
         Ok(None)
     }
 

@@ -123,8 +123,9 @@ struct Conn {
     /// Another process uses the session now ([`Session::abandon`]): this
     /// one touches nothing it shares with netd.
     abandoned: bool,
-    /// The request of [`poll::wake_when_ready`] last made.
-    armed: Option<u64>,
+    /// The requests of [`poll::wake_when_ready`] made and perhaps still in
+    /// flight, each with the list it asked about.
+    armed: Vec<(u64, Vec<u8>)>,
 }
 
 /// What a request carries in its buffer.
@@ -175,7 +176,7 @@ impl Session {
             alive_at: Instant::now(),
             sleeper: false,
             abandoned: false,
-            armed: None,
+            armed: Vec::new(),
         };
         Ok(Session { inner: Arc::new(Shared { conn: Mutex::new(conn), woken: Condvar::new(), wake }) })
     }
@@ -208,6 +209,22 @@ impl Session {
             c.abandoned = true;
             c.dead = true;
         }
+    }
+
+    /// Tells netd that this process holds the session from now on: a child
+    /// after `fork` that takes the session its parent made for it (netd
+    /// allows it for a child of the session's process, of the same user).
+    /// netd then weighs the session by this process's nice value and names
+    /// this process in its report. Returns at once, without waiting for
+    /// netd's answer (a `fork` handler calls it).
+    pub fn moved_here(&self) -> io::Result<()> {
+        let mut req = Request::new(Op::Pid, 0);
+        req.aux[0] = u64::from(std::process::id());
+        let mut c = self.lock()?;
+        c.submit(&mut req, None)?;
+        // Nobody takes the answer.
+        c.in_flight.insert(req.id, InFlight { buffer: None, abandoned: true, role: Role::Call });
+        Ok(())
     }
 
     /// Whether [`Session::abandon`] left it to another process.
@@ -296,8 +313,7 @@ impl Session {
     /// a receive, the bytes received.
     pub(crate) fn call(&self, mut req: Request, mut data: Data<'_>) -> io::Result<(Completion, usize)> {
         let (buffer, posted) = {
-            let mut c = self.lock()?;
-            let buffer = c.fill(&mut req, &data)?;
+            let (buffer, mut c) = self.fill_waiting(&mut req, &data)?;
             let posted = c.submit(&mut req, buffer)?;
             c.in_flight.insert(req.id, InFlight { buffer, abandoned: false, role: Role::Call });
             (buffer, posted)
@@ -338,11 +354,31 @@ impl Session {
     /// Posts a request with `data` (a filled buffer, or room to receive
     /// into) and returns at once with its ticket.
     pub(crate) fn submit_async(&self, mut req: Request, data: Data<'_>) -> io::Result<Ticket> {
-        let mut c = self.lock()?;
-        let buffer = c.fill(&mut req, &data)?;
+        let (buffer, mut c) = self.fill_waiting(&mut req, &data)?;
         c.submit(&mut req, buffer)?;
         c.in_flight.insert(req.id, InFlight { buffer, abandoned: false, role: Role::Call });
         Ok(Ticket { netd: self.clone(), id: req.id, done: false })
+    }
+
+    /// Puts the request's data into a region buffer ([`Conn::fill`]) and
+    /// returns the buffer with the session taken. When every buffer is in
+    /// use and some hold sends queued on socket paths, waits for them to
+    /// come back (as a socket's send waits for room in its buffer) without
+    /// holding the session, so that other threads' calls go on meanwhile:
+    /// within the request's time limit (`EAGAIN` past it, and at once for a
+    /// non-blocking request).
+    pub(crate) fn fill_waiting(
+        &self,
+        req: &mut Request,
+        data: &Data<'_>,
+    ) -> io::Result<(Option<u32>, MutexGuard<'_, Conn>)> {
+        let limit = req.wait_limit();
+        let may_wait = !req.nonblocking();
+        self.until_locked(false, limit, OnSignal::Restart, |c| match c.fill(req, data) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if may_wait && e.raw_os_error() == Some(libc::EAGAIN) => Ok(None),
+            Err(e) => Err(e),
+        })
     }
 
     /// Runs `attempt` on the session until it gives a result: at once when
@@ -600,7 +636,8 @@ impl Conn {
     }
 
     /// Puts the request's data into a region buffer (or takes the one the
-    /// caller filled); the buffer, if any.
+    /// caller filled), without waiting for one ([`Conn::alloc`]); the
+    /// buffer, if any.
     fn fill(&mut self, req: &mut Request, data: &Data<'_>) -> io::Result<Option<u32>> {
         if self.dead {
             return Err(self.gone());
@@ -617,7 +654,7 @@ impl Conn {
                 if matches!(data, Data::InOut(_)) && bytes.len() > size {
                     return Err(io::Error::new(io::ErrorKind::InvalidInput, "more than one region buffer"));
                 }
-                let b = self.alloc(req)?;
+                let b = self.alloc()?;
                 let n = bytes.len().min(size);
                 if let Err(e) = self.pool.write(b, 0, &bytes[..n]) {
                     let _ = self.pool.release(b);
@@ -625,7 +662,7 @@ impl Conn {
                 }
                 (b, n)
             }
-            Data::Recv(out) => (self.alloc(req)?, out.len().min(size)),
+            Data::Recv(out) => (self.alloc()?, out.len().min(size)),
             Data::Owned { index, len } => (*index, (*len as usize).min(size)),
         };
         req.piece = Some(Piece { buffer: b, offset: 0, len: len as u32 });
@@ -677,29 +714,16 @@ impl Conn {
         }
     }
 
-    /// A free buffer of the pool. When every buffer is in use and some hold
-    /// sends queued on socket paths, waits for them to come back (as a
-    /// socket's send waits for room in its buffer),
-    /// within the request's time limit; `EAGAIN` for a non-blocking request
-    /// or past the limit, `ENOBUFS` when no buffer is on its way back.
-    fn alloc(&mut self, req: &Request) -> io::Result<u32> {
-        let deadline = req.wait_limit().map(|w| Instant::now() + w);
-        loop {
-            if let Some(b) = self.pool.alloc() {
-                return Ok(b);
-            }
-            let wait = self.queued_total > 0 && !req.nonblocking() && deadline.is_none_or(|d| Instant::now() < d);
-            let popped = self.pop(wait.then_some(LIVENESS_SLICE));
-            if wait {
-                self.rouse_sleeper();
-            }
-            match popped? {
-                Some(d) => self.set_aside(d),
-                None if wait => {}
-                None if self.queued_total > 0 => return Err(io::Error::from_raw_os_error(libc::EAGAIN)),
-                None => return Err(io::Error::from_raw_os_error(libc::ENOBUFS)),
-            }
+    /// A free buffer of the pool, without waiting: `EAGAIN` when every
+    /// buffer is in use and some hold sends queued on socket paths, which
+    /// come back with their completions ([`Session::fill_waiting`] waits
+    /// for them), `ENOBUFS` when none is on its way back.
+    fn alloc(&mut self) -> io::Result<u32> {
+        if let Some(b) = self.pool.alloc() {
+            return Ok(b);
         }
+        let e = if self.queued_total > 0 { libc::EAGAIN } else { libc::ENOBUFS };
+        Err(io::Error::from_raw_os_error(e))
     }
 
     /// The next completion from either ring. With `wait`, waits for one up

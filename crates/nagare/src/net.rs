@@ -5,7 +5,7 @@
 //! socket on `[::]` receives IPv4 datagrams, from IPv4-mapped senders, and
 //! sends to IPv4 ones).
 
-use crate::path::Kind;
+use crate::path::{Ask, Kind};
 use crate::{request, set_wait_limit, Data, Session};
 use nagare_request::{
     decode_accepted, decode_addr, decode_addr6, encode_addr, encode_addr6, Op, Request, SockOption, ADDR_ELSEWHERE,
@@ -456,13 +456,9 @@ impl TcpStream {
     }
 
     /// How a read waits, given the caller's `may_wait`: whether the wait
-    /// here is non-blocking, and whether the read may wait for data. A
-    /// shared stream's read that may not wait still waits for netd's
-    /// answer to its receive, which comes at once (`Conn::ask_for`).
-    pub(crate) fn read_mode(&self, may_wait: bool) -> io::Result<(bool, bool)> {
-        let may_wait = may_wait && !self.mode.is_on();
-        let shared = self.h.netd.lock()?.is_shared(self.h.id);
-        Ok((!may_wait && !shared, may_wait))
+    /// here is non-blocking, and the read's `Ask` (`Conn::read_ask`).
+    pub(crate) fn read_mode(&self, may_wait: bool) -> io::Result<(bool, Ask)> {
+        Ok(self.h.netd.lock()?.read_ask(self.h.id, may_wait && !self.mode.is_on()))
     }
 
     /// As `read`, and with `may_wait` false it never waits, whatever the
@@ -473,8 +469,8 @@ impl TcpStream {
             return Ok(0);
         }
         let id = self.h.id;
-        let (nonblocking, may_wait) = self.read_mode(may_wait)?;
-        self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_stream(id, buf, may_wait))
+        let (nonblocking, mut ask) = self.read_mode(may_wait)?;
+        self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_stream(id, buf, &mut ask))
     }
 
     /// As [`TcpStream::read_with`], leaving the bytes to be read again
@@ -484,8 +480,8 @@ impl TcpStream {
             return Ok(0);
         }
         let id = self.h.id;
-        let (nonblocking, may_wait) = self.read_mode(may_wait)?;
-        self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.peek_stream(id, buf, may_wait))
+        let (nonblocking, mut ask) = self.read_mode(may_wait)?;
+        self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.peek_stream(id, buf, &mut ask))
     }
 
     /// As `write`, and with `may_wait` false it never waits, whatever the
@@ -690,7 +686,8 @@ impl TcpListener {
         let id = self.h.id;
         let may_wait = !self.mode.is_on();
         let shared = self.h.netd.lock()?.is_shared_listener(id);
-        let c = self.h.netd.until(!may_wait && !shared, None, |conn| conn.take_accepted(id, may_wait))?;
+        let mut ask = Ask::new(may_wait);
+        let c = self.h.netd.until(!may_wait && !shared, None, |conn| conn.take_accepted(id, &mut ask))?;
         let six = self.local.is_ipv6();
         let (new_id, ip) = decode_accepted(c.aux[0]);
         let (local, peer) = if c.aux[1] == ADDR_ELSEWHERE {
@@ -808,6 +805,16 @@ impl UdpSocket {
         self.h.id
     }
 
+    pub(crate) fn from_handle(h: Handle, local: SocketAddr) -> UdpSocket {
+        UdpSocket { h, local, read_limit: Limit::default(), mode: Mode::default() }
+    }
+
+    /// How a receive waits, given the caller's `may_wait`: whether the
+    /// wait here is non-blocking, and the read's `Ask` (`Conn::read_ask`).
+    pub(crate) fn read_mode(&self, may_wait: bool) -> io::Result<(bool, Ask)> {
+        Ok(self.h.netd.lock()?.read_ask(self.h.id, may_wait && !self.mode.is_on()))
+    }
+
     /// Receives fail with `WouldBlock` after waiting this long (`None`:
     /// wait as long as it takes).
     pub fn set_read_timeout(&self, limit: Option<Duration>) -> io::Result<()> {
@@ -885,8 +892,9 @@ impl UdpSocket {
     /// never waits, whatever the socket's mode (`MSG_DONTWAIT`).
     pub fn recv_from_with(&self, buf: &mut [u8], may_wait: bool) -> io::Result<(usize, usize, SocketAddr)> {
         let id = self.h.id;
-        let nonblocking = self.mode.is_on() || !may_wait;
-        let (n, whole, from) = self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_datagram(id, buf))?;
+        let (nonblocking, mut ask) = self.read_mode(may_wait)?;
+        let (n, whole, from) =
+            self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_datagram(id, buf, &mut ask))?;
         Ok((n, whole, in_family(from, self.is_six())))
     }
 
@@ -895,8 +903,9 @@ impl UdpSocket {
     /// (what `FIONREAD` says).
     pub fn peek_from_with(&self, buf: &mut [u8], may_wait: bool) -> io::Result<(usize, usize, SocketAddr)> {
         let id = self.h.id;
-        let nonblocking = self.mode.is_on() || !may_wait;
-        let (n, whole, from) = self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.peek_datagram(id, buf))?;
+        let (nonblocking, mut ask) = self.read_mode(may_wait)?;
+        let (n, whole, from) =
+            self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.peek_datagram(id, buf, &mut ask))?;
         Ok((n, whole, in_family(from, self.is_six())))
     }
 }

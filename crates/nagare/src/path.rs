@@ -132,12 +132,42 @@ pub(crate) struct SockPath {
     /// A stream's error was reported: later writes fail with `EPIPE`.
     failed: bool,
     /// Shared with another process (`crate::share`): nothing is received
-    /// ahead, which another holder could need; a read posts one receive,
-    /// of at most what it asks for, and waits for it.
+    /// ahead, which another holder could need; a read posts one receive
+    /// of its own (a stream's of at most what it asks for, a datagram
+    /// socket's of one datagram) and waits for it.
     shared: bool,
-    /// A shared stream's receive was answered with nothing (`EAGAIN`):
-    /// the read that asked says `WouldBlock`.
-    nothing_there: bool,
+    /// A shared socket's receives that netd answered with nothing
+    /// (`EAGAIN`), by request id: the read that posted one says
+    /// `WouldBlock` when it looks; past [`NOTHING_KEPT`] the oldest go
+    /// (their reads gave up waiting).
+    nothing_for: VecDeque<u64>,
+    /// A shared socket's receives posted by reads that may wait, not
+    /// answered yet (netd answers them when data comes), by request id.
+    /// A read that may wait posts none while one is out and waits for it
+    /// (whichever read takes its data): so reads that gave up (a time
+    /// limit) leave at most one behind, which the next read waits on.
+    waiting: Vec<u64>,
+}
+
+/// The most answers of nothing a shared socket's path keeps for reads
+/// that have not looked yet.
+pub(crate) const NOTHING_KEPT: usize = 16;
+
+/// One read (or accept) on a shared socket (`Conn::ask_for`,
+/// `Conn::take_accepted`): whether it may wait for data, and the receive
+/// it posted that netd has not answered yet, so that an answer of nothing
+/// is this read's alone and no other thread's.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ask {
+    pub(crate) may_wait: bool,
+    pub(crate) posted: Option<u64>,
+}
+
+impl Ask {
+    /// A read that may wait for data (`may_wait`) or must not.
+    pub(crate) fn new(may_wait: bool) -> Ask {
+        Ask { may_wait, posted: None }
+    }
 }
 
 /// A datagram read: bytes copied, its whole length, its sender.
@@ -196,7 +226,8 @@ impl Conn {
             write_shut: false,
             failed: false,
             shared,
-            nothing_there: false,
+            nothing_for: VecDeque::new(),
+            waiting: Vec::new(),
         };
         self.paths.insert(id, path);
         self.post_receives(id)
@@ -319,26 +350,51 @@ impl Conn {
         self.paths.get(&id).is_some_and(|p| p.shared)
     }
 
-    /// A read of up to `want` bytes on socket `id`. A shared stream's path
-    /// (the others keep theirs posted ahead) with nothing arrived and
-    /// nothing asked posts one receive of at most that many bytes, which
-    /// netd answers at once, with nothing if nothing is there, unless
-    /// `may_wait`; such an answer makes this read `WouldBlock`.
-    fn ask_for(&mut self, id: u32, want: usize, may_wait: bool) -> io::Result<()> {
+    /// How a read on socket `id` waits, given whether it may wait for data
+    /// (`may_wait`, its socket's mode and its call's flags taken in):
+    /// whether the wait here is non-blocking, and the read's [`Ask`]. A
+    /// shared socket's read that may not wait still waits for netd's
+    /// answer to its receive, which comes at once ([`Conn::ask_for`]).
+    pub(crate) fn read_ask(&self, id: u32, may_wait: bool) -> (bool, Ask) {
+        (!may_wait && !self.is_shared(id), Ask::new(may_wait))
+    }
+
+    /// A read of up to `want` bytes (a datagram: one whole) on socket `id`.
+    /// On a shared socket's path (the others keep theirs posted ahead)
+    /// with nothing arrived, a read that has no receive of its own out
+    /// posts one, of at most that many bytes: one that may not wait, a
+    /// receive netd answers at once, with nothing if nothing is there,
+    /// which makes this read, and no other, `WouldBlock`; one that may
+    /// wait, a receive netd answers when data comes, unless such a receive
+    /// is out already (`SockPath::waiting`). A read whose receive was
+    /// answered with data another read took posts again.
+    fn ask_for(&mut self, id: u32, want: usize, ask: &mut Ask) -> io::Result<()> {
         let Some(p) = self.paths.get_mut(&id) else { return Ok(()) };
         if !p.shared || !p.arrived.is_empty() || p.eof || p.error.is_some() {
             return Ok(());
         }
-        if std::mem::take(&mut p.nothing_there) {
-            return Err(errno(libc::EAGAIN));
-        }
-        if p.posted > 0 {
+        if ask.may_wait && !p.waiting.is_empty() {
             return Ok(());
         }
+        if let Some(rid) = ask.posted {
+            if let Some(at) = p.nothing_for.iter().position(|&r| r == rid) {
+                p.nothing_for.remove(at);
+                ask.posted = None;
+                return Err(errno(libc::EAGAIN));
+            }
+            if self.in_flight.contains_key(&rid) {
+                return Ok(());
+            }
+            ask.posted = None;
+        }
+        let kind = p.kind;
         let Some(b) = self.pool.alloc() else { return Ok(()) };
-        let len = (want.max(1) as u32).min(self.pool.buffer_size());
-        let mut req = crate::request(Op::Recv, id);
-        if !may_wait {
+        let (op, len) = match kind {
+            Kind::Stream => (Op::Recv, (want.max(1) as u32).min(self.pool.buffer_size())),
+            Kind::Datagram => (Op::RecvFrom, self.pool.buffer_size()),
+        };
+        let mut req = crate::request(op, id);
+        if !ask.may_wait {
             req.flags |= nagare_request::NONBLOCK;
         }
         req.piece = Some(Piece { buffer: b, offset: 0, len });
@@ -351,7 +407,11 @@ impl Conn {
         self.posted_total += 1;
         if let Some(p) = self.paths.get_mut(&id) {
             p.posted += 1;
+            if ask.may_wait {
+                p.waiting.push(req.id);
+            }
         }
+        ask.posted = Some(req.id);
         Ok(())
     }
 
@@ -400,6 +460,7 @@ impl Conn {
         back: Option<BufRef>,
     ) {
         let result = comp.as_ref().map_err(|_| libc::EPROTO).and_then(|c| c.result().map(|_| c));
+        let rid = comp.as_ref().map_or(0, |c| c.id);
         match role {
             Role::Call => {}
             Role::PostedAccept { listener } => self.deliver_accept(listener, comp),
@@ -430,6 +491,7 @@ impl Conn {
                     return;
                 };
                 p.posted = p.posted.saturating_sub(1);
+                p.waiting.retain(|&w| w != rid);
                 let kept = match (result, back) {
                     (Ok(c), Some(b)) if p.kind == Kind::Datagram && c.aux[1] & SENDER6 == 0 && c.aux[2] == RECORDS => {
                         match u32::try_from(c.aux[0]) {
@@ -457,9 +519,13 @@ impl Conn {
                     // A datagram completion without its buffer (netd always
                     // returns it): nothing to keep.
                     (Ok(_), b) => b,
-                    // A shared stream's receive that found nothing.
+                    // A shared socket's receive that found nothing: its
+                    // read's to see.
                     (Err(libc::EAGAIN), b) if p.shared => {
-                        p.nothing_there = true;
+                        if p.nothing_for.len() >= NOTHING_KEPT {
+                            p.nothing_for.pop_front();
+                        }
+                        p.nothing_for.push_back(rid);
                         b
                     }
                     (Err(e), b) => {
@@ -500,8 +566,8 @@ impl Conn {
 
     /// Reads stream bytes that arrived into `out`: `Some(n)` (0 at the end
     /// of the stream), `None` if none are here yet.
-    pub(crate) fn read_stream(&mut self, id: u32, out: &mut [u8], may_wait: bool) -> io::Result<Option<usize>> {
-        self.ask_for(id, out.len(), may_wait)?;
+    pub(crate) fn read_stream(&mut self, id: u32, out: &mut [u8], ask: &mut Ask) -> io::Result<Option<usize>> {
+        self.ask_for(id, out.len(), ask)?;
         let mut n = 0;
         let mut emptied = false;
         while n < out.len() {
@@ -534,8 +600,8 @@ impl Conn {
 
     /// As [`Conn::read_stream`], leaving the bytes to be read again
     /// (`MSG_PEEK`).
-    pub(crate) fn peek_stream(&mut self, id: u32, out: &mut [u8], may_wait: bool) -> io::Result<Option<usize>> {
-        self.ask_for(id, out.len(), may_wait)?;
+    pub(crate) fn peek_stream(&mut self, id: u32, out: &mut [u8], ask: &mut Ask) -> io::Result<Option<usize>> {
+        self.ask_for(id, out.len(), ask)?;
         let mut n = 0;
         if let Some(p) = self.paths.get(&id) {
             for a in &p.arrived {
@@ -574,8 +640,8 @@ impl Conn {
     /// the buffer is the caller's while the rest of it is still to be read
     /// here only when `max` takes all of it; otherwise the bytes are copied
     /// into a buffer of its own.
-    pub(crate) fn take_stream(&mut self, id: u32, max: usize, may_wait: bool) -> io::Result<Option<Option<BufRef>>> {
-        self.ask_for(id, max, may_wait)?;
+    pub(crate) fn take_stream(&mut self, id: u32, max: usize, ask: &mut Ask) -> io::Result<Option<Option<BufRef>>> {
+        self.ask_for(id, max, ask)?;
         let front = self.paths.get(&id).and_then(|p| p.arrived.front().copied());
         let Some(a) = front else {
             return match self.end_or_error(id)? {
@@ -594,7 +660,7 @@ impl Conn {
         let b = self.pool.alloc().ok_or_else(|| errno(libc::ENOBUFS))?;
         let size = (max.min(self.pool.buffer_size() as usize)) as u32;
         let mut bytes = vec![0u8; size as usize];
-        let copied = self.read_stream(id, &mut bytes, may_wait).and_then(|n| {
+        let copied = self.read_stream(id, &mut bytes, ask).and_then(|n| {
             let n = n.unwrap_or(0);
             self.pool.write(b, 0, &bytes[..n]).map_err(io::Error::other)?;
             Ok(n)
@@ -610,8 +676,8 @@ impl Conn {
 
     /// The next datagram that arrived, copied into `out` (truncated to it),
     /// or `None` if none is here yet.
-    pub(crate) fn read_datagram(&mut self, id: u32, out: &mut [u8]) -> io::Result<Option<Datagram>> {
-        let Some(f) = self.next_datagram(id)? else { return Ok(None) };
+    pub(crate) fn read_datagram(&mut self, id: u32, out: &mut [u8], ask: &mut Ask) -> io::Result<Option<Datagram>> {
+        let Some(f) = self.next_datagram(id, ask)? else { return Ok(None) };
         let n = (f.len as usize).min(out.len());
         let read = self.pool.read(f.index, f.offset, &mut out[..n]);
         if f.last {
@@ -626,8 +692,8 @@ impl Conn {
     /// (`MSG_PEEK`): bytes copied, its whole length, its sender. A buffer
     /// of records whose headers do not hold together gives `EPROTO` (the
     /// next read drops it).
-    pub(crate) fn peek_datagram(&mut self, id: u32, out: &mut [u8]) -> io::Result<Option<Datagram>> {
-        let Some(front) = self.front_arrived(id)? else { return Ok(None) };
+    pub(crate) fn peek_datagram(&mut self, id: u32, out: &mut [u8], ask: &mut Ask) -> io::Result<Option<Datagram>> {
+        let Some(front) = self.front_arrived(id, ask)? else { return Ok(None) };
         let (f, _) = self.locate(&front).ok_or_else(|| errno(libc::EPROTO))?;
         let n = (f.len as usize).min(out.len());
         self.pool.read(f.index, f.offset, &mut out[..n]).map_err(io::Error::other)?;
@@ -639,13 +705,17 @@ impl Conn {
     /// datagram that shares its buffer with others is copied into one of
     /// its own, taken first (`ENOBUFS`, the datagram left unread, when
     /// none is free).
-    pub(crate) fn take_datagram_buf(&mut self, id: u32) -> io::Result<Option<(BufRef, usize, SocketAddr)>> {
+    pub(crate) fn take_datagram_buf(
+        &mut self,
+        id: u32,
+        ask: &mut Ask,
+    ) -> io::Result<Option<(BufRef, usize, SocketAddr)>> {
         let shared = self.paths.get(&id).and_then(|p| p.arrived.front()).is_some_and(|a| a.records.is_some());
         let own = match shared {
             true => Some(self.pool.alloc().ok_or_else(|| errno(libc::ENOBUFS))?),
             false => None,
         };
-        let found = self.next_datagram(id);
+        let found = self.next_datagram(id, ask);
         let (f, b) = match (found, own) {
             (Ok(Some(f)), Some(b)) if !f.alone => (f, b),
             (Ok(Some(f)), own) => {
@@ -689,8 +759,8 @@ impl Conn {
     /// caller to release or hand over and then post receives again. A
     /// buffer of records whose headers do not hold together is dropped
     /// with `EPROTO`.
-    fn next_datagram(&mut self, id: u32) -> io::Result<Option<Found>> {
-        let Some(front) = self.front_arrived(id)? else { return Ok(None) };
+    fn next_datagram(&mut self, id: u32, ask: &mut Ask) -> io::Result<Option<Found>> {
+        let Some(front) = self.front_arrived(id, ask)? else { return Ok(None) };
         let located = self.locate(&front);
         if let Some(p) = self.paths.get_mut(&id) {
             match (&located, p.arrived.front_mut()) {
@@ -710,8 +780,9 @@ impl Conn {
 
     /// The first buffer that arrived on `id` and holds a datagram not yet
     /// read, left in place; with none, the error the path holds, or `None`
-    /// (with a receive posted).
-    fn front_arrived(&mut self, id: u32) -> io::Result<Option<Arrived>> {
+    /// (with a receive posted: a shared socket's, `ask`'s own).
+    fn front_arrived(&mut self, id: u32, ask: &mut Ask) -> io::Result<Option<Arrived>> {
+        self.ask_for(id, usize::MAX, ask)?;
         let p = self.paths.get(&id).ok_or_else(|| errno(libc::EBADF))?;
         if let Some(front) = p.arrived.front().copied() {
             return Ok(Some(front));

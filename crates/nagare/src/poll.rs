@@ -19,6 +19,10 @@ use std::time::{Duration, Instant};
 /// it is asked again (so that an abandoned one does not linger in netd).
 const NETD_POLL_SLICE: Duration = Duration::from_millis(100);
 
+/// The most [`wake_when_ready`] requests in flight at once, for as many
+/// lists (each thread sleeping over shared sockets asks for its own).
+pub const MAX_ARMED: usize = 64;
+
 /// Fills in `ready` of every entry and returns how many are nonzero.
 /// Waits until one is, at most `limit` (`None`: as long as it takes;
 /// `Some(ZERO)`: not at all). Sockets must be of this `netd`. A signal
@@ -81,8 +85,10 @@ fn from_paths(c: &crate::Conn, entries: &mut [PollEntry]) -> Option<usize> {
 /// session's eventfd (an outside loop, between [`Session::prepare_wait`]
 /// and [`Session::finish_wait`]), which then looks at readiness again.
 /// For sockets whose readiness netd alone knows (shared ones): their
-/// data waits in netd, which signals nothing else when it comes. One such
-/// request is in flight at a time: while one is, this does nothing.
+/// data waits in netd, which signals nothing else when it comes. While a
+/// request for the same list is in flight this does nothing; a request
+/// for another list (another thread's sockets) is made beside it, up to
+/// [`MAX_ARMED`] in flight (past them, the sleep ends at its own limit).
 pub fn wake_when_ready(netd: &Session, entries: &[PollEntry], limit: Duration) -> io::Result<()> {
     if entries.is_empty() || entries.len() > MAX_POLL as usize || entries.len() * PollEntry::SIZE > netd.max_chunk() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("poll takes 1 to {MAX_POLL} sockets")));
@@ -90,18 +96,21 @@ pub fn wake_when_ready(netd: &Session, entries: &[PollEntry], limit: Duration) -
     let bytes: Vec<u8> = entries.iter().flat_map(|e| PollEntry { ready: 0, ..*e }.to_bytes()).collect();
     let mut r = Request::new(Op::Poll, 0);
     set_wait_limit(&mut r, Some(limit.max(Duration::from_micros(1))));
-    let mut c = netd.lock()?;
-    c.collect()?;
-    if c.armed.is_some_and(|id| c.in_flight.contains_key(&id)) {
-        // One such request at a time: the one in flight wakes the sleep
-        // within its own limit.
-        return Ok(());
+    {
+        let mut c = netd.lock()?;
+        c.collect()?;
+        let crate::Conn { armed, in_flight, .. } = &mut *c;
+        armed.retain(|(id, _)| in_flight.contains_key(id));
+        // The one in flight for this list wakes the sleep within its limit.
+        if armed.len() >= MAX_ARMED || armed.iter().any(|(_, asked)| *asked == bytes) {
+            return Ok(());
+        }
     }
-    let buffer = c.fill(&mut r, &Data::Send(&bytes))?;
+    let (buffer, mut c) = netd.fill_waiting(&mut r, &Data::Send(&bytes))?;
     c.submit(&mut r, buffer)?;
     // Only its buffer comes back: nobody takes the answer.
     c.in_flight.insert(r.id, InFlight { buffer, abandoned: true, role: Role::Call });
-    c.armed = Some(r.id);
+    c.armed.push((r.id, bytes));
     Ok(())
 }
 
@@ -126,8 +135,7 @@ fn ask_netd(
         set_wait_limit(&mut r, Some(limit));
     }
     let (id, buffer) = {
-        let mut c = netd.lock()?;
-        let buffer = c.fill(&mut r, &Data::InOut(&mut bytes))?;
+        let (buffer, mut c) = netd.fill_waiting(&mut r, &Data::InOut(&mut bytes))?;
         c.submit(&mut r, buffer)?;
         c.in_flight.insert(r.id, InFlight { buffer, abandoned: false, role: Role::Call });
         (r.id, buffer)

@@ -1,10 +1,10 @@
 //! Sockets shared with another process, as a child after `fork` (or a
 //! program it runs) holds its parent's: [`TcpStream::share`] and
-//! [`TcpListener::share`] give a token that names the socket in netd, and
-//! [`TcpStream::adopt_via`] and [`TcpListener::adopt_via`], in another
-//! session of the same user, hold the socket too. It closes once every
-//! holder closed it or went away. TCP connections and listeners may be
-//! shared; UDP sockets may not.
+//! [`TcpListener::share`] and [`UdpSocket::share`] give a token that names
+//! the socket in netd, and [`adopt_via`] (or each kind's own), in another
+//! session of the same user, holds the socket too. It closes once every
+//! holder closed it or went away. TCP connections, listeners and UDP
+//! sockets may be shared.
 //!
 //! Sharing hands the socket over without losing a byte: netd first ends
 //! this session's receives and accepts waiting on it (`ECANCELED`), and
@@ -15,10 +15,13 @@
 //! and waits for it, an accept one `ACCEPT`, and a poll asks netd, so that
 //! no holder's exit loses what another would have read; and a write is in
 //! the engine before it returns, so that the holders' writes keep their
-//! order. Connections a listener had already accepted ahead stay in this
-//! process's queue.
+//! order. Connections a listener had already accepted ahead, and
+//! datagrams a UDP socket had already received ahead, stay in this
+//! process's queue (netd takes no datagram back). A UDP socket's reads
+//! take one datagram each from netd, so that each holder reads whole
+//! datagrams and none twice.
 
-use crate::net::{addr_in, addr_of, Handle, TcpListener, TcpStream};
+use crate::net::{addr_in, addr_of, Handle, TcpListener, TcpStream, UdpSocket};
 use crate::path::Kind;
 use crate::path::Role;
 use crate::{request, Data, InFlight, Session};
@@ -31,6 +34,8 @@ pub enum Adopted {
     Stream(TcpStream),
     /// A TCP listener.
     Listener(TcpListener),
+    /// A UDP socket.
+    Datagram(UdpSocket),
 }
 
 /// Holds the socket `token` names (from a `share` in a process of the same
@@ -58,6 +63,12 @@ pub fn adopt_via(netd: &Session, token: u64) -> io::Result<Adopted> {
             let l = TcpListener::from_handle(h, local);
             netd.lock()?.open_listen_path(id, true)?;
             Ok(Adopted::Listener(l))
+        }
+        Some(AdoptWord { kind: AdoptWord::DATAGRAM, .. }) => {
+            let id = h.id;
+            let d = UdpSocket::from_handle(h, local);
+            netd.lock()?.open_path_as(id, Kind::Datagram, 0, 0, true)?;
+            Ok(Adopted::Datagram(d))
         }
         // Nothing this library can use: let go again (the handle's drop).
         _ => Err(io::Error::from_raw_os_error(libc::ENOTSOCK)),
@@ -124,7 +135,7 @@ impl TcpStream {
     pub fn adopt_via(netd: &Session, token: u64) -> io::Result<TcpStream> {
         match adopt_via(netd, token)? {
             Adopted::Stream(s) => Ok(s),
-            Adopted::Listener(_) => Err(io::Error::from_raw_os_error(libc::ENOTSOCK)),
+            _ => Err(io::Error::from_raw_os_error(libc::ENOTSOCK)),
         }
     }
 }
@@ -147,7 +158,32 @@ impl TcpListener {
     pub fn adopt_via(netd: &Session, token: u64) -> io::Result<TcpListener> {
         match adopt_via(netd, token)? {
             Adopted::Listener(l) => Ok(l),
-            Adopted::Stream(_) => Err(io::Error::from_raw_os_error(libc::ENOTSOCK)),
+            _ => Err(io::Error::from_raw_os_error(libc::ENOTSOCK)),
+        }
+    }
+}
+
+impl UdpSocket {
+    /// Whether another process holds this socket too (it was shared or
+    /// adopted): its readiness is then netd's to say
+    /// ([`crate::poll::wake_when_ready`]).
+    pub fn is_shared(&self) -> bool {
+        self.h.netd.lock().is_ok_and(|c| !c.tracks_readiness(self.h.id))
+    }
+
+    /// Lets another process of the same user hold this socket too
+    /// ([`UdpSocket::adopt_via`]), as a forking UDP server's children
+    /// receive on their parent's: its token. Datagrams already received
+    /// ahead here are read here.
+    pub fn share(&self) -> io::Result<u64> {
+        self.h.netd.share_socket(self.h.id)
+    }
+
+    /// Holds the UDP socket `token` names through `netd`.
+    pub fn adopt_via(netd: &Session, token: u64) -> io::Result<UdpSocket> {
+        match adopt_via(netd, token)? {
+            Adopted::Datagram(d) => Ok(d),
+            _ => Err(io::Error::from_raw_os_error(libc::ENOTSOCK)),
         }
     }
 }

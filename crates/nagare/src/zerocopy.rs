@@ -158,8 +158,9 @@ impl UdpSocket {
     /// unless non-blocking.
     pub fn recv_buf_from(&self) -> io::Result<(RxBuf, usize, SocketAddr)> {
         let id = self.h.id;
-        let nonblocking = self.mode.is_on();
-        let (b, whole, from) = self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.take_datagram_buf(id))?;
+        let (nonblocking, mut ask) = self.read_mode(true)?;
+        let (b, whole, from) =
+            self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.take_datagram_buf(id, &mut ask))?;
         let rx = self.h.netd.rx_buf(b)?;
         Ok((rx, whole, crate::net::in_family(from, self.local_addr()?.is_ipv6())))
     }
@@ -196,8 +197,8 @@ impl TcpStream {
     pub fn recv_buf(&self, max: usize) -> io::Result<RxBuf> {
         let id = self.h.id;
         let max = max.max(1);
-        let (nonblocking, may_wait) = self.read_mode(true)?;
-        let taken = self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.take_stream(id, max, may_wait))?;
+        let (nonblocking, mut ask) = self.read_mode(true)?;
+        let taken = self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.take_stream(id, max, &mut ask))?;
         match taken {
             Some(b) => self.h.netd.rx_buf(b),
             None => {

@@ -1,5 +1,6 @@
 //! Requests about sockets of any kind, or about netd itself: close, poll,
-//! a socket's priority and addresses, nop, stat.
+//! a socket's priority and addresses, nop, stat; and about the client:
+//! the process that holds it (pid).
 //!
 //! A poll reads the client's list into netd's own copy first (netd
 //! interprets those bytes, and the client can write its buffer at any
@@ -7,7 +8,7 @@
 //! waits while nothing is ready, unless it is non-blocking.
 
 use super::{buffer, engine_errno, private_copy, Caller, Context, Done, Outcome};
-use crate::priority::{self, Priority, Source};
+use crate::priority::{self, ClientPriority, Priority, Source};
 use crate::sockets::{ClientSockets, Sock};
 use nagare_core::Interface;
 use nagare_ipc::BufRef;
@@ -23,8 +24,13 @@ use std::net::{SocketAddr, SocketAddrV6};
 pub(super) fn close(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
     let charge = cx.memory.socket_charged(c.key, req.socket);
     let sock = c.sockets.remove(cx.steering, req.socket).ok_or(libc::EBADF)?;
+    let other = cx.sharing.shares.other_holder(c.key, req.socket);
     if cx.sharing.let_go(c.key, req.socket) {
-        // Another client holds it too: it stays open for them.
+        // Another client holds it too: it stays open for them, and a UDP
+        // socket's datagrams are theirs to PacketFlow from now on.
+        if let Sock::Udp(h) = sock {
+            cx.receivers.hand_over(h, (c.key, req.socket), other);
+        }
         return Ok(Some(Done::value(0)));
     }
     if let Sock::Udp(h) = sock {
@@ -129,6 +135,22 @@ fn readiness(sockets: &ClientSockets, iface: &Interface, e: PollEntry) -> u16 {
         }
     };
     ready & (want | CLOSED)
+}
+
+/// `PID`: process `aux[0]`, a child of the client's process of the same
+/// user (a child after `fork` that took the session its parent made for
+/// it), is the client's from now on: its nice value sets the client's
+/// priority, and the report names it. `EPERM` for any other process.
+pub(super) fn pid(c: &mut Caller<'_>, req: &Request) -> Outcome {
+    let pid = i32::try_from(req.aux[0]).map_err(|_| libc::EINVAL)?;
+    if !crate::os::is_child_of(pid, *c.pid, c.uid) {
+        return Err(libc::EPERM);
+    }
+    // A nice value netd lifted goes back to the process it lifted.
+    c.process.unlift();
+    *c.process = ClientPriority::of_process(pid);
+    *c.pid = pid;
+    Ok(Some(Done::value(0)))
 }
 
 /// `NOP`: done at once (what a request's round trip costs).

@@ -30,7 +30,7 @@ use crate::config::NetdConfig;
 use crate::lending::Lending;
 use crate::memory::Memory;
 use crate::packetflow::{MemoryManager, Receivers};
-use crate::priority::Priority;
+use crate::priority::{ClientPriority, Priority};
 use crate::sharing::Sharing;
 use crate::sockets::ClientSockets;
 use crate::stats::NetdStats;
@@ -113,6 +113,9 @@ pub(crate) struct Caller<'a> {
     pub pool: &'a mut Pool,
     /// The client's own priority (its process's).
     pub priority: Priority,
+    /// The pid of the client's process, and what netd reads of it.
+    pub pid: &'a mut i32,
+    pub process: &'a mut ClientPriority,
 }
 
 /// Runs `req` (which brought `buf`, if it names one) for `c`.
@@ -125,6 +128,7 @@ pub(crate) fn execute(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
         Op::Accept => tcp::accept(cx, c, req),
         Op::Connect | Op::Connect6 => tcp::connect(cx, c, req),
         Op::Name => control::name(cx, c, req),
+        Op::Pid => control::pid(c, req),
         Op::Send if req.lends() => tcp::send_in_place(cx, c, req, buf),
         Op::Send => tcp::send(cx, c, req, buf),
         Op::Recv => tcp::recv(cx, c, req, buf),

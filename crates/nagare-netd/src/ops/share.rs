@@ -1,13 +1,17 @@
 //! Sockets held by several clients (`crate::shares`): share, adopt, give
-//! back. Established TCP connections and listeners may be shared (one
-//! still connecting: `ENOTCONN`); a UDP socket, whose queue and priority
-//! belong to one receiver, may not (`EOPNOTSUPP`).
+//! back. Established TCP connections, listeners and UDP sockets may be
+//! shared (a connection still connecting: `ENOTCONN`; an echo socket:
+//! `EOPNOTSUPP`).
 //!
 //! A holder's receives and accepts waiting when it shares complete first
 //! with `ECANCELED`, decided with the other waiting rules in
-//! `crate::requests`. An adopter is charged the socket's buffers as its
-//! sharer is, and does not claim its port: frames to a shared socket are
-//! received through netd's own pool.
+//! `crate::requests`. An adopter is charged the socket's buffers (a UDP
+//! socket's receive queue) as its sharer is, and does not claim its port:
+//! frames to a shared socket are received through netd's own pool once
+//! the sharer let go. A UDP socket's datagrams stay its sharer's to
+//! PacketFlow (priority, memory manager) while the sharer holds it, and
+//! pass to another holder when it lets go (`crate::packetflow`'s
+//! receivers, `ops::control::close`, `Netd::disconnect`).
 
 use super::{buffer, encode_end, private_copy, Caller, Context, Done, Outcome};
 use crate::memory::connection_charge;
@@ -27,7 +31,8 @@ pub(super) fn share(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> 
             Ok(State::SynSent | State::SynReceived) | Err(_) => return Err(libc::ENOTCONN),
             Ok(_) => {}
         },
-        Sock::Udp(_) | Sock::Echo(_) => return Err(libc::EOPNOTSUPP),
+        Sock::Udp(_) => {}
+        Sock::Echo(_) => return Err(libc::EOPNOTSUPP),
     }
     let token = cx.sharing.shares.share(c.key, req.socket, sock, c.uid, || {
         nagare_host::secrets::random_u64().unwrap_or_else(|_| cx.now.total_micros())
@@ -50,11 +55,20 @@ pub(super) fn adopt(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> 
             let local = cx.iface.tcp_ref().listener_local(l).ok_or(libc::ENOENT)?;
             (encode_end(local), 0, AdoptWord { kind: AdoptWord::LISTENER, recv_buffer: 0 })
         }
-        Sock::Udp(_) | Sock::Echo(_) => return Err(libc::EOPNOTSUPP),
+        Sock::Udp(h) => {
+            let u = cx.iface.udp_ref().socket(h).ok_or(libc::ENOENT)?;
+            (encode_end(u.local_addr()), 0, AdoptWord { kind: AdoptWord::DATAGRAM, recv_buffer: 0 })
+        }
+        Sock::Echo(_) => return Err(libc::EOPNOTSUPP),
     };
     let id = c.sockets.add(sock, cx.config.max_sockets)?;
-    if let Sock::Tcp(h) = sock {
-        cx.memory.charge(c.key, id, connection_charge(cx.iface, h));
+    match sock {
+        Sock::Tcp(h) => cx.memory.charge(c.key, id, connection_charge(cx.iface, h)),
+        Sock::Udp(h) => {
+            let queue = cx.iface.udp_ref().socket(h).map_or(0, |u| u.queue_limits().1);
+            cx.memory.charge(c.key, id, queue);
+        }
+        Sock::Listener(_) | Sock::Echo(_) => {}
     }
     cx.sharing.shares.adopted(token, c.key, id);
     Ok(Some(Done { extra: [peer, word.encode()], ..Done::with_addr(u64::from(id), local) }))

@@ -6,7 +6,8 @@
 //! clients the scheduler has boosted; and the filter's drops per socket.
 //!
 //! The table follows the socket manager: a UDP socket enters when a
-//! client binds it and leaves when it is closed or its client goes; a
+//! client binds it and leaves when it is closed or its client goes (one
+//! several clients hold passes to another holder instead); a
 //! client's priority is set again at every housekeeping (its nice value is
 //! read again each second). A frame's lookup is one hash lookup for the
 //! socket and one for its client.
@@ -62,6 +63,27 @@ impl Receivers {
     pub fn set_sized(&mut self, h: UdpHandle) {
         if let Some(r) = self.sockets.get_mut(&h) {
             r.sized = true;
+        }
+    }
+
+    /// Holder `from` (client key, socket id) of socket `h`, a socket
+    /// several clients hold, lets it go: if the socket is that holder's
+    /// here, it becomes `to`'s (its own priority and sizing kept), or
+    /// leaves the table when no holder is left.
+    pub fn hand_over(&mut self, h: UdpHandle, from: (u64, u32), to: Option<(u64, u32)>) {
+        let Some(r) = self.sockets.get_mut(&h) else { return };
+        if (r.client, r.socket) != from {
+            return;
+        }
+        match to {
+            Some((client, socket)) => {
+                r.client = client;
+                r.socket = socket;
+                self.refit = true;
+            }
+            None => {
+                self.sockets.remove(&h);
+            }
         }
     }
 
