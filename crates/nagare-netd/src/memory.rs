@@ -4,7 +4,7 @@
 //! socket its receive queue limit), to the client that holds it, and the
 //! sum over every client to netd as a whole. A receive buffer's ceiling
 //! starts at its size and rises only when autotuning wants more and the
-//! client has room ([`Memory::grant_resize`]).
+//! client has room ([`Memory::grant_growth`]).
 //!
 //! Invariant: `charged` is the sum of every socket's charge and every
 //! orphan's; a client's account is the sum of its sockets' charges and the
@@ -37,6 +37,12 @@ pub(crate) const BUFFER_FLOOR: usize = 16 * 1024;
 /// A new connection takes at most one part in this many of the room its
 /// client has left.
 pub(crate) const CONNECTION_SHARE: usize = 4;
+
+/// Receive buffers grow (autotuning) only while their client is charged
+/// at most one part in this many of its budget: the rest is for the
+/// connections it may still make, whose buffers shrink as they multiply
+/// ([`Memory::grant_connection`]).
+pub(crate) const GROWTH_SHARE: usize = 4;
 
 /// The largest receive queue netd gives a UDP socket: as much as a TCP
 /// receive buffer (the engine's default, 4 MiB, would let two sockets take
@@ -158,6 +164,19 @@ impl Memory {
         }
         let room = self.room(key, self.socket_charged(key, id)).saturating_sub(other);
         asked.min(current.max(room))
+    }
+
+    /// A growth of a receive buffer its engine wants (autotuning) from
+    /// `current` toward `wanted`, socket `id`'s other buffer being
+    /// `other`: as far as the room its client has left goes, but only
+    /// while the client is charged at most a [`GROWTH_SHARE`] of its
+    /// budget, so that growths never take the room of the connections
+    /// still to come (which a budget is for first); never below
+    /// `current`.
+    pub fn grant_growth(&self, key: u64, id: u32, current: usize, other: usize, wanted: usize) -> usize {
+        let room = self.room(key, self.socket_charged(key, id)).saturating_sub(other).saturating_sub(current);
+        let share = (self.budget / GROWTH_SHARE).saturating_sub(self.client_charged(key));
+        current + wanted.saturating_sub(current).min(room).min(share)
     }
 
     /// Socket `id` of client `key` is charged `bytes` from now on.
@@ -314,5 +333,26 @@ mod tests {
         assert_eq!(m.grant_resize(1, 1, 262144, 262144, 1000), 1000);
         m.charge(1, 2, 1 << 20);
         assert_eq!(m.grant_resize(1, 1, 262144, 262144, 4 << 20), 262144);
+    }
+
+    #[test]
+    fn a_growth_takes_a_share_of_the_budget_and_leaves_the_rest() {
+        // Charged 512 KiB of an 8 MiB budget: it may grow until the
+        // client is charged a quarter of it.
+        let m = memory(8 << 20, 64 << 20);
+        m.charge(1, 1, 524288);
+        assert_eq!(m.grant_growth(1, 1, 262144, 262144, 4 << 20), 262144 + (2 << 20) - 524288);
+        assert_eq!(m.grant_growth(1, 1, 262144, 262144, 300_000), 300_000, "what it wants, when that is less");
+        m.charge(1, 1, 2 << 20);
+        assert_eq!(m.grant_growth(1, 1, (2 << 20) - 262144, 262144, 64 << 20), (2 << 20) - 262144, "at a quarter");
+        assert!(m.room(1, 0) >= 6 << 20, "the rest is the next connections'");
+        // Another connection's charge counts too.
+        m.charge(1, 1, 524288);
+        m.charge(1, 2, 1 << 20);
+        assert_eq!(m.grant_growth(1, 1, 262144, 262144, 64 << 20), 262144 + (1 << 20) - 524288);
+        // A small budget's room is what holds a growth back.
+        let m = memory(1 << 20, 64 << 20);
+        m.charge(1, 1, 1 << 20);
+        assert_eq!(m.grant_growth(1, 1, 262144, 786432, 4 << 20), 262144);
     }
 }

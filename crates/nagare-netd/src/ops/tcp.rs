@@ -117,8 +117,8 @@ fn fit_buffers(cx: &mut Context<'_>, key: u64, h: TcpHandle) -> Result<(), i32> 
 }
 
 /// Grants connection `h` (socket `id` of client `key`) the receive buffer
-/// its autotuning wants past its ceiling, as far as the client's room
-/// goes, and charges it (`recv_buffers_grown`; `recv_buffer_growth_refused`
+/// its autotuning wants past its ceiling, as far as a share of the
+/// client's room goes (`Memory::grant_growth`), and charges it (`recv_buffers_grown`; `recv_buffer_growth_refused`
 /// when the client has no room left). Called as its client reads: a
 /// buffer grows only while its application keeps up. Not where frames
 /// are steered into the clients' regions: a window past the receive
@@ -132,7 +132,7 @@ fn grow_recv_buffer(cx: &mut Context<'_>, key: u64, id: u32, h: TcpHandle) {
     if wanted <= ceiling {
         return;
     }
-    let granted = cx.memory.grant_resize(key, id, ceiling, send, wanted);
+    let granted = cx.memory.grant_growth(key, id, ceiling, send, wanted);
     if granted <= ceiling {
         cx.stats.recv_buffer_growth_refused += 1;
         return;
