@@ -621,6 +621,9 @@ fn a_receive_buffer_grows_as_far_as_its_client_s_budget_goes() {
         if grows {
             assert_eq!(rcvbuf_max, 2 << 20, "{line}");
             assert!(rcvbuf > 64 << 10, "{line}");
+            // The reader keeps receives posted for the grown buffer, not
+            // the one 64 KiB buffer it started with.
+            assert!(stat_value(line, " waiting ").unwrap() > 1, "{line}");
             assert!(grown > 0, "{report}");
             // The client is charged the grant: both send buffers and the
             // writer's receive buffer besides the reader's.

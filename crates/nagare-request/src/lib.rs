@@ -110,6 +110,8 @@ pub enum Op {
     /// Queue the buffer's bytes on connection `socket`.
     Send = 7,
     /// Receive up to `len` bytes of connection `socket` into the buffer.
+    /// The completion's `aux[3]` is the connection's receive buffer now
+    /// (autotuning grows it), which the client keeps posted for receives.
     Recv = 8,
     /// Close one side or both of connection `socket`: `aux[0]` is
     /// [`SHUT_READ`], [`SHUT_WRITE`] or both.

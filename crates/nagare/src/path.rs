@@ -484,6 +484,12 @@ impl Conn {
             }
             Role::PostedRecv { socket } => {
                 self.posted_total = self.posted_total.saturating_sub(1);
+                // A stream's receive buffer now (netd's autotuning grows
+                // it): as much is kept posted from now on.
+                let grown = match &result {
+                    Ok(c) if c.aux[3] > 0 => Some(self.recv_ahead(Kind::Stream, c.aux[3])),
+                    _ => None,
+                };
                 let Some(p) = self.paths.get_mut(&socket) else {
                     if let Some(b) = back {
                         let _ = self.pool.release(b.index);
@@ -492,6 +498,9 @@ impl Conn {
                 };
                 p.posted = p.posted.saturating_sub(1);
                 p.waiting.retain(|&w| w != rid);
+                if let Some(ahead) = grown.filter(|&a| p.kind == Kind::Stream && a > p.recv_ahead) {
+                    p.recv_ahead = ahead;
+                }
                 let kept = match (result, back) {
                     (Ok(c), Some(b)) if p.kind == Kind::Datagram && c.aux[1] & SENDER6 == 0 && c.aux[2] == RECORDS => {
                         match u32::try_from(c.aux[0]) {

@@ -260,9 +260,19 @@ fn send_copied(cx: &mut Context<'_>, h: TcpHandle, view: SharedBytes, req: &Requ
 }
 
 /// `RECV`: up to the buffer's length of the stream into it (0 at its end),
-/// or wait for data.
+/// or wait for data; the completion's `aux[3]` is the connection's
+/// receive buffer now.
 pub(super) fn recv(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, buf: Option<BufRef>) -> Outcome {
     let h = c.sockets.tcp(req.socket)?;
+    let outcome = receive(cx, c, req, h, buf)?;
+    // The buffer now, which autotuning may have grown: the client keeps
+    // as much posted for receives.
+    let buffer = cx.iface.tcp_ref().connection(h).map_or(0, |k| k.recv_buffer() as u64);
+    Ok(outcome.map(|done| Done { extra: [0, buffer], ..done }))
+}
+
+/// `RECV`'s work: the data, or the wait, of connection `h`.
+fn receive(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, h: TcpHandle, buf: Option<BufRef>) -> Outcome {
     let b = buffer(buf)?;
     if b.len == 0 {
         return Ok(Some(Done::received(0, 0, 0)));
