@@ -18,6 +18,7 @@ fn options(server: impl Into<IpAddr>, port: u16, proto: Proto, mode: Mode) -> Cl
         bytes: Some(1 << 20),
         len: None,
         udp_rate: None,
+        udp_batch: None,
         timeout: Some(20.0),
         json: false,
         quiet: true,
@@ -50,6 +51,30 @@ fn kernel_to_kernel_over_loopback() {
     let summary = one_test(Stack::Kernel, Stack::Kernel, options(Ipv4Addr::LOCALHOST, port, Proto::Tcp, Mode::Stream));
     assert!(summary.receiver.bytes >= 1 << 20, "{}", summary.text());
     assert_eq!(summary.sender.bytes, summary.receiver.bytes);
+}
+
+#[test]
+fn a_udp_sender_may_send_many_datagrams_a_call() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut opts = options(Ipv4Addr::LOCALHOST, port, Proto::Udp, Mode::Stream);
+    (opts.len, opts.bytes, opts.udp_rate, opts.udp_batch) = (Some(256), Some(256 * 4000), Some(100.0), Some(16));
+    let summary = one_test(Stack::Kernel, Stack::Kernel, opts);
+    let text = summary.text();
+    // Each call's bytes went out as datagrams of 256 bytes, each with its
+    // own sequence number (the receiver counts them in order).
+    assert_eq!(summary.sender.packets, 4000, "{text}");
+    assert_eq!(summary.sender.bytes, 256 * 4000, "{text}");
+    assert!(summary.receiver.packets >= 3600, "{text}");
+    assert_eq!(summary.receiver.bytes, summary.receiver.packets * 256, "{text}");
+    // Only where the client sends UDP, and at most 64 a call.
+    for (proto, mode, batch) in
+        [(Proto::Udp, Mode::Stream, 65), (Proto::Tcp, Mode::Stream, 2), (Proto::Udp, Mode::Reverse, 2)]
+    {
+        let mut opts = options(Ipv4Addr::LOCALHOST, port, proto, mode);
+        opts.udp_batch = Some(batch);
+        let e = perf::client(&Stack::Kernel, &opts, &AtomicBool::new(false)).expect_err("refused");
+        assert!(format!("{e:#}").contains("--udp-batch"), "{e:#}");
+    }
 }
 
 /// Whether this machine's loopback has IPv6 (`::1`); says SKIPPED loudly
