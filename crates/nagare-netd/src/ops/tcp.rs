@@ -117,12 +117,13 @@ fn fit_buffers(cx: &mut Context<'_>, key: u64, h: TcpHandle) -> Result<(), i32> 
 }
 
 /// Grants connection `h` (socket `id` of client `key`) the receive buffer
-/// its autotuning wants past its ceiling, as far as a share of the
-/// client's room goes (`Memory::grant_growth`), and charges it (`recv_buffers_grown`; `recv_buffer_growth_refused`
-/// when the client has no room left). Called as its client reads: a
-/// buffer grows only while its application keeps up. Not where frames
-/// are steered into the clients' regions: a window past the receive
-/// buffers there would have netd copy what does not fit.
+/// its autotuning wants past its ceiling, as far as `Memory::grant_growth`
+/// allows (the client charged at most a quarter of its budget), and
+/// charges it (`recv_buffers_grown`; `recv_buffer_growth_refused` when
+/// nothing could be granted). Called as its client reads: a buffer grows
+/// only while its application keeps up. Not where frames are steered into
+/// the clients' regions: a window past the receive buffers there would
+/// have netd copy what does not fit.
 fn grow_recv_buffer(cx: &mut Context<'_>, key: u64, id: u32, h: TcpHandle) {
     if cx.steering.enabled() {
         return;
