@@ -485,9 +485,11 @@ impl Conn {
             Role::PostedRecv { socket } => {
                 self.posted_total = self.posted_total.saturating_sub(1);
                 // A stream's receive buffer now (netd's autotuning grows
-                // it): as much is kept posted from now on.
+                // it): as much is kept posted from here on. (A datagram
+                // completion's `aux[3]` is its sender's.)
+                let stream = self.paths.get(&socket).is_some_and(|p| p.kind == Kind::Stream);
                 let grown = match &result {
-                    Ok(c) if c.aux[3] > 0 => Some(self.recv_ahead(Kind::Stream, c.aux[3])),
+                    Ok(c) if stream && c.aux[3] > 0 => Some(self.recv_ahead(Kind::Stream, c.aux[3])),
                     _ => None,
                 };
                 let Some(p) = self.paths.get_mut(&socket) else {
@@ -498,7 +500,7 @@ impl Conn {
                 };
                 p.posted = p.posted.saturating_sub(1);
                 p.waiting.retain(|&w| w != rid);
-                if let Some(ahead) = grown.filter(|&a| p.kind == Kind::Stream && a > p.recv_ahead) {
+                if let Some(ahead) = grown.filter(|&a| a > p.recv_ahead) {
                     p.recv_ahead = ahead;
                 }
                 let kept = match (result, back) {
