@@ -357,13 +357,14 @@ fn netd_driver_killed_during_curl_download() {
 /// test; they arrive byte-exact, the driver copies no received byte, and
 /// most of the payload reaches the application in the buffer the kernel
 /// wrote it into. In split placement the driver is killed (-9) mid-stream:
-/// the stream survives and its new driver steers again.
+/// the stream survives and its new driver steers again. In inline
+/// placement netd reads the queues itself, the same way.
 #[test]
 fn netd_steers_client_ports_to_tap_queues() {
     if let Some(reason) = interop_unavailable(&["nc", "ping"]) {
         return skip("netd_steers_client_ports_to_tap_queues", &reason);
     }
-    for placement in ["split", "single"] {
+    for placement in ["split", "single", "inline"] {
         steered_tap_receive(placement);
     }
 }
@@ -372,25 +373,33 @@ fn netd_steers_client_ports_to_tap_queues() {
 /// multi-queue TAP: every datagram Linux sends to it after the new owner's
 /// bind returned reaches the new owner, none lands on the old owner's
 /// queue. The driver applies steering changes 20 ms late (a driver held
-/// off the CPU), which makes the race certain where it would be rare.
+/// off the CPU), which makes the race certain where it would be rare. In
+/// inline placement netd applies each change itself on its next read.
 #[test]
 fn a_tap_port_that_changes_hands_is_steered_only_to_its_new_owner() {
     const TEST: &str = "a_tap_port_that_changes_hands_is_steered_only_to_its_new_owner";
-    const PORT: u16 = 9002;
-    const ROUNDS: u32 = 10;
-    const AFTER_BIND: u32 = 8;
     if let Some(reason) = interop_unavailable(&["ping"]) {
         return skip(TEST, &reason);
     }
-    let ns = Netns::new("mqhand");
+    for placement in ["split", "inline"] {
+        tap_port_changes_hands(placement);
+    }
+}
+
+fn tap_port_changes_hands(placement: &str) {
+    const PORT: u16 = 9002;
+    const ROUNDS: u32 = 10;
+    const AFTER_BIND: u32 = 8;
+    let ns = Netns::new(&format!("mqhand{placement}"));
     ns.tap_with("tap0", &format!("{KERNEL}/24"), &["multi_queue"]);
-    let socket = std::env::temp_dir().join(format!("nagare-mqhand-{}.sock", std::process::id()));
-    let log = std::env::temp_dir().join(format!("nagare-mqhand-{}.log", std::process::id()));
+    let socket = std::env::temp_dir().join(format!("nagare-mqhand{placement}-{}.sock", std::process::id()));
+    let log = std::env::temp_dir().join(format!("nagare-mqhand{placement}-{}.log", std::process::id()));
+    let (counters, delay) = if placement == "inline" { ("queues", "0") } else { ("driver", "20") };
     let _netd = Process::spawn(
         ns.command(nagare())
-            .args(["netd", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--placement", "split", "--socket"])
+            .args(["netd", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--placement", placement, "--socket"])
             .arg(&socket)
-            .env(nagare_netd::driver::STEER_DELAY_VAR, "20")
+            .env(nagare_netd::driver::STEER_DELAY_VAR, delay)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap()),
     );
@@ -432,12 +441,16 @@ fn a_tap_port_that_changes_hands_is_steered_only_to_its_new_owner() {
     }
     let report = clients[0].stat().unwrap();
     assert!(
-        report.contains("driver tap_queues 7\n"),
-        "{report}\n{}",
+        report.contains(&format!("{counters} tap_queues 7\n")),
+        "{placement}: {report}\n{}",
         std::fs::read_to_string(&log).unwrap_or_default()
     );
-    assert_eq!(stat_counter(&report, "driver rx_steer_refused "), 0, "{report}");
-    assert!(stat_counter(&report, "netd binds_held ") >= u64::from(ROUNDS), "{report}");
+    assert_eq!(stat_counter(&report, &format!("{counters} rx_steer_refused ")), 0, "{report}");
+    if placement == "split" {
+        // The late driver holds every new owner's bind until it applied
+        // the old owner's unsteer.
+        assert!(stat_counter(&report, "netd binds_held ") >= u64::from(ROUNDS), "{report}");
+    }
     let _ = std::fs::remove_file(&socket);
     let _ = std::fs::remove_file(&log);
 }
@@ -517,18 +530,23 @@ fn steered_tap_receive(placement: &str) {
     std::thread::sleep(Duration::from_millis(400));
     let report = netd.stat().unwrap();
     let counter = |name: &str| stat_counter(&report, name);
+    let counters = if placement == "inline" { "queues" } else { "driver" };
     assert!(
-        report.contains("driver tap_queues 7\n"),
+        report.contains(&format!("{counters} tap_queues 7\n")),
         "{placement}: {report}\n{}",
         std::fs::read_to_string(&log).unwrap_or_default()
     );
-    assert_eq!(counter("driver reported rx_bytes_copied "), 0, "{report}");
-    assert!(counter("driver reported rx_steered ") > 10, "{report}");
-    assert_eq!(counter("driver rx_steer_refused "), 0, "{report}");
+    assert_eq!(counter(&format!("{counters} rx_steer_refused ")), 0, "{report}");
+    if placement == "inline" {
+        assert!(counter("queues rx_steered ") > 10, "{report}");
+    } else {
+        assert_eq!(counter("driver reported rx_bytes_copied "), 0, "{report}");
+        assert!(counter("driver reported rx_steered ") > 10, "{report}");
+        let restarts = if placement == "split" { " starts 2 deaths 1\n" } else { " starts 1 deaths 0\n" };
+        assert!(report.contains(restarts), "{placement}: {report}");
+    }
     let in_place = counter("netd rx_payload_in_place ");
     eprintln!("{placement}: received in place {in_place} of {}", (24 << 20) + datagram.len());
-    let restarts = if placement == "split" { " starts 2 deaths 1\n" } else { " starts 1 deaths 0\n" };
-    assert!(report.contains(restarts), "{placement}: {report}");
     assert!(in_place > 12 << 20, "{placement}: {report}");
     let _ = std::fs::remove_dir_all(&root);
     let _ = std::fs::remove_file(&socket);

@@ -24,21 +24,24 @@
 //! # }
 //! ```
 //!
-//! With a TAP and a driver, netd opens the TAP multi-queue when it can
-//! (one receive queue per client for receive steering; not with an
-//! impairment, which the driver applies to the first queue only), holds it
-//! while it runs, and hands the driver its descriptor and the queues. A VNI
-//! port is attached by whoever drives it: netd inline, the driver
-//! otherwise.
+//! With a TAP, netd opens it multi-queue when it can (one receive queue
+//! per client for receive steering; not with an impairment, which applies
+//! to the first queue only): with a driver, netd holds the TAP while it
+//! runs and hands the driver its descriptor and the queues; inline, netd
+//! reads the queues itself (`crate::tap_queues`). A VNI port is attached
+//! by whoever drives it: netd inline, the driver otherwise.
 
 use crate::driver::launch::{launcher, DriverDevice, DriverSpec};
 use crate::driver::{DriverLink, MAX_RX_QUEUES};
+use crate::steering::Steering;
+use crate::tap_queues::TapQueues;
 use crate::{BoostConfig, Netd, NetdConfig, PacketFlow, Placement};
 use nagare_dev::{MonotonicClock, TapDevice};
 use nagare_host::link::{interface_on, open_host};
 use nagare_host::{DeviceSpec, LinkSpec, ServiceConfig};
 use std::io;
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::time::Duration;
 
 /// How to build a netd; every setting has a default but the link.
@@ -183,8 +186,27 @@ impl NetdBuilder {
         let clock = MonotonicClock::new();
         let link = &self.link;
         if self.placement == Placement::Inline {
-            let host = open_host(link, None, &clock)?;
-            let mut netd = Netd::new(host.iface, host.device, clock, self.config)?;
+            let steering = Rc::new(Steering::new(true));
+            let steered = match &link.device {
+                DeviceSpec::Tap { name, offload } if link.impairment().is_none() => {
+                    Some(open_tap_queues(name, *offload, steering.clone())?)
+                }
+                _ => None,
+            };
+            let mut netd = match steered {
+                Some(Ok(queues)) => {
+                    let iface = interface_on(&queues, link)?;
+                    Netd::with_tap_queues(iface, queues, steering, clock, self.config)?
+                }
+                Some(Err(tap)) => {
+                    let iface = interface_on(&tap, link)?;
+                    Netd::new(iface, Box::new(tap), clock, self.config)?
+                }
+                None => {
+                    let host = open_host(link, None, &clock)?;
+                    Netd::new(host.iface, host.device, clock, self.config)?
+                }
+            };
             let offered = netd.enable_services(&self.services)?;
             return Ok(Built { netd, offered, driver_pid: None });
         }
@@ -236,5 +258,45 @@ impl NetdBuilder {
         netd.held_tap = tap;
         let offered = netd.enable_services(&self.services)?;
         Ok(Built { netd, offered, driver_pid })
+    }
+}
+
+/// TAP `name`, opened multi-queue with its extra queues, for netd to read
+/// itself with each client's flows steered to a queue of their own; the
+/// TAP alone, opened as it is, where steering cannot be had (a
+/// single-queue TAP, another process holding a queue, no `CAP_BPF`): its
+/// received payload is then copied once more.
+fn open_tap_queues(name: &str, offload: bool, steering: Rc<Steering>) -> io::Result<Result<TapQueues, TapDevice>> {
+    let tap = TapDevice::open_multi_queue(name, offload)
+        .map_err(|e| io::Error::new(e.kind(), format!("opening TAP device {name}: {e}")))?;
+    log::info!("{} TAP device {name}", if tap.created() { "created" } else { "attached to" });
+    if !tap.multi_queue() {
+        log::warn!(
+            "{name} is a single-queue TAP: received payload is copied once (make it with `ip tuntap add ... multi_queue` to steer)"
+        );
+        return Ok(Err(tap));
+    }
+    let mut extra = Vec::new();
+    for _ in 0..MAX_RX_QUEUES {
+        match tap.open_queue() {
+            Ok(q) => extra.push(q),
+            Err(e) => {
+                log::warn!("receive steering on {name} is off ({e}); received payload is copied once");
+                return Ok(Err(tap));
+            }
+        }
+    }
+    // The steering program names queues by number: right only if every
+    // queue of the TAP is ours.
+    if tap.queue_count().ok() != Some(1 + extra.len()) {
+        log::warn!("another process holds a queue of {name}: receive steering is off; received payload is copied once");
+        return Ok(Err(tap));
+    }
+    match TapQueues::prepare(&tap, extra) {
+        Ok(parts) => Ok(Ok(TapQueues::new(tap, parts, steering))),
+        Err(e) => {
+            log::warn!("receive steering on {name} is off ({e}); received payload is copied once");
+            Ok(Err(tap))
+        }
     }
 }

@@ -18,8 +18,9 @@ pub struct NetdConfig {
     /// Buffers per client region (owned by the client at the start, but
     /// for the receive pool).
     pub buffers: u32,
-    /// Buffers of each client region netd keeps for frames the driver
-    /// steers there (0 with a device inside netd, which cannot steer).
+    /// Buffers of each client region netd keeps for frames steered there
+    /// (by the driver, or by netd reading a multi-queue TAP itself; 0 with
+    /// any other device inside netd, which cannot steer).
     pub receive_pool: u32,
     /// Size of one buffer: 64 KiB by default, a whole super-segment, so
     /// that a stream's 64 KiB moves with one request and one completion

@@ -1,5 +1,7 @@
-//! Where netd's frames go: a device netd calls from its own loop, or a
-//! driver (a process or a thread of its own) through the driver region.
+//! Where netd's frames go: a device netd calls from its own loop (a
+//! multi-queue TAP among them, each client's queue read into its region),
+//! or a driver (a process or a thread of its own) through the driver
+//! region.
 //!
 //! Both are a `Device` to the host step netd runs (`nagare_host::Host`);
 //! this adds what only a driver has (clients attached to it, completions
@@ -8,6 +10,7 @@
 
 use crate::driver::{DriverLink, DriverLinkStats, DriverStats};
 use crate::session::Session;
+use crate::tap_queues::{QueueStats, TapQueues};
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::tcp::syn_guard::SynFilter;
 use nagare_core::{Capabilities, Instant};
@@ -21,6 +24,9 @@ use std::os::fd::{AsFd, RawFd};
 pub(crate) enum FramePath {
     /// A device called from netd's loop.
     Inline(Box<dyn Device>),
+    /// A multi-queue TAP netd reads itself, steering each client's flows
+    /// into its region.
+    Queues(Box<TapQueues>),
     /// A driver, a process or a thread of its own.
     Driver(Box<DriverLink>),
 }
@@ -73,6 +79,7 @@ impl FramePath {
     fn device(&self) -> &dyn Device {
         match self {
             FramePath::Inline(d) => d.as_ref(),
+            FramePath::Queues(d) => d.as_ref(),
             FramePath::Driver(d) => d.as_ref(),
         }
     }
@@ -80,6 +87,7 @@ impl FramePath {
     fn device_mut(&mut self) -> &mut dyn Device {
         match self {
             FramePath::Inline(d) => d.as_mut(),
+            FramePath::Queues(d) => d.as_mut(),
             FramePath::Driver(d) => d.as_mut(),
         }
     }
@@ -88,7 +96,7 @@ impl FramePath {
     pub fn driver(&self) -> Option<&DriverLink> {
         match self {
             FramePath::Driver(d) => Some(d),
-            FramePath::Inline(_) => None,
+            FramePath::Inline(_) | FramePath::Queues(_) => None,
         }
     }
 
@@ -115,7 +123,7 @@ impl FramePath {
                     (s.conn.id, s.conn.region.fd(), s.conn.region.layout().config, s.conn.client_wakeup.as_fd())
                 }))
             }
-            FramePath::Inline(_) => false,
+            FramePath::Inline(_) | FramePath::Queues(_) => false,
         }
     }
 
@@ -134,7 +142,7 @@ impl FramePath {
     pub fn take_orphans(&mut self) -> Vec<(u64, Descriptor)> {
         match self {
             FramePath::Driver(d) => d.take_orphans(),
-            FramePath::Inline(_) => Vec::new(),
+            FramePath::Inline(_) | FramePath::Queues(_) => Vec::new(),
         }
     }
 
@@ -143,6 +151,7 @@ impl FramePath {
     pub fn prepare_sleep(&mut self) -> bool {
         match self {
             FramePath::Driver(d) => d.prepare_sleep(),
+            FramePath::Queues(d) => d.busy(),
             FramePath::Inline(_) => false,
         }
     }
@@ -152,6 +161,7 @@ impl FramePath {
     pub fn sleep_fds(&self) -> [RawFd; 2] {
         match self {
             FramePath::Inline(d) => [d.raw_fd().unwrap_or(-1), -1],
+            FramePath::Queues(d) => [d.raw_fd().unwrap_or(-1), -1],
             FramePath::Driver(d) => d.sleep_fds(),
         }
     }
@@ -168,5 +178,13 @@ impl FramePath {
     /// counters of it and its own, when frames go through a driver.
     pub fn report(&self) -> Option<(Option<u32>, DriverLinkStats, DriverStats)> {
         self.driver().map(|d| (d.pid(), d.link_stats(), d.driver_counters()))
+    }
+
+    /// What steering did, when netd reads a multi-queue TAP itself.
+    pub fn queue_report(&self) -> Option<QueueStats> {
+        match self {
+            FramePath::Queues(d) => Some(d.queue_stats()),
+            _ => None,
+        }
     }
 }

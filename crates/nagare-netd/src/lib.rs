@@ -52,6 +52,7 @@ mod sharing;
 mod sockets;
 mod stats;
 mod steering;
+mod tap_queues;
 mod view;
 mod watches;
 

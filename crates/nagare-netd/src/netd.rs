@@ -31,6 +31,7 @@ use crate::sharing::Sharing;
 use crate::sockets::Sock;
 use crate::stats::NetdStats;
 use crate::steering::Steering;
+use crate::tap_queues::TapQueues;
 use nagare_core::{Instant, Interface};
 use nagare_dev::{Device, MonotonicClock, TapDevice, UdpShed};
 use nagare_host::{earliest, BusyPoll, Host, ServiceConfig, Services};
@@ -105,6 +106,20 @@ impl Netd {
             clock,
             config,
         )
+    }
+
+    /// A server over `iface` reading the multi-queue TAP of `queues`
+    /// itself, each client's queue into its region; `steering` is the
+    /// table `queues` was made with.
+    pub(crate) fn with_tap_queues(
+        iface: Interface,
+        queues: TapQueues,
+        steering: Rc<Steering>,
+        clock: MonotonicClock,
+        config: NetdConfig,
+    ) -> io::Result<Netd> {
+        let frames = FramePath::Queues(Box::new(queues));
+        Self::build(iface, frames, Placement::Inline, Rc::new(Lending::default()), steering, clock, config)
     }
 
     /// A server over `iface` whose frames go through `driver` (started
@@ -513,6 +528,7 @@ impl Netd {
             uptime_secs: self.started.elapsed().as_secs_f64(),
             placement: self.placement.name(),
             driver: self.host.device.report(),
+            queues: self.host.device.queue_report(),
             link: &self.config.link,
             clients: &clients,
             stats: self.stats,

@@ -81,6 +81,8 @@ pub(crate) struct Report<'a> {
     /// The driver's pid (none while it is being started again) and the
     /// link's counters, when frames go through a driver.
     pub driver: Option<(Option<u32>, crate::driver::DriverLinkStats, crate::driver::DriverStats)>,
+    /// What steering did, when netd reads a multi-queue TAP itself.
+    pub queues: Option<crate::tap_queues::QueueStats>,
     pub link: &'a str,
     pub clients: &'a [ClientLine],
     pub stats: NetdStats,
@@ -277,6 +279,11 @@ impl Report<'_> {
                 let _ = writeln!(t, "driver reported {k} {v}");
             }
         }
+        if let Some(q) = self.queues {
+            for (k, v) in q.named() {
+                let _ = writeln!(t, "queues {k} {v}");
+            }
+        }
         let b = self.engine_buffers;
         let _ = writeln!(
             t,
@@ -386,6 +393,7 @@ mod tests {
             uptime_secs: 2.0,
             placement: "single",
             driver: None,
+            queues: None,
             link: "vni x",
             clients,
             stats: NetdStats { requests: 9, filter_dropped_overflow: 7, mm_grown: 5, ..NetdStats::default() },

@@ -21,6 +21,9 @@
 //! copies them can make a frame claim another port: netd then drops it if
 //! another client owns that port, so one application cannot inject into
 //! another's sockets.
+//!
+//! In inline placement netd reads a multi-queue TAP's queues itself, in the
+//! same way (`crate::tap_queues`): "the driver" below is then that reader.
 
 use crate::driver::messages::{SteerChange, MAX_PIECES};
 use crate::view::{Release, View};
@@ -148,7 +151,9 @@ impl Release for SteeredPayload {
 /// The steering table and every client's receive buffers, shared by netd
 /// and its link to the driver.
 pub(crate) struct Steering {
-    /// Only a driver steers; a device inside netd copies as before.
+    /// Frames are steered: by a driver, or by netd reading a multi-queue
+    /// TAP itself (`crate::tap_queues`); any other device inside netd
+    /// copies.
     enabled: bool,
     ports: RefCell<HashMap<(u8, u16), Owner>>,
     clients: RefCell<HashMap<u64, ClientRx>>,
@@ -177,7 +182,8 @@ pub(crate) struct Steering {
 }
 
 impl Steering {
-    /// A table; `enabled` when a driver consumes it.
+    /// A table; `enabled` when a driver, or netd's own queue reader,
+    /// consumes it (the "driver" of the methods below).
     pub fn new(enabled: bool) -> Steering {
         Steering {
             enabled,
@@ -336,6 +342,11 @@ impl Steering {
         self.spare_changed.set(true);
     }
 
+    /// Whether steering changes wait to be taken.
+    pub fn has_updates(&self) -> bool {
+        self.local_changed.get() || !self.updates.borrow().is_empty()
+    }
+
     /// Steering changes for the driver since it was last told.
     pub fn take_updates(&self) -> Vec<SteerChange> {
         let mut out = Vec::new();
@@ -393,6 +404,48 @@ impl Steering {
             }
         }
         out
+    }
+
+    /// `n` spare receive buffers of client `key` for one read by netd's
+    /// own queue reader ([`crate::tap_queues`]), in `out` (index, view of
+    /// the whole buffer); they count as the reader's, as buffers handed to
+    /// a driver do, until [`Steering::receive`] or [`Steering::give_back`]
+    /// takes them back. The buffers' size, or `None` (nothing taken) when
+    /// the client has fewer than `n` spare.
+    pub fn lend(&self, key: u64, n: usize, out: &mut Vec<(u32, SharedBytes)>) -> Option<usize> {
+        out.clear();
+        let mut clients = self.clients.borrow_mut();
+        let c = clients.get_mut(&key)?;
+        let spare = c.buffers.iter().filter(|(_, b)| b.state == RxState::Spare).map(|(&i, _)| i);
+        let mut taken = [0u32; MAX_PIECES];
+        let mut count = 0;
+        for (slot, index) in taken.iter_mut().zip(spare).take(n) {
+            *slot = index;
+            count += 1;
+        }
+        if count < n || n == 0 {
+            return None;
+        }
+        for &index in &taken[..n] {
+            if let Some(view) = c.buffers.get(&index).and_then(|b| b.view.sub(0, b.view.len())) {
+                out.push((index, view));
+            }
+        }
+        if out.len() < n {
+            out.clear();
+            return None;
+        }
+        for (index, _) in out.iter() {
+            if let Some(b) = c.buffers.get_mut(index) {
+                b.state = RxState::AtDriver;
+            }
+        }
+        Some(c.size)
+    }
+
+    /// The size of client `key`'s receive buffers.
+    pub fn buffer_size(&self, key: u64) -> Option<usize> {
+        self.clients.borrow().get(&key).map(|c| c.size)
     }
 
     /// The driver died: what it held is netd's again, and no port is
@@ -684,6 +737,36 @@ mod tests {
         off.bind(UDP, 7, 1);
         off.unbind(UDP, 7);
         assert!(off.settled(UDP, 7));
+    }
+
+    /// netd's own queue reader borrows spare buffers a read at a time: all
+    /// it asks for or none, never one lent already, each back once taken
+    /// or given back.
+    #[test]
+    fn a_read_borrows_spare_buffers_all_or_none() {
+        let region =
+            nagare_ipc::Region::create("nagare-steer-lend-test", nagare_ipc::RegionConfig::pair(8, 8, 2048)).unwrap();
+        let mut pool = region.pool().unwrap();
+        let indices: Vec<u32> = (0..3).filter_map(|_| pool.alloc()).collect();
+        assert_eq!(indices.len(), 3);
+        let views: Vec<(u32, SharedBytes)> = indices.iter().map(|&i| (i, pool.shared(i, 0, 2048).unwrap())).collect();
+        let s = Steering::new(true);
+        s.add_client(1, pool.area_base(), 2048, views);
+        let mut lent = Vec::new();
+        assert_eq!(s.lend(1, 2, &mut lent), Some(2048));
+        assert_eq!(lent.len(), 2);
+        assert!(lent.iter().all(|(_, v)| v.len() == 2048));
+        let mut more = Vec::new();
+        assert_eq!(s.lend(1, 2, &mut more), None, "one spare left, two asked");
+        assert!(more.is_empty());
+        assert_eq!(s.lend(2, 1, &mut more), None, "no such client");
+        assert_eq!(s.lend(1, 1, &mut more), Some(2048));
+        assert!(lent.iter().all(|(i, _)| *i != more[0].0), "a buffer lent twice");
+        for &(i, _) in &lent {
+            s.give_back(1, i);
+        }
+        assert_eq!(s.lend(1, 2, &mut lent), Some(2048), "given back: spare again");
+        assert_eq!(s.lend(1, 0, &mut lent), None);
     }
 
     #[test]

@@ -121,13 +121,10 @@ fn fit_buffers(cx: &mut Context<'_>, key: u64, h: TcpHandle) -> Result<(), i32> 
 /// allows (the client charged at most a quarter of its budget), and
 /// charges it (`recv_buffers_grown`; `recv_buffer_growth_refused` when
 /// nothing could be granted). Called as its client reads: a buffer grows
-/// only while its application keeps up. Not where frames are steered into
-/// the clients' regions: a window past the receive buffers there would
-/// have netd copy what does not fit.
+/// only while its application keeps up. Where frames are steered into the
+/// clients' regions, a window past the receive buffers netd keeps there
+/// has the frames that find none copied, as without steering.
 fn grow_recv_buffer(cx: &mut Context<'_>, key: u64, id: u32, h: TcpHandle) {
-    if cx.steering.enabled() {
-        return;
-    }
     let Some(k) = cx.iface.tcp_ref().connection(h) else { return };
     let (ceiling, wanted, send) = (k.recv_buffer_ceiling(), k.recv_buffer_wanted(), k.config().send_buffer);
     if wanted <= ceiling {

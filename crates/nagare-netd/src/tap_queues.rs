@@ -1,0 +1,379 @@
+//! Receive steering without a driver: in inline placement netd reads a
+//! multi-queue TAP itself, and each client's flows arrive on a queue of
+//! their own, read straight into buffers of that client's region. The
+//! kernel's copy of a frame is then the only one inside the instance, as
+//! when a driver reads the queues (`crate::steering` says what netd checks
+//! and what an application can and cannot do with its frames).
+//!
+//! The TAP's steering program picks each frame's queue from the port map;
+//! [`RxQueues`] gives clients the queues and fences a queue whenever a
+//! port leaves it. The first queue, a queue no client has, a queue being
+//! drained, and a client's queue while it has no spare buffer, are read
+//! into the engine's own buffers (copied once more on their way to the
+//! application, as without steering).
+//!
+//! Order of work, each read ([`Device::receive_batch`]): the steering
+//! changes netd made since the last read are applied to the map, in
+//! order; the extra queues are read (turn by turn, half the batch at
+//! most), then the first; last, every change whose fences have drained is
+//! confirmed to netd ([`Steering::applied`]), so a client that binds a
+//! port a client had before hears of it only once none of the frames
+//! steered to the one before can still reach a region.
+
+use crate::driver::messages::{SteerChange, MAX_PIECES};
+use crate::driver::queues::{RxQueues, MAX_RX_QUEUES};
+use crate::steering::{Steered, Steering};
+use nagare_core::buf::{BufferPool, PacketBuf};
+use nagare_core::tcp::syn_guard::SynFilter;
+use nagare_core::{Capabilities, Instant};
+use nagare_dev::{Device, DeviceStats, PortMap, PortSteering, TapDevice, UdpShed, RX_HEADROOM};
+use nagare_ipc::SharedBytes;
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::rc::Rc;
+
+/// What steering inline did, for `nagare stat` (`queues NAME VALUE`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct QueueStats {
+    /// The TAP's queues besides the first.
+    pub tap_queues: u64,
+    /// Frames read into a client's region.
+    pub rx_steered: u64,
+    /// Their payload bytes, lent to the engine where they lie.
+    pub rx_bytes_in_place: u64,
+    /// Frames read into the engine's buffers from an extra queue (no
+    /// client, draining, or no spare buffer of its client).
+    pub rx_copied: u64,
+    /// Frames read into a client's region whose headers netd refused
+    /// (a port of another client, or junk).
+    pub rx_steer_refused: u64,
+    /// Steering changes the port map refused.
+    pub map_errors: u64,
+}
+
+impl QueueStats {
+    /// Name and value of each counter.
+    pub fn named(&self) -> [(&'static str, u64); 6] {
+        [
+            ("tap_queues", self.tap_queues),
+            ("rx_steered", self.rx_steered),
+            ("rx_bytes_in_place", self.rx_bytes_in_place),
+            ("rx_copied", self.rx_copied),
+            ("rx_steer_refused", self.rx_steer_refused),
+            ("map_errors", self.map_errors),
+        ]
+    }
+}
+
+/// What [`TapQueues::new`] takes besides the TAP.
+pub(crate) struct Prepared {
+    program: PortSteering,
+    queues: RxQueues,
+    epoll: OwnedFd,
+}
+
+/// A multi-queue TAP read by netd, each client's queue into its region.
+pub(crate) struct TapQueues {
+    first: TapDevice,
+    queues: RxQueues,
+    steering: Rc<Steering>,
+    /// Keeps the steering program loaded (the TAP holds it as well).
+    _program: PortSteering,
+    /// Readable while any queue holds a frame: what netd sleeps on.
+    epoll: OwnedFd,
+    /// The newest steering change applied to the map.
+    applied: u64,
+    /// Buffers lent for the read under way.
+    lent: Vec<(u32, SharedBytes)>,
+    stats: QueueStats,
+}
+
+impl TapQueues {
+    /// Steering over `tap` with `parts` made for it ([`TapQueues::prepare`]).
+    pub fn new(tap: TapDevice, parts: Prepared, steering: Rc<Steering>) -> TapQueues {
+        let Prepared { program, queues, epoll } = parts;
+        let stats = QueueStats { tap_queues: queues.queues.len() as u64, ..QueueStats::default() };
+        TapQueues {
+            first: tap,
+            queues,
+            steering,
+            _program: program,
+            epoll,
+            applied: 0,
+            lent: Vec::with_capacity(MAX_PIECES),
+            stats,
+        }
+    }
+
+    /// What steering over `tap` (opened multi-queue) needs, with the extra
+    /// queues `extra`, which must be every other queue it has (the program
+    /// names queues by their order of attaching): the program, loaded and
+    /// attached last, the queues over its map, and a descriptor readable
+    /// while any queue holds a frame. Fails without `CAP_BPF`, or if the
+    /// TAP will not take the program.
+    pub fn prepare(tap: &TapDevice, extra: Vec<OwnedFd>) -> io::Result<Prepared> {
+        if extra.is_empty() || extra.len() > MAX_RX_QUEUES {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no extra queues to steer to"));
+        }
+        let devices = extra.into_iter().map(|fd| tap.rx_queue(fd)).collect::<io::Result<Vec<_>>>()?;
+        // SAFETY: epoll_create1 returns a new descriptor or -1.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: just created, owned by nobody else.
+        let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
+        let program = PortSteering::load()?;
+        let map = PortMap::from_fd(program.map().fd().try_clone_to_owned()?);
+        let queues = RxQueues::new(Box::new(map), devices);
+        for q in std::iter::once(tap.raw_fd()).chain(queues.fds().map(Some)).flatten() {
+            let mut event = libc::epoll_event { events: libc::EPOLLIN as u32, u64: q as u64 };
+            // SAFETY: both descriptors are open; `event` is a live struct.
+            if unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, q, &mut event) } < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        // Last: from here the kernel puts frames on the extra queues.
+        program.attach(tap.fd())?;
+        Ok(Prepared { program, queues, epoll })
+    }
+
+    /// Its counters.
+    pub fn queue_stats(&self) -> QueueStats {
+        self.stats
+    }
+
+    /// Whether netd must not sleep yet: a steering change waits to be
+    /// applied, or a queue is being drained (a read that finds it empty
+    /// ends the drain, and confirms what waited on it).
+    pub fn busy(&self) -> bool {
+        self.steering.has_updates() || self.queues.queues.iter().any(|q| q.draining())
+    }
+
+    /// Applies netd's steering changes since the last read, in order.
+    fn apply_changes(&mut self) {
+        let changes = self.steering.take_updates();
+        if changes.is_empty() {
+            return;
+        }
+        let numbered = self.steering.descriptors(&changes);
+        for (change, d) in changes.into_iter().zip(numbered) {
+            let serial = d.id;
+            let done = match change {
+                SteerChange::Port { proto, port, key: Some(key) } => self.queues.steer(proto, port, key, serial),
+                SteerChange::Port { proto, port, key: None } => self.queues.forget(proto, port, serial),
+                SteerChange::Local { ip, .. } => self.queues.set_local(ip),
+            };
+            if done.is_err() {
+                self.stats.map_errors += 1;
+            }
+            self.applied = self.applied.max(serial);
+        }
+    }
+
+    /// Tells netd which changes are in force: those before the oldest
+    /// whose fence still drains.
+    fn confirm(&self) {
+        let in_force = match self.queues.oldest_pending() {
+            Some(pending) => self.applied.min(pending.saturating_sub(1)),
+            None => self.applied,
+        };
+        self.steering.applied(in_force);
+    }
+
+    /// Up to `max` frames from the extra queues; how many.
+    fn receive_queues(&mut self, pool: &BufferPool, out: &mut Vec<PacketBuf>, max: usize, now: Instant) -> usize {
+        let TapQueues { queues, steering, lent, stats, .. } = self;
+        let count = queues.queues.len();
+        let start = queues.next;
+        queues.next = (start + 1) % count.max(1);
+        let mut frames = 0;
+        for at in (0..count).map(|k| (start + k) % count) {
+            let Some(q) = queues.queues.get_mut(at) else { continue };
+            let was_draining = q.draining();
+            let mut emptied = false;
+            while frames < max {
+                let steered = match q.reader() {
+                    Some(key) => read_steered(q.device.as_mut(), steering, key, pool, lent, out, stats, now),
+                    None => None,
+                };
+                let got = match steered {
+                    Some(got) => got,
+                    None => match q.device.receive_batch(pool, out, 1, now) {
+                        Ok(0) | Err(_) => None,
+                        Ok(_) => {
+                            stats.rx_copied += 1;
+                            Some(())
+                        }
+                    },
+                };
+                if got.is_none() {
+                    emptied = true;
+                    break;
+                }
+                frames += 1;
+                if q.draining() && q.drained_one() {
+                    emptied = true;
+                    break;
+                }
+            }
+            if was_draining && emptied && queues.drained(at).is_err() {
+                stats.map_errors += 1;
+            }
+        }
+        frames
+    }
+}
+
+/// One frame from `device` (client `key`'s queue) read straight into spare
+/// receive buffers of its region and taken by netd (`Steering::receive`):
+/// `Some(Some(()))` a frame read (taken or refused), `Some(None)` the queue
+/// is empty, `None` the client has no spare buffers (read it the other
+/// way).
+#[allow(clippy::too_many_arguments)]
+fn read_steered(
+    device: &mut dyn Device,
+    steering: &Steering,
+    key: u64,
+    pool: &BufferPool,
+    lent: &mut Vec<(u32, SharedBytes)>,
+    out: &mut Vec<PacketBuf>,
+    stats: &mut QueueStats,
+    now: Instant,
+) -> Option<Option<()>> {
+    let size = steering.buffer_size(key)?;
+    if size <= RX_HEADROOM {
+        return None;
+    }
+    let pieces = (RX_HEADROOM + largest_frame(device)).div_ceil(size);
+    if pieces > MAX_PIECES {
+        return None;
+    }
+    steering.lend(key, pieces, lent)?;
+    let mut views: [Option<SharedBytes>; MAX_PIECES] = Default::default();
+    for (k, (slot, (_, whole))) in views.iter_mut().zip(lent.iter()).enumerate() {
+        let offset = if k == 0 { RX_HEADROOM } else { 0 };
+        *slot = whole.sub(offset, size - offset);
+    }
+    let got = if views.iter().take(pieces).all(Option::is_some) {
+        let mut slices: [&mut [u8]; MAX_PIECES] = Default::default();
+        for (slot, v) in slices.iter_mut().zip(views.iter_mut().flatten()) {
+            // SAFETY: buffers lent for this read alone, each once: nothing
+            // else in netd touches them until `receive` or `give_back`;
+            // the client writing them spoils only its own frame (netd
+            // parses its own copy of the headers).
+            *slot = unsafe { v.as_mut_slice() };
+        }
+        device.receive_into(&mut slices[..pieces], now)
+    } else {
+        Ok(None)
+    };
+    let (len, offload) = match got {
+        Ok(Some((len, offload))) if len > 0 => (len, offload),
+        other => {
+            for &(index, _) in lent.iter() {
+                steering.give_back(key, index);
+            }
+            lent.clear();
+            // A frame the device dropped (too large) was still read.
+            return Some(matches!(other, Ok(Some(_))).then_some(()));
+        }
+    };
+    let used = (RX_HEADROOM + len).div_ceil(size).min(pieces);
+    let mut named = [(0u32, 0u32, 0u32); MAX_PIECES];
+    for (k, (slot, &(index, _))) in named.iter_mut().zip(lent.iter()).enumerate().take(used) {
+        let start = (k * size).saturating_sub(RX_HEADROOM);
+        let end = ((k + 1) * size - RX_HEADROOM).min(len);
+        let offset = if k == 0 { RX_HEADROOM } else { 0 };
+        *slot = (index, offset as u32, (end - start) as u32);
+    }
+    for &(index, _) in lent.iter().skip(used) {
+        steering.give_back(key, index);
+    }
+    lent.clear();
+    match steering.receive(pool, key, &named[..used]) {
+        Steered::InPlace(mut p) => {
+            let headers = p.chunks().next().map_or(0, <[u8]>::len);
+            stats.rx_steered += 1;
+            stats.rx_bytes_in_place += (p.len() - headers) as u64;
+            p.set_offload(offload);
+            out.push(p);
+        }
+        Steered::Copied(mut p) => {
+            stats.rx_steered += 1;
+            p.set_offload(offload);
+            out.push(p);
+        }
+        Steered::Refused => stats.rx_steer_refused += 1,
+    }
+    Some(Some(()))
+}
+
+/// Room for the largest frame `device` may deliver: a super-segment when
+/// it does segmentation offload.
+fn largest_frame(device: &dyn Device) -> usize {
+    let caps = device.capabilities();
+    if caps.tx_offloads.tcp_segmentation > 0 {
+        65535 + 18
+    } else {
+        caps.mtu + 18
+    }
+}
+
+impl Device for TapQueues {
+    fn receive_batch(
+        &mut self,
+        pool: &BufferPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+        now: Instant,
+    ) -> io::Result<usize> {
+        self.steering.settle();
+        self.apply_changes();
+        let mut got = self.receive_queues(pool, out, max.div_ceil(2), now);
+        got += self.first.receive_batch(pool, out, max.saturating_sub(got), now)?;
+        self.confirm();
+        Ok(got)
+    }
+
+    fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, now: Instant) -> io::Result<usize> {
+        self.first.transmit_batch(frames, now)
+    }
+
+    /// The TAP's filter covers every queue.
+    fn set_syn_filter(&mut self, filter: &SynFilter) -> io::Result<()> {
+        self.first.set_syn_filter(filter)
+    }
+
+    fn set_udp_shed(&mut self, shed: &UdpShed) -> io::Result<()> {
+        self.first.set_udp_shed(shed)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.first.capabilities()
+    }
+
+    /// Readable while any queue holds a frame.
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.epoll.as_fd().as_raw_fd())
+    }
+
+    fn poll_at(&self) -> Option<Instant> {
+        self.first.poll_at()
+    }
+
+    /// Every queue's counters together.
+    fn stats(&self) -> DeviceStats {
+        let mut all = self.first.stats();
+        for q in &self.queues.queues {
+            let s = q.device.stats();
+            all.rx_frames += s.rx_frames;
+            all.rx_bytes += s.rx_bytes;
+            all.rx_dropped_no_buffer += s.rx_dropped_no_buffer;
+            all.rx_dropped_oversize += s.rx_dropped_oversize;
+            all.rx_errors += s.rx_errors;
+        }
+        all
+    }
+}
