@@ -180,6 +180,14 @@ impl FramePath {
         self.driver().map(|d| (d.pid(), d.link_stats(), d.driver_counters()))
     }
 
+    /// Has a multi-queue TAP that netd reads itself read its clients'
+    /// queues in the order of `ranks` (client, rank; lowest first).
+    pub fn rank_clients(&mut self, ranks: impl Iterator<Item = (u64, (u8, u8))>) {
+        if let FramePath::Queues(d) = self {
+            d.rank_clients(ranks);
+        }
+    }
+
     /// What steering did, when netd reads a multi-queue TAP itself.
     pub fn queue_report(&self) -> Option<QueueStats> {
         match self {

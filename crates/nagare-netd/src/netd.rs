@@ -372,6 +372,9 @@ impl Netd {
         let loads = &self.loads;
         let priority = |key: u64| loads.iter().find(|l| l.client == key).map_or(u8::MAX, |l| l.priority);
         self.clients.sessions.sort_by_key(|s| scheduler.rank(s.key(), priority(s.key())));
+        // And their frames read in that order, where each has a queue.
+        let ranks = self.clients.sessions.iter().map(|s| (s.key(), scheduler.rank(s.key(), priority(s.key()))));
+        self.host.device.rank_clients(ranks);
     }
 
     /// Ends a period of PacketFlow's filter with the receive path's drops

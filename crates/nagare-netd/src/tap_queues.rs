@@ -14,8 +14,12 @@
 //!
 //! Order of work, each read ([`Device::receive_batch`]): the steering
 //! changes netd made since the last read are applied to the map, in
-//! order; the extra queues are read (turn by turn, half the batch at
-//! most), then the first; last, every change whose fences have drained is
+//! order; the extra queues are read (half the batch at most), then the
+//! first. The extra queues take turns, unless PacketFlow's scheduler runs:
+//! then they are read in the order it serves their clients (by priority,
+//! lifted by a boost), so a busy low-priority queue waits, and overflows
+//! in the kernel's ring, free of cost to netd, while a high-priority one
+//! is read first each time; last, every change whose fences have drained is
 //! confirmed to netd ([`Steering::applied`]), so a client that binds a
 //! port a client had before hears of it only once none of the frames
 //! steered to the one before can still reach a region.
@@ -28,7 +32,7 @@ use nagare_core::tcp::syn_guard::SynFilter;
 use nagare_core::{Capabilities, Instant};
 use nagare_dev::{Device, DeviceStats, PortMap, PortSteering, TapDevice, UdpShed, RX_HEADROOM};
 use nagare_ipc::SharedBytes;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
@@ -86,6 +90,10 @@ pub(crate) struct TapQueues {
     applied: u64,
     /// Buffers lent for the read under way.
     lent: Vec<(u32, SharedBytes)>,
+    /// Each client's rank in PacketFlow's scheduler (lowest first), when
+    /// it runs: its queue is read before those of clients ranked after it.
+    /// Without it, or between clients of one rank, queues take turns.
+    ranks: Option<HashMap<u64, (u8, u8)>>,
     stats: QueueStats,
 }
 
@@ -102,6 +110,7 @@ impl TapQueues {
             epoll,
             applied: 0,
             lent: Vec::with_capacity(MAX_PIECES),
+            ranks: None,
             stats,
         }
     }
@@ -137,6 +146,14 @@ impl TapQueues {
         // Last: from here the kernel puts frames on the extra queues.
         program.attach(tap.fd())?;
         Ok(Prepared { program, queues, epoll })
+    }
+
+    /// Reads client queues in the order of `ranks` (client, rank; lowest
+    /// first) from now on; a client not named comes last.
+    pub fn rank_clients(&mut self, ranks: impl Iterator<Item = (u64, (u8, u8))>) {
+        let map = self.ranks.get_or_insert_with(HashMap::new);
+        map.clear();
+        map.extend(ranks);
     }
 
     /// Its counters.
@@ -184,13 +201,20 @@ impl TapQueues {
 
     /// Up to `max` frames from the extra queues; how many.
     fn receive_queues(&mut self, pool: &BufferPool, out: &mut Vec<PacketBuf>, max: usize, now: Instant) -> usize {
-        let TapQueues { queues, steering, lent, stats, .. } = self;
-        let count = queues.queues.len();
+        let TapQueues { queues, steering, lent, stats, ranks, .. } = self;
+        let count = queues.queues.len().min(MAX_RX_QUEUES);
         let start = queues.next;
         queues.next = (start + 1) % count.max(1);
+        let shape = queues.queues.iter().map(|q| (q.key, q.draining()));
+        let order = read_order(shape, start, ranks.as_ref());
         let mut frames = 0;
-        for at in (0..count).map(|k| (start + k) % count) {
+        for at in order {
             let Some(q) = queues.queues.get_mut(at) else { continue };
+            // Nothing is steered to a queue nobody has, and what was is
+            // drained first: no read (a system call) is spent on it.
+            if q.key.is_none() && !q.draining() {
+                continue;
+            }
             let was_draining = q.draining();
             let mut emptied = false;
             while frames < max {
@@ -224,6 +248,30 @@ impl TapQueues {
         }
         frames
     }
+}
+
+/// The order to read `count` queues in, given each queue's client and
+/// whether it drains (`shape`, at most [`MAX_RX_QUEUES`]) and the turn
+/// `start`: by turns from `start`; with `ranks`, by its client's rank
+/// first (lowest first; a draining queue before all, one with no ranked
+/// client after all), by turns among equals.
+fn read_order(
+    shape: impl Iterator<Item = (Option<u64>, bool)>,
+    start: usize,
+    ranks: Option<&HashMap<u64, (u8, u8)>>,
+) -> Vec<usize> {
+    let shape: Vec<(Option<u64>, bool)> = shape.take(MAX_RX_QUEUES).collect();
+    let count = shape.len();
+    let mut order: Vec<usize> = (0..count).map(|k| (start + k) % count).collect();
+    if let Some(ranks) = ranks {
+        // Stable: queues of one rank keep their turns.
+        order.sort_by_key(|&at| match shape.get(at) {
+            Some(&(_, true)) => (0, 0),
+            Some(&(Some(key), false)) => ranks.get(&key).copied().unwrap_or((u8::MAX, u8::MAX)),
+            _ => (u8::MAX, u8::MAX),
+        });
+    }
+    order
 }
 
 /// One frame from `device` (client `key`'s queue) read straight into spare
@@ -375,5 +423,23 @@ impl Device for TapQueues {
             all.rx_errors += s.rx_errors;
         }
         all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queues_take_turns_unless_ranked_then_the_best_ranked_come_first() {
+        let shape = [(Some(1), false), (None, false), (Some(2), false), (Some(3), false), (None, true)];
+        assert_eq!(read_order(shape.into_iter(), 0, None), vec![0, 1, 2, 3, 4]);
+        assert_eq!(read_order(shape.into_iter(), 3, None), vec![3, 4, 0, 1, 2]);
+        // Client 3 ranked best, 1 and 2 equal: 3, then 1 and 2 by turns;
+        // the draining queue before all, the queue nobody has after all.
+        let ranks: HashMap<u64, (u8, u8)> = [(1, (120, 120)), (2, (120, 120)), (3, (110, 120))].into();
+        assert_eq!(read_order(shape.into_iter(), 0, Some(&ranks)), vec![4, 3, 0, 2, 1]);
+        assert_eq!(read_order(shape.into_iter(), 2, Some(&ranks)), vec![4, 3, 2, 0, 1]);
+        assert!(read_order(std::iter::empty(), 5, Some(&ranks)).is_empty());
     }
 }
