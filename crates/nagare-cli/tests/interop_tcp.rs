@@ -369,6 +369,96 @@ fn netd_steers_client_ports_to_tap_queues() {
     }
 }
 
+/// netd on a multi-queue TAP with an IPv6 address beside its IPv4 one: a
+/// TCP stream and a datagram Linux sends to the IPv6 address reach the
+/// client's sockets through the queue its ports are steered to, the
+/// stream's payload lent in place.
+#[test]
+fn netd_steers_ipv6_client_ports_to_tap_queues() {
+    const TEST: &str = "netd_steers_ipv6_client_ports_to_tap_queues";
+    const KERNEL6: &str = "fd00:80::1";
+    const NAGARE6: &str = "fd00:80::2";
+    if let Some(reason) = interop_unavailable(&["nc", "ping"]) {
+        return skip(TEST, &reason);
+    }
+    let root = web_root("mq6", 4 << 20);
+    let ns = Netns::new("mq6");
+    ns.tap_with("tap0", &format!("{KERNEL}/24"), &["multi_queue"]);
+    ns.ip(&["-6", "addr", "add", &format!("{KERNEL6}/64"), "dev", "tap0", "nodad"]);
+    let socket = std::env::temp_dir().join(format!("nagare-mq6-{}.sock", std::process::id()));
+    let log = std::env::temp_dir().join(format!("nagare-mq6-{}.log", std::process::id()));
+    let _netd = Process::spawn(
+        ns.command(nagare())
+            .args(["netd", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--addr", &format!("{NAGARE6}/64")])
+            .args(["--placement", "single", "--socket"])
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap()),
+    );
+    assert!(answers_ping(&ns, NAGARE), "nagare netd never answered a ping");
+    // Its IPv6 address is usable once duplicate detection is done.
+    assert!(answers_ping(&ns, NAGARE6), "nagare netd never answered a ping to {NAGARE6}");
+    let netd = nagare::Session::connect(&socket).expect("connecting to netd");
+    let listener = nagare::net::TcpListener::bind_via(&netd, "[::]:9000").unwrap();
+    let udp = nagare::net::UdpSocket::bind_via(&netd, "[::]:9001").unwrap();
+    udp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // Port ownership reaches the driver's map before Linux sends.
+    std::thread::sleep(Duration::from_millis(100));
+    let big = root.join("big.bin");
+    let mut sender = ns
+        .command("nc")
+        .args(["-N", "-w", "30", NAGARE6, "9000"])
+        .stdin(std::fs::File::open(&big).unwrap())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (mut stream, peer) = listener.accept().unwrap();
+    assert_eq!(peer.ip().to_string(), KERNEL6);
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut got = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    for _ in 0..100_000 {
+        let n = std::io::Read::read(&mut stream, &mut chunk).unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&chunk[..n]);
+    }
+    drop(stream);
+    assert!(sender.wait().unwrap().success());
+    assert!(got == std::fs::read(&big).unwrap(), "the stream differs ({} bytes of {})", got.len(), 4 << 20);
+    let datagram: Vec<u8> = (0..1200u32).map(|i| (i * 7) as u8).collect();
+    let dgram_file = root.join("dgram.bin");
+    std::fs::write(&dgram_file, &datagram).unwrap();
+    let status = ns
+        .command("nc")
+        .args(["-u", "-w", "1", NAGARE6, "9001"])
+        .stdin(std::fs::File::open(&dgram_file).unwrap())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut buf = vec![0u8; 2048];
+    let (n, from) = udp.recv_from(&mut buf).unwrap();
+    assert!(buf[..n] == datagram[..], "the datagram differs");
+    assert_eq!(from.ip().to_string(), KERNEL6);
+    std::thread::sleep(Duration::from_millis(400));
+    let report = netd.stat().unwrap();
+    let counter = |name: &str| stat_counter(&report, name);
+    assert!(
+        report.contains("driver tap_queues 7\n"),
+        "{report}\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert!(counter("driver reported rx_steered ") > 10, "{report}");
+    assert_eq!(counter("driver rx_steer_refused "), 0, "{report}");
+    let in_place = counter("netd rx_payload_in_place ");
+    assert!(in_place > 2 << 20, "received in place {in_place} of {}: {report}", 4 << 20);
+    let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_file(&socket);
+    let _ = std::fs::remove_file(&log);
+}
+
 /// A port that changes hands between two clients of a netd on a
 /// multi-queue TAP: every datagram Linux sends to it after the new owner's
 /// bind returned reaches the new owner, none lands on the old owner's

@@ -7,17 +7,25 @@ mod common;
 
 use common::*;
 use nagare_core::buf::BufferPool;
-use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
+use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig, Ipv6Config};
 use nagare_wire::{
-    ArpOperation, EthernetFrame, IpProtocol, Ipv4Addr, Ipv4Cidr, Ipv4Packet, TcpFlags, TcpRepr, TcpSeqNumber,
+    ArpOperation, EtherType, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Addr, Ipv4Cidr, Ipv4Packet, Ipv6Addr,
+    Ipv6Option, Ipv6OptionsRepr, Ipv6Repr, TcpFlags, TcpRepr, TcpSeqNumber,
 };
-use std::net::SocketAddrV4;
+use std::net::{SocketAddrV4, SocketAddrV6};
 use std::time::Duration;
 
 const BUDGET: u32 = 1_000;
+const OUR_IP6: &str = "fd00::1/64";
+
+fn our_ip6() -> Ipv6Addr {
+    Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1)
+}
 
 fn interface() -> Interface {
     let mut config = InterfaceConfig::new(OUR_MAC, Ipv4Cidr::new(OUR_IP, 24).unwrap());
+    config.ipv6 =
+        Some(Ipv6Config { addresses: vec![OUR_IP6.parse().unwrap()], dad_transmits: 0, ..Default::default() });
     // Spoofed sources are off the network: their SYN-ACKs go to the
     // gateway, whose address the interface learns first.
     config.gateway = Some(PEER_IP);
@@ -155,4 +163,57 @@ fn a_flood_below_the_budget_is_answered_in_full() {
     assert_eq!(flood(&mut iface, &mut now, Duration::from_secs(2), 500, 0), 1_000);
     assert!(!iface.tcp_ref().syn_filter().engaged);
     assert_eq!(iface.counters().drop_tcp_syn_guard, 0);
+}
+
+/// A SYN to port 80 over IPv6 from `src`, with a destination options
+/// header before the TCP header when `behind_options`.
+fn syn6_frame(src: Ipv6Addr, seq: u32, behind_options: bool) -> Vec<u8> {
+    let repr = TcpRepr::bare(1024 + (seq % 50_000) as u16, 80, TcpSeqNumber(seq), None, TcpFlags::SYN);
+    let mut tcp = vec![0u8; repr.buffer_len()];
+    repr.emit(&mut tcp, &[], src, our_ip6()).unwrap();
+    let mut payload = Vec::new();
+    let mut next = IpProtocol::Tcp;
+    if behind_options {
+        let opts = Ipv6OptionsRepr { next_header: IpProtocol::Tcp, options: &[Ipv6Option::PadN(4)] };
+        let mut h = vec![0u8; opts.buffer_len()];
+        opts.emit(&mut h).unwrap();
+        payload.extend(h);
+        next = IpProtocol::Ipv6Opts;
+    }
+    payload.extend(tcp);
+    let mut f = vec![0u8; 14 + 40];
+    EthernetRepr { src_addr: PEER_MAC, dst_addr: OUR_MAC, ethertype: EtherType::Ipv6 }.emit(&mut f).unwrap();
+    Ipv6Repr::new(src, our_ip6(), next, payload.len(), 64).emit(&mut f[14..]).unwrap();
+    f.extend(payload);
+    f
+}
+
+#[test]
+fn with_a_device_that_filters_the_engine_draws_only_for_ipv6_syns_the_device_cannot_read() {
+    let mut iface = interface();
+    let mut now = Instant::from_secs(10);
+    iface.tcp().listen(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 80, 0, 0), 1).unwrap();
+    iface.tcp().set_syn_budget(BUDGET);
+    flood(&mut iface, &mut now, Duration::from_millis(600), 20_000, 0);
+    assert!(iface.tcp_ref().syn_filter().engaged);
+    iface.tcp().set_syn_filter_applied(true);
+    let spoofed6 = |i: u32| Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 1, (i >> 16) as u16, i as u16);
+    // What the device reads reached the engine through its draw: all of
+    // it is answered.
+    let guarded = iface.counters().drop_tcp_syn_guard;
+    let cookies = iface.counters().tcp_syn_cookies_sent;
+    for i in 0..200 {
+        feed(&mut iface, &syn6_frame(spoofed6(i), i.wrapping_mul(7919), false), 2048, now);
+        now += Duration::from_micros(100);
+    }
+    assert_eq!(iface.counters().drop_tcp_syn_guard, guarded, "the engine drew again");
+    assert_eq!(iface.counters().tcp_syn_cookies_sent - cookies, 200, "each answered with a cookie");
+    // Behind an extension header the device passed it without a draw:
+    // the engine draws, and admits about the guard's fraction.
+    for i in 200..400 {
+        feed(&mut iface, &syn6_frame(spoofed6(i), i.wrapping_mul(7919), true), 2048, now);
+        now += Duration::from_micros(100);
+    }
+    let refused = iface.counters().drop_tcp_syn_guard - guarded;
+    assert!(refused > 150, "{refused} of 200 SYNs behind an extension header refused");
 }

@@ -5,18 +5,27 @@
 //! costs the reader nothing: no read, no wake-up, no SYN-ACK, no room in
 //! the TAP's ring that a frame the reader wants then lacks.
 //!
-//! The UDP part, first in the program, drops an unfragmented IPv4 UDP
-//! datagram (or the first fragment of one) to one of its ports when the
-//! kernel's random number for it is above that port's `admit`; anything
-//! else goes on to the SYN part (or passes, without one).
+//! Both parts read IPv4 and IPv6 frames: an IPv4 packet that is not a
+//! later fragment (its header's options skipped), or an IPv6 packet whose
+//! next header right after the fixed 40-byte header is the transport's.
+//! An IPv6 packet whose transport header lies behind an extension header
+//! (hop-by-hop or destination options, routing, a fragment header, even
+//! an atomic fragment's) passes untouched: the program does not walk the
+//! chain. The engine knows which IPv6 segments the program could not
+//! read and draws for those SYNs itself (`nagare_core::tcp::syn_guard`).
+//!
+//! The UDP part, first in the program, drops such a UDP datagram (or the
+//! first fragment of an IPv4 one) to one of its ports when the kernel's
+//! random number for it is above that port's `admit`; anything else goes
+//! on to the SYN part (or passes, without one).
 //!
 //! The program sees the Ethernet frame from its first byte (the virtio
-//! header is added only when the frame is read). It passes every frame
-//! but one kind: an IPv4 packet that is not a later fragment, carrying
-//! TCP with SYN set and ACK and RST clear, to one of the filter's ports,
-//! from an address not on its proven list. Such a SYN passes only if the
-//! kernel's random number for it is at most the filter's `admit`
-//! ([`nagare_core::tcp::syn_guard::SynFilter`]).
+//! header is added only when the frame is read). The SYN part passes
+//! every frame but one kind: such a packet carrying TCP with SYN set and
+//! ACK and RST clear, to one of the filter's ports, from an address not
+//! on its proven lists (IPv4's or IPv6's, by the packet's family). Such a
+//! SYN passes only if the kernel's random number for it is at most the
+//! filter's `admit` ([`nagare_core::tcp::syn_guard::SynFilter`]).
 //!
 //! A load past the end of the frame makes the kernel drop it, so the
 //! program checks the frame's length before its loads and passes a frame
@@ -26,17 +35,26 @@
 //! as the offsets past the MAC addresses are not the ones it would read.
 
 use crate::device::UdpShed;
-use nagare_core::tcp::syn_guard::{SynFilter, MAX_FILTER_PORTS, MAX_FILTER_PROVEN};
+use nagare_core::tcp::syn_guard::{SynFilter, MAX_FILTER_PORTS, MAX_FILTER_PROVEN, MAX_FILTER_PROVEN6};
 use std::io;
 use std::os::fd::RawFd;
 
-/// Most proven addresses a program lists (the engine's filter lists no
-/// more); the rest of a longer list are not exempt. Every jump of the
+/// Most proven IPv4 addresses a program lists (the engine's filter lists
+/// no more); the rest of a longer list are not exempt. Every jump of the
 /// program is forward and its offset is a `u8`: a jump to PASS from the
-/// start spans the whole program, so the header, the ports and this many
-/// addresses must stay within 255 instructions of it (checked below at
-/// compile time).
+/// start spans the header, the ports and this many addresses, which must
+/// stay within 255 instructions of it (checked below at compile time).
 const MAX_LISTED: usize = MAX_FILTER_PROVEN;
+/// Most proven IPv6 addresses a program lists; the rest are not exempt.
+/// They come after the IPv4 part's PASS and DROP, each with a PASS of its
+/// own, so they widen no jump; each costs [`PER_ADDRESS6`] instructions.
+const MAX_LISTED6: usize = MAX_FILTER_PROVEN6;
+/// Instructions per proven IPv6 address: a load and a comparison per
+/// word, and PASS.
+const PER_ADDRESS6: usize = 9;
+/// The most instructions the kernel takes in a classic program
+/// (`BPF_MAXINSNS`).
+const MAX_INSNS: usize = 4096;
 
 // Classic BPF opcodes (linux/bpf_common.h, linux/filter.h).
 const LD: u16 = 0x00;
@@ -47,6 +65,7 @@ const RET: u16 = 0x06;
 const W: u16 = 0x00;
 const H: u16 = 0x08;
 const B: u16 = 0x10;
+const IMM: u16 = 0x00;
 const ABS: u16 = 0x20;
 const IND: u16 = 0x40;
 const LEN: u16 = 0x80;
@@ -75,6 +94,11 @@ const IP_SOURCE: u32 = IP + 12;
 /// The shortest frame the loads at fixed offsets fit in: an Ethernet
 /// header and a 20-byte IP header.
 const MIN_IP_FRAME: u32 = IP + 20;
+/// The fixed IPv6 header's length, and where its next header and source
+/// address are.
+const IPV6_HEADER: u32 = 40;
+const IPV6_NEXT_HEADER: u32 = IP + 6;
+const IPV6_SOURCE: u32 = IP + 8;
 /// Past the IP header (whose length is in X): the destination port (of
 /// TCP and UDP alike) and TCP's flags.
 const DST_PORT: u32 = IP + 2;
@@ -83,6 +107,7 @@ const TCP_FLAGS: u32 = IP + 13;
 const TCP_FLAGS_END: u32 = TCP_FLAGS + 1;
 
 const ETHERTYPE_IPV4: u32 = 0x0800;
+const ETHERTYPE_IPV6: u32 = 0x86dd;
 const PROTOCOL_TCP: u32 = 6;
 const FRAGMENT_OFFSET_MASK: u32 = 0x1fff;
 const SYN: u32 = 0x02;
@@ -91,15 +116,17 @@ const SYN_RST_ACK: u32 = 0x02 | 0x04 | 0x10;
 /// What `ret` keeps of a passed frame: all of it.
 const PASS_ALL: u32 = u32::MAX;
 
-/// Instructions before the port comparisons.
-const HEADER: usize = 18;
+/// Instructions of [`transport_header`].
+const TRANSPORT_HEADER: usize = 20;
+/// Instructions of the SYN part before its port comparisons.
+const HEADER: usize = TRANSPORT_HEADER + 4;
 
 const PROTOCOL_UDP: u32 = 17;
 /// The frame's length less the IP header's must reach past the UDP
 /// destination port.
 const UDP_PORT_END: u32 = IP + 4;
 /// Instructions of the UDP part before its port comparisons.
-const UDP_HEADER: usize = 15;
+const UDP_HEADER: usize = TRANSPORT_HEADER + 1;
 /// The most ports a UDP shed lists; the rest are not shed.
 pub const MAX_SHED_PORTS: usize = 32;
 /// The longest UDP part: its header, a comparison, a draw (2) for each
@@ -108,11 +135,19 @@ const MAX_UDP_PART: usize = UDP_HEADER + 3 * MAX_SHED_PORTS + 2;
 // Its widest jump, from its first test past its end, fits a `u8`.
 const _: () = assert!(MAX_UDP_PART <= u8::MAX as usize);
 
-/// The longest program: the header, the ports, the jump past the
-/// addresses, the source load, the addresses, the draw, PASS and DROP.
-const MAX_PROGRAM: usize = HEADER + MAX_FILTER_PORTS + 2 + MAX_LISTED + 2 + 2;
+/// Where the SYN part's PASS is at most: after the header, the ports, the
+/// jump past the addresses, the family's test (2), the IPv4 source load,
+/// the IPv4 addresses and the draw.
+const MAX_PASS: usize = HEADER + MAX_FILTER_PORTS + 1 + 2 + 1 + MAX_LISTED + 2;
 // The widest jump, from the header's first test to PASS, fits a `u8`.
-const _: () = assert!(MAX_PROGRAM - 2 - 2 <= u8::MAX as usize);
+const _: () = assert!(MAX_PASS - 2 <= u8::MAX as usize);
+// So does the jump from the family's test past PASS and DROP to the IPv6
+// addresses.
+const _: () = assert!(1 + MAX_LISTED + 2 + 2 <= u8::MAX as usize);
+/// The longest SYN part: to PASS, then DROP, the IPv6 addresses, and their
+/// draw, DROP and PASS.
+const MAX_PROGRAM: usize = MAX_PASS + 2 + PER_ADDRESS6 * MAX_LISTED6 + 4;
+const _: () = assert!(MAX_UDP_PART + MAX_PROGRAM <= MAX_INSNS);
 
 fn stmt(code: u16, k: u32) -> libc::sock_filter {
     libc::sock_filter { code, jt: 0, jf: 0, k }
@@ -126,31 +161,44 @@ fn jump(at: usize, code: u16, k: u32, on_true: usize, on_false: usize) -> libc::
     libc::sock_filter { code: JMP | code, jt: rel(on_true), jf: rel(on_false), k }
 }
 
-/// The 14 instructions that start a program's part for `protocol`,
-/// pushed onto `p` from its instruction 0 (or the part's first): a frame
-/// with an out-of-band VLAN tag, shorter than an Ethernet and an IPv4
-/// header, not IPv4, not `protocol`, a later fragment, or too short to
-/// reach `end` bytes past its IP header goes to `out`; the rest goes on
-/// with X holding the IP header's length.
+/// The [`TRANSPORT_HEADER`] instructions that start a program's part for
+/// `protocol`, pushed onto `p` from its instruction 0 (or the part's
+/// first): a frame with an out-of-band VLAN tag, shorter than an Ethernet
+/// and an IPv4 header, neither IPv4 nor IPv6, not `protocol` (for IPv6:
+/// not `protocol` right after the fixed header), an IPv4 later fragment,
+/// or too short to reach `end` bytes past its IP header goes to `out`;
+/// the rest goes on with X holding the IP header's length (40 for IPv6).
 fn transport_header(p: &mut Vec<libc::sock_filter>, protocol: u32, end: u32, out: usize) {
     let base = p.len();
     let at = |i: usize| base + i;
+    let join = at(TRANSPORT_HEADER);
     p.push(stmt(LD | W | ABS, VLAN_TAG_PRESENT)); // 0
     p.push(jump(at(1), JEQ, 1, out, at(2)));
     p.push(stmt(LD | W | LEN, 0)); // 2
     p.push(jump(at(3), JGE, MIN_IP_FRAME, at(4), out));
     p.push(stmt(LD | H | ABS, ETHERTYPE)); // 4
-    p.push(jump(at(5), JEQ, ETHERTYPE_IPV4, at(6), out));
+    p.push(jump(at(5), JEQ, ETHERTYPE_IPV4, at(6), at(14)));
+    // IPv4.
     p.push(stmt(LD | B | ABS, IP_PROTOCOL)); // 6
     p.push(jump(at(7), JEQ, protocol, at(8), out));
     p.push(stmt(LD | H | ABS, IP_FRAGMENT)); // 8
     p.push(jump(at(9), JSET, FRAGMENT_OFFSET_MASK, out, at(10)));
-    p.push(stmt(LDX | B | MSH, IP)); // 10: X = IP header length
-                                     // len - end >= X: `end` bytes past the IP header are within the
-                                     // frame (the length is at least 34 here, so it does not wrap).
+    // 10: X = IP header length; then len - end >= X: `end` bytes past
+    // the IP header are within the frame (the length is at least 34
+    // here, so it does not wrap).
+    p.push(stmt(LDX | B | MSH, IP));
     p.push(stmt(LD | W | LEN, 0)); // 11
     p.push(stmt(ALU | SUB, end)); // 12
-    p.push(jump(at(13), JGE | X, 0, at(14), out));
+    p.push(jump(at(13), JGE | X, 0, join, out));
+    // IPv6 (A still holds the EtherType): the length reaches `end` past
+    // the fixed header, which holds the next header and the source.
+    p.push(jump(at(14), JEQ, ETHERTYPE_IPV6, at(15), out)); // 14
+    p.push(stmt(LD | W | LEN, 0)); // 15
+    p.push(jump(at(16), JGE, end + IPV6_HEADER, at(17), out));
+    p.push(stmt(LD | B | ABS, IPV6_NEXT_HEADER)); // 17
+    p.push(jump(at(18), JEQ, protocol, at(19), out));
+    p.push(stmt(LDX | W | IMM, IPV6_HEADER)); // 19
+    debug_assert_eq!(p.len(), join);
 }
 
 /// The program for `filter` and `shed`; `None` when it drops nothing
@@ -180,7 +228,7 @@ fn udp_part(ports: &[(u16, u32)]) -> Vec<libc::sock_filter> {
     let next = drop + 1;
     let mut p = Vec::with_capacity(next);
     transport_header(&mut p, PROTOCOL_UDP, UDP_PORT_END, next);
-    p.push(stmt(LD | H | IND, DST_PORT)); // 14
+    p.push(stmt(LD | H | IND, DST_PORT));
     debug_assert_eq!(p.len(), UDP_HEADER);
     for (i, &(port, _)) in ports.iter().enumerate() {
         let at = UDP_HEADER + i;
@@ -198,33 +246,43 @@ fn udp_part(ports: &[(u16, u32)]) -> Vec<libc::sock_filter> {
 }
 
 /// The program for `filter`; `None` when it drops nothing (not engaged,
-/// or no port). It lists at most 8 ports and 200 proven addresses.
+/// or no port). It lists at most 8 ports, 200 proven IPv4 addresses and
+/// 64 proven IPv6 ones.
 pub fn program(filter: &SynFilter) -> Option<Vec<libc::sock_filter>> {
     if !filter.engaged || filter.ports.is_empty() {
         return None;
     }
     let ports = &filter.ports[..filter.ports.len().min(MAX_FILTER_PORTS)];
     let proven = &filter.proven[..filter.proven.len().min(MAX_LISTED)];
-    // Layout: the header, the ports, a jump to PASS, the source load,
-    // the proven addresses, the draw (load and compare), then PASS and
-    // DROP.
-    let source = HEADER + ports.len() + 1;
+    let proven6 = &filter.proven6[..filter.proven6.len().min(MAX_LISTED6)];
+    // Layout: the header, the ports, a jump to PASS, the family's test,
+    // the IPv4 source load, the proven IPv4 addresses, the draw (load and
+    // compare), PASS and DROP; then the proven IPv6 addresses (each
+    // compared word by word, with a PASS of its own), their draw, DROP
+    // and PASS.
+    let family = HEADER + ports.len() + 1;
+    let source = family + 2;
     let draw = source + 1 + proven.len();
     let pass = draw + 2;
     let drop = pass + 1;
-    // Every jump is forward and within `u8::MAX` (MAX_PROGRAM above).
-    let mut p = Vec::with_capacity(drop + 1);
+    let source6 = drop + 1;
+    let draw6 = source6 + PER_ADDRESS6 * proven6.len();
+    let (drop6, pass6) = (draw6 + 2, draw6 + 3);
+    // Every jump is forward and within `u8::MAX` (MAX_PASS above).
+    let mut p = Vec::with_capacity(pass6 + 1);
     transport_header(&mut p, PROTOCOL_TCP, TCP_FLAGS_END, pass);
-    p.push(stmt(LD | B | IND, TCP_FLAGS)); // 14
-    p.push(stmt(ALU | AND, SYN_RST_ACK)); // 15
-    p.push(jump(16, JEQ, SYN, 17, pass));
-    p.push(stmt(LD | H | IND, DST_PORT)); // 17
+    p.push(stmt(LD | B | IND, TCP_FLAGS)); // 20
+    p.push(stmt(ALU | AND, SYN_RST_ACK)); // 21
+    p.push(jump(22, JEQ, SYN, 23, pass));
+    p.push(stmt(LD | H | IND, DST_PORT)); // 23
     debug_assert_eq!(p.len(), HEADER);
     for (i, port) in ports.iter().enumerate() {
         let at = HEADER + i;
-        p.push(jump(at, JEQ, u32::from(*port), source, at + 1));
+        p.push(jump(at, JEQ, u32::from(*port), family, at + 1));
     }
-    p.push(stmt(JMP | JA, (pass - source) as u32)); // from source - 1
+    p.push(stmt(JMP | JA, (pass - family) as u32)); // from family - 1
+    p.push(stmt(LD | H | ABS, ETHERTYPE)); // family
+    p.push(jump(family + 1, JEQ, ETHERTYPE_IPV6, source6, source));
     p.push(stmt(LD | W | ABS, IP_SOURCE)); // source
     for (i, addr) in proven.iter().enumerate() {
         let at = source + 1 + i;
@@ -234,7 +292,24 @@ pub fn program(filter: &SynFilter) -> Option<Vec<libc::sock_filter>> {
     p.push(jump(draw + 1, JGT, filter.admit, drop, pass));
     p.push(stmt(RET, PASS_ALL)); // pass
     p.push(stmt(RET, 0)); // drop
-    debug_assert_eq!(p.len(), drop + 1);
+    for (i, addr) in proven6.iter().enumerate() {
+        let first = source6 + PER_ADDRESS6 * i;
+        let next = first + PER_ADDRESS6;
+        let bits = u128::from(*addr);
+        for w in 0..4u32 {
+            let word = (bits >> (96 - 32 * w)) as u32;
+            let at = first + 2 * w as usize + 1;
+            p.push(stmt(LD | W | ABS, IPV6_SOURCE + 4 * w));
+            p.push(jump(at, JEQ, word, at + 1, next));
+        }
+        p.push(stmt(RET, PASS_ALL)); // all four words matched
+        debug_assert_eq!(p.len(), next);
+    }
+    p.push(stmt(LD | W | ABS, RANDOM)); // draw6
+    p.push(jump(draw6 + 1, JGT, filter.admit, drop6, pass6));
+    p.push(stmt(RET, 0)); // drop6
+    p.push(stmt(RET, PASS_ALL)); // pass6
+    debug_assert_eq!(p.len(), pass6 + 1);
     Some(p)
 }
 
@@ -279,7 +354,7 @@ pub fn detach(fd: RawFd) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::Ipv4Addr;
+    use std::net::{Ipv4Addr, Ipv6Addr};
 
     /// What the kernel knows of a frame apart from its bytes.
     #[derive(Clone, Copy, Default)]
@@ -326,7 +401,8 @@ mod tests {
                         None => return 0,
                     }
                 }
-                c if c == LDX => match load(i.k, 1) {
+                c if c == LDX && i.code & 0xe0 == IMM => x = i.k,
+                c if c == LDX && i.code & 0xe0 == MSH => match load(i.k, 1) {
                     Some(v) => x = (v & 0xf) * 4,
                     None => return 0,
                 },
@@ -359,9 +435,26 @@ mod tests {
     const SPOOFED: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
     const PROVEN: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
     const MORE_FRAGMENTS: u16 = 0x2000;
+    const SPOOFED6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 7);
+    const PROVEN6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1);
+    /// Proven IPv6 addresses that share three of their four words with
+    /// [`SPOOFED6`]: each word is compared.
+    const NEAR6: [Ipv6Addr; 4] = [
+        Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 8),
+        Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 1, 0, 7),
+        Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, 7),
+        Ipv6Addr::new(0x2001, 0xdb9, 0, 0, 0, 0, 0, 7),
+    ];
 
     fn filter(admit: u32) -> SynFilter {
-        SynFilter { generation: 1, engaged: true, ports: vec![80, 443], proven: vec![PROVEN], admit }
+        SynFilter {
+            generation: 1,
+            engaged: true,
+            ports: vec![80, 443],
+            proven: vec![PROVEN],
+            proven6: vec![NEAR6[0], NEAR6[1], NEAR6[2], NEAR6[3], PROVEN6],
+            admit,
+        }
     }
 
     /// The largest filter: every port, and more proven addresses than a
@@ -372,6 +465,7 @@ mod tests {
             engaged: true,
             ports: (1..=MAX_FILTER_PORTS as u16).collect(),
             proven: (0..MAX_LISTED as u32 + 10).map(|i| Ipv4Addr::from(0x0a00_0000 + i)).collect(),
+            proven6: (0..MAX_LISTED6 as u128 + 10).map(|i| Ipv6Addr::from(u128::from(PROVEN6) + i)).collect(),
             admit: 0,
         }
     }
@@ -430,22 +524,140 @@ mod tests {
     }
 
     #[test]
-    fn ipv6_and_vlan_frames_pass() {
+    fn vlan_frames_pass() {
         let p = program(&filter(0)).expect("an engaged filter has a program");
         let high = u32::MAX;
-        // An IPv6 SYN: the bytes at the IPv4 offsets could read as one.
-        let mut v6 = frame(SPOOFED, 80, 0x02, 5, 0);
-        v6[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-        assert_eq!(run(&p, &v6, high), PASS_ALL, "IPv6");
-        // An 802.1Q tag in the frame moves the IPv4 header by 4 bytes.
-        let syn = frame(SPOOFED, 80, 0x02, 5, 0);
-        let mut tagged = syn[..12].to_vec();
-        tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x05]);
-        tagged.extend_from_slice(&syn[12..]);
-        assert_eq!(run(&p, &tagged, high), PASS_ALL, "an in-band 802.1Q tag");
-        // A tag the kernel holds out of band: the same unproven SYN passes.
-        assert_eq!(run(&p, &syn, high), 0);
-        assert_eq!(run_with(&p, &syn, Side { random: high, vlan_out_of_band: true }), PASS_ALL, "out-of-band tag");
+        // An 802.1Q tag in the frame moves the IP header by 4 bytes.
+        for syn in [frame(SPOOFED, 80, 0x02, 5, 0), frame6(SPOOFED6, 80, 0x02, 6)] {
+            let mut tagged = syn[..12].to_vec();
+            tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x05]);
+            tagged.extend_from_slice(&syn[12..]);
+            assert_eq!(run(&p, &tagged, high), PASS_ALL, "an in-band 802.1Q tag");
+            // A tag the kernel holds out of band: the same unproven SYN
+            // passes.
+            assert_eq!(run(&p, &syn, high), 0);
+            let side = Side { random: high, vlan_out_of_band: true };
+            assert_eq!(run_with(&p, &syn, side), PASS_ALL, "out-of-band tag");
+        }
+    }
+
+    /// An Ethernet frame with a fixed IPv6 header from `src` whose next
+    /// header is `next`, then a TCP header to `port` with `flags`.
+    fn frame6(src: Ipv6Addr, port: u16, flags: u8, next: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 14];
+        f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        let mut ip = [0u8; 40];
+        ip[0] = 0x60;
+        ip[4..6].copy_from_slice(&20u16.to_be_bytes());
+        ip[6] = next;
+        ip[7] = 64;
+        ip[8..24].copy_from_slice(&src.octets());
+        ip[24..40].copy_from_slice(&PROVEN6.octets());
+        f.extend_from_slice(&ip);
+        let mut tcp = [0u8; 20];
+        tcp[2..4].copy_from_slice(&port.to_be_bytes());
+        tcp[12] = 5 << 4;
+        tcp[13] = flags;
+        f.extend_from_slice(&tcp);
+        f
+    }
+
+    #[test]
+    fn an_unproven_ipv6_syn_to_a_guarded_port_passes_only_on_a_low_draw() {
+        let p = program(&filter(1000)).expect("an engaged filter has a program");
+        let syn = frame6(SPOOFED6, 80, 0x02, 6);
+        assert_eq!(run(&p, &syn, 1000), PASS_ALL);
+        assert_eq!(run(&p, &syn, 1001), 0);
+        assert_eq!(run(&p, &frame6(SPOOFED6, 443, 0x02, 6), u32::MAX), 0);
+        // The shortest frame with the flags is judged.
+        assert_eq!(run(&p, &syn[..14 + 40 + 14], u32::MAX), 0);
+        // A proven IPv4 address's bytes where IPv4 keeps its source are
+        // no proof for IPv6.
+        let mut v4_proof = syn.clone();
+        v4_proof[IP_SOURCE as usize..IP_SOURCE as usize + 4].copy_from_slice(&PROVEN.octets());
+        assert_eq!(run(&p, &v4_proof, u32::MAX), 0);
+        // Nor are three of a proven address's four words.
+        for near in NEAR6 {
+            assert_ne!(near, SPOOFED6);
+            assert_eq!(run(&p, &frame6(near, 80, 0x02, 6), u32::MAX), PASS_ALL, "{near} is proven");
+        }
+        assert_eq!(run(&p, &syn, u32::MAX), 0, "{SPOOFED6} is not");
+    }
+
+    #[test]
+    fn every_other_ipv6_frame_passes() {
+        let p = program(&filter(0)).expect("an engaged filter has a program");
+        let high = u32::MAX;
+        assert_eq!(run(&p, &frame6(PROVEN6, 80, 0x02, 6), high), PASS_ALL, "a proven peer");
+        assert_eq!(run(&p, &frame6(SPOOFED6, 22, 0x02, 6), high), PASS_ALL, "another port");
+        assert_eq!(run(&p, &frame6(SPOOFED6, 80, 0x12, 6), high), PASS_ALL, "a SYN-ACK");
+        assert_eq!(run(&p, &frame6(SPOOFED6, 80, 0x06, 6), high), PASS_ALL, "SYN with RST");
+        assert_eq!(run(&p, &frame6(SPOOFED6, 80, 0x10, 6), high), PASS_ALL, "an ACK");
+        assert_eq!(run(&p, &frame6(SPOOFED6, 80, 0x02, 17), high), PASS_ALL, "UDP");
+        // Behind an extension header the program does not look: the
+        // engine draws for such a SYN.
+        for (next, what) in [(0, "hop-by-hop options"), (60, "destination options"), (43, "routing"), (44, "fragment")]
+        {
+            assert_eq!(run(&p, &frame6(SPOOFED6, 80, 0x02, next), high), PASS_ALL, "{what}");
+        }
+        // The IPv4 layout under the IPv6 EtherType.
+        let mut v4 = frame(SPOOFED, 80, 0x02, 5, 0);
+        v4[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        assert_eq!(run(&p, &v4, high), PASS_ALL, "not TCP after the fixed header");
+        // IPv6 bytes under the IPv4 EtherType.
+        let mut v6 = frame6(SPOOFED6, 80, 0x02, 6);
+        v6[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        assert_eq!(run(&p, &v6, high), PASS_ALL, "not TCP in IPv4");
+    }
+
+    #[test]
+    fn ipv6_frames_too_short_for_the_loads_pass() {
+        let p = program(&filter(0)).expect("an engaged filter has a program");
+        let syn = frame6(SPOOFED6, 80, 0x02, 6);
+        let shortest = 14 + 40 + 14;
+        for len in 0..shortest {
+            assert_eq!(run(&p, &syn[..len], u32::MAX), PASS_ALL, "a {len}-byte frame");
+        }
+        assert_eq!(run(&p, &syn[..shortest], u32::MAX), 0);
+        let shed = UdpShed { ports: vec![(5302, 0)] };
+        let p = program_for(&SynFilter::default(), &shed).expect("something shed");
+        let datagram = datagram6(5302, 17);
+        let shortest = 14 + 40 + 4;
+        for len in 0..shortest {
+            assert_eq!(run(&p, &datagram[..len], u32::MAX), PASS_ALL, "a {len}-byte frame");
+        }
+        assert_eq!(run(&p, &datagram[..shortest], u32::MAX), 0);
+    }
+
+    /// An Ethernet frame with a fixed IPv6 header whose next header is
+    /// `next`, then a UDP header to `port`.
+    fn datagram6(port: u16, next: u8) -> Vec<u8> {
+        let mut f = frame6(SPOOFED6, port, 0, next);
+        f.truncate(14 + 40 + 8 + 4);
+        f
+    }
+
+    #[test]
+    fn an_ipv6_datagram_to_a_shed_port_passes_only_on_a_low_draw_and_others_go_on() {
+        let shed = UdpShed { ports: vec![(5301, 1000), (5302, 0), (5303, u32::MAX)] };
+        for syn in [SynFilter::default(), filter(0)] {
+            let p = program_for(&syn, &shed).expect("something shed");
+            assert_eq!(run(&p, &datagram6(5301, 17), 1000), PASS_ALL);
+            assert_eq!(run(&p, &datagram6(5301, 17), 1001), 0);
+            assert_eq!(run(&p, &datagram6(5302, 17), 1), 0, "dropped with probability 1");
+            assert_eq!(run(&p, &datagram6(5302, 17), 0), PASS_ALL);
+            assert_eq!(run(&p, &datagram6(5303, 17), u32::MAX), PASS_ALL, "dropped with probability 0");
+            assert_eq!(run(&p, &datagram6(5304, 17), u32::MAX), PASS_ALL, "another port");
+            for (next, what) in [(0, "hop-by-hop options"), (60, "destination options"), (44, "fragment")] {
+                assert_eq!(run(&p, &datagram6(5302, next), u32::MAX), PASS_ALL, "behind a {what} header");
+            }
+            assert_eq!(run(&p, &frame6(SPOOFED6, 5302, 0x10, 6), u32::MAX), PASS_ALL, "TCP to the same port");
+            let side = Side { random: u32::MAX, vlan_out_of_band: true };
+            assert_eq!(run_with(&p, &datagram6(5302, 17), side), PASS_ALL, "out-of-band tag");
+            // The SYN part still judges what the UDP part lets go on.
+            let expected = if syn.engaged { 0 } else { PASS_ALL };
+            assert_eq!(run(&p, &frame6(SPOOFED6, 80, 0x02, 6), u32::MAX), expected);
+        }
     }
 
     #[test]
@@ -553,10 +765,17 @@ mod tests {
         // The widest jump, from the first test to PASS, lands on PASS
         // (an offset past 255 would have been cut short).
         let widest = usize::from(p[1].jt);
-        assert_eq!(1 + 1 + widest, p.len() - 2);
+        assert_eq!(1 + 1 + widest, MAX_PASS);
         assert!(widest <= usize::from(u8::MAX));
         assert_eq!(p[1 + 1 + widest].code, RET);
         assert_eq!(p[1 + 1 + widest].k, PASS_ALL);
+        // The last proven IPv6 address listed passes, the first past the
+        // list does not.
+        let last6 = Ipv6Addr::from(u128::from(PROVEN6) + MAX_LISTED6 as u128 - 1);
+        let next6 = Ipv6Addr::from(u128::from(PROVEN6) + MAX_LISTED6 as u128);
+        assert_eq!(run(&p, &frame6(last6, port, 0x02, 6), u32::MAX), PASS_ALL);
+        assert_eq!(run(&p, &frame6(next6, port, 0x02, 6), u32::MAX), 0, "not listed");
+        assert_eq!(run(&p, &frame6(next6, port, 0x02, 6), 0), PASS_ALL);
     }
 
     /// Attaches `program` to an ordinary UDP socket (`SO_ATTACH_FILTER`,
@@ -589,7 +808,7 @@ mod tests {
 
     #[test]
     fn the_kernel_accepts_the_programs() {
-        let smallest = SynFilter { generation: 1, engaged: true, ports: vec![80], proven: Vec::new(), admit: 0 };
+        let smallest = SynFilter { ports: vec![80], proven: Vec::new(), proven6: Vec::new(), ..filter(0) };
         let filters = [smallest, filter(0), filter(u32::MAX), largest()];
         for f in &filters {
             let p = program(f).expect("an engaged filter has a program");

@@ -1,13 +1,17 @@
 //! Receive steering for a multi-queue TAP: a small eBPF program, attached
-//! with `TUNSETSTEERINGEBPF`, that puts each IPv4 TCP/UDP frame sent to
-//! the local address (the hash map's key 0) on the queue its destination
-//! port was given in the same map, and every other frame on queue 0.
+//! with `TUNSETSTEERINGEBPF`, that puts each TCP/UDP frame sent to a local
+//! address (the hash map's key 0 holds the IPv4 one, keys 1 to 4 the
+//! words of the IPv6 one) on the queue its destination port was given in
+//! the same map, and every other frame on queue 0. An IPv4 frame is
+//! steered when it is no fragment; an IPv6 one when its TCP or UDP header
+//! follows the fixed header (one behind an extension or fragment header
+//! goes to queue 0).
 //!
 //! Why: a TAP copies a frame out of the kernel before user space can see
 //! its headers, so the only way to have the kernel copy a frame straight
 //! into the right application's shared region is to pick the queue (the
 //! file) it is read from before the read. The program is assembled here by
-//! hand (43 instructions), so no compiler or loader library is
+//! hand (96 instructions), so no compiler or loader library is
 //! needed; it is loaded with the `bpf` system call, which needs
 //! `CAP_BPF` (root).
 
@@ -31,6 +35,10 @@ const SKB_PROTOCOL: i16 = 16;
 
 /// Ports the map holds at most (of all clients together).
 pub const MAX_STEERED_PORTS: u32 = 4096;
+/// The map's keys for the local addresses: the IPv4 one, then the IPv6
+/// one's four words (first to last). No port's key is among them.
+const LOCAL_KEY: u32 = 0;
+const LOCAL6_KEYS: [u32; 4] = [1, 2, 3, 4];
 
 /// One eBPF instruction, as the kernel reads it.
 #[repr(C)]
@@ -64,6 +72,7 @@ const JLT_IMM: u8 = 0xa5;
 const LD_IND_H: u8 = 0x48;
 const LD_IMM64: u8 = 0x18;
 const JEQ_IMM: u8 = 0x15;
+const JA: u8 = 0x05;
 const JNE_IMM: u8 = 0x55;
 const CALL: u8 = 0x85;
 const EXIT: u8 = 0x95;
@@ -75,16 +84,55 @@ const TO_DEFAULT: i16 = i16::MIN;
 
 /// The program: queue = map[(ip protocol << 16) | destination port] for an
 /// unfragmented IPv4 TCP or UDP frame sent to the address at map[0]
-/// (netd's), else 0. A frame too short for a header it reads ends the
-/// program with 0 (the kernel's rule for `LD_ABS`), so a hostile frame
-/// lands on the default queue.
+/// (netd's), or an IPv6 one whose TCP or UDP header follows the fixed
+/// header, sent to the address whose words are at map[1] to map[4]; else
+/// 0. A frame too short for a header it reads ends the program with 0
+/// (the kernel's rule for `LD_ABS`), so a hostile frame lands on the
+/// default queue.
 fn program(map_fd: i32) -> Vec<Insn> {
-    let ip = i32::from(0x0800u16.to_be());
+    let ipv4 = i32::from(0x0800u16.to_be());
+    let ipv6 = i32::from(0x86ddu16.to_be());
     let d = TO_DEFAULT;
     let mut p = vec![
-        insn(MOV64_REG, 6, 1, 0, 0),          // r6 = skb (LD_ABS wants it there)
-        insn(LDX_W, 2, 6, SKB_PROTOCOL, 0),   // r2 = skb->protocol
-        insn(JNE_IMM, 2, 0, d, ip),           // not IPv4
+        insn(MOV64_REG, 6, 1, 0, 0),        // r6 = skb (LD_ABS wants it there)
+        insn(LDX_W, 2, 6, SKB_PROTOCOL, 0), // r2 = skb->protocol
+        insn(JEQ_IMM, 2, 0, 0, ipv4),       // IPv4: to its part (offset below)
+        insn(JNE_IMM, 2, 0, d, ipv6),       // neither
+    ];
+    let to_ipv4 = p.len() - 2;
+    // IPv6: version 6, TCP or UDP right after the fixed header.
+    p.extend([
+        insn(LD_ABS_B, 0, 0, 0, SKF_NET_OFF), // r0 = version | traffic class
+        insn(AND64_IMM, 0, 0, 0, 0xf0),
+        insn(JNE_IMM, 0, 0, d, 0x60),                  // version 6 only
+        insn(LD_ABS_B, 0, 0, 0, SKF_NET_OFF + 6),      // next header
+        insn(MOV64_REG, 8, 0, 0, 0),                   // r8 = protocol
+        insn(JEQ_IMM, 8, 0, 1, 6),                     // TCP: skip the next
+        insn(JNE_IMM, 8, 0, d, 17),                    // not UDP either
+        insn(LD_ABS_H, 0, 0, 0, SKF_NET_OFF + 40 + 2), // r0 = destination port
+        insn(LSH64_IMM, 8, 0, 0, 16),
+        insn(OR64_REG, 8, 0, 0, 0), // r8 = the port's key
+        insn(STX_W, 10, 8, -4, 0),  // on the stack
+    ]);
+    // Each word of the destination address equals the map's.
+    for (w, key) in LOCAL6_KEYS.iter().enumerate() {
+        p.extend([
+            insn(ST_W, 10, 0, -8, *key as i32),
+            insn(LD_IMM64, 1, PSEUDO_MAP_FD, 0, map_fd), // r1 = map
+            insn(0, 0, 0, 0, 0),                         // (second half)
+            insn(MOV64_REG, 2, 10, 0, 0),
+            insn(ADD64_IMM, 2, 0, 0, -8),
+            insn(CALL, 0, 0, 0, HELPER_MAP_LOOKUP_ELEM),
+            insn(JEQ_IMM, 0, 0, d, 0), // no local IPv6 address
+            insn(LDX_W, 9, 0, 0, 0),   // r9 = the word of it
+            insn(LD_ABS_W, 0, 0, 0, SKF_NET_OFF + 24 + 4 * w as i32),
+            insn(JNE_REG, 0, 9, d, 0), // to another address
+        ]);
+    }
+    let to_port = p.len();
+    p.push(insn(JA, 0, 0, 0, 0)); // to the port's lookup (offset below)
+    let ipv4_part = p.len();
+    p.extend([
         insn(LD_ABS_B, 0, 0, 0, SKF_NET_OFF), // r0 = version | ihl
         insn(MOV64_REG, 7, 0, 0, 0),
         insn(AND64_IMM, 7, 0, 0, 0xf0),
@@ -106,7 +154,7 @@ fn program(map_fd: i32) -> Vec<Insn> {
         insn(LSH64_IMM, 8, 0, 0, 16),
         insn(OR64_REG, 8, 0, 0, 0),                  // r8 = the port's key
         insn(STX_W, 10, 8, -4, 0),                   // on the stack
-        insn(ST_W, 10, 0, -8, 0),                    // key 0: the local address
+        insn(ST_W, 10, 0, -8, LOCAL_KEY as i32),     // the local address's key
         insn(LD_IMM64, 1, PSEUDO_MAP_FD, 0, map_fd), // r1 = map
         insn(0, 0, 0, 0, 0),                         // (second half)
         insn(MOV64_REG, 2, 10, 0, 0),
@@ -115,6 +163,9 @@ fn program(map_fd: i32) -> Vec<Insn> {
         insn(JEQ_IMM, 0, 0, d, 0), // no local address yet
         insn(LDX_W, 1, 0, 0, 0),
         insn(JNE_REG, 1, 9, d, 0), // to another address
+    ]);
+    let port = p.len();
+    p.extend([
         insn(LD_IMM64, 1, PSEUDO_MAP_FD, 0, map_fd),
         insn(0, 0, 0, 0, 0),
         insn(MOV64_REG, 2, 10, 0, 0),
@@ -125,7 +176,9 @@ fn program(map_fd: i32) -> Vec<Insn> {
         insn(EXIT, 0, 0, 0, 0),
         insn(MOV64_IMM, 0, 0, 0, 0), // default: queue 0
         insn(EXIT, 0, 0, 0, 0),
-    ];
+    ]);
+    p[to_ipv4].off = (ipv4_part - to_ipv4 - 1) as i16;
+    p[to_port].off = (port - to_port - 1) as i16;
     let default = p.len() - 2;
     for (at, i) in p.iter_mut().enumerate() {
         if i.off == TO_DEFAULT {
@@ -178,28 +231,42 @@ impl PortMap {
 
     /// Frames of `proto` to local `port` go to `queue`.
     pub fn steer(&self, proto: u8, port: u16, queue: u32) -> io::Result<()> {
-        let k = key(proto, port);
-        let mut attr = [0u64; 4];
-        attr[0] = self.fd.as_raw_fd() as u64;
-        attr[1] = &k as *const u32 as u64;
-        attr[2] = &queue as *const u32 as u64;
-        bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
+        self.update(key(proto, port), queue)
     }
 
     /// Only frames to IPv4 address `ip` (host order of its big-endian
     /// bytes) are steered; until it is set, none is.
     pub fn set_local(&self, ip: u32) -> io::Result<()> {
-        let k = 0u32;
+        self.update(LOCAL_KEY, ip)
+    }
+
+    /// Only frames to IPv6 address `ip` are steered among the IPv6 ones;
+    /// `None`: none is (nor before it is first set).
+    pub fn set_local6(&self, ip: Option<[u8; 16]>) -> io::Result<()> {
+        let Some(ip) = ip else {
+            // The first word gone, no frame matches; then the rest.
+            for k in LOCAL6_KEYS {
+                self.delete(k)?;
+            }
+            return Ok(());
+        };
+        let bits = u128::from_be_bytes(ip);
+        for (w, k) in LOCAL6_KEYS.iter().enumerate() {
+            self.update(*k, (bits >> (96 - 32 * w)) as u32)?;
+        }
+        Ok(())
+    }
+
+    fn update(&self, k: u32, value: u32) -> io::Result<()> {
         let mut attr = [0u64; 4];
         attr[0] = self.fd.as_raw_fd() as u64;
         attr[1] = &k as *const u32 as u64;
-        attr[2] = &ip as *const u32 as u64;
+        attr[2] = &value as *const u32 as u64;
         bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
     }
 
-    /// Frames of `proto` to local `port` go to queue 0 again.
-    pub fn unsteer(&self, proto: u8, port: u16) -> io::Result<()> {
-        let k = key(proto, port);
+    /// Removes key `k`; one not there is no error.
+    fn delete(&self, k: u32) -> io::Result<()> {
         let mut attr = [0u64; 4];
         attr[0] = self.fd.as_raw_fd() as u64;
         attr[1] = &k as *const u32 as u64;
@@ -207,6 +274,11 @@ impl PortMap {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
             other => other.map(drop),
         }
+    }
+
+    /// Frames of `proto` to local `port` go to queue 0 again.
+    pub fn unsteer(&self, proto: u8, port: u16) -> io::Result<()> {
+        self.delete(key(proto, port))
     }
 }
 
@@ -223,7 +295,7 @@ impl PortSteering {
     pub fn load() -> io::Result<PortSteering> {
         let mut attr = [0u64; 16];
         attr[0] = words(BPF_MAP_TYPE_HASH, 4);
-        attr[1] = words(4, MAX_STEERED_PORTS);
+        attr[1] = words(4, MAX_STEERED_PORTS + 1 + LOCAL6_KEYS.len() as u32);
         let fd = bpf(BPF_MAP_CREATE, &mut attr)
             .map_err(|e| io::Error::new(e.kind(), format!("creating the steering map: {e}")))?;
         // SAFETY: the bpf call returned a new descriptor, owned by nobody
@@ -303,6 +375,11 @@ mod tests {
                 assert!(to > at as i64 && (to as usize) < p.len(), "jump at {at} to {to}");
             }
         }
+        for (at, i) in p.iter().enumerate().filter(|(_, i)| i.code == JA) {
+            let to = at as i64 + 1 + i64::from(i.off);
+            assert!(to > at as i64 && (to as usize) < p.len(), "jump at {at} to {to}");
+        }
+        assert_eq!(p.len(), 96, "the module's doc says so");
         assert_eq!(p.last().map(|i| i.code), Some(EXIT));
         assert_eq!(p[p.len() - 2].code, MOV64_IMM);
         assert!(p.iter().all(|i| i.off != TO_DEFAULT));
@@ -312,7 +389,10 @@ mod tests {
     fn keys_keep_protocols_apart() {
         assert_ne!(key(6, 80), key(17, 80));
         assert_eq!(key(17, 0x1234), 0x11_1234);
-        // Key 0 holds the local address: no port's key is 0.
-        assert_ne!(key(6, 0), 0);
+        // Keys 0 to 4 hold the local addresses: no port's key is among
+        // them.
+        for proto in [6, 17] {
+            assert!(key(proto, 0) > LOCAL6_KEYS[3] && LOCAL_KEY < LOCAL6_KEYS[0]);
+        }
     }
 }

@@ -7,7 +7,7 @@
 //! even on failure.
 
 use std::ffi::CString;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -21,6 +21,8 @@ use common::{ip, LinkGuard};
 const SPOOFED: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 7);
 const PROVEN: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const GUARDED: u16 = 80;
+const SPOOFED6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 7);
+const PROVEN6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1);
 
 /// The source MAC of test frame `id`: frames are told apart by its last
 /// byte, and from the kernel's own (IPv6 router solicitations and such).
@@ -41,6 +43,30 @@ fn tcp_frame(id: u8, src: Ipv4Addr, port: u16, flags: u8, fragment: u16) -> Vec<
     ip[9] = 6;
     ip[12..16].copy_from_slice(&src.octets());
     ip[16..20].copy_from_slice(&[10, 215, 0, 1]);
+    f.extend_from_slice(&ip);
+    let mut tcp = [0u8; 20];
+    tcp[0..2].copy_from_slice(&40000u16.to_be_bytes());
+    tcp[2..4].copy_from_slice(&port.to_be_bytes());
+    tcp[12] = 5 << 4;
+    tcp[13] = flags;
+    f.extend_from_slice(&tcp);
+    f
+}
+
+/// An Ethernet frame `id` carrying IPv6 from `src` with next header
+/// `next` and then a TCP header to `port` with `flags` (for next header
+/// 17, the same bytes read as a UDP header to `port`).
+fn ipv6_frame(id: u8, src: Ipv6Addr, next: u8, port: u16, flags: u8) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&mac(id));
+    f.extend_from_slice(&[0x86, 0xdd]);
+    let mut ip = [0u8; 40];
+    ip[0] = 0x60;
+    ip[4..6].copy_from_slice(&20u16.to_be_bytes());
+    ip[6] = next;
+    ip[7] = 64;
+    ip[8..24].copy_from_slice(&src.octets());
+    ip[24..40].copy_from_slice(&Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 0xd).octets());
     f.extend_from_slice(&ip);
     let mut tcp = [0u8; 20];
     tcp[0..2].copy_from_slice(&40000u16.to_be_bytes());
@@ -172,7 +198,14 @@ fn the_kernel_drops_unproven_syns_to_guarded_ports_before_the_tap() {
             format_args!("\n******** SKIPPED (the VLAN part): no VLAN on a TAP here: {} ********\n\n", reason.trim()),
         );
     }
-    let filter = SynFilter { generation: 1, engaged: true, ports: vec![GUARDED], proven: vec![PROVEN], admit: 0 };
+    let filter = SynFilter {
+        generation: 1,
+        engaged: true,
+        ports: vec![GUARDED],
+        proven: vec![PROVEN],
+        proven6: vec![],
+        admit: 0,
+    };
     tap.set_syn_filter(&filter).expect("attach the SYN filter");
     let sender = Sender::new(&name);
 
@@ -242,7 +275,14 @@ fn a_queue_opened_later_is_filtered_and_dropping_the_device_detaches() {
     let _guard = LinkGuard(name.clone());
     let mut tap = TapDevice::open_multi_queue(&name, false).expect("open TAP");
     assert!(tap.multi_queue(), "a created TAP takes more queues");
-    let filter = SynFilter { generation: 1, engaged: true, ports: vec![GUARDED], proven: vec![PROVEN], admit: 0 };
+    let filter = SynFilter {
+        generation: 1,
+        engaged: true,
+        ports: vec![GUARDED],
+        proven: vec![PROVEN],
+        proven6: vec![],
+        admit: 0,
+    };
     tap.set_syn_filter(&filter).expect("attach the SYN filter");
     // Opened after the attach: the kernel filters it with the program the
     // device keeps.
@@ -292,7 +332,8 @@ fn the_kernel_sheds_datagrams_to_listed_ports_before_the_tap_and_the_syn_filter_
     };
     // 5301 shed whole, 5302 listed but admitted whole, 5303 not listed;
     // the SYN filter engaged beside.
-    let filter = SynFilter { generation: 1, engaged: true, ports: vec![GUARDED], proven: vec![], admit: 0 };
+    let filter =
+        SynFilter { generation: 1, engaged: true, ports: vec![GUARDED], proven: vec![], proven6: vec![], admit: 0 };
     tap.set_syn_filter(&filter).expect("attach the SYN filter");
     tap.set_udp_shed(&UdpShed { ports: vec![(5301, 0), (5302, u32::MAX)] }).expect("attach the shed");
     let cases: [(u8, Vec<u8>, bool); 5] = [
@@ -317,4 +358,70 @@ fn the_kernel_sheds_datagrams_to_listed_ports_before_the_tap_and_the_syn_filter_
     sender.send(&arp_frame(9));
     let ids: Vec<u8> = received_until(&tap, 9).iter().map(|(id, _)| *id).collect();
     assert_eq!(ids, [7, 9]);
+}
+
+#[test]
+fn the_kernel_judges_ipv6_syns_and_datagrams_before_the_tap() {
+    require_tap!();
+    let name = format!("nd6{}", std::process::id() % 100_000);
+    let _guard = LinkGuard(name.clone());
+    let mut tap = TapDevice::open_with(&name, false).expect("open TAP");
+    let filter = SynFilter {
+        generation: 1,
+        engaged: true,
+        ports: vec![GUARDED],
+        proven: vec![PROVEN],
+        proven6: vec![PROVEN6],
+        admit: 0,
+    };
+    tap.set_syn_filter(&filter).expect("attach the SYN filter");
+    // 5301 shed whole, 5302 listed but admitted whole, 5303 not listed.
+    tap.set_udp_shed(&UdpShed { ports: vec![(5301, 0), (5302, u32::MAX)] }).expect("attach the shed");
+    let sender = Sender::new(&name);
+    let syn = |id| ipv6_frame(id, SPOOFED6, 6, GUARDED, 0x02);
+    let udp = |id, port| ipv6_frame(id, SPOOFED6, 17, port, 0);
+    let cases: [(u8, Vec<u8>, bool); 14] = [
+        (1, syn(1), false),
+        (2, ipv6_frame(2, SPOOFED6, 6, GUARDED, 0x12), true),
+        (3, ipv6_frame(3, SPOOFED6, 6, GUARDED, 0x10), true),
+        (4, ipv6_frame(4, PROVEN6, 6, GUARDED, 0x02), true),
+        (5, ipv6_frame(5, SPOOFED6, 6, 22, 0x02), true),
+        // Behind a destination options header: the engine's to judge.
+        (6, ipv6_frame(6, SPOOFED6, 60, GUARDED, 0x02), true),
+        // Cut one byte short of the flags, and of the UDP port.
+        (7, syn(7)[..14 + 40 + 13].to_vec(), true),
+        (8, udp(8, 5301), false),
+        (9, udp(9, 5302), true),
+        (10, udp(10, 5303), true),
+        (11, udp(11, 5301)[..14 + 40 + 3].to_vec(), true),
+        // Behind a fragment header.
+        (12, ipv6_frame(12, SPOOFED6, 44, 5301, 0), true),
+        // IPv4 as before.
+        (13, tcp_frame(13, SPOOFED, GUARDED, 0x02, 0), false),
+        (14, tcp_frame(14, PROVEN, GUARDED, 0x02, 0), true),
+    ];
+    for (_, frame, _) in &cases {
+        sender.send(frame);
+    }
+    sender.send(&arp_frame(15));
+    let got = received_until(&tap, 15);
+    let ids: Vec<u8> = got.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids.last(), Some(&15), "the last frame did not arrive: got {ids:?}");
+    for (id, frame, arrives) in &cases {
+        if *arrives {
+            let arrived = got.iter().find(|(i, _)| i == id).map(|(_, f)| f);
+            assert_eq!(arrived, Some(frame), "frame {id} did not arrive whole: got {ids:?}");
+        } else {
+            assert!(!ids.contains(id), "frame {id} reached the TAP: got {ids:?}");
+        }
+    }
+
+    // Neither shed nor guarded: all arrive.
+    tap.set_udp_shed(&UdpShed::default()).expect("shed nothing");
+    tap.set_syn_filter(&SynFilter::default()).expect("detach the SYN filter");
+    sender.send(&syn(16));
+    sender.send(&udp(17, 5301));
+    sender.send(&arp_frame(18));
+    let ids: Vec<u8> = received_until(&tap, 18).iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, [16, 17, 18]);
 }

@@ -151,9 +151,11 @@ impl Netd {
         let pool = iface.pool().stats();
         let memory = Rc::new(Memory::new(&config, pool.capacity * pool.buf_size));
         // Frames are steered only when sent to netd's own addresses (the
-        // first IPv4 address; others reach the engine as before).
+        // first IPv4 address and the first IPv6 one configured; others,
+        // and those SLAAC forms, reach the engine as before).
         if let Some(addr) = iface.config().addresses.first() {
-            steering.set_local(iface.config().mac.0, addr.address().octets());
+            let ip6 = iface.config().ipv6.as_ref().and_then(|v6| v6.addresses.first()).map(|a| a.address().octets());
+            steering.set_local(iface.config().mac.0, addr.address().octets(), ip6);
         }
         // The filter's draws need no secrecy; a fixed seed serves if the
         // system's source fails.

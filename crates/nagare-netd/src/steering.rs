@@ -35,14 +35,25 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 /// Bytes of a frame read to steer it: Ethernet, the longest IPv4 header
-/// and the longest TCP header.
+/// (longer than IPv6's fixed one) and the longest TCP header.
 pub(crate) const HEAD_LEN: usize = 14 + 60 + 60;
 
-/// Whether a frame whose first bytes are `head` (an Ethernet and IPv4
-/// header, as [`flow_of`] found) is sent to `mac` and `ip`.
-pub(crate) fn is_for(head: &[u8], mac: [u8; 6], ip: [u8; 4]) -> bool {
-    head.get(0..6) == Some(&mac[..]) && head.get(30..34) == Some(&ip[..])
+/// Whether a frame whose first bytes are `head` (an Ethernet and IP
+/// header, as [`flow_of`] found) is sent to `mac` and, over IPv4, `ip`
+/// or, over IPv6, `ip6` (none: no IPv6 frame is).
+pub(crate) fn is_for(head: &[u8], mac: [u8; 6], ip: [u8; 4], ip6: Option<[u8; 16]>) -> bool {
+    if head.get(0..6) != Some(&mac[..]) {
+        return false;
+    }
+    match head.get(12..14) {
+        Some([0x86, 0xdd]) => ip6.is_some_and(|ip6| head.get(38..54) == Some(&ip6[..])),
+        _ => head.get(30..34) == Some(&ip[..]),
+    }
 }
+
+/// netd's own addresses, where a steered frame is sent: Ethernet, IPv4,
+/// and IPv6 if frames to one are steered.
+pub(crate) type Local = ([u8; 6], [u8; 4], Option<[u8; 16]>);
 
 /// IP protocol numbers steered.
 pub(crate) const TCP: u8 = 6;
@@ -59,25 +70,29 @@ pub(crate) struct Flow {
     pub header_len: usize,
 }
 
-/// The flow of an unfragmented IPv4 TCP or UDP frame whose headers all lie
-/// in `head`; `None` for anything else (ARP, ICMP, fragments, junk).
+/// The flow of an unfragmented IPv4 TCP or UDP frame, or an IPv6 one whose
+/// TCP or UDP header follows the fixed header, whose headers all lie in
+/// `head`; `None` for anything else (ARP, ICMP, fragments, extension
+/// headers, junk).
 pub(crate) fn flow_of(head: &[u8]) -> Option<Flow> {
     let byte = |i: usize| head.get(i).copied();
     let word = |i: usize| Some(u16::from_be_bytes([byte(i)?, byte(i + 1)?]));
-    if word(12)? != 0x0800 {
-        return None;
-    }
-    let vihl = byte(14)?;
-    let ihl = usize::from(vihl & 0x0f) * 4;
-    if vihl >> 4 != 4 || ihl < 20 {
-        return None;
-    }
-    // More fragments, or an offset: not the whole datagram.
-    if word(20)? & 0x3fff != 0 {
-        return None;
-    }
-    let proto = byte(23)?;
-    let l4 = 14 + ihl;
+    let (proto, l4) = match word(12)? {
+        0x0800 => {
+            let vihl = byte(14)?;
+            let ihl = usize::from(vihl & 0x0f) * 4;
+            if vihl >> 4 != 4 || ihl < 20 {
+                return None;
+            }
+            // More fragments, or an offset: not the whole datagram.
+            if word(20)? & 0x3fff != 0 {
+                return None;
+            }
+            (byte(23)?, 14 + ihl)
+        }
+        0x86dd if byte(14)? >> 4 == 6 => (byte(20)?, 14 + 40),
+        _ => return None,
+    };
     let l4_len = match proto {
         UDP => 8,
         TCP => usize::from(byte(l4 + 12)? >> 4) * 4,
@@ -172,7 +187,7 @@ pub(crate) struct Steering {
     driver_running: Cell<bool>,
     /// netd's own addresses (only frames to them are steered), and whether
     /// the driver has not been told them yet.
-    local: Cell<Option<([u8; 6], [u8; 4])>>,
+    local: Cell<Option<Local>>,
     local_changed: Cell<bool>,
     released: Rc<RefCell<Vec<(u64, u32, u64)>>>,
     serial: Cell<u64>,
@@ -306,16 +321,17 @@ impl Steering {
     }
 
     /// netd's own addresses: a frame is steered only if it is sent to
-    /// them (a VNI floods frames for other stations to every port).
-    pub fn set_local(&self, mac: [u8; 6], ip: [u8; 4]) {
-        self.local.set(Some((mac, ip)));
+    /// them (a VNI floods frames for other stations to every port); an
+    /// IPv6 frame only with `ip6`.
+    pub fn set_local(&self, mac: [u8; 6], ip: [u8; 4], ip6: Option<[u8; 16]>) {
+        self.local.set(Some((mac, ip, ip6)));
         self.local_changed.set(self.enabled);
     }
 
     /// Whether `head` (a frame's first bytes, with a flow) is addressed
-    /// to netd's own Ethernet and IPv4 addresses.
+    /// to netd's own Ethernet and IP addresses.
     fn for_us(&self, head: &[u8]) -> bool {
-        self.local.get().is_some_and(|(mac, ip)| is_for(head, mac, ip))
+        self.local.get().is_some_and(|(mac, ip, ip6)| is_for(head, mac, ip, ip6))
     }
 
     /// The client that owns local port `port`, if one alone does.
@@ -351,8 +367,8 @@ impl Steering {
     pub fn take_updates(&self) -> Vec<SteerChange> {
         let mut out = Vec::new();
         if self.local_changed.replace(false) {
-            if let Some((mac, ip)) = self.local.get() {
-                out.push(SteerChange::Local { mac, ip });
+            if let Some((mac, ip, ip6)) = self.local.get() {
+                out.push(SteerChange::Local { mac, ip, ip6 });
             }
         }
         let updates = std::mem::take(&mut *self.updates.borrow_mut());
@@ -370,7 +386,7 @@ impl Steering {
         self.driver_running.set(true);
         self.local_changed.set(false);
         let mut out: Vec<SteerChange> =
-            self.local.get().map(|(mac, ip)| SteerChange::Local { mac, ip }).into_iter().collect();
+            self.local.get().map(|(mac, ip, ip6)| SteerChange::Local { mac, ip, ip6 }).into_iter().collect();
         let ports = self.ports.borrow();
         let mut owned: Vec<SteerChange> = ports
             .iter()
@@ -617,6 +633,7 @@ mod tests {
 
     const MAC: [u8; 6] = [2, 0, 0x5e, 0, 0, 2];
     const IP: [u8; 4] = [10, 0, 0, 2];
+    const IP6: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
 
     /// An Ethernet + IPv4 frame to `MAC` and `IP`, of `proto` to local
     /// port `port`, with a
@@ -635,6 +652,54 @@ mod tests {
         }
         f.extend_from_slice(payload);
         f
+    }
+
+    /// An Ethernet + IPv6 frame to `MAC` and `IP6` whose next header is
+    /// `next`, of `proto` to local port `port` with a transport header of
+    /// `l4_len` bytes right after the fixed header, and `payload`.
+    fn frame6(next: u8, proto: u8, port: u16, l4_len: usize, payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 40 + l4_len];
+        f[0..6].copy_from_slice(&MAC);
+        f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        f[14] = 0x60;
+        f[20] = next;
+        f[38..54].copy_from_slice(&IP6);
+        f[54 + 2..54 + 4].copy_from_slice(&port.to_be_bytes());
+        if proto == TCP {
+            f[54 + 12] = ((l4_len / 4) as u8) << 4;
+        }
+        f.extend_from_slice(payload);
+        f
+    }
+
+    #[test]
+    fn ipv6_flows_are_read_from_tcp_and_udp_right_after_the_fixed_header_only() {
+        let udp = frame6(UDP, UDP, 7000, 8, b"x");
+        assert_eq!(flow_of(&udp), Some(Flow { proto: UDP, port: 7000, header_len: 62 }));
+        assert_eq!(flow_of(&frame6(TCP, TCP, 80, 32, b"")), Some(Flow { proto: TCP, port: 80, header_len: 86 }));
+        // Hop-by-hop options, routing, a fragment header, destination
+        // options, ICMPv6.
+        for next in [0, 43, 44, 60, 58] {
+            assert_eq!(flow_of(&frame6(next, UDP, 7000, 8, b"x")), None, "next header {next}");
+        }
+        let mut v4 = udp.clone();
+        v4[14] = 0x45;
+        assert_eq!(flow_of(&v4), None, "not version 6");
+        let whole = frame6(TCP, TCP, 80, 60, b"");
+        for n in 0..whole.len() {
+            assert_eq!(flow_of(&whole[..n]), None, "{n} bytes");
+        }
+        // Sent to netd's IPv6 address, and only when it has one.
+        assert!(is_for(&udp, MAC, IP, Some(IP6)));
+        assert!(!is_for(&udp, MAC, IP, None));
+        let mut other = IP6;
+        other[15] = 3;
+        assert!(!is_for(&udp, MAC, IP, Some(other)));
+        assert!(!is_for(&udp, [2, 0, 0x5e, 0, 0, 3], IP, Some(IP6)));
+        // The IPv4 check is unchanged beside it.
+        let four = frame(UDP, 7000, 8, b"x");
+        assert!(is_for(&four, MAC, IP, None) && is_for(&four, MAC, IP, Some(IP6)));
+        assert!(!is_for(&four, MAC, [10, 0, 0, 3], Some(IP6)));
     }
 
     #[test]
@@ -685,12 +750,15 @@ mod tests {
         }
         s.bind(UDP, 9, 4);
         assert_eq!(s.take_updates(), vec![SteerChange::Port { proto: UDP, port: 9, key: Some(4) }]);
-        s.set_local(MAC, IP);
+        s.set_local(MAC, IP, Some(IP6));
         s.unbind(UDP, 9);
         s.bind(UDP, 10, 5);
         assert_eq!(
             s.table(),
-            vec![SteerChange::Local { mac: MAC, ip: IP }, SteerChange::Port { proto: UDP, port: 10, key: Some(5) }]
+            vec![
+                SteerChange::Local { mac: MAC, ip: IP, ip6: Some(IP6) },
+                SteerChange::Port { proto: UDP, port: 10, key: Some(5) }
+            ]
         );
         assert!(s.take_updates().is_empty());
         let off = Steering::new(false);
@@ -778,7 +846,7 @@ mod tests {
         let view = |i: u32| pool.shared(i, 0, 2048).unwrap();
         let engine = BufferPool::new(2048, 8);
         let s = Steering::new(true);
-        s.set_local(MAC, IP);
+        s.set_local(MAC, IP, Some(IP6));
         s.add_client(1, pool.area_base(), 2048, vec![(0, view(0)), (1, view(1))]);
         s.bind(UDP, 7000, 1);
         s.bind(UDP, 7001, 2);
@@ -821,6 +889,23 @@ mod tests {
         elsewhere[33] = 3;
         write(1, &elsewhere);
         assert!(matches!(s.receive(&engine, 1, &[(1, RX_HEADROOM as u32, elsewhere.len() as u32)]), Steered::Refused));
+        // Over IPv6, to netd's address: lent in place.
+        s.to_post(1, 8);
+        let good6 = frame6(UDP, UDP, 7000, 8, b"payload");
+        write(1, &good6);
+        let Steered::InPlace(p) = s.receive(&engine, 1, &[(1, RX_HEADROOM as u32, good6.len() as u32)]) else {
+            panic!("not in place")
+        };
+        assert_eq!(p.to_vec(), good6);
+        assert_eq!(p.slice_count(), 2);
+        drop(p);
+        s.settle();
+        // To another IPv6 address: refused.
+        s.to_post(1, 8);
+        let mut elsewhere6 = good6.clone();
+        elsewhere6[53] = 3;
+        write(1, &elsewhere6);
+        assert!(matches!(s.receive(&engine, 1, &[(1, RX_HEADROOM as u32, elsewhere6.len() as u32)]), Steered::Refused));
         assert_eq!(s.pool_size(1), 2);
     }
 
@@ -835,7 +920,7 @@ mod tests {
         let view = |i: u32| pool.shared(i, 0, 2048).unwrap();
         let engine = BufferPool::new(2048, 8);
         let s = Steering::new(true);
-        s.set_local(MAC, IP);
+        s.set_local(MAC, IP, None);
         s.add_client(1, pool.area_base(), 2048, vec![(0, view(0)), (1, view(1)), (2, view(2))]);
         s.bind(TCP, 80, 1);
         let _ = s.to_post(1, 8);

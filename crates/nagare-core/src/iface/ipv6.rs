@@ -274,7 +274,8 @@ impl Interface {
             }
             IpProtocol::Tcp => {
                 packet.trim_front(IPV6_HEADER_LEN + chain.offset);
-                self.receive_tcp6(repr, packet, link_multicast, now);
+                let after_fixed_header = chain.offset == 0 && !reassembled;
+                self.receive_tcp6(repr, packet, link_multicast, after_fixed_header, now);
             }
             IpProtocol::Ipv6NoNxt => self.counters.drop_ip6_no_next_header += 1,
             _ => {

@@ -15,6 +15,18 @@ use crate::time::Instant;
 use core::net::{IpAddr, SocketAddr};
 use nagare_wire::{IpProtocol, Ipv4Repr, Ipv6Repr, TcpFlags, TcpPacket, TcpRepr, TcpSeqNumber};
 
+/// How a received segment came.
+#[derive(Clone, Copy)]
+struct Route {
+    /// To one host at both layers (not to a broadcast or multicast
+    /// address).
+    point_to_point: bool,
+    /// In a packet a device's SYN filter reads
+    /// (`syn_guard::SynFilter`): IPv4, or IPv6 with the TCP header right
+    /// after the fixed header, as received.
+    device_read: bool,
+}
+
 /// A RST answering `seg`, which reached no connection (RFC 9293 3.10.7.1).
 fn reset_for(seg: &TcpRepr, payload_len: usize) -> TcpRepr {
     let (seq, ack) = match seg.ack_number {
@@ -34,27 +46,31 @@ impl Interface {
     /// addresses, under IP header `ip`.
     pub(crate) fn receive_tcp(&mut self, ip: &Ipv4Repr, payload: PacketBuf, now: Instant) {
         let point_to_point = !(self.rx_link_broadcast || self.is_broadcast(ip.dst_addr));
-        self.receive_tcp_segment(ip.src_addr.into(), ip.dst_addr.into(), point_to_point, payload, now);
+        let route = Route { point_to_point, device_read: true };
+        self.receive_tcp_segment(ip.src_addr.into(), ip.dst_addr.into(), route, payload, now);
     }
 
     /// A TCP segment over IPv6 (`payload`: header and data) for one of our
     /// addresses, under IP header `ip`; `link_multicast`: the frame came
-    /// to a link-layer group address.
-    pub(crate) fn receive_tcp6(&mut self, ip: &Ipv6Repr, payload: PacketBuf, link_multicast: bool, now: Instant) {
-        let point_to_point = !(link_multicast || ip.dst_addr.is_multicast());
-        self.receive_tcp_segment(ip.src_addr.into(), ip.dst_addr.into(), point_to_point, payload, now);
-    }
-
-    /// A TCP segment from `src` to `dst` (both of one family); a segment
-    /// that did not come `point_to_point` is dropped.
-    fn receive_tcp_segment(
+    /// to a link-layer group address; `after_fixed_header`: the TCP header
+    /// followed the fixed IPv6 header of the packet received (no extension
+    /// header, no reassembly), where a device's SYN filter reads it.
+    pub(crate) fn receive_tcp6(
         &mut self,
-        src: IpAddr,
-        dst: IpAddr,
-        point_to_point: bool,
-        mut payload: PacketBuf,
+        ip: &Ipv6Repr,
+        payload: PacketBuf,
+        link_multicast: bool,
+        after_fixed_header: bool,
         now: Instant,
     ) {
+        let point_to_point = !(link_multicast || ip.dst_addr.is_multicast());
+        let route = Route { point_to_point, device_read: after_fixed_header };
+        self.receive_tcp_segment(ip.src_addr.into(), ip.dst_addr.into(), route, payload, now);
+    }
+
+    /// A TCP segment from `src` to `dst` (both of one family) that came
+    /// by `route`; a segment that did not come point to point is dropped.
+    fn receive_tcp_segment(&mut self, src: IpAddr, dst: IpAddr, route: Route, mut payload: PacketBuf, now: Instant) {
         let mut scratch = [0u8; 60];
         let Some(fixed) = linear_prefix(&payload, 20, &mut scratch) else {
             self.counters.drop_tcp_malformed += 1;
@@ -87,7 +103,7 @@ impl Interface {
             self.counters.drop_tcp_malformed += 1;
             return;
         };
-        if !point_to_point {
+        if !route.point_to_point {
             self.counters.drop_tcp_broadcast += 1;
             return;
         }
@@ -111,7 +127,7 @@ impl Interface {
             self.counters.tcp_time_wait_reused += 1;
         }
         match self.tcp.listener_for(local) {
-            Some(l) => self.segment_to_listener(l, local, remote, &repr, payload, now),
+            Some(l) => self.segment_to_listener(l, local, remote, &repr, payload, route.device_read, now),
             None => {
                 self.counters.drop_tcp_no_socket += 1;
                 if !repr.flags.contains(TcpFlags::RST) {
@@ -194,6 +210,9 @@ impl Interface {
         self.tcp.deferred = deferred;
     }
 
+    /// A segment to listener `l`; `device_read`: its packet is one a
+    /// device's SYN filter reads (`Route`).
+    #[allow(clippy::too_many_arguments)]
     fn segment_to_listener(
         &mut self,
         l: TcpListenerHandle,
@@ -201,6 +220,7 @@ impl Interface {
         remote: SocketAddr,
         repr: &TcpRepr,
         payload: PacketBuf,
+        device_read: bool,
         now: Instant,
     ) {
         let flags = repr.flags;
@@ -268,7 +288,7 @@ impl Interface {
         }
         if listener.half_open >= listener.backlog {
             let draw = syn_draw(self.tcp.key, remote, repr.seq_number, now);
-            if !self.tcp.syn_guard.admit(remote.ip(), local.port(), draw, now) {
+            if !self.tcp.syn_guard.admit(remote.ip(), local.port(), draw, device_read, now) {
                 self.counters.drop_tcp_syn_guard += 1;
                 return;
             }

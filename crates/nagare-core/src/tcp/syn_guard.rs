@@ -20,9 +20,11 @@
 //! reads it (a TAP, with a socket filter run in the sender's system
 //! call) applies the same decision earlier, from [`SynFilter`], and
 //! then the engine does not draw a second time for the ports the filter
-//! names. The filter lists the [`MAX_FILTER_PROVEN`] most recently proven
-//! peers (the guard remembers [`MAX_PROVEN`]); it is republished at most
-//! once per measuring window. Without such a device the engine drops
+//! names, IPv4 and IPv6 alike. The filter lists the
+//! [`MAX_FILTER_PROVEN`] most recently proven IPv4 peers and the
+//! [`MAX_FILTER_PROVEN6`] most recently proven IPv6 ones (the guard
+//! remembers [`MAX_PROVEN`] of both); it is republished at most once per
+//! measuring window. Without such a device the engine drops
 //! what the draw refuses before making a cookie.
 //!
 //! Memory is bounded: [`MAX_PROVEN`] peers, [`MAX_FILTER_PORTS`] ports.
@@ -30,7 +32,7 @@
 use crate::hash::{KeyedState, SipKey};
 use crate::time::Instant;
 use alloc::vec::Vec;
-use core::net::{IpAddr, Ipv4Addr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use core::time::Duration;
 use hashbrown::HashMap;
 
@@ -44,6 +46,10 @@ pub const MAX_PROVEN: usize = 1024;
 /// Proven peers a [`SynFilter`] lists at most (the most recent): what a
 /// classic BPF program reaches with its one-byte jumps.
 pub const MAX_FILTER_PROVEN: usize = 200;
+
+/// Proven IPv6 peers a [`SynFilter`] lists at most (the most recent):
+/// each costs a classic BPF program four comparisons of a word.
+pub const MAX_FILTER_PROVEN6: usize = 64;
 
 /// Listening ports a [`SynFilter`] lists at most.
 pub const MAX_FILTER_PORTS: usize = 8;
@@ -60,9 +66,11 @@ const MIN_ADMIT: u32 = u32::MAX / 4096;
 
 /// What a device may apply before the engine reads a frame: a TCP SYN
 /// (SYN set, ACK and RST clear) in an IPv4 packet that is not a later
-/// fragment, to one of `ports`, from an address not in `proven`, is
-/// dropped unless a fresh uniformly random `u32` is at most `admit`.
-/// Everything else passes: IPv6 SYNs meet the engine's own draw.
+/// fragment, or in an IPv6 packet whose TCP header follows the fixed
+/// header, to one of `ports`, from an address not in `proven` or
+/// `proven6`, is dropped unless a fresh uniformly random `u32` is at most
+/// `admit`. Everything else passes (an IPv6 SYN behind an extension
+/// header meets the engine's own draw).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SynFilter {
     /// Changes whenever anything below does; a device applies each
@@ -72,15 +80,24 @@ pub struct SynFilter {
     pub engaged: bool,
     /// Listening ports under the flood.
     pub ports: Vec<u16>,
-    /// Peers that always pass, at most [`MAX_FILTER_PROVEN`].
+    /// IPv4 peers that always pass, at most [`MAX_FILTER_PROVEN`].
     pub proven: Vec<Ipv4Addr>,
+    /// IPv6 peers that always pass, at most [`MAX_FILTER_PROVEN6`].
+    pub proven6: Vec<Ipv6Addr>,
     /// The admitted fraction of the rest, out of `u32::MAX`.
     pub admit: u32,
 }
 
 impl Default for SynFilter {
     fn default() -> Self {
-        SynFilter { generation: 0, engaged: false, ports: Vec::new(), proven: Vec::new(), admit: u32::MAX }
+        SynFilter {
+            generation: 0,
+            engaged: false,
+            ports: Vec::new(),
+            proven: Vec::new(),
+            proven6: Vec::new(),
+            admit: u32::MAX,
+        }
     }
 }
 
@@ -197,8 +214,12 @@ impl SynGuard {
 
     /// Decides on a SYN from `peer` to a listener on `port` whose SYN
     /// queue is full; `draw` is a uniformly distributed number the
-    /// sender cannot predict.
-    pub(super) fn admit(&mut self, peer: IpAddr, port: u16, draw: u32, now: Instant) -> bool {
+    /// sender cannot predict. `device_read`: the SYN came in a packet the
+    /// device's filter reads ([`SynFilter`]; not an IPv6 one whose TCP
+    /// header lies behind an extension header, nor one reassembled from
+    /// IPv6 fragments), so the device drew for it when its filter names
+    /// `port`.
+    pub(super) fn admit(&mut self, peer: IpAddr, port: u16, draw: u32, device_read: bool, now: Instant) -> bool {
         self.roll(now);
         if self.proven_syn(peer, now) {
             return true;
@@ -206,9 +227,7 @@ impl SynGuard {
         if !self.ports_seen.contains(&port) && self.ports_seen.len() < MAX_FILTER_PORTS {
             self.ports_seen.push(port);
         }
-        // The device's filter reads IPv4 SYNs only.
-        let filtered =
-            peer.is_ipv4() && self.filter.engaged && self.device_applies && self.filter.ports.contains(&port);
+        let filtered = device_read && self.filter.engaged && self.device_applies && self.filter.ports.contains(&port);
         if filtered {
             // The device drew for it already.
             self.arrived_filtered += 1;
@@ -278,26 +297,33 @@ impl SynGuard {
     }
 
     fn publish(&mut self, engaged: bool, ports: Vec<u16>, admit: u32) {
-        let proven = if engaged {
-            let mut recent: Vec<(Instant, Ipv4Addr)> = self
-                .proven
-                .iter()
-                .filter_map(|(a, p)| match a {
-                    IpAddr::V4(a) => Some((p.at, *a)),
-                    IpAddr::V6(_) => None,
-                })
-                .collect();
-            recent.sort_unstable_by(|x, y| y.cmp(x));
-            recent.truncate(MAX_FILTER_PROVEN);
-            let mut listed: Vec<Ipv4Addr> = recent.into_iter().map(|(_, a)| a).collect();
-            listed.sort_unstable();
-            listed
+        let (proven, proven6) = if engaged {
+            let v4 = self.proven.iter().filter_map(|(a, p)| match a {
+                IpAddr::V4(a) => Some((p.at, *a)),
+                IpAddr::V6(_) => None,
+            });
+            let v6 = self.proven.iter().filter_map(|(a, p)| match a {
+                IpAddr::V4(_) => None,
+                IpAddr::V6(a) => Some((p.at, *a)),
+            });
+            (most_recent(v4, MAX_FILTER_PROVEN), most_recent(v6, MAX_FILTER_PROVEN6))
         } else {
-            Vec::new()
+            (Vec::new(), Vec::new())
         };
         self.proven_dirty = false;
-        self.filter = SynFilter { generation: self.filter.generation + 1, engaged, ports, proven, admit };
+        let generation = self.filter.generation + 1;
+        self.filter = SynFilter { generation, engaged, ports, proven, proven6, admit };
     }
+}
+
+/// The `max` addresses of `peers` proven last, in address order.
+fn most_recent<A: Ord + Copy>(peers: impl Iterator<Item = (Instant, A)>, max: usize) -> Vec<A> {
+    let mut recent: Vec<(Instant, A)> = peers.collect();
+    recent.sort_unstable_by(|x, y| y.cmp(x));
+    recent.truncate(max);
+    let mut listed: Vec<A> = recent.into_iter().map(|(_, a)| a).collect();
+    listed.sort_unstable();
+    listed
 }
 
 #[cfg(test)]
@@ -338,7 +364,7 @@ mod tests {
                 now += step;
                 continue;
             }
-            if guard.admit(spoofed(n), 80, draw, now) {
+            if guard.admit(spoofed(n), 80, draw, true, now) {
                 admitted += 1;
             }
             n = n.wrapping_add(1);
@@ -371,7 +397,7 @@ mod tests {
         // The first window passes everything; after it, about the budget.
         assert!((40_000..100_000).contains(&admitted), "admitted {admitted} of 800,000");
         for draw in [0, u32::MAX / 2, u32::MAX] {
-            assert!(guard.admit(PEER, 80, draw, now));
+            assert!(guard.admit(PEER, 80, draw, true, now));
         }
         assert_eq!(guard.engaged_count(), 1);
     }
@@ -421,7 +447,7 @@ mod tests {
         let before = guard.filter().generation;
         guard.prove(PEER, now);
         assert_eq!(guard.filter().generation, before, "no new filter per handshake");
-        assert!(guard.admit(PEER, 80, u32::MAX, now));
+        assert!(guard.admit(PEER, 80, u32::MAX, true, now));
         // The flood goes on past the window's end.
         let (_, now) = flood(&mut guard, now, WINDOW + Duration::from_millis(10), 100_000);
         assert!(guard.filter().engaged);
@@ -457,11 +483,11 @@ mod tests {
         // 250 SYNs in a window are its share of a 1,000-a-second budget.
         let mut now = start;
         for _ in 0..250 {
-            assert!(guard.admit(PEER, 80, u32::MAX, now));
+            assert!(guard.admit(PEER, 80, u32::MAX, true, now));
             now += Duration::from_micros(100);
         }
         assert!(guard.proven.contains_key(&PEER));
-        assert!(guard.admit(PEER, 80, u32::MAX, now), "not engaged: everything passes");
+        assert!(guard.admit(PEER, 80, u32::MAX, true, now), "not engaged: everything passes");
         assert!(!guard.proven.contains_key(&PEER), "the 251st demotes it");
         // A handshake proves it again.
         guard.prove(PEER, now);
@@ -475,10 +501,10 @@ mod tests {
         assert_eq!(guard.filter().ports, [80]);
         guard.set_device_applies(true);
         // Port 80 is the device's: what reaches the engine passed its draw.
-        assert!(guard.admit(spoofed(1), 80, u32::MAX, now));
+        assert!(guard.admit(spoofed(1), 80, u32::MAX, true, now));
         // Port 81 is not in the filter: the engine draws.
-        assert!(!guard.admit(spoofed(2), 81, u32::MAX, now));
-        assert!(guard.admit(spoofed(3), 81, 0, now));
+        assert!(!guard.admit(spoofed(2), 81, u32::MAX, true, now));
+        assert!(guard.admit(spoofed(3), 81, 0, true, now));
     }
 
     #[test]
@@ -491,15 +517,40 @@ mod tests {
     }
 
     #[test]
-    fn ipv6_syns_meet_the_engine_s_draw_even_on_ports_the_device_filters() {
+    fn the_device_draws_for_ipv6_syns_it_reads_and_the_engine_for_those_it_does_not() {
         let mut guard = SynGuard::new(KEY);
         guard.set_device_applies(true);
         let (_, now) = flood(&mut guard, Instant::from_secs(1), Duration::from_secs(1), 200_000);
         assert!(guard.filter().engaged && guard.filter().ports.contains(&80));
-        let six = IpAddr::V6(core::net::Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 9));
-        assert!(!guard.admit(six, 80, u32::MAX, now), "no device drew for it: the engine does");
-        assert!(guard.admit(spoofed(7), 80, u32::MAX, now), "an IPv4 SYN passed the device's draw");
+        let six = IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 9));
+        assert!(guard.admit(six, 80, u32::MAX, true, now), "an IPv6 SYN passed the device's draw");
+        assert!(!guard.admit(six, 80, u32::MAX, false, now), "behind an extension header: the engine draws");
+        assert!(guard.admit(six, 80, 0, false, now));
+        assert!(!guard.admit(six, 81, u32::MAX, true, now), "a port the device does not filter");
+        assert!(guard.admit(spoofed(7), 80, u32::MAX, true, now), "an IPv4 SYN passed the device's draw");
         guard.prove(six, now);
-        assert!(guard.admit(six, 80, u32::MAX, now), "a proven IPv6 peer passes");
+        assert!(guard.admit(six, 80, u32::MAX, false, now), "a proven IPv6 peer passes");
+    }
+
+    #[test]
+    fn the_filter_lists_the_most_recently_proven_ipv6_peers_beside_the_ipv4_ones() {
+        let mut guard = SynGuard::new(KEY);
+        let six = |i: u16| Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 1, i);
+        let total = MAX_FILTER_PROVEN6 as u16 + 5;
+        for i in 0..total {
+            guard.prove(IpAddr::V6(six(i)), Instant::from_millis(u64::from(i) + 1));
+        }
+        guard.prove(PEER, Instant::from_millis(500));
+        let (_, _) = flood(&mut guard, Instant::from_secs(1), Duration::from_secs(1), 100_000);
+        let filter = guard.filter();
+        assert!(filter.engaged);
+        assert_eq!(filter.proven, [PEER4]);
+        let expected: Vec<Ipv6Addr> = (5..total).map(six).collect();
+        assert_eq!(filter.proven6, expected, "the most recent, in address order");
+        let (_, now) = flood(&mut guard, Instant::from_secs(2), Duration::from_secs(1), 100_000);
+        guard.poll(now + WINDOW);
+        guard.poll(now + WINDOW * 2);
+        assert!(!guard.filter().engaged);
+        assert!(guard.filter().proven6.is_empty());
     }
 }

@@ -11,7 +11,7 @@
 //! | `RX_FREE` | a receive buffer back to the driver | buffer |
 //! | `RX_CLIENT_FREE` | a buffer of an application's region netd keeps for receiving, for that application's steered frames | aux1 client key; buffer |
 //! | `STEER` | frames to a local port go to one client's buffers (aux1 its key), or (flags `UNSTEERED`) to the driver region again | aux0 protocol << 16 \| port; id serial |
-//! | `LOCAL` | netd's own addresses: only frames to them are steered | aux0 Ethernet address, aux2 IPv4 address; id serial |
+//! | `LOCAL` | netd's own addresses: only frames to them are steered | aux0 Ethernet address, aux2 IPv4 address, aux1 and aux3 the high and low halves of the IPv6 address (0: none); id serial |
 //!
 //! Ring 1 (driver → netd):
 //!
@@ -257,6 +257,8 @@ pub enum SteerChange {
         mac: [u8; 6],
         /// Its IPv4 address.
         ip: [u8; 4],
+        /// Its IPv6 address, if frames to one are steered (never `::`).
+        ip6: Option<[u8; 16]>,
     },
 }
 
@@ -270,12 +272,13 @@ impl SteerChange {
                 aux: [u64::from(proto) << 16 | u64::from(port), key.unwrap_or(0), 0, 0],
                 ..Default::default()
             },
-            SteerChange::Local { mac, ip } => {
+            SteerChange::Local { mac, ip, ip6 } => {
                 let mut m = [0u8; 8];
                 m[..6].copy_from_slice(&mac);
+                let six = ip6.map_or(0, u128::from_be_bytes);
                 Descriptor {
                     kind: LOCAL,
-                    aux: [u64::from_le_bytes(m), 0, u64::from(u32::from_be_bytes(ip)), 0],
+                    aux: [u64::from_le_bytes(m), (six >> 64) as u64, u64::from(u32::from_be_bytes(ip)), six as u64],
                     ..Default::default()
                 }
             }
@@ -296,7 +299,9 @@ impl SteerChange {
                 let mut mac = [0u8; 6];
                 mac.copy_from_slice(&m[..6]);
                 let ip = u32::try_from(d.aux[2]).ok()?.to_be_bytes();
-                Some(SteerChange::Local { mac, ip })
+                let six = u128::from(d.aux[1]) << 64 | u128::from(d.aux[3]);
+                let ip6 = (six != 0).then(|| six.to_be_bytes());
+                Some(SteerChange::Local { mac, ip, ip6 })
             }
             _ => None,
         }
@@ -352,7 +357,12 @@ mod tests {
         for c in [
             SteerChange::Port { proto: 17, port: 7000, key: Some(3) },
             SteerChange::Port { proto: 6, port: 65535, key: None },
-            SteerChange::Local { mac: [2, 0, 0x5e, 1, 2, 3], ip: [10, 0, 0, 2] },
+            SteerChange::Local { mac: [2, 0, 0x5e, 1, 2, 3], ip: [10, 0, 0, 2], ip6: None },
+            SteerChange::Local {
+                mac: [2, 0, 0x5e, 1, 2, 3],
+                ip: [10, 0, 0, 2],
+                ip6: Some([0xfd, 0, 0, 0, 0, 0, 0, 1, 0x80, 0, 0, 0, 0, 0, 0, 2]),
+            },
         ] {
             assert_eq!(SteerChange::of(&c.descriptor()), Some(c));
         }

@@ -118,6 +118,7 @@ pub(crate) trait QueueMap {
     fn steer(&mut self, proto: u8, port: u16, queue: u32) -> io::Result<()>;
     fn unsteer(&mut self, proto: u8, port: u16) -> io::Result<()>;
     fn set_local(&mut self, ip: u32) -> io::Result<()>;
+    fn set_local6(&mut self, ip: Option<[u8; 16]>) -> io::Result<()>;
 }
 
 impl QueueMap for PortMap {
@@ -129,6 +130,9 @@ impl QueueMap for PortMap {
     }
     fn set_local(&mut self, ip: u32) -> io::Result<()> {
         PortMap::set_local(self, ip)
+    }
+    fn set_local6(&mut self, ip: Option<[u8; 16]>) -> io::Result<()> {
+        PortMap::set_local6(self, ip)
     }
 }
 
@@ -208,9 +212,11 @@ impl RxQueues {
         Ok(())
     }
 
-    /// Only frames to `ip` (netd's) are steered.
-    pub fn set_local(&mut self, ip: [u8; 4]) -> io::Result<()> {
-        self.map.set_local(u32::from_be_bytes(ip))
+    /// Only frames to `ip` or `ip6` (netd's) are steered; no IPv6 frame
+    /// without `ip6`.
+    pub fn set_local(&mut self, ip: [u8; 4], ip6: Option<[u8; 16]>) -> io::Result<()> {
+        self.map.set_local(u32::from_be_bytes(ip))?;
+        self.map.set_local6(ip6)
     }
 
     /// Frames to `(proto, port)` go to the TAP's first queue again.
@@ -309,6 +315,9 @@ mod tests {
             Ok(())
         }
         fn set_local(&mut self, _ip: u32) -> io::Result<()> {
+            Ok(())
+        }
+        fn set_local6(&mut self, _ip: Option<[u8; 16]>) -> io::Result<()> {
             Ok(())
         }
     }
@@ -426,6 +435,9 @@ mod tests {
                 Err(io::Error::from_raw_os_error(libc::EPERM))
             }
             fn set_local(&mut self, _: u32) -> io::Result<()> {
+                Ok(())
+            }
+            fn set_local6(&mut self, _: Option<[u8; 16]>) -> io::Result<()> {
                 Ok(())
             }
         }

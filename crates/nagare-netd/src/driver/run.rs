@@ -20,7 +20,7 @@ use super::messages::{
     TX_PIECE, UNDELIVERED,
 };
 use super::queues::{RxQueues, MAX_RX_QUEUES};
-use crate::steering::{flow_of, is_for, HEAD_LEN};
+use crate::steering::{flow_of, is_for, Local, HEAD_LEN};
 use crate::view::{Release, View};
 use nagare_core::buf::{BufferPool, Offload, PacketBuf};
 use nagare_dev::{Device, FrameInPlace, MonotonicClock, PortMap, RX_HEADROOM};
@@ -220,9 +220,9 @@ struct Driver {
     steer: HashMap<(u8, u16), u64>,
     /// A multi-queue TAP's queues beside the first, one per client.
     queues: Option<RxQueues>,
-    /// netd's Ethernet and IPv4 addresses: only frames to them are
+    /// netd's Ethernet and IP addresses: only frames to them are
     /// steered (none until netd says).
-    local: Option<([u8; 6], [u8; 4])>,
+    local: Option<Local>,
     /// The serial of the last steering change applied, and of the last
     /// one netd was told is in force (`STEERED`).
     steer_applied: u64,
@@ -455,9 +455,9 @@ impl Driver {
                 self.steer.remove(&(proto, port));
                 self.queues.as_mut().map_or(Ok(()), |q| q.forget(proto, port, serial))
             }
-            SteerChange::Local { mac, ip } => {
-                self.local = Some((mac, ip));
-                self.queues.as_mut().map_or(Ok(()), |q| q.set_local(ip))
+            SteerChange::Local { mac, ip, ip6 } => {
+                self.local = Some((mac, ip, ip6));
+                self.queues.as_mut().map_or(Ok(()), |q| q.set_local(ip, ip6))
             }
         };
         if written.is_err() {
@@ -521,8 +521,8 @@ impl Driver {
             }
         }
         let mut queues = RxQueues::new(Box::new(PortMap::from_fd(map)), devices);
-        if let Some((_, ip)) = self.local {
-            if queues.set_local(ip).is_err() {
+        if let Some((_, ip, ip6)) = self.local {
+            if queues.set_local(ip, ip6).is_err() {
                 self.stats.bad_messages += 1;
             }
         }
@@ -837,7 +837,7 @@ impl Driver {
             // Only frames sent to netd itself: a VNI floods frames for
             // other stations to every port.
             let flow = if frame.copy_out(0, &mut head[..n]) { flow_of(&head[..n]) } else { None }
-                .filter(|_| local.is_some_and(|(mac, ip)| is_for(&head[..n], mac, ip)));
+                .filter(|_| local.is_some_and(|(mac, ip, ip6)| is_for(&head[..n], mac, ip, ip6)));
             let key = flow.and_then(|f| steer.get(&(f.proto, f.port)).copied());
             if let Some((key, c)) = key.and_then(|k| clients.get_mut(&k).map(|c| (k, c))) {
                 // One client buffer, or several in a row for a frame

@@ -171,15 +171,14 @@ impl Filter {
     /// Whether a datagram for a receiver at `dest`, which its queue would
     /// take, is dropped for its low priority while the receive path drops
     /// (A and B1); its priority counts towards the best of the period.
-    /// `shed_there`: a device that sheds ([`Filter::set_shed_by_device`])
-    /// sheds datagrams of this kind (its program reads IPv4 alone, so an
-    /// IPv6 datagram is B1's here whatever the device does).
-    pub fn drops_low_priority(&mut self, dest: Destination, shed_there: bool) -> bool {
+    /// None is while a device sheds ([`Filter::set_shed_by_device`]): its
+    /// program reads every datagram the filter does (IPv4 unfragmented,
+    /// IPv6 with the UDP header after the fixed header) and drew for it.
+    pub fn drops_low_priority(&mut self, dest: Destination) -> bool {
         self.best_now = self.best_now.min(dest.priority);
         let high = self.is_high(dest);
         self.high_seen += u64::from(high);
-        let device_sheds = self.shed_by_device && shed_there;
-        !high && !device_sheds && self.probability > 0 && u64::from(self.draw()) < self.probability
+        !high && !self.shed_by_device && self.probability > 0 && u64::from(self.draw()) < self.probability
     }
 
     /// What the device may shed this period, just begun

@@ -124,8 +124,7 @@ impl Inbound {
         if let (Some(filter), Some(dest)) = (&mut self.filter, &dest) {
             // The datagram that grew its queue is the memory manager's to
             // keep: the filter does not drop for a socket it grows.
-            // A device that sheds reads IPv4 datagrams alone.
-            if filter.drops_low_priority(*dest, d.dst.is_ipv4()) && !grown {
+            if filter.drops_low_priority(*dest) && !grown {
                 return Verdict::LowPriority(h);
             }
         }
