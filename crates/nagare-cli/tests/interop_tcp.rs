@@ -372,25 +372,32 @@ fn netd_steers_client_ports_to_tap_queues() {
 /// netd on a multi-queue TAP with an IPv6 address beside its IPv4 one: a
 /// TCP stream and a datagram Linux sends to the IPv6 address reach the
 /// client's sockets through the queue its ports are steered to, the
-/// stream's payload lent in place.
+/// stream's payload lent in place; through a driver thread, and with netd
+/// reading the queues itself.
 #[test]
 fn netd_steers_ipv6_client_ports_to_tap_queues() {
     const TEST: &str = "netd_steers_ipv6_client_ports_to_tap_queues";
-    const KERNEL6: &str = "fd00:80::1";
-    const NAGARE6: &str = "fd00:80::2";
     if let Some(reason) = interop_unavailable(&["nc", "ping"]) {
         return skip(TEST, &reason);
     }
-    let root = web_root("mq6", 4 << 20);
-    let ns = Netns::new("mq6");
+    for placement in ["single", "inline"] {
+        steered_ipv6_receive(placement);
+    }
+}
+
+fn steered_ipv6_receive(placement: &str) {
+    const KERNEL6: &str = "fd00:80::1";
+    const NAGARE6: &str = "fd00:80::2";
+    let root = web_root(&format!("mq6{placement}"), 4 << 20);
+    let ns = Netns::new(&format!("mq6{placement}"));
     ns.tap_with("tap0", &format!("{KERNEL}/24"), &["multi_queue"]);
     ns.ip(&["-6", "addr", "add", &format!("{KERNEL6}/64"), "dev", "tap0", "nodad"]);
-    let socket = std::env::temp_dir().join(format!("nagare-mq6-{}.sock", std::process::id()));
-    let log = std::env::temp_dir().join(format!("nagare-mq6-{}.log", std::process::id()));
+    let socket = std::env::temp_dir().join(format!("nagare-mq6{placement}-{}.sock", std::process::id()));
+    let log = std::env::temp_dir().join(format!("nagare-mq6{placement}-{}.log", std::process::id()));
     let _netd = Process::spawn(
         ns.command(nagare())
             .args(["netd", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--addr", &format!("{NAGARE6}/64")])
-            .args(["--placement", "single", "--socket"])
+            .args(["--placement", placement, "--socket"])
             .arg(&socket)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap()),
@@ -445,15 +452,20 @@ fn netd_steers_ipv6_client_ports_to_tap_queues() {
     std::thread::sleep(Duration::from_millis(400));
     let report = netd.stat().unwrap();
     let counter = |name: &str| stat_counter(&report, name);
+    let (counters, steered) = if placement == "inline" {
+        ("queues", "queues rx_steered ")
+    } else {
+        ("driver", "driver reported rx_steered ")
+    };
     assert!(
-        report.contains("driver tap_queues 7\n"),
-        "{report}\n{}",
+        report.contains(&format!("{counters} tap_queues 7\n")),
+        "{placement}: {report}\n{}",
         std::fs::read_to_string(&log).unwrap_or_default()
     );
-    assert!(counter("driver reported rx_steered ") > 10, "{report}");
-    assert_eq!(counter("driver rx_steer_refused "), 0, "{report}");
+    assert!(counter(steered) > 10, "{placement}: {report}");
+    assert_eq!(counter(&format!("{counters} rx_steer_refused ")), 0, "{report}");
     let in_place = counter("netd rx_payload_in_place ");
-    assert!(in_place > 2 << 20, "received in place {in_place} of {}: {report}", 4 << 20);
+    assert!(in_place > 2 << 20, "{placement}: received in place {in_place} of {}: {report}", 4 << 20);
     let _ = std::fs::remove_dir_all(&root);
     let _ = std::fs::remove_file(&socket);
     let _ = std::fs::remove_file(&log);
