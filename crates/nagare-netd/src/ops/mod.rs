@@ -8,7 +8,8 @@
 //! whether a request may wait, in what order, and what its completion
 //! carries is decided in one place, `crate::requests`.
 //!
-//! - `udp`: bind, sendto, recvfrom (of either family).
+//! - `udp`: bind, connect, sendto, recvfrom (of either family);
+//!   `udp_errors`: the ICMP errors a connected socket's calls report.
 //! - `tcp`: listen, accept, connect, send, recv, shutdown, set and get
 //!   options.
 //! - `icmp`: the echo (ping) socket: open, send, receive (ICMP and ICMPv6).
@@ -23,6 +24,7 @@ mod icmp;
 mod share;
 mod tcp;
 mod udp;
+mod udp_errors;
 
 pub(crate) use control::socket_priority;
 
@@ -124,6 +126,7 @@ pub(crate) fn execute(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
         Op::UdpBind | Op::UdpBind6 => udp::bind(cx, c, req),
         Op::SendTo | Op::SendTo6 => udp::send_to(cx, c, req, buf),
         Op::RecvFrom => udp::recv_from(cx, c, req, buf),
+        Op::UdpConnect => udp::connect(cx, c, req),
         Op::Listen | Op::Listen6 => tcp::listen(cx, c, req),
         Op::Accept => tcp::accept(cx, c, req),
         Op::Connect | Op::Connect6 => tcp::connect(cx, c, req),
