@@ -5,7 +5,9 @@
 //! free; UDP over IPv6 echoes with the peer, a socket on `[::]` takes
 //! IPv4 datagrams from IPv4-mapped senders and answers them, a v6-only one
 //! leaves the IPv4 port free; two clients exchange datagrams and a
-//! stream over IPv6 by netd's address and by `::1`; a ping socket pings
+//! stream over IPv6 by netd's address and by `::1`; a UDP socket and a
+//! listener bound to an IPv4-mapped address are IPv4 ones, as on Linux;
+//! a ping socket pings
 //! the peer over ICMPv6 and ICMP alike; and the requests that carry IPv6
 //! addresses, and `NAME`, are checked like every other.
 
@@ -328,7 +330,7 @@ fn ipv6_datagram_requests_are_checked_and_completions_carry_ipv6_senders() {
     send.socket = four;
     send.piece = Some(raw.give(b"x", 1));
     send.aux = [phi, plo, pport, 0];
-    assert_eq!(raw.call(send).status, -libc::EINVAL);
+    assert_eq!(raw.call(send).status, -libc::EAFNOSUPPORT, "as Linux's IPv4 socket says");
     assert!(netd.running());
 }
 
@@ -378,6 +380,70 @@ fn two_clients_talk_over_ipv6_by_netd_s_address_and_loopback() {
         let report = a.stat().expect("stat");
         assert!(stat_value(&report, "local_delivered").is_some_and(|n| n >= 8), "{report}");
         drop((a, b));
+        netd.stop();
+    }
+}
+
+/// An IPv6 socket bound to an IPv4-mapped address is bound to that IPv4
+/// address, as on Linux: it takes IPv4 datagrams (from IPv4-mapped
+/// senders) and sends over IPv4, holds the IPv4 port, and has nothing to
+/// do with IPv6 (`EAFNOSUPPORT` to an IPv6 destination; a datagram to
+/// netd's IPv6 address is not its); `V6_ONLY` refuses such an address.
+/// A listener there takes IPv4 connections, their peers IPv4-mapped.
+#[test]
+fn a_socket_bound_to_an_ipv4_mapped_address_is_bound_to_its_ipv4_address() {
+    for placement in PLACEMENTS {
+        let netd = start(placement);
+        let (a, b) = (netd.connect(), netd.connect());
+        let at = six(NETD_ADDR.to_ipv6_mapped(), 9640);
+        let s = UdpSocket::bind_via(&a, at).expect("bind an IPv4-mapped address");
+        assert_eq!(s.local_addr().unwrap(), at, "{placement:?}");
+        let e = UdpSocket::bind_via(&b, "0.0.0.0:9640").err().expect("the IPv4 port is taken");
+        assert_eq!(e.raw_os_error(), Some(libc::EADDRINUSE), "{e}");
+        let only6 = SocketAddrV6::new(NETD_ADDR.to_ipv6_mapped(), 9641, 0, 0);
+        let e = UdpSocket::bind_v6_only_via(&b, only6).err().expect("v6-only on an IPv4-mapped address");
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+
+        // IPv4 from another client, and over the link to the peer's echo.
+        let four = UdpSocket::bind_via(&b, "0.0.0.0:0").unwrap();
+        let four_at = SocketAddr::V4(SocketAddrV4::new(NETD_ADDR, four.local_addr().unwrap().port()));
+        four.send_to(b"to mapped", SocketAddrV4::new(NETD_ADDR, 9640)).unwrap();
+        assert_eq!(next_datagram(&s), (b"to mapped".to_vec(), mapped(four_at)), "{placement:?}");
+        s.send_to(b"back", mapped(four_at)).unwrap();
+        assert_eq!(next_datagram(&four), (b"back".to_vec(), SocketAddr::V4(SocketAddrV4::new(NETD_ADDR, 9640))));
+        let peer4 = SocketAddr::V4(SocketAddrV4::new(PEER_ADDR, ECHO_PORT));
+        s.send_to(b"echo", peer4).unwrap();
+        assert_eq!(next_datagram(&s), (b"echo".to_vec(), mapped(peer4)), "{placement:?}");
+
+        // Nothing of IPv6: a datagram to netd's IPv6 address on the port
+        // is not its, and it cannot send one.
+        let v6 = UdpSocket::bind_via(&b, "[::]:0").unwrap();
+        v6.send_to(b"six", six(NETD_ADDR6, 9640)).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_millis(300))).unwrap();
+        let e = s.recv_from(&mut [0u8; 16]).expect_err("no IPv6 datagram");
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "{placement:?}: {e}");
+        s.send_to(b"x", six(PEER_ADDR6, ECHO_PORT)).expect("queued");
+        let deadline = std::time::Instant::now() + LIMIT;
+        let e = loop {
+            if let Some(e) = s.take_error().unwrap() {
+                break e;
+            }
+            assert!(std::time::Instant::now() < deadline, "no error for an IPv6 send");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        };
+        assert_eq!(e.raw_os_error(), Some(libc::EAFNOSUPPORT), "{placement:?}: {e}");
+        drop((s, four, v6));
+
+        let on = six(NETD_ADDR.to_ipv6_mapped(), 9642);
+        let listener = TcpListener::bind_via(&a, on).expect("listen on an IPv4-mapped address");
+        assert_eq!(listener.local_addr().unwrap(), on);
+        let client = TcpStream::connect_timeout_via(&b, &SocketAddr::V4(SocketAddrV4::new(NETD_ADDR, 9642)), LIMIT)
+            .expect("an IPv4 connection");
+        let (_server, peer) = listener.accept().expect("accept");
+        assert_eq!(peer, mapped(client.local_addr().unwrap()), "{placement:?}");
+        let e = TcpStream::connect_timeout_via(&b, &six(NETD_ADDR6, 9642), LIMIT).err().expect("no IPv6 listener");
+        assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{placement:?}: {e}");
+        drop((listener, client, a, b));
         netd.stop();
     }
 }

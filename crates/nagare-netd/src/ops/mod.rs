@@ -213,6 +213,20 @@ fn address6(req: &Request) -> SocketAddr {
     SocketAddr::V6(decode_addr6([req.aux[0], req.aux[1], req.aux[2] & 0xffff]))
 }
 
+/// The local address of a `LISTEN6` or `UDP_BIND6`: an IPv4-mapped one
+/// (`::ffff:a.b.c.d`) is its IPv4 address, as Linux binds an `AF_INET6`
+/// socket there (IPv4 alone, its ends reported mapped by the client),
+/// and `V6_ONLY` refuses it (`EINVAL`, as Linux does).
+fn local6(req: &Request) -> Result<SocketAddr, i32> {
+    let local = address6(req);
+    let SocketAddr::V6(six) = local else { return Ok(local) };
+    match six.ip().to_ipv4_mapped() {
+        Some(_) if req.aux[2] & nagare_request::V6_ONLY != 0 => Err(libc::EINVAL),
+        Some(ip) => Ok(SocketAddr::V4(SocketAddrV4::new(ip, six.port()))),
+        None => Ok(local),
+    }
+}
+
 /// The buffer a request must have brought.
 fn buffer(buf: Option<BufRef>) -> Result<BufRef, i32> {
     buf.ok_or(libc::EFAULT)

@@ -20,7 +20,9 @@
 
 use super::deliver::{copy_to_region, received_in_place};
 use super::udp_errors::hard_errno;
-use super::{address, address6, blocked, buffer, encode_end, engine_errno, payload, Caller, Context, Done, Outcome};
+use super::{
+    address, address6, blocked, buffer, encode_end, engine_errno, local6, payload, Caller, Context, Done, Outcome,
+};
 use crate::memory::UDP_RECV_QUEUE;
 use crate::sockets::Sock;
 use crate::steering::UDP;
@@ -33,14 +35,19 @@ use std::net::{SocketAddr, SocketAddrV4};
 
 /// `UDP_BIND`: a socket on `aux[0]` (port 0: an ephemeral one);
 /// `UDP_BIND6`: on an IPv6 address (`aux[0..3]`), dual stack on `::`
-/// unless `V6_ONLY`.
+/// unless `V6_ONLY`; on an IPv4-mapped one, an IPv4 socket on its IPv4
+/// address (`local6`).
 pub(super) fn bind(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
-    let h = match (req.op, address6(req)) {
-        (Op::UdpBind6, SocketAddr::V6(six)) if six.ip().is_unspecified() && req.aux[2] & V6_ONLY == 0 => {
+    let local = match req.op {
+        Op::UdpBind6 => local6(req)?,
+        _ => SocketAddr::V4(address(req.aux[0])?),
+    };
+    let h = match local {
+        SocketAddr::V6(six) if six.ip().is_unspecified() && req.aux[2] & V6_ONLY == 0 => {
             cx.iface.udp().bind6_dual_stack(six.port())
         }
-        (Op::UdpBind6, SocketAddr::V6(six)) => cx.iface.udp().bind6(six),
-        _ => cx.iface.udp().bind(address(req.aux[0])?),
+        SocketAddr::V6(six) => cx.iface.udp().bind6(six),
+        SocketAddr::V4(four) => cx.iface.udp().bind(four),
     }
     .map_err(engine_errno)?;
     let local = cx.iface.udp_ref().socket(h).map(|u| u.local_addr()).ok_or(libc::EBADF)?;
@@ -135,7 +142,9 @@ pub(super) fn get_recv_buffer(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Re
 
 /// `SENDTO`: the buffer's bytes to `aux[0]`; `SENDTO6`: to the IPv6
 /// address in `aux[0..3]` (an IPv4-mapped one over IPv4, from a
-/// dual-stack socket; `ENETUNREACH` from a v6-only one, as Linux says).
+/// dual-stack socket or one bound to an IPv4-mapped address;
+/// `ENETUNREACH` from a v6-only one, as Linux says; an IPv6 one from a
+/// socket bound to an IPv4-mapped address, `EAFNOSUPPORT`).
 pub(super) fn send_to(
     cx: &mut Context<'_>,
     c: &mut Caller<'_>,
@@ -145,13 +154,17 @@ pub(super) fn send_to(
     let h = c.sockets.udp(req.socket)?;
     socket_error(cx, h)?;
     let dst = match (req.op, address6(req)) {
-        (Op::SendTo6, SocketAddr::V6(six)) => match six.ip().to_ipv4_mapped() {
-            Some(ip) if cx.iface.udp_ref().socket(h).is_some_and(|u| u.is_dual_stack()) => {
-                SocketAddr::V4(SocketAddrV4::new(ip, six.port()))
+        (Op::SendTo6, SocketAddr::V6(six)) => {
+            // Of IPv4: an IPv4 socket, or a dual-stack IPv6 one.
+            let four =
+                cx.iface.udp_ref().socket(h).map_or((false, false), |u| (u.local_addr().is_ipv4(), u.is_dual_stack()));
+            match (six.ip().to_ipv4_mapped(), four) {
+                (Some(ip), (true, _) | (_, true)) => SocketAddr::V4(SocketAddrV4::new(ip, six.port())),
+                (Some(_), _) => return Err(libc::ENETUNREACH),
+                (None, (true, _)) => return Err(libc::EAFNOSUPPORT),
+                (None, _) => SocketAddr::V6(six),
             }
-            Some(_) => return Err(libc::ENETUNREACH),
-            None => SocketAddr::V6(six),
-        },
+        }
         _ => SocketAddr::V4(address(req.aux[0])?),
     };
     // Delivered here, not on the device: to our own addresses, and to
