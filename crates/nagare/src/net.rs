@@ -775,16 +775,27 @@ impl UdpSocket {
         self.local.is_ipv6()
     }
 
+    /// Whether the socket is of IPv6 and bound to an IPv4-mapped address:
+    /// netd bound it to that IPv4 address, as Linux does.
+    fn is_mapped(&self) -> bool {
+        matches!(self.local, SocketAddr::V6(six) if six.ip().to_ipv4_mapped().is_some())
+    }
+
     /// The request that sends to `addr` from this socket: `SENDTO` from
     /// one of IPv4 (an IPv4-mapped address unmapped), `SENDTO6` from one
     /// of IPv6 (an IPv4 address mapped, which a dual-stack socket sends
-    /// over IPv4).
+    /// over IPv4); an IPv6 address from one bound to an IPv4-mapped
+    /// address is refused (`EAFNOSUPPORT`, as Linux says).
     pub(crate) fn send_request(&self, addr: impl ToSocketAddrs) -> io::Result<Request> {
         match in_family(first_addr(addr)?, self.is_six()) {
             SocketAddr::V4(a) => {
                 let mut r = request(Op::SendTo, self.h.id);
                 r.aux[0] = encode_addr(a);
                 Ok(r)
+            }
+            // Bound to an IPv4-mapped address, the socket is IPv4's alone.
+            SocketAddr::V6(a) if self.is_six() && a.ip().to_ipv4_mapped().is_none() && self.is_mapped() => {
+                Err(io::Error::from_raw_os_error(libc::EAFNOSUPPORT))
             }
             SocketAddr::V6(a) if self.is_six() => {
                 let mut r = request(Op::SendTo6, self.h.id);
