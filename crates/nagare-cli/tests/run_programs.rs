@@ -1041,3 +1041,78 @@ fn python_udp_over_ipv6_and_a_dual_stack_socket_through_netd() {
     assert!(report.contains("local [::]:9998"), "the v6-only socket is netd's:\n{report}");
     server.terminate(Duration::from_secs(5));
 }
+
+/// ICMP errors through netd, as Linux reports them, over IPv4 and IPv6: a
+/// connected UDP socket that sends to a kernel port nobody has gets
+/// `ECONNREFUSED` from its next receive (python3's
+/// `ConnectionRefusedError`), and `SO_ERROR` gives it once after the next
+/// send; an unconnected socket is told nothing. The client library's
+/// connected sockets, in this test's own process, alike. And an
+/// `AF_INET6` socket bound to `::ffff:` netd's IPv4 address talks IPv4
+/// with the kernel, its peer IPv4-mapped, and refuses an IPv6
+/// destination (`EAFNOSUPPORT`).
+#[test]
+fn icmp_errors_reach_connected_udp_sockets_through_netd() {
+    if let Some(reason) = interop_unavailable(&["python3", "ping"]) {
+        return skip("icmp_errors_reach_connected_udp_sockets_through_netd", &reason);
+    }
+    let s = Setup::with_families("runrefused", true);
+    let echo = format!(
+        "import socket\ns=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(({KERNEL:?}, 9995))\n\
+         d, a = s.recvfrom(100)\ns.sendto(d.upper(), a)\n"
+    );
+    let mut echo = Process::spawn(s.kernel("python3").args(["-c", &echo]));
+    std::thread::sleep(Duration::from_millis(500));
+    let script = format!(
+        "import errno, socket, time\n\
+         for fam, host in ((socket.AF_INET, {KERNEL:?}), (socket.AF_INET6, {KERNEL6:?})):\n\
+         \x20   c = socket.socket(fam, socket.SOCK_DGRAM); c.settimeout(5)\n\
+         \x20   c.connect((host, 9)); c.send(b'anyone?')\n\
+         \x20   try:\n\
+         \x20       c.recv(100); print('no error')\n\
+         \x20   except ConnectionRefusedError:\n\
+         \x20       print('refused')\n\
+         \x20   c.send(b'again'); e = 0\n\
+         \x20   for _ in range(500):\n\
+         \x20       e = c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)\n\
+         \x20       if e: break\n\
+         \x20       time.sleep(0.01)\n\
+         \x20   print(errno.errorcode.get(e), c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR))\n\
+         \x20   u = socket.socket(fam, socket.SOCK_DGRAM); u.settimeout(0.5)\n\
+         \x20   u.sendto(b'anyone?', (host, 9))\n\
+         \x20   try:\n\
+         \x20       u.recvfrom(100); print('a datagram?')\n\
+         \x20   except socket.timeout:\n\
+         \x20       print('quiet', u.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR))\n\
+         m = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); m.settimeout(5)\n\
+         m.bind(('::ffff:{NAGARE}', 0)); print(m.getsockname()[0])\n\
+         m.sendto(b'mapped', ('::ffff:{KERNEL}', 9995)); d, a = m.recvfrom(100); print(d.decode(), a[0])\n\
+         try:\n\
+         \x20   m.sendto(b'six', ({KERNEL6:?}, 9995)); print('sent over IPv6?')\n\
+         except OSError as e:\n\
+         \x20   print(errno.errorcode.get(e.errno))\n"
+    );
+    let out = ok(s.run("python3").args(["-c", &script]), 40, "python3 connected UDP");
+    let expected = format!(
+        "refused\nECONNREFUSED 0\nquiet 0\nrefused\nECONNREFUSED 0\nquiet 0\n::ffff:{NAGARE}\nMAPPED ::ffff:{KERNEL}\nEAFNOSUPPORT\n"
+    );
+    assert_eq!(out.stdout, expected, "{}", out.stderr);
+    echo.terminate(Duration::from_secs(5));
+
+    // The client library's sockets, through the same netd.
+    let netd = nagare::Session::connect(&s.socket).expect("a session with netd");
+    for (bind, to) in [("0.0.0.0:0", format!("{KERNEL}:19")), ("[::]:0", format!("[{KERNEL6}]:19"))] {
+        let u = nagare::net::UdpSocket::bind_via(&netd, bind).unwrap();
+        u.connect(to.as_str()).unwrap();
+        u.send(b"anyone?").unwrap();
+        u.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let e = u.recv(&mut [0u8; 64]).expect_err("refused");
+        assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{to}: {e}");
+    }
+    let report = s.stat();
+    let reported = report
+        .lines()
+        .find_map(|l| l.strip_prefix("netd udp_errors_reported "))
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    assert_eq!(reported, Some(6), "{report}");
+}

@@ -6,7 +6,7 @@ use nagare_core::buf::BufferPool;
 use nagare_core::icmp::{EchoEvent, IcmpError};
 use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
 use nagare_wire::{EthernetAddress, Ipv4Addr};
-use std::net::SocketAddrV4;
+use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::time::Duration;
 
 const A: Ipv4Addr = Ipv4Addr::new(192, 168, 9, 1);
@@ -133,6 +133,33 @@ fn closed_port_reports_unreachable_and_rate_limit_holds() {
     w.a.udp().send_to(sa, b"x", SocketAddrV4::new(B, 9), w.now).unwrap();
     w.settle();
     assert_eq!(w.b.counters().icmp_errors_sent, c.icmp_errors_sent + 1);
+}
+
+/// A connected socket keeps only the errors about datagrams to its peer,
+/// as a connected Linux socket is found for an ICMP error by its peer;
+/// a dual-stack IPv6 one connected to an IPv4-mapped peer alike.
+#[test]
+fn a_connected_socket_keeps_only_errors_about_its_peer() {
+    let mut w = Wire::new();
+    let sa = w.a.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).unwrap();
+    w.a.udp().connect(sa, Some(SocketAddr::V4(SocketAddrV4::new(B, 10)))).unwrap();
+    w.a.udp().send_to(sa, b"not the peer", SocketAddrV4::new(B, 9), w.now).unwrap();
+    w.settle();
+    assert_eq!(w.a.udp().take_error(sa).unwrap(), None);
+    w.advance(Duration::from_secs(1));
+    w.a.udp().send_to(sa, b"the peer", SocketAddrV4::new(B, 10), w.now).unwrap();
+    w.settle();
+    assert_eq!(w.a.udp().take_error(sa).unwrap(), Some(IcmpError::Unreachable { from: B, code: 3 }));
+    assert_eq!(w.b.counters().icmp_errors_sent, 2);
+
+    let dual = w.a.udp().bind6_dual_stack(0).unwrap();
+    let mapped = SocketAddr::V6(SocketAddrV6::new(B.to_ipv6_mapped(), 11, 0, 0));
+    w.a.udp().connect(dual, Some(mapped)).unwrap();
+    assert_eq!(w.a.udp_ref().socket(dual).unwrap().peer(), Some(SocketAddr::V4(SocketAddrV4::new(B, 11))));
+    w.advance(Duration::from_secs(1));
+    w.a.udp().send_buf(dual, nagare_core::buf::PacketBuf::new(), SocketAddrV4::new(B, 11), w.now).unwrap();
+    w.settle();
+    assert_eq!(w.a.udp().take_error(dual).unwrap(), Some(IcmpError::Unreachable { from: B, code: 3 }));
 }
 
 #[test]

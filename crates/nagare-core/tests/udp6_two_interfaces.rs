@@ -1,6 +1,8 @@
 //! UDP over IPv6 between two interfaces wired back to back by moving their
 //! transmit queues, in virtual time: datagrams both ways on link-local and
-//! configured addresses, one past the MTU, a closed port, checksums zero
+//! configured addresses, one past the MTU, a closed port (and its error
+//! kept for the socket that sent to it, a connected one's about its peer
+//! only), checksums zero
 //! and wrong, what the device says of a frame's checksum (partial, as
 //! Linux hands a TAP's frames over with offloads; verified), and the
 //! receive queue's bound.
@@ -10,10 +12,11 @@ mod common;
 use common::wire::Wire;
 use common::{feed, feed_with};
 use nagare_core::buf::{BufferPool, ChecksumState, Offload};
+use nagare_core::icmp::IcmpError;
 use nagare_core::ipv6::addr::{AddrState, Ipv6Cidr};
 use nagare_core::{Capabilities, Interface, InterfaceConfig, Ipv6Config};
 use nagare_wire::{EthernetAddress, IpProtocol, Ipv4Addr, Ipv6Addr, Ipv6Packet, Ipv6Repr};
-use std::net::{SocketAddrV4, SocketAddrV6};
+use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::time::Duration;
 
 const MAC_A: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
@@ -228,6 +231,38 @@ fn a_closed_port_is_answered_with_port_unreachable() {
     feed(&mut w.a, &frame, 2048, w.now);
     assert_eq!(w.a.counters().drop_udp6_no_socket, 202);
     assert_eq!(w.a.counters().icmp6_errors_sent + w.a.counters().icmp6_errors_rate_limited, before);
+}
+
+/// The port unreachable B gets back is kept for the socket that sent the
+/// datagram; once the socket is connected, only an error about a datagram
+/// to its peer is.
+#[test]
+fn a_port_unreachable_reaches_the_sending_socket_and_a_connected_one_hears_of_its_peer_only() {
+    let mut w = Wire::ready(1024);
+    let sb = w.b.udp().bind6(sa(Ipv6Addr::UNSPECIFIED, 5000)).unwrap();
+    w.b.udp().send_to6(sb, b"anyone?", sa(ip("fd00::1"), 9), w.now).unwrap();
+    w.settle();
+    let refused = Some(IcmpError::Unreachable6 { from: ip("fd00::1"), code: 4 });
+    assert_eq!(w.b.udp().take_error(sb).unwrap(), refused);
+    assert_eq!(w.b.udp().take_error(sb).unwrap(), None, "taken once");
+
+    w.b.udp().connect(sb, Some(SocketAddr::V6(sa(ip("fd00::1"), 10)))).unwrap();
+    assert_eq!(w.b.udp_ref().socket(sb).unwrap().peer(), Some(SocketAddr::V6(sa(ip("fd00::1"), 10))));
+    w.now += Duration::from_secs(1);
+    w.b.udp().send_to6(sb, b"not the peer", sa(ip("fd00::1"), 9), w.now).unwrap();
+    w.settle();
+    assert_eq!(w.b.udp().take_error(sb).unwrap(), None, "about another destination");
+    w.now += Duration::from_secs(1);
+    w.b.udp().send_to6(sb, b"the peer", sa(ip("fd00::1"), 10), w.now).unwrap();
+    w.settle();
+    assert_eq!(w.b.udp().take_error(sb).unwrap(), refused);
+    assert_eq!(w.b.counters().icmp6_errors_received, 3);
+    // A peer of the other family, or without a port, is refused.
+    let v4 = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(192, 168, 9, 1), 9));
+    assert!(w.b.udp().connect(sb, Some(v4)).is_err());
+    assert!(w.b.udp().connect(sb, Some(SocketAddr::V6(sa(ip("fd00::1"), 0)))).is_err());
+    w.b.udp().connect(sb, None).unwrap();
+    assert_eq!(w.b.udp_ref().socket(sb).unwrap().peer(), None);
 }
 
 #[test]

@@ -189,6 +189,7 @@ impl Report<'_> {
             ("buffers_leaked", s.buffers_leaked),
             ("device_errors", s.device_errors),
             ("sleeps", s.sleeps),
+            ("udp_errors_reported", s.udp_errors_reported),
             ("sends_in_place", s.sends_in_place),
             ("tx_payload_copied", s.tx_payload_copied),
             ("tx_payload_in_place", s.tx_payload_in_place),

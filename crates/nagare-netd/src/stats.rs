@@ -31,6 +31,8 @@ pub struct NetdStats {
     pub device_errors: u64,
     /// Times the loop slept.
     pub sleeps: u64,
+    /// ICMP errors a connected UDP socket's send or receive failed with.
+    pub udp_errors_reported: u64,
     /// Datagrams sent without a copy: the application's buffer lent to the
     /// engine and named in place to the driver.
     pub sends_in_place: u64,

@@ -4,9 +4,12 @@
 //! an IPv4 peer as IPv4-mapped, while a v6-only one leaves the IPv4 port
 //! free; UDP over IPv6 echoes with the peer, a socket on `[::]` takes
 //! IPv4 datagrams from IPv4-mapped senders and answers them, a v6-only one
-//! leaves the IPv4 port free; a ping socket pings the peer over ICMPv6 and
-//! ICMP alike; and the requests that carry IPv6 addresses, and `NAME`, are
-//! checked like every other.
+//! leaves the IPv4 port free; two clients exchange datagrams and a
+//! stream over IPv6 by netd's address and by `::1`; a UDP socket and a
+//! listener bound to an IPv4-mapped address are IPv4 ones, as on Linux;
+//! a ping socket pings
+//! the peer over ICMPv6 and ICMP alike; and the requests that carry IPv6
+//! addresses, and `NAME`, are checked like every other.
 
 mod support;
 
@@ -15,7 +18,9 @@ use nagare_netd::{Op, Placement};
 use nagare_request::{decode_sender, encode_addr6, ADDR_ELSEWHERE, NAME_LOCAL, NAME_PEER, SENDER6, V6_ONLY};
 use std::io::{Read, Write};
 use std::net::{Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
-use support::{NetdThread, RawClient, Tune, Wire, ECHO_PORT, LIMIT, NETD_ADDR, NETD_ADDR6, PEER_ADDR, PEER_ADDR6};
+use support::{
+    stat_value, NetdThread, RawClient, Tune, Wire, ECHO_PORT, LIMIT, NETD_ADDR, NETD_ADDR6, PEER_ADDR, PEER_ADDR6,
+};
 
 const PLACEMENTS: [Placement; 2] = [Placement::Inline, Placement::Single];
 
@@ -142,11 +147,12 @@ fn ipv6_requests_and_names_are_checked() {
     let [phi, plo, _] = encode_addr6(SocketAddrV6::new(PEER_ADDR6, ECHO_PORT, 0, 0));
     connect.aux = [phi, plo, 0, 0];
     assert_eq!(raw.call(connect).status, -libc::EINVAL, "no port");
-    // IPv6 to our own address is not delivered locally.
+    // IPv6 to our own address is delivered here: the listener above
+    // takes it.
     let [ohi, olo, oport] = encode_addr6(SocketAddrV6::new(NETD_ADDR6, 9700, 0, 0));
     let mut own = raw.request(Op::Connect6);
     own.aux = [ohi, olo, oport, 0];
-    assert_eq!(raw.call(own).status, -libc::EINVAL);
+    assert_eq!(raw.call(own).status, 0);
     // An IPv4-mapped destination is its IPv4 address: the listener above
     // is v6-only, so nothing listens on IPv4 port 9700.
     let [mhi, mlo, mport] = encode_addr6(SocketAddrV6::new(NETD_ADDR.to_ipv6_mapped(), 9700, 0, 0));
@@ -324,8 +330,114 @@ fn ipv6_datagram_requests_are_checked_and_completions_carry_ipv6_senders() {
     send.socket = four;
     send.piece = Some(raw.give(b"x", 1));
     send.aux = [phi, plo, pport, 0];
-    assert_eq!(raw.call(send).status, -libc::EINVAL);
+    assert_eq!(raw.call(send).status, -libc::EAFNOSUPPORT, "as Linux's IPv4 socket says");
     assert!(netd.running());
+}
+
+/// Two clients of one netd over IPv6, by netd's address and by `::1`: a
+/// UDP socket each, datagrams both ways (one past the link's MTU, which
+/// stays whole), and a TCP stream, every byte checked.
+#[test]
+fn two_clients_talk_over_ipv6_by_netd_s_address_and_loopback() {
+    for placement in PLACEMENTS {
+        let netd = start(placement);
+        let (a, b) = (netd.connect(), netd.connect());
+        for (k, ip) in [NETD_ADDR6, Ipv6Addr::LOCALHOST].into_iter().enumerate() {
+            let what = format!("{placement:?} {ip}");
+            let sa = UdpSocket::bind_via(&a, six(ip, 9620 + k as u16)).expect("bind");
+            let sb = UdpSocket::bind_via(&b, "[::]:0").expect("bind [::]:0");
+            let at_a = six(ip, 9620 + k as u16);
+            let big: Vec<u8> = (0..9000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+            for data in [b"from b".to_vec(), big.clone()] {
+                assert_eq!(sb.send_to(&data, at_a).unwrap(), data.len());
+                let (got, from) = next_datagram(&sa);
+                assert!(got == data, "{what}: {} bytes for {}", got.len(), data.len());
+                assert_eq!(from, six(ip, sb.local_addr().unwrap().port()), "{what}");
+                sa.send_to(&got, from).unwrap();
+                let (back, back_from) = next_datagram(&sb);
+                assert!(back == data, "{what}: {} bytes back for {}", back.len(), data.len());
+                assert_eq!(back_from, at_a, "{what}");
+            }
+            drop((sa, sb));
+
+            let listener = TcpListener::bind_via(&a, six(ip, 9630 + k as u16)).expect("listen");
+            let mut client = TcpStream::connect_timeout_via(&b, &six(ip, 9630 + k as u16), LIMIT).expect("connect");
+            let (mut server, peer) = listener.accept().expect("accept");
+            assert_eq!(peer, client.local_addr().unwrap(), "{what}");
+            assert_eq!(peer.ip(), std::net::IpAddr::V6(ip), "{what}");
+            let data: Vec<u8> = (0..300_000u32).map(|i| (i % 249) as u8).collect();
+            let writer = std::thread::spawn(move || {
+                client.write_all(&data).expect("write");
+                client.shutdown(std::net::Shutdown::Write).expect("shutdown");
+                data
+            });
+            server.set_read_timeout(Some(LIMIT)).unwrap();
+            let mut got = Vec::new();
+            server.read_to_end(&mut got).expect("read");
+            let data = writer.join().unwrap();
+            assert!(got == data, "{what}: {} bytes of {}", got.len(), data.len());
+        }
+        let report = a.stat().expect("stat");
+        assert!(stat_value(&report, "local_delivered").is_some_and(|n| n >= 8), "{report}");
+        drop((a, b));
+        netd.stop();
+    }
+}
+
+/// An IPv6 socket bound to an IPv4-mapped address is bound to that IPv4
+/// address, as on Linux: it takes IPv4 datagrams (from IPv4-mapped
+/// senders) and sends over IPv4, holds the IPv4 port, and has nothing to
+/// do with IPv6 (`EAFNOSUPPORT` to an IPv6 destination; a datagram to
+/// netd's IPv6 address is not its); `V6_ONLY` refuses such an address.
+/// A listener there takes IPv4 connections, their peers IPv4-mapped.
+#[test]
+fn a_socket_bound_to_an_ipv4_mapped_address_is_bound_to_its_ipv4_address() {
+    for placement in PLACEMENTS {
+        let netd = start(placement);
+        let (a, b) = (netd.connect(), netd.connect());
+        let at = six(NETD_ADDR.to_ipv6_mapped(), 9640);
+        let s = UdpSocket::bind_via(&a, at).expect("bind an IPv4-mapped address");
+        assert_eq!(s.local_addr().unwrap(), at, "{placement:?}");
+        let e = UdpSocket::bind_via(&b, "0.0.0.0:9640").err().expect("the IPv4 port is taken");
+        assert_eq!(e.raw_os_error(), Some(libc::EADDRINUSE), "{e}");
+        let only6 = SocketAddrV6::new(NETD_ADDR.to_ipv6_mapped(), 9641, 0, 0);
+        let e = UdpSocket::bind_v6_only_via(&b, only6).err().expect("v6-only on an IPv4-mapped address");
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+
+        // IPv4 from another client, and over the link to the peer's echo.
+        let four = UdpSocket::bind_via(&b, "0.0.0.0:0").unwrap();
+        let four_at = SocketAddr::V4(SocketAddrV4::new(NETD_ADDR, four.local_addr().unwrap().port()));
+        four.send_to(b"to mapped", SocketAddrV4::new(NETD_ADDR, 9640)).unwrap();
+        assert_eq!(next_datagram(&s), (b"to mapped".to_vec(), mapped(four_at)), "{placement:?}");
+        s.send_to(b"back", mapped(four_at)).unwrap();
+        assert_eq!(next_datagram(&four), (b"back".to_vec(), SocketAddr::V4(SocketAddrV4::new(NETD_ADDR, 9640))));
+        let peer4 = SocketAddr::V4(SocketAddrV4::new(PEER_ADDR, ECHO_PORT));
+        s.send_to(b"echo", peer4).unwrap();
+        assert_eq!(next_datagram(&s), (b"echo".to_vec(), mapped(peer4)), "{placement:?}");
+
+        // Nothing of IPv6: a datagram to netd's IPv6 address on the port
+        // is not its, and it cannot send one.
+        let v6 = UdpSocket::bind_via(&b, "[::]:0").unwrap();
+        v6.send_to(b"six", six(NETD_ADDR6, 9640)).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_millis(300))).unwrap();
+        let e = s.recv_from(&mut [0u8; 16]).expect_err("no IPv6 datagram");
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "{placement:?}: {e}");
+        let e = s.send_to(b"x", six(PEER_ADDR6, ECHO_PORT)).expect_err("no IPv6 send");
+        assert_eq!(e.raw_os_error(), Some(libc::EAFNOSUPPORT), "{placement:?}: {e}");
+        drop((s, four, v6));
+
+        let on = six(NETD_ADDR.to_ipv6_mapped(), 9642);
+        let listener = TcpListener::bind_via(&a, on).expect("listen on an IPv4-mapped address");
+        assert_eq!(listener.local_addr().unwrap(), on);
+        let client = TcpStream::connect_timeout_via(&b, &SocketAddr::V4(SocketAddrV4::new(NETD_ADDR, 9642)), LIMIT)
+            .expect("an IPv4 connection");
+        let (_server, peer) = listener.accept().expect("accept");
+        assert_eq!(peer, mapped(client.local_addr().unwrap()), "{placement:?}");
+        let e = TcpStream::connect_timeout_via(&b, &six(NETD_ADDR6, 9642), LIMIT).err().expect("no IPv6 listener");
+        assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{placement:?}: {e}");
+        drop((listener, client, a, b));
+        netd.stop();
+    }
 }
 
 #[test]

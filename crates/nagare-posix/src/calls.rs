@@ -155,7 +155,10 @@ fn copy_options(o: &crate::sock::Options) -> crate::sock::Options {
 /// `SO_SNDTIMEO`, if set); a non-blocking one gives `EINPROGRESS` and is
 /// writable once netd answers, `SO_ERROR` then saying how it went (a
 /// second `connect` meanwhile gives `EALREADY`). UDP: sets the peer
-/// (`AF_UNSPEC` clears it), binding the socket first if it is not.
+/// (`AF_UNSPEC` clears it), binding the socket first if it is not, in
+/// netd too, which then reports ICMP errors about datagrams to it as
+/// Linux does to a connected socket (the next call fails with a port
+/// unreachable's `ECONNREFUSED`, or `SO_ERROR` gives it).
 ///
 /// # Safety
 /// `addr` points to `len` readable bytes.
@@ -164,11 +167,15 @@ pub unsafe fn connect(fd: i32, addr: *const libc::sockaddr, len: libc::socklen_t
     let s = table::get(fd)?;
     if s.proto == Proto::Udp {
         if unsafe { family(addr, len) } == Some(libc::AF_UNSPEC) {
+            if let State::Datagram(d) = &s.lock()?.state {
+                d.disconnect().map_err(|e| errno(&e))?;
+            }
             s.lock()?.peer = None;
             return Ok(());
         }
         let to = unsafe { read_addr(addr, len, s.is_six()) }?;
-        s.datagram()?;
+        let (d, _) = s.datagram()?;
+        d.connect(to).map_err(|e| errno(&e))?;
         s.lock()?.peer = Some(to);
         return Ok(());
     }

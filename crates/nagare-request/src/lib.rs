@@ -208,6 +208,14 @@ pub enum Op {
     /// otherwise); its nice value then sets the session's priority, and
     /// netd's report names it.
     Pid = 28,
+    /// Connect UDP socket `socket` to a peer ([`encode_addr6`]: `aux[0]`,
+    /// `aux[1]` and the port in `aux[2]` bits 0..16; an IPv4 peer
+    /// IPv4-mapped), or, all three 0, to none (as `AF_UNSPEC`): from then
+    /// on an ICMP error about a datagram to the peer fails the socket's
+    /// next send or receive, as on Linux, and an error about another
+    /// destination, or any while the socket has no peer, is dropped.
+    /// Sends still name their destination.
+    UdpConnect = 29,
 }
 
 /// An [`Op::EchoRecv`] completion's `aux[2]` bit: the reply came over
@@ -517,6 +525,7 @@ impl Op {
             26 => Op::SendTo6,
             27 => Op::EchoSend6,
             28 => Op::Pid,
+            29 => Op::UdpConnect,
             _ => return None,
         })
     }
@@ -780,7 +789,7 @@ impl Request {
                 }
                 3
             }
-            Op::SendTo6 => {
+            Op::SendTo6 | Op::UdpConnect => {
                 if d.aux[2] > 0xffff {
                     return Err(ProtoError::BadArgument);
                 }

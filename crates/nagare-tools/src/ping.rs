@@ -46,11 +46,16 @@ impl From<EchoEvent> for PingEvent {
                 PingEvent::Reply { from: from.into(), seq_no, data_len, ttl, at }
             }
             EchoEvent::Error { seq_no, error } => {
-                let (from, what) = match error {
-                    IcmpError::Unreachable { from, code } => (from, unreachable_text(code)),
-                    IcmpError::TimeExceeded { from, .. } => (from, "Time to live exceeded"),
+                let (from, what): (IpAddr, _) = match error {
+                    IcmpError::Unreachable { from, code } => (from.into(), unreachable_text(code)),
+                    IcmpError::TimeExceeded { from, .. } => (from.into(), "Time to live exceeded"),
+                    // An echo socket's errors are about its IPv4 requests;
+                    // these come only to UDP sockets.
+                    IcmpError::Unreachable6 { from, .. } => (from.into(), "Destination unreachable"),
+                    IcmpError::TimeExceeded6 { from, .. } => (from.into(), "Time exceeded"),
+                    IcmpError::PacketTooBig6 { from, .. } => (from.into(), "Packet too big"),
                 };
-                PingEvent::Error { from: from.into(), seq_no, what }
+                PingEvent::Error { from, seq_no, what }
             }
         }
     }

@@ -14,6 +14,7 @@ use nagare_request::{
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4, SocketAddrV6, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 pub(crate) fn v4(addr: impl ToSocketAddrs) -> io::Result<SocketAddrV4> {
@@ -709,6 +710,8 @@ impl TcpListener {
 pub struct UdpSocket {
     pub(crate) h: Handle,
     local: SocketAddr,
+    /// The peer `connect` set, in the socket's family.
+    peer: Mutex<Option<SocketAddr>>,
     pub(crate) read_limit: Limit,
     pub(crate) mode: Mode,
 }
@@ -761,7 +764,7 @@ impl UdpSocket {
         let (c, _) = netd.call(r, Data::None)?;
         let h = Handle { netd: netd.clone(), id: c.aux[0] as u32 };
         let local = addr_in(netd, h.id, c.aux[1], NAME_LOCAL, local.is_ipv6())?;
-        let s = UdpSocket { h, local, read_limit: Limit::default(), mode: Mode::default() };
+        let s = UdpSocket::from_handle(h, local);
         s.h.open_path(Kind::Datagram, 0, 0)?;
         Ok(s)
     }
@@ -772,16 +775,27 @@ impl UdpSocket {
         self.local.is_ipv6()
     }
 
+    /// Whether the socket is of IPv6 and bound to an IPv4-mapped address:
+    /// netd bound it to that IPv4 address, as Linux does.
+    fn is_mapped(&self) -> bool {
+        matches!(self.local, SocketAddr::V6(six) if six.ip().to_ipv4_mapped().is_some())
+    }
+
     /// The request that sends to `addr` from this socket: `SENDTO` from
     /// one of IPv4 (an IPv4-mapped address unmapped), `SENDTO6` from one
     /// of IPv6 (an IPv4 address mapped, which a dual-stack socket sends
-    /// over IPv4).
+    /// over IPv4); an IPv6 address from one bound to an IPv4-mapped
+    /// address is refused (`EAFNOSUPPORT`, as Linux says).
     pub(crate) fn send_request(&self, addr: impl ToSocketAddrs) -> io::Result<Request> {
         match in_family(first_addr(addr)?, self.is_six()) {
             SocketAddr::V4(a) => {
                 let mut r = request(Op::SendTo, self.h.id);
                 r.aux[0] = encode_addr(a);
                 Ok(r)
+            }
+            // Bound to an IPv4-mapped address, the socket is IPv4's alone.
+            SocketAddr::V6(a) if self.is_six() && a.ip().to_ipv4_mapped().is_none() && self.is_mapped() => {
+                Err(io::Error::from_raw_os_error(libc::EAFNOSUPPORT))
             }
             SocketAddr::V6(a) if self.is_six() => {
                 let mut r = request(Op::SendTo6, self.h.id);
@@ -806,7 +820,7 @@ impl UdpSocket {
     }
 
     pub(crate) fn from_handle(h: Handle, local: SocketAddr) -> UdpSocket {
-        UdpSocket { h, local, read_limit: Limit::default(), mode: Mode::default() }
+        UdpSocket { h, local, peer: Mutex::new(None), read_limit: Limit::default(), mode: Mode::default() }
     }
 
     /// How a receive waits, given the caller's `may_wait`: whether the
@@ -831,10 +845,79 @@ impl UdpSocket {
         Ok(self.local)
     }
 
-    /// The error a datagram sent earlier met (an unreachable host), taken
-    /// (`SO_ERROR`); `None` if there is none.
+    /// The error a datagram sent earlier met (an unreachable host; for a
+    /// connected socket, an ICMP error about a datagram to its peer, as
+    /// [`UdpSocket::connect`] says), taken (`SO_ERROR`); `None` if there
+    /// is none.
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
         self.h.netd.lock()?.path_error(self.h.id)
+    }
+
+    /// Connects the socket to `addr`, as `std::net::UdpSocket::connect`:
+    /// [`send`](Self::send) goes there and [`recv`](Self::recv) takes
+    /// its datagrams only, and netd reports ICMP errors about datagrams
+    /// sent there as Linux does to a connected socket: the hard ones (a
+    /// closed port gives `ConnectionRefused`; an unreachable network or
+    /// host, which may pass, none) fail the socket's next call once, or
+    /// are taken by [`take_error`](Self::take_error). An unconnected
+    /// socket is told of none. An IPv4 peer of a v6-only socket fails
+    /// with `ENETUNREACH`, an IPv6 one of an IPv4 socket with
+    /// `EAFNOSUPPORT`.
+    pub fn connect(&self, addr: impl ToSocketAddrs) -> io::Result<()> {
+        let peer = first_addr(addr)?;
+        let SocketAddr::V6(six) = in_family(peer, true) else {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        };
+        if six.port() == 0 || six.ip().is_unspecified() {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        self.connect_request(encode_addr6(six))?;
+        *self.peer.lock().map_err(|_| io::Error::other("a thread panicked holding the peer"))? =
+            Some(in_family(peer, self.is_six()));
+        Ok(())
+    }
+
+    /// Takes the socket's peer away (as `connect` with `AF_UNSPEC`).
+    pub fn disconnect(&self) -> io::Result<()> {
+        self.connect_request([0; 3])?;
+        *self.peer.lock().map_err(|_| io::Error::other("a thread panicked holding the peer"))? = None;
+        Ok(())
+    }
+
+    fn connect_request(&self, words: [u64; 3]) -> io::Result<()> {
+        let mut r = request(Op::UdpConnect, self.h.id);
+        r.aux[..3].copy_from_slice(&words);
+        self.h.netd.call(r, Data::None)?;
+        Ok(())
+    }
+
+    /// The peer [`connect`](Self::connect) set; `ENOTCONN` without one.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.peer().ok_or_else(|| io::Error::from_raw_os_error(libc::ENOTCONN))
+    }
+
+    fn peer(&self) -> Option<SocketAddr> {
+        self.peer.lock().map_or(None, |p| *p)
+    }
+
+    /// Sends one datagram to the peer (`EDESTADDRREQ` without one), as
+    /// [`send_to`](Self::send_to).
+    pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        let peer = self.peer().ok_or_else(|| io::Error::from_raw_os_error(libc::EDESTADDRREQ))?;
+        self.send_to(buf, peer)
+    }
+
+    /// Waits for one datagram from the peer (`ENOTCONN` without one); a
+    /// datagram from another sender is dropped. A longer one is
+    /// truncated to `buf`.
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let peer = self.peer_addr()?;
+        loop {
+            let (n, from) = self.recv_from(buf)?;
+            if from == peer {
+                return Ok(n);
+            }
+        }
     }
 
     /// Sends one datagram (at most one region buffer, 64 KiB by default).

@@ -9,7 +9,7 @@ use crate::iface::ipv4::is_martian_source;
 use crate::iface::read::be16;
 use crate::iface::{Error, Interface};
 use crate::time::Instant;
-use core::net::SocketAddr;
+use core::net::{SocketAddr, SocketAddrV4};
 use nagare_wire::{Checksum, IpProtocol, Ipv4Packet, Ipv4Repr, TcpSeqNumber, ICMPV4_HEADER_LEN, IPV4_HEADER_LEN};
 
 /// Largest ICMP error message: RFC 1812 asks for as much of the offending
@@ -59,7 +59,8 @@ impl Interface {
 
     /// Hands `error` to the socket that sent the datagram found at `offset`
     /// of `packet` (an IPv4 header and at least 8 bytes after it): the UDP
-    /// socket bound to its source port, the echo socket with its
+    /// socket bound to its source port (unless it is connected to another
+    /// peer than the datagram's destination), the echo socket with its
     /// identifier, or, for a destination unreachable, the TCP connection
     /// whose segment it is (`tcp/unreachable.rs`). Returns false when no
     /// such datagram can be read there.
@@ -87,7 +88,10 @@ impl Interface {
         }
         let transport = &quote[header_len..];
         match view.protocol() {
-            IpProtocol::Udp => self.udp.report_error(be16(transport, 0), error),
+            IpProtocol::Udp => {
+                let to = SocketAddrV4::new(view.dst_addr(), be16(transport, 2));
+                self.udp.report_error(be16(transport, 0), to, error)
+            }
             // "Fragmentation needed" is path MTU discovery's.
             IpProtocol::Tcp => match error {
                 IcmpError::Unreachable { code, .. } if code != ICMP_CODE_FRAG_NEEDED => {

@@ -22,6 +22,29 @@ pub enum IcmpError {
         /// ICMP code.
         code: u8,
     },
+    /// ICMPv6 destination unreachable, with its code.
+    Unreachable6 {
+        /// Who reported it.
+        from: Ipv6Addr,
+        /// ICMPv6 code (0 = no route, 1 = administratively prohibited,
+        /// 3 = address unreachable, 4 = port unreachable, ...).
+        code: u8,
+    },
+    /// ICMPv6 time exceeded (hop limit, or fragment reassembly).
+    TimeExceeded6 {
+        /// Who reported it.
+        from: Ipv6Addr,
+        /// ICMPv6 code.
+        code: u8,
+    },
+    /// ICMPv6 packet too big: the path's MTU is `mtu` (the engine has
+    /// lowered its path MTU already).
+    PacketTooBig6 {
+        /// Who reported it.
+        from: Ipv6Addr,
+        /// The MTU it gave.
+        mtu: u32,
+    },
 }
 
 /// An echo reply (or error about an echo request) received by an echo socket.

@@ -1,8 +1,9 @@
 //! ICMPv6 on the interface (RFC 4443): echo requests to our addresses
 //! answered in place, echo replies handed to the echo socket with their
 //! identifier, neighbour and router discovery to `ndp.rs`, errors about
-//! our packets to what sent them (packet too big to path MTU discovery,
-//! destination unreachable to a TCP connection), and the errors we send
+//! our packets to what sent them (packet too big to path MTU discovery
+//! and the UDP socket, destination unreachable to a TCP connection or
+//! the UDP socket, time exceeded to the UDP socket), and the errors we send
 //! about packets we received (never about an error, nor to a multicast
 //! destination save RFC 4443 2.4 (e.3)'s exception, rate limited).
 
@@ -10,9 +11,9 @@ use super::quote::Quoted6;
 use super::read::be16;
 use super::Interface;
 use crate::buf::PacketBuf;
-use crate::icmp::Echo6Event;
+use crate::icmp::{Echo6Event, IcmpError};
 use crate::time::Instant;
-use core::net::{IpAddr, SocketAddr};
+use core::net::{IpAddr, SocketAddr, SocketAddrV6};
 use nagare_wire::{
     pseudo_header_v6, Checksum, Icmpv6DstUnreachable, Icmpv6EchoHeader, Icmpv6Message, IpProtocol, Ipv6Repr,
     TcpSeqNumber, ICMPV6_ERROR_MAX_LEN, ICMPV6_HEADER_LEN, IPV6_HEADER_LEN,
@@ -77,10 +78,17 @@ impl Interface {
             Icmpv6Message::PacketTooBig => {
                 self.counters.icmp6_errors_received += 1;
                 self.receive_packet_too_big(&header, &payload, now);
+                let mtu = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
+                self.report_udp6_error(ip, &payload, IcmpError::PacketTooBig6 { from: ip.src_addr, mtu });
             }
             Icmpv6Message::DstUnreachable => {
                 self.counters.icmp6_errors_received += 1;
                 self.receive_dst_unreachable6(header[1], &payload, now);
+                self.report_udp6_error(ip, &payload, IcmpError::Unreachable6 { from: ip.src_addr, code: header[1] });
+            }
+            Icmpv6Message::TimeExceeded => {
+                self.counters.icmp6_errors_received += 1;
+                self.report_udp6_error(ip, &payload, IcmpError::TimeExceeded6 { from: ip.src_addr, code: header[1] });
             }
             kind if kind.is_error() => self.counters.icmp6_errors_received += 1,
             _ => self.counters.drop_icmp6_unhandled_type += 1,
@@ -102,6 +110,27 @@ impl Interface {
         let seq = TcpSeqNumber(u32::from_be_bytes([t[4], t[5], t[6], t[7]]));
         let refused = Icmpv6DstUnreachable::from(code) == Icmpv6DstUnreachable::PortUnreachable;
         self.tcp_icmp_unreachable((local, remote), seq, refused, now);
+    }
+
+    /// Hands `error` to the UDP socket that sent the datagram `message`
+    /// (an ICMPv6 error under header `ip`: its header, then the quote)
+    /// quotes: one of ours (from `::1` only in an error to `::1`, which
+    /// never comes from the link), its first fragment, to the socket bound
+    /// to its source port (unless it is connected to another peer than the
+    /// datagram's destination).
+    fn report_udp6_error(&mut self, ip: &Ipv6Repr, message: &PacketBuf, error: IcmpError) {
+        let Some(q) = Quoted6::read(message) else { return };
+        let own_source = if q.src.is_loopback() {
+            ip.dst_addr.is_loopback()
+        } else {
+            self.v6.as_ref().is_some_and(|v6| v6.addrs.get(q.src).is_some())
+        };
+        let t = q.transport();
+        if !own_source || !q.first || q.next_header != u8::from(IpProtocol::Udp) || t.len() < 4 {
+            return;
+        }
+        let to = SocketAddrV6::new(q.dst, be16(t, 2), 0, 0);
+        self.udp.report_error6(be16(t, 0), to, error);
     }
 
     /// Answers an echo request with the request itself, its type changed:
@@ -167,7 +196,11 @@ impl Interface {
         if (ip.dst_addr.is_multicast() || link_multicast) && !even_multicast {
             return;
         }
-        let src = if v6.addrs.is_preferred(ip.dst_addr) { Some(ip.dst_addr) } else { v6.addrs.source_for(ip.src_addr) };
+        let src = if v6.addrs.is_preferred(ip.dst_addr) || ip.dst_addr.is_loopback() {
+            Some(ip.dst_addr)
+        } else {
+            v6.addrs.source_for(ip.src_addr)
+        };
         let Some(src) = src else { return };
         if !self.icmp_errors.try_take(now) {
             self.counters.icmp6_errors_rate_limited += 1;

@@ -142,9 +142,38 @@ impl Interface {
                 .any(|a| a.state != AddrState::Duplicate && multicast_mac(&solicited_node(&a.address())) == Some(mac))
     }
 
-    /// The source for a packet to `dst`: a preferred address of its scope.
+    /// The source for a packet to `dst`: a preferred address of its scope
+    /// (`dst` itself when it is ours), `::1` for `::1`.
     pub fn ipv6_source_for(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
-        self.v6.as_ref().and_then(|v6| v6.addrs.source_for(dst))
+        let v6 = self.v6.as_ref()?;
+        if dst.is_loopback() {
+            return Some(Ipv6Addr::LOCALHOST);
+        }
+        v6.addrs.source_for(dst)
+    }
+
+    /// An IPv6 packet sent to a local address (`local.rs`), from its
+    /// header on: neither its source (ours, or `::1`) nor its destination
+    /// (`::1`) is refused as one from the link would be.
+    pub(super) fn receive_ipv6_local(&mut self, packet: PacketBuf, now: Instant) {
+        let Some(v6) = &self.v6 else { return };
+        self.counters.ip6_received += 1;
+        let Some(fixed) = packet.header::<IPV6_HEADER_LEN>() else {
+            self.counters.drop_ip6_truncated += 1;
+            return;
+        };
+        let view = Ipv6Packet::new_unchecked(&fixed[..]);
+        let repr = Ipv6Repr {
+            src_addr: view.src_addr(),
+            dst_addr: view.dst_addr(),
+            next_header: view.next_header(),
+            payload_len: usize::from(view.payload_len()),
+            hop_limit: view.hop_limit(),
+            traffic_class: view.traffic_class(),
+            flow_label: view.flow_label(),
+        };
+        let dst_state = v6.addrs.state(repr.dst_addr);
+        self.receive_ipv6_payload(&repr, dst_state, packet, false, false, now);
     }
 
     /// An IPv6 packet (Ethernet header stripped); `link_multicast`: the
@@ -389,8 +418,11 @@ impl Interface {
     /// waiting there if need be. A packet past the path MTU of `dst` (the
     /// link's unless a router said less) goes in fragments
     /// (each on the same way), all of them or none, unless its offload asks
-    /// the device to cut it; one to an address of ours is refused (IPv6 is
-    /// not delivered locally).
+    /// the device to cut it. One to a local address (`::1`, or ours past
+    /// duplicate address detection; its source `dst` itself when `None`)
+    /// is delivered here, whole, by the next poll (`local.rs`); one to an
+    /// address of ours still tentative or found duplicate is refused, and
+    /// so is one from `::1` to an address that is not local.
     pub fn send_ipv6(
         &mut self,
         src: Option<Ipv6Addr>,
@@ -400,8 +432,21 @@ impl Interface {
         hop_limit: Option<u8>,
         now: Instant,
     ) -> Result<(), Error> {
+        if self.is_local6(dst) {
+            if payload.len() > IPV6_MAX_PAYLOAD_LEN {
+                return Err(Error::MessageTooLong);
+            }
+            let v6 = self.v6.as_ref().ok_or(Error::Unaddressable)?;
+            let src = src.unwrap_or(dst);
+            let repr = Ipv6Repr::new(src, dst, next_header, payload.len(), hop_limit.unwrap_or(v6.hop_limit));
+            return self.send_local6(repr, payload);
+        }
         let v6 = self.v6.as_ref().ok_or(Error::Unaddressable)?;
         if dst.is_unspecified() || dst.is_loopback() || v6.addrs.get(dst).is_some() {
+            return Err(Error::Unaddressable);
+        }
+        if src.is_some_and(|s| s.is_loopback()) {
+            // `::1` never appears on the link (RFC 4291 2.5.3).
             return Err(Error::Unaddressable);
         }
         let src = match src {

@@ -90,7 +90,7 @@ impl<'a> Tcp<'a> {
         let iface = &mut *self.iface;
         let ours = match local.ip() {
             IpAddr::V4(ip) => iface.is_local(ip),
-            IpAddr::V6(ip) => iface.ipv6_address_state(ip).is_some(),
+            IpAddr::V6(ip) => iface.ipv6_address_state(ip).is_some() || iface.is_local6(ip),
         };
         if !local.ip().is_unspecified() && !ours {
             return Err(Error::AddrNotAvailable);
@@ -171,9 +171,12 @@ impl<'a> Tcp<'a> {
         let remote = unmapped(remote.into());
         let unaddressable = match remote.ip() {
             IpAddr::V4(ip) => ip.is_unspecified() || ip.is_multicast() || iface.is_broadcast(ip),
-            // IPv6 is not delivered locally: not to ::1, nor to ourselves.
+            // Local (`::1`, or ours past duplicate address detection) is
+            // delivered here; an address of ours not yet usable is not.
             IpAddr::V6(ip) => {
-                ip.is_unspecified() || ip.is_multicast() || ip.is_loopback() || iface.ipv6_address_state(ip).is_some()
+                ip.is_unspecified()
+                    || ip.is_multicast()
+                    || (iface.ipv6_address_state(ip).is_some() && !iface.is_local6(ip))
             }
         };
         if remote.port() == 0 || unaddressable {

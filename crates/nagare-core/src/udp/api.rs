@@ -38,13 +38,15 @@ impl<'a> Udp<'a> {
     }
 
     /// Binds a UDP socket over IPv6 to `local`, whose address is one of
-    /// the interface's IPv6 addresses or `::` (every one of them); port 0
+    /// the interface's IPv6 addresses, `::1`, or `::` (every one of them,
+    /// `::1` too); port 0
     /// picks a free ephemeral port. The port is bound apart from IPv4's:
     /// an IPv4 socket may hold the same one. The queue bounds are those of
     /// IPv4 sockets.
     pub fn bind6(&mut self, local: SocketAddrV6) -> Result<UdpHandle, Error> {
         let ip = *local.ip();
-        if !ip.is_unspecified() && self.iface.ipv6_address_state(ip).is_none() {
+        let ours = self.iface.ipv6_address_state(ip).is_some() || self.iface.is_local6(ip);
+        if !ip.is_unspecified() && !ours {
             return Err(Error::AddrNotAvailable);
         }
         let config = &self.iface.config;
@@ -329,6 +331,30 @@ impl<'a> Udp<'a> {
     pub fn recv_any(&mut self, handle: UdpHandle) -> Result<Option<(SocketAddr, PacketBuf)>, Error> {
         let socket = self.iface.udp.socket_mut(handle).ok_or(Error::InvalidHandle)?;
         Ok(socket.dequeue_any())
+    }
+
+    /// Connects a socket to `peer` (`None`: no peer, as `AF_UNSPEC`
+    /// does), as a Linux socket's `connect`: from then on only an ICMP
+    /// error about a datagram to the peer is kept for it. The peer must be
+    /// of the socket's family (an IPv4 one, IPv4-mapped or not, for a
+    /// dual-stack socket too) and have an address and a port. Sends and
+    /// receives are not changed: the caller names the peer.
+    pub fn connect(&mut self, handle: UdpHandle, peer: Option<SocketAddr>) -> Result<(), Error> {
+        let socket = self.iface.udp.socket_mut(handle).ok_or(Error::InvalidHandle)?;
+        let Some(peer) = peer.map(super::socket::canonical) else {
+            socket.peer = None;
+            return Ok(());
+        };
+        let fits = match (socket.local, peer) {
+            (SocketAddr::V4(_), SocketAddr::V4(_)) | (SocketAddr::V6(_), SocketAddr::V6(_)) => true,
+            (SocketAddr::V6(_), SocketAddr::V4(_)) => socket.dual_stack,
+            (SocketAddr::V4(_), SocketAddr::V6(_)) => false,
+        };
+        if !fits || peer.port() == 0 || peer.ip().is_unspecified() {
+            return Err(Error::Unaddressable);
+        }
+        socket.peer = Some(peer);
+        Ok(())
     }
 
     /// Takes the last ICMP error reported for this socket's datagrams.

@@ -57,8 +57,11 @@ pub struct UdpSocket {
     pub(crate) rx_limit_packets: usize,
     pub(crate) rx_limit_bytes: usize,
     pub(crate) rx_dropped: u64,
-    /// The last ICMP error reported for a datagram this socket sent.
+    /// The last ICMP error reported for a datagram this socket sent (to
+    /// its peer, once it has one).
     pub(crate) error: Option<crate::icmp::IcmpError>,
+    /// The peer it is connected to, an IPv4-mapped one as IPv4.
+    pub(crate) peer: Option<SocketAddr>,
 }
 
 impl UdpSocket {
@@ -72,6 +75,7 @@ impl UdpSocket {
             rx_limit_bytes: limit_bytes,
             rx_dropped: 0,
             error: None,
+            peer: None,
         }
     }
 
@@ -168,6 +172,22 @@ impl UdpSocket {
         self.local
     }
 
+    /// The peer the socket is connected to ([`Udp::connect`]), an
+    /// IPv4-mapped one as IPv4.
+    ///
+    /// [`Udp::connect`]: super::Udp::connect
+    pub fn peer(&self) -> Option<SocketAddr> {
+        self.peer
+    }
+
+    /// Whether an ICMP error about a datagram sent to `to` is this
+    /// socket's: any is while it has no peer, only one about its peer once
+    /// it has one (as a connected Linux socket is found for an error only
+    /// by its peer's address and port).
+    pub(crate) fn owns_error_about(&self, to: SocketAddr) -> bool {
+        self.peer.is_none_or(|peer| peer == canonical(to))
+    }
+
     /// Datagrams waiting to be read.
     pub fn queued(&self) -> usize {
         self.rx.len()
@@ -201,5 +221,17 @@ impl UdpSocket {
     /// Datagrams dropped because the queue was full.
     pub fn dropped(&self) -> u64 {
         self.rx_dropped
+    }
+}
+
+/// `a` with an IPv4-mapped IPv6 address as its IPv4 address: the one form
+/// a socket's peer is kept and compared in.
+pub(crate) fn canonical(a: SocketAddr) -> SocketAddr {
+    match a {
+        SocketAddr::V6(six) => match six.ip().to_ipv4_mapped() {
+            Some(ip) => SocketAddr::V4(SocketAddrV4::new(ip, six.port())),
+            None => a,
+        },
+        a => a,
     }
 }

@@ -178,10 +178,26 @@ impl UdpSockets {
     }
 
     /// Keeps `error` for the IPv4 socket bound to `port` (or the
-    /// dual-stack IPv6 one), which sent the datagram the error quotes.
-    pub(crate) fn report_error(&mut self, port: u16, error: IcmpError) {
-        if let Some(socket) = self.ports.get(&port).copied().and_then(|h| self.table.get_mut(h.0)) {
-            socket.error = Some(error);
+    /// dual-stack IPv6 one), which sent the datagram to `to` the error
+    /// quotes; a socket connected to another peer is not told.
+    pub(crate) fn report_error(&mut self, port: u16, to: SocketAddrV4, error: IcmpError) {
+        let handle = self.ports.get(&port).copied();
+        if let Some(socket) = handle.and_then(|h| self.table.get_mut(h.0)) {
+            if socket.owns_error_about(SocketAddr::V4(to)) {
+                socket.error = Some(error);
+            }
+        }
+    }
+
+    /// Keeps `error` for the IPv6 socket bound to `port`, which sent the
+    /// datagram to `to` the error quotes; a socket connected to another
+    /// peer is not told.
+    pub(crate) fn report_error6(&mut self, port: u16, to: SocketAddrV6, error: IcmpError) {
+        let handle = self.ports6.get(&port).copied();
+        if let Some(socket) = handle.and_then(|h| self.table.get_mut(h.0)) {
+            if socket.owns_error_about(SocketAddr::V6(to)) {
+                socket.error = Some(error);
+            }
         }
     }
 }

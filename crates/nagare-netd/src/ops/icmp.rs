@@ -73,6 +73,17 @@ fn echo_done(event: EchoEvent) -> Done {
         EchoEvent::Error { seq_no, error: IcmpError::TimeExceeded { from, code } } => {
             (0, host(from), EchoWord::TimeExceeded { seq: seq_no, code })
         }
+        // An echo socket's errors are about its IPv4 requests: the ICMPv6
+        // ones come only to UDP sockets.
+        EchoEvent::Error { seq_no, error: IcmpError::Unreachable6 { code, .. } } => {
+            (0, 0, EchoWord::Unreachable { seq: seq_no, code })
+        }
+        EchoEvent::Error { seq_no, error: IcmpError::TimeExceeded6 { code, .. } } => {
+            (0, 0, EchoWord::TimeExceeded { seq: seq_no, code })
+        }
+        EchoEvent::Error { seq_no, error: IcmpError::PacketTooBig6 { .. } } => {
+            (0, 0, EchoWord::Unreachable { seq: seq_no, code: 4 })
+        }
     };
     Done { extra: [word.encode(), 0], ..Done::with_addr(len, from) }
 }

@@ -8,7 +8,8 @@
 //! whether a request may wait, in what order, and what its completion
 //! carries is decided in one place, `crate::requests`.
 //!
-//! - `udp`: bind, sendto, recvfrom (of either family).
+//! - `udp`: bind, connect, sendto, recvfrom (of either family);
+//!   `udp_errors`: the ICMP errors a connected socket's calls report.
 //! - `tcp`: listen, accept, connect, send, recv, shutdown, set and get
 //!   options.
 //! - `icmp`: the echo (ping) socket: open, send, receive (ICMP and ICMPv6).
@@ -23,6 +24,7 @@ mod icmp;
 mod share;
 mod tcp;
 mod udp;
+mod udp_errors;
 
 pub(crate) use control::socket_priority;
 
@@ -124,6 +126,7 @@ pub(crate) fn execute(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
         Op::UdpBind | Op::UdpBind6 => udp::bind(cx, c, req),
         Op::SendTo | Op::SendTo6 => udp::send_to(cx, c, req, buf),
         Op::RecvFrom => udp::recv_from(cx, c, req, buf),
+        Op::UdpConnect => udp::connect(cx, c, req),
         Op::Listen | Op::Listen6 => tcp::listen(cx, c, req),
         Op::Accept => tcp::accept(cx, c, req),
         Op::Connect | Op::Connect6 => tcp::connect(cx, c, req),
@@ -208,6 +211,20 @@ fn address(word: u64) -> Result<SocketAddrV4, i32> {
 /// `Op::UdpBind6` and `Op::SendTo6` carry it).
 fn address6(req: &Request) -> SocketAddr {
     SocketAddr::V6(decode_addr6([req.aux[0], req.aux[1], req.aux[2] & 0xffff]))
+}
+
+/// The local address of a `LISTEN6` or `UDP_BIND6`: an IPv4-mapped one
+/// (`::ffff:a.b.c.d`) is its IPv4 address, as Linux binds an `AF_INET6`
+/// socket there (IPv4 alone, its ends reported mapped by the client),
+/// and `V6_ONLY` refuses it (`EINVAL`, as Linux does).
+fn local6(req: &Request) -> Result<SocketAddr, i32> {
+    let local = address6(req);
+    let SocketAddr::V6(six) = local else { return Ok(local) };
+    match six.ip().to_ipv4_mapped() {
+        Some(_) if req.aux[2] & nagare_request::V6_ONLY != 0 => Err(libc::EINVAL),
+        Some(ip) => Ok(SocketAddr::V4(SocketAddrV4::new(ip, six.port()))),
+        None => Ok(local),
+    }
 }
 
 /// The buffer a request must have brought.

@@ -14,7 +14,9 @@
 //! resize gets what fits.
 
 use super::deliver::{copy_to_region, received_in_place};
-use super::{address, address6, blocked, buffer, encode_end, engine_errno, payload, Caller, Context, Done, Outcome};
+use super::{
+    address, address6, blocked, buffer, encode_end, engine_errno, local6, payload, Caller, Context, Done, Outcome,
+};
 use crate::memory::{connection_charge, BUFFER_FLOOR};
 use crate::sockets::Sock;
 use crate::steering::TCP;
@@ -33,11 +35,10 @@ use std::time::Duration;
 pub(super) fn listen(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
     let l = match req.op {
         Op::Listen6 => {
-            let local = address6(req);
             let backlog = req.aux[3] as usize;
-            match local {
+            match local6(req)? {
                 SocketAddr::V6(six) if req.aux[2] & V6_ONLY != 0 => cx.iface.tcp().listen_v6_only(six, backlog),
-                _ => cx.iface.tcp().listen(local, backlog),
+                local => cx.iface.tcp().listen(local, backlog),
             }
         }
         _ => cx.iface.tcp().listen(address(req.aux[0])?, req.aux[1] as usize),

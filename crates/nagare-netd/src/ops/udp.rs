@@ -1,5 +1,10 @@
-//! UDP: bind, sendto, recvfrom, and the receive queue's size
+//! UDP: bind, connect, sendto, recvfrom, and the receive queue's size
 //! (`SO_RCVBUF`).
+//!
+//! A connected socket's `SENDTO` or `RECVFROM` fails first with the ICMP
+//! error the engine kept about a datagram to its peer, once, if Linux
+//! would report it (`udp_errors`); the client's data path keeps it for
+//! the socket's next call, as `SO_ERROR`.
 //!
 //! A datagram goes out in place (the client's buffer lent to the engine,
 //! completed when the engine lets go) when the client lends it and it
@@ -14,7 +19,10 @@
 //! sized.
 
 use super::deliver::{copy_to_region, received_in_place};
-use super::{address, address6, blocked, buffer, encode_end, engine_errno, payload, Caller, Context, Done, Outcome};
+use super::udp_errors::hard_errno;
+use super::{
+    address, address6, blocked, buffer, encode_end, engine_errno, local6, payload, Caller, Context, Done, Outcome,
+};
 use crate::memory::UDP_RECV_QUEUE;
 use crate::sockets::Sock;
 use crate::steering::UDP;
@@ -27,14 +35,19 @@ use std::net::{SocketAddr, SocketAddrV4};
 
 /// `UDP_BIND`: a socket on `aux[0]` (port 0: an ephemeral one);
 /// `UDP_BIND6`: on an IPv6 address (`aux[0..3]`), dual stack on `::`
-/// unless `V6_ONLY`.
+/// unless `V6_ONLY`; on an IPv4-mapped one, an IPv4 socket on its IPv4
+/// address (`local6`).
 pub(super) fn bind(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
-    let h = match (req.op, address6(req)) {
-        (Op::UdpBind6, SocketAddr::V6(six)) if six.ip().is_unspecified() && req.aux[2] & V6_ONLY == 0 => {
+    let local = match req.op {
+        Op::UdpBind6 => local6(req)?,
+        _ => SocketAddr::V4(address(req.aux[0])?),
+    };
+    let h = match local {
+        SocketAddr::V6(six) if six.ip().is_unspecified() && req.aux[2] & V6_ONLY == 0 => {
             cx.iface.udp().bind6_dual_stack(six.port())
         }
-        (Op::UdpBind6, SocketAddr::V6(six)) => cx.iface.udp().bind6(six),
-        _ => cx.iface.udp().bind(address(req.aux[0])?),
+        SocketAddr::V6(six) => cx.iface.udp().bind6(six),
+        SocketAddr::V4(four) => cx.iface.udp().bind(four),
     }
     .map_err(engine_errno)?;
     let local = cx.iface.udp_ref().socket(h).map(|u| u.local_addr()).ok_or(libc::EBADF)?;
@@ -57,6 +70,50 @@ pub(super) fn bind(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> O
     c.sockets.claim_port(cx.steering, id, UDP, local.port());
     cx.receivers.add(h, c.key, id);
     Ok(Some(Done::with_addr(u64::from(id), encode_end(local))))
+}
+
+/// `UDP_CONNECT`: the socket's peer (`aux[0..3]`, an IPv4 one mapped),
+/// or none when all three words are 0. As Linux's: an IPv4 peer of a
+/// v6-only socket fails with `ENETUNREACH`, an IPv6 one of an IPv4
+/// socket with `EAFNOSUPPORT`. An error the engine kept before is
+/// dropped: it came while the socket had no peer.
+pub(super) fn connect(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
+    let h = c.sockets.udp(req.socket)?;
+    let peer = match address6(req) {
+        _ if req.aux[..3] == [0; 3] => None,
+        SocketAddr::V6(six) => {
+            let socket = cx.iface.udp_ref().socket(h).ok_or(libc::EBADF)?;
+            match (six.ip().to_ipv4_mapped(), socket.local_addr()) {
+                (Some(ip), SocketAddr::V4(_)) => Some(SocketAddr::V4(SocketAddrV4::new(ip, six.port()))),
+                (Some(ip), SocketAddr::V6(_)) if socket.is_dual_stack() => {
+                    Some(SocketAddr::V4(SocketAddrV4::new(ip, six.port())))
+                }
+                (Some(_), SocketAddr::V6(_)) => return Err(libc::ENETUNREACH),
+                (None, SocketAddr::V4(_)) => return Err(libc::EAFNOSUPPORT),
+                (None, SocketAddr::V6(_)) => Some(SocketAddr::V6(six)),
+            }
+        }
+        SocketAddr::V4(_) => return Err(libc::EINVAL),
+    };
+    let mut udp = cx.iface.udp();
+    udp.take_error(h).map_err(engine_errno)?;
+    udp.connect(h, peer).map_err(engine_errno)?;
+    Ok(Some(Done::value(0)))
+}
+
+/// The error socket `h`'s next call fails with: the ICMP error the
+/// engine kept, taken, if the socket is connected and Linux reports it
+/// (a hard one); any other is dropped.
+fn socket_error(cx: &mut Context<'_>, h: UdpHandle) -> Result<(), i32> {
+    let Some(error) = cx.iface.udp().take_error(h).map_err(engine_errno)? else { return Ok(()) };
+    let connected = cx.iface.udp_ref().socket(h).is_some_and(|u| u.peer().is_some());
+    match hard_errno(error) {
+        Some(errno) if connected => {
+            cx.stats.udp_errors_reported += 1;
+            Err(errno)
+        }
+        _ => Ok(()),
+    }
 }
 
 /// `SET_OPTION` of `SO_RCVBUF` on a UDP socket: sizes its receive queue
@@ -85,7 +142,9 @@ pub(super) fn get_recv_buffer(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Re
 
 /// `SENDTO`: the buffer's bytes to `aux[0]`; `SENDTO6`: to the IPv6
 /// address in `aux[0..3]` (an IPv4-mapped one over IPv4, from a
-/// dual-stack socket; `ENETUNREACH` from a v6-only one, as Linux says).
+/// dual-stack socket or one bound to an IPv4-mapped address;
+/// `ENETUNREACH` from a v6-only one, as Linux says; an IPv6 one from a
+/// socket bound to an IPv4-mapped address, `EAFNOSUPPORT`).
 pub(super) fn send_to(
     cx: &mut Context<'_>,
     c: &mut Caller<'_>,
@@ -93,21 +152,26 @@ pub(super) fn send_to(
     buf: Option<nagare_ipc::BufRef>,
 ) -> Outcome {
     let h = c.sockets.udp(req.socket)?;
+    socket_error(cx, h)?;
     let dst = match (req.op, address6(req)) {
-        (Op::SendTo6, SocketAddr::V6(six)) => match six.ip().to_ipv4_mapped() {
-            Some(ip) if cx.iface.udp_ref().socket(h).is_some_and(|u| u.is_dual_stack()) => {
-                SocketAddr::V4(SocketAddrV4::new(ip, six.port()))
+        (Op::SendTo6, SocketAddr::V6(six)) => {
+            // Of IPv4: an IPv4 socket, or a dual-stack IPv6 one.
+            let four =
+                cx.iface.udp_ref().socket(h).map_or((false, false), |u| (u.local_addr().is_ipv4(), u.is_dual_stack()));
+            match (six.ip().to_ipv4_mapped(), four) {
+                (Some(ip), (true, _) | (_, true)) => SocketAddr::V4(SocketAddrV4::new(ip, six.port())),
+                (Some(_), _) => return Err(libc::ENETUNREACH),
+                (None, (true, _)) => return Err(libc::EAFNOSUPPORT),
+                (None, _) => SocketAddr::V6(six),
             }
-            Some(_) => return Err(libc::ENETUNREACH),
-            None => SocketAddr::V6(six),
-        },
+        }
         _ => SocketAddr::V4(address(req.aux[0])?),
     };
-    // Delivered here, not on the device (IPv6 to our own addresses is
-    // not delivered locally).
+    // Delivered here, not on the device: to our own addresses, and to
+    // 127.0.0.0/8 and `::1`.
     let local = match dst {
         SocketAddr::V4(v4) => cx.iface.is_local(*v4.ip()),
-        SocketAddr::V6(_) => false,
+        SocketAddr::V6(v6) => cx.iface.is_local6(*v6.ip()),
     };
     let b = buffer(buf)?;
     // Zero copy unless the datagram stays here: a receiving socket's queue
@@ -133,10 +197,13 @@ pub(super) fn send_to(
         return Ok(Some(Done::lent(u64::from(b.len))));
     }
     let view = payload(c.pool, buf)?;
-    if let (Some(mm), true, SocketAddr::V4(dst)) = (cx.mm, local, dst) {
+    if let (Some(mm), true) = (cx.mm, local) {
         // Delivered here, past the frame path where the memory manager
         // sees received datagrams: it sees this one now.
-        let receiver = cx.iface.udp_ref().receiver_of(dst).map(|(rh, _)| rh);
+        let receiver = match dst {
+            SocketAddr::V4(dst) => cx.iface.udp_ref().receiver_of(dst).map(|(rh, _)| rh),
+            SocketAddr::V6(dst) => cx.iface.udp_ref().receiver_of6(dst).map(|(rh, _)| rh),
+        };
         if let Some((rh, dest)) = receiver.and_then(|rh| cx.receivers.destination(rh).map(|d| (rh, d))) {
             mm.grow_for(cx.iface, cx.memory, cx.stats, rh, &dest, (0, 0), view.len());
         }
@@ -165,6 +232,7 @@ pub(super) fn recv_from(
 ) -> Outcome {
     let h = c.sockets.udp(req.socket)?;
     let b = buffer(buf)?;
+    socket_error(cx, h)?;
     let Some((from, payload)) = cx.iface.udp().recv_any(h).map_err(engine_errno)? else { return blocked(req) };
     // The result is the datagram's whole length (as with MSG_TRUNC); the
     // piece's length what fit.

@@ -1,0 +1,147 @@
+//! ICMP errors through netd to UDP sockets, as Linux reports them to a
+//! socket without `IP_RECVERR`: the peer's port unreachable (ICMP or
+//! ICMPv6) fails a connected socket's next receive, or its next send,
+//! once, and `take_error` (`SO_ERROR`) takes it too; an unconnected
+//! socket, or one connected to another peer, hears of none.
+
+mod support;
+
+use nagare::net::UdpSocket;
+use nagare_netd::Placement;
+use std::io::ErrorKind;
+use std::net::{Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::time::{Duration, Instant};
+use support::{stat_value, wait_for_report, NetdThread, Tune, Wire, LIMIT, PEER_ADDR, PEER_ADDR6};
+
+/// How long a receive waits for what must not come.
+const QUIET: Duration = Duration::from_millis(300);
+
+/// A port the peer has no socket on.
+const CLOSED: u16 = 9;
+
+fn start(placement: Placement) -> NetdThread {
+    NetdThread::start_tuned(placement, Wire::PeerLink, Tune { ipv6: true, ..Tune::default() }, |_| {})
+}
+
+fn six(ip: Ipv6Addr, port: u16) -> SocketAddr {
+    SocketAddr::V6(SocketAddrV6::new(ip, port, 0, 0))
+}
+
+/// What a receive that waited `QUIET` for nothing gives.
+fn nothing_for(s: &UdpSocket) -> ErrorKind {
+    s.set_read_timeout(Some(QUIET)).unwrap();
+    s.recv_from(&mut [0u8; 64]).map(|_| ()).expect_err("nothing came").kind()
+}
+
+/// The sockets and closed peers of the cases: IPv4, IPv6, and a
+/// dual-stack socket's IPv4-mapped peer.
+fn cases() -> [(&'static str, SocketAddr); 3] {
+    let four = SocketAddrV4::new(PEER_ADDR, CLOSED);
+    [
+        ("0.0.0.0:0", SocketAddr::V4(four)),
+        ("[::]:0", six(PEER_ADDR6, CLOSED)),
+        ("[::]:0", six(PEER_ADDR.to_ipv6_mapped(), CLOSED)),
+    ]
+}
+
+#[test]
+fn a_connected_socket_hears_of_its_peer_s_closed_port_once() {
+    for placement in [Placement::Inline, Placement::Single] {
+        let netd = start(placement);
+        let client = netd.connect();
+        for (k, (bind, closed)) in cases().into_iter().enumerate() {
+            let what = format!("{placement:?}, {bind} to {closed}");
+            let s = UdpSocket::bind_via(&client, bind).unwrap();
+            s.connect(closed).unwrap();
+            assert_eq!(s.peer_addr().unwrap(), closed, "{what}");
+            // The next receive fails with it, and only that one.
+            s.send(b"anyone?").unwrap();
+            s.set_read_timeout(Some(LIMIT)).unwrap();
+            let e = s.recv(&mut [0u8; 64]).expect_err("the port unreachable fails the receive");
+            assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{what}: {e}");
+            assert_eq!(nothing_for(&s), ErrorKind::WouldBlock, "{what}: reported once");
+            // Or the next send, once netd has it.
+            let reported = 3 * k as u64 + 2;
+            s.send(b"anyone?").unwrap();
+            wait_for_report(&client, "the second error", |r| {
+                stat_value(r, "netd udp_errors_reported") == Some(reported)
+            });
+            let e = send_until_refused(&s, &what);
+            assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{what}: {e}");
+            assert!(s.take_error().unwrap().is_none(), "{what}: reported once");
+            // Or `take_error`, as `SO_ERROR`.
+            s.send(b"anyone?").unwrap();
+            let deadline = Instant::now() + LIMIT;
+            let e = loop {
+                if let Some(e) = s.take_error().unwrap() {
+                    break e;
+                }
+                assert!(Instant::now() < deadline, "{what}: no error for SO_ERROR");
+                std::thread::sleep(Duration::from_millis(1));
+            };
+            assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{what}: {e}");
+            assert!(s.take_error().unwrap().is_none(), "{what}: reported once");
+        }
+        drop(client);
+        netd.stop();
+    }
+}
+
+/// Sends to `s`'s peer until a send fails: the error netd reported
+/// reaches the client's path with a completion, which a send takes
+/// first. The sends before are queued only; each may bring back an
+/// error of its own, as the first did.
+fn send_until_refused(s: &UdpSocket, what: &str) -> std::io::Error {
+    for _ in 0..1000 {
+        if let Err(e) = s.send(b"x") {
+            return e;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("{what}: no send failed");
+}
+
+#[test]
+fn an_unconnected_socket_and_one_connected_elsewhere_hear_of_nothing() {
+    let netd = start(Placement::Inline);
+    let client = netd.connect();
+    for (bind, closed) in cases() {
+        let s = UdpSocket::bind_via(&client, bind).unwrap();
+        s.send_to(b"anyone?", closed).unwrap();
+        assert_eq!(nothing_for(&s), ErrorKind::WouldBlock, "{bind} to {closed}");
+        assert!(s.take_error().unwrap().is_none());
+        // Connected to another port: the error about this one is not its.
+        let mut elsewhere = closed;
+        elsewhere.set_port(CLOSED + 1);
+        s.connect(elsewhere).unwrap();
+        s.send_to(b"anyone?", closed).unwrap();
+        assert_eq!(nothing_for(&s), ErrorKind::WouldBlock, "{bind} to {closed}");
+        assert!(s.take_error().unwrap().is_none());
+        // An error kept while unconnected is not reported once connected.
+        s.disconnect().unwrap();
+        assert!(s.peer_addr().is_err());
+        s.send_to(b"anyone?", closed).unwrap();
+        std::thread::sleep(QUIET);
+        s.connect(closed).unwrap();
+        assert_eq!(nothing_for(&s), ErrorKind::WouldBlock, "{bind} to {closed}");
+    }
+    let report = client.stat().unwrap();
+    assert_eq!(stat_value(&report, "netd udp_errors_reported"), Some(0), "{report}");
+    drop(client);
+    netd.stop();
+}
+
+#[test]
+fn a_peer_of_the_other_family_is_refused_as_linux_does() {
+    let netd = start(Placement::Inline);
+    let client = netd.connect();
+    let four = UdpSocket::bind_via(&client, "0.0.0.0:0").unwrap();
+    let e = four.connect(six(PEER_ADDR6, CLOSED)).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EAFNOSUPPORT), "{e}");
+    let only6 = UdpSocket::bind_v6_only_via(&client, SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 0, 0, 0)).unwrap();
+    let e = only6.connect(SocketAddrV4::new(PEER_ADDR, CLOSED)).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENETUNREACH), "{e}");
+    assert!(only6.peer_addr().is_err());
+    drop((four, only6, client));
+    netd.stop();
+}
