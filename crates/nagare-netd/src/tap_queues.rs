@@ -77,6 +77,26 @@ pub(crate) struct Prepared {
     epoll: OwnedFd,
 }
 
+/// Buffers of one client lent for a queue's next reads.
+#[derive(Default)]
+struct Held {
+    /// The client, and the size of its buffers.
+    client: Option<(u64, usize)>,
+    buffers: Vec<(u32, SharedBytes)>,
+}
+
+impl Held {
+    /// Gives every buffer back unread (to a client that may be gone).
+    fn give_back(&mut self, steering: &Steering) {
+        if let Some((key, _)) = self.client.take() {
+            for (index, _) in self.buffers.drain(..) {
+                steering.give_back(key, index);
+            }
+        }
+        self.buffers.clear();
+    }
+}
+
 /// A multi-queue TAP read by netd, each client's queue into its region.
 pub(crate) struct TapQueues {
     first: TapDevice,
@@ -88,8 +108,12 @@ pub(crate) struct TapQueues {
     epoll: OwnedFd,
     /// The newest steering change applied to the map.
     applied: u64,
-    /// Buffers lent for the read under way.
-    lent: Vec<(u32, SharedBytes)>,
+    /// Receive buffers each queue's client lent for its next reads (by
+    /// queue): kept while reads find nothing, given back when the queue's
+    /// reader changes.
+    held: Vec<Held>,
+    /// Buffers a top-up borrows.
+    scratch: Vec<(u32, SharedBytes)>,
     /// Each client's rank in PacketFlow's scheduler (lowest first), when
     /// it runs: its queue is read before those of clients ranked after it.
     /// Without it, or between clients of one rank, queues take turns.
@@ -109,7 +133,8 @@ impl TapQueues {
             _program: program,
             epoll,
             applied: 0,
-            lent: Vec::with_capacity(MAX_PIECES),
+            held: (0..MAX_RX_QUEUES).map(|_| Held::default()).collect(),
+            scratch: Vec::with_capacity(MAX_PIECES),
             ranks: None,
             stats,
         }
@@ -201,15 +226,18 @@ impl TapQueues {
 
     /// Up to `max` frames from the extra queues; how many.
     fn receive_queues(&mut self, pool: &BufferPool, out: &mut Vec<PacketBuf>, max: usize, now: Instant) -> usize {
-        let TapQueues { queues, steering, lent, stats, ranks, .. } = self;
+        let TapQueues { queues, steering, held, scratch, stats, ranks, .. } = self;
         let count = queues.queues.len().min(MAX_RX_QUEUES);
         let start = queues.next;
         queues.next = (start + 1) % count.max(1);
         let shape = queues.queues.iter().map(|q| (q.key, q.draining()));
         let order = read_order(shape, start, ranks.as_ref());
         let mut frames = 0;
-        for at in order {
-            let Some(q) = queues.queues.get_mut(at) else { continue };
+        for at in order.iter() {
+            let (Some(q), Some(held)) = (queues.queues.get_mut(at), held.get_mut(at)) else { continue };
+            if held.client.map(|(key, _)| key) != q.reader() {
+                held.give_back(steering);
+            }
             // Nothing is steered to a queue nobody has, and what was is
             // drained first: no read (a system call) is spent on it.
             if q.key.is_none() && !q.draining() {
@@ -219,7 +247,10 @@ impl TapQueues {
             let mut emptied = false;
             while frames < max {
                 let steered = match q.reader() {
-                    Some(key) => read_steered(q.device.as_mut(), steering, key, pool, lent, out, stats, now),
+                    Some(key) => {
+                        let into = Into { steering, key, held, scratch };
+                        read_steered(q.device.as_mut(), into, pool, out, stats, now)
+                    }
                     None => None,
                 };
                 let got = match steered {
@@ -259,13 +290,20 @@ fn read_order(
     shape: impl Iterator<Item = (Option<u64>, bool)>,
     start: usize,
     ranks: Option<&HashMap<u64, (u8, u8)>>,
-) -> Vec<usize> {
-    let shape: Vec<(Option<u64>, bool)> = shape.take(MAX_RX_QUEUES).collect();
-    let count = shape.len();
-    let mut order: Vec<usize> = (0..count).map(|k| (start + k) % count).collect();
+) -> ReadOrder {
+    let mut of = [(None, false); MAX_RX_QUEUES];
+    let mut count = 0;
+    for (slot, queue) in of.iter_mut().zip(shape) {
+        *slot = queue;
+        count += 1;
+    }
+    let mut order = ReadOrder { at: [0; MAX_RX_QUEUES], count };
+    for (k, slot) in order.at.iter_mut().take(count).enumerate() {
+        *slot = (start + k) % count;
+    }
     if let Some(ranks) = ranks {
         // Stable: queues of one rank keep their turns.
-        order.sort_by_key(|&at| match shape.get(at) {
+        order.at[..count].sort_by_key(|&at| match of.get(at) {
             Some(&(_, true)) => (0, 0),
             Some(&(Some(key), false)) => ranks.get(&key).copied().unwrap_or((u8::MAX, u8::MAX)),
             _ => (u8::MAX, u8::MAX),
@@ -274,23 +312,49 @@ fn read_order(
     order
 }
 
-/// One frame from `device` (client `key`'s queue) read straight into spare
+/// Queue numbers in the order to read them.
+struct ReadOrder {
+    at: [usize; MAX_RX_QUEUES],
+    count: usize,
+}
+
+impl ReadOrder {
+    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.at.iter().take(self.count).copied()
+    }
+}
+
+/// Where a steered read goes: client `key`'s buffers that `held` keeps
+/// for the queue (topped up from its spare ones through `scratch`).
+struct Into<'a> {
+    steering: &'a Steering,
+    key: u64,
+    held: &'a mut Held,
+    scratch: &'a mut Vec<(u32, SharedBytes)>,
+}
+
+/// One frame from `device` (client `key`'s queue) read straight into
 /// receive buffers of its region and taken by netd (`Steering::receive`):
 /// `Some(Some(()))` a frame read (taken or refused), `Some(None)` the queue
 /// is empty, `None` the client has no spare buffers (read it the other
-/// way).
-#[allow(clippy::too_many_arguments)]
+/// way). The buffers a read does not fill stay held for the next.
 fn read_steered(
     device: &mut dyn Device,
-    steering: &Steering,
-    key: u64,
+    into: Into<'_>,
     pool: &BufferPool,
-    lent: &mut Vec<(u32, SharedBytes)>,
     out: &mut Vec<PacketBuf>,
     stats: &mut QueueStats,
     now: Instant,
 ) -> Option<Option<()>> {
-    let size = steering.buffer_size(key)?;
+    let Into { steering, key, held, scratch } = into;
+    let size = match held.client {
+        Some((_, size)) => size,
+        None => {
+            let size = steering.buffer_size(key)?;
+            held.client = Some((key, size));
+            size
+        }
+    };
     if size <= RX_HEADROOM {
         return None;
     }
@@ -298,16 +362,19 @@ fn read_steered(
     if pieces > MAX_PIECES {
         return None;
     }
-    steering.lend(key, pieces, lent)?;
+    if held.buffers.len() < pieces {
+        steering.lend(key, pieces - held.buffers.len(), scratch)?;
+        held.buffers.append(scratch);
+    }
     let mut views: [Option<SharedBytes>; MAX_PIECES] = Default::default();
-    for (k, (slot, (_, whole))) in views.iter_mut().zip(lent.iter()).enumerate() {
+    for (k, (slot, (_, whole))) in views.iter_mut().zip(held.buffers.iter()).take(pieces).enumerate() {
         let offset = if k == 0 { RX_HEADROOM } else { 0 };
         *slot = whole.sub(offset, size - offset);
     }
     let got = if views.iter().take(pieces).all(Option::is_some) {
         let mut slices: [&mut [u8]; MAX_PIECES] = Default::default();
         for (slot, v) in slices.iter_mut().zip(views.iter_mut().flatten()) {
-            // SAFETY: buffers lent for this read alone, each once: nothing
+            // SAFETY: buffers lent to this queue alone, each once: nothing
             // else in netd touches them until `receive` or `give_back`;
             // the client writing them spoils only its own frame (netd
             // parses its own copy of the headers).
@@ -319,27 +386,20 @@ fn read_steered(
     };
     let (len, offload) = match got {
         Ok(Some((len, offload))) if len > 0 => (len, offload),
-        other => {
-            for &(index, _) in lent.iter() {
-                steering.give_back(key, index);
-            }
-            lent.clear();
-            // A frame the device dropped (too large) was still read.
-            return Some(matches!(other, Ok(Some(_))).then_some(()));
-        }
+        // A frame the device dropped (too large) was still read; the
+        // buffers, unwritten, stay held.
+        other => return Some(matches!(other, Ok(Some(_))).then_some(())),
     };
     let used = (RX_HEADROOM + len).div_ceil(size).min(pieces);
     let mut named = [(0u32, 0u32, 0u32); MAX_PIECES];
-    for (k, (slot, &(index, _))) in named.iter_mut().zip(lent.iter()).enumerate().take(used) {
+    for (k, (slot, &(index, _))) in named.iter_mut().zip(held.buffers.iter()).enumerate().take(used) {
         let start = (k * size).saturating_sub(RX_HEADROOM);
         let end = ((k + 1) * size - RX_HEADROOM).min(len);
         let offset = if k == 0 { RX_HEADROOM } else { 0 };
         *slot = (index, offset as u32, (end - start) as u32);
     }
-    for &(index, _) in lent.iter().skip(used) {
-        steering.give_back(key, index);
-    }
-    lent.clear();
+    // Those named are netd's again whatever becomes of the frame.
+    held.buffers.drain(..used);
     match steering.receive(pool, key, &named[..used]) {
         Steered::InPlace(mut p) => {
             let headers = p.chunks().next().map_or(0, <[u8]>::len);
@@ -433,13 +493,14 @@ mod tests {
     #[test]
     fn queues_take_turns_unless_ranked_then_the_best_ranked_come_first() {
         let shape = [(Some(1), false), (None, false), (Some(2), false), (Some(3), false), (None, true)];
-        assert_eq!(read_order(shape.into_iter(), 0, None), vec![0, 1, 2, 3, 4]);
-        assert_eq!(read_order(shape.into_iter(), 3, None), vec![3, 4, 0, 1, 2]);
+        let order = |start, ranks| read_order(shape.into_iter(), start, ranks).iter().collect::<Vec<_>>();
+        assert_eq!(order(0, None), vec![0, 1, 2, 3, 4]);
+        assert_eq!(order(3, None), vec![3, 4, 0, 1, 2]);
         // Client 3 ranked best, 1 and 2 equal: 3, then 1 and 2 by turns;
         // the draining queue before all, the queue nobody has after all.
         let ranks: HashMap<u64, (u8, u8)> = [(1, (120, 120)), (2, (120, 120)), (3, (110, 120))].into();
-        assert_eq!(read_order(shape.into_iter(), 0, Some(&ranks)), vec![4, 3, 0, 2, 1]);
-        assert_eq!(read_order(shape.into_iter(), 2, Some(&ranks)), vec![4, 3, 2, 0, 1]);
-        assert!(read_order(std::iter::empty(), 5, Some(&ranks)).is_empty());
+        assert_eq!(order(0, Some(&ranks)), vec![4, 3, 0, 2, 1]);
+        assert_eq!(order(2, Some(&ranks)), vec![4, 3, 2, 0, 1]);
+        assert_eq!(read_order(std::iter::empty(), 5, Some(&ranks)).iter().count(), 0);
     }
 }
