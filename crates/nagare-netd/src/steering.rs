@@ -334,6 +334,18 @@ impl Steering {
         self.local.get().is_some_and(|(mac, ip, ip6)| is_for(head, mac, ip, ip6))
     }
 
+    /// Whether a frame client `key`'s queue brought, whose first bytes are
+    /// `head` in netd's own memory, may reach the engine as a copy: by the
+    /// rules of [`Steering::receive`], it is for netd, and for a port that
+    /// client owns or nobody has.
+    pub fn admits(&self, key: u64, head: &[u8]) -> bool {
+        let Some(f) = flow_of(head).filter(|_| self.for_us(head)) else { return false };
+        match self.owner(f.proto, f.port) {
+            Some(owner) => owner == key,
+            None => !self.bound(f.proto, f.port),
+        }
+    }
+
     /// The client that owns local port `port`, if one alone does.
     pub fn owner(&self, proto: u8, port: u16) -> Option<u64> {
         match self.ports.borrow().get(&(proto, port)) {
@@ -805,6 +817,29 @@ mod tests {
         off.bind(UDP, 7, 1);
         off.unbind(UDP, 7);
         assert!(off.settled(UDP, 7));
+    }
+
+    /// A small frame copied out of a client's queue reaches the engine by
+    /// the rules a steered one does: for netd, to that client's port or a
+    /// port nobody has; never to another client's, never junk.
+    #[test]
+    fn a_copied_frame_is_admitted_only_for_its_client_s_ports() {
+        let s = Steering::new(true);
+        s.set_local(MAC, IP, None);
+        s.bind(UDP, 7000, 1);
+        s.bind(UDP, 7001, 2);
+        s.bind(TCP, 80, 1);
+        s.bind(TCP, 80, 2);
+        assert!(s.admits(1, &frame(UDP, 7000, 8, b"x")));
+        assert!(!s.admits(1, &frame(UDP, 7001, 8, b"x")), "another client's port");
+        assert!(!s.admits(2, &frame(UDP, 7000, 8, b"x")), "another client's port");
+        assert!(!s.admits(1, &frame(TCP, 80, 20, b"")), "a port two clients share");
+        assert!(s.admits(1, &frame(UDP, 7002, 8, b"x")), "nobody's port: the engine answers it");
+        let mut other_ip = frame(UDP, 7000, 8, b"x");
+        other_ip[30] ^= 1;
+        assert!(!s.admits(1, &other_ip), "not for netd");
+        assert!(!s.admits(1, &[0u8; 10]), "junk");
+        assert!(!s.admits(1, &[]), "nothing");
     }
 
     /// netd's own queue reader borrows spare buffers a read at a time: all

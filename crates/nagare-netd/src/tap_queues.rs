@@ -49,22 +49,29 @@ pub(crate) struct QueueStats {
     /// Frames read into the engine's buffers from an extra queue (no
     /// client, draining, or no spare buffer of its client).
     pub rx_copied: u64,
+    /// Small frames read into a client's region and copied at once
+    /// (at most 1024 bytes: lending costs more than the copy).
+    pub rx_small_copied: u64,
     /// Frames read into a client's region whose headers netd refused
     /// (a port of another client, or junk).
     pub rx_steer_refused: u64,
+    /// Small frames dropped for want of an engine buffer to copy into.
+    pub rx_no_buffer: u64,
     /// Steering changes the port map refused.
     pub map_errors: u64,
 }
 
 impl QueueStats {
     /// Name and value of each counter.
-    pub fn named(&self) -> [(&'static str, u64); 6] {
+    pub fn named(&self) -> [(&'static str, u64); 8] {
         [
             ("tap_queues", self.tap_queues),
             ("rx_steered", self.rx_steered),
             ("rx_bytes_in_place", self.rx_bytes_in_place),
+            ("rx_small_copied", self.rx_small_copied),
             ("rx_copied", self.rx_copied),
             ("rx_steer_refused", self.rx_steer_refused),
+            ("rx_no_buffer", self.rx_no_buffer),
             ("map_errors", self.map_errors),
         ]
     }
@@ -238,11 +245,6 @@ impl TapQueues {
             if held.client.map(|(key, _)| key) != q.reader() {
                 held.give_back(steering);
             }
-            // Nothing is steered to a queue nobody has, and what was is
-            // drained first: no read (a system call) is spent on it.
-            if q.key.is_none() && !q.draining() {
-                continue;
-            }
             let was_draining = q.draining();
             let mut emptied = false;
             while frames < max {
@@ -281,11 +283,14 @@ impl TapQueues {
     }
 }
 
-/// The order to read `count` queues in, given each queue's client and
+/// The queues to read and their order, given each queue's client and
 /// whether it drains (`shape`, at most [`MAX_RX_QUEUES`]) and the turn
-/// `start`: by turns from `start`; with `ranks`, by its client's rank
-/// first (lowest first; a draining queue before all, one with no ranked
-/// client after all), by turns among equals.
+/// `start`: a queue nobody has and that does not drain is left out
+/// (nothing is steered to it, and what was is drained first: no read, a
+/// system call, is spent on it); the others by turns from `start`; with
+/// `ranks`, by its client's rank first (lowest first; a draining queue
+/// before all, one with no ranked client after all), by turns among
+/// equals.
 fn read_order(
     shape: impl Iterator<Item = (Option<u64>, bool)>,
     start: usize,
@@ -297,11 +302,18 @@ fn read_order(
         *slot = queue;
         count += 1;
     }
-    let mut order = ReadOrder { at: [0; MAX_RX_QUEUES], count };
-    for (k, slot) in order.at.iter_mut().take(count).enumerate() {
-        *slot = (start + k) % count;
+    let mut order = ReadOrder { at: [0; MAX_RX_QUEUES], count: 0 };
+    // Queues nobody has and none drains are not read at all.
+    for at in (0..count).map(|k| (start + k) % count) {
+        if matches!(of.get(at), Some((Some(_), _) | (None, true))) {
+            if let Some(slot) = order.at.get_mut(order.count) {
+                *slot = at;
+                order.count += 1;
+            }
+        }
     }
-    if let Some(ranks) = ranks {
+    let count = order.count;
+    if let Some(ranks) = ranks.filter(|_| count > 1) {
         // Stable: queues of one rank keep their turns.
         order.at[..count].sort_by_key(|&at| match of.get(at) {
             Some(&(_, true)) => (0, 0),
@@ -390,6 +402,24 @@ fn read_steered(
         // buffers, unwritten, stay held.
         other => return Some(matches!(other, Ok(Some(_))).then_some(())),
     };
+    if len <= COPY_BELOW {
+        // Small (an ACK, a request): copied whole into the engine's buffer,
+        // which costs less than lending the buffer and trading it for the
+        // one the application posts; the buffers stay held for the next.
+        let first = held.buffers.first().and_then(|(_, v)| v.sub(RX_HEADROOM, len));
+        // SAFETY: copied once into netd's own memory, and parsed only there.
+        let copy = first.and_then(|v| PacketBuf::from_slice(pool, RX_HEADROOM, unsafe { v.as_slice() }).ok());
+        match copy {
+            Some(mut p) if p.chunks().next().is_some_and(|head| steering.admits(key, head)) => {
+                stats.rx_small_copied += 1;
+                p.set_offload(offload);
+                out.push(p);
+            }
+            Some(_) => stats.rx_steer_refused += 1,
+            None => stats.rx_no_buffer += 1,
+        }
+        return Some(Some(()));
+    }
     let used = (RX_HEADROOM + len).div_ceil(size).min(pieces);
     let mut named = [(0u32, 0u32, 0u32); MAX_PIECES];
     for (k, (slot, &(index, _))) in named.iter_mut().zip(held.buffers.iter()).enumerate().take(used) {
@@ -417,6 +447,10 @@ fn read_steered(
     }
     Some(Some(()))
 }
+
+/// Frames of at most this many bytes are copied out of their client's
+/// buffer at once rather than lent to the engine in place.
+const COPY_BELOW: usize = 1024;
 
 /// Room for the largest frame `device` may deliver: a super-segment when
 /// it does segmentation offload.
@@ -494,13 +528,16 @@ mod tests {
     fn queues_take_turns_unless_ranked_then_the_best_ranked_come_first() {
         let shape = [(Some(1), false), (None, false), (Some(2), false), (Some(3), false), (None, true)];
         let order = |start, ranks| read_order(shape.into_iter(), start, ranks).iter().collect::<Vec<_>>();
-        assert_eq!(order(0, None), vec![0, 1, 2, 3, 4]);
-        assert_eq!(order(3, None), vec![3, 4, 0, 1, 2]);
+        // Queue 1, nobody's, is not read.
+        assert_eq!(order(0, None), vec![0, 2, 3, 4]);
+        assert_eq!(order(3, None), vec![3, 4, 0, 2]);
         // Client 3 ranked best, 1 and 2 equal: 3, then 1 and 2 by turns;
-        // the draining queue before all, the queue nobody has after all.
+        // the draining queue before all.
         let ranks: HashMap<u64, (u8, u8)> = [(1, (120, 120)), (2, (120, 120)), (3, (110, 120))].into();
-        assert_eq!(order(0, Some(&ranks)), vec![4, 3, 0, 2, 1]);
-        assert_eq!(order(2, Some(&ranks)), vec![4, 3, 2, 0, 1]);
+        assert_eq!(order(0, Some(&ranks)), vec![4, 3, 0, 2]);
+        assert_eq!(order(2, Some(&ranks)), vec![4, 3, 2, 0]);
+        let unranked = [(Some(9), false), (Some(1), false)];
+        assert_eq!(read_order(unranked.into_iter(), 0, Some(&ranks)).iter().collect::<Vec<_>>(), vec![1, 0]);
         assert_eq!(read_order(std::iter::empty(), 5, Some(&ranks)).iter().count(), 0);
     }
 }
