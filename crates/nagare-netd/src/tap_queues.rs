@@ -7,22 +7,30 @@
 //!
 //! The TAP's steering program picks each frame's queue from the port map;
 //! [`RxQueues`] gives clients the queues and fences a queue whenever a
-//! port leaves it. The first queue, a queue no client has, a queue being
-//! drained, and a client's queue while it has no spare buffer, are read
-//! into the engine's own buffers (copied once more on their way to the
-//! application, as without steering).
+//! port leaves it. The first queue, a queue being drained, and a client's
+//! queue while it has no spare buffer, are read into the engine's own
+//! buffers (copied once more on their way to the application, as without
+//! steering); a queue no client has is not read. A frame of at most
+//! [`COPY_BELOW`] bytes is copied out of its client's buffer at once,
+//! after the checks a steered frame gets, which costs less than lending
+//! the buffer to the engine and trading it for the one the application
+//! posts.
 //!
-//! Order of work, each read ([`Device::receive_batch`]): the steering
-//! changes netd made since the last read are applied to the map, in
-//! order; the extra queues are read (half the batch at most), then the
-//! first. The extra queues take turns, unless PacketFlow's scheduler runs:
-//! then they are read in the order it serves their clients (by priority,
-//! lifted by a boost), so a busy low-priority queue waits, and overflows
-//! in the kernel's ring, free of cost to netd, while a high-priority one
-//! is read first each time; last, every change whose fences have drained is
-//! confirmed to netd ([`Steering::applied`]), so a client that binds a
-//! port a client had before hears of it only once none of the frames
-//! steered to the one before can still reach a region.
+//! Order of work, each read ([`Device::receive_batch`]):
+//! 1. the steering changes netd made since the last read are applied to
+//!    the map, in order;
+//! 2. one `epoll_wait` says which queues hold frames (a read of each
+//!    would cost a system call apiece);
+//! 3. those extra queues are read, half the batch at most: by turns, or,
+//!    when PacketFlow's scheduler runs, in the order it serves their
+//!    clients (by priority, lifted by a boost), so a busy low-priority
+//!    queue waits, and overflows in the kernel's ring at no cost to
+//!    netd, while a high-priority one is read first each time;
+//! 4. the first queue;
+//! 5. every change whose fences have drained is confirmed to netd
+//!    ([`Steering::applied`]), so a client that binds a port a client had
+//!    before hears of it only once none of the frames steered to the one
+//!    before can still reach a region.
 
 use crate::driver::messages::{SteerChange, MAX_PIECES};
 use crate::driver::queues::{RxQueues, MAX_RX_QUEUES};
