@@ -22,7 +22,9 @@
 # kernel's RT throttling still applies), PIN_CPU (unset, or a CPU number:
 # run nagare and every ping on that CPU), HOGS (0; N: run N busy-loop
 # processes, each capped at 300 s, during the measurement, to see the
-# RTT on a machine whose CPUs are all busy).
+# RTT on a machine whose CPUs are all busy), TARGET (up: `nagare up`,
+# the default; netd-inline, netd-single or netd-split: `nagare netd` in
+# that placement, pinged at its own address).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -32,6 +34,12 @@ SIZES="${SIZES:-56 1472}"
 RT_PRIO="${RT_PRIO:-}"
 HOGS="${HOGS:-0}"
 [[ "$HOGS" =~ ^[0-9]+$ ]] || { echo "HOGS must be a number" >&2; exit 1; }
+TARGET="${TARGET:-up}"
+case "$TARGET" in
+    up) RUN=(up --tap tap0 --addr 10.77.0.2/24) ;;
+    netd-inline | netd-single | netd-split) ;;
+    *) echo "TARGET must be up, netd-inline, netd-single or netd-split" >&2; exit 1 ;;
+esac
 HOG_PIDS=()
 PIN_CPU="${PIN_CPU:-}"
 PIN=()     # prefix for nagare and ping
@@ -85,7 +93,10 @@ make_namespaces "$NS_A" "$NS_B" "$NS_C"
 make_tap "$NS_A" 10.77.0.1/24
 make_veth "$TAG" "$NS_B" 10.78.0.1/24 "$NS_C" 10.78.0.2/24
 
-ip netns exec "$NS_A" "${PIN[@]}" "${NAG_RT[@]}" "$NAGARE" up --tap tap0 --addr 10.77.0.2/24 >"$WORK/nagare.log" 2>&1 &
+if [[ "$TARGET" != up ]]; then
+    RUN=(netd --tap tap0 --addr 10.77.0.2/24 --placement "${TARGET#netd-}" --socket "$WORK/netd.sock")
+fi
+ip netns exec "$NS_A" "${PIN[@]}" "${NAG_RT[@]}" "$NAGARE" "${RUN[@]}" >"$WORK/nagare.log" 2>&1 &
 NAGARE_PID=$!
 
 # Wait (bounded) until both paths answer; this also resolves ARP.
@@ -152,7 +163,7 @@ done
 HOG_PIDS=()
 
 # --- report -----------------------------------------------------------------
-echo "Ping RTT in microseconds: Linux -> nagare over TAP (namespace A) beside Linux -> Linux over veth (B -> C)."
+echo "Ping RTT in microseconds: Linux -> nagare ($TARGET) over TAP (namespace A) beside Linux -> Linux over veth (B -> C)."
 echo "scheduling: $SCHED; load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs"
 echo "paced: ping -c $PING_COUNT -i 0.002 -q -s SIZE; flood: ping -f -c $FLOOD_COUNT -q -s SIZE"
 echo
