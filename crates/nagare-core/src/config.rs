@@ -218,6 +218,12 @@ pub struct InterfaceConfig {
     pub udp_rx_queue_bytes: usize,
     /// Frames waiting for the device before new ones are dropped.
     pub tx_queue_limit: usize,
+    /// How long a path MTU lowered by "fragmentation needed" or "packet
+    /// too big" holds after its last decrease before the link MTU is tried
+    /// again ([`PMTU_EXPIRY`](crate::pmtu::PMTU_EXPIRY), ten minutes, as
+    /// RFC 8201 4 recommends; RFC 1191 6.3 and RFC 8201 forbid less than
+    /// five).
+    pub pmtu_expiry: Duration,
     /// Seeds the choice of IP identifications and ephemeral ports.
     pub seed: u64,
     /// The keys of the engine's keyed hashes.
@@ -291,6 +297,7 @@ impl InterfaceConfig {
             udp_rx_queue_packets: 1024,
             udp_rx_queue_bytes: 4 << 20,
             tx_queue_limit: 4096,
+            pmtu_expiry: crate::pmtu::PMTU_EXPIRY,
             seed: DEFAULT_SEED,
             secrets: Secrets::from_seed(DEFAULT_SEED),
         }

@@ -309,6 +309,12 @@ counters! {
         pmtu_raised_to_minimum,
         /// TCP connections whose send MSS went down with their path MTU.
         tcp_path_mss_lowered,
+        /// Lowered path MTUs that expired (`InterfaceConfig::pmtu_expiry`
+        /// after their last decrease): the link MTU is tried again.
+        pmtu_expired,
+        /// TCP connections whose send MSS went back up when their path
+        /// MTU expired.
+        tcp_path_mss_raised,
         /// ICMPv6 error messages sent.
         icmp6_errors_sent,
         /// ICMPv6 errors not sent because of the rate limit.

@@ -101,7 +101,7 @@ impl Interface {
             arp: ArpCache::new(config.arp.clone()),
             v6: config.ipv6.as_ref().map(|v6| Ipv6State::new(v6, config.mac, seed, &config.secrets)),
             reassembler: Reassembler::new(config.reassembly.clone()),
-            pmtu: PathMtuCache::default(),
+            pmtu: PathMtuCache::new(config.pmtu_expiry),
             icmp_errors: TokenBucket::new(config.icmp_error_rate, config.icmp_error_burst),
             udp: UdpSockets::new(seed),
             icmp: IcmpSockets::default(),
@@ -269,7 +269,7 @@ impl Interface {
     /// Runs the timers: ARP retries and give-ups, IPv6 duplicate address
     /// detection, address and router lifetimes, router solicitations and
     /// neighbour discovery, IPv4 and IPv6 reassembly
-    /// timeouts, TCP; and
+    /// timeouts, path MTU expiry, TCP; and
     /// receives the datagrams sent to local addresses.
     pub fn poll(&mut self, now: Instant) {
         self.receive_local(now);
@@ -294,6 +294,7 @@ impl Interface {
             self.rx_link_broadcast = false;
             self.send_icmp_error(ICMP_TIME_EXCEEDED, ICMP_CODE_REASSEMBLY_TIMEOUT, &header, &payload, now);
         }
+        self.expire_path_mtus(now);
         self.tcp_poll(now);
     }
 
@@ -306,7 +307,10 @@ impl Interface {
             let timers = [v6.addrs.poll_at(), v6.neighbors.poll_at(), v6.reassembler.poll_at(), v6.routers.poll_at()];
             timers.into_iter().flatten().min()
         });
-        [local, self.arp.poll_at(), v6, self.reassembler.poll_at(), self.tcp.poll_at()].into_iter().flatten().min()
+        [local, self.arp.poll_at(), v6, self.reassembler.poll_at(), self.pmtu.poll_at(), self.tcp.poll_at()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Processes a batch of received frames, as [`receive`](Self::receive)
