@@ -150,6 +150,9 @@ pub struct Ipv6Config {
     /// prefixes, the link MTU and addresses formed from their prefixes);
     /// without it they are counted and ignored.
     pub accept_router_adverts: bool,
+    /// Redirects (RFC 4861 8) that pass 8.1's checks change the first hop
+    /// of their destination; without it they are counted and ignored.
+    pub accept_redirects: bool,
     /// How the interface identifiers of the link-local address and of
     /// addresses formed from routers' prefixes are made: stable and
     /// opaque (RFC 7217, keyed by [`Secrets::stable_iid`]; a duplicate is
@@ -178,6 +181,7 @@ impl Default for Ipv6Config {
             reassembly: ReassemblyConfig { timeout: Duration::from_secs(60), ..ReassemblyConfig::default() },
             gateway: None,
             accept_router_adverts: true,
+            accept_redirects: true,
             interface_ids: InterfaceIds::StableOpaque,
             router_solicitations: 3,
             router_solicitation_interval: Duration::from_secs(4),

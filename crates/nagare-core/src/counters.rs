@@ -280,8 +280,8 @@ counters! {
         drop_icmp6_multicast_echo,
         /// Dropped: ICMPv6 echo reply for no echo socket.
         drop_icmp6_unmatched_reply,
-        /// Dropped: ICMPv6 informational type we do not serve (router
-        /// discovery, redirects and MLD included).
+        /// Dropped: ICMPv6 informational type we do not serve (MLD
+        /// included), or a neighbour discovery type a host does not take.
         drop_icmp6_unhandled_type,
         /// ICMPv6 echo requests answered.
         icmp6_echo_replies_sent,
@@ -355,6 +355,23 @@ counters! {
         drop_ndp_ra_invalid,
         /// Router advertisements ignored: the configuration takes none.
         ndp_ra_ignored,
+        /// Redirects taken (RFC 4861 8.1 checks passed): their destination's
+        /// first hop changed.
+        ndp_redirects_received,
+        /// Dropped: redirect failing RFC 4861 8.1 (a hop limit other than
+        /// 255, a source not link-local, a code other than 0, shorter than
+        /// 40 bytes, a multicast destination, a target neither link-local
+        /// nor the destination, a bad option, or a source that is not the
+        /// destination's first hop); the reason's own counter counts it too.
+        drop_ndp_redirect_invalid,
+        /// Dropped: redirect from another node than the destination's
+        /// current first hop.
+        drop_ndp_redirect_not_first_hop,
+        /// Redirected destinations forgotten to make room for a new one
+        /// (`MAX_REDIRECTS`).
+        ndp_redirects_evicted,
+        /// Redirects ignored: the configuration takes none.
+        ndp_redirects_ignored,
         /// Router solicitations sent.
         ndp_rs_sent,
         /// Router solicitations received and ignored (a host answers none).

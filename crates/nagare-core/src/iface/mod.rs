@@ -27,6 +27,7 @@ mod ndp;
 mod path_mtu;
 mod quote;
 pub(crate) mod read;
+mod redirect;
 mod router;
 
 pub use error::Error;

@@ -1,6 +1,6 @@
 //! Neighbour discovery on the link (RFC 4861) and duplicate address
 //! detection (RFC 4862 5.4): router discovery's messages handed to
-//! `router.rs`, answering solicitations for our addresses,
+//! `router.rs`, redirects to `redirect.rs`, answering solicitations for our addresses,
 //! learning neighbours from solicitations and advertisements, asking for
 //! the ones packets wait on, and checking our own addresses before using
 //! them, after joining their solicited-node groups with an MLDv2 report
@@ -28,15 +28,18 @@ const NDP_MAX_LEN: usize = 1280;
 const NEIGHBOR_MESSAGE_MAX_LEN: usize = 32;
 
 impl Interface {
-    /// A neighbour or router discovery message (ICMPv6 message, checksum
-    /// verified) under IPv6 header `ip`.
+    /// A neighbour or router discovery message or a redirect (ICMPv6
+    /// message, checksum verified) under IPv6 header `ip`.
     pub(super) fn receive_ndp(&mut self, ip: &Ipv6Repr, message: &PacketBuf, now: Instant) {
-        let advert = u8::from(Icmpv6Message::RouterAdvert);
-        let router_advert = message.header::<1>().is_some_and(|t| t[0] == advert);
+        let kind = message.header::<1>().map(|t| Icmpv6Message::from(t[0]));
+        let router_advert = u64::from(kind == Some(Icmpv6Message::RouterAdvert));
+        let redirect = u64::from(kind == Some(Icmpv6Message::Redirect));
         if ip.hop_limit != NDP_HOP_LIMIT {
-            // RFC 4861 6.1.2, 7.1.1, 7.1.2: only a message from the link itself.
+            // RFC 4861 6.1.2, 7.1.1, 7.1.2, 8.1: only a message from the
+            // link itself.
             self.counters.drop_ndp_hop_limit += 1;
-            self.counters.drop_ndp_ra_invalid += u64::from(router_advert);
+            self.counters.drop_ndp_ra_invalid += router_advert;
+            self.counters.drop_ndp_redirect_invalid += redirect;
             return;
         }
         let mut scratch = [0u8; NDP_MAX_LEN];
@@ -45,7 +48,8 @@ impl Interface {
         });
         let Some(repr) = parsed else {
             self.counters.drop_ndp_malformed += 1;
-            self.counters.drop_ndp_ra_invalid += u64::from(router_advert);
+            self.counters.drop_ndp_ra_invalid += router_advert;
+            self.counters.drop_ndp_redirect_invalid += redirect;
             return;
         };
         match repr {
@@ -63,7 +67,9 @@ impl Interface {
                 self.counters.ndp_adverts_received += 1;
                 self.receive_neighbor_advert(target, lladdr, solicited_flag, override_flag, now);
             }
-            _ => self.counters.drop_icmp6_unhandled_type += 1,
+            NdpRepr::Redirect { target, dest, options } => {
+                self.receive_redirect(ip.src_addr, target, dest, options, now)
+            }
         }
     }
 
