@@ -403,8 +403,11 @@ counters! {
         slaac_addresses_deprecated,
         /// Formed addresses whose valid lifetime ended, removed.
         slaac_addresses_removed,
-        /// MLDv2 reports sent.
+        /// MLDv2 reports sent (joins and leaves).
         mld_reports_sent,
+        /// Solicited-node groups left (an MLDv2 change to include nothing)
+        /// when the last address of ours in them was removed.
+        mld_groups_left,
         /// Addresses that passed duplicate address detection.
         dad_succeeded,
         /// Addresses found duplicate (RFC 4862 5.4.5), never used.

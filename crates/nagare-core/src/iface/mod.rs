@@ -192,6 +192,24 @@ impl Interface {
         }
     }
 
+    /// Removes our IPv6 address `ip`: it is no longer a source nor a
+    /// destination, and its solicited-node group is left (an MLDv2 report
+    /// says so) unless another of our addresses shares it. Fails with
+    /// [`Error::AddrNotAvailable`] if `ip` is not one of ours, and with
+    /// [`Error::Unaddressable`] for the link-local address the interface
+    /// made, which neighbour discovery needs.
+    pub fn remove_ipv6_address(&mut self, ip: Ipv6Addr) -> Result<(), Error> {
+        if self.ipv6_link_local() == Some(ip) {
+            return Err(Error::Unaddressable);
+        }
+        let v6 = self.v6.as_mut().ok_or(Error::AddrNotAvailable)?;
+        if !v6.addrs.remove(ip) {
+            return Err(Error::AddrNotAvailable);
+        }
+        self.leave_solicited_groups(&[ip]);
+        Ok(())
+    }
+
     /// The state of the neighbour cache's entry for `ip`, if it has one.
     pub fn neighbor_state(&self, ip: Ipv6Addr) -> Option<NeighborState> {
         self.v6.as_ref().and_then(|v6| v6.neighbors.state(ip))

@@ -4,7 +4,8 @@
 //! learning neighbours from solicitations and advertisements, asking for
 //! the ones packets wait on, and checking our own addresses before using
 //! them, after joining their solicited-node groups with an MLDv2 report
-//! (RFC 3810). The cache itself is `crate::ipv6::neighbor`, the address
+//! (RFC 3810), and leaving a group with another when no address of ours
+//! needs it any more. The cache itself is `crate::ipv6::neighbor`, the address
 //! table `crate::ipv6::addr`.
 
 use super::router::RouterAdvert;
@@ -13,6 +14,7 @@ use crate::buf::PacketBuf;
 use crate::ipv6::addr::{AddrState, Retry};
 use crate::tcp::connection::TcpError;
 use crate::time::Instant;
+use alloc::vec::Vec;
 use core::net::{IpAddr, Ipv6Addr, SocketAddr};
 use nagare_wire::{
     multicast_mac, solicited_node, EtherType, EthernetAddress, Icmpv6Message, Icmpv6Packet, IpProtocol, Ipv6Option,
@@ -210,37 +212,73 @@ impl Interface {
     }
 
     /// Reports the solicited-node groups of our addresses joined (RFC 3810
-    /// section 5.2): to ff02::16 with hop limit 1 behind a hop-by-hop
-    /// Router Alert, from our link-local address once it is preferred and
-    /// from `::` before (RFC 4862 5.4.2).
+    /// section 5.2).
     fn send_mld_report(&mut self) {
         let Some(v6) = &self.v6 else { return };
+        let groups = v6.addrs.solicited_groups();
+        let records: Vec<MldAddressRecord<'_>> = groups.iter().map(|g| MldAddressRecord::join(*g)).collect();
+        self.send_mld_records(&records);
+    }
+
+    /// Reports leaving `groups`, solicited-node groups no address of ours
+    /// needs any more: a change to include no source (RFC 3810 6.1).
+    fn send_mld_leave(&mut self, groups: &[Ipv6Addr]) {
+        if groups.is_empty() {
+            return;
+        }
+        let records: Vec<MldAddressRecord<'_>> = groups.iter().map(|g| MldAddressRecord::leave(*g)).collect();
+        if self.send_mld_records(&records) {
+            self.counters.mld_groups_left += groups.len() as u64;
+        }
+    }
+
+    /// Sends an MLDv2 report of `records` (at most one per address): to
+    /// ff02::16 with hop limit 1 behind a hop-by-hop Router Alert, from our
+    /// link-local address once it is preferred and from `::` before
+    /// (RFC 4862 5.4.2). Returns whether it went out.
+    fn send_mld_records(&mut self, records: &[MldAddressRecord<'_>]) -> bool {
+        let Some(v6) = &self.v6 else { return false };
         let src = v6
             .addrs
             .iter()
             .find(|a| a.state == AddrState::Preferred && nagare_wire::is_link_local(&a.address()))
             .map_or(Ipv6Addr::UNSPECIFIED, |a| a.address());
-        let groups = v6.addrs.solicited_groups();
-        let records: alloc::vec::Vec<MldAddressRecord<'_>> =
-            groups.iter().map(|g| MldAddressRecord::join(*g)).collect();
         let hop_by_hop = Ipv6OptionsRepr { next_header: IpProtocol::Icmpv6, options: &[Ipv6Option::RouterAlert(0)] };
         let ext_len = hop_by_hop.buffer_len();
         let mut bytes = [0u8; 8 + 8 + 20 * crate::ipv6::addr::MAX_ADDRESSES];
-        let Some((ext, report)) = bytes.split_at_mut_checked(ext_len) else { return };
+        let Some((ext, report)) = bytes.split_at_mut_checked(ext_len) else { return false };
         if hop_by_hop.emit(ext).is_err() {
-            return;
+            return false;
         }
-        let Ok(report_len) = MldReportRepr::emit_records(&records, report, src, IPV6_ALL_MLDV2_ROUTERS) else { return };
-        let Some(body) = bytes.get(..ext_len + report_len) else { return };
+        let Ok(report_len) = MldReportRepr::emit_records(records, report, src, IPV6_ALL_MLDV2_ROUTERS) else {
+            return false;
+        };
+        let Some(body) = bytes.get(..ext_len + report_len) else { return false };
         let Ok(packet) = PacketBuf::from_slice(&self.pool, HEADROOM, body) else {
             self.counters.drop_no_buffer += 1;
-            return;
+            return false;
         };
-        let Some(mac) = multicast_mac(&IPV6_ALL_MLDV2_ROUTERS) else { return };
+        let Some(mac) = multicast_mac(&IPV6_ALL_MLDV2_ROUTERS) else { return false };
         let repr = Ipv6Repr::new(src, IPV6_ALL_MLDV2_ROUTERS, IpProtocol::HopByHop, packet.len(), 1);
-        if self.emit_ipv6(repr, packet, mac) {
+        let sent = self.emit_ipv6(repr, packet, mac);
+        if sent {
             self.counters.mld_reports_sent += 1;
         }
+        sent
+    }
+
+    /// Our addresses in `removed` are gone: the solicited-node groups none
+    /// of the remaining ones shares are left, and the link told so.
+    pub(super) fn leave_solicited_groups(&mut self, removed: &[Ipv6Addr]) {
+        let Some(v6) = &self.v6 else { return };
+        let mut left: Vec<Ipv6Addr> = Vec::new();
+        for ip in removed {
+            let group = solicited_node(ip);
+            if !v6.addrs.is_joined_solicited(group) && !left.contains(&group) {
+                left.push(group);
+            }
+        }
+        self.send_mld_leave(&left);
     }
 
     /// Puts `repr` in front of `payload` and queues it for `mac`, with no
@@ -269,6 +307,7 @@ impl Interface {
         self.counters.slaac_addresses_deprecated += dad.deprecated.len() as u64;
         self.counters.slaac_addresses_removed += dad.removed.len() as u64;
         self.poll_routers(now);
+        self.leave_solicited_groups(&dad.removed);
         if dad.report_groups {
             self.send_mld_report();
         }
