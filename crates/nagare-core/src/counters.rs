@@ -361,8 +361,9 @@ counters! {
         /// Dropped: redirect failing RFC 4861 8.1 (a hop limit other than
         /// 255, a source not link-local, a code other than 0, shorter than
         /// 40 bytes, a multicast destination, a target neither link-local
-        /// nor the destination, a bad option, or a source that is not the
-        /// destination's first hop); the reason's own counter counts it too.
+        /// nor the destination, a bad option, our own address as target
+        /// or destination, or a source that is not the destination's first
+        /// hop); the reason's own counter counts it too.
         drop_ndp_redirect_invalid,
         /// Dropped: redirect from another node than the destination's
         /// current first hop.

@@ -197,6 +197,9 @@ fn each_redirect_rfc_4861_refuses_is_dropped_and_counted() {
     variants.push(("a global target other than the destination", redirect(r1(), ip("2001:db8::99"), dest, None)));
     variants.push(("a multicast destination", redirect(r1(), r2(), ip("ff0e::1"), None)));
     variants.push(("not from the first hop", redirect(r2(), r2(), dest, Some(MAC_R2))));
+    let ll = h.a.ipv6_link_local().unwrap();
+    variants.push(("our own address as the target", redirect(r1(), ll, dest, Some(MAC_R2))));
+    variants.push(("our own address as the destination", redirect(r1(), a_addr(), a_addr(), None)));
     let zero_length_option = [2, 0, 0, 0, 0, 0, 0, 0];
     variants.push((
         "an option of length 0",
@@ -222,6 +225,7 @@ fn each_redirect_rfc_4861_refuses_is_dropped_and_counted() {
     assert_eq!(c.drop_ndp_hop_limit, 1);
     assert_eq!(c.drop_ndp_redirect_not_first_hop, 1);
     assert_eq!(c.drop_ndp_malformed, variants.len() as u64 - 2);
+    assert_eq!(h.a.neighbor_lookup(ll), None);
     assert_eq!(h.a.ipv6_redirects_len(), 0);
     // The genuine one is taken.
     h.feed(&frame(r1(), a_addr(), 255, MAC_R1, &ok));

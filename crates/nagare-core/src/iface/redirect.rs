@@ -4,7 +4,8 @@
 //! checked most of 8.1 (a link-local source, code 0, at least 40 bytes,
 //! a destination that is not multicast, a target that is link-local or
 //! the destination, options that parse); `ndp.rs` checks the hop limit;
-//! here the source must be the destination's current first hop. A
+//! here the source must be the destination's current first hop, and
+//! neither target nor destination one of our addresses. A
 //! redirect that passes changes the destination's next hop
 //! (`crate::ipv6::redirect`, bounded) and enters its target link-layer
 //! address option in the neighbour cache (8.3).
@@ -36,6 +37,13 @@ impl Interface {
             return;
         }
         let Some(v6) = self.v6.as_mut() else { return };
+        if v6.addrs.get(target).is_some() || v6.addrs.get(dest).is_some() {
+            // Our own address is nobody's better first hop, and packets
+            // to it never leave us.
+            self.counters.drop_ndp_malformed += 1;
+            self.counters.drop_ndp_redirect_invalid += 1;
+            return;
+        }
         if v6.next_hop(dest) != Some(src) {
             // RFC 4861 8.1: only the router we would send through may
             // send us elsewhere.
