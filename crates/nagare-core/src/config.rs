@@ -150,6 +150,9 @@ pub struct Ipv6Config {
     /// prefixes, the link MTU and addresses formed from their prefixes);
     /// without it they are counted and ignored.
     pub accept_router_adverts: bool,
+    /// Redirects (RFC 4861 8) that pass 8.1's checks change the first hop
+    /// of their destination; without it they are counted and ignored.
+    pub accept_redirects: bool,
     /// How the interface identifiers of the link-local address and of
     /// addresses formed from routers' prefixes are made: stable and
     /// opaque (RFC 7217, keyed by [`Secrets::stable_iid`]; a duplicate is
@@ -178,6 +181,7 @@ impl Default for Ipv6Config {
             reassembly: ReassemblyConfig { timeout: Duration::from_secs(60), ..ReassemblyConfig::default() },
             gateway: None,
             accept_router_adverts: true,
+            accept_redirects: true,
             interface_ids: InterfaceIds::StableOpaque,
             router_solicitations: 3,
             router_solicitation_interval: Duration::from_secs(4),
@@ -218,6 +222,12 @@ pub struct InterfaceConfig {
     pub udp_rx_queue_bytes: usize,
     /// Frames waiting for the device before new ones are dropped.
     pub tx_queue_limit: usize,
+    /// How long a path MTU lowered by "fragmentation needed" or "packet
+    /// too big" holds after its last decrease before the link MTU is tried
+    /// again ([`PMTU_EXPIRY`](crate::pmtu::PMTU_EXPIRY), ten minutes, as
+    /// RFC 8201 4 recommends; RFC 1191 6.3 and RFC 8201 forbid less than
+    /// five).
+    pub pmtu_expiry: Duration,
     /// Seeds the choice of IP identifications and ephemeral ports.
     pub seed: u64,
     /// The keys of the engine's keyed hashes.
@@ -291,6 +301,7 @@ impl InterfaceConfig {
             udp_rx_queue_packets: 1024,
             udp_rx_queue_bytes: 4 << 20,
             tx_queue_limit: 4096,
+            pmtu_expiry: crate::pmtu::PMTU_EXPIRY,
             seed: DEFAULT_SEED,
             secrets: Secrets::from_seed(DEFAULT_SEED),
         }

@@ -280,8 +280,8 @@ counters! {
         drop_icmp6_multicast_echo,
         /// Dropped: ICMPv6 echo reply for no echo socket.
         drop_icmp6_unmatched_reply,
-        /// Dropped: ICMPv6 informational type we do not serve (router
-        /// discovery, redirects and MLD included).
+        /// Dropped: ICMPv6 informational type we do not serve (MLD
+        /// included), or a neighbour discovery type a host does not take.
         drop_icmp6_unhandled_type,
         /// ICMPv6 echo requests answered.
         icmp6_echo_replies_sent,
@@ -309,6 +309,12 @@ counters! {
         pmtu_raised_to_minimum,
         /// TCP connections whose send MSS went down with their path MTU.
         tcp_path_mss_lowered,
+        /// Lowered path MTUs that expired (`InterfaceConfig::pmtu_expiry`
+        /// after their last decrease): the link MTU is tried again.
+        pmtu_expired,
+        /// TCP connections whose send MSS went back up when their path
+        /// MTU expired.
+        tcp_path_mss_raised,
         /// ICMPv6 error messages sent.
         icmp6_errors_sent,
         /// ICMPv6 errors not sent because of the rate limit.
@@ -349,6 +355,24 @@ counters! {
         drop_ndp_ra_invalid,
         /// Router advertisements ignored: the configuration takes none.
         ndp_ra_ignored,
+        /// Redirects taken (RFC 4861 8.1 checks passed): their destination's
+        /// first hop changed.
+        ndp_redirects_received,
+        /// Dropped: redirect failing RFC 4861 8.1 (a hop limit other than
+        /// 255, a source not link-local, a code other than 0, shorter than
+        /// 40 bytes, a multicast destination, a target neither link-local
+        /// nor the destination, a bad option, our own address as target
+        /// or destination, or a source that is not the destination's first
+        /// hop); the reason's own counter counts it too.
+        drop_ndp_redirect_invalid,
+        /// Dropped: redirect from another node than the destination's
+        /// current first hop.
+        drop_ndp_redirect_not_first_hop,
+        /// Redirected destinations forgotten to make room for a new one
+        /// (`MAX_REDIRECTS`).
+        ndp_redirects_evicted,
+        /// Redirects ignored: the configuration takes none.
+        ndp_redirects_ignored,
         /// Router solicitations sent.
         ndp_rs_sent,
         /// Router solicitations received and ignored (a host answers none).
@@ -380,8 +404,11 @@ counters! {
         slaac_addresses_deprecated,
         /// Formed addresses whose valid lifetime ended, removed.
         slaac_addresses_removed,
-        /// MLDv2 reports sent.
+        /// MLDv2 reports sent (joins and leaves).
         mld_reports_sent,
+        /// Solicited-node groups left (an MLDv2 change to include nothing)
+        /// when the last address of ours in them was removed.
+        mld_groups_left,
         /// Addresses that passed duplicate address detection.
         dad_succeeded,
         /// Addresses found duplicate (RFC 4862 5.4.5), never used.

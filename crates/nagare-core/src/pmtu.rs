@@ -1,7 +1,10 @@
 //! Path MTU discovery's memory (RFC 1191 for IPv4, RFC 8201 for IPv6):
 //! the MTU learnt for each destination from the routers' "fragmentation
 //! needed" and "packet too big" messages, bounded in entries, each
-//! forgotten after a while so that a path that grew is tried again.
+//! forgotten a while after its last decrease so that a path that grew is
+//! tried again: the interface's [`poll`](crate::iface::Interface::poll)
+//! takes the expired entries out and raises the connections to them back
+//! to the link MTU (RFC 1191 6.3, RFC 8201 4).
 //!
 //! The cache holds only what a message said; the interface validates the
 //! message first (the quoted packet must be one it sent, RFC 5927) and
@@ -15,8 +18,11 @@ use core::time::Duration;
 /// Destinations the cache remembers; a new one replaces the oldest.
 pub const PMTU_CACHE_ENTRIES: usize = 64;
 
-/// How long a lowered path MTU holds before the link MTU is tried again
-/// (RFC 1191 6.3 and RFC 8201 4 suggest ten minutes).
+/// How long a lowered path MTU holds after its last decrease before the
+/// link MTU is tried again: the default of
+/// [`InterfaceConfig::pmtu_expiry`](crate::InterfaceConfig::pmtu_expiry).
+/// RFC 1191 6.3 and RFC 8201 4 recommend ten minutes and forbid less than
+/// five.
 pub const PMTU_EXPIRY: Duration = Duration::from_secs(600);
 
 /// The lowest path MTU an IPv4 message may set: 512 bytes of payload
@@ -44,15 +50,29 @@ struct Entry {
 }
 
 /// Path MTUs lower than the link's, per destination address.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct PathMtuCache {
     entries: Vec<Entry>,
+    /// How long an entry holds after its last decrease.
+    expiry: Duration,
+}
+
+impl Default for PathMtuCache {
+    fn default() -> Self {
+        PathMtuCache::new(PMTU_EXPIRY)
+    }
 }
 
 impl PathMtuCache {
+    /// An empty cache whose entries hold for `expiry` after their last
+    /// decrease.
+    pub fn new(expiry: Duration) -> Self {
+        PathMtuCache { entries: Vec::new(), expiry }
+    }
+
     /// The path MTU learnt for `dst`, unless it has expired.
     pub fn get(&self, dst: IpAddr, now: Instant) -> Option<usize> {
-        self.entries.iter().find(|e| e.dst == dst && !expired(e, now)).map(|e| e.mtu)
+        self.entries.iter().find(|e| e.dst == dst && !self.expired(e, now)).map(|e| e.mtu)
     }
 
     /// Records `mtu` for `dst` if it is lower than what the cache holds
@@ -60,7 +80,7 @@ impl PathMtuCache {
     /// new destination when the cache is full. Returns whether it lowered.
     pub fn lower(&mut self, dst: IpAddr, mtu: usize, now: Instant) -> bool {
         if let Some(e) = self.entries.iter_mut().find(|e| e.dst == dst) {
-            if !expired(e, now) && e.mtu <= mtu {
+            if now.saturating_since(e.learnt) < self.expiry && e.mtu <= mtu {
                 return false;
             }
             *e = Entry { dst, mtu, learnt: now };
@@ -76,7 +96,27 @@ impl PathMtuCache {
         true
     }
 
-    /// Destinations held, expired ones included until replaced.
+    /// Takes out the entries that have expired by `now` and returns their
+    /// destinations, whose path MTU is the link's again.
+    pub fn expire(&mut self, now: Instant) -> Vec<IpAddr> {
+        let mut gone = Vec::new();
+        let expiry = self.expiry;
+        self.entries.retain(|e| {
+            let keep = now.saturating_since(e.learnt) < expiry;
+            if !keep {
+                gone.push(e.dst);
+            }
+            keep
+        });
+        gone
+    }
+
+    /// When the next entry expires, if the cache holds any.
+    pub fn poll_at(&self) -> Option<Instant> {
+        self.entries.iter().map(|e| e.learnt + self.expiry).min()
+    }
+
+    /// Destinations held, expired ones included until taken out.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -85,10 +125,10 @@ impl PathMtuCache {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
-}
 
-fn expired(e: &Entry, now: Instant) -> bool {
-    now.saturating_since(e.learnt) >= PMTU_EXPIRY
+    fn expired(&self, e: &Entry, now: Instant) -> bool {
+        now.saturating_since(e.learnt) >= self.expiry
+    }
 }
 
 #[cfg(test)]
@@ -112,6 +152,24 @@ mod tests {
         // Expired, it takes a higher value again.
         assert!(c.lower(dst, 1450, at(700)));
         assert_eq!(c.get(dst, at(700)), Some(1450));
+    }
+
+    #[test]
+    fn expiry_counts_from_the_last_decrease_and_takes_the_entry_out() {
+        let mut c = PathMtuCache::new(Duration::from_secs(600));
+        let (a, b) = (IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)), IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2)));
+        assert_eq!(c.poll_at(), None);
+        assert!(c.lower(a, 1400, at(0)));
+        assert!(c.lower(b, 1400, at(100)));
+        assert!(c.lower(a, 1300, at(200)));
+        assert_eq!(c.poll_at(), Some(at(700)));
+        assert!(c.expire(at(699)).is_empty());
+        assert_eq!(c.expire(at(700)), [b]);
+        assert_eq!(c.poll_at(), Some(at(800)));
+        assert!(c.expire(at(799)).is_empty());
+        assert_eq!(c.expire(at(800)), [a]);
+        assert!(c.is_empty());
+        assert_eq!(c.poll_at(), None);
     }
 
     #[test]

@@ -447,3 +447,113 @@ fn datagrams_are_fragmented_at_the_path_mtu() {
     assert_eq!(frames.len(), 2, "a 1428-byte datagram in two fragments");
     assert!(frames.iter().all(|(f, _)| f.len() - 14 <= 1000));
 }
+
+/// The largest IP packet among A's frames from `seen` on (no offloads).
+fn largest_sent_since(net: &Net, seen: usize) -> usize {
+    net.sent_by_a[seen..].iter().map(|f| f.len() - 14).max().unwrap_or(0)
+}
+
+/// A lowered path MTU holds ten minutes after its last decrease, not
+/// sooner, then the link MTU is tried again: the open connection's
+/// segments grow back to the link's size, a new connection starts there,
+/// and a router that refuses them lowers it once more.
+fn path_mtu_rises_again(to: SocketAddr) {
+    let mut net = Net::new(TxOffloads::NONE);
+    let ip_header = if to.is_ipv6() { 40 } else { 20 };
+    let l = match to {
+        SocketAddr::V4(_) => net.w.b.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap(),
+        SocketAddr::V6(_) => net.w.b.tcp().listen(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 80, 0, 0), 8).unwrap(),
+    };
+    let (c, s) = net.connect(l, to);
+    let mss = |net: &Net| net.w.a.tcp_ref().connection(c).unwrap().send_mss();
+    let link_mss = mss(&net);
+    assert_eq!(link_mss, 1500 - ip_header - 20);
+    let data = pattern(100_000);
+
+    net.mtu = 1400;
+    assert_eq!(net.transfer(c, s, &data), data);
+    assert_eq!(mss(&net), 1400 - ip_header - 20);
+    // A second decrease five minutes on restarts the ten minutes.
+    net.advance(Duration::from_secs(300));
+    net.mtu = 1300;
+    assert_eq!(net.transfer(c, s, &data), data);
+    assert_eq!(mss(&net), 1300 - ip_header - 20);
+    let lowered_at = net.w.now;
+    assert_eq!(net.w.a.counters().pmtu_lowered, 2);
+
+    // The path grows, but nothing rises before ten minutes have passed
+    // since the last decrease.
+    net.mtu = 1500;
+    net.advance(PMTU_EXPIRY - Duration::from_secs(1));
+    assert_eq!(net.w.now, lowered_at + PMTU_EXPIRY - Duration::from_secs(1));
+    let seen = net.sent_by_a.len();
+    assert_eq!(net.transfer(c, s, &data), data);
+    assert_eq!(mss(&net), 1300 - ip_header - 20, "still low before ten minutes");
+    assert_eq!(largest_sent_since(&net, seen), 1300);
+    assert_eq!(net.w.a.path_mtu(to.ip(), net.w.now), 1300);
+    assert_eq!(net.w.a.counters().pmtu_expired, 0);
+
+    // Ten minutes after the last decrease, the link MTU is tried again.
+    assert!(net.w.a.poll_at().is_some_and(|t| t <= lowered_at + PMTU_EXPIRY));
+    net.advance(Duration::from_secs(2));
+    assert_eq!(net.w.a.path_mtu(to.ip(), net.w.now), 1500);
+    assert_eq!(net.w.a.path_mtu_cache_len(), 0);
+    assert_eq!(mss(&net), link_mss, "the segment size follows the path MTU up");
+    let counters = net.w.a.counters();
+    assert_eq!((counters.pmtu_expired, counters.tcp_path_mss_raised), (1, 1));
+    let seen = net.sent_by_a.len();
+    assert_eq!(net.transfer(c, s, &data), data);
+    assert_eq!(largest_sent_since(&net, seen), 1500, "full-size segments again");
+
+    // A new connection starts at the link's size.
+    let c2 = net.w.a.tcp().connect(to, 0, net.w.now).unwrap();
+    net.advance(Duration::from_millis(10));
+    let _s2 = net.w.b.tcp().accept(l).unwrap().expect("the second handshake completed");
+    assert_eq!(net.w.a.tcp_ref().connection(c2).unwrap().send_mss(), link_mss);
+
+    // A router refusing the larger packets lowers it again.
+    net.mtu = 1280;
+    assert_eq!(net.transfer(c, s, &data), data);
+    assert_eq!(mss(&net), 1280 - ip_header - 20);
+    assert_eq!(net.w.a.path_mtu(to.ip(), net.w.now), 1280);
+    assert_eq!(net.w.a.counters().pmtu_lowered, 3);
+}
+
+#[test]
+fn a_lowered_path_mtu_expires_ten_minutes_after_its_last_decrease_over_ipv6() {
+    path_mtu_rises_again(SocketAddrV6::new(ip("fd00::2"), 80, 0, 0).into());
+}
+
+#[test]
+fn a_lowered_path_mtu_expires_ten_minutes_after_its_last_decrease_over_ipv4() {
+    path_mtu_rises_again(SocketAddrV4::new(B4, 80).into());
+}
+
+#[test]
+fn the_expiry_is_configurable() {
+    let mut config = InterfaceConfig::new(MAC_A, nagare_wire::Ipv4Cidr::new(A4, 24).unwrap());
+    assert_eq!(config.pmtu_expiry, PMTU_EXPIRY);
+    config.pmtu_expiry = Duration::from_secs(900);
+    config.ipv6 = Some(Ipv6Config { addresses: vec!["fd00::1/64".parse().unwrap()], ..Ipv6Config::default() });
+    let mut a = Interface::new(config, Capabilities::default(), BufferPool::new(2048, 64));
+    // Past duplicate address detection.
+    let t0 = nagare_core::time::Instant::ZERO + Duration::from_secs(3);
+    while let Some(t) = a.poll_at().filter(|&t| t <= t0) {
+        a.poll(t);
+        a.tx_queue().clear();
+    }
+    a.poll(t0);
+    assert_eq!(a.ipv6_address_state(ip("fd00::1")), Some(AddrState::Preferred));
+    a.udp().bind6(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 4000, 0, 0)).unwrap();
+    let dst = ip("2001:db8::1");
+    feed(&mut a, &packet_too_big(1300, &udp6_quote(ip("fd00::1"), dst, 4000, 53)), 2048, t0);
+    assert_eq!(a.path_mtu(IpAddr::V6(dst), t0), 1300);
+    a.poll(t0 + PMTU_EXPIRY);
+    assert_eq!(a.path_mtu(IpAddr::V6(dst), t0 + PMTU_EXPIRY), 1300, "ten minutes are not fifteen");
+    assert_eq!(a.counters().pmtu_expired, 0);
+    let end = t0 + Duration::from_secs(900);
+    assert!(a.poll_at().is_some_and(|t| t <= end));
+    a.poll(end);
+    assert_eq!(a.path_mtu(IpAddr::V6(dst), end), 1500);
+    assert_eq!((a.counters().pmtu_expired, a.path_mtu_cache_len()), (1, 0));
+}

@@ -1,6 +1,6 @@
 //! ICMPv6 on the interface (RFC 4443): echo requests to our addresses
 //! answered in place, echo replies handed to the echo socket with their
-//! identifier, neighbour and router discovery to `ndp.rs`, errors about
+//! identifier, neighbour and router discovery and redirects to `ndp.rs`, errors about
 //! our packets to what sent them (packet too big to path MTU discovery
 //! and the UDP socket, destination unreachable to a TCP connection or
 //! the UDP socket, time exceeded to the UDP socket), and the errors we send
@@ -74,7 +74,8 @@ impl Interface {
             Icmpv6Message::NeighborSolicit
             | Icmpv6Message::NeighborAdvert
             | Icmpv6Message::RouterSolicit
-            | Icmpv6Message::RouterAdvert => self.receive_ndp(ip, &payload, now),
+            | Icmpv6Message::RouterAdvert
+            | Icmpv6Message::Redirect => self.receive_ndp(ip, &payload, now),
             Icmpv6Message::PacketTooBig => {
                 self.counters.icmp6_errors_received += 1;
                 self.receive_packet_too_big(&header, &payload, now);

@@ -25,6 +25,7 @@ use crate::ipv6::fragment::fragment;
 use crate::ipv6::iid::IidGenerator;
 use crate::ipv6::neighbor::{NeighborCache, Resolution};
 use crate::ipv6::reassembly::{holds_header_chain, DropReason, Outcome, Reassembler};
+use crate::ipv6::redirect::Redirects;
 use crate::ipv6::router::Routers;
 use crate::time::Instant;
 use core::net::{IpAddr, Ipv6Addr};
@@ -53,6 +54,8 @@ pub(crate) struct Ipv6State {
     pub(super) reassembler: Reassembler,
     /// Default routers, on-link prefixes and the link MTU (`router.rs`).
     pub(super) routers: Routers,
+    /// First hops redirects gave (`redirect.rs`), before the router lists.
+    pub(super) redirects: Redirects,
     pub(super) hop_limit: u8,
     /// Identifications of datagrams sent in fragments, per destination
     /// and keyed, so that they cannot be guessed from outside.
@@ -81,9 +84,20 @@ impl Ipv6State {
             neighbors: NeighborCache::new(config.ndp.clone()),
             reassembler: Reassembler::new(config.reassembly.clone()),
             routers: super::router::routers_for(config, seed),
+            redirects: Redirects::default(),
             hop_limit: config.hop_limit,
             frag_idents: FragIdents::new(secrets.frag_ident),
         }
+    }
+
+    /// The next hop of a packet to `dst` (RFC 4861 5.2): the group itself
+    /// for a multicast one, else what a redirect gave, else what the
+    /// router lists give; `None` without a route.
+    pub(super) fn next_hop(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
+        if dst.is_multicast() {
+            return Some(dst);
+        }
+        self.redirects.next_hop(dst).or_else(|| self.routers.next_hop(&self.addrs, &self.neighbors, dst))
     }
 }
 
@@ -453,8 +467,7 @@ impl Interface {
             Some(src) => src,
             None => v6.addrs.source_for(dst).ok_or(Error::AddrNotAvailable)?,
         };
-        let next_hop = if dst.is_multicast() { Some(dst) } else { v6.routers.next_hop(&v6.addrs, &v6.neighbors, dst) };
-        let Some(next_hop) = next_hop else {
+        let Some(next_hop) = v6.next_hop(dst) else {
             self.counters.drop_ip6_no_route += 1;
             return Err(Error::NoRoute);
         };

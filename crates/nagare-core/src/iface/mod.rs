@@ -27,6 +27,7 @@ mod ndp;
 mod path_mtu;
 mod quote;
 pub(crate) mod read;
+mod redirect;
 mod router;
 
 pub use error::Error;
@@ -101,7 +102,7 @@ impl Interface {
             arp: ArpCache::new(config.arp.clone()),
             v6: config.ipv6.as_ref().map(|v6| Ipv6State::new(v6, config.mac, seed, &config.secrets)),
             reassembler: Reassembler::new(config.reassembly.clone()),
-            pmtu: PathMtuCache::default(),
+            pmtu: PathMtuCache::new(config.pmtu_expiry),
             icmp_errors: TokenBucket::new(config.icmp_error_rate, config.icmp_error_burst),
             udp: UdpSockets::new(seed),
             icmp: IcmpSockets::default(),
@@ -191,6 +192,24 @@ impl Interface {
         }
     }
 
+    /// Removes our IPv6 address `ip`: it is no longer a source nor a
+    /// destination, and its solicited-node group is left (an MLDv2 report
+    /// says so) unless another of our addresses shares it. Fails with
+    /// [`Error::AddrNotAvailable`] if `ip` is not one of ours, and with
+    /// [`Error::Unaddressable`] for the link-local address the interface
+    /// made, which neighbour discovery needs.
+    pub fn remove_ipv6_address(&mut self, ip: Ipv6Addr) -> Result<(), Error> {
+        if self.ipv6_link_local() == Some(ip) {
+            return Err(Error::Unaddressable);
+        }
+        let v6 = self.v6.as_mut().ok_or(Error::AddrNotAvailable)?;
+        if !v6.addrs.remove(ip) {
+            return Err(Error::AddrNotAvailable);
+        }
+        self.leave_solicited_groups(&[ip]);
+        Ok(())
+    }
+
     /// The state of the neighbour cache's entry for `ip`, if it has one.
     pub fn neighbor_state(&self, ip: Ipv6Addr) -> Option<NeighborState> {
         self.v6.as_ref().and_then(|v6| v6.neighbors.state(ip))
@@ -269,7 +288,7 @@ impl Interface {
     /// Runs the timers: ARP retries and give-ups, IPv6 duplicate address
     /// detection, address and router lifetimes, router solicitations and
     /// neighbour discovery, IPv4 and IPv6 reassembly
-    /// timeouts, TCP; and
+    /// timeouts, path MTU expiry, TCP; and
     /// receives the datagrams sent to local addresses.
     pub fn poll(&mut self, now: Instant) {
         self.receive_local(now);
@@ -294,6 +313,7 @@ impl Interface {
             self.rx_link_broadcast = false;
             self.send_icmp_error(ICMP_TIME_EXCEEDED, ICMP_CODE_REASSEMBLY_TIMEOUT, &header, &payload, now);
         }
+        self.expire_path_mtus(now);
         self.tcp_poll(now);
     }
 
@@ -306,7 +326,10 @@ impl Interface {
             let timers = [v6.addrs.poll_at(), v6.neighbors.poll_at(), v6.reassembler.poll_at(), v6.routers.poll_at()];
             timers.into_iter().flatten().min()
         });
-        [local, self.arp.poll_at(), v6, self.reassembler.poll_at(), self.tcp.poll_at()].into_iter().flatten().min()
+        [local, self.arp.poll_at(), v6, self.reassembler.poll_at(), self.pmtu.poll_at(), self.tcp.poll_at()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Processes a batch of received frames, as [`receive`](Self::receive)

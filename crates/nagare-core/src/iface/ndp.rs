@@ -1,10 +1,11 @@
 //! Neighbour discovery on the link (RFC 4861) and duplicate address
 //! detection (RFC 4862 5.4): router discovery's messages handed to
-//! `router.rs`, answering solicitations for our addresses,
+//! `router.rs`, redirects to `redirect.rs`, answering solicitations for our addresses,
 //! learning neighbours from solicitations and advertisements, asking for
 //! the ones packets wait on, and checking our own addresses before using
 //! them, after joining their solicited-node groups with an MLDv2 report
-//! (RFC 3810). The cache itself is `crate::ipv6::neighbor`, the address
+//! (RFC 3810), and leaving a group with another when no address of ours
+//! needs it any more. The cache itself is `crate::ipv6::neighbor`, the address
 //! table `crate::ipv6::addr`.
 
 use super::router::RouterAdvert;
@@ -13,6 +14,7 @@ use crate::buf::PacketBuf;
 use crate::ipv6::addr::{AddrState, Retry};
 use crate::tcp::connection::TcpError;
 use crate::time::Instant;
+use alloc::vec::Vec;
 use core::net::{IpAddr, Ipv6Addr, SocketAddr};
 use nagare_wire::{
     multicast_mac, solicited_node, EtherType, EthernetAddress, Icmpv6Message, Icmpv6Packet, IpProtocol, Ipv6Option,
@@ -28,15 +30,18 @@ const NDP_MAX_LEN: usize = 1280;
 const NEIGHBOR_MESSAGE_MAX_LEN: usize = 32;
 
 impl Interface {
-    /// A neighbour or router discovery message (ICMPv6 message, checksum
-    /// verified) under IPv6 header `ip`.
+    /// A neighbour or router discovery message or a redirect (ICMPv6
+    /// message, checksum verified) under IPv6 header `ip`.
     pub(super) fn receive_ndp(&mut self, ip: &Ipv6Repr, message: &PacketBuf, now: Instant) {
-        let advert = u8::from(Icmpv6Message::RouterAdvert);
-        let router_advert = message.header::<1>().is_some_and(|t| t[0] == advert);
+        let kind = message.header::<1>().map(|t| Icmpv6Message::from(t[0]));
+        let router_advert = u64::from(kind == Some(Icmpv6Message::RouterAdvert));
+        let redirect = u64::from(kind == Some(Icmpv6Message::Redirect));
         if ip.hop_limit != NDP_HOP_LIMIT {
-            // RFC 4861 6.1.2, 7.1.1, 7.1.2: only a message from the link itself.
+            // RFC 4861 6.1.2, 7.1.1, 7.1.2, 8.1: only a message from the
+            // link itself.
             self.counters.drop_ndp_hop_limit += 1;
-            self.counters.drop_ndp_ra_invalid += u64::from(router_advert);
+            self.counters.drop_ndp_ra_invalid += router_advert;
+            self.counters.drop_ndp_redirect_invalid += redirect;
             return;
         }
         let mut scratch = [0u8; NDP_MAX_LEN];
@@ -45,7 +50,8 @@ impl Interface {
         });
         let Some(repr) = parsed else {
             self.counters.drop_ndp_malformed += 1;
-            self.counters.drop_ndp_ra_invalid += u64::from(router_advert);
+            self.counters.drop_ndp_ra_invalid += router_advert;
+            self.counters.drop_ndp_redirect_invalid += redirect;
             return;
         };
         match repr {
@@ -63,7 +69,9 @@ impl Interface {
                 self.counters.ndp_adverts_received += 1;
                 self.receive_neighbor_advert(target, lladdr, solicited_flag, override_flag, now);
             }
-            _ => self.counters.drop_icmp6_unhandled_type += 1,
+            NdpRepr::Redirect { target, dest, options } => {
+                self.receive_redirect(ip.src_addr, target, dest, options, now)
+            }
         }
     }
 
@@ -204,37 +212,73 @@ impl Interface {
     }
 
     /// Reports the solicited-node groups of our addresses joined (RFC 3810
-    /// section 5.2): to ff02::16 with hop limit 1 behind a hop-by-hop
-    /// Router Alert, from our link-local address once it is preferred and
-    /// from `::` before (RFC 4862 5.4.2).
+    /// section 5.2).
     fn send_mld_report(&mut self) {
         let Some(v6) = &self.v6 else { return };
+        let groups = v6.addrs.solicited_groups();
+        let records: Vec<MldAddressRecord<'_>> = groups.iter().map(|g| MldAddressRecord::join(*g)).collect();
+        self.send_mld_records(&records);
+    }
+
+    /// Reports leaving `groups`, solicited-node groups no address of ours
+    /// needs any more: a change to include no source (RFC 3810 6.1).
+    fn send_mld_leave(&mut self, groups: &[Ipv6Addr]) {
+        if groups.is_empty() {
+            return;
+        }
+        let records: Vec<MldAddressRecord<'_>> = groups.iter().map(|g| MldAddressRecord::leave(*g)).collect();
+        if self.send_mld_records(&records) {
+            self.counters.mld_groups_left += groups.len() as u64;
+        }
+    }
+
+    /// Sends an MLDv2 report of `records` (at most one per address): to
+    /// ff02::16 with hop limit 1 behind a hop-by-hop Router Alert, from our
+    /// link-local address once it is preferred and from `::` before
+    /// (RFC 4862 5.4.2). Returns whether it went out.
+    fn send_mld_records(&mut self, records: &[MldAddressRecord<'_>]) -> bool {
+        let Some(v6) = &self.v6 else { return false };
         let src = v6
             .addrs
             .iter()
             .find(|a| a.state == AddrState::Preferred && nagare_wire::is_link_local(&a.address()))
             .map_or(Ipv6Addr::UNSPECIFIED, |a| a.address());
-        let groups = v6.addrs.solicited_groups();
-        let records: alloc::vec::Vec<MldAddressRecord<'_>> =
-            groups.iter().map(|g| MldAddressRecord::join(*g)).collect();
         let hop_by_hop = Ipv6OptionsRepr { next_header: IpProtocol::Icmpv6, options: &[Ipv6Option::RouterAlert(0)] };
         let ext_len = hop_by_hop.buffer_len();
         let mut bytes = [0u8; 8 + 8 + 20 * crate::ipv6::addr::MAX_ADDRESSES];
-        let Some((ext, report)) = bytes.split_at_mut_checked(ext_len) else { return };
+        let Some((ext, report)) = bytes.split_at_mut_checked(ext_len) else { return false };
         if hop_by_hop.emit(ext).is_err() {
-            return;
+            return false;
         }
-        let Ok(report_len) = MldReportRepr::emit_records(&records, report, src, IPV6_ALL_MLDV2_ROUTERS) else { return };
-        let Some(body) = bytes.get(..ext_len + report_len) else { return };
+        let Ok(report_len) = MldReportRepr::emit_records(records, report, src, IPV6_ALL_MLDV2_ROUTERS) else {
+            return false;
+        };
+        let Some(body) = bytes.get(..ext_len + report_len) else { return false };
         let Ok(packet) = PacketBuf::from_slice(&self.pool, HEADROOM, body) else {
             self.counters.drop_no_buffer += 1;
-            return;
+            return false;
         };
-        let Some(mac) = multicast_mac(&IPV6_ALL_MLDV2_ROUTERS) else { return };
+        let Some(mac) = multicast_mac(&IPV6_ALL_MLDV2_ROUTERS) else { return false };
         let repr = Ipv6Repr::new(src, IPV6_ALL_MLDV2_ROUTERS, IpProtocol::HopByHop, packet.len(), 1);
-        if self.emit_ipv6(repr, packet, mac) {
+        let sent = self.emit_ipv6(repr, packet, mac);
+        if sent {
             self.counters.mld_reports_sent += 1;
         }
+        sent
+    }
+
+    /// Our addresses in `removed` are gone: the solicited-node groups none
+    /// of the remaining ones shares are left, and the link told so.
+    pub(super) fn leave_solicited_groups(&mut self, removed: &[Ipv6Addr]) {
+        let Some(v6) = &self.v6 else { return };
+        let mut left: Vec<Ipv6Addr> = Vec::new();
+        for ip in removed {
+            let group = solicited_node(ip);
+            if !v6.addrs.is_joined_solicited(group) && !left.contains(&group) {
+                left.push(group);
+            }
+        }
+        self.send_mld_leave(&left);
     }
 
     /// Puts `repr` in front of `payload` and queues it for `mac`, with no
@@ -263,6 +307,7 @@ impl Interface {
         self.counters.slaac_addresses_deprecated += dad.deprecated.len() as u64;
         self.counters.slaac_addresses_removed += dad.removed.len() as u64;
         self.poll_routers(now);
+        self.leave_solicited_groups(&dad.removed);
         if dad.report_groups {
             self.send_mld_report();
         }

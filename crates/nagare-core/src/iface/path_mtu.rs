@@ -3,7 +3,9 @@
 //! against what we sent (RFC 5927), lower the path MTU cache's entry for
 //! the quoted destination, never below the family's floor nor above the
 //! link MTU; TCP connections to it follow, and datagrams to it are
-//! fragmented to fit it.
+//! fragmented to fit it. An entry expires a while after its last
+//! decrease (`InterfaceConfig::pmtu_expiry`, RFC 1191 6.3, RFC 8201 4):
+//! the path MTU is the link's again, and TCP connections follow it up.
 
 use super::quote::Quoted6;
 use super::read::be16;
@@ -139,6 +141,10 @@ impl Interface {
     /// that is below what we know (the link MTU at most, so a claim above
     /// it changes nothing), the cache keeps it and TCP follows.
     fn lower_path_mtu(&mut self, dst: IpAddr, mtu: usize, now: Instant) {
+        // An entry past its time whose poll has not come yet is taken out
+        // first, so that its connections are raised before being lowered
+        // again from the link's size.
+        self.expire_path_mtus(now);
         if mtu >= self.path_mtu(dst, now) {
             self.counters.pmtu_not_lower += 1;
             return;
@@ -146,5 +152,16 @@ impl Interface {
         self.pmtu.lower(dst, mtu, now);
         self.counters.pmtu_lowered += 1;
         self.tcp_path_mtu_lowered(dst, mtu, now);
+    }
+
+    /// Takes out the path MTUs that expired by `now`: each destination's
+    /// path MTU is the link's again, and the TCP connections to it send
+    /// segments as large as that and the peer allow.
+    pub(super) fn expire_path_mtus(&mut self, now: Instant) {
+        for dst in self.pmtu.expire(now) {
+            self.counters.pmtu_expired += 1;
+            let mtu = self.path_mtu(dst, now);
+            self.tcp_path_mtu_raised(dst, mtu);
+        }
     }
 }

@@ -79,14 +79,11 @@ impl Interface {
         self.v6.as_ref().and_then(|v6| v6.routers.gateway())
     }
 
-    /// The next hop of a packet to `dst`: `dst` itself on the link, a
-    /// default router otherwise; `None` without a route.
+    /// The next hop of a packet to `dst`: the one a redirect gave, else
+    /// `dst` itself on the link, a default router otherwise; `None`
+    /// without a route.
     pub fn ipv6_next_hop(&self, dst: Ipv6Addr) -> Option<Ipv6Addr> {
-        let v6 = self.v6.as_ref()?;
-        if dst.is_multicast() {
-            return Some(dst);
-        }
-        v6.routers.next_hop(&v6.addrs, &v6.neighbors, dst)
+        self.v6.as_ref()?.next_hop(dst)
     }
 
     /// A router advertisement from `src` (link-local, checked), hop limit

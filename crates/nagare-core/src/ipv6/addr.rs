@@ -354,6 +354,13 @@ impl Ipv6Addresses {
         true
     }
 
+    /// Removes `ip`; false if it is not one of ours.
+    pub fn remove(&mut self, ip: Ipv6Addr) -> bool {
+        let before = self.addrs.len();
+        self.addrs.retain(|a| a.address() != ip);
+        self.addrs.len() != before
+    }
+
     /// Gives the autoconfigured address `ip` new lifetimes (preferred
     /// again if its preferred lifetime is extended); false if `ip` is not
     /// one.

@@ -189,6 +189,10 @@ pub struct Connection {
     /// carries, as path MTU discovery learnt it: the send MSS never
     /// exceeds it, whatever the peer announced.
     path_mss: usize,
+    /// The send MSS the peer's SYN allows (its MSS option, capped by
+    /// ours), which the send MSS goes back to when the path allows it
+    /// again.
+    peer_mss: usize,
 
     // Send sequence space (RFC 9293 3.3.1).
     iss: TcpSeqNumber,
@@ -326,6 +330,7 @@ impl Connection {
             remote,
             local_mss,
             path_mss: usize::MAX,
+            peer_mss: DEFAULT_MSS,
             iss,
             snd_una: iss,
             snd_nxt: iss,
@@ -450,6 +455,7 @@ impl Connection {
             timestamps: false,
             sack: false,
         };
+        c.peer_mss = c.options.send_mss;
         c.congestion.set_mss(c.options.send_mss);
         c.snd_una = iss + 1;
         c.snd_nxt = iss + 1;
@@ -827,6 +833,23 @@ impl Connection {
         true
     }
 
+    /// The path to the peer carries segments of `mss` bytes after the TCP
+    /// header again (a lowered path MTU expired, RFC 1191 6.3, RFC 8201
+    /// 4): the send MSS and congestion control's go back up as far as the
+    /// peer's MSS allows. What is in flight stays as it was sent. Before
+    /// the peer's SYN is seen, the limit waits for it. Returns whether the
+    /// send MSS went up.
+    pub fn path_mss_raised(&mut self, mss: usize) -> bool {
+        self.path_mss = mss.max(64);
+        let mss = self.peer_mss.min(self.path_mss);
+        if self.state == State::SynSent || mss <= self.options.send_mss {
+            return false;
+        }
+        self.options.send_mss = mss;
+        self.congestion.set_mss(self.effective_mss());
+        true
+    }
+
     /// Whether `seq` lies in what was sent and not yet acknowledged
     /// (SND.UNA up to the highest sequence sent): an ICMP error quoting a
     /// segment of this connection must quote one of these (RFC 5927 4.1).
@@ -888,7 +911,8 @@ impl Connection {
         self.rcv_nxt = syn.seq_number + 1;
         self.rcv_adv = self.rcv_nxt;
         let peer_mss = syn.max_seg_size.map_or(DEFAULT_MSS, usize::from);
-        self.options.send_mss = peer_mss.clamp(64, self.local_mss.max(64)).min(self.path_mss);
+        self.peer_mss = peer_mss.clamp(64, self.local_mss.max(64));
+        self.options.send_mss = self.peer_mss.min(self.path_mss);
         match (self.config.window_scaling, syn.window_scale) {
             (true, Some(shift)) => {
                 self.options.snd_shift = shift.min(MAX_WINDOW_SHIFT);

@@ -1,7 +1,8 @@
 //! TCP's part in path MTU discovery: checking that a "fragmentation
 //! needed" or "packet too big" message quotes a segment one of our
-//! connections has in flight (RFC 5927 4.1), and lowering the send MSS of
-//! every connection to a destination whose path MTU went down.
+//! connections has in flight (RFC 5927 4.1), lowering the send MSS of
+//! every connection to a destination whose path MTU went down, and
+//! raising it again when that path MTU expires.
 
 use super::sockets::{FourTuple, TcpHandle};
 use crate::iface::Interface;
@@ -39,6 +40,23 @@ impl Interface {
             if lowered {
                 self.counters.tcp_path_mss_lowered += 1;
                 self.tcp_run(handle, now);
+            }
+        }
+    }
+}
+
+impl Interface {
+    /// The path MTU to `dst` is `mtu` again (a lowered one expired): each
+    /// connection to it may send segments that large from now on, as far
+    /// as the peer's MSS allows. Found by a scan of the table, once per
+    /// expired entry.
+    pub(crate) fn tcp_path_mtu_raised(&mut self, dst: IpAddr, mtu: usize) {
+        let mss = mss_for_path_mtu(dst, mtu);
+        let handles: Vec<TcpHandle> =
+            self.tcp.by_tuple.iter().filter(|(FourTuple(_, remote), _)| remote.ip() == dst).map(|(_, &h)| h).collect();
+        for handle in handles {
+            if self.tcp.conns.get_mut(handle.0).is_some_and(|e| e.conn.path_mss_raised(mss)) {
+                self.counters.tcp_path_mss_raised += 1;
             }
         }
     }
