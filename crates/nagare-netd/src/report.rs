@@ -218,6 +218,15 @@ impl Report<'_> {
             "memory charged {} of {} orphans {} of {} unowned {} connections {} of {}",
             m.charged, m.cap, m.orphans, m.max_orphans, m.unowned, self.connections.0, self.connections.1
         );
+        // What the engine holds, beside what the clients are charged: ahead
+        // of the driver's counters, so that a report cut short to a small
+        // region buffer still says it.
+        let b = self.engine_buffers;
+        let _ = writeln!(
+            t,
+            "engine buffers in_use {} of {} size {} exhausted {}",
+            b.in_use, b.capacity, b.buf_size, b.exhausted
+        );
         match self.filter {
             Some((drops, frames)) => {
                 let _ = writeln!(
@@ -285,12 +294,6 @@ impl Report<'_> {
                 let _ = writeln!(t, "queues {k} {v}");
             }
         }
-        let b = self.engine_buffers;
-        let _ = writeln!(
-            t,
-            "engine buffers in_use {} of {} size {} exhausted {}",
-            b.in_use, b.capacity, b.buf_size, b.exhausted
-        );
         for (k, v) in self.engine.filter(|(_, v)| *v != 0) {
             let _ = writeln!(t, "engine {k} {v}");
         }
@@ -389,6 +392,14 @@ mod tests {
 
     fn report(clients: &[ClientLine], limit: usize) -> String {
         let mut engine = [("rx_frames", 5u64), ("drop_bad_checksum", 0)].into_iter();
+        report_parts(clients, &mut engine).render(limit)
+    }
+
+    /// A report of `clients` and the engine's counters `engine`.
+    fn report_parts<'a>(
+        clients: &'a [ClientLine],
+        engine: &'a mut dyn Iterator<Item = (&'static str, u64)>,
+    ) -> Report<'a> {
         Report {
             pid: 1,
             uptime_secs: 2.0,
@@ -406,7 +417,7 @@ mod tests {
                 unowned: 0,
             },
             connections: (3, 16384),
-            engine: &mut engine,
+            engine,
             engine_buffers: PoolStats { buf_size: 2048, capacity: 4096, in_use: 3, allocs: 10, exhausted: 0 },
             filter: Some((2, 30)),
             shed_ports: 3,
@@ -414,7 +425,6 @@ mod tests {
             scheduler: Some((1, crate::packetflow::BoostConfig::default())),
             mm: Some(524288),
         }
-        .render(limit)
     }
 
     #[test]
@@ -443,6 +453,23 @@ mod tests {
         assert!(t.contains("engine buffers in_use 3 of 4096"));
         assert!(t.contains("engine rx_frames 5\n"));
         assert!(!t.contains("drop_bad_checksum"));
+    }
+
+    /// A client whose region buffers are small (2 KiB) reads a cut report:
+    /// the memory netd and its engine hold is in it all the same, ahead of
+    /// the driver's and the queues' counters.
+    #[test]
+    fn what_netd_holds_comes_before_the_driver_s_counters() {
+        let mut engine = std::iter::empty();
+        let driver = Some((Some(7), crate::driver::DriverLinkStats::default(), crate::driver::DriverStats::default()));
+        let clients = [client(1)];
+        let t = Report {
+            driver,
+            queues: Some(crate::tap_queues::QueueStats::default()),
+            ..report_parts(&clients, &mut engine)
+        }
+        .render(2048);
+        assert!(t.contains("\nengine buffers in_use 3 of 4096"), "{t}");
     }
 
     #[test]

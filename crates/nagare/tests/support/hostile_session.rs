@@ -660,7 +660,10 @@ fn run_with(input: &[u8], patient: bool) -> NetdStats {
     // Closed connections may still hold frames for a moment (a reset on
     // its way out); what stays is lost.
     settle(&server, "the engine's pool holds buffers the hostile client left", || {
-        good.stat().ok().and_then(|t| stat_value(&t, "engine buffers in_use ")).is_some_and(|n| n <= baseline)
+        let Ok(text) = good.stat() else { return false };
+        let in_use = stat_value(&text, "engine buffers in_use ");
+        assert!(in_use.is_some(), "the stat report lost its engine buffers line:\n{text}");
+        in_use.is_some_and(|n| n <= baseline)
     });
     drop(good);
 
