@@ -327,13 +327,16 @@ impl Hostile {
     /// sockets, buffers and addresses that may not be the client's or may
     /// not exist. One in sixteen breaks a rule of the encoding.
     fn request(&mut self, s: &mut Script) -> Descriptor {
-        // Ops 1..=16, the options (17, 18), sharing (19..=21) and IPv6's
-        // (22..=27) for the top bytes; 0 gives a second chance to bind,
-        // which most scripts need before anything else works.
+        // Ops 1..=16, the options (17, 18), sharing (19..=21), IPv6's
+        // (22..=27), a forked child's pid (28) and a UDP socket's peer (29)
+        // for the top bytes; 0 gives a second chance to bind, which most
+        // scripts need before anything else works.
         let b = s.byte();
         let op = match b {
             0xf0.. => 17 + u16::from(b & 1),
             0xe8.. => 19 + u16::from(b % 3),
+            0xe7 => 29,
+            0xe6 => 28,
             0xe0.. => 22 + u16::from(b % 6),
             _ => u16::from(b % 17),
         };
@@ -385,6 +388,15 @@ impl Hostile {
                 let [hi, lo, port] = Self::address6(s);
                 r.aux[..3].copy_from_slice(&[hi, lo, port]);
             }
+            // A peer of either family (IPv4 mapped), or none (all zero).
+            Op::UdpConnect => {
+                if !s.one_in(4) {
+                    let [hi, lo, port] = Self::address6(s);
+                    r.aux[..3].copy_from_slice(&[hi, lo, port]);
+                }
+            }
+            // Its own pid (not a child of itself), or any word.
+            Op::Pid => r.aux[0] = if s.one_in(2) { u64::from(std::process::id()) } else { s.u64() },
             // The address's port word is the sequence number.
             Op::EchoSend6 => {
                 let [hi, lo, _] = Self::address6(s);
