@@ -388,12 +388,11 @@ impl Hostile {
                 let [hi, lo, port] = Self::address6(s);
                 r.aux[..3].copy_from_slice(&[hi, lo, port]);
             }
-            // A peer of either family (IPv4 mapped), or none (all zero).
-            Op::UdpConnect => {
-                if !s.one_in(4) {
-                    let [hi, lo, port] = Self::address6(s);
-                    r.aux[..3].copy_from_slice(&[hi, lo, port]);
-                }
+            // A peer of either family (IPv4 mapped), or, one time in four,
+            // none (all zero).
+            Op::UdpConnect if !s.one_in(4) => {
+                let [hi, lo, port] = Self::address6(s);
+                r.aux[..3].copy_from_slice(&[hi, lo, port]);
             }
             // Its own pid (not a child of itself), or any word.
             Op::Pid => r.aux[0] = if s.one_in(2) { u64::from(std::process::id()) } else { s.u64() },
