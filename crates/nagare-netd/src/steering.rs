@@ -434,11 +434,11 @@ impl Steering {
         out
     }
 
-    /// `n` spare receive buffers of client `key` for one read by netd's
-    /// own queue reader ([`crate::tap_queues`]), in `out` (index, view of
-    /// the whole buffer); they count as the reader's, as buffers handed to
-    /// a driver do, until [`Steering::receive`] or [`Steering::give_back`]
-    /// takes them back. The buffers' size, or `None` (nothing taken) when
+    /// `n` spare receive buffers of client `key` lent to netd's own queue
+    /// reader ([`crate::tap_queues`]) to read frames into, in `out` (index,
+    /// view of the whole buffer); they count as the reader's, as buffers
+    /// handed to a driver do, across its reads, until
+    /// [`Steering::receive`] or [`Steering::give_back`] takes them back. The buffers' size, or `None` (nothing taken) when
     /// the client has fewer than `n` spare.
     pub fn lend(&self, key: u64, n: usize, out: &mut Vec<(u32, SharedBytes)>) -> Option<usize> {
         out.clear();
