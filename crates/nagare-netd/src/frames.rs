@@ -180,8 +180,9 @@ impl FramePath {
         self.driver().map(|d| (d.pid(), d.link_stats(), d.driver_counters()))
     }
 
-    /// Has a multi-queue TAP that netd reads itself read its clients'
-    /// queues in the order of `ranks` (client, rank; lowest first).
+    /// Where netd reads a multi-queue TAP itself, its clients' queues are
+    /// read in the order of `ranks` (client, rank; lowest first) from now
+    /// on; nothing otherwise.
     pub fn rank_clients(&mut self, ranks: impl Iterator<Item = (u64, (u8, u8))>) {
         if let FramePath::Queues(d) = self {
             d.rank_clients(ranks);
