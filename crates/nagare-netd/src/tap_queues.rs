@@ -34,6 +34,7 @@
 
 use crate::driver::messages::{SteerChange, MAX_PIECES};
 use crate::driver::queues::{RxQueues, MAX_RX_QUEUES};
+use crate::driver::run::pieces_of;
 use crate::steering::{Steered, Steering};
 use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::tcp::syn_guard::SynFilter;
@@ -400,13 +401,7 @@ fn read_steered(
             size
         }
     };
-    if size <= RX_HEADROOM {
-        return None;
-    }
-    let pieces = (RX_HEADROOM + largest_frame(device)).div_ceil(size);
-    if pieces > MAX_PIECES {
-        return None;
-    }
+    let pieces = pieces_of(device, size)?;
     if held.buffers.len() < pieces {
         steering.lend(key, pieces - held.buffers.len(), scratch)?;
         held.buffers.append(scratch);
@@ -484,17 +479,6 @@ fn read_steered(
 /// Frames of at most this many bytes are copied out of their client's
 /// buffer at once rather than lent to the engine in place.
 const COPY_BELOW: usize = 1024;
-
-/// Room for the largest frame `device` may deliver: a super-segment when
-/// it does segmentation offload.
-fn largest_frame(device: &dyn Device) -> usize {
-    let caps = device.capabilities();
-    if caps.tx_offloads.tcp_segmentation > 0 {
-        65535 + 18
-    } else {
-        caps.mtu + 18
-    }
-}
 
 impl Device for TapQueues {
     fn receive_batch(

@@ -1087,7 +1087,13 @@ fn direct_pieces(device: &dyn Device, pool: &Pool) -> usize {
 /// if [`MAX_PIECES`] of them cannot hold its largest frame (its frames
 /// then go into the driver region).
 fn client_pieces(device: &dyn Device, c: &ClientPort) -> Option<usize> {
-    let size = c.region.layout().config.buffer_size as usize;
+    pieces_of(device, c.region.layout().config.buffer_size as usize)
+}
+
+/// Buffers of `size` bytes one read from `device` needs (the first after
+/// the receive headroom); `None` if [`MAX_PIECES`] of them cannot hold its
+/// largest frame.
+pub(crate) fn pieces_of(device: &dyn Device, size: usize) -> Option<usize> {
     if size <= RX_HEADROOM {
         return None;
     }
