@@ -51,6 +51,8 @@ const MAX_OFFLOADED_FRAME: usize = 65535 + ETHERNET_HEADER_LEN + 4;
 /// Receive buffers in one read with offload on: the first, then spares
 /// for the rest of a super-segment.
 const MAX_RX_IOVECS: usize = 64;
+/// Receive buffers in one read that the common case fits in.
+const FEW_RX_IOVECS: usize = 8;
 
 /// A TAP interface opened through `/dev/net/tun`, in non-blocking mode.
 #[derive(Debug)]
@@ -565,6 +567,48 @@ impl TapDevice {
         self.read_iov(&[iovec_mut(&mut scratch)])
     }
 
+    /// [`Device::receive_into`] with an iovec array of `N` entries: the
+    /// virtio header (when on), as many of `bufs` as fit, and one spare
+    /// byte past the caller's room, which tells a frame that did not fit
+    /// (the kernel drops what a read has no room for).
+    fn read_into<const N: usize>(&mut self, bufs: &mut [&mut [u8]]) -> io::Result<Option<(usize, Offload)>> {
+        let mut hdr = [0u8; VNET_HDR_LEN];
+        let mut spare = [0u8; 1];
+        let mut iovs = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; N];
+        let mut used = 0;
+        if self.vnet_header {
+            iovs[0] = iovec_mut(&mut hdr);
+            used = 1;
+        }
+        let mut capacity = 0;
+        for b in bufs.iter_mut() {
+            if used + 1 >= N {
+                break;
+            }
+            capacity += b.len();
+            iovs[used] = iovec_mut(b);
+            used += 1;
+        }
+        iovs[used] = iovec_mut(&mut spare);
+        used += 1;
+        let Some(n) = self.read_iov(&iovs[..used])? else {
+            return Ok(None);
+        };
+        let hdr_len = if self.vnet_header { VNET_HDR_LEN } else { 0 };
+        let Some(frame_len) = n.checked_sub(hdr_len) else {
+            self.stats.rx_errors += 1;
+            return Ok(Some((0, Offload::NONE)));
+        };
+        if frame_len > capacity {
+            self.stats.rx_dropped_oversize += 1;
+            return Ok(Some((0, Offload::NONE)));
+        }
+        self.stats.rx_frames += 1;
+        self.stats.rx_bytes += frame_len as u64;
+        let offload = if self.vnet_header { vnet::offload_of(&hdr) } else { Offload::NONE };
+        Ok(Some((frame_len, offload)))
+    }
+
     /// Keeps enough spare buffers for the largest super-segment after a
     /// first buffer, as far as the pool allows.
     fn refill_spares(&mut self, pool: &BufferPool) {
@@ -795,43 +839,13 @@ impl Device for TapDevice {
     }
 
     fn receive_into(&mut self, bufs: &mut [&mut [u8]], _now: Instant) -> io::Result<Option<(usize, Offload)>> {
-        let mut hdr = [0u8; VNET_HDR_LEN];
-        // One byte past the caller's room tells a frame that did not fit
-        // (the kernel drops what a read has no room for).
-        let mut spare = [0u8; 1];
-        let mut iovs = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_RX_IOVECS];
-        let mut used = 0;
-        if self.vnet_header {
-            iovs[0] = iovec_mut(&mut hdr);
-            used = 1;
+        // A read into a few buffers (the common case) fills a short iovec
+        // array, not one sized for a whole super-segment.
+        if bufs.len() + 2 <= FEW_RX_IOVECS {
+            self.read_into::<FEW_RX_IOVECS>(bufs)
+        } else {
+            self.read_into::<MAX_RX_IOVECS>(bufs)
         }
-        let mut capacity = 0;
-        for b in bufs.iter_mut() {
-            if used + 1 >= MAX_RX_IOVECS {
-                break;
-            }
-            capacity += b.len();
-            iovs[used] = iovec_mut(b);
-            used += 1;
-        }
-        iovs[used] = iovec_mut(&mut spare);
-        used += 1;
-        let Some(n) = self.read_iov(&iovs[..used])? else {
-            return Ok(None);
-        };
-        let hdr_len = if self.vnet_header { VNET_HDR_LEN } else { 0 };
-        let Some(frame_len) = n.checked_sub(hdr_len) else {
-            self.stats.rx_errors += 1;
-            return Ok(Some((0, Offload::NONE)));
-        };
-        if frame_len > capacity {
-            self.stats.rx_dropped_oversize += 1;
-            return Ok(Some((0, Offload::NONE)));
-        }
-        self.stats.rx_frames += 1;
-        self.stats.rx_bytes += frame_len as u64;
-        let offload = if self.vnet_header { vnet::offload_of(&hdr) } else { Offload::NONE };
-        Ok(Some((frame_len, offload)))
     }
 
     fn transmit_batch(&mut self, frames: &mut VecDeque<PacketBuf>, _now: Instant) -> io::Result<usize> {

@@ -162,30 +162,37 @@ fn kernel_answers_arp_through_a_created_tap() {
     assert!(answered, "no ARP reply to the 1400-slice request within 2 s");
 
     // 1c. Read straight into the caller's memory (netd's driver reads
-    // into its region): the reply lands in the slices given; a frame with
-    // too little room is dropped and counted.
-    let direct = |tap: &mut TapDevice, room: usize| -> (usize, Vec<u8>) {
+    // into its region): the reply lands in the slices given, however many
+    // (a few, or more than the short iovec array holds); a frame with too
+    // little room is dropped and counted.
+    let direct = |tap: &mut TapDevice, room: usize, pieces: usize| -> (usize, Vec<u8>) {
         let mut q = VecDeque::from([arp_request(&pool, our_ip, kernel_ip)]);
         tap.transmit_batch(&mut q, Instant::ZERO).unwrap();
-        let (mut a, mut b) = (vec![0u8; room / 2], vec![0u8; room - room / 2]);
+        let sizes: Vec<usize> = (0..pieces).map(|i| room / pieces + usize::from(i < room % pieces)).collect();
         let deadline = StdInstant::now() + Duration::from_secs(2);
         while StdInstant::now() < deadline {
-            if let Some((n, _)) = tap.receive_into(&mut [&mut a[..], &mut b[..]], Instant::ZERO).unwrap() {
-                a.extend_from_slice(&b);
-                a.truncate(n);
-                if n == 0 || arp_reply_from(&a, kernel_ip).is_some() {
-                    return (n, a);
+            let mut slices: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![0u8; n]).collect();
+            let mut bufs: Vec<&mut [u8]> = slices.iter_mut().map(|v| &mut v[..]).collect();
+            if let Some((n, _)) = tap.receive_into(&mut bufs, Instant::ZERO).unwrap() {
+                let mut frame = slices.concat();
+                frame.truncate(n);
+                if n == 0 || arp_reply_from(&frame, kernel_ip).is_some() {
+                    return (n, frame);
                 }
-                a.resize(room / 2, 0);
             }
             std::thread::sleep(Duration::from_millis(2));
         }
         panic!("no frame through receive_into within 2 s");
     };
-    let (n, frame) = direct(&mut tap, 2048);
-    assert!(n >= 42 && arp_reply_from(&frame, kernel_ip) == Some(kernel_mac), "{n} bytes");
+    for pieces in [2, 16] {
+        let (n, frame) = direct(&mut tap, 2048, pieces);
+        assert!(n >= 42 && arp_reply_from(&frame, kernel_ip) == Some(kernel_mac), "{n} bytes in {pieces} slices");
+    }
+    // 42 bytes in 21 slices of 2: more slices than the short array holds.
+    let (n, frame) = direct(&mut tap, 42, 21);
+    assert!(n == 42 && arp_reply_from(&frame, kernel_ip) == Some(kernel_mac), "{n} bytes in 21 slices");
     let dropped = tap.stats().rx_dropped_oversize;
-    let (n, _) = direct(&mut tap, 20);
+    let (n, _) = direct(&mut tap, 20, 2);
     assert_eq!(n, 0, "a frame with too little room is dropped");
     assert_eq!(tap.stats().rx_dropped_oversize, dropped + 1);
 
