@@ -14,10 +14,21 @@
 //! nothing.
 //!
 //! Polling past `base` is for loops that leave a CPU to everyone else:
-//! where the loops that poll this way (netd and its driver, say) are as
-//! many as the CPUs the process may run on, or more, polling on would take
-//! the CPU from whoever they wait for (the application, the kernel's side
-//! of the link), so each polls `base` alone.
+//! where the loops that poll this way are as many as the CPUs the process
+//! may run on, or more, polling on would take the CPU from whoever they
+//! wait for (the application, the kernel's side of the link). Where two
+//! loops hand work to each other (a driver that reads the device and the
+//! engine it hands frames to), the one that counts only itself polls on
+//! while the other, counting both, polls `base` alone on two CPUs: the
+//! kernel wakes the sleeping one for a frame, it finds the other still
+//! looking, and the frame pays for one wake-up instead of two in a row.
+//!
+//! A loop that polls on beside the loop it hands work to yields the CPU
+//! between looks with [`BusyPoll::yield_cpu`], which notes how long the
+//! yield took: a long one says someone else had work for that CPU (an
+//! application sending, the driver, the kernel's side of the link), and
+//! the loop then polls `base` alone for the next `max`, so that its
+//! polling on between bursts takes no CPU time anyone else wants.
 
 use std::time::{Duration, Instant};
 
@@ -26,6 +37,10 @@ pub const DEFAULT_BASE: Duration = Duration::from_micros(50);
 
 /// The longest it polls without work by default.
 pub const DEFAULT_MAX: Duration = Duration::from_millis(5);
+
+/// A yield longer than this gave the CPU to someone with work of their
+/// own: more than a wake-up's worth of handling (a frame's, a request's).
+pub const CONTENDED_YIELD: Duration = Duration::from_micros(100);
 
 /// How long after work a loop keeps polling.
 #[derive(Debug, Clone)]
@@ -37,13 +52,15 @@ pub struct BusyPoll {
     last_work: Option<Instant>,
     /// The smoothed gap between bursts of work.
     gap: Option<Duration>,
+    /// When a yield last took longer than [`CONTENDED_YIELD`].
+    contended: Option<Instant>,
 }
 
 impl BusyPoll {
     /// A policy polling `base` after work at least and `max` at most, for
     /// a process that may use `cpus` CPUs.
     pub fn new(base: Duration, max: Duration, cpus: usize) -> Self {
-        BusyPoll { base, max: max.max(base), many_cpus: cpus > 1, last_work: None, gap: None }
+        BusyPoll { base, max: max.max(base), many_cpus: cpus > 1, last_work: None, gap: None, contended: None }
     }
 
     /// The policy with [`DEFAULT_BASE`] and [`DEFAULT_MAX`], for the CPUs
@@ -90,9 +107,29 @@ impl BusyPoll {
     }
 
     /// Whether the loop, with nothing to do at `now`, should look again
-    /// rather than sleep.
+    /// rather than sleep: for [`BusyPoll::spin`] after its last work, or
+    /// for `base` alone within `max` of a yield that took long.
     pub fn keep_polling(&self, now: Instant) -> bool {
-        self.last_work.is_some_and(|last| now.saturating_duration_since(last) < self.spin())
+        let contended = self.contended.is_some_and(|t| now.saturating_duration_since(t) < self.max);
+        let spin = if contended { self.base } else { self.spin() };
+        self.last_work.is_some_and(|last| now.saturating_duration_since(last) < spin)
+    }
+
+    /// A yield of `took` ended at `now`: a long one means another thread
+    /// had work for this CPU.
+    pub fn yielded(&mut self, took: Duration, now: Instant) {
+        if took > CONTENDED_YIELD {
+            self.contended = Some(now);
+        }
+    }
+
+    /// Gives the CPU to whoever waits for it (`sched_yield`) between two
+    /// looks, and notes how long that took ([`BusyPoll::yielded`]).
+    pub fn yield_cpu(&mut self) {
+        let before = Instant::now();
+        std::thread::yield_now();
+        let after = Instant::now();
+        self.yielded(after.saturating_duration_since(before), after);
     }
 }
 
@@ -139,6 +176,24 @@ mod tests {
             fed_every(&mut p, 2 * MS, 20);
             assert_eq!(p.spin() == DEFAULT_MAX, polls_on, "{cpus} CPUs, {pollers} loops");
         }
+    }
+
+    #[test]
+    fn a_long_yield_holds_the_loop_to_its_base_for_max() {
+        let mut p = BusyPoll::new(DEFAULT_BASE, DEFAULT_MAX, 2);
+        let last = fed_every(&mut p, 2 * MS, 20);
+        assert!(p.keep_polling(last + MS), "uncontended, it polls on");
+        // A yield that returned at once changes nothing.
+        p.yielded(Duration::from_micros(2), last + Duration::from_micros(100));
+        assert!(p.keep_polling(last + MS));
+        // Someone ran for 200 µs in the yield: base alone from then on.
+        p.yielded(Duration::from_micros(200), last + Duration::from_micros(300));
+        assert!(p.keep_polling(last + Duration::from_micros(10)));
+        assert!(!p.keep_polling(last + MS), "contended: it sleeps after base");
+        // Past max without another long yield, it polls on again.
+        let later = last + Duration::from_micros(300) + DEFAULT_MAX + MS;
+        p.work(later);
+        assert!(p.keep_polling(later + MS));
     }
 
     #[test]

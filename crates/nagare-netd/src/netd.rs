@@ -238,10 +238,11 @@ impl Netd {
         stop: &AtomicBool,
         mut local: impl FnMut(&mut Interface, Instant) -> bool,
     ) -> io::Result<()> {
-        // netd and its driver (in a thread or a process of its own) both
-        // poll this way.
-        let pollers = if self.placement == Placement::Inline { 1 } else { 2 };
-        let mut busy = BusyPoll::for_pollers(self.config.spin, pollers);
+        // netd polls on between bursts wherever it has a CPU besides its
+        // own; its driver (a thread or a process of its own) counts both
+        // loops and polls `spin` alone on two CPUs, so a frame after a
+        // pause wakes the driver and finds netd still looking.
+        let mut busy = BusyPoll::with_base(self.config.spin);
         let mut last_housekeeping = std::time::Instant::now();
         let mut listener_ready = true;
         while !stop.load(Ordering::Relaxed) {
@@ -259,7 +260,14 @@ impl Netd {
             // client needs netd or the pause ends.
             if self.pause.until().is_none() && busy.keep_polling(std::time::Instant::now()) {
                 // The driver and the applications may be waiting for a CPU.
-                std::thread::yield_now();
+                // Beside a driver, netd polls on only while nobody else
+                // wants its CPU ([`BusyPoll::yield_cpu`]); alone, it polls
+                // on as work comes.
+                if self.placement == Placement::Inline {
+                    std::thread::yield_now();
+                } else {
+                    busy.yield_cpu();
+                }
                 continue;
             }
             listener_ready = self.sleep()?;

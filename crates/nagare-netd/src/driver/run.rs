@@ -325,7 +325,8 @@ pub fn serve(
             .map(Duration::from_millis),
         steer_delayed: VecDeque::new(),
     };
-    // The driver and netd both poll this way.
+    // netd and the driver poll this way; the driver counts both loops,
+    // so that on two CPUs it polls `spin` alone while netd polls on.
     let mut busy = BusyPoll::for_pollers(spin, 2);
     let mut reported = (std::time::Instant::now(), DriverStats::default());
     while !stop.load(Ordering::Relaxed) && !d.netd_gone {
@@ -339,7 +340,7 @@ pub fn serve(
             d.sleep()?;
         } else {
             // Netd and the application may be waiting for a CPU.
-            std::thread::yield_now();
+            busy.yield_cpu();
         }
     }
     Ok(d.stats)
