@@ -153,6 +153,11 @@ pub struct Ipv6Config {
     /// Redirects (RFC 4861 8) that pass 8.1's checks change the first hop
     /// of their destination; without it they are counted and ignored.
     pub accept_redirects: bool,
+    /// How long a redirect's first hop holds after the redirect came
+    /// ([`REDIRECT_LIFETIME`](crate::ipv6::redirect::REDIRECT_LIFETIME):
+    /// ten minutes); it goes sooner when the default router list drops
+    /// its next hop or neighbour discovery finds it unreachable.
+    pub redirect_lifetime: Duration,
     /// How the interface identifiers of the link-local address and of
     /// addresses formed from routers' prefixes are made: stable and
     /// opaque (RFC 7217, keyed by [`Secrets::stable_iid`]; a duplicate is
@@ -182,6 +187,7 @@ impl Default for Ipv6Config {
             gateway: None,
             accept_router_adverts: true,
             accept_redirects: true,
+            redirect_lifetime: crate::ipv6::redirect::REDIRECT_LIFETIME,
             interface_ids: InterfaceIds::StableOpaque,
             router_solicitations: 3,
             router_solicitation_interval: Duration::from_secs(4),

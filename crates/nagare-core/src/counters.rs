@@ -373,6 +373,13 @@ counters! {
         ndp_redirects_evicted,
         /// Redirects ignored: the configuration takes none.
         ndp_redirects_ignored,
+        /// Redirected destinations whose lifetime ended
+        /// (`Ipv6Config::redirect_lifetime`): back to the router lists.
+        ndp_redirects_expired,
+        /// Redirected destinations whose next hop went (a default router
+        /// that left the list, a neighbour that stopped answering): back to
+        /// the router lists.
+        ndp_redirects_next_hop_gone,
         /// Router solicitations sent.
         ndp_rs_sent,
         /// Router solicitations received and ignored (a host answers none).

@@ -84,7 +84,7 @@ impl Ipv6State {
             neighbors: NeighborCache::new(config.ndp.clone()),
             reassembler: Reassembler::new(config.reassembly.clone()),
             routers: super::router::routers_for(config, seed),
-            redirects: Redirects::default(),
+            redirects: Redirects::new(config.redirect_lifetime),
             hop_limit: config.hop_limit,
             frag_idents: FragIdents::new(secrets.frag_ident),
         }

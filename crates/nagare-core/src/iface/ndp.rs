@@ -314,7 +314,11 @@ impl Interface {
         for target in dad.solicit {
             self.send_dad_solicit(target);
         }
-        self.counters.ndp_neighbors_failed += neighbors.failed as u64;
+        self.counters.ndp_neighbors_failed += neighbors.failed.len() as u64;
+        for neighbor in neighbors.failed {
+            self.forget_redirects_through(neighbor);
+        }
+        self.expire_redirects(now);
         self.counters.drop_ndp_unresolved += neighbors.dropped.len() as u64;
         for packet in &neighbors.dropped {
             self.neighbour6_unreachable(packet, now);
