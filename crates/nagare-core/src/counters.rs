@@ -411,8 +411,15 @@ counters! {
         slaac_addresses_deprecated,
         /// Formed addresses whose valid lifetime ended, removed.
         slaac_addresses_removed,
-        /// MLDv2 reports sent (joins and leaves).
+        /// MLDv2 reports sent (joins and leaves, retransmissions included).
         mld_reports_sent,
+        /// MLDv2 reports sent again: the records of groups joined or left
+        /// lately, repeated as the Robustness Variable asks (RFC 3810 6.1).
+        mld_reports_retransmitted,
+        /// Records of groups joined or left dropped before all their
+        /// retransmissions went, to bound the records owed
+        /// (`MAX_PENDING_RECORDS`).
+        mld_retransmissions_dropped,
         /// Solicited-node groups left (an MLDv2 change to include nothing)
         /// when the last address of ours in them was removed.
         mld_groups_left,

@@ -287,7 +287,8 @@ impl Interface {
 
     /// Runs the timers: ARP retries and give-ups, IPv6 duplicate address
     /// detection, address, router and redirect lifetimes, router
-    /// solicitations and neighbour discovery, IPv4 and IPv6 reassembly
+    /// solicitations, MLDv2 report retransmissions and neighbour
+    /// discovery, IPv4 and IPv6 reassembly
     /// timeouts, path MTU expiry, TCP; and
     /// receives the datagrams sent to local addresses.
     pub fn poll(&mut self, now: Instant) {
@@ -329,6 +330,7 @@ impl Interface {
                 v6.reassembler.poll_at(),
                 v6.routers.poll_at(),
                 v6.redirects.poll_at(),
+                v6.mld.poll_at(),
             ];
             timers.into_iter().flatten().min()
         });

@@ -212,16 +212,18 @@ impl Interface {
     }
 
     /// Reports the solicited-node groups of our addresses joined (RFC 3810
-    /// section 5.2).
+    /// section 5.2), and owes the report its retransmissions.
     fn send_mld_report(&mut self) {
         let Some(v6) = &self.v6 else { return };
         let groups = v6.addrs.solicited_groups();
         let records: Vec<MldAddressRecord<'_>> = groups.iter().map(|g| MldAddressRecord::join(*g)).collect();
         self.send_mld_records(&records);
+        self.owe_mld_retransmissions(&groups, true);
     }
 
     /// Reports leaving `groups`, solicited-node groups no address of ours
-    /// needs any more: a change to include no source (RFC 3810 6.1).
+    /// needs any more: a change to include no source (RFC 3810 6.1); the
+    /// report is owed its retransmissions.
     fn send_mld_leave(&mut self, groups: &[Ipv6Addr]) {
         if groups.is_empty() {
             return;
@@ -229,6 +231,35 @@ impl Interface {
         let records: Vec<MldAddressRecord<'_>> = groups.iter().map(|g| MldAddressRecord::leave(*g)).collect();
         if self.send_mld_records(&records) {
             self.counters.mld_groups_left += groups.len() as u64;
+        }
+        self.owe_mld_retransmissions(groups, false);
+    }
+
+    /// The report that `groups` were joined (or left) just went, or was
+    /// meant to: it goes again as the Robustness Variable asks, once a
+    /// poll has drawn when (`crate::ipv6::mld`).
+    fn owe_mld_retransmissions(&mut self, groups: &[Ipv6Addr], joined: bool) {
+        let Some(v6) = self.v6.as_mut() else { return };
+        for group in groups {
+            if v6.mld.changed(*group, joined) {
+                self.counters.mld_retransmissions_dropped += 1;
+            }
+        }
+    }
+
+    /// Sends the retransmission of the MLDv2 records owed one, when due.
+    fn poll_mld(&mut self, now: Instant) {
+        let Some(v6) = self.v6.as_mut() else { return };
+        let changes = v6.mld.poll(now);
+        if changes.is_empty() {
+            return;
+        }
+        let records: Vec<MldAddressRecord<'_>> = changes
+            .iter()
+            .map(|c| if c.joined { MldAddressRecord::join(c.group) } else { MldAddressRecord::leave(c.group) })
+            .collect();
+        if self.send_mld_records(&records) {
+            self.counters.mld_reports_retransmitted += 1;
         }
     }
 
@@ -311,6 +342,7 @@ impl Interface {
         if dad.report_groups {
             self.send_mld_report();
         }
+        self.poll_mld(now);
         for target in dad.solicit {
             self.send_dad_solicit(target);
         }
