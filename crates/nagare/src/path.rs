@@ -21,7 +21,13 @@
 //!   again for each buffer it empties.
 //! - **Errors.** An error a later completion reports (a reset, an
 //!   unreachable host) is kept and returned by the socket's next call, as
-//!   `SO_ERROR` is; data that arrived before it is read first.
+//!   `SO_ERROR` is. A stream's data that arrived before it is read first;
+//!   a datagram socket's next read takes the error before the datagrams
+//!   that arrived (as Linux's `sk_err`), which wait for the read after.
+//!   netd answers a posted receive with the error as soon as it has it,
+//!   so the error is here while the socket has a receive posted; with
+//!   all of its [`RECV_AHEAD`] buffers holding unread datagrams, it
+//!   comes with the receive that reading one of them posts.
 //!
 //! Readiness follows from the same state ([`Conn::readiness`]): readable
 //! when data, the end of the stream or an error waits; writable while the
@@ -789,17 +795,20 @@ impl Conn {
         Ok(Some(found))
     }
 
-    /// The first buffer that arrived on `id` and holds a datagram not yet
-    /// read, left in place; with none, the error the path holds, or `None`
-    /// (with a receive posted: a shared socket's, `ask`'s own).
+    /// The error the path holds, taken; else the first buffer that
+    /// arrived on `id` and holds a datagram not yet read, left in place;
+    /// else `None` (with a receive posted: a shared socket's, `ask`'s
+    /// own). The error comes before datagrams that arrived, as Linux
+    /// reports a datagram socket's pending error (`sk_err`) before its
+    /// queue: they wait for the read after.
     fn front_arrived(&mut self, id: u32, ask: &mut Ask) -> io::Result<Option<Arrived>> {
         self.ask_for(id, usize::MAX, ask)?;
+        if let Some(e) = self.take_error(id) {
+            return Err(e);
+        }
         let p = self.paths.get(&id).ok_or_else(|| errno(libc::EBADF))?;
         if let Some(front) = p.arrived.front().copied() {
             return Ok(Some(front));
-        }
-        if let Some(e) = self.take_error(id) {
-            return Err(e);
         }
         if self.paths.get(&id).is_some_and(|p| p.posted == 0) {
             self.post_receives(id)?;
