@@ -28,7 +28,7 @@
 use crate::driver::messages::{SteerChange, MAX_PIECES};
 use crate::view::{Release, View};
 use nagare_core::buf::{BufferPool, PacketBuf};
-use nagare_dev::RX_HEADROOM;
+use nagare_dev::{MAX_LOCAL6, RX_HEADROOM};
 use nagare_ipc::{Descriptor, SharedBytes};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
@@ -40,20 +40,40 @@ pub(crate) const HEAD_LEN: usize = 14 + 60 + 60;
 
 /// Whether a frame whose first bytes are `head` (an Ethernet and IP
 /// header, as [`flow_of`] found) is sent to `mac` and, over IPv4, `ip`
-/// or, over IPv6, `ip6` (none: no IPv6 frame is).
-pub(crate) fn is_for(head: &[u8], mac: [u8; 6], ip: [u8; 4], ip6: Option<[u8; 16]>) -> bool {
+/// or, over IPv6, one of the addresses in `ip6`'s slots (none: no IPv6
+/// frame is).
+pub(crate) fn is_for(head: &[u8], mac: [u8; 6], ip: [u8; 4], ip6: &Local6) -> bool {
     if head.get(0..6) != Some(&mac[..]) {
         return false;
     }
     match head.get(12..14) {
-        Some([0x86, 0xdd]) => ip6.is_some_and(|ip6| head.get(38..54) == Some(&ip6[..])),
+        Some([0x86, 0xdd]) => head.get(38..54).is_some_and(|dst| ip6.iter().flatten().any(|a| a[..] == *dst)),
         _ => head.get(30..34) == Some(&ip[..]),
     }
 }
 
+/// netd's IPv6 addresses frames are steered for, by slot (the TAP
+/// program's, [`MAX_LOCAL6`]); `None`: an empty slot.
+pub(crate) type Local6 = [Option<[u8; 16]>; MAX_LOCAL6];
+
+/// The slots of `addrs`: the first [`MAX_LOCAL6`] of them, in order.
+pub(crate) fn local6(addrs: &[[u8; 16]]) -> Local6 {
+    let mut slots = [None; MAX_LOCAL6];
+    for (slot, a) in slots.iter_mut().zip(addrs) {
+        *slot = Some(*a);
+    }
+    slots
+}
+
 /// netd's own addresses, where a steered frame is sent: Ethernet, IPv4,
-/// and IPv6 if frames to one are steered.
-pub(crate) type Local = ([u8; 6], [u8; 4], Option<[u8; 16]>);
+/// and the IPv6 ones frames are steered for.
+pub(crate) type Local = ([u8; 6], [u8; 4], Local6);
+
+/// The driver's messages that say `local`: one per IPv6 slot, each
+/// with the Ethernet and IPv4 addresses.
+fn local_changes((mac, ip, ip6): Local) -> impl Iterator<Item = SteerChange> {
+    ip6.into_iter().enumerate().map(move |(slot, ip6)| SteerChange::Local { mac, ip, slot: slot as u8, ip6 })
+}
 
 /// IP protocol numbers steered.
 pub(crate) const TCP: u8 = 6;
@@ -322,16 +342,21 @@ impl Steering {
 
     /// netd's own addresses: a frame is steered only if it is sent to
     /// them (a VNI floods frames for other stations to every port); an
-    /// IPv6 frame only with `ip6`.
-    pub fn set_local(&self, mac: [u8; 6], ip: [u8; 4], ip6: Option<[u8; 16]>) {
-        self.local.set(Some((mac, ip, ip6)));
+    /// IPv6 frame only to one of `ip6` (the first [`MAX_LOCAL6`]). The
+    /// same addresses again change nothing.
+    pub fn set_local(&self, mac: [u8; 6], ip: [u8; 4], ip6: &[[u8; 16]]) {
+        let local = (mac, ip, local6(ip6));
+        if self.local.get() == Some(local) {
+            return;
+        }
+        self.local.set(Some(local));
         self.local_changed.set(self.enabled);
     }
 
     /// Whether `head` (a frame's first bytes, with a flow) is addressed
     /// to netd's own Ethernet and IP addresses.
     fn for_us(&self, head: &[u8]) -> bool {
-        self.local.get().is_some_and(|(mac, ip, ip6)| is_for(head, mac, ip, ip6))
+        self.local.get().is_some_and(|(mac, ip, ip6)| is_for(head, mac, ip, &ip6))
     }
 
     /// Whether a frame client `key`'s queue brought, whose first bytes are
@@ -379,8 +404,8 @@ impl Steering {
     pub fn take_updates(&self) -> Vec<SteerChange> {
         let mut out = Vec::new();
         if self.local_changed.replace(false) {
-            if let Some((mac, ip, ip6)) = self.local.get() {
-                out.push(SteerChange::Local { mac, ip, ip6 });
+            if let Some(local) = self.local.get() {
+                out.extend(local_changes(local));
             }
         }
         let updates = std::mem::take(&mut *self.updates.borrow_mut());
@@ -397,8 +422,7 @@ impl Steering {
         self.unsettled.borrow_mut().clear();
         self.driver_running.set(true);
         self.local_changed.set(false);
-        let mut out: Vec<SteerChange> =
-            self.local.get().map(|(mac, ip, ip6)| SteerChange::Local { mac, ip, ip6 }).into_iter().collect();
+        let mut out: Vec<SteerChange> = self.local.get().into_iter().flat_map(local_changes).collect();
         let ports = self.ports.borrow();
         let mut owned: Vec<SteerChange> = ports
             .iter()
@@ -702,16 +726,23 @@ mod tests {
             assert_eq!(flow_of(&whole[..n]), None, "{n} bytes");
         }
         // Sent to netd's IPv6 address, and only when it has one.
-        assert!(is_for(&udp, MAC, IP, Some(IP6)));
-        assert!(!is_for(&udp, MAC, IP, None));
+        assert!(is_for(&udp, MAC, IP, &local6(&[IP6])));
+        assert!(!is_for(&udp, MAC, IP, &local6(&[])));
         let mut other = IP6;
         other[15] = 3;
-        assert!(!is_for(&udp, MAC, IP, Some(other)));
-        assert!(!is_for(&udp, [2, 0, 0x5e, 0, 0, 3], IP, Some(IP6)));
+        assert!(!is_for(&udp, MAC, IP, &local6(&[other])));
+        assert!(!is_for(&udp, [2, 0, 0x5e, 0, 0, 3], IP, &local6(&[IP6])));
+        // In any slot, beside others.
+        let link_local = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+        let mut last = [other; MAX_LOCAL6];
+        last[MAX_LOCAL6 - 1] = IP6;
+        assert!(is_for(&udp, MAC, IP, &local6(&last)));
+        assert!(is_for(&udp, MAC, IP, &local6(&[link_local, IP6])));
+        assert!(!is_for(&udp, MAC, IP, &local6(&[link_local, other])));
         // The IPv4 check is unchanged beside it.
         let four = frame(UDP, 7000, 8, b"x");
-        assert!(is_for(&four, MAC, IP, None) && is_for(&four, MAC, IP, Some(IP6)));
-        assert!(!is_for(&four, MAC, [10, 0, 0, 3], Some(IP6)));
+        assert!(is_for(&four, MAC, IP, &local6(&[])) && is_for(&four, MAC, IP, &local6(&[IP6])));
+        assert!(!is_for(&four, MAC, [10, 0, 0, 3], &local6(&[IP6])));
     }
 
     #[test]
@@ -762,16 +793,21 @@ mod tests {
         }
         s.bind(UDP, 9, 4);
         assert_eq!(s.take_updates(), vec![SteerChange::Port { proto: UDP, port: 9, key: Some(4) }]);
-        s.set_local(MAC, IP, Some(IP6));
+        s.set_local(MAC, IP, &[IP6]);
         s.unbind(UDP, 9);
         s.bind(UDP, 10, 5);
-        assert_eq!(
-            s.table(),
-            vec![
-                SteerChange::Local { mac: MAC, ip: IP, ip6: Some(IP6) },
-                SteerChange::Port { proto: UDP, port: 10, key: Some(5) }
-            ]
-        );
+        let mut table = vec![SteerChange::Local { mac: MAC, ip: IP, slot: 0, ip6: Some(IP6) }];
+        table.extend((1..MAX_LOCAL6 as u8).map(|slot| SteerChange::Local { mac: MAC, ip: IP, slot, ip6: None }));
+        table.push(SteerChange::Port { proto: UDP, port: 10, key: Some(5) });
+        assert_eq!(s.table(), table);
+        assert!(s.take_updates().is_empty());
+        // Another address set: every slot again; the same one: nothing.
+        let link_local = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+        s.set_local(MAC, IP, &[link_local, IP6]);
+        let updates = s.take_updates();
+        assert_eq!(updates.len(), MAX_LOCAL6);
+        assert_eq!(updates[1], SteerChange::Local { mac: MAC, ip: IP, slot: 1, ip6: Some(IP6) });
+        s.set_local(MAC, IP, &[link_local, IP6]);
         assert!(s.take_updates().is_empty());
         let off = Steering::new(false);
         off.bind(UDP, 1, 1);
@@ -825,7 +861,7 @@ mod tests {
     #[test]
     fn a_copied_frame_is_admitted_only_for_its_client_s_ports() {
         let s = Steering::new(true);
-        s.set_local(MAC, IP, None);
+        s.set_local(MAC, IP, &[]);
         s.bind(UDP, 7000, 1);
         s.bind(UDP, 7001, 2);
         s.bind(TCP, 80, 1);
@@ -881,7 +917,7 @@ mod tests {
         let view = |i: u32| pool.shared(i, 0, 2048).unwrap();
         let engine = BufferPool::new(2048, 8);
         let s = Steering::new(true);
-        s.set_local(MAC, IP, Some(IP6));
+        s.set_local(MAC, IP, &[IP6]);
         s.add_client(1, pool.area_base(), 2048, vec![(0, view(0)), (1, view(1))]);
         s.bind(UDP, 7000, 1);
         s.bind(UDP, 7001, 2);
@@ -955,7 +991,7 @@ mod tests {
         let view = |i: u32| pool.shared(i, 0, 2048).unwrap();
         let engine = BufferPool::new(2048, 8);
         let s = Steering::new(true);
-        s.set_local(MAC, IP, None);
+        s.set_local(MAC, IP, &[]);
         s.add_client(1, pool.area_base(), 2048, vec![(0, view(0)), (1, view(1)), (2, view(2))]);
         s.bind(TCP, 80, 1);
         let _ = s.to_post(1, 8);

@@ -118,7 +118,7 @@ pub(crate) trait QueueMap {
     fn steer(&mut self, proto: u8, port: u16, queue: u32) -> io::Result<()>;
     fn unsteer(&mut self, proto: u8, port: u16) -> io::Result<()>;
     fn set_local(&mut self, ip: u32) -> io::Result<()>;
-    fn set_local6(&mut self, ip: Option<[u8; 16]>) -> io::Result<()>;
+    fn set_local6(&mut self, slot: usize, ip: Option<[u8; 16]>) -> io::Result<()>;
 }
 
 impl QueueMap for PortMap {
@@ -131,8 +131,8 @@ impl QueueMap for PortMap {
     fn set_local(&mut self, ip: u32) -> io::Result<()> {
         PortMap::set_local(self, ip)
     }
-    fn set_local6(&mut self, ip: Option<[u8; 16]>) -> io::Result<()> {
-        PortMap::set_local6(self, ip)
+    fn set_local6(&mut self, slot: usize, ip: Option<[u8; 16]>) -> io::Result<()> {
+        PortMap::set_local6(self, slot, ip)
     }
 }
 
@@ -212,11 +212,11 @@ impl RxQueues {
         Ok(())
     }
 
-    /// Only frames to `ip` or `ip6` (netd's) are steered; no IPv6 frame
-    /// without `ip6`.
-    pub fn set_local(&mut self, ip: [u8; 4], ip6: Option<[u8; 16]>) -> io::Result<()> {
+    /// Only frames to `ip` or to an IPv6 address in a slot (netd's) are
+    /// steered; IPv6 slot `slot` holds `ip6` (`None`: it is empty).
+    pub fn set_local(&mut self, ip: [u8; 4], slot: usize, ip6: Option<[u8; 16]>) -> io::Result<()> {
         self.map.set_local(u32::from_be_bytes(ip))?;
-        self.map.set_local6(ip6)
+        self.map.set_local6(slot, ip6)
     }
 
     /// Frames to `(proto, port)` go to the TAP's first queue again.
@@ -317,7 +317,7 @@ mod tests {
         fn set_local(&mut self, _ip: u32) -> io::Result<()> {
             Ok(())
         }
-        fn set_local6(&mut self, _ip: Option<[u8; 16]>) -> io::Result<()> {
+        fn set_local6(&mut self, _slot: usize, _ip: Option<[u8; 16]>) -> io::Result<()> {
             Ok(())
         }
     }
@@ -437,7 +437,7 @@ mod tests {
             fn set_local(&mut self, _: u32) -> io::Result<()> {
                 Ok(())
             }
-            fn set_local6(&mut self, _: Option<[u8; 16]>) -> io::Result<()> {
+            fn set_local6(&mut self, _: usize, _: Option<[u8; 16]>) -> io::Result<()> {
                 Ok(())
             }
         }
