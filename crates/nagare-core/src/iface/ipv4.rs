@@ -92,7 +92,7 @@ impl Interface {
             match outcome {
                 Outcome::Complete(whole, payload) => {
                     self.counters.frag_reassembled += 1;
-                    self.receive_datagram(whole, payload, now);
+                    self.receive_datagram(whole, payload, true, now);
                 }
                 Outcome::Held => {}
                 Outcome::Dropped(reason) => {
@@ -107,16 +107,18 @@ impl Interface {
                 }
             }
         } else {
-            self.receive_datagram(repr, packet, now);
+            self.receive_datagram(repr, packet, false, now);
         }
     }
 
-    /// A whole datagram for us, to its protocol's input.
-    fn receive_datagram(&mut self, ip: Ipv4Repr, payload: PacketBuf, now: Instant) {
+    /// A whole datagram for us, to its protocol's input; `reassembled`:
+    /// put together from fragments, so no device's SYN filter read its
+    /// TCP header whole (a first fragment may end before the flags).
+    fn receive_datagram(&mut self, ip: Ipv4Repr, payload: PacketBuf, reassembled: bool, now: Instant) {
         match ip.protocol {
             IpProtocol::Icmp => self.receive_icmp(&ip, payload, now),
             IpProtocol::Udp => self.receive_udp(&ip, payload, now),
-            IpProtocol::Tcp => self.receive_tcp(&ip, payload, now),
+            IpProtocol::Tcp => self.receive_tcp(&ip, payload, !reassembled, now),
             _ => {
                 self.counters.drop_ip_unknown_protocol += 1;
                 self.send_icmp_error(ICMP_DST_UNREACHABLE, ICMP_CODE_PROTO_UNREACHABLE, &ip, &payload, now);

@@ -217,8 +217,8 @@ impl SynGuard {
     /// sender cannot predict. `device_read`: the SYN came in a packet the
     /// device's filter reads ([`SynFilter`]; not an IPv6 one whose TCP
     /// header lies behind an extension header, nor one reassembled from
-    /// IPv6 fragments), so the device drew for it when its filter names
-    /// `port`.
+    /// IPv4 or IPv6 fragments), so the device drew for it when its filter
+    /// names `port`.
     pub(super) fn admit(&mut self, peer: IpAddr, port: u16, draw: u32, device_read: bool, now: Instant) -> bool {
         self.roll(now);
         if self.proven_syn(peer, now) {
