@@ -727,6 +727,11 @@ impl Conn {
         id: u32,
         ask: &mut Ask,
     ) -> io::Result<Option<(BufRef, usize, SocketAddr)>> {
+        // The error first, before a buffer is looked for: it comes before
+        // the datagrams that arrived (see `front_arrived`).
+        if let Some(e) = self.take_error(id) {
+            return Err(e);
+        }
         let shared = self.paths.get(&id).and_then(|p| p.arrived.front()).is_some_and(|a| a.records.is_some());
         let own = match shared {
             true => Some(self.pool.alloc().ok_or_else(|| errno(libc::ENOBUFS))?),
@@ -806,14 +811,32 @@ impl Conn {
         if let Some(e) = self.take_error(id) {
             return Err(e);
         }
+        self.front_queued(id)
+    }
+
+    /// The first buffer that arrived on `id` and holds a datagram not yet
+    /// read, left in place; else `None`, with receives posted unless the
+    /// path holds an error (the read that takes it posts them).
+    fn front_queued(&mut self, id: u32) -> io::Result<Option<Arrived>> {
         let p = self.paths.get(&id).ok_or_else(|| errno(libc::EBADF))?;
         if let Some(front) = p.arrived.front().copied() {
             return Ok(Some(front));
         }
-        if self.paths.get(&id).is_some_and(|p| p.posted == 0) {
+        if p.posted == 0 && p.error.is_none() {
             self.post_receives(id)?;
         }
         Ok(None)
+    }
+
+    /// The whole length of the next datagram that arrived on `id`, left
+    /// in place, or 0 with none (what `FIONREAD` says). The error the
+    /// path holds stays for the next read, as Linux's `SIOCINQ` leaves a
+    /// datagram socket's `sk_err` alone.
+    pub(crate) fn next_datagram_len(&mut self, id: u32, ask: &mut Ask) -> io::Result<usize> {
+        self.ask_for(id, usize::MAX, ask)?;
+        let Some(front) = self.front_queued(id)? else { return Ok(0) };
+        let (f, _) = self.locate(&front).ok_or_else(|| errno(libc::EPROTO))?;
+        Ok(usize::try_from(f.whole).unwrap_or(usize::MAX).max(f.len as usize))
     }
 
     /// Where the next datagram of `front` lies, read without changing the
