@@ -12,10 +12,16 @@
 //! first: it tells a host's addresses in one prefix apart, so a slot of
 //! another address costs one lookup, and so does an empty one (its key
 //! missing). The last word is also the slot's gate: it is taken out
-//! first when the slot is emptied or changed and written last, so that a
-//! frame racing a change meets the old address, the new one or none,
-//! never a mix of both. A frame that meets none goes to queue 0, which
-//! takes every frame.
+//! first when the slot is emptied or changed and written last, so a frame
+//! that finds the gate out matches nothing meanwhile. The program reads
+//! each word once, the gate first, and does not read it again: a frame
+//! that read the gate before a change took it out may meet the other
+//! words half changed, a mix of the old and new addresses. A frame to
+//! either address then misses and goes to queue 0, which takes every
+//! frame; only a frame crafted for the mix matches, and it is for no
+//! address of netd's, which checks the destination of a frame a client's
+//! queue brings again and drops it. A slot is written only when its
+//! address changes, so the others go on matching meanwhile.
 //!
 //! Why: a TAP copies a frame out of the kernel before user space can see
 //! its headers, so the only way to have the kernel copy a frame straight
@@ -288,7 +294,8 @@ impl PortMap {
         if slot >= MAX_LOCAL6 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "no such IPv6 address slot"));
         }
-        // The gate first: no frame matches the slot while it changes.
+        // The gate first: a frame that finds it out matches nothing
+        // until it is written again.
         let [gate, rest @ ..] = WORD_ORDER;
         self.delete(local6_key(slot, gate))?;
         let Some(ip) = ip else {

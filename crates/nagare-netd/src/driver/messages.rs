@@ -11,7 +11,7 @@
 //! | `RX_FREE` | a receive buffer back to the driver | buffer |
 //! | `RX_CLIENT_FREE` | a buffer of an application's region netd keeps for receiving, for that application's steered frames | aux1 client key; buffer |
 //! | `STEER` | frames to a local port go to one client's buffers (aux1 its key), or (flags `UNSTEERED`) to the driver region again | aux0 protocol << 16 \| port; id serial |
-//! | `LOCAL` | netd's own addresses: only frames to them are steered | aux0 Ethernet address, aux2 IPv4 address, aux1 and aux3 the high and low halves of the IPv6 address (0: none); id serial |
+//! | `LOCAL` | netd's own addresses: only frames to them are steered; one IPv6 slot each | aux0 Ethernet address (bits 0–47) and IPv6 slot (bits 48–55, below `MAX_LOCAL6`), aux2 IPv4 address, aux1 and aux3 the high and low halves of the slot's IPv6 address (0: the slot is empty); id serial |
 //!
 //! Ring 1 (driver → netd):
 //!
