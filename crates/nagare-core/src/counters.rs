@@ -413,8 +413,9 @@ counters! {
         slaac_addresses_removed,
         /// MLDv2 reports sent (joins and leaves, retransmissions included).
         mld_reports_sent,
-        /// MLDv2 reports sent again: the records of groups joined or left
-        /// lately, repeated as the Robustness Variable asks (RFC 3810 6.1).
+        /// MLDv2 reports sent again: the records of groups whose
+        /// retransmissions are still owed, repeated as the Robustness
+        /// Variable asks (RFC 3810 6.1).
         mld_reports_retransmitted,
         /// Records of groups joined or left dropped before all their
         /// retransmissions went, to bound the records owed

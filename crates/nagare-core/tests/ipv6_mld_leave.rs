@@ -4,7 +4,8 @@
 //! group and sends an MLDv2 report changing it to include nothing,
 //! unless another address of ours is in the same group. A join's report
 //! and a leave's go again as the Robustness Variable asks (RFC 3810
-//! 6.1), a random time within the Unsolicited Report Interval apart.
+//! 6.1), a random time within the Unsolicited Report Interval apart; a
+//! change's report carries the records still owed, merged with it.
 
 mod common;
 
@@ -130,7 +131,9 @@ fn removing_the_last_address_of_a_group_leaves_it_and_says_so() {
     assert_eq!(a.counters().drop_eth_not_for_us, not_for_us + 1, "the group's frames are no longer taken");
 
     a.remove_ipv6_address(ip("fd00::2")).unwrap();
-    assert_eq!(mld_records(&mut a), [vec![(MldRecordType::ChangeToInclude, own)]]);
+    // With the shared group's leave, still owed its retransmission.
+    let leaves = vec![(MldRecordType::ChangeToInclude, own), (MldRecordType::ChangeToInclude, shared)];
+    assert_eq!(mld_records(&mut a), [leaves]);
     assert_eq!(a.remove_ipv6_address(ip("fd00::2")), Err(Error::AddrNotAvailable));
     let ll = a.ipv6_link_local().unwrap();
     assert_eq!(a.remove_ipv6_address(ll), Err(Error::Unaddressable), "neighbour discovery needs it");
@@ -266,4 +269,20 @@ fn rejoining_a_group_owes_the_join_and_not_the_leave() {
     // leave is not repeated.
     let (leave, join) = ((MldRecordType::ChangeToInclude, group), (MldRecordType::ChangeToExclude, group));
     assert_eq!(records, [&leave, &join, &join], "{reports:?}");
+}
+
+#[test]
+fn a_change_s_report_carries_the_records_still_owed() {
+    let (mut a, now) = host(&["fd00::1/64", "fd00::2/64", "fd00::3/64"]);
+    let left = |addr: &str| (MldRecordType::ChangeToInclude, solicited_node(&ip(addr)));
+    a.remove_ipv6_address(ip("fd00::2")).unwrap();
+    assert_eq!(mld_records(&mut a), [vec![left("fd00::2")]]);
+    // Before the first leave's retransmission: the second leave's report
+    // carries it, and that is its retransmission.
+    a.remove_ipv6_address(ip("fd00::3")).unwrap();
+    assert_eq!(mld_records(&mut a), [vec![left("fd00::3"), left("fd00::2")]]);
+    let reports = reports_over(&mut a, now, Duration::from_secs(30));
+    let reports: Vec<_> = reports.into_iter().map(|(_, r)| r).collect();
+    assert_eq!(reports, [vec![left("fd00::3")]]);
+    assert_eq!(a.counters().mld_groups_left, 2);
 }

@@ -216,9 +216,7 @@ impl Interface {
     fn send_mld_report(&mut self) {
         let Some(v6) = &self.v6 else { return };
         let groups = v6.addrs.solicited_groups();
-        let records: Vec<MldAddressRecord<'_>> = groups.iter().map(|g| MldAddressRecord::join(*g)).collect();
-        self.send_mld_records(&records);
-        self.owe_mld_retransmissions(&groups, true);
+        self.send_mld_change(&groups, true);
     }
 
     /// Reports leaving `groups`, solicited-node groups no address of ours
@@ -228,23 +226,37 @@ impl Interface {
         if groups.is_empty() {
             return;
         }
-        let records: Vec<MldAddressRecord<'_>> = groups.iter().map(|g| MldAddressRecord::leave(*g)).collect();
-        if self.send_mld_records(&records) {
+        if self.send_mld_change(groups, false) {
             self.counters.mld_groups_left += groups.len() as u64;
         }
-        self.owe_mld_retransmissions(groups, false);
     }
 
-    /// The report that `groups` were joined (or left) just went, or was
-    /// meant to: it goes again as the Robustness Variable asks, once a
-    /// poll has drawn when (`crate::ipv6::mld`).
-    fn owe_mld_retransmissions(&mut self, groups: &[Ipv6Addr], joined: bool) {
-        let Some(v6) = self.v6.as_mut() else { return };
+    /// Sends at once the report that `groups` were joined (or left),
+    /// with the other records still owed retransmissions (RFC 3810 6.1
+    /// merges a change with the pending report), and owes the change its
+    /// own: it goes again as the Robustness Variable asks, once a poll
+    /// has drawn when (`crate::ipv6::mld`). Returns whether it went out.
+    fn send_mld_change(&mut self, groups: &[Ipv6Addr], joined: bool) -> bool {
+        let Some(v6) = self.v6.as_mut() else { return false };
         for group in groups {
             if v6.mld.changed(*group, joined) {
                 self.counters.mld_retransmissions_dropped += 1;
             }
         }
+        let carried = v6.mld.carry_pending(groups);
+        let change = |g: &Ipv6Addr| if joined { MldAddressRecord::join(*g) } else { MldAddressRecord::leave(*g) };
+        let records: Vec<MldAddressRecord<'_>> = groups
+            .iter()
+            .map(change)
+            .chain(carried.iter().map(|c| {
+                if c.joined {
+                    MldAddressRecord::join(c.group)
+                } else {
+                    MldAddressRecord::leave(c.group)
+                }
+            }))
+            .collect();
+        self.send_mld_records(&records)
     }
 
     /// Sends the retransmission of the MLDv2 records owed one, when due.

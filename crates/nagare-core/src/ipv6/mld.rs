@@ -8,9 +8,14 @@
 //! owed, in one report).
 //!
 //! A later change to a group replaces its record (a leave after a join
-//! owes the leave only) and owes its retransmissions again. The records
-//! owed are bounded ([`MAX_PENDING_RECORDS`], what one report carries):
-//! past the bound the oldest is dropped, having gone out at least once.
+//! owes the leave only) and owes its retransmissions again. The report a
+//! change sends at once carries the other records still owed too, as RFC
+//! 3810 6.1 merges a change with the pending report
+//! ([`carry_pending`](StateChanges::carry_pending)): each of them goes
+//! out once more there, which counts as one of its retransmissions. The
+//! records owed are bounded ([`MAX_PENDING_RECORDS`], what one report
+//! carries): past the bound the oldest is dropped, having gone out at
+//! least once.
 //!
 //! Time and randomness come from outside: the interval after a change
 //! is drawn at the first [`poll`](StateChanges::poll) after it (its
@@ -41,7 +46,7 @@ struct Pending {
     /// Joined (a change to exclude no source); else left.
     joined: bool,
     /// Retransmissions still owed.
-    left: u8,
+    remaining: u8,
 }
 
 /// When the next retransmission goes.
@@ -102,11 +107,29 @@ impl StateChanges {
             self.pending.remove(0);
             dropped = true;
         }
-        self.pending.push(Pending { group, joined, left: self.retransmissions });
+        self.pending.push(Pending { group, joined, remaining: self.retransmissions });
         if self.next == Next::Idle {
             self.next = Next::Draw;
         }
         dropped
+    }
+
+    /// The records still owed besides those of `changed` (groups whose
+    /// change a report is about to say at once), for that report to
+    /// carry too (RFC 3810 6.1): each counts as retransmitted once, and
+    /// one owed nothing more is done with. With those of `changed`, at
+    /// most [`MAX_PENDING_RECORDS`].
+    pub fn carry_pending(&mut self, changed: &[Ipv6Addr]) -> Vec<Change> {
+        let mut carried = Vec::new();
+        for p in self.pending.iter_mut().filter(|p| !changed.contains(&p.group)) {
+            carried.push(Change { group: p.group, joined: p.joined });
+            p.remaining = p.remaining.saturating_sub(1);
+        }
+        self.pending.retain(|p| p.remaining > 0);
+        if self.pending.is_empty() {
+            self.next = Next::Idle;
+        }
+        carried
     }
 
     /// Runs the timer: the records of a retransmission due by `now` (empty
@@ -125,9 +148,9 @@ impl StateChanges {
         }
         let changes = self.pending.iter().map(|p| Change { group: p.group, joined: p.joined }).collect();
         for p in self.pending.iter_mut() {
-            p.left = p.left.saturating_sub(1);
+            p.remaining = p.remaining.saturating_sub(1);
         }
-        self.pending.retain(|p| p.left > 0);
+        self.pending.retain(|p| p.remaining > 0);
         self.next = if self.pending.is_empty() { Next::Idle } else { Next::At(now + self.draw_interval()) };
         changes
     }
@@ -209,6 +232,35 @@ mod tests {
                 assert_eq!((s.poll_at(), s.len()), (None, 0));
             }
         }
+    }
+
+    #[test]
+    fn a_change_s_report_carries_the_other_records_owed_as_one_retransmission() {
+        let t0 = Instant::from_secs(5);
+        let mut s = StateChanges::new(3, Duration::from_secs(1), 7);
+        s.changed(group(1), true);
+        s.changed(group(2), false);
+        assert_eq!(s.carry_pending(&[group(1), group(2)]), [], "the first change: nothing else owed");
+        // Group 3 changes while both are owed two more: its report
+        // carries them, which leaves each owed one.
+        s.changed(group(3), true);
+        let carried = s.carry_pending(&[group(3)]);
+        assert_eq!(carried, [Change { group: group(1), joined: true }, Change { group: group(2), joined: false }]);
+        let sent = run(&mut s, t0, t0 + Duration::from_secs(100));
+        let per_group = |g: Ipv6Addr| sent.iter().filter(|(_, c)| c.iter().any(|c| c.group == g)).count();
+        assert_eq!((per_group(group(1)), per_group(group(2)), per_group(group(3))), (1, 1, 2));
+        // Carried to the last, a record is done with.
+        let mut s = StateChanges::new(2, Duration::from_secs(1), 7);
+        s.changed(group(1), true);
+        s.changed(group(2), true);
+        assert_eq!(s.carry_pending(&[group(2)]), [Change { group: group(1), joined: true }]);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s.carry_pending(&[]), [Change { group: group(2), joined: true }]);
+        assert_eq!((s.len(), s.poll_at()), (0, None));
+        // Nothing owed with a Robustness Variable of 1.
+        let mut s = StateChanges::new(1, Duration::from_secs(1), 7);
+        s.changed(group(1), true);
+        assert_eq!(s.carry_pending(&[]), []);
     }
 
     #[test]
