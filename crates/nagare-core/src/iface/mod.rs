@@ -23,6 +23,7 @@ mod icmpv6;
 pub(crate) mod ipv4;
 mod ipv6;
 mod local;
+mod mld;
 mod ndp;
 mod path_mtu;
 mod quote;
