@@ -372,7 +372,9 @@ fn netd_steers_client_ports_to_tap_queues() {
 /// netd on a multi-queue TAP with an IPv6 address beside its IPv4 one: a
 /// TCP stream and a datagram Linux sends to the IPv6 address reach the
 /// client's sockets through the queue its ports are steered to, the
-/// stream's payload lent in place; through a driver thread, and with netd
+/// stream's payload lent in place, and so does a datagram to netd's
+/// link-local address (the engine made it: it is steered once duplicate
+/// address detection passed it); through a driver thread, and with netd
 /// reading the queues itself.
 #[test]
 fn netd_steers_ipv6_client_ports_to_tap_queues() {
@@ -466,6 +468,59 @@ fn steered_ipv6_receive(placement: &str) {
     assert_eq!(counter(&format!("{counters} rx_steer_refused ")), 0, "{report}");
     let in_place = counter("netd rx_payload_in_place ");
     assert!(in_place > 2 << 20, "{placement}: received in place {in_place} of {}: {report}", 4 << 20);
+
+    // netd's link-local address, learnt from a datagram netd sends to the
+    // kernel's: datagrams to it are steered too. With the ports above
+    // closed, only the probe's port is steered, so the count grows by the
+    // datagrams sent to it, exactly.
+    drop(listener);
+    drop(udp);
+    let probe = nagare::net::UdpSocket::bind_via(&netd, "[::]:9002").unwrap();
+    probe.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let out = run_ok(ns.command("ip").args(["-6", "-o", "addr", "show", "dev", "tap0", "scope", "link"]));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let kernel_ll = text
+        .split_whitespace()
+        .skip_while(|w| *w != "inet6")
+        .nth(1)
+        .and_then(|a| a.split('/').next())
+        .unwrap_or_else(|| panic!("no link-local address on tap0: {text}"))
+        .to_string();
+    let kernel = ns.udp_socket("[::]:7777");
+    kernel.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    probe.send_to(b"whose?", format!("[{kernel_ll}]:7777").as_str()).unwrap();
+    let (_, from) = kernel.recv_from(&mut buf).expect("netd's datagram to the kernel's link-local address");
+    let std::net::SocketAddr::V6(netd_ll) = from else { panic!("{from}") };
+    assert!(netd_ll.ip().segments()[0] == 0xfe80, "{placement}: netd sent from {netd_ll}");
+    assert_eq!(netd_ll.port(), 9002);
+    // The count before, once the driver's reports (every 250 ms) have
+    // caught up with what it steered for the closed ports.
+    let steered_now = || stat_counter(&netd.stat().unwrap(), steered);
+    let mut before = steered_now();
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(600));
+        let again = steered_now();
+        if again == before {
+            break;
+        }
+        before = again;
+    }
+    const SENT: u64 = 3;
+    for k in 0..SENT {
+        kernel.send_to(&datagram, netd_ll).unwrap();
+        let (n, from) = probe.recv_from(&mut buf).unwrap();
+        assert!(buf[..n] == datagram[..], "datagram {k} to the link-local address differs");
+        assert_eq!(from.ip().to_string(), kernel_ll);
+    }
+    let mut after = steered_now();
+    for _ in 0..50 {
+        if after >= before + SENT {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        after = steered_now();
+    }
+    assert_eq!(after - before, SENT, "{placement}: the datagrams to {netd_ll} steered: {}", netd.stat().unwrap());
     let _ = std::fs::remove_dir_all(&root);
     let _ = std::fs::remove_file(&socket);
     let _ = std::fs::remove_file(&log);

@@ -114,7 +114,7 @@ fn ipv4(c: &mut Criterion) {
                 let mut done = None;
                 for (mut r, p) in frags {
                     r.ident = ident;
-                    if let Outcome::Complete(h, p) = reassembler.input(&r, p, Instant::ZERO) {
+                    if let Outcome::Complete(h, p, _) = reassembler.input(&r, p, Instant::ZERO) {
                         done = Some((h, p));
                     }
                 }

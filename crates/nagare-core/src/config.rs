@@ -153,6 +153,18 @@ pub struct Ipv6Config {
     /// Redirects (RFC 4861 8) that pass 8.1's checks change the first hop
     /// of their destination; without it they are counted and ignored.
     pub accept_redirects: bool,
+    /// How long a redirect's first hop holds after the redirect came
+    /// ([`REDIRECT_LIFETIME`](crate::ipv6::redirect::REDIRECT_LIFETIME):
+    /// ten minutes); it goes sooner when the default router list drops
+    /// its next hop or neighbour discovery finds it unreachable.
+    pub redirect_lifetime: Duration,
+    /// How many times an MLDv2 report of a group joined or left goes
+    /// (the Robustness Variable, RFC 3810 9.1: 2); 1 sends each once.
+    pub mld_robustness: u8,
+    /// Longest random interval between a report and its retransmission
+    /// (the Unsolicited Report Interval, RFC 3810 9.11: 1 s); drawn from
+    /// the interface's seed.
+    pub mld_unsolicited_report_interval: Duration,
     /// How the interface identifiers of the link-local address and of
     /// addresses formed from routers' prefixes are made: stable and
     /// opaque (RFC 7217, keyed by [`Secrets::stable_iid`]; a duplicate is
@@ -182,6 +194,9 @@ impl Default for Ipv6Config {
             gateway: None,
             accept_router_adverts: true,
             accept_redirects: true,
+            redirect_lifetime: crate::ipv6::redirect::REDIRECT_LIFETIME,
+            mld_robustness: crate::ipv6::mld::MLD_ROBUSTNESS,
+            mld_unsolicited_report_interval: crate::ipv6::mld::MLD_UNSOLICITED_REPORT_INTERVAL,
             interface_ids: InterfaceIds::StableOpaque,
             router_solicitations: 3,
             router_solicitation_interval: Duration::from_secs(4),

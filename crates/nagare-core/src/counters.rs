@@ -373,6 +373,13 @@ counters! {
         ndp_redirects_evicted,
         /// Redirects ignored: the configuration takes none.
         ndp_redirects_ignored,
+        /// Redirected destinations whose lifetime ended
+        /// (`Ipv6Config::redirect_lifetime`): back to the router lists.
+        ndp_redirects_expired,
+        /// Redirected destinations whose next hop went (a default router
+        /// that left the list, a neighbour that stopped answering): back to
+        /// the router lists.
+        ndp_redirects_next_hop_gone,
         /// Router solicitations sent.
         ndp_rs_sent,
         /// Router solicitations received and ignored (a host answers none).
@@ -404,8 +411,16 @@ counters! {
         slaac_addresses_deprecated,
         /// Formed addresses whose valid lifetime ended, removed.
         slaac_addresses_removed,
-        /// MLDv2 reports sent (joins and leaves).
+        /// MLDv2 reports sent (joins and leaves, retransmissions included).
         mld_reports_sent,
+        /// MLDv2 reports sent again: the records of groups whose
+        /// retransmissions are still owed, repeated as the Robustness
+        /// Variable asks (RFC 3810 6.1).
+        mld_reports_retransmitted,
+        /// Records of groups joined or left dropped before all their
+        /// retransmissions went, to bound the records owed
+        /// (`MAX_PENDING_RECORDS`).
+        mld_retransmissions_dropped,
         /// Solicited-node groups left (an MLDv2 change to include nothing)
         /// when the last address of ours in them was removed.
         mld_groups_left,

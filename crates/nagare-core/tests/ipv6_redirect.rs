@@ -4,17 +4,20 @@
 //! destination MAC of the packets that follow (to a better router, or to
 //! the destination itself on the link); every variant 8.1 refuses is
 //! dropped and counted; a flood of redirects grows nothing past the
-//! bounds.
+//! bounds; a redirect ends with its lifetime, or sooner with its next
+//! hop (a default router that leaves the list, a neighbour that stops
+//! answering).
 
 mod common;
 
 use common::feed;
 use nagare_core::buf::BufferPool;
-use nagare_core::ipv6::redirect::MAX_REDIRECTS;
+use nagare_core::ipv6::redirect::{MAX_REDIRECTS, REDIRECT_LIFETIME};
 
 use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig, Ipv6Config, NdpConfig, UdpHandle};
 use nagare_wire::{
-    pseudo_header_v6, EtherType, EthernetAddress, EthernetRepr, IpProtocol, Ipv4Addr, Ipv6Addr, Ipv6Repr, NdpRepr,
+    multicast_mac, pseudo_header_v6, EtherType, EthernetAddress, EthernetRepr, IpProtocol, Ipv4Addr, Ipv6Addr,
+    Ipv6Repr, NdpOption, NdpRepr,
 };
 use std::net::SocketAddrV6;
 use std::time::Duration;
@@ -138,6 +141,46 @@ impl Host {
     fn feed(&mut self, f: &[u8]) {
         feed(&mut self.a, f, 2048, self.now);
     }
+
+    /// Moves virtual time to `until`, polling at every deadline on the
+    /// way (bounded), and drops what was sent.
+    fn run_until(&mut self, until: Instant) {
+        for _ in 0..10_000 {
+            match self.a.poll_at().filter(|&t| t <= until) {
+                Some(t) => {
+                    self.now = self.now.max(t);
+                    self.a.poll(self.now);
+                }
+                None => break,
+            }
+        }
+        self.now = until;
+        self.a.poll(until);
+        self.a.tx_queue().clear();
+    }
+}
+
+/// A router advertisement from `src` (its MAC `mac`) with router lifetime
+/// `lifetime` seconds and a source link-layer address option.
+fn router_advert(src: Ipv6Addr, mac: EthernetAddress, lifetime: u16) -> Vec<u8> {
+    let option = NdpOption::SourceLinkLayerAddr(mac);
+    let mut opts = vec![0u8; option.buffer_len()];
+    option.emit(&mut opts).unwrap();
+    let ra = NdpRepr::RouterAdvert {
+        hop_limit: 0,
+        managed_flag: false,
+        other_flag: false,
+        router_lifetime: lifetime,
+        reachable_time: 0,
+        retrans_timer: 0,
+        options: &opts,
+    };
+    let dst = ip("ff02::1");
+    let mut msg = vec![0u8; ra.buffer_len()];
+    ra.emit(&mut msg, src, dst).unwrap();
+    let mut f = frame(src, dst, 255, mac, &msg);
+    f[0..6].copy_from_slice(&multicast_mac(&dst).unwrap().0);
+    f
 }
 
 #[test]
@@ -265,4 +308,72 @@ fn a_flood_of_redirects_grows_nothing_past_the_bounds() {
     let last = Ipv6Addr::from(u128::from(ip("2001:db8:1::")) + (flood - 1) as u128);
     assert_eq!(h.a.ipv6_next_hop(last), Some(Ipv6Addr::from(u128::from(ip("fe80::1:0")) + (flood - 1) as u128)));
     assert_eq!(h.a.ipv6_next_hop(ip("2001:db8:1::")), Some(r1()));
+}
+
+#[test]
+fn a_redirect_ends_with_its_lifetime() {
+    assert_eq!(Ipv6Config::default().redirect_lifetime, REDIRECT_LIFETIME);
+    assert_eq!(REDIRECT_LIFETIME, Duration::from_secs(600));
+    let mut h = Host::new(NdpConfig::default());
+    let (dest, other) = (ip("2001:db8::5"), ip("2001:db8::6"));
+    let start = h.now;
+    h.feed(&redirect(r1(), r2(), dest, Some(MAC_R2)));
+    h.run_until(start + Duration::from_secs(300));
+    h.feed(&redirect(r1(), r2(), other, Some(MAC_R2)));
+    assert_eq!(h.a.poll_at().filter(|&t| t <= start + REDIRECT_LIFETIME), Some(start + REDIRECT_LIFETIME));
+    h.run_until(start + REDIRECT_LIFETIME - Duration::from_millis(1));
+    assert_eq!(h.a.ipv6_next_hop(dest), Some(r2()));
+    assert_eq!(h.a.counters().ndp_redirects_expired, 0);
+
+    h.run_until(start + REDIRECT_LIFETIME);
+    assert_eq!(h.a.counters().ndp_redirects_expired, 1);
+    assert_eq!(h.a.ipv6_next_hop(dest), Some(r1()), "back to the router");
+    assert_eq!(h.a.ipv6_next_hop(other), Some(r2()), "taken later, it lasts longer");
+    h.run_until(start + Duration::from_secs(300) + REDIRECT_LIFETIME);
+    assert_eq!(h.a.ipv6_redirects_len(), 0);
+    assert_eq!(h.a.counters().ndp_redirects_expired, 2);
+    assert_eq!(h.a.ipv6_next_hop(other), Some(r1()));
+}
+
+#[test]
+fn a_redirect_ends_when_its_router_leaves_the_list() {
+    let mut h = Host::new(NdpConfig::default());
+    let dest = ip("2001:db8::5");
+    h.feed(&router_advert(r2(), MAC_R2, 1800));
+    assert_eq!(h.a.ipv6_default_routers().len(), 1);
+    h.feed(&redirect(r1(), r2(), dest, Some(MAC_R2)));
+    assert_eq!(h.mac_towards(dest), Some(MAC_R2));
+    // The router says it is one no more.
+    h.feed(&router_advert(r2(), MAC_R2, 0));
+    assert_eq!(h.a.counters().ndp_redirects_next_hop_gone, 1);
+    assert_eq!(h.a.ipv6_next_hop(dest), Some(r1()));
+    assert_eq!(h.mac_towards(dest), Some(MAC_R1));
+
+    // Its router lifetime running out does the same.
+    h.feed(&router_advert(r2(), MAC_R2, 30));
+    h.feed(&redirect(r1(), r2(), dest, Some(MAC_R2)));
+    assert_eq!(h.a.ipv6_next_hop(dest), Some(r2()));
+    let now = h.now;
+    h.run_until(now + Duration::from_secs(31));
+    assert!(h.a.ipv6_default_routers().is_empty());
+    assert_eq!(h.a.counters().ndp_redirects_next_hop_gone, 2);
+    assert_eq!(h.a.ipv6_next_hop(dest), Some(r1()));
+}
+
+#[test]
+fn a_redirect_ends_when_its_next_hop_stops_answering() {
+    let mut h = Host::new(NdpConfig::default());
+    let (dest, kept) = (ip("2001:db8::7"), ip("2001:db8::8"));
+    // On the link, says the router; nobody answers there.
+    h.feed(&redirect(r1(), dest, dest, None));
+    h.feed(&redirect(r1(), r2(), kept, Some(MAC_R2)));
+    assert_eq!(h.mac_towards(dest), None, "it waits for neighbour discovery");
+    let now = h.now;
+    h.run_until(now + Duration::from_secs(10));
+    assert_eq!(h.a.neighbor_state(dest), None, "given up");
+    // fe80::1 went unanswered too (nobody answers here), but no redirect
+    // led to it.
+    assert_eq!(h.a.counters().ndp_redirects_next_hop_gone, 1);
+    assert_eq!(h.a.ipv6_next_hop(dest), Some(r1()), "back to the router");
+    assert_eq!(h.a.ipv6_next_hop(kept), Some(r2()));
 }

@@ -1,7 +1,11 @@
 //! A SYN flood from spoofed sources against a listener, in virtual time:
 //! the SYN guard keeps the SYN-ACKs sent near its budget, a peer that
 //! completed a handshake is always answered, and everything is answered
-//! again once the flood stops.
+//! again once the flood stops. With a device that filters, the engine
+//! draws for the SYNs the device could not read: IPv6 ones behind an
+//! extension header or rebuilt from fragments, and IPv4 ones rebuilt
+//! from a first fragment that ends before the TCP flags; not for an IPv4
+//! one whose first fragment holds them, which the device drew for.
 
 mod common;
 
@@ -9,8 +13,8 @@ use common::*;
 use nagare_core::buf::BufferPool;
 use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig, Ipv6Config};
 use nagare_wire::{
-    ArpOperation, EtherType, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Addr, Ipv4Cidr, Ipv4Packet, Ipv6Addr,
-    Ipv6Option, Ipv6OptionsRepr, Ipv6Repr, TcpFlags, TcpRepr, TcpSeqNumber,
+    ArpOperation, EtherType, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Addr, Ipv4Cidr, Ipv4Packet, Ipv4Repr,
+    Ipv6Addr, Ipv6Option, Ipv6OptionsRepr, Ipv6Repr, TcpFlags, TcpRepr, TcpSeqNumber,
 };
 use std::net::{SocketAddrV4, SocketAddrV6};
 use std::time::Duration;
@@ -216,4 +220,88 @@ fn with_a_device_that_filters_the_engine_draws_only_for_ipv6_syns_the_device_can
     }
     let refused = iface.counters().drop_tcp_syn_guard - guarded;
     assert!(refused > 150, "{refused} of 200 SYNs behind an extension header refused");
+}
+
+/// A SYN to port 80 from `src` in two IPv4 fragments (identification
+/// `ident`), the first holding `first` bytes of the 24-byte TCP header:
+/// 8 end short of its flags, which a device's filter then cannot read;
+/// 16 hold them.
+fn syn_fragments(src: SocketAddrV4, seq: u32, ident: u16, first: usize) -> [Vec<u8>; 2] {
+    let mut repr = TcpRepr::bare(src.port(), 80, TcpSeqNumber(seq), None, TcpFlags::SYN);
+    repr.max_seg_size = Some(1460);
+    let mut tcp = vec![0u8; repr.buffer_len()];
+    repr.emit(&mut tcp, &[], *src.ip(), OUR_IP).unwrap();
+    let piece = |data: &[u8], frag_offset: u16, more_frags: bool| {
+        let mut packet = vec![0u8; 20];
+        Ipv4Repr {
+            src_addr: *src.ip(),
+            dst_addr: OUR_IP,
+            protocol: IpProtocol::Tcp,
+            payload_len: data.len(),
+            ttl: 64,
+            ident,
+            dont_frag: false,
+            more_frags,
+            frag_offset,
+            dscp_ecn: 0,
+        }
+        .emit(&mut packet)
+        .unwrap();
+        packet.extend_from_slice(data);
+        ethernet(EtherType::Ipv4, &packet)
+    };
+    [piece(&tcp[..first], 0, true), piece(&tcp[first..], first as u16, false)]
+}
+
+#[test]
+fn with_a_device_that_filters_the_engine_draws_for_ipv4_syns_rebuilt_from_fragments() {
+    let mut iface = interface();
+    let mut now = Instant::from_secs(10);
+    iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 1).unwrap();
+    iface.tcp().set_syn_budget(BUDGET);
+    flood(&mut iface, &mut now, Duration::from_millis(600), 20_000, 0);
+    assert!(iface.tcp_ref().syn_filter().engaged);
+    iface.tcp().set_syn_filter_applied(true);
+    // Whole, the device read them and drew: all answered.
+    let guarded = iface.counters().drop_tcp_syn_guard;
+    assert_eq!(flood(&mut iface, &mut now, Duration::from_millis(20), 10_000, 100_000), 200);
+    assert_eq!(iface.counters().drop_tcp_syn_guard, guarded, "the engine drew again");
+    // Rebuilt from a tiny first fragment, it passed the device undrawn:
+    // the engine draws, and admits about the guard's fraction.
+    let reassembled = iface.counters().frag_reassembled;
+    for i in 200_000..200_200u32 {
+        for f in syn_fragments(spoofed(i), i.wrapping_mul(7919), i as u16, 8) {
+            feed(&mut iface, &f, 2048, now);
+        }
+        now += Duration::from_micros(100);
+    }
+    assert_eq!(iface.counters().frag_reassembled - reassembled, 200);
+    let refused = iface.counters().drop_tcp_syn_guard - guarded;
+    assert!(refused > 150, "{refused} of 200 SYNs rebuilt from fragments refused");
+}
+
+#[test]
+fn with_a_device_that_filters_the_engine_does_not_draw_again_for_an_ipv4_first_fragment_with_the_flags() {
+    let mut iface = interface();
+    let mut now = Instant::from_secs(10);
+    iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 1).unwrap();
+    iface.tcp().set_syn_budget(BUDGET);
+    flood(&mut iface, &mut now, Duration::from_millis(600), 20_000, 0);
+    assert!(iface.tcp_ref().syn_filter().engaged);
+    iface.tcp().set_syn_filter_applied(true);
+    // The device read the flags in the first fragment and drew for each
+    // SYN: the engine admits them all, rebuilt, without a draw of its own.
+    let guarded = iface.counters().drop_tcp_syn_guard;
+    let reassembled = iface.counters().frag_reassembled;
+    let mut answered = 0;
+    for i in 200_000..200_200u32 {
+        for f in syn_fragments(spoofed(i), i.wrapping_mul(7919), i as u16, 16) {
+            feed(&mut iface, &f, 2048, now);
+        }
+        answered += synacks(&mut iface).len();
+        now += Duration::from_micros(100);
+    }
+    assert_eq!(iface.counters().frag_reassembled - reassembled, 200);
+    assert_eq!(iface.counters().drop_tcp_syn_guard, guarded, "the engine drew again");
+    assert_eq!(answered, 200);
 }

@@ -40,5 +40,5 @@ pub use pcap::{PcapDevice, PcapWriter, LINKTYPE_ETHERNET, PCAP_MAGIC, PCAP_SNAPL
 pub use rng::SimRng;
 pub use sim::{LinkConfig, SimLink, SimLinkStats, SimPort};
 pub use tap::TapDevice;
-pub use tap_steering::{PortMap, PortSteering, MAX_STEERED_PORTS};
+pub use tap_steering::{PortMap, PortSteering, MAX_LOCAL6, MAX_STEERED_PORTS};
 pub use vni::{Segment as VniSegment, VniPort, VniStats};

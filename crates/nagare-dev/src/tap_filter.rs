@@ -35,7 +35,7 @@
 //! as the offsets past the MAC addresses are not the ones it would read.
 
 use crate::device::UdpShed;
-use nagare_core::tcp::syn_guard::{SynFilter, MAX_FILTER_PORTS, MAX_FILTER_PROVEN, MAX_FILTER_PROVEN6};
+use nagare_core::tcp::syn_guard::{self, SynFilter, MAX_FILTER_PORTS, MAX_FILTER_PROVEN, MAX_FILTER_PROVEN6};
 use std::io;
 use std::os::fd::RawFd;
 
@@ -103,8 +103,10 @@ const IPV6_SOURCE: u32 = IP + 8;
 /// TCP and UDP alike) and TCP's flags.
 const DST_PORT: u32 = IP + 2;
 const TCP_FLAGS: u32 = IP + 13;
-/// The frame's length less the IP header's must reach past the flags.
+/// The frame's length less the IP header's must reach past the flags (the
+/// engine draws for an IPv4 SYN whose first fragment ended before them).
 const TCP_FLAGS_END: u32 = TCP_FLAGS + 1;
+const _: () = assert!(TCP_FLAGS_END == IP + syn_guard::TCP_FLAGS_END as u32);
 
 const ETHERTYPE_IPV4: u32 = 0x0800;
 const ETHERTYPE_IPV6: u32 = 0x86dd;

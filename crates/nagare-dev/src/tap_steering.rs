@@ -1,17 +1,33 @@
 //! Receive steering for a multi-queue TAP: a small eBPF program, attached
 //! with `TUNSETSTEERINGEBPF`, that puts each TCP/UDP frame sent to a local
-//! address (the hash map's key 0 holds the IPv4 one, keys 1 to 4 the
-//! words of the IPv6 one) on the queue its destination port was given in
-//! the same map, and every other frame on queue 0. An IPv4 frame is
-//! steered when it is no fragment; an IPv6 one when its TCP or UDP header
-//! follows the fixed header (one behind an extension or fragment header
-//! goes to queue 0).
+//! address (the hash map's key 0 holds the IPv4 one; [`MAX_LOCAL6`] slots
+//! of four keys each, from key 1 on, the words of IPv6 ones) on the queue
+//! its destination port was given in the same map, and every other frame
+//! on queue 0. An IPv4 frame is steered when it is no fragment; an IPv6
+//! one when its TCP or UDP header follows the fixed header (one behind an
+//! extension or fragment header goes to queue 0).
+//!
+//! The IPv6 slots are compared one after another, unrolled (no loop for
+//! the verifier to bound), each word by one map lookup, the last word
+//! first: it tells a host's addresses in one prefix apart, so a slot of
+//! another address costs one lookup, and so does an empty one (its key
+//! missing). The last word is also the slot's gate: it is taken out
+//! first when the slot is emptied or changed and written last, so a frame
+//! that finds the gate out matches nothing meanwhile. The program reads
+//! each word once, the gate first, and does not read it again: a frame
+//! that read the gate before a change took it out may meet the other
+//! words half changed, a mix of the old and new addresses. A frame to
+//! either address then misses and goes to queue 0, which takes every
+//! frame; only a frame crafted for the mix matches, and it is for no
+//! address of netd's, which checks the destination of a frame a client's
+//! queue brings again and drops it. A slot is written only when its
+//! address changes, so the others go on matching meanwhile.
 //!
 //! Why: a TAP copies a frame out of the kernel before user space can see
 //! its headers, so the only way to have the kernel copy a frame straight
 //! into the right application's shared region is to pick the queue (the
 //! file) it is read from before the read. The program is assembled here by
-//! hand (96 instructions), so no compiler or loader library is
+//! hand (384 instructions), so no compiler or loader library is
 //! needed; it is loaded with the `bpf` system call, which needs
 //! `CAP_BPF` (root).
 
@@ -35,10 +51,23 @@ const SKB_PROTOCOL: i16 = 16;
 
 /// Ports the map holds at most (of all clients together).
 pub const MAX_STEERED_PORTS: u32 = 4096;
-/// The map's keys for the local addresses: the IPv4 one, then the IPv6
-/// one's four words (first to last). No port's key is among them.
+/// IPv6 addresses frames are steered for at most (netd's link-local
+/// one, configured ones and those SLAAC forms).
+pub const MAX_LOCAL6: usize = 8;
+
+/// The map's key for the local IPv4 address. No port's key is among the
+/// local addresses' keys.
 const LOCAL_KEY: u32 = 0;
-const LOCAL6_KEYS: [u32; 4] = [1, 2, 3, 4];
+
+/// The map's key of word `w` (0 the first) of the IPv6 address in slot
+/// `slot`: 1 to `4 * MAX_LOCAL6`.
+const fn local6_key(slot: usize, w: usize) -> u32 {
+    1 + (4 * slot + w) as u32
+}
+
+/// The order a slot's words are compared and written in: the last (the
+/// slot's gate) first.
+const WORD_ORDER: [usize; 4] = [3, 0, 1, 2];
 
 /// One eBPF instruction, as the kernel reads it.
 #[repr(C)]
@@ -85,8 +114,8 @@ const TO_DEFAULT: i16 = i16::MIN;
 /// The program: queue = map[(ip protocol << 16) | destination port] for an
 /// unfragmented IPv4 TCP or UDP frame sent to the address at map[0]
 /// (netd's), or an IPv6 one whose TCP or UDP header follows the fixed
-/// header, sent to the address whose words are at map[1] to map[4]; else
-/// 0. A frame too short for a header it reads ends the program with 0
+/// header, sent to the address of a slot whose words are all in the map;
+/// else 0. A frame too short for a header it reads ends the program with 0
 /// (the kernel's rule for `LD_ABS`), so a hostile frame lands on the
 /// default queue.
 fn program(map_fd: i32) -> Vec<Insn> {
@@ -114,23 +143,38 @@ fn program(map_fd: i32) -> Vec<Insn> {
         insn(OR64_REG, 8, 0, 0, 0), // r8 = the port's key
         insn(STX_W, 10, 8, -4, 0),  // on the stack
     ]);
-    // Each word of the destination address equals the map's.
-    for (w, key) in LOCAL6_KEYS.iter().enumerate() {
-        p.extend([
-            insn(ST_W, 10, 0, -8, *key as i32),
-            insn(LD_IMM64, 1, PSEUDO_MAP_FD, 0, map_fd), // r1 = map
-            insn(0, 0, 0, 0, 0),                         // (second half)
-            insn(MOV64_REG, 2, 10, 0, 0),
-            insn(ADD64_IMM, 2, 0, 0, -8),
-            insn(CALL, 0, 0, 0, HELPER_MAP_LOOKUP_ELEM),
-            insn(JEQ_IMM, 0, 0, d, 0), // no local IPv6 address
-            insn(LDX_W, 9, 0, 0, 0),   // r9 = the word of it
-            insn(LD_ABS_W, 0, 0, 0, SKF_NET_OFF + 24 + 4 * w as i32),
-            insn(JNE_REG, 0, 9, d, 0), // to another address
-        ]);
+    // A slot whose every word equals the destination's: to the port's
+    // lookup; a word missing or another: to the next slot.
+    let mut to_port = Vec::new();
+    for slot in 0..MAX_LOCAL6 {
+        let mut to_next = Vec::new();
+        for w in WORD_ORDER {
+            p.extend([
+                insn(ST_W, 10, 0, -8, local6_key(slot, w) as i32),
+                insn(LD_IMM64, 1, PSEUDO_MAP_FD, 0, map_fd), // r1 = map
+                insn(0, 0, 0, 0, 0),                         // (second half)
+                insn(MOV64_REG, 2, 10, 0, 0),
+                insn(ADD64_IMM, 2, 0, 0, -8),
+                insn(CALL, 0, 0, 0, HELPER_MAP_LOOKUP_ELEM),
+            ]);
+            to_next.push(p.len());
+            p.extend([
+                insn(JEQ_IMM, 0, 0, 0, 0), // the slot is empty
+                insn(LDX_W, 9, 0, 0, 0),   // r9 = the word of it
+                insn(LD_ABS_W, 0, 0, 0, SKF_NET_OFF + 24 + 4 * w as i32),
+            ]);
+            to_next.push(p.len());
+            p.push(insn(JNE_REG, 0, 9, 0, 0)); // another address
+        }
+        to_port.push(p.len());
+        p.push(insn(JA, 0, 0, 0, 0)); // to the port's lookup (offset below)
+        let next = p.len();
+        for at in to_next {
+            p[at].off = (next - at - 1) as i16;
+        }
     }
-    let to_port = p.len();
-    p.push(insn(JA, 0, 0, 0, 0)); // to the port's lookup (offset below)
+    // No slot holds the destination.
+    p.push(insn(JA, 0, 0, d, 0));
     let ipv4_part = p.len();
     p.extend([
         insn(LD_ABS_B, 0, 0, 0, SKF_NET_OFF), // r0 = version | ihl
@@ -178,7 +222,9 @@ fn program(map_fd: i32) -> Vec<Insn> {
         insn(EXIT, 0, 0, 0, 0),
     ]);
     p[to_ipv4].off = (ipv4_part - to_ipv4 - 1) as i16;
-    p[to_port].off = (port - to_port - 1) as i16;
+    for at in to_port {
+        p[at].off = (port - at - 1) as i16;
+    }
     let default = p.len() - 2;
     for (at, i) in p.iter_mut().enumerate() {
         if i.off == TO_DEFAULT {
@@ -240,21 +286,30 @@ impl PortMap {
         self.update(LOCAL_KEY, ip)
     }
 
-    /// Only frames to IPv6 address `ip` are steered among the IPv6 ones;
-    /// `None`: none is (nor before it is first set).
-    pub fn set_local6(&self, ip: Option<[u8; 16]>) -> io::Result<()> {
+    /// Frames to IPv6 address `ip` are steered, as slot `slot` (below
+    /// [`MAX_LOCAL6`]) says; `None` empties the slot. An IPv6 frame is
+    /// steered only if sent to the address of a slot (none before one is
+    /// set).
+    pub fn set_local6(&self, slot: usize, ip: Option<[u8; 16]>) -> io::Result<()> {
+        if slot >= MAX_LOCAL6 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no such IPv6 address slot"));
+        }
+        // The gate first: a frame that finds it out matches nothing
+        // until it is written again.
+        let [gate, rest @ ..] = WORD_ORDER;
+        self.delete(local6_key(slot, gate))?;
         let Some(ip) = ip else {
-            // The first word gone, no frame matches; then the rest.
-            for k in LOCAL6_KEYS {
-                self.delete(k)?;
+            for w in rest {
+                self.delete(local6_key(slot, w))?;
             }
             return Ok(());
         };
         let bits = u128::from_be_bytes(ip);
-        for (w, k) in LOCAL6_KEYS.iter().enumerate() {
-            self.update(*k, (bits >> (96 - 32 * w)) as u32)?;
+        let word = |w: usize| (bits >> (96 - 32 * w)) as u32;
+        for w in rest {
+            self.update(local6_key(slot, w), word(w))?;
         }
-        Ok(())
+        self.update(local6_key(slot, gate), word(gate))
     }
 
     fn update(&self, k: u32, value: u32) -> io::Result<()> {
@@ -295,7 +350,7 @@ impl PortSteering {
     pub fn load() -> io::Result<PortSteering> {
         let mut attr = [0u64; 16];
         attr[0] = words(BPF_MAP_TYPE_HASH, 4);
-        attr[1] = words(4, MAX_STEERED_PORTS + 1 + LOCAL6_KEYS.len() as u32);
+        attr[1] = words(4, MAX_STEERED_PORTS + 1 + 4 * MAX_LOCAL6 as u32);
         let fd = bpf(BPF_MAP_CREATE, &mut attr)
             .map_err(|e| io::Error::new(e.kind(), format!("creating the steering map: {e}")))?;
         // SAFETY: the bpf call returned a new descriptor, owned by nobody
@@ -379,7 +434,7 @@ mod tests {
             let to = at as i64 + 1 + i64::from(i.off);
             assert!(to > at as i64 && (to as usize) < p.len(), "jump at {at} to {to}");
         }
-        assert_eq!(p.len(), 96, "the module's doc says so");
+        assert_eq!(p.len(), 384, "the module's doc says so");
         assert_eq!(p.last().map(|i| i.code), Some(EXIT));
         assert_eq!(p[p.len() - 2].code, MOV64_IMM);
         assert!(p.iter().all(|i| i.off != TO_DEFAULT));
@@ -389,10 +444,15 @@ mod tests {
     fn keys_keep_protocols_apart() {
         assert_ne!(key(6, 80), key(17, 80));
         assert_eq!(key(17, 0x1234), 0x11_1234);
-        // Keys 0 to 4 hold the local addresses: no port's key is among
-        // them.
+        // Keys 0 to 32 hold the local addresses, each one: no port's key
+        // is among them.
+        let mut locals: Vec<u32> = (0..MAX_LOCAL6).flat_map(|slot| (0..4).map(move |w| local6_key(slot, w))).collect();
+        locals.push(LOCAL_KEY);
+        locals.sort_unstable();
+        locals.dedup();
+        assert_eq!(locals, (0..=4 * MAX_LOCAL6 as u32).collect::<Vec<_>>());
         for proto in [6, 17] {
-            assert!(key(proto, 0) > LOCAL6_KEYS[3] && LOCAL_KEY < LOCAL6_KEYS[0]);
+            assert!(key(proto, 0) > 4 * MAX_LOCAL6 as u32);
         }
     }
 }

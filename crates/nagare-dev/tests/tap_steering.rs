@@ -1,7 +1,7 @@
 //! The TAP steering program, run by the kernel on frames made here
 //! (`BPF_PROG_TEST_RUN`: nothing is sent anywhere). Needs root (CAP_BPF).
 
-use nagare_dev::PortSteering;
+use nagare_dev::{PortSteering, MAX_LOCAL6};
 
 /// The address frames are sent to, steered once the map has it.
 const LOCAL: [u8; 4] = [10, 0, 0, 2];
@@ -132,7 +132,7 @@ fn ipv6_frames_go_to_the_queue_of_their_local_port() {
     s.map().set_local(u32::from_be_bytes(LOCAL)).unwrap();
     // Nothing is steered before the map knows netd's IPv6 address.
     assert_eq!(s.queue_of(&frame6(17, 5000, LOCAL6)).unwrap(), 0);
-    s.map().set_local6(Some(LOCAL6)).unwrap();
+    s.map().set_local6(0, Some(LOCAL6)).unwrap();
     assert_eq!(s.queue_of(&frame6(17, 5000, LOCAL6)).unwrap(), 3);
     assert_eq!(s.queue_of(&frame6(6, 80, LOCAL6)).unwrap(), 1);
     // A port nobody steered, and a protocol that is neither.
@@ -147,17 +147,61 @@ fn ipv6_frames_go_to_the_queue_of_their_local_port() {
     // IPv4 as before, beside it.
     assert_eq!(s.queue_of(&frame(17, 5000, 5, 0)).unwrap(), 3);
     // Unset, nothing of IPv6 is steered; IPv4 still is.
-    s.map().set_local6(None).unwrap();
-    s.map().set_local6(None).unwrap();
+    s.map().set_local6(0, None).unwrap();
+    s.map().set_local6(0, None).unwrap();
     assert_eq!(s.queue_of(&frame6(17, 5000, LOCAL6)).unwrap(), 0);
     assert_eq!(s.queue_of(&frame(17, 5000, 5, 0)).unwrap(), 3);
+}
+
+/// A link-local address and a SLAAC-made one in netd's prefix.
+const LINK_LOCAL: [u8; 16] = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0];
+const SLAAC: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0];
+
+#[test]
+fn ipv6_frames_to_any_address_of_a_slot_are_steered() {
+    let Some(s) = loaded() else { return };
+    s.map().steer(17, 5000, 3).unwrap();
+    s.map().set_local6(0, Some(LINK_LOCAL)).unwrap();
+    s.map().set_local6(1, Some(LOCAL6)).unwrap();
+    for ip in [LINK_LOCAL, LOCAL6] {
+        assert_eq!(s.queue_of(&frame6(17, 5000, ip)).unwrap(), 3, "{ip:x?}");
+    }
+    // The SLAAC address shares its last words with the link-local one and
+    // its first with LOCAL6: it is neither, until a slot holds it.
+    assert_eq!(s.queue_of(&frame6(17, 5000, SLAAC)).unwrap(), 0);
+    s.map().set_local6(MAX_LOCAL6 - 1, Some(SLAAC)).unwrap();
+    assert_eq!(s.queue_of(&frame6(17, 5000, SLAAC)).unwrap(), 3);
+    // A slot emptied, or given another address, no longer steers its own.
+    s.map().set_local6(0, None).unwrap();
+    assert_eq!(s.queue_of(&frame6(17, 5000, LINK_LOCAL)).unwrap(), 0);
+    s.map().set_local6(1, Some(LINK_LOCAL)).unwrap();
+    assert_eq!(s.queue_of(&frame6(17, 5000, LOCAL6)).unwrap(), 0);
+    assert_eq!(s.queue_of(&frame6(17, 5000, LINK_LOCAL)).unwrap(), 3);
+    // Every slot full, each steers its address; a word off in any fails.
+    let addr = |slot: usize| {
+        let mut a = LOCAL6;
+        a[15] = 0x10 + slot as u8;
+        a
+    };
+    for slot in 0..MAX_LOCAL6 {
+        s.map().set_local6(slot, Some(addr(slot))).unwrap();
+    }
+    for slot in 0..MAX_LOCAL6 {
+        assert_eq!(s.queue_of(&frame6(17, 5000, addr(slot))).unwrap(), 3, "slot {slot}");
+        for w in 0..4 {
+            let mut other = addr(slot);
+            other[4 * w] ^= 0x40;
+            assert_eq!(s.queue_of(&frame6(17, 5000, other)).unwrap(), 0, "slot {slot}, word {w} differs");
+        }
+    }
+    assert!(s.map().set_local6(MAX_LOCAL6, Some(LOCAL6)).is_err(), "no slot past the last");
 }
 
 #[test]
 fn ipv6_frames_behind_extension_headers_odd_or_short_go_to_queue_zero() {
     let Some(s) = loaded() else { return };
     s.map().steer(17, 5000, 3).unwrap();
-    s.map().set_local6(Some(LOCAL6)).unwrap();
+    s.map().set_local6(0, Some(LOCAL6)).unwrap();
     assert_eq!(s.queue_of(&frame6(17, 5000, LOCAL6)).unwrap(), 3);
     // Hop-by-hop options, routing, a fragment header, destination options.
     for next in [0, 43, 44, 60] {

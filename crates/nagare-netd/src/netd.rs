@@ -32,8 +32,9 @@ use crate::sockets::Sock;
 use crate::stats::NetdStats;
 use crate::steering::Steering;
 use crate::tap_queues::TapQueues;
+use nagare_core::ipv6::addr::AddrState;
 use nagare_core::{Instant, Interface};
-use nagare_dev::{Device, MonotonicClock, TapDevice, UdpShed};
+use nagare_dev::{Device, MonotonicClock, TapDevice, UdpShed, MAX_LOCAL6};
 use nagare_host::{earliest, BusyPoll, Host, ServiceConfig, Services};
 use std::io;
 use std::rc::Rc;
@@ -45,6 +46,23 @@ const MAX_SLEEP: Duration = Duration::from_millis(100);
 /// How often a busy loop looks for new clients and dead ones; the period
 /// over which PacketFlow's filter measures the receive path's drops.
 const HOUSEKEEPING: Duration = Duration::from_millis(20);
+
+/// Tells `steering` netd's own addresses, the only ones frames are
+/// steered for: the first IPv4 address configured, and the IPv6 ones the
+/// engine holds past duplicate address detection (its link-local one
+/// first, then the configured ones, then those SLAAC forms; the first
+/// [`MAX_LOCAL6`]). Others reach the engine through netd's own queue. The
+/// same addresses again change nothing, so it is cheap to call every turn.
+fn steer_local_addresses(iface: &Interface, steering: &Steering) {
+    let Some(addr) = iface.config().addresses.first() else { return };
+    let mut ip6 = [[0u8; 16]; MAX_LOCAL6];
+    let mut n = 0;
+    for (slot, a) in ip6.iter_mut().zip(iface.ipv6_addresses().filter(|a| a.state == AddrState::Preferred)) {
+        *slot = a.address().octets();
+        n += 1;
+    }
+    steering.set_local(iface.config().mac.0, addr.address().octets(), &ip6[..n]);
+}
 
 /// The inet server.
 pub struct Netd {
@@ -150,13 +168,7 @@ impl Netd {
         iface.tcp().set_max_connections(config.max_connections);
         let pool = iface.pool().stats();
         let memory = Rc::new(Memory::new(&config, pool.capacity * pool.buf_size));
-        // Frames are steered only when sent to netd's own addresses (the
-        // first IPv4 address and the first IPv6 one configured; others,
-        // and those SLAAC forms, reach the engine as before).
-        if let Some(addr) = iface.config().addresses.first() {
-            let ip6 = iface.config().ipv6.as_ref().and_then(|v6| v6.addresses.first()).map(|a| a.address().octets());
-            steering.set_local(iface.config().mac.0, addr.address().octets(), ip6);
-        }
+        steer_local_addresses(&iface, &steering);
         // The filter's draws need no secrecy; a fixed seed serves if the
         // system's source fails.
         let filter = config
@@ -295,6 +307,9 @@ impl Netd {
         let now = self.clock.now();
         work |= self.receive(now);
         self.host.poll(now);
+        // The engine's timers are what make an address usable (duplicate
+        // address detection) or take one away (its lifetime).
+        steer_local_addresses(&self.host.iface, &self.steering);
         work |= self.host.services.serve(&mut self.host.iface, now);
         work |= local(&mut self.host.iface, now);
         work |= self.serve_clients(now);

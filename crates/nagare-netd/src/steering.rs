@@ -28,7 +28,7 @@
 use crate::driver::messages::{SteerChange, MAX_PIECES};
 use crate::view::{Release, View};
 use nagare_core::buf::{BufferPool, PacketBuf};
-use nagare_dev::RX_HEADROOM;
+use nagare_dev::{MAX_LOCAL6, RX_HEADROOM};
 use nagare_ipc::{Descriptor, SharedBytes};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
@@ -40,20 +40,66 @@ pub(crate) const HEAD_LEN: usize = 14 + 60 + 60;
 
 /// Whether a frame whose first bytes are `head` (an Ethernet and IP
 /// header, as [`flow_of`] found) is sent to `mac` and, over IPv4, `ip`
-/// or, over IPv6, `ip6` (none: no IPv6 frame is).
-pub(crate) fn is_for(head: &[u8], mac: [u8; 6], ip: [u8; 4], ip6: Option<[u8; 16]>) -> bool {
+/// or, over IPv6, one of the addresses in `ip6`'s slots (none: no IPv6
+/// frame is).
+pub(crate) fn is_for(head: &[u8], mac: [u8; 6], ip: [u8; 4], ip6: &Local6) -> bool {
     if head.get(0..6) != Some(&mac[..]) {
         return false;
     }
     match head.get(12..14) {
-        Some([0x86, 0xdd]) => ip6.is_some_and(|ip6| head.get(38..54) == Some(&ip6[..])),
+        Some([0x86, 0xdd]) => head.get(38..54).is_some_and(|dst| ip6.iter().flatten().any(|a| a[..] == *dst)),
         _ => head.get(30..34) == Some(&ip[..]),
     }
 }
 
+/// netd's IPv6 addresses frames are steered for, by slot (the TAP
+/// program's, [`MAX_LOCAL6`]); `None`: an empty slot.
+pub(crate) type Local6 = [Option<[u8; 16]>; MAX_LOCAL6];
+
+/// The slots of `addrs` (the first [`MAX_LOCAL6`] different ones) after
+/// `old`: an address already in a slot keeps it, a slot whose address
+/// left is emptied, and the addresses that have none take the emptiest
+/// slots, the lowest first. Only the slots of addresses that came or
+/// left change, so the TAP program's other slots go on matching.
+pub(crate) fn local6(old: &Local6, addrs: &[[u8; 16]]) -> Local6 {
+    let mut wanted: Vec<[u8; 16]> = Vec::with_capacity(MAX_LOCAL6);
+    for a in addrs {
+        if wanted.len() == MAX_LOCAL6 {
+            break;
+        }
+        if !wanted.contains(a) {
+            wanted.push(*a);
+        }
+    }
+    let mut slots = old.map(|a| a.filter(|a| wanted.contains(a)));
+    for a in wanted {
+        if slots.contains(&Some(a)) {
+            continue;
+        }
+        if let Some(free) = slots.iter_mut().find(|s| s.is_none()) {
+            *free = Some(a);
+        }
+    }
+    slots
+}
+
+/// The slots whose address differs between `a` and `b`, one bit each.
+fn changed_slots(a: &Local6, b: &Local6) -> u16 {
+    a.iter().zip(b).enumerate().filter(|(_, (x, y))| x != y).fold(0, |m, (slot, _)| m | 1 << slot)
+}
+
 /// netd's own addresses, where a steered frame is sent: Ethernet, IPv4,
-/// and IPv6 if frames to one are steered.
-pub(crate) type Local = ([u8; 6], [u8; 4], Option<[u8; 16]>);
+/// and the IPv6 ones frames are steered for.
+pub(crate) type Local = ([u8; 6], [u8; 4], Local6);
+
+/// The driver's messages that say `local`'s IPv6 slots in `slots` (one
+/// bit each), each with the Ethernet and IPv4 addresses.
+fn local_changes((mac, ip, ip6): Local, slots: u16) -> impl Iterator<Item = SteerChange> {
+    ip6.into_iter()
+        .enumerate()
+        .filter(move |(slot, _)| slots & 1 << slot != 0)
+        .map(move |(slot, ip6)| SteerChange::Local { mac, ip, slot: slot as u8, ip6 })
+}
 
 /// IP protocol numbers steered.
 pub(crate) const TCP: u8 = 6;
@@ -185,10 +231,12 @@ pub(crate) struct Steering {
     sent: Cell<u64>,
     /// A driver runs (or starts); while none does, nothing is steered.
     driver_running: Cell<bool>,
-    /// netd's own addresses (only frames to them are steered), and whether
-    /// the driver has not been told them yet.
+    /// netd's own addresses (only frames to them are steered), and the
+    /// IPv6 slots (one bit each) the driver has not been told yet; a
+    /// change of the Ethernet or IPv4 address marks slot 0, whose message
+    /// carries them.
     local: Cell<Option<Local>>,
-    local_changed: Cell<bool>,
+    local_changed: Cell<u16>,
     released: Rc<RefCell<Vec<(u64, u32, u64)>>>,
     serial: Cell<u64>,
     /// Some buffer may have become spare (or a client attached) since the
@@ -209,7 +257,7 @@ impl Steering {
             sent: Cell::new(0),
             driver_running: Cell::new(enabled),
             local: Cell::new(None),
-            local_changed: Cell::new(false),
+            local_changed: Cell::new(0),
             released: Rc::default(),
             serial: Cell::new(0),
             spare_changed: Cell::new(true),
@@ -322,16 +370,28 @@ impl Steering {
 
     /// netd's own addresses: a frame is steered only if it is sent to
     /// them (a VNI floods frames for other stations to every port); an
-    /// IPv6 frame only with `ip6`.
-    pub fn set_local(&self, mac: [u8; 6], ip: [u8; 4], ip6: Option<[u8; 16]>) {
-        self.local.set(Some((mac, ip, ip6)));
-        self.local_changed.set(self.enabled);
+    /// IPv6 frame only to one of `ip6` (the first [`MAX_LOCAL6`]), each
+    /// in a slot of its own that it keeps while it stays (see
+    /// [`local6`]). The driver is told only the slots that change; the
+    /// same addresses again change nothing.
+    pub fn set_local(&self, mac: [u8; 6], ip: [u8; 4], ip6: &[[u8; 16]]) {
+        let old = self.local.get();
+        let old6 = old.map_or([None; MAX_LOCAL6], |(_, _, six)| six);
+        let six = local6(&old6, ip6);
+        let mut changed = changed_slots(&old6, &six);
+        if old.is_none_or(|(m, i, _)| (m, i) != (mac, ip)) {
+            changed |= 1;
+        }
+        self.local.set(Some((mac, ip, six)));
+        if self.enabled {
+            self.local_changed.set(self.local_changed.get() | changed);
+        }
     }
 
     /// Whether `head` (a frame's first bytes, with a flow) is addressed
     /// to netd's own Ethernet and IP addresses.
     fn for_us(&self, head: &[u8]) -> bool {
-        self.local.get().is_some_and(|(mac, ip, ip6)| is_for(head, mac, ip, ip6))
+        self.local.get().is_some_and(|(mac, ip, ip6)| is_for(head, mac, ip, &ip6))
     }
 
     /// Whether a frame client `key`'s queue brought, whose first bytes are
@@ -372,16 +432,15 @@ impl Steering {
 
     /// Whether steering changes wait to be taken.
     pub fn has_updates(&self) -> bool {
-        self.local_changed.get() || !self.updates.borrow().is_empty()
+        self.local_changed.get() != 0 || !self.updates.borrow().is_empty()
     }
 
     /// Steering changes for the driver since it was last told.
     pub fn take_updates(&self) -> Vec<SteerChange> {
         let mut out = Vec::new();
-        if self.local_changed.replace(false) {
-            if let Some((mac, ip, ip6)) = self.local.get() {
-                out.push(SteerChange::Local { mac, ip, ip6 });
-            }
+        let changed = self.local_changed.replace(0);
+        if let Some(local) = self.local.get().filter(|_| changed != 0) {
+            out.extend(local_changes(local, changed));
         }
         let updates = std::mem::take(&mut *self.updates.borrow_mut());
         out.extend(updates.into_iter().map(|((proto, port), key)| SteerChange::Port { proto, port, key }));
@@ -396,9 +455,18 @@ impl Steering {
         // reach a former owner.
         self.unsettled.borrow_mut().clear();
         self.driver_running.set(true);
-        self.local_changed.set(false);
-        let mut out: Vec<SteerChange> =
-            self.local.get().map(|(mac, ip, ip6)| SteerChange::Local { mac, ip, ip6 }).into_iter().collect();
+        self.local_changed.set(0);
+        // Its map holds no address: the slots that hold one, and slot 0
+        // for the Ethernet and IPv4 addresses.
+        let mut out: Vec<SteerChange> = self
+            .local
+            .get()
+            .into_iter()
+            .flat_map(|local @ (_, _, six)| {
+                let held = six.iter().enumerate().filter(|(_, a)| a.is_some()).fold(1, |m, (slot, _)| m | 1 << slot);
+                local_changes(local, held)
+            })
+            .collect();
         let ports = self.ports.borrow();
         let mut owned: Vec<SteerChange> = ports
             .iter()
@@ -647,6 +715,11 @@ mod tests {
     const IP: [u8; 4] = [10, 0, 0, 2];
     const IP6: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
 
+    /// The slots of `addrs`, set from none.
+    fn slots(addrs: &[[u8; 16]]) -> Local6 {
+        local6(&[None; MAX_LOCAL6], addrs)
+    }
+
     /// An Ethernet + IPv4 frame to `MAC` and `IP`, of `proto` to local
     /// port `port`, with a
     /// transport header of `l4_len` bytes and `payload` after it.
@@ -702,16 +775,23 @@ mod tests {
             assert_eq!(flow_of(&whole[..n]), None, "{n} bytes");
         }
         // Sent to netd's IPv6 address, and only when it has one.
-        assert!(is_for(&udp, MAC, IP, Some(IP6)));
-        assert!(!is_for(&udp, MAC, IP, None));
+        assert!(is_for(&udp, MAC, IP, &slots(&[IP6])));
+        assert!(!is_for(&udp, MAC, IP, &slots(&[])));
         let mut other = IP6;
         other[15] = 3;
-        assert!(!is_for(&udp, MAC, IP, Some(other)));
-        assert!(!is_for(&udp, [2, 0, 0x5e, 0, 0, 3], IP, Some(IP6)));
+        assert!(!is_for(&udp, MAC, IP, &slots(&[other])));
+        assert!(!is_for(&udp, [2, 0, 0x5e, 0, 0, 3], IP, &slots(&[IP6])));
+        // In any slot, beside others.
+        let link_local = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+        let mut last = [Some(other); MAX_LOCAL6];
+        last[MAX_LOCAL6 - 1] = Some(IP6);
+        assert!(is_for(&udp, MAC, IP, &last));
+        assert!(is_for(&udp, MAC, IP, &slots(&[link_local, IP6])));
+        assert!(!is_for(&udp, MAC, IP, &slots(&[link_local, other])));
         // The IPv4 check is unchanged beside it.
         let four = frame(UDP, 7000, 8, b"x");
-        assert!(is_for(&four, MAC, IP, None) && is_for(&four, MAC, IP, Some(IP6)));
-        assert!(!is_for(&four, MAC, [10, 0, 0, 3], Some(IP6)));
+        assert!(is_for(&four, MAC, IP, &slots(&[])) && is_for(&four, MAC, IP, &slots(&[IP6])));
+        assert!(!is_for(&four, MAC, [10, 0, 0, 3], &slots(&[IP6])));
     }
 
     #[test]
@@ -762,17 +842,25 @@ mod tests {
         }
         s.bind(UDP, 9, 4);
         assert_eq!(s.take_updates(), vec![SteerChange::Port { proto: UDP, port: 9, key: Some(4) }]);
-        s.set_local(MAC, IP, Some(IP6));
+        s.set_local(MAC, IP, &[IP6]);
         s.unbind(UDP, 9);
         s.bind(UDP, 10, 5);
-        assert_eq!(
-            s.table(),
-            vec![
-                SteerChange::Local { mac: MAC, ip: IP, ip6: Some(IP6) },
-                SteerChange::Port { proto: UDP, port: 10, key: Some(5) }
-            ]
-        );
+        // A fresh driver's map is empty: the slots that hold an address.
+        let table = vec![
+            SteerChange::Local { mac: MAC, ip: IP, slot: 0, ip6: Some(IP6) },
+            SteerChange::Port { proto: UDP, port: 10, key: Some(5) },
+        ];
+        assert_eq!(s.table(), table);
         assert!(s.take_updates().is_empty());
+        // An address more: its slot alone; the same ones: nothing.
+        let link_local = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+        s.set_local(MAC, IP, &[link_local, IP6]);
+        assert_eq!(s.take_updates(), [SteerChange::Local { mac: MAC, ip: IP, slot: 1, ip6: Some(link_local) }]);
+        s.set_local(MAC, IP, &[link_local, IP6]);
+        assert!(s.take_updates().is_empty());
+        // Another IPv4 address: slot 0's message carries it.
+        s.set_local(MAC, [10, 0, 0, 9], &[link_local, IP6]);
+        assert_eq!(s.take_updates(), [SteerChange::Local { mac: MAC, ip: [10, 0, 0, 9], slot: 0, ip6: Some(IP6) }]);
         let off = Steering::new(false);
         off.bind(UDP, 1, 1);
         assert!(off.take_updates().is_empty());
@@ -822,10 +910,40 @@ mod tests {
     /// A small frame copied out of a client's queue reaches the engine by
     /// the rules a steered one does: for netd, to that client's port or a
     /// port nobody has; never to another client's, never junk.
+    /// Each IPv6 address keeps its slot while it stays: the first one
+    /// leaving changes its slot alone (the TAP program goes on matching
+    /// the others), and the next one to come takes the slot it freed.
+    #[test]
+    fn an_ipv6_address_keeps_its_slot_while_it_stays() {
+        let s = Steering::new(true);
+        let addr = |last: u8| {
+            let mut a = IP6;
+            a[15] = last;
+            a
+        };
+        let local = |slot: u8, ip6: Option<[u8; 16]>| SteerChange::Local { mac: MAC, ip: IP, slot, ip6 };
+        s.set_local(MAC, IP, &[addr(1), addr(2), addr(3)]);
+        assert_eq!(s.take_updates(), [local(0, Some(addr(1))), local(1, Some(addr(2))), local(2, Some(addr(3)))]);
+        s.set_local(MAC, IP, &[addr(2), addr(3)]);
+        assert_eq!(s.take_updates(), [local(0, None)], "only the slot of the address that left");
+        s.set_local(MAC, IP, &[addr(2), addr(3), addr(4)]);
+        assert_eq!(s.take_updates(), [local(0, Some(addr(4)))], "the freed slot, taken again");
+        // Past the slots, the first addresses are steered; duplicates
+        // take one slot.
+        let many: Vec<[u8; 16]> = (10..30).map(addr).collect();
+        let slots = local6(&[None; MAX_LOCAL6], &[&many[..1], &many[..]].concat());
+        assert_eq!(slots, core::array::from_fn(|i| Some(many[i])));
+        // Changes not yet taken add up: a slot changed and changed back
+        // is sent, with what it holds.
+        s.set_local(MAC, IP, &[addr(3), addr(4)]);
+        s.set_local(MAC, IP, &[addr(2), addr(3), addr(4)]);
+        assert_eq!(s.take_updates(), [local(1, Some(addr(2)))]);
+    }
+
     #[test]
     fn a_copied_frame_is_admitted_only_for_its_client_s_ports() {
         let s = Steering::new(true);
-        s.set_local(MAC, IP, None);
+        s.set_local(MAC, IP, &[]);
         s.bind(UDP, 7000, 1);
         s.bind(UDP, 7001, 2);
         s.bind(TCP, 80, 1);
@@ -881,7 +999,7 @@ mod tests {
         let view = |i: u32| pool.shared(i, 0, 2048).unwrap();
         let engine = BufferPool::new(2048, 8);
         let s = Steering::new(true);
-        s.set_local(MAC, IP, Some(IP6));
+        s.set_local(MAC, IP, &[IP6]);
         s.add_client(1, pool.area_base(), 2048, vec![(0, view(0)), (1, view(1))]);
         s.bind(UDP, 7000, 1);
         s.bind(UDP, 7001, 2);
@@ -955,7 +1073,7 @@ mod tests {
         let view = |i: u32| pool.shared(i, 0, 2048).unwrap();
         let engine = BufferPool::new(2048, 8);
         let s = Steering::new(true);
-        s.set_local(MAC, IP, None);
+        s.set_local(MAC, IP, &[]);
         s.add_client(1, pool.area_base(), 2048, vec![(0, view(0)), (1, view(1)), (2, view(2))]);
         s.bind(TCP, 80, 1);
         let _ = s.to_post(1, 8);

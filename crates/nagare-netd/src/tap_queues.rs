@@ -224,7 +224,7 @@ impl TapQueues {
             let done = match change {
                 SteerChange::Port { proto, port, key: Some(key) } => self.queues.steer(proto, port, key, serial),
                 SteerChange::Port { proto, port, key: None } => self.queues.forget(proto, port, serial),
-                SteerChange::Local { ip, ip6, .. } => self.queues.set_local(ip, ip6),
+                SteerChange::Local { ip, slot, ip6, .. } => self.queues.set_local(ip, usize::from(slot), ip6),
             };
             if done.is_err() {
                 self.stats.map_errors += 1;

@@ -2,7 +2,10 @@
 //! socket without `IP_RECVERR`: the peer's port unreachable (ICMP or
 //! ICMPv6) fails a connected socket's next receive, or its next send,
 //! once, and `take_error` (`SO_ERROR`) takes it too; an unconnected
-//! socket, or one connected to another peer, hears of none.
+//! socket, or one connected to another peer, hears of none. The receive
+//! fails with it before datagrams that arrived earlier and wait to be
+//! read, as Linux reports `sk_err` before the queue; they come after.
+//! `FIONREAD` says the next datagram's length and leaves the error.
 
 mod support;
 
@@ -11,7 +14,7 @@ use nagare_netd::Placement;
 use std::io::ErrorKind;
 use std::net::{Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::time::{Duration, Instant};
-use support::{stat_value, wait_for_report, NetdThread, Tune, Wire, LIMIT, PEER_ADDR, PEER_ADDR6};
+use support::{stat_value, wait_for_report, NetdThread, Tune, Wire, ECHO_PORT, LIMIT, PEER_ADDR, PEER_ADDR6};
 
 /// How long a receive waits for what must not come.
 const QUIET: Duration = Duration::from_millis(300);
@@ -80,6 +83,81 @@ fn a_connected_socket_hears_of_its_peer_s_closed_port_once() {
                 std::thread::sleep(Duration::from_millis(1));
             };
             assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{what}: {e}");
+            assert!(s.take_error().unwrap().is_none(), "{what}: reported once");
+        }
+        drop(client);
+        netd.stop();
+    }
+}
+
+#[test]
+fn the_error_comes_before_datagrams_already_delivered() {
+    for placement in [Placement::Inline, Placement::Single] {
+        let netd = start(placement);
+        let client = netd.connect();
+        for (k, (bind, closed)) in cases().into_iter().enumerate() {
+            let what = format!("{placement:?}, {bind} to {closed}");
+            let mut echo = closed;
+            echo.set_port(ECHO_PORT);
+            let s = UdpSocket::bind_via(&client, bind).unwrap();
+            s.set_read_timeout(Some(LIMIT)).unwrap();
+            // Two datagrams from the echoing peer: the first read, the
+            // second waiting in the client's region once a peek sees it.
+            s.send_to(b"one", echo).unwrap();
+            s.send_to(b"two", echo).unwrap();
+            let mut buf = [0u8; 64];
+            let (n, from) = s.recv_from(&mut buf).unwrap();
+            assert_eq!((&buf[..n], from), (&b"one"[..], echo), "{what}");
+            let (n, _, from) = s.peek_from_with(&mut buf, true).unwrap();
+            assert_eq!((&buf[..n], from), (&b"two"[..], echo), "{what}");
+            // Connected to the closed port: its error reaches the client
+            // while "two" waits.
+            s.connect(closed).unwrap();
+            s.send(b"anyone?").unwrap();
+            wait_for_report(&client, "the error reported", |r| {
+                stat_value(r, "netd udp_errors_reported") == Some(k as u64 + 1)
+            });
+            let e = s.recv_from(&mut buf).expect_err("the error first");
+            assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{what}: {e}");
+            let (n, from) = s.recv_from(&mut buf).unwrap();
+            assert_eq!((&buf[..n], from), (&b"two"[..], echo), "{what}: the datagram after");
+            assert!(s.take_error().unwrap().is_none(), "{what}: reported once");
+            assert_eq!(nothing_for(&s), ErrorKind::WouldBlock, "{what}");
+        }
+        drop(client);
+        netd.stop();
+    }
+}
+
+#[test]
+fn the_next_datagram_s_length_leaves_the_error_for_the_receive() {
+    for placement in [Placement::Inline, Placement::Single] {
+        let netd = start(placement);
+        let client = netd.connect();
+        for (k, (bind, closed)) in cases().into_iter().enumerate() {
+            let what = format!("{placement:?}, {bind} to {closed}");
+            let mut echo = closed;
+            echo.set_port(ECHO_PORT);
+            let s = UdpSocket::bind_via(&client, bind).unwrap();
+            s.set_read_timeout(Some(LIMIT)).unwrap();
+            s.send_to(b"twelve bytes", echo).unwrap();
+            let mut buf = [0u8; 64];
+            let (n, _, _) = s.peek_from_with(&mut buf, true).unwrap();
+            assert_eq!(n, 12, "{what}");
+            s.connect(closed).unwrap();
+            s.send(b"anyone?").unwrap();
+            wait_for_report(&client, "the error reported", |r| {
+                stat_value(r, "netd udp_errors_reported") == Some(k as u64 + 1)
+            });
+            // `FIONREAD` says the datagram's length, as Linux's `SIOCINQ`,
+            // and leaves the error to the receive, which takes it first.
+            assert_eq!(s.next_datagram_len().unwrap(), 12, "{what}");
+            assert_eq!(s.next_datagram_len().unwrap(), 12, "{what}: asked again");
+            let e = s.recv_from(&mut buf).expect_err("the error first");
+            assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{what}: {e}");
+            let (n, from) = s.recv_from(&mut buf).unwrap();
+            assert_eq!((&buf[..n], from), (&b"twelve bytes"[..], echo), "{what}: the datagram after");
+            assert_eq!(s.next_datagram_len().unwrap(), 0, "{what}: none left");
             assert!(s.take_error().unwrap().is_none(), "{what}: reported once");
         }
         drop(client);

@@ -351,11 +351,7 @@ pub unsafe fn ioctl(fd: i32, request: libc::c_ulong, arg: *mut libc::c_int) -> R
             let n = match &s.lock()?.state {
                 State::Stream(st) => st.unread().map_err(|e| errno(&e))?,
                 // The next datagram's length, as Linux says (0: none).
-                State::Datagram(d) => match d.peek_from_with(&mut [], false) {
-                    Ok((_, whole, _)) => whole,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
-                    Err(e) => return Err(errno(&e)),
-                },
+                State::Datagram(d) => d.next_datagram_len().map_err(|e| errno(&e))?,
                 _ => 0,
             };
             unsafe { *arg = i32::try_from(n).unwrap_or(i32::MAX) };

@@ -982,14 +982,26 @@ impl UdpSocket {
     }
 
     /// As [`UdpSocket::recv_from_with`], leaving the datagram to be read
-    /// again (`MSG_PEEK`); with an empty `buf`, its whole length alone
-    /// (what `FIONREAD` says).
+    /// again (`MSG_PEEK`); with an empty `buf`, its whole length alone.
     pub fn peek_from_with(&self, buf: &mut [u8], may_wait: bool) -> io::Result<(usize, usize, SocketAddr)> {
         let id = self.h.id;
         let (nonblocking, mut ask) = self.read_mode(may_wait)?;
         let (n, whole, from) =
             self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.peek_datagram(id, buf, &mut ask))?;
         Ok((n, whole, in_family(from, self.is_six())))
+    }
+
+    /// The whole length of the next datagram waiting to be read, 0 with
+    /// none (what `FIONREAD` says); never waits. An error the socket holds
+    /// (`SO_ERROR`) is left for the next receive, as Linux's `SIOCINQ`
+    /// leaves it.
+    pub fn next_datagram_len(&self) -> io::Result<usize> {
+        let id = self.h.id;
+        let (_, mut ask) = self.read_mode(false)?;
+        match self.h.netd.until(true, None, |c| c.next_datagram_len(id, &mut ask).map(Some)) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+            other => other,
+        }
     }
 }
 

@@ -21,7 +21,13 @@
 //!   again for each buffer it empties.
 //! - **Errors.** An error a later completion reports (a reset, an
 //!   unreachable host) is kept and returned by the socket's next call, as
-//!   `SO_ERROR` is; data that arrived before it is read first.
+//!   `SO_ERROR` is. A stream's data that arrived before it is read first;
+//!   a datagram socket's next read takes the error before the datagrams
+//!   that arrived (as Linux's `sk_err`), which wait for the read after.
+//!   netd answers a posted receive with the error as soon as it has it,
+//!   so the error is here while the socket has a receive posted; with
+//!   all of its [`RECV_AHEAD`] buffers holding unread datagrams, it
+//!   comes with the receive that reading one of them posts.
 //!
 //! Readiness follows from the same state ([`Conn::readiness`]): readable
 //! when data, the end of the stream or an error waits; writable while the
@@ -721,6 +727,11 @@ impl Conn {
         id: u32,
         ask: &mut Ask,
     ) -> io::Result<Option<(BufRef, usize, SocketAddr)>> {
+        // The error first, before a buffer is looked for: it comes before
+        // the datagrams that arrived (see `front_arrived`).
+        if let Some(e) = self.take_error(id) {
+            return Err(e);
+        }
         let shared = self.paths.get(&id).and_then(|p| p.arrived.front()).is_some_and(|a| a.records.is_some());
         let own = match shared {
             true => Some(self.pool.alloc().ok_or_else(|| errno(libc::ENOBUFS))?),
@@ -789,22 +800,43 @@ impl Conn {
         Ok(Some(found))
     }
 
-    /// The first buffer that arrived on `id` and holds a datagram not yet
-    /// read, left in place; with none, the error the path holds, or `None`
-    /// (with a receive posted: a shared socket's, `ask`'s own).
+    /// The error the path holds, taken; else the first buffer that
+    /// arrived on `id` and holds a datagram not yet read, left in place;
+    /// else `None` (with a receive posted: a shared socket's, `ask`'s
+    /// own). The error comes before datagrams that arrived, as Linux
+    /// reports a datagram socket's pending error (`sk_err`) before its
+    /// queue: they wait for the read after.
     fn front_arrived(&mut self, id: u32, ask: &mut Ask) -> io::Result<Option<Arrived>> {
         self.ask_for(id, usize::MAX, ask)?;
+        if let Some(e) = self.take_error(id) {
+            return Err(e);
+        }
+        self.front_queued(id)
+    }
+
+    /// The first buffer that arrived on `id` and holds a datagram not yet
+    /// read, left in place; else `None`, with receives posted unless the
+    /// path holds an error (the read that takes it posts them).
+    fn front_queued(&mut self, id: u32) -> io::Result<Option<Arrived>> {
         let p = self.paths.get(&id).ok_or_else(|| errno(libc::EBADF))?;
         if let Some(front) = p.arrived.front().copied() {
             return Ok(Some(front));
         }
-        if let Some(e) = self.take_error(id) {
-            return Err(e);
-        }
-        if self.paths.get(&id).is_some_and(|p| p.posted == 0) {
+        if p.posted == 0 && p.error.is_none() {
             self.post_receives(id)?;
         }
         Ok(None)
+    }
+
+    /// The whole length of the next datagram that arrived on `id`, left
+    /// in place, or 0 with none (what `FIONREAD` says). The error the
+    /// path holds stays for the next read, as Linux's `SIOCINQ` leaves a
+    /// datagram socket's `sk_err` alone.
+    pub(crate) fn next_datagram_len(&mut self, id: u32, ask: &mut Ask) -> io::Result<usize> {
+        self.ask_for(id, usize::MAX, ask)?;
+        let Some(front) = self.front_queued(id)? else { return Ok(0) };
+        let (f, _) = self.locate(&front).ok_or_else(|| errno(libc::EPROTO))?;
+        Ok(usize::try_from(f.whole).unwrap_or(usize::MAX).max(f.len as usize))
     }
 
     /// Where the next datagram of `front` lies, read without changing the

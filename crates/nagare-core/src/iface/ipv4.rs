@@ -13,6 +13,7 @@ use crate::icmp::{ICMP_CODE_PROTO_UNREACHABLE, ICMP_DST_UNREACHABLE};
 use crate::ipv4::fragment::fragment;
 use crate::ipv4::reassembly::{DropReason, Outcome};
 use crate::ipv4::route::{next_hop, NextHop};
+use crate::tcp::syn_guard::TCP_FLAGS_END;
 use crate::time::Instant;
 use core::net::{IpAddr, Ipv4Addr};
 use nagare_wire::{EtherType, EthernetAddress, IpProtocol, Ipv4Packet, Ipv4Repr, IPV4_HEADER_LEN};
@@ -90,9 +91,11 @@ impl Interface {
             let outcome = self.reassembler.input(&repr, packet, now);
             self.counters.drop_frag_evicted += self.reassembler.take_evictions() as u64;
             match outcome {
-                Outcome::Complete(whole, payload) => {
+                Outcome::Complete(whole, payload, first_len) => {
                     self.counters.frag_reassembled += 1;
-                    self.receive_datagram(whole, payload, now);
+                    // A device's SYN filter read the first fragment if it
+                    // held the TCP header up to the flags.
+                    self.receive_datagram(whole, payload, first_len >= TCP_FLAGS_END, now);
                 }
                 Outcome::Held => {}
                 Outcome::Dropped(reason) => {
@@ -107,16 +110,18 @@ impl Interface {
                 }
             }
         } else {
-            self.receive_datagram(repr, packet, now);
+            self.receive_datagram(repr, packet, true, now);
         }
     }
 
-    /// A whole datagram for us, to its protocol's input.
-    fn receive_datagram(&mut self, ip: Ipv4Repr, payload: PacketBuf, now: Instant) {
+    /// A whole datagram for us, to its protocol's input; `device_read`:
+    /// a device's SYN filter read its TCP header up to the flags (false
+    /// for one rebuilt from a first fragment that ended before them).
+    fn receive_datagram(&mut self, ip: Ipv4Repr, payload: PacketBuf, device_read: bool, now: Instant) {
         match ip.protocol {
             IpProtocol::Icmp => self.receive_icmp(&ip, payload, now),
             IpProtocol::Udp => self.receive_udp(&ip, payload, now),
-            IpProtocol::Tcp => self.receive_tcp(&ip, payload, now),
+            IpProtocol::Tcp => self.receive_tcp(&ip, payload, device_read, now),
             _ => {
                 self.counters.drop_ip_unknown_protocol += 1;
                 self.send_icmp_error(ICMP_DST_UNREACHABLE, ICMP_CODE_PROTO_UNREACHABLE, &ip, &payload, now);

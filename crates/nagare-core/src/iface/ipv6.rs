@@ -23,6 +23,7 @@ use crate::ipv6::addr::{AddrState, Ipv6Addresses, LINK_LOCAL};
 use crate::ipv6::frag_ident::FragIdents;
 use crate::ipv6::fragment::fragment;
 use crate::ipv6::iid::IidGenerator;
+use crate::ipv6::mld::StateChanges;
 use crate::ipv6::neighbor::{NeighborCache, Resolution};
 use crate::ipv6::reassembly::{holds_header_chain, DropReason, Outcome, Reassembler};
 use crate::ipv6::redirect::Redirects;
@@ -56,6 +57,9 @@ pub(crate) struct Ipv6State {
     pub(super) routers: Routers,
     /// First hops redirects gave (`redirect.rs`), before the router lists.
     pub(super) redirects: Redirects,
+    /// The MLDv2 records of groups joined and left that are owed
+    /// retransmissions (`crate::ipv6::mld`).
+    pub(super) mld: StateChanges,
     pub(super) hop_limit: u8,
     /// Identifications of datagrams sent in fragments, per destination
     /// and keyed, so that they cannot be guessed from outside.
@@ -84,7 +88,8 @@ impl Ipv6State {
             neighbors: NeighborCache::new(config.ndp.clone()),
             reassembler: Reassembler::new(config.reassembly.clone()),
             routers: super::router::routers_for(config, seed),
-            redirects: Redirects::default(),
+            redirects: Redirects::new(config.redirect_lifetime),
+            mld: StateChanges::new(config.mld_robustness, config.mld_unsolicited_report_interval, seed ^ 0x6d6c_6476),
             hop_limit: config.hop_limit,
             frag_idents: FragIdents::new(secrets.frag_ident),
         }

@@ -23,6 +23,7 @@ mod icmpv6;
 pub(crate) mod ipv4;
 mod ipv6;
 mod local;
+mod mld;
 mod ndp;
 mod path_mtu;
 mod quote;
@@ -286,8 +287,9 @@ impl Interface {
     // ---- input and timers ----------------------------------------------------
 
     /// Runs the timers: ARP retries and give-ups, IPv6 duplicate address
-    /// detection, address and router lifetimes, router solicitations and
-    /// neighbour discovery, IPv4 and IPv6 reassembly
+    /// detection, address, router and redirect lifetimes, router
+    /// solicitations, MLDv2 report retransmissions and neighbour
+    /// discovery, IPv4 and IPv6 reassembly
     /// timeouts, path MTU expiry, TCP; and
     /// receives the datagrams sent to local addresses.
     pub fn poll(&mut self, now: Instant) {
@@ -323,7 +325,14 @@ impl Interface {
     pub fn poll_at(&self) -> Option<Instant> {
         let local = (!self.local.is_empty() || !self.unreachable.is_empty()).then_some(Instant::ZERO);
         let v6 = self.v6.as_ref().and_then(|v6| {
-            let timers = [v6.addrs.poll_at(), v6.neighbors.poll_at(), v6.reassembler.poll_at(), v6.routers.poll_at()];
+            let timers = [
+                v6.addrs.poll_at(),
+                v6.neighbors.poll_at(),
+                v6.reassembler.poll_at(),
+                v6.routers.poll_at(),
+                v6.redirects.poll_at(),
+                v6.mld.poll_at(),
+            ];
             timers.into_iter().flatten().min()
         });
         [local, self.arp.poll_at(), v6, self.reassembler.poll_at(), self.pmtu.poll_at(), self.tcp.poll_at()]

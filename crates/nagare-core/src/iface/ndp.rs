@@ -1,12 +1,12 @@
 //! Neighbour discovery on the link (RFC 4861) and duplicate address
 //! detection (RFC 4862 5.4): router discovery's messages handed to
-//! `router.rs`, redirects to `redirect.rs`, answering solicitations for our addresses,
-//! learning neighbours from solicitations and advertisements, asking for
-//! the ones packets wait on, and checking our own addresses before using
-//! them, after joining their solicited-node groups with an MLDv2 report
-//! (RFC 3810), and leaving a group with another when no address of ours
-//! needs it any more. The cache itself is `crate::ipv6::neighbor`, the address
-//! table `crate::ipv6::addr`.
+//! `router.rs`, redirects to `redirect.rs`, answering solicitations for
+//! our addresses, learning neighbours from solicitations and
+//! advertisements, asking for the ones packets wait on, and checking our
+//! own addresses before using them, after joining their solicited-node
+//! groups (the MLDv2 reports are `mld.rs`'s). The IPv6 timers run from
+//! here. The cache itself is `crate::ipv6::neighbor`, the address table
+//! `crate::ipv6::addr`.
 
 use super::router::RouterAdvert;
 use super::{Interface, HEADROOM};
@@ -14,12 +14,10 @@ use crate::buf::PacketBuf;
 use crate::ipv6::addr::{AddrState, Retry};
 use crate::tcp::connection::TcpError;
 use crate::time::Instant;
-use alloc::vec::Vec;
 use core::net::{IpAddr, Ipv6Addr, SocketAddr};
 use nagare_wire::{
-    multicast_mac, solicited_node, EtherType, EthernetAddress, Icmpv6Message, Icmpv6Packet, IpProtocol, Ipv6Option,
-    Ipv6OptionsRepr, Ipv6Repr, MldAddressRecord, MldReportRepr, NdpRepr, IPV6_ALL_MLDV2_ROUTERS, IPV6_ALL_NODES,
-    IPV6_HEADER_LEN, NDP_HOP_LIMIT,
+    multicast_mac, solicited_node, EtherType, EthernetAddress, Icmpv6Message, Icmpv6Packet, IpProtocol, Ipv6Repr,
+    NdpRepr, IPV6_ALL_NODES, IPV6_HEADER_LEN, NDP_HOP_LIMIT,
 };
 
 /// Longest neighbour discovery message read when it straddles buffers.
@@ -211,76 +209,6 @@ impl Interface {
         }
     }
 
-    /// Reports the solicited-node groups of our addresses joined (RFC 3810
-    /// section 5.2).
-    fn send_mld_report(&mut self) {
-        let Some(v6) = &self.v6 else { return };
-        let groups = v6.addrs.solicited_groups();
-        let records: Vec<MldAddressRecord<'_>> = groups.iter().map(|g| MldAddressRecord::join(*g)).collect();
-        self.send_mld_records(&records);
-    }
-
-    /// Reports leaving `groups`, solicited-node groups no address of ours
-    /// needs any more: a change to include no source (RFC 3810 6.1).
-    fn send_mld_leave(&mut self, groups: &[Ipv6Addr]) {
-        if groups.is_empty() {
-            return;
-        }
-        let records: Vec<MldAddressRecord<'_>> = groups.iter().map(|g| MldAddressRecord::leave(*g)).collect();
-        if self.send_mld_records(&records) {
-            self.counters.mld_groups_left += groups.len() as u64;
-        }
-    }
-
-    /// Sends an MLDv2 report of `records` (at most one per address): to
-    /// ff02::16 with hop limit 1 behind a hop-by-hop Router Alert, from our
-    /// link-local address once it is preferred and from `::` before
-    /// (RFC 4862 5.4.2). Returns whether it went out.
-    fn send_mld_records(&mut self, records: &[MldAddressRecord<'_>]) -> bool {
-        let Some(v6) = &self.v6 else { return false };
-        let src = v6
-            .addrs
-            .iter()
-            .find(|a| a.state == AddrState::Preferred && nagare_wire::is_link_local(&a.address()))
-            .map_or(Ipv6Addr::UNSPECIFIED, |a| a.address());
-        let hop_by_hop = Ipv6OptionsRepr { next_header: IpProtocol::Icmpv6, options: &[Ipv6Option::RouterAlert(0)] };
-        let ext_len = hop_by_hop.buffer_len();
-        let mut bytes = [0u8; 8 + 8 + 20 * crate::ipv6::addr::MAX_ADDRESSES];
-        let Some((ext, report)) = bytes.split_at_mut_checked(ext_len) else { return false };
-        if hop_by_hop.emit(ext).is_err() {
-            return false;
-        }
-        let Ok(report_len) = MldReportRepr::emit_records(records, report, src, IPV6_ALL_MLDV2_ROUTERS) else {
-            return false;
-        };
-        let Some(body) = bytes.get(..ext_len + report_len) else { return false };
-        let Ok(packet) = PacketBuf::from_slice(&self.pool, HEADROOM, body) else {
-            self.counters.drop_no_buffer += 1;
-            return false;
-        };
-        let Some(mac) = multicast_mac(&IPV6_ALL_MLDV2_ROUTERS) else { return false };
-        let repr = Ipv6Repr::new(src, IPV6_ALL_MLDV2_ROUTERS, IpProtocol::HopByHop, packet.len(), 1);
-        let sent = self.emit_ipv6(repr, packet, mac);
-        if sent {
-            self.counters.mld_reports_sent += 1;
-        }
-        sent
-    }
-
-    /// Our addresses in `removed` are gone: the solicited-node groups none
-    /// of the remaining ones shares are left, and the link told so.
-    pub(super) fn leave_solicited_groups(&mut self, removed: &[Ipv6Addr]) {
-        let Some(v6) = &self.v6 else { return };
-        let mut left: Vec<Ipv6Addr> = Vec::new();
-        for ip in removed {
-            let group = solicited_node(ip);
-            if !v6.addrs.is_joined_solicited(group) && !left.contains(&group) {
-                left.push(group);
-            }
-        }
-        self.send_mld_leave(&left);
-    }
-
     /// Puts `repr` in front of `payload` and queues it for `mac`, with no
     /// resolution.
     pub(super) fn emit_ipv6(&mut self, repr: Ipv6Repr, mut payload: PacketBuf, mac: EthernetAddress) -> bool {
@@ -311,10 +239,15 @@ impl Interface {
         if dad.report_groups {
             self.send_mld_report();
         }
+        self.poll_mld(now);
         for target in dad.solicit {
             self.send_dad_solicit(target);
         }
-        self.counters.ndp_neighbors_failed += neighbors.failed as u64;
+        self.counters.ndp_neighbors_failed += neighbors.failed.len() as u64;
+        for neighbor in neighbors.failed {
+            self.forget_redirects_through(neighbor);
+        }
+        self.expire_redirects(now);
         self.counters.drop_ndp_unresolved += neighbors.dropped.len() as u64;
         for packet in &neighbors.dropped {
             self.neighbour6_unreachable(packet, now);

@@ -8,7 +8,9 @@
 //! neither target nor destination one of our addresses. A
 //! redirect that passes changes the destination's next hop
 //! (`crate::ipv6::redirect`, bounded) and enters its target link-layer
-//! address option in the neighbour cache (8.3).
+//! address option in the neighbour cache (8.3). The change lasts
+//! `Ipv6Config::redirect_lifetime`, less if its next hop leaves the
+//! default router list or fails neighbour discovery.
 //!
 //! IPv4 ICMP redirects are not taken (they fall under unknown ICMP
 //! types): Linux hosts accept them by default, but many deployments turn
@@ -66,6 +68,21 @@ impl Interface {
                 self.emit_ethernet(packet, mac, EtherType::Ipv6);
             }
         }
+    }
+
+    /// Sends the destinations redirected to `gone` (a default router that
+    /// left the list, a neighbour that stopped answering) back to the
+    /// router lists (RFC 4861 6.3.5, 7.3.3).
+    pub(super) fn forget_redirects_through(&mut self, gone: Ipv6Addr) {
+        let Some(v6) = self.v6.as_mut() else { return };
+        self.counters.ndp_redirects_next_hop_gone += v6.redirects.forget_next_hop(gone) as u64;
+    }
+
+    /// Sends the destinations whose redirect's lifetime ended by `now`
+    /// back to the router lists.
+    pub(super) fn expire_redirects(&mut self, now: Instant) {
+        let Some(v6) = self.v6.as_mut() else { return };
+        self.counters.ndp_redirects_expired += v6.redirects.expire(now) as u64;
     }
 
     /// Destinations whose first hop a redirect changed.

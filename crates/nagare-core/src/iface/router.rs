@@ -105,10 +105,14 @@ impl Interface {
         if ra.retrans_timer != 0 {
             v6.neighbors.set_retrans_timer(Duration::from_millis(u64::from(ra.retrans_timer)));
         }
-        let (added, removed, refused) = count(v6.routers.router_advertised(src, ra.router_lifetime, now));
+        let update = v6.routers.router_advertised(src, ra.router_lifetime, now);
+        let (added, removed, refused) = count(update);
         self.counters.ndp_routers_added += added;
         self.counters.ndp_routers_removed += removed;
         self.counters.ndp_router_limit += refused;
+        if update == Update::Removed {
+            self.forget_redirects_through(src);
+        }
         for option in NdpOptionsIter::new(ra.options).flatten() {
             let Some(v6) = self.v6.as_mut() else { return };
             match option {
@@ -197,8 +201,11 @@ impl Interface {
     pub(super) fn poll_routers(&mut self, now: Instant) {
         let Some(v6) = self.v6.as_mut() else { return };
         let work = v6.routers.poll(now);
-        self.counters.ndp_routers_removed += work.routers_expired as u64;
+        self.counters.ndp_routers_removed += work.routers_expired.len() as u64;
         self.counters.ndp_prefixes_removed += work.prefixes_expired as u64;
+        for router in work.routers_expired {
+            self.forget_redirects_through(router);
+        }
         if work.solicit {
             self.send_router_solicit();
         }

@@ -33,18 +33,22 @@ impl FragmentKey for Key {
     }
 }
 
-/// What the whole datagram's header keeps of the first fragment's.
+/// What the whole datagram keeps of the first fragment: its header's
+/// TTL and DSCP/ECN, and how many payload bytes it held.
 #[derive(Debug, Clone, Copy)]
 struct Meta {
     ttl: u8,
     dscp_ecn: u8,
+    first_len: usize,
 }
 
 /// What became of a fragment.
 #[derive(Debug)]
 pub enum Outcome {
-    /// The datagram is whole: its header (as if never fragmented) and payload.
-    Complete(Ipv4Repr, PacketBuf),
+    /// The datagram is whole: its header (as if never fragmented), its
+    /// payload, and how many bytes of the payload its first fragment held
+    /// (what a device that reads first fragments saw of it).
+    Complete(Ipv4Repr, PacketBuf, usize),
     /// Held until the rest arrives.
     Held,
     /// Dropped, and why.
@@ -105,10 +109,12 @@ impl Reassembler {
         let fragment = FragmentIn {
             offset: usize::from(repr.frag_offset),
             more: repr.more_frags,
-            meta: Meta { ttl: repr.ttl, dscp_ecn: repr.dscp_ecn },
+            meta: Meta { ttl: repr.ttl, dscp_ecn: repr.dscp_ecn, first_len: payload.len() },
         };
         match self.table.input(key, fragment, payload, now) {
-            Verdict::Complete(meta, payload) => Outcome::Complete(header(&key, meta, payload.len(), false), payload),
+            Verdict::Complete(meta, payload) => {
+                Outcome::Complete(header(&key, meta, payload.len(), false), payload, meta.first_len)
+            }
             Verdict::Held => Outcome::Held,
             Verdict::Dropped(reason) => Outcome::Dropped(reason),
         }
@@ -169,7 +175,8 @@ mod tests {
         assert!(matches!(feed(&mut r, &pool, &whole, 0, 1480, true), Outcome::Held));
         assert!(matches!(feed(&mut r, &pool, &whole, 2960, 1480, true), Outcome::Held));
         match feed(&mut r, &pool, &whole, 1480, 1480, true) {
-            Outcome::Complete(header, payload) => {
+            Outcome::Complete(header, payload, first_len) => {
+                assert_eq!(first_len, 1480, "the first fragment's payload");
                 assert_eq!(payload.to_vec(), whole);
                 assert_eq!(header.payload_len, 5000);
                 assert!(!header.more_frags);
@@ -292,7 +299,7 @@ mod tests {
             if more {
                 assert!(matches!(outcome, Outcome::Held), "{outcome:?}");
             } else {
-                assert!(matches!(outcome, Outcome::Complete(_, ref payload) if payload.to_vec() == whole));
+                assert!(matches!(outcome, Outcome::Complete(_, ref payload, _) if payload.to_vec() == whole));
             }
         }
         assert_eq!(r.take_evictions(), 1, "the source's oldest partial made room");

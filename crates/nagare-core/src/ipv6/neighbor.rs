@@ -73,8 +73,8 @@ pub struct NeighborWork {
     pub solicit: Vec<(Ipv6Addr, Option<EthernetAddress>)>,
     /// Packets given up on: their neighbour never answered.
     pub dropped: Vec<PacketBuf>,
-    /// Entries that failed (resolution or probing gave up).
-    pub failed: usize,
+    /// Addresses whose entry failed (resolution or probing gave up).
+    pub failed: Vec<Ipv6Addr>,
 }
 
 /// Neighbour cache with the queues of packets waiting on it.
@@ -298,7 +298,7 @@ impl NeighborCache {
                     };
                     if e.probes >= max {
                         work.dropped.extend(e.queue.drain(..));
-                        work.failed += 1;
+                        work.failed.push(*ip);
                         return false;
                     }
                     e.probes += 1;
@@ -360,7 +360,7 @@ mod tests {
         assert_eq!(c.poll(t0 + secs(2)).solicit, [(IP, None)]);
         let w = c.poll(t0 + secs(3));
         assert!(w.solicit.is_empty());
-        assert_eq!((w.dropped.len(), w.failed), (2, 1));
+        assert_eq!((w.dropped.len(), w.failed.as_slice()), (2, &[IP][..]));
         drop(w);
         assert_eq!(pool.in_use(), 0);
         assert_eq!(c.state(IP), None);
@@ -398,7 +398,7 @@ mod tests {
         assert_eq!(c.poll(t2 + secs(5)).solicit.len(), 1);
         assert_eq!(c.poll(t2 + secs(6)).solicit.len(), 1);
         assert_eq!(c.poll(t2 + secs(7)).solicit.len(), 1);
-        assert_eq!(c.poll(t2 + secs(8)).failed, 1);
+        assert_eq!(c.poll(t2 + secs(8)).failed, [IP]);
         assert_eq!(c.state(IP), None);
     }
 

@@ -61,7 +61,7 @@ pub struct RouterWork {
     /// Send a router solicitation now.
     pub solicit: bool,
     /// Routers whose lifetime ended.
-    pub routers_expired: usize,
+    pub routers_expired: Vec<Ipv6Addr>,
     /// Prefixes whose lifetime ended.
     pub prefixes_expired: usize,
 }
@@ -228,9 +228,13 @@ impl Routers {
     /// Runs the lifetimes out and says when to solicit.
     pub fn poll(&mut self, now: Instant) -> RouterWork {
         let mut work = RouterWork::default();
-        let before = self.routers.len();
-        self.routers.retain(|r| now < r.expires);
-        work.routers_expired = before - self.routers.len();
+        self.routers.retain(|r| {
+            let keep = now < r.expires;
+            if !keep {
+                work.routers_expired.push(r.address);
+            }
+            keep
+        });
         let before = self.prefixes.len();
         self.prefixes.retain(|p| p.expires.is_none_or(|t| now < t));
         work.prefixes_expired = before - self.prefixes.len();
@@ -312,7 +316,7 @@ mod tests {
         assert_eq!(r.routers().len(), MAX_ROUTERS);
         assert_eq!(r.router_advertised(ip("fe80::99"), 30, t0), Update::Full);
         assert_eq!(r.router_advertised(ip("fe80::2"), 0, t0), Update::Removed);
-        assert_eq!(r.poll(t0 + secs(30)).routers_expired, MAX_ROUTERS - 2);
+        assert_eq!(r.poll(t0 + secs(30)).routers_expired.len(), MAX_ROUTERS - 2);
         assert_eq!(r.routers(), [DefaultRouter { address: ip("fe80::1"), expires: t0 + secs(60) }]);
 
         assert_eq!(r.prefix_advertised(ip("2001:db8::ff"), 64, Some(t0 + secs(5)), 5), Update::Added);

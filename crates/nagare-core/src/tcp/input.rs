@@ -22,8 +22,9 @@ struct Route {
     /// address).
     point_to_point: bool,
     /// In a packet a device's SYN filter reads
-    /// (`syn_guard::SynFilter`): IPv4, or IPv6 with the TCP header right
-    /// after the fixed header, as received.
+    /// (`syn_guard::SynFilter`): IPv4 whose first fragment (or whole
+    /// packet) held the TCP header up to the flags, or IPv6 with the TCP
+    /// header right after the fixed header, as received.
     device_read: bool,
 }
 
@@ -43,10 +44,13 @@ fn reset_for(seg: &TcpRepr, payload_len: usize) -> TcpRepr {
 
 impl Interface {
     /// A TCP segment over IPv4 (`payload`: header and data) for one of our
-    /// addresses, under IP header `ip`.
-    pub(crate) fn receive_tcp(&mut self, ip: &Ipv4Repr, payload: PacketBuf, now: Instant) {
+    /// addresses, under IP header `ip`; `device_read`: a device's SYN
+    /// filter read its TCP header up to the flags, in the packet as
+    /// received or in its first fragment (one rebuilt from a first
+    /// fragment that ended before the flags passed the filter undrawn).
+    pub(crate) fn receive_tcp(&mut self, ip: &Ipv4Repr, payload: PacketBuf, device_read: bool, now: Instant) {
         let point_to_point = !(self.rx_link_broadcast || self.is_broadcast(ip.dst_addr));
-        let route = Route { point_to_point, device_read: true };
+        let route = Route { point_to_point, device_read };
         self.receive_tcp_segment(ip.src_addr.into(), ip.dst_addr.into(), route, payload, now);
     }
 

@@ -54,6 +54,11 @@ pub const MAX_FILTER_PROVEN6: usize = 64;
 /// Listening ports a [`SynFilter`] lists at most.
 pub const MAX_FILTER_PORTS: usize = 8;
 
+/// The bytes of a TCP header up to and with its flags: a device's filter
+/// reads a segment, or an IPv4 first fragment, whose IP payload holds at
+/// least these ([`SynFilter`]).
+pub const TCP_FLAGS_END: usize = 14;
+
 /// How long a completed handshake keeps a peer proven.
 pub const PROVEN_FOR: Duration = Duration::from_secs(300);
 
@@ -66,11 +71,13 @@ const MIN_ADMIT: u32 = u32::MAX / 4096;
 
 /// What a device may apply before the engine reads a frame: a TCP SYN
 /// (SYN set, ACK and RST clear) in an IPv4 packet that is not a later
-/// fragment, or in an IPv6 packet whose TCP header follows the fixed
-/// header, to one of `ports`, from an address not in `proven` or
+/// fragment and holds the TCP header up to its flags
+/// ([`TCP_FLAGS_END`] bytes), or in an IPv6 packet whose TCP header
+/// follows the fixed header, to one of `ports`, from an address not in `proven` or
 /// `proven6`, is dropped unless a fresh uniformly random `u32` is at most
 /// `admit`. Everything else passes (an IPv6 SYN behind an extension
-/// header meets the engine's own draw).
+/// header, or an IPv4 one whose first fragment ends before the flags,
+/// meets the engine's own draw).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SynFilter {
     /// Changes whenever anything below does; a device applies each
@@ -216,9 +223,10 @@ impl SynGuard {
     /// queue is full; `draw` is a uniformly distributed number the
     /// sender cannot predict. `device_read`: the SYN came in a packet the
     /// device's filter reads ([`SynFilter`]; not an IPv6 one whose TCP
-    /// header lies behind an extension header, nor one reassembled from
-    /// IPv6 fragments), so the device drew for it when its filter names
-    /// `port`.
+    /// header lies behind an extension header or that was reassembled
+    /// from fragments, nor an IPv4 one reassembled from a first fragment
+    /// that ended before the flags), so the device drew for it when its
+    /// filter names `port`.
     pub(super) fn admit(&mut self, peer: IpAddr, port: u16, draw: u32, device_read: bool, now: Instant) -> bool {
         self.roll(now);
         if self.proven_syn(peer, now) {

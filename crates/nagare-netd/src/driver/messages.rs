@@ -11,7 +11,7 @@
 //! | `RX_FREE` | a receive buffer back to the driver | buffer |
 //! | `RX_CLIENT_FREE` | a buffer of an application's region netd keeps for receiving, for that application's steered frames | aux1 client key; buffer |
 //! | `STEER` | frames to a local port go to one client's buffers (aux1 its key), or (flags `UNSTEERED`) to the driver region again | aux0 protocol << 16 \| port; id serial |
-//! | `LOCAL` | netd's own addresses: only frames to them are steered | aux0 Ethernet address, aux2 IPv4 address, aux1 and aux3 the high and low halves of the IPv6 address (0: none); id serial |
+//! | `LOCAL` | netd's own addresses: only frames to them are steered; one IPv6 slot each | aux0 Ethernet address (bits 0–47) and IPv6 slot (bits 48–55, below `MAX_LOCAL6`), aux2 IPv4 address, aux1 and aux3 the high and low halves of the slot's IPv6 address (0: the slot is empty); id serial |
 //!
 //! Ring 1 (driver → netd):
 //!
@@ -36,6 +36,7 @@
 //! frame of more than [`MAX_PIECES`] pieces is dropped.
 
 use nagare_core::buf::{ChecksumState, Offload, Segmentation};
+use nagare_dev::MAX_LOCAL6;
 use nagare_ipc::Descriptor;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -251,13 +252,18 @@ pub enum SteerChange {
         /// The client that alone has sockets there, if one does.
         key: Option<u64>,
     },
-    /// netd's own addresses: frames to any other are never steered.
+    /// netd's own addresses: frames to any other are never steered. Each
+    /// message says the Ethernet and IPv4 ones and one of the
+    /// [`MAX_LOCAL6`] IPv6 slots.
     Local {
         /// Its Ethernet address.
         mac: [u8; 6],
         /// Its IPv4 address.
         ip: [u8; 4],
-        /// Its IPv6 address, if frames to one are steered (never `::`).
+        /// The IPv6 slot, below [`MAX_LOCAL6`].
+        slot: u8,
+        /// The IPv6 address in it, if frames to one are steered (never
+        /// `::`); `None`: the slot is empty.
         ip6: Option<[u8; 16]>,
     },
 }
@@ -272,9 +278,10 @@ impl SteerChange {
                 aux: [u64::from(proto) << 16 | u64::from(port), key.unwrap_or(0), 0, 0],
                 ..Default::default()
             },
-            SteerChange::Local { mac, ip, ip6 } => {
+            SteerChange::Local { mac, ip, slot, ip6 } => {
                 let mut m = [0u8; 8];
                 m[..6].copy_from_slice(&mac);
+                m[6] = slot;
                 let six = ip6.map_or(0, u128::from_be_bytes);
                 Descriptor {
                     kind: LOCAL,
@@ -294,14 +301,14 @@ impl SteerChange {
                 port: d.aux[0] as u16,
                 key: (d.flags & UNSTEERED == 0).then_some(d.aux[KEY]),
             }),
-            LOCAL if d.aux[0] >> 48 == 0 => {
+            LOCAL if d.aux[0] >> 56 == 0 && usize::from((d.aux[0] >> 48) as u8) < MAX_LOCAL6 => {
                 let m = d.aux[0].to_le_bytes();
                 let mut mac = [0u8; 6];
                 mac.copy_from_slice(&m[..6]);
                 let ip = u32::try_from(d.aux[2]).ok()?.to_be_bytes();
                 let six = u128::from(d.aux[1]) << 64 | u128::from(d.aux[3]);
                 let ip6 = (six != 0).then(|| six.to_be_bytes());
-                Some(SteerChange::Local { mac, ip, ip6 })
+                Some(SteerChange::Local { mac, ip, slot: m[6], ip6 })
             }
             _ => None,
         }
@@ -357,10 +364,11 @@ mod tests {
         for c in [
             SteerChange::Port { proto: 17, port: 7000, key: Some(3) },
             SteerChange::Port { proto: 6, port: 65535, key: None },
-            SteerChange::Local { mac: [2, 0, 0x5e, 1, 2, 3], ip: [10, 0, 0, 2], ip6: None },
+            SteerChange::Local { mac: [2, 0, 0x5e, 1, 2, 3], ip: [10, 0, 0, 2], slot: 0, ip6: None },
             SteerChange::Local {
                 mac: [2, 0, 0x5e, 1, 2, 3],
                 ip: [10, 0, 0, 2],
+                slot: MAX_LOCAL6 as u8 - 1,
                 ip6: Some([0xfd, 0, 0, 0, 0, 0, 0, 1, 0x80, 0, 0, 0, 0, 0, 0, 2]),
             },
         ] {
@@ -369,6 +377,9 @@ mod tests {
         let mut wide = SteerChange::Port { proto: 6, port: 80, key: Some(1) }.descriptor();
         wide.aux[0] |= 1 << 30;
         assert_eq!(SteerChange::of(&wide), None);
+        let mut past = SteerChange::Local { mac: [2; 6], ip: [10, 0, 0, 2], slot: 0, ip6: None }.descriptor();
+        past.aux[0] |= (MAX_LOCAL6 as u64) << 48;
+        assert_eq!(SteerChange::of(&past), None, "no slot past the last");
         let mut flagged = SteerChange::Port { proto: 6, port: 80, key: Some(1) }.descriptor();
         flagged.flags |= MORE << 4;
         assert_eq!(SteerChange::of(&flagged), None);

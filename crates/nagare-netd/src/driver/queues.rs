@@ -4,7 +4,7 @@
 //! (while there are queues left) and writes its ports into the map, so the
 //! kernel's one copy of a frame lands in a buffer of that client's region.
 
-use nagare_dev::{Device, PortMap, MAX_STEERED_PORTS};
+use nagare_dev::{Device, PortMap, MAX_LOCAL6, MAX_STEERED_PORTS};
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::os::fd::RawFd;
@@ -118,7 +118,7 @@ pub(crate) trait QueueMap {
     fn steer(&mut self, proto: u8, port: u16, queue: u32) -> io::Result<()>;
     fn unsteer(&mut self, proto: u8, port: u16) -> io::Result<()>;
     fn set_local(&mut self, ip: u32) -> io::Result<()>;
-    fn set_local6(&mut self, ip: Option<[u8; 16]>) -> io::Result<()>;
+    fn set_local6(&mut self, slot: usize, ip: Option<[u8; 16]>) -> io::Result<()>;
 }
 
 impl QueueMap for PortMap {
@@ -131,8 +131,8 @@ impl QueueMap for PortMap {
     fn set_local(&mut self, ip: u32) -> io::Result<()> {
         PortMap::set_local(self, ip)
     }
-    fn set_local6(&mut self, ip: Option<[u8; 16]>) -> io::Result<()> {
-        PortMap::set_local6(self, ip)
+    fn set_local6(&mut self, slot: usize, ip: Option<[u8; 16]>) -> io::Result<()> {
+        PortMap::set_local6(self, slot, ip)
     }
 }
 
@@ -148,6 +148,10 @@ pub(crate) struct RxQueues {
     /// The queue `receive_queues` starts at, turn by turn, so that no
     /// queue has the first claim on every batch.
     pub next: usize,
+    /// What each IPv6 slot of the map holds, as last written: a slot is
+    /// written only when its address changes, as a write takes the
+    /// slot's gate out first (frames to it meanwhile go to queue 0).
+    local6: [Option<[u8; 16]>; MAX_LOCAL6],
 }
 
 impl RxQueues {
@@ -167,6 +171,7 @@ impl RxQueues {
             ports: HashMap::new(),
             waiting: BTreeMap::new(),
             next: 0,
+            local6: [None; MAX_LOCAL6],
         }
     }
 
@@ -212,11 +217,21 @@ impl RxQueues {
         Ok(())
     }
 
-    /// Only frames to `ip` or `ip6` (netd's) are steered; no IPv6 frame
-    /// without `ip6`.
-    pub fn set_local(&mut self, ip: [u8; 4], ip6: Option<[u8; 16]>) -> io::Result<()> {
+    /// Only frames to `ip` or to an IPv6 address in a slot (netd's) are
+    /// steered; IPv6 slot `slot` holds `ip6` (`None`: it is empty). The
+    /// slot is written only if it held another address (or none).
+    pub fn set_local(&mut self, ip: [u8; 4], slot: usize, ip6: Option<[u8; 16]>) -> io::Result<()> {
         self.map.set_local(u32::from_be_bytes(ip))?;
-        self.map.set_local6(ip6)
+        let held = self.local6.get_mut(slot).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+        if *held == ip6 {
+            return Ok(());
+        }
+        // A write that fails midway leaves the slot's gate out: it
+        // matches nothing, as an empty slot.
+        *held = None;
+        self.map.set_local6(slot, ip6)?;
+        *held = ip6;
+        Ok(())
     }
 
     /// Frames to `(proto, port)` go to the TAP's first queue again.
@@ -317,7 +332,7 @@ mod tests {
         fn set_local(&mut self, _ip: u32) -> io::Result<()> {
             Ok(())
         }
-        fn set_local6(&mut self, _ip: Option<[u8; 16]>) -> io::Result<()> {
+        fn set_local6(&mut self, _slot: usize, _ip: Option<[u8; 16]>) -> io::Result<()> {
             Ok(())
         }
     }
@@ -422,6 +437,44 @@ mod tests {
         assert_eq!(q.oldest_pending(), None);
     }
 
+    /// An IPv6 slot is written only when its address changes: a write
+    /// takes the slot's gate out first, so a frame to an address that
+    /// stays would meanwhile miss its queue.
+    #[test]
+    fn an_ipv6_slot_is_written_only_when_its_address_changes() {
+        type Write = (usize, Option<[u8; 16]>);
+        #[derive(Clone, Default)]
+        struct Writes(Rc<RefCell<Vec<Write>>>);
+        impl QueueMap for Writes {
+            fn steer(&mut self, _: u8, _: u16, _: u32) -> io::Result<()> {
+                Ok(())
+            }
+            fn unsteer(&mut self, _: u8, _: u16) -> io::Result<()> {
+                Ok(())
+            }
+            fn set_local(&mut self, _: u32) -> io::Result<()> {
+                Ok(())
+            }
+            fn set_local6(&mut self, slot: usize, ip: Option<[u8; 16]>) -> io::Result<()> {
+                self.0.borrow_mut().push((slot, ip));
+                Ok(())
+            }
+        }
+        let writes = Writes::default();
+        let mut q = RxQueues::new(Box::new(writes.clone()), Vec::new());
+        let (a, b) = ([0xfe; 16], [0xfd; 16]);
+        let ip = [10, 0, 0, 2];
+        // A fresh map holds no address: an empty slot is not written.
+        q.set_local(ip, 0, None).unwrap();
+        q.set_local(ip, 0, Some(a)).unwrap();
+        q.set_local(ip, 1, Some(b)).unwrap();
+        q.set_local(ip, 0, Some(a)).unwrap();
+        q.set_local(ip, 0, None).unwrap();
+        q.set_local(ip, 0, None).unwrap();
+        assert_eq!(*writes.0.borrow(), [(0, Some(a)), (1, Some(b)), (0, None)]);
+        assert!(q.set_local(ip, MAX_LOCAL6, Some(a)).is_err(), "no such slot");
+    }
+
     /// A port the map would not let go of: its queue is no longer read
     /// into its client's region (the kernel may still steer it there).
     #[test]
@@ -437,7 +490,7 @@ mod tests {
             fn set_local(&mut self, _: u32) -> io::Result<()> {
                 Ok(())
             }
-            fn set_local6(&mut self, _: Option<[u8; 16]>) -> io::Result<()> {
+            fn set_local6(&mut self, _: usize, _: Option<[u8; 16]>) -> io::Result<()> {
                 Ok(())
             }
         }

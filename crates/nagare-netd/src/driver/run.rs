@@ -23,7 +23,7 @@ use super::queues::{RxQueues, MAX_RX_QUEUES};
 use crate::steering::{flow_of, is_for, Local, HEAD_LEN};
 use crate::view::{Release, View};
 use nagare_core::buf::{BufferPool, Offload, PacketBuf};
-use nagare_dev::{Device, FrameInPlace, MonotonicClock, PortMap, RX_HEADROOM};
+use nagare_dev::{Device, FrameInPlace, MonotonicClock, PortMap, MAX_LOCAL6, RX_HEADROOM};
 use nagare_host::BusyPoll;
 use nagare_ipc::fdpass::{recv_with_fds, send_with_fds};
 use nagare_ipc::{Consumer, Descriptor, Notifier, Pool, Producer, Region, Waiter};
@@ -456,9 +456,13 @@ impl Driver {
                 self.steer.remove(&(proto, port));
                 self.queues.as_mut().map_or(Ok(()), |q| q.forget(proto, port, serial))
             }
-            SteerChange::Local { mac, ip, ip6 } => {
-                self.local = Some((mac, ip, ip6));
-                self.queues.as_mut().map_or(Ok(()), |q| q.set_local(ip, ip6))
+            SteerChange::Local { mac, ip, slot, ip6 } => {
+                let mut six = self.local.map_or([None; MAX_LOCAL6], |(_, _, six)| six);
+                if let Some(s) = six.get_mut(usize::from(slot)) {
+                    *s = ip6;
+                }
+                self.local = Some((mac, ip, six));
+                self.queues.as_mut().map_or(Ok(()), |q| q.set_local(ip, usize::from(slot), ip6))
             }
         };
         if written.is_err() {
@@ -523,8 +527,10 @@ impl Driver {
         }
         let mut queues = RxQueues::new(Box::new(PortMap::from_fd(map)), devices);
         if let Some((_, ip, ip6)) = self.local {
-            if queues.set_local(ip, ip6).is_err() {
-                self.stats.bad_messages += 1;
+            for (slot, ip6) in ip6.into_iter().enumerate() {
+                if queues.set_local(ip, slot, ip6).is_err() {
+                    self.stats.bad_messages += 1;
+                }
             }
         }
         for (&(proto, port), &key) in &self.steer {
@@ -838,7 +844,7 @@ impl Driver {
             // Only frames sent to netd itself: a VNI floods frames for
             // other stations to every port.
             let flow = if frame.copy_out(0, &mut head[..n]) { flow_of(&head[..n]) } else { None }
-                .filter(|_| local.is_some_and(|(mac, ip, ip6)| is_for(&head[..n], mac, ip, ip6)));
+                .filter(|_| local.is_some_and(|(mac, ip, ip6)| is_for(&head[..n], mac, ip, &ip6)));
             let key = flow.and_then(|f| steer.get(&(f.proto, f.port)).copied());
             if let Some((key, c)) = key.and_then(|k| clients.get_mut(&k).map(|c| (k, c))) {
                 // One client buffer, or several in a row for a frame
