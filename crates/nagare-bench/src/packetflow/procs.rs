@@ -65,6 +65,11 @@ impl Proc {
         let mut command = Command::new(program);
         command.args(args).stdin(Stdio::null()).stdout(std::fs::File::create(&out)?);
         command.stderr(std::fs::File::create(&err)?);
+        // An error's message is what the run reports; with RUST_BACKTRACE
+        // set (as test environments do), anyhow would also capture a
+        // backtrace for it and symbolize that from the debug information
+        // on the way out, tens of milliseconds of a measured CPU.
+        command.env("RUST_LIB_BACKTRACE", "0");
         if let Some(cpu) = cpu.filter(|&c| c < libc::CPU_SETSIZE as usize) {
             // SAFETY: between fork and exec the closure only fills a set on
             // its stack and makes one system call, both async-signal-safe.
