@@ -241,7 +241,9 @@ fn curl_and_nc_reach_nagare_up_over_ipv6_and_ipv4_on_one_listener() {
         assert_eq!(String::from_utf8_lossy(&echoed.stdout), "hello over six\n");
 
         let summary = up.stop();
-        assert!(summary_counter(&summary, "tcp6_segments_received") > 1000, "{summary}");
+        // The segments received are curl's ACKs of 100 MB, as many as
+        // the kernel's ACK coalescing makes: hundreds, not a fixed count.
+        assert!(summary_counter(&summary, "tcp6_segments_received") > 100, "{summary}");
         assert!(summary_counter(&summary, "tcp6_segments_sent") > 100, "{summary}");
         assert_eq!(summary_counter(&summary, "drop_tcp_checksum"), 0, "{summary}");
     }
