@@ -32,7 +32,9 @@ pub mod net;
 mod path;
 pub mod ping;
 pub mod poll;
+mod readyfd;
 pub mod share;
+mod watcher;
 pub mod zerocopy;
 
 use nagare_ipc::{BufRef, Client, Consumer, Descriptor, Notifier, Pool, Producer, Waiter, DEFAULT_SPIN, NO_BUFFER};
@@ -88,6 +90,9 @@ struct Shared {
     /// A second descriptor for the eventfd netd signals, slept on while
     /// `conn` is let go.
     wake: nagare_ipc::EventFd,
+    /// The thread that sets the sockets' descriptors, started with the
+    /// first (`watcher.rs`).
+    watcher: Mutex<Option<watcher::Watcher>>,
 }
 
 struct Conn {
@@ -126,6 +131,9 @@ struct Conn {
     /// The requests of [`poll::wake_when_ready`] made and perhaps still in
     /// flight, each with the list it asked about.
     armed: Vec<(u64, Vec<u8>)>,
+    /// The descriptors lent by sockets' `AsFd`, by socket id
+    /// (`readyfd.rs`).
+    ready_fds: HashMap<u32, Arc<readyfd::ReadyFd>>,
 }
 
 /// What a request carries in its buffer.
@@ -177,8 +185,10 @@ impl Session {
             sleeper: false,
             abandoned: false,
             armed: Vec::new(),
+            ready_fds: HashMap::new(),
         };
-        Ok(Session { inner: Arc::new(Shared { conn: Mutex::new(conn), woken: Condvar::new(), wake }) })
+        let shared = Shared { conn: Mutex::new(conn), woken: Condvar::new(), wake, watcher: Mutex::new(None) };
+        Ok(Session { inner: Arc::new(shared) })
     }
 
     /// The process-wide connection to the netd named by `NAGARE_NETD`
@@ -221,6 +231,9 @@ impl Session {
         let mut req = Request::new(Op::Pid, 0);
         req.aux[0] = u64::from(std::process::id());
         let mut c = self.lock()?;
+        // The thread that slept on the eventfd when the session was copied
+        // is the other process's: none sleeps here.
+        c.sleeper = false;
         c.submit(&mut req, None)?;
         // Nobody takes the answer.
         c.in_flight.insert(req.id, InFlight { buffer: None, abandoned: true, role: Role::Call });
@@ -299,6 +312,21 @@ impl Session {
         waiter.woke_any(&[completions, direct])?;
         c.rouse_sleeper();
         Ok(())
+    }
+
+    /// Socket `id`'s descriptor (`readyfd.rs`): the one it has, or one
+    /// made here, set to the socket's readiness, with the session's
+    /// watcher started if it is not running in this process.
+    pub(crate) fn ready_fd(&self, id: u32) -> io::Result<Arc<readyfd::ReadyFd>> {
+        watcher::ensure(&self.inner)?;
+        let mut c = self.lock()?;
+        if let Some(fd) = c.ready_fds.get(&id) {
+            return Ok(Arc::clone(fd));
+        }
+        let fd = Arc::new(readyfd::ReadyFd::new()?);
+        c.ready_fds.insert(id, Arc::clone(&fd));
+        c.publish(id);
+        Ok(fd)
     }
 
     /// The largest payload one call moves (one region buffer).

@@ -6,6 +6,7 @@
 //! sends to IPv4 ones).
 
 use crate::path::{Ask, Kind};
+use crate::readyfd::ReadyFd;
 use crate::{request, set_wait_limit, Data, Session};
 use nagare_request::{
     decode_accepted, decode_addr, decode_addr6, encode_addr, encode_addr6, Op, Request, SockOption, ADDR_ELSEWHERE,
@@ -13,8 +14,9 @@ use nagare_request::{
 };
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4, SocketAddrV6, ToSocketAddrs};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 pub(crate) fn v4(addr: impl ToSocketAddrs) -> io::Result<SocketAddrV4> {
@@ -90,9 +92,50 @@ fn connect_request(remote: SocketAddr) -> Request {
 pub(crate) struct Handle {
     pub(crate) netd: Session,
     pub(crate) id: u32,
+    /// The descriptor lent by `AsFd`, made on the first call
+    /// (`readyfd.rs`).
+    ready: OnceLock<Arc<ReadyFd>>,
 }
 
 impl Handle {
+    pub(crate) fn new(netd: &Session, id: u32) -> Handle {
+        Handle { netd: netd.clone(), id, ready: OnceLock::new() }
+    }
+
+    /// The socket's descriptor, made on the first call.
+    pub(crate) fn ready_fd(&self) -> io::Result<BorrowedFd<'_>> {
+        if self.ready.get().is_none() {
+            let fd = self.netd.ready_fd(self.id)?;
+            // Another thread's, if it was first, is the same one.
+            let _ = self.ready.set(fd);
+        }
+        match self.ready.get() {
+            Some(fd) => Ok(fd.as_fd()),
+            None => Err(io::Error::other("no descriptor")),
+        }
+    }
+
+    /// The lent descriptor, for `AsFd`: made on the first call, which
+    /// panics if it cannot be (no descriptors left).
+    fn lent_fd(&self) -> BorrowedFd<'_> {
+        match self.ready_fd() {
+            Ok(fd) => fd,
+            Err(e) => panic!("nagare: no descriptor for socket {}: {e}", self.id),
+        }
+    }
+
+    /// Passes `out` through after a call on the socket, with its
+    /// descriptor, if it has one, set to the readiness the call left (a
+    /// read that took the last data, a write that filled the send buffer).
+    pub(crate) fn settle<T>(&self, out: T) -> T {
+        if self.ready.get().is_some() {
+            if let Ok(c) = self.netd.lock() {
+                c.publish(self.id);
+            }
+        }
+        out
+    }
+
     /// Sets option `option` to `value`; the value in force.
     fn set_option(&self, option: SockOption, value: u64) -> io::Result<u64> {
         let mut r = request(Op::SetOption, self.id);
@@ -140,6 +183,7 @@ impl Drop for Handle {
             return;
         }
         let unread = self.netd.lock().is_ok_and(|mut c| {
+            c.ready_fds.remove(&self.id);
             c.close_listen_path(self.id);
             c.close_path(self.id)
         });
@@ -266,7 +310,7 @@ impl TcpStream {
         local: SocketAddr,
         peer: SocketAddr,
     ) -> io::Result<TcpStream> {
-        let s = TcpStream::new(Handle { netd: netd.clone(), id: c.aux[0] as u32 }, local, peer);
+        let s = TcpStream::new(Handle::new(netd, c.aux[0] as u32), local, peer);
         s.h.open_path(Kind::Stream, c.aux[2], c.aux[3])?;
         Ok(s)
     }
@@ -340,6 +384,7 @@ impl TcpStream {
         if how != Shutdown::Read {
             c.shut_path_write(self.h.id);
         }
+        c.publish(self.h.id);
         Ok(())
     }
 
@@ -369,7 +414,9 @@ impl TcpStream {
     /// size is taken as given, not doubled.
     pub fn set_send_buffer_size(&self, bytes: usize) -> io::Result<()> {
         let in_force = self.set_option(SockOption::SendBuffer, buffer_size(bytes)?)?;
-        self.h.netd.lock()?.set_path_send_buffer(self.h.id, in_force);
+        let mut c = self.h.netd.lock()?;
+        c.set_path_send_buffer(self.h.id, in_force);
+        c.publish(self.h.id);
         Ok(())
     }
 
@@ -418,7 +465,10 @@ impl TcpStream {
     /// The error the connection met since the last call that reported one
     /// (a reset, a timeout), taken (`SO_ERROR`); `None` if there is none.
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.h.netd.lock()?.path_error(self.h.id)
+        let mut c = self.h.netd.lock()?;
+        let e = c.path_error(self.h.id);
+        c.publish(self.h.id);
+        e
     }
 
     /// Bytes that arrived and were not read yet (what `FIONREAD` says);
@@ -471,7 +521,7 @@ impl TcpStream {
         }
         let id = self.h.id;
         let (nonblocking, mut ask) = self.read_mode(may_wait)?;
-        self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_stream(id, buf, &mut ask))
+        self.h.settle(self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_stream(id, buf, &mut ask)))
     }
 
     /// As [`TcpStream::read_with`], leaving the bytes to be read again
@@ -509,7 +559,7 @@ impl TcpStream {
             return Ok(c.aux[0] as usize);
         }
         let template = request(Op::Send, id);
-        self.h.netd.until(nonblocking, self.write_limit.get(), |c| c.queue_stream(id, buf, &template))
+        self.h.settle(self.h.netd.until(nonblocking, self.write_limit.get(), |c| c.queue_stream(id, buf, &template)))
     }
 
     /// Takes what netd already delivered (see `crate::path`), waiting for
@@ -654,7 +704,7 @@ impl TcpListener {
             }
         };
         let (c, _) = netd.call(r, Data::None)?;
-        let l = TcpListener::from_handle(Handle { netd: netd.clone(), id: c.aux[0] as u32 }, local);
+        let l = TcpListener::from_handle(Handle::new(netd, c.aux[0] as u32), local);
         netd.lock()?.open_listen_path(l.h.id, false)?;
         Ok(l)
     }
@@ -688,7 +738,8 @@ impl TcpListener {
         let may_wait = !self.mode.is_on();
         let shared = self.h.netd.lock()?.is_shared_listener(id);
         let mut ask = Ask::new(may_wait);
-        let c = self.h.netd.until(!may_wait && !shared, None, |conn| conn.take_accepted(id, &mut ask))?;
+        let c =
+            self.h.settle(self.h.netd.until(!may_wait && !shared, None, |conn| conn.take_accepted(id, &mut ask)))?;
         let six = self.local.is_ipv6();
         let (new_id, ip) = decode_accepted(c.aux[0]);
         let (local, peer) = if c.aux[1] == ADDR_ELSEWHERE {
@@ -762,7 +813,7 @@ impl UdpSocket {
             }
         };
         let (c, _) = netd.call(r, Data::None)?;
-        let h = Handle { netd: netd.clone(), id: c.aux[0] as u32 };
+        let h = Handle::new(netd, c.aux[0] as u32);
         let local = addr_in(netd, h.id, c.aux[1], NAME_LOCAL, local.is_ipv6())?;
         let s = UdpSocket::from_handle(h, local);
         s.h.open_path(Kind::Datagram, 0, 0)?;
@@ -850,7 +901,10 @@ impl UdpSocket {
     /// [`UdpSocket::connect`] says), taken (`SO_ERROR`); `None` if there
     /// is none.
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.h.netd.lock()?.path_error(self.h.id)
+        let mut c = self.h.netd.lock()?;
+        let e = c.path_error(self.h.id);
+        c.publish(self.h.id);
+        e
     }
 
     /// Connects the socket to `addr`, as `std::net::UdpSocket::connect`:
@@ -938,7 +992,7 @@ impl UdpSocket {
         let id = self.h.id;
         let template = self.send_request(addr)?;
         let nonblocking = self.mode.is_on() || !may_wait;
-        self.h.netd.until(nonblocking, None, |c| c.queue_datagram(id, buf, &template))
+        self.h.settle(self.h.netd.until(nonblocking, None, |c| c.queue_datagram(id, buf, &template)))
     }
 
     /// [`UdpSocket::send_to`] by the zero-copy path (netd lends the buffer
@@ -976,8 +1030,9 @@ impl UdpSocket {
     pub fn recv_from_with(&self, buf: &mut [u8], may_wait: bool) -> io::Result<(usize, usize, SocketAddr)> {
         let id = self.h.id;
         let (nonblocking, mut ask) = self.read_mode(may_wait)?;
-        let (n, whole, from) =
-            self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_datagram(id, buf, &mut ask))?;
+        let (n, whole, from) = self
+            .h
+            .settle(self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_datagram(id, buf, &mut ask)))?;
         Ok((n, whole, in_family(from, self.is_six())))
     }
 
@@ -1028,3 +1083,46 @@ impl SendTrace {
         self.total_ns.saturating_sub(measured)
     }
 }
+
+/// `AsFd`, `AsRawFd` and `readiness_fd` for a socket type with a handle.
+macro_rules! lends_readiness_fd {
+    ($($t:ty),*) => {$(
+        impl $t {
+            /// A descriptor whose readiness follows this socket's, for a
+            /// program's own `poll`, `epoll`, mio or tokio `AsyncFd`
+            /// beside kernel descriptors (`readyfd.rs`, docs/netd.md):
+            /// readable while a read (or an accept) would not wait:
+            /// data, the end of the stream, an error, a connection to
+            /// take; writable while a write would not wait: room in the
+            /// send buffer. Level-triggered, and truthful after every
+            /// call on the socket: a read that takes the last data makes
+            /// it not readable. Made on the first call (a Unix socket
+            /// pair, and the session's watcher thread with the first of
+            /// the session); the same one after. Only poll it: reading
+            /// or writing it changes what it says. A socket whose
+            /// readiness netd alone knows (one shared with another
+            /// process) is always readable and writable.
+            pub fn readiness_fd(&self) -> io::Result<BorrowedFd<'_>> {
+                self.h.ready_fd()
+            }
+        }
+
+        impl AsFd for $t {
+            /// [`readiness_fd`](Self::readiness_fd)'s descriptor. Panics
+            /// if it cannot be made (no descriptors left, or no thread);
+            /// call `readiness_fd` first to have that as an error.
+            fn as_fd(&self) -> BorrowedFd<'_> {
+                self.h.lent_fd()
+            }
+        }
+
+        impl AsRawFd for $t {
+            /// As [`AsFd::as_fd`].
+            fn as_raw_fd(&self) -> RawFd {
+                self.h.lent_fd().as_raw_fd()
+            }
+        }
+    )*};
+}
+
+lends_readiness_fd!(TcpStream, TcpListener, UdpSocket);

@@ -452,8 +452,27 @@ impl Conn {
     }
 
     /// Takes the completion of a path's request (`role`), with the buffer
-    /// it returned.
+    /// it returned, and sets its socket's descriptor (`readyfd.rs`): a
+    /// completion is how a socket's readiness rises.
     pub(crate) fn deliver(
+        &mut self,
+        role: Role,
+        comp: Result<Completion, nagare_request::ProtoError>,
+        back: Option<BufRef>,
+    ) {
+        let socket = match role {
+            Role::QueuedSend { socket, .. } | Role::PostedRecv { socket } => Some(socket),
+            Role::PostedAccept { listener } => Some(listener),
+            Role::Call | Role::AbandonedConnect => None,
+        };
+        self.deliver_to_path(role, comp, back);
+        if let Some(id) = socket {
+            self.publish(id);
+        }
+    }
+
+    /// [`Conn::deliver`] without the descriptor.
+    fn deliver_to_path(
         &mut self,
         role: Role,
         comp: Result<Completion, nagare_request::ProtoError>,
@@ -957,6 +976,22 @@ impl Conn {
     pub(crate) fn unread(&self, id: u32) -> Option<usize> {
         let p = self.paths.get(&id).filter(|p| p.kind == Kind::Stream)?;
         Some(p.arrived.iter().map(|a| a.buf.len.saturating_sub(a.taken) as usize).sum())
+    }
+
+    /// Sets socket `id`'s descriptor, if it has one, to its readiness
+    /// (`readyfd.rs`): `CLOSED` once netd is gone; readable and writable
+    /// for a socket whose readiness netd alone knows (a shared one), so
+    /// that its caller calls and learns it there.
+    pub(crate) fn publish(&self, id: u32) {
+        let Some(fd) = self.ready_fds.get(&id) else { return };
+        let ready = if self.dead {
+            CLOSED
+        } else if !self.tracks_readiness(id) {
+            READABLE | WRITABLE
+        } else {
+            self.readiness(id).unwrap_or(CLOSED)
+        };
+        fd.set(ready);
     }
 
     /// What socket `id` is ready for by its path (`READABLE`, `WRITABLE`,

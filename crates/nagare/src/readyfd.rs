@@ -1,0 +1,213 @@
+//! Descriptors whose readiness follows a socket's: what a socket's
+//! `AsFd`/`AsRawFd` lend, so that a program can wait for a nagare socket
+//! in its own `poll`, `epoll`, mio or tokio `AsyncFd`, beside kernel
+//! descriptors.
+//!
+//! A socket's readiness lives in this process (its data path, `path.rs`;
+//! a listener's queue, `accept.rs`), made from completions that netd
+//! posts on the session's rings. Each socket asked for a descriptor gets
+//! one [`ReadyFd`]: one end of a Unix stream socket pair, set to the
+//! socket's readiness by the library (both of its directions: an eventfd
+//! or a pipe can be made not readable, but an eventfd is never both not
+//! readable and not writable, and a pipe's end is only one of the two).
+//! Readable: a byte waits on it. Not writable: its own send buffer is
+//! filled with bytes the other end holds unread. Set readable and
+//! writable when the socket is *closed* (an error, or the stream failed)
+//! and when netd is gone: a call then returns at once with the error.
+//!
+//! Who sets it: the readiness only rises when completions are taken off
+//! the rings (`Conn::deliver`), and only falls through a call on the
+//! socket itself (a read, a write, an accept). So the descriptor is set
+//! after every completion delivered to its socket and after every call
+//! on the socket; in between it stays as it is (level: readable while
+//! data waits, until a read takes the last of it). The completions must
+//! be taken off the rings while the program sleeps in its own `poll` on
+//! these descriptors alone: the session's *watcher*, a thread started
+//! with the first descriptor, sleeps on the session's eventfd (and on
+//! netd's rendezvous socket, so netd's death wakes it) as one of the
+//! session's waiters (`lib.rs`, `Shared`), takes what arrives, and sets
+//! the descriptors. A program's thread that sleeps on one socket's
+//! descriptor is thus woken by that socket's readiness only, never by
+//! another socket's completion.
+
+use nagare_request::{CLOSED, READABLE, WRITABLE};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// The state set on the descriptor: readable.
+const IN: u8 = 1;
+/// The state set on the descriptor: writable.
+const OUT: u8 = 2;
+
+/// Bytes moved per read or write while a direction is set.
+const CHUNK: usize = 4096;
+
+/// The most reads or writes one change of a direction makes: the send
+/// buffer holds a few KiB (`SO_SNDBUF` as small as the kernel allows),
+/// filled or emptied in one to three.
+const MOST_STEPS: usize = 64;
+
+/// One socket's descriptor: the end the program polls and the end the
+/// library writes.
+#[derive(Debug)]
+pub(crate) struct ReadyFd {
+    /// Lent to the program: readable while a byte from `kept` waits on
+    /// it, writable while its send buffer has room.
+    given: OwnedFd,
+    /// Writes the byte that makes `given` readable, and holds the bytes
+    /// that fill `given`'s send buffer.
+    kept: OwnedFd,
+    /// What was set on `given` last ([`IN`], [`OUT`]); changed only with
+    /// the session taken.
+    state: AtomicU8,
+}
+
+impl ReadyFd {
+    /// A descriptor that is writable and not readable.
+    pub(crate) fn new() -> io::Result<ReadyFd> {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors socketpair writes.
+        let r = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: socketpair succeeded: both are open and ours alone.
+        let (given, kept) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // The smallest send buffer the kernel gives (it raises 0 to its
+        // floor): a few KiB fill it.
+        let zero: libc::c_int = 0;
+        // SAFETY: a valid socket and an int option of the right size.
+        let r = unsafe {
+            libc::setsockopt(
+                given.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUF,
+                (&zero as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(ReadyFd { given, kept, state: AtomicU8::new(OUT) })
+    }
+
+    /// Sets the descriptor to `ready` (the socket's `READABLE`,
+    /// `WRITABLE`, `CLOSED`, as `Conn::readiness` gives it): a system call
+    /// only for a direction that changes. Called with the session taken,
+    /// so that two settings never cross.
+    pub(crate) fn set(&self, ready: u16) {
+        let mut want = 0;
+        if ready & (READABLE | CLOSED) != 0 {
+            want |= IN;
+        }
+        if ready & (WRITABLE | CLOSED) != 0 {
+            want |= OUT;
+        }
+        let had = self.state.load(Ordering::Relaxed);
+        if want == had {
+            return;
+        }
+        if (want ^ had) & IN != 0 {
+            if want & IN != 0 {
+                let _ = write_some(self.kept.as_fd(), &[1]);
+            } else {
+                drain(self.given.as_fd());
+            }
+        }
+        if (want ^ had) & OUT != 0 {
+            if want & OUT != 0 {
+                drain(self.kept.as_fd());
+            } else {
+                fill(self.given.as_fd());
+            }
+        }
+        self.state.store(want, Ordering::Relaxed);
+    }
+}
+
+impl AsFd for ReadyFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.given.as_fd()
+    }
+}
+
+/// One non-blocking write; bytes written (0 when full).
+fn write_some(fd: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<usize> {
+    // SAFETY: `bytes` is valid for its length; the fd is open.
+    let n = unsafe { libc::send(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len(), libc::MSG_DONTWAIT) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::WouldBlock { Ok(0) } else { Err(e) };
+    }
+    Ok(n as usize)
+}
+
+/// Reads what waits on `fd` until nothing does (at most [`MOST_STEPS`]
+/// reads).
+fn drain(fd: BorrowedFd<'_>) {
+    let mut buf = [0u8; CHUNK];
+    for _ in 0..MOST_STEPS {
+        // SAFETY: `buf` is valid for its length; the fd is open.
+        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+        if n <= 0 {
+            return;
+        }
+    }
+}
+
+/// Writes from `fd` until its send buffer is full (at most
+/// [`MOST_STEPS`] writes).
+fn fill(fd: BorrowedFd<'_>) {
+    let junk = [0u8; CHUNK];
+    for _ in 0..MOST_STEPS {
+        match write_some(fd, &junk) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `poll`'s events on the lent end, without waiting.
+    fn events(r: &ReadyFd) -> i16 {
+        let mut p = libc::pollfd { fd: r.as_fd().as_raw_fd(), events: libc::POLLIN | libc::POLLOUT, revents: 0 };
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut p, 1, 0) };
+        assert!(n >= 0, "{}", io::Error::last_os_error());
+        p.revents & (libc::POLLIN | libc::POLLOUT)
+    }
+
+    #[test]
+    fn every_state_shows_on_the_lent_end() {
+        let r = ReadyFd::new().unwrap();
+        assert_eq!(events(&r), libc::POLLOUT, "fresh: writable only");
+        r.set(0);
+        assert_eq!(events(&r), 0, "neither");
+        r.set(READABLE);
+        assert_eq!(events(&r), libc::POLLIN, "readable only");
+        r.set(READABLE | WRITABLE);
+        assert_eq!(events(&r), libc::POLLIN | libc::POLLOUT, "both");
+        r.set(WRITABLE);
+        assert_eq!(events(&r), libc::POLLOUT, "writable only");
+        r.set(CLOSED);
+        assert_eq!(events(&r), libc::POLLIN | libc::POLLOUT, "closed: both");
+        for _ in 0..3 {
+            r.set(0);
+            assert_eq!(events(&r), 0, "neither, again");
+            r.set(READABLE | WRITABLE);
+            assert_eq!(events(&r), libc::POLLIN | libc::POLLOUT, "both, again");
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! The session's watcher: a thread, started with the session's first
+//! socket descriptor (`readyfd.rs`), that takes completions off the rings
+//! while the program sleeps in its own `poll` on those descriptors, so
+//! that each is set when its socket's readiness rises.
+//!
+//! It is one of the session's waiters (`Shared` in `lib.rs`): when no
+//! thread sleeps on the session's eventfd it becomes the sleeper (asks
+//! netd for a signal, looks at the rings once more, sleeps without
+//! holding the session), and when another thread sleeps there it waits
+//! to be woken by it. Either way every completion is taken by some
+//! thread, which delivers it to its socket's path and sets the socket's
+//! descriptor (`Conn::deliver`), with the session taken: no completion is
+//! left on the rings while every thread sleeps, and none is taken without
+//! its descriptor being set.
+//!
+//! It sleeps with no time limit, on the eventfd, on netd's rendezvous
+//! socket (which hangs up when netd dies: then every descriptor is set
+//! readable and writable, for the calls to fail) and on its stop eventfd,
+//! signalled when the session goes. It holds the session only weakly,
+//! and not at all while it sleeps, so that the session goes with its last
+//! socket.
+
+use crate::{Conn, Shared, LIVENESS_SLICE};
+use nagare_ipc::EventFd;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::{Arc, Weak};
+
+/// A running watcher; stopped when dropped (with its session).
+pub(crate) struct Watcher {
+    stop: EventFd,
+    /// The process it runs in (a child made by `fork` has no copy of it).
+    pid: u32,
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        // Only this process's: a child's copy of the session must not stop
+        // its parent's watcher (the eventfd is the same one).
+        if self.pid == std::process::id() {
+            let _ = self.stop.signal();
+        }
+    }
+}
+
+/// Starts `shared`'s watcher unless it runs in this process already.
+pub(crate) fn ensure(shared: &Arc<Shared>) -> io::Result<()> {
+    let mut slot = shared.watcher.lock().map_err(|_| io::Error::other("netd connection poisoned"))?;
+    let here = std::process::id();
+    if slot.as_ref().is_some_and(|w| w.pid == here) {
+        return Ok(());
+    }
+    let stop = EventFd::new()?;
+    let fds = {
+        let c = shared.conn.lock().map_err(|_| io::Error::other("netd connection poisoned"))?;
+        Fds {
+            wake: shared.wake.as_fd().try_clone_to_owned()?,
+            alive: c.client.liveness_fd().try_clone_to_owned()?,
+            stop: stop.as_fd().try_clone_to_owned()?,
+        }
+    };
+    let session = Arc::downgrade(shared);
+    std::thread::Builder::new().name(String::from("nagare-watcher")).spawn(move || watch(&session, &fds))?;
+    if let Some(old) = slot.replace(Watcher { stop, pid: here }) {
+        // Another process's (this one is a child of it): left alone.
+        std::mem::forget(old);
+    }
+    Ok(())
+}
+
+/// The watcher's own copies of what it sleeps on.
+struct Fds {
+    /// The session's eventfd.
+    wake: OwnedFd,
+    /// netd's rendezvous socket.
+    alive: OwnedFd,
+    /// Signalled when the session goes.
+    stop: OwnedFd,
+}
+
+/// What ended one sleep.
+struct Woke {
+    stop: bool,
+    /// The rendezvous socket hung up or became readable (netd is gone).
+    alive_changed: bool,
+}
+
+fn watch(session: &Weak<Shared>, fds: &Fds) {
+    loop {
+        let Some(shared) = session.upgrade() else { return };
+        let Ok(mut c) = shared.conn.lock() else { return };
+        if c.abandoned {
+            return;
+        }
+        if !c.dead && c.collect().is_err() {
+            c.dead = true;
+        }
+        if c.dead {
+            c.publish_all();
+            return;
+        }
+        if c.sleeper {
+            // Another thread sleeps on the eventfd: it wakes the waiters,
+            // this one too, once it wakes (within a liveness slice).
+            let _ = shared.woken.wait_timeout(c, LIVENESS_SLICE);
+            continue;
+        }
+        let Conn { waiter, completions, direct, .. } = &mut *c;
+        match waiter.prepare_sleep_any(&mut [completions, direct]) {
+            // Completions arrived meanwhile: taken at the top.
+            Ok(true) => continue,
+            Ok(false) => {}
+            Err(_) => {
+                c.dead = true;
+                continue;
+            }
+        }
+        c.sleeper = true;
+        drop(c);
+        drop(shared);
+        let woke = sleep(fds);
+        let Some(shared) = session.upgrade() else { return };
+        let Ok(mut c) = shared.conn.lock() else { return };
+        c.sleeper = false;
+        shared.woken.notify_all();
+        let Conn { waiter, completions, direct, .. } = &mut *c;
+        let drained = waiter.woke_any(&[completions, direct]);
+        if woke.stop {
+            return;
+        }
+        if drained.is_err() || (woke.alive_changed && c.client.peer_gone()) {
+            c.dead = true;
+        }
+    }
+}
+
+/// Sleeps until one of the watcher's descriptors is ready (a signal
+/// handler's interruption is slept through).
+fn sleep(fds: &Fds) -> Woke {
+    let watched: [BorrowedFd<'_>; 3] = [fds.wake.as_fd(), fds.alive.as_fd(), fds.stop.as_fd()];
+    let mut p = watched.map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+    loop {
+        // SAFETY: `p` holds three valid pollfds.
+        let n = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, -1) };
+        if n > 0 {
+            return Woke { stop: p[2].revents != 0, alive_changed: p[1].revents != 0 };
+        }
+        if n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            // poll itself failed (no memory): stop watching, as if
+            // stopped; the sockets' calls still work.
+            return Woke { stop: true, alive_changed: false };
+        }
+    }
+}
+
+impl Conn {
+    /// Sets every socket's descriptor (`Conn::publish`).
+    pub(crate) fn publish_all(&self) {
+        for &id in self.ready_fds.keys() {
+            self.publish(id);
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! Each socket's descriptor (`AsRawFd`) in the program's own `poll(2)`,
+//! beside a kernel pipe, through a netd running in a thread of the test:
+//! data on one stream makes that stream's descriptor readable and no
+//! other; reading it all makes it not readable; a full send buffer makes
+//! it not writable until room comes back; a listener's is readable with a
+//! connection waiting; a datagram socket's with a datagram; every one is
+//! readable and writable once netd is gone.
+
+#[path = "../../nagare-netd/tests/support/mod.rs"]
+mod support;
+
+use nagare::net::{TcpListener, TcpStream, UdpSocket};
+use nagare_netd::Placement;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, SocketAddrV4};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+use support::{NetdThread, Wire, LIMIT, NETD_ADDR};
+
+fn at(port: u16) -> SocketAddr {
+    SocketAddr::V4(SocketAddrV4::new(NETD_ADDR, port))
+}
+
+/// `poll(2)` over `fds`, each for `events`, waiting at most `wait`: each
+/// one's `revents`.
+fn poll(fds: &[RawFd], events: i16, wait: Duration) -> Vec<i16> {
+    let mut p: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events, revents: 0 }).collect();
+    let deadline = Instant::now() + wait;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        // SAFETY: `p` holds `p.len()` valid pollfds.
+        let n = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, left.as_millis() as libc::c_int) };
+        if n >= 0 {
+            return p.iter().map(|x| x.revents).collect();
+        }
+        let e = std::io::Error::last_os_error();
+        assert_eq!(e.kind(), ErrorKind::Interrupted, "poll: {e}");
+    }
+}
+
+/// A kernel pipe: (read end, write end).
+fn pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0; 2];
+    // SAFETY: room for the two descriptors.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: pipe2 succeeded: both are open and ours.
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}
+
+/// A stream of `client`'s to `listener`'s port, and the end `listener`
+/// accepted.
+fn pair(listener: &TcpListener, client: &nagare::Session, port: u16) -> (TcpStream, TcpStream) {
+    let c = TcpStream::connect_timeout_via(client, &at(port), LIMIT).expect("connect");
+    let (s, _) = listener.accept().expect("accept");
+    (c, s)
+}
+
+/// Reads `s` without waiting until it would block; the bytes read.
+fn read_all_now(s: &TcpStream) -> usize {
+    let mut buf = [0u8; 4096];
+    let mut total = 0;
+    for _ in 0..10_000 {
+        match s.read_with(&mut buf, false) {
+            Ok(0) => panic!("the stream ended"),
+            Ok(n) => total += n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return total,
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+    panic!("the stream never ran dry");
+}
+
+/// Data on one of two streams of a session makes its descriptor readable
+/// and leaves the other's and a pipe's as they were; reading it to
+/// `WouldBlock` makes it not readable; then the other's turn.
+#[test]
+fn only_the_stream_with_data_is_readable() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (server, client) = (netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&server, "0.0.0.0:9700").expect("listen");
+    let (mut c1, a) = pair(&listener, &client, 9700);
+    let (mut c2, b) = pair(&listener, &client, 9700);
+    let (pipe_r, _pipe_w) = pipe();
+    let fds = [a.as_raw_fd(), b.as_raw_fd(), pipe_r.as_raw_fd()];
+    assert_ne!(fds[0], fds[1], "each socket has its own descriptor");
+    assert_eq!(a.as_raw_fd(), fds[0], "the same descriptor every time");
+    assert_eq!(poll(&fds, libc::POLLIN, Duration::ZERO), [0, 0, 0], "nothing arrived yet");
+
+    c1.write_all(b"hello").expect("write to a");
+    let got = poll(&fds, libc::POLLIN, LIMIT);
+    assert_eq!(got[0] & libc::POLLIN, libc::POLLIN, "a's data makes a readable: {got:?}");
+    assert_eq!(got[1..], [0, 0], "and nothing else: {got:?}");
+    assert_eq!(read_all_now(&a), 5);
+    assert_eq!(poll(&fds, libc::POLLIN, Duration::ZERO), [0, 0, 0], "a read to WouldBlock makes a not readable");
+
+    c2.write_all(b"world!").expect("write to b");
+    let got = poll(&fds, libc::POLLIN, LIMIT);
+    assert_eq!(got, [0, libc::POLLIN, 0], "b's data makes b readable, and only b");
+    assert_eq!(read_all_now(&b), 6);
+    assert_eq!(poll(&fds, libc::POLLIN, Duration::ZERO), [0, 0, 0]);
+
+    // The end of the stream is readable too (a read returns 0 at once).
+    drop(c1);
+    let got = poll(&fds, libc::POLLIN, LIMIT);
+    assert_eq!(got[0] & libc::POLLIN, libc::POLLIN, "a's end makes a readable: {got:?}");
+    assert_eq!(got[1..], [0, 0], "{got:?}");
+    assert_eq!((&a).read(&mut [0u8; 8]).expect("read at the end"), 0);
+    assert_eq!(poll(&fds[..1], libc::POLLIN, Duration::ZERO), [libc::POLLIN], "the end stays readable");
+}
+
+/// Writing without waiting until the send buffer is full makes the
+/// descriptor not writable (while it says writable, a write does not
+/// block); once the peer reads, it is writable again.
+#[test]
+fn a_full_send_buffer_is_not_writable_until_room_returns() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (server, client) = (netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&server, "0.0.0.0:9701").expect("listen");
+    let (c, s) = pair(&listener, &client, 9701);
+    c.set_send_buffer_size(16 << 10).expect("a small send buffer");
+    let fd = [c.as_raw_fd()];
+    assert_eq!(poll(&fd, libc::POLLOUT, Duration::ZERO), [libc::POLLOUT], "a fresh stream is writable");
+    let chunk = vec![7u8; 16 << 10];
+    let mut written = 0usize;
+    let mut full = false;
+    // The peer does not read: the send buffer, netd's and the peer's
+    // receive buffers fill, and room stops coming back.
+    for _ in 0..10_000 {
+        loop {
+            match c.write_with(&chunk, false) {
+                Ok(n) => written += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) => panic!("write: {e}"),
+            }
+            assert!(written < 256 << 20, "the send buffer never filled");
+        }
+        if poll(&fd, libc::POLLOUT, Duration::from_millis(50)) == [0] {
+            full = true;
+            break;
+        }
+        // Room came back: a write must not block.
+        match c.write_with(&chunk, false) {
+            Ok(n) => written += n,
+            Err(e) => panic!("writable, yet the write failed: {e}"),
+        }
+    }
+    assert!(full, "the descriptor never stopped being writable");
+    assert!(matches!(c.write_with(&chunk, false), Err(e) if e.kind() == ErrorKind::WouldBlock));
+    let reader = std::thread::spawn(move || {
+        s.set_read_timeout(Some(LIMIT)).unwrap();
+        let mut buf = vec![0u8; 64 << 10];
+        let mut total = 0;
+        while total < written {
+            match (&s).read(&mut buf) {
+                Ok(0) => panic!("the stream ended after {total} of {written}"),
+                Ok(n) => total += n,
+                Err(e) => panic!("the peer's read after {total} of {written}: {e}"),
+            }
+        }
+        s
+    });
+    let got = poll(&fd, libc::POLLOUT, LIMIT);
+    assert_eq!(got, [libc::POLLOUT], "the peer read: room came back");
+    c.write_with(&chunk[..1], false).expect("a write with room does not block");
+    drop(reader.join().expect("the reader"));
+}
+
+/// A listener's descriptor is readable while a connection waits to be
+/// taken, and not once it is taken.
+#[test]
+fn a_listener_is_readable_with_a_connection_waiting() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (server, client) = (netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&server, "0.0.0.0:9702").expect("listen");
+    listener.set_nonblocking(true).unwrap();
+    let other = UdpSocket::bind_via(&server, "0.0.0.0:9703").expect("bind");
+    let fds = [listener.as_raw_fd(), other.as_raw_fd()];
+    assert_eq!(poll(&fds, libc::POLLIN, Duration::ZERO), [0, 0], "nobody connected yet");
+    let c = TcpStream::connect_timeout_via(&client, &at(9702), LIMIT).expect("connect");
+    assert_eq!(poll(&fds, libc::POLLIN, LIMIT), [libc::POLLIN, 0], "a connection waits");
+    let (s, peer) = listener.accept().expect("accept without waiting");
+    assert_eq!(peer, c.local_addr().unwrap());
+    assert_eq!(poll(&fds, libc::POLLIN, Duration::ZERO), [0, 0], "taken: none waits");
+    assert!(matches!(listener.accept(), Err(e) if e.kind() == ErrorKind::WouldBlock));
+    drop((s, c));
+}
+
+/// A datagram socket's descriptor is writable, readable with a datagram
+/// waiting and not once it is read.
+#[test]
+fn a_datagram_socket_is_readable_with_a_datagram_waiting() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (one, two) = (netd.connect(), netd.connect());
+    let u = UdpSocket::bind_via(&one, "0.0.0.0:9704").expect("bind");
+    let v = UdpSocket::bind_via(&two, "0.0.0.0:9705").expect("bind");
+    let fds = [u.as_raw_fd(), v.as_raw_fd()];
+    assert_eq!(poll(&fds, libc::POLLIN | libc::POLLOUT, Duration::ZERO), [libc::POLLOUT, libc::POLLOUT]);
+    v.send_to(b"ping", at(9704)).expect("send");
+    let got = poll(&fds[..1], libc::POLLIN, LIMIT);
+    assert_eq!(got, [libc::POLLIN], "a datagram waits");
+    let mut buf = [0u8; 64];
+    let (n, _, _) = u.recv_from_with(&mut buf, false).expect("recv");
+    assert_eq!(&buf[..n], b"ping");
+    assert!(matches!(u.recv_from_with(&mut buf, false), Err(e) if e.kind() == ErrorKind::WouldBlock));
+    assert_eq!(poll(&fds, libc::POLLIN, Duration::ZERO), [0, 0], "read: nothing waits");
+}
+
+/// Once netd is gone, every descriptor is readable and writable, and a
+/// call fails at once.
+#[test]
+fn every_descriptor_is_ready_once_netd_is_gone() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (server, client) = (netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&server, "0.0.0.0:9706").expect("listen");
+    let (c, s) = pair(&listener, &client, 9706);
+    let fds = [listener.as_raw_fd(), s.as_raw_fd(), c.as_raw_fd()];
+    assert_eq!(poll(&fds, libc::POLLIN, Duration::ZERO), [0, 0, 0]);
+    drop(netd);
+    let both = libc::POLLIN | libc::POLLOUT;
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let got = poll(&fds, both, LIMIT);
+        if got.iter().all(|&r| r & both == both) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not every descriptor is ready: {got:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let e = s.read_with(&mut [0u8; 8], false).expect_err("netd is gone");
+    assert_ne!(e.kind(), ErrorKind::WouldBlock, "{e}");
+}
