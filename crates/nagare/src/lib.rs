@@ -301,6 +301,12 @@ impl Session {
         // socket ready that the caller already looked at.
         let Conn { waiter, completions, direct, .. } = &mut *c;
         let arrived = waiter.prepare_sleep_any(&mut [completions, direct]).map_err(io::Error::other)?;
+        if arrived {
+            // The rings are marked awake: a thread asleep on the eventfd
+            // (the watcher, `watcher.rs`, sleeps with no time limit) is
+            // woken to ask for signals again.
+            c.rouse_sleeper();
+        }
         Ok((!arrived).then(|| c.waiter.fd().as_raw_fd()))
     }
 
