@@ -18,6 +18,10 @@
 //! receives are posted ahead, so reads and polls take what has arrived;
 //! a listener keeps an accept posted ahead (`accept.rs`), so `accept`
 //! takes a connection netd already accepted.
+//! Each socket lends a descriptor (`AsFd`, `AsRawFd`) whose readiness
+//! follows the socket's, for a program's own `poll`, `epoll` or async
+//! runtime beside kernel descriptors (`readyfd.rs`; a watcher thread per
+//! session keeps them, `watcher.rs`).
 //! Waits are cut into slices of [`LIVENESS_SLICE`]; between slices the
 //! rendezvous socket is checked, so when netd dies every call fails within
 //! a second (`ErrorKind::ConnectionAborted`).

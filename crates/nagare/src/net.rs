@@ -1096,11 +1096,18 @@ macro_rules! lends_readiness_fd {
             /// take; writable while a write would not wait: room in the
             /// send buffer. Level-triggered, and truthful after every
             /// call on the socket: a read that takes the last data makes
-            /// it not readable. Made on the first call (a Unix socket
-            /// pair, and the session's watcher thread with the first of
-            /// the session); the same one after. Only poll it: reading
-            /// or writing it changes what it says. A socket whose
-            /// readiness netd alone knows (one shared with another
+            /// it not readable. Each rise is an edge (for `EPOLLET`,
+            /// mio, tokio); a call that would block while another
+            /// thread's call on the socket is under way may leave it
+            /// ready with no edge to come, so look at its level (a
+            /// `poll` without waiting) before sleeping on an edge.
+            /// Writable says there is room, not how much: a datagram
+            /// larger than the room, or a write while every region
+            /// buffer is in use, still blocks. Made on the first call (a
+            /// Unix socket pair, and the session's watcher thread with
+            /// the first of the session); the same one after. Only poll
+            /// it: reading or writing it changes what it says. A socket
+            /// whose readiness netd alone knows (one shared with another
             /// process) is always readable and writable.
             pub fn readiness_fd(&self) -> io::Result<BorrowedFd<'_>> {
                 self.h.ready_fd()
