@@ -230,7 +230,9 @@ impl Session {
     /// allows it for a child of the session's process, of the same user).
     /// netd then weighs the session by this process's nice value and names
     /// this process in its report. Returns at once, without waiting for
-    /// netd's answer (a `fork` handler calls it).
+    /// netd's answer (a `fork` handler calls it). Where the session's
+    /// sockets lent descriptors (`AsFd`), it starts this process's watcher
+    /// thread for them.
     pub fn moved_here(&self) -> io::Result<()> {
         let mut req = Request::new(Op::Pid, 0);
         req.aux[0] = u64::from(std::process::id());
@@ -241,6 +243,13 @@ impl Session {
         c.submit(&mut req, None)?;
         // Nobody takes the answer.
         c.in_flight.insert(req.id, InFlight { buffer: None, abandoned: true, role: Role::Call });
+        // Sockets that lent descriptors in the other process need a
+        // watcher in this one (the other's thread was not copied).
+        let lent = !c.ready_fds.is_empty();
+        drop(c);
+        if lent {
+            watcher::ensure(&self.inner)?;
+        }
         Ok(())
     }
 

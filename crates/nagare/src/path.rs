@@ -982,7 +982,12 @@ impl Conn {
     /// (`readyfd.rs`): `CLOSED` once netd is gone; readable and writable
     /// for a socket whose readiness netd alone knows (a shared one), so
     /// that its caller calls and learns it there.
+    /// Not once another process holds the session (`Session::abandon`):
+    /// a child made by `fork` shares the descriptors.
     pub(crate) fn publish(&self, id: u32) {
+        if self.abandoned {
+            return;
+        }
         let Some(fd) = self.ready_fds.get(&id) else { return };
         let ready = if self.dead {
             CLOSED

@@ -121,6 +121,11 @@ fn watch(session: &Weak<Shared>, fds: &Fds) {
         let woke = sleep(fds);
         let Some(shared) = session.upgrade() else { return };
         let Ok(mut c) = shared.conn.lock() else { return };
+        if c.abandoned {
+            // Another process holds the session (`Session::abandon`): its
+            // eventfd and rings are not this one's to touch.
+            return;
+        }
         c.sleeper = false;
         shared.woken.notify_all();
         let Conn { waiter, completions, direct, .. } = &mut *c;
