@@ -40,13 +40,17 @@ const IN: u8 = 1;
 /// The state set on the descriptor: writable.
 const OUT: u8 = 2;
 
-/// Bytes moved per read or write while a direction is set.
-const CHUNK: usize = 4096;
+/// Bytes moved per read or write while a direction is set: more than the
+/// send buffer holds (`SO_SNDBUF` as small as the kernel allows, a few
+/// KiB), so that one system call fills it or empties it.
+const CHUNK: usize = 16 << 10;
 
-/// The most reads or writes one change of a direction makes: the send
-/// buffer holds a few KiB (`SO_SNDBUF` as small as the kernel allows),
-/// filled or emptied in one to three.
+/// The most reads or writes one change of a direction makes (more than
+/// one only where the program grew the send buffer).
 const MOST_STEPS: usize = 64;
+
+/// What fills the send buffer.
+static JUNK: [u8; CHUNK] = [0; CHUNK];
 
 /// One socket's descriptor: the end the program polls and the end the
 /// library writes.
@@ -152,26 +156,27 @@ fn write_some(fd: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<usize> {
 }
 
 /// Reads what waits on `fd` until nothing does (at most [`MOST_STEPS`]
-/// reads).
+/// reads): a read of a stream socket takes all that waits, up to its
+/// length, so one shorter than asked emptied it.
 fn drain(fd: BorrowedFd<'_>) {
     let mut buf = [0u8; CHUNK];
     for _ in 0..MOST_STEPS {
         // SAFETY: `buf` is valid for its length; the fd is open.
         let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
-        if n <= 0 {
+        if n < buf.len() as isize {
             return;
         }
     }
 }
 
 /// Writes from `fd` until its send buffer is full (at most
-/// [`MOST_STEPS`] writes).
+/// [`MOST_STEPS`] writes): a non-blocking write of a stream socket
+/// writes until the buffer is full, so one shorter than asked filled it.
 fn fill(fd: BorrowedFd<'_>) {
-    let junk = [0u8; CHUNK];
     for _ in 0..MOST_STEPS {
-        match write_some(fd, &junk) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
+        match write_some(fd, &JUNK) {
+            Ok(n) if n == JUNK.len() => {}
+            _ => return,
         }
     }
 }
@@ -209,5 +214,38 @@ mod tests {
             r.set(READABLE | WRITABLE);
             assert_eq!(events(&r), libc::POLLIN | libc::POLLOUT, "both, again");
         }
+    }
+
+    /// The events an edge-triggered epoll reports without waiting.
+    fn edges(ep: &OwnedFd) -> u32 {
+        let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 4];
+        // SAFETY: room for four events.
+        let n = unsafe { libc::epoll_wait(ep.as_raw_fd(), ev.as_mut_ptr(), 4, 0) };
+        assert!(n >= 0, "{}", io::Error::last_os_error());
+        ev[..n as usize].iter().fold(0, |acc, e| acc | e.events) & (libc::EPOLLIN | libc::EPOLLOUT) as u32
+    }
+
+    #[test]
+    fn every_rise_is_an_edge() {
+        let r = ReadyFd::new().unwrap();
+        // SAFETY: plain system calls on descriptors of this test.
+        let ep = unsafe { OwnedFd::from_raw_fd(libc::epoll_create1(libc::EPOLL_CLOEXEC)) };
+        let mut ev = libc::epoll_event { events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLET) as u32, u64: 1 };
+        // SAFETY: valid descriptors and event.
+        assert_eq!(unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, r.as_fd().as_raw_fd(), &mut ev) }, 0);
+        assert_eq!(edges(&ep), libc::EPOLLOUT as u32, "registered writable");
+        assert_eq!(edges(&ep), 0, "no second edge");
+        r.set(0);
+        assert_eq!(edges(&ep), 0, "a fall is no edge");
+        r.set(READABLE);
+        assert_eq!(edges(&ep), libc::EPOLLIN as u32, "readable: an edge");
+        r.set(READABLE | WRITABLE);
+        assert_ne!(edges(&ep) & libc::EPOLLOUT as u32, 0, "writable: an edge");
+        r.set(0);
+        assert_eq!(edges(&ep), 0);
+        r.set(WRITABLE);
+        assert_eq!(edges(&ep), libc::EPOLLOUT as u32, "writable again: an edge");
+        r.set(CLOSED);
+        assert_ne!(edges(&ep) & libc::EPOLLIN as u32, 0, "closed: readable, an edge");
     }
 }
