@@ -138,6 +138,9 @@ struct Conn {
     /// The descriptors lent by sockets' `AsFd`, by socket id
     /// (`readyfd.rs`).
     ready_fds: HashMap<u32, Arc<readyfd::ReadyFd>>,
+    /// The descriptors lent by connects under way (`Connecting`), by
+    /// request id.
+    answer_fds: HashMap<u64, Arc<readyfd::ReadyFd>>,
 }
 
 /// What a request carries in its buffer.
@@ -190,6 +193,7 @@ impl Session {
             abandoned: false,
             armed: Vec::new(),
             ready_fds: HashMap::new(),
+            answer_fds: HashMap::new(),
         };
         let shared = Shared { conn: Mutex::new(conn), woken: Condvar::new(), wake, watcher: Mutex::new(None) };
         Ok(Session { inner: Arc::new(shared) })
@@ -345,6 +349,20 @@ impl Session {
         let fd = Arc::new(readyfd::ReadyFd::new()?);
         c.ready_fds.insert(id, Arc::clone(&fd));
         c.publish(id);
+        Ok(fd)
+    }
+
+    /// The descriptor of the connect whose request is `id` (`Connecting`):
+    /// the one it has, or one made here, set to whether netd answered.
+    pub(crate) fn answer_fd(&self, id: u64) -> io::Result<Arc<readyfd::ReadyFd>> {
+        watcher::ensure(&self.inner)?;
+        let mut c = self.lock()?;
+        if let Some(fd) = c.answer_fds.get(&id) {
+            return Ok(Arc::clone(fd));
+        }
+        let fd = Arc::new(readyfd::ReadyFd::new()?);
+        c.answer_fds.insert(id, Arc::clone(&fd));
+        c.publish_answer(id);
         Ok(fd)
     }
 
@@ -891,6 +909,7 @@ impl Conn {
             }
             std::collections::hash_map::Entry::Vacant(v) => {
                 v.insert((Completion::decode(&d), back));
+                self.publish_answer(d.id);
             }
         }
     }

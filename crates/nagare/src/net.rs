@@ -273,7 +273,7 @@ impl TcpStream {
         let mut r = connect_request(remote);
         set_wait_limit(&mut r, limit);
         let ticket = netd.submit_async(r, Data::None)?;
-        let mut pending = Connecting { netd: netd.clone(), id: ticket.into_id(), remote, done: false };
+        let mut pending = Connecting::new(netd, ticket.into_id(), remote);
         let id = pending.id;
         let comp = netd.until(false, None, |c| c.take_arrived(id))?;
         pending.done = true;
@@ -298,7 +298,7 @@ impl TcpStream {
     pub fn connect_start_via(netd: &Session, addr: impl ToSocketAddrs) -> io::Result<Connecting> {
         let remote = first_addr(addr)?;
         let ticket = netd.submit_async(connect_request(remote), Data::None)?;
-        Ok(Connecting { netd: netd.clone(), id: ticket.into_id(), remote, done: false })
+        Ok(Connecting::new(netd, ticket.into_id(), remote))
     }
 
     /// The stream a connect or accept completion names (`aux[0]` its id,
@@ -615,9 +615,15 @@ pub struct Connecting {
     id: u64,
     remote: SocketAddr,
     done: bool,
+    /// The descriptor lent by `AsFd`, made on the first call.
+    ready: OnceLock<Arc<ReadyFd>>,
 }
 
 impl Connecting {
+    fn new(netd: &Session, id: u64, remote: SocketAddr) -> Connecting {
+        Connecting { netd: netd.clone(), id, remote, done: false, ready: OnceLock::new() }
+    }
+
     /// Whether netd has answered (the connection is made, or failed):
     /// [`Connecting::try_finish`] then gives it without waiting.
     pub fn is_done(&self) -> io::Result<bool> {
@@ -638,16 +644,63 @@ impl Connecting {
         }
         let Some(comp) = self.netd.lock()?.take_arrived(self.id)? else { return Ok(None) };
         self.done = true;
+        if let Ok(mut c) = self.netd.lock() {
+            // The descriptor stays as it was set, for whoever still polls
+            // it; the stream has its own.
+            c.answer_fds.remove(&self.id);
+        }
         let comp = comp.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
         comp.result().map_err(io::Error::from_raw_os_error)?;
         TcpStream::connected(&self.netd, &comp, self.remote).map(Some)
     }
 }
 
+impl Connecting {
+    /// A descriptor that becomes writable once netd answered (a
+    /// connection made; readable too when it failed), as a non-blocking
+    /// kernel socket's does when its connect ends: for a program's own
+    /// `poll` or `epoll` (`readyfd.rs`). Made on the first call; the
+    /// stream [`Connecting::try_finish`] gives has its own.
+    pub fn readiness_fd(&self) -> io::Result<BorrowedFd<'_>> {
+        if self.ready.get().is_none() {
+            let fd = self.netd.answer_fd(self.id)?;
+            let _ = self.ready.set(fd);
+        }
+        match self.ready.get() {
+            Some(fd) => Ok(fd.as_fd()),
+            None => Err(io::Error::other("no descriptor")),
+        }
+    }
+
+    fn lent_fd(&self) -> BorrowedFd<'_> {
+        match self.readiness_fd() {
+            Ok(fd) => fd,
+            Err(e) => panic!("nagare: no descriptor for a connect: {e}"),
+        }
+    }
+}
+
+impl AsFd for Connecting {
+    /// [`Connecting::readiness_fd`]'s descriptor. Panics if it cannot be
+    /// made (no descriptors left, or no thread); call `readiness_fd`
+    /// first to have that as an error.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.lent_fd()
+    }
+}
+
+impl AsRawFd for Connecting {
+    /// As [`AsFd::as_fd`].
+    fn as_raw_fd(&self) -> RawFd {
+        self.lent_fd().as_raw_fd()
+    }
+}
+
 impl Drop for Connecting {
     fn drop(&mut self) {
-        if !self.done {
-            if let Ok(mut c) = self.netd.lock() {
+        if let Ok(mut c) = self.netd.lock() {
+            c.answer_fds.remove(&self.id);
+            if !self.done {
                 c.abandon_connect(self.id);
             }
         }

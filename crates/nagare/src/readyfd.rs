@@ -138,6 +138,26 @@ impl ReadyFd {
     }
 }
 
+impl crate::Conn {
+    /// Sets the descriptor of the connect whose request is `id`, if it
+    /// has one: writable once netd answered with a connection, readable
+    /// and writable once it answered with an error or is gone (as a
+    /// kernel socket's connect ends), neither before.
+    pub(crate) fn publish_answer(&self, id: u64) {
+        if self.abandoned {
+            return;
+        }
+        let Some(fd) = self.answer_fds.get(&id) else { return };
+        let ready = match self.arrived.get(&id) {
+            _ if self.dead => CLOSED,
+            Some((Ok(c), _)) if c.result().is_ok() => WRITABLE,
+            Some(_) => CLOSED,
+            None => 0,
+        };
+        fd.set(ready);
+    }
+}
+
 impl AsFd for ReadyFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.given.as_fd()

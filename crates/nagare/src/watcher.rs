@@ -159,10 +159,14 @@ fn sleep(fds: &Fds) -> Woke {
 }
 
 impl Conn {
-    /// Sets every socket's descriptor (`Conn::publish`).
+    /// Sets every socket's descriptor (`Conn::publish`), and every
+    /// connect's (`Conn::publish_answer`).
     pub(crate) fn publish_all(&self) {
         for &id in self.ready_fds.keys() {
             self.publish(id);
+        }
+        for &id in self.answer_fds.keys() {
+            self.publish_answer(id);
         }
     }
 }

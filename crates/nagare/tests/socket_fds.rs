@@ -3,8 +3,9 @@
 //! data on one stream makes that stream's descriptor readable and no
 //! other; reading it all makes it not readable; a full send buffer makes
 //! it not writable until room comes back; a listener's is readable with a
-//! connection waiting; a datagram socket's with a datagram; every one is
-//! readable and writable once netd is gone.
+//! connection waiting; a datagram socket's with a datagram; a connect's
+//! is writable once it ends; every one is readable and writable once
+//! netd is gone.
 
 #[path = "../../nagare-netd/tests/support/mod.rs"]
 mod support;
@@ -202,6 +203,34 @@ fn a_datagram_socket_is_readable_with_a_datagram_waiting() {
     assert_eq!(&buf[..n], b"ping");
     assert!(matches!(u.recv_from_with(&mut buf, false), Err(e) if e.kind() == ErrorKind::WouldBlock));
     assert_eq!(poll(&fds, libc::POLLIN, Duration::ZERO), [0, 0], "read: nothing waits");
+}
+
+/// A connect under way (`Connecting`) lends a descriptor that becomes
+/// writable once the connection is made (and readable too when it
+/// failed), as a non-blocking kernel socket's does.
+#[test]
+fn a_connect_is_writable_once_it_ends() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (server, client) = (netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&server, "0.0.0.0:9707").expect("listen");
+    let mut made = TcpStream::connect_start_via(&client, at(9707)).expect("start");
+    let mut refused = TcpStream::connect_start_via(&client, at(9708)).expect("start");
+    let both = libc::POLLIN | libc::POLLOUT;
+    let deadline = Instant::now() + LIMIT;
+    let fds = [made.as_raw_fd(), refused.as_raw_fd()];
+    let got = loop {
+        let got = poll(&fds, both, LIMIT);
+        if got.iter().all(|&r| r != 0) {
+            break got;
+        }
+        assert!(Instant::now() < deadline, "the connects did not end: {got:?}");
+    };
+    assert_eq!(got, [libc::POLLOUT, both], "made: writable; refused: readable and writable");
+    let s = made.try_finish().expect("made").expect("answered");
+    let (peer, _) = listener.accept().expect("accept");
+    assert_eq!(peer.peer_addr().unwrap(), s.local_addr().unwrap());
+    let Err(e) = refused.try_finish() else { panic!("the connect to nobody was made") };
+    assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{e}");
 }
 
 /// Once netd is gone, every descriptor is readable and writable, and a
