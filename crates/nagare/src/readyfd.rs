@@ -29,6 +29,18 @@
 //! the descriptors. A program's thread that sleeps on one socket's
 //! descriptor is thus woken by that socket's readiness only, never by
 //! another socket's completion.
+//!
+//! Why not two other shapes. An epoll descriptor per socket holding
+//! the session's eventfd beside the socket's own needs no thread, but
+//! every socket's descriptor would then wake on any completion of the
+//! session, and an epoll descriptor is never writable. netd writing a
+//! per-socket eventfd the client passed it would wake only the socket's
+//! waiter, but netd does not see every completion (a driver posts its
+//! direct returns itself), a path's readiness is made here from the
+//! completions this process takes (receives posted ahead, sends queued),
+//! each signal would be a system call in netd's loop, and netd would take
+//! one more descriptor from every client to check. The watcher keeps all
+//! of it in the client: netd sees nothing of these descriptors.
 
 use nagare_request::{CLOSED, READABLE, WRITABLE};
 use std::io;
