@@ -319,6 +319,8 @@ impl Conn {
         if let Some(p) = self.paths.get_mut(&id) {
             p.shared = true;
         }
+        // Its readiness is netd's to know from here on.
+        self.publish(id);
     }
 
     /// The stream bytes that arrived on socket `id` and were not read,

@@ -233,6 +233,21 @@ fn a_connect_is_writable_once_it_ends() {
     assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{e}");
 }
 
+/// A socket shared with another process has its readiness in netd, not
+/// here: its descriptor says readable and writable from the share on
+/// (a call learns the rest), never a readiness that may be stale.
+#[test]
+fn a_shared_socket_is_always_ready() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (server, client) = (netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&server, "0.0.0.0:9709").expect("listen");
+    let (_c, s) = pair(&listener, &client, 9709);
+    let both = libc::POLLIN | libc::POLLOUT;
+    assert_eq!(poll(&[s.as_raw_fd()], both, Duration::ZERO), [libc::POLLOUT], "nothing arrived");
+    s.share().expect("share");
+    assert_eq!(poll(&[s.as_raw_fd()], both, Duration::ZERO), [both], "shared: both");
+}
+
 /// Once netd is gone, every descriptor is readable and writable, and a
 /// call fails at once.
 #[test]
