@@ -249,7 +249,7 @@ impl Session {
         c.in_flight.insert(req.id, InFlight { buffer: None, abandoned: true, role: Role::Call });
         // Sockets that lent descriptors in the other process need a
         // watcher in this one (the other's thread was not copied).
-        let lent = !c.ready_fds.is_empty();
+        let lent = !c.ready_fds.is_empty() || !c.answer_fds.is_empty();
         drop(c);
         if lent {
             watcher::ensure(&self.inner)?;
