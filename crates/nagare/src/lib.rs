@@ -129,6 +129,9 @@ struct Conn {
     alive_at: Instant,
     /// A thread sleeps on the eventfd for every waiter (see [`Shared`]).
     sleeper: bool,
+    /// That thread is the watcher (`watcher.rs`), which asked netd for
+    /// signals and sleeps with no time limit.
+    watcher_sleeps: bool,
     /// Another process uses the session now ([`Session::abandon`]): this
     /// one touches nothing it shares with netd.
     abandoned: bool,
@@ -190,6 +193,7 @@ impl Session {
             posted_total: 0,
             alive_at: Instant::now(),
             sleeper: false,
+            watcher_sleeps: false,
             abandoned: false,
             armed: Vec::new(),
             ready_fds: HashMap::new(),
@@ -244,6 +248,7 @@ impl Session {
         // The thread that slept on the eventfd when the session was copied
         // is the other process's: none sleeps here.
         c.sleeper = false;
+        c.watcher_sleeps = false;
         c.submit(&mut req, None)?;
         // Nobody takes the answer.
         c.in_flight.insert(req.id, InFlight { buffer: None, abandoned: true, role: Role::Call });
@@ -316,14 +321,18 @@ impl Session {
         c.check_alive()?;
         // Completions are left on the rings: taking one here could make a
         // socket ready that the caller already looked at.
+        if c.watcher_sleeps {
+            // The watcher asked for signals and sleeps on the eventfd:
+            // the rings stay as it left them (marked awake, they would
+            // need it woken, and the wake-up would wake this loop too).
+            // What is on them signalled the eventfd when it came.
+            let Conn { completions, direct, .. } = &mut *c;
+            let waiting = completions.available().map_err(io::Error::other)? > 0
+                || direct.available().map_err(io::Error::other)? > 0;
+            return Ok((!waiting).then(|| c.waiter.fd().as_raw_fd()));
+        }
         let Conn { waiter, completions, direct, .. } = &mut *c;
         let arrived = waiter.prepare_sleep_any(&mut [completions, direct]).map_err(io::Error::other)?;
-        if arrived {
-            // The rings are marked awake: a thread asleep on the eventfd
-            // (the watcher, `watcher.rs`, sleeps with no time limit) is
-            // woken to ask for signals again.
-            c.rouse_sleeper();
-        }
         Ok((!arrived).then(|| c.waiter.fd().as_raw_fd()))
     }
 
@@ -331,6 +340,17 @@ impl Session {
     /// (or did not): resets the eventfd and stops netd's signals.
     pub fn finish_wait(&self) -> io::Result<()> {
         let mut c = self.lock()?;
+        if c.watcher_sleeps {
+            // The rings stay asking for signals, for the watcher: what
+            // arrived is taken here instead (its descriptors set, its
+            // waiters told), and the eventfd reset, so that neither the
+            // watcher nor this loop wakes for it again. A completion that
+            // comes after the last one taken signals the eventfd.
+            self.inner.wake.drain()?;
+            c.collect()?;
+            self.inner.woken.notify_all();
+            return Ok(());
+        }
         let Conn { waiter, completions, direct, .. } = &mut *c;
         waiter.woke_any(&[completions, direct])?;
         c.rouse_sleeper();

@@ -116,6 +116,7 @@ fn watch(session: &Weak<Shared>, fds: &Fds) {
             }
         }
         c.sleeper = true;
+        c.watcher_sleeps = true;
         drop(c);
         drop(shared);
         let woke = sleep(fds);
@@ -127,6 +128,7 @@ fn watch(session: &Weak<Shared>, fds: &Fds) {
             return;
         }
         c.sleeper = false;
+        c.watcher_sleeps = false;
         shared.woken.notify_all();
         let Conn { waiter, completions, direct, .. } = &mut *c;
         let drained = waiter.woke_any(&[completions, direct]);

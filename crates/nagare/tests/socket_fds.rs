@@ -251,6 +251,37 @@ fn a_shared_socket_is_always_ready() {
     assert_eq!(poll(&[s.as_raw_fd()], both, Duration::ZERO), [both], "shared: both");
 }
 
+/// An outside loop (`prepare_wait`, a sleep on the session's eventfd,
+/// `finish_wait`) on a session whose sockets lent descriptors sleeps
+/// while nothing arrives: its `finish_wait` does not wake the watcher
+/// into waking the loop again, and a datagram still wakes both.
+#[test]
+fn an_outside_loop_beside_descriptors_sleeps_while_nothing_arrives() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (one, two) = (netd.connect(), netd.connect());
+    let u = UdpSocket::bind_via(&one, "0.0.0.0:9710").expect("bind");
+    let v = UdpSocket::bind_via(&two, "0.0.0.0:9711").expect("bind");
+    let mine = u.as_raw_fd();
+    let mut woken = 0;
+    for _ in 0..10 {
+        if let Some(fd) = one.prepare_wait().expect("prepare") {
+            woken += usize::from(poll(&[fd], libc::POLLIN, Duration::from_millis(20)) != [0]);
+        }
+        one.finish_wait().expect("finish");
+    }
+    assert_eq!(woken, 0, "the loop woke {woken} times of 10 with nothing arriving");
+    let fd = loop {
+        if let Some(fd) = one.prepare_wait().expect("prepare") {
+            break fd;
+        }
+        one.finish_wait().expect("finish");
+    };
+    v.send_to(b"ping", at(9710)).expect("send");
+    assert_eq!(poll(&[fd], libc::POLLIN, LIMIT), [libc::POLLIN], "a datagram wakes the loop");
+    one.finish_wait().expect("finish");
+    assert_eq!(poll(&[mine], libc::POLLIN, LIMIT), [libc::POLLIN], "and makes the socket's descriptor readable");
+}
+
 /// Once netd is gone, every descriptor is readable and writable, and a
 /// call fails at once.
 #[test]
