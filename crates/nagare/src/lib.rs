@@ -132,6 +132,10 @@ struct Conn {
     /// That thread is the watcher (`watcher.rs`), which asked netd for
     /// signals and sleeps with no time limit.
     watcher_sleeps: bool,
+    /// An outside loop sleeps on the eventfd ([`Session::prepare_wait`]
+    /// gave it, [`Session::finish_wait`] not called yet): the watcher
+    /// leaves the eventfd for it to reset.
+    outside_waits: bool,
     /// Another process uses the session now ([`Session::abandon`]): this
     /// one touches nothing it shares with netd.
     abandoned: bool,
@@ -194,6 +198,7 @@ impl Session {
             alive_at: Instant::now(),
             sleeper: false,
             watcher_sleeps: false,
+            outside_waits: false,
             abandoned: false,
             armed: Vec::new(),
             ready_fds: HashMap::new(),
@@ -329,10 +334,12 @@ impl Session {
             let Conn { completions, direct, .. } = &mut *c;
             let waiting = completions.available().map_err(io::Error::other)? > 0
                 || direct.available().map_err(io::Error::other)? > 0;
+            c.outside_waits = !waiting;
             return Ok((!waiting).then(|| c.waiter.fd().as_raw_fd()));
         }
         let Conn { waiter, completions, direct, .. } = &mut *c;
         let arrived = waiter.prepare_sleep_any(&mut [completions, direct]).map_err(io::Error::other)?;
+        c.outside_waits = !arrived;
         Ok((!arrived).then(|| c.waiter.fd().as_raw_fd()))
     }
 
@@ -340,6 +347,11 @@ impl Session {
     /// (or did not): resets the eventfd and stops netd's signals.
     pub fn finish_wait(&self) -> io::Result<()> {
         let mut c = self.lock()?;
+        if c.outside_waits {
+            c.outside_waits = false;
+            // The watcher may wait for this reset (`watcher.rs`).
+            self.inner.woken.notify_all();
+        }
         if c.watcher_sleeps {
             // The rings stay asking for signals, for the watcher: what
             // arrived is taken here instead (its descriptors set, its

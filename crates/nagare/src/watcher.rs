@@ -130,12 +130,30 @@ fn watch(session: &Weak<Shared>, fds: &Fds) {
         c.sleeper = false;
         c.watcher_sleeps = false;
         shared.woken.notify_all();
-        let Conn { waiter, completions, direct, .. } = &mut *c;
-        let drained = waiter.woke_any(&[completions, direct]);
         if woke.stop {
             return;
         }
-        if drained.is_err() || (woke.alive_changed && c.client.peer_gone()) {
+        if woke.alive_changed && c.client.peer_gone() {
+            // Every descriptor is set at the top.
+            c.dead = true;
+            continue;
+        }
+        if c.outside_waits {
+            // An outside loop sleeps on the eventfd too: a reset here could
+            // take its wake-up (its `poll` looks again once woken). What
+            // arrived is taken here, and the loop resets the eventfd
+            // (`finish_wait`), which wakes this thread to ask for signals
+            // again.
+            if c.collect().is_err() {
+                c.dead = true;
+            }
+            if !c.dead && c.outside_waits {
+                let _ = shared.woken.wait_timeout(c, LIVENESS_SLICE);
+            }
+            continue;
+        }
+        let Conn { waiter, completions, direct, .. } = &mut *c;
+        if waiter.woke_any(&[completions, direct]).is_err() {
             c.dead = true;
         }
     }
