@@ -136,6 +136,8 @@ struct Conn {
     /// gave it, [`Session::finish_wait`] not called yet): the watcher
     /// leaves the eventfd for it to reset.
     outside_waits: bool,
+    /// The watcher waits (on `woken`) for that loop's `finish_wait`.
+    watcher_waits: bool,
     /// Another process uses the session now ([`Session::abandon`]): this
     /// one touches nothing it shares with netd.
     abandoned: bool,
@@ -199,6 +201,7 @@ impl Session {
             sleeper: false,
             watcher_sleeps: false,
             outside_waits: false,
+            watcher_waits: false,
             abandoned: false,
             armed: Vec::new(),
             ready_fds: HashMap::new(),
@@ -254,6 +257,8 @@ impl Session {
         // is the other process's: none sleeps here.
         c.sleeper = false;
         c.watcher_sleeps = false;
+        c.watcher_waits = false;
+        c.outside_waits = false;
         c.submit(&mut req, None)?;
         // Nobody takes the answer.
         c.in_flight.insert(req.id, InFlight { buffer: None, abandoned: true, role: Role::Call });
@@ -347,9 +352,9 @@ impl Session {
     /// (or did not): resets the eventfd and stops netd's signals.
     pub fn finish_wait(&self) -> io::Result<()> {
         let mut c = self.lock()?;
-        if c.outside_waits {
-            c.outside_waits = false;
-            // The watcher may wait for this reset (`watcher.rs`).
+        c.outside_waits = false;
+        if c.watcher_waits {
+            // It waits for this reset (`watcher.rs`).
             self.inner.woken.notify_all();
         }
         if c.watcher_sleeps {

@@ -148,7 +148,10 @@ fn watch(session: &Weak<Shared>, fds: &Fds) {
                 c.dead = true;
             }
             if !c.dead && c.outside_waits {
-                let _ = shared.woken.wait_timeout(c, LIVENESS_SLICE);
+                c.watcher_waits = true;
+                if let Ok((mut c, _)) = shared.woken.wait_timeout(c, LIVENESS_SLICE) {
+                    c.watcher_waits = false;
+                }
             }
             continue;
         }
