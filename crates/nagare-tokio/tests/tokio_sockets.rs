@@ -1,9 +1,9 @@
 //! nagare-tokio's sockets in tokio runtimes (multi-thread and
 //! current-thread), through a netd running in a thread of the test: many
 //! streams echoed at once, UDP ping-pong, a read woken by data that comes
-//! later and not by another stream's traffic, a read cancelled while it
-//! waits, the end of a stream, and the
-//! HTTP examples (one on the sockets directly, one with hyper).
+//! later and not by another stream's traffic, a write that waits for a
+//! free region buffer, a read cancelled while it waits, the end of a
+//! stream, and the HTTP examples (one on the sockets directly, one with hyper).
 
 #[path = "../../nagare-netd/tests/support/mod.rs"]
 mod support;
@@ -58,7 +58,15 @@ where
     F: FnOnce(NetdThread) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let netd = start_netd();
+    run_with(start_netd(), multi_thread, scenario);
+}
+
+/// [`run_on`] against `netd`.
+fn run_with<F, Fut>(netd: NetdThread, multi_thread: bool, scenario: F)
+where
+    F: FnOnce(NetdThread) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let mut builder = if multi_thread {
         let mut b = tokio::runtime::Builder::new_multi_thread();
         b.worker_threads(2);
@@ -235,6 +243,41 @@ async fn wait_sleeps_through_other_traffic(netd: NetdThread) {
     drop(other);
 }
 
+/// A write that waits for a free buffer of the session's pool sleeps:
+/// a stream whose peer does not read takes every free buffer (of the
+/// test's small pool, 32), and another stream's write (its own send
+/// buffer empty) then waits, trying a few times at most, and ends once
+/// that peer reads and buffers come back.
+async fn write_waits_for_a_free_buffer(netd: NetdThread) {
+    let client = Session::new(netd.connect());
+    let server = Session::new(netd.connect());
+    let listener = TcpListener::bind(&server, at(7600)).await.expect("listen");
+    let mut hog = TcpStream::connect(&client, at(7600)).await.expect("connect");
+    let (mut hog_peer, _) = timeout(STEP, listener.accept()).await.expect("an accept in time").expect("accept");
+    let mut healthy = TcpStream::connect(&client, at(7600)).await.expect("connect");
+    let (_healthy_peer, _) = timeout(STEP, listener.accept()).await.expect("an accept in time").expect("accept");
+    hog.get_ref().expect("the stream").set_send_buffer_size(64 << 20).expect("a large send buffer");
+    // The peer does not read: the write waits, its sends holding every
+    // free buffer of the pool.
+    let big = vec![3u8; 64 << 20];
+    assert!(timeout(Duration::from_millis(300), hog.write_all(&big)).await.is_err(), "the hog's write waits");
+    let before = client.retries();
+    assert!(timeout(Duration::from_millis(300), healthy.write_all(b"x")).await.is_err(), "no free buffer: it waits");
+    let during = client.retries() - before;
+    assert!(during < 20, "the waiting write tried {during} times in 300 ms");
+    let reader = tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 << 10];
+        while let Ok(Ok(n)) = timeout(STEP, hog_peer.read(&mut buf)).await {
+            if n == 0 {
+                break;
+            }
+        }
+    });
+    timeout(STEP, healthy.write_all(b"x")).await.expect("buffers came back: the write ends").expect("write");
+    drop(hog);
+    timeout(STEP, reader).await.expect("the reader ends").expect("the reader");
+}
+
 /// Reading a stream whose peer closed gives what was sent, then 0.
 async fn read_after_peer_closed(netd: NetdThread) {
     let session = Session::new(netd.connect());
@@ -318,6 +361,16 @@ on_both!(echo_twenty_multi_thread, echo_twenty_current_thread, echo_twenty);
 on_both!(udp_ping_pong_multi_thread, udp_ping_pong_current_thread, udp_ping_pong);
 on_both!(read_woken_multi_thread, read_woken_current_thread, read_woken_by_later_data);
 on_both!(other_traffic_multi_thread, other_traffic_current_thread, wait_sleeps_through_other_traffic);
+
+#[test]
+fn free_buffer_multi_thread() {
+    run_with(NetdThread::start(Placement::Inline, Wire::Loopback), true, write_waits_for_a_free_buffer);
+}
+
+#[test]
+fn free_buffer_current_thread() {
+    run_with(NetdThread::start(Placement::Inline, Wire::Loopback), false, write_waits_for_a_free_buffer);
+}
 on_both!(peer_closed_multi_thread, peer_closed_current_thread, read_after_peer_closed);
 on_both!(hello_http_multi_thread, hello_http_current_thread, hello_http);
 on_both!(cancelled_read_multi_thread, cancelled_read_current_thread, cancelled_read);

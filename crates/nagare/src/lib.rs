@@ -45,7 +45,8 @@ use nagare_ipc::{BufRef, Client, Consumer, Descriptor, Notifier, Pool, Producer,
 use nagare_request::{Completion, Op, Piece, Request};
 use path::Role;
 pub use path::RECV_AHEAD;
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -150,6 +151,10 @@ struct Conn {
     /// The descriptors lent by connects under way (`Connecting`), by
     /// request id.
     answer_fds: HashMap<u64, Arc<readyfd::ReadyFd>>,
+    /// Sockets whose descriptors were set not writable for want of a free
+    /// buffer of the pool alone: set again when one comes back
+    /// (`Conn::publish_starved`).
+    starved: RefCell<HashSet<u32>>,
 }
 
 /// What a request carries in its buffer.
@@ -206,6 +211,7 @@ impl Session {
             armed: Vec::new(),
             ready_fds: HashMap::new(),
             answer_fds: HashMap::new(),
+            starved: RefCell::new(HashSet::new()),
         };
         let shared = Shared { conn: Mutex::new(conn), woken: Condvar::new(), wake, watcher: Mutex::new(None) };
         Ok(Session { inner: Arc::new(shared) })

@@ -129,8 +129,9 @@ impl Handle {
     /// read that took the last data, a write that filled the send buffer).
     pub(crate) fn settle<T>(&self, out: T) -> T {
         if self.ready.get().is_some() {
-            if let Ok(c) = self.netd.lock() {
+            if let Ok(mut c) = self.netd.lock() {
                 c.publish(self.id);
+                c.publish_starved();
             }
         }
         out

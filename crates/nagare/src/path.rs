@@ -141,6 +141,10 @@ pub(crate) struct SockPath {
     /// `WouldBlock` when it looks; past [`NOTHING_KEPT`] the oldest go
     /// (their reads gave up waiting).
     nothing_for: VecDeque<u64>,
+    /// The length of the last datagram refused for want of room in the
+    /// send buffer (0 when none was): the socket counts as writable only
+    /// once that much room is back (`Conn::readiness`).
+    refused_len: usize,
     /// A shared socket's receives posted by reads that may wait, not
     /// answered yet (netd answers them when data comes), by request id.
     /// A read that may wait posts none while one is out and waits for it
@@ -180,6 +184,13 @@ impl SockPath {
             Kind::Datagram if self.queued_bufs >= DATAGRAMS_QUEUED => 0,
             Kind::Datagram => self.send_buffer.saturating_sub(self.queued_bytes),
         }
+    }
+
+    /// Whether a write could queue something, a free buffer of the pool
+    /// given: room in the send buffer (for a datagram refused for want of
+    /// room, room for it), the sending side open, no error waiting.
+    fn may_queue(&self) -> bool {
+        self.room() >= self.refused_len.max(1) && !self.write_shut && self.error.is_none()
     }
 
     fn readable(&self) -> bool {
@@ -227,6 +238,7 @@ impl Conn {
             failed: false,
             shared,
             nothing_for: VecDeque::new(),
+            refused_len: 0,
             waiting: Vec::new(),
         };
         self.paths.insert(id, path);
@@ -471,6 +483,7 @@ impl Conn {
         if let Some(id) = socket {
             self.publish(id);
         }
+        self.publish_starved();
     }
 
     /// [`Conn::deliver`] without the descriptor.
@@ -581,6 +594,7 @@ impl Conn {
         while let Some(d) = self.pop(None)? {
             self.set_aside(d);
         }
+        self.publish_starved();
         Ok(())
     }
 
@@ -906,9 +920,12 @@ impl Conn {
     /// `None` when the socket's queue is full or no buffer is free yet.
     pub(crate) fn queue_datagram(&mut self, id: u32, bytes: &[u8], template: &Request) -> io::Result<Option<usize>> {
         self.send_check(id)?;
-        if self.paths.get(&id).map_or(0, SockPath::room) < bytes.len().max(1) {
+        let Some(p) = self.paths.get_mut(&id) else { return Err(errno(libc::EBADF)) };
+        if p.room() < bytes.len().max(1) {
+            p.refused_len = bytes.len().max(1);
             return Ok(None);
         }
+        p.refused_len = 0;
         Ok(self.queue_copy(id, bytes, *template)?.then_some(bytes.len()))
     }
 
@@ -927,11 +944,29 @@ impl Conn {
 
     /// A free buffer for a send, unless only the reserve is left.
     pub(crate) fn alloc_for_send(&mut self) -> Option<u32> {
-        let (free, _, _) = self.pool.counts();
-        if free <= self.pool.len() * SEND_RESERVE_EIGHTHS / 8 {
+        if !self.send_buffer_free() {
             return None;
         }
         self.pool.alloc()
+    }
+
+    /// Whether a send may take a buffer ([`Conn::alloc_for_send`]): more
+    /// are free than the reserve.
+    pub(crate) fn send_buffer_free(&self) -> bool {
+        let (free, _, _) = self.pool.counts();
+        free > self.pool.len() * SEND_RESERVE_EIGHTHS / 8
+    }
+
+    /// Sets again the descriptors set not writable for want of a free
+    /// buffer alone, once one is free: a buffer coming back (a send's
+    /// completion, a read that emptied one) makes them writable.
+    pub(crate) fn publish_starved(&mut self) {
+        if self.starved.get_mut().is_empty() || !self.send_buffer_free() {
+            return;
+        }
+        for id in std::mem::take(self.starved.get_mut()) {
+            self.publish(id);
+        }
     }
 
     /// A free buffer for a send, unless only the reserve is left: `None`
@@ -996,9 +1031,19 @@ impl Conn {
         } else if !self.tracks_readiness(id) {
             READABLE | WRITABLE
         } else {
-            self.readiness(id).unwrap_or(CLOSED)
+            let ready = self.readiness(id).unwrap_or(CLOSED);
+            if ready & WRITABLE == 0 && self.writable_but_for_the_pool(id) {
+                self.starved.borrow_mut().insert(id);
+            }
+            ready
         };
         fd.set(ready);
+    }
+
+    /// Whether socket `id` would be writable if a buffer of the pool were
+    /// free.
+    fn writable_but_for_the_pool(&self, id: u32) -> bool {
+        self.paths.get(&id).is_some_and(|p| p.may_queue()) && !self.send_buffer_free()
     }
 
     /// What socket `id` is ready for by its path (`READABLE`, `WRITABLE`,
@@ -1012,7 +1057,10 @@ impl Conn {
         if p.readable() {
             r |= READABLE;
         }
-        if p.room() > 0 && !p.write_shut && p.error.is_none() {
+        // Writable: a write would queue something. It needs room in the
+        // socket's own send buffer (for a datagram refused for want of
+        // room, room for it) and a free buffer of the session's pool.
+        if p.may_queue() && self.send_buffer_free() {
             r |= WRITABLE;
         }
         if p.error.is_some() || p.failed {

@@ -2,7 +2,8 @@
 //! beside a kernel pipe, through a netd running in a thread of the test:
 //! data on one stream makes that stream's descriptor readable and no
 //! other; reading it all makes it not readable; a full send buffer makes
-//! it not writable until room comes back; a listener's is readable with a
+//! it not writable until room comes back, and so does a pool with no free
+//! buffer until buffers come back; a listener's is readable with a
 //! connection waiting; a datagram socket's with a datagram; a connect's
 //! is writable once it ends; every one is readable and writable once
 //! netd is gone.
@@ -162,6 +163,79 @@ fn a_full_send_buffer_is_not_writable_until_room_returns() {
     let got = poll(&fd, libc::POLLOUT, LIMIT);
     assert_eq!(got, [libc::POLLOUT], "the peer read: room came back");
     c.write_with(&chunk[..1], false).expect("a write with room does not block");
+    drop(reader.join().expect("the reader"));
+}
+
+/// Streams whose peers never read hold every free buffer of the
+/// session's pool: a healthy stream with an empty send buffer cannot
+/// queue a byte then, so its descriptor is not writable (at most one
+/// write is refused before it says so) until buffers come back, and
+/// writable again once they do.
+#[test]
+fn no_free_buffer_is_not_writable_until_buffers_return() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (server, client) = (netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&server, "0.0.0.0:9708").expect("listen");
+    let (hog, hog_peer) = pair(&listener, &client, 9708);
+    let (healthy, _healthy_peer) = pair(&listener, &client, 9708);
+    hog.set_send_buffer_size(64 << 20).expect("a send buffer larger than the pool");
+    let fd = [healthy.as_raw_fd()];
+    assert_eq!(poll(&fd, libc::POLLOUT, Duration::ZERO), [libc::POLLOUT], "a fresh stream is writable");
+    let chunk = vec![7u8; 64 << 10];
+    let mut written = 0usize;
+    let mut starved = false;
+    for _ in 0..200 {
+        // The hog's peer does not read: its sends stay queued, each
+        // holding a buffer of the pool, until none is free.
+        loop {
+            match hog.write_with(&chunk, false) {
+                Ok(n) => written += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) => panic!("write: {e}"),
+            }
+            assert!(written < 64 << 20, "the pool never ran dry");
+        }
+        if poll(&fd, libc::POLLOUT, Duration::ZERO) == [0] {
+            starved = true;
+            break;
+        }
+        match healthy.write_with(b"x", false) {
+            // A buffer came back meanwhile.
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                // Refused: the descriptor stops saying writable (unless a
+                // buffer came back since, then the next round looks again).
+                if poll(&fd, libc::POLLOUT, Duration::ZERO) == [0] {
+                    starved = true;
+                    break;
+                }
+            }
+            Err(e) => panic!("write: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(starved, "the descriptor kept saying writable while its writes were refused");
+    assert_eq!(
+        healthy.write_with(b"x", false).map_err(|e| e.kind()),
+        Err(ErrorKind::WouldBlock),
+        "not writable: a write is refused"
+    );
+    let reader = std::thread::spawn(move || {
+        hog_peer.set_read_timeout(Some(LIMIT)).unwrap();
+        let mut buf = vec![0u8; 64 << 10];
+        let mut total = 0;
+        while total < written {
+            match (&hog_peer).read(&mut buf) {
+                Ok(0) => panic!("the stream ended after {total} of {written}"),
+                Ok(n) => total += n,
+                Err(e) => panic!("the peer's read after {total} of {written}: {e}"),
+            }
+        }
+        hog_peer
+    });
+    let got = poll(&fd, libc::POLLOUT, LIMIT);
+    assert_eq!(got, [libc::POLLOUT], "buffers came back: writable again");
+    healthy.write_with(b"x", false).expect("writable: a write is taken");
     drop(reader.join().expect("the reader"));
 }
 
