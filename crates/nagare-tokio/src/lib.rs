@@ -23,7 +23,7 @@
 //! already delivered, a write queues what the send buffer has room for,
 //! and an accept takes a connection netd accepted ahead. Only a call that
 //! would block waits, on the socket's own descriptor (the client
-//! library's `AsFd`, whose readiness follows the socket's) registered
+//! library's `readiness_fd`, whose readiness follows the socket's) registered
 //! with tokio's reactor (`reactor.rs`, whose docs say why no wake-up is
 //! lost): a task waiting on one socket is woken by that socket alone.
 //!

@@ -1,5 +1,5 @@
 //! The waker side: each socket's own descriptor (the client library's
-//! `AsFd`, whose readiness follows the socket's) registered with tokio's
+//! `readiness_fd`, whose readiness follows the socket's) registered with tokio's
 //! reactor, so that a task waiting on one socket is woken by that
 //! socket's readiness alone, never by another socket's completion.
 //!
@@ -27,8 +27,9 @@
 //! wakes, tries again, and fails. A descriptor is registered with the
 //! runtime its socket is made in.
 
+use nagare::ReadinessFd;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -43,34 +44,24 @@ const ROUNDS: u32 = 16;
 /// The client library's sockets, which lend a descriptor.
 pub(crate) trait Lends {
     /// The socket's descriptor, made on the first call.
-    fn readiness_fd(&self) -> io::Result<BorrowedFd<'_>>;
+    fn readiness_fd(&self) -> io::Result<ReadinessFd>;
 }
 
 impl Lends for nagare::net::TcpStream {
-    fn readiness_fd(&self) -> io::Result<BorrowedFd<'_>> {
+    fn readiness_fd(&self) -> io::Result<ReadinessFd> {
         nagare::net::TcpStream::readiness_fd(self)
     }
 }
 
 impl Lends for nagare::net::TcpListener {
-    fn readiness_fd(&self) -> io::Result<BorrowedFd<'_>> {
+    fn readiness_fd(&self) -> io::Result<ReadinessFd> {
         nagare::net::TcpListener::readiness_fd(self)
     }
 }
 
 impl Lends for nagare::net::UdpSocket {
-    fn readiness_fd(&self) -> io::Result<BorrowedFd<'_>> {
+    fn readiness_fd(&self) -> io::Result<ReadinessFd> {
         nagare::net::UdpSocket::readiness_fd(self)
-    }
-}
-
-/// A socket's descriptor, lent: never closed here.
-#[derive(Debug)]
-struct Lent(RawFd);
-
-impl AsRawFd for Lent {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0
     }
 }
 
@@ -98,9 +89,8 @@ impl Reactor {
 /// A socket of the client library with its descriptor registered with
 /// tokio.
 pub(crate) struct Registered<S> {
-    /// Declared before `socket`: deregistered before the socket (and its
-    /// descriptor) goes.
-    fd: AsyncFd<Lent>,
+    /// Declared before `socket`: deregistered before the socket goes.
+    fd: AsyncFd<ReadinessFd>,
     socket: S,
     reactor: Arc<Reactor>,
 }
@@ -108,11 +98,10 @@ pub(crate) struct Registered<S> {
 impl<S: Lends> Registered<S> {
     /// Registers `socket`'s descriptor with the current runtime.
     pub(crate) fn new(socket: S, reactor: Arc<Reactor>) -> io::Result<Registered<S>> {
-        let raw = socket.readiness_fd()?.as_raw_fd();
-        // SAFETY: the descriptor is the socket's, open while the socket
-        // lives; `socket` outlives `fd` (declared after it), and `Lent`
-        // always answers the same descriptor.
-        let fd = unsafe { AsyncFd::register_with_interest(Lent(raw), Interest::READABLE | Interest::WRITABLE) };
+        let lent = socket.readiness_fd()?;
+        // SAFETY: a `ReadinessFd` owns (a share of) its descriptor, open
+        // while it lives, and always answers the same one.
+        let fd = unsafe { AsyncFd::register_with_interest(lent, Interest::READABLE | Interest::WRITABLE) };
         let fd = fd.map_err(|e| e.into_parts().1)?;
         Ok(Registered { fd, socket, reactor })
     }
@@ -144,7 +133,7 @@ impl<S: Lends> Registered<S> {
                 done => return Poll::Ready(done),
             }
             self.reactor.retries.fetch_add(1, Ordering::Relaxed);
-            if !still_ready(self.fd.get_ref().0, interest) {
+            if !still_ready(self.fd.get_ref().as_raw_fd(), interest) {
                 // The next poll of readiness sleeps until an edge (one
                 // that came since the readiness was seen is kept).
                 guard.clear_ready();
@@ -174,7 +163,7 @@ impl<S: Lends> Registered<S> {
                 done => return done,
             }
             self.reactor.retries.fetch_add(1, Ordering::Relaxed);
-            if !still_ready(self.fd.get_ref().0, interest) {
+            if !still_ready(self.fd.get_ref().as_raw_fd(), interest) {
                 guard.clear_ready_matching(ready_of(interest));
                 continue;
             }

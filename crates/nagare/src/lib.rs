@@ -18,8 +18,8 @@
 //! receives are posted ahead, so reads and polls take what has arrived;
 //! a listener keeps an accept posted ahead (`accept.rs`), so `accept`
 //! takes a connection netd already accepted.
-//! Each socket lends a descriptor (`AsFd`, `AsRawFd`) whose readiness
-//! follows the socket's, for a program's own `poll`, `epoll` or async
+//! Each socket lends a descriptor (`readiness_fd`, not the socket) whose
+//! readiness follows the socket's, for a program's own `poll`, `epoll` or async
 //! runtime beside kernel descriptors (`readyfd.rs`; a watcher thread per
 //! session keeps them, `watcher.rs`).
 //! Waits are cut into slices of [`LIVENESS_SLICE`]; between slices the
@@ -45,6 +45,7 @@ use nagare_ipc::{BufRef, Client, Consumer, Descriptor, Notifier, Pool, Producer,
 use nagare_request::{Completion, Op, Piece, Request};
 use path::Role;
 pub use path::RECV_AHEAD;
+pub use readyfd::ReadinessFd;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -145,7 +146,7 @@ struct Conn {
     /// The requests of [`poll::wake_when_ready`] made and perhaps still in
     /// flight, each with the list it asked about.
     armed: Vec<(u64, Vec<u8>)>,
-    /// The descriptors lent by sockets' `AsFd`, by socket id
+    /// The descriptors lent by sockets' `readiness_fd`, by socket id
     /// (`readyfd.rs`).
     ready_fds: HashMap<u32, Arc<readyfd::ReadyFd>>,
     /// The descriptors lent by connects under way (`Connecting`), by
@@ -253,7 +254,7 @@ impl Session {
     /// netd then weighs the session by this process's nice value and names
     /// this process in its report. Returns at once, without waiting for
     /// netd's answer (a `fork` handler calls it). Where the session's
-    /// sockets lent descriptors (`AsFd`), it starts this process's watcher
+    /// sockets lent descriptors (`readiness_fd`), it starts this process's watcher
     /// thread for them.
     pub fn moved_here(&self) -> io::Result<()> {
         let mut req = Request::new(Op::Pid, 0);

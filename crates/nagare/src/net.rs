@@ -6,7 +6,7 @@
 //! sends to IPv4 ones).
 
 use crate::path::{Ask, Kind};
-use crate::readyfd::ReadyFd;
+use crate::readyfd::{ReadinessFd, ReadyFd};
 use crate::{request, set_wait_limit, Data, Session};
 use nagare_request::{
     decode_accepted, decode_addr, decode_addr6, encode_addr, encode_addr6, Op, Request, SockOption, ADDR_ELSEWHERE,
@@ -14,7 +14,6 @@ use nagare_request::{
 };
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4, SocketAddrV6, ToSocketAddrs};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -92,7 +91,7 @@ fn connect_request(remote: SocketAddr) -> Request {
 pub(crate) struct Handle {
     pub(crate) netd: Session,
     pub(crate) id: u32,
-    /// The descriptor lent by `AsFd`, made on the first call
+    /// The descriptor lent by `readiness_fd`, made on the first call
     /// (`readyfd.rs`).
     ready: OnceLock<Arc<ReadyFd>>,
 }
@@ -103,25 +102,14 @@ impl Handle {
     }
 
     /// The socket's descriptor, made on the first call.
-    pub(crate) fn ready_fd(&self) -> io::Result<BorrowedFd<'_>> {
-        if self.ready.get().is_none() {
-            let fd = self.netd.ready_fd(self.id)?;
-            // Another thread's, if it was first, is the same one.
-            let _ = self.ready.set(fd);
+    pub(crate) fn ready_fd(&self) -> io::Result<ReadinessFd> {
+        if let Some(fd) = self.ready.get() {
+            return Ok(ReadinessFd(Arc::clone(fd)));
         }
-        match self.ready.get() {
-            Some(fd) => Ok(fd.as_fd()),
-            None => Err(io::Error::other("no descriptor")),
-        }
-    }
-
-    /// The lent descriptor, for `AsFd`: made on the first call, which
-    /// panics if it cannot be (no descriptors left).
-    fn lent_fd(&self) -> BorrowedFd<'_> {
-        match self.ready_fd() {
-            Ok(fd) => fd,
-            Err(e) => panic!("nagare: no descriptor for socket {}: {e}", self.id),
-        }
+        let fd = self.netd.ready_fd(self.id)?;
+        // Another thread's, if it was first, is the same one.
+        let _ = self.ready.set(Arc::clone(&fd));
+        Ok(ReadinessFd(fd))
     }
 
     /// Passes `out` through after a call on the socket, with its
@@ -616,7 +604,7 @@ pub struct Connecting {
     id: u64,
     remote: SocketAddr,
     done: bool,
-    /// The descriptor lent by `AsFd`, made on the first call.
+    /// The descriptor lent by `readiness_fd`, made on the first call.
     ready: OnceLock<Arc<ReadyFd>>,
 }
 
@@ -660,40 +648,16 @@ impl Connecting {
     /// A descriptor that becomes writable once netd answered (a
     /// connection made; readable too when it failed), as a non-blocking
     /// kernel socket's does when its connect ends: for a program's own
-    /// `poll` or `epoll` (`readyfd.rs`). Made on the first call; the
-    /// stream [`Connecting::try_finish`] gives has its own.
-    pub fn readiness_fd(&self) -> io::Result<BorrowedFd<'_>> {
-        if self.ready.get().is_none() {
-            let fd = self.netd.answer_fd(self.id)?;
-            let _ = self.ready.set(fd);
+    /// `poll` or `epoll` (`readyfd.rs`). It is not the socket (see
+    /// [`ReadinessFd`]). Made on the first call; the stream
+    /// [`Connecting::try_finish`] gives has its own.
+    pub fn readiness_fd(&self) -> io::Result<ReadinessFd> {
+        if let Some(fd) = self.ready.get() {
+            return Ok(ReadinessFd(Arc::clone(fd)));
         }
-        match self.ready.get() {
-            Some(fd) => Ok(fd.as_fd()),
-            None => Err(io::Error::other("no descriptor")),
-        }
-    }
-
-    fn lent_fd(&self) -> BorrowedFd<'_> {
-        match self.readiness_fd() {
-            Ok(fd) => fd,
-            Err(e) => panic!("nagare: no descriptor for a connect: {e}"),
-        }
-    }
-}
-
-impl AsFd for Connecting {
-    /// [`Connecting::readiness_fd`]'s descriptor. Panics if it cannot be
-    /// made (no descriptors left, or no thread); call `readiness_fd`
-    /// first to have that as an error.
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.lent_fd()
-    }
-}
-
-impl AsRawFd for Connecting {
-    /// As [`AsFd::as_fd`].
-    fn as_raw_fd(&self) -> RawFd {
-        self.lent_fd().as_raw_fd()
+        let fd = self.netd.answer_fd(self.id)?;
+        let _ = self.ready.set(Arc::clone(&fd));
+        Ok(ReadinessFd(fd))
     }
 }
 
@@ -1138,49 +1102,32 @@ impl SendTrace {
     }
 }
 
-/// `AsFd`, `AsRawFd` and `readiness_fd` for a socket type with a handle.
+/// `readiness_fd` for a socket type with a handle.
 macro_rules! lends_readiness_fd {
     ($($t:ty),*) => {$(
         impl $t {
-            /// A descriptor whose readiness follows this socket's, for a
-            /// program's own `poll`, `epoll`, mio or tokio `AsyncFd`
-            /// beside kernel descriptors (`readyfd.rs`, docs/netd.md):
-            /// readable while a read (or an accept) would not wait:
-            /// data, the end of the stream, an error, a connection to
-            /// take; writable while a write would not wait: room in the
-            /// send buffer. Level-triggered, and truthful after every
-            /// call on the socket: a read that takes the last data makes
-            /// it not readable. Each rise is an edge (for `EPOLLET`,
-            /// mio, tokio); a call that would block while another
-            /// thread's call on the socket is under way may leave it
-            /// ready with no edge to come, so look at its level (a
-            /// `poll` without waiting) before sleeping on an edge.
-            /// Writable says there is room, not how much: a datagram
-            /// larger than the room, or a write while every region
-            /// buffer is in use, still blocks. Made on the first call (a
-            /// Unix socket pair, and the session's watcher thread with
-            /// the first of the session); the same one after. Only poll
-            /// it: reading or writing it changes what it says. A socket
-            /// whose readiness netd alone knows (one shared with another
-            /// process) is always readable and writable.
-            pub fn readiness_fd(&self) -> io::Result<BorrowedFd<'_>> {
+            /// A descriptor whose readiness follows this socket's, **not
+            /// the socket** ([`ReadinessFd`]), for a program's own `poll`,
+            /// `epoll`, mio or tokio `AsyncFd` beside kernel descriptors
+            /// (`readyfd.rs`, docs/netd.md): readable while a read (or an
+            /// accept) would not wait: data, the end of the stream, an
+            /// error, a connection to take; writable while a write would
+            /// queue something: room in the send buffer and a free region
+            /// buffer. Level-triggered, and truthful after every call on
+            /// the socket: a read that takes the last data makes it not
+            /// readable. Each rise is an edge (for `EPOLLET`, mio, tokio);
+            /// a call that would block while another thread's call on the
+            /// socket is under way may leave it ready with no edge to
+            /// come, so look at its level (a `poll` without waiting)
+            /// before sleeping on an edge. Made on the first call (a Unix
+            /// socket pair, and the session's watcher thread with the
+            /// first of the session); the same one after. Only poll it:
+            /// reading or writing it changes what it says. Fails when no
+            /// descriptor or thread can be made. A socket whose readiness
+            /// netd alone knows (one shared with another process) is
+            /// always readable and writable.
+            pub fn readiness_fd(&self) -> io::Result<ReadinessFd> {
                 self.h.ready_fd()
-            }
-        }
-
-        impl AsFd for $t {
-            /// [`readiness_fd`](Self::readiness_fd)'s descriptor. Panics
-            /// if it cannot be made (no descriptors left, or no thread);
-            /// call `readiness_fd` first to have that as an error.
-            fn as_fd(&self) -> BorrowedFd<'_> {
-                self.h.lent_fd()
-            }
-        }
-
-        impl AsRawFd for $t {
-            /// As [`AsFd::as_fd`].
-            fn as_raw_fd(&self) -> RawFd {
-                self.h.lent_fd().as_raw_fd()
             }
         }
     )*};

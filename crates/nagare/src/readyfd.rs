@@ -1,5 +1,5 @@
 //! Descriptors whose readiness follows a socket's: what a socket's
-//! `AsFd`/`AsRawFd` lend, so that a program can wait for a nagare socket
+//! `readiness_fd` gives ([`ReadinessFd`]), so that a program can wait for a nagare socket
 //! in its own `poll`, `epoll`, mio or tokio `AsyncFd`, beside kernel
 //! descriptors.
 //!
@@ -173,6 +173,45 @@ impl crate::Conn {
 impl AsFd for ReadyFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.given.as_fd()
+    }
+}
+
+/// A descriptor whose readiness follows a socket's, **not the socket**:
+/// for a program's own `poll`, `epoll`, mio or tokio `AsyncFd` beside
+/// kernel descriptors (what a socket's `readiness_fd` gives). Only poll
+/// it: reading or writing it, or socket calls on it (`setsockopt`,
+/// `getsockname`), act on a Unix socket pair of the library's, never on
+/// the nagare socket. Clones name the same descriptor; it stays open
+/// while the socket or a clone lives.
+///
+/// The sockets themselves lend no descriptor (`AsFd`, `AsRawFd`), so
+/// that generic code acting on a socket's descriptor never gets this one:
+///
+/// ```compile_fail
+/// use std::os::fd::AsRawFd;
+/// fn lend(s: &nagare::net::TcpStream) -> std::os::fd::RawFd {
+///     s.as_raw_fd()
+/// }
+/// ```
+///
+/// ```no_run
+/// use std::os::fd::AsRawFd;
+/// fn lend(s: &nagare::net::TcpStream) -> std::io::Result<std::os::fd::RawFd> {
+///     Ok(s.readiness_fd()?.as_raw_fd())
+/// }
+/// ```
+#[derive(Clone, Debug)]
+pub struct ReadinessFd(pub(crate) std::sync::Arc<ReadyFd>);
+
+impl AsFd for ReadinessFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+impl AsRawFd for ReadinessFd {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.0.as_fd().as_raw_fd()
     }
 }
 

@@ -1,5 +1,6 @@
-//! Each socket's descriptor (`AsRawFd`) in the program's own `poll(2)`,
-//! beside a kernel pipe, through a netd running in a thread of the test:
+//! Each socket's readiness descriptor (`readiness_fd`) in the program's
+//! own `poll(2)`, beside a kernel pipe, through a netd running in a thread
+//! of the test:
 //! data on one stream makes that stream's descriptor readable and no
 //! other; reading it all makes it not readable; a full send buffer makes
 //! it not writable until room comes back, and so does a pool with no free
@@ -18,6 +19,14 @@ use std::net::{SocketAddr, SocketAddrV4};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 use support::{NetdThread, Wire, LIMIT, NETD_ADDR};
+
+/// The number of a socket's readiness descriptor (`readiness_fd`; the
+/// socket keeps it open).
+macro_rules! fd_of {
+    ($s:expr) => {
+        $s.readiness_fd().expect("a readiness descriptor").as_raw_fd()
+    };
+}
 
 fn at(port: u16) -> SocketAddr {
     SocketAddr::V4(SocketAddrV4::new(NETD_ADDR, port))
@@ -83,9 +92,9 @@ fn only_the_stream_with_data_is_readable() {
     let (mut c1, a) = pair(&listener, &client, 9700);
     let (mut c2, b) = pair(&listener, &client, 9700);
     let (pipe_r, _pipe_w) = pipe();
-    let fds = [a.as_raw_fd(), b.as_raw_fd(), pipe_r.as_raw_fd()];
+    let fds = [fd_of!(a), fd_of!(b), pipe_r.as_raw_fd()];
     assert_ne!(fds[0], fds[1], "each socket has its own descriptor");
-    assert_eq!(a.as_raw_fd(), fds[0], "the same descriptor every time");
+    assert_eq!(fd_of!(a), fds[0], "the same descriptor every time");
     assert_eq!(poll(&fds, libc::POLLIN, Duration::ZERO), [0, 0, 0], "nothing arrived yet");
 
     c1.write_all(b"hello").expect("write to a");
@@ -120,7 +129,7 @@ fn a_full_send_buffer_is_not_writable_until_room_returns() {
     let listener = TcpListener::bind_via(&server, "0.0.0.0:9701").expect("listen");
     let (c, s) = pair(&listener, &client, 9701);
     c.set_send_buffer_size(16 << 10).expect("a small send buffer");
-    let fd = [c.as_raw_fd()];
+    let fd = [fd_of!(c)];
     assert_eq!(poll(&fd, libc::POLLOUT, Duration::ZERO), [libc::POLLOUT], "a fresh stream is writable");
     let chunk = vec![7u8; 16 << 10];
     let mut written = 0usize;
@@ -179,7 +188,7 @@ fn no_free_buffer_is_not_writable_until_buffers_return() {
     let (hog, hog_peer) = pair(&listener, &client, 9708);
     let (healthy, _healthy_peer) = pair(&listener, &client, 9708);
     hog.set_send_buffer_size(64 << 20).expect("a send buffer larger than the pool");
-    let fd = [healthy.as_raw_fd()];
+    let fd = [fd_of!(healthy)];
     assert_eq!(poll(&fd, libc::POLLOUT, Duration::ZERO), [libc::POLLOUT], "a fresh stream is writable");
     let chunk = vec![7u8; 64 << 10];
     let mut written = 0usize;
@@ -248,7 +257,7 @@ fn a_listener_is_readable_with_a_connection_waiting() {
     let listener = TcpListener::bind_via(&server, "0.0.0.0:9702").expect("listen");
     listener.set_nonblocking(true).unwrap();
     let other = UdpSocket::bind_via(&server, "0.0.0.0:9703").expect("bind");
-    let fds = [listener.as_raw_fd(), other.as_raw_fd()];
+    let fds = [fd_of!(listener), fd_of!(other)];
     assert_eq!(poll(&fds, libc::POLLIN, Duration::ZERO), [0, 0], "nobody connected yet");
     let c = TcpStream::connect_timeout_via(&client, &at(9702), LIMIT).expect("connect");
     assert_eq!(poll(&fds, libc::POLLIN, LIMIT), [libc::POLLIN, 0], "a connection waits");
@@ -267,7 +276,7 @@ fn a_datagram_socket_is_readable_with_a_datagram_waiting() {
     let (one, two) = (netd.connect(), netd.connect());
     let u = UdpSocket::bind_via(&one, "0.0.0.0:9704").expect("bind");
     let v = UdpSocket::bind_via(&two, "0.0.0.0:9705").expect("bind");
-    let fds = [u.as_raw_fd(), v.as_raw_fd()];
+    let fds = [fd_of!(u), fd_of!(v)];
     assert_eq!(poll(&fds, libc::POLLIN | libc::POLLOUT, Duration::ZERO), [libc::POLLOUT, libc::POLLOUT]);
     v.send_to(b"ping", at(9704)).expect("send");
     let got = poll(&fds[..1], libc::POLLIN, LIMIT);
@@ -291,7 +300,7 @@ fn a_connect_is_writable_once_it_ends() {
     let mut refused = TcpStream::connect_start_via(&client, at(9708)).expect("start");
     let both = libc::POLLIN | libc::POLLOUT;
     let deadline = Instant::now() + LIMIT;
-    let fds = [made.as_raw_fd(), refused.as_raw_fd()];
+    let fds = [fd_of!(made), fd_of!(refused)];
     // The two directions of one descriptor are set one after the other:
     // wait for both.
     let got = loop {
@@ -320,9 +329,9 @@ fn a_shared_socket_is_always_ready() {
     let listener = TcpListener::bind_via(&server, "0.0.0.0:9709").expect("listen");
     let (_c, s) = pair(&listener, &client, 9709);
     let both = libc::POLLIN | libc::POLLOUT;
-    assert_eq!(poll(&[s.as_raw_fd()], both, Duration::ZERO), [libc::POLLOUT], "nothing arrived");
+    assert_eq!(poll(&[fd_of!(s)], both, Duration::ZERO), [libc::POLLOUT], "nothing arrived");
     s.share().expect("share");
-    assert_eq!(poll(&[s.as_raw_fd()], both, Duration::ZERO), [both], "shared: both");
+    assert_eq!(poll(&[fd_of!(s)], both, Duration::ZERO), [both], "shared: both");
 }
 
 /// An outside loop (`prepare_wait`, a sleep on the session's eventfd,
@@ -335,7 +344,7 @@ fn an_outside_loop_beside_descriptors_sleeps_while_nothing_arrives() {
     let (one, two) = (netd.connect(), netd.connect());
     let u = UdpSocket::bind_via(&one, "0.0.0.0:9710").expect("bind");
     let v = UdpSocket::bind_via(&two, "0.0.0.0:9711").expect("bind");
-    let mine = u.as_raw_fd();
+    let mine = fd_of!(u);
     let mut woken = 0;
     for _ in 0..10 {
         if let Some(fd) = one.prepare_wait().expect("prepare") {
@@ -364,7 +373,7 @@ fn every_descriptor_is_ready_once_netd_is_gone() {
     let (server, client) = (netd.connect(), netd.connect());
     let listener = TcpListener::bind_via(&server, "0.0.0.0:9706").expect("listen");
     let (c, s) = pair(&listener, &client, 9706);
-    let fds = [listener.as_raw_fd(), s.as_raw_fd(), c.as_raw_fd()];
+    let fds = [fd_of!(listener), fd_of!(s), fd_of!(c)];
     assert_eq!(poll(&fds, libc::POLLIN, Duration::ZERO), [0, 0, 0]);
     drop(netd);
     let both = libc::POLLIN | libc::POLLOUT;
