@@ -156,6 +156,10 @@ struct Conn {
     /// buffer of the pool alone: set again when one comes back
     /// (`Conn::publish_starved`).
     starved: RefCell<HashSet<u32>>,
+    /// The session's sockets lent descriptors and no watcher runs for them
+    /// in this process (its thread ended, or this process is a child made
+    /// by `fork`): the next call starts one ([`Session::lock`]).
+    start_watcher: bool,
 }
 
 /// What a request carries in its buffer.
@@ -213,6 +217,7 @@ impl Session {
             ready_fds: HashMap::new(),
             answer_fds: HashMap::new(),
             starved: RefCell::new(HashSet::new()),
+            start_watcher: false,
         };
         let shared = Shared { conn: Mutex::new(conn), woken: Condvar::new(), wake, watcher: Mutex::new(None) };
         Ok(Session { inner: Arc::new(shared) })
@@ -592,7 +597,17 @@ impl Session {
     }
 
     pub(crate) fn lock(&self) -> io::Result<MutexGuard<'_, Conn>> {
-        self.inner.conn.lock().map_err(|_| poisoned())
+        let mut c = self.inner.conn.lock().map_err(|_| poisoned())?;
+        if c.start_watcher && !c.dead && !c.abandoned {
+            c.start_watcher = false;
+            drop(c);
+            // Failing, the next call tries again.
+            if watcher::ensure(&self.inner).is_err() {
+                self.inner.conn.lock().map_err(|_| poisoned())?.start_watcher = true;
+            }
+            c = self.inner.conn.lock().map_err(|_| poisoned())?;
+        }
+        Ok(c)
     }
 }
 
@@ -807,7 +822,7 @@ impl Conn {
                     // takes requests only while it has room to complete
                     // them, is not kept waiting on us.
                     if self.client.peer_gone() {
-                        self.dead = true;
+                        self.mark_dead();
                         return Err(self.gone());
                     }
                     while let Some(d) = self.pop(None)? {
@@ -816,7 +831,7 @@ impl Conn {
                     std::thread::sleep(Duration::from_micros(50));
                 }
                 Err(_) => {
-                    self.dead = true;
+                    self.mark_dead();
                     return Err(self.gone());
                 }
             }
@@ -849,7 +864,7 @@ impl Conn {
                 Ok(None) if wait.is_none() || waited => return Ok(None),
                 Ok(None) => {}
                 Err(_) => {
-                    self.dead = true;
+                    self.mark_dead();
                     return Err(self.gone());
                 }
             }
@@ -858,7 +873,7 @@ impl Conn {
                 Ok(nagare_ipc::WaitOutcome::Ready(_)) => {}
                 Ok(nagare_ipc::WaitOutcome::TimedOut) if !self.client.peer_gone() => {}
                 _ => {
-                    self.dead = true;
+                    self.mark_dead();
                     return Err(self.gone());
                 }
             }

@@ -189,7 +189,7 @@ impl SockPath {
     /// Whether a write could queue something, a free buffer of the pool
     /// given: room in the send buffer (for a datagram refused for want of
     /// room, room for it), the sending side open, no error waiting.
-    fn may_queue(&self) -> bool {
+    pub(crate) fn may_queue(&self) -> bool {
         self.room() >= self.refused_len.max(1) && !self.write_shut && self.error.is_none()
     }
 
@@ -957,18 +957,6 @@ impl Conn {
         free > self.pool.len() * SEND_RESERVE_EIGHTHS / 8
     }
 
-    /// Sets again the descriptors set not writable for want of a free
-    /// buffer alone, once one is free: a buffer coming back (a send's
-    /// completion, a read that emptied one) makes them writable.
-    pub(crate) fn publish_starved(&mut self) {
-        if self.starved.get_mut().is_empty() || !self.send_buffer_free() {
-            return;
-        }
-        for id in std::mem::take(self.starved.get_mut()) {
-            self.publish(id);
-        }
-    }
-
     /// A free buffer for a send, unless only the reserve is left: `None`
     /// when none is free but some are on their way back, `ENOBUFS` when
     /// none will come.
@@ -1013,37 +1001,6 @@ impl Conn {
     pub(crate) fn unread(&self, id: u32) -> Option<usize> {
         let p = self.paths.get(&id).filter(|p| p.kind == Kind::Stream)?;
         Some(p.arrived.iter().map(|a| a.buf.len.saturating_sub(a.taken) as usize).sum())
-    }
-
-    /// Sets socket `id`'s descriptor, if it has one, to its readiness
-    /// (`readyfd.rs`): `CLOSED` once netd is gone; readable and writable
-    /// for a socket whose readiness netd alone knows (a shared one), so
-    /// that its caller calls and learns it there.
-    /// Not once another process holds the session (`Session::abandon`):
-    /// a child made by `fork` shares the descriptors.
-    pub(crate) fn publish(&self, id: u32) {
-        if self.abandoned {
-            return;
-        }
-        let Some(fd) = self.ready_fds.get(&id) else { return };
-        let ready = if self.dead {
-            CLOSED
-        } else if !self.tracks_readiness(id) {
-            READABLE | WRITABLE
-        } else {
-            let ready = self.readiness(id).unwrap_or(CLOSED);
-            if ready & WRITABLE == 0 && self.writable_but_for_the_pool(id) {
-                self.starved.borrow_mut().insert(id);
-            }
-            ready
-        };
-        fd.set(ready);
-    }
-
-    /// Whether socket `id` would be writable if a buffer of the pool were
-    /// free.
-    fn writable_but_for_the_pool(&self, id: u32) -> bool {
-        self.paths.get(&id).is_some_and(|p| p.may_queue()) && !self.send_buffer_free()
     }
 
     /// What socket `id` is ready for by its path (`READABLE`, `WRITABLE`,

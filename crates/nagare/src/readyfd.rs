@@ -151,6 +151,49 @@ impl ReadyFd {
 }
 
 impl crate::Conn {
+    /// Sets socket `id`'s descriptor, if it has one, to its readiness
+    /// (`readyfd.rs`): `CLOSED` once netd is gone; readable and writable
+    /// for a socket whose readiness netd alone knows (a shared one), so
+    /// that its caller calls and learns it there.
+    /// Not once another process holds the session (`Session::abandon`):
+    /// a child made by `fork` shares the descriptors.
+    pub(crate) fn publish(&self, id: u32) {
+        if self.abandoned {
+            return;
+        }
+        let Some(fd) = self.ready_fds.get(&id) else { return };
+        let ready = if self.dead {
+            CLOSED
+        } else if !self.tracks_readiness(id) {
+            READABLE | WRITABLE
+        } else {
+            let ready = self.readiness(id).unwrap_or(CLOSED);
+            if ready & WRITABLE == 0 && self.writable_but_for_the_pool(id) {
+                self.starved.borrow_mut().insert(id);
+            }
+            ready
+        };
+        fd.set(ready);
+    }
+
+    /// Whether socket `id` would be writable if a buffer of the pool were
+    /// free.
+    fn writable_but_for_the_pool(&self, id: u32) -> bool {
+        self.paths.get(&id).is_some_and(|p| p.may_queue()) && !self.send_buffer_free()
+    }
+
+    /// Sets again the descriptors set not writable for want of a free
+    /// buffer alone, once one is free: a buffer coming back (a send's
+    /// completion, a read that emptied one) makes them writable.
+    pub(crate) fn publish_starved(&mut self) {
+        if self.starved.get_mut().is_empty() || !self.send_buffer_free() {
+            return;
+        }
+        for id in std::mem::take(self.starved.get_mut()) {
+            self.publish(id);
+        }
+    }
+
     /// Sets the descriptor of the connect whose request is `id`, if it
     /// has one: writable once netd answered with a connection, readable
     /// and writable once it answered with an error or is gone (as a
@@ -167,6 +210,25 @@ impl crate::Conn {
             None => 0,
         };
         fd.set(ready);
+    }
+
+    /// Sets every socket's descriptor (`Conn::publish`), and every
+    /// connect's (`Conn::publish_answer`).
+    pub(crate) fn publish_all(&self) {
+        for &id in self.ready_fds.keys() {
+            self.publish(id);
+        }
+        for &id in self.answer_fds.keys() {
+            self.publish_answer(id);
+        }
+    }
+
+    /// Marks the session dead (netd is gone, or its rings broke) and sets
+    /// every descriptor readable and writable, for their calls to fail:
+    /// every path that finds the session dead goes through here.
+    pub(crate) fn mark_dead(&mut self) {
+        self.dead = true;
+        self.publish_all();
     }
 }
 

@@ -24,6 +24,7 @@ use crate::{Conn, Shared, LIVENESS_SLICE};
 use nagare_ipc::EventFd;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 /// A running watcher; stopped when dropped (with its session).
@@ -31,7 +32,13 @@ pub(crate) struct Watcher {
     stop: EventFd,
     /// The process it runs in (a child made by `fork` has no copy of it).
     pid: u32,
+    /// Which thread it is ([`NEXT_ID`]): the one that leaves clears the
+    /// slot only if it still holds its own.
+    id: u64,
 }
+
+/// The next watcher's [`Watcher::id`].
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Drop for Watcher {
     fn drop(&mut self) {
@@ -60,12 +67,35 @@ pub(crate) fn ensure(shared: &Arc<Shared>) -> io::Result<()> {
         }
     };
     let session = Arc::downgrade(shared);
-    std::thread::Builder::new().name(String::from("nagare-watcher")).spawn(move || watch(&session, &fds))?;
-    if let Some(old) = slot.replace(Watcher { stop, pid: here }) {
-        // Another process's (this one is a child of it): left alone.
-        std::mem::forget(old);
-    }
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    std::thread::Builder::new().name(String::from("nagare-watcher")).spawn(move || {
+        let _leaving = Leaving { session: session.clone(), id };
+        watch(&session, &fds);
+    })?;
+    // Another process's, if there was one (this one is a child of it):
+    // dropped, which closes this process's copy of its stop eventfd and
+    // signals nothing (`Watcher::drop`).
+    drop(slot.replace(Watcher { stop, pid: here, id }));
     Ok(())
+}
+
+/// Clears the session's watcher slot when its thread ends, whatever ends
+/// it, so that the slot never names a thread that is gone: a watcher that
+/// ended while its session still needs one ([`Conn::start_watcher`]) is
+/// started again by the session's next call.
+struct Leaving {
+    session: Weak<Shared>,
+    id: u64,
+}
+
+impl Drop for Leaving {
+    fn drop(&mut self) {
+        let Some(shared) = self.session.upgrade() else { return };
+        let Ok(mut slot) = shared.watcher.lock() else { return };
+        if slot.as_ref().is_some_and(|w| w.id == self.id) {
+            *slot = None;
+        }
+    }
 }
 
 /// The watcher's own copies of what it sleeps on.
@@ -81,6 +111,8 @@ struct Fds {
 /// What ended one sleep.
 struct Woke {
     stop: bool,
+    /// `poll` itself failed (no memory).
+    failed: bool,
     /// The rendezvous socket hung up or became readable (netd is gone).
     alive_changed: bool,
 }
@@ -93,7 +125,7 @@ fn watch(session: &Weak<Shared>, fds: &Fds) {
             return;
         }
         if !c.dead && c.collect().is_err() {
-            c.dead = true;
+            c.mark_dead();
         }
         if c.dead {
             c.publish_all();
@@ -111,7 +143,7 @@ fn watch(session: &Weak<Shared>, fds: &Fds) {
             Ok(true) => continue,
             Ok(false) => {}
             Err(_) => {
-                c.dead = true;
+                c.mark_dead();
                 continue;
             }
         }
@@ -133,9 +165,13 @@ fn watch(session: &Weak<Shared>, fds: &Fds) {
         if woke.stop {
             return;
         }
+        if woke.failed {
+            c.start_watcher = true;
+            return;
+        }
         if woke.alive_changed && c.client.peer_gone() {
             // Every descriptor is set at the top.
-            c.dead = true;
+            c.mark_dead();
             continue;
         }
         if c.outside_waits {
@@ -145,7 +181,7 @@ fn watch(session: &Weak<Shared>, fds: &Fds) {
             // (`finish_wait`), which wakes this thread to ask for signals
             // again.
             if c.collect().is_err() {
-                c.dead = true;
+                c.mark_dead();
             }
             if !c.dead && c.outside_waits {
                 c.watcher_waits = true;
@@ -157,7 +193,7 @@ fn watch(session: &Weak<Shared>, fds: &Fds) {
         }
         let Conn { waiter, completions, direct, .. } = &mut *c;
         if waiter.woke_any(&[completions, direct]).is_err() {
-            c.dead = true;
+            c.mark_dead();
         }
     }
 }
@@ -171,25 +207,12 @@ fn sleep(fds: &Fds) -> Woke {
         // SAFETY: `p` holds three valid pollfds.
         let n = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, -1) };
         if n > 0 {
-            return Woke { stop: p[2].revents != 0, alive_changed: p[1].revents != 0 };
+            return Woke { stop: p[2].revents != 0, failed: false, alive_changed: p[1].revents != 0 };
         }
         if n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            // poll itself failed (no memory): stop watching, as if
-            // stopped; the sockets' calls still work.
-            return Woke { stop: true, alive_changed: false };
-        }
-    }
-}
-
-impl Conn {
-    /// Sets every socket's descriptor (`Conn::publish`), and every
-    /// connect's (`Conn::publish_answer`).
-    pub(crate) fn publish_all(&self) {
-        for &id in self.ready_fds.keys() {
-            self.publish(id);
-        }
-        for &id in self.answer_fds.keys() {
-            self.publish_answer(id);
+            // poll itself failed (no memory): this thread ends, and the
+            // session's next call starts another.
+            return Woke { stop: false, failed: true, alive_changed: false };
         }
     }
 }
