@@ -32,6 +32,7 @@ mod accept;
 #[cfg(feature = "embedded")]
 pub mod embedded;
 mod errors;
+mod fork;
 pub mod net;
 mod path;
 pub mod ping;
@@ -41,6 +42,7 @@ pub mod share;
 mod watcher;
 pub mod zerocopy;
 
+pub use fork::ForkHold;
 use nagare_ipc::{BufRef, Client, Consumer, Descriptor, Notifier, Pool, Producer, Waiter, DEFAULT_SPIN, NO_BUFFER};
 use nagare_request::{Completion, Op, Piece, Request};
 use path::Role;
@@ -134,10 +136,11 @@ struct Conn {
     /// That thread is the watcher (`watcher.rs`), which asked netd for
     /// signals and sleeps with no time limit.
     watcher_sleeps: bool,
-    /// An outside loop sleeps on the eventfd ([`Session::prepare_wait`]
-    /// gave it, [`Session::finish_wait`] not called yet): the watcher
-    /// leaves the eventfd for it to reset.
-    outside_waits: bool,
+    /// Outside loops that sleep on the eventfd ([`Session::prepare_wait`]
+    /// gave it, [`Session::finish_wait`] not called yet; several threads
+    /// may each run one): while any does, the watcher leaves the eventfd
+    /// for them to reset.
+    outside_waits: usize,
     /// The watcher waits (on `woken`) for that loop's `finish_wait`.
     watcher_waits: bool,
     /// Another process uses the session now ([`Session::abandon`]): this
@@ -210,7 +213,7 @@ impl Session {
             alive_at: Instant::now(),
             sleeper: false,
             watcher_sleeps: false,
-            outside_waits: false,
+            outside_waits: 0,
             watcher_waits: false,
             abandoned: false,
             armed: Vec::new(),
@@ -239,49 +242,6 @@ impl Session {
         let n = Session::connect(path)?;
         *slot = Some(n.clone());
         Ok(n)
-    }
-
-    /// Leaves the session to another process that has a copy of it (a
-    /// child made by `fork` after it was connected): from now on this
-    /// process's calls on it fail, and dropping it or its sockets touches
-    /// nothing it shares with netd (no close, no buffer returned to the
-    /// pool); only this process's own descriptors and mapping go.
-    pub fn abandon(&self) {
-        if let Ok(mut c) = self.lock() {
-            c.abandoned = true;
-            c.dead = true;
-        }
-    }
-
-    /// Tells netd that this process holds the session from now on: a child
-    /// after `fork` that takes the session its parent made for it (netd
-    /// allows it for a child of the session's process, of the same user).
-    /// netd then weighs the session by this process's nice value and names
-    /// this process in its report. Returns at once, without waiting for
-    /// netd's answer (a `fork` handler calls it). Where the session's
-    /// sockets lent descriptors (`readiness_fd`), it starts this process's watcher
-    /// thread for them.
-    pub fn moved_here(&self) -> io::Result<()> {
-        let mut req = Request::new(Op::Pid, 0);
-        req.aux[0] = u64::from(std::process::id());
-        let mut c = self.lock()?;
-        // The thread that slept on the eventfd when the session was copied
-        // is the other process's: none sleeps here.
-        c.sleeper = false;
-        c.watcher_sleeps = false;
-        c.watcher_waits = false;
-        c.outside_waits = false;
-        c.submit(&mut req, None)?;
-        // Nobody takes the answer.
-        c.in_flight.insert(req.id, InFlight { buffer: None, abandoned: true, role: Role::Call });
-        // Sockets that lent descriptors in the other process need a
-        // watcher in this one (the other's thread was not copied).
-        let lent = !c.ready_fds.is_empty() || !c.answer_fds.is_empty();
-        drop(c);
-        if lent {
-            watcher::ensure(&self.inner)?;
-        }
-        Ok(())
     }
 
     /// Whether [`Session::abandon`] left it to another process.
@@ -351,20 +311,25 @@ impl Session {
             let Conn { completions, direct, .. } = &mut *c;
             let waiting = completions.available().map_err(io::Error::other)? > 0
                 || direct.available().map_err(io::Error::other)? > 0;
-            c.outside_waits = !waiting;
+            if !waiting {
+                c.outside_waits += 1;
+            }
             return Ok((!waiting).then(|| c.waiter.fd().as_raw_fd()));
         }
         let Conn { waiter, completions, direct, .. } = &mut *c;
         let arrived = waiter.prepare_sleep_any(&mut [completions, direct]).map_err(io::Error::other)?;
-        c.outside_waits = !arrived;
+        if !arrived {
+            c.outside_waits += 1;
+        }
         Ok((!arrived).then(|| c.waiter.fd().as_raw_fd()))
     }
 
     /// After [`Session::prepare_wait`] gave a descriptor and the loop slept
-    /// (or did not): resets the eventfd and stops netd's signals.
+    /// (or did not): resets the eventfd and stops netd's signals. Called
+    /// once for each descriptor `prepare_wait` gave.
     pub fn finish_wait(&self) -> io::Result<()> {
         let mut c = self.lock()?;
-        c.outside_waits = false;
+        c.outside_waits = c.outside_waits.saturating_sub(1);
         if c.watcher_waits {
             // It waits for this reset (`watcher.rs`).
             self.inner.woken.notify_all();

@@ -104,6 +104,9 @@ impl Handle {
     /// The socket's descriptor, made on the first call.
     pub(crate) fn ready_fd(&self) -> io::Result<ReadinessFd> {
         if let Some(fd) = self.ready.get() {
+            // The session's call: it starts this process's watcher if it
+            // needs one (a child made by `fork`).
+            drop(self.netd.lock()?);
             return Ok(ReadinessFd(Arc::clone(fd)));
         }
         let fd = self.netd.ready_fd(self.id)?;

@@ -174,7 +174,7 @@ fn watch(session: &Weak<Shared>, fds: &Fds) {
             c.mark_dead();
             continue;
         }
-        if c.outside_waits {
+        if c.outside_waits > 0 {
             // An outside loop sleeps on the eventfd too: a reset here could
             // take its wake-up (its `poll` looks again once woken). What
             // arrived is taken here, and the loop resets the eventfd
@@ -183,7 +183,7 @@ fn watch(session: &Weak<Shared>, fds: &Fds) {
             if c.collect().is_err() {
                 c.mark_dead();
             }
-            if !c.dead && c.outside_waits {
+            if !c.dead && c.outside_waits > 0 {
                 c.watcher_waits = true;
                 if let Ok((mut c, _)) = shared.woken.wait_timeout(c, LIVENESS_SLICE) {
                     c.watcher_waits = false;

@@ -6,8 +6,8 @@
 //! it not writable until room comes back, and so does a pool with no free
 //! buffer until buffers come back; a listener's is readable with a
 //! connection waiting; a datagram socket's with a datagram; a connect's
-//! is writable once it ends; every one is readable and writable once
-//! netd is gone.
+//! is writable once it ends; a child made by `fork` watches its own; every
+//! one is readable and writable once netd is gone.
 
 #[path = "../../nagare-netd/tests/support/mod.rs"]
 mod support;
@@ -246,6 +246,58 @@ fn no_free_buffer_is_not_writable_until_buffers_return() {
     assert_eq!(got, [libc::POLLOUT], "buffers came back: writable again");
     healthy.write_with(b"x", false).expect("writable: a write is taken");
     drop(reader.join().expect("the reader"));
+}
+
+/// A session forked while its watcher runs, held across the `fork`
+/// (`hold_for_fork`): the parent leaves it, the child takes it, and the
+/// child's socket descriptor is set by a watcher of the child's own,
+/// started by its first call on the session.
+#[test]
+fn a_child_made_by_fork_watches_its_descriptors() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (server, client) = (netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&server, "0.0.0.0:9709").expect("listen");
+    let (c, mut s) = pair(&listener, &client, 9709);
+    let _ = fd_of!(c);
+    let hold = client.hold_for_fork().expect("held");
+    // SAFETY: the child calls what the test needs and leaves by `_exit`.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            hold.in_child().expect("moved here");
+            // A call on the session: it starts this process's watcher.
+            let fd = fd_of!(c);
+            if poll(&[fd], libc::POLLIN, LIMIT) != [libc::POLLIN] {
+                return false;
+            }
+            let mut buf = [0u8; 8];
+            matches!(c.read_with(&mut buf, false), Ok(4)) && &buf[..4] == b"ping"
+        }))
+        .unwrap_or(false);
+        // SAFETY: ends the child without running the test's destructors.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    hold.in_parent();
+    s.write_all(b"ping").expect("write");
+    let deadline = Instant::now() + 2 * LIMIT;
+    let mut status = 0;
+    loop {
+        // SAFETY: waits for the child made above, without blocking.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if r == pid {
+            break;
+        }
+        if Instant::now() > deadline {
+            // SAFETY: the child made above, by its pid.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            // SAFETY: reaps it.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            panic!("the child did not end in time");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child's socket: status {status:#x}");
 }
 
 /// A listener's descriptor is readable while a connection waits to be
