@@ -23,8 +23,8 @@
 //! already delivered, a write queues what the send buffer has room for,
 //! and an accept takes a connection netd accepted ahead. Only a call that
 //! would block waits, on the socket's own descriptor (the client
-//! library's `readiness_fd`, whose readiness follows the socket's) registered
-//! with tokio's reactor (`reactor.rs`, whose docs say why no wake-up is
+//! library's `readiness_fd`, whose readiness follows the socket's)
+//! registered with tokio's reactor (`reactor.rs`, whose docs say why no wake-up is
 //! lost): a task waiting on one socket is woken by that socket alone.
 //!
 //! Control requests wait for netd. A connect waits for the handshake, so
@@ -36,6 +36,12 @@
 //!
 //! netd's death wakes every waiting task (the client library sets every
 //! socket's descriptor readable and writable), whose next try fails.
+//!
+//! The sockets are made here (connect, bind, accept) and are this
+//! process's alone. A socket shared with another process has no readiness
+//! descriptor (its readiness is netd's alone): registering one fails with
+//! `ErrorKind::Unsupported` rather than waiting on a descriptor that
+//! would always say ready.
 
 #![warn(missing_docs)]
 

@@ -355,6 +355,7 @@ impl Session {
     /// made here, set to the socket's readiness, with the session's
     /// watcher started if it is not running in this process.
     pub(crate) fn ready_fd(&self, id: u32) -> io::Result<Arc<readyfd::ReadyFd>> {
+        self.lock()?.lends_readiness(id)?;
         watcher::ensure(&self.inner)?;
         let mut c = self.lock()?;
         if let Some(fd) = c.ready_fds.get(&id) {

@@ -106,7 +106,7 @@ impl Handle {
         if let Some(fd) = self.ready.get() {
             // The session's call: it starts this process's watcher if it
             // needs one (a child made by `fork`).
-            drop(self.netd.lock()?);
+            self.netd.lock()?.lends_readiness(self.id)?;
             return Ok(ReadinessFd(Arc::clone(fd)));
         }
         let fd = self.netd.ready_fd(self.id)?;
@@ -1126,9 +1126,11 @@ macro_rules! lends_readiness_fd {
             /// socket pair, and the session's watcher thread with the
             /// first of the session); the same one after. Only poll it:
             /// reading or writing it changes what it says. Fails when no
-            /// descriptor or thread can be made. A socket whose readiness
-            /// netd alone knows (one shared with another process) is
-            /// always readable and writable.
+            /// descriptor or thread can be made, and with
+            /// `ErrorKind::Unsupported` for a socket shared with another
+            /// process (`share`, or adopted), whose readiness netd alone
+            /// knows; a descriptor lent before the socket was shared says
+            /// readable and writable from the share on.
             pub fn readiness_fd(&self) -> io::Result<ReadinessFd> {
                 self.h.ready_fd()
             }

@@ -186,6 +186,11 @@ impl SockPath {
         }
     }
 
+    /// Whether another process holds the socket too.
+    pub(crate) fn is_shared(&self) -> bool {
+        self.shared
+    }
+
     /// Whether a write could queue something, a free buffer of the pool
     /// given: room in the send buffer (for a datagram refused for want of
     /// room, room for it), the sending side open, no error waiting.

@@ -223,6 +223,20 @@ impl crate::Conn {
         }
     }
 
+    /// `Ok` where socket `id` may lend a descriptor: not a socket shared
+    /// with another process, whose readiness netd alone knows
+    /// (`ErrorKind::Unsupported`: a descriptor could only say "ready"
+    /// always, and a level-triggered waiter would spin on it).
+    pub(crate) fn lends_readiness(&self, id: u32) -> io::Result<()> {
+        if self.paths.get(&id).is_some_and(|p| p.is_shared()) || self.is_shared_listener(id) {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a socket shared with another process has no readiness descriptor: netd alone knows its readiness",
+            ));
+        }
+        Ok(())
+    }
+
     /// Marks the session dead (netd is gone, or its rings broke) and sets
     /// every descriptor readable and writable, for their calls to fail:
     /// every path that finds the session dead goes through here.

@@ -372,18 +372,27 @@ fn a_connect_is_writable_once_it_ends() {
 }
 
 /// A socket shared with another process has its readiness in netd, not
-/// here: its descriptor says readable and writable from the share on
-/// (a call learns the rest), never a readiness that may be stale.
+/// here: it lends no descriptor (`Unsupported`), neither from the share
+/// on nor adopted by another session; one lent before the share says
+/// readable and writable from the share on (a call learns the rest),
+/// never a readiness that may be stale.
 #[test]
-fn a_shared_socket_is_always_ready() {
+fn a_shared_socket_lends_no_descriptor() {
     let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
     let (server, client) = (netd.connect(), netd.connect());
-    let listener = TcpListener::bind_via(&server, "0.0.0.0:9709").expect("listen");
-    let (_c, s) = pair(&listener, &client, 9709);
+    let listener = TcpListener::bind_via(&server, "0.0.0.0:9710").expect("listen");
+    let (_c, s) = pair(&listener, &client, 9710);
     let both = libc::POLLIN | libc::POLLOUT;
-    assert_eq!(poll(&[fd_of!(s)], both, Duration::ZERO), [libc::POLLOUT], "nothing arrived");
-    s.share().expect("share");
-    assert_eq!(poll(&[fd_of!(s)], both, Duration::ZERO), [both], "shared: both");
+    let lent = fd_of!(s);
+    assert_eq!(poll(&[lent], both, Duration::ZERO), [libc::POLLOUT], "nothing arrived");
+    let token = s.share().expect("share");
+    assert_eq!(poll(&[lent], both, Duration::ZERO), [both], "shared: both");
+    let e = s.readiness_fd().expect_err("shared: no descriptor");
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    let other = netd.connect();
+    let adopted = TcpStream::adopt_via(&other, token).expect("adopt");
+    let e = adopted.readiness_fd().expect_err("adopted: no descriptor");
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
 }
 
 /// An outside loop (`prepare_wait`, a sleep on the session's eventfd,
