@@ -99,6 +99,11 @@ impl<S: Lends> Registered<S> {
     /// Registers `socket`'s descriptor with the current runtime.
     pub(crate) fn new(socket: S, reactor: Arc<Reactor>) -> io::Result<Registered<S>> {
         let lent = socket.readiness_fd()?;
+        Registered::with_fd(socket, lent, reactor)
+    }
+
+    /// Registers `lent`, `socket`'s descriptor, with the current runtime.
+    pub(crate) fn with_fd(socket: S, lent: ReadinessFd, reactor: Arc<Reactor>) -> io::Result<Registered<S>> {
         // SAFETY: a `ReadinessFd` owns (a share of) its descriptor, open
         // while it lives, and always answers the same one.
         let fd = unsafe { AsyncFd::register_with_interest(lent, Interest::READABLE | Interest::WRITABLE) };

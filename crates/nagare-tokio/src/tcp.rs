@@ -140,9 +140,10 @@ impl TcpListener {
         self.io.get().local_addr()
     }
 
-    /// The next connection, waiting for one.
+    /// The next connection, waiting for one. Its descriptor is made
+    /// before it is taken: when that fails, it stays queued.
     pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        let (s, peer) = self.io.io(Interest::READABLE, |l| l.accept()).await?;
-        Ok((TcpStream::new(s, Arc::clone(self.io.reactor()))?, peer))
+        let (s, peer, fd) = self.io.io(Interest::READABLE, |l| l.accept_with_readiness_fd()).await?;
+        Ok((TcpStream { io: Registered::with_fd(s, fd, Arc::clone(self.io.reactor()))? }, peer))
     }
 }

@@ -367,6 +367,24 @@ impl Session {
         Ok(fd)
     }
 
+    /// A descriptor for a socket not made yet ([`Session::lend_ready_fd`]
+    /// gives it to one), with the session's watcher started if it is not
+    /// running in this process: what can fail about a socket's
+    /// descriptor, done before the socket is taken.
+    pub(crate) fn spare_ready_fd(&self) -> io::Result<Arc<readyfd::ReadyFd>> {
+        watcher::ensure(&self.inner)?;
+        Ok(Arc::new(readyfd::ReadyFd::new()?))
+    }
+
+    /// Gives socket `id` the descriptor `fd` ([`Session::spare_ready_fd`]),
+    /// set to its readiness.
+    pub(crate) fn lend_ready_fd(&self, id: u32, fd: &Arc<readyfd::ReadyFd>) -> io::Result<()> {
+        let mut c = self.lock()?;
+        c.ready_fds.insert(id, Arc::clone(fd));
+        c.publish(id);
+        Ok(())
+    }
+
     /// The descriptor of the connect whose request is `id` (`Connecting`):
     /// the one it has, or one made here, set to whether netd answered.
     pub(crate) fn answer_fd(&self, id: u64) -> io::Result<Arc<readyfd::ReadyFd>> {

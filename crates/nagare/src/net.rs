@@ -115,6 +115,16 @@ impl Handle {
         Ok(ReadinessFd(fd))
     }
 
+    /// Gives the socket the descriptor `fd` made ahead
+    /// (`Session::spare_ready_fd`), unless it has one.
+    fn lend(&self, fd: Arc<ReadyFd>) -> io::Result<ReadinessFd> {
+        if self.ready.get().is_none() {
+            self.netd.lend_ready_fd(self.id, &fd)?;
+            let _ = self.ready.set(fd);
+        }
+        self.ready_fd()
+    }
+
     /// Passes `out` through after a call on the socket, with its
     /// descriptor, if it has one, set to the readiness the call left (a
     /// read that took the last data, a write that filled the send buffer).
@@ -171,11 +181,15 @@ impl Drop for Handle {
     /// was not all read is reset instead), and its port is free for
     /// another socket, of any client, once this returns.
     fn drop(&mut self) {
+        // The descriptor is this process's own, abandoned session or not.
+        if let Ok(mut c) = self.netd.lock() {
+            c.ready_fds.remove(&self.id);
+            c.starved.get_mut().remove(&self.id);
+        }
         if self.netd.is_abandoned() {
             return;
         }
         let unread = self.netd.lock().is_ok_and(|mut c| {
-            c.ready_fds.remove(&self.id);
             c.close_listen_path(self.id);
             c.close_path(self.id)
         });
@@ -775,6 +789,18 @@ impl TcpListener {
         let (local, peer) = (in_family(local, six), in_family(peer, six));
         let s = TcpStream::opened(&self.h.netd, &c, local, peer)?;
         Ok((s, peer))
+    }
+
+    /// [`TcpListener::accept`], with the stream's
+    /// [`readiness_fd`](TcpStream::readiness_fd): the descriptor is made
+    /// before the connection is taken, so that when it cannot be (no
+    /// descriptors left) the connection stays queued for a later accept
+    /// rather than being taken and reset.
+    pub fn accept_with_readiness_fd(&self) -> io::Result<(TcpStream, SocketAddr, ReadinessFd)> {
+        let spare = self.h.netd.spare_ready_fd()?;
+        let (s, peer) = self.accept()?;
+        let fd = s.h.lend(spare)?;
+        Ok((s, peer, fd))
     }
 }
 
