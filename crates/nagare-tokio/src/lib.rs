@@ -22,8 +22,10 @@
 //! socket's data path in the session's region, so a read takes what netd
 //! already delivered, a write queues what the send buffer has room for,
 //! and an accept takes a connection netd accepted ahead. Only a call that
-//! would block waits, on the session's eventfd, through the session's one
-//! reactor (`reactor.rs`, whose docs say why no wake-up is lost).
+//! would block waits, on the socket's own descriptor (the client
+//! library's `readiness_fd`, whose readiness follows the socket's)
+//! registered with tokio's reactor (`reactor.rs`, whose docs say why no wake-up is
+//! lost): a task waiting on one socket is woken by that socket alone.
 //!
 //! Control requests wait for netd. A connect waits for the handshake, so
 //! [`TcpStream::connect`] runs it on tokio's blocking pool
@@ -31,6 +33,15 @@
 //! socket sends are answered by netd without the network and run inline.
 //! The client library lets the session go while a connect waits for its
 //! handshake, so the session's other calls go on meanwhile.
+//!
+//! netd's death wakes every waiting task (the client library sets every
+//! socket's descriptor readable and writable), whose next try fails.
+//!
+//! The sockets are made here (connect, bind, accept) and are this
+//! process's alone. A socket shared with another process has no readiness
+//! descriptor (its readiness is netd's alone): registering one fails with
+//! `ErrorKind::Unsupported` rather than waiting on a descriptor that
+//! would always say ready.
 
 #![warn(missing_docs)]
 
@@ -38,7 +49,6 @@ mod reactor;
 mod tcp;
 mod udp;
 
-pub use reactor::BLOCKING_SLICE;
 pub use tcp::{TcpListener, TcpStream};
 pub use udp::UdpSocket;
 
@@ -46,19 +56,16 @@ use reactor::Reactor;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-/// A session with a running netd and the reactor that wakes its sockets'
-/// tasks. Cheap to clone (shared).
+/// A session with a running netd, whose sockets' tasks are woken through
+/// tokio's reactor. Cheap to clone (shared).
 #[derive(Clone)]
 pub struct Session {
     reactor: Arc<Reactor>,
 }
 
 impl Session {
-    /// Drives `session`'s sockets from tokio. Make one per
-    /// `nagare::Session`: two would each drain the eventfd the other
-    /// sleeps on.
+    /// Drives `session`'s sockets from tokio.
     pub fn new(session: nagare::Session) -> Session {
         Session { reactor: Arc::new(Reactor::new(session)) }
     }
@@ -79,18 +86,9 @@ impl Session {
         self.reactor.session()
     }
 
-    /// How long a task whose operation would block sleeps before it tries
-    /// again without a wake-up ([`nagare::LIVENESS_SLICE`] unless set):
-    /// netd's death does not wake it, and the next try fails once netd is
-    /// gone, so this bounds how late a task learns of it.
-    pub fn set_slice(&self, slice: Duration) {
-        self.reactor.set_slice(slice);
-    }
-
-    /// How many times an operation of this session's sockets was tried
-    /// again after it would have blocked: once per wake-up, and once per
-    /// round that found completions waiting. A task woken by its data
-    /// retries a few times; a task that polled would retry without end.
+    /// How many times an operation of this session's sockets would have
+    /// blocked: about once per sleep. A task woken by its data retries a
+    /// few times; a task that polled would retry without end.
     pub fn retries(&self) -> u64 {
         self.reactor.retries()
     }

@@ -1,249 +1,201 @@
-//! The waker side: one per [`crate::Session`], shared by all its sockets,
-//! wakes the tasks whose operations would block when netd completes
-//! something for the session.
+//! The waker side: each socket's own descriptor (the client library's
+//! `readiness_fd`, whose readiness follows the socket's) registered with tokio's
+//! reactor, so that a task waiting on one socket is woken by that
+//! socket's readiness alone, never by another socket's completion.
 //!
-//! An operation is tried without waiting (`read_with(.., false)` and its
-//! kin). When it would block, the task asks [`nagare::Session::prepare_wait`]
-//! to have netd signal the session's eventfd on its next completion:
-//! `None` means completions are already on the rings, so the operation is
-//! tried again at once; `Some(fd)` means sleep until the fd is readable.
-//! The fd is registered once with tokio's reactor as an
-//! [`AsyncFd`] over [`SessionFd`], a wrapper that only lends the raw fd
-//! (the session owns it and closes it). The task that wakes on it calls
-//! [`nagare::Session::finish_wait`] (which drains the eventfd and stops
-//! netd's signals), clears tokio's readiness, tells every other waiter,
-//! and tries again. Each sleep is cut into slices (of
-//! [`nagare::LIVENESS_SLICE`] unless [`crate::Session::set_slice`] says
-//! otherwise): netd's death does not signal the eventfd, so after a slice
-//! the operation is tried again, and that fails once netd is gone.
+//! An operation is tried once tokio says the socket may be ready for it,
+//! without waiting (`read_with(.., false)` and its kin). When it would
+//! block, the task looks at the descriptor's level (`poll(2)` without
+//! waiting): not ready, it clears tokio's readiness of that direction and
+//! sleeps until tokio sees the descriptor ready again; still ready, it
+//! tries again (yielding to the runtime every [`ROUNDS`] tries).
 //!
-//! Why no wake-up is lost, with several tasks waiting on one session:
-//! a completion that arrives after a task's attempt is either still on
-//! the rings when the task calls `prepare_wait` (which then answers
-//! `None`), or arrives after netd was asked to signal, and the signal
-//! makes the eventfd readable. tokio's registration is edge-triggered,
-//! but it keeps the readiness it saw until a task clears it, so a task
-//! that starts waiting after the edge still sees it, and every task
-//! waiting when it comes is woken. Three things could still hide a
-//! completion from a waiter, and each is closed:
-//! - Another task drains the eventfd (`finish_wait`) and clears the
-//!   readiness: the edge is gone, and netd no longer signals. So every
-//!   drain bumps a count (`drains`) and wakes every waiter (a
-//!   [`Notify`]); a waiter reads the count before its attempt and sleeps
-//!   only while it is unchanged, so a drain after its attempt, even one
-//!   before it started to sleep, sends it back to try again.
-//! - Another task takes the completions off the rings between this task's
-//!   attempt and its `prepare_wait` (any attempt collects them): the rings
-//!   look empty, yet the completion for this task's socket was taken, and
-//!   no signal comes. So the attempt and the `prepare_wait` after it are
-//!   one turn, under a lock (`turn`) that every attempt of this crate
-//!   takes.
-//! - A blocking call of the client library on the session (the connect
-//!   this crate runs on tokio's blocking pool; the listen, bind, shutdown
-//!   and close it runs inline) waits on the same eventfd in its own way
-//!   and may drain it and collect completions. So such a call wakes the
-//!   waiters when it starts, they sleep in slices of [`BLOCKING_SLICE`]
-//!   while it is out, and are woken again as after a drain when it
-//!   returns. Blocking calls made on the session outside this crate (an
-//!   option through `TcpStream::get_ref`, the client library used
-//!   directly) are not seen: a waiter may then learn of its readiness a
-//!   slice late.
+//! Why no wake-up is lost: the client library sets the descriptor when a
+//! completion raises the socket's readiness (its session's watcher
+//! thread takes completions off the rings while every task sleeps) and
+//! after every call on the socket, so each rise of a direction is a
+//! change of the descriptor that tokio sees as an edge. tokio's
+//! registration is edge-triggered, keeps a readiness it saw until a task
+//! clears it, and a clear removes only the readiness the task saw, not
+//! one from a later edge. So a rise after the look at the level is an
+//! edge that survives the clear, and a rise before it is seen by the
+//! look. The look is needed because a call that would block may leave
+//! the descriptor ready with no edge to come: another task's call on the
+//! socket took the data and has not set the descriptor yet.
 //!
-//! The fd is registered with the runtime of the first task that sleeps on
-//! it: a session's sockets are driven by one runtime.
+//! netd's death sets every descriptor readable and writable: every task
+//! wakes, tries again, and fails. A descriptor is registered with the
+//! runtime its socket is made in.
 
-use std::future::Future;
+use nagare::ReadinessFd;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
-use tokio::sync::Notify;
 
-/// How long a waiter sleeps between attempts while a blocking call of the
-/// client library is out on the session (it may take the signal).
-pub const BLOCKING_SLICE: Duration = Duration::from_millis(1);
-
-/// Attempts again in one poll (after completions were found waiting, or
-/// a sleep ended at once) before the poll yields to the runtime (it is
-/// woken again at once): one busy session does not hold the thread.
+/// Attempts again in one poll (the descriptor stayed ready) before the
+/// poll yields to the runtime (it is woken again at once): one busy
+/// socket does not hold the thread.
 const ROUNDS: u32 = 16;
 
-/// The session's eventfd, lent: never closed here.
-#[derive(Debug)]
-pub(crate) struct SessionFd(RawFd);
+/// The client library's sockets, which lend a descriptor.
+pub(crate) trait Lends {
+    /// The socket's descriptor, made on the first call.
+    fn readiness_fd(&self) -> io::Result<ReadinessFd>;
+}
 
-impl AsRawFd for SessionFd {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0
+impl Lends for nagare::net::TcpStream {
+    fn readiness_fd(&self) -> io::Result<ReadinessFd> {
+        nagare::net::TcpStream::readiness_fd(self)
     }
 }
 
-/// A sleep until the session may have changed.
-pub(crate) type Wait = Pin<Box<dyn Future<Output = io::Result<()>> + Send + Sync>>;
+impl Lends for nagare::net::TcpListener {
+    fn readiness_fd(&self) -> io::Result<ReadinessFd> {
+        nagare::net::TcpListener::readiness_fd(self)
+    }
+}
 
-/// The waker of one session's sockets.
+impl Lends for nagare::net::UdpSocket {
+    fn readiness_fd(&self) -> io::Result<ReadinessFd> {
+        nagare::net::UdpSocket::readiness_fd(self)
+    }
+}
+
+/// What the sockets of one session share.
 pub(crate) struct Reactor {
-    /// Declared before `session`: deregistered before the session (and its
-    /// eventfd) may go.
-    fd: OnceLock<AsyncFd<SessionFd>>,
     session: nagare::Session,
-    /// Held across an attempt and the `prepare_wait` after it.
-    turn: Mutex<()>,
-    /// Drains of the eventfd (and blocking calls returned) so far.
-    drains: AtomicU64,
-    drained: Notify,
-    /// Blocking calls of the client library out on the session.
-    blocking: AtomicUsize,
     /// Attempts made again after one would have blocked.
     retries: AtomicU64,
-    /// The longest sleep without a wake-up, in microseconds.
-    slice: AtomicU64,
 }
 
 impl Reactor {
     pub(crate) fn new(session: nagare::Session) -> Reactor {
-        Reactor {
-            fd: OnceLock::new(),
-            session,
-            turn: Mutex::new(()),
-            drains: AtomicU64::new(0),
-            drained: Notify::new(),
-            blocking: AtomicUsize::new(0),
-            retries: AtomicU64::new(0),
-            slice: AtomicU64::new(nagare::LIVENESS_SLICE.as_micros() as u64),
-        }
+        Reactor { session, retries: AtomicU64::new(0) }
     }
 
     pub(crate) fn session(&self) -> &nagare::Session {
         &self.session
     }
 
-    pub(crate) fn set_slice(&self, slice: Duration) {
-        let micros = slice.as_micros().clamp(1, u128::from(u64::MAX)) as u64;
-        self.slice.store(micros, Ordering::Relaxed);
-    }
-
     pub(crate) fn retries(&self) -> u64 {
         self.retries.load(Ordering::Relaxed)
     }
+}
 
-    /// Runs `call`, a blocking call of the client library on the session,
-    /// with the waiters told (see the module docs).
-    pub(crate) fn blocking<T>(&self, call: impl FnOnce() -> T) -> T {
-        self.blocking.fetch_add(1, Ordering::SeqCst);
-        // Waiters already asleep wake and sleep again in short slices.
-        self.woken();
-        let out = call();
-        self.blocking.fetch_sub(1, Ordering::SeqCst);
-        self.woken();
-        out
+/// A socket of the client library with its descriptor registered with
+/// tokio.
+pub(crate) struct Registered<S> {
+    /// Declared before `socket`: deregistered before the socket goes.
+    fd: AsyncFd<ReadinessFd>,
+    socket: S,
+    reactor: Arc<Reactor>,
+}
+
+impl<S: Lends> Registered<S> {
+    /// Registers `socket`'s descriptor with the current runtime.
+    pub(crate) fn new(socket: S, reactor: Arc<Reactor>) -> io::Result<Registered<S>> {
+        let lent = socket.readiness_fd()?;
+        Registered::with_fd(socket, lent, reactor)
     }
 
-    /// Tells every waiter that the session may have changed.
-    fn woken(&self) {
-        self.drains.fetch_add(1, Ordering::SeqCst);
-        self.drained.notify_waiters();
+    /// Registers `lent`, `socket`'s descriptor, with the current runtime.
+    pub(crate) fn with_fd(socket: S, lent: ReadinessFd, reactor: Arc<Reactor>) -> io::Result<Registered<S>> {
+        // SAFETY: a `ReadinessFd` owns (a share of) its descriptor, open
+        // while it lives, and always answers the same one.
+        let fd = unsafe { AsyncFd::register_with_interest(lent, Interest::READABLE | Interest::WRITABLE) };
+        let fd = fd.map_err(|e| e.into_parts().1)?;
+        Ok(Registered { fd, socket, reactor })
     }
 
-    /// Polls `attempt` (a call that never waits) until it gives something
-    /// other than `WouldBlock`, sleeping in `wait` (kept by the caller
-    /// across polls) while it would block.
+    pub(crate) fn get(&self) -> &S {
+        &self.socket
+    }
+
+    pub(crate) fn reactor(&self) -> &Arc<Reactor> {
+        &self.reactor
+    }
+
+    /// Polls `attempt` (a call that never waits, wanting `interest`:
+    /// readable or writable) until it gives something other than
+    /// `WouldBlock`, with the task's waker kept for that direction (one
+    /// task per direction, as `AsyncRead` and `AsyncWrite` poll).
     pub(crate) fn poll_io<T>(
-        self: &Arc<Self>,
+        &self,
         cx: &mut Context<'_>,
-        wait: &mut Option<Wait>,
-        mut attempt: impl FnMut() -> io::Result<T>,
+        interest: Interest,
+        mut attempt: impl FnMut(&S) -> io::Result<T>,
     ) -> Poll<io::Result<T>> {
         let mut rounds = 0;
         loop {
-            if let Some(w) = wait.as_mut() {
-                let slept = std::task::ready!(w.as_mut().poll(cx));
-                *wait = None;
-                slept?;
-                self.retries.fetch_add(1, Ordering::Relaxed);
-                rounds += 1;
-                if rounds >= ROUNDS {
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
-                }
+            let ready = if interest.is_readable() { self.fd.poll_read_ready(cx) } else { self.fd.poll_write_ready(cx) };
+            let mut guard = std::task::ready!(ready)?;
+            match attempt(&self.socket) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                done => return Poll::Ready(done),
             }
-            let seen = self.drains.load(Ordering::SeqCst);
-            let armed = {
-                let _turn = self.turn.lock().map_err(|_| io::Error::other("reactor poisoned"))?;
-                match attempt() {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    done => return Poll::Ready(done),
-                }
-                let armed = self.session.prepare_wait()?;
-                if let Some(fd) = armed {
-                    self.register(fd)?;
-                }
-                armed
-            };
-            if armed.is_none() {
-                // Completions are waiting: try again now (yielding after
-                // `ROUNDS`).
-                self.retries.fetch_add(1, Ordering::Relaxed);
-                rounds += 1;
-                if rounds >= ROUNDS {
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
-                }
+            self.reactor.retries.fetch_add(1, Ordering::Relaxed);
+            if !still_ready(self.fd.get_ref().as_raw_fd(), interest) {
+                // The next poll of readiness sleeps until an edge (one
+                // that came since the readiness was seen is kept).
+                guard.clear_ready();
                 continue;
             }
-            *wait = Some(Box::pin(Arc::clone(self).sleep(seen)));
-        }
-    }
-
-    /// Runs `attempt` as [`Reactor::poll_io`] does, as a future.
-    pub(crate) async fn io<T>(self: &Arc<Self>, mut attempt: impl FnMut() -> io::Result<T>) -> io::Result<T> {
-        let mut wait = None;
-        std::future::poll_fn(|cx| self.poll_io(cx, &mut wait, &mut attempt)).await
-    }
-
-    /// Registers the eventfd with tokio the first time (under `turn`).
-    fn register(&self, fd: RawFd) -> io::Result<()> {
-        if self.fd.get().is_none() {
-            // SAFETY: the fd is the session's eventfd, open while the
-            // session lives; `self.session` outlives `self.fd` (declared
-            // after it), and `SessionFd` always answers the same fd.
-            let registered = unsafe { AsyncFd::register_with_interest(SessionFd(fd), Interest::READABLE) };
-            let _ = self.fd.set(registered.map_err(|e| e.into_parts().1)?);
-        }
-        Ok(())
-    }
-
-    /// Sleeps until the eventfd is readable (then drains it and tells the
-    /// other waiters), another task drained it, or a slice passed; `seen`
-    /// is the drain count read before the attempt that would have blocked.
-    async fn sleep(self: Arc<Self>, seen: u64) -> io::Result<()> {
-        let Some(fd) = self.fd.get() else {
-            return Ok(());
-        };
-        let drained = self.drained.notified();
-        tokio::pin!(drained);
-        drained.as_mut().enable();
-        if self.drains.load(Ordering::SeqCst) != seen {
-            return Ok(());
-        }
-        let slice = Duration::from_micros(self.slice.load(Ordering::Relaxed));
-        let slice = if self.blocking.load(Ordering::SeqCst) > 0 { slice.min(BLOCKING_SLICE) } else { slice };
-        tokio::select! {
-            ready = fd.readable() => {
-                let mut guard = ready?;
-                let finished = self.session.finish_wait();
-                guard.clear_ready();
-                self.woken();
-                finished?;
+            rounds += 1;
+            if rounds >= ROUNDS {
+                // Readiness left as it is: the next poll tries again.
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
             }
-            _ = &mut drained => {}
-            _ = tokio::time::sleep(slice) => {}
         }
-        Ok(())
     }
+
+    /// Runs `attempt` as [`Registered::poll_io`] does, as a future; any
+    /// number of tasks may wait on one socket this way.
+    pub(crate) async fn io<T>(
+        &self,
+        interest: Interest,
+        mut attempt: impl FnMut(&S) -> io::Result<T>,
+    ) -> io::Result<T> {
+        let mut rounds = 0;
+        loop {
+            let mut guard = self.fd.ready(interest).await?;
+            match attempt(&self.socket) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                done => return done,
+            }
+            self.reactor.retries.fetch_add(1, Ordering::Relaxed);
+            if !still_ready(self.fd.get_ref().as_raw_fd(), interest) {
+                guard.clear_ready_matching(ready_of(interest));
+                continue;
+            }
+            drop(guard);
+            rounds += 1;
+            if rounds % ROUNDS == 0 {
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+}
+
+/// tokio's readiness for `interest`.
+fn ready_of(interest: Interest) -> tokio::io::Ready {
+    if interest.is_readable() {
+        tokio::io::Ready::READABLE
+    } else {
+        tokio::io::Ready::WRITABLE
+    }
+}
+
+/// Whether `fd` is ready for `interest` now (`poll(2)` without waiting);
+/// an error counts as ready, for the call to meet it.
+fn still_ready(fd: RawFd, interest: Interest) -> bool {
+    let events = if interest.is_readable() { libc::POLLIN } else { libc::POLLOUT };
+    let mut p = libc::pollfd { fd, events, revents: 0 };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n != 0
 }

@@ -1,29 +1,25 @@
 //! [`TcpStream`] and [`TcpListener`]: the client library's, with calls
-//! that would block made into futures through the session's reactor.
+//! that would block made into futures through each socket's descriptor
+//! (`reactor.rs`).
 
-use crate::reactor::{Reactor, Wait};
+use crate::reactor::{Reactor, Registered};
 use crate::Session;
 use std::io;
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 
 /// A TCP connection through netd: [`AsyncRead`] and [`AsyncWrite`].
 /// Reading and writing halves (`tokio::io::split`) wait independently.
 pub struct TcpStream {
-    /// `Some` until dropped (its close is a blocking call the reactor is
-    /// told of).
-    inner: Option<nagare::net::TcpStream>,
-    reactor: Arc<Reactor>,
-    read_wait: Option<Wait>,
-    write_wait: Option<Wait>,
+    io: Registered<nagare::net::TcpStream>,
 }
 
 impl TcpStream {
-    fn new(inner: nagare::net::TcpStream, reactor: Arc<Reactor>) -> TcpStream {
-        TcpStream { inner: Some(inner), reactor, read_wait: None, write_wait: None }
+    fn new(inner: nagare::net::TcpStream, reactor: Arc<Reactor>) -> io::Result<TcpStream> {
+        Ok(TcpStream { io: Registered::new(inner, reactor)? })
     }
 
     /// Connects through `session`. The connect is a request that waits
@@ -33,63 +29,46 @@ impl TcpStream {
         let reactor = Arc::clone(&session.reactor);
         let inner = {
             let reactor = Arc::clone(&reactor);
-            tokio::task::spawn_blocking(move || {
-                reactor.blocking(|| nagare::net::TcpStream::connect_via(reactor.session(), addr))
-            })
-            .await
-            .map_err(io::Error::other)??
+            tokio::task::spawn_blocking(move || nagare::net::TcpStream::connect_via(reactor.session(), addr))
+                .await
+                .map_err(io::Error::other)??
         };
-        Ok(TcpStream::new(inner, reactor))
-    }
-
-    fn inner(&self) -> io::Result<&nagare::net::TcpStream> {
-        self.inner.as_ref().ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))
+        TcpStream::new(inner, reactor)
     }
 
     /// The local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner()?.local_addr()
+        self.io.get().local_addr()
     }
 
     /// The peer's address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.inner()?.peer_addr()
+        self.io.get().peer_addr()
     }
 
     /// The client library's stream, for its options (`set_nodelay`,
-    /// buffer sizes): short blocking calls that the session's reactor
-    /// does not see (`reactor.rs`).
+    /// buffer sizes).
     pub fn get_ref(&self) -> io::Result<&nagare::net::TcpStream> {
-        self.inner()
+        Ok(self.io.get())
     }
 
     /// Reads into `buf` without taking the bytes (`MSG_PEEK`), waiting
     /// until some arrived; 0 at the end of the stream.
     pub async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
-        let inner = self.inner()?;
-        self.reactor.io(|| inner.peek_with(buf, false)).await
+        self.io.io(Interest::READABLE, |s| s.peek_with(buf, false)).await
     }
 
     fn poll_read_slice(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        let TcpStream { inner, reactor, read_wait, .. } = self;
-        let Some(inner) = inner.as_ref() else {
-            return Poll::Ready(Err(io::Error::from_raw_os_error(libc::EBADF)));
-        };
-        reactor.poll_io(cx, read_wait, || inner.read_with(buf, false))
+        self.io.poll_io(cx, Interest::READABLE, |s| s.read_with(buf, false))
     }
 
     fn poll_write_slice(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let TcpStream { inner, reactor, write_wait, .. } = self;
-        let Some(inner) = inner.as_ref() else {
-            return Poll::Ready(Err(io::Error::from_raw_os_error(libc::EBADF)));
-        };
-        reactor.poll_io(cx, write_wait, || inner.write_with(buf, false))
+        self.io.poll_io(cx, Interest::WRITABLE, |s| s.write_with(buf, false))
     }
 
     /// Sends a FIN after what is queued (a short request, inline).
     fn shutdown_write(&self) -> io::Result<()> {
-        let inner = self.inner()?;
-        self.reactor.blocking(|| inner.shutdown(Shutdown::Write))
+        self.io.get().shutdown(Shutdown::Write)
     }
 }
 
@@ -139,18 +118,9 @@ impl futures_io::AsyncWrite for TcpStream {
     }
 }
 
-impl Drop for TcpStream {
-    fn drop(&mut self) {
-        if let Some(inner) = self.inner.take() {
-            self.reactor.blocking(|| drop(inner));
-        }
-    }
-}
-
 /// A TCP listener through netd.
 pub struct TcpListener {
-    inner: Option<nagare::net::TcpListener>,
-    reactor: Arc<Reactor>,
+    io: Registered<nagare::net::TcpListener>,
 }
 
 impl TcpListener {
@@ -158,34 +128,22 @@ impl TcpListener {
     /// the listen without the network: it runs inline.
     pub async fn bind(session: &Session, addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
         let reactor = Arc::clone(&session.reactor);
-        let inner = reactor.blocking(|| nagare::net::TcpListener::bind_via(reactor.session(), addr))?;
+        let inner = nagare::net::TcpListener::bind_via(reactor.session(), addr)?;
         // Its accept then takes a connection netd accepted ahead, or says
         // it would block.
         inner.set_nonblocking(true)?;
-        Ok(TcpListener { inner: Some(inner), reactor })
-    }
-
-    fn inner(&self) -> io::Result<&nagare::net::TcpListener> {
-        self.inner.as_ref().ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))
+        Ok(TcpListener { io: Registered::new(inner, reactor)? })
     }
 
     /// The address listened on.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner()?.local_addr()
+        self.io.get().local_addr()
     }
 
-    /// The next connection, waiting for one.
+    /// The next connection, waiting for one. Its descriptor is made
+    /// before it is taken: when that fails, it stays queued.
     pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        let inner = self.inner()?;
-        let (s, peer) = self.reactor.io(|| inner.accept()).await?;
-        Ok((TcpStream::new(s, Arc::clone(&self.reactor)), peer))
-    }
-}
-
-impl Drop for TcpListener {
-    fn drop(&mut self) {
-        if let Some(inner) = self.inner.take() {
-            self.reactor.blocking(|| drop(inner));
-        }
+        let (s, peer, fd) = self.io.io(Interest::READABLE, |l| l.accept_with_readiness_fd()).await?;
+        Ok((TcpStream { io: Registered::with_fd(s, fd, Arc::clone(self.io.reactor()))? }, peer))
     }
 }

@@ -1,8 +1,9 @@
 //! nagare-tokio's sockets in tokio runtimes (multi-thread and
 //! current-thread), through a netd running in a thread of the test: many
 //! streams echoed at once, UDP ping-pong, a read woken by data that comes
-//! later, a read cancelled while it waits, the end of a stream, and the
-//! HTTP examples (one on the sockets directly, one with hyper).
+//! later and not by another stream's traffic, a write that waits for a
+//! free region buffer, a read cancelled while it waits, the end of a
+//! stream, and the HTTP examples (one on the sockets directly, one with hyper).
 
 #[path = "../../nagare-netd/tests/support/mod.rs"]
 mod support;
@@ -57,7 +58,15 @@ where
     F: FnOnce(NetdThread) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let netd = start_netd();
+    run_with(start_netd(), multi_thread, scenario);
+}
+
+/// [`run_on`] against `netd`.
+fn run_with<F, Fut>(netd: NetdThread, multi_thread: bool, scenario: F)
+where
+    F: FnOnce(NetdThread) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let mut builder = if multi_thread {
         let mut b = tokio::runtime::Builder::new_multi_thread();
         b.worker_threads(2);
@@ -173,7 +182,6 @@ async fn udp_ping_pong(netd: NetdThread) {
 /// loop.
 async fn read_woken_by_later_data(netd: NetdThread) {
     let readers = Session::new(netd.connect());
-    readers.set_slice(Duration::from_secs(3600));
     let writers = Session::new(netd.connect());
     let listener = TcpListener::bind(&readers, at(7300)).await.expect("listen");
     let mut writer = TcpStream::connect(&writers, at(7300)).await.expect("connect");
@@ -192,6 +200,82 @@ async fn read_woken_by_later_data(netd: NetdThread) {
     let retries = readers.retries() - before;
     assert!(retries < 50, "the read tried {retries} times: it spun");
     drop(late.await.expect("the writer"));
+}
+
+/// A task waiting on one stream is not woken by another stream's
+/// traffic on the same session: while it waits, a thread streams 8 MiB
+/// over a second stream of the session (with the client library's
+/// blocking calls, which count no retries here), whose completions wake
+/// nothing of the first stream's; the waiting read tries a few times at
+/// most, and reads its own data when it comes.
+async fn wait_sleeps_through_other_traffic(netd: NetdThread) {
+    const OTHER: usize = 8 << 20;
+    let readers = Session::new(netd.connect());
+    let writers = Session::new(netd.connect());
+    let listener = TcpListener::bind(&writers, at(7400)).await.expect("listen");
+    let mut waiter = TcpStream::connect(&readers, at(7400)).await.expect("connect");
+    let (mut waiter_peer, _) = timeout(STEP, listener.accept()).await.expect("an accept in time").expect("accept");
+    let before = readers.retries();
+    let waiting = tokio::spawn(async move {
+        let mut buf = [0u8; 16];
+        let n = timeout(STEP, waiter.read(&mut buf)).await.expect("woken in time").expect("read");
+        buf[..n].to_vec()
+    });
+    let session = readers.inner().clone();
+    let other = std::thread::spawn(move || {
+        let mut s = nagare::net::TcpStream::connect_timeout_via(&session, &at(7400), STEP).expect("connect");
+        std::io::Write::write_all(&mut s, &vec![5u8; OTHER]).expect("stream");
+        s
+    });
+    let (mut other_peer, _) = timeout(STEP, listener.accept()).await.expect("an accept in time").expect("accept");
+    let mut buf = vec![0u8; 64 << 10];
+    let mut got = 0;
+    while got < OTHER {
+        let n = timeout(STEP, other_peer.read(&mut buf)).await.expect("in time").expect("read");
+        assert!(n > 0, "the stream ended after {got}");
+        got += n;
+    }
+    let other = other.join().expect("the streaming thread");
+    let during = readers.retries() - before;
+    waiter_peer.write_all(b"mine").await.expect("write");
+    assert_eq!(waiting.await.expect("the waiting task"), b"mine");
+    assert!(during < 20, "the waiting read tried {during} times while another stream moved {OTHER} bytes");
+    drop(other);
+}
+
+/// A write that waits for a free buffer of the session's pool sleeps:
+/// a stream whose peer does not read takes every free buffer (of the
+/// test's small pool, 32), and another stream's write (its own send
+/// buffer empty) then waits, trying a few times at most, and ends once
+/// that peer reads and buffers come back.
+async fn write_waits_for_a_free_buffer(netd: NetdThread) {
+    let client = Session::new(netd.connect());
+    let server = Session::new(netd.connect());
+    let listener = TcpListener::bind(&server, at(7600)).await.expect("listen");
+    let mut hog = TcpStream::connect(&client, at(7600)).await.expect("connect");
+    let (mut hog_peer, _) = timeout(STEP, listener.accept()).await.expect("an accept in time").expect("accept");
+    let mut healthy = TcpStream::connect(&client, at(7600)).await.expect("connect");
+    let (_healthy_peer, _) = timeout(STEP, listener.accept()).await.expect("an accept in time").expect("accept");
+    hog.get_ref().expect("the stream").set_send_buffer_size(64 << 20).expect("a large send buffer");
+    // The peer does not read: the write waits, its sends holding every
+    // free buffer of the pool.
+    let big = vec![3u8; 64 << 20];
+    assert!(timeout(Duration::from_millis(300), hog.write_all(&big)).await.is_err(), "the hog's write waits");
+    let before = client.retries();
+    assert!(timeout(Duration::from_millis(300), healthy.write_all(b"x")).await.is_err(), "no free buffer: it waits");
+    let during = client.retries() - before;
+    assert!(during < 20, "the waiting write tried {during} times in 300 ms");
+    let reader = tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 << 10];
+        while let Ok(Ok(n)) = timeout(STEP, hog_peer.read(&mut buf)).await {
+            if n == 0 {
+                break;
+            }
+        }
+    });
+    timeout(STEP, healthy.write_all(b"x")).await.expect("buffers came back: the write ends").expect("write");
+    drop(hog);
+    timeout(STEP, reader).await.expect("the reader ends").expect("the reader");
 }
 
 /// Reading a stream whose peer closed gives what was sent, then 0.
@@ -276,6 +360,17 @@ macro_rules! on_both {
 on_both!(echo_twenty_multi_thread, echo_twenty_current_thread, echo_twenty);
 on_both!(udp_ping_pong_multi_thread, udp_ping_pong_current_thread, udp_ping_pong);
 on_both!(read_woken_multi_thread, read_woken_current_thread, read_woken_by_later_data);
+on_both!(other_traffic_multi_thread, other_traffic_current_thread, wait_sleeps_through_other_traffic);
+
+#[test]
+fn free_buffer_multi_thread() {
+    run_with(NetdThread::start(Placement::Inline, Wire::Loopback), true, write_waits_for_a_free_buffer);
+}
+
+#[test]
+fn free_buffer_current_thread() {
+    run_with(NetdThread::start(Placement::Inline, Wire::Loopback), false, write_waits_for_a_free_buffer);
+}
 on_both!(peer_closed_multi_thread, peer_closed_current_thread, read_after_peer_closed);
 on_both!(hello_http_multi_thread, hello_http_current_thread, hello_http);
 on_both!(cancelled_read_multi_thread, cancelled_read_current_thread, cancelled_read);

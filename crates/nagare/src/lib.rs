@@ -18,6 +18,10 @@
 //! receives are posted ahead, so reads and polls take what has arrived;
 //! a listener keeps an accept posted ahead (`accept.rs`), so `accept`
 //! takes a connection netd already accepted.
+//! Each socket lends a descriptor (`readiness_fd`, not the socket) whose
+//! readiness follows the socket's, for a program's own `poll`, `epoll` or async
+//! runtime beside kernel descriptors (`readyfd.rs`; a watcher thread per
+//! session keeps them, `watcher.rs`).
 //! Waits are cut into slices of [`LIVENESS_SLICE`]; between slices the
 //! rendezvous socket is checked, so when netd dies every call fails within
 //! a second (`ErrorKind::ConnectionAborted`).
@@ -28,18 +32,24 @@ mod accept;
 #[cfg(feature = "embedded")]
 pub mod embedded;
 mod errors;
+mod fork;
 pub mod net;
 mod path;
 pub mod ping;
 pub mod poll;
+mod readyfd;
 pub mod share;
+mod watcher;
 pub mod zerocopy;
 
+pub use fork::ForkHold;
 use nagare_ipc::{BufRef, Client, Consumer, Descriptor, Notifier, Pool, Producer, Waiter, DEFAULT_SPIN, NO_BUFFER};
 use nagare_request::{Completion, Op, Piece, Request};
 use path::Role;
 pub use path::RECV_AHEAD;
-use std::collections::HashMap;
+pub use readyfd::ReadinessFd;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -88,6 +98,9 @@ struct Shared {
     /// A second descriptor for the eventfd netd signals, slept on while
     /// `conn` is let go.
     wake: nagare_ipc::EventFd,
+    /// The thread that sets the sockets' descriptors, started with the
+    /// first (`watcher.rs`).
+    watcher: Mutex<Option<watcher::Watcher>>,
 }
 
 struct Conn {
@@ -120,12 +133,36 @@ struct Conn {
     alive_at: Instant,
     /// A thread sleeps on the eventfd for every waiter (see [`Shared`]).
     sleeper: bool,
+    /// That thread is the watcher (`watcher.rs`), which asked netd for
+    /// signals and sleeps with no time limit.
+    watcher_sleeps: bool,
+    /// Outside loops that sleep on the eventfd ([`Session::prepare_wait`]
+    /// gave it, [`Session::finish_wait`] not called yet; several threads
+    /// may each run one): while any does, the watcher leaves the eventfd
+    /// for them to reset.
+    outside_waits: usize,
+    /// The watcher waits (on `woken`) for that loop's `finish_wait`.
+    watcher_waits: bool,
     /// Another process uses the session now ([`Session::abandon`]): this
     /// one touches nothing it shares with netd.
     abandoned: bool,
     /// The requests of [`poll::wake_when_ready`] made and perhaps still in
     /// flight, each with the list it asked about.
     armed: Vec<(u64, Vec<u8>)>,
+    /// The descriptors lent by sockets' `readiness_fd`, by socket id
+    /// (`readyfd.rs`).
+    ready_fds: HashMap<u32, Arc<readyfd::ReadyFd>>,
+    /// The descriptors lent by connects under way (`Connecting`), by
+    /// request id.
+    answer_fds: HashMap<u64, Arc<readyfd::ReadyFd>>,
+    /// Sockets whose descriptors were set not writable for want of a free
+    /// buffer of the pool alone: set again when one comes back
+    /// (`Conn::publish_starved`).
+    starved: RefCell<HashSet<u32>>,
+    /// The session's sockets lent descriptors and no watcher runs for them
+    /// in this process (its thread ended, or this process is a child made
+    /// by `fork`): the next call starts one ([`Session::lock`]).
+    start_watcher: bool,
 }
 
 /// What a request carries in its buffer.
@@ -175,10 +212,18 @@ impl Session {
             posted_total: 0,
             alive_at: Instant::now(),
             sleeper: false,
+            watcher_sleeps: false,
+            outside_waits: 0,
+            watcher_waits: false,
             abandoned: false,
             armed: Vec::new(),
+            ready_fds: HashMap::new(),
+            answer_fds: HashMap::new(),
+            starved: RefCell::new(HashSet::new()),
+            start_watcher: false,
         };
-        Ok(Session { inner: Arc::new(Shared { conn: Mutex::new(conn), woken: Condvar::new(), wake }) })
+        let shared = Shared { conn: Mutex::new(conn), woken: Condvar::new(), wake, watcher: Mutex::new(None) };
+        Ok(Session { inner: Arc::new(shared) })
     }
 
     /// The process-wide connection to the netd named by `NAGARE_NETD`
@@ -197,34 +242,6 @@ impl Session {
         let n = Session::connect(path)?;
         *slot = Some(n.clone());
         Ok(n)
-    }
-
-    /// Leaves the session to another process that has a copy of it (a
-    /// child made by `fork` after it was connected): from now on this
-    /// process's calls on it fail, and dropping it or its sockets touches
-    /// nothing it shares with netd (no close, no buffer returned to the
-    /// pool); only this process's own descriptors and mapping go.
-    pub fn abandon(&self) {
-        if let Ok(mut c) = self.lock() {
-            c.abandoned = true;
-            c.dead = true;
-        }
-    }
-
-    /// Tells netd that this process holds the session from now on: a child
-    /// after `fork` that takes the session its parent made for it (netd
-    /// allows it for a child of the session's process, of the same user).
-    /// netd then weighs the session by this process's nice value and names
-    /// this process in its report. Returns at once, without waiting for
-    /// netd's answer (a `fork` handler calls it).
-    pub fn moved_here(&self) -> io::Result<()> {
-        let mut req = Request::new(Op::Pid, 0);
-        req.aux[0] = u64::from(std::process::id());
-        let mut c = self.lock()?;
-        c.submit(&mut req, None)?;
-        // Nobody takes the answer.
-        c.in_flight.insert(req.id, InFlight { buffer: None, abandoned: true, role: Role::Call });
-        Ok(())
     }
 
     /// Whether [`Session::abandon`] left it to another process.
@@ -286,19 +303,100 @@ impl Session {
         c.check_alive()?;
         // Completions are left on the rings: taking one here could make a
         // socket ready that the caller already looked at.
+        if c.watcher_sleeps {
+            // The watcher asked for signals and sleeps on the eventfd:
+            // the rings stay as it left them (marked awake, they would
+            // need it woken, and the wake-up would wake this loop too).
+            // What is on them signalled the eventfd when it came.
+            let Conn { completions, direct, .. } = &mut *c;
+            let waiting = completions.available().map_err(io::Error::other)? > 0
+                || direct.available().map_err(io::Error::other)? > 0;
+            if !waiting {
+                c.outside_waits += 1;
+            }
+            return Ok((!waiting).then(|| c.waiter.fd().as_raw_fd()));
+        }
         let Conn { waiter, completions, direct, .. } = &mut *c;
         let arrived = waiter.prepare_sleep_any(&mut [completions, direct]).map_err(io::Error::other)?;
+        if !arrived {
+            c.outside_waits += 1;
+        }
         Ok((!arrived).then(|| c.waiter.fd().as_raw_fd()))
     }
 
     /// After [`Session::prepare_wait`] gave a descriptor and the loop slept
-    /// (or did not): resets the eventfd and stops netd's signals.
+    /// (or did not): resets the eventfd and stops netd's signals. Called
+    /// once for each descriptor `prepare_wait` gave.
     pub fn finish_wait(&self) -> io::Result<()> {
         let mut c = self.lock()?;
+        c.outside_waits = c.outside_waits.saturating_sub(1);
+        if c.watcher_waits {
+            // It waits for this reset (`watcher.rs`).
+            self.inner.woken.notify_all();
+        }
+        if c.watcher_sleeps {
+            // The rings stay asking for signals, for the watcher: what
+            // arrived is taken here instead (its descriptors set, its
+            // waiters told), and the eventfd reset, so that neither the
+            // watcher nor this loop wakes for it again. A completion that
+            // comes after the last one taken signals the eventfd.
+            self.inner.wake.drain()?;
+            c.collect()?;
+            self.inner.woken.notify_all();
+            return Ok(());
+        }
         let Conn { waiter, completions, direct, .. } = &mut *c;
         waiter.woke_any(&[completions, direct])?;
         c.rouse_sleeper();
         Ok(())
+    }
+
+    /// Socket `id`'s descriptor (`readyfd.rs`): the one it has, or one
+    /// made here, set to the socket's readiness, with the session's
+    /// watcher started if it is not running in this process.
+    pub(crate) fn ready_fd(&self, id: u32) -> io::Result<Arc<readyfd::ReadyFd>> {
+        self.lock()?.lends_readiness(id)?;
+        watcher::ensure(&self.inner)?;
+        let mut c = self.lock()?;
+        if let Some(fd) = c.ready_fds.get(&id) {
+            return Ok(Arc::clone(fd));
+        }
+        let fd = Arc::new(readyfd::ReadyFd::new()?);
+        c.ready_fds.insert(id, Arc::clone(&fd));
+        c.publish(id);
+        Ok(fd)
+    }
+
+    /// A descriptor for a socket not made yet ([`Session::lend_ready_fd`]
+    /// gives it to one), with the session's watcher started if it is not
+    /// running in this process: what can fail about a socket's
+    /// descriptor, done before the socket is taken.
+    pub(crate) fn spare_ready_fd(&self) -> io::Result<Arc<readyfd::ReadyFd>> {
+        watcher::ensure(&self.inner)?;
+        Ok(Arc::new(readyfd::ReadyFd::new()?))
+    }
+
+    /// Gives socket `id` the descriptor `fd` ([`Session::spare_ready_fd`]),
+    /// set to its readiness.
+    pub(crate) fn lend_ready_fd(&self, id: u32, fd: &Arc<readyfd::ReadyFd>) -> io::Result<()> {
+        let mut c = self.lock()?;
+        c.ready_fds.insert(id, Arc::clone(fd));
+        c.publish(id);
+        Ok(())
+    }
+
+    /// The descriptor of the connect whose request is `id` (`Connecting`):
+    /// the one it has, or one made here, set to whether netd answered.
+    pub(crate) fn answer_fd(&self, id: u64) -> io::Result<Arc<readyfd::ReadyFd>> {
+        watcher::ensure(&self.inner)?;
+        let mut c = self.lock()?;
+        if let Some(fd) = c.answer_fds.get(&id) {
+            return Ok(Arc::clone(fd));
+        }
+        let fd = Arc::new(readyfd::ReadyFd::new()?);
+        c.answer_fds.insert(id, Arc::clone(&fd));
+        c.publish_answer(id);
+        Ok(fd)
     }
 
     /// The largest payload one call moves (one region buffer).
@@ -483,7 +581,17 @@ impl Session {
     }
 
     pub(crate) fn lock(&self) -> io::Result<MutexGuard<'_, Conn>> {
-        self.inner.conn.lock().map_err(|_| poisoned())
+        let mut c = self.inner.conn.lock().map_err(|_| poisoned())?;
+        if c.start_watcher && !c.dead && !c.abandoned {
+            c.start_watcher = false;
+            drop(c);
+            // Failing, the next call tries again.
+            if watcher::ensure(&self.inner).is_err() {
+                self.inner.conn.lock().map_err(|_| poisoned())?.start_watcher = true;
+            }
+            c = self.inner.conn.lock().map_err(|_| poisoned())?;
+        }
+        Ok(c)
     }
 }
 
@@ -698,7 +806,7 @@ impl Conn {
                     // takes requests only while it has room to complete
                     // them, is not kept waiting on us.
                     if self.client.peer_gone() {
-                        self.dead = true;
+                        self.mark_dead();
                         return Err(self.gone());
                     }
                     while let Some(d) = self.pop(None)? {
@@ -707,7 +815,7 @@ impl Conn {
                     std::thread::sleep(Duration::from_micros(50));
                 }
                 Err(_) => {
-                    self.dead = true;
+                    self.mark_dead();
                     return Err(self.gone());
                 }
             }
@@ -740,7 +848,7 @@ impl Conn {
                 Ok(None) if wait.is_none() || waited => return Ok(None),
                 Ok(None) => {}
                 Err(_) => {
-                    self.dead = true;
+                    self.mark_dead();
                     return Err(self.gone());
                 }
             }
@@ -749,7 +857,7 @@ impl Conn {
                 Ok(nagare_ipc::WaitOutcome::Ready(_)) => {}
                 Ok(nagare_ipc::WaitOutcome::TimedOut) if !self.client.peer_gone() => {}
                 _ => {
-                    self.dead = true;
+                    self.mark_dead();
                     return Err(self.gone());
                 }
             }
@@ -844,6 +952,7 @@ impl Conn {
             }
             std::collections::hash_map::Entry::Vacant(v) => {
                 v.insert((Completion::decode(&d), back));
+                self.publish_answer(d.id);
             }
         }
     }

@@ -6,6 +6,7 @@
 //! sends to IPv4 ones).
 
 use crate::path::{Ask, Kind};
+use crate::readyfd::{ReadinessFd, ReadyFd};
 use crate::{request, set_wait_limit, Data, Session};
 use nagare_request::{
     decode_accepted, decode_addr, decode_addr6, encode_addr, encode_addr6, Op, Request, SockOption, ADDR_ELSEWHERE,
@@ -14,7 +15,7 @@ use nagare_request::{
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, SocketAddrV4, SocketAddrV6, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 pub(crate) fn v4(addr: impl ToSocketAddrs) -> io::Result<SocketAddrV4> {
@@ -90,9 +91,53 @@ fn connect_request(remote: SocketAddr) -> Request {
 pub(crate) struct Handle {
     pub(crate) netd: Session,
     pub(crate) id: u32,
+    /// The descriptor lent by `readiness_fd`, made on the first call
+    /// (`readyfd.rs`).
+    ready: OnceLock<Arc<ReadyFd>>,
 }
 
 impl Handle {
+    pub(crate) fn new(netd: &Session, id: u32) -> Handle {
+        Handle { netd: netd.clone(), id, ready: OnceLock::new() }
+    }
+
+    /// The socket's descriptor, made on the first call.
+    pub(crate) fn ready_fd(&self) -> io::Result<ReadinessFd> {
+        if let Some(fd) = self.ready.get() {
+            // The session's call: it starts this process's watcher if it
+            // needs one (a child made by `fork`).
+            self.netd.lock()?.lends_readiness(self.id)?;
+            return Ok(ReadinessFd(Arc::clone(fd)));
+        }
+        let fd = self.netd.ready_fd(self.id)?;
+        // Another thread's, if it was first, is the same one.
+        let _ = self.ready.set(Arc::clone(&fd));
+        Ok(ReadinessFd(fd))
+    }
+
+    /// Gives the socket the descriptor `fd` made ahead
+    /// (`Session::spare_ready_fd`), unless it has one.
+    fn lend(&self, fd: Arc<ReadyFd>) -> io::Result<ReadinessFd> {
+        if self.ready.get().is_none() {
+            self.netd.lend_ready_fd(self.id, &fd)?;
+            let _ = self.ready.set(fd);
+        }
+        self.ready_fd()
+    }
+
+    /// Passes `out` through after a call on the socket, with its
+    /// descriptor, if it has one, set to the readiness the call left (a
+    /// read that took the last data, a write that filled the send buffer).
+    pub(crate) fn settle<T>(&self, out: T) -> T {
+        if self.ready.get().is_some() {
+            if let Ok(mut c) = self.netd.lock() {
+                c.publish(self.id);
+                c.publish_starved();
+            }
+        }
+        out
+    }
+
     /// Sets option `option` to `value`; the value in force.
     fn set_option(&self, option: SockOption, value: u64) -> io::Result<u64> {
         let mut r = request(Op::SetOption, self.id);
@@ -136,6 +181,11 @@ impl Drop for Handle {
     /// was not all read is reset instead), and its port is free for
     /// another socket, of any client, once this returns.
     fn drop(&mut self) {
+        // The descriptor is this process's own, abandoned session or not.
+        if let Ok(mut c) = self.netd.lock() {
+            c.ready_fds.remove(&self.id);
+            c.starved.get_mut().remove(&self.id);
+        }
         if self.netd.is_abandoned() {
             return;
         }
@@ -229,7 +279,7 @@ impl TcpStream {
         let mut r = connect_request(remote);
         set_wait_limit(&mut r, limit);
         let ticket = netd.submit_async(r, Data::None)?;
-        let mut pending = Connecting { netd: netd.clone(), id: ticket.into_id(), remote, done: false };
+        let mut pending = Connecting::new(netd, ticket.into_id(), remote);
         let id = pending.id;
         let comp = netd.until(false, None, |c| c.take_arrived(id))?;
         pending.done = true;
@@ -254,7 +304,7 @@ impl TcpStream {
     pub fn connect_start_via(netd: &Session, addr: impl ToSocketAddrs) -> io::Result<Connecting> {
         let remote = first_addr(addr)?;
         let ticket = netd.submit_async(connect_request(remote), Data::None)?;
-        Ok(Connecting { netd: netd.clone(), id: ticket.into_id(), remote, done: false })
+        Ok(Connecting::new(netd, ticket.into_id(), remote))
     }
 
     /// The stream a connect or accept completion names (`aux[0]` its id,
@@ -266,7 +316,7 @@ impl TcpStream {
         local: SocketAddr,
         peer: SocketAddr,
     ) -> io::Result<TcpStream> {
-        let s = TcpStream::new(Handle { netd: netd.clone(), id: c.aux[0] as u32 }, local, peer);
+        let s = TcpStream::new(Handle::new(netd, c.aux[0] as u32), local, peer);
         s.h.open_path(Kind::Stream, c.aux[2], c.aux[3])?;
         Ok(s)
     }
@@ -340,6 +390,7 @@ impl TcpStream {
         if how != Shutdown::Read {
             c.shut_path_write(self.h.id);
         }
+        c.publish(self.h.id);
         Ok(())
     }
 
@@ -369,7 +420,9 @@ impl TcpStream {
     /// size is taken as given, not doubled.
     pub fn set_send_buffer_size(&self, bytes: usize) -> io::Result<()> {
         let in_force = self.set_option(SockOption::SendBuffer, buffer_size(bytes)?)?;
-        self.h.netd.lock()?.set_path_send_buffer(self.h.id, in_force);
+        let mut c = self.h.netd.lock()?;
+        c.set_path_send_buffer(self.h.id, in_force);
+        c.publish(self.h.id);
         Ok(())
     }
 
@@ -418,7 +471,10 @@ impl TcpStream {
     /// The error the connection met since the last call that reported one
     /// (a reset, a timeout), taken (`SO_ERROR`); `None` if there is none.
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.h.netd.lock()?.path_error(self.h.id)
+        let mut c = self.h.netd.lock()?;
+        let e = c.path_error(self.h.id);
+        c.publish(self.h.id);
+        e
     }
 
     /// Bytes that arrived and were not read yet (what `FIONREAD` says);
@@ -471,7 +527,7 @@ impl TcpStream {
         }
         let id = self.h.id;
         let (nonblocking, mut ask) = self.read_mode(may_wait)?;
-        self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_stream(id, buf, &mut ask))
+        self.h.settle(self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_stream(id, buf, &mut ask)))
     }
 
     /// As [`TcpStream::read_with`], leaving the bytes to be read again
@@ -509,7 +565,7 @@ impl TcpStream {
             return Ok(c.aux[0] as usize);
         }
         let template = request(Op::Send, id);
-        self.h.netd.until(nonblocking, self.write_limit.get(), |c| c.queue_stream(id, buf, &template))
+        self.h.settle(self.h.netd.until(nonblocking, self.write_limit.get(), |c| c.queue_stream(id, buf, &template)))
     }
 
     /// Takes what netd already delivered (see `crate::path`), waiting for
@@ -565,9 +621,15 @@ pub struct Connecting {
     id: u64,
     remote: SocketAddr,
     done: bool,
+    /// The descriptor lent by `readiness_fd`, made on the first call.
+    ready: OnceLock<Arc<ReadyFd>>,
 }
 
 impl Connecting {
+    fn new(netd: &Session, id: u64, remote: SocketAddr) -> Connecting {
+        Connecting { netd: netd.clone(), id, remote, done: false, ready: OnceLock::new() }
+    }
+
     /// Whether netd has answered (the connection is made, or failed):
     /// [`Connecting::try_finish`] then gives it without waiting.
     pub fn is_done(&self) -> io::Result<bool> {
@@ -588,16 +650,39 @@ impl Connecting {
         }
         let Some(comp) = self.netd.lock()?.take_arrived(self.id)? else { return Ok(None) };
         self.done = true;
+        if let Ok(mut c) = self.netd.lock() {
+            // The descriptor stays as it was set, for whoever still polls
+            // it; the stream has its own.
+            c.answer_fds.remove(&self.id);
+        }
         let comp = comp.map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
         comp.result().map_err(io::Error::from_raw_os_error)?;
         TcpStream::connected(&self.netd, &comp, self.remote).map(Some)
     }
 }
 
+impl Connecting {
+    /// A descriptor that becomes writable once netd answered (a
+    /// connection made; readable too when it failed), as a non-blocking
+    /// kernel socket's does when its connect ends: for a program's own
+    /// `poll` or `epoll` (`readyfd.rs`). It is not the socket (see
+    /// [`ReadinessFd`]). Made on the first call; the stream
+    /// [`Connecting::try_finish`] gives has its own.
+    pub fn readiness_fd(&self) -> io::Result<ReadinessFd> {
+        if let Some(fd) = self.ready.get() {
+            return Ok(ReadinessFd(Arc::clone(fd)));
+        }
+        let fd = self.netd.answer_fd(self.id)?;
+        let _ = self.ready.set(Arc::clone(&fd));
+        Ok(ReadinessFd(fd))
+    }
+}
+
 impl Drop for Connecting {
     fn drop(&mut self) {
-        if !self.done {
-            if let Ok(mut c) = self.netd.lock() {
+        if let Ok(mut c) = self.netd.lock() {
+            c.answer_fds.remove(&self.id);
+            if !self.done {
                 c.abandon_connect(self.id);
             }
         }
@@ -654,7 +739,7 @@ impl TcpListener {
             }
         };
         let (c, _) = netd.call(r, Data::None)?;
-        let l = TcpListener::from_handle(Handle { netd: netd.clone(), id: c.aux[0] as u32 }, local);
+        let l = TcpListener::from_handle(Handle::new(netd, c.aux[0] as u32), local);
         netd.lock()?.open_listen_path(l.h.id, false)?;
         Ok(l)
     }
@@ -688,7 +773,8 @@ impl TcpListener {
         let may_wait = !self.mode.is_on();
         let shared = self.h.netd.lock()?.is_shared_listener(id);
         let mut ask = Ask::new(may_wait);
-        let c = self.h.netd.until(!may_wait && !shared, None, |conn| conn.take_accepted(id, &mut ask))?;
+        let c =
+            self.h.settle(self.h.netd.until(!may_wait && !shared, None, |conn| conn.take_accepted(id, &mut ask)))?;
         let six = self.local.is_ipv6();
         let (new_id, ip) = decode_accepted(c.aux[0]);
         let (local, peer) = if c.aux[1] == ADDR_ELSEWHERE {
@@ -703,6 +789,18 @@ impl TcpListener {
         let (local, peer) = (in_family(local, six), in_family(peer, six));
         let s = TcpStream::opened(&self.h.netd, &c, local, peer)?;
         Ok((s, peer))
+    }
+
+    /// [`TcpListener::accept`], with the stream's
+    /// [`readiness_fd`](TcpStream::readiness_fd): the descriptor is made
+    /// before the connection is taken, so that when it cannot be (no
+    /// descriptors left) the connection stays queued for a later accept
+    /// rather than being taken and reset.
+    pub fn accept_with_readiness_fd(&self) -> io::Result<(TcpStream, SocketAddr, ReadinessFd)> {
+        let spare = self.h.netd.spare_ready_fd()?;
+        let (s, peer) = self.accept()?;
+        let fd = s.h.lend(spare)?;
+        Ok((s, peer, fd))
     }
 }
 
@@ -762,7 +860,7 @@ impl UdpSocket {
             }
         };
         let (c, _) = netd.call(r, Data::None)?;
-        let h = Handle { netd: netd.clone(), id: c.aux[0] as u32 };
+        let h = Handle::new(netd, c.aux[0] as u32);
         let local = addr_in(netd, h.id, c.aux[1], NAME_LOCAL, local.is_ipv6())?;
         let s = UdpSocket::from_handle(h, local);
         s.h.open_path(Kind::Datagram, 0, 0)?;
@@ -850,7 +948,10 @@ impl UdpSocket {
     /// [`UdpSocket::connect`] says), taken (`SO_ERROR`); `None` if there
     /// is none.
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.h.netd.lock()?.path_error(self.h.id)
+        let mut c = self.h.netd.lock()?;
+        let e = c.path_error(self.h.id);
+        c.publish(self.h.id);
+        e
     }
 
     /// Connects the socket to `addr`, as `std::net::UdpSocket::connect`:
@@ -938,7 +1039,7 @@ impl UdpSocket {
         let id = self.h.id;
         let template = self.send_request(addr)?;
         let nonblocking = self.mode.is_on() || !may_wait;
-        self.h.netd.until(nonblocking, None, |c| c.queue_datagram(id, buf, &template))
+        self.h.settle(self.h.netd.until(nonblocking, None, |c| c.queue_datagram(id, buf, &template)))
     }
 
     /// [`UdpSocket::send_to`] by the zero-copy path (netd lends the buffer
@@ -976,8 +1077,9 @@ impl UdpSocket {
     pub fn recv_from_with(&self, buf: &mut [u8], may_wait: bool) -> io::Result<(usize, usize, SocketAddr)> {
         let id = self.h.id;
         let (nonblocking, mut ask) = self.read_mode(may_wait)?;
-        let (n, whole, from) =
-            self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_datagram(id, buf, &mut ask))?;
+        let (n, whole, from) = self
+            .h
+            .settle(self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.read_datagram(id, buf, &mut ask)))?;
         Ok((n, whole, in_family(from, self.is_six())))
     }
 
@@ -1040,3 +1142,38 @@ impl SendTrace {
         self.total_ns.saturating_sub(measured)
     }
 }
+
+/// `readiness_fd` for a socket type with a handle.
+macro_rules! lends_readiness_fd {
+    ($($t:ty),*) => {$(
+        impl $t {
+            /// A descriptor whose readiness follows this socket's, **not
+            /// the socket** ([`ReadinessFd`]), for a program's own `poll`,
+            /// `epoll`, mio or tokio `AsyncFd` beside kernel descriptors
+            /// (`readyfd.rs`, docs/netd.md): readable while a read (or an
+            /// accept) would not wait: data, the end of the stream, an
+            /// error, a connection to take; writable while a write would
+            /// queue something: room in the send buffer and a free region
+            /// buffer. Level-triggered, and truthful after every call on
+            /// the socket: a read that takes the last data makes it not
+            /// readable. Each rise is an edge (for `EPOLLET`, mio, tokio);
+            /// a call that would block while another thread's call on the
+            /// socket is under way may leave it ready with no edge to
+            /// come, so look at its level (a `poll` without waiting)
+            /// before sleeping on an edge. Made on the first call (a Unix
+            /// socket pair, and the session's watcher thread with the
+            /// first of the session); the same one after. Only poll it:
+            /// reading or writing it changes what it says. Fails when no
+            /// descriptor or thread can be made, and with
+            /// `ErrorKind::Unsupported` for a socket shared with another
+            /// process (`share`, or adopted), whose readiness netd alone
+            /// knows; a descriptor lent before the socket was shared says
+            /// readable and writable from the share on.
+            pub fn readiness_fd(&self) -> io::Result<ReadinessFd> {
+                self.h.ready_fd()
+            }
+        }
+    )*};
+}
+
+lends_readiness_fd!(TcpStream, TcpListener, UdpSocket);

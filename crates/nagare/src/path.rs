@@ -147,6 +147,10 @@ pub(crate) struct SockPath {
     /// `WouldBlock` when it looks; past [`NOTHING_KEPT`] the oldest go
     /// (their reads gave up waiting).
     nothing_for: VecDeque<u64>,
+    /// The length of the last datagram refused for want of room in the
+    /// send buffer (0 when none was): the socket counts as writable only
+    /// once that much room is back (`Conn::readiness`).
+    refused_len: usize,
     /// A shared socket's receives posted by reads that may wait, not
     /// answered yet (netd answers them when data comes), by request id.
     /// A read that may wait posts none while one is out and waits for it
@@ -186,6 +190,18 @@ impl SockPath {
             Kind::Datagram if self.queued_bufs >= DATAGRAMS_QUEUED => 0,
             Kind::Datagram => self.send_buffer.saturating_sub(self.queued_bytes),
         }
+    }
+
+    /// Whether another process holds the socket too.
+    pub(crate) fn is_shared(&self) -> bool {
+        self.shared
+    }
+
+    /// Whether a write could queue something, a free buffer of the pool
+    /// given: room in the send buffer (for a datagram refused for want of
+    /// room, room for it), the sending side open, no error waiting.
+    pub(crate) fn may_queue(&self) -> bool {
+        self.room() >= self.refused_len.max(1) && !self.write_shut && self.error.is_none()
     }
 
     fn readable(&self) -> bool {
@@ -233,6 +249,7 @@ impl Conn {
             failed: false,
             shared,
             nothing_for: VecDeque::new(),
+            refused_len: 0,
             waiting: Vec::new(),
         };
         self.paths.insert(id, path);
@@ -325,6 +342,8 @@ impl Conn {
         if let Some(p) = self.paths.get_mut(&id) {
             p.shared = true;
         }
+        // Its readiness is netd's to know from here on.
+        self.publish(id);
     }
 
     /// The stream bytes that arrived on socket `id` and were not read,
@@ -458,8 +477,28 @@ impl Conn {
     }
 
     /// Takes the completion of a path's request (`role`), with the buffer
-    /// it returned.
+    /// it returned, and sets its socket's descriptor (`readyfd.rs`): a
+    /// completion is how a socket's readiness rises.
     pub(crate) fn deliver(
+        &mut self,
+        role: Role,
+        comp: Result<Completion, nagare_request::ProtoError>,
+        back: Option<BufRef>,
+    ) {
+        let socket = match role {
+            Role::QueuedSend { socket, .. } | Role::PostedRecv { socket } => Some(socket),
+            Role::PostedAccept { listener } => Some(listener),
+            Role::Call | Role::AbandonedConnect => None,
+        };
+        self.deliver_to_path(role, comp, back);
+        if let Some(id) = socket {
+            self.publish(id);
+        }
+        self.publish_starved();
+    }
+
+    /// [`Conn::deliver`] without the descriptor.
+    fn deliver_to_path(
         &mut self,
         role: Role,
         comp: Result<Completion, nagare_request::ProtoError>,
@@ -566,6 +605,7 @@ impl Conn {
         while let Some(d) = self.pop(None)? {
             self.set_aside(d);
         }
+        self.publish_starved();
         Ok(())
     }
 
@@ -917,9 +957,12 @@ impl Conn {
     /// `None` when the socket's queue is full or no buffer is free yet.
     pub(crate) fn queue_datagram(&mut self, id: u32, bytes: &[u8], template: &Request) -> io::Result<Option<usize>> {
         self.send_check(id)?;
-        if self.paths.get(&id).map_or(0, SockPath::room) < bytes.len().max(1) {
+        let Some(p) = self.paths.get_mut(&id) else { return Err(errno(libc::EBADF)) };
+        if p.room() < bytes.len().max(1) {
+            p.refused_len = bytes.len().max(1);
             return Ok(None);
         }
+        p.refused_len = 0;
         Ok(self.queue_copy(id, bytes, *template)?.then_some(bytes.len()))
     }
 
@@ -938,11 +981,17 @@ impl Conn {
 
     /// A free buffer for a send, unless only the reserve is left.
     pub(crate) fn alloc_for_send(&mut self) -> Option<u32> {
-        let (free, _, _) = self.pool.counts();
-        if free <= self.pool.len() * SEND_RESERVE_EIGHTHS / 8 {
+        if !self.send_buffer_free() {
             return None;
         }
         self.pool.alloc()
+    }
+
+    /// Whether a send may take a buffer ([`Conn::alloc_for_send`]): more
+    /// are free than the reserve.
+    pub(crate) fn send_buffer_free(&self) -> bool {
+        let (free, _, _) = self.pool.counts();
+        free > self.pool.len() * SEND_RESERVE_EIGHTHS / 8
     }
 
     /// A free buffer for a send, unless only the reserve is left: `None`
@@ -1002,7 +1051,10 @@ impl Conn {
         if p.readable() {
             r |= READABLE;
         }
-        if p.room() > 0 && !p.write_shut && p.error.is_none() {
+        // Writable: a write would queue something. It needs room in the
+        // socket's own send buffer (for a datagram refused for want of
+        // room, room for it) and a free buffer of the session's pool.
+        if p.may_queue() && self.send_buffer_free() {
             r |= WRITABLE;
         }
         if p.error.is_some() || p.failed {

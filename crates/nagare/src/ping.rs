@@ -64,7 +64,7 @@ impl PingSocket {
             let mut r = request(Op::EchoOpen, 0);
             r.aux[0] = u64::from(ident);
             match netd.call(r, Data::None) {
-                Ok((c, _)) => return Ok(PingSocket { h: Handle { netd: netd.clone(), id: c.aux[0] as u32 }, ident }),
+                Ok((c, _)) => return Ok(PingSocket { h: Handle::new(netd, c.aux[0] as u32), ident }),
                 Err(e) if e.raw_os_error() == Some(libc::EADDRINUSE) => last = e,
                 Err(e) => return Err(e),
             }

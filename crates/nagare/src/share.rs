@@ -46,7 +46,7 @@ pub fn adopt_via(netd: &Session, token: u64) -> io::Result<Adopted> {
     let mut r = request(Op::Adopt, 0);
     r.aux[0] = token;
     let (c, _) = netd.call(r, Data::None)?;
-    let h = Handle { netd: netd.clone(), id: c.aux[0] as u32 };
+    let h = Handle::new(netd, c.aux[0] as u32);
     let id = c.aux[0] as u32;
     let six = c.aux[1] == ADDR_ELSEWHERE;
     let local = addr_in(netd, id, c.aux[1], NAME_LOCAL, six)?;

@@ -140,6 +140,7 @@ impl UdpSocket {
         c.send_check(self.h.id)?;
         let (index, len) = buf.hand_over(len)?;
         c.queue_owned(self.h.id, index, len as usize, template)?;
+        c.publish(self.h.id);
         Ok(len as usize)
     }
 
@@ -159,8 +160,9 @@ impl UdpSocket {
     pub fn recv_buf_from(&self) -> io::Result<(RxBuf, usize, SocketAddr)> {
         let id = self.h.id;
         let (nonblocking, mut ask) = self.read_mode(true)?;
-        let (b, whole, from) =
-            self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.take_datagram_buf(id, &mut ask))?;
+        let (b, whole, from) = self
+            .h
+            .settle(self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.take_datagram_buf(id, &mut ask)))?;
         let rx = self.h.netd.rx_buf(b)?;
         Ok((rx, whole, crate::net::in_family(from, self.local_addr()?.is_ipv6())))
     }
@@ -177,6 +179,7 @@ impl TcpStream {
         c.send_check(self.h.id)?;
         let (index, len) = buf.hand_over(len)?;
         c.queue_owned(self.h.id, index, len as usize, request(Op::Send, self.h.id))?;
+        c.publish(self.h.id);
         Ok(len as usize)
     }
 
@@ -198,7 +201,9 @@ impl TcpStream {
         let id = self.h.id;
         let max = max.max(1);
         let (nonblocking, mut ask) = self.read_mode(true)?;
-        let taken = self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.take_stream(id, max, &mut ask))?;
+        let taken = self
+            .h
+            .settle(self.h.netd.until(nonblocking, self.read_limit.get(), |c| c.take_stream(id, max, &mut ask)))?;
         match taken {
             Some(b) => self.h.netd.rx_buf(b),
             None => {
