@@ -1,8 +1,9 @@
 //! The ARP cache and the packets that wait on it.
 //!
 //! Bounded everywhere: a fixed number of entries (oldest evicted), a fixed
-//! number of addresses under resolution, a fixed queue per address, and at
-//! most one request per address per `request_interval`. An address that
+//! number of addresses under resolution, a fixed queue per address and a
+//! fixed number of waiting packets in all, and at most one request per
+//! address per `request_interval`. An address that
 //! never answered is remembered as failed for `failed_lifetime` (at most
 //! `pending_addresses` of them): packets to it are given back at once as
 //! unreachable, and a packet after that starts a new resolution.
@@ -120,6 +121,9 @@ impl ArpCache {
         }
         self.failed.remove(&ip);
         if !self.pending.contains_key(&ip) && self.pending.len() >= self.config.pending_addresses {
+            return (Resolution::QueueFull, None);
+        }
+        if self.pending.values().map(|p| p.packets.len()).sum::<usize>() >= self.config.pending_total {
             return (Resolution::QueueFull, None);
         }
         let interval = self.config.request_interval;
@@ -284,5 +288,23 @@ mod tests {
         }
         assert_eq!(arp.len(), 4);
         assert!(arp.contains(Ipv4Addr::new(10, 1, 0, 9)));
+    }
+
+    #[test]
+    fn a_large_datagram_s_fragments_wait_whole_within_the_total() {
+        let pool = BufferPool::new(64, 512);
+        let mut arp = ArpCache::new(ArpConfig::default());
+        let t = Instant::from_secs(1);
+        // 65 535 bytes at an MTU of 1500: 45 fragments to one new neighbour.
+        for _ in 0..45 {
+            assert!(arp.resolve(IP, packet(&pool), t).0 != Resolution::QueueFull);
+        }
+        let config = ArpConfig { pending_per_address: 4, pending_total: 6, ..ArpConfig::default() };
+        let mut arp = ArpCache::new(config);
+        for i in 0..6u8 {
+            assert!(arp.resolve(Ipv4Addr::new(10, 2, 0, i / 3), packet(&pool), t).0 != Resolution::QueueFull);
+        }
+        let third = Ipv4Addr::new(10, 2, 0, 9);
+        assert_eq!(arp.resolve(third, packet(&pool), t).0, Resolution::QueueFull, "six wait in all at most");
     }
 }

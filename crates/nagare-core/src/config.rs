@@ -32,10 +32,15 @@ pub struct ArpConfig {
     /// (Linux's FAILED state): packets to it are dropped at once and their
     /// senders told, instead of waiting through another resolution.
     pub failed_lifetime: Duration,
-    /// Packets that may wait for the resolution of one address.
+    /// Packets that may wait for the resolution of one address: by
+    /// default the fragments of a 64 KiB datagram at an MTU of 1500 (45)
+    /// fit, so one large datagram to a new neighbour is not cut short.
     pub pending_per_address: usize,
     /// Addresses that may be under resolution at once.
     pub pending_addresses: usize,
+    /// Packets that may wait for resolution in all (each holds a buffer
+    /// of the pool).
+    pub pending_total: usize,
 }
 
 impl Default for ArpConfig {
@@ -46,8 +51,9 @@ impl Default for ArpConfig {
             request_interval: Duration::from_secs(1),
             max_requests: 3,
             failed_lifetime: Duration::from_secs(3),
-            pending_per_address: 16,
+            pending_per_address: 64,
             pending_addresses: 64,
+            pending_total: 1024,
         }
     }
 }
@@ -82,10 +88,15 @@ impl Default for ReassemblyConfig {
 pub struct NdpConfig {
     /// Most entries held, unresolved ones included.
     pub cache_size: usize,
-    /// Packets that may wait for the resolution of one address.
+    /// Packets that may wait for the resolution of one address: by
+    /// default the fragments of a 64 KiB datagram at an MTU of 1500 (46)
+    /// fit, so one large datagram to a new neighbour is not cut short.
     pub pending_per_address: usize,
     /// Addresses that may be under resolution (INCOMPLETE) at once.
     pub pending_addresses: usize,
+    /// Packets that may wait for resolution in all (each holds a buffer
+    /// of the pool).
+    pub pending_total: usize,
     /// Time between two solicitations for the same address
     /// (RetransTimer).
     pub retrans_timer: Duration,
@@ -106,8 +117,9 @@ impl Default for NdpConfig {
     fn default() -> Self {
         NdpConfig {
             cache_size: 1024,
-            pending_per_address: 16,
+            pending_per_address: 64,
             pending_addresses: 64,
+            pending_total: 1024,
             retrans_timer: Duration::from_secs(1),
             max_multicast_solicit: 3,
             max_unicast_solicit: 3,

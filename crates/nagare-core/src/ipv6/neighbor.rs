@@ -145,6 +145,11 @@ impl NeighborCache {
             if entry.queue.len() >= self.config.pending_per_address {
                 return (Resolution::QueueFull, None);
             }
+        }
+        if self.entries.values().map(|e| e.queue.len()).sum::<usize>() >= self.config.pending_total {
+            return (Resolution::QueueFull, None);
+        }
+        if let Some(entry) = self.entries.get_mut(&ip) {
             entry.queue.push_back(packet);
             return (Resolution::Waiting, None);
         }
@@ -445,5 +450,24 @@ mod tests {
         assert_eq!(c.state(ip(19)), Some(NeighborState::Stale));
         assert_eq!(c.state(ip(10)), None, "the least recently used went");
         assert_eq!(pool.in_use(), 3);
+    }
+
+    #[test]
+    fn a_large_datagram_s_fragments_wait_whole_within_the_total() {
+        let pool = BufferPool::new(64, 512);
+        let t = Instant::from_secs(1);
+        let ip = |i: u16| Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, i);
+        let mut c = NeighborCache::new(NdpConfig::default());
+        // 65 535 bytes at an MTU of 1500: 46 fragments to one new neighbour.
+        for _ in 0..46 {
+            assert!(c.resolve(ip(1), packet(&pool), t).0 != Resolution::QueueFull);
+        }
+        let config = NdpConfig { pending_per_address: 4, pending_total: 6, ..NdpConfig::default() };
+        let mut c = NeighborCache::new(config);
+        for i in 0..6u16 {
+            assert!(c.resolve(ip(1 + i / 3), packet(&pool), t).0 != Resolution::QueueFull);
+        }
+        assert_eq!(c.resolve(ip(2), packet(&pool), t).0, Resolution::QueueFull, "six wait in all at most");
+        assert_eq!(c.resolve(ip(9), packet(&pool), t).0, Resolution::QueueFull);
     }
 }
