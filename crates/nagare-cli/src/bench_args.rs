@@ -174,6 +174,12 @@ pub enum BenchCommand {
         /// taking the receiving side's CPU time.
         #[arg(long, value_name = "CPU")]
         sender_cpu: Option<usize>,
+        /// Run the TCP senders of Figures 4 and 5 at this nice value (-20
+        /// to 19): with --sender-cpu, ahead of the UDP senders on that
+        /// CPU, as a sender on a machine of its own would be, so a flood's
+        /// senders do not slow the TCP sender itself
+        #[arg(long, value_name = "NICE", allow_negative_numbers = true)]
+        tcp_sender_nice: Option<i32>,
     },
 }
 
@@ -218,18 +224,27 @@ impl BenchCommand {
             BenchCommand::Handover { size, iterations, runs } => {
                 handover::run(handover::HandoverBenchArgs { size, iterations, runs })
             }
-            BenchCommand::Packetflow { time, rate, segments, saturation, figures, csv_dir, netd_args, sender_cpu } => {
-                packetflow::run(packetflow::PacketFlowArgs {
-                    time,
-                    rate,
-                    segments,
-                    saturation,
-                    figures,
-                    csv_dir,
-                    netd_args,
-                    sender_cpu,
-                })
-            }
+            BenchCommand::Packetflow {
+                time,
+                rate,
+                segments,
+                saturation,
+                figures,
+                csv_dir,
+                netd_args,
+                sender_cpu,
+                tcp_sender_nice,
+            } => packetflow::run(packetflow::PacketFlowArgs {
+                time,
+                rate,
+                segments,
+                saturation,
+                figures,
+                csv_dir,
+                netd_args,
+                sender_cpu,
+                tcp_sender_nice,
+            }),
             BenchCommand::Stages { requests, max_stages, spin_us, one_cpu } => stages::run(stages::StagesArgs {
                 requests,
                 max_stages,

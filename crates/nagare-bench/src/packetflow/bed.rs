@@ -171,13 +171,17 @@ pub struct Bed {
     refused: RefCell<HashMap<String, String>>,
     started: Cell<u32>,
     cpus: Cpus,
+    /// The TCP senders' nice value, if set.
+    tcp_sender_nice: Option<i32>,
 }
 
 impl Bed {
     /// Makes the namespaces and the veth pair; `netd_args` go to every
-    /// netd; with `sender_cpu`, the senders run on it alone ([`Cpus`]).
-    /// Needs root.
-    pub fn create(netd_args: Vec<String>, sender_cpu: Option<usize>) -> Result<Bed> {
+    /// netd; with `sender_cpu`, the senders run on it alone ([`Cpus`]);
+    /// with `tcp_sender_nice`, TCP senders run at that nice value (ahead
+    /// of the UDP senders on their CPU, as a sender on a machine of its
+    /// own would be). Needs root.
+    pub fn create(netd_args: Vec<String>, sender_cpu: Option<usize>, tcp_sender_nice: Option<i32>) -> Result<Bed> {
         let cpus = match sender_cpu {
             Some(cpu) => Cpus::split(cpu)?,
             None => Cpus::Shared,
@@ -215,7 +219,7 @@ impl Bed {
         }
         let exe = std::env::current_exe()?;
         let (refused, started) = (RefCell::default(), Cell::new(0));
-        Ok(Bed { n, b, c, work, exe, netd_args, refused, started, cpus })
+        Ok(Bed { n, b, c, work, exe, netd_args, refused, started, cpus, tcp_sender_nice })
     }
 
     /// Where the senders and the receiving side run.
@@ -319,14 +323,18 @@ impl Column<'_> {
             Stack::Netd(_) => (&bed.n, NETD_IP),
             Stack::Linux => (&bed.b, LINUX_RECEIVER_IP),
         };
-        let mut all: Vec<String> = vec!["netns".into(), "exec".into(), ns.0.clone(), bed.exe.display().to_string()];
-        all.extend(["perf".into(), "client".into(), server.to_string(), "--port".into(), port.to_string()]);
-        all.extend(args.iter().cloned());
-        let name = bed.name(&format!("{}-client-{port}", self.stack.label().replace(',', "+")));
         let cpu = match bed.cpus {
             Cpus::Split { sender, .. } => Some(sender),
             Cpus::Shared => None,
         };
+        let mut all: Vec<String> = vec!["netns".into(), "exec".into(), ns.0.clone()];
+        if let Some(nice) = bed.tcp_sender_nice.filter(|_| args.iter().any(|a| a == "--tcp")) {
+            all.extend(["nice".into(), "-n".into(), nice.to_string()]);
+        }
+        all.push(bed.exe.display().to_string());
+        all.extend(["perf".into(), "client".into(), server.to_string(), "--port".into(), port.to_string()]);
+        all.extend(args.iter().cloned());
+        let name = bed.name(&format!("{}-client-{port}", self.stack.label().replace(',', "+")));
         if cpu.is_some() && args.iter().any(|a| a == "--udp") {
             all.extend(["--udp-batch".into(), SENDER_BATCH.to_string()]);
         }

@@ -82,6 +82,10 @@ pub struct PacketFlowArgs {
     /// The one CPU the senders run on, the rest being the receiving
     /// side's (`bed::Cpus`); `None`: everything shares every CPU.
     pub sender_cpu: Option<usize>,
+    /// The nice value the TCP senders (Figures 4 and 5) run at, if set:
+    /// with `sender_cpu`, ahead of the UDP senders on that CPU, as a
+    /// sender on a machine of its own would be.
+    pub tcp_sender_nice: Option<i32>,
 }
 
 /// Figures 3, 4 and 5: the original, each module, both, and Linux.
@@ -110,18 +114,20 @@ pub fn run(args: PacketFlowArgs) -> Result<()> {
     procs::catch_signals()?;
     // Counted before the bed may move this thread to fewer of them.
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let bed = Bed::create(args.netd_args.clone(), args.sender_cpu)?;
+    ensure!(args.tcp_sender_nice.is_none_or(|n| (-20..=19).contains(&n)), "--tcp-sender-nice: from -20 to 19");
+    let bed = Bed::create(args.netd_args.clone(), args.sender_cpu, args.tcp_sender_nice)?;
     let csv = args.csv_dir.as_deref();
     let secs = args.time;
     let tcp_limit = Duration::from_secs_f64((secs * 12.0).max(60.0));
     println!("## PacketFlow (nagare bench packetflow)");
     println!();
     println!(
-        "{} CPUs ({}), load average {} at the start; netd arguments besides --packetflow: {}",
+        "{} CPUs ({}), load average {} at the start; netd arguments besides --packetflow: {}{}",
         cpus,
         bed.cpus(),
         crate::report::load_average(),
-        if args.netd_args.is_empty() { "none".to_string() } else { args.netd_args.join(" ") }
+        if args.netd_args.is_empty() { "none".to_string() } else { args.netd_args.join(" ") },
+        args.tcp_sender_nice.map_or(String::new(), |n| format!("; TCP senders at nice {n}"))
     );
 
     // Saturation and the overload rate: given, or from the ramp.
