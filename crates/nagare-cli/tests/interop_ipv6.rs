@@ -291,7 +291,7 @@ fn netd_serves_and_fetches_over_ipv6() {
         let ns = Netns::new(&format!("v6netd{k}"));
         tap(&ns, "tap5", "10.85.0.1/24", "fd00:85::1/64");
         let socket = std::env::temp_dir().join(format!("nagare-v6netd-{}-{k}.sock", std::process::id()));
-        let _netd = Process::spawn(
+        let netd = Process::spawn(
             ns.command(nagare())
                 .args(["netd", "--tap", "tap5", "--addr", "10.85.0.2/24", "--addr", "fd00:85::2/64"])
                 .args(["--placement", placement, "--http"])
@@ -332,6 +332,10 @@ fn netd_serves_and_fetches_over_ipv6() {
         let out = run_bounded(&mut ping, Duration::from_secs(20));
         assert_eq!(out.status.and_then(|s| s.code()), Some(0), "nagare ping --via ({placement}): {}", out.stdout);
         assert!(out.stdout.contains("3 packets transmitted, 3 received"), "{placement}: {}", out.stdout);
+        // netd, killed, leaves its socket and its watch socket beside it.
+        drop(netd);
+        let _ = std::fs::remove_file(&socket);
+        let _ = std::fs::remove_file(socket.with_extension("sock.share"));
     }
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -130,7 +130,9 @@ impl Drop for Fixture {
             let _ = child.wait();
         }
         let _ = run(&["vni", "destroy", &self.name]);
+        // netd, killed, left its socket and its watch socket beside it.
         let _ = std::fs::remove_file(&self.socket);
+        let _ = std::fs::remove_file(self.socket.with_extension("sock.share"));
         let _ = std::fs::remove_file(&self.log);
         let _ = std::fs::remove_dir_all(&self.www);
     }
