@@ -13,8 +13,8 @@ use common::*;
 use nagare_core::buf::BufferPool;
 use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig, Ipv6Config};
 use nagare_wire::{
-    ArpOperation, EtherType, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Addr, Ipv4Cidr, Ipv4Packet, Ipv4Repr,
-    Ipv6Addr, Ipv6Option, Ipv6OptionsRepr, Ipv6Repr, TcpFlags, TcpRepr, TcpSeqNumber,
+    ArpOperation, EtherType, EthernetFrame, EthernetRepr, IpProtocol, Ipv4Addr, Ipv4Cidr, Ipv4Packet, Ipv6Addr,
+    Ipv6Option, Ipv6OptionsRepr, Ipv6Repr, TcpFlags, TcpRepr, TcpSeqNumber,
 };
 use std::net::{SocketAddrV4, SocketAddrV6};
 use std::time::Duration;
@@ -232,23 +232,7 @@ fn syn_fragments(src: SocketAddrV4, seq: u32, ident: u16, first: usize) -> [Vec<
     let mut tcp = vec![0u8; repr.buffer_len()];
     repr.emit(&mut tcp, &[], *src.ip(), OUR_IP).unwrap();
     let piece = |data: &[u8], frag_offset: u16, more_frags: bool| {
-        let mut packet = vec![0u8; 20];
-        Ipv4Repr {
-            src_addr: *src.ip(),
-            dst_addr: OUR_IP,
-            protocol: IpProtocol::Tcp,
-            payload_len: data.len(),
-            ttl: 64,
-            ident,
-            dont_frag: false,
-            more_frags,
-            frag_offset,
-            dscp_ecn: 0,
-        }
-        .emit(&mut packet)
-        .unwrap();
-        packet.extend_from_slice(data);
-        ethernet(EtherType::Ipv4, &packet)
+        ipv4_fragment_from(*src.ip(), IpProtocol::Tcp, data, frag_offset, more_frags, ident)
     };
     [piece(&tcp[..first], 0, true), piece(&tcp[first..], first as u16, false)]
 }

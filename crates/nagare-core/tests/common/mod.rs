@@ -22,9 +22,21 @@ pub fn ethernet(ethertype: EtherType, payload: &[u8]) -> Vec<u8> {
 }
 
 pub fn ipv4(protocol: IpProtocol, payload: &[u8], frag_offset: u16, more_frags: bool, ident: u16) -> Vec<u8> {
+    ipv4_fragment_from(PEER_IP, protocol, payload, frag_offset, more_frags, ident)
+}
+
+/// As [`ipv4`], from `src`.
+pub fn ipv4_fragment_from(
+    src: Ipv4Addr,
+    protocol: IpProtocol,
+    payload: &[u8],
+    frag_offset: u16,
+    more_frags: bool,
+    ident: u16,
+) -> Vec<u8> {
     let mut packet = vec![0u8; 20];
     Ipv4Repr {
-        src_addr: PEER_IP,
+        src_addr: src,
         dst_addr: OUR_IP,
         protocol,
         payload_len: payload.len(),
