@@ -10,6 +10,7 @@
 mod support;
 
 use nagare::net::UdpSocket;
+use nagare::Session;
 use nagare_netd::Placement;
 use std::io::ErrorKind;
 use std::net::{Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -47,122 +48,119 @@ fn cases() -> [(&'static str, SocketAddr); 3] {
     ]
 }
 
-#[test]
-fn a_connected_socket_hears_of_its_peer_s_closed_port_once() {
+/// Runs `check` in both placements for each of [`cases`], on a client of
+/// a netd started for the placement, with the case's index `k`, its bind
+/// address and closed peer, and a name for messages.
+fn each_case(mut check: impl FnMut(&Session, usize, &str, SocketAddr, &str)) {
     for placement in [Placement::Inline, Placement::Single] {
         let netd = start(placement);
         let client = netd.connect();
         for (k, (bind, closed)) in cases().into_iter().enumerate() {
-            let what = format!("{placement:?}, {bind} to {closed}");
-            let s = UdpSocket::bind_via(&client, bind).unwrap();
-            s.connect(closed).unwrap();
-            assert_eq!(s.peer_addr().unwrap(), closed, "{what}");
-            // The next receive fails with it, and only that one.
-            s.send(b"anyone?").unwrap();
-            s.set_read_timeout(Some(LIMIT)).unwrap();
-            let e = s.recv(&mut [0u8; 64]).expect_err("the port unreachable fails the receive");
-            assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{what}: {e}");
-            assert_eq!(nothing_for(&s), ErrorKind::WouldBlock, "{what}: reported once");
-            // Or the next send, once netd has it.
-            let reported = 3 * k as u64 + 2;
-            s.send(b"anyone?").unwrap();
-            wait_for_report(&client, "the second error", |r| {
-                stat_value(r, "netd udp_errors_reported") == Some(reported)
-            });
-            let e = send_until_refused(&s, &what);
-            assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{what}: {e}");
-            assert!(s.take_error().unwrap().is_none(), "{what}: reported once");
-            // Or `take_error`, as `SO_ERROR`.
-            s.send(b"anyone?").unwrap();
-            let deadline = Instant::now() + LIMIT;
-            let e = loop {
-                if let Some(e) = s.take_error().unwrap() {
-                    break e;
-                }
-                assert!(Instant::now() < deadline, "{what}: no error for SO_ERROR");
-                std::thread::sleep(Duration::from_millis(1));
-            };
-            assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{what}: {e}");
-            assert!(s.take_error().unwrap().is_none(), "{what}: reported once");
+            check(&client, k, bind, closed, &format!("{placement:?}, {bind} to {closed}"));
         }
         drop(client);
         netd.stop();
     }
+}
+
+/// The echoing peer at the closed peer's address.
+fn echo_of(closed: SocketAddr) -> SocketAddr {
+    let mut echo = closed;
+    echo.set_port(ECHO_PORT);
+    echo
+}
+
+#[test]
+fn a_connected_socket_hears_of_its_peer_s_closed_port_once() {
+    each_case(|client, k, bind, closed, what| {
+        let s = UdpSocket::bind_via(client, bind).unwrap();
+        s.connect(closed).unwrap();
+        assert_eq!(s.peer_addr().unwrap(), closed, "{what}");
+        // The next receive fails with it, and only that one.
+        s.send(b"anyone?").unwrap();
+        s.set_read_timeout(Some(LIMIT)).unwrap();
+        let e = s.recv(&mut [0u8; 64]).expect_err("the port unreachable fails the receive");
+        assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{what}: {e}");
+        assert_eq!(nothing_for(&s), ErrorKind::WouldBlock, "{what}: reported once");
+        // Or the next send, once netd has it.
+        let reported = 3 * k as u64 + 2;
+        s.send(b"anyone?").unwrap();
+        wait_for_report(client, "the second error", |r| stat_value(r, "netd udp_errors_reported") == Some(reported));
+        let e = send_until_refused(&s, what);
+        assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{what}: {e}");
+        assert!(s.take_error().unwrap().is_none(), "{what}: reported once");
+        // Or `take_error`, as `SO_ERROR`.
+        s.send(b"anyone?").unwrap();
+        let deadline = Instant::now() + LIMIT;
+        let e = loop {
+            if let Some(e) = s.take_error().unwrap() {
+                break e;
+            }
+            assert!(Instant::now() < deadline, "{what}: no error for SO_ERROR");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{what}: {e}");
+        assert!(s.take_error().unwrap().is_none(), "{what}: reported once");
+    });
 }
 
 #[test]
 fn the_error_comes_before_datagrams_already_delivered() {
-    for placement in [Placement::Inline, Placement::Single] {
-        let netd = start(placement);
-        let client = netd.connect();
-        for (k, (bind, closed)) in cases().into_iter().enumerate() {
-            let what = format!("{placement:?}, {bind} to {closed}");
-            let mut echo = closed;
-            echo.set_port(ECHO_PORT);
-            let s = UdpSocket::bind_via(&client, bind).unwrap();
-            s.set_read_timeout(Some(LIMIT)).unwrap();
-            // Two datagrams from the echoing peer: the first read, the
-            // second waiting in the client's region once a peek sees it.
-            s.send_to(b"one", echo).unwrap();
-            s.send_to(b"two", echo).unwrap();
-            let mut buf = [0u8; 64];
-            let (n, from) = s.recv_from(&mut buf).unwrap();
-            assert_eq!((&buf[..n], from), (&b"one"[..], echo), "{what}");
-            let (n, _, from) = s.peek_from_with(&mut buf, true).unwrap();
-            assert_eq!((&buf[..n], from), (&b"two"[..], echo), "{what}");
-            // Connected to the closed port: its error reaches the client
-            // while "two" waits.
-            s.connect(closed).unwrap();
-            s.send(b"anyone?").unwrap();
-            wait_for_report(&client, "the error reported", |r| {
-                stat_value(r, "netd udp_errors_reported") == Some(k as u64 + 1)
-            });
-            let e = s.recv_from(&mut buf).expect_err("the error first");
-            assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{what}: {e}");
-            let (n, from) = s.recv_from(&mut buf).unwrap();
-            assert_eq!((&buf[..n], from), (&b"two"[..], echo), "{what}: the datagram after");
-            assert!(s.take_error().unwrap().is_none(), "{what}: reported once");
-            assert_eq!(nothing_for(&s), ErrorKind::WouldBlock, "{what}");
-        }
-        drop(client);
-        netd.stop();
-    }
+    each_case(|client, k, bind, closed, what| {
+        let echo = echo_of(closed);
+        let s = UdpSocket::bind_via(client, bind).unwrap();
+        s.set_read_timeout(Some(LIMIT)).unwrap();
+        // Two datagrams from the echoing peer: the first read, the
+        // second waiting in the client's region once a peek sees it.
+        s.send_to(b"one", echo).unwrap();
+        s.send_to(b"two", echo).unwrap();
+        let mut buf = [0u8; 64];
+        let (n, from) = s.recv_from(&mut buf).unwrap();
+        assert_eq!((&buf[..n], from), (&b"one"[..], echo), "{what}");
+        let (n, _, from) = s.peek_from_with(&mut buf, true).unwrap();
+        assert_eq!((&buf[..n], from), (&b"two"[..], echo), "{what}");
+        // Connected to the closed port: its error reaches the client
+        // while "two" waits.
+        s.connect(closed).unwrap();
+        s.send(b"anyone?").unwrap();
+        wait_for_report(client, "the error reported", |r| {
+            stat_value(r, "netd udp_errors_reported") == Some(k as u64 + 1)
+        });
+        let e = s.recv_from(&mut buf).expect_err("the error first");
+        assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{what}: {e}");
+        let (n, from) = s.recv_from(&mut buf).unwrap();
+        assert_eq!((&buf[..n], from), (&b"two"[..], echo), "{what}: the datagram after");
+        assert!(s.take_error().unwrap().is_none(), "{what}: reported once");
+        assert_eq!(nothing_for(&s), ErrorKind::WouldBlock, "{what}");
+    });
 }
 
 #[test]
 fn the_next_datagram_s_length_leaves_the_error_for_the_receive() {
-    for placement in [Placement::Inline, Placement::Single] {
-        let netd = start(placement);
-        let client = netd.connect();
-        for (k, (bind, closed)) in cases().into_iter().enumerate() {
-            let what = format!("{placement:?}, {bind} to {closed}");
-            let mut echo = closed;
-            echo.set_port(ECHO_PORT);
-            let s = UdpSocket::bind_via(&client, bind).unwrap();
-            s.set_read_timeout(Some(LIMIT)).unwrap();
-            s.send_to(b"twelve bytes", echo).unwrap();
-            let mut buf = [0u8; 64];
-            let (n, _, _) = s.peek_from_with(&mut buf, true).unwrap();
-            assert_eq!(n, 12, "{what}");
-            s.connect(closed).unwrap();
-            s.send(b"anyone?").unwrap();
-            wait_for_report(&client, "the error reported", |r| {
-                stat_value(r, "netd udp_errors_reported") == Some(k as u64 + 1)
-            });
-            // `FIONREAD` says the datagram's length, as Linux's `SIOCINQ`,
-            // and leaves the error to the receive, which takes it first.
-            assert_eq!(s.next_datagram_len().unwrap(), 12, "{what}");
-            assert_eq!(s.next_datagram_len().unwrap(), 12, "{what}: asked again");
-            let e = s.recv_from(&mut buf).expect_err("the error first");
-            assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{what}: {e}");
-            let (n, from) = s.recv_from(&mut buf).unwrap();
-            assert_eq!((&buf[..n], from), (&b"twelve bytes"[..], echo), "{what}: the datagram after");
-            assert_eq!(s.next_datagram_len().unwrap(), 0, "{what}: none left");
-            assert!(s.take_error().unwrap().is_none(), "{what}: reported once");
-        }
-        drop(client);
-        netd.stop();
-    }
+    each_case(|client, k, bind, closed, what| {
+        let echo = echo_of(closed);
+        let s = UdpSocket::bind_via(client, bind).unwrap();
+        s.set_read_timeout(Some(LIMIT)).unwrap();
+        s.send_to(b"twelve bytes", echo).unwrap();
+        let mut buf = [0u8; 64];
+        let (n, _, _) = s.peek_from_with(&mut buf, true).unwrap();
+        assert_eq!(n, 12, "{what}");
+        s.connect(closed).unwrap();
+        s.send(b"anyone?").unwrap();
+        wait_for_report(client, "the error reported", |r| {
+            stat_value(r, "netd udp_errors_reported") == Some(k as u64 + 1)
+        });
+        // `FIONREAD` says the datagram's length, as Linux's `SIOCINQ`,
+        // and leaves the error to the receive, which takes it first.
+        assert_eq!(s.next_datagram_len().unwrap(), 12, "{what}");
+        assert_eq!(s.next_datagram_len().unwrap(), 12, "{what}: asked again");
+        let e = s.recv_from(&mut buf).expect_err("the error first");
+        assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{what}: {e}");
+        let (n, from) = s.recv_from(&mut buf).unwrap();
+        assert_eq!((&buf[..n], from), (&b"twelve bytes"[..], echo), "{what}: the datagram after");
+        assert_eq!(s.next_datagram_len().unwrap(), 0, "{what}: none left");
+        assert!(s.take_error().unwrap().is_none(), "{what}: reported once");
+    });
 }
 
 /// Sends to `s`'s peer until a send fails: the error netd reported
