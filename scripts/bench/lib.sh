@@ -89,3 +89,27 @@ start_netd_on_tap() {
     log "netd did not start ($logfile)"
     return 1
 }
+
+# show_logs DIR LINES: the last LINES lines of every non-empty DIR/*.log,
+# each under its name (a failed run's cleanup shows them).
+show_logs() {
+    local f
+    for f in "$1"/*.log; do
+        [[ -s "$f" ]] || continue
+        log "--- $(basename "$f") ---"
+        tail -n "$2" "$f" >&2
+    done
+}
+
+# parse_counts NAME LIST MAX: the counts in LIST (comma or space
+# separated), each 1 to MAX, into COUNTS; exits with a message naming
+# NAME if one is not, or if there is none.
+parse_counts() {
+    local n
+    COUNTS=()
+    for n in ${2//,/ }; do
+        [[ "$n" =~ ^[0-9]+$ && "$n" -ge 1 && "$n" -le "$3" ]] || { log "$1: $n is not a count from 1 to $3"; exit 1; }
+        COUNTS+=("$((10#$n))")
+    done
+    [[ ${#COUNTS[@]} -gt 0 ]] || { log "$1 names no count"; exit 1; }
+}

@@ -53,16 +53,13 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=scripts/bench/lib.sh
+. "$ROOT/scripts/bench/lib.sh"
 DURATION="${DURATION:-5}"
 CLIENTS="${CLIENTS:-1 2 5 10 20 50}"
 PLACEMENT="${PLACEMENT:-}"
 [[ "$DURATION" =~ ^[0-9]+$ && "$DURATION" -gt 0 ]] || { echo "DURATION must be a positive number" >&2; exit 1; }
-COUNTS=()
-for n in ${CLIENTS//,/ }; do
-    [[ "$n" =~ ^[0-9]+$ && "$n" -ge 1 && "$n" -le 100 ]] || { echo "CLIENTS: $n is not a count from 1 to 100" >&2; exit 1; }
-    COUNTS+=("$((10#$n))")
-done
-[[ ${#COUNTS[@]} -gt 0 ]] || { echo "CLIENTS names no count" >&2; exit 1; }
+parse_counts CLIENTS "$CLIENTS" 100
 case "$PLACEMENT" in
     "" | split | single | inline) ;;
     *) echo "PLACEMENT must be split, single or inline" >&2; exit 1 ;;
@@ -85,8 +82,6 @@ CLIENT_PIDS=()
 SERVER_PIDS=()
 FAILED=0
 
-# shellcheck source=scripts/bench/lib.sh
-. "$ROOT/scripts/bench/lib.sh"
 
 # stop_all PID...: SIGTERM to all at once (so they end side by side, not
 # one after another), then each waited for as stop_pid does.

@@ -87,13 +87,7 @@ cleanup() {
         stop_pid "$pid"
     done
     delete_namespaces "$NS_N" "$NS_E" "$NS_B" "$NS_C"
-    if [[ $rc -ne 0 ]]; then
-        for f in "$WORK"/*.log; do
-            [[ -s "$f" ]] || continue
-            log "--- $(basename "$f") ---"
-            tail -n 40 "$f" >&2
-        done
-    fi
+    [[ $rc -eq 0 ]] || show_logs "$WORK" 40
     rm -rf "$WORK"
     exit $rc
 }

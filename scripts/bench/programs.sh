@@ -52,11 +52,7 @@ cleanup() {
     done
     stop_pid "$NETD_PID"
     delete_namespaces "$NS_N" "$NS_B" "$NS_C"
-    if [[ $rc -ne 0 ]]; then
-        for f in "$WORK"/*.log; do
-            [[ -s "$f" ]] && { log "--- $(basename "$f") ---"; tail -n 20 "$f" >&2; }
-        done
-    fi
+    [[ $rc -eq 0 ]] || show_logs "$WORK" 20
     rm -rf "$WORK"
     exit $rc
 }

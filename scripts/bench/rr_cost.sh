@@ -37,16 +37,13 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=scripts/bench/lib.sh
+. "$ROOT/scripts/bench/lib.sh"
 DURATION="${DURATION:-5}"
 CLIENTS="${CLIENTS:-1 5}"
 PLACEMENT="${PLACEMENT:-inline}"
 [[ "$DURATION" =~ ^[0-9]+$ && "$DURATION" -ge 3 ]] || { echo "DURATION must be a number of seconds, at least 3" >&2; exit 1; }
-COUNTS=()
-for n in ${CLIENTS//,/ }; do
-    [[ "$n" =~ ^[0-9]+$ && "$n" -ge 1 && "$n" -le 50 ]] || { echo "CLIENTS: $n is not a count from 1 to 50" >&2; exit 1; }
-    COUNTS+=("$((10#$n))")
-done
-[[ ${#COUNTS[@]} -gt 0 ]] || { echo "CLIENTS names no count" >&2; exit 1; }
+parse_counts CLIENTS "$CLIENTS" 50
 case "$PLACEMENT" in
     split | single | inline) ;;
     *) echo "PLACEMENT must be split, single or inline" >&2; exit 1 ;;
@@ -63,8 +60,6 @@ NETD_PID=""
 SERVER_PIDS=()
 CLIENT_PIDS=()
 
-# shellcheck source=scripts/bench/lib.sh
-. "$ROOT/scripts/bench/lib.sh"
 
 stop_all() {
     local pid
@@ -81,13 +76,7 @@ cleanup() {
     stop_all
     stop_pid "$NETD_PID"
     delete_namespaces "$NS_N" "$NS_B" "$NS_C"
-    if [[ $rc -ne 0 ]]; then
-        for f in "$WORK"/*.log; do
-            [[ -s "$f" ]] || continue
-            log "--- $(basename "$f") ---"
-            tail -n 20 "$f" >&2
-        done
-    fi
+    [[ $rc -eq 0 ]] || show_logs "$WORK" 20
     rm -rf "$WORK"
     exit $rc
 }
