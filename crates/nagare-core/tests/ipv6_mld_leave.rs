@@ -150,26 +150,7 @@ fn advert(prefix: &str, valid: u32, preferred: u32) -> Vec<u8> {
         preferred_lifetime: preferred,
         prefix: ip(prefix),
     });
-    let mut opts = vec![0u8; option.buffer_len()];
-    option.emit(&mut opts).unwrap();
-    let ra = NdpRepr::RouterAdvert {
-        hop_limit: 0,
-        managed_flag: false,
-        other_flag: false,
-        router_lifetime: 0,
-        reachable_time: 0,
-        retrans_timer: 0,
-        options: &opts,
-    };
-    let (src, dst) = (ip("fe80::1"), ip("ff02::1"));
-    let mut msg = vec![0u8; ra.buffer_len()];
-    ra.emit(&mut msg, src, dst).unwrap();
-    let mut f = vec![0u8; 14 + 40];
-    let eth = EthernetRepr { src_addr: MAC_P, dst_addr: multicast_mac(&dst).unwrap(), ethertype: EtherType::Ipv6 };
-    eth.emit(&mut f).unwrap();
-    Ipv6Repr::new(src, dst, IpProtocol::Icmpv6, msg.len(), 255).emit(&mut f[14..]).unwrap();
-    f.extend(msg);
-    f
+    common::router_advert(ip("fe80::1"), MAC_P, 0, &[option])
 }
 
 #[test]

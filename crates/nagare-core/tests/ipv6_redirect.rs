@@ -16,8 +16,8 @@ use nagare_core::ipv6::redirect::{MAX_REDIRECTS, REDIRECT_LIFETIME};
 
 use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig, Ipv6Config, NdpConfig, UdpHandle};
 use nagare_wire::{
-    multicast_mac, pseudo_header_v6, EtherType, EthernetAddress, EthernetRepr, IpProtocol, Ipv4Addr, Ipv6Addr,
-    Ipv6Repr, NdpOption, NdpRepr,
+    pseudo_header_v6, EtherType, EthernetAddress, EthernetRepr, IpProtocol, Ipv4Addr, Ipv6Addr, Ipv6Repr, NdpOption,
+    NdpRepr,
 };
 use std::net::SocketAddrV6;
 use std::time::Duration;
@@ -163,24 +163,7 @@ impl Host {
 /// A router advertisement from `src` (its MAC `mac`) with router lifetime
 /// `lifetime` seconds and a source link-layer address option.
 fn router_advert(src: Ipv6Addr, mac: EthernetAddress, lifetime: u16) -> Vec<u8> {
-    let option = NdpOption::SourceLinkLayerAddr(mac);
-    let mut opts = vec![0u8; option.buffer_len()];
-    option.emit(&mut opts).unwrap();
-    let ra = NdpRepr::RouterAdvert {
-        hop_limit: 0,
-        managed_flag: false,
-        other_flag: false,
-        router_lifetime: lifetime,
-        reachable_time: 0,
-        retrans_timer: 0,
-        options: &opts,
-    };
-    let dst = ip("ff02::1");
-    let mut msg = vec![0u8; ra.buffer_len()];
-    ra.emit(&mut msg, src, dst).unwrap();
-    let mut f = frame(src, dst, 255, mac, &msg);
-    f[0..6].copy_from_slice(&multicast_mac(&dst).unwrap().0);
-    f
+    common::router_advert(src, mac, lifetime, &[NdpOption::SourceLinkLayerAddr(mac)])
 }
 
 #[test]

@@ -6,7 +6,8 @@ pub mod wire;
 use nagare_core::buf::PacketBuf;
 use nagare_core::{Instant, Interface};
 use nagare_wire::{
-    ArpOperation, ArpRepr, EtherType, EthernetAddress, EthernetRepr, IpProtocol, Ipv4Addr, Ipv4Repr, UdpRepr,
+    multicast_mac, ArpOperation, ArpRepr, EtherType, EthernetAddress, EthernetRepr, IpProtocol, Ipv4Addr, Ipv4Repr,
+    Ipv6Addr, Ipv6Repr, NdpOption, NdpRepr, UdpRepr,
 };
 
 pub const OUR_MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
@@ -131,4 +132,33 @@ pub fn feed_with(iface: &mut Interface, frame: &[u8], chunk: usize, offload: nag
     }
     packet.set_offload(offload);
     iface.receive(packet, now);
+}
+
+/// A router advertisement from `src` (MAC `mac`) to all nodes (ff02::1),
+/// hop limit 255, router lifetime `lifetime` seconds, with `options`.
+pub fn router_advert(src: Ipv6Addr, mac: EthernetAddress, lifetime: u16, options: &[NdpOption]) -> Vec<u8> {
+    let mut opts = vec![0u8; options.iter().map(|o| o.buffer_len()).sum()];
+    let mut at = 0;
+    for o in options {
+        o.emit(&mut opts[at..]).unwrap();
+        at += o.buffer_len();
+    }
+    let ra = NdpRepr::RouterAdvert {
+        hop_limit: 0,
+        managed_flag: false,
+        other_flag: false,
+        router_lifetime: lifetime,
+        reachable_time: 0,
+        retrans_timer: 0,
+        options: &opts,
+    };
+    let dst = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+    let mut msg = vec![0u8; ra.buffer_len()];
+    ra.emit(&mut msg, src, dst).unwrap();
+    let mut f = vec![0u8; 14 + 40];
+    let eth = EthernetRepr { src_addr: mac, dst_addr: multicast_mac(&dst).unwrap(), ethertype: EtherType::Ipv6 };
+    eth.emit(&mut f).unwrap();
+    Ipv6Repr::new(src, dst, IpProtocol::Icmpv6, msg.len(), 255).emit(&mut f[14..]).unwrap();
+    f.extend(msg);
+    f
 }
