@@ -471,8 +471,8 @@ impl NagareStack {
         nagare_host::secrets::randomize(&mut config).map_err(|e| e.to_string())?;
         let mut iface = Interface::new(config, tap.capabilities(), BufferPool::new(POOL_BUFFER_SIZE, POOL_BUFFERS));
         let defaults = iface.tcp().defaults_mut();
-        defaults.send_buffer = buffer;
-        // The size under test, fixed (as after SO_RCVBUF).
+        // The size under test, fixed (as after SO_SNDBUF and SO_RCVBUF).
+        defaults.set_send_buffer(buffer);
         defaults.set_recv_buffer(buffer);
         let chain = PacketBuf::from_slice(iface.pool(), 0, &vec![0x5au8; WRITE_SIZE]).map_err(|_| "pool exhausted")?;
         let copy_source = (std::env::var("NAGARE_BENCH_SEND").as_deref() == Ok("copy"))

@@ -49,7 +49,8 @@ impl BulkResult {
 /// measured beside it get the same), everything else as a Linux user gets
 /// it.
 pub fn bulk_tcp_config(buffer: usize) -> TcpConfig {
-    let mut config = TcpConfig { send_buffer: buffer, ..TcpConfig::default() };
+    let mut config = TcpConfig::default();
+    config.set_send_buffer(buffer);
     config.set_recv_buffer(buffer);
     config
 }

@@ -2712,3 +2712,49 @@ fn shutdown_read_drops_data_keeps_the_window_open_and_closes_cleanly() {
     assert!(!from_b.iter().any(|s| s.has(TcpFlags::RST)), "{from_b:?}");
     assert_eq!(net.a.tcp_ref().state(ha), Ok(State::CloseWait));
 }
+
+/// A writer that fills its send buffer faster than the buffer drains gets
+/// a larger one (Linux's send-buffer autotuning), within the largest
+/// configured; a buffer whose size was set, or whose writer is slower than
+/// the path, keeps its size.
+#[test]
+fn a_send_buffer_grows_only_while_it_holds_a_fast_writer_back() {
+    const START: usize = 64 * 1024;
+    for case in ["fast", "fixed", "slow"] {
+        let mut net = Net::new();
+        let d = net.a.tcp().defaults_mut();
+        if case == "fixed" {
+            d.set_send_buffer(START);
+        } else {
+            d.send_buffer = START;
+        }
+        let max = d.send_buffer_max;
+        let (ha, hb) = net.connect_pair(80);
+        let data = pattern(4 << 20, 3);
+        if case == "slow" {
+            // A kilobyte every 10 ms: never more than a few queued.
+            let mut got = Vec::new();
+            for chunk in data[..256 * 1024].chunks(1024) {
+                let now = net.now;
+                match net.a.tcp().send(ha, chunk, now) {
+                    Ok(n) => assert_eq!(n, chunk.len()),
+                    Err(e) => panic!("send failed: {e}"),
+                }
+                net.run_for(MS * 10);
+                net.read_all(Side::B, hb, &mut got);
+            }
+            net.run_for(MS * 100);
+            net.read_all(Side::B, hb, &mut got);
+            assert!(got == data[..256 * 1024], "{} of {} bytes arrived", got.len(), 256 * 1024);
+        } else {
+            assert!(net.transfer(Side::A, ha, hb, &data, Duration::from_secs(10)) == data, "{case}: the bytes differ");
+        }
+        let c = net.a.tcp_ref().connection(ha).unwrap();
+        if case == "fast" {
+            assert!(c.send_buffer() > START && c.send_buffer() <= max, "{case}: {}", c.send_buffer());
+            assert_eq!(c.send_buffer_ceiling(), max, "no owner holds it back");
+        } else {
+            assert_eq!(c.send_buffer(), START, "{case}");
+        }
+    }
+}

@@ -586,9 +586,10 @@ impl Stack {
             (s.send_buffer, s.recv_buffer)
         };
         let d = self.iface.tcp().defaults_mut();
-        let saved = (d.send_buffer, d.recv_buffer, d.recv_autotune);
+        let saved = (d.send_buffer, d.recv_buffer, d.recv_autotune, d.send_autotune);
         if let Some(n) = snd {
-            d.send_buffer = n;
+            // A socket given SO_SNDBUF keeps that size too.
+            d.set_send_buffer(n);
         }
         if let Some(n) = rcv {
             // As in Linux, a socket given SO_RCVBUF keeps that size.
@@ -599,6 +600,7 @@ impl Stack {
         d.send_buffer = saved.0;
         d.recv_buffer = saved.1;
         d.recv_autotune = saved.2;
+        d.send_autotune = saved.3;
         Ok(out)
     }
 

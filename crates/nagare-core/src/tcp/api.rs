@@ -251,6 +251,26 @@ impl<'a> Tcp<'a> {
         Ok(ceiling)
     }
 
+    /// Moves how far autotuning may grow a connection's send buffer (for
+    /// an owner that charges buffers to someone and grants growth as far
+    /// as their budget goes): a growth held back happens at once. Never
+    /// below the buffer; a buffer whose size was set (SO_SNDBUF) keeps it.
+    /// Returns the ceiling in force.
+    pub fn set_send_buffer_ceiling(&mut self, h: TcpHandle, bytes: usize, now: Instant) -> Result<usize, Error> {
+        let ceiling = self.iface.tcp.entry_mut(h)?.conn.set_send_buffer_ceiling(bytes);
+        self.iface.tcp_run(h, now);
+        Ok(ceiling)
+    }
+
+    /// Tells a connection that a writer waits for room in its send buffer
+    /// (for an owner that checks the room before sending, so that no send
+    /// of its finds the buffer full): autotuning weighs it on the next
+    /// ACK, as a send refused for want of room.
+    pub fn note_send_blocked(&mut self, h: TcpHandle) -> Result<(), Error> {
+        self.iface.tcp.entry_mut(h)?.conn.note_send_blocked();
+        Ok(())
+    }
+
     /// Sets how long sent data may stay unacknowledged before the
     /// connection is dropped with [`Error::TimedOut`] (TCP_USER_TIMEOUT,
     /// RFC 5482); `None` (or zero) gives up after the retransmission count

@@ -8,8 +8,17 @@ use core::time::Duration;
 /// options like Nagle or the congestion controller are per socket.
 #[derive(Debug, Clone)]
 pub struct TcpConfig {
-    /// Send buffer limit in bytes.
+    /// Send buffer in bytes: the most queued (sent or not, unacknowledged),
+    /// or with `send_autotune` the size a connection starts with.
     pub send_buffer: usize,
+    /// Grow a connection's send buffer to twice its congestion window
+    /// while the buffer holds its sender back, up to `send_buffer_max`
+    /// (Linux's send buffer autotuning). [`TcpConfig::set_send_buffer`]
+    /// turns it off.
+    pub send_autotune: bool,
+    /// Largest send buffer autotuning may grow to (Linux's `tcp_wmem`
+    /// maximum).
+    pub send_buffer_max: usize,
     /// Receive buffer in bytes: the largest window offered, or with
     /// `recv_autotune` the size a connection starts with.
     pub recv_buffer: usize,
@@ -67,6 +76,22 @@ pub struct TcpConfig {
 }
 
 impl TcpConfig {
+    /// Sets the send buffer as SO_SNDBUF does: a fixed size, so
+    /// autotuning is off for sockets made with this configuration.
+    pub fn set_send_buffer(&mut self, bytes: usize) {
+        self.send_buffer = bytes;
+        self.send_autotune = false;
+    }
+
+    /// The largest send buffer a connection may come to have.
+    pub fn send_buffer_limit(&self) -> usize {
+        if self.send_autotune {
+            self.send_buffer.max(self.send_buffer_max)
+        } else {
+            self.send_buffer
+        }
+    }
+
     /// Sets the receive buffer as SO_RCVBUF does: a fixed size, so
     /// autotuning is off for sockets made with this configuration.
     pub fn set_recv_buffer(&mut self, bytes: usize) {
@@ -89,6 +114,8 @@ impl Default for TcpConfig {
     fn default() -> Self {
         TcpConfig {
             send_buffer: 256 * 1024,
+            send_autotune: true,
+            send_buffer_max: 4 * 1024 * 1024,
             recv_buffer: 256 * 1024,
             recv_autotune: true,
             recv_buffer_max: 6 * 1024 * 1024,

@@ -16,6 +16,7 @@ use super::recv_tuning::RecvTuning;
 use super::rtt::RttEstimator;
 use super::scoreboard::{NextSeg, Scoreboard};
 use super::send_queue::SendQueue;
+use super::send_tuning::SendTuning;
 use super::tail_probe::{Probe, TailLossProbe};
 use crate::buf::{BufferPool, PacketBuf, PoolExhausted};
 use crate::time::Instant;
@@ -222,6 +223,7 @@ pub struct Connection {
     recv_bytes: usize,
     /// The receive buffer's size, grown by autotuning.
     recv_tuning: RecvTuning,
+    send_tuning: SendTuning,
     assembler: Assembler,
     /// A FIN seen beyond a hole: processed when the hole fills.
     pending_fin: Option<TcpSeqNumber>,
@@ -340,6 +342,7 @@ impl Connection {
             snd_wl1: TcpSeqNumber(0),
             snd_wl2: iss,
             send_queue: SendQueue::new(config.send_buffer),
+            send_tuning: SendTuning::new(&config),
             fin_queued: false,
             snd_fin: None,
             snd_sml: iss,
@@ -591,6 +594,24 @@ impl Connection {
         self.recv_tuning.wanted()
     }
 
+    /// The send buffer's size now: the most the send queue holds.
+    pub fn send_buffer(&self) -> usize {
+        self.send_tuning.buffer()
+    }
+
+    /// How far autotuning may grow the send buffer before its owner
+    /// grants more ([`Connection::set_send_buffer_ceiling`]); the buffer
+    /// itself once its size was set.
+    pub fn send_buffer_ceiling(&self) -> usize {
+        self.send_tuning.ceiling()
+    }
+
+    /// The send buffer autotuning would have grown to without the
+    /// ceiling: past the ceiling, what a grant would be used for.
+    pub fn send_buffer_wanted(&self) -> usize {
+        self.send_tuning.wanted()
+    }
+
     /// Bytes waiting in the send queue (sent or not, unacknowledged).
     pub fn send_queued(&self) -> usize {
         self.send_queue.len()
@@ -649,7 +670,11 @@ impl Connection {
         if !self.may_send() {
             return Ok(0);
         }
-        self.send_queue.push_bytes(pool, headroom, data)
+        let taken = self.send_queue.push_bytes(pool, headroom, data)?;
+        if taken < data.len() {
+            self.send_tuning.press();
+        }
+        Ok(taken)
     }
 
     /// Appends a chain to the send queue without copying; returns the part
@@ -658,7 +683,18 @@ impl Connection {
         if !self.may_send() {
             return data;
         }
-        self.send_queue.push(data)
+        let rest = self.send_queue.push(data);
+        if !rest.is_empty() {
+            self.send_tuning.press();
+        }
+        rest
+    }
+
+    /// A writer waits for room its send would not find: the send buffer
+    /// holds it back, as a `send` that took less than it was given says.
+    /// For an owner that checks the room itself before sending.
+    pub fn note_send_blocked(&mut self) {
+        self.send_tuning.press();
     }
 
     /// Takes up to `max` readable bytes as a chain (zero copy).
@@ -707,12 +743,25 @@ impl Connection {
 
     /// Sets the send buffer limit (SO_SNDBUF). It grows at once; it shrinks
     /// no lower than the bytes already queued, which are owed to the peer.
+    /// A size set this way ends autotuning, as SO_SNDBUF does in Linux.
     /// Returns the limit in force.
     pub fn set_send_buffer(&mut self, bytes: usize) -> usize {
         let limit = bytes.max(self.send_queue.len());
         self.send_queue.set_limit(limit);
-        self.config.send_buffer = limit;
+        self.config.set_send_buffer(limit);
+        self.send_tuning.fix(limit);
         limit
+    }
+
+    /// Moves the send buffer's ceiling to `bytes` (within the buffer and
+    /// the largest autotuning grows to), for an owner that grants buffer
+    /// growth: a growth the old ceiling held back happens at once. A
+    /// buffer whose size was set keeps it. Returns the ceiling in force.
+    pub fn set_send_buffer_ceiling(&mut self, bytes: usize) -> usize {
+        if self.send_tuning.set_ceiling(bytes) {
+            self.send_queue.set_limit(self.send_tuning.buffer());
+        }
+        self.send_tuning.ceiling()
     }
 
     /// Sets the receive buffer limit (SO_RCVBUF), which bounds the window
@@ -1364,6 +1413,7 @@ impl Connection {
 
         if seq_lt(self.snd_una, ack) {
             let flight_before = self.in_flight_for_cc();
+            let free_before = self.send_queue.free();
             let acked_seq = seq_dist(self.snd_una, ack);
             // SYN and FIN take sequence space but no queue bytes.
             let data_acked = acked_seq.min(self.send_queue.len());
@@ -1422,6 +1472,9 @@ impl Connection {
                     let app_limited = flight_before < self.congestion.cwnd();
                     self.congestion.on_ack(acked_seq, flight_before, app_limited, sample, now);
                 }
+            }
+            if self.send_tuning.on_ack(free_before, self.in_flight_for_cc(), self.congestion.cwnd()) {
+                self.send_queue.set_limit(self.send_tuning.buffer());
             }
 
             if self.snd_una == self.snd_max {

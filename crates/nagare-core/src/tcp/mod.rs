@@ -22,6 +22,7 @@ pub mod recv_tuning;
 pub mod rtt;
 pub mod scoreboard;
 pub mod send_queue;
+pub mod send_tuning;
 pub mod syn_guard;
 pub mod tail_probe;
 

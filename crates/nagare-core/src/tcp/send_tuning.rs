@@ -1,0 +1,193 @@
+//! Send-buffer autotuning: a connection's send buffer grows to twice its
+//! congestion window while the buffer, not the network, holds its sender
+//! back (as Linux's tcp_sndbuf_expand does), so that a fast path is not
+//! held to what a small starting buffer keeps in flight, while a
+//! connection whose application writes slowly keeps a small one.
+//!
+//! Invariants:
+//! - `buffer <= ceiling <= max` while autotuning runs; the buffer only
+//!   grows. The ceiling is the owner's: an owner that charges buffers to
+//!   someone (an inet server to its clients) lets a buffer grow only as
+//!   far as it has granted, and reads what autotuning wanted past it
+//!   ([`SendTuning::wanted`]) to grant more. A size the application sets
+//!   ([`SendTuning::fix`], SO_SNDBUF) ends autotuning.
+//! - Growth needs both signs on an ACK that acknowledges new data: the
+//!   buffer was pressed (a send found it full, or it had less than a
+//!   quarter free), and the bytes in flight after the ACK are below the
+//!   congestion window (the network could take more). A connection held
+//!   back by its congestion window, or by an application that writes less
+//!   than the buffer holds, is not given more.
+//! - The buffer is a limit on bytes queued, not an allocation: queued
+//!   data stays in the pool buffers (or the application's lent buffers) it
+//!   was written into, so growing allocates nothing here.
+
+use super::config::TcpConfig;
+
+/// The send buffer of one connection.
+#[derive(Debug, Clone)]
+pub struct SendTuning {
+    enabled: bool,
+    buffer: usize,
+    /// How far the buffer may grow before its owner grants more.
+    ceiling: usize,
+    /// The size the last growth aimed at, before the ceiling held it back.
+    wanted: usize,
+    max: usize,
+    /// A send found the buffer full since the last ACK that was weighed.
+    pressed: bool,
+}
+
+impl SendTuning {
+    /// The buffer `config` starts a connection with.
+    pub fn new(config: &TcpConfig) -> Self {
+        let buffer = config.send_buffer;
+        let max = config.send_buffer_limit();
+        SendTuning { enabled: config.send_autotune, buffer, ceiling: max, wanted: buffer, max, pressed: false }
+    }
+
+    /// Fixes the buffer at `bytes` and ends autotuning (the application
+    /// chose a size).
+    pub fn fix(&mut self, bytes: usize) {
+        self.enabled = false;
+        self.buffer = bytes;
+    }
+
+    /// The send buffer's size now.
+    pub fn buffer(&self) -> usize {
+        self.buffer
+    }
+
+    /// How far it may grow now: the buffer itself once fixed.
+    pub fn ceiling(&self) -> usize {
+        if self.enabled {
+            self.ceiling
+        } else {
+            self.buffer
+        }
+    }
+
+    /// What autotuning would have grown the buffer to without the ceiling
+    /// (the buffer itself when nothing was held back, or once fixed).
+    pub fn wanted(&self) -> usize {
+        if self.enabled {
+            self.wanted.max(self.buffer)
+        } else {
+            self.buffer
+        }
+    }
+
+    /// Moves the ceiling to `bytes`, within `buffer..=max`; a growth the
+    /// old ceiling held back happens at once, as far as the new one goes.
+    /// True when the buffer grew. A fixed buffer keeps its size.
+    pub fn set_ceiling(&mut self, bytes: usize) -> bool {
+        if !self.enabled {
+            return false;
+        }
+        self.ceiling = bytes.clamp(self.buffer, self.max.max(self.buffer));
+        let grown = self.wanted.min(self.ceiling);
+        if grown > self.buffer {
+            self.buffer = grown;
+            return true;
+        }
+        false
+    }
+
+    /// A send found the buffer full: its writer waits for room.
+    pub fn press(&mut self) {
+        self.pressed = true;
+    }
+
+    /// An ACK acknowledged new data. `free_before` is what the buffer had
+    /// free before it, `flight` the bytes in flight after it and `cwnd`
+    /// the congestion window. True when the buffer grew.
+    pub fn on_ack(&mut self, free_before: usize, flight: usize, cwnd: usize) -> bool {
+        let pressed = core::mem::take(&mut self.pressed) || free_before < self.buffer / 4;
+        if !self.enabled || !pressed || flight >= cwnd || self.buffer >= self.max {
+            return false;
+        }
+        let target = cwnd.saturating_mul(2).min(self.max);
+        if target <= self.buffer {
+            return false;
+        }
+        self.wanted = self.wanted.max(target);
+        let grown = target.min(self.ceiling);
+        if grown > self.buffer {
+            self.buffer = grown;
+            return true;
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KIB: usize = 1024;
+
+    fn tuning(ceiling: Option<usize>) -> SendTuning {
+        let config = TcpConfig { send_buffer: 256 * KIB, send_buffer_max: 4096 * KIB, ..TcpConfig::default() };
+        let mut t = SendTuning::new(&config);
+        if let Some(c) = ceiling {
+            t.set_ceiling(c);
+        }
+        t
+    }
+
+    #[test]
+    fn a_full_buffer_with_room_in_the_window_grows_to_twice_the_window() {
+        let mut t = tuning(None);
+        assert!(t.on_ack(0, 100 * KIB, 300 * KIB));
+        assert_eq!(t.buffer(), 600 * KIB);
+        // A pressed writer counts as full, whatever was free.
+        t.press();
+        assert!(t.on_ack(500 * KIB, 100 * KIB, 400 * KIB));
+        assert_eq!(t.buffer(), 800 * KIB);
+    }
+
+    #[test]
+    fn a_buffer_with_room_or_a_full_window_does_not_grow() {
+        let mut t = tuning(None);
+        assert!(!t.on_ack(128 * KIB, 100 * KIB, 300 * KIB), "half free: the writer is slower than the path");
+        assert!(!t.on_ack(0, 300 * KIB, 300 * KIB), "the window is full: the network holds it back");
+        assert!(!t.on_ack(0, 10 * KIB, 100 * KIB), "twice the window is below the buffer");
+        assert_eq!(t.buffer(), 256 * KIB);
+        // A press is used by one ACK only.
+        t.press();
+        assert!(!t.on_ack(128 * KIB, 300 * KIB, 300 * KIB));
+        assert!(!t.on_ack(128 * KIB, 100 * KIB, 300 * KIB));
+        assert_eq!(t.buffer(), 256 * KIB);
+    }
+
+    #[test]
+    fn growth_stops_at_the_maximum() {
+        let mut t = tuning(None);
+        assert!(t.on_ack(0, 0, usize::MAX));
+        assert_eq!(t.buffer(), 4096 * KIB);
+        assert!(!t.on_ack(0, 0, usize::MAX));
+    }
+
+    #[test]
+    fn the_ceiling_holds_growth_back_until_it_is_raised() {
+        let mut t = tuning(Some(256 * KIB));
+        assert!(!t.on_ack(0, 100 * KIB, 300 * KIB));
+        assert_eq!((t.buffer(), t.ceiling(), t.wanted()), (256 * KIB, 256 * KIB, 600 * KIB));
+        assert!(t.set_ceiling(400 * KIB));
+        assert_eq!(t.buffer(), 400 * KIB);
+        assert!(t.set_ceiling(8192 * KIB));
+        assert_eq!((t.buffer(), t.ceiling()), (600 * KIB, 4096 * KIB));
+        // Never below the buffer.
+        assert!(!t.set_ceiling(0));
+        assert_eq!(t.ceiling(), 600 * KIB);
+    }
+
+    #[test]
+    fn a_fixed_buffer_never_grows() {
+        let mut t = tuning(None);
+        t.fix(64 * KIB);
+        t.press();
+        assert!(!t.on_ack(0, 0, 1 << 20));
+        assert!(!t.set_ceiling(1 << 20));
+        assert_eq!((t.buffer(), t.ceiling(), t.wanted()), (64 * KIB, 64 * KIB, 64 * KIB));
+    }
+}
