@@ -1,10 +1,10 @@
 //! What netd lets each client make the engine hold: every socket is
 //! charged the buffer sizes the engine may fill for it (a TCP connection
-//! its send buffer and the ceiling its receive buffer may grow to, a UDP
-//! socket its receive queue limit), to the client that holds it, and the
-//! sum over every client to netd as a whole. A receive buffer's ceiling
-//! starts at its size and rises only when autotuning wants more and the
-//! client has room ([`Memory::grant_growth`]).
+//! the ceilings its send and receive buffers may grow to, a UDP socket its
+//! receive queue limit), to the client that holds it, and the sum over
+//! every client to netd as a whole. A buffer's ceiling starts at its size
+//! and rises only when autotuning wants more and the client has room
+//! ([`Memory::grant_growth`]).
 //!
 //! Invariant: `charged` is the sum of every socket's charge and every
 //! orphan's; a client's account is the sum of its sockets' charges and the
@@ -166,7 +166,7 @@ impl Memory {
         asked.min(current.max(room))
     }
 
-    /// A growth of a receive buffer its engine wants (autotuning) from
+    /// A growth of a buffer its engine wants (autotuning) from
     /// `current` toward `wanted`, socket `id`'s other buffer being
     /// `other`: as far as the room its client has left goes, but only
     /// while the client is charged at most a [`GROWTH_SHARE`] of its
@@ -278,11 +278,10 @@ fn lingers(iface: &Interface, h: TcpHandle) -> bool {
     iface.tcp_ref().released(h).is_some_and(|k| !matches!(k.state(), State::TimeWait | State::Closed))
 }
 
-/// What a connection's buffers may come to hold: its send buffer and the
-/// most its receive buffer may grow to without another grant (its
-/// ceiling).
+/// What a connection's buffers may come to hold: the most its send and
+/// receive buffers may grow to without another grant (their ceilings).
 pub(crate) fn connection_charge(iface: &Interface, h: TcpHandle) -> usize {
-    iface.tcp_ref().connection(h).map_or(0, |k| k.config().send_buffer + k.recv_buffer_ceiling())
+    iface.tcp_ref().connection(h).map_or(0, |k| k.send_buffer_ceiling() + k.recv_buffer_ceiling())
 }
 
 #[cfg(test)]

@@ -200,6 +200,8 @@ impl Report<'_> {
             ("buffers_shrunk", s.buffers_shrunk),
             ("recv_buffers_grown", s.recv_buffers_grown),
             ("recv_buffer_growth_refused", s.recv_buffer_growth_refused),
+            ("send_buffers_grown", s.send_buffers_grown),
+            ("send_buffer_growth_refused", s.send_buffer_growth_refused),
             ("orphans_reset", s.orphans_reset),
             ("connections_refused", s.connections_refused),
             ("filter_dropped_low_priority", s.filter_dropped_low_priority),

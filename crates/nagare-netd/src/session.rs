@@ -517,7 +517,7 @@ impl Session {
                             line.state = k.state().name();
                             line.send_queued = k.send_queued();
                             line.recv_queued = k.recv_queued();
-                            line.send_buffer = k.config().send_buffer;
+                            line.send_buffer = k.send_buffer();
                             line.recv_buffer = k.recv_buffer();
                             line.recv_buffer_max = k.config().recv_buffer_limit();
                         }

@@ -59,6 +59,11 @@ pub struct NetdStats {
     /// Growths a TCP receive buffer's autotuning wanted that its client's
     /// budget or netd's cap had no room for.
     pub recv_buffer_growth_refused: u64,
+    /// TCP send buffers granted more room for their autotuning.
+    pub send_buffers_grown: u64,
+    /// Growths a TCP send buffer's autotuning wanted that its client's
+    /// budget or netd's cap had no room for.
+    pub send_buffer_growth_refused: u64,
     /// Closes that reset their connection because `max_orphans` closed
     /// connections were still held.
     pub orphans_reset: u64,

@@ -639,6 +639,48 @@ fn a_receive_buffer_grows_as_far_as_its_client_s_budget_goes() {
     }
 }
 
+/// A connection whose application writes faster than its send buffer
+/// drains gets a larger one, granted and charged to its client; one sized
+/// down to fit its client's budget keeps that size.
+#[test]
+fn a_send_buffer_grows_as_far_as_its_client_s_budget_goes() {
+    for (budget, grows) in [(16 << 20, true), (400 << 10, false)] {
+        let netd = NetdThread::start_configured(Placement::Inline, Wire::Loopback, move |c| {
+            c.client_memory = budget;
+        });
+        let s = netd.connect();
+        let listener = TcpListener::bind_via(&s, at(9477)).expect("listen");
+        let writer = TcpStream::connect_timeout_via(&s, &SocketAddr::V4(at(9477)), LIMIT).expect("connect");
+        let (mut reader, _) = listener.accept().expect("accept");
+        let start = writer.send_buffer_size().unwrap() as u64;
+        let total = if grows { 32 << 20 } else { 2 << 20 };
+        let sender = std::thread::spawn(move || (&writer).write_all(&vec![6u8; total]).map(move |()| writer));
+        reader.set_read_timeout(Some(LIMIT)).unwrap();
+        let mut got = vec![0u8; total];
+        reader.read_exact(&mut got).expect("every byte arrives");
+        let writer = sender.join().unwrap().expect("the writer finished");
+        let report = s.stat().expect("stat");
+        let line = report
+            .lines()
+            .find(|l| l.contains(" tcp local ") && l.contains(&format!("remote {}", at(9477))))
+            .expect("the writer's line");
+        let sndbuf = stat_value(line, " sndbuf ").unwrap();
+        let grown = stat_value(&report, "netd send_buffers_grown ").unwrap();
+        let charged = stat_value(&report, " memory ").unwrap();
+        assert_eq!(writer.send_buffer_size().unwrap() as u64, sndbuf, "SO_SNDBUF is the size now");
+        if grows {
+            assert!(sndbuf > start, "{line}");
+            assert!(grown > 0, "{report}");
+            // The client is charged the grant besides its other buffers.
+            assert!(charged >= sndbuf + 3 * (16 << 10), "{report}");
+        } else {
+            assert!(sndbuf <= start, "{line}");
+            assert_eq!(grown, 0, "{report}");
+            assert!(charged <= 400 << 10, "{report}");
+        }
+    }
+}
+
 /// A poll is ended by a signal whose handler runs while it waits, as
 /// `poll(2)` is, also when another thread of its session is the one
 /// asleep on the session's eventfd.

@@ -107,7 +107,10 @@ pub enum Op {
     /// The completion: `aux[0]` its socket id, `aux[1]` its local
     /// address, `aux[2]` and `aux[3]` its send and receive buffer sizes.
     Connect = 6,
-    /// Queue the buffer's bytes on connection `socket`.
+    /// Queue the buffer's bytes on connection `socket`. The completion's
+    /// `aux[2]` is the connection's send buffer when they went in
+    /// (autotuning grows it), which the client keeps its queued sends
+    /// within.
     Send = 7,
     /// Receive up to `len` bytes of connection `socket` into the buffer.
     /// The completion's `aux[3]` is the connection's receive buffer now

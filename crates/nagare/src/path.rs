@@ -522,8 +522,17 @@ impl Conn {
                 if let Some(p) = self.paths.get_mut(&socket) {
                     p.queued_bytes = p.queued_bytes.saturating_sub(bytes);
                     p.queued_bufs = p.queued_bufs.saturating_sub(1);
-                    if let Err(e) = result {
-                        p.error.get_or_insert(e);
+                    match result {
+                        // A stream's send buffer when the bytes went in
+                        // (netd's autotuning grows it): queued sends stay
+                        // within it from here on.
+                        Ok(c) if p.kind == Kind::Stream && c.aux[2] > 0 => {
+                            p.send_buffer = usize::try_from(c.aux[2]).unwrap_or(usize::MAX);
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            p.error.get_or_insert(e);
+                        }
                     }
                 }
             }

@@ -88,7 +88,7 @@ pub(super) fn accept(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) ->
 /// room for every one, and about the second posted for receives, so that
 /// netd can always take a window's worth out of the engine.
 fn socket_buffers(cx: &Context<'_>, h: TcpHandle) -> [u64; 2] {
-    cx.iface.tcp_ref().connection(h).map_or([0; 2], |k| [k.config().send_buffer as u64, k.config().recv_buffer as u64])
+    cx.iface.tcp_ref().connection(h).map_or([0; 2], |k| [k.send_buffer() as u64, k.config().recv_buffer as u64])
 }
 
 /// Sizes new connection `h`'s buffers to what client `key` may be
@@ -97,14 +97,16 @@ fn socket_buffers(cx: &Context<'_>, h: TcpHandle) -> [u64; 2] {
 /// than its share already keeps what it holds.
 fn fit_buffers(cx: &mut Context<'_>, key: u64, h: TcpHandle) -> Result<(), i32> {
     let k = cx.iface.tcp_ref().connection(h).ok_or(libc::EBADF)?;
-    let (send, recv) = (k.config().send_buffer, k.recv_buffer());
+    let (send, recv) = (k.send_buffer(), k.recv_buffer());
     let Some((s, r)) = cx.memory.grant_connection(key, send, recv) else {
         cx.stats.memory_refused += 1;
         return Err(libc::ENOBUFS);
     };
     let mut tcp = cx.iface.tcp();
-    // Growth past the buffer waits for a grant (`grow_recv_buffer`).
+    // Growth past the buffers waits for a grant (`grow_recv_buffer`,
+    // `grow_send_buffer`).
     tcp.set_recv_buffer_ceiling(h, recv, cx.now).map_err(engine_errno)?;
+    tcp.set_send_buffer_ceiling(h, send, cx.now).map_err(engine_errno)?;
     if s < send || r < recv {
         cx.stats.buffers_shrunk += 1;
         if s < send {
@@ -127,7 +129,7 @@ fn fit_buffers(cx: &mut Context<'_>, key: u64, h: TcpHandle) -> Result<(), i32> 
 /// has the frames that find none copied, as without steering.
 fn grow_recv_buffer(cx: &mut Context<'_>, key: u64, id: u32, h: TcpHandle) {
     let Some(k) = cx.iface.tcp_ref().connection(h) else { return };
-    let (ceiling, wanted, send) = (k.recv_buffer_ceiling(), k.recv_buffer_wanted(), k.config().send_buffer);
+    let (ceiling, wanted, send) = (k.recv_buffer_ceiling(), k.recv_buffer_wanted(), k.send_buffer_ceiling());
     if wanted <= ceiling {
         return;
     }
@@ -140,6 +142,36 @@ fn grow_recv_buffer(cx: &mut Context<'_>, key: u64, id: u32, h: TcpHandle) {
         cx.stats.recv_buffers_grown += 1;
         cx.memory.charge(key, id, connection_charge(cx.iface, h));
     }
+}
+
+/// Grants connection `h` (socket `id` of client `key`) the send buffer
+/// its autotuning wants past its ceiling, as `grow_recv_buffer` does the
+/// receive buffer, and charges it (`send_buffers_grown`;
+/// `send_buffer_growth_refused` when nothing could be granted). Called as
+/// its client sends: a buffer grows only while its application writes
+/// faster than the buffer lets it.
+fn grow_send_buffer(cx: &mut Context<'_>, key: u64, id: u32, h: TcpHandle) {
+    let Some(k) = cx.iface.tcp_ref().connection(h) else { return };
+    let (ceiling, wanted, recv) = (k.send_buffer_ceiling(), k.send_buffer_wanted(), k.recv_buffer_ceiling());
+    if wanted <= ceiling {
+        return;
+    }
+    let granted = cx.memory.grant_growth(key, id, ceiling, recv, wanted);
+    if granted <= ceiling {
+        cx.stats.send_buffer_growth_refused += 1;
+        return;
+    }
+    if cx.iface.tcp().set_send_buffer_ceiling(h, granted, cx.now).is_ok_and(|in_force| in_force > ceiling) {
+        cx.stats.send_buffers_grown += 1;
+        cx.memory.charge(key, id, connection_charge(cx.iface, h));
+    }
+}
+
+/// The completion of a send on connection `h`: `aux[2]` is its send
+/// buffer now (autotuning grows it), which the client queues up to.
+fn with_send_buffer(cx: &Context<'_>, h: TcpHandle, done: Done) -> Done {
+    let buffer = cx.iface.tcp_ref().connection(h).map_or(0, |k| k.send_buffer() as u64);
+    Done { extra: [buffer, done.extra[1]], ..done }
 }
 
 /// `CONNECT`: on socket 0, a connection to `aux[0]` from local port
@@ -203,6 +235,7 @@ pub(super) fn send_in_place(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Requ
     if b.len == 0 {
         return Ok(Some(Done::value(0)));
     }
+    grow_send_buffer(cx, c.key, req.socket, h);
     let conn = cx.iface.tcp_ref().connection(h).ok_or(libc::EBADF)?;
     if conn.send_closed() {
         // Reset, refused, timed out: that error; else shut down.
@@ -215,10 +248,15 @@ pub(super) fn send_in_place(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Requ
             // told the stream is writable spin.
             return send_copied(cx, h, payload(c.pool, buf)?, req);
         }
-        // The whole buffer goes in at once, or the request waits.
+        // The whole buffer goes in at once, or the request waits: its
+        // writer is held back by the buffer, which autotuning weighs.
+        let _ = cx.iface.tcp().note_send_blocked(h);
         return blocked(req);
     }
     let mut done = Completion::ok(req, u64::from(b.len));
+    // The buffer it went into (its size when the completion is posted, on
+    // acknowledgement, may have grown since).
+    done.aux[2] = cx.iface.tcp_ref().connection(h).map_or(0, |k| k.send_buffer() as u64);
     done.piece = Some(Piece { buffer: b.index, offset: b.offset, len: b.len });
     let packet = cx.lending.lend(c.key, c.pool, b.index, b.offset, b.len, done.encode()).ok_or(libc::EFAULT)?;
     match cx.iface.tcp().send_buf(h, packet, cx.now) {
@@ -239,6 +277,7 @@ pub(super) fn send_in_place(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Requ
 /// or wait for room.
 pub(super) fn send(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, buf: Option<BufRef>) -> Outcome {
     let h = c.sockets.tcp(req.socket)?;
+    grow_send_buffer(cx, c.key, req.socket, h);
     send_copied(cx, h, payload(c.pool, buf)?, req)
 }
 
@@ -251,7 +290,7 @@ fn send_copied(cx: &mut Context<'_>, h: TcpHandle, view: SharedBytes, req: &Requ
     match cx.iface.tcp().send(h, unsafe { view.as_slice() }, cx.now) {
         Ok(n) if n > 0 || view.is_empty() => {
             cx.stats.tx_payload_copied += n as u64;
-            Ok(Some(Done::value(n as u64)))
+            Ok(Some(with_send_buffer(cx, h, Done::value(n as u64))))
         }
         Ok(_) | Err(EngineError::WouldBlock) => blocked(req),
         Err(e) => Err(engine_errno(e)),
@@ -335,8 +374,7 @@ pub(super) fn set_option(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request
     let value = req.aux[1];
     let bytes = usize::try_from(value).map_err(|_| libc::EINVAL)?;
     let k = cx.iface.tcp_ref().connection(h).ok_or(libc::EBADF)?;
-    let (config, recv) = (k.config(), k.recv_buffer_ceiling());
-    let send = config.send_buffer;
+    let (config, recv, send) = (k.config(), k.recv_buffer_ceiling(), k.send_buffer_ceiling());
     let mut fit = |current: usize, other: usize| {
         let granted = cx.memory.grant_resize(c.key, req.socket, current, other, bytes);
         cx.stats.buffers_shrunk += u64::from(granted < bytes);
@@ -379,10 +417,11 @@ pub(super) fn set_option(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request
 pub(super) fn get_option(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
     let h = c.sockets.tcp(req.socket)?;
     let option = SockOption::from_u64(req.aux[0]).ok_or(libc::ENOPROTOOPT)?;
-    let config = cx.iface.tcp_ref().connection(h).ok_or(libc::EBADF)?.config();
+    let k = cx.iface.tcp_ref().connection(h).ok_or(libc::EBADF)?;
+    let config = k.config();
     let value = match option {
-        SockOption::SendBuffer => config.send_buffer as u64,
-        SockOption::RecvBuffer => config.recv_buffer as u64,
+        SockOption::SendBuffer => k.send_buffer() as u64,
+        SockOption::RecvBuffer => k.recv_buffer() as u64,
         SockOption::UserTimeout => config.user_timeout.map_or(0, |d| d.as_millis().min(u128::from(u32::MAX)) as u64),
         SockOption::NoDelay => u64::from(!config.nagle),
         SockOption::KeepIdle => config.keepalive.map_or(0, |d| d.as_secs()),
