@@ -262,6 +262,21 @@ impl<'a> Tcp<'a> {
         Ok(ceiling)
     }
 
+    /// Refuses the receive buffer growth a connection's autotuning wanted
+    /// past its ceiling (for an owner whose budget had no room): it is
+    /// asked for again only once autotuning measures a need for more.
+    pub fn refuse_recv_buffer_growth(&mut self, h: TcpHandle) -> Result<(), Error> {
+        self.iface.tcp.entry_mut(h)?.conn.refuse_recv_buffer_growth();
+        Ok(())
+    }
+
+    /// [`Tcp::refuse_recv_buffer_growth`] for the send buffer: asked for
+    /// again once the buffer holds its writer back on a later ACK.
+    pub fn refuse_send_buffer_growth(&mut self, h: TcpHandle) -> Result<(), Error> {
+        self.iface.tcp.entry_mut(h)?.conn.refuse_send_buffer_growth();
+        Ok(())
+    }
+
     /// Tells a connection that a writer waits for room in its send buffer
     /// (for an owner that checks the room before sending, so that no send
     /// of its finds the buffer full): autotuning weighs it on the next

@@ -799,6 +799,20 @@ impl Connection {
         self.recv_tuning.ceiling()
     }
 
+    /// The owner refuses the receive buffer growth autotuning wanted past
+    /// the ceiling: [`Connection::recv_buffer_wanted`] is the ceiling
+    /// until autotuning measures a need for more.
+    pub fn refuse_recv_buffer_growth(&mut self) {
+        self.recv_tuning.refuse_growth();
+    }
+
+    /// The owner refuses the send buffer growth autotuning wanted past the
+    /// ceiling: [`Connection::send_buffer_wanted`] is the ceiling until
+    /// autotuning finds the buffer holding its writer back again.
+    pub fn refuse_send_buffer_growth(&mut self) {
+        self.send_tuning.refuse_growth();
+    }
+
     /// Sets how long transmitted data may stay unacknowledged before the
     /// connection is dropped with `TimedOut` (TCP_USER_TIMEOUT, RFC 5482);
     /// `None` leaves it to the retransmission count (R2).

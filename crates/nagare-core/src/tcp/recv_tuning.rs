@@ -127,6 +127,13 @@ impl RecvTuning {
         }
     }
 
+    /// The owner refuses the growth wanted past the ceiling: it is
+    /// forgotten until autotuning measures a need for more, so that an
+    /// owner asked each time it looks is asked again only then.
+    pub fn refuse_growth(&mut self) {
+        self.wanted = self.wanted.min(self.ceiling);
+    }
+
     /// Moves the ceiling to `bytes`, within `buffer..=max`; a growth the
     /// old ceiling held back happens at once, as far as the new one goes.
     /// True when the buffer grew. A fixed buffer keeps its size.
@@ -248,6 +255,24 @@ mod tests {
         assert_eq!(last, 4 << 20, "after {rounds} round trips");
         // From 64 KiB to 4 MiB is six doublings: a few round trips each.
         assert!(rounds <= 15, "{rounds} round trips");
+    }
+
+    #[test]
+    fn a_refused_growth_is_asked_for_again_only_when_more_is_measured() {
+        let mut r = Reader::new(true);
+        r.tuning.set_ceiling(64 * 1024);
+        r.round(64 * 1024);
+        r.round(64 * 1024);
+        assert!(r.tuning.wanted() > 64 * 1024);
+        r.tuning.refuse_growth();
+        assert_eq!(r.tuning.wanted(), 64 * 1024, "nothing asked past the ceiling");
+        // The same rate again: nothing new measured, nothing asked.
+        r.round(64 * 1024);
+        assert_eq!(r.tuning.wanted(), 64 * 1024);
+        // Twice the rate (a window the sender had buffered): asked again.
+        r.round(128 * 1024);
+        r.round(128 * 1024);
+        assert!(r.tuning.wanted() > 64 * 1024);
     }
 
     #[test]

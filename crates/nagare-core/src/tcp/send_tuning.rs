@@ -76,6 +76,13 @@ impl SendTuning {
         }
     }
 
+    /// The owner refuses the growth wanted past the ceiling: it is
+    /// forgotten until autotuning measures a need for more, so that an
+    /// owner asked each time it looks is asked again only then.
+    pub fn refuse_growth(&mut self) {
+        self.wanted = self.wanted.min(self.ceiling);
+    }
+
     /// Moves the ceiling to `bytes`, within `buffer..=max`; a growth the
     /// old ceiling held back happens at once, as far as the new one goes.
     /// True when the buffer grew. A fixed buffer keeps its size.
@@ -179,6 +186,19 @@ mod tests {
         // Never below the buffer.
         assert!(!t.set_ceiling(0));
         assert_eq!(t.ceiling(), 600 * KIB);
+    }
+
+    #[test]
+    fn a_refused_growth_is_asked_for_again_on_the_next_pressed_ack() {
+        let mut t = tuning(Some(256 * KIB));
+        t.on_ack(0, 100 * KIB, 300 * KIB);
+        assert_eq!(t.wanted(), 600 * KIB);
+        t.refuse_growth();
+        assert_eq!(t.wanted(), 256 * KIB);
+        assert!(!t.on_ack(200 * KIB, 100 * KIB, 300 * KIB), "not pressed: nothing asked");
+        assert_eq!(t.wanted(), 256 * KIB);
+        t.on_ack(0, 100 * KIB, 300 * KIB);
+        assert_eq!(t.wanted(), 600 * KIB);
     }
 
     #[test]

@@ -136,6 +136,8 @@ fn grow_recv_buffer(cx: &mut Context<'_>, key: u64, id: u32, h: TcpHandle) {
     let granted = cx.memory.grant_growth(key, id, ceiling, send, wanted);
     if granted <= ceiling {
         cx.stats.recv_buffer_growth_refused += 1;
+        // Asked again only once autotuning measures more.
+        let _ = cx.iface.tcp().refuse_recv_buffer_growth(h);
         return;
     }
     if cx.iface.tcp().set_recv_buffer_ceiling(h, granted, cx.now).is_ok_and(|in_force| in_force > ceiling) {
@@ -159,6 +161,8 @@ fn grow_send_buffer(cx: &mut Context<'_>, key: u64, id: u32, h: TcpHandle) {
     let granted = cx.memory.grant_growth(key, id, ceiling, recv, wanted);
     if granted <= ceiling {
         cx.stats.send_buffer_growth_refused += 1;
+        // Asked again only once autotuning measures more.
+        let _ = cx.iface.tcp().refuse_send_buffer_growth(h);
         return;
     }
     if cx.iface.tcp().set_send_buffer_ceiling(h, granted, cx.now).is_ok_and(|in_force| in_force > ceiling) {
