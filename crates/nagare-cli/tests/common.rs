@@ -246,6 +246,41 @@ pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
     v
 }
 
+/// Paths a test made under the temporary directory, removed when the
+/// test ends, passed or failed: a netd's rendezvous socket and the watch
+/// socket netd makes beside it (a netd ended with SIGKILL, as
+/// [`Process`] ends one, removes neither), its log, a web root.
+pub struct TempPaths(Vec<PathBuf>);
+
+impl TempPaths {
+    /// The rendezvous socket and log of a netd named `tag` (unique to
+    /// this test process), with the guard that removes them and the watch
+    /// socket.
+    pub fn netd(tag: &str) -> (TempPaths, PathBuf, PathBuf) {
+        let base = std::env::temp_dir().join(format!("nagare-{tag}-{}", std::process::id()));
+        let with = |ext: &str| {
+            let mut p = base.clone().into_os_string();
+            p.push(ext);
+            PathBuf::from(p)
+        };
+        let (socket, log) = (with(".sock"), with(".log"));
+        (TempPaths(vec![socket.clone(), with(".sock.share"), log.clone()]), socket, log)
+    }
+
+    /// `path` is removed too (a directory with what it holds).
+    pub fn also(&mut self, path: &Path) {
+        self.0.push(path.to_path_buf());
+    }
+}
+
+impl Drop for TempPaths {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = if p.is_dir() { std::fs::remove_dir_all(p) } else { std::fs::remove_file(p) };
+        }
+    }
+}
+
 /// A directory with `big.bin` of `size` bytes of varied content.
 pub fn web_root(tag: &str, size: usize) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("nagare-www-{tag}-{}", std::process::id()));

@@ -303,7 +303,8 @@ fn netd_driver_killed_during_curl_download() {
     let root = web_root("drvkill", 48 << 20);
     let ns = Netns::new("drvkill");
     ns.tap("tap0", &format!("{KERNEL}/24"));
-    let socket = std::env::temp_dir().join(format!("nagare-drvkill-{}.sock", std::process::id()));
+    let (mut paths, socket, _) = TempPaths::netd("drvkill");
+    paths.also(&root);
     let _netd = Process::spawn(
         ns.command(nagare())
             .args(["netd", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--placement", "split", "--http"])
@@ -346,8 +347,6 @@ fn netd_driver_killed_during_curl_download() {
     assert!(second != first && second.parse::<u32>().is_ok(), "{after}");
     assert!(stat_counter(&after, "driver reported rx_frames ") > 100, "{after}");
     assert_eq!(stat_counter(&after, "driver reported rx_bytes_copied "), 0, "{after}");
-    let _ = std::fs::remove_dir_all(&root);
-    let _ = std::fs::remove_file(&socket);
 }
 
 /// Receive steering over a multi-queue TAP: netd loads a steering program
@@ -394,8 +393,8 @@ fn steered_ipv6_receive(placement: &str) {
     let ns = Netns::new(&format!("mq6{placement}"));
     ns.tap_with("tap0", &format!("{KERNEL}/24"), &["multi_queue"]);
     ns.ip(&["-6", "addr", "add", &format!("{KERNEL6}/64"), "dev", "tap0", "nodad"]);
-    let socket = std::env::temp_dir().join(format!("nagare-mq6{placement}-{}.sock", std::process::id()));
-    let log = std::env::temp_dir().join(format!("nagare-mq6{placement}-{}.log", std::process::id()));
+    let (mut paths, socket, log) = TempPaths::netd(&format!("mq6{placement}"));
+    paths.also(&root);
     let _netd = Process::spawn(
         ns.command(nagare())
             .args(["netd", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--addr", &format!("{NAGARE6}/64")])
@@ -521,9 +520,6 @@ fn steered_ipv6_receive(placement: &str) {
         after = steered_now();
     }
     assert_eq!(after - before, SENT, "{placement}: the datagrams to {netd_ll} steered: {}", netd.stat().unwrap());
-    let _ = std::fs::remove_dir_all(&root);
-    let _ = std::fs::remove_file(&socket);
-    let _ = std::fs::remove_file(&log);
 }
 
 /// A port that changes hands between two clients of a netd on a
@@ -549,8 +545,7 @@ fn tap_port_changes_hands(placement: &str) {
     const AFTER_BIND: u32 = 8;
     let ns = Netns::new(&format!("mqhand{placement}"));
     ns.tap_with("tap0", &format!("{KERNEL}/24"), &["multi_queue"]);
-    let socket = std::env::temp_dir().join(format!("nagare-mqhand{placement}-{}.sock", std::process::id()));
-    let log = std::env::temp_dir().join(format!("nagare-mqhand{placement}-{}.log", std::process::id()));
+    let (_paths, socket, log) = TempPaths::netd(&format!("mqhand{placement}"));
     let (counters, delay) = if placement == "inline" { ("queues", "0") } else { ("driver", "20") };
     let _netd = Process::spawn(
         ns.command(nagare())
@@ -613,16 +608,14 @@ fn tap_port_changes_hands(placement: &str) {
         // the old owner's unsteer.
         assert!(stat_counter(&report, "netd binds_held ") >= u64::from(ROUNDS), "{report}");
     }
-    let _ = std::fs::remove_file(&socket);
-    let _ = std::fs::remove_file(&log);
 }
 
 fn steered_tap_receive(placement: &str) {
     let root = web_root(&format!("mq{placement}"), 24 << 20);
     let ns = Netns::new(&format!("mq{placement}"));
     ns.tap_with("tap0", &format!("{KERNEL}/24"), &["multi_queue"]);
-    let socket = std::env::temp_dir().join(format!("nagare-mq{placement}-{}.sock", std::process::id()));
-    let log = std::env::temp_dir().join(format!("nagare-mq{placement}-{}.log", std::process::id()));
+    let (mut paths, socket, log) = TempPaths::netd(&format!("mq{placement}"));
+    paths.also(&root);
     let _netd = Process::spawn(
         ns.command(nagare())
             .args(["netd", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--placement", placement, "--socket"])
@@ -710,9 +703,6 @@ fn steered_tap_receive(placement: &str) {
     let in_place = counter("netd rx_payload_in_place ");
     eprintln!("{placement}: received in place {in_place} of {}", (24 << 20) + datagram.len());
     assert!(in_place > 12 << 20, "{placement}: {report}");
-    let _ = std::fs::remove_dir_all(&root);
-    let _ = std::fs::remove_file(&socket);
-    let _ = std::fs::remove_file(&log);
 }
 
 /// A connect through `nagare netd` on a TAP to an address of the TAP's
@@ -728,7 +718,7 @@ fn netd_connect_to_an_unused_address_on_the_tap_is_host_unreachable() {
     }
     let ns = Netns::new("unreach");
     ns.tap("tap0", &format!("{KERNEL}/24"));
-    let socket = std::env::temp_dir().join(format!("nagare-unreach-{}.sock", std::process::id()));
+    let (_paths, socket, _) = TempPaths::netd("unreach");
     let mut netd = Process::spawn(
         ns.command(nagare())
             .args(["netd", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--socket"])
@@ -751,5 +741,4 @@ fn netd_connect_to_an_unused_address_on_the_tap_is_host_unreachable() {
     assert!(t1.elapsed() < Duration::from_secs(1), "the failure was remembered: {:?}", t1.elapsed());
     drop(session);
     netd.terminate(Duration::from_secs(5));
-    let _ = std::fs::remove_file(&socket);
 }

@@ -71,7 +71,7 @@ fn up_and_netd_run_unprivileged_on_a_tap_made_for_their_user() {
 
     // netd too, with its driver process, and its socket where nobody may
     // write.
-    let socket = std::env::temp_dir().join(format!("nagare-nobody-{}.sock", std::process::id()));
+    let (_paths, socket, _) = TempPaths::netd("nobody");
     let mut netd = Process::spawn(
         as_nobody(
             &ns,
@@ -92,7 +92,6 @@ fn up_and_netd_run_unprivileged_on_a_tap_made_for_their_user() {
     );
     let answered = answers_ping(&ns, "10.87.0.2");
     let output = netd.terminate(Duration::from_secs(5));
-    let _ = std::fs::remove_file(&socket);
     let stderr = output.as_ref().map(|o| String::from_utf8_lossy(&o.stderr).into_owned()).unwrap_or_default();
     assert!(answered, "nagare netd as nobody on its own TAP never answered a ping: {stderr}");
 }
