@@ -318,7 +318,13 @@ impl<'a> Tcp<'a> {
         }
         if !entry.conn.can_send() && !data.is_empty() {
             return match entry.conn.state() {
-                State::Established | State::CloseWait | State::SynSent | State::SynReceived => Err(Error::WouldBlock),
+                State::Established | State::CloseWait | State::SynSent | State::SynReceived => {
+                    // Refused for room: the writer waits on the buffer.
+                    if !entry.conn.send_closed() {
+                        entry.conn.note_send_blocked();
+                    }
+                    Err(Error::WouldBlock)
+                }
                 _ => Err(Error::NotConnected),
             };
         }

@@ -671,7 +671,9 @@ impl Connection {
             return Ok(0);
         }
         let taken = self.send_queue.push_bytes(pool, headroom, data)?;
-        if taken < data.len() {
+        // Held back by the buffer, not by a pool that ran dry (which no
+        // larger buffer would help).
+        if taken < data.len() && self.send_queue.free() == 0 {
             self.send_tuning.press();
         }
         Ok(taken)
@@ -1487,7 +1489,7 @@ impl Connection {
                     self.congestion.on_ack(acked_seq, flight_before, app_limited, sample, now);
                 }
             }
-            if self.send_tuning.on_ack(free_before, self.in_flight_for_cc(), self.congestion.cwnd()) {
+            if self.send_tuning.on_ack(data_acked, free_before, self.in_flight_for_cc(), self.congestion.cwnd()) {
                 self.send_queue.set_limit(self.send_tuning.buffer());
             }
 

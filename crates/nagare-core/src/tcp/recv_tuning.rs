@@ -128,10 +128,14 @@ impl RecvTuning {
     }
 
     /// The owner refuses the growth wanted past the ceiling: it is
-    /// forgotten until autotuning measures a need for more, so that an
-    /// owner asked each time it looks is asked again only then.
+    /// forgotten until the next measurement, which asks again if the
+    /// application still consumes at least half of what it did (the mark
+    /// a measurement must beat is halved), so that an owner asked each
+    /// time it looks is asked about once a round trip, and a grant its
+    /// budget has room for later still comes.
     pub fn refuse_growth(&mut self) {
         self.wanted = self.wanted.min(self.ceiling);
+        self.space = (self.space / 2).max(1);
     }
 
     /// Moves the ceiling to `bytes`, within `buffer..=max`; a growth the
@@ -258,7 +262,7 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_growth_is_asked_for_again_only_when_more_is_measured() {
+    fn a_refused_growth_is_asked_for_again_while_the_reader_keeps_up() {
         let mut r = Reader::new(true);
         r.tuning.set_ceiling(64 * 1024);
         r.round(64 * 1024);
@@ -266,13 +270,23 @@ mod tests {
         assert!(r.tuning.wanted() > 64 * 1024);
         r.tuning.refuse_growth();
         assert_eq!(r.tuning.wanted(), 64 * 1024, "nothing asked past the ceiling");
-        // The same rate again: nothing new measured, nothing asked.
-        r.round(64 * 1024);
+        // A reader that slowed to a quarter is asked about at most while
+        // a measurement still holds its faster past, then no more.
+        for _ in 0..3 {
+            r.round(16 * 1024);
+            if r.tuning.wanted() > r.tuning.ceiling() {
+                r.tuning.refuse_growth();
+            }
+        }
+        r.round(16 * 1024);
         assert_eq!(r.tuning.wanted(), 64 * 1024);
-        // Twice the rate (a window the sender had buffered): asked again.
-        r.round(128 * 1024);
-        r.round(128 * 1024);
+        // One that keeps reading all the window offers: asked again a
+        // round trip on, so a grant can come once the owner has room.
+        r.round(64 * 1024);
+        r.round(64 * 1024);
         assert!(r.tuning.wanted() > 64 * 1024);
+        assert!(r.tuning.set_ceiling(1 << 20));
+        assert!(r.tuning.buffer() > 64 * 1024);
     }
 
     #[test]

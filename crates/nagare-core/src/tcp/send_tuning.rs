@@ -35,6 +35,9 @@ pub struct SendTuning {
     max: usize,
     /// A send found the buffer full since the last ACK that was weighed.
     pressed: bool,
+    /// Bytes still to be acknowledged before a growth the owner refused
+    /// is asked for again.
+    quiet: usize,
 }
 
 impl SendTuning {
@@ -42,7 +45,15 @@ impl SendTuning {
     pub fn new(config: &TcpConfig) -> Self {
         let buffer = config.send_buffer;
         let max = config.send_buffer_limit();
-        SendTuning { enabled: config.send_autotune, buffer, ceiling: max, wanted: buffer, max, pressed: false }
+        SendTuning {
+            enabled: config.send_autotune,
+            buffer,
+            ceiling: max,
+            wanted: buffer,
+            max,
+            pressed: false,
+            quiet: 0,
+        }
     }
 
     /// Fixes the buffer at `bytes` and ends autotuning (the application
@@ -77,10 +88,14 @@ impl SendTuning {
     }
 
     /// The owner refuses the growth wanted past the ceiling: it is
-    /// forgotten until autotuning measures a need for more, so that an
-    /// owner asked each time it looks is asked again only then.
+    /// forgotten, and asked for again only once a buffer's worth of bytes
+    /// has been acknowledged (about a round trip of a sender the buffer
+    /// holds back), so that an owner asked each time it looks is not
+    /// asked on every send, and a grant its budget has room for later
+    /// still comes.
     pub fn refuse_growth(&mut self) {
         self.wanted = self.wanted.min(self.ceiling);
+        self.quiet = self.buffer;
     }
 
     /// Moves the ceiling to `bytes`, within `buffer..=max`; a growth the
@@ -104,11 +119,13 @@ impl SendTuning {
         self.pressed = true;
     }
 
-    /// An ACK acknowledged new data. `free_before` is what the buffer had
-    /// free before it, `flight` the bytes in flight after it and `cwnd`
-    /// the congestion window. True when the buffer grew.
-    pub fn on_ack(&mut self, free_before: usize, flight: usize, cwnd: usize) -> bool {
+    /// An ACK acknowledged `acked` bytes of new data. `free_before` is
+    /// what the buffer had free before it, `flight` the bytes in flight
+    /// after it and `cwnd` the congestion window. True when the buffer
+    /// grew.
+    pub fn on_ack(&mut self, acked: usize, free_before: usize, flight: usize, cwnd: usize) -> bool {
         let pressed = core::mem::take(&mut self.pressed) || free_before < self.buffer / 4;
+        self.quiet = self.quiet.saturating_sub(acked);
         if !self.enabled || !pressed || flight >= cwnd || self.buffer >= self.max {
             return false;
         }
@@ -116,7 +133,9 @@ impl SendTuning {
         if target <= self.buffer {
             return false;
         }
-        self.wanted = self.wanted.max(target);
+        if self.quiet == 0 {
+            self.wanted = self.wanted.max(target);
+        }
         let grown = target.min(self.ceiling);
         if grown > self.buffer {
             self.buffer = grown;
@@ -144,40 +163,40 @@ mod tests {
     #[test]
     fn a_full_buffer_with_room_in_the_window_grows_to_twice_the_window() {
         let mut t = tuning(None);
-        assert!(t.on_ack(0, 100 * KIB, 300 * KIB));
+        assert!(t.on_ack(KIB, 0, 100 * KIB, 300 * KIB));
         assert_eq!(t.buffer(), 600 * KIB);
         // A pressed writer counts as full, whatever was free.
         t.press();
-        assert!(t.on_ack(500 * KIB, 100 * KIB, 400 * KIB));
+        assert!(t.on_ack(KIB, 500 * KIB, 100 * KIB, 400 * KIB));
         assert_eq!(t.buffer(), 800 * KIB);
     }
 
     #[test]
     fn a_buffer_with_room_or_a_full_window_does_not_grow() {
         let mut t = tuning(None);
-        assert!(!t.on_ack(128 * KIB, 100 * KIB, 300 * KIB), "half free: the writer is slower than the path");
-        assert!(!t.on_ack(0, 300 * KIB, 300 * KIB), "the window is full: the network holds it back");
-        assert!(!t.on_ack(0, 10 * KIB, 100 * KIB), "twice the window is below the buffer");
+        assert!(!t.on_ack(KIB, 128 * KIB, 100 * KIB, 300 * KIB), "half free: the writer is slower than the path");
+        assert!(!t.on_ack(KIB, 0, 300 * KIB, 300 * KIB), "the window is full: the network holds it back");
+        assert!(!t.on_ack(KIB, 0, 10 * KIB, 100 * KIB), "twice the window is below the buffer");
         assert_eq!(t.buffer(), 256 * KIB);
         // A press is used by one ACK only.
         t.press();
-        assert!(!t.on_ack(128 * KIB, 300 * KIB, 300 * KIB));
-        assert!(!t.on_ack(128 * KIB, 100 * KIB, 300 * KIB));
+        assert!(!t.on_ack(KIB, 128 * KIB, 300 * KIB, 300 * KIB));
+        assert!(!t.on_ack(KIB, 128 * KIB, 100 * KIB, 300 * KIB));
         assert_eq!(t.buffer(), 256 * KIB);
     }
 
     #[test]
     fn growth_stops_at_the_maximum() {
         let mut t = tuning(None);
-        assert!(t.on_ack(0, 0, usize::MAX));
+        assert!(t.on_ack(KIB, 0, 0, usize::MAX));
         assert_eq!(t.buffer(), 4096 * KIB);
-        assert!(!t.on_ack(0, 0, usize::MAX));
+        assert!(!t.on_ack(KIB, 0, 0, usize::MAX));
     }
 
     #[test]
     fn the_ceiling_holds_growth_back_until_it_is_raised() {
         let mut t = tuning(Some(256 * KIB));
-        assert!(!t.on_ack(0, 100 * KIB, 300 * KIB));
+        assert!(!t.on_ack(KIB, 0, 100 * KIB, 300 * KIB));
         assert_eq!((t.buffer(), t.ceiling(), t.wanted()), (256 * KIB, 256 * KIB, 600 * KIB));
         assert!(t.set_ceiling(400 * KIB));
         assert_eq!(t.buffer(), 400 * KIB);
@@ -189,15 +208,19 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_growth_is_asked_for_again_on_the_next_pressed_ack() {
+    fn a_refused_growth_is_asked_for_again_once_a_buffer_s_worth_is_acknowledged() {
         let mut t = tuning(Some(256 * KIB));
-        t.on_ack(0, 100 * KIB, 300 * KIB);
+        t.on_ack(KIB, 0, 100 * KIB, 300 * KIB);
         assert_eq!(t.wanted(), 600 * KIB);
         t.refuse_growth();
         assert_eq!(t.wanted(), 256 * KIB);
-        assert!(!t.on_ack(200 * KIB, 100 * KIB, 300 * KIB), "not pressed: nothing asked");
-        assert_eq!(t.wanted(), 256 * KIB);
-        t.on_ack(0, 100 * KIB, 300 * KIB);
+        // Pressed ACKs of less than the buffer's worth in all: not asked.
+        for _ in 0..3 {
+            t.on_ack(64 * KIB, 0, 100 * KIB, 300 * KIB);
+            assert_eq!(t.wanted(), 256 * KIB);
+        }
+        // The fourth makes 256 KiB acknowledged: asked again.
+        t.on_ack(64 * KIB, 0, 100 * KIB, 300 * KIB);
         assert_eq!(t.wanted(), 600 * KIB);
     }
 
@@ -206,7 +229,7 @@ mod tests {
         let mut t = tuning(None);
         t.fix(64 * KIB);
         t.press();
-        assert!(!t.on_ack(0, 0, 1 << 20));
+        assert!(!t.on_ack(KIB, 0, 0, 1 << 20));
         assert!(!t.set_ceiling(1 << 20));
         assert_eq!((t.buffer(), t.ceiling(), t.wanted()), (64 * KIB, 64 * KIB, 64 * KIB));
     }
