@@ -38,7 +38,7 @@ pub(crate) const BUFFER_FLOOR: usize = 16 * 1024;
 /// client has left.
 pub(crate) const CONNECTION_SHARE: usize = 4;
 
-/// Receive buffers grow (autotuning) only while their client is charged
+/// Send and receive buffers grow (autotuning) only while their client is charged
 /// at most one part in this many of its budget: the rest is for the
 /// connections it may still make, whose buffers shrink as they multiply
 /// ([`Memory::grant_connection`]).

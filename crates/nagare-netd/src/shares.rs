@@ -176,6 +176,13 @@ impl<S: Copy> Shares<S> {
         s.holders.iter().copied().find(|&h| h != (key, id))
     }
 
+    /// Every holder of socket `(key, id)` other than itself (none if it
+    /// is not shared).
+    pub fn other_holders(&self, key: u64, id: u32) -> impl Iterator<Item = (u64, u32)> + '_ {
+        let s = self.by_holder.get(&(key, id)).and_then(|t| self.by_token.get(t));
+        s.into_iter().flat_map(|s| s.holders.iter().copied()).filter(move |&h| h != (key, id))
+    }
+
     /// How many holders socket `(key, id)` has (0 if it is not shared).
     pub fn holders(&self, key: u64, id: u32) -> usize {
         self.by_holder.get(&(key, id)).and_then(|t| self.by_token.get(t)).map_or(0, |s| s.holders.len())

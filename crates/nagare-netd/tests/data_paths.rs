@@ -640,11 +640,18 @@ fn a_receive_buffer_grows_as_far_as_its_client_s_budget_goes() {
 }
 
 /// A connection whose application writes faster than its send buffer
-/// drains gets a larger one, granted and charged to its client; one sized
-/// down to fit its client's budget keeps that size.
+/// drains gets a larger one, granted and charged to its client, as far as
+/// the client's budget goes: a client already charged a quarter of it is
+/// refused the growth (and the transfer still completes), and one whose
+/// connections were sized down to fit keeps those sizes.
 #[test]
 fn a_send_buffer_grows_as_far_as_its_client_s_budget_goes() {
-    for (budget, grows) in [(16 << 20, true), (400 << 10, false)] {
+    enum Case {
+        Grows,
+        Refused,
+        SizedDown,
+    }
+    for (budget, case) in [(16 << 20, Case::Grows), (3 << 20, Case::Refused), (400 << 10, Case::SizedDown)] {
         let netd = NetdThread::start_configured(Placement::Inline, Wire::Loopback, move |c| {
             c.client_memory = budget;
         });
@@ -653,7 +660,7 @@ fn a_send_buffer_grows_as_far_as_its_client_s_budget_goes() {
         let writer = TcpStream::connect_timeout_via(&s, &SocketAddr::V4(at(9477)), LIMIT).expect("connect");
         let (mut reader, _) = listener.accept().expect("accept");
         let start = writer.send_buffer_size().unwrap() as u64;
-        let total = if grows { 32 << 20 } else { 2 << 20 };
+        let total = if matches!(case, Case::SizedDown) { 2 << 20 } else { 32 << 20 };
         let sender = std::thread::spawn(move || (&writer).write_all(&vec![6u8; total]).map(move |()| writer));
         reader.set_read_timeout(Some(LIMIT)).unwrap();
         let mut got = vec![0u8; total];
@@ -666,17 +673,30 @@ fn a_send_buffer_grows_as_far_as_its_client_s_budget_goes() {
             .expect("the writer's line");
         let sndbuf = stat_value(line, " sndbuf ").unwrap();
         let grown = stat_value(&report, "netd send_buffers_grown ").unwrap();
+        let refused = stat_value(&report, "netd send_buffer_growth_refused ").unwrap();
         let charged = stat_value(&report, " memory ").unwrap();
-        assert_eq!(writer.send_buffer_size().unwrap() as u64, sndbuf, "SO_SNDBUF is the size now");
-        if grows {
-            assert!(sndbuf > start, "{line}");
-            assert!(grown > 0, "{report}");
-            // The client is charged the grant besides its other buffers.
-            assert!(charged >= sndbuf + 3 * (16 << 10), "{report}");
-        } else {
-            assert!(sndbuf <= start, "{line}");
-            assert_eq!(grown, 0, "{report}");
-            assert!(charged <= 400 << 10, "{report}");
+        assert_eq!(writer.send_buffer_size().unwrap() as u64, sndbuf, "SO_SNDBUF is the size in force");
+        match case {
+            Case::Grows => {
+                assert!(sndbuf > start, "{line}");
+                assert!(grown > 0, "{report}");
+                // The client is charged the grant besides its other buffers.
+                assert!(charged >= sndbuf + 3 * (16 << 10), "{report}");
+            }
+            Case::Refused => {
+                // Both connections at their full starting sizes (1 MiB in
+                // all) are more than a quarter of 3 MiB: no growth.
+                assert_eq!(start, 256 << 10, "{line}");
+                assert_eq!(sndbuf, start, "{line}");
+                assert_eq!(grown, 0, "{report}");
+                assert!(refused > 0, "{report}");
+                assert!(charged <= 3 << 20, "{report}");
+            }
+            Case::SizedDown => {
+                assert!(sndbuf <= start, "{line}");
+                assert_eq!(grown, 0, "{report}");
+                assert!(charged <= 400 << 10, "{report}");
+            }
         }
     }
 }

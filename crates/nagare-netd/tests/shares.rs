@@ -425,3 +425,42 @@ fn reads_of_a_shared_stream_that_time_out_leave_one_receive_waiting() {
     let n = adopted.read(&mut buf).expect("the data");
     assert_eq!(&buf[..n], b"late");
 }
+
+/// A shared connection whose send buffer grows as one holder writes is
+/// charged at its grown size to every holder, as adopting it charged
+/// each: the holder that stays is not left charged less than the
+/// connection may hold once the writer lets go.
+#[test]
+fn a_shared_connection_s_growth_is_charged_to_every_holder() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, child, peer) = (netd.connect(), netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&peer, at(9690)).expect("listen");
+    let writer = TcpStream::connect_timeout_via(&parent, &SocketAddr::V4(at(9690)), LIMIT).expect("connect");
+    let (mut reader, _) = listener.accept().expect("accept");
+    let token = writer.share().expect("share");
+    let adopted = TcpStream::adopt_via(&child, token).expect("adopt");
+    let start = writer.send_buffer_size().unwrap() as u64;
+    let total = 16 << 20;
+    let sender = std::thread::spawn(move || (&writer).write_all(&vec![8u8; total]).map(move |()| writer));
+    reader.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut got = vec![0u8; total];
+    reader.read_exact(&mut got).expect("every byte arrives");
+    let writer = sender.join().unwrap().expect("the writer finished");
+    let report = peer.stat().expect("stat");
+    let holders: Vec<&str> = report.lines().filter(|l| l.starts_with("socket ") && l.ends_with(" holders 2")).collect();
+    assert_eq!(holders.len(), 2, "{report}");
+    let sndbuf = stat_value(holders[0], " sndbuf ").unwrap();
+    assert!(sndbuf > start, "the send buffer grew: {report}");
+    // Each holder holds that one socket alone: charged the same.
+    let charged: Vec<u64> = holders
+        .iter()
+        .map(|l| {
+            let client = stat_value(l, " client ").unwrap();
+            let line = report.lines().find(|c| c.starts_with(&format!("client {client} "))).expect("its client");
+            stat_value(line, " memory ").unwrap()
+        })
+        .collect();
+    assert_eq!(charged[0], charged[1], "{report}");
+    assert!(charged[0] >= sndbuf, "{report}");
+    drop((writer, adopted));
+}

@@ -109,8 +109,9 @@ pub enum Op {
     Connect = 6,
     /// Queue the buffer's bytes on connection `socket`. The completion's
     /// `aux[2]` is the connection's send buffer when they went in
-    /// (autotuning grows it), which the client keeps its queued sends
-    /// within.
+    /// (autotuning grows it; 0 when not given, as in the first completion
+    /// of a `COMPLETE_ON_ACCEPT` send), which the client keeps its queued
+    /// sends within.
     Send = 7,
     /// Receive up to `len` bytes of connection `socket` into the buffer.
     /// The completion's `aux[3]` is the connection's receive buffer now

@@ -130,6 +130,9 @@ pub(crate) struct SockPath {
     queued_bytes: usize,
     queued_bufs: usize,
     send_buffer: usize,
+    /// The application set the send buffer's size (SO_SNDBUF): send
+    /// completions (some lent before the set) leave it alone.
+    send_buffer_set: bool,
     error: Option<i32>,
     /// The stream ended (a FIN, or an error already reported).
     eof: bool,
@@ -243,6 +246,7 @@ impl Conn {
             queued_bytes: 0,
             queued_bufs: 0,
             send_buffer,
+            send_buffer_set: false,
             error: None,
             eof: false,
             write_shut: false,
@@ -310,10 +314,12 @@ impl Conn {
         self.post_receives(id)
     }
 
-    /// Sets the send buffer socket `id`'s queued sends stay within.
+    /// Sets the send buffer socket `id`'s queued sends stay within, as
+    /// the application set it (SO_SNDBUF).
     pub(crate) fn set_path_send_buffer(&mut self, id: u32, bytes: u64) {
         if let Some(p) = self.paths.get_mut(&id) {
             p.send_buffer = usize::try_from(bytes).unwrap_or(usize::MAX).max(1);
+            p.send_buffer_set = true;
         }
     }
 
@@ -524,10 +530,15 @@ impl Conn {
                     p.queued_bufs = p.queued_bufs.saturating_sub(1);
                     match result {
                         // A stream's send buffer when the bytes went in
-                        // (netd's autotuning grows it): queued sends stay
-                        // within it from here on.
-                        Ok(c) if p.kind == Kind::Stream && c.aux[2] > 0 => {
-                            p.send_buffer = usize::try_from(c.aux[2]).unwrap_or(usize::MAX);
+                        // (0: not given). Autotuning only grows it, and a
+                        // completion posted late may carry an older size,
+                        // so the largest is the one in force, until the
+                        // application sets one.
+                        Ok(c) if p.kind == Kind::Stream && c.aux[2] > 0 && !p.send_buffer_set => {
+                            let size = usize::try_from(c.aux[2])
+                                .unwrap_or(usize::MAX)
+                                .min(nagare_request::MAX_SOCKET_BUFFER as usize);
+                            p.send_buffer = p.send_buffer.max(size);
                         }
                         Ok(_) => {}
                         Err(e) => {

@@ -142,7 +142,7 @@ fn grow_recv_buffer(cx: &mut Context<'_>, key: u64, id: u32, h: TcpHandle) {
     }
     if cx.iface.tcp().set_recv_buffer_ceiling(h, granted, cx.now).is_ok_and(|in_force| in_force > ceiling) {
         cx.stats.recv_buffers_grown += 1;
-        cx.memory.charge(key, id, connection_charge(cx.iface, h));
+        charge_holders(cx, key, id, h);
     }
 }
 
@@ -167,7 +167,18 @@ fn grow_send_buffer(cx: &mut Context<'_>, key: u64, id: u32, h: TcpHandle) {
     }
     if cx.iface.tcp().set_send_buffer_ceiling(h, granted, cx.now).is_ok_and(|in_force| in_force > ceiling) {
         cx.stats.send_buffers_grown += 1;
-        cx.memory.charge(key, id, connection_charge(cx.iface, h));
+        charge_holders(cx, key, id, h);
+    }
+}
+
+/// Charges connection `h`'s buffers as they are to every client that
+/// holds it: socket `id` of client `key`, and the other holders of a
+/// shared one, each of whom is charged it as adopting it was.
+fn charge_holders(cx: &mut Context<'_>, key: u64, id: u32, h: TcpHandle) {
+    let bytes = connection_charge(cx.iface, h);
+    cx.memory.charge(key, id, bytes);
+    for (k, i) in cx.sharing.shares.other_holders(key, id) {
+        cx.memory.charge(k, i, bytes);
     }
 }
 
@@ -413,7 +424,7 @@ pub(super) fn set_option(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request
         SockOption::Priority => return super::control::set_priority(cx, c, req),
     };
     let in_force = in_force.map_err(engine_errno)?;
-    cx.memory.charge(c.key, req.socket, connection_charge(cx.iface, h));
+    charge_holders(cx, c.key, req.socket, h);
     Ok(Some(Done::value(in_force)))
 }
 
