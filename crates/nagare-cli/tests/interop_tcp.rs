@@ -300,11 +300,11 @@ fn netd_driver_killed_during_curl_download() {
     if let Some(reason) = interop_unavailable(&["curl", "sha256sum", "ping"]) {
         return skip("netd_driver_killed_during_curl_download", &reason);
     }
+    let (mut paths, socket, _) = TempPaths::netd("drvkill");
     let root = web_root("drvkill", 48 << 20);
+    paths.also(&root);
     let ns = Netns::new("drvkill");
     ns.tap("tap0", &format!("{KERNEL}/24"));
-    let (mut paths, socket, _) = TempPaths::netd("drvkill");
-    paths.also(&root);
     let _netd = Process::spawn(
         ns.command(nagare())
             .args(["netd", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--placement", "split", "--http"])
@@ -389,12 +389,12 @@ fn netd_steers_ipv6_client_ports_to_tap_queues() {
 fn steered_ipv6_receive(placement: &str) {
     const KERNEL6: &str = "fd00:80::1";
     const NAGARE6: &str = "fd00:80::2";
+    let (mut paths, socket, log) = TempPaths::netd(&format!("mq6{placement}"));
     let root = web_root(&format!("mq6{placement}"), 4 << 20);
+    paths.also(&root);
     let ns = Netns::new(&format!("mq6{placement}"));
     ns.tap_with("tap0", &format!("{KERNEL}/24"), &["multi_queue"]);
     ns.ip(&["-6", "addr", "add", &format!("{KERNEL6}/64"), "dev", "tap0", "nodad"]);
-    let (mut paths, socket, log) = TempPaths::netd(&format!("mq6{placement}"));
-    paths.also(&root);
     let _netd = Process::spawn(
         ns.command(nagare())
             .args(["netd", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--addr", &format!("{NAGARE6}/64")])
@@ -611,11 +611,11 @@ fn tap_port_changes_hands(placement: &str) {
 }
 
 fn steered_tap_receive(placement: &str) {
+    let (mut paths, socket, log) = TempPaths::netd(&format!("mq{placement}"));
     let root = web_root(&format!("mq{placement}"), 24 << 20);
+    paths.also(&root);
     let ns = Netns::new(&format!("mq{placement}"));
     ns.tap_with("tap0", &format!("{KERNEL}/24"), &["multi_queue"]);
-    let (mut paths, socket, log) = TempPaths::netd(&format!("mq{placement}"));
-    paths.also(&root);
     let _netd = Process::spawn(
         ns.command(nagare())
             .args(["netd", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--placement", placement, "--socket"])

@@ -355,8 +355,8 @@ struct Scenario {
     algorithm: CongestionAlgorithm,
     sack: bool,
     timestamps: bool,
-    /// The receive buffer grows from `buffers` (autotuning) rather than
-    /// staying there (as after SO_RCVBUF).
+    /// The send and receive buffers grow from `buffers` (autotuning)
+    /// rather than staying there (as after SO_SNDBUF and SO_RCVBUF).
     autotune: bool,
     family: Family,
 }
@@ -437,10 +437,11 @@ impl Scenario {
         let started = net.now;
         for iface in [&mut net.a.iface, &mut net.b.iface] {
             let d = iface.tcp().defaults_mut();
-            d.send_buffer = self.buffers;
             if self.autotune {
+                d.send_buffer = self.buffers;
                 d.recv_buffer = self.buffers;
             } else {
+                d.set_send_buffer(self.buffers);
                 d.set_recv_buffer(self.buffers);
             }
             d.congestion = self.algorithm;

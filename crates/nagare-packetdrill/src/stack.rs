@@ -954,7 +954,7 @@ impl Stack {
         };
         let error = conn.and_then(|c| c.error());
         // An open connection's buffers as they are now.
-        let config = conn.map(|c| (c.config().send_buffer, c.config().recv_buffer));
+        let config = conn.map(|c| (c.send_buffer(), c.recv_buffer()));
         let sock = self.sock_mut(fd)?;
         let as_int = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
         Ok(match opt {
