@@ -239,6 +239,14 @@ struct Driver {
 /// honours it.
 pub const STEER_DELAY_VAR: &str = "NAGARE_TEST_DRIVER_STEER_DELAY_MS";
 
+/// What holds input at the start of a turn ([`Driver::ready`]): hang-ups
+/// and errors count, so that a read finds them.
+struct Ready {
+    control: bool,
+    /// Bit k: extra queue k (a queue past the 32nd is always read).
+    queues: u32,
+}
+
 /// Runs the driver on the control socket `control` until netd closes it or
 /// `stop` is raised. `open` opens the device, given the descriptor netd
 /// passed with its hello (a TAP's), if any. After the last work the driver
@@ -360,7 +368,8 @@ impl Driver {
     /// One batch: control messages, netd's descriptors, the device both
     /// ways, completions and returns. Whether anything happened.
     fn turn(&mut self) -> io::Result<bool> {
-        let mut work = self.control_messages();
+        let ready = self.ready();
+        let mut work = ready.control && self.control_messages();
         work |= self.take_from_netd()?;
         self.apply_delayed_steering();
         let now = self.clock.now();
@@ -386,7 +395,7 @@ impl Driver {
                 self.out.push_back(Descriptor { kind: TX_DONE, buffer: index, ..Default::default() });
             }
         }
-        work |= self.receive(now);
+        work |= self.receive(now, &ready);
         self.confirm_steering();
         work |= self.flush()?;
         Ok(work)
@@ -707,7 +716,7 @@ impl Driver {
     }
 
     /// Frames from the device into receive buffers, for netd.
-    fn receive(&mut self, now: nagare_core::Instant) -> bool {
+    fn receive(&mut self, now: nagare_core::Instant, ready: &Ready) -> bool {
         let size = self.pool.buffer_size() as usize;
         let room = self.to_netd.free().unwrap_or(0) as usize;
         // Leave room for transmit buffers and returns coming back.
@@ -715,11 +724,12 @@ impl Driver {
         if max == 0 {
             return false;
         }
-        let steered = self.receive_queues(max.min(RX_BATCH), now);
+        let steered = self.receive_queues(max.min(RX_BATCH), ready.queues, now);
         let max = max - steered;
         if max == 0 {
             return true;
         }
+
         if self.placed_rx {
             if let Some(work) = self.receive_placed(max.min(RX_BATCH), now) {
                 return work || steered > 0;
@@ -782,7 +792,7 @@ impl Driver {
     /// into buffers of its client's region (the kernel's copy is the only
     /// one), or into the driver region while the client has none to spare
     /// or the queue none. How many frames were read.
-    fn receive_queues(&mut self, max: usize, now: nagare_core::Instant) -> usize {
+    fn receive_queues(&mut self, max: usize, ready: u32, now: nagare_core::Instant) -> usize {
         let Driver { queues, clients, pool, rx_views, out, stats, .. } = self;
         let Some(queues) = queues else { return 0 };
         let mut frames = 0;
@@ -792,8 +802,10 @@ impl Driver {
         for at in (0..count).map(|k| (start + k) % count) {
             let Some(q) = queues.queues.get_mut(at) else { continue };
             let was_draining = q.draining();
-            let mut emptied = false;
-            while frames < max {
+            // A queue the kernel says holds nothing reads empty: not read.
+            let holds = at >= 32 || ready & (1 << at) != 0;
+            let mut emptied = !holds;
+            while holds && frames < max {
                 let client = q.reader().and_then(|k| clients.get_mut(&k).map(|c| (k, c)));
                 let got = match client {
                     Some((key, c)) if client_pieces(q.device.as_ref(), c).is_some_and(|n| c.rx_free.len() >= n) => {
@@ -945,6 +957,37 @@ impl Driver {
     }
 
     /// Sleeps until netd, the device or the control socket needs us.
+    /// What holds input now, from one `poll` that does not wait: the
+    /// control socket and each extra queue (bit k for queue k), one system
+    /// call instead of a read of each that finds nothing; everything where
+    /// the kernel will not say (a queue without a descriptor, a failed
+    /// `poll`). The device itself is read every turn: its descriptor need
+    /// not be readable while it holds frames (a VNI port's doorbell rings
+    /// only for a sleeper; an impaired link holds frames back).
+    fn ready(&self) -> Ready {
+        let pfd = |fd: i32| libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        let mut fds = [pfd(-1); 1 + MAX_RX_QUEUES];
+        fds[0] = pfd(self.control.as_raw_fd());
+        let mut count = 1;
+        if let Some(q) = &self.queues {
+            for (slot, q) in fds[1..].iter_mut().zip(&q.queues) {
+                *slot = pfd(q.device.raw_fd().unwrap_or(-1));
+                count += 1;
+            }
+        }
+        // SAFETY: `fds` is a live array of pollfd of at least `count`
+        // entries; a zero timeout does not block.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), count as libc::nfds_t, 0) };
+        if rc < 0 {
+            return Ready { control: true, queues: u32::MAX };
+        }
+        // A descriptor poll skips (-1) is read every turn; a hang-up or an
+        // error counts as input, for the read to find it.
+        let held = |f: &libc::pollfd| f.fd < 0 || f.revents != 0;
+        let queues = fds[1..count].iter().enumerate().filter(|(_, f)| held(f)).fold(0u32, |bits, (k, _)| bits | 1 << k);
+        Ready { control: held(&fds[0]), queues }
+    }
+
     fn sleep(&mut self) -> io::Result<()> {
         if self.waiter.prepare_sleep(&mut self.from_netd).map_err(io::Error::other)?.is_some() {
             return Ok(());
