@@ -729,7 +729,6 @@ impl Driver {
         if max == 0 {
             return true;
         }
-
         if self.placed_rx {
             if let Some(work) = self.receive_placed(max.min(RX_BATCH), now) {
                 return work || steered > 0;
@@ -956,7 +955,6 @@ impl Driver {
         Ok(n > 0)
     }
 
-    /// Sleeps until netd, the device or the control socket needs us.
     /// What holds input now, from one `poll` that does not wait: the
     /// control socket and each extra queue (bit k for queue k), one system
     /// call instead of a read of each that finds nothing; everything where
@@ -984,10 +982,14 @@ impl Driver {
         // A descriptor poll skips (-1) is read every turn; a hang-up or an
         // error counts as input, for the read to find it.
         let held = |f: &libc::pollfd| f.fd < 0 || f.revents != 0;
-        let queues = fds[1..count].iter().enumerate().filter(|(_, f)| held(f)).fold(0u32, |bits, (k, _)| bits | 1 << k);
-        Ready { control: held(&fds[0]), queues }
+        let polled = fds[1..count].iter().enumerate().filter(|(_, f)| held(f)).fold(0u32, |bits, (k, _)| bits | 1 << k);
+        // Queues past those polled (none while netd passes at most
+        // `MAX_RX_QUEUES`) are read every turn.
+        let unpolled = u32::MAX.checked_shl((count - 1) as u32).unwrap_or(0);
+        Ready { control: held(&fds[0]), queues: polled | unpolled }
     }
 
+    /// Sleeps until netd, the device or the control socket needs us.
     fn sleep(&mut self) -> io::Result<()> {
         if self.waiter.prepare_sleep(&mut self.from_netd).map_err(io::Error::other)?.is_some() {
             return Ok(());
