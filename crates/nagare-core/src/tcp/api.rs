@@ -264,14 +264,16 @@ impl<'a> Tcp<'a> {
 
     /// Refuses the receive buffer growth a connection's autotuning wanted
     /// past its ceiling (for an owner whose budget had no room): it is
-    /// asked for again only once autotuning measures a need for more.
+    /// asked for again at the next measurement, a round trip on, if the
+    /// application still reads at least half as fast.
     pub fn refuse_recv_buffer_growth(&mut self, h: TcpHandle) -> Result<(), Error> {
         self.iface.tcp.entry_mut(h)?.conn.refuse_recv_buffer_growth();
         Ok(())
     }
 
     /// [`Tcp::refuse_recv_buffer_growth`] for the send buffer: asked for
-    /// again once the buffer holds its writer back on a later ACK.
+    /// again on a pressed ACK once a buffer's worth of bytes has been
+    /// acknowledged.
     pub fn refuse_send_buffer_growth(&mut self, h: TcpHandle) -> Result<(), Error> {
         self.iface.tcp.entry_mut(h)?.conn.refuse_send_buffer_growth();
         Ok(())

@@ -803,14 +803,16 @@ impl Connection {
 
     /// The owner refuses the receive buffer growth autotuning wanted past
     /// the ceiling: [`Connection::recv_buffer_wanted`] is the ceiling
-    /// until autotuning measures a need for more.
+    /// until the next measurement asks again (see
+    /// [`RecvTuning::refuse_growth`]).
     pub fn refuse_recv_buffer_growth(&mut self) {
         self.recv_tuning.refuse_growth();
     }
 
     /// The owner refuses the send buffer growth autotuning wanted past the
-    /// ceiling: [`Connection::send_buffer_wanted`] is the ceiling until
-    /// autotuning finds the buffer holding its writer back again.
+    /// ceiling: [`Connection::send_buffer_wanted`] is the ceiling until a
+    /// buffer's worth of bytes has been acknowledged (see
+    /// [`SendTuning::refuse_growth`]).
     pub fn refuse_send_buffer_growth(&mut self) {
         self.send_tuning.refuse_growth();
     }

@@ -136,7 +136,7 @@ fn grow_recv_buffer(cx: &mut Context<'_>, key: u64, id: u32, h: TcpHandle) {
     let granted = cx.memory.grant_growth(key, id, ceiling, send, wanted);
     if granted <= ceiling {
         cx.stats.recv_buffer_growth_refused += 1;
-        // Asked again only once autotuning measures more.
+        // Asked again a round trip on, while the reader keeps up.
         let _ = cx.iface.tcp().refuse_recv_buffer_growth(h);
         return;
     }
@@ -161,7 +161,7 @@ fn grow_send_buffer(cx: &mut Context<'_>, key: u64, id: u32, h: TcpHandle) {
     let granted = cx.memory.grant_growth(key, id, ceiling, recv, wanted);
     if granted <= ceiling {
         cx.stats.send_buffer_growth_refused += 1;
-        // Asked again only once autotuning measures more.
+        // Asked again once a buffer's worth of bytes is acknowledged.
         let _ = cx.iface.tcp().refuse_send_buffer_growth(h);
         return;
     }
