@@ -16,6 +16,7 @@ pub mod assembler;
 pub mod config;
 pub mod congestion;
 pub mod connection;
+pub mod grown_buffer;
 pub mod isn;
 pub mod rack;
 pub mod recv_tuning;

@@ -30,6 +30,7 @@
 //! sender in slow start doubles every round trip; capped at `max`.
 
 use super::config::TcpConfig;
+use super::grown_buffer::GrownBuffer;
 use crate::time::Instant;
 use core::time::Duration;
 use nagare_wire::TcpSeqNumber;
@@ -53,13 +54,8 @@ fn seq_dist(a: TcpSeqNumber, b: TcpSeqNumber) -> usize {
 /// The receive buffer of one connection and its measurement.
 #[derive(Debug, Clone)]
 pub struct RecvTuning {
-    enabled: bool,
-    buffer: usize,
-    /// How far the buffer may grow before its owner grants more.
-    ceiling: usize,
-    /// The size the last growth aimed at, before the ceiling held it back.
-    wanted: usize,
-    max: usize,
+    /// Its size, the owner's ceiling and what a growth aimed at.
+    size: GrownBuffer,
     /// Bytes consumed in the last measurement that grew the buffer (what
     /// a new measurement must beat).
     space: usize,
@@ -79,11 +75,7 @@ impl RecvTuning {
     pub fn new(config: &TcpConfig, mss: usize) -> Self {
         let buffer = config.recv_buffer;
         RecvTuning {
-            enabled: config.recv_autotune,
-            buffer,
-            ceiling: config.recv_buffer_limit(),
-            wanted: buffer,
-            max: config.recv_buffer_limit(),
+            size: GrownBuffer::new(config.recv_autotune, buffer, config.recv_buffer_limit()),
             space: buffer.min(INITIAL_SEGMENTS * mss.max(1)).max(1),
             start: None,
             rtt_mark: None,
@@ -94,37 +86,28 @@ impl RecvTuning {
     /// Fixes the buffer at `bytes` and ends autotuning (the application
     /// chose a size). `max` stays: the window scale was chosen for it.
     pub fn fix(&mut self, bytes: usize) {
-        self.enabled = false;
-        self.buffer = bytes;
+        self.size.fix(bytes);
     }
 
     /// The receive buffer's size now.
     pub fn buffer(&self) -> usize {
-        self.buffer
+        self.size.buffer()
     }
 
     /// The largest it may become.
     pub fn max(&self) -> usize {
-        self.max
+        self.size.max()
     }
 
     /// How far it may grow now: the buffer itself once fixed.
     pub fn ceiling(&self) -> usize {
-        if self.enabled {
-            self.ceiling
-        } else {
-            self.buffer
-        }
+        self.size.ceiling()
     }
 
     /// What autotuning would have grown the buffer to without the ceiling
     /// (the buffer itself when nothing was held back, or once fixed).
     pub fn wanted(&self) -> usize {
-        if self.enabled {
-            self.wanted.max(self.buffer)
-        } else {
-            self.buffer
-        }
+        self.size.wanted()
     }
 
     /// The owner refuses the growth wanted past the ceiling: it is
@@ -134,7 +117,7 @@ impl RecvTuning {
     /// time it looks is asked about once a round trip, and a grant its
     /// budget has room for later still comes.
     pub fn refuse_growth(&mut self) {
-        self.wanted = self.wanted.min(self.ceiling);
+        self.size.refuse();
         self.space = (self.space / 2).max(1);
     }
 
@@ -142,16 +125,7 @@ impl RecvTuning {
     /// old ceiling held back happens at once, as far as the new one goes.
     /// True when the buffer grew. A fixed buffer keeps its size.
     pub fn set_ceiling(&mut self, bytes: usize) -> bool {
-        if !self.enabled {
-            return false;
-        }
-        self.ceiling = bytes.clamp(self.buffer, self.max.max(self.buffer));
-        let grown = self.wanted.min(self.ceiling);
-        if grown > self.buffer {
-            self.buffer = grown;
-            return true;
-        }
-        false
+        self.size.set_ceiling(bytes)
     }
 
     /// In-order data arrived at `now`: `rcv_nxt` is past it, `consumed` is
@@ -165,7 +139,8 @@ impl RecvTuning {
         srtt: Option<Duration>,
         mss: usize,
     ) -> bool {
-        if !self.enabled || self.buffer >= self.max {
+        let buffer = self.size.buffer();
+        if !self.size.enabled() || buffer >= self.size.max() {
             return false;
         }
         // At the ceiling the measurement still runs, so that `wanted`
@@ -174,10 +149,10 @@ impl RecvTuning {
             Some((sent, seq)) if seq_le(seq, rcv_nxt) => {
                 let rtt = now.saturating_since(sent);
                 self.window_rtt = Some(self.window_rtt.map_or(rtt, |r| r.min(rtt)));
-                self.rtt_mark = Some((now, rcv_nxt + self.buffer));
+                self.rtt_mark = Some((now, rcv_nxt + buffer));
             }
             Some(_) => {}
-            None => self.rtt_mark = Some((now, rcv_nxt + self.buffer)),
+            None => self.rtt_mark = Some((now, rcv_nxt + buffer)),
         }
         let Some(rtt) = srtt.or(self.window_rtt) else {
             return false;
@@ -197,14 +172,9 @@ impl RecvTuning {
         let increase = target.saturating_mul((copied - self.space).min(self.space)) / self.space;
         target = target.saturating_add(increase.saturating_mul(2));
         self.space = copied;
-        let target = target.min(self.max);
-        self.wanted = target;
-        let target = target.min(self.ceiling);
-        if target > self.buffer {
-            self.buffer = target;
-            return true;
-        }
-        false
+        let target = target.min(self.size.max());
+        self.size.want(target);
+        self.size.grow_toward(target)
     }
 }
 

@@ -22,17 +22,13 @@
 //!   was written into, so growing allocates nothing here.
 
 use super::config::TcpConfig;
+use super::grown_buffer::GrownBuffer;
 
 /// The send buffer of one connection.
 #[derive(Debug, Clone)]
 pub struct SendTuning {
-    enabled: bool,
-    buffer: usize,
-    /// How far the buffer may grow before its owner grants more.
-    ceiling: usize,
-    /// The size the last growth aimed at, before the ceiling held it back.
-    wanted: usize,
-    max: usize,
+    /// Its size, the owner's ceiling and what a growth aimed at.
+    size: GrownBuffer,
     /// A send found the buffer full since the last ACK that was weighed.
     pressed: bool,
     /// Bytes still to be acknowledged before a growth the owner refused
@@ -43,48 +39,30 @@ pub struct SendTuning {
 impl SendTuning {
     /// The buffer `config` starts a connection with.
     pub fn new(config: &TcpConfig) -> Self {
-        let buffer = config.send_buffer;
-        let max = config.send_buffer_limit();
-        SendTuning {
-            enabled: config.send_autotune,
-            buffer,
-            ceiling: max,
-            wanted: buffer,
-            max,
-            pressed: false,
-            quiet: 0,
-        }
+        let size = GrownBuffer::new(config.send_autotune, config.send_buffer, config.send_buffer_limit());
+        SendTuning { size, pressed: false, quiet: 0 }
     }
 
     /// Fixes the buffer at `bytes` and ends autotuning (the application
     /// chose a size).
     pub fn fix(&mut self, bytes: usize) {
-        self.enabled = false;
-        self.buffer = bytes;
+        self.size.fix(bytes);
     }
 
     /// The send buffer's size now.
     pub fn buffer(&self) -> usize {
-        self.buffer
+        self.size.buffer()
     }
 
     /// How far it may grow now: the buffer itself once fixed.
     pub fn ceiling(&self) -> usize {
-        if self.enabled {
-            self.ceiling
-        } else {
-            self.buffer
-        }
+        self.size.ceiling()
     }
 
     /// What autotuning would have grown the buffer to without the ceiling
     /// (the buffer itself when nothing was held back, or once fixed).
     pub fn wanted(&self) -> usize {
-        if self.enabled {
-            self.wanted.max(self.buffer)
-        } else {
-            self.buffer
-        }
+        self.size.wanted()
     }
 
     /// The owner refuses the growth wanted past the ceiling: it is
@@ -94,24 +72,15 @@ impl SendTuning {
     /// asked on every send, and a grant its budget has room for later
     /// still comes.
     pub fn refuse_growth(&mut self) {
-        self.wanted = self.wanted.min(self.ceiling);
-        self.quiet = self.buffer;
+        self.size.refuse();
+        self.quiet = self.size.buffer();
     }
 
     /// Moves the ceiling to `bytes`, within `buffer..=max`; a growth the
     /// old ceiling held back happens at once, as far as the new one goes.
     /// True when the buffer grew. A fixed buffer keeps its size.
     pub fn set_ceiling(&mut self, bytes: usize) -> bool {
-        if !self.enabled {
-            return false;
-        }
-        self.ceiling = bytes.clamp(self.buffer, self.max.max(self.buffer));
-        let grown = self.wanted.min(self.ceiling);
-        if grown > self.buffer {
-            self.buffer = grown;
-            return true;
-        }
-        false
+        self.size.set_ceiling(bytes)
     }
 
     /// A send found the buffer full: its writer waits for room.
@@ -124,24 +93,20 @@ impl SendTuning {
     /// after it and `cwnd` the congestion window. True when the buffer
     /// grew.
     pub fn on_ack(&mut self, acked: usize, free_before: usize, flight: usize, cwnd: usize) -> bool {
-        let pressed = core::mem::take(&mut self.pressed) || free_before < self.buffer / 4;
+        let buffer = self.size.buffer();
+        let pressed = core::mem::take(&mut self.pressed) || free_before < buffer / 4;
         self.quiet = self.quiet.saturating_sub(acked);
-        if !self.enabled || !pressed || flight >= cwnd || self.buffer >= self.max {
+        if !self.size.enabled() || !pressed || flight >= cwnd || buffer >= self.size.max() {
             return false;
         }
-        let target = cwnd.saturating_mul(2).min(self.max);
-        if target <= self.buffer {
+        let target = cwnd.saturating_mul(2).min(self.size.max());
+        if target <= buffer {
             return false;
         }
         if self.quiet == 0 {
-            self.wanted = self.wanted.max(target);
+            self.size.want(self.size.wanted().max(target));
         }
-        let grown = target.min(self.ceiling);
-        if grown > self.buffer {
-            self.buffer = grown;
-            return true;
-        }
-        false
+        self.size.grow_toward(target)
     }
 }
 
