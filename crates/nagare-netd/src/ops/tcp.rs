@@ -103,8 +103,7 @@ fn fit_buffers(cx: &mut Context<'_>, key: u64, h: TcpHandle) -> Result<(), i32> 
         return Err(libc::ENOBUFS);
     };
     let mut tcp = cx.iface.tcp();
-    // Growth past the buffers waits for a grant (`grow_recv_buffer`,
-    // `grow_send_buffer`).
+    // Growth past the buffers waits for a grant (`grow_buffer`).
     tcp.set_recv_buffer_ceiling(h, recv, cx.now).map_err(engine_errno)?;
     tcp.set_send_buffer_ceiling(h, send, cx.now).map_err(engine_errno)?;
     if s < send || r < recv {
@@ -119,54 +118,58 @@ fn fit_buffers(cx: &mut Context<'_>, key: u64, h: TcpHandle) -> Result<(), i32> 
     Ok(())
 }
 
-/// Grants connection `h` (socket `id` of client `key`) the receive buffer
-/// its autotuning wants past its ceiling, as far as `Memory::grant_growth`
-/// allows (the client charged at most a quarter of its budget), and
-/// charges it (`recv_buffers_grown`; `recv_buffer_growth_refused` when
-/// nothing could be granted). Called as its client reads: a buffer grows
-/// only while its application keeps up. Where frames are steered into the
-/// clients' regions, a window past the receive buffers netd keeps there
-/// has the frames that find none copied, as without steering.
-fn grow_recv_buffer(cx: &mut Context<'_>, key: u64, id: u32, h: TcpHandle) {
-    let Some(k) = cx.iface.tcp_ref().connection(h) else { return };
-    let (ceiling, wanted, send) = (k.recv_buffer_ceiling(), k.recv_buffer_wanted(), k.send_buffer_ceiling());
-    if wanted <= ceiling {
-        return;
-    }
-    let granted = cx.memory.grant_growth(key, id, ceiling, send, wanted);
-    if granted <= ceiling {
-        cx.stats.recv_buffer_growth_refused += 1;
-        // Asked again a round trip on, while the reader keeps up.
-        let _ = cx.iface.tcp().refuse_recv_buffer_growth(h);
-        return;
-    }
-    if cx.iface.tcp().set_recv_buffer_ceiling(h, granted, cx.now).is_ok_and(|in_force| in_force > ceiling) {
-        cx.stats.recv_buffers_grown += 1;
-        charge_holders(cx, key, id, h);
-    }
+/// Which of a connection's buffers a grant is for.
+#[derive(Clone, Copy)]
+enum Grown {
+    Receive,
+    Send,
 }
 
-/// Grants connection `h` (socket `id` of client `key`) the send buffer
-/// its autotuning wants past its ceiling, as `grow_recv_buffer` does the
-/// receive buffer, and charges it (`send_buffers_grown`;
-/// `send_buffer_growth_refused` when nothing could be granted). Called as
-/// its client sends: a buffer grows only while its application writes
-/// faster than the buffer lets it.
-fn grow_send_buffer(cx: &mut Context<'_>, key: u64, id: u32, h: TcpHandle) {
+/// Grants connection `h` (socket `id` of client `key`) the buffer its
+/// autotuning wants past its ceiling, as far as `Memory::grant_growth`
+/// allows (the client charged at most a quarter of its budget), and
+/// charges it to every holder (`recv_buffers_grown`, `send_buffers_grown`;
+/// `recv_buffer_growth_refused`, `send_buffer_growth_refused` when
+/// nothing could be granted: the engine asks again a round trip on while
+/// the reader keeps up, or once a buffer's worth of bytes is
+/// acknowledged). Called as its client reads or sends: a buffer grows
+/// only while its application keeps up, or writes faster than the buffer
+/// lets it. Where frames are steered into the clients' regions, a window
+/// past the receive buffers netd keeps there has the frames that find
+/// none copied, as without steering.
+fn grow_buffer(cx: &mut Context<'_>, key: u64, id: u32, h: TcpHandle, which: Grown) {
     let Some(k) = cx.iface.tcp_ref().connection(h) else { return };
-    let (ceiling, wanted, recv) = (k.send_buffer_ceiling(), k.send_buffer_wanted(), k.recv_buffer_ceiling());
+    let (ceiling, wanted, other) = match which {
+        Grown::Receive => (k.recv_buffer_ceiling(), k.recv_buffer_wanted(), k.send_buffer_ceiling()),
+        Grown::Send => (k.send_buffer_ceiling(), k.send_buffer_wanted(), k.recv_buffer_ceiling()),
+    };
     if wanted <= ceiling {
         return;
     }
-    let granted = cx.memory.grant_growth(key, id, ceiling, recv, wanted);
+    let granted = cx.memory.grant_growth(key, id, ceiling, other, wanted);
+    let mut tcp = cx.iface.tcp();
     if granted <= ceiling {
-        cx.stats.send_buffer_growth_refused += 1;
-        // Asked again once a buffer's worth of bytes is acknowledged.
-        let _ = cx.iface.tcp().refuse_send_buffer_growth(h);
+        let _ = match which {
+            Grown::Receive => {
+                cx.stats.recv_buffer_growth_refused += 1;
+                tcp.refuse_recv_buffer_growth(h)
+            }
+            Grown::Send => {
+                cx.stats.send_buffer_growth_refused += 1;
+                tcp.refuse_send_buffer_growth(h)
+            }
+        };
         return;
     }
-    if cx.iface.tcp().set_send_buffer_ceiling(h, granted, cx.now).is_ok_and(|in_force| in_force > ceiling) {
-        cx.stats.send_buffers_grown += 1;
+    let in_force = match which {
+        Grown::Receive => tcp.set_recv_buffer_ceiling(h, granted, cx.now),
+        Grown::Send => tcp.set_send_buffer_ceiling(h, granted, cx.now),
+    };
+    if in_force.is_ok_and(|in_force| in_force > ceiling) {
+        match which {
+            Grown::Receive => cx.stats.recv_buffers_grown += 1,
+            Grown::Send => cx.stats.send_buffers_grown += 1,
+        }
         charge_holders(cx, key, id, h);
     }
 }
@@ -250,7 +253,7 @@ pub(super) fn send_in_place(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Requ
     if b.len == 0 {
         return Ok(Some(Done::value(0)));
     }
-    grow_send_buffer(cx, c.key, req.socket, h);
+    grow_buffer(cx, c.key, req.socket, h, Grown::Send);
     let conn = cx.iface.tcp_ref().connection(h).ok_or(libc::EBADF)?;
     if conn.send_closed() {
         // Reset, refused, timed out: that error; else shut down.
@@ -292,7 +295,7 @@ pub(super) fn send_in_place(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Requ
 /// or wait for room.
 pub(super) fn send(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, buf: Option<BufRef>) -> Outcome {
     let h = c.sockets.tcp(req.socket)?;
-    grow_send_buffer(cx, c.key, req.socket, h);
+    grow_buffer(cx, c.key, req.socket, h, Grown::Send);
     send_copied(cx, h, payload(c.pool, buf)?, req)
 }
 
@@ -347,7 +350,7 @@ fn receive(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, h: TcpHandle
         cx.steering.locate(c.key, chunk.as_ptr() as usize, chunk.len()).map(|_| chunk.len())
     });
     let want = in_place.map_or(b.len as usize, |n| n.min(b.len as usize));
-    grow_recv_buffer(cx, c.key, req.socket, h);
+    grow_buffer(cx, c.key, req.socket, h, Grown::Receive);
     match cx.iface.tcp().recv_buf(h, want, cx.now) {
         Ok(Some(data)) => match received_in_place(c, cx.steering, b, data) {
             Ok(swapped) => {
