@@ -11,11 +11,12 @@ use crate::stack::{Errno, Ready, SockOpt, Stack};
 use crate::{Config, Shim};
 use libc::{
     c_char, c_int, c_uint, c_ulong, c_void, epoll_event, iovec, loff_t, msghdr, nfds_t, pollfd, size_t, sockaddr,
-    sockaddr_in, socklen_t, ssize_t, timeval, useconds_t, EAGAIN, EFAULT, EINVAL, EIO, ENOPROTOOPT, EOPNOTSUPP,
+    sockaddr_in, sockaddr_in6, socklen_t, ssize_t, timeval, useconds_t, EAGAIN, EFAULT, EINVAL, EIO, ENOPROTOOPT,
+    EOPNOTSUPP,
 };
 use std::ffi::CStr;
 use std::mem::size_of;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Most `iovec`s one call may carry (Linux's `UIO_MAXIOV`).
@@ -106,36 +107,57 @@ unsafe fn out_bytes<'a>(ptr: *mut c_void, len: usize) -> Result<&'a mut [u8], Er
     Ok(unsafe { std::slice::from_raw_parts_mut(ptr.cast::<u8>(), len) })
 }
 
-/// Reads an IPv4 socket address.
+/// Reads a socket address: a `sockaddr_in` or a `sockaddr_in6` (whose
+/// flow information and scope are not used), by its family.
 ///
 /// # Safety
 /// When `addr` is not null it must be valid for reads of `len` bytes.
-unsafe fn read_sockaddr(addr: *const sockaddr, len: socklen_t) -> Result<SocketAddrV4, Errno> {
+unsafe fn read_sockaddr(addr: *const sockaddr, len: socklen_t) -> Result<SocketAddr, Errno> {
     if addr.is_null() {
         return Err(EFAULT);
     }
     let len = usize::try_from(len).map_err(|_| EINVAL)?;
-    if len < size_of::<sockaddr_in>() {
+    if len < size_of::<libc::sa_family_t>() {
         return Err(EINVAL);
     }
-    // SAFETY: at least size_of::<sockaddr_in>() readable bytes (checked
-    // above, validity per contract); read unaligned since the caller may
-    // have passed a byte buffer.
-    let sin = unsafe { std::ptr::read_unaligned(addr.cast::<sockaddr_in>()) };
-    if c_int::from(sin.sin_family) != libc::AF_INET {
-        return Err(libc::EAFNOSUPPORT);
+    // SAFETY: at least the family's bytes are readable (checked above,
+    // validity per contract); read unaligned since the caller may have
+    // passed a byte buffer.
+    let family = unsafe { std::ptr::read_unaligned(addr.cast::<libc::sa_family_t>()) };
+    match c_int::from(family) {
+        libc::AF_INET => {
+            if len < size_of::<sockaddr_in>() {
+                return Err(EINVAL);
+            }
+            // SAFETY: at least size_of::<sockaddr_in>() readable bytes
+            // (checked above); unaligned as above.
+            let sin = unsafe { std::ptr::read_unaligned(addr.cast::<sockaddr_in>()) };
+            let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+            Ok(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(sin.sin_port))))
+        }
+        libc::AF_INET6 => {
+            if len < size_of::<sockaddr_in6>() {
+                return Err(EINVAL);
+            }
+            // SAFETY: at least size_of::<sockaddr_in6>() readable bytes
+            // (checked above); unaligned as above.
+            let sin6 = unsafe { std::ptr::read_unaligned(addr.cast::<sockaddr_in6>()) };
+            let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+            Ok(SocketAddr::V6(SocketAddrV6::new(ip, u16::from_be(sin6.sin6_port), 0, 0)))
+        }
+        _ => Err(libc::EAFNOSUPPORT),
     }
-    Ok(SocketAddrV4::new(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)), u16::from_be(sin.sin_port)))
 }
 
 /// Writes `value` to a (`sockaddr *`, `socklen_t *`) pair the way the
-/// kernel does: truncated to the room given, the full length reported.
-/// Nothing happens when `addr` is null.
+/// kernel does: a `sockaddr_in` or a `sockaddr_in6` by its family,
+/// truncated to the room given, the full length reported. Nothing happens
+/// when `addr` is null.
 ///
 /// # Safety
 /// When not null, `len` must be valid for reads and writes of a
 /// `socklen_t`, and `addr` for writes of `*len` bytes.
-unsafe fn write_sockaddr(addr: *mut sockaddr, len: *mut socklen_t, value: SocketAddrV4) -> Result<(), Errno> {
+unsafe fn write_sockaddr(addr: *mut sockaddr, len: *mut socklen_t, value: SocketAddr) -> Result<(), Errno> {
     if addr.is_null() {
         return Ok(());
     }
@@ -145,18 +167,41 @@ unsafe fn write_sockaddr(addr: *mut sockaddr, len: *mut socklen_t, value: Socket
     // SAFETY: non-null, validity per contract; unaligned access tolerated.
     let room = unsafe { std::ptr::read_unaligned(len) };
     let room = usize::try_from(room).map_err(|_| EINVAL)?;
-    let sin = sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: value.port().to_be(),
-        sin_addr: libc::in_addr { s_addr: u32::from(*value.ip()).to_be() },
-        sin_zero: [0; 8],
+    // The address as the kernel lays it out, in a buffer as large as the
+    // larger of the two.
+    let mut bytes = [0u8; size_of::<sockaddr_in6>()];
+    let full = match value {
+        SocketAddr::V4(v4) => {
+            let sin = sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: v4.port().to_be(),
+                sin_addr: libc::in_addr { s_addr: u32::from(*v4.ip()).to_be() },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: `sin` is a plain value of size_of::<sockaddr_in>()
+            // bytes, which `bytes` has room for.
+            unsafe { std::ptr::write_unaligned(bytes.as_mut_ptr().cast::<sockaddr_in>(), sin) };
+            size_of::<sockaddr_in>()
+        }
+        SocketAddr::V6(v6) => {
+            let sin6 = sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: v6.port().to_be(),
+                sin6_flowinfo: 0,
+                sin6_addr: libc::in6_addr { s6_addr: v6.ip().octets() },
+                sin6_scope_id: 0,
+            };
+            // SAFETY: `bytes` is exactly size_of::<sockaddr_in6>() bytes.
+            unsafe { std::ptr::write_unaligned(bytes.as_mut_ptr().cast::<sockaddr_in6>(), sin6) };
+            size_of::<sockaddr_in6>()
+        }
     };
-    let n = room.min(size_of::<sockaddr_in>());
-    // SAFETY: `sin` is a plain value of size_of::<sockaddr_in>() >= n
-    // bytes; `addr` is valid for `room` >= n bytes per contract; the two
-    // cannot overlap (one is on our stack).
-    unsafe { std::ptr::copy_nonoverlapping((&raw const sin).cast::<u8>(), addr.cast::<u8>(), n) };
-    let full = socklen_t::try_from(size_of::<sockaddr_in>()).map_err(|_| EINVAL)?;
+    let n = room.min(full);
+    let from = bytes.get(..n).ok_or(EINVAL)?;
+    // SAFETY: `from` is `n` bytes; `addr` is valid for `room` >= n bytes
+    // per contract; the two cannot overlap (one is on our stack).
+    unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), addr.cast::<u8>(), n) };
+    let full = socklen_t::try_from(full).map_err(|_| EINVAL)?;
     // SAFETY: as the read above.
     unsafe { std::ptr::write_unaligned(len, full) };
     Ok(())
@@ -324,6 +369,7 @@ fn sock_opt(level: c_int, name: c_int) -> Option<SockOpt> {
         (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => Some(SockOpt::KeepAlive),
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) => Some(SockOpt::NoDelay),
         (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT) => Some(SockOpt::UserTimeout),
+        (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) => Some(SockOpt::V6Only),
         _ => None,
     }
 }

@@ -12,12 +12,17 @@ use libc::{
 };
 use nagare_core::buf::{BufferPool, PacketBuf, TxOffloads};
 use nagare_core::iface::Error;
+use nagare_core::ipv6::addr::Ipv6Cidr;
+use nagare_core::ipv6::neighbor::NeighborState;
 use nagare_core::tcp::connection::{State, TcpError};
 use nagare_core::tcp::{TcpHandle, TcpListenerHandle};
-use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
-use nagare_wire::{EthernetAddress, Ipv4Addr, Ipv4Cidr, ETHERNET_HEADER_LEN};
+use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig, Ipv6Config, NdpConfig};
+use nagare_wire::{
+    EthernetAddress, IpProtocol, Ipv4Addr, Ipv4Cidr, Ipv6Addr, Ipv6Repr, NdpRepr, ETHERNET_HEADER_LEN, IPV6_HEADER_LEN,
+    NDP_HOP_LIMIT,
+};
 use std::collections::VecDeque;
-use std::net::SocketAddrV4;
+use std::net::{IpAddr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::time::Duration;
 
 /// An `errno` value.
@@ -30,8 +35,15 @@ pub const REMOTE_MAC: [u8; 6] = [0x02, 0x6e, 0x61, 0x67, 0x00, 0x02];
 
 const ETHERTYPE_IPV4: [u8; 2] = [0x08, 0x00];
 const ETHERTYPE_ARP: [u8; 2] = [0x08, 0x06];
-/// Largest IPv4 packet.
-pub const MAX_IP_PACKET: usize = 65535;
+const ETHERTYPE_IPV6: [u8; 2] = [0x86, 0xdd];
+/// The remote end's link-local address: the engine's IPv6 router, through
+/// which every IPv6 packet off the local network goes.
+pub const REMOTE_LINK_LOCAL: Ipv6Addr = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 2);
+/// Largest IP packet (an IPv6 one counts its fixed header besides its
+/// 65535-byte payload).
+pub const MAX_IP_PACKET: usize = 65535 + IPV6_HEADER_LEN;
+/// Smallest packet of each version: its fixed header.
+const MIN_IPV4_PACKET: usize = 20;
 /// Descriptors 0, 1 and 2 are never handed out, as in a process.
 const FIRST_FD: usize = 3;
 /// Most descriptors open at once.
@@ -58,6 +70,16 @@ pub struct Config {
     /// The script's remote end (`remote_ip=`); every packet to another
     /// network is sent to it as the gateway, so any remote address works.
     pub remote_ip: Ipv4Addr,
+    /// The engine's IPv6 address (`local_ip=` with an IPv6 address).
+    /// packetdrill run with `--ip_version=ipv6` picks a random one in
+    /// fd3d:fa7b:d17d::/48; a `bind` moves the engine there as for IPv4.
+    pub local_ip6: Ipv6Addr,
+    /// Prefix length of the local IPv6 network (`prefix_len6=`).
+    pub prefix_len6: u8,
+    /// The script's remote end over IPv6 (`remote_ip=` with an IPv6
+    /// address); every IPv6 packet to another network goes to the remote
+    /// end's link-local address, [`REMOTE_LINK_LOCAL`], as the router.
+    pub remote_ip6: Ipv6Addr,
     /// Link MTU (`mtu=`).
     pub mtu: usize,
     /// Where the virtual clock starts, in microseconds since the epoch
@@ -82,6 +104,10 @@ impl Default for Config {
             local_ip: Ipv4Addr::new(192, 168, 0, 1),
             prefix_len: 16,
             remote_ip: Ipv4Addr::new(192, 0, 2, 1),
+            // packetdrill's own IPv6 defaults (its `config.c`).
+            local_ip6: Ipv6Addr::new(0xfd3d, 0xfa7b, 0xd17d, 0, 0, 0, 0, 1),
+            prefix_len6: 48,
+            remote_ip6: Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1),
             mtu: 1500,
             // 2023-11-14 22:13:20 UTC: fixed, so runs are reproducible.
             start_usecs: 1_700_000_000_000_000,
@@ -101,10 +127,20 @@ impl Config {
             let (key, value) = item.split_once('=').ok_or_else(|| format!("so_flags: `{item}` is not key=value"))?;
             let bad = |what: &str| format!("so_flags: bad {what} `{value}`");
             match key {
-                "local_ip" => c.local_ip = value.parse().map_err(|_| bad("address"))?,
-                "remote_ip" => c.remote_ip = value.parse().map_err(|_| bad("address"))?,
+                "local_ip" => match value.parse().map_err(|_| bad("address"))? {
+                    IpAddr::V4(ip) => c.local_ip = ip,
+                    IpAddr::V6(ip) => c.local_ip6 = ip,
+                },
+                "remote_ip" => match value.parse().map_err(|_| bad("address"))? {
+                    IpAddr::V4(ip) => c.remote_ip = ip,
+                    IpAddr::V6(ip) => c.remote_ip6 = ip,
+                },
                 "prefix_len" => {
                     c.prefix_len = value.parse().ok().filter(|p| *p <= 32).ok_or_else(|| bad("prefix length"))?
+                }
+                "prefix_len6" => {
+                    c.prefix_len6 =
+                        value.parse().ok().filter(|p| (1..=128).contains(p)).ok_or_else(|| bad("prefix length"))?
                 }
                 "mtu" => c.mtu = value.parse().ok().filter(|m| (68..=65535).contains(m)).ok_or_else(|| bad("mtu"))?,
                 "start_usecs" => c.start_usecs = value.parse().map_err(|_| bad("number"))?,
@@ -115,18 +151,29 @@ impl Config {
                 _ => return Err(format!("so_flags: unknown key `{key}`")),
             }
         }
-        if c.local_ip == c.remote_ip {
+        if c.local_ip == c.remote_ip || c.local_ip6 == c.remote_ip6 {
             return Err("so_flags: local_ip and remote_ip are the same".into());
+        }
+        if !usable_ipv6(c.local_ip6) {
+            return Err(format!("so_flags: {} cannot be the engine's IPv6 address", c.local_ip6));
         }
         Ok(c)
     }
 }
 
+/// Whether `ip` can be the engine's own IPv6 address: a unicast one
+/// beyond the link (the link-local one the engine makes itself).
+fn usable_ipv6(ip: Ipv6Addr) -> bool {
+    !ip.is_unspecified() && !ip.is_loopback() && !ip.is_multicast() && !ip.is_unicast_link_local()
+}
+
 /// What a descriptor is.
 #[derive(Debug)]
 enum Kind {
-    /// From `socket`, maybe bound, not yet listening or connected.
-    Fresh { bound: Option<SocketAddrV4> },
+    /// From `socket`, maybe bound (to the address the engine listens on:
+    /// an IPv4-mapped IPv6 address is its IPv4 one), not yet listening or
+    /// connected.
+    Fresh { bound: Option<SocketAddr> },
     /// Listening; `ready` holds connections taken from the engine's accept
     /// queue (by `poll`) that `accept` has not handed out yet.
     Listener { handle: TcpListenerHandle, ready: VecDeque<TcpHandle> },
@@ -143,6 +190,12 @@ enum Kind {
 #[derive(Debug)]
 struct Sock {
     kind: Kind,
+    /// Made `AF_INET6`: addresses go in and out as IPv6 ones, an IPv4 peer
+    /// as its IPv4-mapped address.
+    six: bool,
+    /// `IPV6_V6ONLY`: a listener on `::` takes no IPv4 connections, and
+    /// IPv4-mapped addresses are refused.
+    v6_only: bool,
     nonblocking: bool,
     nodelay: bool,
     reuseaddr: bool,
@@ -161,9 +214,11 @@ struct Sock {
 }
 
 impl Sock {
-    fn new(kind: Kind) -> Sock {
+    fn new(kind: Kind, six: bool) -> Sock {
         Sock {
             kind,
+            six,
+            v6_only: false,
             nonblocking: false,
             nodelay: false,
             reuseaddr: false,
@@ -199,6 +254,8 @@ pub enum SockOpt {
     NoDelay,
     /// `IPPROTO_TCP/TCP_USER_TIMEOUT` (ms).
     UserTimeout,
+    /// `IPPROTO_IPV6/IPV6_V6ONLY`, on an `AF_INET6` socket.
+    V6Only,
 }
 
 /// Readiness bits, as `poll` defines them.
@@ -223,8 +280,9 @@ pub struct Stack {
     outbound: VecDeque<(Vec<u8>, u64)>,
     /// Packets dropped because `outbound` was full.
     pub outbound_dropped: u64,
-    /// Non-IPv4 frames the engine sent (its ARP answers), not passed on.
-    pub non_ip_frames: u64,
+    /// Frames of the link's own traffic the engine sent (ARP, neighbour
+    /// discovery, MLD reports), not passed on: a script tests TCP.
+    pub link_frames: u64,
     next_ephemeral: u16,
     /// Moves whenever anything changes, so blocked callers know to retry.
     generation: u64,
@@ -262,6 +320,10 @@ fn errno_of_tcp(e: TcpError) -> Errno {
     }
 }
 
+/// Entries that never expire, in ARP's cache and the neighbour cache:
+/// address resolution is not part of what a script tests.
+const FOREVER: Duration = Duration::from_secs(u32::MAX as u64);
+
 fn build_engine(config: &Config, now: Instant) -> Result<Interface, Errno> {
     let cidr = Ipv4Cidr::new(config.local_ip, config.prefix_len).map_err(|_| EINVAL)?;
     let mut ic = InterfaceConfig::new(EthernetAddress(LOCAL_MAC), cidr);
@@ -270,8 +332,21 @@ fn build_engine(config: &Config, now: Instant) -> Result<Interface, Errno> {
     ic.gateway = Some(config.remote_ip);
     ic.seed = config.seed;
     ic.secrets = nagare_core::Secrets::from_seed(config.seed);
-    // The entry must never expire: ARP is not part of what a script tests.
-    ic.arp.entry_lifetime = Duration::from_secs(u64::from(u32::MAX));
+    ic.arp.entry_lifetime = FOREVER;
+    // IPv6 beside it, on a link with no router but the remote end: the
+    // address is taken at once (no duplicate address detection), nothing
+    // is solicited, and the remote end stays REACHABLE once confirmed.
+    let cidr6 = Ipv6Cidr::new(config.local_ip6, config.prefix_len6).ok_or(EINVAL)?;
+    ic.ipv6 = Some(Ipv6Config {
+        addresses: vec![cidr6],
+        dad_transmits: 0,
+        gateway: Some(REMOTE_LINK_LOCAL),
+        accept_router_adverts: false,
+        accept_redirects: false,
+        router_solicitations: 0,
+        ndp: NdpConfig { reachable_time: FOREVER, ..NdpConfig::default() },
+        ..Ipv6Config::default()
+    });
     ic.tx_queue_limit = OUTBOUND_LIMIT;
     // The script's link: its MTU, and no offloads, so that every segment
     // reaches packetdrill as it would cross a wire.
@@ -283,8 +358,26 @@ fn build_engine(config: &Config, now: Instant) -> Result<Interface, Errno> {
     let request = arp_request(config.remote_ip, config.local_ip);
     let frame = PacketBuf::from_slice(iface.pool(), 0, &request).map_err(|_| ENOBUFS)?;
     iface.receive(frame, now);
+    // The same over IPv6 (RFC 4861 7.2.3 and 7.2.5): the router's
+    // solicitation for our address enters it STALE, and its solicited
+    // advertisement of itself makes it REACHABLE.
+    let solicit = NdpRepr::NeighborSolicit { target: config.local_ip6, lladdr: Some(EthernetAddress(REMOTE_MAC)) };
+    let advert = NdpRepr::NeighborAdvert {
+        router_flag: true,
+        solicited_flag: true,
+        override_flag: true,
+        target: REMOTE_LINK_LOCAL,
+        lladdr: Some(EthernetAddress(REMOTE_MAC)),
+    };
+    for message in [solicit, advert] {
+        let frame = ndp_frame(&message, REMOTE_LINK_LOCAL, config.local_ip6).ok_or(EINVAL)?;
+        let frame = PacketBuf::from_slice(iface.pool(), 0, &frame).map_err(|_| ENOBUFS)?;
+        iface.receive(frame, now);
+    }
     iface.tx_queue().clear();
-    if iface.arp_lookup(config.remote_ip, now).is_none() {
+    if iface.arp_lookup(config.remote_ip, now).is_none()
+        || iface.neighbor_state(REMOTE_LINK_LOCAL) != Some(NeighborState::Reachable)
+    {
         return Err(EADDRNOTAVAIL);
     }
     Ok(iface)
@@ -304,6 +397,32 @@ fn arp_request(sender: Ipv4Addr, target: Ipv4Addr) -> Vec<u8> {
     f
 }
 
+/// An Ethernet frame with a neighbour discovery message from the remote
+/// end (`src`) to `dst`.
+fn ndp_frame(message: &NdpRepr<'_>, src: Ipv6Addr, dst: Ipv6Addr) -> Option<Vec<u8>> {
+    let len = message.buffer_len();
+    let ip = Ipv6Repr::new(src, dst, IpProtocol::Icmpv6, len, NDP_HOP_LIMIT);
+    let mut f = vec![0; ETHERNET_HEADER_LEN + IPV6_HEADER_LEN + len];
+    f.get_mut(..6)?.copy_from_slice(&LOCAL_MAC);
+    f.get_mut(6..12)?.copy_from_slice(&REMOTE_MAC);
+    f.get_mut(12..14)?.copy_from_slice(&ETHERTYPE_IPV6);
+    let (header, body) = f.get_mut(ETHERNET_HEADER_LEN..)?.split_at_mut(IPV6_HEADER_LEN);
+    ip.emit(header).ok()?;
+    message.emit(body, src, dst).ok()?;
+    Some(f)
+}
+
+/// Whether an IPv6 packet the engine sent is the link's own traffic:
+/// neighbour discovery and MLD (ICMPv6 types 130 to 143, and MLD reports
+/// behind their hop-by-hop header).
+fn is_link_traffic6(ip: &[u8]) -> bool {
+    match (ip.get(6).copied().map(IpProtocol::from), ip.get(IPV6_HEADER_LEN)) {
+        (Some(IpProtocol::HopByHop), _) => true,
+        (Some(IpProtocol::Icmpv6), Some(&ty)) => (130..=143).contains(&ty),
+        _ => false,
+    }
+}
+
 impl Stack {
     /// A stack at the configured address with the clock at its start.
     pub fn new(config: Config) -> Result<Stack, Errno> {
@@ -317,7 +436,7 @@ impl Stack {
             fds: Vec::new(),
             outbound: VecDeque::new(),
             outbound_dropped: 0,
-            non_ip_frames: 0,
+            link_frames: 0,
             generation: 0,
         })
     }
@@ -359,14 +478,14 @@ impl Stack {
             self.touch();
             let bytes = frame.to_vec();
             match (bytes.get(12..14), bytes.get(ETHERNET_HEADER_LEN..)) {
-                (Some(t), Some(ip)) if t == ETHERTYPE_IPV4 => {
+                (Some(t), Some(ip)) if t == ETHERTYPE_IPV4 || (t == ETHERTYPE_IPV6 && !is_link_traffic6(ip)) => {
                     if self.outbound.len() >= OUTBOUND_LIMIT {
                         self.outbound_dropped += 1;
                     } else {
                         self.outbound.push_back((ip.to_vec(), self.now));
                     }
                 }
-                _ => self.non_ip_frames += 1,
+                _ => self.link_frames += 1,
             }
         }
     }
@@ -425,18 +544,18 @@ impl Stack {
         let Some(&first) = packet.first() else {
             return Err(EINVAL);
         };
-        match first >> 4 {
-            4 => {}
-            6 => return Err(EAFNOSUPPORT),
+        let (ethertype, least) = match first >> 4 {
+            4 => (ETHERTYPE_IPV4, MIN_IPV4_PACKET),
+            6 => (ETHERTYPE_IPV6, IPV6_HEADER_LEN),
             _ => return Err(EINVAL),
-        }
-        if packet.len() < 20 || packet.len() > MAX_IP_PACKET {
+        };
+        if packet.len() < least || packet.len() > MAX_IP_PACKET {
             return Err(EINVAL);
         }
         let mut frame = Vec::with_capacity(ETHERNET_HEADER_LEN + packet.len());
         frame.extend_from_slice(&LOCAL_MAC);
         frame.extend_from_slice(&REMOTE_MAC);
-        frame.extend_from_slice(&ETHERTYPE_IPV4);
+        frame.extend_from_slice(&ethertype);
         frame.extend_from_slice(packet);
         let frame = PacketBuf::from_slice(self.iface.pool(), 0, &frame).map_err(|_| ENOBUFS)?;
         let now = self.instant();
@@ -504,11 +623,13 @@ impl Stack {
         self.sock(fd).map(|s| !s.nonblocking).unwrap_or(false)
     }
 
-    /// `socket(AF_INET, SOCK_STREAM[|SOCK_NONBLOCK|SOCK_CLOEXEC], 0 or IPPROTO_TCP)`.
+    /// `socket(AF_INET or AF_INET6, SOCK_STREAM[|SOCK_NONBLOCK|SOCK_CLOEXEC], 0 or IPPROTO_TCP)`.
     pub fn socket(&mut self, domain: i32, ty: i32, protocol: i32) -> Result<i32, Errno> {
-        if domain != libc::AF_INET {
-            return Err(EAFNOSUPPORT);
-        }
+        let six = match domain {
+            libc::AF_INET => false,
+            libc::AF_INET6 => true,
+            _ => return Err(EAFNOSUPPORT),
+        };
         let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
         if ty & !flags != libc::SOCK_STREAM {
             return Err(EPROTONOSUPPORT);
@@ -516,7 +637,7 @@ impl Stack {
         if protocol != 0 && protocol != libc::IPPROTO_TCP {
             return Err(EPROTONOSUPPORT);
         }
-        let mut sock = Sock::new(Kind::Fresh { bound: None });
+        let mut sock = Sock::new(Kind::Fresh { bound: None }, six);
         sock.nonblocking = ty & libc::SOCK_NONBLOCK != 0;
         self.alloc_fd(sock)
     }
@@ -546,22 +667,66 @@ impl Stack {
             && !self.fds.iter().flatten().any(|s| !matches!(s.kind, Kind::Fresh { .. }))
     }
 
+    /// The address an `AF_INET6` socket's call names, as the engine takes
+    /// it: an IPv4-mapped one is its IPv4 address (`EAFNOSUPPORT` for an
+    /// address of the other family than the socket's, `v4_refused` for a
+    /// mapped one on an `IPV6_V6ONLY` socket).
+    fn engine_addr(&self, fd: i32, addr: SocketAddr, v4_refused: Errno) -> Result<SocketAddr, Errno> {
+        let sock = self.sock(fd)?;
+        match (sock.six, addr) {
+            (false, SocketAddr::V4(_)) => Ok(addr),
+            (true, SocketAddr::V6(v6)) => match v6.ip().to_ipv4_mapped() {
+                Some(_) if sock.v6_only => Err(v4_refused),
+                Some(v4) => Ok(SocketAddr::V4(SocketAddrV4::new(v4, v6.port()))),
+                None => Ok(addr),
+            },
+            _ => Err(EAFNOSUPPORT),
+        }
+    }
+
+    /// An address as a call on `fd` gives it back: an IPv4 one as its
+    /// IPv4-mapped address on an `AF_INET6` socket.
+    fn user_addr(&self, fd: i32, addr: SocketAddr) -> Result<SocketAddr, Errno> {
+        match (self.sock(fd)?.six, addr) {
+            (true, SocketAddr::V4(v4)) => {
+                Ok(SocketAddr::V6(SocketAddrV6::new(v4.ip().to_ipv6_mapped(), v4.port(), 0, 0)))
+            }
+            (false, SocketAddr::V6(_)) => Err(EAFNOSUPPORT),
+            _ => Ok(addr),
+        }
+    }
+
     /// `bind`. An address that is not the engine's is adopted while no
     /// socket is in use: packetdrill chooses the local address at random
     /// and tells the shared object nothing but what the script binds to.
-    pub fn bind(&mut self, fd: i32, addr: SocketAddrV4) -> Result<(), Errno> {
+    pub fn bind(&mut self, fd: i32, addr: SocketAddr) -> Result<(), Errno> {
         match self.sock(fd)?.kind {
             Kind::Fresh { bound: None } => {}
             _ => return Err(EINVAL),
         }
-        let ip = *addr.ip();
-        if !ip.is_unspecified() && ip != self.config.local_ip {
-            let usable = !ip.is_multicast() && !ip.is_broadcast() && !ip.is_loopback() && ip != self.config.remote_ip;
-            if !usable || !self.engine_idle() {
+        let addr = self.engine_addr(fd, addr, EINVAL)?;
+        let mut config = self.config.clone();
+        match addr.ip() {
+            IpAddr::V4(ip) if !ip.is_unspecified() && ip != self.config.local_ip => {
+                let usable =
+                    !ip.is_multicast() && !ip.is_broadcast() && !ip.is_loopback() && ip != self.config.remote_ip;
+                if !usable {
+                    return Err(EADDRNOTAVAIL);
+                }
+                config.local_ip = ip;
+            }
+            IpAddr::V6(ip) if !ip.is_unspecified() && ip != self.config.local_ip6 => {
+                if !usable_ipv6(ip) || ip == self.config.remote_ip6 {
+                    return Err(EADDRNOTAVAIL);
+                }
+                config.local_ip6 = ip;
+            }
+            _ => {}
+        }
+        if config != self.config {
+            if !self.engine_idle() {
                 return Err(EADDRNOTAVAIL);
             }
-            let mut config = self.config.clone();
-            config.local_ip = ip;
             self.iface = build_engine(&config, self.instant())?;
             self.config = config;
         }
@@ -573,7 +738,7 @@ impl Stack {
         if self.port_taken(port) && !reuse {
             return Err(EADDRINUSE);
         }
-        self.sock_mut(fd)?.kind = Kind::Fresh { bound: Some(SocketAddrV4::new(ip, port)) };
+        self.sock_mut(fd)?.kind = Kind::Fresh { bound: Some(SocketAddr::new(addr.ip(), port)) };
         self.touch();
         Ok(())
     }
@@ -606,17 +771,25 @@ impl Stack {
 
     /// `listen`.
     pub fn listen(&mut self, fd: i32, backlog: i32) -> Result<(), Errno> {
-        let bound = match self.sock(fd)?.kind {
-            Kind::Fresh { bound } => bound,
-            Kind::Listener { .. } => return Ok(()),
-            Kind::Conn { .. } => return Err(EINVAL),
+        let (bound, six, v6_only) = match self.sock(fd)? {
+            Sock { kind: Kind::Fresh { bound }, six, v6_only, .. } => (*bound, *six, *v6_only),
+            Sock { kind: Kind::Listener { .. }, .. } => return Ok(()),
+            Sock { kind: Kind::Conn { .. }, .. } => return Err(EINVAL),
         };
         let local = match bound {
             Some(a) => a,
-            None => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, self.ephemeral_port()?),
+            None if six => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), self.ephemeral_port()?),
+            None => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), self.ephemeral_port()?),
         };
         let backlog = usize::try_from(backlog).unwrap_or(0).clamp(1, 4096);
-        let handle = self.with_buffers(fd, |s| s.iface.tcp().listen(local, backlog))?.map_err(errno_of)?;
+        // An AF_INET6 listener takes IPv4 connections too (on `::`), unless
+        // it is IPV6_V6ONLY, as Linux's.
+        let handle = self
+            .with_buffers(fd, |s| match local {
+                SocketAddr::V6(v6) if v6_only => s.iface.tcp().listen_v6_only(v6, backlog),
+                _ => s.iface.tcp().listen(local, backlog),
+            })?
+            .map_err(errno_of)?;
         self.sock_mut(fd)?.kind = Kind::Listener { handle, ready: VecDeque::new() };
         self.touch();
         Ok(())
@@ -638,10 +811,10 @@ impl Stack {
 
     /// `accept`: the new descriptor and the peer's address; `EAGAIN` when
     /// none is ready.
-    pub fn accept(&mut self, fd: i32) -> Result<(i32, SocketAddrV4), Errno> {
+    pub fn accept(&mut self, fd: i32) -> Result<(i32, SocketAddr), Errno> {
         self.pull_accepted(fd)?;
         let sock = self.sock_mut(fd)?;
-        let (nodelay, user_timeout) = (sock.nodelay, sock.user_timeout);
+        let (nodelay, user_timeout, six) = (sock.nodelay, sock.user_timeout, sock.six);
         let Kind::Listener { ready, .. } = &mut sock.kind else {
             return Err(EINVAL);
         };
@@ -649,14 +822,14 @@ impl Stack {
             return Err(EAGAIN);
         };
         let remote = match self.iface.tcp_ref().connection(handle) {
-            Some(c) => ipv4_end(c.remote())?,
+            Some(c) => self.user_addr(fd, c.remote())?,
             None => return Err(ECONNRESET),
         };
         if nodelay {
             self.iface.tcp().set_nodelay(handle, true).map_err(errno_of)?;
         }
         self.iface.tcp().set_user_timeout(handle, user_ms(user_timeout)).map_err(errno_of)?;
-        let mut conn = Sock::new(Kind::Conn { handle, connecting: false });
+        let mut conn = Sock::new(Kind::Conn { handle, connecting: false }, six);
         conn.nodelay = nodelay;
         conn.user_timeout = user_timeout;
         let fd = self.alloc_fd(conn)?;
@@ -665,9 +838,10 @@ impl Stack {
 
     /// `connect`: starts the handshake (`EINPROGRESS`); called again, says
     /// how it went (`EALREADY`, `EISCONN`, or the error once).
-    pub fn connect(&mut self, fd: i32, remote: SocketAddrV4) -> Result<(), Errno> {
+    pub fn connect(&mut self, fd: i32, remote: SocketAddr) -> Result<(), Errno> {
         match self.sock(fd)?.kind {
             Kind::Fresh { bound } => {
+                let remote = self.engine_addr(fd, remote, ENETUNREACH)?;
                 let port = bound.map_or(0, |a| a.port());
                 let now = self.instant();
                 let handle = self.with_buffers(fd, |s| s.iface.tcp().connect(remote, port, now))?.map_err(errno_of)?;
@@ -714,10 +888,11 @@ impl Stack {
     }
 
     /// The peer of a connection (for `accept`, `recvfrom`, `recvmsg`).
-    pub fn peer(&self, fd: i32) -> Result<SocketAddrV4, Errno> {
+    pub fn peer(&self, fd: i32) -> Result<SocketAddr, Errno> {
         match self.sock(fd)?.kind {
             Kind::Conn { handle, .. } => {
-                self.iface.tcp_ref().connection(handle).map(|c| c.remote()).ok_or(ENOTCONN).and_then(ipv4_end)
+                let remote = self.iface.tcp_ref().connection(handle).map(|c| c.remote()).ok_or(ENOTCONN)?;
+                self.user_addr(fd, remote)
             }
             _ => Err(ENOTCONN),
         }
@@ -932,6 +1107,17 @@ impl Stack {
                     self.iface.tcp().set_user_timeout(h, user_ms(ms)).map_err(errno_of)?;
                 }
             }
+            SockOpt::V6Only => {
+                // As Linux: only an AF_INET6 socket has it, and only
+                // before it is bound or used.
+                if !sock.six {
+                    return Err(ENOPROTOOPT);
+                }
+                if !matches!(sock.kind, Kind::Fresh { bound: None }) {
+                    return Err(EINVAL);
+                }
+                sock.v6_only = on;
+            }
             SockOpt::Error | SockOpt::Type => return Err(ENOPROTOOPT),
         }
         self.touch();
@@ -965,6 +1151,8 @@ impl Stack {
             SockOpt::SendBuffer => as_int(config.map_or(sock.send_buffer.unwrap_or(defaults.0), |c| c.0)),
             SockOpt::RecvBuffer => as_int(config.map_or(sock.recv_buffer.unwrap_or(defaults.1), |c| c.1)),
             SockOpt::UserTimeout => as_int(sock.user_timeout as usize),
+            SockOpt::V6Only if !sock.six => return Err(ENOPROTOOPT),
+            SockOpt::V6Only => i32::from(sock.v6_only),
             SockOpt::Error => match error {
                 Some(e) if !sock.error_reported => {
                     sock.error_reported = true;
@@ -1021,13 +1209,5 @@ impl Stack {
     /// An error for calls the shim does not implement.
     pub fn unsupported() -> Errno {
         EOPNOTSUPP
-    }
-}
-
-/// The IPv4 end of a connection: the shim speaks IPv4 only.
-fn ipv4_end(addr: std::net::SocketAddr) -> Result<SocketAddrV4, Errno> {
-    match addr {
-        std::net::SocketAddr::V4(v4) => Ok(v4),
-        std::net::SocketAddr::V6(_) => Err(EAFNOSUPPORT),
     }
 }

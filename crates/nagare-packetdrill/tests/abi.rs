@@ -30,7 +30,7 @@ fn passive_open_data_both_ways_and_close() {
     let t0 = pd.now();
     pd.inject(&Seg::new(remote(), local(), 1000, 0, SYN).mss(1000).build()).unwrap();
     let synack = pd.expect();
-    assert_eq!((synack.src, synack.dst), (local(), remote()));
+    assert_eq!((synack.src, synack.dst), (local().into(), remote().into()));
     assert_eq!(synack.flags, SYN | ACK);
     assert_eq!(synack.ack, 1001);
     assert!(synack.mss_option().is_some_and(|m| m >= 536), "SYN-ACK carries an MSS: {synack:?}");
@@ -111,8 +111,8 @@ fn active_open_nonblocking_connect() {
     let syn = pd.expect();
     assert_eq!(syn.flags, SYN);
     assert!(syn.payload.is_empty());
-    assert_eq!(syn.dst, server);
-    assert_eq!(*syn.src.ip(), LOCAL);
+    assert_eq!(syn.dst, server.into());
+    assert_eq!(syn.src.ip(), std::net::IpAddr::V4(LOCAL));
     assert_eq!(pd.poll1(fd, libc::POLLOUT, 0).unwrap(), (0, 0), "not writable while connecting");
 
     pd.inject(&Seg::new(server, syn.src, 7000, syn.seq + 1, SYN | ACK).mss(1200).build()).unwrap();
@@ -217,7 +217,7 @@ fn bind_adopts_packetdrills_random_local_address() {
     pd.listen(fd, 4).unwrap();
     pd.inject(&Seg::new(remote(), addr, 1, 0, SYN).build()).unwrap();
     let synack = pd.expect();
-    assert_eq!(synack.src, addr);
+    assert_eq!(synack.src, addr.into());
     assert_eq!(synack.flags, SYN | ACK);
     // Once a socket is in use, the address stays.
     let other = pd.socket().unwrap();

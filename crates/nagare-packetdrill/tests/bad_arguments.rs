@@ -43,9 +43,22 @@ fn null_pointers_and_short_lengths_are_refused() {
         let sin = sockaddr_of(SocketAddrV4::new(LOCAL, 80));
         assert_eq!((ifc.bind.unwrap())(ud, fd, (&raw const sin).cast::<sockaddr>(), 8), -1);
         assert_eq!(errno(), libc::EINVAL);
-        let mut sin6 = sin;
-        sin6.sin_family = libc::AF_INET6 as libc::sa_family_t;
-        assert_eq!((ifc.connect.unwrap())(ud, fd, (&raw const sin6).cast::<sockaddr>(), 16), -1);
+        // An IPv6 family with an IPv4 address's length is short.
+        let mut short6 = sin;
+        short6.sin_family = libc::AF_INET6 as libc::sa_family_t;
+        assert_eq!((ifc.connect.unwrap())(ud, fd, (&raw const short6).cast::<sockaddr>(), 16), -1);
+        assert_eq!(errno(), libc::EINVAL);
+        // A whole IPv6 address on an IPv4 socket, and a family no socket has.
+        let mut sin6: libc::sockaddr_in6 = std::mem::zeroed();
+        sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+        sin6.sin6_port = 80u16.to_be();
+        sin6.sin6_addr.s6_addr = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1).octets();
+        let len6 = size_of::<libc::sockaddr_in6>() as socklen_t;
+        assert_eq!((ifc.connect.unwrap())(ud, fd, (&raw const sin6).cast::<sockaddr>(), len6), -1);
+        assert_eq!(errno(), libc::EAFNOSUPPORT);
+        let mut unix = sin;
+        unix.sin_family = libc::AF_UNIX as libc::sa_family_t;
+        assert_eq!((ifc.connect.unwrap())(ud, fd, (&raw const unix).cast::<sockaddr>(), 16), -1);
         assert_eq!(errno(), libc::EAFNOSUPPORT);
 
         assert_eq!((ifc.read.unwrap())(ud, fd, null_mut(), 10), -1);
@@ -91,7 +104,8 @@ fn null_pointers_and_short_lengths_are_refused() {
         assert_eq!((ifc.poll.unwrap())(ud, null_mut::<pollfd>(), 3, 0), -1);
         assert_eq!(errno(), libc::EFAULT);
 
-        // The device: null buffers, nothing, a packet that is not IPv4.
+        // The device: null buffers, nothing, packets shorter than their
+        // version's header, a version that is neither 4 nor 6.
         assert_eq!((ifc.netdev_send.unwrap())(ud, null(), 40), -1);
         assert_eq!(errno(), libc::EFAULT);
         assert_eq!((ifc.netdev_send.unwrap())(ud, b"abc".as_ptr().cast(), 0), -1);
@@ -99,9 +113,12 @@ fn null_pointers_and_short_lengths_are_refused() {
         let short = [0x45u8, 0, 0];
         assert_eq!((ifc.netdev_send.unwrap())(ud, short.as_ptr().cast(), short.len()), -1);
         assert_eq!(errno(), libc::EINVAL);
-        let v6 = [0x60u8; 40];
-        assert_eq!((ifc.netdev_send.unwrap())(ud, v6.as_ptr().cast(), v6.len()), -1);
-        assert_eq!(errno(), libc::EAFNOSUPPORT);
+        let short6 = [0x60u8; 39];
+        assert_eq!((ifc.netdev_send.unwrap())(ud, short6.as_ptr().cast(), short6.len()), -1);
+        assert_eq!(errno(), libc::EINVAL);
+        let v7 = [0x70u8; 60];
+        assert_eq!((ifc.netdev_send.unwrap())(ud, v7.as_ptr().cast(), v7.len()), -1);
+        assert_eq!(errno(), libc::EINVAL);
         let mut t: i64 = 0;
         assert_eq!((ifc.netdev_receive.unwrap())(ud, null_mut(), null_mut(), &mut t), -1);
         assert_eq!(errno(), libc::EFAULT);
@@ -127,7 +144,11 @@ fn unsupported_calls_and_options_say_so() {
     let pd = Pd::new("");
     let ud = pd.ud();
     let fd = pd.socket().unwrap();
-    assert_eq!(pd.socket_of(libc::AF_INET6, libc::SOCK_STREAM, 0), Err(libc::EAFNOSUPPORT));
+    assert_eq!(pd.socket_of(libc::AF_UNIX, libc::SOCK_STREAM, 0), Err(libc::EAFNOSUPPORT));
+    assert_eq!(pd.socket_of(libc::AF_INET6, libc::SOCK_DGRAM, 0), Err(libc::EPROTONOSUPPORT));
+    // IPV6_V6ONLY belongs to AF_INET6 sockets.
+    assert_eq!(pd.setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1), Err(libc::ENOPROTOOPT));
+    assert_eq!(pd.getsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY), Err(libc::ENOPROTOOPT));
     assert_eq!(pd.socket_of(libc::AF_INET, libc::SOCK_DGRAM, 0), Err(libc::EPROTONOSUPPORT));
     assert_eq!(pd.socket_of(libc::AF_INET, libc::SOCK_STREAM, libc::IPPROTO_UDP), Err(libc::EPROTONOSUPPORT));
     assert_eq!(pd.getsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION), Err(libc::ENOPROTOOPT));

@@ -1,17 +1,21 @@
 //! Drives the shim through its C ABI exactly as packetdrill does: one call
 //! to `packetdrill_interface_init`, then only the function pointers in the
-//! table it filled, with raw IPv4 packets built and parsed here by hand.
+//! table it filled, with raw IPv4 and IPv6 packets built and parsed here
+//! by hand.
 #![allow(dead_code)]
 
-use libc::{c_int, c_void, pollfd, sockaddr, sockaddr_in, socklen_t, timeval};
+use libc::{c_int, c_void, pollfd, sockaddr, sockaddr_in, sockaddr_in6, sockaddr_storage, socklen_t, timeval};
 use nagare_packetdrill::abi::PacketdrillInterface;
 use nagare_packetdrill::packetdrill_interface_init;
 use std::ffi::CString;
 use std::mem::size_of;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 pub const LOCAL: Ipv4Addr = Ipv4Addr::new(192, 168, 0, 1);
 pub const REMOTE: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
+/// The shim's IPv6 defaults, packetdrill's own.
+pub const LOCAL6: Ipv6Addr = Ipv6Addr::new(0xfd3d, 0xfa7b, 0xd17d, 0, 0, 0, 0, 1);
+pub const REMOTE6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
 pub const START_USECS: u64 = 1_700_000_000_000_000;
 
 pub const FIN: u8 = 0x01;
@@ -58,6 +62,49 @@ pub fn addr_of(s: &sockaddr_in) -> SocketAddrV4 {
 }
 
 const SIN_LEN: socklen_t = size_of::<sockaddr_in>() as socklen_t;
+pub const SIN6_LEN: socklen_t = size_of::<sockaddr_in6>() as socklen_t;
+
+/// `a` as the kernel lays it out, in a `sockaddr_storage`, with its length.
+pub fn storage_of(a: SocketAddr) -> (sockaddr_storage, socklen_t) {
+    // SAFETY: all zeros is a valid sockaddr_storage.
+    let mut ss: sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match a {
+        SocketAddr::V4(v4) => {
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+            unsafe { *(&raw mut ss).cast::<sockaddr_in>() = sockaddr_of(v4) };
+            SIN_LEN
+        }
+        SocketAddr::V6(v6) => {
+            let sin6 = sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: v6.port().to_be(),
+                sin6_flowinfo: 0,
+                sin6_addr: libc::in6_addr { s6_addr: v6.ip().octets() },
+                sin6_scope_id: 0,
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+            unsafe { *(&raw mut ss).cast::<sockaddr_in6>() = sin6 };
+            SIN6_LEN
+        }
+    };
+    (ss, len)
+}
+
+/// The address in `ss`, by its family.
+pub fn addr_of_storage(ss: &sockaddr_storage) -> SocketAddr {
+    match c_int::from(ss.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says it holds a sockaddr_in.
+            SocketAddr::V4(addr_of(unsafe { &*(ss as *const sockaddr_storage).cast::<sockaddr_in>() }))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says it holds a sockaddr_in6.
+            let s6 = unsafe { &*(ss as *const sockaddr_storage).cast::<sockaddr_in6>() };
+            SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::from(s6.sin6_addr.s6_addr), u16::from_be(s6.sin6_port), 0, 0))
+        }
+        f => panic!("no address of family {f}"),
+    }
+}
 
 impl Pd {
     pub fn new(flags: &str) -> Pd {
@@ -88,6 +135,34 @@ impl Pd {
         // SAFETY: a live sockaddr_in and its length.
         let r = unsafe { (self.ifc.bind.unwrap())(self.ud(), fd, (&raw const sin).cast::<sockaddr>(), SIN_LEN) };
         check(r as isize).map(|_| ())
+    }
+
+    /// `bind` to an address of either family.
+    pub fn bind_to(&self, fd: c_int, a: SocketAddr) -> Result<(), i32> {
+        let (ss, len) = storage_of(a);
+        // SAFETY: a live address and its length.
+        let r = unsafe { (self.ifc.bind.unwrap())(self.ud(), fd, (&raw const ss).cast::<sockaddr>(), len) };
+        check(r as isize).map(|_| ())
+    }
+
+    /// `connect` to an address of either family.
+    pub fn connect_to(&self, fd: c_int, a: SocketAddr) -> Result<(), i32> {
+        let (ss, len) = storage_of(a);
+        // SAFETY: a live address and its length.
+        let r = unsafe { (self.ifc.connect.unwrap())(self.ud(), fd, (&raw const ss).cast::<sockaddr>(), len) };
+        check(r as isize).map(|_| ())
+    }
+
+    /// `accept` with room for an address of either family: the descriptor,
+    /// the peer and the length the shim reported.
+    pub fn accept_any(&self, fd: c_int) -> Result<(c_int, SocketAddr, socklen_t), i32> {
+        // SAFETY: all zeros is a valid sockaddr_storage.
+        let mut ss: sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut len = size_of::<sockaddr_storage>() as socklen_t;
+        // SAFETY: a writable sockaddr_storage and its length.
+        let r = unsafe { (self.ifc.accept.unwrap())(self.ud(), fd, (&raw mut ss).cast::<sockaddr>(), &mut len) };
+        let fd = check(r as isize)? as c_int;
+        Ok((fd, addr_of_storage(&ss), len))
     }
 
     pub fn listen(&self, fd: c_int, backlog: c_int) -> Result<(), i32> {
@@ -208,7 +283,7 @@ impl Pd {
     pub fn expect(&self) -> Seg {
         let (p, at) = self.sniff();
         assert!(!p.is_empty(), "the stack sent a packet");
-        let mut s = Seg::parse(&p).expect("a well-formed IPv4/TCP packet with good checksums");
+        let mut s = Seg::parse(&p).expect("a well-formed IPv4/TCP or IPv6/TCP packet with good checksums");
         s.at = at;
         s
     }
@@ -252,10 +327,18 @@ fn fold(mut acc: u32) -> u16 {
     !(acc as u16)
 }
 
-fn tcp_checksum(src: Ipv4Addr, dst: Ipv4Addr, segment: &[u8]) -> u16 {
-    let mut pseudo = Vec::with_capacity(12);
-    pseudo.extend_from_slice(&src.octets());
-    pseudo.extend_from_slice(&dst.octets());
+fn octets(ip: IpAddr) -> Vec<u8> {
+    match ip {
+        IpAddr::V4(v4) => v4.octets().to_vec(),
+        IpAddr::V6(v6) => v6.octets().to_vec(),
+    }
+}
+
+/// The TCP checksum over the pseudo header of either family (the two sum
+/// to the same words but for the addresses' widths).
+fn tcp_checksum(src: IpAddr, dst: IpAddr, segment: &[u8]) -> u16 {
+    let mut pseudo = octets(src);
+    pseudo.extend_from_slice(&octets(dst));
     pseudo.extend_from_slice(&[0, 6]);
     pseudo.extend_from_slice(&(segment.len() as u16).to_be_bytes());
     fold(sum16(segment, sum16(&pseudo, 0)))
@@ -264,8 +347,8 @@ fn tcp_checksum(src: Ipv4Addr, dst: Ipv4Addr, segment: &[u8]) -> u16 {
 /// A TCP segment from the remote end.
 #[derive(Clone, Debug)]
 pub struct Seg {
-    pub src: SocketAddrV4,
-    pub dst: SocketAddrV4,
+    pub src: SocketAddr,
+    pub dst: SocketAddr,
     pub seq: u32,
     pub ack: u32,
     pub flags: u8,
@@ -277,7 +360,8 @@ pub struct Seg {
 }
 
 impl Seg {
-    pub fn new(src: SocketAddrV4, dst: SocketAddrV4, seq: u32, ack: u32, flags: u8) -> Seg {
+    pub fn new(src: impl Into<SocketAddr>, dst: impl Into<SocketAddr>, seq: u32, ack: u32, flags: u8) -> Seg {
+        let (src, dst) = (src.into(), dst.into());
         Seg { src, dst, seq, ack, flags, window: 65535, options: Vec::new(), payload: Vec::new(), at: 0 }
     }
 
@@ -292,20 +376,14 @@ impl Seg {
         self
     }
 
-    /// IPv4 header and TCP segment, checksums filled in.
+    /// The IP header (of the addresses' family) and the TCP segment,
+    /// checksums filled in.
     pub fn build(&self) -> Vec<u8> {
         let mut opts = self.options.clone();
         while !opts.len().is_multiple_of(4) {
             opts.push(1); // NOP
         }
         let tcp_len = 20 + opts.len() + self.payload.len();
-        let total = 20 + tcp_len;
-        let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0];
-        ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-        ip.extend_from_slice(&self.src.ip().octets());
-        ip.extend_from_slice(&self.dst.ip().octets());
-        let c = fold(sum16(&ip, 0));
-        ip[10..12].copy_from_slice(&c.to_be_bytes());
         let mut tcp = Vec::with_capacity(tcp_len);
         tcp.extend_from_slice(&self.src.port().to_be_bytes());
         tcp.extend_from_slice(&self.dst.port().to_be_bytes());
@@ -317,25 +395,60 @@ impl Seg {
         tcp.extend_from_slice(&[0, 0, 0, 0]);
         tcp.extend_from_slice(&opts);
         tcp.extend_from_slice(&self.payload);
-        let c = tcp_checksum(*self.src.ip(), *self.dst.ip(), &tcp);
+        let c = tcp_checksum(self.src.ip(), self.dst.ip(), &tcp);
         tcp[16..18].copy_from_slice(&c.to_be_bytes());
+        let mut ip = match (self.src.ip(), self.dst.ip()) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => {
+                let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0];
+                ip[2..4].copy_from_slice(&((20 + tcp_len) as u16).to_be_bytes());
+                ip.extend_from_slice(&src.octets());
+                ip.extend_from_slice(&dst.octets());
+                let c = fold(sum16(&ip, 0));
+                ip[10..12].copy_from_slice(&c.to_be_bytes());
+                ip
+            }
+            (IpAddr::V6(src), IpAddr::V6(dst)) => {
+                let mut ip = vec![0x60, 0, 0, 0, 0, 0, 6, 64];
+                ip[4..6].copy_from_slice(&(tcp_len as u16).to_be_bytes());
+                ip.extend_from_slice(&src.octets());
+                ip.extend_from_slice(&dst.octets());
+                ip
+            }
+            _ => panic!("a segment's two ends are of one family"),
+        };
         ip.extend_from_slice(&tcp);
         ip
     }
 
-    /// Parses an IPv4/TCP packet; `None` if anything (checksums included)
-    /// is wrong.
+    /// Parses an IPv4/TCP or IPv6/TCP packet (no extension headers);
+    /// `None` if anything (checksums included) is wrong.
     pub fn parse(p: &[u8]) -> Option<Seg> {
-        if p.len() < 40 || p[0] != 0x45 || p[9] != 6 {
-            return None;
-        }
-        let total = usize::from(u16::from_be_bytes([p[2], p[3]]));
-        if total != p.len() || fold(sum16(&p[..20], 0)) != 0 {
-            return None;
-        }
-        let src_ip = Ipv4Addr::new(p[12], p[13], p[14], p[15]);
-        let dst_ip = Ipv4Addr::new(p[16], p[17], p[18], p[19]);
-        let t = &p[20..];
+        let (src_ip, dst_ip, t) = match p.first()? >> 4 {
+            4 => {
+                if p.len() < 40 || p[0] != 0x45 || p[9] != 6 {
+                    return None;
+                }
+                let total = usize::from(u16::from_be_bytes([p[2], p[3]]));
+                if total != p.len() || fold(sum16(&p[..20], 0)) != 0 {
+                    return None;
+                }
+                let src = IpAddr::V4(Ipv4Addr::new(p[12], p[13], p[14], p[15]));
+                let dst = IpAddr::V4(Ipv4Addr::new(p[16], p[17], p[18], p[19]));
+                (src, dst, &p[20..])
+            }
+            6 => {
+                if p.len() < 60 || p[6] != 6 {
+                    return None;
+                }
+                if usize::from(u16::from_be_bytes([p[4], p[5]])) != p.len() - 40 {
+                    return None;
+                }
+                let src = IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(&p[8..24]).ok()?));
+                let dst = IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(&p[24..40]).ok()?));
+                (src, dst, &p[40..])
+            }
+            _ => return None,
+        };
         if tcp_checksum(src_ip, dst_ip, t) != 0 {
             return None;
         }
@@ -346,8 +459,8 @@ impl Seg {
             return None;
         }
         Some(Seg {
-            src: SocketAddrV4::new(src_ip, be16(0)),
-            dst: SocketAddrV4::new(dst_ip, be16(2)),
+            src: SocketAddr::new(src_ip, be16(0)),
+            dst: SocketAddr::new(dst_ip, be16(2)),
             seq: be32(4),
             ack: be32(8),
             flags: t[13],
@@ -394,7 +507,12 @@ pub fn listener(pd: &Pd, port: u16) -> c_int {
 /// Completes a passive handshake from `REMOTE:rport` to `LOCAL:lport`;
 /// returns the stack's initial sequence number.
 pub fn handshake(pd: &Pd, rport: u16, lport: u16, iss: u32) -> u32 {
-    let (remote, local) = (SocketAddrV4::new(REMOTE, rport), SocketAddrV4::new(LOCAL, lport));
+    handshake_between(pd, SocketAddrV4::new(REMOTE, rport).into(), SocketAddrV4::new(LOCAL, lport).into(), iss)
+}
+
+/// Completes a passive handshake from `remote` to `local` (of either
+/// family); returns the stack's initial sequence number.
+pub fn handshake_between(pd: &Pd, remote: SocketAddr, local: SocketAddr, iss: u32) -> u32 {
     pd.inject(&Seg::new(remote, local, iss, 0, SYN).mss(1000).build()).expect("SYN in");
     let synack = pd.expect();
     assert_eq!(synack.flags, SYN | ACK);
