@@ -24,9 +24,12 @@ const START: u64 = 64 * 1024;
 /// Datagrams echoed to each socket: more than the largest queue holds.
 const SENT: usize = 250;
 
-/// netd inline with `packetflow` and [`MM_DEFAULT`].
+/// netd inline with `packetflow`, less the scheduler, and [`MM_DEFAULT`].
+/// Every client here is this test binary's process, and tests run side
+/// by side: a boost by one test's netd would renice the process whose
+/// priority another test's netd reads.
 fn netd(packetflow: PacketFlow) -> NetdThread {
-    let tune = Tune { packetflow: Some(packetflow), ..Tune::default() };
+    let tune = Tune { packetflow: Some(PacketFlow { scheduler: false, ..packetflow }), ..Tune::default() };
     NetdThread::start_tuned(Placement::Inline, Wire::PeerLink, tune, |c| c.mm_default = MM_DEFAULT)
 }
 
