@@ -10,6 +10,7 @@ use nagare_core::buf::{BufferPool, PacketBuf};
 use nagare_core::iface::Error;
 use nagare_core::tcp::config::TcpConfig;
 use nagare_core::tcp::connection::{ConnectionStats, State};
+use nagare_core::tcp::quick_ack::MAX_QUICK_ACKS;
 use nagare_core::tcp::{Readiness, TcpEvent, TcpHandle, TcpListenerHandle, TcpSocket};
 use nagare_core::{Capabilities, Instant, Interface, InterfaceConfig};
 use nagare_wire::{ArpOperation, IpProtocol, Ipv4Addr, TcpFlags, TcpPacket, TcpRepr, TcpSeqNumber};
@@ -260,6 +261,23 @@ impl Net {
         (ha, hb)
     }
 
+    /// Spends B's quick ACKs of a connection's first data: A sends full
+    /// segments to B one at a time, B reads them, until B's ACK of one
+    /// waits for the delayed-ACK timer. The data that follows meets the
+    /// rules of a running connection.
+    fn spend_quick_acks(&mut self, ha: TcpHandle, hb: TcpHandle) {
+        for _ in 0..=MAX_QUICK_ACKS {
+            let (mark, t) = (self.log.len(), self.now);
+            self.a.tcp().send(ha, &[1u8; 1448], t).unwrap();
+            self.run_for(Duration::from_millis(50));
+            self.read_all(Side::B, hb, &mut Vec::new());
+            if self.sent_by(Side::B, mark).first().is_some_and(|ack| ack.at > t) {
+                return;
+            }
+        }
+        panic!("every ACK went at once");
+    }
+
     /// Reads everything readable on `h` into `out`; true at end of stream.
     fn read_all(&mut self, side: Side, h: TcpHandle, out: &mut Vec<u8>) -> bool {
         let now = self.now;
@@ -478,6 +496,24 @@ impl Peer {
 
     fn state(&self) -> Result<State, Error> {
         self.raw.iface.tcp_ref().state(self.h)
+    }
+
+    /// Spends our quick ACKs of the connection's first data: one-byte
+    /// segments, read as they come, until one's ACK waits for the
+    /// delayed-ACK timer, which then fires. The data that follows meets
+    /// the rules of a running connection.
+    fn spend_quick_acks(&mut self) {
+        let mut buf = [0u8; 16];
+        for _ in 0..=MAX_QUICK_ACKS {
+            self.send(TcpFlags::ACK | TcpFlags::PSH, b"q");
+            let now = self.raw.now;
+            assert_eq!(self.raw.iface.tcp().recv(self.h, &mut buf, now), Ok(1));
+            if self.take().is_empty() {
+                assert_eq!(self.tick(MS * 50).len(), 1, "the delayed ACK");
+                return;
+            }
+        }
+        panic!("every ACK went at once");
     }
 
     fn rcv_nxt(&self) -> u32 {
@@ -1096,6 +1132,7 @@ fn shutdown_during_connect_sends_the_queued_data_then_fin() {
 #[test]
 fn a_received_batch_is_acknowledged_once() {
     let mut peer = Peer::connected(false);
+    peer.spend_quick_acks();
     let full = [7u8; 1460];
     // One by one, full segments get an ACK for every second (RFC 5681 4.2).
     for _ in 0..4 {
@@ -1516,6 +1553,7 @@ fn reads_without_window_scaling_send_no_window_update_the_field_cannot_show() {
     // peer can see, and send nothing.
     let mut p = Peer::connected_with(false, |c| c.window_scaling = false);
     assert!(!p.raw.iface.tcp_ref().connection(p.h).unwrap().negotiated().0);
+    p.spend_quick_acks();
     for k in 0..10 {
         p.send(TcpFlags::ACK, &pattern(1460, k));
     }
@@ -1815,6 +1853,7 @@ fn a_read_sends_a_delayed_ack_that_covers_more_than_one_segment() {
     // delayed. The application reads them: the ACK goes at once (as in
     // Linux's tcp_cleanup_rbuf), not when the delayed-ACK timer fires.
     let mut p = Peer::connected(false);
+    p.spend_quick_acks();
     p.send(TcpFlags::ACK, &pattern(1460, 1));
     p.send(TcpFlags::ACK | TcpFlags::PSH, &pattern(500, 2));
     assert!(p.take().is_empty(), "the ACK is delayed");
@@ -2211,6 +2250,7 @@ fn delayed_ack_waits_for_one_small_segment_not_for_two_full_ones() {
     let mut net = Net::new();
     let (ha, hb) = net.connect_pair(80);
     net.run_for(Duration::from_secs(1));
+    net.spend_quick_acks(ha, hb);
     // One small segment: the ACK waits 40 ms.
     let mark = net.log.len();
     let t0 = net.now;
@@ -2241,6 +2281,81 @@ fn delayed_ack_waits_for_one_small_segment_not_for_two_full_ones() {
     let from_b = net.sent_by(Side::B, mark);
     assert_eq!(from_b.len(), 1, "{from_b:#?}");
     assert_eq!(from_b[0].payload, b"response");
+}
+
+#[test]
+fn a_connection_s_first_data_is_acknowledged_at_once_then_every_second_segment() {
+    // Quick ACKs (as Linux's quick-ACK mode): the first segments of data,
+    // even a lone small one, are acknowledged as they come, as many as
+    // half the window holds segments, at most 16; then the delayed-ACK
+    // rules hold again.
+    let mut p = Peer::connected(false);
+    let t = p.raw.now;
+    p.send(TcpFlags::ACK | TcpFlags::PSH, b"hello");
+    let acks = p.take();
+    assert_eq!(acks.len(), 1, "{acks:#?}");
+    assert_eq!((acks[0].at, acks[0].ack()), (t, Some(p.rcv_nxt())), "at once, for the small segment");
+    for k in 1..MAX_QUICK_ACKS {
+        p.send(TcpFlags::ACK, &pattern(1460, k as u8));
+        assert_eq!(p.take().len(), 1, "quick ACK {k}");
+    }
+    for k in 0..4 {
+        p.send(TcpFlags::ACK, &pattern(1460, k));
+    }
+    assert_eq!(p.take().len(), 2, "every second full segment once the quick ACKs are spent");
+    // After an idle time past the RTO, quick ACKs start again.
+    p.tick(Duration::from_secs(2));
+    let t = p.raw.now;
+    p.send(TcpFlags::ACK | TcpFlags::PSH, b"again");
+    let acks = p.take();
+    assert_eq!(acks.len(), 1, "{acks:#?}");
+    assert_eq!(acks[0].at, t);
+}
+
+#[test]
+fn an_interactive_connection_s_acks_ride_on_its_replies() {
+    // Once a side answers data within the delay, its ACKs wait for the
+    // answer even while quick ACKs are left (Linux's ping-pong mode),
+    // until a delayed ACK's timer fires with no reply to carry it.
+    let mut net = Net::new();
+    let (ha, hb) = net.connect_pair(80);
+    // The first request is acknowledged at once, and answered.
+    let mark = net.log.len();
+    net.a.tcp().send(ha, b"request 1", net.now).unwrap();
+    net.settle();
+    let acks = net.sent_by(Side::B, mark);
+    assert_eq!(acks.len(), 1, "a quick ACK: {acks:#?}");
+    assert!(acks[0].payload.is_empty());
+    net.read_all(Side::B, hb, &mut Vec::new());
+    net.b.tcp().send(hb, b"response 1", net.now).unwrap();
+    net.run_for(MS * 100);
+    // B answered within the delay: the next request's ACK rides on the
+    // response, no pure ACK before it.
+    let mark = net.log.len();
+    net.a.tcp().send(ha, b"request 2", net.now).unwrap();
+    net.run_for(MS * 10);
+    net.read_all(Side::B, hb, &mut Vec::new());
+    net.b.tcp().send(hb, b"response 2", net.now).unwrap();
+    net.run_for(MS * 100);
+    let from_b = net.sent_by(Side::B, mark);
+    assert_eq!(from_b.len(), 1, "{from_b:#?}");
+    assert_eq!(from_b[0].payload, b"response 2");
+    // No answer this time: the ACK waits for the timer, which ends the
+    // interactive mode; the next request is acknowledged at once.
+    let mark = net.log.len();
+    let t = net.now;
+    net.a.tcp().send(ha, b"request 3", t).unwrap();
+    net.run_for(MS * 100);
+    let acks = net.sent_by(Side::B, mark);
+    assert_eq!(acks.len(), 1, "{acks:#?}");
+    assert_eq!(acks[0].at.saturating_since(t), MS * 40);
+    let mark = net.log.len();
+    let t = net.now;
+    net.a.tcp().send(ha, b"request 4", t).unwrap();
+    net.settle();
+    let acks = net.sent_by(Side::B, mark);
+    assert_eq!(acks.len(), 1, "{acks:#?}");
+    assert_eq!(acks[0].at, t, "quick again");
 }
 
 // ---- 11. PAWS --------------------------------------------------------------------

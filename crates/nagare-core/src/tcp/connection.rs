@@ -11,6 +11,7 @@
 use super::assembler::{Assembler, AssemblerLimits};
 use super::config::TcpConfig;
 use super::congestion::{Congestion, CongestionControl};
+use super::quick_ack::QuickAck;
 use super::rack::Rack;
 use super::recv_tuning::RecvTuning;
 use super::rtt::RttEstimator;
@@ -284,6 +285,8 @@ pub struct Connection {
     probe_below_una: bool,
     /// Full segments received since the last ACK we sent.
     segments_unacked: u32,
+    /// Which ACKs of received data go at once rather than delayed.
+    quick_ack: QuickAck,
     /// SYN (or SYN-ACK) must be (re)sent at the next dispatch.
     syn_due: bool,
     /// A RST must be sent at the next dispatch, then the connection closes.
@@ -391,6 +394,7 @@ impl Connection {
             ack_now: false,
             probe_below_una: false,
             segments_unacked: 0,
+            quick_ack: QuickAck::default(),
             syn_due: false,
             rst_due: false,
             error: None,
@@ -1651,9 +1655,13 @@ impl Connection {
         if full {
             self.segments_unacked += 1;
         }
-        // PSH does not hurry the ACK (as in Linux): a lone small segment
-        // is acknowledged after the delay, or with the reply to it.
-        if had_holes || self.segments_unacked >= 2 || self.config.delayed_ack.is_none() {
+        let rto = self.rto();
+        self.quick_ack.data_received(self.last_recv_at, self.recv_tuning.buffer(), self.local_mss, rto);
+        // PSH does not hurry the ACK (as in Linux): past the quick ACKs of
+        // a connection's first data, a lone small segment is acknowledged
+        // after the delay, or with the reply to it.
+        if had_holes || self.segments_unacked >= 2 || self.config.delayed_ack.is_none() || self.quick_ack.ack_at_once()
+        {
             self.ack_now = true;
         } else if self.delayed_ack_at.is_none() {
             if let Some(delay) = self.config.delayed_ack {
@@ -1915,6 +1923,9 @@ impl Connection {
             sent = self.send_segments(now, emit);
         }
         if sent == 0 && (self.ack_now || self.delayed_ack_at.is_some_and(|t| t <= now)) {
+            if !self.ack_now {
+                self.quick_ack.delayed_ack_fired();
+            }
             // A pure ACK carries the highest sequence sent: after an RTO
             // snd_nxt steps back, and an ACK from below what the peer has
             // already received would be unacceptable to it and ignored.
@@ -1928,6 +1939,7 @@ impl Connection {
     }
 
     fn note_ack_sent(&mut self) {
+        self.quick_ack.ack_sent(self.last_ack_sent != self.rcv_nxt);
         self.ack_now = false;
         self.delayed_ack_at = None;
         self.segments_unacked = 0;
@@ -2024,6 +2036,9 @@ impl Connection {
             self.retransmit_at = Some(now + self.rto());
         }
         self.unacked_since.get_or_insert(now);
+        if let (true, Some(delay)) = (len > 0, self.config.delayed_ack) {
+            self.quick_ack.data_sent(now, delay);
+        }
         self.note_ack_sent();
         self.last_send_at = now;
         self.stats.segments_sent += 1;

@@ -18,6 +18,7 @@ pub mod congestion;
 pub mod connection;
 pub mod grown_buffer;
 pub mod isn;
+pub mod quick_ack;
 pub mod rack;
 pub mod recv_tuning;
 pub mod rtt;
