@@ -281,6 +281,95 @@ fn extension_header_refusals_are_counted_and_answered_as_rfc8200_says() {
     assert_eq!(sent(&mut iface).iter().map(|m| m.0).collect::<Vec<_>>(), [129]);
 }
 
+/// A fragment header: `next`, the offset in 8-byte units, more to come
+/// or not, the identification.
+fn fragment_header(next: IpProtocol, offset: u16, more: bool, ident: u32) -> Vec<u8> {
+    let mut h = vec![u8::from(next), 0];
+    h.extend_from_slice(&((offset << 3) | u16::from(more)).to_be_bytes());
+    h.extend_from_slice(&ident.to_be_bytes());
+    h
+}
+
+/// `whole` (what follows a fragment header naming `next`) sent in two
+/// fragments of identification `ident`, the first of 16 bytes.
+fn in_two_fragments(iface: &mut Interface, next: IpProtocol, ident: u32, whole: &[u8]) {
+    let (first, rest) = whole.split_at(16);
+    for (offset, more, part) in [(0, true, first), (2, false, rest)] {
+        let mut p = fragment_header(next, offset, more, ident);
+        p.extend_from_slice(part);
+        feed(iface, &frame(peer(), us(), IpProtocol::Ipv6Frag, 64, &p), 2000, T);
+    }
+}
+
+#[test]
+fn routing_type_0_hop_by_hop_out_of_place_nested_fragments_and_long_chains_are_refused() {
+    let mut iface = interface();
+    let echo = echo_request(peer(), us());
+    let learn = NdpRepr::NeighborSolicit { target: us(), lladdr: Some(PEER_MAC) };
+    let g = solicited_node(&us());
+    feed(&mut iface, &frame(peer(), g, IpProtocol::Icmpv6, 255, &ndp(&learn, peer(), g)), 2000, T);
+    sent(&mut iface);
+
+    // A type 0 routing header with segments left (RFC 5095): discarded,
+    // with a parameter problem (code 0) at its routing type (40 + 2).
+    let mut rh0 = vec![u8::from(IpProtocol::Icmpv6), 2, 0, 1, 0, 0, 0, 0];
+    rh0.extend_from_slice(&ip("fd00::99").octets());
+    rh0.extend_from_slice(&echo);
+    feed(&mut iface, &frame(peer(), us(), IpProtocol::Ipv6Route, 64, &rh0), 2000, T);
+    assert_eq!(iface.counters().drop_ip6_ext_routing, 1);
+    assert_eq!(sent(&mut iface), [(4, 0, 42, us(), peer())]);
+    // With no segments left it is passed over, as an unknown routing type
+    // is, and what follows is taken.
+    rh0[3] = 0;
+    feed(&mut iface, &frame(peer(), us(), IpProtocol::Ipv6Route, 64, &rh0), 2000, T);
+    assert_eq!(sent(&mut iface).iter().map(|m| m.0).collect::<Vec<_>>(), [129]);
+    assert_eq!(iface.counters().drop_ip6_ext_routing, 1);
+
+    // Hop-by-hop options after another header (RFC 8200 4.1): a parameter
+    // problem (code 1) at the next header field that names them (40).
+    let hop_by_hop = {
+        let repr = Ipv6OptionsRepr { next_header: IpProtocol::Icmpv6, options: &[Ipv6Option::PadN(4)] };
+        let mut h = vec![0u8; repr.buffer_len()];
+        repr.emit(&mut h).unwrap();
+        h
+    };
+    let mut late = dest_opts(IpProtocol::HopByHop, Ipv6Option::PadN(4));
+    late.extend_from_slice(&hop_by_hop);
+    late.extend_from_slice(&echo);
+    feed(&mut iface, &frame(peer(), us(), IpProtocol::Ipv6Opts, 64, &late), 2000, T);
+    assert_eq!(iface.counters().drop_ip6_ext_hop_by_hop_not_first, 1);
+    assert_eq!(sent(&mut iface), [(4, 1, 40, us(), peer())]);
+
+    // A fragment header inside a reassembled datagram, and hop-by-hop
+    // options behind a fragment header: dropped, counted, unanswered.
+    let mut nested = fragment_header(IpProtocol::Icmpv6, 0, true, 77);
+    nested.extend_from_slice(&echo);
+    in_two_fragments(&mut iface, IpProtocol::Ipv6Frag, 1, &nested);
+    assert_eq!(iface.counters().drop_ip6_frag_nested, 1);
+    let mut behind = hop_by_hop.clone();
+    behind.extend_from_slice(&echo);
+    in_two_fragments(&mut iface, IpProtocol::HopByHop, 2, &behind);
+    assert_eq!(iface.counters().drop_ip6_frag_nested, 2);
+    assert_eq!(iface.counters().ip6_frag_reassembled, 2, "both were whole before they were refused");
+    assert!(sent(&mut iface).is_empty());
+
+    // A chain longer than the walk's 1024 bytes: dropped and counted.
+    let pads = [Ipv6Option::PadN(250); 5];
+    let repr = Ipv6OptionsRepr { next_header: IpProtocol::Icmpv6, options: &pads };
+    let mut long = vec![0u8; repr.buffer_len()];
+    repr.emit(&mut long).unwrap();
+    assert!(long.len() > 1024);
+    long.extend_from_slice(&echo);
+    feed(&mut iface, &frame(peer(), us(), IpProtocol::Ipv6Opts, 64, &long), 2000, T);
+    assert_eq!(iface.counters().drop_ip6_ext_too_long, 1);
+    assert!(sent(&mut iface).is_empty(), "dropped silently");
+
+    // The same echo with none of these is answered: the refusals were the
+    // headers', not the echo's.
+    feed(&mut iface, &frame(peer(), us(), IpProtocol::Icmpv6, 64, &echo), 2000, T);
+    assert_eq!(sent(&mut iface).iter().map(|m| m.0).collect::<Vec<_>>(), [129]);
+}
+
 #[test]
 fn icmpv6_errors_are_rate_limited_and_never_answer_errors() {
     let mut iface = interface();
