@@ -374,6 +374,31 @@ fn a_router_without_its_link_layer_address_is_resolved_through_the_neighbour_cac
 }
 
 #[test]
+fn a_router_that_never_answers_gives_way_to_the_next_in_turn() {
+    // Two routers advertise without their link-layer addresses; the first
+    // is not on the link. Neither is known reachable, so off-link traffic
+    // goes to the first; once neighbour discovery gives up on it, to the
+    // other (RFC 4861 6.3.6's round robin), which answers.
+    let mut w = ready();
+    let dead = ip("fe80::dead");
+    give(&mut w, ra(dead, 1800, &[]).frame());
+    give(&mut w, ra(ROUTER, 1800, &[slaac("2001:db8:1::", 3600, 1800)]).frame());
+    w.advance(secs(3));
+    let far = ip("2001:db9::7");
+    assert_eq!(w.a.ipv6_next_hop(far), Some(dead), "the first advertised");
+    let echo = w.a.icmp().echo_open(7).unwrap();
+    w.a.icmp().echo6_send(echo, far, 1, b"far", w.now).unwrap();
+    w.advance(secs(5));
+    assert_eq!(w.a.counters().ndp_neighbors_failed, 1, "the dead router was given up on");
+    assert_eq!(w.a.ipv6_next_hop(far), Some(ROUTER), "the next in turn");
+    let from = w.sent_by_a.len();
+    w.a.icmp().echo6_send(echo, far, 2, b"far", w.now).unwrap();
+    w.settle();
+    let out = sent_by_a(&w, from);
+    assert_eq!(out.last().map(|o| (o.0, o.2)), Some((MAC_B, far)), "through the router that answers: {out:?}");
+}
+
+#[test]
 fn a_configured_gateway_takes_off_link_traffic() {
     let mut w = ready_with(
         |c| {

@@ -246,6 +246,9 @@ impl Interface {
         self.counters.ndp_neighbors_failed += neighbors.failed.len() as u64;
         for neighbor in neighbors.failed {
             self.forget_redirects_through(neighbor);
+            if let Some(v6) = self.v6.as_mut() {
+                v6.routers.unreachable(neighbor);
+            }
         }
         self.expire_redirects(now);
         self.counters.drop_ndp_unresolved += neighbors.dropped.len() as u64;

@@ -111,7 +111,9 @@ impl Routers {
         }
     }
 
-    /// The default routers learned, in the order first advertised.
+    /// The default routers learned, in the order first advertised, but
+    /// that one neighbour discovery gave up on goes last
+    /// ([`unreachable`](Self::unreachable)).
     pub fn routers(&self) -> &[DefaultRouter] {
         &self.routers
     }
@@ -213,7 +215,9 @@ impl Routers {
     /// the link (link-local, on the network of a configured address, or in
     /// the prefix list); else the configured default router; else a
     /// learned one, the first the neighbour cache holds as reachable or
-    /// probably so (6.3.6), or the first of all. `None`: no route.
+    /// probably so (6.3.6), or the first of all, which is another one
+    /// each time neighbour discovery gives up on it (round robin). `None`:
+    /// no route.
     pub fn next_hop(&self, addrs: &Ipv6Addresses, neighbors: &NeighborCache, dst: Ipv6Addr) -> Option<Ipv6Addr> {
         if addrs.is_on_link(dst) || self.is_on_link(dst) {
             return Some(dst);
@@ -223,6 +227,17 @@ impl Routers {
         }
         let known = |r: &&DefaultRouter| neighbors.state(r.address).is_some_and(|s| s != NeighborState::Incomplete);
         self.routers.iter().find(known).or_else(|| self.routers.first()).map(|r| r.address)
+    }
+
+    /// Neighbour discovery gave up on `address`: a default router there
+    /// goes to the end of the list, so that while no router is known to
+    /// be reachable the next choice is another (RFC 4861 6.3.6's round
+    /// robin). Its lifetime is left as it is: it may yet answer.
+    pub fn unreachable(&mut self, address: Ipv6Addr) {
+        if let Some(i) = self.routers.iter().position(|r| r.address == address) {
+            let r = self.routers.remove(i);
+            self.routers.push(r);
+        }
     }
 
     /// Runs the lifetimes out and says when to solicit.
