@@ -179,6 +179,53 @@ fn nc_both_ways_and_socat_relays() {
     assert_eq!(sha256(&got), sha256(&data), "relayed by socat through netd");
 }
 
+/// `nc -6` both ways over IPv6: nagare's to the kernel's, the kernel's to
+/// nagare's, byte-exact, through netd's engine.
+#[test]
+fn nc_both_ways_over_ipv6() {
+    if let Some(reason) = interop_unavailable(&["nc", "ss", "ping"]) {
+        return skip("nc_both_ways_over_ipv6", &reason);
+    }
+    let s = Setup::with_families("runnc6", true);
+    let data = s.file("data.bin", 3 << 20, 7);
+    let got = s.dir.join("got.bin");
+
+    let mut server =
+        Process::spawn(s.kernel("nc").args(["-6", "-l", KERNEL6, "9010"]).stdout(std::fs::File::create(&got).unwrap()));
+    wait_for_port_kernel(&s, 9010);
+    ok(s.run("nc").args(["-6", "-N", KERNEL6, "9010"]).stdin(std::fs::File::open(&data).unwrap()), 30, "nagare nc -6");
+    server.terminate(Duration::from_secs(10));
+    assert_eq!(sha256(&got), sha256(&data), "nc -6 through netd to the kernel");
+
+    let mut server = Process::spawn(
+        s.run("nc")
+            .args(["-6", "-l", NAGARE6, "9012"])
+            .stdout(std::fs::File::create(&got).unwrap())
+            .stderr(Stdio::null()),
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    ok(
+        s.kernel("nc").args(["-6", "-N", NAGARE6, "9012"]).stdin(std::fs::File::open(&data).unwrap()),
+        30,
+        "kernel nc -6",
+    );
+    let _ = wait_until(Duration::from_secs(10), || std::fs::metadata(&got).is_ok_and(|m| m.len() == 3 << 20));
+    server.terminate(Duration::from_secs(5));
+    assert_eq!(sha256(&got), sha256(&data), "the kernel's nc -6 to nc through netd");
+
+    // Both went through netd's engine over IPv6, not the kernel's own
+    // stack (which holds both addresses' network too): 3 MiB each way is
+    // at least 48 segments of 64 KiB.
+    let report = s.stat();
+    for counter in ["tcp6_segments_received", "tcp6_segments_sent"] {
+        let n = report
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("engine {counter} ")))
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        assert!(n.is_some_and(|n| n >= 48), "netd's engine {counter} {n:?}:\n{report}");
+    }
+}
+
 /// Waits until the kernel's stack listens on TCP `port` (`ss`).
 fn wait_for_port_kernel(setup: &Setup, port: u16) {
     let up = wait_until(Duration::from_secs(10), || {
