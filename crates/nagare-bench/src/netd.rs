@@ -73,7 +73,7 @@ pub fn run(args: NetdBenchArgs) -> Result<()> {
     // it is made there).
     let link = LinkSpec {
         device: DeviceSpec::Vni { segment: segment.clone() },
-        addr: format!("{ADDR}/24").parse().map_err(|e| anyhow::anyhow!("{e:?}"))?,
+        addr: Some(format!("{ADDR}/24").parse().map_err(|e| anyhow::anyhow!("{e:?}"))?),
         ipv6: Vec::new(),
         gateway: None,
         gateway6: None,

@@ -148,7 +148,7 @@ fn vni(segment: &str, addr: &str) -> Stack {
 fn vni6(segment: &str, addr: &str, v6: Option<&str>) -> Stack {
     Stack::Engine(LinkSpec {
         device: DeviceSpec::Vni { segment: segment.to_string() },
-        addr: addr.parse().unwrap(),
+        addr: Some(addr.parse().unwrap()),
         ipv6: v6.iter().map(|a| a.parse().unwrap()).collect(),
         gateway: None,
         gateway6: None,

@@ -62,13 +62,14 @@ fn split_gateways(gateways: &[IpAddr]) -> Result<(Option<Ipv4Addr>, Option<Ipv6A
     Ok((v4, v6))
 }
 
-/// The IPv4 address of `--addr`, and the IPv6 ones: an IPv4 one is needed
-/// (a host's link always has one).
-fn link_addrs(addrs: &[HostAddr]) -> Result<(Ipv4Cidr, Vec<Ipv6Cidr>)> {
+/// The IPv4 address of `--addr`, and the IPv6 ones: one of either family
+/// at least (a host without an IPv4 address speaks IPv6 only, one without
+/// an IPv6 address IPv4 only).
+fn link_addrs(addrs: &[HostAddr]) -> Result<(Option<Ipv4Cidr>, Vec<Ipv6Cidr>)> {
     let (v4, v6) = split_addrs(addrs)?;
-    let Some(v4) = v4 else {
-        bail!("an IPv4 --addr is needed beside the IPv6 ones: a link always has an IPv4 address");
-    };
+    if v4.is_none() && v6.is_empty() {
+        bail!("--addr is needed: an IPv4 address (10.0.0.2/24), an IPv6 one (fd00::2/64), or one of each");
+    }
     Ok((v4, v6))
 }
 
@@ -92,8 +93,9 @@ pub struct LinkArgs {
     /// VNI segment to attach to (a free port of it; see `nagare vni create`).
     #[arg(long, conflicts_with = "tap")]
     vni: Option<String>,
-    /// Address and prefix, e.g. 10.0.0.2/24; IPv6 ones too (fd00::2/64),
-    /// beside the IPv4 one: repeat --addr.
+    /// Address and prefix: IPv4 (10.0.0.2/24), IPv6 (fd00::2/64), or
+    /// both, repeating --addr (one IPv4 address at most, IPv6 ones as
+    /// many as wanted). The host speaks the families it has an address of.
     #[arg(long, required = true, value_name = "CIDR")]
     addr: Vec<HostAddr>,
     /// Plain frames: no checksum or TCP segmentation offload on the TAP.
@@ -113,8 +115,9 @@ pub struct OptionalLinkArgs {
     /// VNI segment to attach to, instead of a TAP device.
     #[arg(long, requires = "addr", conflicts_with = "tap")]
     pub vni: Option<String>,
-    /// Address and prefix, e.g. 10.0.0.2/24; IPv6 ones too (fd00::2/64),
-    /// beside the IPv4 one: repeat --addr.
+    /// Address and prefix: IPv4 (10.0.0.2/24), IPv6 (fd00::2/64), or
+    /// both, repeating --addr (one IPv4 address at most). The host speaks
+    /// the families it has an address of.
     #[arg(long, value_name = "CIDR")]
     addr: Vec<HostAddr>,
     /// Plain frames: no checksum or TCP segmentation offload on the TAP.
@@ -127,9 +130,9 @@ pub struct OptionalLinkArgs {
 /// What a link may add to its device and address.
 #[derive(clap::Args, Clone)]
 struct LinkExtras {
-    /// Default gateway: an IPv4 address, an IPv6 one (a router on the link,
-    /// tried before those that advertise themselves), or one of each:
-    /// repeat --gateway.
+    /// Default gateway: an IPv4 address (with an IPv4 --addr), an IPv6 one
+    /// (a router on the link, tried before those that advertise
+    /// themselves), or one of each: repeat --gateway.
     #[arg(long, value_name = "ADDR")]
     gateway: Vec<IpAddr>,
     /// Ethernet address (default: derived from the IP address).
@@ -149,7 +152,7 @@ impl LinkExtras {
         &self,
         tap: Option<&String>,
         vni: Option<&String>,
-        (addr, ipv6): (Ipv4Cidr, Vec<Ipv6Cidr>),
+        (addr, ipv6): (Option<Ipv4Cidr>, Vec<Ipv6Cidr>),
         offload: bool,
     ) -> Result<LinkSpec> {
         let device = match (tap, vni) {
@@ -157,6 +160,9 @@ impl LinkExtras {
             (None, segment) => DeviceSpec::Vni { segment: segment.cloned().unwrap_or_default() },
         };
         let (gateway, gateway6) = split_gateways(&self.gateway)?;
+        if let (Some(gateway), None) = (gateway, addr) {
+            bail!("--gateway {gateway} needs an IPv4 --addr: without one the host speaks no IPv4");
+        }
         Ok(LinkSpec {
             device,
             addr,

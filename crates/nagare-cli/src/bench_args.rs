@@ -258,8 +258,8 @@ impl BenchCommand {
 #[derive(Subcommand)]
 pub enum PerfCommand {
     /// Serve tests until Ctrl-C or SIGTERM: on nagare with --tap or --vni, else on
-    /// the kernel's stack; to IPv4 and IPv6 clients (IPv6 with nagare: give an
-    /// IPv6 --addr beside the IPv4 one).
+    /// the kernel's stack; to IPv4 and IPv6 clients (with nagare, those of the
+    /// IP versions it has an --addr of).
     Server {
         #[command(flatten)]
         link: OptionalLinkArgs,
@@ -279,8 +279,8 @@ pub enum PerfCommand {
         once: bool,
     },
     /// Run one test against a perf server: on nagare with --tap or --vni, else on
-    /// the kernel's stack; over IPv4 or IPv6 (with nagare, IPv6 needs an IPv6
-    /// --addr beside the IPv4 one; through --via, IPv4 only).
+    /// the kernel's stack; over IPv4 or IPv6 (with nagare, each needs an --addr
+    /// of its version; through --via, IPv4 only).
     Client {
         #[command(flatten)]
         link: OptionalLinkArgs,

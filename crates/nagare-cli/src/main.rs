@@ -13,7 +13,7 @@ use nagare_dev::Impairment;
 use nagare_netd::driver::launch::{run_process, DriverArgs};
 use nagare_netd::NetdBuilder;
 use nagare_tools::{demo, fetch, netd, ping, run, stat, up, vni};
-use nagare_wire::{EthernetAddress, Ipv4Cidr};
+use nagare_wire::EthernetAddress;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -152,12 +152,12 @@ enum Command {
         /// A VNI segment to attach a port of.
         #[arg(long, conflicts_with = "tap")]
         vni: Option<String>,
-        /// The port's Ethernet address (netd's).
+        /// The port's Ethernet address (netd's), needed with --vni.
         #[arg(long)]
         mac: Option<EthernetAddress>,
-        /// netd's address (seeds the impairment).
-        #[arg(long)]
-        addr: Ipv4Cidr,
+        /// Seeds the impairment (netd's, from its address).
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
         /// Impair traffic both ways (as netd was asked to).
         #[arg(long)]
         impair: Option<Impairment>,
@@ -341,14 +341,14 @@ fn main() -> Result<()> {
             }
             netd::run(builder.spin(Duration::from_micros(spin_us.min(1_000_000))))
         }
-        Command::Driver { control_fd, tap, vnet_header, vni, mac, addr, impair, spin_us } => {
+        Command::Driver { control_fd, tap, vnet_header, vni, mac, seed, impair, spin_us } => {
             Ok(run_process(DriverArgs {
                 control_fd,
                 tap,
                 vnet_header,
                 vni,
                 mac,
-                addr,
+                seed,
                 impair,
                 spin: Duration::from_micros(spin_us.min(1_000_000)),
             })?)

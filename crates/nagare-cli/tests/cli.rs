@@ -79,9 +79,26 @@ fn refused(args: &[&str]) -> String {
 
 #[test]
 fn ipv6_addresses_are_taken_where_they_are_served() {
-    // Every command takes IPv6 --addr beside the IPv4 one, not alone.
-    let err = refused(&["up", "--tap", "nagare-none0", "--addr", "fd00::2/64"]);
-    assert!(err.contains("an IPv4 --addr is needed beside the IPv6 ones"), "{err}");
+    // IPv6 addresses alone are taken: what stops these is the missing
+    // segment, past the arguments.
+    for command in ["up", "netd"] {
+        let err = refused(&[command, "--vni", "nagare-cli-test-none", "--addr", "fd00::2/64", "--addr", "fd01::2/64"]);
+        assert!(err.contains("VNI") && err.contains("nagare-cli-test-none"), "{command}: {err}");
+        assert!(!err.contains("--addr"), "{command}: {err}");
+    }
+    // No address at all is refused, as an IPv4 gateway without an IPv4
+    // address.
+    let err = refused(&["up", "--vni", "nagare-cli-test-none"]);
+    assert!(err.contains("--addr"), "{err}");
+    let err = refused(&["ping", "-c", "1", "--tap", "nagare-none0", "--gateway", "fd00::1", "fd00::1"]);
+    assert!(err.contains("--addr"), "{err}");
+    let err = refused(&["up", "--vni", "nagare-cli-test-none", "--addr", "fd00::2/64", "--gateway", "10.0.0.1"]);
+    assert!(err.contains("--gateway 10.0.0.1 needs an IPv4 --addr"), "{err}");
+    let err = refused(&["ping", "-c", "1", "--tap", "nagare-none0", "--addr", "fd00::2/64", "10.0.0.1"]);
+    assert!(err.contains("pinging 10.0.0.1 needs an IPv4 --addr"), "{err}");
+    let err =
+        refused(&["fetch", "--tap", "nagare-none0", "--addr", "fd00::2/64", "http://10.0.0.1/", "-o", "/dev/null"]);
+    assert!(err.contains("fetching from 10.0.0.1 needs an IPv4 --addr"), "{err}");
     let err = refused(&["up", "--tap", "nagare-none0", "--addr", "10.0.0.1/24", "--addr", "10.0.0.2/24"]);
     assert!(err.contains("one IPv4 --addr at most"), "{err}");
     let err = refused(&["up", "--tap", "nagare-none0", "--addr", "10.0.0.1/24", "--addr", "fd00::2/129"]);
@@ -321,7 +338,7 @@ fn perf_client_takes_ipv6_servers_where_it_can_reach_them() {
     let err = refused(&["perf", "client", "::1", "--via", "/nonexistent/netd.sock"]);
     assert!(err.contains("through netd (--via) reaches IPv4 servers only"), "{err}");
     let err = refused(&["perf", "client", "fd00::1", "--tap", "nagare-none0", "--addr", "10.0.0.2/24"]);
-    assert!(err.contains("needs an IPv6 --addr beside the IPv4 one"), "{err}");
-    let err = refused(&["perf", "client", "fd00::1", "--tap", "nagare-none0", "--addr", "fd00::2/64"]);
-    assert!(err.contains("an IPv4 --addr is needed beside the IPv6 ones"), "{err}");
+    assert!(err.contains("needs an IPv6 --addr: without one the host does not speak IPv6"), "{err}");
+    let err = refused(&["perf", "client", "10.0.0.1", "--tap", "nagare-none0", "--addr", "fd00::2/64"]);
+    assert!(err.contains("needs an IPv4 --addr: without one the host does not speak IPv4"), "{err}");
 }

@@ -5,8 +5,10 @@
 //! address detection finds an address the kernel side already has, curl
 //! and nc reach `nagare up`'s dual-stack services over IPv6 and IPv4, and
 //! `nagare fetch` downloads from a kernel server over IPv6, each transfer
-//! with the TAP's offloads and without. Needs root and `ping` (and curl,
-//! nc, python3 and sha256sum for TCP); says SKIPPED loudly otherwise.
+//! with the TAP's offloads and without; `nagare up` and `nagare netd` with
+//! IPv6 addresses only answer ping, curl and nc over IPv6 and nothing over
+//! IPv4. Needs root and `ping` (and curl, nc, python3 and sha256sum for
+//! TCP); says SKIPPED loudly otherwise.
 
 mod common;
 
@@ -333,6 +335,125 @@ fn netd_serves_and_fetches_over_ipv6() {
         assert_eq!(out.status.and_then(|s| s.code()), Some(0), "nagare ping --via ({placement}): {}", out.stdout);
         assert!(out.stdout.contains("3 packets transmitted, 3 received"), "{placement}: {}", out.stdout);
         // netd, killed, leaves its socket and its watch socket beside it.
+        drop(netd);
+        let _ = std::fs::remove_file(&socket);
+        let _ = std::fs::remove_file(socket.with_extension("sock.share"));
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// What `nc -6` gets back from port 7 of `addr` for `line`.
+fn nc6_echo(ns: &Netns, addr: &str, line: &str) -> String {
+    let mut nc = ns
+        .command("nc")
+        .args(["-6", "-N", "-w", "5", addr, "7"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut input = nc.stdin.take().unwrap();
+        input.write_all(line.as_bytes()).unwrap();
+    }
+    String::from_utf8_lossy(&nc.wait_with_output().unwrap().stdout).into_owned()
+}
+
+/// `nagare up` with an IPv6 address and no IPv4 one, on a TAP whose
+/// kernel side has both: Linux's ping -6, curl -6 and nc -6 reach it; its
+/// ARP requests and IPv4 pings get no answer and are counted as frames of
+/// a type nagare does not speak.
+#[test]
+fn an_ipv6_only_nagare_up_serves_over_ipv6_and_ignores_ipv4() {
+    if tcp_unavailable("an_ipv6_only_nagare_up_serves_over_ipv6_and_ignores_ipv4") {
+        return;
+    }
+    let root = web_root("v6only", 1 << 20);
+    let ns = Netns::new("v6only");
+    tap(&ns, "tap6", "10.96.0.1/24", "fd00:96::1/64");
+    let more = [std::ffi::OsStr::new("--echo"), "--http".as_ref(), root.as_os_str()];
+    let mut up = up_on(&ns, "tap6", &["fd00:96::2/64"], &more);
+    let started = up.wait_for(DAD_LIMIT, |l| l.contains(" on tap6 (mac "));
+    let started = started.unwrap_or_else(|| panic!("nagare up did not start: {:?}", up.seen));
+    assert!(started.starts_with("nagare up: tentative: fe80:"), "{started}");
+    assert!(started.contains("fd00:96::2/64 on tap6 (mac 02:6e:00:00:00:02)"), "{started}");
+    let preferred = up.wait_for(DAD_LIMIT, |l| l == "nagare up: fd00:96::2/64 preferred");
+    assert!(preferred.is_some(), "fd00:96::2 never became preferred: {:?}", up.seen);
+
+    let out = ping6(&ns, &["-c", "3", "-i", "0.2", "-W", "2", "fd00:96::2"]);
+    assert_eq!(ping_received(&out), Some(3), "{}", text(&out));
+    let download = root.join("download.bin");
+    let curl = ns
+        .command("curl")
+        .args(["-6", "-g", "-s", "-S", "--fail", "--max-time", "60", "-o"])
+        .arg(&download)
+        .arg("http://[fd00:96::2]/big.bin")
+        .output()
+        .unwrap();
+    assert!(curl.status.success(), "curl -6: {}", text(&curl));
+    assert_eq!(sha256(&download), sha256(&root.join("big.bin")), "1 MB over IPv6");
+    assert_eq!(nc6_echo(&ns, "fd00:96::2", "only six\n"), "only six\n");
+
+    // IPv4 to the MAC nagare has: the kernel's ARP requests go unanswered,
+    // so its pings never leave.
+    let out = ns.command("ping").args(["-4", "-c", "2", "-i", "0.2", "-W", "1", "10.96.0.2"]).output().unwrap();
+    assert_eq!(ping_received(&out), Some(0), "{}", text(&out));
+
+    let summary = up.stop();
+    assert!(summary_counter(&summary, "drop_eth_unknown_type") >= 1, "the ARP requests: {summary}");
+    assert_eq!(summary_counter(&summary, "arp_replies_sent"), 0, "{summary}");
+    assert_eq!(summary_counter(&summary, "arp_requests_sent"), 0, "{summary}");
+    assert!(summary_counter(&summary, "icmp6_echo_replies_sent") >= 3, "{summary}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// `nagare netd` with an IPv6 address and no IPv4 one, inline and in
+/// split placement (its driver process seeded without an IPv4 address):
+/// ping -6 and curl -6 reach its HTTP service, and `nagare ping --via`
+/// pings the kernel over ICMPv6.
+#[test]
+fn an_ipv6_only_netd_serves_and_pings_over_ipv6() {
+    if tcp_unavailable("an_ipv6_only_netd_serves_and_pings_over_ipv6") {
+        return;
+    }
+    let root = web_root("v6onlynetd", 1 << 20);
+    for (k, placement) in ["inline", "split"].into_iter().enumerate() {
+        let ns = Netns::new(&format!("v6onlynetd{k}"));
+        tap(&ns, "tap7", "10.97.0.1/24", "fd00:97::1/64");
+        let socket = std::env::temp_dir().join(format!("nagare-v6onlynetd-{}-{k}.sock", std::process::id()));
+        let netd = Process::spawn(
+            ns.command(nagare())
+                .args(["netd", "--tap", "tap7", "--addr", "fd00:97::2/64"])
+                .args(["--placement", placement, "--http"])
+                .arg(&root)
+                .arg("--socket")
+                .arg(&socket)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        );
+        let answers =
+            wait_until(DAD_LIMIT, || ping_received(&ping6(&ns, &["-c", "1", "-W", "1", "fd00:97::2"])) == Some(1));
+        assert!(answers, "netd ({placement}) never answered ping -6");
+
+        let download = root.join(format!("curl{k}.bin"));
+        let curl = ns
+            .command("curl")
+            .args(["-6", "-g", "-s", "-S", "--fail", "--max-time", "60", "-o"])
+            .arg(&download)
+            .arg("http://[fd00:97::2]/big.bin")
+            .output()
+            .unwrap();
+        assert!(curl.status.success(), "curl -6 from netd ({placement}): {}", text(&curl));
+        assert_eq!(sha256(&download), sha256(&root.join("big.bin")), "{placement}");
+        let _ = std::fs::remove_file(&download);
+
+        let mut ping = ns.command(nagare());
+        ping.args(["ping", "--via"]).arg(&socket).args(["-c", "3", "-i", "0.1", "fd00:97::1"]);
+        let out = run_bounded(&mut ping, Duration::from_secs(20));
+        assert_eq!(out.status.and_then(|s| s.code()), Some(0), "nagare ping --via ({placement}): {}", out.stdout);
+        assert!(out.stdout.contains("3 packets transmitted, 3 received"), "{placement}: {}", out.stdout);
+        let out = ns.command("ping").args(["-4", "-c", "1", "-W", "1", "10.97.0.2"]).output().unwrap();
+        assert_eq!(ping_received(&out), Some(0), "netd ({placement}) has no IPv4 address: {}", text(&out));
         drop(netd);
         let _ = std::fs::remove_file(&socket);
         let _ = std::fs::remove_file(socket.with_extension("sock.share"));

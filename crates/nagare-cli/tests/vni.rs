@@ -1,5 +1,6 @@
 //! `nagare vni` and `nagare up --vni`: separate processes on one segment
-//! under /dev/shm (no root needed).
+//! under /dev/shm (no root needed), with IPv4 addresses and with IPv6 ones
+//! only.
 
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -128,4 +129,44 @@ fn instances_in_separate_processes_reach_each_other() {
 
     drop(f);
     assert!(!run(&["vni", "info", &name]).status.success(), "destroyed");
+}
+
+/// Instances with IPv6 addresses only (their MACs made from them) reach
+/// each other and a dual-stack one over IPv6, beside IPv4 on the segment.
+#[test]
+fn ipv6_only_instances_reach_each_other() {
+    let name = format!("clitest6-{}", std::process::id());
+    let _ = run(&["vni", "destroy", &name]);
+    let out = run(&["vni", "create", &name, "--ports", "4"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let mut f = Fixture { name: name.clone(), children: Vec::new() };
+    f.up("fd00:77::1/64");
+    let child = nagare()
+        .args(["up", "--vni", &name, "--addr", "10.77.0.2/24", "--addr", "fd00:77::2/64"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting nagare up");
+    f.children.push(child);
+    let info = f.wait_for_info("attached 2 of 4");
+    assert!(info.contains("02:6e:00:00:00:01") && info.contains("02:6e:0a:4d:00:02"), "{info}");
+
+    // The instances' addresses pass duplicate address detection in about
+    // two seconds: a ping before that finds nobody, so each is tried
+    // until it answers, ten times and ten seconds at most.
+    for to in ["fd00:77::1", "fd00:77::2"] {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut out = f.ping("fd00:77::3/64", to);
+        for _ in 0..10 {
+            if out.status.success() || Instant::now() >= deadline {
+                break;
+            }
+            out = f.ping("fd00:77::3/64", to);
+        }
+        assert!(out.status.success(), "ping {to}: {}", text(&out));
+        assert!(text(&out).contains("3 received"), "{}", text(&out));
+    }
+    let out = f.ping("10.77.0.3/24", "10.77.0.2");
+    assert!(out.status.success(), "ping 10.77.0.2: {}", text(&out));
+    drop(f);
 }

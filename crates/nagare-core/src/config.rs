@@ -224,7 +224,10 @@ impl Default for Ipv6Config {
 pub struct InterfaceConfig {
     /// The interface's Ethernet address.
     pub mac: EthernetAddress,
-    /// Addresses with the prefix of their directly attached network.
+    /// Addresses with the prefix of their directly attached network;
+    /// empty, the interface speaks no IPv4 on its link: ARP and IPv4
+    /// frames are dropped as an unknown EtherType and nothing IPv4 is sent
+    /// (the loopback network 127.0.0.0/8 still works).
     pub addresses: Vec<Ipv4Cidr>,
     /// Where packets for other networks go when no route matches.
     pub gateway: Option<Ipv4Addr>,
@@ -314,15 +317,25 @@ impl InterfaceConfig {
     /// real network replaces both with values from the operating system's
     /// random source (`nagare_host::secrets::randomize`).
     pub fn new(mac: EthernetAddress, address: Ipv4Cidr) -> Self {
+        Self::with_addresses(mac, alloc::vec![address], None)
+    }
+
+    /// A configuration that speaks IPv6 as `ipv6` says and no IPv4 on its
+    /// link (no IPv4 address), with the defaults of [`InterfaceConfig::new`].
+    pub fn ipv6_only(mac: EthernetAddress, ipv6: Ipv6Config) -> Self {
+        Self::with_addresses(mac, Vec::new(), Some(ipv6))
+    }
+
+    fn with_addresses(mac: EthernetAddress, addresses: Vec<Ipv4Cidr>, ipv6: Option<Ipv6Config>) -> Self {
         InterfaceConfig {
             mac,
-            addresses: alloc::vec![address],
+            addresses,
             gateway: None,
             routes: Vec::new(),
             ttl: 64,
             arp: ArpConfig::default(),
             reassembly: ReassemblyConfig::default(),
-            ipv6: None,
+            ipv6,
             icmp_error_rate: 100,
             icmp_error_burst: 50,
             udp_rx_queue_packets: 1024,

@@ -36,7 +36,7 @@ counters! {
         /// Dropped: source address is multicast or broadcast.
         drop_eth_bad_source,
         /// Dropped: EtherType we do not speak (IPv6 too, on an interface
-        /// without it).
+        /// without it; ARP and IPv4, on one without an IPv4 address).
         drop_eth_unknown_type,
         /// Dropped: ARP packet too short, or not Ethernet/IPv4.
         drop_arp_malformed,

@@ -42,8 +42,9 @@ pub enum DeviceSpec {
 pub struct LinkSpec {
     /// The device.
     pub device: DeviceSpec,
-    /// IPv4 address and prefix.
-    pub addr: Ipv4Cidr,
+    /// IPv4 address and prefix; without one the host speaks no IPv4 on
+    /// the link (IPv6 only: it needs an `ipv6` address or a `gateway6`).
+    pub addr: Option<Ipv4Cidr>,
     /// IPv6 addresses with their prefixes, beside the link-local one the
     /// engine makes from the MAC and those it forms from routers'
     /// prefixes; empty, with no `gateway6` either: the host does not speak
@@ -53,7 +54,8 @@ pub struct LinkSpec {
     pub gateway: Option<Ipv4Addr>,
     /// Default IPv6 router, tried before those routers advertise.
     pub gateway6: Option<Ipv6Addr>,
-    /// Ethernet address; [`default_mac`] of the address if not given.
+    /// Ethernet address; [`default_mac`] of [`LinkSpec::host_id`] if not
+    /// given.
     pub mac: Option<EthernetAddress>,
     /// Loss, delay, reordering, duplication or corruption both ways.
     pub impair: Option<Impairment>,
@@ -66,7 +68,19 @@ pub struct LinkSpec {
 impl LinkSpec {
     /// The Ethernet address the host uses.
     pub fn mac(&self) -> EthernetAddress {
-        self.mac.unwrap_or_else(|| default_mac(self.addr.address()))
+        self.mac.unwrap_or_else(|| default_mac(self.host_id()))
+    }
+
+    /// Four bytes that tell the host from others on its link, the same
+    /// every run: its IPv4 address, else the last four bytes of its first
+    /// IPv6 one (0 without either). They make the default MAC and seed the
+    /// impairment.
+    pub fn host_id(&self) -> u32 {
+        match (self.addr, self.ipv6.first()) {
+            (Some(v4), _) => v4.address().to_bits(),
+            (None, Some(v6)) => v6.address().to_bits() as u32,
+            (None, None) => 0,
+        }
     }
 
     /// The impairment, unless it does nothing.
@@ -83,10 +97,11 @@ impl LinkSpec {
     }
 }
 
-/// A locally administered unicast address made from the IP address, so
-/// the same host gets the same MAC every run.
-pub fn default_mac(ip: Ipv4Addr) -> EthernetAddress {
-    let [a, b, c, d] = ip.octets();
+/// A locally administered unicast address made from a host's
+/// [`LinkSpec::host_id`] (its IPv4 address, as 02:6e:0a:00:00:02 for
+/// 10.0.0.2), so the same host gets the same MAC every run.
+pub fn default_mac(host_id: u32) -> EthernetAddress {
+    let [a, b, c, d] = host_id.to_be_bytes();
     EthernetAddress([0x02, 0x6e, a, b, c, d])
 }
 
@@ -119,7 +134,7 @@ pub fn open_device(link: &LinkSpec, pcap: Option<&Path>, clock: &MonotonicClock)
         DeviceSpec::Vni { segment } => Box::new(open_vni_port(segment, link.mac())?),
     };
     if let Some(impairment) = link.impairment() {
-        device = Box::new(Impaired::new(device, impairment, u64::from(link.addr.address().to_bits())));
+        device = Box::new(Impaired::new(device, impairment, u64::from(link.host_id())));
     }
     if let Some(path) = pcap {
         let file = File::create(path).map_err(|e| context(e, format_args!("creating {}", path.display())))?;
@@ -136,17 +151,28 @@ pub fn open_host(link: &LinkSpec, pcap: Option<&Path>, clock: &MonotonicClock) -
     Ok(Host::new(iface, device))
 }
 
-/// An engine with the link's addressing (IPv6 too when the link has an
-/// IPv6 address or router), configured for `device` (its
-/// MTU and offloads), its keys and seed from the operating system's random
-/// source ([`crate::secrets`]).
+/// An engine with the link's addressing (IPv4 when the link has an IPv4
+/// address, IPv6 when it has an IPv6 address or router), configured for
+/// `device` (its MTU and offloads), its keys and seed from the operating
+/// system's random source ([`crate::secrets`]). A link with neither is
+/// refused.
 pub fn interface_on(device: &dyn Device, link: &LinkSpec) -> io::Result<Interface> {
-    let mut config = InterfaceConfig::new(link.mac(), link.addr);
+    let ipv6 = (!link.ipv6.is_empty() || link.gateway6.is_some()).then(|| Ipv6Config {
+        addresses: link.ipv6.clone(),
+        gateway: link.gateway6,
+        ..Ipv6Config::default()
+    });
+    let mut config = match (link.addr, ipv6) {
+        (Some(addr), ipv6) => InterfaceConfig { ipv6, ..InterfaceConfig::new(link.mac(), addr) },
+        (None, Some(ipv6)) => InterfaceConfig::ipv6_only(link.mac(), ipv6),
+        (None, None) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}: a link needs an IPv4 or IPv6 address, or an IPv6 router", link.describe()),
+            ))
+        }
+    };
     config.gateway = link.gateway;
-    if !link.ipv6.is_empty() || link.gateway6.is_some() {
-        let addresses = link.ipv6.clone();
-        config.ipv6 = Some(Ipv6Config { addresses, gateway: link.gateway6, ..Ipv6Config::default() });
-    }
     crate::secrets::randomize(&mut config)?;
     let mut iface = Interface::new(config, device.capabilities(), BufferPool::new(BUFFER_SIZE, POOL_BUFFERS));
     if let Some(budget) = link.syn_budget {

@@ -17,7 +17,7 @@ const PEER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 9];
 fn link() -> LinkSpec {
     LinkSpec {
         device: DeviceSpec::Tap { name: "unused".into(), offload: false },
-        addr: "10.0.0.1/24".parse().unwrap(),
+        addr: Some("10.0.0.1/24".parse().unwrap()),
         ipv6: Vec::new(),
         gateway: None,
         gateway6: None,

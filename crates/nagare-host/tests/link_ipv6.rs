@@ -2,7 +2,9 @@
 //! link-local address with a stable opaque interface identifier keyed by
 //! the engine's secrets, then those given, each tentative until
 //! duplicate address detection), or with an IPv6 gateway alone; without
-//! either it does not.
+//! either it does not. A link without an IPv4 address makes an engine
+//! that speaks IPv6 only, its MAC made from its IPv6 address; a link with
+//! no address at all is refused.
 
 use nagare_core::ipv6::addr::AddrState;
 use nagare_core::ipv6::iid::{IidGenerator, InterfaceIds};
@@ -26,7 +28,7 @@ fn link_local(iface: &Interface) -> Ipv6Addr {
 fn link(ipv6: &[&str]) -> LinkSpec {
     LinkSpec {
         device: DeviceSpec::Tap { name: "unused".into(), offload: false },
-        addr: "10.0.0.1/24".parse().unwrap(),
+        addr: Some("10.0.0.1/24".parse().unwrap()),
         ipv6: ipv6.iter().map(|a| a.parse().unwrap()).collect(),
         gateway: None,
         gateway6: None,
@@ -64,4 +66,30 @@ fn an_ipv6_gateway_alone_makes_the_engine_speak_ipv6_with_that_router() {
     assert_eq!(iface.ipv6_gateway(), with_gateway.gateway6);
     assert_eq!(iface.ipv6_link_local(), Some(link_local(&iface)));
     assert_eq!(iface.ipv6_next_hop("2001:db8::1".parse().unwrap()), with_gateway.gateway6);
+}
+
+#[test]
+fn a_link_without_ipv4_makes_an_ipv6_only_engine() {
+    let mut v6_only = link(&["fd00::2/64"]);
+    v6_only.addr = None;
+    v6_only.mac = None;
+    assert_eq!(v6_only.mac().to_string(), "02:6e:00:00:00:02", "made from the IPv6 address");
+    let iface = interface_on(&Loopback::default(), &v6_only).unwrap();
+    assert!(!iface.speaks_ipv4());
+    assert!(iface.config().addresses.is_empty());
+    assert_eq!(iface.config().mac, v6_only.mac());
+    let addrs: Vec<_> = iface.ipv6_addresses().map(|a| a.cidr.to_string()).collect();
+    assert_eq!(addrs.len(), 2, "link-local and fd00::2: {addrs:?}");
+    assert_eq!(addrs[1], "fd00::2/64");
+
+    let mut dual = link(&["fd00::2/64"]);
+    dual.mac = None;
+    assert_eq!(dual.mac().to_string(), "02:6e:0a:00:00:01", "made from the IPv4 address");
+    assert!(interface_on(&Loopback::default(), &dual).unwrap().speaks_ipv4());
+
+    let mut none = link(&[]);
+    none.addr = None;
+    let Err(e) = interface_on(&Loopback::default(), &none) else { panic!("a link with no address was taken") };
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("needs an IPv4 or IPv6 address"), "{e}");
 }

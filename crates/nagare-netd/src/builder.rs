@@ -8,7 +8,7 @@
 //! use nagare_netd::{NetdBuilder, Placement};
 //! let link = LinkSpec {
 //!     device: DeviceSpec::Tap { name: "tap0".into(), offload: true },
-//!     addr: "10.0.0.2/24".parse().map_err(std::io::Error::other)?,
+//!     addr: Some("10.0.0.2/24".parse().map_err(std::io::Error::other)?),
 //!     ipv6: Vec::new(),
 //!     gateway: None,
 //!     gateway6: None,
@@ -228,7 +228,7 @@ impl NetdBuilder {
             }
             DeviceSpec::Vni { segment } => (DriverDevice::Vni { segment: segment.clone(), mac: link.mac() }, None),
         };
-        let spec = DriverSpec { device, impair: link.impair, addr: link.addr, spin: self.config.spin };
+        let spec = DriverSpec { device, impair: link.impair, seed: u64::from(link.host_id()), spin: self.config.spin };
         let device_fd = tap.as_ref().map(|t| t.fd().try_clone_to_owned()).transpose()?;
         let mut rx_queues = Vec::new();
         if let Some(t) = tap.as_ref().filter(|t| t.multi_queue()) {

@@ -37,6 +37,7 @@ use nagare_core::{Instant, Interface};
 use nagare_dev::{Device, MonotonicClock, TapDevice, UdpShed, MAX_LOCAL6};
 use nagare_host::{earliest, BusyPoll, Host, ServiceConfig, Services};
 use std::io;
+use std::net::Ipv4Addr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -48,20 +49,21 @@ const MAX_SLEEP: Duration = Duration::from_millis(100);
 const HOUSEKEEPING: Duration = Duration::from_millis(20);
 
 /// Tells `steering` netd's own addresses, the only ones frames are
-/// steered for: the first IPv4 address configured, and the IPv6 ones the
+/// steered for: the first IPv4 address configured (without one, the
+/// unspecified address, to which the engine takes no frame), and the IPv6 ones the
 /// engine holds past duplicate address detection (its link-local one
 /// first, then the configured ones, then those SLAAC forms; the first
 /// [`MAX_LOCAL6`]). Others reach the engine through netd's own queue. The
 /// same addresses again change nothing, so it is cheap to call every turn.
 fn steer_local_addresses(iface: &Interface, steering: &Steering) {
-    let Some(addr) = iface.config().addresses.first() else { return };
+    let ip = iface.config().addresses.first().map_or(Ipv4Addr::UNSPECIFIED, |c| c.address());
     let mut ip6 = [[0u8; 16]; MAX_LOCAL6];
     let mut n = 0;
     for (slot, a) in ip6.iter_mut().zip(iface.ipv6_addresses().filter(|a| a.state == AddrState::Preferred)) {
         *slot = a.address().octets();
         n += 1;
     }
-    steering.set_local(iface.config().mac.0, addr.address().octets(), &ip6[..n]);
+    steering.set_local(iface.config().mac.0, ip.octets(), &ip6[..n]);
 }
 
 /// The inet server.

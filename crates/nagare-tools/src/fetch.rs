@@ -161,6 +161,9 @@ impl Download {
 /// Downloads `url` into `output` through a host of its own on `link`.
 pub fn run(link: &LinkSpec, url: &str, output: &Path, timeout: Duration) -> Result<()> {
     let target: Url = url.parse().map_err(anyhow::Error::msg)?;
+    if let (IpAddr::V4(dst), None) = (target.host, link.addr) {
+        bail!("fetching from {dst} needs an IPv4 --addr: without one the host does not speak IPv4");
+    }
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();
     let mut host = link::open_host(link, None, &clock)?;

@@ -224,12 +224,16 @@ fn unreachable_text(code: u8) -> &'static str {
     }
 }
 
-/// Pings over a TAP device or a VNI port on the wall clock. An IPv6
-/// destination needs IPv6 addresses on the link; pinging waits until one of
-/// the destination's scope has passed duplicate address detection.
+/// Pings over a TAP device or a VNI port on the wall clock. A destination
+/// needs an address of its family on the link; for an IPv6 one pinging
+/// waits until one of the destination's scope has passed duplicate address
+/// detection.
 pub fn run_link(spec: &LinkSpec, options: PingOptions) -> Result<i32> {
     if options.destination.is_ipv6() && spec.ipv6.is_empty() {
         bail!("pinging {} needs an IPv6 --addr: without one the host does not speak IPv6", options.destination);
+    }
+    if options.destination.is_ipv4() && spec.addr.is_none() {
+        bail!("pinging {} needs an IPv4 --addr: without one the host does not speak IPv4", options.destination);
     }
     let stop = realtime::stop_flag()?;
     let clock = MonotonicClock::new();

@@ -82,11 +82,15 @@ pub fn run(spec: &LinkSpec, pcap: Option<&Path>, services: &ServiceConfig) -> Re
     let clock = MonotonicClock::new();
     let mut host = link::open_host(spec, pcap, &clock)?;
     let offered = services.enable(&mut host.services, &mut host.iface)?;
-    let v6: Vec<String> = host.iface.ipv6_addresses().map(|a| format!(" {}", a.cidr)).collect();
-    let tentative = if v6.is_empty() { String::new() } else { format!(" (tentative:{})", v6.concat()) };
+    let v6: Vec<String> = host.iface.ipv6_addresses().map(|a| a.cidr.to_string()).collect();
+    let tentative = (!v6.is_empty()).then(|| format!("tentative: {}", v6.join(" ")));
+    let addresses = match (spec.addr, tentative) {
+        (Some(v4), Some(v6)) => format!("{v4} ({v6})"),
+        (Some(v4), None) => v4.to_string(),
+        (None, v6) => v6.unwrap_or_default(),
+    };
     println!(
-        "nagare up: {}{tentative} on {} (mac {}); {}; Ctrl-C stops",
-        spec.addr,
+        "nagare up: {addresses} on {} (mac {}); {}; Ctrl-C stops",
         spec.describe(),
         host.iface.config().mac,
         offered.join(", ")

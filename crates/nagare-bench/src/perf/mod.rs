@@ -201,21 +201,23 @@ impl ClientOptions {
 
 /// The addresses a link was given, IPv4's first.
 fn addresses(link: &LinkSpec) -> String {
-    let mut all = vec![link.addr.to_string()];
+    let mut all: Vec<String> = link.addr.iter().map(|a| a.to_string()).collect();
     all.extend(link.ipv6.iter().map(|a| a.to_string()));
     all.join(", ")
 }
 
 /// An error if `stack` cannot reach `server`: through netd only IPv4 is
-/// spoken; nagare's own host needs an IPv6 address of its own for an IPv6
-/// server.
+/// spoken; nagare's own host needs an address of the server's family.
 fn check_reach(stack: &Stack, server: IpAddr) -> Result<()> {
     match (stack, server) {
         (Stack::Via { .. }, IpAddr::V6(ip)) => {
             bail!("{ip}: perf through netd (--via) reaches IPv4 servers only; without --via the kernel's stack, or with --tap nagare's, reaches IPv6 ones")
         }
         (Stack::Engine(link), IpAddr::V6(ip)) if link.ipv6.is_empty() => {
-            bail!("a test with {ip} needs an IPv6 --addr beside the IPv4 one: without one the host does not speak IPv6")
+            bail!("a test with {ip} needs an IPv6 --addr: without one the host does not speak IPv6")
+        }
+        (Stack::Engine(link), IpAddr::V4(ip)) if link.addr.is_none() => {
+            bail!("a test with {ip} needs an IPv4 --addr: without one the host does not speak IPv4")
         }
         _ => Ok(()),
     }

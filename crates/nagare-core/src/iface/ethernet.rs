@@ -1,6 +1,7 @@
 //! Ethernet: the frames the interface takes (to our address, broadcast,
-//! or an IPv6 group we joined, from a unicast source) and the header on
-//! every frame it sends.
+//! or an IPv6 group we joined, from a unicast source; ARP and IPv4 only
+//! with an IPv4 address, IPv6 only on an interface that speaks it) and the
+//! header on every frame it sends.
 
 use super::Interface;
 use crate::buf::PacketBuf;
@@ -30,6 +31,7 @@ impl Interface {
         frame.trim_front(ETHERNET_HEADER_LEN);
         self.rx_link_broadcast = dst.is_broadcast();
         match ethertype {
+            EtherType::Arp | EtherType::Ipv4 if !self.speaks_ipv4() => self.counters.drop_eth_unknown_type += 1,
             EtherType::Arp => self.receive_arp(&frame, now),
             EtherType::Ipv4 => self.receive_ipv4(frame, now, false),
             EtherType::Ipv6 => self.receive_ipv6(frame, now, dst.is_multicast()),

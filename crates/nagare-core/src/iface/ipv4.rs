@@ -162,8 +162,11 @@ impl Interface {
         let hop = if local {
             None
         } else {
-            let Some(hop) = next_hop(&self.config.addresses, &self.config.routes, self.config.gateway, repr.dst_addr)
-            else {
+            // Without an IPv4 address nothing IPv4 goes on the link, the
+            // limited broadcast included.
+            let hop = next_hop(&self.config.addresses, &self.config.routes, self.config.gateway, repr.dst_addr)
+                .filter(|_| self.speaks_ipv4());
+            let Some(hop) = hop else {
                 self.counters.drop_ip_no_route += 1;
                 return Err(Error::NoRoute);
             };

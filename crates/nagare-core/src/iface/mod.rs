@@ -242,6 +242,12 @@ impl Interface {
         self.v6.as_ref().map_or((0, 0), |v6| (v6.reassembler.len(), v6.reassembler.footprint_bytes()))
     }
 
+    /// Whether the interface speaks IPv4 on its link: it has an IPv4
+    /// address.
+    pub fn speaks_ipv4(&self) -> bool {
+        !self.config.addresses.is_empty()
+    }
+
     /// Whether `ip` is one of this interface's addresses.
     pub fn has_address(&self, ip: Ipv4Addr) -> bool {
         self.config.addresses.iter().any(|c| c.address() == ip)

@@ -10,8 +10,8 @@
 
 use super::{serve, DriverHandle, Launcher, Placement};
 use nagare_dev::{Device, Impaired, Impairment, TapDevice};
-use nagare_host::link::{default_mac, open_vni_port};
-use nagare_wire::{EthernetAddress, Ipv4Cidr};
+use nagare_host::link::open_vni_port;
+use nagare_wire::EthernetAddress;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -44,8 +44,8 @@ pub struct DriverSpec {
     pub device: DriverDevice,
     /// Loss, delay and the like both ways (tests).
     pub impair: Option<Impairment>,
-    /// netd's address, which seeds the impairment.
-    pub addr: Ipv4Cidr,
+    /// Seeds the impairment (netd's [`LinkSpec::host_id`](nagare_host::LinkSpec::host_id)).
+    pub seed: u64,
     /// How long the driver polls after its last work before it sleeps.
     pub spin: Duration,
 }
@@ -65,7 +65,7 @@ impl DriverSpec {
                 vec![String::from("--vni"), segment.clone(), String::from("--mac"), mac.to_string()]
             }
         };
-        a.extend([String::from("--addr"), self.addr.to_string()]);
+        a.extend([String::from("--seed"), self.seed.to_string()]);
         a.extend([String::from("--spin-us"), self.spin.as_micros().to_string()]);
         if let Some(i) = &self.impair {
             a.extend([String::from("--impair"), i.to_string()]);
@@ -84,7 +84,7 @@ impl DriverSpec {
             DriverDevice::Vni { segment, mac } => Box::new(open_vni_port(segment, *mac)?),
         };
         if let Some(i) = self.impair.filter(|i| !i.is_none()) {
-            device = Box::new(Impaired::new(device, i, u64::from(self.addr.address().to_bits())));
+            device = Box::new(Impaired::new(device, i, self.seed));
         }
         Ok(device)
     }
@@ -139,10 +139,10 @@ pub struct DriverArgs {
     pub vnet_header: bool,
     /// A VNI segment to attach a port of.
     pub vni: Option<String>,
-    /// The port's Ethernet address (netd's).
+    /// The port's Ethernet address (netd's), needed with `vni`.
     pub mac: Option<EthernetAddress>,
-    /// netd's address (seeds the impairment).
-    pub addr: Ipv4Cidr,
+    /// Seeds the impairment (netd's host identity).
+    pub seed: u64,
     /// Impair traffic both ways (as netd was asked to).
     pub impair: Option<Impairment>,
     /// How long to poll after the last work before sleeping.
@@ -179,11 +179,12 @@ pub fn run_process(args: DriverArgs) -> io::Result<()> {
     let device = match (args.tap, args.vni) {
         (Some(name), _) => DriverDevice::Tap { name, vnet_header: args.vnet_header },
         (None, Some(segment)) => {
-            DriverDevice::Vni { segment, mac: args.mac.unwrap_or_else(|| default_mac(args.addr.address())) }
+            let mac = args.mac.ok_or_else(|| invalid("--vni needs --mac (netd's Ethernet address)".into()))?;
+            DriverDevice::Vni { segment, mac }
         }
         (None, None) => return Err(invalid("--tap or --vni is needed".into())),
     };
-    let spec = DriverSpec { device, impair: args.impair, addr: args.addr, spin: args.spin };
+    let spec = DriverSpec { device, impair: args.impair, seed: args.seed, spin: args.spin };
     let stop = AtomicBool::new(false);
     let stats = serve(control, args.spin, |fd| spec.open(fd), &stop)?;
     log::info!("(pid {}) stopping; {stats:?}", std::process::id());
