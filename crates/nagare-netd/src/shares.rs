@@ -16,7 +16,9 @@
 //! A holder left alone takes its socket back as its own (`RECLAIM`,
 //! [`Shares::reclaim`]): the socket leaves this table, and its token
 //! names nothing from then on; bytes given back that still wait stay
-//! here for that holder, received first as before.
+//! here for that holder, received first as before (and, if it shares the
+//! socket again before they are received, after the bytes that share
+//! gives back, which it had received before them).
 //!
 //! Bytes a holder took from a shared stream and did not read come back
 //! here (`GIVE_BACK`) and are received first by the next receive of any
@@ -43,6 +45,30 @@ struct Shared<S> {
     watched: bool,
     /// Bytes given back, received before the connection's own.
     returned: VecDeque<u8>,
+    /// Bytes kept from before the socket was taken back, shared again
+    /// since: received after those given back at this share (which its
+    /// sharer had received before them) and before the connection's own.
+    later: VecDeque<u8>,
+}
+
+impl<S> Shared<S> {
+    /// Bytes given back that wait.
+    fn waiting(&self) -> usize {
+        self.returned.len() + self.later.len()
+    }
+
+    /// Up to `into.len()` of the bytes that wait, in order: how many.
+    fn take(&mut self, into: &mut [u8]) -> usize {
+        let mut n = 0;
+        for q in [&mut self.returned, &mut self.later] {
+            let k = (into.len() - n).min(q.len());
+            for (to, from) in into[n..n + k].iter_mut().zip(q.drain(..k)) {
+                *to = from;
+            }
+            n += k;
+        }
+        n
+    }
 }
 
 /// Every shared socket (an `S`: netd's are `crate::sockets::Sock`s), by
@@ -75,9 +101,11 @@ impl<S: Copy> Shares<S> {
         while self.by_token.contains_key(&token) {
             token = token.wrapping_add(1).max(1);
         }
-        // Bytes kept from an earlier share come first still.
-        let returned = self.kept.remove(&(key, id)).unwrap_or_default();
-        self.by_token.insert(token, Shared { sock, uid, holders: vec![(key, id)], watched: false, returned });
+        // Bytes kept from an earlier share come before the connection's
+        // own still, after those this share gives back.
+        let later = self.kept.remove(&(key, id)).unwrap_or_default();
+        let returned = VecDeque::new();
+        self.by_token.insert(token, Shared { sock, uid, holders: vec![(key, id)], watched: false, returned, later });
         self.by_holder.insert((key, id), token);
         token
     }
@@ -121,7 +149,7 @@ impl<S: Copy> Shares<S> {
     /// Takes the share of `token` out, with its given-back bytes.
     fn remove(&mut self, token: u64) -> Option<Shared<S>> {
         let s = self.by_token.remove(&token)?;
-        self.returned = self.returned.saturating_sub(s.returned.len());
+        self.returned = self.returned.saturating_sub(s.waiting());
         Some(s)
     }
 
@@ -147,9 +175,11 @@ impl<S: Copy> Shares<S> {
             return Err(libc::EBUSY);
         }
         self.by_holder.remove(&(key, id));
-        let s = self.by_token.remove(&token).ok_or(libc::EINVAL)?;
-        if !s.returned.is_empty() {
-            self.kept.insert((key, id), s.returned);
+        let mut s = self.by_token.remove(&token).ok_or(libc::EINVAL)?;
+        if s.waiting() > 0 {
+            let mut kept = std::mem::take(&mut s.returned);
+            kept.append(&mut s.later);
+            self.kept.insert((key, id), kept);
         }
         Ok(())
     }
@@ -179,11 +209,10 @@ impl<S: Copy> Shares<S> {
     pub fn give_back(&mut self, key: u64, id: u32, bytes: &[u8]) -> Result<(), i32> {
         let total = self.returned;
         let s = self.shared_mut(key, id).ok_or(libc::EINVAL)?;
-        let returned = &mut s.returned;
-        if returned.len() + bytes.len() > MAX_RETURNED || total + bytes.len() > MAX_RETURNED_TOTAL {
+        if s.waiting() + bytes.len() > MAX_RETURNED || total + bytes.len() > MAX_RETURNED_TOTAL {
             return Err(libc::ENOBUFS);
         }
-        returned.extend(bytes);
+        s.returned.extend(bytes);
         self.returned += bytes.len();
         Ok(())
     }
@@ -191,21 +220,21 @@ impl<S: Copy> Shares<S> {
     /// Up to `into.len()` given-back bytes of holder `(key, id)`'s stream,
     /// taken into `into`: how many (0 when none wait).
     pub fn take_returned(&mut self, key: u64, id: u32, into: &mut [u8]) -> usize {
-        let kept = self.kept.get_mut(&(key, id));
-        let returned = match kept {
-            Some(k) => k,
-            None => match self.by_holder.get(&(key, id)).and_then(|t| self.by_token.get_mut(t)) {
-                Some(s) => &mut s.returned,
+        let n = if let Some(kept) = self.kept.get_mut(&(key, id)) {
+            let n = into.len().min(kept.len());
+            for (to, from) in into.iter_mut().zip(kept.drain(..n)) {
+                *to = from;
+            }
+            if kept.is_empty() {
+                self.kept.remove(&(key, id));
+            }
+            n
+        } else {
+            match self.by_holder.get(&(key, id)).and_then(|t| self.by_token.get_mut(t)) {
+                Some(s) => s.take(into),
                 None => return 0,
-            },
+            }
         };
-        let n = into.len().min(returned.len());
-        for (to, from) in into.iter_mut().zip(returned.drain(..n)) {
-            *to = from;
-        }
-        if returned.is_empty() {
-            self.kept.remove(&(key, id));
-        }
         self.returned -= n;
         n
     }
@@ -213,7 +242,7 @@ impl<S: Copy> Shares<S> {
     /// Whether given-back bytes wait on holder `(key, id)`'s stream.
     pub fn has_returned(&self, key: u64, id: u32) -> bool {
         self.kept.contains_key(&(key, id))
-            || self.by_holder.get(&(key, id)).and_then(|t| self.by_token.get(t)).is_some_and(|s| !s.returned.is_empty())
+            || self.by_holder.get(&(key, id)).and_then(|t| self.by_token.get(t)).is_some_and(|s| s.waiting() > 0)
     }
 
     /// A holder of socket `(key, id)` other than itself, if it is shared
@@ -344,8 +373,8 @@ mod tests {
         assert_eq!(s.share(1, 5, sock(), 1000, || 12), 12, "shared again, a fresh token");
         s.give_back(1, 5, b"d").unwrap();
         let mut got = [0u8; 4];
-        assert_eq!(s.take_returned(1, 5, &mut got), 3, "the kept bytes first");
-        assert_eq!(&got[..3], b"bcd");
+        assert_eq!(s.take_returned(1, 5, &mut got), 3);
+        assert_eq!(&got[..3], b"dbc", "what this share gave back (received before the kept bytes) first");
         assert!(!s.has_returned(1, 5));
         s.reclaim(1, 5).unwrap();
         s.share(1, 6, sock(), 1000, || 13);
