@@ -222,11 +222,12 @@ pub enum Op {
     UdpConnect = 29,
     /// Take shared socket `socket` back as this client's alone, as before
     /// it was shared: granted (done with 0) when this client is its only
-    /// holder, at most one watched descriptor for it is still open (this
-    /// process's own), and no bytes given back ([`Op::GiveBack`]) wait to
-    /// be received; its token then names nothing, and its watch ends.
-    /// Refused with `EBUSY` otherwise, and `EINVAL` for a socket that is
-    /// not shared; a refusal changes nothing.
+    /// holder and at most one watched descriptor for it is still open
+    /// (this process's own); its token then names nothing, its watch
+    /// ends, and bytes given back ([`Op::GiveBack`]) that still wait are
+    /// this client's next receives' first. Refused with `EBUSY` otherwise,
+    /// and `EINVAL` for a socket that is not shared; a refusal changes
+    /// nothing.
     Reclaim = 30,
 }
 
