@@ -125,9 +125,9 @@ impl Session {
 impl Session {
     /// Takes shared socket `id` back as ours alone: whether netd granted
     /// it (not while another holder, or another process's watched
-    /// descriptor, has it, nor while bytes given back wait: each a
-    /// refusal, `false`, that changes nothing). On a grant the path reads
-    /// and accepts ahead again.
+    /// descriptor, has it: a refusal, `false`, that changes nothing). On a
+    /// grant the path reads and accepts ahead again; bytes given back that
+    /// still wait in netd are its first receives'.
     fn reclaim_socket(&self, id: u32) -> io::Result<bool> {
         match self.call(request(Op::Reclaim, id), Data::None) {
             Ok(_) => {}
