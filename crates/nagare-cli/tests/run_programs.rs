@@ -551,6 +551,136 @@ fn a_forking_server_hands_each_connection_to_its_child() {
     python.terminate(Duration::from_secs(5));
 }
 
+/// A server that forks a helper which exits at once (as redis's `BGSAVE`
+/// does) takes its connection back once the helper is gone: the bytes
+/// read before the fork, through the shared path and after the reclaim
+/// arrive whole and in order, the placeholder is no longer named for a
+/// token (`/proc/net/unix`), and netd's line for the connection shows no
+/// other holder.
+#[test]
+fn a_server_takes_its_connection_back_once_its_forked_helper_is_gone() {
+    if let Some(reason) = interop_unavailable(&["python3", "nc", "ping"]) {
+        return skip("a_server_takes_its_connection_back_once_its_forked_helper_is_gone", &reason);
+    }
+    let s = Setup::new("runback");
+    const TOTAL: usize = 400_000;
+    let server = format!(
+        "import os, socket, time\n\
+         l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         l.bind(('0.0.0.0', 7310)); l.listen(1)\n\
+         c, a = l.accept(); l.close()\n\
+         def readn(n):\n\
+         \x20   d = b''\n\
+         \x20   while len(d) < n:\n\
+         \x20       x = c.recv(n - len(d))\n\
+         \x20       if not x: break\n\
+         \x20       d += x\n\
+         \x20   return d\n\
+         got = readn(50000)\n\
+         pid = os.fork()\n\
+         if pid == 0: os._exit(0)\n\
+         os.waitpid(pid, 0)\n\
+         got += readn(50000)\n\
+         named = -1\n\
+         for _ in range(250):\n\
+         \x20   c.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)\n\
+         \x20   named = sum('@nagare-shared-' in l for l in open('/proc/net/unix'))\n\
+         \x20   if named == 0: break\n\
+         \x20   time.sleep(0.02)\n\
+         print('named', named, flush=True)\n\
+         got += readn({TOTAL} - 100000)\n\
+         c.sendall(got)\n\
+         print('sent', len(got), flush=True)\n\
+         time.sleep(30)\n"
+    );
+    let mut python = Process::spawn(s.run("python3").args(["-c", &server]).stdout(Stdio::piped()));
+    // The server accepts one connection: the client waits for it to
+    // listen itself (a probe's connection would be the one accepted).
+    let client = format!(
+        "import socket, time\n\
+         data = bytes((i * 7 + 3) % 251 for i in range({TOTAL}))\n\
+         for _ in range(100):\n\
+         \x20   try:\n\
+         \x20       c = socket.create_connection(({NAGARE:?}, 7310), 10); break\n\
+         \x20   except OSError:\n\
+         \x20       time.sleep(0.1)\n\
+         c.sendall(data)\n\
+         d = b''\n\
+         while len(d) < {TOTAL}:\n\
+         \x20   x = c.recv(65536)\n\
+         \x20   if not x: break\n\
+         \x20   d += x\n\
+         print('same' if d == data else 'differs after %d' % len(d))\n"
+    );
+    let out = ok(s.kernel("python3").args(["-c", &client]), 30, "the client");
+    assert_eq!(out.stdout.trim(), "same", "{}", out.stderr);
+    let report = s.stat();
+    assert!(report.lines().any(|l| l.starts_with("socket ") && l.contains(":7310 ")), "{report}");
+    assert!(!report.lines().any(|l| l.contains(" holders ")), "{report}");
+    let server_out = python.terminate(Duration::from_secs(5)).expect("python3 ends");
+    let said = String::from_utf8_lossy(&server_out.stdout);
+    assert_eq!(said, format!("named 0\nsent {TOTAL}\n"), "{}", String::from_utf8_lossy(&server_out.stderr));
+}
+
+/// A connection handed to a grandchild that runs a program (the child
+/// forks it and exits at once) is not taken back by the server while
+/// that program holds its descriptor: each process holds a placeholder of
+/// its own, watched by netd, which refuses the reclaim until the program
+/// is gone. The program's write comes first, then the server's, and the
+/// server takes the connection back once the program exited.
+#[test]
+fn a_connection_held_by_a_grandchild_s_program_is_taken_back_only_after_it() {
+    if let Some(reason) = interop_unavailable(&["python3", "nc", "ping"]) {
+        return skip("a_connection_held_by_a_grandchild_s_program_is_taken_back_only_after_it", &reason);
+    }
+    let s = Setup::new("runheld");
+    let server = "import os, socket, sys, time\n\
+         prog = 'import os, socket, sys\\nos.read(int(sys.argv[2]), 1)\\ns = socket.socket(fileno=int(sys.argv[1]))\\ns.sendall(b\"G\")\\n'\n\
+         l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         l.bind(('0.0.0.0', 7320)); l.listen(1)\n\
+         c, a = l.accept(); l.close()\n\
+         fd = c.fileno(); os.set_inheritable(fd, True)\n\
+         r, w = os.pipe(); os.set_inheritable(r, True)\n\
+         def named(): return sum('@nagare-shared-' in l for l in open('/proc/net/unix'))\n\
+         pid = os.fork()\n\
+         if pid == 0:\n\
+         \x20   if os.fork() == 0: os.execv(sys.executable, [sys.executable, '-c', prog, str(fd), str(r)])\n\
+         \x20   os._exit(0)\n\
+         os.waitpid(pid, 0)\n\
+         for _ in range(30):\n\
+         \x20   c.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF); time.sleep(0.02)\n\
+         print('held', named(), flush=True)\n\
+         os.write(w, b'x')\n\
+         n = -1\n\
+         for _ in range(500):\n\
+         \x20   c.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF); n = named()\n\
+         \x20   if n == 0: break\n\
+         \x20   time.sleep(0.02)\n\
+         print('named', n, flush=True)\n\
+         c.sendall(b'P')\n\
+         time.sleep(30)\n";
+    let mut python = Process::spawn(s.run("python3").args(["-c", server]).stdout(Stdio::piped()));
+    let client = format!(
+        "import socket, time\n\
+         for _ in range(100):\n\
+         \x20   try:\n\
+         \x20       c = socket.create_connection(({NAGARE:?}, 7320), 10); break\n\
+         \x20   except OSError:\n\
+         \x20       time.sleep(0.1)\n\
+         d = b''\n\
+         while len(d) < 2:\n\
+         \x20   x = c.recv(10)\n\
+         \x20   if not x: break\n\
+         \x20   d += x\n\
+         print(d.decode())\n"
+    );
+    let out = ok(s.kernel("python3").args(["-c", &client]), 30, "the client");
+    let server_out = python.terminate(Duration::from_secs(5)).expect("python3 ends");
+    let said = String::from_utf8_lossy(&server_out.stdout);
+    assert_eq!(out.stdout.trim(), "GP", "{}\n{said}\n{}", out.stderr, String::from_utf8_lossy(&server_out.stderr));
+    assert_eq!(said, "held 2\nnamed 0\n", "{}", String::from_utf8_lossy(&server_out.stderr));
+}
+
 /// UDP through netd from python3: a datagram to the kernel's echo and its
 /// answer, unconnected and connected. A socket made and used before fork
 /// sends and receives in the child, and then again in the parent; netd's

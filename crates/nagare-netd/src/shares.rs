@@ -13,6 +13,13 @@
 //! Tokens are random and never 0, and only a client of the user who
 //! shared a socket may adopt it (root may adopt any).
 //!
+//! A holder left alone takes its socket back as its own (`RECLAIM`,
+//! [`Shares::reclaim`]): the socket leaves this table, and its token
+//! names nothing from then on; bytes given back that still wait stay
+//! here for that holder, received first as before (and, if it shares the
+//! socket again before they are received, after the bytes that share
+//! gives back, which it had received before them).
+//!
 //! Bytes a holder took from a shared stream and did not read come back
 //! here (`GIVE_BACK`) and are received first by the next receive of any
 //! holder, so that a stream handed to a child loses nothing its parent's
@@ -38,6 +45,30 @@ struct Shared<S> {
     watched: bool,
     /// Bytes given back, received before the connection's own.
     returned: VecDeque<u8>,
+    /// Bytes kept from before the socket was taken back, shared again
+    /// since: received after those given back at this share (which its
+    /// sharer had received before them) and before the connection's own.
+    later: VecDeque<u8>,
+}
+
+impl<S> Shared<S> {
+    /// Bytes given back that wait.
+    fn waiting(&self) -> usize {
+        self.returned.len() + self.later.len()
+    }
+
+    /// Up to `into.len()` of the bytes that wait, in order: how many.
+    fn take(&mut self, into: &mut [u8]) -> usize {
+        let mut n = 0;
+        for q in [&mut self.returned, &mut self.later] {
+            let k = (into.len() - n).min(q.len());
+            for (to, from) in into[n..n + k].iter_mut().zip(q.drain(..k)) {
+                *to = from;
+            }
+            n += k;
+        }
+        n
+    }
 }
 
 /// Every shared socket (an `S`: netd's are `crate::sockets::Sock`s), by
@@ -45,13 +76,16 @@ struct Shared<S> {
 pub(crate) struct Shares<S> {
     by_token: HashMap<u64, Shared<S>>,
     by_holder: HashMap<(u64, u32), u64>,
-    /// Bytes given back, in all.
+    /// Bytes given back to sockets taken back since, by holder: still
+    /// received first.
+    kept: HashMap<(u64, u32), VecDeque<u8>>,
+    /// Bytes given back, in all (those kept included).
     returned: usize,
 }
 
 impl<S> Default for Shares<S> {
     fn default() -> Shares<S> {
-        Shares { by_token: HashMap::new(), by_holder: HashMap::new(), returned: 0 }
+        Shares { by_token: HashMap::new(), by_holder: HashMap::new(), kept: HashMap::new(), returned: 0 }
     }
 }
 
@@ -67,8 +101,11 @@ impl<S: Copy> Shares<S> {
         while self.by_token.contains_key(&token) {
             token = token.wrapping_add(1).max(1);
         }
-        self.by_token
-            .insert(token, Shared { sock, uid, holders: vec![(key, id)], watched: false, returned: VecDeque::new() });
+        // Bytes kept from an earlier share come before the connection's
+        // own still, after those this share gives back.
+        let later = self.kept.remove(&(key, id)).unwrap_or_default();
+        let returned = VecDeque::new();
+        self.by_token.insert(token, Shared { sock, uid, holders: vec![(key, id)], watched: false, returned, later });
         self.by_holder.insert((key, id), token);
         token
     }
@@ -96,6 +133,9 @@ impl<S: Copy> Shares<S> {
     /// departure): whether another holder or a watched descriptor keeps
     /// it, so that it must stay open. Its token goes with the last.
     pub fn let_go(&mut self, key: u64, id: u32) -> bool {
+        if let Some(kept) = self.kept.remove(&(key, id)) {
+            self.returned = self.returned.saturating_sub(kept.len());
+        }
         let Some(token) = self.by_holder.remove(&(key, id)) else { return false };
         let Some(s) = self.by_token.get_mut(&token) else { return false };
         s.holders.retain(|&h| h != (key, id));
@@ -109,14 +149,39 @@ impl<S: Copy> Shares<S> {
     /// Takes the share of `token` out, with its given-back bytes.
     fn remove(&mut self, token: u64) -> Option<Shared<S>> {
         let s = self.by_token.remove(&token)?;
-        self.returned = self.returned.saturating_sub(s.returned.len());
+        self.returned = self.returned.saturating_sub(s.waiting());
         Some(s)
     }
 
     /// Whether a process of user `uid` may watch the socket of `token`:
-    /// it is shared, by that user (or `uid` is root), and not watched yet.
+    /// it is shared, by that user (or `uid` is root).
     pub fn may_watch(&self, token: u64, uid: u32) -> bool {
-        self.by_token.get(&token).is_some_and(|s| !s.watched && (uid == 0 || uid == s.uid))
+        self.by_token.get(&token).is_some_and(|s| uid == 0 || uid == s.uid)
+    }
+
+    /// The token of socket `(key, id)`, if it is shared.
+    pub fn token(&self, key: u64, id: u32) -> Option<u64> {
+        self.by_holder.get(&(key, id)).copied()
+    }
+
+    /// Holder `(key, id)` takes its socket back as its own: it leaves
+    /// this table, with its token; given-back bytes that wait are kept for
+    /// it, received first still. `EINVAL` if it is not shared, `EBUSY`
+    /// (and nothing changes) while another holder has it.
+    pub fn reclaim(&mut self, key: u64, id: u32) -> Result<(), i32> {
+        let token = self.token(key, id).ok_or(libc::EINVAL)?;
+        let s = self.by_token.get(&token).ok_or(libc::EINVAL)?;
+        if s.holders.iter().any(|&h| h != (key, id)) {
+            return Err(libc::EBUSY);
+        }
+        self.by_holder.remove(&(key, id));
+        let mut s = self.by_token.remove(&token).ok_or(libc::EINVAL)?;
+        if s.waiting() > 0 {
+            let mut kept = std::mem::take(&mut s.returned);
+            kept.append(&mut s.later);
+            self.kept.insert((key, id), kept);
+        }
+        Ok(())
     }
 
     /// The socket of `token` is watched from now on.
@@ -144,7 +209,7 @@ impl<S: Copy> Shares<S> {
     pub fn give_back(&mut self, key: u64, id: u32, bytes: &[u8]) -> Result<(), i32> {
         let total = self.returned;
         let s = self.shared_mut(key, id).ok_or(libc::EINVAL)?;
-        if s.returned.len() + bytes.len() > MAX_RETURNED || total + bytes.len() > MAX_RETURNED_TOTAL {
+        if s.waiting() + bytes.len() > MAX_RETURNED || total + bytes.len() > MAX_RETURNED_TOTAL {
             return Err(libc::ENOBUFS);
         }
         s.returned.extend(bytes);
@@ -155,18 +220,29 @@ impl<S: Copy> Shares<S> {
     /// Up to `into.len()` given-back bytes of holder `(key, id)`'s stream,
     /// taken into `into`: how many (0 when none wait).
     pub fn take_returned(&mut self, key: u64, id: u32, into: &mut [u8]) -> usize {
-        let Some(s) = self.shared_mut(key, id) else { return 0 };
-        let n = into.len().min(s.returned.len());
-        for (to, from) in into.iter_mut().zip(s.returned.drain(..n)) {
-            *to = from;
-        }
+        let n = if let Some(kept) = self.kept.get_mut(&(key, id)) {
+            let n = into.len().min(kept.len());
+            for (to, from) in into.iter_mut().zip(kept.drain(..n)) {
+                *to = from;
+            }
+            if kept.is_empty() {
+                self.kept.remove(&(key, id));
+            }
+            n
+        } else {
+            match self.by_holder.get(&(key, id)).and_then(|t| self.by_token.get_mut(t)) {
+                Some(s) => s.take(into),
+                None => return 0,
+            }
+        };
         self.returned -= n;
         n
     }
 
     /// Whether given-back bytes wait on holder `(key, id)`'s stream.
     pub fn has_returned(&self, key: u64, id: u32) -> bool {
-        self.by_holder.get(&(key, id)).and_then(|t| self.by_token.get(t)).is_some_and(|s| !s.returned.is_empty())
+        self.kept.contains_key(&(key, id))
+            || self.by_holder.get(&(key, id)).and_then(|t| self.by_token.get(t)).is_some_and(|s| s.waiting() > 0)
     }
 
     /// A holder of socket `(key, id)` other than itself, if it is shared
@@ -230,7 +306,7 @@ mod tests {
         assert!(!s.may_watch(token, 1001), "another user");
         assert!(s.may_watch(token, 1000));
         s.watch(token);
-        assert!(!s.may_watch(token, 1000), "watched once");
+        assert!(s.may_watch(token, 1000), "by several processes");
         assert!(s.let_go(1, 5), "the watch keeps it");
         assert!(s.find(token, 1000).is_ok(), "still adoptable");
         s.adopted(token, 2, 1);
@@ -276,5 +352,36 @@ mod tests {
         s.give_back(1, sockets + 1, b"x").expect("room again");
         assert!(!s.let_go(1, 2), "the last holder");
         s.give_back(1, sockets + 1, &vec![0; MAX_RETURNED - 1]).expect("a socket's bytes leave with it");
+    }
+
+    #[test]
+    fn a_holder_left_alone_takes_its_socket_back() {
+        let mut s: Shares<u32> = Shares::default();
+        assert_eq!(s.reclaim(1, 5), Err(libc::EINVAL), "not shared");
+        let token = s.share(1, 5, sock(), 1000, || 11);
+        s.adopted(token, 2, 1);
+        assert_eq!(s.reclaim(1, 5), Err(libc::EBUSY), "another holder");
+        assert!(s.let_go(2, 1));
+        s.give_back(1, 5, b"abc").unwrap();
+        assert_eq!(s.reclaim(1, 5), Ok(()));
+        assert_eq!(s.token(1, 5), None);
+        assert_eq!(s.find(token, 1000), Err(libc::ENOENT), "the token names nothing");
+        assert!(s.has_returned(1, 5), "given-back bytes kept for it");
+        let mut got = [0u8; 1];
+        assert_eq!(s.take_returned(1, 5, &mut got), 1);
+        assert_eq!(&got, b"a");
+        assert_eq!(s.share(1, 5, sock(), 1000, || 12), 12, "shared again, a fresh token");
+        s.give_back(1, 5, b"d").unwrap();
+        let mut got = [0u8; 4];
+        assert_eq!(s.take_returned(1, 5, &mut got), 3);
+        assert_eq!(&got[..3], b"dbc", "what this share gave back (received before the kept bytes) first");
+        assert!(!s.has_returned(1, 5));
+        s.reclaim(1, 5).unwrap();
+        s.share(1, 6, sock(), 1000, || 13);
+        s.give_back(1, 6, b"xyz").unwrap();
+        s.reclaim(1, 6).unwrap();
+        assert!(!s.let_go(1, 6), "a plain socket again");
+        assert!(!s.has_returned(1, 6), "its kept bytes went with it");
+        assert_eq!(s.returned, 0);
     }
 }

@@ -46,6 +46,29 @@ impl Sharing {
         self.shares.let_go(key, id)
     }
 
+    /// Holder `(key, id)` takes its socket back as its own
+    /// ([`Shares::reclaim`]) when, the watches that came and the hang-ups
+    /// taken first, at most one watched descriptor for it is still open
+    /// (its own process's): that watch ends. `EINVAL` if it is not
+    /// shared, `EBUSY` (and nothing changes) otherwise.
+    pub fn reclaim(&mut self, key: u64, id: u32) -> Result<(), i32> {
+        let token = self.shares.token(key, id).ok_or(libc::EINVAL)?;
+        self.take_watches();
+        let open = self.watches.as_mut().map_or(0, |w| w.open(token));
+        if open == 0 {
+            // Its holder holds it: nothing to close.
+            let _ = self.shares.unwatched(token);
+        }
+        if open > 1 {
+            return Err(libc::EBUSY);
+        }
+        self.shares.reclaim(key, id)?;
+        if let Some(w) = &mut self.watches {
+            w.forget(token);
+        }
+        Ok(())
+    }
+
     /// The sockets no client holds whose last descriptor was closed: to
     /// be closed now.
     pub fn ended(&mut self) -> Vec<Sock> {

@@ -12,11 +12,17 @@
 //! Bounded: a connection's token is read as it is accepted; at most
 //! [`MAX_UNNAMED`] connections whose token has not come yet wait for it,
 //! each at most [`TOKEN_WAIT`] (past that, a new one is closed, the
-//! waiting ones keep their place); one connection per token, at most
-//! [`MAX_WATCHED_PER_USER`] per user and [`MAX_WATCHED`] in all (a watch
-//! past those is closed: its socket then closes with its last holder); a
-//! connection from another user than the socket's, or with a token nobody
-//! shared, is closed.
+//! waiting ones keep their place); at most [`MAX_WATCHED_PER_USER`]
+//! connections per user and [`MAX_WATCHED`] in all (a watch past those is
+//! closed: its socket then closes with its last holder); a connection
+//! from another user than the socket's, or with a token nobody shared, is
+//! closed.
+//!
+//! A token may have several connections, one per process that holds a
+//! placeholder of its own for the socket (`nagare-posix` gives a child
+//! after `fork` its own): how many are open is how many processes may
+//! still use the socket, which says when its last client may take it
+//! back as its own (`Op::Reclaim`).
 
 use nagare_ipc::PeerCred;
 use std::collections::HashMap;
@@ -42,8 +48,11 @@ pub(crate) struct Watches {
     path: PathBuf,
     /// Connections whose token has not come, with when they came.
     unnamed: Vec<(UnixStream, Instant, PeerCred)>,
-    /// One connection per watched token, with its user.
-    named: HashMap<u64, (UnixStream, u32)>,
+    /// The connections of each watched token (never an empty list), with
+    /// their user.
+    named: HashMap<u64, Vec<(UnixStream, u32)>>,
+    /// Connections in `named`, in all.
+    count: usize,
 }
 
 impl Watches {
@@ -54,12 +63,12 @@ impl Watches {
         }
         let listener = UnixListener::bind(path)?;
         listener.set_nonblocking(true)?;
-        Ok(Watches { listener, path: path.to_path_buf(), unnamed: Vec::new(), named: HashMap::new() })
+        Ok(Watches { listener, path: path.to_path_buf(), unnamed: Vec::new(), named: HashMap::new(), count: 0 })
     }
 
     /// Takes new connections and the tokens that came: each token `may`
-    /// accept for the sender's user (a shared socket of that user, not
-    /// watched yet) is watched from now on, and returned.
+    /// accept for the sender's user (a shared socket of that user) is
+    /// watched from now on (by one more connection), and returned.
     pub fn accept(&mut self, now: Instant, may: impl Fn(u64, u32) -> bool) -> Vec<u64> {
         let mut waiting = std::mem::take(&mut self.unnamed);
         while let Ok((stream, _)) = self.listener.accept() {
@@ -74,13 +83,10 @@ impl Watches {
             match stream.read(&mut word) {
                 Ok(8) => {
                     let token = u64::from_le_bytes(word);
-                    let of_user = self.named.values().filter(|(_, uid)| *uid == cred.uid).count();
-                    if may(token, cred.uid)
-                        && !self.named.contains_key(&token)
-                        && self.named.len() < MAX_WATCHED
-                        && of_user < MAX_WATCHED_PER_USER
-                    {
-                        self.named.insert(token, (stream, cred.uid));
+                    let of_user = self.named.values().flatten().filter(|(_, uid)| *uid == cred.uid).count();
+                    if may(token, cred.uid) && self.count < MAX_WATCHED && of_user < MAX_WATCHED_PER_USER {
+                        self.named.entry(token).or_default().push((stream, cred.uid));
+                        self.count += 1;
                         named.push(token);
                     }
                 }
@@ -99,30 +105,46 @@ impl Watches {
         named
     }
 
-    /// The watched tokens whose connection hung up: no descriptor names
-    /// their socket any more. They are watched no longer.
+    /// The watched tokens whose every connection hung up: no descriptor
+    /// names their socket any more. They are watched no longer.
     pub fn hung_up(&mut self) -> Vec<u64> {
-        let gone: Vec<u64> = self
-            .named
-            .iter()
-            .filter(|(_, (s, _))| {
-                let mut p = libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-                // SAFETY: one valid pollfd, no wait.
-                let n = unsafe { libc::poll(&mut p, 1, 0) };
-                n > 0 && p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLIN) != 0 && closed(s)
-            })
-            .map(|(&t, _)| t)
-            .collect();
-        for t in &gone {
-            self.named.remove(t);
+        let tokens: Vec<u64> = self.named.keys().copied().collect();
+        tokens.into_iter().filter(|&t| self.open(t) == 0).collect()
+    }
+
+    /// How many connections of `token` are still open, those that hung
+    /// up let go first (a token left with none is watched no longer).
+    pub fn open(&mut self, token: u64) -> usize {
+        let Some(list) = self.named.get_mut(&token) else { return 0 };
+        let before = list.len();
+        list.retain(|(s, _)| !hung_up(s));
+        let left = list.len();
+        self.count -= before - left;
+        if left == 0 {
+            self.named.remove(&token);
         }
-        gone
+        left
+    }
+
+    /// Ends every watch of `token` (its connections are closed here).
+    pub fn forget(&mut self, token: u64) {
+        if let Some(list) = self.named.remove(&token) {
+            self.count -= list.len();
+        }
     }
 
     /// Whether tokens are watched (netd then looks for hang-ups often).
     pub fn any(&self) -> bool {
         !self.named.is_empty() || !self.unnamed.is_empty()
     }
+}
+
+/// Whether the peer of `s` hung up.
+fn hung_up(s: &UnixStream) -> bool {
+    let mut p = libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd, no wait.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLIN) != 0 && closed(s)
 }
 
 /// Whether the peer closed `s`: reading finds its end (anything it sends

@@ -5,7 +5,9 @@
 //! loses none of them, in order, and outlives the client that shared it;
 //! a UDP socket's holders each read whole datagrams, none twice, and send
 //! from its address, and the socket passes to the adopter, PacketFlow's
-//! view of it included, once its sharer is gone.
+//! view of it included, once its sharer is gone; a holder left alone,
+//! with no other process's watched descriptor and no given-back bytes
+//! waiting, takes its socket back, and its token names nothing then.
 
 mod support;
 
@@ -145,8 +147,8 @@ fn a_watched_descriptor_keeps_a_shared_stream_until_it_is_closed() {
     assert_eq!(out.read(&mut byte).expect("the FIN"), 0, "the socket closed once nothing named it");
 }
 
-/// A watch with a token nobody shared, or from a socket already watched,
-/// holds nothing open: the socket closes with its last holder.
+/// A watch with a token nobody shared holds nothing open: the socket
+/// closes with its last holder.
 #[test]
 fn a_watch_for_an_unknown_token_holds_nothing() {
     let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
@@ -463,4 +465,126 @@ fn a_shared_connection_s_growth_is_charged_to_every_holder() {
     assert_eq!(charged[0], charged[1], "{report}");
     assert!(charged[0] >= sndbuf, "{report}");
     drop((writer, adopted));
+}
+
+/// Asks `reclaim` until it is granted, at most a bounded number of times
+/// (another client's close or departure, or a descriptor's hang-up, is
+/// seen by netd at its own pace): whether it was.
+fn reclaimed_soon(reclaim: impl Fn() -> std::io::Result<bool>) -> bool {
+    for _ in 0..200 {
+        if reclaim().expect("a reclaim") {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// A shared stream's sharer takes it back only once its adopter let go;
+/// its token names nothing then, its stat line has no holders, and the
+/// stream serves on, read ahead again (a readiness descriptor is lent).
+#[test]
+fn a_holder_left_alone_takes_its_stream_back() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, child, peer) = (netd.connect(), netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&parent, at(9720)).expect("listen");
+    let mut out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9720)), LIMIT).expect("connect");
+    let (mut inside, _) = listener.accept().expect("accept");
+    let not_shared = inside.reclaim().expect_err("never shared");
+    assert_eq!(not_shared.raw_os_error(), Some(libc::EINVAL), "{not_shared}");
+    let token = inside.share().expect("share");
+    let adopted = TcpStream::adopt_via(&child, token).expect("adopt");
+    assert!(!inside.reclaim().expect("asked"), "refused while the adopter holds it");
+    assert!(!inside.reclaim().expect("asked"), "a refusal changes nothing");
+    assert_eq!(inside.readiness_fd().err().map(|e| e.kind()), Some(ErrorKind::Unsupported), "still shared");
+    drop(adopted);
+    assert!(reclaimed_soon(|| inside.reclaim()), "granted once the adopter let go");
+    assert!(!inside.is_shared());
+    inside.readiness_fd().expect("a readiness descriptor, as a socket never shared has");
+    let gone = TcpStream::adopt_via(&child, token).err().expect("the token names nothing");
+    assert_eq!(gone.raw_os_error(), Some(libc::ENOENT), "{gone}");
+    let report = parent.stat().expect("stat");
+    assert!(!report.lines().any(|l| l.contains(" holders ")), "{report}");
+    out.write_all(b"ahead").unwrap();
+    // Read ahead: the bytes come to this process without a read.
+    let mut e = [PollEntry { socket: inside.socket_id(), interest: READABLE, ready: 0 }];
+    assert_eq!(poll(&parent, &mut e, Some(LIMIT)).expect("poll"), 1);
+    assert_eq!(inside.unread().unwrap(), 5, "received ahead");
+    let mut got = [0u8; 5];
+    inside.set_read_timeout(Some(LIMIT)).unwrap();
+    inside.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"ahead");
+    inside.write_all(b"back").unwrap();
+    out.set_read_timeout(Some(LIMIT)).unwrap();
+    out.read_exact(&mut got[..4]).unwrap();
+    assert_eq!(&got[..4], b"back");
+    let again = inside.share().expect("shared again");
+    assert_ne!(again, token, "a fresh token");
+}
+
+/// A token watched by two descriptors (two processes that hold the
+/// socket's placeholder) keeps its socket shared until one hangs up; the
+/// grant ends the last watch.
+#[test]
+fn a_reclaim_waits_for_all_but_one_watched_descriptor() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, peer) = (netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&parent, at(9730)).expect("listen");
+    let _out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9730)), LIMIT).expect("connect");
+    let (inside, _) = listener.accept().expect("accept");
+    let token = inside.share().expect("share");
+    let mut mine = watch(&netd, token);
+    let theirs = watch(&netd, token);
+    assert!(!inside.reclaim().expect("asked"), "refused while two descriptors are watched");
+    drop(theirs);
+    assert!(reclaimed_soon(|| inside.reclaim()), "granted once one hung up");
+    mine.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut byte = [0u8; 1];
+    assert_eq!(mine.read(&mut byte).expect("the watch's end"), 0, "netd ended the watch");
+}
+
+/// A listener taken back accepts ahead again: its readiness descriptor
+/// says a connection waits.
+#[test]
+fn a_listener_taken_back_accepts_ahead_again() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, child, peer) = (netd.connect(), netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&parent, at(9740)).expect("listen");
+    let token = listener.share().expect("share");
+    let adopted = TcpListener::adopt_via(&child, token).expect("adopt");
+    assert!(!listener.reclaim().expect("asked"));
+    drop((adopted, child));
+    assert!(reclaimed_soon(|| listener.reclaim()), "granted once the adopter's client went");
+    assert!(!listener.is_shared());
+    listener.readiness_fd().expect("a readiness descriptor");
+    let _out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9740)), LIMIT).expect("connect");
+    let mut e = [PollEntry { socket: listener.socket_id(), interest: READABLE, ready: 0 }];
+    assert_eq!(poll(&parent, &mut e, Some(LIMIT)).expect("poll"), 1);
+    listener.set_nonblocking(true).unwrap();
+    listener.accept().expect("accepted ahead");
+}
+
+/// Bytes given back at the share are not lost by a reclaim: granted
+/// while they wait, they are still read first, then the stream's own, in
+/// order.
+#[test]
+fn given_back_bytes_come_first_across_a_reclaim() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, peer) = (netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&parent, at(9750)).expect("listen");
+    let mut out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9750)), LIMIT).expect("connect");
+    let (mut inside, _) = listener.accept().expect("accept");
+    out.write_all(b"hello").unwrap();
+    let mut e = [PollEntry { socket: inside.socket_id(), interest: READABLE, ready: 0 }];
+    assert_eq!(poll(&parent, &mut e, Some(LIMIT)).expect("poll"), 1);
+    assert_eq!(inside.unread().unwrap(), 5);
+    inside.share().expect("share");
+    assert_eq!(inside.unread().unwrap(), 0, "given back");
+    out.write_all(b" world").unwrap();
+    assert!(inside.reclaim().expect("asked"), "granted with given-back bytes waiting");
+    out.write_all(b"!").unwrap();
+    let mut got = [0u8; 12];
+    inside.set_read_timeout(Some(LIMIT)).unwrap();
+    inside.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"hello world!");
 }

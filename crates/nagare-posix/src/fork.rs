@@ -33,6 +33,17 @@
 //! - A socket still fresh (no `listen`, `connect` or `bind` in netd) is
 //!   simply the child's too. One that was connecting is not shared: in
 //!   the child it fails with `EBADF`.
+//! - **Each process's own placeholder.** In the child's fork handler, and
+//!   after `exec` in [`inherit`], each inherited watched placeholder is
+//!   replaced by one of the process's own ([`own_placeholder`]: named
+//!   `nagare-shared-TOKEN-PID`, connected to the watch socket), so that
+//!   netd counts the processes that may use a socket by their watch
+//!   connections.
+//! - **Taken back.** The preload library reports the pid of each child
+//!   its `fork`, `vfork` and `posix_spawn` make ([`forked`]); once every
+//!   child a socket was handed to is gone, a call on the socket asks netd
+//!   to take it back ([`reclaim_if_alone`]), and on a grant it reads ahead
+//!   again and has no token, as a socket never shared.
 
 use crate::errors::{errno, say_once};
 use crate::session::{netd_path, session};
@@ -43,6 +54,7 @@ use nagare::Session;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Once};
+use std::time::{Duration, Instant};
 
 /// The session made for the child of the `fork` under way, with what it
 /// adopted by token; `pid` is the child's once it took it (0 before).
@@ -66,14 +78,42 @@ static FOR_CHILD: Mutex<MadeAhead> = Mutex::new(MadeAhead { mine: None, next: No
 /// `in_child` (on the forking thread), so that the child never starts
 /// with one of them held by a thread it does not have.
 struct Held {
-    _table: table::Held,
+    table: table::Held,
     session: crate::session::Held,
     for_child: std::sync::MutexGuard<'static, MadeAhead>,
+    others: std::sync::MutexGuard<'static, Option<HashMap<u64, Others>>>,
 }
 
 thread_local! {
     static HELD: std::cell::RefCell<Option<Held>> = const { std::cell::RefCell::new(None) };
+    /// The tokens of the sockets shared for the `fork` or `posix_spawn`
+    /// under way on this thread, whose child's pid [`forked`] records.
+    static PENDING: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
 }
+
+/// What this process knows of the other holders of a shared socket, by
+/// its token: the children it handed the socket to (those not known to
+/// be gone), whether it ever handed it to one, when it last asked netd to
+/// take the socket back, and how long it waits before it asks again.
+#[derive(Default)]
+struct Others {
+    pids: Vec<u32>,
+    handed: bool,
+    asked: Option<Instant>,
+    wait: Duration,
+}
+
+static OTHERS: Mutex<Option<HashMap<u64, Others>>> = Mutex::new(None);
+
+fn others() -> std::sync::MutexGuard<'static, Option<HashMap<u64, Others>>> {
+    OTHERS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How often a socket is asked back at most (a refusal costs a request);
+/// each refusal doubles the wait, up to [`ASK_AT_LEAST_EVERY`].
+const ASK_EVERY: Duration = Duration::from_millis(100);
+/// The longest wait between two asks of one socket.
+const ASK_AT_LEAST_EVERY: Duration = Duration::from_secs(1);
 
 fn for_child() -> std::sync::MutexGuard<'static, MadeAhead> {
     FOR_CHILD.lock().unwrap_or_else(|e| e.into_inner())
@@ -98,6 +138,7 @@ pub(crate) fn register() {
 extern "C" fn prepare() {
     let _in = Entered::new();
     let tokens = share_all(|_| true);
+    PENDING.with(|p| *p.borrow_mut() = tokens.clone());
     if !tokens.is_empty() {
         if let Ok(session) = Session::connect(netd_path()) {
             session.set_spin_yields(false);
@@ -105,8 +146,9 @@ extern "C" fn prepare() {
             for_child().next = Some(ForChild { session, adopted, pid: 0 });
         }
     }
-    // In this order everywhere: the table, the session slot, the child's.
-    let held = Held { _table: table::hold(), session: crate::session::hold(), for_child: for_child() };
+    // In this order everywhere: the table, the session slot, the child's,
+    // the other holders.
+    let held = Held { table: table::hold(), session: crate::session::hold(), for_child: for_child(), others: others() };
     HELD.with(|h| *h.borrow_mut() = Some(held));
 }
 
@@ -137,7 +179,27 @@ fn share_all(pick: impl Fn(&[i32]) -> bool) -> Vec<u64> {
 /// stays shared, as after a `fork`.)
 pub fn before_spawn(file_actions: bool) {
     let _in = Entered::new();
-    share_all(|fds| file_actions || fds.iter().any(|&fd| !close_on_exec(fd)));
+    let tokens = share_all(|fds| file_actions || fds.iter().any(|&fd| !close_on_exec(fd)));
+    PENDING.with(|p| *p.borrow_mut() = tokens);
+}
+
+/// After a `fork` or `posix_spawn` on this thread (the preload library
+/// stands in for both): `pid`, the child's (0 or less: none was made),
+/// holds the sockets shared for it, which this process takes back only
+/// once that child is gone ([`reclaim_if_alone`]).
+pub fn forked(pid: i32) {
+    let tokens = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    let Ok(pid) = u32::try_from(pid) else { return };
+    if pid == 0 || tokens.is_empty() {
+        return;
+    }
+    let mut o = others();
+    let map = o.get_or_insert_with(HashMap::new);
+    for t in tokens {
+        let o = map.entry(t).or_default();
+        o.pids.push(pid);
+        o.handed = true;
+    }
 }
 
 /// Whether descriptor `fd` has close-on-exec.
@@ -158,10 +220,28 @@ extern "C" fn in_parent() {
     }
 }
 
-/// In the child after the `fork`: the session made for it is its own.
+/// In the child after the `fork`: the session made for it is its own,
+/// and each watched placeholder it inherited is replaced by one of its
+/// own, watched too ([`own_placeholder`]). It has forked no child yet:
+/// the other holders of its sockets are netd's to know.
 extern "C" fn in_child() {
+    let _in = Entered::new();
     let me = std::process::id();
+    PENDING.with(|p| p.borrow_mut().clear());
     let Some(mut held) = HELD.with(|h| h.borrow_mut().take()) else { return };
+    *held.others = None;
+    let mut shared: HashMap<*const Sock, (Vec<i32>, Arc<Sock>)> = HashMap::new();
+    for (&fd, sock) in held.table.iter().flatten() {
+        if sock.token.load(Ordering::Acquire) != 0 {
+            shared.entry(Arc::as_ptr(sock)).or_insert_with(|| (Vec::new(), sock.clone())).0.push(fd);
+        }
+    }
+    for (fds, sock) in shared.values() {
+        let token = sock.token.load(Ordering::Acquire);
+        if sock.watched.load(Ordering::Acquire) && sock.proto == Proto::Tcp {
+            own_placeholder(fds, libc::SOCK_STREAM, Some(token));
+        }
+    }
     let Some(mut c) = held.for_child.next.take() else { return };
     c.pid = me;
     // netd is told which process holds the session now (one request
@@ -232,6 +312,127 @@ fn watch(sock: &Sock, fd: i32, token: u64) {
             sock.watched.store(true, Ordering::Release);
         }
         libc::fcntl(fd, libc::F_SETFL, flags);
+    }
+}
+
+/// Puts a fresh `AF_UNIX` socket of type `ty` under every number of
+/// `fds` (the numbers of one placeholder), each number keeping its
+/// close-on-exec. With `watched`, the fresh one is first named for the
+/// token and this process (`nagare-shared-TOKEN-PID`, so that a program
+/// run by `exec` finds it) and connected to netd's watch socket with the
+/// token sent, so that netd counts this process's descriptor apart from
+/// the others'; if that cannot be done without waiting, the numbers keep
+/// the placeholder they have. Whether they were replaced.
+fn own_placeholder(fds: &[i32], ty: libc::c_int, watched: Option<u64>) -> bool {
+    if fds.is_empty() {
+        return false;
+    }
+    // SAFETY: plain socket calls on descriptors of this process; the
+    // addresses are whole sockaddr_uns of the lengths given; the word is 8
+    // readable bytes.
+    unsafe {
+        let fresh = libc::socket(libc::AF_UNIX, ty | libc::SOCK_CLOEXEC, 0);
+        if fresh < 0 {
+            return false;
+        }
+        if let Some(token) = watched {
+            let name = format!("{}{token:016x}-{:x}", String::from_utf8_lossy(NAME_PREFIX), std::process::id());
+            let path = nagare_request::share_watch_path(&netd_path());
+            let addr = unix_addr(path.as_os_str().as_encoded_bytes(), false);
+            let flags = libc::fcntl(fresh, libc::F_GETFL);
+            libc::fcntl(fresh, libc::F_SETFL, flags | libc::O_NONBLOCK);
+            let word = token.to_le_bytes();
+            let connected = bind_abstract(fresh, name.as_bytes()).is_ok()
+                && addr.is_some_and(|a| {
+                    libc::connect(fresh, &a.0 as *const libc::sockaddr_un as *const libc::sockaddr, a.1) == 0
+                })
+                && libc::write(fresh, word.as_ptr().cast(), word.len()) == 8;
+            libc::fcntl(fresh, libc::F_SETFL, flags);
+            if !connected {
+                libc::close(fresh);
+                return false;
+            }
+        }
+        for &fd in fds {
+            let cloexec = close_on_exec(fd);
+            libc::dup3(fresh, fd, if cloexec { libc::O_CLOEXEC } else { 0 });
+        }
+        libc::close(fresh);
+    }
+    true
+}
+
+/// Whether process `pid` is gone: no such process, or one that exited
+/// and was not reaped yet (state `Z` or `X` in `/proc/PID/stat`); one of
+/// another user, which `kill` may not signal, counts as there.
+fn gone(pid: u32) -> bool {
+    let Ok(p) = i32::try_from(pid) else { return true };
+    // SAFETY: signal 0 only asks whether the process exists.
+    if unsafe { libc::kill(p, 0) } != 0 {
+        return crate::calls::last_errno() == libc::ESRCH;
+    }
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    // The state follows the command's closing parenthesis.
+    let state = stat.rfind(')').and_then(|at| stat[at + 1..].trim_start().chars().next());
+    matches!(state, Some('Z' | 'X'))
+}
+
+/// A call of this process on shared socket `sock` (`g`, its state, here),
+/// which this process handed to children of its own (`fork`,
+/// `posix_spawn`): once every one of them is gone, netd is asked to take
+/// it back (`reclaim`), at most every [`ASK_EVERY`], and less often after
+/// each refusal (up to every [`ASK_AT_LEAST_EVERY`]); on a grant its
+/// placeholders are unnamed sockets again and it has no token, so that it
+/// reads ahead again and a later `fork` shares it afresh. netd refuses
+/// while another process still holds it (a grandchild, a program a child
+/// ran): asked again later. A process that holds a socket it was handed
+/// (a child, a program run by `exec`) never asks, even once the process
+/// that handed it is gone: it keeps the shared path. So only the pids of
+/// children this process made are looked at (`kill` with signal 0,
+/// `/proc`), and a child whose system calls are filtered (as `sshd`'s
+/// unprivileged one) makes none of these calls.
+pub(crate) fn reclaim_if_alone(sock: &Sock, g: &Inner) {
+    let token = sock.token.load(Ordering::Acquire);
+    if token == 0 {
+        return;
+    }
+    {
+        let mut o = others();
+        let Some(entry) = o.as_mut().and_then(|m| m.get_mut(&token)).filter(|e| e.handed) else { return };
+        let wait = entry.wait.max(ASK_EVERY);
+        if entry.asked.is_some_and(|at| at.elapsed() < wait) {
+            return;
+        }
+        entry.asked = Some(Instant::now());
+        entry.pids.retain(|&p| !gone(p));
+        if !entry.pids.is_empty() {
+            return;
+        }
+    }
+    let _in = Entered::new();
+    let granted = match &g.state {
+        State::Listener(l) => l.reclaim(),
+        State::Stream(s) => s.reclaim(),
+        State::Datagram(d) => d.reclaim(),
+        _ => return,
+    };
+    if !matches!(granted, Ok(true)) {
+        if let Some(entry) = others().as_mut().and_then(|m| m.get_mut(&token)) {
+            entry.wait = (entry.wait.max(ASK_EVERY) * 2).min(ASK_AT_LEAST_EVERY);
+        }
+        return;
+    }
+    let ty = match sock.proto {
+        Proto::Tcp => libc::SOCK_STREAM,
+        Proto::Udp => libc::SOCK_DGRAM,
+    };
+    let fds: Vec<i32> =
+        table::groups().into_iter().find(|(_, s)| std::ptr::eq(Arc::as_ptr(s), sock)).map_or(Vec::new(), |(f, _)| f);
+    own_placeholder(&fds, ty, None);
+    sock.token.store(0, Ordering::Release);
+    sock.watched.store(false, Ordering::Release);
+    if let Some(map) = others().as_mut() {
+        map.remove(&token);
     }
 }
 
@@ -329,17 +530,29 @@ pub(crate) fn take_over(sock: &Sock, g: &mut Inner) -> Res<()> {
 pub fn inherit() {
     let _in = Entered::new();
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
-    let mut found: HashMap<u64, Arc<Sock>> = HashMap::new();
+    let mut found: HashMap<u64, (Vec<i32>, Arc<Sock>, bool)> = HashMap::new();
     for entry in dir.flatten() {
         let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        let Some(token) = placeholder_token(fd) else { continue };
+        let Some((token, owner)) = placeholder_name(fd) else { continue };
         let proto = placeholder_proto(fd);
-        let sock = found.entry(token).or_insert_with(|| Arc::new(Sock::inherited(proto, token))).clone();
-        table::insert(fd, sock);
+        let (fds, sock, mine) =
+            found.entry(token).or_insert_with(|| (Vec::new(), Arc::new(Sock::inherited(proto, token)), false));
+        fds.push(fd);
+        // Made this process's own before `exec`, in its `fork` handler.
+        *mine |= owner == Some(std::process::id());
+        table::insert(fd, sock.clone());
     }
-    if !found.is_empty() {
-        register();
+    if found.is_empty() {
+        return;
     }
+    for (&token, (fds, sock, mine)) in &found {
+        // A stream's placeholder, watched, becomes this process's own: a
+        // UDP one is a datagram socket, never watched.
+        if sock.proto == Proto::Tcp && !mine {
+            own_placeholder(fds, libc::SOCK_STREAM, Some(token));
+        }
+    }
+    register();
 }
 
 /// The protocol placeholder `fd` was made for: a datagram socket's is a
@@ -359,7 +572,14 @@ fn placeholder_proto(fd: i32) -> Proto {
 }
 
 /// The token a named placeholder `fd` carries, if it is one.
+#[cfg(test)]
 fn placeholder_token(fd: i32) -> Option<u64> {
+    placeholder_name(fd).map(|(token, _)| token)
+}
+
+/// The token a named placeholder `fd` carries, if it is one, and the
+/// process it was made its own by, if one was (`own_placeholder`).
+fn placeholder_name(fd: i32) -> Option<(u64, Option<u32>)> {
     // SAFETY: all zeros is a valid sockaddr_un.
     let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
@@ -375,8 +595,14 @@ fn placeholder_token(fd: i32) -> Option<u64> {
         return None;
     }
     let name: Vec<u8> = name.iter().map(|&c| c as u8).collect();
-    let hex = name.strip_prefix(NAME_PREFIX)?;
-    u64::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok().filter(|&t| t != 0)
+    let rest = std::str::from_utf8(name.strip_prefix(NAME_PREFIX)?).ok()?;
+    // `TOKEN`, or `TOKEN-PID` for one process's own (`own_placeholder`).
+    let (hex, owner) = match rest.split_once('-') {
+        Some((token, pid)) => (token, Some(u32::from_str_radix(pid, 16).ok()?)),
+        None => (rest, None),
+    };
+    let token = u64::from_str_radix(hex, 16).ok().filter(|&t| t != 0)?;
+    Some((token, owner))
 }
 
 #[cfg(test)]
@@ -392,6 +618,16 @@ mod tests {
         let token = 0x0123_4567_89ab_cdefu64 ^ u64::from(std::process::id());
         bind_abstract(fd, format!("nagare-shared-{token:016x}").as_bytes()).expect("bind");
         assert_eq!(placeholder_token(fd), Some(token));
+        let own = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) };
+        bind_abstract(own, format!("nagare-shared-{token:016x}-{:x}", std::process::id()).as_bytes()).expect("bind");
+        assert_eq!(placeholder_token(own), Some(token), "one process's own");
+        let bad = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) };
+        bind_abstract(bad, format!("nagare-shared-{token:016x}-x{}", std::process::id()).as_bytes()).expect("bind");
+        assert_eq!(placeholder_token(bad), None, "no pid after the dash");
+        unsafe {
+            libc::close(own);
+            libc::close(bad);
+        }
         let other = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0) };
         bind_abstract(other, format!("something-else-{}", std::process::id()).as_bytes()).expect("bind");
         assert_eq!(placeholder_token(other), None, "another name");

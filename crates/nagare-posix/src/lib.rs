@@ -55,7 +55,7 @@ pub use data::{
     read, readv, recv, recvfrom, recvmmsg, recvmsg, send, sendfile, sendmmsg, sendmsg, sendto, write, writev,
 };
 pub use epoll::{epoll_ctl, epoll_forget, epoll_wait, epoll_watches};
-pub use fork::{before_spawn, inherit};
+pub use fork::{before_spawn, forked, inherit};
 pub use guard::Entered;
 pub use names::addrinfo::{
     freeaddrinfo, getaddrinfo, gethostbyaddr, gethostbyaddr_r, gethostbyname, gethostbyname_r, getnameinfo,

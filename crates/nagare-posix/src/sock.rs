@@ -150,13 +150,19 @@ impl Sock {
 
     /// The socket's state, for this process: a socket another process
     /// shared is adopted here first (`crate::fork`); one it held without
-    /// sharing gives `EBADF`.
+    /// sharing gives `EBADF`. A shared one is taken back as this
+    /// process's alone once every other process known to hold it is gone
+    /// (`crate::fork::reclaim_if_alone`).
     /// A connecting socket whose connect netd has answered becomes a
     /// stream or failed here, so every call sees where it stands.
     pub(crate) fn lock(&self) -> Res<MutexGuard<'_, Inner>> {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if !self.is_here() {
             crate::fork::take_over(self, &mut g)?;
+        }
+        if self.token.load(Ordering::Relaxed) != 0 {
+            // Shared: taken back once the other holders are gone.
+            crate::fork::reclaim_if_alone(self, &g);
         }
         if let State::Connecting(c) = &mut g.state {
             match c.try_finish() {

@@ -22,8 +22,9 @@
 //! `freeaddrinfo`, `getnameinfo`, `gethostbyname` and its `_r` and `2`
 //! forms, `gethostbyaddr` and its `_r` (`names.rs`: glibc's own resolver
 //! sends its DNS queries from inside libc, over the kernel's IPv4, where a
-//! preload cannot reach them); `posix_spawn`, `posix_spawnp` and `vfork`
-//! (`spawn.rs`: a child they start runs no fork handlers).
+//! preload cannot reach them); `posix_spawn`, `posix_spawnp`, `vfork`
+//! and `fork` (`spawn.rs`: a child the first three start runs no fork
+//! handlers, and the child's pid of each is recorded).
 //!
 //! `fcntl` and `ioctl` are variadic in C; they are defined here with their
 //! one optional argument as a plain word, which is how the x86-64 and

@@ -10,6 +10,10 @@
 //!   `exec` or `_exit`), so that the fork handlers run; a function that
 //!   called libc's `vfork` and returned in the child would leave the
 //!   parent's stack to it.
+//! - `fork` is libc's, and then, in the parent, the child's pid is
+//!   recorded (`nagare_posix::forked`), as it is after `posix_spawn` and
+//!   `posix_spawnp`: the sockets shared for the child are taken back once
+//!   it is gone.
 //!
 //! glibc's `system` and `popen` spawn from inside libc, where a preload
 //! cannot reach them: a socket they pass on is not shared.
@@ -27,10 +31,11 @@ pub unsafe extern "C" fn posix_spawn(
     argv: *const *mut c_char,
     envp: *const *mut c_char,
 ) -> c_int {
-    if !posix::Entered::inside() {
+    let outside = !posix::Entered::inside();
+    if outside {
         posix::before_spawn(!actions.is_null());
     }
-    unsafe {
+    let r = unsafe {
         next!(posix_spawn: fn(
             *mut pid_t,
             *const c_char,
@@ -39,7 +44,18 @@ pub unsafe extern "C" fn posix_spawn(
             *const *mut c_char,
             *const *mut c_char
         ) -> c_int)(pid, path, actions, attrs, argv, envp)
+    };
+    if outside {
+        unsafe { spawned(r, pid) };
     }
+    r
+}
+
+/// After `posix_spawn` returned `r`: the child's pid, if one was made and
+/// `pid` names where it was written, is recorded.
+unsafe fn spawned(r: c_int, pid: *mut pid_t) {
+    let child = if r == 0 && !pid.is_null() { unsafe { *pid } } else { 0 };
+    posix::forked(child);
 }
 
 #[no_mangle]
@@ -51,10 +67,11 @@ pub unsafe extern "C" fn posix_spawnp(
     argv: *const *mut c_char,
     envp: *const *mut c_char,
 ) -> c_int {
-    if !posix::Entered::inside() {
+    let outside = !posix::Entered::inside();
+    if outside {
         posix::before_spawn(!actions.is_null());
     }
-    unsafe {
+    let r = unsafe {
         next!(posix_spawnp: fn(
             *mut pid_t,
             *const c_char,
@@ -63,10 +80,23 @@ pub unsafe extern "C" fn posix_spawnp(
             *const *mut c_char,
             *const *mut c_char
         ) -> c_int)(pid, file, actions, attrs, argv, envp)
+    };
+    if outside {
+        unsafe { spawned(r, pid) };
     }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fork() -> pid_t {
+    let pid = unsafe { next!(fork: fn() -> pid_t)() };
+    if pid != 0 && !posix::Entered::inside() {
+        posix::forked(pid);
+    }
+    pid
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn vfork() -> pid_t {
-    unsafe { libc::fork() }
+    unsafe { fork() }
 }

@@ -220,6 +220,15 @@ pub enum Op {
     /// destination, or any while the socket has no peer, is dropped.
     /// Sends still name their destination.
     UdpConnect = 29,
+    /// Take shared socket `socket` back as this client's alone, as before
+    /// it was shared: granted (done with 0) when this client is its only
+    /// holder and at most one watched descriptor for it is still open
+    /// (this process's own); its token then names nothing, its watch
+    /// ends, and bytes given back ([`Op::GiveBack`]) that still wait are
+    /// this client's next receives' first. Refused with `EBUSY` otherwise,
+    /// and `EINVAL` for a socket that is not shared; a refusal changes
+    /// nothing.
+    Reclaim = 30,
 }
 
 /// An [`Op::EchoRecv`] completion's `aux[2]` bit: the reply came over
@@ -530,6 +539,7 @@ impl Op {
             27 => Op::EchoSend6,
             28 => Op::Pid,
             29 => Op::UdpConnect,
+            30 => Op::Reclaim,
             _ => return None,
         })
     }
@@ -1053,6 +1063,14 @@ mod tests {
         assert_eq!(Request::decode(&back.encode()), Err(ProtoError::BadBuffer), "a give-back brings bytes");
         back.piece = Some(Piece { buffer: 1, offset: 0, len: 10 });
         assert_eq!(Request::decode(&back.encode()), Ok(back));
+        let mut reclaim = Request::new(Op::Reclaim, 11);
+        reclaim.socket = 3;
+        assert_eq!(Request::decode(&reclaim.encode()), Ok(reclaim));
+        reclaim.aux[0] = 1;
+        assert_eq!(Request::decode(&reclaim.encode()), Err(ProtoError::BadArgument), "a reclaim takes no argument");
+        reclaim.aux[0] = 0;
+        reclaim.socket = 0;
+        assert_eq!(Request::decode(&reclaim.encode()), Err(ProtoError::BadSocket), "a reclaim names its socket");
         let mut pid = Request::new(Op::Pid, 10);
         pid.aux[0] = 4321;
         assert_eq!(Request::decode(&pid.encode()), Ok(pid));

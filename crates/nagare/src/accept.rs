@@ -46,6 +46,13 @@ impl Conn {
         }
     }
 
+    /// Listener `id` was taken back from sharing: it accepts ahead again.
+    pub(crate) fn unshare_listen_path(&mut self, id: u32) -> io::Result<()> {
+        let Some(l) = self.listeners.get_mut(&id) else { return Ok(()) };
+        l.shared = false;
+        self.post_accept(id, None)
+    }
+
     /// Whether listener `id` is shared with another process.
     pub(crate) fn is_shared_listener(&self, id: u32) -> bool {
         self.listeners.get(&id).is_some_and(|l| l.shared)
@@ -106,15 +113,16 @@ impl Conn {
         l.posted = l.posted.saturating_sub(1);
         match result {
             Ok(c) => l.accepted.push_back(c),
-            // A shared listener's accept that found nothing: its asker's.
-            Err(libc::EAGAIN) if l.shared => {
+            // A shared listener's accept that found nothing (the
+            // listener may be taken back since): its asker's.
+            Err(libc::EAGAIN) => {
                 if l.nothing_for.len() >= NOTHING_KEPT {
                     l.nothing_for.pop_front();
                 }
                 l.nothing_for.push_back(rid);
             }
             // ECANCELED: the listener was shared.
-            Err(libc::EAGAIN | libc::EINTR | libc::ECANCELED) => {}
+            Err(libc::EINTR | libc::ECANCELED) => {}
             Err(e) => {
                 l.error.get_or_insert(e);
             }
@@ -140,7 +148,12 @@ impl Conn {
             let _ = self.post_accept(id, None);
             return Err(io::Error::from_raw_os_error(e));
         }
-        if let (true, Some(rid)) = (l.shared, ask.posted) {
+        if !l.shared {
+            let ends = ask.shared && ask.ends_unshared(&mut l.nothing_for, |r| self.in_flight.contains_key(&r));
+            self.post_accept(id, None)?;
+            return if ends { Err(io::Error::from_raw_os_error(libc::EAGAIN)) } else { Ok(None) };
+        }
+        if let Some(rid) = ask.posted {
             if let Some(at) = l.nothing_for.iter().position(|&r| r == rid) {
                 l.nothing_for.remove(at);
                 ask.posted = None;

@@ -772,7 +772,7 @@ impl TcpListener {
         let id = self.h.id;
         let may_wait = !self.mode.is_on();
         let shared = self.h.netd.lock()?.is_shared_listener(id);
-        let mut ask = Ask::new(may_wait);
+        let mut ask = Ask::new(may_wait, shared);
         let c =
             self.h.settle(self.h.netd.until(!may_wait && !shared, None, |conn| conn.take_accepted(id, &mut ask)))?;
         let six = self.local.is_ipv6();

@@ -174,12 +174,35 @@ pub(crate) const NOTHING_KEPT: usize = 16;
 pub(crate) struct Ask {
     pub(crate) may_wait: bool,
     pub(crate) posted: Option<u64>,
+    /// The socket was shared when the read began: one that may not wait
+    /// waits for netd's answer, and says `WouldBlock` itself if the socket
+    /// is taken back meanwhile (`crate::share`) with nothing here.
+    pub(crate) shared: bool,
 }
 
 impl Ask {
-    /// A read that may wait for data (`may_wait`) or must not.
-    pub(crate) fn new(may_wait: bool) -> Ask {
-        Ask { may_wait, posted: None }
+    /// A read that may wait for data (`may_wait`) or must not, on a
+    /// socket that is `shared` as it begins or not.
+    pub(crate) fn new(may_wait: bool, shared: bool) -> Ask {
+        Ask { may_wait, posted: None, shared }
+    }
+
+    /// On a socket taken back since this read began shared: whether it
+    /// is to say `WouldBlock` (it may not wait and has no receive of its
+    /// own out), its receive's answer of nothing (`nothing_for`) taken.
+    pub(crate) fn ends_unshared(&mut self, nothing_for: &mut VecDeque<u64>, in_flight: impl Fn(u64) -> bool) -> bool {
+        if let Some(rid) = self.posted {
+            if let Some(at) = nothing_for.iter().position(|&r| r == rid) {
+                nothing_for.remove(at);
+                self.posted = None;
+                return true;
+            }
+            if in_flight(rid) {
+                return false;
+            }
+            self.posted = None;
+        }
+        self.shared && !self.may_wait
     }
 }
 
@@ -352,6 +375,21 @@ impl Conn {
         self.publish(id);
     }
 
+    /// Socket `id` was taken back from sharing (`crate::share`): its
+    /// path (or its listener's) receives ahead again, as one never shared,
+    /// and its readiness is known here again.
+    pub(crate) fn mark_unshared(&mut self, id: u32) -> io::Result<()> {
+        self.unshare_listen_path(id)?;
+        if let Some(p) = self.paths.get_mut(&id) {
+            p.shared = false;
+            // Receives still out count as posted ahead from here on.
+            p.waiting.clear();
+        }
+        self.post_receives(id)?;
+        self.publish(id);
+        Ok(())
+    }
+
     /// The stream bytes that arrived on socket `id` and were not read,
     /// taken out to be given back to netd; its end, if it had come, is
     /// netd's to say again after them.
@@ -387,7 +425,8 @@ impl Conn {
     /// shared socket's read that may not wait still waits for netd's
     /// answer to its receive, which comes at once ([`Conn::ask_for`]).
     pub(crate) fn read_ask(&self, id: u32, may_wait: bool) -> (bool, Ask) {
-        (!may_wait && !self.is_shared(id), Ask::new(may_wait))
+        let shared = self.is_shared(id);
+        (!may_wait && !shared, Ask::new(may_wait, shared))
     }
 
     /// A read of up to `want` bytes (a datagram: one whole) on socket `id`.
@@ -401,7 +440,14 @@ impl Conn {
     /// answered with data another read took posts again.
     fn ask_for(&mut self, id: u32, want: usize, ask: &mut Ask) -> io::Result<()> {
         let Some(p) = self.paths.get_mut(&id) else { return Ok(()) };
-        if !p.shared || !p.arrived.is_empty() || p.eof || p.error.is_some() {
+        if !p.arrived.is_empty() || p.eof || p.error.is_some() {
+            return Ok(());
+        }
+        if !p.shared {
+            let in_flight = &self.in_flight;
+            if ask.shared && ask.ends_unshared(&mut p.nothing_for, |r| in_flight.contains_key(&r)) {
+                return Err(errno(libc::EAGAIN));
+            }
             return Ok(());
         }
         if ask.may_wait && !p.waiting.is_empty() {
@@ -595,9 +641,9 @@ impl Conn {
                     // A datagram completion without its buffer (netd always
                     // returns it): nothing to keep.
                     (Ok(_), b) => b,
-                    // A shared socket's receive that found nothing: its
-                    // read's to see.
-                    (Err(libc::EAGAIN), b) if p.shared => {
+                    // A shared socket's receive that found nothing (the
+                    // socket may be taken back since): its read's to see.
+                    (Err(libc::EAGAIN), b) => {
                         if p.nothing_for.len() >= NOTHING_KEPT {
                             p.nothing_for.pop_front();
                         }

@@ -20,6 +20,13 @@
 //! process's queue (netd takes no datagram back). A UDP socket's reads
 //! take one datagram each from netd, so that each holder reads whole
 //! datagrams and none twice.
+//!
+//! Once every other holder let go, the one left takes the socket back as
+//! its own ([`TcpStream::reclaim`], [`TcpListener::reclaim`],
+//! [`UdpSocket::reclaim`]: netd's `RECLAIM`): its path reads and accepts
+//! ahead again, queues its writes and lends readiness descriptors, as a
+//! socket never shared; its token names nothing from then on, and a
+//! later share gives a fresh one.
 
 use crate::net::{addr_in, addr_of, Handle, TcpListener, TcpStream, UdpSocket};
 use crate::path::Kind;
@@ -115,7 +122,32 @@ impl Session {
     }
 }
 
+impl Session {
+    /// Takes shared socket `id` back as ours alone: whether netd granted
+    /// it (not while another holder, or another process's watched
+    /// descriptor, has it: a refusal, `false`, that changes nothing). On a
+    /// grant the path reads and accepts ahead again; bytes given back that
+    /// still wait in netd are its first receives'.
+    fn reclaim_socket(&self, id: u32) -> io::Result<bool> {
+        match self.call(request(Op::Reclaim, id), Data::None) {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        self.lock()?.mark_unshared(id)?;
+        Ok(true)
+    }
+}
+
 impl TcpStream {
+    /// Takes this connection back as this process's alone once no other
+    /// holder has it ([`TcpStream::share`]): whether netd granted it. From
+    /// then on it reads ahead again and queues its writes, as a
+    /// connection never shared. `EINVAL` if it is not shared.
+    pub fn reclaim(&self) -> io::Result<bool> {
+        self.h.netd.reclaim_socket(self.h.id)
+    }
+
     /// Whether another process holds this connection too (it was shared
     /// or adopted): its readiness is then netd's to say
     /// ([`crate::poll::wake_when_ready`]).
@@ -141,6 +173,13 @@ impl TcpStream {
 }
 
 impl TcpListener {
+    /// Takes this listener back as this process's alone once no other
+    /// holder has it: whether netd granted it. From then on it accepts
+    /// ahead again. `EINVAL` if it is not shared.
+    pub fn reclaim(&self) -> io::Result<bool> {
+        self.h.netd.reclaim_socket(self.h.id)
+    }
+
     /// Whether another process holds this listener too (it was shared or
     /// adopted).
     pub fn is_shared(&self) -> bool {
@@ -164,6 +203,13 @@ impl TcpListener {
 }
 
 impl UdpSocket {
+    /// Takes this socket back as this process's alone once no other
+    /// holder has it: whether netd granted it. From then on it receives
+    /// ahead again. `EINVAL` if it is not shared.
+    pub fn reclaim(&self) -> io::Result<bool> {
+        self.h.netd.reclaim_socket(self.h.id)
+    }
+
     /// Whether another process holds this socket too (it was shared or
     /// adopted): its readiness is then netd's to say
     /// ([`crate::poll::wake_when_ready`]).

@@ -152,6 +152,7 @@ pub(crate) fn execute(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
         Op::Share => share::share(cx, c, req),
         Op::Adopt => share::adopt(cx, c, req),
         Op::GiveBack => share::give_back(cx, c, req, buf),
+        Op::Reclaim => share::reclaim(cx, c, req),
     }
 }
 

@@ -1,5 +1,5 @@
 //! Sockets held by several clients (`crate::shares`): share, adopt, give
-//! back. Established TCP connections, listeners and UDP sockets may be
+//! back, take back. Established TCP connections, listeners and UDP sockets may be
 //! shared (a connection still connecting: `ENOTCONN`; an echo socket:
 //! `EOPNOTSUPP`).
 //!
@@ -87,4 +87,15 @@ pub(super) fn give_back(
     private_copy(c.pool, buf, cx.scratch)?;
     cx.sharing.shares.give_back(c.key, req.socket, cx.scratch)?;
     Ok(Some(Done::value(u64::from(b.len))))
+}
+
+/// `RECLAIM`: shared socket `socket` is the caller's alone again
+/// (`Sharing::reclaim`). Its charges, and a UDP socket's place in
+/// PacketFlow, are already the caller's: every holder is charged the
+/// socket as its sharer is, and the receiver passed to the caller when
+/// the others let go.
+pub(super) fn reclaim(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
+    c.sockets.get(req.socket).ok_or(libc::EBADF)?;
+    cx.sharing.reclaim(c.key, req.socket)?;
+    Ok(Some(Done::value(0)))
 }

@@ -334,6 +334,7 @@ impl Hostile {
         let b = s.byte();
         let op = match b {
             0xf0.. => 17 + u16::from(b & 1),
+            0xef => 30,
             0xe8.. => 19 + u16::from(b % 3),
             0xe7 => 29,
             0xe6 => 28,
