@@ -267,6 +267,11 @@ impl TempPaths {
         (TempPaths(vec![socket.clone(), with(".sock.share"), log.clone()]), socket, log)
     }
 
+    /// The guard of `path` alone (a directory with what it holds).
+    pub fn dir(path: &Path) -> TempPaths {
+        TempPaths(vec![path.to_path_buf()])
+    }
+
     /// `path` is removed too (a directory with what it holds).
     pub fn also(&mut self, path: &Path) {
         self.0.push(path.to_path_buf());

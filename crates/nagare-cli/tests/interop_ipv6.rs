@@ -369,6 +369,7 @@ fn an_ipv6_only_nagare_up_serves_over_ipv6_and_ignores_ipv4() {
         return;
     }
     let root = web_root("v6only", 1 << 20);
+    let _root = TempPaths::dir(&root);
     let ns = Netns::new("v6only");
     tap(&ns, "tap6", "10.96.0.1/24", "fd00:96::1/64");
     let more = [std::ffi::OsStr::new("--echo"), "--http".as_ref(), root.as_os_str()];
@@ -404,7 +405,6 @@ fn an_ipv6_only_nagare_up_serves_over_ipv6_and_ignores_ipv4() {
     assert_eq!(summary_counter(&summary, "arp_replies_sent"), 0, "{summary}");
     assert_eq!(summary_counter(&summary, "arp_requests_sent"), 0, "{summary}");
     assert!(summary_counter(&summary, "icmp6_echo_replies_sent") >= 3, "{summary}");
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// `nagare netd` with an IPv6 address and no IPv4 one, inline and in
@@ -417,10 +417,11 @@ fn an_ipv6_only_netd_serves_and_pings_over_ipv6() {
         return;
     }
     let root = web_root("v6onlynetd", 1 << 20);
+    let _root = TempPaths::dir(&root);
     for (k, placement) in ["inline", "split"].into_iter().enumerate() {
         let ns = Netns::new(&format!("v6onlynetd{k}"));
         tap(&ns, "tap7", "10.97.0.1/24", "fd00:97::1/64");
-        let socket = std::env::temp_dir().join(format!("nagare-v6onlynetd-{}-{k}.sock", std::process::id()));
+        let (_paths, socket, _) = TempPaths::netd(&format!("v6onlynetd{k}"));
         let netd = Process::spawn(
             ns.command(nagare())
                 .args(["netd", "--tap", "tap7", "--addr", "fd00:97::2/64"])
@@ -455,8 +456,5 @@ fn an_ipv6_only_netd_serves_and_pings_over_ipv6() {
         let out = ns.command("ping").args(["-4", "-c", "1", "-W", "1", "10.97.0.2"]).output().unwrap();
         assert_eq!(ping_received(&out), Some(0), "netd ({placement}) has no IPv4 address: {}", text(&out));
         drop(netd);
-        let _ = std::fs::remove_file(&socket);
-        let _ = std::fs::remove_file(socket.with_extension("sock.share"));
     }
-    let _ = std::fs::remove_dir_all(&root);
 }
