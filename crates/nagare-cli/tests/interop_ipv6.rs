@@ -77,16 +77,20 @@ fn linux_pings_nagare_over_ipv6() {
     assert_eq!(ping_received(&out), Some(3), "link-local {ll}: {}", text(&out));
     let out = ping6(&ns, &["-c", "3", "-i", "0.2", "-W", "2", "fd00:80::2"]);
     assert_eq!(ping_received(&out), Some(3), "{}", text(&out));
-    // 5000 bytes: Linux sends its requests in fragments, nagare its replies.
+    // 5000 bytes: Linux sends its requests in fragments, nagare its
+    // replies; to the global address and to the link-local one.
     let out = ping6(&ns, &["-c", "3", "-i", "0.2", "-W", "2", "-s", "5000", "fd00:80::2"]);
     assert_eq!(ping_received(&out), Some(3), "{}", text(&out));
     assert!(text(&out).contains("5008 bytes from fd00:80::2"), "{}", text(&out));
+    let out = ping6(&ns, &["-c", "3", "-i", "0.2", "-W", "2", "-s", "5000", &format!("{ll}%tap0")]);
+    assert_eq!(ping_received(&out), Some(3), "link-local {ll}, 5000 bytes: {}", text(&out));
+    assert!(text(&out).contains("5008 bytes from fe80:"), "{}", text(&out));
 
     let summary = up.stop();
     let counter = |name: &str| summary_counter(&summary, name);
-    assert_eq!(counter("ip6_frag_reassembled"), 3, "{summary}");
-    assert!(counter("ip6_frag_sent") >= 12, "4 fragments per reply: {summary}");
-    assert!(counter("icmp6_echo_replies_sent") >= 9, "{summary}");
+    assert_eq!(counter("ip6_frag_reassembled"), 6, "{summary}");
+    assert!(counter("ip6_frag_sent") >= 24, "4 fragments per reply: {summary}");
+    assert!(counter("icmp6_echo_replies_sent") >= 12, "{summary}");
 }
 
 #[test]
