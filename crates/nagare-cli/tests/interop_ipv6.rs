@@ -13,6 +13,7 @@
 mod common;
 
 use common::*;
+use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
@@ -297,31 +298,9 @@ fn netd_serves_and_fetches_over_ipv6() {
         let ns = Netns::new(&format!("v6netd{k}"));
         tap(&ns, "tap5", "10.85.0.1/24", "fd00:85::1/64");
         let socket = std::env::temp_dir().join(format!("nagare-v6netd-{}-{k}.sock", std::process::id()));
-        let netd = Process::spawn(
-            ns.command(nagare())
-                .args(["netd", "--tap", "tap5", "--addr", "10.85.0.2/24", "--addr", "fd00:85::2/64"])
-                .args(["--placement", placement, "--http"])
-                .arg(&root)
-                .arg("--socket")
-                .arg(&socket)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null()),
-        );
-        let answers =
-            wait_until(DAD_LIMIT, || ping_received(&ping6(&ns, &["-c", "1", "-W", "1", "fd00:85::2"])) == Some(1));
-        assert!(answers, "netd ({placement}) never answered ping -6");
-
-        let download = root.join(format!("curl{k}.bin"));
-        let curl = ns
-            .command("curl")
-            .args(["-6", "-g", "-s", "-S", "--fail", "--max-time", "60", "-o"])
-            .arg(&download)
-            .arg("http://[fd00:85::2]/big.bin")
-            .output()
-            .unwrap();
-        assert!(curl.status.success(), "curl -6 from netd ({placement}): {}", text(&curl));
-        assert_eq!(sha256(&download), sha256(&root.join("big.bin")), "{placement}");
-        let _ = std::fs::remove_file(&download);
+        let addrs = ["--addr", "10.85.0.2/24", "--addr", "fd00:85::2/64"];
+        let netd = netd_serving_ipv6(&ns, "tap5", &addrs, placement, &root, &socket, "fd00:85::2");
+        curl6_from_netd(&ns, &root, "fd00:85::2", placement, k);
 
         let _server = kernel_http_server6(&ns, &root, "fd00:85::1");
         let fetched = root.join(format!("fetched{k}.bin"));
@@ -426,31 +405,9 @@ fn an_ipv6_only_netd_serves_and_pings_over_ipv6() {
         let ns = Netns::new(&format!("v6onlynetd{k}"));
         tap(&ns, "tap7", "10.97.0.1/24", "fd00:97::1/64");
         let (_paths, socket, _) = TempPaths::netd(&format!("v6onlynetd{k}"));
-        let netd = Process::spawn(
-            ns.command(nagare())
-                .args(["netd", "--tap", "tap7", "--addr", "fd00:97::2/64"])
-                .args(["--placement", placement, "--http"])
-                .arg(&root)
-                .arg("--socket")
-                .arg(&socket)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null()),
-        );
-        let answers =
-            wait_until(DAD_LIMIT, || ping_received(&ping6(&ns, &["-c", "1", "-W", "1", "fd00:97::2"])) == Some(1));
-        assert!(answers, "netd ({placement}) never answered ping -6");
-
-        let download = root.join(format!("curl{k}.bin"));
-        let curl = ns
-            .command("curl")
-            .args(["-6", "-g", "-s", "-S", "--fail", "--max-time", "60", "-o"])
-            .arg(&download)
-            .arg("http://[fd00:97::2]/big.bin")
-            .output()
-            .unwrap();
-        assert!(curl.status.success(), "curl -6 from netd ({placement}): {}", text(&curl));
-        assert_eq!(sha256(&download), sha256(&root.join("big.bin")), "{placement}");
-        let _ = std::fs::remove_file(&download);
+        let netd =
+            netd_serving_ipv6(&ns, "tap7", &["--addr", "fd00:97::2/64"], placement, &root, &socket, "fd00:97::2");
+        curl6_from_netd(&ns, &root, "fd00:97::2", placement, k);
 
         let mut ping = ns.command(nagare());
         ping.args(["ping", "--via"]).arg(&socket).args(["-c", "3", "-i", "0.1", "fd00:97::1"]);
@@ -461,4 +418,48 @@ fn an_ipv6_only_netd_serves_and_pings_over_ipv6() {
         assert_eq!(ping_received(&out), Some(0), "netd ({placement}) has no IPv4 address: {}", text(&out));
         drop(netd);
     }
+}
+
+/// `nagare netd` on `tap` in `ns` with `addrs` (`--addr` arguments) in
+/// `placement`, serving `root` over HTTP at `socket`, once it answers
+/// `ping -6` at `addr6`.
+fn netd_serving_ipv6(
+    ns: &Netns,
+    tap: &str,
+    addrs: &[&str],
+    placement: &str,
+    root: &Path,
+    socket: &Path,
+    addr6: &str,
+) -> Process {
+    let netd = Process::spawn(
+        ns.command(nagare())
+            .args(["netd", "--tap", tap])
+            .args(addrs)
+            .args(["--placement", placement, "--http"])
+            .arg(root)
+            .arg("--socket")
+            .arg(socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    let answers = wait_until(DAD_LIMIT, || ping_received(&ping6(ns, &["-c", "1", "-W", "1", addr6])) == Some(1));
+    assert!(answers, "netd ({placement}) never answered ping -6");
+    netd
+}
+
+/// The kernel's `curl -6` downloads `root`'s `big.bin` from netd's HTTP
+/// service at `addr6`, byte-exact.
+fn curl6_from_netd(ns: &Netns, root: &Path, addr6: &str, placement: &str, k: usize) {
+    let download = root.join(format!("curl{k}.bin"));
+    let curl = ns
+        .command("curl")
+        .args(["-6", "-g", "-s", "-S", "--fail", "--max-time", "60", "-o"])
+        .arg(&download)
+        .arg(format!("http://[{addr6}]/big.bin"))
+        .output()
+        .unwrap();
+    assert!(curl.status.success(), "curl -6 from netd ({placement}): {}", text(&curl));
+    assert_eq!(sha256(&download), sha256(&root.join("big.bin")), "{placement}");
+    let _ = std::fs::remove_file(&download);
 }
