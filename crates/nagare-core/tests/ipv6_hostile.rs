@@ -40,6 +40,17 @@ fn interface() -> Interface {
     iface
 }
 
+/// [`interface`], with the peer's link-layer address learned from its
+/// solicitation (what that sent is taken), so that answers go straight out.
+fn interface_knowing_the_peer() -> Interface {
+    let mut iface = interface();
+    let learn = NdpRepr::NeighborSolicit { target: us(), lladdr: Some(PEER_MAC) };
+    let g = solicited_node(&us());
+    feed(&mut iface, &frame(peer(), g, IpProtocol::Icmpv6, 255, &ndp(&learn, peer(), g)), 2000, T);
+    sent(&mut iface);
+    iface
+}
+
 /// An IPv6 packet in an Ethernet frame from the peer, to our MAC or to
 /// `dst`'s group address.
 fn frame(src: Ipv6Addr, dst: Ipv6Addr, next_header: IpProtocol, hop_limit: u8, payload: &[u8]) -> Vec<u8> {
@@ -205,12 +216,8 @@ fn neighbour_discovery_from_off_the_link_or_malformed_is_dropped() {
 
 #[test]
 fn extension_header_refusals_are_counted_and_answered_as_rfc8200_says() {
-    let mut iface = interface();
+    let mut iface = interface_knowing_the_peer();
     let echo = echo_request(peer(), us());
-    let learn = NdpRepr::NeighborSolicit { target: us(), lladdr: Some(PEER_MAC) };
-    let g = solicited_node(&us());
-    feed(&mut iface, &frame(peer(), g, IpProtocol::Icmpv6, 255, &ndp(&learn, peer(), g)), 2000, T);
-    sent(&mut iface);
 
     // Nine destination options headers: past the walk's limit of eight.
     let mut chain = Vec::new();
@@ -303,12 +310,8 @@ fn in_two_fragments(iface: &mut Interface, next: IpProtocol, ident: u32, whole: 
 
 #[test]
 fn routing_type_0_hop_by_hop_out_of_place_nested_fragments_and_long_chains_are_refused() {
-    let mut iface = interface();
+    let mut iface = interface_knowing_the_peer();
     let echo = echo_request(peer(), us());
-    let learn = NdpRepr::NeighborSolicit { target: us(), lladdr: Some(PEER_MAC) };
-    let g = solicited_node(&us());
-    feed(&mut iface, &frame(peer(), g, IpProtocol::Icmpv6, 255, &ndp(&learn, peer(), g)), 2000, T);
-    sent(&mut iface);
 
     // A type 0 routing header with segments left (RFC 5095): discarded,
     // with a parameter problem (code 0) at its routing type (40 + 2).
@@ -372,11 +375,7 @@ fn routing_type_0_hop_by_hop_out_of_place_nested_fragments_and_long_chains_are_r
 
 #[test]
 fn icmpv6_errors_are_rate_limited_and_never_answer_errors() {
-    let mut iface = interface();
-    let g = solicited_node(&us());
-    let learn = NdpRepr::NeighborSolicit { target: us(), lladdr: Some(PEER_MAC) };
-    feed(&mut iface, &frame(peer(), g, IpProtocol::Icmpv6, 255, &ndp(&learn, peer(), g)), 2000, T);
-    sent(&mut iface);
+    let mut iface = interface_knowing_the_peer();
     for _ in 0..200 {
         feed(&mut iface, &frame(peer(), us(), IpProtocol::Unknown(253), 64, b"x"), 2000, T);
     }
