@@ -913,6 +913,41 @@ fn epoll_mixes_descriptors_and_dup2_names_the_same_socket() {
     assert_eq!(out.stdout, "[]\n[True]\nb'ping'\n[True]\nb'through the copy'\nb'still'\n", "{}", out.stderr);
 }
 
+/// A program that closes every number but its socket's (`os.closerange`,
+/// libc's `close_range`, as daemons and `sshd` do with `closefrom`) keeps
+/// the socket working: the library's own descriptors are spared. A copy
+/// of the socket in the range is gone from the program's table, so a file
+/// that takes its number is a file; and a range over the socket's own
+/// number closes the connection in netd (the kernel's echo server,
+/// serving one client at a time, then serves the next) while a file holds
+/// that number.
+#[test]
+fn closing_a_range_spares_the_library_and_closes_the_sockets_in_it() {
+    if let Some(reason) = interop_unavailable(&["python3", "ss", "ping"]) {
+        return skip("closing_a_range_spares_the_library_and_closes_the_sockets_in_it", &reason);
+    }
+    let s = Setup::new("runrange");
+    let _echo = kernel_echo(&s, 9202, 2);
+    let file = s.dir.join("range.txt");
+    let script = format!(
+        "import fcntl, os, socket\n\
+         s = socket.create_connection(({KERNEL:?}, 9202), timeout=10)\n\
+         n = s.fileno(); os.dup2(n, 300)\n\
+         os.closerange(3, n); os.closerange(n + 1, 1000)\n\
+         s.sendall(b'ping'); print(s.recv(16))\n\
+         f = os.open({file:?}, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n\
+         g = fcntl.fcntl(f, fcntl.F_DUPFD, 300); os.close(f)\n\
+         os.write(g, b'a file'); os.close(g)\n\
+         print(g, open({file:?}, 'rb').read())\n\
+         fd = s.detach(); os.closerange(fd, fd + 1)\n\
+         null = os.open('/dev/null', os.O_RDONLY); held = fcntl.fcntl(null, fcntl.F_DUPFD, fd)\n\
+         t = socket.create_connection(({KERNEL:?}, 9202), timeout=10)\n\
+         t.sendall(b'next'); print(t.recv(16), held == fd)\n"
+    );
+    let out = ok(s.run("python3").args(["-c", &script]), 30, "python3 closerange");
+    assert_eq!(out.stdout, "b'ping'\n300 b'a file'\nb'next' True\n", "{}", out.stderr);
+}
+
 /// A program killed (SIGKILL) in the middle of a download through netd
 /// leaves nothing behind: netd lets its client go, with every socket and
 /// byte charged; and a program blocked in a receive when netd is killed

@@ -246,6 +246,11 @@ impl Notifier {
     pub fn stats(&self) -> NotifyStats {
         self.stats
     }
+
+    /// The eventfd it signals.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
 }
 
 /// What [`Waiter::wait`] found.

@@ -257,6 +257,62 @@ pub fn close(fd: i32) -> Res<()> {
     Ok(())
 }
 
+/// `close_range(first, last, flags)`, and `closefrom(first)` as
+/// `close_range(first, ~0, 0)`: the nagare sockets in the range close as
+/// `close` closes them, then the kernel closes the rest, sparing the
+/// descriptors the library's own sessions keep open (a program that
+/// closes every number above its standard ones must not take netd from
+/// the sockets it keeps below them). With `CLOSE_RANGE_CLOEXEC` nothing
+/// closes: the kernel marks the range close-on-exec, as it would.
+pub fn close_range(first: u32, last: u32, flags: u32) -> Res<()> {
+    let _in = Entered::new();
+    if first > last {
+        return Err(libc::EINVAL);
+    }
+    if flags & CLOSE_RANGE_CLOEXEC != 0 {
+        return kernel_close_range(first, last, flags);
+    }
+    // Descriptor numbers are below `i32::MAX` (the kernel's own bound).
+    let top = i32::try_from(last).unwrap_or(i32::MAX);
+    let Ok(bottom) = i32::try_from(first) else { return kernel_close_range(first, last, flags) };
+    for fd in crate::table::in_range(bottom, top) {
+        let _ = close(fd);
+    }
+    crate::epoll::forget_range(bottom, top);
+    let mut from = first;
+    for spared in crate::session::own_descriptors() {
+        let Ok(spared) = u32::try_from(spared) else { continue };
+        if !(first..=last).contains(&spared) {
+            continue;
+        }
+        if spared > from {
+            kernel_close_range(from, spared - 1, flags)?;
+        }
+        from = spared.saturating_add(1);
+        if spared == u32::MAX {
+            return Ok(());
+        }
+    }
+    if from <= last {
+        kernel_close_range(from, last, flags)?;
+    }
+    Ok(())
+}
+
+/// `close_range`'s flag that marks the range close-on-exec instead.
+const CLOSE_RANGE_CLOEXEC: u32 = 1 << 2;
+
+/// The kernel's `close_range` system call itself.
+fn kernel_close_range(first: u32, last: u32, flags: u32) -> Res<()> {
+    // SAFETY: the system call takes three integers; it touches no memory
+    // of ours.
+    let r = unsafe { libc::syscall(libc::SYS_close_range, first, last, flags) };
+    if r < 0 {
+        return Err(last_errno());
+    }
+    Ok(())
+}
+
 /// `dup`, or `fcntl(F_DUPFD[_CLOEXEC], min)`: a second number, at least
 /// `min`, for the same socket.
 pub fn dup(fd: i32, min: i32, cloexec: bool) -> Res<i32> {

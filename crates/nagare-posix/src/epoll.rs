@@ -65,6 +65,20 @@ pub(crate) fn forget(fd: i32) {
     }
 }
 
+/// Forgets every set numbered within `first..=last`, and takes every
+/// number of that range out of the sets (the range is being closed).
+pub(crate) fn forget_range(first: i32, last: i32) {
+    if !ANY.load(Ordering::Relaxed) {
+        return;
+    }
+    if let Some(m) = sets().as_mut() {
+        m.retain(|&set, _| !(first..=last).contains(&set));
+        for w in m.values_mut() {
+            w.retain(|w| !(first..=last).contains(&w.fd));
+        }
+    }
+}
+
 /// `close` of a descriptor that is not a nagare socket: forgets the set
 /// it may be.
 pub fn epoll_forget(epfd: i32) {

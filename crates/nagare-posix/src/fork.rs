@@ -255,6 +255,16 @@ extern "C" fn in_child() {
     }
 }
 
+/// The descriptors of the sessions made ahead that are this process's:
+/// the one its parent made for it, and the one made for its next child
+/// while a `fork` is under way.
+pub(crate) fn made_ahead_descriptors() -> Vec<i32> {
+    let slot = for_child();
+    let me = std::process::id();
+    let mine = slot.mine.as_ref().filter(|c| c.pid == me);
+    mine.into_iter().chain(slot.next.as_ref()).flat_map(|c| c.session.descriptors()).collect()
+}
+
 /// What the session made for this process (a child) adopted by `token`.
 fn made_for_me(token: u64) -> Option<Adopted> {
     let mut slot = for_child();

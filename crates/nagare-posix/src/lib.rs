@@ -49,7 +49,8 @@ mod table;
 mod wait;
 
 pub use calls::{
-    accept4, bind, close, connect, dup, dup3, fcntl, getpeername, getsockname, ioctl, listen, shutdown, socket,
+    accept4, bind, close, close_range, connect, dup, dup3, fcntl, getpeername, getsockname, ioctl, listen, shutdown,
+    socket,
 };
 pub use data::{
     read, readv, recv, recvfrom, recvmmsg, recvmsg, send, sendfile, sendmmsg, sendmsg, sendto, write, writev,

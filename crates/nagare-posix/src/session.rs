@@ -63,3 +63,19 @@ pub(crate) fn adopt_session(slot: &mut Held, pid: u32, session: Session) {
     }
     **slot = Some((pid, session));
 }
+
+/// The descriptors this process's own sessions keep open (the one in the
+/// slot, and those made ahead for it or its next child, `crate::fork`):
+/// what a `closefrom` of the program's spares. A parent's session, copied
+/// by a `fork` and never used here, is not this process's.
+pub(crate) fn own_descriptors() -> Vec<i32> {
+    let pid = std::process::id();
+    let mut fds = match SESSION.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        Some((owner, s)) if *owner == pid => s.descriptors(),
+        _ => Vec::new(),
+    };
+    fds.extend(crate::fork::made_ahead_descriptors());
+    fds.sort_unstable();
+    fds.dedup();
+    fds
+}

@@ -68,6 +68,14 @@ pub(crate) fn remove(fd: i32) -> Option<Arc<Sock>> {
     table().as_mut().and_then(|t| t.remove(&fd))
 }
 
+/// The numbers within `first..=last` that are ours, lowest first.
+pub(crate) fn in_range(first: i32, last: i32) -> Vec<i32> {
+    let mut fds: Vec<i32> =
+        table().iter().flatten().map(|(&fd, _)| fd).filter(|fd| (first..=last).contains(fd)).collect();
+    fds.sort_unstable();
+    fds
+}
+
 /// Every socket with its numbers, each socket once (found by its
 /// address, so a fork's cost follows the number of descriptors).
 pub(crate) fn groups() -> Vec<(Vec<i32>, Arc<Sock>)> {

@@ -12,7 +12,8 @@
 //! eventfd) carry its thread mark and so reach the kernel.
 //!
 //! The calls: `socket`, `bind`, `listen`, `accept`, `accept4`, `connect`,
-//! `shutdown`, `close`, `dup`, `dup2`, `dup3`, `fcntl`, `ioctl`,
+//! `shutdown`, `close`, `close_range`, `closefrom`, `dup`, `dup2`, `dup3`,
+//! `fcntl`, `ioctl`,
 //! `getsockname`, `getpeername`, `setsockopt`, `getsockopt` (`sockets.rs`);
 //! `read`, `write`, `readv`, `writev`, `recv`, `recvfrom`, `recvmsg`,
 //! `send`, `sendto`, `sendmsg`, `sendmmsg`, `recvmmsg`, `sendfile` and the

@@ -84,6 +84,32 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     ret(posix::close(fd).map(|()| 0)) as c_int
 }
 
+/// A range of numbers closes: ours among them as `close` closes them, the
+/// library's own descriptors spared (`nagare_posix::close_range`).
+#[no_mangle]
+pub unsafe extern "C" fn close_range(first: libc::c_uint, last: libc::c_uint, flags: c_int) -> c_int {
+    if posix::Entered::inside() {
+        // The system call itself: a libc older than the call has no
+        // definition to pass on to.
+        return unsafe { libc::syscall(libc::SYS_close_range, first, last, flags) } as c_int;
+    }
+    // The kernel takes the flags as an unsigned word; a negative one is
+    // refused there as unknown bits.
+    ret(posix::close_range(first, last, flags as u32).map(|()| 0)) as c_int
+}
+
+/// `closefrom(low)`: every number from `low` up closes, as with
+/// [`close_range`]; it has no result.
+#[no_mangle]
+pub unsafe extern "C" fn closefrom(low: c_int) {
+    let low = u32::try_from(low).unwrap_or(0);
+    if posix::Entered::inside() {
+        unsafe { libc::syscall(libc::SYS_close_range, low, u32::MAX, 0) };
+        return;
+    }
+    let _ = posix::close_range(low, u32::MAX, 0);
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
     if !ours(fd) {

@@ -287,6 +287,35 @@ impl Session {
         }
     }
 
+    /// The kernel descriptors this session keeps open in this process:
+    /// its rendezvous socket, its region, the eventfds and their copies,
+    /// its watcher's, and the descriptors its sockets lend. A library that
+    /// stands in for libc spares them when the program closes a range of
+    /// numbers (`closefrom`, `close_range`).
+    pub fn descriptors(&self) -> Vec<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        let mut fds = vec![self.inner.wake.as_raw_fd()];
+        if let Ok(c) = self.inner.conn.lock() {
+            fds.extend([
+                c.client.liveness_fd().as_raw_fd(),
+                c.client.region.fd().as_raw_fd(),
+                c.client.client_wakeup.as_raw_fd(),
+                c.client.server_wakeup.as_raw_fd(),
+                c.notifier.fd().as_raw_fd(),
+                c.waiter.fd().as_raw_fd(),
+            ]);
+            for r in c.ready_fds.values().chain(c.answer_fds.values()) {
+                fds.extend(r.descriptors());
+            }
+        }
+        if let Ok(w) = self.inner.watcher.lock() {
+            if let Some(w) = w.as_ref() {
+                fds.extend(w.descriptors());
+            }
+        }
+        fds
+    }
+
     /// For an event loop that sleeps in its own `poll` (or `epoll`) beside
     /// other descriptors, after it found nothing ready: asks netd to
     /// signal the session's eventfd on its next completion. `Some(fd)`:

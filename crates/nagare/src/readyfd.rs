@@ -80,6 +80,11 @@ pub(crate) struct ReadyFd {
 }
 
 impl ReadyFd {
+    /// Both ends' numbers.
+    pub(crate) fn descriptors(&self) -> [std::os::fd::RawFd; 2] {
+        [self.given.as_raw_fd(), self.kept.as_raw_fd()]
+    }
+
     /// A descriptor that is writable and not readable.
     pub(crate) fn new() -> io::Result<ReadyFd> {
         let mut fds = [0; 2];

@@ -35,6 +35,20 @@ pub(crate) struct Watcher {
     /// Which thread it is ([`NEXT_ID`]): the one that leaves clears the
     /// slot only if it still holds its own.
     id: u64,
+    /// The numbers of the thread's own copies ([`Fds`]).
+    copies: [std::os::fd::RawFd; 3],
+}
+
+impl Watcher {
+    /// The descriptors it keeps open in this process: its stop eventfd
+    /// and its thread's copies (none for a parent's, copied by `fork`).
+    pub(crate) fn descriptors(&self) -> Vec<std::os::fd::RawFd> {
+        if self.pid != std::process::id() {
+            return Vec::new();
+        }
+        let [a, b, c] = self.copies;
+        vec![self.stop.as_raw_fd(), a, b, c]
+    }
 }
 
 /// The next watcher's [`Watcher::id`].
@@ -66,6 +80,7 @@ pub(crate) fn ensure(shared: &Arc<Shared>) -> io::Result<()> {
             stop: stop.as_fd().try_clone_to_owned()?,
         }
     };
+    let copies = [fds.wake.as_raw_fd(), fds.alive.as_raw_fd(), fds.stop.as_raw_fd()];
     let session = Arc::downgrade(shared);
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     std::thread::Builder::new().name(String::from("nagare-watcher")).spawn(move || {
@@ -75,7 +90,7 @@ pub(crate) fn ensure(shared: &Arc<Shared>) -> io::Result<()> {
     // Another process's, if there was one (this one is a child of it):
     // dropped, which closes this process's copy of its stop eventfd and
     // signals nothing (`Watcher::drop`).
-    drop(slot.replace(Watcher { stop, pid: here, id }));
+    drop(slot.replace(Watcher { stop, pid: here, id, copies }));
     Ok(())
 }
 

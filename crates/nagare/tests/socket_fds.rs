@@ -450,3 +450,35 @@ fn every_descriptor_is_ready_once_netd_is_gone() {
     let e = s.read_with(&mut [0u8; 8], false).expect_err("netd is gone");
     assert_ne!(e.kind(), ErrorKind::WouldBlock, "{e}");
 }
+
+/// A session names every descriptor it keeps open (`Session::descriptors`,
+/// what a preload library spares when its program closes a range): all
+/// of them open and distinct, and a readiness descriptor among them once
+/// one is lent, with the watcher's own.
+#[test]
+fn a_session_names_every_descriptor_it_keeps_open() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let session = netd.connect();
+    let before = session.descriptors();
+    let open = |fds: &[RawFd]| {
+        // SAFETY: a flag query on a number; no memory passed.
+        fds.iter().all(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0)
+    };
+    let distinct = |fds: &[RawFd]| {
+        let mut sorted = fds.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        sorted.len() == fds.len()
+    };
+    // The rendezvous socket, the region, two eventfds and three copies.
+    assert_eq!(before.len(), 7, "{before:?}");
+    assert!(open(&before) && distinct(&before), "{before:?}");
+    let socket = UdpSocket::bind_via(&session, at(9870)).expect("bind");
+    let lent = fd_of!(socket);
+    let after = session.descriptors();
+    assert!(after.contains(&lent), "{lent} not in {after:?}");
+    assert!(before.iter().all(|fd| after.contains(fd)), "{before:?} then {after:?}");
+    // Its two ends and the watcher's four.
+    assert_eq!(after.len(), before.len() + 6, "{after:?}");
+    assert!(open(&after) && distinct(&after), "{after:?}");
+}
