@@ -118,6 +118,24 @@ impl Process {
         Process { child: Some(child) }
     }
 
+    /// Waits (at most `limit`) for it to exit by itself: its output, or
+    /// `None` if it had to be killed.
+    pub fn wait(&mut self, limit: Duration) -> Option<Output> {
+        let mut child = self.child.take()?;
+        let started = Instant::now();
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) => return child.wait_with_output().ok(),
+                Ok(None) if started.elapsed() < limit => std::thread::sleep(Duration::from_millis(20)),
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return None;
+                }
+            }
+        }
+    }
+
     /// Sends SIGTERM and waits (at most `limit`) for a clean exit.
     pub fn terminate(&mut self, limit: Duration) -> Option<Output> {
         let child = self.child.take()?;

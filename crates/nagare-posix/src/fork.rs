@@ -43,7 +43,9 @@
 //!   its `fork`, `vfork` and `posix_spawn` make ([`forked`]); once every
 //!   child a socket was handed to is gone, a call on the socket asks netd
 //!   to take it back ([`reclaim_if_alone`]), and on a grant it reads ahead
-//!   again and has no token, as a socket never shared.
+//!   again and has no token, as a socket never shared. A process that was
+//!   handed a socket asks too: netd grants it once no other process holds
+//!   it.
 
 use crate::errors::{errno, say_once};
 use crate::session::{netd_path, session};
@@ -93,12 +95,11 @@ thread_local! {
 
 /// What this process knows of the other holders of a shared socket, by
 /// its token: the children it handed the socket to (those not known to
-/// be gone), whether it ever handed it to one, when it last asked netd to
-/// take the socket back, and how long it waits before it asks again.
+/// be gone), when it last asked netd to take the socket back, and how
+/// long it waits before it asks again.
 #[derive(Default)]
 struct Others {
     pids: Vec<u32>,
-    handed: bool,
     asked: Option<Instant>,
     wait: Duration,
 }
@@ -196,9 +197,7 @@ pub fn forked(pid: i32) {
     let mut o = others();
     let map = o.get_or_insert_with(HashMap::new);
     for t in tokens {
-        let o = map.entry(t).or_default();
-        o.pids.push(pid);
-        o.handed = true;
+        map.entry(t).or_default().pids.push(pid);
     }
 }
 
@@ -387,20 +386,22 @@ fn gone(pid: u32) -> bool {
     matches!(state, Some('Z' | 'X'))
 }
 
-/// A call of this process on shared socket `sock` (`g`, its state, here),
-/// which this process handed to children of its own (`fork`,
-/// `posix_spawn`): once every one of them is gone, netd is asked to take
-/// it back (`reclaim`), at most every [`ASK_EVERY`], and less often after
-/// each refusal (up to every [`ASK_AT_LEAST_EVERY`]); on a grant its
-/// placeholders are unnamed sockets again and it has no token, so that it
-/// reads ahead again and a later `fork` shares it afresh. netd refuses
-/// while another process still holds it (a grandchild, a program a child
-/// ran): asked again later. A process that holds a socket it was handed
-/// (a child, a program run by `exec`) never asks, even once the process
-/// that handed it is gone: it keeps the shared path. So only the pids of
-/// children this process made are looked at (`kill` with signal 0,
-/// `/proc`), and a child whose system calls are filtered (as `sshd`'s
-/// unprivileged one) makes none of these calls.
+/// A call of this process on shared socket `sock` (`g`, its state, here):
+/// once every child this process handed it to (`fork`, `posix_spawn`) is
+/// gone, netd is asked to take it back (`reclaim`), at most every
+/// [`ASK_EVERY`], and less often after each refusal (up to every
+/// [`ASK_AT_LEAST_EVERY`]); on a grant its placeholders are unnamed
+/// sockets again and it has no token, so that it reads ahead again and a
+/// later `fork` shares it afresh. netd refuses while another process
+/// still holds it: the parent that handed it to this one, a sibling, a
+/// grandchild, a program a child ran. So a process that was handed a
+/// socket (a child, a program run by `exec`) asks too, and has it back
+/// once the others let go (a daemon whose parent exited, a connection
+/// whose listener's process closed its copy). Only the pids of children
+/// this process made are looked at here (`kill` with signal 0, `/proc`):
+/// a process without such children makes no other system call than the
+/// request, so one whose system calls are filtered (as `sshd`'s
+/// unprivileged child) may ask too.
 pub(crate) fn reclaim_if_alone(sock: &Sock, g: &Inner) {
     let token = sock.token.load(Ordering::Acquire);
     if token == 0 {
@@ -408,7 +409,7 @@ pub(crate) fn reclaim_if_alone(sock: &Sock, g: &Inner) {
     }
     {
         let mut o = others();
-        let Some(entry) = o.as_mut().and_then(|m| m.get_mut(&token)).filter(|e| e.handed) else { return };
+        let entry = o.get_or_insert_with(HashMap::new).entry(token).or_default();
         let wait = entry.wait.max(ASK_EVERY);
         if entry.asked.is_some_and(|at| at.elapsed() < wait) {
             return;
