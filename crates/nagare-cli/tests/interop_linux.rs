@@ -194,3 +194,32 @@ fn up_creates_its_tap_and_removes_it_on_sigterm() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("created TAP device tapc"));
     assert!(wait_until(Duration::from_secs(3), || !exists()), "tapc outlived nagare up");
 }
+
+/// netd sets how many frames each queue of its TAP holds for it: 4096 by
+/// default (the kernel's own is 1000), the number given with
+/// `--tap-queue-len`, in every placement.
+#[test]
+fn netd_sizes_its_tap_queues() {
+    if let Some(reason) = interop_unavailable(&["ping"]) {
+        return skip("netd_sizes_its_tap_queues", &reason);
+    }
+    for (placement, given, expected) in [("inline", None, "4096"), ("split", Some("3000"), "3000")] {
+        let ns = Netns::new(&format!("qlen-{placement}"));
+        let (_paths, socket, _) = TempPaths::netd(&format!("qlen-{placement}"));
+        let mut args = vec!["netd", "--tap", "tapq", "--addr", "10.79.1.2/24", "--placement", placement];
+        args.extend(["--socket", socket.to_str().unwrap()]);
+        if let Some(frames) = given {
+            args.extend(["--tap-queue-len", frames]);
+        }
+        let mut netd = Process::spawn(ns.command(nagare()).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()));
+        let length = || {
+            let out = ns.command("cat").arg("/sys/class/net/tapq/tx_queue_len").output().ok();
+            out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default()
+        };
+        let sized = wait_until(Duration::from_secs(10), || socket.exists() && length() == expected);
+        let seen = length();
+        let output = netd.terminate(Duration::from_secs(5));
+        let stderr = output.as_ref().map(|o| String::from_utf8_lossy(&o.stderr).into_owned()).unwrap_or_default();
+        assert!(sized, "{placement}: tapq holds {seen} frames a queue, not {expected}: {stderr}");
+    }
+}

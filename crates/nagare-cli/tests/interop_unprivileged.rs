@@ -94,4 +94,6 @@ fn up_and_netd_run_unprivileged_on_a_tap_made_for_their_user() {
     let output = netd.terminate(Duration::from_secs(5));
     let stderr = output.as_ref().map(|o| String::from_utf8_lossy(&o.stderr).into_owned()).unwrap_or_default();
     assert!(answered, "nagare netd as nobody on its own TAP never answered a ping: {stderr}");
+    // The queue length is root's to set on a TAP made for another user.
+    assert!(stderr.contains("tapu keeps its queue length"), "{stderr}");
 }

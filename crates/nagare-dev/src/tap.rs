@@ -231,6 +231,19 @@ fn interface_ioctl(request: libc::c_ulong, ifr: &mut libc::ifreq) -> io::Result<
     Ok(())
 }
 
+/// Sets how many frames each queue of TAP interface `name` holds for its
+/// reader (`tx_queue_len`: the kernel's side transmits into them, and
+/// drops past them, so the length is how long a reader may be away
+/// without a loss). Needs `CAP_NET_ADMIN`.
+pub fn set_queue_len(name: &str, frames: u32) -> io::Result<()> {
+    validate_name(name)?;
+    let mut ifr = ifreq_for(name);
+    // `ifr_qlen` is the union's int, as the MTU is.
+    ifr.ifr_ifru.ifru_mtu = libc::c_int::try_from(frames)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("queue length {frames} out of range")))?;
+    interface_ioctl(libc::SIOCSIFTXQLEN, &mut ifr).map_err(|e| with_context(e, "SIOCSIFTXQLEN", name))
+}
+
 impl TapDevice {
     /// Opens TAP interface `name`: attaches to it if it exists (a
     /// persistent TAP made with `ip tuntap add`), or creates it, in which

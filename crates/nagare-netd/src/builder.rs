@@ -148,6 +148,12 @@ impl NetdBuilder {
         self
     }
 
+    /// Frames each queue of the TAP holds for netd (0: as it is).
+    pub fn tap_queue_len(mut self, frames: u32) -> NetdBuilder {
+        self.config.tap_queue_len = frames;
+        self
+    }
+
     /// The largest UDP receive queue at nice 0 under PacketFlow's memory
     /// manager.
     pub fn mm_default(mut self, bytes: usize) -> NetdBuilder {
@@ -185,6 +191,7 @@ impl NetdBuilder {
         }
         let clock = MonotonicClock::new();
         let link = &self.link;
+        let queue_len = self.config.tap_queue_len;
         if self.placement == Placement::Inline {
             let steering = Rc::new(Steering::new(true));
             let steered = match &link.device {
@@ -207,6 +214,7 @@ impl NetdBuilder {
                     Netd::new(host.iface, host.device, clock, self.config)?
                 }
             };
+            size_tap_queues(link, queue_len);
             let offered = netd.enable_services(&self.services)?;
             return Ok(Built { netd, offered, driver_pid: None });
         }
@@ -219,6 +227,7 @@ impl NetdBuilder {
                     TapDevice::open_with(name, *offload)
                 };
                 let tap = tap.map_err(|e| io::Error::new(e.kind(), format!("opening TAP device {name}: {e}")))?;
+                size_tap_queues(link, queue_len);
                 if !tap.multi_queue() && link.impairment().is_none() {
                     log::warn!(
                         "{name} is a single-queue TAP: received payload is copied once (make it with `ip tuntap add ... multi_queue` to steer)"
@@ -258,6 +267,19 @@ impl NetdBuilder {
         netd.held_tap = tap;
         let offered = netd.enable_services(&self.services)?;
         Ok(Built { netd, offered, driver_pid })
+    }
+}
+
+/// Sets how many frames each queue of `link`'s TAP holds (0, or a link
+/// that is no TAP: nothing). A TAP made for this user by root keeps its
+/// length when netd may not change it: said once in the log.
+fn size_tap_queues(link: &LinkSpec, frames: u32) {
+    let DeviceSpec::Tap { name, .. } = &link.device else { return };
+    if frames == 0 {
+        return;
+    }
+    if let Err(e) = nagare_dev::tap::set_queue_len(name, frames) {
+        log::warn!("{name} keeps its queue length ({e}): frames beyond it are dropped while netd is away");
     }
 }
 

@@ -71,11 +71,23 @@ pub struct NetdConfig {
     /// receive path is dropping (for a TAP, the kernel's
     /// `/sys/class/net/NAME/statistics/tx_dropped`; none otherwise).
     pub link_drops: Option<PathBuf>,
+    /// Frames each queue of netd's TAP holds while netd (or its driver)
+    /// is away from it; set when netd opens the TAP, 0 leaves it as it
+    /// is ([`DEFAULT_TAP_QUEUE_LEN`]).
+    pub tap_queue_len: u32,
     /// Frames netd takes from its device or driver in one read
     /// (`nagare_host::host::RX_BATCH`, 64): a read that fills it is how
     /// PacketFlow's filter tells that netd is saturated.
     pub rx_batch: usize,
 }
+
+/// Frames each queue of netd's TAP holds by default. The kernel's 1000
+/// covers a reader away for 3 ms at 300 000 frames a second, less than
+/// one time slice of the scheduler that runs netd among its clients on
+/// a busy machine, and tun drops what does not fit: a reader that is a
+/// process, not an interrupt handler, needs a queue that outlasts its
+/// turn off the CPU.
+pub const DEFAULT_TAP_QUEUE_LEN: u32 = 4096;
 
 impl Default for NetdConfig {
     fn default() -> Self {
@@ -100,6 +112,7 @@ impl Default for NetdConfig {
             mm_default: MM_DEFAULT,
             link_drops: None,
             rx_batch: nagare_host::host::RX_BATCH,
+            tap_queue_len: DEFAULT_TAP_QUEUE_LEN,
         }
     }
 }

@@ -57,7 +57,7 @@ mod view;
 mod watches;
 
 pub use builder::{Built, NetdBuilder};
-pub use config::NetdConfig;
+pub use config::{NetdConfig, DEFAULT_TAP_QUEUE_LEN};
 pub use driver::{DriverLink, DriverLinkStats, Placement};
 pub use nagare_request::{decode_addr, encode_addr, Completion, Op, Piece, ProtoError, Request, DEFAULT_SOCKET};
 pub use netd::Netd;
