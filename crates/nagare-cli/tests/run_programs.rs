@@ -7,6 +7,7 @@
 mod common;
 
 use common::*;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -1117,6 +1118,46 @@ fn keepalive_options_reach_netd() {
     assert!(after >= before + 2, "no keepalive probes: {before} then {after} segments sent:\n{}", s.stat());
     let out = idle.terminate(Duration::from_secs(10)).expect("python3 ends");
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("1 1\n"), "{out:?}");
+}
+
+/// `SO_RCVBUF` on a UDP socket through netd, from python3, set before
+/// its bind and after: it sizes the socket's receive queue in netd (its
+/// line in `nagare stat`), and reads back doubled, as on Linux.
+#[test]
+fn udp_so_rcvbuf_sizes_the_queue_in_netd() {
+    if let Some(reason) = interop_unavailable(&["python3", "ping"]) {
+        return skip("udp_so_rcvbuf_sizes_the_queue_in_netd", &reason);
+    }
+    let s = Setup::new("runrcvbuf");
+    let script = "import socket, sys\n\
+         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         u.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 20000)\n\
+         u.bind(('0.0.0.0', 9320))\n\
+         print(u.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF), flush=True)\n\
+         sys.stdin.readline()\n\
+         u.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 50000)\n\
+         print(u.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF), flush=True)\n\
+         sys.stdin.readline()\n";
+    let mut python = Process::spawn(s.run("python3").args(["-c", script]).stdin(Stdio::piped()).stdout(Stdio::piped()));
+    let child = python.child.as_mut().expect("python3 runs");
+    let (mut input, mut output) = (child.stdin.take().unwrap(), BufReader::new(child.stdout.take().unwrap()));
+    let mut line = String::new();
+    let mut next = |line: &mut String| {
+        line.clear();
+        output.read_line(line).unwrap();
+        line.trim().to_string()
+    };
+    let queue = |report: &str| {
+        let l = report.lines().find(|l| l.contains(" udp local 0.0.0.0:9320 ")).unwrap_or("").to_string();
+        l.split(" rcvbuf ").nth(1).and_then(|r| r.split(' ').next()).unwrap_or("").to_string()
+    };
+    assert_eq!(next(&mut line), "40000", "set before the bind");
+    assert_eq!(queue(&s.stat()), "20000", "{}", s.stat());
+    writeln!(input).unwrap();
+    assert_eq!(next(&mut line), "100000", "set after the bind");
+    assert_eq!(queue(&s.stat()), "50000", "{}", s.stat());
+    writeln!(input).unwrap();
+    let _ = python.terminate(Duration::from_secs(5));
 }
 
 /// `MSG_PEEK` and `FIONREAD` on a UDP socket through netd, from python3:

@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | `SO_REUSEADDR`, `SO_REUSEPORT`, `SO_BROADCAST` | kept (netd binds as if set) | kept |
 //! | `SO_KEEPALIVE` | netd's keepalive probes, after `TCP_KEEPIDLE` | kept |
-//! | `SO_SNDBUF`, `SO_RCVBUF` | a stream's buffers in netd; kept before | netd's size, doubled as Linux reports |
+//! | `SO_SNDBUF`, `SO_RCVBUF` | a stream's buffers in netd, a datagram socket's receive queue (`SO_RCVBUF`); kept before | netd's size, doubled as Linux reports |
 //! | `SO_RCVTIMEO`, `SO_SNDTIMEO` | the read and write (and connect) limits | kept |
 //! | `SO_LINGER` | kept; close always sends what was queued | kept |
 //! | `SO_ERROR` | – | the pending error, taken |
@@ -122,10 +122,13 @@ pub unsafe fn setsockopt(fd: i32, level: i32, name: i32, value: *const libc::c_v
             } else {
                 o.recv_buffer = Some(n);
             }
-            if let State::Stream(st) = &*state {
-                let r = if send { st.set_send_buffer_size(n) } else { st.set_recv_buffer_size(n) };
-                r.map_err(|e| errno(&e))?;
-            }
+            let r = match &*state {
+                State::Stream(st) if send => st.set_send_buffer_size(n),
+                State::Stream(st) => st.set_recv_buffer_size(n),
+                State::Datagram(dg) if !send => dg.set_recv_buffer_size(n),
+                _ => Ok(()),
+            };
+            r.map_err(|e| errno(&e))?;
         }
         (libc::IPPROTO_TCP, libc::TCP_NODELAY) if s.proto == Proto::Tcp => {
             o.nodelay = int()? != 0;
@@ -236,6 +239,7 @@ pub unsafe fn getsockopt(
         })?,
         (libc::SOL_SOCKET, libc::SO_RCVBUF) => buffer(match &g.state {
             State::Stream(st) => st.recv_buffer_size().map_err(|e| errno(&e)),
+            State::Datagram(dg) => dg.recv_buffer_size().map_err(|e| errno(&e)),
             _ => Ok(o.recv_buffer.unwrap_or(DEFAULT_BUFFER / 2)),
         })?,
         (libc::SOL_SOCKET, libc::SO_LINGER) => {

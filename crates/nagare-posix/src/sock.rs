@@ -260,6 +260,9 @@ pub(crate) fn apply_datagram_options(d: &UdpSocket, o: &Options, nonblocking: bo
     if o.recv_timeout.is_some() {
         d.set_read_timeout(o.recv_timeout).map_err(|e| errno(&e))?;
     }
+    if let Some(n) = o.recv_buffer {
+        d.set_recv_buffer_size(n).map_err(|e| errno(&e))?;
+    }
     Ok(())
 }
 

@@ -938,6 +938,20 @@ impl UdpSocket {
         Ok(self.read_limit.get())
     }
 
+    /// Sets the receive queue (`SO_RCVBUF`), in bytes (1 to 64 MiB): what
+    /// netd holds for this socket until it is read, beyond which
+    /// datagrams are dropped. netd grants what its client's memory allows,
+    /// and PacketFlow's memory manager leaves a queue sized so, as Linux
+    /// leaves a buffer its application sized.
+    pub fn set_recv_buffer_size(&self, bytes: usize) -> io::Result<()> {
+        self.h.set_option(SockOption::RecvBuffer, buffer_size(bytes)?).map(|_| ())
+    }
+
+    /// The receive queue's size in bytes.
+    pub fn recv_buffer_size(&self) -> io::Result<usize> {
+        self.h.option(SockOption::RecvBuffer).map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
     /// The bound address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         Ok(self.local)
