@@ -1,8 +1,8 @@
 //! `nagare bench packetflow` with tiny settings (root: it makes network
 //! namespaces, a TAP and a veth pair): it prints Figure 3's table with
-//! figures for `none`, `filter` and Linux, writes its CSV file, reports a
-//! module set netd refuses as "not available" instead of failing, and
-//! leaves no namespace behind.
+//! figures for `none`, `filter`, netd's default and Linux, writes its CSV
+//! file, reports a module set netd refuses as "not available" instead of
+//! failing, and leaves no namespace behind.
 
 mod common;
 
@@ -52,7 +52,7 @@ fn figure_3_has_figures_for_the_sets_netd_takes() {
     assert!(ok, "the bench failed:\n{out}\n{err}");
     assert!(namespaces_left(pid).is_empty(), "namespaces left: {:?}", namespaces_left(pid));
     let header = row(&out, "receiver");
-    assert_eq!(header, ["none", "filter", "scheduler", "filter,scheduler", "Linux"], "{out}");
+    assert_eq!(header, ["none", "filter", "scheduler", "filter,scheduler", "default", "Linux"], "{out}");
     for nice in ["nice 0", "nice 5", "nice 10", "all three"] {
         let cells = row(&out, nice);
         for (set, cell) in header.iter().zip(&cells) {
@@ -61,7 +61,7 @@ fn figure_3_has_figures_for_the_sets_netd_takes() {
             let figure = cell.split(" (").next().is_some_and(|n| n.parse::<f64>().is_ok()) && cell.ends_with("%)");
             let refused = *cell == "—" && out.contains(&format!("- {set}: not available: "));
             assert!(figure || refused, "{nice}, {set}: {cell:?}:\n{out}");
-            if ["none", "filter", "Linux"].contains(set) {
+            if ["none", "filter", "default", "Linux"].contains(set) {
                 assert!(figure, "{nice}, {set}: no figure:\n{out}");
             }
         }

@@ -88,13 +88,15 @@ pub struct PacketFlowArgs {
     pub tcp_sender_nice: Option<i32>,
 }
 
-/// Figures 3, 4 and 5: the original, each module, both, and Linux.
+/// Figures 3, 4 and 5: the original, each module, both, netd as it runs
+/// by default (every module, the memory manager too), and Linux.
 fn main_stacks() -> Vec<Stack> {
     vec![
         Stack::netd("none"),
         Stack::netd("filter"),
         Stack::netd("scheduler"),
         Stack::netd("filter,scheduler"),
+        Stack::Netd(None),
         Stack::Linux,
     ]
 }
