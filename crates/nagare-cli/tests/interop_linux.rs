@@ -223,3 +223,79 @@ fn netd_sizes_its_tap_queues() {
         assert!(sized, "{placement}: tapq holds {seen} frames a queue, not {expected}: {stderr}");
     }
 }
+
+/// PacketFlow's queue hold, on a multi-queue TAP netd reads itself: a
+/// burst of 3000 datagrams from Linux to a receiver through netd whose
+/// socket holds 81 (`SO_RCVBUF` 16384, which reads back doubled, as on
+/// Linux) and which reads slower than they come. Each time its socket
+/// overflows, its TAP queue is held until it has read half: the rest of
+/// the burst waits in the kernel's ring instead of being read only to be
+/// dropped at the socket, and most of it arrives (about 2600; a quarter
+/// of that without the hold).
+#[test]
+fn a_burst_for_a_full_socket_waits_in_its_tap_queue() {
+    if let Some(reason) = interop_unavailable(&["ping", "python3"]) {
+        return skip("a_burst_for_a_full_socket_waits_in_its_tap_queue", &reason);
+    }
+    const BURST: usize = 3000;
+    let ns = Netns::new("hold");
+    let (_paths, socket, _) = TempPaths::netd("hold");
+    let mut netd = Process::spawn(
+        ns.command(nagare())
+            .args(["netd", "--tap", "tap0", "--addr", &format!("{NAGARE}/24"), "--packetflow", "filter", "--socket"])
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
+    assert!(wait_until(Duration::from_secs(10), || socket.exists()), "netd never made its socket");
+    ns.ip(&["addr", "add", &format!("{KERNEL}/24"), "dev", "tap0"]);
+    ns.ip(&["link", "set", "tap0", "up"]);
+    assert!(answers_ping(&ns, NAGARE), "netd never answered a ping");
+    let stat = || {
+        let out = ns.command(nagare()).args(["stat", "--via"]).arg(&socket).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // Reads 64, then sleeps a millisecond: about 50 000 a second.
+    let receiver = "import socket, time\n\
+         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)\n\
+         s.bind(('0.0.0.0', 9310))\n\
+         print(s.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF), flush=True)\n\
+         s.settimeout(20); s.recv(2048); got = 1\n\
+         s.settimeout(1)\n\
+         try:\n\
+         \x20   while True:\n\
+         \x20       s.recv(2048); got += 1\n\
+         \x20       if got % 64 == 0: time.sleep(0.001)\n\
+         except socket.timeout: pass\n\
+         print(got)\n";
+    let mut reader = Process::spawn(
+        ns.command(nagare())
+            .args(["run", "--via"])
+            .arg(&socket)
+            .args(["--", "python3", "-c", receiver])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || stat().contains("udp local 0.0.0.0:9310 ")),
+        "the receiver never bound: {}",
+        stat()
+    );
+    let sender = format!(
+        "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         for i in range({BURST}): s.sendto(b'x' * 200, ({NAGARE:?}, 9310))\n"
+    );
+    run_ok(ns.command("python3").args(["-c", &sender]));
+    let out = reader.wait(Duration::from_secs(30)).expect("the receiver ends a second after the burst");
+    let report = stat();
+    let _ = netd.terminate(Duration::from_secs(5));
+    let said = String::from_utf8_lossy(&out.stdout);
+    let mut lines = said.lines();
+    // netd's queue size, doubled as Linux reports it.
+    assert_eq!(lines.next(), Some("32768"), "SO_RCVBUF: {said}");
+    let got: usize = lines.next().and_then(|l| l.parse().ok()).unwrap_or(0);
+    let holds = report.lines().find_map(|l| l.strip_prefix("netd queue_holds ")).unwrap_or("0");
+    assert!(holds != "0", "no hold: {report}");
+    assert!(got >= BURST * 3 / 4, "{got} of {BURST} arrived; {}\n{report}", String::from_utf8_lossy(&out.stderr));
+}

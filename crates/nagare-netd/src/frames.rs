@@ -189,6 +189,21 @@ impl FramePath {
         }
     }
 
+    /// Where netd reads a multi-queue TAP itself, the queues of `clients`
+    /// are left unread until the next call (PacketFlow's queue hold);
+    /// nothing otherwise.
+    pub fn hold_clients(&mut self, clients: impl Iterator<Item = u64>) {
+        if let FramePath::Queues(d) = self {
+            d.hold_clients(clients);
+        }
+    }
+
+    /// Whether each client's frames come on a queue of their own that
+    /// netd reads, which a hold can leave unread.
+    pub fn has_client_queues(&self) -> bool {
+        matches!(self, FramePath::Queues(_))
+    }
+
     /// What steering did, when netd reads a multi-queue TAP itself.
     pub fn queue_report(&self) -> Option<QueueStats> {
         match self {

@@ -23,7 +23,7 @@ use crate::frames::FramePath;
 use crate::lending::Lending;
 use crate::memory::{Memory, BUFFER_FLOOR};
 use crate::ops::Context;
-use crate::packetflow::{Filter, Inbound, Load, MemoryManager, Pause, ReceiveDrops, Receivers, Scheduler};
+use crate::packetflow::{Filter, Holds, Inbound, Load, MemoryManager, Pause, ReceiveDrops, Receivers, Scheduler};
 use crate::report::{ClientLine, Report};
 use crate::requests::{answer_stat_requests, serve_client, waits_for_stat, REQ_BATCH};
 use crate::session::Session;
@@ -96,6 +96,9 @@ pub struct Netd {
     /// The device left unread while the filter finds every frame for a
     /// full queue (`packetflow::Pause`).
     pause: Pause,
+    /// The clients whose TAP queues are left unread while a socket of
+    /// theirs is full (`packetflow::Holds`).
+    holds: Holds,
     /// What the device sheds now, and whether it can (unknown until
     /// first asked).
     shed: UdpShed,
@@ -188,6 +191,7 @@ impl Netd {
             scheduler,
             loads: Vec::new(),
             pause: Pause::default(),
+            holds: Holds::default(),
             shed: UdpShed::default(),
             device_sheds: None,
             receivers: Receivers::default(),
@@ -461,6 +465,8 @@ impl Netd {
         let received = match &mut self.inbound {
             None => self.host.receive(now),
             Some(inbound) => {
+                let held = self.holds.update(&self.host.iface, std::time::Instant::now());
+                self.host.device.hold_clients(held);
                 inbound.begin_batch();
                 let (receivers, memory, stats) = (&mut self.receivers, &self.memory, &mut self.stats);
                 let n = self
@@ -468,6 +474,15 @@ impl Netd {
                     .receive_filtered(now, |iface, frame| inbound.keep(iface, receivers, memory, stats, frame));
                 if let (Some(n @ 1..), Some(filter)) = (n, inbound.filter_mut()) {
                     filter.note_read(n >= self.host.rx_batch());
+                }
+                // A client whose socket overflowed has its own queue held
+                // (where it has one), which the frames behind wait in.
+                let now = std::time::Instant::now();
+                for &h in inbound.batch_overflowed() {
+                    let Some(d) = self.receivers.destination(h) else { continue };
+                    if self.host.device.has_client_queues() && self.holds.start(d.client, h, now) {
+                        self.stats.queue_holds += 1;
+                    }
                 }
                 if let Some(full) = inbound.batch_wasted().filter(|_| n.is_some_and(|n| n >= self.host.rx_batch())) {
                     if self.pause.start(full, std::time::Instant::now()) {
@@ -649,6 +664,7 @@ impl Netd {
             scheduler.forget(s.key());
         }
         self.receivers.forget_client(s.key());
+        self.holds.forget(s.key());
         self.host.device.detach(s.key());
         self.memory.client_gone(s.key());
         self.stats.sockets_reclaimed += gone.sockets as u64;

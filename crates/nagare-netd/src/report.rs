@@ -207,6 +207,7 @@ impl Report<'_> {
             ("filter_dropped_low_priority", s.filter_dropped_low_priority),
             ("filter_dropped_overflow", s.filter_dropped_overflow),
             ("receive_pauses", s.receive_pauses),
+            ("queue_holds", s.queue_holds),
             ("boosts", s.boosts),
             ("lifts_refused", s.lifts_refused),
             ("mm_grown", s.mm_grown),

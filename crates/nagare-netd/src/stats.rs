@@ -78,6 +78,9 @@ pub struct NetdStats {
     /// Pauses of the device's reads after a full batch whose datagrams
     /// were all for full queues.
     pub receive_pauses: u64,
+    /// Holds of a client's TAP queue after a datagram for its full
+    /// socket.
+    pub queue_holds: u64,
     /// Boosts PacketFlow's scheduler began.
     pub boosts: u64,
     /// Boosts whose process netd could not lift (no `CAP_SYS_NICE`): the

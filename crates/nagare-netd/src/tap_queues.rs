@@ -25,7 +25,9 @@
 //!    when PacketFlow's scheduler runs, in the order it serves their
 //!    clients (by priority, lifted by a boost), so a busy low-priority
 //!    queue waits, and overflows in the kernel's ring at no cost to
-//!    netd, while a high-priority one is read first each time;
+//!    netd, while a high-priority one is read first each time; a queue
+//!    whose client PacketFlow holds (its socket is full) is left for
+//!    later, unless it drains;
 //! 4. the first queue;
 //! 5. every change whose fences have drained is confirmed to netd
 //!    ([`Steering::applied`]), so a client that binds a port a client had
@@ -134,6 +136,9 @@ pub(crate) struct TapQueues {
     /// it runs: its queue is read before those of clients ranked after it.
     /// Without it, or between clients of one rank, queues take turns.
     ranks: Option<HashMap<u64, (u8, u8)>>,
+    /// Clients whose queues are left unread for now (PacketFlow's queue
+    /// hold: their frames wait in the kernel's ring).
+    held_clients: Vec<u64>,
     stats: QueueStats,
 }
 
@@ -152,6 +157,7 @@ impl TapQueues {
             held: (0..MAX_RX_QUEUES).map(|_| Held::default()).collect(),
             scratch: Vec::with_capacity(MAX_PIECES),
             ranks: None,
+            held_clients: Vec::new(),
             stats,
         }
     }
@@ -198,6 +204,13 @@ impl TapQueues {
         let map = self.ranks.get_or_insert_with(HashMap::new);
         map.clear();
         map.extend(ranks);
+    }
+
+    /// Leaves the queues of `clients` unread from now on (a draining one
+    /// is still read), until the next call.
+    pub fn hold_clients(&mut self, clients: impl Iterator<Item = u64>) {
+        self.held_clients.clear();
+        self.held_clients.extend(clients);
     }
 
     /// Its counters.
@@ -267,7 +280,7 @@ impl TapQueues {
         ready: u32,
         now: Instant,
     ) -> usize {
-        let TapQueues { queues, steering, held, scratch, stats, ranks, .. } = self;
+        let TapQueues { queues, steering, held, scratch, stats, ranks, held_clients, .. } = self;
         let count = queues.queues.len().min(MAX_RX_QUEUES);
         let start = queues.next;
         queues.next = (start + 1) % count.max(1);
@@ -276,6 +289,9 @@ impl TapQueues {
         let mut frames = 0;
         for at in order.iter() {
             let (Some(q), Some(held)) = (queues.queues.get_mut(at), held.get_mut(at)) else { continue };
+            if !q.draining() && q.key.is_some_and(|k| held_clients.contains(&k)) {
+                continue;
+            }
             if held.client.map(|(key, _)| key) != q.reader() {
                 held.give_back(steering);
             }

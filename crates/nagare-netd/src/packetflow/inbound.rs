@@ -88,6 +88,12 @@ impl Inbound {
         (self.batch_passed == 0 && !self.batch_full.is_empty()).then_some(&self.batch_full[..])
     }
 
+    /// The sockets the batch under way dropped datagrams for, their
+    /// queues being full (at most a batch's worth of them).
+    pub fn batch_overflowed(&self) -> &[UdpHandle] {
+        &self.batch_full
+    }
+
     /// What becomes of `frame`, one of the batch under way, given the
     /// engine (`iface`, whose queues the memory manager grows), the
     /// sockets' receivers and the accounts growths are charged to; growths

@@ -9,13 +9,15 @@
 //! full, up to a size its priority sets). `inbound` reads each received
 //! frame once (`peek`) for the filter and the memory manager; `pause`
 //! leaves the device unread while every frame would only be dropped for a
-//! full queue; `receivers`
+//! full queue, and `hold` one client's TAP queue while its socket is full;
+//! `receivers`
 //! maps the engine's UDP sockets to their clients and priorities and
 //! publishes the boosts; `drops` measures the receive path's drops per
 //! period. `docs/netd.md`, section "PacketFlow", describes them.
 
 mod drops;
 mod filter;
+mod hold;
 mod inbound;
 mod mm;
 mod pause;
@@ -25,6 +27,7 @@ mod scheduler;
 
 pub(crate) use drops::ReceiveDrops;
 pub(crate) use filter::Filter;
+pub(crate) use hold::Holds;
 pub(crate) use inbound::Inbound;
 pub(crate) use mm::{MemoryManager, DEFAULT_SIZE as MM_DEFAULT};
 pub(crate) use pause::Pause;
