@@ -277,10 +277,11 @@ fn curl_wget_and_python_download_through_netd() {
 /// Servers through netd: `python3 -m http.server` (poll) and nginx (epoll,
 /// sendfile; its master and two workers, which run as another user and
 /// share the master's listener across fork) each serve 20 MB to the
-/// kernel's curl, byte-exact; nginx ends on SIGTERM.
+/// kernel's curl (python3's to its wget too), byte-exact; nginx ends on
+/// SIGTERM.
 #[test]
 fn python_and_nginx_serve_the_kernel_through_netd() {
-    if let Some(reason) = interop_unavailable(&["curl", "python3", "nginx", "nc", "ping"]) {
+    if let Some(reason) = interop_unavailable(&["curl", "wget", "python3", "nginx", "nc", "ping"]) {
         return skip("python_and_nginx_serve_the_kernel_through_netd", &reason);
     }
     let s = Setup::new("runsrv");
@@ -303,6 +304,9 @@ fn python_and_nginx_serve_the_kernel_through_netd() {
         "curl",
     );
     assert_eq!(sha256(&out), sha256(&data), "python3's http.server through netd");
+    let out = s.dir.join("from-python-wget.bin");
+    ok(s.kernel("wget").args(["-q", "-O"]).arg(&out).arg(format!("http://{NAGARE}:8001/big.bin")), 60, "wget");
+    assert_eq!(sha256(&out), sha256(&data), "python3's http.server through netd, to wget");
     python.terminate(Duration::from_secs(5));
 
     let conf = s.dir.join("nginx.conf");
@@ -952,7 +956,8 @@ fn kernel_echo(s: &Setup, port: u16, clients: u32) -> Process {
 /// The preload library's own edges, from python3 through netd: an `epoll`
 /// set with a pipe and a nagare socket reports each as it becomes ready,
 /// and `dup2` onto another number gives the same socket (a write through
-/// the new number comes back through the old).
+/// the new number comes back through the old), also onto the number of
+/// another nagare socket, which closes in netd (its port is free again).
 #[test]
 fn epoll_mixes_descriptors_and_dup2_names_the_same_socket() {
     if let Some(reason) = interop_unavailable(&["python3", "ss", "ping"]) {
@@ -976,10 +981,20 @@ fn epoll_mixes_descriptors_and_dup2_names_the_same_socket() {
          got = b''\n\
          while len(got) < 16: got += s.recv(16)\n\
          print(got)\n\
-         os.close(n); s.sendall(b'still'); print(s.recv(16))\n"
+         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(('0.0.0.0', 9207)); m = u.detach()\n\
+         os.dup2(s.fileno(), m); os.write(m, b'over a udp one')\n\
+         got = b''\n\
+         while len(got) < 14: got += s.recv(14)\n\
+         print(got)\n\
+         v = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); v.bind(('0.0.0.0', 9207)); print('rebound')\n\
+         os.close(m); os.close(n); s.sendall(b'still'); print(s.recv(16))\n"
     );
     let out = ok(s.run("python3").args(["-c", &script]), 30, "python3 epoll and dup2");
-    assert_eq!(out.stdout, "[]\n[True]\nb'ping'\n[True]\nb'through the copy'\nb'still'\n", "{}", out.stderr);
+    assert_eq!(
+        out.stdout, "[]\n[True]\nb'ping'\n[True]\nb'through the copy'\nb'over a udp one'\nrebound\nb'still'\n",
+        "{}",
+        out.stderr
+    );
 }
 
 /// A program that closes every number but its socket's (`os.closerange`,
