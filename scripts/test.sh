@@ -10,6 +10,9 @@ rustfmt --check --edition 2021 fuzz/fuzz_targets/*.rs
 cargo build --workspace --all-targets --locked
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --all-targets --locked
+# nagare-tokio's futures_io traits, behind their feature.
+cargo clippy --locked -p nagare-tokio --features futures-io --all-targets -- -D warnings
+cargo test --locked -p nagare-tokio --features futures-io --test futures_io
 # The TCP simulation campaign: 1000 seeded transfers of 1-10 MB each way
 # under loss, reordering, duplication and corruption (release mode: about a
 # minute). A failing seed prints itself and how to replay it.
