@@ -231,10 +231,10 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         samples: usize,
     },
-    /// Run a program with its AF_INET sockets through a running netd: the
-    /// preload library (libnagare_preload.so, beside this binary or named by
-    /// NAGARE_PRELOAD) stands in for libc's socket calls; files, pipes, Unix
-    /// and IPv6 sockets stay the kernel's.
+    /// Run a program with its AF_INET and AF_INET6 sockets through a running
+    /// netd: the preload library (libnagare_preload.so, beside this binary or
+    /// named by NAGARE_PRELOAD) stands in for libc's socket calls; files,
+    /// pipes and Unix sockets stay the kernel's.
     Run {
         /// The netd's rendezvous socket (default: NAGARE_NETD, else the
         /// default socket).

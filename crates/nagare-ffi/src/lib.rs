@@ -4,8 +4,8 @@
 //! repository root), with no preloading.
 //!
 //! The contract is `nagare_posix`'s (descriptors are real kernel numbers,
-//! one session with the netd that `NAGARE_NETD` names, IPv4 only, and
-//! what differs from Linux: `crates/nagare-posix/src/lib.rs`). This crate
+//! one session with the netd that `NAGARE_NETD` names, and what differs
+//! from Linux: `crates/nagare-posix/src/lib.rs`). This crate
 //! adds only the C shapes:
 //!
 //! - Each call returns what its libc namesake would: the value, or -1

@@ -176,8 +176,9 @@ fn share_all(pick: impl Fn(&[i32]) -> bool) -> Vec<u64> {
 /// program finds them ([`inherit`]). With `file_actions` (which may give
 /// the program any descriptor, close-on-exec or not) that is every
 /// socket; without, those with a descriptor that is not close-on-exec. No
-/// session is made ahead: the program makes its own. (A socket shared
-/// stays shared, as after a `fork`.)
+/// session is made ahead: the program makes its own. The socket is taken
+/// back once the child is gone ([`forked`], [`reclaim_if_alone`]), as
+/// after a `fork`.
 pub fn before_spawn(file_actions: bool) {
     let _in = Entered::new();
     let tokens = share_all(|fds| file_actions || fds.iter().any(|&fd| !close_on_exec(fd)));

@@ -34,7 +34,7 @@ pub(crate) fn session() -> Res<Session> {
             Ok(s)
         }
         Err(e) => {
-            crate::errors::say_once(&format!("no AF_INET sockets: {e}"));
+            crate::errors::say_once(&format!("no AF_INET or AF_INET6 sockets: {e}"));
             Err(libc::ENETDOWN)
         }
     }

@@ -1,5 +1,6 @@
 //! `nagare run`: a program started with the preload library, so that its
-//! `AF_INET` sockets go through a running netd (`nagare-preload`).
+//! `AF_INET` and `AF_INET6` sockets go through a running netd
+//! (`nagare-preload`).
 
 use anyhow::{bail, Context, Result};
 use std::ffi::{OsStr, OsString};
