@@ -25,9 +25,10 @@
 //!    when PacketFlow's scheduler runs, in the order it serves their
 //!    clients (by priority, lifted by a boost), so a busy low-priority
 //!    queue waits, and overflows in the kernel's ring at no cost to
-//!    netd, while a high-priority one is read first each time; a queue
-//!    whose client PacketFlow holds (its socket is full) is left for
-//!    later, unless it drains;
+//!    netd, while a high-priority one is read first each time, and one
+//!    that holds frames and went unread for [`OVERDUE`] first of all; a
+//!    queue whose client PacketFlow holds (its socket is full) is left
+//!    for later, unless it drains;
 //! 4. the first queue;
 //! 5. every change whose fences have drained is confirmed to netd
 //!    ([`Steering::applied`]), so a client that binds a port a client had
@@ -139,6 +140,9 @@ pub(crate) struct TapQueues {
     /// Clients whose queues are left unread for now (PacketFlow's queue
     /// hold: their frames wait in the kernel's ring).
     held_clients: Vec<u64>,
+    /// When each queue was last read, or last found empty: one that
+    /// holds frames and was not for [`OVERDUE`] is read first.
+    read_at: [Option<Instant>; MAX_RX_QUEUES],
     stats: QueueStats,
 }
 
@@ -158,6 +162,7 @@ impl TapQueues {
             scratch: Vec::with_capacity(MAX_PIECES),
             ranks: None,
             held_clients: Vec::new(),
+            read_at: [None; MAX_RX_QUEUES],
             stats,
         }
     }
@@ -280,12 +285,22 @@ impl TapQueues {
         ready: u32,
         now: Instant,
     ) -> usize {
-        let TapQueues { queues, steering, held, scratch, stats, ranks, held_clients, .. } = self;
+        let TapQueues { queues, steering, held, scratch, stats, ranks, held_clients, read_at, .. } = self;
         let count = queues.queues.len().min(MAX_RX_QUEUES);
         let start = queues.next;
         queues.next = (start + 1) % count.max(1);
+        let mut overdue = 0u32;
+        for (at, last) in read_at.iter_mut().enumerate().take(count) {
+            let holds_frames = ready & 1u32.checked_shl(at as u32 + 1).unwrap_or(0) != 0;
+            match last {
+                Some(t) if holds_frames && now.saturating_since(*t) >= OVERDUE => overdue |= 1 << at,
+                Some(_) if holds_frames => {}
+                // Nothing waits on it: it is as good as read now.
+                _ => *last = Some(now),
+            }
+        }
         let shape = queues.queues.iter().map(|q| (q.key, q.draining()));
-        let order = read_order(shape, start, ranks.as_ref());
+        let order = read_order(shape, start, ranks.as_ref(), overdue);
         let mut frames = 0;
         for at in order.iter() {
             let (Some(q), Some(held)) = (queues.queues.get_mut(at), held.get_mut(at)) else { continue };
@@ -294,6 +309,11 @@ impl TapQueues {
             }
             if held.client.map(|(key, _)| key) != q.reader() {
                 held.give_back(steering);
+            }
+            if frames < max {
+                if let Some(last) = read_at.get_mut(at) {
+                    *last = Some(now);
+                }
             }
             let was_draining = q.draining();
             let mut emptied = (ready & 1u32.checked_shl(at as u32 + 1).unwrap_or(0)) == 0;
@@ -333,6 +353,12 @@ impl TapQueues {
     }
 }
 
+/// How long a queue that holds frames may go unread before it is read
+/// first, whatever its client's rank: every client's queue is read at
+/// least this often (unless PacketFlow holds it), for up to half a batch,
+/// however many better-ranked clients are flooded.
+const OVERDUE: core::time::Duration = core::time::Duration::from_millis(10);
+
 /// The queues to read and their order, given each queue's client and
 /// whether it drains (`shape`, at most [`MAX_RX_QUEUES`]) and the turn
 /// `start`: a queue nobody has and that does not drain is left out
@@ -340,11 +366,13 @@ impl TapQueues {
 /// system call, is spent on it); the others by turns from `start`; with
 /// `ranks`, by its client's rank first (lowest first; a draining queue
 /// before all, one with no ranked client after all), by turns among
-/// equals.
+/// equals. A queue in `overdue` (by number) comes right after the
+/// draining ones, ranked or not.
 fn read_order(
     shape: impl Iterator<Item = (Option<u64>, bool)>,
     start: usize,
     ranks: Option<&HashMap<u64, (u8, u8)>>,
+    overdue: u32,
 ) -> ReadOrder {
     let mut of = [(None, false); MAX_RX_QUEUES];
     let mut count = 0;
@@ -363,12 +391,16 @@ fn read_order(
         }
     }
     let count = order.count;
-    if let Some(ranks) = ranks.filter(|_| count > 1) {
-        // Stable: queues of one rank keep their turns.
+    if count > 1 && (ranks.is_some() || overdue != 0) {
+        // Stable: queues of one class and rank keep their turns.
+        let is_overdue = |at: usize| overdue & 1u32.checked_shl(at as u32).unwrap_or(0) != 0;
         order.at[..count].sort_by_key(|&at| match of.get(at) {
-            Some(&(_, true)) => (0, 0),
-            Some(&(Some(key), false)) => ranks.get(&key).copied().unwrap_or((u8::MAX, u8::MAX)),
-            _ => (u8::MAX, u8::MAX),
+            Some(&(_, true)) => (0, (0, 0)),
+            _ if is_overdue(at) => (1, (0, 0)),
+            Some(&(Some(key), false)) => {
+                (2, ranks.map_or((0, 0), |r| r.get(&key).copied().unwrap_or((u8::MAX, u8::MAX))))
+            }
+            _ => (2, (u8::MAX, u8::MAX)),
         });
     }
     order
@@ -563,7 +595,7 @@ mod tests {
     #[test]
     fn queues_take_turns_unless_ranked_then_the_best_ranked_come_first() {
         let shape = [(Some(1), false), (None, false), (Some(2), false), (Some(3), false), (None, true)];
-        let order = |start, ranks| read_order(shape.into_iter(), start, ranks).iter().collect::<Vec<_>>();
+        let order = |start, ranks| read_order(shape.into_iter(), start, ranks, 0).iter().collect::<Vec<_>>();
         // Queue 1, nobody's, is not read.
         assert_eq!(order(0, None), vec![0, 2, 3, 4]);
         assert_eq!(order(3, None), vec![3, 4, 0, 2]);
@@ -573,7 +605,22 @@ mod tests {
         assert_eq!(order(0, Some(&ranks)), vec![4, 3, 0, 2]);
         assert_eq!(order(2, Some(&ranks)), vec![4, 3, 2, 0]);
         let unranked = [(Some(9), false), (Some(1), false)];
-        assert_eq!(read_order(unranked.into_iter(), 0, Some(&ranks)).iter().collect::<Vec<_>>(), vec![1, 0]);
-        assert_eq!(read_order(std::iter::empty(), 5, Some(&ranks)).iter().count(), 0);
+        assert_eq!(read_order(unranked.into_iter(), 0, Some(&ranks), 0).iter().collect::<Vec<_>>(), vec![1, 0]);
+        assert_eq!(read_order(std::iter::empty(), 5, Some(&ranks), 0).iter().count(), 0);
+    }
+
+    #[test]
+    fn an_overdue_queue_is_read_first_after_the_draining_ones() {
+        let shape = [(Some(1), false), (Some(2), false), (Some(3), false), (None, true)];
+        let ranks: HashMap<u64, (u8, u8)> = [(1, (100, 100)), (2, (120, 120)), (3, (139, 139))].into();
+        let order = |overdue| read_order(shape.into_iter(), 0, Some(&ranks), overdue).iter().collect::<Vec<_>>();
+        assert_eq!(order(0), vec![3, 0, 1, 2]);
+        // Client 3, ranked last, waited too long: it comes before the
+        // better ranked, never before a drain.
+        assert_eq!(order(1 << 2), vec![3, 2, 0, 1]);
+        assert_eq!(order(1 << 2 | 1 << 1), vec![3, 1, 2, 0]);
+        // Without ranks, an overdue queue leaves its turn for the front.
+        let by_turns = read_order(shape.into_iter(), 0, None, 1 << 2).iter().collect::<Vec<_>>();
+        assert_eq!(by_turns, vec![3, 2, 0, 1]);
     }
 }
