@@ -477,10 +477,10 @@ impl Netd {
                 }
                 // A client whose socket overflowed has its own queue held
                 // (where it has one), which the frames behind wait in.
-                let now = std::time::Instant::now();
+                let when = std::time::Instant::now();
                 for &h in inbound.batch_overflowed() {
                     let Some(d) = self.receivers.destination(h) else { continue };
-                    if self.host.device.has_client_queues() && self.holds.start(d.client, h, now) {
+                    if self.host.device.has_client_queues() && self.holds.start(d.client, h, when) {
                         self.stats.queue_holds += 1;
                     }
                 }
