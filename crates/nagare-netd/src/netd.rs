@@ -463,6 +463,18 @@ impl Netd {
             return false;
         }
         let received = match &mut self.inbound {
+            None if self.scheduler.is_some() && self.host.device.has_client_queues() => {
+                // No filter or memory manager to see each datagram: the
+                // engine's own drops for full queues start the holds.
+                let held = self.holds.update(&self.host.iface, std::time::Instant::now());
+                self.host.device.hold_clients(held);
+                let dropped = self.host.iface.counters().drop_udp_queue_full;
+                let n = self.host.receive(now);
+                if self.host.iface.counters().drop_udp_queue_full > dropped {
+                    self.hold_full_receivers();
+                }
+                n
+            }
             None => self.host.receive(now),
             Some(inbound) => {
                 let held = self.holds.update(&self.host.iface, std::time::Instant::now());
@@ -497,6 +509,23 @@ impl Netd {
             None => {
                 self.stats.device_errors += 1;
                 false
+            }
+        }
+    }
+
+    /// Holds the TAP queue of each client with a UDP socket the engine
+    /// found full (`packetflow::Holds`): at seven eighths of its queue or
+    /// more, as the one it just dropped a datagram for is.
+    fn hold_full_receivers(&mut self) {
+        let when = std::time::Instant::now();
+        let udp = self.host.iface.udp_ref();
+        for (h, d) in self.receivers.iter() {
+            let full = udp.socket(h).is_some_and(|u| {
+                let (datagrams, bytes) = u.queue_limits();
+                u.queued() >= datagrams || u.queued_bytes().saturating_mul(8) >= bytes.saturating_mul(7)
+            });
+            if full && self.holds.start(d.client, h, when) {
+                self.stats.queue_holds += 1;
             }
         }
     }

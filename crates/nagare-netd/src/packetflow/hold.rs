@@ -1,5 +1,7 @@
 //! The queue hold: where each client's frames come on a TAP queue of their
-//! own, a client whose UDP socket overflowed has its queue left unread
+//! own, a client whose UDP socket overflowed (as the filter or the memory
+//! manager sees, or, with the scheduler alone, as the engine's drops say)
+//! has its queue left unread
 //! until that socket has drained to half (its receiver caught up) or
 //! [`MAX_HOLD`] has passed. Its frames wait in the kernel's ring meanwhile
 //! instead of being read only to be dropped at the full socket: the ring
