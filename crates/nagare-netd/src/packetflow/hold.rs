@@ -1,12 +1,12 @@
 //! The queue hold: where each client's frames come on a TAP queue of their
 //! own, a client whose UDP socket overflowed (as the filter or the memory
 //! manager sees, or, with the scheduler alone, as the engine's drops say)
-//! has its queue left unread
-//! until that socket has drained to half (its receiver caught up) or
-//! [`MAX_HOLD`] has passed. Its frames wait in the kernel's ring meanwhile
-//! instead of being read only to be dropped at the full socket: the ring
-//! (`--tap-queue-len` frames) absorbs the time its receiver is off the CPU,
-//! and netd spends its own on the other clients' queues. The receive
+//! has its queue left unread until that socket has drained to half (its
+//! receiver caught up) or [`MAX_HOLD`] has passed. Its frames wait in the
+//! kernel's ring meanwhile instead of being read only to be dropped at
+//! the full socket: the ring (`--tap-queue-len` frames) absorbs the time
+//! its receiver is off the CPU, and netd spends its own on the other
+//! clients' queues. The receive
 //! pause (`pause.rs`) does the same for the whole device, after a batch
 //! of nothing but such drops; a hold needs one drop and stops one client.
 //!
