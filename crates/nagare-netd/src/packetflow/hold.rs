@@ -17,6 +17,7 @@
 //! socket) waits at most [`MAX_HOLD`] in every [`MAX_HOLD`] +
 //! [`BACKOFF`].
 
+use super::pause::drained_to_half;
 use hashbrown::HashMap;
 use nagare_core::{Interface, UdpHandle};
 use std::time::{Duration, Instant};
@@ -63,11 +64,7 @@ impl Holds {
     pub fn update(&mut self, iface: &Interface, now: Instant) -> impl Iterator<Item = u64> + '_ {
         self.clients.retain(|_, state| match *state {
             State::Held { until, socket } => {
-                let drained = iface.udp_ref().socket(socket).is_none_or(|u| {
-                    let (datagrams, bytes) = u.queue_limits();
-                    u.queued() * 2 <= datagrams && u.queued_bytes() * 2 <= bytes
-                });
-                if drained {
+                if drained_to_half(iface, socket) {
                     return false;
                 }
                 if now >= until {
@@ -89,40 +86,11 @@ impl Holds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nagare_core::buf::BufferPool;
-    use nagare_core::{Capabilities, InterfaceConfig};
-    use nagare_wire::{EthernetAddress, Ipv4Cidr};
-    use std::net::{Ipv4Addr, SocketAddrV4};
-
-    const NOW: nagare_core::Instant = nagare_core::Instant::from_secs(1);
-
-    fn engine(mac: u8, ip: Ipv4Addr) -> Interface {
-        let config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, mac]), Ipv4Cidr::new(ip, 24).unwrap());
-        Interface::new(config, Capabilities::default(), BufferPool::new(2048, 64))
-    }
-
-    /// `us` with `count` datagrams of 100 bytes queued on socket `h`
-    /// (limit 1000 bytes), sent by `peer`.
-    fn queue(us: &mut Interface, peer: &mut Interface, from: UdpHandle, to: SocketAddrV4, count: usize) {
-        for _ in 0..count {
-            peer.udp().send_to(from, &[0; 100], to, NOW).unwrap();
-        }
-        for _ in 0..10 {
-            let there: Vec<_> = peer.tx_queue().drain(..).collect();
-            let back: Vec<_> = us.tx_queue().drain(..).collect();
-            there.into_iter().for_each(|f| us.receive(f, NOW));
-            back.into_iter().for_each(|f| peer.receive(f, NOW));
-        }
-    }
+    use crate::packetflow::queued::socket_holding;
 
     #[test]
     fn a_hold_ends_when_its_socket_drains_to_half_or_its_time_passes_then_backs_off() {
-        let (ours, theirs) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
-        let (mut us, mut peer) = (engine(1, ours), engine(2, theirs));
-        let h = us.udp().bind(SocketAddrV4::new(ours, 9)).unwrap();
-        us.udp().set_recv_queue_limit(h, 1000).unwrap();
-        let from = peer.udp().bind(SocketAddrV4::new(theirs, 7)).unwrap();
-        queue(&mut us, &mut peer, from, SocketAddrV4::new(ours, 9), 6);
+        let (mut us, h) = socket_holding(6);
         let mut holds = Holds::default();
         let t0 = Instant::now();
         assert!(holds.start(1, h, t0));

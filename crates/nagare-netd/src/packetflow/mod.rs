@@ -22,6 +22,8 @@ mod inbound;
 mod mm;
 mod pause;
 mod peek;
+#[cfg(test)]
+mod queued;
 mod receivers;
 mod scheduler;
 

@@ -24,6 +24,16 @@ pub(crate) const MAX_PAUSE: Duration = Duration::from_millis(5);
 /// How long after a pause that ran out undrained no pause starts.
 pub(crate) const BACKOFF: Duration = Duration::from_millis(50);
 
+/// Whether UDP socket `h` holds at most half of what its queue takes, in
+/// datagrams and in bytes, or is gone: its receiver has caught up, which
+/// ends a pause or a hold (`hold.rs`) for it.
+pub(crate) fn drained_to_half(iface: &Interface, h: UdpHandle) -> bool {
+    iface.udp_ref().socket(h).is_none_or(|u| {
+        let (datagrams, bytes) = u.queue_limits();
+        u.queued() * 2 <= datagrams && u.queued_bytes() * 2 <= bytes
+    })
+}
+
 /// A pause under way: when it ends at the latest, and the sockets whose
 /// draining ends it sooner; and until when none may start.
 #[derive(Debug, Default)]
@@ -50,13 +60,7 @@ impl Pause {
     /// passed or one of its sockets has drained to half (or is gone).
     pub fn active(&mut self, iface: &Interface, now: Instant) -> bool {
         let Some(until) = self.until else { return false };
-        let drained = self.sockets.iter().any(|&h| {
-            iface.udp_ref().socket(h).is_none_or(|u| {
-                let (datagrams, bytes) = u.queue_limits();
-                u.queued() * 2 <= datagrams && u.queued_bytes() * 2 <= bytes
-            })
-        });
-        if drained {
+        if self.sockets.iter().any(|&h| drained_to_half(iface, h)) {
             self.until = None;
             return false;
         }
@@ -77,36 +81,11 @@ impl Pause {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nagare_core::buf::BufferPool;
-    use nagare_core::{Capabilities, InterfaceConfig};
-    use nagare_wire::{EthernetAddress, Ipv4Cidr};
-    use std::net::{Ipv4Addr, SocketAddrV4};
-
-    const NOW: nagare_core::Instant = nagare_core::Instant::from_secs(1);
-
-    fn engine(mac: u8, ip: Ipv4Addr) -> Interface {
-        let config = InterfaceConfig::new(EthernetAddress([2, 0, 0, 0, 0, mac]), Ipv4Cidr::new(ip, 24).unwrap());
-        Interface::new(config, Capabilities::default(), BufferPool::new(2048, 64))
-    }
+    use crate::packetflow::queued::socket_holding;
 
     #[test]
     fn a_pause_ends_when_a_queue_drains_to_half_or_its_time_passes() {
-        let (ours, theirs) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
-        let (mut us, mut peer) = (engine(1, ours), engine(2, theirs));
-        let h = us.udp().bind(SocketAddrV4::new(ours, 9)).unwrap();
-        us.udp().set_recv_queue_limit(h, 1000).unwrap();
-        let from = peer.udp().bind(SocketAddrV4::new(theirs, 7)).unwrap();
-        // Six datagrams of 100 bytes (and the ARP exchange before them).
-        for _ in 0..6 {
-            peer.udp().send_to(from, &[0; 100], SocketAddrV4::new(ours, 9), NOW).unwrap();
-        }
-        for _ in 0..10 {
-            let there: Vec<_> = peer.tx_queue().drain(..).collect();
-            let back: Vec<_> = us.tx_queue().drain(..).collect();
-            there.into_iter().for_each(|f| us.receive(f, NOW));
-            back.into_iter().for_each(|f| peer.receive(f, NOW));
-        }
-        assert_eq!(us.udp_ref().socket(h).unwrap().queued_bytes(), 600);
+        let (mut us, h) = socket_holding(6);
         let mut p = Pause::default();
         let t0 = Instant::now();
         assert!(!p.active(&us, t0), "none started");
