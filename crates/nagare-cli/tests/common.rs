@@ -138,22 +138,9 @@ impl Process {
 
     /// Sends SIGTERM and waits (at most `limit`) for a clean exit.
     pub fn terminate(&mut self, limit: Duration) -> Option<Output> {
-        let child = self.child.take()?;
-        let pid = child.id().to_string();
+        let pid = self.child.as_ref()?.id().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let started = Instant::now();
-        let mut child = child;
-        loop {
-            match child.try_wait() {
-                Ok(Some(_)) => return child.wait_with_output().ok(),
-                Ok(None) if started.elapsed() < limit => std::thread::sleep(Duration::from_millis(20)),
-                _ => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return None;
-                }
-            }
-        }
+        self.wait(limit)
     }
 }
 
