@@ -556,6 +556,52 @@ fn a_forking_server_hands_each_connection_to_its_child() {
     python.terminate(Duration::from_secs(5));
 }
 
+/// Python lines that define `readn(n)`: `n` bytes from connection `c`
+/// (fewer at its end).
+const READN: &str = "def readn(n):\n\
+     \x20   d = b''\n\
+     \x20   while len(d) < n:\n\
+     \x20       x = c.recv(n - len(d))\n\
+     \x20       if not x: break\n\
+     \x20       d += x\n\
+     \x20   return d\n";
+
+/// Python lines that call on connection `c` until no placeholder in the
+/// namespace is named for a token (`/proc/net/unix`), at most 5 s, and
+/// print `named` and how many still are.
+const WAIT_UNNAMED: &str = "named = -1\n\
+     for _ in range(250):\n\
+     \x20   c.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)\n\
+     \x20   named = sum('@nagare-shared-' in l for l in open('/proc/net/unix'))\n\
+     \x20   if named == 0: break\n\
+     \x20   time.sleep(0.02)\n\
+     print('named', named, flush=True)\n";
+
+/// The kernel's python3 connects to the one connection a server through
+/// netd accepts on `port` (waiting for it to listen: a probe's connection
+/// would be the one accepted), sends `total` bytes and checks that the
+/// same come back.
+fn echo_through(s: &Setup, port: u16, total: usize) {
+    let client = format!(
+        "import socket, time\n\
+         data = bytes((i * 7 + 3) % 251 for i in range({total}))\n\
+         for _ in range(100):\n\
+         \x20   try:\n\
+         \x20       c = socket.create_connection(({NAGARE:?}, {port}), 10); break\n\
+         \x20   except OSError:\n\
+         \x20       time.sleep(0.1)\n\
+         c.sendall(data)\n\
+         d = b''\n\
+         while len(d) < {total}:\n\
+         \x20   x = c.recv(65536)\n\
+         \x20   if not x: break\n\
+         \x20   d += x\n\
+         print('same' if d == data else 'differs after %d' % len(d))\n"
+    );
+    let out = ok(s.kernel("python3").args(["-c", &client]), 30, "the client");
+    assert_eq!(out.stdout.trim(), "same", "{}", out.stderr);
+}
+
 /// A forking server's child, handed the connection, takes it as its own
 /// once the parent closed its copy (as `sshd`'s and every
 /// fork-per-connection server's children are handed theirs): the bytes
@@ -578,47 +624,16 @@ fn a_child_handed_its_connection_takes_it_back_once_the_parent_let_go() {
          if pid != 0:\n\
          \x20   c.close(); l.close(); os.waitpid(pid, 0); os._exit(0)\n\
          l.close()\n\
-         def readn(n):\n\
-         \x20   d = b''\n\
-         \x20   while len(d) < n:\n\
-         \x20       x = c.recv(n - len(d))\n\
-         \x20       if not x: break\n\
-         \x20       d += x\n\
-         \x20   return d\n\
+         {READN}\
          got = readn(50000)\n\
-         named = -1\n\
-         for _ in range(250):\n\
-         \x20   c.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)\n\
-         \x20   named = sum('@nagare-shared-' in l for l in open('/proc/net/unix'))\n\
-         \x20   if named == 0: break\n\
-         \x20   time.sleep(0.02)\n\
-         print('named', named, flush=True)\n\
+         {WAIT_UNNAMED}\
          got += readn({TOTAL} - 50000)\n\
          c.sendall(got)\n\
          c.settimeout(10); c.recv(1)\n\
          print('sent', len(got), flush=True)\n"
     );
     let mut python = Process::spawn(s.run("python3").args(["-c", &server]).stdout(Stdio::piped()));
-    // The server accepts one connection: the client waits for it to
-    // listen itself (a probe's connection would be the one accepted).
-    let client = format!(
-        "import socket, time\n\
-         data = bytes((i * 11 + 5) % 251 for i in range({TOTAL}))\n\
-         for _ in range(100):\n\
-         \x20   try:\n\
-         \x20       c = socket.create_connection(({NAGARE:?}, 7311), 10); break\n\
-         \x20   except OSError:\n\
-         \x20       time.sleep(0.1)\n\
-         c.sendall(data)\n\
-         d = b''\n\
-         while len(d) < {TOTAL}:\n\
-         \x20   x = c.recv(65536)\n\
-         \x20   if not x: break\n\
-         \x20   d += x\n\
-         print('same' if d == data else 'differs after %d' % len(d))\n"
-    );
-    let out = ok(s.kernel("python3").args(["-c", &client]), 30, "the client");
-    assert_eq!(out.stdout.trim(), "same", "{}", out.stderr);
+    echo_through(&s, 7311, TOTAL);
     let server_out = python.wait(Duration::from_secs(15)).expect("the server ends once the client closed");
     let said = String::from_utf8_lossy(&server_out.stdout);
     assert_eq!(said, format!("named 0\nsent {TOTAL}\n"), "{}", String::from_utf8_lossy(&server_out.stderr));
@@ -642,51 +657,20 @@ fn a_server_takes_its_connection_back_once_its_forked_helper_is_gone() {
          l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
          l.bind(('0.0.0.0', 7310)); l.listen(1)\n\
          c, a = l.accept(); l.close()\n\
-         def readn(n):\n\
-         \x20   d = b''\n\
-         \x20   while len(d) < n:\n\
-         \x20       x = c.recv(n - len(d))\n\
-         \x20       if not x: break\n\
-         \x20       d += x\n\
-         \x20   return d\n\
+         {READN}\
          got = readn(50000)\n\
          pid = os.fork()\n\
          if pid == 0: os._exit(0)\n\
          os.waitpid(pid, 0)\n\
          got += readn(50000)\n\
-         named = -1\n\
-         for _ in range(250):\n\
-         \x20   c.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)\n\
-         \x20   named = sum('@nagare-shared-' in l for l in open('/proc/net/unix'))\n\
-         \x20   if named == 0: break\n\
-         \x20   time.sleep(0.02)\n\
-         print('named', named, flush=True)\n\
+         {WAIT_UNNAMED}\
          got += readn({TOTAL} - 100000)\n\
          c.sendall(got)\n\
          print('sent', len(got), flush=True)\n\
          time.sleep(30)\n"
     );
     let mut python = Process::spawn(s.run("python3").args(["-c", &server]).stdout(Stdio::piped()));
-    // The server accepts one connection: the client waits for it to
-    // listen itself (a probe's connection would be the one accepted).
-    let client = format!(
-        "import socket, time\n\
-         data = bytes((i * 7 + 3) % 251 for i in range({TOTAL}))\n\
-         for _ in range(100):\n\
-         \x20   try:\n\
-         \x20       c = socket.create_connection(({NAGARE:?}, 7310), 10); break\n\
-         \x20   except OSError:\n\
-         \x20       time.sleep(0.1)\n\
-         c.sendall(data)\n\
-         d = b''\n\
-         while len(d) < {TOTAL}:\n\
-         \x20   x = c.recv(65536)\n\
-         \x20   if not x: break\n\
-         \x20   d += x\n\
-         print('same' if d == data else 'differs after %d' % len(d))\n"
-    );
-    let out = ok(s.kernel("python3").args(["-c", &client]), 30, "the client");
-    assert_eq!(out.stdout.trim(), "same", "{}", out.stderr);
+    echo_through(&s, 7310, TOTAL);
     let report = s.stat();
     assert!(report.lines().any(|l| l.starts_with("socket ") && l.contains(":7310 ")), "{report}");
     assert!(!report.lines().any(|l| l.contains(" holders ")), "{report}");
