@@ -1007,8 +1007,8 @@ fn closing_a_range_spares_the_library_and_closes_the_sockets_in_it() {
          g = fcntl.fcntl(f, fcntl.F_DUPFD, 300); os.close(f)\n\
          os.write(g, b'a file'); os.close(g)\n\
          print(g, open({file:?}, 'rb').read())\n\
-         fd = s.detach(); os.closerange(fd, fd + 1)\n\
-         null = os.open('/dev/null', os.O_RDONLY); held = fcntl.fcntl(null, fcntl.F_DUPFD, fd)\n\
+         null = os.open('/dev/null', os.O_RDONLY)\n\
+         fd = s.detach(); os.closerange(fd, fd + 1); held = fcntl.fcntl(null, fcntl.F_DUPFD, fd)\n\
          t = socket.create_connection(({KERNEL:?}, 9202), timeout=10)\n\
          t.sendall(b'next'); print(t.recv(16), held == fd)\n"
     );
