@@ -272,6 +272,16 @@ pub fn close_range(first: u32, last: u32, flags: u32) -> Res<()> {
     if flags & CLOSE_RANGE_CLOEXEC != 0 {
         return kernel_close_range(first, last, flags);
     }
+    if flags & CLOSE_RANGE_UNSHARE != 0 {
+        // The kernel would unshare the table before closing anything, so
+        // that a process sharing it (`CLONE_FILES`) keeps its numbers:
+        // unshare first here too, before any socket closes.
+        // SAFETY: a flag word; no memory passed.
+        if unsafe { libc::unshare(libc::CLONE_FILES) } < 0 {
+            return Err(last_errno());
+        }
+    }
+    let flags = flags & !CLOSE_RANGE_UNSHARE;
     // Descriptor numbers are below `i32::MAX` (the kernel's own bound).
     let top = i32::try_from(last).unwrap_or(i32::MAX);
     let Ok(bottom) = i32::try_from(first) else { return kernel_close_range(first, last, flags) };
@@ -299,18 +309,74 @@ pub fn close_range(first: u32, last: u32, flags: u32) -> Res<()> {
     Ok(())
 }
 
+/// `close_range`'s flag that unshares the descriptor table first.
+const CLOSE_RANGE_UNSHARE: u32 = 1 << 1;
 /// `close_range`'s flag that marks the range close-on-exec instead.
 const CLOSE_RANGE_CLOEXEC: u32 = 1 << 2;
 
-/// The kernel's `close_range` system call itself.
+/// The kernel's `close_range` system call itself, or on a kernel without
+/// it (before 5.9: `ENOSYS`) the same done one descriptor at a time, as
+/// glibc's `closefrom` does there.
 fn kernel_close_range(first: u32, last: u32, flags: u32) -> Res<()> {
     // SAFETY: the system call takes three integers; it touches no memory
     // of ours.
     let r = unsafe { libc::syscall(libc::SYS_close_range, first, last, flags) };
     if r < 0 {
-        return Err(last_errno());
+        let e = last_errno();
+        if e == libc::ENOSYS && flags & !(CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE) == 0 {
+            if flags & CLOSE_RANGE_UNSHARE != 0 {
+                // SAFETY: a flag word; no memory passed.
+                if unsafe { libc::unshare(libc::CLONE_FILES) } < 0 {
+                    return Err(last_errno());
+                }
+            }
+            each_open(first, last, flags & CLOSE_RANGE_CLOEXEC != 0);
+            return Ok(());
+        }
+        return Err(e);
     }
     Ok(())
+}
+
+/// Closes (or, with `cloexec`, marks close-on-exec) every descriptor this
+/// process has open from `first` to `last`: those `/proc/self/fd` lists,
+/// or, without `/proc`, every number below the descriptor limit.
+fn each_open(first: u32, last: u32, cloexec: bool) {
+    let act = |fd: u32| {
+        let Ok(fd) = i32::try_from(fd) else { return };
+        // SAFETY: a close or a flag change on a number; no memory passed.
+        unsafe {
+            if cloexec {
+                let f = libc::fcntl(fd, libc::F_GETFD);
+                if f >= 0 {
+                    libc::fcntl(fd, libc::F_SETFD, f | libc::FD_CLOEXEC);
+                }
+            } else {
+                libc::close(fd);
+            }
+        }
+    };
+    if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
+        // Listed first, closed after: the listing's own descriptor is
+        // among the numbers and must not close under it.
+        let open: Vec<u32> = dir
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .filter(|fd| (first..=last).contains(fd))
+            .collect();
+        open.into_iter().for_each(act);
+        return;
+    }
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `lim` is a whole rlimit to write.
+    let top = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        u32::try_from(lim.rlim_cur.saturating_sub(1)).unwrap_or(1 << 20)
+    } else {
+        1023
+    };
+    // Bounded by the limit the kernel itself enforces on numbers.
+    for fd in first..=last.min(top) {
+        act(fd);
+    }
 }
 
 /// `dup`, or `fcntl(F_DUPFD[_CLOEXEC], min)`: a second number, at least
@@ -479,5 +545,28 @@ mod tests {
         assert_eq!(unsafe { ioctl(fd, libc::FIONBIO, std::ptr::null_mut()) }, Err(libc::EFAULT));
         table::remove(fd);
         unsafe { libc::close(fd) };
+    }
+
+    /// Where the kernel has no `close_range`, the range is closed (or
+    /// marked close-on-exec) one open descriptor at a time, and only the
+    /// range: the numbers just past either end stay open.
+    #[test]
+    fn without_the_system_call_each_open_number_in_the_range_is_acted_on() {
+        let mut p = [0; 2];
+        assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+        let at = |n: i32| unsafe { libc::dup2(p[0], n) };
+        for n in [900, 901, 903, 904] {
+            assert_eq!(at(n), n);
+        }
+        let open = |n: i32| unsafe { libc::fcntl(n, libc::F_GETFD) } >= 0;
+        let cloexec = |n: i32| unsafe { libc::fcntl(n, libc::F_GETFD) } & libc::FD_CLOEXEC != 0;
+        each_open(903, 903, true);
+        assert!(cloexec(903) && !cloexec(904));
+        each_open(900, 902, false);
+        assert!(!open(900) && !open(901));
+        assert!(open(903) && open(904) && open(p[0]) && open(p[1]));
+        for n in [903, 904, p[0], p[1]] {
+            unsafe { libc::close(n) };
+        }
     }
 }
