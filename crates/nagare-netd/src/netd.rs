@@ -415,8 +415,8 @@ impl Netd {
     fn end_filter_period(&mut self) {
         let Some(filter) = self.inbound.as_mut().and_then(Inbound::filter_mut) else { return };
         for s in &mut self.clients.sessions {
-            if let Some(priority) = s.tcp_received(&self.host.iface) {
-                filter.note_receiver(priority);
+            if let Some((priority, segments)) = s.tcp_received(&self.host.iface) {
+                filter.note_receiver(priority, segments);
             }
         }
         let device = self.host.device.stats().rx_dropped_no_buffer;

@@ -457,9 +457,9 @@ impl Session {
         load
     }
 
-    /// The best priority among the client's TCP connections if they
-    /// received any segment since the last call.
-    pub fn tcp_received(&mut self, iface: &Interface) -> Option<u8> {
+    /// The best priority among the client's TCP connections and the
+    /// segments they received since the last call, if they received any.
+    pub fn tcp_received(&mut self, iface: &Interface) -> Option<(u8, u64)> {
         let (mut segments, mut best) = (0u64, None::<u8>);
         for (id, sock) in self.sockets.iter() {
             let Sock::Tcp(h) = sock else { continue };
@@ -471,8 +471,9 @@ impl Session {
         // A sum that moved either way: a connection that closed takes its
         // count with it.
         let moved = segments != self.tcp_segments;
+        let more = segments.saturating_sub(self.tcp_segments);
         self.tcp_segments = segments;
-        best.filter(|_| moved)
+        best.filter(|_| moved).map(|b| (b, more))
     }
 
     /// A report line per socket, by id. A UDP socket's largest receive

@@ -28,7 +28,12 @@
 //! full); otherwise it loses a quarter, and under a 64th it is none. It
 //! settles where netd just keeps up, or where the best receiver takes all
 //! it can: netd works at capacity, and what it cannot take is
-//! low-priority traffic. A device that sheds (a TAP, before its ring) is
+//! low-priority traffic. A high-priority client receiving TCP in bulk
+//! (at least [`BULK_SEGMENTS`] segments in the period) stands for
+//! saturation, up to [`BULK_CEILING`]: TCP takes whatever CPU and netd time
+//! the shed frees (the low-priority receivers' processes share its CPUs),
+//! while a low-priority receiver still gets a sixteenth of what is sent to
+//! it. A device that sheds (a TAP, before its ring) is
 //! given the low-priority sockets' ports with that probability, and netd's
 //! own B1 stands aside for the datagrams it sheds.
 //!
@@ -50,6 +55,16 @@ const ONE: u64 = 1 << 32;
 /// The smallest step of the drop probability (a 64th): below it, none.
 const STEP: u64 = ONE >> 6;
 
+/// Segments a client's TCP connections receive in a period for it to
+/// count as receiving in bulk (64 in a 20 ms period: about 4.6 MB/s of
+/// full segments); an interactive connection stays below.
+pub(crate) const BULK_SEGMENTS: u64 = 64;
+
+/// The most the drop probability grows to for a bulk TCP receiver alone,
+/// without netd saturated: fifteen sixteenths, so that a low-priority
+/// receiver keeps a sixteenth of its traffic.
+const BULK_CEILING: u64 = ONE - (ONE >> 4);
+
 /// The filter's state: the drop probability of this period, the draw,
 /// the receivers' best priority.
 #[derive(Debug)]
@@ -66,6 +81,9 @@ pub(crate) struct Filter {
     /// The best priority among receivers in this period and the last.
     best_now: u8,
     best_before: u8,
+    /// The best priority among clients receiving TCP in bulk in this
+    /// period.
+    bulk_tcp: u8,
     /// The device sheds this period's low-priority datagrams itself (a
     /// TAP, before its ring): B1 is not applied a second time here.
     shed_by_device: bool,
@@ -89,6 +107,7 @@ impl Filter {
             state: seed | 1,
             best_now: NO_PRIORITY,
             best_before: NO_PRIORITY,
+            bulk_tcp: NO_PRIORITY,
             shed_by_device: false,
             reads: 0,
             full_reads: 0,
@@ -114,9 +133,12 @@ impl Filter {
     }
 
     /// A receiver of `priority` (a client whose TCP connections received
-    /// segments) was seen in this period.
-    pub fn note_receiver(&mut self, priority: u8) {
+    /// `segments` segments) was seen in this period.
+    pub fn note_receiver(&mut self, priority: u8, segments: u64) {
         self.best_now = self.best_now.min(priority);
+        if segments >= BULK_SEGMENTS {
+            self.bulk_tcp = self.bulk_tcp.min(priority);
+        }
     }
 
     /// Ends a period in which the receive path dropped `drops` frames,
@@ -126,9 +148,20 @@ impl Filter {
         self.rate = (drops, self.seen);
         let saturated = self.reads > 0 && self.full_reads.saturating_mul(8) >= self.reads.saturating_mul(7);
         let high_keep_up = self.high_overflows.saturating_mul(16) < self.high_seen.max(1);
+        let bulk = self.bulk_tcp <= self.best_now.min(self.best_before);
+        // How far the probability may grow this period: none while the
+        // receive path keeps everything or the best receivers lose at
+        // their own queues.
+        let ceiling = match (drops > 0 && high_keep_up, saturated, bulk) {
+            (true, true, _) => ONE,
+            (true, false, true) => BULK_CEILING,
+            _ => 0,
+        };
         let p = self.probability;
-        self.probability = if drops > 0 && saturated && high_keep_up {
-            (p + ((ONE - p) / 4).max(STEP)).min(ONE)
+        self.probability = if p < ceiling {
+            (p + ((ONE - p) / 4).max(STEP)).min(ceiling)
+        } else if ceiling > 0 {
+            (p - p / 4).max(ceiling)
         } else if p - p / 4 < STEP {
             0
         } else {
@@ -138,6 +171,7 @@ impl Filter {
         self.seen = 0;
         self.best_before = self.best_now;
         self.best_now = NO_PRIORITY;
+        self.bulk_tcp = NO_PRIORITY;
     }
 
     /// Whether a receiver at `dest` is of high priority: boosted, or of

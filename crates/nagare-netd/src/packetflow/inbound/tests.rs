@@ -1,6 +1,7 @@
 //! The filter and the memory manager against a real engine: frames a
 //! peer engine sends, judged before ours receives them.
 
+use super::super::filter::BULK_SEGMENTS;
 use super::super::mm::START;
 use super::super::peek::ETHERNET_HEADER;
 use super::*;
@@ -270,7 +271,7 @@ fn a_better_client_receiving_tcp_makes_udp_receivers_of_less_priority_low() {
     assert_eq!(s.judge(&mut filter, &low), Verdict::Pass, "the best receiver there is");
     // A client of priority 100 received TCP segments in this period: in
     // the next, the UDP receiver is of low priority.
-    filter.filter_mut().unwrap().note_receiver(100);
+    filter.filter_mut().unwrap().note_receiver(100, 1);
     end_period(&mut filter, u64::MAX / 2);
     assert_eq!(s.judge(&mut filter, &low), Verdict::LowPriority(s.low));
     // A period without it: the best again.
@@ -343,6 +344,63 @@ fn the_device_is_given_the_ports_of_low_priority_sockets_and_b1_is_left_to_it() 
     assert_eq!(admitted[0], 1 << 30, "three quarters shed");
     assert!(admitted.windows(2).all(|w| w[0] <= w[1]), "{admitted:?}");
     assert_eq!(admitted.last(), Some(&u32::MAX), "none shed");
+}
+
+/// A client of the best priority receiving TCP in bulk has the
+/// low-priority datagrams shed while the receive path drops, netd
+/// saturated or not (TCP takes the CPU the shed frees), up to fifteen
+/// sixteenths; an interactive connection, or a bulk one of lower priority
+/// than a UDP receiver, does not.
+#[test]
+fn a_better_client_receiving_tcp_in_bulk_has_low_priority_datagrams_shed_up_to_fifteen_sixteenths() {
+    let s = setup();
+    let mut inbound = filter_only(42);
+    let admitted = |inbound: &Inbound| shed(inbound, &s).ports.first().map_or(u32::MAX, |p| p.1);
+    for _ in 0..5 {
+        inbound.filter_mut().unwrap().note_receiver(100, BULK_SEGMENTS - 1);
+        period_with_reads(&mut inbound, 1, false);
+        assert_eq!(admitted(&inbound), u32::MAX, "an interactive connection: nothing shed");
+    }
+    let mut seen = Vec::new();
+    for _ in 0..30 {
+        inbound.filter_mut().unwrap().note_receiver(100, BULK_SEGMENTS);
+        period_with_reads(&mut inbound, 1, false);
+        seen.push(admitted(&inbound));
+    }
+    assert_eq!(seen[0], 3 << 30, "a quarter shed");
+    assert!(seen.windows(2).all(|w| w[0] >= w[1]), "{seen:?}");
+    assert_eq!(seen.last(), Some(&(1 << 28)), "a sixteenth admitted, no less: {seen:?}");
+    assert_eq!(shed(&inbound, &s).ports.len(), 1, "the high-priority socket is not shed");
+    // Saturated as well: the rest may go.
+    for _ in 0..30 {
+        inbound.filter_mut().unwrap().note_receiver(100, BULK_SEGMENTS);
+        period_with_reads(&mut inbound, 1, true);
+    }
+    assert_eq!(admitted(&inbound), 0);
+    // Back to the bulk receiver alone: down to a sixteenth admitted again.
+    for _ in 0..30 {
+        inbound.filter_mut().unwrap().note_receiver(100, BULK_SEGMENTS);
+        period_with_reads(&mut inbound, 1, false);
+    }
+    assert_eq!(admitted(&inbound), 1 << 28);
+    // The receive path keeps up: the shed goes.
+    for _ in 0..30 {
+        inbound.filter_mut().unwrap().note_receiver(100, BULK_SEGMENTS);
+        period_with_reads(&mut inbound, 0, false);
+    }
+    assert_eq!(admitted(&inbound), u32::MAX);
+    // Bulk TCP at 130 while the UDP receiver at 100 receives: the
+    // datagrams of 130 are not the ones holding a better receiver back.
+    let mut s = setup();
+    let mut inbound = filter_only(42);
+    let high = s.datagram(7001, 10);
+    for _ in 0..10 {
+        inbound.begin_batch();
+        assert_eq!(s.judge(&mut inbound, &high), Verdict::Pass);
+        inbound.filter_mut().unwrap().note_receiver(130, 10 * BULK_SEGMENTS);
+        period_with_reads(&mut inbound, 1, false);
+        assert!(shed(&inbound, &s).ports.is_empty());
+    }
 }
 
 #[test]
