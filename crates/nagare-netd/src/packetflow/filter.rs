@@ -25,7 +25,9 @@
 //! path drops, netd is saturated (at least seven reads of the device in
 //! eight that find frames find a full batch) and the high-priority receivers take what
 //! reaches them (fewer than one of their datagrams in 16 finds its queue
-//! full); otherwise it loses a quarter, and under a 64th it is none. It
+//! full), to sixty-three sixty-fourths at most (a low-priority receiver
+//! keeps a 64th of its traffic); otherwise it loses a quarter, and under a
+//! 64th it is none. It
 //! settles where netd just keeps up, or where the best receiver takes all
 //! it can: netd works at capacity, and what it cannot take is
 //! low-priority traffic. A high-priority client receiving TCP in bulk
@@ -59,6 +61,11 @@ const STEP: u64 = ONE >> 6;
 /// count as receiving in bulk (64 in a 20 ms period: about 4.6 MB/s of
 /// full segments); an interactive connection stays below.
 pub(crate) const BULK_SEGMENTS: u64 = 64;
+
+/// The most the drop probability grows to: a low-priority receiver is
+/// never starved to nothing by the filter, but keeps a 64th of what is
+/// sent to it.
+const CEILING: u64 = ONE - STEP;
 
 /// The most the drop probability grows to for a bulk TCP receiver alone,
 /// without netd saturated: fifteen sixteenths, so that a low-priority
@@ -153,7 +160,7 @@ impl Filter {
         // receive path keeps everything or the best receivers lose at
         // their own queues.
         let ceiling = match (drops > 0 && high_keep_up, saturated, bulk) {
-            (true, true, _) => ONE,
+            (true, true, _) => CEILING,
             (true, false, true) => BULK_CEILING,
             _ => 0,
         };
