@@ -62,17 +62,21 @@ pub(crate) type Local6 = [Option<[u8; 16]>; MAX_LOCAL6];
 /// slots, the lowest first. Only the slots of addresses that came or
 /// left change, so the TAP program's other slots go on matching.
 pub(crate) fn local6(old: &Local6, addrs: &[[u8; 16]]) -> Local6 {
-    let mut wanted: Vec<[u8; 16]> = Vec::with_capacity(MAX_LOCAL6);
+    // On the stack: netd asks every turn.
+    let mut wanted = [[0u8; 16]; MAX_LOCAL6];
+    let mut n = 0;
     for a in addrs {
-        if wanted.len() == MAX_LOCAL6 {
+        if n == MAX_LOCAL6 {
             break;
         }
-        if !wanted.contains(a) {
-            wanted.push(*a);
+        if !wanted[..n].contains(a) {
+            wanted[n] = *a;
+            n += 1;
         }
     }
+    let wanted = &wanted[..n];
     let mut slots = old.map(|a| a.filter(|a| wanted.contains(a)));
-    for a in wanted {
+    for &a in wanted {
         if slots.contains(&Some(a)) {
             continue;
         }
