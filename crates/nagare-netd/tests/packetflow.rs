@@ -246,13 +246,21 @@ fn a_boosted_client_that_goes_ends_its_boost_and_gives_back_its_memory() {
     let charged =
         |r: &str| r.lines().find_map(|l| l.strip_prefix("memory charged ")?.split(' ').next()?.parse::<u64>().ok());
     let before = charged(&report).expect("memory charged");
+    // The boosted client's own charge, from its line.
+    let own = report
+        .lines()
+        .find(|l| l.starts_with("client ") && l.contains(" boosted yes"))
+        .and_then(|l| l.split(" memory ").nth(1)?.split(' ').next()?.parse::<u64>().ok())
+        .expect("the boosted client's line");
+    assert!(own > 0, "{report}");
     let boosted_client = clients.remove(1);
     drop(boosted_client);
     let after = wait_for_report(&s, "the boosted client gone", |r| {
         r.contains(" clients 3\n") && r.contains("\npacketflow scheduler on boosted 0 ")
     });
-    // Its UDP socket's queue limit was its charge.
-    assert!(charged(&after).is_some_and(|c| c < before), "{before} before:\n{after}");
+    // Its UDP socket's queue limit was its charge: every byte of it
+    // comes back, and the others' charges stay.
+    assert_eq!(charged(&after), Some(before - own), "{before} before:\n{report}\nafter:\n{after}");
     assert!(!after.contains("boosted yes"), "{after}");
     drop((clients, s));
     assert_eq!(netd.stop().engine_in_use, 0);
