@@ -80,6 +80,13 @@ enum Command {
         /// connection gets smaller buffers, then fails with ENOBUFS.
         #[arg(long, default_value_t = 8 << 20)]
         client_memory: usize,
+        /// Bytes of buffers all clients' sockets may hold in netd together
+        /// (PacketFlow's global cap): past it connections get smaller
+        /// buffers, then ENOBUFS, and no UDP queue grows. Default and
+        /// most: netd's buffer pool less the eighth kept for frames in
+        /// flight.
+        #[arg(long)]
+        memory_cap: Option<usize>,
         /// Connections closed by their applications that netd keeps for
         /// their FIN exchange at once; a close past it resets.
         #[arg(long, default_value_t = 1024)]
@@ -316,6 +323,7 @@ fn main() -> Result<()> {
             placement,
             spin_us,
             client_memory,
+            memory_cap,
             max_orphans,
             tcp_recv_buffer,
             tcp_recv_buffer_max,
@@ -347,6 +355,9 @@ fn main() -> Result<()> {
                 .mm_default(mm_default);
             if let Some(placement) = placement {
                 builder = builder.placement(placement);
+            }
+            if let Some(cap) = memory_cap {
+                builder = builder.memory_cap(cap);
             }
             netd::run(builder.spin(Duration::from_micros(spin_us.min(1_000_000))))
         }

@@ -1544,3 +1544,25 @@ fn std_sends_lend_one_copy_and_never_run_the_pool_dry() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The accounting options reach netd: the cap on every client together
+/// and the orphan cap, as `nagare stat` shows them; a UDP socket asking
+/// for more than the cap is given what the cap leaves, whatever its
+/// client's budget.
+#[test]
+fn the_memory_options_set_netds_accounts() {
+    let f = Fixture::with_netd_args(
+        "memory",
+        &["--placement", "inline", "--memory-cap", "600000", "--max-orphans", "7"],
+        1000,
+    );
+    let n = f.connect();
+    let report = n.stat().expect("stat");
+    assert!(report.contains("\nmemory charged 0 of 600000 orphans 0 of 7 "), "{report}");
+    let u = UdpSocket::bind_via(&n, "0.0.0.0:9400").expect("bind");
+    u.set_recv_buffer_size(2 << 20).expect("SO_RCVBUF");
+    let report = n.stat().expect("stat");
+    let line = report.lines().find(|l| l.starts_with("client ")).expect("a client line");
+    assert!(line.contains(" memory 600000 of 8388608 "), "the cap binds, not the budget: {report}");
+    drop(u);
+}

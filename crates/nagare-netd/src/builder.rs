@@ -104,6 +104,13 @@ impl NetdBuilder {
         self
     }
 
+    /// Bytes of buffers every client's sockets may hold together (at most
+    /// the engine's pool less an eighth, the default).
+    pub fn memory_cap(mut self, bytes: usize) -> NetdBuilder {
+        self.config.memory_cap = Some(bytes);
+        self
+    }
+
     /// Closed connections the engine may keep for their FIN exchange.
     pub fn max_orphans(mut self, max: usize) -> NetdBuilder {
         self.config.max_orphans = max;

@@ -39,6 +39,10 @@ pub struct NetdConfig {
     /// (`crate::memory`): past it a new connection gets smaller buffers,
     /// then `ENOBUFS`.
     pub client_memory: usize,
+    /// Bytes of engine buffers every client's sockets may be charged
+    /// together (`crate::memory`), at most the engine's pool less the
+    /// eighth kept for frames in flight; `None`: that most.
+    pub memory_cap: Option<usize>,
     /// Connections closed by their clients that the engine may keep for
     /// their FIN exchange at once; a close past it resets.
     pub max_orphans: usize,
@@ -101,6 +105,7 @@ impl Default for NetdConfig {
             max_pending: 64,
             max_sockets: 1024,
             client_memory: 8 << 20,
+            memory_cap: None,
             max_orphans: 1024,
             tcp_recv_buffer: 256 << 10,
             tcp_recv_buffer_max: 4 << 20,

@@ -92,7 +92,7 @@ impl Memory {
     pub fn new(config: &NetdConfig, pool_bytes: usize) -> Memory {
         Memory {
             budget: config.client_memory,
-            cap: pool_bytes - pool_bytes / 8 * RESERVE_EIGHTHS,
+            cap: (pool_bytes - pool_bytes / 8 * RESERVE_EIGHTHS).min(config.memory_cap.unwrap_or(usize::MAX)),
             max_orphans: config.max_orphans,
             charged: Cell::new(0),
             clients: RefCell::new(HashMap::new()),
@@ -321,6 +321,20 @@ mod tests {
         assert_eq!(m.grant_queue(2, 1), None);
         m.release(1, 1);
         assert_eq!(m.grant_queue(2, 1000), Some(1000));
+    }
+
+    #[test]
+    fn a_cap_given_below_the_pools_binds_instead() {
+        let config = NetdConfig { memory_cap: Some(1 << 20), ..NetdConfig::default() };
+        let m = Memory::new(&config, 64 << 20);
+        assert_eq!(m.line().cap, 1 << 20);
+        m.charge(1, 1, (1 << 20) - 20_000);
+        assert_eq!(m.grant_queue(2, 30_000), Some(20_000), "what is left under the cap");
+        m.charge(1, 1, (1 << 20) - 10_000);
+        assert_eq!(m.grant_queue(2, 30_000), None, "under the floor, whatever the budget");
+        // Above the pool's own, the pool's binds.
+        let config = NetdConfig { memory_cap: Some(1 << 30), ..NetdConfig::default() };
+        assert_eq!(Memory::new(&config, 8 << 20).line().cap, 7 << 20);
     }
 
     #[test]
