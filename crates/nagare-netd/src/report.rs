@@ -123,7 +123,7 @@ impl Report<'_> {
         for c in self.clients {
             let _ = writeln!(
                 t,
-                "client {} pid {} uid {} sockets {} tcp {} listeners {} udp {} echo {} pending {} buffers client {} netd {} receive {} of {} bad {} memory {} of {} prio {} nice {} boosted {}",
+                "client {} pid {} uid {} sockets {} tcp {} listeners {} udp {} echo {} pending {} buffers client {} netd {} receive {} of {} bad {} memory {} of {} fill {}% filter_drops {} overflow_drops {} prio {} nice {} boosted {}",
                 c.id,
                 c.pid,
                 c.uid,
@@ -140,6 +140,9 @@ impl Report<'_> {
                 c.bad,
                 c.memory_charged,
                 c.memory_budget,
+                c.sockets.iter().map(|k| fill(k.recv_queued, k.recv_buffer)).max().unwrap_or(0),
+                c.sockets.iter().map(|k| k.filter_drops).sum::<u64>(),
+                c.sockets.iter().map(|k| k.overflow_drops).sum::<u64>(),
                 c.priority.value,
                 c.nice.map_or_else(|| String::from("-"), |n| n.to_string()),
                 match (c.boosted, c.lifted) {
@@ -434,8 +437,11 @@ mod tests {
     fn every_part_is_there_and_zero_counters_are_not() {
         let t = report(&[client(1), client(2)], 16384);
         assert!(t.starts_with("netd pid 1 uptime 2.0s placement single link vni x clients 2\n"), "{t}");
-        assert!(t.contains("client 2 pid 102 uid 0 sockets 4 tcp 2 listeners 1 udp 1 echo 0 pending 1 buffers client 250 netd 6 receive 0 of 256 bad 0 memory 524288 of 8388608 prio 125 nice 5 boosted yes lifted_nice 0\n"));
-        assert!(t.contains(" memory 524288 of 8388608 prio 125 nice 5 boosted no\nsocket 3 client 1 "), "{t}");
+        assert!(t.contains("client 2 pid 102 uid 0 sockets 4 tcp 2 listeners 1 udp 1 echo 0 pending 1 buffers client 250 netd 6 receive 0 of 256 bad 0 memory 524288 of 8388608 fill 75% filter_drops 6 overflow_drops 9 prio 125 nice 5 boosted yes lifted_nice 0\n"));
+        assert!(
+            t.contains(" memory 524288 of 8388608 fill 75% filter_drops 6 overflow_drops 9 prio 125 nice 5 boosted no\nsocket 3 client 1 "),
+            "{t}"
+        );
         assert!(t.contains("\nsocket 3 client 2 tcp local 10.0.0.2:4000 remote 10.0.0.1:7 state established send_queued 1000 recv_queued 20 waiting 4 sndbuf 262144 rcvbuf 262144 rcvbuf_max 262144 fill 0% prio 100 from option filter_drops 6 overflow_drops 0\n"), "{t}");
         assert!(t.contains("\nsocket 4 client 2 udp local 10.0.0.2:5000 remote - state - send_queued 0 recv_queued 98304 waiting 0 sndbuf 0 rcvbuf 131072 rcvbuf_max 393216 fill 75% prio 125 from nice filter_drops 0 overflow_drops 9 holders 2\n"), "{t}");
         assert!(
