@@ -1,6 +1,7 @@
 //! `nagare bench packetflow` with tiny settings (root: it makes network
 //! namespaces, a TAP and a veth pair): it prints Figure 3's table with
-//! figures for `none`, `filter`, netd's default and Linux, writes its CSV
+//! figures for `none`, `filter`, netd's default and Linux, and Figure 6's
+//! with `none`, `mm` and Linux, writes its CSV
 //! file, reports a module set netd refuses as "not available" instead of
 //! failing, and leaves no namespace behind.
 
@@ -46,7 +47,7 @@ fn figure_3_has_figures_for_the_sets_netd_takes() {
     let dir = std::env::temp_dir().join(format!("nagare-test-packetflow-{}", std::process::id()));
     let dir_arg = dir.display().to_string();
     let (pid, ok, out, err) =
-        bench(&["--figures", "3", "--time", "0.5", "--saturation", "30000", "--csv-dir", &dir_arg]);
+        bench(&["--figures", "3,6", "--time", "0.5", "--saturation", "30000", "--csv-dir", &dir_arg]);
     let csv = std::fs::read_to_string(dir.join("fig3.csv")).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
     assert!(ok, "the bench failed:\n{out}\n{err}");
@@ -69,6 +70,14 @@ fn figure_3_has_figures_for_the_sets_netd_takes() {
     assert!(csv.starts_with("column,nice,offered_per_s,received_per_s,received_percent\n"), "{csv}");
     for set in ["none", "filter", "Linux"] {
         assert_eq!(csv.lines().filter(|l| l.starts_with(&format!("{set},"))).count(), 3, "{set} in:\n{csv}");
+    }
+    // Figure 6: the memory manager alone beside the original and Linux.
+    let six = out.split("### Figure 6").nth(1).unwrap_or_else(|| panic!("no Figure 6:\n{out}"));
+    assert_eq!(row(six, "receiver"), ["none", "mm", "Linux"], "{out}");
+    for nice in ["nice 0", "nice 5", "nice 10"] {
+        for cell in row(six, nice) {
+            assert!(cell.split(" (").next().is_some_and(|n| n.parse::<f64>().is_ok()), "{nice}: {cell:?}:\n{out}");
+        }
     }
 }
 

@@ -190,7 +190,7 @@ pub fn run(args: PacketFlowArgs) -> Result<()> {
             &bed,
             "fig6",
             "Figure 6: the memory manager alone, UDP receive rates at nice 0, 5 and 10",
-            &[Stack::netd("none"), Stack::netd("mm")],
+            &[Stack::netd("none"), Stack::netd("mm"), Stack::Linux],
             mbit,
             secs,
         ));
