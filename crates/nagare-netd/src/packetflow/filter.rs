@@ -5,7 +5,8 @@
 //! - for a receiver that is not of high priority, with the filter's drop
 //!   probability, while the receive path is dropping (the paper's
 //!   conditions A and B1), and
-//! - for a socket whose queue would not take it (A and B2): the engine
+//! - for a socket whose queue would not take it (B2, whether or not the
+//!   receive path drops: A adds nothing there): the engine
 //!   would drop it there anyway, after the work of getting it there.
 //!
 //! TCP is never dropped here: a dropped segment comes back as a

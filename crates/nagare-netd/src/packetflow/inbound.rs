@@ -9,7 +9,7 @@
 //! manager grows the queue if it can, and the filter does not drop that
 //! datagram: while a socket's buffer can still be increased, the filter
 //! does not drop for its being full. Otherwise the filter drops it if it
-//! still would not fit (the paper's A and B2), and drops any other with
+//! still would not fit (the paper's B2), and drops any other with
 //! the receive path's drop rate if its receiver is not of high priority
 //! (A and B1). A queue that keeps up is never full and so never grows; it
 //! is not spared B1 for the room it could grow to.
@@ -40,7 +40,7 @@ pub(crate) enum Verdict {
     /// Dropped: its receiver is not of high priority and the receive path
     /// is dropping (A and B1).
     LowPriority(UdpHandle),
-    /// Dropped: its socket's queue would not take it (A and B2).
+    /// Dropped: its socket's queue would not take it (B2).
     Overflow(UdpHandle),
 }
 
