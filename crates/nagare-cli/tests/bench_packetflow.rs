@@ -100,7 +100,10 @@ fn a_set_netd_refuses_is_not_available_not_a_failure() {
         // netd's own words, from its stderr.
         assert!(note.contains("error: unexpected argument '--no-such-netd-option'"), "{note}");
     }
-    assert_eq!(row(&out, "nice 0"), ["—", "—"], "{out}");
+    let cells = row(&out, "nice 0");
+    assert_eq!(cells[..2], ["—", "—"], "{out}");
+    // Linux's column is measured whatever netd refuses.
+    assert!(cells.get(2).is_some_and(|c| c.ends_with("%)")), "{out}");
 }
 
 #[test]
