@@ -31,12 +31,13 @@
 //! 64th it is none. It
 //! settles where netd just keeps up, or where the best receiver takes all
 //! it can: netd works at capacity, and what it cannot take is
-//! low-priority traffic. A high-priority client receiving TCP in bulk
-//! (at least [`BULK_SEGMENTS`] segments in the period) stands for
-//! saturation, up to [`BULK_CEILING`]: TCP takes whatever CPU and netd time
-//! the shed frees (the low-priority receivers' processes share its CPUs),
-//! while a low-priority receiver still gets a sixteenth of what is sent to
-//! it. A device that sheds (a TAP, before its ring) is
+//! low-priority traffic. While a high-priority client receives TCP in
+//! bulk (at least [`BULK_SEGMENTS`] segments in the period) and the receive
+//! path drops, the probability is at least [`BULK_CEILING`] from the end of
+//! that period on, netd saturated or not: TCP takes whatever CPU and netd
+//! time the shed frees (the low-priority receivers' processes share its
+//! CPUs), while a low-priority receiver still gets a sixteenth of what is
+//! sent to it. A device that sheds (a TAP, before its ring) is
 //! given the low-priority sockets' ports with that probability, and netd's
 //! own B1 stands aside for the datagrams it sheds.
 //!
@@ -68,7 +69,7 @@ pub(crate) const BULK_SEGMENTS: u64 = 64;
 /// sent to it.
 const CEILING: u64 = ONE - STEP;
 
-/// The most the drop probability grows to for a bulk TCP receiver alone,
+/// The drop probability while a bulk TCP receiver drives it alone,
 /// without netd saturated: fifteen sixteenths, so that a low-priority
 /// receiver keeps a sixteenth of its traffic.
 const BULK_CEILING: u64 = ONE - (ONE >> 4);
@@ -157,23 +158,18 @@ impl Filter {
         let saturated = self.reads > 0 && self.full_reads.saturating_mul(8) >= self.reads.saturating_mul(7);
         let high_keep_up = self.high_overflows.saturating_mul(16) < self.high_seen.max(1);
         let bulk = self.bulk_tcp <= self.best_now.min(self.best_before);
-        // How far the probability may grow this period: none while the
-        // receive path keeps everything or the best receivers lose at
-        // their own queues.
-        let ceiling = match (drops > 0 && high_keep_up, saturated, bulk) {
-            (true, true, _) => CEILING,
-            (true, false, true) => BULK_CEILING,
-            _ => 0,
-        };
         let p = self.probability;
-        self.probability = if p < ceiling {
-            (p + ((ONE - p) / 4).max(STEP)).min(ceiling)
-        } else if ceiling > 0 {
-            (p - p / 4).max(ceiling)
-        } else if p - p / 4 < STEP {
-            0
-        } else {
-            p - p / 4
+        // Nothing grows while the receive path keeps everything or the
+        // best receivers lose at their own queues.
+        self.probability = match (drops > 0 && high_keep_up, saturated, bulk) {
+            // Towards where netd just keeps up.
+            (true, true, _) => (p + ((ONE - p) / 4).max(STEP)).min(CEILING),
+            // The shed a bulk TCP receiver calls for, at once: a ramp would
+            // only leave it the CPU later (a transfer of 100 000 segments
+            // takes three periods here).
+            (true, false, true) => (p - p / 4).max(BULK_CEILING),
+            _ if p - p / 4 < STEP => 0,
+            _ => p - p / 4,
         };
         (self.reads, self.full_reads, self.high_seen, self.high_overflows) = (0, 0, 0, 0);
         self.seen = 0;
