@@ -177,7 +177,8 @@ pub enum BenchCommand {
         /// Run the TCP senders of Figures 4 and 5 at this nice value (-20
         /// to 19): with --sender-cpu, ahead of the UDP senders on that
         /// CPU, as a sender on a machine of its own would be, so a flood's
-        /// senders do not slow the TCP sender itself
+        /// senders do not slow the TCP sender itself (default: -20 with
+        /// --sender-cpu, the senders' own nice value without it)
         #[arg(long, value_name = "NICE", allow_negative_numbers = true)]
         tcp_sender_nice: Option<i32>,
     },
