@@ -157,7 +157,7 @@ impl Filter {
         self.rate = (drops, self.seen);
         let saturated = self.reads > 0 && self.full_reads.saturating_mul(8) >= self.reads.saturating_mul(7);
         let high_keep_up = self.high_overflows.saturating_mul(16) < self.high_seen.max(1);
-        let bulk = self.bulk_tcp <= self.best_now.min(self.best_before);
+        let bulk = self.bulk_tcp != NO_PRIORITY && self.bulk_tcp <= self.best_now.min(self.best_before);
         let p = self.probability;
         // Nothing grows while the receive path keeps everything or the
         // best receivers lose at their own queues.

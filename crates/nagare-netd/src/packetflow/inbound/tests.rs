@@ -356,6 +356,11 @@ fn a_better_client_receiving_tcp_in_bulk_has_fifteen_sixteenths_of_low_priority_
     let s = setup();
     let mut inbound = filter_only(42);
     let admitted = |inbound: &Inbound| shed(inbound, &s).ports.first().map_or(u32::MAX, |p| p.1);
+    // Drops with no receiver seen at all: nothing to shed for.
+    for _ in 0..5 {
+        period_with_reads(&mut inbound, 1, false);
+        assert_eq!(inbound.filter().unwrap().probability(), 0);
+    }
     for _ in 0..5 {
         inbound.filter_mut().unwrap().note_receiver(100, BULK_SEGMENTS - 1);
         period_with_reads(&mut inbound, 1, false);
