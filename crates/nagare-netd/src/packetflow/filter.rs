@@ -33,11 +33,14 @@
 //! it can: netd works at capacity, and what it cannot take is
 //! low-priority traffic. While a high-priority client receives TCP in
 //! bulk (at least [`BULK_SEGMENTS`] segments in the period) and the receive
-//! path drops, the probability is at least [`BULK_CEILING`] from the end of
+//! path drops, the probability is at least [`BULK_SHED`] from the end of
 //! that period on, netd saturated or not: TCP takes whatever CPU and netd
 //! time the shed frees (the low-priority receivers' processes share its
 //! CPUs), while a low-priority receiver still gets a sixteenth of what is
-//! sent to it. A device that sheds (a TAP, before its ring) is
+//! sent to it. Held by that rule alone, the shed is left off one period in
+//! [`BULK_PROBE_EVERY`] + 1, and comes back only if that period drops too:
+//! a device's shed counts among the receive path's drops, and would
+//! otherwise keep itself on. A device that sheds (a TAP, before its ring) is
 //! given the low-priority sockets' ports with that probability, and netd's
 //! own B1 stands aside for the datagrams it sheds.
 //!
@@ -69,10 +72,16 @@ pub(crate) const BULK_SEGMENTS: u64 = 64;
 /// sent to it.
 const CEILING: u64 = ONE - STEP;
 
-/// The drop probability while a bulk TCP receiver drives it alone,
-/// without netd saturated: fifteen sixteenths, so that a low-priority
-/// receiver keeps a sixteenth of its traffic.
-const BULK_CEILING: u64 = ONE - (ONE >> 4);
+/// The least drop probability while a bulk TCP receiver drives it:
+/// fifteen sixteenths, so that a low-priority receiver keeps a sixteenth
+/// of its traffic.
+const BULK_SHED: u64 = ONE - (ONE >> 4);
+
+/// Periods the bulk TCP rule alone holds its shed before one period
+/// without it (25: 20 ms in every half second). On a TAP the shed's own
+/// drops count among the receive path's, so only a period without it says
+/// whether the load still calls for it.
+pub(crate) const BULK_PROBE_EVERY: u32 = 25;
 
 /// The filter's state: the drop probability of this period, the draw,
 /// the receivers' best priority.
@@ -93,6 +102,8 @@ pub(crate) struct Filter {
     /// The best priority among clients receiving TCP in bulk in this
     /// period.
     bulk_tcp: u8,
+    /// Periods in a row the bulk TCP rule alone has held the shed.
+    bulk_held: u32,
     /// The device sheds this period's low-priority datagrams itself (a
     /// TAP, before its ring): B1 is not applied a second time here.
     shed_by_device: bool,
@@ -117,6 +128,7 @@ impl Filter {
             best_now: NO_PRIORITY,
             best_before: NO_PRIORITY,
             bulk_tcp: NO_PRIORITY,
+            bulk_held: 0,
             shed_by_device: false,
             reads: 0,
             full_reads: 0,
@@ -161,16 +173,29 @@ impl Filter {
         let p = self.probability;
         // Nothing grows while the receive path keeps everything or the
         // best receivers lose at their own queues.
-        self.probability = match (drops > 0 && high_keep_up, saturated, bulk) {
+        let dropping = drops > 0 && high_keep_up;
+        let bulk_shed = if bulk { BULK_SHED } else { 0 };
+        let mut next = match (dropping, saturated, bulk) {
             // Towards where netd just keeps up.
-            (true, true, _) => (p + ((ONE - p) / 4).max(STEP)).min(CEILING),
+            (true, true, _) => (p + ((ONE - p) / 4).max(STEP)).min(CEILING).max(bulk_shed),
             // The shed a bulk TCP receiver calls for, at once: a ramp would
             // only leave it the CPU later (a transfer of 100 000 segments
             // takes three periods here).
-            (true, false, true) => (p - p / 4).max(BULK_CEILING),
+            (true, false, true) => (p - p / 4).max(BULK_SHED),
             _ if p - p / 4 < STEP => 0,
             _ => p - p / 4,
         };
+        if dropping && !saturated && bulk {
+            self.bulk_held += 1;
+            if self.bulk_held > BULK_PROBE_EVERY {
+                // A period without the shed: its drops are the load's.
+                self.bulk_held = 0;
+                next = 0;
+            }
+        } else {
+            self.bulk_held = 0;
+        }
+        self.probability = next;
         (self.reads, self.full_reads, self.high_seen, self.high_overflows) = (0, 0, 0, 0);
         self.seen = 0;
         self.best_before = self.best_now;

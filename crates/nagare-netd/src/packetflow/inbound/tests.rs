@@ -1,7 +1,7 @@
 //! The filter and the memory manager against a real engine: frames a
 //! peer engine sends, judged before ours receives them.
 
-use super::super::filter::BULK_SEGMENTS;
+use super::super::filter::{BULK_PROBE_EVERY, BULK_SEGMENTS};
 use super::super::mm::START;
 use super::super::peek::ETHERNET_HEADER;
 use super::*;
@@ -366,14 +366,40 @@ fn a_better_client_receiving_tcp_in_bulk_has_fifteen_sixteenths_of_low_priority_
         period_with_reads(&mut inbound, 1, false);
         assert_eq!(admitted(&inbound), u32::MAX, "an interactive connection: nothing shed");
     }
-    let mut seen = Vec::new();
-    for _ in 0..30 {
+    let bulk = |inbound: &mut Inbound, drops: u64, saturated: bool| {
         inbound.filter_mut().unwrap().note_receiver(100, BULK_SEGMENTS);
-        period_with_reads(&mut inbound, 1, false);
+        period_with_reads(inbound, drops, saturated);
+    };
+    let mut seen = Vec::new();
+    for _ in 0..2 * (BULK_PROBE_EVERY + 1) + 1 {
+        bulk(&mut inbound, 1, false);
         seen.push(admitted(&inbound));
     }
-    assert!(seen.iter().all(|&a| a == 1 << 28), "a sixteenth admitted at once, no less: {seen:?}");
+    // A sixteenth admitted at once, then a period without the shed in
+    // every BULK_PROBE_EVERY + 1; it dropped too, so the shed is back.
+    let probe = BULK_PROBE_EVERY as usize;
+    for (i, &a) in seen.iter().enumerate() {
+        let expected = if i % (probe + 1) == probe { u32::MAX } else { 1 << 28 };
+        assert_eq!(a, expected, "period {i}: {seen:?}");
+    }
     assert_eq!(shed(&inbound, &s).ports.len(), 1, "the high-priority socket is not shed");
+    // Its drops were the shed's own (a TAP's shed counts among them): the
+    // period without it drops nothing, and the shed stays off.
+    let mut seen = Vec::new();
+    for _ in 0..3 * (BULK_PROBE_EVERY + 1) {
+        let shedding = admitted(&inbound) != u32::MAX;
+        bulk(&mut inbound, u64::from(shedding), false);
+        seen.push(admitted(&inbound));
+    }
+    assert!(seen.iter().skip(probe + 1).all(|&a| a == u32::MAX), "{seen:?}");
+    bulk(&mut inbound, 1, false);
+    assert_eq!(admitted(&inbound), 1 << 28, "back at once when the load drops again");
+    // Saturated and bulk from none: fifteen sixteenths at once, not a
+    // quarter.
+    let mut other = filter_only(7);
+    other.filter_mut().unwrap().note_receiver(100, BULK_SEGMENTS);
+    period_with_reads(&mut other, 1, true);
+    assert_eq!(shed(&other, &s).ports, [(7002, 1 << 28)]);
     // Saturated as well: all but a 64th may go.
     for _ in 0..30 {
         inbound.filter_mut().unwrap().note_receiver(100, BULK_SEGMENTS);
@@ -383,13 +409,11 @@ fn a_better_client_receiving_tcp_in_bulk_has_fifteen_sixteenths_of_low_priority_
     // Back to the bulk receiver alone: a sixteenth admitted again from the
     // next period (a quarter less than sixty-three sixty-fourths is below
     // fifteen sixteenths).
-    inbound.filter_mut().unwrap().note_receiver(100, BULK_SEGMENTS);
-    period_with_reads(&mut inbound, 1, false);
+    bulk(&mut inbound, 1, false);
     assert_eq!(admitted(&inbound), 1 << 28);
     // The receive path keeps up: the shed goes.
     for _ in 0..30 {
-        inbound.filter_mut().unwrap().note_receiver(100, BULK_SEGMENTS);
-        period_with_reads(&mut inbound, 0, false);
+        bulk(&mut inbound, 0, false);
     }
     assert_eq!(admitted(&inbound), u32::MAX);
     // Bulk TCP at 130 while the UDP receiver at 100 receives: the
