@@ -365,14 +365,14 @@ mod tests {
                     remote: Some(SocketAddr::from(([10, 0, 0, 1], 7))),
                     state: "established",
                     send_queued: 1000,
-                    recv_queued: 20,
+                    recv_queued: 65536,
                     waiting: 4,
                     send_buffer: 262144,
                     recv_buffer: 262144,
                     recv_buffer_max: 262144,
                     priority: Priority { value: 100, source: Source::Option },
                     filter_drops: 6,
-                    overflow_drops: 0,
+                    overflow_drops: 2,
                     holders: 1,
                 },
                 SocketLine {
@@ -388,7 +388,7 @@ mod tests {
                     recv_buffer: 131072,
                     recv_buffer_max: 393216,
                     priority: Priority { value: 125, source: Source::Nice },
-                    filter_drops: 0,
+                    filter_drops: 3,
                     overflow_drops: 9,
                     holders: 2,
                 },
@@ -437,13 +437,13 @@ mod tests {
     fn every_part_is_there_and_zero_counters_are_not() {
         let t = report(&[client(1), client(2)], 16384);
         assert!(t.starts_with("netd pid 1 uptime 2.0s placement single link vni x clients 2\n"), "{t}");
-        assert!(t.contains("client 2 pid 102 uid 0 sockets 4 tcp 2 listeners 1 udp 1 echo 0 pending 1 buffers client 250 netd 6 receive 0 of 256 bad 0 memory 524288 of 8388608 fill 75% filter_drops 6 overflow_drops 9 prio 125 nice 5 boosted yes lifted_nice 0\n"));
+        assert!(t.contains("client 2 pid 102 uid 0 sockets 4 tcp 2 listeners 1 udp 1 echo 0 pending 1 buffers client 250 netd 6 receive 0 of 256 bad 0 memory 524288 of 8388608 fill 75% filter_drops 9 overflow_drops 11 prio 125 nice 5 boosted yes lifted_nice 0\n"));
         assert!(
-            t.contains(" memory 524288 of 8388608 fill 75% filter_drops 6 overflow_drops 9 prio 125 nice 5 boosted no\nsocket 3 client 1 "),
+            t.contains(" memory 524288 of 8388608 fill 75% filter_drops 9 overflow_drops 11 prio 125 nice 5 boosted no\nsocket 3 client 1 "),
             "{t}"
         );
-        assert!(t.contains("\nsocket 3 client 2 tcp local 10.0.0.2:4000 remote 10.0.0.1:7 state established send_queued 1000 recv_queued 20 waiting 4 sndbuf 262144 rcvbuf 262144 rcvbuf_max 262144 fill 0% prio 100 from option filter_drops 6 overflow_drops 0\n"), "{t}");
-        assert!(t.contains("\nsocket 4 client 2 udp local 10.0.0.2:5000 remote - state - send_queued 0 recv_queued 98304 waiting 0 sndbuf 0 rcvbuf 131072 rcvbuf_max 393216 fill 75% prio 125 from nice filter_drops 0 overflow_drops 9 holders 2\n"), "{t}");
+        assert!(t.contains("\nsocket 3 client 2 tcp local 10.0.0.2:4000 remote 10.0.0.1:7 state established send_queued 1000 recv_queued 65536 waiting 4 sndbuf 262144 rcvbuf 262144 rcvbuf_max 262144 fill 25% prio 100 from option filter_drops 6 overflow_drops 2\n"), "{t}");
+        assert!(t.contains("\nsocket 4 client 2 udp local 10.0.0.2:5000 remote - state - send_queued 0 recv_queued 98304 waiting 0 sndbuf 0 rcvbuf 131072 rcvbuf_max 393216 fill 75% prio 125 from nice filter_drops 3 overflow_drops 9 holders 2\n"), "{t}");
         assert!(
             t.contains("\nmemory charged 1048576 of 7340032 orphans 1 of 1024 unowned 0 connections 3 of 16384\n"),
             "{t}"
