@@ -84,9 +84,10 @@ enum Command {
         /// (PacketFlow's global cap): past it connections get smaller
         /// buffers, then ENOBUFS, and no UDP queue grows. Default and
         /// most: netd's buffer pool less the eighth kept for frames in
-        /// flight.
-        #[arg(long)]
-        memory_cap: Option<usize>,
+        /// flight; at least 32768 (two 16 KiB buffers, the least a
+        /// connection takes).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(32768..))]
+        memory_cap: Option<u64>,
         /// Connections closed by their applications that netd keeps for
         /// their FIN exchange at once; a close past it resets.
         #[arg(long, default_value_t = 1024)]
@@ -357,7 +358,7 @@ fn main() -> Result<()> {
                 builder = builder.placement(placement);
             }
             if let Some(cap) = memory_cap {
-                builder = builder.memory_cap(cap);
+                builder = builder.memory_cap(usize::try_from(cap).unwrap_or(usize::MAX));
             }
             netd::run(builder.spin(Duration::from_micros(spin_us.min(1_000_000))))
         }

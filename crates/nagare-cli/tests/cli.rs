@@ -68,6 +68,12 @@ fn bad_arguments_get_clear_errors() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--boost"));
+    let out = nagare()
+        .args(["netd", "--vni", "nagare-cli-test-none", "--addr", "10.0.0.1/24", "--memory-cap", "1000"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--memory-cap"));
 }
 
 /// Runs nagare with `args`, which must fail, and returns its stderr.

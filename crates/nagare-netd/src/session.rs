@@ -457,8 +457,9 @@ impl Session {
         load
     }
 
-    /// The best priority among the client's TCP connections and the
-    /// segments they received since the last call, if they received any.
+    /// The best priority among the client's TCP connections (all of them,
+    /// whichever received) and the segments they received since the last
+    /// call, if they received any.
     pub fn tcp_received(&mut self, iface: &Interface) -> Option<(u8, u64)> {
         let (mut segments, mut best) = (0u64, None::<u8>);
         for (id, sock) in self.sockets.iter() {

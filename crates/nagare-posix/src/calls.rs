@@ -266,7 +266,9 @@ pub fn close(fd: i32) -> Res<()> {
 /// closes: the kernel marks the range close-on-exec, as it would.
 pub fn close_range(first: u32, last: u32, flags: u32) -> Res<()> {
     let _in = Entered::new();
-    if first > last {
+    if first > last || flags & !(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC) != 0 {
+        // The kernel refuses flags it does not know before closing
+        // anything; so does this, before any socket closes.
         return Err(libc::EINVAL);
     }
     if flags & CLOSE_RANGE_CLOEXEC != 0 {
@@ -566,6 +568,19 @@ mod tests {
         assert!(!open(900) && !open(901));
         assert!(open(903) && open(904) && open(p[0]) && open(p[1]));
         for n in [903, 904, p[0], p[1]] {
+            unsafe { libc::close(n) };
+        }
+    }
+
+    /// Flags the kernel does not know are refused before anything closes.
+    #[test]
+    fn a_range_with_unknown_flags_is_refused_and_nothing_closes() {
+        let mut p = [0; 2];
+        assert_eq!(unsafe { libc::pipe(p.as_mut_ptr()) }, 0);
+        assert_eq!(unsafe { libc::dup2(p[0], 910) }, 910);
+        assert_eq!(close_range(910, 910, 1 << 5), Err(libc::EINVAL));
+        assert!(unsafe { libc::fcntl(910, libc::F_GETFD) } >= 0, "still open");
+        for n in [910, p[0], p[1]] {
             unsafe { libc::close(n) };
         }
     }
