@@ -28,7 +28,8 @@
 #
 # Traffic stays inside the namespace this script creates; everything it
 # creates is removed on exit, and every process it starts is ended by its
-# pid. Each client run is bounded by DURATION plus 20 s.
+# pid. Each client run is bounded by DURATION plus 20 s, the servers and
+# the greedy client by the time all the runs may take.
 #
 # Environment: NAGARE (binary; default target/release/nagare), DURATION
 # (seconds per run, 3), ROUNDS (3), CONNECTIONS (the greedy client's most,
@@ -51,7 +52,7 @@ cleanup() {
     local rc=$?
     set +e
     stop_pid "$HOG_PID"
-    for pid in "${PIDS[@]}"; do
+    for pid in ${PIDS[@]+"${PIDS[@]}"}; do
         stop_pid "$pid"
     done
     stop_pid "$NETD_PID"
@@ -69,7 +70,7 @@ skip() {
     exit 1
 }
 [[ $(id -u) -eq 0 ]] || skip "needs root (namespaces, TAP devices)"
-for tool in ip timeout python3; do
+for tool in ip timeout python3 ss; do
     command -v "$tool" >/dev/null || skip "$tool is missing (scripts/install-test-deps.sh)"
 done
 find_nagare
@@ -79,13 +80,15 @@ if [[ ! -f "$PRELOAD" ]]; then
 fi
 [[ -f "$PRELOAD" ]] || skip "no $PRELOAD"
 
+# The helpers' lifetime: both rounds of measurements with room to spare.
+LIFETIME=$((4 * ROUNDS * (DURATION + 20) + 120))
 make_namespaces "$NS_N"
 # shellcheck disable=SC2086 # NETD_ARGS is a list of options
 start_netd_on_tap "$NS_N" 10.97.0.2/24 10.97.0.1/24 "$SOCKET" "$WORK/netd.log" ${NETD_ARGS:-}
 ip netns exec "$NS_N" "$NAGARE" perf server --port 5201 >"$WORK/perf-server.log" 2>&1 &
 PIDS+=($!)
 # The silent server: accepts and keeps every connection, reads nothing.
-ip netns exec "$NS_N" timeout 600 python3 -c '
+ip netns exec "$NS_N" timeout "$LIFETIME" python3 -c '
 import socket, time
 l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 l.bind(("10.97.0.1", 7000)); l.listen(4096)
@@ -95,7 +98,13 @@ while True:
     kept.append(c)
 ' >"$WORK/silent.log" 2>&1 &
 PIDS+=($!)
-sleep 1
+# Both servers listening (bounded).
+for _ in $(seq 1 100); do
+    listening=$(ip netns exec "$NS_N" ss -Htln 2>/dev/null | grep -cE ':(5201|7000) ' || true)
+    [[ $listening -ge 2 ]] && break
+    sleep 0.1
+done
+[[ $listening -ge 2 ]] || { log "the servers did not start"; exit 1; }
 
 # measure MODE: "gbit" or "tps" of one run of the measured client.
 measure() {
@@ -114,12 +123,21 @@ median() {
     printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 
-# runs MODE: the median of ROUNDS runs.
+# runs MODE: the median of the ROUNDS runs that gave a figure ("failed"
+# if none did; each failure is said on stderr).
 runs() {
-    local values=() r
+    local values=() r v
     for r in $(seq 1 "$ROUNDS"); do
-        values+=("$(measure "$1" || echo 0)")
+        if v=$(measure "$1") && [[ $v =~ ^[0-9.]+$ ]]; then
+            values+=("$v")
+        else
+            log "memory_hog.sh: $1 run $r failed (see the client log)"
+        fi
     done
+    if [[ ${#values[@]} -eq 0 ]]; then
+        echo failed
+        return
+    fi
     median "${values[@]}"
 }
 
@@ -127,7 +145,7 @@ ALONE_STREAM=$(runs stream)
 ALONE_RR=$(runs rr)
 
 # The greedy client, through netd; it says what it holds, then idles.
-ip netns exec "$NS_N" timeout 600 "$NAGARE" run --via "$SOCKET" -- python3 -c '
+ip netns exec "$NS_N" timeout "$LIFETIME" "$NAGARE" run --via "$SOCKET" -- python3 -c '
 import socket, sys, time
 conns, queued, why = [], 0, "the most asked for"
 for i in range(int(sys.argv[1])):
@@ -145,8 +163,8 @@ for i in range(int(sys.argv[1])):
             break
     conns.append(s)
 print("holding %d connections, %d bytes written to them (%s)" % (len(conns), queued, why), flush=True)
-time.sleep(600)
-' "$CONNECTIONS" >"$WORK/hog.log" 2>&1 &
+time.sleep(int(sys.argv[2]))
+' "$CONNECTIONS" "$LIFETIME" >"$WORK/hog.log" 2>&1 &
 HOG_PID=$!
 for _ in $(seq 1 600); do
     grep -q '^holding' "$WORK/hog.log" && break
@@ -158,8 +176,17 @@ HOG_STAT=$(ip netns exec "$NS_N" "$NAGARE" stat --via "$SOCKET" 2>&1 | grep -E '
 
 HOG_STREAM=$(runs stream)
 HOG_RR=$(runs rr)
+kill -0 "$HOG_PID" 2>/dev/null || { log "the greedy client ended before the measurements did"; exit 1; }
 
-ratio() { python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); print('%.2f' % (b / a) if a > 0 else '-')" "$1" "$2"; }
+ratio() {
+    python3 -c "
+import sys
+try:
+    a, b = float(sys.argv[1]), float(sys.argv[2])
+    print('%.2f' % (b / a) if a > 0 else '-')
+except ValueError:
+    print('-')" "$1" "$2"
+}
 echo "A client's transfer through netd alone and beside a client holding every buffer its budget allows; median of $ROUNDS runs of ${DURATION} s, load average $(cut -d' ' -f1-3 /proc/loadavg)."
 echo
 echo "| measured client | alone | beside the greedy client | beside / alone |"
