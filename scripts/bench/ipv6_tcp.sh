@@ -88,14 +88,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-skip() {
-    log "ipv6_tcp.sh: SKIPPED: $*"
-    exit 1
-}
-[[ $(id -u) -eq 0 ]] || skip "needs root (namespaces, TAP devices, veth)"
-for tool in ip sysctl timeout python3; do
-    command -v "$tool" >/dev/null || skip "$tool is missing (scripts/install-test-deps.sh)"
-done
+need_root_and_tools "namespaces, TAP devices, veth" ip sysctl timeout python3
 [[ -e /proc/net/if_inet6 ]] || skip "the kernel has no IPv6"
 
 find_nagare

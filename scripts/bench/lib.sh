@@ -3,6 +3,24 @@
 
 log() { printf '%s\n' "$*" >&2; }
 
+# skip WHY: the script says, loudly, that it is SKIPPED and why, and ends
+# with status 1 (its EXIT trap still cleans up).
+skip() {
+    log "$(basename "$0"): SKIPPED: $*"
+    exit 1
+}
+
+# need_root_and_tools WHAT TOOL...: skips unless run as root (WHAT: what
+# root is needed for) with every TOOL installed.
+need_root_and_tools() {
+    local what=$1 tool
+    shift
+    [[ $(id -u) -eq 0 ]] || skip "needs root ($what)"
+    for tool in "$@"; do
+        command -v "$tool" >/dev/null || skip "$tool is missing (scripts/install-test-deps.sh)"
+    done
+}
+
 # stop_pid PID: SIGTERM, up to 5 s for it to go, then SIGKILL; reaps it.
 stop_pid() {
     local pid=$1
@@ -31,6 +49,15 @@ find_nagare() {
     [[ -x "$NAGARE" ]] || { log "no nagare binary at $NAGARE"; exit 1; }
 }
 
+# find_preload: sets PRELOAD to the preload library beside $NAGARE,
+# building it if missing; skips if there is none.
+find_preload() {
+    PRELOAD="$(dirname "$NAGARE")/libnagare_preload.so"
+    if [[ ! -f "$PRELOAD" ]]; then
+        (cd "$ROOT" && cargo build --release -p nagare-preload)
+    fi
+    [[ -f "$PRELOAD" ]] || skip "no $PRELOAD"
+}
 # make_namespaces NS...: new namespaces, loopback up.
 make_namespaces() {
     local ns

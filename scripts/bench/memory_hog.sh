@@ -65,20 +65,9 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-skip() {
-    log "memory_hog.sh: SKIPPED: $*"
-    exit 1
-}
-[[ $(id -u) -eq 0 ]] || skip "needs root (namespaces, TAP devices)"
-for tool in ip timeout python3 ss; do
-    command -v "$tool" >/dev/null || skip "$tool is missing (scripts/install-test-deps.sh)"
-done
+need_root_and_tools "namespaces, TAP devices" ip timeout python3 ss
 find_nagare
-PRELOAD="$(dirname "$NAGARE")/libnagare_preload.so"
-if [[ ! -f "$PRELOAD" ]]; then
-    (cd "$ROOT" && cargo build --release -p nagare-preload)
-fi
-[[ -f "$PRELOAD" ]] || skip "no $PRELOAD"
+find_preload
 
 # The helpers' lifetime: both rounds of measurements with room to spare.
 LIFETIME=$((4 * ROUNDS * (DURATION + 20) + 120))

@@ -95,14 +95,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-skip() {
-    log "netd_tcp.sh: SKIPPED: $*"
-    exit 1
-}
-[[ $(id -u) -eq 0 ]] || skip "needs root (namespaces, TAP devices, veth)"
-for tool in ip timeout python3; do
-    command -v "$tool" >/dev/null || skip "$tool is missing (scripts/install-test-deps.sh)"
-done
+need_root_and_tools "namespaces, TAP devices, veth" ip timeout python3
 
 find_nagare
 

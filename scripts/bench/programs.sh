@@ -60,20 +60,9 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-skip() {
-    log "programs.sh: SKIPPED: $*"
-    exit 1
-}
-[[ $(id -u) -eq 0 ]] || skip "needs root (namespaces, TAP devices, veth)"
-for tool in ip timeout python3 iperf3 redis-server redis-benchmark; do
-    command -v "$tool" >/dev/null || skip "$tool is missing (scripts/install-test-deps.sh)"
-done
+need_root_and_tools "namespaces, TAP devices, veth" ip timeout python3 iperf3 redis-server redis-benchmark
 find_nagare
-PRELOAD="$(dirname "$NAGARE")/libnagare_preload.so"
-if [[ ! -f "$PRELOAD" ]]; then
-    (cd "$ROOT" && cargo build --release -p nagare-preload)
-fi
-[[ -f "$PRELOAD" ]] || skip "no $PRELOAD"
+find_preload
 
 make_namespaces "$NS_N" "$NS_B" "$NS_C"
 make_veth "$TAG" "$NS_B" 10.96.0.1/24 "$NS_C" 10.96.0.2/24

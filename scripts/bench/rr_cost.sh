@@ -84,10 +84,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-[[ $(id -u) -eq 0 ]] || { log "rr_cost.sh: SKIPPED: needs root (namespaces, TAP, veth)"; exit 1; }
-for tool in ip python3; do
-    command -v "$tool" >/dev/null || { log "rr_cost.sh: SKIPPED: $tool is missing (scripts/install-test-deps.sh)"; exit 1; }
-done
+need_root_and_tools "namespaces, TAP, veth" ip python3
 find_nagare
 
 make_namespaces "$NS_N" "$NS_B" "$NS_C"
