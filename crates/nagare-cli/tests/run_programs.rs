@@ -1192,6 +1192,54 @@ fn udp_peek_and_fionread() {
     reader.terminate(Duration::from_secs(5));
 }
 
+/// A signal ends a program's wait on nagare sockets as it ends one on
+/// the kernel's: `poll`, `select` and `epoll` over a nagare socket alone
+/// and beside a pipe, each interrupted by a timer's `SIGALRM` at varied
+/// moments (the handler raises, so Python gives up the wait), never left
+/// waiting out its 3 s.
+#[test]
+fn a_signal_ends_poll_select_and_epoll_waits_on_nagare_sockets() {
+    if let Some(reason) = interop_unavailable(&["python3", "ping"]) {
+        return skip("a_signal_ends_poll_select_and_epoll_waits_on_nagare_sockets", &reason);
+    }
+    let s = Setup::new("runsig");
+    let script = format!(
+        "import os, select, signal, socket, time\n\
+         class Alarm(Exception): pass\n\
+         def on_alarm(*_): raise Alarm()\n\
+         signal.signal(signal.SIGALRM, on_alarm)\n\
+         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(({NAGARE:?}, 9610))\n\
+         r, w = os.pipe()\n\
+         p = select.poll(); p.register(u, select.POLLIN)\n\
+         pm = select.poll(); pm.register(u, select.POLLIN); pm.register(r, select.POLLIN)\n\
+         e = select.epoll(); e.register(u.fileno(), select.EPOLLIN)\n\
+         em = select.epoll(); em.register(u.fileno(), select.EPOLLIN); em.register(r, select.EPOLLIN)\n\
+         waits = [('poll', lambda: p.poll(3000)), ('poll mixed', lambda: pm.poll(3000)),\n\
+                  ('select', lambda: select.select([u], [], [], 3)), ('select mixed', lambda: select.select([u, r], [], [], 3)),\n\
+                  ('epoll', lambda: e.poll(3)), ('epoll mixed', lambda: em.poll(3))]\n\
+         for name, wait in waits:\n\
+         \x20   worst = 0\n\
+         \x20   for i in range(12):\n\
+         \x20       t = time.monotonic()\n\
+         \x20       try:\n\
+         \x20           signal.setitimer(signal.ITIMER_REAL, 0.0002 + 0.0013 * i)\n\
+         \x20           got = wait()\n\
+         \x20           signal.setitimer(signal.ITIMER_REAL, 0)\n\
+         \x20           print(name, 'woke without the signal:', got); break\n\
+         \x20       except Alarm:\n\
+         \x20           worst = max(worst, time.monotonic() - t)\n\
+         \x20   print(name, 'ended by the signal' if worst < 1 else 'waited %.1f s' % worst)\n"
+    );
+    let out = ok(s.run("python3").args(["-c", &script]), 60, "python3 waits ended by a signal");
+    assert_eq!(
+        out.stdout,
+        "poll ended by the signal\npoll mixed ended by the signal\nselect ended by the signal\n\
+         select mixed ended by the signal\nepoll ended by the signal\nepoll mixed ended by the signal\n",
+        "{}",
+        out.stderr
+    );
+}
+
 /// netd's loopback network: `python3 -m http.server` through netd on
 /// 127.0.0.1 serves `curl` through the same netd at 127.0.0.1, 5 MB
 /// byte-exact, while the kernel's curl in the namespace finds nothing

@@ -734,13 +734,22 @@ fn a_signal_ends_the_poll_of_a_second_waiting_thread() {
         let s = s.clone();
         let id = quiet_two.socket_id();
         std::thread::spawn(move || {
-            // SAFETY: the calling thread's own handle.
-            let _ = told.send(unsafe { libc::pthread_self() });
+            // SAFETY: the calling thread's own handle and number.
+            let _ = told.send(unsafe { (libc::pthread_self(), libc::gettid()) });
             poll(&s, &mut [PollEntry { socket: id, interest: READABLE, ready: 0 }], Some(LIMIT))
         })
     };
-    let thread = answer.recv_timeout(LIMIT).expect("the second thread started");
-    std::thread::sleep(Duration::from_millis(200));
+    let (thread, tid) = answer.recv_timeout(LIMIT).expect("the second thread started");
+    // Once the poll sleeps it holds signals back until it returns, so a
+    // signal sent from then on cannot slip in between two of its sleeps
+    // (sent before the poll began, its handler runs before, as with
+    // `poll(2)`).
+    let waited = Instant::now();
+    // Where the kernel does not say, a fifth of a second stands in.
+    while !in_ppoll(tid).unwrap_or(waited.elapsed() > Duration::from_millis(200)) {
+        assert!(waited.elapsed() < LIMIT, "the second poll never slept");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     // SAFETY: a live thread of this process, a signal with a handler.
     assert_eq!(unsafe { libc::pthread_kill(thread, libc::SIGUSR2) }, 0);
     let started = Instant::now();
@@ -749,6 +758,13 @@ fn a_signal_ends_the_poll_of_a_second_waiting_thread() {
     (&one).write_all(b"x").unwrap();
     assert_eq!(first.join().expect("the first thread").expect("the first poll"), 1);
     drop(two);
+}
+
+/// Whether thread `tid` of this process is in the `ppoll` system call
+/// (`None` where `/proc` does not say).
+fn in_ppoll(tid: libc::pid_t) -> Option<bool> {
+    let now = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).ok()?;
+    Some(now.split_whitespace().next().and_then(|n| n.parse::<libc::c_long>().ok()) == Some(libc::SYS_ppoll))
 }
 
 /// A call that waits for a free buffer of its region (every one taken:

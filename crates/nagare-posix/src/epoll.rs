@@ -14,7 +14,7 @@
 //! a stream shows as `EPOLLIN`, a read then gives 0).
 
 use crate::sock::Sock;
-use crate::wait::{readiness, sleep, Ours};
+use crate::wait::{readiness, sleep, sleep_mask, Ours};
 use crate::{table, Entered, Res};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -162,6 +162,7 @@ pub unsafe fn epoll_wait(
         return Err(libc::EFAULT);
     }
     let deadline = limit.map(|l| Instant::now() + l);
+    let mut held = None;
     loop {
         let watched: Vec<(i32, Arc<Sock>, u32)> = match sets().as_ref().and_then(|m| m.get(&epfd)) {
             Some(set) => set.iter().map(|w| (w.fd, w.sock.clone(), w.events)).collect(),
@@ -201,8 +202,9 @@ pub unsafe fn epoll_wait(
         if n > 0 || left.is_some_and(|l| l.is_zero()) {
             return Ok(n as i32);
         }
+        let Some(mask) = sleep_mask(&mut held, sigmask)? else { continue };
         let mut kernel = vec![libc::pollfd { fd: epfd, events: libc::POLLIN, revents: 0 }];
-        sleep(&ours, &entries, &mut kernel, left, sigmask)?;
+        sleep(&ours, &entries, &mut kernel, left, mask)?;
     }
 }
 

@@ -68,6 +68,7 @@ fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, sigmask: 
     }
     let deadline = limit.map(|l| Instant::now() + l);
     let only_ours = kernel.iter().all(|e| e.fd < 0);
+    let mut held = None;
     loop {
         let mut ready = readiness(&ours, entries)?;
         ready += kernel_poll(&mut kernel, Duration::ZERO, std::ptr::null())?;
@@ -80,12 +81,33 @@ fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, sigmask: 
             }
             return Ok(ready);
         }
+        let Some(mask) = sleep_mask(&mut held, sigmask)? else { continue };
         let connecting = ours.iter().any(|o| o.sock.lock().is_ok_and(|g| matches!(g.state, State::Connecting(_))));
         if only_ours && !connecting {
-            wait_in_netd(&ours, entries, left, sigmask)?;
+            wait_in_netd(&ours, entries, left, mask)?;
             continue;
         }
-        sleep(&ours, entries, &mut kernel, left, sigmask)?;
+        sleep(&ours, entries, &mut kernel, left, mask)?;
+    }
+}
+
+/// The mask a sleep of a call that a signal handler must end installs:
+/// the caller's (`ppoll`, `pselect`, `epoll_pwait`), else the thread's own
+/// from before the signals were held. The first time (`held` empty) it
+/// holds them and gives `None`: the caller looks at readiness once more
+/// before it sleeps, so that a handler that ran before the hold has run
+/// before the look (see `nagare::signals`).
+pub(crate) fn sleep_mask(
+    held: &mut Option<nagare::signals::Held>,
+    sigmask: *const libc::sigset_t,
+) -> Res<Option<*const libc::sigset_t>> {
+    match held {
+        None => {
+            *held = Some(nagare::signals::hold().map_err(|e| errno(&e))?);
+            Ok(None)
+        }
+        Some(_) if !sigmask.is_null() => Ok(Some(sigmask)),
+        Some(h) => Ok(Some(h.mask() as *const libc::sigset_t)),
     }
 }
 

@@ -39,6 +39,7 @@ pub mod ping;
 pub mod poll;
 mod readyfd;
 pub mod share;
+pub mod signals;
 mod watcher;
 pub mod zerocopy;
 
@@ -544,6 +545,7 @@ impl Session {
         mut attempt: impl FnMut(&mut Conn) -> io::Result<Option<T>>,
     ) -> io::Result<(T, MutexGuard<'_, Conn>)> {
         let deadline = limit.map(|l| Instant::now() + l);
+        let mut held = None;
         let mut c = self.lock()?;
         loop {
             c.check_alive()?;
@@ -554,6 +556,18 @@ impl Session {
             if nonblocking || deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(io::Error::from_raw_os_error(libc::EAGAIN));
             }
+            let signals = match signals {
+                OnSignal::Interrupt(mask) => match &held {
+                    // A handler that runs from here on must end the sleep:
+                    // signals wait, and the attempt is made once more.
+                    None => {
+                        held = Some(signals::hold()?);
+                        continue;
+                    }
+                    Some(h) => OnSignal::Interrupt(Some(mask.unwrap_or(h.mask()))),
+                },
+                OnSignal::Restart => OnSignal::Restart,
+            };
             c = self.wait_turn(c, deadline, signals)?;
         }
     }

@@ -60,6 +60,9 @@ pub fn poll_masked(
             r => r,
         };
     }
+    // A signal between one request and the next must end the call too:
+    // held from the first request on, it waits for the next sleep.
+    let _held = if limit == Some(Duration::ZERO) { None } else { Some(crate::signals::hold()?) };
     loop {
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let n = ask_netd(netd, entries, left.map_or(NETD_POLL_SLICE, |l| l.min(NETD_POLL_SLICE)), true, mask)?;
