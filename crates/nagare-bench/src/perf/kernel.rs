@@ -18,10 +18,22 @@ const MAX_WAIT: Duration = Duration::from_millis(50);
 /// Socket buffer asked for UDP sockets (the kernel caps it at rmem_max).
 const UDP_SOCKET_BUFFER: libc::c_int = 4 << 20;
 const SCRATCH: usize = 256 * 1024;
+/// How long a listener that had nothing to accept is left alone unless a
+/// wait finds it readable first. A failed `accept` is no cheap call (the
+/// kernel makes and frees a socket for it), and a server loop that tried
+/// one every turn spent a third of its time there.
+const ACCEPT_RETRY: Duration = Duration::from_millis(5);
 
 struct Stream {
     stream: TcpStream,
     want_write: bool,
+}
+
+struct Listener {
+    listener: TcpListener,
+    /// When an `accept` found the queue empty, until a wait finds the
+    /// listener readable (`None`: worth trying).
+    empty_at: Option<std::time::Instant>,
 }
 
 struct Udp {
@@ -35,7 +47,7 @@ struct Udp {
 
 pub struct KernelNet {
     streams: Vec<Option<Stream>>,
-    listeners: Vec<TcpListener>,
+    listeners: Vec<Listener>,
     udps: Vec<Option<Udp>>,
     /// Zeros to send and room to read into.
     scratch: Vec<u8>,
@@ -144,17 +156,23 @@ impl Net for KernelNet {
     fn tcp_listen(&mut self, port: u16) -> Result<usize> {
         let listener = bind_any(port, TcpListener::bind).with_context(|| format!("listening on TCP port {port}"))?;
         listener.set_nonblocking(true)?;
-        self.listeners.push(listener);
+        self.listeners.push(Listener { listener, empty_at: None });
         Ok(self.listeners.len() - 1)
     }
 
     fn tcp_accept(&mut self, l: usize) -> Result<Option<(usize, SocketAddr)>> {
-        let Some(listener) = self.listeners.get(l) else {
+        let Some(listener) = self.listeners.get_mut(l) else {
             bail!("no such listener");
         };
-        match listener.accept() {
+        if listener.empty_at.is_some_and(|at| at.elapsed() < ACCEPT_RETRY) {
+            return Ok(None);
+        }
+        match listener.listener.accept() {
             Ok((stream, peer)) => Ok(Some((self.add_stream(stream)?, canonical(peer)))),
-            Err(e) if would_block(&e) => Ok(None),
+            Err(e) if would_block(&e) => {
+                listener.empty_at = Some(std::time::Instant::now());
+                Ok(None)
+            }
             // A connection that died in the queue is not the listener's failure.
             Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => Ok(None),
             Err(e) => Err(e).context("accepting"),
@@ -293,7 +311,7 @@ impl Net for KernelNet {
             Vec::with_capacity(self.streams.len() + self.listeners.len() + self.udps.len());
         let mut add = |fd, events| fds.push(libc::pollfd { fd, events, revents: 0 });
         for l in &self.listeners {
-            add(l.as_raw_fd(), libc::POLLIN);
+            add(l.listener.as_raw_fd(), libc::POLLIN);
         }
         for s in self.streams.iter_mut().flatten() {
             let events = if s.want_write { libc::POLLIN | libc::POLLOUT } else { libc::POLLIN };
@@ -317,6 +335,35 @@ impl Net for KernelNet {
                 return Err(e).context("poll");
             }
         }
+        // The listeners come first in `fds`.
+        for (l, fd) in self.listeners.iter_mut().zip(&fds) {
+            if fd.revents != 0 {
+                l.empty_at = None;
+            }
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A listener that had nothing to accept is left alone until a wait
+    /// finds it readable, and then gives the connection that came.
+    #[test]
+    fn an_empty_listener_is_tried_again_once_a_wait_finds_it_readable() {
+        let mut net = KernelNet::default();
+        let l = net.tcp_listen(0).unwrap();
+        let port = net.listeners[l].listener.local_addr().unwrap().port();
+        assert!(net.tcp_accept(l).unwrap().is_none());
+        assert!(net.listeners[l].empty_at.is_some(), "an empty queue is remembered");
+        let _client = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).unwrap();
+        let start = nagare_core::Instant::from_millis(0);
+        net.wait(Some(start + Duration::from_secs(5)), start).unwrap();
+        assert!(net.listeners[l].empty_at.is_none(), "the wait found it readable");
+        let (c, peer) = net.tcp_accept(l).unwrap().expect("the connection");
+        assert_eq!(peer.ip(), std::net::IpAddr::V4(Ipv4Addr::LOCALHOST));
+        assert!(net.tcp_established(c).unwrap());
     }
 }
