@@ -148,6 +148,31 @@ fn readiness_and_reads_of_arrived_data_need_no_request() {
     drop(writer);
 }
 
+/// A poll over a ready stream and a socket whose readiness only netd
+/// knows (an echo socket) waits for nothing: one request, which does not
+/// wait, fills in the echo socket's entry.
+#[test]
+fn a_ready_stream_beside_a_socket_netd_answers_for_takes_one_request() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (writer, reader, _a, b) = pair(&netd, 9403);
+    let echo = nagare::ping::PingSocket::open_via(&b, 0x5a5a).expect("an echo socket");
+    (&writer).write_all(b"here").unwrap();
+    let mut entries = [
+        PollEntry { socket: echo.socket_id(), interest: READABLE, ready: 0 },
+        PollEntry { socket: reader.socket_id(), interest: READABLE, ready: 0 },
+    ];
+    let started = Instant::now();
+    while poll(&b, &mut entries[1..], Some(Duration::ZERO)).unwrap() == 0 {
+        assert!(started.elapsed() < LIMIT, "the data never came");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let before = requests(&b);
+    assert_eq!(poll(&b, &mut entries, Some(LIMIT)).unwrap(), 1);
+    assert_eq!((entries[0].ready, entries[1].ready), (0, READABLE));
+    // The stat of `requests` itself, and the poll's one request.
+    assert_eq!(requests(&b), before + 2, "the poll asked netd more than once");
+}
+
 /// A connection reset while its writer had queued data: the error is the
 /// next call's (`take_error` or a read), reported once; then writes fail
 /// with `EPIPE` and reads see the end.

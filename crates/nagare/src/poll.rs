@@ -6,7 +6,8 @@
 //! completion. Other sockets (listeners, echo sockets) are asked of netd
 //! with one `POLL` request, the list in a region buffer, answered when any
 //! is ready; while it is out, the paths are watched too, and the first to
-//! be ready answers.
+//! be ready answers. When a socket with a path is ready from the start,
+//! the request asks without waiting.
 
 use crate::path::Role;
 use crate::{set_wait_limit, Data, InFlight, Session};
@@ -59,6 +60,15 @@ pub fn poll_masked(
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
             r => r,
         };
+    }
+    // A socket with a path that is ready already: the call waits for
+    // nothing, and one request that does not wait fills in the rest.
+    let ready_now = {
+        let c = netd.lock()?;
+        from_paths(&c, entries).is_some()
+    };
+    if ready_now {
+        return ask_netd(netd, entries, Duration::ZERO, false, mask);
     }
     // A signal between one request and the next must end the call too:
     // held from the first request on, it waits for the next sleep.
