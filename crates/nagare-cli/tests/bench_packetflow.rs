@@ -126,3 +126,22 @@ fn senders_may_have_a_cpu_of_their_own() {
     assert!(err.contains("--sender-cpu 4095: this process may run on CPUs"), "{err}");
     assert!(namespaces_left(pid).is_empty());
 }
+
+/// Figure 4 under `--sender-cpu` measures its transfers and says that its
+/// senders, three on one CPU, are what each transfer waits for.
+#[test]
+fn figure_four_says_when_its_senders_share_one_cpu() {
+    if let Some(reason) = interop_unavailable(&["nice"]) {
+        return skip("figure_four_says_when_its_senders_share_one_cpu", &reason);
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        return skip("figure_four_says_when_its_senders_share_one_cpu", "one CPU: none to give the senders alone");
+    }
+    let (pid, ok, out, err) = bench(&["--figures", "4", "--segments", "2000", "--sender-cpu", "0"]);
+    assert!(ok, "the bench failed:\n{out}\n{err}");
+    assert!(namespaces_left(pid).is_empty(), "namespaces left: {:?}", namespaces_left(pid));
+    assert!(out.contains("The three senders share CPU 0, a third of it each"), "{out}");
+    for nice in ["nice 0", "nice 5", "nice 10"] {
+        assert!(row(&out, nice).iter().all(|c| c.ends_with(" s")), "{out}");
+    }
+}

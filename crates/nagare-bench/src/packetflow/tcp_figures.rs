@@ -3,7 +3,7 @@
 //! nice 0 takes while three UDP receivers at nice 10 are flooded, beside
 //! its time alone (Figure 5).
 
-use super::bed::{Bed, Stack};
+use super::bed::{Bed, Cpus, Stack};
 use super::output::Figure;
 use super::rounds::{self, Outcome, SEGMENT};
 use super::table::{datagrams_per_s, field, ratio, Table};
@@ -42,6 +42,13 @@ pub fn three_streams(bed: &Bed, stacks: &[Stack], segments: u64, limit: Duration
         segments * SEGMENT,
         limit.as_secs()
     ));
+    if let Cpus::Split { sender, .. } = bed.cpus() {
+        fig.lines.push(format!(
+            "The three senders share CPU {sender}, a third of it each, and that is what each transfer waits for: \
+             the receivers' priorities show only where the receiving side is what the senders wait for \
+             (`--figures 4` without `--sender-cpu`)."
+        ));
+    }
     let mut columns: Vec<Option<Vec<Outcome>>> = Vec::new();
     for (stack, label) in stacks.iter().zip(&labels) {
         eprintln!("  fig4: {label}");
