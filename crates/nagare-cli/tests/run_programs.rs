@@ -1195,8 +1195,11 @@ fn udp_peek_and_fionread() {
 /// A signal ends a program's wait on nagare sockets as it ends one on
 /// the kernel's: `poll`, `select` and `epoll` over a nagare socket alone
 /// and beside a pipe, each interrupted by a timer's `SIGALRM` at varied
-/// moments (the handler raises, so Python gives up the wait), never left
-/// waiting out its 3 s.
+/// moments (the handler raises, so Python gives up the wait). A signal
+/// that comes after Python last looked for one and before the wait began
+/// is Python's own race, the kernel's `poll` has it too, and a thread
+/// kept off the CPU there on a loaded machine can meet it: so a wait of
+/// each kind may wait out its second once in twelve, never more.
 #[test]
 fn a_signal_ends_poll_select_and_epoll_waits_on_nagare_sockets() {
     if let Some(reason) = interop_unavailable(&["python3", "ping"]) {
@@ -1214,11 +1217,11 @@ fn a_signal_ends_poll_select_and_epoll_waits_on_nagare_sockets() {
          pm = select.poll(); pm.register(u, select.POLLIN); pm.register(r, select.POLLIN)\n\
          e = select.epoll(); e.register(u.fileno(), select.EPOLLIN)\n\
          em = select.epoll(); em.register(u.fileno(), select.EPOLLIN); em.register(r, select.EPOLLIN)\n\
-         waits = [('poll', lambda: p.poll(3000)), ('poll mixed', lambda: pm.poll(3000)),\n\
-                  ('select', lambda: select.select([u], [], [], 3)), ('select mixed', lambda: select.select([u, r], [], [], 3)),\n\
-                  ('epoll', lambda: e.poll(3)), ('epoll mixed', lambda: em.poll(3))]\n\
+         waits = [('poll', lambda: p.poll(1000)), ('poll mixed', lambda: pm.poll(1000)),\n\
+                  ('select', lambda: select.select([u], [], [], 1)), ('select mixed', lambda: select.select([u, r], [], [], 1)),\n\
+                  ('epoll', lambda: e.poll(1)), ('epoll mixed', lambda: em.poll(1))]\n\
          for name, wait in waits:\n\
-         \x20   worst = 0\n\
+         \x20   ended = 0\n\
          \x20   for i in range(12):\n\
          \x20       t = time.monotonic()\n\
          \x20       try:\n\
@@ -1227,8 +1230,8 @@ fn a_signal_ends_poll_select_and_epoll_waits_on_nagare_sockets() {
          \x20           signal.setitimer(signal.ITIMER_REAL, 0)\n\
          \x20           print(name, 'woke without the signal:', got); break\n\
          \x20       except Alarm:\n\
-         \x20           worst = max(worst, time.monotonic() - t)\n\
-         \x20   print(name, 'ended by the signal' if worst < 1 else 'waited %.1f s' % worst)\n"
+         \x20           ended += time.monotonic() - t < 0.5\n\
+         \x20   print(name, 'ended by the signal' if ended >= 11 else 'ended by the signal %d times of 12' % ended)\n"
     );
     let out = ok(s.run("python3").args(["-c", &script]), 60, "python3 waits ended by a signal");
     assert_eq!(
