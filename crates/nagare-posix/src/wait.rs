@@ -103,10 +103,14 @@ pub(crate) fn sleep_mask(
 ) -> Res<Option<*const libc::sigset_t>> {
     match held {
         None => {
-            *held = Some(nagare::signals::hold().map_err(|e| errno(&e))?);
+            // SAFETY: a mask the caller gave points to a sigset_t for the
+            // call's duration.
+            let mask = unsafe { sigmask.as_ref() };
+            *held = Some(nagare::signals::hold(mask).map_err(|e| errno(&e))?);
             Ok(None)
         }
-        Some(_) if !sigmask.is_null() => Ok(Some(sigmask)),
+        // A handler ran in a wait inside the hold that went on after it.
+        Some(_) if nagare::signals::take_handled() => Err(libc::EINTR),
         Some(h) => Ok(Some(h.mask() as *const libc::sigset_t)),
     }
 }
@@ -263,8 +267,9 @@ fn wait_in_netd(
         list.push(PollEntry { socket: id, interest, ready: 0 });
     }
     if list.len() > nagare_request::MAX_POLL as usize {
-        // More than one poll takes: a short sleep, then the next look.
-        std::thread::sleep(left.map_or(SHORT_SLEEP, |l| l.min(SHORT_SLEEP)));
+        // More than one poll takes: a short sleep, then the next look (a
+        // sleep with the call's mask, which a held signal ends).
+        kernel_poll(&mut [], left.map_or(SHORT_SLEEP, |l| l.min(SHORT_SLEEP)), sigmask)?;
         return Ok(());
     }
     let limit = left.map_or(SLICE, |l| l.min(SLICE));

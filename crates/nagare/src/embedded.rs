@@ -41,24 +41,27 @@ impl Embedded {
         let thread = {
             let stop = Arc::clone(&stop);
             let socket = socket.clone();
-            std::thread::Builder::new().name(String::from("nagare-embedded")).spawn(move || -> io::Result<()> {
-                let started = (|| {
-                    let (iface, device) = setup()?;
-                    let config = NetdConfig { socket, link: String::from("embedded"), ..NetdConfig::default() };
-                    nagare_netd::Netd::new(iface, device, MonotonicClock::new(), config)
-                })();
-                let mut netd = match started {
-                    Ok(n) => {
-                        let _ = ready_tx.send(Ok(()));
-                        n
-                    }
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(io::Error::new(e.kind(), e.to_string())));
-                        return Err(e);
-                    }
-                };
-                netd.run(&stop)
-            })?
+            crate::signals::spawn_quiet(
+                std::thread::Builder::new().name(String::from("nagare-embedded")),
+                move || -> io::Result<()> {
+                    let started = (|| {
+                        let (iface, device) = setup()?;
+                        let config = NetdConfig { socket, link: String::from("embedded"), ..NetdConfig::default() };
+                        nagare_netd::Netd::new(iface, device, MonotonicClock::new(), config)
+                    })();
+                    let mut netd = match started {
+                        Ok(n) => {
+                            let _ = ready_tx.send(Ok(()));
+                            n
+                        }
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(io::Error::new(e.kind(), e.to_string())));
+                            return Err(e);
+                        }
+                    };
+                    netd.run(&stop)
+                },
+            )?
         };
         match ready_rx.recv_timeout(Duration::from_secs(10)) {
             Ok(Ok(())) => {}

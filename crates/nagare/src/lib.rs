@@ -561,10 +561,12 @@ impl Session {
                     // A handler that runs from here on must end the sleep:
                     // signals wait, and the attempt is made once more.
                     None => {
-                        held = Some(signals::hold()?);
+                        held = Some(signals::hold(mask)?);
                         continue;
                     }
-                    Some(h) => OnSignal::Interrupt(Some(mask.unwrap_or(h.mask()))),
+                    // One ran in a wait that went on (`signals::nap`).
+                    Some(_) if signals::take_handled() => return Err(io::ErrorKind::Interrupted.into()),
+                    Some(h) => OnSignal::Interrupt(Some(h.mask())),
                 },
                 OnSignal::Restart => OnSignal::Restart,
             };
@@ -610,9 +612,20 @@ impl Session {
         }
         c.sleeper = true;
         drop(c);
-        let slept = match signals {
-            OnSignal::Restart => self.inner.wake.wait_readable(Some(slice)),
-            OnSignal::Interrupt(mask) => self.inner.wake.wait_readable_or_signal(Some(slice), mask),
+        let slept = match (signals, signals::held_mask()) {
+            (OnSignal::Restart, None) => self.inner.wake.wait_readable(Some(slice)),
+            // Inside a call that holds signals: a handler runs, and that
+            // call learns of it (`signals::take_handled`).
+            (OnSignal::Restart, Some(mask)) => {
+                match self.inner.wake.wait_readable_or_signal(Some(slice), Some(&mask)) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                        signals::note_handled();
+                        Ok(false)
+                    }
+                    r => r,
+                }
+            }
+            (OnSignal::Interrupt(mask), _) => self.inner.wake.wait_readable_or_signal(Some(slice), mask),
         };
         let mut c = self.lock()?;
         c.sleeper = false;
@@ -855,7 +868,7 @@ impl Conn {
                     while let Some(d) = self.pop(None)? {
                         self.set_aside(d);
                     }
-                    std::thread::sleep(Duration::from_micros(50));
+                    signals::nap(Duration::from_micros(50));
                 }
                 Err(_) => {
                     self.mark_dead();

@@ -72,7 +72,7 @@ pub fn poll_masked(
     }
     // A signal between one request and the next must end the call too:
     // held from the first request on, it waits for the next sleep.
-    let _held = if limit == Some(Duration::ZERO) { None } else { Some(crate::signals::hold()?) };
+    let _held = if limit == Some(Duration::ZERO) { None } else { Some(crate::signals::hold(mask)?) };
     loop {
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let n = ask_netd(netd, entries, left.map_or(NETD_POLL_SLICE, |l| l.min(NETD_POLL_SLICE)), true, mask)?;
@@ -153,7 +153,7 @@ fn ask_netd(
         c.in_flight.insert(r.id, InFlight { buffer, abandoned: false, role: Role::Call });
         (r.id, buffer)
     };
-    let answered = netd.until_or_signal(None, mask, |c| {
+    let take = |c: &mut crate::Conn| {
         if let Some((comp, back)) = c.complete(id, buffer)? {
             c.in_flight.remove(&id);
             let mut got = 0;
@@ -173,7 +173,11 @@ fn ask_netd(
             return Ok(Some(None));
         }
         Ok(None)
-    });
+    };
+    // An answer that does not wait comes at once: a signal meanwhile does
+    // not end the call (something may be ready), as the kernel's `poll`
+    // returns what is ready.
+    let answered = if limit.is_zero() { netd.until(false, None, take) } else { netd.until_or_signal(None, mask, take) };
     let answered = match answered {
         Ok(a) => a,
         Err(e) => {

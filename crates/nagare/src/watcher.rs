@@ -83,7 +83,7 @@ pub(crate) fn ensure(shared: &Arc<Shared>) -> io::Result<()> {
     let copies = [fds.wake.as_raw_fd(), fds.alive.as_raw_fd(), fds.stop.as_raw_fd()];
     let session = Arc::downgrade(shared);
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    std::thread::Builder::new().name(String::from("nagare-watcher")).spawn(move || {
+    crate::signals::spawn_quiet(std::thread::Builder::new().name(String::from("nagare-watcher")), move || {
         let _leaving = Leaving { session: session.clone(), id };
         watch(&session, &fds);
     })?;
