@@ -19,9 +19,9 @@ const MAX_WAIT: Duration = Duration::from_millis(50);
 const UDP_SOCKET_BUFFER: libc::c_int = 4 << 20;
 const SCRATCH: usize = 256 * 1024;
 /// How long a listener that had nothing to accept is left alone unless a
-/// wait finds it readable first. A failed `accept` is no cheap call (the
-/// kernel makes and frees a socket for it), and a server loop that tried
-/// one every turn spent a third of its time there.
+/// wait finds it readable first. A failed `accept` is no cheap call: the
+/// kernel makes and frees a socket file for it, which costs a server loop
+/// that tried one on every turn as much as its own request/response work.
 const ACCEPT_RETRY: Duration = Duration::from_millis(5);
 
 struct Stream {
