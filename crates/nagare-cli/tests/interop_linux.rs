@@ -197,7 +197,8 @@ fn up_creates_its_tap_and_removes_it_on_sigterm() {
 
 /// netd sets how many frames each queue of its TAP holds for it: 4096 by
 /// default (the kernel's own is 1000), the number given with
-/// `--tap-queue-len`, in every placement.
+/// `--tap-queue-len`, in every placement. A driver placement on a machine
+/// of two CPUs or fewer is warned about: inline is faster there.
 #[test]
 fn netd_sizes_its_tap_queues() {
     if let Some(reason) = interop_unavailable(&["ping"]) {
@@ -221,6 +222,9 @@ fn netd_sizes_its_tap_queues() {
         let output = netd.terminate(Duration::from_secs(5));
         let stderr = output.as_ref().map(|o| String::from_utf8_lossy(&o.stderr).into_owned()).unwrap_or_default();
         assert!(sized, "{placement}: tapq holds {seen} frames a queue, not {expected}: {stderr}");
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let warned = stderr.contains("inline placement is faster here");
+        assert_eq!(warned, placement == "split" && cpus <= 2, "{placement} on {cpus} CPUs: {stderr}");
     }
 }
 

@@ -262,6 +262,14 @@ impl NetdBuilder {
                 rx_queues.clear();
             }
         }
+        let cpus = nagare_host::busy_poll::cpus();
+        if Placement::for_cpus(cpus) == Placement::Inline {
+            log::warn!(
+                "{} placement with {cpus} CPU(s) to run on: netd, its driver and the applications share them, \
+                 and every hand-over waits for a CPU; inline placement is faster here",
+                self.placement.name()
+            );
+        }
         let program = match self.driver_program {
             Some(program) => program,
             None => std::env::current_exe()?,

@@ -41,8 +41,8 @@ impl Placement {
     /// too: with two CPUs or fewer a driver beside netd leaves three loops
     /// to share them, and every hand-over between netd and the driver
     /// waits for one of them to get a CPU, so the device in netd's own loop
-    /// (`Inline`) is fastest there in all but bulk receive (measured in
-    /// `docs/benchmarks.md`, "Through netd"); with more, the driver is a process of its own (`Split`),
+    /// (`Inline`) is fastest there (measured in `docs/benchmarks.md`,
+    /// "Through netd"); with more, the driver is a process of its own (`Split`),
     /// polling on a CPU of its own, where a fault in the device's half
     /// cannot take netd down.
     pub fn for_cpus(cpus: usize) -> Placement {
