@@ -14,13 +14,15 @@
 //! thread: an inner one changes nothing.
 //!
 //! Waits inside a hold that go on after a handler (for a free buffer, for
-//! room in a ring) sleep with the call's mask too ([`nap`],
-//! [`note_handled`]): a handler is never held up longer than a look, and
-//! the call ends with `EINTR` at its next sleep ([`take_handled`]).
+//! room in a ring) sleep with the call's mask too (`nap`,
+//! `note_handled`): the handler runs then (a thread waiting on its
+//! session behind another one, at the end of its 100 ms slice at the
+//! latest), and the call ends with `EINTR` at its next sleep
+//! ([`take_handled`]).
 //!
 //! Only this thread's signals are held. A signal sent to the process goes
 //! to any thread that does not block it, as under the kernel's `poll`;
-//! the library's own threads block them all ([`spawn_quiet`]), so only
+//! the library's own threads block them all (`spawn_quiet`), so only
 //! the application's other threads may take one.
 
 use std::cell::Cell;
@@ -114,12 +116,12 @@ impl Drop for Held {
 /// The mask a sleep on this thread installs while a hold is on (`None`
 /// without one): a wait that goes on after a handler sleeps with it, and
 /// notes a handler that ran with [`note_handled`].
-pub fn held_mask() -> Option<libc::sigset_t> {
+pub(crate) fn held_mask() -> Option<libc::sigset_t> {
     HELD.with(Cell::get).map(|m| m.sleep)
 }
 
 /// A handler ran inside this thread's hold, in a wait that went on.
-pub fn note_handled() {
+pub(crate) fn note_handled() {
     if HELD.with(Cell::get).is_some() {
         HANDLED.with(|h| h.set(true));
     }
@@ -133,7 +135,7 @@ pub fn take_handled() -> bool {
 
 /// Sleeps `time`; inside a hold, with its sleep mask, so that a pending
 /// signal's handler runs (noted, [`note_handled`]) and ends the nap.
-pub fn nap(time: Duration) {
+pub(crate) fn nap(time: Duration) {
     let Some(mask) = held_mask() else {
         std::thread::sleep(time);
         return;
@@ -152,7 +154,7 @@ pub fn nap(time: Duration) {
 /// Starts a thread of the library's own with every signal it may block
 /// blocked (it inherits the mask it starts with), so that a signal sent
 /// to the process goes to one of the application's threads.
-pub fn spawn_quiet<F, T>(builder: std::thread::Builder, f: F) -> io::Result<std::thread::JoinHandle<T>>
+pub(crate) fn spawn_quiet<F, T>(builder: std::thread::Builder, f: F) -> io::Result<std::thread::JoinHandle<T>>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
