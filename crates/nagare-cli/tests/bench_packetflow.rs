@@ -106,13 +106,20 @@ fn a_set_netd_refuses_is_not_available_not_a_failure() {
     assert!(cells.get(2).is_some_and(|c| c.ends_with("%)")), "{out}");
 }
 
+/// Why `--sender-cpu` cannot be tried here, if it cannot: no namespaces
+/// or `nice`, or one CPU, none to give the senders alone.
+fn no_sender_cpu() -> Option<String> {
+    if let Some(reason) = interop_unavailable(&["nice"]) {
+        return Some(reason);
+    }
+    (std::thread::available_parallelism().map_or(1, |n| n.get()) < 2)
+        .then(|| String::from("one CPU: none to give the senders alone"))
+}
+
 #[test]
 fn senders_may_have_a_cpu_of_their_own() {
-    if let Some(reason) = interop_unavailable(&["nice"]) {
+    if let Some(reason) = no_sender_cpu() {
         return skip("senders_may_have_a_cpu_of_their_own", &reason);
-    }
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        return skip("senders_may_have_a_cpu_of_their_own", "one CPU: none to give the senders alone");
     }
     let (pid, ok, out, err) = bench(&["--figures", "6", "--time", "0.5", "--saturation", "30000", "--sender-cpu", "0"]);
     assert!(ok, "the bench failed:\n{out}\n{err}");
@@ -131,11 +138,8 @@ fn senders_may_have_a_cpu_of_their_own() {
 /// senders, three on one CPU, are what each transfer waits for.
 #[test]
 fn figure_four_says_when_its_senders_share_one_cpu() {
-    if let Some(reason) = interop_unavailable(&["nice"]) {
+    if let Some(reason) = no_sender_cpu() {
         return skip("figure_four_says_when_its_senders_share_one_cpu", &reason);
-    }
-    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        return skip("figure_four_says_when_its_senders_share_one_cpu", "one CPU: none to give the senders alone");
     }
     let (pid, ok, out, err) = bench(&["--figures", "4", "--segments", "2000", "--sender-cpu", "0"]);
     assert!(ok, "the bench failed:\n{out}\n{err}");

@@ -205,6 +205,19 @@ mod tests {
         assert!(!blocked(libc::SIGUSR1));
     }
 
+    /// Installs `handler` for `sig`, without `SA_RESTART`: each test here
+    /// takes a signal no other test of this crate uses.
+    fn handle(sig: libc::c_int, handler: extern "C" fn(libc::c_int)) {
+        // SAFETY: a sigaction on the stack; the handler only touches
+        // atomics, if anything.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = handler as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            assert_eq!(libc::sigaction(sig, &sa, std::ptr::null_mut()), 0);
+        }
+    }
+
     /// A hold's sleeps install the caller's mask when one is given, also
     /// for holds inside it; without one, the thread's own from before.
     #[test]
@@ -241,14 +254,7 @@ mod tests {
         extern "C" fn on_signal(_: libc::c_int) {
             RAN.fetch_add(1, Ordering::Relaxed);
         }
-        // SAFETY: a handler that counts, for a signal no other test of
-        // this crate uses.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            assert_eq!(libc::sigaction(libc::SIGWINCH, &sa, std::ptr::null_mut()), 0);
-        }
+        handle(libc::SIGWINCH, on_signal);
         let held = hold(None).unwrap();
         // SAFETY: this thread, a signal with a handler.
         unsafe { libc::pthread_kill(libc::pthread_self(), libc::SIGWINCH) };
@@ -280,14 +286,7 @@ mod tests {
     fn a_signal_between_the_look_and_the_sleep_ends_the_sleep() {
         use std::time::{Duration, Instant};
         extern "C" fn on_signal(_: libc::c_int) {}
-        // SAFETY: a handler that does nothing, without SA_RESTART, for a
-        // signal no other test of this crate uses.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            assert_eq!(libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut()), 0);
-        }
+        handle(libc::SIGUSR2, on_signal);
         let socket = std::env::temp_dir().join(format!("nagare-signals-{}.sock", std::process::id()));
         let _ = std::fs::remove_file(&socket);
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
