@@ -257,9 +257,8 @@ impl Netd {
         mut local: impl FnMut(&mut Interface, Instant) -> bool,
     ) -> io::Result<()> {
         // netd polls on between bursts wherever it has a CPU besides its
-        // own; its driver (a thread or a process of its own) counts both
-        // loops and polls `spin` alone on two CPUs, so a frame after a
-        // pause wakes the driver and finds netd still looking.
+        // own, and so does its driver (a thread or a process of its own):
+        // a frame after a pause finds both still looking.
         let mut busy = BusyPoll::with_base(self.config.spin);
         let mut last_housekeeping = std::time::Instant::now();
         let mut listener_ready = true;

@@ -333,9 +333,9 @@ pub fn serve(
             .map(Duration::from_millis),
         steer_delayed: VecDeque::new(),
     };
-    // netd and the driver poll this way; the driver counts both loops,
-    // so that on two CPUs it polls `spin` alone while netd polls on.
-    let mut busy = BusyPoll::for_pollers(spin, 2);
+    // netd and the driver both poll on between bursts, so that a frame
+    // after a pause finds neither asleep.
+    let mut busy = BusyPoll::with_base(spin);
     let mut reported = (std::time::Instant::now(), DriverStats::default());
     while !stop.load(Ordering::Relaxed) && !d.netd_gone {
         if reported.0.elapsed() >= REPORT_EVERY && reported.1 != d.stats {
