@@ -55,6 +55,9 @@ pub(crate) struct SocketLine {
     pub send_queued: usize,
     /// Bytes received that no receive has taken yet.
     pub recv_queued: usize,
+    /// Bytes receives delivered into the client's region that it had not
+    /// read when it last posted a receive.
+    pub client_unread: u64,
     pub waiting: usize,
     /// Its send buffer and receive buffer (a UDP socket: its receive
     /// queue limit), as charged.
@@ -155,7 +158,7 @@ impl Report<'_> {
             for k in &c.sockets {
                 let _ = writeln!(
                     t,
-                    "socket {} client {} {} local {} remote {} state {} send_queued {} recv_queued {} waiting {} sndbuf {} rcvbuf {} rcvbuf_max {} fill {}% prio {} from {} filter_drops {} overflow_drops {}{}",
+                    "socket {} client {} {} local {} remote {} state {} send_queued {} recv_queued {} client_unread {} waiting {} sndbuf {} rcvbuf {} rcvbuf_max {} fill {}% prio {} from {} filter_drops {} overflow_drops {}{}",
                     k.id,
                     c.id,
                     k.kind,
@@ -164,6 +167,7 @@ impl Report<'_> {
                     k.state,
                     k.send_queued,
                     k.recv_queued,
+                    k.client_unread,
                     k.waiting,
                     k.send_buffer,
                     k.recv_buffer,
@@ -366,6 +370,7 @@ mod tests {
                     state: "established",
                     send_queued: 1000,
                     recv_queued: 65536,
+                    client_unread: 4096,
                     waiting: 4,
                     send_buffer: 262144,
                     recv_buffer: 262144,
@@ -383,6 +388,7 @@ mod tests {
                     state: "-",
                     send_queued: 0,
                     recv_queued: 98304,
+                    client_unread: 0,
                     waiting: 0,
                     send_buffer: 0,
                     recv_buffer: 131072,
@@ -442,8 +448,8 @@ mod tests {
             t.contains(" memory 524288 of 8388608 fill 75% filter_drops 9 overflow_drops 11 prio 125 nice 5 boosted no\nsocket 3 client 1 "),
             "{t}"
         );
-        assert!(t.contains("\nsocket 3 client 2 tcp local 10.0.0.2:4000 remote 10.0.0.1:7 state established send_queued 1000 recv_queued 65536 waiting 4 sndbuf 262144 rcvbuf 262144 rcvbuf_max 262144 fill 25% prio 100 from option filter_drops 6 overflow_drops 2\n"), "{t}");
-        assert!(t.contains("\nsocket 4 client 2 udp local 10.0.0.2:5000 remote - state - send_queued 0 recv_queued 98304 waiting 0 sndbuf 0 rcvbuf 131072 rcvbuf_max 393216 fill 75% prio 125 from nice filter_drops 3 overflow_drops 9 holders 2\n"), "{t}");
+        assert!(t.contains("\nsocket 3 client 2 tcp local 10.0.0.2:4000 remote 10.0.0.1:7 state established send_queued 1000 recv_queued 65536 client_unread 4096 waiting 4 sndbuf 262144 rcvbuf 262144 rcvbuf_max 262144 fill 25% prio 100 from option filter_drops 6 overflow_drops 2\n"), "{t}");
+        assert!(t.contains("\nsocket 4 client 2 udp local 10.0.0.2:5000 remote - state - send_queued 0 recv_queued 98304 client_unread 0 waiting 0 sndbuf 0 rcvbuf 131072 rcvbuf_max 393216 fill 75% prio 125 from nice filter_drops 3 overflow_drops 9 holders 2\n"), "{t}");
         assert!(
             t.contains("\nmemory charged 1048576 of 7340032 orphans 1 of 1024 unowned 0 connections 3 of 16384\n"),
             "{t}"

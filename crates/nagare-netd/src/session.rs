@@ -501,6 +501,7 @@ impl Session {
                     state: "",
                     send_queued: 0,
                     recv_queued: 0,
+                    client_unread: self.sockets.unread_in_client(id),
                     waiting,
                     send_buffer: 0,
                     recv_buffer: 0,

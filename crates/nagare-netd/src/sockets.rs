@@ -62,6 +62,15 @@ pub(crate) struct SocketCounts {
     pub echo: usize,
 }
 
+/// What one socket's receives delivered to its client, and what the
+/// client says it took of that (payload bytes, each since the socket
+/// opened).
+#[derive(Clone, Copy, Debug, Default)]
+struct Reads {
+    delivered: u64,
+    consumed: u64,
+}
+
 /// One client's sockets, by the ids it names them by.
 pub(crate) struct ClientSockets {
     /// The client's key, which steering knows its ports by.
@@ -71,6 +80,8 @@ pub(crate) struct ClientSockets {
     ports: HashMap<u32, (u8, u16)>,
     /// The priority of each socket whose own option sets one.
     priorities: HashMap<u32, u8>,
+    /// What each socket's receives delivered and the client took of it.
+    reads: HashMap<u32, Reads>,
     next: u32,
     /// The accounts its sockets are charged in.
     memory: Rc<Memory>,
@@ -85,6 +96,7 @@ impl ClientSockets {
             sockets: HashMap::new(),
             ports: HashMap::new(),
             priorities: HashMap::new(),
+            reads: HashMap::new(),
             next: 1,
             memory,
         }
@@ -181,10 +193,36 @@ impl ClientSockets {
         self.priorities.get(&id).copied()
     }
 
+    /// Socket `id`'s receive completed with `bytes` of payload.
+    pub fn note_delivered(&mut self, id: u32, bytes: u64) {
+        if self.sockets.contains_key(&id) {
+            let r = self.reads.entry(id).or_default();
+            r.delivered = r.delivered.wrapping_add(bytes);
+        }
+    }
+
+    /// The client says it has taken `bytes` of socket `id`'s payload so
+    /// far (a receive's `aux[0]`); an older receive's lower count, retried
+    /// later, does not take it back.
+    pub fn note_consumed(&mut self, id: u32, bytes: u64) {
+        if self.sockets.contains_key(&id) {
+            let r = self.reads.entry(id).or_default();
+            r.consumed = r.consumed.max(bytes);
+        }
+    }
+
+    /// The payload bytes socket `id`'s receives delivered that the client
+    /// had not taken when it last posted one: what its application has
+    /// yet to read, give or take what it read since.
+    pub fn unread_in_client(&self, id: u32) -> u64 {
+        self.reads.get(&id).map_or(0, |r| r.delivered.saturating_sub(r.consumed))
+    }
+
     /// Takes socket `id` out of the table, its port out of steering and
     /// its charge out of its client's account.
     pub fn remove(&mut self, steering: &Steering, id: u32) -> Option<Sock> {
         self.priorities.remove(&id);
+        self.reads.remove(&id);
         if let Some((proto, port)) = self.ports.remove(&id) {
             steering.unbind(proto, port);
         }
@@ -196,6 +234,7 @@ impl ClientSockets {
     /// every charge out of the account first).
     pub fn drain(&mut self, steering: &Steering) -> impl Iterator<Item = (u32, Sock)> + '_ {
         self.priorities.clear();
+        self.reads.clear();
         for (_, (proto, port)) in self.ports.drain() {
             steering.unbind(proto, port);
         }

@@ -318,6 +318,50 @@ fn a_stream_keeps_its_receive_buffers_worth_of_receives_posted() {
     assert!(got.iter().all(|&b| b == 7));
 }
 
+/// The line of the socket whose local address is `local` in `report`.
+fn socket_line(report: &str, local: SocketAddrV4) -> Option<String> {
+    let key = format!(" local {local} ");
+    report.lines().find(|l| l.starts_with("socket ") && l.contains(&key)).map(str::to_owned)
+}
+
+/// What a socket's receives delivered into its client's region and the
+/// application has not read shows in `nagare stat` as `client_unread`,
+/// beside what the engine still holds (`recv_queued`): together what
+/// arrived and was not read. Once the application reads it all, the next
+/// receive the client posts says so and it is 0 again.
+#[test]
+fn bytes_delivered_to_a_client_and_not_read_show_in_its_socket_s_line() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (writer, reader, a, b) = pair(&netd, 9470);
+    const SENT: u64 = 100_000;
+    (&writer).write_all(&[3u8; SENT as usize]).unwrap();
+    let unread = |r: &str, key: &str| socket_line(r, at(9470)).and_then(|l| stat_value(&l, key));
+    let report =
+        support::wait_for_report(&b, "the stream's bytes delivered", |r| unread(r, " client_unread ") == Some(SENT));
+    assert_eq!(unread(&report, " recv_queued "), Some(0), "{report}");
+    let mut got = vec![0u8; SENT as usize];
+    (&reader).read_exact(&mut got).unwrap();
+    let report = b.stat().expect("stat");
+    assert_eq!(unread(&report, " client_unread "), Some(0), "{report}");
+
+    let sender = UdpSocket::bind_via(&a, at(9471)).expect("bind");
+    let receiver = UdpSocket::bind_via(&b, at(9472)).expect("bind");
+    for i in 0..3u8 {
+        sender.send_to(&[i; 1000], at(9472)).unwrap();
+    }
+    let report = support::wait_for_report(&b, "the datagrams delivered", |r| {
+        socket_line(r, at(9472)).and_then(|l| stat_value(&l, " client_unread ")) == Some(3000)
+    });
+    assert!(socket_line(&report, at(9472)).is_some_and(|l| l.contains(" recv_queued 0 ")), "{report}");
+    let mut buf = [0u8; 2000];
+    for i in 0..3u8 {
+        let (n, _) = receiver.recv_from(&mut buf).expect("a datagram");
+        assert_eq!(&buf[..n], &[i; 1000][..]);
+    }
+    let report = b.stat().expect("stat");
+    assert_eq!(socket_line(&report, at(9472)).and_then(|l| stat_value(&l, " client_unread ")), Some(0), "{report}");
+}
+
 /// Datagrams that wait in netd while their reader does not read come, once
 /// it reads, several to a receive: the reader posts a handful of receives
 /// for fifty datagrams, and reads each whole, in order, with its sender.

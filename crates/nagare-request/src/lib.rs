@@ -94,7 +94,7 @@ pub enum Op {
     /// result is the datagram's whole length, the piece's `len` what fit,
     /// and its sender in `aux[1..4]` as [`encode_sender`] gives it (an
     /// IPv4 one in `aux[1]` alone, as [`encode_addr`] gives it). With
-    /// [`BATCH`], as many as fit, as records.
+    /// [`BATCH`], as many as fit, as records. `aux[0]`: as for [`Op::Recv`].
     RecvFrom = 3,
     /// TCP listener on `aux[0]` with backlog `aux[1]`.
     Listen = 4,
@@ -116,6 +116,10 @@ pub enum Op {
     /// Receive up to `len` bytes of connection `socket` into the buffer.
     /// The completion's `aux[3]` is the connection's receive buffer now
     /// (autotuning grows it), which the client keeps posted for receives.
+    /// `aux[0]`: the payload bytes the client has taken so far out of
+    /// what the socket's receives delivered (modulo 2^64); netd shows
+    /// what it delivered beyond that as the bytes waiting in the client
+    /// (`nagare stat`), and trusts it for nothing else.
     Recv = 8,
     /// Close one side or both of connection `socket`: `aux[0]` is
     /// [`SHUT_READ`], [`SHUT_WRITE`] or both.
@@ -862,6 +866,7 @@ impl Request {
                 }
                 1
             }
+            Op::Recv | Op::RecvFrom => 1,
             Op::Pid => {
                 if d.aux[0] == 0 || d.aux[0] > i32::MAX as u64 {
                     return Err(ProtoError::BadArgument);

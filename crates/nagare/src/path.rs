@@ -124,6 +124,10 @@ pub(crate) struct SockPath {
     arrived: VecDeque<Arrived>,
     /// Receives posted and not completed.
     posted: usize,
+    /// Payload bytes taken out of what the receives delivered, read or
+    /// handed over (modulo 2^64): each receive posted tells netd, which
+    /// shows what it delivered beyond this as waiting in the client.
+    consumed: u64,
     /// The most buffers posted or holding data not yet read.
     recv_ahead: usize,
     /// Bytes and buffers of sends queued and not completed.
@@ -265,6 +269,7 @@ impl Conn {
             kind,
             arrived: VecDeque::new(),
             posted: 0,
+            consumed: 0,
             recv_ahead: self.recv_ahead(kind, recv_buffer),
             queued_bytes: 0,
             queued_bufs: 0,
@@ -400,6 +405,8 @@ impl Conn {
         }
         p.eof = false;
         let held: Vec<Arrived> = p.arrived.drain(..).collect();
+        let held_bytes: u64 = held.iter().map(|a| u64::from(a.buf.len.saturating_sub(a.taken))).sum();
+        p.consumed = p.consumed.wrapping_add(held_bytes);
         let mut unread = Vec::new();
         for a in held {
             let at = a.buf.offset + a.taken;
@@ -471,6 +478,7 @@ impl Conn {
             Kind::Datagram => (Op::RecvFrom, self.pool.buffer_size()),
         };
         let mut req = crate::request(op, id);
+        req.aux[0] = self.paths.get(&id).map_or(0, |p| p.consumed);
         if !ask.may_wait {
             req.flags |= nagare_request::NONBLOCK;
         }
@@ -514,6 +522,7 @@ impl Conn {
             }
             let Some(b) = self.pool.alloc() else { return Ok(()) };
             let mut req = crate::request(op, id);
+            req.aux[0] = p.consumed;
             if op == Op::RecvFrom {
                 req.flags |= BATCH;
             }
@@ -702,10 +711,13 @@ impl Conn {
             a.taken += k as u32;
             let done = a.taken >= a.buf.len;
             let read = self.pool.read(index, at, &mut out[n..n + k]);
-            if done {
-                if let Some(p) = self.paths.get_mut(&id) {
+            if let Some(p) = self.paths.get_mut(&id) {
+                p.consumed = p.consumed.wrapping_add(k as u64);
+                if done {
                     p.arrived.pop_front();
                 }
+            }
+            if done {
                 let _ = self.pool.release(index);
                 emptied = true;
             }
@@ -776,6 +788,7 @@ impl Conn {
         if left as usize <= max {
             if let Some(p) = self.paths.get_mut(&id) {
                 p.arrived.pop_front();
+                p.consumed = p.consumed.wrapping_add(u64::from(left));
             }
             self.post_receives(id)?;
             return Ok(Some(Some(BufRef { index: a.buf.index, offset: a.buf.offset + a.taken, len: left })));
@@ -891,6 +904,9 @@ impl Conn {
         let Some(front) = self.front_arrived(id, ask)? else { return Ok(None) };
         let located = self.locate(&front);
         if let Some(p) = self.paths.get_mut(&id) {
+            if let Some((f, _)) = &located {
+                p.consumed = p.consumed.wrapping_add(u64::from(f.len));
+            }
             match (&located, p.arrived.front_mut()) {
                 (Some((f, rest)), Some(a)) if !f.last => a.records = *rest,
                 _ => {

@@ -53,6 +53,9 @@ pub(crate) struct Done {
     pub addr: u64,
     /// For a receive: the bytes now in the buffer.
     pub len: Option<u32>,
+    /// For a receive: the payload bytes among them (records' heads not
+    /// counted), which the client's socket now holds unread.
+    pub delivered: u64,
     /// `aux[2]` and `aux[3]` of the completion.
     pub extra: [u64; 2],
     /// For a receive completed in place: the buffer the data lies in,
@@ -66,15 +69,15 @@ pub(crate) struct Done {
 
 impl Done {
     pub fn value(value: u64) -> Done {
-        Done { value, addr: 0, len: None, extra: [0; 2], swapped: None, lent: false }
+        Done { value, addr: 0, len: None, delivered: 0, extra: [0; 2], swapped: None, lent: false }
     }
 
     pub fn with_addr(value: u64, addr: u64) -> Done {
-        Done { value, addr, len: None, extra: [0; 2], swapped: None, lent: false }
+        Done { value, addr, len: None, delivered: 0, extra: [0; 2], swapped: None, lent: false }
     }
 
     pub fn received(value: u64, addr: u64, len: u32) -> Done {
-        Done { value, addr, len: Some(len), extra: [0; 2], swapped: None, lent: false }
+        Done { value, addr, len: Some(len), delivered: u64::from(len), extra: [0; 2], swapped: None, lent: false }
     }
 
     /// The request's buffer went to the engine, `value` bytes of it.
@@ -122,6 +125,19 @@ pub(crate) struct Caller<'a> {
 
 /// Runs `req` (which brought `buf`, if it names one) for `c`.
 pub(crate) fn execute(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Request, buf: Option<BufRef>) -> Outcome {
+    let receive = matches!(req.op, Op::Recv | Op::RecvFrom);
+    if receive {
+        c.sockets.note_consumed(req.socket, req.aux[0]);
+    }
+    let outcome = dispatch(cx, c, req, buf);
+    if let (true, Ok(Some(done))) = (receive, &outcome) {
+        c.sockets.note_delivered(req.socket, done.delivered);
+    }
+    outcome
+}
+
+/// The operation `req` names.
+fn dispatch(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Request, buf: Option<BufRef>) -> Outcome {
     match req.op {
         Op::UdpBind | Op::UdpBind6 => udp::bind(cx, c, req),
         Op::SendTo | Op::SendTo6 => udp::send_to(cx, c, req, buf),

@@ -292,7 +292,7 @@ fn records(
     }
     cx.stats.rx_payload_copied += copied as u64;
     let end = (at + record_head(last_from) + last) as u32;
-    Ok(Some(Done { extra: [RECORDS, 0], ..Done::received(count, 0, end) }))
+    Ok(Some(Done { extra: [RECORDS, 0], delivered: copied as u64, ..Done::received(count, 0, end) }))
 }
 
 /// Writes the record of datagram `payload` from `from` (its sender, as
