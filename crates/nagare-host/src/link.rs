@@ -15,8 +15,11 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::sync::Arc;
 
-/// Buffers for a real device: bursts of a few thousand frames in flight.
-const POOL_BUFFERS: usize = 16384;
+/// Buffers for a real device: bursts of a few thousand frames in flight,
+/// and the sockets of an inet server's every client (`nagare netd`
+/// charges them within seven eighths of it). Made as they are first
+/// needed: an instance that never fills it never holds it.
+const POOL_BUFFERS: usize = 65536;
 /// One Ethernet frame plus the device's headroom fits in a buffer.
 const BUFFER_SIZE: usize = 2048;
 

@@ -44,6 +44,14 @@ pub(crate) const CONNECTION_SHARE: usize = 4;
 /// ([`Memory::grant_connection`]).
 pub(crate) const GROWTH_SHARE: usize = 4;
 
+/// Buffers grow only while netd as a whole is charged at most one part
+/// in this many of its cap, and each client at most an even part of that
+/// among the clients charged: the rest is for new connections, which
+/// would otherwise find the cap taken by the growths of those that came
+/// first (Linux stops growing buffers under `tcp_mem` pressure the same
+/// way), and no client's growth takes what another's could have had.
+pub(crate) const GROWTH_CAP_SHARE: usize = 2;
+
 /// The largest receive queue netd gives a UDP socket: as much as a TCP
 /// receive buffer (the engine's default, 4 MiB, would let two sockets take
 /// a client's whole budget).
@@ -170,13 +178,20 @@ impl Memory {
     /// `current` toward `wanted`, socket `id`'s other buffer being
     /// `other`: as far as the room its client has left goes, but only
     /// while the client is charged at most a [`GROWTH_SHARE`] of its
-    /// budget, so that growths never take the room of the connections
-    /// still to come (which a budget is for first); never below
+    /// budget and netd at most a [`GROWTH_CAP_SHARE`] of its cap, the
+    /// client no more than an even part of that, so that growths never
+    /// take the room of the connections still to come (the client's, and
+    /// every other client's) nor another client's part; never below
     /// `current`.
     pub fn grant_growth(&self, key: u64, id: u32, current: usize, other: usize, wanted: usize) -> usize {
         let room = self.room(key, self.socket_charged(key, id)).saturating_sub(other).saturating_sub(current);
-        let share = (self.budget / GROWTH_SHARE).saturating_sub(self.client_charged(key));
-        current + wanted.saturating_sub(current).min(room).min(share)
+        let charged = self.client_charged(key);
+        let share = (self.budget / GROWTH_SHARE).saturating_sub(charged);
+        let growing = self.cap / GROWTH_CAP_SHARE;
+        let pressure = growing.saturating_sub(self.charged.get());
+        let clients = self.clients.borrow().values().filter(|&&c| c > 0).count().max(1);
+        let even = (growing / clients).saturating_sub(charged);
+        current + wanted.saturating_sub(current).min(room).min(share).min(pressure).min(even)
     }
 
     /// Socket `id` of client `key` is charged `bytes` from now on.
@@ -367,5 +382,38 @@ mod tests {
         let m = memory(1 << 20, 64 << 20);
         m.charge(1, 1, 1 << 20);
         assert_eq!(m.grant_growth(1, 1, 262144, 786432, 4 << 20), 262144);
+    }
+
+    #[test]
+    fn growths_stop_at_half_the_cap_and_leave_the_rest_to_new_connections() {
+        // 8 MiB of pool: 7 MiB to charge, growths up to 3.5 MiB in all.
+        let m = memory(64 << 20, 8 << 20);
+        for client in 1..=6 {
+            m.charge(client, 1, 524288);
+        }
+        // 3 MiB charged: half a MiB of growth is left, whoever asks.
+        assert_eq!(m.grant_growth(7, 1, 262144, 262144, 4 << 20), 262144 + 524288);
+        m.charge(7, 1, 262144 + 524288 + 262144);
+        assert_eq!(m.grant_growth(1, 1, 262144, 262144, 4 << 20), 262144, "past half the cap, no growth");
+        // The other half is still there for new connections, every client's.
+        assert_eq!(m.grant_connection(8, 262144, 262144), Some((262144, 262144)));
+        assert!(m.room(8, 0) >= 3 << 20);
+    }
+
+    #[test]
+    fn a_client_grows_no_further_than_an_even_part_of_the_growth_half() {
+        // 64 MiB of pool: 56 MiB to charge, growths up to 28 MiB in all,
+        // 7 MiB for each of four clients charged.
+        let m = memory(64 << 20, 64 << 20);
+        for client in 1..=4 {
+            m.charge(client, 1, 524288);
+        }
+        let grown = m.grant_growth(1, 1, 262144, 262144, 64 << 20);
+        assert_eq!(grown, 262144 + (7 << 20) - 524288);
+        m.charge(1, 1, grown + 262144);
+        assert_eq!(m.grant_growth(1, 1, grown, 262144, 64 << 20), grown, "at its part");
+        // A fifth client makes the parts smaller: 5.6 MiB each.
+        m.charge(5, 1, 524288);
+        assert_eq!(m.grant_growth(2, 1, 262144, 262144, 64 << 20), 262144 + (28 << 20) / 5 - 524288);
     }
 }
