@@ -27,6 +27,11 @@
 #                client (a perf server runs one test at a time), client i
 #                on port 5201+i; the clients are `nagare perf client --via
 #                SOCKET 10.95.0.1`.
+#                With SERVERS=netd the perf servers are netd's clients
+#                too (`perf server --via SOCKET`), and the clients reach
+#                them at netd's own address 10.95.0.2: both ends of every
+#                connection go through netd, and no kernel stack is on
+#                the path.
 #   namespaces B and C: veth pair, 10.96.0.1/24 <-> 10.96.0.2/24; the
 #                kernel's perf clients in B, as many perf servers in C on
 #                the same ports.
@@ -49,7 +54,8 @@
 # missing), DURATION (seconds per test, 5), CLIENTS (client counts, comma
 # or space separated, each 1 to 100; default "1 2 5 10 20 50"), PLACEMENT
 # (split, single or inline: `nagare netd --placement`; default netd's
-# choice).
+# choice), SERVERS (kernel, the default: netd's clients talk to kernel
+# perf servers across the TAP; netd: the servers are netd's clients too).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -58,11 +64,16 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DURATION="${DURATION:-5}"
 CLIENTS="${CLIENTS:-1 2 5 10 20 50}"
 PLACEMENT="${PLACEMENT:-}"
+SERVERS="${SERVERS:-kernel}"
 [[ "$DURATION" =~ ^[0-9]+$ && "$DURATION" -gt 0 ]] || { echo "DURATION must be a positive number" >&2; exit 1; }
 parse_counts CLIENTS "$CLIENTS" 100
 case "$PLACEMENT" in
     "" | split | single | inline) ;;
     *) echo "PLACEMENT must be split, single or inline" >&2; exit 1 ;;
+esac
+case "$SERVERS" in
+    kernel | netd) ;;
+    *) echo "SERVERS must be kernel or netd" >&2; exit 1 ;;
 esac
 MAX_CLIENTS=0
 for n in "${COUNTS[@]}"; do
@@ -128,13 +139,15 @@ need_root_and_tools "namespaces, TAP devices, veth" ip timeout mkfifo python3
 find_nagare
 
 # --- topology ---------------------------------------------------------------
-# start_perf_servers NS NAME: MAX_CLIENTS kernel perf servers in NS, on
-# ports BASE_PORT.., each waited for (all started first, then each
-# looked at: at most 10 s in all).
+# start_perf_servers NS NAME [ARGS...]: MAX_CLIENTS perf servers in NS
+# (`perf server ARGS`: on the kernel's stack without), on ports
+# BASE_PORT.., each waited for (all started first, then each looked at:
+# at most 10 s in all).
 start_perf_servers() {
     local ns=$1 name=$2 i logfile pid deadline=$((SECONDS + 10))
+    shift 2
     for ((i = 0; i < MAX_CLIENTS; i++)); do
-        ip netns exec "$ns" "$NAGARE" perf server --port $((BASE_PORT + i)) >"$WORK/$name-$i.log" 2>&1 &
+        ip netns exec "$ns" "$NAGARE" perf server "$@" --port $((BASE_PORT + i)) >"$WORK/$name-$i.log" 2>&1 &
         SERVER_PIDS+=("$!")
     done
     for ((i = 0; i < MAX_CLIENTS; i++)); do
@@ -150,7 +163,6 @@ start_perf_servers() {
 
 make_namespaces "$NS_N" "$NS_B" "$NS_C"
 make_veth "$TAG" "$NS_B" 10.96.0.1/24 "$NS_C" 10.96.0.2/24
-start_perf_servers "$NS_N" server-netd
 start_perf_servers "$NS_C" server-linux
 
 # start_netd: netd on a TAP it makes in namespace N (in PLACEMENT, if set).
@@ -160,7 +172,30 @@ start_netd() {
     start_netd_on_tap "$NS_N" 10.95.0.2/24 10.95.0.1/24 "$SOCKET" "$WORK/netd.log" "${args[@]}"
 }
 
+# start_netd_servers: netd's perf servers, on the kernel or through netd.
+# Those through netd are started again with it (the old ones are ended
+# first: their netd is gone).
+NETD_SERVER_PIDS=()
+start_netd_servers() {
+    local before pid keep=()
+    if [[ $SERVERS == netd ]]; then
+        stop_all "${NETD_SERVER_PIDS[@]}"
+        for pid in "${SERVER_PIDS[@]}"; do
+            [[ " ${NETD_SERVER_PIDS[*]} " == *" $pid "* ]] || keep+=("$pid")
+        done
+        SERVER_PIDS=("${keep[@]}")
+    fi
+    before=${#SERVER_PIDS[@]}
+    if [[ $SERVERS == netd ]]; then
+        start_perf_servers "$NS_N" server-netd --via "$SOCKET"
+    else
+        start_perf_servers "$NS_N" server-netd
+    fi
+    NETD_SERVER_PIDS=("${SERVER_PIDS[@]:$before}")
+}
+
 start_netd
+start_netd_servers
 NETD_PLACEMENT="$(grep -o 'placement [a-z]*' "$WORK/netd.log" | head -n 1 | cut -d' ' -f2)"
 
 # --- measurement ------------------------------------------------------------
@@ -171,7 +206,8 @@ NETD_PLACEMENT="$(grep -o 'placement [a-z]*' "$WORK/netd.log" | head -n 1 | cut 
 round() {
     local path=$1 test=$2 n=$3 i ns server args=() pids=() rcs=() rc out err
     case $path in
-        netd) ns=$NS_N; server=10.95.0.1; args=(--via "$SOCKET") ;;
+        netd) ns=$NS_N; server=10.95.0.1; args=(--via "$SOCKET")
+            [[ $SERVERS == netd ]] && server=10.95.0.2 ;;
         linux) ns=$NS_B; server=10.96.0.2 ;;
     esac
     args+=(--mode "$test")
@@ -262,6 +298,7 @@ for n in "${COUNTS[@]}"; do
             NETD_PID=""
             FAILED=1
             start_netd
+            [[ $SERVERS == netd ]] && start_netd_servers
         fi
         round linux "$test" "$n"
         log "  $n clients, $test: done"
@@ -272,8 +309,13 @@ for pid in "${SERVER_PIDS[@]}"; do
 done
 
 # --- report -----------------------------------------------------------------
-echo "Many clients at once: N nagare perf clients, each to its own kernel nagare perf server, $DURATION s per test."
-echo "netd: one \`nagare netd --tap\`, placement ${NETD_PLACEMENT:-unknown}$([[ -z "$PLACEMENT" ]] && echo " (its own choice)"), clients \`perf client --via\`; Linux: kernel to kernel over a veth pair."
+if [[ $SERVERS == netd ]]; then
+    echo "Many clients at once: N nagare perf clients, each to its own nagare perf server, $DURATION s per test."
+    echo "netd: one \`nagare netd --tap\`, placement ${NETD_PLACEMENT:-unknown}$([[ -z "$PLACEMENT" ]] && echo " (its own choice)"), clients \`perf client --via\` to servers \`perf server --via\` at netd's own address; Linux: kernel to kernel over a veth pair."
+else
+    echo "Many clients at once: N nagare perf clients, each to its own kernel nagare perf server, $DURATION s per test."
+    echo "netd: one \`nagare netd --tap\`, placement ${NETD_PLACEMENT:-unknown}$([[ -z "$PLACEMENT" ]] && echo " (its own choice)"), clients \`perf client --via\`; Linux: kernel to kernel over a veth pair."
+fi
 echo "nagare $("$NAGARE" --version 2>/dev/null | awk '{ print $NF }')$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null | sed 's/^/ at /');" \
     "load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs"
 python3 - "$WORK/results" "${COUNTS[@]}" <<'EOF' || FAILED=1
