@@ -79,6 +79,8 @@ pub struct Netd {
     clients: Clients,
     config: NetdConfig,
     scratch: Vec<u8>,
+    /// Room for one client's requests of a turn (`Context::descriptors`).
+    descriptors: Vec<nagare_ipc::Descriptor>,
     stats: NetdStats,
     /// PacketFlow's filter and memory manager on the frame path, if
     /// either runs; the memory manager, if it runs; the receivers they ask
@@ -205,6 +207,7 @@ impl Netd {
             clients,
             config,
             scratch: Vec::new(),
+            descriptors: Vec::new(),
             stats: NetdStats::default(),
             held_tap: None,
             started: std::time::Instant::now(),
@@ -554,6 +557,7 @@ impl Netd {
             iface: &mut self.host.iface,
             now,
             scratch: &mut self.scratch,
+            descriptors: &mut self.descriptors,
             config: &self.config,
             lending: &self.lending,
             steering: &self.steering,

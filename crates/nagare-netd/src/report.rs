@@ -188,6 +188,7 @@ impl Report<'_> {
             ("clients_gone", s.clients_gone),
             ("clients_broken", s.clients_broken),
             ("requests", s.requests),
+            ("waits_rerun", s.waits_rerun),
             ("completions", s.completions),
             ("bad_descriptors", s.bad_descriptors),
             ("bad_buffers", s.bad_buffers),

@@ -1,7 +1,9 @@
 //! One client's turn: its waiting requests run again first (the engine
-//! may have what they wait for), then new ones are taken, as many as its
-//! completion ring has room for; and, once every client has had its turn,
-//! waiting `STAT` requests are answered.
+//! may have what they wait for; a receive or accept whose socket has
+//! nothing only has its time limit checked, `ops::may_progress`), then
+//! new ones are taken, as many as its completion ring has room for; and,
+//! once every client has had its turn, waiting `STAT` requests are
+//! answered.
 //!
 //! What becomes of a request after it ran is decided in one place
 //! ([`attempt`]), for a new request and a waiting one alike:
@@ -25,7 +27,7 @@
 //!   answered only once the driver can no longer steer that port's frames
 //!   to the other client.
 
-use crate::ops::{execute, Context, Done, Outcome};
+use crate::ops::{execute, may_progress, Context, Done, Outcome};
 use crate::session::{Pending, Session};
 use crate::sockets::Sock;
 use crate::stats::NetdStats;
@@ -56,7 +58,13 @@ pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize) 
     let mut work = false;
     let mut waiting = s.begin_retry();
     for p in waiting.drain(..) {
-        work |= attempt(s, cx, p, Age::Waiting);
+        work |= match may_progress(cx, s.key(), &s.sockets, &p.req) {
+            true => {
+                cx.stats.waits_rerun += 1;
+                attempt(s, cx, p, Age::Waiting)
+            }
+            false => wait(s, cx, p, Age::Waiting),
+        };
     }
     s.end_retry(waiting);
     let Some(budget) = s.request_budget(batch.min(2 * REQ_BATCH)) else { return true };
@@ -65,20 +73,25 @@ pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize) 
             return true;
         }
     } else {
-        let mut descs = [Descriptor::default(); 2 * REQ_BATCH];
+        let descs = &mut *cx.descriptors;
+        descs.resize(2 * REQ_BATCH, Descriptor::default());
         let Some(n) = s.take_requests(&mut descs[..budget]) else { return true };
-        for d in &descs[..n] {
+        for i in 0..n {
+            let d = cx.descriptors[i];
             work = true;
-            let req = match Request::decode(d) {
+            let req = match Request::decode(&d) {
                 Ok(req) => req,
                 Err(e) => {
                     cx.stats.bad_descriptors += 1;
-                    s.refuse(d, e);
+                    s.refuse(&d, e);
                     continue;
                 }
             };
             cx.stats.requests += 1;
-            let Ok(buf) = s.pool.take(d) else {
+            if matches!(req.op, Op::Recv | Op::RecvFrom) {
+                s.sockets.note_consumed(req.socket, req.aux[0]);
+            }
+            let Ok(buf) = s.pool.take(&d) else {
                 cx.stats.bad_buffers += 1;
                 s.refuse_buffer(&req);
                 continue;

@@ -16,10 +16,10 @@
 
 use crate::memory::Memory;
 use crate::steering::Steering;
+use hashbrown::HashMap;
 use nagare_core::iface::Error as EngineError;
 use nagare_core::tcp::{TcpHandle, TcpListenerHandle};
 use nagare_core::{EchoHandle, Instant, Interface, UdpHandle};
-use std::collections::HashMap;
 use std::rc::Rc;
 
 /// A socket of one client.

@@ -15,6 +15,9 @@ pub struct NetdStats {
     pub clients_broken: u64,
     /// Requests decoded and run.
     pub requests: u64,
+    /// Waiting requests run again (a receive or accept whose socket has
+    /// nothing for it is not).
+    pub waits_rerun: u64,
     /// Completions posted.
     pub completions: u64,
     /// Descriptors refused by the protocol check.

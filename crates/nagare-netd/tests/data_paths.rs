@@ -318,6 +318,26 @@ fn a_stream_keeps_its_receive_buffers_worth_of_receives_posted() {
     assert!(got.iter().all(|&b| b == 7));
 }
 
+/// Receives kept posted on an idle socket, and a listener's accept, wait
+/// in netd without being run again on every turn: another client's
+/// thousand round trips through netd leave them alone, so that netd's
+/// turn does not cost more for every idle socket of every client.
+#[test]
+fn idle_sockets_receives_are_not_run_again_every_turn() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (idle, busy) = (netd.connect(), netd.connect());
+    let _udp = UdpSocket::bind_via(&idle, at(9480)).expect("bind");
+    let _listener = TcpListener::bind_via(&idle, at(9481)).expect("listen");
+    let (_writer, _reader, _a, _b) = pair(&netd, 9482);
+    let rerun = |s: &nagare::Session| stat_value(&s.stat().expect("stat"), "netd waits_rerun ").expect("a count");
+    let before = rerun(&busy);
+    for _ in 0..1000 {
+        busy.nop().expect("nop");
+    }
+    let after = rerun(&busy);
+    assert!(after - before < 100, "{} waiting requests run again over 1000 turns", after - before);
+}
+
 /// The line of the socket whose local address is `local` in `report`.
 fn socket_line(report: &str, local: SocketAddrV4) -> Option<String> {
     let key = format!(" local {local} ");

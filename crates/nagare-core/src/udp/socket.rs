@@ -188,6 +188,11 @@ impl UdpSocket {
         self.peer.is_none_or(|peer| peer == canonical(to))
     }
 
+    /// Whether an ICMP error waits to be taken (`Udp::take_error`).
+    pub fn has_error(&self) -> bool {
+        self.error.is_some()
+    }
+
     /// Datagrams waiting to be read.
     pub fn queued(&self) -> usize {
         self.rx.len()

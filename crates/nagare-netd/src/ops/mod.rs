@@ -34,7 +34,7 @@ use crate::memory::Memory;
 use crate::packetflow::{MemoryManager, Receivers};
 use crate::priority::{ClientPriority, Priority};
 use crate::sharing::Sharing;
-use crate::sockets::ClientSockets;
+use crate::sockets::{ClientSockets, Sock};
 use crate::stats::NetdStats;
 use crate::steering::Steering;
 use nagare_core::iface::Error as EngineError;
@@ -94,6 +94,9 @@ pub(crate) struct Context<'a> {
     /// A private copy of bytes netd interprets (a poll list), kept between
     /// requests so that none allocates.
     pub scratch: &'a mut Vec<u8>,
+    /// Room for the descriptors taken off a client's request ring in one
+    /// turn, kept between turns.
+    pub descriptors: &'a mut Vec<nagare_ipc::Descriptor>,
     pub config: &'a NetdConfig,
     pub lending: &'a Lending,
     pub steering: &'a Steering,
@@ -125,15 +128,32 @@ pub(crate) struct Caller<'a> {
 
 /// Runs `req` (which brought `buf`, if it names one) for `c`.
 pub(crate) fn execute(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Request, buf: Option<BufRef>) -> Outcome {
-    let receive = matches!(req.op, Op::Recv | Op::RecvFrom);
-    if receive {
-        c.sockets.note_consumed(req.socket, req.aux[0]);
-    }
     let outcome = dispatch(cx, c, req, buf);
-    if let (true, Ok(Some(done))) = (receive, &outcome) {
+    if let (Op::Recv | Op::RecvFrom, Ok(Some(done))) = (req.op, &outcome) {
         c.sockets.note_delivered(req.socket, done.delivered);
     }
     outcome
+}
+
+/// Whether waiting request `req` of client `key` (whose sockets are
+/// `sockets`) could get further if it ran again now. Only a receive or an
+/// accept whose socket has nothing for it is told apart, from the
+/// engine's state and without taking anything: every socket keeps
+/// receives posted (and every listener an accept) while it is idle, and
+/// running each of them again on every turn would make a turn cost as
+/// much as all the idle sockets of every client.
+pub(crate) fn may_progress(cx: &Context<'_>, key: u64, sockets: &ClientSockets, req: &Request) -> bool {
+    match (req.op, sockets.get(req.socket)) {
+        (Op::Recv, Some(Sock::Tcp(h))) => {
+            cx.sharing.shares.has_returned(key, req.socket)
+                || cx.iface.tcp_ref().connection(h).is_none_or(|k| k.can_recv())
+        }
+        (Op::RecvFrom, Some(Sock::Udp(h))) => {
+            cx.iface.udp_ref().socket(h).is_none_or(|u| u.queued() > 0 || u.has_error())
+        }
+        (Op::Accept, Some(Sock::Listener(l))) => cx.iface.tcp_ref().listener_readiness(l).map_or(true, |r| r.readable),
+        _ => true,
+    }
 }
 
 /// The operation `req` names.
