@@ -8,6 +8,7 @@ use crate::buf::{ChecksumState, Offload, PacketBuf};
 use crate::icmp::IcmpError;
 use crate::iface::{Error, Interface, HEADROOM};
 use crate::time::Instant;
+use alloc::vec::Vec;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use nagare_wire::{Checksum, IpProtocol, Ipv4Repr, IPV4_HEADER_LEN, UDP_HEADER_LEN};
 
@@ -361,5 +362,13 @@ impl<'a> Udp<'a> {
     pub fn take_error(&mut self, handle: UdpHandle) -> Result<Option<IcmpError>, Error> {
         let socket = self.iface.udp.socket_mut(handle).ok_or(Error::InvalidHandle)?;
         Ok(socket.error.take())
+    }
+
+    /// Appends to `out` every socket a datagram or an ICMP error came to
+    /// since the last call, each once (as `Tcp::take_events` does for
+    /// TCP): a reader can look at those sockets alone. Sockets closed
+    /// since are left out.
+    pub fn take_events(&mut self, out: &mut Vec<UdpHandle>) {
+        self.iface.udp.take_events(out);
     }
 }

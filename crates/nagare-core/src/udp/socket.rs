@@ -62,6 +62,8 @@ pub struct UdpSocket {
     pub(crate) error: Option<crate::icmp::IcmpError>,
     /// The peer it is connected to, an IPv4-mapped one as IPv4.
     pub(crate) peer: Option<SocketAddr>,
+    /// Listed among the events not yet taken (`Udp::take_events`).
+    pub(crate) event_pending: bool,
 }
 
 impl UdpSocket {
@@ -74,6 +76,7 @@ impl UdpSocket {
             rx_limit_packets: limit_packets,
             rx_limit_bytes: limit_bytes,
             rx_dropped: 0,
+            event_pending: false,
             error: None,
             peer: None,
         }

@@ -7,6 +7,7 @@ use super::socket::UdpSocket;
 use crate::icmp::IcmpError;
 use crate::iface::Error;
 use crate::socket::{SocketHandle, SocketTable, EPHEMERAL_PORTS};
+use alloc::vec::Vec;
 use core::net::{IpAddr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use hashbrown::HashMap;
 
@@ -24,6 +25,9 @@ pub struct UdpSockets {
     /// IPv6 sockets by port.
     ports6: HashMap<u16, UdpHandle>,
     next_ephemeral: u16,
+    /// Sockets a datagram or an error came to since the events were last
+    /// taken, each once.
+    events: Vec<UdpHandle>,
 }
 
 impl UdpSockets {
@@ -36,6 +40,36 @@ impl UdpSockets {
             ports: HashMap::new(),
             ports6: HashMap::new(),
             next_ephemeral: EPHEMERAL_PORTS.start() + (seed % span) as u16,
+            events: Vec::new(),
+        }
+    }
+
+    /// Notes that a datagram or an error came to socket `handle`.
+    fn note_event(&mut self, handle: UdpHandle) {
+        let Some(socket) = self.table.get_mut(handle.0) else { return };
+        if socket.event_pending {
+            return;
+        }
+        socket.event_pending = true;
+        self.events.push(handle);
+        // Entries of sockets closed before their events were taken would
+        // otherwise pile up where nobody takes them.
+        if self.events.len() > 2 * self.table.len() + 64 {
+            let table = &self.table;
+            self.events.retain(|h| table.get(h.0).is_some_and(|s| s.event_pending));
+        }
+    }
+
+    /// Appends to `out` every socket a datagram or an error came to since
+    /// the last call (whether it was queued or dropped for a full queue),
+    /// each once; sockets closed since are left out.
+    pub(super) fn take_events(&mut self, out: &mut Vec<UdpHandle>) {
+        let table = &mut self.table;
+        for h in self.events.drain(..) {
+            if let Some(socket) = table.get_mut(h.0).filter(|s| s.event_pending) {
+                socket.event_pending = false;
+                out.push(h);
+            }
         }
     }
 
@@ -151,7 +185,11 @@ impl UdpSockets {
     /// that address; broadcasts go to wildcard sockets.
     pub(super) fn receiver(&mut self, dst: SocketAddrV4) -> Option<&mut UdpSocket> {
         let handle = self.ports.get(&dst.port()).copied()?;
-        self.table.get_mut(handle.0).filter(|s| s.takes(dst))
+        if !self.table.get(handle.0).is_some_and(|s| s.takes(dst)) {
+            return None;
+        }
+        self.note_event(handle);
+        self.table.get_mut(handle.0)
     }
 
     /// The IPv4 socket a datagram sent to `dst` would be delivered to, and
@@ -167,7 +205,11 @@ impl UdpSockets {
     /// `dst`'s.
     pub(super) fn receiver6(&mut self, dst: SocketAddrV6) -> Option<&mut UdpSocket> {
         let handle = self.ports6.get(&dst.port()).copied()?;
-        self.table.get_mut(handle.0).filter(|s| s.takes6(dst))
+        if !self.table.get(handle.0).is_some_and(|s| s.takes6(dst)) {
+            return None;
+        }
+        self.note_event(handle);
+        self.table.get_mut(handle.0)
     }
 
     /// The IPv6 socket a datagram sent to `dst` would be delivered to, and
@@ -181,10 +223,11 @@ impl UdpSockets {
     /// dual-stack IPv6 one), which sent the datagram to `to` the error
     /// quotes; a socket connected to another peer is not told.
     pub(crate) fn report_error(&mut self, port: u16, to: SocketAddrV4, error: IcmpError) {
-        let handle = self.ports.get(&port).copied();
-        if let Some(socket) = handle.and_then(|h| self.table.get_mut(h.0)) {
+        let Some(handle) = self.ports.get(&port).copied() else { return };
+        if let Some(socket) = self.table.get_mut(handle.0) {
             if socket.owns_error_about(SocketAddr::V4(to)) {
                 socket.error = Some(error);
+                self.note_event(handle);
             }
         }
     }
@@ -193,10 +236,11 @@ impl UdpSockets {
     /// datagram to `to` the error quotes; a socket connected to another
     /// peer is not told.
     pub(crate) fn report_error6(&mut self, port: u16, to: SocketAddrV6, error: IcmpError) {
-        let handle = self.ports6.get(&port).copied();
-        if let Some(socket) = handle.and_then(|h| self.table.get_mut(h.0)) {
+        let Some(handle) = self.ports6.get(&port).copied() else { return };
+        if let Some(socket) = self.table.get_mut(handle.0) {
             if socket.owns_error_about(SocketAddr::V6(to)) {
                 socket.error = Some(error);
+                self.note_event(handle);
             }
         }
     }

@@ -268,3 +268,27 @@ fn a_look_at_the_receiver_ahead_of_delivery_agrees_with_it() {
     assert!(socket.has_room_for(0, bytes - 100, 100));
     assert!(!socket.has_room_for(0, bytes - 99, 100));
 }
+
+#[test]
+fn a_socket_datagrams_came_to_is_listed_once_until_its_events_are_taken() {
+    let (mut a, mut b, tx, rx) = pair(TxOffloads::NONE);
+    let other = b.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, SINK + 1)).unwrap();
+    let mut events = Vec::new();
+    b.udp().take_events(&mut events);
+    events.clear();
+    for _ in 0..3 {
+        a.udp().send_to(tx, b"again", SocketAddrV4::new(B, SINK), NOW).unwrap();
+    }
+    move_frames(&mut a, &mut b);
+    b.udp().take_events(&mut events);
+    assert_eq!(events, [rx], "three datagrams, one event, none for the idle socket");
+    events.clear();
+    b.udp().take_events(&mut events);
+    assert!(events.is_empty(), "nothing new");
+    // A socket closed with its event not taken is left out.
+    a.udp().send_to(tx, b"gone", SocketAddrV4::new(B, SINK + 1), NOW).unwrap();
+    move_frames(&mut a, &mut b);
+    b.udp().close(other).unwrap();
+    b.udp().take_events(&mut events);
+    assert!(events.is_empty(), "{events:?}");
+}
