@@ -12,6 +12,7 @@ use crate::memory::Memory;
 use crate::os::set_nonblocking;
 use crate::session::Session;
 use crate::stats::NetdStats;
+use crate::wakes::Wakes;
 use nagare_ipc::{Listener, RendezvousError};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -65,11 +66,12 @@ impl Clients {
 
     /// Takes every waiting connection; `admit` sets up each new session
     /// (steering, lending, the driver) before it is served; its sockets are
-    /// charged in `memory`. Returns whether any came.
+    /// charged in `memory` and indexed in `wakes`. Returns whether any came.
     pub fn accept_all(
         &mut self,
         stats: &mut NetdStats,
         memory: &Rc<Memory>,
+        wakes: &Rc<Wakes>,
         mut admit: impl FnMut(&mut Session),
     ) -> bool {
         let mut any = false;
@@ -79,7 +81,7 @@ impl Clients {
                     stats.clients_refused += 1;
                     any = true;
                 }
-                Ok(conn) => match Session::new(conn, Rc::clone(memory)) {
+                Ok(conn) => match Session::new(conn, Rc::clone(memory), Rc::clone(wakes)) {
                     Ok(mut s) => {
                         stats.clients_accepted += 1;
                         any = true;

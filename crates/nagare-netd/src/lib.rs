@@ -54,6 +54,7 @@ mod stats;
 mod steering;
 mod tap_queues;
 mod view;
+mod wakes;
 mod watches;
 
 pub use builder::{Built, NetdBuilder};

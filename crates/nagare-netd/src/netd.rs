@@ -32,6 +32,8 @@ use crate::sockets::Sock;
 use crate::stats::NetdStats;
 use crate::steering::Steering;
 use crate::tap_queues::TapQueues;
+use crate::wakes::Wakes;
+use hashbrown::HashSet;
 use nagare_core::ipv6::addr::AddrState;
 use nagare_core::{Instant, Interface};
 use nagare_dev::{Device, MonotonicClock, TapDevice, UdpShed, MAX_LOCAL6};
@@ -75,6 +77,12 @@ pub struct Netd {
     steering: Rc<Steering>,
     /// What each client's sockets are charged.
     memory: Rc<Memory>,
+    /// The clients holding each socket, found by its events.
+    wakes: Rc<Wakes>,
+    /// The clients one of whose sockets had an event, this turn.
+    woken: HashSet<u64>,
+    /// Every client's waiting requests run again next turn.
+    wake_all: bool,
     clock: MonotonicClock,
     clients: Clients,
     config: NetdConfig,
@@ -203,6 +211,9 @@ impl Netd {
             lending,
             steering,
             memory,
+            wakes: Rc::default(),
+            woken: HashSet::new(),
+            wake_all: false,
             clock,
             clients,
             config,
@@ -320,7 +331,7 @@ impl Netd {
         steer_local_addresses(&self.host.iface, &self.steering);
         work |= self.host.services.serve(&mut self.host.iface, now);
         work |= local(&mut self.host.iface, now);
-        work |= self.serve_clients(now);
+        work |= self.serve_clients(now, housekeeping);
         work |= self.transmit(now);
         work |=
             crate::returns::settle(&self.lending, &mut self.host.device, &mut self.clients.sessions, &mut self.stats);
@@ -333,7 +344,7 @@ impl Netd {
     /// period of PacketFlow's filter.
     fn housekeeping(&mut self) -> bool {
         let (lending, steering, frames) = (&self.lending, &self.steering, &mut self.host.device);
-        let mut work = self.clients.accept_all(&mut self.stats, &self.memory, |s| {
+        let mut work = self.clients.accept_all(&mut self.stats, &self.memory, &self.wakes, |s| {
             lending.add_client(s.key(), &s.pool);
             let receive_pool = s.take_receive_pool();
             steering.add_client(s.key(), s.pool.area_base(), s.pool.buffer_size() as usize, receive_pool);
@@ -550,14 +561,22 @@ impl Netd {
 
     /// Every client's turn, in the sessions' order (priority order with
     /// PacketFlow's scheduler; those it boosted with twice the batch), then
-    /// the waiting `STAT` requests.
-    fn serve_clients(&mut self, now: Instant) -> bool {
+    /// the waiting `STAT` requests. A client's waiting requests run again
+    /// if one of its sockets had an event since the last turn, and every
+    /// client's at housekeeping, after a change events do not tell
+    /// (`Context::wake_all`) and after a client left (the sockets it
+    /// shared).
+    fn serve_clients(&mut self, now: Instant, housekeeping: bool) -> bool {
         let mut work = false;
+        self.woken.clear();
+        self.wakes.take(&mut self.host.iface, &mut self.woken);
+        let all = housekeeping || std::mem::take(&mut self.wake_all);
         let mut cx = Context {
             iface: &mut self.host.iface,
             now,
             scratch: &mut self.scratch,
             descriptors: &mut self.descriptors,
+            wake_all: &mut self.wake_all,
             config: &self.config,
             lending: &self.lending,
             steering: &self.steering,
@@ -569,7 +588,8 @@ impl Netd {
         };
         for s in &mut self.clients.sessions {
             let batch = if cx.receivers.is_boosted(s.key()) { 2 * REQ_BATCH } else { REQ_BATCH };
-            work |= serve_client(s, &mut cx, batch);
+            let woken = all || self.woken.contains(&s.key());
+            work |= serve_client(s, &mut cx, batch, woken);
         }
         if self.clients.sessions.iter().any(waits_for_stat) {
             let text = self.report(self.config.buffer_size as usize);
@@ -584,6 +604,8 @@ impl Netd {
         let mut work = false;
         while let Some((s, why)) = self.clients.next_doomed() {
             self.disconnect(s, why);
+            // What it shared is the others' alone now.
+            self.wake_all = true;
             work = true;
         }
         work

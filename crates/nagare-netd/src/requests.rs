@@ -1,9 +1,9 @@
-//! One client's turn: its waiting requests run again first (the engine
-//! may have what they wait for; a receive or accept whose socket has
-//! nothing only has its time limit checked, `ops::may_progress`), then
-//! new ones are taken, as many as its completion ring has room for; and,
-//! once every client has had its turn, waiting `STAT` requests are
-//! answered.
+//! One client's turn: its waiting requests run again first when the
+//! engine may have what they wait for (one of its sockets had an event,
+//! `crate::wakes`; a receive or accept whose socket has nothing only has
+//! its time limit checked, `ops::may_progress`), then new ones are taken,
+//! as many as its completion ring has room for; and, once every client
+//! has had its turn, waiting `STAT` requests are answered.
 //!
 //! What becomes of a request after it ran is decided in one place
 //! ([`attempt`]), for a new request and a waiting one alike:
@@ -47,16 +47,18 @@ enum Age {
     Waiting,
 }
 
-/// Runs one client's waiting requests and up to `batch` new ones (at most
-/// `2 * REQ_BATCH`), and posts completions. Returns whether anything
-/// happened.
-pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize) -> bool {
+/// Runs one client's waiting requests (if `woken`, one of its sockets had
+/// an event, or they need it regardless: `Session::waits_need_retry`) and
+/// up to `batch` new ones (at most `2 * REQ_BATCH`), and posts
+/// completions. Returns whether anything happened.
+pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, woken: bool) -> bool {
     if s.doomed.is_some() {
         return false;
     }
     s.release_settled(cx.steering);
     let mut work = false;
-    let mut waiting = s.begin_retry();
+    let retry = woken || s.waits_need_retry(cx.now);
+    let mut waiting = if retry { s.begin_retry() } else { Vec::new() };
     for p in waiting.drain(..) {
         work |= match may_progress(cx, s.key(), &s.sockets, &p.req) {
             true => {
@@ -66,7 +68,9 @@ pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize) 
             false => wait(s, cx, p, Age::Waiting),
         };
     }
-    s.end_retry(waiting);
+    if retry {
+        s.end_retry(waiting);
+    }
     let Some(budget) = s.request_budget(batch.min(2 * REQ_BATCH)) else { return true };
     if budget == 0 {
         if s.requests_broken() {

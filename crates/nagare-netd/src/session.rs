@@ -26,6 +26,7 @@ use crate::sharing::Sharing;
 use crate::sockets::{ClientSockets, Sock};
 use crate::stats::NetdStats;
 use crate::steering::Steering;
+use crate::wakes::Wakes;
 use nagare_core::{Instant, Interface};
 use nagare_ipc::{
     BufRef, Consumer, Descriptor, Notifier, Pool, Producer, RendezvousError, ServerConn, SharedBytes, Waiter,
@@ -45,6 +46,18 @@ pub(crate) struct Pending {
     pub deadline: Option<Instant>,
 }
 
+/// Whether a waiting `req` can get further only after an event of the
+/// socket it names (`crate::wakes`): data, an end or an error for a
+/// receive, a connection for an accept, room or the end of its sends for
+/// a send, shutdown or close, the handshake's end for a connect.
+fn watched(req: &Request) -> bool {
+    use nagare_request::Op;
+    matches!(
+        req.op,
+        Op::Recv | Op::RecvFrom | Op::Accept | Op::Send | Op::Connect | Op::Connect6 | Op::Shutdown | Op::Close
+    )
+}
+
 /// One client.
 pub(crate) struct Session {
     pub conn: ServerConn,
@@ -61,6 +74,11 @@ pub(crate) struct Session {
     /// `pending`'s other storage: the waiting requests move from one to
     /// the other each turn, so that a turn allocates nothing.
     spare: Vec<Pending>,
+    /// Of `pending`, those whose progress no event of their own socket
+    /// tells (`watched`), at most.
+    unwatched: usize,
+    /// The earliest time limit in `pending`, or an earlier one.
+    next_deadline: Option<Instant>,
     /// Completions made, not yet on the ring.
     out: Vec<Descriptor>,
     /// Completions of binds to a port that left another client, held
@@ -90,14 +108,14 @@ pub(crate) struct Departure {
 
 impl Session {
     /// The session of a client that has just connected, its sockets
-    /// charged in `memory`.
-    pub fn new(conn: ServerConn, memory: Rc<Memory>) -> Result<Session, RendezvousError> {
+    /// charged in `memory` and indexed in `wakes`.
+    pub fn new(conn: ServerConn, memory: Rc<Memory>, wakes: Rc<Wakes>) -> Result<Session, RendezvousError> {
         let requests = conn.region.consumer(0)?;
         let completions = conn.region.producer(1)?;
         let pool = conn.region.pool()?;
         let waiter = Waiter::new(conn.server_wakeup.try_clone()?, Duration::ZERO);
         let notifier = Notifier::new(conn.client_wakeup.try_clone()?);
-        let sockets = ClientSockets::new(conn.id, memory);
+        let sockets = ClientSockets::new(conn.id, memory, wakes);
         let priority = ClientPriority::of_process(conn.cred.pid);
         Ok(Session {
             conn,
@@ -109,6 +127,8 @@ impl Session {
             sockets,
             priority,
             pending: Vec::new(),
+            unwatched: 0,
+            next_deadline: None,
             spare: Vec::new(),
             out: Vec::new(),
             held: Vec::new(),
@@ -200,7 +220,15 @@ impl Session {
     /// [`Session::end_retry`].
     pub fn begin_retry(&mut self) -> Vec<Pending> {
         let spare = std::mem::take(&mut self.spare);
+        (self.unwatched, self.next_deadline) = (0, None);
         std::mem::replace(&mut self.pending, spare)
+    }
+
+    /// Whether the waiting requests must be run again at `now` although
+    /// none of the client's sockets had an event: one of them waits for
+    /// something no socket's event tells, or a time limit has passed.
+    pub fn waits_need_retry(&self, now: Instant) -> bool {
+        self.unwatched > 0 || self.next_deadline.is_some_and(|d| now >= d)
     }
 
     /// The emptied list from [`Session::begin_retry`], kept for next turn.
@@ -211,6 +239,12 @@ impl Session {
 
     /// `p` waits (again).
     pub fn wait(&mut self, p: Pending) {
+        if !watched(&p.req) {
+            self.unwatched += 1;
+        }
+        if let Some(d) = p.deadline {
+            self.next_deadline = Some(self.next_deadline.map_or(d, |n| n.min(d)));
+        }
         self.pending.push(p);
     }
 

@@ -16,6 +16,7 @@
 
 use crate::memory::Memory;
 use crate::steering::Steering;
+use crate::wakes::Wakes;
 use hashbrown::HashMap;
 use nagare_core::iface::Error as EngineError;
 use nagare_core::tcp::{TcpHandle, TcpListenerHandle};
@@ -85,12 +86,14 @@ pub(crate) struct ClientSockets {
     next: u32,
     /// The accounts its sockets are charged in.
     memory: Rc<Memory>,
+    /// Where the clients holding each socket are found by its events.
+    wakes: Rc<Wakes>,
 }
 
 impl ClientSockets {
     /// An empty table for client `key`, whose sockets are charged in
-    /// `memory`.
-    pub fn new(key: u64, memory: Rc<Memory>) -> ClientSockets {
+    /// `memory` and indexed in `wakes`.
+    pub fn new(key: u64, memory: Rc<Memory>, wakes: Rc<Wakes>) -> ClientSockets {
         ClientSockets {
             key,
             sockets: HashMap::new(),
@@ -99,6 +102,7 @@ impl ClientSockets {
             reads: HashMap::new(),
             next: 1,
             memory,
+            wakes,
         }
     }
 
@@ -158,6 +162,7 @@ impl ClientSockets {
             self.next = self.next.checked_add(1).unwrap_or(1);
             if id != 0 && !self.sockets.contains_key(&id) {
                 self.sockets.insert(id, s);
+                self.wakes.watch(s, self.key);
                 return Ok(id);
             }
         }
@@ -227,7 +232,9 @@ impl ClientSockets {
             steering.unbind(proto, port);
         }
         self.memory.release(self.key, id);
-        self.sockets.remove(&id)
+        let sock = self.sockets.remove(&id)?;
+        self.wakes.unwatch(sock, self.key);
+        Some(sock)
     }
 
     /// Takes every socket out, with its id (every port out of steering and
@@ -239,6 +246,9 @@ impl ClientSockets {
             steering.unbind(proto, port);
         }
         self.memory.release_all(self.key);
+        for &sock in self.sockets.values() {
+            self.wakes.unwatch(sock, self.key);
+        }
         self.sockets.drain()
     }
 

@@ -97,6 +97,10 @@ pub(crate) struct Context<'a> {
     /// Room for the descriptors taken off a client's request ring in one
     /// turn, kept between turns.
     pub descriptors: &'a mut Vec<nagare_ipc::Descriptor>,
+    /// Set when a request changed what another client's waiting requests
+    /// may get without an event of their sockets (a socket shared, taken
+    /// back, or given bytes back): every client's run again next turn.
+    pub wake_all: &'a mut bool,
     pub config: &'a NetdConfig,
     pub lending: &'a Lending,
     pub steering: &'a Steering,
@@ -129,6 +133,9 @@ pub(crate) struct Caller<'a> {
 /// Runs `req` (which brought `buf`, if it names one) for `c`.
 pub(crate) fn execute(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Request, buf: Option<BufRef>) -> Outcome {
     let outcome = dispatch(cx, c, req, buf);
+    if matches!(req.op, Op::Share | Op::Adopt | Op::GiveBack | Op::Reclaim) {
+        *cx.wake_all = true;
+    }
     if let (Op::Recv | Op::RecvFrom, Ok(Some(done))) = (req.op, &outcome) {
         c.sockets.note_delivered(req.socket, done.delivered);
     }

@@ -23,7 +23,7 @@ mod mm;
 mod pause;
 mod peek;
 #[cfg(test)]
-mod queued;
+pub(crate) mod queued;
 mod receivers;
 mod scheduler;
 

@@ -1,6 +1,6 @@
-//! For the pause's and the hold's tests: an engine with a UDP socket
-//! whose queue takes 1000 bytes, holding datagrams of 100 bytes another
-//! engine sent it.
+//! For tests (the pause's, the hold's, the wake index's): an engine with
+//! a UDP socket whose queue takes 1000 bytes, holding datagrams of 100
+//! bytes another engine sent it.
 
 use nagare_core::buf::BufferPool;
 use nagare_core::{Capabilities, Interface, InterfaceConfig, UdpHandle};

@@ -1,0 +1,125 @@
+//! Which clients have a socket something happened to: the engine lists
+//! the sockets whose state may have changed since it was last asked (TCP
+//! connections and listeners, UDP sockets a datagram or an error came to),
+//! and this index names the clients holding each (more than one for a
+//! shared socket). A client none of whose sockets is listed has nothing
+//! new for the receives, accepts, sends and connects it has waiting, and
+//! its turn leaves them alone (`requests::serve_client`), so a turn costs
+//! what the busy sockets cost, not what every idle one does.
+//!
+//! Invariant: every socket a client's table holds that the engine lists
+//! events for (all but echo sockets) is indexed under that client's key
+//! from when it enters the table until it leaves (`ClientSockets`).
+
+use crate::sockets::Sock;
+use hashbrown::{HashMap, HashSet};
+use nagare_core::tcp::{TcpEvent, TcpHandle, TcpListenerHandle, TcpSocket};
+use nagare_core::{Interface, UdpHandle};
+use std::cell::RefCell;
+
+/// An engine socket events are listed for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Watched {
+    Tcp(TcpHandle),
+    Listener(TcpListenerHandle),
+    Udp(UdpHandle),
+}
+
+impl Watched {
+    fn of(sock: Sock) -> Option<Watched> {
+        match sock {
+            Sock::Tcp(h) => Some(Watched::Tcp(h)),
+            Sock::Listener(l) => Some(Watched::Listener(l)),
+            Sock::Udp(h) => Some(Watched::Udp(h)),
+            Sock::Echo(_) => None,
+        }
+    }
+}
+
+/// The clients holding each socket events are listed for.
+#[derive(Default)]
+pub(crate) struct Wakes {
+    holders: RefCell<HashMap<Watched, Vec<u64>>>,
+    /// Scratch for the engine's lists, kept between turns.
+    tcp: RefCell<Vec<TcpEvent>>,
+    udp: RefCell<Vec<UdpHandle>>,
+}
+
+impl Wakes {
+    /// Client `key` holds `sock` from now on.
+    pub fn watch(&self, sock: Sock, key: u64) {
+        let Some(w) = Watched::of(sock) else { return };
+        let mut holders = self.holders.borrow_mut();
+        let keys = holders.entry(w).or_default();
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+
+    /// Client `key` no longer holds `sock`.
+    pub fn unwatch(&self, sock: Sock, key: u64) {
+        let Some(w) = Watched::of(sock) else { return };
+        let mut holders = self.holders.borrow_mut();
+        if let Some(keys) = holders.get_mut(&w) {
+            keys.retain(|&k| k != key);
+            if keys.is_empty() {
+                holders.remove(&w);
+            }
+        }
+    }
+
+    /// Takes the engine's events and adds to `woken` the clients holding
+    /// a socket they list.
+    pub fn take(&self, iface: &mut Interface, woken: &mut HashSet<u64>) {
+        let (mut tcp, mut udp) = (self.tcp.borrow_mut(), self.udp.borrow_mut());
+        iface.tcp().take_events(&mut tcp);
+        iface.udp().take_events(&mut udp);
+        let holders = self.holders.borrow();
+        let watched = tcp
+            .drain(..)
+            .map(|e| match e.socket {
+                TcpSocket::Connection(h) => Watched::Tcp(h),
+                TcpSocket::Listener(l) => Watched::Listener(l),
+            })
+            .chain(udp.drain(..).map(Watched::Udp));
+        for w in watched {
+            if let Some(keys) = holders.get(&w) {
+                woken.extend(keys.iter().copied());
+            }
+        }
+    }
+
+    /// Sockets indexed (for tests).
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.holders.borrow().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, SocketAddrV4};
+
+    #[test]
+    fn an_event_wakes_every_holder_of_its_socket_and_no_other_client() {
+        let (mut iface, busy) = crate::packetflow::queued::socket_holding(3);
+        let idle = iface.udp().bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 10)).unwrap();
+        let wakes = Wakes::default();
+        wakes.watch(Sock::Udp(busy), 7);
+        wakes.watch(Sock::Udp(busy), 9);
+        wakes.watch(Sock::Udp(idle), 8);
+        assert_eq!(wakes.len(), 2);
+        let mut woken = HashSet::new();
+        wakes.take(&mut iface, &mut woken);
+        assert_eq!(woken, HashSet::from([7, 9]), "the holders of the socket the datagrams came to");
+        woken.clear();
+        wakes.take(&mut iface, &mut woken);
+        assert!(woken.is_empty(), "nothing new since");
+        wakes.unwatch(Sock::Udp(busy), 9);
+        wakes.unwatch(Sock::Udp(idle), 8);
+        assert_eq!(wakes.len(), 1);
+        wakes.unwatch(Sock::Udp(busy), 7);
+        assert_eq!(wakes.len(), 0, "a socket nobody holds leaves the index");
+    }
+}
