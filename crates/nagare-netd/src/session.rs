@@ -79,6 +79,9 @@ pub(crate) struct Session {
     unwatched: usize,
     /// The earliest time limit in `pending`, or an earlier one.
     next_deadline: Option<Instant>,
+    /// It made requests since its waiting ones last ran again (a close,
+    /// an option, a share of its own may have changed what they get).
+    asked: bool,
     /// Completions made, not yet on the ring.
     out: Vec<Descriptor>,
     /// Completions of binds to a port that left another client, held
@@ -129,6 +132,7 @@ impl Session {
             pending: Vec::new(),
             unwatched: 0,
             next_deadline: None,
+            asked: false,
             spare: Vec::new(),
             out: Vec::new(),
             held: Vec::new(),
@@ -195,6 +199,7 @@ impl Session {
         match self.requests.pop_batch(into) {
             Ok(n) => {
                 self.awake |= n > 0;
+                self.asked |= n > 0;
                 Some(n)
             }
             Err(_) => {
@@ -220,15 +225,16 @@ impl Session {
     /// [`Session::end_retry`].
     pub fn begin_retry(&mut self) -> Vec<Pending> {
         let spare = std::mem::take(&mut self.spare);
-        (self.unwatched, self.next_deadline) = (0, None);
+        (self.unwatched, self.next_deadline, self.asked) = (0, None, false);
         std::mem::replace(&mut self.pending, spare)
     }
 
     /// Whether the waiting requests must be run again at `now` although
     /// none of the client's sockets had an event: one of them waits for
-    /// something no socket's event tells, or a time limit has passed.
+    /// something no socket's event tells, a time limit has passed, or the
+    /// client made requests since they last ran.
     pub fn waits_need_retry(&self, now: Instant) -> bool {
-        self.unwatched > 0 || self.next_deadline.is_some_and(|d| now >= d)
+        self.asked || self.unwatched > 0 || self.next_deadline.is_some_and(|d| now >= d)
     }
 
     /// The emptied list from [`Session::begin_retry`], kept for next turn.
