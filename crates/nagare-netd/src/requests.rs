@@ -63,7 +63,11 @@ pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, 
         work |= match may_progress(cx, s.key(), &s.sockets, &p.req) {
             true => {
                 cx.stats.waits_rerun += 1;
-                attempt(s, cx, p, Age::Waiting)
+                let ended = attempt(s, cx, p, Age::Waiting);
+                if ended {
+                    s.note_wait_ended();
+                }
+                ended
             }
             false => wait(s, cx, p, Age::Waiting),
         };

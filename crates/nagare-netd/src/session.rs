@@ -79,9 +79,11 @@ pub(crate) struct Session {
     unwatched: usize,
     /// The earliest time limit in `pending`, or an earlier one.
     next_deadline: Option<Instant>,
-    /// It made requests since its waiting ones last ran again (a close,
-    /// an option, a share of its own may have changed what they get).
-    asked: bool,
+    /// Something of its own changed since its waiting requests last ran
+    /// again: it made requests, or one of them completed (a close, an
+    /// option, a share of its own may change what the others get, and a
+    /// closed socket has no events left to tell them).
+    changed: bool,
     /// Completions made, not yet on the ring.
     out: Vec<Descriptor>,
     /// Completions of binds to a port that left another client, held
@@ -132,7 +134,7 @@ impl Session {
             pending: Vec::new(),
             unwatched: 0,
             next_deadline: None,
-            asked: false,
+            changed: false,
             spare: Vec::new(),
             out: Vec::new(),
             held: Vec::new(),
@@ -199,7 +201,7 @@ impl Session {
         match self.requests.pop_batch(into) {
             Ok(n) => {
                 self.awake |= n > 0;
-                self.asked |= n > 0;
+                self.changed |= n > 0;
                 Some(n)
             }
             Err(_) => {
@@ -225,16 +227,22 @@ impl Session {
     /// [`Session::end_retry`].
     pub fn begin_retry(&mut self) -> Vec<Pending> {
         let spare = std::mem::take(&mut self.spare);
-        (self.unwatched, self.next_deadline, self.asked) = (0, None, false);
+        (self.unwatched, self.next_deadline, self.changed) = (0, None, false);
         std::mem::replace(&mut self.pending, spare)
     }
 
     /// Whether the waiting requests must be run again at `now` although
     /// none of the client's sockets had an event: one of them waits for
-    /// something no socket's event tells, a time limit has passed, or the
-    /// client made requests since they last ran.
+    /// something no socket's event tells, a time limit has passed, or
+    /// something of the client's own changed since they last ran.
     pub fn waits_need_retry(&self, now: Instant) -> bool {
-        self.asked || self.unwatched > 0 || self.next_deadline.is_some_and(|d| now >= d)
+        self.changed || self.unwatched > 0 || self.next_deadline.is_some_and(|d| now >= d)
+    }
+
+    /// One of its waiting requests completed: the others run again next
+    /// turn.
+    pub fn note_wait_ended(&mut self) {
+        self.changed = true;
     }
 
     /// The emptied list from [`Session::begin_retry`], kept for next turn.

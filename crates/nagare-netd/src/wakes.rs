@@ -39,29 +39,35 @@ impl Watched {
 /// The clients holding each socket events are listed for.
 #[derive(Default)]
 pub(crate) struct Wakes {
-    holders: RefCell<HashMap<Watched, Vec<u64>>>,
+    /// Each client holding the socket, with the ids it holds it by (a
+    /// client may hold one socket under two ids: shared, then adopted).
+    holders: RefCell<HashMap<Watched, Vec<(u64, u32)>>>,
     /// Scratch for the engine's lists, kept between turns.
     tcp: RefCell<Vec<TcpEvent>>,
     udp: RefCell<Vec<UdpHandle>>,
 }
 
 impl Wakes {
-    /// Client `key` holds `sock` from now on.
+    /// Client `key` holds `sock` under one more id from now on.
     pub fn watch(&self, sock: Sock, key: u64) {
         let Some(w) = Watched::of(sock) else { return };
         let mut holders = self.holders.borrow_mut();
         let keys = holders.entry(w).or_default();
-        if !keys.contains(&key) {
-            keys.push(key);
+        match keys.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, ids)) => *ids += 1,
+            None => keys.push((key, 1)),
         }
     }
 
-    /// Client `key` no longer holds `sock`.
+    /// Client `key` holds `sock` under one id fewer.
     pub fn unwatch(&self, sock: Sock, key: u64) {
         let Some(w) = Watched::of(sock) else { return };
         let mut holders = self.holders.borrow_mut();
         if let Some(keys) = holders.get_mut(&w) {
-            keys.retain(|&k| k != key);
+            if let Some((_, ids)) = keys.iter_mut().find(|(k, _)| *k == key) {
+                *ids = ids.saturating_sub(1);
+            }
+            keys.retain(|&(_, ids)| ids > 0);
             if keys.is_empty() {
                 holders.remove(&w);
             }
@@ -84,7 +90,7 @@ impl Wakes {
             .chain(udp.drain(..).map(Watched::Udp));
         for w in watched {
             if let Some(keys) = holders.get(&w) {
-                woken.extend(keys.iter().copied());
+                woken.extend(keys.iter().map(|&(k, _)| k));
             }
         }
     }
@@ -100,6 +106,8 @@ impl Wakes {
 mod tests {
     use super::*;
     use std::net::{Ipv4Addr, SocketAddrV4};
+
+    const NOW: nagare_core::Instant = nagare_core::Instant::from_secs(2);
 
     #[test]
     fn an_event_wakes_every_holder_of_its_socket_and_no_other_client() {
@@ -119,6 +127,14 @@ mod tests {
         wakes.unwatch(Sock::Udp(busy), 9);
         wakes.unwatch(Sock::Udp(idle), 8);
         assert_eq!(wakes.len(), 1);
+        // A client holding the socket under two ids is woken until it
+        // lets go of both.
+        wakes.watch(Sock::Udp(busy), 7);
+        wakes.unwatch(Sock::Udp(busy), 7);
+        iface.udp().send_to(idle, &[1; 10], SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 9), NOW).unwrap();
+        iface.poll(NOW);
+        wakes.take(&mut iface, &mut woken);
+        assert_eq!(woken, HashSet::from([7]));
         wakes.unwatch(Sock::Udp(busy), 7);
         assert_eq!(wakes.len(), 0, "a socket nobody holds leaves the index");
     }
