@@ -588,8 +588,8 @@ impl Netd {
         };
         for s in &mut self.clients.sessions {
             let batch = if cx.receivers.is_boosted(s.key()) { 2 * REQ_BATCH } else { REQ_BATCH };
-            let woken = all || self.woken.contains(&s.key());
-            work |= serve_client(s, &mut cx, batch, woken);
+            let had_event = all || self.woken.contains(&s.key());
+            work |= serve_client(s, &mut cx, batch, had_event);
         }
         if self.clients.sessions.iter().any(waits_for_stat) {
             let text = self.report(self.config.buffer_size as usize);
@@ -604,7 +604,7 @@ impl Netd {
         let mut work = false;
         while let Some((s, why)) = self.clients.next_doomed() {
             self.disconnect(s, why);
-            // What it shared is the others' alone now.
+            // What it shared is the other holders' alone.
             self.wake_all = true;
             work = true;
         }

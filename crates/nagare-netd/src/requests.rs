@@ -47,17 +47,17 @@ enum Age {
     Waiting,
 }
 
-/// Runs one client's waiting requests (if `woken`, one of its sockets had
-/// an event, or they need it regardless: `Session::waits_need_retry`) and
+/// Runs one client's waiting requests (if `had_event`, one of its sockets
+/// had an event, or they need it regardless: `Session::waits_need_retry`) and
 /// up to `batch` new ones (at most `2 * REQ_BATCH`), and posts
 /// completions. Returns whether anything happened.
-pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, woken: bool) -> bool {
+pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, had_event: bool) -> bool {
     if s.doomed.is_some() {
         return false;
     }
     s.release_settled(cx.steering);
     let mut work = false;
-    let retry = woken || s.waits_need_retry(cx.now);
+    let retry = had_event || s.waits_need_retry(cx.now);
     let mut waiting = if retry { s.begin_retry() } else { Vec::new() };
     for p in waiting.drain(..) {
         work |= match may_progress(cx, s.key(), &s.sockets, &p.req) {

@@ -207,8 +207,9 @@ impl ClientSockets {
     }
 
     /// The client says it has taken `bytes` of socket `id`'s payload so
-    /// far (a receive's `aux[0]`); an older receive's lower count, retried
-    /// later, does not take it back.
+    /// far (a receive's `aux[0]`); a lower count, in a receive another of
+    /// its threads posted first and netd took later, does not take it
+    /// back.
     pub fn note_consumed(&mut self, id: u32, bytes: u64) {
         if self.sockets.contains_key(&id) {
             let r = self.reads.entry(id).or_default();

@@ -117,7 +117,7 @@ pub enum Op {
     /// The completion's `aux[3]` is the connection's receive buffer now
     /// (autotuning grows it), which the client keeps posted for receives.
     /// `aux[0]`: the payload bytes the client has taken so far out of
-    /// what the socket's receives delivered (modulo 2^64); netd shows
+    /// what the socket's receives delivered; netd shows
     /// what it delivered beyond that as the bytes waiting in the client
     /// (`nagare stat`), and trusts it for nothing else.
     Recv = 8,

@@ -125,7 +125,7 @@ pub(crate) struct SockPath {
     /// Receives posted and not completed.
     posted: usize,
     /// Payload bytes taken out of what the receives delivered, read or
-    /// handed over (modulo 2^64): each receive posted tells netd, which
+    /// handed over or dropped: each receive posted tells netd, which
     /// shows what it delivered beyond this as waiting in the client.
     consumed: u64,
     /// The most buffers posted or holding data not yet read.
@@ -356,6 +356,8 @@ impl Conn {
     pub(crate) fn shut_path_read(&mut self, id: u32) {
         let Some(p) = self.paths.get_mut(&id) else { return };
         p.eof = true;
+        let left: u64 = p.arrived.iter().map(|a| u64::from(a.buf.len.saturating_sub(a.taken))).sum();
+        p.consumed = p.consumed.wrapping_add(left);
         let dropped: Vec<u32> = p.arrived.drain(..).map(|a| a.buf.index).collect();
         for index in dropped {
             let _ = self.pool.release(index);

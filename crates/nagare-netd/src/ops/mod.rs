@@ -1,9 +1,13 @@
-//! One function per request operation, and [`execute`], which routes a
-//! request to its function and does nothing else.
+//! One function per request operation; [`execute`], which routes a
+//! request to its function and notes what every operation of a kind
+//! changes (the bytes a receive delivered, a share that may wake other
+//! clients); and [`may_progress`], which tells a waiting request that
+//! could get further from one that could not.
 //!
 //! An operation runs against the engine at once and says what it came to
 //! ([`Outcome`]): done (`Ok(Some)`), nothing yet (`Ok(None)`: the request
-//! waits and runs again next turn), or failed (`Err(errno)`). It touches
+//! waits and runs again when it may get further), or failed
+//! (`Err(errno)`). It touches
 //! the client's sockets and buffers and the engine, never its rings:
 //! whether a request may wait, in what order, and what its completion
 //! carries is decided in one place, `crate::requests`.
@@ -54,7 +58,7 @@ pub(crate) struct Done {
     /// For a receive: the bytes now in the buffer.
     pub len: Option<u32>,
     /// For a receive: the payload bytes among them (records' heads not
-    /// counted), which the client's socket now holds unread.
+    /// counted), which the client's socket holds unread once it completes.
     pub delivered: u64,
     /// `aux[2]` and `aux[3]` of the completion.
     pub extra: [u64; 2],
