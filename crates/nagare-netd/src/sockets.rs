@@ -217,6 +217,14 @@ impl ClientSockets {
         }
     }
 
+    /// Socket `id`'s receiving side is shut: the client holds nothing of
+    /// it unread from now on.
+    pub fn note_read_shut(&mut self, id: u32) {
+        if let Some(r) = self.reads.get_mut(&id) {
+            r.consumed = r.consumed.max(r.delivered);
+        }
+    }
+
     /// The payload bytes socket `id`'s receives delivered that the client
     /// had not taken when it last posted one: what its application has
     /// yet to read, give or take what it read since.

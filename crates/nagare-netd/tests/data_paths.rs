@@ -380,6 +380,13 @@ fn bytes_delivered_to_a_client_and_not_read_show_in_its_socket_s_line() {
     }
     let report = b.stat().expect("stat");
     assert_eq!(socket_line(&report, at(9472)).and_then(|l| stat_value(&l, " client_unread ")), Some(0), "{report}");
+
+    // A receiving side shut with bytes unread drops them: none are left.
+    (&writer).write_all(&[4u8; 5000]).unwrap();
+    support::wait_for_report(&b, "the bytes before the shutdown", |r| unread(r, " client_unread ") == Some(5000));
+    reader.shutdown(std::net::Shutdown::Read).unwrap();
+    let report = b.stat().expect("stat");
+    assert_eq!(unread(&report, " client_unread "), Some(0), "{report}");
 }
 
 /// Datagrams that wait in netd while their reader does not read come, once

@@ -377,6 +377,8 @@ pub(super) fn shutdown(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) 
     let h = c.sockets.tcp(req.socket)?;
     if req.aux[0] & SHUT_READ != 0 {
         cx.iface.tcp().shutdown_read(h, cx.now).map_err(engine_errno)?;
+        // The client drops what it holds unread, as the engine does.
+        c.sockets.note_read_shut(req.socket);
     }
     if req.aux[0] & SHUT_WRITE != 0 {
         cx.iface.tcp().shutdown(h, cx.now).map_err(engine_errno)?;
