@@ -55,7 +55,8 @@
 # or space separated, each 1 to 100; default "1 2 5 10 20 50"), PLACEMENT
 # (split, single or inline: `nagare netd --placement`; default netd's
 # choice), SERVERS (kernel, the default: netd's clients talk to kernel
-# perf servers across the TAP; netd: the servers are netd's clients too).
+# perf servers across the TAP; netd: the servers are netd's clients too),
+# NETD_ARGS (more options for netd, e.g. "--nice 0").
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -169,6 +170,8 @@ start_perf_servers "$NS_C" server-linux
 start_netd() {
     local args=()
     [[ -n "$PLACEMENT" ]] && args=(--placement "$PLACEMENT")
+    # shellcheck disable=SC2206 # NETD_ARGS is a list of options
+    args+=(${NETD_ARGS:-})
     start_netd_on_tap "$NS_N" 10.95.0.2/24 10.95.0.1/24 "$SOCKET" "$WORK/netd.log" "${args[@]}"
 }
 

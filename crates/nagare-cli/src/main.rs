@@ -75,6 +75,17 @@ enum Command {
         /// work keeps coming they poll up to 5 ms.
         #[arg(long, default_value_t = 50)]
         spin_us: u64,
+        /// The nice value netd and its driver run at (default: the one it
+        /// was started with). netd does for every client what the
+        /// kernel's network processing does ahead of any process; with
+        /// more weight than its clients (-5 or -10) the scheduler keeps
+        /// them off netd's CPU, which on a machine with fewer CPUs than
+        /// busy clients raises request/response from many clients by a
+        /// fifth to a third, and makes their bulk shares less even. A
+        /// value below the one netd started with needs CAP_SYS_NICE;
+        /// without it netd keeps its own.
+        #[arg(long, value_parser = clap::value_parser!(i32).range(-20..=19), allow_hyphen_values = true)]
+        nice: Option<i32>,
         /// Bytes of buffers each client's sockets may hold in netd (TCP
         /// send and receive buffers, UDP receive queues): past it a new
         /// connection gets smaller buffers, then fails with ENOBUFS.
@@ -323,6 +334,7 @@ fn main() -> Result<()> {
             services,
             placement,
             spin_us,
+            nice,
             client_memory,
             memory_cap,
             max_orphans,
@@ -356,6 +368,9 @@ fn main() -> Result<()> {
                 .mm_default(mm_default);
             if let Some(placement) = placement {
                 builder = builder.placement(placement);
+            }
+            if let Some(nice) = nice {
+                builder = builder.nice(nice);
             }
             if let Some(cap) = memory_cap {
                 builder = builder.memory_cap(usize::try_from(cap).unwrap_or(usize::MAX));

@@ -33,6 +33,7 @@
 
 use crate::driver::launch::{launcher, DriverDevice, DriverSpec};
 use crate::driver::{DriverLink, MAX_RX_QUEUES};
+use crate::priority;
 use crate::steering::Steering;
 use crate::tap_queues::TapQueues;
 use crate::{BoostConfig, Netd, NetdConfig, PacketFlow, Placement};
@@ -52,6 +53,7 @@ pub struct NetdBuilder {
     config: NetdConfig,
     services: ServiceConfig,
     driver_program: Option<PathBuf>,
+    nice: Option<i32>,
 }
 
 /// A netd and what was made for it.
@@ -76,12 +78,22 @@ impl NetdBuilder {
             config,
             services: ServiceConfig::default(),
             driver_program: None,
+            nice: None,
         }
     }
 
     /// Where the device runs.
     pub fn placement(mut self, placement: Placement) -> NetdBuilder {
         self.placement = placement;
+        self
+    }
+
+    /// The nice value netd and its driver run at (default: the caller's).
+    /// Set when netd is built, on the building thread, before the driver
+    /// starts, so both have it; where the kernel refuses, netd keeps its
+    /// own and says so.
+    pub fn nice(mut self, nice: i32) -> NetdBuilder {
+        self.nice = Some(nice);
         self
     }
 
@@ -190,6 +202,14 @@ impl NetdBuilder {
     /// Opens the link, starts the driver and the listener, enables the
     /// services.
     pub fn build(mut self) -> io::Result<Built> {
+        if let Some(nice) = self.nice {
+            if let Err(e) = priority::set_own_nice(nice) {
+                log::info!(
+                    "netd keeps nice {} ({e}; a lower value needs CAP_SYS_NICE): it runs at the priority it was started with",
+                    priority::own_nice().map_or_else(|| "unknown".to_string(), |n| n.to_string())
+                );
+            }
+        }
         // The TAP's kernel side transmits to netd: what it could not hand
         // over, netd did not read in time.
         if let DeviceSpec::Tap { name, .. } = &self.link.device {

@@ -146,6 +146,24 @@ impl Drop for ClientPriority {
     }
 }
 
+/// Sets the calling thread's nice value to `nice` (clamped to -20..=19);
+/// threads and processes it starts afterwards inherit it. A lower value
+/// needs `CAP_SYS_NICE` (or `RLIMIT_NICE`): the kernel's refusal is the
+/// error.
+pub fn set_own_nice(nice: i32) -> io::Result<()> {
+    // SAFETY: setpriority has no memory preconditions; who 0 is the caller.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice.clamp(-20, 19)) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The calling thread's nice value.
+pub fn own_nice() -> Option<i32> {
+    read_nice_of(0)
+}
+
 /// Sets process `pid`'s nice value to `nice`.
 fn set_nice(pid: i32, nice: i32) -> io::Result<()> {
     let pid = libc::id_t::try_from(pid).ok().filter(|&p| p != 0).ok_or(io::ErrorKind::InvalidInput)?;
@@ -159,14 +177,18 @@ fn set_nice(pid: i32, nice: i32) -> io::Result<()> {
 
 /// The nice value of process `pid`, if it can be read.
 fn read_nice(pid: i32) -> Option<i32> {
-    let pid = libc::id_t::try_from(pid).ok().filter(|&p| p != 0)?;
+    libc::id_t::try_from(pid).ok().filter(|&p| p != 0).and_then(read_nice_of)
+}
+
+/// The nice value of `who` (0: the calling thread), if it can be read.
+fn read_nice_of(who: libc::id_t) -> Option<i32> {
     // getpriority returns -1 both as a nice value and as an error: errno
     // tells them apart, so it is cleared first.
     // SAFETY: __errno_location returns this thread's errno; getpriority
     // has no memory preconditions.
     unsafe {
         *libc::__errno_location() = 0;
-        let nice = libc::getpriority(libc::PRIO_PROCESS, pid);
+        let nice = libc::getpriority(libc::PRIO_PROCESS, who);
         if nice == -1 && *libc::__errno_location() != 0 {
             return None;
         }
@@ -186,6 +208,23 @@ mod tests {
         assert_eq!(from_nice(-100), HIGHEST);
         assert_eq!(from_nice(100), LOWEST);
         assert_eq!(from_nice(5), 125);
+    }
+
+    #[test]
+    fn own_nice_is_the_calling_threads_and_threads_it_starts_inherit_it() {
+        // A higher nice value needs no privilege; a thread of its own, so
+        // the test's thread keeps its own.
+        let (own, inherited, other) = std::thread::spawn(|| {
+            let before = own_nice().expect("own nice value");
+            set_own_nice(before + 3).expect("a higher nice value is always allowed");
+            let inherited = std::thread::spawn(own_nice).join().expect("child thread");
+            (own_nice().map(|n| n - before), inherited.map(|n| n - before), before)
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(own, Some(3));
+        assert_eq!(inherited, Some(3));
+        assert_eq!(own_nice(), Some(other), "only the calling thread changed");
     }
 
     #[test]
