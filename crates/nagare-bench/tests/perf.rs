@@ -28,8 +28,14 @@ fn options(server: impl Into<IpAddr>, port: u16, proto: Proto, mode: Mode) -> Cl
 /// Serves one test on `server_stack` while the client runs `options` from
 /// `client_stack` (retrying while the server is not listening yet).
 fn one_test(server_stack: Stack, client_stack: Stack, options: ClientOptions) -> Summary {
+    one_test_with_work(server_stack, client_stack, options, Duration::ZERO)
+}
+
+/// [`one_test`] with a server that spends `work` on each datagram it
+/// receives.
+fn one_test_with_work(server_stack: Stack, client_stack: Stack, options: ClientOptions, work: Duration) -> Summary {
     let port = options.port;
-    let server = std::thread::spawn(move || perf::run_server(&server_stack, port, true, &AtomicBool::new(false)));
+    let server = std::thread::spawn(move || perf::run_server(&server_stack, port, true, work, &AtomicBool::new(false)));
     let started = Instant::now();
     let summary = loop {
         match perf::client(&client_stack, &options, &AtomicBool::new(false)) {
@@ -75,6 +81,26 @@ fn a_udp_sender_may_send_many_datagrams_a_call() {
         let e = perf::client(&Stack::Kernel, &opts, &AtomicBool::new(false)).expect_err("refused");
         assert!(format!("{e:#}").contains("--udp-batch"), "{e:#}");
     }
+}
+
+#[test]
+fn a_server_that_works_on_each_datagram_spends_that_long_on_each() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut opts = options(Ipv4Addr::LOCALHOST, port, Proto::Udp, Mode::Stream);
+    (opts.len, opts.bytes, opts.udp_rate) = (Some(256), Some(256 * 300), Some(100.0));
+    let work = Duration::from_millis(1);
+    let started = Instant::now();
+    let summary = one_test_with_work(Stack::Kernel, Stack::Kernel, opts, work);
+    let took = started.elapsed();
+    let text = summary.text();
+    // 300 datagrams in about 6 ms; the server takes what its socket held
+    // at 1 ms each, and the test lasts at least that long.
+    assert!(summary.receiver.packets >= 50, "{text}");
+    assert!(
+        took >= work * summary.receiver.packets as u32,
+        "{took:?} for {} datagrams: {text}",
+        summary.receiver.packets
+    );
 }
 
 /// Whether this machine's loopback has IPv6 (`::1`); says SKIPPED loudly

@@ -181,6 +181,12 @@ pub enum BenchCommand {
         /// --sender-cpu, the senders' own nice value without it)
         #[arg(long, value_name = "NICE", allow_negative_numbers = true)]
         tcp_sender_nice: Option<i32>,
+        /// Microseconds of CPU time each UDP receiver spends on every
+        /// datagram (a busy loop; at most 10000), for receivers whose own
+        /// CPU time is what they lack, where the scheduler's lift of a
+        /// process decides what it gets
+        #[arg(long, value_name = "US", default_value_t = 0)]
+        receiver_work_us: u64,
     },
 }
 
@@ -235,6 +241,7 @@ impl BenchCommand {
                 netd_args,
                 sender_cpu,
                 tcp_sender_nice,
+                receiver_work_us,
             } => packetflow::run(packetflow::PacketFlowArgs {
                 time,
                 rate,
@@ -245,6 +252,7 @@ impl BenchCommand {
                 netd_args,
                 sender_cpu,
                 tcp_sender_nice,
+                receiver_work_us,
             }),
             BenchCommand::Stages { requests, max_stages, spin_us, one_cpu } => stages::run(stages::StagesArgs {
                 requests,
@@ -278,6 +286,11 @@ pub enum PerfCommand {
         /// Exit after one test (status 1 if it failed).
         #[arg(long)]
         once: bool,
+        /// Microseconds of CPU time (a busy loop) spent on each datagram
+        /// of a UDP test received, as an application that does work per
+        /// datagram would (at most 1 000 000).
+        #[arg(long, default_value_t = 0)]
+        work_us: u64,
     },
     /// Run one test against a perf server: on nagare with --tap or --vni, else on
     /// the kernel's stack; over IPv4 or IPv6 (with nagare, each needs an --addr
@@ -362,9 +375,13 @@ fn stack(link: &OptionalLinkArgs, via: Option<PathBuf>, zero_copy: bool) -> Resu
 impl PerfCommand {
     pub fn run(self) -> Result<()> {
         match self {
-            PerfCommand::Server { link, via, zero_copy, port, once } => {
-                perf::run_server(&stack(&link, via, zero_copy)?, port, once, &*realtime::stop_flag()?)
-            }
+            PerfCommand::Server { link, via, zero_copy, port, once, work_us } => perf::run_server(
+                &stack(&link, via, zero_copy)?,
+                port,
+                once,
+                std::time::Duration::from_micros(work_us.min(1_000_000)),
+                &*realtime::stop_flag()?,
+            ),
             PerfCommand::Client {
                 link,
                 via,

@@ -173,6 +173,8 @@ pub struct Bed {
     cpus: Cpus,
     /// The TCP senders' nice value, if set.
     tcp_sender_nice: Option<i32>,
+    /// Microseconds of CPU time each receiver spends on a datagram.
+    receiver_work_us: u64,
 }
 
 impl Bed {
@@ -180,8 +182,14 @@ impl Bed {
     /// netd; with `sender_cpu`, the senders run on it alone ([`Cpus`]);
     /// with `tcp_sender_nice`, TCP senders run at that nice value (ahead
     /// of the UDP senders on their CPU, as a sender on a machine of its
-    /// own would be). Needs root.
-    pub fn create(netd_args: Vec<String>, sender_cpu: Option<usize>, tcp_sender_nice: Option<i32>) -> Result<Bed> {
+    /// own would be); each receiver spends `receiver_work_us` of CPU time
+    /// on a datagram. Needs root.
+    pub fn create(
+        netd_args: Vec<String>,
+        sender_cpu: Option<usize>,
+        tcp_sender_nice: Option<i32>,
+        receiver_work_us: u64,
+    ) -> Result<Bed> {
         let cpus = match sender_cpu {
             Some(cpu) => Cpus::split(cpu)?,
             None => Cpus::Shared,
@@ -219,7 +227,7 @@ impl Bed {
         }
         let exe = std::env::current_exe()?;
         let (refused, started) = (RefCell::default(), Cell::new(0));
-        Ok(Bed { n, b, c, work, exe, netd_args, refused, started, cpus, tcp_sender_nice })
+        Ok(Bed { n, b, c, work, exe, netd_args, refused, started, cpus, tcp_sender_nice, receiver_work_us })
     }
 
     /// Where the senders and the receiving side run.
@@ -309,6 +317,9 @@ impl Column<'_> {
             }
         };
         args.extend(["--port".into(), port.to_string()]);
+        if bed.receiver_work_us > 0 {
+            args.extend(["--work-us".into(), bed.receiver_work_us.to_string()]);
+        }
         let name = bed.name(&format!("{}-server-{port}", self.stack.label().replace(',', "+")));
         let mut p = Proc::spawn(&bed.work.0, &name, std::path::Path::new(program), &args)?;
         p.wait_for_output("listening", Duration::from_secs(10))?;

@@ -6,8 +6,10 @@
 //! --packetflow` (`none`, `filter`, `scheduler`, `filter,scheduler`,
 //! `mm`, or netd's default when none is given); a set netd refuses is
 //! reported as "not available: <netd's error>" and its column skipped.
-//! The receivers are `nagare perf server` processes at nice 0, 5 and 10,
-//! the senders kernel `nagare perf client`s (`bed.rs` has the network).
+//! The receivers are `nagare perf server` processes at nice 0, 5 and 10
+//! (with `--receiver-work-us`, each spends that much CPU time on every
+//! datagram, so the CPU each gets decides what it takes), the senders
+//! kernel `nagare perf client`s (`bed.rs` has the network).
 //!
 //! - `bed.rs`: the namespaces, one netd per column, the Linux peer;
 //! - `procs.rs`: the helper processes, ended by pid, every wait bounded;
@@ -86,6 +88,9 @@ pub struct PacketFlowArgs {
     /// -20 with `sender_cpu` (ahead of the UDP senders on that CPU, as a
     /// sender on a machine of its own would be) and their own without.
     pub tcp_sender_nice: Option<i32>,
+    /// Microseconds of CPU time each UDP receiver spends on a datagram
+    /// (0: none), for receivers whose own CPU time is what they lack.
+    pub receiver_work_us: u64,
 }
 
 /// Figures 3, 4 and 5: the original, each module, both, netd as it runs
@@ -120,19 +125,25 @@ pub fn run(args: PacketFlowArgs) -> Result<()> {
     // Senders that stand for other machines: the TCP one is not slowed by
     // the flood's on their shared CPU unless asked.
     let tcp_sender_nice = args.tcp_sender_nice.or(args.sender_cpu.map(|_| -20));
-    let bed = Bed::create(args.netd_args.clone(), args.sender_cpu, tcp_sender_nice)?;
+    ensure!(args.receiver_work_us <= 10_000, "--receiver-work-us: at most 10000");
+    let bed = Bed::create(args.netd_args.clone(), args.sender_cpu, tcp_sender_nice, args.receiver_work_us)?;
     let csv = args.csv_dir.as_deref();
     let secs = args.time;
     let tcp_limit = Duration::from_secs_f64((secs * 12.0).max(60.0));
     println!("## PacketFlow (nagare bench packetflow)");
     println!();
     println!(
-        "{} CPUs ({}), load average {} at the start; netd arguments besides --packetflow: {}{}",
+        "{} CPUs ({}), load average {} at the start; netd arguments besides --packetflow: {}{}{}",
         cpus,
         bed.cpus(),
         crate::report::load_average(),
         if args.netd_args.is_empty() { "none".to_string() } else { args.netd_args.join(" ") },
-        tcp_sender_nice.map_or(String::new(), |n| format!("; TCP senders at nice {n}"))
+        tcp_sender_nice.map_or(String::new(), |n| format!("; TCP senders at nice {n}")),
+        if args.receiver_work_us > 0 {
+            format!("; UDP receivers spend {} µs of CPU time on each datagram", args.receiver_work_us)
+        } else {
+            String::new()
+        }
     );
 
     // Saturation and the overload rate: given, or from the ramp.

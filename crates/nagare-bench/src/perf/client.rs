@@ -153,6 +153,7 @@ impl<N: Net> Client<N> {
                             cookie: accept.cookie,
                             udp: udp.map(|u| (u, server_udp)),
                             udp_batch: self.config.udp_batch,
+                            work: Duration::ZERO,
                         };
                         let role = Role::new(&self.config.start, setup, now)?;
                         self.progress.begin(now);

@@ -224,15 +224,16 @@ fn check_reach(stack: &Stack, server: IpAddr) -> Result<()> {
 }
 
 /// Serves tests on `stack` and `port` until `stop` is raised (`once`:
-/// one test, an error if it failed).
-pub fn run_server(stack: &Stack, port: u16, once: bool, stop: &AtomicBool) -> Result<()> {
+/// one test, an error if it failed), spending `work` of CPU time on each
+/// datagram of a UDP test it receives.
+pub fn run_server(stack: &Stack, port: u16, once: bool, work: Duration, stop: &AtomicBool) -> Result<()> {
     let clock = MonotonicClock::new();
     let seed = nagare_host::secrets::random_u64()?;
     let failures = match stack {
         Stack::Via { socket, zero_copy } => {
             let mut net = via::ViaNet::connect(socket, *zero_copy)?;
             let stack = format!("nagare through netd at {}", socket.display());
-            let mut server = server::Server::new(server::ServerConfig { port, once, stack }, seed);
+            let mut server = server::Server::new(server::ServerConfig { port, once, stack, work }, seed);
             drive(&mut net, &mut server, &clock, stop)?;
             server.failures
         }
@@ -240,7 +241,7 @@ pub fn run_server(stack: &Stack, port: u16, once: bool, stop: &AtomicBool) -> Re
             let host = open_host(link, None, &clock)?;
             let mut net = engine::EngineNet::new(host)?;
             let stack = format!("nagare on {} as {}", link.describe(), addresses(link));
-            let mut server = server::Server::new(server::ServerConfig { port, once, stack }, seed);
+            let mut server = server::Server::new(server::ServerConfig { port, once, stack, work }, seed);
             drive(&mut net, &mut server, &clock, stop)?;
             net.linger(&clock, Duration::from_millis(500));
             if let Some(line) = net.stats_line() {
@@ -251,7 +252,7 @@ pub fn run_server(stack: &Stack, port: u16, once: bool, stop: &AtomicBool) -> Re
         Stack::Kernel => {
             let mut net = kernel::KernelNet::default();
             let stack = "the kernel's stack".to_string();
-            let mut server = server::Server::new(server::ServerConfig { port, once, stack }, seed);
+            let mut server = server::Server::new(server::ServerConfig { port, once, stack, work }, seed);
             drive(&mut net, &mut server, &clock, stop)?;
             server.failures
         }

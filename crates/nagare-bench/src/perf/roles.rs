@@ -508,10 +508,22 @@ impl<U: Copy> UdpSender<U> {
     }
 }
 
+/// Keeps the CPU busy for `work` (nothing for zero).
+fn busy_for(work: Duration) {
+    if work.is_zero() {
+        return;
+    }
+    let start = std::time::Instant::now();
+    while start.elapsed() < work {
+        std::hint::spin_loop();
+    }
+}
+
 /// Counts this test's datagrams; after the sender's Done and a short
 /// drain, sends Result.
 pub struct UdpReceiver<U> {
     udp: U,
+    work: Duration,
     cookie: u32,
     packets: u64,
     bytes: u64,
@@ -537,6 +549,7 @@ impl<U: Copy> UdpReceiver<U> {
             busy = true;
             match DatagramHeader::read(&header[..len.min(DATAGRAM_HEADER_LEN)]) {
                 Some(h) if h.cookie == self.cookie => {
+                    busy_for(self.work);
                     self.packets += 1;
                     self.bytes += len as u64;
                     self.first.get_or_insert(now);
@@ -624,6 +637,9 @@ pub struct RoleSetup<U> {
     pub udp: Option<(U, SocketAddr)>,
     /// Datagrams per send call, when this end sends UDP.
     pub udp_batch: usize,
+    /// CPU time this end spends on each datagram of the test it receives
+    /// (a busy loop), standing in for an application's own work.
+    pub work: Duration,
 }
 
 impl<N: Net> Role<N> {
@@ -699,6 +715,7 @@ impl<N: Net> Role<N> {
                 } else {
                     Role::UdpRecv(UdpReceiver {
                         udp,
+                        work: setup.work,
                         cookie: setup.cookie,
                         packets: 0,
                         bytes: 0,

@@ -35,6 +35,8 @@ pub struct ServerConfig {
     pub once: bool,
     /// Said in the "listening" line: which stack serves.
     pub stack: String,
+    /// CPU time spent on each datagram of a UDP test received.
+    pub work: Duration,
 }
 
 enum State<N: Net> {
@@ -148,7 +150,7 @@ impl<N: Net> Server<N> {
             }
         };
         let cookie = self.next_cookie();
-        let setup = RoleSetup { end: End::Server, cookie, udp, udp_batch: 1 };
+        let setup = RoleSetup { end: End::Server, cookie, udp, udp_batch: 1, work: self.config.work };
         let role = Role::new(start, setup, now).map_err(|e| e.to_string())?;
         Ok((role, cookie))
     }
