@@ -767,10 +767,6 @@ impl Conn {
         errors::netd_gone(&self.socket)
     }
 
-    /// Fails once netd is gone: known already, or seen on the rendezvous
-    /// socket, which is looked at once per liveness slice (calls that only
-    /// queue or take what arrived never wait for netd, so this is where
-    /// they learn of its death).
     /// Polls the rings for the waiter's spin time: whether a completion
     /// arrived meanwhile.
     fn spin_for_completion(&mut self) -> io::Result<bool> {
@@ -788,6 +784,10 @@ impl Conn {
         }
     }
 
+    /// Fails once netd is gone: known already, or seen on the rendezvous
+    /// socket, which is looked at once per liveness slice (calls that only
+    /// queue or take what arrived never wait for netd, so this is where
+    /// they learn of its death).
     fn check_alive(&mut self) -> io::Result<()> {
         if !self.dead && self.alive_at.elapsed() >= LIVENESS_SLICE {
             self.dead = self.client.peer_gone();
