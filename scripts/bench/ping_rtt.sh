@@ -24,7 +24,8 @@
 # processes, each capped at 300 s, during the measurement, to see the
 # RTT on a machine whose CPUs are all busy), TARGET (up: `nagare up`,
 # the default; netd-inline, netd-single or netd-split: `nagare netd` in
-# that placement, pinged at its own address).
+# that placement, pinged at its own address), NETD_ARGS (more options for
+# netd, e.g. "--nice -10").
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -94,7 +95,8 @@ make_tap "$NS_A" 10.77.0.1/24
 make_veth "$TAG" "$NS_B" 10.78.0.1/24 "$NS_C" 10.78.0.2/24
 
 if [[ "$TARGET" != up ]]; then
-    RUN=(netd --tap tap0 --addr 10.77.0.2/24 --placement "${TARGET#netd-}" --socket "$WORK/netd.sock")
+    # shellcheck disable=SC2206 # NETD_ARGS is a list of options
+    RUN=(netd --tap tap0 --addr 10.77.0.2/24 --placement "${TARGET#netd-}" --socket "$WORK/netd.sock" ${NETD_ARGS:-})
 fi
 ip netns exec "$NS_A" "${PIN[@]}" "${NAG_RT[@]}" "$NAGARE" "${RUN[@]}" >"$WORK/nagare.log" 2>&1 &
 NAGARE_PID=$!

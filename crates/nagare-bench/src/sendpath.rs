@@ -31,6 +31,8 @@ pub struct SendPathArgs {
     pub spin_us: u64,
     /// Payload sizes (bytes).
     pub sizes: Vec<usize>,
+    /// More arguments for every netd (e.g. `--nice -10`).
+    pub netd_args: Vec<String>,
 }
 
 const KERNEL: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
@@ -40,9 +42,11 @@ const SINK_PORT: u16 = 9;
 
 /// Starts `nagare netd --tap` in `placement` inside `ns` and gives the
 /// kernel's side of the TAP its address.
-fn start_netd(ns: &Namespace, placement: &str, spin_us: u64) -> Result<NetdProcess> {
-    let p =
-        ns.start_netd(TAP, NETD_ADDR, &["--placement", placement, "--spin-us", &spin_us.to_string()], "sendpath")?;
+fn start_netd(ns: &Namespace, placement: &str, spin_us: u64, more: &[String]) -> Result<NetdProcess> {
+    let spin = spin_us.to_string();
+    let mut args = vec!["--placement", placement, "--spin-us", &spin];
+    args.extend(more.iter().map(String::as_str));
+    let p = ns.start_netd(TAP, NETD_ADDR, &args, "sendpath")?;
     ns.ip(&["addr", "add", &format!("{KERNEL}/24"), "dev", TAP])?;
     Ok(p)
 }
@@ -159,7 +163,7 @@ pub fn run(args: SendPathArgs) -> Result<()> {
     let mut results: Vec<(&str, Vec<Row>)> = Vec::new();
     let mut linux = Vec::new();
     for placement in ["split", "single", "inline"] {
-        let netd = start_netd(&ns, placement, args.spin_us)?;
+        let netd = start_netd(&ns, placement, args.spin_us, &args.netd_args)?;
         let rows = measure_nagare(&netd.socket, &args.sizes, args.count, Duration::from_micros(args.spin_us))?;
         if placement == "split" {
             linux = measure_linux(&ns, &args.sizes, args.count)?;

@@ -93,6 +93,10 @@ pub enum BenchCommand {
         /// Payload sizes (bytes).
         #[arg(long = "size", value_delimiter = ',', default_values_t = [256usize, 512, 768, 1024, 1472])]
         sizes: Vec<usize>,
+        /// An argument for every netd (repeat it), e.g. --netd-arg=--nice
+        /// --netd-arg=-10.
+        #[arg(long = "netd-arg", value_name = "ARG", allow_hyphen_values = true)]
+        netd_args: Vec<String>,
     },
     /// Copies per payload byte on the send and receive paths through netd
     /// and its driver, counted by the code, for the std-shaped and the
@@ -224,8 +228,8 @@ impl BenchCommand {
                 vni::run(vni::VniBenchArgs { time, pings, runs, slots, quick, only, no_linux, peer, peer_poll })
             }
             BenchCommand::Netd { round_trips, size } => netd::run(netd::NetdBenchArgs { round_trips, size }),
-            BenchCommand::Sendpath { count, spin_us, sizes } => {
-                sendpath::run(sendpath::SendPathArgs { count, spin_us, sizes })
+            BenchCommand::Sendpath { count, spin_us, sizes, netd_args } => {
+                sendpath::run(sendpath::SendPathArgs { count, spin_us, sizes, netd_args })
             }
             BenchCommand::Copies { bytes, tap } => copies::run(copies::CopiesBenchArgs { bytes, tap }),
             BenchCommand::Handover { size, iterations, runs } => {
