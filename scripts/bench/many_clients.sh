@@ -123,9 +123,9 @@ cleanup() {
             tail -n 60 "$f" >&2
         done
         # Of the perf servers' logs, the lines that are not the usual ones.
-        for f in "$WORK"/server-*.log; do
+        for f in "$WORK"/server-*.log*; do
             [[ -f "$f" ]] || continue
-            grep -Ev 'listening on|: test [0-9]+ from|stopping' "$f" | sed "s|^|$(basename "$f" .log): |" >&2
+            grep -Ev 'listening on|: test [0-9]+ from|stopping' "$f" | sed "s|^|$(basename "$f"): |" >&2
         done
     fi
     rm -rf "$WORK"
@@ -148,6 +148,8 @@ start_perf_servers() {
     local ns=$1 name=$2 i logfile pid deadline=$((SECONDS + 10))
     shift 2
     for ((i = 0; i < MAX_CLIENTS; i++)); do
+        # Started again (with a netd that died): the old log is kept.
+        [[ -e "$WORK/$name-$i.log" ]] && mv "$WORK/$name-$i.log" "$WORK/$name-$i.log.$SECONDS"
         ip netns exec "$ns" "$NAGARE" perf server "$@" --port $((BASE_PORT + i)) >"$WORK/$name-$i.log" 2>&1 &
         SERVER_PIDS+=("$!")
     done
