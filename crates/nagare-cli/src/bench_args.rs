@@ -189,7 +189,7 @@ pub enum BenchCommand {
         /// datagram (a busy loop; at most 10000), for receivers whose own
         /// CPU time is what they lack, where the scheduler's lift of a
         /// process decides what it gets
-        #[arg(long, value_name = "US", default_value_t = 0)]
+        #[arg(long, value_name = "US", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=10_000))]
         receiver_work_us: u64,
     },
 }
@@ -292,8 +292,8 @@ pub enum PerfCommand {
         once: bool,
         /// Microseconds of CPU time (a busy loop) spent on each datagram
         /// of a UDP test received, as an application that does work per
-        /// datagram would (at most 1 000 000).
-        #[arg(long, default_value_t = 0)]
+        /// datagram would (at most 10000).
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=10_000))]
         work_us: u64,
     },
     /// Run one test against a perf server: on nagare with --tap or --vni, else on
@@ -383,7 +383,7 @@ impl PerfCommand {
                 &stack(&link, via, zero_copy)?,
                 port,
                 once,
-                std::time::Duration::from_micros(work_us.min(1_000_000)),
+                std::time::Duration::from_micros(work_us),
                 &*realtime::stop_flag()?,
             ),
             PerfCommand::Client {

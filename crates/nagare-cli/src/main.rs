@@ -80,10 +80,10 @@ enum Command {
         /// kernel's network processing does ahead of any process; with
         /// more weight than its clients (-5 or -10) the scheduler keeps
         /// them off netd's CPU, which on a machine with fewer CPUs than
-        /// busy clients raises request/response from many clients by a
-        /// fifth to a third, and makes their bulk shares less even. A
-        /// value below the one netd started with needs CAP_SYS_NICE;
-        /// without it netd keeps its own.
+        /// busy clients speeds many clients' request/response but slows
+        /// a lone client's sends and makes bulk shares less even. A value
+        /// below the one netd started with needs CAP_SYS_NICE; without it
+        /// netd keeps its own.
         #[arg(long, value_parser = clap::value_parser!(i32).range(-20..=19), allow_hyphen_values = true)]
         nice: Option<i32>,
         /// Bytes of buffers each client's sockets may hold in netd (TCP
