@@ -144,12 +144,16 @@ find_nagare
 # (`perf server ARGS`: on the kernel's stack without), on ports
 # BASE_PORT.., each waited for (all started first, then each looked at:
 # at most 10 s in all).
+STARTS=0
 start_perf_servers() {
     local ns=$1 name=$2 i logfile pid deadline=$((SECONDS + 10))
     shift 2
+    STARTS=$((STARTS + 1))
     for ((i = 0; i < MAX_CLIENTS; i++)); do
         # Started again (with a netd that died): the old log is kept.
-        [[ -e "$WORK/$name-$i.log" ]] && mv "$WORK/$name-$i.log" "$WORK/$name-$i.log.$SECONDS"
+        if [[ -e "$WORK/$name-$i.log" ]]; then
+            mv "$WORK/$name-$i.log" "$WORK/$name-$i.log.$STARTS"
+        fi
         ip netns exec "$ns" "$NAGARE" perf server "$@" --port $((BASE_PORT + i)) >"$WORK/$name-$i.log" 2>&1 &
         SERVER_PIDS+=("$!")
     done
@@ -172,8 +176,9 @@ start_perf_servers "$NS_C" server-linux
 start_netd() {
     local args=()
     [[ -n "$PLACEMENT" ]] && args=(--placement "$PLACEMENT")
-    # shellcheck disable=SC2206 # NETD_ARGS is a list of options
-    args+=(${NETD_ARGS:-})
+    local extra=()
+    read -r -a extra <<<"${NETD_ARGS:-}"
+    args+=("${extra[@]}")
     start_netd_on_tap "$NS_N" 10.95.0.2/24 10.95.0.1/24 "$SOCKET" "$WORK/netd.log" "${args[@]}"
 }
 
@@ -316,10 +321,10 @@ done
 # --- report -----------------------------------------------------------------
 if [[ $SERVERS == netd ]]; then
     echo "Many clients at once: N nagare perf clients, each to its own nagare perf server, $DURATION s per test."
-    echo "netd: one \`nagare netd --tap\`, placement ${NETD_PLACEMENT:-unknown}$([[ -z "$PLACEMENT" ]] && echo " (its own choice)"), clients \`perf client --via\` to servers \`perf server --via\` at netd's own address; Linux: kernel to kernel over a veth pair."
+    echo "netd: one \`nagare netd --tap\`, placement ${NETD_PLACEMENT:-unknown}$([[ -z "$PLACEMENT" ]] && echo " (its own choice)")${NETD_ARGS:+, options $NETD_ARGS}, clients \`perf client --via\` to servers \`perf server --via\` at netd's own address; Linux: kernel to kernel over a veth pair."
 else
     echo "Many clients at once: N nagare perf clients, each to its own kernel nagare perf server, $DURATION s per test."
-    echo "netd: one \`nagare netd --tap\`, placement ${NETD_PLACEMENT:-unknown}$([[ -z "$PLACEMENT" ]] && echo " (its own choice)"), clients \`perf client --via\`; Linux: kernel to kernel over a veth pair."
+    echo "netd: one \`nagare netd --tap\`, placement ${NETD_PLACEMENT:-unknown}$([[ -z "$PLACEMENT" ]] && echo " (its own choice)")${NETD_ARGS:+, options $NETD_ARGS}, clients \`perf client --via\`; Linux: kernel to kernel over a veth pair."
 fi
 echo "nagare $("$NAGARE" --version 2>/dev/null | awk '{ print $NF }')$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null | sed 's/^/ at /');" \
     "load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs"

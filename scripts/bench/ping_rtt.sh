@@ -41,6 +41,8 @@ case "$TARGET" in
     netd-inline | netd-single | netd-split) ;;
     *) echo "TARGET must be up, netd-inline, netd-single or netd-split" >&2; exit 1 ;;
 esac
+read -r -a EXTRA_NETD_ARGS <<<"${NETD_ARGS:-}"
+[[ "$TARGET" != up || ${#EXTRA_NETD_ARGS[@]} -eq 0 ]] || { echo "NETD_ARGS needs a netd TARGET" >&2; exit 1; }
 HOG_PIDS=()
 PIN_CPU="${PIN_CPU:-}"
 PIN=()     # prefix for nagare and ping
@@ -95,8 +97,7 @@ make_tap "$NS_A" 10.77.0.1/24
 make_veth "$TAG" "$NS_B" 10.78.0.1/24 "$NS_C" 10.78.0.2/24
 
 if [[ "$TARGET" != up ]]; then
-    # shellcheck disable=SC2206 # NETD_ARGS is a list of options
-    RUN=(netd --tap tap0 --addr 10.77.0.2/24 --placement "${TARGET#netd-}" --socket "$WORK/netd.sock" ${NETD_ARGS:-})
+    RUN=(netd --tap tap0 --addr 10.77.0.2/24 --placement "${TARGET#netd-}" --socket "$WORK/netd.sock" "${EXTRA_NETD_ARGS[@]}")
 fi
 ip netns exec "$NS_A" "${PIN[@]}" "${NAG_RT[@]}" "$NAGARE" "${RUN[@]}" >"$WORK/nagare.log" 2>&1 &
 NAGARE_PID=$!
@@ -165,7 +166,7 @@ done
 HOG_PIDS=()
 
 # --- report -----------------------------------------------------------------
-echo "Ping RTT in microseconds: Linux -> nagare ($TARGET) over TAP (namespace A) beside Linux -> Linux over veth (B -> C)."
+echo "Ping RTT in microseconds: Linux -> nagare ($TARGET${NETD_ARGS:+, netd $NETD_ARGS}) over TAP (namespace A) beside Linux -> Linux over veth (B -> C)."
 echo "scheduling: $SCHED; load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs"
 echo "paced: ping -c $PING_COUNT -i 0.002 -q -s SIZE; flood: ping -f -c $FLOOD_COUNT -q -s SIZE"
 echo

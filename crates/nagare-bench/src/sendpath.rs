@@ -172,8 +172,10 @@ pub fn run(args: SendPathArgs) -> Result<()> {
         drop(netd);
     }
     println!(
-        "nagare bench sendpath: median µs per stage of a UDP sendto, {} sends per cell, through a TAP; polling {} µs before sleeping",
-        args.count, args.spin_us
+        "nagare bench sendpath: median µs per stage of a UDP sendto, {} sends per cell, through a TAP; polling {} µs before sleeping{}",
+        args.count,
+        args.spin_us,
+        if args.netd_args.is_empty() { String::new() } else { format!("; netd {}", args.netd_args.join(" ")) }
     );
     let header: String = args.sizes.iter().map(|s| format!("{s:>9}")).collect();
     for (placement, rows) in &results {

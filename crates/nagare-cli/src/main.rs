@@ -84,7 +84,7 @@ enum Command {
         /// a lone client's sends and makes bulk shares less even. A value
         /// below the one netd started with needs CAP_SYS_NICE; without it
         /// netd keeps its own.
-        #[arg(long, value_parser = clap::value_parser!(i32).range(-20..=19), allow_hyphen_values = true)]
+        #[arg(long, value_parser = clap::value_parser!(i32).range(-20..=19), allow_negative_numbers = true)]
         nice: Option<i32>,
         /// Bytes of buffers each client's sockets may hold in netd (TCP
         /// send and receive buffers, UDP receive queues): past it a new

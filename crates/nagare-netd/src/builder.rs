@@ -89,9 +89,11 @@ impl NetdBuilder {
     }
 
     /// The nice value netd and its driver run at (default: the caller's).
-    /// Set when netd is built, on the building thread, before the driver
-    /// starts, so both have it; where the kernel refuses, netd keeps its
-    /// own and says so.
+    /// Set when netd is built, on the building thread (Linux keeps a nice
+    /// value per thread), before the driver starts, so the driver has it
+    /// too; [`Netd::run`] has it on that thread or on threads it starts
+    /// afterwards. Where the kernel refuses, netd keeps its own and says
+    /// so.
     pub fn nice(mut self, nice: i32) -> NetdBuilder {
         self.nice = Some(nice);
         self
@@ -204,7 +206,7 @@ impl NetdBuilder {
     pub fn build(mut self) -> io::Result<Built> {
         if let Some(nice) = self.nice {
             if let Err(e) = priority::set_own_nice(nice) {
-                log::info!(
+                log::warn!(
                     "netd keeps nice {} ({e}; a lower value needs CAP_SYS_NICE): it runs at the priority it was started with",
                     priority::own_nice().map_or_else(|| "unknown".to_string(), |n| n.to_string())
                 );

@@ -214,15 +214,21 @@ mod tests {
     fn own_nice_is_the_calling_threads_and_threads_it_starts_inherit_it() {
         // A higher nice value needs no privilege; a thread of its own, so
         // the test's thread keeps its own.
-        let (own, inherited, other) = std::thread::spawn(|| {
+        let Some((own, inherited, other)) = std::thread::spawn(|| {
             let before = own_nice().expect("own nice value");
-            let to = (before + 3).min(19);
+            if before > 16 {
+                return None;
+            }
+            let to = before + 3;
             set_own_nice(to).expect("a higher nice value is always allowed");
             let inherited = std::thread::spawn(own_nice).join().expect("child thread");
-            (own_nice().map(|n| (n, to)), inherited, before)
+            Some((own_nice().map(|n| (n, to)), inherited, before))
         })
         .join()
-        .expect("thread");
+        .expect("thread") else {
+            eprintln!("*** SKIPPED own_nice_is_the_calling_threads...: this test runs at nice 17 or more, and may not go up 3 ***");
+            return;
+        };
         let (own, to) = own.expect("own nice value");
         assert_eq!(own, to);
         assert_eq!(inherited, Some(to));
