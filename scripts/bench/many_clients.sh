@@ -100,7 +100,8 @@ FAILED=0
 stop_all() {
     local pid
     for pid in "$@"; do
-        [[ -n "$pid" ]] && kill -TERM "$pid" 2>/dev/null
+        # One gone already is no failure (under `set -e` it would end the run).
+        [[ -n "$pid" ]] && { kill -TERM "$pid" 2>/dev/null || true; }
     done
     for pid in "$@"; do
         stop_pid "$pid"
@@ -309,6 +310,18 @@ for n in "${COUNTS[@]}"; do
             FAILED=1
             start_netd
             [[ $SERVERS == netd ]] && start_netd_servers
+        elif [[ $SERVERS == netd ]]; then
+            # A server through netd that died alone is started again
+            # (with the others), so the next rounds have all of theirs.
+            for pid in "${NETD_SERVER_PIDS[@]}"; do
+                if ! kill -0 "$pid" 2>/dev/null; then
+                    log "  a perf server through netd (pid $pid) died during the round of $n clients, $test; starting them again"
+                    echo "a perf server through netd (pid $pid) died during the round of $n clients, $test" >>"$WORK/events"
+                    FAILED=1
+                    start_netd_servers
+                    break
+                fi
+            done
         fi
         round linux "$test" "$n"
         log "  $n clients, $test: done"
