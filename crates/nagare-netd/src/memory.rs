@@ -78,6 +78,8 @@ pub(crate) struct Memory {
     charged: Cell<usize>,
     /// Each client's charge (sockets and orphans), by key.
     clients: RefCell<HashMap<u64, usize>>,
+    /// How many of `clients` are charged anything.
+    clients_charged: Cell<usize>,
     /// Each socket's charge, by (client key, socket id).
     sockets: RefCell<HashMap<(u64, u32), usize>>,
     orphans: RefCell<Vec<Orphan>>,
@@ -104,6 +106,7 @@ impl Memory {
             max_orphans: config.max_orphans,
             charged: Cell::new(0),
             clients: RefCell::new(HashMap::new()),
+            clients_charged: Cell::new(0),
             sockets: RefCell::new(HashMap::new()),
             orphans: RefCell::new(Vec::new()),
         }
@@ -189,8 +192,7 @@ impl Memory {
         let share = (self.budget / GROWTH_SHARE).saturating_sub(charged);
         let growing = self.cap / GROWTH_CAP_SHARE;
         let pressure = growing.saturating_sub(self.charged.get());
-        let clients = self.clients.borrow().values().filter(|&&c| c > 0).count().max(1);
-        let even = (growing / clients).saturating_sub(charged);
+        let even = (growing / self.clients_charged.get().max(1)).saturating_sub(charged);
         current + wanted.saturating_sub(current).min(room).min(share).min(pressure).min(even)
     }
 
@@ -225,7 +227,13 @@ impl Memory {
         if let Some(key) = key {
             let mut clients = self.clients.borrow_mut();
             let c = clients.entry(key).or_insert(0);
+            let was = *c;
             *c = (*c + to).saturating_sub(from);
+            match (was > 0, *c > 0) {
+                (false, true) => self.clients_charged.set(self.clients_charged.get() + 1),
+                (true, false) => self.clients_charged.set(self.clients_charged.get().saturating_sub(1)),
+                _ => {}
+            }
         }
         self.charged.set((self.charged.get() + to).saturating_sub(from));
     }
@@ -271,7 +279,9 @@ impl Memory {
         for o in self.orphans.borrow_mut().iter_mut().filter(|o| o.owner == Some(key)) {
             o.owner = None;
         }
-        self.clients.borrow_mut().remove(&key);
+        if self.clients.borrow_mut().remove(&key).is_some_and(|c| c > 0) {
+            self.clients_charged.set(self.clients_charged.get().saturating_sub(1));
+        }
     }
 
     /// The figures for the report.
@@ -415,5 +425,9 @@ mod tests {
         // A fifth client makes the parts smaller: 5.6 MiB each.
         m.charge(5, 1, 524288);
         assert_eq!(m.grant_growth(2, 1, 262144, 262144, 64 << 20), 262144 + (28 << 20) / 5 - 524288);
+        // Gone, it leaves the parts as they were.
+        m.release_all(5);
+        m.client_gone(5);
+        assert_eq!(m.grant_growth(2, 1, 262144, 262144, 64 << 20), 262144 + (7 << 20) - 524288);
     }
 }
