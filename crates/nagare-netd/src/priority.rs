@@ -151,12 +151,7 @@ impl Drop for ClientPriority {
 /// needs `CAP_SYS_NICE` (or `RLIMIT_NICE`): the kernel's refusal is the
 /// error.
 pub fn set_own_nice(nice: i32) -> io::Result<()> {
-    // SAFETY: setpriority has no memory preconditions; who 0 is the caller.
-    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice.clamp(-20, 19)) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    set_nice_of(0, nice.clamp(-20, 19))
 }
 
 /// The calling thread's nice value.
@@ -167,8 +162,13 @@ pub fn own_nice() -> Option<i32> {
 /// Sets process `pid`'s nice value to `nice`.
 fn set_nice(pid: i32, nice: i32) -> io::Result<()> {
     let pid = libc::id_t::try_from(pid).ok().filter(|&p| p != 0).ok_or(io::ErrorKind::InvalidInput)?;
+    set_nice_of(pid, nice)
+}
+
+/// Sets the nice value of `who` (0: the calling thread) to `nice`.
+fn set_nice_of(who: libc::id_t, nice: i32) -> io::Result<()> {
     // SAFETY: setpriority has no memory preconditions.
-    if unsafe { libc::setpriority(libc::PRIO_PROCESS, pid, nice) } == 0 {
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, who, nice) } == 0 {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
