@@ -34,6 +34,11 @@ impl Setup {
     /// the kernel's side with [`KERNEL6`] (once netd's address passed
     /// duplicate address detection).
     fn with_families(tag: &str, ipv6: bool) -> Setup {
+        Setup::with_netd_args(tag, ipv6, &[])
+    }
+
+    /// As [`Setup::with_families`], netd started with `args` too.
+    fn with_netd_args(tag: &str, ipv6: bool, args: &[&str]) -> Setup {
         let library = Path::new(nagare()).with_file_name("libnagare_preload.so");
         assert!(
             library.is_file(),
@@ -49,6 +54,7 @@ impl Setup {
         if ipv6 {
             command.args(["--addr", &format!("{NAGARE6}/64")]);
         }
+        command.args(args);
         let netd = Process::spawn(command.arg("--socket").arg(&socket).stdout(Stdio::null()).stderr(Stdio::null()));
         assert!(
             wait_until(Duration::from_secs(10), || socket.exists()
@@ -921,6 +927,48 @@ fn a_non_blocking_connect_gives_einprogress_then_its_answer() {
     );
     let out = ok(s.run("python3").args(["-c", &script]), 30, "python3 non-blocking connects");
     assert_eq!(out.stdout, "EINPROGRESS\nTrue\n1\n0\nEINPROGRESS\nTrue\n1\nECONNREFUSED\n", "{}", out.stderr);
+}
+
+/// A program whose connections' queued sends hold every buffer of its
+/// session (a kernel server that never reads, each connection written to
+/// until it would block) still has its next connects answered: writable
+/// once netd answers, as after any non-blocking connect, until netd's
+/// budget refuses one with `ENOBUFS`. None waits out its time limit.
+#[test]
+fn connects_are_answered_while_queued_sends_hold_every_buffer() {
+    if let Some(reason) = interop_unavailable(&["python3", "nc", "ss", "ping"]) {
+        return skip("connects_are_answered_while_queued_sends_hold_every_buffer", &reason);
+    }
+    // A budget past what the session's buffers hold: those run out first.
+    let s = Setup::with_netd_args("runfull", false, &["--client-memory", "25165824"]);
+    let server = format!(
+        "import socket, time\nl=socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         l.bind(({KERNEL:?}, 9200)); l.listen(4096); kept = []\n\
+         while True:\n    kept.append(l.accept()[0])\n"
+    );
+    let _server = Process::spawn(s.kernel("python3").args(["-c", &server]));
+    wait_for_port_kernel(&s, 9200);
+    let script = format!(
+        "import errno, socket\nconns, why = [], 'none refused'\n\
+         for _ in range(80):\n\
+         \x20   try:\n\
+         \x20       c = socket.create_connection(({KERNEL:?}, 9200), timeout=5)\n\
+         \x20   except OSError as e:\n\
+         \x20       why = errno.errorcode.get(e.errno, type(e).__name__); break\n\
+         \x20   c.setblocking(False)\n\
+         \x20   while True:\n\
+         \x20       try: c.send(b'x' * 65536)\n\
+         \x20       except BlockingIOError: break\n\
+         \x20   conns.append(c)\n\
+         print(len(conns), why)\n"
+    );
+    let out = ok(s.run("python3").args(["-c", &script]), 60, "python3 filling connections");
+    let line = out.stdout.trim();
+    let (held, why) = line.split_once(' ').unwrap_or((line, ""));
+    assert_eq!(why, "ENOBUFS", "{line}\n{}", out.stderr);
+    // 256 buffers of 64 KiB a session: past 31 connections of 256 KiB
+    // queued each, none is left for a send.
+    assert!(held.parse::<u32>().is_ok_and(|n| n > 32), "{line}");
 }
 
 /// A TCP echo server on the kernel's side (python3), for `clients`

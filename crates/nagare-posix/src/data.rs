@@ -84,7 +84,7 @@ fn send_from(s: &Sock, buf: &[u8], flags: i32, to: Option<SocketAddr>) -> Res<us
     }
     let may_wait = flags & libc::MSG_DONTWAIT == 0;
     let r = match s.proto {
-        Proto::Tcp => s.stream().and_then(|st| st.write_with(buf, may_wait).map_err(|e| errno(&e))),
+        Proto::Tcp => s.stream_to_write().and_then(|st| st.write_with(buf, may_wait).map_err(|e| errno(&e))),
         Proto::Udp => {
             let (d, peer) = s.datagram()?;
             let to = to.or(peer).ok_or(libc::EDESTADDRREQ)?;

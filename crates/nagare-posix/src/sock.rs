@@ -84,6 +84,12 @@ pub(crate) struct Inner {
     /// A UDP socket's peer, set by `connect` (of the socket's family).
     pub(crate) peer: Option<SocketAddr>,
     pub(crate) options: Options,
+    /// A non-blocking `connect` finished here and no write has tried the
+    /// stream since: it counts as writable, the answer its caller polls
+    /// for after `EINPROGRESS`, even while every buffer of the session is
+    /// held by other sockets' queued sends (a write then says `EAGAIN`,
+    /// as Linux's does under memory pressure).
+    pub(crate) connect_done: bool,
 }
 
 /// A socket under one or more descriptor numbers.
@@ -118,7 +124,13 @@ impl Sock {
             watched: AtomicBool::new(false),
             nonblocking: AtomicBool::new(nonblocking),
             calls: AtomicU64::new(0),
-            inner: Mutex::new(Inner { state, bound: None, peer: None, options: Options::default() }),
+            inner: Mutex::new(Inner {
+                state,
+                bound: None,
+                peer: None,
+                options: Options::default(),
+                connect_done: false,
+            }),
         }
     }
 
@@ -171,7 +183,8 @@ impl Sock {
                     g.state = match apply_stream_options(&stream, &g.options, self.is_nonblocking()) {
                         Ok(()) => State::Stream(Arc::new(stream)),
                         Err(e) => State::Failed(e),
-                    }
+                    };
+                    g.connect_done = matches!(g.state, State::Stream(_));
                 }
                 Err(e) => g.state = State::Failed(errno(&e)),
             }
@@ -215,9 +228,22 @@ impl Sock {
     /// The connected stream: `EAGAIN` while it connects, the error a
     /// connect met, else `ENOTCONN` if there is none.
     pub(crate) fn stream(&self) -> Res<Arc<TcpStream>> {
+        self.stream_taking(false)
+    }
+
+    /// [`Sock::stream`] for a write, which answers for its own room from
+    /// then on ([`Inner::connect_done`] is taken).
+    pub(crate) fn stream_to_write(&self) -> Res<Arc<TcpStream>> {
+        self.stream_taking(true)
+    }
+
+    fn stream_taking(&self, write: bool) -> Res<Arc<TcpStream>> {
         let mut g = self.lock()?;
         if let Some(e) = Sock::take_failure(&mut g) {
             return Err(e);
+        }
+        if write {
+            g.connect_done = false;
         }
         match &g.state {
             State::Stream(s) => Ok(s.clone()),

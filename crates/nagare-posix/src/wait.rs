@@ -177,7 +177,7 @@ pub(crate) fn kernel_poll(set: &mut [libc::pollfd], limit: Duration, sigmask: *c
 
 /// Fills in `revents` of our entries; how many are nonzero.
 pub(crate) fn readiness(ours: &[Ours], entries: &mut [libc::pollfd]) -> Res<i32> {
-    let mut asks: Vec<(usize, PollEntry)> = Vec::new();
+    let mut asks: Vec<(usize, PollEntry, i16)> = Vec::new();
     for o in ours {
         let e = &mut entries[o.at];
         e.revents = 0;
@@ -204,16 +204,18 @@ pub(crate) fn readiness(ours: &[Ours], entries: &mut [libc::pollfd]) -> Res<i32>
             State::Stream(s) => s.socket_id(),
             State::Datagram(d) => d.socket_id(),
         };
-        asks.push((o.at, PollEntry { socket: id, interest: READABLE | WRITABLE, ready: 0 }));
+        let connected = if g.connect_done { libc::POLLOUT | libc::POLLWRNORM } else { 0 };
+        asks.push((o.at, PollEntry { socket: id, interest: READABLE | WRITABLE, ready: 0 }, connected));
     }
     if !asks.is_empty() {
         let netd = session()?;
         for chunk in asks.chunks_mut(nagare_request::MAX_POLL as usize) {
-            let mut list: Vec<PollEntry> = chunk.iter().map(|(_, p)| *p).collect();
+            let mut list: Vec<PollEntry> = chunk.iter().map(|(_, p, _)| *p).collect();
             nagare::poll::poll(&netd, &mut list, Some(Duration::ZERO)).map_err(|e| errno(&e))?;
-            for ((at, _), p) in chunk.iter().zip(&list) {
+            for ((at, _, connected), p) in chunk.iter().zip(&list) {
                 let e = &mut entries[*at];
-                e.revents = events_of(p.ready) & (e.events | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL);
+                e.revents =
+                    (events_of(p.ready) | connected) & (e.events | libc::POLLHUP | libc::POLLERR | libc::POLLNVAL);
             }
         }
     }
