@@ -1172,6 +1172,23 @@ fn readiness_events_follow_the_connection() {
     events.clear();
     net.a.tcp().take_events(&mut events);
     assert!(events.is_empty(), "nothing happened, nothing reported: {events:?}");
+    // Ceilings that move nothing change nothing either; one that moves
+    // does.
+    let (recv, send, buffer) = net
+        .a
+        .tcp_ref()
+        .connection(ha)
+        .map(|c| (c.recv_buffer_ceiling(), c.send_buffer_ceiling(), c.send_buffer()))
+        .unwrap();
+    assert!(buffer < send, "room to move: {buffer} < {send}");
+    assert_eq!(net.a.tcp().set_recv_buffer_ceiling(ha, recv, net.now), Ok(recv));
+    assert_eq!(net.a.tcp().set_send_buffer_ceiling(ha, send, net.now), Ok(send));
+    net.a.tcp().take_events(&mut events);
+    assert!(events.is_empty(), "ceilings as they were: {events:?}");
+    assert_eq!(net.a.tcp().set_send_buffer_ceiling(ha, buffer, net.now), Ok(buffer));
+    net.a.tcp().take_events(&mut events);
+    assert!(events.iter().any(|e| e.socket == TcpSocket::Connection(ha)), "a lower ceiling: {events:?}");
+    events.clear();
 
     net.b.tcp().send(hb, b"hello", net.now).unwrap();
     net.settle();

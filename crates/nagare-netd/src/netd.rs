@@ -565,7 +565,12 @@ impl Netd {
     /// if one of its sockets had an event since the last turn, and every
     /// client's at housekeeping, after a change events do not tell
     /// (`Context::wake_all`) and after a client left (the sockets it
-    /// shared).
+    /// shared). An event a client's turn notes (its own sends and
+    /// receives, a buffer grown for it) reaches the other holders of a
+    /// shared socket that were served before it at the next turn: a turn
+    /// that moved data counts as work and comes at once, and the one
+    /// change a turn without work can make, a receive buffer grown for a
+    /// waiting receive, changes nothing another holder waits for.
     fn serve_clients(&mut self, now: Instant, housekeeping: bool) -> bool {
         let mut work = false;
         self.woken.clear();

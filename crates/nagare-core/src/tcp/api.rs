@@ -244,10 +244,16 @@ impl<'a> Tcp<'a> {
     /// far as their budget goes): a growth held back happens at once, its
     /// wider window offered. Never below the buffer, never past the
     /// largest its window scale can offer; a buffer whose size was set
-    /// (SO_RCVBUF) keeps it. Returns the ceiling in force.
+    /// (SO_RCVBUF) keeps it. Returns the ceiling in force. A ceiling that
+    /// moves nothing (the one in force, or one the window scale caps)
+    /// leaves the connection as it was: no event is listed for it.
     pub fn set_recv_buffer_ceiling(&mut self, h: TcpHandle, bytes: usize, now: Instant) -> Result<usize, Error> {
-        let ceiling = self.iface.tcp.entry_mut(h)?.conn.set_recv_buffer_ceiling(bytes);
-        self.iface.tcp_run(h, now);
+        let conn = &mut self.iface.tcp.entry_mut(h)?.conn;
+        let before = (conn.recv_buffer_ceiling(), conn.recv_buffer());
+        let ceiling = conn.set_recv_buffer_ceiling(bytes);
+        if (ceiling, conn.recv_buffer()) != before {
+            self.iface.tcp_run(h, now);
+        }
         Ok(ceiling)
     }
 
@@ -255,10 +261,15 @@ impl<'a> Tcp<'a> {
     /// an owner that charges buffers to someone and grants growth as far
     /// as their budget goes): a growth held back happens at once. Never
     /// below the buffer; a buffer whose size was set (SO_SNDBUF) keeps it.
-    /// Returns the ceiling in force.
+    /// Returns the ceiling in force. A ceiling that moves nothing leaves
+    /// the connection as it was: no event is listed for it.
     pub fn set_send_buffer_ceiling(&mut self, h: TcpHandle, bytes: usize, now: Instant) -> Result<usize, Error> {
-        let ceiling = self.iface.tcp.entry_mut(h)?.conn.set_send_buffer_ceiling(bytes);
-        self.iface.tcp_run(h, now);
+        let conn = &mut self.iface.tcp.entry_mut(h)?.conn;
+        let before = (conn.send_buffer_ceiling(), conn.send_buffer());
+        let ceiling = conn.set_send_buffer_ceiling(bytes);
+        if (ceiling, conn.send_buffer()) != before {
+            self.iface.tcp_run(h, now);
+        }
         Ok(ceiling)
     }
 
