@@ -236,6 +236,15 @@ impl ServiceArgs {
     }
 }
 
+/// Permission bits in octal (`660`, `0666`, `0o666`).
+pub fn parse_mode(s: &str) -> Result<u32, String> {
+    let digits = s.strip_prefix("0o").unwrap_or(s);
+    match u32::from_str_radix(digits, 8) {
+        Ok(mode) if mode <= 0o777 => Ok(mode),
+        _ => Err(format!("{s}: permission bits are up to three octal digits, e.g. 660 or 666")),
+    }
+}
+
 /// `split`, `single` or `inline`.
 pub fn parse_placement(s: &str) -> Result<nagare_netd::Placement, String> {
     use nagare_netd::Placement;

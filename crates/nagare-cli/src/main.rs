@@ -59,6 +59,23 @@ enum Command {
         /// The rendezvous socket clients connect to.
         #[arg(long, default_value = nagare_netd::DEFAULT_SOCKET)]
         socket: PathBuf,
+        /// Permission bits of the rendezvous socket, in octal (default: as
+        /// the umask leaves them, usually netd's user's alone). A program
+        /// reaches netd only with write permission on it: 660 with
+        /// --socket-group opens it to a group, 666 to every user. Each
+        /// client's buffers stay its own either way.
+        #[arg(long, value_parser = args::parse_mode)]
+        socket_mode: Option<u32>,
+        /// The group the rendezvous socket belongs to (a name or a number).
+        #[arg(long)]
+        socket_group: Option<String>,
+        /// The first port a program may bind through netd without
+        /// CAP_NET_BIND_SERVICE (netd reads the program's capabilities as
+        /// it binds). Default: the kernel's
+        /// net.ipv4.ip_unprivileged_port_start where netd runs (1024 unless
+        /// set); 0: any port is anyone's.
+        #[arg(long)]
+        unprivileged_port_start: Option<u16>,
         /// Services built into the inet server.
         #[command(flatten)]
         services: ServiceArgs,
@@ -331,6 +348,9 @@ fn main() -> Result<()> {
         Command::Netd {
             link,
             socket,
+            socket_mode,
+            socket_group,
+            unprivileged_port_start,
             services,
             placement,
             spin_us,
@@ -349,8 +369,17 @@ fn main() -> Result<()> {
             boost_lift,
             mm_default,
         } => {
+            let group = match socket_group {
+                Some(name) => {
+                    Some(nagare_netd::group_id(&name).map_err(|e| anyhow::anyhow!("--socket-group {name}: {e}"))?)
+                }
+                None => None,
+            };
+            let ports = unprivileged_port_start.unwrap_or_else(nagare_netd::kernel_unprivileged_port_start);
             let mut builder = NetdBuilder::new(link.spec()?)
                 .socket(socket)
+                .socket_access(socket_mode, group)
+                .unprivileged_port_start(ports)
                 .services(services.config(false))
                 .client_memory(client_memory)
                 .max_orphans(max_orphans)

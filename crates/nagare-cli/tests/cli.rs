@@ -54,6 +54,10 @@ fn bad_arguments_get_clear_errors() {
         ("--mm-default", "lots"),
         ("--boost", "many"),
         ("--memory-cap", "1000"),
+        ("--socket-mode", "888"),
+        ("--socket-mode", "1777"),
+        ("--socket-group", "no-such-group-of-nagare"),
+        ("--unprivileged-port-start", "65536"),
     ] {
         let err = refused(&["netd", "--vni", "nagare-cli-test-none", "--addr", "10.0.0.1/24", option, value]);
         assert!(err.contains(option), "{option} {value}: {err}");

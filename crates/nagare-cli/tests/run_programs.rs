@@ -971,6 +971,39 @@ fn connects_are_answered_while_queued_sends_hold_every_buffer() {
     assert!(held.parse::<u32>().is_ok_and(|n| n > 32), "{line}");
 }
 
+/// netd opened to every user (`--socket-mode 666`): a program of another
+/// user (`nobody`) runs through it and listens on a port from 1024 on,
+/// but a port below takes `CAP_NET_BIND_SERVICE`, as the kernel's `bind`
+/// does: its TCP listen and UDP bind there fail with `EACCES`, while
+/// root's program takes the same port. netd counts the refusals.
+#[test]
+fn another_users_program_reaches_an_opened_netd_but_no_privileged_port() {
+    if let Some(reason) = interop_unavailable(&["python3", "setpriv", "ping"]) {
+        return skip("another_users_program_reaches_an_opened_netd_but_no_privileged_port", &reason);
+    }
+    let s = Setup::with_netd_args("runusers", false, &["--socket-mode", "666"]);
+    let script = format!(
+        "import errno, socket\n\
+         def said(f):\n\
+         \x20   try: f(); return 'ok'\n\
+         \x20   except OSError as e: return errno.errorcode.get(e.errno, str(e))\n\
+         for port in (80, 8090):\n\
+         \x20   t = socket.socket(); t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         \x20   print('tcp', port, said(lambda: (t.bind(({NAGARE:?}, port)), t.listen()))); t.close()\n\
+         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         print('udp', 53, said(lambda: u.bind(('0.0.0.0', 53))))\n"
+    );
+    let mut as_nobody = s.ns.command("setpriv");
+    as_nobody.args(["--reuid", "65534", "--regid", "65534", "--clear-groups", "--", nagare(), "run", "--via"]);
+    as_nobody.arg(&s.socket).args(["--", "python3", "-c", &script]);
+    let out = ok(&mut as_nobody, 30, "python3 as nobody");
+    assert_eq!(out.stdout, "tcp 80 EACCES\ntcp 8090 ok\nudp 53 EACCES\n", "{}", out.stderr);
+    let out = ok(s.run("python3").args(["-c", &script]), 30, "python3 as root");
+    assert_eq!(out.stdout, "tcp 80 ok\ntcp 8090 ok\nudp 53 ok\n", "{}", out.stderr);
+    let refused = s.stat().lines().find_map(|l| l.strip_prefix("netd ports_refused ")).map(|v| v.trim().to_owned());
+    assert_eq!(refused.as_deref(), Some("2"), "{}", s.stat());
+}
+
 /// A TCP echo server on the kernel's side (python3), for `clients`
 /// connections one after another.
 fn kernel_echo(s: &Setup, port: u16, clients: u32) -> Process {

@@ -105,6 +105,23 @@ impl NetdBuilder {
         self
     }
 
+    /// Opens the rendezvous socket (and the watch socket beside it) to
+    /// others than netd's user: permission bits `mode` (e.g. `0o660`, or
+    /// `0o666` for every user) and, if set, group `group`.
+    pub fn socket_access(mut self, mode: Option<u32>, group: Option<u32>) -> NetdBuilder {
+        self.config.socket_mode = mode;
+        self.config.socket_group = group;
+        self
+    }
+
+    /// The first port a client may bind without `CAP_NET_BIND_SERVICE`
+    /// (default 1024; [`crate::kernel_unprivileged_port_start`] reads the
+    /// kernel's).
+    pub fn unprivileged_port_start(mut self, port: u16) -> NetdBuilder {
+        self.config.unprivileged_port_start = port;
+        self
+    }
+
     /// How long netd and its driver poll after their last work before they
     /// sleep.
     pub fn spin(mut self, spin: Duration) -> NetdBuilder {

@@ -48,6 +48,9 @@ fn listen_error(config: &NetdConfig, e: RendezvousError) -> io::Error {
 /// The listener and the sessions.
 pub(crate) struct Clients {
     listener: Listener,
+    /// Its socket was opened to others (`crate::access`): whoever the
+    /// kernel let connect is served. Else only netd's user and root are.
+    opened: bool,
     pub sessions: Vec<Session>,
 }
 
@@ -55,8 +58,12 @@ impl Clients {
     /// Listens on `config.socket`, offering `config.region()` to clients.
     pub fn listen(config: &NetdConfig) -> io::Result<Clients> {
         let listener = Listener::bind(&config.socket, config.region()).map_err(|e| listen_error(config, e))?;
+        crate::access::open_socket(&config.socket, config.socket_mode, config.socket_group).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot open {} to other users: {e}", config.socket.display()))
+        })?;
         set_nonblocking(listener.fd().as_raw_fd())?;
-        Ok(Clients { listener, sessions: Vec::new() })
+        let opened = config.socket_mode.is_some() || config.socket_group.is_some();
+        Ok(Clients { listener, opened, sessions: Vec::new() })
     }
 
     /// The listener's descriptor (readable: a client is waiting).
@@ -76,7 +83,11 @@ impl Clients {
     ) -> bool {
         let mut any = false;
         loop {
-            match self.listener.accept() {
+            let accepted = match self.opened {
+                true => self.listener.accept_with(|_| true),
+                false => self.listener.accept(),
+            };
+            match accepted {
                 Ok(_) if self.sessions.len() >= MAX_CLIENTS => {
                     stats.clients_refused += 1;
                     any = true;

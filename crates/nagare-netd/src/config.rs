@@ -13,6 +13,16 @@ use std::time::Duration;
 pub struct NetdConfig {
     /// The rendezvous socket.
     pub socket: PathBuf,
+    /// Permission bits of the rendezvous socket and the watch socket
+    /// beside it (`None`: as netd's umask leaves them, usually its user's
+    /// alone): a client connects only with write permission
+    /// (`crate::access`).
+    pub socket_mode: Option<u32>,
+    /// The group those sockets belong to (`None`: netd's).
+    pub socket_group: Option<u32>,
+    /// The first port a client may bind without `CAP_NET_BIND_SERVICE`
+    /// (`crate::access`; 0: any port is anyone's).
+    pub unprivileged_port_start: u16,
     /// Slots per ring of a client region.
     pub ring_slots: u32,
     /// Buffers per client region (owned by the client at the start, but
@@ -97,6 +107,9 @@ impl Default for NetdConfig {
     fn default() -> Self {
         NetdConfig {
             socket: PathBuf::from(DEFAULT_SOCKET),
+            socket_mode: None,
+            socket_group: None,
+            unprivileged_port_start: 1024,
             ring_slots: 1024,
             buffers: 256,
             receive_pool: 64,

@@ -31,6 +31,7 @@
 
 #![warn(missing_docs)]
 
+mod access;
 mod builder;
 mod clients;
 mod config;
@@ -57,6 +58,7 @@ mod view;
 mod wakes;
 mod watches;
 
+pub use access::{group_id, kernel_unprivileged_port_start};
 pub use builder::{Built, NetdBuilder};
 pub use config::{NetdConfig, DEFAULT_TAP_QUEUE_LEN};
 pub use driver::{DriverLink, DriverLinkStats, Placement};

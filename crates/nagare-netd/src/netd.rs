@@ -205,7 +205,7 @@ impl Netd {
             shed: UdpShed::default(),
             device_sheds: None,
             receivers: Receivers::default(),
-            sharing: Sharing::new(Some(&nagare_request::share_watch_path(&config.socket))),
+            sharing: Sharing::new(Some(&nagare_request::share_watch_path(&config.socket)), &config),
             receive_drops,
             placement,
             lending,

@@ -204,6 +204,7 @@ impl Report<'_> {
             ("rx_payload_copied", s.rx_payload_copied),
             ("rx_payload_in_place", s.rx_payload_in_place),
             ("binds_held", s.binds_held),
+            ("ports_refused", s.ports_refused),
             ("memory_refused", s.memory_refused),
             ("buffers_shrunk", s.buffers_shrunk),
             ("recv_buffers_grown", s.recv_buffers_grown),

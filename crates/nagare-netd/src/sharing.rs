@@ -5,6 +5,7 @@
 //! is seen before its close); a watch that ends closes a socket no client
 //! holds.
 
+use crate::config::NetdConfig;
 use crate::shares::Shares;
 use crate::sockets::Sock;
 use crate::watches::Watches;
@@ -18,12 +19,14 @@ pub(crate) struct Sharing {
 }
 
 impl Sharing {
-    /// Sharing with watches at `watch_path` (`None`, or a path netd cannot
-    /// listen at, said in the log: a shared socket then closes with its
-    /// last holder).
-    pub fn new(watch_path: Option<&Path>) -> Sharing {
+    /// Sharing with watches at `watch_path`, open to whom `config`'s
+    /// rendezvous socket is (`None`, or a path netd cannot listen at, said
+    /// in the log: a shared socket then closes with its last holder).
+    pub fn new(watch_path: Option<&Path>, config: &NetdConfig) -> Sharing {
         let watches = watch_path.and_then(|p| {
-            Watches::bind(p).inspect_err(|e| log::warn!("cannot watch shared sockets at {}: {e}", p.display())).ok()
+            let opened = Watches::bind(p)
+                .and_then(|w| crate::access::open_socket(p, config.socket_mode, config.socket_group).map(|()| w));
+            opened.inspect_err(|e| log::warn!("cannot watch shared sockets at {}: {e}", p.display())).ok()
         });
         Sharing { shares: Shares::default(), watches }
     }

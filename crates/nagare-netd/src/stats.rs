@@ -51,6 +51,9 @@ pub struct NetdStats {
     /// Binds to a port another client had, answered only once the driver
     /// had applied the port's change of hands.
     pub binds_held: u64,
+    /// Binds to a port below the unprivileged start refused (`EACCES`):
+    /// the client lacks `CAP_NET_BIND_SERVICE`.
+    pub ports_refused: u64,
     /// Sockets refused (`ENOBUFS`) because their client's budget or netd's
     /// cap had no room for buffers at the floor.
     pub memory_refused: u64,

@@ -134,6 +134,16 @@ pub(crate) struct Caller<'a> {
     pub process: &'a mut ClientPriority,
 }
 
+/// `EACCES` unless client `c` may bind `port` (`crate::access`): a port
+/// below the unprivileged start takes `CAP_NET_BIND_SERVICE`.
+fn may_bind(cx: &mut Context<'_>, c: &Caller<'_>, port: u16) -> Result<(), i32> {
+    if crate::access::may_bind(*c.pid, port, cx.config.unprivileged_port_start) {
+        return Ok(());
+    }
+    cx.stats.ports_refused += 1;
+    Err(libc::EACCES)
+}
+
 /// Runs `req` (which brought `buf`, if it names one) for `c`.
 pub(crate) fn execute(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Request, buf: Option<BufRef>) -> Outcome {
     let outcome = dispatch(cx, c, req, buf);

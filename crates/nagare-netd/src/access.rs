@@ -1,0 +1,128 @@
+//! Who may use netd, and who may take a privileged port through it.
+//!
+//! - **Reaching netd.** A client connects to the rendezvous socket, which
+//!   needs write permission on it: by default only netd's user (and root)
+//!   has it. `--socket-mode` and `--socket-group` open it, and the watch
+//!   socket beside it, to others, as `/var/run/docker.sock` is opened to a
+//!   group. Each client's region is its own (a memory file handed over
+//!   the socket, never a path), so a client of another user reaches no
+//!   other client's data.
+//! - **Privileged ports.** Binding a port below the unprivileged start
+//!   (`net.ipv4.ip_unprivileged_port_start`, 1024 unless set) takes
+//!   `CAP_NET_BIND_SERVICE`, as the kernel's `bind` does: netd reads the
+//!   client's effective capabilities from `/proc/PID/status` at the call
+//!   (those of its main thread), and counts them only in netd's own user
+//!   namespace, since a process in a user namespace of its own has every
+//!   capability there and none over netd's network. A process netd cannot
+//!   read may not.
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+/// The capability that binds ports below the unprivileged start.
+const CAP_NET_BIND_SERVICE: u32 = 10;
+
+/// The first port anyone may bind, where the kernel that netd runs on
+/// says (`net.ipv4.ip_unprivileged_port_start` of netd's network
+/// namespace); 1024 when it cannot be read.
+pub fn kernel_unprivileged_port_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .map_or(1024, |p| p.min(u32::from(u16::MAX)) as u16)
+}
+
+/// The id of group `name` (a name in the group database, or a number).
+pub fn group_id(name: &str) -> io::Result<u32> {
+    if let Ok(gid) = name.parse::<u32>() {
+        return Ok(gid);
+    }
+    let c = CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a group name with a NUL"))?;
+    // SAFETY: `group` is plain data, all zeroes a valid value of it.
+    let mut group: libc::group = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::group = std::ptr::null_mut();
+    let mut scratch = vec![0 as libc::c_char; 16 << 10];
+    // SAFETY: every pointer is to a live object of the type getgrnam_r
+    // writes, `scratch` of the length passed.
+    let rc = unsafe { libc::getgrnam_r(c.as_ptr(), &mut group, scratch.as_mut_ptr(), scratch.len(), &mut found) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    if found.is_null() {
+        return Err(io::Error::new(io::ErrorKind::NotFound, format!("no group named {name}")));
+    }
+    Ok(group.gr_gid)
+}
+
+/// Gives socket file `path` permission bits `mode` and group `group`,
+/// each if set.
+pub(crate) fn open_socket(path: &Path, mode: Option<u32>, group: Option<u32>) -> io::Result<()> {
+    if let Some(gid) = group {
+        std::os::unix::fs::chown(path, None, Some(gid))?;
+    }
+    if let Some(mode) = mode {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o777))?;
+    }
+    Ok(())
+}
+
+/// Whether the process `pid` may bind `port` when ports from `start` on
+/// are anyone's (port 0, an ephemeral one, is).
+pub(crate) fn may_bind(pid: i32, port: u16, start: u16) -> bool {
+    port == 0 || port >= start || (pid > 0 && may_bind_privileged(pid))
+}
+
+/// Whether process `pid` holds `CAP_NET_BIND_SERVICE` in netd's user
+/// namespace.
+fn may_bind_privileged(pid: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
+    let ours = std::fs::read_link("/proc/self/ns/user");
+    let theirs = std::fs::read_link(format!("/proc/{pid}/ns/user"));
+    let same_namespace = matches!((ours, theirs), (Ok(a), Ok(b)) if a == b);
+    same_namespace && effective_caps(&status).is_some_and(|caps| caps & (1 << CAP_NET_BIND_SERVICE) != 0)
+}
+
+/// The effective capability set a `/proc/PID/status` text shows.
+fn effective_caps(status: &str) -> Option<u64> {
+    let hex = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?.trim();
+    u64::from_str_radix(hex, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn effective_capabilities_are_read_from_the_status_text() {
+        let root = "Name:\tnginx\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\n";
+        assert_eq!(effective_caps(root), Some(0x1ff_ffff_ffff));
+        let user = "CapPrm:\t0000000000000400\nCapEff:\t0000000000000000\n";
+        assert_eq!(effective_caps(user), Some(0));
+        assert_eq!(effective_caps("Name:\tx\n"), None, "no field");
+        assert_eq!(effective_caps("CapEff:\tzz\n"), None, "no number");
+    }
+
+    #[test]
+    fn ports_from_the_start_and_ephemeral_ones_are_anyones() {
+        assert!(may_bind(-1, 0, 1024));
+        assert!(may_bind(-1, 1024, 1024));
+        assert!(may_bind(-1, 80, 80));
+        assert!(!may_bind(-1, 80, 1024), "a process that cannot be read may not");
+        assert!(!may_bind(i32::MAX, 80, 1024), "nor one that is gone");
+        // This process: as its own capabilities say.
+        let me = std::process::id() as i32;
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let caps = effective_caps(&status).unwrap_or(0);
+        assert_eq!(may_bind(me, 80, 1024), caps & (1 << CAP_NET_BIND_SERVICE) != 0, "{status}");
+    }
+
+    #[test]
+    fn groups_are_named_or_numbered() {
+        assert_eq!(group_id("0").ok(), Some(0));
+        assert_eq!(group_id("root").ok(), Some(0));
+        assert!(group_id("no-such-group-of-nagare").is_err());
+        assert!(group_id("a\0b").is_err());
+    }
+}
