@@ -19,9 +19,14 @@
 # the receiver's Gbit/s, one TCP stream for DURATION seconds. redis:
 # redis-server through netd or on the kernel, the kernel's
 # redis-benchmark (-t set,get, -n REQUESTS) with 1 and 10 connections:
-# requests/s of SET and GET.
+# requests/s of SET and GET. PostgreSQL (where `postgres`, `initdb` and
+# `pgbench` are installed; the rows say so when they are not): a server
+# through netd or on the kernel, each run as user nobody (a daemon with a
+# user of its own, which reaches netd through its opened socket), the
+# kernel's `pgbench -S` (read-only transactions on a scale-4 table) with
+# 1 and 8 clients for DURATION seconds: transactions/s.
 #
-# netd runs with --client-memory 64 MiB. Traffic stays inside the
+# netd runs with --client-memory 64 MiB and --socket-mode 666. Traffic stays inside the
 # namespaces this script creates; everything it creates is removed on
 # exit, and every process it starts is ended by its pid.
 #
@@ -66,7 +71,10 @@ find_preload
 
 make_namespaces "$NS_N" "$NS_B" "$NS_C"
 make_veth "$TAG" "$NS_B" 10.96.0.1/24 "$NS_C" 10.96.0.2/24
-start_netd_on_tap "$NS_N" 10.95.0.2/24 10.95.0.1/24 "$SOCKET" "$WORK/netd.log" --client-memory $((64 << 20))
+# nobody reaches netd's socket in it (postgres runs as nobody).
+chmod 711 "$WORK"
+start_netd_on_tap "$NS_N" 10.95.0.2/24 10.95.0.1/24 "$SOCKET" "$WORK/netd.log" --client-memory $((64 << 20)) \
+    --socket-mode 666
 sleep 0.5
 
 # "${THROUGH[@]}" CMD...: CMD in namespace N through netd.
@@ -129,4 +137,47 @@ redis_row() {
 for c in 1 10; do
     redis_row "through netd" "$NS_N" 10.95.0.2 "$c"
     redis_row "kernel over veth" "$NS_B" 10.96.0.2 "$c"
+done
+
+if ! command -v postgres >/dev/null || ! command -v initdb >/dev/null || ! command -v pgbench >/dev/null ||
+    ! command -v setpriv >/dev/null; then
+    echo "| postgres | not installed (postgres, initdb, pgbench, setpriv) |"
+    exit 0
+fi
+AS_NOBODY=(setpriv --reuid 65534 --regid 65534 --clear-groups --)
+# postgres_start NAME NS ADDR [THROUGH...]: a fresh cluster in WORK/NAME,
+# served on ADDR by user nobody, in NS (through netd when THROUGH is set).
+postgres_start() {
+    local name=$1 ns=$2 addr=$3 dir="$WORK/$1"
+    shift 3
+    mkdir -m 700 "$dir"
+    chown 65534:65534 "$dir"
+    "${AS_NOBODY[@]}" initdb -D "$dir" -A trust -U postgres >"$WORK/$name-initdb.log" 2>&1
+    echo "host all all 0.0.0.0/0 trust" >>"$dir/pg_hba.conf"
+    background "$name" ip netns exec "$ns" "${AS_NOBODY[@]}" "$@" postgres -D "$dir" -h "$addr" -k "$dir" \
+        -c shared_buffers=64MB -c fsync=off
+}
+postgres_start pg-netd "$NS_N" 10.95.0.2 "$NAGARE" run --via "$SOCKET" --
+postgres_start pg-kernel "$NS_C" 10.96.0.2
+# pgbench_init NS HOST: the scale-4 tables, once the server answers
+# (at most 20 s).
+pgbench_init() {
+    for _ in $(seq 1 40); do
+        ip netns exec "$1" pgbench -h "$2" -U postgres -i -s 4 postgres >>"$WORK/pgbench-init.log" 2>&1 && return 0
+        sleep 0.5
+    done
+    return 1
+}
+# postgres_row LABEL NS HOST CLIENTS
+postgres_row() {
+    local tps
+    tps=$(timeout $((DURATION + 30)) ip netns exec "$2" pgbench -h "$3" -U postgres -S -c "$4" -j "$4" \
+        -T "$DURATION" postgres 2>>"$WORK/pgbench.log" | awk '/^tps/ {printf "%.0f", $3}') || tps=""
+    printf '| postgres %s, pgbench -S, %s clients (transactions/s) | %s |\n' "$1" "$4" "${tps:-fail}"
+}
+pgbench_init "$NS_N" 10.95.0.2 || log "postgres through netd did not answer"
+pgbench_init "$NS_B" 10.96.0.2 || log "postgres on the kernel did not answer"
+for c in 1 8; do
+    postgres_row "through netd" "$NS_N" 10.95.0.2 "$c"
+    postgres_row "kernel over veth" "$NS_B" 10.96.0.2 "$c"
 done
