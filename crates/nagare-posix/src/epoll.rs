@@ -14,7 +14,7 @@
 //! a stream shows as `EPOLLIN`, a read then gives 0).
 
 use crate::sock::Sock;
-use crate::wait::{readiness, sleep, sleep_mask, Ours};
+use crate::wait::{hold_signals, readiness, sleep, sleep_mask, Ours};
 use crate::{table, Entered, Res};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -156,13 +156,14 @@ pub unsafe fn epoll_wait(
     limit: Option<Duration>,
     sigmask: *const libc::sigset_t,
 ) -> Res<i32> {
+    // Held before the mark and let go after it (`wait::hold_signals`).
+    let held = hold_signals(sigmask)?;
     let _in = Entered::new();
     let max = usize::try_from(max).ok().filter(|&m| m > 0).ok_or(libc::EINVAL)?;
     if out.is_null() {
         return Err(libc::EFAULT);
     }
     let deadline = limit.map(|l| Instant::now() + l);
-    let mut held = None;
     loop {
         let watched: Vec<(i32, Arc<Sock>, u32)> = match sets().as_ref().and_then(|m| m.get(&epfd)) {
             Some(set) => set.iter().map(|w| (w.fd, w.sock.clone(), w.events)).collect(),
@@ -202,7 +203,7 @@ pub unsafe fn epoll_wait(
         if n > 0 || left.is_some_and(|l| l.is_zero()) {
             return Ok(n as i32);
         }
-        let Some(mask) = sleep_mask(&mut held, sigmask)? else { continue };
+        let mask = sleep_mask(&held)?;
         let mut kernel = vec![libc::pollfd { fd: epfd, events: libc::POLLIN, revents: 0 }];
         sleep(&ours, &entries, &mut kernel, left, mask)?;
     }

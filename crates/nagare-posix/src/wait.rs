@@ -45,16 +45,19 @@ pub unsafe fn poll(
     limit: Option<Duration>,
     sigmask: *const libc::sigset_t,
 ) -> Res<i32> {
+    // Held before the mark, let go after it (dropped in reverse): a
+    // handler never runs marked but in a sleep.
+    let held = hold_signals(sigmask)?;
     let _in = Entered::new();
     let n = usize::try_from(n).ok().filter(|&n| n <= MAX_ENTRIES).ok_or(libc::EINVAL)?;
     if n > 0 && fds.is_null() {
         return Err(libc::EFAULT);
     }
     let entries: &mut [libc::pollfd] = if n == 0 { &mut [] } else { unsafe { std::slice::from_raw_parts_mut(fds, n) } };
-    poll_entries(entries, limit, sigmask)
+    poll_entries(entries, limit, &held)
 }
 
-fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, sigmask: *const libc::sigset_t) -> Res<i32> {
+fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, held: &nagare::signals::Held) -> Res<i32> {
     let ours: Vec<Ours> = entries
         .iter()
         .enumerate()
@@ -68,7 +71,6 @@ fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, sigmask: 
     }
     let deadline = limit.map(|l| Instant::now() + l);
     let only_ours = kernel.iter().all(|e| e.fd < 0);
-    let mut held = None;
     loop {
         let mut ready = readiness(&ours, entries)?;
         ready += kernel_poll(&mut kernel, Duration::ZERO, std::ptr::null())?;
@@ -81,7 +83,7 @@ fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, sigmask: 
             }
             return Ok(ready);
         }
-        let Some(mask) = sleep_mask(&mut held, sigmask)? else { continue };
+        let mask = sleep_mask(held)?;
         let connecting = ours.iter().any(|o| o.sock.lock().is_ok_and(|g| matches!(g.state, State::Connecting(_))));
         if only_ours && !connecting {
             wait_in_netd(&ours, entries, left, mask)?;
@@ -91,28 +93,30 @@ fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, sigmask: 
     }
 }
 
-/// The mask a sleep of a call that a signal handler must end installs:
+/// Holds the signals for a whole wait (`nagare::signals`): a handler
+/// runs only while the wait sleeps (with [`sleep_mask`]'s mask, the
+/// caller's `sigmask` if it gave one) or once the wait returns, never
+/// while the library looks at readiness under its locks. Programs run
+/// handlers around exactly these calls: PostgreSQL's postmaster before
+/// version 16 unblocks its signals only around `select` and forks in its
+/// handlers, and a handler that met the session's lock held by its own
+/// thread would wait on it for ever.
+pub(crate) fn hold_signals(sigmask: *const libc::sigset_t) -> Res<nagare::signals::Held> {
+    // SAFETY: a mask the caller gave points to a sigset_t for the call's
+    // duration.
+    let mask = unsafe { sigmask.as_ref() };
+    nagare::signals::hold(mask).map_err(|e| errno(&e))
+}
+
+/// The mask a sleep of a wait installs so that a signal handler ends it:
 /// the caller's (`ppoll`, `pselect`, `epoll_pwait`), else the thread's own
-/// from before the signals were held. The first time (`held` empty) it
-/// holds them and gives `None`: the caller looks at readiness once more
-/// before it sleeps, so that a handler that ran before the hold has run
-/// before the look (see `nagare::signals`).
-pub(crate) fn sleep_mask(
-    held: &mut Option<nagare::signals::Held>,
-    sigmask: *const libc::sigset_t,
-) -> Res<Option<*const libc::sigset_t>> {
-    match held {
-        None => {
-            // SAFETY: a mask the caller gave points to a sigset_t for the
-            // call's duration.
-            let mask = unsafe { sigmask.as_ref() };
-            *held = Some(nagare::signals::hold(mask).map_err(|e| errno(&e))?);
-            Ok(None)
-        }
-        // A handler ran in a wait inside the hold that went on after it.
-        Some(_) if nagare::signals::take_handled() => Err(libc::EINTR),
-        Some(h) => Ok(Some(h.mask() as *const libc::sigset_t)),
+/// from before [`hold_signals`]. `EINTR` once a handler ran in a sleep of
+/// the wait that went on after it.
+pub(crate) fn sleep_mask(held: &nagare::signals::Held) -> Res<*const libc::sigset_t> {
+    if nagare::signals::take_handled() {
+        return Err(libc::EINTR);
     }
+    Ok(held.mask() as *const libc::sigset_t)
 }
 
 /// Sleeps until one of `kernel` is ready or netd completes something for
@@ -296,6 +300,7 @@ pub unsafe fn select(
     limit: Option<Duration>,
     sigmask: *const libc::sigset_t,
 ) -> Res<i32> {
+    let held = hold_signals(sigmask)?;
     let _in = Entered::new();
     let nfds = usize::try_from(nfds).ok().filter(|&n| n <= libc::FD_SETSIZE).ok_or(libc::EINVAL)?;
     let has = |set: *mut libc::fd_set, fd: i32| !set.is_null() && unsafe { libc::FD_ISSET(fd, set) };
@@ -315,7 +320,7 @@ pub unsafe fn select(
             entries.push(libc::pollfd { fd, events, revents: 0 });
         }
     }
-    poll_entries(&mut entries, limit, sigmask)?;
+    poll_entries(&mut entries, limit, &held)?;
     if entries.iter().any(|e| e.revents & libc::POLLNVAL != 0) {
         return Err(libc::EBADF);
     }

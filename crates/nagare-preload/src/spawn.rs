@@ -90,7 +90,10 @@ pub unsafe extern "C" fn posix_spawnp(
 #[no_mangle]
 pub unsafe extern "C" fn fork() -> pid_t {
     let pid = unsafe { next!(fork: fn() -> pid_t)() };
-    if pid != 0 && !posix::Entered::inside() {
+    // The layer itself never forks: a fork inside one of its calls is a
+    // signal handler's, run while the call slept, and its child is the
+    // program's.
+    if pid != 0 {
         posix::forked(pid);
     }
     pid
