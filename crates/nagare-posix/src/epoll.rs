@@ -159,6 +159,7 @@ pub unsafe fn epoll_wait(
     // Held before the mark and let go after it (`wait::hold_signals`).
     let held = hold_signals(sigmask)?;
     let _in = Entered::new();
+    let mut looked_again = false;
     let max = usize::try_from(max).ok().filter(|&m| m > 0).ok_or(libc::EINVAL)?;
     if out.is_null() {
         return Err(libc::EFAULT);
@@ -202,6 +203,10 @@ pub unsafe fn epoll_wait(
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if n > 0 || left.is_some_and(|l| l.is_zero()) {
             return Ok(n as i32);
+        }
+        if !std::mem::replace(&mut looked_again, true) {
+            // One more look before the first sleep, as `wait::poll`'s.
+            continue;
         }
         let mask = sleep_mask(&held)?;
         let mut kernel = vec![libc::pollfd { fd: epfd, events: libc::POLLIN, revents: 0 }];

@@ -71,6 +71,7 @@ fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, held: &na
     }
     let deadline = limit.map(|l| Instant::now() + l);
     let only_ours = kernel.iter().all(|e| e.fd < 0);
+    let mut looked_again = false;
     loop {
         let mut ready = readiness(&ours, entries)?;
         ready += kernel_poll(&mut kernel, Duration::ZERO, std::ptr::null())?;
@@ -82,6 +83,13 @@ fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, held: &na
                 }
             }
             return Ok(ready);
+        }
+        if !std::mem::replace(&mut looked_again, true) {
+            // Nothing ready: one more look before the first sleep. What
+            // netd was completing as the wait began (the answer an event
+            // loop waits for) is then taken for the price of a look, not
+            // of a sleep and a wake-up.
+            continue;
         }
         let mask = sleep_mask(held)?;
         let connecting = ours.iter().any(|o| o.sock.lock().is_ok_and(|g| matches!(g.state, State::Connecting(_))));
