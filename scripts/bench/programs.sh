@@ -31,7 +31,8 @@
 # exit, and every process it starts is ended by its pid.
 #
 # Environment: NAGARE (binary; default target/release/nagare), DURATION
-# (seconds per iperf3 run, 5), REQUESTS (per redis-benchmark run, 100000).
+# (seconds per iperf3 run, 5), REQUESTS (per redis-benchmark run, 100000),
+# NETD_ARGS (more options for netd, e.g. "--realtime 1").
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -73,8 +74,11 @@ make_namespaces "$NS_N" "$NS_B" "$NS_C"
 make_veth "$TAG" "$NS_B" 10.96.0.1/24 "$NS_C" 10.96.0.2/24
 # nobody reaches netd's socket in it (postgres runs as nobody).
 chmod 711 "$WORK"
+read -r -a NETD_EXTRA <<<"${NETD_ARGS:-}"
 start_netd_on_tap "$NS_N" 10.95.0.2/24 10.95.0.1/24 "$SOCKET" "$WORK/netd.log" --client-memory $((64 << 20)) \
-    --socket-mode 666
+    --socket-mode 666 "${NETD_EXTRA[@]}"
+echo "netd options: --client-memory $((64 << 20)) --socket-mode 666${NETD_ARGS:+ $NETD_ARGS}"
+echo
 sleep 0.5
 
 # "${THROUGH[@]}" CMD...: CMD in namespace N through netd.

@@ -103,6 +103,12 @@ enum Command {
         /// netd keeps its own.
         #[arg(long, value_parser = clap::value_parser!(i32).range(-20..=19), allow_negative_numbers = true)]
         nice: Option<i32>,
+        /// Run netd and its driver under SCHED_FIFO at this priority (1 to
+        /// 99), ahead of every ordinary process, as the kernel's own
+        /// network processing runs ahead of them. Needs CAP_SYS_NICE;
+        /// without it netd runs as it was started.
+        #[arg(long, value_parser = clap::value_parser!(i32).range(1..=99))]
+        realtime: Option<i32>,
         /// Bytes of buffers each client's sockets may hold in netd (TCP
         /// send and receive buffers, UDP receive queues): past it a new
         /// connection gets smaller buffers, then fails with ENOBUFS.
@@ -355,6 +361,7 @@ fn main() -> Result<()> {
             placement,
             spin_us,
             nice,
+            realtime,
             client_memory,
             memory_cap,
             max_orphans,
@@ -400,6 +407,9 @@ fn main() -> Result<()> {
             }
             if let Some(nice) = nice {
                 builder = builder.nice(nice);
+            }
+            if let Some(priority) = realtime {
+                builder = builder.realtime(priority);
             }
             if let Some(cap) = memory_cap {
                 builder = builder.memory_cap(usize::try_from(cap).unwrap_or(usize::MAX));

@@ -58,6 +58,8 @@ fn bad_arguments_get_clear_errors() {
         ("--socket-mode", "1777"),
         ("--socket-group", "no-such-group-of-nagare"),
         ("--unprivileged-port-start", "65536"),
+        ("--realtime", "0"),
+        ("--realtime", "100"),
     ] {
         let err = refused(&["netd", "--vni", "nagare-cli-test-none", "--addr", "10.0.0.1/24", option, value]);
         assert!(err.contains(option), "{option} {value}: {err}");

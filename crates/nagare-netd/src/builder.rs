@@ -54,6 +54,7 @@ pub struct NetdBuilder {
     services: ServiceConfig,
     driver_program: Option<PathBuf>,
     nice: Option<i32>,
+    realtime: Option<i32>,
 }
 
 /// A netd and what was made for it.
@@ -79,6 +80,7 @@ impl NetdBuilder {
             services: ServiceConfig::default(),
             driver_program: None,
             nice: None,
+            realtime: None,
         }
     }
 
@@ -96,6 +98,16 @@ impl NetdBuilder {
     /// so.
     pub fn nice(mut self, nice: i32) -> NetdBuilder {
         self.nice = Some(nice);
+        self
+    }
+
+    /// netd and its driver run under `SCHED_FIFO` at `priority` (1 to
+    /// 99), ahead of every process of the normal scheduler, as the
+    /// kernel's own network processing runs ahead of them. Set as
+    /// [`NetdBuilder::nice`] is; where the kernel refuses, netd keeps its
+    /// scheduling and says so.
+    pub fn realtime(mut self, priority: i32) -> NetdBuilder {
+        self.realtime = Some(priority);
         self
     }
 
@@ -227,6 +239,14 @@ impl NetdBuilder {
                     "netd keeps nice {} ({e}; a lower value needs CAP_SYS_NICE): it runs at the priority it was started with",
                     priority::own_nice().map_or_else(|| "unknown".to_string(), |n| n.to_string())
                 );
+            }
+        }
+        if let Some(priority) = self.realtime {
+            match priority::set_own_realtime(priority) {
+                Ok(()) => log::info!("netd runs under SCHED_FIFO at {}", priority::own_realtime().unwrap_or(priority)),
+                Err(e) => {
+                    log::warn!("netd is not real-time ({e}; SCHED_FIFO needs CAP_SYS_NICE): it runs as it was started")
+                }
             }
         }
         // The TAP's kernel side transmits to netd: what it could not hand

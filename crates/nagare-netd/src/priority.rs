@@ -154,6 +154,34 @@ pub fn set_own_nice(nice: i32) -> io::Result<()> {
     set_nice_of(0, nice.clamp(-20, 19))
 }
 
+/// Puts the calling thread under `SCHED_FIFO` at `priority` (1 to 99,
+/// clamped); threads and processes it starts afterwards inherit it. Needs
+/// `CAP_SYS_NICE` (or `RLIMIT_RTPRIO`): the kernel's refusal is the error.
+pub fn set_own_realtime(priority: i32) -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: priority.clamp(1, 99) };
+    // SAFETY: `param` is a live sched_param; pid 0 is the calling thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The calling thread's real-time priority, 0 when it is not real-time.
+pub fn own_realtime() -> Option<i32> {
+    // SAFETY: sched_getscheduler has no memory preconditions.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    if policy < 0 {
+        return None;
+    }
+    if policy != libc::SCHED_FIFO && policy != libc::SCHED_RR {
+        return Some(0);
+    }
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a live sched_param.
+    (unsafe { libc::sched_getparam(0, &mut param) } == 0).then_some(param.sched_priority)
+}
+
 /// The calling thread's nice value.
 pub fn own_nice() -> Option<i32> {
     read_nice_of(0)
@@ -233,6 +261,30 @@ mod tests {
         assert_eq!(own, to);
         assert_eq!(inherited, Some(to));
         assert_eq!(own_nice(), Some(other), "only the calling thread changed");
+    }
+
+    #[test]
+    fn realtime_is_the_calling_threads_and_threads_it_starts_inherit_it() {
+        // A thread of its own, which ends at once: the test's thread and
+        // the others keep the normal scheduler.
+        let (set, own, inherited) = std::thread::spawn(|| {
+            let set = set_own_realtime(3);
+            let inherited = std::thread::spawn(own_realtime).join().expect("child thread");
+            (set, own_realtime(), inherited)
+        })
+        .join()
+        .expect("thread");
+        match set {
+            Ok(()) => {
+                assert_eq!(own, Some(3));
+                assert_eq!(inherited, Some(3));
+            }
+            Err(e) => {
+                assert_eq!(e.raw_os_error(), Some(libc::EPERM), "refused for want of CAP_SYS_NICE only");
+                assert_eq!(own, Some(0), "left as it was");
+            }
+        }
+        assert_eq!(own_realtime(), Some(0), "only that thread changed");
     }
 
     #[test]
