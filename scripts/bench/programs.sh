@@ -164,10 +164,11 @@ postgres_start() {
 postgres_start pg-netd "$NS_N" 10.95.0.2 "$NAGARE" run --via "$SOCKET" --
 postgres_start pg-kernel "$NS_C" 10.96.0.2
 # pgbench_init NS HOST: the scale-4 tables, once the server answers
-# (at most 20 s).
+# (at most 40 tries of at most 20 s).
 pgbench_init() {
     for _ in $(seq 1 40); do
-        ip netns exec "$1" pgbench -h "$2" -U postgres -i -s 4 postgres >>"$WORK/pgbench-init.log" 2>&1 && return 0
+        timeout 20 ip netns exec "$1" pgbench -h "$2" -U postgres -i -s 4 postgres >>"$WORK/pgbench-init.log" 2>&1 &&
+            return 0
         sleep 0.5
     done
     return 1
