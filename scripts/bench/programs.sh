@@ -24,7 +24,9 @@
 # through netd or on the kernel, each run as user nobody (a daemon with a
 # user of its own, which reaches netd through its opened socket), the
 # kernel's `pgbench -S` (read-only transactions on a scale-4 table) with
-# 1 and 8 clients for DURATION seconds: transactions/s.
+# 1 and 8 clients for DURATION seconds, and with one client and a new
+# connection for each transaction (`-C`: the server forks a backend for
+# each): transactions/s.
 #
 # netd runs with --client-memory 64 MiB and --socket-mode 666. Traffic stays inside the
 # namespaces this script creates; everything it creates is removed on
@@ -173,12 +175,12 @@ pgbench_init() {
     done
     return 1
 }
-# postgres_row LABEL NS HOST CLIENTS
+# postgres_row LABEL NS HOST CLIENTS [-C]
 postgres_row() {
     local tps
-    tps=$(timeout $((DURATION + 30)) ip netns exec "$2" pgbench -h "$3" -U postgres -S -c "$4" -j "$4" \
+    tps=$(timeout $((DURATION + 30)) ip netns exec "$2" pgbench -h "$3" -U postgres -S -c "$4" -j "$4" ${5:-} \
         -T "$DURATION" postgres 2>>"$WORK/pgbench.log" | awk '/^tps/ {printf "%.0f", $3}') || tps=""
-    printf '| postgres %s, pgbench -S, %s clients (transactions/s) | %s |\n' "$1" "$4" "${tps:-fail}"
+    printf '| postgres %s, pgbench -S %s, %s clients (transactions/s) | %s |\n' "$1" "${5:-}" "$4" "${tps:-fail}"
 }
 pgbench_init "$NS_N" 10.95.0.2 || log "postgres through netd did not answer"
 pgbench_init "$NS_B" 10.96.0.2 || log "postgres on the kernel did not answer"
@@ -186,3 +188,5 @@ for c in 1 8; do
     postgres_row "through netd" "$NS_N" 10.95.0.2 "$c"
     postgres_row "kernel over veth" "$NS_B" 10.96.0.2 "$c"
 done
+postgres_row "through netd" "$NS_N" 10.95.0.2 1 -C
+postgres_row "kernel over veth" "$NS_B" 10.96.0.2 1 -C

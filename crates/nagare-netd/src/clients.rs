@@ -71,6 +71,12 @@ impl Clients {
         self.listener.fd().as_raw_fd()
     }
 
+    /// Whether a client waits at the listener, without waiting.
+    pub fn client_waiting(&self) -> bool {
+        let mut fds = [libc::pollfd { fd: self.listener_fd(), events: libc::POLLIN, revents: 0 }];
+        crate::os::poll(&mut fds, 0).is_ok() && fds[0].revents != 0
+    }
+
     /// Takes every waiting connection; `admit` sets up each new session
     /// (steering, lending, the driver) before it is served; its sockets are
     /// charged in `memory` and indexed in `wakes`. Returns whether any came.

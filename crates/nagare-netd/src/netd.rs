@@ -50,6 +50,13 @@ const MAX_SLEEP: Duration = Duration::from_millis(100);
 /// over which PacketFlow's filter measures the receive path's drops.
 const HOUSEKEEPING: Duration = Duration::from_millis(20);
 
+/// How often netd, polling on between bursts, looks whether a client
+/// waits at the listener. A sleeping netd is woken by one; a polling one
+/// would otherwise admit it only when it next sleeps or at housekeeping
+/// (a `fork` of a program with sockets waited about 5 ms for its child's
+/// session).
+const ADMISSION_LOOK: Duration = Duration::from_millis(1);
+
 /// Tells `steering` netd's own addresses, the only ones frames are
 /// steered for: the first IPv4 address configured (without one, the
 /// unspecified address, to which the engine takes no frame), and the IPv6 ones the
@@ -275,6 +282,7 @@ impl Netd {
         // a frame after a pause finds both still looking.
         let mut busy = BusyPoll::with_base(self.config.spin);
         let mut last_housekeeping = std::time::Instant::now();
+        let mut last_admission_look = last_housekeeping;
         let mut listener_ready = true;
         while !stop.load(Ordering::Relaxed) {
             let housekeeping = listener_ready || last_housekeeping.elapsed() >= HOUSEKEEPING;
@@ -282,14 +290,21 @@ impl Netd {
                 last_housekeeping = std::time::Instant::now();
             }
             let work = self.turn_with(housekeeping, &mut local);
-            listener_ready = false;
+            let now = std::time::Instant::now();
+            listener_ready = now.duration_since(last_admission_look) >= ADMISSION_LOOK && {
+                last_admission_look = now;
+                self.clients.client_waiting()
+            };
             if work {
-                busy.work(std::time::Instant::now());
+                busy.work(now);
+                continue;
+            }
+            if listener_ready {
                 continue;
             }
             // A paused device has nothing to poll for: sleep until a
             // client needs netd or the pause ends.
-            if self.pause.until().is_none() && busy.keep_polling(std::time::Instant::now()) {
+            if self.pause.until().is_none() && busy.keep_polling(now) {
                 // The driver and the applications may be waiting for a CPU.
                 // Beside a driver, netd polls on only while nobody else
                 // wants its CPU ([`BusyPoll::yield_cpu`]); alone, it polls
