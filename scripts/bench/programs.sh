@@ -180,7 +180,7 @@ postgres_row() {
     local tps
     tps=$(timeout $((DURATION + 30)) ip netns exec "$2" pgbench -h "$3" -U postgres -S -c "$4" -j "$4" ${5:-} \
         -T "$DURATION" postgres 2>>"$WORK/pgbench.log" | awk '/^tps/ {printf "%.0f", $3}') || tps=""
-    printf '| postgres %s, pgbench -S %s, %s clients (transactions/s) | %s |\n' "$1" "${5:-}" "$4" "${tps:-fail}"
+    printf '| postgres %s, pgbench -S%s, %s clients (transactions/s) | %s |\n' "$1" "${5:+ $5}" "$4" "${tps:-fail}"
 }
 pgbench_init "$NS_N" 10.95.0.2 || log "postgres through netd did not answer"
 pgbench_init "$NS_B" 10.96.0.2 || log "postgres on the kernel did not answer"
