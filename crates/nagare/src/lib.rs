@@ -49,7 +49,7 @@ use nagare_request::{Completion, Op, Piece, Request};
 use path::Role;
 pub use path::RECV_AHEAD;
 pub use readyfd::ReadinessFd;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -76,6 +76,17 @@ fn spin_from_env() -> Duration {
 
 /// How long a call waits before it checks that netd is alive.
 pub const LIVENESS_SLICE: Duration = Duration::from_millis(100);
+
+/// How long a call made by a signal handler that interrupted its own
+/// thread's sleep on the eventfd naps between looks at the rings.
+const HANDLER_NAP: Duration = Duration::from_micros(50);
+
+thread_local! {
+    /// This thread is the session's sleeper on the eventfd (between
+    /// taking the role and giving it up): a call a signal handler makes
+    /// on it meanwhile must not wait for the sleeper to wake it.
+    static SLEEPER_HERE: Cell<bool> = const { Cell::new(false) };
+}
 
 /// This application's session with a running netd (netd keeps the other
 /// side of it): a region of our own, its rings and buffers. Cheap to clone
@@ -589,6 +600,17 @@ impl Session {
     ) -> io::Result<MutexGuard<'a, Conn>> {
         let slice =
             deadline.map_or(LIVENESS_SLICE, |d| d.saturating_duration_since(Instant::now()).min(LIVENESS_SLICE));
+        if c.sleeper && SLEEPER_HERE.with(Cell::get) {
+            // The sleeper is this thread, in a signal handler that called
+            // in (a fork's handlers share the sockets): it cannot wake
+            // itself, so this wait polls the rings in short naps. They
+            // leave the signal mask as the handler has it: a nap with the
+            // call's mask would let another handler in, which would meet
+            // this call's locks.
+            drop(c);
+            std::thread::sleep(HANDLER_NAP);
+            return self.lock();
+        }
         if c.sleeper {
             if let OnSignal::Interrupt(mask) = signals {
                 // A wait a signal must end cannot sleep on the condvar (a
@@ -612,6 +634,7 @@ impl Session {
         }
         c.sleeper = true;
         drop(c);
+        SLEEPER_HERE.with(|s| s.set(true));
         let slept = match (signals, signals::held_mask()) {
             (OnSignal::Restart, None) => self.inner.wake.wait_readable(Some(slice)),
             // Inside a call that holds signals: a handler runs, and that
@@ -627,6 +650,7 @@ impl Session {
             }
             (OnSignal::Interrupt(mask), _) => self.inner.wake.wait_readable_or_signal(Some(slice), mask),
         };
+        SLEEPER_HERE.with(|s| s.set(false));
         let mut c = self.lock()?;
         c.sleeper = false;
         self.inner.woken.notify_all();
