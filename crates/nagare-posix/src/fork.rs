@@ -225,6 +225,8 @@ extern "C" fn in_parent() {
 /// own, watched too ([`own_placeholder`]). It has forked no child yet:
 /// the other holders of its sockets are netd's to know.
 extern "C" fn in_child() {
+    Entered::leave_in_child();
+    nagare::signals::forget_holds_in_child();
     let _in = Entered::new();
     let me = std::process::id();
     PENDING.with(|p| p.borrow_mut().clear());
@@ -620,6 +622,44 @@ fn placeholder_name(fd: i32) -> Option<(u64, Option<u32>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_child_forked_inside_a_call_starts_outside_the_layer_and_without_a_hold() {
+        register();
+        let mut pipe = [0; 2];
+        // SAFETY: `pipe` has room for the two descriptors.
+        assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+        let (held, inside) = {
+            // As a signal handler that forks while a wait of the layer
+            // sleeps with its signals held.
+            let _held = nagare::signals::hold(None).expect("hold");
+            let _in = Entered::new();
+            // SAFETY: the child only writes to the pipe and exits.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                let report = [u8::from(nagare::signals::is_held()), u8::from(Entered::inside())];
+                // SAFETY: a write of two bytes from this stack, then exit.
+                unsafe {
+                    libc::write(pipe[1], report.as_ptr().cast(), 2);
+                    libc::_exit(0);
+                }
+            }
+            assert!(pid > 0, "fork");
+            let mut report = [9u8; 2];
+            // SAFETY: room for two bytes; the child is reaped.
+            unsafe {
+                assert_eq!(libc::read(pipe[0], report.as_mut_ptr().cast(), 2), 2);
+                libc::waitpid(pid, std::ptr::null_mut(), 0);
+            }
+            (report[0], report[1])
+        };
+        // SAFETY: this test's descriptors.
+        unsafe {
+            libc::close(pipe[0]);
+            libc::close(pipe[1]);
+        }
+        assert_eq!((held, inside), (0, 0), "the child holds no signals and is outside the layer");
+    }
 
     #[test]
     fn a_named_placeholder_gives_its_token_and_others_none() {

@@ -23,6 +23,13 @@ impl Entered {
     pub fn inside() -> bool {
         INSIDE.with(Cell::get)
     }
+
+    /// In a child just forked: outside the layer, even if the fork came
+    /// from a signal handler that ran inside one of its calls (its child
+    /// goes on as the program, whose calls must reach the layer).
+    pub(crate) fn leave_in_child() {
+        INSIDE.with(|c| c.set(false));
+    }
 }
 
 impl Default for Entered {

@@ -95,6 +95,20 @@ pub fn hold(sleep: Option<&libc::sigset_t>) -> io::Result<Held> {
     Ok(Held { masks, outermost: true, _thread: PhantomData })
 }
 
+/// Whether a hold is on on this thread.
+pub fn is_held() -> bool {
+    HELD.with(Cell::get).is_some()
+}
+
+/// In a child just forked: no hold is on. A child forked by a signal
+/// handler that ran while a call of the parent's thread held signals and
+/// slept starts its own life there (PostgreSQL's auxiliary processes
+/// never return from the handler): its own calls hold and sleep afresh.
+pub fn forget_holds_in_child() {
+    HELD.with(|h| h.set(None));
+    HANDLED.with(|h| h.set(false));
+}
+
 impl Held {
     /// The mask the call's sleeps install so that a held signal ends them.
     pub fn mask(&self) -> &libc::sigset_t {
