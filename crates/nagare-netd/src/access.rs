@@ -14,7 +14,11 @@
 //!   (those of its main thread), and counts them only in netd's own user
 //!   namespace, since a process in a user namespace of its own has every
 //!   capability there and none over netd's network. A process netd cannot
-//!   read may not.
+//!   read may not. A session keeps the right only while every process it
+//!   belonged to had it: the one that connected, and each one it moved to
+//!   since (a child after `fork`), so that moving a session to a process
+//!   of more rights (a child that ran a program with file capabilities)
+//!   gives it none.
 
 use std::ffi::CString;
 use std::io;
@@ -56,11 +60,23 @@ pub fn group_id(name: &str) -> io::Result<u32> {
     Ok(group.gr_gid)
 }
 
+/// Runs `make`, which creates netd's sockets, with the umask at 077: each
+/// is its user's alone until [`open_socket`] opens it, so that nobody else
+/// connects in between (netd, once opened, serves whoever connects).
+pub(crate) fn made_private<T>(make: impl FnOnce() -> T) -> T {
+    // SAFETY: umask has no memory preconditions; the mask is set back.
+    let before = unsafe { libc::umask(0o077) };
+    let made = make();
+    // SAFETY: as above.
+    unsafe { libc::umask(before) };
+    made
+}
+
 /// Gives socket file `path` permission bits `mode` and group `group`,
 /// each if set.
 pub(crate) fn open_socket(path: &Path, mode: Option<u32>, group: Option<u32>) -> io::Result<()> {
     if let Some(gid) = group {
-        std::os::unix::fs::chown(path, None, Some(gid))?;
+        std::os::unix::fs::lchown(path, None, Some(gid))?;
     }
     if let Some(mode) = mode {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o777))?;
@@ -68,15 +84,19 @@ pub(crate) fn open_socket(path: &Path, mode: Option<u32>, group: Option<u32>) ->
     Ok(())
 }
 
-/// Whether the process `pid` may bind `port` when ports from `start` on
-/// are anyone's (port 0, an ephemeral one, is).
-pub(crate) fn may_bind(pid: i32, port: u16, start: u16) -> bool {
-    port == 0 || port >= start || (pid > 0 && may_bind_privileged(pid))
+/// Whether a session whose processes all held `CAP_NET_BIND_SERVICE`
+/// (`allowed`), now process `pid`'s, may bind `port` when ports from
+/// `start` on are anyone's (port 0, an ephemeral one, is).
+pub(crate) fn may_bind(allowed: bool, pid: i32, port: u16, start: u16) -> bool {
+    port == 0 || port >= start || (allowed && may_bind_privileged(pid))
 }
 
 /// Whether process `pid` holds `CAP_NET_BIND_SERVICE` in netd's user
 /// namespace.
-fn may_bind_privileged(pid: i32) -> bool {
+pub(crate) fn may_bind_privileged(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
     let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
     let ours = std::fs::read_link("/proc/self/ns/user");
     let theirs = std::fs::read_link(format!("/proc/{pid}/ns/user"));
@@ -106,16 +126,18 @@ mod tests {
 
     #[test]
     fn ports_from_the_start_and_ephemeral_ones_are_anyones() {
-        assert!(may_bind(-1, 0, 1024));
-        assert!(may_bind(-1, 1024, 1024));
-        assert!(may_bind(-1, 80, 80));
-        assert!(!may_bind(-1, 80, 1024), "a process that cannot be read may not");
-        assert!(!may_bind(i32::MAX, 80, 1024), "nor one that is gone");
-        // This process: as its own capabilities say.
+        assert!(may_bind(false, -1, 0, 1024));
+        assert!(may_bind(false, -1, 1024, 1024));
+        assert!(may_bind(false, -1, 80, 80));
+        assert!(!may_bind(true, -1, 80, 1024), "a process that cannot be read may not");
+        assert!(!may_bind(true, i32::MAX, 80, 1024), "nor one that is gone");
+        // This process: as its own capabilities say, and never for a
+        // session that lost the right.
         let me = std::process::id() as i32;
         let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
         let caps = effective_caps(&status).unwrap_or(0);
-        assert_eq!(may_bind(me, 80, 1024), caps & (1 << CAP_NET_BIND_SERVICE) != 0, "{status}");
+        assert_eq!(may_bind(true, me, 80, 1024), caps & (1 << CAP_NET_BIND_SERVICE) != 0, "{status}");
+        assert!(!may_bind(false, me, 80, 1024));
     }
 
     #[test]

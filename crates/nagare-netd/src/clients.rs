@@ -57,7 +57,8 @@ pub(crate) struct Clients {
 impl Clients {
     /// Listens on `config.socket`, offering `config.region()` to clients.
     pub fn listen(config: &NetdConfig) -> io::Result<Clients> {
-        let listener = Listener::bind(&config.socket, config.region()).map_err(|e| listen_error(config, e))?;
+        let listener = crate::access::made_private(|| Listener::bind(&config.socket, config.region()))
+            .map_err(|e| listen_error(config, e))?;
         crate::access::open_socket(&config.socket, config.socket_mode, config.socket_group).map_err(|e| {
             io::Error::new(e.kind(), format!("cannot open {} to other users: {e}", config.socket.display()))
         })?;
@@ -74,7 +75,7 @@ impl Clients {
     /// Whether a client waits at the listener, without waiting.
     pub fn client_waiting(&self) -> bool {
         let mut fds = [libc::pollfd { fd: self.listener_fd(), events: libc::POLLIN, revents: 0 }];
-        crate::os::poll(&mut fds, 0).is_ok() && fds[0].revents != 0
+        crate::os::poll(&mut fds, 0).is_ok() && fds[0].revents & libc::POLLIN != 0
     }
 
     /// Takes every waiting connection; `admit` sets up each new session

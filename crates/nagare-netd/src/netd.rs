@@ -52,9 +52,8 @@ const HOUSEKEEPING: Duration = Duration::from_millis(20);
 
 /// How often netd, polling on between bursts, looks whether a client
 /// waits at the listener. A sleeping netd is woken by one; a polling one
-/// would otherwise admit it only when it next sleeps or at housekeeping
-/// (a `fork` of a program with sockets waited about 5 ms for its child's
-/// session).
+/// would otherwise admit it only when it next sleeps or at housekeeping,
+/// and a `fork` of a program with sockets waits for its child's session.
 const ADMISSION_LOOK: Duration = Duration::from_millis(1);
 
 /// Tells `steering` netd's own addresses, the only ones frames are

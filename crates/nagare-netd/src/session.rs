@@ -99,6 +99,9 @@ pub(crate) struct Session {
     pub bad: u64,
     /// Set when the client must go, with the reason.
     pub doomed: Option<&'static str>,
+    /// The process that connected held `CAP_NET_BIND_SERVICE`, and every
+    /// process the session moved to since does (`crate::access`).
+    may_bind_privileged: bool,
 }
 
 /// What a departing client left: for netd's counters and log.
@@ -122,6 +125,7 @@ impl Session {
         let notifier = Notifier::new(conn.client_wakeup.try_clone()?);
         let sockets = ClientSockets::new(conn.id, memory, wakes);
         let priority = ClientPriority::of_process(conn.cred.pid);
+        let may_bind_privileged = crate::access::may_bind_privileged(conn.cred.pid);
         Ok(Session {
             conn,
             requests,
@@ -142,6 +146,7 @@ impl Session {
             awake: false,
             bad: 0,
             doomed: None,
+            may_bind_privileged,
         })
     }
 
@@ -160,6 +165,7 @@ impl Session {
             priority: self.priority.get(),
             pid: &mut self.conn.cred.pid,
             process: &mut self.priority,
+            may_bind_privileged: &mut self.may_bind_privileged,
         }
     }
 

@@ -132,12 +132,15 @@ pub(crate) struct Caller<'a> {
     /// The pid of the client's process, and what netd reads of it.
     pub pid: &'a mut i32,
     pub process: &'a mut ClientPriority,
+    /// Whether the client may bind a privileged port at all: the process
+    /// that connected could, and every one it moved to (`PID`) can.
+    pub may_bind_privileged: &'a mut bool,
 }
 
 /// `EACCES` unless client `c` may bind `port` (`crate::access`): a port
 /// below the unprivileged start takes `CAP_NET_BIND_SERVICE`.
-fn may_bind(cx: &mut Context<'_>, c: &Caller<'_>, port: u16) -> Result<(), i32> {
-    if crate::access::may_bind(*c.pid, port, cx.config.unprivileged_port_start) {
+fn check_port(cx: &mut Context<'_>, c: &Caller<'_>, port: u16) -> Result<(), i32> {
+    if crate::access::may_bind(*c.may_bind_privileged, *c.pid, port, cx.config.unprivileged_port_start) {
         return Ok(());
     }
     cx.stats.ports_refused += 1;

@@ -15,7 +15,7 @@
 
 use super::deliver::{copy_to_region, received_in_place};
 use super::{
-    address, address6, blocked, buffer, encode_end, engine_errno, local6, may_bind, payload, Caller, Context, Done,
+    address, address6, blocked, buffer, check_port, encode_end, engine_errno, local6, payload, Caller, Context, Done,
     Outcome,
 };
 use crate::memory::{connection_charge, BUFFER_FLOOR};
@@ -38,7 +38,7 @@ pub(super) fn listen(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) ->
         Op::Listen6 => {
             let backlog = req.aux[3] as usize;
             let local = local6(req)?;
-            may_bind(cx, c, local.port())?;
+            check_port(cx, c, local.port())?;
             match local {
                 SocketAddr::V6(six) if req.aux[2] & V6_ONLY != 0 => cx.iface.tcp().listen_v6_only(six, backlog),
                 local => cx.iface.tcp().listen(local, backlog),
@@ -46,7 +46,7 @@ pub(super) fn listen(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) ->
         }
         _ => {
             let local = address(req.aux[0])?;
-            may_bind(cx, c, local.port())?;
+            check_port(cx, c, local.port())?;
             cx.iface.tcp().listen(local, req.aux[1] as usize)
         }
     }
@@ -211,7 +211,7 @@ pub(super) fn connect(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
             _ => (SocketAddr::V4(address(req.aux[0])?), req.aux[1] as u16),
         };
         c.sockets.room(cx.config.max_sockets)?;
-        may_bind(cx, c, local_port)?;
+        check_port(cx, c, local_port)?;
         if cx.iface.tcp_ref().at_connection_limit() {
             cx.stats.connections_refused += 1;
             return Err(libc::ENFILE);

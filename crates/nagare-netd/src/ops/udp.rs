@@ -21,7 +21,7 @@
 use super::deliver::{copy_to_region, received_in_place};
 use super::udp_errors::hard_errno;
 use super::{
-    address, address6, blocked, buffer, encode_end, engine_errno, local6, may_bind, payload, Caller, Context, Done,
+    address, address6, blocked, buffer, check_port, encode_end, engine_errno, local6, payload, Caller, Context, Done,
     Outcome,
 };
 use crate::memory::UDP_RECV_QUEUE;
@@ -43,7 +43,7 @@ pub(super) fn bind(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> O
         Op::UdpBind6 => local6(req)?,
         _ => SocketAddr::V4(address(req.aux[0])?),
     };
-    may_bind(cx, c, local.port())?;
+    check_port(cx, c, local.port())?;
     let h = match local {
         SocketAddr::V6(six) if six.ip().is_unspecified() && req.aux[2] & V6_ONLY == 0 => {
             cx.iface.udp().bind6_dual_stack(six.port())
