@@ -966,9 +966,10 @@ fn connects_are_answered_while_queued_sends_hold_every_buffer() {
     let line = out.stdout.trim();
     let (held, why) = line.split_once(' ').unwrap_or((line, ""));
     assert_eq!(why, "ENOBUFS", "{line}\n{}", out.stderr);
-    // 256 buffers of 64 KiB a session: past 31 connections of 256 KiB
-    // queued each, none is left for a send.
-    assert!(held.parse::<u32>().is_ok_and(|n| n > 32), "{line}");
+    // The session's buffers are all held by queued sends after about 32
+    // connections; the connects after them are answered all the same,
+    // until netd's budget (24 MiB) refuses one.
+    assert!(held.parse::<u32>().is_ok_and(|n| n > 40), "{line}");
 }
 
 /// netd opened to every user (`--socket-mode 666`): a program of another

@@ -66,7 +66,7 @@ pub(crate) fn connect_error(path: &Path, e: RendezvousError) -> io::Error {
             io::ErrorKind::PermissionDenied,
             format!(
                 "nagare netd at {at} refused this process: it serves only its own user and root unless started with \
-                 --socket-mode; run this program as netd's user, or start a netd of your own with `nagare netd ... --socket PATH` and set {} to \
+                 --socket-mode or --socket-group; run this program as netd's user, or start a netd of your own with `nagare netd ... --socket PATH` and set {} to \
                  that PATH",
                 crate::NETD_ENV
             ),
