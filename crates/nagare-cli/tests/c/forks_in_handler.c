@@ -1,0 +1,95 @@
+/* A server in the shape of PostgreSQL's postmaster before version 16: its
+ * signals are blocked but around select(), and its SIGUSR1 handler forks
+ * a child (which exits at once) from inside that select(); SIGCHLD's
+ * reaps. A helper process sends SIGUSR1 every GAP_US microseconds,
+ * SIGNALS times.
+ * Usage: forks_in_handler ADDR PORT SIGNALS GAP_US. Prints
+ * "forked N reaped M" once the helper is done and every child reaped. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t forked, reaped, helper_done;
+static volatile pid_t helper;
+
+static void on_usr1(int sig) {
+    (void)sig;
+    int saved = errno;
+    pid_t pid = fork();
+    if (pid == 0) {
+        _exit(0);
+    }
+    if (pid > 0) {
+        forked++;
+    }
+    errno = saved;
+}
+
+static void on_chld(int sig) {
+    (void)sig;
+    int saved = errno;
+    pid_t pid;
+    while ((pid = waitpid(-1, NULL, WNOHANG)) > 0) {
+        if (pid == helper) {
+            helper_done = 1;
+        } else {
+            reaped++;
+        }
+    }
+    errno = saved;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 5) {
+        fprintf(stderr, "usage: forks_in_handler ADDR PORT SIGNALS GAP_US\n");
+        return 2;
+    }
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(argv[2]))};
+    if (l < 0 || inet_pton(AF_INET, argv[1], &a.sin_addr) != 1 || bind(l, (struct sockaddr *)&a, sizeof a) != 0 ||
+        listen(l, 16) != 0) {
+        perror("listen");
+        return 1;
+    }
+    sigset_t blocked, open;
+    sigemptyset(&blocked);
+    sigaddset(&blocked, SIGUSR1);
+    sigaddset(&blocked, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &blocked, &open);
+    sigdelset(&open, SIGUSR1);
+    sigdelset(&open, SIGCHLD);
+    struct sigaction usr1 = {.sa_handler = on_usr1}, chld = {.sa_handler = on_chld};
+    sigfillset(&usr1.sa_mask);
+    sigfillset(&chld.sa_mask);
+    sigaction(SIGUSR1, &usr1, NULL);
+    sigaction(SIGCHLD, &chld, NULL);
+    int signals = atoi(argv[3]);
+    useconds_t gap = (useconds_t)atoi(argv[4]);
+    pid_t parent = getpid();
+    helper = fork();
+    if (helper == 0) {
+        for (int i = 0; i < signals; i++) {
+            usleep(gap);
+            kill(parent, SIGUSR1);
+        }
+        _exit(0);
+    }
+    while (!helper_done || reaped < forked) {
+        fd_set r;
+        FD_ZERO(&r);
+        FD_SET(l, &r);
+        struct timeval tv = {.tv_sec = 0, .tv_usec = 500};
+        sigprocmask(SIG_SETMASK, &open, NULL);
+        select(l + 1, &r, NULL, NULL, &tv);
+        sigprocmask(SIG_BLOCK, &blocked, NULL);
+    }
+    printf("forked %d reaped %d\n", (int)forked, (int)reaped);
+    return 0;
+}
