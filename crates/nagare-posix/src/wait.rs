@@ -108,7 +108,9 @@ fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, held: &na
 /// handlers around exactly these calls: PostgreSQL's postmaster before
 /// version 16 unblocks its signals only around `select` and forks in its
 /// handlers, and a handler that met the session's lock held by its own
-/// thread would wait on it for ever.
+/// thread would wait on it for ever. Taken before the layer's mark
+/// (`Entered`) and dropped after it, so that a handler runs marked only
+/// while the wait sleeps.
 pub(crate) fn hold_signals(sigmask: *const libc::sigset_t) -> Res<nagare::signals::Held> {
     // SAFETY: a mask the caller gave points to a sigset_t for the call's
     // duration.
