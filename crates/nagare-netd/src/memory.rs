@@ -135,6 +135,16 @@ impl Memory {
         self.budget.saturating_sub(client).min(self.cap.saturating_sub(all))
     }
 
+    /// Lets go of the finished orphans ([`Memory::settle`]) when client
+    /// `key` has less than `bytes` of room: a server of short connections
+    /// closes them faster than housekeeping settles them, and the room
+    /// they held is what its next sockets need.
+    pub fn settle_if_short(&self, iface: &Interface, key: u64, bytes: usize) {
+        if self.room(key, 0) < bytes {
+            self.settle(iface);
+        }
+    }
+
     /// Whether client `key` has room for a new connection at the floor.
     pub fn has_room_for_connection(&self, key: u64) -> bool {
         self.room(key, 0) >= 2 * BUFFER_FLOOR

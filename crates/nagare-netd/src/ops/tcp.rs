@@ -18,7 +18,7 @@ use super::{
     address, address6, blocked, buffer, check_port, encode_end, engine_errno, local6, payload, Caller, Context, Done,
     Outcome,
 };
-use crate::memory::{connection_charge, BUFFER_FLOOR};
+use crate::memory::{connection_charge, BUFFER_FLOOR, CONNECTION_SHARE};
 use crate::sockets::Sock;
 use crate::steering::TCP;
 use nagare_core::iface::Error as EngineError;
@@ -105,6 +105,7 @@ fn socket_buffers(cx: &Context<'_>, h: TcpHandle) -> [u64; 2] {
 fn fit_buffers(cx: &mut Context<'_>, key: u64, h: TcpHandle) -> Result<(), i32> {
     let k = cx.iface.tcp_ref().connection(h).ok_or(libc::EBADF)?;
     let (send, recv) = (k.send_buffer(), k.recv_buffer());
+    cx.memory.settle_if_short(cx.iface, key, CONNECTION_SHARE.saturating_mul(send.saturating_add(recv)));
     let Some((s, r)) = cx.memory.grant_connection(key, send, recv) else {
         cx.stats.memory_refused += 1;
         return Err(libc::ENOBUFS);
@@ -216,6 +217,7 @@ pub(super) fn connect(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
             cx.stats.connections_refused += 1;
             return Err(libc::ENFILE);
         }
+        cx.memory.settle_if_short(cx.iface, c.key, 2 * BUFFER_FLOOR);
         if !cx.memory.has_room_for_connection(c.key) {
             cx.stats.memory_refused += 1;
             return Err(libc::ENOBUFS);

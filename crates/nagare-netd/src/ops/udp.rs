@@ -58,6 +58,7 @@ pub(super) fn bind(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> O
     // client's priority, with it), at least the floor.
     let most = cx.mm.map_or(UDP_RECV_QUEUE, |mm| mm.start(c.priority.value));
     let want = cx.iface.udp_ref().socket(h).map_or(0, |u| u.queue_limits().1).min(most);
+    cx.memory.settle_if_short(cx.iface, c.key, want);
     let Some(queue) = cx.memory.grant_queue(c.key, want) else {
         cx.stats.memory_refused += 1;
         let _ = cx.iface.udp().close(h);
