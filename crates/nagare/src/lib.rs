@@ -49,7 +49,7 @@ use nagare_request::{Completion, Op, Piece, Request};
 use path::Role;
 pub use path::RECV_AHEAD;
 pub use readyfd::ReadinessFd;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -81,11 +81,10 @@ pub const LIVENESS_SLICE: Duration = Duration::from_millis(100);
 /// thread's sleep on the eventfd naps between looks at the rings.
 const HANDLER_NAP: Duration = Duration::from_micros(50);
 
-thread_local! {
-    /// This thread is the session's sleeper on the eventfd (between
-    /// taking the role and giving it up): a call a signal handler makes
-    /// on it meanwhile must not wait for the sleeper to wake it.
-    static SLEEPER_HERE: Cell<bool> = const { Cell::new(false) };
+/// The calling thread's kernel id.
+fn this_thread() -> libc::pid_t {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() }
 }
 
 /// This application's session with a running netd (netd keeps the other
@@ -145,6 +144,9 @@ struct Conn {
     alive_at: Instant,
     /// A thread sleeps on the eventfd for every waiter (see [`Shared`]).
     sleeper: bool,
+    /// Which thread (its kernel id): a call a signal handler makes on that
+    /// thread while it sleeps must not wait for the sleeper to wake it.
+    sleeper_thread: libc::pid_t,
     /// That thread is the watcher (`watcher.rs`), which asked netd for
     /// signals and sleeps with no time limit.
     watcher_sleeps: bool,
@@ -224,6 +226,7 @@ impl Session {
             posted_total: 0,
             alive_at: Instant::now(),
             sleeper: false,
+            sleeper_thread: 0,
             watcher_sleeps: false,
             outside_waits: 0,
             watcher_waits: false,
@@ -600,7 +603,7 @@ impl Session {
     ) -> io::Result<MutexGuard<'a, Conn>> {
         let slice =
             deadline.map_or(LIVENESS_SLICE, |d| d.saturating_duration_since(Instant::now()).min(LIVENESS_SLICE));
-        if c.sleeper && SLEEPER_HERE.with(Cell::get) {
+        if c.sleeper && c.sleeper_thread == this_thread() {
             // The sleeper is this thread, in a signal handler that called
             // in (a fork's handlers share the sockets): it cannot wake
             // itself, so this wait polls the rings in short naps. They
@@ -633,8 +636,8 @@ impl Session {
             return Ok(c);
         }
         c.sleeper = true;
+        c.sleeper_thread = this_thread();
         drop(c);
-        SLEEPER_HERE.with(|s| s.set(true));
         let slept = match (signals, signals::held_mask()) {
             (OnSignal::Restart, None) => self.inner.wake.wait_readable(Some(slice)),
             // Inside a call that holds signals: a handler runs, and that
@@ -650,7 +653,6 @@ impl Session {
             }
             (OnSignal::Interrupt(mask), _) => self.inner.wake.wait_readable_or_signal(Some(slice), mask),
         };
-        SLEEPER_HERE.with(|s| s.set(false));
         let mut c = self.lock()?;
         c.sleeper = false;
         self.inner.woken.notify_all();

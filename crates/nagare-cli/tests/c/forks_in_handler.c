@@ -1,9 +1,9 @@
 /* A server in the shape of PostgreSQL's postmaster before version 16: its
  * signals are blocked but around select(), and its SIGUSR1 handler forks
- * a child (which exits at once) from inside that select(); SIGCHLD's
+ * FORKS children (which exit at once) from inside that select(); SIGCHLD's
  * reaps. A helper process sends SIGUSR1 every GAP_US microseconds,
  * SIGNALS times.
- * Usage: forks_in_handler ADDR PORT SIGNALS GAP_US. Prints
+ * Usage: forks_in_handler ADDR PORT SIGNALS GAP_US FORKS. Prints
  * "forked N reaped M" once the helper is done and every child reaped. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -17,17 +17,20 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t forked, reaped, helper_done;
+static int forks_per_signal = 1;
 static volatile pid_t helper;
 
 static void on_usr1(int sig) {
     (void)sig;
     int saved = errno;
-    pid_t pid = fork();
-    if (pid == 0) {
-        _exit(0);
-    }
-    if (pid > 0) {
-        forked++;
+    for (int i = 0; i < forks_per_signal; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            _exit(0);
+        }
+        if (pid > 0) {
+            forked++;
+        }
     }
     errno = saved;
 }
@@ -47,10 +50,11 @@ static void on_chld(int sig) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: forks_in_handler ADDR PORT SIGNALS GAP_US\n");
+    if (argc != 6) {
+        fprintf(stderr, "usage: forks_in_handler ADDR PORT SIGNALS GAP_US FORKS\n");
         return 2;
     }
+    forks_per_signal = atoi(argv[5]);
     int l = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((unsigned short)atoi(argv[2]))};
     if (l < 0 || inet_pton(AF_INET, argv[1], &a.sin_addr) != 1 || bind(l, (struct sockaddr *)&a, sizeof a) != 0 ||
