@@ -59,8 +59,8 @@ enum Command {
         /// The rendezvous socket clients connect to.
         #[arg(long, default_value = nagare_netd::DEFAULT_SOCKET)]
         socket: PathBuf,
-        /// Permission bits of the rendezvous socket, in octal (default: as
-        /// the umask leaves them, usually netd's user's alone). A program
+        /// Permission bits of the rendezvous socket, in octal (default:
+        /// netd's user's alone, 700, or 660 with --socket-group). A program
         /// reaches netd only with write permission on it: 660 with
         /// --socket-group opens it to a group, 666 to every user. Each
         /// client's buffers stay its own either way.

@@ -73,19 +73,20 @@ pub(crate) fn made_private<T>(make: impl FnOnce() -> T) -> T {
 }
 
 /// Gives socket file `path` permission bits `mode` and group `group`,
-/// each if set.
+/// each if set; a group without a mode gets 0660, so that its members
+/// may connect.
 pub(crate) fn open_socket(path: &Path, mode: Option<u32>, group: Option<u32>) -> io::Result<()> {
     if let Some(gid) = group {
         std::os::unix::fs::lchown(path, None, Some(gid))?;
     }
-    if let Some(mode) = mode {
+    if let Some(mode) = mode.or(group.map(|_| 0o660)) {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o777))?;
     }
     Ok(())
 }
 
 /// Whether a session whose processes all held `CAP_NET_BIND_SERVICE`
-/// (`allowed`), now process `pid`'s, may bind `port` when ports from
+/// (`allowed`), whose process is `pid`, may bind `port` when ports from
 /// `start` on are anyone's (port 0, an ephemeral one, is).
 pub(crate) fn may_bind(allowed: bool, pid: i32, port: u16, start: u16) -> bool {
     port == 0 || port >= start || (allowed && may_bind_privileged(pid))

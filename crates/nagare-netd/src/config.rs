@@ -14,8 +14,8 @@ pub struct NetdConfig {
     /// The rendezvous socket.
     pub socket: PathBuf,
     /// Permission bits of the rendezvous socket and the watch socket
-    /// beside it (`None`: as netd's umask leaves them, usually its user's
-    /// alone): a client connects only with write permission
+    /// beside it (`None`: its user's alone, 0700, or with `socket_group`
+    /// its group's too, 0660): a client connects only with write permission
     /// (`crate::access`).
     pub socket_mode: Option<u32>,
     /// The group those sockets belong to (`None`: netd's).

@@ -332,13 +332,13 @@ fn a_client_killed_past_the_cap_gives_every_byte_back() {
     assert_eq!(done.stats.buffers_leaked, 0, "{:?}", done.stats);
 }
 
-/// The id of the only client in the report.
 /// A client that opens and closes connections one after another, faster
 /// than housekeeping comes, with room for five connections' worth and so
 /// for full buffers (a connection takes at most a quarter of the room)
-/// only while at most one closed connection is still charged: each new one gets full buffers all the same, for the closed
-/// ones that finished their FIN exchange give their room back when a
-/// socket needs it, not at the next housekeeping.
+/// only while at most one closed connection is still charged: each new
+/// one gets full buffers all the same, for the closed ones that finished
+/// their FIN exchange give their room back when a socket needs it, not
+/// at the next housekeeping.
 #[test]
 fn closed_connections_give_their_room_back_when_the_next_needs_it() {
     let netd = NetdThread::start_configured(Placement::Inline, Wire::PeerLink, |c: &mut NetdConfig| {
@@ -359,6 +359,7 @@ fn closed_connections_give_their_room_back_when_the_next_needs_it() {
     assert_eq!(done.stats.buffers_leaked, 0, "{:?}", done.stats);
 }
 
+/// The id of the only client in the report.
 fn report_client_id(report: &str) -> u64 {
     let lines: Vec<&str> = report.lines().filter(|l| l.starts_with("client ")).collect();
     assert_eq!(lines.len(), 1, "{report}");

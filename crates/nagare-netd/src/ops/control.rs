@@ -152,7 +152,9 @@ pub(super) fn pid(c: &mut Caller<'_>, req: &Request) -> Outcome {
     *c.pid = pid;
     // A process with more rights than the one that connected gives the
     // session none it did not have.
-    *c.may_bind_privileged &= crate::access::may_bind_privileged(pid);
+    if *c.may_bind_privileged {
+        *c.may_bind_privileged = crate::access::may_bind_privileged(pid);
+    }
     Ok(Some(Done::value(0)))
 }
 
