@@ -1007,13 +1007,13 @@ fn another_users_program_reaches_an_opened_netd_but_no_privileged_port() {
 
 /// A server in the shape of PostgreSQL's postmaster before version 16
 /// (`tests/c/forks_in_handler.c`): signals blocked but around `select`
-/// on its nagare listener, two children forked in its SIGUSR1 handler,
-/// 30 signals 20 ms apart. Each fork's handlers share the listener
-/// through netd from inside the `select`'s sleep: they neither hang on a
-/// lock the interrupted wait holds nor wait out its slice (the second
-/// fork too, after the first made its child's session), so the signals
-/// are not merged into a few (a fork that waited 100 ms let the next
-/// ones come together).
+/// on its nagare listener, two children forked in its SIGUSR1 handler for
+/// each of 30 signals, each sent once the last was handled. Each fork's
+/// handlers share the listener through netd from inside the `select`'s
+/// sleep without hanging on a lock the interrupted wait holds (the second
+/// fork too, after the first made its child's session): every child is
+/// forked and reaped. How long a fork there takes is measured in
+/// `docs/benchmarks.md`.
 #[test]
 fn a_server_that_forks_in_its_signal_handlers_around_select() {
     if let Some(reason) = interop_unavailable(&["cc", "ping"]) {
@@ -1035,7 +1035,7 @@ fn a_server_that_forks_in_its_signal_handlers_around_select() {
     let counts: Vec<u32> = out.stdout.split_whitespace().filter_map(|w| w.parse().ok()).collect();
     assert_eq!(counts.len(), 2, "{}\n{}", out.stdout, out.stderr);
     assert_eq!(counts[0], counts[1], "every child reaped: {}", out.stdout);
-    assert!(counts[0] >= 40, "only {} of 60 children forked: {}", counts[0], out.stdout);
+    assert_eq!(counts[0], 60, "children forked: {}", out.stdout);
 }
 
 /// A TCP echo server on the kernel's side (python3), for `clients`

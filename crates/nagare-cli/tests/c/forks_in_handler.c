@@ -1,13 +1,15 @@
 /* A server in the shape of PostgreSQL's postmaster before version 16: its
  * signals are blocked but around select(), and its SIGUSR1 handler forks
  * FORKS children (which exit at once) from inside that select(); SIGCHLD's
- * reaps. A helper process sends SIGUSR1 every GAP_US microseconds,
- * SIGNALS times.
+ * reaps. A helper process sends SIGUSR1 SIGNALS times, GAP_US
+ * microseconds apart and each once the handler said it ran for the one
+ * before (a byte on a pipe; at most 5 s each), so no two merge.
  * Usage: forks_in_handler ADDR PORT SIGNALS GAP_US FORKS. Prints
  * "forked N reaped M" once the helper is done and every child reaped. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t forked, reaped, helper_done;
+static int handled[2];
 static int forks_per_signal = 1;
 static volatile pid_t helper;
 
@@ -32,6 +35,9 @@ static void on_usr1(int sig) {
             forked++;
         }
     }
+    char one = 1;
+    ssize_t w = write(handled[1], &one, 1);
+    (void)w;
     errno = saved;
 }
 
@@ -77,11 +83,20 @@ int main(int argc, char **argv) {
     int signals = atoi(argv[3]);
     useconds_t gap = (useconds_t)atoi(argv[4]);
     pid_t parent = getpid();
+    if (pipe(handled) != 0) {
+        perror("pipe");
+        return 1;
+    }
     helper = fork();
     if (helper == 0) {
         for (int i = 0; i < signals; i++) {
             usleep(gap);
             kill(parent, SIGUSR1);
+            struct pollfd p = {.fd = handled[0], .events = POLLIN};
+            char one;
+            if (poll(&p, 1, 5000) != 1 || read(handled[0], &one, 1) != 1) {
+                _exit(1);
+            }
         }
         _exit(0);
     }
