@@ -1365,6 +1365,61 @@ fn time_wait_lasts_its_time_and_a_repeated_fin_restarts_it() {
     assert!(raw.take_one().has(TcpFlags::RST));
 }
 
+/// Our side (a listener's connection) sends its FIN, which the peer
+/// acknowledges without one of its own: FIN-WAIT-2, after `close` or
+/// after `shutdown` alone. Returns the harness, the connection and our
+/// next sequence number.
+fn server_in_fin_wait_2(close: bool) -> (Raw, TcpHandle, u32) {
+    let mut raw = Raw::new();
+    raw.iface.tcp().defaults_mut().fin_timeout = Duration::from_secs(10);
+    let l = raw.iface.tcp().listen(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 80), 8).unwrap();
+    raw.send(repr(40000, 80, 1_000_000, None, TcpFlags::SYN), &[]);
+    let synack = raw.take_one();
+    raw.send(repr(40000, 80, 1_000_001, Some(synack.seq().wrapping_add(1)), TcpFlags::ACK), &[]);
+    let h = raw.iface.tcp().accept(l).unwrap().unwrap();
+    if close {
+        raw.iface.tcp().close(h, raw.now).unwrap();
+    } else {
+        raw.iface.tcp().shutdown(h, raw.now).unwrap();
+    }
+    let fin = raw.take_one();
+    assert!(fin.has(TcpFlags::FIN));
+    let our_next = synack.seq().wrapping_add(2);
+    raw.send(repr(40000, 80, 1_000_001, Some(our_next), TcpFlags::ACK), &[]);
+    (raw, h, our_next)
+}
+
+#[test]
+fn a_closed_connection_waits_for_the_peers_fin_only_until_the_fin_timeout() {
+    let (mut raw, _h, our_next) = server_in_fin_wait_2(true);
+    let start = raw.now;
+    assert_eq!(raw.iface.tcp_ref().connection_count(), 1);
+    assert!(raw.run_until(start + Duration::from_secs(10) - MS).is_empty());
+    assert_eq!(raw.iface.tcp_ref().connection_count(), 1, "dropped before its time");
+    // Dropped without a segment.
+    assert!(raw.run_until(start + Duration::from_secs(10)).is_empty());
+    assert_eq!(raw.iface.tcp_ref().connection_count(), 0, "kept past the FIN timeout");
+    assert_eq!(raw.iface.poll_at(), None);
+    // The peer's late FIN meets a RST.
+    raw.send(repr(40000, 80, 1_000_001, Some(our_next), TcpFlags::FIN | TcpFlags::ACK), &[]);
+    assert!(raw.take_one().has(TcpFlags::RST));
+}
+
+#[test]
+fn a_connection_only_shut_down_stays_in_fin_wait_2_for_its_application() {
+    let (mut raw, h, _) = server_in_fin_wait_2(false);
+    let start = raw.now;
+    assert!(raw.run_until(start + Duration::from_secs(30)).is_empty());
+    assert_eq!(raw.iface.tcp_ref().state(h), Ok(State::FinWait2), "the application still reads it");
+    // Closed now, it waits the FIN timeout from here.
+    raw.iface.tcp().close(h, raw.now).unwrap();
+    let closed = raw.now;
+    assert!(raw.run_until(closed + Duration::from_secs(10) - MS).is_empty());
+    assert_eq!(raw.iface.tcp_ref().connection_count(), 1);
+    raw.run_until(closed + Duration::from_secs(10));
+    assert_eq!(raw.iface.tcp_ref().connection_count(), 0);
+}
+
 #[test]
 fn time_wait_is_reused_by_a_newer_syn() {
     for ts in [true, false] {

@@ -411,7 +411,7 @@ impl<'a> Tcp<'a> {
     /// and TIME-WAIT go on without the application.
     pub fn close(&mut self, h: TcpHandle, now: Instant) -> Result<(), Error> {
         let entry = self.iface.tcp.entry_mut(h)?;
-        entry.conn.close();
+        entry.conn.close(now);
         entry.released = true;
         if entry.conn.is_closed() {
             self.iface.tcp.forget(h);

@@ -42,6 +42,11 @@ pub struct TcpConfig {
     pub delayed_ack: Option<Duration>,
     /// Time spent in TIME-WAIT (Linux: 60 s; RFC 9293: 2 MSL).
     pub time_wait: Duration,
+    /// Longest a connection the application closed waits in FIN-WAIT-2
+    /// for the peer's FIN before it is dropped (Linux's `tcp_fin_timeout`,
+    /// 60 s): nobody can read or write it any more, and a peer that never
+    /// closes would otherwise keep it for ever.
+    pub fin_timeout: Duration,
     /// Idle time before keepalive probes start; `None` disables them.
     pub keepalive: Option<Duration>,
     /// Time between keepalive probes.
@@ -125,6 +130,7 @@ impl Default for TcpConfig {
             nagle: true,
             delayed_ack: Some(Duration::from_millis(40)),
             time_wait: Duration::from_secs(60),
+            fin_timeout: Duration::from_secs(60),
             keepalive: None,
             keepalive_interval: Duration::from_secs(75),
             keepalive_probes: 9,

@@ -273,6 +273,9 @@ pub struct Connection {
     delayed_ack_at: Option<Instant>,
     keepalive_sent: u32,
     time_wait_until: Option<Instant>,
+    /// When a connection the application closed gives up waiting in
+    /// FIN-WAIT-2 for the peer's FIN.
+    fin_wait2_until: Option<Instant>,
     last_send_at: Instant,
     last_recv_at: Instant,
     last_challenge_at: Option<Instant>,
@@ -387,6 +390,7 @@ impl Connection {
             delayed_ack_at: None,
             keepalive_sent: 0,
             time_wait_until: None,
+            fin_wait2_until: None,
             last_send_at: now,
             last_recv_at: now,
             last_challenge_at: None,
@@ -953,13 +957,16 @@ impl Connection {
     /// in SYN-SENT): nobody holds the socket to hear how its data fared,
     /// and a handshake that may take minutes must not keep the buffers of
     /// an owner that has gone. `shutdown` alone still delivers them first.
-    pub fn close(&mut self) {
+    pub fn close(&mut self, now: Instant) {
         self.read_closed = true;
         if self.recv_bytes > 0 || self.state == State::SynSent {
             self.abort();
             return;
         }
         self.shutdown();
+        if self.state == State::FinWait2 {
+            self.arm_fin_timeout(now);
+        }
     }
 
     /// Resets the connection.
@@ -1274,7 +1281,12 @@ impl Connection {
         // Our FIN acknowledged?
         let fin_acked = self.fin_acked();
         match self.state {
-            State::FinWait1 if fin_acked => self.state = State::FinWait2,
+            State::FinWait1 if fin_acked => {
+                self.state = State::FinWait2;
+                if self.read_closed {
+                    self.arm_fin_timeout(now);
+                }
+            }
             State::Closing if fin_acked => self.enter_time_wait(now),
             State::LastAck if fin_acked => {
                 self.enter_closed();
@@ -1701,7 +1713,14 @@ impl Connection {
     }
 
     fn restart_time_wait(&mut self, now: Instant) {
+        self.fin_wait2_until = None;
         self.time_wait_until = Some(now + self.config.time_wait);
+    }
+
+    /// A closed connection in FIN-WAIT-2 waits at most the FIN timeout
+    /// for the peer's FIN.
+    fn arm_fin_timeout(&mut self, now: Instant) {
+        self.fin_wait2_until = Some(now + self.config.fin_timeout);
     }
 
     fn enter_closed(&mut self) {
@@ -1710,6 +1729,7 @@ impl Connection {
         self.persist_at = None;
         self.delayed_ack_at = None;
         self.time_wait_until = None;
+        self.fin_wait2_until = None;
         self.send_queue.consume(usize::MAX);
         self.assembler.clear();
     }
@@ -2209,6 +2229,7 @@ impl Connection {
             self.delayed_ack_at,
             self.keepalive_deadline(),
             self.time_wait_until,
+            self.fin_wait2_until,
         ]
         .into_iter()
         .flatten()
@@ -2218,6 +2239,13 @@ impl Connection {
     /// Runs the timers that are due.
     pub fn on_timer(&mut self, now: Instant) {
         if self.time_wait_until.is_some_and(|t| t <= now) {
+            self.enter_closed();
+            return;
+        }
+        if self.fin_wait2_until.is_some_and(|t| t <= now) {
+            // Dropped without a word, as Linux drops an orphan at its FIN
+            // timeout: the peer, silent this long, learns of it from a
+            // reset should it ever send.
             self.enter_closed();
             return;
         }
