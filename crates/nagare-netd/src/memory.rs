@@ -308,9 +308,11 @@ impl Memory {
 }
 
 /// Whether the engine keeps closed connection `h` with buffers to charge:
-/// held, and neither closed nor in TIME-WAIT.
+/// held, and neither closed nor waiting only for the peer (FIN-WAIT-2,
+/// where everything it sent is acknowledged and data that came would be
+/// answered with a reset, and TIME-WAIT hold no data).
 fn lingers(iface: &Interface, h: TcpHandle) -> bool {
-    iface.tcp_ref().released(h).is_some_and(|k| !matches!(k.state(), State::TimeWait | State::Closed))
+    iface.tcp_ref().released(h).is_some_and(|k| !matches!(k.state(), State::FinWait2 | State::TimeWait | State::Closed))
 }
 
 /// What a connection's buffers may come to hold: the most its send and
