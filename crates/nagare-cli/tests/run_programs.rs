@@ -1602,3 +1602,73 @@ fn icmp_errors_reach_connected_udp_sockets_through_netd() {
         .and_then(|v| v.trim().parse::<u64>().ok());
     assert_eq!(reported, Some(6), "{report}");
 }
+
+/// A kernel server on `port` that takes one connection, sends `greeting`
+/// bytes, reads until the end and prints how it ended: `eof N` (a FIN
+/// after N bytes) or `reset N` (a reset after N).
+fn kernel_sink(s: &Setup, port: u16, greeting: usize) -> Process {
+    let script = format!(
+        "import socket, sys\nl=socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         l.bind(({KERNEL:?}, {port})); l.listen()\nc, _ = l.accept()\nc.sendall(b'g' * {greeting})\nn = 0\n\
+         try:\n    while True:\n        d = c.recv(65536)\n        if not d: break\n        n += len(d)\n\
+         \x20   print('eof', n, flush=True)\nexcept ConnectionResetError:\n    print('reset', n, flush=True)\n"
+    );
+    let p = Process::spawn(s.kernel("python3").args(["-c", &script]).stdout(Stdio::piped()));
+    wait_for_port_kernel(s, port);
+    p
+}
+
+/// What a [`kernel_sink`] printed once its connection ended.
+fn sink_said(p: &mut Process) -> String {
+    use std::io::Read;
+    let mut child = p.child.take().expect("the sink runs");
+    let ended = wait_until(Duration::from_secs(20), || child.try_wait().is_ok_and(|s| s.is_some()));
+    if !ended {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let mut text = String::new();
+    if let Some(mut out) = child.stdout.take() {
+        let _ = out.read_to_string(&mut text);
+    }
+    text.trim().to_string()
+}
+
+/// A program that writes and then exits without closing its socket
+/// (`os._exit`, as a forked child or a small server's handler does) has
+/// every byte it wrote delivered and its connection ended with a FIN, as
+/// Linux closes a process's sockets when it exits; one that exits with
+/// data it never read resets its connection, as Linux does then too.
+#[test]
+fn a_program_that_exits_without_closing_delivers_what_it_wrote() {
+    if let Some(reason) = interop_unavailable(&["python3", "ss", "ping"]) {
+        return skip("a_program_that_exits_without_closing_delivers_what_it_wrote", &reason);
+    }
+    let s = Setup::new("runexit");
+    const WRITTEN: usize = 4 << 20;
+    // Reads the greeting, writes WRITTEN bytes, exits at once.
+    let mut sink = kernel_sink(&s, 9301, 100);
+    let script = format!(
+        "import os, socket\ns = socket.create_connection(({KERNEL:?}, 9301))\ngot = b''\n\
+         while len(got) < 100: got += s.recv(100 - len(got))\ns.sendall(b'x' * {WRITTEN})\nos._exit(0)\n"
+    );
+    let out = run_bounded(s.run("python3").args(["-c", &script]), Duration::from_secs(20));
+    assert_eq!(out.status.and_then(|st| st.code()), Some(0), "{}", out.stderr);
+    assert_eq!(sink_said(&mut sink), format!("eof {WRITTEN}"), "netd:\n{}", s.stat());
+
+    // Leaves the greeting unread.
+    let mut sink = kernel_sink(&s, 9302, 100);
+    let script = format!(
+        "import os, socket, time\ns = socket.create_connection(({KERNEL:?}, 9302))\ntime.sleep(0.5)\n\
+         s.sendall(b'x' * 1000)\nos._exit(0)\n"
+    );
+    let out = run_bounded(s.run("python3").args(["-c", &script]), Duration::from_secs(20));
+    assert_eq!(out.status.and_then(|st| st.code()), Some(0), "{}", out.stderr);
+    let said = sink_said(&mut sink);
+    assert!(said.starts_with("reset "), "{said}");
+    assert!(
+        wait_until(Duration::from_secs(10), || s.stat().contains("memory charged 0 ")),
+        "netd kept what the programs left:\n{}",
+        s.stat()
+    );
+}

@@ -26,7 +26,7 @@ use crate::ops::Context;
 use crate::packetflow::{Filter, Holds, Inbound, Load, MemoryManager, Pause, ReceiveDrops, Receivers, Scheduler};
 use crate::report::{ClientLine, Report};
 use crate::requests::{answer_stat_requests, serve_client, waits_for_stat, REQ_BATCH};
-use crate::session::Session;
+use crate::session::{Session, GONE};
 use crate::sharing::Sharing;
 use crate::sockets::Sock;
 use crate::stats::NetdStats;
@@ -731,7 +731,8 @@ impl Netd {
                 self.receivers.hand_over(h, (s.key(), id), other);
             }
         }
-        let gone = s.leave(&mut self.host.iface, &self.lending, &self.steering, &mut self.sharing, now);
+        let exited = why == GONE;
+        let gone = s.leave(&mut self.host.iface, &self.lending, &self.steering, &mut self.sharing, exited, now);
         s.priority.unlift();
         if let Some(scheduler) = &mut self.scheduler {
             scheduler.forget(s.key());
@@ -743,7 +744,8 @@ impl Netd {
         self.stats.sockets_reclaimed += gone.sockets as u64;
         self.stats.buffers_reclaimed += u64::from(gone.reclaimed);
         self.stats.buffers_leaked += u64::from(gone.leaked);
-        if why == "gone" {
+        self.stats.orphans_reset += u64::from(gone.orphans_reset);
+        if exited {
             self.stats.clients_gone += 1;
         } else if why != "netd stopping" {
             self.stats.clients_broken += 1;
@@ -757,7 +759,8 @@ impl Netd {
             gone.lent,
             gone.leaked
         );
-        // Flush what the engine sent (RSTs) before the session's region goes.
+        // Flush what the engine sent (FINs, RSTs) before the session's
+        // region goes.
         let _ = self.host.transmit(now);
         drop(s);
     }

@@ -3,7 +3,10 @@
 //! `crate::wakes`; a receive or accept whose socket has nothing only has
 //! its time limit checked, `ops::may_progress`), then new ones are taken,
 //! as many as its completion ring has room for; and, once every client
-//! has had its turn, waiting `STAT` requests are answered.
+//! has had its turn, waiting `STAT` requests are answered. A client that
+//! went away has its last requests taken and run once, on the turn that
+//! lets it go: what a program wrote before it exited is sent, as the
+//! kernel sends what a process wrote before its exit closed the socket.
 //!
 //! What becomes of a request after it ran is decided in one place
 //! ([`attempt`]), for a new request and a waiting one alike:
@@ -28,7 +31,7 @@
 //!   to the other client.
 
 use crate::ops::{execute, may_progress, Context, Done, Outcome};
-use crate::session::{Pending, Session};
+use crate::session::{Pending, Session, GONE};
 use crate::sockets::Sock;
 use crate::stats::NetdStats;
 use nagare_ipc::Descriptor;
@@ -52,8 +55,10 @@ enum Age {
 /// up to `batch` new ones (at most `2 * REQ_BATCH`), and posts
 /// completions. Returns whether anything happened.
 pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, had_event: bool) -> bool {
-    if s.doomed.is_some() {
-        return false;
+    match s.doomed {
+        Some(GONE) => return serve_last_requests(s, cx),
+        Some(_) => return false,
+        None => {}
     }
     s.release_settled(cx.steering);
     let mut work = false;
@@ -81,38 +86,64 @@ pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, 
             return true;
         }
     } else {
-        let descs = &mut *cx.descriptors;
-        descs.resize(2 * REQ_BATCH, Descriptor::default());
-        let Some(n) = s.take_requests(&mut descs[..budget]) else { return true };
-        for i in 0..n {
-            let d = cx.descriptors[i];
-            work = true;
-            let req = match Request::decode(&d) {
-                Ok(req) => req,
-                Err(e) => {
-                    cx.stats.bad_descriptors += 1;
-                    s.refuse(&d, e);
-                    continue;
-                }
-            };
-            cx.stats.requests += 1;
-            if matches!(req.op, Op::Recv | Op::RecvFrom) {
-                s.sockets.note_consumed(req.socket, req.aux[0]);
-            }
-            let Ok(buf) = s.pool.take(&d) else {
-                cx.stats.bad_buffers += 1;
-                s.refuse_buffer(&req);
-                continue;
-            };
-            let deadline = req.wait_limit().map(|w| cx.now + w);
-            attempt(s, cx, Pending { req, buf, deadline }, Age::New);
-        }
-        if s.bad > cx.config.max_bad {
-            s.doomed = Some("too many bad descriptors");
-        }
+        let Some(n) = run_new_requests(s, cx, budget) else { return true };
+        work |= n > 0;
     }
     s.flush(cx.stats);
     work
+}
+
+/// A client that went away: every request it posted before it went is
+/// taken and run once (at most a ring's worth: a process that lives on
+/// after closing its session cannot keep netd at it), whatever room its
+/// completion ring has, since nobody reads the completions.
+fn serve_last_requests(s: &mut Session, cx: &mut Context<'_>) -> bool {
+    let mut left = s.request_capacity();
+    let mut work = false;
+    while left > 0 {
+        match run_new_requests(s, cx, left.min(2 * REQ_BATCH)) {
+            Some(n) if n > 0 => {
+                work = true;
+                left -= n;
+            }
+            _ => break,
+        }
+    }
+    work
+}
+
+/// Takes up to `budget` new requests off the client's ring and runs each;
+/// how many it took (`None`: the client broke its ring, and is doomed).
+fn run_new_requests(s: &mut Session, cx: &mut Context<'_>, budget: usize) -> Option<usize> {
+    let descs = &mut *cx.descriptors;
+    descs.resize(2 * REQ_BATCH, Descriptor::default());
+    let n = s.take_requests(&mut descs[..budget.min(2 * REQ_BATCH)])?;
+    for i in 0..n {
+        let d = cx.descriptors[i];
+        let req = match Request::decode(&d) {
+            Ok(req) => req,
+            Err(e) => {
+                cx.stats.bad_descriptors += 1;
+                s.refuse(&d, e);
+                continue;
+            }
+        };
+        cx.stats.requests += 1;
+        if matches!(req.op, Op::Recv | Op::RecvFrom) {
+            s.sockets.note_consumed(req.socket, req.aux[0]);
+        }
+        let Ok(buf) = s.pool.take(&d) else {
+            cx.stats.bad_buffers += 1;
+            s.refuse_buffer(&req);
+            continue;
+        };
+        let deadline = req.wait_limit().map(|w| cx.now + w);
+        attempt(s, cx, Pending { req, buf, deadline }, Age::New);
+    }
+    if s.bad > cx.config.max_bad {
+        s.doomed = Some("too many bad descriptors");
+    }
+    Some(n)
 }
 
 /// Runs request `p` (unless it must keep its place behind a send) and

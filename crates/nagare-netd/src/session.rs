@@ -112,7 +112,16 @@ pub(crate) struct Departure {
     pub lent: u32,
     /// Buffers still marked in use that nothing accounts for.
     pub leaked: u32,
+    /// Connections reset rather than closed because netd kept as many
+    /// closed ones as it may.
+    pub orphans_reset: u32,
 }
+
+/// Why a session ends when its client went away (its process exited or
+/// was killed, or it closed the session): the only ending after which its
+/// last requests are still served and its connections closed as an exit
+/// closes them.
+pub(crate) const GONE: &str = "gone";
 
 impl Session {
     /// The session of a client that has just connected, its sockets
@@ -199,6 +208,11 @@ impl Session {
                 None
             }
         }
+    }
+
+    /// The request ring's slots.
+    pub fn request_capacity(&self) -> usize {
+        self.requests.capacity() as usize
     }
 
     /// Takes up to `into.len()` requests off the ring; `None` if the
@@ -437,14 +451,14 @@ impl Session {
             self.waiter.set_polling(&self.requests);
         }
         if hung_up && self.conn.peer_gone() {
-            self.doomed = Some("gone");
+            self.doomed = Some(GONE);
         }
     }
 
     /// Dooms the session if the client has gone (exit or death).
     pub fn notice_gone(&mut self) {
         if self.doomed.is_none() && self.conn.peer_gone() {
-            self.doomed = Some("gone");
+            self.doomed = Some(GONE);
         }
     }
 
@@ -610,29 +624,63 @@ impl Session {
         lines
     }
 
-    /// The client leaves: its sockets are reset or closed (those another
+    /// The client leaves: its sockets are closed or reset (those another
     /// client holds too stay theirs), its ports unsteered, the buffers of
     /// its waiting requests and every buffer it held reclaimed, and it is
     /// forgotten by lending and steering.
+    ///
+    /// A client that `exited` (its process ended, or closed its session)
+    /// has its connections ended as Linux ends a process's at exit, as
+    /// `close(2)` would: a FIN after what it wrote, or a reset when data
+    /// it never read waits (in the engine, or delivered to the client and
+    /// not taken) or netd keeps as many closed connections as it may. Its
+    /// closed connections are charged to netd while they linger. Any other
+    /// client (one that broke the protocol, or all of them when netd
+    /// stops) has its connections reset, except a shared one whose last
+    /// holder it was, which is closed.
     pub fn leave(
         &mut self,
         iface: &mut Interface,
         lending: &Lending,
         steering: &Steering,
         sharing: &mut Sharing,
+        exited: bool,
         now: Instant,
     ) -> Departure {
         let sockets = self.sockets.len();
         let key = self.conn.id;
+        let memory = self.sockets.memory();
+        // What each connection left unread in the client and is charged,
+        // taken before the table lets go of both.
+        let left: hashbrown::HashMap<u32, (u64, usize)> = self
+            .sockets
+            .iter()
+            .filter(|(_, sock)| matches!(sock, Sock::Tcp(_)))
+            .map(|(id, _)| (id, (self.sockets.unread_in_client(id), memory.socket_charged(key, id))))
+            .collect();
+        let mut orphans_reset = 0;
         for (id, sock) in self.sockets.drain(steering) {
             let shared = sharing.shares.holders(key, id) > 0;
             if sharing.let_go(key, id) {
                 continue;
             }
-            // A shared connection's last holder leaving ends it as a close
-            // would (a child that answered and exited); the others are
-            // reset, as a client that went away cannot read them.
-            let _ = if shared { sock.close(iface, now) } else { sock.reset(iface, now) };
+            let _ = match sock {
+                Sock::Tcp(h) if exited => {
+                    let (unread, charge) = left.get(&id).copied().unwrap_or_default();
+                    let unread = unread > 0 || iface.tcp_ref().connection(h).is_some_and(|k| k.recv_queued() > 0);
+                    let full = !unread && memory.orphans_full(iface);
+                    orphans_reset += u32::from(full);
+                    if unread || full {
+                        sock.reset(iface, now)
+                    } else {
+                        let closed = sock.close(iface, now);
+                        memory.keep_orphan(iface, key, h, charge);
+                        closed
+                    }
+                }
+                _ if exited || shared => sock.close(iface, now),
+                _ => sock.reset(iface, now),
+            };
         }
         let mut reclaimed = 0;
         for p in self.pending.drain(..) {
@@ -650,7 +698,7 @@ impl Session {
         let leaked = in_use.saturating_sub(lent + receive);
         lending.remove_client(self.conn.id);
         steering.remove_client(self.conn.id);
-        Departure { sockets, reclaimed, lent, leaked }
+        Departure { sockets, reclaimed, lent, leaked, orphans_reset }
     }
 }
 

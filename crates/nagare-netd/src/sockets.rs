@@ -232,6 +232,11 @@ impl ClientSockets {
         self.reads.get(&id).map_or(0, |r| r.delivered.saturating_sub(r.consumed))
     }
 
+    /// The accounts its sockets are charged in.
+    pub fn memory(&self) -> Rc<Memory> {
+        Rc::clone(&self.memory)
+    }
+
     /// Takes socket `id` out of the table, its port out of steering and
     /// its charge out of its client's account.
     pub fn remove(&mut self, steering: &Steering, id: u32) -> Option<Sock> {

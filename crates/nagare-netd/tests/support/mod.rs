@@ -477,6 +477,12 @@ impl RawClient {
         assert_eq!(n, 1, "the request ring is full");
     }
 
+    /// Posts `d` without waking netd (it takes it when it next looks).
+    pub fn post_quietly(&mut self, d: Descriptor) {
+        let n = self.requests.push_batch(&[d]).expect("the request ring");
+        assert_eq!(n, 1, "the request ring is full");
+    }
+
     /// Posts `d` and waits (at most [`LIMIT`]) for the completion with its
     /// id; a buffer it hands back is ours again, and its first bytes are
     /// returned with it.
