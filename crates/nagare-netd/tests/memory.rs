@@ -245,6 +245,31 @@ fn closes_past_the_orphan_cap_reset() {
     assert_eq!(done.stats.buffers_leaked, 0, "{:?}", done.stats);
 }
 
+/// A connection its client closes with nothing queued, to a peer that
+/// keeps its own side open: once its FIN is acknowledged (FIN-WAIT-2) it
+/// holds no data, so it is no orphan and its charge comes back, while
+/// the peer still holds the connection.
+#[test]
+fn a_closed_connection_waiting_only_for_the_peers_fin_is_not_charged() {
+    let netd = NetdThread::start_configured(Placement::Inline, Wire::Loopback, |_: &mut NetdConfig| {});
+    let watcher = netd.connect();
+    let mut reader = RawClient::connect(&netd);
+    let mut writer = RawClient::connect(&netd);
+    let listener = listen(&mut reader, 9810);
+    let w = connect(&mut writer, at(9810), false).result().expect("connect") as u32;
+    let r = accept(&mut reader, listener);
+    close(&mut writer, w, false);
+    let report = wait_for_report(&watcher, "the closed connection's charge back", |rep| {
+        stat_value(client_line(rep, writer.client.id), " memory ") == Some(0) && stat_value(rep, " orphans ") == Some(0)
+    });
+    assert!(report.contains(" state close-wait "), "the peer still holds it:\n{report}");
+    close(&mut reader, r, false);
+    close(&mut reader, listener, false);
+    drop((reader, writer, watcher));
+    let done = netd.stop();
+    assert_eq!(done.stats.buffers_leaked, 0, "{:?}", done.stats);
+}
+
 /// With room for five connections in the engine (both ends of a
 /// connection between two clients count, and one reset by its peer until
 /// its client closes it): two connections are made, a third's SYN finds
