@@ -66,7 +66,11 @@ pub const NETD_ENV: &str = "NAGARE_NETD";
 pub const SPIN_ENV: &str = "NAGARE_SPIN_US";
 
 fn spin_from_env() -> Duration {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Asked once per process: the answer reads the cgroup's limits from
+    // /proc (a dozen system calls), and a program that forks makes a
+    // session for every child.
+    static CPUS: OnceLock<usize> = OnceLock::new();
+    let cpus = *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let default = if cpus > 1 { DEFAULT_SPIN } else { Duration::ZERO };
     std::env::var(SPIN_ENV)
         .ok()
