@@ -1638,7 +1638,8 @@ fn sink_said(p: &mut Process) -> String {
 /// (`os._exit`, as a forked child or a small server's handler does) has
 /// every byte it wrote delivered and its connection ended with a FIN, as
 /// Linux closes a process's sockets when it exits; one that exits with
-/// data it never read resets its connection, as Linux does then too.
+/// data it never read resets its connection, as Linux does then too, and
+/// so does a close with `SO_LINGER` on and a zero time.
 #[test]
 fn a_program_that_exits_without_closing_delivers_what_it_wrote() {
     if let Some(reason) = interop_unavailable(&["python3", "ss", "ping"]) {
@@ -1666,6 +1667,18 @@ fn a_program_that_exits_without_closing_delivers_what_it_wrote() {
     assert_eq!(out.status.and_then(|st| st.code()), Some(0), "{}", out.stderr);
     let said = sink_said(&mut sink);
     assert!(said.starts_with("reset "), "{said}");
+
+    // Reads the greeting, writes, and closes with a zero linger time.
+    let mut sink = kernel_sink(&s, 9303, 100);
+    let script = format!(
+        "import socket, struct\ns = socket.create_connection(({KERNEL:?}, 9303))\ngot = b''\n\
+         while len(got) < 100: got += s.recv(100 - len(got))\ns.sendall(b'x' * 1000)\n\
+         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))\ns.close()\n"
+    );
+    let out = run_bounded(s.run("python3").args(["-c", &script]), Duration::from_secs(20));
+    assert_eq!(out.status.and_then(|st| st.code()), Some(0), "{}", out.stderr);
+    let said = sink_said(&mut sink);
+    assert!(said.starts_with("reset "), "a zero linger time: {said}");
     assert!(
         wait_until(Duration::from_secs(10), || s.stat().contains("memory charged 0 ")),
         "netd kept what the programs left:\n{}",

@@ -108,6 +108,30 @@ fn a_stream_connects_carries_bytes_both_ways_and_closes() {
     }
 }
 
+/// A stream closed with a zero linger time resets its connection (its
+/// peer reads `ECONNRESET`), as Linux's close with `SO_LINGER` so set;
+/// with any other time it sends its FIN (the peer reads the end).
+#[test]
+fn a_zero_linger_time_makes_close_reset() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (server, client) = (netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&server, at(9520)).expect("listen");
+    for (linger, reset) in [(Some(Duration::ZERO), true), (Some(Duration::from_secs(5)), false), (None, false)] {
+        let stream = TcpStream::connect_via(&client, at(9520)).expect("connect");
+        let (mut peer, _) = listener.accept().expect("accept");
+        peer.set_read_timeout(Some(LIMIT)).unwrap();
+        stream.set_linger(linger).unwrap();
+        drop(stream);
+        let mut buf = [0u8; 16];
+        let r = peer.read(&mut buf);
+        let was_reset = matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset);
+        assert_eq!(was_reset, reset, "linger {linger:?}: {r:?}");
+        if !reset {
+            assert_eq!(r.ok(), Some(0), "linger {linger:?}: the end");
+        }
+    }
+}
+
 /// A client that dies with a send posted that netd had not taken yet
 /// (netd asleep, not woken for it): netd runs it as it lets the client
 /// go and ends the connection as an exit closes it, so the peer reads

@@ -8,7 +8,7 @@
 //! | `SO_KEEPALIVE` | netd's keepalive probes, after `TCP_KEEPIDLE` | kept |
 //! | `SO_SNDBUF`, `SO_RCVBUF` | a stream's buffers in netd, a datagram socket's receive queue (`SO_RCVBUF`); kept before | netd's size, doubled as Linux reports |
 //! | `SO_RCVTIMEO`, `SO_SNDTIMEO` | the read and write (and connect) limits | kept |
-//! | `SO_LINGER` | kept; close always sends what was queued | kept |
+//! | `SO_LINGER` | a stream's close resets it when on with a zero time; otherwise close sends what was queued, without waiting; kept | kept |
 //! | `SO_ERROR` | – | the pending error, taken |
 //! | `SO_TYPE`, `SO_DOMAIN`, `SO_PROTOCOL`, `SO_ACCEPTCONN` | – | what the socket is |
 //! | `TCP_KEEPIDLE`, `TCP_KEEPINTVL`, `TCP_KEEPCNT` | netd's, while `SO_KEEPALIVE` is on; kept | kept |
@@ -27,6 +27,11 @@ use crate::errors::{errno, say_once};
 use crate::sock::{apply_keepalive, Inner, Proto, Sock, State};
 use crate::{table, Entered, Res};
 use std::time::Duration;
+
+/// `SO_LINGER`'s value as a linger time (`None` when off).
+pub(crate) fn linger_of(l: &libc::linger) -> Option<Duration> {
+    (l.l_onoff != 0).then(|| Duration::from_secs(u64::try_from(l.l_linger).unwrap_or(0)))
+}
 
 /// The congestion control netd's connections run (the engine's default).
 const CONGESTION: &[u8] = b"cubic";
@@ -97,7 +102,13 @@ pub unsafe fn setsockopt(fd: i32, level: i32, name: i32, value: *const libc::c_v
                 apply_keepalive(st, o).map_err(|e| errno(&e))?;
             }
         }
-        (libc::SOL_SOCKET, libc::SO_LINGER) => o.linger = Some(unsafe { read_value::<libc::linger>(value, len) }?),
+        (libc::SOL_SOCKET, libc::SO_LINGER) => {
+            let l = unsafe { read_value::<libc::linger>(value, len) }?;
+            o.linger = Some(l);
+            if let State::Stream(st) = &*state {
+                st.set_linger(linger_of(&l)).map_err(|e| errno(&e))?;
+            }
+        }
         (libc::SOL_SOCKET, libc::SO_RCVTIMEO) | (libc::SOL_SOCKET, libc::SO_SNDTIMEO) => {
             let d = duration_of(unsafe { read_value::<libc::timeval>(value, len) }?)?;
             let recv = name == libc::SO_RCVTIMEO;

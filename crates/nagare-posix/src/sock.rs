@@ -314,6 +314,9 @@ pub(crate) fn apply_stream_options(s: &TcpStream, o: &Options, nonblocking: bool
         if o.send_timeout.is_some() {
             s.set_write_timeout(o.send_timeout)?;
         }
+        if let Some(l) = &o.linger {
+            s.set_linger(crate::options::linger_of(l))?;
+        }
         Ok(())
     })();
     r.map_err(|e: std::io::Error| errno(&e))
