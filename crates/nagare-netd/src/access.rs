@@ -22,7 +22,8 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::unix::fs::PermissionsExt;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 /// The capability that binds ports below the unprivileged start.
@@ -74,15 +75,33 @@ pub(crate) fn made_private<T>(make: impl FnOnce() -> T) -> T {
 
 /// Gives socket file `path` permission bits `mode` and group `group`,
 /// each if set; a group without a mode gets 0660, so that its members
-/// may connect.
+/// may connect. The file is opened without following a symbolic link and
+/// must be a socket of netd's user: whoever can write to its directory
+/// could otherwise put a link there, between netd's `bind` and this, and
+/// have netd open another file to everyone.
 pub(crate) fn open_socket(path: &Path, mode: Option<u32>, group: Option<u32>) -> io::Result<()> {
+    let Some(mode) = mode.or(group.map(|_| 0o660)) else { return Ok(()) };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    let meta = file.metadata()?;
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if !meta.file_type().is_socket() || meta.uid() != euid {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{} is no longer netd's socket", path.display()),
+        ));
+    }
+    // The descriptor's own link in /proc names the file opened, not
+    // whatever the path names now.
+    let own = Path::new("/proc/self/fd").join(file.as_raw_fd().to_string());
     if let Some(gid) = group {
-        std::os::unix::fs::lchown(path, None, Some(gid))?;
+        std::os::unix::fs::chown(&own, None, Some(gid))?;
     }
-    if let Some(mode) = mode.or(group.map(|_| 0o660)) {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o777))?;
-    }
-    Ok(())
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(mode & 0o777))
 }
 
 /// Whether a session whose processes all held `CAP_NET_BIND_SERVICE`
@@ -113,6 +132,30 @@ fn effective_caps(status: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_socket_is_opened_and_a_link_or_another_file_in_its_place_is_not() {
+        let dir = std::env::temp_dir().join(format!("nagare-access-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("netd.sock");
+        let _listener = super::made_private(|| std::os::unix::net::UnixListener::bind(&sock)).unwrap();
+        let mode = |p: &std::path::Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&sock) & 0o077, 0, "made private");
+        super::open_socket(&sock, Some(0o666), None).unwrap();
+        assert_eq!(mode(&sock), 0o666);
+        let file = dir.join("secret");
+        std::fs::write(&file, b"x").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let link = dir.join("link.sock");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert!(super::open_socket(&link, Some(0o666), None).is_err(), "a link was followed");
+        assert!(super::open_socket(&file, Some(0o666), None).is_err(), "a plain file was opened");
+        assert_eq!(mode(&file), 0o600, "the file behind the link kept its mode");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     use super::*;
 
     #[test]
