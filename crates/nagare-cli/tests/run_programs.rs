@@ -1604,12 +1604,13 @@ fn icmp_errors_reach_connected_udp_sockets_through_netd() {
 }
 
 /// A kernel server on `port` that takes one connection, sends `greeting`
-/// bytes, reads until the end and prints how it ended: `eof N` (a FIN
-/// after N bytes) or `reset N` (a reset after N).
-fn kernel_sink(s: &Setup, port: u16, greeting: usize) -> Process {
+/// bytes (then its FIN, with `shut`), reads until the end and prints how
+/// it ended: `eof N` (a FIN after N bytes) or `reset N` (a reset after N).
+fn kernel_sink(s: &Setup, port: u16, greeting: usize, shut: bool) -> Process {
+    let shut = if shut { "c.shutdown(socket.SHUT_WR)" } else { "pass" };
     let script = format!(
         "import socket, sys\nl=socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
-         l.bind(({KERNEL:?}, {port})); l.listen()\nc, _ = l.accept()\nc.sendall(b'g' * {greeting})\nn = 0\n\
+         l.bind(({KERNEL:?}, {port})); l.listen()\nc, _ = l.accept()\nc.sendall(b'g' * {greeting})\n{shut}\nn = 0\n\
          try:\n    while True:\n        d = c.recv(65536)\n        if not d: break\n        n += len(d)\n\
          \x20   print('eof', n, flush=True)\nexcept ConnectionResetError:\n    print('reset', n, flush=True)\n"
     );
@@ -1638,8 +1639,11 @@ fn sink_said(p: &mut Process) -> String {
 /// (`os._exit`, as a forked child or a small server's handler does) has
 /// every byte it wrote delivered and its connection ended with a FIN, as
 /// Linux closes a process's sockets when it exits; one that exits with
-/// data it never read resets its connection, as Linux does then too, and
-/// so does a close with `SO_LINGER` on and a zero time.
+/// data it never read resets its connection, as Linux does then too (one
+/// that read to the end of the stream before it answered and exited does
+/// not, nor a forking server's child that answers and exits as the last
+/// holder of a connection its parent closed), and so does a close with
+/// `SO_LINGER` on and a zero time.
 #[test]
 fn a_program_that_exits_without_closing_delivers_what_it_wrote() {
     if let Some(reason) = interop_unavailable(&["python3", "ss", "ping"]) {
@@ -1648,7 +1652,7 @@ fn a_program_that_exits_without_closing_delivers_what_it_wrote() {
     let s = Setup::new("runexit");
     const WRITTEN: usize = 4 << 20;
     // Reads the greeting, writes WRITTEN bytes, exits at once.
-    let mut sink = kernel_sink(&s, 9301, 100);
+    let mut sink = kernel_sink(&s, 9301, 100, false);
     let script = format!(
         "import os, socket\ns = socket.create_connection(({KERNEL:?}, 9301))\ngot = b''\n\
          while len(got) < 100: got += s.recv(100 - len(got))\ns.sendall(b'x' * {WRITTEN})\nos._exit(0)\n"
@@ -1658,7 +1662,7 @@ fn a_program_that_exits_without_closing_delivers_what_it_wrote() {
     assert_eq!(sink_said(&mut sink), format!("eof {WRITTEN}"), "netd:\n{}", s.stat());
 
     // Leaves the greeting unread.
-    let mut sink = kernel_sink(&s, 9302, 100);
+    let mut sink = kernel_sink(&s, 9302, 100, false);
     let script = format!(
         "import os, socket, time\ns = socket.create_connection(({KERNEL:?}, 9302))\ntime.sleep(0.5)\n\
          s.sendall(b'x' * 1000)\nos._exit(0)\n"
@@ -1668,8 +1672,54 @@ fn a_program_that_exits_without_closing_delivers_what_it_wrote() {
     let said = sink_said(&mut sink);
     assert!(said.starts_with("reset "), "{said}");
 
+    // Reads to the end of the stream, answers, exits at once.
+    let mut sink = kernel_sink(&s, 9304, 100, true);
+    let script = format!(
+        "import os, socket\ns = socket.create_connection(({KERNEL:?}, 9304))\n\
+         while s.recv(4096): pass\ns.sendall(b'x' * 1000)\nos._exit(0)\n"
+    );
+    let out = run_bounded(s.run("python3").args(["-c", &script]), Duration::from_secs(20));
+    assert_eq!(out.status.and_then(|st| st.code()), Some(0), "{}", out.stderr);
+    assert_eq!(sink_said(&mut sink), "eof 1000", "read to its end: netd:\n{}", s.stat());
+
+    // A forking server's child, last holder of a connection its parent
+    // closed once the child had read the request (a shared socket, whose
+    // reads read nothing ahead), answers and exits.
+    let server = [
+        "import os, socket",
+        "l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)",
+        "l.bind(('0.0.0.0', 7305)); l.listen(8)",
+        "while True:",
+        "    c, a = l.accept()",
+        "    read_it, told = os.pipe(); closed, tell = os.pipe()",
+        "    pid = os.fork()",
+        "    if pid == 0:",
+        "        got = b''",
+        "        while len(got) < 16:",
+        "            x = c.recv(16 - len(got))",
+        "            if not x: break",
+        "            got += x",
+        "        os.write(told, b'.'); os.read(closed, 1)",
+        "        if len(got) == 16: c.sendall(b'y' * 1000)",
+        "        os._exit(0)",
+        "    os.read(read_it, 1); c.close(); os.write(tell, b'.')",
+        "    os.waitpid(pid, 0)",
+        "    for fd in (read_it, told, closed, tell): os.close(fd)",
+    ]
+    .join("\n");
+    let mut forking = Process::spawn(s.run("python3").args(["-c", &server]));
+    wait_for_port(&s, NAGARE, 7305);
+    let client = format!(
+        "import socket\nc = socket.create_connection(({NAGARE:?}, 7305), 10)\nc.sendall(b'q' * 16)\nn = 0\n\
+         try:\n    while True:\n        d = c.recv(65536)\n        if not d: break\n        n += len(d)\n\
+         \x20   print('eof', n)\nexcept ConnectionResetError:\n    print('reset', n)\n"
+    );
+    let said = ok(s.kernel("python3").args(["-c", &client]), 20, "a client of the forking server");
+    assert_eq!(said.stdout.trim(), "eof 1000", "a shared connection's last holder exited: {}", said.stderr);
+    forking.terminate(Duration::from_secs(5));
+
     // Reads the greeting, writes, and closes with a zero linger time.
-    let mut sink = kernel_sink(&s, 9303, 100);
+    let mut sink = kernel_sink(&s, 9303, 100, false);
     let script = format!(
         "import socket, struct\ns = socket.create_connection(({KERNEL:?}, 9303))\ngot = b''\n\
          while len(got) < 100: got += s.recv(100 - len(got))\ns.sendall(b'x' * 1000)\n\

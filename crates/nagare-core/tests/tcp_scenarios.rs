@@ -1411,7 +1411,7 @@ fn a_connection_only_shut_down_stays_in_fin_wait_2_for_its_application() {
     let start = raw.now;
     assert!(raw.run_until(start + Duration::from_secs(30)).is_empty());
     assert_eq!(raw.iface.tcp_ref().state(h), Ok(State::FinWait2), "the application still reads it");
-    // Closed now, it waits the FIN timeout from here.
+    // Once closed, it waits the FIN timeout from the close.
     raw.iface.tcp().close(h, raw.now).unwrap();
     let closed = raw.now;
     assert!(raw.run_until(closed + Duration::from_secs(10) - MS).is_empty());

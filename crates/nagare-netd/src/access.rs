@@ -81,27 +81,29 @@ pub(crate) fn made_private<T>(make: impl FnOnce() -> T) -> T {
 /// have netd open another file to everyone.
 pub(crate) fn open_socket(path: &Path, mode: Option<u32>, group: Option<u32>) -> io::Result<()> {
     let Some(mode) = mode.or(group.map(|_| 0o660)) else { return Ok(()) };
+    let said = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_PATH | libc::O_NOFOLLOW)
         .open(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-    let meta = file.metadata()?;
+        .map_err(said)?;
+    let meta = file.metadata().map_err(said)?;
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
     if !meta.file_type().is_socket() || meta.uid() != euid {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
-            format!("{} is no longer netd's socket", path.display()),
+            format!("{}: not a socket of netd's user", path.display()),
         ));
     }
     // The descriptor's own link in /proc names the file opened, not
-    // whatever the path names now.
+    // whatever the path names at this moment (an `O_PATH` descriptor
+    // takes no `fchmod`).
     let own = Path::new("/proc/self/fd").join(file.as_raw_fd().to_string());
     if let Some(gid) = group {
-        std::os::unix::fs::chown(&own, None, Some(gid))?;
+        std::os::unix::fs::chown(&own, None, Some(gid)).map_err(said)?;
     }
-    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(mode & 0o777))
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(mode & 0o777)).map_err(said)
 }
 
 /// Whether a session whose processes all held `CAP_NET_BIND_SERVICE`
@@ -140,9 +142,11 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let sock = dir.join("netd.sock");
-        let _listener = super::made_private(|| std::os::unix::net::UnixListener::bind(&sock)).unwrap();
+        // Not `made_private`, whose umask is the process's: other tests
+        // run beside this one.
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o600)).unwrap();
         let mode = |p: &std::path::Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode(&sock) & 0o077, 0, "made private");
         super::open_socket(&sock, Some(0o666), None).unwrap();
         assert_eq!(mode(&sock), 0o666);
         let file = dir.join("secret");

@@ -54,8 +54,8 @@ const HOUSEKEEPING: Duration = Duration::from_millis(20);
 /// waits at the listener. A sleeping netd is woken by one; a polling one
 /// would otherwise admit it only when it next sleeps or at housekeeping,
 /// and a `fork` of a program with sockets waits for its child's session
-/// (a look every millisecond left a fork at 1 ms; every 100 µs, 0.4 ms).
-/// A look is one `poll` of the listener, a fraction of a microsecond.
+/// (`docs/benchmarks.md`, "A fork, step by step"). A look is one `poll`
+/// of the listener, a fraction of a microsecond.
 const ADMISSION_LOOK: Duration = Duration::from_micros(100);
 
 /// Tells `steering` netd's own addresses, the only ones frames are

@@ -212,6 +212,7 @@ impl Report<'_> {
             ("send_buffers_grown", s.send_buffers_grown),
             ("send_buffer_growth_refused", s.send_buffer_growth_refused),
             ("orphans_reset", s.orphans_reset),
+            ("last_requests", s.last_requests),
             ("connections_refused", s.connections_refused),
             ("filter_dropped_low_priority", s.filter_dropped_low_priority),
             ("filter_dropped_overflow", s.filter_dropped_overflow),

@@ -93,16 +93,28 @@ pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, 
     work
 }
 
-/// A client that went away: every request it posted before it went is
-/// taken and run once (at most a ring's worth: a process that lives on
-/// after closing its session cannot keep netd at it), whatever room its
-/// completion ring has, since nobody reads the completions.
+/// A client that went away: its waiting requests run once more (a send
+/// that waited for room may fit now), then every request it posted before
+/// it went is taken and run once (at most a ring's worth: a process that
+/// lives on after closing its session cannot keep netd at it), whatever
+/// room its completion ring has, since nobody reads the completions. A
+/// client found breaking the protocol meanwhile is left alone from there.
 fn serve_last_requests(s: &mut Session, cx: &mut Context<'_>) -> bool {
-    let mut left = s.request_capacity();
     let mut work = false;
-    while left > 0 {
+    let mut waiting = s.begin_retry();
+    for p in waiting.drain(..) {
+        if may_progress(cx, s.key(), &s.sockets, &p.req) {
+            work |= attempt(s, cx, p, Age::Waiting);
+        } else {
+            wait(s, cx, p, Age::Waiting);
+        }
+    }
+    s.end_retry(waiting);
+    let mut left = s.request_capacity();
+    while left > 0 && s.doomed == Some(GONE) {
         match run_new_requests(s, cx, left.min(2 * REQ_BATCH)) {
             Some(n) if n > 0 => {
+                cx.stats.last_requests += n as u64;
                 work = true;
                 left -= n;
             }

@@ -632,12 +632,18 @@ impl Session {
     /// A client that `exited` (its process ended, or closed its session)
     /// has its connections ended as Linux ends a process's at exit, as
     /// `close(2)` would: a FIN after what it wrote, or a reset when data
-    /// it never read waits (in the engine, or delivered to the client and
-    /// not taken) or netd keeps as many closed connections as it may. Its
-    /// closed connections are charged to netd while they linger. Any other
-    /// client (one that broke the protocol, or all of them when netd
-    /// stops) has its connections reset, except a shared one whose last
-    /// holder it was, which is closed.
+    /// it never read waits, when a send of its still waits for room in the
+    /// engine (what it wrote cannot all go, and the reset tells the peer
+    /// so), or when netd keeps as many closed connections as it may. Data
+    /// that waits unread is the engine's, or what was delivered to the
+    /// client past the count it last reported taking with a receive it
+    /// posted; that count lags by the last read on a shared socket (whose
+    /// reads read nothing ahead) and once the peer's FIN was delivered
+    /// (the client posts no receive after the end), so there the engine's
+    /// alone counts. Its closed connections are charged to netd while they
+    /// linger. Any other client (one that broke the protocol, or all of
+    /// them when netd stops) has its connections reset, except a shared
+    /// one whose last holder it was, which is closed.
     pub fn leave(
         &mut self,
         iface: &mut Interface,
@@ -652,11 +658,14 @@ impl Session {
         let memory = self.sockets.memory();
         // What each connection left unread in the client and is charged,
         // taken before the table lets go of both.
-        let left: hashbrown::HashMap<u32, (u64, usize)> = self
+        let left: hashbrown::HashMap<u32, (u64, usize, bool)> = self
             .sockets
             .iter()
             .filter(|(_, sock)| matches!(sock, Sock::Tcp(_)))
-            .map(|(id, _)| (id, (self.sockets.unread_in_client(id), memory.socket_charged(key, id))))
+            .map(|(id, _)| {
+                let unread = self.sockets.unread_in_client(id);
+                (id, (unread, memory.socket_charged(key, id), self.send_waits(id)))
+            })
             .collect();
         let mut orphans_reset = 0;
         for (id, sock) in self.sockets.drain(steering) {
@@ -666,11 +675,13 @@ impl Session {
             }
             let _ = match sock {
                 Sock::Tcp(h) if exited => {
-                    let (unread, charge) = left.get(&id).copied().unwrap_or_default();
-                    let unread = unread > 0 || iface.tcp_ref().connection(h).is_some_and(|k| k.recv_queued() > 0);
-                    let full = !unread && memory.orphans_full(iface);
+                    let (in_client, charge, send_waits) = left.get(&id).copied().unwrap_or_default();
+                    let conn = iface.tcp_ref().connection(h);
+                    let counted = !shared && !conn.is_some_and(|k| k.at_eof());
+                    let unread = conn.is_some_and(|k| k.recv_queued() > 0) || (counted && in_client > 0);
+                    let full = !unread && !send_waits && memory.orphans_full(iface);
                     orphans_reset += u32::from(full);
-                    if unread || full {
+                    if unread || send_waits || full {
                         sock.reset(iface, now)
                     } else {
                         let closed = sock.close(iface, now);

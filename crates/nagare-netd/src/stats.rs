@@ -73,6 +73,9 @@ pub struct NetdStats {
     /// Closes that reset their connection because `max_orphans` closed
     /// connections were still held.
     pub orphans_reset: u64,
+    /// Requests a client posted before it went away, run as netd let it
+    /// go.
+    pub last_requests: u64,
     /// Connects refused (`ENFILE`) at the engine's connection limit.
     pub connections_refused: u64,
     /// UDP datagrams PacketFlow's filter dropped for a receiver of less

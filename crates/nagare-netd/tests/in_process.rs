@@ -177,6 +177,7 @@ fn a_dead_clients_last_send_goes_out_before_its_fin() {
         );
         let report = wait_for_report(&good, "the dead client let go", |r| stat_value(r, " clients ") == Some(1));
         assert_eq!(stat_value(&report, "netd buffers_leaked "), Some(0), "{report}");
+        assert_eq!(stat_value(&report, "netd last_requests "), Some(1), "the send ran as netd let go:\n{report}");
         drop((reader, unread, listener));
         wait_for_report(&good, "every byte charged comes back", |r| stat_value(r, "memory charged ") == Some(0));
         drop(good);

@@ -28,9 +28,10 @@ use crate::sock::{apply_keepalive, Inner, Proto, Sock, State};
 use crate::{table, Entered, Res};
 use std::time::Duration;
 
-/// `SO_LINGER`'s value as a linger time (`None` when off).
+/// `SO_LINGER`'s value as a linger time (`None` when off). A negative
+/// time is a very long one, as Linux reads it (unsigned).
 pub(crate) fn linger_of(l: &libc::linger) -> Option<Duration> {
-    (l.l_onoff != 0).then(|| Duration::from_secs(u64::try_from(l.l_linger).unwrap_or(0)))
+    (l.l_onoff != 0).then(|| Duration::from_secs(u64::try_from(l.l_linger).unwrap_or(u64::MAX)))
 }
 
 /// The congestion control netd's connections run (the engine's default).
@@ -309,6 +310,16 @@ unsafe fn write_value<T: Copy>(v: &T, value: *mut libc::c_void, len: *mut libc::
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_linger_time_is_off_zero_or_long() {
+        let l = |l_onoff, l_linger| super::linger_of(&libc::linger { l_onoff, l_linger });
+        assert_eq!(l(0, 0), None);
+        assert_eq!(l(0, 5), None);
+        assert_eq!(l(1, 0), Some(std::time::Duration::ZERO));
+        assert_eq!(l(1, 5), Some(std::time::Duration::from_secs(5)));
+        assert!(l(1, -1).is_some_and(|d| d > std::time::Duration::from_secs(1 << 30)), "negative is long");
+    }
+
     use super::*;
 
     #[test]
