@@ -1390,6 +1390,18 @@ fn server_in_fin_wait_2(close: bool) -> (Raw, TcpHandle, u32) {
 }
 
 #[test]
+fn a_close_with_reset_on_close_resets_the_connection() {
+    let mut net = Net::new();
+    let (ha, hb) = net.connect_pair(80);
+    net.a.tcp().set_reset_on_close(ha, true).unwrap();
+    net.a.tcp().close(ha, net.now).unwrap();
+    net.settle();
+    let mut buf = [0u8; 16];
+    assert_eq!(net.b.tcp().recv(hb, &mut buf, net.now), Err(Error::ConnectionReset));
+    assert_eq!(net.a.tcp_ref().connection_count(), 0);
+}
+
+#[test]
 fn a_closed_connection_waits_for_the_peers_fin_only_until_the_fin_timeout() {
     let (mut raw, _h, our_next) = server_in_fin_wait_2(true);
     let start = raw.now;

@@ -137,7 +137,8 @@ fn a_zero_linger_time_makes_close_reset() {
 /// go and ends the connection as an exit closes it, so the peer reads
 /// every byte and then the end, as a process's last write before it
 /// exits reaches its peer on Linux. A connection with data the dead
-/// client never read is reset instead.
+/// client never read is reset instead, and so is one it gave a zero
+/// linger time.
 #[test]
 fn a_dead_clients_last_send_goes_out_before_its_fin() {
     for placement in PLACEMENTS {
@@ -156,6 +157,11 @@ fn a_dead_clients_last_send_goes_out_before_its_fin() {
         let (written, mut reader) = connect(&mut doomed);
         let (_, mut unread) = connect(&mut doomed);
         unread.write_all(b"never read").unwrap();
+        let (lingers, mut reset_by_option) = connect(&mut doomed);
+        let mut option = doomed.request(Op::SetOption);
+        option.socket = lingers;
+        option.aux = [nagare_request::SockOption::ResetOnClose as u64, 1, 0, 0];
+        assert_eq!(doomed.call(option).result(), Ok(1), "{placement:?}");
         // netd falls asleep; the send waits on the ring, unannounced.
         std::thread::sleep(Duration::from_millis(200));
         let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
@@ -175,10 +181,15 @@ fn a_dead_clients_last_send_goes_out_before_its_fin() {
             matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
             "{placement:?}: the connection with unread data ended with {r:?}"
         );
+        let r = reset_by_option.read(&mut buf);
+        assert!(
+            matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+            "{placement:?}: the connection with a zero linger time ended with {r:?}"
+        );
         let report = wait_for_report(&good, "the dead client let go", |r| stat_value(r, " clients ") == Some(1));
         assert_eq!(stat_value(&report, "netd buffers_leaked "), Some(0), "{report}");
         assert_eq!(stat_value(&report, "netd last_requests "), Some(1), "the send ran as netd let go:\n{report}");
-        drop((reader, unread, listener));
+        drop((reader, unread, reset_by_option, listener));
         wait_for_report(&good, "every byte charged comes back", |r| stat_value(r, "memory charged ") == Some(0));
         drop(good);
         let done = netd.stop();

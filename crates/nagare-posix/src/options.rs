@@ -8,7 +8,7 @@
 //! | `SO_KEEPALIVE` | netd's keepalive probes, after `TCP_KEEPIDLE` | kept |
 //! | `SO_SNDBUF`, `SO_RCVBUF` | a stream's buffers in netd, a datagram socket's receive queue (`SO_RCVBUF`); kept before | netd's size, doubled as Linux reports |
 //! | `SO_RCVTIMEO`, `SO_SNDTIMEO` | the read and write (and connect) limits | kept |
-//! | `SO_LINGER` | a stream's close resets it when on with a zero time; otherwise close sends what was queued, without waiting; kept | kept |
+//! | `SO_LINGER` | on with a zero time: netd resets the stream at its close (and at the program's exit); otherwise a close sends what was queued, without waiting; kept | kept |
 //! | `SO_ERROR` | – | the pending error, taken |
 //! | `SO_TYPE`, `SO_DOMAIN`, `SO_PROTOCOL`, `SO_ACCEPTCONN` | – | what the socket is |
 //! | `TCP_KEEPIDLE`, `TCP_KEEPINTVL`, `TCP_KEEPCNT` | netd's, while `SO_KEEPALIVE` is on; kept | kept |

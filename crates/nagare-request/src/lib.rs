@@ -365,6 +365,10 @@ pub enum SockOption {
     /// `TCP_KEEPCNT`: unanswered probes before the connection fails with
     /// `ETIMEDOUT`, 1 to [`MAX_KEEPALIVE_PROBES`].
     KeepCount = 8,
+    /// `SO_LINGER` with a zero time: 1 makes a close reset the connection,
+    /// what was queued dropped (an explicit close, and the close of a
+    /// client that went away), 0 closes with a FIN after it.
+    ResetOnClose = 9,
 }
 
 /// The most seconds of [`SockOption::KeepIdle`] and
@@ -387,6 +391,7 @@ impl SockOption {
             6 => SockOption::KeepIdle,
             7 => SockOption::KeepInterval,
             8 => SockOption::KeepCount,
+            9 => SockOption::ResetOnClose,
             _ => return None,
         })
     }
@@ -396,7 +401,7 @@ impl SockOption {
         match self {
             SockOption::SendBuffer | SockOption::RecvBuffer => (1..=MAX_SOCKET_BUFFER).contains(&v),
             SockOption::UserTimeout => v <= u64::from(u32::MAX),
-            SockOption::NoDelay => v <= 1,
+            SockOption::NoDelay | SockOption::ResetOnClose => v <= 1,
             SockOption::Priority => v == 0 || (100..=139).contains(&v),
             SockOption::KeepIdle => v <= MAX_KEEPALIVE_SECS,
             SockOption::KeepInterval => (1..=MAX_KEEPALIVE_SECS).contains(&v),
@@ -1290,8 +1295,10 @@ mod tests {
             (SockOption::KeepCount as u64, 0, false),
             (SockOption::KeepCount as u64, MAX_KEEPALIVE_PROBES, true),
             (SockOption::KeepCount as u64, MAX_KEEPALIVE_PROBES + 1, false),
+            (SockOption::ResetOnClose as u64, 1, true),
+            (SockOption::ResetOnClose as u64, 2, false),
             (0, 1, false),
-            (9, 1, false),
+            (10, 1, false),
         ] {
             set.aux = [option, value, 0, 0];
             assert_eq!(Request::decode(&set.encode()).is_ok(), ok, "option {option} = {value}");

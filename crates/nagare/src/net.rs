@@ -94,13 +94,11 @@ pub(crate) struct Handle {
     /// The descriptor lent by `readiness_fd`, made on the first call
     /// (`readyfd.rs`).
     ready: OnceLock<Arc<ReadyFd>>,
-    /// A close resets the connection (a zero linger time).
-    reset_on_close: AtomicBool,
 }
 
 impl Handle {
     pub(crate) fn new(netd: &Session, id: u32) -> Handle {
-        Handle { netd: netd.clone(), id, ready: OnceLock::new(), reset_on_close: AtomicBool::new(false) }
+        Handle { netd: netd.clone(), id, ready: OnceLock::new() }
     }
 
     /// The socket's descriptor, made on the first call.
@@ -180,9 +178,9 @@ impl Handle {
 impl Drop for Handle {
     /// Closes the socket: netd closes it after the sends already queued on
     /// it (a stream sends them, then its FIN; a stream whose received data
-    /// was not all read, or whose linger time is zero, is reset instead),
-    /// and its port is free for another socket, of any client, once this
-    /// returns.
+    /// was not all read is reset instead, and so is one whose linger time
+    /// is zero, by netd), and its port is free for another socket, of any
+    /// client, once this returns.
     fn drop(&mut self) {
         // The descriptor is this process's own, abandoned session or not.
         if let Ok(mut c) = self.netd.lock() {
@@ -197,7 +195,7 @@ impl Drop for Handle {
             c.close_path(self.id)
         });
         let mut r = request(Op::Close, self.id);
-        if unread || self.reset_on_close.load(Ordering::Relaxed) {
+        if unread {
             r.aux[0] = nagare_request::CLOSE_RESET;
         }
         let _ = self.netd.call(r, Data::None);
@@ -470,9 +468,10 @@ impl TcpStream {
     /// resets the connection, what was queued dropped, as Linux's close
     /// with a zero linger time; with any other value, or `None`, it sends
     /// what was queued and then its FIN, without waiting for them.
+    /// netd keeps it with the connection, so a close by any process that
+    /// holds it, or the exit of one that never closed it, resets too.
     pub fn set_linger(&self, linger: Option<Duration>) -> io::Result<()> {
-        self.h.reset_on_close.store(linger == Some(Duration::ZERO), Ordering::Relaxed);
-        Ok(())
+        self.h.set_option(SockOption::ResetOnClose, u64::from(linger == Some(Duration::ZERO))).map(|_| ())
     }
 
     /// Turns Nagle's algorithm off (`true`) or on (`TCP_NODELAY`).

@@ -219,6 +219,13 @@ impl<'a> Tcp<'a> {
         Ok(())
     }
 
+    /// Makes a close of the connection reset it, what was queued dropped
+    /// (`SO_LINGER` with a zero time), or (`false`) send it and a FIN.
+    pub fn set_reset_on_close(&mut self, h: TcpHandle, reset: bool) -> Result<(), Error> {
+        self.iface.tcp.entry_mut(h)?.conn.set_reset_on_close(reset);
+        Ok(())
+    }
+
     /// Sets a connection's send buffer (SO_SNDBUF): it grows at once and
     /// shrinks no lower than the bytes queued. Returns the size in force.
     pub fn set_send_buffer(&mut self, h: TcpHandle, bytes: usize, now: Instant) -> Result<usize, Error> {

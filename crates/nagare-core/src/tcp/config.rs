@@ -37,6 +37,9 @@ pub struct TcpConfig {
     pub sack: bool,
     /// Nagle's algorithm (off is TCP_NODELAY).
     pub nagle: bool,
+    /// A close resets the connection and drops what was queued
+    /// (`SO_LINGER` with a zero time) instead of sending it and a FIN.
+    pub reset_on_close: bool,
     /// Longest an acknowledgement may be delayed; `None` acknowledges
     /// every segment at once.
     pub delayed_ack: Option<Duration>,
@@ -128,6 +131,7 @@ impl Default for TcpConfig {
             timestamps: true,
             sack: true,
             nagle: true,
+            reset_on_close: false,
             delayed_ack: Some(Duration::from_millis(40)),
             time_wait: Duration::from_secs(60),
             fin_timeout: Duration::from_secs(60),

@@ -832,6 +832,12 @@ impl Connection {
         self.config.user_timeout = limit;
     }
 
+    /// Whether a close resets the connection (`SO_LINGER` with a zero
+    /// time) rather than sending what was queued and a FIN.
+    pub fn set_reset_on_close(&mut self, reset: bool) {
+        self.config.reset_on_close = reset;
+    }
+
     /// Sets keepalive (`SO_KEEPALIVE`, `TCP_KEEPIDLE`, `TCP_KEEPINTVL`,
     /// `TCP_KEEPCNT`): probes after `idle` without a segment received
     /// (`None`: none), every `interval`, `probes` unanswered before the
@@ -959,7 +965,7 @@ impl Connection {
     /// an owner that has gone. `shutdown` alone still delivers them first.
     pub fn close(&mut self, now: Instant) {
         self.read_closed = true;
-        if self.recv_bytes > 0 || self.state == State::SynSent {
+        if self.recv_bytes > 0 || self.state == State::SynSent || self.config.reset_on_close {
             self.abort();
             return;
         }

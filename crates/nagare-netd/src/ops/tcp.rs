@@ -423,6 +423,7 @@ pub(super) fn set_option(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request
             cx.iface.tcp().set_user_timeout(h, Some(Duration::from_millis(value))).map(|()| value)
         }
         SockOption::NoDelay => cx.iface.tcp().set_nodelay(h, value != 0).map(|()| value),
+        SockOption::ResetOnClose => cx.iface.tcp().set_reset_on_close(h, value != 0).map(|()| value),
         SockOption::KeepIdle | SockOption::KeepInterval | SockOption::KeepCount => {
             let secs = |d: Duration| d.as_secs();
             let (mut idle, mut interval, mut probes) =
@@ -454,6 +455,7 @@ pub(super) fn get_option(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request
         SockOption::RecvBuffer => k.recv_buffer() as u64,
         SockOption::UserTimeout => config.user_timeout.map_or(0, |d| d.as_millis().min(u128::from(u32::MAX)) as u64),
         SockOption::NoDelay => u64::from(!config.nagle),
+        SockOption::ResetOnClose => u64::from(config.reset_on_close),
         SockOption::KeepIdle => config.keepalive.map_or(0, |d| d.as_secs()),
         SockOption::KeepInterval => config.keepalive_interval.as_secs(),
         SockOption::KeepCount => u64::from(config.keepalive_probes),
