@@ -656,15 +656,18 @@ impl Session {
         let sockets = self.sockets.len();
         let key = self.conn.id;
         let memory = self.sockets.memory();
-        // What each connection left unread in the client and is charged,
-        // taken before the table lets go of both.
+        // What each connection left unread in the client, what it is
+        // charged, and whether a send of it waits, taken before the table
+        // lets go of them.
+        let sends_wait: hashbrown::HashSet<u32> =
+            self.pending.iter().filter(|q| q.req.op == nagare_request::Op::Send).map(|q| q.req.socket).collect();
         let left: hashbrown::HashMap<u32, (u64, usize, bool)> = self
             .sockets
             .iter()
             .filter(|(_, sock)| matches!(sock, Sock::Tcp(_)))
             .map(|(id, _)| {
                 let unread = self.sockets.unread_in_client(id);
-                (id, (unread, memory.socket_charged(key, id), self.send_waits(id)))
+                (id, (unread, memory.socket_charged(key, id), sends_wait.contains(&id)))
             })
             .collect();
         let mut orphans_reset = 0;
