@@ -310,17 +310,17 @@ unsafe fn write_value<T: Copy>(v: &T, value: *mut libc::c_void, len: *mut libc::
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn a_linger_time_is_off_zero_or_long() {
-        let l = |l_onoff, l_linger| super::linger_of(&libc::linger { l_onoff, l_linger });
+        let l = |l_onoff, l_linger| linger_of(&libc::linger { l_onoff, l_linger });
         assert_eq!(l(0, 0), None);
         assert_eq!(l(0, 5), None);
-        assert_eq!(l(1, 0), Some(std::time::Duration::ZERO));
-        assert_eq!(l(1, 5), Some(std::time::Duration::from_secs(5)));
-        assert!(l(1, -1).is_some_and(|d| d > std::time::Duration::from_secs(1 << 30)), "negative is long");
+        assert_eq!(l(1, 0), Some(Duration::ZERO));
+        assert_eq!(l(1, 5), Some(Duration::from_secs(5)));
+        assert!(l(1, -1).is_some_and(|d| d > Duration::from_secs(1 << 30)), "negative is long");
     }
-
-    use super::*;
 
     #[test]
     fn timeouts_convert_both_ways_and_zero_means_none() {

@@ -963,6 +963,9 @@ impl Connection {
     /// in SYN-SENT): nobody holds the socket to hear how its data fared,
     /// and a handshake that may take minutes must not keep the buffers of
     /// an owner that has gone. `shutdown` alone still delivers them first.
+    /// With `reset_on_close` (`SO_LINGER` with a zero time) it is an abort
+    /// too. Once its FIN is acknowledged, the connection waits for the
+    /// peer's at most `fin_timeout`.
     pub fn close(&mut self, now: Instant) {
         self.read_closed = true;
         if self.recv_bytes > 0 || self.state == State::SynSent || self.config.reset_on_close {
