@@ -133,8 +133,8 @@ fn a_zero_linger_time_makes_close_reset() {
 }
 
 /// A client that dies with a send posted that netd had not taken yet
-/// (netd asleep, not woken for it): netd runs it as it lets the client
-/// go and ends the connection as an exit closes it, so the peer reads
+/// (its completion ring full of answers it never took, so netd could
+/// not take more): netd runs it as it lets the client go and ends the connection as an exit closes it, so the peer reads
 /// every byte and then the end, as a process's last write before it
 /// exits reaches its peer on Linux. A connection with data the dead
 /// client never read is reset instead, and so is one it gave a zero
@@ -162,8 +162,19 @@ fn a_dead_clients_last_send_goes_out_before_its_fin() {
         option.socket = lingers;
         option.aux = [nagare_request::SockOption::ResetOnClose as u64, 1, 0, 0];
         assert_eq!(doomed.call(option).result(), Ok(1), "{placement:?}");
-        // netd falls asleep; the send waits on the ring, unannounced.
-        std::thread::sleep(Duration::from_millis(200));
+        // Answers it does not take fill its completion ring, so netd takes
+        // no more of its requests (none would have room to complete): the
+        // send waits on the ring, whatever netd does meanwhile.
+        let room = doomed.completion_capacity();
+        for _ in 0..room {
+            let nop = doomed.request(Op::Nop);
+            doomed.post(nop.encode());
+        }
+        let deadline = std::time::Instant::now() + LIMIT;
+        while doomed.completions_waiting() < room && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(doomed.completions_waiting(), room, "{placement:?}: the completion ring never filled");
         let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
         let mut send = doomed.request(Op::Send);
         send.socket = written;

@@ -477,6 +477,16 @@ impl RawClient {
         assert_eq!(n, 1, "the request ring is full");
     }
 
+    /// Completions netd posted that this client has not taken.
+    pub fn completions_waiting(&mut self) -> u32 {
+        self.completions.available().expect("the completion ring")
+    }
+
+    /// The completion ring's slots.
+    pub fn completion_capacity(&self) -> u32 {
+        self.completions.capacity()
+    }
+
     /// Posts `d` without waking netd (it takes it when it next looks).
     pub fn post_quietly(&mut self, d: Descriptor) {
         let n = self.requests.push_batch(&[d]).expect("the request ring");
