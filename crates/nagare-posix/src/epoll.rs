@@ -204,11 +204,7 @@ pub unsafe fn epoll_wait(
         if n > 0 || left.is_some_and(|l| l.is_zero()) {
             return Ok(n as i32);
         }
-        if !std::mem::replace(&mut looked_again, true) {
-            // One more look before the first sleep, as `wait::poll`'s.
-            continue;
-        }
-        let mask = sleep_mask(&held)?;
+        let Some(mask) = sleep_mask(&held, &mut looked_again)? else { continue };
         let mut kernel = vec![libc::pollfd { fd: epfd, events: libc::POLLIN, revents: 0 }];
         sleep(&ours, &entries, &mut kernel, left, mask)?;
     }

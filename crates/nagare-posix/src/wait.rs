@@ -84,14 +84,7 @@ fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, held: &na
             }
             return Ok(ready);
         }
-        if !std::mem::replace(&mut looked_again, true) {
-            // Nothing ready: one more look before the first sleep. What
-            // netd was completing as the wait began (the answer an event
-            // loop waits for) is then taken for the price of a look, not
-            // of a sleep and a wake-up.
-            continue;
-        }
-        let mask = sleep_mask(held)?;
+        let Some(mask) = sleep_mask(held, &mut looked_again)? else { continue };
         let connecting = ours.iter().any(|o| o.sock.lock().is_ok_and(|g| matches!(g.state, State::Connecting(_))));
         if only_ours && !connecting {
             wait_in_netd(&ours, entries, left, mask)?;
@@ -121,12 +114,19 @@ pub(crate) fn hold_signals(sigmask: *const libc::sigset_t) -> Res<nagare::signal
 /// The mask a sleep of a wait installs so that a signal handler ends it:
 /// the caller's (`ppoll`, `pselect`, `epoll_pwait`), else the thread's own
 /// from before [`hold_signals`]. `EINTR` once a handler ran in a sleep of
-/// the wait that went on after it.
-pub(crate) fn sleep_mask(held: &nagare::signals::Held) -> Res<*const libc::sigset_t> {
+/// the wait that went on after it. The first time (`looked_again` unset)
+/// it gives `None`: the wait looks at readiness once more before its first
+/// sleep, so that what netd was completing as the wait began (the answer
+/// an event loop waits for) is taken for the price of a look, not of a
+/// sleep and a wake-up.
+pub(crate) fn sleep_mask(held: &nagare::signals::Held, looked_again: &mut bool) -> Res<Option<*const libc::sigset_t>> {
+    if !std::mem::replace(looked_again, true) {
+        return Ok(None);
+    }
     if nagare::signals::take_handled() {
         return Err(libc::EINTR);
     }
-    Ok(held.mask() as *const libc::sigset_t)
+    Ok(Some(held.mask() as *const libc::sigset_t))
 }
 
 /// Sleeps until one of `kernel` is ready or netd completes something for
