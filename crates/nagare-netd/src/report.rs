@@ -6,6 +6,7 @@ use crate::priority::Priority;
 use crate::stats::NetdStats;
 use core::fmt::Write;
 use nagare_core::buf::PoolStats;
+use nagare_request::Op;
 use std::net::SocketAddr;
 
 /// One client as the report shows it.
@@ -310,8 +311,27 @@ impl Report<'_> {
         for (k, v) in self.engine.filter(|(_, v)| *v != 0) {
             let _ = writeln!(t, "engine {k} {v}");
         }
+        // Last, as the first a report cut short leaves out.
+        for (n, &count) in self.stats.requests_by_op.iter().enumerate() {
+            let op = u16::try_from(n).ok().and_then(Op::from_u16);
+            if let (Some(op), true) = (op, count > 0) {
+                let _ = writeln!(t, "netd requests_{} {count}", snake_case(&format!("{op:?}")));
+            }
+        }
         cut(t, limit)
     }
+}
+
+/// `name` (an operation's, `SetOption`) in snake case (`set_option`).
+fn snake_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
 }
 
 /// How full a buffer of `size` bytes holding `queued` is, in percent.
@@ -405,6 +425,15 @@ mod tests {
         }
     }
 
+    /// Per-operation counts with `counts` set.
+    fn by_op(counts: &[(Op, u64)]) -> [u64; crate::stats::OPS] {
+        let mut by_op = [0; crate::stats::OPS];
+        for &(op, n) in counts {
+            by_op[op as usize] = n;
+        }
+        by_op
+    }
+
     fn report(clients: &[ClientLine], limit: usize) -> String {
         let mut engine = [("rx_frames", 5u64), ("drop_bad_checksum", 0)].into_iter();
         report_parts(clients, &mut engine).render(limit)
@@ -423,7 +452,13 @@ mod tests {
             queues: None,
             link: "vni x",
             clients,
-            stats: NetdStats { requests: 9, filter_dropped_overflow: 7, mm_grown: 5, ..NetdStats::default() },
+            stats: NetdStats {
+                requests: 9,
+                requests_by_op: by_op(&[(Op::SetOption, 2), (Op::Nop, 7)]),
+                filter_dropped_overflow: 7,
+                mm_grown: 5,
+                ..NetdStats::default()
+            },
             memory: crate::memory::MemoryLine {
                 charged: 1048576,
                 cap: 7340032,
@@ -458,6 +493,8 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("netd requests 9\n"));
+        assert!(t.contains("\nnetd requests_nop 7\nnetd requests_set_option 2\n"), "{t}");
+        assert!(!t.contains("netd requests_share"), "{t}");
         assert!(
             t.contains(
                 "packetflow filter on last_period receive_drops 2 frames 30 device_shed_ports 3 drop_probability 75%\n"

@@ -141,6 +141,9 @@ fn run_new_requests(s: &mut Session, cx: &mut Context<'_>, budget: usize) -> Opt
             }
         };
         cx.stats.requests += 1;
+        if let Some(n) = cx.stats.requests_by_op.get_mut(req.op as usize) {
+            *n += 1;
+        }
         if matches!(req.op, Op::Recv | Op::RecvFrom) {
             s.sockets.note_consumed(req.socket, req.aux[0]);
         }

@@ -2,6 +2,10 @@
 //! from clients that left. Each counts one kind of event and only grows;
 //! `nagare stat` shows every one of them.
 
+/// Operation numbers [`NetdStats::requests_by_op`] has room for (those
+/// of [`nagare_request::Op`] are 1 to 30).
+pub const OPS: usize = 32;
+
 /// netd's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NetdStats {
@@ -15,6 +19,10 @@ pub struct NetdStats {
     pub clients_broken: u64,
     /// Requests decoded and run.
     pub requests: u64,
+    /// The same, by operation: index `n` counts operation `n`
+    /// ([`nagare_request::Op`]), so `nagare stat` shows what a program's
+    /// calls cost in requests.
+    pub requests_by_op: [u64; OPS],
     /// Waiting requests run again (a receive or accept whose socket has
     /// nothing for it is not).
     pub waits_rerun: u64,
