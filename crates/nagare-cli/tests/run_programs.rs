@@ -562,6 +562,72 @@ fn a_forking_server_hands_each_connection_to_its_child() {
     python.terminate(Duration::from_secs(5));
 }
 
+/// The value of counter `name` (`netd NAME N`) in netd's report `stat`.
+fn counter(stat: &str, name: &str) -> u64 {
+    stat.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok()).unwrap_or(0)
+}
+
+/// A server that sets a connection's options and forks a child for it
+/// (as PostgreSQL's postmaster does for every client): the child finds
+/// the options in netd without setting them again, and the listener,
+/// shared at the first fork (a helper that holds it, as PostgreSQL's
+/// other children do), is not shared again at the next. netd's
+/// counts of `SET_OPTION` and `SHARE` requests say what each connection
+/// cost: `TCP_NODELAY`, the probes' interval and count and keepalive on
+/// in the parent (4), nothing in the child; one share per connection and
+/// one for the listener.
+#[test]
+fn a_forked_child_finds_its_connections_options_and_the_listener_is_shared_once() {
+    let name = "a_forked_child_finds_its_connections_options_and_the_listener_is_shared_once";
+    if let Some(reason) = interop_unavailable(&["python3", "ping"]) {
+        return skip(name, &reason);
+    }
+    let s = Setup::new("runopts");
+    let server = "import os, socket, time\n\
+         l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         l.bind(('0.0.0.0', 7301)); l.listen(8)\n\
+         helper = os.fork()\n\
+         if helper == 0: time.sleep(30); os._exit(0)\n\
+         for i in range(3):\n\
+         \x20   c, a = l.accept()\n\
+         \x20   c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)\n\
+         \x20   c.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 5)\n\
+         \x20   c.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)\n\
+         \x20   pid = os.fork()\n\
+         \x20   if pid == 0:\n\
+         \x20       l.close(); x = c.recv(100)\n\
+         \x20       c.sendall(b'%s nodelay %d interval %d' % (x, c.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY), c.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL)))\n\
+         \x20       c.close(); os._exit(0)\n\
+         \x20   c.close(); os.waitpid(pid, 0)\n\
+         os.kill(helper, 9); os.waitpid(helper, 0)\n";
+    let mut python = Process::spawn(s.run("python3").args(["-c", server]));
+    let client = format!(
+        "import socket, time\n\
+         for i in range(3):\n\
+         \x20   for _ in range(100):\n\
+         \x20       try:\n\
+         \x20           c = socket.create_connection(({NAGARE:?}, 7301), 10); break\n\
+         \x20       except OSError:\n\
+         \x20           time.sleep(0.1)\n\
+         \x20   c.sendall(b'hello %d' % i); d = b''\n\
+         \x20   while True:\n\
+         \x20       x = c.recv(100)\n\
+         \x20       if not x: break\n\
+         \x20       d += x\n\
+         \x20   print(d.decode())\n"
+    );
+    let out = ok(s.kernel("python3").args(["-c", &client]), 30, "the clients");
+    assert_eq!(
+        out.stdout, "hello 0 nodelay 1 interval 5\nhello 1 nodelay 1 interval 5\nhello 2 nodelay 1 interval 5\n",
+        "{}",
+        out.stderr
+    );
+    python.wait(Duration::from_secs(10)).expect("the server ends after three connections");
+    let stat = s.stat();
+    assert_eq!(counter(&stat, "netd requests_set_option"), 3 * 4, "{stat}");
+    assert_eq!(counter(&stat, "netd requests_share"), 3 + 1, "{stat}");
+}
+
 /// Python lines that define `readn(n)`: `n` bytes from connection `c`
 /// (fewer at its end).
 const READN: &str = "def readn(n):\n\

@@ -49,7 +49,7 @@
 
 use crate::errors::{errno, say_once};
 use crate::session::{netd_path, session};
-use crate::sock::{apply_datagram_options, apply_stream_options, Inner, Proto, Sock, State};
+use crate::sock::{apply_datagram_options, apply_own_stream_options, Inner, Proto, Sock, State};
 use crate::{table, Entered, Res};
 use nagare::share::{adopt_via, Adopted};
 use nagare::Session;
@@ -287,10 +287,13 @@ pub(crate) fn let_go_unused(sock: Arc<Sock>) {
 }
 
 /// Shares `sock` (again: netd gives the same token, and ends the receives
-/// this process posted since): its token.
+/// this process posted since): its token. A listener shared before keeps
+/// its token and has nothing of netd's to give back (a shared listener
+/// accepts nothing ahead), so it is not asked again.
 fn share(sock: &Sock) -> Res<u64> {
     let g = sock.lock()?;
     let token = match &g.state {
+        State::Listener(_) if sock.token.load(Ordering::Acquire) != 0 => return Ok(sock.token.load(Ordering::Acquire)),
         State::Listener(l) => l.share(),
         State::Stream(s) => s.share(),
         State::Datagram(d) => d.share(),
@@ -522,7 +525,9 @@ pub(crate) fn take_over(sock: &Sock, g: &mut Inner) -> Res<()> {
     }
     g.state = match adopted {
         Adopted::Stream(s) => {
-            apply_stream_options(&s, &g.options, nonblocking)?;
+            // netd has the connection's own options from the process that
+            // set them up.
+            apply_own_stream_options(&s, &g.options, nonblocking)?;
             State::Stream(Arc::new(s))
         }
         Adopted::Listener(l) => {

@@ -24,7 +24,7 @@
 //! `NAGARE_LOG` is `off` or `error`).
 
 use crate::errors::{errno, say_once};
-use crate::sock::{apply_keepalive, Inner, Proto, Sock, State};
+use crate::sock::{apply_keepalive_idle, apply_keepalive_probes, Inner, Proto, Sock, State};
 use crate::{table, Entered, Res};
 use std::time::Duration;
 
@@ -100,7 +100,7 @@ pub unsafe fn setsockopt(fd: i32, level: i32, name: i32, value: *const libc::c_v
         (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => {
             o.keepalive = int()? != 0;
             if let State::Stream(st) = &*state {
-                apply_keepalive(st, o).map_err(|e| errno(&e))?;
+                apply_keepalive_idle(st, o).map_err(|e| errno(&e))?;
             }
         }
         (libc::SOL_SOCKET, libc::SO_LINGER) => {
@@ -153,9 +153,18 @@ pub unsafe fn setsockopt(fd: i32, level: i32, name: i32, value: *const libc::c_v
             if v < 1 {
                 return Err(libc::EINVAL);
             }
-            o.keepalive_params[keepalive_slot(name)] = v;
+            let slot = keepalive_slot(name);
+            let was = std::mem::replace(&mut o.keepalive_params[slot], v);
+            // netd's connection has what the options said: only a change
+            // is a request, and the idle time only while keepalive is on.
             if let State::Stream(st) = &*state {
-                apply_keepalive(st, o).map_err(|e| errno(&e))?;
+                let r = match slot {
+                    _ if was == v => Ok(()),
+                    0 if o.keepalive => apply_keepalive_idle(st, o),
+                    0 => Ok(()),
+                    _ => apply_keepalive_probes(st, o),
+                };
+                r.map_err(|e| errno(&e))?;
             }
         }
         (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT) if s.proto == Proto::Tcp => {

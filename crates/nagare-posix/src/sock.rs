@@ -292,16 +292,39 @@ pub(crate) fn apply_datagram_options(d: &UdpSocket, o: &Options, nonblocking: bo
     Ok(())
 }
 
-/// Applies the options set before a stream existed to it.
+/// Applies the options set before a stream existed to it, a connection
+/// netd just made (`connect`, `accept`): those this process keeps
+/// ([`apply_own_stream_options`]) and, in netd, those that differ from
+/// what a new connection starts with. From then on netd's connection has
+/// what `o` says, and each `setsockopt` keeps it so.
 pub(crate) fn apply_stream_options(s: &TcpStream, o: &Options, nonblocking: bool) -> Res<()> {
     let r = (|| {
-        s.set_nonblocking(nonblocking)?;
         if o.nodelay {
             s.set_nodelay(true)?;
         }
-        if o.keepalive {
-            apply_keepalive(s, o)?;
+        let [_, interval, count] = o.keepalive_params;
+        if [interval, count] != NEW_CONNECTION_PROBES {
+            apply_keepalive_probes(s, o)?;
         }
+        if o.keepalive {
+            apply_keepalive_idle(s, o)?;
+        }
+        if let Some(l) = &o.linger {
+            s.set_linger(crate::options::linger_of(l))?;
+        }
+        Ok(())
+    })();
+    r.map_err(|e: std::io::Error| errno(&e))?;
+    apply_own_stream_options(s, o, nonblocking)
+}
+
+/// Applies the options this process's objects for stream `s` keep (its
+/// blocking mode, its time limits, the buffer sizes its paths are kept
+/// within) to them: all a process needs when it takes over a connection
+/// another process set up, whose options netd has with the connection.
+pub(crate) fn apply_own_stream_options(s: &TcpStream, o: &Options, nonblocking: bool) -> Res<()> {
+    let r = (|| {
+        s.set_nonblocking(nonblocking)?;
         if let Some(n) = o.send_buffer {
             s.set_send_buffer_size(n)?;
         }
@@ -314,21 +337,26 @@ pub(crate) fn apply_stream_options(s: &TcpStream, o: &Options, nonblocking: bool
         if o.send_timeout.is_some() {
             s.set_write_timeout(o.send_timeout)?;
         }
-        if let Some(l) = &o.linger {
-            s.set_linger(crate::options::linger_of(l))?;
-        }
         Ok(())
     })();
     r.map_err(|e: std::io::Error| errno(&e))
 }
 
-/// Keepalive on a stream as the options say: `TCP_KEEPIDLE` after
-/// `SO_KEEPALIVE`, or none.
-pub(crate) fn apply_keepalive(s: &TcpStream, o: &Options) -> std::io::Result<()> {
+/// `TCP_KEEPINTVL` and `TCP_KEEPCNT` a connection netd makes starts
+/// with (Linux's defaults, and the engine's).
+const NEW_CONNECTION_PROBES: [i32; 2] = [75, 9];
+
+/// Keepalive on or off on a stream as the options say: `TCP_KEEPIDLE`
+/// after `SO_KEEPALIVE`, or none.
+pub(crate) fn apply_keepalive_idle(s: &TcpStream, o: &Options) -> std::io::Result<()> {
     if !o.keepalive {
         return s.set_keepalive(None);
     }
-    let [idle, interval, count] = o.keepalive_params.map(|v| u64::try_from(v).unwrap_or(1));
-    s.set_keepalive_probes(Duration::from_secs(interval), u32::try_from(count).unwrap_or(u32::MAX))?;
-    s.set_keepalive(Some(Duration::from_secs(idle)))
+    s.set_keepalive(Some(Duration::from_secs(u64::try_from(o.keepalive_params[0]).unwrap_or(1))))
+}
+
+/// The probes' interval and count on a stream as the options say.
+pub(crate) fn apply_keepalive_probes(s: &TcpStream, o: &Options) -> std::io::Result<()> {
+    let [_, interval, count] = o.keepalive_params.map(|v| u64::try_from(v).unwrap_or(1));
+    s.set_keepalive_probes(Duration::from_secs(interval), u32::try_from(count).unwrap_or(u32::MAX))
 }
