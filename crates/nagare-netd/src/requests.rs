@@ -30,7 +30,7 @@
 //!   answered only once the driver can no longer steer that port's frames
 //!   to the other client.
 
-use crate::ops::{execute, may_progress, Context, Done, Outcome};
+use crate::ops::{execute, make_room_for_sends, may_progress, Context, Done, Outcome};
 use crate::session::{Pending, Session, GONE};
 use crate::sockets::Sock;
 use crate::stats::NetdStats;
@@ -99,17 +99,12 @@ pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, 
 /// lives on after closing its session cannot keep netd at it), whatever
 /// room its completion ring has, since nobody reads the completions. A
 /// client found breaking the protocol meanwhile is left alone from there.
+/// Sends that still wait for room in their connection's send buffer get
+/// it, as far as the client's budget goes, and run: its program's writes
+/// returned once they were queued, so their bytes go before the FIN its
+/// exit sends, as a process's queued bytes do on Linux.
 fn serve_last_requests(s: &mut Session, cx: &mut Context<'_>) -> bool {
-    let mut work = false;
-    let mut waiting = s.begin_retry();
-    for p in waiting.drain(..) {
-        if may_progress(cx, s.key(), &s.sockets, &p.req) {
-            work |= attempt(s, cx, p, Age::Waiting);
-        } else {
-            wait(s, cx, p, Age::Waiting);
-        }
-    }
-    s.end_retry(waiting);
+    let mut work = retry_last_waiting(s, cx);
     let mut left = s.request_capacity();
     while left > 0 && s.doomed == Some(GONE) {
         match run_new_requests(s, cx, left.min(2 * REQ_BATCH)) {
@@ -121,7 +116,44 @@ fn serve_last_requests(s: &mut Session, cx: &mut Context<'_>) -> bool {
             _ => break,
         }
     }
+    if s.doomed == Some(GONE) && make_room_for_waiting_sends(s, cx) {
+        work |= retry_last_waiting(s, cx);
+    }
     work
+}
+
+/// A gone client's waiting requests, run once more each.
+fn retry_last_waiting(s: &mut Session, cx: &mut Context<'_>) -> bool {
+    let mut work = false;
+    let mut waiting = s.begin_retry();
+    for p in waiting.drain(..) {
+        if may_progress(cx, s.key(), &s.sockets, &p.req) {
+            work |= attempt(s, cx, p, Age::Waiting);
+        } else {
+            wait(s, cx, p, Age::Waiting);
+        }
+    }
+    s.end_retry(waiting);
+    work
+}
+
+/// Room in each connection's send buffer for the sends of a gone client
+/// that wait on it ([`make_room_for_sends`]): whether any connection got
+/// room.
+fn make_room_for_waiting_sends(s: &mut Session, cx: &mut Context<'_>) -> bool {
+    let mut waiting: Vec<(u32, usize)> = Vec::new();
+    for p in s.pending.iter().filter(|p| p.req.op == Op::Send) {
+        let len = p.buf.map_or(0, |b| b.len as usize);
+        match waiting.iter_mut().find(|(socket, _)| *socket == p.req.socket) {
+            Some((_, bytes)) => *bytes = bytes.saturating_add(len),
+            None => waiting.push((p.req.socket, len)),
+        }
+    }
+    let mut made = false;
+    for (socket, bytes) in waiting {
+        made |= make_room_for_sends(cx, &mut s.caller(), socket, bytes);
+    }
+    made
 }
 
 /// Takes up to `budget` new requests off the client's ring and runs each;

@@ -633,8 +633,10 @@ impl Session {
     /// has its connections ended as Linux ends a process's at exit, as
     /// `close(2)` would: a FIN after what it wrote, or a reset when data
     /// it never read waits, when a send of its still waits for room in the
-    /// engine (what it wrote cannot all go, and the reset tells the peer
-    /// so), or when netd keeps as many closed connections as it may. Data
+    /// engine (the room its sends were given as it went, as far as its
+    /// budget had any, was not enough: what it wrote cannot all go, and
+    /// the reset tells the peer so), or when netd keeps as many closed
+    /// connections as it may. Data
     /// that waits unread is the engine's, or what was delivered to the
     /// client past the count it last reported taking with a receive it
     /// posted; that count lags by the last read on a shared socket (whose

@@ -31,6 +31,7 @@ mod udp;
 mod udp_errors;
 
 pub(crate) use control::socket_priority;
+pub(crate) use tcp::make_room_for_sends;
 
 use crate::config::NetdConfig;
 use crate::lending::Lending;

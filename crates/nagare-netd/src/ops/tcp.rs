@@ -309,6 +309,29 @@ pub(super) fn send(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, buf:
     send_copied(cx, h, payload(c.pool, buf)?, req)
 }
 
+/// Room in connection `socket`'s send buffer for `bytes` more than it
+/// holds: for the sends a client that went away left waiting on it. The
+/// buffer is set to hold them (and no longer autotuned) as far as the
+/// client's budget allows; whether they all fit now.
+pub(crate) fn make_room_for_sends(cx: &mut Context<'_>, c: &mut Caller<'_>, socket: u32, bytes: usize) -> bool {
+    let Ok(h) = c.sockets.tcp(socket) else { return false };
+    let Some(k) = cx.iface.tcp_ref().connection(h) else { return false };
+    if k.send_closed() {
+        return false;
+    }
+    let needed = k.send_queued().saturating_add(bytes);
+    if needed <= k.send_buffer() {
+        return true;
+    }
+    let granted = cx.memory.grant_resize(c.key, socket, k.send_buffer_ceiling(), k.recv_buffer_ceiling(), needed);
+    if granted < needed {
+        return false;
+    }
+    let in_force = cx.iface.tcp().set_send_buffer(h, needed, cx.now);
+    charge_holders(cx, c.key, socket, h);
+    in_force.is_ok_and(|n| n >= needed)
+}
+
 /// A stream's send of `view` copied into the send buffer: as much as fits
 /// now, or it waits.
 fn send_copied(cx: &mut Context<'_>, h: TcpHandle, view: SharedBytes, req: &Request) -> Outcome {
