@@ -10,7 +10,7 @@ use common::*;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const KERNEL: &str = "10.83.0.1";
 const NAGARE: &str = "10.83.0.2";
@@ -626,6 +626,46 @@ fn a_forked_child_finds_its_connections_options_and_the_listener_is_shared_once(
     let stat = s.stat();
     assert_eq!(counter(&stat, "netd requests_set_option"), 3 * 4, "{stat}");
     assert_eq!(counter(&stat, "netd requests_share"), 3 + 1, "{stat}");
+}
+
+/// A parent's session ends with the parent, not with the last child that
+/// inherited a copy of it: a server forks a child that keeps its
+/// listener, then one that holds no socket (after closing its own), and
+/// exits while both children sleep. netd's report then has the first
+/// child's session (with the listener) and the report's own, and no
+/// session of the parent's (nor the spare one it connected for a next
+/// fork): before, every child's copy of the parent's sessions kept them.
+#[test]
+fn a_parents_sessions_end_with_it_while_its_children_live() {
+    let name = "a_parents_sessions_end_with_it_while_its_children_live";
+    if let Some(reason) = interop_unavailable(&["python3", "ping"]) {
+        return skip(name, &reason);
+    }
+    let s = Setup::new("runparent");
+    let script = "import os, socket, time\n\
+         l = socket.socket(); l.bind(('0.0.0.0', 7302)); l.listen(4)\n\
+         a = os.fork()\n\
+         if a == 0: os.close(1); os.close(2); time.sleep(30); os._exit(0)\n\
+         l.close()\n\
+         b = os.fork()\n\
+         if b == 0: os.close(1); os.close(2); time.sleep(30); os._exit(0)\n\
+         print(a, b, flush=True)\n";
+    let out = ok(s.run("python3").args(["-c", script]), 20, "the parent");
+    let children: Vec<i32> = out.stdout.split_whitespace().filter_map(|p| p.parse().ok()).collect();
+    assert_eq!(children.len(), 2, "{}{}", out.stdout, out.stderr);
+    let clients = |r: &str| r.lines().filter(|l| l.starts_with("client ")).count();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut report = s.stat();
+    while clients(&report) != 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        report = s.stat();
+    }
+    for pid in children {
+        // SAFETY: a signal to the children this test's program made.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert_eq!(clients(&report), 2, "{report}");
+    assert!(report.contains(" listeners 1 "), "the first child's session holds the listener:\n{report}");
 }
 
 /// Python lines that define `readn(n)`: `n` bytes from connection `c`

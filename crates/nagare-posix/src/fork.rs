@@ -232,6 +232,19 @@ extern "C" fn in_child() {
     PENDING.with(|p| p.borrow_mut().clear());
     let Some(mut held) = HELD.with(|h| h.borrow_mut().take()) else { return };
     *held.others = None;
+    // The parent's sessions, copied by the fork (its own, the one its
+    // parent made for it), are the parent's: this process lets go of its
+    // copies, so that netd sees each end with the parent.
+    let mut parents: Vec<Session> = Vec::new();
+    if let Some((_, s)) = held.session.take() {
+        parents.push(s);
+    }
+    if let Some(ForChild { session, adopted, .. }) = held.for_child.mine.take() {
+        // Its sockets' objects are the parent's too.
+        std::mem::forget(adopted);
+        parents.push(session);
+    }
+    let_go_copies(parents);
     let mut shared: HashMap<*const Sock, (Vec<i32>, Arc<Sock>)> = HashMap::new();
     for (&fd, sock) in held.table.iter().flatten() {
         if sock.token.load(Ordering::Acquire) != 0 {
@@ -251,9 +264,22 @@ extern "C" fn in_child() {
     let _ = c.session.moved_here();
     let session = c.session.clone();
     crate::session::adopt_session(&mut held.session, me, session);
-    // The parent's own, copied by the fork: never used or dropped here.
-    if let Some(parents) = held.for_child.mine.replace(c) {
-        std::mem::forget(parents);
+    held.for_child.mine = Some(c);
+}
+
+/// Lets go of this process's copies of sessions other processes keep
+/// (`Session::let_go_copy`), each once.
+fn let_go_copies(sessions: Vec<Session>) {
+    let mut unique: Vec<Session> = Vec::new();
+    for s in sessions {
+        if unique.iter().any(|u| u.same_as(&s)) {
+            std::mem::forget(s);
+        } else {
+            unique.push(s);
+        }
+    }
+    for s in unique {
+        s.let_go_copy();
     }
 }
 

@@ -18,10 +18,11 @@ pub(crate) fn session() -> Res<Session> {
         if *owner == pid {
             return Ok(s.clone());
         }
-        // A child's copy of its parent's session: never used, never
-        // dropped (dropping would speak for the parent).
+        // A child's copy of its parent's session, from a `fork` that ran
+        // no handlers: never used, never dropped (dropping would speak for
+        // the parent), let go of.
         if let Some((_, s)) = slot.take() {
-            std::mem::forget(s);
+            s.let_go_copy();
         }
     }
     match Session::connect(netd_path()) {
@@ -55,11 +56,11 @@ pub(crate) fn hold() -> Held {
 }
 
 /// `session` is this process's (`pid`'s) from now on, in `slot` (held
-/// across the `fork`): a child's, made for it before the fork. The
-/// parent's, copied by the fork, is never used or dropped here.
+/// across the `fork`, the parent's copy already let go of): a child's,
+/// made for it before the fork.
 pub(crate) fn adopt_session(slot: &mut Held, pid: u32, session: Session) {
     if let Some((_, parent)) = slot.take() {
-        std::mem::forget(parent);
+        parent.let_go_copy();
     }
     **slot = Some((pid, session));
 }

@@ -53,6 +53,26 @@ impl Session {
         ForkHold { slot, conn }.in_parent();
     }
 
+    /// Lets go of this process's copy of a session another process keeps
+    /// (a child's copy of its parent's, made by `fork`, which the child
+    /// never uses): the copy of its rendezvous socket is closed, so that
+    /// netd sees the session end when the process that keeps it ends, not
+    /// when the last child that inherited it does; nothing else of it is
+    /// touched (no lock is taken, no object dropped, no other descriptor
+    /// closed), since the copy may hold what a thread of the other
+    /// process held at the `fork`. Each copy is let go once.
+    pub fn let_go_copy(self) {
+        // SAFETY: this process's copy of the rendezvous socket, which the
+        // forgotten session below never uses again.
+        unsafe { libc::close(self.inner.liveness) };
+        std::mem::forget(self);
+    }
+
+    /// Whether `self` and `other` are the same session (clones of one).
+    pub fn same_as(&self, other: &Session) -> bool {
+        std::sync::Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// Tells netd that this process holds the session from now on: a child
     /// after `fork` that takes the session its parent made for it (netd
     /// allows it for a child of the session's process, of the same user).

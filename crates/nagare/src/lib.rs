@@ -116,6 +116,9 @@ struct Shared {
     /// The thread that sets the sockets' descriptors, started with the
     /// first (`watcher.rs`).
     watcher: Mutex<Option<watcher::Watcher>>,
+    /// The rendezvous socket's number, read without `conn`
+    /// ([`Session::let_go_copy`]).
+    liveness: std::os::fd::RawFd,
 }
 
 struct Conn {
@@ -241,7 +244,9 @@ impl Session {
             starved: RefCell::new(HashSet::new()),
             start_watcher: false,
         };
-        let shared = Shared { conn: Mutex::new(conn), woken: Condvar::new(), wake, watcher: Mutex::new(None) };
+        let liveness = std::os::fd::AsRawFd::as_raw_fd(&conn.client.liveness_fd());
+        let shared =
+            Shared { conn: Mutex::new(conn), woken: Condvar::new(), wake, watcher: Mutex::new(None), liveness };
         Ok(Session { inner: Arc::new(shared) })
     }
 
