@@ -67,14 +67,17 @@ struct ForChild {
 }
 
 /// The sessions made ahead: `mine`, the one this process's parent made
-/// for it (`pid` this process's), and `next`, the one being made for the
-/// child of the `fork` under way.
+/// for it (`pid` this process's), `next`, the one being made for the
+/// child of the `fork` under way, and `spare`, one connected to netd
+/// after a `fork` that shared sockets, for the next such `fork` (with the
+/// pid of the process that made it).
 struct MadeAhead {
     mine: Option<ForChild>,
     next: Option<ForChild>,
+    spare: Option<(Session, u32)>,
 }
 
-static FOR_CHILD: Mutex<MadeAhead> = Mutex::new(MadeAhead { mine: None, next: None });
+static FOR_CHILD: Mutex<MadeAhead> = Mutex::new(MadeAhead { mine: None, next: None, spare: None });
 
 /// The locks the fork handlers hold from `prepare` to `in_parent` and
 /// `in_child` (on the forking thread), so that the child never starts
@@ -135,13 +138,22 @@ pub(crate) fn register() {
 }
 
 /// Shares every socket this process holds, before a `fork`, and makes the
-/// child's session with them adopted.
+/// child's session with them adopted: the spare one an earlier `fork`
+/// left ([`in_parent`]), or one connected now.
 extern "C" fn prepare() {
     let _in = Entered::new();
     let tokens = share_all(|_| true);
     PENDING.with(|p| *p.borrow_mut() = tokens.clone());
     if !tokens.is_empty() {
-        if let Ok(session) = Session::connect(netd_path()) {
+        let me = std::process::id();
+        let spare = for_child().spare.take().and_then(|(s, pid)| {
+            if pid == me {
+                return Some(s);
+            }
+            s.let_go_copy();
+            None
+        });
+        if let Some(session) = spare.map_or_else(|| Session::connect(netd_path()).ok(), Some) {
             session.set_spin_yields(false);
             let adopted = tokens.into_iter().filter_map(|t| adopt_via(&session, t).ok().map(|a| (t, a))).collect();
             for_child().next = Some(ForChild { session, adopted, pid: 0 });
@@ -210,6 +222,10 @@ fn close_on_exec(fd: i32) -> bool {
 }
 
 /// In the parent after the `fork`: the child's session is the child's.
+/// After a `fork` that handed sockets to a child, a spare session is
+/// connected for the next one: a process that forks a child for each
+/// connection (PostgreSQL's postmaster, a forking server) connects it
+/// while its last child runs, not while its next child waits to start.
 extern "C" fn in_parent() {
     let _in = Entered::new();
     let Some(mut held) = HELD.with(|h| h.borrow_mut().take()) else { return };
@@ -217,6 +233,12 @@ extern "C" fn in_parent() {
     drop(held);
     if let Some(c) = taken {
         c.session.abandon();
+        if for_child().spare.is_none() {
+            if let Ok(spare) = Session::connect(netd_path()) {
+                spare.set_spin_yields(false);
+                for_child().spare = Some((spare, std::process::id()));
+            }
+        }
     }
 }
 
@@ -233,8 +255,8 @@ extern "C" fn in_child() {
     let Some(mut held) = HELD.with(|h| h.borrow_mut().take()) else { return };
     *held.others = None;
     // The parent's sessions, copied by the fork (its own, the one its
-    // parent made for it), are the parent's: this process lets go of its
-    // copies, so that netd sees each end with the parent.
+    // parent made for it, its spare), are the parent's: this process lets
+    // go of its copies, so that netd sees each end with the parent.
     let mut parents: Vec<Session> = Vec::new();
     if let Some((_, s)) = held.session.take() {
         parents.push(s);
@@ -243,6 +265,9 @@ extern "C" fn in_child() {
         // Its sockets' objects are the parent's too.
         std::mem::forget(adopted);
         parents.push(session);
+    }
+    if let Some((s, _)) = held.for_child.spare.take() {
+        parents.push(s);
     }
     let_go_copies(parents);
     let mut shared: HashMap<*const Sock, (Vec<i32>, Arc<Sock>)> = HashMap::new();
@@ -284,13 +309,14 @@ fn let_go_copies(sessions: Vec<Session>) {
 }
 
 /// The descriptors of the sessions made ahead that are this process's:
-/// the one its parent made for it, and the one made for its next child
-/// while a `fork` is under way.
+/// the one its parent made for it, the one made for its next child while
+/// a `fork` is under way, and its spare.
 pub(crate) fn made_ahead_descriptors() -> Vec<i32> {
     let slot = for_child();
     let me = std::process::id();
     let mine = slot.mine.as_ref().filter(|c| c.pid == me);
-    mine.into_iter().chain(slot.next.as_ref()).flat_map(|c| c.session.descriptors()).collect()
+    let spare = slot.spare.as_ref().filter(|(_, pid)| *pid == me).map(|(s, _)| s);
+    mine.into_iter().chain(slot.next.as_ref()).map(|c| &c.session).chain(spare).flat_map(Session::descriptors).collect()
 }
 
 /// What the session made for this process (a child) adopted by `token`.
