@@ -3,6 +3,8 @@
 //! clients) can talk to each other by its address, over IPv4 and IPv6
 //! (`::1` too).
 
+mod common;
+
 use nagare_core::buf::BufferPool;
 use nagare_core::icmp::EchoEvent;
 use nagare_core::ipv6::addr::{AddrState, Ipv6Cidr};
@@ -54,6 +56,32 @@ fn udp_and_ping_to_ourselves() {
     ));
     assert!(iface.counters().local_delivered >= 4);
     assert_eq!(iface.counters().drop_ip_bad_source, 0);
+}
+
+/// A frame from the link sent to the Ethernet broadcast address (an ARP
+/// request, received as every host on the link receives it) says nothing
+/// of the datagrams to ourselves received after it: a connection to our
+/// own address made right after one still completes its handshake and
+/// carries its bytes without a retransmission.
+#[test]
+fn tcp_to_ourselves_after_a_link_broadcast() {
+    let mut iface = interface();
+    let now = Instant::from_secs(1);
+    let listener = iface.tcp().listen(SocketAddrV4::new(OURS, 81), 8).unwrap();
+    common::feed(&mut iface, &common::to_link_broadcast(common::arp(nagare_wire::ArpOperation::Request)), 4096, now);
+    let client = iface.tcp().connect(SocketAddrV4::new(OURS, 81), 0, now).unwrap();
+    iface.tcp().send(client, b"after a broadcast", now).unwrap();
+    for _ in 0..16 {
+        iface.poll(now);
+    }
+    let server = iface.tcp().accept(listener).unwrap().expect("the handshake to ourselves completed");
+    let mut buf = [0u8; 64];
+    for _ in 0..16 {
+        iface.poll(now);
+    }
+    let n = iface.tcp().recv(server, &mut buf, now).unwrap();
+    assert_eq!(&buf[..n], b"after a broadcast");
+    assert_eq!(iface.counters().drop_tcp_broadcast, 0);
 }
 
 #[test]

@@ -89,6 +89,9 @@ impl Interface {
         for _ in 0..self.local.len() {
             let Some(packet) = self.local.pop_front() else { break };
             self.counters.local_delivered += 1;
+            // Never a link-layer broadcast, whatever the last frame from
+            // the device was.
+            self.rx_link_broadcast = false;
             match packet.header::<1>().map(|b| b[0] >> 4) {
                 Some(6) => self.receive_ipv6_local(packet, now),
                 _ => self.receive_ipv4(packet, now, true),
