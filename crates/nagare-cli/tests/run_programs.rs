@@ -626,6 +626,50 @@ fn a_forked_child_finds_its_connections_options_and_the_listener_is_shared_once(
     let stat = s.stat();
     assert_eq!(counter(&stat, "netd requests_set_option"), 3 * 4, "{stat}");
     assert_eq!(counter(&stat, "netd requests_share"), 3 + 1, "{stat}");
+    // Sessions: the server's, one for each of the first two children, a
+    // spare after the second fork and after each later one (the third
+    // and fourth children take the spares), and the report's.
+    assert_eq!(counter(&stat, "netd clients_accepted"), 1 + 2 + 3 + 1, "{stat}");
+}
+
+/// A connection accepted on a listener with keepalive set has the
+/// listener's keepalive, as on Linux: `getsockopt` reads it back, and a
+/// `setsockopt` that changes it (the probes' interval back to 75 s)
+/// reaches netd. netd's count of `SET_OPTION` requests: the interval and
+/// count and the idle time at the accept (3), the interval and count
+/// again at the change (2).
+#[test]
+fn an_accepted_connection_has_its_listeners_keepalive() {
+    let name = "an_accepted_connection_has_its_listeners_keepalive";
+    if let Some(reason) = interop_unavailable(&["python3", "ping"]) {
+        return skip(name, &reason);
+    }
+    let s = Setup::new("runaccopt");
+    let server = "import socket\n\
+         l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         l.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)\n\
+         l.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 5)\n\
+         l.bind(('0.0.0.0', 7303)); l.listen(1)\n\
+         c, a = l.accept()\n\
+         print(c.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE), c.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL), flush=True)\n\
+         c.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 75)\n\
+         c.sendall(b'done'); c.close()\n";
+    let mut python = Process::spawn(s.run("python3").args(["-c", server]).stdout(Stdio::piped()));
+    let client = format!(
+        "import socket, time\n\
+         for _ in range(100):\n\
+         \x20   try:\n\
+         \x20       c = socket.create_connection(({NAGARE:?}, 7303), 10); break\n\
+         \x20   except OSError:\n\
+         \x20       time.sleep(0.1)\n\
+         print(c.recv(100).decode())\n"
+    );
+    let out = ok(s.kernel("python3").args(["-c", &client]), 30, "the client");
+    assert_eq!(out.stdout.trim(), "done", "{}", out.stderr);
+    let said = python.wait(Duration::from_secs(10)).expect("the server ends");
+    assert_eq!(String::from_utf8_lossy(&said.stdout), "1 5\n", "{}", String::from_utf8_lossy(&said.stderr));
+    let stat = s.stat();
+    assert_eq!(counter(&stat, "netd requests_set_option"), 3 + 2, "{stat}");
 }
 
 /// A parent's session ends with the parent, not with the last child that

@@ -132,7 +132,9 @@ pub unsafe fn accept4(fd: i32, addr: *mut libc::sockaddr, len: *mut libc::sockle
     let nonblocking = flags & libc::SOCK_NONBLOCK != 0;
     apply_stream_options(&stream, &options, nonblocking)?;
     let new = reserve(Proto::Tcp, flags & libc::SOCK_CLOEXEC != 0)?;
-    let sock = Sock::new(Proto::Tcp, State::Stream(Arc::new(stream)), nonblocking).in_family(s.is_six());
+    let sock = Sock::new(Proto::Tcp, State::Stream(Arc::new(stream)), nonblocking)
+        .in_family(s.is_six())
+        .with_applied_options(options);
     table::insert(new, Arc::new(sock));
     if let Err(e) = unsafe { write_addr(peer, s.is_six(), addr, len) } {
         let _ = close(new);
@@ -221,6 +223,9 @@ pub unsafe fn connect(fd: i32, addr: *const libc::sockaddr, len: libc::socklen_t
         return Err(libc::EISCONN);
     }
     g.state = State::Stream(Arc::new(stream));
+    // Unless another thread set them while it connected.
+    g.keepalive_in_netd =
+        g.options.keepalive == options.keepalive && g.options.keepalive_params == options.keepalive_params;
     Ok(())
 }
 

@@ -564,6 +564,8 @@ pub(crate) fn take_over(sock: &Sock, g: &mut Inner) -> Res<()> {
     // What the state held is the other process's (its session's objects,
     // copied by the fork): never dropped here.
     std::mem::forget(std::mem::replace(&mut g.state, State::Fresh));
+    // The other process may have set its keepalive since.
+    g.keepalive_in_netd = false;
     let nonblocking = sock.is_nonblocking();
     // A socket found after `exec` learns its family from its addresses
     // (one after `fork` knows it already).

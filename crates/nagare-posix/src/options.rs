@@ -90,7 +90,7 @@ pub unsafe fn setsockopt(fd: i32, level: i32, name: i32, value: *const libc::c_v
     let s = table::get(fd)?;
     let int = || unsafe { read_value::<libc::c_int>(value, len) };
     let mut g = s.lock()?;
-    let Inner { state, options: o, .. } = &mut *g;
+    let Inner { state, options: o, keepalive_in_netd, .. } = &mut *g;
     match (level, name) {
         (libc::SOL_SOCKET, libc::SO_REUSEADDR) => o.reuse_addr = int()? != 0,
         (libc::SOL_SOCKET, libc::SO_REUSEPORT) => o.reuse_port = int()? != 0,
@@ -100,7 +100,12 @@ pub unsafe fn setsockopt(fd: i32, level: i32, name: i32, value: *const libc::c_v
         (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => {
             o.keepalive = int()? != 0;
             if let State::Stream(st) = &*state {
+                // The probes' interval and count too, unless netd has them.
+                if !*keepalive_in_netd {
+                    apply_keepalive_probes(st, o).map_err(|e| errno(&e))?;
+                }
                 apply_keepalive_idle(st, o).map_err(|e| errno(&e))?;
+                *keepalive_in_netd = true;
             }
         }
         (libc::SOL_SOCKET, libc::SO_LINGER) => {
@@ -155,16 +160,20 @@ pub unsafe fn setsockopt(fd: i32, level: i32, name: i32, value: *const libc::c_v
             }
             let slot = keepalive_slot(name);
             let was = std::mem::replace(&mut o.keepalive_params[slot], v);
-            // netd's connection has what the options said: only a change
-            // is a request, and the idle time only while keepalive is on.
+            // Where netd's connection has what the options said, only a
+            // change is a request, and the idle time only while keepalive
+            // is on.
             if let State::Stream(st) = &*state {
                 let r = match slot {
-                    _ if was == v => Ok(()),
+                    _ if was == v && *keepalive_in_netd => Ok(()),
                     0 if o.keepalive => apply_keepalive_idle(st, o),
                     0 => Ok(()),
                     _ => apply_keepalive_probes(st, o),
                 };
-                r.map_err(|e| errno(&e))?;
+                if let Err(e) = r {
+                    o.keepalive_params[slot] = was;
+                    return Err(errno(&e));
+                }
             }
         }
         (libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT) if s.proto == Proto::Tcp => {

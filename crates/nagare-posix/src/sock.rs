@@ -84,6 +84,12 @@ pub(crate) struct Inner {
     /// A UDP socket's peer, set by `connect` (of the socket's family).
     pub(crate) peer: Option<SocketAddr>,
     pub(crate) options: Options,
+    /// netd's connection has the keepalive `options` says (its idle time
+    /// while on, the probes' interval and count): so for a stream this
+    /// process made (`connect`, `accept`), whose `setsockopt`s then ask
+    /// netd only for a change; not for one taken over from another
+    /// process, which may have set them since.
+    pub(crate) keepalive_in_netd: bool,
     /// A non-blocking `connect` finished here and no write has tried the
     /// stream since: it counts as writable, the answer its caller polls
     /// for after `EINPROGRESS`, even while every buffer of the session is
@@ -129,6 +135,7 @@ impl Sock {
                 bound: None,
                 peer: None,
                 options: Options::default(),
+                keepalive_in_netd: false,
                 connect_done: false,
             }),
         }
@@ -142,6 +149,17 @@ impl Sock {
         s.token.store(token, Ordering::Relaxed);
         s.watched.store(token != 0, Ordering::Relaxed);
         s
+    }
+
+    /// The stream, made here, with `options` applied to it
+    /// ([`apply_stream_options`]): netd has them.
+    pub(crate) fn with_applied_options(self, options: Options) -> Sock {
+        {
+            let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            g.options = options;
+            g.keepalive_in_netd = true;
+        }
+        self
     }
 
     /// The socket made for family `AF_INET6` (`six`) or `AF_INET`.
@@ -184,6 +202,7 @@ impl Sock {
                         Ok(()) => State::Stream(Arc::new(stream)),
                         Err(e) => State::Failed(e),
                     };
+                    g.keepalive_in_netd = matches!(g.state, State::Stream(_));
                     g.connect_done = matches!(g.state, State::Stream(_));
                 }
                 Err(e) => g.state = State::Failed(errno(&e)),
@@ -295,8 +314,8 @@ pub(crate) fn apply_datagram_options(d: &UdpSocket, o: &Options, nonblocking: bo
 /// Applies the options set before a stream existed to it, a connection
 /// netd just made (`connect`, `accept`): those this process keeps
 /// ([`apply_own_stream_options`]) and, in netd, those that differ from
-/// what a new connection starts with. From then on netd's connection has
-/// what `o` says, and each `setsockopt` keeps it so.
+/// what a new connection starts with. netd's connection then has what
+/// `o` says ([`Inner::keepalive_in_netd`]).
 pub(crate) fn apply_stream_options(s: &TcpStream, o: &Options, nonblocking: bool) -> Res<()> {
     let r = (|| {
         if o.nodelay {
@@ -320,8 +339,9 @@ pub(crate) fn apply_stream_options(s: &TcpStream, o: &Options, nonblocking: bool
 
 /// Applies the options this process's objects for stream `s` keep (its
 /// blocking mode, its time limits, the buffer sizes its paths are kept
-/// within) to them: all a process needs when it takes over a connection
-/// another process set up, whose options netd has with the connection.
+/// within, each size asked of netd again for the size in force) to
+/// them: all a process needs when it takes over a connection another
+/// process set up, whose other options netd has with the connection.
 pub(crate) fn apply_own_stream_options(s: &TcpStream, o: &Options, nonblocking: bool) -> Res<()> {
     let r = (|| {
         s.set_nonblocking(nonblocking)?;
