@@ -575,7 +575,8 @@ fn counter(stat: &str, name: &str) -> u64 {
 /// counts of `SET_OPTION` and `SHARE` requests say what each connection
 /// cost: `TCP_NODELAY`, the probes' interval and count and keepalive on
 /// in the parent (4), nothing in the child; one share per connection and
-/// one for the listener.
+/// one for the listener. From its second fork on, the server connects a
+/// spare session after each fork, which the next fork's child takes.
 #[test]
 fn a_forked_child_finds_its_connections_options_and_the_listener_is_shared_once() {
     let name = "a_forked_child_finds_its_connections_options_and_the_listener_is_shared_once";
@@ -678,7 +679,7 @@ fn an_accepted_connection_has_its_listeners_keepalive() {
 /// exits while both children sleep. netd's report then has the first
 /// child's session (with the listener) and the report's own, and no
 /// session of the parent's (nor the spare one it connected for a next
-/// fork): before, every child's copy of the parent's sessions kept them.
+/// fork), which a child's copy would keep.
 #[test]
 fn a_parents_sessions_end_with_it_while_its_children_live() {
     let name = "a_parents_sessions_end_with_it_while_its_children_live";

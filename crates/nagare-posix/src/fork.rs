@@ -69,13 +69,35 @@ struct ForChild {
 /// The sessions made ahead: `mine`, the one this process's parent made
 /// for it (`pid` this process's), `next`, the one being made for the
 /// child of the `fork` under way, and `spare`, one connected to netd
-/// after a `fork` that shared sockets, for the next such `fork` (with the
-/// pid of the process that made it).
+/// after a `fork` that shared sockets, for the next such `fork`
+/// ([`Spare`]).
 struct MadeAhead {
     mine: Option<ForChild>,
     next: Option<ForChild>,
-    spare: Option<(Session, u32)>,
+    spare: Option<Spare>,
 }
+
+/// A session connected for the next `fork`'s child, with who connected
+/// it: the process, and its real and effective user then (netd knows a
+/// session's user from its connection, and a child of another user may
+/// not take it).
+struct Spare {
+    session: Session,
+    pid: u32,
+    users: (u32, u32),
+}
+
+/// The real and effective user of this process.
+fn users() -> (u32, u32) {
+    // SAFETY: plain queries of this process.
+    unsafe { (libc::getuid(), libc::geteuid()) }
+}
+
+/// The `fork`s of this process that shared sockets: a spare session is
+/// connected after the second, as a process that forks with sockets
+/// twice is likely to fork again (a server forking for each connection),
+/// and one that forks once (to become a daemon) is not.
+static SHARING_FORKS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 static FOR_CHILD: Mutex<MadeAhead> = Mutex::new(MadeAhead { mine: None, next: None, spare: None });
 
@@ -146,12 +168,16 @@ extern "C" fn prepare() {
     PENDING.with(|p| *p.borrow_mut() = tokens.clone());
     if !tokens.is_empty() {
         let me = std::process::id();
-        let spare = for_child().spare.take().and_then(|(s, pid)| {
-            if pid == me {
-                return Some(s);
+        let spare = for_child().spare.take().and_then(|s| {
+            if s.pid != me {
+                // SAFETY: another process's spare, copied by a fork it ran
+                // without handlers: nothing of it is used here.
+                unsafe { s.session.let_go_copy() };
+                return None;
             }
-            s.let_go_copy();
-            None
+            // One of this process's, unless its user changed since or netd
+            // went away (dropped: it is ours).
+            (s.users == users() && !s.session.netd_gone()).then_some(s.session)
         });
         if let Some(session) = spare.map_or_else(|| Session::connect(netd_path()).ok(), Some) {
             session.set_spin_yields(false);
@@ -222,10 +248,11 @@ fn close_on_exec(fd: i32) -> bool {
 }
 
 /// In the parent after the `fork`: the child's session is the child's.
-/// After a `fork` that handed sockets to a child, a spare session is
-/// connected for the next one: a process that forks a child for each
-/// connection (PostgreSQL's postmaster, a forking server) connects it
-/// while its last child runs, not while its next child waits to start.
+/// From its second `fork` that handed sockets to a child on
+/// ([`SHARING_FORKS`]), a spare session is connected for the next one: a
+/// process that forks a child for each connection (PostgreSQL's
+/// postmaster, a forking server) connects it while its last child runs,
+/// not while its next child waits to start.
 extern "C" fn in_parent() {
     let _in = Entered::new();
     let Some(mut held) = HELD.with(|h| h.borrow_mut().take()) else { return };
@@ -233,10 +260,11 @@ extern "C" fn in_parent() {
     drop(held);
     if let Some(c) = taken {
         c.session.abandon();
-        if for_child().spare.is_none() {
-            if let Ok(spare) = Session::connect(netd_path()) {
-                spare.set_spin_yields(false);
-                for_child().spare = Some((spare, std::process::id()));
+        let forks = SHARING_FORKS.fetch_add(1, Ordering::Relaxed) + 1;
+        if forks >= 2 && for_child().spare.is_none() {
+            if let Ok(session) = Session::connect(netd_path()) {
+                session.set_spin_yields(false);
+                for_child().spare = Some(Spare { session, pid: std::process::id(), users: users() });
             }
         }
     }
@@ -266,9 +294,10 @@ extern "C" fn in_child() {
         std::mem::forget(adopted);
         parents.push(session);
     }
-    if let Some((s, _)) = held.for_child.spare.take() {
-        parents.push(s);
+    if let Some(s) = held.for_child.spare.take() {
+        parents.push(s.session);
     }
+    SHARING_FORKS.store(0, Ordering::Relaxed);
     let_go_copies(parents);
     let mut shared: HashMap<*const Sock, (Vec<i32>, Arc<Sock>)> = HashMap::new();
     for (&fd, sock) in held.table.iter().flatten() {
@@ -293,7 +322,8 @@ extern "C" fn in_child() {
 }
 
 /// Lets go of this process's copies of sessions other processes keep
-/// (`Session::let_go_copy`), each once.
+/// (`Session::let_go_copy`), each once: `sessions` are a parent's,
+/// copied by the fork, which this process never uses.
 fn let_go_copies(sessions: Vec<Session>) {
     let mut unique: Vec<Session> = Vec::new();
     for s in sessions {
@@ -304,7 +334,9 @@ fn let_go_copies(sessions: Vec<Session>) {
         }
     }
     for s in unique {
-        s.let_go_copy();
+        // SAFETY: another process's session, copied by the fork: nothing
+        // of it (its clones in the copied sockets included) is used here.
+        unsafe { s.let_go_copy() };
     }
 }
 
@@ -315,7 +347,7 @@ pub(crate) fn made_ahead_descriptors() -> Vec<i32> {
     let slot = for_child();
     let me = std::process::id();
     let mine = slot.mine.as_ref().filter(|c| c.pid == me);
-    let spare = slot.spare.as_ref().filter(|(_, pid)| *pid == me).map(|(s, _)| s);
+    let spare = slot.spare.as_ref().filter(|s| s.pid == me).map(|s| &s.session);
     mine.into_iter().chain(slot.next.as_ref()).map(|c| &c.session).chain(spare).flat_map(Session::descriptors).collect()
 }
 

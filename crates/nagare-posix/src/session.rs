@@ -22,7 +22,9 @@ pub(crate) fn session() -> Res<Session> {
         // no handlers: never used, never dropped (dropping would speak for
         // the parent), let go of.
         if let Some((_, s)) = slot.take() {
-            s.let_go_copy();
+            // SAFETY: the parent's, never used here (nor its clones in the
+            // sockets the fork copied).
+            unsafe { s.let_go_copy() };
         }
     }
     match Session::connect(netd_path()) {
@@ -60,7 +62,9 @@ pub(crate) fn hold() -> Held {
 /// made for it before the fork.
 pub(crate) fn adopt_session(slot: &mut Held, pid: u32, session: Session) {
     if let Some((_, parent)) = slot.take() {
-        parent.let_go_copy();
+        // SAFETY: the parent's, never used here (nor its clones in the
+        // sockets the fork copied).
+        unsafe { parent.let_go_copy() };
     }
     **slot = Some((pid, session));
 }

@@ -60,11 +60,21 @@ impl Session {
     /// when the last child that inherited it does; nothing else of it is
     /// touched (no lock is taken, no object dropped, no other descriptor
     /// closed), since the copy may hold what a thread of the other
-    /// process held at the `fork`. Each copy is let go once.
-    pub fn let_go_copy(self) {
-        // SAFETY: this process's copy of the rendezvous socket, which the
-        // forgotten session below never uses again.
-        unsafe { libc::close(self.inner.liveness) };
+    /// process held at the `fork`. A number that names another file by
+    /// now (the copy was closed already, and the number reused) is left
+    /// alone.
+    ///
+    /// # Safety
+    /// No clone of this session is used in this process afterwards: its
+    /// rendezvous socket is closed under it.
+    pub unsafe fn let_go_copy(self) {
+        let fd = self.inner.liveness;
+        if self.inner.liveness_file.is_some_and(|f| file_of(fd) == Some(f)) {
+            // SAFETY: this process's copy of the rendezvous socket (the same
+            // file), which no clone of the session uses again (the caller's
+            // promise).
+            unsafe { libc::close(fd) };
+        }
         std::mem::forget(self);
     }
 
@@ -129,4 +139,16 @@ impl ForkHold<'_> {
         drop(slot);
         posted.map(|_| ())
     }
+}
+
+/// The device and inode of the file descriptor `fd` names, if it is open.
+pub(crate) fn file_of(fd: std::os::fd::RawFd) -> Option<(u64, u64)> {
+    // SAFETY: all zeros is a valid stat buffer, and fstat writes only it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a whole stat buffer; a closed or foreign number
+    // gives an error, not a fault.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return None;
+    }
+    Some((st.st_dev as u64, st.st_ino as u64))
 }

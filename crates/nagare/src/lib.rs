@@ -116,9 +116,10 @@ struct Shared {
     /// The thread that sets the sockets' descriptors, started with the
     /// first (`watcher.rs`).
     watcher: Mutex<Option<watcher::Watcher>>,
-    /// The rendezvous socket's number, read without `conn`
-    /// ([`Session::let_go_copy`]).
+    /// The rendezvous socket's number and its file's device and inode,
+    /// read without `conn` ([`Session::let_go_copy`]).
     liveness: std::os::fd::RawFd,
+    liveness_file: Option<(u64, u64)>,
 }
 
 struct Conn {
@@ -245,8 +246,15 @@ impl Session {
             start_watcher: false,
         };
         let liveness = std::os::fd::AsRawFd::as_raw_fd(&conn.client.liveness_fd());
-        let shared =
-            Shared { conn: Mutex::new(conn), woken: Condvar::new(), wake, watcher: Mutex::new(None), liveness };
+        let liveness_file = fork::file_of(liveness);
+        let shared = Shared {
+            conn: Mutex::new(conn),
+            woken: Condvar::new(),
+            wake,
+            watcher: Mutex::new(None),
+            liveness,
+            liveness_file,
+        };
         Ok(Session { inner: Arc::new(shared) })
     }
 
@@ -275,6 +283,12 @@ impl Session {
 
     fn is_dead(&self) -> bool {
         self.lock().map_or(true, |c| c.dead)
+    }
+
+    /// Whether netd let this session go, or went away: a call found it,
+    /// or its rendezvous socket hung up (asked without a request).
+    pub fn netd_gone(&self) -> bool {
+        self.lock().map_or(true, |c| c.dead || c.client.peer_gone())
     }
 
     /// A request that does nothing: one round trip through the rings (what
