@@ -110,3 +110,18 @@ pub struct NetdStats {
     /// because its client's budget or netd's cap had no room.
     pub mm_refused: u64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::OPS;
+    use nagare_request::Op;
+
+    #[test]
+    fn every_operation_has_its_count() {
+        let ops: Vec<Op> = (0..=u16::MAX).filter_map(Op::from_u16).collect();
+        assert!(ops.len() >= 30, "{} operations", ops.len());
+        for op in ops {
+            assert!((op as usize) < OPS, "{op:?} is past the {OPS} counts");
+        }
+    }
+}

@@ -209,10 +209,11 @@ fn a_dead_clients_last_send_goes_out_before_its_fin() {
 }
 
 /// A client that dies with sends waiting for room in its connection's
-/// send buffer (its peer reads nothing, so the buffer is full): its
-/// program's writes had returned, so netd makes room for them as it lets
-/// the client go, and the peer reads every byte and then the end, as a
-/// process's queued bytes reach their peer after its exit on Linux.
+/// send buffer (its peer reads nothing, so the buffer is full) and its
+/// close behind them: its program's writes had returned, so netd makes
+/// room for them as it lets the client go, and the peer reads every byte
+/// and then the end, as a process's queued bytes reach their peer after
+/// its exit on Linux.
 #[test]
 fn a_dead_clients_sends_waiting_for_room_go_out_before_its_fin() {
     for placement in PLACEMENTS {
@@ -272,10 +273,14 @@ fn a_dead_clients_sends_waiting_for_room_go_out_before_its_fin() {
             }
         }
         assert!(full, "{placement:?}: the peer's buffer never filled:\n{}", good.stat().expect("stat"));
-        // Both sends wait when the client goes.
-        wait_for_report(&good, "the last send did not wait", |r| {
+        // Both sends wait when the client goes, and its close behind them
+        // (a program's write, close and exit).
+        let mut close = doomed.request(Op::Close);
+        close.socket = id;
+        doomed.post(close.encode());
+        wait_for_report(&good, "the last send and the close did not wait", |r| {
             let line = r.lines().find(|l| l.starts_with("socket ") && l.contains(":9530 state")).unwrap_or("");
-            stat_value(line, " waiting ") == Some(2)
+            stat_value(line, " waiting ") == Some(3)
         });
         drop(doomed);
         // The peer reads only once netd let the client go.

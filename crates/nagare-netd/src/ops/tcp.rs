@@ -311,7 +311,7 @@ pub(super) fn send(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, buf:
 
 /// Room in connection `socket`'s send buffer for `bytes` more than it
 /// holds: for the sends a client that went away left waiting on it. The
-/// buffer is set to hold them (and no longer autotuned) as far as the
+/// buffer is set to hold them (its size fixed, not autotuned) as far as the
 /// client's budget allows; whether they all fit now.
 pub(crate) fn make_room_for_sends(cx: &mut Context<'_>, c: &mut Caller<'_>, socket: u32, bytes: usize) -> bool {
     let Ok(h) = c.sockets.tcp(socket) else { return false };
