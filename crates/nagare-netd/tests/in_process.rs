@@ -217,86 +217,121 @@ fn a_dead_clients_last_send_goes_out_before_its_fin() {
 #[test]
 fn a_dead_clients_sends_waiting_for_room_go_out_before_its_fin() {
     for placement in PLACEMENTS {
-        // Between two clients of one netd the receiver's queue holds the
-        // sender's buffers themselves: enough for a full window.
-        let netd = NetdThread::start_with_region(placement, Wire::Loopback, RING_SLOTS, 128);
-        let good = netd.connect();
-        let listener = TcpListener::bind_via(&good, at(9530)).expect("listen");
-        let mut doomed = RawClient::connect(&netd);
-        let mut connect = doomed.request(Op::Connect);
-        connect.aux[0] = encode_addr(at(9530));
-        let id = doomed.call(connect).result().expect("connect") as u32;
-        let (mut peer, _) = listener.accept().expect("accept");
-        peer.set_read_timeout(Some(LIMIT)).unwrap();
-        // Small buffers both ways, not autotuned.
-        peer.set_recv_buffer_size(65536).unwrap();
-        let mut option = doomed.request(Op::SetOption);
-        option.socket = id;
-        option.aux = [nagare_request::SockOption::SendBuffer as u64, 16384, 0, 0];
-        doomed.call(option).result().expect("a small send buffer");
-        // Lent sends, each whole or waiting, until the peer's receive
-        // buffer is full (but for less than a segment) and a send waits (for good: nothing reads), then
-        // one more.
-        let size = doomed.pool.buffer_size().min(8192);
-        let stuck = |r: &str| {
-            let line = |end: &str| {
-                r.lines().find(|l| l.starts_with("socket ") && l.contains(" tcp ") && l.contains(end)).unwrap_or("")
-            };
-            // The peer's line has the listener's port as its local end,
-            // the dead client's as its remote end.
-            let fill =
-                line(":9530 remote").split(" fill ").nth(1).and_then(|f| f.split('%').next()?.parse::<u32>().ok());
-            fill.is_some_and(|f| f >= 90) && stat_value(line(":9530 state"), " waiting ").is_some_and(|n| n > 0)
-        };
-        let mut written = Vec::new();
-        let mut full = false;
-        for k in 0..400u32 {
-            // Sends acknowledged give their buffers back.
-            while doomed.completions_waiting() > 0 {
-                let (_, c) = doomed.next_completion();
-                assert!(c.result().is_ok(), "{placement:?}: {c:?}");
-            }
-            let data: Vec<u8> = (0..size).map(|i| (i * 7 + k * 13) as u8).collect();
-            let mut send = doomed.request(Op::Send);
-            send.socket = id;
-            send.flags |= nagare_request::LEND;
-            send.piece = Some(doomed.give(&data, size));
-            doomed.post(send.encode());
-            written.extend_from_slice(&data);
-            if full {
-                break;
-            }
-            let deadline = std::time::Instant::now() + Duration::from_millis(50);
-            while !full && std::time::Instant::now() < deadline {
-                full = stuck(&good.stat().expect("stat"));
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }
-        assert!(full, "{placement:?}: the peer's buffer never filled:\n{}", good.stat().expect("stat"));
-        // Both sends wait when the client goes, and its close behind them
-        // (a program's write, close and exit).
-        let mut close = doomed.request(Op::Close);
-        close.socket = id;
-        doomed.post(close.encode());
-        wait_for_report(&good, "the last send and the close did not wait", |r| {
-            let line = r.lines().find(|l| l.starts_with("socket ") && l.contains(":9530 state")).unwrap_or("");
-            stat_value(line, " waiting ") == Some(3)
-        });
-        drop(doomed);
-        // The peer reads only once netd let the client go.
-        let report = wait_for_report(&good, "the dead client let go", |r| stat_value(r, " clients ") == Some(1));
-        assert_eq!(stat_value(&report, "netd buffers_leaked "), Some(0), "{report}");
-
-        let mut got = Vec::new();
-        let r = peer.read_to_end(&mut got);
+        let (r, got, written) = die_with_sends_waiting(placement, None);
         assert!(r.is_ok(), "{placement:?}: {r:?} after {} of {} bytes", got.len(), written.len());
         assert!(got == written, "{placement:?}: {} bytes read of {} written", got.len(), written.len());
-        drop((peer, listener));
-        wait_for_report(&good, "every byte charged comes back", |r| stat_value(r, "memory charged ") == Some(0));
-        drop(good);
-        let done = netd.stop();
-        assert_eq!(done.stats.buffers_leaked, 0, "{:?}", done.stats);
     }
+}
+
+/// As above, with a budget that has no room for the sends that wait
+/// (40 KiB: the connection's two 16 KiB buffers and half again): the
+/// connection is reset, and the peer learns that what was written did
+/// not all arrive.
+#[test]
+fn a_dead_clients_sends_without_room_in_its_budget_reset_the_connection() {
+    for placement in PLACEMENTS {
+        let (r, got, written) = die_with_sends_waiting(placement, Some(40 * 1024));
+        assert!(
+            matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+            "{placement:?}: {r:?} after {} of {} bytes",
+            got.len(),
+            written.len()
+        );
+    }
+}
+
+/// A raw client of a netd (each client's budget `client_memory`, or the
+/// default) connects to a listener of another, fills its peer's receive
+/// buffer and its own send buffer with lent sends, leaves two more and
+/// its close waiting, and dies; once netd let it go, the peer reads to
+/// the end. What the read gave, the bytes read, and the bytes written.
+fn die_with_sends_waiting(
+    placement: Placement,
+    client_memory: Option<usize>,
+) -> (std::io::Result<usize>, Vec<u8>, Vec<u8>) {
+    // Between two clients of one netd the receiver's queue holds the
+    // sender's buffers themselves: enough for a full window.
+    let netd = NetdThread::start_configured(placement, Wire::Loopback, move |c| {
+        c.ring_slots = RING_SLOTS;
+        c.buffers = 128;
+        if let Some(bytes) = client_memory {
+            c.client_memory = bytes;
+        }
+    });
+    let good = netd.connect();
+    let listener = TcpListener::bind_via(&good, at(9530)).expect("listen");
+    let mut doomed = RawClient::connect(&netd);
+    let mut connect = doomed.request(Op::Connect);
+    connect.aux[0] = encode_addr(at(9530));
+    let id = doomed.call(connect).result().expect("connect") as u32;
+    let (mut peer, _) = listener.accept().expect("accept");
+    peer.set_read_timeout(Some(LIMIT)).unwrap();
+    // Small buffers both ways, not autotuned.
+    peer.set_recv_buffer_size(65536).unwrap();
+    let mut option = doomed.request(Op::SetOption);
+    option.socket = id;
+    option.aux = [nagare_request::SockOption::SendBuffer as u64, 16384, 0, 0];
+    doomed.call(option).result().expect("a small send buffer");
+    // Lent sends, each whole or waiting, until the peer's receive buffer
+    // is full (but for less than a segment) and a send waits, for good
+    // (nothing reads); then one more.
+    let size = doomed.pool.buffer_size().min(8192);
+    let stuck = |r: &str| {
+        let line = |end: &str| {
+            r.lines().find(|l| l.starts_with("socket ") && l.contains(" tcp ") && l.contains(end)).unwrap_or("")
+        };
+        // The peer's line has the listener's port as its local end, the
+        // dead client's as its remote end.
+        let fill = line(":9530 remote").split(" fill ").nth(1).and_then(|f| f.split('%').next()?.parse::<u32>().ok());
+        fill.is_some_and(|f| f >= 90) && stat_value(line(":9530 state"), " waiting ").is_some_and(|n| n > 0)
+    };
+    let mut written = Vec::new();
+    let mut full = false;
+    for k in 0..400u32 {
+        // Sends acknowledged give their buffers back.
+        while doomed.completions_waiting() > 0 {
+            let (_, c) = doomed.next_completion();
+            assert!(c.result().is_ok(), "{placement:?}: {c:?}");
+        }
+        let data: Vec<u8> = (0..size).map(|i| (i * 7 + k * 13) as u8).collect();
+        let mut send = doomed.request(Op::Send);
+        send.socket = id;
+        send.flags |= nagare_request::LEND;
+        send.piece = Some(doomed.give(&data, size));
+        doomed.post(send.encode());
+        written.extend_from_slice(&data);
+        if full {
+            break;
+        }
+        let deadline = std::time::Instant::now() + Duration::from_millis(50);
+        while !full && std::time::Instant::now() < deadline {
+            full = stuck(&good.stat().expect("stat"));
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    assert!(full, "{placement:?}: the peer's buffer never filled:\n{}", good.stat().expect("stat"));
+    // Both sends wait when the client goes, and its close behind them (a
+    // program's write, close and exit).
+    let mut close = doomed.request(Op::Close);
+    close.socket = id;
+    doomed.post(close.encode());
+    wait_for_report(&good, "the last send and the close did not wait", |r| {
+        let line = r.lines().find(|l| l.starts_with("socket ") && l.contains(":9530 state")).unwrap_or("");
+        stat_value(line, " waiting ") == Some(3)
+    });
+    drop(doomed);
+    // The peer reads only once netd let the client go.
+    let report = wait_for_report(&good, "the dead client let go", |r| stat_value(r, " clients ") == Some(1));
+    assert_eq!(stat_value(&report, "netd buffers_leaked "), Some(0), "{report}");
+
+    let mut got = Vec::new();
+    let r = peer.read_to_end(&mut got);
+    drop((peer, listener));
+    wait_for_report(&good, "every byte charged comes back", |r| stat_value(r, "memory charged ") == Some(0));
+    drop(good);
+    let done = netd.stop();
+    assert_eq!(done.stats.buffers_leaked, 0, "{:?}", done.stats);
+    (r, got, written)
 }
 
 /// A client binds a UDP port, listens on a TCP port, connects to it, and
