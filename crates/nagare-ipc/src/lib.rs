@@ -58,7 +58,7 @@ pub use mapping::Mapping;
 pub use notify::{eventfd, EventFd, Notifier, NotifyStats, WaitError, WaitOutcome, WaitStats, Waiter, DEFAULT_SPIN};
 pub use pool::{BufRef, Pool, PoolError, PoolStats};
 pub use region::{Layout, Region, RegionConfig, RegionError, RingDir, Side, HEADER_LEN, LAYOUT_VERSION};
-pub use rendezvous::{Client, Listener, PeerCred, RendezvousError, ServerConn};
+pub use rendezvous::{bind_private, Client, Listener, PeerCred, RendezvousError, ServerConn};
 pub use ring::{Consumer, Producer, RingError};
 pub use shared::SharedBytes;
 

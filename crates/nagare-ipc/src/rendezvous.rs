@@ -191,6 +191,13 @@ pub struct Listener {
     next_id: u64,
 }
 
+/// A listening Unix socket at `path` that only its user may connect to
+/// until its mode is changed: its file has mode 0600 from the `bind` on,
+/// whatever the umask (which is left alone: other threads read it).
+pub fn bind_private(path: &Path) -> io::Result<UnixListener> {
+    crate::sys::unix_listener_private(path)
+}
+
 impl Listener {
     /// Listens on `path`, replacing a stale socket file left there; every
     /// client gets a region of `config`'s sizes.
@@ -202,7 +209,7 @@ impl Listener {
                 std::fs::remove_file(&path)?;
             }
         }
-        let sock = UnixListener::bind(&path)?;
+        let sock = bind_private(&path)?;
         Ok(Listener { sock, path, config, next_id: 1 })
     }
 
@@ -358,6 +365,24 @@ mod tests {
 
     fn sock_path(tag: &str) -> PathBuf {
         std::env::temp_dir().join(format!("nagare-ipc-{tag}-{}.sock", std::process::id()))
+    }
+
+    #[test]
+    fn a_private_socket_is_its_users_alone_whatever_the_umask() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = sock_path("private");
+        let _ = std::fs::remove_file(&path);
+        let listener = bind_private(&path).expect("bind");
+        let mode = std::fs::metadata(&path).expect("the socket file").permissions().mode() & 0o777;
+        // A plain bind gives 0777 less the umask: 0755 or 0700 under the
+        // usual ones.
+        assert_eq!(mode, 0o600);
+        let client = UnixStream::connect(&path).expect("its user connects");
+        let (accepted, _) = listener.accept().expect("accept");
+        drop((client, accepted, listener));
+        let _ = std::fs::remove_file(&path);
+        let long = std::path::PathBuf::from(format!("/tmp/{}", "x".repeat(200)));
+        assert!(bind_private(&long).is_err(), "a path longer than an AF_UNIX address holds");
     }
 
     #[test]

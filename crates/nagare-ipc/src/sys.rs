@@ -134,3 +134,36 @@ pub(crate) fn poll_one_or_signal(
     }
     Ok(if r == 0 { 0 } else { pfd.revents })
 }
+
+/// A listening `AF_UNIX` stream socket at `path` whose file has mode 0600
+/// (less whatever the umask takes) from its `bind` on: the socket's mode
+/// is set before the bind, which gives the file that mode under the
+/// umask, so nobody but its user connects before the caller chooses, and
+/// the process's umask, which other threads read, is left alone.
+pub(crate) fn unix_listener_private(path: &std::path::Path) -> io::Result<std::os::unix::net::UnixListener> {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: all zeros is a valid sockaddr_un.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.as_os_str().as_bytes();
+    // Room for the closing NUL, which the zeroed address already has.
+    if bytes.is_empty() || bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+        return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+    }
+    for (to, &from) in addr.sun_path.iter_mut().zip(bytes) {
+        *to = from as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
+    // SAFETY: plain socket creation; the result is owned at once.
+    let fd = owned(unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: a mode change of the socket this function owns.
+    cvt(unsafe { libc::fchmod(fd.as_raw_fd(), 0o600) })?;
+    // SAFETY: `addr` is a whole sockaddr_un, of which the first `len`
+    // bytes are the address.
+    cvt(unsafe {
+        libc::bind(fd.as_raw_fd(), &addr as *const libc::sockaddr_un as *const libc::sockaddr, len as libc::socklen_t)
+    })?;
+    // SAFETY: listen on the socket this function owns.
+    cvt(unsafe { libc::listen(fd.as_raw_fd(), libc::SOMAXCONN) })?;
+    Ok(std::os::unix::net::UnixListener::from(fd))
+}

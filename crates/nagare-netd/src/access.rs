@@ -61,18 +61,6 @@ pub fn group_id(name: &str) -> io::Result<u32> {
     Ok(group.gr_gid)
 }
 
-/// Runs `make`, which creates netd's sockets, with the umask at 077: each
-/// is its user's alone until [`open_socket`] opens it, so that nobody else
-/// connects in between (netd, once opened, serves whoever connects).
-pub(crate) fn made_private<T>(make: impl FnOnce() -> T) -> T {
-    // SAFETY: umask has no memory preconditions; the mask is set back.
-    let before = unsafe { libc::umask(0o077) };
-    let made = make();
-    // SAFETY: as above.
-    unsafe { libc::umask(before) };
-    made
-}
-
 /// Gives socket file `path` permission bits `mode` and group `group`,
 /// each if set; a group without a mode gets 0660, so that its members
 /// may connect. The file is opened without following a symbolic link and
@@ -142,10 +130,8 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let sock = dir.join("netd.sock");
-        // Not `made_private`, whose umask is the process's: other tests
-        // run beside this one.
-        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
-        std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o600)).unwrap();
+        // As netd makes it: its user's alone.
+        let _listener = nagare_ipc::bind_private(&sock).unwrap();
         let mode = |p: &std::path::Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777;
         super::open_socket(&sock, Some(0o666), None).unwrap();
         assert_eq!(mode(&sock), 0o666);

@@ -57,8 +57,7 @@ pub(crate) struct Clients {
 impl Clients {
     /// Listens on `config.socket`, offering `config.region()` to clients.
     pub fn listen(config: &NetdConfig) -> io::Result<Clients> {
-        let listener = crate::access::made_private(|| Listener::bind(&config.socket, config.region()))
-            .map_err(|e| listen_error(config, e))?;
+        let listener = Listener::bind(&config.socket, config.region()).map_err(|e| listen_error(config, e))?;
         crate::access::open_socket(&config.socket, config.socket_mode, config.socket_group).map_err(|e| {
             io::Error::new(e.kind(), format!("cannot open {} to other users: {e}", config.socket.display()))
         })?;

@@ -24,7 +24,7 @@ impl Sharing {
     /// in the log: a shared socket then closes with its last holder).
     pub fn new(watch_path: Option<&Path>, config: &NetdConfig) -> Sharing {
         let watches = watch_path.and_then(|p| {
-            let opened = crate::access::made_private(|| Watches::bind(p))
+            let opened = Watches::bind(p)
                 .and_then(|w| crate::access::open_socket(p, config.socket_mode, config.socket_group).map(|()| w));
             opened.inspect_err(|e| log::warn!("cannot watch shared sockets at {}: {e}", p.display())).ok()
         });

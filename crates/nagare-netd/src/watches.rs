@@ -61,7 +61,7 @@ impl Watches {
         if std::fs::symlink_metadata(path).is_ok() && UnixStream::connect(path).is_err() {
             std::fs::remove_file(path)?;
         }
-        let listener = UnixListener::bind(path)?;
+        let listener = nagare_ipc::bind_private(path)?;
         listener.set_nonblocking(true)?;
         Ok(Watches { listener, path: path.to_path_buf(), unnamed: Vec::new(), named: HashMap::new(), count: 0 })
     }
