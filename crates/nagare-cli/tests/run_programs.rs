@@ -604,18 +604,16 @@ fn a_forked_child_finds_its_connections_options_and_the_listener_is_shared_once(
     let mut python = Process::spawn(s.run("python3").args(["-c", server]));
     let client = format!(
         "import socket, time\n\
+         {}\
          for i in range(3):\n\
-         \x20   for _ in range(100):\n\
-         \x20       try:\n\
-         \x20           c = socket.create_connection(({NAGARE:?}, 7301), 10); break\n\
-         \x20       except OSError:\n\
-         \x20           time.sleep(0.1)\n\
+         \x20   c = connect(7301)\n\
          \x20   c.sendall(b'hello %d' % i); d = b''\n\
          \x20   while True:\n\
          \x20       x = c.recv(100)\n\
          \x20       if not x: break\n\
          \x20       d += x\n\
-         \x20   print(d.decode())\n"
+         \x20   print(d.decode())\n",
+        connect_when_listening()
     );
     let out = ok(s.kernel("python3").args(["-c", &client]), 30, "the clients");
     assert_eq!(
@@ -658,12 +656,10 @@ fn an_accepted_connection_has_its_listeners_keepalive() {
     let mut python = Process::spawn(s.run("python3").args(["-c", server]).stdout(Stdio::piped()));
     let client = format!(
         "import socket, time\n\
-         for _ in range(100):\n\
-         \x20   try:\n\
-         \x20       c = socket.create_connection(({NAGARE:?}, 7303), 10); break\n\
-         \x20   except OSError:\n\
-         \x20       time.sleep(0.1)\n\
-         print(c.recv(100).decode())\n"
+         {}\
+         c = connect(7303)\n\
+         print(c.recv(100).decode())\n",
+        connect_when_listening()
     );
     let out = ok(s.kernel("python3").args(["-c", &client]), 30, "the client");
     assert_eq!(out.stdout.trim(), "done", "{}", out.stderr);
@@ -713,6 +709,21 @@ fn a_parents_sessions_end_with_it_while_its_children_live() {
     assert!(report.contains(" listeners 1 "), "the first child's session holds the listener:\n{report}");
 }
 
+/// Python lines (after `import socket, time`) that define `connect(port)`:
+/// a connection from the kernel's side to netd's `port`, tried again
+/// while the server through netd is not listening yet (at most 10 s).
+fn connect_when_listening() -> String {
+    format!(
+        "def connect(port):\n\
+         \x20   for _ in range(100):\n\
+         \x20       try:\n\
+         \x20           return socket.create_connection(({NAGARE:?}, port), 10)\n\
+         \x20       except OSError:\n\
+         \x20           time.sleep(0.1)\n\
+         \x20   raise OSError('nobody listens on %d' % port)\n"
+    )
+}
+
 /// Python lines that define `readn(n)`: `n` bytes from connection `c`
 /// (fewer at its end).
 const READN: &str = "def readn(n):\n\
@@ -739,14 +750,12 @@ const WAIT_UNNAMED: &str = "named = -1\n\
 /// would be the one accepted), sends `total` bytes and checks that the
 /// same come back.
 fn echo_through(s: &Setup, port: u16, total: usize) {
+    let connect = connect_when_listening();
     let client = format!(
         "import socket, time\n\
+         {connect}\
          data = bytes((i * 7 + 3) % 251 for i in range({total}))\n\
-         for _ in range(100):\n\
-         \x20   try:\n\
-         \x20       c = socket.create_connection(({NAGARE:?}, {port}), 10); break\n\
-         \x20   except OSError:\n\
-         \x20       time.sleep(0.1)\n\
+         c = connect({port})\n\
          c.sendall(data)\n\
          d = b''\n\
          while len(d) < {total}:\n\
@@ -874,13 +883,11 @@ fn a_connection_held_by_a_grandchild_s_program_is_taken_back_only_after_it() {
          c.sendall(b'P')\n\
          time.sleep(30)\n";
     let mut python = Process::spawn(s.run("python3").args(["-c", server]).stdout(Stdio::piped()));
+    let connect = connect_when_listening();
     let client = format!(
         "import socket, time\n\
-         for _ in range(100):\n\
-         \x20   try:\n\
-         \x20       c = socket.create_connection(({NAGARE:?}, 7320), 10); break\n\
-         \x20   except OSError:\n\
-         \x20       time.sleep(0.1)\n\
+         {connect}\
+         c = connect(7320)\n\
          d = b''\n\
          while len(d) < 2:\n\
          \x20   x = c.recv(10)\n\
