@@ -6,12 +6,20 @@
 //! and rises only when autotuning wants more and the client has room
 //! ([`Memory::grant_growth`]).
 //!
-//! Invariant: `charged` is the sum of every socket's charge and every
-//! orphan's; a client's account is the sum of its sockets' charges and the
-//! orphans it left while it is here. A grant never takes a client past its
-//! budget nor netd past its cap, except by what the engine already holds
-//! for a connection accepted with data in it (a buffer never shrinks below
-//! what it holds).
+//! A socket several clients hold (one shared across `fork`) is charged in
+//! full to each holder, as Linux counts a shared socket in each process
+//! that holds it, and once to netd, whose cap is the engine's buffers:
+//! its holders' charges move together ([`Memory::adopt`]), and a grant for
+//! it fits every holder's room.
+//!
+//! Invariant: `charged` is the sum of every socket's charge, a shared
+//! socket's once, and every orphan's; a client's account is the sum of its
+//! sockets' charges and the orphans it left while it is here; the holders
+//! of a shared socket are charged alike. A grant never takes a client past
+//! its budget nor netd past its cap, except by what the engine already
+//! holds for a connection accepted with data in it (a buffer never shrinks
+//! below what it holds) and by an adoption (a child's inherited socket is
+//! never refused).
 //!
 //! An orphan is a connection its client closed that the engine still
 //! keeps for its FIN exchange (FIN-WAIT, CLOSING, LAST-ACK), perhaps with
@@ -82,7 +90,63 @@ pub(crate) struct Memory {
     clients_charged: Cell<usize>,
     /// Each socket's charge, by (client key, socket id).
     sockets: RefCell<HashMap<(u64, u32), usize>>,
+    /// The sockets several clients hold.
+    shared: RefCell<Shared>,
     orphans: RefCell<Vec<Orphan>>,
+}
+
+/// A holder of a socket: its client's key and the socket's id there.
+type Holder = (u64, u32);
+
+/// The holders of each socket several clients hold, in groups: one group
+/// per socket, each holder in at most one.
+#[derive(Default)]
+struct Shared {
+    group_of: HashMap<Holder, u64>,
+    holders: HashMap<u64, Vec<Holder>>,
+    next: u64,
+}
+
+impl Shared {
+    /// Every holder of `holder`'s socket, `holder` first.
+    fn holders(&self, holder: Holder) -> Vec<Holder> {
+        let mut all = vec![holder];
+        if let Some(group) = self.group_of.get(&holder).and_then(|g| self.holders.get(g)) {
+            all.extend(group.iter().copied().filter(|&h| h != holder));
+        }
+        all
+    }
+
+    /// `adopter` holds `sharer`'s socket too.
+    fn join(&mut self, sharer: Holder, adopter: Holder) {
+        let group = match self.group_of.get(&sharer) {
+            Some(&g) => g,
+            None => {
+                self.next += 1;
+                self.group_of.insert(sharer, self.next);
+                self.holders.insert(self.next, vec![sharer]);
+                self.next
+            }
+        };
+        self.group_of.insert(adopter, group);
+        self.holders.entry(group).or_default().push(adopter);
+    }
+
+    /// `holder` holds its socket no more: whether other holders still do.
+    fn leave(&mut self, holder: Holder) -> bool {
+        let Some(group) = self.group_of.remove(&holder) else { return false };
+        let Some(left) = self.holders.get_mut(&group) else { return false };
+        left.retain(|&h| h != holder);
+        let others = !left.is_empty();
+        if left.len() < 2 {
+            // One holder is no group.
+            for h in left.drain(..) {
+                self.group_of.remove(&h);
+            }
+            self.holders.remove(&group);
+        }
+        others
+    }
 }
 
 /// What the report says about memory as a whole.
@@ -108,6 +172,7 @@ impl Memory {
             clients: RefCell::new(HashMap::new()),
             clients_charged: Cell::new(0),
             sockets: RefCell::new(HashMap::new()),
+            shared: RefCell::new(Shared::default()),
             orphans: RefCell::new(Vec::new()),
         }
     }
@@ -127,12 +192,26 @@ impl Memory {
         self.sockets.borrow().get(&(key, id)).copied().unwrap_or(0)
     }
 
-    /// The bytes client `key` may still be charged, counting `own` (what
-    /// the socket being sized holds already) as free.
-    pub fn room(&self, key: u64, own: usize) -> usize {
-        let client = self.client_charged(key).saturating_sub(own);
+    /// The bytes client `key` may still be charged for a new socket.
+    pub fn room(&self, key: u64) -> usize {
+        self.budget.saturating_sub(self.client_charged(key)).min(self.cap.saturating_sub(self.charged.get()))
+    }
+
+    /// The bytes socket `id` of client `key` may be charged, counting what
+    /// it is charged now as free: the least any of its holders' budgets
+    /// leaves, and netd's cap.
+    pub fn room_of(&self, key: u64, id: u32) -> usize {
+        let own = self.socket_charged(key, id);
+        let holders = self.holders(key, id);
+        let budget =
+            holders.iter().map(|&(k, _)| self.budget.saturating_sub(self.client_charged(k).saturating_sub(own)));
         let all = self.charged.get().saturating_sub(own);
-        self.budget.saturating_sub(client).min(self.cap.saturating_sub(all))
+        budget.min().unwrap_or(0).min(self.cap.saturating_sub(all))
+    }
+
+    /// Every holder of socket `id` of client `key`, that one first.
+    fn holders(&self, key: u64, id: u32) -> Vec<Holder> {
+        self.shared.borrow().holders((key, id))
     }
 
     /// Lets go of the finished orphans ([`Memory::settle`]) when client
@@ -140,14 +219,14 @@ impl Memory {
     /// closes them faster than housekeeping settles them, and the room
     /// they held is what its next sockets need.
     pub fn settle_if_short(&self, iface: &Interface, key: u64, bytes: usize) {
-        if self.room(key, 0) < bytes {
+        if self.room(key) < bytes {
             self.settle(iface);
         }
     }
 
     /// Whether client `key` has room for a new connection at the floor.
     pub fn has_room_for_connection(&self, key: u64) -> bool {
-        self.room(key, 0) >= 2 * BUFFER_FLOOR
+        self.room(key) >= 2 * BUFFER_FLOOR
     }
 
     /// Send and receive buffer sizes for a new connection of client `key`
@@ -157,7 +236,7 @@ impl Memory {
     /// connections thus shrink as they multiply, and the room is never
     /// spent on the first few.
     pub fn grant_connection(&self, key: u64, send: usize, recv: usize) -> Option<(usize, usize)> {
-        let room = self.room(key, 0);
+        let room = self.room(key);
         if room < 2 * BUFFER_FLOOR {
             return None;
         }
@@ -172,18 +251,18 @@ impl Memory {
     /// A receive queue for a new UDP socket of client `key` that wants
     /// `want`: as much as fits, at least the floor, else `None`.
     pub fn grant_queue(&self, key: u64, want: usize) -> Option<usize> {
-        let room = self.room(key, 0);
+        let room = self.room(key);
         (room >= BUFFER_FLOOR).then(|| want.min(room))
     }
 
     /// A resize of one buffer of socket `id` from `current` to `asked`,
     /// the socket's other buffer being `other`: a shrink is granted, a
-    /// growth as far as it fits.
+    /// growth as far as it fits ([`Memory::room_of`]).
     pub fn grant_resize(&self, key: u64, id: u32, current: usize, other: usize, asked: usize) -> usize {
         if asked <= current {
             return asked;
         }
-        let room = self.room(key, self.socket_charged(key, id)).saturating_sub(other);
+        let room = self.room_of(key, id).saturating_sub(other);
         asked.min(current.max(room))
     }
 
@@ -195,10 +274,11 @@ impl Memory {
     /// client no more than an even part of that, so that growths never
     /// take the room of the connections still to come (the client's, and
     /// every other client's) nor another client's part; never below
-    /// `current`.
+    /// `current`. A shared socket's holders are each held to these, the
+    /// one charged most binding.
     pub fn grant_growth(&self, key: u64, id: u32, current: usize, other: usize, wanted: usize) -> usize {
-        let room = self.room(key, self.socket_charged(key, id)).saturating_sub(other).saturating_sub(current);
-        let charged = self.client_charged(key);
+        let room = self.room_of(key, id).saturating_sub(other).saturating_sub(current);
+        let charged = self.holders(key, id).iter().map(|&(k, _)| self.client_charged(k)).max().unwrap_or(0);
         let share = (self.budget / GROWTH_SHARE).saturating_sub(charged);
         let growing = self.cap / GROWTH_CAP_SHARE;
         let pressure = growing.saturating_sub(self.charged.get());
@@ -206,46 +286,68 @@ impl Memory {
         current + wanted.saturating_sub(current).min(room).min(share).min(pressure).min(even)
     }
 
-    /// Socket `id` of client `key` is charged `bytes` from now on.
+    /// Socket `id` of client `key` is charged `bytes` from now on, and so
+    /// is every other holder of it.
     pub fn charge(&self, key: u64, id: u32, bytes: usize) {
-        let before = self.sockets.borrow_mut().insert((key, id), bytes).unwrap_or(0);
-        self.shift(Some(key), before, bytes);
+        let mut before = 0;
+        for holder in self.holders(key, id) {
+            // Holders are charged alike: any one's charge is netd's.
+            before = self.sockets.borrow_mut().insert(holder, bytes).unwrap_or(0);
+            self.shift_client(holder.0, before, bytes);
+        }
+        self.shift(None, before, bytes);
     }
 
-    /// Socket `id` of client `key` has gone: its charge comes back.
+    /// Socket `adopter` (client key, socket id) is the socket `sharer`
+    /// holds: charged as the sharer is, its charges moving with the
+    /// sharer's from now on, netd's unchanged.
+    pub fn adopt(&self, sharer: (u64, u32), adopter: (u64, u32)) {
+        let bytes = self.socket_charged(sharer.0, sharer.1);
+        self.shared.borrow_mut().join(sharer, adopter);
+        let before = self.sockets.borrow_mut().insert(adopter, bytes).unwrap_or(0);
+        self.shift_client(adopter.0, before, bytes);
+    }
+
+    /// Socket `id` of client `key` has gone: its charge comes back, to
+    /// netd too unless another client still holds the socket.
     pub fn release(&self, key: u64, id: u32) {
+        let others = self.shared.borrow_mut().leave((key, id));
         if let Some(bytes) = self.sockets.borrow_mut().remove(&(key, id)) {
-            self.shift(Some(key), bytes, 0);
+            self.shift_client(key, bytes, 0);
+            if !others {
+                self.shift(None, bytes, 0);
+            }
         }
     }
 
     /// Every socket of client `key` has gone.
     pub fn release_all(&self, key: u64) {
-        let mut total = 0;
-        self.sockets.borrow_mut().retain(|&(k, _), bytes| {
-            if k == key {
-                total += *bytes;
-            }
-            k != key
-        });
-        self.shift(Some(key), total, 0);
+        let ids: Vec<u32> = self.sockets.borrow().keys().filter(|&&(k, _)| k == key).map(|&(_, id)| id).collect();
+        for id in ids {
+            self.release(key, id);
+        }
     }
 
-    /// Moves an account from `from` bytes to `to` (a client's, with
-    /// `key`, and netd's).
+    /// Moves an account from `from` bytes to `to`: a client's, with
+    /// `key`, and netd's.
     fn shift(&self, key: Option<u64>, from: usize, to: usize) {
         if let Some(key) = key {
-            let mut clients = self.clients.borrow_mut();
-            let c = clients.entry(key).or_insert(0);
-            let was = *c;
-            *c = (*c + to).saturating_sub(from);
-            match (was > 0, *c > 0) {
-                (false, true) => self.clients_charged.set(self.clients_charged.get() + 1),
-                (true, false) => self.clients_charged.set(self.clients_charged.get().saturating_sub(1)),
-                _ => {}
-            }
+            self.shift_client(key, from, to);
         }
         self.charged.set((self.charged.get() + to).saturating_sub(from));
+    }
+
+    /// Moves client `key`'s account from `from` bytes to `to`.
+    fn shift_client(&self, key: u64, from: usize, to: usize) {
+        let mut clients = self.clients.borrow_mut();
+        let c = clients.entry(key).or_insert(0);
+        let was = *c;
+        *c = (*c + to).saturating_sub(from);
+        match (was > 0, *c > 0) {
+            (false, true) => self.clients_charged.set(self.clients_charged.get() + 1),
+            (true, false) => self.clients_charged.set(self.clients_charged.get().saturating_sub(1)),
+            _ => {}
+        }
     }
 
     /// Whether the orphans netd keeps are at the cap, after letting go of
@@ -386,6 +488,43 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_socket_is_charged_in_full_to_each_holder_and_once_to_netd() {
+        let m = memory(8 << 20, 64 << 20);
+        m.charge(1, 1, 524288);
+        m.adopt((1, 1), (2, 7));
+        m.adopt((2, 7), (3, 4));
+        assert_eq!((m.client_charged(1), m.client_charged(2), m.client_charged(3)), (524288, 524288, 524288));
+        assert_eq!(m.line().charged, 524288);
+        // A charge of one holder is a charge of all.
+        m.charge(3, 4, 1 << 20);
+        assert_eq!((m.client_charged(1), m.client_charged(2), m.line().charged), (1 << 20, 1 << 20, 1 << 20));
+        // The sharer lets go: the others hold it still, and netd is charged it.
+        m.release(1, 1);
+        assert_eq!((m.client_charged(1), m.client_charged(2), m.line().charged), (0, 1 << 20, 1 << 20));
+        m.release_all(2);
+        assert_eq!((m.client_charged(3), m.line().charged), (1 << 20, 1 << 20));
+        // The last holder alone, its charges are its own again.
+        m.charge(3, 4, 65536);
+        assert_eq!((m.client_charged(2), m.client_charged(3), m.line().charged), (0, 65536, 65536));
+        m.release(3, 4);
+        assert_eq!(m.line().charged, 0);
+    }
+
+    #[test]
+    fn a_grant_for_a_shared_socket_fits_every_holders_room() {
+        let m = memory(1 << 20, 64 << 20);
+        m.charge(1, 1, 131072);
+        m.adopt((1, 1), (2, 1));
+        // The adopter holds 768 KiB besides: 128 KiB of room is left to it.
+        m.charge(2, 2, 786432);
+        assert_eq!(m.room_of(1, 1), 262144);
+        assert_eq!(m.grant_resize(1, 1, 65536, 65536, 4 << 20), 196608);
+        assert_eq!(m.grant_growth(1, 1, 65536, 65536, 4 << 20), 65536, "the adopter is past a quarter of its budget");
+        m.release(2, 2);
+        assert_eq!(m.grant_resize(1, 1, 65536, 65536, 4 << 20), (1 << 20) - 65536);
+    }
+
+    #[test]
     fn a_growth_takes_a_share_of_the_budget_and_leaves_the_rest() {
         // Charged 512 KiB of an 8 MiB budget: it may grow until the
         // client is charged a quarter of it.
@@ -395,7 +534,7 @@ mod tests {
         assert_eq!(m.grant_growth(1, 1, 262144, 262144, 300_000), 300_000, "what it wants, when that is less");
         m.charge(1, 1, 2 << 20);
         assert_eq!(m.grant_growth(1, 1, (2 << 20) - 262144, 262144, 64 << 20), (2 << 20) - 262144, "at a quarter");
-        assert!(m.room(1, 0) >= 6 << 20, "the rest is the next connections'");
+        assert!(m.room(1) >= 6 << 20, "the rest is the next connections'");
         // Another connection's charge counts too.
         m.charge(1, 1, 524288);
         m.charge(1, 2, 1 << 20);
@@ -419,7 +558,7 @@ mod tests {
         assert_eq!(m.grant_growth(1, 1, 262144, 262144, 4 << 20), 262144, "past half the cap, no growth");
         // The other half is still there for new connections, every client's.
         assert_eq!(m.grant_connection(8, 262144, 262144), Some((262144, 262144)));
-        assert!(m.room(8, 0) >= 3 << 20);
+        assert!(m.room(8) >= 3 << 20);
     }
 
     #[test]

@@ -464,7 +464,38 @@ fn a_shared_connection_s_growth_is_charged_to_every_holder() {
         .collect();
     assert_eq!(charged[0], charged[1], "{report}");
     assert!(charged[0] >= sndbuf, "{report}");
+    // netd holds the connection's buffers once, whoever holds it: the
+    // peer's client line has its own side.
+    let peer_line = report.lines().find(|l| l.starts_with("client ") && l.contains(" listeners 1 ")).expect("the peer");
+    let netd_charged =
+        stat_value(report.lines().find(|l| l.starts_with("memory charged ")).unwrap(), "memory charged ");
+    assert_eq!(netd_charged, Some(charged[0] + stat_value(peer_line, " memory ").unwrap()), "{report}");
     drop((writer, adopted));
+}
+
+/// A holder's resize of a shared connection fits every holder's room:
+/// the adopter, whose budget a wide UDP queue has taken, holds back the
+/// send buffer its sharer asks for, as it would hold back its own.
+#[test]
+fn a_shared_connections_resize_fits_every_holders_room() {
+    const BUDGET: usize = 2 << 20;
+    let netd = NetdThread::start_configured(Placement::Inline, Wire::Loopback, |c| c.client_memory = BUDGET);
+    let (parent, child, peer) = (netd.connect(), netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&peer, at(9691)).expect("listen");
+    let stream = TcpStream::connect_timeout_via(&parent, &SocketAddr::V4(at(9691)), LIMIT).expect("connect");
+    let _accepted = listener.accept().expect("accept");
+    let adopted = TcpStream::adopt_via(&child, stream.share().expect("share")).expect("adopt");
+    let before = stream.send_buffer_size().unwrap();
+    let queue = UdpSocket::bind_via(&child, at(9692)).expect("bind");
+    queue.set_recv_buffer_size(BUDGET).expect("the child's queue takes its room");
+    stream.set_send_buffer_size(BUDGET / 2).expect("a resize");
+    let after = stream.send_buffer_size().unwrap();
+    assert!(after < BUDGET / 2 && after >= before, "{before} -> {after}");
+    let report = peer.stat().expect("stat");
+    for line in report.lines().filter(|l| l.starts_with("client ")) {
+        assert!(stat_value(line, " memory ").unwrap() <= BUDGET as u64, "{report}");
+    }
+    drop((stream, adopted, queue));
 }
 
 /// Asks `reclaim` until it is granted, at most a bounded number of times

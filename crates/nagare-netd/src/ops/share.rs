@@ -6,7 +6,8 @@
 //! A holder's receives and accepts waiting when it shares complete first
 //! with `ECANCELED`, decided with the other waiting rules in
 //! `crate::requests`. An adopter is charged the socket's buffers (a UDP
-//! socket's receive queue) as its sharer is, and does not claim its port:
+//! socket's receive queue) as its sharer is, and with it from then on
+//! (`Memory::adopt`), and does not claim its port:
 //! frames to a shared socket are received through netd's own pool once
 //! the sharer let go. A UDP socket's datagrams stay its sharer's to
 //! PacketFlow (priority, memory manager) while the sharer holds it, and
@@ -14,7 +15,6 @@
 //! receivers, `ops::control::close`, `Netd::disconnect`).
 
 use super::{buffer, encode_end, private_copy, Caller, Context, Done, Outcome};
-use crate::memory::connection_charge;
 use crate::sockets::Sock;
 use nagare_core::tcp::connection::State;
 use nagare_request::{AdoptWord, Request};
@@ -62,15 +62,13 @@ pub(super) fn adopt(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> 
         Sock::Echo(_) => return Err(libc::EOPNOTSUPP),
     };
     let id = c.sockets.add(sock, cx.config.max_sockets)?;
-    match sock {
-        Sock::Tcp(h) => cx.memory.charge(c.key, id, connection_charge(cx.iface, h)),
-        Sock::Udp(h) => {
-            let queue = cx.iface.udp_ref().socket(h).map_or(0, |u| u.queue_limits().1);
-            cx.memory.charge(c.key, id, queue);
-        }
-        Sock::Listener(_) | Sock::Echo(_) => {}
-    }
     cx.sharing.shares.adopted(token, c.key, id);
+    if matches!(sock, Sock::Tcp(_) | Sock::Udp(_)) {
+        // Charged as every other holder is, and with them from now on.
+        if let Some(sharer) = cx.sharing.shares.other_holders(c.key, id).next() {
+            cx.memory.adopt(sharer, (c.key, id));
+        }
+    }
     Ok(Some(Done { extra: [peer, word.encode()], ..Done::with_addr(u64::from(id), local) }))
 }
 

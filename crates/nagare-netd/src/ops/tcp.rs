@@ -182,15 +182,10 @@ fn grow_buffer(cx: &mut Context<'_>, key: u64, id: u32, h: TcpHandle, which: Gro
     }
 }
 
-/// Charges connection `h`'s buffers as they are to every client that
-/// holds it: socket `id` of client `key`, and the other holders of a
-/// shared one, each of whom is charged it as adopting it was.
+/// Charges connection `h`'s buffers as they are to socket `id` of client
+/// `key`, and so to every holder of it (`Memory::charge`).
 fn charge_holders(cx: &mut Context<'_>, key: u64, id: u32, h: TcpHandle) {
-    let bytes = connection_charge(cx.iface, h);
-    cx.memory.charge(key, id, bytes);
-    for (k, i) in cx.sharing.shares.other_holders(key, id) {
-        cx.memory.charge(k, i, bytes);
-    }
+    cx.memory.charge(key, id, connection_charge(cx.iface, h));
 }
 
 /// The completion of a send on connection `h`: `aux[2]` is its send

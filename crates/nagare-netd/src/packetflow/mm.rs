@@ -85,7 +85,7 @@ impl MemoryManager {
         if dest.sized || limit >= max {
             return Growth::AtMax;
         }
-        let room = memory.room(dest.client, memory.socket_charged(dest.client, dest.socket));
+        let room = memory.room_of(dest.client, dest.socket);
         if room <= limit {
             return Growth::Refused;
         }
