@@ -61,6 +61,7 @@ pub use region::{Layout, Region, RegionConfig, RegionError, RingDir, Side, HEADE
 pub use rendezvous::{bind_private, Client, Listener, PeerCred, RendezvousError, ServerConn};
 pub use ring::{Consumer, Producer, RingError};
 pub use shared::SharedBytes;
+pub use sys::unix_addr;
 
 /// `CLOCK_MONOTONIC` in nanoseconds: one clock for every process on the
 /// machine, so times taken by an application, netd and its driver compare

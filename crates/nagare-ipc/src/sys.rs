@@ -142,28 +142,65 @@ pub(crate) fn poll_one_or_signal(
 /// the process's umask, which other threads read, is left alone.
 pub(crate) fn unix_listener_private(path: &std::path::Path) -> io::Result<std::os::unix::net::UnixListener> {
     use std::os::unix::ffi::OsStrExt;
-    // SAFETY: all zeros is a valid sockaddr_un.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    let bytes = path.as_os_str().as_bytes();
-    // Room for the closing NUL, which the zeroed address already has.
-    if bytes.is_empty() || bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
-        return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
-    }
-    for (to, &from) in addr.sun_path.iter_mut().zip(bytes) {
-        *to = from as libc::c_char;
-    }
-    let len = std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
+    let (addr, len) =
+        unix_addr(path.as_os_str().as_bytes(), false).ok_or(io::Error::from_raw_os_error(libc::ENAMETOOLONG))?;
     // SAFETY: plain socket creation; the result is owned at once.
     let fd = owned(unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) })?;
     // SAFETY: a mode change of the socket this function owns.
     cvt(unsafe { libc::fchmod(fd.as_raw_fd(), 0o600) })?;
     // SAFETY: `addr` is a whole sockaddr_un, of which the first `len`
     // bytes are the address.
-    cvt(unsafe {
-        libc::bind(fd.as_raw_fd(), &addr as *const libc::sockaddr_un as *const libc::sockaddr, len as libc::socklen_t)
-    })?;
+    cvt(unsafe { libc::bind(fd.as_raw_fd(), &addr as *const libc::sockaddr_un as *const libc::sockaddr, len) })?;
     // SAFETY: listen on the socket this function owns.
     cvt(unsafe { libc::listen(fd.as_raw_fd(), libc::SOMAXCONN) })?;
     Ok(std::os::unix::net::UnixListener::from(fd))
+}
+
+/// An `AF_UNIX` address for `name` and its length, for `bind` or
+/// `connect`: a path (with its closing NUL; neither empty nor holding a
+/// NUL), or with `abstract_name` a name in the abstract namespace (a
+/// leading NUL, none closing it). `None` if it does not fit. It takes no
+/// lock and allocates nothing, so a fork handler may call it.
+pub fn unix_addr(name: &[u8], abstract_name: bool) -> Option<(libc::sockaddr_un, libc::socklen_t)> {
+    // SAFETY: all zeros is a valid sockaddr_un.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    if !abstract_name && (name.is_empty() || name.contains(&0)) {
+        return None;
+    }
+    let start = usize::from(abstract_name);
+    // A path needs its closing NUL, which the zeroed address has already.
+    let room = addr.sun_path.len() - start - usize::from(!abstract_name);
+    if name.len() > room {
+        return None;
+    }
+    for (to, &from) in addr.sun_path[start..].iter_mut().zip(name) {
+        *to = from as libc::c_char;
+    }
+    let used = start + name.len() + usize::from(!abstract_name);
+    let len = std::mem::size_of::<libc::sa_family_t>() + used;
+    Some((addr, len as libc::socklen_t))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_holds_a_path_with_its_nul_or_an_abstract_name_after_one() {
+        let family = std::mem::size_of::<libc::sa_family_t>();
+        let (addr, len) = unix_addr(b"/tmp/a", false).unwrap();
+        assert_eq!(len as usize, family + 7);
+        assert_eq!(addr.sun_path[..7].iter().map(|&c| c as u8).collect::<Vec<_>>(), b"/tmp/a\0");
+        let (addr, len) = unix_addr(b"n\0m", true).unwrap();
+        assert_eq!(len as usize, family + 4);
+        assert_eq!(addr.sun_path[..4].iter().map(|&c| c as u8).collect::<Vec<_>>(), b"\0n\0m");
+        let room = addr.sun_path.len();
+        assert!(unix_addr(&vec![b'a'; room - 1], false).is_some());
+        assert!(unix_addr(&vec![b'a'; room], false).is_none(), "no room for the NUL");
+        assert!(unix_addr(&vec![b'a'; room - 1], true).is_some());
+        assert!(unix_addr(&vec![b'a'; room], true).is_none(), "no room for the leading NUL");
+        assert!(unix_addr(b"", false).is_none());
+        assert!(unix_addr(b"/tmp/a\0b", false).is_none());
+    }
 }

@@ -53,6 +53,7 @@ use crate::sock::{apply_datagram_options, apply_own_stream_options, Inner, Proto
 use crate::{table, Entered, Res};
 use nagare::share::{adopt_via, Adopted};
 use nagare::Session;
+use nagare_ipc::unix_addr;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Once};
@@ -546,26 +547,6 @@ fn bind_abstract(fd: i32, name: &[u8]) -> Res<()> {
         return Err(crate::calls::last_errno());
     }
     Ok(())
-}
-
-/// An `AF_UNIX` address for `path` (`abstract_name`: in the abstract
-/// namespace, a leading NUL) and its length; `None` if it is too long.
-fn unix_addr(path: &[u8], abstract_name: bool) -> Option<(libc::sockaddr_un, libc::socklen_t)> {
-    // SAFETY: all zeros is a valid sockaddr_un.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    let start = usize::from(abstract_name);
-    // A path needs its closing NUL; an abstract name has none.
-    let room = addr.sun_path.len() - start - usize::from(!abstract_name);
-    if path.len() > room {
-        return None;
-    }
-    for (to, &from) in addr.sun_path[start..].iter_mut().zip(path) {
-        *to = from as libc::c_char;
-    }
-    let used = start + path.len() + usize::from(!abstract_name);
-    let len = std::mem::size_of::<libc::sa_family_t>() + used;
-    Some((addr, len as libc::socklen_t))
 }
 
 /// A call of this process on `sock`, whose state another process holds:
