@@ -82,8 +82,19 @@ fn spin_from_env() -> Duration {
 pub const LIVENESS_SLICE: Duration = Duration::from_millis(100);
 
 /// How long a call made by a signal handler that interrupted its own
-/// thread's sleep on the eventfd naps between looks at the rings.
+/// thread's sleep on the eventfd naps first between looks at the rings;
+/// each nap of one wait is twice the last, up to [`HANDLER_NAP_MAX`], so a
+/// quick answer is seen soon and a long wait costs a wake-up a
+/// millisecond, not twenty.
 const HANDLER_NAP: Duration = Duration::from_micros(50);
+
+/// The longest nap of a call made by such a handler.
+const HANDLER_NAP_MAX: Duration = Duration::from_millis(1);
+
+/// The nap after one of `nap`.
+fn next_nap(nap: Duration) -> Duration {
+    nap.saturating_mul(2).min(HANDLER_NAP_MAX)
+}
 
 /// The calling thread's kernel id.
 fn this_thread() -> libc::pid_t {
@@ -583,6 +594,7 @@ impl Session {
     ) -> io::Result<(T, MutexGuard<'_, Conn>)> {
         let deadline = limit.map(|l| Instant::now() + l);
         let mut held = None;
+        let mut nap = HANDLER_NAP;
         let mut c = self.lock()?;
         loop {
             c.check_alive()?;
@@ -607,7 +619,7 @@ impl Session {
                 },
                 OnSignal::Restart => OnSignal::Restart,
             };
-            c = self.wait_turn(c, deadline, signals)?;
+            c = self.wait_turn(c, deadline, signals, &mut nap)?;
         }
     }
 
@@ -617,12 +629,14 @@ impl Session {
     /// waiter polls the rings for the spin time and then sleeps on the
     /// eventfd; a thread that finds another already asleep waits to be
     /// woken by it. `signals` says what a signal handler that runs while
-    /// this thread sleeps does to the wait.
+    /// this thread sleeps does to the wait; `nap` is the next nap of a
+    /// handler's call that cannot sleep (below).
     fn wait_turn<'a>(
         &'a self,
         mut c: MutexGuard<'a, Conn>,
         deadline: Option<Instant>,
         signals: OnSignal<'_>,
+        nap: &mut Duration,
     ) -> io::Result<MutexGuard<'a, Conn>> {
         let slice =
             deadline.map_or(LIVENESS_SLICE, |d| d.saturating_duration_since(Instant::now()).min(LIVENESS_SLICE));
@@ -634,7 +648,8 @@ impl Session {
             // call's mask would let another handler in, which would meet
             // this call's locks.
             drop(c);
-            std::thread::sleep(HANDLER_NAP);
+            std::thread::sleep((*nap).min(slice));
+            *nap = next_nap(*nap);
             return self.lock();
         }
         if c.sleeper {
@@ -1085,4 +1100,16 @@ pub(crate) fn request(op: Op, socket: u32) -> Request {
     let mut r = Request::new(op, 0);
     r.socket = socket;
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handlers_naps_double_up_to_a_millisecond() {
+        let naps: Vec<u128> =
+            std::iter::successors(Some(HANDLER_NAP), |&n| Some(next_nap(n))).take(7).map(|n| n.as_micros()).collect();
+        assert_eq!(naps, [50, 100, 200, 400, 800, 1000, 1000]);
+    }
 }
