@@ -101,6 +101,13 @@ pub(crate) fn may_bind(allowed: bool, pid: i32, port: u16, start: u16) -> bool {
     port == 0 || port >= start || (allowed && may_bind_privileged(pid))
 }
 
+/// Whether a session that `allowed` (every process it had held
+/// `CAP_NET_BIND_SERVICE`) still is once it moves to process `pid`: a
+/// process with more rights than those before gives the session none.
+pub(crate) fn may_bind_after_move(allowed: bool, pid: i32) -> bool {
+    allowed && may_bind_privileged(pid)
+}
+
 /// Whether process `pid` holds `CAP_NET_BIND_SERVICE` in netd's user
 /// namespace.
 pub(crate) fn may_bind_privileged(pid: i32) -> bool {
@@ -123,6 +130,17 @@ fn effective_caps(status: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_move_never_gives_a_session_the_right_to_bind_a_privileged_port() {
+        let me = std::process::id() as i32;
+        let mine = super::may_bind_privileged(me);
+        assert!(!super::may_bind_after_move(false, me), "a process that may bind gives no right");
+        assert_eq!(super::may_bind_after_move(true, me), mine);
+        assert!(!super::may_bind_after_move(true, -1), "no process");
+        assert!(!super::may_bind(false, me, 80, 1024));
+        assert!(super::may_bind(false, me, 0, 1024) && super::may_bind(false, me, 1024, 1024));
+    }
 
     #[test]
     fn a_socket_is_opened_and_a_link_or_another_file_in_its_place_is_not() {

@@ -635,3 +635,57 @@ fn a_connect_to_an_unused_address_on_the_link_is_host_unreachable() {
     let done = netd.stop();
     assert_eq!(done.stats.buffers_leaked, 0, "{:?}", done.stats);
 }
+
+/// Whether process `pid`'s effective capabilities hold
+/// `CAP_NET_BIND_SERVICE` (`None`: its status could not be read).
+fn may_bind_privileged(pid: u32) -> Option<bool> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let hex = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?.trim();
+    u64::from_str_radix(hex, 16).ok().map(|caps| caps & (1 << 10) != 0)
+}
+
+/// A session that moves to a child without `CAP_NET_BIND_SERVICE` (a
+/// forked child that dropped it) loses the right to bind a port below
+/// the unprivileged start, which the process that connected had.
+#[test]
+fn a_session_moved_to_a_child_without_the_capability_binds_no_privileged_port() {
+    let name = "a_session_moved_to_a_child_without_the_capability_binds_no_privileged_port";
+    if may_bind_privileged(std::process::id()) != Some(true) {
+        eprintln!("*** SKIPPED {name}: this process lacks CAP_NET_BIND_SERVICE (run the tests as root) ***");
+        return;
+    }
+    let spawned =
+        std::process::Command::new("setpriv").args(["--bounding-set", "-net_bind_service", "sleep", "30"]).spawn();
+    let Ok(mut child) = spawned else {
+        eprintln!("*** SKIPPED {name}: setpriv (util-linux) cannot be run ***");
+        return;
+    };
+    let pid = child.id();
+    // setpriv drops the capability, then runs sleep in the same process.
+    let deadline = std::time::Instant::now() + LIMIT;
+    while may_bind_privileged(pid) != Some(false) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let dropped = may_bind_privileged(pid) == Some(false);
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let mut raw = RawClient::connect(&netd);
+    let listen = |raw: &mut RawClient, port: u16| {
+        let mut r = raw.request(Op::Listen);
+        r.aux[0] = encode_addr(at(port));
+        r.aux[1] = 4;
+        raw.call(r).result()
+    };
+    let before = listen(&mut raw, 81);
+    let mut moved = raw.request(Op::Pid);
+    moved.aux[0] = u64::from(pid);
+    let moved = raw.call(moved).result();
+    let after = listen(&mut raw, 82);
+    let unprivileged = listen(&mut raw, 8082);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(dropped, "setpriv did not drop the capability");
+    assert!(before.is_ok(), "{before:?}");
+    assert_eq!(moved, Ok(0));
+    assert_eq!(after, Err(libc::EACCES));
+    assert!(unprivileged.is_ok(), "{unprivileged:?}");
+}

@@ -150,11 +150,7 @@ pub(super) fn pid(c: &mut Caller<'_>, req: &Request) -> Outcome {
     c.process.unlift();
     *c.process = ClientPriority::of_process(pid);
     *c.pid = pid;
-    // A process with more rights than the one that connected gives the
-    // session none it did not have.
-    if *c.may_bind_privileged {
-        *c.may_bind_privileged = crate::access::may_bind_privileged(pid);
-    }
+    *c.may_bind_privileged = crate::access::may_bind_after_move(*c.may_bind_privileged, pid);
     Ok(Some(Done::value(0)))
 }
 
