@@ -510,6 +510,76 @@ mod tests {
         assert_eq!(m.line().charged, 0);
     }
 
+    /// One step of the accounts' life: a socket made and charged, charged
+    /// again, adopted by another client, released, or a client gone.
+    #[derive(Clone, Debug)]
+    enum Step {
+        Open(u64, u32, usize),
+        Charge(u64, u32, usize),
+        Adopt((u64, u32), (u64, u32)),
+        Release(u64, u32),
+        ReleaseAll(u64),
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        let holder = || (1u64..4, 1u32..5);
+        prop_oneof![
+            (holder(), 0usize..1 << 20).prop_map(|((k, i), b)| Step::Open(k, i, b)),
+            (holder(), 0usize..1 << 20).prop_map(|((k, i), b)| Step::Charge(k, i, b)),
+            (holder(), holder()).prop_map(|(a, b)| Step::Adopt(a, b)),
+            holder().prop_map(|(k, i)| Step::Release(k, i)),
+            (1u64..4).prop_map(Step::ReleaseAll),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Whatever the steps, each client is charged the sum of the
+        /// sockets it holds, a shared one's in full, and netd the sum over
+        /// the sockets held, each once.
+        #[test]
+        fn every_holder_is_charged_its_sockets_and_netd_each_socket_once(steps in proptest::collection::vec(step(), 1..60)) {
+            let m = memory(64 << 20, 1 << 30);
+            // The model: each holder's socket, and each socket's charge.
+            let mut held: HashMap<(u64, u32), usize> = HashMap::new();
+            let mut charge: HashMap<usize, usize> = HashMap::new();
+            let mut sockets = 0;
+            for s in steps {
+                match s {
+                    Step::Open(k, i, b) if !held.contains_key(&(k, i)) => {
+                        sockets += 1;
+                        held.insert((k, i), sockets);
+                        charge.insert(sockets, b);
+                        m.charge(k, i, b);
+                    }
+                    Step::Charge(k, i, b) if held.contains_key(&(k, i)) => {
+                        charge.insert(held[&(k, i)], b);
+                        m.charge(k, i, b);
+                    }
+                    Step::Adopt(a, b) if held.contains_key(&a) && !held.contains_key(&b) => {
+                        held.insert(b, held[&a]);
+                        m.adopt(a, b);
+                    }
+                    Step::Release(k, i) if held.contains_key(&(k, i)) => {
+                        held.remove(&(k, i));
+                        m.release(k, i);
+                    }
+                    Step::ReleaseAll(k) => {
+                        held.retain(|&(c, _), _| c != k);
+                        m.release_all(k);
+                    }
+                    _ => {}
+                }
+                for k in 1..4 {
+                    let want: usize = held.iter().filter(|(h, _)| h.0 == k).map(|(_, s)| charge[s]).sum();
+                    proptest::prop_assert_eq!(m.client_charged(k), want, "client {}", k);
+                }
+                let live: std::collections::HashSet<usize> = held.values().copied().collect();
+                proptest::prop_assert_eq!(m.line().charged, live.iter().map(|s| charge[s]).sum::<usize>());
+            }
+        }
+    }
+
     #[test]
     fn a_grant_for_a_shared_socket_fits_every_holders_room() {
         let m = memory(1 << 20, 64 << 20);
