@@ -300,9 +300,16 @@ impl Memory {
 
     /// Socket `adopter` (client key, socket id) is the socket `sharer`
     /// holds: charged as the sharer is, its charges moving with the
-    /// sharer's from now on, netd's unchanged.
-    pub fn adopt(&self, sharer: (u64, u32), adopter: (u64, u32)) {
-        let bytes = self.socket_charged(sharer.0, sharer.1);
+    /// sharer's from now on, netd's unchanged. Without a sharer charged
+    /// for it (every holder let go, and a watched descriptor kept it for
+    /// the program that adopts it now), it is charged `bytes` as a socket
+    /// of its own.
+    pub fn adopt(&self, sharer: Option<(u64, u32)>, adopter: (u64, u32), bytes: usize) {
+        let charged = sharer.and_then(|h| self.sockets.borrow().get(&h).copied().map(|b| (h, b)));
+        let Some((sharer, bytes)) = charged else {
+            self.charge(adopter.0, adopter.1, bytes);
+            return;
+        };
         self.shared.borrow_mut().join(sharer, adopter);
         let before = self.sockets.borrow_mut().insert(adopter, bytes).unwrap_or(0);
         self.shift_client(adopter.0, before, bytes);
@@ -320,9 +327,11 @@ impl Memory {
         }
     }
 
-    /// Every socket of client `key` has gone.
+    /// Every socket of client `key` has gone: charged ones, and any it
+    /// holds in a group.
     pub fn release_all(&self, key: u64) {
-        let ids: Vec<u32> = self.sockets.borrow().keys().filter(|&&(k, _)| k == key).map(|&(_, id)| id).collect();
+        let mut ids: Vec<u32> = self.sockets.borrow().keys().filter(|&&(k, _)| k == key).map(|&(_, id)| id).collect();
+        ids.extend(self.shared.borrow().group_of.keys().filter(|&&(k, _)| k == key).map(|&(_, id)| id));
         for id in ids {
             self.release(key, id);
         }
@@ -491,8 +500,8 @@ mod tests {
     fn a_shared_socket_is_charged_in_full_to_each_holder_and_once_to_netd() {
         let m = memory(8 << 20, 64 << 20);
         m.charge(1, 1, 524288);
-        m.adopt((1, 1), (2, 7));
-        m.adopt((2, 7), (3, 4));
+        m.adopt(Some((1, 1)), (2, 7), 0);
+        m.adopt(Some((2, 7)), (3, 4), 0);
         assert_eq!((m.client_charged(1), m.client_charged(2), m.client_charged(3)), (524288, 524288, 524288));
         assert_eq!(m.line().charged, 524288);
         // A charge of one holder is a charge of all.
@@ -511,12 +520,13 @@ mod tests {
     }
 
     /// One step of the accounts' life: a socket made and charged, charged
-    /// again, adopted by another client, released, or a client gone.
+    /// again, adopted by another client (from a holder, or from one that
+    /// holds it no more), released, or a client gone.
     #[derive(Clone, Debug)]
     enum Step {
         Open(u64, u32, usize),
         Charge(u64, u32, usize),
-        Adopt((u64, u32), (u64, u32)),
+        Adopt((u64, u32), (u64, u32), usize),
         Release(u64, u32),
         ReleaseAll(u64),
     }
@@ -527,7 +537,7 @@ mod tests {
         prop_oneof![
             (holder(), 0usize..1 << 20).prop_map(|((k, i), b)| Step::Open(k, i, b)),
             (holder(), 0usize..1 << 20).prop_map(|((k, i), b)| Step::Charge(k, i, b)),
-            (holder(), holder()).prop_map(|(a, b)| Step::Adopt(a, b)),
+            (holder(), holder(), 0usize..1 << 20).prop_map(|(a, b, n)| Step::Adopt(a, b, n)),
             holder().prop_map(|(k, i)| Step::Release(k, i)),
             (1u64..4).prop_map(Step::ReleaseAll),
         ]
@@ -556,9 +566,16 @@ mod tests {
                         charge.insert(held[&(k, i)], b);
                         m.charge(k, i, b);
                     }
-                    Step::Adopt(a, b) if held.contains_key(&a) && !held.contains_key(&b) => {
-                        held.insert(b, held[&a]);
-                        m.adopt(a, b);
+                    Step::Adopt(a, b, n) if !held.contains_key(&b) => {
+                        // A sharer that holds it no more: the adopter's
+                        // is a socket charged on its own.
+                        let socket = held.get(&a).copied().unwrap_or_else(|| {
+                            sockets += 1;
+                            charge.insert(sockets, n);
+                            sockets
+                        });
+                        held.insert(b, socket);
+                        m.adopt(Some(a), b, n);
                     }
                     Step::Release(k, i) if held.contains_key(&(k, i)) => {
                         held.remove(&(k, i));
@@ -567,6 +584,7 @@ mod tests {
                     Step::ReleaseAll(k) => {
                         held.retain(|&(c, _), _| c != k);
                         m.release_all(k);
+                        m.client_gone(k);
                     }
                     _ => {}
                 }
@@ -584,7 +602,7 @@ mod tests {
     fn a_grant_for_a_shared_socket_fits_every_holders_room() {
         let m = memory(1 << 20, 64 << 20);
         m.charge(1, 1, 131072);
-        m.adopt((1, 1), (2, 1));
+        m.adopt(Some((1, 1)), (2, 1), 0);
         // The adopter holds 768 KiB besides: 128 KiB of room is left to it.
         m.charge(2, 2, 786432);
         assert_eq!(m.room_of(1, 1), 262144);

@@ -32,7 +32,6 @@
 
 use crate::ops::{execute, make_room_for_sends, may_progress, Context, Done, Outcome};
 use crate::session::{Pending, Session, GONE};
-use crate::sockets::Sock;
 use crate::stats::NetdStats;
 use nagare_ipc::Descriptor;
 use nagare_request::{Op, Request};
@@ -254,10 +253,8 @@ fn wait(s: &mut Session, cx: &mut Context<'_>, p: Pending, age: Age) -> bool {
         }
         Age::Waiting if p.deadline.is_some_and(|d| cx.now >= d) => {
             let errno = if matches!(p.req.op, Op::Connect | Op::Connect6) {
-                // Nobody will name the half-open connection again.
-                if let Some(Sock::Tcp(h)) = s.sockets.remove(cx.steering, p.req.socket) {
-                    let _ = cx.iface.tcp().abort(h, cx.now);
-                }
+                let key = s.key();
+                crate::ops::drop_failed_connect(cx, &mut s.sockets, key, p.req.socket);
                 libc::ETIMEDOUT
             } else {
                 libc::EAGAIN

@@ -17,7 +17,7 @@ use nagare_netd::{PacketFlow, Placement};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, SocketAddrV4};
 use std::time::Duration;
-use support::{stat_value, NetdThread, Tune, Wire, LIMIT, NETD_ADDR};
+use support::{stat_value, wait_for_report, NetdThread, Tune, Wire, LIMIT, NETD_ADDR};
 
 fn at(port: u16) -> SocketAddrV4 {
     SocketAddrV4::new(NETD_ADDR, port)
@@ -136,6 +136,18 @@ fn a_watched_descriptor_keeps_a_shared_stream_until_it_is_closed() {
     adopted.set_read_timeout(Some(LIMIT)).unwrap();
     adopted.read_exact(&mut got).unwrap();
     assert_eq!(&got, b"still here");
+    // Adopted from no holder, it is charged to its adopter, and once to netd.
+    let report = peer.stat().expect("stat");
+    let socket = report
+        .lines()
+        .find(|l| l.starts_with("socket ") && l.contains(" tcp local ") && l.contains(":9630 remote"))
+        .expect("its line");
+    let client = stat_value(socket, " client ").expect("its client");
+    let adopter = report.lines().find(|l| l.starts_with(&format!("client {client} "))).expect("the adopter's line");
+    assert!(stat_value(adopter, " memory ").is_some_and(|m| m > 0), "{report}");
+    let clients: u64 =
+        report.lines().filter(|l| l.starts_with("client ")).filter_map(|l| stat_value(l, " memory ")).sum();
+    assert_eq!(stat_value(&report, "memory charged "), Some(clients), "{report}");
     drop(adopted);
     // Closed by its last holder, the socket waits for the descriptor.
     out.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
@@ -145,6 +157,8 @@ fn a_watched_descriptor_keeps_a_shared_stream_until_it_is_closed() {
     drop(placeholder);
     out.set_read_timeout(Some(LIMIT)).unwrap();
     assert_eq!(out.read(&mut byte).expect("the FIN"), 0, "the socket closed once nothing named it");
+    drop((out, listener));
+    wait_for_report(&peer, "every byte charged comes back", |r| stat_value(r, "memory charged ") == Some(0));
 }
 
 /// A watch with a token nobody shared holds nothing open: the socket
@@ -177,6 +191,43 @@ fn a_connection_still_being_made_is_not_shared() {
     let mut share = raw.request(nagare_netd::Op::Share);
     share.socket = id;
     assert_eq!(raw.call(share).result(), Err(libc::ENOTCONN));
+}
+
+/// A `CONNECT` naming a shared connection that has ended (its FINs
+/// exchanged) fails and leaves it to its holder's close: the sharer takes
+/// it back once that holder has closed it, as after any other holder's.
+#[test]
+fn a_connect_naming_an_ended_shared_connection_leaves_it_to_its_close() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, peer) = (netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&peer, at(9694)).expect("listen");
+    let stream = TcpStream::connect_timeout_via(&parent, &SocketAddr::V4(at(9694)), LIMIT).expect("connect");
+    let (inside, _) = listener.accept().expect("accept");
+    let mut raw = support::RawClient::connect(&netd);
+    let mut adopt = raw.request(nagare_netd::Op::Adopt);
+    adopt.aux[0] = stream.share().expect("share");
+    let id = raw.call(adopt).result().expect("adopt") as u32;
+    // The peer's FIN, then the raw holder's.
+    drop(inside);
+    let ended = |state: &'static str| {
+        move |r: &str| r.lines().any(|l| l.contains(" tcp local ") && l.contains(":9694 state ") && l.contains(state))
+    };
+    wait_for_report(&peer, "the peer's FIN came", ended(" state close-wait "));
+    let mut shutdown = raw.request(nagare_netd::Op::Shutdown);
+    shutdown.socket = id;
+    shutdown.aux[0] = nagare_request::SHUT_WRITE;
+    assert_eq!(raw.call(shutdown).result(), Ok(0));
+    wait_for_report(&peer, "the connection ended", ended(" state closed "));
+    let mut connect = raw.request(nagare_netd::Op::Connect);
+    connect.socket = id;
+    connect.aux[0] = nagare_netd::encode_addr(at(9694));
+    let asked = raw.call(connect).result();
+    assert!(asked.is_err() && asked != Err(libc::EINVAL), "{asked:?}");
+    assert!(!stream.reclaim().expect("a reclaim"), "the raw client holds it still");
+    let mut close = raw.request(nagare_netd::Op::Close);
+    close.socket = id;
+    assert_eq!(raw.call(close).result(), Ok(0), "its holder closes it");
+    assert!(reclaimed_soon(|| stream.reclaim()), "the sharer takes it back");
 }
 
 /// A shared connection whose last holder goes away without closing it

@@ -31,7 +31,7 @@ mod udp;
 mod udp_errors;
 
 pub(crate) use control::socket_priority;
-pub(crate) use tcp::make_room_for_sends;
+pub(crate) use tcp::{drop_failed_connect, make_room_for_sends};
 
 use crate::config::NetdConfig;
 use crate::lending::Lending;

@@ -15,6 +15,7 @@
 //! receivers, `ops::control::close`, `Netd::disconnect`).
 
 use super::{buffer, encode_end, private_copy, Caller, Context, Done, Outcome};
+use crate::memory::connection_charge;
 use crate::sockets::Sock;
 use nagare_core::tcp::connection::State;
 use nagare_request::{AdoptWord, Request};
@@ -63,11 +64,15 @@ pub(super) fn adopt(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> 
     };
     let id = c.sockets.add(sock, cx.config.max_sockets)?;
     cx.sharing.shares.adopted(token, c.key, id);
-    if matches!(sock, Sock::Tcp(_) | Sock::Udp(_)) {
+    let bytes = match sock {
+        Sock::Tcp(h) => Some(connection_charge(cx.iface, h)),
+        Sock::Udp(h) => Some(cx.iface.udp_ref().socket(h).map_or(0, |u| u.queue_limits().1)),
+        Sock::Listener(_) | Sock::Echo(_) => None,
+    };
+    if let Some(bytes) = bytes {
         // Charged as every other holder is, and with them from now on.
-        if let Some(sharer) = cx.sharing.shares.other_holders(c.key, id).next() {
-            cx.memory.adopt(sharer, (c.key, id));
-        }
+        let sharer = cx.sharing.shares.other_holders(c.key, id).next();
+        cx.memory.adopt(sharer, (c.key, id), bytes);
     }
     Ok(Some(Done { extra: [peer, word.encode()], ..Done::with_addr(u64::from(id), local) }))
 }

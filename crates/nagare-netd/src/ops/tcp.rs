@@ -19,7 +19,7 @@ use super::{
     Outcome,
 };
 use crate::memory::{connection_charge, BUFFER_FLOOR, CONNECTION_SHARE};
-use crate::sockets::Sock;
+use crate::sockets::{ClientSockets, Sock};
 use crate::steering::TCP;
 use nagare_core::iface::Error as EngineError;
 use nagare_core::tcp::connection::State;
@@ -240,14 +240,27 @@ pub(super) fn connect(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &mut Reques
     }
     if state == State::Closed || cx.iface.tcp_ref().readiness(h).map(|r| r.closed).unwrap_or(true) {
         let e = cx.iface.tcp().send(h, &[], cx.now).err().map_or(libc::ECONNREFUSED, engine_errno);
-        c.sockets.remove(cx.steering, req.socket);
-        let _ = cx.iface.tcp().abort(h, cx.now);
+        drop_failed_connect(cx, c.sockets, c.key, req.socket);
         return Err(e);
     }
     if req.nonblocking() {
         return done(cx);
     }
     Ok(None)
+}
+
+/// A connect that failed (refused, reset, timed out): nobody names the
+/// connection again, so it leaves client `key`'s table and the engine.
+/// A shared connection (established once, so no connect of its own: a
+/// `CONNECT` naming one asks only how it is) stays, for its close to let
+/// the other holders have it.
+pub(crate) fn drop_failed_connect(cx: &mut Context<'_>, sockets: &mut ClientSockets, key: u64, id: u32) {
+    if cx.sharing.shares.holders(key, id) > 0 {
+        return;
+    }
+    if let Some(Sock::Tcp(h)) = sockets.remove(cx.steering, id) {
+        let _ = cx.iface.tcp().abort(h, cx.now);
+    }
 }
 
 /// `SEND` with `LEND`: the client's buffer goes into the send buffer in
