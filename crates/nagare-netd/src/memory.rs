@@ -13,13 +13,21 @@
 //! it fits every holder's room.
 //!
 //! Invariant: `charged` is the sum of every socket's charge, a shared
-//! socket's once, and every orphan's; a client's account is the sum of its
-//! sockets' charges and the orphans it left while it is here; the holders
+//! socket's once, every kept one's and every orphan's; a client's account
+//! is the sum of its sockets' charges and the kept sockets and orphans it
+//! left while it is here; the holders
 //! of a shared socket are charged alike. A grant never takes a client past
 //! its budget nor netd past its cap, except by what the engine already
 //! holds for a connection accepted with data in it (a buffer never shrinks
 //! below what it holds) and by an adoption (a child's inherited socket is
 //! never refused).
+//!
+//! A shared socket whose holders have all let go while a watched
+//! descriptor keeps it open (a program between `fork` and `exec`, which
+//! adopts it next) is kept charged under its token: to the client that
+//! held it last while that client is here, to netd alone once it has
+//! gone, until it is adopted (its adopter pays from then on) or its last
+//! descriptor closes ([`Memory::keep_watched`], [`Memory::end_kept`]).
 //!
 //! An orphan is a connection its client closed that the engine still
 //! keeps for its FIN exchange (FIN-WAIT, CLOSING, LAST-ACK), perhaps with
@@ -92,6 +100,9 @@ pub(crate) struct Memory {
     sockets: RefCell<HashMap<(u64, u32), usize>>,
     /// The sockets several clients hold.
     shared: RefCell<Shared>,
+    /// Shared sockets no client holds and a watched descriptor keeps, by
+    /// token: who left them (while it is here) and their charge.
+    kept: RefCell<HashMap<u64, (Option<u64>, usize)>>,
     orphans: RefCell<Vec<Orphan>>,
 }
 
@@ -156,7 +167,7 @@ pub(crate) struct MemoryLine {
     pub cap: usize,
     pub orphans: usize,
     pub max_orphans: usize,
-    /// Charged for orphans whose client has gone.
+    /// Charged for orphans and kept sockets whose client has gone.
     pub unowned: usize,
 }
 
@@ -173,6 +184,7 @@ impl Memory {
             clients_charged: Cell::new(0),
             sockets: RefCell::new(HashMap::new()),
             shared: RefCell::new(Shared::default()),
+            kept: RefCell::new(HashMap::new()),
             orphans: RefCell::new(Vec::new()),
         }
     }
@@ -359,6 +371,25 @@ impl Memory {
         }
     }
 
+    /// Shared socket `token`, whose last holder client `key` just let it
+    /// go, stays open for a watched descriptor: it stays charged `bytes`,
+    /// to that client while it is here.
+    pub fn keep_watched(&self, token: u64, key: u64, bytes: usize) {
+        let before = self.kept.borrow_mut().insert(token, (Some(key), bytes));
+        if let Some((owner, b)) = before {
+            self.shift(owner, b, 0);
+        }
+        self.shift(Some(key), 0, bytes);
+    }
+
+    /// Kept socket `token` is adopted, or closed with its last descriptor:
+    /// its charge comes back. Who had left it and what it was charged.
+    pub fn end_kept(&self, token: u64) -> Option<(Option<u64>, usize)> {
+        let (owner, bytes) = self.kept.borrow_mut().remove(&token)?;
+        self.shift(owner, bytes, 0);
+        Some((owner, bytes))
+    }
+
     /// Whether the orphans netd keeps are at the cap, after letting go of
     /// those the engine no longer keeps.
     pub fn orphans_full(&self, iface: &Interface) -> bool {
@@ -369,12 +400,13 @@ impl Memory {
         self.orphans.borrow().len() >= self.max_orphans
     }
 
-    /// Connection `handle`, just closed by client `key`, stays charged
-    /// `bytes` while the engine keeps it (and not past TIME-WAIT).
-    pub fn keep_orphan(&self, iface: &Interface, key: u64, handle: TcpHandle, bytes: usize) {
+    /// Connection `handle`, just closed by client `owner` (`None`: by
+    /// netd, for a client gone), stays charged `bytes` while the engine
+    /// keeps it (and not past TIME-WAIT).
+    pub fn keep_orphan(&self, iface: &Interface, owner: Option<u64>, handle: TcpHandle, bytes: usize) {
         if lingers(iface, handle) {
-            self.orphans.borrow_mut().push(Orphan { handle, bytes, owner: Some(key) });
-            self.shift(Some(key), 0, bytes);
+            self.orphans.borrow_mut().push(Orphan { handle, bytes, owner });
+            self.shift(owner, 0, bytes);
         }
     }
 
@@ -394,11 +426,14 @@ impl Memory {
         }
     }
 
-    /// Client `key` has gone (its sockets released): its orphans are
-    /// charged to netd alone from now on.
+    /// Client `key` has gone (its sockets released): its orphans and the
+    /// sockets it left kept are charged to netd alone from now on.
     pub fn client_gone(&self, key: u64) {
         for o in self.orphans.borrow_mut().iter_mut().filter(|o| o.owner == Some(key)) {
             o.owner = None;
+        }
+        for (owner, _) in self.kept.borrow_mut().values_mut().filter(|(o, _)| *o == Some(key)) {
+            *owner = None;
         }
         if self.clients.borrow_mut().remove(&key).is_some_and(|c| c > 0) {
             self.clients_charged.set(self.clients_charged.get().saturating_sub(1));
@@ -413,7 +448,8 @@ impl Memory {
             cap: self.cap,
             orphans: orphans.len(),
             max_orphans: self.max_orphans,
-            unowned: orphans.iter().filter(|o| o.owner.is_none()).map(|o| o.bytes).sum(),
+            unowned: orphans.iter().filter(|o| o.owner.is_none()).map(|o| o.bytes).sum::<usize>()
+                + self.kept.borrow().values().filter(|(o, _)| o.is_none()).map(|(_, b)| b).sum::<usize>(),
         }
     }
 }
@@ -521,14 +557,17 @@ mod tests {
 
     /// One step of the accounts' life: a socket made and charged, charged
     /// again, adopted by another client (from a holder, or from one that
-    /// holds it no more), released, or a client gone.
+    /// holds it no more), released, let go by its last holder while a
+    /// watched descriptor keeps it, adopted from there, or a client gone.
     #[derive(Clone, Debug)]
     enum Step {
         Open(u64, u32, usize),
         Charge(u64, u32, usize),
         Adopt((u64, u32), (u64, u32), usize),
         Release(u64, u32),
-        ReleaseAll(u64),
+        LeaveWatched(u64, u32),
+        AdoptKept((u64, u32)),
+        Gone(u64),
     }
 
     fn step() -> impl proptest::strategy::Strategy<Value = Step> {
@@ -539,20 +578,25 @@ mod tests {
             (holder(), 0usize..1 << 20).prop_map(|((k, i), b)| Step::Charge(k, i, b)),
             (holder(), holder(), 0usize..1 << 20).prop_map(|(a, b, n)| Step::Adopt(a, b, n)),
             holder().prop_map(|(k, i)| Step::Release(k, i)),
-            (1u64..4).prop_map(Step::ReleaseAll),
+            holder().prop_map(|(k, i)| Step::LeaveWatched(k, i)),
+            holder().prop_map(Step::AdoptKept),
+            (1u64..4).prop_map(Step::Gone),
         ]
     }
 
     proptest::proptest! {
         /// Whatever the steps, each client is charged the sum of the
-        /// sockets it holds, a shared one's in full, and netd the sum over
-        /// the sockets held, each once.
+        /// sockets it holds, a shared one's in full, and of those it left
+        /// kept, and netd the sum over the sockets held or kept, each once.
         #[test]
         fn every_holder_is_charged_its_sockets_and_netd_each_socket_once(steps in proptest::collection::vec(step(), 1..60)) {
             let m = memory(64 << 20, 1 << 30);
-            // The model: each holder's socket, and each socket's charge.
+            // The model: each holder's socket, each socket's charge, and
+            // the sockets kept for a watched descriptor (by socket, the
+            // token) with who left them.
             let mut held: HashMap<(u64, u32), usize> = HashMap::new();
             let mut charge: HashMap<usize, usize> = HashMap::new();
+            let mut kept: std::collections::BTreeMap<usize, Option<u64>> = std::collections::BTreeMap::new();
             let mut sockets = 0;
             for s in steps {
                 match s {
@@ -581,19 +625,44 @@ mod tests {
                         held.remove(&(k, i));
                         m.release(k, i);
                     }
-                    Step::ReleaseAll(k) => {
+                    Step::LeaveWatched(k, i) if held.contains_key(&(k, i)) => {
+                        let socket = held[&(k, i)];
+                        if held.values().filter(|&&x| x == socket).count() == 1 {
+                            held.remove(&(k, i));
+                            kept.insert(socket, Some(k));
+                            let bytes = m.socket_charged(k, i);
+                            m.release(k, i);
+                            m.keep_watched(socket as u64, k, bytes);
+                        }
+                    }
+                    Step::AdoptKept(b) if !held.contains_key(&b) => {
+                        if let Some((&socket, _)) = kept.iter().next() {
+                            kept.remove(&socket);
+                            held.insert(b, socket);
+                            proptest::prop_assert!(m.end_kept(socket as u64).is_some());
+                            m.adopt(None, b, charge[&socket]);
+                        }
+                    }
+                    Step::Gone(k) => {
                         held.retain(|&(c, _), _| c != k);
+                        for owner in kept.values_mut().filter(|o| **o == Some(k)) {
+                            *owner = None;
+                        }
                         m.release_all(k);
                         m.client_gone(k);
                     }
                     _ => {}
                 }
                 for k in 1..4 {
-                    let want: usize = held.iter().filter(|(h, _)| h.0 == k).map(|(_, s)| charge[s]).sum();
-                    proptest::prop_assert_eq!(m.client_charged(k), want, "client {}", k);
+                    let holds: usize = held.iter().filter(|(h, _)| h.0 == k).map(|(_, s)| charge[s]).sum();
+                    let left: usize = kept.iter().filter(|(_, o)| **o == Some(k)).map(|(s, _)| charge[s]).sum();
+                    proptest::prop_assert_eq!(m.client_charged(k), holds + left, "client {}", k);
                 }
-                let live: std::collections::HashSet<usize> = held.values().copied().collect();
+                let mut live: std::collections::HashSet<usize> = held.values().copied().collect();
+                live.extend(kept.keys().copied());
                 proptest::prop_assert_eq!(m.line().charged, live.iter().map(|s| charge[s]).sum::<usize>());
+                let unowned: usize = kept.iter().filter(|(_, o)| o.is_none()).map(|(s, _)| charge[s]).sum();
+                proptest::prop_assert_eq!(m.line().unowned, unowned);
             }
         }
     }

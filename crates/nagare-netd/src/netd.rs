@@ -371,11 +371,17 @@ impl Netd {
         if !ended.is_empty() {
             // No client holds them and no process a descriptor for them.
             let now = self.clock.now();
-            for sock in ended {
+            for (token, sock) in ended {
                 if let Sock::Udp(h) = sock {
                     self.receivers.remove(h);
                 }
+                let kept = self.memory.end_kept(token);
                 let _ = sock.close(&mut self.host.iface, now);
+                // A connection that lingers stays charged, as an orphan
+                // of the client that left it.
+                if let (Sock::Tcp(h), Some((owner, bytes))) = (sock, kept) {
+                    self.memory.keep_orphan(&self.host.iface, owner, h, bytes);
+                }
             }
             work = true;
         }

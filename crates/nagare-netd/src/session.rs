@@ -22,7 +22,7 @@ use crate::packetflow::{Load, MemoryManager, Receivers};
 use crate::priority::ClientPriority;
 use crate::report::{ClientLine, SocketLine};
 use crate::shares::Shares;
-use crate::sharing::Sharing;
+use crate::sharing::{Kept, Sharing};
 use crate::sockets::{ClientSockets, Sock};
 use crate::stats::NetdStats;
 use crate::steering::Steering;
@@ -672,11 +672,19 @@ impl Session {
                 (id, (unread, memory.socket_charged(key, id), sends_wait.contains(&id)))
             })
             .collect();
+        // What each socket is charged, for one a watched descriptor keeps.
+        let charged: hashbrown::HashMap<u32, usize> =
+            self.sockets.iter().map(|(id, _)| (id, memory.socket_charged(key, id))).collect();
         let mut orphans_reset = 0;
         for (id, sock) in self.sockets.drain(steering) {
             let shared = sharing.shares.holders(key, id) > 0;
-            if sharing.let_go(key, id) {
-                continue;
+            match sharing.let_go(key, id) {
+                Kept::No => {}
+                Kept::Held => continue,
+                Kept::Watched(token) => {
+                    memory.keep_watched(token, key, charged.get(&id).copied().unwrap_or(0));
+                    continue;
+                }
             }
             let _ = match sock {
                 Sock::Tcp(h) if exited => {
@@ -690,7 +698,7 @@ impl Session {
                         sock.reset(iface, now)
                     } else {
                         let closed = sock.close(iface, now);
-                        memory.keep_orphan(iface, key, h, charge);
+                        memory.keep_orphan(iface, Some(key), h, charge);
                         closed
                     }
                 }

@@ -18,6 +18,17 @@ pub(crate) struct Sharing {
     watches: Option<Watches>,
 }
 
+/// What keeps a socket open once a holder let it go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kept {
+    /// Nothing: it is to be closed.
+    No,
+    /// Another client holds it.
+    Held,
+    /// Only watched descriptors, under this token: no client holds it.
+    Watched(u64),
+}
+
 impl Sharing {
     /// Sharing with watches at `watch_path`, open to whom `config`'s
     /// rendezvous socket is (`None`, or a path netd cannot listen at, said
@@ -40,13 +51,19 @@ impl Sharing {
         }
     }
 
-    /// Holder `(key, id)` lets its socket go: whether another holder or a
-    /// watched descriptor keeps it open.
-    pub fn let_go(&mut self, key: u64, id: u32) -> bool {
-        if self.shares.holders(key, id) > 0 {
+    /// Holder `(key, id)` lets its socket go: what keeps it open, if
+    /// anything.
+    pub fn let_go(&mut self, key: u64, id: u32) -> Kept {
+        let holders = self.shares.holders(key, id);
+        if holders > 0 {
             self.take_watches();
         }
-        self.shares.let_go(key, id)
+        let token = self.shares.token(key, id);
+        match (self.shares.let_go(key, id), token) {
+            (false, _) => Kept::No,
+            (true, Some(token)) if holders == 1 => Kept::Watched(token),
+            (true, _) => Kept::Held,
+        }
     }
 
     /// Holder `(key, id)` takes its socket back as its own
@@ -72,12 +89,12 @@ impl Sharing {
         Ok(())
     }
 
-    /// The sockets no client holds whose last descriptor was closed: to
-    /// be closed now.
-    pub fn ended(&mut self) -> Vec<Sock> {
+    /// The sockets no client holds whose last descriptor was closed, with
+    /// their tokens: to be closed now.
+    pub fn ended(&mut self) -> Vec<(u64, Sock)> {
         self.take_watches();
         let Some(w) = &mut self.watches else { return Vec::new() };
-        w.hung_up().into_iter().filter_map(|t| self.shares.unwatched(t)).collect()
+        w.hung_up().into_iter().filter_map(|t| self.shares.unwatched(t).map(|s| (t, s))).collect()
     }
 
     /// Whether descriptors are watched (their hang-ups are looked for at

@@ -127,16 +127,23 @@ fn a_watched_descriptor_keeps_a_shared_stream_until_it_is_closed() {
     let (inside, _) = listener.accept().expect("accept");
     let token = inside.share().expect("share");
     let placeholder = watch(&netd, token);
-    // The parent lets go before the child adopts.
+    // The parent lets go before the child adopts: the socket stays
+    // charged to it meanwhile.
     drop(inside);
-    std::thread::sleep(Duration::from_millis(100));
+    let report = wait_for_report(&peer, "the parent let go", |r| {
+        r.lines().any(|l| l.starts_with("client ") && l.contains(" tcp 0 listeners 1 "))
+    });
+    let parent_line = report.lines().find(|l| l.starts_with("client ") && l.contains(" listeners 1 ")).unwrap();
+    let kept = stat_value(parent_line, " memory ").unwrap();
+    assert!(kept > 0, "{report}");
     let mut adopted = TcpStream::adopt_via(&child, token).expect("adopted after its sharer let go");
     out.write_all(b"still here").unwrap();
     let mut got = [0u8; 10];
     adopted.set_read_timeout(Some(LIMIT)).unwrap();
     adopted.read_exact(&mut got).unwrap();
     assert_eq!(&got, b"still here");
-    // Adopted from no holder, it is charged to its adopter, and once to netd.
+    // Adopted from no holder, it is charged to its adopter, and once to
+    // netd.
     let report = peer.stat().expect("stat");
     let socket = report
         .lines()
@@ -144,7 +151,9 @@ fn a_watched_descriptor_keeps_a_shared_stream_until_it_is_closed() {
         .expect("its line");
     let client = stat_value(socket, " client ").expect("its client");
     let adopter = report.lines().find(|l| l.starts_with(&format!("client {client} "))).expect("the adopter's line");
-    assert!(stat_value(adopter, " memory ").is_some_and(|m| m > 0), "{report}");
+    assert_eq!(stat_value(adopter, " memory "), Some(kept), "{report}");
+    let parent_line = report.lines().find(|l| l.starts_with("client ") && l.contains(" listeners 1 ")).unwrap();
+    assert_eq!(stat_value(parent_line, " memory "), Some(0), "the adopter pays now:\n{report}");
     let clients: u64 =
         report.lines().filter(|l| l.starts_with("client ")).filter_map(|l| stat_value(l, " memory ")).sum();
     assert_eq!(stat_value(&report, "memory charged "), Some(clients), "{report}");

@@ -9,6 +9,7 @@
 
 use super::{buffer, engine_errno, private_copy, Caller, Context, Done, Outcome};
 use crate::priority::{self, ClientPriority, Priority, Source};
+use crate::sharing::Kept;
 use crate::sockets::{ClientSockets, Sock};
 use nagare_core::Interface;
 use nagare_ipc::BufRef;
@@ -25,13 +26,20 @@ pub(super) fn close(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> 
     let charge = cx.memory.socket_charged(c.key, req.socket);
     let sock = c.sockets.remove(cx.steering, req.socket).ok_or(libc::EBADF)?;
     let other = cx.sharing.shares.other_holder(c.key, req.socket);
-    if cx.sharing.let_go(c.key, req.socket) {
-        // Another client holds it too: it stays open for them, and a UDP
-        // socket's datagrams are theirs to PacketFlow from now on.
-        if let Sock::Udp(h) = sock {
-            cx.receivers.hand_over(h, (c.key, req.socket), other);
+    match cx.sharing.let_go(c.key, req.socket) {
+        Kept::No => {}
+        kept => {
+            // Another client holds it too, or a descriptor of a program
+            // yet to adopt it: it stays open for them, and a UDP socket's
+            // datagrams are theirs to PacketFlow from now on.
+            if let Sock::Udp(h) = sock {
+                cx.receivers.hand_over(h, (c.key, req.socket), other);
+            }
+            if let Kept::Watched(token) = kept {
+                cx.memory.keep_watched(token, c.key, charge);
+            }
+            return Ok(Some(Done::value(0)));
         }
-        return Ok(Some(Done::value(0)));
     }
     if let Sock::Udp(h) = sock {
         cx.receivers.remove(h);
@@ -48,7 +56,7 @@ pub(super) fn close(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> 
     } else {
         sock.close(cx.iface, cx.now).map_err(engine_errno)?;
         if let Sock::Tcp(h) = sock {
-            cx.memory.keep_orphan(cx.iface, c.key, h, charge);
+            cx.memory.keep_orphan(cx.iface, Some(c.key), h, charge);
         }
     }
     Ok(Some(Done::value(0)))

@@ -70,7 +70,9 @@ pub(super) fn adopt(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> 
         Sock::Listener(_) | Sock::Echo(_) => None,
     };
     if let Some(bytes) = bytes {
-        // Charged as every other holder is, and with them from now on.
+        // Charged as every other holder is, and with them from now on; a
+        // socket no client held is the adopter's to pay for.
+        let _ = cx.memory.end_kept(token);
         let sharer = cx.sharing.shares.other_holders(c.key, id).next();
         cx.memory.adopt(sharer, (c.key, id), bytes);
     }
