@@ -12,22 +12,21 @@
 //! its holders' charges move together ([`Memory::adopt`]), and a grant for
 //! it fits every holder's room.
 //!
-//! Invariant: `charged` is the sum of every socket's charge, a shared
-//! socket's once, every kept one's and every orphan's; a client's account
-//! is the sum of its sockets' charges and the kept sockets and orphans it
-//! left while it is here; the holders
-//! of a shared socket are charged alike. A grant never takes a client past
-//! its budget nor netd past its cap, except by what the engine already
-//! holds for a connection accepted with data in it (a buffer never shrinks
-//! below what it holds) and by an adoption (a child's inherited socket is
-//! never refused).
-//!
 //! A shared socket whose holders have all let go while a watched
 //! descriptor keeps it open (a program between `fork` and `exec`, which
 //! adopts it next) is kept charged under its token: to the client that
 //! held it last while that client is here, to netd alone once it has
 //! gone, until it is adopted (its adopter pays from then on) or its last
 //! descriptor closes ([`Memory::keep_watched`], [`Memory::end_kept`]).
+//!
+//! Invariant: `charged` is the sum of every socket's charge, a shared
+//! socket's once, every kept socket's and every orphan's; a client's
+//! account is the sum of its sockets' charges and of the kept sockets and
+//! orphans it left while it is here; the holders of a shared socket are
+//! charged alike. A grant never takes a client past its budget nor netd
+//! past its cap, except by what the engine already holds for a connection
+//! accepted with data in it (a buffer never shrinks below what it holds)
+//! and by an adoption (a child's inherited socket is never refused).
 //!
 //! An orphan is a connection its client closed that the engine still
 //! keeps for its FIN exchange (FIN-WAIT, CLOSING, LAST-ACK), perhaps with

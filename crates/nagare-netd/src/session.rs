@@ -658,23 +658,19 @@ impl Session {
         let sockets = self.sockets.len();
         let key = self.conn.id;
         let memory = self.sockets.memory();
-        // What each connection left unread in the client, what it is
-        // charged, and whether a send of it waits, taken before the table
-        // lets go of them.
+        // What each socket is charged, and what each connection left
+        // unread in the client and whether a send of it waits, taken
+        // before the table lets go of them.
+        let charged: hashbrown::HashMap<u32, usize> =
+            self.sockets.iter().map(|(id, _)| (id, memory.socket_charged(key, id))).collect();
         let sends_wait: hashbrown::HashSet<u32> =
             self.pending.iter().filter(|q| q.req.op == nagare_request::Op::Send).map(|q| q.req.socket).collect();
-        let left: hashbrown::HashMap<u32, (u64, usize, bool)> = self
+        let left: hashbrown::HashMap<u32, (u64, bool)> = self
             .sockets
             .iter()
             .filter(|(_, sock)| matches!(sock, Sock::Tcp(_)))
-            .map(|(id, _)| {
-                let unread = self.sockets.unread_in_client(id);
-                (id, (unread, memory.socket_charged(key, id), sends_wait.contains(&id)))
-            })
+            .map(|(id, _)| (id, (self.sockets.unread_in_client(id), sends_wait.contains(&id))))
             .collect();
-        // What each socket is charged, for one a watched descriptor keeps.
-        let charged: hashbrown::HashMap<u32, usize> =
-            self.sockets.iter().map(|(id, _)| (id, memory.socket_charged(key, id))).collect();
         let mut orphans_reset = 0;
         for (id, sock) in self.sockets.drain(steering) {
             let shared = sharing.shares.holders(key, id) > 0;
@@ -688,7 +684,8 @@ impl Session {
             }
             let _ = match sock {
                 Sock::Tcp(h) if exited => {
-                    let (in_client, charge, send_waits) = left.get(&id).copied().unwrap_or_default();
+                    let (in_client, send_waits) = left.get(&id).copied().unwrap_or_default();
+                    let charge = charged.get(&id).copied().unwrap_or(0);
                     let conn = iface.tcp_ref().connection(h);
                     let counted = !shared && !conn.is_some_and(|k| k.at_eof());
                     let unread = conn.is_some_and(|k| k.recv_queued() > 0) || (counted && in_client > 0);
