@@ -557,7 +557,9 @@ mod tests {
     /// One step of the accounts' life: a socket made and charged, charged
     /// again, adopted by another client (from a holder, or from one that
     /// holds it no more), released, let go by its last holder while a
-    /// watched descriptor keeps it, adopted from there, or a client gone.
+    /// watched descriptor keeps it, adopted from there or ended there, or
+    /// a client gone (its sockets closed, or those it holds alone kept for
+    /// watched descriptors).
     #[derive(Clone, Debug)]
     enum Step {
         Open(u64, u32, usize),
@@ -566,7 +568,9 @@ mod tests {
         Release(u64, u32),
         LeaveWatched(u64, u32),
         AdoptKept((u64, u32)),
+        EndKept,
         Gone(u64),
+        GoneWatched(u64),
     }
 
     fn step() -> impl proptest::strategy::Strategy<Value = Step> {
@@ -579,7 +583,9 @@ mod tests {
             holder().prop_map(|(k, i)| Step::Release(k, i)),
             holder().prop_map(|(k, i)| Step::LeaveWatched(k, i)),
             holder().prop_map(Step::AdoptKept),
+            Just(Step::EndKept),
             (1u64..4).prop_map(Step::Gone),
+            (1u64..4).prop_map(Step::GoneWatched),
         ]
     }
 
@@ -641,6 +647,31 @@ mod tests {
                             proptest::prop_assert!(m.end_kept(socket as u64).is_some());
                             m.adopt(None, b, charge[&socket]);
                         }
+                    }
+                    Step::EndKept => {
+                        if let Some((&socket, _)) = kept.iter().next() {
+                            kept.remove(&socket);
+                            proptest::prop_assert!(m.end_kept(socket as u64).is_some());
+                        }
+                    }
+                    Step::GoneWatched(k) => {
+                        // As a departure does: each socket is let go, and
+                        // one it held alone is kept, charged to it.
+                        let mine: Vec<((u64, u32), usize)> =
+                            held.iter().filter(|(h, _)| h.0 == k).map(|(&h, &s)| (h, s)).collect();
+                        let charges: Vec<usize> = mine.iter().map(|&((_, i), _)| m.socket_charged(k, i)).collect();
+                        m.release_all(k);
+                        for (((_, i), socket), bytes) in mine.into_iter().zip(charges) {
+                            held.remove(&(k, i));
+                            if !held.values().any(|&x| x == socket) {
+                                kept.insert(socket, None);
+                                m.keep_watched(socket as u64, k, bytes);
+                            }
+                        }
+                        for owner in kept.values_mut().filter(|o| **o == Some(k)) {
+                            *owner = None;
+                        }
+                        m.client_gone(k);
                     }
                     Step::Gone(k) => {
                         held.retain(|&(c, _), _| c != k);

@@ -376,11 +376,22 @@ impl Netd {
                     self.receivers.remove(h);
                 }
                 let kept = self.memory.end_kept(token);
-                let _ = sock.close(&mut self.host.iface, now);
-                // A connection that lingers stays charged, as an orphan
-                // of the client that left it.
-                if let (Sock::Tcp(h), Some((owner, bytes))) = (sock, kept) {
-                    self.memory.keep_orphan(&self.host.iface, owner, h, bytes);
+                // A connection that lingers stays charged, as an orphan of
+                // the client that left it, or is reset past the orphans'
+                // cap, as a close is.
+                let iface = &mut self.host.iface;
+                match (sock, kept) {
+                    (Sock::Tcp(h), Some((owner, bytes))) if !self.memory.orphans_full(iface) => {
+                        let _ = sock.close(iface, now);
+                        self.memory.keep_orphan(iface, owner, h, bytes);
+                    }
+                    (Sock::Tcp(_), Some(_)) => {
+                        self.stats.orphans_reset += 1;
+                        let _ = sock.reset(iface, now);
+                    }
+                    _ => {
+                        let _ = sock.close(iface, now);
+                    }
                 }
             }
             work = true;

@@ -64,15 +64,15 @@ pub(super) fn adopt(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> 
     };
     let id = c.sockets.add(sock, cx.config.max_sockets)?;
     cx.sharing.shares.adopted(token, c.key, id);
+    // A socket no client held is the adopter's to pay for from now on.
+    let _ = cx.memory.end_kept(token);
     let bytes = match sock {
         Sock::Tcp(h) => Some(connection_charge(cx.iface, h)),
         Sock::Udp(h) => Some(cx.iface.udp_ref().socket(h).map_or(0, |u| u.queue_limits().1)),
         Sock::Listener(_) | Sock::Echo(_) => None,
     };
     if let Some(bytes) = bytes {
-        // Charged as every other holder is, and with them from now on; a
-        // socket no client held is the adopter's to pay for.
-        let _ = cx.memory.end_kept(token);
+        // Charged as every other holder is, and with them from now on.
         let sharer = cx.sharing.shares.other_holders(c.key, id).next();
         cx.memory.adopt(sharer, (c.key, id), bytes);
     }
