@@ -71,4 +71,14 @@ fn hand_written_scripts() {
     // the well-behaved client's check after it.
     assert_eq!((stats.tx_payload_copied, stats.rx_payload_copied), (48, 48), "sent and received: {stats:?}");
     assert_eq!(stats.sends_in_place, 1, "the lent send to the neighbour: {stats:?}");
+    // A UDP socket shared, watched under its token, closed (only the
+    // watched descriptor keeps it), adopted again from the token, and
+    // left behind with the watch open: netd's accounts must end at 0
+    // (checked in `run`), and the adopted socket is the one the
+    // departure closes.
+    let stats = hostile_session::run_patient(&[
+        0, 0, 1, 5, 2, 0, 1, 7, 0, 0xea, 5, 0, 1, 7, 6, 2, 0, 9, 250, 0, 10, 0, 0, 1, 7, 9, 250, 0, 0xe8, 5, 0, 1, 7,
+    ]);
+    assert_eq!((stats.bad_descriptors, stats.clients_broken), (0, 0), "{stats:?}");
+    assert_eq!(stats.sockets_reclaimed, 1, "the socket adopted from the watched token: {stats:?}");
 }

@@ -29,6 +29,7 @@ use nagare_request::{
     encode_addr, Op, Piece, PollEntry, Request, COMPLETE_ON_ACCEPT, LEND, NONBLOCK, TRACE, TRACE_TIME, WAIT_LIMIT,
 };
 use nagare_wire::EthernetAddress;
+use std::io::Write;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -117,6 +118,10 @@ struct Hostile {
     /// Whether a drain, and a step that breaks the request ring, first
     /// wait for netd to take what is on the ring.
     patient: bool,
+    /// netd's watch socket, and the watched descriptors the script holds
+    /// (each sent a token: what a process between `fork` and `exec` holds).
+    watch_path: PathBuf,
+    watches: Vec<std::os::unix::net::UnixStream>,
 }
 
 impl Hostile {
@@ -140,6 +145,8 @@ impl Hostile {
             next_id: 1,
             broke_requests: false,
             patient,
+            watch_path: nagare_request::share_watch_path(socket),
+            watches: Vec::new(),
         }
     }
 
@@ -503,6 +510,21 @@ impl Hostile {
                     self.completions.scribble_tail(s.u32());
                     self.wake_netd();
                 }
+                // A descriptor watched under one of its tokens (or any
+                // number), kept open; then one closed.
+                2 if self.watches.len() < 8 => {
+                    let pick = usize::from(s.byte());
+                    let token = if self.tokens.is_empty() { s.u64() } else { self.tokens[pick % self.tokens.len()] };
+                    if let Ok(mut w) = std::os::unix::net::UnixStream::connect(&self.watch_path) {
+                        if w.write_all(&token.to_le_bytes()).is_ok() {
+                            self.watches.push(w);
+                        }
+                    }
+                }
+                3 if !self.watches.is_empty() => {
+                    let at = usize::from(s.byte()) % self.watches.len();
+                    drop(self.watches.swap_remove(at));
+                }
                 _ => {}
             },
             7 | 8 => self.drain(),
@@ -572,6 +594,27 @@ fn start_netd(socket: PathBuf, single: bool) -> std::io::Result<nagare_netd::Net
     } else {
         nagare_netd::Netd::new(iface, Box::new(Loopback::new(1500, 256)), MonotonicClock::new(), netd_config)
     }
+}
+
+/// The first port the script could have taken that `good` cannot take,
+/// and what it got; `None` if every one is free.
+fn port_taken(good: &nagare::Session) -> Option<String> {
+    for port in PORTS.into_iter().filter(|&p| p != 0) {
+        // A dual-stack UDP socket needs the port free in both families.
+        let dual = nagare::net::UdpSocket::bind_via(good, SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port, 0, 0));
+        if let Err(e) = dual {
+            return Some(format!("UDP port {port} in both families: {e}"));
+        }
+        drop(dual);
+        let any = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
+        if let Err(e) = nagare::net::UdpSocket::bind_via(good, any) {
+            return Some(format!("UDP port {port}: {e}"));
+        }
+        if let Err(e) = nagare::net::TcpListener::bind_via(good, any) {
+            return Some(format!("TCP port {port}: {e}"));
+        }
+    }
+    None
 }
 
 /// Waits until `ok` holds, for at most [`SETTLE`], while netd's thread
@@ -656,18 +699,14 @@ fn run_with(input: &[u8], patient: bool) -> NetdStats {
         let (n, _) = a.recv_from(&mut got).expect("netd serves after the hostile client");
         assert_eq!(&got[..n], b"after the hostile client");
         // Every port the script could have taken is free again: the
-        // client's sockets were closed, not left behind.
-        for port in PORTS.into_iter().filter(|&p| p != 0) {
-            // A dual-stack UDP socket needs the port free in both families.
-            let dual = nagare::net::UdpSocket::bind_via(&good, SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port, 0, 0));
-            assert!(dual.is_ok(), "UDP port {port} still taken after the hostile client: {:?}", dual.err());
-            drop(dual);
-            let any = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port);
-            let udp = nagare::net::UdpSocket::bind_via(&good, any);
-            assert!(udp.is_ok(), "UDP port {port} still taken after the hostile client: {:?}", udp.err());
-            let tcp = nagare::net::TcpListener::bind_via(&good, any);
-            assert!(tcp.is_ok(), "TCP port {port} still taken after the hostile client: {:?}", tcp.err());
-        }
+        // client's sockets were closed, not left behind (one its watched
+        // descriptor kept, once netd has seen the descriptor's hang-up).
+        let mut taken = None;
+        settle(&server, "a port the hostile client took stays taken", || {
+            taken = port_taken(&good);
+            taken.is_none()
+        });
+        assert_eq!(taken, None);
     }
     // Closed connections may still hold frames for a moment (a reset on
     // its way out), and those the client's exit closed with a FIN send
@@ -678,6 +717,11 @@ fn run_with(input: &[u8], patient: bool) -> NetdStats {
         let in_use = stat_value(&text, "engine buffers in_use ");
         assert!(in_use.is_some(), "the stat report lost its engine buffers line:\n{text}");
         in_use.is_some_and(|n| n <= baseline) && stat_value(&text, " orphans ") == Some(0)
+    });
+    // The well-behaved client holds nothing now: every byte the hostile
+    // one was charged has come back.
+    settle(&server, "netd's accounts still charge what the hostile client held", || {
+        good.stat().ok().is_some_and(|t| stat_value(&t, "memory charged ") == Some(0))
     });
     drop(good);
 
