@@ -118,13 +118,10 @@ struct Shared {
 }
 
 impl Shared {
-    /// Every holder of `holder`'s socket, `holder` first.
-    fn holders(&self, holder: Holder) -> Vec<Holder> {
-        let mut all = vec![holder];
-        if let Some(group) = self.group_of.get(&holder).and_then(|g| self.holders.get(g)) {
-            all.extend(group.iter().copied().filter(|&h| h != holder));
-        }
-        all
+    /// The holders of `holder`'s socket, `holder` among them, if it is
+    /// shared.
+    fn group(&self, holder: Holder) -> Option<&[Holder]> {
+        self.group_of.get(&holder).and_then(|g| self.holders.get(g)).map(Vec::as_slice)
     }
 
     /// `adopter` holds `sharer`'s socket too.
@@ -213,16 +210,18 @@ impl Memory {
     /// leaves, and netd's cap.
     pub fn room_of(&self, key: u64, id: u32) -> usize {
         let own = self.socket_charged(key, id);
-        let holders = self.holders(key, id);
-        let budget =
-            holders.iter().map(|&(k, _)| self.budget.saturating_sub(self.client_charged(k).saturating_sub(own)));
+        let budget = self.with_holders(key, id, |holders| {
+            holders.iter().map(|&(k, _)| self.budget.saturating_sub(self.client_charged(k).saturating_sub(own))).min()
+        });
         let all = self.charged.get().saturating_sub(own);
-        budget.min().unwrap_or(0).min(self.cap.saturating_sub(all))
+        budget.unwrap_or(0).min(self.cap.saturating_sub(all))
     }
 
-    /// Every holder of socket `id` of client `key`, that one first.
-    fn holders(&self, key: u64, id: u32) -> Vec<Holder> {
-        self.shared.borrow().holders((key, id))
+    /// `f` of every holder of socket `id` of client `key` (that one alone
+    /// if it is not shared).
+    fn with_holders<R>(&self, key: u64, id: u32, f: impl FnOnce(&[Holder]) -> R) -> R {
+        let shared = self.shared.borrow();
+        f(shared.group((key, id)).unwrap_or(&[(key, id)]))
     }
 
     /// Lets go of the finished orphans ([`Memory::settle`]) when client
@@ -289,7 +288,9 @@ impl Memory {
     /// one charged most binding.
     pub fn grant_growth(&self, key: u64, id: u32, current: usize, other: usize, wanted: usize) -> usize {
         let room = self.room_of(key, id).saturating_sub(other).saturating_sub(current);
-        let charged = self.holders(key, id).iter().map(|&(k, _)| self.client_charged(k)).max().unwrap_or(0);
+        let charged = self
+            .with_holders(key, id, |holders| holders.iter().map(|&(k, _)| self.client_charged(k)).max())
+            .unwrap_or(0);
         let share = (self.budget / GROWTH_SHARE).saturating_sub(charged);
         let growing = self.cap / GROWTH_CAP_SHARE;
         let pressure = growing.saturating_sub(self.charged.get());
@@ -300,12 +301,15 @@ impl Memory {
     /// Socket `id` of client `key` is charged `bytes` from now on, and so
     /// is every other holder of it.
     pub fn charge(&self, key: u64, id: u32, bytes: usize) {
-        let mut before = 0;
-        for holder in self.holders(key, id) {
-            // Holders are charged alike: any one's charge is netd's.
-            before = self.sockets.borrow_mut().insert(holder, bytes).unwrap_or(0);
-            self.shift_client(holder.0, before, bytes);
-        }
+        let before = self.with_holders(key, id, |holders| {
+            let mut before = 0;
+            for &holder in holders {
+                // Holders are charged alike: any one's charge is netd's.
+                before = self.sockets.borrow_mut().insert(holder, bytes).unwrap_or(0);
+                self.shift_client(holder.0, before, bytes);
+            }
+            before
+        });
         self.shift(None, before, bytes);
     }
 
