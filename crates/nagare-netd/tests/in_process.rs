@@ -656,11 +656,20 @@ fn a_session_moved_to_a_child_without_the_capability_binds_no_privileged_port() 
     }
     let spawned =
         std::process::Command::new("setpriv").args(["--bounding-set", "-net_bind_service", "sleep", "30"]).spawn();
-    let Ok(mut child) = spawned else {
+    let Ok(child) = spawned else {
         eprintln!("*** SKIPPED {name}: setpriv (util-linux) cannot be run ***");
         return;
     };
-    let pid = child.id();
+    // Ended by its pid however the test ends.
+    struct Reaped(std::process::Child);
+    impl Drop for Reaped {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let child = Reaped(child);
+    let pid = child.0.id();
     // setpriv drops the capability, then runs sleep in the same process.
     let deadline = std::time::Instant::now() + LIMIT;
     while may_bind_privileged(pid) != Some(false) && std::time::Instant::now() < deadline {
@@ -668,8 +677,6 @@ fn a_session_moved_to_a_child_without_the_capability_binds_no_privileged_port() 
     }
     if may_bind_privileged(pid) != Some(false) {
         // Kept through the inheritable or ambient set (some containers).
-        let _ = child.kill();
-        let _ = child.wait();
         eprintln!("*** SKIPPED {name}: setpriv could not drop CAP_NET_BIND_SERVICE here ***");
         return;
     }
@@ -687,8 +694,7 @@ fn a_session_moved_to_a_child_without_the_capability_binds_no_privileged_port() 
     let moved = raw.call(moved).result();
     let after = listen(&mut raw, 82);
     let unprivileged = listen(&mut raw, 8082);
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     assert!(before.is_ok(), "{before:?}");
     assert_eq!(moved, Ok(0));
     assert_eq!(after, Err(libc::EACCES));
