@@ -17,7 +17,7 @@
 //! adopts it next) is kept charged under its token: to the client that
 //! held it last while that client is here, to netd alone once it has
 //! gone, until it is adopted (its adopter pays from then on) or its last
-//! descriptor closes ([`Memory::keep_watched`], [`Memory::end_kept`]).
+//! descriptor closes ([`Memory::keep_watched`], [`Memory::end_watched`]).
 //!
 //! Invariant: `charged` is the sum of every socket's charge, a shared
 //! socket's once, every kept socket's and every orphan's; a client's
@@ -101,7 +101,7 @@ pub(crate) struct Memory {
     shared: RefCell<Shared>,
     /// Shared sockets no client holds and a watched descriptor keeps, by
     /// token: who left them (while it is here) and their charge.
-    kept: RefCell<HashMap<u64, (Option<u64>, usize)>>,
+    watched: RefCell<HashMap<u64, (Option<u64>, usize)>>,
     orphans: RefCell<Vec<Orphan>>,
 }
 
@@ -180,7 +180,7 @@ impl Memory {
             clients_charged: Cell::new(0),
             sockets: RefCell::new(HashMap::new()),
             shared: RefCell::new(Shared::default()),
-            kept: RefCell::new(HashMap::new()),
+            watched: RefCell::new(HashMap::new()),
             orphans: RefCell::new(Vec::new()),
         }
     }
@@ -378,17 +378,17 @@ impl Memory {
     /// go, stays open for a watched descriptor: it stays charged `bytes`,
     /// to that client while it is here.
     pub fn keep_watched(&self, token: u64, key: u64, bytes: usize) {
-        let before = self.kept.borrow_mut().insert(token, (Some(key), bytes));
+        let before = self.watched.borrow_mut().insert(token, (Some(key), bytes));
         if let Some((owner, b)) = before {
             self.shift(owner, b, 0);
         }
         self.shift(Some(key), 0, bytes);
     }
 
-    /// Kept socket `token` is adopted, or closed with its last descriptor:
+    /// Watched socket `token` is adopted, or closed with its last descriptor:
     /// its charge comes back. Who had left it and what it was charged.
-    pub fn end_kept(&self, token: u64) -> Option<(Option<u64>, usize)> {
-        let (owner, bytes) = self.kept.borrow_mut().remove(&token)?;
+    pub fn end_watched(&self, token: u64) -> Option<(Option<u64>, usize)> {
+        let (owner, bytes) = self.watched.borrow_mut().remove(&token)?;
         self.shift(owner, bytes, 0);
         Some((owner, bytes))
     }
@@ -435,7 +435,7 @@ impl Memory {
         for o in self.orphans.borrow_mut().iter_mut().filter(|o| o.owner == Some(key)) {
             o.owner = None;
         }
-        for (owner, _) in self.kept.borrow_mut().values_mut().filter(|(o, _)| *o == Some(key)) {
+        for (owner, _) in self.watched.borrow_mut().values_mut().filter(|(o, _)| *o == Some(key)) {
             *owner = None;
         }
         if self.clients.borrow_mut().remove(&key).is_some_and(|c| c > 0) {
@@ -452,7 +452,7 @@ impl Memory {
             orphans: orphans.len(),
             max_orphans: self.max_orphans,
             unowned: orphans.iter().filter(|o| o.owner.is_none()).map(|o| o.bytes).sum::<usize>()
-                + self.kept.borrow().values().filter(|(o, _)| o.is_none()).map(|(_, b)| b).sum::<usize>(),
+                + self.watched.borrow().values().filter(|(o, _)| o.is_none()).map(|(_, b)| b).sum::<usize>(),
         }
     }
 }
@@ -571,8 +571,8 @@ mod tests {
         Adopt((u64, u32), (u64, u32), usize),
         Release(u64, u32),
         LeaveWatched(u64, u32),
-        AdoptKept((u64, u32)),
-        EndKept,
+        AdoptWatched((u64, u32)),
+        EndWatched,
         Gone(u64),
         GoneWatched(u64),
     }
@@ -586,8 +586,8 @@ mod tests {
             (holder(), holder(), 0usize..1 << 20).prop_map(|(a, b, n)| Step::Adopt(a, b, n)),
             holder().prop_map(|(k, i)| Step::Release(k, i)),
             holder().prop_map(|(k, i)| Step::LeaveWatched(k, i)),
-            holder().prop_map(Step::AdoptKept),
-            Just(Step::EndKept),
+            holder().prop_map(Step::AdoptWatched),
+            Just(Step::EndWatched),
             (1u64..4).prop_map(Step::Gone),
             (1u64..4).prop_map(Step::GoneWatched),
         ]
@@ -644,18 +644,18 @@ mod tests {
                             m.keep_watched(socket as u64, k, bytes);
                         }
                     }
-                    Step::AdoptKept(b) if !held.contains_key(&b) => {
+                    Step::AdoptWatched(b) if !held.contains_key(&b) => {
                         if let Some((&socket, _)) = kept.iter().next() {
                             kept.remove(&socket);
                             held.insert(b, socket);
-                            proptest::prop_assert!(m.end_kept(socket as u64).is_some());
+                            proptest::prop_assert!(m.end_watched(socket as u64).is_some());
                             m.adopt(None, b, charge[&socket]);
                         }
                     }
-                    Step::EndKept => {
+                    Step::EndWatched => {
                         if let Some((&socket, _)) = kept.iter().next() {
                             kept.remove(&socket);
-                            proptest::prop_assert!(m.end_kept(socket as u64).is_some());
+                            proptest::prop_assert!(m.end_watched(socket as u64).is_some());
                         }
                     }
                     Step::GoneWatched(k) => {

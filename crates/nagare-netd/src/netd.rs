@@ -375,12 +375,12 @@ impl Netd {
                 if let Sock::Udp(h) = sock {
                     self.receivers.remove(h);
                 }
-                let kept = self.memory.end_kept(token);
+                let charged = self.memory.end_watched(token);
                 // A connection that lingers stays charged, as an orphan of
                 // the client that left it, or is reset past the orphans'
                 // cap, as a close is.
                 let iface = &mut self.host.iface;
-                match (sock, kept) {
+                match (sock, charged) {
                     (Sock::Tcp(h), Some((owner, bytes))) if !self.memory.orphans_full(iface) => {
                         let _ = sock.close(iface, now);
                         self.memory.keep_orphan(iface, owner, h, bytes);

@@ -22,7 +22,7 @@ use crate::packetflow::{Load, MemoryManager, Receivers};
 use crate::priority::ClientPriority;
 use crate::report::{ClientLine, SocketLine};
 use crate::shares::Shares;
-use crate::sharing::{Kept, Sharing};
+use crate::sharing::{LetGo, Sharing};
 use crate::sockets::{ClientSockets, Sock};
 use crate::stats::NetdStats;
 use crate::steering::Steering;
@@ -675,9 +675,9 @@ impl Session {
         for (id, sock) in self.sockets.drain(steering) {
             let shared = sharing.shares.holders(key, id) > 0;
             match sharing.let_go(key, id) {
-                Kept::No => {}
-                Kept::Held => continue,
-                Kept::Watched(token) => {
+                LetGo::Close => {}
+                LetGo::Held => continue,
+                LetGo::Watched(token) => {
                     memory.keep_watched(token, key, charged.get(&id).copied().unwrap_or(0));
                     continue;
                 }

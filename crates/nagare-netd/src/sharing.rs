@@ -18,11 +18,11 @@ pub(crate) struct Sharing {
     watches: Option<Watches>,
 }
 
-/// What keeps a socket open once a holder let it go.
+/// What a holder's letting go of a socket leaves: what keeps it open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kept {
-    /// Nothing: it is to be closed.
-    No,
+pub(crate) enum LetGo {
+    /// Nothing keeps it: it is to be closed.
+    Close,
     /// Another client holds it.
     Held,
     /// Only watched descriptors, under this token: no client holds it.
@@ -53,16 +53,16 @@ impl Sharing {
 
     /// Holder `(key, id)` lets its socket go: what keeps it open, if
     /// anything.
-    pub fn let_go(&mut self, key: u64, id: u32) -> Kept {
+    pub fn let_go(&mut self, key: u64, id: u32) -> LetGo {
         let holders = self.shares.holders(key, id);
         if holders > 0 {
             self.take_watches();
         }
         let token = self.shares.token(key, id);
         match (self.shares.let_go(key, id), token) {
-            (false, _) => Kept::No,
-            (true, Some(token)) if holders == 1 => Kept::Watched(token),
-            (true, _) => Kept::Held,
+            (false, _) => LetGo::Close,
+            (true, Some(token)) if holders == 1 => LetGo::Watched(token),
+            (true, _) => LetGo::Held,
         }
     }
 

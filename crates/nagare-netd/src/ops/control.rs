@@ -9,7 +9,7 @@
 
 use super::{buffer, engine_errno, private_copy, Caller, Context, Done, Outcome};
 use crate::priority::{self, ClientPriority, Priority, Source};
-use crate::sharing::Kept;
+use crate::sharing::LetGo;
 use crate::sockets::{ClientSockets, Sock};
 use nagare_core::Interface;
 use nagare_ipc::BufRef;
@@ -27,15 +27,15 @@ pub(super) fn close(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> 
     let sock = c.sockets.remove(cx.steering, req.socket).ok_or(libc::EBADF)?;
     let other = cx.sharing.shares.other_holder(c.key, req.socket);
     match cx.sharing.let_go(c.key, req.socket) {
-        Kept::No => {}
-        kept => {
+        LetGo::Close => {}
+        left => {
             // Another client holds it too, or a descriptor of a program
             // yet to adopt it: it stays open for them, and a UDP socket's
             // datagrams are theirs to PacketFlow from now on.
             if let Sock::Udp(h) = sock {
                 cx.receivers.hand_over(h, (c.key, req.socket), other);
             }
-            if let Kept::Watched(token) = kept {
+            if let LetGo::Watched(token) = left {
                 cx.memory.keep_watched(token, c.key, charge);
             }
             return Ok(Some(Done::value(0)));

@@ -65,7 +65,7 @@ pub(super) fn adopt(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> 
     let id = c.sockets.add(sock, cx.config.max_sockets)?;
     cx.sharing.shares.adopted(token, c.key, id);
     // A socket no client held is the adopter's to pay for from now on.
-    let _ = cx.memory.end_kept(token);
+    let _ = cx.memory.end_watched(token);
     let bytes = match sock {
         Sock::Tcp(h) => Some(connection_charge(cx.iface, h)),
         Sock::Udp(h) => Some(cx.iface.udp_ref().socket(h).map_or(0, |u| u.queue_limits().1)),
