@@ -111,8 +111,9 @@ enum Command {
         realtime: Option<i32>,
         /// Bytes of buffers each client's sockets may hold in netd (TCP
         /// send and receive buffers, UDP receive queues): past it a new
-        /// connection gets smaller buffers, then fails with ENOBUFS.
-        #[arg(long, default_value_t = 8 << 20)]
+        /// connection starts with smaller buffers, then fails with
+        /// ENOBUFS.
+        #[arg(long, default_value_t = nagare_netd::DEFAULT_CLIENT_MEMORY)]
         client_memory: usize,
         /// Bytes of buffers all clients' sockets may hold in netd together
         /// (PacketFlow's global cap): past it connections get smaller

@@ -2957,3 +2957,35 @@ fn a_send_buffer_grows_only_while_it_holds_a_fast_writer_back() {
         }
     }
 }
+
+/// A connection whose owner starts its buffers smaller than configured
+/// (an inet server short of budget) keeps autotuning: a fast transfer
+/// each way stays within the new sizes, asks for more, and grows as far
+/// as the ceilings the owner raises; a size the application set shrinks
+/// and stays fixed.
+#[test]
+fn buffers_started_small_grow_once_the_owner_raises_their_ceilings() {
+    const SMALL: usize = 16 * 1024;
+    let mut net = Net::new();
+    let (ha, hb) = net.connect_pair(80);
+    assert_eq!(net.a.tcp().start_buffers(ha, SMALL, SMALL, net.now), Ok((SMALL, SMALL)));
+    let c = net.a.tcp_ref().connection(ha).unwrap();
+    assert_eq!([c.send_buffer(), c.send_buffer_ceiling(), c.recv_buffer(), c.recv_buffer_ceiling()], [SMALL; 4]);
+    let data = pattern(2 << 20, 5);
+    assert!(net.transfer(Side::A, ha, hb, &data, Duration::from_secs(10)) == data, "a to b");
+    assert!(net.transfer(Side::B, hb, ha, &data, Duration::from_secs(10)) == data, "b to a");
+    let c = net.a.tcp_ref().connection(ha).unwrap();
+    assert_eq!((c.send_buffer(), c.recv_buffer()), (SMALL, SMALL), "held at the ceilings");
+    assert!(c.send_buffer_wanted() > SMALL && c.recv_buffer_wanted() > SMALL, "autotuning asks for more");
+    net.a.tcp().set_send_buffer_ceiling(ha, 1 << 20, net.now).unwrap();
+    net.a.tcp().set_recv_buffer_ceiling(ha, 1 << 20, net.now).unwrap();
+    let c = net.a.tcp_ref().connection(ha).unwrap();
+    assert!(c.send_buffer() > SMALL && c.recv_buffer() > SMALL, "{} {}", c.send_buffer(), c.recv_buffer());
+
+    // A size the application set shrinks, and stays fixed.
+    let (hc, _hd) = net.connect_pair(81);
+    net.a.tcp().set_recv_buffer(hc, 128 * 1024, net.now).unwrap();
+    assert_eq!(net.a.tcp().start_buffers(hc, SMALL, SMALL, net.now), Ok((SMALL, SMALL)));
+    net.a.tcp().set_recv_buffer_ceiling(hc, 1 << 20, net.now).unwrap();
+    assert_eq!(net.a.tcp_ref().connection(hc).unwrap().recv_buffer(), SMALL);
+}

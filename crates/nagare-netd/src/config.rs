@@ -103,6 +103,12 @@ pub struct NetdConfig {
 /// turn off the CPU.
 pub const DEFAULT_TAP_QUEUE_LEN: u32 = 4096;
 
+/// The bytes of engine buffers one client may be charged by default: a
+/// server's every socket (`max_sockets`, 1024) at the floor, less what
+/// its first connections take at full size (`crate::memory`): about 900
+/// connections at once.
+pub const DEFAULT_CLIENT_MEMORY: usize = 32 << 20;
+
 impl Default for NetdConfig {
     fn default() -> Self {
         NetdConfig {
@@ -117,7 +123,7 @@ impl Default for NetdConfig {
             spin: Duration::from_micros(50),
             max_pending: 64,
             max_sockets: 1024,
-            client_memory: 8 << 20,
+            client_memory: DEFAULT_CLIENT_MEMORY,
             memory_cap: None,
             max_orphans: 1024,
             tcp_recv_buffer: 256 << 10,

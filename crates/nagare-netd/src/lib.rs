@@ -60,7 +60,7 @@ mod watches;
 
 pub use access::{group_id, kernel_unprivileged_port_start};
 pub use builder::{Built, NetdBuilder};
-pub use config::{NetdConfig, DEFAULT_TAP_QUEUE_LEN};
+pub use config::{NetdConfig, DEFAULT_CLIENT_MEMORY, DEFAULT_TAP_QUEUE_LEN};
 pub use driver::{DriverLink, DriverLinkStats, Placement};
 pub use nagare_request::{decode_addr, encode_addr, Completion, Op, Piece, ProtoError, Request, DEFAULT_SOCKET};
 pub use netd::Netd;

@@ -53,6 +53,11 @@ pub(crate) const BUFFER_FLOOR: usize = 16 * 1024;
 /// client has left.
 pub(crate) const CONNECTION_SHARE: usize = 4;
 
+/// New connections start with the buffers they want only while their
+/// client is charged at most one part in this many of its budget; later
+/// ones start at the floor ([`Memory::grant_connection`]).
+pub(crate) const FULL_START_SHARE: usize = 8;
+
 /// Send and receive buffers grow (autotuning) only while their client is charged
 /// at most one part in this many of its budget: the rest is for the
 /// connections it may still make, whose buffers shrink as they multiply
@@ -240,22 +245,25 @@ impl Memory {
     }
 
     /// Send and receive buffer sizes for a new connection of client `key`
-    /// that wants `send` and `recv`: what it wants if that is at most a
-    /// [`CONNECTION_SHARE`] of the room the client has left, else half that
-    /// share each (in 4 KiB steps, neither below the floor), else `None`. A server's
-    /// connections thus shrink as they multiply, and the room is never
-    /// spent on the first few.
+    /// that wants `send` and `recv`: what it wants while that keeps the
+    /// client charged at most a [`FULL_START_SHARE`] of its budget and
+    /// takes at most a [`CONNECTION_SHARE`] of the room left (netd's cap
+    /// included), else the floor each, else (less room than two floors)
+    /// `None`. A client's first connections start as fast as one alone;
+    /// a server's many start small, as Linux's do, and grow with use
+    /// ([`Memory::grant_growth`]), so that the budget holds as many
+    /// connections as floors fit in it.
     pub fn grant_connection(&self, key: u64, send: usize, recv: usize) -> Option<(usize, usize)> {
         let room = self.room(key);
         if room < 2 * BUFFER_FLOOR {
             return None;
         }
-        let share = room / CONNECTION_SHARE;
-        if send.saturating_add(recv) <= share {
+        let want = send.saturating_add(recv);
+        let first = self.client_charged(key).saturating_add(want) <= self.budget / FULL_START_SHARE;
+        if first && want <= room / CONNECTION_SHARE {
             return Some((send, recv));
         }
-        let each = (share / 2 / 4096 * 4096).max(BUFFER_FLOOR);
-        Some((send.min(each), recv.min(each)))
+        Some((send.min(BUFFER_FLOOR), recv.min(BUFFER_FLOOR)))
     }
 
     /// A receive queue for a new UDP socket of client `key` that wants
@@ -480,23 +488,39 @@ mod tests {
     }
 
     #[test]
-    fn a_connection_gets_what_it_wants_then_a_share_then_nothing() {
-        let m = memory(2304 * 1024, 64 << 20);
+    fn a_connection_gets_what_it_wants_then_the_floor_then_nothing() {
+        // An eighth of the budget is 1 MiB: two connections at full size.
+        let m = memory(8 << 20, 64 << 20);
         assert_eq!(m.grant_connection(1, 262144, 262144), Some((262144, 262144)));
         m.charge(1, 1, 524288);
-        // 1.75 MiB left, a quarter of it is 448 KiB: 224 KiB each.
-        assert_eq!(m.grant_connection(1, 262144, 262144), Some((229376, 229376)));
-        m.charge(1, 2, 1_769_472);
-        // 64 KiB left: the floor each, then nothing.
+        assert_eq!(m.grant_connection(1, 262144, 262144), Some((262144, 262144)));
+        m.charge(1, 2, 524288);
+        // Past the eighth: the floor each, as long as two floors fit.
         assert_eq!(m.grant_connection(1, 262144, 262144), Some((16384, 16384)));
-        m.charge(1, 3, 32768 + 16384);
+        assert_eq!(m.grant_connection(1, 8192, 262144), Some((8192, 16384)), "never more than it wants");
+        m.charge(1, 3, (8 << 20) - (1 << 20) - 32768);
+        assert_eq!(m.grant_connection(1, 262144, 262144), Some((16384, 16384)));
+        m.charge(1, 4, 16384);
         assert_eq!(m.grant_connection(1, 262144, 262144), None);
         // Another client has its own budget.
         assert_eq!(m.grant_connection(2, 262144, 262144), Some((262144, 262144)));
-        m.release(1, 1);
-        assert_eq!(m.client_charged(1), 2304 * 1024 - 16384 - 524288);
+        // Room for full buffers comes back with the charges.
+        m.release(1, 3);
+        m.release(1, 4);
+        assert_eq!(m.grant_connection(1, 262144, 262144), Some((16384, 16384)), "still past the eighth");
+        m.release(1, 2);
+        assert_eq!(m.grant_connection(1, 262144, 262144), Some((262144, 262144)));
         m.release_all(1);
         assert_eq!((m.client_charged(1), m.line().charged), (0, 0));
+    }
+
+    #[test]
+    fn netd_s_room_holds_a_first_connection_to_the_floor_too() {
+        // 8 MiB of pool: 7 MiB to charge, 1.25 MiB left once 5.75 are.
+        let m = memory(64 << 20, 8 << 20);
+        m.charge(1, 1, 5 << 20 | 3 << 18);
+        assert_eq!(m.grant_connection(2, 262144, 262144), Some((16384, 16384)), "a quarter of the room is 320 KiB");
+        assert_eq!(m.grant_connection(2, 65536, 65536), Some((65536, 65536)));
     }
 
     #[test]

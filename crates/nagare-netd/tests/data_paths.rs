@@ -685,11 +685,12 @@ fn a_configured_receive_buffer_is_every_new_connection_s() {
 }
 
 /// A connection whose application reads as fast as data comes gets a
-/// wider receive buffer, granted and charged to its client; one sized
-/// down to fit its client's budget keeps that size.
+/// wider receive buffer, granted and charged to its client; one started
+/// at the floor by a client charged past a quarter of its budget there
+/// stays at it.
 #[test]
 fn a_receive_buffer_grows_as_far_as_its_client_s_budget_goes() {
-    for (budget, grows) in [(8 << 20, true), (400 << 10, false)] {
+    for (budget, grows) in [(8 << 20, true), (200 << 10, false)] {
         let netd = NetdThread::start_configured(Placement::Inline, Wire::Loopback, move |c| {
             c.tcp_recv_buffer = 64 << 10;
             c.tcp_recv_buffer_max = 2 << 20;
@@ -725,12 +726,14 @@ fn a_receive_buffer_grows_as_far_as_its_client_s_budget_goes() {
             // writer's receive buffer besides the reader's.
             assert!(charged >= rcvbuf + 3 * (16 << 10), "{report}");
         } else {
-            // The connections of a 400 KiB client were sized below the
-            // 64 KiB asked for, to fit: sized, they stay so.
-            assert!(rcvbuf < 64 << 10, "{line}");
-            assert_eq!(rcvbuf_max, rcvbuf, "{line}");
+            // The connections of a 200 KiB client start at the floor (an
+            // eighth of its budget is less than their 320 KiB each), and
+            // the four floors are more than a quarter of it: no growth.
+            assert_eq!(rcvbuf, 16 << 10, "{line}");
+            assert_eq!(rcvbuf_max, 2 << 20, "autotuning still runs: {line}");
             assert_eq!(grown, 0, "{report}");
-            assert!(charged <= 400 << 10, "{report}");
+            assert!(stat_value(&report, "netd recv_buffer_growth_refused ").unwrap() > 0, "{report}");
+            assert!(charged <= 200 << 10, "{report}");
         }
     }
 }
@@ -739,15 +742,15 @@ fn a_receive_buffer_grows_as_far_as_its_client_s_budget_goes() {
 /// drains gets a larger one, granted and charged to its client, as far as
 /// the client's budget goes: a client already charged a quarter of it is
 /// refused the growth (and the transfer still completes), and one whose
-/// connections were sized down to fit keeps those sizes.
+/// connections started at the floor grows them within that quarter.
 #[test]
 fn a_send_buffer_grows_as_far_as_its_client_s_budget_goes() {
     enum Case {
         Grows,
         Refused,
-        SizedDown,
+        StartedSmall,
     }
-    for (budget, case) in [(16 << 20, Case::Grows), (3 << 20, Case::Refused), (400 << 10, Case::SizedDown)] {
+    for (budget, case) in [(16 << 20, Case::Grows), (200 << 10, Case::Refused), (400 << 10, Case::StartedSmall)] {
         let netd = NetdThread::start_configured(Placement::Inline, Wire::Loopback, move |c| {
             c.client_memory = budget;
         });
@@ -756,7 +759,7 @@ fn a_send_buffer_grows_as_far_as_its_client_s_budget_goes() {
         let writer = TcpStream::connect_timeout_via(&s, &SocketAddr::V4(at(9477)), LIMIT).expect("connect");
         let (mut reader, _) = listener.accept().expect("accept");
         let start = writer.send_buffer_size().unwrap() as u64;
-        let total = if matches!(case, Case::SizedDown) { 2 << 20 } else { 32 << 20 };
+        let total = if matches!(case, Case::Grows) { 32 << 20 } else { 2 << 20 };
         let sender = std::thread::spawn(move || (&writer).write_all(&vec![6u8; total]).map(move |()| writer));
         reader.set_read_timeout(Some(LIMIT)).unwrap();
         let mut got = vec![0u8; total];
@@ -780,17 +783,20 @@ fn a_send_buffer_grows_as_far_as_its_client_s_budget_goes() {
                 assert!(charged >= sndbuf + 3 * (16 << 10), "{report}");
             }
             Case::Refused => {
-                // Both connections at their full starting sizes (1 MiB in
-                // all) are more than a quarter of 3 MiB: no growth.
-                assert_eq!(start, 256 << 10, "{line}");
+                // Both connections start at the floor (an eighth of 200
+                // KiB is less than their 512 KiB each), and their four
+                // floors are more than a quarter of it: no growth.
+                assert_eq!(start, 16 << 10, "{line}");
                 assert_eq!(sndbuf, start, "{line}");
                 assert_eq!(grown, 0, "{report}");
                 assert!(refused > 0, "{report}");
-                assert!(charged <= 3 << 20, "{report}");
+                assert!(charged <= 200 << 10, "{report}");
             }
-            Case::SizedDown => {
-                assert!(sndbuf <= start, "{line}");
-                assert_eq!(grown, 0, "{report}");
+            Case::StartedSmall => {
+                // Started at the floor, grown within a quarter of 400 KiB.
+                assert_eq!(start, 16 << 10, "{line}");
+                assert!(sndbuf > start, "{line}");
+                assert!(grown > 0, "{report}");
                 assert!(charged <= 400 << 10, "{report}");
             }
         }

@@ -16,6 +16,8 @@ use support::{stat_value, wait_for_report, NetdThread, RawClient, Wire, ECHO_POR
 
 /// A connection's send and receive buffers as netd starts them.
 const FULL: u64 = 256 * 1024;
+/// Each buffer of a connection started past its client's first ones.
+const FLOOR: u64 = 16 * 1024;
 /// Bytes of one send.
 const CHUNK: usize = 64 * 1024;
 
@@ -121,33 +123,34 @@ fn transfer(session: &nagare::Session) {
     }
 }
 
-/// A client's budget of four connections with full buffers and 100 KiB
-/// more: its first connection gets full buffers, each later one half of a
-/// quarter of what is left for each buffer (in 4 KiB steps, never below
-/// the floor), until the room is under two floors: then a connection and
-/// a UDP socket get `ENOBUFS`; a send buffer grows only by what is left,
-/// and by what a shrink freed. It fills every send buffer towards an echo
-/// it never reads back, and another client still connects with full
-/// buffers and moves 1 MiB through the same echo.
+/// A client's budget of eight connections with full buffers and 100 KiB
+/// more: its first connection starts with full buffers (it takes at most
+/// an eighth of the budget), each later one at the floor, until the room
+/// is under two floors: then a connection and a UDP socket get `ENOBUFS`;
+/// a send buffer grows only by what is left, and by what a shrink freed.
+/// It fills every send buffer towards an echo it never reads back, and
+/// another client still connects with full buffers and moves 1 MiB
+/// through the same echo.
 #[test]
 fn a_client_past_its_budget_gets_smaller_buffers_then_enobufs_and_another_goes_on() {
-    let budget = 4 * 2 * FULL + 100 * 1024;
+    let budget = 8 * 2 * FULL + 100 * 1024;
     let netd = NetdThread::start_configured(Placement::Inline, Wire::PeerLink, move |c: &mut NetdConfig| {
         c.client_memory = budget as usize;
+        c.max_sockets = 256;
     });
     let other = netd.connect();
     let mut greedy = RawClient::connect(&netd);
     let (mut sockets, mut sizes) = (Vec::new(), Vec::new());
-    let expected: [u64; 14] =
-        [262144, 208896, 155648, 114688, 86016, 65536, 49152, 36864, 28672, 20480, 16384, 16384, 16384, 16384];
-    for (i, want) in expected.into_iter().enumerate() {
+    let mut expected = vec![FULL];
+    expected.extend([FLOOR; 115]);
+    for (i, &want) in expected.iter().enumerate() {
         let c = connect(&mut greedy, echo(), false);
-        sockets.push(c.result().expect("connect within the budget") as u32);
+        sockets.push(c.result().unwrap_or_else(|e| panic!("connection {i} within the budget: errno {e}")) as u32);
         sizes.push(c.aux[2]);
         assert_eq!([c.aux[2], c.aux[3]], [want, want], "connection {i}");
     }
     let left = budget - 2 * expected.iter().sum::<u64>();
-    assert_eq!(left, 12288);
+    assert_eq!(left, 4096);
     assert_eq!(connect(&mut greedy, echo(), false).result(), Err(libc::ENOBUFS), "past the budget");
     let mut bind = greedy.request(Op::UdpBind);
     bind.aux[0] = encode_addr(at(0));
@@ -168,12 +171,47 @@ fn a_client_past_its_budget_gets_smaller_buffers_then_enobufs_and_another_goes_o
     let line = client_line(&report, greedy.client.id);
     assert_eq!(stat_value(line, " memory "), Some(budget), "{report}");
     assert!(line.contains(&format!(" memory {budget} of {budget} ")), "{line}");
-    assert!(socket_line(&report, greedy.client.id, sockets[1]).contains(" sndbuf 208896 rcvbuf 208896 "), "{report}");
-    assert!(socket_line(&report, greedy.client.id, sockets[0]).contains(" sndbuf 274432 rcvbuf 262144 "), "{report}");
+    assert!(socket_line(&report, greedy.client.id, sockets[1]).contains(" sndbuf 16384 rcvbuf 16384 "), "{report}");
+    assert!(socket_line(&report, greedy.client.id, sockets[0]).contains(" sndbuf 266240 rcvbuf 262144 "), "{report}");
     assert_eq!(stat_value(&report, "netd memory_refused "), Some(2), "{report}");
     // Every connection after the first, and the two resizes that got less.
-    assert_eq!(stat_value(&report, "netd buffers_shrunk "), Some(15), "{report}");
+    assert_eq!(stat_value(&report, "netd buffers_shrunk "), Some(117), "{report}");
     drop((greedy, other));
+    let done = netd.stop();
+    assert_eq!(done.stats.buffers_leaked, 0, "{:?}", done.stats);
+}
+
+/// A connection that starts at the floor (its client holds two with full
+/// buffers, an eighth of its 8 MiB budget) grows with use, as autotuning
+/// wants and the budget allows: 4 MiB through an echo leave its send and
+/// receive buffers above the floor.
+#[test]
+fn a_connection_started_at_the_floor_grows_with_use() {
+    let netd = NetdThread::start_configured(Placement::Inline, Wire::PeerLink, |c: &mut NetdConfig| {
+        c.client_memory = 8 << 20;
+    });
+    let session = netd.connect();
+    let held: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect_timeout_via(&session, &SocketAddr::V4(echo()), LIMIT).expect("connect"))
+        .collect();
+    let mut s = TcpStream::connect_timeout_via(&session, &SocketAddr::V4(echo()), LIMIT).expect("connect");
+    let head = format!("socket {} client ", s.socket_id());
+    let line = |report: &str| report.lines().find(|l| l.starts_with(&head)).map(str::to_owned).unwrap_or_default();
+    let report = session.stat().unwrap();
+    assert!(line(&report).contains(" sndbuf 16384 rcvbuf 16384 "), "the third starts at the floor:\n{report}");
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    let data: Vec<u8> = (0..4 * 1024 * 1024u32).map(|i| (i % 251) as u8).collect();
+    for chunk in data.chunks(256 * 1024) {
+        s.write_all(chunk).expect("write");
+        let mut back = vec![0u8; chunk.len()];
+        s.read_exact(&mut back).expect("the echo within its time limit");
+        assert!(back == chunk, "the echo came back changed");
+    }
+    let report = session.stat().unwrap();
+    let l = line(&report);
+    let (sndbuf, rcvbuf) = (stat_value(&l, " sndbuf "), stat_value(&l, " rcvbuf "));
+    assert!(sndbuf > Some(FLOOR) && rcvbuf > Some(FLOOR), "the buffers never grew: {l}\n{report}");
+    drop((s, held, session));
     let done = netd.stop();
     assert_eq!(done.stats.buffers_leaked, 0, "{:?}", done.stats);
 }
@@ -307,19 +345,20 @@ fn the_connection_limit_holds_for_connects_and_syns() {
 }
 
 /// With budgets larger than netd's cap (7 MiB of the engine's 8 MiB
-/// pool), one client's connections, shrinking as the cap fills, take all
-/// of it and another's connect gets `ENOBUFS`; the first client is killed
+/// pool), one client's connections, started at the floor once the cap's
+/// room is short, take all of it and another's connect gets `ENOBUFS`; the first client is killed
 /// with its buffers full, and every byte charged comes back: the other
 /// connects with full buffers and moves 1 MiB.
 #[test]
 fn a_client_killed_past_the_cap_gives_every_byte_back() {
     let netd = NetdThread::start_configured(Placement::Inline, Wire::PeerLink, |c: &mut NetdConfig| {
         c.client_memory = 64 << 20;
+        c.max_sockets = 128;
     });
     let other = netd.connect();
     let mut greedy = RawClient::connect(&netd);
     let mut sockets = Vec::new();
-    for _ in 0..32 {
+    for _ in 0..128 {
         match connect(&mut greedy, echo(), false).result() {
             Ok(id) => sockets.push(id as u32),
             Err(e) => {
@@ -328,7 +367,7 @@ fn a_client_killed_past_the_cap_gives_every_byte_back() {
             }
         }
     }
-    assert_eq!(sockets.len(), 24, "11 connections with full buffers, 13 smaller ones, then ENOBUFS");
+    assert_eq!(sockets.len(), 59, "11 connections with full buffers, 48 at the floor, then ENOBUFS");
     for &s in &sockets {
         fill(&mut greedy, s, CHUNK as u64);
     }
@@ -358,8 +397,8 @@ fn a_client_killed_past_the_cap_gives_every_byte_back() {
 }
 
 /// A client that opens and closes connections one after another, faster
-/// than housekeeping comes, with room for five connections' worth and so
-/// for full buffers (a connection takes at most a quarter of the room)
+/// than housekeeping comes, with a budget whose eighth holds two
+/// connections' worth, and so full buffers (the first connections' share)
 /// only while at most one closed connection is still charged: each new
 /// one gets full buffers all the same, for the closed ones that finished
 /// their FIN exchange give their room back when a socket needs it, not
@@ -367,7 +406,7 @@ fn a_client_killed_past_the_cap_gives_every_byte_back() {
 #[test]
 fn closed_connections_give_their_room_back_when_the_next_needs_it() {
     let netd = NetdThread::start_configured(Placement::Inline, Wire::PeerLink, |c: &mut NetdConfig| {
-        c.client_memory = 5 * 2 * FULL as usize;
+        c.client_memory = 16 * 2 * FULL as usize;
     });
     let watcher = netd.connect();
     let mut raw = RawClient::connect(&netd);

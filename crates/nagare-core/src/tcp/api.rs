@@ -246,6 +246,22 @@ impl<'a> Tcp<'a> {
         Ok(size)
     }
 
+    /// Starts a new connection's send and receive buffers smaller than
+    /// its configuration said, autotuning still on within ceilings at the
+    /// new sizes (for an owner that grants buffers from a budget; see
+    /// [`Connection::start_buffers`]). Returns the sizes in force.
+    pub fn start_buffers(
+        &mut self,
+        h: TcpHandle,
+        send: usize,
+        recv: usize,
+        now: Instant,
+    ) -> Result<(usize, usize), Error> {
+        let sizes = self.iface.tcp.entry_mut(h)?.conn.start_buffers(send, recv);
+        self.iface.tcp_run(h, now);
+        Ok(sizes)
+    }
+
     /// Moves how far autotuning may grow a connection's receive buffer
     /// (for an owner that charges buffers to someone and grants growth as
     /// far as their budget goes): a growth held back happens at once, its

@@ -794,6 +794,38 @@ impl Connection {
         limit
     }
 
+    /// Starts a new connection's buffers at `send` and `recv` bytes, for
+    /// an owner that grants buffers from a budget and has less room than
+    /// the configuration asked: each shrinks as [`Connection::set_send_buffer`]
+    /// and [`Connection::set_recv_buffer`] shrink it (never below what is
+    /// held; a window already offered is honoured), but autotuning still
+    /// runs, its ceiling at the new size, and asks for more as use needs.
+    /// A size the application set is not kept: it shrinks and stays
+    /// fixed. Returns the sizes in force.
+    pub fn start_buffers(&mut self, send: usize, recv: usize) -> (usize, usize) {
+        let send = if !self.config.send_autotune {
+            self.set_send_buffer(send)
+        } else {
+            let limit = send.max(self.send_queue.len());
+            self.send_queue.set_limit(limit);
+            self.send_tuning.start_at(limit);
+            limit
+        };
+        let recv = if !self.config.recv_autotune {
+            self.set_recv_buffer(recv)
+        } else {
+            let held = self.recv_bytes + self.assembler.bytes();
+            let limit = recv.max(held).max(1);
+            self.recv_tuning.start_at(limit);
+            self.assembler.set_limits(AssemblerLimits { max_segments: self.config.max_ooo_segments, max_bytes: limit });
+            if self.state.is_synchronized() {
+                self.maybe_window_update();
+            }
+            limit
+        };
+        (send, recv)
+    }
+
     /// Moves the receive buffer's ceiling to `bytes` (within the buffer
     /// and the largest the window scale allows), for an owner that grants
     /// buffer growth: a growth the old ceiling held back happens at once

@@ -37,6 +37,19 @@ impl GrownBuffer {
         self.buffer = bytes;
     }
 
+    /// Starts the buffer at `bytes` instead (an owner's grant for a new
+    /// connection, smaller than the configuration's), its ceiling there
+    /// too: autotuning still runs and asks the owner for more as use
+    /// needs. A fixed buffer keeps its size.
+    pub fn start_at(&mut self, bytes: usize) {
+        if !self.enabled {
+            return;
+        }
+        self.buffer = bytes;
+        self.ceiling = bytes;
+        self.wanted = bytes;
+    }
+
     /// Whether autotuning still runs.
     pub fn enabled(&self) -> bool {
         self.enabled
@@ -134,6 +147,23 @@ mod tests {
         assert_eq!(b.wanted(), 1000, "never past the max");
         b.refuse();
         assert_eq!(b.wanted(), 100);
+    }
+
+    #[test]
+    fn a_buffer_started_smaller_grows_again_when_granted() {
+        let mut b = GrownBuffer::new(true, 1000, 4000);
+        b.start_at(100);
+        assert!(b.enabled());
+        assert_eq!((b.buffer(), b.ceiling(), b.wanted()), (100, 100, 100));
+        b.want(800);
+        assert!(!b.grow_toward(800), "held at the new ceiling");
+        assert!(b.set_ceiling(4000));
+        assert_eq!(b.buffer(), 800);
+        // A fixed one keeps its size.
+        let mut fixed = GrownBuffer::new(true, 1000, 4000);
+        fixed.fix(500);
+        fixed.start_at(100);
+        assert_eq!((fixed.buffer(), fixed.ceiling()), (500, 500));
     }
 
     #[test]

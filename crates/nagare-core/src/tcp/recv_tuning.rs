@@ -121,6 +121,14 @@ impl RecvTuning {
         self.space = (self.space / 2).max(1);
     }
 
+    /// Starts the receive buffer at `bytes` with its ceiling there, autotuning
+    /// still on (see [`GrownBuffer::start_at`]). A fixed buffer keeps its
+    /// size.
+    pub fn start_at(&mut self, bytes: usize) {
+        self.size.start_at(bytes);
+        self.space = self.space.min(bytes).max(1);
+    }
+
     /// Moves the ceiling to `bytes`, within `buffer..=max`; a growth the
     /// old ceiling held back happens at once, as far as the new one goes.
     /// True when the buffer grew. A fixed buffer keeps its size.

@@ -49,7 +49,7 @@ pub(super) fn adopt(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> 
     let (local, peer, word) = match sock {
         Sock::Tcp(h) => {
             let k = cx.iface.tcp_ref().connection(h).ok_or(libc::ENOENT)?;
-            let word = AdoptWord { kind: AdoptWord::STREAM, recv_buffer: k.config().recv_buffer as u64 };
+            let word = AdoptWord { kind: AdoptWord::STREAM, recv_buffer: k.recv_buffer() as u64 };
             (encode_end(k.local()), encode_end(k.remote()), word)
         }
         Sock::Listener(l) => {

@@ -18,7 +18,7 @@ use super::{
     address, address6, blocked, buffer, check_port, encode_end, engine_errno, local6, payload, Caller, Context, Done,
     Outcome,
 };
-use crate::memory::{connection_charge, BUFFER_FLOOR, CONNECTION_SHARE};
+use crate::memory::{connection_charge, BUFFER_FLOOR};
 use crate::sockets::{ClientSockets, Sock};
 use crate::steering::TCP;
 use nagare_core::iface::Error as EngineError;
@@ -95,34 +95,37 @@ pub(super) fn accept(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) ->
 /// room for every one, and about the second posted for receives, so that
 /// netd can always take a window's worth out of the engine.
 fn socket_buffers(cx: &Context<'_>, h: TcpHandle) -> [u64; 2] {
-    cx.iface.tcp_ref().connection(h).map_or([0; 2], |k| [k.send_buffer() as u64, k.config().recv_buffer as u64])
+    cx.iface.tcp_ref().connection(h).map_or([0; 2], |k| [k.send_buffer() as u64, k.recv_buffer() as u64])
 }
 
 /// Sizes new connection `h`'s buffers to what client `key` may be
-/// charged: as they are if they fit, smaller (`buffers_shrunk`) down to
-/// the floor, else `ENOBUFS` (`memory_refused`). A buffer holding more
-/// than its share already keeps what it holds.
+/// charged: as they are if they fit, else started at the floor
+/// (`buffers_shrunk`), to grow with use as grants allow, else `ENOBUFS`
+/// (`memory_refused`). A buffer holding more than that already keeps
+/// what it holds.
 fn fit_buffers(cx: &mut Context<'_>, key: u64, h: TcpHandle) -> Result<(), i32> {
     let k = cx.iface.tcp_ref().connection(h).ok_or(libc::EBADF)?;
     let (send, recv) = (k.send_buffer(), k.recv_buffer());
-    cx.memory.settle_if_short(cx.iface, key, CONNECTION_SHARE.saturating_mul(send.saturating_add(recv)));
-    let Some((s, r)) = cx.memory.grant_connection(key, send, recv) else {
+    let mut grant = cx.memory.grant_connection(key, send, recv);
+    if grant != Some((send, recv)) {
+        // Closed connections done with their FIN exchange give their room
+        // back first.
+        cx.memory.settle(cx.iface);
+        grant = cx.memory.grant_connection(key, send, recv);
+    }
+    let Some((s, r)) = grant else {
         cx.stats.memory_refused += 1;
         return Err(libc::ENOBUFS);
     };
     let mut tcp = cx.iface.tcp();
+    if s < send || r < recv {
+        cx.stats.buffers_shrunk += 1;
+        tcp.start_buffers(h, s.max(BUFFER_FLOOR), r.max(BUFFER_FLOOR), cx.now).map_err(engine_errno)?;
+        return Ok(());
+    }
     // Growth past the buffers waits for a grant (`grow_buffer`).
     tcp.set_recv_buffer_ceiling(h, recv, cx.now).map_err(engine_errno)?;
     tcp.set_send_buffer_ceiling(h, send, cx.now).map_err(engine_errno)?;
-    if s < send || r < recv {
-        cx.stats.buffers_shrunk += 1;
-        if s < send {
-            tcp.set_send_buffer(h, s.max(BUFFER_FLOOR), cx.now).map_err(engine_errno)?;
-        }
-        if r < recv {
-            tcp.set_recv_buffer(h, r.max(BUFFER_FLOOR), cx.now).map_err(engine_errno)?;
-        }
-    }
     Ok(())
 }
 
