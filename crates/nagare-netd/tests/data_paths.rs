@@ -12,7 +12,7 @@ use nagare_netd::Placement;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
-use support::{stat_value, NetdThread, Wire, LIMIT, NETD_ADDR};
+use support::{stat_value, NetdThread, Wire, ECHO_PORT, LIMIT, NETD_ADDR, PEER_ADDR};
 
 fn at(port: u16) -> SocketAddrV4 {
     SocketAddrV4::new(NETD_ADDR, port)
@@ -581,6 +581,61 @@ fn many_streams_posted_receives_leave_room_for_a_connect() {
     let mut four = [0u8; 4];
     (&*t).read_exact(&mut four).unwrap();
     assert_eq!(&four, b"last");
+}
+
+/// A client with more streams than its pool keeps receives posted for
+/// (thirty to an echo, on a pool of 32 buffers whose receives posted
+/// ahead leave a quarter free): a byte written on each, without waiting,
+/// still finds a buffer to queue in, and the unposted streams are read
+/// through netd, so `poll` finds every one readable once its echo came
+/// back and each read takes its byte.
+#[test]
+fn streams_past_the_pools_receives_are_read_through_netd() {
+    let netd = NetdThread::start_configured(Placement::Inline, Wire::PeerLink, |c| c.client_memory = 32 << 20);
+    let s = netd.connect();
+    let echo = SocketAddr::V4(SocketAddrV4::new(PEER_ADDR, ECHO_PORT));
+    let streams: Vec<TcpStream> = (0..30)
+        .map(|i| TcpStream::connect_timeout_via(&s, &echo, LIMIT).unwrap_or_else(|e| panic!("connect {i}: {e}")))
+        .collect();
+    for (i, t) in streams.iter().enumerate() {
+        let deadline = Instant::now() + LIMIT;
+        let written = loop {
+            match t.write_with(&[i as u8], false) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("stream {i}: no buffer to queue its byte in: {e}"),
+            }
+        };
+        assert_eq!(written, 1);
+        t.set_nonblocking(true).unwrap();
+    }
+    let deadline = Instant::now() + LIMIT;
+    let mut unread: Vec<usize> = (0..streams.len()).collect();
+    while !unread.is_empty() && Instant::now() < deadline {
+        let mut asked: Vec<PollEntry> = unread
+            .iter()
+            .map(|&i| PollEntry { socket: streams[i].socket_id(), interest: READABLE, ready: 0 })
+            .collect();
+        poll(&s, &mut asked, Some(Duration::from_millis(100))).expect("poll");
+        for (e, i) in asked.iter().zip(unread.clone()) {
+            if e.ready & READABLE == 0 {
+                continue;
+            }
+            let mut one = [0u8; 1];
+            match (&streams[i]).read(&mut one) {
+                Ok(1) => {
+                    assert_eq!(one[0], i as u8, "stream {i}");
+                    unread.retain(|&u| u != i);
+                }
+                Ok(n) => panic!("stream {i}: a read of {n}"),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) => panic!("stream {i}: {e}"),
+            }
+        }
+    }
+    assert!(unread.is_empty(), "never read, though their echoes came: {unread:?}");
 }
 
 /// A connect waiting for an answer that does not come (a host that never

@@ -62,6 +62,12 @@ const DEFAULT_SEND_BUFFER: usize = 256 * 1024;
 /// other calls without a buffer.
 const SEND_RESERVE_EIGHTHS: u32 = 1;
 
+/// Of every four buffers of the pool, the one a receive posted ahead never
+/// takes: idle sockets' receives, one each, cannot leave sends (which
+/// leave an eighth themselves) and other calls without a buffer. Past
+/// it a socket is unposted ([`SockPath::unposted`]).
+const RECV_RESERVE_QUARTERS: u32 = 1;
+
 /// What a socket's path carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -149,6 +155,12 @@ pub(crate) struct SockPath {
     /// of its own (a stream's of at most what it asks for, a datagram
     /// socket's of one datagram) and waits for it.
     shared: bool,
+    /// No receive could be posted ahead for want of a free buffer (more
+    /// sockets than the pool holds receives for), and none is posted nor
+    /// holds data: until one is, the socket is read as a shared one is
+    /// (a read posts one receive of its own) and its readiness is netd's
+    /// to say.
+    unposted: bool,
     /// A shared socket's receives that netd answered with nothing
     /// (`EAGAIN`), by request id: the read that posted one says
     /// `WouldBlock` when it looks; past [`NOTHING_KEPT`] the oldest go
@@ -237,6 +249,12 @@ impl SockPath {
     fn readable(&self) -> bool {
         !self.arrived.is_empty() || self.eof || self.error.is_some()
     }
+
+    /// Whether a read asks netd for data (a receive of its own) rather
+    /// than finding it posted ahead: the socket is shared, or unposted.
+    fn reads_from_netd(&self) -> bool {
+        self.shared || self.unposted
+    }
 }
 
 fn errno(e: i32) -> io::Error {
@@ -280,6 +298,7 @@ impl Conn {
             write_shut: false,
             failed: false,
             shared,
+            unposted: false,
             nothing_for: VecDeque::new(),
             refused_len: 0,
             waiting: Vec::new(),
@@ -304,9 +323,10 @@ impl Conn {
 
     /// Whether socket `id`'s readiness is known here, from its path (a
     /// listener's included): not for a socket without one, nor for a
-    /// shared one, whose data waits in netd until a read asks for it.
+    /// shared or unposted one, whose data waits in netd until a read asks
+    /// for it.
     pub(crate) fn tracks_readiness(&self, id: u32) -> bool {
-        self.paths.get(&id).is_some_and(|p| !p.shared) || self.listener_tracks_readiness(id)
+        self.paths.get(&id).is_some_and(|p| !p.reads_from_netd()) || self.listener_tracks_readiness(id)
     }
 
     /// The buffers a socket of `kind` with a receive buffer of
@@ -434,7 +454,7 @@ impl Conn {
     /// shared socket's read that may not wait still waits for netd's
     /// answer to its receive, which comes at once ([`Conn::ask_for`]).
     pub(crate) fn read_ask(&self, id: u32, may_wait: bool) -> (bool, Ask) {
-        let shared = self.is_shared(id);
+        let shared = self.paths.get(&id).is_some_and(SockPath::reads_from_netd);
         (!may_wait && !shared, Ask::new(may_wait, shared))
     }
 
@@ -452,7 +472,7 @@ impl Conn {
         if !p.arrived.is_empty() || p.eof || p.error.is_some() {
             return Ok(());
         }
-        if !p.shared {
+        if !p.reads_from_netd() {
             let in_flight = &self.in_flight;
             if ask.shared && ask.ends_unshared(&mut p.nothing_for, |r| in_flight.contains_key(&r)) {
                 return Err(errno(libc::EAGAIN));
@@ -503,26 +523,38 @@ impl Conn {
     }
 
     /// Posts receives on socket `id` until its `recv_ahead` buffers are
-    /// posted or hold unread data. A sixteenth of the pool stays free for
-    /// other calls, and past [`Conn::posted_cap`] a socket gets one
-    /// receive at most, so that many sockets each get one.
+    /// posted or hold unread data. A quarter of the pool stays free for
+    /// sends and other calls ([`RECV_RESERVE_QUARTERS`]), and past
+    /// [`Conn::posted_cap`] a socket gets one
+    /// receive at most, so that many sockets each get one. A socket left
+    /// with none posted and nothing held is unposted
+    /// ([`SockPath::unposted`]) until one is.
     fn post_receives(&mut self, id: u32) -> io::Result<()> {
         loop {
             let Some(p) = self.paths.get(&id) else { return Ok(()) };
             if p.shared || p.eof || p.error.is_some() || p.posted + p.arrived.len() >= p.recv_ahead {
                 return Ok(());
             }
+            // Receives keep the last buffers for other calls, and a socket
+            // with one posted leaves the rest to sockets with none.
+            let (free, _, _) = self.pool.counts();
+            let reserve = self.pool.len() * RECV_RESERVE_QUARTERS / 4;
+            if free <= reserve || (p.posted > 0 && self.posted_total >= self.posted_cap()) {
+                self.set_unposted(id);
+                return Ok(());
+            }
+            let Some(b) = self.pool.alloc() else {
+                self.set_unposted(id);
+                return Ok(());
+            };
+            let Some(p) = self.paths.get(&id) else {
+                let _ = self.pool.release(b);
+                return Ok(());
+            };
             let op = match p.kind {
                 Kind::Stream => Op::Recv,
                 Kind::Datagram => Op::RecvFrom,
             };
-            // Receives keep the last buffers for other calls, and a socket
-            // with one posted leaves the rest to sockets with none.
-            let (free, _, _) = self.pool.counts();
-            if free <= self.pool.len() / 16 || (p.posted > 0 && self.posted_total >= self.posted_cap()) {
-                return Ok(());
-            }
-            let Some(b) = self.pool.alloc() else { return Ok(()) };
             let mut req = crate::request(op, id);
             req.aux[0] = p.consumed;
             if op == Op::RecvFrom {
@@ -533,9 +565,25 @@ impl Conn {
             self.in_flight
                 .insert(req.id, InFlight { buffer: Some(b), abandoned: false, role: Role::PostedRecv { socket: id } });
             self.posted_total += 1;
+            let mut was_unposted = false;
             if let Some(p) = self.paths.get_mut(&id) {
                 p.posted += 1;
+                was_unposted = std::mem::take(&mut p.unposted);
             }
+            if was_unposted {
+                // Its readiness is known here again.
+                self.publish(id);
+            }
+        }
+    }
+
+    /// Socket `id` could not post a receive: unposted if it has none
+    /// posted and holds nothing, its readiness netd's from then on.
+    fn set_unposted(&mut self, id: u32) {
+        let Some(p) = self.paths.get_mut(&id) else { return };
+        if p.posted == 0 && p.arrived.is_empty() && !p.unposted {
+            p.unposted = true;
+            self.publish(id);
         }
     }
 
