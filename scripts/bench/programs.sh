@@ -18,9 +18,10 @@
 # server through netd (from the kernel's client), and kernel to kernel;
 # the receiver's Gbit/s, one TCP stream for DURATION seconds. redis:
 # redis-server through netd or on the kernel, the kernel's
-# redis-benchmark (-t set,get, -n REQUESTS) with 1 and 10 connections:
-# requests/s of SET and GET. PostgreSQL (where `postgres`, `initdb` and
-# `pgbench` are installed; the rows say so when they are not): a server
+# redis-benchmark (-t set,get, -n REQUESTS) with each count of
+# REDIS_CONNECTIONS (1, 10 and 300 connections): requests/s of SET and
+# GET. PostgreSQL (where `postgres`, `initdb` and `pgbench` are
+# installed; the rows say so when they are not): a server
 # through netd or on the kernel, each run as user nobody (a daemon with a
 # user of its own, which reaches netd through its opened socket), the
 # kernel's `pgbench -S` (read-only transactions on a scale-4 table) with
@@ -28,13 +29,14 @@
 # connection for each transaction (`-C`: the server forks a backend for
 # each): transactions/s.
 #
-# netd runs with --client-memory 64 MiB and --socket-mode 666. Traffic stays inside the
-# namespaces this script creates; everything it creates is removed on
-# exit, and every process it starts is ended by its pid.
+# netd runs with its default budgets and --socket-mode 666. Traffic stays
+# inside the namespaces this script creates; everything it creates is
+# removed on exit, and every process it starts is ended by its pid.
 #
 # Environment: NAGARE (binary; default target/release/nagare), DURATION
 # (seconds per iperf3 run, 5), REQUESTS (per redis-benchmark run, 100000),
-# NETD_ARGS (more options for netd, e.g. "--realtime 1").
+# REDIS_CONNECTIONS ("1 10 300"), NETD_ARGS (more options for netd, e.g.
+# "--realtime 1").
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -77,9 +79,8 @@ make_veth "$TAG" "$NS_B" 10.96.0.1/24 "$NS_C" 10.96.0.2/24
 # nobody reaches netd's socket in it (postgres runs as nobody).
 chmod 711 "$WORK"
 read -r -a NETD_EXTRA <<<"${NETD_ARGS:-}"
-start_netd_on_tap "$NS_N" 10.95.0.2/24 10.95.0.1/24 "$SOCKET" "$WORK/netd.log" --client-memory $((64 << 20)) \
-    --socket-mode 666 "${NETD_EXTRA[@]}"
-echo "netd options: --client-memory $((64 << 20)) --socket-mode 666${NETD_ARGS:+ $NETD_ARGS}"
+start_netd_on_tap "$NS_N" 10.95.0.2/24 10.95.0.1/24 "$SOCKET" "$WORK/netd.log" --socket-mode 666 "${NETD_EXTRA[@]}"
+echo "netd options: --socket-mode 666${NETD_ARGS:+ $NETD_ARGS}"
 echo
 sleep 0.5
 
@@ -140,7 +141,7 @@ redis_row() {
         tr '\r' '\n' | grep 'requests per second' | awk '{printf "%s %s, ", $1, $2}') || out=fail
     printf '| redis %s, %s connections (requests/s) | %s |\n' "$1" "$4" "${out%, }"
 }
-for c in 1 10; do
+for c in ${REDIS_CONNECTIONS:-1 10 300}; do
     redis_row "through netd" "$NS_N" 10.95.0.2 "$c"
     redis_row "kernel over veth" "$NS_B" 10.96.0.2 "$c"
 done

@@ -1563,6 +1563,6 @@ fn the_memory_options_set_netds_accounts() {
     u.set_recv_buffer_size(2 << 20).expect("SO_RCVBUF");
     let report = n.stat().expect("stat");
     let line = report.lines().find(|l| l.starts_with("client ")).expect("a client line");
-    assert!(line.contains(" memory 600000 of 8388608 "), "the cap binds, not the budget: {report}");
+    assert!(line.contains(" memory 600000 of 33554432 "), "the cap binds, not the budget: {report}");
     drop(u);
 }
