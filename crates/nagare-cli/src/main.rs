@@ -110,9 +110,9 @@ enum Command {
         #[arg(long, value_parser = clap::value_parser!(i32).range(1..=99))]
         realtime: Option<i32>,
         /// Bytes of buffers each client's sockets may hold in netd (TCP
-        /// send and receive buffers, UDP receive queues): past it a new
-        /// connection starts with smaller buffers, then fails with
-        /// ENOBUFS.
+        /// send and receive buffers, UDP receive queues): past an eighth
+        /// of it a new connection starts with 16 KiB buffers that grow
+        /// with use, and past it a new socket fails with ENOBUFS.
         #[arg(long, default_value_t = nagare_netd::DEFAULT_CLIENT_MEMORY)]
         client_memory: usize,
         /// Bytes of buffers all clients' sockets may hold in netd together

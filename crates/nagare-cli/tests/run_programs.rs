@@ -382,9 +382,9 @@ fn iperf3_both_ways_through_netd() {
 
 /// redis-server through netd (epoll) answers redis-cli byte-exact and the
 /// kernel's redis-benchmark without an error, with 10 connections and
-/// with 300 (more than the session's pool keeps receives posted for, and
-/// more than a client's budget held before its later connections started
-/// at the floor), under netd's default budget.
+/// with 300 (more than the session's pool keeps receives posted for;
+/// netd's default budget holds them, its later connections at the
+/// floor).
 #[test]
 fn redis_serves_the_kernel_benchmark_through_netd() {
     if let Some(reason) = interop_unavailable(&["redis-server", "redis-cli", "redis-benchmark", "nc", "ping"]) {
@@ -1130,11 +1130,11 @@ fn connects_are_answered_while_queued_sends_hold_every_buffer() {
     let line = out.stdout.trim();
     let (held, why) = line.split_once(' ').unwrap_or((line, ""));
     assert_eq!(why, "ENOBUFS", "{line}\n{}", out.stderr);
-    // Each connection's queued sends hold at least one of the session's
-    // 192 buffers, so they are all held before netd's budget (8 MiB: two
-    // connections at full size, the rest at the floor, 226 in all)
-    // refuses a connect; the connects after them are answered all the
-    // same.
+    // Queued sends take every buffer the session's pool gives sends (of
+    // its 256) long before netd's budget (8 MiB: two connections at full
+    // size, the rest at the floor, about 226 in all) refuses a connect;
+    // the connects after that, whose sends find no buffer, are answered
+    // all the same.
     assert!(held.parse::<u32>().is_ok_and(|n| n > 192), "{line}");
 }
 

@@ -46,8 +46,8 @@ pub struct NetdConfig {
     /// Sockets one client may hold.
     pub max_sockets: usize,
     /// Bytes of engine buffers one client's sockets may be charged
-    /// (`crate::memory`): past it a new connection gets smaller buffers,
-    /// then `ENOBUFS`.
+    /// (`crate::memory`): past an eighth of it a new connection starts at
+    /// the floor, and past it a connect or accept fails with `ENOBUFS`.
     pub client_memory: usize,
     /// Bytes of engine buffers every client's sockets may be charged
     /// together (`crate::memory`), at most the engine's pool less the

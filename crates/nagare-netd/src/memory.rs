@@ -25,8 +25,10 @@
 //! orphans it left while it is here; the holders of a shared socket are
 //! charged alike. A grant never takes a client past its budget nor netd
 //! past its cap, except by what the engine already holds for a connection
-//! accepted with data in it (a buffer never shrinks below what it holds)
-//! and by an adoption (a child's inherited socket is never refused).
+//! accepted with data in it (a buffer never shrinks below what it holds),
+//! by the window a connection started at the floor offered in its
+//! handshake (at most 64 KiB, honoured until it closes), and by an
+//! adoption (a child's inherited socket is never refused).
 //!
 //! An orphan is a connection its client closed that the engine still
 //! keeps for its FIN exchange (FIN-WAIT, CLOSING, LAST-ACK), perhaps with
@@ -60,8 +62,8 @@ pub(crate) const FULL_START_SHARE: usize = 8;
 
 /// Send and receive buffers grow (autotuning) only while their client is charged
 /// at most one part in this many of its budget: the rest is for the
-/// connections it may still make, whose buffers shrink as they multiply
-/// ([`Memory::grant_connection`]).
+/// connections it may still make, which start at the floor past the
+/// first ones ([`Memory::grant_connection`]).
 pub(crate) const GROWTH_SHARE: usize = 4;
 
 /// Buffers grow only while netd as a whole is charged at most one part
@@ -419,6 +421,11 @@ impl Memory {
             self.orphans.borrow_mut().push(Orphan { handle, bytes, owner });
             self.shift(owner, 0, bytes);
         }
+    }
+
+    /// Whether any closed connection is still charged (an orphan).
+    pub fn has_orphans(&self) -> bool {
+        !self.orphans.borrow().is_empty()
     }
 
     /// Lets go of the orphans the engine no longer keeps, or that reached

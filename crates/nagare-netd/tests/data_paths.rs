@@ -588,7 +588,8 @@ fn many_streams_posted_receives_leave_room_for_a_connect() {
 /// ahead leave a quarter free): a byte written on each, without waiting,
 /// still finds a buffer to queue in, and the unposted streams are read
 /// through netd, so `poll` finds every one readable once its echo came
-/// back and each read takes its byte.
+/// back and each read takes its byte. Once twelve are closed, every
+/// stream left has a receive posted ahead again.
 #[test]
 fn streams_past_the_pools_receives_are_read_through_netd() {
     let netd = NetdThread::start_configured(Placement::Inline, Wire::PeerLink, |c| c.client_memory = 32 << 20);
@@ -636,6 +637,21 @@ fn streams_past_the_pools_receives_are_read_through_netd() {
         }
     }
     assert!(unread.is_empty(), "never read, though their echoes came: {unread:?}");
+
+    let left: Vec<TcpStream> = streams.into_iter().skip(12).collect();
+    let posted_ahead = |report: &str| {
+        left.iter().all(|t| {
+            let head = format!("socket {} client ", t.socket_id());
+            report.lines().find(|l| l.starts_with(&head)).and_then(|l| stat_value(l, " waiting ")).unwrap_or(0) >= 1
+        })
+    };
+    let deadline = Instant::now() + LIMIT;
+    let mut report = s.stat().expect("stat");
+    while !posted_ahead(&report) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        report = s.stat().expect("stat");
+    }
+    assert!(posted_ahead(&report), "a stream left without a receive posted ahead:\n{report}");
 }
 
 /// A connect waiting for an answer that does not come (a host that never

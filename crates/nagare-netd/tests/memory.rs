@@ -1,6 +1,7 @@
 //! What netd lets each client make its engine hold (`docs/netd.md`,
-//! "Memory accounting"): a client past its budget gets smaller buffers,
-//! then `ENOBUFS`, while another goes on; closes past the orphan cap reset;
+//! "Memory accounting"): a client's later connections start at the floor
+//! and grow with use, and past its budget get `ENOBUFS`, while another
+//! goes on; closes past the orphan cap reset;
 //! the connection limit holds for connects and SYNs; a client killed past
 //! its budget gives every byte back.
 

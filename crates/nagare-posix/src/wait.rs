@@ -130,9 +130,10 @@ pub(crate) fn sleep_mask(held: &nagare::signals::Held, looked_again: &mut bool) 
 }
 
 /// Sleeps until one of `kernel` is ready or netd completes something for
-/// this session, at most `left` and [`SLICE`]. Our sockets shared with
-/// another process, whose readiness only netd knows, have netd answer a
-/// request when one is ready, which ends the sleep.
+/// this session, at most `left` and [`SLICE`]. Our sockets whose
+/// readiness only netd knows (shared with another process, or without a
+/// receive posted for want of a buffer) have netd answer a request when
+/// one is ready, which ends the sleep.
 pub(crate) fn sleep(
     ours: &[Ours],
     entries: &[libc::pollfd],
@@ -147,9 +148,9 @@ pub(crate) fn sleep(
         .filter_map(|o| {
             let g = o.sock.lock().ok()?;
             let socket = match &g.state {
-                State::Listener(l) if l.is_shared() => l.socket_id(),
-                State::Stream(s) if s.is_shared() => s.socket_id(),
-                State::Datagram(d) if d.is_shared() => d.socket_id(),
+                State::Listener(l) if l.readiness_from_netd() => l.socket_id(),
+                State::Stream(s) if s.readiness_from_netd() => s.socket_id(),
+                State::Datagram(d) if d.readiness_from_netd() => d.socket_id(),
                 _ => return None,
             };
             let events = entries.get(o.at).map_or(0, |e| e.events);

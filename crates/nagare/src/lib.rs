@@ -192,6 +192,9 @@ struct Conn {
     /// buffer of the pool alone: set again when one comes back
     /// (`Conn::publish_starved`).
     starved: RefCell<HashSet<u32>>,
+    /// The sockets whose paths are unposted (`path.rs`), tried again as
+    /// buffers come back (`Conn::repost_unposted`).
+    unposted: std::collections::BTreeSet<u32>,
     /// The session's sockets lent descriptors and no watcher runs for them
     /// in this process (its thread ended, or this process is a child made
     /// by `fork`): the next call starts one ([`Session::lock`]).
@@ -254,6 +257,7 @@ impl Session {
             ready_fds: HashMap::new(),
             answer_fds: HashMap::new(),
             starved: RefCell::new(HashSet::new()),
+            unposted: std::collections::BTreeSet::new(),
             start_watcher: false,
         };
         let liveness = std::os::fd::AsRawFd::as_raw_fd(&conn.client.liveness_fd());

@@ -68,6 +68,12 @@ const SEND_RESERVE_EIGHTHS: u32 = 1;
 /// it a socket is unposted ([`SockPath::unposted`]).
 const RECV_RESERVE_QUARTERS: u32 = 1;
 
+/// Of every sixteen buffers of the pool, those an unposted socket's own
+/// receive never takes: a sixteenth more than the eighth sends leave, so
+/// that sends keep buffers of their own while readers of unposted
+/// sockets wait for data.
+const UNPOSTED_RESERVE_SIXTEENTHS: u32 = 3;
+
 /// What a socket's path carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -156,10 +162,11 @@ pub(crate) struct SockPath {
     /// socket's of one datagram) and waits for it.
     shared: bool,
     /// No receive could be posted ahead for want of a free buffer (more
-    /// sockets than the pool holds receives for), and none is posted nor
-    /// holds data: until one is, the socket is read as a shared one is
-    /// (a read posts one receive of its own) and its readiness is netd's
-    /// to say.
+    /// sockets than the pool holds receives for) when the socket had none
+    /// posted and held no data: until one is posted ahead, the socket is
+    /// read as a shared one is (a read posts one receive of its own,
+    /// whose data it holds until read) and its readiness is netd's to
+    /// say.
     unposted: bool,
     /// A shared socket's receives that netd answered with nothing
     /// (`EAGAIN`), by request id: the read that posted one says
@@ -313,6 +320,7 @@ impl Conn {
     /// the connection, as a socket closed with unread data does).
     pub(crate) fn close_path(&mut self, id: u32) -> bool {
         let _ = self.collect();
+        self.unposted.remove(&id);
         let Some(p) = self.paths.remove(&id) else { return false };
         let unread = p.kind == Kind::Stream && !p.arrived.is_empty();
         for a in p.arrived {
@@ -341,6 +349,12 @@ impl Conn {
                 buffers.clamp(1, self.posted_cap().max(1))
             }
         }
+    }
+
+    /// The buffers a receive posted ahead leaves free:
+    /// [`RECV_RESERVE_QUARTERS`] of the pool.
+    fn recv_reserve(&self) -> u32 {
+        self.pool.len() * RECV_RESERVE_QUARTERS / 4
     }
 
     /// The receives all sockets together keep posted, past which a socket
@@ -409,8 +423,11 @@ impl Conn {
         self.unshare_listen_path(id)?;
         if let Some(p) = self.paths.get_mut(&id) {
             p.shared = false;
-            // Receives still out count as posted ahead from here on.
-            p.waiting.clear();
+            // Receives still out count as posted ahead from here on, but
+            // an unposted socket's reads still wait on theirs.
+            if !p.unposted {
+                p.waiting.clear();
+            }
         }
         self.post_receives(id)?;
         self.publish(id);
@@ -494,7 +511,14 @@ impl Conn {
             ask.posted = None;
         }
         let kind = p.kind;
-        let Some(b) = self.pool.alloc() else { return Ok(()) };
+        // An unposted socket's receive may take buffers receives posted
+        // ahead leave, down to [`UNPOSTED_RESERVE_SIXTEENTHS`], so that its
+        // readers never take every buffer sends may use; a read that may
+        // not wait then says `WouldBlock`.
+        let short = !p.shared && self.pool.counts().0 <= self.pool.len() * UNPOSTED_RESERVE_SIXTEENTHS / 16;
+        let Some(b) = (!short).then(|| self.pool.alloc()).flatten() else {
+            return if ask.may_wait { Ok(()) } else { Err(errno(libc::EAGAIN)) };
+        };
         let (op, len) = match kind {
             Kind::Stream => (Op::Recv, (want.max(1) as u32).min(self.pool.buffer_size())),
             Kind::Datagram => (Op::RecvFrom, self.pool.buffer_size()),
@@ -538,8 +562,7 @@ impl Conn {
             // Receives keep the last buffers for other calls, and a socket
             // with one posted leaves the rest to sockets with none.
             let (free, _, _) = self.pool.counts();
-            let reserve = self.pool.len() * RECV_RESERVE_QUARTERS / 4;
-            if free <= reserve || (p.posted > 0 && self.posted_total >= self.posted_cap()) {
+            if free <= self.recv_reserve() || (p.posted > 0 && self.posted_total >= self.posted_cap()) {
                 self.set_unposted(id);
                 return Ok(());
             }
@@ -571,6 +594,7 @@ impl Conn {
                 was_unposted = std::mem::take(&mut p.unposted);
             }
             if was_unposted {
+                self.unposted.remove(&id);
                 // Its readiness is known here again.
                 self.publish(id);
             }
@@ -583,8 +607,37 @@ impl Conn {
         let Some(p) = self.paths.get_mut(&id) else { return };
         if p.posted == 0 && p.arrived.is_empty() && !p.unposted {
             p.unposted = true;
+            self.unposted.insert(id);
             self.publish(id);
         }
+    }
+
+    /// Tries again to post receives ahead for unposted sockets, a few at
+    /// a time, while the pool has buffers past the reserve: after a
+    /// squeeze, idle sockets go back to their posted receives instead of
+    /// asking netd for ever.
+    fn repost_unposted(&mut self) -> io::Result<()> {
+        const AT_ONCE: usize = 8;
+        let mut tried = 0;
+        while tried < AT_ONCE && self.pool.counts().0 > self.recv_reserve() {
+            let Some(&id) = self.unposted.iter().next() else { break };
+            self.unposted.remove(&id);
+            tried += 1;
+            let Some(p) = self.paths.get_mut(&id) else { continue };
+            if !p.unposted {
+                continue;
+            }
+            if p.shared || p.eof || p.error.is_some() {
+                // Nothing to post ahead: its reads ask netd or end.
+                continue;
+            }
+            self.post_receives(id)?;
+            if self.paths.get(&id).is_some_and(|p| p.unposted) {
+                // Still short (`post_receives` put it back): later.
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// Takes the completion of a path's request (`role`), with the buffer
@@ -721,6 +774,13 @@ impl Conn {
                 if let Some(b) = kept {
                     let _ = self.pool.release(b.index);
                 }
+                // A receive of its own answered with nothing (a socket taken
+                // back from sharing while the pool was short) leaves a socket
+                // with none posted: unposted, so that its readiness is
+                // asked of netd until one is.
+                if self.paths.get(&socket).is_some_and(|p| p.posted == 0 && !p.shared && !p.eof && p.error.is_none()) {
+                    self.set_unposted(socket);
+                }
             }
         }
     }
@@ -731,6 +791,9 @@ impl Conn {
             self.set_aside(d);
         }
         self.publish_starved();
+        if !self.unposted.is_empty() {
+            self.repost_unposted()?;
+        }
         Ok(())
     }
 

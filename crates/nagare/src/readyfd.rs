@@ -158,8 +158,9 @@ impl ReadyFd {
 impl crate::Conn {
     /// Sets socket `id`'s descriptor, if it has one, to its readiness
     /// (`readyfd.rs`): `CLOSED` once netd is gone; readable and writable
-    /// for a socket whose readiness netd alone knows (a shared one), so
-    /// that its caller calls and learns it there.
+    /// for a socket whose readiness netd alone knows (a shared one, or an
+    /// unposted one, `path.rs`), so that its caller calls and learns it
+    /// there.
     /// Not once another process holds the session (`Session::abandon`):
     /// a child made by `fork` shares the descriptors.
     pub(crate) fn publish(&self, id: u32) {

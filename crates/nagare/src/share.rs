@@ -149,9 +149,15 @@ impl TcpStream {
     }
 
     /// Whether another process holds this connection too (it was shared
-    /// or adopted): its readiness is then netd's to say
-    /// ([`crate::poll::wake_when_ready`]).
+    /// or adopted).
     pub fn is_shared(&self) -> bool {
+        self.h.netd.lock().is_ok_and(|c| c.is_shared(self.h.id))
+    }
+
+    /// Whether this connection's readiness is netd's to say, for a waiter
+    /// to ask of it ([`crate::poll::wake_when_ready`]): it is shared, or
+    /// has no receive posted for want of a buffer (`crate::path`).
+    pub fn readiness_from_netd(&self) -> bool {
         self.h.netd.lock().is_ok_and(|c| !c.tracks_readiness(self.h.id))
     }
 
@@ -183,6 +189,12 @@ impl TcpListener {
     /// Whether another process holds this listener too (it was shared or
     /// adopted).
     pub fn is_shared(&self) -> bool {
+        self.h.netd.lock().is_ok_and(|c| c.is_shared_listener(self.h.id))
+    }
+
+    /// Whether this listener's readiness is netd's to say, for a waiter to
+    /// ask of it ([`crate::poll::wake_when_ready`]): it is shared.
+    pub fn readiness_from_netd(&self) -> bool {
         self.h.netd.lock().is_ok_and(|c| !c.tracks_readiness(self.h.id))
     }
 
@@ -211,9 +223,15 @@ impl UdpSocket {
     }
 
     /// Whether another process holds this socket too (it was shared or
-    /// adopted): its readiness is then netd's to say
-    /// ([`crate::poll::wake_when_ready`]).
+    /// adopted).
     pub fn is_shared(&self) -> bool {
+        self.h.netd.lock().is_ok_and(|c| c.is_shared(self.h.id))
+    }
+
+    /// Whether this socket's readiness is netd's to say, for a waiter to
+    /// ask of it ([`crate::poll::wake_when_ready`]): it is shared, or has
+    /// no receive posted for want of a buffer (`crate::path`).
+    pub fn readiness_from_netd(&self) -> bool {
         self.h.netd.lock().is_ok_and(|c| !c.tracks_readiness(self.h.id))
     }
 

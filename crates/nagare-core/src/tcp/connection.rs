@@ -800,6 +800,8 @@ impl Connection {
     /// and [`Connection::set_recv_buffer`] shrink it (never below what is
     /// held; a window already offered is honoured), but autotuning still
     /// runs, its ceiling at the new size, and asks for more as use needs.
+    /// A window the handshake offered already (at most 64 KiB, unscaled)
+    /// is still honoured: the buffer may hold that much until it closes.
     /// A size the application set is not kept: it shrinks and stays
     /// fixed. Returns the sizes in force.
     pub fn start_buffers(&mut self, send: usize, recv: usize) -> (usize, usize) {
@@ -809,6 +811,7 @@ impl Connection {
             let limit = send.max(self.send_queue.len());
             self.send_queue.set_limit(limit);
             self.send_tuning.start_at(limit);
+            self.config.send_buffer = limit;
             limit
         };
         let recv = if !self.config.recv_autotune {
@@ -816,6 +819,8 @@ impl Connection {
         } else {
             let held = self.recv_bytes + self.assembler.bytes();
             let limit = recv.max(held).max(1);
+            // A SYN sent again offers no more than the new size.
+            self.config.recv_buffer = limit;
             self.recv_tuning.start_at(limit);
             self.assembler.set_limits(AssemblerLimits { max_segments: self.config.max_ooo_segments, max_bytes: limit });
             if self.state.is_synchronized() {

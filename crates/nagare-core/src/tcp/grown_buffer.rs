@@ -4,7 +4,7 @@
 //!
 //! Invariants:
 //! - While autotuning runs, `buffer <= ceiling <= max(max, buffer)`, and
-//!   the buffer only grows. The ceiling is the owner's: an owner that
+//!   the buffer only grows once started ([`GrownBuffer::start_at`]). The ceiling is the owner's: an owner that
 //!   charges buffers to someone (an inet server to its clients) lets a
 //!   buffer grow only as far as it has granted, and reads what autotuning
 //!   wanted past it ([`GrownBuffer::wanted`]) to grant more.

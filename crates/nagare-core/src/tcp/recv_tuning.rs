@@ -5,16 +5,19 @@
 //! application reads slowly, or whose path is short, keeps a small one.
 //!
 //! Invariants:
-//! - `initial <= buffer <= ceiling <= max` for the connection's life;
-//!   `max` is what the window scale was chosen for in the handshake, so
+//! - `buffer <= ceiling <= max` for the connection's life, the buffer
+//!   at least its start (the configuration's, or the smaller one an
+//!   owner starts it at: [`RecvTuning::start_at`]); `max` is what the
+//!   window scale was chosen for in the handshake, so
 //!   every buffer size can be advertised. The ceiling is the owner's: an
 //!   owner that charges buffers to someone (an inet server to its
 //!   clients) lets a buffer grow only as far as it has granted, and reads
 //!   what autotuning wanted past it ([`RecvTuning::wanted`]) to grant more.
 //! - Autotuning only grows the buffer, so the window's right edge never
 //!   has to move left (RFC 9293 3.8.6.2.2). A size the application sets
-//!   ([`RecvTuning::fix`], SO_RCVBUF) ends autotuning and may be smaller;
-//!   the connection then honours the window already offered.
+//!   ([`RecvTuning::fix`], SO_RCVBUF) ends autotuning and may be smaller,
+//!   as may an owner's start; the connection then honours the window
+//!   already offered.
 //! - Growth follows bytes the application consumed, never bytes that
 //!   merely arrived: a reader that does not keep up is not given more.
 //! - The buffer is a limit on bytes queued, not an allocation: received

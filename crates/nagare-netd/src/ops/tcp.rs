@@ -10,8 +10,8 @@
 //!
 //! A new connection (connect, accept) and a buffer resize are sized to
 //! fit its client's memory budget and netd's cap (`crate::memory`): a
-//! connection gets smaller buffers down to a floor, then `ENOBUFS`; a
-//! resize gets what fits.
+//! connection past its client's first ones starts at the floor, growing
+//! with use, and past the budget gets `ENOBUFS`; a resize gets what fits.
 
 use super::deliver::{copy_to_region, received_in_place};
 use super::{
@@ -107,7 +107,7 @@ fn fit_buffers(cx: &mut Context<'_>, key: u64, h: TcpHandle) -> Result<(), i32> 
     let k = cx.iface.tcp_ref().connection(h).ok_or(libc::EBADF)?;
     let (send, recv) = (k.send_buffer(), k.recv_buffer());
     let mut grant = cx.memory.grant_connection(key, send, recv);
-    if grant != Some((send, recv)) {
+    if grant != Some((send, recv)) && cx.memory.has_orphans() {
         // Closed connections done with their FIN exchange give their room
         // back first.
         cx.memory.settle(cx.iface);
