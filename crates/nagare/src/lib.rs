@@ -192,9 +192,11 @@ struct Conn {
     /// buffer of the pool alone: set again when one comes back
     /// (`Conn::publish_starved`).
     starved: RefCell<HashSet<u32>>,
-    /// The sockets whose paths are unposted (`path.rs`), tried again as
-    /// buffers come back (`Conn::repost_unposted`).
+    /// The sockets whose paths are unposted (`path.rs`), exactly those
+    /// whose flag is set, tried again as buffers come back
+    /// (`Conn::repost_unposted`) in turn from `repost_from` on.
     unposted: std::collections::BTreeSet<u32>,
+    repost_from: u32,
     /// The session's sockets lent descriptors and no watcher runs for them
     /// in this process (its thread ended, or this process is a child made
     /// by `fork`): the next call starts one ([`Session::lock`]).
@@ -258,6 +260,7 @@ impl Session {
             answer_fds: HashMap::new(),
             starved: RefCell::new(HashSet::new()),
             unposted: std::collections::BTreeSet::new(),
+            repost_from: 0,
             start_watcher: false,
         };
         let liveness = std::os::fd::AsRawFd::as_raw_fd(&conn.client.liveness_fd());

@@ -68,11 +68,12 @@ const SEND_RESERVE_EIGHTHS: u32 = 1;
 /// it a socket is unposted ([`SockPath::unposted`]).
 const RECV_RESERVE_QUARTERS: u32 = 1;
 
-/// Of every sixteen buffers of the pool, those an unposted socket's own
-/// receive never takes: a sixteenth more than the eighth sends leave, so
-/// that sends keep buffers of their own while readers of unposted
-/// sockets wait for data.
-const UNPOSTED_RESERVE_SIXTEENTHS: u32 = 3;
+/// Of every sixteen buffers of the pool, the one an unposted socket's own
+/// receive never takes, so that other calls (a poll's list, a
+/// connect's address) find one. Below the eighth sends leave: a reader
+/// finds a buffer while queued sends hold all they may (a writer whose
+/// bytes its own reader holds waits for that reader).
+const UNPOSTED_RESERVE_SIXTEENTHS: u32 = 1;
 
 /// What a socket's path carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -319,8 +320,10 @@ impl Conn {
     /// Whether it held stream data nobody read (the close must then reset
     /// the connection, as a socket closed with unread data does).
     pub(crate) fn close_path(&mut self, id: u32) -> bool {
-        let _ = self.collect();
+        // Not posted again as it closes: a receive would take unread data
+        // out of netd that the close must see to reset the connection.
         self.unposted.remove(&id);
+        let _ = self.collect();
         let Some(p) = self.paths.remove(&id) else { return false };
         let unread = p.kind == Kind::Stream && !p.arrived.is_empty();
         for a in p.arrived {
@@ -511,10 +514,10 @@ impl Conn {
             ask.posted = None;
         }
         let kind = p.kind;
-        // An unposted socket's receive may take buffers receives posted
-        // ahead leave, down to [`UNPOSTED_RESERVE_SIXTEENTHS`], so that its
-        // readers never take every buffer sends may use; a read that may
-        // not wait then says `WouldBlock`.
+        // An unposted socket's receive may take the buffers receives
+        // posted ahead and sends leave, but for
+        // [`UNPOSTED_RESERVE_SIXTEENTHS`] kept for other calls; a read
+        // that may not wait then says `WouldBlock`.
         let short = !p.shared && self.pool.counts().0 <= self.pool.len() * UNPOSTED_RESERVE_SIXTEENTHS / 16;
         let Some(b) = (!short).then(|| self.pool.alloc()).flatten() else {
             return if ask.may_wait { Ok(()) } else { Err(errno(libc::EAGAIN)) };
@@ -607,35 +610,50 @@ impl Conn {
         let Some(p) = self.paths.get_mut(&id) else { return };
         if p.posted == 0 && p.arrived.is_empty() && !p.unposted {
             p.unposted = true;
-            self.unposted.insert(id);
             self.publish(id);
+        }
+        if self.paths.get(&id).is_some_and(|p| p.unposted) {
+            self.unposted.insert(id);
         }
     }
 
     /// Tries again to post receives ahead for unposted sockets, a few at
-    /// a time, while the pool has buffers past the reserve: after a
-    /// squeeze, idle sockets go back to their posted receives instead of
-    /// asking netd for ever.
+    /// a time and each in turn, while the pool has buffers past the
+    /// reserve: after a squeeze, idle sockets go back to their posted
+    /// receives instead of asking netd for ever. One at its end leaves
+    /// the set (its readiness is known here); one shared or with an error
+    /// waiting stays for later.
     fn repost_unposted(&mut self) -> io::Result<()> {
         const AT_ONCE: usize = 8;
-        let mut tried = 0;
-        while tried < AT_ONCE && self.pool.counts().0 > self.recv_reserve() {
-            let Some(&id) = self.unposted.iter().next() else { break };
-            self.unposted.remove(&id);
-            tried += 1;
-            let Some(p) = self.paths.get_mut(&id) else { continue };
+        if self.pool.counts().0 <= self.recv_reserve() {
+            return Ok(());
+        }
+        let from = self.repost_from;
+        let turn: Vec<u32> =
+            self.unposted.range(from..).chain(self.unposted.range(..from)).take(AT_ONCE).copied().collect();
+        for id in turn {
+            if self.pool.counts().0 <= self.recv_reserve() {
+                break;
+            }
+            self.repost_from = id.wrapping_add(1);
+            let Some(p) = self.paths.get_mut(&id) else {
+                self.unposted.remove(&id);
+                continue;
+            };
             if !p.unposted {
+                self.unposted.remove(&id);
                 continue;
             }
-            if p.shared || p.eof || p.error.is_some() {
-                // Nothing to post ahead: its reads ask netd or end.
+            if p.eof {
+                p.unposted = false;
+                self.unposted.remove(&id);
+                self.publish(id);
+                continue;
+            }
+            if p.shared || p.error.is_some() {
                 continue;
             }
             self.post_receives(id)?;
-            if self.paths.get(&id).is_some_and(|p| p.unposted) {
-                // Still short (`post_receives` put it back): later.
-                break;
-            }
         }
         Ok(())
     }
@@ -726,6 +744,7 @@ impl Conn {
                 if let Some(ahead) = grown.filter(|&a| a > p.recv_ahead) {
                     p.recv_ahead = ahead;
                 }
+                let answered_nothing = matches!(result, Err(libc::EAGAIN));
                 let kept = match (result, back) {
                     (Ok(c), Some(b)) if p.kind == Kind::Datagram && c.aux[1] & SENDER6 == 0 && c.aux[2] == RECORDS => {
                         match u32::try_from(c.aux[0]) {
@@ -778,7 +797,8 @@ impl Conn {
                 // back from sharing while the pool was short) leaves a socket
                 // with none posted: unposted, so that its readiness is
                 // asked of netd until one is.
-                if self.paths.get(&socket).is_some_and(|p| p.posted == 0 && !p.shared && !p.eof && p.error.is_none()) {
+                let left_without = |p: &SockPath| p.posted == 0 && !p.shared && !p.eof && p.error.is_none();
+                if answered_nothing && self.paths.get(&socket).is_some_and(left_without) {
                     self.set_unposted(socket);
                 }
             }
