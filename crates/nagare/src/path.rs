@@ -620,9 +620,9 @@ impl Conn {
     /// Tries again to post receives ahead for unposted sockets, a few at
     /// a time and each in turn, while the pool has buffers past the
     /// reserve: after a squeeze, idle sockets go back to their posted
-    /// receives instead of asking netd for ever. One at its end leaves
-    /// the set (its readiness is known here); one shared or with an error
-    /// waiting stays for later.
+    /// receives instead of asking netd for ever. One at its end, with an
+    /// error waiting or shared leaves the set, for nothing is posted
+    /// ahead for it.
     fn repost_unposted(&mut self) -> io::Result<()> {
         const AT_ONCE: usize = 8;
         if self.pool.counts().0 <= self.recv_reserve() {
@@ -644,13 +644,13 @@ impl Conn {
                 self.unposted.remove(&id);
                 continue;
             }
-            if p.eof {
+            if p.eof || p.error.is_some() || p.shared {
+                // Nothing to post ahead: its end or error is known here, and
+                // a shared socket's reads ask netd (taken back, it posts
+                // again, `Conn::mark_unshared`).
                 p.unposted = false;
                 self.unposted.remove(&id);
                 self.publish(id);
-                continue;
-            }
-            if p.shared || p.error.is_some() {
                 continue;
             }
             self.post_receives(id)?;

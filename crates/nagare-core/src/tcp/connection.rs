@@ -796,12 +796,12 @@ impl Connection {
 
     /// Starts a new connection's buffers at `send` and `recv` bytes, for
     /// an owner that grants buffers from a budget and has less room than
-    /// the configuration asked: each shrinks as [`Connection::set_send_buffer`]
-    /// and [`Connection::set_recv_buffer`] shrink it (never below what is
-    /// held; a window already offered is honoured), but autotuning still
-    /// runs, its ceiling at the new size, and asks for more as use needs.
-    /// A window the handshake offered already (at most 64 KiB, unscaled)
-    /// is still honoured: the buffer may hold that much until it closes.
+    /// the configuration asked: each shrinks as
+    /// [`Connection::set_send_buffer`] and [`Connection::set_recv_buffer`]
+    /// shrink it (never below what is held), but autotuning still runs,
+    /// its ceiling at the new size, and asks for more as use needs. A
+    /// window the handshake offered already (at most 64 KiB, unscaled) is
+    /// honoured: the buffer may hold that much until it closes.
     /// A size the application set is not kept: it shrinks and stays
     /// fixed. Returns the sizes in force.
     pub fn start_buffers(&mut self, send: usize, recv: usize) -> (usize, usize) {

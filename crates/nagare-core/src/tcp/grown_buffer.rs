@@ -4,10 +4,11 @@
 //!
 //! Invariants:
 //! - While autotuning runs, `buffer <= ceiling <= max(max, buffer)`, and
-//!   the buffer only grows once started ([`GrownBuffer::start_at`]). The ceiling is the owner's: an owner that
-//!   charges buffers to someone (an inet server to its clients) lets a
-//!   buffer grow only as far as it has granted, and reads what autotuning
-//!   wanted past it ([`GrownBuffer::wanted`]) to grant more.
+//!   the buffer only grows once started ([`GrownBuffer::start_at`]).
+//!   The ceiling is the owner's: an owner that charges buffers to
+//!   someone (an inet server to its clients) lets a buffer grow only as
+//!   far as it has granted, and reads what autotuning wanted past it
+//!   ([`GrownBuffer::wanted`]) to grant more.
 //! - A size the application sets ([`GrownBuffer::fix`]) ends autotuning:
 //!   the buffer is then its own ceiling and wants nothing more.
 

@@ -6,7 +6,8 @@
 //!
 //! Invariants:
 //! - `buffer <= ceiling <= max` while autotuning runs; the buffer only
-//!   grows, once an owner has started it ([`SendTuning::start_at`]). The ceiling is the owner's: an owner that charges buffers to
+//!   grows, once an owner has started it ([`SendTuning::start_at`]).
+//!   The ceiling is the owner's: an owner that charges buffers to
 //!   someone (an inet server to its clients) lets a buffer grow only as
 //!   far as it has granted, and reads what autotuning wanted past it
 //!   ([`SendTuning::wanted`]) to grant more. A size the application sets
