@@ -192,9 +192,14 @@ struct Conn {
     /// buffer of the pool alone: set again when one comes back
     /// (`Conn::publish_starved`).
     starved: RefCell<HashSet<u32>>,
-    /// The sockets whose paths are unposted (`path.rs`), exactly those
-    /// whose flag is set, tried again as buffers come back
-    /// (`Conn::repost_unposted`) in turn from `repost_from` on.
+    /// The sockets whose paths are unposted (`path.rs`): no receive could
+    /// be posted ahead for want of a free buffer (more sockets than the
+    /// pool holds receives for) when the socket had none posted and held
+    /// no data. Until one is posted ahead, such a socket is read as a
+    /// shared one is (a read posts one receive of its own, whose data it
+    /// holds until read) and its readiness is netd's to say. Tried again
+    /// as buffers come back (`Conn::repost_unposted`), in turn from
+    /// `repost_from` on.
     unposted: std::collections::BTreeSet<u32>,
     repost_from: u32,
     /// The session's sockets lent descriptors and no watcher runs for them

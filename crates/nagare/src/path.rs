@@ -65,7 +65,7 @@ const SEND_RESERVE_EIGHTHS: u32 = 1;
 /// Of every four buffers of the pool, the one a receive posted ahead never
 /// takes: idle sockets' receives, one each, cannot leave sends (which
 /// leave an eighth themselves) and other calls without a buffer. Past
-/// it a socket is unposted ([`SockPath::unposted`]).
+/// it a socket is unposted (`Conn::unposted`).
 const RECV_RESERVE_QUARTERS: u32 = 1;
 
 /// Of every sixteen buffers of the pool, the one an unposted socket's own
@@ -162,13 +162,6 @@ pub(crate) struct SockPath {
     /// of its own (a stream's of at most what it asks for, a datagram
     /// socket's of one datagram) and waits for it.
     shared: bool,
-    /// No receive could be posted ahead for want of a free buffer (more
-    /// sockets than the pool holds receives for) when the socket had none
-    /// posted and held no data: until one is posted ahead, the socket is
-    /// read as a shared one is (a read posts one receive of its own,
-    /// whose data it holds until read) and its readiness is netd's to
-    /// say.
-    unposted: bool,
     /// A shared socket's receives that netd answered with nothing
     /// (`EAGAIN`), by request id: the read that posted one says
     /// `WouldBlock` when it looks; past [`NOTHING_KEPT`] the oldest go
@@ -257,12 +250,6 @@ impl SockPath {
     fn readable(&self) -> bool {
         !self.arrived.is_empty() || self.eof || self.error.is_some()
     }
-
-    /// Whether a read asks netd for data (a receive of its own) rather
-    /// than finding it posted ahead: the socket is shared, or unposted.
-    fn reads_from_netd(&self) -> bool {
-        self.shared || self.unposted
-    }
 }
 
 fn errno(e: i32) -> io::Error {
@@ -306,7 +293,6 @@ impl Conn {
             write_shut: false,
             failed: false,
             shared,
-            unposted: false,
             nothing_for: VecDeque::new(),
             refused_len: 0,
             waiting: Vec::new(),
@@ -337,7 +323,14 @@ impl Conn {
     /// shared or unposted one, whose data waits in netd until a read asks
     /// for it.
     pub(crate) fn tracks_readiness(&self, id: u32) -> bool {
-        self.paths.get(&id).is_some_and(|p| !p.reads_from_netd()) || self.listener_tracks_readiness(id)
+        (self.paths.contains_key(&id) && !self.reads_from_netd(id)) || self.listener_tracks_readiness(id)
+    }
+
+    /// Whether a read of socket `id` asks netd for data (a receive of its
+    /// own) rather than finding it posted ahead: the socket is shared, or
+    /// unposted.
+    fn reads_from_netd(&self, id: u32) -> bool {
+        self.paths.get(&id).is_some_and(|p| p.shared) || self.unposted.contains(&id)
     }
 
     /// The buffers a socket of `kind` with a receive buffer of
@@ -424,11 +417,12 @@ impl Conn {
     /// and its readiness is known here again.
     pub(crate) fn mark_unshared(&mut self, id: u32) -> io::Result<()> {
         self.unshare_listen_path(id)?;
+        let unposted = self.unposted.contains(&id);
         if let Some(p) = self.paths.get_mut(&id) {
             p.shared = false;
             // Receives still out count as posted ahead from here on, but
             // an unposted socket's reads still wait on theirs.
-            if !p.unposted {
+            if !unposted {
                 p.waiting.clear();
             }
         }
@@ -474,7 +468,7 @@ impl Conn {
     /// shared socket's read that may not wait still waits for netd's
     /// answer to its receive, which comes at once ([`Conn::ask_for`]).
     pub(crate) fn read_ask(&self, id: u32, may_wait: bool) -> (bool, Ask) {
-        let shared = self.paths.get(&id).is_some_and(SockPath::reads_from_netd);
+        let shared = self.reads_from_netd(id);
         (!may_wait && !shared, Ask::new(may_wait, shared))
     }
 
@@ -488,11 +482,12 @@ impl Conn {
     /// is out already (`SockPath::waiting`). A read whose receive was
     /// answered with data another read took posts again.
     fn ask_for(&mut self, id: u32, want: usize, ask: &mut Ask) -> io::Result<()> {
+        let from_netd = self.reads_from_netd(id);
         let Some(p) = self.paths.get_mut(&id) else { return Ok(()) };
         if !p.arrived.is_empty() || p.eof || p.error.is_some() {
             return Ok(());
         }
-        if !p.reads_from_netd() {
+        if !from_netd {
             let in_flight = &self.in_flight;
             if ask.shared && ask.ends_unshared(&mut p.nothing_for, |r| in_flight.contains_key(&r)) {
                 return Err(errno(libc::EAGAIN));
@@ -555,7 +550,7 @@ impl Conn {
     /// [`Conn::posted_cap`] a socket gets one
     /// receive at most, so that many sockets each get one. A socket left
     /// with none posted and nothing held is unposted
-    /// ([`SockPath::unposted`]) until one is.
+    /// (`Conn::unposted`) until one is.
     fn post_receives(&mut self, id: u32) -> io::Result<()> {
         loop {
             let Some(p) = self.paths.get(&id) else { return Ok(()) };
@@ -591,13 +586,10 @@ impl Conn {
             self.in_flight
                 .insert(req.id, InFlight { buffer: Some(b), abandoned: false, role: Role::PostedRecv { socket: id } });
             self.posted_total += 1;
-            let mut was_unposted = false;
             if let Some(p) = self.paths.get_mut(&id) {
                 p.posted += 1;
-                was_unposted = std::mem::take(&mut p.unposted);
             }
-            if was_unposted {
-                self.unposted.remove(&id);
+            if self.unposted.remove(&id) {
                 // Its readiness is known here again.
                 self.publish(id);
             }
@@ -607,13 +599,9 @@ impl Conn {
     /// Socket `id` could not post a receive: unposted if it has none
     /// posted and holds nothing, its readiness netd's from then on.
     fn set_unposted(&mut self, id: u32) {
-        let Some(p) = self.paths.get_mut(&id) else { return };
-        if p.posted == 0 && p.arrived.is_empty() && !p.unposted {
-            p.unposted = true;
+        let Some(p) = self.paths.get(&id) else { return };
+        if p.posted == 0 && p.arrived.is_empty() && self.unposted.insert(id) {
             self.publish(id);
-        }
-        if self.paths.get(&id).is_some_and(|p| p.unposted) {
-            self.unposted.insert(id);
         }
     }
 
@@ -628,27 +616,21 @@ impl Conn {
         if self.pool.counts().0 <= self.recv_reserve() {
             return Ok(());
         }
-        let from = self.repost_from;
-        let turn: Vec<u32> =
-            self.unposted.range(from..).chain(self.unposted.range(..from)).take(AT_ONCE).copied().collect();
-        for id in turn {
+        for _ in 0..AT_ONCE {
             if self.pool.counts().0 <= self.recv_reserve() {
                 break;
             }
+            let next = self.unposted.range(self.repost_from..).next().or_else(|| self.unposted.iter().next());
+            let Some(&id) = next else { break };
             self.repost_from = id.wrapping_add(1);
-            let Some(p) = self.paths.get_mut(&id) else {
+            let Some(p) = self.paths.get(&id) else {
                 self.unposted.remove(&id);
                 continue;
             };
-            if !p.unposted {
-                self.unposted.remove(&id);
-                continue;
-            }
             if p.eof || p.error.is_some() || p.shared {
                 // Nothing to post ahead: its end or error is known here, and
                 // a shared socket's reads ask netd (taken back, it posts
                 // again, `Conn::mark_unshared`).
-                p.unposted = false;
                 self.unposted.remove(&id);
                 self.publish(id);
                 continue;
