@@ -166,6 +166,13 @@ fn fetch_runs_through_netd_as_its_application() {
     assert!(String::from_utf8_lossy(&bare.stderr).contains("--via"), "{}", String::from_utf8_lossy(&bare.stderr));
 }
 
+/// The buffers of a client's region its own at the start: netd keeps its
+/// receive pool of the rest.
+fn client_pool() -> usize {
+    let c = nagare_netd::NetdConfig::default();
+    (c.buffers - c.receive_pool) as usize
+}
+
 fn udp_round_trip(netd: &Session, payload: &[u8]) {
     let udp = UdpSocket::bind_via(netd, "0.0.0.0:0").unwrap();
     assert_eq!(udp.send_to(payload, (PEER, 7)).unwrap(), payload.len());
@@ -257,14 +264,14 @@ fn clients_through_netd() {
     child.kill().unwrap();
     child.wait().unwrap();
     let log = f.wait_for_log(&format!("(pid {pid}) gone: 2 sockets closed"));
-    // Every buffer of its pool (192) comes back: reclaimed now, or lent
-    // to the stack (a write not yet acknowledged) until the stack lets go.
+    // Every buffer of its pool comes back: reclaimed now, or lent to the
+    // stack (a write not yet acknowledged) until the stack lets go.
     let line = log.lines().find(|l| l.contains(&format!("(pid {pid}) gone: 2 sockets closed, "))).unwrap();
     let count = |what: &str| -> u32 {
         let before = line.split(what).next().unwrap();
         before.rsplit(' ').next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("no `{what}` in {line}"))
     };
-    assert_eq!(count(" buffers reclaimed") + count(" lent to the stack"), 192, "{line}");
+    assert_eq!(count(" buffers reclaimed") + count(" lent to the stack"), client_pool() as u32, "{line}");
     assert_eq!(count(" in use"), 0, "{line}");
     udp_round_trip(&netd, b"still serving");
 
@@ -455,8 +462,10 @@ fn ping_and_time_limits_through_netd() {
     let waiting = 1 + 2 * nagare::RECV_AHEAD;
     assert!(
         line.contains(&format!(
-            " sockets 4 tcp 1 listeners 0 udp 1 echo 2 pending {waiting} buffers client {} netd {waiting} receive 64 of 256 ",
-            192 - waiting
+            " sockets 4 tcp 1 listeners 0 udp 1 echo 2 pending {waiting} buffers client {} netd {waiting} receive {} of {} ",
+            client_pool() - waiting,
+            nagare_netd::NetdConfig::default().receive_pool,
+            nagare_netd::NetdConfig::default().buffers,
         )),
         "{line}"
     );

@@ -23,10 +23,16 @@ pub struct NetdConfig {
     /// The first port a client may bind without `CAP_NET_BIND_SERVICE`
     /// (`crate::access`; 0: any port is anyone's).
     pub unprivileged_port_start: u16,
-    /// Slots per ring of a client region.
+    /// Slots per ring of a client region: as many as its buffers, so that
+    /// receives posted ahead on every buffer the client may post them on
+    /// leave the completion ring room for every other request.
     pub ring_slots: u32,
     /// Buffers per client region (owned by the client at the start, but
-    /// for the receive pool).
+    /// for the receive pool): 2048 by default, so that a server's every
+    /// socket (`max_sockets`) keeps a receive posted ahead, which takes a
+    /// buffer, within the three quarters of the pool receives may take
+    /// (`nagare::path`). Only the pages a client uses are touched, so an
+    /// idle socket's buffer costs address space, not memory.
     pub buffers: u32,
     /// Buffers of each client region netd keeps for frames steered there
     /// (by the driver, or by netd reading a multi-queue TAP itself; 0 with
@@ -116,8 +122,8 @@ impl Default for NetdConfig {
             socket_mode: None,
             socket_group: None,
             unprivileged_port_start: 1024,
-            ring_slots: 1024,
-            buffers: 256,
+            ring_slots: 2048,
+            buffers: 2048,
             receive_pool: 64,
             buffer_size: 65536,
             spin: Duration::from_micros(50),

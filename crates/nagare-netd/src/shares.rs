@@ -29,9 +29,8 @@
 use std::collections::{HashMap, VecDeque};
 
 /// Bytes given back to one shared stream that may wait to be received:
-/// what a client's posted receives can hold (a quarter of a region's
-/// 16 MiB of buffers).
-pub(crate) const MAX_RETURNED: usize = 4 << 20;
+/// what a client's posted receives can hold.
+pub(crate) const MAX_RETURNED: usize = nagare_request::MAX_RECV_AHEAD as usize;
 
 /// Bytes given back that may wait in all.
 pub(crate) const MAX_RETURNED_TOTAL: usize = 64 << 20;

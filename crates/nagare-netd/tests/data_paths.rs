@@ -287,35 +287,45 @@ fn a_close_behind_a_waiting_send_waits_even_when_the_pending_list_is_full() {
 /// A stream keeps its receive buffer's worth of receives posted (4
 /// buffers of 64 KiB for the default 256 KiB), so that netd can take a
 /// whole window out of the engine before the application reads; a larger
-/// receive buffer posts more, up to a quarter of the region's buffers.
+/// receive buffer posts more, up to 4 MiB's worth and a quarter of the
+/// region's buffers.
 #[test]
 fn a_stream_keeps_its_receive_buffers_worth_of_receives_posted() {
-    // A region as netd's own: 1024 slots per ring, 256 buffers.
+    // A region as netd's own, then one of 256 buffers, whose quarter (64)
+    // a 4 MiB buffer's 64 receives would pass.
     let defaults = nagare_netd::NetdConfig::default();
-    let netd = NetdThread::start_with_region(Placement::Inline, Wire::Loopback, defaults.ring_slots, defaults.buffers);
-    let s = netd.connect();
-    let listener = TcpListener::bind_via(&s, at(9460)).expect("listen");
-    let writer = TcpStream::connect_timeout_via(&s, &SocketAddr::V4(at(9460)), LIMIT).expect("connect");
-    let (reader, _) = listener.accept().expect("accept");
-    let pending = || {
-        let report = s.stat().expect("stat");
-        let line = report.lines().find(|l| l.starts_with("client ")).expect("a client line").to_owned();
-        stat_value(&line, " pending ").expect("a pending count")
-    };
-    assert_eq!(reader.recv_buffer_size().unwrap(), 256 << 10);
-    // Both ends' receives, the listener's accept posted ahead, and the
-    // stat itself.
-    assert_eq!(pending(), 4 + 4 + 1 + 1);
-    reader.set_recv_buffer_size(512 << 10).unwrap();
-    assert_eq!(pending(), 4 + 8 + 1 + 1);
-    // A quarter of the pool (64) at most, for all streams together.
-    reader.set_recv_buffer_size(4 << 20).unwrap();
-    assert_eq!(pending(), 4 + 60 + 1 + 1);
-    // Data still flows through them.
-    (&writer).write_all(&[7u8; 100_000]).unwrap();
-    let mut got = vec![0u8; 100_000];
-    (&reader).read_exact(&mut got).unwrap();
-    assert!(got.iter().all(|&b| b == 7));
+    for (buffers, most) in [(defaults.buffers, 64), (256, 60)] {
+        let netd = NetdThread::start_with_region(Placement::Inline, Wire::Loopback, defaults.ring_slots, buffers);
+        let s = netd.connect();
+        let listener = TcpListener::bind_via(&s, at(9460)).expect("listen");
+        let writer = TcpStream::connect_timeout_via(&s, &SocketAddr::V4(at(9460)), LIMIT).expect("connect");
+        let (reader, _) = listener.accept().expect("accept");
+        let pending = || {
+            let report = s.stat().expect("stat");
+            let line = report.lines().find(|l| l.starts_with("client ")).expect("a client line").to_owned();
+            stat_value(&line, " pending ").expect("a pending count")
+        };
+        assert_eq!(reader.recv_buffer_size().unwrap(), 256 << 10);
+        // Both ends' receives, the listener's accept posted ahead, and the
+        // stat itself.
+        assert_eq!(pending(), 4 + 4 + 1 + 1);
+        reader.set_recv_buffer_size(512 << 10).unwrap();
+        assert_eq!(pending(), 4 + 8 + 1 + 1);
+        // 64 buffers' worth, within a quarter of the pool for all streams
+        // together.
+        reader.set_recv_buffer_size(4 << 20).unwrap();
+        assert_eq!(pending(), 4 + most + 1 + 1, "a region of {buffers} buffers");
+        // No more than 4 MiB for one stream, the most netd takes back if it
+        // is shared.
+        reader.set_recv_buffer_size(8 << 20).unwrap();
+        assert!(reader.recv_buffer_size().unwrap() > 4 << 20);
+        assert_eq!(pending(), 4 + most + 1 + 1, "a region of {buffers} buffers");
+        // Data still flows through them.
+        (&writer).write_all(&[7u8; 100_000]).unwrap();
+        let mut got = vec![0u8; 100_000];
+        (&reader).read_exact(&mut got).unwrap();
+        assert!(got.iter().all(|&b| b == 7));
+    }
 }
 
 /// Receives kept posted on an idle socket, and a listener's accept, wait

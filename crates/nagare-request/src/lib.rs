@@ -334,6 +334,12 @@ pub const CLOSE_RESET: u64 = 1;
 /// higher: 64 MiB).
 pub const MAX_SOCKET_BUFFER: u64 = 64 << 20;
 
+/// The most stream bytes a client keeps posted ahead for one socket's
+/// receives, with those arrived and not read: the most it gives back to
+/// netd when it shares the socket ([`Op::GiveBack`]), which netd keeps
+/// for the next holder.
+pub const MAX_RECV_AHEAD: u64 = 4 << 20;
+
 /// The options of [`Op::SetOption`] and [`Op::GetOption`], and what each
 /// value means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

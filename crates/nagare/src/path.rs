@@ -37,7 +37,7 @@ use crate::{Conn, InFlight};
 use nagare_ipc::BufRef;
 use nagare_request::records::{Records, RECORD_ADDR6, RECORD_HEADER};
 use nagare_request::{
-    decode_sender, Completion, Op, Piece, Request, BATCH, CLOSED, READABLE, RECORDS, SENDER6, WRITABLE,
+    decode_sender, Completion, Op, Piece, Request, BATCH, CLOSED, MAX_RECV_AHEAD, READABLE, RECORDS, SENDER6, WRITABLE,
 };
 use std::collections::VecDeque;
 use std::io;
@@ -335,13 +335,15 @@ impl Conn {
 
     /// The buffers a socket of `kind` with a receive buffer of
     /// `recv_buffer` bytes (0: not known) keeps posted: a stream's receive
-    /// buffer's worth, rounded up, within what all may post.
+    /// buffer's worth, rounded up, at most [`MAX_RECV_AHEAD`] (what netd
+    /// takes back if the socket is shared) and within what all may post.
     fn recv_ahead(&self, kind: Kind, recv_buffer: u64) -> usize {
         let size = u64::from(self.pool.buffer_size()).max(1);
         match (kind, recv_buffer) {
             (Kind::Datagram, _) | (Kind::Stream, 0) => RECV_AHEAD,
             (Kind::Stream, bytes) => {
-                let buffers = usize::try_from(bytes.div_ceil(size)).unwrap_or(usize::MAX);
+                let most = (MAX_RECV_AHEAD / size).max(1);
+                let buffers = usize::try_from(bytes.div_ceil(size).min(most)).unwrap_or(usize::MAX);
                 buffers.clamp(1, self.posted_cap().max(1))
             }
         }
