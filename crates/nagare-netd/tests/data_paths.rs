@@ -664,6 +664,63 @@ fn streams_past_the_pools_receives_are_read_through_netd() {
     assert!(posted_ahead(&report), "a stream left without a receive posted ahead:\n{report}");
 }
 
+/// Which of `events` (`POLLIN`, `POLLOUT`) `poll` finds on `fd` within
+/// `millis`.
+fn fd_events(fd: std::os::fd::RawFd, events: i16, millis: i32) -> i16 {
+    let mut p = libc::pollfd { fd, events, revents: 0 };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut p, 1, millis) };
+    assert!(n >= 0, "{}", std::io::Error::last_os_error());
+    p.revents & events
+}
+
+/// An unposted stream's readiness descriptor (`readiness_fd`, what
+/// nagare-tokio waits on) says what netd says of its reads: not readable
+/// while nothing waits in netd, readable once its echo came back, and not
+/// again once a read found nothing, so that a task waiting on an idle
+/// one sleeps. It is writable while the stream's send buffer has room.
+#[test]
+fn an_unposted_streams_descriptor_is_readable_only_while_netd_holds_data() {
+    use std::os::fd::AsRawFd;
+    let netd = NetdThread::start(Placement::Inline, Wire::PeerLink);
+    let s = netd.connect();
+    let echo = SocketAddr::V4(SocketAddrV4::new(PEER_ADDR, ECHO_PORT));
+    let streams: Vec<TcpStream> = (0..30)
+        .map(|i| TcpStream::connect_timeout_via(&s, &echo, LIMIT).unwrap_or_else(|e| panic!("connect {i}: {e}")))
+        .collect();
+    let t = streams.iter().find(|t| t.readiness_from_netd()).expect("an unposted stream among thirty on 32 buffers");
+    t.set_nonblocking(true).unwrap();
+    let lent = t.readiness_fd().expect("a descriptor");
+    let fd = lent.as_raw_fd();
+    // Longer than a watch waits in netd before it is made again.
+    std::thread::sleep(Duration::from_millis(120));
+    assert_eq!(fd_events(fd, libc::POLLIN | libc::POLLOUT, 0), libc::POLLOUT, "idle: writable, not readable");
+    for round in 0..3u8 {
+        assert_eq!(t.write_with(&[round], false).expect("a byte queued"), 1);
+        assert_eq!(
+            fd_events(fd, libc::POLLIN, 5000),
+            libc::POLLIN,
+            "round {round}: never readable, though the echo came"
+        );
+        let mut one = [0u8; 1];
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            match (&*t).read(&mut one) {
+                Ok(1) => break,
+                Ok(n) => panic!("a read of {n}"),
+                Err(e) if e.kind() == ErrorKind::WouldBlock && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("round {round}: {e}"),
+            }
+        }
+        assert_eq!(one[0], round);
+        assert_eq!((&*t).read(&mut one).map_err(|e| e.kind()).err(), Some(ErrorKind::WouldBlock));
+        let after = fd_events(fd, libc::POLLIN | libc::POLLOUT, 0);
+        assert_eq!(after, libc::POLLOUT, "round {round}: readable after a read found nothing");
+    }
+}
+
 /// A connect waiting for an answer that does not come (a host that never
 /// answers ARP) does not hold the session: another thread's call on it
 /// goes through meanwhile, and the connect gives up at its limit.

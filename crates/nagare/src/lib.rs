@@ -199,9 +199,16 @@ struct Conn {
     /// shared one is (a read posts one receive of its own, whose data it
     /// holds until read) and its readiness is netd's to say. Tried again
     /// as buffers come back (`Conn::repost_unposted`), in turn from
-    /// `repost_from` on.
-    unposted: std::collections::BTreeSet<u32>,
+    /// `repost_from` on. Each with what netd last said it is ready for
+    /// (`READABLE`, `CLOSED`; 0 since a read found nothing, or never
+    /// asked), which a descriptor it lent shows (`readyfd.rs`).
+    unposted: std::collections::BTreeMap<u32, u16>,
     repost_from: u32,
+    /// The requests that watch unposted sockets' readiness for their
+    /// descriptors (`Conn::watch_unposted`), in flight.
+    watches: Vec<u64>,
+    /// An unposted socket with a descriptor may have no watch for it.
+    watch_wanted: std::cell::Cell<bool>,
     /// The session's sockets lent descriptors and no watcher runs for them
     /// in this process (its thread ended, or this process is a child made
     /// by `fork`): the next call starts one ([`Session::lock`]).
@@ -264,8 +271,10 @@ impl Session {
             ready_fds: HashMap::new(),
             answer_fds: HashMap::new(),
             starved: RefCell::new(HashSet::new()),
-            unposted: std::collections::BTreeSet::new(),
+            unposted: std::collections::BTreeMap::new(),
             repost_from: 0,
+            watches: Vec::new(),
+            watch_wanted: std::cell::Cell::new(false),
             start_watcher: false,
         };
         let liveness = std::os::fd::AsRawFd::as_raw_fd(&conn.client.liveness_fd());
@@ -454,6 +463,7 @@ impl Session {
         let fd = Arc::new(readyfd::ReadyFd::new()?);
         c.ready_fds.insert(id, Arc::clone(&fd));
         c.publish(id);
+        c.watch_unposted();
         Ok(fd)
     }
 
@@ -472,6 +482,7 @@ impl Session {
         let mut c = self.lock()?;
         c.ready_fds.insert(id, Arc::clone(fd));
         c.publish(id);
+        c.watch_unposted();
         Ok(())
     }
 

@@ -133,6 +133,7 @@ impl Handle {
             if let Ok(mut c) = self.netd.lock() {
                 c.publish(self.id);
                 c.publish_starved();
+                c.watch_unposted();
             }
         }
         out

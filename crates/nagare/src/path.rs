@@ -73,7 +73,7 @@ const RECV_RESERVE_QUARTERS: u32 = 1;
 /// connect's address) find one. Below the eighth sends leave: a reader
 /// finds a buffer while queued sends hold all they may (a writer whose
 /// bytes its own reader holds waits for that reader).
-const UNPOSTED_RESERVE_SIXTEENTHS: u32 = 1;
+pub(crate) const UNPOSTED_RESERVE_SIXTEENTHS: u32 = 1;
 
 /// What a socket's path carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +98,9 @@ pub(crate) enum Role {
     /// A connect whose `Connecting` was dropped: the connection it makes
     /// is closed.
     AbandonedConnect,
+    /// A poll of netd for unposted sockets that lent descriptors
+    /// (`Conn::watch_unposted`).
+    WatchUnposted,
 }
 
 /// Data that arrived in one of our buffers.
@@ -330,7 +333,7 @@ impl Conn {
     /// own) rather than finding it posted ahead: the socket is shared, or
     /// unposted.
     fn reads_from_netd(&self, id: u32) -> bool {
-        self.paths.get(&id).is_some_and(|p| p.shared) || self.unposted.contains(&id)
+        self.paths.get(&id).is_some_and(|p| p.shared) || self.unposted.contains_key(&id)
     }
 
     /// The buffers a socket of `kind` with a receive buffer of
@@ -419,7 +422,7 @@ impl Conn {
     /// and its readiness is known here again.
     pub(crate) fn mark_unshared(&mut self, id: u32) -> io::Result<()> {
         self.unshare_listen_path(id)?;
-        let unposted = self.unposted.contains(&id);
+        let unposted = self.unposted.contains_key(&id);
         if let Some(p) = self.paths.get_mut(&id) {
             p.shared = false;
             // Receives still out count as posted ahead from here on, but
@@ -591,7 +594,7 @@ impl Conn {
             if let Some(p) = self.paths.get_mut(&id) {
                 p.posted += 1;
             }
-            if self.unposted.remove(&id) {
+            if self.unposted.remove(&id).is_some() {
                 // Its readiness is known here again.
                 self.publish(id);
             }
@@ -602,7 +605,8 @@ impl Conn {
     /// posted and holds nothing, its readiness netd's from then on.
     fn set_unposted(&mut self, id: u32) {
         let Some(p) = self.paths.get(&id) else { return };
-        if p.posted == 0 && p.arrived.is_empty() && self.unposted.insert(id) {
+        if p.posted == 0 && p.arrived.is_empty() && !self.unposted.contains_key(&id) {
+            self.unposted.insert(id, 0);
             self.publish(id);
         }
     }
@@ -623,7 +627,7 @@ impl Conn {
                 break;
             }
             let next = self.unposted.range(self.repost_from..).next().or_else(|| self.unposted.iter().next());
-            let Some(&id) = next else { break };
+            let Some((&id, _)) = next else { break };
             self.repost_from = id.wrapping_add(1);
             let Some(p) = self.paths.get(&id) else {
                 self.unposted.remove(&id);
@@ -654,7 +658,7 @@ impl Conn {
         let socket = match role {
             Role::QueuedSend { socket, .. } | Role::PostedRecv { socket } => Some(socket),
             Role::PostedAccept { listener } => Some(listener),
-            Role::Call | Role::AbandonedConnect => None,
+            Role::Call | Role::AbandonedConnect | Role::WatchUnposted => None,
         };
         self.deliver_to_path(role, comp, back);
         if let Some(id) = socket {
@@ -674,6 +678,7 @@ impl Conn {
         let rid = comp.as_ref().map_or(0, |c| c.id);
         match role {
             Role::Call => {}
+            Role::WatchUnposted => self.take_watch(rid, comp, back),
             Role::PostedAccept { listener } => self.deliver_accept(listener, comp),
             Role::AbandonedConnect => {
                 if let Ok(c) = comp.as_ref().map_err(|_| ()).and_then(|c| c.result().map(|_| *c).map_err(|_| ())) {
@@ -777,6 +782,12 @@ impl Conn {
                 if let Some(b) = kept {
                     let _ = self.pool.release(b.index);
                 }
+                if answered_nothing {
+                    // netd had nothing to read: what it said before is past.
+                    if let Some(ready) = self.unposted.get_mut(&socket) {
+                        *ready = 0;
+                    }
+                }
                 // A receive of its own answered with nothing (a socket taken
                 // back from sharing while the pool was short) leaves a socket
                 // with none posted: unposted, so that its readiness is
@@ -798,6 +809,7 @@ impl Conn {
         if !self.unposted.is_empty() {
             self.repost_unposted()?;
         }
+        self.watch_unposted();
         Ok(())
     }
 

@@ -42,10 +42,20 @@
 //! one more descriptor from every client to check. The watcher keeps all
 //! of it in the client: netd sees nothing of these descriptors.
 
-use nagare_request::{CLOSED, READABLE, WRITABLE};
+use crate::path::Role;
+use crate::InFlight;
+use nagare_request::{Op, Piece, PollEntry, Request, CLOSED, MAX_POLL, READABLE, WRITABLE};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU8, Ordering};
+
+/// How long a watch of unposted sockets waits in netd for one to be
+/// ready before it is made again (with the sockets that joined since, if
+/// [`MOST_WATCHES`] were out).
+const WATCH_LIMIT: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Watches of unposted sockets in flight at once.
+const MOST_WATCHES: usize = 2;
 
 /// The state set on the descriptor: readable.
 const IN: u8 = 1;
@@ -158,9 +168,11 @@ impl ReadyFd {
 impl crate::Conn {
     /// Sets socket `id`'s descriptor, if it has one, to its readiness
     /// (`readyfd.rs`): `CLOSED` once netd is gone; readable and writable
-    /// for a socket whose readiness netd alone knows (a shared one, or an
-    /// unposted one, `path.rs`), so that its caller calls and learns it
-    /// there.
+    /// for a shared socket, whose readiness netd alone knows, so that its
+    /// caller calls and learns it there. An unposted socket's (`path.rs`)
+    /// is its path's, readable too where netd said so since its last read
+    /// found nothing; while netd has not, a watch asks netd to say
+    /// (`Conn::watch_unposted`).
     /// Not once another process holds the session (`Session::abandon`):
     /// a child made by `fork` shares the descriptors.
     pub(crate) fn publish(&self, id: u32) {
@@ -168,12 +180,19 @@ impl crate::Conn {
             return;
         }
         let Some(fd) = self.ready_fds.get(&id) else { return };
+        let said = self.unposted.get(&id).filter(|_| !self.is_shared(id));
         let ready = if self.dead {
             CLOSED
-        } else if !self.tracks_readiness(id) {
+        } else if !self.tracks_readiness(id) && said.is_none() {
             READABLE | WRITABLE
         } else {
-            let ready = self.readiness(id).unwrap_or(CLOSED);
+            let mut ready = self.readiness(id).unwrap_or(CLOSED);
+            if let Some(&said) = said {
+                ready |= said;
+                if said == 0 {
+                    self.watch_wanted.set(true);
+                }
+            }
             if ready & WRITABLE == 0 && self.writable_but_for_the_pool(id) {
                 self.starved.borrow_mut().insert(id);
             }
@@ -227,6 +246,86 @@ impl crate::Conn {
         for &id in self.answer_fds.keys() {
             self.publish_answer(id);
         }
+    }
+
+    /// Asks netd, without waiting, to answer once one of the unposted
+    /// sockets that lent descriptors and that netd has not said are ready
+    /// is readable or closed, or [`WATCH_LIMIT`] has passed: its answer
+    /// ([`Conn::take_watch`]) sets their descriptors, as completions set
+    /// other sockets'. Their data waits in netd, which signals nothing
+    /// else when it comes. One list of every such socket, made whenever
+    /// one joins while fewer than [`MOST_WATCHES`] are in flight (else
+    /// when one comes back); it keeps the buffers unposted sockets' reads
+    /// leave.
+    pub(crate) fn watch_unposted(&mut self) {
+        if !self.watch_wanted.get() || self.dead || self.abandoned || self.watches.len() >= MOST_WATCHES {
+            return;
+        }
+        if self.pool.counts().0 <= self.pool.len() * crate::path::UNPOSTED_RESERVE_SIXTEENTHS / 16 {
+            return;
+        }
+        let Some(b) = self.pool.alloc() else { return };
+        self.watch_wanted.set(false);
+        let most = (self.pool.buffer_size() as usize / PollEntry::SIZE).min(MAX_POLL as usize);
+        let mut n = 0;
+        for (&id, &said) in &self.unposted {
+            if n == most {
+                break;
+            }
+            if said != 0 || !self.ready_fds.contains_key(&id) || self.paths.get(&id).is_none_or(|p| p.is_shared()) {
+                continue;
+            }
+            let entry = PollEntry { socket: id, interest: READABLE, ready: 0 };
+            if self.pool.write(b, (n * PollEntry::SIZE) as u32, &entry.to_bytes()).is_err() {
+                break;
+            }
+            n += 1;
+        }
+        if n == 0 {
+            let _ = self.pool.release(b);
+            return;
+        }
+        let mut req = Request::new(Op::Poll, 0);
+        crate::set_wait_limit(&mut req, Some(WATCH_LIMIT));
+        req.piece = Some(Piece { buffer: b, offset: 0, len: (n * PollEntry::SIZE) as u32 });
+        if self.submit(&mut req, Some(b)).is_err() {
+            let _ = self.pool.release(b);
+            return;
+        }
+        self.in_flight.insert(req.id, InFlight { buffer: Some(b), abandoned: false, role: Role::WatchUnposted });
+        self.watches.push(req.id);
+    }
+
+    /// Takes netd's answer to watch `rid` ([`Conn::watch_unposted`]):
+    /// each socket it says is readable or closed, and still unposted, is
+    /// so until a read finds nothing; the others are watched again.
+    pub(crate) fn take_watch(
+        &mut self,
+        rid: u64,
+        comp: Result<nagare_request::Completion, nagare_request::ProtoError>,
+        back: Option<nagare_ipc::BufRef>,
+    ) {
+        self.watches.retain(|&w| w != rid);
+        self.watch_wanted.set(true);
+        let Some(b) = back else { return };
+        if comp.is_ok_and(|c| c.result().is_ok()) {
+            for i in 0..b.len as usize / PollEntry::SIZE {
+                let mut bytes = [0u8; PollEntry::SIZE];
+                if self.pool.read(b.index, b.offset + (i * PollEntry::SIZE) as u32, &mut bytes).is_err() {
+                    break;
+                }
+                let entry = PollEntry::from_bytes(bytes);
+                let said = entry.ready & (READABLE | CLOSED);
+                if said == 0 {
+                    continue;
+                }
+                if let Some(ready) = self.unposted.get_mut(&entry.socket) {
+                    *ready |= said;
+                    self.publish(entry.socket);
+                }
+            }
+        }
+        let _ = self.pool.release(b.index);
     }
 
     /// `Ok` where socket `id` may lend a descriptor: not a socket shared
