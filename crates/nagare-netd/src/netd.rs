@@ -627,7 +627,7 @@ impl Netd {
         for s in &mut self.clients.sessions {
             let batch = if cx.receivers.is_boosted(s.key()) { 2 * REQ_BATCH } else { REQ_BATCH };
             let had_event = all || self.woken.contains(&s.key());
-            work |= serve_client(s, &mut cx, batch, had_event);
+            work |= serve_client(s, &mut cx, batch, had_event, all);
         }
         if self.clients.sessions.iter().any(waits_for_stat) {
             let text = self.report(self.config.buffer_size as usize);

@@ -190,6 +190,7 @@ impl Report<'_> {
             ("clients_broken", s.clients_broken),
             ("requests", s.requests),
             ("waits_rerun", s.waits_rerun),
+            ("waits_checked", s.waits_checked),
             ("completions", s.completions),
             ("bad_descriptors", s.bad_descriptors),
             ("bad_buffers", s.bad_buffers),

@@ -1,8 +1,10 @@
 //! One client's turn: its waiting requests run again first when the
 //! engine may have what they wait for (one of its sockets had an event,
 //! `crate::wakes`; a receive or accept whose socket has nothing only has
-//! its time limit checked, `ops::may_progress`), then new ones are taken,
-//! as many as its completion ring has room for; and, once every client
+//! its time limit checked, `ops::may_progress`, and is parked on its
+//! socket: its socket is not looked at again until it had an event or a
+//! request named it), then new ones are taken, as many as its
+//! completion ring has room for; and, once every client
 //! has had its turn, waiting `STAT` requests are answered. A client that
 //! went away has its last requests taken and run once, on the turn that
 //! lets it go: what a program wrote before it exited is sent, as the
@@ -52,8 +54,11 @@ enum Age {
 /// Runs one client's waiting requests (if `had_event`, one of its sockets
 /// had an event, or they need it regardless: `Session::waits_need_retry`) and
 /// up to `batch` new ones (at most `2 * REQ_BATCH`), and posts
-/// completions. Returns whether anything happened.
-pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, had_event: bool) -> bool {
+/// completions. A receive or accept parked on its socket
+/// (`Pending::parked`) runs again only if that socket had an event, a
+/// request named it, or `every` (housekeeping, or another client left).
+/// Returns whether anything happened.
+pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, had_event: bool, every: bool) -> bool {
     match s.doomed {
         Some(GONE) => return serve_last_requests(s, cx),
         Some(_) => return false,
@@ -63,7 +68,16 @@ pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, 
     let mut work = false;
     let retry = had_event || s.waits_need_retry(cx.now);
     let mut waiting = if retry { s.begin_retry() } else { Vec::new() };
-    for p in waiting.drain(..) {
+    for mut p in waiting.drain(..) {
+        // A receive or accept parked on an idle socket: nothing it waits
+        // for can have come (it still fails at its time limit).
+        let quiet = |sock| !every && !s.sockets.had_event(sock) && !s.named_since(p.req.socket);
+        if p.parked.is_some_and(quiet) {
+            work |= wait(s, cx, p, Age::Waiting);
+            continue;
+        }
+        p.parked = None;
+        cx.stats.waits_checked += 1;
         work |= match may_progress(cx, s.key(), &s.sockets, &p.req) {
             true => {
                 cx.stats.waits_rerun += 1;
@@ -73,7 +87,10 @@ pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, 
                 }
                 ended
             }
-            false => wait(s, cx, p, Age::Waiting),
+            false => {
+                p.parked = parkable(cx, s, &p.req);
+                wait(s, cx, p, Age::Waiting)
+            }
         };
     }
     if retry {
@@ -90,6 +107,17 @@ pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, 
     }
     s.flush(cx.stats);
     work
+}
+
+/// The socket waiting request `req` parks on (`Pending::parked`): a
+/// receive's or an accept's, whose progress only an event of that socket
+/// or a request naming it can bring (`ops::may_progress`); not a shared
+/// socket's, to which bytes given back come without an event.
+fn parkable(cx: &Context<'_>, s: &Session, req: &Request) -> Option<crate::sockets::Sock> {
+    if !matches!(req.op, Op::Recv | Op::RecvFrom | Op::Accept) || cx.sharing.shares.is_shared(s.key(), req.socket) {
+        return None;
+    }
+    s.sockets.get(req.socket)
 }
 
 /// A client that went away: its waiting requests run once more (a send
@@ -184,7 +212,10 @@ fn run_new_requests(s: &mut Session, cx: &mut Context<'_>, budget: usize) -> Opt
             continue;
         };
         let deadline = req.wait_limit().map(|w| cx.now + w);
-        attempt(s, cx, Pending { req, buf, deadline }, Age::New);
+        if req.socket != 0 {
+            s.note_named(req.socket);
+        }
+        attempt(s, cx, Pending { req, buf, deadline, parked: None }, Age::New);
     }
     if s.bad > cx.config.max_bad {
         s.doomed = Some("too many bad descriptors");

@@ -44,7 +44,16 @@ pub(crate) struct Pending {
     pub buf: Option<BufRef>,
     /// When it fails if still waiting (the request's time limit).
     pub deadline: Option<Instant>,
+    /// The socket a receive or an accept found nothing on, where only
+    /// that socket's events or a request naming it can change that: it
+    /// is run again only then, or when every wait is
+    /// (`requests::serve_client`).
+    pub parked: Option<crate::sockets::Sock>,
 }
+
+/// Sockets a client's requests may name between two runs of its waits
+/// before every parked one runs again (`Session::named_since`).
+const MOST_NAMED: usize = 32;
 
 /// Whether a waiting `req` can get further only after an event of the
 /// socket it names (`crate::wakes`): data, an end or an error for a
@@ -84,6 +93,11 @@ pub(crate) struct Session {
     /// option, a share of its own may change what the others get, and a
     /// closed socket has no events left to tell them).
     changed: bool,
+    /// The sockets its requests named since its waiting requests last
+    /// ran again (a close or a shutdown changes what a receive gets,
+    /// without an event), at most [`MOST_NAMED`]; past them, `named_many`.
+    named: Vec<u32>,
+    named_many: bool,
     /// Completions made, not yet on the ring.
     out: Vec<Descriptor>,
     /// Completions of binds to a port that left another client, held
@@ -148,6 +162,8 @@ impl Session {
             unwatched: 0,
             next_deadline: None,
             changed: false,
+            named: Vec::new(),
+            named_many: false,
             spare: Vec::new(),
             out: Vec::new(),
             held: Vec::new(),
@@ -269,6 +285,26 @@ impl Session {
     pub fn end_retry(&mut self, mut list: Vec<Pending>) {
         list.clear();
         self.spare = list;
+        self.named.clear();
+        self.named_many = false;
+    }
+
+    /// A request of the client's names socket `id`.
+    pub fn note_named(&mut self, id: u32) {
+        if self.named_many || self.named.contains(&id) {
+            return;
+        }
+        if self.named.len() >= MOST_NAMED {
+            self.named_many = true;
+        } else {
+            self.named.push(id);
+        }
+    }
+
+    /// Whether a request of the client's may have named socket `id` since
+    /// its waiting requests last ran again.
+    pub fn named_since(&self, id: u32) -> bool {
+        self.named_many || self.named.contains(&id)
     }
 
     /// `p` waits (again).

@@ -238,6 +238,13 @@ impl<S: Copy> Shares<S> {
         n
     }
 
+    /// Whether holder `(key, id)`'s socket is shared, or keeps bytes
+    /// given back from before it was taken back: bytes given back may
+    /// come to it without an event of the engine's.
+    pub fn is_shared(&self, key: u64, id: u32) -> bool {
+        self.by_holder.contains_key(&(key, id)) || self.kept.contains_key(&(key, id))
+    }
+
     /// Whether given-back bytes wait on holder `(key, id)`'s stream.
     pub fn has_returned(&self, key: u64, id: u32) -> bool {
         self.kept.contains_key(&(key, id))

@@ -116,6 +116,12 @@ impl ClientSockets {
         self.sockets.get(&id).copied()
     }
 
+    /// Whether the engine's last lists of events named `sock`
+    /// (`crate::wakes`).
+    pub fn had_event(&self, sock: Sock) -> bool {
+        self.wakes.had_event(sock)
+    }
+
     /// Socket `id` if `pick` takes its kind: `EBADF` if there is no such
     /// socket, `wrong` if it is of another kind.
     fn of_kind<T>(&self, id: u32, wrong: i32, pick: impl FnOnce(Sock) -> Option<T>) -> Result<T, i32> {

@@ -26,6 +26,10 @@ pub struct NetdStats {
     /// Waiting requests run again (a receive or accept whose socket has
     /// nothing for it is not).
     pub waits_rerun: u64,
+    /// Waiting requests whose socket was looked at again to see whether
+    /// they may run (a receive or accept parked on a socket that had no
+    /// event is not).
+    pub waits_checked: u64,
     /// Completions posted.
     pub completions: u64,
     /// Descriptors refused by the protocol check.

@@ -7,6 +7,12 @@
 //! its turn leaves them alone (`requests::serve_client`), so a turn costs
 //! what the busy sockets cost, not what every idle one does.
 //!
+//! The sockets the engine listed last are kept until the next list
+//! ([`Wakes::had_event`]): a client's turn runs again only those of its
+//! waiting receives and accepts whose own socket is among them
+//! (`Pending::parked`), so that a busy client's turn does not cost what
+//! each of its idle sockets' receives does either.
+//!
 //! Invariant: every socket a client's table holds that the engine lists
 //! events for (all but echo sockets) is indexed under that client's key
 //! from when it enters the table until it leaves (`ClientSockets`).
@@ -45,6 +51,8 @@ pub(crate) struct Wakes {
     /// Scratch for the engine's lists, kept between turns.
     tcp: RefCell<Vec<TcpEvent>>,
     udp: RefCell<Vec<UdpHandle>>,
+    /// The sockets of the engine's last lists.
+    listed: RefCell<HashSet<Watched>>,
 }
 
 impl Wakes {
@@ -81,6 +89,8 @@ impl Wakes {
         iface.tcp().take_events(&mut tcp);
         iface.udp().take_events(&mut udp);
         let holders = self.holders.borrow();
+        let mut listed = self.listed.borrow_mut();
+        listed.clear();
         let watched = tcp
             .drain(..)
             .map(|e| match e.socket {
@@ -92,7 +102,13 @@ impl Wakes {
             if let Some(keys) = holders.get(&w) {
                 woken.extend(keys.iter().map(|&(k, _)| k));
             }
+            listed.insert(w);
         }
+    }
+
+    /// Whether the engine's last lists ([`Wakes::take`]) named `sock`.
+    pub fn had_event(&self, sock: Sock) -> bool {
+        Watched::of(sock).is_some_and(|w| self.listed.borrow().contains(&w))
     }
 
     /// Sockets indexed (for tests).
@@ -121,9 +137,11 @@ mod tests {
         let mut woken = HashSet::new();
         wakes.take(&mut iface, &mut woken);
         assert_eq!(woken, HashSet::from([7, 9]), "the holders of the socket the datagrams came to");
+        assert!(wakes.had_event(Sock::Udp(busy)) && !wakes.had_event(Sock::Udp(idle)));
         woken.clear();
         wakes.take(&mut iface, &mut woken);
         assert!(woken.is_empty(), "nothing new since");
+        assert!(!wakes.had_event(Sock::Udp(busy)), "the last list named nothing");
         wakes.unwatch(Sock::Udp(busy), 9);
         wakes.unwatch(Sock::Udp(idle), 8);
         assert_eq!(wakes.len(), 1);

@@ -348,6 +348,34 @@ fn idle_sockets_receives_are_not_run_again_every_turn() {
     assert!(after - before < 100, "{} waiting requests run again over 1000 turns", after - before);
 }
 
+/// A busy client's idle sockets cost its turns nothing either: their
+/// receives, each parked on its socket once it found nothing there, are
+/// not looked at again while a stream of the same client makes two
+/// hundred round trips, though each of its turns runs its waits again.
+#[test]
+fn a_busy_clients_idle_receives_are_not_looked_at_every_turn() {
+    let netd = NetdThread::start_with_region(Placement::Inline, Wire::Loopback, 1024, 256);
+    let (writer, reader, a, _b) = pair(&netd, 9690);
+    // Thirty datagram sockets of the writer's client, with their receives
+    // posted ahead.
+    let idle: Vec<UdpSocket> = (0..30).map(|i| UdpSocket::bind_via(&a, at(9700 + i)).expect("bind")).collect();
+    let checked = || stat_value(&a.stat().expect("stat"), "netd waits_checked ").expect("a count");
+    let before = checked();
+    let mut one = [0u8; 1];
+    for i in 0..200u32 {
+        (&writer).write_all(&[i as u8]).unwrap();
+        (&reader).read_exact(&mut one).unwrap();
+        (&reader).write_all(&one).unwrap();
+        (&writer).read_exact(&mut one).unwrap();
+        assert_eq!(one[0], i as u8);
+    }
+    let looked = checked() - before;
+    // The idle sockets hold some eighty receives: looked at on every
+    // turn, they alone would be tens of thousands.
+    assert!(looked < 5000, "waiting requests looked at {looked} times over 200 round trips");
+    drop(idle);
+}
+
 /// The line of the socket whose local address is `local` in `report`.
 fn socket_line(report: &str, local: SocketAddrV4) -> Option<String> {
     let key = format!(" local {local} ");
