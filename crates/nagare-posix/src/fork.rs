@@ -168,7 +168,7 @@ extern "C" fn prepare() {
     let tokens = share_all(|_| true);
     PENDING.with(|p| *p.borrow_mut() = tokens.clone());
     if !tokens.is_empty() {
-        let me = std::process::id();
+        let me = crate::pid::current();
         let spare = for_child().spare.take().and_then(|s| {
             if s.pid != me {
                 // SAFETY: another process's spare, copied by a fork it ran
@@ -265,7 +265,7 @@ extern "C" fn in_parent() {
         if forks >= 2 && for_child().spare.is_none() {
             if let Ok(session) = Session::connect(netd_path()) {
                 session.set_spin_yields(false);
-                for_child().spare = Some(Spare { session, pid: std::process::id(), users: users() });
+                for_child().spare = Some(Spare { session, pid: crate::pid::current(), users: users() });
             }
         }
     }
@@ -279,7 +279,7 @@ extern "C" fn in_child() {
     Entered::leave_in_child();
     nagare::signals::forget_holds_in_child();
     let _in = Entered::new();
-    let me = std::process::id();
+    let me = crate::pid::current();
     PENDING.with(|p| p.borrow_mut().clear());
     let Some(mut held) = HELD.with(|h| h.borrow_mut().take()) else { return };
     *held.others = None;
@@ -346,7 +346,7 @@ fn let_go_copies(sessions: Vec<Session>) {
 /// a `fork` is under way, and its spare.
 pub(crate) fn made_ahead_descriptors() -> Vec<i32> {
     let slot = for_child();
-    let me = std::process::id();
+    let me = crate::pid::current();
     let mine = slot.mine.as_ref().filter(|c| c.pid == me);
     let spare = slot.spare.as_ref().filter(|s| s.pid == me).map(|s| &s.session);
     mine.into_iter().chain(slot.next.as_ref()).map(|c| &c.session).chain(spare).flat_map(Session::descriptors).collect()
@@ -355,7 +355,7 @@ pub(crate) fn made_ahead_descriptors() -> Vec<i32> {
 /// What the session made for this process (a child) adopted by `token`.
 fn made_for_me(token: u64) -> Option<Adopted> {
     let mut slot = for_child();
-    let c = slot.mine.as_mut().filter(|c| c.pid == std::process::id())?;
+    let c = slot.mine.as_mut().filter(|c| c.pid == crate::pid::current())?;
     c.adopted.remove(&token)
 }
 
@@ -436,7 +436,7 @@ fn own_placeholder(fds: &[i32], ty: libc::c_int, watched: Option<u64>) -> bool {
             return false;
         }
         if let Some(token) = watched {
-            let name = format!("{}{token:016x}-{:x}", String::from_utf8_lossy(NAME_PREFIX), std::process::id());
+            let name = format!("{}{token:016x}-{:x}", String::from_utf8_lossy(NAME_PREFIX), crate::pid::current());
             let path = nagare_request::share_watch_path(&netd_path());
             let addr = unix_addr(path.as_os_str().as_encoded_bytes(), false);
             let flags = libc::fcntl(fresh, libc::F_GETFL);
@@ -554,7 +554,7 @@ fn bind_abstract(fd: i32, name: &[u8]) -> Res<()> {
 /// one over. `EBADF` for a socket held without a token, or whose socket
 /// netd no longer has.
 pub(crate) fn take_over(sock: &Sock, g: &mut Inner) -> Res<()> {
-    let me = std::process::id();
+    let me = crate::pid::current();
     let token = sock.token.load(Ordering::Acquire);
     if token == 0 {
         if matches!(g.state, State::Fresh) {
@@ -625,7 +625,7 @@ pub fn inherit() {
             found.entry(token).or_insert_with(|| (Vec::new(), Arc::new(Sock::inherited(proto, token)), false));
         fds.push(fd);
         // Made this process's own before `exec`, in its `fork` handler.
-        *mine |= owner == Some(std::process::id());
+        *mine |= owner == Some(crate::pid::current());
         table::insert(fd, sock.clone());
     }
     if found.is_empty() {

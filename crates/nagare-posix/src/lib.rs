@@ -43,6 +43,7 @@ mod fork;
 mod guard;
 pub mod names;
 mod options;
+mod pid;
 mod session;
 mod sock;
 mod table;

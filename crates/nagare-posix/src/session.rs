@@ -12,7 +12,7 @@ static SESSION: Mutex<Option<(u32, Session)>> = Mutex::new(None);
 /// `NAGARE_NETD` names (or the default socket). `ENETDOWN` when netd
 /// cannot be reached; the reason is said on stderr once.
 pub(crate) fn session() -> Res<Session> {
-    let pid = std::process::id();
+    let pid = crate::pid::current();
     let mut slot = SESSION.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((owner, s)) = slot.as_ref() {
         if *owner == pid {
@@ -74,7 +74,7 @@ pub(crate) fn adopt_session(slot: &mut Held, pid: u32, session: Session) {
 /// what a `closefrom` of the program's spares. A parent's session, copied
 /// by a `fork` and never used here, is not this process's.
 pub(crate) fn own_descriptors() -> Vec<i32> {
-    let pid = std::process::id();
+    let pid = crate::pid::current();
     let mut fds = match SESSION.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
         Some((owner, s)) if *owner == pid => s.descriptors(),
         _ => Vec::new(),

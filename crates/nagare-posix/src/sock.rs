@@ -125,7 +125,7 @@ impl Sock {
         Sock {
             proto,
             six: AtomicBool::new(false),
-            pid: AtomicU32::new(std::process::id()),
+            pid: AtomicU32::new(crate::pid::current()),
             token: AtomicU64::new(0),
             watched: AtomicBool::new(false),
             nonblocking: AtomicBool::new(nonblocking),
@@ -175,7 +175,7 @@ impl Sock {
 
     /// Whether this process's session holds it.
     pub(crate) fn is_here(&self) -> bool {
-        self.pid.load(Ordering::Acquire) == std::process::id()
+        self.pid.load(Ordering::Acquire) == crate::pid::current()
     }
 
     /// The socket's state, for this process: a socket another process
