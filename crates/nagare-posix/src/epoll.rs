@@ -16,7 +16,7 @@
 use crate::sock::Sock;
 use crate::wait::{hold_signals, readiness, sleep, sleep_mask, Ours};
 use crate::{table, Entered, Res};
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};

@@ -7,7 +7,7 @@
 //! numbers below [`MARKED`] are marked in a flat array that needs no lock.
 
 use crate::sock::Sock;
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 

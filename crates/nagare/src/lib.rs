@@ -44,13 +44,13 @@ mod watcher;
 pub mod zerocopy;
 
 pub use fork::ForkHold;
+use hashbrown::{HashMap, HashSet};
 use nagare_ipc::{BufRef, Client, Consumer, Descriptor, Notifier, Pool, Producer, Waiter, DEFAULT_SPIN, NO_BUFFER};
 use nagare_request::{Completion, Op, Piece, Request};
 use path::Role;
 pub use path::RECV_AHEAD;
 pub use readyfd::ReadinessFd;
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -1088,12 +1088,12 @@ impl Conn {
         match self.arrived.entry(d.id) {
             // A second copy (netd's, after a driver died): the buffer comes
             // back with one of the two, kept with the first.
-            std::collections::hash_map::Entry::Occupied(mut o) => {
+            hashbrown::hash_map::Entry::Occupied(mut o) => {
                 if o.get().1.is_none() {
                     o.get_mut().1 = back;
                 }
             }
-            std::collections::hash_map::Entry::Vacant(v) => {
+            hashbrown::hash_map::Entry::Vacant(v) => {
                 v.insert((Completion::decode(&d), back));
                 self.publish_answer(d.id);
             }
