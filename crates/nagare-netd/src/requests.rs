@@ -2,8 +2,9 @@
 //! engine may have what they wait for (one of its sockets had an event,
 //! `crate::wakes`; a receive or accept whose socket has nothing only has
 //! its time limit checked, `ops::may_progress`, and is parked on its
-//! socket: its socket is not looked at again until it had an event or a
-//! request named it), then new ones are taken, as many as its
+//! socket: its socket is not looked at again until it had an event, a
+//! request naming it was taken or ended, or housekeeping runs every
+//! wait again), then new ones are taken, as many as its
 //! completion ring has room for; and, once every client
 //! has had its turn, waiting `STAT` requests are answered. A client that
 //! went away has its last requests taken and run once, on the turn that
@@ -69,29 +70,36 @@ pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, 
     let retry = had_event || s.waits_need_retry(cx.now);
     let mut waiting = if retry { s.begin_retry() } else { Vec::new() };
     for mut p in waiting.drain(..) {
+        let socket = p.req.socket;
         // A receive or accept parked on an idle socket: nothing it waits
         // for can have come (it still fails at its time limit).
-        let quiet = |sock| !every && !s.sockets.had_event(sock) && !s.named_since(p.req.socket);
-        if p.parked.is_some_and(quiet) {
-            work |= wait(s, cx, p, Age::Waiting);
-            continue;
-        }
-        p.parked = None;
-        cx.stats.waits_checked += 1;
-        work |= match may_progress(cx, s.key(), &s.sockets, &p.req) {
-            true => {
-                cx.stats.waits_rerun += 1;
-                let ended = attempt(s, cx, p, Age::Waiting);
-                if ended {
-                    s.note_wait_ended();
+        let quiet = |sock| !every && !s.sockets.had_event(sock) && !s.named_since(socket);
+        let ended = if p.parked.is_some_and(quiet) {
+            wait(s, cx, p, Age::Waiting)
+        } else {
+            p.parked = None;
+            cx.stats.waits_checked += 1;
+            match may_progress(cx, s.key(), &s.sockets, &p.req) {
+                true => {
+                    cx.stats.waits_rerun += 1;
+                    attempt(s, cx, p, Age::Waiting)
                 }
-                ended
-            }
-            false => {
-                p.parked = parkable(cx, s, &p.req);
-                wait(s, cx, p, Age::Waiting)
+                false => {
+                    p.parked = parkable(cx, s, &p.req);
+                    wait(s, cx, p, Age::Waiting)
+                }
             }
         };
+        if ended {
+            // The others run again next turn; a close, or a connect that
+            // failed, leaves no event, so the receives parked on its
+            // socket do too.
+            s.note_wait_ended();
+            if socket != 0 {
+                s.note_named(socket);
+            }
+        }
+        work |= ended;
     }
     if retry {
         s.end_retry(waiting);

@@ -45,8 +45,9 @@ pub(crate) struct Pending {
     /// When it fails if still waiting (the request's time limit).
     pub deadline: Option<Instant>,
     /// The socket a receive or an accept found nothing on, where only
-    /// that socket's events or a request naming it can change that: it
-    /// is run again only then, or when every wait is
+    /// that socket's events, or a request naming it that was taken or
+    /// ended (a close, a shutdown, a connect that failed), can change
+    /// that: it is run again only then, or when every wait is
     /// (`requests::serve_client`).
     pub parked: Option<crate::sockets::Sock>,
 }
@@ -93,11 +94,15 @@ pub(crate) struct Session {
     /// option, a share of its own may change what the others get, and a
     /// closed socket has no events left to tell them).
     changed: bool,
-    /// The sockets its requests named since its waiting requests last
-    /// ran again (a close or a shutdown changes what a receive gets,
-    /// without an event), at most [`MOST_NAMED`]; past them, `named_many`.
+    /// The sockets named since its waiting requests last ran again by
+    /// requests taken or ended (a close or a shutdown changes what a
+    /// receive gets, without an event), at most [`MOST_NAMED`]; past
+    /// them, `named_many`. A run of the waits reads them as `named_before`
+    /// while it notes those of the requests it ends for the next.
     named: Vec<u32>,
     named_many: bool,
+    named_before: Vec<u32>,
+    named_many_before: bool,
     /// Completions made, not yet on the ring.
     out: Vec<Descriptor>,
     /// Completions of binds to a port that left another client, held
@@ -164,6 +169,8 @@ impl Session {
             changed: false,
             named: Vec::new(),
             named_many: false,
+            named_before: Vec::new(),
+            named_many_before: false,
             spare: Vec::new(),
             out: Vec::new(),
             held: Vec::new(),
@@ -264,6 +271,9 @@ impl Session {
     pub fn begin_retry(&mut self) -> Vec<Pending> {
         let spare = std::mem::take(&mut self.spare);
         (self.unwatched, self.next_deadline, self.changed) = (0, None, false);
+        std::mem::swap(&mut self.named, &mut self.named_before);
+        self.named.clear();
+        self.named_many_before = std::mem::take(&mut self.named_many);
         std::mem::replace(&mut self.pending, spare)
     }
 
@@ -285,11 +295,11 @@ impl Session {
     pub fn end_retry(&mut self, mut list: Vec<Pending>) {
         list.clear();
         self.spare = list;
-        self.named.clear();
-        self.named_many = false;
+        self.named_before.clear();
+        self.named_many_before = false;
     }
 
-    /// A request of the client's names socket `id`.
+    /// A request of the client's naming socket `id` was taken or ended.
     pub fn note_named(&mut self, id: u32) {
         if self.named_many || self.named.contains(&id) {
             return;
@@ -301,10 +311,11 @@ impl Session {
         }
     }
 
-    /// Whether a request of the client's may have named socket `id` since
-    /// its waiting requests last ran again.
+    /// Whether a request of the client's naming socket `id` may have been
+    /// taken or ended since its waiting requests last ran again (asked
+    /// while they run again).
     pub fn named_since(&self, id: u32) -> bool {
-        self.named_many || self.named.contains(&id)
+        self.named_many_before || self.named_before.contains(&id)
     }
 
     /// `p` waits (again).

@@ -8,10 +8,11 @@
 //! what the busy sockets cost, not what every idle one does.
 //!
 //! The sockets the engine listed last are kept until the next list
-//! ([`Wakes::had_event`]): a client's turn runs again only those of its
-//! waiting receives and accepts whose own socket is among them
-//! (`Pending::parked`), so that a busy client's turn does not cost what
-//! each of its idle sockets' receives does either.
+//! ([`Wakes::had_event`]): of a client's waiting receives and accepts
+//! parked on their sockets (`Pending::parked`), a turn runs again only
+//! those whose own socket is among them or was named by a request (and
+//! all of them at housekeeping), so that a busy client's turn does not
+//! cost what each of its idle sockets' receives does either.
 //!
 //! Invariant: every socket a client's table holds that the engine lists
 //! events for (all but echo sockets) is indexed under that client's key

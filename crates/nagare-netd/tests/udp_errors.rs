@@ -221,3 +221,50 @@ fn a_peer_of_the_other_family_is_refused_as_linux_does() {
     drop((four, only6, client));
     netd.stop();
 }
+
+/// A connected socket with the peer's port unreachable waiting in netd
+/// reads as readable to a `POLL`, as Linux's `poll` says `POLLERR` and
+/// wakes a reader: a socket whose reads ask netd (shared, or past its
+/// pool's receives) learns of the error there. The read that takes it
+/// leaves the socket not readable.
+#[test]
+fn a_poll_finds_a_connected_socket_with_an_error_waiting_readable() {
+    use nagare_netd::{encode_addr, Op};
+    use nagare_request::{encode_addr6, PollEntry, NONBLOCK, READABLE};
+    let netd = start(Placement::Inline);
+    let mut raw = support::RawClient::connect(&netd);
+    let mut bind = raw.request(Op::UdpBind);
+    bind.aux[0] = encode_addr(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0));
+    let udp = raw.call(bind).result().expect("bind") as u32;
+    let closed = SocketAddrV4::new(PEER_ADDR, CLOSED);
+    let mut connect = raw.request(Op::UdpConnect);
+    connect.socket = udp;
+    connect.aux[..3].copy_from_slice(&encode_addr6(SocketAddrV6::new(closed.ip().to_ipv6_mapped(), CLOSED, 0, 0)));
+    assert_eq!(raw.call(connect).result(), Ok(0));
+    let ready = |raw: &mut support::RawClient| {
+        let mut poll = raw.request(Op::Poll);
+        poll.flags = NONBLOCK;
+        let entry = PollEntry { socket: udp, interest: READABLE, ready: 0 };
+        poll.piece = Some(raw.give(&entry.to_bytes(), PollEntry::SIZE as u32));
+        let (c, bytes) = raw.call_raw(poll.encode());
+        assert!(c.result().is_ok(), "{c:?}");
+        let answered: [u8; PollEntry::SIZE] = bytes[..PollEntry::SIZE].try_into().expect("an entry");
+        PollEntry::from_bytes(answered).ready
+    };
+    assert_eq!(ready(&mut raw) & READABLE, 0, "nothing waits yet");
+    let mut send = raw.request(Op::SendTo);
+    send.socket = udp;
+    send.aux[0] = encode_addr(closed);
+    send.piece = Some(raw.give(b"to a closed port", 16));
+    assert_eq!(raw.call(send).result(), Ok(16));
+    let deadline = Instant::now() + LIMIT;
+    while ready(&mut raw) & READABLE == 0 {
+        assert!(Instant::now() < deadline, "the port unreachable never made the socket readable");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut recv = raw.request(Op::RecvFrom);
+    recv.socket = udp;
+    recv.piece = Some(raw.give(&[], 512));
+    assert_eq!(raw.call(recv).result(), Err(libc::ECONNREFUSED), "the error a read takes");
+    assert_eq!(ready(&mut raw) & READABLE, 0, "taken");
+}

@@ -199,10 +199,9 @@ struct Conn {
     /// shared one is (a read posts one receive of its own, whose data it
     /// holds until read) and its readiness is netd's to say. Tried again
     /// as buffers come back (`Conn::repost_unposted`), in turn from
-    /// `repost_from` on. Each with what netd last said it is ready for
-    /// (`READABLE`, `CLOSED`; 0 since a read found nothing, or never
-    /// asked), which a descriptor it lent shows (`readyfd.rs`).
-    unposted: std::collections::BTreeMap<u32, u16>,
+    /// `repost_from` on. Each with what netd said of its readiness, which
+    /// a descriptor it lent shows (`readyfd.rs`).
+    unposted: std::collections::BTreeMap<u32, path::Unposted>,
     repost_from: u32,
     /// The requests that watch unposted sockets' readiness for their
     /// descriptors (`Conn::watch_unposted`), in flight.

@@ -103,6 +103,17 @@ pub(crate) enum Role {
     WatchUnposted,
 }
 
+/// What is known of an unposted socket's reads (`Conn::unposted`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Unposted {
+    /// What netd last said it is ready for (`READABLE`, `CLOSED`): 0 since
+    /// a read found nothing, or before netd was asked.
+    pub(crate) said: u16,
+    /// The watch in flight that lists it (`Conn::watch_unposted`), by
+    /// request id; 0: none.
+    pub(crate) watch: u64,
+}
+
 /// Data that arrived in one of our buffers.
 #[derive(Clone, Copy, Debug)]
 struct Arrived {
@@ -606,7 +617,7 @@ impl Conn {
     fn set_unposted(&mut self, id: u32) {
         let Some(p) = self.paths.get(&id) else { return };
         if p.posted == 0 && p.arrived.is_empty() && !self.unposted.contains_key(&id) {
-            self.unposted.insert(id, 0);
+            self.unposted.insert(id, Unposted::default());
             self.publish(id);
         }
     }
@@ -784,8 +795,8 @@ impl Conn {
                 }
                 if answered_nothing {
                     // netd had nothing to read: what it said before is past.
-                    if let Some(ready) = self.unposted.get_mut(&socket) {
-                        *ready = 0;
+                    if let Some(u) = self.unposted.get_mut(&socket) {
+                        u.said = 0;
                     }
                 }
                 // A receive of its own answered with nothing (a socket taken

@@ -44,18 +44,21 @@
 
 use crate::path::Role;
 use crate::InFlight;
-use nagare_request::{Op, Piece, PollEntry, Request, CLOSED, MAX_POLL, READABLE, WRITABLE};
+use nagare_request::{Op, Piece, PollEntry, Request, CLOSED, INVALID, MAX_POLL, READABLE, WRITABLE};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// How long a watch of unposted sockets waits in netd for one to be
-/// ready before it is made again (with the sockets that joined since, if
-/// [`MOST_WATCHES`] were out).
+/// ready before it comes back and its sockets are watched again (with
+/// those that joined meanwhile, if [`MOST_WATCHES`] were out: they wait
+/// that long at most).
 const WATCH_LIMIT: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// Watches of unposted sockets in flight at once.
-const MOST_WATCHES: usize = 2;
+/// Watches of unposted sockets in flight at once: netd runs each again
+/// on every event of the client's, so a socket that joins alone gets a
+/// watch of its own only up to this many.
+const MOST_WATCHES: usize = 8;
 
 /// The state set on the descriptor: readable.
 const IN: u8 = 1;
@@ -180,16 +183,16 @@ impl crate::Conn {
             return;
         }
         let Some(fd) = self.ready_fds.get(&id) else { return };
-        let said = self.unposted.get(&id).filter(|_| !self.is_shared(id));
+        let unposted = self.unposted.get(&id).filter(|_| !self.is_shared(id));
         let ready = if self.dead {
             CLOSED
-        } else if !self.tracks_readiness(id) && said.is_none() {
+        } else if !self.tracks_readiness(id) && unposted.is_none() {
             READABLE | WRITABLE
         } else {
             let mut ready = self.readiness(id).unwrap_or(CLOSED);
-            if let Some(&said) = said {
-                ready |= said;
-                if said == 0 {
+            if let Some(u) = unposted {
+                ready |= u.said;
+                if u.said == 0 && u.watch == 0 {
                     self.watch_wanted.set(true);
                 }
             }
@@ -249,14 +252,16 @@ impl crate::Conn {
     }
 
     /// Asks netd, without waiting, to answer once one of the unposted
-    /// sockets that lent descriptors and that netd has not said are ready
-    /// is readable or closed, or [`WATCH_LIMIT`] has passed: its answer
-    /// ([`Conn::take_watch`]) sets their descriptors, as completions set
-    /// other sockets'. Their data waits in netd, which signals nothing
-    /// else when it comes. One list of every such socket, made whenever
-    /// one joins while fewer than [`MOST_WATCHES`] are in flight (else
-    /// when one comes back); it keeps the buffers unposted sockets' reads
-    /// leave.
+    /// sockets that lent descriptors, that netd has not said are ready
+    /// and that no watch in flight lists, is readable or closed, or
+    /// [`WATCH_LIMIT`] has passed: its answer ([`Conn::take_watch`]) sets
+    /// their descriptors, as completions set other sockets'. Their data
+    /// waits in netd, which signals nothing else when it comes. So each
+    /// such socket is in one watch: those that join (a read found
+    /// nothing) get one of their own while fewer than [`MOST_WATCHES`]
+    /// are in flight, else when one comes back. A watch keeps the
+    /// sixteenth of the pool unposted sockets' reads leave: with no more
+    /// free, it is made once a buffer comes back (`Conn::collect`).
     pub(crate) fn watch_unposted(&mut self) {
         if !self.watch_wanted.get() || self.dead || self.abandoned || self.watches.len() >= MOST_WATCHES {
             return;
@@ -264,41 +269,56 @@ impl crate::Conn {
         if self.pool.counts().0 <= self.pool.len() * crate::path::UNPOSTED_RESERVE_SIXTEENTHS / 16 {
             return;
         }
-        let Some(b) = self.pool.alloc() else { return };
-        self.watch_wanted.set(false);
         let most = (self.pool.buffer_size() as usize / PollEntry::SIZE).min(MAX_POLL as usize);
-        let mut n = 0;
-        for (&id, &said) in &self.unposted {
-            if n == most {
-                break;
-            }
-            if said != 0 || !self.ready_fds.contains_key(&id) || self.paths.get(&id).is_none_or(|p| p.is_shared()) {
-                continue;
-            }
+        let listed: Vec<u32> = self
+            .unposted
+            .iter()
+            .filter(|&(id, u)| {
+                u.said == 0
+                    && u.watch == 0
+                    && self.ready_fds.contains_key(id)
+                    && self.paths.get(id).is_some_and(|p| !p.is_shared())
+            })
+            .map(|(&id, _)| id)
+            .take(most)
+            .collect();
+        // Those past `most` wait for the next watch.
+        self.watch_wanted.set(listed.len() == most);
+        if listed.is_empty() {
+            return;
+        }
+        let Some(b) = self.pool.alloc() else {
+            self.watch_wanted.set(true);
+            return;
+        };
+        for (n, &id) in listed.iter().enumerate() {
             let entry = PollEntry { socket: id, interest: READABLE, ready: 0 };
             if self.pool.write(b, (n * PollEntry::SIZE) as u32, &entry.to_bytes()).is_err() {
-                break;
+                let _ = self.pool.release(b);
+                return;
             }
-            n += 1;
-        }
-        if n == 0 {
-            let _ = self.pool.release(b);
-            return;
         }
         let mut req = Request::new(Op::Poll, 0);
         crate::set_wait_limit(&mut req, Some(WATCH_LIMIT));
-        req.piece = Some(Piece { buffer: b, offset: 0, len: (n * PollEntry::SIZE) as u32 });
+        req.piece = Some(Piece { buffer: b, offset: 0, len: (listed.len() * PollEntry::SIZE) as u32 });
+        // A buffer `submit` could not give is released there; one given
+        // comes back with the completion (or with netd, if it is gone).
         if self.submit(&mut req, Some(b)).is_err() {
-            let _ = self.pool.release(b);
             return;
         }
         self.in_flight.insert(req.id, InFlight { buffer: Some(b), abandoned: false, role: Role::WatchUnposted });
         self.watches.push(req.id);
+        for id in listed {
+            if let Some(u) = self.unposted.get_mut(&id) {
+                u.watch = req.id;
+            }
+        }
     }
 
     /// Takes netd's answer to watch `rid` ([`Conn::watch_unposted`]):
-    /// each socket it says is readable or closed, and still unposted, is
-    /// so until a read finds nothing; the others are watched again.
+    /// each socket it says is readable or closed (or no longer knows, so
+    /// that a call finds out), and still unposted, is so until a read
+    /// finds nothing; the others it listed are watched again.
     pub(crate) fn take_watch(
         &mut self,
         rid: u64,
@@ -306,6 +326,9 @@ impl crate::Conn {
         back: Option<nagare_ipc::BufRef>,
     ) {
         self.watches.retain(|&w| w != rid);
+        for u in self.unposted.values_mut().filter(|u| u.watch == rid) {
+            u.watch = 0;
+        }
         self.watch_wanted.set(true);
         let Some(b) = back else { return };
         if comp.is_ok_and(|c| c.result().is_ok()) {
@@ -315,12 +338,15 @@ impl crate::Conn {
                     break;
                 }
                 let entry = PollEntry::from_bytes(bytes);
-                let said = entry.ready & (READABLE | CLOSED);
+                let mut said = entry.ready & (READABLE | CLOSED);
+                if entry.ready & INVALID != 0 {
+                    said |= CLOSED;
+                }
                 if said == 0 {
                     continue;
                 }
-                if let Some(ready) = self.unposted.get_mut(&entry.socket) {
-                    *ready |= said;
+                if let Some(u) = self.unposted.get_mut(&entry.socket) {
+                    u.said |= said;
                     self.publish(entry.socket);
                 }
             }

@@ -137,7 +137,9 @@ fn readiness(sockets: &ClientSockets, iface: &Interface, e: PollEntry) -> u16 {
             Ok(r) => bits(r.readable, false),
             Err(_) => CLOSED,
         },
-        Some(Sock::Udp(h)) => bits(iface.udp_ref().socket(h).is_some_and(|u| u.queued() > 0), true),
+        // An error waiting (an ICMP error about a connected socket's
+        // datagram) is readable, as Linux's POLLERR wakes a reader.
+        Some(Sock::Udp(h)) => bits(iface.udp_ref().socket(h).is_some_and(|u| u.queued() > 0 || u.has_error()), true),
         Some(Sock::Echo(h)) => {
             bits(iface.icmp_ref().echo_socket(h).is_some_and(|x| x.queued() + x.queued6() > 0), true)
         }
