@@ -3,7 +3,7 @@
 //! `crate::wakes`; a receive or accept whose socket has nothing only has
 //! its time limit checked, `ops::may_progress`, and is parked on its
 //! socket: its socket is not looked at again until it had an event, a
-//! request naming it was taken or ended, or housekeeping runs every
+//! request naming it that changes it was taken or ended, or housekeeping runs every
 //! wait again), then new ones are taken, as many as its
 //! completion ring has room for; and, once every client
 //! has had its turn, waiting `STAT` requests are answered. A client that
@@ -70,7 +70,7 @@ pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, 
     let retry = had_event || s.waits_need_retry(cx.now);
     let mut waiting = if retry { s.begin_retry() } else { Vec::new() };
     for mut p in waiting.drain(..) {
-        let socket = p.req.socket;
+        let (socket, op) = (p.req.socket, p.req.op);
         // A receive or accept parked on an idle socket: nothing it waits
         // for can have come (it still fails at its time limit).
         let quiet = |sock| !every && !s.sockets.had_event(sock) && !s.named_since(socket);
@@ -95,7 +95,7 @@ pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, 
             // failed, leaves no event, so the receives parked on its
             // socket do too.
             s.note_wait_ended();
-            if socket != 0 {
+            if changes_without_event(op) {
                 s.note_named(socket);
             }
         }
@@ -115,6 +115,15 @@ pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, 
     }
     s.flush(cx.stats);
     work
+}
+
+/// Whether a request of `op`, taken or ended, may change what a receive
+/// or accept parked on its socket gets without an event of the engine's
+/// (a closed socket has none left; a shutdown ends its reads; a connect
+/// that failed drops its connection). Shares, adoptions, give-backs and
+/// reclaims run every client's waits again instead (`Context::wake_all`).
+fn changes_without_event(op: Op) -> bool {
+    matches!(op, Op::Close | Op::Shutdown | Op::Connect | Op::Connect6 | Op::UdpConnect)
 }
 
 /// The socket waiting request `req` parks on (`Pending::parked`): a
@@ -220,7 +229,7 @@ fn run_new_requests(s: &mut Session, cx: &mut Context<'_>, budget: usize) -> Opt
             continue;
         };
         let deadline = req.wait_limit().map(|w| cx.now + w);
-        if req.socket != 0 {
+        if changes_without_event(req.op) {
             s.note_named(req.socket);
         }
         attempt(s, cx, Pending { req, buf, deadline, parked: None }, Age::New);

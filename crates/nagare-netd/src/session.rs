@@ -48,7 +48,7 @@ pub(crate) struct Pending {
     /// that socket's events, or a request naming it that was taken or
     /// ended (a close, a shutdown, a connect that failed), can change
     /// that: it is run again only then, or when every wait is
-    /// (`requests::serve_client`).
+    /// (housekeeping, `Context::wake_all`; `requests::serve_client`).
     pub parked: Option<crate::sockets::Sock>,
 }
 
@@ -95,10 +95,12 @@ pub(crate) struct Session {
     /// closed socket has no events left to tell them).
     changed: bool,
     /// The sockets named since its waiting requests last ran again by
-    /// requests taken or ended (a close or a shutdown changes what a
-    /// receive gets, without an event), at most [`MOST_NAMED`]; past
-    /// them, `named_many`. A run of the waits reads them as `named_before`
-    /// while it notes those of the requests it ends for the next.
+    /// requests, taken or ended, that change what a receive gets without
+    /// an event (a close, a shutdown, a failed connect:
+    /// `requests::changes_without_event`), at most [`MOST_NAMED`]; past
+    /// them, `named_many`. A run of the waits reads them as
+    /// `named_before` while it notes those of the requests it ends for
+    /// the next.
     named: Vec<u32>,
     named_many: bool,
     named_before: Vec<u32>,
@@ -299,7 +301,8 @@ impl Session {
         self.named_many_before = false;
     }
 
-    /// A request of the client's naming socket `id` was taken or ended.
+    /// A request of the client's naming socket `id`, one that may change
+    /// what a receive parked there gets, was taken or ended.
     pub fn note_named(&mut self, id: u32) {
         if self.named_many || self.named.contains(&id) {
             return;
@@ -311,9 +314,9 @@ impl Session {
         }
     }
 
-    /// Whether a request of the client's naming socket `id` may have been
-    /// taken or ended since its waiting requests last ran again (asked
-    /// while they run again).
+    /// Whether such a request naming socket `id` may have been taken or
+    /// ended since its waiting requests last ran again (asked while they
+    /// run again).
     pub fn named_since(&self, id: u32) -> bool {
         self.named_many_before || self.named_before.contains(&id)
     }

@@ -1074,7 +1074,7 @@ impl Conn {
         if f.role != Role::Call {
             let role = f.role;
             self.in_flight.remove(&d.id);
-            self.deliver(role, Completion::decode(&d), back);
+            self.deliver(d.id, role, Completion::decode(&d), back);
             return;
         }
         if f.abandoned {

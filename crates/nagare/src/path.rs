@@ -657,11 +657,12 @@ impl Conn {
         Ok(())
     }
 
-    /// Takes the completion of a path's request (`role`), with the buffer
-    /// it returned, and sets its socket's descriptor (`readyfd.rs`): a
-    /// completion is how a socket's readiness rises.
+    /// Takes the completion of a path's request `rid` (`role`), with the
+    /// buffer it returned, and sets its socket's descriptor (`readyfd.rs`):
+    /// a completion is how a socket's readiness rises.
     pub(crate) fn deliver(
         &mut self,
+        rid: u64,
         role: Role,
         comp: Result<Completion, nagare_request::ProtoError>,
         back: Option<BufRef>,
@@ -671,7 +672,7 @@ impl Conn {
             Role::PostedAccept { listener } => Some(listener),
             Role::Call | Role::AbandonedConnect | Role::WatchUnposted => None,
         };
-        self.deliver_to_path(role, comp, back);
+        self.deliver_to_path(rid, role, comp, back);
         if let Some(id) = socket {
             self.publish(id);
         }
@@ -681,12 +682,12 @@ impl Conn {
     /// [`Conn::deliver`] without the descriptor.
     fn deliver_to_path(
         &mut self,
+        rid: u64,
         role: Role,
         comp: Result<Completion, nagare_request::ProtoError>,
         back: Option<BufRef>,
     ) {
         let result = comp.as_ref().map_err(|_| libc::EPROTO).and_then(|c| c.result().map(|_| c));
-        let rid = comp.as_ref().map_or(0, |c| c.id);
         match role {
             Role::Call => {}
             Role::WatchUnposted => self.take_watch(rid, comp, back),

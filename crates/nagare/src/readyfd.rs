@@ -55,9 +55,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 /// that long at most).
 const WATCH_LIMIT: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// Watches of unposted sockets in flight at once: netd runs each again
-/// on every event of the client's, so a socket that joins alone gets a
-/// watch of its own only up to this many.
+/// Watches of unposted sockets in flight at once: netd looks at each
+/// again on every turn of the client's, so a socket that joins alone gets
+/// a watch of its own only up to this many.
 const MOST_WATCHES: usize = 8;
 
 /// The state set on the descriptor: readable.
@@ -295,6 +295,7 @@ impl crate::Conn {
             let entry = PollEntry { socket: id, interest: READABLE, ready: 0 };
             if self.pool.write(b, (n * PollEntry::SIZE) as u32, &entry.to_bytes()).is_err() {
                 let _ = self.pool.release(b);
+                self.watch_wanted.set(true);
                 return;
             }
         }
@@ -304,6 +305,7 @@ impl crate::Conn {
         // A buffer `submit` could not give is released there; one given
         // comes back with the completion (or with netd, if it is gone).
         if self.submit(&mut req, Some(b)).is_err() {
+            self.watch_wanted.set(true);
             return;
         }
         self.in_flight.insert(req.id, InFlight { buffer: Some(b), abandoned: false, role: Role::WatchUnposted });

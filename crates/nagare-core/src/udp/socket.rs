@@ -196,6 +196,11 @@ impl UdpSocket {
         self.error.is_some()
     }
 
+    /// The ICMP error waiting to be taken, left in place.
+    pub fn error(&self) -> Option<crate::icmp::IcmpError> {
+        self.error
+    }
+
     /// Datagrams waiting to be read.
     pub fn queued(&self) -> usize {
         self.rx.len()

@@ -137,9 +137,15 @@ fn readiness(sockets: &ClientSockets, iface: &Interface, e: PollEntry) -> u16 {
             Ok(r) => bits(r.readable, false),
             Err(_) => CLOSED,
         },
-        // An error waiting (an ICMP error about a connected socket's
-        // datagram) is readable, as Linux's POLLERR wakes a reader.
-        Some(Sock::Udp(h)) => bits(iface.udp_ref().socket(h).is_some_and(|u| u.queued() > 0 || u.has_error()), true),
+        // An error the next read reports (a hard ICMP error about a
+        // connected socket's datagram, `udp::socket_error`) is readable,
+        // as Linux's POLLERR wakes a reader; one it drops is not.
+        Some(Sock::Udp(h)) => {
+            let readable = iface.udp_ref().socket(h).is_some_and(|u| {
+                u.queued() > 0 || (u.peer().is_some() && u.error().and_then(super::udp_errors::hard_errno).is_some())
+            });
+            bits(readable, true)
+        }
         Some(Sock::Echo(h)) => {
             bits(iface.icmp_ref().echo_socket(h).is_some_and(|x| x.queued() + x.queued6() > 0), true)
         }
