@@ -2,9 +2,9 @@
 //! engine may have what they wait for (one of its sockets had an event,
 //! `crate::wakes`; a receive or accept whose socket has nothing only has
 //! its time limit checked, `ops::may_progress`, and is parked on its
-//! socket: its socket is not looked at again until it had an event, a
-//! request naming it that changes it was taken or ended, or housekeeping runs every
-//! wait again), then new ones are taken, as many as its
+//! socket: the socket is not looked at again until it had an event, a
+//! close, shutdown or connect of it was taken or ended, or housekeeping
+//! runs every wait again), then new ones are taken, as many as its
 //! completion ring has room for; and, once every client
 //! has had its turn, waiting `STAT` requests are answered. A client that
 //! went away has its last requests taken and run once, on the turn that
@@ -57,7 +57,9 @@ enum Age {
 /// up to `batch` new ones (at most `2 * REQ_BATCH`), and posts
 /// completions. A receive or accept parked on its socket
 /// (`Pending::parked`) runs again only if that socket had an event, a
-/// request named it, or `every` (housekeeping, or another client left).
+/// request that changes it without one named it
+/// ([`changes_without_event`]), or `every` (housekeeping, or
+/// `Context::wake_all`).
 /// Returns whether anything happened.
 pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, had_event: bool, every: bool) -> bool {
     match s.doomed {

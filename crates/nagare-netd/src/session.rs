@@ -304,7 +304,7 @@ impl Session {
     /// A request of the client's naming socket `id`, one that may change
     /// what a receive parked there gets, was taken or ended.
     pub fn note_named(&mut self, id: u32) {
-        if self.named_many || self.named.contains(&id) {
+        if id == 0 || self.named_many || self.named.contains(&id) {
             return;
         }
         if self.named.len() >= MOST_NAMED {

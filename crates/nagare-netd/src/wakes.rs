@@ -10,8 +10,9 @@
 //! The sockets the engine listed last are kept until the next list
 //! ([`Wakes::had_event`]): of a client's waiting receives and accepts
 //! parked on their sockets (`Pending::parked`), a turn runs again only
-//! those whose own socket is among them or was named by a request (and
-//! all of them at housekeeping), so that a busy client's turn does not
+//! those whose own socket is among them or was named by a close, a
+//! shutdown or a connect (and all of them at housekeeping), so that a
+//! busy client's turn does not
 //! cost what each of its idle sockets' receives does either.
 //!
 //! Invariant: every socket a client's table holds that the engine lists
