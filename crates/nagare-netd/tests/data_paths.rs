@@ -215,44 +215,79 @@ fn an_unroutable_datagram_is_reported_by_the_next_call() {
     assert_eq!(e.kind(), ErrorKind::WouldBlock, "the error is reported once: {e}");
 }
 
-/// A close behind a send that waits for room still waits for it, however
-/// many other requests of its client wait: the stream's bytes go out, then
-/// the close is done, rather than failing and leaving the socket open.
-#[test]
-fn a_close_behind_a_waiting_send_waits_even_when_the_pending_list_is_full() {
+/// A raw client's stream to a listener of another client at `port`: the
+/// raw client, its stream's id and the accepted end.
+fn raw_stream(netd: &NetdThread, port: u16) -> (support::RawClient, u32, TcpStream) {
     use nagare_netd::{encode_addr, Op};
-    use nagare_request::{LEND, NONBLOCK};
-    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
     let reader_session = netd.connect();
-    let listener = TcpListener::bind_via(&reader_session, at(9403)).expect("listen");
-    let mut raw = support::RawClient::connect(&netd);
+    let listener = TcpListener::bind_via(&reader_session, at(port)).expect("listen");
+    let mut raw = support::RawClient::connect(netd);
     let mut connect = raw.request(Op::Connect);
-    connect.aux[0] = encode_addr(at(9403));
+    connect.aux[0] = encode_addr(at(port));
     let stream = raw.call(connect).result().expect("connect") as u32;
-    let (mut reader, _) = listener.accept().expect("accept");
-    // Copied sends until the send buffer and the reader's window are full.
-    let chunk = vec![0x5au8; 16384];
+    let (reader, _) = listener.accept().expect("accept");
+    (raw, stream, reader)
+}
+
+/// Copied sends of `chunk` on `stream`, not waiting, until the send
+/// buffer and the reader's window are full: the bytes that went in.
+fn fill_with_sends(raw: &mut support::RawClient, stream: u32, chunk: &[u8]) -> usize {
+    use nagare_netd::Op;
     let mut sent = 0usize;
     for _ in 0..200 {
         let mut send = raw.request(Op::Send);
         send.socket = stream;
-        send.flags = NONBLOCK;
-        send.piece = Some(raw.give(&chunk, chunk.len() as u32));
+        send.flags = nagare_request::NONBLOCK;
+        send.piece = Some(raw.give(chunk, chunk.len() as u32));
         match raw.call(send).result() {
             Ok(n) => sent += n as usize,
             Err(e) if e == libc::EAGAIN => break,
             Err(e) => panic!("send: errno {e}"),
         }
     }
-    assert!(sent >= 256 << 10, "only {sent} bytes went in");
-    // One that waits for room (lent: it goes in whole or waits), then
-    // buffer-less requests that wait (accepts nobody will answer) until
-    // the pending list is full.
-    let mut waiting = raw.request(Op::Send);
+    sent
+}
+
+/// Posts a send of `chunk` on `stream` that waits for room (lent: it goes
+/// in whole or waits).
+fn post_waiting_send(raw: &mut support::RawClient, stream: u32, chunk: &[u8]) {
+    let mut waiting = raw.request(nagare_netd::Op::Send);
     waiting.socket = stream;
-    waiting.flags = LEND;
-    waiting.piece = Some(raw.give(&chunk, chunk.len() as u32));
+    waiting.flags = nagare_request::LEND;
+    waiting.piece = Some(raw.give(chunk, chunk.len() as u32));
     raw.post(waiting.encode());
+}
+
+/// Reads `reader` until `expected` bytes came or the stream ended: how
+/// many came.
+fn read_up_to(reader: &mut TcpStream, expected: usize) -> usize {
+    let mut got = 0usize;
+    let mut buf = vec![0u8; 65536];
+    reader.set_read_timeout(Some(LIMIT)).unwrap();
+    while got < expected {
+        match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) => panic!("read after {got} of {expected} bytes: {e}"),
+        }
+    }
+    got
+}
+
+/// A close behind a send that waits for room still waits for it, however
+/// many other requests of its client wait: the stream's bytes go out, then
+/// the close is done, rather than failing and leaving the socket open.
+#[test]
+fn a_close_behind_a_waiting_send_waits_even_when_the_pending_list_is_full() {
+    use nagare_netd::{encode_addr, Op};
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (mut raw, stream, mut reader) = raw_stream(&netd, 9403);
+    let chunk = vec![0x5au8; 16384];
+    let sent = fill_with_sends(&mut raw, stream, &chunk);
+    assert!(sent >= 256 << 10, "only {sent} bytes went in");
+    // One that waits for room, then buffer-less requests that wait
+    // (accepts nobody will answer) until the pending list is full.
+    post_waiting_send(&mut raw, stream, &chunk);
     let mut listen = raw.request(Op::Listen);
     listen.aux[0] = encode_addr(at(9404));
     listen.aux[1] = 4;
@@ -268,20 +303,10 @@ fn a_close_behind_a_waiting_send_waits_even_when_the_pending_list_is_full() {
     raw.post(close.encode());
     // The reader takes everything; the waiting send goes in, then the close.
     let expected = sent + chunk.len();
-    let mut got = 0usize;
-    let mut buf = vec![0u8; 65536];
-    reader.set_read_timeout(Some(LIMIT)).unwrap();
-    while got < expected {
-        match reader.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) => panic!("read after {got} of {expected} bytes: {e}"),
-        }
-    }
-    assert_eq!(got, expected, "every byte written before the close arrives");
+    assert_eq!(read_up_to(&mut reader, expected), expected, "every byte written before the close arrives");
     let done = raw.wait_for(close_id);
     assert_eq!(done.result(), Ok(0), "the close was done, not refused");
-    assert_eq!(reader.read(&mut buf).expect("the end of the stream"), 0, "a FIN after the data");
+    assert_eq!(reader.read(&mut [0u8; 16]).expect("the end of the stream"), 0, "a FIN after the data");
 }
 
 /// A receive parked on a stream (it found nothing there) whose close
@@ -291,16 +316,9 @@ fn a_close_behind_a_waiting_send_waits_even_when_the_pending_list_is_full() {
 /// the close's had come.
 #[test]
 fn a_receive_parked_on_a_stream_ends_the_turn_after_its_close() {
-    use nagare_netd::{encode_addr, Op};
-    use nagare_request::{LEND, NONBLOCK};
+    use nagare_netd::Op;
     let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
-    let reader_session = netd.connect();
-    let listener = TcpListener::bind_via(&reader_session, at(9405)).expect("listen");
-    let mut raw = support::RawClient::connect(&netd);
-    let mut connect = raw.request(Op::Connect);
-    connect.aux[0] = encode_addr(at(9405));
-    let stream = raw.call(connect).result().expect("connect") as u32;
-    let (mut reader, _) = listener.accept().expect("accept");
+    let (mut raw, stream, mut reader) = raw_stream(&netd, 9405);
     let mut recv = raw.request(Op::Recv);
     recv.socket = stream;
     recv.piece = Some(raw.give(&[], 65536));
@@ -312,38 +330,14 @@ fn a_receive_parked_on_a_stream_ends_the_turn_after_its_close() {
         raw.call(nop);
     }
     let chunk = vec![0x5au8; 16384];
-    let mut sent = 0usize;
-    for _ in 0..200 {
-        let mut send = raw.request(Op::Send);
-        send.socket = stream;
-        send.flags = NONBLOCK;
-        send.piece = Some(raw.give(&chunk, chunk.len() as u32));
-        match raw.call(send).result() {
-            Ok(n) => sent += n as usize,
-            Err(e) if e == libc::EAGAIN => break,
-            Err(e) => panic!("send: errno {e}"),
-        }
-    }
-    let mut waiting = raw.request(Op::Send);
-    waiting.socket = stream;
-    waiting.flags = LEND;
-    waiting.piece = Some(raw.give(&chunk, chunk.len() as u32));
-    raw.post(waiting.encode());
+    let sent = fill_with_sends(&mut raw, stream, &chunk);
+    post_waiting_send(&mut raw, stream, &chunk);
     let mut close = raw.request(Op::Close);
     close.socket = stream;
     let close_id = close.id;
     raw.post(close.encode());
     let expected = sent + chunk.len();
-    let mut got = 0usize;
-    let mut buf = vec![0u8; 65536];
-    reader.set_read_timeout(Some(LIMIT)).unwrap();
-    while got < expected {
-        match reader.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) => panic!("read after {got} of {expected} bytes: {e}"),
-        }
-    }
+    assert_eq!(read_up_to(&mut reader, expected), expected, "every byte written before the close arrives");
     let mut received = None;
     loop {
         let (id, c) = raw.next_completion();
