@@ -71,12 +71,19 @@ pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, 
     let mut work = false;
     let retry = had_event || s.waits_need_retry(cx.now);
     let mut waiting = if retry { s.begin_retry() } else { Vec::new() };
+    // The socket a receive or accept of this pass last found with
+    // nothing for it, until a request ends: the later ones waiting there
+    // find the same (a stream's receives are taken in order).
+    let mut dry = None;
     for mut p in waiting.drain(..) {
         let (socket, op) = (p.req.socket, p.req.op);
         // A receive or accept parked on an idle socket: nothing it waits
         // for can have come (it still fails at its time limit).
         let quiet = |sock| !every && !s.sockets.had_event(sock) && !s.named_since(socket);
         let ended = if p.parked.is_some_and(quiet) {
+            wait(s, cx, p, Age::Waiting)
+        } else if dry == Some(socket) && parks(op) {
+            p.parked = parkable(cx, s, &p.req);
             wait(s, cx, p, Age::Waiting)
         } else {
             p.parked = None;
@@ -88,11 +95,15 @@ pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, 
                 }
                 false => {
                     p.parked = parkable(cx, s, &p.req);
+                    if parks(op) {
+                        dry = Some(socket);
+                    }
                     wait(s, cx, p, Age::Waiting)
                 }
             }
         };
         if ended {
+            dry = None;
             // The others run again next turn; a close, or a connect that
             // failed, leaves no event, so the receives parked on its
             // socket do too.
@@ -133,10 +144,16 @@ fn changes_without_event(op: Op) -> bool {
 /// or a request naming it can bring (`ops::may_progress`); not a shared
 /// socket's, to which bytes given back come without an event.
 fn parkable(cx: &Context<'_>, s: &Session, req: &Request) -> Option<crate::sockets::Sock> {
-    if !matches!(req.op, Op::Recv | Op::RecvFrom | Op::Accept) || cx.sharing.shares.is_shared(s.key(), req.socket) {
+    if !parks(req.op) || cx.sharing.shares.is_shared(s.key(), req.socket) {
         return None;
     }
     s.sockets.get(req.socket)
+}
+
+/// Whether a waiting request of `op` waits only for its socket to have
+/// something for it: a receive or an accept.
+fn parks(op: Op) -> bool {
+    matches!(op, Op::Recv | Op::RecvFrom | Op::Accept)
 }
 
 /// A client that went away: its waiting requests run once more (a send

@@ -459,6 +459,41 @@ fn a_busy_clients_idle_receives_are_not_looked_at_every_turn() {
     drop(idle);
 }
 
+/// A stream's receives are taken in order: once one of them finds
+/// nothing, the others waiting on the same socket in that turn are not
+/// looked at, so a reader with dozens of receives posted ahead costs
+/// each of netd's turns one look, not one per receive.
+#[test]
+fn a_streams_receives_posted_ahead_are_looked_at_once_a_turn() {
+    let netd = NetdThread::start_with_region(Placement::Inline, Wire::Loopback, 1024, 256);
+    let (writer, reader, a, _b) = pair(&netd, 9760);
+    // A receive buffer of 2 MiB: its client keeps 32 receives of 64 KiB
+    // posted.
+    reader.set_recv_buffer_size(2 << 20).expect("SO_RCVBUF");
+    let posted = || {
+        let report = a.stat().expect("stat");
+        let key = format!(" local {} ", at(9760));
+        let line = report.lines().find(|l| l.contains(&key) && l.contains(" established "))?.to_owned();
+        stat_value(&line, " waiting ")
+    };
+    let checked = || stat_value(&a.stat().expect("stat"), "netd waits_checked ").expect("a count");
+    let before = checked();
+    let mut one = [0u8; 1];
+    for i in 0..200u32 {
+        (&writer).write_all(&[i as u8]).unwrap();
+        (&reader).read_exact(&mut one).unwrap();
+        (&reader).write_all(&one).unwrap();
+        (&writer).read_exact(&mut one).unwrap();
+        assert_eq!(one[0], i as u8);
+    }
+    let looked = checked() - before;
+    assert!(posted().is_some_and(|n| n >= 16), "the reader keeps its receives posted");
+    // Each round trip is a few turns, each looking once at each stream;
+    // each of the reader's receives posted ahead, looked at on every
+    // turn, would be some hundred looks per round trip.
+    assert!(looked < 200 * 40, "waiting requests looked at {looked} times over 200 round trips");
+}
+
 /// The line of the socket whose local address is `local` in `report`.
 fn socket_line(report: &str, local: SocketAddrV4) -> Option<String> {
     let key = format!(" local {local} ");
