@@ -43,6 +43,7 @@ mod netd;
 mod ops;
 mod os;
 mod packetflow;
+mod parked;
 mod priority;
 mod report;
 mod requests;

@@ -697,7 +697,7 @@ impl Netd {
         }
         let now = self.clock.now();
         let next = self.host.poll_at();
-        let deadline = self.clients.sessions.iter().flat_map(|s| s.pending.iter().filter_map(|p| p.deadline)).min();
+        let deadline = self.clients.sessions.iter().filter_map(|s| s.next_deadline()).min();
         let next = earliest(next, deadline);
         let mut timeout = next.map_or(MAX_SLEEP, |t| t.saturating_since(now)).min(MAX_SLEEP);
         if !self.host.iface.tx_queue().is_empty() {

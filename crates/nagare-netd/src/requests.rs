@@ -1,10 +1,10 @@
 //! One client's turn: its waiting requests run again first when the
 //! engine may have what they wait for (one of its sockets had an event,
-//! `crate::wakes`; a receive or accept whose socket has nothing only has
-//! its time limit checked, `ops::may_progress`, and is parked on its
-//! socket: the socket is not looked at again until it had an event, a
-//! close, shutdown or connect of it was taken or ended, or housekeeping
-//! runs every wait again), then new ones are taken, as many as its
+//! `crate::wakes`; a receive or accept whose socket has nothing waits
+//! parked on its socket, out of the list a turn walks, until that socket
+//! had an event, a close, shutdown or connect of it was taken or ended,
+//! its time limit passed, or housekeeping runs every wait again:
+//! `Session::begin_retry`), then new ones are taken, as many as its
 //! completion ring has room for; and, once every client
 //! has had its turn, waiting `STAT` requests are answered. A client that
 //! went away has its last requests taken and run once, on the turn that
@@ -58,8 +58,8 @@ enum Age {
 /// completions. A receive or accept parked on its socket
 /// (`Pending::parked`) runs again only if that socket had an event, a
 /// request that changes it without one named it
-/// ([`changes_without_event`]), or `every` (housekeeping, or
-/// `Context::wake_all`).
+/// ([`changes_without_event`]), its time limit passed, or `every`
+/// (housekeeping, or `Context::wake_all`).
 /// Returns whether anything happened.
 pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, had_event: bool, every: bool) -> bool {
     match s.doomed {
@@ -70,23 +70,20 @@ pub(crate) fn serve_client(s: &mut Session, cx: &mut Context<'_>, batch: usize, 
     s.release_settled(cx.steering);
     let mut work = false;
     let retry = had_event || s.waits_need_retry(cx.now);
-    let mut waiting = if retry { s.begin_retry() } else { Vec::new() };
+    // The receives and accepts parked on idle sockets stay out of the
+    // list: nothing they wait for can have come.
+    let mut waiting = if retry { s.begin_retry(cx.now, every) } else { Vec::new() };
     // The socket a receive or accept of this pass last found with
     // nothing for it, until a request ends: the later ones waiting there
     // find the same (a stream's receives are taken in order).
     let mut dry = None;
     for mut p in waiting.drain(..) {
+        p.parked = None;
         let (socket, op) = (p.req.socket, p.req.op);
-        // A receive or accept parked on an idle socket: nothing it waits
-        // for can have come (it still fails at its time limit).
-        let quiet = |sock| !every && !s.sockets.had_event(sock) && !s.named_since(socket);
-        let ended = if p.parked.is_some_and(quiet) {
-            wait(s, cx, p, Age::Waiting)
-        } else if dry == Some(socket) && parks(op) {
+        let ended = if dry == Some(socket) && parks(op) {
             p.parked = parkable(cx, s, &p.req);
             wait(s, cx, p, Age::Waiting)
         } else {
-            p.parked = None;
             cx.stats.waits_checked += 1;
             match may_progress(cx, s.key(), &s.sockets, &p.req) {
                 true => {
@@ -188,8 +185,9 @@ fn serve_last_requests(s: &mut Session, cx: &mut Context<'_>) -> bool {
 /// A gone client's waiting requests, run once more each.
 fn retry_last_waiting(s: &mut Session, cx: &mut Context<'_>) -> bool {
     let mut work = false;
-    let mut waiting = s.begin_retry();
-    for p in waiting.drain(..) {
+    let mut waiting = s.begin_retry(cx.now, true);
+    for mut p in waiting.drain(..) {
+        p.parked = None;
         if may_progress(cx, s.key(), &s.sockets, &p.req) {
             work |= attempt(s, cx, p, Age::Waiting);
         } else {
@@ -251,7 +249,8 @@ fn run_new_requests(s: &mut Session, cx: &mut Context<'_>, budget: usize) -> Opt
         if changes_without_event(req.op) {
             s.note_named(req.socket);
         }
-        attempt(s, cx, Pending { req, buf, deadline, parked: None }, Age::New);
+        let seq = s.next_seq();
+        attempt(s, cx, Pending { req, buf, deadline, parked: None, seq }, Age::New);
     }
     if s.bad > cx.config.max_bad {
         s.doomed = Some("too many bad descriptors");

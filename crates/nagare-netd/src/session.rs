@@ -19,6 +19,7 @@ use crate::lending::Lending;
 use crate::memory::Memory;
 use crate::ops::{Caller, Done, Outcome};
 use crate::packetflow::{Load, MemoryManager, Receivers};
+use crate::parked::Parked;
 use crate::priority::ClientPriority;
 use crate::report::{ClientLine, SocketLine};
 use crate::shares::Shares;
@@ -47,13 +48,18 @@ pub(crate) struct Pending {
     /// The socket a receive or an accept found nothing on, where only
     /// that socket's events, or a request naming it that was taken or
     /// ended (a close, a shutdown, a connect that failed), can change
-    /// that: it is run again only then, or when every wait is
-    /// (housekeeping, `Context::wake_all`; `requests::serve_client`).
+    /// that: it waits parked there, and is run again only then, when
+    /// every wait is (housekeeping, `Context::wake_all`), or once its
+    /// time limit passed ([`Session::begin_retry`]).
     pub parked: Option<crate::sockets::Sock>,
+    /// Its place among the client's waiting requests
+    /// ([`Session::next_seq`]): they run again in the order they came, so
+    /// that a stream's receives complete in order.
+    pub seq: u64,
 }
 
 /// Sockets a client's requests may name between two runs of its waits
-/// before every parked one runs again (`Session::named_since`).
+/// before every parked one runs again (`Session::note_named`).
 const MOST_NAMED: usize = 32;
 
 /// Whether a waiting `req` can get further only after an event of the
@@ -79,8 +85,14 @@ pub(crate) struct Session {
     pub sockets: ClientSockets,
     /// Its process's priority.
     pub priority: ClientPriority,
-    /// Requests waiting, in the order they came.
+    /// Requests waiting, in the order they came, but for those parked.
     pub pending: Vec<Pending>,
+    /// The waiting receives and accepts parked on their sockets
+    /// (`Pending::parked`): a turn does not look at them until
+    /// [`Session::begin_retry`] takes a socket's back.
+    parked: Parked,
+    /// The number the next request to wait gets (`Pending::seq`).
+    seq: u64,
     /// `pending`'s other storage: the waiting requests move from one to
     /// the other each turn, so that a turn allocates nothing.
     spare: Vec<Pending>,
@@ -98,13 +110,10 @@ pub(crate) struct Session {
     /// requests, taken or ended, that change what a receive gets without
     /// an event (a close, a shutdown, a failed connect:
     /// `requests::changes_without_event`), at most [`MOST_NAMED`]; past
-    /// them, `named_many`. A run of the waits reads them as
-    /// `named_before` while it notes those of the requests it ends for
-    /// the next.
+    /// them, `named_many`. [`Session::begin_retry`] takes back the
+    /// requests parked on them.
     named: Vec<u32>,
     named_many: bool,
-    named_before: Vec<u32>,
-    named_many_before: bool,
     /// Completions made, not yet on the ring.
     out: Vec<Descriptor>,
     /// Completions of binds to a port that left another client, held
@@ -166,13 +175,13 @@ impl Session {
             sockets,
             priority,
             pending: Vec::new(),
+            parked: Parked::default(),
+            seq: 0,
             unwatched: 0,
             next_deadline: None,
             changed: false,
             named: Vec::new(),
             named_many: false,
-            named_before: Vec::new(),
-            named_many_before: false,
             spare: Vec::new(),
             out: Vec::new(),
             held: Vec::new(),
@@ -219,7 +228,28 @@ impl Session {
     /// Completions owed and not yet on the ring: one per waiting request,
     /// queued completion and held bind.
     fn owed(&self) -> usize {
-        self.pending.len() + self.out.len() + self.held.len()
+        self.waiting() + self.out.len() + self.held.len()
+    }
+
+    /// Its waiting requests, parked ones included.
+    pub fn waiting(&self) -> usize {
+        self.pending.len() + self.parked.len()
+    }
+
+    /// The number of the next request to wait: its place among them.
+    pub fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// The earliest time limit of its waiting requests, or an earlier
+    /// time.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let pending = self.pending.iter().filter_map(|p| p.deadline).min();
+        match (pending, self.parked.deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// How many new requests may be taken now: as many as the completion
@@ -267,16 +297,21 @@ impl Session {
         false
     }
 
-    /// Moves the waiting requests out for a turn: they come back through
-    /// [`Session::wait`] as each still waits. Give the list back with
-    /// [`Session::end_retry`].
-    pub fn begin_retry(&mut self) -> Vec<Pending> {
+    /// Moves the waiting requests out for a turn, in the order they came:
+    /// all of `pending`, and the parked ones of each socket that had an
+    /// event or was named since (`Session::note_named`), or of every
+    /// socket if `every`, if more were named, or once a parked one's time
+    /// limit passed at `now`. They come back through [`Session::wait`] as
+    /// each still waits. Give the list back with [`Session::end_retry`].
+    pub fn begin_retry(&mut self, now: Instant, every: bool) -> Vec<Pending> {
         let spare = std::mem::take(&mut self.spare);
         (self.unwatched, self.next_deadline, self.changed) = (0, None, false);
-        std::mem::swap(&mut self.named, &mut self.named_before);
+        let mut list = std::mem::replace(&mut self.pending, spare);
+        let named_many = std::mem::take(&mut self.named_many);
+        let all = every || named_many;
+        self.parked.take_back(&mut list, all, &self.named, &self.sockets, now);
         self.named.clear();
-        self.named_many_before = std::mem::take(&mut self.named_many);
-        std::mem::replace(&mut self.pending, spare)
+        list
     }
 
     /// Whether the waiting requests must be run again at `now` although
@@ -284,7 +319,8 @@ impl Session {
     /// something no socket's event tells, a time limit has passed, or
     /// something of the client's own changed since they last ran.
     pub fn waits_need_retry(&self, now: Instant) -> bool {
-        self.changed || self.unwatched > 0 || self.next_deadline.is_some_and(|d| now >= d)
+        let due = |d: Option<Instant>| d.is_some_and(|d| now >= d);
+        self.changed || self.unwatched > 0 || due(self.next_deadline) || due(self.parked.deadline())
     }
 
     /// One of its waiting requests completed: the others run again next
@@ -297,8 +333,6 @@ impl Session {
     pub fn end_retry(&mut self, mut list: Vec<Pending>) {
         list.clear();
         self.spare = list;
-        self.named_before.clear();
-        self.named_many_before = false;
     }
 
     /// A request of the client's naming socket `id`, one that may change
@@ -314,15 +348,12 @@ impl Session {
         }
     }
 
-    /// Whether such a request naming socket `id` may have been taken or
-    /// ended since its waiting requests last ran again (asked while they
-    /// run again).
-    pub fn named_since(&self, id: u32) -> bool {
-        self.named_many_before || self.named_before.contains(&id)
-    }
-
-    /// `p` waits (again).
+    /// `p` waits (again): parked on its socket if `p.parked` names one.
     pub fn wait(&mut self, p: Pending) {
+        if let Some(sock) = p.parked {
+            self.parked.park(sock, p);
+            return;
+        }
         if !watched(&p.req) {
             self.unwatched += 1;
         }
@@ -337,10 +368,14 @@ impl Session {
     /// shared: what arrives later is for whichever holder asks next).
     pub fn cancel_receives(&mut self, socket: u32) {
         use nagare_request::Op;
-        let (cancelled, rest): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
+        let (mut cancelled, rest): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
             .into_iter()
             .partition(|p| p.req.socket == socket && matches!(p.req.op, Op::Recv | Op::RecvFrom | Op::Accept));
         self.pending = rest;
+        if let Some(parked) = self.parked.take(socket) {
+            cancelled.extend(parked);
+            cancelled.sort_by_key(|p| p.seq);
+        }
         for p in cancelled {
             self.finish(&p.req, p.buf, Err(libc::ECANCELED));
         }
@@ -354,6 +389,7 @@ impl Session {
         use nagare_request::Op;
         self.pending
             .iter()
+            .chain(self.parked.iter())
             .filter(|p| p.buf.is_none() && !matches!(p.req.op, Op::Connect | Op::Connect6 | Op::Close))
             .count()
     }
@@ -533,7 +569,7 @@ impl Session {
             listeners: counts.listeners,
             udp: counts.udp,
             echo: counts.echo,
-            pending: self.pending.len(),
+            pending: self.waiting(),
             buffers_client: client_held,
             buffers_netd: netd_held.saturating_sub(receive),
             buffers_receive: receive,
@@ -609,7 +645,7 @@ impl Session {
             .sockets
             .iter()
             .map(|(id, sock)| {
-                let waiting = self.pending.iter().filter(|p| p.req.socket == id).count();
+                let waiting = self.pending.iter().filter(|p| p.req.socket == id).count() + self.parked.on(id);
                 let port = self.sockets.port(id).map(|(_, port)| SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port));
                 let mut line = SocketLine {
                     id,
@@ -754,7 +790,7 @@ impl Session {
             };
         }
         let mut reclaimed = 0;
-        for p in self.pending.drain(..) {
+        for p in self.pending.drain(..).chain(self.parked.drain()) {
             if let Some(b) = p.buf {
                 reclaimed += u32::from(self.pool.release(b.index).is_ok());
             }

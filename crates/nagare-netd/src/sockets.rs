@@ -15,6 +15,7 @@
 //! accept, as `accept(2)` on a socket that does not listen).
 
 use crate::memory::Memory;
+use crate::parked::Events;
 use crate::steering::Steering;
 use crate::wakes::Wakes;
 use hashbrown::HashMap;
@@ -24,7 +25,7 @@ use nagare_core::{EchoHandle, Instant, Interface, UdpHandle};
 use std::rc::Rc;
 
 /// A socket of one client.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Sock {
     Udp(UdpHandle),
     Tcp(TcpHandle),
@@ -72,6 +73,22 @@ struct Reads {
     consumed: u64,
 }
 
+/// The engine's last lists of events, of any client's sockets
+/// (`crate::wakes`).
+impl Events for ClientSockets {
+    fn listed(&self) -> usize {
+        self.wakes.listed()
+    }
+
+    fn each_listed(&self, f: &mut dyn FnMut(Sock)) {
+        self.wakes.each_listed(f)
+    }
+
+    fn had_event(&self, sock: Sock) -> bool {
+        self.wakes.had_event(sock)
+    }
+}
+
 /// One client's sockets, by the ids it names them by.
 pub(crate) struct ClientSockets {
     /// The client's key, which steering knows its ports by.
@@ -114,12 +131,6 @@ impl ClientSockets {
     /// Socket `id`, of any kind.
     pub fn get(&self, id: u32) -> Option<Sock> {
         self.sockets.get(&id).copied()
-    }
-
-    /// Whether the engine's last lists of events named `sock`
-    /// (`crate::wakes`).
-    pub fn had_event(&self, sock: Sock) -> bool {
-        self.wakes.had_event(sock)
     }
 
     /// Socket `id` if `pick` takes its kind: `EBADF` if there is no such

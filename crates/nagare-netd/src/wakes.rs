@@ -42,6 +42,14 @@ impl Watched {
             Sock::Echo(_) => None,
         }
     }
+
+    fn sock(self) -> Sock {
+        match self {
+            Watched::Tcp(h) => Sock::Tcp(h),
+            Watched::Listener(l) => Sock::Listener(l),
+            Watched::Udp(h) => Sock::Udp(h),
+        }
+    }
 }
 
 /// The clients holding each socket events are listed for.
@@ -113,6 +121,16 @@ impl Wakes {
         Watched::of(sock).is_some_and(|w| self.listed.borrow().contains(&w))
     }
 
+    /// How many sockets the engine's last lists named.
+    pub fn listed(&self) -> usize {
+        self.listed.borrow().len()
+    }
+
+    /// Calls `f` with each socket the engine's last lists named.
+    pub fn each_listed(&self, f: &mut dyn FnMut(Sock)) {
+        self.listed.borrow().iter().for_each(|w| f(w.sock()));
+    }
+
     /// Sockets indexed (for tests).
     #[cfg(test)]
     pub fn len(&self) -> usize {
@@ -140,10 +158,14 @@ mod tests {
         wakes.take(&mut iface, &mut woken);
         assert_eq!(woken, HashSet::from([7, 9]), "the holders of the socket the datagrams came to");
         assert!(wakes.had_event(Sock::Udp(busy)) && !wakes.had_event(Sock::Udp(idle)));
+        let mut listed = Vec::new();
+        wakes.each_listed(&mut |s| listed.push(s));
+        assert_eq!((wakes.listed(), listed.as_slice()), (1, &[Sock::Udp(busy)][..]));
         woken.clear();
         wakes.take(&mut iface, &mut woken);
         assert!(woken.is_empty(), "nothing new since");
         assert!(!wakes.had_event(Sock::Udp(busy)), "the last list named nothing");
+        assert_eq!(wakes.listed(), 0);
         wakes.unwatch(Sock::Udp(busy), 9);
         wakes.unwatch(Sock::Udp(idle), 8);
         assert_eq!(wakes.len(), 1);
