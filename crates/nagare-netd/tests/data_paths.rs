@@ -274,6 +274,43 @@ fn read_up_to(reader: &mut TcpStream, expected: usize) -> usize {
     got
 }
 
+/// A lent send the library marked as its own copy (`COPY_SHORT`, what a
+/// `write` posts) is copied into the send buffer when short, and its
+/// buffer comes back with its completion; a longer one, or one the
+/// application lent (the zero-copy calls), goes in place.
+#[test]
+fn a_short_write_is_copied_and_a_lent_or_long_one_goes_in_place() {
+    use nagare_netd::Op;
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (mut raw, stream, mut reader) = raw_stream(&netd, 9407);
+    let watcher = netd.connect();
+    let stats = || {
+        let text = watcher.stat().expect("stat");
+        let value = |key| stat_value(&text, key).expect("a count");
+        (value("netd tx_payload_copied "), value("netd tx_payload_in_place "))
+    };
+    let mut sent = 0;
+    for (len, flags, copied) in [
+        (100u32, nagare_request::LEND | nagare_request::COPY_SHORT, true),
+        (nagare_request::SHORT_SEND, nagare_request::LEND | nagare_request::COPY_SHORT, true),
+        (nagare_request::SHORT_SEND + 1, nagare_request::LEND | nagare_request::COPY_SHORT, false),
+        (100, nagare_request::LEND, false),
+    ] {
+        let before = stats();
+        let mut send = raw.request(Op::Send);
+        send.socket = stream;
+        send.flags = flags;
+        send.piece = Some(raw.give(&vec![0x42; len as usize], len));
+        assert_eq!(raw.call(send).result(), Ok(u64::from(len)), "{len} bytes, flags {flags:#x}");
+        sent += len as usize;
+        let after = stats();
+        let expected =
+            if copied { (before.0 + u64::from(len), before.1) } else { (before.0, before.1 + u64::from(len)) };
+        assert_eq!(after, expected, "{len} bytes, flags {flags:#x}: (copied, in place)");
+    }
+    assert_eq!(read_up_to(&mut reader, sent), sent, "every byte arrives");
+}
+
 /// A close behind a send that waits for room still waits for it, however
 /// many other requests of its client wait: the stream's bytes go out, then
 /// the close is done, rather than failing and leaving the socket open.

@@ -74,8 +74,22 @@ pub const COMPLETE_ON_ACCEPT: u16 = 8;
 /// already lies in a buffer of the client's region and is handed over in
 /// place.
 pub const BATCH: u16 = 16;
+/// Request flag, `SEND` with `LEND` only: the buffer holds the client
+/// library's own copy of the bytes (a `write`), not a buffer the
+/// application lent, so netd may copy them instead: one of at most
+/// [`SHORT_SEND`] bytes that fits in the send buffer goes in copied and
+/// completes at once, with its buffer, rather than when the peer
+/// acknowledges it.
+pub const COPY_SHORT: u16 = 32;
+/// The longest `SEND` netd copies under [`COPY_SHORT`]: such bytes cost
+/// nothing to copy (and coalesce in the send buffer with the stream's
+/// other short ones), while a lent buffer stays out of its client's pool
+/// until the peer acknowledges it. A server's replies of a few bytes on
+/// hundreds of connections would hold hundreds of buffers, and leave its
+/// client none to keep receives posted with.
+pub const SHORT_SEND: u32 = 2048;
 /// Every flag a request may carry.
-pub const KNOWN_FLAGS: u16 = NONBLOCK | TRACE | LEND | COMPLETE_ON_ACCEPT | BATCH;
+pub const KNOWN_FLAGS: u16 = NONBLOCK | TRACE | LEND | COMPLETE_ON_ACCEPT | BATCH | COPY_SHORT;
 /// `aux[2]` of a `RECVFROM` completion whose buffer holds records:
 /// `aux[0]` is their number.
 pub const RECORDS: u64 = 1;
@@ -753,6 +767,7 @@ impl Request {
             || (flags & LEND != 0 && !matches!(op, Op::Send | Op::SendTo | Op::SendTo6))
             || (flags & COMPLETE_ON_ACCEPT != 0 && (flags & LEND == 0 || flags & TRACE != 0))
             || (flags & BATCH != 0 && op != Op::RecvFrom)
+            || (flags & COPY_SHORT != 0 && (flags & LEND == 0 || op != Op::Send))
         {
             return Err(ProtoError::BadFlags(flags));
         }
@@ -914,6 +929,11 @@ impl Request {
     /// (`COMPLETE_ON_ACCEPT`), its buffer coming back later.
     pub fn completes_on_accept(&self) -> bool {
         self.flags & (LEND | COMPLETE_ON_ACCEPT) == LEND | COMPLETE_ON_ACCEPT
+    }
+
+    /// Whether netd may copy a short lent send's bytes (`COPY_SHORT`).
+    pub fn copies_short(&self) -> bool {
+        self.flags & (LEND | COPY_SHORT) == LEND | COPY_SHORT
     }
 
     /// Whether the caller asked not to wait.
@@ -1407,6 +1427,19 @@ mod tests {
         );
         send.flags = LEND | COMPLETE_ON_ACCEPT;
         assert!(Request::decode(&send.encode()).unwrap().completes_on_accept());
+        assert!(Request::decode(&lend.encode()).is_ok_and(|r| !r.copies_short()));
+        lend.flags = LEND | COPY_SHORT;
+        assert!(Request::decode(&lend.encode()).unwrap().copies_short());
+        lend.flags = COPY_SHORT;
+        assert!(
+            matches!(Request::decode(&lend.encode()), Err(ProtoError::BadFlags(_))),
+            "only a lent buffer is copied short"
+        );
+        send.flags = LEND | COPY_SHORT;
+        assert!(
+            matches!(Request::decode(&send.encode()), Err(ProtoError::BadFlags(_))),
+            "only a stream's send is copied short"
+        );
         let mut recv = Request::new(Op::RecvFrom, 4);
         recv.socket = 3;
         recv.piece = Some(Piece { buffer: 1, offset: 0, len: 65536 });

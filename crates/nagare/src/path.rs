@@ -1156,10 +1156,13 @@ impl Conn {
     }
 
     /// Queues as much of `bytes` on stream `id` as its send buffer has room
-    /// for (one lent send per region buffer): `Some(n)`, or `None` when
-    /// there is no room or no free buffer yet.
+    /// for (one lent send per region buffer, which netd may copy if short:
+    /// `COPY_SHORT`): `Some(n)`, or `None` when there is no room or no free
+    /// buffer yet.
     pub(crate) fn queue_stream(&mut self, id: u32, bytes: &[u8], template: &Request) -> io::Result<Option<usize>> {
         self.send_check(id)?;
+        let mut template = *template;
+        template.flags |= nagare_request::COPY_SHORT;
         let size = self.pool.buffer_size() as usize;
         let mut n = 0;
         while n < bytes.len() {
@@ -1168,7 +1171,7 @@ impl Conn {
                 break;
             }
             let k = (bytes.len() - n).min(room).min(size);
-            if !self.queue_copy(id, &bytes[n..n + k], *template)? {
+            if !self.queue_copy(id, &bytes[n..n + k], template)? {
                 break;
             }
             n += k;

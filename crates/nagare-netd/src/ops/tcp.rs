@@ -267,7 +267,9 @@ pub(crate) fn drop_failed_connect(cx: &mut Context<'_>, sockets: &mut ClientSock
 }
 
 /// `SEND` with `LEND`: the client's buffer goes into the send buffer in
-/// place, whole, and comes back when the engine lets go (acknowledged).
+/// place, whole, and comes back when the engine lets go (acknowledged);
+/// with `COPY_SHORT`, one of at most `SHORT_SEND` bytes is copied in
+/// whole, and its buffer comes back at once.
 pub(super) fn send_in_place(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, buf: Option<BufRef>) -> Outcome {
     let h = c.sockets.tcp(req.socket)?;
     let b = buffer(buf)?;
@@ -291,6 +293,10 @@ pub(super) fn send_in_place(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Requ
         // writer is held back by the buffer, which autotuning weighs.
         let _ = cx.iface.tcp().note_send_blocked(h);
         return blocked(req);
+    }
+    if req.copies_short() && b.len <= nagare_request::SHORT_SEND {
+        // Copied whole (it fits), and its buffer back at once.
+        return send_copied(cx, h, payload(c.pool, buf)?, req);
     }
     let mut done = Completion::ok(req, u64::from(b.len));
     // The buffer it went into (its size when the completion is posted, on

@@ -26,7 +26,8 @@ use nagare_ipc::{Consumer, Descriptor, Notifier, Pool, Producer, NO_BUFFER};
 use nagare_netd::driver::{serve, DriverHandle, DriverLink};
 use nagare_netd::{NetdConfig, NetdStats, Placement};
 use nagare_request::{
-    encode_addr, Op, Piece, PollEntry, Request, COMPLETE_ON_ACCEPT, LEND, NONBLOCK, TRACE, TRACE_TIME, WAIT_LIMIT,
+    encode_addr, Op, Piece, PollEntry, Request, COMPLETE_ON_ACCEPT, COPY_SHORT, LEND, NONBLOCK, TRACE, TRACE_TIME,
+    WAIT_LIMIT,
 };
 use nagare_wire::EthernetAddress;
 use std::io::Write;
@@ -354,11 +355,12 @@ impl Hostile {
         let mut r = Request::new(op, id);
         let sends = matches!(op, Op::Send | Op::SendTo | Op::SendTo6);
         let f = s.byte();
-        r.flags = match f % 8 {
-            0 | 1 => NONBLOCK,
-            2 if sends => LEND,
-            3 if sends => LEND | COMPLETE_ON_ACCEPT,
-            4 if op == Op::SendTo => TRACE,
+        r.flags = match f % 16 {
+            0 | 1 | 8 | 9 => NONBLOCK,
+            2 | 10 if sends => LEND,
+            3 | 11 if sends => LEND | COMPLETE_ON_ACCEPT,
+            4 | 12 if op == Op::SendTo => TRACE,
+            15 if sends => LEND | COPY_SHORT,
             _ => 0,
         };
         if op.needs_socket() {
