@@ -7,11 +7,11 @@
 //! their requests with the rest in the order they came.
 //!
 //! Invariant: each socket's list holds its requests in the order they
-//! came (`Pending::seq`), `count` is the requests of all lists, and
-//! `by_sock` names, for every socket parked under one id only, that id
-//! (`aliased` counts the lists whose socket another id already had:
-//! while there is one, the sockets with events are found by a look at
-//! every list).
+//! came (`Pending::seq`), `count` is the requests of all lists, and every
+//! list's socket is either named in `by_sock` under that list's id or
+//! counted in `aliased` (a list whose socket another id had when it was
+//! made): while `aliased` is not 0, the sockets with events are found by
+//! a look at every list.
 
 use crate::session::Pending;
 use crate::sockets::Sock;
@@ -133,16 +133,18 @@ impl Parked {
                 ids.extend(self.lists.iter().filter(|(_, l)| events.had_event(l.sock)).map(|(&id, _)| id));
             }
         }
+        let mut taken = 0;
         for id in ids.drain(..) {
             if let Some(mut waiting) = self.take(id) {
                 list.append(&mut waiting);
+                taken += 1;
                 if self.spare_lists.len() < SPARE_LISTS {
                     self.spare_lists.push(waiting);
                 }
             }
         }
         self.ids = ids;
-        if list.len() > before && before > 0 {
+        if taken > 1 || (taken == 1 && before > 0) {
             list.sort_by_key(|p| p.seq);
         }
     }
@@ -199,13 +201,6 @@ mod tests {
         list.iter().map(|p| p.seq).collect()
     }
 
-    /// The requests of `list`, whatever the order of their sockets.
-    fn set(list: &[Pending]) -> Vec<u64> {
-        let mut seqs = seqs(list);
-        seqs.sort_unstable();
-        seqs
-    }
-
     #[test]
     fn a_socket_with_an_event_comes_back_merged_in_the_order_its_requests_came() {
         let s = udp_sockets(3);
@@ -247,7 +242,7 @@ mod tests {
             let mut list = Vec::new();
             parked.take_back(&mut list, false, &[], &Listed(events.clone()), NOW);
             let expected: Vec<u64> = if events.len() == 1 { vec![5] } else { vec![1, 2, 3, 4, 5] };
-            assert_eq!(set(&list), expected, "{} listed", events.len());
+            assert_eq!(seqs(&list), expected, "{} listed", events.len());
         }
     }
 
@@ -263,7 +258,7 @@ mod tests {
         // One listed socket among three parked: the short way would find
         // id 1 only.
         parked.take_back(&mut list, false, &[], &Listed(vec![s[0]]), NOW);
-        assert_eq!(set(&list), [1, 2]);
+        assert_eq!(seqs(&list), [1, 2]);
         assert_eq!(parked.len(), 2);
     }
 
@@ -278,7 +273,7 @@ mod tests {
         parked.take_back(&mut list, false, &[], &Listed(vec![]), NOW);
         assert!(list.is_empty(), "nothing is due yet");
         parked.take_back(&mut list, false, &[], &Listed(vec![]), NOW + std::time::Duration::from_millis(5));
-        assert_eq!(set(&list), [1, 2]);
+        assert_eq!(seqs(&list), [1, 2]);
         assert_eq!((parked.len(), parked.deadline()), (0, None));
         parked.park(s[0], recv(1, 3, None));
         list.clear();
@@ -287,5 +282,14 @@ mod tests {
         parked.park(s[1], recv(2, 4, None));
         assert_eq!(parked.drain().map(|p| p.seq).collect::<Vec<_>>(), [4]);
         assert_eq!(parked.len(), 0);
+        // Many sockets' lists come back in the order their requests came,
+        // whatever the table's.
+        let many = udp_sockets(40);
+        for (i, &sock) in many.iter().enumerate() {
+            parked.park(sock, recv(100 + i as u32, 1000 - i as u64, None));
+        }
+        list.clear();
+        parked.take_back(&mut list, true, &[], &Listed(vec![]), NOW);
+        assert_eq!(seqs(&list), (961..=1000).collect::<Vec<u64>>());
     }
 }

@@ -311,6 +311,47 @@ fn a_short_write_is_copied_and_a_lent_or_long_one_goes_in_place() {
     assert_eq!(read_up_to(&mut reader, sent), sent, "every byte arrives");
 }
 
+/// A short write is copied only while its connection's send buffer holds
+/// at most a reply's worth: behind bytes the peer has not acknowledged
+/// it is lent, so that the client, which counts a send until it
+/// completes, keeps counting it.
+#[test]
+fn a_short_write_behind_unacknowledged_bytes_is_lent() {
+    use nagare_netd::Op;
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (mut raw, stream, reader) = raw_stream(&netd, 9409);
+    // The reader does not read: its window closes after about 80 KiB.
+    reader.set_recv_buffer_size(16 << 10).expect("SO_RCVBUF");
+    let mut option = raw.request(Op::SetOption);
+    option.socket = stream;
+    option.aux = [nagare_request::SockOption::SendBuffer as u64, 1 << 20, 0, 0];
+    assert!(raw.call(option).result().is_ok());
+    let chunk = vec![0x17u8; 64 << 10];
+    for _ in 0..8 {
+        post_waiting_send(&mut raw, stream, &chunk);
+    }
+    let watcher = netd.connect();
+    let value = |key| stat_value(&watcher.stat().expect("stat"), key).expect("a count");
+    let deadline = Instant::now() + LIMIT;
+    while value("netd tx_payload_in_place ") < 8 * chunk.len() as u64 {
+        assert!(Instant::now() < deadline, "the lent sends did not go in");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let copied = value("netd tx_payload_copied ");
+    let mut send = raw.request(Op::Send);
+    send.socket = stream;
+    send.flags = nagare_request::LEND | nagare_request::COPY_SHORT;
+    send.piece = Some(raw.give(&[0x18; 100], 100));
+    raw.post(send.encode());
+    let nop = raw.request(Op::Nop);
+    let nop_id = nop.id;
+    raw.post(nop.encode());
+    raw.wait_for(nop_id);
+    assert_eq!(value("netd tx_payload_in_place "), 8 * chunk.len() as u64 + 100, "the short send went in lent");
+    assert_eq!(value("netd tx_payload_copied "), copied);
+    drop(reader);
+}
+
 /// A close behind a send that waits for room still waits for it, however
 /// many other requests of its client wait: the stream's bytes go out, then
 /// the close is done, rather than failing and leaving the socket open.

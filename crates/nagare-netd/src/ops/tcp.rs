@@ -294,9 +294,8 @@ pub(super) fn send_in_place(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Requ
         let _ = cx.iface.tcp().note_send_blocked(h);
         return blocked(req);
     }
-    if req.copies_short() && b.len <= nagare_request::SHORT_SEND {
-        // Copied whole (it fits), and its buffer back at once.
-        return send_copied(cx, h, payload(c.pool, buf)?, req);
+    if copies_short(cx, h, req, b.len) {
+        return send_short(cx, h, payload(c.pool, buf)?);
     }
     let mut done = Completion::ok(req, u64::from(b.len));
     // The buffer it went into (its size when the completion is posted, on
@@ -316,6 +315,47 @@ pub(super) fn send_in_place(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Requ
     }
     cx.stats.tx_payload_in_place += u64::from(b.len);
     Ok(Some(Done::lent(u64::from(b.len))))
+}
+
+/// The most a connection's send buffer may hold for a `COPY_SHORT` send
+/// to be copied into it: a reply's worth. The client counts a send as
+/// queued until its completion, which a copied send posts at once, so
+/// what netd copies is bytes the engine holds that the client's count
+/// leaves out; this bounds them, and a writer that keeps the buffer full
+/// has its short writes lent, counted until acknowledged.
+const SHORT_QUEUED: usize = 16 * 1024;
+
+/// Free buffers the engine's pool keeps for a `COPY_SHORT` send to be
+/// copied (one of `SHORT_SEND` bytes takes at most two).
+const SHORT_POOL_ROOM: usize = 4;
+
+/// Whether lent send `req` of `len` bytes, which fits in connection
+/// `h`'s send buffer, is copied instead: it carries `COPY_SHORT`, is at
+/// most `SHORT_SEND` bytes, the buffer holds at most [`SHORT_QUEUED`],
+/// and the engine's pool has room for all of it (a copy cut short by a
+/// dry pool would lose the bytes the client was told went in).
+fn copies_short(cx: &Context<'_>, h: TcpHandle, req: &Request, len: u32) -> bool {
+    let pool = cx.iface.pool().stats();
+    req.copies_short()
+        && len <= nagare_request::SHORT_SEND
+        && cx.iface.tcp_ref().connection(h).is_some_and(|k| k.send_queued() <= SHORT_QUEUED)
+        && pool.capacity.saturating_sub(pool.in_use) >= SHORT_POOL_ROOM
+}
+
+/// A `COPY_SHORT` send's bytes copied whole into the send buffer, done at
+/// once, its buffer back with the completion.
+fn send_short(cx: &mut Context<'_>, h: TcpHandle, view: SharedBytes) -> Outcome {
+    // SAFETY: as in `send_copied`.
+    let n = cx.iface.tcp().send(h, unsafe { view.as_slice() }, cx.now).map_err(engine_errno)?;
+    cx.stats.tx_payload_copied += n as u64;
+    if n < view.len() {
+        // Checked to fit: never taken. The bytes that went in are in the
+        // stream, so the client hears of the rest as an error rather
+        // than not at all.
+        cx.stats.bad_buffers += 1;
+        return Err(libc::EIO);
+    }
+    Ok(Some(with_send_buffer(cx, h, Done::value(n as u64))))
 }
 
 /// `SEND`: the buffer's bytes copied into the send buffer, as many as fit,
