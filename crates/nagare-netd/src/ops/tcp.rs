@@ -325,21 +325,26 @@ pub(super) fn send_in_place(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Requ
 /// has its short writes lent, counted until acknowledged.
 const SHORT_QUEUED: usize = 16 * 1024;
 
-/// Free buffers the engine's pool keeps for a `COPY_SHORT` send to be
-/// copied (one of `SHORT_SEND` bytes takes at most two).
+/// Of every eight buffers of the engine's pool, the one a `COPY_SHORT`
+/// copy never takes (a lent send takes none; the frames the engine
+/// receives need them), and at least this many (one of `SHORT_SEND`
+/// bytes takes at most two).
 const SHORT_POOL_ROOM: usize = 4;
 
 /// Whether lent send `req` of `len` bytes, which fits in connection
 /// `h`'s send buffer, is copied instead: it carries `COPY_SHORT`, is at
 /// most `SHORT_SEND` bytes, the buffer holds at most [`SHORT_QUEUED`],
-/// and the engine's pool has room for all of it (a copy cut short by a
-/// dry pool would lose the bytes the client was told went in).
+/// and the engine's pool has room for all of it past an eighth
+/// ([`SHORT_POOL_ROOM`]; a copy cut short by a dry pool would lose the
+/// bytes the client was told went in).
 fn copies_short(cx: &Context<'_>, h: TcpHandle, req: &Request, len: u32) -> bool {
+    if !req.copies_short() || len > nagare_request::SHORT_SEND {
+        return false;
+    }
     let pool = cx.iface.pool().stats();
-    req.copies_short()
-        && len <= nagare_request::SHORT_SEND
-        && cx.iface.tcp_ref().connection(h).is_some_and(|k| k.send_queued() <= SHORT_QUEUED)
-        && pool.capacity.saturating_sub(pool.in_use) >= SHORT_POOL_ROOM
+    let free = pool.capacity.saturating_sub(pool.in_use);
+    cx.iface.tcp_ref().connection(h).is_some_and(|k| k.send_queued() <= SHORT_QUEUED)
+        && free >= SHORT_POOL_ROOM.max(pool.capacity / 8)
 }
 
 /// A `COPY_SHORT` send's bytes copied whole into the send buffer, done at
@@ -350,9 +355,10 @@ fn send_short(cx: &mut Context<'_>, h: TcpHandle, view: SharedBytes) -> Outcome 
     cx.stats.tx_payload_copied += n as u64;
     if n < view.len() {
         // Checked to fit: never taken. The bytes that went in are in the
-        // stream, so the client hears of the rest as an error rather
-        // than not at all.
+        // stream and the rest are not: the connection is reset, so that
+        // the peer never reads past the hole, and the client hears of it.
         cx.stats.bad_buffers += 1;
+        let _ = cx.iface.tcp().abort(h, cx.now);
         return Err(libc::EIO);
     }
     Ok(Some(with_send_buffer(cx, h, Done::value(n as u64))))
