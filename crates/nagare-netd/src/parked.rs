@@ -35,6 +35,8 @@ pub(crate) trait Events {
 struct List {
     sock: Sock,
     waiting: Vec<Pending>,
+    /// The earliest time limit of its requests.
+    deadline: Option<Instant>,
 }
 
 /// One client's parked requests, by the id of their socket.
@@ -44,7 +46,8 @@ pub(crate) struct Parked {
     by_sock: HashMap<Sock, u32>,
     aliased: usize,
     count: usize,
-    /// The earliest time limit of a parked request, or an earlier one.
+    /// The earliest time limit of a parked request, or an earlier one
+    /// (a list taken back since may have had it).
     deadline: Option<Instant>,
     spare_lists: Vec<Vec<Pending>>,
     /// Scratch for the ids a turn takes back.
@@ -74,9 +77,7 @@ impl Parked {
 
     /// Parks `p` on `sock`, under the socket id it names.
     pub fn park(&mut self, sock: Sock, p: Pending) {
-        if let Some(d) = p.deadline {
-            self.deadline = Some(self.deadline.map_or(d, |e| e.min(d)));
-        }
+        self.deadline = earliest(self.deadline, p.deadline);
         let id = p.req.socket;
         let list = match self.lists.entry(id) {
             hashbrown::hash_map::Entry::Occupied(e) => e.into_mut(),
@@ -87,9 +88,10 @@ impl Parked {
                     }
                     hashbrown::hash_map::Entry::Occupied(_) => self.aliased += 1,
                 }
-                e.insert(List { sock, waiting: self.spare_lists.pop().unwrap_or_default() })
+                e.insert(List { sock, waiting: self.spare_lists.pop().unwrap_or_default(), deadline: None })
             }
         };
+        list.deadline = earliest(list.deadline, p.deadline);
         let at = list.waiting.partition_point(|q| q.seq < p.seq);
         list.waiting.insert(at, p);
         self.count += 1;
@@ -114,17 +116,23 @@ impl Parked {
 
     /// Moves into `list` (the other waiting requests, in the order they
     /// came) the requests parked on each socket `events` names or `named`
-    /// lists, or every one if `all` or once a parked time limit passed at
-    /// `now`, and sorts `list` back into the order they came. The
-    /// sockets with events are found from the fewer: the engine's list,
-    /// or this client's parked sockets.
+    /// lists, or on every socket if `all`, and those of each socket one of
+    /// whose time limits passed at `now`; sorts `list` back into the
+    /// order they came. The sockets with events are found from the fewer:
+    /// the engine's list, or this client's parked sockets.
     pub fn take_back(&mut self, list: &mut Vec<Pending>, all: bool, named: &[u32], events: &dyn Events, now: Instant) {
         let before = list.len();
         let mut ids = std::mem::take(&mut self.ids);
-        if all || self.deadline.is_some_and(|d| now >= d) {
+        if all {
             ids.extend(self.lists.keys());
             self.deadline = None;
         } else {
+            if self.deadline.is_some_and(|d| now >= d) {
+                // The due lists, and the earliest limit of the others.
+                let due = |l: &List| l.deadline.is_some_and(|d| now >= d);
+                ids.extend(self.lists.iter().filter(|(_, l)| due(l)).map(|(&id, _)| id));
+                self.deadline = self.lists.values().filter(|l| !due(l)).filter_map(|l| l.deadline).min();
+            }
             ids.extend_from_slice(named);
             if self.aliased == 0 && events.listed() < self.lists.len() {
                 let by_sock = &self.by_sock;
@@ -154,6 +162,14 @@ impl Parked {
         (self.count, self.aliased, self.deadline) = (0, 0, None);
         self.by_sock.clear();
         self.lists.drain().flat_map(|(_, l)| l.waiting)
+    }
+}
+
+/// The earlier of two time limits, either of which may be none.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -263,18 +279,29 @@ mod tests {
     }
 
     #[test]
-    fn a_passed_time_limit_or_a_run_of_every_wait_takes_back_everything() {
-        let s = udp_sockets(2);
+    fn a_passed_time_limit_takes_back_its_socket_and_a_run_of_every_wait_all() {
+        let ms = |n| NOW + std::time::Duration::from_millis(n);
+        let s = udp_sockets(3);
         let mut parked = Parked::default();
         parked.park(s[0], recv(1, 1, None));
-        parked.park(s[1], recv(2, 2, Some(NOW + std::time::Duration::from_millis(5))));
-        assert_eq!(parked.deadline(), Some(NOW + std::time::Duration::from_millis(5)));
+        parked.park(s[1], recv(2, 2, Some(ms(5))));
+        parked.park(s[2], recv(3, 3, Some(ms(9))));
+        parked.park(s[1], recv(2, 4, None));
+        assert_eq!(parked.deadline(), Some(ms(5)));
         let mut list = Vec::new();
         parked.take_back(&mut list, false, &[], &Listed(vec![]), NOW);
         assert!(list.is_empty(), "nothing is due yet");
-        parked.take_back(&mut list, false, &[], &Listed(vec![]), NOW + std::time::Duration::from_millis(5));
-        assert_eq!(seqs(&list), [1, 2]);
-        assert_eq!((parked.len(), parked.deadline()), (0, None));
+        parked.take_back(&mut list, false, &[], &Listed(vec![]), ms(5));
+        assert_eq!(seqs(&list), [2, 4], "the socket whose limit passed, whole");
+        assert_eq!((parked.len(), parked.deadline()), (2, Some(ms(9))));
+        list.clear();
+        parked.take_back(&mut list, false, &[], &Listed(vec![]), ms(9));
+        assert_eq!(seqs(&list), [3]);
+        assert_eq!((parked.len(), parked.deadline()), (1, None));
+        list.clear();
+        parked.take_back(&mut list, true, &[], &Listed(vec![]), NOW);
+        assert_eq!(seqs(&list), [1]);
+        assert_eq!(parked.len(), 0);
         parked.park(s[0], recv(1, 3, None));
         list.clear();
         parked.take_back(&mut list, true, &[], &Listed(vec![]), NOW);

@@ -299,10 +299,10 @@ impl Session {
 
     /// Moves the waiting requests out for a turn, in the order they came:
     /// all of `pending`, and the parked ones of each socket that had an
-    /// event or was named since (`Session::note_named`), or of every
-    /// socket if `every`, if more were named, or once a parked one's time
-    /// limit passed at `now`. They come back through [`Session::wait`] as
-    /// each still waits. Give the list back with [`Session::end_retry`].
+    /// event, was named since (`Session::note_named`) or has a time limit
+    /// passed at `now`, or of every socket if `every` or if more were
+    /// named. They come back through [`Session::wait`] as each still
+    /// waits. Give the list back with [`Session::end_retry`].
     pub fn begin_retry(&mut self, now: Instant, every: bool) -> Vec<Pending> {
         let spare = std::mem::take(&mut self.spare);
         (self.unwatched, self.next_deadline, self.changed) = (0, None, false);
