@@ -504,6 +504,18 @@ fn idle_sockets_receives_are_not_run_again_every_turn() {
     assert!(after - before < 100, "{} waiting requests run again over 1000 turns", after - before);
 }
 
+/// `n` one-byte round trips from `writer` to `reader` and back.
+fn round_trips(writer: &TcpStream, reader: &TcpStream, n: u32) {
+    let mut one = [0u8; 1];
+    for i in 0..n {
+        (&*writer).write_all(&[i as u8]).unwrap();
+        (&*reader).read_exact(&mut one).unwrap();
+        (&*reader).write_all(&one).unwrap();
+        (&*writer).read_exact(&mut one).unwrap();
+        assert_eq!(one[0], i as u8);
+    }
+}
+
 /// A busy client's idle sockets cost its turns nothing either: their
 /// receives, each parked on its socket once it found nothing there, are
 /// not looked at again while a stream of the same client makes two
@@ -518,14 +530,7 @@ fn a_busy_clients_idle_receives_are_not_looked_at_every_turn() {
     let checked = || stat_value(&a.stat().expect("stat"), "netd waits_checked ").expect("a count");
     let before = checked();
     let started = Instant::now();
-    let mut one = [0u8; 1];
-    for i in 0..200u32 {
-        (&writer).write_all(&[i as u8]).unwrap();
-        (&reader).read_exact(&mut one).unwrap();
-        (&reader).write_all(&one).unwrap();
-        (&writer).read_exact(&mut one).unwrap();
-        assert_eq!(one[0], i as u8);
-    }
+    round_trips(&writer, &reader, 200);
     let looked = checked() - before;
     // The idle sockets hold some eighty receives: looked at on every
     // turn, they alone would be tens of thousands. They are looked at
@@ -556,14 +561,7 @@ fn a_streams_receives_posted_ahead_are_looked_at_once_a_turn() {
     };
     let checked = || stat_value(&a.stat().expect("stat"), "netd waits_checked ").expect("a count");
     let before = checked();
-    let mut one = [0u8; 1];
-    for i in 0..200u32 {
-        (&writer).write_all(&[i as u8]).unwrap();
-        (&reader).read_exact(&mut one).unwrap();
-        (&reader).write_all(&one).unwrap();
-        (&writer).read_exact(&mut one).unwrap();
-        assert_eq!(one[0], i as u8);
-    }
+    round_trips(&writer, &reader, 200);
     let looked = checked() - before;
     assert!(posted().is_some_and(|n| n >= 16), "the reader keeps its receives posted");
     // Each round trip is a few turns, each looking once at each stream;
