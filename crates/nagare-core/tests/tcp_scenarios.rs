@@ -2520,13 +2520,16 @@ fn listen_backlog_bounds_the_accept_queue() {
     assert_eq!(net.a.counters().drop_tcp_backlog_full, 1);
     assert_eq!(net.b.tcp_ref().state(late), Ok(State::SynSent));
     assert_eq!(net.a.tcp_ref().connection_count(), 2);
+    assert_eq!(net.a.tcp_ref().accept_queue_len(l), Ok(2));
     // accept() drains one; the retried SYN then gets in.
     let first = net.a.tcp().accept(l).unwrap().expect("queued");
+    assert_eq!(net.a.tcp_ref().accept_queue_len(l), Ok(1));
     net.run_for(Duration::from_secs(2));
     assert_eq!(net.b.tcp_ref().state(late), Ok(State::Established));
     let second = net.a.tcp().accept(l).unwrap().expect("queued");
     let third = net.a.tcp().accept(l).unwrap().expect("the late one");
     assert!(net.a.tcp().accept(l).unwrap().is_none());
+    assert_eq!(net.a.tcp_ref().accept_queue_len(l), Ok(0));
     let mut seen = Vec::new();
     for (i, &h) in clients.iter().chain([&late]).enumerate() {
         net.b.tcp().send(h, &[i as u8; 3], net.now).unwrap();

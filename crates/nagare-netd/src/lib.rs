@@ -36,6 +36,7 @@ mod builder;
 mod clients;
 mod config;
 pub mod driver;
+mod exclusive;
 mod frames;
 mod lending;
 mod memory;

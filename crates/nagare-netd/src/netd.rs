@@ -760,6 +760,7 @@ impl Netd {
         self.holds.forget(s.key());
         self.host.device.detach(s.key());
         self.memory.client_gone(s.key());
+        self.sharing.exclusive.forget_client(s.key());
         self.stats.sockets_reclaimed += gone.sockets as u64;
         self.stats.buffers_reclaimed += u64::from(gone.reclaimed);
         self.stats.buffers_leaked += u64::from(gone.leaked);

@@ -3,9 +3,11 @@
 //! socket's holder lets it go, the watches that came are taken (a process
 //! connects its descriptor before it lets go of the socket, so its watch
 //! is seen before its close); a watch that ends closes a socket no client
-//! holds.
+//! holds. A listener's holders waiting on it are woken one a connection
+//! when they ask so (`crate::exclusive`).
 
 use crate::config::NetdConfig;
+use crate::exclusive::ExclusiveWakes;
 use crate::shares::Shares;
 use crate::sockets::Sock;
 use crate::watches::Watches;
@@ -15,6 +17,8 @@ use std::time::Instant;
 /// The shares and, if netd could listen for them, the watches.
 pub(crate) struct Sharing {
     pub shares: Shares<Sock>,
+    /// The wake-ups handed to polls waiting on shared listeners.
+    pub exclusive: ExclusiveWakes,
     watches: Option<Watches>,
 }
 
@@ -39,7 +43,7 @@ impl Sharing {
                 .and_then(|w| crate::access::open_socket(p, config.socket_mode, config.socket_group).map(|()| w));
             opened.inspect_err(|e| log::warn!("cannot watch shared sockets at {}: {e}", p.display())).ok()
         });
-        Sharing { shares: Shares::default(), watches }
+        Sharing { shares: Shares::default(), exclusive: ExclusiveWakes::default(), watches }
     }
 
     /// Takes the watches that came.

@@ -12,7 +12,7 @@
 mod support;
 
 use nagare::net::{TcpListener, TcpStream, UdpSocket};
-use nagare::poll::{poll, PollEntry, READABLE};
+use nagare::poll::{poll, PollEntry, EXCLUSIVE, READABLE};
 use nagare_netd::{PacketFlow, Placement};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, SocketAddrV4};
@@ -414,6 +414,63 @@ fn wake_when_ready_for_two_lists_wakes_for_either() {
     child.finish_wait().expect("finish");
     let mut e = [PollEntry { socket: adopted[1].socket_id(), interest: READABLE, ready: 0 }];
     assert_eq!(poll(&child, &mut e, Some(Duration::ZERO)).expect("poll"), 1);
+}
+
+/// Which of `sessions`' sleeps are woken within `limit`, looked at
+/// together (each marked asleep by `prepare_wait`, which gave its
+/// descriptor; `None`: a completion was there already).
+fn woken(sessions: &[&nagare::Session], fds: &[Option<i32>], limit: Duration) -> Vec<bool> {
+    let mut set: Vec<libc::pollfd> =
+        fds.iter().map(|fd| libc::pollfd { fd: fd.unwrap_or(-1), events: libc::POLLIN, revents: 0 }).collect();
+    if fds.iter().all(Option::is_some) {
+        // SAFETY: `set` is a live array of the length passed.
+        unsafe { libc::poll(set.as_mut_ptr(), set.len() as libc::nfds_t, limit.as_millis() as i32) };
+    }
+    for s in sessions {
+        s.finish_wait().expect("finish");
+    }
+    fds.iter().zip(&set).map(|(fd, p)| fd.is_none() || p.revents & libc::POLLIN != 0).collect()
+}
+
+/// Two holders of a shared listener wait on it with `EXCLUSIVE`, as two
+/// workers' epoll sets with `EPOLLEXCLUSIVE`: one connection wakes one of
+/// them, which accepts it, and the next connection wakes the other, still
+/// waiting.
+#[test]
+fn a_connection_to_a_shared_listener_wakes_one_exclusive_wait() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, peer) = (netd.connect(), netd.connect());
+    let workers = [netd.connect(), netd.connect()];
+    let listener = TcpListener::bind_via(&parent, at(9695)).expect("listen");
+    let token = listener.share().expect("share");
+    let adopted = workers.each_ref().map(|w| TcpListener::adopt_via(w, token).expect("adopt"));
+    drop(listener);
+    let long = Duration::from_secs(30);
+    let mut asleep = Vec::new();
+    for (w, l) in workers.iter().zip(&adopted) {
+        l.set_nonblocking(true).unwrap();
+        let entry = PollEntry { socket: l.socket_id(), interest: READABLE | EXCLUSIVE, ready: 0 };
+        nagare::poll::wake_when_ready(w, &[entry], long).expect("wake when ready");
+        asleep.push(w.prepare_wait().expect("prepare"));
+    }
+    let first = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9695)), LIMIT).expect("connect");
+    let got = woken(&[&workers[0], &workers[1]], &asleep, LIMIT);
+    let woke = got.iter().position(|&w| w).expect("neither holder was woken");
+    let other = 1 - woke;
+    // The other is given time to be woken too, wrongly.
+    let late = got[other] || {
+        let fd = workers[other].prepare_wait().expect("prepare");
+        woken(&[&workers[other]], &[fd], Duration::from_millis(300))[0]
+    };
+    assert!(!late, "one connection woke both holders");
+    let (_, from) = adopted[woke].accept().expect("the woken holder accepts");
+    assert_eq!(from, first.local_addr().unwrap());
+    // The other still waits, and the next connection is its.
+    let fd = workers[other].prepare_wait().expect("prepare");
+    let second = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9695)), LIMIT).expect("connect");
+    assert!(woken(&[&workers[other]], &[fd], LIMIT)[0], "the second connection did not wake the holder still waiting");
+    let (_, from) = adopted[other].accept().expect("the other holder accepts");
+    assert_eq!(from, second.local_addr().unwrap());
 }
 
 /// Two threads accept on one shared listener: one waits while the other

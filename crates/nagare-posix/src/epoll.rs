@@ -10,8 +10,10 @@
 //! have emptied it and found more, as the kernel reports each arrival):
 //! a program that reads until `EAGAIN`, or until a short read, is woken
 //! for what arrives after. `EPOLLONESHOT` disables the watch after one
-//! report until `EPOLL_CTL_MOD`. `EPOLLRDHUP` is not reported (the end of
-//! a stream shows as `EPOLLIN`, a read then gives 0).
+//! report until `EPOLL_CTL_MOD`. `EPOLLEXCLUSIVE` on a shared listener
+//! has netd wake one waiting set per connection (`wait::sleep`, netd's
+//! `EXCLUSIVE`). `EPOLLRDHUP` is not reported (the end of a stream shows
+//! as `EPOLLIN`, a read then gives 0).
 
 use crate::sock::Sock;
 use crate::wait::{hold_signals, readiness, sleep, sleep_mask, Ours};
@@ -174,8 +176,15 @@ pub unsafe fn epoll_wait(
             .iter()
             .map(|(fd, _, events)| libc::pollfd { fd: *fd, events: (*events & 0xffff) as i16, revents: 0 })
             .collect();
-        let ours: Vec<Ours> =
-            watched.iter().enumerate().map(|(at, (_, sock, _))| Ours { at, sock: sock.clone() }).collect();
+        let ours: Vec<Ours> = watched
+            .iter()
+            .enumerate()
+            .map(|(at, (_, sock, events))| Ours {
+                at,
+                sock: sock.clone(),
+                exclusive: events & libc::EPOLLEXCLUSIVE as u32 != 0,
+            })
+            .collect();
         readiness(&ours, &mut entries)?;
         let mut n = 0;
         if let Some(set) = sets().as_mut().and_then(|m| m.get_mut(&epfd)) {

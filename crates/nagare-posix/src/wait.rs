@@ -13,7 +13,7 @@ use crate::errors::errno;
 use crate::session::session;
 use crate::sock::{Proto, Sock, State};
 use crate::{table, Entered, Res};
-use nagare::poll::{PollEntry, CLOSED, INVALID, READABLE, WRITABLE};
+use nagare::poll::{PollEntry, CLOSED, EXCLUSIVE, INVALID, READABLE, WRITABLE};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,6 +31,9 @@ const MAX_ENTRIES: usize = 1 << 20;
 pub(crate) struct Ours {
     pub(crate) at: usize,
     pub(crate) sock: Arc<Sock>,
+    /// Watched with `EPOLLEXCLUSIVE`: a shared listener's connection wakes
+    /// this wait only if it woke no other (`EXCLUSIVE`).
+    pub(crate) exclusive: bool,
 }
 
 /// `poll`/`ppoll` over a set that may hold nagare sockets. `limit`:
@@ -62,7 +65,7 @@ fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, held: &na
         .iter()
         .enumerate()
         .filter(|(_, e)| e.fd >= 0 && table::is_ours(e.fd))
-        .filter_map(|(at, e)| table::get(e.fd).ok().map(|sock| Ours { at, sock }))
+        .filter_map(|(at, e)| table::get(e.fd).ok().map(|sock| Ours { at, sock, exclusive: false }))
         .collect();
     let mut kernel: Vec<libc::pollfd> = entries.to_vec();
     for o in &ours {
@@ -133,7 +136,8 @@ pub(crate) fn sleep_mask(held: &nagare::signals::Held, looked_again: &mut bool) 
 /// this session, at most `left` and [`SLICE`]. Our sockets whose
 /// readiness only netd knows (shared with another process, or without a
 /// receive posted for want of a buffer) have netd answer a request when
-/// one is ready, which ends the sleep.
+/// one is ready, which ends the sleep; a shared listener watched
+/// exclusively only when its connection woke no other holder.
 pub(crate) fn sleep(
     ours: &[Ours],
     entries: &[libc::pollfd],
@@ -147,14 +151,15 @@ pub(crate) fn sleep(
         .iter()
         .filter_map(|o| {
             let g = o.sock.lock().ok()?;
-            let socket = match &g.state {
-                State::Listener(l) if l.readiness_from_netd() => l.socket_id(),
-                State::Stream(s) if s.readiness_from_netd() => s.socket_id(),
-                State::Datagram(d) if d.readiness_from_netd() => d.socket_id(),
+            let (socket, mut interest) = match &g.state {
+                State::Listener(l) if l.readiness_from_netd() => {
+                    (l.socket_id(), if o.exclusive { EXCLUSIVE } else { 0 })
+                }
+                State::Stream(s) if s.readiness_from_netd() => (s.socket_id(), 0),
+                State::Datagram(d) if d.readiness_from_netd() => (d.socket_id(), 0),
                 _ => return None,
             };
             let events = entries.get(o.at).map_or(0, |e| e.events);
-            let mut interest = 0;
             if events & (libc::POLLIN | libc::POLLRDNORM) != 0 {
                 interest |= READABLE;
             }

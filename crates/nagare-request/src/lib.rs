@@ -439,6 +439,13 @@ pub const WRITABLE: u16 = 2;
 pub const CLOSED: u16 = 4;
 /// Readiness, always reported: no such socket.
 pub const INVALID: u16 = 8;
+/// In a waiting [`Op::Poll`]'s `interest`, on a listener several clients
+/// hold: a connection waiting to be accepted makes this entry readable
+/// only if no other waiting poll was answered for it, as one of the
+/// epoll sets watching a socket with `EPOLLEXCLUSIVE` is woken
+/// (`docs/netd.md`, *Exclusive wake-ups*). Ignored on other sockets and
+/// by a poll that does not wait.
+pub const EXCLUSIVE: u16 = 16;
 /// Most entries in one [`Op::Poll`].
 pub const MAX_POLL: u32 = 1024;
 
@@ -447,7 +454,8 @@ pub const MAX_POLL: u32 = 1024;
 pub struct PollEntry {
     /// The socket id.
     pub socket: u32,
-    /// What the caller waits for ([`READABLE`], [`WRITABLE`]).
+    /// What the caller waits for ([`READABLE`], [`WRITABLE`]), and how
+    /// ([`EXCLUSIVE`]).
     pub interest: u16,
     /// What is ready (filled in by netd).
     pub ready: u16,

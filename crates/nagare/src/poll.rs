@@ -12,7 +12,7 @@
 use crate::path::Role;
 use crate::{set_wait_limit, Data, InFlight, Session};
 use nagare_request::{Op, Request, MAX_POLL};
-pub use nagare_request::{PollEntry, CLOSED, INVALID, READABLE, WRITABLE};
+pub use nagare_request::{PollEntry, CLOSED, EXCLUSIVE, INVALID, READABLE, WRITABLE};
 use std::io;
 use std::time::{Duration, Instant};
 

@@ -47,6 +47,12 @@ impl TcpSockets {
         Ok(Readiness { readable: !listener.accept_queue.is_empty(), writable: false, closed: false })
     }
 
+    /// How many established connections wait on listener `l` to be
+    /// accepted.
+    pub fn accept_queue_len(&self, l: TcpListenerHandle) -> Result<usize, Error> {
+        Ok(self.listeners.get(l.0).ok_or(Error::InvalidHandle)?.accept_queue.len())
+    }
+
     /// Notes that a connection's readiness may have changed. Connections
     /// the application does not hold (not yet accepted, or released) have
     /// no one to tell.

@@ -13,7 +13,9 @@ use crate::sharing::LetGo;
 use crate::sockets::{ClientSockets, Sock};
 use nagare_core::Interface;
 use nagare_ipc::BufRef;
-use nagare_request::{encode_addr6, PollEntry, Request, CLOSED, CLOSE_RESET, INVALID, NAME_PEER, READABLE, WRITABLE};
+use nagare_request::{
+    encode_addr6, PollEntry, Request, CLOSED, CLOSE_RESET, EXCLUSIVE, INVALID, NAME_PEER, READABLE, WRITABLE,
+};
 use std::net::{SocketAddr, SocketAddrV6};
 
 /// `CLOSE`: the socket leaves the table and, unless another client holds
@@ -41,8 +43,10 @@ pub(super) fn close(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> 
             return Ok(Some(Done::value(0)));
         }
     }
-    if let Sock::Udp(h) = sock {
-        cx.receivers.remove(h);
+    match sock {
+        Sock::Udp(h) => cx.receivers.remove(h),
+        Sock::Listener(l) => cx.sharing.exclusive.forget_listener(l),
+        _ => {}
     }
     let mut reset = req.aux[0] & CLOSE_RESET != 0;
     if let (Sock::Tcp(_), false) = (sock, reset) {
@@ -98,7 +102,9 @@ pub(crate) fn socket_priority(sockets: &ClientSockets, client: Priority, id: u32
     }
 }
 
-/// `POLL`: the readiness of every socket the buffer's entries name.
+/// `POLL`: the readiness of every socket the buffer's entries name. A
+/// waiting poll's `EXCLUSIVE` entry on a listener is readable only with a
+/// wake-up of its own (`crate::exclusive`).
 pub(super) fn poll(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, buf: Option<BufRef>) -> Outcome {
     let b = buffer(buf)?;
     private_copy(c.pool, buf, cx.scratch)?;
@@ -108,6 +114,14 @@ pub(super) fn poll(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, buf:
         bytes.copy_from_slice(chunk);
         let mut e = PollEntry::from_bytes(bytes);
         e.ready = readiness(c.sockets, cx.iface, e);
+        if e.ready & READABLE != 0 && e.interest & EXCLUSIVE != 0 && !req.nonblocking() {
+            if let Some(Sock::Listener(l)) = c.sockets.get(e.socket) {
+                let queued = cx.iface.tcp_ref().accept_queue_len(l).unwrap_or(0);
+                if !cx.sharing.exclusive.take(l, c.key, queued) {
+                    e.ready &= !READABLE;
+                }
+            }
+        }
         if cx.sharing.shares.has_returned(c.key, e.socket) {
             e.ready |= e.interest & READABLE;
         }

@@ -64,6 +64,7 @@ pub(super) fn accept(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) ->
     let l = c.sockets.listener(req.socket)?;
     c.sockets.room(cx.config.max_sockets)?;
     let Some(h) = cx.iface.tcp().accept(l).map_err(engine_errno)? else { return blocked(req) };
+    cx.sharing.exclusive.accepted(l, c.key);
     let ends = cx.iface.tcp_ref().connection(h).map(|k| (k.local(), k.remote()));
     let added = fit_buffers(cx, c.key, h).and_then(|()| c.sockets.add(Sock::Tcp(h), cx.config.max_sockets));
     let id = match added {
