@@ -416,6 +416,45 @@ fn wake_when_ready_for_two_lists_wakes_for_either() {
     assert_eq!(poll(&child, &mut e, Some(Duration::ZERO)).expect("poll"), 1);
 }
 
+/// `wake_when_ready` says when it took completions off the rings: one
+/// that delivered data to a socket with a path, arrived after the caller
+/// looked at readiness, is taken there and is no longer on the rings for
+/// `prepare_wait` to find, so a caller that slept then would sleep past
+/// the data (an event loop over a shared listener and its own
+/// connections, as nginx's workers are).
+#[test]
+fn wake_when_ready_says_it_took_a_completion_that_made_a_socket_ready() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, worker, peer) = (netd.connect(), netd.connect(), netd.connect());
+    let listener = TcpListener::bind_via(&parent, at(9697)).expect("listen");
+    let adopted = TcpListener::adopt_via(&worker, listener.share().expect("share")).expect("adopt");
+    let mut out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9697)), LIMIT).expect("connect");
+    let (inside, _) = adopted.accept().expect("accept");
+    let entry = PollEntry { socket: adopted.socket_id(), interest: READABLE, ready: 0 };
+    // Nothing new on the rings: it says so, and arms its request.
+    while nagare::poll::wake_when_ready(&worker, &[entry], LIMIT).expect("wake when ready") {}
+    let mut e = [PollEntry { socket: inside.socket_id(), interest: READABLE, ready: 0 }];
+    assert_eq!(poll(&worker, &mut e, Some(Duration::ZERO)).expect("poll"), 0, "nothing to read yet");
+    out.write_all(b"request").unwrap();
+    // The receive's completion comes onto the rings, untaken.
+    let deadline = std::time::Instant::now() + LIMIT;
+    loop {
+        match worker.prepare_wait().expect("prepare") {
+            None => break,
+            Some(_) => {
+                worker.finish_wait().expect("finish");
+                assert!(std::time::Instant::now() < deadline, "the data's completion never came");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+    assert!(
+        nagare::poll::wake_when_ready(&worker, &[entry], LIMIT).expect("wake when ready"),
+        "the completion it took went unsaid"
+    );
+    assert_eq!(poll(&worker, &mut e, Some(Duration::ZERO)).expect("poll"), 1, "the data is there to read");
+}
+
 /// Which of `sessions`' sleeps are woken within `limit`, looked at
 /// together (each marked asleep by `prepare_wait`, which gave its
 /// descriptor; `None`: a completion was there already).

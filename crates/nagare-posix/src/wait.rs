@@ -170,8 +170,9 @@ pub(crate) fn sleep(
         })
         .take(nagare_request::MAX_POLL as usize)
         .collect();
-    if !shared.is_empty() {
-        nagare::poll::wake_when_ready(&netd, &shared, slice).map_err(|e| errno(&e))?;
+    if !shared.is_empty() && nagare::poll::wake_when_ready(&netd, &shared, slice).map_err(|e| errno(&e))? {
+        // Completions were taken since the caller looked: look again.
+        return Ok(());
     }
     let Some(wake) = netd.prepare_wait().map_err(|e| errno(&e))? else { return Ok(()) };
     kernel.push(libc::pollfd { fd: wake, events: libc::POLLIN, revents: 0 });

@@ -182,6 +182,10 @@ struct Conn {
     /// The requests of [`poll::wake_when_ready`] made and perhaps still in
     /// flight, each with the list it asked about.
     armed: Vec<(u64, Vec<u8>)>,
+    /// How many completions were taken off the rings so far: a caller
+    /// that looked at readiness before a call that may take some knows by
+    /// it whether to look again before it sleeps.
+    collected: u64,
     /// The descriptors lent by sockets' `readiness_fd`, by socket id
     /// (`readyfd.rs`).
     ready_fds: HashMap<u32, Arc<readyfd::ReadyFd>>,
@@ -267,6 +271,7 @@ impl Session {
             watcher_waits: false,
             abandoned: false,
             armed: Vec::new(),
+            collected: 0,
             ready_fds: HashMap::new(),
             answer_fds: HashMap::new(),
             starved: RefCell::new(HashSet::new()),
@@ -986,7 +991,10 @@ impl Conn {
                 Some(d) => Ok(Some(d)),
                 None => self.direct.pop(),
             }) {
-                Ok(Some(d)) => return Ok(Some(d)),
+                Ok(Some(d)) => {
+                    self.collected = self.collected.wrapping_add(1);
+                    return Ok(Some(d));
+                }
                 Ok(None) if wait.is_none() || waited => return Ok(None),
                 Ok(None) => {}
                 Err(_) => {
