@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Unmodified programs through netd (`nagare run`) beside the same programs
-# on the kernel's stack, in one run: iperf3 both ways and redis-benchmark
-# against redis-server.
+# on the kernel's stack, in one run: iperf3 both ways, redis-benchmark
+# against redis-server, ab against nginx, and pgbench against PostgreSQL.
 #
 # Usage (root; the release binary and preload library are built if
 # missing):
@@ -20,7 +20,11 @@
 # redis-server through netd or on the kernel, the kernel's
 # redis-benchmark (-t set,get, -n REQUESTS) with each count of
 # REDIS_CONNECTIONS (1, 10 and 300 connections): requests/s of SET and
-# GET. PostgreSQL (where `postgres`, `initdb` and `pgbench` are
+# GET. nginx (where `nginx` and `ab` are installed): a master and two
+# worker processes, which share the listener, serving a 1 KiB file
+# through netd or on the kernel; the kernel's `ab -n HTTP_REQUESTS` with 1
+# and 10 requests at a time, a connection per request and kept alive
+# (`-k`): requests/s. PostgreSQL (where `postgres`, `initdb` and `pgbench` are
 # installed; the rows say so when they are not): a server
 # through netd or on the kernel, each run as user nobody (a daemon with a
 # user of its own, which reaches netd through its opened socket), the
@@ -35,7 +39,8 @@
 #
 # Environment: NAGARE (binary; default target/release/nagare), DURATION
 # (seconds per iperf3 run, 5), REQUESTS (per redis-benchmark run, 100000),
-# REDIS_CONNECTIONS ("1 10 300"), NETD_ARGS (more options for netd, e.g.
+# REDIS_CONNECTIONS ("1 10 300"), HTTP_REQUESTS (per ab run, 10000),
+# NETD_ARGS (more options for netd, e.g.
 # "--realtime 1").
 set -euo pipefail
 
@@ -145,6 +150,44 @@ for c in ${REDIS_CONNECTIONS:-1 10 300}; do
     redis_row "through netd" "$NS_N" 10.95.0.2 "$c"
     redis_row "kernel over veth" "$NS_B" 10.96.0.2 "$c"
 done
+
+# nginx_start NAME ADDR CMD...: nginx (a master, two workers) serving
+# WORK/www on ADDR port 8080, its files in WORK/NAME, run by CMD.
+nginx_start() {
+    local name=$1 addr=$2 dir="$WORK/$1"
+    shift 2
+    mkdir -p "$dir/temp"
+    cat >"$dir/nginx.conf" <<EOF
+daemon off; master_process on; worker_processes 2; error_log stderr; pid $dir/nginx.pid;
+events { worker_connections 1024; }
+http { access_log off; sendfile on; client_body_temp_path $dir/temp/body; proxy_temp_path $dir/temp/proxy;
+  fastcgi_temp_path $dir/temp/fcgi; uwsgi_temp_path $dir/temp/uwsgi; scgi_temp_path $dir/temp/scgi;
+  server { listen $addr:8080; root $WORK/www; } }
+EOF
+    background "$name" "$@" nginx -c "$dir/nginx.conf"
+}
+# nginx_row LABEL NS HOST CONCURRENCY [-k]
+nginx_row() {
+    local rps
+    rps=$(timeout 120 ip netns exec "$2" ab -q ${5:-} -n "${HTTP_REQUESTS:-10000}" -c "$4" "http://$3:8080/small.html" \
+        2>>"$WORK/ab.log" | awk '/^Requests per second/ {printf "%.0f", $4}') || rps=""
+    printf '| nginx %s, ab%s, %s at a time (requests/s) | %s |\n' "$1" "${5:+ $5}" "$4" "${rps:-fail}"
+}
+if command -v nginx >/dev/null && command -v ab >/dev/null; then
+    mkdir -p "$WORK/www"
+    head -c 1024 /dev/zero | tr '\0' x >"$WORK/www/small.html"
+    nginx_start nginx-netd 10.95.0.2 "${THROUGH[@]}"
+    nginx_start nginx-kernel 10.96.0.2 ip netns exec "$NS_C"
+    sleep 1
+    for k in "" -k; do
+        for c in 1 10; do
+            nginx_row "through netd" "$NS_N" 10.95.0.2 "$c" $k
+            nginx_row "kernel over veth" "$NS_B" 10.96.0.2 "$c" $k
+        done
+    done
+else
+    echo "| nginx | not installed (nginx, ab) |"
+fi
 
 if ! command -v postgres >/dev/null || ! command -v initdb >/dev/null || ! command -v pgbench >/dev/null ||
     ! command -v setpriv >/dev/null; then
