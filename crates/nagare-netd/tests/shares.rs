@@ -512,6 +512,39 @@ fn a_connection_to_a_shared_listener_wakes_one_exclusive_wait() {
     assert_eq!(from, second.local_addr().unwrap());
 }
 
+/// A holder woken for a connection that closes its copy of the listener
+/// instead of accepting (an old worker leaving) leaves the connection to
+/// the other holder, which is woken for it.
+#[test]
+fn a_woken_holder_that_lets_the_listener_go_leaves_its_connection_to_another() {
+    let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
+    let (parent, peer) = (netd.connect(), netd.connect());
+    let workers = [netd.connect(), netd.connect()];
+    let listener = TcpListener::bind_via(&parent, at(9696)).expect("listen");
+    let token = listener.share().expect("share");
+    let mut adopted: Vec<Option<TcpListener>> =
+        workers.iter().map(|w| Some(TcpListener::adopt_via(w, token).expect("adopt"))).collect();
+    let long = Duration::from_secs(30);
+    let mut asleep = Vec::new();
+    for (w, l) in workers.iter().zip(adopted.iter().flatten()) {
+        let entry = PollEntry { socket: l.socket_id(), interest: READABLE | EXCLUSIVE, ready: 0 };
+        nagare::poll::wake_when_ready(w, &[entry], long).expect("wake when ready");
+        asleep.push(w.prepare_wait().expect("prepare"));
+    }
+    let out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9696)), LIMIT).expect("connect");
+    let got = woken(&[&workers[0], &workers[1]], &asleep, LIMIT);
+    let woke = got.iter().position(|&w| w).expect("neither holder was woken");
+    let other = 1 - woke;
+    let fd = if got[other] { None } else { workers[other].prepare_wait().expect("prepare") };
+    drop(adopted[woke].take());
+    assert!(woken(&[&workers[other]], &[fd], LIMIT)[0], "the other holder was not woken for the connection left");
+    let l = adopted[other].as_ref().expect("the other's copy");
+    l.set_nonblocking(true).unwrap();
+    let (_, from) = l.accept().expect("the other holder accepts");
+    assert_eq!(from, out.local_addr().unwrap());
+    drop(listener);
+}
+
 /// Two threads accept on one shared listener: one waits while the other
 /// (the listener made non-blocking meanwhile) keeps accepting without
 /// waiting. Each accept has netd's answer to its own `ACCEPT`: the

@@ -112,6 +112,7 @@ pub unsafe fn epoll_ctl(epfd: i32, op: i32, fd: i32, event: *const libc::epoll_e
     let mut g = sets();
     let set = g.get_or_insert_with(HashMap::new).entry(epfd).or_default();
     let at = set.iter().position(|w| w.fd == fd);
+    exclusive_allowed(op, asked.map(|(events, _)| events), at.and_then(|i| set.get(i)).map(|w| w.events))?;
     match (op, at, asked) {
         (libc::EPOLL_CTL_ADD, Some(_), _) => return Err(libc::EEXIST),
         (libc::EPOLL_CTL_ADD, None, Some((events, data))) => {
@@ -126,6 +127,30 @@ pub unsafe fn epoll_ctl(epfd: i32, op: i32, fd: i32, event: *const libc::epoll_e
         }
         (libc::EPOLL_CTL_MOD | libc::EPOLL_CTL_DEL, None, _) => return Err(libc::ENOENT),
         _ => return Err(libc::EINVAL),
+    }
+    Ok(())
+}
+
+/// `EINVAL` where the kernel refuses `EPOLLEXCLUSIVE`: in a change of a
+/// watch (`EPOLL_CTL_MOD`), of one that has it or to give it, and beside
+/// any event or mode but `EPOLLIN`, `EPOLLOUT`, `EPOLLERR`, `EPOLLHUP`,
+/// `EPOLLWAKEUP` and `EPOLLET`. `asked` is the call's events, `had` the
+/// watch's if it exists.
+fn exclusive_allowed(op: i32, asked: Option<u32>, had: Option<u32>) -> Res<()> {
+    let exclusive = libc::EPOLLEXCLUSIVE as u32;
+    let with = (libc::EPOLLIN
+        | libc::EPOLLOUT
+        | libc::EPOLLERR
+        | libc::EPOLLHUP
+        | libc::EPOLLWAKEUP
+        | libc::EPOLLET
+        | libc::EPOLLEXCLUSIVE) as u32;
+    let asks = asked.is_some_and(|e| e & exclusive != 0);
+    if op == libc::EPOLL_CTL_MOD && (asks || had.is_some_and(|e| e & exclusive != 0)) {
+        return Err(libc::EINVAL);
+    }
+    if asks && asked.is_some_and(|e| e & !with != 0) {
+        return Err(libc::EINVAL);
     }
     Ok(())
 }
@@ -232,6 +257,21 @@ mod tests {
 
     const IN: u32 = libc::EPOLLIN as u32;
     const OUT: u32 = libc::EPOLLOUT as u32;
+
+    #[test]
+    fn exclusive_is_refused_where_the_kernel_refuses_it() {
+        let ex = libc::EPOLLEXCLUSIVE as u32;
+        let add = libc::EPOLL_CTL_ADD;
+        let modify = libc::EPOLL_CTL_MOD;
+        assert_eq!(exclusive_allowed(add, Some(IN | ex), None), Ok(()));
+        assert_eq!(exclusive_allowed(add, Some(IN | OUT | libc::EPOLLET as u32 | ex), None), Ok(()));
+        assert_eq!(exclusive_allowed(add, Some(IN | libc::EPOLLONESHOT as u32 | ex), None), Err(libc::EINVAL));
+        assert_eq!(exclusive_allowed(add, Some(IN | libc::EPOLLRDHUP as u32 | ex), None), Err(libc::EINVAL));
+        assert_eq!(exclusive_allowed(modify, Some(IN | ex), Some(IN)), Err(libc::EINVAL), "a change to it");
+        assert_eq!(exclusive_allowed(modify, Some(IN), Some(IN | ex)), Err(libc::EINVAL), "a change of one with it");
+        assert_eq!(exclusive_allowed(modify, Some(IN | libc::EPOLLONESHOT as u32), Some(IN)), Ok(()));
+        assert_eq!(exclusive_allowed(libc::EPOLL_CTL_DEL, None, Some(IN | ex)), Ok(()), "it goes as any");
+    }
 
     #[test]
     fn a_level_watch_reports_while_ready() {

@@ -27,6 +27,9 @@ use std::net::{SocketAddr, SocketAddrV6};
 pub(super) fn close(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request) -> Outcome {
     let charge = cx.memory.socket_charged(c.key, req.socket);
     let sock = c.sockets.remove(cx.steering, req.socket).ok_or(libc::EBADF)?;
+    if let Sock::Listener(l) = sock {
+        cx.sharing.exclusive.let_go(l, c.key);
+    }
     let other = cx.sharing.shares.other_holder(c.key, req.socket);
     match cx.sharing.let_go(c.key, req.socket) {
         LetGo::Close => {}
@@ -104,7 +107,7 @@ pub(crate) fn socket_priority(sockets: &ClientSockets, client: Priority, id: u32
 
 /// `POLL`: the readiness of every socket the buffer's entries name. A
 /// waiting poll's `EXCLUSIVE` entry on a listener is readable only with a
-/// wake-up of its own (`crate::exclusive`).
+/// wake-up of its client's own (`crate::exclusive`).
 pub(super) fn poll(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, buf: Option<BufRef>) -> Outcome {
     let b = buffer(buf)?;
     private_copy(c.pool, buf, cx.scratch)?;
@@ -114,10 +117,10 @@ pub(super) fn poll(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, buf:
         bytes.copy_from_slice(chunk);
         let mut e = PollEntry::from_bytes(bytes);
         e.ready = readiness(c.sockets, cx.iface, e);
-        if e.ready & READABLE != 0 && e.interest & EXCLUSIVE != 0 && !req.nonblocking() {
+        if e.interest & EXCLUSIVE != 0 && !req.nonblocking() {
             if let Some(Sock::Listener(l)) = c.sockets.get(e.socket) {
                 let queued = cx.iface.tcp_ref().accept_queue_len(l).unwrap_or(0);
-                if !cx.sharing.exclusive.take(l, c.key, queued) {
+                if !cx.sharing.exclusive.take(l, c.key, queued, c.sleeps) {
                     e.ready &= !READABLE;
                 }
             }
