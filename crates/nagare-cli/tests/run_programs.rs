@@ -1363,6 +1363,54 @@ fn a_killed_program_leaves_nothing_and_a_killed_netd_fails_its_programs() {
     assert!(text.starts_with("connected\nerror "), "{text}\n{}", out.stderr);
 }
 
+/// An event loop whose netd is killed: `epoll_wait` on a set with a
+/// listener through netd fails with `ECONNABORTED`, but only after it
+/// waited (at most 100 ms) on the set's kernel descriptors, so a program
+/// that waits again at once (as nginx's workers do) fails about ten times
+/// a second instead of as fast as it can, and a kernel descriptor of the
+/// set that is ready is still reported.
+#[test]
+fn an_event_loop_whose_netd_died_fails_its_waits_at_a_bounded_rate() {
+    if let Some(reason) = interop_unavailable(&["python3", "ping"]) {
+        return skip("an_event_loop_whose_netd_died_fails_its_waits_at_a_bounded_rate", &reason);
+    }
+    let s = Setup::new("rundead");
+    let script = format!(
+        "import errno, os, select, socket, sys, time\n\
+         l = socket.socket()\nl.bind(({NAGARE:?}, 9203))\nl.listen()\n\
+         r, w = os.pipe()\nep = select.epoll()\nep.register(l.fileno(), select.EPOLLIN)\n\
+         ep.register(r, select.EPOLLIN)\nprint('listening', flush=True)\nsys.stdin.readline()\n\
+         fails = 0\nother = None\nstart = time.monotonic()\n\
+         while time.monotonic() - start < 1.0:\n\
+         \x20   try:\n        ep.poll(-1)\n    except OSError as e:\n\
+         \x20       if e.errno == errno.ECONNABORTED:\n            fails += 1\n        else:\n            other = e.errno\n\
+         os.write(w, b'x')\n\
+         try:\n    pipe = any(fd == r for fd, _ in ep.poll(-1))\nexcept OSError as e:\n    pipe = e.errno\n\
+         print('fails', fails, 'other', other, 'pipe', pipe, flush=True)\n"
+    );
+    let mut program =
+        s.run("python3").args(["-c", &script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut out = std::io::BufReader::new(program.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(line, "listening\n");
+    // netd is killed (by its pid), and the program told to wait on.
+    let netd_pid = s.netd.child.as_ref().map(|c| c.id()).expect("netd runs");
+    assert!(Command::new("kill").args(["-KILL", &netd_pid.to_string()]).status().unwrap().success());
+    std::thread::sleep(Duration::from_millis(300));
+    std::io::Write::write_all(program.stdin.as_mut().unwrap(), b"go\n").unwrap();
+    line.clear();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    let _ = program.kill();
+    let _ = program.wait();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let fails: u32 = match words.as_slice() {
+        ["fails", n, "other", "None", "pipe", "True"] => n.parse().unwrap(),
+        _ => panic!("the program said: {line:?}"),
+    };
+    assert!((1..=30).contains(&fails), "{fails} failed waits in a second: {line}");
+}
+
 /// `SO_KEEPALIVE` with `TCP_KEEPIDLE` and `TCP_KEEPINTVL` of 1 s, set by
 /// python3 on an idle connection through netd: netd's engine sends a
 /// probe about every second (its segments sent grow while nothing is

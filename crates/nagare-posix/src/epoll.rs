@@ -16,7 +16,7 @@
 //! as `EPOLLIN`, a read then gives 0).
 
 use crate::sock::Sock;
-use crate::wait::{hold_signals, readiness, sleep, sleep_mask, Ours};
+use crate::wait::{hold_signals, readiness, sleep, sleep_mask, Ours, SLICE};
 use crate::{table, Entered, Res};
 use hashbrown::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -210,7 +210,12 @@ pub unsafe fn epoll_wait(
                 exclusive: events & libc::EPOLLEXCLUSIVE as u32 != 0,
             })
             .collect();
-        readiness(&ours, &mut entries)?;
+        if let Err(e) = readiness(&ours, &mut entries) {
+            if e != libc::ECONNABORTED && e != libc::ENETDOWN {
+                return Err(e);
+            }
+            return without_netd(epfd, out, max, deadline, &held, e);
+        }
         let mut n = 0;
         if let Some(set) = sets().as_mut().and_then(|m| m.get_mut(&epfd)) {
             for (e, w) in entries.iter().zip(set.iter_mut()) {
@@ -242,6 +247,36 @@ pub unsafe fn epoll_wait(
         let mut kernel = vec![libc::pollfd { fd: epfd, events: libc::POLLIN, revents: 0 }];
         sleep(&ours, &entries, &mut kernel, left, mask)?;
     }
+}
+
+/// `epoll_wait` on a set whose nagare sockets went with netd (`gone`,
+/// the error their calls give): the kernel's descriptors of the set are
+/// still waited on, for at most the call's time and [`SLICE`], and
+/// without one ready the call fails with `gone`. An event loop that takes
+/// the failure for a passing one and waits again (nginx's workers) then
+/// tries about ten times a second, not as fast as it can, and still hears
+/// its own descriptors (its master's word to stop).
+fn without_netd(
+    epfd: i32,
+    out: *mut libc::epoll_event,
+    max: usize,
+    deadline: Option<Instant>,
+    held: &nagare::signals::Held,
+    gone: i32,
+) -> Res<i32> {
+    let slice = deadline.map_or(SLICE, |d| d.saturating_duration_since(Instant::now()).min(SLICE));
+    let millis = slice.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+    let max = i32::try_from(max).unwrap_or(i32::MAX);
+    // SAFETY: `out` has room for `max` events (the caller's promise); the
+    // mask is the held one's, live for the call.
+    let k = unsafe { libc::epoll_pwait(epfd, out, max, millis, held.mask()) };
+    if k < 0 {
+        return Err(crate::calls::last_errno());
+    }
+    if k == 0 {
+        return Err(gone);
+    }
+    Ok(k)
 }
 
 #[cfg(test)]

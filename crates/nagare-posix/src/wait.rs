@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The longest sleep before netd's life is looked at again.
-const SLICE: Duration = Duration::from_millis(100);
+pub(crate) const SLICE: Duration = Duration::from_millis(100);
 
 /// The sleep between looks at a set of more nagare sockets than one of the
 /// client library's polls takes.
