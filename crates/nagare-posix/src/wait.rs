@@ -76,7 +76,13 @@ fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, held: &na
     let only_ours = kernel.iter().all(|e| e.fd < 0);
     let mut looked_again = false;
     loop {
-        let mut ready = readiness(&ours, entries)?;
+        let mut ready = match readiness(&ours, entries) {
+            Ok(n) => n,
+            Err(gone) if gone == libc::ECONNABORTED || gone == libc::ENETDOWN => {
+                return without_netd(entries, &mut kernel, deadline, held, gone);
+            }
+            Err(e) => return Err(e),
+        };
         ready += kernel_poll(&mut kernel, Duration::ZERO, std::ptr::null())?;
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if ready > 0 || left.is_some_and(|l| l.is_zero()) {
@@ -95,6 +101,29 @@ fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, held: &na
         }
         sleep(&ours, entries, &mut kernel, left, mask)?;
     }
+}
+
+/// `poll` over a set whose nagare sockets went with netd (`gone`, the
+/// error their calls give): the kernel's entries (`kernel`, ours left
+/// out) are still waited on, for at most the call's time and [`SLICE`],
+/// and without one ready the call fails with `gone`, so that a loop that
+/// waits again at once does not spin (as `epoll::without_netd`).
+fn without_netd(
+    entries: &mut [libc::pollfd],
+    kernel: &mut [libc::pollfd],
+    deadline: Option<Instant>,
+    held: &nagare::signals::Held,
+    gone: i32,
+) -> Res<i32> {
+    let slice = deadline.map_or(SLICE, |d| d.saturating_duration_since(Instant::now()).min(SLICE));
+    let ready = kernel_poll(kernel, slice, held.mask())?;
+    if ready == 0 {
+        return Err(gone);
+    }
+    for (e, k) in entries.iter_mut().zip(kernel.iter()) {
+        e.revents = if k.fd >= 0 { k.revents } else { 0 };
+    }
+    Ok(ready)
 }
 
 /// Holds the signals for a whole wait (`nagare::signals`): a handler
