@@ -235,13 +235,6 @@ impl Producer {
         self.broken
     }
 
-    /// Whether the consumer said it is about to sleep on its eventfd (its
-    /// polling flag is down), as a push reads it: a hint, which the
-    /// consumer may change at any time.
-    pub fn consumer_sleeps(&self) -> bool {
-        self.mem.polling().load(Ordering::SeqCst) == 0
-    }
-
     /// The consumer's words the notifier reads after a push: its polling
     /// flag and its tail.
     pub(crate) fn wake_words(&self) -> (&AtomicU32, &AtomicU32) {

@@ -6,50 +6,50 @@
 //! its worker, and all workers but one would find nothing to accept.
 //!
 //! The invariant: for each listener, the wake-ups out are at most the
-//! connections in its accept queue, one per client. A waiting poll whose
-//! entry asks for `EXCLUSIVE` gets the listener readable only with a
-//! wake-up of its client's own, handed out while the queue holds more
-//! connections than wake-ups are out, and only to a client that sleeps on
-//! its eventfd, as the kernel's exclusive wake-up goes only to a set a
-//! thread waits on: a worker that is busy finds the connection when its
-//! loop next looks at readiness (a poll that does not wait sees the
-//! listener as it is). A wake-up is spent when a connection is accepted
-//! from the listener (by any holder: the woken one may lose the race to
-//! another that looked on its own), when its client waits on the listener
-//! again, when the queue shrinks below the wake-ups out (a queued
-//! connection reset or timed out: the oldest go), when its client lets
-//! the listener go or goes itself, or when the listener closes. As with
-//! the kernel's, a woken client that does not accept leaves the connection
-//! waiting until another comes, which wakes the next one, or until a
-//! holder's loop looks. The wake-ups are a client's, not a request's: a
+//! connections its accept queue held at the last look of a waiting
+//! exclusive poll, one per client. A waiting poll whose entry asks for
+//! `EXCLUSIVE` gets the listener readable only with a wake-up of its
+//! client's own, handed out while the queue holds more connections than
+//! wake-ups are out. A wake-up is spent when a connection is accepted from
+//! the listener (by any holder: the woken one may lose the race to another
+//! that looked on its own), when its client waits on the listener again,
+//! when the queue shrinks below the wake-ups out (a queued connection
+//! reset or timed out: the oldest go), when its client lets the listener
+//! go or goes itself, or when the listener closes. As with the kernel's, a
+//! woken client that does not accept leaves the connection waiting until
+//! another comes, which wakes the next one, or until a holder's loop looks
+//! on its own (a poll that does not wait sees the listener as it is). A
+//! client's poll is answered whether or not its thread sleeps by then: one
+//! made just before a sleep (the preload layer's) is often looked at
+//! first, and a wake-up held back from it would wait for a turn of netd
+//! that nothing asks for. The wake-ups are a client's, not a request's: a
 //! client's several waits on the listener (threads) wake together.
 
 use hashbrown::HashMap;
 use nagare_core::tcp::TcpListenerHandle;
 
 /// The wake-ups out, by listener: the clients they went to, oldest first.
-/// Each list holds a client at most once and is at most its listener's
-/// accept queue long (the invariant above), and a listener with none has
-/// no entry.
+/// Each list holds a client at most once and is no longer than its
+/// listener's accept queue at the last look (the invariant above), and a
+/// listener with none has no entry.
 #[derive(Default)]
 pub(crate) struct ExclusiveWakes {
     handed: HashMap<TcpListenerHandle, Vec<u64>>,
 }
 
 impl ExclusiveWakes {
-    /// Whether a waiting poll of client `key` (`sleeps`: the client sleeps
-    /// on its eventfd) is to be answered for listener `l`, whose accept
-    /// queue holds `queued` connections; if so, the wake-up is handed to
-    /// it. A wake-up the client held already is spent first (it waits
-    /// again), and so are the oldest past `queued`.
-    pub fn take(&mut self, l: TcpListenerHandle, key: u64, queued: usize, sleeps: bool) -> bool {
+    /// Whether a waiting poll of client `key` is to be answered for
+    /// listener `l`, whose accept queue holds `queued` connections; if so,
+    /// the wake-up is handed to it. A wake-up the client held already is
+    /// spent first (it waits again), and so are the oldest past `queued`.
+    pub fn take(&mut self, l: TcpListenerHandle, key: u64, queued: usize) -> bool {
         let list = self.handed.entry(l).or_default();
         list.retain(|&k| k != key);
         if list.len() > queued {
             let past = list.len() - queued;
             list.drain(..past);
         }
-        let free = sleeps && list.len() < queued;
+        let free = list.len() < queued;
         if free {
             list.push(key);
         } else if list.is_empty() {
@@ -116,47 +116,46 @@ mod tests {
     fn one_connection_wakes_one_poll() {
         let (l, other) = listeners();
         let mut w = ExclusiveWakes::default();
-        assert!(!w.take(l, 1, 0, true), "nothing queued: nobody is woken");
-        assert!(w.take(l, 1, 1, true), "the first waiting poll takes the connection's wake-up");
-        assert!(!w.take(l, 2, 1, true), "the second does not: one wake-up a connection");
-        assert!(w.take(other, 2, 1, true), "another listener's are its own");
-        assert!(w.take(l, 2, 2, true), "a second connection wakes the second poll");
-        assert!(!w.take(l, 3, 2, true));
+        assert!(!w.take(l, 1, 0), "nothing queued: nobody is woken");
+        assert!(w.take(l, 1, 1), "the first waiting poll takes the connection's wake-up");
+        assert!(!w.take(l, 2, 1), "the second does not: one wake-up a connection");
+        assert!(w.take(other, 2, 1), "another listener's are its own");
+        assert!(w.take(l, 2, 2), "a second connection wakes the second poll");
+        assert!(!w.take(l, 3, 2));
     }
 
     #[test]
     fn an_accept_or_a_wait_again_spends_a_wake_up() {
         let (l, _) = listeners();
         let mut w = ExclusiveWakes::default();
-        assert!(w.take(l, 1, 1, true));
+        assert!(w.take(l, 1, 1));
         // Client 2 accepted on its own: client 1's wake-up is spent, and a
         // later connection wakes a poll again.
         w.accepted(l, 2);
-        assert!(w.take(l, 3, 1, true));
-        assert!(!w.take(l, 4, 1, true), "client 3 holds the wake-up");
+        assert!(w.take(l, 3, 1));
+        assert!(!w.take(l, 4, 1), "client 3 holds the wake-up");
         // Client 3 waits again without accepting: its wake-up is spent,
         // and it takes the connection's again, ahead of no one.
-        assert!(w.take(l, 3, 1, true));
-        assert!(!w.take(l, 4, 1, true));
+        assert!(w.take(l, 3, 1));
+        assert!(!w.take(l, 4, 1));
         // The accepting client's own wake-up is the one spent.
-        assert!(w.take(l, 5, 2, true));
+        assert!(w.take(l, 5, 2));
         w.accepted(l, 5);
-        assert!(!w.take(l, 6, 1, true), "client 3's still counts");
+        assert!(!w.take(l, 6, 1), "client 3's still counts");
     }
 
     #[test]
-    fn only_a_sleeping_client_is_woken_and_a_shrunk_queue_spends_the_oldest() {
+    fn a_shrunk_queue_spends_the_oldest_wake_ups() {
         let (l, _) = listeners();
         let mut w = ExclusiveWakes::default();
-        assert!(!w.take(l, 1, 1, false), "a client that does not sleep looks on its own");
-        assert!(w.take(l, 2, 1, true));
-        assert!(w.take(l, 3, 2, true));
+        assert!(w.take(l, 2, 1));
+        assert!(w.take(l, 3, 2));
         // Both connections went (reset in the queue, never accepted): the
         // wake-ups for them are spent, the oldest first.
-        assert!(!w.take(l, 4, 1, true), "one connection left, one wake-up out");
-        assert!(!w.take(l, 2, 1, true), "client 2's went first: client 3 holds the one left");
-        assert!(w.take(l, 3, 1, true), "client 3 waits again: it takes it again");
-        assert!(!w.take(l, 4, 0, true), "none left");
+        assert!(!w.take(l, 4, 1), "one connection left, one wake-up out");
+        assert!(!w.take(l, 2, 1), "client 2's went first: client 3 holds the one left");
+        assert!(w.take(l, 3, 1), "client 3 waits again: it takes it again");
+        assert!(!w.take(l, 4, 0), "none left");
         assert!(w.handed.is_empty(), "an empty queue keeps no wake-up");
     }
 
@@ -164,10 +163,10 @@ mod tests {
     fn a_holder_that_lets_go_spends_its_wake_up() {
         let (l, _) = listeners();
         let mut w = ExclusiveWakes::default();
-        assert!(w.take(l, 1, 1, true));
-        assert!(!w.take(l, 2, 1, true));
+        assert!(w.take(l, 1, 1));
+        assert!(!w.take(l, 2, 1));
         w.let_go(l, 1);
-        assert!(w.take(l, 2, 1, true), "client 1 closed its copy: the connection wakes client 2");
+        assert!(w.take(l, 2, 1), "client 1 closed its copy: the connection wakes client 2");
         w.let_go(l, 2);
         assert!(w.handed.is_empty());
     }
@@ -176,15 +175,15 @@ mod tests {
     fn a_gone_client_or_a_closed_listener_spends_its_wake_ups() {
         let (l, other) = listeners();
         let mut w = ExclusiveWakes::default();
-        assert!(w.take(l, 1, 1, true));
-        assert!(w.take(other, 1, 1, true));
-        assert!(w.take(other, 2, 2, true));
+        assert!(w.take(l, 1, 1));
+        assert!(w.take(other, 1, 1));
+        assert!(w.take(other, 2, 2));
         w.forget_client(1);
-        assert!(w.take(l, 2, 1, true), "client 1's wake-up went with it");
-        assert!(w.take(other, 3, 2, true), "on both listeners");
-        assert!(!w.take(other, 4, 2, true), "client 2's still counts");
+        assert!(w.take(l, 2, 1), "client 1's wake-up went with it");
+        assert!(w.take(other, 3, 2), "on both listeners");
+        assert!(!w.take(other, 4, 2), "client 2's still counts");
         w.forget_listener(other);
-        assert!(w.take(other, 4, 1, true));
+        assert!(w.take(other, 4, 1));
         w.forget_client(2);
         w.forget_client(4);
         w.accepted(other, 9);

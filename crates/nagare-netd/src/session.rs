@@ -209,7 +209,6 @@ impl Session {
             pid: &mut self.conn.cred.pid,
             process: &mut self.priority,
             may_bind_privileged: &mut self.may_bind_privileged,
-            sleeps: self.completions.consumer_sleeps(),
         }
     }
 

@@ -416,42 +416,41 @@ fn wake_when_ready_for_two_lists_wakes_for_either() {
     assert_eq!(poll(&child, &mut e, Some(Duration::ZERO)).expect("poll"), 1);
 }
 
-/// `wake_when_ready` says when it took completions off the rings: one
-/// that delivered data to a socket with a path, arrived after the caller
-/// looked at readiness, is taken there and is no longer on the rings for
-/// `prepare_wait` to find, so a caller that slept then would sleep past
-/// the data (an event loop over a shared listener and its own
-/// connections, as nginx's workers are).
+/// A wait prepared after a look at readiness is not made when completions
+/// were taken off the rings since the look: one that delivered data to a
+/// socket with a path (taken by `wake_when_ready` on its way, or by a
+/// call of another thread) is no longer there for `prepare_wait` to find,
+/// so a loop that slept then would sleep past the data (an event loop
+/// over a shared listener and its own connections, as nginx's workers
+/// are).
 #[test]
-fn wake_when_ready_says_it_took_a_completion_that_made_a_socket_ready() {
+fn a_wait_prepared_after_a_look_is_not_made_when_completions_were_taken_since() {
     let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
     let (parent, worker, peer) = (netd.connect(), netd.connect(), netd.connect());
     let listener = TcpListener::bind_via(&parent, at(9697)).expect("listen");
     let adopted = TcpListener::adopt_via(&worker, listener.share().expect("share")).expect("adopt");
     let mut out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9697)), LIMIT).expect("connect");
     let (inside, _) = adopted.accept().expect("accept");
-    let entry = PollEntry { socket: adopted.socket_id(), interest: READABLE, ready: 0 };
-    // Nothing new on the rings: it says so, and arms its request.
-    while nagare::poll::wake_when_ready(&worker, &[entry], LIMIT).expect("wake when ready") {}
     let mut e = [PollEntry { socket: inside.socket_id(), interest: READABLE, ready: 0 }];
     assert_eq!(poll(&worker, &mut e, Some(Duration::ZERO)).expect("poll"), 0, "nothing to read yet");
+    // The look, and its count.
+    let seen = worker.collected().expect("count");
     out.write_all(b"request").unwrap();
-    // The receive's completion comes onto the rings, untaken.
+    // The data's completion is taken on the way to the sleep (as a
+    // `wake_when_ready` or another thread's call would): here by a look
+    // at another socket, until it came.
+    let mut other = [PollEntry { socket: adopted.socket_id(), interest: READABLE, ready: 0 }];
     let deadline = std::time::Instant::now() + LIMIT;
-    loop {
-        match worker.prepare_wait().expect("prepare") {
-            None => break,
-            Some(_) => {
-                worker.finish_wait().expect("finish");
-                assert!(std::time::Instant::now() < deadline, "the data's completion never came");
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        }
+    while inside.unread().unwrap() == 0 {
+        assert!(std::time::Instant::now() < deadline, "the data's completion never came");
+        poll(&worker, &mut other, Some(Duration::ZERO)).expect("poll");
     }
-    assert!(
-        nagare::poll::wake_when_ready(&worker, &[entry], LIMIT).expect("wake when ready"),
-        "the completion it took went unsaid"
-    );
+    assert!(worker.collected().expect("count") != seen);
+    assert_eq!(worker.prepare_wait_after(seen).expect("prepare"), None, "a sleep past the data");
+    let now = worker.collected().expect("count");
+    let fd = worker.prepare_wait_after(now).expect("prepare");
+    assert!(fd.is_some(), "nothing was taken since: the wait is made");
+    worker.finish_wait().expect("finish");
     assert_eq!(poll(&worker, &mut e, Some(Duration::ZERO)).expect("poll"), 1, "the data is there to read");
 }
 

@@ -16,7 +16,7 @@
 //! as `EPOLLIN`, a read then gives 0).
 
 use crate::sock::Sock;
-use crate::wait::{hold_signals, readiness, sleep, sleep_mask, Ours, SLICE};
+use crate::wait::{hold_signals, looked, netd_gone, readiness, sleep, sleep_mask, Ours, SLICE};
 use crate::{table, Entered, Res};
 use hashbrown::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -211,11 +211,12 @@ pub unsafe fn epoll_wait(
             })
             .collect();
         if let Err(e) = readiness(&ours, &mut entries) {
-            if e != libc::ECONNABORTED && e != libc::ENETDOWN {
+            if !netd_gone(e) {
                 return Err(e);
             }
             return without_netd(epfd, out, max, deadline, &held, e);
         }
+        let seen = looked(&ours)?;
         let mut n = 0;
         if let Some(set) = sets().as_mut().and_then(|m| m.get_mut(&epfd)) {
             for (e, w) in entries.iter().zip(set.iter_mut()) {
@@ -245,7 +246,10 @@ pub unsafe fn epoll_wait(
         }
         let Some(mask) = sleep_mask(&held, &mut looked_again)? else { continue };
         let mut kernel = vec![libc::pollfd { fd: epfd, events: libc::POLLIN, revents: 0 }];
-        sleep(&ours, &entries, &mut kernel, left, mask)?;
+        match sleep(&ours, &entries, &mut kernel, left, mask, seen) {
+            Err(gone) if netd_gone(gone) => return without_netd(epfd, out, max, deadline, &held, gone),
+            r => r?,
+        }
     }
 }
 
@@ -264,6 +268,9 @@ fn without_netd(
     held: &nagare::signals::Held,
     gone: i32,
 ) -> Res<i32> {
+    if nagare::signals::take_handled() {
+        return Err(libc::EINTR);
+    }
     let slice = deadline.map_or(SLICE, |d| d.saturating_duration_since(Instant::now()).min(SLICE));
     let millis = slice.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
     let max = i32::try_from(max).unwrap_or(i32::MAX);

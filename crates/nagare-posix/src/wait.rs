@@ -78,12 +78,11 @@ fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, held: &na
     loop {
         let mut ready = match readiness(&ours, entries) {
             Ok(n) => n,
-            Err(gone) if gone == libc::ECONNABORTED || gone == libc::ENETDOWN => {
-                return without_netd(entries, &mut kernel, deadline, held, gone);
-            }
+            Err(gone) if netd_gone(gone) => return without_netd(entries, &mut kernel, deadline, held, gone),
             Err(e) => return Err(e),
         };
         ready += kernel_poll(&mut kernel, Duration::ZERO, std::ptr::null())?;
+        let seen = looked(&ours)?;
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if ready > 0 || left.is_some_and(|l| l.is_zero()) {
             for (e, k) in entries.iter_mut().zip(&kernel) {
@@ -95,12 +94,22 @@ fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, held: &na
         }
         let Some(mask) = sleep_mask(held, &mut looked_again)? else { continue };
         let connecting = ours.iter().any(|o| o.sock.lock().is_ok_and(|g| matches!(g.state, State::Connecting(_))));
-        if only_ours && !connecting {
-            wait_in_netd(&ours, entries, left, mask)?;
-            continue;
+        let slept = if only_ours && !connecting {
+            wait_in_netd(&ours, entries, left, mask)
+        } else {
+            sleep(&ours, entries, &mut kernel, left, mask, seen)
+        };
+        match slept {
+            Err(gone) if netd_gone(gone) => return without_netd(entries, &mut kernel, deadline, held, gone),
+            r => r?,
         }
-        sleep(&ours, entries, &mut kernel, left, mask)?;
     }
+}
+
+/// Whether a call failed because netd is gone (its sockets' calls fail so
+/// once it died, or the session could not be made).
+pub(crate) fn netd_gone(e: i32) -> bool {
+    e == libc::ECONNABORTED || e == libc::ENETDOWN
 }
 
 /// `poll` over a set whose nagare sockets went with netd (`gone`, the
@@ -115,6 +124,9 @@ fn without_netd(
     held: &nagare::signals::Held,
     gone: i32,
 ) -> Res<i32> {
+    if nagare::signals::take_handled() {
+        return Err(libc::EINTR);
+    }
     let slice = deadline.map_or(SLICE, |d| d.saturating_duration_since(Instant::now()).min(SLICE));
     let ready = kernel_poll(kernel, slice, held.mask())?;
     if ready == 0 {
@@ -143,6 +155,15 @@ pub(crate) fn hold_signals(sigmask: *const libc::sigset_t) -> Res<nagare::signal
     nagare::signals::hold(mask).map_err(|e| errno(&e))
 }
 
+/// The session's count of completions taken, read right after a look at
+/// readiness, for [`sleep`] (0 without nagare sockets: no session).
+pub(crate) fn looked(ours: &[Ours]) -> Res<u64> {
+    if ours.is_empty() {
+        return Ok(0);
+    }
+    session()?.collected().map_err(|e| errno(&e))
+}
+
 /// The mask a sleep of a wait installs so that a signal handler ends it:
 /// the caller's (`ppoll`, `pselect`, `epoll_pwait`), else the thread's own
 /// from before [`hold_signals`]. `EINTR` once a handler ran in a sleep of
@@ -166,13 +187,16 @@ pub(crate) fn sleep_mask(held: &nagare::signals::Held, looked_again: &mut bool) 
 /// readiness only netd knows (shared with another process, or without a
 /// receive posted for want of a buffer) have netd answer a request when
 /// one is ready, which ends the sleep; a shared listener watched
-/// exclusively only when its connection woke no other holder.
+/// exclusively only when its connection woke no other holder. `seen`:
+/// the session's count of completions taken ([`looked`]) right after
+/// the caller's look at readiness.
 pub(crate) fn sleep(
     ours: &[Ours],
     entries: &[libc::pollfd],
     kernel: &mut Vec<libc::pollfd>,
     left: Option<Duration>,
     sigmask: *const libc::sigset_t,
+    seen: u64,
 ) -> Res<()> {
     let slice = left.map_or(SLICE, |l| l.min(SLICE));
     let netd = session()?;
@@ -199,11 +223,12 @@ pub(crate) fn sleep(
         })
         .take(nagare_request::MAX_POLL as usize)
         .collect();
-    if !shared.is_empty() && nagare::poll::wake_when_ready(&netd, &shared, slice).map_err(|e| errno(&e))? {
-        // Completions were taken since the caller looked: look again.
-        return Ok(());
+    if !shared.is_empty() {
+        nagare::poll::wake_when_ready(&netd, &shared, slice).map_err(|e| errno(&e))?;
     }
-    let Some(wake) = netd.prepare_wait().map_err(|e| errno(&e))? else { return Ok(()) };
+    // Completions taken since the look (here, or by another thread) may
+    // have made one of ours ready: then no sleep, the caller looks again.
+    let Some(wake) = netd.prepare_wait_after(seen).map_err(|e| errno(&e))? else { return Ok(()) };
     kernel.push(libc::pollfd { fd: wake, events: libc::POLLIN, revents: 0 });
     let slept = kernel_poll(kernel, slice, sigmask);
     kernel.pop();

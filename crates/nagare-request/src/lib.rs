@@ -442,10 +442,9 @@ pub const INVALID: u16 = 8;
 /// In a waiting [`Op::Poll`]'s `interest`, on a listener (one several
 /// clients hold, where it matters): the listener is readable to this
 /// entry only with a wake-up of the client's own, one per connection
-/// waiting to be accepted and only to a client asleep on its eventfd, as
-/// the kernel wakes one of the epoll sets watching a socket with
-/// `EPOLLEXCLUSIVE` (`docs/netd.md`, *Exclusive wake-ups*). Ignored on
-/// other sockets and by a poll that does not wait.
+/// waiting to be accepted, as the kernel wakes one of the epoll sets
+/// watching a socket with `EPOLLEXCLUSIVE` (`docs/netd.md`, *Exclusive
+/// wake-ups*). Ignored on other sockets and by a poll that does not wait.
 pub const EXCLUSIVE: u16 = 16;
 /// Most entries in one [`Op::Poll`].
 pub const MAX_POLL: u32 = 1024;

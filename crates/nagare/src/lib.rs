@@ -182,9 +182,8 @@ struct Conn {
     /// The requests of [`poll::wake_when_ready`] made and perhaps still in
     /// flight, each with the list it asked about.
     armed: Vec<(u64, Vec<u8>)>,
-    /// How many completions were taken off the rings so far: a caller
-    /// that looked at readiness before a call that may take some knows by
-    /// it whether to look again before it sleeps.
+    /// How many completions were taken off the rings so far
+    /// ([`Session::prepare_wait_after`]).
     collected: u64,
     /// The descriptors lent by sockets' `readiness_fd`, by socket id
     /// (`readyfd.rs`).
@@ -401,9 +400,32 @@ impl Session {
     /// zero limit. netd's death does not signal the fd: sleep in slices
     /// (say [`LIVENESS_SLICE`]).
     pub fn prepare_wait(&self) -> io::Result<Option<std::os::fd::RawFd>> {
+        self.prepare_wait_inner(None)
+    }
+
+    /// [`Session::prepare_wait`] for a loop that took [`Session::collected`]
+    /// right after its look at readiness: `None` also when completions
+    /// were taken off the rings since (by a call of this thread on the way
+    /// to its sleep, such as [`crate::poll::wake_when_ready`], or by
+    /// another thread's), for they may have made a socket ready after the
+    /// look, and are no longer on the rings to be found.
+    pub fn prepare_wait_after(&self, collected: u64) -> io::Result<Option<std::os::fd::RawFd>> {
+        self.prepare_wait_inner(Some(collected))
+    }
+
+    /// How many completions this process has taken off the session's rings
+    /// so far (see [`Session::prepare_wait_after`]).
+    pub fn collected(&self) -> io::Result<u64> {
+        Ok(self.lock()?.collected)
+    }
+
+    fn prepare_wait_inner(&self, seen: Option<u64>) -> io::Result<Option<std::os::fd::RawFd>> {
         use std::os::fd::AsRawFd;
         let mut c = self.lock()?;
         c.check_alive()?;
+        if seen.is_some_and(|n| n != c.collected) {
+            return Ok(None);
+        }
         // Completions are left on the rings: taking one here could make a
         // socket ready that the caller already looked at.
         if c.watcher_sleeps {

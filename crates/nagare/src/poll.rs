@@ -102,37 +102,32 @@ fn from_paths(c: &crate::Conn, entries: &mut [PollEntry]) -> Option<usize> {
 /// request for the same list is in flight this does nothing; a request
 /// for another list (another thread's sockets) is made beside it, up to
 /// [`MAX_ARMED`] in flight (past them, the sleep ends at its own limit).
-///
-/// Returns whether it took completions off the rings on the way (to see
-/// which of its requests are answered, or to free a buffer): they may
-/// have made a socket ready that the caller looked at before, and which
-/// `prepare_wait` no longer finds waiting, so the caller looks again
-/// rather than sleep.
-pub fn wake_when_ready(netd: &Session, entries: &[PollEntry], limit: Duration) -> io::Result<bool> {
+/// It may take completions off the rings on the way (to see which of its
+/// requests are answered, or to free a buffer): a caller that sleeps
+/// after it prepares with [`Session::prepare_wait_after`].
+pub fn wake_when_ready(netd: &Session, entries: &[PollEntry], limit: Duration) -> io::Result<()> {
     if entries.is_empty() || entries.len() > MAX_POLL as usize || entries.len() * PollEntry::SIZE > netd.max_chunk() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("poll takes 1 to {MAX_POLL} sockets")));
     }
     let bytes: Vec<u8> = entries.iter().flat_map(|e| PollEntry { ready: 0, ..*e }.to_bytes()).collect();
     let mut r = Request::new(Op::Poll, 0);
     set_wait_limit(&mut r, Some(limit.max(Duration::from_micros(1))));
-    let before = {
+    {
         let mut c = netd.lock()?;
-        let before = c.collected;
         c.collect()?;
-        let crate::Conn { armed, in_flight, collected, .. } = &mut *c;
+        let crate::Conn { armed, in_flight, .. } = &mut *c;
         armed.retain(|(id, _)| in_flight.contains_key(id));
         // The one in flight for this list wakes the sleep within its limit.
         if armed.len() >= MAX_ARMED || armed.iter().any(|(_, asked)| *asked == bytes) {
-            return Ok(*collected != before);
+            return Ok(());
         }
-        before
-    };
+    }
     let (buffer, mut c) = netd.fill_waiting(&mut r, &Data::Send(&bytes))?;
     c.submit(&mut r, buffer)?;
     // Only its buffer comes back: nobody takes the answer.
     c.in_flight.insert(r.id, InFlight { buffer, abandoned: true, role: Role::Call });
     c.armed.push((r.id, bytes));
-    Ok(c.collected != before)
+    Ok(())
 }
 
 /// One `POLL` request for every entry, waiting at most `limit` for its

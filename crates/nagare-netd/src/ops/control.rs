@@ -120,7 +120,7 @@ pub(super) fn poll(cx: &mut Context<'_>, c: &mut Caller<'_>, req: &Request, buf:
         if e.interest & EXCLUSIVE != 0 && !req.nonblocking() {
             if let Some(Sock::Listener(l)) = c.sockets.get(e.socket) {
                 let queued = cx.iface.tcp_ref().accept_queue_len(l).unwrap_or(0);
-                if !cx.sharing.exclusive.take(l, c.key, queued, c.sleeps) {
+                if !cx.sharing.exclusive.take(l, c.key, queued) {
                     e.ready &= !READABLE;
                 }
             }

@@ -136,9 +136,6 @@ pub(crate) struct Caller<'a> {
     /// Whether the client may bind a privileged port at all: the process
     /// that connected could, and every one it moved to (`PID`) can.
     pub may_bind_privileged: &'a mut bool,
-    /// Whether the client sleeps on its eventfd (it said so on its
-    /// completion ring) as its turn begins.
-    pub sleeps: bool,
 }
 
 /// `EACCES` unless client `c` may bind `port` (`crate::access`): a port
