@@ -43,6 +43,11 @@ impl ExclusiveWakes {
     /// the wake-up is handed to it. A wake-up the client held already is
     /// spent first (it waits again), and so are the oldest past `queued`.
     pub fn take(&mut self, l: TcpListenerHandle, key: u64, queued: usize) -> bool {
+        if queued == 0 {
+            // Nothing to wake for, and none out: the common look.
+            self.handed.remove(&l);
+            return false;
+        }
         let list = self.handed.entry(l).or_default();
         list.retain(|&k| k != key);
         if list.len() > queued {
