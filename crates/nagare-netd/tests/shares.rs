@@ -470,6 +470,34 @@ fn woken(sessions: &[&nagare::Session], fds: &[Option<i32>], limit: Duration) ->
     fds.iter().zip(&set).map(|(fd, p)| fd.is_none() || p.revents & libc::POLLIN != 0).collect()
 }
 
+/// Two clients holding a listener on `port` that a third shared, each
+/// with a waiting `POLL` of it with `EXCLUSIVE` out and its sleep
+/// prepared (the descriptors `prepare_wait` gave), and a fourth client to
+/// connect from.
+struct TwoWaiting {
+    peer: nagare::Session,
+    workers: [nagare::Session; 2],
+    adopted: [Option<TcpListener>; 2],
+    asleep: Vec<Option<i32>>,
+}
+
+fn two_waiting(netd: &NetdThread, port: u16) -> TwoWaiting {
+    let (parent, peer) = (netd.connect(), netd.connect());
+    let workers = [netd.connect(), netd.connect()];
+    let listener = TcpListener::bind_via(&parent, at(port)).expect("listen");
+    let token = listener.share().expect("share");
+    let adopted = workers.each_ref().map(|w| Some(TcpListener::adopt_via(w, token).expect("adopt")));
+    drop(listener);
+    let mut asleep = Vec::new();
+    for (w, l) in workers.iter().zip(adopted.iter().flatten()) {
+        l.set_nonblocking(true).unwrap();
+        let entry = PollEntry { socket: l.socket_id(), interest: READABLE | EXCLUSIVE, ready: 0 };
+        nagare::poll::wake_when_ready(w, &[entry], Duration::from_secs(30)).expect("wake when ready");
+        asleep.push(w.prepare_wait().expect("prepare"));
+    }
+    TwoWaiting { peer, workers, adopted, asleep }
+}
+
 /// Two holders of a shared listener wait on it with `EXCLUSIVE`, as two
 /// workers' epoll sets with `EPOLLEXCLUSIVE`: one connection wakes one of
 /// them, which accepts it, and the next connection wakes the other, still
@@ -477,20 +505,8 @@ fn woken(sessions: &[&nagare::Session], fds: &[Option<i32>], limit: Duration) ->
 #[test]
 fn a_connection_to_a_shared_listener_wakes_one_exclusive_wait() {
     let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
-    let (parent, peer) = (netd.connect(), netd.connect());
-    let workers = [netd.connect(), netd.connect()];
-    let listener = TcpListener::bind_via(&parent, at(9695)).expect("listen");
-    let token = listener.share().expect("share");
-    let adopted = workers.each_ref().map(|w| TcpListener::adopt_via(w, token).expect("adopt"));
-    drop(listener);
-    let long = Duration::from_secs(30);
-    let mut asleep = Vec::new();
-    for (w, l) in workers.iter().zip(&adopted) {
-        l.set_nonblocking(true).unwrap();
-        let entry = PollEntry { socket: l.socket_id(), interest: READABLE | EXCLUSIVE, ready: 0 };
-        nagare::poll::wake_when_ready(w, &[entry], long).expect("wake when ready");
-        asleep.push(w.prepare_wait().expect("prepare"));
-    }
+    let TwoWaiting { peer, workers, adopted, asleep } = two_waiting(&netd, 9695);
+    let adopted = adopted.map(|l| l.expect("a copy"));
     let first = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9695)), LIMIT).expect("connect");
     let got = woken(&[&workers[0], &workers[1]], &asleep, LIMIT);
     let woke = got.iter().position(|&w| w).expect("neither holder was woken");
@@ -517,19 +533,7 @@ fn a_connection_to_a_shared_listener_wakes_one_exclusive_wait() {
 #[test]
 fn a_woken_holder_that_lets_the_listener_go_leaves_its_connection_to_another() {
     let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
-    let (parent, peer) = (netd.connect(), netd.connect());
-    let workers = [netd.connect(), netd.connect()];
-    let listener = TcpListener::bind_via(&parent, at(9696)).expect("listen");
-    let token = listener.share().expect("share");
-    let mut adopted: Vec<Option<TcpListener>> =
-        workers.iter().map(|w| Some(TcpListener::adopt_via(w, token).expect("adopt"))).collect();
-    let long = Duration::from_secs(30);
-    let mut asleep = Vec::new();
-    for (w, l) in workers.iter().zip(adopted.iter().flatten()) {
-        let entry = PollEntry { socket: l.socket_id(), interest: READABLE | EXCLUSIVE, ready: 0 };
-        nagare::poll::wake_when_ready(w, &[entry], long).expect("wake when ready");
-        asleep.push(w.prepare_wait().expect("prepare"));
-    }
+    let TwoWaiting { peer, workers, mut adopted, asleep } = two_waiting(&netd, 9696);
     let out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9696)), LIMIT).expect("connect");
     let got = woken(&[&workers[0], &workers[1]], &asleep, LIMIT);
     let woke = got.iter().position(|&w| w).expect("neither holder was woken");
@@ -538,10 +542,8 @@ fn a_woken_holder_that_lets_the_listener_go_leaves_its_connection_to_another() {
     drop(adopted[woke].take());
     assert!(woken(&[&workers[other]], &[fd], LIMIT)[0], "the other holder was not woken for the connection left");
     let l = adopted[other].as_ref().expect("the other's copy");
-    l.set_nonblocking(true).unwrap();
     let (_, from) = l.accept().expect("the other holder accepts");
     assert_eq!(from, out.local_addr().unwrap());
-    drop(listener);
 }
 
 /// Two threads accept on one shared listener: one waits while the other

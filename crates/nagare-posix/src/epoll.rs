@@ -16,7 +16,7 @@
 //! as `EPOLLIN`, a read then gives 0).
 
 use crate::sock::Sock;
-use crate::wait::{hold_signals, looked, netd_gone, readiness, sleep, sleep_mask, Ours, SLICE};
+use crate::wait::{hold_signals, looked, netd_gone, readiness, sleep, sleep_mask, slice_without_netd, Ours};
 use crate::{table, Entered, Res};
 use hashbrown::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -255,7 +255,7 @@ pub unsafe fn epoll_wait(
 
 /// `epoll_wait` on a set whose nagare sockets went with netd (`gone`,
 /// the error their calls give): the kernel's descriptors of the set are
-/// still waited on, for at most the call's time and [`SLICE`], and
+/// still waited on, for at most the call's time and 100 ms, and
 /// without one ready the call fails with `gone`. An event loop that takes
 /// the failure for a passing one and waits again (nginx's workers) then
 /// tries about ten times a second, not as fast as it can, and still hears
@@ -268,11 +268,7 @@ fn without_netd(
     held: &nagare::signals::Held,
     gone: i32,
 ) -> Res<i32> {
-    if nagare::signals::take_handled() {
-        return Err(libc::EINTR);
-    }
-    let slice = deadline.map_or(SLICE, |d| d.saturating_duration_since(Instant::now()).min(SLICE));
-    let millis = slice.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+    let millis = slice_without_netd(deadline)?.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
     let max = i32::try_from(max).unwrap_or(i32::MAX);
     // SAFETY: `out` has room for `max` events (the caller's promise); the
     // mask is the held one's, live for the call.

@@ -112,6 +112,16 @@ pub(crate) fn netd_gone(e: i32) -> bool {
     e == libc::ECONNABORTED || e == libc::ENETDOWN
 }
 
+/// How long a wait whose netd is gone sleeps on its kernel descriptors:
+/// the call's time left (its `deadline`), at most [`SLICE`]; `EINTR` if a
+/// signal was handled on the way to it.
+pub(crate) fn slice_without_netd(deadline: Option<Instant>) -> Res<Duration> {
+    if nagare::signals::take_handled() {
+        return Err(libc::EINTR);
+    }
+    Ok(deadline.map_or(SLICE, |d| d.saturating_duration_since(Instant::now()).min(SLICE)))
+}
+
 /// `poll` over a set whose nagare sockets went with netd (`gone`, the
 /// error their calls give): the kernel's entries (`kernel`, ours left
 /// out) are still waited on, for at most the call's time and [`SLICE`],
@@ -124,11 +134,7 @@ fn without_netd(
     held: &nagare::signals::Held,
     gone: i32,
 ) -> Res<i32> {
-    if nagare::signals::take_handled() {
-        return Err(libc::EINTR);
-    }
-    let slice = deadline.map_or(SLICE, |d| d.saturating_duration_since(Instant::now()).min(SLICE));
-    let ready = kernel_poll(kernel, slice, held.mask())?;
+    let ready = kernel_poll(kernel, slice_without_netd(deadline)?, held.mask())?;
     if ready == 0 {
         return Err(gone);
     }
