@@ -454,31 +454,17 @@ fn a_wait_prepared_after_a_look_is_not_made_when_completions_were_taken_since() 
     assert_eq!(poll(&worker, &mut e, Some(Duration::ZERO)).expect("poll"), 1, "the data is there to read");
 }
 
-/// Which of `sessions`' sleeps are woken within `limit`, looked at
-/// together (each marked asleep by `prepare_wait`, which gave its
-/// descriptor; `None`: a completion was there already).
-fn woken(sessions: &[&nagare::Session], fds: &[Option<i32>], limit: Duration) -> Vec<bool> {
-    let mut set: Vec<libc::pollfd> =
-        fds.iter().map(|fd| libc::pollfd { fd: fd.unwrap_or(-1), events: libc::POLLIN, revents: 0 }).collect();
-    if fds.iter().all(Option::is_some) {
-        // SAFETY: `set` is a live array of the length passed.
-        unsafe { libc::poll(set.as_mut_ptr(), set.len() as libc::nfds_t, limit.as_millis() as i32) };
-    }
-    for s in sessions {
-        s.finish_wait().expect("finish");
-    }
-    fds.iter().zip(&set).map(|(fd, p)| fd.is_none() || p.revents & libc::POLLIN != 0).collect()
-}
-
 /// Two clients holding a listener on `port` that a third shared, each
-/// with a waiting `POLL` of it with `EXCLUSIVE` out and its sleep
-/// prepared (the descriptors `prepare_wait` gave), and a fourth client to
-/// connect from.
+/// with a thread waiting in a `POLL` of it with `EXCLUSIVE`, as two
+/// workers' epoll sets watching it with `EPOLLEXCLUSIVE` (each thread
+/// sends its index and its poll's answer on `answers`), and a fourth
+/// client to connect from. The holders' sessions are kept (`workers`), so
+/// that a holder that lets its listener go stays a client.
 struct TwoWaiting {
     peer: nagare::Session,
     workers: [nagare::Session; 2],
     adopted: [Option<TcpListener>; 2],
-    asleep: Vec<Option<i32>>,
+    answers: std::sync::mpsc::Receiver<(usize, std::io::Result<usize>)>,
 }
 
 fn two_waiting(netd: &NetdThread, port: u16) -> TwoWaiting {
@@ -488,41 +474,42 @@ fn two_waiting(netd: &NetdThread, port: u16) -> TwoWaiting {
     let token = listener.share().expect("share");
     let adopted = workers.each_ref().map(|w| Some(TcpListener::adopt_via(w, token).expect("adopt")));
     drop(listener);
-    let mut asleep = Vec::new();
-    for (w, l) in workers.iter().zip(adopted.iter().flatten()) {
+    let (tell, answers) = std::sync::mpsc::channel();
+    for (i, (w, l)) in workers.iter().cloned().zip(adopted.iter().flatten()).enumerate() {
         l.set_nonblocking(true).unwrap();
-        let entry = PollEntry { socket: l.socket_id(), interest: READABLE | EXCLUSIVE, ready: 0 };
-        nagare::poll::wake_when_ready(w, &[entry], Duration::from_secs(30)).expect("wake when ready");
-        asleep.push(w.prepare_wait().expect("prepare"));
+        let mut entry = [PollEntry { socket: l.socket_id(), interest: READABLE | EXCLUSIVE, ready: 0 }];
+        let tell = tell.clone();
+        std::thread::spawn(move || tell.send((i, poll(&w, &mut entry, Some(Duration::from_secs(30))))));
     }
-    TwoWaiting { peer, workers, adopted, asleep }
+    TwoWaiting { peer, workers, adopted, answers }
 }
 
-/// Two holders of a shared listener wait on it with `EXCLUSIVE`, as two
-/// workers' epoll sets with `EPOLLEXCLUSIVE`: one connection wakes one of
-/// them, which accepts it, and the next connection wakes the other, still
-/// waiting.
+/// The index of the poll answered next, within `limit` (`None`: none),
+/// which must have found the listener ready.
+fn answered(answers: &std::sync::mpsc::Receiver<(usize, std::io::Result<usize>)>, limit: Duration) -> Option<usize> {
+    let (i, ready) = answers.recv_timeout(limit).ok()?;
+    assert_eq!(ready.expect("the poll"), 1, "poll {i} was answered with nothing ready");
+    Some(i)
+}
+
+/// Two holders of a shared listener wait on it with `EXCLUSIVE`: one
+/// connection wakes one of them, which accepts it, and the next
+/// connection wakes the other, still waiting.
 #[test]
 fn a_connection_to_a_shared_listener_wakes_one_exclusive_wait() {
     let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
-    let TwoWaiting { peer, workers, adopted, asleep } = two_waiting(&netd, 9695);
+    let TwoWaiting { peer, adopted, answers, .. } = two_waiting(&netd, 9695);
     let adopted = adopted.map(|l| l.expect("a copy"));
     let first = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9695)), LIMIT).expect("connect");
-    let got = woken(&[&workers[0], &workers[1]], &asleep, LIMIT);
-    let woke = got.iter().position(|&w| w).expect("neither holder was woken");
-    let other = 1 - woke;
+    let woke = answered(&answers, LIMIT).expect("neither holder was woken");
     // The other is given time to be woken too, wrongly.
-    let late = got[other] || {
-        let fd = workers[other].prepare_wait().expect("prepare");
-        woken(&[&workers[other]], &[fd], Duration::from_millis(300))[0]
-    };
-    assert!(!late, "one connection woke both holders");
+    assert_eq!(answered(&answers, Duration::from_millis(300)), None, "one connection woke both holders");
     let (_, from) = adopted[woke].accept().expect("the woken holder accepts");
     assert_eq!(from, first.local_addr().unwrap());
     // The other still waits, and the next connection is its.
-    let fd = workers[other].prepare_wait().expect("prepare");
     let second = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9695)), LIMIT).expect("connect");
-    assert!(woken(&[&workers[other]], &[fd], LIMIT)[0], "the second connection did not wake the holder still waiting");
+    let other = answered(&answers, LIMIT).expect("the second connection did not wake the holder still waiting");
+    assert_eq!(other, 1 - woke);
     let (_, from) = adopted[other].accept().expect("the other holder accepts");
     assert_eq!(from, second.local_addr().unwrap());
 }
@@ -533,14 +520,12 @@ fn a_connection_to_a_shared_listener_wakes_one_exclusive_wait() {
 #[test]
 fn a_woken_holder_that_lets_the_listener_go_leaves_its_connection_to_another() {
     let netd = NetdThread::start(Placement::Inline, Wire::Loopback);
-    let TwoWaiting { peer, workers, mut adopted, asleep } = two_waiting(&netd, 9696);
+    let TwoWaiting { peer, workers: _kept, mut adopted, answers } = two_waiting(&netd, 9696);
     let out = TcpStream::connect_timeout_via(&peer, &SocketAddr::V4(at(9696)), LIMIT).expect("connect");
-    let got = woken(&[&workers[0], &workers[1]], &asleep, LIMIT);
-    let woke = got.iter().position(|&w| w).expect("neither holder was woken");
-    let other = 1 - woke;
-    let fd = if got[other] { None } else { workers[other].prepare_wait().expect("prepare") };
+    let woke = answered(&answers, LIMIT).expect("neither holder was woken");
     drop(adopted[woke].take());
-    assert!(woken(&[&workers[other]], &[fd], LIMIT)[0], "the other holder was not woken for the connection left");
+    let other = answered(&answers, LIMIT).expect("the other holder was not woken for the connection left");
+    assert_eq!(other, 1 - woke);
     let l = adopted[other].as_ref().expect("the other's copy");
     let (_, from) = l.accept().expect("the other holder accepts");
     assert_eq!(from, out.local_addr().unwrap());

@@ -216,7 +216,7 @@ pub unsafe fn epoll_wait(
             }
             return without_netd(epfd, out, max, deadline, &held, e);
         }
-        let seen = looked(&ours)?;
+        let seen = looked(&ours);
         let mut n = 0;
         if let Some(set) = sets().as_mut().and_then(|m| m.get_mut(&epfd)) {
             for (e, w) in entries.iter().zip(set.iter_mut()) {
@@ -255,7 +255,8 @@ pub unsafe fn epoll_wait(
 
 /// `epoll_wait` on a set whose nagare sockets went with netd (`gone`,
 /// the error their calls give): the kernel's descriptors of the set are
-/// still waited on, for at most the call's time and 100 ms, and
+/// still waited on, for at most the call's time and
+/// [`crate::wait::SLICE`], and
 /// without one ready the call fails with `gone`. An event loop that takes
 /// the failure for a passing one and waits again (nginx's workers) then
 /// tries about ten times a second, not as fast as it can, and still hears

@@ -81,8 +81,8 @@ fn poll_entries(entries: &mut [libc::pollfd], limit: Option<Duration>, held: &na
             Err(gone) if netd_gone(gone) => return without_netd(entries, &mut kernel, deadline, held, gone),
             Err(e) => return Err(e),
         };
+        let seen = looked(&ours);
         ready += kernel_poll(&mut kernel, Duration::ZERO, std::ptr::null())?;
-        let seen = looked(&ours)?;
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if ready > 0 || left.is_some_and(|l| l.is_zero()) {
             for (e, k) in entries.iter_mut().zip(&kernel) {
@@ -162,12 +162,14 @@ pub(crate) fn hold_signals(sigmask: *const libc::sigset_t) -> Res<nagare::signal
 }
 
 /// The session's count of completions taken, read right after a look at
-/// readiness, for [`sleep`] (0 without nagare sockets: no session).
-pub(crate) fn looked(ours: &[Ours]) -> Res<u64> {
+/// readiness, for [`sleep`]: `None` without nagare sockets in the set, or
+/// without a session (then the sleep prepares without it, and says why it
+/// cannot, as the look would have).
+pub(crate) fn looked(ours: &[Ours]) -> Option<u64> {
     if ours.is_empty() {
-        return Ok(0);
+        return None;
     }
-    session()?.collected().map_err(|e| errno(&e))
+    session().ok()?.collected().ok()
 }
 
 /// The mask a sleep of a wait installs so that a signal handler ends it:
@@ -202,7 +204,7 @@ pub(crate) fn sleep(
     kernel: &mut Vec<libc::pollfd>,
     left: Option<Duration>,
     sigmask: *const libc::sigset_t,
-    seen: u64,
+    seen: Option<u64>,
 ) -> Res<()> {
     let slice = left.map_or(SLICE, |l| l.min(SLICE));
     let netd = session()?;
@@ -234,7 +236,11 @@ pub(crate) fn sleep(
     }
     // Completions taken since the look (here, or by another thread) may
     // have made one of ours ready: then no sleep, the caller looks again.
-    let Some(wake) = netd.prepare_wait_after(seen).map_err(|e| errno(&e))? else { return Ok(()) };
+    let prepared = match seen {
+        Some(seen) => netd.prepare_wait_after(seen),
+        None => netd.prepare_wait(),
+    };
+    let Some(wake) = prepared.map_err(|e| errno(&e))? else { return Ok(()) };
     kernel.push(libc::pollfd { fd: wake, events: libc::POLLIN, revents: 0 });
     let slept = kernel_poll(kernel, slice, sigmask);
     kernel.pop();

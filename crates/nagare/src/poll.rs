@@ -103,8 +103,9 @@ fn from_paths(c: &crate::Conn, entries: &mut [PollEntry]) -> Option<usize> {
 /// for another list (another thread's sockets) is made beside it, up to
 /// [`MAX_ARMED`] in flight (past them, the sleep ends at its own limit).
 /// It may take completions off the rings on the way (to see which of its
-/// requests are answered, or to free a buffer): a caller that sleeps
-/// after it prepares with [`Session::prepare_wait_after`].
+/// requests are answered, or to free a buffer), which may make a socket
+/// ready after the caller's look: a caller that sleeps after it prepares
+/// its sleep with [`Session::prepare_wait_after`], which then says not to.
 pub fn wake_when_ready(netd: &Session, entries: &[PollEntry], limit: Duration) -> io::Result<()> {
     if entries.is_empty() || entries.len() > MAX_POLL as usize || entries.len() * PollEntry::SIZE > netd.max_chunk() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("poll takes 1 to {MAX_POLL} sockets")));
