@@ -1421,6 +1421,46 @@ fn an_event_loop_whose_netd_died_fails_its_waits_at_a_bounded_rate() {
     assert!(fails.iter().all(|n| (1..=30).contains(n)), "failed waits in a second (epoll, poll): {line}");
 }
 
+/// An edge-triggered epoll watch on a connection shared with a child
+/// (after `fork`), reported once and left unread: the next
+/// `epoll_wait` sleeps out its second, asking netd nothing more than a
+/// few times, where an answer for the readiness it reported already
+/// would end each sleep for a look that reports nothing.
+#[test]
+fn an_edge_watch_on_a_shared_connection_sleeps_once_reported() {
+    if let Some(reason) = interop_unavailable(&["python3", "ping"]) {
+        return skip("an_edge_watch_on_a_shared_connection_sleeps_once_reported", &reason);
+    }
+    let s = Setup::new("runedge");
+    let script = format!(
+        "import os, select, socket, sys, time\n\
+         l = socket.socket()\nl.bind(({NAGARE:?}, 9204))\nl.listen()\n\
+         c = socket.create_connection(({NAGARE:?}, 9204))\ns, _ = l.accept()\n\
+         pid = os.fork()\nif pid == 0:\n    time.sleep(5)\n    os._exit(0)\n\
+         c.send(b'x')\ntime.sleep(0.2)\n\
+         ep = select.epoll()\nep.register(s.fileno(), select.EPOLLIN | select.EPOLLET)\n\
+         first = ep.poll(5)\nprint('reported', len(first), flush=True)\nsys.stdin.readline()\n\
+         start = time.monotonic()\nsecond = ep.poll(1.0)\n\
+         print('again', len(second), 'waited', round(time.monotonic() - start, 1), flush=True)\n\
+         os.kill(pid, 9)\nos.waitpid(pid, 0)\n"
+    );
+    let mut program =
+        s.run("python3").args(["-c", &script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut out = std::io::BufReader::new(program.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    assert_eq!(line, "reported 1\n");
+    let polls = |stat: &str| counter(stat, "netd requests_poll");
+    let before = polls(&s.stat());
+    std::io::Write::write_all(program.stdin.as_mut().unwrap(), b"go\n").unwrap();
+    line.clear();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    let asked = polls(&s.stat()) - before;
+    let _ = program.wait();
+    assert_eq!(line, "again 0 waited 1.0\n");
+    assert!(asked < 50, "{asked} polls of netd in a wait of a second");
+}
+
 /// `SO_KEEPALIVE` with `TCP_KEEPIDLE` and `TCP_KEEPINTVL` of 1 s, set by
 /// python3 on an idle connection through netd: netd's engine sends a
 /// probe about every second (its segments sent grow while nothing is

@@ -170,6 +170,21 @@ fn report(w: &mut Watch, now: u32) -> u32 {
     fresh
 }
 
+/// What a watch could report at its next look, without a data call on
+/// its socket since its last: nothing once a one-shot watch is disabled,
+/// and for an edge-triggered one nothing it reported last. What the
+/// sleep asks netd to answer for (a shared socket): an answer for
+/// anything else would end the sleep for a look that reports nothing,
+/// again and again.
+fn reportable(w: &Watch) -> u32 {
+    let asked = w.events & !MODES;
+    if w.events & libc::EPOLLET as u32 != 0 {
+        asked & !w.last
+    } else {
+        asked
+    }
+}
+
 /// `epoll_wait`/`epoll_pwait` on a set that holds nagare sockets: at most
 /// `max` events into `out`, waiting at most `limit` (`None`: as long as
 /// it takes).
@@ -219,7 +234,7 @@ pub unsafe fn epoll_wait(
         let seen = looked(&ours);
         let mut n = 0;
         if let Some(set) = sets().as_mut().and_then(|m| m.get_mut(&epfd)) {
-            for (e, w) in entries.iter().zip(set.iter_mut()) {
+            for (e, w) in entries.iter_mut().zip(set.iter_mut()) {
                 if n == max {
                     break;
                 }
@@ -231,6 +246,8 @@ pub unsafe fn epoll_wait(
                     unsafe { out.add(n).write_unaligned(libc::epoll_event { events: ev, u64: w.data }) };
                     n += 1;
                 }
+                // What the sleep below may wake for.
+                e.events = (reportable(w) & 0xffff) as i16;
             }
         }
         if n < max {
@@ -246,7 +263,13 @@ pub unsafe fn epoll_wait(
         }
         let Some(mask) = sleep_mask(&held, &mut looked_again)? else { continue };
         let mut kernel = vec![libc::pollfd { fd: epfd, events: libc::POLLIN, revents: 0 }];
-        match sleep(&ours, &entries, &mut kernel, left, mask, seen) {
+        // A watch that could report nothing asks netd for nothing.
+        let waking: Vec<Ours> = ours
+            .iter()
+            .filter(|o| entries.get(o.at).is_some_and(|e| e.events != 0))
+            .map(|o| Ours { at: o.at, sock: o.sock.clone(), exclusive: o.exclusive })
+            .collect();
+        match sleep(&waking, &entries, &mut kernel, left, mask, seen) {
             Err(gone) if netd_gone(gone) => return without_netd(epfd, out, max, deadline, &held, gone),
             r => r?,
         }
@@ -310,6 +333,23 @@ mod tests {
         assert_eq!(exclusive_allowed(modify, Some(IN), Some(IN | ex)), Err(libc::EINVAL), "a change of one with it");
         assert_eq!(exclusive_allowed(modify, Some(IN | libc::EPOLLONESHOT as u32), Some(IN)), Ok(()));
         assert_eq!(exclusive_allowed(libc::EPOLL_CTL_DEL, None, Some(IN | ex)), Ok(()), "it goes as any");
+    }
+
+    #[test]
+    fn a_watch_is_woken_only_for_what_it_could_report() {
+        let err_hup = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
+        let mut level = watch(libc::EPOLLIN);
+        assert_eq!(report(&mut level, IN), IN);
+        assert_eq!(reportable(&level), IN | err_hup, "level: all it asked for, reported or not");
+        let mut edge = watch(libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLET);
+        assert_eq!(report(&mut edge, IN | OUT), IN | OUT);
+        assert_eq!(reportable(&edge), err_hup, "edge: not what it reported last");
+        assert_eq!(report(&mut edge, IN | OUT | libc::EPOLLHUP as u32), libc::EPOLLHUP as u32);
+        assert_eq!(reportable(&edge), libc::EPOLLERR as u32, "nor a hang-up it reported");
+        let mut once = watch(libc::EPOLLIN | libc::EPOLLONESHOT);
+        assert_eq!(reportable(&once), IN | err_hup);
+        assert_eq!(report(&mut once, IN), IN);
+        assert_eq!(reportable(&once), 0, "a disabled one-shot watch: nothing");
     }
 
     #[test]
