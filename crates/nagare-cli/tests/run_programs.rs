@@ -1363,6 +1363,25 @@ fn a_killed_program_leaves_nothing_and_a_killed_netd_fails_its_programs() {
     assert!(text.starts_with("connected\nerror "), "{text}\n{}", out.stderr);
 }
 
+/// python3 through netd running `script`, which says a line at each step
+/// and waits for one before the next, and is ended by an alarm after 20 s
+/// whatever it waits on (so that a wait that never ends fails the test
+/// rather than hang it): the process (ended by its pid if the test ends
+/// first), its input, and a reader of its lines.
+fn python_in_steps(s: &Setup, script: &str) -> (Process, std::process::ChildStdin, impl FnMut() -> String) {
+    let script = format!("import signal\nsignal.alarm(20)\n{script}");
+    let mut python =
+        Process::spawn(s.run("python3").args(["-c", &script]).stdin(Stdio::piped()).stdout(Stdio::piped()));
+    let child = python.child.as_mut().expect("python3 runs");
+    let (input, mut output) = (child.stdin.take().unwrap(), BufReader::new(child.stdout.take().unwrap()));
+    let next = move || {
+        let mut line = String::new();
+        output.read_line(&mut line).unwrap();
+        line.trim_end().to_string()
+    };
+    (python, input, next)
+}
+
 /// An event loop whose netd is killed: `epoll_wait`, and `poll`, on a set
 /// with a listener through netd fail with `ECONNABORTED`, but only after
 /// they waited (at most 100 ms) on the set's kernel descriptors, so a
@@ -1396,21 +1415,14 @@ fn an_event_loop_whose_netd_died_fails_its_waits_at_a_bounded_rate() {
          \x20   except OSError as e:\n        said += ['pipe', str(e.errno)]\n\
          print(' '.join(said), flush=True)\n"
     );
-    let mut program =
-        s.run("python3").args(["-c", &script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
-    let mut out = std::io::BufReader::new(program.stdout.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-    assert_eq!(line, "listening\n");
+    let (_python, mut input, mut next) = python_in_steps(&s, &script);
+    assert_eq!(next(), "listening");
     // netd is killed (by its pid), and the program told to wait on.
     let netd_pid = s.netd.child.as_ref().map(|c| c.id()).expect("netd runs");
     assert!(Command::new("kill").args(["-KILL", &netd_pid.to_string()]).status().unwrap().success());
     std::thread::sleep(Duration::from_millis(300));
-    std::io::Write::write_all(program.stdin.as_mut().unwrap(), b"go\n").unwrap();
-    line.clear();
-    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-    let _ = program.kill();
-    let _ = program.wait();
+    writeln!(input, "go").unwrap();
+    let line = next();
     let words: Vec<&str> = line.split_whitespace().collect();
     let fails: [u32; 2] = match words.as_slice() {
         ["fails", e, "other", "None", "fails", p, "other", "None", "pipe", "True", "pipe", "True"] => {
@@ -1444,20 +1456,14 @@ fn an_edge_watch_on_a_shared_connection_sleeps_once_reported() {
          print('again', len(second), 'waited', round(time.monotonic() - start, 1), flush=True)\n\
          os.kill(pid, 9)\nos.waitpid(pid, 0)\n"
     );
-    let mut program =
-        s.run("python3").args(["-c", &script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
-    let mut out = std::io::BufReader::new(program.stdout.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-    assert_eq!(line, "reported 1\n");
+    let (_python, mut input, mut next) = python_in_steps(&s, &script);
+    assert_eq!(next(), "reported 1");
     let polls = |stat: &str| counter(stat, "netd requests_poll");
     let before = polls(&s.stat());
-    std::io::Write::write_all(program.stdin.as_mut().unwrap(), b"go\n").unwrap();
-    line.clear();
-    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    writeln!(input, "go").unwrap();
+    let line = next();
     let asked = polls(&s.stat()) - before;
-    let _ = program.wait();
-    assert_eq!(line, "again 0 waited 1.0\n");
+    assert_eq!(line, "again 0 waited 1.0");
     assert!(asked < 50, "{asked} polls of netd in a wait of a second");
 }
 
